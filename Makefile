@@ -1,0 +1,55 @@
+# GNU Make only. Every build and test target of the project lives here or in the module
+# fragments (*/module.mk) included below.
+PYTHON ?= /usr/bin/python3
+CC     ?= gcc
+CXX    ?= g++
+NVCC   ?= nvcc
+BUILD  ?= build
+# -march=native: every build compiles on the machine that runs it (CI included).
+ARCH   ?= -march=native
+OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+CFLAGS ?= -O3 $(ARCH)
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+CXXFLAGS ?= -O2 $(ARCH)
+CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+LDLIBS  = -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
+SETUP   = bash tools/setup.sh
+
+.PHONY: all setup train test bench clean
+all:
+
+setup:
+	@$(SETUP)
+
+# Module fragments (*/*.mk, tests/*/*.mk) add their programs to PROGRAMS, their test programs to
+# TEST_PROGS and their suites (tests/suites/NAME.list) to SUITES_<group>.
+include $(sort $(wildcard */*.mk tests/*/*.mk))
+
+# Test groups, in the order `make test` runs them; `make test-<group>` runs one group.
+TEST_GROUPS = model data train dist cuda
+.PHONY: test-progs $(addprefix test-,$(TEST_GROUPS))
+test-progs: $(TEST_PROGS)
+
+test: setup
+	@$(MAKE) --no-print-directory test-progs
+	@bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
+
+test-%: setup
+	@$(MAKE) --no-print-directory test-progs
+	@bash tests/run_suites.sh $(SUITES_$*)
+
+all: $(PROGRAMS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The same C sources compiled with double as the real type, for finite-difference checks.
+$(BUILD)/f64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DGPT_REAL_DOUBLE -MMD -MP -c $< -o $@
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

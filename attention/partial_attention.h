@@ -1,0 +1,54 @@
+// Partial (local) causal attention over a set of queries and a set of keys with absolute token
+// positions, returning the output and the per-row log-sum-exp. One kernel serves single-device
+// attention (offsets 0, strides 1), every ATTENTION2D mesh shape, Ring and Striped.
+//
+// Layout: rows are tokens, heads are contiguous slices of a row. For sequence b and local query
+// i, head h starts at q + (b*Tq + i)*ldq + h*HS (the same for k, v, o with their own strides), so
+// the kernel reads Q, K, V straight out of a fused (B, T, 3C) QKV activation.
+#pragma once
+#include "model/real.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Absolute position of local token i: off + stride * i.
+typedef struct {
+    long off, stride;
+} TokenPositions;
+
+typedef struct {
+    int B, NH, HS;           // sequences, heads, channels per head
+    int Tq, Tk;              // local queries and keys per sequence
+    TokenPositions qpos;     // positions of the queries
+    TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
+} AttentionProblem;
+
+// o:   (B, Tq, NH*HS) rows of stride ldo: softmax over the visible local keys, applied to V.
+// lse: (B, NH, Tq) log-sum-exp of the scaled scores of the visible keys; -INFINITY (and o = 0)
+//      for a query that sees no local key, which merges as an empty partial.
+void attention_partial_forward(const AttentionProblem* p,
+                               const real* q, int ldq, const real* k, int ldk,
+                               const real* v, int ldv, real* o, int ldo, real* lse);
+
+// d: (B, NH, Tq) = rowsum(dout * o) per head, the FlashAttention-2 backward preprocessing.
+void attention_row_dot(const AttentionProblem* p, const real* o, int ldo,
+                       const real* dout, int lddo, real* d);
+
+// Backward of the partial attention given the final (merged) lse and d of each query:
+// recomputes P = exp(scale*QK^T - lse) on the visible keys and ACCUMULATES (+=) into dq, dk, dv.
+void attention_partial_backward(const AttentionProblem* p,
+                                const real* q, int ldq, const real* k, int ldk,
+                                const real* v, int ldv, const real* dout, int lddo,
+                                const real* lse, const real* d,
+                                real* dq, int lddq, real* dk, int lddk, real* dv, int lddv);
+
+// Merges partial b into partial a in place, per query row and head:
+//   lse = logaddexp(lse_a, lse_b); o_a = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b.
+// o_*: (B, T, NH*HS) with row strides lda, ldb; lse_*: (B, NH, T). Empty partials (-inf) merge.
+void attention_merge(int B, int NH, int HS, int T, real* o_a, int lda, real* lse_a,
+                     const real* o_b, int ldb, const real* lse_b);
+
+#ifdef __cplusplus
+}
+#endif

