@@ -1,6 +1,7 @@
 # GNU Make only. Every build and test target of the project lives here or in the module
 # fragments (*/module.mk) included below.
 PYTHON ?= /usr/bin/python3
+export PYTHON
 CC     ?= gcc
 CXX    ?= g++
 NVCC   ?= nvcc
@@ -34,7 +35,7 @@ test: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
 
-test-%: setup
+$(addprefix test-,$(TEST_GROUPS)): test-%: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(SUITES_$*)
 

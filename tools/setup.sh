@@ -6,8 +6,12 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev
-  libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes nodejs npm
+  libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes
 )
+# Node.js may come from elsewhere (e.g. a nodesource build that bundles npm and conflicts with
+# Debian's npm package): install Debian's only when the commands are missing.
+command -v node >/dev/null 2>&1 || DEB_PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || DEB_PACKAGES+=(npm)
 NPM_PACKAGES=(gpt-3-encoder)
 NPM_PREFIX="${NPM_PREFIX:-$(cd "$(dirname "$0")/.." && pwd)/tools/node}"
 

@@ -1,0 +1,40 @@
+// The attention layer as the model sees it: one interface, several schedules (single device,
+// ATTENTION2D, Ring, Striped). The model hands over its local tokens only; a distributed
+// schedule does its own communication and returns results for exactly those local tokens.
+#pragma once
+#include "attention/partial_attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct AttentionLayer AttentionLayer;
+
+struct AttentionLayer {
+    // qkv:  (B, Tl, 3C) local tokens; q, k, v are the column blocks [0,C), [C,2C), [2C,3C),
+    //       head h is the slice [h*HS, (h+1)*HS) of each block.
+    // out:  (B, Tl, C) attention output of the local queries (before the output projection).
+    // lse:  (B, NH, Tl) per-query log-sum-exp over all visible keys, saved for backward.
+    void (*forward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+                    const real* qkv, real* out, real* lse);
+    // dout: (B, Tl, C) gradient of out; dqkv: (B, Tl, 3C) gradient of qkv, OVERWRITTEN.
+    void (*backward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+                     const real* qkv, const real* out, const real* lse, const real* dout,
+                     real* dqkv);
+    // Absolute sequence positions of this rank's local tokens (used by the position embedding
+    // and by the loader's token layout): cyclic (off = sp rank, stride = P) for ATTENTION2D and
+    // Striped, contiguous (off = rank * T/P, stride 1) for Ring, (0, 1) on a single device.
+    TokenPositions positions;
+    const char* name;
+    void (*destroy)(AttentionLayer* self);
+};
+
+// Single-device attention: all T tokens local, one partial-attention call per pass.
+// B, T, NH, HS bound the scratch it allocates once (the delta rows of backward).
+AttentionLayer* attention_local_create(int B, int T, int NH);
+// Calls the layer's destroy (NULL is allowed).
+void attention_layer_free(AttentionLayer* layer);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,65 @@
+// Single-device attention: every token is local, so one partial-attention call is the whole
+// layer (query and key positions both 0, 1, 2, ...).
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention_layer.h"
+#include "comm/fail.h"
+
+typedef struct {
+    AttentionLayer base;
+    int max_B, max_T, max_NH;
+    real* delta;   // (B, NH, T) rowsum(dout * out), scratch of backward
+} LocalAttention;
+
+static AttentionProblem local_problem(int B, int T, int NH, int HS) {
+    AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T,
+                          .qpos = {0, 1}, .kpos = {0, 1}};
+    return p;
+}
+
+static void local_forward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
+                          const real* qkv, real* out, real* lse) {
+    const int C = NH * HS;
+    AttentionProblem p = local_problem(B, T, NH, HS);
+    attention_partial_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse);
+}
+
+static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
+                           const real* qkv, const real* out, const real* lse, const real* dout,
+                           real* dqkv) {
+    LocalAttention* a = (LocalAttention*)self;
+    CHECK(B <= a->max_B && T <= a->max_T && NH <= a->max_NH, "caller bug",
+          "attention called with B=%d T=%d NH=%d beyond its bounds %d %d %d",
+          B, T, NH, a->max_B, a->max_T, a->max_NH);
+    const int C = NH * HS;
+    AttentionProblem p = local_problem(B, T, NH, HS);
+    memset(dqkv, 0, sizeof(real) * B * T * 3 * C);
+    attention_row_dot(&p, out, C, dout, C, a->delta);
+    attention_partial_backward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C,
+                               lse, a->delta, dqkv, 3 * C, dqkv + C, 3 * C, dqkv + 2 * C, 3 * C);
+}
+
+static void local_destroy(AttentionLayer* self) {
+    LocalAttention* a = (LocalAttention*)self;
+    free(a->delta);
+    free(a);
+}
+
+AttentionLayer* attention_local_create(int B, int T, int NH) {
+    LocalAttention* a = xcalloc(1, sizeof *a, "local attention layer");
+    a->base.forward = local_forward;
+    a->base.backward = local_backward;
+    a->base.destroy = local_destroy;
+    a->base.positions = (TokenPositions){0, 1};
+    a->base.name = "local";
+    a->max_B = B;
+    a->max_T = T;
+    a->max_NH = NH;
+    a->delta = xmalloc(sizeof(real) * B * NH * T, "attention backward delta");
+    return &a->base;
+}
+
+void attention_layer_free(AttentionLayer* layer) {
+    if (layer) layer->destroy(layer);
+}

@@ -1,0 +1,149 @@
+#include "checkpoints/model_file.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoints/atomic_file.h"
+#include "model/gpt.h"
+
+enum { HEADER_INTS = 256 };
+
+static uint16_t float_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   // keep NaN
+    u += 0x7fffu + ((u >> 16) & 1);                                            // nearest even
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int field_error(char* err, size_t errlen, const char* path, const char* field,
+                       const char* expected, long found) {
+    snprintf(err, errlen, "%s: %s: expected %s, found %ld", path, field, expected, found);
+    return -1;
+}
+
+int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char* err,
+                           size_t errlen) {
+    FILE* f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open model file: %s", path, strerror(errno));
+        return -1;
+    }
+    int32_t h[HEADER_INTS];
+    const size_t got = fread(h, sizeof(int32_t), HEADER_INTS, f);
+    struct stat st;
+    const int stat_ok = fstat(fileno(f), &st) == 0;
+    fclose(f);
+    if (got != HEADER_INTS) {
+        snprintf(err, errlen, "%s: header: expected 1024 bytes, found a file of %zu bytes",
+                 path, got * sizeof(int32_t));
+        return -1;
+    }
+    if (h[0] != MODEL_MAGIC) return field_error(err, errlen, path, "magic", "20240326", h[0]);
+    if (h[1] != MODEL_VERSION_FP32 && h[1] != MODEL_VERSION_BF16)
+        return field_error(err, errlen, path, "version", "3 (fp32) or 5 (bf16)", h[1]);
+    const char* names[] = {"max_seq_len", "vocab_size", "num_layers", "num_heads", "channels",
+                           "padded_vocab_size"};
+    for (int i = 2; i <= 7; i++) {
+        if (h[i] <= 0 || h[i] > (1 << 24))
+            return field_error(err, errlen, path, names[i - 2], "a value in 1..16777216", h[i]);
+    }
+    GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7]};
+    if (c.C % c.NH != 0)
+        return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
+    if (c.Vp < c.V)
+        return field_error(err, errlen, path, "padded_vocab_size", ">= vocab_size", c.Vp);
+    const long elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
+    const long want = HEADER_INTS * 4 + (long)gpt_num_params(&c) * elem;
+    if (!stat_ok || st.st_size != want) {
+        char exp[64];
+        snprintf(exp, sizeof exp, "%ld bytes for this header", want);
+        return field_error(err, errlen, path, "file size", exp, stat_ok ? (long)st.st_size : -1);
+    }
+    *cfg = c;
+    *version = h[1];
+    return 0;
+}
+
+int model_file_load(const char* path, const GPTConfig* expect, float* params, char* err,
+                    size_t errlen) {
+    GPTConfig c;
+    int version;
+    if (model_file_read_header(path, &c, &version, err, errlen) != 0) return -1;
+    if (expect && (expect->max_T != c.max_T || expect->V != c.V || expect->Vp != c.Vp ||
+                   expect->L != c.L || expect->NH != c.NH || expect->C != c.C)) {
+        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d C=%d, found "
+                 "T=%d V=%d Vp=%d L=%d NH=%d C=%d", path, expect->max_T, expect->V, expect->Vp,
+                 expect->L, expect->NH, expect->C, c.max_T, c.V, c.Vp, c.L, c.NH, c.C);
+        return -1;
+    }
+    FILE* f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open model file: %s", path, strerror(errno));
+        return -1;
+    }
+    const size_t n = gpt_num_params(&c);
+    int ok = fseek(f, HEADER_INTS * 4, SEEK_SET) == 0;
+    if (ok && version == MODEL_VERSION_FP32) {
+        ok = fread(params, sizeof(float), n, f) == n;
+    } else if (ok) {
+        // Widen bf16 in chunks so a large model needs no second full-size buffer.
+        enum { CHUNK = 1 << 16 };
+        uint16_t buf[CHUNK];
+        for (size_t i = 0; ok && i < n; i += CHUNK) {
+            const size_t k = n - i < CHUNK ? n - i : CHUNK;
+            ok = fread(buf, sizeof(uint16_t), k, f) == k;
+            for (size_t j = 0; ok && j < k; j++) params[i + j] = bf16_to_float(buf[j]);
+        }
+    }
+    fclose(f);
+    if (!ok) {
+        snprintf(err, errlen, "%s: parameters: read failed (file changed while reading?)", path);
+        return -1;
+    }
+    return 0;
+}
+
+int model_file_save(const char* path, const GPTConfig* cfg, const float* params, int version,
+                    char* err, size_t errlen) {
+    if (version != MODEL_VERSION_FP32 && version != MODEL_VERSION_BF16) {
+        snprintf(err, errlen, "%s: version: expected 3 or 5, found %d", path, version);
+        return -1;
+    }
+    int32_t h[HEADER_INTS] = {0};
+    h[0] = MODEL_MAGIC;
+    h[1] = version;
+    h[2] = cfg->max_T;
+    h[3] = cfg->V;
+    h[4] = cfg->L;
+    h[5] = cfg->NH;
+    h[6] = cfg->C;
+    h[7] = cfg->Vp;
+    AtomicFile af;
+    if (atomic_open(&af, path, err, errlen) != 0) return -1;
+    if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;
+    const size_t n = gpt_num_params(cfg);
+    if (version == MODEL_VERSION_FP32) {
+        if (atomic_write(&af, params, n * sizeof(float), err, errlen) != 0) return -1;
+    } else {
+        enum { CHUNK = 1 << 16 };
+        uint16_t buf[CHUNK];
+        for (size_t i = 0; i < n; i += CHUNK) {
+            const size_t k = n - i < CHUNK ? n - i : CHUNK;
+            for (size_t j = 0; j < k; j++) buf[j] = float_to_bf16(params[i + j]);
+            if (atomic_write(&af, buf, k * sizeof(uint16_t), err, errlen) != 0) return -1;
+        }
+    }
+    return atomic_commit(&af, err, errlen);
+}

@@ -1,0 +1,23 @@
+// llm.c's model file: 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; max T,
+// V, L, NH, C, Vp) followed by the 16 parameter tensors in order. Files we write load in llm.c
+// and llm.c's files (e.g. gpt2_124M.bin) load here.
+#pragma once
+#include <stddef.h>
+
+#include "model/config.h"
+
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION_FP32 3
+#define MODEL_VERSION_BF16 5
+
+// Reads and validates the header (magic, version, value ranges, file size). Returns 0, or -1
+// with "PATH: FIELD: expected ..., found ..." in err.
+int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char* err,
+                           size_t errlen);
+// Loads all parameters into params (gpt_num_params(cfg) floats); bf16 files are widened.
+// expect, when non-NULL, must match the file's shape.
+int model_file_load(const char* path, const GPTConfig* expect, float* params, char* err,
+                    size_t errlen);
+// Writes atomically; version MODEL_VERSION_FP32 or MODEL_VERSION_BF16 (round to nearest even).
+int model_file_save(const char* path, const GPTConfig* cfg, const float* params, int version,
+                    char* err, size_t errlen);

@@ -1,0 +1,26 @@
+// Model shapes: the GPT-3 paper's presets, llm.c's GPT-2 depth presets and a tiny test shape.
+#pragma once
+#include <stddef.h>
+
+typedef struct {
+    int max_T;   // context length (rows of the position embedding)
+    int V;       // vocabulary size
+    int Vp;      // vocabulary padded to a multiple of 128 (rows of wte)
+    int L;       // layers
+    int NH;      // attention heads
+    int C;       // channels (NH * head size)
+} GPTConfig;
+
+#define GPT2_VOCAB 50257
+#define GPT2_EOT 50256
+
+// Fills *cfg from a preset name with the given context length and vocabulary (pass <= 0 for the
+// preset's defaults: context 2048 for gpt3-*, 1024 for d*, GPT-2's 50257 tokens). Returns 0, or
+// -1 if the name is unknown.
+int gpt_config_preset(const char* name, int max_T, int V, GPTConfig* cfg);
+// Comma-separated preset names, for help and error messages.
+const char* gpt_config_preset_names(void);
+// V rounded up to a multiple of 128.
+int gpt_padded_vocab(int V);
+// Checks a shape; returns 0, or -1 with a one-line reason in err.
+int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);

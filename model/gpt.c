@@ -1,0 +1,225 @@
+// The layer sequence of the GPT model, written once; the attention schedule is pluggable.
+#include "model/gpt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+#include "model/layers.h"
+
+static const char* const param_names[NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
+    const size_t L = c->L, C = c->C;
+    s[0] = (size_t)c->Vp * C;
+    s[1] = (size_t)c->max_T * C;
+    s[2] = L * C;
+    s[3] = L * C;
+    s[4] = L * 3 * C * C;
+    s[5] = L * 3 * C;
+    s[6] = L * C * C;
+    s[7] = L * C;
+    s[8] = L * C;
+    s[9] = L * C;
+    s[10] = L * 4 * C * C;
+    s[11] = L * 4 * C;
+    s[12] = L * C * 4 * C;
+    s[13] = L * C;
+    s[14] = C;
+    s[15] = C;
+}
+
+const char* gpt_param_name(int tensor) { return param_names[tensor]; }
+
+int gpt_param_decays(int tensor) {
+    return tensor == 0 || tensor == 1 || tensor == 4 || tensor == 6 || tensor == 10 ||
+           tensor == 12;
+}
+
+size_t gpt_num_params(const GPTConfig* cfg) {
+    size_t s[NUM_PARAM_TENSORS], n = 0;
+    gpt_param_sizes(cfg, s);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += s[i];
+    return n;
+}
+
+void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
+    size_t s[NUM_PARAM_TENSORS];
+    gpt_param_sizes(cfg, s);
+    real** ptrs[NUM_PARAM_TENSORS] = {
+        &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
+        &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb};
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        *ptrs[i] = flat;
+        flat += s[i];
+    }
+}
+
+// Lays the activation tensors out in one buffer; returns the element count.
+static size_t point_activations(const GPTConfig* c, int B, int T, real* base,
+                                ActivationTensors* a) {
+    const size_t L = c->L, C = c->C, BT = (size_t)B * T;
+    struct { real** ptr; size_t n; } fields[] = {
+        {&a->encoded, BT * C},      {&a->ln1, L * BT * C},       {&a->ln1_mean, L * BT},
+        {&a->ln1_rstd, L * BT},     {&a->qkv, L * BT * 3 * C},   {&a->atty, L * BT * C},
+        {&a->att_lse, L * BT * c->NH}, {&a->residual2, L * BT * C}, {&a->ln2, L * BT * C},
+        {&a->ln2_mean, L * BT},     {&a->ln2_rstd, L * BT},      {&a->fch, L * BT * 4 * C},
+        {&a->fch_gelu, L * BT * 4 * C}, {&a->residual3, L * BT * C}, {&a->lnf, BT * C},
+        {&a->lnf_mean, BT},         {&a->lnf_rstd, BT},          {&a->logits, BT * c->Vp},
+        {&a->row_lse, BT},          {&a->losses, BT}};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (base) *fields[i].ptr = base + total;
+        total += fields[i].n;
+    }
+    return total;
+}
+
+void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention) {
+    char err[ERR_LEN];
+    if (gpt_config_validate(cfg, err, sizeof err) != 0) fail_msg("%s", err);
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->B = B;
+    m->T = T;
+    m->attention = attention;
+    gpt_param_sizes(cfg, m->param_sizes);
+    m->num_params = gpt_num_params(cfg);
+    m->params_memory = xmalloc(sizeof(real) * m->num_params, "parameters");
+    m->grads_memory = xcalloc(m->num_params, sizeof(real), "gradients");
+    gpt_point_params(cfg, m->params_memory, &m->params);
+    gpt_point_params(cfg, m->grads_memory, &m->grads);
+    const size_t nacts = point_activations(cfg, B, T, NULL, &m->acts);
+    m->acts_memory = xcalloc(nacts, sizeof(real), "activations");
+    point_activations(cfg, B, T, m->acts_memory, &m->acts);
+    const size_t BTC = (size_t)B * T * cfg->C;
+    m->dresidual = xcalloc(BTC, sizeof(real), "residual gradient");
+    m->dbuf_c = xcalloc(BTC, sizeof(real), "backward scratch");
+    m->dbuf_4c_a = xcalloc(4 * BTC, sizeof(real), "backward scratch");
+    m->dbuf_4c_b = xcalloc(4 * BTC, sizeof(real), "backward scratch");
+}
+
+void gpt_free(GPT* m) {
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->acts_memory);
+    free(m->dresidual);
+    free(m->dbuf_c);
+    free(m->dbuf_4c_a);
+    free(m->dbuf_4c_b);
+    memset(m, 0, sizeof *m);
+}
+
+void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, sizeof(real) * m->num_params); }
+
+// Per-layer views of the parameters, gradients and activations.
+typedef struct {
+    real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
+        *fcprojb;
+} LayerParams;
+
+static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
+    const size_t lc = (size_t)l * C;
+    LayerParams w = {p->ln1w + lc, p->ln1b + lc, p->qkvw + lc * 3 * C, p->qkvb + lc * 3,
+                     p->attprojw + lc * C, p->attprojb + lc, p->ln2w + lc, p->ln2b + lc,
+                     p->fcw + lc * 4 * C, p->fcb + lc * 4, p->fcprojw + lc * 4 * C,
+                     p->fcprojb + lc};
+    return w;
+}
+
+typedef struct {
+    real *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *residual2, *ln2, *ln2_mean,
+        *ln2_rstd, *fch, *fch_gelu, *residual3;
+} LayerActs;
+
+static LayerActs layer_acts(const ActivationTensors* a, int l, size_t BT, int C, int NH) {
+    const size_t btc = BT * C, bt = BT;
+    LayerActs x = {a->ln1 + l * btc,           a->ln1_mean + l * bt, a->ln1_rstd + l * bt,
+                   a->qkv + l * btc * 3,       a->atty + l * btc,    a->att_lse + l * bt * NH,
+                   a->residual2 + l * btc,     a->ln2 + l * btc,     a->ln2_mean + l * bt,
+                   a->ln2_rstd + l * bt,       a->fch + l * btc * 4, a->fch_gelu + l * btc * 4,
+                   a->residual3 + l * btc};
+    return x;
+}
+
+double gpt_forward(GPT* m, const int* inputs, const int* targets) {
+    const GPTConfig* c = &m->cfg;
+    const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH;
+    const int BT = B * T;
+    ActivationTensors* a = &m->acts;
+    const ParameterTensors* p = &m->params;
+
+    encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
+    const real* residual = a->encoded;
+    for (int l = 0; l < c->L; l++) {
+        LayerParams w = layer_params(p, l, C);
+        LayerActs x = layer_acts(a, l, BT, C, NH);
+        layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
+        matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+        m->attention->forward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse);
+        // The output projection lands in residual2, then the residual is added in place.
+        matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
+        residual_forward(x.residual2, x.residual2, residual, (long)BT * C);
+        layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
+        matmul_forward(x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+        gelu_forward(x.fch_gelu, x.fch, (long)BT * 4 * C);
+        matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+        residual_forward(x.residual3, x.residual3, x.residual2, (long)BT * C);
+        residual = x.residual3;
+    }
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
+    if (!targets) return 0;
+    return crossentropy_forward(a->losses, a->row_lse, a->logits, targets, BT, c->V, c->Vp);
+}
+
+void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss) {
+    const GPTConfig* c = &m->cfg;
+    const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, L = c->L;
+    const int BT = B * T;
+    const size_t btc = (size_t)BT * C;
+    ActivationTensors* a = &m->acts;
+    const ParameterTensors* p = &m->params;
+    ParameterTensors* g = &m->grads;
+    real* dres = m->dresidual;
+
+    crossentropy_backward_inplace(a->logits, a->row_lse, targets, dloss, BT, c->V, c->Vp);
+    memset(m->dbuf_c, 0, sizeof(real) * btc);
+    matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
+    const real* last = L > 0 ? layer_acts(a, L - 1, BT, C, NH).residual3 : a->encoded;
+    memset(dres, 0, sizeof(real) * btc);
+    layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
+                       a->lnf_rstd, BT, C);
+
+    for (int l = L - 1; l >= 0; l--) {
+        LayerParams w = layer_params(p, l, C), dw = layer_params(g, l, C);
+        LayerActs x = layer_acts(a, l, BT, C, NH);
+        const real* residual = l > 0 ? layer_acts(a, l - 1, BT, C, NH).residual3 : a->encoded;
+        // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2.
+        real* dgelu = m->dbuf_4c_a;
+        real* dfch = m->dbuf_4c_b;
+        memset(dgelu, 0, sizeof(real) * 4 * btc);
+        matmul_backward(dgelu, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, w.fcprojw, BT, 4 * C, C);
+        memset(dfch, 0, sizeof(real) * 4 * btc);
+        gelu_backward(dfch, x.fch, dgelu, (long)BT * 4 * C);
+        memset(m->dbuf_c, 0, sizeof(real) * btc);
+        matmul_backward(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C);
+        layernorm_backward(dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
+                           x.ln2_rstd, BT, C);
+        // Attention branch: dres is now the gradient of residual2 and of the block input.
+        real* datty = m->dbuf_c;
+        memset(datty, 0, sizeof(real) * btc);
+        matmul_backward(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C);
+        real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
+        m->attention->backward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse, datty,
+                               dqkv);
+        real* dln1 = m->dbuf_c;
+        memset(dln1, 0, sizeof(real) * btc);
+        matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
+        layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
+                           x.ln1_rstd, BT, C);
+    }
+    encoder_backward(g->wte, g->wpe, dres, inputs, B, T, C, m->attention->positions);
+}

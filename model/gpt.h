@@ -1,0 +1,96 @@
+// The GPT model on the CPU backend: parameters in llm.c's 16-tensor order in one flat buffer,
+// activations for the local tokens of B sequences, hand-written forward and backward.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/attention_layer.h"
+#include "model/config.h"
+#include "model/real.h"
+
+enum { NUM_PARAM_TENSORS = 16 };
+
+// Pointers into one flat buffer, in llm.c's file order. Each per-layer tensor holds all L layers.
+typedef struct {
+    real* wte;       // (Vp, C)
+    real* wpe;       // (max_T, C)
+    real* ln1w;      // (L, C)
+    real* ln1b;      // (L, C)
+    real* qkvw;      // (L, 3C, C)
+    real* qkvb;      // (L, 3C)
+    real* attprojw;  // (L, C, C)
+    real* attprojb;  // (L, C)
+    real* ln2w;      // (L, C)
+    real* ln2b;      // (L, C)
+    real* fcw;       // (L, 4C, C)
+    real* fcb;       // (L, 4C)
+    real* fcprojw;   // (L, C, 4C)
+    real* fcprojb;   // (L, C)
+    real* lnfw;      // (C)
+    real* lnfb;      // (C)
+} ParameterTensors;
+
+// Element counts of the 16 tensors, their names ("wte", ...), and whether AdamW decays them
+// (the 2-D matrices and the embeddings).
+void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
+const char* gpt_param_name(int tensor);
+int gpt_param_decays(int tensor);
+size_t gpt_num_params(const GPTConfig* cfg);
+// Points the 16 tensors into a flat buffer of gpt_num_params elements.
+void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
+
+// Activations saved by forward for backward, for B sequences of T local tokens each.
+typedef struct {
+    real* encoded;    // (B, T, C)
+    real* ln1;        // (L, B, T, C)
+    real* ln1_mean;   // (L, B, T)
+    real* ln1_rstd;   // (L, B, T)
+    real* qkv;        // (L, B, T, 3C)
+    real* atty;       // (L, B, T, C)
+    real* att_lse;    // (L, B, NH, T)
+    real* residual2;  // (L, B, T, C)
+    real* ln2;        // (L, B, T, C)
+    real* ln2_mean;   // (L, B, T)
+    real* ln2_rstd;   // (L, B, T)
+    real* fch;        // (L, B, T, 4C)
+    real* fch_gelu;   // (L, B, T, 4C)
+    real* residual3;  // (L, B, T, C)
+    real* lnf;        // (B, T, C)
+    real* lnf_mean;   // (B, T)
+    real* lnf_rstd;   // (B, T)
+    real* logits;     // (B, T, Vp); backward overwrites it with dlogits
+    real* row_lse;    // (B, T) log-sum-exp of each logits row
+    real* losses;     // (B, T) per-token loss
+} ActivationTensors;
+
+typedef struct {
+    GPTConfig cfg;
+    size_t param_sizes[NUM_PARAM_TENSORS];
+    size_t num_params;
+    real* params_memory;
+    real* grads_memory;
+    ParameterTensors params, grads;
+
+    int B, T;                  // sequences and LOCAL tokens per sequence the buffers hold
+    real* acts_memory;
+    ActivationTensors acts;
+    real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream
+    real* dbuf_c;              // (B, T, C)
+    real* dbuf_4c_a;           // (B, T, 4C)
+    real* dbuf_4c_b;           // (B, T, 4C)
+
+    AttentionLayer* attention; // owned by the caller; decides the token positions
+} GPT;
+
+// Allocates parameters, gradients, activations and scratch once (no allocation in the step
+// loop). Parameters are left uninitialised: use gpt_init_params or a model file.
+void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention);
+void gpt_free(GPT* m);
+
+// Forward on local tokens (B, T). With targets, also computes per-token losses and returns
+// their sum (the caller divides by the global token count); returns 0 without targets.
+double gpt_forward(GPT* m, const int* inputs, const int* targets);
+// Backward of the last forward; ACCUMULATES parameter gradients. dloss is d(total loss) /
+// d(each token's loss), e.g. 1 / (tokens in the whole optimizer step across all ranks).
+void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss);
+void gpt_zero_grad(GPT* m);

@@ -1,0 +1,20 @@
+// Deterministic initialisation from a seed, GPT-2's scheme: weights ~ N(0, 0.02), residual
+// output projections (attprojw, fcprojw) ~ N(0, 0.02 / sqrt(2L)), biases 0, LayerNorm weights 1.
+// Every element is a pure function of (seed, tensor, element index) through a counter-based
+// generator, so any rank can produce any tensor or any slice of it without generating the rest.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "model/real.h"
+
+// Fills out[0..count) with elements [start, start + count) of parameter tensor `tensor`
+// (0..15, llm.c order). Rows V..Vp-1 of wte are zero.
+void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t start, size_t count,
+                    real* out);
+// Fills a flat parameter buffer (all 16 tensors).
+void gpt_init_params(const GPTConfig* cfg, uint64_t seed, real* flat);
+// The standard normal value, and 64 uniform bits, of counter `index` in stream `stream`.
+double counter_normal(uint64_t seed, uint64_t stream, uint64_t index);
+uint64_t counter_bits(uint64_t seed, uint64_t stream, uint64_t index);

@@ -1,0 +1,191 @@
+// CPU layer kernels: OpenMP over token rows, CBLAS for the matrix products.
+#include "model/layers.h"
+
+#include <math.h>
+#include <string.h>
+
+#define LAYERNORM_EPS 1e-5
+
+void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
+                     int B, int T, int C, TokenPositions pos) {
+#pragma omp parallel for
+    for (long n = 0; n < (long)B * T; n++) {
+        const long t = n % T;
+        const real* we = wte + (long)tokens[n] * C;
+        const real* pe = wpe + (pos.off + pos.stride * t) * C;
+        real* o = out + n * C;
+        for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+    }
+}
+
+void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
+                      int B, int T, int C, TokenPositions pos) {
+    // Serial over rows: two rows may share a token (or a position across sequences), and a
+    // fixed order keeps the sums deterministic. Channels vectorise.
+    for (long n = 0; n < (long)B * T; n++) {
+        const long t = n % T;
+        const real* g = dout + n * C;
+        real* we = dwte + (long)tokens[n] * C;
+        real* pe = dwpe + (pos.off + pos.stride * t) * C;
+        for (int c = 0; c < C; c++) {
+            we[c] += g[c];
+            pe[c] += g[c];
+        }
+    }
+}
+
+void layernorm_forward(real* out, real* mean, real* rstd, const real* inp,
+                       const real* weight, const real* bias, int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (long)n * C;
+        real m = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        real var = 0;
+        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        var /= C;
+        const real s = 1 / rsqrt(var + (real)LAYERNORM_EPS);
+        real* o = out + (long)n * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                        const real* inp, const real* weight, const real* mean,
+                        const real* rstd, int N, int C) {
+    // Input gradients row-parallel; weight and bias gradients reduced over rows in a second,
+    // channel-parallel pass so no two threads write the same element.
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (long)n * C;
+        const real* g = dout + (long)n * C;
+        const real m = mean[n], s = rstd[n];
+        real sum_g = 0, sum_gx = 0;   // sums of dnorm and dnorm * xhat
+        for (int c = 0; c < C; c++) {
+            const real dn = g[c] * weight[c];
+            sum_g += dn;
+            sum_gx += dn * (x[c] - m) * s;
+        }
+        sum_g /= C;
+        sum_gx /= C;
+        real* dx = dinp + (long)n * C;
+        for (int c = 0; c < C; c++) {
+            const real xhat = (x[c] - m) * s;
+            dx[c] += (g[c] * weight[c] - sum_g - xhat * sum_gx) * s;
+        }
+    }
+    enum { CHUNK = 64 };
+#pragma omp parallel for
+    for (int c0 = 0; c0 < C; c0 += CHUNK) {
+        const int c1 = c0 + CHUNK < C ? c0 + CHUNK : C;
+        real dw[CHUNK] = {0}, db[CHUNK] = {0};
+        for (int n = 0; n < N; n++) {
+            const real* x = inp + (long)n * C;
+            const real* g = dout + (long)n * C;
+            const real m = mean[n], s = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                dw[c - c0] += g[c] * (x[c] - m) * s;
+                db[c - c0] += g[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dweight[c] += dw[c - c0];
+            dbias[c] += db[c - c0];
+        }
+    }
+}
+
+void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
+                    int N, int IC, int OC) {
+    real beta = 0;
+    if (bias) {
+#pragma omp parallel for
+        for (int n = 0; n < N; n++) memcpy(out + (long)n * OC, bias, sizeof(real) * OC);
+        beta = 1;
+    }
+    cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, weight, IC,
+                beta, out, OC);
+}
+
+void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                     const real* inp, const real* weight, int N, int IC, int OC) {
+    // dinp (N, IC) += dout (N, OC) @ weight (OC, IC)
+    cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, weight, IC,
+                1, dinp, IC);
+    // dweight (OC, IC) += dout^T (OC, N) @ inp (N, IC)
+    cblas_rgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC,
+                1, dweight, IC);
+    if (dbias) {
+        enum { CHUNK = 64 };
+#pragma omp parallel for
+        for (int o0 = 0; o0 < OC; o0 += CHUNK) {
+            const int o1 = o0 + CHUNK < OC ? o0 + CHUNK : OC;
+            real acc[CHUNK] = {0};
+            for (int n = 0; n < N; n++) {
+                const real* g = dout + (long)n * OC;
+                for (int o = o0; o < o1; o++) acc[o - o0] += g[o];
+            }
+            for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+        }
+    }
+}
+
+#define GELU_SCALE 0.7978845608028654   // sqrt(2 / pi)
+
+void gelu_forward(real* out, const real* inp, long n) {
+#pragma omp parallel for simd
+    for (long i = 0; i < n; i++) {
+        const real x = inp[i];
+        const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
+        out[i] = (real)0.5 * x * (1 + rtanh(u));
+    }
+}
+
+void gelu_backward(real* dinp, const real* inp, const real* dout, long n) {
+#pragma omp parallel for simd
+    for (long i = 0; i < n; i++) {
+        const real x = inp[i];
+        const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
+        const real th = rtanh(u);
+        const real du = (real)GELU_SCALE * (1 + (real)3 * (real)0.044715 * x * x);
+        const real grad = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
+        dinp[i] += grad * dout[i];
+    }
+}
+
+void residual_forward(real* out, const real* a, const real* b, long n) {
+#pragma omp parallel for simd
+    for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+double crossentropy_forward(real* losses, real* lse, const real* logits, const int* targets,
+                            int N, int V, int Vp) {
+    double total = 0;
+#pragma omp parallel for reduction(+ : total)
+    for (int n = 0; n < N; n++) {
+        const real* z = logits + (long)n * Vp;
+        real m = -INFINITY;
+        for (int v = 0; v < V; v++) m = z[v] > m ? z[v] : m;
+        real sum = 0;
+        for (int v = 0; v < V; v++) sum += rexp(z[v] - m);
+        lse[n] = m + rlog(sum);
+        losses[n] = lse[n] - z[targets[n]];
+        total += losses[n];
+    }
+    return total;
+}
+
+void crossentropy_backward_inplace(real* logits, const real* lse, const int* targets,
+                                   real dloss, int N, int V, int Vp) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        real* z = logits + (long)n * Vp;
+        const real l = lse[n];
+        for (int v = 0; v < V; v++) z[v] = dloss * rexp(z[v] - l);
+        z[targets[n]] -= dloss;
+        for (int v = V; v < Vp; v++) z[v] = 0;
+    }
+}

@@ -1,0 +1,18 @@
+# The CPU model: layer kernels, the GPT layer sequence, initialisation, optimizer, model files.
+MODEL_SRCS = model/config.c model/layers.c model/gpt.c model/init.c model/optimizer.c
+MODEL_OBJS = $(MODEL_SRCS:%.c=$(BUILD)/%.o) $(ATTENTION_OBJS) $(FAIL_OBJS)
+MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL_OBJS)
+CHECKPOINT_OBJS = $(BUILD)/checkpoints/atomic_file.o $(BUILD)/checkpoints/model_file.o
+
+TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
+	$(BUILD)/tests/test_model_torch
+SUITES_model += model
+
+$(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_F64)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(MODEL_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_model_torch: $(BUILD)/tests/test_model_torch.o $(MODEL_OBJS) $(CHECKPOINT_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -1,0 +1,272 @@
+// The fp32 partial-attention kernel against a naive double-precision reference, for every
+// (offset, stride) combination that ATTENTION2D meshes (pq, pkv in 1..4) and Ring chunks
+// produce, including queries that see no key; and the LSE merge: merging the partials of a
+// split key set equals attention over the whole set, forward and backward.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/partial_attention.h"
+
+enum { B = 2, NH = 2, HS = 16, C = NH * HS };
+static const double TOL = 1e-5;
+
+static int failures, checks;
+static double worst_out, worst_grad;
+
+static unsigned long long rng = 1234567;
+static float uniform(void) {   // in [-1, 1)
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) * 0x1.0p-24 * 2.0 - 1.0);
+}
+
+static float* random_rows(int T) {
+    float* a = malloc(sizeof(float) * B * T * C);
+    for (long i = 0; i < (long)B * T * C; i++) a[i] = uniform();
+    return a;
+}
+
+static float* poisoned(long n) {   // NaN everywhere, so an unwritten element fails
+    float* a = malloc(sizeof(float) * n);
+    for (long i = 0; i < n; i++) a[i] = NAN;
+    return a;
+}
+
+// max |a - ref| / max |ref| over n elements; NaN anywhere counts as infinite error.
+static double rel_error(const float* a, const double* ref, long n) {
+    double md = 0, mr = 0;
+    for (long i = 0; i < n; i++) {
+        const double d = fabs(a[i] - ref[i]);
+        if (!(d == d)) return INFINITY;
+        md = d > md ? d : md;
+        mr = fabs(ref[i]) > mr ? fabs(ref[i]) : mr;
+    }
+    return md / (mr > 0 ? mr : 1);
+}
+
+static void expect(const char* what, const char* label, double err, double* worst) {
+    checks++;
+    if (err > *worst) *worst = err;
+    if (!(err <= TOL)) {
+        failures++;
+        printf("FAIL %-10s %-28s rel err %.2e\n", what, label, err);
+    }
+}
+
+// Naive reference on the full positions of a problem, in double. With lse_in/d_in NULL it is
+// the forward (o, lse); otherwise the backward with the given final lse and d.
+static void naive(const AttentionProblem* p, const float* q, const float* k, const float* v,
+                  double* o, double* lse, const float* dout, const double* lse_in,
+                  const double* d_in, double* dq, double* dk, double* dv) {
+    const double scale = 1 / sqrt((double)HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < p->Tq; i++) {
+                const long qp = p->qpos.off + p->qpos.stride * i;
+                const float* qi = q + ((long)b * p->Tq + i) * C + h * HS;
+                double* s = malloc(sizeof(double) * (p->Tk ? p->Tk : 1));
+                double m = -INFINITY;
+                for (int j = 0; j < p->Tk; j++) {
+                    const long kp = p->kpos.off + p->kpos.stride * j;
+                    const float* kj = k + ((long)b * p->Tk + j) * C + h * HS;
+                    double acc = 0;
+                    for (int c = 0; c < HS; c++) acc += (double)qi[c] * kj[c];
+                    s[j] = kp <= qp ? acc * scale : -INFINITY;
+                    m = s[j] > m ? s[j] : m;
+                }
+                const long li = ((long)b * NH + h) * p->Tq + i;
+                double l;
+                if (lse_in) {
+                    l = lse_in[li];
+                } else {
+                    double sum = 0;
+                    for (int j = 0; j < p->Tk; j++) sum += m == -INFINITY ? 0 : exp(s[j] - m);
+                    l = sum > 0 ? m + log(sum) : -INFINITY;
+                    lse[li] = l;
+                }
+                const long orow = ((long)b * p->Tq + i) * C + h * HS;
+                if (!lse_in) {
+                    for (int c = 0; c < HS; c++) o[orow + c] = 0;
+                    for (int j = 0; j < p->Tk; j++) {
+                        if (s[j] == -INFINITY) continue;
+                        const double pj = exp(s[j] - l);
+                        const float* vj = v + ((long)b * p->Tk + j) * C + h * HS;
+                        for (int c = 0; c < HS; c++) o[orow + c] += pj * vj[c];
+                    }
+                } else {
+                    for (int j = 0; j < p->Tk; j++) {
+                        if (s[j] == -INFINITY) continue;
+                        const double pj = exp(s[j] - l);
+                        const long krow = ((long)b * p->Tk + j) * C + h * HS;
+                        double dp = 0;
+                        for (int c = 0; c < HS; c++) dp += (double)dout[orow + c] * v[krow + c];
+                        const double ds = pj * (dp - d_in[li]);
+                        for (int c = 0; c < HS; c++) {
+                            dv[krow + c] += pj * dout[orow + c];
+                            dq[orow + c] += ds * k[krow + c] * scale;
+                            dk[krow + c] += ds * q[orow + c] * scale;
+                        }
+                    }
+                }
+                free(s);
+            }
+}
+
+// Selects rows of a (B, T, C) tensor: local row i of the result = full row off + stride * i.
+static float* take_rows(const float* full, int T, long off, long stride, int n) {
+    float* a = malloc(sizeof(float) * B * n * C);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(a + ((long)b * n + i) * C, full + ((long)b * T + off + stride * i) * C,
+                   sizeof(float) * C);
+    return a;
+}
+
+static double* take_rows_d(const double* full, int T, long off, long stride, int n, int width) {
+    double* a = malloc(sizeof(double) * B * n * width);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(a + ((long)b * n + i) * width, full + ((long)b * T + off + stride * i) * width,
+                   sizeof(double) * width);
+    return a;
+}
+
+// lse/d have layout (B, NH, T): select positions per (b, h).
+static double* take_stats(const double* full, int T, long off, long stride, int n) {
+    double* a = malloc(sizeof(double) * B * NH * n);
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int i = 0; i < n; i++) a[(long)bh * n + i] = full[(long)bh * T + off + stride * i];
+    return a;
+}
+
+static float* to_float(const double* a, long n) {
+    float* f = malloc(sizeof(float) * n);
+    for (long i = 0; i < n; i++) f[i] = (float)a[i];
+    return f;
+}
+
+// One query set (off_q, sq, nq) against a split of the keys into `parts` sets
+// (koff[c], sk, nk): checks each partial forward and backward against the naive reference,
+// and that merging the partials (and summing the backward pieces) gives full attention.
+static void check_split(int T, long qoff, long sq, int nq, int parts, const long* koff, long sk,
+                        int nk, const char* label) {
+    float *q = random_rows(T), *k = random_rows(T), *v = random_rows(T), *g = random_rows(T);
+    // Full single-device reference.
+    AttentionProblem full = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
+                             .kpos = {0, 1}};
+    double* o_full = calloc((size_t)B * T * C, sizeof(double));
+    double* lse_full = calloc((size_t)B * NH * T, sizeof(double));
+    naive(&full, q, k, v, o_full, lse_full, NULL, NULL, NULL, NULL, NULL, NULL);
+    double* d_full = calloc((size_t)B * NH * T, sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double acc = 0;
+                for (int c = 0; c < HS; c++)
+                    acc += o_full[((long)b * T + t) * C + h * HS + c] *
+                           g[((long)b * T + t) * C + h * HS + c];
+                d_full[((long)b * NH + h) * T + t] = acc;
+            }
+    double* dq_full = calloc((size_t)B * T * C, sizeof(double));
+    double* dk_full = calloc((size_t)B * T * C, sizeof(double));
+    double* dv_full = calloc((size_t)B * T * C, sizeof(double));
+    naive(&full, q, k, v, NULL, NULL, g, lse_full, d_full, dq_full, dk_full, dv_full);
+
+    float *ql = take_rows(q, T, qoff, sq, nq), *gl = take_rows(g, T, qoff, sq, nq);
+    double* lse_l = take_stats(lse_full, T, qoff, sq, nq);
+    double* d_l = take_stats(d_full, T, qoff, sq, nq);
+    float *lse_lf = to_float(lse_l, (long)B * NH * nq), *d_lf = to_float(d_l, (long)B * NH * nq);
+    float *merged_o = NULL, *merged_lse = NULL;
+    float* dq_sum = calloc((size_t)B * nq * C, sizeof(float));
+    for (int part = 0; part < parts; part++) {
+        AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = nq, .Tk = nk,
+                              .qpos = {qoff, sq}, .kpos = {koff[part], sk}};
+        float *kl = take_rows(k, T, koff[part], sk, nk), *vl = take_rows(v, T, koff[part], sk, nk);
+        float *o = poisoned((long)B * nq * C), *lse = poisoned((long)B * NH * nq);
+        attention_partial_forward(&p, ql, C, kl, C, vl, C, o, C, lse);
+        double* o_ref = calloc((size_t)B * nq * C, sizeof(double));
+        double* lse_ref = calloc((size_t)B * NH * nq, sizeof(double));
+        naive(&p, ql, kl, vl, o_ref, lse_ref, NULL, NULL, NULL, NULL, NULL, NULL);
+        expect("partial o", label, rel_error(o, o_ref, (long)B * nq * C), &worst_out);
+        // lse: equal including the -inf of empty rows.
+        long bad = 0;
+        for (long i = 0; i < (long)B * NH * nq; i++) {
+            if (isinf(lse_ref[i]) ? !(isinf(lse[i]) && lse[i] < 0)
+                                  : !(fabs(lse[i] - lse_ref[i]) <= TOL * (1 + fabs(lse_ref[i]))))
+                bad++;
+        }
+        expect("partial lse", label, bad ? INFINITY : 0, &worst_out);
+        // Backward of this partial with the FINAL lse and d, against the naive one.
+        float* dq = calloc((size_t)B * nq * C, sizeof(float));
+        float* dk = calloc((size_t)B * nk * C, sizeof(float));
+        float* dv = calloc((size_t)B * nk * C, sizeof(float));
+        attention_partial_backward(&p, ql, C, kl, C, vl, C, gl, C, lse_lf, d_lf, dq, C, dk, C,
+                                   dv, C);
+        double* dk_ref = take_rows_d(dk_full, T, koff[part], sk, nk, C);
+        double* dv_ref = take_rows_d(dv_full, T, koff[part], sk, nk, C);
+        if (sq == 1 && nq == T) {   // this query set is every query: dk, dv are complete
+            expect("dk", label, rel_error(dk, dk_ref, (long)B * nk * C), &worst_grad);
+            expect("dv", label, rel_error(dv, dv_ref, (long)B * nk * C), &worst_grad);
+        }
+        for (long i = 0; i < (long)B * nq * C; i++) dq_sum[i] += dq[i];
+        if (!merged_o) {
+            merged_o = o;
+            merged_lse = lse;
+        } else {
+            attention_merge(B, NH, HS, nq, merged_o, C, merged_lse, o, C, lse);
+            free(o);
+            free(lse);
+        }
+        free(kl); free(vl); free(o_ref); free(lse_ref); free(dq); free(dk); free(dv);
+        free(dk_ref); free(dv_ref);
+    }
+    double* o_want = take_rows_d(o_full, T, qoff, sq, nq, C);
+    expect("merged o", label, rel_error(merged_o, o_want, (long)B * nq * C), &worst_out);
+    expect("merged lse", label, rel_error(merged_lse, lse_l, (long)B * NH * nq), &worst_out);
+    double* dq_want = take_rows_d(dq_full, T, qoff, sq, nq, C);
+    expect("summed dq", label, rel_error(dq_sum, dq_want, (long)B * nq * C), &worst_grad);
+    free(o_want); free(dq_want); free(merged_o); free(merged_lse); free(dq_sum);
+    free(ql); free(gl); free(lse_l); free(d_l); free(lse_lf); free(d_lf);
+    free(q); free(k); free(v); free(g); free(o_full); free(lse_full); free(d_full);
+    free(dq_full); free(dk_full); free(dv_full);
+}
+
+int main(void) {
+    char label[64];
+    // ATTENTION2D: rank (r, c) of a pq x pkv mesh holds queries r + pq*m and keys c + pkv*n.
+    // For each row r, the partials over c = 0..pkv-1 merge to the row's full attention.
+    const int Ts[] = {24, 156};   // one tile, and several tiles with a ragged last one
+    for (int ti = 0; ti < 2; ti++) {
+        const int T = Ts[ti] / 12 * 12;
+        for (int pq = 1; pq <= 4; pq++)
+            for (int pkv = 1; pkv <= 4; pkv++)
+                for (int r = 0; r < pq; r++) {
+                    if (T % pq || T % pkv) continue;
+                    long koff[4];
+                    for (int c = 0; c < pkv; c++) koff[c] = c;
+                    snprintf(label, sizeof label, "T%d mesh %dx%d row %d", T, pq, pkv, r);
+                    check_split(T, r, pq, T / pq, pkv, koff, pkv, T / pkv, label);
+                }
+    }
+    // Ring: contiguous chunks; query chunk i against every key chunk (later ones are empty).
+    for (int P = 1; P <= 4; P++) {
+        const int T = 120, n = T / P;
+        for (int i = 0; i < P; i++) {
+            long koff[4];
+            for (int j = 0; j < P; j++) koff[j] = (long)j * n;
+            snprintf(label, sizeof label, "ring P%d chunk %d", P, i);
+            check_split(T, (long)i * n, 1, n, P, koff, 1, n, label);
+        }
+    }
+    // Single device with every query (checks dk, dv too), T not a multiple of the tile.
+    const long zero = 0;
+    check_split(131, 0, 1, 131, 1, &zero, 1, 131, "single T131");
+    // Single device with a split of the keys into strided sets (dk, dv checked per part).
+    const long koffs[3] = {0, 1, 2};
+    check_split(99, 0, 1, 99, 3, koffs, 3, 33, "all queries, keys mod 3");
+    printf("%d checks, %d failed; worst rel err: outputs %.2e, gradients %.2e (tol %.0e)\n",
+           checks, failures, worst_out, worst_grad, TOL);
+    printf("%s\n", failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,313 @@
+// Finite-difference gradient checks in double precision: this file and the layer sources are
+// compiled with -DGPT_REAL_DOUBLE. Every layer's backward, the partial-attention backward with
+// (offset, stride) positions, and the whole model are checked against central differences of
+// a scalar loss sum(w * output) with random w.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention_layer.h"
+#include "model/gpt.h"
+#include "model/init.h"
+#include "model/layers.h"
+
+#ifndef GPT_REAL_DOUBLE
+#error "test_gradcheck must be compiled with -DGPT_REAL_DOUBLE"
+#endif
+
+static int failures;
+static unsigned long long rng_state = 42;
+
+static double uniform(void) {   // xorshift64*, in [-1, 1)
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ULL) >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static real* random_array(long n, double scale) {
+    real* a = malloc(sizeof(real) * (n ? n : 1));
+    for (long i = 0; i < n; i++) a[i] = scale * uniform();
+    return a;
+}
+
+static real* zeros(long n) { return calloc(n ? n : 1, sizeof(real)); }
+
+// A scalar loss of the current inputs, as a closure.
+typedef double (*LossFn)(void* ctx);
+
+// Compares analytic[i] with (loss(x+h) - loss(x-h)) / 2h for every element of x.
+static void check(const char* name, real* x, const real* analytic, long n, LossFn loss,
+                  void* ctx) {
+    const double h = 1e-5;
+    double max_diff = 0, max_ref = 0;
+    for (long i = 0; i < n; i++) {
+        const real saved = x[i];
+        x[i] = saved + h;
+        const double lp = loss(ctx);
+        x[i] = saved - h;
+        const double lm = loss(ctx);
+        x[i] = saved;
+        const double numeric = (lp - lm) / (2 * h);
+        const double d = fabs(numeric - analytic[i]);
+        if (d > max_diff) max_diff = d;
+        if (fabs(numeric) > max_ref) max_ref = fabs(numeric);
+    }
+    const double rel = max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
+    const int ok = rel < 1e-6 && max_ref > 0;
+    printf("%-4s %-34s n=%-6ld max|num-ana|/max|num| = %.2e\n", ok ? "ok" : "FAIL", name, n, rel);
+    if (!ok) failures++;
+}
+
+static double weighted_sum(const real* y, const real* w, long n) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += (double)y[i] * w[i];
+    return s;
+}
+
+// ---- layernorm ----
+typedef struct {
+    int N, C;
+    real *x, *w, *b, *y, *mean, *rstd, *dy;
+} LNCase;
+
+static double ln_loss(void* p) {
+    LNCase* c = p;
+    layernorm_forward(c->y, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->C);
+}
+
+static void test_layernorm(void) {
+    LNCase c = {.N = 5, .C = 7};
+    const long n = (long)c.N * c.C;
+    c.x = random_array(n, 1);
+    c.w = random_array(c.C, 1);
+    c.b = random_array(c.C, 1);
+    c.y = zeros(n);
+    c.mean = zeros(c.N);
+    c.rstd = zeros(c.N);
+    c.dy = random_array(n, 1);
+    real *dx = zeros(n), *dw = zeros(c.C), *db = zeros(c.C);
+    ln_loss(&c);
+    layernorm_backward(dx, dw, db, c.dy, c.x, c.w, c.mean, c.rstd, c.N, c.C);
+    check("layernorm dinp", c.x, dx, n, ln_loss, &c);
+    check("layernorm dweight", c.w, dw, c.C, ln_loss, &c);
+    check("layernorm dbias", c.b, db, c.C, ln_loss, &c);
+}
+
+// ---- matmul ----
+typedef struct {
+    int N, IC, OC;
+    real *x, *w, *b, *y, *dy;
+} MMCase;
+
+static double mm_loss(void* p) {
+    MMCase* c = p;
+    matmul_forward(c->y, c->x, c->w, c->b, c->N, c->IC, c->OC);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->OC);
+}
+
+static void test_matmul(void) {
+    MMCase c = {.N = 6, .IC = 5, .OC = 9};
+    c.x = random_array((long)c.N * c.IC, 1);
+    c.w = random_array((long)c.OC * c.IC, 1);
+    c.b = random_array(c.OC, 1);
+    c.y = zeros((long)c.N * c.OC);
+    c.dy = random_array((long)c.N * c.OC, 1);
+    real *dx = zeros((long)c.N * c.IC), *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
+    matmul_backward(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
+    check("matmul dinp", c.x, dx, (long)c.N * c.IC, mm_loss, &c);
+    check("matmul dweight", c.w, dw, (long)c.OC * c.IC, mm_loss, &c);
+    check("matmul dbias", c.b, db, c.OC, mm_loss, &c);
+}
+
+// ---- gelu ----
+typedef struct {
+    long n;
+    real *x, *y, *dy;
+} GeluCase;
+
+static double gelu_loss(void* p) {
+    GeluCase* c = p;
+    gelu_forward(c->y, c->x, c->n);
+    return weighted_sum(c->y, c->dy, c->n);
+}
+
+static void test_gelu(void) {
+    GeluCase c = {.n = 40};
+    c.x = random_array(c.n, 4);
+    c.y = zeros(c.n);
+    c.dy = random_array(c.n, 1);
+    real* dx = zeros(c.n);
+    gelu_backward(dx, c.x, c.dy, c.n);
+    check("gelu dinp", c.x, dx, c.n, gelu_loss, &c);
+}
+
+// ---- encoder ----
+typedef struct {
+    int B, T, C;
+    int* tokens;
+    TokenPositions pos;
+    real *wte, *wpe, *y, *dy;
+} EncCase;
+
+static double enc_loss(void* p) {
+    EncCase* c = p;
+    encoder_forward(c->y, c->tokens, c->wte, c->wpe, c->B, c->T, c->C, c->pos);
+    return weighted_sum(c->y, c->dy, (long)c->B * c->T * c->C);
+}
+
+static void test_encoder(void) {
+    // Local tokens 2, 5, 8, 11 of each sequence (a cyclic shard); tokens repeat on purpose.
+    EncCase c = {.B = 2, .T = 4, .C = 3, .pos = {2, 3}};
+    const int V = 5, maxT = 12;
+    int tokens[8] = {1, 3, 1, 4, 0, 1, 4, 4};
+    c.tokens = tokens;
+    c.wte = random_array(V * c.C, 1);
+    c.wpe = random_array(maxT * c.C, 1);
+    c.y = zeros((long)c.B * c.T * c.C);
+    c.dy = random_array((long)c.B * c.T * c.C, 1);
+    real *dwte = zeros(V * c.C), *dwpe = zeros(maxT * c.C);
+    encoder_backward(dwte, dwpe, c.dy, c.tokens, c.B, c.T, c.C, c.pos);
+    check("encoder dwte", c.wte, dwte, V * c.C, enc_loss, &c);
+    check("encoder dwpe (offset 2, stride 3)", c.wpe, dwpe, maxT * c.C, enc_loss, &c);
+}
+
+// ---- cross-entropy ----
+typedef struct {
+    int N, V, Vp;
+    int* targets;
+    real *logits, *work, *losses, *lse;
+} CECase;
+
+static double ce_loss(void* p) {
+    CECase* c = p;
+    return crossentropy_forward(c->losses, c->lse, c->logits, c->targets, c->N, c->V, c->Vp);
+}
+
+static void test_crossentropy(void) {
+    CECase c = {.N = 4, .V = 7, .Vp = 9};
+    int targets[4] = {0, 6, 3, 3};
+    c.targets = targets;
+    const long n = (long)c.N * c.Vp;
+    c.logits = random_array(n, 3);
+    c.losses = zeros(c.N);
+    c.lse = zeros(c.N);
+    real* grad = zeros(n);
+    const real dloss = 0.7;
+    ce_loss(&c);
+    memcpy(grad, c.logits, sizeof(real) * n);
+    crossentropy_backward_inplace(grad, c.lse, c.targets, dloss, c.N, c.V, c.Vp);
+    for (long i = 0; i < n; i++) grad[i] /= dloss;   // check d(sum of losses)/dlogits
+    check("cross-entropy dlogits", c.logits, grad, n, ce_loss, &c);
+}
+
+// ---- partial attention with positions ----
+typedef struct {
+    AttentionProblem p;
+    real *q, *k, *v, *o, *lse, *dy;
+} AttnCase;
+
+static double attn_loss(void* ptr) {
+    AttnCase* c = ptr;
+    const AttentionProblem* p = &c->p;
+    const int C = p->NH * p->HS;
+    attention_partial_forward(p, c->q, C, c->k, C, c->v, C, c->o, C, c->lse);
+    return weighted_sum(c->o, c->dy, (long)p->B * p->Tq * C);
+}
+
+static void test_attention(int Tq, int Tk, TokenPositions qpos, TokenPositions kpos,
+                           const char* label) {
+    AttnCase c = {.p = {.B = 2, .NH = 2, .HS = 3, .Tq = Tq, .Tk = Tk, .qpos = qpos,
+                        .kpos = kpos}};
+    const AttentionProblem* p = &c.p;
+    const int C = p->NH * p->HS;
+    const long nq = (long)p->B * Tq * C, nk = (long)p->B * Tk * C;
+    c.q = random_array(nq, 1);
+    c.k = random_array(nk, 1);
+    c.v = random_array(nk, 1);
+    c.o = zeros(nq);
+    c.lse = zeros((long)p->B * p->NH * Tq);
+    c.dy = random_array(nq, 1);
+    real *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk), *d = zeros((long)p->B * p->NH * Tq);
+    attn_loss(&c);
+    attention_row_dot(p, c.o, C, c.dy, C, d);
+    attention_partial_backward(p, c.q, C, c.k, C, c.v, C, c.dy, C, c.lse, d, dq, C, dk, C, dv,
+                               C);
+    char name[96];
+    snprintf(name, sizeof name, "attention dq %s", label);
+    check(name, c.q, dq, nq, attn_loss, &c);
+    snprintf(name, sizeof name, "attention dk %s", label);
+    check(name, c.k, dk, nk, attn_loss, &c);
+    snprintf(name, sizeof name, "attention dv %s", label);
+    check(name, c.v, dv, nk, attn_loss, &c);
+}
+
+// ---- whole model ----
+typedef struct {
+    GPT* m;
+    int *inputs, *targets;
+} ModelCase;
+
+static double model_loss(void* p) {
+    ModelCase* c = p;
+    return gpt_forward(c->m, c->inputs, c->targets) / (c->m->B * c->m->T);
+}
+
+static void test_model(void) {
+    GPTConfig cfg = {.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6};
+    const int B = 2, T = 7;
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
+    GPT m;
+    gpt_create(&m, &cfg, B, T, attn);
+    gpt_init_params(&cfg, 7, m.params_memory);
+    // Non-trivial biases and LayerNorm parameters, so that every path carries gradient.
+    for (size_t i = 0; i < m.num_params; i++) m.params_memory[i] += 0.1 * uniform();
+    int inputs[14], targets[14];
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int)((uniform() + 1) * 0.5 * cfg.V) % cfg.V;
+        targets[i] = (int)((uniform() + 1) * 0.5 * cfg.V) % cfg.V;
+    }
+    ModelCase c = {&m, inputs, targets};
+    gpt_zero_grad(&m);
+    model_loss(&c);
+    gpt_backward(&m, inputs, targets, (real)1 / (B * T));
+    real* analytic = malloc(sizeof(real) * m.num_params);
+    memcpy(analytic, m.grads_memory, sizeof(real) * m.num_params);
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        char name[64];
+        snprintf(name, sizeof name, "model d%s", gpt_param_name(t));
+        if (t == 0) {   // wte: only the real vocabulary rows carry gradient; check those
+            check(name, m.params_memory, analytic, (long)cfg.V * cfg.C, model_loss, &c);
+        } else {
+            check(name, m.params_memory + off, analytic + off, (long)m.param_sizes[t],
+                  model_loss, &c);
+        }
+        off += m.param_sizes[t];
+    }
+    free(analytic);
+    gpt_free(&m);
+    attention_layer_free(attn);
+}
+
+int main(void) {
+    printf("finite-difference checks in %s, h = 1e-5, tolerance 1e-6\n", REAL_NAME);
+    test_layernorm();
+    test_matmul();
+    test_gelu();
+    test_encoder();
+    test_crossentropy();
+    test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");
+    // ATTENTION2D 2x3 mesh, rank (r=1, c=2): queries 1, 3, 5, ..., keys 2, 5, 8, ...
+    test_attention(40, 27, (TokenPositions){1, 2}, (TokenPositions){2, 3}, "mesh 2x3 (1,2)");
+    // Ring: a later query chunk against an earlier key chunk, and the diagonal chunk.
+    test_attention(20, 20, (TokenPositions){40, 1}, (TokenPositions){20, 1}, "ring past chunk");
+    test_attention(20, 20, (TokenPositions){20, 1}, (TokenPositions){20, 1}, "ring diagonal");
+    // Early queries see no key at all (empty partial rows).
+    test_attention(9, 9, (TokenPositions){0, 4}, (TokenPositions){3, 4}, "empty rows");
+    test_model();
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}

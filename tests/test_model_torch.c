@@ -1,0 +1,143 @@
+// The C half of the whole-model comparison with PyTorch (tests/torch_gpt_ref.py): writes the
+// initial weights as an llm.c model file and a batch file, then runs the CPU model on them
+// and writes its results: logits, loss, all 16 gradients at the initial weights, and the
+// losses and final weights of `steps` AdamW steps with clipping and the LR schedule.
+#include <errno.h>
+#include <math.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attention/attention_layer.h"
+#include "checkpoints/atomic_file.h"
+#include "checkpoints/model_file.h"
+#include "comm/fail.h"
+#include "model/gpt.h"
+#include "model/init.h"
+#include "model/optimizer.h"
+
+enum { BATCH_MAGIC = 20261101, RESULTS_MAGIC = 20261102 };
+
+typedef struct {
+    const char* name;
+    GPTConfig cfg;
+    int B, T;
+} Shape;
+
+// A tiny model with the real GPT-2 vocabulary, and one whose T and C are not multiples of any
+// tile size (and whose head size is odd).
+static const Shape shapes[] = {
+    {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32},
+    {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37},
+};
+
+static void write_or_die(AtomicFile* af, const void* p, size_t n) {
+    char err[ERR_LEN];
+    if (atomic_write(af, p, n, err, sizeof err) != 0) fail_msg("%s", err);
+}
+
+int main(int argc, char** argv) {
+    const char* shape_name = "gpt2vocab";
+    const char* dir = "build/tmp/torch";
+    int steps = 10;
+    static const struct option opts[] = {{"shape", required_argument, 0, 's'},
+                                         {"out-dir", required_argument, 0, 'o'},
+                                         {"steps", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        if (c == 's') shape_name = optarg;
+        else if (c == 'o') dir = optarg;
+        else if (c == 'n') steps = atoi(optarg);
+        else {
+            printf("usage: %s [--shape gpt2vocab|ragged] [--out-dir DIR] [--steps N]\n", argv[0]);
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    const Shape* sh = NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (strcmp(shapes[i].name, shape_name) == 0) sh = &shapes[i];
+    if (!sh) fail_msg("--shape: expected gpt2vocab or ragged, found '%s'", shape_name);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: cannot create: %s", dir, strerror(errno));
+
+    const GPTConfig cfg = sh->cfg;
+    const int B = sh->B, T = sh->T, BT = B * T;
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
+    GPT m;
+    gpt_create(&m, &cfg, B, T, attn);
+    gpt_init_params(&cfg, 1337, m.params_memory);
+    // GPT-2's init leaves biases at 0 and LayerNorm weights at 1, which would hide a bias or
+    // LayerNorm-parameter bug: perturb every parameter slightly (deterministically).
+    for (size_t i = 0; i < m.num_params; i++)
+        m.params_memory[i] += (float)(0.02 * counter_normal(99, 0, i));
+    for (size_t i = (size_t)cfg.V * cfg.C; i < m.param_sizes[0]; i++) m.params_memory[i] = 0;
+
+    char path[4096], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    if (model_file_save(path, &cfg, m.params_memory, MODEL_VERSION_FP32, err, sizeof err) != 0)
+        fail_msg("%s", err);
+
+    int32_t* inputs = xmalloc(sizeof(int32_t) * BT, "inputs");
+    int32_t* targets = xmalloc(sizeof(int32_t) * BT, "targets");
+    for (int i = 0; i < BT; i++) {
+        inputs[i] = (int32_t)(counter_bits(5, 0, i) % (uint64_t)cfg.V);
+        targets[i] = (int32_t)(counter_bits(5, 1, i) % (uint64_t)cfg.V);
+    }
+    int32_t header[256] = {0};
+    header[0] = BATCH_MAGIC;
+    header[1] = 1;
+    header[2] = B;
+    header[3] = T;
+    AtomicFile af;
+    snprintf(path, sizeof path, "%s/batch.bin", dir);
+    if (atomic_open(&af, path, err, sizeof err) != 0) fail_msg("%s", err);
+    write_or_die(&af, header, sizeof header);
+    write_or_die(&af, inputs, sizeof(int32_t) * BT);
+    write_or_die(&af, targets, sizeof(int32_t) * BT);
+    if (atomic_commit(&af, err, sizeof err) != 0) fail_msg("%s", err);
+
+    // Results: header, logits, loss, gradients, step losses, final weights.
+    snprintf(path, sizeof path, "%s/results.bin", dir);
+    if (atomic_open(&af, path, err, sizeof err) != 0) fail_msg("%s", err);
+    memset(header, 0, sizeof header);
+    const int32_t fields[] = {RESULTS_MAGIC, 1, B, T, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
+                              cfg.max_T, steps};
+    memcpy(header, fields, sizeof fields);
+    write_or_die(&af, header, sizeof header);
+
+    const LRSchedule sched = {.lr = 1e-3, .warmup_steps = 3, .total_steps = steps,
+                              .final_frac = 0.1};
+    const AdamWConfig opt = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    float* mom = xcalloc(m.num_params, sizeof(float), "adam m");
+    float* vel = xcalloc(m.num_params, sizeof(float), "adam v");
+    float* losses = xmalloc(sizeof(float) * (steps ? steps : 1), "losses");
+    for (int s = 0; s < steps || s == 0; s++) {
+        gpt_zero_grad(&m);
+        const float loss = (float)(gpt_forward(&m, inputs, targets) / BT);
+        if (s == 0) {
+            write_or_die(&af, m.acts.logits, sizeof(float) * BT * cfg.Vp);
+            write_or_die(&af, &loss, sizeof loss);
+        }
+        if (s < steps) losses[s] = loss;
+        gpt_backward(&m, inputs, targets, 1.0f / BT);
+        if (s == 0) write_or_die(&af, m.grads_memory, sizeof(float) * m.num_params);
+        if (s >= steps) break;
+        const double norm = sqrt(grad_sum_squares(m.grads_memory, m.num_params));
+        adamw_update(&cfg, m.params_memory, m.grads_memory, mom, vel, 0, m.num_params, s + 1,
+                     lr_at_step(&sched, s), &opt, clip_factor(norm, 1.0));
+        printf("step %2d loss %.6f grad norm %.4f lr %.3e\n", s, loss, norm,
+               lr_at_step(&sched, s));
+    }
+    write_or_die(&af, losses, sizeof(float) * steps);
+    write_or_die(&af, m.params_memory, sizeof(float) * m.num_params);
+    if (atomic_commit(&af, err, sizeof err) != 0) fail_msg("%s", err);
+    printf("wrote %s/{model,batch,results}.bin (shape %s: B=%d T=%d V=%d L=%d NH=%d C=%d)\n",
+           dir, sh->name, B, T, cfg.V, cfg.L, cfg.NH, cfg.C);
+    free(mom); free(vel); free(losses); free(inputs); free(targets);
+    gpt_free(&m);
+    attention_layer_free(attn);
+    return 0;
+}

@@ -1,0 +1,366 @@
+#!/usr/bin/python3
+"""Independent PyTorch (CPU, fp32) reference of the GPT-2 model and its AdamW training.
+
+Reads an llm.c model file (version 3, fp32) and a batch file, computes logits, loss,
+parameter gradients and `--steps` AdamW steps on that same batch, then either writes
+them (--write) in the results format or compares them against the C program's results
+(--results).  Run with Debian's torch: /usr/bin/python3 tests/torch_gpt_ref.py --help
+
+Metric per tensor: max|c - ref| / max(max|ref|, 1e-30); losses: |c - ref| / |ref|.
+Exit status: 0 all within tolerance, 1 some comparison failed, 2 bad input file/arguments.
+The key third of qkvb has an exactly-zero gradient (softmax ignores a per-query constant), so in
+fp32 it is rounding noise that AdamW turns into small updates: for it we check that both gradients
+are ~0 and compare only the q and v thirds of the final qkvb (see compare()).
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODEL_MAGIC, MODEL_VERSION = 20240326, 3
+BATCH_MAGIC, BATCH_VERSION = 20261101, 1
+RESULTS_MAGIC, RESULTS_VERSION = 20261102, 1
+HEADER_BYTES = 256 * 4
+
+# The 16 parameter tensors in file order.  (Weight-decayed ones are the matrices/embeddings.)
+NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+
+
+def die(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_file(path, what):
+    """Returns (header int32[256], body bytes); exits 2 if the file is too short."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        die(f"{what} file {path}: {e}")
+    if len(data) < HEADER_BYTES:
+        die(f"{what} file {path}: {len(data)} bytes, shorter than the {HEADER_BYTES}-byte header")
+    return np.frombuffer(data[:HEADER_BYTES], dtype="<i4").copy(), data[HEADER_BYTES:]
+
+
+def check_header(path, what, h, magic, version):
+    if h[0] != magic:
+        die(f"{what} file {path}: header[0] (magic) expected {magic}, found {h[0]}")
+    if h[1] != version:
+        extra = " (version 5 = bf16 weights is not supported; use fp32 version 3)" if what == "model" and h[1] == 5 else ""
+        die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
+
+
+def param_sizes(maxT, V, L, NH, C, Vp):
+    return {"wte": Vp * C, "wpe": maxT * C, "ln1w": L * C, "ln1b": L * C,
+            "qkvw": L * 3 * C * C, "qkvb": L * 3 * C, "attprojw": L * C * C, "attprojb": L * C,
+            "ln2w": L * C, "ln2b": L * C, "fcw": L * 4 * C * C, "fcb": L * 4 * C,
+            "fcprojw": L * C * 4 * C, "fcprojb": L * C, "lnfw": C, "lnfb": C}
+
+
+# ----------------------------------------------------------------------------- model
+class CausalSelfAttention(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.NH = NH
+        self.qkv = nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.NH
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # heads are contiguous slices of hs channels: (B, T, NH, hs) -> (B, NH, T, hs)
+        q, k, v = (t.view(B, T, self.NH, hs).transpose(1, 2) for t in (q, k, v))
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch < 2.0: explicit causal attention
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+            att = F.softmax(att.masked_fill(future, float("-inf")), dim=-1)
+            y = att @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, C):
+        super().__init__()
+        self.fc = nn.Linear(C, 4 * C)
+        self.proj = nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(C, eps=1e-5)
+        self.attn = CausalSelfAttention(C, NH)
+        self.ln2 = nn.LayerNorm(C, eps=1e-5)
+        self.mlp = MLP(C)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, maxT, V, L, NH, C, Vp):
+        super().__init__()
+        self.V = V
+        self.wte = nn.Embedding(Vp, C)
+        self.wpe = nn.Embedding(maxT, C)
+        self.blocks = nn.ModuleList([Block(C, NH) for _ in range(L)])
+        self.lnf = nn.LayerNorm(C, eps=1e-5)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for blk in self.blocks:
+            x = blk(x)
+        logits = self.lnf(x) @ self.wte.weight.t()  # tied LM head over all Vp rows
+        loss = F.cross_entropy(logits[..., :self.V].reshape(-1, self.V), targets.reshape(-1))
+        return logits, loss
+
+    def groups(self):
+        """name -> list of nn.Parameter whose concatenation (flattened) is that file tensor."""
+        bl = self.blocks
+        return {"wte": [self.wte.weight], "wpe": [self.wpe.weight],
+                "ln1w": [b.ln1.weight for b in bl], "ln1b": [b.ln1.bias for b in bl],
+                "qkvw": [b.attn.qkv.weight for b in bl], "qkvb": [b.attn.qkv.bias for b in bl],
+                "attprojw": [b.attn.proj.weight for b in bl], "attprojb": [b.attn.proj.bias for b in bl],
+                "ln2w": [b.ln2.weight for b in bl], "ln2b": [b.ln2.bias for b in bl],
+                "fcw": [b.mlp.fc.weight for b in bl], "fcb": [b.mlp.fc.bias for b in bl],
+                "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": [b.mlp.proj.bias for b in bl],
+                "lnfw": [self.lnf.weight], "lnfb": [self.lnf.bias]}
+
+
+def flat(tensors):
+    return torch.cat([t.detach().reshape(-1) for t in tensors]).numpy().astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- inputs
+def load_model(path):
+    h, body = read_file(path, "model")
+    check_header(path, "model", h, MODEL_MAGIC, MODEL_VERSION)
+    maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
+    for i, (n, v) in enumerate(zip(["maxT", "V", "L", "NH", "C", "Vp"], [maxT, V, L, NH, C, Vp])):
+        if v <= 0:
+            die(f"model file {path}: header[{i + 2}] ({n}) must be > 0, found {v}")
+    if Vp < V:
+        die(f"model file {path}: header[7] (Vp) = {Vp} is smaller than V = {V}")
+    if C % NH:
+        die(f"model file {path}: C = {C} is not divisible by NH = {NH}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp)
+    total = sum(sizes.values())
+    if len(body) != 4 * total:
+        die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
+    data = np.frombuffer(body, dtype="<f4")
+    model = GPT(maxT, V, L, NH, C, Vp)
+    groups, off = model.groups(), 0
+    with torch.no_grad():
+        for name in NAMES:
+            for p in groups[name]:
+                p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
+                off += p.numel()
+    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp)
+
+
+def load_batch(path, cfg):
+    h, body = read_file(path, "batch")
+    check_header(path, "batch", h, BATCH_MAGIC, BATCH_VERSION)
+    B, T = int(h[2]), int(h[3])
+    if B <= 0 or T <= 0:
+        die(f"batch file {path}: B = {B}, T = {T} must be > 0")
+    if T > cfg["maxT"]:
+        die(f"batch file {path}: T = {T} exceeds the model's maxT = {cfg['maxT']}")
+    if len(body) != 2 * B * T * 4:
+        die(f"batch file {path}: expected {HEADER_BYTES + 8 * B * T} bytes, found {HEADER_BYTES + len(body)}")
+    toks = np.frombuffer(body, dtype="<i4").astype(np.int64).reshape(2, B, T)
+    for i, what in enumerate(["input", "target"]):
+        bad = (toks[i] < 0) | (toks[i] >= cfg["V"])
+        if bad.any():
+            die(f"batch file {path}: {what} token {int(toks[i][bad][0])} outside [0, {cfg['V']})")
+    return torch.from_numpy(toks[0]), torch.from_numpy(toks[1])
+
+
+# ----------------------------------------------------------------------------- reference run
+def lr_at(s, a):
+    if s < a.warmup:
+        return a.lr * (s + 1) / a.warmup
+    min_lr = a.lr * a.final_frac
+    r = 0.0 if a.steps == a.warmup else (s - a.warmup) / (a.steps - a.warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * r)) * (a.lr - min_lr)
+
+
+def reference(model, idx, tgt, a):
+    """Returns dict of float32 numpy arrays: logits, loss, grads[16], losses, params[16]."""
+    groups = model.groups()
+    params = [p for n in NAMES for p in groups[n]]
+    decay = [p for n in NAMES if n in DECAYED for p in groups[n]]
+    no_decay = [p for n in NAMES if n not in DECAYED for p in groups[n]]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+    out = {"losses": []}
+
+    def forward_backward():
+        opt.zero_grad(set_to_none=False)
+        logits, loss = model(idx, tgt)
+        loss.backward()
+        if "loss" not in out:  # initial-weight quantities; gradients BEFORE clipping
+            out["logits"] = logits.detach().numpy().astype(np.float32).reshape(-1)
+            out["loss"] = np.array([loss.item()], dtype=np.float32)
+            out["grads"] = [flat([p.grad for p in groups[n]]) for n in NAMES]
+        return loss.item()
+
+    for s in range(a.steps):
+        out["losses"].append(forward_backward())  # loss before this step's update
+        torch.nn.utils.clip_grad_norm_(params, a.clip)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s, a)
+        opt.step()
+    if a.steps == 0:  # still report initial logits/loss/grads
+        forward_backward()
+    out["losses"] = np.array(out["losses"], dtype=np.float32)
+    out["params"] = [flat(groups[n]) for n in NAMES]
+    return out
+
+
+def header_for(cfg, B, T, steps):
+    h = np.zeros(256, dtype="<i4")
+    h[:11] = [RESULTS_MAGIC, RESULTS_VERSION, B, T, cfg["V"], cfg["Vp"], cfg["L"],
+              cfg["NH"], cfg["C"], cfg["maxT"], steps]
+    return h
+
+
+def write_results(path, h, r):
+    parts = [r["logits"], r["loss"], *r["grads"], r["losses"], *r["params"]]
+    with open(path, "wb") as f:
+        f.write(h.tobytes())
+        f.write(np.concatenate(parts).astype("<f4").tobytes())
+
+
+def read_results(path, expect_h, cfg, steps):
+    h, body = read_file(path, "results")
+    check_header(path, "results", h, RESULTS_MAGIC, RESULTS_VERSION)
+    fields = ["magic", "version", "B", "T", "V", "Vp", "L", "NH", "C", "maxT", "steps"]
+    for i in range(2, 11):
+        if h[i] != expect_h[i]:
+            die(f"results file {path}: header[{i}] ({fields[i]}) expected {expect_h[i]} "
+                f"(from model/batch/--steps), found {h[i]}")
+    B, T = int(h[2]), int(h[3])
+    sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"])[n] for n in NAMES]
+    counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
+    if len(body) != 4 * sum(counts):
+        die(f"results file {path}: expected {HEADER_BYTES + 4 * sum(counts)} bytes, found {HEADER_BYTES + len(body)}")
+    data = np.frombuffer(body, dtype="<f4")
+    arrs, off = [], 0
+    for n in counts:
+        arrs.append(data[off:off + n].astype(np.float64))
+        off += n
+    return {"logits": arrs[0], "loss": arrs[1], "grads": arrs[2:18], "losses": arrs[18],
+            "params": arrs[19:35]}
+
+
+# ----------------------------------------------------------------------------- comparison
+def compare(c, r, cfg, B, T, a):
+    def rel_max(cv, rv):  # max|c - ref| / max|ref|
+        rv = np.asarray(rv, dtype=np.float64)
+        if rv.size == 0:
+            return 0.0
+        return float(np.max(np.abs(cv - rv)) / max(float(np.max(np.abs(rv))), 1e-30))
+
+    def rel_each(cv, rv):  # max over elements of |c - ref| / |ref|
+        rv = np.asarray(rv, dtype=np.float64)
+        if rv.size == 0:
+            return 0.0
+        return float(np.max(np.abs(cv - rv) / np.maximum(np.abs(rv), 1e-30)))
+
+    V, Vp = cfg["V"], cfg["Vp"]
+    rows = [("logits[:V]", rel_max(c["logits"].reshape(B, T, Vp)[..., :V],
+                                   r["logits"].reshape(B, T, Vp)[..., :V]), a.tol_grad),
+            ("loss", rel_each(c["loss"], r["loss"]), a.tol_loss)]
+    rows += [(f"grad.{n}", rel_max(cg, rg), a.tol_grad) for n, cg, rg in zip(NAMES, c["grads"], r["grads"])]
+    rows.append((f"losses[{a.steps}]", rel_each(c["losses"], r["losses"]), a.tol_loss))
+    # The key third of qkvb has an exactly-zero gradient (a per-query constant added to every
+    # score leaves the softmax unchanged), so its fp32 gradient is rounding noise in both
+    # programs, and AdamW's normalisation turns that noise into lr-sized, implementation-specific
+    # updates. Check what is defined: that both gradients there are ~0 relative to the rest of
+    # qkvb's gradient, and compare the final q and v thirds of qkvb; every other tensor whole.
+    L, C = cfg["L"], cfg["C"]
+    key = np.zeros((L, 3 * C), dtype=bool)
+    key[:, C:2 * C] = True
+    key = key.reshape(-1)
+    qi = NAMES.index("qkvb")
+    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])):
+        g = np.asarray(g, dtype=np.float64)
+        rows.append((f"grad.qkvb[k]~0 ({who})",
+                     float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),
+                     a.tol_grad))
+    for n, cp, rp in zip(NAMES, c["params"], r["params"]):
+        if n == "qkvb":
+            rows.append(("final.qkvb[q,v]", rel_max(cp[~key], np.asarray(rp)[~key]), a.tol_weights))
+        else:
+            rows.append((f"final.{n}", rel_max(cp, rp), a.tol_weights))
+    print("metric: tensors max|c-ref|/max|ref|; losses max |c-ref|/|ref|")
+    print(f"{'quantity':<22} {'metric':>12} {'tol':>9}  result")
+    nfail = 0
+    for name, m, tol in rows:
+        ok = m <= tol  # NaN compares False -> FAIL
+        nfail += not ok
+        print(f"{name:<22} {m:12.3e} {tol:9.1e}  {'ok' if ok else 'FAIL'}")
+    print(f"summary: {len(rows) - nfail}/{len(rows)} ok, {nfail} FAIL")
+    return nfail == 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="llm.c model file, version 3 (fp32)")
+    p.add_argument("--batch", required=True, help="batch file (magic 20261101)")
+    p.add_argument("--results", help="C program's results file to compare against")
+    p.add_argument("--write", help="write the reference's own results to this path")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--final-frac", type=float, default=0.1, help="min_lr = lr * final_frac")
+    p.add_argument("--wd", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--tol-grad", type=float, default=1e-4, help="logits and gradients")
+    p.add_argument("--tol-loss", type=float, default=1e-5, help="initial loss and step losses")
+    p.add_argument("--tol-weights", type=float, default=1e-4, help="final parameters")
+    a = p.parse_args()
+    if a.steps < 0 or a.warmup < 0:
+        die("--steps and --warmup must be >= 0")
+    if not a.results and not a.write:
+        die("nothing to do: give --results and/or --write")
+
+    torch.set_num_threads(2)
+    torch.manual_seed(0)  # nothing random is used; set for good measure
+    model, cfg = load_model(a.model)
+    idx, tgt = load_batch(a.batch, cfg)
+    B, T = idx.shape
+    h = header_for(cfg, B, T, a.steps)
+    c = read_results(a.results, h, cfg, a.steps) if a.results else None  # check before the run
+
+    r = reference(model, idx, tgt, a)
+    if a.write:
+        write_results(a.write, h, r)
+        print(f"wrote {a.write} ({os.path.getsize(a.write)} bytes)")
+    if c is not None:
+        sys.exit(0 if compare(c, r, cfg, B, T, a) else 1)
+
+
+if __name__ == "__main__":
+    main()
