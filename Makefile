@@ -24,7 +24,10 @@ setup:
 
 # Module fragments (*/*.mk, tests/*/*.mk) add their programs to PROGRAMS, their test programs to
 # TEST_PROGS and their suites (tests/suites/NAME.list) to SUITES_<group>.
-include $(sort $(wildcard */*.mk tests/*/*.mk))
+# comm/fail.mk, attention and model come first: other fragments name their objects.
+FIRST_FRAGMENTS = comm/fail.mk attention/attention.mk model/model.mk
+include $(FIRST_FRAGMENTS)
+include $(filter-out $(FIRST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
 
 # Test groups, in the order `make test` runs them; `make test-<group>` runs one group.
 TEST_GROUPS = model data train dist cuda

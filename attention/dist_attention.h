@@ -1,0 +1,35 @@
+// The distributed attention schedules over the sequence-parallel (SP) group of a mesh. Each is
+// an AttentionLayer: the model hands it the local tokens of its layout (AttentionLayer.positions)
+// and gets back results for exactly those tokens. Communication is counted by the Comm under
+// the scope (layer, COMM_FORWARD / COMM_BACKWARD) of each call.
+//
+// Bounds B, Tl (local tokens per sequence, T/P), NH, HS size the scratch, allocated once here;
+// forward and backward accept anything up to them (Ring's contiguous layout: exactly Tl) and
+// allocate nothing. The `layer` of forward/backward must be a scope of the Comm (created with
+// num_layers >= the model's layers). Every rank of the SP group calls forward and backward
+// together, with the same shapes.
+#pragma once
+#include "attention/attention_layer.h"
+#include "comm/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ATTENTION2D on the pq x pkv mesh (attention2d.md), cyclic layout. keep_kv_layers = 0 re-does
+// the K/V permutation and column all-gather in backward; L > 0 keeps the gathered K/V of layers
+// 0..L-1 from forward for backward instead (L * B * T/pkv * 2C extra reals), so the backward of
+// a layer must follow the latest forward of that layer.
+AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, int keep_kv_layers);
+
+// Ring schedule over the SP group (P = pq * pkv, mesh shape ignored): Q stays, K/V rotate in
+// P-1 steps overlapped with compute; backward rotates K, V and the dK, dV accumulators.
+typedef enum {
+    RING_CONTIGUOUS,   // Ring Attention: rank i holds tokens [i*Tl, (i+1)*Tl)
+    RING_CYCLIC,       // Striped Attention: token t on rank t mod P
+} RingLayout;
+AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
+
+#ifdef __cplusplus
+}
+#endif

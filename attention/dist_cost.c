@@ -1,0 +1,95 @@
+// The formulas of attention2d.md (forward) and the derived backward, in bytes received per rank.
+// S = B*Tl*C elements (one shard of Q, K, V, O or their gradients), L = B*NH*Tl (one LSE or D
+// shard); a group of n ranks adds (n-1) blocks per gather, reduce-scatter or all-to-all.
+#include "attention/dist_cost.h"
+
+static void add(CommVolume* v, CommKind kind, long long bytes, long long messages,
+                long long calls) {
+    v->kind[kind].bytes += bytes;
+    v->kind[kind].messages += messages;
+    v->kind[kind].calls += calls;
+}
+
+// A collective over a group of n ranks that moves blocks of `block` bytes.
+static void collective(CommVolume* v, CommKind kind, int n, long long block) {
+    if (n > 1) add(v, kind, (n - 1) * block, n - 1, 1);
+}
+
+// One K|V (or dK|dV) shard to or from the transposed mesh position.
+static void permutation(CommVolume* v, int moves, long long bytes) {
+    if (moves) add(v, COMM_SEND_RECV, bytes, 1, 1);
+}
+
+CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                              int keep_kv, size_t esize) {
+    CommVolume v = {0};
+    const long long S = (long long)B * Tl * NH * HS * esize, L = (long long)B * NH * Tl * esize;
+    // The permutation fixes rank i iff its row-major position is itself: i = c' + pkv*r' with
+    // (r', c') = (i mod pq, i div pq), i.e. the diagonal of a square mesh.
+    const int i = m->sp_index, moves = i != i / m->pq + m->pkv * (i % m->pq);
+    if (phase == COMM_FORWARD) {
+        permutation(&v, moves, 2 * S);                      // K, V to the transposed rank
+        collective(&v, COMM_ALL_GATHER, m->pkv, S);         // Q along the row
+        collective(&v, COMM_ALL_GATHER, m->pq, 2 * S);      // K|V along the column
+        collective(&v, COMM_ALL_TO_ALL, m->pkv, S + L);     // partial O | LSE along the row
+    } else if (phase == COMM_BACKWARD) {
+        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * S + 2 * L);   // Q | dO | LSE | D along the row
+        if (!keep_kv) {
+            permutation(&v, moves, 2 * S);
+            collective(&v, COMM_ALL_GATHER, m->pq, 2 * S);
+        }
+        collective(&v, COMM_REDUCE_SCATTER, m->pkv, S);      // dQ along the row
+        collective(&v, COMM_REDUCE_SCATTER, m->pq, 2 * S);   // dK|dV along the column
+        permutation(&v, moves, 2 * S);                       // dK, dV back to their owner
+    }
+    return v;
+}
+
+CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                       size_t esize) {
+    CommVolume v = {0};
+    const long long P = m->P, S = (long long)B * Tl * NH * HS * esize;
+    if (P == 1) return v;
+    if (phase == COMM_FORWARD) {
+        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S, P - 1, P - 1);   // K|V: P-1 hops
+    } else if (phase == COMM_BACKWARD) {
+        // K|V: P-1 hops; dK|dV: P hops (the last brings each accumulator home). Batches: one
+        // per step plus the last hop.
+        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S + P * 2 * S, (P - 1) + P, P + 1);
+    }
+    return v;
+}
+
+long long attention_visible_pairs(const AttentionProblem* p) {
+    long long pairs = 0;
+    for (int i = 0; i < p->Tq; i++) {
+        const long rel = p->qpos.off + p->qpos.stride * i - p->kpos.off;
+        if (rel < 0) continue;
+        const long n = rel / p->kpos.stride + 1;
+        pairs += n < p->Tk ? n : p->Tk;
+    }
+    return pairs;
+}
+
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T) {
+    AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = (int)(T / pq), .Tk = (int)(T / pkv),
+                          .qpos = {r, pq}, .kpos = {c, pkv}};
+    return attention_visible_pairs(&p);
+}
+
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
+    const int Tl = (int)(T / P);
+    long long pairs = 0;
+    for (int origin = 0; origin < P; origin++) {
+        AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = Tl, .Tk = Tl};
+        if (layout == RING_CONTIGUOUS) {
+            p.qpos = (TokenPositions){(long)rank * Tl, 1};
+            p.kpos = (TokenPositions){(long)origin * Tl, 1};
+        } else {
+            p.qpos = (TokenPositions){rank, P};
+            p.kpos = (TokenPositions){origin, P};
+        }
+        pairs += attention_visible_pairs(&p);
+    }
+    return pairs;
+}

@@ -1,0 +1,32 @@
+// Closed-form costs of the distributed attention schedules, per rank and layer: what the comm
+// counters must read after one forward or backward (tests check equality; the comm benchmark
+// prints them), and the unmasked scores each rank computes (load balance).
+#pragma once
+#include "attention/dist_attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Expected counters of one rank for one layer and phase, per kind (comm.h's counting rules).
+typedef struct {
+    CommCount kind[COMM_NKINDS];
+} CommVolume;
+
+// esize: bytes per element (sizeof(real)). keep_kv: the layer keeps gathered K/V for backward.
+CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                              int keep_kv, size_t esize);
+// Ring and Striped (the same schedule; the layout does not change the volume).
+CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                       size_t esize);
+
+// Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
+long long attention_visible_pairs(const AttentionProblem* p);
+// Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens.
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T);
+// The same for SP rank `rank` of a ring of P ranks in the given layout.
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,45 @@
+// The training state of one rank: everything beyond the model file that resuming needs, in a
+// versioned, self-describing, checksummed file (state_SSSSSSSS_RRRRR.bin).
+//
+// Layout (little-endian): a 1024-byte header of int32 fields (the TS_* indices below), then the
+// run configuration as JSON text (config_bytes, NUL-padded to a multiple of 8), then the fp32
+// master weights (num_params), then the AdamW moments m and v of this rank's optimizer shard
+// (shard_count each, starting at parameter shard_begin). The checksum covers every byte after
+// the header plus the header with its checksum field zeroed.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/loader.h"
+#include "model/config.h"
+
+#define STATE_MAGIC 20261120
+#define STATE_VERSION 1
+
+typedef struct {
+    int32_t step;              // optimizer steps completed
+    int32_t world_size, rank;  // the mesh this file was written on
+    int32_t dp, pq, pkv;
+    int32_t zero_stage;        // 0: every rank holds all moments; 1: sharded
+    GPTConfig model;
+    int32_t B, T;              // micro-batch geometry (global T)
+    int32_t accum_steps;
+    uint64_t sample_rng;       // state of the sampling generator
+    LoaderState loader;
+    uint64_t num_params;
+    uint64_t shard_begin, shard_count;   // optimizer moments held by this rank
+    char config_json[2048];    // effective run configuration (informational, NUL-terminated)
+} TrainStateInfo;
+
+// Writes atomically. params: num_params floats; m, v: shard_count floats each.
+int train_state_save(const char* path, const TrainStateInfo* info, const float* params,
+                     const float* m, const float* v, char* err, size_t errlen);
+
+// Reads and verifies the header, sizes and checksum into *info without loading the tensors
+// into caller memory (the file is streamed once to verify). Returns 0, or -1 with err set.
+int train_state_read_info(const char* path, TrainStateInfo* info, char* err, size_t errlen);
+
+// Loads params (num_params floats), m and v (shard_count each) after verifying the checksum.
+// The caller checks *info against its own run (shape, mesh) first.
+int train_state_load(const char* path, TrainStateInfo* info, float* params, float* m, float* v,
+                     char* err, size_t errlen);

@@ -1,0 +1,171 @@
+// Transport-independent half of the comm layer: scopes, counters, argument checks, dispatch.
+#include "comm/comm.h"
+
+#include <stdlib.h>
+
+#include "comm/fail.h"
+
+Comm* comm_create(const CommOps* ops, void* ctx, const char* name, const Mesh* mesh,
+                  int num_layers) {
+    CHECK(num_layers >= 0, "caller bug", "comm_create: num_layers %d < 0", num_layers);
+    Comm* comm = xcalloc(1, sizeof *comm, "comm");
+    comm->ops = ops;
+    comm->ctx = ctx;
+    comm->name = name;
+    comm->mesh = *mesh;
+    comm->num_layers = num_layers;
+    comm->layer = COMM_NO_LAYER;
+    comm->phase = COMM_OTHER;
+    comm->counts = xcalloc((size_t)(num_layers + 1) * COMM_NPHASES * COMM_NKINDS,
+                           sizeof(CommCount), "comm counters");
+    return comm;
+}
+
+void comm_destroy(Comm* comm) {
+    if (!comm) return;
+    comm->ops->destroy(comm->ctx);
+    free(comm->counts);
+    free(comm);
+}
+
+size_t comm_type_size(CommType t) {
+    switch (t) {
+    case COMM_F32: return 4;
+    case COMM_F64: return 8;
+    case COMM_I32: return 4;
+    case COMM_U8: return 1;
+    default: FAIL("caller bug", "unknown comm element type %d", (int)t);
+    }
+}
+
+const char* comm_kind_name(CommKind kind) {
+    static const char* names[COMM_NKINDS] = {"all-gather", "reduce-scatter", "all-reduce",
+                                             "all-to-all", "send-recv",  "broadcast",
+                                             "barrier"};
+    return kind >= 0 && kind < COMM_NKINDS ? names[kind] : "?";
+}
+
+const char* comm_phase_name(CommPhase phase) {
+    static const char* names[COMM_NPHASES] = {"forward", "backward", "other"};
+    return phase >= 0 && phase < COMM_NPHASES ? names[phase] : "?";
+}
+
+static int layer_slot(const Comm* comm, int layer) {
+    CHECK(layer == COMM_NO_LAYER || (layer >= 0 && layer < comm->num_layers), "caller bug",
+          "comm scope layer %d outside 0..%d (or COMM_NO_LAYER)", layer, comm->num_layers - 1);
+    return layer == COMM_NO_LAYER ? comm->num_layers : layer;
+}
+
+static CommCount* counter(const Comm* comm, int layer, CommPhase phase, CommKind kind) {
+    CHECK(phase >= 0 && phase < COMM_NPHASES, "caller bug", "unknown comm phase %d", (int)phase);
+    return &comm->counts[((size_t)layer_slot(comm, layer) * COMM_NPHASES + phase) * COMM_NKINDS +
+                         kind];
+}
+
+void comm_set_scope(Comm* comm, int layer, CommPhase phase) {
+    (void)counter(comm, layer, phase, 0);   // validates both
+    comm->layer = layer;
+    comm->phase = phase;
+}
+
+CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind) {
+    CHECK(kind >= 0 && kind < COMM_NKINDS, "caller bug", "unknown comm kind %d", (int)kind);
+    return *counter(comm, layer, phase, kind);
+}
+
+CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase) {
+    CommCount sum = {0, 0, 0};
+    for (int k = 0; k < COMM_NKINDS; k++) {
+        CommCount c = comm_count(comm, layer, phase, k);
+        sum.bytes += c.bytes;
+        sum.messages += c.messages;
+        sum.calls += c.calls;
+    }
+    return sum;
+}
+
+void comm_reset_counts(Comm* comm) {
+    const size_t n = (size_t)(comm->num_layers + 1) * COMM_NPHASES * COMM_NKINDS;
+    for (size_t i = 0; i < n; i++) comm->counts[i] = (CommCount){0, 0, 0};
+}
+
+static void tally(Comm* comm, CommKind kind, long long bytes, long long messages) {
+    CommCount* c = counter(comm, comm->layer, comm->phase, kind);
+    c->bytes += bytes;
+    c->messages += messages;
+    c->calls += 1;
+}
+
+// Bytes of `count` elements of type t.
+static long long nbytes(size_t count, CommType t) { return (long long)(count * comm_type_size(t)); }
+
+void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t) {
+    const int n = comm_size(comm, g);
+    tally(comm, COMM_ALL_GATHER, (n - 1) * nbytes(count, t), n - 1);
+    comm->ops->all_gather(comm->ctx, g, send, recv, count, t);
+}
+
+void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* recv,
+                             size_t count, CommType t) {
+    const int n = comm_size(comm, g);
+    tally(comm, COMM_REDUCE_SCATTER, (n - 1) * nbytes(count, t), n - 1);
+    comm->ops->reduce_scatter_sum(comm->ctx, g, send, recv, count, t);
+}
+
+void comm_all_reduce_sum(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
+    const int n = comm_size(comm, g);
+    tally(comm, COMM_ALL_REDUCE, 2 * (n - 1) * nbytes(count, t) / n, 2 * (n - 1));
+    comm->ops->all_reduce_sum(comm->ctx, g, buf, count, t);
+}
+
+void comm_all_to_all(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t) {
+    const int n = comm_size(comm, g);
+    tally(comm, COMM_ALL_TO_ALL, (n - 1) * nbytes(count, t), n - 1);
+    comm->ops->all_to_all(comm->ctx, g, send, recv, count, t);
+}
+
+static void check_transfers(const Comm* comm, MeshGroup g, const CommTransfer* list, int n,
+                            const char* what) {
+    const int size = comm_size(comm, g);
+    for (int i = 0; i < n; i++) {
+        CHECK(list[i].peer >= 0 && list[i].peer < size, "caller bug",
+              "%s %d to/from rank %d outside the %s group of %d ranks", what, i, list[i].peer,
+              mesh_group_name(g), size);
+    }
+}
+
+CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer* sends,
+                        int nsend, const CommTransfer* recvs, int nrecv) {
+    CHECK(nsend >= 0 && nrecv >= 0 && nsend + nrecv <= COMM_MAX_TRANSFERS, "caller bug",
+          "comm_start: %d sends + %d receives (at most %d in one batch)", nsend, nrecv,
+          COMM_MAX_TRANSFERS);
+    check_transfers(comm, g, sends, nsend, "send");
+    check_transfers(comm, g, recvs, nrecv, "receive");
+    const int me = comm_rank(comm, g);
+    long long bytes = 0, messages = 0;
+    for (int i = 0; i < nrecv; i++) {
+        if (recvs[i].peer == me) continue;   // a copy to itself moves nothing between ranks
+        bytes += nbytes(recvs[i].count, t);
+        messages++;
+    }
+    tally(comm, COMM_SEND_RECV, bytes, messages);
+    return comm->ops->start(comm->ctx, g, t, sends, nsend, recvs, nrecv);
+}
+
+void comm_wait(Comm* comm, CommRequest* req) { comm->ops->wait(comm->ctx, req); }
+
+void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t, int root) {
+    const int size = comm_size(comm, g);
+    CHECK(root >= 0 && root < size, "caller bug", "broadcast root %d outside the %s group of %d",
+          root, mesh_group_name(g), size);
+    const int receives = comm_rank(comm, g) != root;
+    tally(comm, COMM_BROADCAST, receives * nbytes(count, t), receives);
+    comm->ops->broadcast(comm->ctx, g, buf, count, t, root);
+}
+
+void comm_barrier(Comm* comm, MeshGroup g) {
+    tally(comm, COMM_BARRIER, 0, 0);
+    comm->ops->barrier(comm->ctx, g);
+}

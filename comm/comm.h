@@ -1,0 +1,133 @@
+// The communication layer: one interface, one implementation per transport (comm_mpi.c on host
+// memory; an NCCL one on device memory plugs in the same way). Schedules call the comm_*
+// functions below; they count every call and dispatch to the backend's CommOps.
+//
+// Buffers are opaque to this layer (host or device memory, as the backend requires); counts are
+// in elements of a CommType. Groups are the mesh groups of comm/mesh.h; peers and roots are
+// ranks inside the group. Collectives are complete when the call returns (a device backend:
+// complete in stream order before any later work of the caller).
+//
+// Counting, per rank, per (layer, phase) scope and per kind. "bytes" are the bytes this rank
+// RECEIVES from other ranks in the bandwidth-optimal algorithm, independent of what the
+// transport does internally; "messages" the number of such receptions; "calls" the API calls.
+// With n ranks in the group and e bytes per element:
+//   all-gather      count per rank           bytes (n-1)*count*e        messages n-1
+//   reduce-scatter  count per rank (result)  bytes (n-1)*count*e        messages n-1
+//   all-reduce      count                    bytes 2*(n-1)*count*e / n  messages 2*(n-1)
+//                   (reduce-scatter then all-gather; integer division)
+//   all-to-all      count per peer           bytes (n-1)*count*e        messages n-1
+//   send/recv       each receive from a peer other than this rank: its bytes, one message
+//   broadcast       count                    bytes count*e (0 on root)  messages 1 (0 on root)
+//   barrier                                  bytes 0                    messages 0
+// These match the closed-form volumes of attention2d.md (which counts elements received).
+#pragma once
+#include <stddef.h>
+
+#include "comm/mesh.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_U8, COMM_NTYPES } CommType;
+#ifdef GPT_REAL_DOUBLE
+#define COMM_REAL COMM_F64
+#else
+#define COMM_REAL COMM_F32
+#endif
+
+typedef enum {
+    COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_ALL_REDUCE, COMM_ALL_TO_ALL,
+    COMM_SEND_RECV, COMM_BROADCAST, COMM_BARRIER, COMM_NKINDS
+} CommKind;
+
+typedef enum { COMM_FORWARD, COMM_BACKWARD, COMM_OTHER, COMM_NPHASES } CommPhase;
+// The layer of a scope outside any layer (setup, gradient reduction, test bookkeeping).
+#define COMM_NO_LAYER (-1)
+
+typedef struct {
+    long long bytes, messages, calls;
+} CommCount;
+
+// One point-to-point transfer of a grouped send/recv. Transfers between the same two ranks
+// match in the order they are posted (in and across batches).
+typedef struct {
+    int peer;      // rank in the group
+    void* buf;     // sends read it, receives write it
+    size_t count;  // elements
+} CommTransfer;
+
+// Most transfers (sends + receives) in one batch, and batches in flight at once.
+enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 4 };
+
+typedef struct CommRequest CommRequest;   // an in-flight batch, owned by the backend
+
+// What a transport implements. ctx is the backend's state; none of these count anything.
+typedef struct {
+    // send: count elements; recv: n*count, block i from group rank i.
+    void (*all_gather)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                       CommType t);
+    // send: n*count, block i summed over the group lands on rank i; recv: count.
+    void (*reduce_scatter_sum)(void* ctx, MeshGroup g, const void* send, void* recv,
+                               size_t count, CommType t);
+    // buf: count elements, summed over the group in place.
+    void (*all_reduce_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
+    // send: n*count, block j goes to rank j; recv: n*count, block j came from rank j.
+    void (*all_to_all)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                       CommType t);
+    // Posts all sends and receives together and returns at once; wait completes them.
+    CommRequest* (*start)(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
+                          int nsend, const CommTransfer* recvs, int nrecv);
+    void (*wait)(void* ctx, CommRequest* req);
+    void (*broadcast)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t, int root);
+    void (*barrier)(void* ctx, MeshGroup g);
+    void (*destroy)(void* ctx);
+} CommOps;
+
+typedef struct {
+    const CommOps* ops;
+    void* ctx;
+    const char* name;      // transport, e.g. "mpi"
+    Mesh mesh;
+    int num_layers;        // scopes 0..num_layers-1 plus COMM_NO_LAYER
+    int layer;             // current scope
+    CommPhase phase;
+    CommCount* counts;     // (num_layers + 1) x COMM_NPHASES x COMM_NKINDS; last layer = none
+} Comm;
+
+// For transports: wraps ops and ctx into a Comm that counts. comm_destroy calls ops->destroy.
+Comm* comm_create(const CommOps* ops, void* ctx, const char* name, const Mesh* mesh,
+                  int num_layers);
+void comm_destroy(Comm* comm);
+
+size_t comm_type_size(CommType t);
+const char* comm_kind_name(CommKind kind);
+const char* comm_phase_name(CommPhase phase);
+
+static inline int comm_size(const Comm* comm, MeshGroup g) { return mesh_group_size(&comm->mesh, g); }
+static inline int comm_rank(const Comm* comm, MeshGroup g) { return mesh_group_rank(&comm->mesh, g); }
+
+// Scope that later calls are counted under. layer: 0..num_layers-1 or COMM_NO_LAYER.
+void comm_set_scope(Comm* comm, int layer, CommPhase phase);
+// Counters of one scope and kind; comm_count_total sums the kinds.
+CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind);
+CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase);
+void comm_reset_counts(Comm* comm);
+
+void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t);
+void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* recv,
+                             size_t count, CommType t);
+void comm_all_reduce_sum(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t);
+void comm_all_to_all(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t);
+// Grouped send/recv: non-blocking start, then comm_wait before touching the buffers.
+CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer* sends,
+                        int nsend, const CommTransfer* recvs, int nrecv);
+void comm_wait(Comm* comm, CommRequest* req);
+void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t, int root);
+void comm_barrier(Comm* comm, MeshGroup g);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,196 @@
+// MPI transport: one MPI communicator per mesh group, host buffers, non-blocking point-to-point
+// batches from a fixed pool of request slots (nothing is allocated after create).
+#include "comm/comm_mpi.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comm/fail.h"
+
+static void mpi_check(int rc, const char* what, const char* file, int line) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
+    fail_at(file, line, "another rank failed, or the ranks disagree on sizes or order of calls",
+            "MPI %s failed: %s", what, msg);
+}
+// Every MPI call goes through this: errors return (MPI_ERRORS_RETURN) and end the job here.
+#define MPI_CHECK(call, what) mpi_check((call), (what), __FILE__, __LINE__)
+
+struct CommRequest {
+    int in_use;
+    int n;
+    MPI_Request reqs[COMM_MAX_TRANSFERS];
+};
+
+typedef struct {
+    MPI_Comm groups[MESH_NGROUPS];
+    struct CommRequest pool[COMM_MAX_INFLIGHT];
+} MpiComm;
+
+static void abort_job(int exit_code) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    exit(exit_code);
+}
+
+void comm_mpi_init(int* argc, char*** argv, int* world_rank, int* world_size) {
+    int initialized = 0, provided = 0;
+    MPI_Initialized(&initialized);
+    // The program calls MPI from its main thread only; OpenMP regions never do.
+    if (!initialized && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fail_msg("MPI_Init_thread failed (is the program started by a matching mpirun?)");
+    }
+    fail_set_hook(abort_job);
+    if (!initialized && provided < MPI_THREAD_FUNNELED) {
+        fail_msg("MPI provides thread level %d, the program needs MPI_THREAD_FUNNELED", provided);
+    }
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "set error handler");
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, world_rank), "rank of the world");
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size), "size of the world");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d", *world_rank);
+    fail_set_prefix(prefix);
+}
+
+void comm_mpi_finalize(void) {
+    MPI_CHECK(MPI_Finalize(), "finalize");
+    fail_set_hook(NULL);
+}
+
+static MPI_Datatype mpi_type(CommType t) {
+    switch (t) {
+    case COMM_F32: return MPI_FLOAT;
+    case COMM_F64: return MPI_DOUBLE;
+    case COMM_I32: return MPI_INT32_T;
+    case COMM_U8: return MPI_UINT8_T;
+    default: FAIL("caller bug", "unknown comm element type %d", (int)t);
+    }
+}
+
+// MPI counts are int.
+static int mpi_count(size_t count) {
+    CHECK(count <= INT_MAX, "split the transfer, or reduce the batch or sequence length",
+          "transfer of %zu elements exceeds MPI's int count", count);
+    return (int)count;
+}
+
+static MPI_Comm group_comm(void* ctx, MeshGroup g) {
+    CHECK(g >= 0 && g < MESH_NGROUPS, "caller bug", "unknown mesh group %d", (int)g);
+    return ((MpiComm*)ctx)->groups[g];
+}
+
+static void mpi_all_gather(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                           CommType t) {
+    MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
+                            mpi_type(t), group_comm(ctx, g)),
+              "all-gather");
+}
+
+static void mpi_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
+                                   size_t count, CommType t) {
+    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(t), MPI_SUM,
+                                       group_comm(ctx, g)),
+              "reduce-scatter");
+}
+
+static void mpi_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), MPI_SUM,
+                            group_comm(ctx, g)),
+              "all-reduce");
+}
+
+static void mpi_all_to_all(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                           CommType t) {
+    MPI_CHECK(MPI_Alltoall(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
+                           mpi_type(t), group_comm(ctx, g)),
+              "all-to-all");
+}
+
+static CommRequest* mpi_start(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
+                              int nsend, const CommTransfer* recvs, int nrecv) {
+    MpiComm* m = ctx;
+    struct CommRequest* req = NULL;
+    for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
+        if (!m->pool[i].in_use) req = &m->pool[i];
+    }
+    CHECK(req, "wait for a batch before starting another", "more than %d send/recv batches in flight",
+          COMM_MAX_INFLIGHT);
+    MPI_Comm comm = group_comm(ctx, g);
+    req->in_use = 1;
+    req->n = 0;
+    // Receives first, so a matching send finds its buffer posted.
+    for (int i = 0; i < nrecv; i++) {
+        MPI_CHECK(MPI_Irecv(recvs[i].buf, mpi_count(recvs[i].count), mpi_type(t), recvs[i].peer, 0,
+                            comm, &req->reqs[req->n++]),
+                  "post receive");
+    }
+    for (int i = 0; i < nsend; i++) {
+        MPI_CHECK(MPI_Isend(sends[i].buf, mpi_count(sends[i].count), mpi_type(t), sends[i].peer, 0,
+                            comm, &req->reqs[req->n++]),
+                  "post send");
+    }
+    return req;
+}
+
+static void mpi_wait(void* ctx, CommRequest* req) {
+    CHECK(req && req->in_use, "caller bug", "waiting on a send/recv batch that is not in flight");
+    MPI_CHECK(MPI_Waitall(req->n, req->reqs, MPI_STATUSES_IGNORE), "wait for send/recv batch");
+    req->in_use = 0;
+}
+
+static void mpi_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t, int root) {
+    MPI_CHECK(MPI_Bcast(buf, mpi_count(count), mpi_type(t), root, group_comm(ctx, g)),
+              "broadcast");
+}
+
+static void mpi_barrier(void* ctx, MeshGroup g) {
+    MPI_CHECK(MPI_Barrier(group_comm(ctx, g)), "barrier");
+}
+
+static void mpi_destroy(void* ctx) {
+    MpiComm* m = ctx;
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        CHECK(!m->pool[i].in_use, "caller bug", "comm destroyed with a send/recv batch in flight");
+    }
+    for (int g = 0; g < MESH_NGROUPS; g++) MPI_CHECK(MPI_Comm_free(&m->groups[g]), "free group");
+    free(m);
+}
+
+static const CommOps mpi_ops = {
+    .all_gather = mpi_all_gather,
+    .reduce_scatter_sum = mpi_reduce_scatter_sum,
+    .all_reduce_sum = mpi_all_reduce_sum,
+    .all_to_all = mpi_all_to_all,
+    .start = mpi_start,
+    .wait = mpi_wait,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .destroy = mpi_destroy,
+};
+
+Comm* comm_mpi_create(const Mesh* mesh, int num_layers) {
+    int world_size = 0;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "size of the world");
+    CHECK(world_size == mesh->world_size, "call mesh_init with the MPI world size",
+          "mesh of %d ranks in an MPI world of %d", mesh->world_size, world_size);
+    MpiComm* m = xcalloc(1, sizeof *m, "MPI comm");
+    for (int g = 0; g < MESH_NGROUPS; g++) {
+        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, mesh_group_color(mesh, g),
+                                 mesh_group_rank(mesh, g), &m->groups[g]),
+                  "split the mesh groups");
+        MPI_CHECK(MPI_Comm_set_errhandler(m->groups[g], MPI_ERRORS_RETURN), "set error handler");
+        int rank = -1, size = -1;
+        MPI_CHECK(MPI_Comm_rank(m->groups[g], &rank), "rank in a group");
+        MPI_CHECK(MPI_Comm_size(m->groups[g], &size), "size of a group");
+        CHECK(rank == mesh_group_rank(mesh, g) && size == mesh_group_size(mesh, g), "mesh bug",
+              "%s group: MPI rank %d of %d, mesh says %d of %d", mesh_group_name(g), rank, size,
+              mesh_group_rank(mesh, g), mesh_group_size(mesh, g));
+    }
+    return comm_create(&mpi_ops, m, "mpi", mesh, num_layers);
+}

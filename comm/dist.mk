@@ -1,0 +1,33 @@
+# The process mesh, the comm layer (MPI on host memory) and the distributed attention schedules
+# (ATTENTION2D, Ring, Striped). Only the MPI transport includes mpi.h, so it alone is compiled
+# with $(MPICC); every program that links COMM_OBJS links with $(MPICC).
+MPICC ?= mpicc
+
+COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o
+DIST_ATTENTION_OBJS = $(BUILD)/attention/attention2d.o $(BUILD)/attention/ring.o \
+	$(BUILD)/attention/token_blocks.o $(BUILD)/attention/dist_cost.o
+
+
+$(BUILD)/comm/comm_mpi.o: comm/comm_mpi.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+DIST_PROGS = $(BUILD)/tests/test_dist_attention $(BUILD)/tools/bench_comm
+TEST_PROGS += $(BUILD)/tests/test_comm $(BUILD)/tests/test_dist_attention
+PROGRAMS += $(BUILD)/tools/bench_comm
+SUITES_dist += dist-comm dist-attention
+
+$(BUILD)/tests/test_comm: %: %.o $(COMM_OBJS) $(FAIL_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) $(FAIL_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# Bytes and messages per rank per layer of the three schedules at P = 4, 16, 64, and their
+# causal load balance at T = 4096.
+.PHONY: bench-comm
+bench: bench-comm
+bench-comm: $(BUILD)/tools/bench_comm
+	@bash tests/mpirun.sh 4 $< --pq 2 --pkv 2
+	@bash tests/mpirun.sh 16 $< --pq 4 --pkv 4 --no-header
+	@bash tests/mpirun.sh 64 $< --pq 8 --pkv 8 --no-header

@@ -1,0 +1,93 @@
+// The distributed data loader: micro-batches of B windows of T+1 tokens from llm.c shards.
+//
+// Windows. Window k of a shard starts at token k*T and spans T+1 tokens, so a shard of n tokens
+// has (n-1)/T windows (consecutive windows share one token). inputs = window[0..T-1] and
+// targets = window[1..T], each int32 of shape (B, T), row-major.
+//
+// Global order. For epoch e the shard order is a permutation seeded by (seed, e), and the window
+// order inside shard s (s = position in the file list) a permutation seeded by (seed, e, s); the
+// epoch's window sequence is the concatenation in shard order, and epochs follow one another, so
+// training never runs out. Unshuffled: files in list order, windows in natural order. The
+// permutations come from splitmix64 + Fisher-Yates on integers only, so they are identical on
+// every machine.
+//
+// Micro-batches. Global micro-batch g is windows [g*B, (g+1)*B) of that sequence; it may span
+// shard (and, in training, epoch) boundaries. With dp_size data-parallel ranks, rank d's n-th
+// micro-batch is global micro-batch n*dp_size + d. So 1 rank running 4 accumulation steps sees
+// exactly the tokens 4 dp ranks see in one step. Every rank reads the same file sequence; only the
+// batches it keeps depend on dp_rank.
+//
+// Validation mode: always unshuffled, one pass over epoch 0. Each rank gets
+// loader_batches_per_epoch() batches (the same count on every rank), then loader_next returns 1;
+// loader_reset starts the same pass again, so evaluating over n batches is deterministic.
+//
+// Shards are memory-mapped lazily, at most two at a time (the tokens are checked against the
+// vocabulary size when a shard is mapped); every file's header and size are checked at open.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct DataLoader DataLoader;
+
+typedef enum { LOADER_TRAIN = 0, LOADER_VAL = 1 } LoaderMode;
+
+typedef struct {
+    int B;              // windows per micro-batch
+    int T;              // tokens per window row (each window reads T+1 tokens)
+    int dp_rank;        // this rank's data-parallel index, 0 <= dp_rank < dp_size
+    int dp_size;        // number of data-parallel ranks (1 for a single process)
+    int shuffle;        // training mode: 1 = permuted per epoch, 0 = natural order
+    uint64_t seed;      // seeds the permutations (ignored when unshuffled)
+    int vocab_size;     // every token must be < vocab_size; <= 0: only < 2^31 (fits int32)
+    LoaderMode mode;    // LOADER_TRAIN or LOADER_VAL (validation ignores shuffle)
+} LoaderConfig;
+
+// Where the loader stands, for checkpoints: plain fixed-width fields, the same on every rank of
+// a dp group (ranks advance in lock step), so one copy can be saved and restored everywhere.
+typedef struct {
+    int64_t epoch;       // epoch of the first window of the next batch (derived; checked)
+    int64_t next_batch;  // global micro-batch index the group reads next (= batches per rank
+                         // so far x dp_size); a restore needs next_batch % dp_size == 0
+    uint64_t seed;       // permutation seed in use
+    int32_t shuffle;     // 1 = shuffled
+    int32_t nfiles;      // number of shard files (checked on restore)
+    int32_t B, T;        // batch geometry the position refers to (checked on restore)
+} LoaderState;
+
+// Opens every file matching a glob pattern (sorted by name), e.g. "data/fw_train_*.bin".
+// Returns NULL with a one-line message in err when the pattern matches nothing, any file is
+// missing or bad (magic, version, size) or shorter than one window, or the config is invalid.
+DataLoader* loader_open(const char* pattern, const LoaderConfig* cfg, char* err, size_t errlen);
+// The same over an explicit list of nfiles paths (in that order; nfiles == 0 is an error).
+DataLoader* loader_open_files(const char* const* paths, int nfiles, const LoaderConfig* cfg,
+                              char* err, size_t errlen);
+void loader_close(DataLoader* loader);
+
+// Fills inputs and targets (each B*T int32) with this rank's next micro-batch. Returns 0, 1 at
+// the end of a validation pass (nothing written), or -1 with err set when a shard cannot be
+// mapped or holds a token >= vocab_size (naming the file and the token index).
+int loader_next(DataLoader* loader, int32_t* inputs, int32_t* targets, char* err,
+                size_t errlen);
+// Back to the first batch of epoch 0 (the state after open).
+void loader_reset(DataLoader* loader);
+
+// Windows in one epoch (all files), and the number of micro-batches each rank gets from one
+// epoch: windows / B / dp_size, rounded down (the validation pass length).
+int64_t loader_windows_per_epoch(const DataLoader* loader);
+int64_t loader_batches_per_epoch(const DataLoader* loader);
+int loader_num_files(const DataLoader* loader);
+
+void loader_get_state(const DataLoader* loader, LoaderState* state);
+// Restores a position saved by loader_get_state (adopting its seed and shuffle flag) so that the
+// following batches are exactly those that followed the save. Returns 0, or -1 with err set when
+// the state does not fit this loader (file count, B, T, epoch, or dp_size divisibility).
+int loader_set_state(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
+
+// Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local
+// token i being full token off + stride * i (its absolute position, for position embeddings and
+// the causal mask). Cyclic layout (ATTENTION2D, Striped): off = sp_rank, stride = P, Tl = T/P;
+// contiguous (Ring): off = sp_rank * Tl, stride = 1. The caller checks T % P == 0 with a clear
+// error when the run is configured; this function ends the process via FAIL if the tokens do
+// not fit in T.
+void layout_take(const int32_t* full, int B, int T, long off, long stride, int Tl,
+                 int32_t* local);

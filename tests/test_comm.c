@@ -1,0 +1,162 @@
+// The mesh groups and every comm primitive, with their counters, under mpirun:
+//   test_comm --dp D --pq Q --pkv K
+// Each primitive runs on each mesh group (counted under scope layer = group) with values that
+// name the sending world rank, so a wrong group, order or block shows.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm_mpi.h"
+#include "model/real.h"
+#include "comm/fail.h"
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                  \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "test_comm: %s:%d: ", __FILE__, __LINE__);     \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+            failures++;                                                    \
+        }                                                                  \
+    } while (0)
+
+// Members of a group agree on the coordinates the group is defined by.
+static void check_group_members(const Mesh* m, MeshGroup g) {
+    for (int j = 0; j < mesh_group_size(m, g); j++) {
+        Mesh other;
+        char err[ERR_LEN];
+        const int w = mesh_group_world_rank(m, g, j);
+        if (mesh_init(&other, m->dp, m->pq, m->pkv, w, m->world_size, err) != 0) fail_msg("%s", err);
+        EXPECT(mesh_group_rank(&other, g) == j, "%s member %d has rank %d", mesh_group_name(g), j,
+               mesh_group_rank(&other, g));
+        EXPECT(mesh_group_color(&other, g) == mesh_group_color(m, g), "%s member %d color",
+               mesh_group_name(g), j);
+        if (g == MESH_DP) EXPECT(other.sp_index == m->sp_index, "dp member %d sp index", j);
+        if (g == MESH_SP) EXPECT(other.dp_index == m->dp_index, "sp member %d dp index", j);
+        if (g == MESH_ROW) EXPECT(other.r == m->r && other.dp_index == m->dp_index, "row member %d", j);
+        if (g == MESH_COL) EXPECT(other.c == m->c && other.dp_index == m->dp_index, "col member %d", j);
+    }
+}
+
+static void expect_count(const Comm* comm, MeshGroup g, CommKind kind, long long bytes,
+                         long long messages, long long calls) {
+    const CommCount c = comm_count(comm, g, COMM_FORWARD, kind);
+    EXPECT(c.bytes == bytes && c.messages == messages && c.calls == calls,
+           "%s %s: counted %lld bytes %lld messages %lld calls, expected %lld %lld %lld",
+           mesh_group_name(g), comm_kind_name(kind), c.bytes, c.messages, c.calls, bytes, messages,
+           calls);
+}
+
+static void test_group(Comm* comm, MeshGroup g) {
+    const Mesh* m = &comm->mesh;
+    const int n = comm_size(comm, g), me = comm_rank(comm, g), w = m->world_rank;
+    const long long e = sizeof(real);
+    enum { K = 3 };
+    real* send = xcalloc((size_t)n * K, sizeof(real), "send");
+    real* recv = xcalloc((size_t)n * K, sizeof(real), "recv");
+    comm_set_scope(comm, g, COMM_FORWARD);
+
+    for (int k = 0; k < K; k++) send[k] = 1000 * w + k;
+    comm_all_gather(comm, g, send, recv, K, COMM_REAL);
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < K; k++) {
+            EXPECT(recv[j * K + k] == 1000 * mesh_group_world_rank(m, g, j) + k,
+                   "%s all-gather block %d", mesh_group_name(g), j);
+        }
+    }
+    expect_count(comm, g, COMM_ALL_GATHER, (n - 1) * K * e, n - 1, 1);
+
+    long member_sum = 0;
+    for (int j = 0; j < n; j++) member_sum += mesh_group_world_rank(m, g, j);
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < K; k++) send[j * K + k] = w + 100 * j + k;
+    }
+    comm_reduce_scatter_sum(comm, g, send, recv, K, COMM_REAL);
+    for (int k = 0; k < K; k++) {
+        EXPECT(recv[k] == member_sum + (real)n * (100 * me + k), "%s reduce-scatter element %d",
+               mesh_group_name(g), k);
+    }
+    expect_count(comm, g, COMM_REDUCE_SCATTER, (n - 1) * K * e, n - 1, 1);
+
+    for (int k = 0; k < K; k++) recv[k] = w + k;
+    comm_all_reduce_sum(comm, g, recv, K, COMM_REAL);
+    for (int k = 0; k < K; k++) {
+        EXPECT(recv[k] == member_sum + (real)n * k, "%s all-reduce element %d", mesh_group_name(g), k);
+    }
+    expect_count(comm, g, COMM_ALL_REDUCE, 2 * (n - 1) * K * e / n, 2 * (n - 1), 1);
+
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < K; k++) send[j * K + k] = 1000 * w + 10 * j + k;
+    }
+    comm_all_to_all(comm, g, send, recv, K, COMM_REAL);
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < K; k++) {
+            EXPECT(recv[j * K + k] == 1000 * mesh_group_world_rank(m, g, j) + 10 * me + k,
+                   "%s all-to-all block %d", mesh_group_name(g), j);
+        }
+    }
+    expect_count(comm, g, COMM_ALL_TO_ALL, (n - 1) * K * e, n - 1, 1);
+
+    // Ring shift with two transfers to the same peer (they match in posting order) and one
+    // to itself (not counted).
+    int first[2] = {w, 1}, second[2] = {w, 2}, self[2] = {w, 3}, got[3][2];
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    CommTransfer sends[3] = {{next, first, 2}, {next, second, 2}, {me, self, 2}};
+    CommTransfer recvs[3] = {{prev, got[0], 2}, {prev, got[1], 2}, {me, got[2], 2}};
+    comm_wait(comm, comm_start(comm, g, COMM_I32, sends, 3, recvs, 3));
+    const int from = mesh_group_world_rank(m, g, prev);
+    EXPECT(got[0][0] == from && got[0][1] == 1 && got[1][0] == from && got[1][1] == 2 &&
+               got[2][0] == w && got[2][1] == 3,
+           "%s send/recv: got (%d %d) (%d %d) (%d %d)", mesh_group_name(g), got[0][0], got[0][1],
+           got[1][0], got[1][1], got[2][0], got[2][1]);
+    const int remote = n > 1 ? 2 : 0;
+    expect_count(comm, g, COMM_SEND_RECV, remote * 2 * 4, remote, 1);
+
+    unsigned char bytes[5];
+    const int root = n - 1;
+    for (int k = 0; k < 5; k++) bytes[k] = (unsigned char)(me == root ? 7 * k + 1 : 0);
+    comm_broadcast(comm, g, bytes, 5, COMM_U8, root);
+    for (int k = 0; k < 5; k++) EXPECT(bytes[k] == 7 * k + 1, "%s broadcast byte %d", mesh_group_name(g), k);
+    expect_count(comm, g, COMM_BROADCAST, me == root ? 0 : 5, me == root ? 0 : 1, 1);
+
+    comm_barrier(comm, g);
+    expect_count(comm, g, COMM_BARRIER, 0, 0, 1);
+    free(send);
+    free(recv);
+}
+
+int main(int argc, char** argv) {
+    int rank = 0, size = 1, dims[3] = {1, 1, 1};
+    comm_mpi_init(&argc, &argv, &rank, &size);
+    const char* flags[3] = {"--dp", "--pq", "--pkv"};
+    for (int k = 1; k + 1 < argc; k += 2) {
+        int f = 0;
+        while (f < 3 && strcmp(argv[k], flags[f])) f++;
+        if (f == 3) fail_msg("unknown argument '%s' (expected --dp, --pq, --pkv)", argv[k]);
+        dims[f] = atoi(argv[k + 1]);
+    }
+    Mesh mesh;
+    char err[ERR_LEN];
+    if (mesh_init(&mesh, dims[0], dims[1], dims[2], rank, size, err) != 0) fail_msg("%s", err);
+    Comm* comm = comm_mpi_create(&mesh, MESH_NGROUPS);
+    for (int g = 0; g < MESH_NGROUPS; g++) {
+        check_group_members(&mesh, g);
+        test_group(comm, g);
+    }
+    // Counting stays inside its scope: nothing landed outside the group scopes.
+    const CommCount stray = comm_count_total(comm, COMM_NO_LAYER, COMM_OTHER);
+    EXPECT(stray.calls == 0, "%lld calls counted outside any scope", stray.calls);
+
+    comm_set_scope(comm, COMM_NO_LAYER, COMM_OTHER);
+    int total = failures;
+    comm_all_reduce_sum(comm, MESH_WORLD, &total, 1, COMM_I32);
+    if (rank == 0) {
+        printf("%s comm primitives on dp %d mesh %dx%d (%d ranks): %d failures\n",
+               total ? "FAIL" : "ok", mesh.dp, mesh.pq, mesh.pkv, size, total);
+    }
+    comm_destroy(comm);
+    comm_mpi_finalize();
+    return total != 0;
+}

@@ -1,0 +1,10 @@
+# Benchmarks: figures, not tests (`make bench`).
+PROGRAMS += $(BUILD)/bench_cpu
+.PHONY: bench-cpu
+bench: bench-cpu
+
+$(BUILD)/bench_cpu: $(BUILD)/tools/bench_cpu.o $(MODEL_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+bench-cpu: setup $(BUILD)/bench_cpu
+	OMP_WAIT_POLICY=PASSIVE $(BUILD)/bench_cpu --preset gpt3-125m --batch 4 --seq 1024 --steps 2
