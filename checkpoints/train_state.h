@@ -28,7 +28,7 @@ typedef struct {
     LoaderState loader;
     uint64_t num_params;
     uint64_t shard_begin, shard_count;   // optimizer moments held by this rank
-    char config_json[2048];    // effective run configuration (informational, NUL-terminated)
+    char config_json[4096];    // effective run configuration (informational, NUL-terminated)
 } TrainStateInfo;
 
 // Writes atomically. params: num_params floats; m, v: shard_count floats each.

@@ -77,23 +77,33 @@ static size_t point_activations(const GPTConfig* c, int B, int T, real* base,
     return total;
 }
 
-void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention) {
+static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
+                           AttentionLayer* attention) {
     char err[ERR_LEN];
     if (gpt_config_validate(cfg, err, sizeof err) != 0) fail_msg("%s", err);
-    memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
+    m->max_T = T;
     m->attention = attention;
     gpt_param_sizes(cfg, m->param_sizes);
     m->num_params = gpt_num_params(cfg);
-    m->params_memory = xmalloc(sizeof(real) * m->num_params, "parameters");
-    m->grads_memory = xcalloc(m->num_params, sizeof(real), "gradients");
-    gpt_point_params(cfg, m->params_memory, &m->params);
-    gpt_point_params(cfg, m->grads_memory, &m->grads);
     const size_t nacts = point_activations(cfg, B, T, NULL, &m->acts);
     m->acts_memory = xcalloc(nacts, sizeof(real), "activations");
     point_activations(cfg, B, T, m->acts_memory, &m->acts);
+}
+
+void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
+                int pad_multiple) {
+    memset(m, 0, sizeof *m);
+    create_buffers(m, cfg, B, T, attention);
+    const size_t pad = pad_multiple > 1 ? (size_t)pad_multiple : 1;
+    m->padded_params = (m->num_params + pad - 1) / pad * pad;
+    m->owns_params = 1;
+    m->params_memory = xcalloc(m->padded_params, sizeof(real), "parameters");
+    m->grads_memory = xcalloc(m->padded_params, sizeof(real), "gradients");
+    gpt_point_params(cfg, m->params_memory, &m->params);
+    gpt_point_params(cfg, m->grads_memory, &m->grads);
     const size_t BTC = (size_t)B * T * cfg->C;
     m->dresidual = xcalloc(BTC, sizeof(real), "residual gradient");
     m->dbuf_c = xcalloc(BTC, sizeof(real), "backward scratch");
@@ -101,9 +111,19 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
     m->dbuf_4c_b = xcalloc(4 * BTC, sizeof(real), "backward scratch");
 }
 
+void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
+    memset(m, 0, sizeof *m);
+    create_buffers(m, &owner->cfg, B, T, attention);
+    m->padded_params = owner->padded_params;
+    m->params_memory = owner->params_memory;
+    m->params = owner->params;
+}
+
 void gpt_free(GPT* m) {
-    free(m->params_memory);
-    free(m->grads_memory);
+    if (m->owns_params) {
+        free(m->params_memory);
+        free(m->grads_memory);
+    }
     free(m->acts_memory);
     free(m->dresidual);
     free(m->dbuf_c);
@@ -112,7 +132,7 @@ void gpt_free(GPT* m) {
     memset(m, 0, sizeof *m);
 }
 
-void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, sizeof(real) * m->num_params); }
+void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, sizeof(real) * m->padded_params); }
 
 // Per-layer views of the parameters, gradients and activations.
 typedef struct {
@@ -150,6 +170,8 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
     const int BT = B * T;
     ActivationTensors* a = &m->acts;
     const ParameterTensors* p = &m->params;
+    CHECK(T >= 1 && T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d", T,
+          m->max_T);
 
     encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
     const real* residual = a->encoded;
@@ -184,6 +206,7 @@ void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss) {
     const ParameterTensors* p = &m->params;
     ParameterTensors* g = &m->grads;
     real* dres = m->dresidual;
+    CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
 
     crossentropy_backward_inplace(a->logits, a->row_lse, targets, dloss, BT, c->V, c->Vp);
     memset(m->dbuf_c, 0, sizeof(real) * btc);

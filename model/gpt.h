@@ -67,11 +67,15 @@ typedef struct {
     GPTConfig cfg;
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
+    size_t padded_params;      // allocation: num_params rounded up (for even optimizer shards)
+    int owns_params;           // 0 for a model that shares another's parameters (no gradients)
     real* params_memory;
     real* grads_memory;
     ParameterTensors params, grads;
 
-    int B, T;                  // sequences and LOCAL tokens per sequence the buffers hold
+    int B, T;                  // sequences and LOCAL tokens per sequence of the next pass; T
+                               // may be lowered below max_T between passes (sampling)
+    int max_T;                 // local tokens the activation buffers hold
     real* acts_memory;
     ActivationTensors acts;
     real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream
@@ -83,8 +87,13 @@ typedef struct {
 } GPT;
 
 // Allocates parameters, gradients, activations and scratch once (no allocation in the step
-// loop). Parameters are left uninitialised: use gpt_init_params or a model file.
-void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention);
+// loop). Parameters are left uninitialised: use gpt_init_params or a model file. The parameter
+// and gradient buffers are zero-padded to a multiple of pad_multiple elements (e.g. the number
+// of ranks sharing the optimizer state), so they split into equal shards.
+void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
+                int pad_multiple);
+// A forward-only model (e.g. for sampling) that uses owner's parameters; no gradients.
+void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);
 
 // Forward on local tokens (B, T). With targets, also computes per-token losses and returns

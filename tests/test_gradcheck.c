@@ -260,7 +260,7 @@ static void test_model(void) {
     const int B = 2, T = 7;
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
     GPT m;
-    gpt_create(&m, &cfg, B, T, attn);
+    gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 7, m.params_memory);
     // Non-trivial biases and LayerNorm parameters, so that every path carries gradient.
     for (size_t i = 0; i < m.num_params; i++) m.params_memory[i] += 0.1 * uniform();

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     const int B = sh->B, T = sh->T, BT = B * T;
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
     GPT m;
-    gpt_create(&m, &cfg, B, T, attn);
+    gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 1337, m.params_memory);
     // GPT-2's init leaves biases at 0 and LayerNorm weights at 1, which would hide a bias or
     // LayerNorm-parameter bug: perturb every parameter slightly (deterministically).

@@ -2,7 +2,6 @@
 // reported as tokens/s and MFU against this machine's fp32 peak (measured with an FMA-issue
 // loop, and also stated from the nominal formula cores x FMA units x lanes x 2 x clock).
 #include <getopt.h>
-#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -15,68 +14,12 @@
 #include "model/gpt.h"
 #include "model/init.h"
 #include "model/optimizer.h"
+#include "train/peak_flops.h"
 
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Peak fp32 FMA issue rate: every thread runs 12 independent FMA chains of the widest vector
-// the build targets (enough to cover the FMA latency on two pipes), so the loop is bound by
-// FMA issue alone.
-#ifdef __AVX512F__
-typedef __m512 vecf;
-#define VEC_LANES 16
-#define vec_set1 _mm512_set1_ps
-#define vec_fma _mm512_fmadd_ps
-#define vec_add _mm512_add_ps
-#define vec_first(v) _mm512_cvtss_f32(v)
-#else
-typedef __m256 vecf;
-#define VEC_LANES 8
-#define vec_set1 _mm256_set1_ps
-#define vec_fma _mm256_fmadd_ps
-#define vec_add _mm256_add_ps
-#define vec_first(v) _mm256_cvtss_f32(v)
-#endif
-
-static double measure_fma_peak(int threads) {
-    const long iters = 20000000;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        const double t0 = now();
-        float sink = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-        {
-            vecf acc[12];
-            const vecf a = vec_set1(0.999999f), b = vec_set1(1e-7f);
-            for (int k = 0; k < 12; k++) acc[k] = vec_set1((float)k);
-            for (long i = 0; i < iters; i++) {
-                for (int k = 0; k < 12; k++) acc[k] = vec_fma(acc[k], a, b);
-            }
-            vecf s = acc[0];
-            for (int k = 1; k < 12; k++) s = vec_add(s, acc[k]);
-            sink += vec_first(s);
-        }
-        const double dt = now() - t0;
-        const double flops = (double)threads * iters * 12 * VEC_LANES * 2;
-        if (flops / dt > best) best = flops / dt;
-        if (sink == 12345.0f) printf(" ");   // keep the result alive
-    }
-    return best;
-}
-
-// Nominal clock from /proc/cpuinfo (MHz), 0 if unknown.
-static double cpuinfo_mhz(void) {
-    FILE* f = fopen("/proc/cpuinfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double mhz = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "cpu MHz : %lf", &mhz) == 1) break;
-    fclose(f);
-    return mhz;
 }
 
 int main(int argc, char** argv) {
@@ -104,17 +47,17 @@ int main(int argc, char** argv) {
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), preset);
     if (T > cfg.max_T) fail_msg("--seq %d exceeds the preset's context %d", T, cfg.max_T);
 
-    const double peak = measure_fma_peak(threads);
-    const double mhz = cpuinfo_mhz();
-    const double nominal = threads * 2.0 /*FMA units*/ * VEC_LANES * 2 * mhz * 1e6;
+    const double peak = peak_flops_measure(threads);
+    const double mhz = peak_flops_cpu_mhz();
+    const double nominal = threads * 2.0 /*FMA units*/ * peak_flops_vector_lanes() * 2 * mhz * 1e6;
     printf("bench-cpu: %s B=%d T=%d, %d threads\n", preset, B, T, threads);
     printf("peak fp32: measured FMA issue %.1f GFLOP/s; nominal %d cores x 2 FMA x %d lanes x 2 x "
            "%.0f MHz = %.1f GFLOP/s (MFU below uses the measured peak)\n",
-           peak * 1e-9, threads, VEC_LANES, mhz, nominal * 1e-9);
+           peak * 1e-9, threads, peak_flops_vector_lanes(), mhz, nominal * 1e-9);
 
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
     GPT m;
-    gpt_create(&m, &cfg, B, T, attn);
+    gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 1, m.params_memory);
     int* inputs = xmalloc(sizeof(int) * B * T, "inputs");
     int* targets = xmalloc(sizeof(int) * B * T, "targets");

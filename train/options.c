@@ -1,0 +1,272 @@
+#include "train/options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_INT, OPT_LONG, OPT_DOUBLE, OPT_STRING, OPT_FLAG } OptType;
+
+typedef struct {
+    const char* name;
+    OptType type;
+    size_t offset;
+    double min, max;       // inclusive bounds for numbers
+    const char* choices;   // '|'-separated allowed strings, or NULL
+    const char* help;
+} OptSpec;
+
+#define F(field) offsetof(TrainOptions, field)
+static const OptSpec specs[] = {
+    {"preset", OPT_STRING, F(preset), 0, 0, NULL, "model preset (gpt3-125m ... gpt3-175b, d12..d48, tiny, small)"},
+    {"layers", OPT_INT, F(layers), 0, 1024, NULL, "override the preset's layers (0 = preset)"},
+    {"channels", OPT_INT, F(channels), 0, 1 << 16, NULL, "override the preset's channels"},
+    {"heads", OPT_INT, F(heads), 0, 4096, NULL, "override the preset's heads"},
+    {"context", OPT_INT, F(context), 0, 1 << 22, NULL, "context length (position embedding rows; 0 = preset)"},
+    {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
+    {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file instead of a seeded init"},
+    {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
+    {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards (glob pattern of llm.c .bin files)"},
+    {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards (glob pattern; empty = no evaluation)"},
+    {"tokenizer", OPT_STRING, F(tokenizer), 0, 0, NULL, "llm.c tokenizer file for decoding samples (empty = print ids)"},
+    {"batch", OPT_INT, F(batch), 1, 1 << 20, NULL, "micro-batch: sequences per data-parallel rank"},
+    {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},
+    {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},
+    {"steps", OPT_INT, F(steps), 1, 1e9, NULL, "optimizer steps"},
+    {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
+    {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
+    {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},
+    {"final-lr-frac", OPT_DOUBLE, F(final_lr_frac), 0, 1, NULL, "cosine decay floor as a fraction of --lr"},
+    {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
+    {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
+    {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
+    {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
+    {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},
+    {"eval-every", OPT_INT, F(eval_every), 0, 1e9, NULL, "validation loss every k steps (0 = only at the end)"},
+    {"eval-batches", OPT_INT, F(eval_batches), 1, 1e9, NULL, "validation micro-batches per evaluation"},
+    {"sample-every", OPT_INT, F(sample_every), 0, 1e9, NULL, "generate a sample every k steps (0 = only at the end)"},
+    {"sample-length", OPT_INT, F(sample_length), 0, 1 << 20, NULL, "tokens per sample (0 = no sampling)"},
+    {"sample-prompt", OPT_STRING, F(sample_prompt), 0, 0, NULL, "sample prompt as comma-separated token ids (empty = end-of-text)"},
+    {"temperature", OPT_DOUBLE, F(temperature), 1e-6, 100, NULL, "sampling temperature"},
+    {"top-k", OPT_INT, F(top_k), 0, 1 << 24, NULL, "sample from the k most likely tokens (0 = all)"},
+    {"out-dir", OPT_STRING, F(out_dir), 0, 0, NULL, "directory for checkpoints and the log"},
+    {"checkpoint-every", OPT_INT, F(checkpoint_every), 0, 1e9, NULL, "write a checkpoint every k steps (0 = only at the end)"},
+    {"keep-last", OPT_INT, F(keep_last), 1, 1e6, NULL, "keep the newest K checkpoints"},
+    {"keep-every", OPT_INT, F(keep_every), 0, 1e9, NULL, "also keep every checkpoint whose step is a multiple of M (0 = none)"},
+    {"exit-after", OPT_INT, F(exit_after), 0, 1e9, NULL, "stop with a checkpoint after N steps of this run (0 = never)"},
+    {"resume", OPT_FLAG, F(resume), 0, 1, NULL, "continue from the newest complete checkpoint in --out-dir"},
+    {"log", OPT_STRING, F(log_file), 0, 0, NULL, "JSONL log (default OUT-DIR/log.jsonl)"},
+    {"save-bf16", OPT_FLAG, F(save_bf16), 0, 1, NULL, "write model files as bf16 (llm.c version 5) instead of fp32"},
+    {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
+    {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
+    {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
+    {"attention", OPT_STRING, F(attention), 0, 0, "2d|ring|striped", "sequence-parallel attention schedule"},
+    {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
+    {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
+    {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak FLOP/s per rank for MFU (0 = measure at start)"},
+    {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
+};
+#undef F
+enum { NSPECS = sizeof specs / sizeof specs[0] };
+
+static void set_defaults(TrainOptions* o) {
+    memset(o, 0, sizeof *o);
+    o->preset = "tiny";
+    o->seed = 1337;
+    o->train_data = "data/cache/fortunes_train_*.bin";
+    o->val_data = "data/cache/fortunes_val_*.bin";
+    o->tokenizer = "data/cache/gpt2_tokenizer.bin";
+    o->batch = 4;
+    o->seq_len = 64;
+    o->steps = 100;
+    o->lr = 6e-4;
+    o->warmup = -1;
+    o->warmup_frac = 0.05;
+    o->final_lr_frac = 0.1;
+    o->weight_decay = 0.1;
+    o->grad_clip = 1.0;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->eval_every = 50;
+    o->eval_batches = 8;
+    o->sample_every = 0;
+    o->sample_length = 64;
+    o->sample_prompt = "";
+    o->temperature = 1.0;
+    o->top_k = 40;
+    o->out_dir = "runs/default";
+    o->checkpoint_every = 0;
+    o->keep_last = 2;
+    o->keep_every = 0;
+    o->log_file = "";
+    o->dp = 1;
+    o->pq = 1;
+    o->pkv = 1;
+    o->attention = "2d";
+}
+
+static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);
+
+static void usage(const char* prog) {
+    printf("usage: %s [options]\nTrains a GPT-3-like model on llm.c token shards (CPU backend; "
+           "run under mpirun for data and sequence parallelism).\n\n", prog);
+    for (int i = 0; i < NSPECS; i++) {
+        const OptSpec* s = &specs[i];
+        const char* arg = s->type == OPT_FLAG ? "" : s->choices ? s->choices
+                        : s->type == OPT_STRING ? "STR" : s->type == OPT_DOUBLE ? "X" : "N";
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", s->name, arg);
+        printf("  %-30s %s\n", left, s->help);
+    }
+    printf("  %-30s %s\n", "--help", "this text");
+}
+
+static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE* errs) {
+    char* base = (char*)o + s->offset;
+    char* end = NULL;
+    errno = 0;
+    switch (s->type) {
+    case OPT_STRING:
+        if (s->choices) {
+            char buf[128];
+            snprintf(buf, sizeof buf, "|%s|", s->choices);
+            char key[128];
+            snprintf(key, sizeof key, "|%s|", text);
+            if (!text[0] || !strstr(buf, key)) {
+                fprintf(errs, "error: --%s: expected one of %s, found '%s'\n", s->name,
+                        s->choices, text);
+                return -1;
+            }
+        }
+        *(const char**)base = text;
+        return 0;
+    case OPT_FLAG:
+        *(int*)base = 1;
+        return 0;
+    case OPT_INT:
+    case OPT_LONG: {
+        const long long v = strtoll(text, &end, 10);
+        if (!text[0] || *end || errno == ERANGE) {
+            fprintf(errs, "error: --%s: expected an integer, found '%s'\n", s->name, text);
+            return -1;
+        }
+        if (v < s->min || v > s->max) {
+            fprintf(errs, "error: --%s: expected an integer in %.0f..%.0f, found %lld\n",
+                    s->name, s->min, s->max, v);
+            return -1;
+        }
+        if (s->type == OPT_INT) *(int*)base = (int)v;
+        else *(long*)base = (long)v;
+        return 0;
+    }
+    case OPT_DOUBLE: {
+        const double v = strtod(text, &end);
+        if (!text[0] || *end || errno == ERANGE || !isfinite(v)) {
+            fprintf(errs, "error: --%s: expected a number, found '%s'\n", s->name, text);
+            return -1;
+        }
+        if (v < s->min || v > s->max) {
+            fprintf(errs, "error: --%s: expected a number in [%g, %g], found %g\n", s->name,
+                    s->min, s->max, v);
+            return -1;
+        }
+        *(double*)base = v;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+int train_options_parse(TrainOptions* o, int argc, char** argv, int report) {
+    set_defaults(o);
+    FILE* errs = report ? stderr : fopen("/dev/null", "w");
+    const int rc = parse_args(o, argc, argv, report, errs ? errs : stderr);
+    if (errs && errs != stderr) fclose(errs);
+    return rc;
+}
+
+static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs) {
+    struct option longopts[NSPECS + 2];
+    for (int i = 0; i < NSPECS; i++) {
+        longopts[i] = (struct option){specs[i].name,
+                                      specs[i].type == OPT_FLAG ? no_argument : required_argument,
+                                      NULL, 1000 + i};
+    }
+    longopts[NSPECS] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[NSPECS + 1] = (struct option){0, 0, 0, 0};
+    opterr = 0;
+    optind = 1;
+    for (int c; (c = getopt_long(argc, argv, ":", longopts, NULL)) != -1;) {
+        if (c == 'h') {
+            if (report) usage(argv[0]);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            const char* bad = argv[optind - 1];
+            fprintf(errs, "error: %s: %s (see --help)\n", bad,
+                    c == ':' ? "expected a value" : "unknown option");
+            return -1;
+        }
+        if (parse_value(&specs[c - 1000], optarg ? optarg : "", o, errs) != 0) return -1;
+    }
+    if (optind < argc) {
+        fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",
+                argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+// Formats one option's value.
+static void format_value(const OptSpec* s, const TrainOptions* o, char* out, size_t n, int json) {
+    const char* base = (const char*)o + s->offset;
+    switch (s->type) {
+    case OPT_STRING: {
+        const char* v = *(const char* const*)base;
+        if (!json) {
+            snprintf(out, n, "%s", v ? v : "");
+            return;
+        }
+        size_t k = 0;   // JSON string with escapes
+        out[k++] = '"';
+        for (const char* p = v ? v : ""; *p && k + 8 < n; p++) {
+            if (*p == '"' || *p == '\\') k += snprintf(out + k, n - k, "\\%c", *p);
+            else if ((unsigned char)*p < 0x20) k += snprintf(out + k, n - k, "\\u%04x", *p);
+            else out[k++] = *p;
+        }
+        out[k++] = '"';
+        out[k] = 0;
+        return;
+    }
+    case OPT_FLAG:
+        snprintf(out, n, json ? "%s" : "%s", *(const int*)base ? "true" : "false");
+        return;
+    case OPT_INT: snprintf(out, n, "%d", *(const int*)base); return;
+    case OPT_LONG: snprintf(out, n, "%ld", *(const long*)base); return;
+    case OPT_DOUBLE: snprintf(out, n, "%.9g", *(const double*)base); return;
+    }
+}
+
+void train_options_print(const TrainOptions* o, void (*emit)(const char* line)) {
+    for (int i = 0; i < NSPECS; i++) {
+        char value[512], line[640];
+        format_value(&specs[i], o, value, sizeof value, 0);
+        snprintf(line, sizeof line, "  %-20s %s", specs[i].name, value);
+        emit(line);
+    }
+}
+
+void train_options_json(const TrainOptions* o, char* out, size_t outlen) {
+    size_t k = (size_t)snprintf(out, outlen, "{");
+    for (int i = 0; i < NSPECS && k < outlen; i++) {
+        char value[512];
+        format_value(&specs[i], o, value, sizeof value, 1);
+        k += (size_t)snprintf(out + k, outlen - k, "%s\"%s\":%s", i ? "," : "", specs[i].name,
+                              value);
+    }
+    if (k < outlen) snprintf(out + k, outlen - k, "}");
+}

@@ -1,0 +1,51 @@
+// The trainer's command line: one table drives parsing, validation, --help and the printed
+// (and JSON) effective configuration, so the three can never disagree.
+#pragma once
+#include <stddef.h>
+
+typedef struct {
+    // model
+    const char* preset;
+    int layers, channels, heads, context, vocab;   // 0: from the preset / data
+    const char* init_from;                         // llm.c model file, or NULL: from seed
+    long seed;
+    // data
+    const char* train_data;
+    const char* val_data;
+    const char* tokenizer;
+    // batch
+    int batch;                 // micro-batch sequences per data-parallel rank
+    int seq_len;
+    long total_batch_tokens;   // 0: batch * seq_len * dp (no accumulation)
+    int steps;
+    // optimizer
+    double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, beta1, beta2, eps;
+    int warmup;                // warmup steps; -1: from warmup_frac
+    // evaluation and sampling
+    int eval_every, eval_batches;
+    int sample_every, sample_length, top_k;
+    double temperature;
+    const char* sample_prompt;
+    // checkpoints and logs
+    const char* out_dir;
+    int checkpoint_every, keep_last, keep_every;
+    int resume;
+    int exit_after;            // stop with a checkpoint after this many steps of this run
+    const char* log_file;
+    int save_bf16;             // also model file version: 0 fp32 (3), 1 bf16 (5)
+    // distribution
+    int dp, pq, pkv;
+    const char* attention;     // 2d | ring | striped
+    int zero;
+    int keep_kv;
+    double peak_gflops;        // for MFU; 0: measure at start
+    int quiet;
+} TrainOptions;
+
+// Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
+// flag or value prints one line naming the flag, what was expected and what was found, and
+// returns -1; returns 0 otherwise. report = 0 keeps quiet (ranks other than 0).
+int train_options_parse(TrainOptions* o, int argc, char** argv, int report);
+// Writes "name = value" lines (print) or a JSON object (json) of every option.
+void train_options_print(const TrainOptions* o, void (*emit)(const char* line));
+void train_options_json(const TrainOptions* o, char* out, size_t outlen);

@@ -1,0 +1,16 @@
+// The trainer's outputs for people and machines: progress lines on stdout and one JSON object
+// per line (JSONL) in the log file. Only rank 0 logs.
+#pragma once
+#include <stdio.h>
+
+typedef struct {
+    FILE* jsonl;   // NULL: no file
+} RunLog;
+
+// Opens path for appending (a resumed run continues its log). Returns 0, or -1 with err set.
+int run_log_open(RunLog* log, const char* path, char* err, size_t errlen);
+void run_log_close(RunLog* log);
+// Writes one line (a complete JSON object, without the newline) and flushes it.
+void run_log_json(RunLog* log, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// Escapes bytes as a JSON string body (no quotes) into out; invalid UTF-8 bytes become \u00XX.
+void json_escape(const unsigned char* text, size_t n, char* out, size_t outlen);

@@ -1,0 +1,583 @@
+// The trainer: one training loop for one process or many (mpirun). World = dp x pq x pkv
+// ranks; each data-parallel group reads its own sequences, each sequence-parallel group of
+// P = pq x pkv ranks holds T/P tokens of every sequence in its attention schedule's layout.
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attention/dist_attention.h"
+#include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/model_file.h"
+#include "checkpoints/train_state.h"
+#include "comm/comm_mpi.h"
+#include "comm/fail.h"
+#include "data/bpe.h"
+#include "data/loader.h"
+#include "data/tokenizer_file.h"
+#include "model/gpt.h"
+#include "model/init.h"
+#include "model/optimizer.h"
+#include "train/options.h"
+#include "train/peak_flops.h"
+#include "train/run_log.h"
+#include "train/sampler.h"
+
+typedef struct {
+    TrainOptions opt;
+    Mesh mesh;
+    Comm* comm;
+    int rank;                  // world rank; rank 0 logs, samples and writes model files
+    GPTConfig cfg;
+    int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
+    long tokens_per_step;      // global tokens per optimizer step
+    AttentionLayer* attention;
+    GPT model;
+    real *m, *v;               // AdamW moments of this rank's shard
+    real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard
+    size_t shard_begin, shard_count;
+    DataLoader* train_loader;
+    DataLoader* val_loader;    // NULL: no evaluation
+    int32_t *full_inputs, *full_targets;   // (B, T) windows as read
+    int32_t *inputs, *targets;             // (B, Tl) this rank's tokens
+    LRSchedule sched;
+    AdamWConfig adam;
+    int step;                  // optimizer steps completed
+    uint64_t sample_rng;
+    RunLog log;
+    TokenTable tokens;
+    int has_tokens;
+    double peak_flops;         // per rank
+    char config_json[4096];
+} Trainer;
+
+static volatile sig_atomic_t stop_requested;
+static void on_stop_signal(int sig) { stop_requested = sig; }
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void print_line(const char* line) { printf("%s\n", line); }
+
+// Every rank computes the same verdict from the same options; rank 0 says it, all exit.
+static void config_error(const Trainer* t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void config_error(const Trainer* t, const char* fmt, ...) {
+    if (t->rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+    }
+    comm_mpi_finalize();
+    exit(2);
+}
+
+static void setup_model_config(Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    char err[ERR_LEN];
+    if (o->init_from && o->init_from[0]) {
+        int version;
+        if (model_file_read_header(o->init_from, &t->cfg, &version, err, sizeof err) != 0)
+            config_error(t, "--init-from %s", err);
+        if (o->layers || o->channels || o->heads || o->vocab)
+            config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/--vocab");
+        if (o->context && o->context != t->cfg.max_T)
+            config_error(t, "--context %d: the model file %s has context %d", o->context,
+                         o->init_from, t->cfg.max_T);
+    } else {
+        if (gpt_config_preset(o->preset, o->context, o->vocab, &t->cfg) != 0)
+            config_error(t, "--preset: expected one of %s, found '%s'", gpt_config_preset_names(),
+                         o->preset);
+        if (o->layers) t->cfg.L = o->layers;
+        if (o->channels) t->cfg.C = o->channels;
+        if (o->heads) t->cfg.NH = o->heads;
+        if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
+            config_error(t, "--preset/--layers/--channels/--heads: %s", err);
+    }
+    if (o->seq_len > t->cfg.max_T)
+        config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
+                     o->seq_len, t->cfg.max_T);
+}
+
+static void setup_mesh(Trainer* t, int world_rank, int world_size) {
+    const TrainOptions* o = &t->opt;
+    char err[ERR_LEN];
+    if (mesh_init(&t->mesh, o->dp, o->pq, o->pkv, world_rank, world_size, err) != 0)
+        config_error(t, "%s", err);
+    if (mesh_check_seq_len(&t->mesh, o->seq_len, err) != 0) config_error(t, "%s", err);
+    t->B = o->batch;
+    t->T = o->seq_len;
+    t->Tl = o->seq_len / t->mesh.P;
+    const long micro = (long)t->B * t->T * t->mesh.dp;
+    const long total = o->total_batch_tokens ? o->total_batch_tokens : micro;
+    if (total % micro != 0)
+        config_error(t, "--total-batch-tokens %ld: expected a multiple of batch x seq-len x dp = "
+                     "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
+    t->accum = (int)(total / micro);
+    t->tokens_per_step = total;
+}
+
+static void setup_attention(Trainer* t) {
+    const int NH = t->cfg.NH, HS = t->cfg.C / NH;
+    if (t->mesh.P == 1) {
+        t->attention = attention_local_create(t->B, t->T, NH);
+    } else if (strcmp(t->opt.attention, "2d") == 0) {
+        t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, HS,
+                                          t->opt.keep_kv ? t->cfg.L : 0);
+    } else {
+        const RingLayout layout = strcmp(t->opt.attention, "ring") == 0 ? RING_CONTIGUOUS
+                                                                         : RING_CYCLIC;
+        t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, HS);
+    }
+}
+
+static void setup_model_and_optimizer(Trainer* t) {
+    const int world = t->mesh.world_size;
+    const int zero = t->opt.zero;
+    gpt_create(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1);
+    char err[ERR_LEN];
+    if (t->opt.init_from && t->opt.init_from[0]) {
+        if (model_file_load(t->opt.init_from, &t->cfg, t->model.params_memory, err, sizeof err))
+            fail_msg("--init-from %s", err);
+    } else {
+        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->model.params_memory);
+    }
+    t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
+    t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
+    t->m = xcalloc(t->shard_count, sizeof(real), "AdamW first moments");
+    t->v = xcalloc(t->shard_count, sizeof(real), "AdamW second moments");
+    if (zero) t->shard_scratch = xmalloc(sizeof(real) * t->shard_count, "ZeRO-1 shard");
+    const TrainOptions* o = &t->opt;
+    t->sched = (LRSchedule){.lr = o->lr,
+                            .warmup_steps = o->warmup >= 0 ? o->warmup
+                                                           : (int)(o->warmup_frac * o->steps),
+                            .total_steps = o->steps,
+                            .final_frac = o->final_lr_frac};
+    t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
+    t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
+}
+
+static void setup_data(Trainer* t) {
+    char err[ERR_LEN];
+    LoaderConfig lc = {.B = t->B, .T = t->T, .dp_rank = t->mesh.dp_index, .dp_size = t->mesh.dp,
+                       .shuffle = 1, .seed = (uint64_t)t->opt.seed, .vocab_size = t->cfg.V,
+                       .mode = LOADER_TRAIN};
+    t->train_loader = loader_open(t->opt.train_data, &lc, err, sizeof err);
+    if (!t->train_loader) fail_msg("--train-data %s", err);
+    if (t->opt.val_data && t->opt.val_data[0]) {
+        lc.mode = LOADER_VAL;
+        lc.shuffle = 0;
+        t->val_loader = loader_open(t->opt.val_data, &lc, err, sizeof err);
+        if (!t->val_loader) fail_msg("--val-data %s", err);
+        if (loader_batches_per_epoch(t->val_loader) < 1)
+            fail_msg("--val-data %s: expected at least one batch of %d x %d tokens per dp rank, "
+                     "found %lld windows", t->opt.val_data, t->B, t->T + 1,
+                     (long long)loader_windows_per_epoch(t->val_loader));
+    }
+    const size_t full = (size_t)t->B * t->T, local = (size_t)t->B * t->Tl;
+    t->full_inputs = xmalloc(sizeof(int32_t) * full, "input tokens");
+    t->full_targets = xmalloc(sizeof(int32_t) * full, "target tokens");
+    t->inputs = xmalloc(sizeof(int32_t) * local, "local input tokens");
+    t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
+    if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
+        if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
+            t->has_tokens = 1;
+        else
+            fprintf(stderr, "warning: --tokenizer %s; samples are printed as token ids\n", err);
+    }
+}
+
+// Reads this rank's next micro-batch: the full windows, then its share of the tokens.
+static void next_batch(Trainer* t, DataLoader* loader) {
+    char err[ERR_LEN];
+    const int rc = loader_next(loader, t->full_inputs, t->full_targets, err, sizeof err);
+    if (rc != 0) fail_msg("%s", rc < 0 ? err : "validation data ran out");
+    const TokenPositions pos = t->attention->positions;
+    layout_take(t->full_inputs, t->B, t->T, pos.off, pos.stride, t->Tl, t->inputs);
+    layout_take(t->full_targets, t->B, t->T, pos.off, pos.stride, t->Tl, t->targets);
+}
+
+static double all_reduce_scalar(Trainer* t, double x) {
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_sum(t->comm, MESH_WORLD, &x, 1, COMM_F64);
+    return x;
+}
+
+// One optimizer step: accumulation over micro-batches, gradient reduction, clipping, AdamW.
+// Returns the mean loss over the global batch; *grad_norm gets the norm before clipping.
+static double train_step(Trainer* t, double* grad_norm) {
+    GPT* m = &t->model;
+    gpt_zero_grad(m);
+    const real dloss = (real)(1.0 / t->tokens_per_step);
+    double loss_sum = 0;
+    for (int a = 0; a < t->accum; a++) {
+        next_batch(t, t->train_loader);
+        loss_sum += gpt_forward(m, t->inputs, t->targets);
+        gpt_backward(m, t->inputs, t->targets, dloss);
+    }
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    double sq;
+    if (t->opt.zero) {
+        // ZeRO-1: each rank reduces and updates only its shard, then the shards are gathered.
+        comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
+                                t->shard_count, COMM_REAL);
+        memcpy(m->grads_memory + t->shard_begin, t->shard_scratch, sizeof(real) * t->shard_count);
+        sq = grad_sum_squares(m->grads_memory + t->shard_begin, t->shard_count);
+        sq = all_reduce_scalar(t, sq);
+    } else {
+        if (t->mesh.world_size > 1)
+            comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, COMM_REAL);
+        sq = grad_sum_squares(m->grads_memory, m->num_params);
+    }
+    *grad_norm = sqrt(sq);
+    const size_t end = t->shard_begin + t->shard_count < m->num_params
+                           ? t->shard_begin + t->shard_count : m->num_params;
+    adamw_update(&t->cfg, m->params_memory, m->grads_memory, t->m, t->v, t->shard_begin, end,
+                 t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
+                 clip_factor(*grad_norm, t->opt.grad_clip));
+    if (t->opt.zero) {
+        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+        memcpy(t->shard_scratch, m->params_memory + t->shard_begin, sizeof(real) * t->shard_count);
+        comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
+                        COMM_REAL);
+    }
+    return all_reduce_scalar(t, loss_sum) / t->tokens_per_step;
+}
+
+static double evaluate(Trainer* t) {
+    const long n = loader_batches_per_epoch(t->val_loader);
+    const int batches = t->opt.eval_batches < n ? t->opt.eval_batches : (int)n;
+    loader_reset(t->val_loader);
+    double sum = 0;
+    for (int i = 0; i < batches; i++) {
+        next_batch(t, t->val_loader);
+        sum += gpt_forward(&t->model, t->inputs, t->targets);
+    }
+    return all_reduce_scalar(t, sum) / ((double)batches * t->B * t->T * t->mesh.dp);
+}
+
+// Parses "--sample-prompt" token ids; the default prompt is the end-of-text token.
+static int parse_prompt(const Trainer* t, int* prompt, int max) {
+    const char* s = t->opt.sample_prompt;
+    int n = 0;
+    while (s && *s && n < max) {
+        char* end;
+        const long id = strtol(s, &end, 10);
+        if (end == s || id < 0 || id >= t->cfg.V)
+            fail_msg("--sample-prompt: expected comma-separated token ids below %d, found '%s'",
+                     t->cfg.V, s);
+        prompt[n++] = (int)id;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') fail_msg("--sample-prompt: unexpected '%s'", end);
+    }
+    if (n == 0) prompt[n++] = t->cfg.V > GPT2_EOT ? GPT2_EOT : 0;
+    return n;
+}
+
+static void sample(Trainer* t) {
+    if (t->rank != 0 || t->opt.sample_length <= 0) return;
+    Sampler s;
+    const int max_len = t->cfg.max_T;
+    sampler_create(&s, &t->model, max_len);
+    int* prompt = xmalloc(sizeof(int) * max_len, "prompt");
+    int* out = xmalloc(sizeof(int) * (t->opt.sample_length + 1), "sample");
+    const int np = parse_prompt(t, prompt, max_len - 1);
+    const int n = sampler_generate(&s, prompt, np, t->opt.sample_length, t->opt.temperature,
+                                   t->opt.top_k, &t->sample_rng, out);
+    // Text (or ids) for the terminal, and escaped into the log.
+    size_t cap = 16 + (size_t)n * 12;
+    char* text = xmalloc(cap, "sample text");
+    size_t len = 0;
+    text[0] = 0;
+    if (t->has_tokens) {
+        uint8_t* bytes = NULL;
+        size_t nbytes = 0;
+        char err[ERR_LEN];
+        uint32_t* ids = xmalloc(sizeof(uint32_t) * (n ? n : 1), "sample ids");
+        for (int i = 0; i < n; i++) ids[i] = (uint32_t)out[i];
+        if (bpe_decode(&t->tokens, ids, (size_t)n, &bytes, &nbytes, err, sizeof err) == 0) {
+            free(text);
+            text = (char*)bytes;
+            len = nbytes;
+        }
+        free(ids);
+    }
+    if (len == 0 && n > 0) {
+        for (int i = 0; i < n; i++) len += (size_t)snprintf(text + len, cap - len, "%s%d", i ? "," : "", out[i]);
+    }
+    printf("sample (step %d): %.*s\n", t->step, (int)len, text);
+    char* escaped = xmalloc(len * 6 + 16, "escaped sample");
+    json_escape((const unsigned char*)text, len, escaped, len * 6 + 16);
+    run_log_json(&t->log, "{\"type\":\"sample\",\"step\":%d,\"text\":\"%s\"}", t->step, escaped);
+    free(escaped);
+    free(text);
+    free(prompt);
+    free(out);
+    sampler_free(&s);
+}
+
+static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
+    memset(info, 0, sizeof *info);
+    info->step = t->step;
+    info->world_size = t->mesh.world_size;
+    info->rank = t->mesh.world_rank;
+    info->dp = t->mesh.dp;
+    info->pq = t->mesh.pq;
+    info->pkv = t->mesh.pkv;
+    info->zero_stage = t->opt.zero;
+    info->model = t->cfg;
+    info->B = t->B;
+    info->T = t->T;
+    info->accum_steps = t->accum;
+    info->sample_rng = t->sample_rng;
+    loader_get_state(t->train_loader, &info->loader);
+    info->num_params = t->model.num_params;
+    info->shard_begin = t->shard_begin;
+    info->shard_count = t->shard_count;
+    snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
+}
+
+static void save_checkpoint(Trainer* t) {
+    char err[ERR_LEN], path[4096];
+    const char* dir = t->opt.out_dir;
+    const double t0 = now();
+    if (t->rank == 0) {
+        checkpoint_model_path(dir, t->step, path, sizeof path);
+        if (model_file_save(path, &t->cfg, t->model.params_memory,
+                            t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
+                            sizeof err) != 0)
+            fail_msg("checkpoint: %s", err);
+    }
+    TrainStateInfo info;
+    fill_state_info(t, &info);
+    checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
+    if (train_state_save(path, &info, t->model.params_memory, t->m, t->v, err, sizeof err) != 0)
+        fail_msg("checkpoint: %s", err);
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_barrier(t->comm, MESH_WORLD);   // every rank's state is on disk before DONE
+    if (t->rank == 0) {
+        if (checkpoint_mark_done(dir, t->step, err, sizeof err) != 0)
+            fail_msg("checkpoint: %s", err);
+        checkpoint_prune(dir, t->opt.keep_last, t->opt.keep_every);
+        printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, now() - t0);
+        run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d}", t->step);
+    }
+}
+
+// Loads checkpoint `step` into this rank; any mesh works: the optimizer moments of this rank's
+// shard are gathered from whichever old ranks' files hold them. Returns 0, or -1 with err set.
+static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
+    char path[4096];
+    TrainStateInfo info;
+    checkpoint_state_path(t->opt.out_dir, step, 0, path, sizeof path);
+    if (train_state_read_info(path, &info, err, errlen) != 0) return -1;
+    const GPTConfig* c = &info.model;
+    if (c->max_T != t->cfg.max_T || c->V != t->cfg.V || c->Vp != t->cfg.Vp || c->L != t->cfg.L ||
+        c->NH != t->cfg.NH || c->C != t->cfg.C) {
+        snprintf(err, errlen, "%s: model shape L=%d C=%d NH=%d V=%d T=%d differs from this run's "
+                 "L=%d C=%d NH=%d V=%d T=%d (resume with the same model options)", path, c->L,
+                 c->C, c->NH, c->V, c->max_T, t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V,
+                 t->cfg.max_T);
+        return -1;
+    }
+    const int old_world = info.world_size;
+    const size_t want_lo = t->shard_begin, want_hi = t->shard_begin + t->shard_count;
+    real *tm = NULL, *tv = NULL;
+    int rc = 0;
+    // Every old rank file holds the full parameters and the moments of its shard.
+    for (int r = 0; r < old_world && rc == 0; r++) {
+        TrainStateInfo ri;
+        checkpoint_state_path(t->opt.out_dir, step, r, path, sizeof path);
+        if (train_state_read_info(path, &ri, err, errlen) != 0) { rc = -1; break; }
+        const size_t lo = ri.shard_begin, hi = ri.shard_begin + ri.shard_count;
+        const int needed = r == 0 || (lo < want_hi && hi > want_lo);
+        if (!needed) continue;
+        tm = realloc(tm, sizeof(real) * (ri.shard_count ? ri.shard_count : 1));
+        tv = realloc(tv, sizeof(real) * (ri.shard_count ? ri.shard_count : 1));
+        CHECK(tm && tv, "", "out of memory reading %s", path);
+        if (train_state_load(path, &ri, t->model.params_memory, tm, tv, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        const size_t a = lo > want_lo ? lo : want_lo, b = hi < want_hi ? hi : want_hi;
+        for (size_t i = a; i < b; i++) {
+            t->m[i - want_lo] = tm[i - lo];
+            t->v[i - want_lo] = tv[i - lo];
+        }
+    }
+    free(tm);
+    free(tv);
+    if (rc != 0) return -1;
+    if (loader_set_state(t->train_loader, &info.loader, err, errlen) != 0) return -1;
+    t->step = info.step;
+    t->sample_rng = info.sample_rng;
+    return 0;
+}
+
+static void resume(Trainer* t) {
+    enum { MAX = 4096 };
+    int* steps = xmalloc(sizeof(int) * MAX, "checkpoint list");
+    const int n = checkpoint_complete_steps(t->opt.out_dir, steps, MAX);
+    int resumed = 0;
+    for (int i = 0; i < n && !resumed; i++) {
+        char err[ERR_LEN] = "";
+        const int ok = load_checkpoint(t, steps[i], err, sizeof err) == 0;
+        // Every rank must agree, or none resumes from this one.
+        const double bad = all_reduce_scalar(t, ok ? 0 : 1);
+        if (bad == 0) {
+            resumed = 1;
+            if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
+        } else {
+            if (!ok) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
+                             t->rank, steps[i], err);
+            if (t->rank == 0) fprintf(stderr, "warning: trying an older checkpoint\n");
+        }
+    }
+    if (!resumed && t->rank == 0)
+        printf("resume: no complete checkpoint in %s, starting from step 0\n", t->opt.out_dir);
+    if (!resumed && n > 0) {   // a failed attempt may have overwritten the initial weights
+        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->model.params_memory);
+        memset(t->m, 0, sizeof(real) * t->shard_count);
+        memset(t->v, 0, sizeof(real) * t->shard_count);
+        char err[ERR_LEN];
+        if (t->opt.init_from && t->opt.init_from[0] &&
+            model_file_load(t->opt.init_from, &t->cfg, t->model.params_memory, err, sizeof err))
+            fail_msg("--init-from %s", err);
+    }
+    free(steps);
+}
+
+static void print_config(Trainer* t) {
+    if (t->rank != 0) return;
+    printf("effective configuration:\n");
+    train_options_print(&t->opt, print_line);
+    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d), %zu parameters\n",
+           t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T, t->cfg.V,
+           t->cfg.Vp, t->model.num_params);
+    printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
+           "per rank\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq, t->mesh.pkv,
+           t->attention->name, t->Tl);
+    printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
+           "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
+           t->sched.warmup_steps, t->opt.zero);
+    printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9,
+           t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured");
+    fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+    int world_rank, world_size;
+    comm_mpi_init(&argc, &argv, &world_rank, &world_size);
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    t.rank = world_rank;
+    const int parsed = train_options_parse(&t.opt, argc, argv, world_rank == 0);
+    if (parsed != 0) {
+        comm_mpi_finalize();
+        return parsed > 0 ? 0 : 2;
+    }
+    setup_model_config(&t);
+    setup_mesh(&t, world_rank, world_size);
+    t.comm = comm_mpi_create(&t.mesh, t.cfg.L);
+    setup_attention(&t);
+    setup_model_and_optimizer(&t);
+    setup_data(&t);
+    train_options_json(&t.opt, t.config_json, sizeof t.config_json);
+    char err[ERR_LEN];
+    if (t.rank == 0 && checkpoint_make_dir(t.opt.out_dir, err, sizeof err) != 0)
+        fail_msg("--out-dir %s", err);
+    comm_barrier(t.comm, MESH_WORLD);
+    if (t.opt.resume) resume(&t);
+    if (t.rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", t.opt.log_file[0] ? t.opt.log_file : "");
+        if (!path[0]) snprintf(path, sizeof path, "%s/log.jsonl", t.opt.out_dir);
+        if (run_log_open(&t.log, path, err, sizeof err) != 0) fail_msg("--log %s", err);
+        t.peak_flops = t.opt.peak_gflops > 0 ? t.opt.peak_gflops * 1e9 : peak_flops_measure(0);
+        run_log_json(&t.log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
+                     "\"options\":%s}", t.step, world_size, t.model.num_params, t.config_json);
+    }
+    print_config(&t);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    const double flops_per_token = 6.0 * t.model.num_params + 6.0 * t.cfg.L * t.cfg.C * t.T;
+    const int start = t.step;
+    double elapsed = 0;
+    int stop = 0;
+    while (t.step < t.opt.steps && !stop) {
+        if (t.val_loader && t.opt.eval_every > 0 && t.step % t.opt.eval_every == 0 &&
+            t.step > start) {
+            const double val = evaluate(&t);
+            if (t.rank == 0) {
+                printf("eval: step %d val loss %.4f\n", t.step, val);
+                run_log_json(&t.log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t.step, val);
+            }
+        }
+        if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > start) sample(&t);
+        const double t0 = now();
+        double norm;
+        const double loss = train_step(&t, &norm);
+        const double dt = now() - t0;
+        const double lr = lr_at_step(&t.sched, t.step);
+        t.step++;
+        elapsed += dt;
+        const double tps = t.tokens_per_step / dt;
+        const double mfu = t.peak_flops > 0 ? tps * flops_per_token / (t.peak_flops * world_size) : 0;
+        if (t.rank == 0) {
+            const double eta = elapsed / (t.step - start) * (t.opt.steps - t.step);
+            if (!t.opt.quiet)
+                printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
+                       "MFU %.1f%% | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,
+                       tps, mfu * 100, eta);
+            run_log_json(&t.log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
+                         "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f}",
+                         t.step, loss, lr, norm, dt * 1e3, tps, mfu);
+            fflush(stdout);
+        }
+        // Every rank stops at the same step: agree on any rank's signal.
+        const int local_stop = stop_requested != 0 ||
+                               (t.opt.exit_after > 0 && t.step - start >= t.opt.exit_after);
+        stop = all_reduce_scalar(&t, local_stop) > 0;
+        const int ck_due = t.opt.checkpoint_every > 0 && t.step % t.opt.checkpoint_every == 0;
+        if ((ck_due || stop) && t.step < t.opt.steps) save_checkpoint(&t);
+    }
+    if (stop && t.rank == 0) printf("stopping early at step %d (checkpoint written)\n", t.step);
+    if (!stop) {
+        if (t.val_loader) {
+            const double val = evaluate(&t);
+            if (t.rank == 0) {
+                printf("eval: step %d val loss %.4f\n", t.step, val);
+                run_log_json(&t.log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t.step, val);
+            }
+        }
+        sample(&t);
+        save_checkpoint(&t);
+    }
+    run_log_close(&t.log);
+    loader_close(t.train_loader);
+    loader_close(t.val_loader);
+    gpt_free(&t.model);
+    attention_layer_free(t.attention);
+    comm_destroy(t.comm);
+    if (t.has_tokens) token_table_free(&t.tokens);
+    free(t.m); free(t.v); free(t.shard_scratch);
+    free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
+    comm_mpi_finalize();
+    return 0;
+}
