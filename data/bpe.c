@@ -1,0 +1,494 @@
+// GPT-2 byte-level BPE: PCRE2 pre-tokenization, rank-ordered merges, a piece cache, decoding.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "data/bpe.h"
+
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+#include "data/bpe_vocab.h"
+
+// JavaScript's \s: WhiteSpace (TAB, VT, FF, U+FEFF, Unicode Zs) and LineTerminator.
+#define JS_SPACE "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+                 "\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+static const char gpt2_pattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACE "\\p{L}\\p{N}]+"
+    "|[" JS_SPACE "]+(?![^" JS_SPACE "])|[" JS_SPACE "]+";
+
+// Pieces up to this length are cached; longer ones are rare and would only bloat the cache.
+#define CACHE_MAX_PIECE 128
+// The cache starts over when it holds this many pieces, which bounds its memory (about 80 MB).
+#define CACHE_MAX_ENTRIES (1u << 20)
+#define DEAD UINT32_MAX
+#define PAIR_EMPTY UINT64_MAX
+
+static int __attribute__((format(printf, 3, 4)))
+set_err(char* err, size_t errlen, const char* fmt, ...) {
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token buffers
+
+void token_buf_reserve(TokenBuf* buf, size_t extra) {
+    if (buf->cap - buf->n >= extra) return;
+    size_t cap = buf->cap ? buf->cap : 1024;
+    while (cap - buf->n < extra) cap *= 2;
+    uint32_t* ids = realloc(buf->ids, cap * sizeof *ids);
+    CHECK(ids, "", "out of memory growing a token buffer to %zu ids", cap);
+    buf->ids = ids;
+    buf->cap = cap;
+}
+
+void token_buf_free(TokenBuf* buf) {
+    free(buf->ids);
+    memset(buf, 0, sizeof *buf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merge rules: (left, right) -> (rank, merged), open addressing.
+
+typedef struct PairSlot {
+    uint64_t key;  // left << 32 | right, PAIR_EMPTY when free
+    uint32_t rank, merged;
+} PairSlot;
+
+typedef struct PairTable {
+    PairSlot* slot;
+    size_t mask;
+} PairTable;
+
+static inline uint64_t pair_key(uint32_t left, uint32_t right) {
+    return (uint64_t)left << 32 | right;
+}
+
+static inline size_t pair_hash(uint64_t key, size_t mask) {
+    key *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(key >> 32 ^ key) & mask;
+}
+
+static void pair_table_build(PairTable* t, const BpeRule* rules, size_t n) {
+    size_t slots = 1;
+    while (slots < 2 * n + 2) slots <<= 1;
+    t->slot = xmalloc(slots * sizeof *t->slot, "merge rule table");
+    t->mask = slots - 1;
+    for (size_t i = 0; i < slots; i++) t->slot[i].key = PAIR_EMPTY;
+    for (size_t r = 0; r < n; r++) {  // a later rule for the same pair wins, as in the JS table
+        uint64_t key = pair_key(rules[r].left, rules[r].right);
+        size_t i = pair_hash(key, t->mask);
+        while (t->slot[i].key != PAIR_EMPTY && t->slot[i].key != key) i = (i + 1) & t->mask;
+        t->slot[i] = (PairSlot){key, rules[r].rank, rules[r].merged};
+    }
+}
+
+static inline const PairSlot* pair_find(const PairTable* t, uint32_t left, uint32_t right) {
+    uint64_t key = pair_key(left, right);
+    for (size_t i = pair_hash(key, t->mask);; i = (i + 1) & t->mask) {
+        if (t->slot[i].key == key) return &t->slot[i];
+        if (t->slot[i].key == PAIR_EMPTY) return NULL;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Piece cache: piece bytes -> ids, open addressing over two arenas.
+
+typedef struct CacheSlot {
+    uint64_t hash;  // 0 = empty
+    uint32_t key_off, ids_off;
+    uint16_t key_len, nids;
+} CacheSlot;
+
+typedef struct PieceCache {
+    CacheSlot* slot;
+    size_t mask, count;
+    uint8_t* keys;
+    size_t keys_len, keys_cap;
+    uint32_t* ids;
+    size_t ids_len, ids_cap;
+} PieceCache;
+
+static inline uint64_t hash_piece(const uint8_t* p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    return h | 1;  // never 0, which marks an empty slot
+}
+
+static void cache_init(PieceCache* c, size_t slots) {
+    c->slot = xcalloc(slots, sizeof *c->slot, "piece cache");
+    c->mask = slots - 1;
+    c->count = 0;
+}
+
+static void cache_free(PieceCache* c) {
+    free(c->slot);
+    free(c->keys);
+    free(c->ids);
+    memset(c, 0, sizeof *c);
+}
+
+static const CacheSlot* cache_find(const PieceCache* c, uint64_t h, const uint8_t* p,
+                                   size_t n) {
+    for (size_t i = h & c->mask;; i = (i + 1) & c->mask) {
+        const CacheSlot* s = &c->slot[i];
+        if (s->hash == 0) return NULL;
+        if (s->hash == h && s->key_len == n && memcmp(c->keys + s->key_off, p, n) == 0)
+            return s;
+    }
+}
+
+static void* grow(void* ptr, size_t* cap, size_t need, size_t elem, const char* what) {
+    if (need <= *cap) return ptr;
+    size_t c = *cap ? *cap : 1 << 16;
+    while (c < need) c *= 2;
+    void* p = realloc(ptr, c * elem);
+    CHECK(p, "", "out of memory growing the %s to %zu entries", what, c);
+    *cap = c;
+    return p;
+}
+
+static void cache_insert(PieceCache* c, uint64_t h, const uint8_t* p, size_t n,
+                         const uint32_t* ids, size_t nids) {
+    if (c->count >= CACHE_MAX_ENTRIES) {  // start over rather than grow without bound
+        memset(c->slot, 0, (c->mask + 1) * sizeof *c->slot);
+        c->count = c->keys_len = c->ids_len = 0;
+    } else if (2 * (c->count + 1) > c->mask + 1) {  // keep the load factor at most 1/2
+        PieceCache bigger = *c;
+        cache_init(&bigger, 2 * (c->mask + 1));
+        for (size_t i = 0; i <= c->mask; i++) {
+            if (c->slot[i].hash == 0) continue;
+            size_t j = c->slot[i].hash & bigger.mask;
+            while (bigger.slot[j].hash != 0) j = (j + 1) & bigger.mask;
+            bigger.slot[j] = c->slot[i];
+        }
+        bigger.count = c->count;
+        free(c->slot);
+        *c = bigger;
+    }
+    c->keys = grow(c->keys, &c->keys_cap, c->keys_len + n, 1, "piece cache keys");
+    c->ids = grow(c->ids, &c->ids_cap, c->ids_len + nids, sizeof *c->ids, "piece cache ids");
+    size_t i = h & c->mask;
+    while (c->slot[i].hash != 0) i = (i + 1) & c->mask;
+    c->slot[i] = (CacheSlot){h, (uint32_t)c->keys_len, (uint32_t)c->ids_len, (uint16_t)n,
+                             (uint16_t)nids};
+    memcpy(c->keys + c->keys_len, p, n);
+    memcpy(c->ids + c->ids_len, ids, nids * sizeof *ids);
+    c->keys_len += n;
+    c->ids_len += nids;
+    c->count++;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merging one piece.
+//
+// gpt-3-encoder repeats: find the lowest rank among adjacent pairs (ties: the last such pair),
+// then merge every occurrence of that pair left to right. Here the pairs sit in a min-heap
+// ordered by (rank, position) over a linked list of symbols, so a long piece costs n log n
+// instead of n^2: all entries of the lowest rank are taken at once, the pair of the last one is
+// merged at each of its positions in order, and the other pairs of that rank go back. New pairs
+// never have that rank (they contain a longer token), so deferring them matches the JS order.
+
+typedef struct HeapEntry {
+    uint32_t rank, pos, left, right, merged;
+} HeapEntry;
+
+typedef struct MergeWork {
+    uint32_t *sym, *next, *prev;  // symbol ids (DEAD once merged away) and list links
+    size_t cap;
+    HeapEntry *heap, *batch;
+    size_t heap_n, heap_cap, batch_cap;
+} MergeWork;
+
+static inline int entry_less(const HeapEntry* a, const HeapEntry* b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(MergeWork* w, HeapEntry e) {
+    w->heap = grow(w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap, "merge heap");
+    size_t i = w->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!entry_less(&e, &w->heap[parent])) break;
+        w->heap[i] = w->heap[parent];
+        i = parent;
+    }
+    w->heap[i] = e;
+}
+
+static HeapEntry heap_pop(MergeWork* w) {
+    HeapEntry top = w->heap[0];
+    HeapEntry last = w->heap[--w->heap_n];
+    size_t i = 0, n = w->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && entry_less(&w->heap[c + 1], &w->heap[c])) c++;
+        if (!entry_less(&w->heap[c], &last)) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    if (n > 0) w->heap[i] = last;
+    return top;
+}
+
+// An entry is current while both symbols still hold the ids it was made from: a position's id
+// only changes by growing into a longer token, so an id never comes back.
+static inline int entry_valid(const MergeWork* w, const HeapEntry* e, size_t n) {
+    uint32_t q = w->next[e->pos];
+    return w->sym[e->pos] == e->left && q < n && w->sym[q] == e->right;
+}
+
+static inline void push_pair(MergeWork* w, const PairTable* pairs, uint32_t a, uint32_t b) {
+    const PairSlot* s = pair_find(pairs, w->sym[a], w->sym[b]);
+    if (s) heap_push(w, (HeapEntry){s->rank, a, w->sym[a], w->sym[b], s->merged});
+}
+
+// Merges the piece's bytes; returns the number of ids, left in w->sym[0 .. count).
+static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* byte_token,
+                          const uint8_t* p, size_t n) {
+    if (n > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < n) cap *= 2;
+        free(w->sym);
+        free(w->next);
+        free(w->prev);
+        w->sym = xmalloc(cap * sizeof *w->sym, "merge symbols");
+        w->next = xmalloc(cap * sizeof *w->next, "merge links");
+        w->prev = xmalloc(cap * sizeof *w->prev, "merge links");
+        w->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        w->sym[i] = byte_token[p[i]];
+        w->next[i] = (uint32_t)(i + 1);
+        w->prev[i] = (uint32_t)i - 1;  // DEAD (UINT32_MAX) for the first
+    }
+    w->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++) push_pair(w, pairs, (uint32_t)i, (uint32_t)(i + 1));
+
+    while (w->heap_n > 0) {
+        if (!entry_valid(w, &w->heap[0], n)) {
+            heap_pop(w);
+            continue;
+        }
+        uint32_t rank = w->heap[0].rank;
+        size_t nbatch = 0;
+        while (w->heap_n > 0 && w->heap[0].rank == rank) {
+            HeapEntry e = heap_pop(w);
+            if (!entry_valid(w, &e, n)) continue;
+            w->batch = grow(w->batch, &w->batch_cap, nbatch + 1, sizeof *w->batch, "merge batch");
+            w->batch[nbatch++] = e;
+        }
+        uint32_t left = w->batch[nbatch - 1].left, right = w->batch[nbatch - 1].right;
+        for (size_t k = 0; k < nbatch; k++)  // same rank, other pair: a later step's turn
+            if (w->batch[k].left != left || w->batch[k].right != right) heap_push(w, w->batch[k]);
+        for (size_t k = 0; k < nbatch; k++) {
+            const HeapEntry* e = &w->batch[k];
+            if (e->left != left || e->right != right || !entry_valid(w, e, n)) continue;
+            uint32_t a = e->pos, b = w->next[a];
+            w->sym[a] = e->merged;
+            w->sym[b] = DEAD;
+            w->next[a] = w->next[b];
+            if (w->next[a] < n) w->prev[w->next[a]] = a;
+            if (w->prev[a] != DEAD) push_pair(w, pairs, w->prev[a], a);
+            if (w->next[a] < n) push_pair(w, pairs, a, w->next[a]);
+        }
+    }
+    size_t count = 0;
+    for (uint32_t i = 0; i < n; i = w->next[i]) w->sym[count++] = w->sym[i];
+    return count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The encoder
+
+struct BpeEncoder {
+    BpeVocab vocab;
+    PairTable pairs;
+    PieceCache cache;
+    MergeWork work;
+    pcre2_code* pattern;
+    pcre2_match_data* match;
+    pcre2_match_context* match_ctx;
+    pcre2_jit_stack* jit_stack;
+    int jit;  // the pattern compiled to machine code
+    BpeStats stats;
+};
+
+void bpe_encoder_free(BpeEncoder* enc) {
+    if (!enc) return;
+    bpe_vocab_free(&enc->vocab);
+    free(enc->pairs.slot);
+    cache_free(&enc->cache);
+    free(enc->work.sym);
+    free(enc->work.next);
+    free(enc->work.prev);
+    free(enc->work.heap);
+    free(enc->work.batch);
+    pcre2_match_data_free(enc->match);
+    pcre2_match_context_free(enc->match_ctx);
+    pcre2_jit_stack_free(enc->jit_stack);
+    pcre2_code_free(enc->pattern);
+    free(enc);
+}
+
+static int compile_pattern(BpeEncoder* enc, char* err, size_t errlen) {
+    int code;
+    PCRE2_SIZE offset;
+    enc->pattern = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset,
+                                 NULL);
+    if (!enc->pattern) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return set_err(err, errlen, "GPT-2 pattern: offset %zu: %s", (size_t)offset,
+                       (const char*)msg);
+    }
+    enc->match = pcre2_match_data_create_from_pattern(enc->pattern, NULL);
+    enc->match_ctx = pcre2_match_context_create(NULL);
+    if (!enc->match || !enc->match_ctx)
+        return set_err(err, errlen, "GPT-2 pattern: out of memory for match data");
+    // Without JIT support (some platforms) pcre2_match interprets the pattern: slower, same ids.
+    enc->jit = pcre2_jit_compile(enc->pattern, PCRE2_JIT_COMPLETE) == 0;
+    if (enc->jit) {
+        enc->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
+        if (!enc->jit_stack) return set_err(err, errlen, "GPT-2 pattern: out of memory for "
+                                            "the JIT stack");
+        pcre2_jit_stack_assign(enc->match_ctx, NULL, enc->jit_stack);
+    }
+    return 0;
+}
+
+BpeEncoder* bpe_encoder_load(const char* vocab_dir, char* err, size_t errlen) {
+    BpeEncoder* enc = xcalloc(1, sizeof *enc, "BPE encoder");
+    if (bpe_vocab_load(vocab_dir, &enc->vocab, err, errlen) != 0 ||
+        compile_pattern(enc, err, errlen) != 0) {
+        bpe_encoder_free(enc);
+        return NULL;
+    }
+    pair_table_build(&enc->pairs, enc->vocab.rules, enc->vocab.nrules);
+    cache_init(&enc->cache, 1 << 14);
+    return enc;
+}
+
+const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc) { return &enc->vocab.table; }
+
+BpeStats bpe_encoder_stats(const BpeEncoder* enc) { return enc->stats; }
+
+static void encode_piece(BpeEncoder* enc, const uint8_t* p, size_t n, TokenBuf* out) {
+    enc->stats.pieces++;
+    if (n == 1) {
+        token_buf_push(out, enc->vocab.byte_token[p[0]]);
+        return;
+    }
+    uint64_t h = 0;
+    if (n <= CACHE_MAX_PIECE) {
+        h = hash_piece(p, n);
+        const CacheSlot* s = cache_find(&enc->cache, h, p, n);
+        if (s) {
+            enc->stats.cache_hits++;
+            token_buf_reserve(out, s->nids);
+            memcpy(out->ids + out->n, enc->cache.ids + s->ids_off, s->nids * sizeof *out->ids);
+            out->n += s->nids;
+            return;
+        }
+    }
+    size_t count = merge_piece(&enc->work, &enc->pairs, enc->vocab.byte_token, p, n);
+    token_buf_reserve(out, count);
+    memcpy(out->ids + out->n, enc->work.sym, count * sizeof *out->ids);
+    out->n += count;
+    if (n <= CACHE_MAX_PIECE) cache_insert(&enc->cache, h, p, n, enc->work.sym, count);
+}
+
+int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, char* err,
+               size_t errlen) {
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(enc->match);
+    size_t pos = 0;
+    while (pos < len) {
+        int rc = enc->jit ? pcre2_jit_match(enc->pattern, text, len, pos, 0, enc->match,
+                                            enc->match_ctx)
+                          : pcre2_match(enc->pattern, text, len, pos, 0, enc->match,
+                                        enc->match_ctx);
+        size_t start = len, end = len;
+        if (rc >= 0) {
+            start = ov[0];
+            end = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return set_err(err, errlen, "text byte offset %zu: pre-tokenizing: %s", pos,
+                           (const char*)msg);
+        }
+        if (start < pos || end < start || end > len || (end == start && start < len))
+            return set_err(err, errlen, "text byte offset %zu: pre-tokenizing: expected a "
+                           "non-empty match, found [%zu, %zu)", pos, start, end);
+        if (start > pos) {  // bytes no match can include: invalid UTF-8
+            encode_piece(enc, text + pos, start - pos, out);
+            enc->stats.invalid_bytes += start - pos;
+        }
+        if (end > start) encode_piece(enc, text + start, end - start, out);
+        pos = end;
+    }
+    enc->stats.bytes += len;
+    return 0;
+}
+
+static inline int ascii_space(uint8_t c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+size_t bpe_chunk_end(const uint8_t* text, size_t len, size_t min_len) {
+    for (size_t i = min_len > 1 ? min_len : 1; i < len; i++)
+        if (ascii_space(text[i]) && text[i - 1] < 0x80 && !ascii_space(text[i - 1])) return i;
+    return len;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+const uint8_t* bpe_token_bytes(const TokenTable* table, uint32_t id, size_t* len) {
+    if (id >= table->vocab_size) return NULL;
+    *len = table->offset[id + 1] - table->offset[id];
+    return table->bytes + table->offset[id];
+}
+
+int bpe_decode(const TokenTable* table, const uint32_t* ids, size_t n, uint8_t** out,
+               size_t* out_len, char* err, size_t errlen) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= table->vocab_size)
+            return set_err(err, errlen, "token %zu: id: expected < %u, found %u", i,
+                           table->vocab_size, ids[i]);
+        total += table->offset[ids[i] + 1] - table->offset[ids[i]];
+    }
+    uint8_t* buf = xmalloc(total + 1, "decoded text");
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const uint8_t* b = bpe_token_bytes(table, ids[i], &len);
+        memcpy(buf + pos, b, len);
+        pos += len;
+    }
+    buf[pos] = 0;
+    *out = buf;
+    *out_len = pos;
+    return 0;
+}

