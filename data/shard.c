@@ -1,6 +1,8 @@
 // llm.c token shards: checked reading (whole file or memory-mapped) and atomic writing.
 #include "data/shard.h"
 
+#include "checkpoints/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -220,38 +222,18 @@ void shard_unmap(ShardView* view) {
 }
 
 // Writes the header and the tokens at the given width through a small conversion buffer.
-static int write_body(FILE* f, const int32_t* hdr, const uint32_t* tokens, size_t ntok,
-                      int width) {
-    if (fwrite(hdr, sizeof(int32_t), SHARD_HEADER_INTS, f) != SHARD_HEADER_INTS) return -1;
-    if (width == 4) return fwrite(tokens, 4, ntok, f) == ntok ? 0 : -1;
+static int write_body(AtomicFile* af, const int32_t* hdr, const uint32_t* tokens, size_t ntok,
+                      int width, char* err, size_t errlen) {
+    if (atomic_write(af, hdr, sizeof(int32_t) * SHARD_HEADER_INTS, err, errlen) != 0) return -1;
+    if (width == 4) return atomic_write(af, tokens, 4 * ntok, err, errlen);
     uint16_t buf[4096];
     for (size_t i = 0; i < ntok;) {
         size_t k = ntok - i < 4096 ? ntok - i : 4096;
         for (size_t j = 0; j < k; j++) buf[j] = (uint16_t)tokens[i + j];
-        if (fwrite(buf, 2, k, f) != k) return -1;
+        if (atomic_write(af, buf, 2 * k, err, errlen) != 0) return -1;
         i += k;
     }
     return 0;
-}
-
-// Makes the rename itself durable by syncing the directory that holds the file.
-static int sync_parent_dir(const char* path, char* err, size_t errlen) {
-    size_t len = strlen(path);
-    char* dir = malloc(len + 2);
-    if (!dir) return set_err(err, errlen, "%s: out of memory", path);
-    memcpy(dir, path, len + 1);
-    char* slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int rc = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0)
-        rc = set_err(err, errlen, "%s: cannot sync directory %s: %s", path, dir,
-                     strerror(errno));
-    if (fd >= 0) close(fd);
-    free(dir);
-    return rc;
 }
 
 int shard_write(const char* path, const uint32_t* tokens, size_t ntok, int wide, char* err,
@@ -274,46 +256,8 @@ int shard_write(const char* path, const uint32_t* tokens, size_t ntok, int wide,
     hdr[1] = width == 2 ? SHARD_VERSION_U16 : SHARD_VERSION_U32;
     hdr[2] = (int32_t)ntok;
 
-    // The temporary file lives next to the target so that rename() cannot cross filesystems.
-    size_t len = strlen(path);
-    char* tmp = malloc(len + 16);
-    if (!tmp) return set_err(err, errlen, "%s: out of memory", path);
-    snprintf(tmp, len + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        set_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp,
-                strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    const char* what = NULL;
-    int saved_errno = 0;
-    FILE* f = NULL;
-    if (fchmod(fd, 0644) != 0) what = "set permissions of";
-    else if (!(f = fdopen(fd, "wb"))) what = "open stream on";
-    else if (write_body(f, hdr, tokens, ntok, width) != 0) what = "write";
-    else if (fflush(f) != 0) what = "flush";
-    else if (fsync(fileno(f)) != 0) what = "sync";
-    if (what) saved_errno = errno;
-    if (f) {
-        if (fclose(f) != 0 && !what) {
-            what = "close";
-            saved_errno = errno;
-        }
-    } else {
-        close(fd);
-    }
-    if (!what && rename(tmp, path) != 0) {
-        what = "rename into place";
-        saved_errno = errno;
-    }
-    if (what) {
-        set_err(err, errlen, "%s: cannot %s temporary file %s: %s", path, what, tmp,
-                strerror(saved_errno));
-        unlink(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return sync_parent_dir(path, err, errlen);
+    AtomicFile af;   // temporary file next to the target, fsync, rename, directory fsync
+    if (atomic_open(&af, path, err, errlen) != 0) return -1;
+    if (write_body(&af, hdr, tokens, ntok, width, err, errlen) != 0) return -1;
+    return atomic_commit(&af, err, errlen);
 }

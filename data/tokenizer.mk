@@ -7,9 +7,9 @@ PROGRAMS += $(BUILD)/tokenize
 TEST_PROGS += $(BUILD)/tokenize $(BUILD)/tests/test_bpe
 SUITES_data += tokenizer
 
-$(BUILD)/tokenize: $(BUILD)/tools/tokenize.o $(TOKENIZER_OBJS) $(BUILD)/data/shard.o $(FAIL_OBJS)
+$(BUILD)/tokenize: $(BUILD)/tools/tokenize.o $(TOKENIZER_OBJS) $(DATA_OBJS) $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/test_bpe: $(BUILD)/tests/test_bpe.o $(TOKENIZER_OBJS) $(BUILD)/data/shard.o \
+$(BUILD)/tests/test_bpe: $(BUILD)/tests/test_bpe.o $(TOKENIZER_OBJS) $(DATA_OBJS) \
 		$(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)

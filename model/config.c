@@ -28,7 +28,7 @@ static const Preset presets[] = {
     {"d48", 48, 1600, 25, 1024},
     // Small shapes for tests and for training on two CPU cores.
     {"tiny", 2, 64, 4, 256},
-    {"small", 4, 256, 4, 512},
+    {"small", 4, 128, 4, 256},
 };
 
 int gpt_padded_vocab(int V) { return (V + 127) / 128 * 128; }

@@ -1,6 +1,8 @@
 // CPU layer kernels: OpenMP over token rows, CBLAS for the matrix products.
 #include "model/layers.h"
 
+#include "model/fast_math.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -140,7 +142,7 @@ void gelu_forward(real* out, const real* inp, long n) {
     for (long i = 0; i < n; i++) {
         const real x = inp[i];
         const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
-        out[i] = (real)0.5 * x * (1 + rtanh(u));
+        out[i] = (real)0.5 * x * (1 + fast_tanh(u));
     }
 }
 
@@ -149,7 +151,7 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, long n) {
     for (long i = 0; i < n; i++) {
         const real x = inp[i];
         const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
-        const real th = rtanh(u);
+        const real th = fast_tanh(u);
         const real du = (real)GELU_SCALE * (1 + (real)3 * (real)0.044715 * x * x);
         const real grad = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
         dinp[i] += grad * dout[i];
@@ -168,9 +170,11 @@ double crossentropy_forward(real* losses, real* lse, const real* logits, const i
     for (int n = 0; n < N; n++) {
         const real* z = logits + (long)n * Vp;
         real m = -INFINITY;
+#pragma omp simd reduction(max : m)
         for (int v = 0; v < V; v++) m = z[v] > m ? z[v] : m;
         real sum = 0;
-        for (int v = 0; v < V; v++) sum += rexp(z[v] - m);
+#pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < V; v++) sum += fast_exp(z[v] - m);
         lse[n] = m + rlog(sum);
         losses[n] = lse[n] - z[targets[n]];
         total += losses[n];
@@ -184,7 +188,8 @@ void crossentropy_backward_inplace(real* logits, const real* lse, const int* tar
     for (int n = 0; n < N; n++) {
         real* z = logits + (long)n * Vp;
         const real l = lse[n];
-        for (int v = 0; v < V; v++) z[v] = dloss * rexp(z[v] - l);
+#pragma omp simd
+        for (int v = 0; v < V; v++) z[v] = dloss * fast_exp(z[v] - l);
         z[targets[n]] -= dloss;
         for (int v = V; v < Vp; v++) z[v] = 0;
     }

@@ -3,12 +3,12 @@ PROGRAMS += $(BUILD)/bench_cpu
 .PHONY: bench-cpu
 bench: bench-cpu
 
-$(BUILD)/bench_cpu: $(BUILD)/tools/bench_cpu.o $(MODEL_OBJS)
+$(BUILD)/bench_cpu: $(BUILD)/tools/bench_cpu.o $(BUILD)/train/peak_flops.o $(MODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 bench-cpu: setup $(BUILD)/bench_cpu
 	OMP_WAIT_POLICY=PASSIVE $(BUILD)/bench_cpu --preset gpt3-125m --batch 4 --seq 1024 --steps 2
 
 PROGRAMS += $(BUILD)/unigram_baseline
-$(BUILD)/unigram_baseline: $(BUILD)/tools/unigram_baseline.o $(BUILD)/data/shard.o $(FAIL_OBJS)
+$(BUILD)/unigram_baseline: $(BUILD)/tools/unigram_baseline.o $(DATA_OBJS) $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -11,6 +11,7 @@
 
 #include "attention/attention_layer.h"
 #include "comm/fail.h"
+#include "model/blas_kernels.h"
 #include "model/gpt.h"
 #include "model/init.h"
 #include "model/optimizer.h"
@@ -23,6 +24,7 @@ static double now(void) {
 }
 
 int main(int argc, char** argv) {
+    blas_ensure_vector_kernels(argv);
     const char* preset = "gpt3-125m";
     int B = 4, T = 1024, steps = 3, threads = omp_get_max_threads();
     static const struct option opts[] = {
@@ -50,7 +52,8 @@ int main(int argc, char** argv) {
     const double peak = peak_flops_measure(threads);
     const double mhz = peak_flops_cpu_mhz();
     const double nominal = threads * 2.0 /*FMA units*/ * peak_flops_vector_lanes() * 2 * mhz * 1e6;
-    printf("bench-cpu: %s B=%d T=%d, %d threads\n", preset, B, T, threads);
+    printf("bench-cpu: %s B=%d T=%d, %d threads, OpenBLAS %s kernels\n", preset, B, T, threads,
+           blas_kernel_name());
     printf("peak fp32: measured FMA issue %.1f GFLOP/s; nominal %d cores x 2 FMA x %d lanes x 2 x "
            "%.0f MHz = %.1f GFLOP/s (MFU below uses the measured peak)\n",
            peak * 1e-9, threads, peak_flops_vector_lanes(), mhz, nominal * 1e-9);

@@ -9,3 +9,27 @@ TEST_PROGS += $(BUILD)/train_gpt
 
 $(BUILD)/train_gpt: $(TRAIN_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)
+
+# The default dataset: Debian's fortunes corpus (real English text), GPT-2 BPE, 5% validation.
+DATA_DIR ?= data/cache
+DEFAULT_DATA = $(DATA_DIR)/fortunes_val_000000.bin
+FORTUNES_DIR ?= /usr/share/games/fortunes
+$(DEFAULT_DATA):
+	@$(MAKE) --no-print-directory $(BUILD)/tokenize
+	$(BUILD)/tokenize --out-dir $(DATA_DIR) --name fortunes --doc-sep '%\n' --val-fraction 0.05 \
+		--tokenizer-out $(DATA_DIR)/gpt2_tokenizer.bin \
+		$$(find $(FORTUNES_DIR) -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
+
+RUN_DIR ?= runs/default
+TRAIN_ARGS ?= --preset small --batch 8 --seq-len 128 --steps 250 --lr 2e-3 --eval-every 50 \
+	--eval-batches 16 --sample-every 125 --sample-length 64 --checkpoint-every 125
+train: setup
+	@$(MAKE) --no-print-directory $(BUILD)/train_gpt $(BUILD)/unigram_baseline $(DEFAULT_DATA)
+	@baseline=$$($(BUILD)/unigram_baseline '$(DATA_DIR)/fortunes_train_*.bin' \
+		'$(DATA_DIR)/fortunes_val_*.bin'); \
+	echo "unigram baseline (validation): $$baseline nats/token"; \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=PASSIVE $(BUILD)/train_gpt $(TRAIN_ARGS) \
+		--train-data '$(DATA_DIR)/fortunes_train_*.bin' --val-data '$(DATA_DIR)/fortunes_val_*.bin' \
+		--tokenizer $(DATA_DIR)/gpt2_tokenizer.bin --out-dir $(RUN_DIR) && \
+	tools/plot_loss.sh $(RUN_DIR)/log.jsonl $(RUN_DIR)/loss.png \
+		"fortunes, GPT-2 BPE (unigram baseline $$baseline)"

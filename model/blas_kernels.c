@@ -1,0 +1,34 @@
+#include "model/blas_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char* openblas_get_corename(void);
+
+const char* blas_kernel_name(void) { return openblas_get_corename(); }
+
+void blas_ensure_vector_kernels(char** argv) {
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    const char* core = openblas_get_corename();
+    // OpenBLAS's fallbacks for an unknown x86-64 CPU.
+    if (strcmp(core, "Prescott") != 0 && strcmp(core, "Core2") != 0 &&
+        strcmp(core, "Nehalem") != 0)
+        return;
+    __builtin_cpu_init();
+    const char* want = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = "Haswell";
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    fprintf(stderr, "note: OpenBLAS chose its %s kernels for this CPU; restarting with "
+            "OPENBLAS_CORETYPE=%s (set OPENBLAS_CORETYPE yourself to override)\n", core, want);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "warning: could not restart with OPENBLAS_CORETYPE=%s; continuing with %s\n",
+            want, core);
+}
