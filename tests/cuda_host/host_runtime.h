@@ -1,0 +1,221 @@
+// The CUDA runtime API subset of the host runtime: errors, devices, memory, streams, events and
+// kernel launches. Streams execute in order and synchronously (a call returns when its work is
+// done), which is one valid schedule of CUDA's stream semantics: work on one stream runs in order
+// and cross-stream dependencies (events) are always satisfied.
+#pragma once
+#include <stddef.h>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include "tests/cuda_host/host_types.h"
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidSymbol = 13,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorInvalidDeviceFunction = 98,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
+    cudaErrorUnknown = 999
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+} cudaMemcpyKind;
+
+typedef enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+} cudaFuncAttribute;
+
+typedef enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8,
+    cudaDevAttrWarpSize = 10,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+} cudaDeviceAttr;
+
+// The fields of CUDA 13's cudaDeviceProp that a trainer reads; the host runtime reports an
+// H100 SXM (sm_90).
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    int regsPerBlock;
+    int warpSize;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    size_t totalConstMem;
+    int major;
+    int minor;
+    int multiProcessorCount;
+    int concurrentKernels;
+    int asyncEngineCount;
+    int unifiedAddressing;
+    int memoryBusWidth;
+    int l2CacheSize;
+    int maxThreadsPerMultiProcessor;
+    size_t sharedMemPerMultiprocessor;
+    int regsPerMultiprocessor;
+    int managedMemory;
+    size_t sharedMemPerBlockOptin;
+    int maxBlocksPerMultiProcessor;
+};
+
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+#define cudaStreamDefault 0x0
+#define cudaStreamNonBlocking 0x1
+#define cudaEventDefault 0x0
+#define cudaEventBlockingSync 0x1
+#define cudaEventDisableTiming 0x2
+#define cudaHostAllocDefault 0x0
+
+// Limits checked at launch, as on sm_80/sm_90.
+#define CUDA_HOST_MAX_THREADS 1024
+#define CUDA_HOST_DEFAULT_DYN_SMEM (48 * 1024)
+#define CUDA_HOST_MAX_DYN_SMEM (227 * 1024)
+
+// Errors, devices.
+const char* cudaGetErrorString(cudaError_t err);
+const char* cudaGetErrorName(cudaError_t err);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaDeviceReset(void);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaDriverGetVersion(int* version);
+
+// Memory. Device memory is host memory that the runtime tracks, so that copies, memsets and
+// cuBLAS calls can check direction and bounds; new device memory is filled with 0xFF bytes
+// (NaN as float or bf16) so that reading what was never written shows.
+cudaError_t cudaMalloc(void** ptr, size_t bytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream);
+cudaError_t cudaMallocHost(void** ptr, size_t bytes);
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags);
+cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = 0);
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream = 0);
+template <typename T> static inline cudaError_t cudaMalloc(T** ptr, size_t bytes) {
+    return cudaMalloc((void**)ptr, bytes);
+}
+template <typename T> static inline cudaError_t cudaMallocAsync(T** ptr, size_t bytes, cudaStream_t stream) {
+    return cudaMallocAsync((void**)ptr, bytes, stream);
+}
+template <typename T> static inline cudaError_t cudaMallocHost(T** ptr, size_t bytes) {
+    return cudaMallocHost((void**)ptr, bytes);
+}
+// __constant__ and __device__ variables are host globals here. to_symbol: 1 copy into the
+// symbol, 0 out of it, -1 report an invalid direction.
+cudaError_t cuda_host_copy_symbol(void* dst, size_t symbol_bytes, const void* src, size_t bytes,
+                                  size_t offset, int to_symbol);
+template <typename T>
+static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t bytes,
+                                             size_t offset = 0,
+                                             cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return cuda_host_copy_symbol(NULL, 0, NULL, 0, 0, -1);
+    return cuda_host_copy_symbol((void*)&symbol, sizeof(T), src, bytes, offset, 1);
+}
+template <typename T>
+static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t bytes,
+                                               size_t offset = 0,
+                                               cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return cuda_host_copy_symbol(NULL, 0, NULL, 0, 0, -1);
+    return cuda_host_copy_symbol(dst, sizeof(T), (const void*)&symbol, bytes, offset, 0);
+}
+
+// Streams and events.
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// Kernel attributes, keyed by the kernel's address.
+cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
+template <typename F>
+static inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int value) {
+    return cuda_host_func_set_attribute((const void*)kernel, attr, value);
+}
+
+// Text that explains the last failed call of this host thread in more detail than its error
+// code (which limit, which pointer); "" if none. Printed by CUDA_CHECK.
+const char* cuda_host_error_detail(void);
+
+// Launches. LAUNCH (model/cuda_common.cuh) calls cuda_host_launch, which converts the arguments
+// to the kernel's parameter types once (as CUDA copies them at launch) and runs every block; each
+// CUDA thread calls the kernel with its own copy of the parameters.
+typedef struct {
+    const char* name;  // the kernel expression as written, for messages
+    const char* file;
+    int line;
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    const void* kernel;                  // identity for cudaFuncSetAttribute
+    void (*run_thread)(const void* ctx);  // runs the kernel body for the current CUDA thread
+    const void* ctx;
+} CudaHostLaunch;
+
+void cuda_host_launch_blocks(const CudaHostLaunch* launch);
+// Start of the block's dynamic shared memory (DYNAMIC_SHARED); fails outside a kernel.
+void* cuda_host_dynamic_smem(void);
+
+template <typename Body> static void cuda_host_run_body(const void* ctx) {
+    (*(const Body*)ctx)();
+}
+
+template <typename... P, typename... A>
+static void cuda_host_launch(void (*kernel)(P...), const char* name, const char* file, int line,
+                             dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                             A&&... args) {
+    static_assert(sizeof...(P) == sizeof...(A), "LAUNCH: argument count differs from the kernel's");
+    const std::tuple<typename std::decay<P>::type...> params(std::forward<A>(args)...);
+    auto body = [&]() { std::apply(kernel, params); };
+    CudaHostLaunch launch = {name, file, line, grid, block, shmem, stream, (const void*)kernel,
+                             cuda_host_run_body<decltype(body)>, &body};
+    cuda_host_launch_blocks(&launch);
+}

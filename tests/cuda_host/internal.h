@@ -1,0 +1,64 @@
+// Shared by the host runtime's .cpp files; not for CUDA sources.
+#pragma once
+#include <stddef.h>
+#include "tests/cuda_host/cuda_host.h"
+
+// Records err as this thread's last error with a printf-style detail (cuda_host_error_detail);
+// returns err so that API functions can `return cuda_host_fail(...)`.
+cudaError_t cuda_host_fail(cudaError_t err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// Clears the detail on success paths that follow a failure.
+void cuda_host_set_detail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// What a host address range is to the runtime.
+typedef enum {
+    CUDA_HOST_MEM_UNTRACKED,  // not from the runtime: ordinary host memory
+    CUDA_HOST_MEM_DEVICE,     // inside one cudaMalloc block
+    CUDA_HOST_MEM_PINNED,     // inside one cudaMallocHost block
+    CUDA_HOST_MEM_OVERRUN     // starts inside a block but runs past its end
+} CudaHostMemKind;
+CudaHostMemKind cuda_host_mem_kind(const void* ptr, size_t bytes);
+// Total bytes currently allocated with cudaMalloc.
+size_t cuda_host_device_bytes(void);
+
+// Dynamic shared memory a launch of kernel may use: 48 KiB unless cudaFuncSetAttribute raised it.
+size_t cuda_host_dynamic_smem_limit(const void* kernel);
+
+// Streams: NULL, cudaStreamLegacy, cudaStreamPerThread and live created streams are valid.
+int cuda_host_stream_valid(cudaStream_t stream);
+
+// Fibers (fiber.cpp): n fibers with their own stacks, and slot n for the OS thread's own
+// stack (the scheduler). Under CUDA_HOST_FIBER_UCONTEXT (or on a CPU other than x86-64) the
+// switch is glibc's swapcontext; otherwise a small assembly switch that saves only what the
+// SysV ABI says a call preserves (about 10x faster: swapcontext makes a system call).
+typedef struct CudaHostFibers CudaHostFibers;
+// Maps n stacks of stack_bytes, each with a PROT_NONE guard page below it.
+CudaHostFibers* cuda_host_fibers_create(int n, size_t stack_bytes);
+void cuda_host_fibers_destroy(CudaHostFibers* f);
+// Prepares fiber i to run entry() from the top of its stack when switched to; entry must never
+// return (it switches away for the last time instead).
+void cuda_host_fiber_init(CudaHostFibers* f, int i, void (*entry)(void));
+// Saves the running context as fiber `from` and resumes fiber `to`.
+void cuda_host_fiber_switch(CudaHostFibers* f, int from, int to);
+// 1 if addr lies in one of the guard pages below the stacks (a fiber overflowed its stack).
+int cuda_host_fibers_guard_hit(const CudaHostFibers* f, const void* addr);
+
+// GEMM helpers shared by cublas.cpp and cublaslt.cpp (gemm.cpp). Matrices are column-major.
+// Bytes per element of a supported storage type (CUDA_R_32F, CUDA_R_16BF); 0 for others.
+size_t cuda_host_type_size(cudaDataType_t t);
+const char* cuda_host_type_name(cudaDataType_t t);
+float cuda_host_load(const void* base, cudaDataType_t t, size_t i);
+void cuda_host_store(void* base, cudaDataType_t t, size_t i, float v);
+// A packed float copy (leading dimension rows) of a rows x cols matrix; free() it.
+float* cuda_host_widen(const void* p, cudaDataType_t t, long rows, long cols, long ld);
+// 1 if `batch` rows x cols matrices (leading dimension ld, `stride` elements apart) lie in
+// device or pinned memory; otherwise prints and records why (naming `what`) and returns 0.
+int cuda_host_operand_ok(const char* what, const char* name, const void* p, cudaDataType_t t,
+                         long rows, long cols, long ld, long long stride, int batch);
+// T = alpha * op(A) op(B) + beta * T in fp32 (T is m x n); beta == 0 ignores T's contents and
+// k == 0 only scales T, as BLAS specifies.
+void cuda_host_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float* A,
+                     long lda, const float* B, long ldb, float beta, float* T, long ldt);
+// Prints "cuda host runtime: <message>" to stderr, records it for cuda_host_error_detail and
+// returns status: unsupported or invalid cuBLAS use is never silent.
+cublasStatus_t cuda_host_blas_fail(cublasStatus_t status, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,187 @@
+// Device and pinned memory of the host runtime. Every block is registered so that copies,
+// memsets and cuBLAS calls can check that their ranges lie in the right kind of memory: what
+// would fault or corrupt memory on a GPU fails with cudaErrorInvalidValue here.
+#include "tests/cuda_host/internal.h"
+#include "comm/fail.h"
+
+#include <map>
+#include <mutex>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    size_t bytes;
+    int pinned;
+} Block;
+
+static std::mutex lock;
+static std::map<uintptr_t, Block> blocks;
+static size_t device_bytes;
+
+static const char* kind_name(CudaHostMemKind k) {
+    switch (k) {
+    case CUDA_HOST_MEM_DEVICE: return "device memory";
+    case CUDA_HOST_MEM_PINNED: return "pinned host memory";
+    case CUDA_HOST_MEM_OVERRUN: return "a range running past the end of its allocation";
+    default: return "host memory not from the CUDA runtime";
+    }
+}
+
+CudaHostMemKind cuda_host_mem_kind(const void* ptr, size_t bytes) {
+    uintptr_t p = (uintptr_t)ptr;
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = blocks.upper_bound(p);
+    if (it == blocks.begin()) return CUDA_HOST_MEM_UNTRACKED;
+    --it;
+    uintptr_t base = it->first;
+    size_t size = it->second.bytes;
+    if (p >= base + size && !(p == base && size == 0)) return CUDA_HOST_MEM_UNTRACKED;
+    if (bytes > size - (p - base)) return CUDA_HOST_MEM_OVERRUN;
+    return it->second.pinned ? CUDA_HOST_MEM_PINNED : CUDA_HOST_MEM_DEVICE;
+}
+
+size_t cuda_host_device_bytes(void) {
+    std::lock_guard<std::mutex> guard(lock);
+    return device_bytes;
+}
+
+static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* what) {
+    if (!ptr) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer argument", what);
+    *ptr = NULL;
+    if (bytes == 0) return cudaSuccess;
+    size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
+    void* p = aligned_alloc(256, rounded);
+    if (!p) return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes failed", what, bytes);
+    if (!pinned) memset(p, 0xff, rounded);  // NaN as float and bf16: unwritten data shows
+    std::lock_guard<std::mutex> guard(lock);
+    blocks[(uintptr_t)p] = Block{bytes, pinned};
+    if (!pinned) device_bytes += bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+// Removes ptr from the registry if it starts a live block of the given kind.
+static int unregister(void* ptr, int pinned) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = blocks.find((uintptr_t)ptr);
+    if (it == blocks.end() || it->second.pinned != pinned) return 0;
+    if (!pinned) device_bytes -= it->second.bytes;
+    blocks.erase(it);
+    return 1;
+}
+
+static cudaError_t release(void* ptr, int pinned, const char* what) {
+    if (!ptr) return cudaSuccess;
+    if (!unregister(ptr, pinned))
+        return cuda_host_fail(cudaErrorInvalidValue, "%s(%p): not the start of a live %s allocation",
+                              what, ptr, pinned ? "cudaMallocHost" : "cudaMalloc");
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, 0, "cudaMalloc"); }
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return allocate(ptr, bytes, 1, "cudaMallocHost"); }
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
+    if (flags != cudaHostAllocDefault)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaHostAlloc: flags 0x%x are not supported by "
+                              "the host runtime", flags);
+    return allocate(ptr, bytes, 1, "cudaHostAlloc");
+}
+cudaError_t cudaFree(void* ptr) { return release(ptr, 0, "cudaFree"); }
+
+// Stream-ordered allocation: work runs when issued, so this is cudaMalloc/cudaFree.
+cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync: invalid stream");
+    return allocate(ptr, bytes, 0, "cudaMallocAsync");
+}
+
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: invalid stream");
+    return release(ptr, 0, "cudaFreeAsync");
+}
+cudaError_t cudaFreeHost(void* ptr) { return release(ptr, 1, "cudaFreeHost"); }
+
+// Checks one side of a copy: want_device says whether the direction puts it in device memory.
+static cudaError_t check_side(const char* what, const char* side, const void* p, size_t bytes,
+                              int want_device, int any) {
+    CudaHostMemKind k = cuda_host_mem_kind(p, bytes);
+    if (k == CUDA_HOST_MEM_OVERRUN)
+        return cuda_host_fail(cudaErrorInvalidValue, "%s: %s range %p + %zu bytes runs past the end "
+                              "of its allocation", what, side, p, bytes);
+    if (any) return cudaSuccess;
+    if (want_device && k != CUDA_HOST_MEM_DEVICE)
+        return cuda_host_fail(cudaErrorInvalidValue, "%s: %s %p should be device memory but is %s",
+                              what, side, p, kind_name(k));
+    if (!want_device && k == CUDA_HOST_MEM_DEVICE)
+        return cuda_host_fail(cudaErrorInvalidValue, "%s: %s %p should be host memory but is device "
+                              "memory (wrong cudaMemcpyKind?)", what, side, p);
+    return cudaSuccess;
+}
+
+static cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                        const char* what) {
+    if (bytes == 0) return cudaSuccess;
+    if (!dst || !src) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer", what);
+    int dst_dev, src_dev;
+    switch (kind) {
+    case cudaMemcpyHostToHost: dst_dev = 0, src_dev = 0; break;
+    case cudaMemcpyHostToDevice: dst_dev = 1, src_dev = 0; break;
+    case cudaMemcpyDeviceToHost: dst_dev = 0, src_dev = 1; break;
+    case cudaMemcpyDeviceToDevice: dst_dev = 1, src_dev = 1; break;
+    case cudaMemcpyDefault: dst_dev = src_dev = 0; break;
+    default: return cuda_host_fail(cudaErrorInvalidMemcpyDirection, "%s: kind %d", what, (int)kind);
+    }
+    int any = kind == cudaMemcpyDefault;
+    cudaError_t err = check_side(what, "destination", dst, bytes, dst_dev, any);
+    if (err == cudaSuccess) err = check_side(what, "source", src, bytes, src_dev, any);
+    if (err != cudaSuccess) return err;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    return copy(dst, src, bytes, kind, "cudaMemcpy");
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: invalid stream");
+    return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+}
+
+static cudaError_t set(void* ptr, int value, size_t bytes, const char* what) {
+    if (bytes == 0) return cudaSuccess;
+    CudaHostMemKind k = cuda_host_mem_kind(ptr, bytes);
+    if (k != CUDA_HOST_MEM_DEVICE)
+        return cuda_host_fail(cudaErrorInvalidValue, "%s: %p + %zu bytes is %s, not device memory",
+                              what, ptr, bytes, kind_name(k));
+    memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) { return set(ptr, value, bytes, "cudaMemset"); }
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: invalid stream");
+    return set(ptr, value, bytes, "cudaMemsetAsync");
+}
+
+cudaError_t cuda_host_copy_symbol(void* dst, size_t symbol_bytes, const void* src, size_t bytes,
+                                  size_t offset, int to_symbol) {
+    const char* what = to_symbol ? "cudaMemcpyToSymbol" : "cudaMemcpyFromSymbol";
+    if (to_symbol < 0)
+        return cuda_host_fail(cudaErrorInvalidMemcpyDirection, "cudaMemcpy{To,From}Symbol: wrong kind");
+    if (offset > symbol_bytes || bytes > symbol_bytes - offset)
+        return cuda_host_fail(cudaErrorInvalidValue, "%s: %zu bytes at offset %zu exceed the "
+                              "symbol's %zu bytes", what, bytes, offset, symbol_bytes);
+    if (bytes == 0) return cudaSuccess;
+    if (!dst || !src) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer", what);
+    if (to_symbol) memcpy((char*)dst + offset, src, bytes);
+    else memcpy(dst, (const char*)src + offset, bytes);
+    return cudaSuccess;
+}

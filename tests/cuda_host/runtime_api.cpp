@@ -1,0 +1,333 @@
+// Errors, the device, streams, events and kernel attributes of the host runtime. All work runs
+// synchronously when it is issued, so synchronization calls only check their arguments and
+// events record the time at which they are reached.
+#include "tests/cuda_host/internal.h"
+#include "comm/fail.h"
+
+#include <map>
+#include <mutex>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// --- Errors ------------------------------------------------------------------------------------
+
+static __thread cudaError_t last_error;
+static __thread char last_detail[1024];
+
+cudaError_t cuda_host_fail(cudaError_t err, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_detail, sizeof last_detail, fmt, ap);
+    va_end(ap);
+    last_error = err;
+    return err;
+}
+
+void cuda_host_set_detail(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_detail, sizeof last_detail, fmt, ap);
+    va_end(ap);
+}
+
+const char* cuda_host_error_detail(void) { return last_detail; }
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t err = last_error;
+    last_error = cudaSuccess;
+    return err;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+typedef struct {
+    cudaError_t err;
+    const char* name;
+    const char* text;
+} ErrorText;
+
+static const ErrorText error_texts[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+
+static const ErrorText* find_error(cudaError_t err) {
+    for (size_t i = 0; i < sizeof error_texts / sizeof error_texts[0]; i++)
+        if (error_texts[i].err == err) return &error_texts[i];
+    return NULL;
+}
+
+const char* cudaGetErrorString(cudaError_t err) {
+    const ErrorText* t = find_error(err);
+    return t ? t->text : "unrecognized error code";
+}
+
+const char* cudaGetErrorName(cudaError_t err) {
+    const ErrorText* t = find_error(err);
+    return t ? t->name : "cudaErrorUnknown";
+}
+
+// --- The device: one H100 SXM --------------------------------------------------------------------
+
+static const size_t total_mem = (size_t)80 << 30;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDeviceCount: NULL count");
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device != 0)
+        return cuda_host_fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the host runtime has device 0 only", device);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDevice: NULL device");
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+    if (!p) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDeviceProperties: NULL prop");
+    if (device != 0)
+        return cuda_host_fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): device 0 only", device);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "NVIDIA H100 80GB HBM3 (CUDA host runtime)");
+    p->totalGlobalMem = total_mem;
+    p->sharedMemPerBlock = CUDA_HOST_DEFAULT_DYN_SMEM;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = CUDA_HOST_MAX_THREADS;
+    p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 0x7fffffff, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+    p->totalConstMem = 65536;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->concurrentKernels = 1;
+    p->asyncEngineCount = 3;
+    p->unifiedAddressing = 1;
+    p->memoryBusWidth = 5120;
+    p->l2CacheSize = 50 << 20;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->sharedMemPerMultiprocessor = 228 * 1024;
+    p->regsPerMultiprocessor = 65536;
+    p->managedMemory = 1;
+    p->sharedMemPerBlockOptin = CUDA_HOST_MAX_DYN_SMEM;
+    p->maxBlocksPerMultiProcessor = 32;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    cudaDeviceProp p;
+    if (!value) return cuda_host_fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: NULL value");
+    cudaError_t err = cudaGetDeviceProperties(&p, device);
+    if (err != cudaSuccess) return err;
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    default:
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not "
+                              "supported by the host runtime", (int)attr);
+    }
+    return cudaSuccess;
+}
+
+// CUDA 13.0, as the toolkit the project builds with.
+cudaError_t cudaRuntimeGetVersion(int* version) {
+    if (!version) return cuda_host_fail(cudaErrorInvalidValue, "cudaRuntimeGetVersion: NULL version");
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+    if (!version) return cuda_host_fail(cudaErrorInvalidValue, "cudaDriverGetVersion: NULL version");
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    if (!free_bytes || !total_bytes) return cuda_host_fail(cudaErrorInvalidValue, "cudaMemGetInfo: NULL argument");
+    size_t used = cuda_host_device_bytes();
+    *total_bytes = total_mem;
+    *free_bytes = used < total_mem ? total_mem - used : 0;
+    return cudaSuccess;
+}
+
+// --- Kernel attributes -----------------------------------------------------------------------
+
+static std::mutex attr_lock;
+static std::map<const void*, size_t> dyn_smem_limits;
+
+cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value) {
+    if (!kernel) return cuda_host_fail(cudaErrorInvalidDeviceFunction, "cudaFuncSetAttribute: NULL kernel");
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) {
+        if (value < -1 || value > 100)
+            return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: carveout %d not in [-1, 100]", value);
+        return cudaSuccess;  // a performance hint
+    }
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not "
+                              "supported by the host runtime", (int)attr);
+    if (value < 0 || value > CUDA_HOST_MAX_DYN_SMEM)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: max dynamic shared memory "
+                              "%d not in [0, %d]", value, CUDA_HOST_MAX_DYN_SMEM);
+    std::lock_guard<std::mutex> guard(attr_lock);
+    dyn_smem_limits[kernel] = (size_t)value;
+    return cudaSuccess;
+}
+
+size_t cuda_host_dynamic_smem_limit(const void* kernel) {
+    std::lock_guard<std::mutex> guard(attr_lock);
+    auto it = dyn_smem_limits.find(kernel);
+    return it == dyn_smem_limits.end() ? CUDA_HOST_DEFAULT_DYN_SMEM : it->second;
+}
+
+// --- Streams and events ------------------------------------------------------------------------
+
+enum { STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x45564e54, DEAD_MAGIC = 0x44454144 };
+
+struct CUstream_st {
+    unsigned magic;
+    unsigned flags;
+};
+
+struct CUevent_st {
+    unsigned magic;
+    unsigned flags;
+    int recorded;
+    double when_ms;  // CLOCK_MONOTONIC time of the last record
+};
+
+int cuda_host_stream_valid(cudaStream_t s) {
+    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread || s->magic == STREAM_MAGIC;
+}
+
+static int event_valid(cudaEvent_t e) { return e && e->magic == EVENT_MAGIC; }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+    if (!stream) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamCreate: NULL stream");
+    if (flags & ~(unsigned)cudaStreamNonBlocking)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: unknown flags 0x%x", flags);
+    cudaStream_t s = (cudaStream_t)xmalloc(sizeof *s, "stream");
+    s->magic = STREAM_MAGIC;
+    s->flags = flags;
+    *stream = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+
+// Destroyed handles keep a dead marker (the memory is not reused) so that a later use is
+// reported instead of silently working.
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread || stream->magic != STREAM_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
+    stream->magic = DEAD_MAGIC;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: invalid stream");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: invalid stream");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    if (!cuda_host_stream_valid(stream) || !event_valid(event))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: invalid stream or event");
+    if (flags != 0) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+    if (!event) return cuda_host_fail(cudaErrorInvalidValue, "cudaEventCreate: NULL event");
+    if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming))
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: unknown flags 0x%x", flags);
+    cudaEvent_t e = (cudaEvent_t)xcalloc(1, sizeof *e, "event");
+    e->magic = EVENT_MAGIC;
+    e->flags = flags;
+    *event = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: not a live event");
+    event->magic = DEAD_MAGIC;
+    return cudaSuccess;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!event_valid(event) || !cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: invalid event or stream");
+    event->recorded = 1;
+    event->when_ms = now_ms();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: invalid event");
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: invalid event");
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return cuda_host_fail(cudaErrorInvalidValue, "cudaEventElapsedTime: NULL ms");
+    if (!event_valid(start) || !event_valid(end))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: invalid event");
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was "
+                              "created with cudaEventDisableTiming");
+    if (!start->recorded || !end->recorded)
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+    *ms = (float)(end->when_ms - start->when_ms);
+    return cudaSuccess;
+}

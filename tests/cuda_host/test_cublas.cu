@@ -1,0 +1,364 @@
+// cuBLAS and cuBLASLt under the host runtime against naive double-precision references: every
+// transpose combination, padded leading dimensions, bf16 and fp32 storage, strided batches,
+// beta = 0 over NaN-filled outputs, the cuBLASLt epilogues (bias, GELU, GELU with aux, DGELU,
+// bias gradients), C aliasing D, and the errors for what is invalid or unsupported.
+#include "model/cuda_common.cuh"
+#include "tests/cuda_host/test_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// --- Host and device buffers in fp32 or bf16 ------------------------------------------------------
+
+static size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+// Deterministic values in [-2, 2), rounded to what type t can hold so references see the stored value.
+static float* make_values(size_t n, int seed, cudaDataType_t t) {
+    float* h = (float*)malloc((n ? n : 1) * sizeof(float));
+    unsigned s = 2463534242u + 977u * (unsigned)seed;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+        float v = (float)(s % 4096) / 1024.0f - 2.0f;
+        h[i] = t == CUDA_R_16BF ? __bfloat162float(__float2bfloat16(v)) : v;
+    }
+    return h;
+}
+
+static void* upload(const float* h, size_t n, cudaDataType_t t) {
+    void* d;
+    CUDA_CHECK(cudaMalloc(&d, (n ? n : 1) * type_bytes(t)));
+    if (t == CUDA_R_32F) {
+        CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    } else {
+        __nv_bfloat16* tmp = (__nv_bfloat16*)malloc((n ? n : 1) * sizeof(__nv_bfloat16));
+        for (size_t i = 0; i < n; i++) tmp[i] = __float2bfloat16(h[i]);
+        CUDA_CHECK(cudaMemcpy(d, tmp, n * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
+        free(tmp);
+    }
+    return d;
+}
+
+static float* download(const void* d, size_t n, cudaDataType_t t) {
+    float* h = (float*)malloc((n ? n : 1) * sizeof(float));
+    if (t == CUDA_R_32F) {
+        CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    } else {
+        __nv_bfloat16* tmp = (__nv_bfloat16*)malloc((n ? n : 1) * sizeof(__nv_bfloat16));
+        CUDA_CHECK(cudaMemcpy(tmp, d, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) h[i] = __bfloat162float(tmp[i]);
+        free(tmp);
+    }
+    return h;
+}
+
+// Element (i, j) of op(X) for a column-major X with leading dimension ld.
+static double op_at(const float* x, int trans, int ld, int i, int j) {
+    return trans ? x[(size_t)i * ld + j] : x[(size_t)j * ld + i];
+}
+
+// Tolerances: fp32 storage vs bf16 storage (one rounding to 8 significant bits).
+static double rtol_of(cudaDataType_t t) { return t == CUDA_R_16BF ? 1.0 / 128 : 1e-4; }
+
+static const char* type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : "fp32"; }
+
+// --- cuBLAS -----------------------------------------------------------------------------------
+
+typedef struct {
+    int ta, tb, m, n, k, batch;
+    cudaDataType_t ab, c;
+    float alpha, beta;
+    int strided_ex;  // 1: cublasGemmStridedBatchedEx, 0: cublasGemmEx / cublasSgemm
+} GemmCase;
+
+static void run_gemm(cublasHandle_t h, GemmCase g) {
+    int ar = g.ta ? g.k : g.m, ac = g.ta ? g.m : g.k, br = g.tb ? g.n : g.k, bc = g.tb ? g.k : g.n;
+    int lda = ar + 3, ldb = br + 1, ldc = g.m + 2;  // padding the GEMM must not touch
+    long long sa = (long long)lda * ac + 5, sb = (long long)ldb * bc, sc = (long long)ldc * g.n + 7;
+    size_t na = (size_t)sa * g.batch, nb = (size_t)sb * g.batch, nc = (size_t)sc * g.batch;
+    float *A = make_values(na, 1, g.ab), *B = make_values(nb, 2, g.ab), *C = make_values(nc, 3, g.c);
+    void *dA = upload(A, na, g.ab), *dB = upload(B, nb, g.ab), *dC = upload(C, nc, g.c);
+    if (g.beta == 0.0f) CUDA_CHECK(cudaMemset(dC, 0xff, nc * type_bytes(g.c)));  // NaN: must be ignored
+    cublasOperation_t ta = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const char* api;
+    if (g.strided_ex) {
+        api = "cublasGemmStridedBatchedEx";
+        CUDA_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, g.m, g.n, g.k, &g.alpha, dA, g.ab, lda, sa, dB, g.ab,
+                                              ldb, sb, &g.beta, dC, g.c, ldc, sc, g.batch, CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT));
+    } else if (g.ab == CUDA_R_32F && g.c == CUDA_R_32F) {
+        api = "cublasSgemm";
+        CUDA_CHECK(cublasSgemm(h, ta, tb, g.m, g.n, g.k, &g.alpha, (const float*)dA, lda, (const float*)dB, ldb,
+                               &g.beta, (float*)dC, ldc));
+    } else {
+        api = "cublasGemmEx";
+        CUDA_CHECK(cublasGemmEx(h, ta, tb, g.m, g.n, g.k, &g.alpha, dA, g.ab, lda, dB, g.ab, ldb, &g.beta, dC,
+                                g.c, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+    }
+    float* got = download(dC, nc, g.c);
+    double worst = 0.0;
+    int pad_bad = 0;
+    for (int b = 0; b < g.batch; b++)
+        for (int j = 0; j < g.n; j++)
+            for (int i = 0; i < ldc; i++) {
+                size_t at = (size_t)b * sc + (size_t)j * ldc + i;
+                if (i >= g.m) {
+                    pad_bad += memcmp(&got[at], &C[at], sizeof(float)) != 0 && g.beta != 0.0f;
+                    continue;
+                }
+                double want = g.beta != 0.0f ? (double)g.beta * C[at] : 0.0, sum = 0.0;
+                for (int q = 0; q < g.k; q++)
+                    sum += op_at(A + (size_t)b * sa, g.ta, lda, i, q) * op_at(B + (size_t)b * sb, g.tb, ldb, q, j);
+                want += g.alpha * sum;
+                double r = fabs(got[at] - want) / (1e-4 + rtol_of(g.c) * fabs(want));
+                if (!(r <= worst)) worst = r;
+            }
+    check(worst <= 1.0 && pad_bad == 0, "%s %s%s %dx%dx%d x%d, %s in, %s out, alpha %g beta %g: error ratio %.3g%s",
+          api, g.ta ? "T" : "N", g.tb ? "T" : "N", g.m, g.n, g.k, g.batch, type_name(g.ab), type_name(g.c),
+          g.alpha, g.beta, worst, pad_bad ? ", padding changed" : "");
+    CUDA_CHECK(cudaFree(dA));
+    CUDA_CHECK(cudaFree(dB));
+    CUDA_CHECK(cudaFree(dC));
+    free(A);
+    free(B);
+    free(C);
+    free(got);
+}
+
+static void test_cublas(void) {
+    cublasHandle_t h;
+    cudaStream_t s;
+    CUDA_CHECK(cublasCreate(&h));
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(cublasSetStream(h, s));
+    CUDA_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    for (int t = 0; t < 4; t++) run_gemm(h, GemmCase{t & 1, t >> 1, 37, 29, 23, 1, CUDA_R_32F, CUDA_R_32F, 1.5f, 0.5f, 0});
+    run_gemm(h, GemmCase{0, 1, 16, 40, 31, 1, CUDA_R_32F, CUDA_R_32F, 1.0f, 0.0f, 0});
+    run_gemm(h, GemmCase{1, 0, 24, 33, 40, 1, CUDA_R_16BF, CUDA_R_16BF, 1.0f, 0.0f, 0});
+    run_gemm(h, GemmCase{0, 1, 24, 33, 40, 1, CUDA_R_16BF, CUDA_R_32F, 0.75f, 1.0f, 0});
+    run_gemm(h, GemmCase{1, 1, 19, 21, 17, 3, CUDA_R_16BF, CUDA_R_16BF, 1.0f, 0.25f, 1});
+    run_gemm(h, GemmCase{0, 0, 19, 21, 17, 3, CUDA_R_32F, CUDA_R_32F, 2.0f, 0.0f, 1});
+
+    float one = 1.0f, zero = 0.0f;
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, 64 * 64 * sizeof(float)));
+    cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, d, 4, d, 8, &zero, d, 8);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "lda smaller than m is refused: %s", cublasGetStatusName(st));
+    st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, d, CUDA_R_16F, 8, d, CUDA_R_16F, 8, &zero, d,
+                      CUDA_R_16F, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+#ifdef CUDA_HOST
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "fp16 operands are refused as unsupported: %s", cublasGetStatusName(st));
+    float host[64];
+    st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, host, 8, d, 8, &zero, d, 8);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "a host pointer as A is refused: %s (%s)", cublasGetStatusName(st),
+          cuda_host_error_detail());
+    st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 64, 65, 8, &one, d, 64, d, 8, &zero, d, 64);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "a C range past its allocation is refused: %s", cublasGetStatusName(st));
+#else
+    (void)st;
+#endif
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cublasDestroy(h));
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// --- cuBLASLt ---------------------------------------------------------------------------------
+
+typedef struct {
+    const char* name;
+    int ta, tb, m, n, k, batch;
+    cudaDataType_t ab, cd;
+    cublasLtEpilogue_t epi;
+    float alpha, beta;
+    int c_is_d;  // C and D are the same buffer (accumulate in place)
+} LtCase;
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+static double gelu_grad_ref(double x) {
+    double h = 1e-4;  // central difference: independent of the closed form in the runtime
+    return (gelu_ref(x + h) - gelu_ref(x - h)) / (2 * h);
+}
+
+static void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
+    CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc, a, v, n));
+}
+
+static cublasLtMatrixLayout_t layout(cudaDataType_t t, int rows, int cols, int ld, int batch, long long stride) {
+    cublasLtMatrixLayout_t l;
+    CUDA_CHECK(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+    if (batch > 1) {
+        int64_t s = stride;
+        CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+        CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s));
+    }
+    return l;
+}
+
+static void run_lt(cublasLtHandle_t lt, LtCase c) {
+    int ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k, br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
+    int lda = ar, ldb = br + 2, ldd = c.m, ldaux = (c.m + 7) / 8 * 8 + 8;
+    long long sa = (long long)lda * ac, sb = (long long)ldb * bc, sd = (long long)ldd * c.n;
+    long long saux = (long long)ldaux * c.n;
+    int bias_len = c.epi == CUBLASLT_EPILOGUE_BGRADB ? c.n : c.m;
+    int dgelu = c.epi == CUBLASLT_EPILOGUE_DGELU || c.epi == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    int aux_out = c.epi == CUBLASLT_EPILOGUE_GELU_AUX || c.epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    int bias_in = c.epi == CUBLASLT_EPILOGUE_BIAS || c.epi == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                  c.epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || c.epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+    int bias_out = c.epi == CUBLASLT_EPILOGUE_BGRADA || c.epi == CUBLASLT_EPILOGUE_BGRADB ||
+                   c.epi == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    int gelu = c.epi == CUBLASLT_EPILOGUE_GELU || c.epi == CUBLASLT_EPILOGUE_GELU_BIAS || aux_out;
+    int relu = c.epi == CUBLASLT_EPILOGUE_RELU || c.epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+    size_t na = (size_t)sa * c.batch, nb = (size_t)sb * c.batch, nd = (size_t)sd * c.batch;
+    size_t naux = (size_t)saux * c.batch, nbias = (size_t)bias_len * c.batch;
+    float *A = make_values(na, 11, c.ab), *B = make_values(nb, 12, c.ab), *C = make_values(nd, 13, c.cd);
+    float *bias = make_values(nbias, 14, c.cd), *aux = make_values(naux, 15, c.cd);
+    void *dA = upload(A, na, c.ab), *dB = upload(B, nb, c.ab), *dC = upload(C, nd, c.cd);
+    void *dD = c.c_is_d ? dC : upload(C, nd, c.cd), *dbias = upload(bias, nbias, c.cd), *daux = upload(aux, naux, c.cd);
+    if (!c.c_is_d) CUDA_CHECK(cudaMemset(dD, 0xff, nd * type_bytes(c.cd)));
+
+    cublasLtMatmulDesc_t desc;
+    CUDA_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epi, sizeof c.epi);
+    if (bias_in || bias_out) {
+        int64_t bstride = bias_len;
+        set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+        if (c.batch > 1) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride);
+    }
+    if (aux_out || dgelu) {
+        int64_t ld = ldaux, stride = saux;
+        set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &daux, sizeof daux);
+        set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        if (c.batch > 1) set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride, sizeof stride);
+    }
+    cublasLtMatrixLayout_t la = layout(c.ab, ar, ac, lda, c.batch, sa), lb = layout(c.ab, br, bc, ldb, c.batch, sb);
+    cublasLtMatrixLayout_t lc = layout(c.cd, c.m, c.n, ldd, c.batch, sd), ld = layout(c.cd, c.m, c.n, ldd, c.batch, sd);
+    cublasLtMatmulPreference_t pref;
+    size_t ws_bytes = 1 << 20;
+    void* ws;
+    CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+    CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                    sizeof ws_bytes));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, &heur, &found));
+    CUDA_CHECK(found == 1 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED);
+    CUDA_CHECK(cublasLtMatmul(lt, desc, &c.alpha, dA, la, dB, lb, &c.beta, dC, lc, dD, ld, &heur.algo, ws, ws_bytes, 0));
+
+    float* got = download(dD, nd, c.cd);
+    float* got_aux = download(daux, naux, c.cd);
+    float* got_bias = download(dbias, nbias, c.cd);
+    double worst = 0.0, worst_aux = 0.0, worst_bias = 0.0, rt = rtol_of(c.cd);
+    double* dref = (double*)malloc(nd * sizeof(double));
+    for (int b = 0; b < c.batch; b++) {
+        const float *Ab = A + (size_t)b * sa, *Bb = B + (size_t)b * sb;
+        for (int j = 0; j < c.n; j++)
+            for (int i = 0; i < c.m; i++) {
+                size_t at = (size_t)b * sd + (size_t)j * ldd + i, xat = (size_t)b * saux + (size_t)j * ldaux + i;
+                double x = 0.0;
+                for (int q = 0; q < c.k; q++) x += op_at(Ab, c.ta, lda, i, q) * op_at(Bb, c.tb, ldb, q, j);
+                x = c.alpha * x + (c.beta != 0.0f ? c.beta * C[at] : 0.0);
+                if (bias_in) x += bias[(size_t)b * bias_len + i];
+                if (dgelu) x *= gelu_grad_ref(aux[xat]);
+                if (aux_out) {
+                    double r = fabs(got_aux[xat] - x) / (1e-3 + rt * fabs(x));
+                    if (!(r <= worst_aux)) worst_aux = r;
+                }
+                if (gelu) x = gelu_ref(x);
+                if (relu) x = x > 0 ? x : 0;
+                dref[at] = x;
+                double r = fabs(got[at] - x) / (1e-3 + rt * fabs(x));
+                if (!(r <= worst)) worst = r;
+            }
+        for (int v = 0; v < bias_len && bias_out; v++) {
+            double s = 0.0;
+            if (c.epi == CUBLASLT_EPILOGUE_BGRADA) for (int q = 0; q < c.k; q++) s += op_at(Ab, c.ta, lda, v, q);
+            if (c.epi == CUBLASLT_EPILOGUE_BGRADB) for (int q = 0; q < c.k; q++) s += op_at(Bb, c.tb, ldb, q, v);
+            if (c.epi == CUBLASLT_EPILOGUE_DGELU_BGRAD)
+                for (int j = 0; j < c.n; j++) s += dref[(size_t)b * sd + (size_t)j * ldd + v];
+            double r = fabs(got_bias[(size_t)b * bias_len + v] - s) / (2e-3 + rt * fabs(s) + 1e-4 * c.n);
+            if (!(r <= worst_bias)) worst_bias = r;
+        }
+    }
+    check(worst <= 1.0 && worst_aux <= 1.0 && worst_bias <= 1.0,
+          "cublasLtMatmul %s: %s%s %dx%dx%d x%d %s%s: error ratios D %.3g, aux %.3g, bias %.3g", c.name,
+          c.ta ? "T" : "N", c.tb ? "T" : "N", c.m, c.n, c.k, c.batch, type_name(c.ab),
+          c.cd != c.ab ? " -> fp32" : "", worst, worst_aux, worst_bias);
+
+    CUDA_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(lc));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(ld));
+    CUDA_CHECK(cublasLtMatmulDescDestroy(desc));
+    void* bufs[] = {dA, dB, dC, dbias, daux, ws};
+    for (void* p : bufs) CUDA_CHECK(cudaFree(p));
+    if (!c.c_is_d) CUDA_CHECK(cudaFree(dD));
+    free(A), free(B), free(C), free(bias), free(aux), free(got), free(got_aux), free(got_bias), free(dref);
+}
+
+static void test_lt_unsupported(cublasLtHandle_t lt) {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t l;
+    cublasLtMatmulPreference_t pref;
+    CUDA_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUDA_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 16, 16, 16));
+    CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU_AUX;
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = -1;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, l, l, l, l, pref, 1, &heur, &found);
+#ifdef CUDA_HOST
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED && found == 0,
+          "an unsupported epilogue (RELU_AUX) gets no algorithm and NOT_SUPPORTED: %s, %d found",
+          cublasGetStatusName(st), found);
+    int32_t order = CUBLASLT_ORDER_ROW;
+    st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "row-major layouts are refused: %s", cublasGetStatusName(st));
+#else
+    (void)st;
+#endif
+    CUDA_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUDA_CHECK(cublasLtMatmulDescDestroy(desc));
+}
+
+static void test_cublaslt(void) {
+    cublasLtHandle_t lt;
+    CUDA_CHECK(cublasLtCreate(&lt));
+    const cudaDataType_t F = CUDA_R_32F, H = CUDA_R_16BF;
+    // ta = T, tb = N with A as (k x m): llm.c's forward matmul, out = inp @ W^T (+ bias).
+    run_lt(lt, LtCase{"DEFAULT", 1, 0, 40, 24, 32, 1, F, F, CUBLASLT_EPILOGUE_DEFAULT, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"DEFAULT NN", 0, 0, 33, 17, 20, 1, F, F, CUBLASLT_EPILOGUE_DEFAULT, 0.5f, 0.0f, 0});
+    run_lt(lt, LtCase{"BIAS", 1, 0, 40, 24, 32, 1, F, F, CUBLASLT_EPILOGUE_BIAS, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"BIAS", 1, 0, 40, 24, 32, 1, H, H, CUBLASLT_EPILOGUE_BIAS, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"RELU_BIAS", 1, 0, 40, 24, 32, 1, F, F, CUBLASLT_EPILOGUE_RELU_BIAS, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"GELU", 0, 1, 32, 24, 16, 1, H, H, CUBLASLT_EPILOGUE_GELU, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"GELU_BIAS", 1, 0, 48, 16, 24, 1, F, F, CUBLASLT_EPILOGUE_GELU_BIAS, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"GELU_AUX_BIAS", 1, 0, 48, 16, 24, 1, H, H, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"GELU_AUX", 1, 0, 48, 16, 24, 1, F, F, CUBLASLT_EPILOGUE_GELU_AUX, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"DGELU", 0, 0, 48, 16, 24, 1, H, H, CUBLASLT_EPILOGUE_DGELU, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"DGELU_BGRAD", 0, 0, 48, 16, 24, 1, F, F, CUBLASLT_EPILOGUE_DGELU_BGRAD, 1.0f, 0.0f, 0});
+    // llm.c's weight gradient: dW (C x OC) = inp (C x BT) * dout^T, with dbias from BGRADB.
+    run_lt(lt, LtCase{"BGRADB", 0, 1, 24, 40, 64, 1, F, F, CUBLASLT_EPILOGUE_BGRADB, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"BGRADB", 0, 1, 24, 40, 64, 1, H, H, CUBLASLT_EPILOGUE_BGRADB, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"BGRADA", 1, 0, 24, 40, 64, 1, F, F, CUBLASLT_EPILOGUE_BGRADA, 1.0f, 0.0f, 0});
+    run_lt(lt, LtCase{"accumulate into D (C = D, beta 1)", 0, 1, 24, 40, 64, 1, F, F, CUBLASLT_EPILOGUE_DEFAULT,
+                      1.0f, 1.0f, 1});
+    run_lt(lt, LtCase{"bf16 in, fp32 out, beta 0.5", 1, 1, 20, 28, 36, 1, H, F, CUBLASLT_EPILOGUE_DEFAULT, 1.0f,
+                      0.5f, 0});
+    run_lt(lt, LtCase{"strided batch, GELU_AUX_BIAS", 1, 0, 16, 12, 8, 3, H, H, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                      1.0f, 0.0f, 0});
+    test_lt_unsupported(lt);
+    CUDA_CHECK(cublasLtDestroy(lt));
+}
+
+int main(void) {
+    test_cublas();
+    test_cublaslt();
+    return test_finish("test_cublas");
+}
