@@ -8,6 +8,16 @@
 static FailHook fail_hook;
 static char fail_prefix[64];
 
+int set_err(char* err, size_t errlen, const char* fmt, ...) {
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
 void fail_set_hook(FailHook hook) { fail_hook = hook; }
 
 void fail_set_prefix(const char* prefix) {

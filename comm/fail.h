@@ -11,6 +11,10 @@ extern "C" {
 // Length of the message buffers that readers fill on bad input ("file: field: expected, found").
 #define ERR_LEN 512
 
+// Formats a one-line message into err (when err is non-NULL) and returns -1: the usual way a
+// reader reports bad input, `return set_err(err, errlen, "%s: magic: expected ...", path);`.
+int set_err(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
 typedef void (*FailHook)(int exit_code);
 
 // Installs the function that ends the job (e.g. one that calls MPI_Abort); NULL restores exit().

@@ -25,17 +25,6 @@ static const char gpt2_pattern[] =
 #define DEAD UINT32_MAX
 #define PAIR_EMPTY UINT64_MAX
 
-static int __attribute__((format(printf, 3, 4)))
-set_err(char* err, size_t errlen, const char* fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Token buffers
 

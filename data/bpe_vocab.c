@@ -16,17 +16,6 @@
 // GPT-2's alphabet maps bytes to code points below 256 + 68.
 #define ALPHABET_CODE_POINTS 324
 
-static int __attribute__((format(printf, 3, 4)))
-set_err(char* err, size_t errlen, const char* fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int read_whole_file(const char* path, uint8_t** data, size_t* len, char* err,
                            size_t errlen) {
     FILE* f = fopen(path, "rb");

@@ -38,17 +38,6 @@ struct DataLoader {
     int64_t n;            // micro-batches this rank has produced since epoch 0 began
 };
 
-static int __attribute__((format(printf, 3, 4)))
-set_err(char* err, size_t errlen, const char* fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 // ---- Deterministic permutations: splitmix64 streams keyed by (seed, tag, a, b). ----
 
 static uint64_t mix64(uint64_t z) {

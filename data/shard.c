@@ -1,5 +1,6 @@
 // llm.c token shards: checked reading (whole file or memory-mapped) and atomic writing.
 #include "data/shard.h"
+#include "comm/fail.h"
 
 #include "checkpoints/atomic_file.h"
 
@@ -20,18 +21,6 @@
 #endif
 
 #define HEADER_BYTES (SHARD_HEADER_INTS * (int)sizeof(int32_t))
-
-// Fills err with one line and returns -1, so that error paths read `return set_err(...)`.
-static int __attribute__((format(printf, 3, 4)))
-set_err(char* err, size_t errlen, const char* fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 // Checks a header against the file length; on success sets the token count and width.
 static int check_header(const char* path, const int32_t* hdr, long long file_bytes,

@@ -1,5 +1,6 @@
 // llm.c tokenizer files: checked reading and atomic writing.
 #include "data/tokenizer_file.h"
+#include "comm/fail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,17 +18,6 @@
 #endif
 
 #define HEADER_BYTES (TOKENIZER_HEADER_INTS * sizeof(uint32_t))
-
-static int __attribute__((format(printf, 3, 4)))
-set_err(char* err, size_t errlen, const char* fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 void token_table_free(TokenTable* table) {
     if (!table) return;
