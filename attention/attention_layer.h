@@ -16,10 +16,10 @@ struct AttentionLayer {
     // out:  (B, Tl, C) attention output of the local queries (before the output projection).
     // lse:  (B, NH, Tl) per-query log-sum-exp over all visible keys, saved for backward.
     void (*forward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                    const real* qkv, real* out, real* lse);
+                    const real* qkv, real* out, real_stat* lse);
     // dout: (B, Tl, C) gradient of out; dqkv: (B, Tl, 3C) gradient of qkv, OVERWRITTEN.
     void (*backward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                     const real* qkv, const real* out, const real* lse, const real* dout,
+                     const real* qkv, const real* out, const real_stat* lse, const real* dout,
                      real* dqkv);
     // Absolute sequence positions of this rank's local tokens (used by the position embedding
     // and by the loader's token layout): cyclic (off = sp rank, stride = P) for ATTENTION2D and

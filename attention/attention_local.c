@@ -19,14 +19,14 @@ static AttentionProblem local_problem(int B, int T, int NH, int HS) {
 }
 
 static void local_forward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
-                          const real* qkv, real* out, real* lse) {
+                          const real* qkv, real* out, real_stat* lse) {
     const int C = NH * HS;
     AttentionProblem p = local_problem(B, T, NH, HS);
     attention_partial_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse);
 }
 
 static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
-                           const real* qkv, const real* out, const real* lse, const real* dout,
+                           const real* qkv, const real* out, const real_stat* lse, const real* dout,
                            real* dqkv) {
     LocalAttention* a = (LocalAttention*)self;
     CHECK(B <= a->max_B && T <= a->max_T && NH <= a->max_NH, "caller bug",

@@ -57,24 +57,31 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
     }
 }
 
-// Lays the activation tensors out in one buffer; returns the element count.
-static size_t point_activations(const GPTConfig* c, int B, int T, real* base,
-                                ActivationTensors* a) {
+// Lays the activation tensors out in two buffers (real and real_stat); returns the element
+// counts through *nreal and *nstat.
+static void point_activations(const GPTConfig* c, int B, int T, real* base, real_stat* sbase,
+                              ActivationTensors* a, size_t* nreal, size_t* nstat) {
     const size_t L = c->L, C = c->C, BT = (size_t)B * T;
     struct { real** ptr; size_t n; } fields[] = {
-        {&a->encoded, BT * C},      {&a->ln1, L * BT * C},       {&a->ln1_mean, L * BT},
-        {&a->ln1_rstd, L * BT},     {&a->qkv, L * BT * 3 * C},   {&a->atty, L * BT * C},
-        {&a->att_lse, L * BT * c->NH}, {&a->residual2, L * BT * C}, {&a->ln2, L * BT * C},
-        {&a->ln2_mean, L * BT},     {&a->ln2_rstd, L * BT},      {&a->fch, L * BT * 4 * C},
-        {&a->fch_gelu, L * BT * 4 * C}, {&a->residual3, L * BT * C}, {&a->lnf, BT * C},
-        {&a->lnf_mean, BT},         {&a->lnf_rstd, BT},          {&a->logits, BT * c->Vp},
-        {&a->row_lse, BT},          {&a->losses, BT}};
-    size_t total = 0;
+        {&a->encoded, BT * C},      {&a->ln1, L * BT * C},       {&a->qkv, L * BT * 3 * C},
+        {&a->atty, L * BT * C},     {&a->residual2, L * BT * C}, {&a->ln2, L * BT * C},
+        {&a->fch, L * BT * 4 * C},  {&a->fch_gelu, L * BT * 4 * C}, {&a->residual3, L * BT * C},
+        {&a->lnf, BT * C},          {&a->logits, BT * c->Vp}};
+    struct { real_stat** ptr; size_t n; } stats[] = {
+        {&a->ln1_mean, L * BT}, {&a->ln1_rstd, L * BT}, {&a->att_lse, L * BT * c->NH},
+        {&a->ln2_mean, L * BT}, {&a->ln2_rstd, L * BT}, {&a->lnf_mean, BT},
+        {&a->lnf_rstd, BT},     {&a->row_lse, BT},      {&a->losses, BT}};
+    size_t total = 0, stotal = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (base) *fields[i].ptr = base + total;
         total += fields[i].n;
     }
-    return total;
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
+        if (sbase) *stats[i].ptr = sbase + stotal;
+        stotal += stats[i].n;
+    }
+    *nreal = total;
+    *nstat = stotal;
 }
 
 static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
@@ -88,9 +95,13 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
     m->attention = attention;
     gpt_param_sizes(cfg, m->param_sizes);
     m->num_params = gpt_num_params(cfg);
-    const size_t nacts = point_activations(cfg, B, T, NULL, &m->acts);
-    m->acts_memory = xcalloc(nacts, sizeof(real), "activations");
-    point_activations(cfg, B, T, m->acts_memory, &m->acts);
+    size_t nreal, nstat;
+    point_activations(cfg, B, T, NULL, NULL, &m->acts, &nreal, &nstat);
+    m->acts_memory = tensor_alloc(nreal, "activations");
+    m->stats_memory = stat_alloc(nstat, "activation statistics");
+    point_activations(cfg, B, T, m->acts_memory, m->stats_memory, &m->acts, &nreal, &nstat);
+    m->inputs = tokens_alloc((size_t)B * T, "input tokens");
+    m->targets = tokens_alloc((size_t)B * T, "target tokens");
 }
 
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
@@ -100,15 +111,15 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
     const size_t pad = pad_multiple > 1 ? (size_t)pad_multiple : 1;
     m->padded_params = (m->num_params + pad - 1) / pad * pad;
     m->owns_params = 1;
-    m->params_memory = xcalloc(m->padded_params, sizeof(real), "parameters");
-    m->grads_memory = xcalloc(m->padded_params, sizeof(real), "gradients");
+    m->params_memory = tensor_alloc(m->padded_params, "parameters");
+    m->grads_memory = tensor_alloc(m->padded_params, "gradients");
     gpt_point_params(cfg, m->params_memory, &m->params);
     gpt_point_params(cfg, m->grads_memory, &m->grads);
     const size_t BTC = (size_t)B * T * cfg->C;
-    m->dresidual = xcalloc(BTC, sizeof(real), "residual gradient");
-    m->dbuf_c = xcalloc(BTC, sizeof(real), "backward scratch");
-    m->dbuf_4c_a = xcalloc(4 * BTC, sizeof(real), "backward scratch");
-    m->dbuf_4c_b = xcalloc(4 * BTC, sizeof(real), "backward scratch");
+    m->dresidual = tensor_alloc(BTC, "residual gradient");
+    m->dbuf_c = tensor_alloc(BTC, "backward scratch");
+    m->dbuf_4c_a = tensor_alloc(4 * BTC, "backward scratch");
+    m->dbuf_4c_b = tensor_alloc(4 * BTC, "backward scratch");
 }
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
@@ -121,18 +132,21 @@ void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* a
 
 void gpt_free(GPT* m) {
     if (m->owns_params) {
-        free(m->params_memory);
-        free(m->grads_memory);
+        tensor_free(m->params_memory);
+        tensor_free(m->grads_memory);
     }
-    free(m->acts_memory);
-    free(m->dresidual);
-    free(m->dbuf_c);
-    free(m->dbuf_4c_a);
-    free(m->dbuf_4c_b);
+    tensor_free(m->acts_memory);
+    tensor_free(m->stats_memory);
+    tensor_free(m->inputs);
+    tensor_free(m->targets);
+    tensor_free(m->dresidual);
+    tensor_free(m->dbuf_c);
+    tensor_free(m->dbuf_4c_a);
+    tensor_free(m->dbuf_4c_b);
     memset(m, 0, sizeof *m);
 }
 
-void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, sizeof(real) * m->padded_params); }
+void gpt_zero_grad(GPT* m) { tensor_zero(m->grads_memory, m->padded_params); }
 
 // Per-layer views of the parameters, gradients and activations.
 typedef struct {
@@ -150,17 +164,17 @@ static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
 }
 
 typedef struct {
-    real *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *residual2, *ln2, *ln2_mean,
-        *ln2_rstd, *fch, *fch_gelu, *residual3;
+    real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
 } LayerActs;
 
 static LayerActs layer_acts(const ActivationTensors* a, int l, size_t BT, int C, int NH) {
     const size_t btc = BT * C, bt = BT;
-    LayerActs x = {a->ln1 + l * btc,           a->ln1_mean + l * bt, a->ln1_rstd + l * bt,
-                   a->qkv + l * btc * 3,       a->atty + l * btc,    a->att_lse + l * bt * NH,
-                   a->residual2 + l * btc,     a->ln2 + l * btc,     a->ln2_mean + l * bt,
-                   a->ln2_rstd + l * bt,       a->fch + l * btc * 4, a->fch_gelu + l * btc * 4,
-                   a->residual3 + l * btc};
+    LayerActs x = {a->ln1 + l * btc,       a->qkv + l * btc * 3,     a->atty + l * btc,
+                   a->residual2 + l * btc, a->ln2 + l * btc,         a->fch + l * btc * 4,
+                   a->fch_gelu + l * btc * 4, a->residual3 + l * btc, a->ln1_mean + l * bt,
+                   a->ln1_rstd + l * bt,   a->att_lse + l * bt * NH, a->ln2_mean + l * bt,
+                   a->ln2_rstd + l * bt};
     return x;
 }
 
@@ -172,8 +186,10 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
     const ParameterTensors* p = &m->params;
     CHECK(T >= 1 && T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d", T,
           m->max_T);
+    tokens_upload(m->inputs, inputs, (size_t)BT);
+    if (targets) tokens_upload(m->targets, targets, (size_t)BT);
 
-    encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
+    encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
     const real* residual = a->encoded;
     for (int l = 0; l < c->L; l++) {
         LayerParams w = layer_params(p, l, C);
@@ -194,10 +210,10 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
     if (!targets) return 0;
-    return crossentropy_forward(a->losses, a->row_lse, a->logits, targets, BT, c->V, c->Vp);
+    return crossentropy_forward(a->losses, a->row_lse, a->logits, m->targets, BT, c->V, c->Vp);
 }
 
-void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss) {
+void gpt_backward(GPT* m, double dloss) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, L = c->L;
     const int BT = B * T;
@@ -208,11 +224,11 @@ void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss) {
     real* dres = m->dresidual;
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
 
-    crossentropy_backward_inplace(a->logits, a->row_lse, targets, dloss, BT, c->V, c->Vp);
-    memset(m->dbuf_c, 0, sizeof(real) * btc);
+    crossentropy_backward_inplace(a->logits, a->row_lse, m->targets, (real)dloss, BT, c->V, c->Vp);
+    tensor_zero(m->dbuf_c, btc);
     matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
     const real* last = L > 0 ? layer_acts(a, L - 1, BT, C, NH).residual3 : a->encoded;
-    memset(dres, 0, sizeof(real) * btc);
+    tensor_zero(dres, btc);
     layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
                        a->lnf_rstd, BT, C);
 
@@ -223,26 +239,26 @@ void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss) {
         // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2.
         real* dgelu = m->dbuf_4c_a;
         real* dfch = m->dbuf_4c_b;
-        memset(dgelu, 0, sizeof(real) * 4 * btc);
+        tensor_zero(dgelu, 4 * btc);
         matmul_backward(dgelu, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, w.fcprojw, BT, 4 * C, C);
-        memset(dfch, 0, sizeof(real) * 4 * btc);
+        tensor_zero(dfch, 4 * btc);
         gelu_backward(dfch, x.fch, dgelu, (long)BT * 4 * C);
-        memset(m->dbuf_c, 0, sizeof(real) * btc);
+        tensor_zero(m->dbuf_c, btc);
         matmul_backward(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C);
         layernorm_backward(dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
                            x.ln2_rstd, BT, C);
         // Attention branch: dres is now the gradient of residual2 and of the block input.
         real* datty = m->dbuf_c;
-        memset(datty, 0, sizeof(real) * btc);
+        tensor_zero(datty, btc);
         matmul_backward(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C);
         real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
         m->attention->backward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse, datty,
                                dqkv);
         real* dln1 = m->dbuf_c;
-        memset(dln1, 0, sizeof(real) * btc);
+        tensor_zero(dln1, btc);
         matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
                            x.ln1_rstd, BT, C);
     }
-    encoder_backward(g->wte, g->wpe, dres, inputs, B, T, C, m->attention->positions);
+    encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions);
 }

@@ -43,24 +43,24 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 typedef struct {
     real* encoded;    // (B, T, C)
     real* ln1;        // (L, B, T, C)
-    real* ln1_mean;   // (L, B, T)
-    real* ln1_rstd;   // (L, B, T)
+    real_stat* ln1_mean;   // (L, B, T)
+    real_stat* ln1_rstd;   // (L, B, T)
     real* qkv;        // (L, B, T, 3C)
     real* atty;       // (L, B, T, C)
-    real* att_lse;    // (L, B, NH, T)
+    real_stat* att_lse;    // (L, B, NH, T)
     real* residual2;  // (L, B, T, C)
     real* ln2;        // (L, B, T, C)
-    real* ln2_mean;   // (L, B, T)
-    real* ln2_rstd;   // (L, B, T)
+    real_stat* ln2_mean;   // (L, B, T)
+    real_stat* ln2_rstd;   // (L, B, T)
     real* fch;        // (L, B, T, 4C)
     real* fch_gelu;   // (L, B, T, 4C)
     real* residual3;  // (L, B, T, C)
     real* lnf;        // (B, T, C)
-    real* lnf_mean;   // (B, T)
-    real* lnf_rstd;   // (B, T)
+    real_stat* lnf_mean;   // (B, T)
+    real_stat* lnf_rstd;   // (B, T)
     real* logits;     // (B, T, Vp); backward overwrites it with dlogits
-    real* row_lse;    // (B, T) log-sum-exp of each logits row
-    real* losses;     // (B, T) per-token loss
+    real_stat* row_lse;    // (B, T) log-sum-exp of each logits row
+    real_stat* losses;     // (B, T) per-token loss
 } ActivationTensors;
 
 typedef struct {
@@ -77,7 +77,10 @@ typedef struct {
                                // may be lowered below max_T between passes (sampling)
     int max_T;                 // local tokens the activation buffers hold
     real* acts_memory;
+    real_stat* stats_memory;   // the real_stat activations (statistics)
     ActivationTensors acts;
+    int* inputs;               // (B, T) token ids of the last forward, in backend memory
+    int* targets;              // (B, T)
     real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream
     real* dbuf_c;              // (B, T, C)
     real* dbuf_4c_a;           // (B, T, 4C)
@@ -96,10 +99,12 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);
 
-// Forward on local tokens (B, T). With targets, also computes per-token losses and returns
-// their sum (the caller divides by the global token count); returns 0 without targets.
+// Forward on local tokens (B, T), given as host arrays. With targets, also computes per-token
+// losses and returns their sum (the caller divides by the global token count); returns 0
+// without targets.
 double gpt_forward(GPT* m, const int* inputs, const int* targets);
-// Backward of the last forward; ACCUMULATES parameter gradients. dloss is d(total loss) /
-// d(each token's loss), e.g. 1 / (tokens in the whole optimizer step across all ranks).
-void gpt_backward(GPT* m, const int* inputs, const int* targets, real dloss);
+// Backward of the last forward (which must have had targets); ACCUMULATES parameter gradients.
+// dloss is d(total loss) / d(each token's loss), e.g. 1 / (tokens in the whole optimizer step
+// across all ranks).
+void gpt_backward(GPT* m, double dloss);
 void gpt_zero_grad(GPT* m);

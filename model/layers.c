@@ -4,7 +4,10 @@
 #include "model/fast_math.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "comm/fail.h"
 
 #define LAYERNORM_EPS 1e-5
 
@@ -36,7 +39,7 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
     }
 }
 
-void layernorm_forward(real* out, real* mean, real* rstd, const real* inp,
+void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
@@ -56,8 +59,8 @@ void layernorm_forward(real* out, real* mean, real* rstd, const real* inp,
 }
 
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                        const real* inp, const real* weight, const real* mean,
-                        const real* rstd, int N, int C) {
+                        const real* inp, const real* weight, const real_stat* mean,
+                        const real_stat* rstd, int N, int C) {
     // Input gradients row-parallel; weight and bias gradients reduced over rows in a second,
     // channel-parallel pass so no two threads write the same element.
 #pragma omp parallel for
@@ -163,7 +166,7 @@ void residual_forward(real* out, const real* a, const real* b, long n) {
     for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-double crossentropy_forward(real* losses, real* lse, const real* logits, const int* targets,
+double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
                             int N, int V, int Vp) {
     double total = 0;
 #pragma omp parallel for reduction(+ : total)
@@ -182,7 +185,7 @@ double crossentropy_forward(real* losses, real* lse, const real* logits, const i
     return total;
 }
 
-void crossentropy_backward_inplace(real* logits, const real* lse, const int* targets,
+void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
                                    real dloss, int N, int V, int Vp) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
@@ -194,3 +197,10 @@ void crossentropy_backward_inplace(real* logits, const real* lse, const int* tar
         for (int v = V; v < Vp; v++) z[v] = 0;
     }
 }
+
+real* tensor_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(real), what); }
+real_stat* stat_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(real_stat), what); }
+int* tokens_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(int), what); }
+void tensor_free(void* p) { free(p); }
+void tensor_zero(real* p, size_t n) { memset(p, 0, sizeof(real) * n); }
+void tokens_upload(int* dst, const int* host_src, size_t n) { memcpy(dst, host_src, sizeof(int) * n); }

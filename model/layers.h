@@ -1,6 +1,8 @@
-// CPU layer kernels of the GPT model, forward and hand-written backward. Every backward
-// ACCUMULATES (+=) into its gradient outputs, so that residual branches and gradient
-// accumulation over micro-batches need no extra passes. N = number of token rows (B * T).
+// The layer kernels of the GPT model, forward and hand-written backward: the interface the layer
+// sequence (model/gpt.c) is written against. The CPU backend implements it in layers.c; the CUDA
+// backend with device kernels. Every backward ACCUMULATES (+=) into its gradient outputs, so
+// that residual branches and gradient accumulation over micro-batches need no extra passes.
+// N = number of token rows (B * T). Pointers are the backend's memory (device memory for CUDA).
 #pragma once
 #include "attention/partial_attention.h"
 #include "model/real.h"
@@ -13,11 +15,11 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
                       int B, int T, int C, TokenPositions pos);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
-void layernorm_forward(real* out, real* mean, real* rstd, const real* inp,
+void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C);
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                        const real* inp, const real* weight, const real* mean,
-                        const real* rstd, int N, int C);
+                        const real* inp, const real* weight, const real_stat* mean,
+                        const real_stat* rstd, int N, int C);
 
 // out (N, OC) = inp (N, IC) @ weight^T + bias; weight is (OC, IC) as nn.Linear. bias may be NULL.
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
@@ -32,10 +34,19 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, long n);
 // out = a + b, n elements.
 void residual_forward(real* out, const real* a, const real* b, long n);
 
+// Backend memory: zero-filled allocation (ends the job when out of memory), release, zeroing,
+// and copying token ids from host memory into a backend buffer.
+real* tensor_alloc(size_t n, const char* what);
+real_stat* stat_alloc(size_t n, const char* what);
+int* tokens_alloc(size_t n, const char* what);
+void tensor_free(void* p);
+void tensor_zero(real* p, size_t n);
+void tokens_upload(int* dst, const int* host_src, size_t n);
+
 // Cross-entropy over the first V of Vp logits per row. losses: (N) per-token loss;
 // lse: (N) log-sum-exp of each row, saved for backward. Returns the sum of the losses.
-double crossentropy_forward(real* losses, real* lse, const real* logits, const int* targets,
+double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
                             int N, int V, int Vp);
 // Overwrites logits with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
-void crossentropy_backward_inplace(real* logits, const real* lse, const int* targets,
+void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
                                    real dloss, int N, int V, int Vp);

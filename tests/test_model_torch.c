@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
             write_or_die(&af, &loss, sizeof loss);
         }
         if (s < steps) losses[s] = loss;
-        gpt_backward(&m, inputs, targets, 1.0f / BT);
+        gpt_backward(&m, 1.0 / BT);
         if (s == 0) write_or_die(&af, m.grads_memory, sizeof(float) * m.num_params);
         if (s >= steps) break;
         const double norm = sqrt(grad_sum_squares(m.grads_memory, m.num_params));

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
         gpt_zero_grad(&m);
         const double loss = gpt_forward(&m, inputs, targets) / (B * T);
         const double t1 = now();
-        gpt_backward(&m, inputs, targets, (real)1 / (B * T));
+        gpt_backward(&m, 1.0 / (B * T));
         const double t2 = now();
         const double norm = sqrt(grad_sum_squares(m.grads_memory, m.num_params));
         adamw_update(&cfg, m.params_memory, m.grads_memory, mom, vel, 0, m.num_params, s + 1,

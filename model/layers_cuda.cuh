@@ -1,0 +1,99 @@
+// CUDA kernels of the token-local layers (encoder, LayerNorm, GELU, residual), the twins of the CPU
+// layers in model/layers.h. Each launcher takes device pointers and a stream, launches one or a
+// few kernels, checks the launch (cudaGetLastError) and returns: no allocation, no host
+// synchronisation. Activations, parameters and parameter gradients are floatX (bf16 by default,
+// fp32 with -DGPT_CUDA_FP32); LayerNorm statistics are fp32. All arithmetic is fp32; a floatX
+// result is rounded once when it is stored. As on the CPU, every backward ACCUMULATES (+=) into
+// its outputs, and every reduction over rows runs in a fixed order, so results are bitwise
+// reproducible from run to run (no float atomics).
+//
+// Vectorisation: rows are read and written as 16-byte x128 vectors when C (or n) is a multiple of
+// X128_ELEMS and the pointers are 16-byte aligned; otherwise a scalar path with the same
+// arithmetic runs. Shapes, bytes and timings: model/cuda_perf_layers.md.
+#pragma once
+#include "attention/partial_attention.h"  // TokenPositions
+#include "model/cuda_precision.cuh"
+
+#include <stddef.h>
+
+// --- Encoder (model/encoder.cu) -------------------------------------------------------------------
+
+// out (B*T, C) = wte[tokens[n]] + wpe[pos.off + pos.stride * t] for row n = b*T + t.
+void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
+                          int B, int T, int C, TokenPositions pos, cudaStream_t stream);
+
+// Bytes of device scratch encoder_backward_cuda needs for B*T rows (independent of C).
+size_t encoder_backward_scratch_bytes(int B, int T);
+
+// dwte[tokens[n]] += dout[n], dwpe[pos(t)] += sum over b of dout[b*T + t]. Deterministic: the
+// rows are sorted by (token, row) on the device (a bitonic sort per chunk of rows, then a merge by
+// rank) and each token's rows are summed in a fixed order, in fp32, and added once. The positions
+// pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch: encoder_backward_scratch_bytes
+// bytes of device memory, 16-byte aligned (cudaMalloc); its contents on entry do not matter.
+void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
+                           int B, int T, int C, TokenPositions pos, void* scratch,
+                           cudaStream_t stream);
+
+// --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
+
+// out (N, C) = (inp - mean) * rstd * weight + bias over each row, eps 1e-5; mean, rstd: (N) fp32,
+// saved for the backward. One warp per row; the row is staged in shared memory and read from
+// global memory once.
+void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX* inp,
+                            const floatX* weight, const floatX* bias, int N, int C,
+                            cudaStream_t stream);
+
+// residual_out = a + b (rounded to floatX), then out = layernorm(residual_out) as above: the sum
+// is normalised from shared memory instead of being written and read back by a second kernel.
+// residual_out may alias a (in-place residual stream); it must not alias out.
+void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, float* mean,
+                                           float* rstd, const floatX* a, const floatX* b,
+                                           const floatX* weight, const floatX* bias, int N, int C,
+                                           cudaStream_t stream);
+
+// Bytes of device scratch layernorm_backward_cuda needs for an (N, C) problem.
+size_t layernorm_backward_scratch_bytes(int N, int C);
+
+// dinp += dL/dinp, dweight += sum over rows of dout * xhat, dbias += sum over rows of dout.
+// One block per group of consecutive rows, each thread owning fixed channels across all the
+// rows: the row sums are block reductions, the per-channel sums stay in registers and go to
+// per-block partials in scratch, which a second kernel adds up in a fixed order. scratch:
+// layernorm_backward_scratch_bytes bytes of device memory (contents on entry do not matter).
+void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void* scratch,
+                             const floatX* dout, const floatX* inp, const floatX* weight,
+                             const float* mean, const float* rstd, int N, int C,
+                             cudaStream_t stream);
+
+// --- GELU and residual (model/gelu.cu) ------------------------------------------------------------
+
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
+void gelu_forward_cuda(floatX* out, const floatX* inp, long n, cudaStream_t stream);
+// dinp += gelu'(inp) * dout, n elements.
+void gelu_backward_cuda(floatX* dinp, const floatX* inp, const floatX* dout, long n,
+                        cudaStream_t stream);
+// out = a + b, n elements (out may alias a or b).
+void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n,
+                           cudaStream_t stream);
+
+// --- Helpers shared by the kernels above (device code of encoder.cu, layernorm.cu, gelu.cu) -------
+
+// VEC consecutive floatX values as one load or store: VEC = X128_ELEMS is the 16-byte x128
+// vector, VEC = 1 the scalar path for rows whose length or alignment does not allow vectors.
+template <int VEC> struct alignas(sizeof(floatX) * VEC) PackX {
+    floatX v[VEC];
+};
+template <int VEC> __device__ __forceinline__ PackX<VEC> load_packx(const floatX* p) {
+    return *reinterpret_cast<const PackX<VEC>*>(p);
+}
+template <int VEC> __device__ __forceinline__ void store_packx(floatX* p, const PackX<VEC>& x) {
+    *reinterpret_cast<PackX<VEC>*>(p) = x;
+}
+
+// Sum over the 32 lanes of a full warp; every lane gets the result (butterfly, fixed order).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+static inline bool aligned16(const void* p) { return ((size_t)p & 15) == 0; }
+static inline long ceil_div_long(long a, long b) { return (a + b - 1) / b; }

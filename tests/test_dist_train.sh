@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# The trainer under mpirun equals the single-process trainer, step by step.
+#   tests/test_dist_train.sh curves    20 steps on several meshes, schedules and ZeRO-1 (one
+#                                      world whose size does not divide the parameter count):
+#                                      the JSONL loss of every step, the validation losses and
+#                                      the final sample equal the single-process run's
+#   tests/test_dist_train.sh resume    a checkpoint of dp 2 x (2x2) with ZeRO-1 continued on one
+#                                      process, and one of one process continued on dp 2 x (2x2),
+#                                      give the straight run's losses
+#   tests/test_dist_train.sh refuse    a loader position the new dp size cannot continue is
+#                                      refused with the reason, non-zero, checkpoint kept
+#   tests/test_dist_train.sh kill      SIGKILL of one rank ends every rank within 30 s
+#   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
+#                                      that does not split over it: a clear error from rank 0,
+#                                      every rank exits non-zero, promptly
+# The single-process run accumulates dp micro-batches (--total-batch-tokens = B*T*dp), so it
+# sees exactly the tokens of one dp step. Tiny model and shards; needs build/train_gpt.
+set -u
+cd "$(dirname "$0")/.."
+part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh}
+TRAIN=${TRAIN:-build/train_gpt}
+PY=${PYTHON:-python3}
+TOL=1e-5
+# The gradient norm matches to ~1e-7 at step 1, but AdamW turns the fp32 rounding differences of
+# near-zero gradient elements into parameter differences of up to ~lr, and the norm (unlike the
+# mean loss) shows them: up to 1.2e-5 measured. A wrong reduction or shard is off by O(1).
+NORM_TOL=1e-4
+work=build/tests/dist_train/$part
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Two training shards and one validation shard (llm.c, uint16, version 1) of a noisy Markov
+# chain over 500 tokens: learnable, so the loss moves and a wrong update shows.
+make_shards() {
+  "$PY" - "$work" <<'EOF'
+import random, struct, sys
+rng = random.Random(1234)
+def shard(path, n):
+    toks, prev = [], 0
+    for _ in range(n):
+        prev = (prev * 7 + 3) % 500 if rng.random() < 0.7 else rng.randrange(500)
+        toks.append(prev)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack("<%dH" % n, *toks))
+shard(sys.argv[1] + "/train_000.bin", 2000)
+shard(sys.argv[1] + "/train_001.bin", 1500)
+shard(sys.argv[1] + "/val_000.bin", 600)
+EOF
+}
+
+# B=2, T=32; each part sets --total-batch-tokens (B*T*dp*accumulation).
+common=(--preset tiny --layers 2 --channels 32 --heads 4 --context 32 --vocab 512
+        --train-data "$work/train_*.bin" --val-data "" --tokenizer "" --batch 2 --seq-len 32
+        --steps 20 --lr 1e-2 --warmup 2 --eval-every 0 --sample-length 0 --quiet
+        --peak-gflops 1)
+
+# train NAME NP [ARGS...]: runs the trainer on NP ranks into $work/NAME (its log.jsonl).
+train() {
+  local name=$1 np=$2
+  shift 2
+  local start=$EPOCHREALTIME
+  if ! timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "${common[@]}" --out-dir "$work/$name" "$@" \
+      > "$work/$name.out" 2>&1; then
+    fail "$name: the trainer failed (np $np $*):"
+    tail -n 20 "$work/$name.out"
+    return 1
+  fi
+  awk -v a="$start" -v b="$EPOCHREALTIME" -v n="$name" 'BEGIN { printf "  ran %-14s %.1f s\n", n, b - a }'
+}
+
+# compare NAME REF: the log of NAME has exactly steps 1..20 once each, every step's loss equals
+# REF's within TOL (relative), its gradient norm within NORM_TOL, its validation losses (same
+# steps) within TOL; its samples are the same tokens.
+compare() {
+  "$PY" - "$work/$1/log.jsonl" "$work/$2/log.jsonl" "$TOL" "$1" "$NORM_TOL" <<'EOF'
+import json, sys
+def steps(path):
+    return [r for r in map(json.loads, open(path)) if r.get("type") == "step"]
+got, ref, tol, name = steps(sys.argv[1]), steps(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+norm_tol = float(sys.argv[5])
+ref_loss = {r["step"]: r["loss"] for r in ref}
+ref_norm = {r["step"]: r["grad_norm"] for r in ref}
+order = [r["step"] for r in got]
+if order != list(range(1, 21)) or sorted(ref_loss) != list(range(1, 21)):
+    print("FAIL %s: logged steps %s, expected 1..20 once each" % (name, order)); sys.exit(1)
+errs = [abs(r["loss"] - ref_loss[r["step"]]) / abs(ref_loss[r["step"]]) for r in got]
+worst = max(errs)
+norm_err = max(abs(r["grad_norm"] - ref_norm[r["step"]]) / abs(ref_norm[r["step"]]) for r in got)
+ok = worst <= tol and norm_err <= norm_tol
+def events(path, kind):
+    return [r for r in map(json.loads, open(path)) if r.get("type") == kind]
+evals, ref_evals = events(sys.argv[1], "eval"), events(sys.argv[2], "eval")
+extra = ""
+if evals or ref_evals:
+    same = [r["step"] for r in evals] == [r["step"] for r in ref_evals]
+    eval_err = max(abs(a["val_loss"] - b["val_loss"]) / abs(b["val_loss"])
+                   for a, b in zip(evals, ref_evals)) if same else float("inf")
+    ok = ok and same and eval_err <= tol
+    extra += ", %d val losses (%s) error %.1e" % (len(evals), ",".join(
+        "%.6f" % r["val_loss"] for r in evals), eval_err)
+samples, ref_samples = events(sys.argv[1], "sample"), events(sys.argv[2], "sample")
+if samples or ref_samples:
+    same = [(r["step"], r["text"]) for r in samples] == [(r["step"], r["text"]) for r in ref_samples]
+    ok = ok and same
+    extra += ", samples %s" % ("equal" if same else "DIFFER: %s vs %s" % (samples, ref_samples))
+print("%s %-14s losses %.6f -> %.6f, worst relative error %.1e (step %d), grad norms %.1e%s" %
+      ("ok  " if ok else "FAIL", name, got[0]["loss"], got[-1]["loss"], worst,
+       got[errs.index(worst)]["step"], norm_err, extra))
+sys.exit(0 if ok else 1)
+EOF
+  [ $? -eq 0 ] || failures=$((failures + 1))
+}
+
+case "$part" in
+curves)
+  make_shards
+  # 384 tokens per step: 6 micro-batches on one process, 3 per rank on dp 2, 2 on dp 3. The
+  # validation pass reads the same 6 global micro-batches everywhere (--eval-batches counts
+  # each dp rank's; the shard has 9), at steps 10 and 20; a sample of 8 tokens at the end.
+  common+=(--total-batch-tokens 384 --val-data "$work/val_*.bin" --eval-every 10
+           --sample-length 8)
+  dp1=(--eval-batches 6)
+  dp2=(--eval-batches 3)
+  train ref 1 "${dp1[@]}" || exit 1
+  train m1x2 2 "${dp1[@]}" --pkv 2
+  train m2x2-zero 4 "${dp1[@]}" --pq 2 --pkv 2 --zero 1
+  train dp2-1x2 4 "${dp2[@]}" --dp 2 --pkv 2
+  train dp2-2x2-zero 8 "${dp2[@]}" --dp 2 --pq 2 --pkv 2 --zero 1 --keep-kv
+  train m2x4 8 "${dp1[@]}" --pq 2 --pkv 4
+  train ring-1x4 4 "${dp1[@]}" --pkv 4 --attention ring
+  train striped-4x1 4 "${dp1[@]}" --pq 4 --attention striped --zero 1
+  # 6 ranks: 42880 parameters pad to 42882 for 6 ZeRO-1 shards.
+  train dp3-1x2-zero 6 --eval-batches 2 --dp 3 --pkv 2 --zero 1
+  for n in m1x2 m2x2-zero dp2-1x2 dp2-2x2-zero m2x4 ring-1x4 striped-4x1 dp3-1x2-zero; do
+    [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
+  done
+  ;;
+resume)
+  make_shards
+  common+=(--total-batch-tokens 128)
+  train ref 1 || exit 1
+  # dp 2 x (2x2) with ZeRO-1 stops after 10 steps (checkpoint), one process continues.
+  train dist-to-1 8 --dp 2 --pq 2 --pkv 2 --zero 1 --exit-after 10 &&
+    train dist-to-1 1 --resume &&
+    compare dist-to-1 ref
+  grep -q "resume: continuing from step 10" "$work/dist-to-1.out" ||
+    fail "dist-to-1: the 1-process run did not say it continues from step 10"
+  # One process stops after 10 steps, dp 2 x (2x2) with ZeRO-1 continues.
+  train one-to-dist 1 --exit-after 10 &&
+    train one-to-dist 8 --dp 2 --pq 2 --pkv 2 --zero 1 --resume &&
+    compare one-to-dist ref
+  grep -q "resume: continuing from step 10" "$work/one-to-dist.out" ||
+    fail "one-to-dist: the 8-rank run did not say it continues from step 10"
+  ;;
+refuse)
+  make_shards
+  # A position the new dp size cannot continue: 3 micro-batches read (64 tokens per step, no
+  # accumulation), and dp 2 can only continue from an even one. --resume must refuse with the
+  # reason, exit non-zero on every rank, and leave the checkpoint as it was (not start over
+  # from step 0, whose checkpoints would prune it).
+  train odd 1 --total-batch-tokens 64 --exit-after 3 || exit 1
+  bash tests/expect_job_failure.sh 'next_batch: expected a multiple of dp_size 2, found 3' \
+    timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${common[@]}" --out-dir "$work/odd" --dp 2 \
+    --total-batch-tokens 128 \
+    --checkpoint-every 5 --resume || fail "refuse: the incompatible checkpoint was not refused with an error"
+  steps=$(grep -c '"type":"step"' "$work/odd/log.jsonl")
+  [ "$steps" -eq 3 ] ||
+    fail "refuse: $steps steps logged, expected the first run's 3 (the dp 2 run trained)"
+  [ -f "$work/odd/DONE_00000003" ] && [ -f "$work/odd/state_00000003_00000.bin" ] ||
+    fail "refuse: the step 3 checkpoint is gone"
+  ;;
+kill)
+  make_shards
+  log=$work/long/log.jsonl
+  bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" --steps 1000000 --pq 2 --pkv 2 \
+    --total-batch-tokens 64 \
+    --out-dir "$work/long" > "$work/long.out" 2>&1 &
+  job=$!   # mpirun itself (tests/mpirun.sh execs it); the ranks are its children
+  for _ in $(seq 300); do
+    [ -f "$log" ] && [ "$(grep -c '"type":"step"' "$log")" -ge 3 ] && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  victim=
+  ranks=$(pgrep -P "$job" || true)
+  for p in $ranks; do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$p; fi
+  done
+  if [ -z "$victim" ]; then
+    fail "kill: did not find rank 2 among the children of mpirun ($ranks)"
+    tail -n 20 "$work/long.out"
+    kill -KILL "$job" $ranks 2>/dev/null
+  else
+    echo "  training ($(grep -c '"type":"step"' "$log") steps logged); SIGKILL to rank 2 (pid $victim)"
+    kill -KILL "$victim"
+    start=$EPOCHREALTIME
+    for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    if kill -0 "$job" 2>/dev/null; then
+      fail "kill: mpirun still running 30 s after rank 2 was killed"
+      kill -KILL "$job" $ranks 2>/dev/null
+    else
+      wait "$job"
+      rc=$?
+      echo "  mpirun exited $rc after ${secs} s"
+      [ "$rc" -ne 0 ] || fail "kill: the job exited 0 although rank 2 was killed"
+    fi
+    sleep 0.2
+    for p in $ranks; do
+      if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+        fail "kill: rank process $p still alive"
+        kill -KILL "$p" 2>/dev/null
+      fi
+    done
+  fi
+  ;;
+mesh)
+  make_shards
+  # expect_once PATTERN NP ARGS...: the job fails with PATTERN (expect_job_failure.sh: exit
+  # 1..123 within 30 s), said once (by rank 0, not by every rank), and writes no checkpoint.
+  expect_once() {
+    local pattern=$1 np=$2 out
+    shift 2
+    rm -rf "$work/m"
+    out=$(bash tests/expect_job_failure.sh "$pattern" timeout 30 bash tests/mpirun.sh "$np" \
+          "$TRAIN" "${common[@]}" --out-dir "$work/m" "$@")
+    local rc=$?
+    printf '%s\n' "$out"
+    [ "$rc" -eq 0 ] || { fail "mesh: $*"; return; }
+    local n
+    n=$(printf '%s\n' "$out" | grep -cE -- "$pattern")
+    [ "$n" -eq 1 ] || fail "mesh: $*: the error was printed $n times, expected once (rank 0)"
+    if ls "$work/m"/DONE_* > /dev/null 2>&1; then fail "mesh: $*: wrote a checkpoint"; fi
+  }
+  # 4 ranks for a 2x3 mesh; dp 3 on 4 ranks; then a sequence that does not split over 2x2.
+  expect_once '^error: mesh: --dp 1 x --pq 2 x --pkv 3 = 6 ranks expected, found 4 MPI ranks' \
+    4 --pq 2 --pkv 3
+  expect_once '^error: mesh: --dp 3 x --pq 1 x --pkv 1 = 3 ranks expected, found 4 MPI ranks' \
+    4 --dp 3
+  expect_once '^error: mesh: --seq-len 30 must be a positive multiple of --pq 2 x --pkv 2' \
+    4 --seq-len 30 --pq 2 --pkv 2
+  ;;
+*)
+  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh" >&2
+  exit 2
+  ;;
+esac
+if [ "$failures" -ne 0 ]; then echo "test_dist_train $part: $failures failure(s)"; exit 1; fi
+echo "test_dist_train $part: ok"
