@@ -2,6 +2,10 @@
 #pragma once
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int max_T;   // context length (rows of the position embedding)
     int V;       // vocabulary size
@@ -24,3 +28,7 @@ const char* gpt_config_preset_names(void);
 int gpt_padded_vocab(int V);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif

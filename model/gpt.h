@@ -8,6 +8,10 @@
 #include "model/config.h"
 #include "model/real.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { NUM_PARAM_TENSORS = 16 };
 
 // Pointers into one flat buffer, in llm.c's file order. Each per-layer tensor holds all L layers.
@@ -108,3 +112,7 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets);
 // across all ranks).
 void gpt_backward(GPT* m, double dloss);
 void gpt_zero_grad(GPT* m);
+
+#ifdef __cplusplus
+}
+#endif

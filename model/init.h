@@ -9,6 +9,10 @@
 #include "model/config.h"
 #include "model/real.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // Fills out[0..count) with elements [start, start + count) of parameter tensor `tensor`
 // (0..15, llm.c order). Rows V..Vp-1 of wte are zero.
 void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t start, size_t count,
@@ -18,3 +22,7 @@ void gpt_init_params(const GPTConfig* cfg, uint64_t seed, real* flat);
 // The standard normal value, and 64 uniform bits, of counter `index` in stream `stream`.
 double counter_normal(uint64_t seed, uint64_t stream, uint64_t index);
 uint64_t counter_bits(uint64_t seed, uint64_t stream, uint64_t index);
+
+#ifdef __cplusplus
+}
+#endif

@@ -203,4 +203,5 @@ real_stat* stat_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(rea
 int* tokens_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(int), what); }
 void tensor_free(void* p) { free(p); }
 void tensor_zero(real* p, size_t n) { memset(p, 0, sizeof(real) * n); }
+void tensor_copy(real* dst, const real* src, size_t n) { memcpy(dst, src, sizeof(real) * n); }
 void tokens_upload(int* dst, const int* host_src, size_t n) { memcpy(dst, host_src, sizeof(int) * n); }

@@ -7,6 +7,10 @@
 #include "attention/partial_attention.h"
 #include "model/real.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // out[n] = wte[token[n]] + wpe[position of local token t]; rows n = b*T + t, position
 // pos.off + pos.stride * t.   out: (B, T, C)
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
@@ -41,6 +45,7 @@ real_stat* stat_alloc(size_t n, const char* what);
 int* tokens_alloc(size_t n, const char* what);
 void tensor_free(void* p);
 void tensor_zero(real* p, size_t n);
+void tensor_copy(real* dst, const real* src, size_t n);
 void tokens_upload(int* dst, const int* host_src, size_t n);
 
 // Cross-entropy over the first V of Vp logits per row. losses: (N) per-token loss;
@@ -50,3 +55,7 @@ double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logit
 // Overwrites logits with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
 void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
                                    real dloss, int N, int V, int Vp);
+
+#ifdef __cplusplus
+}
+#endif

@@ -77,6 +77,13 @@ void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n
 
 // --- Helpers shared by the kernels above (device code of encoder.cu, layernorm.cu, gelu.cu) -------
 
+// `#pragma unroll` for nvcc; g++ (host runtime) would warn about the unknown pragma.
+#if defined(__CUDACC__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
 // VEC consecutive floatX values as one load or store: VEC = X128_ELEMS is the 16-byte x128
 // vector, VEC = 1 the scalar path for rows whose length or alignment does not allow vectors.
 template <int VEC> struct alignas(sizeof(floatX) * VEC) PackX {

@@ -6,6 +6,10 @@
 #include "model/config.h"
 #include "model/real.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     double lr;            // peak learning rate
     int warmup_steps;     // linear warmup: lr * (step + 1) / warmup
@@ -31,3 +35,7 @@ double clip_factor(double norm, double max_norm);
 void adamw_update(const GPTConfig* cfg, real* params, const real* grads, real* m, real* v,
                   size_t begin, size_t end, int t, double lr, const AdamWConfig* opt,
                   double grad_scale);
+
+#ifdef __cplusplus
+}
+#endif

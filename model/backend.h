@@ -1,0 +1,40 @@
+// What the trainer needs from a model backend beyond the layer sequence (gpt.h): moving
+// parameters and logits between host and backend memory, the gradient norm, and AdamW on the
+// backend's memory. The CPU backend implements it in backend_cpu.c; the CUDA backend (fp32
+// master weights beside bf16 parameters) in backend_cuda.cu. The trainer is written once
+// against this header and gpt.h.
+#pragma once
+#include <stddef.h>
+
+#include "model/gpt.h"
+#include "model/optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// "cpu" or "cuda-bf16" / "cuda-fp32".
+const char* gpt_backend_name(void);
+
+// Parameters as num_params fp32 values in llm.c's tensor order.
+void gpt_params_from_host(GPT* m, const float* host);
+void gpt_params_to_host(const GPT* m, float* host);
+// The first V logits of row n (= b * T + t) of the last forward.
+void gpt_logits_row_to_host(const GPT* m, int n, float* host);
+// Sum of squares of gradient elements [begin, begin + count), in double.
+double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count);
+
+// AdamW state for parameter elements [begin, begin + count) of a model (ZeRO-1 shards it).
+typedef struct Optimizer Optimizer;
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count);
+void optimizer_free(Optimizer* o);
+// One AdamW step (t = 1, 2, ...) on the optimizer's range; gradients scaled by grad_scale.
+void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
+                    double grad_scale);
+// The fp32 moments of the range, for checkpoints.
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v);
+void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v);
+
+#ifdef __cplusplus
+}
+#endif

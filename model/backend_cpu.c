@@ -1,0 +1,73 @@
+// The CPU backend of model/backend.h: parameters, gradients and moments are host fp32, and the
+// parameters are their own master weights.
+#include "model/backend.h"
+
+#include <stdlib.h>
+
+#include "comm/fail.h"
+
+struct Optimizer {
+    size_t begin, count;
+    real *m, *v;
+};
+
+const char* gpt_backend_name(void) { return "cpu"; }
+
+// Element-wise copies: real is float here, double in the finite-difference build.
+static void to_float(float* dst, const real* src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
+}
+
+static void from_float(real* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void gpt_params_from_host(GPT* m, const float* host) {
+    from_float(m->params_memory, host, m->num_params);
+}
+
+void gpt_params_to_host(const GPT* m, float* host) {
+    to_float(host, m->params_memory, m->num_params);
+}
+
+void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
+    to_float(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
+}
+
+double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count) {
+    return grad_sum_squares(m->grads_memory + begin, count);
+}
+
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
+    Optimizer* o = xcalloc(1, sizeof *o, "optimizer");
+    o->begin = begin;
+    o->count = count;
+    o->m = xcalloc(count, sizeof(real), "AdamW first moments");
+    o->v = xcalloc(count, sizeof(real), "AdamW second moments");
+    return o;
+}
+
+void optimizer_free(Optimizer* o) {
+    if (!o) return;
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
+                    double grad_scale) {
+    // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
+    const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
+    adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m, o->v, o->begin, end, t, lr,
+                 cfg, grad_scale);
+}
+
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
+    to_float(m, o->m, o->count);
+    to_float(v, o->v, o->count);
+}
+
+void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
+    from_float(o->m, m, o->count);
+    from_float(o->v, v, o->count);
+}

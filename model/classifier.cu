@@ -1,0 +1,100 @@
+// The LM head's loss: softmax + cross-entropy + gradient over the vocabulary in one kernel
+// (contract in model/matmul_cuda.cuh; CPU twins crossentropy_forward and
+// crossentropy_backward_inplace in model/layers.c).
+//
+// One block per row. Pass 1 reads the row once with 16-byte loads and keeps a running (max, sum
+// of exp) per thread, rescaling the sum when the max grows (online softmax, fp32); the block
+// merges the per-thread pairs in a fixed order. Pass 2 re-reads the row (from L2: a 50304-wide
+// bf16 row is 100 KB) and overwrites it with dloss * (exp(z - lse) - onehot). The probabilities
+// are never stored, so HBM traffic is one read and one write of the logits.
+#include "model/matmul_cuda.cuh"
+
+#include <float.h>
+#include <stdint.h>
+
+// 1024 threads, 2 blocks per SM: at most 2 x 132 rows in flight on an H100, 27 MB of bf16 rows
+// at Vp = 50304, so pass 2's re-read hits the 50 MB L2 (4 blocks of 512 would need 53 MB).
+enum { CLS_THREADS = 1024, CLS_WARPS = CLS_THREADS / 32, CLS_MIN_BLOCKS = 2 };
+
+// (m, s) <- the pair describing the union of the sets described by (m, s) and (m2, s2), where a
+// pair means sum(exp(z - m)) = s. Symmetric, so every lane of a butterfly gets the same result.
+__device__ __forceinline__ void maxsum_merge(float& m, float& s, float m2, float s2) {
+    const float mn = fmaxf(m, m2);
+    s = s * __expf(m - mn) + s2 * __expf(m2 - mn);
+    m = mn;
+}
+
+__global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
+    classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
+                      int write_dlogits) {
+    __shared__ float warp_m[CLS_WARPS], warp_s[CLS_WARPS];
+    floatX* z = logits + (size_t)blockIdx.x * Vp;
+    const int target = targets[blockIdx.x];
+    const bool target_ok = target >= 0 && target < V;
+    // The target's logit, read before the barrier after which pass 2 overwrites the row.
+    const float z_target = threadIdx.x == 0 && target_ok ? to_float(z[target]) : 0.0f;
+
+    // Pass 1: per-thread online max and sum of exp over this thread's 16-byte chunks.
+    float m = -FLT_MAX, s = 0.0f;
+    for (int i = threadIdx.x * X128_ELEMS; i < V; i += CLS_THREADS * X128_ELEMS) {
+        const x128 x = load128(z + i);
+        float v[X128_ELEMS];
+        float chunk_max = -FLT_MAX;
+        for (int k = 0; k < X128_ELEMS; k++) {
+            v[k] = to_float(x.v[k]);
+            if (i + k < V) chunk_max = fmaxf(chunk_max, v[k]);
+        }
+        if (chunk_max > m) {
+            s *= __expf(m - chunk_max);
+            m = chunk_max;
+        }
+        for (int k = 0; k < X128_ELEMS; k++)
+            if (i + k < V) s += __expf(v[k] - m);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        maxsum_merge(m, s, m2, s2);
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) {
+        warp_m[warp] = m;
+        warp_s[warp] = s;
+    }
+    __syncthreads();
+    // Every thread merges the warps' pairs in the same order: no second barrier.
+    m = warp_m[0];
+    s = warp_s[0];
+    for (int w = 1; w < CLS_WARPS; w++) maxsum_merge(m, s, warp_m[w], warp_s[w]);
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) losses[blockIdx.x] = target_ok ? lse - z_target : __int_as_float(0x7fc00000);
+    if (!write_dlogits) return;
+
+    // Pass 2: dlogits over the row, 0 on the padded columns (whose values are never used).
+    for (int i = threadIdx.x * X128_ELEMS; i < Vp; i += CLS_THREADS * X128_ELEMS) {
+        x128 x;
+        if (i < V) x = load128(z + i);
+        x128 out;
+        for (int k = 0; k < X128_ELEMS; k++) {
+            const int col = i + k;
+            float d = 0.0f;
+            if (col < V) d = dloss * (__expf(to_float(x.v[k]) - lse) - (col == target ? 1.0f : 0.0f));
+            out.v[k] = from_float<floatX>(d);
+        }
+        store128(z + i, out);
+    }
+}
+
+void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* targets,
+                                      float dloss, int N, int V, int Vp, int write_dlogits,
+                                      cudaStream_t stream) {
+    CHECK(N >= 0 && V > 0 && V <= Vp && Vp % X128_ELEMS == 0, "pad the vocabulary to a multiple of 128",
+          "classifier_forward_backward_cuda: bad shape N=%d V=%d Vp=%d (need 0 < V <= Vp, Vp %% %d == 0)",
+          N, V, Vp, (int)X128_ELEMS);
+    CHECK((uintptr_t)logits % 16 == 0, "caller bug",
+          "classifier_forward_backward_cuda: logits must be 16-byte aligned");
+    if (N == 0) return;
+    LAUNCH(classifier_kernel, N, CLS_THREADS, 0, stream, logits, losses, targets, dloss, V, Vp,
+           write_dlogits);
+    CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,72 @@
+// Sum of squares of the gradients for the global-norm clip (contract in model/optim_cuda.cuh;
+// CPU twin grad_sum_squares in model/optimizer.c). Two passes, no atomics: pass 1 gives one
+// partial per block, pass 2 (one block) adds the partials in a fixed order.
+#include "model/optim_cuda.cuh"
+
+#include <stdint.h>
+
+// Sum of x over the block, the same value in every thread, added in a fixed order: a butterfly
+// inside each warp (addition is commutative, so all lanes agree), then the warps' sums in order.
+__device__ __forceinline__ double block_sum(double x, double* warp_sums) {
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = x;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < (int)(blockDim.x / 32); w++) total += warp_sums[w];
+    return total;
+}
+
+// partial[block] = sum of squares of the elements this block's threads visit (grid-stride).
+// vec: grads is 16-byte aligned, so groups of X128_ELEMS are read with one 16-byte load.
+__global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
+    global_norm_partial_kernel(double* partial, const floatX* grads, size_t n, int vec) {
+    __shared__ double warp_sums[GLOBAL_NORM_THREADS / 32];
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    double acc = 0.0;
+    size_t tail = 0;
+    if (vec) {
+        const size_t groups = n / X128_ELEMS;
+        for (size_t q = tid; q < groups; q += stride) {
+            const x128 x = load128(grads + q * X128_ELEMS);
+            float s = 0.0f;  // 8 squares of bf16 (each exact in fp32) or 4 of fp32
+            for (int k = 0; k < X128_ELEMS; k++) {
+                const float f = to_float(x.v[k]);
+                s += f * f;
+            }
+            acc += s;
+        }
+        tail = groups * X128_ELEMS;
+    }
+    for (size_t i = tail + tid; i < n; i += stride) {
+        const double f = to_float(grads[i]);
+        acc += f * f;
+    }
+    const double total = block_sum(acc, warp_sums);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
+    global_norm_finish_kernel(double* out, const double* partial, int parts, int accumulate) {
+    __shared__ double warp_sums[GLOBAL_NORM_THREADS / 32];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < parts; i += blockDim.x) acc += partial[i];
+    const double total = block_sum(acc, warp_sums);
+    if (threadIdx.x == 0) *out = accumulate ? *out + total : total;
+}
+
+void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
+                              int accumulate, cudaStream_t stream) {
+    // Enough blocks to fill an H100 with 4 16-byte loads per thread at least; a function of n only.
+    const size_t per_block = (size_t)GLOBAL_NORM_THREADS * X128_ELEMS * 4;
+    size_t blocks = (n + per_block - 1) / per_block;
+    if (blocks < 1) blocks = 1;
+    if (blocks > GLOBAL_NORM_MAX_BLOCKS) blocks = GLOBAL_NORM_MAX_BLOCKS;
+    const int vec = (uintptr_t)grads % 16 == 0;
+    LAUNCH(global_norm_partial_kernel, (unsigned int)blocks, GLOBAL_NORM_THREADS, 0, stream, scratch,
+           grads, n, vec);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(global_norm_finish_kernel, 1, GLOBAL_NORM_THREADS, 0, stream, out_sumsq,
+           (const double*)scratch, (int)blocks, accumulate);
+    CUDA_CHECK(cudaGetLastError());
+}

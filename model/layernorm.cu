@@ -1,0 +1,357 @@
+// LayerNorm forward (optionally fused with the residual add before it) and backward: twins of
+// layernorm_forward / layernorm_backward (+ residual_forward) in model/layers.c.
+//
+// Forward: one warp per row. The row (a + b when fused) goes once from global memory into the
+// warp's slice of shared memory; the mean, the two-pass variance and the output read it from
+// there. Each lane only ever reads back the vectors it stored itself, so no barrier is needed.
+//
+// Backward: one block per group of consecutive rows; thread t owns the channel chunks
+// t, t + blockDim, ... (CPT chunks of VEC channels) for every row of the group, so its shares of
+// dweight and dbias stay in registers. LN_BWD_ROWS rows are processed per step: their two row
+// sums (of dout*w and dout*w*xhat) are block reductions (warp shuffles, then the per-warp values
+// added in warp order), after which each thread updates dinp for its channels. The block's
+// dweight/dbias partials go to scratch; a second kernel adds the partials in block order and
+// accumulates into dweight and dbias. Everything is fixed-order: bitwise reproducible.
+#include "model/layers_cuda.cuh"
+
+#define LAYERNORM_EPS 1e-5f
+
+static constexpr int LN_FWD_WARPS = 4;            // rows per block (at most; fewer when a row is large)
+static constexpr int LN_SMEM_DEFAULT = 48 * 1024; // dynamic shared memory available without opting in
+static constexpr int LN_BWD_ROWS = 4;             // rows per step of the backward (one block reduction per step)
+static constexpr int LN_BWD_MAX_THREADS = 512;
+static constexpr int LN_BWD_PREF_THREADS = 256;
+static constexpr int LN_BWD_TARGET_BLOCKS = 512;  // row groups: more blocks = more partials to add up, fewer = less parallelism
+static constexpr int LN_RED_Y = 16;               // partial rows summed in parallel by the reduction kernel
+
+// --- Forward ----------------------------------------------------------------------------------------
+
+// FUSED: x = a + b is rounded to floatX, written to residual_out and normalised. Otherwise x = a
+// (b and residual_out unused).
+template <int VEC, bool FUSED>
+__global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean, float* rstd,
+                                         const floatX* a, const floatX* b, const floatX* weight,
+                                         const floatX* bias, int N, int C) {
+    DYNAMIC_SHARED(floatX, smem);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row = blockIdx.x * (blockDim.x / 32) + warp;
+    if (row >= N) return;  // the whole warp
+    floatX* xs = smem + (size_t)warp * C;
+    const long base = (long)row * C;
+
+    float sum = 0.0f;
+    for (int c = lane * VEC; c < C; c += 32 * VEC) {
+        PackX<VEC> x = load_packx<VEC>(a + base + c);
+        if (FUSED) {
+            const PackX<VEC> y = load_packx<VEC>(b + base + c);
+            UNROLL
+            for (int k = 0; k < VEC; k++) x.v[k] = from_float<floatX>(to_float(x.v[k]) + to_float(y.v[k]));
+            store_packx<VEC>(residual_out + base + c, x);
+        }
+        store_packx<VEC>(xs + c, x);
+        UNROLL
+        for (int k = 0; k < VEC; k++) sum += to_float(x.v[k]);
+    }
+    const float m = warp_sum(sum) / C;
+
+    float var = 0.0f;
+    for (int c = lane * VEC; c < C; c += 32 * VEC) {
+        const PackX<VEC> x = load_packx<VEC>(xs + c);
+        UNROLL
+        for (int k = 0; k < VEC; k++) {
+            const float d = to_float(x.v[k]) - m;
+            var += d * d;
+        }
+    }
+    const float s = rsqrtf(warp_sum(var) / C + LAYERNORM_EPS);
+
+    for (int c = lane * VEC; c < C; c += 32 * VEC) {
+        const PackX<VEC> x = load_packx<VEC>(xs + c);
+        const PackX<VEC> w = load_packx<VEC>(weight + c);
+        const PackX<VEC> bb = load_packx<VEC>(bias + c);
+        PackX<VEC> o;
+        UNROLL
+        for (int k = 0; k < VEC; k++)
+            o.v[k] = from_float<floatX>((to_float(x.v[k]) - m) * s * to_float(w.v[k]) + to_float(bb.v[k]));
+        store_packx<VEC>(out + base + c, o);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+template <int VEC, bool FUSED>
+static void launch_layernorm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd,
+                                     const floatX* a, const floatX* b, const floatX* weight,
+                                     const floatX* bias, int N, int C, cudaStream_t stream) {
+    const size_t row_bytes = (size_t)C * sizeof(floatX);
+    int rows = LN_FWD_WARPS;
+    while (rows > 1 && rows * row_bytes > LN_SMEM_DEFAULT) rows--;
+    const size_t smem = rows * row_bytes;
+    if (smem > LN_SMEM_DEFAULT)  // one row over 48 KiB (C > 24576 in bf16): opt in, up to 227 KiB
+        CUDA_CHECK(cudaFuncSetAttribute(layernorm_forward_kernel<VEC, FUSED>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const unsigned grid = (unsigned)ceil_div_long(N, rows);
+    LAUNCH((layernorm_forward_kernel<VEC, FUSED>), grid, rows * 32, smem, stream, residual_out, out,
+           mean, rstd, a, b, weight, bias, N, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX* inp,
+                            const floatX* weight, const floatX* bias, int N, int C,
+                            cudaStream_t stream) {
+    if (N <= 0) return;
+    if (C % X128_ELEMS == 0 && aligned16(out) && aligned16(inp) && aligned16(weight) && aligned16(bias))
+        launch_layernorm_forward<X128_ELEMS, false>(nullptr, out, mean, rstd, inp, nullptr, weight, bias,
+                                                    N, C, stream);
+    else
+        launch_layernorm_forward<1, false>(nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C,
+                                           stream);
+}
+
+void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, float* mean,
+                                           float* rstd, const floatX* a, const floatX* b,
+                                           const floatX* weight, const floatX* bias, int N, int C,
+                                           cudaStream_t stream) {
+    if (N <= 0) return;
+    if (C % X128_ELEMS == 0 && aligned16(residual_out) && aligned16(out) && aligned16(a) &&
+        aligned16(b) && aligned16(weight) && aligned16(bias))
+        launch_layernorm_forward<X128_ELEMS, true>(residual_out, out, mean, rstd, a, b, weight, bias, N,
+                                                   C, stream);
+    else
+        launch_layernorm_forward<1, true>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
+}
+
+// --- Backward ---------------------------------------------------------------------------------------
+
+template <int VEC> __device__ __forceinline__ PackX<VEC> zero_packx() {
+    PackX<VEC> z;
+    UNROLL
+    for (int k = 0; k < VEC; k++) z.v[k] = from_float<floatX>(0.0f);
+    return z;
+}
+
+// Block b handles rows [b * rows_per_block, min(N, (b + 1) * rows_per_block)) and writes its
+// dweight partial to partial[b * 2C + c] and its dbias partial to partial[b * 2C + C + c].
+// Registers: per step a thread holds R rows x CPT chunks of dout and inp (R * CPT = 4 chunks, or
+// CPT when CPT > 4), its weights (packed floatX) and 2 * CPT * VEC fp32 accumulators; dinp is
+// loaded after the block reduction.
+template <int VEC, int CPT>
+__global__ void __launch_bounds__(LN_BWD_MAX_THREADS)
+    layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp,
+                              const floatX* weight, const float* mean, const float* rstd, int N, int C,
+                              int rows_per_block) {
+    constexpr int R = LN_BWD_ROWS / CPT > 1 ? LN_BWD_ROWS / CPT : 1;  // rows per step
+    static_assert(LN_BWD_ROWS % R == 0, "rows_per_block (a multiple of LN_BWD_ROWS) must be a multiple of R");
+    __shared__ float red[2][LN_BWD_MAX_THREADS / 32][2 * R];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+
+    int c0[CPT];
+    bool own[CPT];
+    PackX<VEC> w[CPT];
+    float dw[CPT][VEC], db[CPT][VEC];
+    UNROLL
+    for (int k = 0; k < CPT; k++) {
+        c0[k] = (threadIdx.x + k * blockDim.x) * VEC;
+        own[k] = c0[k] < C;
+        w[k] = own[k] ? load_packx<VEC>(weight + c0[k]) : zero_packx<VEC>();
+        UNROLL
+        for (int v = 0; v < VEC; v++) {
+            dw[k][v] = 0.0f;
+            db[k][v] = 0.0f;
+        }
+    }
+    const float inv_c = 1.0f / C;
+    const int r_begin = blockIdx.x * rows_per_block;
+    const int r_end = min(N, r_begin + rows_per_block);
+
+    int buf = 0;
+    for (int r = r_begin; r < r_end; r += R) {  // the same trip count for every thread
+        PackX<VEC> g[R][CPT], x[R][CPT];
+        float m[R], s[R];
+        UNROLL
+        for (int j = 0; j < R; j++) {
+            const bool valid = r + j < r_end;
+            const long base = (long)(r + j) * C;
+            m[j] = valid ? mean[r + j] : 0.0f;
+            s[j] = valid ? rstd[r + j] : 0.0f;
+            UNROLL
+            for (int k = 0; k < CPT; k++) {
+                const bool ld = valid && own[k];
+                g[j][k] = ld ? load_packx<VEC>(dout + base + c0[k]) : zero_packx<VEC>();
+                x[j][k] = ld ? load_packx<VEC>(inp + base + c0[k]) : zero_packx<VEC>();
+            }
+        }
+        // Row sums of dnorm = dout * w and dnorm * xhat over this thread's channels, then the block.
+        float part[2 * R];
+        UNROLL
+        for (int j = 0; j < R; j++) {
+            float p1 = 0.0f, p2 = 0.0f;
+            UNROLL
+            for (int k = 0; k < CPT; k++) {
+                UNROLL
+                for (int v = 0; v < VEC; v++) {
+                    const float dn = to_float(g[j][k].v[v]) * to_float(w[k].v[v]);
+                    p1 += dn;
+                    p2 += dn * ((to_float(x[j][k].v[v]) - m[j]) * s[j]);
+                }
+            }
+            part[2 * j] = p1;
+            part[2 * j + 1] = p2;
+        }
+        UNROLL
+        for (int i = 0; i < 2 * R; i++) part[i] = warp_sum(part[i]);
+        if (lane == 0) {
+            UNROLL
+            for (int i = 0; i < 2 * R; i++) red[buf][warp][i] = part[i];
+        }
+        __syncthreads();
+        // red[buf] is rewritten two steps later, after every thread has passed the next barrier
+        // and so has finished reading it here.
+        float tot[2 * R];
+        UNROLL
+        for (int i = 0; i < 2 * R; i++) tot[i] = 0.0f;
+        for (int wi = 0; wi < nwarps; wi++) {
+            UNROLL
+            for (int i = 0; i < 2 * R; i++) tot[i] += red[buf][wi][i];
+        }
+        buf ^= 1;
+
+        UNROLL
+        for (int j = 0; j < R; j++) {
+            const bool valid = r + j < r_end;
+            const float mean_dn = tot[2 * j] * inv_c, mean_dnx = tot[2 * j + 1] * inv_c;
+            const long base = (long)(r + j) * C;
+            UNROLL
+            for (int k = 0; k < CPT; k++) {
+                if (!(valid && own[k])) continue;
+                PackX<VEC> d = load_packx<VEC>(dinp + base + c0[k]);
+                UNROLL
+                for (int v = 0; v < VEC; v++) {
+                    const float gv = to_float(g[j][k].v[v]);
+                    const float xhat = (to_float(x[j][k].v[v]) - m[j]) * s[j];
+                    const float dn = gv * to_float(w[k].v[v]);
+                    d.v[v] = from_float<floatX>(to_float(d.v[v]) + (dn - mean_dn - xhat * mean_dnx) * s[j]);
+                    dw[k][v] += gv * xhat;
+                    db[k][v] += gv;
+                }
+                store_packx<VEC>(dinp + base + c0[k], d);
+            }
+        }
+    }
+
+    float* pw = partial + (long)blockIdx.x * 2 * C;
+    float* pb = pw + C;
+    UNROLL
+    for (int k = 0; k < CPT; k++) {
+        if (!own[k]) continue;
+        if (VEC % 4 == 0) {  // c0 and C are multiples of 4: 16-byte stores
+            UNROLL
+            for (int v = 0; v < VEC; v += 4) {
+                *reinterpret_cast<float4*>(pw + c0[k] + v) = make_float4(dw[k][v], dw[k][v + 1], dw[k][v + 2], dw[k][v + 3]);
+                *reinterpret_cast<float4*>(pb + c0[k] + v) = make_float4(db[k][v], db[k][v + 1], db[k][v + 2], db[k][v + 3]);
+            }
+        } else {
+            UNROLL
+            for (int v = 0; v < VEC; v++) {
+                pw[c0[k] + v] = dw[k][v];
+                pb[c0[k] + v] = db[k][v];
+            }
+        }
+    }
+}
+
+// Column col of the (G, 2C) partials: thread (x, y) adds rows y, y + LN_RED_Y, ... in order, then
+// thread (x, 0) adds the LN_RED_Y sums in order and accumulates into dweight (col < C) or dbias.
+__global__ void layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias, const float* partial,
+                                                 int G, int C) {
+    __shared__ float acc[LN_RED_Y][33];
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    const int width = 2 * C;
+    float sum = 0.0f;
+    if (col < width)
+        for (int g = threadIdx.y; g < G; g += LN_RED_Y) sum += partial[(long)g * width + col];
+    acc[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < width) {
+        float total = 0.0f;
+        for (int y = 0; y < LN_RED_Y; y++) total += acc[y][threadIdx.x];
+        floatX* dst = col < C ? dweight + col : dbias + (col - C);
+        *dst = from_float<floatX>(to_float(*dst) + total);
+    }
+}
+
+// Rows per block of the backward: a multiple of LN_BWD_ROWS giving about LN_BWD_TARGET_BLOCKS
+// blocks. Depends on N only, so the summation order (and the result) does not depend on the GPU.
+static int ln_bwd_rows_per_block(int N) {
+    const long rows = ceil_div_long(ceil_div_long(N, LN_BWD_TARGET_BLOCKS), LN_BWD_ROWS) * LN_BWD_ROWS;
+    return (int)(rows > LN_BWD_ROWS ? rows : LN_BWD_ROWS);
+}
+
+size_t layernorm_backward_scratch_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    const long blocks = ceil_div_long(N, ln_bwd_rows_per_block(N));
+    return (size_t)blocks * 2 * (size_t)C * sizeof(float);
+}
+
+template <int VEC, int CPT>
+static void launch_layernorm_backward(int threads, int blocks, int rpb, floatX* dinp, float* partial,
+                                      const floatX* dout, const floatX* inp, const floatX* weight,
+                                      const float* mean, const float* rstd, int N, int C,
+                                      cudaStream_t stream) {
+    LAUNCH((layernorm_backward_kernel<VEC, CPT>), blocks, threads, 0, stream, dinp, partial, dout, inp,
+           weight, mean, rstd, N, C, rpb);
+}
+
+void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void* scratch,
+                             const floatX* dout, const floatX* inp, const floatX* weight,
+                             const float* mean, const float* rstd, int N, int C,
+                             cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    if (!aligned16(scratch))
+        FAIL("pass memory from cudaMalloc", "layernorm_backward_cuda: scratch %p is not 16-byte aligned",
+             scratch);
+    const bool vec = C % X128_ELEMS == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) &&
+                     aligned16(weight);
+    const int chunks = vec ? C / X128_ELEMS : C;
+    // Chunks per thread: the fewest that fit in LN_BWD_PREF_THREADS threads, else in
+    // LN_BWD_MAX_THREADS (smaller blocks at the same registers per thread pack better on an SM).
+    static const int cpt_choices[] = {1, 2, 4, 8, 16};
+    int cpt = 0, threads = 0;
+    for (int limit : {LN_BWD_PREF_THREADS, LN_BWD_MAX_THREADS}) {
+        for (int i = 0; i < 5 && !cpt; i++) {
+            const int c = cpt_choices[i];
+            if (vec && c > 4) break;  // at most 4 x128 chunks per thread (registers)
+            const int t = (int)ceil_div_long(ceil_div_long(chunks, c), 32) * 32;
+            if (t <= limit) cpt = c, threads = t;
+        }
+        if (cpt) break;
+    }
+    if (!cpt)
+        FAIL("layernorm_backward_cuda covers C <= 16384 (bf16) / 8192 (fp32, or scalar path)",
+             "layernorm_backward_cuda: C = %d is too large", C);
+    const int rpb = ln_bwd_rows_per_block(N);
+    const int blocks = (int)ceil_div_long(N, rpb);
+    float* partial = (float*)scratch;
+    if (vec) {
+        switch (cpt) {
+        case 1: launch_layernorm_backward<X128_ELEMS, 1>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 2: launch_layernorm_backward<X128_ELEMS, 2>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        default: launch_layernorm_backward<X128_ELEMS, 4>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        }
+    } else {
+        switch (cpt) {
+        case 1: launch_layernorm_backward<1, 1>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 2: launch_layernorm_backward<1, 2>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 4: launch_layernorm_backward<1, 4>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 8: launch_layernorm_backward<1, 8>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        default: launch_layernorm_backward<1, 16>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        }
+    }
+    CUDA_CHECK(cudaGetLastError());
+    const dim3 red_block(32, LN_RED_Y);
+    LAUNCH(layernorm_backward_reduce_kernel, (unsigned)ceil_div_long(2L * C, 32), red_block, 0, stream,
+           dweight, dbias, partial, blocks, C);
+    CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,70 @@
+// CUDA backend, GEMM layers and the LM head's loss: host-side launchers (device pointers, one
+// stream per call). CPU twins: matmul_forward / matmul_backward / crossentropy_forward +
+// crossentropy_backward_inplace in model/layers.h; same shapes, same accumulation rules.
+//
+// Storage is floatX (model/cuda_precision.cuh: bf16, or fp32 with -DGPT_CUDA_FP32); every GEMM
+// accumulates in fp32 (CUBLAS_COMPUTE_32F, no TF32), the loss kernel works in fp32.
+#pragma once
+#include <stddef.h>
+
+#include "model/cuda_precision.cuh"
+
+// --- GEMMs through cuBLASLt -------------------------------------------------------------------
+
+// Cached cuBLASLt plans (descriptor, layouts, algorithm) per distinct problem, so that the step
+// loop makes no heuristic query and no allocation once every shape has been seen.
+enum { MATMUL_PLAN_CACHE = 48 };
+// Row chunks of the deterministic column-sum kernel for bias gradients (partials: chunks x OC).
+enum { MATMUL_DBIAS_MAX_CHUNKS = 128 };
+
+struct MatmulPlan;  // defined in model/matmul.cu
+
+typedef struct {
+    cublasLtHandle_t lt;
+    void* workspace;          // cuBLASLt workspace, allocated once
+    size_t workspace_bytes;
+    int max_bias_oc;          // largest OC whose bias gradient the scratch buffers can hold
+    floatX* dbias_scratch;    // (max_bias_oc) bias gradient written by the BGRADB epilogue
+    float* dbias_partial;     // (MATMUL_DBIAS_MAX_CHUNKS, max_bias_oc) column-sum partials
+    // 1: bias gradients come from the weight-gradient GEMM's BGRADB epilogue (no extra pass over
+    // dout); 0: from the two-pass column-sum kernel. Set to 1 by matmul_context_init; falls back
+    // to 0 by itself (with a note on stderr) if cuBLASLt offers no BGRADB algorithm.
+    int use_bgradb;
+    struct MatmulPlan* plans;  // MATMUL_PLAN_CACHE entries (host memory)
+    int num_plans, next_evict;
+} MatmulContext;
+
+// Creates the cuBLASLt handle and allocates the workspace (workspace_bytes; 0 picks 32 MiB, what
+// cuBLASLt wants on Hopper) and the bias-gradient scratch buffers (max_bias_oc: the largest OC of
+// a matmul_backward_cuda call with dbias, e.g. 4*C). Nothing is allocated after this.
+void matmul_context_init(MatmulContext* ctx, size_t workspace_bytes, int max_bias_oc);
+void matmul_context_destroy(MatmulContext* ctx);
+
+// out (N, OC) = inp (N, IC) @ weight^T + bias, weight (OC, IC) as nn.Linear; bias (OC) may be NULL.
+// With pre_gelu != NULL (the MLP's first layer): pre_gelu (N, OC) gets inp @ weight^T + bias and
+// out gets gelu(pre_gelu) (tanh approximation), fused in the cuBLASLt epilogue (GELU_AUX_BIAS);
+// OC must then be a multiple of 8. Every pointer must be at least 2-byte (bf16) or 4-byte aligned;
+// 16-byte alignment gives cuBLASLt its fastest kernels.
+void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
+                         const floatX* weight, const floatX* bias, int N, int IC, int OC,
+                         cudaStream_t stream);
+
+// ACCUMULATES as the CPU twin: dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp;
+// dbias (OC) += column sums of dout. dinp, dweight and dbias may each be NULL (skipped). With
+// dbias, OC must not exceed the context's max_bias_oc.
+void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
+                          const floatX* dout, const floatX* inp, const floatX* weight, int N, int IC,
+                          int OC, cudaStream_t stream);
+
+// --- LM head: fused softmax + cross-entropy + gradient ------------------------------------------
+
+// One kernel, one block per row, the probabilities never stored. For each row n of logits
+// (N, Vp) with targets[n] in [0, V):
+//   losses[n] = logsumexp(logits[n, :V]) - logits[n, targets[n]]   (fp32; NaN if the target is
+//               out of range)
+// and, when write_dlogits is non-zero, logits[n, :] is overwritten with
+//   dloss * (softmax(logits[n, :V]) - onehot(targets[n])), and 0 on the padded columns [V, Vp).
+// Padded columns are never read. Vp must be a multiple of 8 (the vocabulary is padded to 128).
+void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* targets,
+                                      float dloss, int N, int V, int Vp, int write_dlogits,
+                                      cudaStream_t stream);
