@@ -25,7 +25,7 @@ setup:
 # Module fragments (*/*.mk, tests/*/*.mk) add their programs to PROGRAMS, their test programs to
 # TEST_PROGS and their suites (tests/suites/NAME.list) to SUITES_<group>.
 # comm/fail.mk, attention and model come first: other fragments name their objects.
-FIRST_FRAGMENTS = comm/fail.mk attention/attention.mk model/model.mk
+FIRST_FRAGMENTS = comm/fail.mk attention/attention.mk model/model.mk tests/cuda_host/module.mk
 include $(FIRST_FRAGMENTS)
 include $(filter-out $(FIRST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
 

@@ -43,8 +43,8 @@ void matmul_context_destroy(MatmulContext* ctx);
 // out (N, OC) = inp (N, IC) @ weight^T + bias, weight (OC, IC) as nn.Linear; bias (OC) may be NULL.
 // With pre_gelu != NULL (the MLP's first layer): pre_gelu (N, OC) gets inp @ weight^T + bias and
 // out gets gelu(pre_gelu) (tanh approximation), fused in the cuBLASLt epilogue (GELU_AUX_BIAS);
-// OC must then be a multiple of 8. Every pointer must be at least 2-byte (bf16) or 4-byte aligned;
-// 16-byte alignment gives cuBLASLt its fastest kernels.
+// OC must then be a multiple of 8. Plans are cached per shape, epilogue and operand alignment;
+// 16-byte aligned operands let cuBLASLt pick its fastest kernels.
 void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                          const floatX* weight, const floatX* bias, int N, int IC, int OC,
                          cudaStream_t stream);

@@ -1,0 +1,492 @@
+// CUDA backend part 1 against the CPU twins, under the host runtime (built twice: bf16 storage,
+// and fp32 with -DGPT_CUDA_FP32): the cuBLASLt GEMMs (bias, fused GELU, backward with the BGRADB
+// epilogue and with the column-sum kernel), the fused softmax + cross-entropy + gradient, AdamW
+// with stochastic rounding, and the global gradient norm. Inputs are rounded to floatX before
+// the CPU sees them, every output is poisoned with NaN before each launch, and each check prints
+// max|gpu - cpu| / max|cpu| next to its bound.
+#include "model/cuda_common.cuh"
+#include "model/matmul_cuda.cuh"
+#include "model/optim_cuda.cuh"
+#include "tests/cuda_host/test_check.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt.h"
+extern "C" {
+#include "model/layers.h"
+#include "model/optimizer.h"
+}
+
+// Bounds on max|gpu - cpu| / max|cpu|. fp32 storage: 1e-5 everywhere. bf16 storage: the GPU
+// rounds each output once (at most 2^-8 = 3.9e-3 relative), bias gradients through BGRADB twice
+// (7.8e-3), plus slack for a GPU's own summation order; the loss and the optimizer state are fp32.
+#ifdef GPT_CUDA_FP32
+static const double TOL_MATMUL = 1e-5, TOL_DLOGITS = 1e-5, TOL_LOSS = 1e-5;
+#else
+static const double TOL_MATMUL = 1e-2, TOL_DLOGITS = 8e-3, TOL_LOSS = 1e-4;
+#endif
+static const double TOL_ADAMW = 1e-5, TOL_NORM = 1e-5;
+
+// --- Host helpers --------------------------------------------------------------------------------
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float frand(void) {  // uniform in [-1, 1)
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static float round_x(float x) { return to_float(from_float<floatX>(x)); }
+
+// n values uniform in [-scale, scale), rounded to what floatX holds.
+static float* random_x(size_t n, float scale) {
+    float* h = (float*)malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = round_x(scale * frand());
+    return h;
+}
+
+static float* copy_of(const float* h, size_t n) {
+    float* c = (float*)malloc((n ? n : 1) * sizeof(float));
+    memcpy(c, h, n * sizeof(float));
+    return c;
+}
+
+static floatX* alloc_x(size_t n) {
+    floatX* d;
+    CUDA_CHECK(cudaMalloc(&d, (n ? n : 1) * sizeof(floatX)));
+    return d;
+}
+
+static void put_x(floatX* d, const float* h, size_t n) {
+    floatX* tmp = (floatX*)malloc((n ? n : 1) * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) tmp[i] = from_float<floatX>(h[i]);
+    CUDA_CHECK(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+}
+
+static floatX* upload_x(const float* h, size_t n) {
+    floatX* d = alloc_x(n);
+    put_x(d, h, n);
+    return d;
+}
+
+static void get_x(float* h, const floatX* d, size_t n) {
+    floatX* tmp = (floatX*)malloc((n ? n : 1) * sizeof(floatX));
+    CUDA_CHECK(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) h[i] = to_float(tmp[i]);
+    free(tmp);
+}
+
+static float* download_x(const floatX* d, size_t n) {
+    float* h = (float*)malloc((n ? n : 1) * sizeof(float));
+    get_x(h, d, n);
+    return h;
+}
+
+static float* upload_f(const float* h, size_t n) {
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, (n ? n : 1) * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static float* download_f(const float* d, size_t n) {
+    float* h = (float*)malloc((n ? n : 1) * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static void poison(void* d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0xff, bytes)); }
+
+// max|got - want| / max|want|; infinite if anything is NaN.
+static double rel_err(const float* got, const float* want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= num)) num = d;  // NaN makes num NaN
+        if (fabs((double)want[i]) > den) den = fabs((double)want[i]);
+    }
+    if (num != num) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+// Equal element by element, NaN equal to NaN.
+static int same_values(const float* a, const float* b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]))) return 0;
+    return 1;
+}
+
+static void check_err(const char* what, double err, double tol) {
+    check(err <= tol, "%-58s err %.3e (bound %.0e)", what, err, tol);
+}
+
+// --- GEMMs ---------------------------------------------------------------------------------------
+
+typedef struct {
+    int N, IC, OC;
+} MatmulShape;
+
+static void test_matmul(MatmulContext* ctx, MatmulShape s) {
+    const int N = s.N, IC = s.IC, OC = s.OC;
+    char what[160];
+    float* inp = random_x((size_t)N * IC, 1.0f);
+    float* w = random_x((size_t)OC * IC, 0.5f);
+    float* b = random_x(OC, 0.5f);
+    floatX *d_inp = upload_x(inp, (size_t)N * IC), *d_w = upload_x(w, (size_t)OC * IC), *d_b = upload_x(b, OC);
+    floatX *d_out = alloc_x((size_t)N * OC), *d_pre = alloc_x((size_t)N * OC);
+    float* want = (float*)malloc((size_t)N * OC * sizeof(float));
+    float* want_pre = (float*)malloc((size_t)N * OC * sizeof(float));
+
+    // forward, with and without bias
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
+        poison(d_out, (size_t)N * OC * sizeof(floatX));
+        matmul_forward_cuda(ctx, d_out, NULL, d_inp, d_w, with_bias ? d_b : NULL, N, IC, OC, 0);
+        matmul_forward(want, inp, w, with_bias ? b : NULL, N, IC, OC);
+        float* got = download_x(d_out, (size_t)N * OC);
+        snprintf(what, sizeof what, "matmul fwd %s N=%d IC=%d OC=%d", with_bias ? "+bias" : "no bias", N, IC, OC);
+        check_err(what, rel_err(got, want, (size_t)N * OC), TOL_MATMUL);
+        free(got);
+    }
+    // forward with the fused GELU: out = gelu(pre), pre = inp @ w^T + b
+    if (OC % 8 == 0) {
+        poison(d_out, (size_t)N * OC * sizeof(floatX));
+        poison(d_pre, (size_t)N * OC * sizeof(floatX));
+        matmul_forward_cuda(ctx, d_out, d_pre, d_inp, d_w, d_b, N, IC, OC, 0);
+        matmul_forward(want_pre, inp, w, b, N, IC, OC);
+        gelu_forward(want, want_pre, (long)N * OC);
+        float *got = download_x(d_out, (size_t)N * OC), *got_pre = download_x(d_pre, (size_t)N * OC);
+        snprintf(what, sizeof what, "matmul fwd +bias+GELU N=%d IC=%d OC=%d: pre-GELU", N, IC, OC);
+        check_err(what, rel_err(got_pre, want_pre, (size_t)N * OC), TOL_MATMUL);
+        snprintf(what, sizeof what, "matmul fwd +bias+GELU N=%d IC=%d OC=%d: GELU out", N, IC, OC);
+        check_err(what, rel_err(got, want, (size_t)N * OC), TOL_MATMUL);
+        free(got), free(got_pre);
+    }
+
+    // backward: accumulates into non-zero gradients
+    float* dout = random_x((size_t)N * OC, 1.0f);
+    float* dinp0 = random_x((size_t)N * IC, 1.0f);
+    float* dw0 = random_x((size_t)OC * IC, 1.0f);
+    float* db0 = random_x(OC, 1.0f);
+    floatX* d_dout = upload_x(dout, (size_t)N * OC);
+    floatX *d_dinp = alloc_x((size_t)N * IC), *d_dw = alloc_x((size_t)OC * IC), *d_db = alloc_x(OC);
+    float *dinp = copy_of(dinp0, (size_t)N * IC), *dw = copy_of(dw0, (size_t)OC * IC), *db = copy_of(db0, OC);
+    matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC);
+    static const char* const mode_name[3] = {"BGRADB", "column-sum kernel", "separate calls"};
+    for (int mode = 0; mode < 3; mode++) {
+        put_x(d_dinp, dinp0, (size_t)N * IC);
+        put_x(d_dw, dw0, (size_t)OC * IC);
+        put_x(d_db, db0, OC);
+        poison(ctx->dbias_scratch, (size_t)ctx->max_bias_oc * sizeof(floatX));
+        poison(ctx->dbias_partial, (size_t)MATMUL_DBIAS_MAX_CHUNKS * ctx->max_bias_oc * sizeof(float));
+        ctx->use_bgradb = mode == 0;
+        if (mode < 2) {
+            matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC, 0);
+        } else {  // dinp + dbias without dweight (column sums), then dweight alone
+            matmul_backward_cuda(ctx, d_dinp, NULL, d_db, d_dout, d_inp, d_w, N, IC, OC, 0);
+            matmul_backward_cuda(ctx, NULL, d_dw, NULL, d_dout, d_inp, d_w, N, IC, OC, 0);
+        }
+        float *g_dinp = download_x(d_dinp, (size_t)N * IC), *g_dw = download_x(d_dw, (size_t)OC * IC),
+              *g_db = download_x(d_db, OC);
+        snprintf(what, sizeof what, "matmul bwd (%s) N=%d IC=%d OC=%d: dinp", mode_name[mode], N, IC, OC);
+        check_err(what, rel_err(g_dinp, dinp, (size_t)N * IC), TOL_MATMUL);
+        snprintf(what, sizeof what, "matmul bwd (%s) N=%d IC=%d OC=%d: dweight", mode_name[mode], N, IC, OC);
+        check_err(what, rel_err(g_dw, dw, (size_t)OC * IC), TOL_MATMUL);
+        snprintf(what, sizeof what, "matmul bwd (%s) N=%d IC=%d OC=%d: dbias", mode_name[mode], N, IC, OC);
+        check_err(what, rel_err(g_db, db, OC), TOL_MATMUL);
+        free(g_dinp), free(g_dw), free(g_db);
+    }
+    ctx->use_bgradb = 1;
+
+    free(inp), free(w), free(b), free(want), free(want_pre), free(dout), free(dinp0), free(dw0), free(db0);
+    free(dinp), free(dw), free(db);
+    CUDA_CHECK(cudaFree(d_inp)), CUDA_CHECK(cudaFree(d_w)), CUDA_CHECK(cudaFree(d_b));
+    CUDA_CHECK(cudaFree(d_out)), CUDA_CHECK(cudaFree(d_pre)), CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_dinp)), CUDA_CHECK(cudaFree(d_dw)), CUDA_CHECK(cudaFree(d_db));
+}
+
+// --- Fused classifier ----------------------------------------------------------------------------
+
+static void test_classifier(int N, int V, int Vp) {
+    char what[160];
+    const size_t n = (size_t)N * Vp;
+    float* logits = (float*)malloc(n * sizeof(float));
+    int* targets = (int*)malloc(N * sizeof(int));
+    for (int r = 0; r < N; r++) {
+        const float offset = (float)(r % 3) * 30.0f - 20.0f;  // large logits: the max must be tracked
+        for (int v = 0; v < Vp; v++)
+            // a ramp: later chunks of a row raise the running max (padding: NaN, never used)
+            logits[(size_t)r * Vp + v] = v < V ? round_x(offset + 4.0f * frand() + 12.0f * v / V) : NAN;
+        targets[r] = (int)((rng >> 20) % (uint64_t)V);
+        frand();
+    }
+    targets[0] = V - 1;  // the last real column
+    const float dloss = 1.0f / (1.7f * N);
+    float* losses = (float*)malloc(N * sizeof(float));
+    float* lse = (float*)malloc(N * sizeof(float));
+    crossentropy_forward(losses, lse, logits, targets, N, V, Vp);
+    float* dlogits = copy_of(logits, n);
+    crossentropy_backward_inplace(dlogits, lse, targets, dloss, N, V, Vp);
+
+    floatX* d_logits = upload_x(logits, n);
+    int* d_targets;
+    CUDA_CHECK(cudaMalloc(&d_targets, N * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(d_targets, targets, N * sizeof(int), cudaMemcpyHostToDevice));
+    float* d_losses;
+    CUDA_CHECK(cudaMalloc(&d_losses, N * sizeof(float)));
+
+    // losses only: the logits stay as they are
+    poison(d_losses, N * sizeof(float));
+    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, 0);
+    float* got_losses = download_f(d_losses, N);
+    float* same = download_x(d_logits, n);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: losses (no dlogits)", N, V, Vp);
+    check_err(what, rel_err(got_losses, losses, N), TOL_LOSS);
+    check(same_values(same, logits, n), "classifier N=%d V=%d Vp=%d: logits untouched without dlogits", N, V, Vp);
+    free(got_losses), free(same);
+
+    // losses and dlogits in place
+    poison(d_losses, N * sizeof(float));
+    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    got_losses = download_f(d_losses, N);
+    float* got = download_x(d_logits, n);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: losses", N, V, Vp);
+    check_err(what, rel_err(got_losses, losses, N), TOL_LOSS);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: dlogits (0 on padding)", N, V, Vp);
+    check_err(what, rel_err(got, dlogits, n), TOL_DLOGITS);
+    free(got_losses), free(got);
+
+    free(logits), free(targets), free(losses), free(lse), free(dlogits);
+    CUDA_CHECK(cudaFree(d_logits)), CUDA_CHECK(cudaFree(d_targets)), CUDA_CHECK(cudaFree(d_losses));
+}
+
+// --- AdamW ---------------------------------------------------------------------------------------
+
+// The bf16 neighbours of x: *lo rounds toward zero, *hi is the next value away from zero.
+static void bf16_bracket(float x, float* lo, float* hi) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    uint32_t l = b & 0xffff0000u, h = l + 0x10000u;
+    memcpy(lo, &l, 4);
+    memcpy(hi, &h, 4);
+}
+
+// AdamW on a tiny GPT's parameter vector over [begin, end), 3 steps, against adamw_update.
+static void test_adamw(const GPTConfig* cfg, size_t begin, size_t end, int use_master) {
+    char what[200];
+    const size_t n = gpt_num_params(cfg), ns = end - begin;
+    size_t sizes[NUM_PARAM_TENSORS];
+    int decays[NUM_PARAM_TENSORS];
+    gpt_param_sizes(cfg, sizes);
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++) decays[k] = gpt_param_decays(k);
+    const AdamWTensorTable table = adamw_tensor_table(sizes, decays, NUM_PARAM_TENSORS);
+    AdamWConfig opt = {0.9, 0.95, 1e-8, 0.1};
+    const double lr = 1e-2, grad_scale = 0.7;
+    const unsigned long long seed = 1234;
+
+    float* master0 = (float*)malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) master0[i] = 0.5f * frand();
+    // Without a master copy the parameters themselves are the state: start from floatX values.
+    if (!use_master)
+        for (size_t i = 0; i < n; i++) master0[i] = round_x(master0[i]);
+    float* cpu_p = copy_of(master0, n);
+    float* cpu_m = (float*)calloc(ns ? ns : 1, sizeof(float));
+    float* cpu_v = (float*)calloc(ns ? ns : 1, sizeof(float));
+    floatX* d_params = upload_x(master0, n);
+    float* params0 = download_x(d_params, n);
+    float* d_master = use_master ? upload_f(master0 + begin, ns) : NULL;
+    float *d_m = upload_f(cpu_m, ns), *d_v = upload_f(cpu_v, ns);
+    floatX* d_grads = alloc_x(n);
+    const int steps = use_master ? 3 : 1;
+    for (int t = 1; t <= steps; t++) {
+        float* grads = random_x(n, 1.0f);
+        put_x(d_grads, grads, n);
+        if (use_master) {  // the parameters in range are pure outputs: poison them
+            float* cur = download_x(d_params, n);
+            for (size_t i = begin; i < end; i++) cur[i] = NAN;
+            put_x(d_params, cur, n);
+            free(cur);
+        }
+        adamw_update(cfg, cpu_p, grads, cpu_m, cpu_v, begin, end, t, lr, &opt, grad_scale);
+        adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, begin, end, &table, t, lr, opt.beta1,
+                          opt.beta2, opt.eps, opt.weight_decay, grad_scale, seed, 0);
+        free(grads);
+    }
+    float* got_p = download_x(d_params, n);
+    float *got_m = download_f(d_m, ns), *got_v = download_f(d_v, ns);
+    float* got_master = use_master ? download_f(d_master, ns) : copy_of(got_p + begin, ns);
+    snprintf(what, sizeof what, "adamw [%zu, %zu) of %zu%s, %d step(s): m", begin, end, n,
+             use_master ? "" : " (no master)", steps);
+    check_err(what, rel_err(got_m, cpu_m, ns), TOL_ADAMW);
+    snprintf(what, sizeof what, "adamw [%zu, %zu) of %zu%s, %d step(s): v", begin, end, n,
+             use_master ? "" : " (no master)", steps);
+    check_err(what, rel_err(got_v, cpu_v, ns), TOL_ADAMW);
+    // With a master copy (or fp32 storage) the fp32 result matches tightly; without a master copy
+    // in bf16 the parameter is the CPU value rounded to a neighbour (checked below).
+    if (use_master || sizeof(floatX) == sizeof(float)) {
+        snprintf(what, sizeof what, "adamw [%zu, %zu) of %zu%s, %d step(s): fp32 master weights", begin,
+                 end, n, use_master ? "" : " (no master)", steps);
+        check_err(what, rel_err(got_master, cpu_p + begin, ns), TOL_ADAMW);
+    }
+    // Parameters: a floatX neighbour of the master value (bf16: one of the two bracketing values;
+    // fp32: equal); outside [begin, end): untouched.
+    size_t bad = 0, outside_changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i < begin || i >= end) {
+            outside_changed += got_p[i] != params0[i];
+            continue;
+        }
+        const float ref = use_master ? got_master[i - begin] : cpu_p[i];
+        if (sizeof(floatX) == sizeof(float)) {
+            bad += use_master ? got_p[i] != ref : fabsf(got_p[i] - ref) > 1e-5f * (fabsf(ref) + 1e-3f);
+        } else {
+            float lo, hi;
+            bf16_bracket(ref, &lo, &hi);
+            const float tol = use_master ? 0.0f : 1e-3f * fabsf(hi - lo);  // CPU vs GPU fp32 last bits
+            bad += !(fabsf(got_p[i] - lo) <= tol || fabsf(got_p[i] - hi) <= tol);
+        }
+    }
+    snprintf(what, sizeof what, "adamw [%zu, %zu)%s: params are the master rounded to a floatX neighbour", begin,
+             end, use_master ? "" : " (no master)");
+    check(bad == 0, "%-74s (%zu bad)", what, bad);
+    snprintf(what, sizeof what, "adamw [%zu, %zu): parameters outside the range untouched", begin, end);
+    check(outside_changed == 0, "%-74s (%zu changed)", what, outside_changed);
+
+    free(master0), free(cpu_p), free(cpu_m), free(cpu_v), free(params0), free(got_p), free(got_m);
+    free(got_v), free(got_master);
+    CUDA_CHECK(cudaFree(d_params)), CUDA_CHECK(cudaFree(d_m)), CUDA_CHECK(cudaFree(d_v));
+    CUDA_CHECK(cudaFree(d_grads));
+    if (d_master) CUDA_CHECK(cudaFree(d_master));
+}
+
+// Stochastic rounding: with lr = 0 and zero gradients the master stays x, and the bf16 copy must
+// round up with probability frac(x) (in ulps), differently at every step and for every element.
+static void test_stochastic_rounding(void) {
+    if (sizeof(floatX) == sizeof(float)) {
+        printf("skip stochastic rounding: fp32 storage does not round\n");
+        return;
+    }
+    const size_t n = 1 << 16, half = n / 2;
+    const float x1 = 1.0f + (77.0f / 256.0f) * 0x1p-7f;     // 0.30078 ulp above a bf16 value
+    const float x2 = -(3.0f + (200.0f / 256.0f) * 0x1p-6f);  // 0.78125 ulp above (in magnitude)
+    const double f1 = 77.0 / 256.0, f2 = 200.0 / 256.0;
+    float* master = (float*)malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) master[i] = i < half ? x1 : x2;
+    float* zeros = (float*)calloc(n, sizeof(float));
+    float *d_master = upload_f(master, n), *d_m = upload_f(zeros, n), *d_v = upload_f(zeros, n);
+    floatX *d_params = alloc_x(n), *d_grads = upload_x(zeros, n);
+    const size_t size = n;
+    const int decays = 1;
+    const AdamWTensorTable table = adamw_tensor_table(&size, &decays, 1);
+    float* prev = NULL;
+    for (int t = 1; t <= 2; t++) {
+        poison(d_params, n * sizeof(floatX));
+        adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, 0, n, &table, t, 0.0, 0.9, 0.95, 1e-8, 0.1,
+                          1.0, 42, 0);
+        float* p = download_x(d_params, n);
+        float* mst = download_f(d_master, n);
+        size_t up1 = 0, up2 = 0, other = 0, same_as_prev = 0, same_as_next = 0;
+        for (size_t i = 0; i < n; i++) {
+            float lo, hi;
+            bf16_bracket(master[i], &lo, &hi);
+            if (p[i] == hi) (i < half ? up1 : up2)++;
+            else if (p[i] != lo) other++;
+            if (prev) same_as_prev += p[i] == prev[i];
+            if (i + 1 < half) same_as_next += p[i] == p[i + 1];
+        }
+        const double r1 = (double)up1 / half, r2 = (double)up2 / half;
+        check(memcmp(mst, master, n * sizeof(float)) == 0 && other == 0,
+              "SR step %d: master unchanged (lr 0), every bf16 value one of the two neighbours", t);
+        check(fabs(r1 - f1) < 0.012, "SR step %d: x = 1+0.3008 ulp rounds up with p %.4f (want %.4f); mean "
+              "error %+.4f ulp", t, r1, f1, r1 - f1);
+        check(fabs(r2 - f2) < 0.012, "SR step %d: x = -(3+0.7813 ulp) rounds away from 0 with p %.4f (want "
+              "%.4f); mean error %+.4f ulp", t, r2, f2, r2 - f2);
+        // independent decisions: neighbours agree with probability f^2 + (1-f)^2 = 0.58, not 1
+        const double agree_next = (double)same_as_next / (half - 1);
+        check(fabs(agree_next - (f1 * f1 + (1 - f1) * (1 - f1))) < 0.02,
+              "SR step %d: neighbouring elements agree with p %.4f (independent: %.4f)", t, agree_next,
+              f1 * f1 + (1 - f1) * (1 - f1));
+        if (prev) {
+            const double agree = (double)same_as_prev / n;
+            const double want = 0.5 * (f1 * f1 + (1 - f1) * (1 - f1)) + 0.5 * (f2 * f2 + (1 - f2) * (1 - f2));
+            check(fabs(agree - want) < 0.02, "SR: steps 1 and 2 agree with p %.4f (independent: %.4f)", agree,
+                  want);
+        }
+        free(prev);
+        prev = p;
+        free(mst);
+    }
+    free(prev), free(master), free(zeros);
+    CUDA_CHECK(cudaFree(d_master)), CUDA_CHECK(cudaFree(d_m)), CUDA_CHECK(cudaFree(d_v));
+    CUDA_CHECK(cudaFree(d_params)), CUDA_CHECK(cudaFree(d_grads));
+}
+
+// --- Global norm ---------------------------------------------------------------------------------
+
+static void test_global_norm(size_t n, size_t misalign) {
+    char what[160];
+    float* g = random_x(n + misalign, 1.0f);
+    floatX* d_g = upload_x(g, n + misalign);
+    double *d_out, *d_scratch;
+    CUDA_CHECK(cudaMalloc(&d_out, sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&d_scratch, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
+    const double want = grad_sum_squares(g + misalign, n);
+    double got[2];
+    for (int rep = 0; rep < 2; rep++) {
+        poison(d_out, sizeof(double));
+        poison(d_scratch, GLOBAL_NORM_MAX_BLOCKS * sizeof(double));
+        global_norm_squared_cuda(d_out, d_g + misalign, n, d_scratch, 0, 0);
+        CUDA_CHECK(cudaMemcpy(&got[rep], d_out, sizeof(double), cudaMemcpyDeviceToHost));
+    }
+    const double err = fabs(got[0] - want) / want;
+    snprintf(what, sizeof what, "global norm^2 n=%zu%s: %.6g vs %.6g", n, misalign ? " (unaligned)" : "", got[0], want);
+    check_err(what, err == err ? err : INFINITY, TOL_NORM);
+    check(memcmp(&got[0], &got[1], sizeof(double)) == 0, "global norm^2 n=%zu: bitwise equal on a second run", n);
+    // two halves with accumulate
+    const size_t h = n / 2;
+    poison(d_out, sizeof(double));
+    global_norm_squared_cuda(d_out, d_g + misalign, h, d_scratch, 0, 0);
+    global_norm_squared_cuda(d_out, d_g + misalign + h, n - h, d_scratch, 1, 0);
+    double acc;
+    CUDA_CHECK(cudaMemcpy(&acc, d_out, sizeof(double), cudaMemcpyDeviceToHost));
+    snprintf(what, sizeof what, "global norm^2 n=%zu as two accumulated halves", n);
+    const double acc_err = fabs(acc - want) / want;
+    check_err(what, acc_err == acc_err ? acc_err : INFINITY, TOL_NORM);
+    free(g);
+    CUDA_CHECK(cudaFree(d_g)), CUDA_CHECK(cudaFree(d_out)), CUDA_CHECK(cudaFree(d_scratch));
+}
+
+int main(void) {
+    printf("storage: %s\n", FLOATX_NAME);
+    const MatmulShape shapes[] = {{37, 45, 72}, {64, 128, 96}, {19, 24, 45}, {130, 40, 264}};
+    MatmulContext ctx;
+    matmul_context_init(&ctx, 1 << 20, 264);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_matmul(&ctx, shapes[i]);
+    // the plans of the first shape again, from the cache
+    const int plans = ctx.num_plans;
+    test_matmul(&ctx, shapes[0]);
+    check(ctx.num_plans == plans, "matmul plan cache: %d plans, none added on a repeated shape", plans);
+    matmul_context_destroy(&ctx);
+
+    test_classifier(37, 333, 384);
+    test_classifier(6, 128, 128);
+    test_classifier(3, 1001, 1024);
+    test_classifier(2, 9000, 9088);  // several 16-byte chunks per thread: the online rescaling
+
+    GPTConfig cfg = {8, 50, 64, 2, 2, 10};  // max_T, V, Vp, L, NH, C: tensor boundaries off multiples of 8
+    const size_t n = gpt_num_params(&cfg);
+    test_adamw(&cfg, 0, n, 1);       // everything (16-byte path, partial last group)
+    test_adamw(&cfg, 3, n - 5, 1);   // a shard starting off a group boundary (element path)
+    test_adamw(&cfg, 16, 2000, 1);   // an aligned shard
+    test_adamw(&cfg, 0, n, 0);       // no master copy
+    test_stochastic_rounding();
+
+    test_global_norm(1, 0);
+    test_global_norm(1000, 0);
+    test_global_norm(100003, 1);
+    test_global_norm(300000, 0);
+    return test_finish("test_matmul_loss_adamw (" FLOATX_NAME ")");
+}
