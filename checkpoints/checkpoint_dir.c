@@ -82,20 +82,24 @@ int checkpoint_complete_steps(const char* dir, int* steps, int max) {
     return steps_with_prefix(dir, "DONE_", steps, max);
 }
 
+// Removes every file of one step: DONE first, then the model file, the state files and any
+// temporary files an interrupted write left behind (NAME.tmp.PID).
 static void remove_step(const char* dir, int step) {
     char path[4096];
     checkpoint_done_path(dir, step, path, sizeof path);
     unlink(path);
-    checkpoint_model_path(dir, step, path, sizeof path);
-    unlink(path);
     DIR* d = opendir(dir);
     if (!d) return;
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "state_%08d_", step);
+    char prefixes[3][32];
+    snprintf(prefixes[0], sizeof prefixes[0], "DONE_%08d.", step);
+    snprintf(prefixes[1], sizeof prefixes[1], "model_%08d.", step);
+    snprintf(prefixes[2], sizeof prefixes[2], "state_%08d_", step);
     for (struct dirent* e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        for (int k = 0; k < 3; k++) {
+            if (strncmp(e->d_name, prefixes[k], strlen(prefixes[k])) != 0) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
     }
     closedir(d);
 }
@@ -115,11 +119,14 @@ void checkpoint_prune(const char* dir, int keep_last, int keep_every) {
         remove_step(dir, done[i]);
     }
     // Leftovers of checkpoints that never completed, older than the newest complete one.
-    const int nany = steps_with_prefix(dir, "state_", any, MAX);
-    for (int i = 0; i < nany; i++) {
-        int complete = 0;
-        for (int j = 0; j < ndone; j++) complete |= done[j] == any[i];
-        if (!complete && ndone > 0 && any[i] < done[0]) remove_step(dir, any[i]);
+    const char* prefixes[] = {"state_", "model_"};
+    for (int p = 0; p < 2; p++) {
+        const int nany = steps_with_prefix(dir, prefixes[p], any, MAX);
+        for (int i = 0; i < nany; i++) {
+            int complete = 0;
+            for (int j = 0; j < ndone; j++) complete |= done[j] == any[i];
+            if (!complete && ndone > 0 && any[i] < done[0]) remove_step(dir, any[i]);
+        }
     }
     free(done);
     free(any);

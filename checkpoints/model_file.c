@@ -1,6 +1,7 @@
 #include "checkpoints/model_file.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,14 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
     if (!ok) {
         snprintf(err, errlen, "%s: parameters: read failed (file changed while reading?)", path);
         return -1;
+    }
+    // The format has no checksum; a non-finite weight at least is certain corruption.
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(params[i])) {
+            snprintf(err, errlen, "%s: parameters: expected finite values, found %g at parameter "
+                     "%zu of %zu (file corrupted?)", path, params[i], i, n);
+            return -1;
+        }
     }
     return 0;
 }

@@ -220,8 +220,8 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
     info_from_header(h, info);
     const size_t cb = (size_t)h[TS_CONFIG_BYTES];
     if (h[TS_CONFIG_BYTES] <= 0 || cb > sizeof info->config_json || cb % 8 ||
-        info->shard_begin + info->shard_count > info->num_params ||
-        info->num_params > ((uint64_t)1 << 40)) {
+        info->num_params > ((uint64_t)1 << 40) || info->shard_count > info->num_params ||
+        info->shard_begin > info->num_params - info->shard_count) {
         snprintf(err, errlen, "%s: header: inconsistent sizes (config %d bytes, %llu params, "
                  "shard %llu+%llu)", path, h[TS_CONFIG_BYTES],
                  (unsigned long long)info->num_params, (unsigned long long)info->shard_begin,

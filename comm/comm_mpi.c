@@ -32,10 +32,12 @@ typedef struct {
 } MpiComm;
 
 static void abort_job(int exit_code) {
-    int initialized = 0, finalized = 0;
+    int initialized = 0, finalized = 0, size = 1;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    // A world of one has nobody to take down: exit without MPI_Abort's banner.
+    if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
     exit(exit_code);
 }
 

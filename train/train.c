@@ -22,6 +22,7 @@
 #include "data/bpe.h"
 #include "data/loader.h"
 #include "data/tokenizer_file.h"
+#include "model/blas_kernels.h"
 #include "model/gpt.h"
 #include "model/init.h"
 #include "model/optimizer.h"
@@ -84,6 +85,8 @@ static void config_error(const Trainer* t, const char* fmt, ...) {
     exit(2);
 }
 
+static int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen);
+
 static void setup_model_config(Trainer* t) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
@@ -109,6 +112,11 @@ static void setup_model_config(Trainer* t) {
     if (o->seq_len > t->cfg.max_T)
         config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
                      o->seq_len, t->cfg.max_T);
+    // Checked now, not when the first sample is drawn hours later.
+    int* prompt = xmalloc(sizeof(int) * t->cfg.max_T, "prompt");
+    const int np = parse_prompt(t, prompt, t->cfg.max_T, err, sizeof err);
+    free(prompt);
+    if (np < 0) config_error(t, "%s", err);
 }
 
 static void setup_mesh(Trainer* t, int world_rank, int world_size) {
@@ -203,7 +211,9 @@ static void setup_data(Trainer* t) {
 static void next_batch(Trainer* t, DataLoader* loader) {
     char err[ERR_LEN];
     const int rc = loader_next(loader, t->full_inputs, t->full_targets, err, sizeof err);
-    if (rc != 0) fail_msg("%s", rc < 0 ? err : "validation data ran out");
+    if (rc != 0)
+        fail_msg("%s %s", loader == t->train_loader ? "--train-data" : "--val-data",
+                 rc < 0 ? err : "validation data ran out");
     const TokenPositions pos = t->attention->positions;
     layout_take(t->full_inputs, t->B, t->T, pos.off, pos.stride, t->Tl, t->inputs);
     layout_take(t->full_targets, t->B, t->T, pos.off, pos.stride, t->Tl, t->targets);
@@ -225,7 +235,7 @@ static double train_step(Trainer* t, double* grad_norm) {
     for (int a = 0; a < t->accum; a++) {
         next_batch(t, t->train_loader);
         loss_sum += gpt_forward(m, t->inputs, t->targets);
-        gpt_backward(m, t->inputs, t->targets, dloss);
+        gpt_backward(m, dloss);
     }
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     double sq;
@@ -268,19 +278,22 @@ static double evaluate(Trainer* t) {
     return all_reduce_scalar(t, sum) / ((double)batches * t->B * t->T * t->mesh.dp);
 }
 
-// Parses "--sample-prompt" token ids; the default prompt is the end-of-text token.
-static int parse_prompt(const Trainer* t, int* prompt, int max) {
+// Parses "--sample-prompt" token ids; the default prompt is the end-of-text token. Returns the
+// number of ids, or -1 with err set.
+static int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen) {
     const char* s = t->opt.sample_prompt;
     int n = 0;
     while (s && *s && n < max) {
         char* end;
+        errno = 0;
         const long id = strtol(s, &end, 10);
-        if (end == s || id < 0 || id >= t->cfg.V)
-            fail_msg("--sample-prompt: expected comma-separated token ids below %d, found '%s'",
-                     t->cfg.V, s);
+        if (end == s || errno || id < 0 || id >= t->cfg.V || (*end && *end != ',')) {
+            snprintf(err, errlen, "--sample-prompt: expected comma-separated token ids below %d, "
+                     "found '%s'", t->cfg.V, t->opt.sample_prompt);
+            return -1;
+        }
         prompt[n++] = (int)id;
         s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') fail_msg("--sample-prompt: unexpected '%s'", end);
     }
     if (n == 0) prompt[n++] = t->cfg.V > GPT2_EOT ? GPT2_EOT : 0;
     return n;
@@ -293,7 +306,9 @@ static void sample(Trainer* t) {
     sampler_create(&s, &t->model, max_len);
     int* prompt = xmalloc(sizeof(int) * max_len, "prompt");
     int* out = xmalloc(sizeof(int) * (t->opt.sample_length + 1), "sample");
-    const int np = parse_prompt(t, prompt, max_len - 1);
+    char err[ERR_LEN];
+    const int np = parse_prompt(t, prompt, max_len - 1, err, sizeof err);
+    if (np < 0) fail_msg("%s", err);   // checked at start: cannot happen
     const int n = sampler_generate(&s, prompt, np, t->opt.sample_length, t->opt.temperature,
                                    t->opt.top_k, &t->sample_rng, out);
     // Text (or ids) for the terminal, and escaped into the log.
@@ -343,9 +358,13 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->accum_steps = t->accum;
     info->sample_rng = t->sample_rng;
     loader_get_state(t->train_loader, &info->loader);
-    info->num_params = t->model.num_params;
-    info->shard_begin = t->shard_begin;
-    info->shard_count = t->shard_count;
+    // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
+    // real parameters only (the padding's stay zero), or it could not be read back.
+    const size_t n = t->model.num_params;
+    info->num_params = n;
+    info->shard_begin = t->shard_begin < n ? t->shard_begin : n;
+    info->shard_count = t->shard_begin + t->shard_count <= n ? t->shard_count
+                                                              : n - info->shard_begin;
     snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
 }
 
@@ -377,7 +396,9 @@ static void save_checkpoint(Trainer* t) {
 }
 
 // Loads checkpoint `step` into this rank; any mesh works: the optimizer moments of this rank's
-// shard are gathered from whichever old ranks' files hold them. Returns 0, or -1 with err set.
+// shard are gathered from whichever old ranks' files hold them. Returns 0; -1 with err set when
+// a file is unreadable or corrupt; -2 with err set when the checkpoint is sound but does not fit
+// this run (model shape, batch geometry, data files).
 static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     char path[4096];
     TrainStateInfo info;
@@ -386,10 +407,15 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     const GPTConfig* c = &info.model;
     if (c->max_T != t->cfg.max_T || c->V != t->cfg.V || c->Vp != t->cfg.Vp || c->L != t->cfg.L ||
         c->NH != t->cfg.NH || c->C != t->cfg.C) {
-        snprintf(err, errlen, "%s: model shape L=%d C=%d NH=%d V=%d T=%d differs from this run's "
+        snprintf(err, errlen, "%.300s: model shape L=%d C=%d NH=%d V=%d T=%d differs from this run's "
                  "L=%d C=%d NH=%d V=%d T=%d (resume with the same model options)", path, c->L,
                  c->C, c->NH, c->V, c->max_T, t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V,
                  t->cfg.max_T);
+        return -2;
+    }
+    if (info.num_params != t->model.num_params) {   // params would not fit this run's buffer
+        snprintf(err, errlen, "%.400s: num_params: expected %zu for this model shape, found %llu",
+                 path, t->model.num_params, (unsigned long long)info.num_params);
         return -1;
     }
     const int old_world = info.world_size;
@@ -401,6 +427,15 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
         TrainStateInfo ri;
         checkpoint_state_path(t->opt.out_dir, step, r, path, sizeof path);
         if (train_state_read_info(path, &ri, err, errlen) != 0) { rc = -1; break; }
+        if (ri.step != step || ri.rank != r || ri.world_size != old_world ||
+            ri.num_params != info.num_params) {
+            snprintf(err, errlen, "%.300s: holds step %d of rank %d of %d (%llu parameters), expected "
+                     "step %d of rank %d of %d (%llu)", path, ri.step, ri.rank, ri.world_size,
+                     (unsigned long long)ri.num_params, step, r, old_world,
+                     (unsigned long long)info.num_params);
+            rc = -1;
+            break;
+        }
         const size_t lo = ri.shard_begin, hi = ri.shard_begin + ri.shard_count;
         const int needed = r == 0 || (lo < want_hi && hi > want_lo);
         if (!needed) continue;
@@ -420,12 +455,15 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     free(tm);
     free(tv);
     if (rc != 0) return -1;
-    if (loader_set_state(t->train_loader, &info.loader, err, errlen) != 0) return -1;
+    if (loader_set_state(t->train_loader, &info.loader, err, errlen) != 0) return -2;
     t->step = info.step;
     t->sample_rng = info.sample_rng;
     return 0;
 }
 
+// Continues from the newest complete checkpoint that loads; a corrupt one is skipped with a
+// warning. A checkpoint that does not fit this run's options, or complete checkpoints none of
+// which loads, end the run: starting over from step 0 would later overwrite them.
 static void resume(Trainer* t) {
     enum { MAX = 4096 };
     int* steps = xmalloc(sizeof(int) * MAX, "checkpoint list");
@@ -433,30 +471,31 @@ static void resume(Trainer* t) {
     int resumed = 0;
     for (int i = 0; i < n && !resumed; i++) {
         char err[ERR_LEN] = "";
-        const int ok = load_checkpoint(t, steps[i], err, sizeof err) == 0;
+        const int rc = load_checkpoint(t, steps[i], err, sizeof err);
         // Every rank must agree, or none resumes from this one.
-        const double bad = all_reduce_scalar(t, ok ? 0 : 1);
+        const double bad = all_reduce_scalar(t, rc == -1 ? 1 : 0);
+        const double misfit = all_reduce_scalar(t, rc == -2 ? 1 : 0);
+        if (misfit > 0) {
+            if (rc == -2) fprintf(stderr, "error: rank %d: --resume: checkpoint step %d: %s\n",
+                                  t->rank, steps[i], err);
+            comm_mpi_finalize();
+            exit(2);
+        }
         if (bad == 0) {
             resumed = 1;
             if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
         } else {
-            if (!ok) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
-                             t->rank, steps[i], err);
-            if (t->rank == 0) fprintf(stderr, "warning: trying an older checkpoint\n");
+            if (rc != 0) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
+                                 t->rank, steps[i], err);
+            if (t->rank == 0 && i + 1 < n) fprintf(stderr, "warning: trying an older checkpoint\n");
         }
     }
+    free(steps);
+    if (n > 0 && !resumed)
+        config_error(t, "--resume: none of the %d complete checkpoints in %s loads (see the "
+                     "warnings above); move them away to start from step 0", n, t->opt.out_dir);
     if (!resumed && t->rank == 0)
         printf("resume: no complete checkpoint in %s, starting from step 0\n", t->opt.out_dir);
-    if (!resumed && n > 0) {   // a failed attempt may have overwritten the initial weights
-        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->model.params_memory);
-        memset(t->m, 0, sizeof(real) * t->shard_count);
-        memset(t->v, 0, sizeof(real) * t->shard_count);
-        char err[ERR_LEN];
-        if (t->opt.init_from && t->opt.init_from[0] &&
-            model_file_load(t->opt.init_from, &t->cfg, t->model.params_memory, err, sizeof err))
-            fail_msg("--init-from %s", err);
-    }
-    free(steps);
 }
 
 static void print_config(Trainer* t) {
@@ -472,12 +511,13 @@ static void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.zero);
-    printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9,
-           t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured");
+    printf("peak: %.1f GFLOP/s per rank (%s); BLAS kernels: OpenBLAS %s\n", t->peak_flops * 1e-9,
+           t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured", blas_kernel_name());
     fflush(stdout);
 }
 
 int main(int argc, char** argv) {
+    blas_ensure_vector_kernels(argv);
     int world_rank, world_size;
     comm_mpi_init(&argc, &argv, &world_rank, &world_size);
     Trainer t;
@@ -513,6 +553,7 @@ int main(int argc, char** argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;   // a signal must not fail a read or write in progress
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
@@ -521,15 +562,17 @@ int main(int argc, char** argv) {
     double elapsed = 0;
     int stop = 0;
     while (t.step < t.opt.steps && !stop) {
+        // Evaluation and sampling at step k happen before step k+1 whether or not the run was
+        // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
         if (t.val_loader && t.opt.eval_every > 0 && t.step % t.opt.eval_every == 0 &&
-            t.step > start) {
+            t.step > 0) {
             const double val = evaluate(&t);
             if (t.rank == 0) {
                 printf("eval: step %d val loss %.4f\n", t.step, val);
                 run_log_json(&t.log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t.step, val);
             }
         }
-        if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > start) sample(&t);
+        if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > 0) sample(&t);
         const double t0 = now();
         double norm;
         const double loss = train_step(&t, &norm);
@@ -557,8 +600,10 @@ int main(int argc, char** argv) {
         const int ck_due = t.opt.checkpoint_every > 0 && t.step % t.opt.checkpoint_every == 0;
         if ((ck_due || stop) && t.step < t.opt.steps) save_checkpoint(&t);
     }
-    if (stop && t.rank == 0) printf("stopping early at step %d (checkpoint written)\n", t.step);
-    if (!stop) {
+    // A stop request during the last step is no early stop: the run ends as usual.
+    const int early = stop && t.step < t.opt.steps;
+    if (early && t.rank == 0) printf("stopping early at step %d (checkpoint written)\n", t.step);
+    if (!early) {
         if (t.val_loader) {
             const double val = evaluate(&t);
             if (t.rank == 0) {

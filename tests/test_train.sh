@@ -1,0 +1,681 @@
+#!/usr/bin/env bash
+# Whole-trainer tests of build/train_gpt as one process (a world of one; the mpirun tests live
+# elsewhere): bit-exact resume, corrupt, truncated and killed checkpoints, SIGINT/SIGTERM, bad
+# command-line values and bad input files, --help against the parser, the printed configuration
+# and the JSONL log. Every run is a tiny model on tiny synthetic shards.
+#   tests/test_train.sh TEST      (TEST: see the case at the bottom; tests/suites/train.list)
+# Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
+set -u
+cd "$(dirname "$0")/.."
+TRAIN=${TRAIN:-build/train_gpt}
+CKPT=${CKPT:-build/tests/test_train_checkpoint}
+PY=${PYTHON:-/usr/bin/python3}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+# A world of one: Open MPI's singleton init without its helper daemon (faster, and nothing is
+# left behind when a test kills the trainer).
+export OMPI_MCA_ess_singleton_isolated=1
+test_name=${1:-}
+mkdir -p build/tmp
+W=$(mktemp -d "build/tmp/test_train.${test_name:-x}.XXXXXX")
+fails=0
+
+ok() { echo "  ok    $*"; }
+bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
+# check DESCRIPTION COMMAND...: ok if the command succeeds.
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+finish() {
+  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "$test_name: passed"; exit 0; fi
+  echo "$test_name: $fails failure(s); files kept in $W"; exit 1
+}
+
+# ---- data and runs ----
+
+# write_shard PATH NTOK [VOCAB [SEED [MAGIC VERSION HEADER_NTOK [BAD_AT BAD_TOKEN]]]]: an llm.c
+# token shard of pseudo-random tokens below VOCAB; the optional fields forge a bad one.
+write_shard() {
+  "$PY" - "$@" <<'EOF'
+import struct, sys
+a = sys.argv[1:]
+path, ntok = a[0], int(a[1])
+vocab = int(a[2]) if len(a) > 2 else 512
+x = int(a[3]) if len(a) > 3 else 1
+magic, version, hdr_ntok = (int(v) for v in a[4:7]) if len(a) > 6 else (20240520, 1, ntok)
+toks = []
+for i in range(ntok):
+    x = (x * 1103515245 + 12345) & 0x7fffffff
+    toks.append((x >> 8) % vocab)
+if len(a) > 8:
+    toks[int(a[7])] = int(a[8])
+with open(path, 'wb') as f:
+    f.write(struct.pack('<256i', *([magic, version, hdr_ntok] + [0] * 253)))
+    f.write(struct.pack('<%dH' % ntok, *toks))
+EOF
+}
+
+DATA=$W/data
+make_data() {
+  mkdir -p "$DATA"
+  write_shard "$DATA/t_train_000001.bin" 12000 512 7
+  write_shard "$DATA/t_train_000002.bin" 5000 512 8
+  write_shard "$DATA/t_val_000000.bin" 1000 512 9
+}
+
+# The tiny run every test starts from; later flags override earlier ones.
+TINY=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+      --seq-len 16 --train-data "$DATA/t_train_*.bin" --val-data "$DATA/t_val_*.bin"
+      --tokenizer "" --peak-gflops 1 --eval-every 5 --eval-batches 2 --sample-length 4
+      --sample-every 5 --quiet)
+
+# train NAME ARGS...: runs the trainer (60 s at most); output in $W/NAME.out and .err, exit
+# status in $W/NAME.rc.
+train() {
+  local name=$1; shift
+  timeout 60 "$TRAIN" "$@" > "$W/$name.out" 2> "$W/$name.err" < /dev/null
+  echo $? > "$W/$name.rc"
+}
+rc_of() { cat "$W/$1.rc"; }
+# The trainer may print a "note:" line at start (model/blas_kernels.c); other stderr lines count.
+no_err() { ! grep -qv '^note: ' "$1"; }
+err_lines() { grep -v '^note: ' "$1"; }
+expect_rc() {   # NAME RC
+  local got; got=$(rc_of "$1")
+  if [ "$got" = "$2" ]; then ok "$1: exit status $2"; else
+    bad "$1: exit status $got, expected $2"; err_lines "$W/$1.err" | sed "s/^/        | /" | tail -n 5; fi
+}
+# "step loss" for every step object of a JSONL log, the loss as the log wrote it.
+losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+# The eval and sample objects of a log (no timings in them).
+evals_samples() { grep -E '"type":"(eval|sample)"' "$1"; }
+same_text() { [ "$1" = "$2" ]; }
+has() { grep -Eq -- "$2" "$W/$1"; }   # has FILE-IN-W REGEX
+newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | sed 's/^0*//;s/^$/0/'; }
+
+# ---- 1. resume is bit exact ----
+
+# t_resume EXTRA...: 20 steps straight == 10 steps, stop, resume, 10 more.
+t_resume() {
+  make_data
+  train straight "${TINY[@]}" "$@" --steps 20 --out-dir "$W/straight"
+  expect_rc straight 0
+  train first "${TINY[@]}" "$@" --steps 20 --out-dir "$W/split" --exit-after 10
+  expect_rc first 0
+  check "first: says it stopped early at step 10" has first.out "^stopping early at step 10 "
+  check "first: checkpoint 10 complete" test -f "$W/split/DONE_00000010"
+  train second "${TINY[@]}" "$@" --steps 20 --out-dir "$W/split" --resume
+  expect_rc second 0
+  check "second: resumes from step 10" has second.out "^resume: continuing from step 10 in "
+  local a b
+  a=$(losses "$W/straight/log.jsonl"); b=$(losses "$W/split/log.jsonl")
+  check "20 step losses logged, steps 1..20 in order" \
+    same_text "$(echo "$a" | cut -d' ' -f1 | tr '\n' ' ')" "$(seq -s ' ' 1 20) "
+  check "losses identical as text (straight vs stop+resume)" same_text "$a" "$b"
+  check "eval and sample lines identical" \
+    same_text "$(evals_samples "$W/straight/log.jsonl")" "$(evals_samples "$W/split/log.jsonl")"
+  check "final weights byte-identical (model_00000020.bin)" \
+    cmp "$W/straight/model_00000020.bin" "$W/split/model_00000020.bin"
+}
+
+# Many stops: every 4 steps with checkpoints in between, the last stop on the last step.
+t_resume_many() {
+  make_data
+  local extra=(--total-batch-tokens 64 --zero 1 --checkpoint-every 3 --keep-last 2 --steps 20)
+  train straight "${TINY[@]}" "${extra[@]}" --out-dir "$W/straight"
+  expect_rc straight 0
+  local i
+  for i in 1 2 3 4 5; do
+    train part$i "${TINY[@]}" "${extra[@]}" --out-dir "$W/split" --resume --exit-after 4
+    expect_rc part$i 0
+    if [ "$i" -gt 1 ]; then
+      check "part $i: resumes from step $(((i - 1) * 4))" \
+        has part$i.out "^resume: continuing from step $(((i - 1) * 4)) in "
+    fi
+  done
+  check "the stop on the last step ends the run as usual (final eval and checkpoint)" \
+    test -f "$W/split/DONE_00000020" -a -f "$W/split/model_00000020.bin"
+  check "losses identical as text" \
+    same_text "$(losses "$W/straight/log.jsonl")" "$(losses "$W/split/log.jsonl")"
+  check "eval and sample lines identical" \
+    same_text "$(evals_samples "$W/straight/log.jsonl")" "$(evals_samples "$W/split/log.jsonl")"
+  check "final weights byte-identical" \
+    cmp "$W/straight/model_00000020.bin" "$W/split/model_00000020.bin"
+  check "pruned to the newest 2 complete checkpoints" \
+    same_text "$(ls "$W/split" | grep -c '^DONE_')" 2
+}
+
+# ---- 2. corrupt and truncated checkpoints ----
+
+flip_byte() {   # FILE OFFSET: xor 0x10 into one byte
+  "$PY" -c 'import sys
+p, o = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read()); b[o] ^= 0x10; open(p, "wb").write(b)' "$1" "$2"
+}
+header_int() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }   # FILE INDEX
+
+t_corrupt() {
+  make_data
+  local ck=(--steps 20 --checkpoint-every 5 --keep-last 3)
+  train straight "${TINY[@]}" "${ck[@]}" --out-dir "$W/straight"
+  expect_rc straight 0
+  train base "${TINY[@]}" "${ck[@]}" --out-dir "$W/base" --exit-after 10
+  expect_rc base 0
+  local st=state_00000010_00000.bin
+  local size cb np
+  size=$(stat -c %s "$W/base/$st"); cb=$(header_int "$W/base/$st" 46)
+  np=$(od -An -t u8 -j 160 -N 8 "$W/base/$st" | tr -d ' ')
+  local body=$((1024 + cb)) m=$((1024 + cb + 4 * np)) v=$((1024 + cb + 8 * np))
+  echo "  state file: $size bytes: header 1024, config $cb, weights $np x 4 at $body, m at $m, v at $v"
+  local want
+  want=$(losses "$W/straight/log.jsonl" | awk '$1 > 5')
+  local cases=(flip:0 flip:8 flip:200 flip:700 flip:$((1024 + 5)) flip:$((body + 400 + 1))
+               flip:$((m - 2)) flip:$((m + 4 * 77)) flip:$((v + 3)) flip:$((size - 1))
+               trunc:0 trunc:600 trunc:1024 trunc:$((body + 2 * np)) trunc:$((size - 1))
+               append missing garbage)
+  local c
+  for c in "${cases[@]}"; do
+    local d=$W/c_${c/:/_}
+    cp -r "$W/base" "$d"
+    case $c in
+      flip:*) flip_byte "$d/$st" "${c#flip:}" ;;
+      trunc:*) truncate -s "${c#trunc:}" "$d/$st" ;;
+      append) printf 'x' >> "$d/$st" ;;
+      missing) rm "$d/$st" ;;
+      garbage) echo "not a training state" > "$d/$st" ;;
+    esac
+    train "r_${c/:/_}" "${TINY[@]}" "${ck[@]}" --out-dir "$d" --resume --log "$d/resume.jsonl"
+    local r=r_${c/:/_}
+    if [ "$(rc_of "$r")" = 0 ] && has "$r.err" "checkpoint step 10 unusable: .*$st: [a-z]" &&
+       has "$r.out" "^resume: continuing from step 5 in " &&
+       same_text "$want" "$(losses "$d/resume.jsonl")" &&
+       cmp -s "$W/straight/model_00000020.bin" "$d/model_00000020.bin"; then
+      ok "$c: rejected ($(grep -o 'unusable: .*' "$W/$r.err" | sed "s|$d/||" | head -c 110)), resumed from 5, equals the straight run"
+    else
+      bad "$c: exit $(rc_of "$r"); $(err_lines "$W/$r.err" | head -n 3 | tr '\n' ' ' | head -c 300) $(grep '^resume' "$W/$r.out")"
+    fi
+  done
+  # Every complete checkpoint corrupt: refuse to start over (that would overwrite them).
+  local d=$W/all_bad
+  cp -r "$W/base" "$d"
+  flip_byte "$d/state_00000010_00000.bin" 2000
+  flip_byte "$d/state_00000005_00000.bin" 2000
+  train all_bad "${TINY[@]}" "${ck[@]}" --out-dir "$d" --resume
+  expect_rc all_bad 2
+  check "all_bad: names both steps and refuses to start from step 0" \
+    eval 'has all_bad.err "step 10 unusable" && has all_bad.err "step 5 unusable" &&
+          has all_bad.err "^error: --resume: none of the 2 complete checkpoints" &&
+          ! grep -q "^step\|checkpoint:" "$W/all_bad.out"'
+  # A sound checkpoint that does not fit the options: an error, not a silent restart.
+  local misfit tag
+  for misfit in "--batch 4" "--seq-len 8" "--channels 64" "--train-data $DATA/t_train_000001.bin"; do
+    tag=${misfit%% *}; d=$W/misfit_${tag#--}
+    cp -r "$W/base" "$d"
+    # shellcheck disable=SC2086
+    train misfit "${TINY[@]}" "${ck[@]}" --out-dir "$d" --resume $misfit
+    if [ "$(rc_of misfit)" = 2 ] && has misfit.err "^error: rank 0: --resume: checkpoint step 10: " &&
+       diff -r "$W/base" "$d" > /dev/null; then
+      ok "resume with $misfit: refused, checkpoints untouched ($(grep '^error' "$W/misfit.err" | sed "s|$W/||g" | head -c 150))"
+    else
+      bad "resume with $misfit: exit $(rc_of misfit): $(err_lines "$W/misfit.err" | head -n 2)"
+    fi
+  done
+}
+
+# A bad --init-from model file is rejected before training, naming the file and the problem.
+t_init_from() {
+  make_data
+  train base "${TINY[@]}" --steps 3 --out-dir "$W/base"
+  expect_rc base 0
+  local good=$W/base/model_00000003.bin
+  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
+                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet --steps 2)
+  train good "${noshape[@]}" --init-from "$good" --out-dir "$W/good"
+  expect_rc good 0
+  train shape "${noshape[@]}" --init-from "$good" --out-dir "$W/shape" --layers 3
+  expect_rc shape 2
+  check "--init-from with --layers: one-line error" has shape.err "^error: --init-from fixes the model shape"
+  local size; size=$(stat -c %s "$good")
+  local c
+  for c in magic version layers channels vocab trunc:1024 trunc:$((size - 1)) append nan empty \
+           garbage missing directory; do
+    local f=$W/bad_${c/:/_}.bin
+    cp "$good" "$f"
+    case $c in
+      magic) flip_byte "$f" 1 ;;
+      version) flip_byte "$f" 4 ;;
+      layers) flip_byte "$f" 16 ;;
+      channels) flip_byte "$f" 24 ;;
+      vocab) flip_byte "$f" 13 ;;
+      trunc:*) truncate -s "${c#trunc:}" "$f" ;;
+      append) printf 'xy' >> "$f" ;;
+      nan) printf '\x00\x00\xc0\x7f' | dd of="$f" bs=1 seek=$((1024 + 4 * 1000)) conv=notrunc status=none ;;
+      empty) : > "$f" ;;
+      garbage) echo "this is not a model" > "$f" ;;
+      missing) rm "$f" ;;
+      directory) rm "$f"; mkdir "$f" ;;
+    esac
+    train "i_${c/:/_}" "${noshape[@]}" --init-from "$f" --out-dir "$W/i_${c/:/_}"
+    local r=i_${c/:/_} rc; rc=$(rc_of "$r")
+    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && grep -q "^error: .*--init-from $f: [a-z_ ]*: " "$W/$r.err" &&
+       ! grep -q '^step' "$W/$r.out"; then
+      ok "init-from $c: exit $rc: $(grep '^error' "$W/$r.err" | sed "s|$W/||" | head -c 130)"
+    else
+      bad "init-from $c: exit $rc: $(err_lines "$W/$r.err" | head -n 2)"
+    fi
+  done
+}
+
+# ---- 3. SIGKILL while writing checkpoints ----
+
+t_kill9() {
+  make_data
+  local big=(--preset tiny --layers 2 --channels 128 --heads 4 --context 64 --vocab 512 --batch 2
+             --seq-len 64 --train-data "$DATA/t_train_*.bin" --val-data "" --tokenizer ""
+             --peak-gflops 1 --sample-length 0 --checkpoint-every 1 --keep-last 3 --steps 100000)
+  local d=$W/k seed=${KILL_SEED:-$RANDOM}
+  RANDOM=$seed
+  echo "  kill times drawn with seed $seed (KILL_SEED=$seed to repeat)"
+  local i prev=0 torn=0
+  for i in 1 2 3 4 5 6 7; do
+    # Once this run has trained a step, let it go on (a step and a checkpoint write take about
+    # 80 ms) for a random while, then kill it.
+    local delay; delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r / 32768 * 0.5 }')
+    local before; before=$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')
+    "$TRAIN" "${big[@]}" --out-dir "$d" --resume > "$W/kill$i.out" 2> "$W/kill$i.err" < /dev/null &
+    local pid=$! n=0
+    while [ "$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')" -le "$before" ] && [ $n -lt 300 ]; do
+      sleep 0.1; n=$((n + 1))
+    done
+    sleep "$delay"
+    kill -9 "$pid"; wait "$pid" 2> /dev/null
+    local now; now=$(newest_done "$d")
+    ls "$d" | grep -q '\.tmp\.' && torn=$((torn + 1))
+    if grep -q '^effective configuration' "$W/kill$i.out"; then
+      local want="^resume: continuing from step $prev in "
+      [ "$prev" = 0 ] && want="^resume: no complete checkpoint"
+      check "kill $i: the run started where the last left off (step $prev)" has "kill$i.out" "$want"
+    fi
+    check "kill $i ${delay}s after its first step: newest complete checkpoint $now; every DONE-marked one loads" \
+      eval '"$CKPT" verify "$d" 0 > "$W/verify$i.log" || { tail -n 5 "$W/verify$i.log"; false; }'
+    check "kill $i: no unusable-checkpoint warnings" no_err "$W/kill$i.err"
+    prev=$now
+  done
+  echo "  $torn of 7 kills left a partly written temporary file behind"
+  check "the kills made progress (newest complete checkpoint $prev)" test "$prev" -ge 3
+  train final "${big[@]}" --out-dir "$d" --resume --steps $((prev + 2))
+  expect_rc final 0
+  check "final: resumes from the newest complete checkpoint $prev, no warnings" \
+    eval 'has final.out "^resume: continuing from step $prev in " && no_err "$W/final.err"'
+  check "final: every complete checkpoint loads" eval '"$CKPT" verify "$d" 3 > "$W/verify_final.log"'
+  check "final: no temporaries or incomplete steps older than the newest checkpoint remain" \
+    same_text "$(ls "$d" | grep -v '^log.jsonl$' | sed -E 's/^(DONE|model|state)_0*([0-9]+).*/\2/' | sort -un | tr '\n' ' ')" \
+    "$((prev)) $((prev + 1)) $((prev + 2)) "
+}
+
+# ---- 4. SIGINT / SIGTERM ----
+
+# wait_exit PID SECONDS: until the child exits (a zombie counts), else SIGKILL it.
+wait_exit() {
+  local n=0
+  while [ -e "/proc/$1" ] && ! grep -Eq '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2> /dev/null; do
+    if [ $n -ge $(($2 * 10)) ]; then echo "  (pid $1 still running after $2 s: killed)"; kill -9 "$1"; return; fi
+    sleep 0.1; n=$((n + 1))
+  done
+}
+
+t_signal() {
+  make_data
+  local sig
+  for sig in INT TERM; do
+    local d=$W/sig_$sig
+    "$TRAIN" "${TINY[@]}" --steps 1000000 --checkpoint-every 0 --out-dir "$d" \
+      > "$W/$sig.out" 2> "$W/$sig.err" < /dev/null &
+    local pid=$! waited=0
+    while [ "$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')" -lt 3 ] && [ $waited -lt 300 ]; do
+      sleep 0.1; waited=$((waited + 1))
+    done
+    kill -s "$sig" "$pid"
+    local t0=$SECONDS rc
+    wait_exit "$pid" 30   # not hanging: the current step, one checkpoint, exit
+    wait "$pid"; rc=$?
+    local last; last=$(losses "$d/log.jsonl" | tail -n 1 | cut -d' ' -f1)
+    check "SIG$sig: exit status 0 (got $rc, $((SECONDS - t0)) s after the signal)" test "$rc" = 0
+    check "SIG$sig: 'stopping early at step $last' after the last logged step" \
+      has "$sig.out" "^stopping early at step $last \(checkpoint written\)"
+    check "SIG$sig: complete checkpoint at step $last, and it loads" \
+      eval 'test -f "$d/DONE_$(printf %08d "$last")" && "$CKPT" verify "$d" 1 > "$W/verify_$sig.log"'
+    check "SIG$sig: the log records that checkpoint" grep -q "{\"type\":\"checkpoint\",\"step\":$last}" "$d/log.jsonl"
+    train "resume_$sig" "${TINY[@]}" --steps $((last + 2)) --out-dir "$d" --resume
+    check "SIG$sig: a resumed run continues from step $last" has "resume_$sig.out" "^resume: continuing from step $last in "
+  done
+}
+
+# ---- 5. bad command-line input ----
+
+# The value-taking numeric flags, from --help ("--name N" or "--name X").
+numeric_flags() { sed -nE 's/^ +--([a-z0-9-]+) ([NX]) .*/\1 \2/p' "$W/help.txt"; }
+
+# flag_case FLAG KIND VALUE MUST_REJECT: one bad (or doubtful) value on an otherwise good run;
+# KIND "missing": the flag comes last, with no value.
+flag_case() {
+  local flag=$1 kind=$2 value=$3 must=$4
+  local out=$W/fc.out err=$W/fc.err args=("--$flag" "$value") want="^error: --$flag: "
+  [ "$kind" = missing ] && args=("--$flag") value="(none)" want="^error: --$flag: expected a value"
+  mkdir -p "$W/fc"
+  timeout 60 "$TRAIN" "${TINY[@]}" --steps 2 --out-dir "$W/fc" --sample-every 0 --eval-every 0 \
+    "${args[@]}" > "$out" 2> "$err" < /dev/null
+  local rc=$? lines; lines=$(err_lines "$err" | wc -l)
+  local named=0
+  [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -q -- "$want" "$err" && named=1
+  if [ "$named" = 1 ]; then
+    echo "  ok    --$flag '$value': $(err_lines "$err")"
+  elif [ "$must" = 0 ] && [ "$rc" = 0 ]; then
+    echo "  ok    --$flag '$value': accepted, and the run finished"
+  else
+    echo "  FAIL  --$flag '$value' ($kind): exit $rc, $lines stderr line(s), expected exit 2 and" \
+      "one line 'error: --$flag: ...': $(err_lines "$err" | head -n 2 | tr '\n' ' ' | head -c 200)"
+  fi
+  rm -rf "$W/fc"
+}
+
+# Flags whose help does not offer 0 but means nothing with it.
+ZERO_INVALID=" batch seq-len steps eval-batches keep-last dp pq pkv eps temperature "
+
+t_flags() {
+  make_data
+  "$TRAIN" --help > "$W/help.txt" 2> /dev/null
+  local list; list=$(numeric_flags)
+  local n; n=$(echo "$list" | wc -l)
+  check "--help lists numeric flags ($n found)" test "$n" -ge 20
+  local cases=$W/cases
+  : > "$cases"
+  local flag kind
+  while read -r flag kind; do
+    local v
+    # Never valid: not a number, empty, out of range both ways.
+    local bad_values=("abc" "" "-5" "7x")
+    if [ "$kind" = N ]; then
+      bad_values+=("1.5" "99999999999999999999" "9223372036854775807")
+    else
+      bad_values+=("nan" "inf" "1e300")
+    fi
+    for v in "${bad_values[@]}"; do printf '%s|%s|%s|1\n' "$flag" "$kind" "$v" >> "$cases"; done
+    # Zero and -1: rejected unless the flag gives them a meaning (-1 only when --help says so).
+    local must0=0 must1=1
+    case $ZERO_INVALID in *" $flag "*) must0=1 ;; esac
+    grep -E -- "^ +--$flag " "$W/help.txt" | grep -q -- '-1 =' && must1=0
+    printf '%s|%s|0|%s\n' "$flag" "$kind" "$must0" >> "$cases"
+    printf '%s|%s|-1|%s\n' "$flag" "$kind" "$must1" >> "$cases"
+  done <<< "$list"
+  # Every value-taking flag (numeric or not) last, with its value missing.
+  local vflags; vflags=$(sed -nE 's/^ +--([a-z0-9-]+) [^ ].*/\1/p' "$W/help.txt" | grep -v '^help$')
+  for flag in $vflags; do printf '%s|missing||1\n' "$flag" >> "$cases"; done
+  check "--help lists value-taking flags ($(echo $vflags | wc -w) found)" test "$(echo $vflags | wc -w)" -gt "$n"
+  echo "  $(wc -l < "$cases") cases"
+  export -f flag_case err_lines; export TRAIN W DATA
+  # The arrays do not export: pass TINY through a file.
+  printf '%s\0' "${TINY[@]}" > "$W/tiny.args"
+  local results=$W/results
+  local i=0
+  : > "$results"
+  while IFS='|' read -r flag kind v must; do
+    i=$((i + 1))
+    # (xargs drops empty arguments: every value travels behind a '=')
+    printf '%s\0%s\0%s\0=%s\0%s\0' "$i" "$flag" "$kind" "$v" "$must"
+  done < "$cases" | xargs -0 -n 5 -P 12 bash -c '
+    mapfile -d "" TINY < "$W/tiny.args"
+    W=$W/case$0; mkdir -p "$W"
+    export TMPDIR=$W   # its own MPI session directory: parallel singletons race on a shared one
+    flag_case "$1" "$2" "${3#=}" "$4" > "$W/result"
+    cat "$W/result"; rm -rf "$W"' >> "$results"
+  cat "$results"
+  local nfail; nfail=$(grep -c '^  FAIL' "$results")
+  fails=$((fails + nfail))
+  check "every numeric-flag case answered ($(wc -l < "$results") of $(wc -l < "$cases"))" \
+    test "$(wc -l < "$results")" = "$(wc -l < "$cases")"
+  # Unknown flags, stray arguments.
+  local args
+  for args in "--no-such-flag" "-x" "--resume=1" "stray" "--steps 3 stray" "--batch=x"; do
+    local e; e=$(timeout 20 "$TRAIN" $args 2>&1 > /dev/null); local rc=$?
+    e=$(echo "$e" | grep -v '^note: ')
+    if [ "$rc" = 2 ] && [ "$(echo "$e" | wc -l)" = 1 ] && [[ $e == error:* ]]; then
+      ok "'$args': exit 2: $e"
+    else
+      bad "'$args': exit $rc: $e"
+    fi
+  done
+}
+
+# Invalid combinations and choices, each named in one line.
+t_config() {
+  make_data
+  local specs=(
+    "--attention bogus|^error: --attention: expected one of 2d\|ring\|striped"
+    "--attention 2D|^error: --attention: expected one of"
+    "--seq-len 64|^error: --seq-len 64: expected at most the model's context 32"
+    "--total-batch-tokens 48|^error: --total-batch-tokens 48: expected a multiple of"
+    "--total-batch-tokens 16|^error: --total-batch-tokens 16: expected a multiple of"
+    "--preset gpt5|^error: --preset: expected one of"
+    "--channels 33|^error: --preset/--layers/--channels/--heads: "
+    "--pq 2|pq 2"
+    "--dp 2|dp 2"
+    "--zero 2|^error: --zero: "
+    "--sample-prompt 1,x|^error: --sample-prompt: expected comma-separated token ids below 512"
+    "--sample-prompt 512|^error: --sample-prompt: "
+    "--sample-prompt -3|^error: --sample-prompt: "
+  )
+  local s
+  for s in "${specs[@]}"; do
+    local args=${s%%|*} want=${s#*|}
+    # shellcheck disable=SC2086
+    train cfg "${TINY[@]}" --steps 2 --out-dir "$W/cfg" $args
+    local rc; rc=$(rc_of cfg)
+    if [ "$rc" = 2 ] && grep -q -- "$want" "$W/cfg.err" && ! has cfg.out '^step'; then
+      ok "'$args': exit 2: $(grep error "$W/cfg.err" | head -n 1 | head -c 140)"
+    else
+      bad "'$args': exit $rc, expected 2 and /$want/: $(err_lines "$W/cfg.err" | head -n 2)"
+    fi
+  done
+}
+
+# Every reader of the trainer gets bad input: training and validation shards, the tokenizer file,
+# the output directory and the log. (Model and state files: t_init_from, t_corrupt.)
+t_data() {
+  make_data
+  local B=$W/bad
+  mkdir -p "$B"
+  write_shard "$B/magic.bin" 100 512 1 20240521 1 100
+  write_shard "$B/version.bin" 100 512 1 20240520 2 100
+  write_shard "$B/truncated.bin" 100 512 1 20240520 1 5000
+  write_shard "$B/longer.bin" 100 512 1 20240520 1 50
+  write_shard "$B/negative.bin" 100 512 1 20240520 1 -7
+  write_shard "$B/wide_version.bin" 100 512 1 20240801 1 100
+  write_shard "$B/tiny.bin" 10 512 1
+  write_shard "$B/token.bin" 3000 512 1 20240520 1 3000 20 600
+  : > "$B/empty.bin"
+  echo "just some text, not tokens" > "$B/garbage.bin"
+  head -c 1000 "$B/magic.bin" > "$B/short_header.bin"
+  local specs=(
+    "train:$B/nothing_*.bin|nothing_.*found none"
+    "train:$B/empty.bin|empty.bin"
+    "train:$B/garbage.bin|garbage.bin"
+    "train:$B/short_header.bin|short_header.bin"
+    "train:$B/magic.bin|magic.bin: .*magic"
+    "train:$B/version.bin|version.bin: .*version"
+    "train:$B/truncated.bin|truncated.bin: .*size"
+    "train:$B/longer.bin|longer.bin: .*size"
+    "train:$B/negative.bin|negative.bin"
+    "train:$B/wide_version.bin|wide_version.bin: .*version"
+    "train:$B/tiny.bin|tiny.bin"
+    "train:$B/token.bin|token.bin.*600"
+    "val:$B/garbage.bin|garbage.bin"
+    "val:$B/token.bin|token.bin.*600"
+    "val:$B/tiny.bin|tiny.bin"
+  )
+  local s
+  for s in "${specs[@]}"; do
+    local which=${s%%:*} rest=${s#*:}; local file=${rest%%|*} want=${rest#*|}
+    local args=(--train-data "$file")
+    [ "$which" = val ] && args=(--val-data "$file" --eval-every 1)
+    train data "${TINY[@]}" --steps 3 --out-dir "$W/d" "${args[@]}"
+    local rc; rc=$(rc_of data)
+    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && grep -Eq -- "^error: .*--$which-data .*($want)" "$W/data.err"; then
+      ok "--$which-data $(basename "$file"): exit $rc: $(grep '^error' "$W/data.err" | sed "s|$B/||g" | head -c 150)"
+    else
+      bad "--$which-data $(basename "$file"): exit $rc, expected 1 or 2 and /$want/: $(err_lines "$W/data.err" | head -n 2)"
+    fi
+  done
+  # A bad tokenizer only costs the decoding: samples come out as token ids.
+  train tok "${TINY[@]}" --steps 2 --out-dir "$W/tok" --tokenizer "$B/garbage.bin" --sample-length 3
+  expect_rc tok 0
+  check "--tokenizer garbage: a warning naming the file, samples as ids" \
+    eval 'has tok.err "^warning: --tokenizer .*garbage.bin: " && has tok.out "^sample \(step 2\): [0-9]+,[0-9]+,[0-9]+$"'
+  # Output directory below a plain file; log in a missing directory.
+  train outdir "${TINY[@]}" --steps 2 --out-dir "$B/garbage.bin/run"
+  check "--out-dir below a plain file: fails naming it" \
+    eval '[ "$(rc_of outdir)" -ge 1 ] && [ "$(rc_of outdir)" -le 2 ] && has outdir.err "^error: .*--out-dir .*garbage.bin"'
+  train logdir "${TINY[@]}" --steps 2 --out-dir "$W/l" --log "$W/no/such/dir/log.jsonl"
+  check "--log in a missing directory: fails naming it" \
+    eval '[ "$(rc_of logdir)" -ge 1 ] && [ "$(rc_of logdir)" -le 2 ] && has logdir.err "^error: .*--log .*no/such/dir"'
+}
+
+# ---- 6. --help matches the parser ----
+
+t_help() {
+  make_data
+  "$TRAIN" --help > "$W/help.out" 2> "$W/help.err"
+  local rc=$?
+  check "--help: exit 0, nothing on stderr" eval '[ $rc = 0 ] && no_err "$W/help.err"'
+  check "--help: a usage line" grep -q '^usage: ' "$W/help.out"
+  local help_flags table
+  help_flags=$(sed -nE 's/^ +--([a-z0-9-]+).*/\1/p' "$W/help.out" | sort)
+  # The parser's table in the source, and --help itself (getopt's own entry).
+  table=$( (sed -nE 's/^ *\{"([a-z0-9-]+)", OPT_.*/\1/p' train/options.c; echo help) | sort)
+  check "--help lists exactly the parser's flags ($(echo "$table" | wc -l))" \
+    eval 'diff <(echo "$help_flags") <(echo "$table")'
+  check "every flag has a description" \
+    eval '! grep -E "^ +--[a-z0-9-]+( [^ ]+)? *$" "$W/help.out"'
+  check "no flag listed twice" same_text "$(echo "$help_flags" | uniq -d)" ""
+  # The printed configuration and the logged one cover the same flags.
+  train run "${TINY[@]}" --steps 1 --out-dir "$W/run"
+  expect_rc run 0
+  local printed logged
+  printed=$(sed -n '/^effective configuration:/,/^model:/p' "$W/run.out" | sed -nE 's/^  ([a-z0-9-]+) .*/\1/p' | sort)
+  logged=$(head -n 1 "$W/run/log.jsonl" | "$PY" -c 'import json, sys
+print("\n".join(sorted(json.loads(sys.stdin.read())["options"])))')
+  check "the printed configuration names every flag but --help" \
+    eval 'diff <(echo "$printed") <(echo "$table" | grep -vx help)'
+  check "the logged configuration names every flag but --help" \
+    eval 'diff <(echo "$logged") <(echo "$table" | grep -vx help)'
+  # Every flag, given the value the run printed for it, is accepted by the parser (which stops
+  # at --help, so it comes last).
+  head -n 1 "$W/run/log.jsonl" | "$PY" -c 'import json, sys
+for k, v in json.loads(sys.stdin.read())["options"].items():
+    print("--" + k, end="\0")
+    if v is not True and v is not False: print(v, end="\0")' > "$W/defaults"
+  local all; mapfile -d '' all < "$W/defaults"
+  timeout 20 "$TRAIN" "${all[@]}" --help > /dev/null 2> "$W/accept.err"
+  rc=$?
+  check "the parser accepts every flag with its printed value (${#all[@]} arguments) $(err_lines "$W/accept.err")" \
+    eval '[ $rc = 0 ] && no_err "$W/accept.err"'
+  local e; e=$(timeout 20 "$TRAIN" --steps 1 --help 2>&1 > /dev/null); rc=$?
+  check "--help after other flags: exit 0" test "$rc" = 0
+}
+
+# ---- 7. printed configuration and the JSONL log ----
+
+t_log() {
+  # Real text and GPT-2's tokenizer, so samples hold arbitrary decoded bytes; an output directory
+  # whose name needs escaping in JSON.
+  mkdir -p "$DATA"
+  local fort=/usr/share/games/fortunes
+  if ! build/tokenize --out-dir "$DATA" --name f --doc-sep '%\n' --val-fraction 0.2 \
+      --tokenizer-out "$DATA/tok.bin" "$fort/computers" "$fort/linux" > "$W/tokenize.log" 2>&1; then
+    bad "tokenize: $(tail -n 2 "$W/tokenize.log")"; finish
+  fi
+  local d=$W/$'we"ird\\dir\tx é'
+  local args=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq-len 16
+              --train-data "$DATA/f_train_*.bin" --val-data "$DATA/f_val_*.bin" --tokenizer "$DATA/tok.bin"
+              --peak-gflops 1 --steps 12 --eval-every 4 --eval-batches 2 --sample-every 6
+              --sample-length 16 --checkpoint-every 5 --lr 0.001 --out-dir "$d")
+  train log "${args[@]}"
+  expect_rc log 0
+  local o=$W/log.out
+  check "stdout starts with the effective configuration" same_text "$(head -n 1 "$o")" "effective configuration:"
+  local cfg; cfg=$(sed -n '2,/^model:/p' "$o")
+  check "every flag in --help has a configuration line (in order)" \
+    same_text "$(echo "$cfg" | sed -nE 's/^  ([a-z0-9-]+) .*/\1/p')" \
+              "$("$TRAIN" --help 2> /dev/null | sed -nE 's/^ +--([a-z0-9-]+).*/\1/p' | grep -vx help)"
+  check "the configuration shows given values (steps 12, eval-every 4, lr 0.001, vocab 0)" \
+    eval 'echo "$cfg" | grep -Eq "^  steps +12$" && echo "$cfg" | grep -Eq "^  eval-every +4$" &&
+          echo "$cfg" | grep -Eq "^  lr +0.001$" && echo "$cfg" | grep -Eq "^  vocab +0$"'
+  check "model, mesh, batch and peak lines follow" \
+    eval 'has log.out "^model: L=1 C=32 NH=2 HS=16 context=32 V=50257 \(padded 50304\)" &&
+          has log.out "^mesh: world 1 " && has log.out "^batch: 2 x 16 tokens" && has log.out "^peak: "'
+  check "12 step lines on stdout" same_text "$(grep -c '^step ' "$o")" 12
+  "$PY" - "$d/log.jsonl" > "$W/log_check.txt" 2>&1 <<'EOF'
+import json, math, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert lines[-1] == "", "the log ends with a newline"
+objs = []
+for i, line in enumerate(lines[:-1], 1):
+    try:
+        objs.append(json.loads(line))
+    except Exception as e:
+        print("line %d is not JSON (%s): %r" % (i, e, line[:200])); sys.exit(1)
+def of(t): return [o for o in objs if o.get("type") == t]
+c = objs[0]
+assert c["type"] == "config" and c["step"] == 0 and c["world"] == 1 and c["params"] > 0, c
+opts = c["options"]
+assert opts["steps"] == 12 and opts["eval-every"] == 4 and opts["resume"] is False, opts
+assert "we\"ird\\dir\tx \u00e9" in opts["out-dir"], opts["out-dir"]
+steps = of("step")
+assert [o["step"] for o in steps] == list(range(1, 13)), [o["step"] for o in steps]
+for o in steps:
+    for k in ("loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu"):
+        assert isinstance(o[k], (int, float)) and math.isfinite(o[k]), (k, o)
+    assert 0 < o["loss"] < 20 and o["lr"] > 0, o
+assert [o["step"] for o in of("eval")] == [4, 8, 12], of("eval")
+assert all(math.isfinite(o["val_loss"]) for o in of("eval"))
+assert [o["step"] for o in of("sample")] == [6, 12], of("sample")
+assert all(isinstance(o["text"], str) for o in of("sample"))
+assert [o["step"] for o in of("checkpoint")] == [5, 10, 12], of("checkpoint")
+assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint"}
+print("%d lines, all JSON: 1 config, %d step, %d eval, %d sample, %d checkpoint objects" % (
+    len(objs), len(steps), len(of("eval")), len(of("sample")), len(of("checkpoint"))))
+print("sample text: %r" % of("sample")[0]["text"][:60])
+EOF
+  local prc=$?
+  sed 's/^/        /' "$W/log_check.txt"
+  check "log.jsonl: one JSON object per line; config, steps 1..12, evals 4 8 12, samples 6 12, checkpoints 5 10 12" test $prc = 0
+  # Stop and resume: the resumed run appends its own config object, steps continue.
+  train log2 "${args[@]}" --steps 16 --resume
+  expect_rc log2 0
+  check "after a resume: every line still JSON, steps 1..16 once each, a second config at step 12" \
+    "$PY" -c 'import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+assert [o["step"] for o in objs if o["type"] == "step"] == list(range(1, 17))
+assert [o["step"] for o in objs if o["type"] == "config"] == [0, 12]' "$d/log.jsonl"
+}
+
+# ---- main ----
+
+if [ ! -x "$TRAIN" ] || [ ! -x "$CKPT" ]; then
+  echo "build $TRAIN and $CKPT first (make test-progs)"; exit 2
+fi
+case $test_name in
+  resume) t_resume ;;
+  resume-accum) t_resume --total-batch-tokens 128 ;;
+  resume-zero) t_resume --zero 1 ;;
+  resume-many) t_resume_many ;;
+  corrupt) t_corrupt ;;
+  init-from) t_init_from ;;
+  kill9) t_kill9 ;;
+  signal) t_signal ;;
+  flags) t_flags ;;
+  config) t_config ;;
+  data) t_data ;;
+  help) t_help ;;
+  log) t_log ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log"
+     rm -rf "$W"; exit 2 ;;
+esac
+finish
