@@ -10,7 +10,7 @@ BUILD  ?= build
 ARCH   ?= -march=native
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS ?= -O3 $(ARCH)
-CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -I.
 CXXFLAGS ?= -O2 $(ARCH)
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS  = -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm

@@ -7,7 +7,7 @@
 //
 // Backward: one block per group of consecutive rows; thread t owns the channel chunks
 // t, t + blockDim, ... (CPT chunks of VEC channels) for every row of the group, so its shares of
-// dweight and dbias stay in registers. LN_BWD_ROWS rows are processed per step: their two row
+// dweight and dbias stay in registers. LN_BWD_ROWS / CPT rows are processed per step: their two row
 // sums (of dout*w and dout*w*xhat) are block reductions (warp shuffles, then the per-warp values
 // added in warp order), after which each thread updates dinp for its channels. The block's
 // dweight/dbias partials go to scratch; a second kernel adds the partials in block order and
@@ -20,7 +20,6 @@ static constexpr int LN_FWD_WARPS = 4;            // rows per block (at most; fe
 static constexpr int LN_SMEM_DEFAULT = 48 * 1024; // dynamic shared memory available without opting in
 static constexpr int LN_BWD_ROWS = 4;             // rows per step of the backward (one block reduction per step)
 static constexpr int LN_BWD_MAX_THREADS = 512;
-static constexpr int LN_BWD_PREF_THREADS = 256;
 static constexpr int LN_BWD_TARGET_BLOCKS = 512;  // row groups: more blocks = more partials to add up, fewer = less parallelism
 static constexpr int LN_RED_Y = 16;               // partial rows summed in parallel by the reduction kernel
 
@@ -315,21 +314,23 @@ void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void*
     const bool vec = C % X128_ELEMS == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) &&
                      aligned16(weight);
     const int chunks = vec ? C / X128_ELEMS : C;
-    // Chunks per thread: the fewest that fit in LN_BWD_PREF_THREADS threads, else in
-    // LN_BWD_MAX_THREADS (smaller blocks at the same registers per thread pack better on an SM).
-    static const int cpt_choices[] = {1, 2, 4, 8, 16};
+    // Chunks per thread (CPT) and threads per block: the first configuration that covers the row.
+    // Small blocks pack better on an SM at these register counts; x128 CPT = 4 spills, so it
+    // comes last (C > 8192 in bf16). The fp32 and scalar variants use fewer registers per chunk.
+    struct Config {
+        int cpt, max_threads;
+    };
+    static const Config vec_configs[] = {{1, 256}, {2, 256}, {2, 512}, {4, 512}};
+    static const Config scalar_configs[] = {{1, 256}, {2, 256}, {4, 256}, {8, 256}, {8, 512}, {16, 512}};
+    const Config* configs = vec ? vec_configs : scalar_configs;
+    const int n_configs = vec ? 4 : 6;
     int cpt = 0, threads = 0;
-    for (int limit : {LN_BWD_PREF_THREADS, LN_BWD_MAX_THREADS}) {
-        for (int i = 0; i < 5 && !cpt; i++) {
-            const int c = cpt_choices[i];
-            if (vec && c > 4) break;  // at most 4 x128 chunks per thread (registers)
-            const int t = (int)ceil_div_long(ceil_div_long(chunks, c), 32) * 32;
-            if (t <= limit) cpt = c, threads = t;
-        }
-        if (cpt) break;
+    for (int i = 0; i < n_configs && !cpt; i++) {
+        const int t = (int)ceil_div_long(ceil_div_long(chunks, configs[i].cpt), 32) * 32;
+        if (t <= configs[i].max_threads) cpt = configs[i].cpt, threads = t;
     }
     if (!cpt)
-        FAIL("layernorm_backward_cuda covers C <= 16384 (bf16) / 8192 (fp32, or scalar path)",
+        FAIL("layernorm_backward_cuda covers C <= 16384 (bf16) / 8192 (fp32, or the scalar path)",
              "layernorm_backward_cuda: C = %d is too large", C);
     const int rpb = ln_bwd_rows_per_block(N);
     const int blocks = (int)ceil_div_long(N, rpb);

@@ -23,7 +23,9 @@
 #include "data/loader.h"
 #include "data/tokenizer_file.h"
 #include "model/blas_kernels.h"
+#include "model/backend.h"
 #include "model/gpt.h"
+#include "model/layers.h"
 #include "model/init.h"
 #include "model/optimizer.h"
 #include "train/options.h"
@@ -41,8 +43,10 @@ typedef struct {
     long tokens_per_step;      // global tokens per optimizer step
     AttentionLayer* attention;
     GPT model;
-    real *m, *v;               // AdamW moments of this rank's shard
-    real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard
+    Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
+    real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard, backend memory
+    float* host_params;        // (num_params) host copy for init, model files and checkpoints
+    float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
     DataLoader* val_loader;    // NULL: no evaluation
@@ -156,17 +160,20 @@ static void setup_model_and_optimizer(Trainer* t) {
     const int zero = t->opt.zero;
     gpt_create(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1);
     char err[ERR_LEN];
+    t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
     if (t->opt.init_from && t->opt.init_from[0]) {
-        if (model_file_load(t->opt.init_from, &t->cfg, t->model.params_memory, err, sizeof err))
+        if (model_file_load(t->opt.init_from, &t->cfg, t->host_params, err, sizeof err))
             fail_msg("--init-from %s", err);
     } else {
-        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->model.params_memory);
+        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
     }
+    gpt_params_from_host(&t->model, t->host_params);
     t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
     t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
-    t->m = xcalloc(t->shard_count, sizeof(real), "AdamW first moments");
-    t->v = xcalloc(t->shard_count, sizeof(real), "AdamW second moments");
-    if (zero) t->shard_scratch = xmalloc(sizeof(real) * t->shard_count, "ZeRO-1 shard");
+    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count);
+    t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
+    t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
+    if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
     const TrainOptions* o = &t->opt;
     t->sched = (LRSchedule){.lr = o->lr,
                             .warmup_steps = o->warmup >= 0 ? o->warmup
@@ -230,7 +237,7 @@ static double all_reduce_scalar(Trainer* t, double x) {
 static double train_step(Trainer* t, double* grad_norm) {
     GPT* m = &t->model;
     gpt_zero_grad(m);
-    const real dloss = (real)(1.0 / t->tokens_per_step);
+    const double dloss = 1.0 / t->tokens_per_step;
     double loss_sum = 0;
     for (int a = 0; a < t->accum; a++) {
         next_batch(t, t->train_loader);
@@ -243,23 +250,20 @@ static double train_step(Trainer* t, double* grad_norm) {
         // ZeRO-1: each rank reduces and updates only its shard, then the shards are gathered.
         comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
                                 t->shard_count, COMM_REAL);
-        memcpy(m->grads_memory + t->shard_begin, t->shard_scratch, sizeof(real) * t->shard_count);
-        sq = grad_sum_squares(m->grads_memory + t->shard_begin, t->shard_count);
+        tensor_copy(m->grads_memory + t->shard_begin, t->shard_scratch, t->shard_count);
+        sq = gpt_grad_sum_squares(m, t->shard_begin, t->shard_count);
         sq = all_reduce_scalar(t, sq);
     } else {
         if (t->mesh.world_size > 1)
             comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, COMM_REAL);
-        sq = grad_sum_squares(m->grads_memory, m->num_params);
+        sq = gpt_grad_sum_squares(m, 0, m->num_params);
     }
     *grad_norm = sqrt(sq);
-    const size_t end = t->shard_begin + t->shard_count < m->num_params
-                           ? t->shard_begin + t->shard_count : m->num_params;
-    adamw_update(&t->cfg, m->params_memory, m->grads_memory, t->m, t->v, t->shard_begin, end,
-                 t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
-                 clip_factor(*grad_norm, t->opt.grad_clip));
+    optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
+                   clip_factor(*grad_norm, t->opt.grad_clip));
     if (t->opt.zero) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        memcpy(t->shard_scratch, m->params_memory + t->shard_begin, sizeof(real) * t->shard_count);
+        tensor_copy(t->shard_scratch, m->params_memory + t->shard_begin, t->shard_count);
         comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
                         COMM_REAL);
     }
@@ -372,9 +376,11 @@ static void save_checkpoint(Trainer* t) {
     char err[ERR_LEN], path[4096];
     const char* dir = t->opt.out_dir;
     const double t0 = now();
+    gpt_params_to_host(&t->model, t->host_params);
+    optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
     if (t->rank == 0) {
         checkpoint_model_path(dir, t->step, path, sizeof path);
-        if (model_file_save(path, &t->cfg, t->model.params_memory,
+        if (model_file_save(path, &t->cfg, t->host_params,
                             t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
                             sizeof err) != 0)
             fail_msg("checkpoint: %s", err);
@@ -382,7 +388,7 @@ static void save_checkpoint(Trainer* t) {
     TrainStateInfo info;
     fill_state_info(t, &info);
     checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
-    if (train_state_save(path, &info, t->model.params_memory, t->m, t->v, err, sizeof err) != 0)
+    if (train_state_save(path, &info, t->host_params, t->host_m, t->host_v, err, sizeof err) != 0)
         fail_msg("checkpoint: %s", err);
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     comm_barrier(t->comm, MESH_WORLD);   // every rank's state is on disk before DONE
@@ -420,7 +426,7 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     }
     const int old_world = info.world_size;
     const size_t want_lo = t->shard_begin, want_hi = t->shard_begin + t->shard_count;
-    real *tm = NULL, *tv = NULL;
+    float *tm = NULL, *tv = NULL;
     int rc = 0;
     // Every old rank file holds the full parameters and the moments of its shard.
     for (int r = 0; r < old_world && rc == 0; r++) {
@@ -439,23 +445,25 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
         const size_t lo = ri.shard_begin, hi = ri.shard_begin + ri.shard_count;
         const int needed = r == 0 || (lo < want_hi && hi > want_lo);
         if (!needed) continue;
-        tm = realloc(tm, sizeof(real) * (ri.shard_count ? ri.shard_count : 1));
-        tv = realloc(tv, sizeof(real) * (ri.shard_count ? ri.shard_count : 1));
+        tm = realloc(tm, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
+        tv = realloc(tv, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
         CHECK(tm && tv, "", "out of memory reading %s", path);
-        if (train_state_load(path, &ri, t->model.params_memory, tm, tv, err, errlen) != 0) {
+        if (train_state_load(path, &ri, t->host_params, tm, tv, err, errlen) != 0) {
             rc = -1;
             break;
         }
         const size_t a = lo > want_lo ? lo : want_lo, b = hi < want_hi ? hi : want_hi;
         for (size_t i = a; i < b; i++) {
-            t->m[i - want_lo] = tm[i - lo];
-            t->v[i - want_lo] = tv[i - lo];
+            t->host_m[i - want_lo] = tm[i - lo];
+            t->host_v[i - want_lo] = tv[i - lo];
         }
     }
     free(tm);
     free(tv);
     if (rc != 0) return -1;
     if (loader_set_state(t->train_loader, &info.loader, err, errlen) != 0) return -2;
+    gpt_params_from_host(&t->model, t->host_params);
+    optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
     t->step = info.step;
     t->sample_rng = info.sample_rng;
     return 0;
@@ -621,7 +629,9 @@ int main(int argc, char** argv) {
     attention_layer_free(t.attention);
     comm_destroy(t.comm);
     if (t.has_tokens) token_table_free(&t.tokens);
-    free(t.m); free(t.v); free(t.shard_scratch);
+    optimizer_free(t.optimizer);
+    tensor_free(t.shard_scratch);
+    free(t.host_params); free(t.host_m); free(t.host_v);
     free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
     comm_mpi_finalize();
     return 0;

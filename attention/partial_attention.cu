@@ -1,0 +1,825 @@
+// Flash-style partial causal attention on CUDA: forward, row-dot, backward and the LSE merge.
+// The device twin of attention/partial_attention.c (same problem, same semantics; see
+// partial_attention_cuda.cuh for the interface and attention/cuda_perf_attention.md for costs).
+//
+// Tiling. A block has 4 warps (128 threads) and works on 64 rows of one (sequence, head); each
+// warp owns 16 of those rows. The other side streams through shared memory in tiles of 64. Every
+// product is a per-warp GEMM on shared-memory tiles through two helpers:
+//   warp_gemm_nt: C (16 x 64, fp32, in the warp's scratch) = A (16 x HS) B^T (B: 64 x HS),
+//   WarpAcc::mma: acc (16 x HS, fp32, in registers)        += A (16 x 64) B (64 x HS).
+// In the bf16 build (default) both run on tensor cores through WMMA m16n16k16 (bf16 inputs, fp32
+// accumulate). In the fp32 build (-DGPT_CUDA_FP32) WMMA has no fp32 inputs, so both are plain FMA
+// loops in which lane l computes rows 8*(l/16) .. +8 and columns l%16 + 16c. Everything else (the
+// mask, the online softmax, the fp32 statistics, the loads and stores) is shared by both builds.
+//
+// Elementwise work on a warp's 16 x 64 scores is done by lane pairs: lane l handles row l/2 and
+// the columns 2t + l%2. The softmax state (running max m and sum l, in log2 units) lives in the
+// registers of both lanes of a pair. A WMMA accumulator's element-to-row mapping is opaque, so
+// rescaling the output rows uses a "row map": an accumulator fragment loaded from a 16 x 16 tile
+// whose element (r, c) is r, which tells each lane the row of each of its elements on any GPU.
+//
+// Mask. Key j is visible to query i iff kpos(j) <= qpos(i); positions grow with the index, so a
+// query sees a prefix of the keys (visible_keys) and a key is seen by a suffix of the queries
+// (first_query). The forward and the dQ pass stop at the keys the tile's last query sees and skip,
+// per warp, the 16-key blocks none of its rows sees; the dK/dV pass starts at the first query tile
+// that sees the tile's first key and skips, per warp, the 16-query blocks none of its keys sees.
+//
+// Backward without atomics: one kernel per key tile accumulates dK, dV over query tiles, one per
+// query tile accumulates dQ over key tiles (S and dP are recomputed in both), each adds its fp32
+// result into the caller's buffers once: deterministic, and no block writes another's rows.
+#include "attention/partial_attention_cuda.cuh"
+
+#include <math.h>
+#include <stdint.h>
+
+namespace {
+
+// constexpr ints rather than an enum: the host runtime's min/max take arithmetic types only.
+constexpr int BQ = 64, BK = 64, NWARPS = 4, NTHREADS = 32 * NWARPS, WROWS = 16;
+static_assert(BQ == BK && BQ == NWARPS * WROWS, "a block's rows are its warps' rows; tiles are square");
+
+// `#pragma unroll` for nvcc; g++ (the host runtime) would warn about an unknown pragma.
+#if defined(__CUDACC__)
+#define ATTN_UNROLL _Pragma("unroll")
+#else
+#define ATTN_UNROLL
+#endif
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+#ifdef GPT_CUDA_FP32
+// FMA path: lanes read a tile column-wise (row r0 + 16 lanes' rows); an odd row stride puts the
+// 16 rows in 16 different banks.
+constexpr int TILE_PAD = 1;
+#else
+// WMMA path: ldm must be a multiple of 16 bytes; +8 bf16 (16 bytes) also shifts consecutive rows
+// by 4 banks, so the 8 rows that one ldmatrix phase reads hit 32 different banks.
+constexpr int TILE_PAD = 8;
+#endif
+
+constexpr size_t align128(size_t x) { return (x + 127) & ~(size_t)127; }
+
+// Shared-memory layout for a head size.
+template <int HS> struct Layout {
+    static_assert(HS % 16 == 0 && HS >= 16 && HS <= 128, "HS must be a multiple of 16 in [16, 128]");
+    static constexpr int TLD = HS + TILE_PAD;                 // row stride of a floatX tile (64 x HS)
+    static constexpr int SLD = (HS > BK ? HS : BK) + 4;       // row stride of a warp's fp32 scratch
+    // The same scratch viewed as floatX (P or dS written over the scores they came from).
+    static constexpr int PLD = SLD * (int)(sizeof(float) / sizeof(floatX));
+    static constexpr size_t TILE = align128(sizeof(floatX) * BQ * TLD);
+    static constexpr size_t SCRATCH = align128(sizeof(float) * WROWS * SLD);   // per warp
+    static constexpr size_t VEC = align128(sizeof(float) * BQ);                // 64 floats or ints
+    // Forward: Q, K, V tiles; a scratch per warp; per-warp row values (4 x 16); visible keys.
+    static constexpr size_t FWD = 3 * TILE + NWARPS * SCRATCH + 2 * VEC;
+    // Backward passes: four tiles; two scratches per warp; lse, d and visibility per row.
+    static constexpr size_t BWD = 4 * TILE + 2 * NWARPS * SCRATCH + 3 * VEC;
+};
+
+struct AttnArgs {
+    int Tq, Tk;
+    long long qoff, qstride, koff, kstride;
+    const floatX *q, *k, *v, *dout;
+    int ldq, ldk, ldv, lddo;
+    float* o;
+    int ldo;
+    float* lse;             // forward output
+    const float *lse_in, *d;  // backward inputs (final lse and rowsum(dout * o))
+    float *dq, *dk, *dv;
+    int lddq, lddk, lddv;
+    float scale;       // 1 / sqrt(HS)
+    float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
+    int vec;           // every floatX input pointer and row stride allows 16-byte loads
+};
+
+// Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i).
+__device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) {
+    const long long rel = a.qoff + a.qstride * i - a.koff;
+    if (rel < 0) return 0;
+    const long long n = rel / a.kstride + 1;
+    return n < a.Tk ? (int)n : a.Tk;
+}
+
+// First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
+__device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
+    const long long rel = a.koff + a.kstride * j - a.qoff;
+    if (rel <= 0) return 0;
+    const long long n = (rel + a.qstride - 1) / a.qstride;
+    return n < a.Tq ? (int)n : a.Tq;
+}
+
+__device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
+
+// The block copies a 64 x HS tile (rows of stride lds in global memory) into shared memory with
+// row stride TLD; rows >= nrows become zeros (never garbage: 0 * NaN would poison the products).
+template <int HS>
+__device__ void load_tile(floatX* dst, const floatX* src, int lds, int nrows, int vec) {
+    constexpr int TLD = Layout<HS>::TLD;
+    if (vec) {
+        constexpr int CPR = HS / X128_ELEMS;   // 16-byte chunks per row
+        for (int idx = threadIdx.x; idx < BQ * CPR; idx += blockDim.x) {
+            const int r = idx / CPR, c = (idx % CPR) * X128_ELEMS;
+            x128 val;
+            if (r < nrows) {
+                val = load128(src + (long long)r * lds + c);
+            } else {
+                for (int e = 0; e < X128_ELEMS; e++) val.v[e] = zero_x();
+            }
+            if constexpr (TLD % X128_ELEMS == 0) {
+                store128(dst + r * TLD + c, val);
+            } else {
+                for (int e = 0; e < X128_ELEMS; e++) dst[r * TLD + c + e] = val.v[e];
+            }
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < BQ * HS; idx += blockDim.x) {
+            const int r = idx / HS, c = idx % HS;
+            dst[r * TLD + c] = r < nrows ? src[(long long)r * lds + c] : zero_x();
+        }
+    }
+}
+
+#ifndef GPT_CUDA_FP32
+// ---- bf16: tensor cores through WMMA -----------------------------------------------------------
+using namespace nvcuda;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragBRow;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBCol;
+
+// Row (0..15) of each accumulator element that this lane holds. tmp: 16 x 16 fp32 of scratch.
+struct RowMap {
+    FragC rows;
+    __device__ void init(float* tmp) {
+        for (int e = threadIdx.x & 31; e < 256; e += 32) tmp[e] = (float)(e / 16);
+        __syncwarp();
+        wmma::load_matrix_sync(rows, tmp, 16, wmma::mem_row_major);
+        __syncwarp();
+    }
+};
+
+// C[:, 16cb .. 16cb+16) = A B^T for the column blocks cb in [cb0, cb1); A: 16 x HS, B: 64 x HS.
+// G column blocks are accumulated at a time (A is read 4/G times): fewer live registers for
+// kernels that already hold two HS-wide accumulators.
+template <int HS, int G = BK / 16>
+__device__ void warp_gemm_nt(float* C, int ldc, const floatX* A, int lda, const floatX* B, int ldb,
+                             int cb0, int cb1) {
+    static_assert((BK / 16) % G == 0, "column blocks come in groups of G");
+    for (int g0 = (cb0 / G) * G; g0 < cb1; g0 += G) {
+        FragC acc[G];
+ATTN_UNROLL
+        for (int g = 0; g < G; g++) wmma::fill_fragment(acc[g], 0.0f);
+ATTN_UNROLL
+        for (int kk = 0; kk < HS / 16; kk++) {
+            FragA a;
+            wmma::load_matrix_sync(a, A + kk * 16, lda);
+ATTN_UNROLL
+            for (int g = 0; g < G; g++) {
+                const int cb = g0 + g;
+                if (cb < cb0 || cb >= cb1) continue;   // warp-uniform
+                FragBCol b;                            // B^T: element (k, n) = B[n][k]
+                wmma::load_matrix_sync(b, B + cb * 16 * ldb + kk * 16, ldb);
+                wmma::mma_sync(acc[g], a, b, acc[g]);
+            }
+        }
+ATTN_UNROLL
+        for (int g = 0; g < G; g++) {
+            const int cb = g0 + g;
+            if (cb >= cb0 && cb < cb1) wmma::store_matrix_sync(C + cb * 16, acc[g], ldc, wmma::mem_row_major);
+        }
+    }
+    __syncwarp();
+}
+
+// A warp's 16 x HS fp32 accumulator in registers.
+template <int HS> struct WarpAcc {
+    FragC f[HS / 16];
+    __device__ void zero() {
+ATTN_UNROLL
+        for (int n = 0; n < HS / 16; n++) wmma::fill_fragment(f[n], 0.0f);
+    }
+    __device__ void scale(float s) {
+ATTN_UNROLL
+        for (int n = 0; n < HS / 16; n++)
+            for (int e = 0; e < f[n].num_elements; e++) f[n].x[e] *= s;
+    }
+    // Row r of the tile *= s[r] (s: 16 floats in shared memory).
+    __device__ void scale_rows(const float* s, const RowMap& map) {
+ATTN_UNROLL
+        for (int n = 0; n < HS / 16; n++)
+            for (int e = 0; e < f[n].num_elements; e++) f[n].x[e] *= s[(int)map.rows.x[e]];
+    }
+    // acc += A[:, 16kb ..) B[16kb .., :] over k blocks kb in [kb0, kb1); A: 16 x 64, B: 64 x HS.
+    __device__ void mma(const floatX* A, int lda, const floatX* B, int ldb, int kb0, int kb1) {
+        for (int kb = kb0; kb < kb1; kb++) {
+            FragA a;
+            wmma::load_matrix_sync(a, A + kb * 16, lda);
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) {
+                FragBRow b;
+                wmma::load_matrix_sync(b, B + kb * 16 * ldb + n * 16, ldb);
+                wmma::mma_sync(f[n], a, b, f[n]);
+            }
+        }
+    }
+    __device__ void store(float* C, int ldc) {
+        __syncwarp();   // every lane is done reading what C may alias
+ATTN_UNROLL
+        for (int n = 0; n < HS / 16; n++) wmma::store_matrix_sync(C + n * 16, f[n], ldc, wmma::mem_row_major);
+        __syncwarp();
+    }
+};
+
+#else
+// ---- fp32: FMA loops (lane l: rows r0 = 8*(l/16) .. r0+8, columns l%16 + 16c) ---------------
+struct RowMap {
+    __device__ void init(float*) {}
+};
+
+template <int HS, int G = BK / 16>   // G: see the WMMA version (unused here)
+__device__ void warp_gemm_nt(float* C, int ldc, const floatX* A, int lda, const floatX* B, int ldb,
+                             int cb0, int cb1) {
+    const int lane = threadIdx.x & 31, r0 = (lane >> 4) * 8, cl = lane & 15;
+    for (int cb = cb0; cb < cb1; cb++) {
+        float acc[8];
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+        const float* b = B + (cb * 16 + cl) * ldb;
+        for (int k = 0; k < HS; k++) {
+            const float bk = b[k];
+ATTN_UNROLL
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(A[(r0 + i) * lda + k], bk, acc[i]);
+        }
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++) C[(r0 + i) * ldc + cb * 16 + cl] = acc[i];
+    }
+    __syncwarp();
+}
+
+template <int HS> struct WarpAcc {
+    float x[8][HS / 16];
+    __device__ void zero() {
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++)
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) x[i][n] = 0.0f;
+    }
+    __device__ void scale(float s) {
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++)
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) x[i][n] *= s;
+    }
+    __device__ void scale_rows(const float* s, const RowMap&) {
+        const int r0 = ((threadIdx.x & 31) >> 4) * 8;
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const float si = s[r0 + i];
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) x[i][n] *= si;
+        }
+    }
+    __device__ void mma(const floatX* A, int lda, const floatX* B, int ldb, int kb0, int kb1) {
+        const int lane = threadIdx.x & 31, r0 = (lane >> 4) * 8, cl = lane & 15;
+        for (int k = kb0 * 16; k < kb1 * 16; k++) {
+            float b[HS / 16];
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) b[n] = B[k * ldb + cl + 16 * n];
+ATTN_UNROLL
+            for (int i = 0; i < 8; i++) {
+                const float ai = A[(r0 + i) * lda + k];
+ATTN_UNROLL
+                for (int n = 0; n < HS / 16; n++) x[i][n] = fmaf(ai, b[n], x[i][n]);
+            }
+        }
+    }
+    __device__ void store(float* C, int ldc) {
+        const int lane = threadIdx.x & 31, r0 = (lane >> 4) * 8, cl = lane & 15;
+        __syncwarp();
+ATTN_UNROLL
+        for (int i = 0; i < 8; i++)
+ATTN_UNROLL
+            for (int n = 0; n < HS / 16; n++) C[(r0 + i) * ldc + cl + 16 * n] = x[i][n];
+        __syncwarp();
+    }
+};
+#endif
+
+// ---- forward ------------------------------------------------------------------------------------
+// Grid (query tiles, NH, B), latest query tiles (the most keys) first. o, lse: see the header.
+template <int HS>
+__global__ void __launch_bounds__(NTHREADS) attention_forward_kernel(const AttnArgs a) {
+    typedef Layout<HS> L;
+    DYNAMIC_SHARED(unsigned char, smem);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX* Qs = reinterpret_cast<floatX*>(smem);
+    floatX* Ks = reinterpret_cast<floatX*>(smem + L::TILE);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + 2 * L::TILE);
+    float* S = reinterpret_cast<float*>(smem + 3 * L::TILE + warp * L::SCRATCH);   // this warp's
+    floatX* P = reinterpret_cast<floatX*>(S);                                       // P over S
+    float* rowv = reinterpret_cast<float*>(smem + 3 * L::TILE + NWARPS * L::SCRATCH) + warp * WROWS;
+    int* nvis = reinterpret_cast<int*>(smem + 3 * L::TILE + NWARPS * L::SCRATCH + L::VEC);
+
+    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
+    const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int nq = min(BQ, a.Tq - i0);
+    const floatX* kg = a.k + (long long)b * a.Tk * a.ldk + (long long)h * HS;
+    const floatX* vg = a.v + (long long)b * a.Tk * a.ldv + (long long)h * HS;
+
+    load_tile<HS>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
+    for (int r = threadIdx.x; r < BQ; r += blockDim.x) nvis[r] = r < nq ? visible_keys(a, i0 + r) : 0;
+    __syncthreads();
+    const int kend = nvis[nq - 1];   // keys beyond what the last query sees: masked for the tile
+    const int wlast = min(warp * WROWS + WROWS, nq) - 1;
+    const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;   // keys this warp's rows see
+
+    RowMap map;
+    map.init(S);
+    WarpAcc<HS> acc;
+    acc.zero();
+    const int r = lane >> 1, half = lane & 1;   // this lane's row and column parity
+    const int my_nvis = nvis[warp * WROWS + r];
+    float m = -INFINITY, l = 0.0f;              // running max (log2 units) and sum of the row
+    const floatX* Qw = Qs + warp * WROWS * L::TLD;
+
+    for (int j0 = 0; j0 < kend; j0 += BK) {
+        const int nk = min(BK, kend - j0);
+        __syncthreads();   // every warp is done with the previous K, V tiles
+        load_tile<HS>(Ks, kg + (long long)j0 * a.ldk, a.ldk, nk, a.vec);
+        load_tile<HS>(Vs, vg + (long long)j0 * a.ldv, a.ldv, nk, a.vec);
+        __syncthreads();
+        const int wn = min(nk, wvis - j0);
+        if (wn <= 0) continue;                  // no row of this warp sees this tile
+        const int ncb = (wn + 15) / 16;         // 16-key blocks that some row of the warp sees
+        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, 0, ncb);
+
+        const int nv = max(0, min(my_nvis - j0, nk));   // this row's visible keys in the tile
+        float s[BK / 2];
+        float mx = -INFINITY;
+ATTN_UNROLL
+        for (int t = 0; t < BK / 2; t++) {
+            const int j = 2 * t + half;
+            s[t] = j < nv ? S[r * L::SLD + j] * a.scale_log2 : -INFINITY;
+            mx = fmaxf(mx, s[t]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float m_new = fmaxf(m, mx);
+        const float corr = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);   // 0 for an empty row
+        float sum = 0.0f;
+ATTN_UNROLL
+        for (int t = 0; t < BK / 2; t++) {
+            s[t] = s[t] == -INFINITY ? 0.0f : exp2f(s[t] - m_new);
+            sum += s[t];
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = l * corr + sum;
+        m = m_new;
+        __syncwarp();   // every lane has read its scores before P overwrites them
+ATTN_UNROLL
+        for (int t = 0; t < BK / 2; t++) {
+            const int j = 2 * t + half;
+            if (j < ncb * 16) P[r * L::PLD + j] = from_float<floatX>(s[t]);
+        }
+        if (half == 0) rowv[r] = corr;
+        __syncwarp();
+        acc.scale_rows(rowv, map);
+        acc.mma(P, L::PLD, Vs, L::TLD, 0, ncb);   // O += P V
+    }
+
+    __syncwarp();
+    if (half == 0) rowv[r] = l > 0.0f ? 1.0f / l : 0.0f;   // no visible key: o = 0
+    __syncwarp();
+    acc.scale_rows(rowv, map);
+    acc.store(S, L::SLD);
+    const int rows = min(WROWS, nq - warp * WROWS);
+    const long long row0 = (long long)b * a.Tq + i0 + warp * WROWS;
+    for (int idx = lane; idx < rows * HS; idx += 32) {
+        const int rr = idx / HS, c = idx % HS;
+        a.o[(row0 + rr) * a.ldo + (long long)h * HS + c] = S[rr * L::SLD + c];
+    }
+    if (half == 0 && r < rows) {
+        a.lse[((long long)b * NH + h) * a.Tq + i0 + warp * WROWS + r] =
+            l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+    }
+}
+
+// ---- backward: dK, dV ---------------------------------------------------------------------------
+// Grid (key tiles, NH, B). Warp w owns keys 16w .. 16w+16 of the tile and works on transposed
+// tiles: S^T = K_w Q^T, P^T, dP^T = V_w dO^T, dS^T; dV_w += P^T dO, dK_w += scale dS^T Q.
+template <int HS>
+__global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const AttnArgs a) {
+    typedef Layout<HS> L;
+    DYNAMIC_SHARED(unsigned char, smem);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX* Ks = reinterpret_cast<floatX*>(smem);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + L::TILE);
+    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::TILE);
+    floatX* Gs = reinterpret_cast<floatX*>(smem + 3 * L::TILE);   // dO
+    unsigned char* scratch = smem + 4 * L::TILE + 2 * warp * L::SCRATCH;
+    float* S = reinterpret_cast<float*>(scratch);                 // S^T, then P^T over it
+    float* Dp = reinterpret_cast<float*>(scratch + L::SCRATCH);   // dP^T, then dS^T over it
+    floatX* Pt = reinterpret_cast<floatX*>(S);
+    floatX* dSt = reinterpret_cast<floatX*>(Dp);
+    unsigned char* vecs = smem + 4 * L::TILE + 2 * NWARPS * L::SCRATCH;
+    float* lse2 = reinterpret_cast<float*>(vecs);            // final lse * log2(e) per query
+    float* dsum = reinterpret_cast<float*>(vecs + L::VEC);   // d per query
+    int* fq = reinterpret_cast<int*>(vecs + 2 * L::VEC);     // first query that sees each key
+
+    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
+    const int j0 = blockIdx.x * BK;
+    const int nk = min(BK, a.Tk - j0);
+    for (int r = threadIdx.x; r < BK; r += blockDim.x) fq[r] = r < nk ? first_query(a, j0 + r) : a.Tq;
+    __syncthreads();
+    const int qstart = fq[0];
+    if (qstart >= a.Tq) return;   // no query of this problem sees these keys: dk, dv += 0
+    load_tile<HS>(Ks, a.k + ((long long)b * a.Tk + j0) * a.ldk + (long long)h * HS, a.ldk, nk, a.vec);
+    load_tile<HS>(Vs, a.v + ((long long)b * a.Tk + j0) * a.ldv + (long long)h * HS, a.ldv, nk, a.vec);
+    const floatX* qg = a.q + (long long)b * a.Tq * a.ldq + (long long)h * HS;
+    const floatX* gg = a.dout + (long long)b * a.Tq * a.lddo + (long long)h * HS;
+    const float* lse_h = a.lse_in + ((long long)b * NH + h) * a.Tq;
+    const float* d_h = a.d + ((long long)b * NH + h) * a.Tq;
+
+    const int wfq = fq[warp * WROWS];   // the warp's earliest key: the first query of the warp
+    const int r = lane >> 1, half = lane & 1;
+    const int my_fq = fq[warp * WROWS + r];
+    const floatX* Kw = Ks + warp * WROWS * L::TLD;
+    const floatX* Vw = Vs + warp * WROWS * L::TLD;
+    WarpAcc<HS> dk_acc, dv_acc;
+    dk_acc.zero();
+    dv_acc.zero();
+
+    for (int i0 = qstart / BQ * BQ; i0 < a.Tq; i0 += BQ) {
+        const int nq = min(BQ, a.Tq - i0);
+        __syncthreads();   // every warp is done with the previous Q, dO tiles
+        load_tile<HS>(Qs, qg + (long long)i0 * a.ldq, a.ldq, nq, a.vec);
+        load_tile<HS>(Gs, gg + (long long)i0 * a.lddo, a.lddo, nq, a.vec);
+        for (int c = threadIdx.x; c < BQ; c += blockDim.x) {
+            lse2[c] = c < nq ? lse_h[i0 + c] * LOG2E : -INFINITY;
+            dsum[c] = c < nq ? d_h[i0 + c] : 0.0f;
+        }
+        __syncthreads();
+        if (wfq >= i0 + nq) continue;   // no query of this tile sees any key of this warp
+        const int cb0 = max(0, wfq - i0) / 16, cb1 = (nq + 15) / 16;
+        constexpr int G = HS >= 96 ? 2 : BQ / 16;   // dK, dV accumulators already hold 2*HS/8 floats
+        warp_gemm_nt<HS, G>(S, L::SLD, Kw, L::TLD, Qs, L::TLD, cb0, cb1);
+        warp_gemm_nt<HS, G>(Dp, L::SLD, Vw, L::TLD, Gs, L::TLD, cb0, cb1);
+
+        // P^T = exp2(scale_log2 S^T - lse2) where visible, dS^T = P^T (dP^T - d), in chunks of 16
+        // query columns. The floatX value of column c lands on float c/2 of the same row, which
+        // belongs to this chunk or an earlier one: read the chunk, sync, then write it.
+        for (int c0 = 0; c0 < BQ; c0 += 16) {
+            float pv[8], dsv[8];
+ATTN_UNROLL
+            for (int t = 0; t < 8; t++) {
+                const int c = c0 + 2 * t + half;   // query column; visible implies cb0*16 <= c < nq
+                float p = 0.0f, ds = 0.0f;
+                if (i0 + c >= my_fq && lse2[c] != -INFINITY) {
+                    p = exp2f(S[r * L::SLD + c] * a.scale_log2 - lse2[c]);
+                    ds = p * (Dp[r * L::SLD + c] - dsum[c]);
+                }
+                pv[t] = p;
+                dsv[t] = ds;
+            }
+            __syncwarp();
+            if (c0 >= cb0 * 16 && c0 < cb1 * 16) {
+ATTN_UNROLL
+                for (int t = 0; t < 8; t++) {
+                    const int c = c0 + 2 * t + half;
+                    Pt[r * L::PLD + c] = from_float<floatX>(pv[t]);
+                    dSt[r * L::PLD + c] = from_float<floatX>(dsv[t]);
+                }
+            }
+        }
+        __syncwarp();
+        dv_acc.mma(Pt, L::PLD, Gs, L::TLD, cb0, cb1);    // dV_w += P^T dO
+        dk_acc.mma(dSt, L::PLD, Qs, L::TLD, cb0, cb1);   // dK_w += dS^T Q
+    }
+
+    dk_acc.scale(a.scale);
+    dk_acc.store(S, L::SLD);
+    dv_acc.store(Dp, L::SLD);
+    const int rows = min(WROWS, nk - warp * WROWS);
+    const long long row0 = (long long)b * a.Tk + j0 + warp * WROWS;
+    for (int idx = lane; idx < rows * HS; idx += 32) {
+        const int rr = idx / HS, c = idx % HS;
+        a.dk[(row0 + rr) * a.lddk + (long long)h * HS + c] += S[rr * L::SLD + c];
+        a.dv[(row0 + rr) * a.lddv + (long long)h * HS + c] += Dp[rr * L::SLD + c];
+    }
+}
+
+// ---- backward: dQ -------------------------------------------------------------------------------
+// Grid (query tiles, NH, B), latest first. Warp w owns queries 16w .. 16w+16 of the tile:
+// S = Q_w K^T, dP = dO_w V^T, dS = P (dP - d), dQ_w += scale dS K.
+template <int HS>
+__global__ void __launch_bounds__(NTHREADS) attention_backward_dq_kernel(const AttnArgs a) {
+    typedef Layout<HS> L;
+    DYNAMIC_SHARED(unsigned char, smem);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX* Qs = reinterpret_cast<floatX*>(smem);
+    floatX* Gs = reinterpret_cast<floatX*>(smem + L::TILE);   // dO
+    floatX* Ks = reinterpret_cast<floatX*>(smem + 2 * L::TILE);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + 3 * L::TILE);
+    unsigned char* scratch = smem + 4 * L::TILE + 2 * warp * L::SCRATCH;
+    float* S = reinterpret_cast<float*>(scratch);                 // S, then dS over it
+    float* Dp = reinterpret_cast<float*>(scratch + L::SCRATCH);   // dP
+    floatX* dS = reinterpret_cast<floatX*>(S);
+    unsigned char* vecs = smem + 4 * L::TILE + 2 * NWARPS * L::SCRATCH;
+    float* lse2 = reinterpret_cast<float*>(vecs);
+    float* dsum = reinterpret_cast<float*>(vecs + L::VEC);
+    int* nvis = reinterpret_cast<int*>(vecs + 2 * L::VEC);
+
+    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
+    const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int nq = min(BQ, a.Tq - i0);
+    const float* lse_h = a.lse_in + ((long long)b * NH + h) * a.Tq;
+    const float* d_h = a.d + ((long long)b * NH + h) * a.Tq;
+    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+        nvis[r] = r < nq ? visible_keys(a, i0 + r) : 0;
+        lse2[r] = r < nq ? lse_h[i0 + r] * LOG2E : -INFINITY;
+        dsum[r] = r < nq ? d_h[i0 + r] : 0.0f;
+    }
+    __syncthreads();
+    const int kend = nvis[nq - 1];
+    if (kend == 0) return;   // no query of this tile sees a key: dq += 0
+    load_tile<HS>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
+    load_tile<HS>(Gs, a.dout + ((long long)b * a.Tq + i0) * a.lddo + (long long)h * HS, a.lddo, nq, a.vec);
+    const floatX* kg = a.k + (long long)b * a.Tk * a.ldk + (long long)h * HS;
+    const floatX* vg = a.v + (long long)b * a.Tk * a.ldv + (long long)h * HS;
+
+    const int wlast = min(warp * WROWS + WROWS, nq) - 1;
+    const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;
+    const int r = lane >> 1, half = lane & 1;
+    const int my_nvis = nvis[warp * WROWS + r];
+    const float my_lse2 = lse2[warp * WROWS + r], my_d = dsum[warp * WROWS + r];
+    const floatX* Qw = Qs + warp * WROWS * L::TLD;
+    const floatX* Gw = Gs + warp * WROWS * L::TLD;
+    WarpAcc<HS> dq_acc;
+    dq_acc.zero();
+
+    for (int j0 = 0; j0 < kend; j0 += BK) {
+        const int nk = min(BK, kend - j0);
+        __syncthreads();
+        load_tile<HS>(Ks, kg + (long long)j0 * a.ldk, a.ldk, nk, a.vec);
+        load_tile<HS>(Vs, vg + (long long)j0 * a.ldv, a.ldv, nk, a.vec);
+        __syncthreads();
+        const int wn = min(nk, wvis - j0);
+        if (wn <= 0) continue;
+        const int ncb = (wn + 15) / 16;
+        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, 0, ncb);
+        warp_gemm_nt<HS>(Dp, L::SLD, Gw, L::TLD, Vs, L::TLD, 0, ncb);
+
+        const int nv = max(0, min(my_nvis - j0, nk));
+        float dsv[BK / 2];
+ATTN_UNROLL
+        for (int t = 0; t < BK / 2; t++) {
+            const int j = 2 * t + half;
+            float ds = 0.0f;
+            if (j < nv && my_lse2 != -INFINITY) {
+                const float p = exp2f(S[r * L::SLD + j] * a.scale_log2 - my_lse2);
+                ds = p * (Dp[r * L::SLD + j] - my_d);
+            }
+            dsv[t] = ds;
+        }
+        __syncwarp();   // every lane has read S before dS overwrites it
+ATTN_UNROLL
+        for (int t = 0; t < BK / 2; t++) {
+            const int j = 2 * t + half;
+            if (j < ncb * 16) dS[r * L::PLD + j] = from_float<floatX>(dsv[t]);
+        }
+        __syncwarp();
+        dq_acc.mma(dS, L::PLD, Ks, L::TLD, 0, ncb);   // dQ_w += dS K
+    }
+
+    dq_acc.scale(a.scale);
+    dq_acc.store(S, L::SLD);
+    const int rows = min(WROWS, nq - warp * WROWS);
+    const long long row0 = (long long)b * a.Tq + i0 + warp * WROWS;
+    for (int idx = lane; idx < rows * HS; idx += 32) {
+        const int rr = idx / HS, c = idx % HS;
+        a.dq[(row0 + rr) * a.lddq + (long long)h * HS + c] += S[rr * L::SLD + c];
+    }
+}
+
+// ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
+constexpr int ROW_WARPS = 8;
+
+__global__ void __launch_bounds__(32 * ROW_WARPS)
+attention_row_dot_kernel(int B, int NH, int HS, int T, const floatX* o, int ldo, const floatX* dout,
+                         int lddo, float* d) {
+    const long long row = (long long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;   // (b, t, h)
+    const int lane = threadIdx.x % 32;
+    if (row >= (long long)B * T * NH) return;   // the whole warp
+    const int h = (int)(row % NH);
+    const long long bt = row / NH;
+    const floatX* oi = o + bt * ldo + (long long)h * HS;
+    const floatX* gi = dout + bt * lddo + (long long)h * HS;
+    float acc = 0.0f;
+    for (int c = lane; c < HS; c += 32) acc += to_float(oi[c]) * to_float(gi[c]);
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const int b = (int)(bt / T), t = (int)(bt % T);
+    if (lane == 0) d[((long long)b * NH + h) * T + t] = acc;
+}
+
+__global__ void __launch_bounds__(32 * ROW_WARPS)
+attention_merge_kernel(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
+                       const float* o_b, int ldb, const float* lse_b) {
+    const long long row = (long long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;   // (b, t, h)
+    const int lane = threadIdx.x % 32;
+    if (row >= (long long)B * T * NH) return;
+    const int h = (int)(row % NH);
+    const long long bt = row / NH;
+    const int b = (int)(bt / T), t = (int)(bt % T);
+    const long long li = ((long long)b * NH + h) * T + t;
+    const float la = lse_a[li], lb = lse_b[li];
+    if (lb == -INFINITY) return;   // b is empty: a unchanged (the whole warp)
+    const float mx = fmaxf(la, lb);
+    const float lse = mx + logf(expf(la - mx) + expf(lb - mx));
+    const float wa = expf(la - lse), wb = expf(lb - lse);   // wa = 0 when a is empty
+    float* oa = o_a + bt * lda + (long long)h * HS;
+    const float* ob = o_b + bt * ldb + (long long)h * HS;
+    for (int c = lane; c < HS; c += 32) oa[c] = wa * oa[c] + wb * ob[c];
+    __syncwarp();   // every lane has read lse_a[li]
+    if (lane == 0) lse_a[li] = lse;
+}
+
+// ---- launchers ----------------------------------------------------------------------------------
+void check_problem(const AttentionProblem* p, const char* who) {
+    CHECK(p->B > 0 && p->NH > 0 && p->HS > 0 && p->Tq >= 0 && p->Tk >= 0, "caller bug",
+          "%s: attention problem has a non-positive size (B=%d NH=%d HS=%d Tq=%d Tk=%d)", who, p->B,
+          p->NH, p->HS, p->Tq, p->Tk);
+    CHECK(p->qpos.stride > 0 && p->kpos.stride > 0, "positions must increase with the local index",
+          "%s: attention strides must be positive (q stride %ld, k stride %ld)", who, p->qpos.stride,
+          p->kpos.stride);
+    CHECK(p->B <= 65535 && p->NH <= 65535, "split the batch", "%s: B=%d or NH=%d over the grid limit 65535",
+          who, p->B, p->NH);
+}
+
+void check_head_size(int HS, const char* who) {
+    CHECK(HS % 16 == 0 && HS >= 16 && HS <= 128,
+          "the tensor-core tiles are 16 wide: pad the head to a multiple of 16",
+          "%s: head size %d is not supported (a multiple of 16 in [16, 128])", who, HS);
+}
+
+bool aligned16(const void* ptr, int ld) {
+    return ((uintptr_t)ptr & 15) == 0 && ld % X128_ELEMS == 0;
+}
+
+AttnArgs make_args(const AttentionProblem* p) {
+    AttnArgs a = {};
+    a.Tq = p->Tq;
+    a.Tk = p->Tk;
+    a.qoff = p->qpos.off;
+    a.qstride = p->qpos.stride;
+    a.koff = p->kpos.off;
+    a.kstride = p->kpos.stride;
+    a.scale = 1.0f / sqrtf((float)p->HS);
+    a.scale_log2 = a.scale * LOG2E;
+    return a;
+}
+
+template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    const size_t smem = Layout<HS>::FWD;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const dim3 grid((unsigned)((a.Tq + BQ - 1) / BQ), (unsigned)NH, (unsigned)B);
+    LAUNCH(attention_forward_kernel<HS>, grid, NTHREADS, smem, stream, a);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    const size_t smem = Layout<HS>::BWD;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (a.Tk > 0) {
+        const dim3 grid((unsigned)((a.Tk + BK - 1) / BK), (unsigned)NH, (unsigned)B);
+        LAUNCH(attention_backward_dkdv_kernel<HS>, grid, NTHREADS, smem, stream, a);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    if (a.Tq > 0) {
+        const dim3 grid((unsigned)((a.Tq + BQ - 1) / BQ), (unsigned)NH, (unsigned)B);
+        LAUNCH(attention_backward_dq_kernel<HS>, grid, NTHREADS, smem, stream, a);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+template <int HS> size_t smem_forward() { return Layout<HS>::FWD; }
+template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
+
+// Calls F<HS>(args...) for the supported head sizes.
+#define ATTENTION_HS_SWITCH(HSV, F, ...)            \
+    switch (HSV) {                                  \
+    case 16: F<16>(__VA_ARGS__); break;             \
+    case 32: F<32>(__VA_ARGS__); break;             \
+    case 48: F<48>(__VA_ARGS__); break;             \
+    case 64: F<64>(__VA_ARGS__); break;             \
+    case 80: F<80>(__VA_ARGS__); break;             \
+    case 96: F<96>(__VA_ARGS__); break;             \
+    case 128: F<128>(__VA_ARGS__); break;           \
+    default: check_head_size(HSV, __func__); break; \
+    }
+
+}  // namespace
+
+void attention_partial_forward_cuda(const AttentionProblem* p,
+                                    const floatX* q, int ldq, const floatX* k, int ldk,
+                                    const floatX* v, int ldv, float* o, int ldo, float* lse,
+                                    cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+    if (p->Tq == 0) return;
+    AttnArgs a = make_args(p);
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.ldq = ldq;
+    a.ldk = ldk;
+    a.ldv = ldv;
+    a.o = o;
+    a.ldo = ldo;
+    a.lse = lse;
+    a.vec = aligned16(q, ldq) && aligned16(k, ldk) && aligned16(v, ldv);
+    ATTENTION_HS_SWITCH(p->HS, launch_forward, a, p->B, p->NH, stream);
+}
+
+void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
+                            const floatX* dout, int lddo, float* d, cudaStream_t stream) {
+    check_problem(p, __func__);
+    const long long rows = (long long)p->B * p->Tq * p->NH;
+    if (rows == 0) return;
+    LAUNCH(attention_row_dot_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0,
+           stream, p->B, p->NH, p->HS, p->Tq, o, ldo, dout, lddo, d);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_partial_backward_cuda(const AttentionProblem* p,
+                                     const floatX* q, int ldq, const floatX* k, int ldk,
+                                     const floatX* v, int ldv, const floatX* dout, int lddo,
+                                     const float* lse, const float* d,
+                                     float* dq, int lddq, float* dk, int lddk, float* dv, int lddv,
+                                     cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+    if (p->Tq == 0 || p->Tk == 0) return;   // nothing is visible: every gradient += 0
+    AttnArgs a = make_args(p);
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.dout = dout;
+    a.ldq = ldq;
+    a.ldk = ldk;
+    a.ldv = ldv;
+    a.lddo = lddo;
+    a.lse_in = lse;
+    a.d = d;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    a.lddq = lddq;
+    a.lddk = lddk;
+    a.lddv = lddv;
+    a.vec = aligned16(q, ldq) && aligned16(k, ldk) && aligned16(v, ldv) && aligned16(dout, lddo);
+    ATTENTION_HS_SWITCH(p->HS, launch_backward, a, p->B, p->NH, stream);
+}
+
+void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
+                          const float* o_b, int ldb, const float* lse_b, cudaStream_t stream) {
+    CHECK(B > 0 && NH > 0 && HS > 0 && T >= 0, "caller bug",
+          "attention_merge_cuda: non-positive size (B=%d NH=%d HS=%d T=%d)", B, NH, HS, T);
+    const long long rows = (long long)B * T * NH;
+    if (rows == 0) return;
+    LAUNCH(attention_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0,
+           stream, B, NH, HS, T, o_a, lda, lse_a, o_b, ldb, lse_b);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+size_t attention_cuda_forward_smem(int HS) {
+    size_t bytes = 0;
+    switch (HS) {
+    case 16: bytes = smem_forward<16>(); break;
+    case 32: bytes = smem_forward<32>(); break;
+    case 48: bytes = smem_forward<48>(); break;
+    case 64: bytes = smem_forward<64>(); break;
+    case 80: bytes = smem_forward<80>(); break;
+    case 96: bytes = smem_forward<96>(); break;
+    case 128: bytes = smem_forward<128>(); break;
+    default: break;
+    }
+    return bytes;
+}
+
+size_t attention_cuda_backward_smem(int HS) {
+    size_t bytes = 0;
+    switch (HS) {
+    case 16: bytes = smem_backward<16>(); break;
+    case 32: bytes = smem_backward<32>(); break;
+    case 48: bytes = smem_backward<48>(); break;
+    case 64: bytes = smem_backward<64>(); break;
+    case 80: bytes = smem_backward<80>(); break;
+    case 96: bytes = smem_backward<96>(); break;
+    case 128: bytes = smem_backward<128>(); break;
+    default: break;
+    }
+    return bytes;
+}

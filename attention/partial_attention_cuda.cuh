@@ -1,0 +1,59 @@
+// CUDA partial (local) causal attention: the device twin of attention/partial_attention.h, with
+// the same AttentionProblem (absolute token positions (offset, stride) for queries and keys; key j
+// is visible to query i iff kpos(j) <= qpos(i)) and the same semantics, on device pointers and a
+// stream. One kernel serves single-device attention, every ATTENTION2D mesh shape, Ring and Striped.
+//
+// Precisions (model/cuda_precision.cuh): Q, K, V, dO and the row-dot's O are floatX (bf16 by
+// default, fp32 with -DGPT_CUDA_FP32); everything that is summed across calls or merged stays
+// fp32: the partial output o, lse, d, and the gradients dq, dk, dv (accumulated, +=).
+//
+// Layout as in partial_attention.h: rows are tokens, heads are contiguous slices of a row. For
+// sequence b and local query i, head h starts at q + (b*Tq + i)*ldq + h*HS (the same for k, v, o,
+// dout, dq, dk, dv with their own row strides, in elements), so Q, K, V can be read straight out
+// of a fused (B, T, 3C) QKV activation. lse and d are (B, NH, Tq).
+//
+// HS must be a multiple of 16 in [16, 128] (16, 32, 48, 64, 80, 96, 128): the bf16 path runs on
+// WMMA m16n16k16 tensor-core tiles, so HS = 80 (gpt3-2.7b) is five k-steps of 16. Other HS fail
+// loudly. Row strides and pointers need no alignment; 16-byte aligned ones (every ld and pointer
+// a multiple of 8 bf16 / 4 fp32) take the vectorised load path.
+//
+// Every launcher checks the problem (fail_at on a bad one), enqueues its kernels on `stream` and
+// checks the launch (CUDA_CHECK(cudaGetLastError())); nothing is allocated and nothing synchronises.
+#pragma once
+#include "attention/partial_attention.h"   // AttentionProblem, TokenPositions
+#include "model/cuda_precision.cuh"
+
+// Forward. o: (B, Tq, NH*HS) fp32 rows of stride ldo, softmax over the visible local keys applied
+// to V; lse: (B, NH, Tq) fp32 log-sum-exp of the scaled scores of the visible keys. A query that
+// sees no local key gets o = 0 and lse = -INFINITY (the empty partial, which merges).
+void attention_partial_forward_cuda(const AttentionProblem* p,
+                                    const floatX* q, int ldq, const floatX* k, int ldk,
+                                    const floatX* v, int ldv, float* o, int ldo, float* lse,
+                                    cudaStream_t stream);
+
+// d: (B, NH, Tq) = rowsum(dout * o) per head (the backward's preprocessing), o and dout floatX.
+void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
+                            const floatX* dout, int lddo, float* d, cudaStream_t stream);
+
+// Backward given the final (merged) lse and d of each query: recomputes P = exp(scale QK^T - lse)
+// on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. Two kernels, no atomics,
+// bit-for-bit deterministic: one block per key tile accumulates dK, dV over the query tiles that
+// see it; one block per query tile accumulates dQ over the key tiles it sees.
+void attention_partial_backward_cuda(const AttentionProblem* p,
+                                     const floatX* q, int ldq, const floatX* k, int ldk,
+                                     const floatX* v, int ldv, const floatX* dout, int lddo,
+                                     const float* lse, const float* d,
+                                     float* dq, int lddq, float* dk, int lddk, float* dv, int lddv,
+                                     cudaStream_t stream);
+
+// Merges partial b into partial a in place, per query row and head (all fp32):
+//   lse = logaddexp(lse_a, lse_b); o_a = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b.
+// o_*: (B, T, NH*HS) with row strides lda, ldb; lse_*: (B, NH, T). Empty partials (-inf) merge.
+// Any HS > 0 is accepted here.
+void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
+                          const float* o_b, int ldb, const float* lse_b, cudaStream_t stream);
+
+// Dynamic shared memory (bytes) of each kernel for a head size: for the notes and for callers
+// that budget occupancy. 0 for an unsupported HS.
+size_t attention_cuda_forward_smem(int HS);
+size_t attention_cuda_backward_smem(int HS);

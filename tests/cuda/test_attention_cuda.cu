@@ -1,0 +1,367 @@
+// The CUDA partial attention (attention/partial_attention.cu) against its CPU twin
+// (attention/partial_attention.c) on random inputs: forward (o, lse), row-dot (d), backward
+// (dq, dk, dv accumulated onto random values, with the FINAL lse and d of the queries) and the LSE
+// merge, for single-device attention, every ATTENTION2D mesh position (q = r + pq*m,
+// k = c + pkv*n, pq and pkv in 1..4, including queries that see no key), Ring chunks (including
+// fully masked chunks), head sizes 16 to 128 (80 included) and sequence lengths that are not
+// multiples of the 64-row tiles; inputs read from a fused QKV buffer, from tight rows, from rows
+// with an aligned gap and from rows whose stride breaks 16-byte alignment (the scalar load path).
+// Outputs are poisoned with NaN before each launch, and the gap columns of every output must still
+// be NaN afterwards (nothing written outside the heads). The backward is run twice on the first
+// part and must give the same bits (no atomics whose order varies). The merge of the partials over split key
+// sets must give the attention over all keys.
+//
+// Both sides see the same floatX-rounded inputs; errors are max|gpu - cpu| / max|cpu| per tensor
+// (for dq, dk, dv: relative to the size of the accumulated gradient, max|cpu - initial value|).
+// fp32 build (-DGPT_CUDA_FP32): every bound is 1e-5. bf16 build: the bounds below, set from the
+// measured errors (P and dS are rounded to bf16 before the tensor-core products).
+//
+// `--die bad-head-size` must end with the launcher's diagnostic (HS = 24 is refused).
+#include "attention/partial_attention_cuda.cuh"
+#include "tests/cuda_host/test_check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#ifdef GPT_CUDA_FP32
+static const double TOL_O = 1e-5, TOL_LSE = 1e-5, TOL_D = 1e-5, TOL_GRAD = 1e-5;
+#else
+// Measured worst: o 2.0e-3, lse 2e-7 (scores are exact fp32 sums of bf16 products), dq, dk, dv
+// 3.2e-3 with scores of std 0.3; with peaked softmaxes (query amplitude 5) see the output.
+static const double TOL_O = 5e-3, TOL_LSE = 1e-5, TOL_D = 1e-5, TOL_GRAD = 1e-2;
+#endif
+// The merge kernel is fp32 in both builds and computes what attention_merge computes.
+static const double TOL_MERGE = 1e-6;
+
+typedef std::vector<float> Vec;
+
+static unsigned long long rng = 0x2545F4914F6CDD1DULL;
+static float uniform(void) {   // in [-1, 1)
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) * 0x1.0p-24 * 2.0 - 1.0);
+}
+static float round_x(float x) { return to_float(from_float<floatX>(x)); }
+
+// (rows x C) of values in [-amp, amp), rounded to floatX.
+static Vec random_rows(long rows, int C, float amp) {
+    Vec a((size_t)rows * C);
+    for (float& x : a) x = round_x(amp * uniform());
+    return a;
+}
+
+// Local rows i of each sequence = full rows off + stride*i (B sequences of T rows of C).
+static Vec take_rows(const Vec& full, int B, int T, int C, long off, long stride, int n) {
+    Vec a((size_t)B * n * C);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(&a[((size_t)b * n + i) * C], &full[((size_t)b * T + off + stride * i) * C], sizeof(float) * C);
+    return a;
+}
+
+// Device copies with row stride ld; the ld - C gap columns hold NaN.
+template <typename T> static T* upload(const Vec& h, long rows, int C, int ld) {
+    std::vector<T> tmp((size_t)rows * ld, from_float<T>(NAN));
+    for (long r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) tmp[(size_t)r * ld + c] = from_float<T>(h[(size_t)r * C + c]);
+    T* d;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(T) * tmp.size()));
+    CUDA_CHECK(cudaMemcpy(d, tmp.data(), sizeof(T) * tmp.size(), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static Vec download(const float* d, long n) {
+    Vec h((size_t)n);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static float* poisoned(long n) {
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(float) * n));
+    CUDA_CHECK(cudaMemset(d, 0xFF, sizeof(float) * n));
+    return d;
+}
+
+// max |got - want| / max |want - base| over (rows x C) (got has row stride ld, want and base are
+// tight; base NULL means 0). NaN anywhere counts as infinite error; so does a gap column of got
+// that is no longer NaN (the kernel wrote outside its heads).
+static double rel_err(const Vec& got, int ld, const Vec& want, const Vec* base, long rows, int C) {
+    double md = 0, mr = 0;
+    for (long r = 0; r < rows; r++) {
+        for (int c = 0; c < C; c++) {
+            const double g = got[(size_t)r * ld + c], w = want[(size_t)r * C + c];
+            const double d = fabs(g - w);
+            if (!(d == d)) return INFINITY;
+            md = d > md ? d : md;
+            const double ref = fabs(w - (base ? (*base)[(size_t)r * C + c] : 0.0));
+            mr = ref > mr ? ref : mr;
+        }
+        for (int c = C; c < ld; c++)
+            if (!isnan(got[(size_t)r * ld + c])) return INFINITY;
+    }
+    return md / (mr > 0 ? mr : 1);
+}
+
+// lse: -inf exactly where the reference has -inf; elsewhere max|got - want| / max|want|.
+static double lse_err(const Vec& got, const Vec& want) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        if (isinf(want[i]) || isinf(got[i])) {
+            if (!(got[i] == want[i])) return INFINITY;
+            continue;
+        }
+        const double d = fabs((double)got[i] - want[i]);
+        if (!(d == d)) return INFINITY;
+        md = d > md ? d : md;
+        mr = fabs(want[i]) > mr ? fabs(want[i]) : mr;
+    }
+    return md / (mr > 0 ? mr : 1);
+}
+
+struct Worst {
+    double o, lse, d, dq, dk, dv, merged_o, merged_lse, merge_kernel;
+};
+static Worst worst;
+static void keep(double* w, double e) { *w = e > *w || !(e == e) ? e : *w; }
+
+// One query set against a split of the keys into `parts` sets, as one rank row of a mesh (or one
+// Ring query chunk) sees it: checks every partial forward and backward against the CPU twin and
+// the merge of the partials against attention over all keys.
+struct Scenario {
+    const char* label;
+    int B, NH, HS, T;
+    long qoff, qstride;
+    int nq;
+    int parts;
+    long koff[4];
+    long kstride;
+    int nk;
+    int ld_extra;   // row stride = C + ld_extra for every tensor (3: no 16-byte alignment)
+    bool fused;     // Q, K, V from one (B, T, 3C) buffer (single device: same rows for q and k)
+    float qamp;     // queries in [-qamp, qamp): 1 gives scores of std 0.3, 5 a peaked softmax whose
+                    // running max moves from tile to tile (the online rescaling matters)
+};
+
+static void run_scenario(const Scenario& s) {
+    const int B = s.B, NH = s.NH, HS = s.HS, T = s.T, C = NH * HS, nq = s.nq, nk = s.nk;
+    const int ld = C + s.ld_extra;
+    const Vec q = random_rows((long)B * T, C, s.qamp), k = random_rows((long)B * T, C, 1.0f);
+    const Vec v = random_rows((long)B * T, C, 1.0f), g = random_rows((long)B * T, C, 1.0f);
+    const Vec ql = take_rows(q, B, T, C, s.qoff, s.qstride, nq);
+    const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
+
+    // The queries' final output and statistics: attention over every key of the sequence.
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}};
+    Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
+    attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
+    Vec o_fin_x(o_fin);
+    for (float& x : o_fin_x) x = round_x(x);   // the saved output is floatX
+    attention_row_dot(&all, o_fin_x.data(), C, gl.data(), C, d_fin.data());
+
+    bool nondeterministic = false;
+    double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}};
+    {   // row-dot on the device
+        floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
+        floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
+        float* d_d = poisoned((long)B * NH * nq);
+        attention_row_dot_cuda(&p0, o_d, ld, g_d, ld, d_d, 0);
+        e_d = rel_err(download(d_d, (long)B * NH * nq), NH * nq, d_fin, NULL, B, NH * nq);
+        CUDA_CHECK(cudaFree(o_d));
+        CUDA_CHECK(cudaFree(g_d));
+        CUDA_CHECK(cudaFree(d_d));
+    }
+
+    floatX *q_d, *g_d = upload<floatX>(gl, (long)B * nq, C, ld), *qkv_d = NULL;
+    int ldq = ld;
+    if (s.fused) {   // one (B, T, 3C) buffer: the kernel reads heads out of the fused rows
+        Vec qkv((size_t)B * T * 3 * C);
+        for (long r = 0; r < (long)B * T; r++) {
+            memcpy(&qkv[(size_t)r * 3 * C], &q[(size_t)r * C], sizeof(float) * C);
+            memcpy(&qkv[(size_t)r * 3 * C + C], &k[(size_t)r * C], sizeof(float) * C);
+            memcpy(&qkv[(size_t)r * 3 * C + 2 * C], &v[(size_t)r * C], sizeof(float) * C);
+        }
+        qkv_d = upload<floatX>(qkv, (long)B * T, 3 * C, 3 * C);
+        q_d = qkv_d;
+        ldq = 3 * C;
+    } else {
+        q_d = upload<floatX>(ql, (long)B * nq, C, ld);
+    }
+    float* lse_fin_d = upload<float>(lse_fin, 1, B * NH * nq, B * NH * nq);
+    float* d_fin_d = upload<float>(d_fin, 1, B * NH * nq, B * NH * nq);
+    // dq accumulates over the parts, on both sides, from the same random start.
+    const Vec dq0 = random_rows((long)B * nq, C, 0.5f);
+    Vec dq_ref(dq0);
+    float* dq_d = upload<float>(dq0, (long)B * nq, C, ld);
+    float *merged_o = poisoned((long)B * nq * ld), *merged_lse = poisoned((long)B * NH * nq);
+
+    for (int part = 0; part < s.parts; part++) {
+        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}};
+        const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
+        const Vec vl = take_rows(v, B, T, C, s.koff[part], s.kstride, nk);
+        const floatX *k_d, *v_d;
+        floatX *k_own = NULL, *v_own = NULL;
+        int ldk = ld;
+        if (s.fused) {
+            k_d = qkv_d + C;
+            v_d = qkv_d + 2 * C;
+            ldk = 3 * C;
+        } else {
+            k_d = k_own = upload<floatX>(kl, (long)B * nk, C, ld);
+            v_d = v_own = upload<floatX>(vl, (long)B * nk, C, ld);
+        }
+
+        // Forward.
+        Vec o_ref((size_t)B * nq * C), lse_ref((size_t)B * NH * nq);
+        attention_partial_forward(&p, ql.data(), C, kl.data(), C, vl.data(), C, o_ref.data(), C, lse_ref.data());
+        float *o_d = poisoned((long)B * nq * ld), *lse_d = poisoned((long)B * NH * nq);
+        attention_partial_forward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, o_d, ld, lse_d, 0);
+        const Vec o = download(o_d, (long)B * nq * ld), lse = download(lse_d, (long)B * NH * nq);
+        keep(&e_o, rel_err(o, ld, o_ref, NULL, (long)B * nq, C));
+        keep(&e_lse, lse_err(lse, lse_ref));
+
+        // Merge on the device, and the same merge on the host from the device partials.
+        if (part == 0) {
+            CUDA_CHECK(cudaMemcpy(merged_o, o_d, sizeof(float) * B * nq * ld, cudaMemcpyDeviceToDevice));
+            CUDA_CHECK(cudaMemcpy(merged_lse, lse_d, sizeof(float) * B * NH * nq, cudaMemcpyDeviceToDevice));
+        } else {
+            Vec mo = download(merged_o, (long)B * nq * ld), ml = download(merged_lse, (long)B * NH * nq);
+            attention_merge(B, NH, HS, nq, mo.data(), ld, ml.data(), o.data(), ld, lse.data());
+            attention_merge_cuda(B, NH, HS, nq, merged_o, ld, merged_lse, o_d, ld, lse_d, 0);
+            Vec mo_tight((size_t)B * nq * C);
+            for (long r = 0; r < (long)B * nq; r++)
+                memcpy(&mo_tight[(size_t)r * C], &mo[(size_t)r * ld], sizeof(float) * C);
+            keep(&e_mk, rel_err(download(merged_o, (long)B * nq * ld), ld, mo_tight, NULL, (long)B * nq, C));
+            keep(&e_mk, lse_err(download(merged_lse, (long)B * NH * nq), ml));
+        }
+
+        // Backward with the final lse and d, accumulating onto random values.
+        const Vec dk0 = random_rows((long)B * nk, C, 0.5f), dv0 = random_rows((long)B * nk, C, 0.5f);
+        Vec dk_ref(dk0), dv_ref(dv0);
+        attention_partial_backward(&p, ql.data(), C, kl.data(), C, vl.data(), C, gl.data(), C, lse_fin.data(),
+                                   d_fin.data(), dq_ref.data(), C, dk_ref.data(), C, dv_ref.data(), C);
+        float *dk_d = upload<float>(dk0, (long)B * nk, C, ld), *dv_d = upload<float>(dv0, (long)B * nk, C, ld);
+        attention_partial_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq_d, ld,
+                                        dk_d, ld, dv_d, ld, 0);
+        const Vec dk = download(dk_d, (long)B * nk * ld), dv = download(dv_d, (long)B * nk * ld);
+        keep(&e_dk, rel_err(dk, ld, dk_ref, &dk0, (long)B * nk, C));
+        keep(&e_dv, rel_err(dv, ld, dv_ref, &dv0, (long)B * nk, C));
+        if (part == 0) {   // deterministic: the same call again gives the same bits (no atomics)
+            float* dk2_d = upload<float>(dk0, (long)B * nk, C, ld);
+            float* dv2_d = upload<float>(dv0, (long)B * nk, C, ld);
+            float* dq2_d = upload<float>(dq0, (long)B * nq, C, ld);
+            attention_partial_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq2_d,
+                                            ld, dk2_d, ld, dv2_d, ld, 0);
+            const Vec dq_first = download(dq_d, (long)B * nq * ld), dq_again = download(dq2_d, (long)B * nq * ld);
+            const Vec dk_again = download(dk2_d, (long)B * nk * ld), dv_again = download(dv2_d, (long)B * nk * ld);
+            // NaN gaps compare unequal as floats: compare the bytes.
+            if (memcmp(dk.data(), dk_again.data(), sizeof(float) * dk.size()) ||
+                memcmp(dv.data(), dv_again.data(), sizeof(float) * dv.size()) ||
+                memcmp(dq_first.data(), dq_again.data(), sizeof(float) * dq_first.size()))
+                nondeterministic = true;
+            for (float* ptr : {dk2_d, dv2_d, dq2_d}) CUDA_CHECK(cudaFree(ptr));
+        }
+
+        for (void* ptr : {(void*)k_own, (void*)v_own, (void*)o_d, (void*)lse_d, (void*)dk_d, (void*)dv_d})
+            if (ptr) CUDA_CHECK(cudaFree(ptr));
+    }
+    e_dq = rel_err(download(dq_d, (long)B * nq * ld), ld, dq_ref, &dq0, (long)B * nq, C);
+    e_mo = rel_err(download(merged_o, (long)B * nq * ld), ld, o_fin, NULL, (long)B * nq, C);
+    e_ml = lse_err(download(merged_lse, (long)B * NH * nq), lse_fin);
+
+    const bool ok = e_o <= TOL_O && e_lse <= TOL_LSE && e_d <= TOL_D && e_dq <= TOL_GRAD && e_dk <= TOL_GRAD &&
+                    e_dv <= TOL_GRAD && e_mo <= TOL_O && e_ml <= TOL_LSE && e_mk <= TOL_MERGE && !nondeterministic;
+    check(ok, "%-28s o %.1e lse %.1e d %.1e dq %.1e dk %.1e dv %.1e merged o %.1e lse %.1e (kernel %.1e)%s",
+          s.label, e_o, e_lse, e_d, e_dq, e_dk, e_dv, e_mo, e_ml, e_mk,
+          nondeterministic ? " NOT bit-for-bit deterministic" : "");
+    keep(&worst.o, e_o);
+    keep(&worst.lse, e_lse);
+    keep(&worst.d, e_d);
+    keep(&worst.dq, e_dq);
+    keep(&worst.dk, e_dk);
+    keep(&worst.dv, e_dv);
+    keep(&worst.merged_o, e_mo);
+    keep(&worst.merged_lse, e_ml);
+    keep(&worst.merge_kernel, e_mk);
+
+    for (void* ptr : {(void*)q_d, (void*)g_d, (void*)lse_fin_d, (void*)d_fin_d, (void*)dq_d, (void*)merged_o,
+                      (void*)merged_lse})
+        CUDA_CHECK(cudaFree(ptr));
+}
+
+static Scenario single(const char* label, int B, int NH, int HS, int T, int ld_extra, bool fused, float qamp) {
+    Scenario s = {label, B, NH, HS, T, 0, 1, T, 1, {0, 0, 0, 0}, 1, T, ld_extra, fused, qamp};
+    return s;
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "bad-head-size")) {
+        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}};
+        attention_partial_forward_cuda(&p, NULL, 24, NULL, 24, NULL, 24, NULL, 24, NULL, 0);
+        printf("--die bad-head-size: the program was expected to end with a diagnostic\n");
+        return 1;
+    }
+    printf("precision: %s inputs, fp32 o/lse/d/dq/dk/dv; bounds o %.0e lse %.0e d %.0e grads %.0e merge %.0e\n",
+           FLOATX_NAME, TOL_O, TOL_LSE, TOL_D, TOL_GRAD, TOL_MERGE);
+    printf("info dynamic shared memory per block (bytes), forward / backward:");
+    for (int hs = 16; hs <= 128; hs += 16) {
+        if (hs == 112) continue;
+        printf(" HS%d %zu/%zu", hs, attention_cuda_forward_smem(hs), attention_cuda_backward_smem(hs));
+    }
+    printf("\n");
+    check(attention_cuda_forward_smem(24) == 0 && attention_cuda_forward_smem(128) <= 227 * 1024 &&
+              attention_cuda_backward_smem(128) <= 227 * 1024,
+          "every supported head size fits in 227 KiB of shared memory; HS 24 is unsupported");
+    static char labels[64][48];
+    int nl = 0;
+
+    // Single device: a ragged last tile (131 = 64 + 64 + 3) read from a fused QKV buffer; 160.
+    run_scenario(single("single T131 HS64 fused qkv", 2, 2, 64, 131, 0, true, 1.0f));
+    run_scenario(single("single T131 HS64 fused q*5", 2, 2, 64, 131, 0, true, 5.0f));
+    run_scenario(single("single T160 HS32 q*5", 1, 4, 32, 160, 0, false, 5.0f));
+    // Head sizes 80 (gpt3-2.7b: five k-steps of 16), 128 and 48; a misaligned row stride.
+    run_scenario(single("single T70 HS80", 1, 2, 80, 70, 0, false, 1.0f));
+    run_scenario(single("single T40 HS128 ld+8 q*5", 1, 1, 128, 40, 8, false, 5.0f));
+    run_scenario(single("single T77 HS48 ld+3", 2, 1, 48, 77, 3, false, 1.0f));
+
+    // ATTENTION2D: rank (r, c) of a pq x pkv mesh holds queries r + pq*m and keys c + pkv*n; the
+    // pkv partials of row r merge to the row's full attention. T = 96: 96 queries are a full and
+    // a half tile. Row strides cycle through tight, aligned gap and misaligned.
+    const int T = 96;
+    for (int pq = 1; pq <= 4; pq++)
+        for (int pkv = 1; pkv <= 4; pkv++)
+            for (int r = 0; r < pq; r++) {
+                char* label = labels[nl++ % 64];
+                const int ld_extra = (pq + pkv + r) % 3 == 0 ? 0 : (pq + pkv + r) % 3 == 1 ? 8 : 3;
+                const float qamp = (pq + pkv + r) % 2 ? 5.0f : 1.0f;
+                snprintf(label, 48, "mesh %dx%d row %d T%d ld+%d q*%g", pq, pkv, r, T, ld_extra, qamp);
+                Scenario s = {label, 2, 2, 32, T, r, pq, T / pq, pkv, {0, 1, 2, 3}, pkv, T / pkv, ld_extra, false, qamp};
+                run_scenario(s);
+            }
+    // A rectangular mesh with HS = 80 and a ragged tile count (T = 132, 2 x 3).
+    for (int r = 0; r < 2; r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x3 row %d T132 HS80", r);
+        Scenario s = {label, 1, 2, 80, 132, r, 2, 66, 3, {0, 1, 2, 0}, 3, 44, 0, false, 2.0f};
+        run_scenario(s);
+    }
+    // Ring: contiguous chunks; query chunk i against every key chunk (later chunks are fully
+    // masked, earlier ones fully visible, the diagonal causal).
+    for (int P = 2; P <= 4; P++) {
+        const int TR = 120, n = TR / P;
+        for (int i = 0; i < P; i++) {
+            char* label = labels[nl++ % 64];
+            const float qamp = i % 2 ? 5.0f : 1.0f;
+            snprintf(label, 48, "ring P%d chunk %d T%d HS16 q*%g", P, i, TR, qamp);
+            Scenario s = {label, 2, 2, 16, TR, (long)i * n, 1, n, P, {0, n, 2L * n, 3L * n}, 1, n, 0, false, qamp};
+            run_scenario(s);
+        }
+    }
+    printf("worst rel err: o %.2e lse %.2e d %.2e dq %.2e dk %.2e dv %.2e merged o %.2e merged lse %.2e "
+           "merge kernel %.2e\n",
+           worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
+           worst.merge_kernel);
+    return test_finish("test_attention_cuda (" FLOATX_NAME ")");
+}

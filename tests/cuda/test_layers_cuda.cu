@@ -1,0 +1,399 @@
+// The token-local CUDA kernels (model/layers_cuda.cuh) against their CPU twins (model/layers.c)
+// on random inputs, at shapes that are and are not multiples of the vector and block sizes. Built
+// twice: with -DGPT_CUDA_FP32 (bound 1e-5 on every output) and in bf16 (a bound per kernel,
+// below). Inputs are rounded to floatX on both sides, so the comparison measures the kernel, not
+// the input rounding; the CPU reference then runs in fp32. Every pure output is poisoned with NaN
+// (0xFF bytes) before each launch, so an element a kernel fails to write fails the check; the
+// accumulated outputs (+=) start from random values, so a missed element is off by its update.
+// The error reported is max|gpu - cpu| / max|cpu| per output.
+#include "model/layers_cuda.cuh"
+#include "model/layers.h"  // the CPU twins (C linkage)
+#include "tests/cuda_host/test_check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+typedef std::vector<float> Vec;
+
+// --- Bounds ----------------------------------------------------------------------------------------
+
+#ifdef GPT_CUDA_FP32
+static const double BOUND_ROUND1 = 1e-5;  // every output in the fp32 build
+static const double BOUND_LN = 1e-5;
+static const double BOUND_LN_BWD = 1e-5;
+#else
+// bf16 keeps 8 significant bits: storing an fp32 result rounds it by at most half an ulp, 2^-8 =
+// 3.9e-3 of its magnitude, hence of max|cpu|. The bounds leave room for that one rounding plus
+// the fp32 differences of the kernel (summation order, rsqrtf, tanhf).
+static const double BOUND_ROUND1 = 6e-3;  // one rounding of an fp32 result: encoder, residual, GELU
+static const double BOUND_LN = 1e-2;      // LayerNorm out: one rounding, |out| up to a few units
+static const double BOUND_LN_BWD = 1e-2;  // dinp / dweight / dbias: fp32 sums, one rounding
+#endif
+static const double BOUND_STATS = 1e-5;   // fp32 outputs (mean, rstd) in both builds
+
+// Worst error per kernel output over all shapes, for the summary at the end.
+struct Worst {
+    char name[64];
+    double bound, err;
+};
+static Worst worst[32];
+static int n_worst;
+
+static void record(const char* name, double bound, double err) {
+    for (int i = 0; i < n_worst; i++)
+        if (!strcmp(worst[i].name, name)) {
+            if (!(err <= worst[i].err)) worst[i].err = err;
+            return;
+        }
+    Worst& w = worst[n_worst++];
+    snprintf(w.name, sizeof w.name, "%s", name);
+    w.bound = bound;
+    w.err = err;
+}
+
+// --- Helpers ---------------------------------------------------------------------------------------
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(void) {  // uniform in [-1, 1)
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static int irand(int n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (int)((rng_state >> 33) % (uint64_t)n);
+}
+
+static float round_x(float x) { return to_float(from_float<floatX>(x)); }
+static void round_all(Vec& v) {
+    for (float& x : v) x = round_x(x);
+}
+
+// n random values offset + scale * U(-1, 1), rounded to floatX.
+static Vec rand_vec(size_t n, float scale, float offset = 0.0f) {
+    Vec v(n);
+    for (float& x : v) x = round_x(offset + scale * frand());
+    return v;
+}
+
+template <typename T> static T* dalloc(size_t n) {
+    T* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+    return p;
+}
+static void poison(void* d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0xFF, bytes)); }
+
+static void upload(floatX* d, const Vec& h) {
+    std::vector<floatX> x(h.size());
+    for (size_t i = 0; i < h.size(); i++) x[i] = from_float<floatX>(h[i]);
+    CUDA_CHECK(cudaMemcpy(d, x.data(), x.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+static floatX* to_dev(const Vec& h) {
+    floatX* d = dalloc<floatX>(h.size());
+    upload(d, h);
+    return d;
+}
+static Vec fetch(const floatX* d, size_t n) {
+    std::vector<floatX> x(n);
+    CUDA_CHECK(cudaMemcpy(x.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    Vec h(n);
+    for (size_t i = 0; i < n; i++) h[i] = to_float(x[i]);
+    return h;
+}
+static Vec fetch_f(const float* d, size_t n) {
+    Vec h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+static bool bitwise_equal(const Vec& a, const Vec& b) {
+    return a.size() == b.size() && !memcmp(a.data(), b.data(), a.size() * sizeof(float));
+}
+
+// max|got - want| / max|want|; a NaN anywhere gives infinity.
+static double rel_err(const Vec& got, const Vec& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        const double d = fabs((double)got[i] - (double)want[i]);
+        if (d != d) return INFINITY;
+        if (d > num) num = d;
+        if (fabs((double)want[i]) > den) den = fabs((double)want[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+static void expect(const char* kernel, const char* shape, const char* output, const Vec& got,
+                   const Vec& want, double bound) {
+    const double err = rel_err(got, want);
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", kernel, output);
+    record(name, bound, err);
+    check(err <= bound, "%-26s %-22s %-8s rel err %.2e (bound %.0e)", kernel, shape, output, err, bound);
+}
+
+static cudaStream_t stream;
+
+static void sync(void) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+// The shapes of the token-row kernels: C = 768 and 72 (vector paths), 45 (scalar path) times
+// N = 1, 37, 256 (B = 4 sequences of T = 64).
+static const int SHAPE_C[] = {768, 72, 45};
+static const int SHAPE_BT[][2] = {{1, 1}, {1, 37}, {4, 64}};
+
+// --- Encoder ---------------------------------------------------------------------------------------
+
+static void test_encoder_forward(int B, int T, int C, TokenPositions pos) {
+    const int N = B * T, V = 50;
+    const long P = pos.off + pos.stride * (T - 1) + 1;  // wpe rows used
+    std::vector<int> tok(N);
+    for (int& t : tok) t = irand(V);
+    const Vec wte = rand_vec((size_t)V * C, 1.0f), wpe = rand_vec((size_t)P * C, 0.5f);
+    Vec want((size_t)N * C);
+    encoder_forward(want.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos);
+
+    int* d_tok = dalloc<int>(N);
+    CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    floatX *d_wte = to_dev(wte), *d_wpe = to_dev(wpe), *d_out = dalloc<floatX>((size_t)N * C);
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    encoder_forward_cuda(d_out, d_tok, d_wte, d_wpe, B, T, C, pos, stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d pos=%ld+%ld*t", B, T, C, pos.off, pos.stride);
+    expect("encoder_forward", shape, "out", fetch(d_out, (size_t)N * C), want, BOUND_ROUND1);
+    CUDA_CHECK(cudaFree(d_tok));
+    CUDA_CHECK(cudaFree(d_wte));
+    CUDA_CHECK(cudaFree(d_wpe));
+    CUDA_CHECK(cudaFree(d_out));
+}
+
+// V distinct tokens at random (V = 1: every row has the same token).
+static void test_encoder_backward(int B, int T, int C, TokenPositions pos, int V) {
+    const int N = B * T;
+    const long P = pos.off + pos.stride * (T - 1) + 1;
+    std::vector<int> tok(N);
+    for (int& t : tok) t = irand(V);
+    const Vec dout = rand_vec((size_t)N * C, 1.0f);
+    const Vec dwte0 = rand_vec((size_t)V * C, 1.0f), dwpe0 = rand_vec((size_t)P * C, 1.0f);
+    Vec dwte = dwte0, dwpe = dwpe0;
+    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, pos);
+
+    int* d_tok = dalloc<int>(N);
+    CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    floatX *d_dout = to_dev(dout), *d_dwte = to_dev(dwte0), *d_dwpe = to_dev(dwpe0);
+    const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T);
+    void* scratch = dalloc<char>(scratch_bytes);
+    Vec got_wte, got_wpe;
+    for (int run = 0; run < 2; run++) {  // the second run checks that the result is bitwise the same
+        upload(d_dwte, dwte0);
+        upload(d_dwpe, dwpe0);
+        poison(scratch, scratch_bytes);
+        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, pos, scratch, stream);
+        sync();
+        const Vec w = fetch(d_dwte, (size_t)V * C), p = fetch(d_dwpe, (size_t)P * C);
+        if (run == 0) {
+            got_wte = w;
+            got_wpe = p;
+        } else {
+            check(bitwise_equal(w, got_wte) && bitwise_equal(p, got_wpe),
+                  "encoder_backward B=%d T=%d C=%d V=%d: a second run gives bitwise the same dwte, dwpe", B,
+                  T, C, V);
+        }
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d", B, T, C, V);
+    expect("encoder_backward", shape, "dwte", got_wte, dwte, BOUND_ROUND1);
+    expect("encoder_backward", shape, "dwpe", got_wpe, dwpe, BOUND_ROUND1);
+    CUDA_CHECK(cudaFree(d_tok));
+    CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_dwte));
+    CUDA_CHECK(cudaFree(d_dwpe));
+    CUDA_CHECK(cudaFree(scratch));
+}
+
+// --- LayerNorm -------------------------------------------------------------------------------------
+
+static void test_layernorm_forward(int N, int C) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f), b = rand_vec(C, 0.2f);
+    Vec out((size_t)N * C), mean(N), rstd(N);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+
+    floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_b = to_dev(b), *d_out = dalloc<floatX>((size_t)N * C);
+    float *d_mean = dalloc<float>(N), *d_rstd = dalloc<float>(N);
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    poison(d_mean, N * sizeof(float));
+    poison(d_rstd, N * sizeof(float));
+    layernorm_forward_cuda(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    expect("layernorm_forward", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
+    expect("layernorm_forward", shape, "mean", fetch_f(d_mean, N), mean, BOUND_STATS);
+    expect("layernorm_forward", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
+    for (void* p : {(void*)d_x, (void*)d_w, (void*)d_b, (void*)d_out, (void*)d_mean, (void*)d_rstd})
+        CUDA_CHECK(cudaFree(p));
+}
+
+// in_place: residual_out is the buffer of a (the residual stream updated in place).
+static void test_fused_residual_layernorm(int N, int C, bool in_place) {
+    const Vec a = rand_vec((size_t)N * C, 2.0f, 0.5f), bb = rand_vec((size_t)N * C, 1.0f);
+    const Vec w = rand_vec(C, 0.2f, 1.0f), b = rand_vec(C, 0.2f);
+    Vec res((size_t)N * C), out((size_t)N * C), mean(N), rstd(N);
+    residual_forward(res.data(), a.data(), bb.data(), (long)N * C);
+    round_all(res);  // the kernel stores the sum as floatX and normalises what it stored
+    layernorm_forward(out.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N, C);
+
+    floatX *d_a = to_dev(a), *d_bb = to_dev(bb), *d_w = to_dev(w), *d_b = to_dev(b);
+    floatX *d_res = in_place ? d_a : dalloc<floatX>((size_t)N * C), *d_out = dalloc<floatX>((size_t)N * C);
+    float *d_mean = dalloc<float>(N), *d_rstd = dalloc<float>(N);
+    if (!in_place) poison(d_res, (size_t)N * C * sizeof(floatX));
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    poison(d_mean, N * sizeof(float));
+    poison(d_rstd, N * sizeof(float));
+    fused_residual_layernorm_forward_cuda(d_res, d_out, d_mean, d_rstd, d_a, d_bb, d_w, d_b, N, C, stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, in_place ? " in-place" : "");
+    expect("fused_residual_layernorm", shape, "residual", fetch(d_res, (size_t)N * C), res, BOUND_ROUND1);
+    expect("fused_residual_layernorm", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
+    expect("fused_residual_layernorm", shape, "mean", fetch_f(d_mean, N), mean, BOUND_STATS);
+    expect("fused_residual_layernorm", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
+    for (void* p : {(void*)d_a, (void*)d_bb, (void*)d_w, (void*)d_b, (void*)d_out, (void*)d_mean,
+                    (void*)d_rstd})
+        CUDA_CHECK(cudaFree(p));
+    if (!in_place) CUDA_CHECK(cudaFree(d_res));
+}
+
+static void test_layernorm_backward(int N, int C) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f), b = rand_vec(C, 0.2f);
+    const Vec dout = rand_vec((size_t)N * C, 1.0f);
+    const Vec dinp0 = rand_vec((size_t)N * C, 1.0f), dw0 = rand_vec(C, 1.0f), db0 = rand_vec(C, 1.0f);
+    Vec out((size_t)N * C), mean(N), rstd(N);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    Vec dinp = dinp0, dw = dw0, db = db0;
+    layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                       rstd.data(), N, C);
+
+    floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_dout = to_dev(dout);
+    floatX *d_dinp = to_dev(dinp0), *d_dw = to_dev(dw0), *d_db = to_dev(db0);
+    float *d_mean = dalloc<float>(N), *d_rstd = dalloc<float>(N);
+    CUDA_CHECK(cudaMemcpy(d_mean, mean.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_rstd, rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    const size_t scratch_bytes = layernorm_backward_scratch_bytes(N, C);
+    void* scratch = dalloc<char>(scratch_bytes);
+    Vec got_dinp, got_dw, got_db;
+    for (int run = 0; run < 2; run++) {
+        upload(d_dinp, dinp0);
+        upload(d_dw, dw0);
+        upload(d_db, db0);
+        poison(scratch, scratch_bytes);
+        layernorm_backward_cuda(d_dinp, d_dw, d_db, scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, stream);
+        sync();
+        const Vec a = fetch(d_dinp, (size_t)N * C), bw = fetch(d_dw, C), bb = fetch(d_db, C);
+        if (run == 0) {
+            got_dinp = a;
+            got_dw = bw;
+            got_db = bb;
+        } else {
+            check(bitwise_equal(a, got_dinp) && bitwise_equal(bw, got_dw) && bitwise_equal(bb, got_db),
+                  "layernorm_backward N=%d C=%d: a second run gives bitwise the same dinp, dweight, dbias", N, C);
+        }
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    expect("layernorm_backward", shape, "dinp", got_dinp, dinp, BOUND_LN_BWD);
+    expect("layernorm_backward", shape, "dweight", got_dw, dw, BOUND_LN_BWD);
+    expect("layernorm_backward", shape, "dbias", got_db, db, BOUND_LN_BWD);
+    for (void* p : {(void*)d_x, (void*)d_w, (void*)d_dout, (void*)d_dinp, (void*)d_dw, (void*)d_db,
+                    (void*)d_mean, (void*)d_rstd, scratch})
+        CUDA_CHECK(cudaFree(p));
+}
+
+// --- GELU and residual -----------------------------------------------------------------------------
+
+// off: the element offset of every pointer (1 makes them misaligned: the scalar path).
+static void test_elementwise(long n, int off) {
+    const Vec x = rand_vec(n, 4.0f), y = rand_vec(n, 1.0f), dinp0 = rand_vec(n, 1.0f);
+    Vec gelu(n), dinp = dinp0, res(n);
+    gelu_forward(gelu.data(), x.data(), n);
+    gelu_backward(dinp.data(), x.data(), y.data(), n);
+    residual_forward(res.data(), x.data(), y.data(), n);
+
+    floatX *bx = dalloc<floatX>(n + off), *by = dalloc<floatX>(n + off), *bd = dalloc<floatX>(n + off);
+    floatX *bo = dalloc<floatX>(n + off);
+    floatX *d_x = bx + off, *d_y = by + off, *d_dinp = bd + off, *d_out = bo + off;
+    upload(d_x, x);
+    upload(d_y, y);
+    upload(d_dinp, dinp0);
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%ld%s", n, off ? " misaligned" : "");
+
+    poison(bo, (n + off) * sizeof(floatX));
+    gelu_forward_cuda(d_out, d_x, n, stream);
+    sync();
+    expect("gelu_forward", shape, "out", fetch(d_out, n), gelu, BOUND_ROUND1);
+
+    gelu_backward_cuda(d_dinp, d_x, d_y, n, stream);
+    sync();
+    expect("gelu_backward", shape, "dinp", fetch(d_dinp, n), dinp, BOUND_ROUND1);
+
+    poison(bo, (n + off) * sizeof(floatX));
+    residual_forward_cuda(d_out, d_x, d_y, n, stream);
+    sync();
+    expect("residual_forward", shape, "out", fetch(d_out, n), res, BOUND_ROUND1);
+    for (void* p : {(void*)bx, (void*)by, (void*)bd, (void*)bo}) CUDA_CHECK(cudaFree(p));
+}
+
+int main(void) {
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    printf("info floatX = %s, x128 = %d elements\n", FLOATX_NAME, (int)X128_ELEMS);
+    int shape = 0;
+    for (int C : SHAPE_C)
+        for (const auto& bt : SHAPE_BT) {
+            const int B = bt[0], T = bt[1], N = B * T;
+            // Positions alternate between the contiguous layout and a cyclic one (rank 3 of 4).
+            const TokenPositions pos = shape++ % 2 ? TokenPositions{3, 4} : TokenPositions{0, 1};
+            test_encoder_forward(B, T, C, pos);
+            test_encoder_backward(B, T, C, pos, 50);
+            test_layernorm_forward(N, C);
+            test_fused_residual_layernorm(N, C, false);
+            test_layernorm_backward(N, C);
+        }
+    // Encoder backward: one token for every row; more rows than one sort chunk (the merge).
+    test_encoder_backward(4, 64, 72, TokenPositions{0, 1}, 1);
+    test_encoder_backward(2, 2100, 16, TokenPositions{1, 2}, 300);
+    // More sequences than warps per block (each warp sums several rows of a position).
+    test_encoder_backward(9, 5, 72, TokenPositions{2, 3}, 50);
+    test_encoder_backward(11, 3, 45, TokenPositions{0, 1}, 50);
+    // Fused LayerNorm writing the residual stream in place.
+    test_fused_residual_layernorm(37, 72, true);
+    // A row over 48 KiB: the forward opts in to more dynamic shared memory.
+    test_layernorm_forward(3, 24608);
+    test_fused_residual_layernorm(3, 24608, false);
+    // LayerNorm backward: several row steps per block and a partial last step (N = 4133).
+    // Chunks per thread (CPT) x threads, as layernorm_backward_cuda picks them. x128 path: C = 2560
+    // (bf16 2 x 160, fp32 2 x 320), 4104 (bf16 2 x 288, fp32 4 x 288), and the largest CPT:
+    // bf16 C = 8200 (4 x 288). Scalar path: C = 301 (2), 601 (4), 1999 (8 x 256), 4001 (8 x 512),
+    // 4105 (16).
+    test_layernorm_backward(4133, 72);
+    test_layernorm_backward(37, 2560);
+    test_layernorm_backward(37, 4104);
+#ifndef GPT_CUDA_FP32
+    test_layernorm_backward(3, 8200);
+#endif
+    for (int C : {301, 601, 1999, 4001, 4105}) test_layernorm_backward(5, C);
+    // Element-wise kernels: tails after the last full vector, and misaligned pointers.
+    for (long n : {1L, 37L, 45L * 37, 256L * 768 + 5}) test_elementwise(n, 0);
+    test_elementwise(1001, 1);
+
+    printf("\nworst error per kernel output (%s build):\n", FLOATX_NAME);
+    for (int i = 0; i < n_worst; i++)
+        printf("info %-40s %.2e  (bound %.0e)\n", worst[i].name, worst[i].err, worst[i].bound);
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    return test_finish("test_layers_cuda (" FLOATX_NAME ")");
+}
