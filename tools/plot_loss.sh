@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Draws the loss curve (training loss per step, validation loss per evaluation) of a trainer's
-# JSONL log as a PNG with gnuplot.   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE]
+# JSONL log as a PNG with gnuplot, with an optional horizontal reference line (e.g. the unigram
+# baseline).   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE [BASELINE]]
 set -euo pipefail
 if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
-  echo "usage: $0 LOG.jsonl OUT.png [TITLE]" >&2
+  echo "usage: $0 LOG.jsonl OUT.png [TITLE [BASELINE]]" >&2
   exit 2
 fi
-log=$1 out=$2 title=${3:-loss}
+log=$1 out=$2 title=${3:-loss} baseline=${4:-}
 [ -r "$log" ] || { echo "error: $log: cannot read the log" >&2; exit 2; }
 command -v gnuplot >/dev/null || { echo "error: gnuplot not found (run tools/setup.sh)" >&2; exit 2; }
 tmp=$(mktemp -d)
@@ -28,6 +29,10 @@ extract eval val_loss > "$tmp/val.dat"
 [ -s "$tmp/train.dat" ] || { echo "error: $log: no step records" >&2; exit 2; }
 plots="'$tmp/train.dat' using 1:2 with lines lw 1 lc rgb '#4477aa' title 'train'"
 [ -s "$tmp/val.dat" ] && plots="$plots, '$tmp/val.dat' using 1:2 with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'validation'"
+if [ -n "$baseline" ]; then
+  case "$baseline" in *[!0-9.]*) echo "error: BASELINE: expected a number, found '$baseline'" >&2; exit 2 ;; esac
+  plots="$plots, $baseline with lines dt 2 lw 2 lc rgb '#555555' title 'unigram baseline'"
+fi
 gnuplot <<GP
 set terminal png size 900,540
 set output '$out'

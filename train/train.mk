@@ -32,5 +32,5 @@ train: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=PASSIVE $(BUILD)/train_gpt $(TRAIN_ARGS) \
 		--train-data '$(DATA_DIR)/fortunes_train_*.bin' --val-data '$(DATA_DIR)/fortunes_val_*.bin' \
 		--tokenizer $(DATA_DIR)/gpt2_tokenizer.bin --out-dir $(RUN_DIR) && \
-	tools/plot_loss.sh $(RUN_DIR)/log.jsonl $(RUN_DIR)/loss.png \
-		"fortunes, GPT-2 BPE (unigram baseline $$baseline)"
+	tools/plot_loss.sh $(RUN_DIR)/log.jsonl $(RUN_DIR)/loss.png "$(RUN_DIR): fortunes, GPT-2 BPE" \
+		"$$baseline"
