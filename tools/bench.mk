@@ -7,7 +7,7 @@ $(BUILD)/bench_cpu: $(BUILD)/tools/bench_cpu.o $(BUILD)/train/peak_flops.o $(MOD
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 bench-cpu: setup $(BUILD)/bench_cpu
-	OMP_WAIT_POLICY=PASSIVE $(BUILD)/bench_cpu --preset gpt3-125m --batch 4 --seq 1024 --steps 2
+	bash tools/bench_cpu.sh $(BUILD)/bench_cpu gpt3-125m 4 1024 2
 
 PROGRAMS += $(BUILD)/unigram_baseline
 $(BUILD)/unigram_baseline: $(BUILD)/tools/unigram_baseline.o $(DATA_OBJS) $(FAIL_OBJS)
