@@ -17,6 +17,8 @@ LDLIBS  = -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
 SETUP   = bash tools/setup.sh
 
 .PHONY: all setup train test bench clean
+# Programs are linked straight into these folders, which may hold no object file of their own.
+$(shell mkdir -p $(BUILD)/tests/cuda $(BUILD)/tests/cuda_host $(BUILD)/tools)
 all:
 
 setup:

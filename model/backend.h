@@ -15,10 +15,24 @@ extern "C" {
 
 // "cpu" or "cuda-bf16" / "cuda-fp32".
 const char* gpt_backend_name(void);
+// 1 when the model's buffers (parameters, gradients, activations) are host memory that the MPI
+// comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
+int gpt_backend_host_memory(void);
 
-// Parameters as num_params fp32 values in llm.c's tensor order.
+// Parameters as num_params fp32 values in llm.c's tensor order. Where the backend stores the
+// parameters in lower precision (CUDA bf16), from_host also sets the fp32 master weights
+// (m->master_params, allocated on first use) and rounds them to nearest into the parameters, and
+// to_host returns the master weights: checkpoints keep fp32 precision.
 void gpt_params_from_host(GPT* m, const float* host);
 void gpt_params_to_host(const GPT* m, float* host);
+// After gpt_params_from_host has loaded the parameters of a checkpoint written after `step`
+// optimizer steps (step >= 1): makes the stored parameters exactly those of the run that was not
+// interrupted. The CUDA bf16 optimizer rounds the master weights STOCHASTICALLY into the bf16
+// parameters (model/optim_cuda.cuh), which from_host's round-to-nearest does not reproduce; this
+// re-applies the rounding of optimizer step `step` (same random bits) to the loaded master
+// weights. Clears the gradients. A no-op where the parameters are their own master copy (CPU,
+// CUDA fp32) and for step 0.
+void gpt_params_restore_rounding(GPT* m, int step);
 // The first V logits of row n (= b * T + t) of the last forward.
 void gpt_logits_row_to_host(const GPT* m, int n, float* host);
 // Sum of squares of gradient elements [begin, begin + count), in double.

@@ -12,6 +12,7 @@ struct Optimizer {
 };
 
 const char* gpt_backend_name(void) { return "cpu"; }
+int gpt_backend_host_memory(void) { return 1; }
 
 // Element-wise copies: real is float here, double in the finite-difference build.
 static void to_float(float* dst, const real* src, size_t n) {
@@ -29,6 +30,9 @@ void gpt_params_from_host(GPT* m, const float* host) {
 void gpt_params_to_host(const GPT* m, float* host) {
     to_float(host, m->params_memory, m->num_params);
 }
+
+// The parameters are their own master copy: nothing was rounded.
+void gpt_params_restore_rounding(GPT* m, int step) { (void)m; (void)step; }
 
 void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
     to_float(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);

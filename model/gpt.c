@@ -134,6 +134,7 @@ void gpt_free(GPT* m) {
     if (m->owns_params) {
         tensor_free(m->params_memory);
         tensor_free(m->grads_memory);
+        tensor_free(m->master_params);   // NULL unless the backend keeps master weights
     }
     tensor_free(m->acts_memory);
     tensor_free(m->stats_memory);
@@ -224,7 +225,7 @@ void gpt_backward(GPT* m, double dloss) {
     real* dres = m->dresidual;
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
 
-    crossentropy_backward_inplace(a->logits, a->row_lse, m->targets, (real)dloss, BT, c->V, c->Vp);
+    crossentropy_backward_inplace(a->logits, a->row_lse, m->targets, (real_stat)dloss, BT, c->V, c->Vp);
     tensor_zero(m->dbuf_c, btc);
     matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
     const real* last = L > 0 ? layer_acts(a, L - 1, BT, C, NH).residual3 : a->encoded;

@@ -75,6 +75,9 @@ typedef struct {
     int owns_params;           // 0 for a model that shares another's parameters (no gradients)
     real* params_memory;
     real* grads_memory;
+    float* master_params;      // (padded_params) fp32 master weights where the parameters are
+                               // stored in lower precision (CUDA bf16; set by
+                               // gpt_params_from_host, model/backend.h); NULL elsewhere
     ParameterTensors params, grads;
 
     int B, T;                  // sequences and LOCAL tokens per sequence of the next pass; T

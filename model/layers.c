@@ -186,7 +186,7 @@ double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logit
 }
 
 void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
-                                   real dloss, int N, int V, int Vp) {
+                                   real_stat dloss, int N, int V, int Vp) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         real* z = logits + (long)n * Vp;

@@ -38,8 +38,8 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, long n);
 // out = a + b, n elements.
 void residual_forward(real* out, const real* a, const real* b, long n);
 
-// Backend memory: zero-filled allocation (ends the job when out of memory), release, zeroing,
-// and copying token ids from host memory into a backend buffer.
+// Backend memory: zero-filled allocation (ends the job when out of memory), release (NULL is
+// allowed), zeroing, and copying token ids from host memory into a backend buffer.
 real* tensor_alloc(size_t n, const char* what);
 real_stat* stat_alloc(size_t n, const char* what);
 int* tokens_alloc(size_t n, const char* what);
@@ -54,7 +54,7 @@ double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logit
                             int N, int V, int Vp);
 // Overwrites logits with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
 void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
-                                   real dloss, int N, int V, int Vp);
+                                   real_stat dloss, int N, int V, int Vp);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 #include "train/options.h"
 
+#include "model/backend.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -112,8 +114,11 @@ static void set_defaults(TrainOptions* o) {
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);
 
 static void usage(const char* prog) {
-    printf("usage: %s [options]\nTrains a GPT-3-like model on llm.c token shards (CPU backend; "
-           "run under mpirun for data and sequence parallelism).\n\n", prog);
+    printf("usage: %s [options]\nTrains a GPT-3-like model on llm.c token shards (%s backend; "
+           "%s).\n\n", prog, gpt_backend_name(),
+           gpt_backend_host_memory() ? "run under mpirun for data and sequence parallelism"
+                                     : "one process: multi-GPU runs need the NCCL transport, "
+                                       "not in this version");
     for (int i = 0; i < NSPECS; i++) {
         const OptSpec* s = &specs[i];
         const char* arg = s->type == OPT_FLAG ? "" : s->choices ? s->choices

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm/fail.h"
+#include "model/backend.h"
 
 static uint64_t splitmix64(uint64_t* state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -21,6 +22,7 @@ void sampler_create(Sampler* s, const GPT* trainer_model, int max_len) {
     gpt_create_shared(&s->model, trainer_model, 1, s->max_len, s->attention);
     s->tokens = xmalloc(sizeof(int) * s->max_len, "sample tokens");
     s->probs = xmalloc(sizeof(float) * V, "sample probabilities");
+    s->logits = xmalloc(sizeof(float) * V, "sample logits");
     s->order = xmalloc(sizeof(int) * V, "sample order");
 }
 
@@ -29,6 +31,7 @@ void sampler_free(Sampler* s) {
     attention_layer_free(s->attention);
     free(s->tokens);
     free(s->probs);
+    free(s->logits);
     free(s->order);
     memset(s, 0, sizeof *s);
 }
@@ -39,7 +42,7 @@ static int cmp_desc_prob(const void* a, const void* b, void* probs) {
 }
 
 // Draws from softmax(logits / temperature) restricted to the top_k most likely tokens.
-static int draw(Sampler* s, const real* logits, int V, double temperature, int top_k,
+static int draw(Sampler* s, const float* logits, int V, double temperature, int top_k,
                 uint64_t* rng) {
     double maxl = -INFINITY;
     for (int v = 0; v < V; v++) maxl = logits[v] > maxl ? logits[v] : maxl;
@@ -68,7 +71,7 @@ static int draw(Sampler* s, const real* logits, int V, double temperature, int t
 
 int sampler_generate(Sampler* s, const int* prompt, int nprompt, int length, double temperature,
                      int top_k, uint64_t* rng, int* out) {
-    const int V = s->model.cfg.V, Vp = s->model.cfg.Vp;
+    const int V = s->model.cfg.V;
     int n = nprompt < s->max_len ? nprompt : s->max_len;
     memcpy(s->tokens, prompt, sizeof(int) * n);
     int generated = 0;
@@ -76,8 +79,8 @@ int sampler_generate(Sampler* s, const int* prompt, int nprompt, int length, dou
         // Causal: the logits at position n-1 depend on tokens 0..n-1 only.
         s->model.T = n;
         gpt_forward(&s->model, s->tokens, NULL);
-        const real* logits = s->model.acts.logits + (size_t)(n - 1) * Vp;
-        const int tok = draw(s, logits, V, temperature, top_k, rng);
+        gpt_logits_row_to_host(&s->model, n - 1, s->logits);   // backend memory -> host
+        const int tok = draw(s, s->logits, V, temperature, top_k, rng);
         s->tokens[n++] = tok;
         out[generated++] = tok;
     }

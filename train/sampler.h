@@ -10,6 +10,7 @@ typedef struct {
     AttentionLayer* attention;
     int max_len;
     int* tokens;               // (max_len)
+    float* logits;             // (V) host copy of the logits row being sampled from
     float* probs;              // (V) scratch
     int* order;                // (V) scratch for top-k
 } Sampler;

@@ -126,6 +126,17 @@ static void setup_model_config(Trainer* t) {
 static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
+    // The MPI comm layer and the distributed attention schedules move host memory only.
+    if (!gpt_backend_host_memory() && world_size > 1)
+        config_error(t, "a world of %d ranks on the %s backend: data and sequence parallelism on "
+                     "GPUs needs the NCCL transport, which is not in this version (the MPI comm "
+                     "layer and the distributed schedules work on host memory only); run one "
+                     "process, or the CPU trainer (build/train_gpt) under mpirun", world_size,
+                     gpt_backend_name());
+    if (!gpt_backend_host_memory() && o->zero)
+        config_error(t, "--zero %d on the %s backend: ZeRO-1 moves gradient and parameter shards "
+                     "through the comm layer, which needs the NCCL transport for device memory "
+                     "(not in this version); run without --zero", o->zero, gpt_backend_name());
     if (mesh_init(&t->mesh, o->dp, o->pq, o->pkv, world_rank, world_size, err) != 0)
         config_error(t, "%s", err);
     if (mesh_check_seq_len(&t->mesh, o->seq_len, err) != 0) config_error(t, "%s", err);
@@ -465,6 +476,8 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     gpt_params_from_host(&t->model, t->host_params);
     optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
     t->step = info.step;
+    // The stored parameters as the uninterrupted run has them (CUDA bf16: stochastic rounding).
+    gpt_params_restore_rounding(&t->model, t->step);
     t->sample_rng = info.sample_rng;
     return 0;
 }
@@ -510,9 +523,9 @@ static void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
     train_options_print(&t->opt, print_line);
-    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d), %zu parameters\n",
-           t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T, t->cfg.V,
-           t->cfg.Vp, t->model.num_params);
+    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d), %zu parameters; "
+           "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T,
+           t->cfg.V, t->cfg.Vp, t->model.num_params, gpt_backend_name());
     printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
            "per rank\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq, t->mesh.pkv,
            t->attention->name, t->Tl);

@@ -1,0 +1,189 @@
+// The CUDA backend of model/backend.h. Parameters, gradients and activations are floatX in device
+// memory (bf16, or fp32 with -DGPT_CUDA_FP32); the AdamW moments are fp32 in device memory. In the
+// bf16 build the model also keeps fp32 master weights (GPT.master_params): the optimizer updates
+// them and writes the bf16 parameters by stochastic rounding (model/optim_cuda.cuh), and the host
+// copies of the parameters (model files, checkpoints) are the master weights. In the fp32 build
+// the parameters are their own master copy (master_params stays NULL).
+//
+// Everything runs on the backend's one stream (model/backend_kernels_cuda.cuh); functions that
+// return data to the host synchronise it.
+#ifndef GPT_BACKEND_CUDA
+#define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in model/gpt.h
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/backend.h"
+#include "model/backend_kernels_cuda.cuh"
+#include "model/layers.h"
+#include "model/optim_cuda.cuh"
+
+struct Optimizer {
+    size_t begin, count;
+    float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory
+    AdamWTensorTable table;    // which elements are weight-decayed
+};
+
+const char* gpt_backend_name(void) { return "cuda-" FLOATX_NAME; }
+
+int gpt_backend_host_memory(void) { return 0; }
+
+static const int master_weights = sizeof(floatX) < sizeof(float);
+
+static float* alloc_f32(size_t n, const char* what) {
+    float* p = NULL;
+    const size_t bytes = (n ? n : 1) * sizeof(float);
+    const cudaError_t err = cudaMalloc((void**)&p, bytes);
+    if (err != cudaSuccess)
+        FAIL(cuda_error_hint(err), "cudaMalloc of %zu bytes (%.1f MiB) for %s failed: %s (%s)", bytes,
+             bytes / 1048576.0, what, cudaGetErrorName(err), cudaGetErrorString(err));
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_backend_stream()));
+    return p;
+}
+
+// The Philox seed of AdamW's stochastic rounding at step t: a function of t only, so a resumed
+// run draws what the uninterrupted one drew (the kernel also offsets its stream by t).
+static unsigned long long adamw_seed(int t) {
+    unsigned long long z = 0x243f6a8885a308d3ULL + 0x9e3779b97f4a7c15ULL * (unsigned long long)t;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// --- Parameters ----------------------------------------------------------------------------------
+
+void gpt_params_from_host(GPT* m, const float* host) {
+    CHECK(m->owns_params, "caller bug", "gpt_params_from_host on a model that shares its parameters");
+    cudaStream_t s = cuda_backend_stream();
+    const size_t n = m->num_params;
+    if (master_weights) {
+        if (!m->master_params) m->master_params = alloc_f32(m->padded_params, "fp32 master weights");
+        CUDA_CHECK(cudaMemcpyAsync(m->master_params, host, n * sizeof(float), cudaMemcpyHostToDevice, s));
+        cuda_backend_float_to_floatx(m->params_memory, m->master_params, n);
+    } else {
+        CUDA_CHECK(cudaMemcpyAsync(m->params_memory, host, n * sizeof(float), cudaMemcpyHostToDevice, s));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s));  // the host array is free again
+}
+
+// floatX device values to host fp32, through a temporary host buffer.
+static void floatx_to_host(float* host, const floatX* dev, size_t n) {
+    cudaStream_t s = cuda_backend_stream();
+    if (!master_weights) {  // floatX is float
+        CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        return;
+    }
+    floatX* tmp = (floatX*)xmalloc((n ? n : 1) * sizeof(floatX), "host staging of device values");
+    CUDA_CHECK(cudaMemcpyAsync(tmp, dev, n * sizeof(floatX), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < n; i++) host[i] = to_float(tmp[i]);
+    free(tmp);
+}
+
+void gpt_params_to_host(const GPT* m, float* host) {
+    cudaStream_t s = cuda_backend_stream();
+    if (m->master_params) {
+        CUDA_CHECK(cudaMemcpyAsync(host, m->master_params, m->num_params * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+    } else {
+        floatx_to_host(host, m->params_memory, m->num_params);
+    }
+}
+
+void gpt_params_restore_rounding(GPT* m, int step) {
+    if (!m->master_params || step < 1) return;
+    // One AdamW call that changes nothing but re-rounds: zero gradients and zero moments with
+    // lr = 0 and no weight decay leave every master value exactly as it is (p -= 0 * p + 0 *
+    // 0 / (0 + eps)), and the kernel then writes the bf16 parameters from it with step `step`'s
+    // seed and offset, i.e. the very bits that step wrote. Moments go to zeroed scratch (they stay
+    // zero, so one chunk of scratch serves every chunk of parameters).
+    const size_t n = m->num_params, chunk = (size_t)1 << 22;  // 16 MiB of each moment
+    const size_t scratch_n = n < chunk ? n : chunk;
+    float* zm = alloc_f32(scratch_n, "re-rounding scratch (first moments)");
+    float* zv = alloc_f32(scratch_n, "re-rounding scratch (second moments)");
+    tensor_zero(m->grads_memory, m->padded_params);
+    AdamWTensorTable table;
+    memset(&table, 0, sizeof table);  // no tensor is decayed (the decay rate is 0 anyway)
+    for (size_t b = 0; b < n; b += chunk) {
+        const size_t e = b + chunk < n ? b + chunk : n;
+        adamw_update_cuda(m->params_memory, m->master_params + b, m->grads_memory, zm, zv, b, e,
+                          &table, step, 0.0, 0.5, 0.5, 1.0, 0.0, 0.0, adamw_seed(step),
+                          cuda_backend_stream());
+    }
+    tensor_free(zm);
+    tensor_free(zv);
+}
+
+void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
+    CHECK(n >= 0 && n < m->B * m->T, "caller bug", "gpt_logits_row_to_host: row %d of %d", n, m->B * m->T);
+    floatx_to_host(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
+}
+
+// --- Gradient norm -------------------------------------------------------------------------------
+
+double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count) {
+    // Device result and the first pass's partials, allocated once per process.
+    static double* sumsq = NULL;
+    static double* partials = NULL;
+    cudaStream_t s = cuda_backend_stream();
+    if (!sumsq) {
+        CUDA_CHECK(cudaMalloc((void**)&sumsq, sizeof(double)));
+        CUDA_CHECK(cudaMalloc((void**)&partials, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
+    }
+    if (count == 0) return 0;
+    global_norm_squared_cuda(sumsq, m->grads_memory + begin, count, partials, 0, s);
+    double host = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&host, sumsq, sizeof(double), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return host;
+}
+
+// --- AdamW ---------------------------------------------------------------------------------------
+
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
+    Optimizer* o = (Optimizer*)xcalloc(1, sizeof *o, "optimizer");
+    o->begin = begin;
+    o->count = count;
+    o->m = alloc_f32(count, "AdamW first moments");
+    o->v = alloc_f32(count, "AdamW second moments");
+    int decays[NUM_PARAM_TENSORS];
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++) decays[k] = gpt_param_decays(k);
+    o->table = adamw_tensor_table(m->param_sizes, decays, NUM_PARAM_TENSORS);
+    cuda_backend_sync();
+    return o;
+}
+
+void optimizer_free(Optimizer* o) {
+    if (!o) return;
+    tensor_free(o->m);
+    tensor_free(o->v);
+    free(o);
+}
+
+void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
+                    double grad_scale) {
+    // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
+    const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
+    if (end <= o->begin) return;
+    // master, m and v are indexed from the shard's first element (model/optim_cuda.cuh).
+    float* master = m->master_params ? m->master_params + o->begin : NULL;
+    adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
+                      &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
+                      grad_scale, adamw_seed(t), cuda_backend_stream());
+}
+
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpyAsync(v, o->v, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(o->m, m, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(o->v, v, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}

@@ -1,0 +1,252 @@
+// The layer kernels of model/layers.h for the CUDA backend (real = floatX, real_stat = float):
+// each function forwards to the launchers of model/layers_cuda.cuh, model/matmul_cuda.cuh and the
+// fused classifier on the backend's one stream, plus the backend memory operations. The
+// module-owned context (stream, cuBLASLt context, scratch) is described in
+// model/backend_kernels_cuda.cuh.
+//
+// Nothing here synchronises the host except where a result must reach it: crossentropy_forward
+// (the loss sum), tokens_upload (the host array may be reused as soon as it returns) and the
+// reallocation of a scratch buffer that grows.
+#ifndef GPT_BACKEND_CUDA
+#define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in model/layers.h
+#endif
+#include "model/backend_kernels_cuda.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/layers.h"
+#include "model/layers_cuda.cuh"
+#include "model/matmul_cuda.cuh"
+
+// --- The context ---------------------------------------------------------------------------------
+
+static CudaBackendContext g_ctx;
+
+CudaBackendContext* cuda_backend_context(void) {
+    if (!g_ctx.ready) {
+        memset(&g_ctx, 0, sizeof g_ctx);
+        int devices = 0;
+        const cudaError_t err = cudaGetDeviceCount(&devices);
+        if (err != cudaSuccess || devices < 1)
+            FAIL("check the driver and CUDA_VISIBLE_DEVICES, or use the CPU trainer (build/train_gpt)",
+                 "the CUDA backend found no usable GPU: %s",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "no device");
+        CUDA_CHECK(cudaStreamCreate(&g_ctx.stream));
+        // No bias gradient yet: the scratch grows at the first matmul_backward with a bias.
+        matmul_context_init(&g_ctx.matmul, 0, 0);
+        g_ctx.ready = 1;
+    }
+    return &g_ctx;
+}
+
+cudaStream_t cuda_backend_stream(void) { return cuda_backend_context()->stream; }
+
+void cuda_backend_sync(void) { CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream())); }
+
+void cuda_backend_shutdown(void) {
+    if (!g_ctx.ready) return;
+    CUDA_CHECK(cudaStreamSynchronize(g_ctx.stream));
+    matmul_context_destroy(&g_ctx.matmul);
+    CUDA_CHECK(cudaFree(g_ctx.encoder_scratch));
+    CUDA_CHECK(cudaFree(g_ctx.layernorm_scratch));
+    CUDA_CHECK(cudaFree(g_ctx.losses));
+    free(g_ctx.host_losses);
+    CUDA_CHECK(cudaStreamDestroy(g_ctx.stream));
+    memset(&g_ctx, 0, sizeof g_ctx);
+}
+
+// Makes *buf hold at least `bytes` bytes of device memory (contents not kept).
+static void* grow_device(void** buf, size_t* have, size_t bytes) {
+    if (*buf && *have >= bytes) return *buf;
+    CudaBackendContext* c = cuda_backend_context();
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));  // a kernel may still use the old buffer
+    CUDA_CHECK(cudaFree(*buf));
+    *buf = NULL;
+    *have = 0;
+    CUDA_CHECK(cudaMalloc(buf, bytes ? bytes : 16));
+    *have = bytes;
+    return *buf;
+}
+
+// The matmul context, with bias-gradient scratch for at least OC columns.
+static MatmulContext* matmul_ctx(int OC_with_bias) {
+    CudaBackendContext* c = cuda_backend_context();
+    if (OC_with_bias > c->matmul.max_bias_oc) {
+        const int use_bgradb = c->matmul.use_bgradb;
+        const int grown = c->matmul.max_bias_oc * 2 > OC_with_bias ? c->matmul.max_bias_oc * 2
+                                                                    : OC_with_bias;
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        matmul_context_destroy(&c->matmul);
+        matmul_context_init(&c->matmul, 0, grown);
+        // Keep a fallback the old context found (no BGRADB algorithm) rather than probing again.
+        if (!use_bgradb) c->matmul.use_bgradb = 0;
+    }
+    return &c->matmul;
+}
+
+// --- fp32 -> floatX ------------------------------------------------------------------------------
+
+enum { CONVERT_THREADS = 256, CONVERT_MAX_BLOCKS = 4096 };
+
+__global__ void float_to_floatx_kernel(floatX* out, const float* in, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = from_float<floatX>(in[i]);
+}
+
+void cuda_backend_float_to_floatx(floatX* out, const float* in, size_t n) {
+    if (n == 0) return;
+    size_t blocks = (n + CONVERT_THREADS - 1) / CONVERT_THREADS;
+    if (blocks > CONVERT_MAX_BLOCKS) blocks = CONVERT_MAX_BLOCKS;
+    LAUNCH(float_to_floatx_kernel, (unsigned int)blocks, CONVERT_THREADS, 0, cuda_backend_stream(),
+           out, in, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// --- Layers --------------------------------------------------------------------------------------
+
+void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
+                     int B, int T, int C, TokenPositions pos) {
+    encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, pos, cuda_backend_stream());
+}
+
+void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
+                      int B, int T, int C, TokenPositions pos) {
+    CudaBackendContext* c = cuda_backend_context();
+    void* scratch = grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes,
+                                encoder_backward_scratch_bytes(B, T));
+    encoder_backward_cuda(dwte, dwpe, dout, tokens, B, T, C, pos, scratch, c->stream);
+}
+
+void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
+                       const real* weight, const real* bias, int N, int C) {
+    layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, cuda_backend_stream());
+}
+
+void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                        const real* inp, const real* weight, const real_stat* mean,
+                        const real_stat* rstd, int N, int C) {
+    CudaBackendContext* c = cuda_backend_context();
+    void* scratch = grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
+                                layernorm_backward_scratch_bytes(N, C));
+    layernorm_backward_cuda(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C,
+                            c->stream);
+}
+
+// The MLP's GELU stays a separate kernel (gpt.c keeps fch for backward and calls gelu_forward
+// itself); the fused GELU_AUX epilogue of matmul_forward_cuda is not used here.
+void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
+                    int N, int IC, int OC) {
+    matmul_forward_cuda(matmul_ctx(0), out, NULL, inp, weight, bias, N, IC, OC,
+                        cuda_backend_stream());
+}
+
+void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                     const real* inp, const real* weight, int N, int IC, int OC) {
+    MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
+    matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, N, IC, OC,
+                         cuda_backend_stream());
+}
+
+void gelu_forward(real* out, const real* inp, long n) {
+    gelu_forward_cuda(out, inp, n, cuda_backend_stream());
+}
+
+void gelu_backward(real* dinp, const real* inp, const real* dout, long n) {
+    gelu_backward_cuda(dinp, inp, dout, n, cuda_backend_stream());
+}
+
+void residual_forward(real* out, const real* a, const real* b, long n) {
+    residual_forward_cuda(out, a, b, n, cuda_backend_stream());
+}
+
+// --- Loss ----------------------------------------------------------------------------------------
+
+// The fused classifier (model/classifier.cu) computes each row's log-sum-exp itself, in forward and
+// again in backward: lse is neither written here nor read by crossentropy_backward_inplace.
+double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
+                            int N, int V, int Vp) {
+    (void)lse;
+    CudaBackendContext* c = cuda_backend_context();
+    // write_dlogits = 0: the logits are only read.
+    classifier_forward_backward_cuda(const_cast<floatX*>(logits), losses, targets, 0.0f, N, V, Vp, 0,
+                                     c->stream);
+    if (N <= 0) return 0;
+    if (c->host_losses_count < (size_t)N) {
+        free(c->host_losses);
+        c->host_losses = (float*)xmalloc(sizeof(float) * (size_t)N, "host copy of the per-token losses");
+        c->host_losses_count = (size_t)N;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(c->host_losses, losses, sizeof(float) * (size_t)N,
+                               cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    double total = 0;
+    for (int n = 0; n < N; n++) total += c->host_losses[n];  // fixed order: reproducible
+    return total;
+}
+
+// Overwrites the logits with dloss * (softmax - onehot), 0 on the padded columns, recomputing the
+// log-sum-exp (lse is unused on CUDA, see above). The per-token losses the kernel writes again go
+// to the context's scratch.
+void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
+                                   real_stat dloss, int N, int V, int Vp) {
+    (void)lse;
+    CudaBackendContext* c = cuda_backend_context();
+    float* losses = (float*)grow_device((void**)&c->losses, &c->losses_bytes,
+                                        sizeof(float) * (size_t)(N > 0 ? N : 0));
+    classifier_forward_backward_cuda(logits, losses, targets, to_float(dloss), N, V, Vp, 1,
+                                     c->stream);
+}
+
+// --- Memory --------------------------------------------------------------------------------------
+
+static void* device_alloc_zero(size_t bytes, const char* what) {
+    if (bytes == 0) return NULL;
+    void* p = NULL;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess)
+        FAIL(cuda_error_hint(err), "cudaMalloc of %zu bytes (%.1f MiB) for %s failed: %s (%s)", bytes,
+             bytes / 1048576.0, what, cudaGetErrorName(err), cudaGetErrorString(err));
+    CudaBackendContext* c = cuda_backend_context();
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    return p;
+}
+
+real* tensor_alloc(size_t n, const char* what) {
+    return (real*)device_alloc_zero(n * sizeof(real), what);
+}
+
+real_stat* stat_alloc(size_t n, const char* what) {
+    return (real_stat*)device_alloc_zero(n * sizeof(real_stat), what);
+}
+
+int* tokens_alloc(size_t n, const char* what) { return (int*)device_alloc_zero(n * sizeof(int), what); }
+
+void tensor_free(void* p) {
+    if (!p) return;
+    // cudaFree waits for the device; the stream is drained first so no kernel still uses p.
+    CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream()));
+    CUDA_CHECK(cudaFree(p));
+}
+
+void tensor_zero(real* p, size_t n) {
+    if (n == 0) return;
+    CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(real), cuda_backend_stream()));
+}
+
+void tensor_copy(real* dst, const real* src, size_t n) {
+    if (n == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(real), cudaMemcpyDeviceToDevice,
+                               cuda_backend_stream()));
+}
+
+// Ordered on the stream after the kernels that still read the previous tokens; returns once the
+// host array has been copied.
+void tokens_upload(int* dst, const int* host_src, size_t n) {
+    if (n == 0) return;
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(dst, host_src, n * sizeof(int), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}

@@ -1,0 +1,102 @@
+# The CUDA trainer: the same trainer (train/*.c, written once against model/gpt.h and
+# model/backend.h) linked with the CUDA backend instead of the CPU one.
+#
+#   make train-cuda-host   build/train_gpt_cuda_host (bf16) and build/train_gpt_cuda_host_fp32
+#                          (-DGPT_CUDA_FP32): the CUDA sources run on the host runtime
+#                          (tests/cuda_host); what the cuda-train suite tests against the CPU trainer.
+#   make train-cuda        build/train_gpt_cuda: nvcc for sm_80 and sm_90 (warnings as errors),
+#                          cuBLASLt / cuBLAS / CUDA runtime; CI only compiles and links it.
+#
+# What goes in:
+#   - the C sources of the trainer, data, checkpoints, comm and the CPU distributed attention
+#     schedules, compiled as C exactly as for build/train_gpt (the same objects): they see `real`
+#     as float, which is fine because they only pass backend pointers to backend functions. The
+#     distributed schedules must link (train.c names them) but are never called: train.c refuses a
+#     world of more than one rank on a device-memory backend (gpt_backend_host_memory);
+#   - model/gpt.c (the layer sequence, written once) compiled as C++/CUDA with GPT_BACKEND_CUDA
+#     (real = floatX), in its own object directory;
+#   - the CUDA kernels and the backend: model/backend_kernels_cuda.cu (model/layers.h),
+#     model/backend_cuda.cu (model/backend.h), attention/attention_local_cuda.cu (the
+#     single-device attention layer), and the kernel sources they call.
+#   - NOT model/layers.c, model/backend_cpu.c, attention/attention_local.c (the CPU twins).
+
+CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu attention/attention_local_cuda.cu
+CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_attention.cu
+
+# C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
+CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) \
+	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) \
+	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
+	$(COMM_OBJS) $(DIST_ATTENTION_OBJS) $(FAIL_OBJS)
+
+# --- Host runtime builds ---------------------------------------------------------------------------
+
+# model/gpt.c as C++ with real = floatX (bf16 / fp32), for the host runtime.
+$(BUILD)/cuda-host-cxx/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_HOST_CXXFLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x c++ -c $< -o $@
+
+$(BUILD)/cuda-host-cxx-fp32/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_HOST_CXXFLAGS) -DGPT_BACKEND_CUDA -DGPT_CUDA_FP32 -MMD -MP -x c++ -c $< -o $@
+
+# The .cu objects come from the host-runtime pattern rules of the other fragments
+# ($(BUILD)/cuda-host/%.o for bf16; $(BUILD)/cuda-host-fp32/%.o, $(BUILD)/cuda-matmul-fp32/%.o and
+# $(BUILD)/cuda-host-fp32-attn/%.o for fp32 -- all the same flags).
+CUDA_TRAIN_HOST_OBJS = $(BUILD)/cuda-host-cxx/model/gpt.o \
+	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
+	$(BUILD)/cuda-host/attention/partial_attention.o
+CUDA_TRAIN_HOST_OBJS_FP32 = $(BUILD)/cuda-host-cxx-fp32/model/gpt.o \
+	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o) $(CUDA_LAYERS_OBJS_FP32) \
+	$(CUDA_MATMUL_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o
+.SECONDARY: $(CUDA_TRAIN_HOST_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32)
+
+CUDA_TRAIN_HOST_PROGS := $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32
+TEST_PROGS += $(CUDA_TRAIN_HOST_PROGS)
+SUITES_cuda += cuda-train
+
+$(BUILD)/train_gpt_cuda_host: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_HOST_OBJS) $(CUDA_HOST_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++
+
+$(BUILD)/train_gpt_cuda_host_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32) $(CUDA_HOST_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++
+
+.PHONY: train-cuda-host
+train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
+
+# --- nvcc build ------------------------------------------------------------------------------------
+
+# sm_80 and sm_90, warnings as errors, as the compile check; -O3 for the host side.
+NVCC_TRAIN_FLAGS = -std=c++17 -O3 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
+	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.
+CUDA_LIB_DIR ?= $(abspath $(dir $(CUDA_NVCC))../lib64)
+CUDA_TRAIN_LIBS = -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcublas -lcudart
+
+CUDA_TRAIN_NVCC_OBJS = $(BUILD)/cuda/model/gpt.o \
+	$(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
+
+$(BUILD)/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -MMD -MP -c $< -o $@
+
+# The layer sequence (C source) as CUDA C++: real = floatX needs the CUDA headers.
+$(BUILD)/cuda/model/gpt.o: model/gpt.c
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x cu -c $< -o $@
+
+.PHONY: train-cuda
+ifeq ($(CUDA_NVCC),)
+train-cuda:
+	@echo "train-cuda: nvcc not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)" >&2; exit 1
+else
+train-cuda: $(BUILD)/train_gpt_cuda
+
+$(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+
+# The compile check covers the layer sequence as CUDA C++ too (it globs the .cu files only).
+cuda-compile-check: $(BUILD)/nvcc-check/model/gpt-as-cuda.o
+$(BUILD)/nvcc-check/model/gpt-as-cuda.o: model/gpt.c
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(NVCC_CHECK_FLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x cu -c $< -o $@
+endif
