@@ -18,7 +18,7 @@ SETUP   = bash tools/setup.sh
 
 .PHONY: all setup train test bench clean
 # Programs are linked straight into these folders, which may hold no object file of their own.
-$(shell mkdir -p $(BUILD)/tests/cuda $(BUILD)/tests/cuda_host $(BUILD)/tools)
+$(shell mkdir -p $(BUILD)/tests/cuda $(BUILD)/tests/cuda_host $(BUILD)/tools $(BUILD)/tmp)
 all:
 
 setup:
