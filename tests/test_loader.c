@@ -15,19 +15,7 @@
 #include "comm/fail.h"
 #include "data/shard.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-    do {                                                   \
-        if (cond) {                                        \
-            printf("  ok    ");                            \
-        } else {                                           \
-            printf("  FAIL  ");                            \
-            failures++;                                    \
-        }                                                  \
-        printf(__VA_ARGS__);                               \
-        printf("\n");                                      \
-    } while (0)
+#include "tests/test_expect.h"
 
 // The test data set: 5 shards of these lengths at T = 8 (windows: 6, 4, 1, 9, 5 = 25).
 #define NF 5

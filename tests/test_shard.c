@@ -11,19 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-    do {                                                   \
-        if (cond) {                                        \
-            printf("  ok    ");                            \
-        } else {                                           \
-            printf("  FAIL  ");                            \
-            failures++;                                    \
-        }                                                  \
-        printf(__VA_ARGS__);                               \
-        printf("\n");                                      \
-    } while (0)
+#include "tests/test_expect.h"
 
 static char tmpdir[256];
 

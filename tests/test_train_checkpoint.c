@@ -23,19 +23,7 @@
 #include "comm/fail.h"
 #include "model/gpt.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-    do {                                                   \
-        if (cond) {                                        \
-            printf("  ok    ");                            \
-        } else {                                           \
-            printf("  FAIL  ");                            \
-            failures++;                                    \
-        }                                                  \
-        printf(__VA_ARGS__);                               \
-        printf("\n");                                      \
-    } while (0)
+#include "tests/test_expect.h"
 
 static char tmpdir[256];
 
