@@ -12,12 +12,15 @@ case "$preset" in
   small) shape="--layers 4 --channels 128 --heads 4" ;;
   *) echo "bench_cpu.sh: no PyTorch shape for preset $preset" >&2; exit 2 ;;
 esac
-out=$("$bin" --preset "$preset" --batch "$B" --seq "$T" --steps "$steps" | tee /dev/stderr)
+out=$("$bin" --preset "$preset" --batch "$B" --seq "$T" --steps "$steps")
+printf '%s\n' "$out"
 ours=$(grep '^{' <<< "$out")
 # PyTorch gets the OpenBLAS kernels ours ran with (see model/blas_kernels.h).
 core=$(sed -n 's/.*OpenBLAS \([A-Za-z0-9]*\) kernels.*/\1/p' <<< "$out" | head -n 1)
 [ -n "$core" ] && export OPENBLAS_CORETYPE="$core"
-theirs=$("$PYTHON" tools/bench_torch.py $shape --batch "$B" --seq "$T" --steps "$steps" | tee /dev/stderr | grep '^{')
+out=$("$PYTHON" tools/bench_torch.py $shape --batch "$B" --seq "$T" --steps "$steps")
+printf '%s\n' "$out"
+theirs=$(grep '^{' <<< "$out")
 awk -v a="$ours" -v b="$theirs" 'BEGIN {
   match(a, /"tokens_per_s":[0-9.]+/); x = substr(a, RSTART + 15, RLENGTH - 15)
   match(b, /"tokens_per_s":[0-9.]+/); y = substr(b, RSTART + 15, RLENGTH - 15)
