@@ -59,6 +59,8 @@ typedef struct {
     RunLog log;
     TokenTable tokens;
     int has_tokens;
+    Sampler sampler;           // rank 0, when sampling: a forward-only model sharing the weights
+    int *sample_prompt, *sample_out, sample_prompt_len;
     double peak_flops;         // per rank
     char config_json[4096];
 } Trainer;
@@ -314,18 +316,24 @@ static int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_
     return n;
 }
 
+// The sampler, the prompt and the output buffer are made once, before training (rank 0).
+static void setup_sampler(Trainer* t) {
+    if (t->rank != 0 || t->opt.sample_length <= 0) return;
+    const int max_len = t->cfg.max_T;
+    sampler_create(&t->sampler, &t->model, max_len);
+    t->sample_prompt = xmalloc(sizeof(int) * max_len, "prompt");
+    t->sample_out = xmalloc(sizeof(int) * (t->opt.sample_length + 1), "sample");
+    char err[ERR_LEN];
+    t->sample_prompt_len = parse_prompt(t, t->sample_prompt, max_len - 1, err, sizeof err);
+    if (t->sample_prompt_len < 0) fail_msg("%s", err);   // checked at start: cannot happen
+}
+
 static void sample(Trainer* t) {
     if (t->rank != 0 || t->opt.sample_length <= 0) return;
-    Sampler s;
-    const int max_len = t->cfg.max_T;
-    sampler_create(&s, &t->model, max_len);
-    int* prompt = xmalloc(sizeof(int) * max_len, "prompt");
-    int* out = xmalloc(sizeof(int) * (t->opt.sample_length + 1), "sample");
-    char err[ERR_LEN];
-    const int np = parse_prompt(t, prompt, max_len - 1, err, sizeof err);
-    if (np < 0) fail_msg("%s", err);   // checked at start: cannot happen
-    const int n = sampler_generate(&s, prompt, np, t->opt.sample_length, t->opt.temperature,
-                                   t->opt.top_k, &t->sample_rng, out);
+    const int* out = t->sample_out;
+    const int n = sampler_generate(&t->sampler, t->sample_prompt, t->sample_prompt_len,
+                                   t->opt.sample_length, t->opt.temperature, t->opt.top_k,
+                                   &t->sample_rng, t->sample_out);
     // Text (or ids) for the terminal, and escaped into the log.
     size_t cap = 16 + (size_t)n * 12;
     char* text = xmalloc(cap, "sample text");
@@ -353,9 +361,6 @@ static void sample(Trainer* t) {
     run_log_json(&t->log, "{\"type\":\"sample\",\"step\":%d,\"text\":\"%s\"}", t->step, escaped);
     free(escaped);
     free(text);
-    free(prompt);
-    free(out);
-    sampler_free(&s);
 }
 
 static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
@@ -555,6 +560,7 @@ int main(int argc, char** argv) {
     setup_attention(&t);
     setup_model_and_optimizer(&t);
     setup_data(&t);
+    setup_sampler(&t);
     train_options_json(&t.opt, t.config_json, sizeof t.config_json);
     char err[ERR_LEN];
     if (t.rank == 0 && checkpoint_make_dir(t.opt.out_dir, err, sizeof err) != 0)
@@ -638,6 +644,9 @@ int main(int argc, char** argv) {
     run_log_close(&t.log);
     loader_close(t.train_loader);
     loader_close(t.val_loader);
+    if (t.sample_out) sampler_free(&t.sampler);
+    free(t.sample_prompt);
+    free(t.sample_out);
     gpt_free(&t.model);
     attention_layer_free(t.attention);
     comm_destroy(t.comm);
