@@ -136,18 +136,27 @@ int shard_probe(const char* path, size_t* ntok, int* width, char* err, size_t er
     return check_header(path, hdr, file_bytes, ntok, width, err, errlen);
 }
 
-int shard_read(const char* path, int vocab_size, uint32_t** tokens, size_t* ntok, char* err,
-               size_t errlen) {
+// Opens a shard and checks its header against the file size: returns the open descriptor and
+// the token count and width, or -1 (nothing left open) with err set.
+static int open_checked(const char* path, long long* file_bytes, size_t* n, int* width,
+                        char* err, size_t errlen) {
     int32_t hdr[SHARD_HEADER_INTS];
-    long long file_bytes;
-    size_t n;
-    int width;
-    int fd = open_shard(path, hdr, &file_bytes, err, errlen);
+    int fd = open_shard(path, hdr, file_bytes, err, errlen);
     if (fd < 0) return -1;
-    if (check_header(path, hdr, file_bytes, &n, &width, err, errlen) != 0) {
+    if (check_header(path, hdr, *file_bytes, n, width, err, errlen) != 0) {
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+int shard_read(const char* path, int vocab_size, uint32_t** tokens, size_t* ntok, char* err,
+               size_t errlen) {
+    long long file_bytes;
+    size_t n;
+    int width;
+    int fd = open_checked(path, &file_bytes, &n, &width, err, errlen);
+    if (fd < 0) return -1;
     // One uint32 array; uint16 ids are read into its front half and widened from the back.
     uint32_t* out = malloc((n > 0 ? n : 1) * sizeof(uint32_t));
     if (!out) {
@@ -176,16 +185,11 @@ int shard_read(const char* path, int vocab_size, uint32_t** tokens, size_t* ntok
 
 int shard_map(const char* path, int vocab_size, ShardView* view, char* err, size_t errlen) {
     memset(view, 0, sizeof *view);
-    int32_t hdr[SHARD_HEADER_INTS];
     long long file_bytes;
     size_t n;
     int width;
-    int fd = open_shard(path, hdr, &file_bytes, err, errlen);
+    int fd = open_checked(path, &file_bytes, &n, &width, err, errlen);
     if (fd < 0) return -1;
-    if (check_header(path, hdr, file_bytes, &n, &width, err, errlen) != 0) {
-        close(fd);
-        return -1;
-    }
     void* map = mmap(NULL, (size_t)file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);  // the mapping stays valid without the descriptor
