@@ -537,8 +537,12 @@ static void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.zero);
-    printf("peak: %.1f GFLOP/s per rank (%s); BLAS kernels: OpenBLAS %s\n", t->peak_flops * 1e-9,
-           t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured", blas_kernel_name());
+    if (t->peak_flops > 0)
+        printf("peak: %.1f GFLOP/s per rank (%s); BLAS kernels: OpenBLAS %s\n",
+               t->peak_flops * 1e-9, t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured",
+               blas_kernel_name());
+    else
+        printf("peak: unknown for this device (give --peak-gflops to report MFU)\n");
     fflush(stdout);
 }
 
@@ -572,7 +576,10 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof path, "%s", t.opt.log_file[0] ? t.opt.log_file : "");
         if (!path[0]) snprintf(path, sizeof path, "%s/log.jsonl", t.opt.out_dir);
         if (run_log_open(&t.log, path, err, sizeof err) != 0) fail_msg("--log %s", err);
-        t.peak_flops = t.opt.peak_gflops > 0 ? t.opt.peak_gflops * 1e9 : peak_flops_measure(0);
+        // The CPU's FMA peak is the CPU backend's limit; a GPU's must be given (--peak-gflops),
+        // otherwise MFU is not reported.
+        t.peak_flops = t.opt.peak_gflops > 0 ? t.opt.peak_gflops * 1e9
+                       : gpt_backend_host_memory() ? peak_flops_measure(0) : 0;
         run_log_json(&t.log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
                      "\"options\":%s}", t.step, world_size, t.model.num_params, t.config_json);
     }
@@ -611,10 +618,12 @@ int main(int argc, char** argv) {
         const double mfu = t.peak_flops > 0 ? tps * flops_per_token / (t.peak_flops * world_size) : 0;
         if (t.rank == 0) {
             const double eta = elapsed / (t.step - start) * (t.opt.steps - t.step);
+            char mfu_text[32] = "n/a";
+            if (t.peak_flops > 0) snprintf(mfu_text, sizeof mfu_text, "%.1f%%", mfu * 100);
             if (!t.opt.quiet)
                 printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
-                       "MFU %.1f%% | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,
-                       tps, mfu * 100, eta);
+                       "MFU %s | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,
+                       tps, mfu_text, eta);
             run_log_json(&t.log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
                          "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f}",
                          t.step, loss, lr, norm, dt * 1e3, tps, mfu);
