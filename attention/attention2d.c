@@ -97,8 +97,8 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
     Attention2D* a = (Attention2D*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
-    const int saved_layer = comm->layer, saved_phase = comm->phase, C = NH * HS;
-    comm_set_scope(comm, layer, COMM_FORWARD);
+    const int C = NH * HS;
+    const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
 
@@ -128,7 +128,7 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
         if (g == a->c) continue;
         attention_merge(B, NH, HS, Tl, out, C, lse, parts + g * block, C, parts + g * block + S);
     }
-    comm_set_scope(comm, saved_layer, saved_phase);
+    comm_leave_scope(comm, saved);
 }
 
 static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
@@ -137,8 +137,8 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
     Attention2D* a = (Attention2D*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
-    const int saved_layer = comm->layer, saved_phase = comm->phase, C = NH * HS;
-    comm_set_scope(comm, layer, COMM_BACKWARD);
+    const int C = NH * HS;
+    const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
     const AttentionProblem own = {.B = B, .NH = NH, .HS = HS, .Tq = Tl, .Tk = Tl,
@@ -175,7 +175,7 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
     real* dkv_perm = reduce_scatter(a, MESH_COL, a->send, 2 * S);
     permute(a, dkv_perm, a->kv_own, a->perm_src, a->perm_dst, 2 * S);
     copy_rows(dqkv + C, 3 * C, a->kv_own, 2 * C, (long)B * Tl, 2 * C);
-    comm_set_scope(comm, saved_layer, saved_phase);
+    comm_leave_scope(comm, saved);
 }
 
 static void attention2d_destroy(AttentionLayer* self) {

@@ -63,8 +63,8 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
     RingAttention* a = (RingAttention*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
-    const int saved_layer = comm->layer, saved_phase = comm->phase, C = NH * HS;
-    comm_set_scope(comm, layer, COMM_FORWARD);
+    const int C = NH * HS;
+    const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
     const size_t S2 = (size_t)B * Tl * 2 * C;
 
     copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, (long)B * Tl, 2 * C);
@@ -86,7 +86,7 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
         if (req) comm_wait(comm, req);
         swap(&a->kv[0], &a->kv[1]);
     }
-    comm_set_scope(comm, saved_layer, saved_phase);
+    comm_leave_scope(comm, saved);
 }
 
 static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
@@ -95,8 +95,8 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
     RingAttention* a = (RingAttention*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
-    const int saved_layer = comm->layer, saved_phase = comm->phase, C = NH * HS;
-    comm_set_scope(comm, layer, COMM_BACKWARD);
+    const int C = NH * HS;
+    const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
     const size_t S2 = (size_t)B * Tl * 2 * C;
     const long rows = (long)B * Tl;
 
@@ -145,7 +145,7 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
         mine = a->dkv[1];
     }
     copy_rows(dqkv + C, 3 * C, mine, 2 * C, rows, 2 * C);
-    comm_set_scope(comm, saved_layer, saved_phase);
+    comm_leave_scope(comm, saved);
 }
 
 static void ring_destroy(AttentionLayer* self) {

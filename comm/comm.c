@@ -68,6 +68,14 @@ void comm_set_scope(Comm* comm, int layer, CommPhase phase) {
     comm->phase = phase;
 }
 
+CommScope comm_enter_scope(Comm* comm, int layer, CommPhase phase) {
+    const CommScope saved = {comm->layer, comm->phase};
+    comm_set_scope(comm, layer, phase);
+    return saved;
+}
+
+void comm_leave_scope(Comm* comm, CommScope saved) { comm_set_scope(comm, saved.layer, saved.phase); }
+
 CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind) {
     CHECK(kind >= 0 && kind < COMM_NKINDS, "caller bug", "unknown comm kind %d", (int)kind);
     return *counter(comm, layer, phase, kind);

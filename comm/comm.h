@@ -109,6 +109,14 @@ static inline int comm_rank(const Comm* comm, MeshGroup g) { return mesh_group_r
 
 // Scope that later calls are counted under. layer: 0..num_layers-1 or COMM_NO_LAYER.
 void comm_set_scope(Comm* comm, int layer, CommPhase phase);
+// For a schedule that counts under its own scope and must leave the caller's as it was:
+// `CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD); ... comm_leave_scope(comm, saved);`
+typedef struct {
+    int layer;
+    CommPhase phase;
+} CommScope;
+CommScope comm_enter_scope(Comm* comm, int layer, CommPhase phase);
+void comm_leave_scope(Comm* comm, CommScope saved);
 // Counters of one scope and kind; comm_count_total sums the kinds.
 CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind);
 CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase);
