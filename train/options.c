@@ -266,12 +266,19 @@ void train_options_print(const TrainOptions* o, void (*emit)(const char* line)) 
 }
 
 void train_options_json(const TrainOptions* o, char* out, size_t outlen) {
-    size_t k = (size_t)snprintf(out, outlen, "{");
-    for (int i = 0; i < NSPECS && k < outlen; i++) {
-        char value[512];
+    // Always a valid object: an entry that would not fit (with the closing brace) is left out,
+    // and string values longer than the entry buffer are cut inside their quotes.
+    size_t k = 0;
+    out[k++] = '{';
+    for (int i = 0; i < NSPECS; i++) {
+        char value[512], entry[640];
         format_value(&specs[i], o, value, sizeof value, 1);
-        k += (size_t)snprintf(out + k, outlen - k, "%s\"%s\":%s", i ? "," : "", specs[i].name,
-                              value);
+        const int n = snprintf(entry, sizeof entry, "%s\"%s\":%s", k > 1 ? "," : "",
+                               specs[i].name, value);
+        if (n < 0 || (size_t)n >= sizeof entry || k + (size_t)n + 2 > outlen) continue;
+        memcpy(out + k, entry, (size_t)n);
+        k += (size_t)n;
     }
-    if (k < outlen) snprintf(out + k, outlen - k, "}");
+    out[k++] = '}';
+    out[k] = 0;
 }
