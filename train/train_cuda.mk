@@ -69,7 +69,12 @@ train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
 # sm_80 and sm_90, warnings as errors, as the compile check; -O3 for the host side.
 NVCC_TRAIN_FLAGS = -std=c++17 -O3 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
 	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.
-CUDA_LIB_DIR ?= $(abspath $(dir $(CUDA_NVCC))../lib64)
+# The toolkit's libraries, found by asking nvcc where its toolkit is (TOP in its dry run): nvcc
+# may be a wrapper script outside the toolkit (/usr/local/bin/nvcc), and CUDA_HOME or
+# LIBRARY_PATH may be unset. Expanded only when the link runs.
+CUDA_TOOLKIT_DIR ?= $(shell $(CUDA_NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
+	sed -n 's/^\#\$$ TOP=//p' | head -n 1)
+CUDA_LIB_DIR ?= $(abspath $(CUDA_TOOLKIT_DIR)/lib64)
 CUDA_TRAIN_LIBS = -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcublas -lcudart
 
 CUDA_TRAIN_NVCC_OBJS = $(BUILD)/cuda/model/gpt.o \
@@ -92,6 +97,7 @@ else
 train-cuda: $(BUILD)/train_gpt_cuda
 
 $(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
+	@test -e $(CUDA_LIB_DIR)/libcudart.so || { echo "train-cuda: no libcudart.so in '$(CUDA_LIB_DIR)' (set CUDA_LIB_DIR=/path/to/cuda/lib64)" >&2; exit 1; }
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 
 # The compile check covers the layer sequence as CUDA C++ too (it globs the .cu files only).
