@@ -30,8 +30,8 @@ struct AttentionLayer {
 };
 
 // Single-device attention: all T tokens local, one partial-attention call per pass.
-// B, T, NH, HS bound the scratch it allocates once (the delta rows of backward).
-AttentionLayer* attention_local_create(int B, int T, int NH);
+// B, T, NH, HS bound every call and the scratch it allocates once, here.
+AttentionLayer* attention_local_create(int B, int T, int NH, int HS);
 // Calls the layer's destroy (NULL is allowed).
 void attention_layer_free(AttentionLayer* layer);
 

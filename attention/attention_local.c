@@ -46,7 +46,7 @@ static void local_destroy(AttentionLayer* self) {
     free(a);
 }
 
-AttentionLayer* attention_local_create(int B, int T, int NH) {
+AttentionLayer* attention_local_create(int B, int T, int NH, int HS) {
     LocalAttention* a = xcalloc(1, sizeof *a, "local attention layer");
     a->base.forward = local_forward;
     a->base.backward = local_backward;

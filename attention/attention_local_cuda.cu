@@ -10,10 +10,7 @@
 //             then o is rounded to floatX into `out`;
 //   backward: d = rowsum(out * dout) (fp32 scratch, (B, NH, T)), an fp32 (B, T, 3C) scratch is
 //             zeroed and receives dq, dk, dv (row stride 3C), then it is rounded into dqkv.
-// The scratch is allocated once for the bounds given at create: d at create; o and the gradient
-// scratch, whose size needs the channel count C that attention_local_create is not given, at the
-// first forward and backward (for max_B x max_T rows of that C; never again unless a later call
-// brings a larger C).
+// All scratch is allocated once, at create, for the bounds given there; nothing in the step.
 #ifndef GPT_BACKEND_CUDA
 #define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in the layer interface
 #endif
@@ -26,11 +23,10 @@
 
 typedef struct {
     AttentionLayer base;
-    int max_B, max_T, max_NH;
+    int max_B, max_T, max_NH, max_HS;
     float* o;      // (max_B, max_T, C) fp32 forward output
     float* d;      // (max_B, max_NH, max_T) rowsum(dout * out)
     float* dqkv;   // (max_B, max_T, 3C) fp32 gradients of q, k, v
-    size_t o_count, dqkv_count;
 } LocalAttentionCuda;
 
 static AttentionProblem local_problem(int B, int T, int NH, int HS) {
@@ -42,33 +38,28 @@ static AttentionProblem local_problem(int B, int T, int NH, int HS) {
     return p;
 }
 
-static void check_bounds(const LocalAttentionCuda* a, int B, int T, int NH) {
-    CHECK(B <= a->max_B && T <= a->max_T && NH <= a->max_NH, "caller bug",
-          "attention called with B=%d T=%d NH=%d beyond its bounds %d %d %d", B, T, NH, a->max_B,
-          a->max_T, a->max_NH);
+static void check_bounds(const LocalAttentionCuda* a, int B, int T, int NH, int HS) {
+    CHECK(B <= a->max_B && T <= a->max_T && NH <= a->max_NH && NH * HS <= a->max_NH * a->max_HS,
+          "caller bug", "attention called with B=%d T=%d NH=%d HS=%d beyond its bounds %d %d %d %d",
+          B, T, NH, HS, a->max_B, a->max_T, a->max_NH, a->max_HS);
 }
 
-// fp32 scratch of at least n floats: allocated at the first call that knows C, then only checked.
-static float* scratch(float** buf, size_t* have, size_t n, const char* what) {
-    if (*buf && *have >= n) return *buf;
-    CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream()));
-    CUDA_CHECK(cudaFree(*buf));
-    *buf = NULL;
-    const cudaError_t err = cudaMalloc((void**)buf, (n ? n : 1) * sizeof(float));
+static float* device_floats(size_t n, const char* what) {
+    float* p = NULL;
+    const cudaError_t err = cudaMalloc((void**)&p, n * sizeof(float));
     if (err != cudaSuccess)
         FAIL(cuda_error_hint(err), "cudaMalloc of %zu bytes for %s failed: %s", n * sizeof(float),
              what, cudaGetErrorName(err));
-    *have = n;
-    return *buf;
+    return p;
 }
 
 static void local_forward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
                           const real* qkv, real* out, real_stat* lse) {
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
-    check_bounds(a, B, T, NH);
+    check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
     const size_t n = (size_t)B * T * C;
-    float* o = scratch(&a->o, &a->o_count, (size_t)a->max_B * a->max_T * C, "attention output (fp32)");
+    float* o = a->o;
     const AttentionProblem p = local_problem(B, T, NH, HS);
     cudaStream_t s = cuda_backend_stream();
     attention_partial_forward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse, s);
@@ -79,11 +70,10 @@ static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH
                            const real* qkv, const real* out, const real_stat* lse, const real* dout,
                            real* dqkv) {
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
-    check_bounds(a, B, T, NH);
+    check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
     const size_t n = (size_t)B * T * 3 * C;
-    float* g = scratch(&a->dqkv, &a->dqkv_count, (size_t)a->max_B * a->max_T * 3 * C,
-                       "attention qkv gradient (fp32)");
+    float* g = a->dqkv;
     const AttentionProblem p = local_problem(B, T, NH, HS);
     cudaStream_t s = cuda_backend_stream();
     attention_row_dot_cuda(&p, out, C, dout, C, a->d, s);
@@ -102,8 +92,9 @@ static void local_destroy(AttentionLayer* self) {
     free(a);
 }
 
-AttentionLayer* attention_local_create(int B, int T, int NH) {
-    CHECK(B >= 1 && T >= 1 && NH >= 1, "caller bug", "attention_local_create: B=%d T=%d NH=%d", B, T, NH);
+AttentionLayer* attention_local_create(int B, int T, int NH, int HS) {
+    CHECK(B >= 1 && T >= 1 && NH >= 1 && HS >= 1, "caller bug",
+          "attention_local_create: B=%d T=%d NH=%d HS=%d", B, T, NH, HS);
     cuda_backend_context();  // the first CUDA call of a run: fails clearly without a GPU
     LocalAttentionCuda* a = (LocalAttentionCuda*)xcalloc(1, sizeof *a, "local attention layer");
     a->base.forward = local_forward;
@@ -115,11 +106,11 @@ AttentionLayer* attention_local_create(int B, int T, int NH) {
     a->max_B = B;
     a->max_T = T;
     a->max_NH = NH;
-    const size_t nd = (size_t)B * NH * T * sizeof(float);
-    const cudaError_t err = cudaMalloc((void**)&a->d, nd);
-    if (err != cudaSuccess)
-        FAIL(cuda_error_hint(err), "cudaMalloc of %zu bytes for the attention backward delta failed: %s",
-             nd, cudaGetErrorName(err));
+    a->max_HS = HS;
+    const size_t rows = (size_t)B * T, C = (size_t)NH * HS;
+    a->o = device_floats(rows * C, "the attention output (fp32)");
+    a->d = device_floats((size_t)B * NH * T, "the attention backward delta");
+    a->dqkv = device_floats(rows * 3 * C, "the attention qkv gradient (fp32)");
     return &a->base;
 }
 

@@ -5,8 +5,8 @@
 // model/backend_kernels_cuda.cuh.
 //
 // Nothing here synchronises the host except where a result must reach it: crossentropy_forward
-// (the loss sum), tokens_upload (the host array may be reused as soon as it returns) and the
-// reallocation of a scratch buffer that grows.
+// (the loss sum), tokens_upload (only for the upload that last used its pinned staging slot) and
+// the reallocation of a scratch buffer that grows.
 #ifndef GPT_BACKEND_CUDA
 #define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in model/layers.h
 #endif
@@ -44,6 +44,16 @@ cudaStream_t cuda_backend_stream(void) { return cuda_backend_context()->stream; 
 
 void cuda_backend_sync(void) { CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream())); }
 
+static void free_token_staging(CudaBackendContext* c) {
+    if (!c->token_staging_count) return;
+    for (int i = 0; i < TOKEN_STAGING_SLOTS; i++) {
+        CUDA_CHECK(cudaEventSynchronize(c->token_staged[i]));
+        CUDA_CHECK(cudaEventDestroy(c->token_staged[i]));
+        CUDA_CHECK(cudaFreeHost(c->token_staging[i]));
+    }
+    c->token_staging_count = 0;
+}
+
 void cuda_backend_shutdown(void) {
     if (!g_ctx.ready) return;
     CUDA_CHECK(cudaStreamSynchronize(g_ctx.stream));
@@ -52,6 +62,7 @@ void cuda_backend_shutdown(void) {
     CUDA_CHECK(cudaFree(g_ctx.layernorm_scratch));
     CUDA_CHECK(cudaFree(g_ctx.losses));
     free(g_ctx.host_losses);
+    free_token_staging(&g_ctx);
     CUDA_CHECK(cudaStreamDestroy(g_ctx.stream));
     memset(&g_ctx, 0, sizeof g_ctx);
 }
@@ -244,9 +255,27 @@ void tensor_copy(real* dst, const real* src, size_t n) {
 
 // Ordered on the stream after the kernels that still read the previous tokens; returns once the
 // host array has been copied.
+// Through the pinned staging ring (backend_kernels_cuda.cuh): the host array is free again on
+// return, and the host waits only for the upload that last used the slot, not for the stream.
+// The ring is allocated at the first upload (and again only if a later one is larger).
 void tokens_upload(int* dst, const int* host_src, size_t n) {
     if (n == 0) return;
-    cudaStream_t s = cuda_backend_stream();
-    CUDA_CHECK(cudaMemcpyAsync(dst, host_src, n * sizeof(int), cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    CudaBackendContext* c = cuda_backend_context();
+    if (n > c->token_staging_count) {
+        free_token_staging(c);
+        for (int i = 0; i < TOKEN_STAGING_SLOTS; i++) {
+            CUDA_CHECK(cudaMallocHost((void**)&c->token_staging[i], n * sizeof(int)));
+            CUDA_CHECK(cudaEventCreateWithFlags(&c->token_staged[i], cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventRecord(c->token_staged[i], c->stream));
+        }
+        c->token_staging_count = n;
+        c->token_slot = 0;
+    }
+    const int slot = c->token_slot;
+    c->token_slot = (slot + 1) % TOKEN_STAGING_SLOTS;
+    CUDA_CHECK(cudaEventSynchronize(c->token_staged[slot]));  // its previous copy has finished
+    memcpy(c->token_staging[slot], host_src, n * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(dst, c->token_staging[slot], n * sizeof(int), cudaMemcpyHostToDevice,
+                               c->stream));
+    CUDA_CHECK(cudaEventRecord(c->token_staged[slot], c->stream));
 }

@@ -39,6 +39,14 @@ typedef struct {
     size_t losses_bytes;
     float* host_losses;          // (N) host copy of the per-token losses of a forward
     size_t host_losses_count;
+    // tokens_upload's pinned staging ring: the host array is copied into a slot and the slot's
+    // event is recorded after its copy, so an upload waits only for the copy that last used its
+    // slot (TOKEN_STAGING_SLOTS uploads earlier), not for the whole stream.
+#define TOKEN_STAGING_SLOTS 4
+    int* token_staging[TOKEN_STAGING_SLOTS];        // (token_staging_count) pinned host ints
+    cudaEvent_t token_staged[TOKEN_STAGING_SLOTS];  // recorded after each slot's copy
+    size_t token_staging_count;
+    int token_slot;                                 // the next slot to use
 } CudaBackendContext;
 
 // The context, created on first use.

@@ -134,7 +134,7 @@ typedef struct {
 
 static Reference run_reference(const Args* a, const GPTConfig* cfg) {
     const int rows = a->dp * a->B, T = a->T;
-    AttentionLayer* local = attention_local_create(rows, T, a->NH);
+    AttentionLayer* local = attention_local_create(rows, T, a->NH, a->C / a->NH);
     GPT m;
     gpt_create(&m, cfg, rows, T, local, 1);
     init_params(cfg, &m);
@@ -167,7 +167,7 @@ static const char* SCHED_NAMES[NSCHED] = {"local", "2d", "2d-keep", "ring", "str
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a, int Tl) {
     const int HS = a->C / a->NH;
     switch (s) {
-    case SCHED_LOCAL: return attention_local_create(a->B, Tl, a->NH);
+    case SCHED_LOCAL: return attention_local_create(a->B, Tl, a->NH, HS);
     case SCHED_2D: return attention2d_create(comm, a->B, Tl, a->NH, HS, 0);
     case SCHED_2D_KEEP: return attention2d_create(comm, a->B, Tl, a->NH, HS, a->L);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, a->B, Tl, a->NH, HS);

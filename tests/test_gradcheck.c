@@ -258,7 +258,7 @@ static double model_loss(void* p) {
 static void test_model(void) {
     GPTConfig cfg = {.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6};
     const int B = 2, T = 7;
-    AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 7, m.params_memory);

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
 
     const GPTConfig cfg = sh->cfg;
     const int B = sh->B, T = sh->T, BT = B * T;
-    AttentionLayer* attn = attention_local_create(B, T, cfg.NH);
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 1337, m.params_memory);

@@ -157,7 +157,7 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
 static void setup_attention(Trainer* t) {
     const int NH = t->cfg.NH, HS = t->cfg.C / NH;
     if (t->mesh.P == 1) {
-        t->attention = attention_local_create(t->B, t->T, NH);
+        t->attention = attention_local_create(t->B, t->T, NH, HS);
     } else if (strcmp(t->opt.attention, "2d") == 0) {
         t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, HS,
                                           t->opt.keep_kv ? t->cfg.L : 0);
