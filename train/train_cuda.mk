@@ -74,7 +74,9 @@ NVCC_TRAIN_FLAGS = -std=c++17 -O3 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
 # LIBRARY_PATH may be unset. Expanded only when the link runs.
 CUDA_TOOLKIT_DIR ?= $(shell $(CUDA_NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
 	sed -n 's/^\#\$$ TOP=//p' | head -n 1)
-CUDA_LIB_DIR ?= $(abspath $(CUDA_TOOLKIT_DIR)/lib64)
+# lib64 in the usual layout; targets/<arch>/lib where a toolkit has no lib64 link.
+CUDA_LIB_DIR ?= $(abspath $(firstword $(dir $(wildcard $(CUDA_TOOLKIT_DIR)/lib64/libcudart.so \
+	$(CUDA_TOOLKIT_DIR)/targets/*/lib/libcudart.so)) $(CUDA_TOOLKIT_DIR)/lib64))
 CUDA_TRAIN_LIBS = -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcublas -lcudart
 
 CUDA_TRAIN_NVCC_OBJS = $(BUILD)/cuda/model/gpt.o \
