@@ -12,3 +12,12 @@ bench-cpu: setup $(BUILD)/bench_cpu
 PROGRAMS += $(BUILD)/unigram_baseline
 $(BUILD)/unigram_baseline: $(BUILD)/tools/unigram_baseline.o $(DATA_OBJS) $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# llm.c's plain-C CPU trainer beside ours, from a checkout you provide (not run by `make bench`):
+#   make bench-llmc LLMC=/path/to/llm.c [BENCH_LLMC_T="64 256 1024"]
+BENCH_LLMC_T ?= 64 256
+.PHONY: bench-llmc
+bench-llmc: setup $(BUILD)/bench_cpu $(BUILD)/train_gpt
+	@test -n "$(LLMC)" || { echo "bench-llmc: set LLMC=/path/to/a/checkout/of/karpathy/llm.c" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(DEFAULT_DATA)
+	bash tools/bench_llmc.sh $(LLMC) 4 $(BENCH_LLMC_T)
