@@ -253,11 +253,10 @@ void tensor_copy(real* dst, const real* src, size_t n) {
                                cuda_backend_stream()));
 }
 
-// Ordered on the stream after the kernels that still read the previous tokens; returns once the
-// host array has been copied.
-// Through the pinned staging ring (backend_kernels_cuda.cuh): the host array is free again on
-// return, and the host waits only for the upload that last used the slot, not for the stream.
-// The ring is allocated at the first upload (and again only if a later one is larger).
+// Ordered on the stream after the kernels that still read the previous tokens. Goes through the
+// pinned staging ring (backend_kernels_cuda.cuh): the host array is free again on return, and the
+// host waits only for the upload that last used the slot, not for the stream. The ring is
+// allocated at the first upload (and again only if a later one is larger).
 void tokens_upload(int* dst, const int* host_src, size_t n) {
     if (n == 0) return;
     CudaBackendContext* c = cuda_backend_context();
