@@ -26,10 +26,13 @@ setup:
 
 # Module fragments (*/*.mk, tests/*/*.mk) add their programs to PROGRAMS, their test programs to
 # TEST_PROGS and their suites (tests/suites/NAME.list) to SUITES_<group>.
-# comm/fail.mk, attention and model come first: other fragments name their objects.
+# comm/fail.mk, attention and model come first: other fragments name their objects. The GPU kit
+# comes last: it packs the programs the others build.
 FIRST_FRAGMENTS = comm/fail.mk attention/attention.mk model/model.mk tests/cuda_host/module.mk
+LAST_FRAGMENTS = tools/bench_kernels.mk tools/gpu_bundle.mk
 include $(FIRST_FRAGMENTS)
-include $(filter-out $(FIRST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
+include $(filter-out $(FIRST_FRAGMENTS) $(LAST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
+include $(LAST_FRAGMENTS)
 
 # Test groups, in the order `make test` runs them; `make test-<group>` runs one group.
 TEST_GROUPS = model data train dist cuda

@@ -679,28 +679,22 @@ AttnArgs make_args(const AttentionProblem* p) {
 
 template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const size_t smem = Layout<HS>::FWD;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_RAISE_DYNAMIC_SMEM(attention_forward_kernel<HS>, smem, "head size", HS);
     const dim3 grid((unsigned)((a.Tq + BQ - 1) / BQ), (unsigned)NH, (unsigned)B);
     LAUNCH(attention_forward_kernel<HS>, grid, NTHREADS, smem, stream, a);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const size_t smem = Layout<HS>::BWD;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_RAISE_DYNAMIC_SMEM(attention_backward_dkdv_kernel<HS>, smem, "head size", HS);
+    CUDA_RAISE_DYNAMIC_SMEM(attention_backward_dq_kernel<HS>, smem, "head size", HS);
     if (a.Tk > 0) {
         const dim3 grid((unsigned)((a.Tk + BK - 1) / BK), (unsigned)NH, (unsigned)B);
         LAUNCH(attention_backward_dkdv_kernel<HS>, grid, NTHREADS, smem, stream, a);
-        CUDA_CHECK(cudaGetLastError());
     }
     if (a.Tq > 0) {
         const dim3 grid((unsigned)((a.Tq + BQ - 1) / BQ), (unsigned)NH, (unsigned)B);
         LAUNCH(attention_backward_dq_kernel<HS>, grid, NTHREADS, smem, stream, a);
-        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -750,7 +744,6 @@ void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
     if (rows == 0) return;
     LAUNCH(attention_row_dot_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0,
            stream, p->B, p->NH, p->HS, p->Tq, o, ldo, dout, lddo, d);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 void attention_partial_backward_cuda(const AttentionProblem* p,
@@ -791,7 +784,6 @@ void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, flo
     if (rows == 0) return;
     LAUNCH(attention_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0,
            stream, B, NH, HS, T, o_a, lda, lse_a, o_b, ldb, lse_b);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 size_t attention_cuda_forward_smem(int HS) {

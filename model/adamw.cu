@@ -9,6 +9,12 @@
 // one Philox4x32-10 output (4 x 32 random bits = 8 x 16 bits).
 #include "model/optim_cuda.cuh"
 
+// cuRAND's device API (Philox) here only: curand_kernel.h defines ~400 KB of device tables for the
+// other generators, which every translation unit that includes it would carry in its fatbin.
+#if defined(__CUDACC__)
+#include <curand_kernel.h>
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -174,5 +180,4 @@ void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float
     CHECK(blocks <= 0x7fffffff, "caller bug", "adamw_update_cuda: %zu elements is too many", end - begin);
     LAUNCH(adamw_kernel, (unsigned int)blocks, ADAMW_THREADS, 0, stream, params, master, grads, m, v,
            (unsigned long long)begin, (unsigned long long)end, *table, a, vec);
-    CUDA_CHECK(cudaGetLastError());
 }

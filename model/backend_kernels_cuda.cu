@@ -112,7 +112,6 @@ void cuda_backend_float_to_floatx(floatX* out, const float* in, size_t n) {
     if (blocks > CONVERT_MAX_BLOCKS) blocks = CONVERT_MAX_BLOCKS;
     LAUNCH(float_to_floatx_kernel, (unsigned int)blocks, CONVERT_THREADS, 0, cuda_backend_stream(),
            out, in, n);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 // --- Layers --------------------------------------------------------------------------------------

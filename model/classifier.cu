@@ -96,5 +96,4 @@ void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* 
     if (N == 0) return;
     LAUNCH(classifier_kernel, N, CLS_THREADS, 0, stream, logits, losses, targets, dloss, V, Vp,
            write_dlogits);
-    CUDA_CHECK(cudaGetLastError());
 }

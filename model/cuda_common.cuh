@@ -5,16 +5,26 @@
 //
 //   LAUNCH(kernel, grid, block, shmem_bytes, stream, args...)
 //       kernel<<<grid, block, shmem_bytes, stream>>>(args...) under nvcc; a host launch under the
-//       runtime. Errors are reported as CUDA reports them: CUDA_CHECK(cudaGetLastError()) after
-//       the launch. Wrap a template kernel whose name has commas in parentheses:
+//       runtime. The launch is checked where it is written (cudaGetLastError): a refused launch
+//       ends the job naming the kernel, file and line. With GPT_CUDA_SYNC_CHECK=1 in the
+//       environment every launch is also followed by cudaDeviceSynchronize and a check, so a kernel
+//       that faults is named at its own launch rather than at the next synchronisation (slow: for
+//       debugging). Wrap a template kernel whose name has commas in parentheses:
 //       LAUNCH((matmul_kernel<64, 4>), ...).
+//   LAUNCH_UNCHECKED(...)
+//       The launch alone, for tests that inspect cudaGetLastError themselves.
 //   DYNAMIC_SHARED(T, name)
 //       Declares `T* name` pointing at the block's dynamic shared memory (the launch's
-//       shmem_bytes). Use it instead of `extern __shared__ T name[];`, which the host runtime
-//       cannot express (it would fail to link).
+//       shmem_bytes), 128-byte aligned. Use it instead of `extern __shared__ T name[];`, which the
+//       host runtime cannot express (it would fail to link).
 //   CUDA_CHECK(call)
 //       For cudaError_t and cublasStatus_t results: on failure prints file, line, the call, the
 //       error's name and text, the host runtime's detail and a hint, then ends the job (fail_at).
+//   CUDA_RAISE_DYNAMIC_SMEM(kernel, bytes, what, value)
+//       Lets `kernel` launch with `bytes` of dynamic shared memory (cudaFuncSetAttribute), once per
+//       kernel and size; first checks the device's opt-in limit
+//       (cudaDevAttrMaxSharedMemoryPerBlockOptin) and, if the request is over it, ends the job with
+//       one line naming the kernel, what the size depends on ("head size", 128) and both sizes.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -22,7 +32,6 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <curand_kernel.h>
 #include <mma.h>
 #elif defined(CUDA_HOST)
 #include "tests/cuda_host/cuda_host.h"
@@ -30,22 +39,32 @@
 #error "compile CUDA sources with nvcc, or with the host C++ compiler and -DCUDA_HOST -x c++ (tests/cuda_host/module.mk)"
 #endif
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "comm/fail.h"
 
 #if defined(__CUDACC__)
-#define LAUNCH(kernel, grid, block, shmem_bytes, stream, ...) \
+#define LAUNCH_UNCHECKED(kernel, grid, block, shmem_bytes, stream, ...) \
     kernel<<<(grid), (block), (shmem_bytes), (stream)>>>(__VA_ARGS__)
+// 128 bytes: WMMA needs 32, and the kernels' shared-memory layouts align their regions to 128.
 #define DYNAMIC_SHARED(T, name)                                              \
-    extern __shared__ __align__(16) unsigned char cuda_dynamic_shared_[];   \
+    extern __shared__ __align__(128) unsigned char cuda_dynamic_shared_[];  \
     T* name = reinterpret_cast<T*>(cuda_dynamic_shared_)
 #define CUDA_CHECK_DETAIL() ""
 #else
-#define LAUNCH(kernel, grid, block, shmem_bytes, stream, ...)                                \
+#define LAUNCH_UNCHECKED(kernel, grid, block, shmem_bytes, stream, ...)                      \
     cuda_host_launch(kernel, #kernel, __FILE__, __LINE__, dim3(grid), dim3(block),           \
                      (size_t)(shmem_bytes), (stream), ##__VA_ARGS__)
 #define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(cuda_host_dynamic_smem())
 #define CUDA_CHECK_DETAIL() cuda_host_error_detail()
 #endif
+
+#define LAUNCH(kernel, grid, block, shmem_bytes, stream, ...)                       \
+    do {                                                                             \
+        LAUNCH_UNCHECKED(kernel, grid, block, shmem_bytes, stream, ##__VA_ARGS__);   \
+        cuda_launch_check(#kernel, __FILE__, __LINE__);                              \
+    } while (0)
 
 static inline const char* cuda_error_hint(cudaError_t err) {
     switch (err) {
@@ -95,3 +114,59 @@ static inline void cuda_check_at(cublasStatus_t st, const char* call, const char
 }
 
 #define CUDA_CHECK(call) cuda_check_at((call), #call, __FILE__, __LINE__)
+
+// GPT_CUDA_SYNC_CHECK set to anything but "" or "0": synchronise after every launch (read once per
+// translation unit; the environment does not change while a program runs).
+static inline int cuda_sync_check_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char* v = getenv("GPT_CUDA_SYNC_CHECK");
+        enabled = v && v[0] && strcmp(v, "0") != 0;
+    }
+    return enabled;
+}
+
+static inline void cuda_launch_check(const char* kernel, const char* file, int line) {
+    cudaError_t err = cudaGetLastError();
+    const char* when = "launch of";
+    if (err == cudaSuccess && cuda_sync_check_enabled()) {
+        err = cudaDeviceSynchronize();
+        when = "GPT_CUDA_SYNC_CHECK: synchronising after";
+    }
+    if (err == cudaSuccess) return;
+    const char* detail = CUDA_CHECK_DETAIL();
+    fail_at(file, line, cuda_error_hint(err), "%s kernel %s failed: %s (%s)%s%s", when, kernel,
+            cudaGetErrorName(err), cudaGetErrorString(err), detail[0] ? ": " : "", detail);
+}
+
+// The largest dynamic shared memory a block may opt in to on the current device.
+static inline int cuda_max_dynamic_smem_optin(void) {
+    int device = 0, bytes = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return bytes;
+}
+
+// *raised: the size this kernel was last raised to (one static per kernel at the call site), so
+// the attribute is set once rather than at every launch.
+static inline void cuda_raise_dynamic_smem(const void* kernel, int* raised, size_t bytes,
+                                           const char* name, const char* what, int value,
+                                           const char* file, int line) {
+    if (bytes <= 48 * 1024 || (size_t)*raised >= bytes) return;
+    const int limit = cuda_max_dynamic_smem_optin();
+    if (bytes > (size_t)limit)
+        fail_at(file, line, "this GPU has less shared memory per block than the kernel needs; use a "
+                "smaller head size (or a GPU with more shared memory: A100, H100 allow 227 KiB)",
+                "kernel %s (%s %d) needs %zu bytes of dynamic shared memory per block; this GPU "
+                "allows %d (cudaDevAttrMaxSharedMemoryPerBlockOptin)", name, what, value, bytes, limit);
+    cuda_check_at(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                  "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", file, line);
+    *raised = (int)bytes;
+}
+
+#define CUDA_RAISE_DYNAMIC_SMEM(kernel, bytes, what, value)                                     \
+    do {                                                                                         \
+        static int raised_ = 0;                                                                  \
+        cuda_raise_dynamic_smem((const void*)(kernel), &raised_, (bytes), #kernel, (what),       \
+                                (value), __FILE__, __LINE__);                                    \
+    } while (0)

@@ -59,7 +59,6 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
         launch_encoder_forward<X128_ELEMS>(out, tokens, wte, wpe, N, T, C, pos, stream);
     else
         launch_encoder_forward<1>(out, tokens, wte, wpe, N, T, C, pos, stream);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 // --- Backward: sort rows by token -----------------------------------------------------------------
@@ -189,9 +188,7 @@ static void launch_encoder_param_backward(floatX* dwte, floatX* dwpe, const floa
     const dim3 block(32, ENC_WARPS);
     LAUNCH(encoder_wte_backward_kernel<VEC>, dim3(B * T, col_blocks), block, 0, stream, dwte, dout, sorted,
            B * T, C);
-    CUDA_CHECK(cudaGetLastError());
     LAUNCH(encoder_wpe_backward_kernel<VEC>, dim3(T, col_blocks), block, 0, stream, dwpe, dout, B, T, C, pos);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 size_t encoder_backward_scratch_bytes(int B, int T) {
@@ -213,11 +210,9 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
     const int nchunks = (int)ceil_div_long(N, ENC_SORT_CHUNK);
     LAUNCH(encoder_sort_chunks_kernel, nchunks, ENC_SORT_THREADS, 0, stream, nchunks == 1 ? sorted : chunked,
            tokens, N);
-    CUDA_CHECK(cudaGetLastError());
     if (nchunks > 1) {
         LAUNCH(encoder_merge_rank_kernel, (unsigned)ceil_div_long(N, ENC_THREADS), ENC_THREADS, 0, stream,
                sorted, (const u64*)chunked, N);
-        CUDA_CHECK(cudaGetLastError());
     }
     if (C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout))
         launch_encoder_param_backward<X128_ELEMS>(dwte, dwpe, dout, sorted, B, T, C, pos, stream);

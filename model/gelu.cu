@@ -83,7 +83,6 @@ void gelu_forward_cuda(floatX* out, const floatX* inp, long n, cudaStream_t stre
     } else {
         LAUNCH(gelu_forward_kernel<1>, elementwise_blocks(n, 1), ELEMWISE_THREADS, 0, stream, out, inp, n);
     }
-    CUDA_CHECK(cudaGetLastError());
 }
 
 void gelu_backward_cuda(floatX* dinp, const floatX* inp, const floatX* dout, long n, cudaStream_t stream) {
@@ -95,7 +94,6 @@ void gelu_backward_cuda(floatX* dinp, const floatX* inp, const floatX* dout, lon
         LAUNCH(gelu_backward_kernel<1>, elementwise_blocks(n, 1), ELEMWISE_THREADS, 0, stream, dinp,
                inp, dout, n);
     }
-    CUDA_CHECK(cudaGetLastError());
 }
 
 void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n, cudaStream_t stream) {
@@ -107,5 +105,4 @@ void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n
         LAUNCH(residual_forward_kernel<1>, elementwise_blocks(n, 1), ELEMWISE_THREADS, 0, stream, out,
                a, b, n);
     }
-    CUDA_CHECK(cudaGetLastError());
 }

@@ -65,8 +65,6 @@ void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, 
     const int vec = (uintptr_t)grads % 16 == 0;
     LAUNCH(global_norm_partial_kernel, (unsigned int)blocks, GLOBAL_NORM_THREADS, 0, stream, scratch,
            grads, n, vec);
-    CUDA_CHECK(cudaGetLastError());
     LAUNCH(global_norm_finish_kernel, 1, GLOBAL_NORM_THREADS, 0, stream, out_sumsq,
            (const double*)scratch, (int)blocks, accumulate);
-    CUDA_CHECK(cudaGetLastError());
 }

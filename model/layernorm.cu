@@ -89,12 +89,10 @@ static void launch_layernorm_forward(floatX* residual_out, floatX* out, float* m
     while (rows > 1 && rows * row_bytes > LN_SMEM_DEFAULT) rows--;
     const size_t smem = rows * row_bytes;
     if (smem > LN_SMEM_DEFAULT)  // one row over 48 KiB (C > 24576 in bf16): opt in, up to 227 KiB
-        CUDA_CHECK(cudaFuncSetAttribute(layernorm_forward_kernel<VEC, FUSED>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CUDA_RAISE_DYNAMIC_SMEM((layernorm_forward_kernel<VEC, FUSED>), smem, "channels", C);
     const unsigned grid = (unsigned)ceil_div_long(N, rows);
     LAUNCH((layernorm_forward_kernel<VEC, FUSED>), grid, rows * 32, smem, stream, residual_out, out,
            mean, rstd, a, b, weight, bias, N, C);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX* inp,
@@ -350,9 +348,7 @@ void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void*
         default: launch_layernorm_backward<1, 16>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
         }
     }
-    CUDA_CHECK(cudaGetLastError());
     const dim3 red_block(32, LN_RED_Y);
     LAUNCH(layernorm_backward_reduce_kernel, (unsigned)ceil_div_long(2L * C, 32), red_block, 0, stream,
            dweight, dbias, partial, blocks, C);
-    CUDA_CHECK(cudaGetLastError());
 }

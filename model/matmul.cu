@@ -255,10 +255,8 @@ static void dbias_column_sums(MatmulContext* ctx, floatX* dbias, const floatX* d
     const dim3 grid((OC + DBIAS_COLS - 1) / DBIAS_COLS, chunks), block(DBIAS_TX, DBIAS_TY);
     LAUNCH(dbias_partial_kernel, grid, block, 0, stream, ctx->dbias_partial, dout, N, OC,
            rows_per_chunk, vec);
-    CUDA_CHECK(cudaGetLastError());
     LAUNCH(dbias_finish_kernel, (OC + 255) / 256, 256, 0, stream, dbias, (const float*)ctx->dbias_partial,
            chunks, OC);
-    CUDA_CHECK(cudaGetLastError());
 }
 
 // --- Launchers -----------------------------------------------------------------------------------
@@ -352,7 +350,6 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
                 run_plan(ctx, p, &g, stream);
                 LAUNCH(dbias_add_kernel, (OC + 255) / 256, 256, 0, stream, dbias,
                        (const floatX*)ctx->dbias_scratch, OC);
-                CUDA_CHECK(cudaGetLastError());
                 bias_done = 1;
             } else {
                 fprintf(stderr, "note: cuBLASLt has no BGRADB algorithm for m=%d n=%d k=%d; bias "

@@ -4,8 +4,9 @@
 #   make train-cuda-host   build/train_gpt_cuda_host (bf16) and build/train_gpt_cuda_host_fp32
 #                          (-DGPT_CUDA_FP32): the CUDA sources run on the host runtime
 #                          (tests/cuda_host); what the cuda-train suite tests against the CPU trainer.
-#   make train-cuda        build/train_gpt_cuda: nvcc for sm_80 and sm_90 (warnings as errors),
-#                          cuBLASLt / cuBLAS / CUDA runtime; CI only compiles and links it.
+#   make train-cuda        build/train_gpt_cuda: nvcc for sm_80, sm_90 and compute_90 PTX (warnings
+#                          as errors), cuBLASLt / cuBLAS / CUDA runtime; CI only compiles and links
+#                          it (build/train_gpt_cuda_fp32, its fp32 twin, goes into the GPU bundle).
 #
 # What goes in:
 #   - the C sources of the trainer, data, checkpoints, comm and the CPU distributed attention
@@ -66,7 +67,9 @@ train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
 
 # --- nvcc build ------------------------------------------------------------------------------------
 
-# sm_80 and sm_90, warnings as errors, as the compile check; -O3 for the host side.
+# sm_80, sm_90 and compute_90 PTX, warnings as errors, as the compile check; -O3 for the host side.
+# The host code is compiled for the baseline x86-64 (no -march): the same objects serve this
+# machine's build/train_gpt_cuda and the portable GPU bundle (tools/gpu_bundle.mk).
 NVCC_TRAIN_FLAGS = -std=c++17 -O3 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
 	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.
 # The toolkit's libraries, found by asking nvcc where its toolkit is (TOP in its dry run): nvcc
@@ -78,18 +81,32 @@ CUDA_TOOLKIT_DIR ?= $(shell $(CUDA_NVCC) --dryrun -c -x cu /dev/null -o /dev/nul
 CUDA_LIB_DIR ?= $(abspath $(firstword $(dir $(wildcard $(CUDA_TOOLKIT_DIR)/lib64/libcudart.so \
 	$(CUDA_TOOLKIT_DIR)/targets/*/lib/libcudart.so)) $(CUDA_TOOLKIT_DIR)/lib64))
 CUDA_TRAIN_LIBS = -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcublas -lcudart
+CUDA_LIB_CHECK = @test -e $(CUDA_LIB_DIR)/libcudart.so || { echo "$@: no libcudart.so in '$(CUDA_LIB_DIR)' (set CUDA_LIB_DIR=/path/to/cuda/lib64)" >&2; exit 1; }
 
-CUDA_TRAIN_NVCC_OBJS = $(BUILD)/cuda/model/gpt.o \
-	$(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
-
-$(BUILD)/cuda/%.o: %.cu
+# nvcc objects live under NVCC_BUILD, which a sub-make for another host architecture (the GPU
+# bundle's portable build) points back at this build: nvcc compiles each source once per precision.
+NVCC_BUILD ?= $(BUILD)
+# bf16 (default) and fp32 (-DGPT_CUDA_FP32) objects of any .cu source.
+$(NVCC_BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -MMD -MP -c $< -o $@
+$(NVCC_BUILD)/cuda-fp32/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_CUDA_FP32 -MMD -MP -c $< -o $@
 
 # The layer sequence (C source) as CUDA C++: real = floatX needs the CUDA headers.
-$(BUILD)/cuda/model/gpt.o: model/gpt.c
+$(NVCC_BUILD)/cuda/model/gpt.o: model/gpt.c
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x cu -c $< -o $@
+$(NVCC_BUILD)/cuda-fp32/model/gpt.o: model/gpt.c
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -DGPT_CUDA_FP32 -MMD -MP -x cu -c $< -o $@
+
+# The kernels and the backend of each precision.
+CUDA_TRAIN_NVCC_OBJS = $(NVCC_BUILD)/cuda/model/gpt.o \
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
+CUDA_TRAIN_NVCC_OBJS_FP32 = $(NVCC_BUILD)/cuda-fp32/model/gpt.o \
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
 
 .PHONY: train-cuda
 ifeq ($(CUDA_NVCC),)
@@ -98,8 +115,12 @@ train-cuda:
 else
 train-cuda: $(BUILD)/train_gpt_cuda
 
+# bf16 (the production build) and fp32 (for comparisons with the CPU trainer on a GPU).
 $(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
-	@test -e $(CUDA_LIB_DIR)/libcudart.so || { echo "train-cuda: no libcudart.so in '$(CUDA_LIB_DIR)' (set CUDA_LIB_DIR=/path/to/cuda/lib64)" >&2; exit 1; }
+	$(CUDA_LIB_CHECK)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+$(BUILD)/train_gpt_cuda_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS_FP32)
+	$(CUDA_LIB_CHECK)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 
 # The compile check covers the layer sequence as CUDA C++ too (it globs the .cu files only).

@@ -365,7 +365,7 @@ static cudaError_t check_launch(const CudaHostLaunch* l) {
                               "launch of %s at %s:%d: %zu bytes of dynamic shared memory, over this "
                               "kernel's limit of %zu (raise it with cudaFuncSetAttribute("
                               "cudaFuncAttributeMaxDynamicSharedMemorySize), at most %d)",
-                              l->name, l->file, l->line, l->shmem, limit, CUDA_HOST_MAX_DYN_SMEM);
+                              l->name, l->file, l->line, l->shmem, limit, cuda_host_smem_optin());
     return cudaSuccess;
 }
 

@@ -22,6 +22,10 @@ size_t cuda_host_device_bytes(void);
 
 // Dynamic shared memory a launch of kernel may use: 48 KiB unless cudaFuncSetAttribute raised it.
 size_t cuda_host_dynamic_smem_limit(const void* kernel);
+// The most a kernel may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin): 227 KiB as on an
+// H100, or CUDA_HOST_SMEM_OPTIN bytes from the environment (at most 227 KiB) to act as a GPU with
+// less, e.g. 101376 (99 KiB, sm_86/sm_89).
+int cuda_host_smem_optin(void);
 
 // Streams: NULL, cudaStreamLegacy, cudaStreamPerThread and live created streams are valid.
 int cuda_host_stream_valid(cudaStream_t stream);

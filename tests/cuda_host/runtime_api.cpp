@@ -133,7 +133,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     p->sharedMemPerMultiprocessor = 228 * 1024;
     p->regsPerMultiprocessor = 65536;
     p->managedMemory = 1;
-    p->sharedMemPerBlockOptin = CUDA_HOST_MAX_DYN_SMEM;
+    p->sharedMemPerBlockOptin = (size_t)cuda_host_smem_optin();
     p->maxBlocksPerMultiProcessor = 32;
     return cudaSuccess;
 }
@@ -153,6 +153,10 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
     case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    // An H100 SXM's clocks (kHz) and HBM3 bus (bits).
+    case cudaDevAttrClockRate: *value = 1980000; break;
+    case cudaDevAttrMemoryClockRate: *value = 2619000; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
     default:
         return cuda_host_fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not "
                               "supported by the host runtime", (int)attr);
@@ -199,12 +203,26 @@ cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute a
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
         return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not "
                               "supported by the host runtime", (int)attr);
-    if (value < 0 || value > CUDA_HOST_MAX_DYN_SMEM)
+    if (value < 0 || value > cuda_host_smem_optin())
         return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: max dynamic shared memory "
-                              "%d not in [0, %d]", value, CUDA_HOST_MAX_DYN_SMEM);
+                              "%d not in [0, %d]", value, cuda_host_smem_optin());
     std::lock_guard<std::mutex> guard(attr_lock);
     dyn_smem_limits[kernel] = (size_t)value;
     return cudaSuccess;
+}
+
+int cuda_host_smem_optin(void) {
+    static const int bytes = [] {
+        const char* v = getenv("CUDA_HOST_SMEM_OPTIN");
+        if (!v || !v[0]) return CUDA_HOST_MAX_DYN_SMEM;
+        char* end;
+        const long n = strtol(v, &end, 10);
+        if (*end || n < CUDA_HOST_DEFAULT_DYN_SMEM || n > CUDA_HOST_MAX_DYN_SMEM)
+            fail_msg("CUDA_HOST_SMEM_OPTIN=%s: expected bytes in [%d, %d]", v, CUDA_HOST_DEFAULT_DYN_SMEM,
+                     CUDA_HOST_MAX_DYN_SMEM);
+        return (int)n;
+    }();
+    return bytes;
 }
 
 size_t cuda_host_dynamic_smem_limit(const void* kernel) {

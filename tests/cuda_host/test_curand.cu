@@ -3,6 +3,9 @@
 // the CUDA 13 curand_kernel.h (compiled for the host with nvcc, outside this project) for the same
 // seeds, subsequences and offsets. Uniforms are checked bit-exactly against their definition
 // (x * 2^-32 + 2^-33, fused) and normals against Box-Muller and by their moments.
+#if defined(__CUDACC__)
+#include <curand_kernel.h>   // the host runtime provides it through cuda_host.h
+#endif
 #include "model/cuda_common.cuh"
 #include "tests/cuda_host/test_check.h"
 

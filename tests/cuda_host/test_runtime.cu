@@ -401,7 +401,7 @@ static void test_dynamic_shared(void) {
     CUDA_CHECK(cudaMalloc(&first, sizeof(unsigned)));
     CUDA_CHECK(cudaMemcpy(d, h, blocks * bytes, cudaMemcpyHostToDevice));
 
-    LAUNCH(reverse_kernel, blocks, 256, bytes, 0, d, n, first);
+    LAUNCH_UNCHECKED(reverse_kernel, blocks, 256, bytes, 0, d, n, first);
     cudaError_t err = cudaGetLastError();
     check(err == cudaErrorInvalidValue, "64 KiB of dynamic shared memory without the attribute is refused: %s",
           cudaGetErrorName(err));
@@ -428,6 +428,44 @@ static void test_dynamic_shared(void) {
     free(r);
 }
 
+// Writes 1 where the block's dynamic shared memory starts on a 128-byte boundary.
+__global__ void smem_alignment_kernel(int* aligned) {
+    DYNAMIC_SHARED(unsigned char, buf);
+    if (threadIdx.x == 0) aligned[blockIdx.x] = ((size_t)buf & 127) == 0;
+}
+
+__global__ void big_smem_kernel(int* out) {
+    DYNAMIC_SHARED(int, buf);
+    buf[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = buf[31 - threadIdx.x];
+}
+
+// DYNAMIC_SHARED is 128-byte aligned; CUDA_RAISE_DYNAMIC_SMEM raises a kernel's limit once the
+// device allows it (over the device's opt-in limit it ends the job: --die smem-optin); the sync
+// check switch is read from the environment.
+static void test_launch_helpers(void) {
+    int* d = device_ints(NULL, 4);
+    LAUNCH(smem_alignment_kernel, 4, 32, 1000, 0, d);
+    int h[4];
+    to_host(h, d, sizeof h);
+    check(h[0] && h[1] && h[2] && h[3], "DYNAMIC_SHARED starts on a 128-byte boundary in every block");
+    const int optin = cuda_max_dynamic_smem_optin();
+    check(optin >= 48 * 1024 && optin <= 227 * 1024, "cudaDevAttrMaxSharedMemoryPerBlockOptin = %d bytes", optin);
+    int* out = device_ints(NULL, 32);
+    CUDA_RAISE_DYNAMIC_SMEM(big_smem_kernel, 96 * 1024, "test size", 96);
+    LAUNCH(big_smem_kernel, 1, 32, 96 * 1024, 0, out);
+    int o[32];
+    to_host(o, out, sizeof o);
+    check(o[0] == 31 && o[31] == 0, "CUDA_RAISE_DYNAMIC_SMEM lets a kernel launch with 96 KiB");
+    const char* env = getenv("GPT_CUDA_SYNC_CHECK");
+    const int want = env && env[0] && strcmp(env, "0") != 0;
+    check(cuda_sync_check_enabled() == want, "GPT_CUDA_SYNC_CHECK=%s: synchronise after every launch: %s",
+          env ? env : "(unset)", want ? "yes" : "no");
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(out));
+}
+
 // --- Launches CUDA rejects --------------------------------------------------------------------
 
 __global__ void set_kernel(int* out, int value) { out[threadIdx.x] = value; }
@@ -439,7 +477,7 @@ template <int A, int B> __global__ void sum_template_kernel(int* out) { out[thre
 static void test_invalid_launches(void) {
     int* d = device_ints(NULL, 1024);
     CUDA_CHECK(cudaMemset(d, 0, 1024 * sizeof(int)));
-    LAUNCH(set_kernel, 1, 1025, 0, 0, d, 5);
+    LAUNCH_UNCHECKED(set_kernel, 1, 1025, 0, 0, d, 5);
     cudaError_t peek = cudaPeekAtLastError();
     cudaError_t err = cudaGetLastError();
     cudaError_t after = cudaGetLastError();
@@ -450,10 +488,10 @@ static void test_invalid_launches(void) {
           cudaGetErrorName(err), cudaGetErrorString(err));
     check(after == cudaSuccess, "cudaGetLastError reset the error: %s", cudaGetErrorName(after));
     check(first == 0, "the refused kernel did not run");
-    LAUNCH(set_kernel, 0, 32, 0, 0, d, 5);
+    LAUNCH_UNCHECKED(set_kernel, 0, 32, 0, 0, d, 5);
     err = cudaGetLastError();
     check(err == cudaErrorInvalidConfiguration, "a zero-sized grid is refused: %s", cudaGetErrorName(err));
-    LAUNCH(set_kernel, 1, dim3(1, 1, 65), 0, 0, d, 5);
+    LAUNCH_UNCHECKED(set_kernel, 1, dim3(1, 1, 65), 0, 0, d, 5);
     err = cudaGetLastError();
     check(err == cudaErrorInvalidConfiguration, "blockDim.z = 65 is refused: %s", cudaGetErrorName(err));
     LAUNCH(set_kernel, 1, dim3(32, 32), 0, 0, d, 5);
@@ -495,9 +533,10 @@ static int die(const char* name) {
         LAUNCH(exited_lane_kernel, 1, 32, 0, 0, d);
     } else if (!strcmp(name, "stack-overflow")) {
         LAUNCH(big_stack_kernel, 1, 32, 0, 0, d);
-    } else if (!strcmp(name, "launch-check")) {
+    } else if (!strcmp(name, "launch-check")) {   // LAUNCH checks the launch itself
         LAUNCH(set_kernel, 1, 2048, 0, 0, d, 1);
-        CUDA_CHECK(cudaGetLastError());
+    } else if (!strcmp(name, "smem-optin")) {   // run with CUDA_HOST_SMEM_OPTIN=101376
+        CUDA_RAISE_DYNAMIC_SMEM(big_smem_kernel, 160 * 1024, "test size", 160);
     } else if (!strcmp(name, "api-check")) {
         CUDA_CHECK(cudaSetDevice(3));
     } else {
@@ -520,5 +559,6 @@ int main(int argc, char** argv) {
     test_atomics();
     test_dynamic_shared();
     test_invalid_launches();
+    test_launch_helpers();
     return test_finish("test_runtime");
 }
