@@ -15,6 +15,24 @@ extern "C" {
 
 // "cpu" or "cuda-bf16" / "cuda-fp32".
 const char* gpt_backend_name(void);
+
+// The device a backend computes on, for the trainer's report.
+typedef struct {
+    char name[256];        // "NVIDIA H100 80GB HBM3"; the CPU backend: "cpu"
+    // The peak FLOP/s of this build's arithmetic on the device, from the peak table
+    // (train/gpu_peaks.h: bf16 tensor cores, or fp32 CUDA cores for the fp32 build); 0 when
+    // unknown (and always for the CPU, whose peak the trainer measures).
+    double peak_flops;
+    char peak_entry[192];  // the table entry and its source; "" when unknown
+    // Memory in use now and in total: the CUDA backend reads cudaMemGetInfo (everything on the
+    // device, this process's context included); the CPU backend reports its peak resident set
+    // (getrusage) and 0 as the total.
+    size_t memory_used, memory_total;
+} BackendDevice;
+void gpt_backend_device(BackendDevice* d);
+// Waits until the work the backend has queued is done (CUDA: its stream); nothing on the CPU. The
+// trainer calls it between the phases of a step it times.
+void gpt_backend_sync(void);
 // 1 when the model's buffers (parameters, gradients, activations) are host memory that the MPI
 // comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
 int gpt_backend_host_memory(void);
@@ -39,6 +57,8 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host);
 double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count);
 
 // AdamW state for parameter elements [begin, begin + count) of a model (ZeRO-1 shards it).
+// Allocates everything the optimizer will use, the CUDA bf16 build's fp32 master weights included,
+// so that a model too large for the device fails here, before the parameters are initialised.
 typedef struct Optimizer Optimizer;
 Optimizer* optimizer_create(GPT* m, size_t begin, size_t count);
 void optimizer_free(Optimizer* o);

@@ -2,7 +2,10 @@
 // parameters are their own master weights.
 #include "model/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include "comm/fail.h"
 
@@ -13,6 +16,15 @@ struct Optimizer {
 
 const char* gpt_backend_name(void) { return "cpu"; }
 int gpt_backend_host_memory(void) { return 1; }
+
+void gpt_backend_device(BackendDevice* d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "cpu");
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) d->memory_used = (size_t)ru.ru_maxrss * 1024;   // KiB on Linux
+}
+
+void gpt_backend_sync(void) {}
 
 // Element-wise copies: real is float here, double in the finite-difference build.
 static void to_float(float* dst, const real* src, size_t n) {

@@ -15,6 +15,7 @@
 
 #include "model/backend.h"
 #include "model/backend_kernels_cuda.cuh"
+#include "train/gpu_peaks.h"
 #include "model/layers.h"
 #include "model/optim_cuda.cuh"
 
@@ -27,6 +28,27 @@ struct Optimizer {
 const char* gpt_backend_name(void) { return "cuda-" FLOATX_NAME; }
 
 int gpt_backend_host_memory(void) { return 0; }
+
+void gpt_backend_device(BackendDevice* d) {
+    memset(d, 0, sizeof *d);
+    cuda_backend_context();   // the device is checked and the stream made
+    int device = 0;
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    snprintf(d->name, sizeof d->name, "%s", p.name);
+    const GpuPeak* peak = gpu_peak_lookup(p.name, p.totalGlobalMem);
+    d->peak_flops = gpu_peak_flops(peak, sizeof(floatX) == sizeof(float));
+    if (peak && d->peak_flops > 0)
+        snprintf(d->peak_entry, sizeof d->peak_entry, "%s, %s %.1f TFLOP/s (%s)", peak->name,
+                 sizeof(floatX) == sizeof(float) ? "fp32" : "bf16", d->peak_flops * 1e-12, peak->source);
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    d->memory_used = total - free_bytes;
+    d->memory_total = total;
+}
+
+void gpt_backend_sync(void) { cuda_backend_sync(); }
 
 static const int master_weights = sizeof(floatX) < sizeof(float);
 
@@ -148,6 +170,8 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
     o->count = count;
     o->m = alloc_f32(count, "AdamW first moments");
     o->v = alloc_f32(count, "AdamW second moments");
+    if (master_weights && !m->master_params)
+        m->master_params = alloc_f32(m->padded_params, "fp32 master weights");
     int decays[NUM_PARAM_TENSORS];
     for (int k = 0; k < NUM_PARAM_TENSORS; k++) decays[k] = gpt_param_decays(k);
     o->table = adamw_tensor_table(m->param_sizes, decays, NUM_PARAM_TENSORS);

@@ -630,22 +630,33 @@ assert "we\"ird\\dir\tx \u00e9" in opts["out-dir"], opts["out-dir"]
 steps = of("step")
 assert [o["step"] for o in steps] == list(range(1, 13)), [o["step"] for o in steps]
 for o in steps:
-    for k in ("loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu"):
+    for k in ("loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu", "forward_ms", "backward_ms",
+              "optimizer_ms"):
         assert isinstance(o[k], (int, float)) and math.isfinite(o[k]), (k, o)
     assert 0 < o["loss"] < 20 and o["lr"] > 0, o
+    # the phases are parts of the step's time
+    assert o["forward_ms"] + o["backward_ms"] + o["optimizer_ms"] <= o["ms"] * 1.01 + 0.01, o
+s = of("summary")
+assert len(s) == 1 and s[0]["step"] == 12 and s[0]["timed_steps"] == 11, s
+for k in ("ms_per_step", "forward_ms", "backward_ms", "optimizer_ms", "tokens_per_s", "mfu", "peak_flops",
+          "memory_used_bytes", "memory_total_bytes"):
+    assert isinstance(s[0][k], (int, float)) and math.isfinite(s[0][k]), (k, s)
+assert s[0]["memory_used_bytes"] > 0 and s[0]["peak_flops"] == 1e9, s
 assert [o["step"] for o in of("eval")] == [4, 8, 12], of("eval")
 assert all(math.isfinite(o["val_loss"]) for o in of("eval"))
 assert [o["step"] for o in of("sample")] == [6, 12], of("sample")
 assert all(isinstance(o["text"], str) for o in of("sample"))
 assert [o["step"] for o in of("checkpoint")] == [5, 10, 12], of("checkpoint")
-assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint"}
-print("%d lines, all JSON: 1 config, %d step, %d eval, %d sample, %d checkpoint objects" % (
+assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint", "summary"}
+print("%d lines, all JSON: 1 config, %d step, %d eval, %d sample, %d checkpoint, 1 summary objects" % (
     len(objs), len(steps), len(of("eval")), len(of("sample")), len(of("checkpoint"))))
 print("sample text: %r" % of("sample")[0]["text"][:60])
 EOF
   local prc=$?
   sed 's/^/        /' "$W/log_check.txt"
-  check "log.jsonl: one JSON object per line; config, steps 1..12, evals 4 8 12, samples 6 12, checkpoints 5 10 12" test $prc = 0
+  check "log.jsonl: one JSON object per line; config, steps 1..12 with their phases, evals 4 8 12, samples 6 12, checkpoints 5 10 12, a summary of steps 2..12" test $prc = 0
+  check "stdout: a summary line with the phases, tokens/s, MFU and memory" \
+    has log.out "^summary: 11 timed steps \(the run's first excluded\): [0-9.]+ ms per step = forward [0-9.]+ \+ backward [0-9.]+ \+ optimizer [0-9.]+; [0-9]+ tokens/s; MFU [0-9.]+%; peak host memory [0-9.]+ GiB$"
   # Stop and resume: the resumed run appends its own config object, steps continue.
   train log2 "${args[@]}" --steps 16 --resume
   expect_rc log2 0
@@ -654,6 +665,23 @@ EOF
 objs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
 assert [o["step"] for o in objs if o["type"] == "step"] == list(range(1, 17))
 assert [o["step"] for o in objs if o["type"] == "config"] == [0, 12]' "$d/log.jsonl"
+}
+
+# ---- 8. --no-save: benchmark runs write nothing but the log ----
+
+t_no_save() {
+  make_data
+  train nosave "${TINY[@]}" --steps 3 --no-save --checkpoint-every 1 --out-dir "$W/ns"
+  expect_rc nosave 0
+  check "--no-save: no model, state or DONE file (even with --checkpoint-every 1)" \
+    eval '[ -z "$(ls "$W/ns" | grep -v "^log.jsonl$")" ]'
+  check "--no-save: the log has its steps and the summary" \
+    eval '[ "$(grep -c "\"type\":\"step\"" "$W/ns/log.jsonl")" = 3 ] && grep -q "\"type\":\"summary\"" "$W/ns/log.jsonl"'
+  train nosave2 "${TINY[@]}" --steps 6 --no-save --exit-after 2 --out-dir "$W/ns2"
+  expect_rc nosave2 0
+  check "--no-save with --exit-after: stops early and says no checkpoint was written" \
+    has nosave2.out "^stopping early at step 2 \(no checkpoint: --no-save\)$"
+  check "--no-save with --exit-after: nothing but the log" eval '[ -z "$(ls "$W/ns2" | grep -v "^log.jsonl$")" ]'
 }
 
 # ---- main ----
@@ -675,6 +703,7 @@ case $test_name in
   data) t_data ;;
   help) t_help ;;
   log) t_log ;;
+  no-save) t_no_save ;;
   *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log"
      rm -rf "$W"; exit 2 ;;
 esac

@@ -6,7 +6,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev
-  libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes
+  libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes patchelf
 )
 # Node.js may come from elsewhere (e.g. a nodesource build that bundles npm and conflicts with
 # Debian's npm package): install Debian's only when the commands are missing.

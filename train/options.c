@@ -62,13 +62,14 @@ static const OptSpec specs[] = {
     {"resume", OPT_FLAG, F(resume), 0, 1, NULL, "continue from the newest complete checkpoint in --out-dir"},
     {"log", OPT_STRING, F(log_file), 0, 0, NULL, "JSONL log (default OUT-DIR/log.jsonl)"},
     {"save-bf16", OPT_FLAG, F(save_bf16), 0, 1, NULL, "write model files as bf16 (llm.c version 5) instead of fp32"},
+    {"no-save", OPT_FLAG, F(no_save), 0, 1, NULL, "write no checkpoint or model file, not even at the end (benchmarks)"},
     {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
     {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
     {"attention", OPT_STRING, F(attention), 0, 0, "2d|ring|striped", "sequence-parallel attention schedule"},
     {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
     {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
-    {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak FLOP/s per rank for MFU (0 = measure at start)"},
+    {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
 };
 #undef F
@@ -128,6 +129,10 @@ static void usage(const char* prog) {
         printf("  %-30s %s\n", left, s->help);
     }
     printf("  %-30s %s\n", "--help", "this text");
+    if (!gpt_backend_host_memory())
+        printf("\nenvironment:\n  %-30s %s\n", "GPT_CUDA_SYNC_CHECK=1",
+               "synchronise and check after every kernel launch, so a faulting kernel is named at "
+               "its own launch (slow; for debugging)");
 }
 
 static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE* errs) {

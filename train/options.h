@@ -33,6 +33,7 @@ typedef struct {
     int exit_after;            // stop with a checkpoint after this many steps of this run
     const char* log_file;
     int save_bf16;             // also model file version: 0 fp32 (3), 1 bf16 (5)
+    int no_save;               // no checkpoints at all (benchmark runs)
     // distribution
     int dp, pq, pkv;
     const char* attention;     // 2d | ring | striped

@@ -62,6 +62,8 @@ typedef struct {
     Sampler sampler;           // rank 0, when sampling: a forward-only model sharing the weights
     int *sample_prompt, *sample_out, sample_prompt_len;
     double peak_flops;         // per rank
+    char peak_source[224];     // where peak_flops comes from
+    BackendDevice device;
     char config_json[4096];
 } Trainer;
 
@@ -172,6 +174,11 @@ static void setup_model_and_optimizer(Trainer* t) {
     const int world = t->mesh.world_size;
     const int zero = t->opt.zero;
     gpt_create(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1);
+    // Every backend buffer first (the optimizer's included): a model that does not fit the device
+    // fails here, in seconds, not after the parameters have been initialised on the host.
+    t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
+    t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
+    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count);
     char err[ERR_LEN];
     t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
     if (t->opt.init_from && t->opt.init_from[0]) {
@@ -181,9 +188,6 @@ static void setup_model_and_optimizer(Trainer* t) {
         gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
     }
     gpt_params_from_host(&t->model, t->host_params);
-    t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
-    t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
-    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count);
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
     t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
     if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
@@ -245,17 +249,32 @@ static double all_reduce_scalar(Trainer* t, double x) {
     return x;
 }
 
+// Seconds a step spent in each phase; the backend is synchronised at each boundary (a few
+// microseconds on a GPU, nothing on the CPU), so the phases add up to the step.
+typedef struct {
+    double forward, backward, optimizer;
+} StepPhases;
+
 // One optimizer step: accumulation over micro-batches, gradient reduction, clipping, AdamW.
 // Returns the mean loss over the global batch; *grad_norm gets the norm before clipping.
-static double train_step(Trainer* t, double* grad_norm) {
+// The optimizer phase includes the gradient reduction and norm.
+static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
     GPT* m = &t->model;
+    double t0 = now();
     gpt_zero_grad(m);
     const double dloss = 1.0 / t->tokens_per_step;
     double loss_sum = 0;
+    memset(ph, 0, sizeof *ph);
     for (int a = 0; a < t->accum; a++) {
         next_batch(t, t->train_loader);
         loss_sum += gpt_forward(m, t->inputs, t->targets);
+        gpt_backend_sync();
+        const double t1 = now();
+        ph->forward += t1 - t0;
         gpt_backward(m, dloss);
+        gpt_backend_sync();
+        t0 = now();
+        ph->backward += t0 - t1;
     }
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     double sq;
@@ -280,6 +299,8 @@ static double train_step(Trainer* t, double* grad_norm) {
         comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
                         COMM_REAL);
     }
+    gpt_backend_sync();
+    ph->optimizer = now() - t0;
     return all_reduce_scalar(t, loss_sum) / t->tokens_per_step;
 }
 
@@ -389,6 +410,7 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
 }
 
 static void save_checkpoint(Trainer* t) {
+    if (t->opt.no_save) return;
     char err[ERR_LEN], path[4096];
     const char* dir = t->opt.out_dir;
     const double t0 = now();
@@ -537,13 +559,54 @@ static void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.zero);
+    printf("device: %s\n", t->device.name);
     if (t->peak_flops > 0)
-        printf("peak: %.1f GFLOP/s per rank (%s); BLAS kernels: OpenBLAS %s\n",
-               t->peak_flops * 1e-9, t->opt.peak_gflops > 0 ? "--peak-gflops" : "measured",
-               blas_kernel_name());
+        printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9, t->peak_source);
     else
         printf("peak: unknown for this device (give --peak-gflops to report MFU)\n");
     fflush(stdout);
+}
+
+// Throughput over the steps this run timed, the first excluded (it pays for one-time work: cuBLASLt
+// plans, scratch that grows, caches); memory in use after the first step and at the end.
+typedef struct {
+    int steps;
+    double seconds;
+    StepPhases sum;
+    size_t memory_used, memory_total;
+} RunTotals;
+
+static void note_memory(RunTotals* r) {
+    BackendDevice d;
+    gpt_backend_device(&d);
+    if (d.memory_used > r->memory_used) r->memory_used = d.memory_used;
+    r->memory_total = d.memory_total;
+}
+
+static void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
+    if (t->rank != 0 || r->steps == 0) return;
+    const double per = r->seconds / r->steps, tps = t->tokens_per_step / per;
+    const double mfu = t->peak_flops > 0 ? tps * flops_per_token / (t->peak_flops * t->mesh.world_size) : 0;
+    char mfu_text[64] = "n/a (peak unknown)";
+    if (t->peak_flops > 0) snprintf(mfu_text, sizeof mfu_text, "%.1f%%", mfu * 100);
+    const double gib = 1.0 / (1 << 30);
+    char memory_text[96];
+    if (r->memory_total)
+        snprintf(memory_text, sizeof memory_text, "device memory %.2f GiB in use of %.2f GiB",
+                 r->memory_used * gib, r->memory_total * gib);
+    else
+        snprintf(memory_text, sizeof memory_text, "peak host memory %.2f GiB", r->memory_used * gib);
+    printf("summary: %d timed step%s (the run's first excluded): %.1f ms per step = forward %.1f + "
+           "backward %.1f + optimizer %.1f; %.0f tokens/s; MFU %s; %s\n", r->steps,
+           r->steps == 1 ? "" : "s", per * 1e3, r->sum.forward / r->steps * 1e3,
+           r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3, tps, mfu_text,
+           memory_text);
+    run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f,"
+                 "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f,\"tokens_per_s\":%.1f,"
+                 "\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,\"memory_total_bytes\":%zu}",
+                 t->step, r->steps, per * 1e3, r->sum.forward / r->steps * 1e3,
+                 r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3, tps, mfu,
+                 t->peak_flops, r->memory_used, r->memory_total);
 }
 
 int main(int argc, char** argv) {
@@ -576,10 +639,20 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof path, "%s", t.opt.log_file[0] ? t.opt.log_file : "");
         if (!path[0]) snprintf(path, sizeof path, "%s/log.jsonl", t.opt.out_dir);
         if (run_log_open(&t.log, path, err, sizeof err) != 0) fail_msg("--log %s", err);
-        // The CPU's FMA peak is the CPU backend's limit; a GPU's must be given (--peak-gflops),
-        // otherwise MFU is not reported.
-        t.peak_flops = t.opt.peak_gflops > 0 ? t.opt.peak_gflops * 1e9
-                       : gpt_backend_host_memory() ? peak_flops_measure(0) : 0;
+        // MFU against --peak-gflops if given; else the CPU's measured FMA peak, or the GPU's entry
+        // in the peak table (train/gpu_peaks.c); a GPU the table does not know gets no MFU.
+        gpt_backend_device(&t.device);
+        if (t.opt.peak_gflops > 0) {
+            t.peak_flops = t.opt.peak_gflops * 1e9;
+            snprintf(t.peak_source, sizeof t.peak_source, "--peak-gflops");
+        } else if (gpt_backend_host_memory()) {
+            t.peak_flops = peak_flops_measure(0);
+            snprintf(t.peak_source, sizeof t.peak_source, "measured FMA peak; BLAS kernels: OpenBLAS %s",
+                     blas_kernel_name());
+        } else {
+            t.peak_flops = t.device.peak_flops;
+            snprintf(t.peak_source, sizeof t.peak_source, "%s", t.device.peak_entry);
+        }
         run_log_json(&t.log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
                      "\"options\":%s}", t.step, world_size, t.model.num_params, t.config_json);
     }
@@ -595,6 +668,8 @@ int main(int argc, char** argv) {
     const int start = t.step;
     double elapsed = 0;
     int stop = 0;
+    RunTotals totals;
+    memset(&totals, 0, sizeof totals);
     while (t.step < t.opt.steps && !stop) {
         // Evaluation and sampling at step k happen before step k+1 whether or not the run was
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
@@ -609,11 +684,21 @@ int main(int argc, char** argv) {
         if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > 0) sample(&t);
         const double t0 = now();
         double norm;
-        const double loss = train_step(&t, &norm);
+        StepPhases ph;
+        const double loss = train_step(&t, &norm, &ph);
         const double dt = now() - t0;
         const double lr = lr_at_step(&t.sched, t.step);
         t.step++;
         elapsed += dt;
+        if (t.step - start == 1) {
+            note_memory(&totals);
+        } else {
+            totals.steps++;
+            totals.seconds += dt;
+            totals.sum.forward += ph.forward;
+            totals.sum.backward += ph.backward;
+            totals.sum.optimizer += ph.optimizer;
+        }
         const double tps = t.tokens_per_step / dt;
         const double mfu = t.peak_flops > 0 ? tps * flops_per_token / (t.peak_flops * world_size) : 0;
         if (t.rank == 0) {
@@ -625,8 +710,10 @@ int main(int argc, char** argv) {
                        "MFU %s | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,
                        tps, mfu_text, eta);
             run_log_json(&t.log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
-                         "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f}",
-                         t.step, loss, lr, norm, dt * 1e3, tps, mfu);
+                         "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f,"
+                         "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f}",
+                         t.step, loss, lr, norm, dt * 1e3, tps, mfu, ph.forward * 1e3,
+                         ph.backward * 1e3, ph.optimizer * 1e3);
             fflush(stdout);
         }
         // Every rank stops at the same step: agree on any rank's signal.
@@ -636,9 +723,13 @@ int main(int argc, char** argv) {
         const int ck_due = t.opt.checkpoint_every > 0 && t.step % t.opt.checkpoint_every == 0;
         if ((ck_due || stop) && t.step < t.opt.steps) save_checkpoint(&t);
     }
+    note_memory(&totals);
+    print_summary(&t, &totals, flops_per_token);
     // A stop request during the last step is no early stop: the run ends as usual.
     const int early = stop && t.step < t.opt.steps;
-    if (early && t.rank == 0) printf("stopping early at step %d (checkpoint written)\n", t.step);
+    if (early && t.rank == 0)
+        printf("stopping early at step %d (%s)\n", t.step,
+               t.opt.no_save ? "no checkpoint: --no-save" : "checkpoint written");
     if (!early) {
         if (t.val_loader) {
             const double val = evaluate(&t);

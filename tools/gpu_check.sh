@@ -1,0 +1,503 @@
+#!/usr/bin/env bash
+# The GPU check: run inside the GPU bundle (`make gpu-bundle`) on a GPU box, it tells in one command
+# whether the CUDA path is right and how fast it is, and writes gpu_report.md and gpu_report.jsonl.
+#
+#   tools/gpu_check.sh [--quick] [--out DIR]   the check (about 10 minutes on one H100; --quick
+#                                              under 3); the report goes to DIR (default
+#                                              ./gpu-report-<date>)
+#   tools/gpu_check.sh --dry-run               checks the bundle itself, no GPU needed: files and
+#                                              checksums, every program's libraries resolved inside
+#                                              the bundle, data, scripts, glibc, size
+#   tools/gpu_check.sh --self-test [--out DIR] every step below at toy sizes, with a bundle of
+#                                              host-runtime programs (`make gpu-bundle-host`), on
+#                                              a machine without a GPU (`make test` runs it)
+#
+# Steps: 1. device facts and the peak-table entry, and the sync-check switch on a faulting kernel;
+# 2. the kernel tests of `make test-cuda` (same sources, nvcc) on the GPU, with their host and GPU
+# error bounds; 3. compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the kernel
+# tests and a 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer,
+# and bit-exact resume; 5. every kernel timed against its floor, attention against PyTorch's flash
+# SDPA; 6. trainer throughput and MFU (gpt3-125m, and the largest GPT-3 preset that fits at
+# T = 8192), with the forward / backward / optimizer split and device memory.
+# Exit status 0 when every check passed. Works as root or not; needs bash, coreutils, grep, sed,
+# awk; Python with PyTorch only for the SDPA comparison.
+set -u
+GPU_BUNDLE=$(cd "$(dirname "$0")/.." && pwd)
+mode=full action=check out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) mode=quick ;;
+    --dry-run) action=dry-run ;;
+    --self-test) action=self-test ;;
+    --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; out=$2; shift ;;
+    --help|-h) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -f "$GPU_BUNDLE/MANIFEST" ] || { echo "error: $GPU_BUNDLE/MANIFEST is missing: run this script inside a GPU bundle (make gpu-bundle)" >&2; exit 2; }
+manifest() { sed -n "s/^$1 //p" "$GPU_BUNDLE/MANIFEST" | head -n 1; }
+flavor=$(manifest flavor)
+START=$(date +%s)
+elapsed() { local s=$(( $(date +%s) - START )); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+say() { echo "[gpu_check $(elapsed)] $*"; }
+
+# ====================================================================================================
+# --dry-run: the bundle, without running anything on a GPU.
+# ====================================================================================================
+dry_run() {
+  local pass=0 fail=0
+  ok() { echo "  ok    $*"; pass=$((pass + 1)); }
+  bad() { echo "  FAIL  $*"; fail=$((fail + 1)); }
+  echo "dry-run of $GPU_BUNDLE ($flavor build, commit $(manifest commit), $(manifest built))"
+
+  # Files and checksums.
+  local n=0 badfiles=0 size sum path
+  while read -r size sum path; do
+    n=$((n + 1))
+    if [ ! -f "$GPU_BUNDLE/$path" ]; then bad "missing: $path"; badfiles=$((badfiles + 1)); continue; fi
+    [ "$(stat -c %s "$GPU_BUNDLE/$path")" = "$size" ] && [ "$(sha256sum "$GPU_BUNDLE/$path" | cut -c1-64)" = "$sum" ] ||
+      { bad "changed since the bundle was made: $path"; badfiles=$((badfiles + 1)); }
+  done < <(sed -n 's/^file //p' "$GPU_BUNDLE/MANIFEST")
+  [ "$badfiles" -eq 0 ] && [ "$n" -gt 0 ] && ok "all $n files present with the sizes and SHA-256 of the MANIFEST"
+
+  # Programs and wrappers.
+  local p missing=""
+  for p in $(manifest programs); do
+    [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
+  done
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 gpu_info bench_kernels_cuda compare_logs"
+  for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
+  [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
+
+  # Libraries: ldd with nothing on the library path. glibc's, libstdc++ and libgcc_s come from the
+  # system; CUDA's are the box's (found at run time); everything else must resolve inside the bundle.
+  local elfs=() f so target cuda_seen="" outside=0 checked=0
+  for f in "$GPU_BUNDLE"/libexec/* "$GPU_BUNDLE"/lib/*.so* "$GPU_BUNDLE"/lib/openmpi3/*.so "$GPU_BUNDLE"/lib/pmix/*.so; do
+    [ -f "$f" ] && elfs+=("$f")
+  done
+  for f in "${elfs[@]}"; do
+    checked=$((checked + 1))
+    while read -r so target; do
+      case "$so" in
+        linux-vdso.so.*|ld-linux*|libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*|libutil.so.*) continue ;;
+        libstdc++.so.*|libgcc_s.so.*) continue ;;
+        libcuda.so.*|libcudart.so.*|libcublas.so.*|libcublasLt.so.*|libcurand.so.*|libnccl.so.*)
+          case " $(manifest cuda_libraries) " in *" $so "*) ;; *) bad "${f#$GPU_BUNDLE/} needs $so, not in the MANIFEST's CUDA libraries"; outside=$((outside + 1)) ;; esac
+          case " $cuda_seen " in *" $so "*) ;; *) cuda_seen="$cuda_seen $so" ;; esac
+          continue ;;
+      esac
+      case "$target" in
+        "$GPU_BUNDLE"/*) ;;
+        *) bad "${f#$GPU_BUNDLE/} needs $so, which resolves to '${target}' outside the bundle"; outside=$((outside + 1)) ;;
+      esac
+    done < <(env -i PATH=/usr/bin:/bin ldd "$f" 2> /dev/null | awk '$2 == "=>" {t = $3; if (t == "not") t = "not found"; print $1, t}')
+  done
+  [ "$outside" -eq 0 ] && ok "$checked ELF files (programs, libraries, Open MPI and PMIx components): every non-CUDA library resolves inside the bundle (ldd, empty library path)"
+  local so_list
+  for so_list in $(manifest cuda_libraries); do
+    [ "$so_list" = none ] && continue
+    local where
+    where=$( (. "$GPU_BUNDLE/tools/bundle_env.sh" > /dev/null 2>&1; bundle_find_lib "$so_list") 2> /dev/null || true)
+    echo "  info  CUDA library $so_list: ${where:-not on this machine (bundle_env.sh finds it on the GPU box)}"
+  done
+  # Data.
+  local bad_data=0
+  for f in "$GPU_BUNDLE"/data/fortunes/*_train_*.bin "$GPU_BUNDLE"/data/fortunes/*_val_*.bin "$GPU_BUNDLE"/data/stream/*.bin; do
+    [ "$(od -An -tu4 -N4 "$f" 2> /dev/null | tr -d ' ')" = 20240520 ] || { bad "data: $f is not an llm.c token shard"; bad_data=1; }
+  done
+  [ "$(od -An -tu4 -N4 "$GPU_BUNDLE/data/fortunes/gpt2_tokenizer.bin" 2> /dev/null | tr -d ' ')" = 20240328 ] ||
+    { bad "data: gpt2_tokenizer.bin is not an llm.c tokenizer file"; bad_data=1; }
+  [ "$bad_data" -eq 0 ] && ok "data: $(ls "$GPU_BUNDLE"/data/*/*.bin | wc -l) token shards and the tokenizer file have llm.c's magic numbers"
+  # Scripts.
+  local bad_script=0
+  for f in gpu_check.sh trainer_checks.sh; do bash -n "$GPU_BUNDLE/tools/$f" || { bad "tools/$f: syntax"; bad_script=1; }; done
+  sh -n "$GPU_BUNDLE/tools/bundle_env.sh" || { bad "tools/bundle_env.sh: syntax"; bad_script=1; }
+  for f in "$GPU_BUNDLE"/bin/*; do sh -n "$f" || { bad "${f#$GPU_BUNDLE/}: syntax"; bad_script=1; }; done
+  [ -f "$GPU_BUNDLE/tools/sdpa_bench.py" ] || { bad "tools/sdpa_bench.py missing"; bad_script=1; }
+  [ "$bad_script" -eq 0 ] && ok "scripts: gpu_check.sh, trainer_checks.sh, bundle_env.sh and the bin/ wrappers parse"
+  # glibc and size.
+  local need have
+  need=$(manifest glibc_required); have=$(getconf GNU_LIBC_VERSION 2> /dev/null | awk '{print $2}')
+  echo "  info  the programs need glibc >= $need and libstdc++ with GLIBCXX_$(manifest glibcxx_required); this machine has glibc ${have:-unknown}"
+  local kib; kib=$(du -sk "$GPU_BUNDLE" | cut -f1)
+  [ "$kib" -le $((60 * 1024)) ] && ok "size: $((kib / 1024)) MiB (limit 60 MiB)" || bad "size: $((kib / 1024)) MiB, over 60 MiB"
+  local skipped; skipped=$(grep -c '^skipped_component ' "$GPU_BUNDLE/MANIFEST")
+  echo "  info  Open MPI / PMIx components left out (they need libraries the bundle does not carry): $skipped"
+  echo "dry-run: $pass checks passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
+
+if [ "$action" = dry-run ]; then dry_run; exit $?; fi
+
+# ====================================================================================================
+# The check (and the self-test, which runs it at toy sizes on a host-runtime bundle).
+# ====================================================================================================
+if [ "$action" = self-test ]; then
+  [ "$flavor" = host ] || { echo "error: --self-test needs a bundle of host-runtime programs (make gpu-bundle-host); this one is '$flavor'" >&2; exit 2; }
+else
+  [ "$flavor" = nvcc ] || { echo "error: this bundle holds host-runtime programs ($flavor): run it with --self-test, or build the GPU bundle (make gpu-bundle)" >&2; exit 2; }
+fi
+env_log=$(BUNDLE_ENV_VERBOSE=1; . "$GPU_BUNDLE/tools/bundle_env.sh" 2>&1) || { echo "$env_log" >&2; exit 1; }
+BUNDLE_ENV_VERBOSE=0
+. "$GPU_BUNDLE/tools/bundle_env.sh" || exit 1
+X=$GPU_BUNDLE/libexec
+DATA=$GPU_BUNDLE/data
+[ -n "$out" ] || out=$PWD/gpu-report-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$out/logs" || { echo "error: --out $out: cannot create it" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+LOGS=$out/logs
+REPORT=$out/gpu_report.md
+JSONL=$out/gpu_report.jsonl
+: > "$JSONL"
+SECTIONS=$out/logs/sections
+mkdir -p "$SECTIONS"
+rm -f "$SECTIONS"/*.md
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+
+# Sizes: the self-test runs every step at toy sizes on the host runtime.
+if [ "$action" = self-test ]; then
+  TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--tiny); SDPA_ARGS=(--tiny)
+  THROUGHPUT_SMALL=(--preset small --batch 2 --seq-len 32); THROUGHPUT_STEPS=3
+  LARGE_T=64; LARGE_PRESETS="small tiny"; LARGE_STEPS=2; SAN_TIMEOUT=300
+elif [ "$mode" = quick ]; then
+  TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--shapes gpt3-125m:1024,gpt3-2.7b:8192 --reps 5 --warmup 2); SDPA_ARGS=(--quick)
+  THROUGHPUT_SMALL=(--preset gpt3-125m --batch 8 --seq-len 1024); THROUGHPUT_STEPS=8
+  LARGE_T=8192; LARGE_PRESETS="gpt3-13b gpt3-6.7b gpt3-2.7b gpt3-1.3b gpt3-760m gpt3-350m gpt3-125m"; LARGE_STEPS=3; SAN_TIMEOUT=120
+else
+  TEST_ARGS=(); TRAIN_STEPS=20; BENCH_ARGS=(); SDPA_ARGS=()
+  THROUGHPUT_SMALL=(--preset gpt3-125m --batch 8 --seq-len 1024); THROUGHPUT_STEPS=30
+  LARGE_T=8192; LARGE_PRESETS="gpt3-13b gpt3-6.7b gpt3-2.7b gpt3-1.3b gpt3-760m gpt3-350m gpt3-125m"; LARGE_STEPS=6; SAN_TIMEOUT=300
+fi
+# The bounds a GPU run uses where they differ from the host runtime's (the kernel tests carry their
+# own, tests/cuda/bounds.h).
+if [ "$action" = self-test ]; then COLUMN=host; else COLUMN=gpu; fi
+
+# --- bookkeeping ---------------------------------------------------------------------------------------
+PASSES=0; FAILS=(); NOTES=()
+check_result() {   # SECTION NAME ok|FAIL DETAIL: one check of the verdict
+  if [ "$3" = ok ]; then PASSES=$((PASSES + 1)); else FAILS+=("$1: $2${4:+ ($4)}"); fi
+  printf '{"type":"check","section":"%s","name":"%s","result":"%s","detail":"%s"}\n' "$1" "$2" "$3" \
+    "$(printf '%s' "${4:-}" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n' | cut -c1-400)" >> "$JSONL"
+}
+note() { NOTES+=("$*"); say "note: $*"; }
+section() { echo "$*" >> "$SECTIONS/$CUR.md"; }
+# run_logged NAME TIMEOUT CMD...: output in $LOGS/NAME.log; sets RC and SECONDS_TAKEN.
+run_logged() {
+  local name=$1 limit=$2; shift 2
+  local t0; t0=$(date +%s.%N)
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1 < /dev/null
+  RC=$?
+  SECONDS_TAKEN=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+}
+tail_log() { tail -n "${2:-6}" "$LOGS/$1.log" | sed 's/^/        | /'; }
+json_field() {   # FIELD LINE: a number field of a JSON line
+  printf '%s' "$2" | sed -n "s/.*\"$1\":\\([-0-9.e+]*\\).*/\\1/p"
+}
+
+say "bundle $GPU_BUNDLE: $flavor build, commit $(manifest commit), $(manifest built)"
+say "mode: $action $mode; report in $out"
+printf '%s\n' "$env_log" | sed 's/^bundle_env: /[gpu_check] environment: /'
+
+# ====================================================================================================
+# 1. Device
+# ====================================================================================================
+CUR=1
+say "[1/6] device"
+section "## 1. Device"
+section ""
+run_logged gpu_info 120 "$X/gpu_info" --jsonl "$JSONL" --md "$SECTIONS/1.md"
+if [ "$RC" -eq 0 ]; then
+  check_result device gpu_info ok
+  sed 's/^/  /' "$LOGS/gpu_info.log"
+else
+  check_result device gpu_info FAIL "exit $RC"
+  tail_log gpu_info
+  section "gpu_info failed (exit $RC): see logs/gpu_info.log"
+fi
+section ""
+if command -v nvidia-smi > /dev/null 2>&1; then
+  q=name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,ecc.mode.current,mig.mode.current
+  if nvidia-smi --query-gpu=$q --format=csv > "$LOGS/nvidia-smi.log" 2>&1; then
+    section "nvidia-smi, at the start of the check:"
+    section ""
+    head -n 1 "$LOGS/nvidia-smi.log" | sed 's/, /|/g; s/^/|/; s/$/|/' >> "$SECTIONS/1.md"
+    head -n 1 "$LOGS/nvidia-smi.log" | sed 's/[^,]*/---/g; s/, /|/g; s/^/|/; s/$/|/' >> "$SECTIONS/1.md"
+    tail -n +2 "$LOGS/nvidia-smi.log" | sed 's/, /|/g; s/^/|/; s/$/|/' >> "$SECTIONS/1.md"
+  else
+    section "nvidia-smi failed: $(tail -n 1 "$LOGS/nvidia-smi.log")"
+  fi
+else
+  section "nvidia-smi: not found"
+fi
+section ""
+section "CUDA libraries: $(printf '%s\n' "$env_log" | sed -n 's/^bundle_env: \(lib[^:]*\): /\1 in /p' | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+section ""
+# The sync-check switch on a kernel that faults: named at its own launch with GPT_CUDA_SYNC_CHECK=1,
+# at the next synchronisation without. The host runtime cannot fault asynchronously.
+if [ "$action" = self-test ]; then
+  note "the GPT_CUDA_SYNC_CHECK fault test needs a GPU (skipped in the self-test)"
+else
+  run_logged fault_plain 60 "$X/gpu_info" --fault-test
+  plain_rc=$RC
+  run_logged fault_sync 60 env GPT_CUDA_SYNC_CHECK=1 "$X/gpu_info" --fault-test
+  if [ "$RC" -ne 0 ] && grep -q "GPT_CUDA_SYNC_CHECK: synchronising after kernel fault_kernel failed" "$LOGS/fault_sync.log" &&
+     [ "$plain_rc" -ne 0 ] && grep -q "cudaDeviceSynchronize" "$LOGS/fault_plain.log"; then
+    check_result device "GPT_CUDA_SYNC_CHECK names a faulting kernel at its launch" ok
+    section "GPT_CUDA_SYNC_CHECK=1: a kernel writing to an invalid address is named at its launch: \`$(grep -m1 'fault_kernel failed' "$LOGS/fault_sync.log" | cut -c1-200)\` (without it the fault surfaces at the next cudaDeviceSynchronize)."
+  else
+    check_result device "GPT_CUDA_SYNC_CHECK names a faulting kernel at its launch" FAIL "see logs/fault_sync.log"
+    section "GPT_CUDA_SYNC_CHECK fault test FAILED: see logs/fault_plain.log and logs/fault_sync.log"
+  fi
+fi
+
+# ====================================================================================================
+# 2. Kernel tests
+# ====================================================================================================
+CUR=2
+say "[2/6] kernel tests (the sources of make test-cuda, built with nvcc) against the CPU twins"
+section "## 2. Kernel tests against their CPU twins"
+section ""
+section "The test programs of \`make test-cuda\`, compiled by nvcc${TEST_ARGS[0]:+ (${TEST_ARGS[*]})}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch."
+section ""
+section "| program | checks | failed | seconds | result |"
+section "|---|---|---|---|---|"
+: > "$LOGS/bounds.txt"
+for t in test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32; do
+  run_logged "$t" 600 "$X/$t" "${TEST_ARGS[@]}"
+  checks=$(grep -cE '^(ok  |FAIL) ' "$LOGS/$t.log")
+  failed=$(grep -cE '^FAIL ' "$LOGS/$t.log")
+  if [ "$RC" -eq 0 ] && [ "$failed" -eq 0 ] && grep -q 'checks passed$' "$LOGS/$t.log"; then r=ok; else r=FAIL; fi
+  say "  $t: $checks checks, $failed failed, exit $RC, ${SECONDS_TAKEN} s: $r"
+  [ "$r" = ok ] || { grep -E '^FAIL ' "$LOGS/$t.log" | head -n 5 | sed 's/^/        | /'; tail_log "$t" 3; }
+  check_result kernel-tests "$t" "$r" "$checks checks, $failed failed, exit $RC"
+  section "| $t | $checks | $failed | $SECONDS_TAKEN | $r |"
+  grep '^bound ' "$LOGS/$t.log" >> "$LOGS/bounds.txt"
+done
+section ""
+section "Error bounds, as \`max|gpu - cpu| / max|cpu|\` (tests/cuda/bounds.h): the host runtime's, the GPU's, and the worst error measured here. nvcc contracts multiply-adds into FMAs and the GPU's exp2f/__expf/rsqrtf/tanhf are approximations, so a bound tuned on the host may not hold; the GPU column says why it differs."
+section ""
+section "| test | quantity | host bound | GPU bound | worst here | within | why the GPU bound differs |"
+section "|---|---|---|---|---|---|---|"
+while read -r _ test name _ host _ gpu _ applied _ worst verdict rest; do
+  section "| $test | $name | $host | $gpu | $worst | $verdict | ${rest#| } |"
+  printf '{"type":"bound","test":"%s","quantity":"%s","host":%s,"gpu":%s,"applied":%s,"worst":"%s","ok":%s}\n' \
+    "$test" "$name" "$host" "$gpu" "$applied" "$worst" "$([ "$verdict" = ok ] && echo true || echo false)" >> "$JSONL"
+done < "$LOGS/bounds.txt"
+
+# ====================================================================================================
+# 3. compute-sanitizer
+# ====================================================================================================
+CUR=3
+say "[3/6] compute-sanitizer"
+section "## 3. compute-sanitizer"
+section ""
+SAN=$(command -v compute-sanitizer 2> /dev/null || true)
+for d in ${GPU_BUNDLE_CUDA_DIRS:-}; do
+  [ -n "$SAN" ] && break
+  for c in "$d/../bin/compute-sanitizer" "$d/../../bin/compute-sanitizer" "$d/../../../bin/compute-sanitizer"; do
+    [ -x "$c" ] && { SAN=$(cd "$(dirname "$c")" && pwd)/compute-sanitizer; break; }
+  done
+done
+[ -n "$SAN" ] || { [ -x /usr/local/cuda/bin/compute-sanitizer ] && SAN=/usr/local/cuda/bin/compute-sanitizer; }
+if [ -z "$SAN" ]; then
+  note "compute-sanitizer not found (PATH, the CUDA library folders' toolkit, /usr/local/cuda/bin): step 3 skipped"
+  check_result sanitizer "compute-sanitizer found" FAIL "not found"
+  section "compute-sanitizer not found: skipped."
+else
+  section "$SAN ($("$SAN" --version 2> /dev/null | grep -i version | head -n 1)); the kernel tests with --quick and a 2-step bf16 training run. Expected: 0 errors everywhere."
+  section ""
+  if [ "$action" = self-test ] || [ "$mode" = full ]; then tools="memcheck racecheck synccheck initcheck"; else tools="memcheck racecheck"; fi
+  header="| program |"; rule="|---|"
+  for tool in $tools; do header="$header $tool |"; rule="$rule---|"; done
+  section "$header"
+  section "$rule"
+  san_train=("$X/train_gpt_cuda" --preset tiny --layers 2 --channels 64 --heads 4 --context 64 --batch 2
+             --seq-len 64 --steps 2 --train-data "$DATA/fortunes/fortunes_train_*.bin" --val-data ""
+             --tokenizer "" --sample-length 0 --no-save --quiet --out-dir "$LOGS/san_train")
+  for prog in test_attention_cuda test_layers_cuda test_matmul_loss_adamw train2; do
+    row="| $prog |"
+    for tool in $tools; do
+      if [ "$prog" = train2 ]; then cmd=("${san_train[@]}"); else cmd=("$X/$prog" --quick); fi
+      name=san_${tool}_$prog
+      run_logged "$name" "$SAN_TIMEOUT" "$SAN" --tool "$tool" --print-limit 20 "${cmd[@]}"
+      errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9][0-9]*\) error.*/\1/p' "$LOGS/$name.log" | tail -n 1)
+      if [ "$RC" -eq 124 ]; then
+        cell="timed out (${SAN_TIMEOUT} s)"; note "compute-sanitizer $tool on $prog timed out after $SAN_TIMEOUT s"
+        check_result sanitizer "$tool $prog" FAIL "timed out"
+      elif [ -z "$errors" ]; then
+        cell="did not run (exit $RC)"; check_result sanitizer "$tool $prog" FAIL "no ERROR SUMMARY; exit $RC"
+        tail_log "$name" 4
+      elif [ "$errors" -eq 0 ] && [ "$RC" -eq 0 ]; then
+        cell="0 errors (${SECONDS_TAKEN} s)"; check_result sanitizer "$tool $prog" ok
+      else
+        cell="**$errors errors**, exit $RC (${SECONDS_TAKEN} s)"; check_result sanitizer "$tool $prog" FAIL "$errors errors, exit $RC"
+        grep -m3 '=========     \|========= Invalid\|========= Race\|========= Barrier\|========= Uninitialized' "$LOGS/$name.log" | sed 's/^/        | /'
+      fi
+      say "  $tool $prog: $cell"
+      row="$row $cell |"
+    done
+    section "$row"
+  done
+fi
+
+# ====================================================================================================
+# 4. The CUDA trainer against the CPU trainer
+# ====================================================================================================
+CUR=4
+say "[4/6] the CUDA trainer against the CPU trainer; bit-exact resume"
+section "## 4. The CUDA trainer against the CPU trainer"
+section ""
+section "A tiny model on a learnable token stream (tools/trainer_checks.sh), $TRAIN_STEPS steps, the same options and data for \`train_gpt\` (CPU, fp32) and \`train_gpt_cuda\`: every step's loss and gradient norm and every validation loss, as relative differences; then $TRAIN_STEPS steps straight against $((TRAIN_STEPS / 2)), stop, \`--resume\`, $((TRAIN_STEPS / 2)) more."
+section ""
+section "| check | bounds (host; GPU) | result | largest differences |"
+section "|---|---|---|---|"
+# fp32: the host runtime's 1e-4; on a GPU, FMA contraction, approximate exp/tanh/rsqrt and cuBLASLt's
+# summation order change every step's values by about 1e-6, which training then carries along.
+# bf16: the same on both (bf16 rounding and stochastic rounding dominate).
+for prec in fp32 bf16; do
+  if [ $prec = fp32 ]; then
+    prog=train_gpt_cuda_fp32; tl_host=1e-4; tn_host=1e-4; tl_gpu=1e-3; tn_gpu=1e-3
+  else
+    prog=train_gpt_cuda; tl_host=2e-2; tn_host=1e-1; tl_gpu=2e-2; tn_gpu=1e-1
+  fi
+  if [ "$COLUMN" = host ]; then tl=$tl_host; tn=$tn_host; else tl=$tl_gpu; tn=$tn_gpu; fi
+  run_logged "vs_cpu_$prec" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
+    --backend "cuda-$prec" --compare "$X/compare_logs" --loss-tol "$tl" --norm-tol "$tn" --data "$DATA/stream" \
+    --work "$LOGS/vs_cpu_$prec" --steps "$TRAIN_STEPS"
+  diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/vs_cpu_$prec.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+  [ "$RC" -eq 0 ] && r=ok || r=FAIL
+  say "  $prec against the CPU trainer: $r ($diffs)"
+  [ "$r" = ok ] || tail_log "vs_cpu_$prec" 8
+  check_result trainer "$prec vs CPU" "$r" "$diffs"
+  section "| $prec against CPU, $TRAIN_STEPS steps | loss $tl_host, norm $tn_host; loss $tl_gpu, norm $tn_gpu | $r | $diffs |"
+  run_logged "resume_$prec" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" resume --test "$X/$prog" --data "$DATA/stream" \
+    --work "$LOGS/resume_$prec" --steps "$TRAIN_STEPS"
+  [ "$RC" -eq 0 ] && r=ok || r=FAIL
+  say "  $prec resume: $r"
+  [ "$r" = ok ] || tail_log "resume_$prec" 8
+  check_result trainer "$prec resume" "$r"
+  section "| $prec stop and resume | bit-exact | $r | $(grep -c '^  ok ' "$LOGS/resume_$prec.log") of 5 checks identical |"
+done
+
+# ====================================================================================================
+# 5. Kernel times
+# ====================================================================================================
+CUR=5
+say "[5/6] kernel times against their floors; attention against flash SDPA"
+section "## 5. Kernel times"
+section ""
+run_logged bench 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --jsonl "$JSONL" --md "$SECTIONS/5.md"
+if [ "$RC" -eq 0 ]; then check_result bench "kernel benchmark" ok; else
+  check_result bench "kernel benchmark" FAIL "exit $RC"; tail_log bench; section "bench_kernels_cuda failed (exit $RC): logs/bench.log"; fi
+section ""
+section "### Attention against PyTorch's flash SDPA"
+section ""
+PY=$(command -v python3 || true)
+if [ -z "$PY" ]; then
+  note "no python3: the SDPA comparison is skipped"
+  section "No python3 on this machine: skipped."
+else
+  run_logged sdpa 900 "$PY" "$GPU_BUNDLE/tools/sdpa_bench.py" "${SDPA_ARGS[@]}"
+  if [ "$RC" -ne 0 ]; then
+    check_result bench "SDPA timing" FAIL "exit $RC"; tail_log sdpa; section "tools/sdpa_bench.py failed (exit $RC): logs/sdpa.log"
+  elif grep -q '^sdpa-skipped:' "$LOGS/sdpa.log"; then
+    reason=$(grep -m1 '^sdpa-skipped:' "$LOGS/sdpa.log" | cut -d: -f2- | sed 's/^ //')
+    note "SDPA comparison skipped: $reason"
+    section "Skipped: $reason"
+  else
+    run_logged attention_vs 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --attention-vs "$LOGS/sdpa.log" --jsonl "$JSONL" --md "$SECTIONS/5.md"
+    if [ "$RC" -eq 0 ]; then check_result bench "attention against SDPA" ok; else
+      check_result bench "attention against SDPA" FAIL "exit $RC"; tail_log attention_vs; fi
+  fi
+fi
+
+# ====================================================================================================
+# 6. Trainer throughput
+# ====================================================================================================
+CUR=6
+say "[6/6] trainer throughput"
+section "## 6. Trainer throughput, one GPU"
+section ""
+section "\`train_gpt_cuda\` (bf16) on the fortunes shards, no evaluation, sampling or checkpoints; the first step of each run is excluded from the means. MFU = 6 x parameters + 6 x L x C x T FLOPs per token against the peak-table entry. Memory: \`cudaMemGetInfo\` after the first step and at the end (the trainer allocates nothing in its step loop)."
+section ""
+section "| run | tokens/s | MFU | ms/step | forward | backward | optimizer | device memory | parameters |"
+section "|---|---|---|---|---|---|---|---|---|"
+FORT=(--train-data "$DATA/fortunes/fortunes_train_*.bin" --val-data "" --tokenizer "" --sample-length 0 --no-save --quiet --warmup 0)
+throughput_row() {   # LABEL RUNDIR LOG: a table row from the run's summary
+  local s params
+  s=$(grep '"type":"summary"' "$2/log.jsonl" 2> /dev/null | tail -n 1)
+  params=$(sed -n 's/.* \([0-9]*\) parameters; backend .*/\1/p' "$3" | head -n 1)
+  if [ -z "$s" ]; then section "| $1 | no summary: see logs | | | | | | | |"; return 1; fi
+  local mfu; mfu=$(awk -v m="$(json_field mfu "$s")" -v p="$(json_field peak_flops "$s")" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * m; else printf "n/a" }')
+  section "$(awk -v l="$1" -v t="$(json_field tokens_per_s "$s")" -v mfu="$mfu" -v ms="$(json_field ms_per_step "$s")" \
+    -v f="$(json_field forward_ms "$s")" -v b="$(json_field backward_ms "$s")" -v o="$(json_field optimizer_ms "$s")" \
+    -v mu="$(json_field memory_used_bytes "$s")" -v mt="$(json_field memory_total_bytes "$s")" -v p="$params" \
+    'BEGIN { printf "| %s | %.0f | %s | %.1f | %.1f | %.1f | %.1f | %.1f of %.1f GiB | %.3g |", l, t, mfu, ms, f, b, o, mu / 2^30, mt / 2^30, p }')"
+  printf '{"type":"throughput","run":"%s","summary":%s}\n' "$1" "$(printf '%s' "$s" | sed 's/^{"type":"summary",/{/')" >> "$JSONL"
+  say "  $1: $(awk -v t="$(json_field tokens_per_s "$s")" 'BEGIN {printf "%.0f tokens/s", t}'), MFU $mfu"
+}
+small_label="${THROUGHPUT_SMALL[1]} B=${THROUGHPUT_SMALL[3]} T=${THROUGHPUT_SMALL[5]}"
+run_logged tp_small 900 "$X/train_gpt_cuda" "${THROUGHPUT_SMALL[@]}" --steps "$THROUGHPUT_STEPS" "${FORT[@]}" --out-dir "$LOGS/tp_small"
+if [ "$RC" -eq 0 ] && throughput_row "$small_label, $THROUGHPUT_STEPS steps" "$LOGS/tp_small" "$LOGS/tp_small.log"; then
+  check_result throughput "$small_label" ok
+else
+  check_result throughput "$small_label" FAIL "exit $RC"; tail_log tp_small
+fi
+# The largest GPT-3 preset that fits at T = LARGE_T, one sequence per step: larger presets fail at
+# allocation (the trainer allocates every device buffer before initialising the weights).
+tried=""
+large_ok=0
+for preset in $LARGE_PRESETS; do
+  run_logged "tp_$preset" 900 "$X/train_gpt_cuda" --preset "$preset" --context "$LARGE_T" --batch 1 --seq-len "$LARGE_T" \
+    --steps "$LARGE_STEPS" "${FORT[@]}" --out-dir "$LOGS/tp_$preset"
+  if [ "$RC" -eq 0 ]; then
+    throughput_row "$preset B=1 T=$LARGE_T, $LARGE_STEPS steps" "$LOGS/tp_$preset" "$LOGS/tp_$preset.log" && large_ok=1
+    break
+  fi
+  if grep -qiE 'out of memory|cudaErrorMemoryAllocation' "$LOGS/tp_$preset.log"; then
+    say "  $preset at T=$LARGE_T does not fit (${SECONDS_TAKEN} s to find out)"
+    tried="$tried $preset"
+  else
+    say "  $preset at T=$LARGE_T failed (exit $RC), not for memory:"; tail_log "tp_$preset"
+    tried="$tried $preset(failed)"
+    break
+  fi
+done
+[ "$large_ok" -eq 1 ] && check_result throughput "largest preset at T=$LARGE_T" ok ||
+  check_result throughput "largest preset at T=$LARGE_T" FAIL "tried:$tried"
+[ -n "$tried" ] && section "" && section "Did not fit in device memory at T = $LARGE_T:$tried."
+
+# ====================================================================================================
+# The report
+# ====================================================================================================
+host=$(uname -n)
+{
+  echo "# GPU report"
+  echo
+  echo "Bundle: $flavor build of commit $(manifest commit) ($(manifest built)); machine $host; check started $(date -u -d "@$START" +%Y-%m-%dT%H:%M:%SZ), $action${action:+ }$mode, $(elapsed) in all."
+  echo
+  if [ ${#FAILS[@]} -eq 0 ]; then
+    echo "**Verdict: PASS** — all $PASSES checks passed."
+  else
+    echo "**Verdict: FAIL** — $PASSES checks passed, ${#FAILS[@]} failed:"
+    echo
+    for f in "${FAILS[@]}"; do echo "- $f"; done
+  fi
+  if [ ${#NOTES[@]} -gt 0 ]; then
+    echo
+    echo "Notes:"
+    echo
+    for n in "${NOTES[@]}"; do echo "- $n"; done
+  fi
+  for i in 1 2 3 4 5 6; do echo; cat "$SECTIONS/$i.md" 2> /dev/null; done
+  echo
+  echo "## Files"
+  echo
+  echo "Every command's output is in \`logs/\`; machine-readable results in \`gpu_report.jsonl\` (device, check, bound, kernel, attention_vs_sdpa, throughput records)."
+} > "$REPORT"
+printf '{"type":"verdict","passed":%d,"failed":%d,"seconds":%d,"mode":"%s %s"}\n' "$PASSES" "${#FAILS[@]}" \
+  $(( $(date +%s) - START )) "$action" "$mode" >> "$JSONL"
+say "done: $PASSES checks passed, ${#FAILS[@]} failed; $REPORT"
+for f in "${FAILS[@]}"; do say "  FAILED: $f"; done
+[ ${#FAILS[@]} -eq 0 ]

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""Writes the learnable token stream the trainer comparisons use (tools/trainer_checks.sh): a noisy
+counting sequence over 64 of 512 tokens, as llm.c shards (uint16, version 1), so that a wrong
+gradient or update shows in the losses within a few steps instead of hiding under a flat curve.
+
+usage: tools/stream_shards.py DIR    (writes DIR/t_train_000001.bin and DIR/t_val_000000.bin)
+"""
+import os
+import struct
+import sys
+
+
+def shard(path, n, x):
+    toks, t = [], 0
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) & 0x7fffffff
+        r = x >> 8
+        t = (t + 1) % 64 if r % 8 else (r >> 3) % 512
+        toks.append(t)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack("<%dH" % n, *toks))
+
+
+if len(sys.argv) != 2:
+    sys.exit("usage: stream_shards.py DIR")
+os.makedirs(sys.argv[1], exist_ok=True)
+shard(os.path.join(sys.argv[1], "t_train_000001.bin"), 12000, 7)
+shard(os.path.join(sys.argv[1], "t_val_000000.bin"), 1000, 9)
