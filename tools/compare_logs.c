@@ -50,7 +50,7 @@ static int number_field(const char* line, const char* key, double* out) {
     char* end;
     errno = 0;
     *out = strtod(p, &end);
-    return end != p && errno == 0 && (*end == ',' || *end == '}');
+    return end != p && errno == 0 && isfinite(*out) && (*end == ',' || *end == '}');
 }
 
 static int read_series(const char* path, Series* s) {
@@ -76,8 +76,8 @@ static int read_series(const char* path, Series* s) {
             if (ok) push(s, KIND_VAL, (int)step, a);
         }
         if (!ok) {
-            fprintf(stderr, "compare_logs: %s:%d: expected numbers for step and loss/grad_norm/val_loss, "
-                    "found: %.200s", path, lineno, line);
+            fprintf(stderr, "compare_logs: %s:%d: expected finite numbers for step and "
+                    "loss/grad_norm/val_loss, found: %.200s", path, lineno, line);
             fclose(f);
             return -1;
         }

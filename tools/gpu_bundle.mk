@@ -94,3 +94,9 @@ endif
 gpu-bundle-host: setup $(DEFAULT_DATA) $(GPU_PROGRAMS_HOST)
 	bash tools/gpu_bundle.sh --out $(BUILD)/gpu-bundle-host --flavor host --data $(DATA_DIR) \
 		$(GPU_PROGRAMS_HOST)
+
+# --- Tests (tests/suites/gpu-kit.list) ---------------------------------------------------------------
+SUITES_cuda += gpu-kit
+TEST_PROGS += $(BUILD)/tests/test_gpu_peaks
+$(BUILD)/tests/test_gpu_peaks: $(BUILD)/tests/test_gpu_peaks.o $(BUILD)/train/gpu_peaks.o $(FAIL_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

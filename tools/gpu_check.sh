@@ -231,7 +231,8 @@ else
   section "nvidia-smi: not found"
 fi
 section ""
-section "CUDA libraries: $(printf '%s\n' "$env_log" | sed -n 's/^bundle_env: \(lib[^:]*\): /\1 in /p' | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+cuda_found=$(printf '%s\n' "$env_log" | sed -n 's/^bundle_env: \(libcu[a-zA-Z]*\.so\.[0-9]*\|libnccl\.so\.[0-9]*\): /\1 in /p' | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+section "CUDA libraries: ${cuda_found:-none (host-runtime programs)}; $(printf '%s\n' "$env_log" | sed -n 's/^bundle_env: libstdc++: /libstdc++ /p')"
 section ""
 # The sync-check switch on a kernel that faults: named at its own launch with GPT_CUDA_SYNC_CHECK=1,
 # at the next synchronisation without. The host runtime cannot fault asynchronously.
@@ -258,7 +259,8 @@ CUR=2
 say "[2/6] kernel tests (the sources of make test-cuda, built with nvcc) against the CPU twins"
 section "## 2. Kernel tests against their CPU twins"
 section ""
-section "The test programs of \`make test-cuda\`, compiled by nvcc${TEST_ARGS[0]:+ (${TEST_ARGS[*]})}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch."
+if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"
@@ -330,6 +332,10 @@ else
         tail_log "$name" 4
       elif [ "$errors" -eq 0 ] && [ "$RC" -eq 0 ]; then
         cell="0 errors (${SECONDS_TAKEN} s)"; check_result sanitizer "$tool $prog" ok
+      elif [ "$errors" -eq 0 ]; then
+        cell="0 errors, but the program failed: exit $RC (${SECONDS_TAKEN} s)"
+        check_result sanitizer "$tool $prog" FAIL "0 errors, program exit $RC"
+        tail_log "$name" 4
       else
         cell="**$errors errors**, exit $RC (${SECONDS_TAKEN} s)"; check_result sanitizer "$tool $prog" FAIL "$errors errors, exit $RC"
         grep -m3 '=========     \|========= Invalid\|========= Race\|========= Barrier\|========= Uninitialized' "$LOGS/$name.log" | sed 's/^/        | /'

@@ -47,11 +47,34 @@ typedef struct {
     int bar_arrived;
     Warp warp[CUDA_HOST_MAX_THREADS / 32];
     unsigned char* dyn_smem;
+    void* alt_stack;   // the alternate signal stack this thread got from us (NULL: its own)
     const CudaHostLaunch* launch;
     int in_kernel;
 } Engine;
 
 static __thread Engine* tl_engine;
+
+// An OS thread's engine is freed when the thread exits: OpenMP and OpenBLAS start and end threads
+// during a long run, and an engine holds n fiber stacks (2n memory mappings), so engines left
+// behind by exited threads would reach the kernel's mapping limit (vm.max_map_count).
+struct EngineOwner {
+    ~EngineOwner() {
+        Engine* e = tl_engine;
+        if (!e) return;
+        tl_engine = NULL;
+        cuda_host_fibers_destroy(e->fibers);
+        free(e->fiber);
+        free(e->dyn_smem);
+        if (e->alt_stack) {
+            stack_t ss;
+            memset(&ss, 0, sizeof ss);
+            ss.ss_flags = SS_DISABLE;
+            if (sigaltstack(&ss, NULL) == 0) free(e->alt_stack);
+        }
+        free(e);
+    }
+};
+static thread_local EngineOwner tl_engine_owner;
 
 static size_t read_stack_bytes(void) {
     const char* env = getenv("CUDA_HOST_STACK_KB");
@@ -86,8 +109,8 @@ static void segv_handler(int sig, siginfo_t* info, void* uctx) {
 }
 
 // Installs the handler once per process and, unless there is one, an alternate signal stack once
-// per OS thread (the handler cannot run on the overflowed stack).
-static void watch_stack_overflow(void) {
+// per OS thread (the handler cannot run on the overflowed stack); returns that stack, or NULL.
+static void* watch_stack_overflow(void) {
     static const int installed = [] {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -99,11 +122,12 @@ static void watch_stack_overflow(void) {
     CHECK(installed == 0, "", "sigaction(SIGSEGV) failed");
     stack_t ss;
     CHECK(sigaltstack(NULL, &ss) == 0, "", "sigaltstack failed");
-    if (!(ss.ss_flags & SS_DISABLE)) return;  // the program has its own
+    if (!(ss.ss_flags & SS_DISABLE)) return NULL;  // the program has its own
     ss.ss_size = 64 * 1024;
     ss.ss_sp = xmalloc(ss.ss_size, "alternate signal stack");
     ss.ss_flags = 0;
     CHECK(sigaltstack(&ss, NULL) == 0, "", "sigaltstack failed");
+    return ss.ss_sp;
 }
 
 // The calling OS thread's engine, with room for n fibers. Stacks are kept for later blocks.
@@ -114,7 +138,8 @@ static Engine* engine_get(int n) {
         e->dyn_smem = (unsigned char*)aligned_alloc(128, CUDA_HOST_MAX_DYN_SMEM);
         CHECK(e->dyn_smem, "", "out of memory allocating dynamic shared memory");
         tl_engine = e;
-        watch_stack_overflow();
+        (void)&tl_engine_owner;   // registers the engine's release at this thread's exit
+        e->alt_stack = watch_stack_overflow();
     }
     if (e->capacity < n) {
         cuda_host_fibers_destroy(e->fibers);

@@ -5,6 +5,8 @@
 #include "model/cuda_common.cuh"
 #include "tests/cuda_host/test_check.h"
 
+#include <thread>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -548,6 +550,34 @@ static int die(const char* name) {
     return 0;
 }
 
+#ifdef CUDA_HOST
+// Memory mappings of this process (the fibers' guard pages are one each).
+static long count_mappings(void) {
+    FILE* f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    long n = 0;
+    for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+// 48 short-lived threads each run a 1024-thread kernel: the engine (1024 fiber stacks, ~2048
+// mappings) of a thread that exits must be released, or a long run with thread churn (OpenMP,
+// OpenBLAS) reaches vm.max_map_count (65530) and mprotect fails.
+static void test_thread_churn(void) {
+    int* d = device_ints(NULL, 1024);
+    const long before = count_mappings();
+    for (int i = 0; i < 48; i++) {
+        std::thread t([d] { LAUNCH(set_kernel, 1, 1024, 0, 0, d, 7); });
+        t.join();
+    }
+    const long after = count_mappings();
+    check(before > 0 && after - before < 2000, "48 threads that ran 1024-thread blocks and exited: mappings %ld -> %ld "
+          "(their fiber stacks were released)", before, after);
+    CUDA_CHECK(cudaFree(d));
+}
+#endif
+
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die")) return die(argv[2]);
     test_indices();
@@ -560,5 +590,8 @@ int main(int argc, char** argv) {
     test_dynamic_shared();
     test_invalid_launches();
     test_launch_helpers();
+#ifdef CUDA_HOST
+    test_thread_churn();
+#endif
     return test_finish("test_runtime");
 }

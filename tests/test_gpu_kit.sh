@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# The GPU run kit without a GPU (tests/suites/gpu-kit.list):
+#   compare-logs   build/tools/compare_logs: equal logs pass; a loss, a norm or a validation loss
+#                  over its bound, a missing step, NaN and bad arguments fail
+#   bundle-env     tools/bundle_env.sh: finds the CUDA libraries in CUDA_HOME, in the toolkit of an
+#                  nvcc on PATH, in pip's nvidia-* packages; a clear error when they are missing, when
+#                  glibc is too old, when the MANIFEST is missing
+#   dry-run        `gpu_check.sh --dry-run` passes on the host-runtime bundle and fails on damaged
+#                  copies: a changed file, a library removed (it then resolves outside the bundle),
+#                  a program missing
+#   isolated       the bundle's CPU trainer, one process and two under the bundle's mpirun, with
+#                  Debian's Open MPI, PMIx and OpenBLAS folders hidden (a mount namespace): nothing
+#                  is read from them
+#   self-test      `gpu_check.sh --self-test`: every step at toy sizes on the host-runtime bundle,
+#                  with a compute-sanitizer stand-in; the report has every section and a PASS
+#                  verdict, the JSONL parses
+#   nvcc-bundle    `make gpu-bundle` with nvcc (the nvcc-built programs link; the --dry-run passes);
+#                  SKIPPED without nvcc
+set -u
+cd "$(dirname "$0")/.."
+part=${1:?usage: tests/test_gpu_kit.sh compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle}
+HB=${HB:-build/gpu-bundle-host}
+PY=${PYTHON:-/usr/bin/python3}
+mkdir -p build/tmp
+W=$(mktemp -d "$(pwd)/build/tmp/test_gpu_kit.$part.XXXXXX")
+fails=0
+ok() { echo "  ok    $*"; }
+bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+finish() {
+  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "$part: passed"; exit 0; fi
+  echo "$part: $fails failure(s); files kept in $W"; exit 1
+}
+need_bundle() { [ -f "$HB/MANIFEST" ] || { echo "no host bundle in $HB (make gpu-bundle-host)"; exit 1; }; }
+
+# ---- compare_logs --------------------------------------------------------------------------------------
+t_compare_logs() {
+  local C=build/tools/compare_logs
+  log() {   # FILE LOSS2 NORM2 VAL: a three-step log with an eval
+    printf '%s\n' '{"type":"config","step":0}' \
+      '{"type":"step","step":1,"loss":5.5,"lr":0.01,"grad_norm":2.0,"ms":3}' \
+      "{\"type\":\"step\",\"step\":2,\"loss\":$2,\"lr\":0.01,\"grad_norm\":$3,\"ms\":3}" \
+      "{\"type\":\"eval\",\"step\":2,\"val_loss\":$4}" \
+      '{"type":"step","step":3,"loss":5.0,"lr":0.01,"grad_norm":1.5,"ms":3}' > "$1"
+  }
+  log "$W/ref" 5.25 1.75 5.3
+  log "$W/same" 5.25 1.75 5.3
+  log "$W/loss" 5.26 1.75 5.3
+  log "$W/norm" 5.25 1.80 5.3
+  log "$W/val" 5.25 1.75 5.4
+  log "$W/nan" nan 1.75 5.3
+  head -n 3 "$W/ref" > "$W/short"
+  check "equal logs: exit 0" "$C" "$W/ref" "$W/same" --loss-tol 1e-6 --norm-tol 1e-6
+  check "a loss 0.2% off with bound 1e-3: exit 1 and a BAD line naming step 2" \
+    eval '! "$C" "$W/ref" "$W/loss" --loss-tol 1e-3 --norm-tol 1 > "$W/o1" && grep -q "^BAD loss at step 2: 5.25 vs 5.26" "$W/o1"'
+  check "the same loss with bound 1e-2: exit 0, and the largest difference is reported" \
+    eval '"$C" "$W/ref" "$W/loss" --loss-tol 1e-2 --norm-tol 1 > "$W/o2" && grep -q "^max relative difference of loss 0.0019" "$W/o2"'
+  check "a gradient norm over its bound fails" eval '! "$C" "$W/ref" "$W/norm" --loss-tol 1 --norm-tol 1e-3 > /dev/null'
+  check "a validation loss over the loss bound fails" eval '! "$C" "$W/ref" "$W/val" --loss-tol 1e-3 --norm-tol 1 > /dev/null'
+  check "a log with fewer steps fails" eval '! "$C" "$W/ref" "$W/short" --loss-tol 1 --norm-tol 1 > /dev/null'
+  check "--min-entries above the entries fails" eval '! "$C" "$W/ref" "$W/same" --loss-tol 1 --norm-tol 1 --min-entries 99 > /dev/null'
+  "$C" "$W/ref" "$W/nan" --loss-tol 1 --norm-tol 1 > "$W/o3" 2>&1; local rc=$?
+  check "a non-number in the log is an error (exit 2) naming the file and line" \
+    eval '[ $rc = 2 ] && grep -q "$W/nan:3: expected finite numbers" "$W/o3"'
+  check "missing bounds: usage, exit 2" eval '"$C" "$W/ref" "$W/same" > /dev/null 2>&1; [ $? = 2 ]'
+  check "a bad bound: one-line error, exit 2" \
+    eval '"$C" "$W/ref" "$W/same" --loss-tol x --norm-tol 1 2>&1 | grep -q "^compare_logs: --loss-tol: expected a non-negative number, found .x.$"'
+}
+
+# ---- bundle_env.sh --------------------------------------------------------------------------------------
+t_bundle_env() {
+  # A fake bundle: a MANIFEST asking for two CUDA libraries, and fake library locations.
+  local B=$W/bundle
+  mkdir -p "$B/tools" "$B/bin" "$W/cudahome/lib64" "$W/site/nvidia/cu13/lib" "$W/fakebin" "$W/toolkit/bin" "$W/toolkit/lib64"
+  cp tools/bundle_env.sh "$B/tools/"
+  printf 'flavor nvcc\nglibc_required 2.17\nglibcxx_required none\ncuda_libraries libfakecudart.so.13 libfakecublas.so.13\n' > "$B/MANIFEST"
+  touch "$W/cudahome/lib64/libfakecudart.so.13" "$W/cudahome/lib64/libfakecublas.so.13"
+  touch "$W/site/nvidia/cu13/lib/libfakecudart.so.13" "$W/site/nvidia/cu13/lib/libfakecublas.so.13"
+  touch "$W/toolkit/lib64/libfakecudart.so.13" "$W/toolkit/lib64/libfakecublas.so.13"
+  # A python3 whose site-packages hold pip's nvidia-* layout, and an nvcc whose dry run names a toolkit.
+  printf '#!/bin/sh\necho %s\n' "$W/site" > "$W/fakebin/python3"
+  printf '#!/bin/sh\necho "#\\$ TOP=%s"\n' "$W/toolkit" > "$W/toolkit/bin/nvcc"
+  chmod +x "$W/fakebin/python3" "$W/toolkit/bin/nvcc"
+  run_env() {   # ENV...: sources bundle_env.sh in a clean environment; prints LD_LIBRARY_PATH or the error
+    env -i HOME="$HOME" SCRIPT="$B/tools/bundle_env.sh" "$@" sh -c '. "$SCRIPT" && echo "LD=$LD_LIBRARY_PATH OMPI=$OMPI_MCA_mca_base_component_path"' 2>&1
+  }
+  local out
+  out=$(run_env GPU_BUNDLE="$B" PATH=/usr/bin:/bin CUDA_HOME="$W/cudahome")
+  check "CUDA_HOME: both libraries found in CUDA_HOME/lib64" eval 'printf "%s" "$out" | grep -q "^LD=$W/cudahome/lib64 OMPI=$B/lib/openmpi3$"'
+  out=$(run_env GPU_BUNDLE="$B" PATH="$W/toolkit/bin:/usr/bin:/bin")
+  check "an nvcc on PATH: its toolkit's lib64 (from nvcc's dry run)" eval 'printf "%s" "$out" | grep -q "^LD=$W/toolkit/lib64 "'
+  out=$(run_env GPU_BUNDLE="$B" PATH="$W/fakebin:/usr/bin:/bin")
+  check "pip's nvidia packages (site-packages/nvidia/cu13/lib) through python3" \
+    eval 'printf "%s" "$out" | grep -q "^LD=$W/site/nvidia/cu13/lib "'
+  out=$(run_env GPU_BUNDLE="$B" PATH=/usr/bin:/bin LD_LIBRARY_PATH="$W/cudahome/lib64:/opt/other")
+  check "a folder already on LD_LIBRARY_PATH is used and kept once" \
+    eval 'printf "%s" "$out" | grep -q "^LD=$W/cudahome/lib64:/opt/other "'
+  out=$(run_env GPU_BUNDLE="$B" PATH=/usr/bin:/bin)
+  check "nothing found: a one-line error naming the library and where it looked" \
+    eval 'printf "%s" "$out" | grep -q "^error: GPU bundle $B: libfakecudart.so.13 not found: install the CUDA 13 toolkit.*(searched LD_LIBRARY_PATH, CUDA_HOME"'
+  sed -i 's/^glibc_required .*/glibc_required 9.99/' "$B/MANIFEST"
+  out=$(run_env GPU_BUNDLE="$B" PATH=/usr/bin:/bin CUDA_HOME="$W/cudahome")
+  check "glibc too old: a one-line error with both versions" \
+    eval 'printf "%s" "$out" | grep -q "^error: GPU bundle $B: the programs need glibc >= 9.99, this machine has 2\."'
+  out=$(run_env GPU_BUNDLE="$W/nowhere" PATH=/usr/bin:/bin)
+  check "no MANIFEST: refused" eval 'printf "%s" "$out" | grep -q "^error: bundle_env.sh: GPU_BUNDLE must name the bundle folder"'
+}
+
+# ---- --dry-run ------------------------------------------------------------------------------------------
+t_dry_run() {
+  need_bundle
+  check "--dry-run passes on the host-runtime bundle" bash "$HB/tools/gpu_check.sh" --dry-run
+  bash "$HB/tools/gpu_check.sh" --dry-run > "$W/dry.out" 2>&1
+  check "--dry-run checks files, libraries, data, scripts, size" \
+    eval 'grep -q "files present with the sizes and SHA-256" "$W/dry.out" && grep -q "every non-CUDA library resolves inside the bundle" "$W/dry.out" && grep -q "^  ok    data:" "$W/dry.out" && grep -q "^  ok    size:" "$W/dry.out"'
+  damaged() {   # NAME: a fresh copy of the bundle in $W/NAME
+    rm -rf "$W/$1"; cp -a "$HB" "$W/$1"; echo "$W/$1"
+  }
+  local d
+  d=$(damaged changed); echo x >> "$d/data/fortunes/gpt2_tokenizer.bin"
+  check "a changed file fails the dry run, named" \
+    eval '! bash "$d/tools/gpu_check.sh" --dry-run > "$W/o1" && grep -q "changed since the bundle was made: data/fortunes/gpt2_tokenizer.bin" "$W/o1"'
+  d=$(damaged nolib); rm "$d/lib/libpcre2-8.so.0"
+  check "a library removed from the bundle (it then resolves outside it) fails the dry run" \
+    eval '! bash "$d/tools/gpu_check.sh" --dry-run > "$W/o2" && grep -q "needs libpcre2-8.so.0, which resolves to .* outside the bundle\|needs libpcre2-8.so.0, which resolves to .not found" "$W/o2"'
+  d=$(damaged noprog); rm "$d/libexec/gpu_info" "$d/bin/gpu_info"
+  check "a program missing fails the dry run, named" \
+    eval '! bash "$d/tools/gpu_check.sh" --dry-run > "$W/o3" && grep -q "programs missing: gpu_info" "$W/o3"'
+}
+
+# ---- the bundle in isolation ----------------------------------------------------------------------------
+t_isolated() {
+  need_bundle
+  local hb; hb=$(cd "$HB" && pwd)
+  if ! unshare -m true 2> /dev/null; then
+    echo "SKIPPED: this machine does not allow a mount namespace (unshare -m); the --dry-run's ldd check covers the libraries"
+    finish
+  fi
+  mkdir -p "$W/empty"
+  cat > "$W/hide.sh" <<EOF
+for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/share/openmpi /etc/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu/openblas-pthread; do
+  [ -d "\$d" ] && mount --bind "$W/empty" "\$d"
+done
+ls /usr/lib/x86_64-linux-gnu/openmpi | wc -l > "$W/hidden_count"
+exec "\$@"
+EOF
+  local args=(--preset tiny --vocab 512 --batch 2 --seq-len 16 --steps 2 --train-data "$hb/data/stream/t_train_*.bin"
+              --val-data "" --tokenizer "$hb/data/fortunes/gpt2_tokenizer.bin" --sample-length 4 --no-save --quiet)
+  OMP_NUM_THREADS=1 timeout 120 unshare -m sh "$W/hide.sh" "$hb/bin/train_gpt" "${args[@]}" --out-dir "$W/one" > "$W/one.out" 2>&1
+  local rc=$?
+  check "Debian's Open MPI folder is hidden in the namespace" eval '[ "$(cat "$W/hidden_count")" = 0 ]'
+  check "one process: the bundle's train_gpt trains 2 steps (exit $rc)" eval '[ $rc = 0 ] && grep -q "^summary: 1 timed step" "$W/one.out"'
+  [ $rc = 0 ] || tail -n 5 "$W/one.out" | sed 's/^/        | /'
+  OMP_NUM_THREADS=1 timeout 120 unshare -m sh "$W/hide.sh" "$hb/bin/mpirun" --oversubscribe -np 2 "$hb/bin/train_gpt" "${args[@]}" \
+    --dp 2 --out-dir "$W/two" > "$W/two.out" 2>&1
+  rc=$?
+  check "two processes under the bundle's mpirun: data parallel, 2 steps (exit $rc)" \
+    eval '[ $rc = 0 ] && grep -q "^mesh: world 2 = dp 2" "$W/two.out" && grep -q "^summary: 1 timed step" "$W/two.out"'
+  [ $rc = 0 ] || tail -n 8 "$W/two.out" | sed 's/^/        | /'
+}
+
+# ---- --self-test ----------------------------------------------------------------------------------------
+t_self_test() {
+  need_bundle
+  # A stand-in for compute-sanitizer (NVIDIA's needs a GPU): runs the program and reports what a
+  # clean run reports, so that step 3's parsing and table are exercised.
+  mkdir -p "$W/bin"
+  cat > "$W/bin/compute-sanitizer" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { echo "Version 0.0 (self-test stand-in)"; exit 0; }
+tool=memcheck
+while [ $# -gt 0 ]; do case "$1" in --tool) tool=$2; shift 2 ;; --print-limit) shift 2 ;; --*) shift ;; *) break ;; esac; done
+echo "========= COMPUTE-SANITIZER ($tool, stand-in)"
+"$@"; rc=$?
+echo "========= ERROR SUMMARY: 0 errors"
+exit $rc
+EOF
+  chmod +x "$W/bin/compute-sanitizer"
+  OMP_NUM_THREADS=2 PATH="$W/bin:$PATH" timeout 900 bash "$HB/tools/gpu_check.sh" --self-test --out "$W/report" > "$W/check.out" 2>&1
+  local rc=$?
+  sed 's/^/        /' "$W/check.out" | tail -n 12
+  check "--self-test exits 0" test $rc = 0
+  local r=$W/report/gpu_report.md
+  check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
+  check "the report has the six sections" \
+    eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. Kernel times" "## 6. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
+  check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
+    eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
+  check "the kernel times table and the throughput rows are there" \
+    eval 'grep -q "^| kernel |" "$r" && [ "$(grep -c "^| small B=" "$r")" = 2 ]'
+  check "gpu_report.jsonl: every line is JSON, with device, check, bound, kernel, throughput and verdict records" \
+    "$PY" -c 'import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+types = {o["type"] for o in objs}
+assert {"device", "check", "bound", "kernel", "throughput", "verdict"} <= types, types
+v = [o for o in objs if o["type"] == "verdict"][0]
+assert v["failed"] == 0 and v["passed"] > 20, v' "$W/report/gpu_report.jsonl"
+}
+
+# ---- make gpu-bundle (nvcc) -----------------------------------------------------------------------------
+t_nvcc_bundle() {
+  if ! command -v nvcc > /dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then echo "SKIPPED: nvcc not found"; finish; fi
+  make --no-print-directory gpu-bundle > "$W/make.out" 2>&1
+  local rc=$?
+  tail -n 14 "$W/make.out" | sed 's/^/        /'
+  check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
+  check "the bundle holds the nvcc-built kernel tests, trainers, gpu_info and the benchmark" \
+    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done'
+  check "its programs carry sm_80 and sm_90 machine code and compute_90 PTX" \
+    eval 'cuobjdump --list-elf build/gpu-bundle/libexec/train_gpt_cuda 2> /dev/null | grep -q sm_80 && cuobjdump --list-elf build/gpu-bundle/libexec/train_gpt_cuda | grep -q sm_90 && cuobjdump --list-ptx build/gpu-bundle/libexec/train_gpt_cuda | grep -q sm_90'
+  check "the MANIFEST names the CUDA libraries the box must provide" \
+    eval 'grep -q "^cuda_libraries .*libcudart.so.13.*" build/gpu-bundle/MANIFEST || grep -q "^cuda_libraries .*libcublas" build/gpu-bundle/MANIFEST'
+}
+
+case "$part" in
+  compare-logs) t_compare_logs ;;
+  bundle-env) t_bundle_env ;;
+  dry-run) t_dry_run ;;
+  isolated) t_isolated ;;
+  self-test) t_self_test ;;
+  nvcc-bundle) t_nvcc_bundle ;;
+  *) echo "usage: $0 compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle" >&2; exit 2 ;;
+esac
+finish
