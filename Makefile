@@ -61,4 +61,5 @@ $(BUILD)/f64/%.o: %.c
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# The nvcc objects of a sub-make for another host architecture live under NVCC_BUILD.
+-include $(shell find $(sort $(BUILD) $(NVCC_BUILD)) -name '*.d' 2>/dev/null)

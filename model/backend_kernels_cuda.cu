@@ -90,7 +90,7 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
         CUDA_CHECK(cudaStreamSynchronize(c->stream));
         matmul_context_destroy(&c->matmul);
         matmul_context_init(&c->matmul, 0, grown);
-        // Keep a fallback the old context found (no BGRADB algorithm) rather than probing again.
+        // Keep the BGRADB switch as it was (refusals are found again per plan, once).
         if (!use_bgradb) c->matmul.use_bgradb = 0;
     }
     return &c->matmul;

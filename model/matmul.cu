@@ -7,27 +7,18 @@
 //   dweight   dW^T (IC x OC)  = inp^T (IC x N)          * dout (N x OC, transb = T) (beta = 1)
 // and the bias gradient is the sum over k (= N) of op(B) = dout, the BGRADB epilogue of the
 // dweight GEMM (or a deterministic two-pass column-sum kernel).
+//
+// Every epilogue has one fallback, taken when cuBLASLt refuses it (its heuristic finds no
+// algorithm, or cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED: a heuristic's success does
+// not guarantee the algorithm runs, e.g. for pointers less aligned than it assumed): the same GEMM
+// with the DEFAULT epilogue, then our kernels (bias add, bias + GELU, column sums). The refusal is
+// remembered in the plan, so the step loop does not ask again.
 #include "model/matmul_cuda.cuh"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-// Preference attributes for the operands' alignment. The heuristic assumes 256-byte aligned
-// pointers unless told otherwise; the host runtime's header does not name these (it ignores
-// preferences), so the values of cublasLt.h are spelled out there.
-#if defined(__CUDACC__)
-#define MM_PREF_ALIGN_A CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES
-#define MM_PREF_ALIGN_B CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES
-#define MM_PREF_ALIGN_C CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES
-#define MM_PREF_ALIGN_D CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
-#else
-#define MM_PREF_ALIGN_A ((cublasLtMatmulPreferenceAttributes_t)5)
-#define MM_PREF_ALIGN_B ((cublasLtMatmulPreferenceAttributes_t)6)
-#define MM_PREF_ALIGN_C ((cublasLtMatmulPreferenceAttributes_t)7)
-#define MM_PREF_ALIGN_D ((cublasLtMatmulPreferenceAttributes_t)8)
-#endif
 
 // --- Plans ---------------------------------------------------------------------------------------
 
@@ -38,11 +29,15 @@ typedef struct {
     int align_a, align_b, align_d, align_bias, align_aux;  // bytes, capped at 256
 } PlanKey;
 
+enum { PLAN_OK = 0, PLAN_NO_ALGO = 1, PLAN_NOT_SUPPORTED = 2 };
+
 struct MatmulPlan {
     PlanKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    // PLAN_OK, or why cuBLASLt refused the problem: callers take the fallback without asking again.
+    int refused;
 };
 
 // One GEMM: D (m x n, ld ldd) = op(A) op(B) + beta * D, with the epilogue's bias and aux.
@@ -70,6 +65,21 @@ static int uses_bias(cublasLtEpilogue_t e) {
 }
 static int uses_aux(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+// The MatmulEpilogueKind of an epilogue other than DEFAULT.
+static int kind_of(cublasLtEpilogue_t e) {
+    switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return MATMUL_EPI_BIAS;
+    case CUBLASLT_EPILOGUE_GELU_AUX: return MATMUL_EPI_GELU_AUX;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return MATMUL_EPI_GELU_AUX_BIAS;
+    default: return MATMUL_EPI_BGRADB;
+    }
+}
+
+const char* matmul_epilogue_kind_name(int kind) {
+    static const char* const names[MATMUL_EPILOGUE_KINDS] = {"BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB"};
+    return kind >= 0 && kind < MATMUL_EPILOGUE_KINDS ? names[kind] : "?";
 }
 
 static PlanKey key_of(const Gemm* g) {
@@ -106,9 +116,10 @@ static void destroy_plan(MatmulPlan* p) {
     CUDA_CHECK(cublasLtMatrixLayoutDestroy(p->d));
 }
 
-// Builds the descriptor, layouts and algorithm for g into p. Returns 0 (and leaves nothing
-// allocated) when cuBLASLt has no algorithm for it.
-static int make_plan(MatmulContext* ctx, const Gemm* g, const PlanKey* key, MatmulPlan* p) {
+// Builds the descriptor, layouts and algorithm for g into p; p->refused = PLAN_NO_ALGO when the
+// heuristic has none (found 0, or NOT_SUPPORTED: "no heuristic function available").
+static void make_plan(MatmulContext* ctx, const Gemm* g, const PlanKey* key, MatmulPlan* p) {
+    memset(p, 0, sizeof *p);
     p->key = *key;
     CUDA_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const int32_t ta = (int32_t)g->transa, tb = (int32_t)g->transb;
@@ -121,13 +132,14 @@ static int make_plan(MatmulContext* ctx, const Gemm* g, const PlanKey* key, Matm
         CUDA_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                   &aux_ld, sizeof aux_ld));
     }
-    set_epilogue_pointers(p->desc, g);
+    set_epilogue_pointers(p->desc, g);  // the heuristic reads their alignment
     const int ar = g->transa == CUBLAS_OP_N ? g->m : g->k, ac = g->transa == CUBLAS_OP_N ? g->k : g->m;
     const int br = g->transb == CUBLAS_OP_N ? g->k : g->n, bc = g->transb == CUBLAS_OP_N ? g->n : g->k;
     CUDA_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_X, ar, ac, g->lda));
     CUDA_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_X, br, bc, g->ldb));
     CUDA_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_X, g->m, g->n, g->ldd));
 
+    // The operands' actual alignment (C is D): the heuristic assumes 256 bytes unless told.
     cublasLtMatmulPreference_t pref;
     CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = ctx->workspace_bytes;
@@ -135,36 +147,35 @@ static int make_plan(MatmulContext* ctx, const Gemm* g, const PlanKey* key, Matm
                                                     &ws, sizeof ws));
     const uint32_t al[4] = {(uint32_t)key->align_a, (uint32_t)key->align_b, (uint32_t)key->align_d,
                             (uint32_t)key->align_d};
-    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, MM_PREF_ALIGN_A, &al[0], sizeof al[0]));
-    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, MM_PREF_ALIGN_B, &al[1], sizeof al[1]));
-    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, MM_PREF_ALIGN_C, &al[2], sizeof al[2]));
-    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, MM_PREF_ALIGN_D, &al[3], sizeof al[3]));
+    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
+    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
+    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
+    CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
     cublasLtMatmulHeuristicResult_t result;
     memset(&result, 0, sizeof result);
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d,
                                                              pref, 1, &result, &found);
     CUDA_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
-        destroy_plan(p);
-        return 0;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) cuda_check_at(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+        p->refused = PLAN_NO_ALGO;
+        ctx->refusals++;
+        return;
     }
     p->algo = result.algo;
-    return 1;
 }
 
-// The cached plan for g, made on first use; NULL if cuBLASLt has no algorithm for it.
+// The cached plan for g, made on first use.
 static MatmulPlan* get_plan(MatmulContext* ctx, const Gemm* g) {
     const PlanKey key = key_of(g);
     for (int i = 0; i < ctx->num_plans; i++) {
         MatmulPlan* p = &ctx->plans[i];
         if (memcmp(&p->key, &key, sizeof key) == 0) {
-            set_epilogue_pointers(p->desc, g);
+            if (!p->refused) set_epilogue_pointers(p->desc, g);
             return p;
         }
     }
-    MatmulPlan fresh;
-    if (!make_plan(ctx, g, &key, &fresh)) return NULL;
     int slot;
     if (ctx->num_plans < MATMUL_PLAN_CACHE) {
         slot = ctx->num_plans++;
@@ -173,23 +184,107 @@ static MatmulPlan* get_plan(MatmulContext* ctx, const Gemm* g) {
         ctx->next_evict = (ctx->next_evict + 1) % MATMUL_PLAN_CACHE;
         destroy_plan(&ctx->plans[slot]);
     }
-    ctx->plans[slot] = fresh;
+    make_plan(ctx, g, &key, &ctx->plans[slot]);
     return &ctx->plans[slot];
 }
 
-static void run_plan(MatmulContext* ctx, const MatmulPlan* p, const Gemm* g, cudaStream_t stream) {
-    const float alpha = 1.0f, beta = g->beta;
-    CUDA_CHECK(cublasLtMatmul(ctx->lt, p->desc, &alpha, g->A, p->a, g->B, p->b, &beta, g->D, p->d,
-                              g->D, p->d, &p->algo, ctx->workspace, ctx->workspace_bytes, stream));
+// The first refusal of each epilogue kind in this process gets a note.
+static void note_fallback(const Gemm* g, int refused) {
+    static unsigned noted;
+    static const char* const fallback[MATMUL_EPILOGUE_KINDS] = {
+        "a DEFAULT GEMM and a bias kernel", "a DEFAULT GEMM into pre-GELU and a GELU kernel",
+        "a DEFAULT GEMM into pre-GELU and a bias + GELU kernel", "a DEFAULT GEMM and the column-sum kernel"};
+    const int kind = kind_of(g->epilogue);
+    if (noted & (1u << kind)) return;
+    noted |= 1u << kind;
+    fprintf(stderr, "note: cuBLASLt refused the %s epilogue (%s) for m=%d n=%d k=%d (" FLOATX_NAME "); "
+            "refused problems use %s from now on (noted once)\n", matmul_epilogue_kind_name(kind),
+            refused == PLAN_NO_ALGO ? "the heuristic found no algorithm" : "cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED",
+            g->m, g->n, g->k, fallback[kind]);
 }
 
-static void run_gemm(MatmulContext* ctx, const Gemm* g, const char* what, cudaStream_t stream) {
+// Runs g with its epilogue: 1 when done, 0 when cuBLASLt refuses it (now or, remembered in the
+// plan, before), and the caller must take the fallback. A DEFAULT GEMM has no fallback: its
+// refusal ends the job. Errors other than NOT_SUPPORTED end it too.
+static int try_gemm(MatmulContext* ctx, const Gemm* g, const char* what, cudaStream_t stream) {
     MatmulPlan* p = get_plan(ctx, g);
-    if (!p)
-        FAIL("check the shapes and pointer alignment; run with CUBLASLT_LOG_LEVEL=5 for cuBLASLt's reason",
-             "%s: cuBLASLt found no algorithm for m=%d n=%d k=%d (lda %d, ldb %d, ldd %d, epilogue %d, " FLOATX_NAME ")",
-             what, g->m, g->n, g->k, g->lda, g->ldb, g->ldd, (int)g->epilogue);
-    run_plan(ctx, p, g, stream);
+    if (!p->refused) {
+        const float alpha = 1.0f, beta = g->beta;
+        const cublasStatus_t st = cublasLtMatmul(ctx->lt, p->desc, &alpha, g->A, p->a, g->B, p->b, &beta,
+                                                 g->D, p->d, g->D, p->d, &p->algo, ctx->workspace,
+                                                 ctx->workspace_bytes, stream);
+        if (st == CUBLAS_STATUS_SUCCESS) return 1;
+        if (st != CUBLAS_STATUS_NOT_SUPPORTED) cuda_check_at(st, "cublasLtMatmul", __FILE__, __LINE__);
+        p->refused = PLAN_NOT_SUPPORTED;
+        ctx->refusals++;
+    }
+    if (g->epilogue == CUBLASLT_EPILOGUE_DEFAULT)
+        FAIL("run with CUBLASLT_LOG_LEVEL=5 for cuBLASLt's reason; check the shapes and pointer alignment",
+             "%s: cuBLASLt %s the DEFAULT GEMM m=%d n=%d k=%d (lda %d, ldb %d, ldd %d; alignment A %d, B %d, "
+             "D %d bytes; " FLOATX_NAME ")", what,
+             p->refused == PLAN_NO_ALGO ? "found no algorithm for" : "refused (NOT_SUPPORTED)", g->m, g->n,
+             g->k, g->lda, g->ldb, g->ldd, p->key.align_a, p->key.align_b, p->key.align_d);
+    note_fallback(g, p->refused);
+    return 0;
+}
+
+// The same GEMM without an epilogue (the fallbacks' first step), into D.
+static void run_default_gemm(MatmulContext* ctx, const Gemm* g, void* D, const char* what, cudaStream_t stream) {
+    Gemm d = *g;
+    d.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    d.bias = d.aux = NULL;
+    d.D = D;
+    try_gemm(ctx, &d, what, stream);  // returns only when done
+}
+
+// --- Forward fallback kernel ---------------------------------------------------------------------
+
+enum { EPILOGUE_THREADS = 256 };
+
+#define MATMUL_GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+
+// GELU, tanh approximation: the formula of the CPU twin (gelu_forward, model/layers.c).
+__device__ __forceinline__ float matmul_gelu(float x) {
+    const float u = MATMUL_GELU_SCALE * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+template <int VEC> struct alignas(sizeof(floatX) * VEC) EpiPack {
+    floatX v[VEC];
+};
+
+// The forward fallback's epilogue on the DEFAULT GEMM's output x (n = N * OC values, row length
+// OC), in place: x += bias[column] when bias is not NULL, stored in floatX; then, when gelu_out is
+// not NULL, gelu_out = gelu(x) computed from the stored x, i.e. from exactly the pre-activation
+// that backward reads (a fused epilogue may use its fp32 value; they differ by at most one floatX
+// rounding of the input). Thread i handles VEC consecutive values: VEC = X128_ELEMS (16-byte
+// accesses) needs OC % VEC == 0 and 16-byte aligned pointers, VEC = 1 nothing.
+template <int VEC>
+__global__ void matmul_epilogue_kernel(floatX* x, floatX* gelu_out, const floatX* bias, long n, int OC) {
+    const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    if (i >= n) return;
+    EpiPack<VEC> v = *reinterpret_cast<const EpiPack<VEC>*>(x + i);
+    if (bias) {
+        const EpiPack<VEC> b = *reinterpret_cast<const EpiPack<VEC>*>(bias + i % OC);
+        for (int k = 0; k < VEC; k++) v.v[k] = from_float<floatX>(to_float(v.v[k]) + to_float(b.v[k]));
+        *reinterpret_cast<EpiPack<VEC>*>(x + i) = v;
+    }
+    if (gelu_out) {
+        EpiPack<VEC> o;
+        for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(matmul_gelu(to_float(v.v[k])));
+        *reinterpret_cast<EpiPack<VEC>*>(gelu_out + i) = o;
+    }
+}
+
+static void forward_epilogue(floatX* x, floatX* gelu_out, const floatX* bias, int N, int OC,
+                             cudaStream_t stream) {
+    const long n = (long)N * OC;
+    const int vec = OC % X128_ELEMS == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)gelu_out % 16 == 0 &&
+                    (uintptr_t)bias % 16 == 0;
+    const long threads = vec ? n / X128_ELEMS : n;
+    const unsigned blocks = (unsigned)((threads + EPILOGUE_THREADS - 1) / EPILOGUE_THREADS);
+    if (vec) LAUNCH(matmul_epilogue_kernel<X128_ELEMS>, blocks, EPILOGUE_THREADS, 0, stream, x, gelu_out, bias, n, OC);
+    else LAUNCH(matmul_epilogue_kernel<1>, blocks, EPILOGUE_THREADS, 0, stream, x, gelu_out, bias, n, OC);
 }
 
 // --- Bias gradient kernels -----------------------------------------------------------------------
@@ -308,7 +403,16 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
     g.aux = pre_gelu;
     if (pre_gelu) g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     else g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    run_gemm(ctx, &g, "matmul_forward_cuda", stream);
+    const char* what = "matmul_forward_cuda";
+    if (try_gemm(ctx, &g, what, stream)) {
+        if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) ctx->fused_calls[kind_of(g.epilogue)]++;
+        return;
+    }
+    // Fallback: the plain GEMM into the pre-activation (or out), then bias and GELU in one pass.
+    ctx->fallback_calls[kind_of(g.epilogue)]++;
+    floatX* x = pre_gelu ? pre_gelu : out;
+    run_default_gemm(ctx, &g, x, what, stream);
+    forward_epilogue(x, pre_gelu ? out : NULL, bias, N, OC, stream);
 }
 
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
@@ -328,10 +432,11 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
         g.D = dinp, g.ldd = IC;
         g.beta = 1.0f;
         g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-        run_gemm(ctx, &g, "matmul_backward_cuda (dinp)", stream);
+        try_gemm(ctx, &g, "matmul_backward_cuda (dinp)", stream);
     }
     int bias_done = 0;
     if (dweight) {
+        const char* what = "matmul_backward_cuda (dweight)";
         Gemm g;
         memset(&g, 0, sizeof g);
         g.transa = CUBLAS_OP_N, g.transb = CUBLAS_OP_T;
@@ -345,21 +450,16 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
             // BGRADB overwrites its output: into the scratch vector, then added to dbias.
             g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
             g.bias = ctx->dbias_scratch;
-            MatmulPlan* p = get_plan(ctx, &g);
-            if (p) {
-                run_plan(ctx, p, &g, stream);
+            if (try_gemm(ctx, &g, what, stream)) {
                 LAUNCH(dbias_add_kernel, (OC + 255) / 256, 256, 0, stream, dbias,
                        (const floatX*)ctx->dbias_scratch, OC);
+                ctx->fused_calls[MATMUL_EPI_BGRADB]++;
                 bias_done = 1;
-            } else {
-                fprintf(stderr, "note: cuBLASLt has no BGRADB algorithm for m=%d n=%d k=%d; bias "
-                        "gradients use the column-sum kernel from now on\n", g.m, g.n, g.k);
-                ctx->use_bgradb = 0;
-                g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-                g.bias = NULL;
+            } else {  // fallback: the plain GEMM below, then the column sums
+                ctx->fallback_calls[MATMUL_EPI_BGRADB]++;
             }
         }
-        if (!bias_done) run_gemm(ctx, &g, "matmul_backward_cuda (dweight)", stream);
+        if (!bias_done) run_default_gemm(ctx, &g, dweight, what, stream);
     }
     if (dbias && !bias_done) dbias_column_sums(ctx, dbias, dout, N, OC, stream);
 }

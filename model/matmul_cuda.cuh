@@ -11,11 +11,23 @@
 
 // --- GEMMs through cuBLASLt -------------------------------------------------------------------
 
-// Cached cuBLASLt plans (descriptor, layouts, algorithm) per distinct problem, so that the step
-// loop makes no heuristic query and no allocation once every shape has been seen.
+// Cached cuBLASLt plans (descriptor, layouts, algorithm, or the fact that cuBLASLt refused the
+// problem) per distinct problem, so that the step loop makes no heuristic query, no allocation and
+// no call that is known to fail once every shape has been seen.
 enum { MATMUL_PLAN_CACHE = 48 };
 // Row chunks of the deterministic column-sum kernel for bias gradients (partials: chunks x OC).
 enum { MATMUL_DBIAS_MAX_CHUNKS = 128 };
+
+// The cuBLASLt epilogues the launchers use besides DEFAULT, each with a fallback for when cuBLASLt
+// refuses it (no algorithm from the heuristic, or CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul,
+// e.g. for operands that are not 16-byte aligned): the same GEMM with the DEFAULT epilogue, then
+//   BIAS           -> a bias-add kernel on out
+//   GELU_AUX(_BIAS) -> GEMM into pre_gelu, one kernel: pre_gelu += bias (in floatX), out = gelu(pre_gelu)
+//   BGRADB         -> the two-pass column-sum kernel on dout
+// A refusal is remembered per plan; the first of each kind in a process prints a note on stderr.
+enum { MATMUL_EPI_BIAS, MATMUL_EPI_GELU_AUX, MATMUL_EPI_GELU_AUX_BIAS, MATMUL_EPI_BGRADB, MATMUL_EPILOGUE_KINDS };
+// "BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB" (cuBLASLt's names without CUBLASLT_EPILOGUE_).
+const char* matmul_epilogue_kind_name(int kind);
 
 struct MatmulPlan;  // defined in model/matmul.cu
 
@@ -26,17 +38,23 @@ typedef struct {
     int max_bias_oc;          // largest OC whose bias gradient the scratch buffers can hold
     floatX* dbias_scratch;    // (max_bias_oc) bias gradient written by the BGRADB epilogue
     float* dbias_partial;     // (MATMUL_DBIAS_MAX_CHUNKS, max_bias_oc) column-sum partials
-    // 1: bias gradients come from the weight-gradient GEMM's BGRADB epilogue (no extra pass over
-    // dout); 0: from the two-pass column-sum kernel. Set to 1 by matmul_context_init; falls back
-    // to 0 by itself (with a note on stderr) if cuBLASLt offers no BGRADB algorithm.
+    // 1 (set by matmul_context_init): bias gradients come from the weight-gradient GEMM's BGRADB
+    // epilogue (no extra pass over dout) wherever cuBLASLt runs it, else from the column-sum
+    // kernel; 0: always from the column-sum kernel.
     int use_bgradb;
     struct MatmulPlan* plans;  // MATMUL_PLAN_CACHE entries (host memory)
     int num_plans, next_evict;
+    // Counts since init, for tests and diagnostics: calls per MatmulEpilogueKind that ran fused
+    // in cuBLASLt's epilogue or took the fallback, and refusals seen from cuBLASLt (each remembered
+    // in its plan, so a repeated problem adds none).
+    long fused_calls[MATMUL_EPILOGUE_KINDS], fallback_calls[MATMUL_EPILOGUE_KINDS];
+    long refusals;
 } MatmulContext;
 
 // Creates the cuBLASLt handle and allocates the workspace (workspace_bytes; 0 picks 32 MiB, what
 // cuBLASLt wants on Hopper) and the bias-gradient scratch buffers (max_bias_oc: the largest OC of
-// a matmul_backward_cuda call with dbias, e.g. 4*C). Nothing is allocated after this.
+// a matmul_backward_cuda call with dbias, e.g. 4*C). Nothing is allocated after this: the
+// fallbacks work in place (out, pre_gelu) or in the column-sum scratch.
 void matmul_context_init(MatmulContext* ctx, size_t workspace_bytes, int max_bias_oc);
 void matmul_context_destroy(MatmulContext* ctx);
 
@@ -44,14 +62,18 @@ void matmul_context_destroy(MatmulContext* ctx);
 // With pre_gelu != NULL (the MLP's first layer): pre_gelu (N, OC) gets inp @ weight^T + bias and
 // out gets gelu(pre_gelu) (tanh approximation), fused in the cuBLASLt epilogue (GELU_AUX_BIAS);
 // OC must then be a multiple of 8. Plans are cached per shape, epilogue and operand alignment;
-// 16-byte aligned operands let cuBLASLt pick its fastest kernels.
+// 16-byte aligned operands and rows of a multiple of 16 bytes let cuBLASLt pick its fastest
+// kernels and run the fused epilogues; otherwise the fallback above runs (bf16: the fallback
+// rounds the GEMM result to floatX before adding the bias, one rounding more than the fused
+// epilogue).
 void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                          const floatX* weight, const floatX* bias, int N, int IC, int OC,
                          cudaStream_t stream);
 
 // ACCUMULATES as the CPU twin: dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp;
 // dbias (OC) += column sums of dout. dinp, dweight and dbias may each be NULL (skipped). With
-// dbias, OC must not exceed the context's max_bias_oc.
+// dbias, OC must not exceed the context's max_bias_oc. The bias gradient comes from BGRADB (with
+// dweight and use_bgradb, where cuBLASLt runs it) or from the column-sum kernel.
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                           const floatX* dout, const floatX* inp, const floatX* weight, int N, int IC,
                           int OC, cudaStream_t stream);

@@ -1,10 +1,11 @@
-// cuBLASLt matmul with epilogues for the host runtime (see host_cublas.h for what is supported).
-// Each batch entry: T = alpha * op(A) op(B) + beta * C in fp32, then the epilogue on T, then T
-// stored to D (rounded once if D is bf16).
+// cuBLASLt matmul with epilogues for the host runtime (see host_cublas.h for what is supported and
+// for the model of what cuBLASLt refuses). Each batch entry: T = alpha * op(A) op(B) + beta * C in
+// fp32, then the epilogue on T, then T stored to D (rounded once if D is bf16).
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ struct cublasLtMatrixLayoutOpaque_t {
 
 struct cublasLtMatmulPreferenceOpaque_t {
     unsigned magic;
+    uint32_t min_align[4];  // MIN_ALIGNMENT_A/B/C/D_BYTES: what the caller promises (default 256)
 };
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
@@ -184,6 +186,7 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) 
     if (!pref) return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: NULL pref");
     cublasLtMatmulPreference_t p = (cublasLtMatmulPreference_t)xcalloc(1, sizeof *p, "cuBLASLt preference");
     p->magic = PREF_MAGIC;
+    for (int i = 0; i < 4; i++) p->min_align[i] = 256;  // cublasLt.h's default
     *pref = p;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -196,14 +199,37 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// Preferences only narrow the algorithm search; the single host algorithm needs no workspace.
+// The alignment promises are kept for the heuristic; the other preferences only narrow the
+// search, which the single host algorithm (no workspace) always passes.
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t size) {
-    if (!pref || pref->magic != PREF_MAGIC || !buf || !size)
-        return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: "
-                                   "invalid preference or value (attribute %d)", (int)attr);
-    return CUBLAS_STATUS_SUCCESS;
+    const char* what = "cublasLtMatmulPreferenceSetAttribute";
+    if (!pref || pref->magic != PREF_MAGIC)
+        return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: invalid preference", what);
+    uint32_t u32;
+    uint64_t u64;
+    int ok;
+    switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+        ok = attr_value(what, attr, buf, size, 4, &u32);
+        if (ok && u32 == 0)
+            return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: a minimum alignment of 0 bytes "
+                                       "(attribute %d)", what, (int)attr);
+        if (ok) pref->min_align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = u32;
+        break;
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: ok = attr_value(what, attr, buf, size, 8, &u64); break;
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+    case CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT:
+        ok = attr_value(what, attr, buf, size, 4, &u32);
+        break;
+    case CUBLASLT_MATMUL_PREF_IMPL_MASK: ok = attr_value(what, attr, buf, size, 8, &u64); break;
+    default:
+        return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: preference attribute %d is not "
+                                   "supported by the host runtime", what, (int)attr);
+    }
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
 // --- The problem, checked once for the heuristic and the matmul ----------------------------------
@@ -301,6 +327,147 @@ static cublasStatus_t check_problem(const char* what, cublasLtMatmulDesc_t d, cu
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// --- What cuBLASLt refuses (the model in host_cublas.h) -------------------------------------------
+
+static const struct {
+    const char* name;
+    unsigned value;
+} epilogue_names[] = {
+    {"DEFAULT", CUBLASLT_EPILOGUE_DEFAULT}, {"RELU", CUBLASLT_EPILOGUE_RELU},
+    {"RELU_AUX", CUBLASLT_EPILOGUE_RELU_AUX}, {"BIAS", CUBLASLT_EPILOGUE_BIAS},
+    {"RELU_BIAS", CUBLASLT_EPILOGUE_RELU_BIAS}, {"RELU_AUX_BIAS", CUBLASLT_EPILOGUE_RELU_AUX_BIAS},
+    {"DRELU", CUBLASLT_EPILOGUE_DRELU}, {"DRELU_BGRAD", CUBLASLT_EPILOGUE_DRELU_BGRAD},
+    {"GELU", CUBLASLT_EPILOGUE_GELU}, {"GELU_AUX", CUBLASLT_EPILOGUE_GELU_AUX},
+    {"GELU_BIAS", CUBLASLT_EPILOGUE_GELU_BIAS}, {"GELU_AUX_BIAS", CUBLASLT_EPILOGUE_GELU_AUX_BIAS},
+    {"DGELU", CUBLASLT_EPILOGUE_DGELU}, {"DGELU_BGRAD", CUBLASLT_EPILOGUE_DGELU_BGRAD},
+    {"BGRADA", CUBLASLT_EPILOGUE_BGRADA}, {"BGRADB", CUBLASLT_EPILOGUE_BGRADB},
+};
+enum { NUM_EPILOGUE_NAMES = sizeof epilogue_names / sizeof epilogue_names[0] };
+
+static const char* epilogue_name(unsigned e) {
+    for (int i = 0; i < NUM_EPILOGUE_NAMES; i++)
+        if (epilogue_names[i].value == e) return epilogue_names[i].name;
+    return "(unknown)";
+}
+
+// Bit i: CUDA_HOST_CUBLASLT_REFUSE names epilogue_names[i]. An unknown name ends the program.
+static unsigned parse_refuse_knob(void) {
+    const char* v = getenv("CUDA_HOST_CUBLASLT_REFUSE");
+    unsigned mask = 0;
+    if (!v || !v[0]) return 0;
+    for (const char* s = v;;) {
+        const char* comma = strchr(s, ',');
+        const size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        int found = -1;
+        for (int i = 0; i < NUM_EPILOGUE_NAMES; i++)
+            if (strlen(epilogue_names[i].name) == n && !strncmp(epilogue_names[i].name, s, n)) found = i;
+        if (found < 0)
+            fail_msg("CUDA_HOST_CUBLASLT_REFUSE=%s: unknown epilogue name '%.*s' (expected a comma-separated "
+                     "list of names such as BIAS,GELU_AUX_BIAS,BGRADB)", v, (int)n, s);
+        mask |= 1u << found;
+        if (!comma) break;
+        s = comma + 1;
+    }
+    return mask;
+}
+
+// 1 if CUDA_HOST_CUBLASLT_REFUSE makes cublasLtMatmul refuse epilogue e (read once).
+static int knob_refuses(unsigned e) {
+    static const unsigned mask = parse_refuse_knob();
+    for (int i = 0; i < NUM_EPILOGUE_NAMES; i++)
+        if (epilogue_names[i].value == e) return (mask >> i) & 1;
+    return 0;
+}
+
+// CUBLASLT_LOG_LEVEL from 1 on: the heuristic says why it found nothing (read once).
+static int lt_logging(void) {
+    static const int level = getenv("CUBLASLT_LOG_LEVEL") ? atoi(getenv("CUBLASLT_LOG_LEVEL")) : 0;
+    return level > 0;
+}
+
+static int uses_bias(unsigned e) {
+    return (e & (EPI_BIAS | EPI_BGRAD)) || e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+}
+static int uses_aux(unsigned e) { return (e & EPI_AUX_OUT) != 0; }  // GELU_AUX(_BIAS), DGELU(_BGRAD)
+
+// The largest power of two (at most 256) that divides the address.
+static uint32_t align_of(const void* p) {
+    const uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al) al >>= 1;
+    return al;
+}
+
+// The largest power of two (at most 256) not above a promised alignment.
+static uint32_t promise_pow2(uint32_t promise) {
+    uint32_t al = 256;
+    while (al > 1 && al > promise) al >>= 1;
+    return al;
+}
+
+// Invalid whatever the algorithm: a bias or aux pointer not aligned to its elements, or an
+// EPILOGUE_AUX_LD that cublasLt.h forbids.
+static cublasStatus_t check_epilogue_operands(const char* what, cublasLtMatmulDesc_t d, const Problem* p) {
+    if (uses_bias(p->epi) && (uintptr_t)d->bias % cuda_host_type_size(p->bias_type))
+        return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: the bias pointer %p is not aligned to its "
+                                   "%zu-byte elements", what, d->bias, cuda_host_type_size(p->bias_type));
+    if (uses_aux(p->epi)) {
+        if (d->aux_ld < p->m || d->aux_ld % 8)
+            return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: EPILOGUE_AUX_LD %lld must be divisible "
+                                       "by 8 and at least the %ld rows of D", what, d->aux_ld, p->m);
+        if ((uintptr_t)d->aux % cuda_host_type_size(p->aux_type))
+            return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: the aux pointer %p is not aligned to its "
+                                       "%zu-byte elements", what, d->aux, cuda_host_type_size(p->aux_type));
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The heuristic's choice for promised alignments of A, B, C, D: 1 and the algorithm, or 0 and the
+// reason in why. Algorithm data words: [0] magic, [1] epilogue, [2..5] the alignments of A, B, C, D
+// it was chosen for, [6] of the bias pointer, [7] of the aux pointer (0: not used).
+static int choose_algo(cublasLtMatmulDesc_t d, const cublasLtMatrixLayout_t L[4], const Problem* p,
+                       const uint32_t promise[4], cublasLtMatmulAlgo_t* algo, char* why, size_t why_len) {
+    static const char name[4] = {'A', 'B', 'C', 'D'};
+    const char* epi = epilogue_name(p->epi);
+    memset(algo, 0, sizeof *algo);
+    if (p->epi != CUBLASLT_EPILOGUE_DEFAULT) {  // tensor-core epilogue kernels: 16-byte vectors
+        for (int i = 0; i < 4; i++) {
+            const long long es = (long long)cuda_host_type_size(L[i]->type);
+            if (promise[i] < 16) {
+                snprintf(why, why_len, "epilogue %s needs 16-byte aligned matrices; MIN_ALIGNMENT_%c_BYTES "
+                         "promises %u", epi, name[i], promise[i]);
+                return 0;
+            }
+            if (L[i]->ld * es % 16 || (L[i]->batch > 1 && L[i]->stride * es % 16)) {
+                snprintf(why, why_len, "epilogue %s needs leading dimensions and batch strides of 16-byte "
+                         "multiples; %c has ld %lld, stride %lld of %lld-byte elements", epi, name[i],
+                         (long long)L[i]->ld, (long long)L[i]->stride, es);
+                return 0;
+            }
+        }
+        const long long bs = (long long)cuda_host_type_size(p->bias_type);
+        if (uses_bias(p->epi) && ((uintptr_t)d->bias % 16 || (p->batch > 1 && d->bias_stride * bs % 16))) {
+            snprintf(why, why_len, "epilogue %s needs a 16-byte aligned bias vector; the bias pointer is %p "
+                     "(batch stride %lld)", epi, d->bias, d->bias_stride);
+            return 0;
+        }
+        const long long xs = (long long)cuda_host_type_size(p->aux_type);
+        if (uses_aux(p->epi) && ((uintptr_t)d->aux % 16 || d->aux_ld * xs % 16 ||
+                                 (p->batch > 1 && d->aux_stride * xs % 16))) {
+            snprintf(why, why_len, "epilogue %s needs a 16-byte aligned aux matrix with a leading dimension "
+                     "of a 16-byte multiple; the aux pointer is %p, EPILOGUE_AUX_LD %lld", epi, d->aux,
+                     d->aux_ld);
+            return 0;
+        }
+    }
+    algo->data[0] = LT_MAGIC;
+    algo->data[1] = p->epi;
+    for (int i = 0; i < 4; i++) algo->data[2 + i] = promise_pow2(promise[i]);
+    algo->data[6] = uses_bias(p->epi) ? align_of(d->bias) : 0;
+    algo->data[7] = uses_aux(p->epi) ? align_of(d->aux) : 0;
+    return 1;
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                                               cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -315,8 +482,16 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     Problem p;
     cublasStatus_t st = check_problem(what, desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
+    if ((st = check_epilogue_operands(what, desc, &p)) != CUBLAS_STATUS_SUCCESS) return st;
+    const cublasLtMatrixLayout_t L[4] = {Adesc, Bdesc, Cdesc, Ddesc};
+    cublasLtMatmulAlgo_t algo;
+    char why[320];
+    if (!choose_algo(desc, L, &p, pref->min_align, &algo, why, sizeof why)) {
+        if (lt_logging()) fprintf(stderr, "cuda host runtime: %s: no algorithm: %s\n", what, why);
+        return CUBLAS_STATUS_SUCCESS;  // as the real heuristic: success, nothing found
+    }
     memset(&results[0], 0, sizeof results[0]);
-    results[0].algo.data[0] = LT_MAGIC;
+    results[0].algo = algo;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
     *returnAlgoCount = 1;
@@ -345,7 +520,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize,
                               cudaStream_t stream) {
     const char* what = "cublasLtMatmul";
-    (void)algo, (void)workspace, (void)workspaceSize;
+    (void)workspace, (void)workspaceSize;
     if (!handle || handle->magic != LT_MAGIC) return cuda_host_blas_fail(CUBLAS_STATUS_NOT_INITIALIZED, "invalid cuBLASLt handle");
     if (!cuda_host_stream_valid(stream)) return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: invalid stream", what);
     Problem p;
@@ -367,13 +542,45 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
          !cuda_host_operand_ok(what, "the bias vector", desc->bias, p.bias_type, bias_len, 1, bias_len,
                                desc->bias_stride, p.batch)))
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (aux_used) {
-        if (desc->aux_ld < m || desc->aux_ld % 8)
-            return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: EPILOGUE_AUX_LD %lld must be a multiple "
-                                       "of 8 and at least the %ld rows of D", what, desc->aux_ld, m);
-        if (!cuda_host_operand_ok(what, "the aux matrix", desc->aux, p.aux_type, m, n, desc->aux_ld,
-                                  desc->aux_stride, p.batch))
-            return CUBLAS_STATUS_INVALID_VALUE;
+    if ((st = check_epilogue_operands(what, desc, &p)) != CUBLAS_STATUS_SUCCESS) return st;
+    if (aux_used && !cuda_host_operand_ok(what, "the aux matrix", desc->aux, p.aux_type, m, n, desc->aux_ld,
+                                          desc->aux_stride, p.batch))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    // The operands as the algorithm sees them (C only when read), element-aligned or invalid.
+    static const char* const name[6] = {"A", "B", "C", "D", "the bias pointer", "the aux pointer"};
+    const void* ptr[6] = {A, B, be != 0.0f ? C : NULL, D, bias_in || bias_out ? desc->bias : NULL,
+                          aux_used ? desc->aux : NULL};
+    const cudaDataType_t type[6] = {p.ab, p.ab, p.cd, p.cd, p.bias_type, p.aux_type};
+    for (int i = 0; i < 6; i++)
+        if ((uintptr_t)ptr[i] % cuda_host_type_size(type[i]))
+            return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: %s (%p) is not aligned to its %zu-byte "
+                                       "elements", what, name[i], ptr[i], cuda_host_type_size(type[i]));
+    if (knob_refuses(p.epi))
+        return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: epilogue %s refused by "
+                                   "CUDA_HOST_CUBLASLT_REFUSE (a heuristic's algorithm that does not run)",
+                                   what, epilogue_name(p.epi));
+    cublasLtMatmulAlgo_t chosen;
+    if (!algo) {  // cuBLASLt chooses, for the pointers at hand
+        const cublasLtMatrixLayout_t L[4] = {Adesc, Bdesc, Cdesc, Ddesc};
+        const uint32_t promise[4] = {align_of(A), align_of(B), align_of(ptr[2] ? C : D), align_of(D)};
+        char why[320];
+        if (!choose_algo(desc, L, &p, promise, &chosen, why, sizeof why))
+            return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: no algorithm (algo NULL): %s", what, why);
+        algo = &chosen;
+    }
+    if (algo->data[0] != LT_MAGIC)
+        return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: the algorithm is not one from "
+                                   "cublasLtMatmulAlgoGetHeuristic", what);
+    if (algo->data[1] != p.epi)
+        return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: the algorithm was chosen for epilogue %s, "
+                                   "the descriptor asks for %s", what, epilogue_name((unsigned)algo->data[1]),
+                                   epilogue_name(p.epi));
+    for (int i = 0; i < 6; i++) {
+        const uint64_t need = algo->data[2 + i];
+        if (ptr[i] && align_of(ptr[i]) < need)
+            return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: %s (%p) is %u-byte aligned; the algorithm "
+                                       "(epilogue %s) was chosen for %llu-byte alignment", what, name[i], ptr[i],
+                                       align_of(ptr[i]), epilogue_name(p.epi), (unsigned long long)need);
     }
     size_t es = cuda_host_type_size(p.ab), ds = cuda_host_type_size(p.cd);
     size_t bs = cuda_host_type_size(p.bias_type), xs = cuda_host_type_size(p.aux_type);

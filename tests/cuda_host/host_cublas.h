@@ -16,6 +16,41 @@
 // op(B)[k][j] (alpha not applied). Bias and aux types default to D's type (BIAS_DATA_TYPE and
 // EPILOGUE_AUX_DATA_TYPE may set fp32 or bf16). Layouts: column order only, batches through
 // BATCH_COUNT and STRIDED_BATCH_OFFSET (bias and aux batch strides too). The workspace is unused.
+//
+// What cuBLASLt refuses: a conservative model of its documented constraints, not a copy of its
+// rules (real cuBLASLt chooses among kernels whose alignment needs are not published). It may
+// refuse a problem a GPU would run, so that callers' fallback paths run in tests; a GPU may still
+// refuse something it accepts (other kernels, types or versions), so callers must handle both:
+// - Invalid (CUBLAS_STATUS_INVALID_VALUE, in the heuristic and the matmul): an A/B/C/D, bias or
+//   aux pointer not aligned to its element size; an EPILOGUE_AUX_LD that is not a multiple of 8
+//   or less than D's rows (cublasLt.h: "Must be divisible by 8 and be no less than the number of
+//   rows in the output matrix").
+// - cublasLtMatmulAlgoGetHeuristic: the MIN_ALIGNMENT_A/B/C/D_BYTES preferences are the
+//   alignment the caller promises for each matrix (cublasLt.h: "uint32_t, default: 256";
+//   "Selecting a smaller value will exclude algorithms that can not work with matrix A that is
+//   not as strictly aligned as they need"), and the bias and aux pointers set in the descriptor
+//   count for their alignment ("Routines that don't dereference this pointer, like
+//   cublasLtMatmulAlgoGetHeuristic() depend on its value to determine expected pointer
+//   alignment"). Epilogue DEFAULT: one algorithm at any alignment. Any other epilogue (bias,
+//   GELU and bias-gradient epilogues run in tensor-core kernels with 16-byte vector accesses;
+//   our assumption, not a documented rule): no algorithm (0 found, status SUCCESS, as the real
+//   heuristic answers when nothing fits) when a promised alignment is under 16 bytes, a leading
+//   dimension (EPILOGUE_AUX_LD included) or, with batches, a batch stride times the element size
+//   is not a multiple of 16 bytes, or the bias or aux pointer is not 16-byte aligned. Set
+//   CUBLASLT_LOG_LEVEL (any value from 1) to have the reason printed, as the real library logs.
+//   The algorithm records the alignments it was chosen for in its data words: the promises (a
+//   power of two, at most 256) and the bias and aux pointers' own alignment.
+// - cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED, the reason printed to stderr, when an A, B, D
+//   (C when beta != 0), bias or aux pointer is less aligned than the algorithm was chosen for, or
+//   the algorithm was chosen for another epilogue.
+//   cublasLt.h warns (of cublasLtMatmulAlgoCheck) that success "doesn't fully guarantee algo will
+//   run (will fail if e.g. buffers are not correctly aligned)". A NULL algorithm is chosen as the
+//   heuristic would for the pointers' own alignment.
+// - Fault injection: CUDA_HOST_CUBLASLT_REFUSE, a comma-separated list of epilogue names without
+//   the CUBLASLT_EPILOGUE_ prefix (e.g. "BGRADB,GELU_AUX_BIAS,BIAS"), makes cublasLtMatmul (not
+//   the heuristic) return NOT_SUPPORTED for those epilogues: a cuBLASLt whose heuristic offers an
+//   algorithm that then refuses to run. Read once, at the first cublasLtMatmul; an unknown name
+//   ends the program with a one-line error.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -157,7 +192,14 @@ typedef enum {
 
 typedef enum {
     CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
-    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+    CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT = 9,
+    CUBLASLT_MATMUL_PREF_IMPL_MASK = 12
 } cublasLtMatmulPreferenceAttributes_t;
 
 typedef struct cublasLtContext* cublasLtHandle_t;
@@ -194,7 +236,8 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t size);
-// Returns one algorithm when the runtime supports the problem, none (and NOT_SUPPORTED) if not.
+// One algorithm when the runtime supports the problem and the refusal model above lets it run;
+// none with SUCCESS when the model refuses it; none with NOT_SUPPORTED if the runtime lacks it.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t Adesc,
                                               cublasLtMatrixLayout_t Bdesc,

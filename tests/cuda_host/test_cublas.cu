@@ -1,10 +1,16 @@
 // cuBLAS and cuBLASLt under the host runtime against naive double-precision references: every
 // transpose combination, padded leading dimensions, bf16 and fp32 storage, strided batches,
 // beta = 0 over NaN-filled outputs, the cuBLASLt epilogues (bias, GELU, GELU with aux, DGELU,
-// bias gradients), C aliasing D, and the errors for what is invalid or unsupported.
+// bias gradients), C aliasing D, the errors for what is invalid or unsupported, and known answers
+// of the model of what cuBLASLt refuses (host_cublas.h): alignment promises, leading dimensions,
+// pointers less aligned than the algorithm, and the CUDA_HOST_CUBLASLT_REFUSE knob.
+//
+// `--die refuse-name` runs one cublasLtMatmul under the caller's CUDA_HOST_CUBLASLT_REFUSE, which
+// must name an unknown epilogue: the program must end with the knob's one-line error.
 #include "model/cuda_common.cuh"
 #include "tests/cuda_host/test_check.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,7 +202,9 @@ static cublasLtMatrixLayout_t layout(cudaDataType_t t, int rows, int cols, int l
 
 static void run_lt(cublasLtHandle_t lt, LtCase c) {
     int ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k, br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
-    int lda = ar, ldb = br + 2, ldd = c.m, ldaux = (c.m + 7) / 8 * 8 + 8;
+    // ldb padded by 8 elements: padding the GEMM must not touch, and 16-byte multiples as the
+    // epilogues need (host_cublas.h)
+    int lda = ar, ldb = br + 8, ldd = c.m, ldaux = (c.m + 7) / 8 * 8 + 8;
     long long sa = (long long)lda * ac, sb = (long long)ldb * bc, sd = (long long)ldd * c.n;
     long long saux = (long long)ldaux * c.n;
     int bias_len = c.epi == CUBLASLT_EPILOGUE_BGRADB ? c.n : c.m;
@@ -327,6 +335,188 @@ static void test_lt_unsupported(cublasLtHandle_t lt) {
     CUDA_CHECK(cublasLtMatmulDescDestroy(desc));
 }
 
+// --- What cuBLASLt refuses ------------------------------------------------------------------------
+
+// A forward-style GEMM D (m x n) = A^T (A: k x m) * B (B: k x n), every leading dimension given,
+// with alignment promises for A..D (0: leave cuBLASLt's default of 256).
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulPreference_t pref;
+    int m, n, k;
+} LtProblem;
+
+static LtProblem lt_problem(cudaDataType_t t, int m, int n, int k, int ldab, cublasLtEpilogue_t epi,
+                            const void* bias, const void* aux, int64_t aux_ld, uint32_t promise) {
+    LtProblem p;
+    p.m = m, p.n = n, p.k = k;
+    CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const int32_t ta = CUBLAS_OP_T;
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (aux) {
+        set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+        set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+    }
+    CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, k, m, ldab));
+    CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, k, n, ldab));
+    CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.d, t, m, n, m));
+    CUDA_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+    if (promise)
+        for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
+            CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p.pref, (cublasLtMatmulPreferenceAttributes_t)a,
+                                                            &promise, sizeof promise));
+    return p;
+}
+
+static void lt_problem_destroy(LtProblem* p) {
+    CUDA_CHECK(cublasLtMatmulPreferenceDestroy(p->pref));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(p->a));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(p->b));
+    CUDA_CHECK(cublasLtMatrixLayoutDestroy(p->d));
+    CUDA_CHECK(cublasLtMatmulDescDestroy(p->desc));
+}
+
+// The number of algorithms the heuristic offers (its status in *st), the first in *algo.
+static int lt_found(cublasLtHandle_t lt, const LtProblem* p, cublasLtMatmulAlgo_t* algo, cublasStatus_t* st) {
+    cublasLtMatmulHeuristicResult_t heur;
+    memset(&heur, 0, sizeof heur);
+    int found = -1;
+    *st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->d, p->d, p->pref, 1, &heur, &found);
+    if (algo) *algo = heur.algo;
+    return found;
+}
+
+static cublasStatus_t lt_run(cublasLtHandle_t lt, const LtProblem* p, const cublasLtMatmulAlgo_t* algo,
+                             const void* A, const void* B, void* D) {
+    const float one = 1.0f, zero = 0.0f;
+    return cublasLtMatmul(lt, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d, algo, NULL, 0, 0);
+}
+
+// max |D - A^T B| / (1e-3 + rtol |ref|) over D (m x n) for A, B (k x m, k x n, leading dim ld).
+static double lt_error(const float* A, const float* B, const void* dD, int m, int n, int k, int ld, cudaDataType_t t) {
+    float* got = download(dD, (size_t)m * n, t);
+    double worst = 0.0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double x = 0.0;
+            for (int q = 0; q < k; q++) x += (double)A[(size_t)i * ld + q] * B[(size_t)j * ld + q];
+            const double r = fabs(got[(size_t)j * m + i] - x) / (1e-3 + rtol_of(t) * fabs(x));
+            if (!(r <= worst)) worst = r;
+        }
+    free(got);
+    return worst;
+}
+
+static void test_lt_refusals(cublasLtHandle_t lt) {
+    const cudaDataType_t H = CUDA_R_16BF;
+    const int m = 32, n = 16, k = 32;
+    // Buffers with room for an offset of up to 8 elements; cudaMalloc aligns them to 256 bytes.
+    float* hA = make_values((size_t)k * m + 8, 21, H);
+    float* hB = make_values((size_t)k * n + 8, 22, H);
+    float* hbias = make_values(m + 8, 23, H);
+    __nv_bfloat16 *A = (__nv_bfloat16*)upload(hA, (size_t)k * m + 8, H), *B = (__nv_bfloat16*)upload(hB, (size_t)k * n + 8, H);
+    __nv_bfloat16 *bias = (__nv_bfloat16*)upload(hbias, m + 8, H), *D;
+    CUDA_CHECK(cudaMalloc(&D, ((size_t)m * n + 8) * sizeof(__nv_bfloat16)));
+    cublasLtMatmulAlgo_t algo;
+    cublasStatus_t st;
+
+    // 16-byte aligned operands, leading dimensions of 64 bytes, a 256-byte aligned bias: BIAS runs.
+    LtProblem aligned = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_BIAS, bias, NULL, 0, 16);
+    int found = lt_found(lt, &aligned, &algo, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 1, "heuristic: BIAS, bf16, 16-byte alignment promised, ld 64 "
+          "bytes, aligned bias: %d algorithm(s), %s", found, cublasGetStatusName(st));
+    st = lt_run(lt, &aligned, &algo, A, B, D);
+    check(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul BIAS with the pointers the algorithm was chosen for: %s",
+          cublasGetStatusName(st));
+    // DEFAULT at 2-byte alignment, ld 7 (14 bytes), A and D 2-byte aligned: runs and is right.
+    LtProblem ld7 = lt_problem(H, 16, 8, 7, 7, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, 2);
+    found = lt_found(lt, &ld7, &algo, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 1, "heuristic: DEFAULT, bf16, ld 7, 2-byte alignment promised: "
+          "%d algorithm(s), %s", found, cublasGetStatusName(st));
+    st = lt_run(lt, &ld7, &algo, A + 1, B, D + 1);
+    double err = st == CUBLAS_STATUS_SUCCESS ? lt_error(hA + 1, hB, D + 1, 16, 8, 7, 7, H) : INFINITY;
+    check(st == CUBLAS_STATUS_SUCCESS && err <= 1.0, "cublasLtMatmul DEFAULT on 2-byte aligned A and D: %s, "
+          "error ratio %.3g", cublasGetStatusName(st), err);
+#ifdef CUDA_HOST
+    // The model's refusals (a GPU may well run some of these; see host_cublas.h).
+    st = lt_run(lt, &aligned, &algo, A, B, D);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul BIAS with a DEFAULT algorithm is refused: %s",
+          cublasGetStatusName(st));
+    lt_found(lt, &aligned, &algo, &st);
+    check(algo.data[2] == 16 && algo.data[5] == 16 && algo.data[6] == 256,
+          "the algorithm records the alignments it was chosen for: A %llu, D %llu, bias %llu bytes",
+          (unsigned long long)algo.data[2], (unsigned long long)algo.data[5], (unsigned long long)algo.data[6]);
+    st = lt_run(lt, &aligned, &algo, A + 8, B, D + 8);
+    check(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul BIAS with 16-byte aligned A and D (16 promised): %s",
+          cublasGetStatusName(st));
+    st = lt_run(lt, &aligned, &algo, A + 1, B, D);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul BIAS with A 2-byte aligned (16 promised): %s",
+          cublasGetStatusName(st));
+    const void* bias8 = bias + 8;
+    set_desc(aligned.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias8, sizeof bias8);
+    st = lt_run(lt, &aligned, &algo, A, B, D);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul BIAS with a 16-byte aligned bias, the algorithm chosen "
+          "for a 256-byte aligned one: %s", cublasGetStatusName(st));
+    st = lt_run(lt, &aligned, NULL, A, B, D);
+    check(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul BIAS, algo NULL, 16-byte aligned bias: %s", cublasGetStatusName(st));
+    st = lt_run(lt, &aligned, NULL, A + 1, B, D);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul BIAS, algo NULL, A 2-byte aligned: %s",
+          cublasGetStatusName(st));
+
+    const void* bias1 = bias + 1;
+    LtProblem bias_2b = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_BIAS, bias1, NULL, 0, 16);
+    found = lt_found(lt, &bias_2b, NULL, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 0, "heuristic: BIAS with a 2-byte aligned bias: %d algorithm(s), %s",
+          found, cublasGetStatusName(st));
+    LtProblem bias_ld7 = lt_problem(H, 16, 8, 7, 7, CUBLASLT_EPILOGUE_BIAS, bias, NULL, 0, 16);
+    found = lt_found(lt, &bias_ld7, NULL, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 0, "heuristic: BIAS with ld 7 bf16 (14 bytes): %d algorithm(s), %s",
+          found, cublasGetStatusName(st));
+    LtProblem bias_promise8 = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_BIAS, bias, NULL, 0, 8);
+    found = lt_found(lt, &bias_promise8, NULL, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 0, "heuristic: BIAS with 8-byte alignment promised: %d "
+          "algorithm(s), %s", found, cublasGetStatusName(st));
+    LtProblem aux_ld12 = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_GELU_AUX, NULL, D, 36, 16);
+    found = lt_found(lt, &aux_ld12, NULL, &st);
+    check(st == CUBLAS_STATUS_INVALID_VALUE && found == 0, "heuristic: GELU_AUX with EPILOGUE_AUX_LD 36 (not "
+          "divisible by 8) is invalid: %s", cublasGetStatusName(st));
+    LtProblem default_256 = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, 0);
+    found = lt_found(lt, &default_256, &algo, &st);
+    st = lt_run(lt, &default_256, &algo, A + 8, B, D);
+    check(found == 1 && st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul DEFAULT, no alignment promised (256 by "
+          "default), A 16-byte aligned: %s", cublasGetStatusName(st));
+    st = lt_run(lt, &ld7, NULL, (const char*)A + 1, B, D);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul with a bf16 A at an odd address is invalid: %s",
+          cublasGetStatusName(st));
+
+    // CUDA_HOST_CUBLASLT_REFUSE=RELU,RELU_AUX (set by main): the heuristic offers RELU, the matmul
+    // refuses it; DEFAULT and BIAS still run.
+    LtProblem relu = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_RELU, NULL, NULL, 0, 16);
+    found = lt_found(lt, &relu, &algo, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 1, "knob: the heuristic still offers RELU: %d algorithm(s)", found);
+    st = lt_run(lt, &relu, &algo, A, B, D);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "knob: cublasLtMatmul refuses RELU: %s", cublasGetStatusName(st));
+    lt_problem_destroy(&relu);
+    relu = lt_problem(H, m, n, k, k, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, 16);
+    lt_found(lt, &relu, &algo, &st);
+    st = lt_run(lt, &relu, &algo, A, B, D);
+    check(st == CUBLAS_STATUS_SUCCESS, "knob: the same GEMM with DEFAULT runs: %s", cublasGetStatusName(st));
+    lt_problem_destroy(&relu);
+    lt_problem_destroy(&bias_2b);
+    lt_problem_destroy(&bias_ld7);
+    lt_problem_destroy(&bias_promise8);
+    lt_problem_destroy(&aux_ld12);
+    lt_problem_destroy(&default_256);
+#endif
+    lt_problem_destroy(&aligned);
+    lt_problem_destroy(&ld7);
+    void* bufs[] = {A, B, bias, D};
+    for (void* p : bufs) CUDA_CHECK(cudaFree(p));
+    free(hA), free(hB), free(hbias);
+}
+
 static void test_cublaslt(void) {
     cublasLtHandle_t lt;
     CUDA_CHECK(cublasLtCreate(&lt));
@@ -354,10 +544,35 @@ static void test_cublaslt(void) {
     run_lt(lt, LtCase{"strided batch, GELU_AUX_BIAS", 1, 0, 16, 12, 8, 3, H, H, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                       1.0f, 0.0f, 0});
     test_lt_unsupported(lt);
+    test_lt_refusals(lt);
     CUDA_CHECK(cublasLtDestroy(lt));
 }
 
-int main(void) {
+// --die refuse-name: a valid DEFAULT GEMM, so that only the knob can end the program.
+static void die_refuse_name(void) {
+    cublasLtHandle_t lt;
+    CUDA_CHECK(cublasLtCreate(&lt));
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, 16 * 16 * sizeof(float)));
+    CUDA_CHECK(cudaMemset(d, 0, 16 * 16 * sizeof(float)));
+    LtProblem p = lt_problem(CUDA_R_32F, 16, 16, 16, 16, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, 0);
+    CUDA_CHECK(lt_run(lt, &p, NULL, d, d, d));
+    printf("--die refuse-name: expected CUDA_HOST_CUBLASLT_REFUSE with an unknown name to end the program\n");
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "refuse-name")) {
+        die_refuse_name();
+        return 1;
+    }
+    if (argc > 1) {
+        printf("usage: %s [--die refuse-name]\n", argv[0]);
+        return 2;
+    }
+#ifdef CUDA_HOST
+    // Read once, at the first cublasLtMatmul: RELU and RELU_AUX are refused, no other test uses them.
+    setenv("CUDA_HOST_CUBLASLT_REFUSE", "RELU,RELU_AUX", 1);
+#endif
     test_cublas();
     test_cublaslt();
     return test_finish("test_cublas");
