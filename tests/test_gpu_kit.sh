@@ -206,8 +206,29 @@ t_nvcc_bundle() {
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
   check "the bundle holds the nvcc-built kernel tests, trainers, gpu_info and the benchmark" \
     eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done'
-  check "its programs carry sm_80 and sm_90 machine code and compute_90 PTX" \
-    eval 'cuobjdump --list-elf build/gpu-bundle/libexec/train_gpt_cuda 2> /dev/null | grep -q sm_80 && cuobjdump --list-elf build/gpu-bundle/libexec/train_gpt_cuda | grep -q sm_90 && cuobjdump --list-ptx build/gpu-bundle/libexec/train_gpt_cuda | grep -q sm_90'
+  # The fat binaries' entry headers (the toolkit here has no cuobjdump): kind 2 = machine code,
+  # 1 = PTX, and the SM version at byte 28 of each entry header.
+  check "every fat binary of every nvcc program holds sm_80 and sm_90 machine code and compute_90 PTX" \
+    "$PY" - build/gpu-bundle/libexec/train_gpt_cuda build/gpu-bundle/libexec/train_gpt_cuda_fp32 \
+      build/gpu-bundle/libexec/test_attention_cuda build/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
+import struct, sys
+MAGIC = struct.pack("<I", 0xBA55ED50)
+for path in sys.argv[1:]:
+    data, pos, fatbins = open(path, "rb").read(), 0, 0
+    while (i := data.find(MAGIC, pos)) >= 0:
+        _, hsize, fsize = struct.unpack_from("<HHQ", data, i + 4)
+        p, end, images = i + hsize, i + hsize + fsize, set()
+        while p < end:
+            kind, _, ehsize, psize = struct.unpack_from("<HHIQ", data, p)
+            images.add(("elf" if kind == 2 else "ptx" if kind == 1 else "?", struct.unpack_from("<I", data, p + 28)[0]))
+            if not ehsize:
+                break
+            p += ehsize + psize
+        assert images == {("elf", 80), ("elf", 90), ("ptx", 90)}, (path, images)
+        fatbins, pos = fatbins + 1, i + 4
+    assert fatbins > 0, path
+    print("%s: %d fat binaries, each sm_80 + sm_90 + compute_90 PTX" % (path, fatbins))
+EOF
   check "the MANIFEST names the CUDA libraries the box must provide" \
     eval 'grep -q "^cuda_libraries .*libcudart.so.13.*" build/gpu-bundle/MANIFEST || grep -q "^cuda_libraries .*libcublas" build/gpu-bundle/MANIFEST'
 }

@@ -76,6 +76,12 @@ int main(int argc, char** argv) {
     const int smem_optin = attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     const double gib = (double)p.totalGlobalMem / (1 << 30);
     const GpuPeak* peak = gpu_peak_lookup(p.name, p.totalGlobalMem);
+    // Which code the device runs for our kernels: the sm_80 / sm_90 machine code of the programs,
+    // or (on a newer GPU) the compute_90 PTX compiled by the driver when it loads them.
+    cudaFuncAttributes fa;
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, fault_kernel));
+    const char* image = fa.binaryVersion == 80 || fa.binaryVersion == 90 ? "machine code from the programs"
+                                                                          : "the driver's JIT of compute_90 PTX";
 
     printf("device %d of %d: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, shared memory per block up to %d "
            "bytes\n", device, count, p.name, p.major, p.minor, p.multiProcessorCount, gib,
@@ -89,6 +95,8 @@ int main(int argc, char** argv) {
     else
         printf("peak table: unknown device '%s': the trainer reports MFU as n/a unless given "
                "--peak-gflops\n", p.name);
+    printf("kernel image: sm_%d binary, PTX %d.%d (%s)\n", fa.binaryVersion, fa.ptxVersion / 10,
+           fa.ptxVersion % 10, image);
     if (p.major * 10 + p.minor < 80)
         printf("warning: sm_%d%d is older than sm_80: the programs carry machine code for sm_80/sm_90 and "
                "PTX for compute_90, none of which runs here\n", p.major, p.minor);
@@ -100,9 +108,9 @@ int main(int argc, char** argv) {
         json_text(f, p.name);
         fprintf(f, "\",\"cc\":\"%d.%d\",\"sms\":%d,\"memory_bytes\":%zu,\"l2_bytes\":%d,\"sm_ghz\":%.3f,"
                 "\"mem_ghz\":%.3f,\"bus_bits\":%d,\"mem_gbps_theoretical\":%.1f,\"smem_optin\":%d,"
-                "\"driver\":%d,\"runtime\":%d,\"peak\":", p.major, p.minor, p.multiProcessorCount,
-                p.totalGlobalMem, p.l2CacheSize, sm_ghz, mem_ghz, bus_bits, mem_gbps, smem_optin, driver,
-                runtime);
+                "\"driver\":%d,\"runtime\":%d,\"kernel_binary\":%d,\"kernel_ptx\":%d,\"peak\":", p.major, p.minor,
+                p.multiProcessorCount, p.totalGlobalMem, p.l2CacheSize, sm_ghz, mem_ghz, bus_bits, mem_gbps,
+                smem_optin, driver, runtime, fa.binaryVersion, fa.ptxVersion);
         if (peak)
             fprintf(f, "{\"name\":\"%s\",\"bf16_tflops\":%.1f,\"tf32_tflops\":%.1f,\"fp32_tflops\":%.1f,"
                     "\"hbm_gbps\":%.0f,\"source\":\"%s\"}}\n", peak->name, peak->bf16_tflops,
@@ -125,6 +133,8 @@ int main(int argc, char** argv) {
         fprintf(f, "| memory | %.2f GHz x %d bits = %.0f GB/s theoretical |\n", mem_ghz, bus_bits, mem_gbps);
         fprintf(f, "| driver / runtime | CUDA %d.%d / %d.%d |\n", driver / 1000, driver % 1000 / 10,
                 runtime / 1000, runtime % 1000 / 10);
+        fprintf(f, "| kernel image loaded | sm_%d binary, PTX %d.%d: %s |\n", fa.binaryVersion, fa.ptxVersion / 10,
+                fa.ptxVersion % 10, image);
         if (peak)
             fprintf(f, "| peak table entry (MFU, floors) | %s: bf16 %.1f TFLOP/s, tf32 %.1f, fp32 %.1f, HBM "
                     "%.0f GB/s (%s) |\n", peak->name, peak->bf16_tflops, peak->tf32_tflops, peak->fp32_tflops,

@@ -184,6 +184,20 @@ static inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr
     return cuda_host_func_set_attribute((const void*)kernel, attr, value);
 }
 
+// What CUDA reports of a compiled kernel. The host runtime reports the image an H100 would load
+// (sm_90 machine code, PTX 9.0) and the kernel's dynamic shared memory limit; registers and local
+// memory are nvcc's business (0 here).
+struct cudaFuncAttributes {
+    size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
+    int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion, cacheModeCA, maxDynamicSharedSizeBytes,
+        preferredShmemCarveout;
+};
+cudaError_t cuda_host_func_get_attributes(cudaFuncAttributes* attr, const void* kernel);
+template <typename F>
+static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, F* kernel) {
+    return cuda_host_func_get_attributes(attr, (const void*)kernel);
+}
+
 // Text that explains the last failed call of this host thread in more detail than its error
 // code (which limit, which pointer); "" if none. Printed by CUDA_CHECK.
 const char* cuda_host_error_detail(void);

@@ -225,6 +225,17 @@ int cuda_host_smem_optin(void) {
     return bytes;
 }
 
+cudaError_t cuda_host_func_get_attributes(cudaFuncAttributes* attr, const void* kernel) {
+    if (!attr || !kernel) return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncGetAttributes: NULL argument");
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = CUDA_HOST_MAX_THREADS;
+    attr->ptxVersion = 90;
+    attr->binaryVersion = 90;
+    attr->maxDynamicSharedSizeBytes = (int)cuda_host_dynamic_smem_limit(kernel);
+    attr->preferredShmemCarveout = -1;
+    return cudaSuccess;
+}
+
 size_t cuda_host_dynamic_smem_limit(const void* kernel) {
     std::lock_guard<std::mutex> guard(attr_lock);
     auto it = dyn_smem_limits.find(kernel);
