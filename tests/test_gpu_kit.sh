@@ -204,12 +204,13 @@ t_nvcc_bundle() {
   local rc=$?
   tail -n 14 "$W/make.out" | sed 's/^/        /'
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
-  check "the bundle holds the nvcc-built kernel tests, trainers, gpu_info and the benchmark" \
-    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done'
+  check "the bundle holds the nvcc-built kernel tests, trainers, gpu_info, the benchmark and the two kernel libraries" \
+    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done && [ -f build/gpu-bundle/lib/libgpt_kernels.so ] && [ -f build/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
   # The fat binaries' entry headers (the toolkit here has no cuobjdump): kind 2 = machine code,
   # 1 = PTX, and the SM version at byte 28 of each entry header.
-  check "every fat binary of every nvcc program holds sm_80 and sm_90 machine code and compute_90 PTX" \
-    "$PY" - build/gpu-bundle/libexec/train_gpt_cuda build/gpu-bundle/libexec/train_gpt_cuda_fp32 \
+  check "every fat binary of the kernel libraries and the nvcc programs holds sm_80 and sm_90 machine code and compute_90 PTX" \
+    "$PY" - build/gpu-bundle/lib/libgpt_kernels.so build/gpu-bundle/lib/libgpt_kernels_fp32.so \
+      build/gpu-bundle/libexec/train_gpt_cuda build/gpu-bundle/libexec/train_gpt_cuda_fp32 \
       build/gpu-bundle/libexec/test_attention_cuda build/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
 import struct, sys
 MAGIC = struct.pack("<I", 0xBA55ED50)

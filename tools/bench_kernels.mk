@@ -31,9 +31,8 @@ $(BENCH_KERNELS_HOST): $(BUILD)/cuda-host/tools/bench_kernels_cuda.o $(CUDA_LAYE
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
-# nvcc: the bf16 kernel objects the trainer links (train/train_cuda.mk's rules under NVCC_BUILD).
-$(BENCH_KERNELS_GPU): $(NVCC_BUILD)/cuda/tools/bench_kernels_cuda.o \
-		$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_KERNEL_SRCS)) $(BENCH_KERNELS_C_OBJS)
+# nvcc: the bf16 kernel library the trainer links (train/train_cuda.mk).
+$(BENCH_KERNELS_GPU): $(NVCC_BUILD)/cuda/tools/bench_kernels_cuda.o $(CUDA_KERNEL_LIB) $(BENCH_KERNELS_C_OBJS)
 	$(CUDA_LIB_CHECK)
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)

@@ -32,21 +32,21 @@ $(GPU_INFO_HOST): $(BUILD)/cuda-host/tools/gpu_info.o $(BUILD)/train/gpu_peaks.o
 # The kernel tests: test object and kernels from nvcc, CPU twins from the C build. Each pair is
 # bf16 and fp32 storage, as `make test-cuda` builds them for the host runtime.
 GPU_TESTS := $(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(BUILD)/gpu/$(t) $(BUILD)/gpu/$(t)_fp32)
-GPU_TEST_DEPS_test_attention_cuda = attention/partial_attention.cu
 GPU_TEST_CPU_test_attention_cuda = $(BUILD)/attention/partial_attention.o $(FAIL_OBJS)
-GPU_TEST_DEPS_test_layers_cuda = $(CUDA_LAYERS_SRCS)
 GPU_TEST_CPU_test_layers_cuda = $(CUDA_LAYERS_CPU_OBJS)
-GPU_TEST_DEPS_test_matmul_loss_adamw = $(CUDA_MATMUL_SRCS)
 GPU_TEST_CPU_test_matmul_loss_adamw = $(MODEL_OBJS)
-# Link line of every nvcc program: the CUDA libraries of the toolkit nvcc belongs to.
-GPU_LINK = $(MPICC) $(CFLAGS) -Wl,--as-needed $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+# Link line of every nvcc program: the kernel library of its precision (train/train_cuda.mk) and the
+# CUDA libraries of the toolkit nvcc belongs to.
+GPU_LINK = $(MPICC) $(CFLAGS) -Wl,--as-needed $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) \
+	$(LDLIBS) -lstdc++
 
+# Each test program: its nvcc-compiled test source, the kernel library, the CPU twins.
 define gpu_test_rules
-$(BUILD)/gpu/$(1): $(NVCC_BUILD)/cuda/tests/cuda/$(1).o $(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(GPU_TEST_DEPS_$(1))) $(GPU_TEST_CPU_$(1))
+$(BUILD)/gpu/$(1): $(NVCC_BUILD)/cuda/tests/cuda/$(1).o $(CUDA_KERNEL_LIB) $(GPU_TEST_CPU_$(1))
 	$$(CUDA_LIB_CHECK)
 	@mkdir -p $$(dir $$@)
 	$$(GPU_LINK)
-$(BUILD)/gpu/$(1)_fp32: $(NVCC_BUILD)/cuda-fp32/tests/cuda/$(1).o $(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(GPU_TEST_DEPS_$(1))) $(GPU_TEST_CPU_$(1))
+$(BUILD)/gpu/$(1)_fp32: $(NVCC_BUILD)/cuda-fp32/tests/cuda/$(1).o $(CUDA_KERNEL_LIB_FP32) $(GPU_TEST_CPU_$(1))
 	$$(CUDA_LIB_CHECK)
 	@mkdir -p $$(dir $$@)
 	$$(GPU_LINK)

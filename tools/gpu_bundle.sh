@@ -4,8 +4,10 @@
 #
 #   OUT/bin/NAME          sh wrappers: find the CUDA libraries (tools/bundle_env.sh), run libexec/NAME
 #   OUT/libexec/NAME      the programs, RPATH $ORIGIN/../lib
-#   OUT/lib/              every non-CUDA shared library they load (Open MPI, OpenBLAS, PCRE2 and
-#                         their dependencies), copied from this machine's packages, RPATH $ORIGIN
+#   OUT/lib/              every non-CUDA shared library they load: the project's kernel libraries
+#                         (libgpt_kernels.so, _fp32: the fat binaries, once for all programs) and
+#                         Open MPI, OpenBLAS, PCRE2 and their dependencies from this machine's
+#                         packages; RPATH $ORIGIN
 #   OUT/lib/openmpi3/     the Open MPI components whose libraries are all in the bundle, and
 #   OUT/lib/pmix/         PMIx's; OUT/share/openmpi/ Open MPI's help texts; OUT/bin/mpirun, orted
 #   OUT/data/             the GPT-2 tokenizer file, fortunes shards, the learnable stream of
@@ -58,8 +60,13 @@ is_cuda() {
   return 1
 }
 
-# "soname path" for every library an ELF file needs (transitively), as this machine resolves them.
-deps() { ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3} $2 == "=>" && $3 == "not" {print $1, "NOTFOUND"}'; }
+# "soname path" for every library an ELF file needs (transitively), as this machine resolves them;
+# a library named by a path in the ELF file (no "=>" in ldd's line) counts under its file name.
+deps() {
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3; next}
+                  $2 == "=>" && $3 == "not" {print $1, "NOTFOUND"; next}
+                  $1 ~ /\// && $1 !~ /ld-linux/ {n = split($1, p, "/"); print p[n], $1}'
+}
 
 tmp="$out.partial"
 rm -rf "$tmp"
@@ -95,7 +102,8 @@ collect() {   # ELF: copies what it needs; records the CUDA libraries
     copy_lib "$so" "$path"
   done < <(deps "$1")
 }
-for n in "${names[@]}"; do collect "$tmp/libexec/$n"; done
+# From the programs as built (their own RPATH finds our kernel libraries), not the copies.
+for p in "${progs[@]}"; do collect "$p"; done
 
 # Open MPI: mpirun and orted, the components and PMIx (libpmix and its components), each kept only
 # if every library it needs is glibc's or already in the bundle (components for InfiniBand, UCX,

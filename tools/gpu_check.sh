@@ -91,7 +91,8 @@ dry_run() {
         "$GPU_BUNDLE"/*) ;;
         *) bad "${f#$GPU_BUNDLE/} needs $so, which resolves to '${target}' outside the bundle"; outside=$((outside + 1)) ;;
       esac
-    done < <(env -i PATH=/usr/bin:/bin ldd "$f" 2> /dev/null | awk '$2 == "=>" {t = $3; if (t == "not") t = "not found"; print $1, t}')
+    done < <(env -i PATH=/usr/bin:/bin ldd "$f" 2> /dev/null | awk '$2 == "=>" {t = $3; if (t == "not") t = "not found"; print $1, t; next}
+                                                                      $1 ~ /\// && $1 !~ /ld-linux/ {n = split($1, p, "/"); print p[n], $1}')
   done
   [ "$outside" -eq 0 ] && ok "$checked ELF files (programs, libraries, Open MPI and PMIx components): every non-CUDA library resolves inside the bundle (ldd, empty library path)"
   local so_list

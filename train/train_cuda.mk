@@ -71,7 +71,7 @@ train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
 # The host code is compiled for the baseline x86-64 (no -march): the same objects serve this
 # machine's build/train_gpt_cuda and the portable GPU bundle (tools/gpu_bundle.mk).
 NVCC_TRAIN_FLAGS = -std=c++17 -O3 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
-	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.
+	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror,-fPIC -I.
 # The toolkit's libraries, found by asking nvcc where its toolkit is (TOP in its dry run): nvcc
 # may be a wrapper script outside the toolkit (/usr/local/bin/nvcc), and CUDA_HOME or
 # LIBRARY_PATH may be unset. Expanded only when the link runs.
@@ -102,11 +102,29 @@ $(NVCC_BUILD)/cuda-fp32/model/gpt.o: model/gpt.c
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -DGPT_CUDA_FP32 -MMD -MP -x cu -c $< -o $@
 
-# The kernels and the backend of each precision.
+# The kernels of each precision as one shared library (position-independent objects, -fPIC
+# above): every nvcc program (the trainers, the kernel tests, the benchmark) loads the same copy,
+# which keeps the GPU bundle small. Their launchers have C++ names only, so nothing in a program
+# (the CPU twins included) can clash with them; what they call of ours (comm/fail.c) comes from the
+# program. RPATH $ORIGIN/../lib: the programs find them in build/lib and in the bundle.
+CUDA_KERNEL_LIB = $(BUILD)/lib/libgpt_kernels.so
+CUDA_KERNEL_LIB_FP32 = $(BUILD)/lib/libgpt_kernels_fp32.so
+$(CUDA_KERNEL_LIB): $(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_KERNEL_SRCS))
+	$(CUDA_LIB_CHECK)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -Wl,-soname,$(notdir $@) $^ -o $@ -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcudart
+$(CUDA_KERNEL_LIB_FP32): $(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_KERNEL_SRCS))
+	$(CUDA_LIB_CHECK)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -Wl,-soname,$(notdir $@) $^ -o $@ -L$(CUDA_LIB_DIR) -Wl,-rpath,$(CUDA_LIB_DIR) -lcublasLt -lcudart
+# Linking against them: the programs sit in build/ or build/gpu/, the libraries in build/lib/.
+CUDA_KERNEL_LINK = -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,'$$ORIGIN/../lib'
+
+# The backend of each precision, and its kernels.
 CUDA_TRAIN_NVCC_OBJS = $(NVCC_BUILD)/cuda/model/gpt.o \
-	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB)
 CUDA_TRAIN_NVCC_OBJS_FP32 = $(NVCC_BUILD)/cuda-fp32/model/gpt.o \
-	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS) $(CUDA_KERNEL_SRCS))
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB_FP32)
 
 .PHONY: train-cuda
 ifeq ($(CUDA_NVCC),)
@@ -118,10 +136,10 @@ train-cuda: $(BUILD)/train_gpt_cuda
 # bf16 (the production build) and fp32 (for comparisons with the CPU trainer on a GPU).
 $(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
 	$(CUDA_LIB_CHECK)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 $(BUILD)/train_gpt_cuda_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS_FP32)
 	$(CUDA_LIB_CHECK)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 
 # The compile check covers the layer sequence as CUDA C++ too (it globs the .cu files only).
 cuda-compile-check: $(BUILD)/nvcc-check/model/gpt-as-cuda.o
