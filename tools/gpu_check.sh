@@ -199,6 +199,41 @@ json_field() {   # FIELD LINE: a number field of a JSON line
   printf '%s' "$2" | sed -n "s/.*\"$1\":\\([-0-9.e+]*\\).*/\\1/p"
 }
 
+# ====================================================================================================
+# The report (written at the end, or after step 1 when there is no usable GPU)
+# ====================================================================================================
+write_report() {
+  local host; host=$(uname -n)
+  {
+    echo "# GPU report"
+    echo
+    echo "Bundle: $flavor build of commit $(manifest commit) ($(manifest built)); machine $host; check started $(date -u -d "@$START" +%Y-%m-%dT%H:%M:%SZ), $action $mode, $(elapsed) in all."
+    echo
+    if [ ${#FAILS[@]} -eq 0 ]; then
+      echo "**Verdict: PASS** — all $PASSES checks passed$([ "$INCOMPLETE" -gt 0 ] && echo "; $INCOMPLETE sanitizer runs did not finish in their time budget (notes)")."
+    else
+      echo "**Verdict: FAIL** — $PASSES checks passed, ${#FAILS[@]} failed:"
+      echo
+      local f; for f in "${FAILS[@]}"; do echo "- $f"; done
+    fi
+    if [ ${#NOTES[@]} -gt 0 ]; then
+      echo
+      echo "Notes:"
+      echo
+      local n; for n in "${NOTES[@]}"; do echo "- $n"; done
+    fi
+    local i; for i in 1 2 3 4 5 6; do [ -f "$SECTIONS/$i.md" ] && { echo; cat "$SECTIONS/$i.md"; }; done
+    echo
+    echo "## Files"
+    echo
+    echo "Every command's output is in \`logs/\`; machine-readable results in \`gpu_report.jsonl\` (device, check, bound, kernel, attention_vs_sdpa, throughput and verdict records)."
+  } > "$REPORT"
+  printf '{"type":"verdict","passed":%d,"failed":%d,"incomplete":%d,"seconds":%d,"mode":"%s %s"}\n' "$PASSES" \
+    "${#FAILS[@]}" "$INCOMPLETE" $(( $(date +%s) - START )) "$action" "$mode" >> "$JSONL"
+  say "done: $PASSES checks passed, ${#FAILS[@]} failed; $REPORT"
+  local f; for f in "${FAILS[@]}"; do say "  FAILED: $f"; done
+}
+
 say "bundle $GPU_BUNDLE: $flavor build, commit $(manifest commit), $(manifest built)"
 say "mode: $action $mode; report in $out"
 printf '%s\n' "$env_log" | sed 's/^bundle_env: /[gpu_check] environment: /'
@@ -217,7 +252,12 @@ if [ "$RC" -eq 0 ]; then
 else
   check_result device gpu_info FAIL "exit $RC"
   tail_log gpu_info
-  section "gpu_info failed (exit $RC): see logs/gpu_info.log"
+  section "gpu_info failed (exit $RC): \`$(grep -m1 '^error' "$LOGS/gpu_info.log" | cut -c1-300)\`"
+  section ""
+  section "No usable CUDA device (driver, CUDA_VISIBLE_DEVICES, or a GPU older than sm_80): the other steps were not run."
+  FAILS+=("device: no usable CUDA device, nothing else was run")
+  write_report
+  exit 1
 fi
 section ""
 if command -v nvidia-smi > /dev/null 2>&1; then
@@ -489,33 +529,5 @@ done
 # ====================================================================================================
 # The report
 # ====================================================================================================
-host=$(uname -n)
-{
-  echo "# GPU report"
-  echo
-  echo "Bundle: $flavor build of commit $(manifest commit) ($(manifest built)); machine $host; check started $(date -u -d "@$START" +%Y-%m-%dT%H:%M:%SZ), $action${action:+ }$mode, $(elapsed) in all."
-  echo
-  if [ ${#FAILS[@]} -eq 0 ]; then
-    echo "**Verdict: PASS** — all $PASSES checks passed$([ "$INCOMPLETE" -gt 0 ] && echo "; $INCOMPLETE sanitizer runs did not finish in their time budget (notes)")."
-  else
-    echo "**Verdict: FAIL** — $PASSES checks passed, ${#FAILS[@]} failed:"
-    echo
-    for f in "${FAILS[@]}"; do echo "- $f"; done
-  fi
-  if [ ${#NOTES[@]} -gt 0 ]; then
-    echo
-    echo "Notes:"
-    echo
-    for n in "${NOTES[@]}"; do echo "- $n"; done
-  fi
-  for i in 1 2 3 4 5 6; do echo; cat "$SECTIONS/$i.md" 2> /dev/null; done
-  echo
-  echo "## Files"
-  echo
-  echo "Every command's output is in \`logs/\`; machine-readable results in \`gpu_report.jsonl\` (device, check, bound, kernel, attention_vs_sdpa, throughput records)."
-} > "$REPORT"
-printf '{"type":"verdict","passed":%d,"failed":%d,"incomplete":%d,"seconds":%d,"mode":"%s %s"}\n' "$PASSES" \
-  "${#FAILS[@]}" "$INCOMPLETE" $(( $(date +%s) - START )) "$action" "$mode" >> "$JSONL"
-say "done: $PASSES checks passed, ${#FAILS[@]} failed; $REPORT"
-for f in "${FAILS[@]}"; do say "  FAILED: $f"; done
+write_report
 [ ${#FAILS[@]} -eq 0 ]

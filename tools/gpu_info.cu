@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
     const double mem_gbps = 2.0 * mem_ghz * 1e9 * bus_bits / 8 * 1e-9;
     const int smem_optin = attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     const double gib = (double)p.totalGlobalMem / (1 << 30);
+    if (p.major < 8) {
+        fprintf(stderr, "error: device %d (%s) is sm_%d%d: the programs carry machine code for sm_80 and "
+                "sm_90 and PTX for compute_90, none of which runs on a GPU older than sm_80\n", device,
+                p.name, p.major, p.minor);
+        return 1;
+    }
     const GpuPeak* peak = gpu_peak_lookup(p.name, p.totalGlobalMem);
     // Which code the device runs for our kernels: the sm_80 / sm_90 machine code of the programs,
     // or (on a newer GPU) the compute_90 PTX compiled by the driver when it loads them.
@@ -97,9 +103,6 @@ int main(int argc, char** argv) {
                "--peak-gflops\n", p.name);
     printf("kernel image: sm_%d binary, PTX %d.%d (%s)\n", fa.binaryVersion, fa.ptxVersion / 10,
            fa.ptxVersion % 10, image);
-    if (p.major * 10 + p.minor < 80)
-        printf("warning: sm_%d%d is older than sm_80: the programs carry machine code for sm_80/sm_90 and "
-               "PTX for compute_90, none of which runs here\n", p.major, p.minor);
 
     if (jsonl) {
         FILE* f = fopen(jsonl, "a");
