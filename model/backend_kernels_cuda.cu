@@ -98,20 +98,8 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
 
 // --- fp32 -> floatX ------------------------------------------------------------------------------
 
-enum { CONVERT_THREADS = 256, CONVERT_MAX_BLOCKS = 4096 };
-
-__global__ void float_to_floatx_kernel(floatX* out, const float* in, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = from_float<floatX>(in[i]);
-}
-
 void cuda_backend_float_to_floatx(floatX* out, const float* in, size_t n) {
-    if (n == 0) return;
-    size_t blocks = (n + CONVERT_THREADS - 1) / CONVERT_THREADS;
-    if (blocks > CONVERT_MAX_BLOCKS) blocks = CONVERT_MAX_BLOCKS;
-    LAUNCH(float_to_floatx_kernel, (unsigned int)blocks, CONVERT_THREADS, 0, cuda_backend_stream(),
-           out, in, n);
+    float_to_floatx_cuda(out, in, n, cuda_backend_stream());
 }
 
 // --- Layers --------------------------------------------------------------------------------------

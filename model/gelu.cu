@@ -1,18 +1,11 @@
-// GELU (tanh approximation) forward and backward, and the residual add: element-wise kernels,
+// GELU (tanh approximation) forward and backward, the residual add and the fp32 -> floatX
+// conversion: element-wise kernels,
 // one thread per 16-byte vector (X128_ELEMS values) with a scalar path for the last partial
 // vector, or one thread per value when a pointer is not 16-byte aligned. Twins of gelu_forward,
 // gelu_backward and residual_forward in model/layers.c.
 #include "model/layers_cuda.cuh"
 
-#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
-#define GELU_CUBE 0.044715f
-
 static constexpr int ELEMWISE_THREADS = 256;
-
-__device__ __forceinline__ float gelu_value(float x) {
-    const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
 
 __device__ __forceinline__ float gelu_grad(float x) {
     const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
@@ -71,6 +64,14 @@ UNROLL
     }
 }
 
+// fp32 to floatX, rounded to nearest: a grid-stride loop over at most CONVERT_MAX_BLOCKS blocks.
+enum { CONVERT_MAX_BLOCKS = 4096 };
+__global__ void float_to_floatx_kernel(floatX* out, const float* in, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = from_float<floatX>(in[i]);
+}
+
 static unsigned elementwise_blocks(long n, int vec) {
     return (unsigned)ceil_div_long(ceil_div_long(n, vec), ELEMWISE_THREADS);
 }
@@ -105,4 +106,11 @@ void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n
         LAUNCH(residual_forward_kernel<1>, elementwise_blocks(n, 1), ELEMWISE_THREADS, 0, stream, out,
                a, b, n);
     }
+}
+
+void float_to_floatx_cuda(floatX* out, const float* in, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    size_t blocks = (n + ELEMWISE_THREADS - 1) / ELEMWISE_THREADS;
+    if (blocks > CONVERT_MAX_BLOCKS) blocks = CONVERT_MAX_BLOCKS;
+    LAUNCH(float_to_floatx_kernel, (unsigned)blocks, ELEMWISE_THREADS, 0, stream, out, in, n);
 }

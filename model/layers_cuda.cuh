@@ -74,6 +74,9 @@ void gelu_backward_cuda(floatX* dinp, const floatX* inp, const floatX* dout, lon
 // out = a + b, n elements (out may alias a or b).
 void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n,
                            cudaStream_t stream);
+// out = in rounded to floatX (nearest even), n elements: fp32 results (attention's output and
+// gradients, master weights) stored as activations or parameters.
+void float_to_floatx_cuda(floatX* out, const float* in, size_t n, cudaStream_t stream);
 
 // --- Helpers shared by the kernels above (device code of encoder.cu, layernorm.cu, gelu.cu) -------
 
@@ -103,4 +106,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 static inline bool aligned16(const void* p) { return ((size_t)p & 15) == 0; }
+
+// GELU, tanh approximation: the formula of the CPU twin (gelu_forward in model/layers.c). Also the
+// forward GEMM's fallback epilogue (model/matmul.cu).
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+#define GELU_CUBE 0.044715f
+__device__ __forceinline__ float gelu_value(float x) {
+    const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
 static inline long ceil_div_long(long a, long b) { return (a + b - 1) / b; }

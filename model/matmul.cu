@@ -14,6 +14,7 @@
 // with the DEFAULT epilogue, then our kernels (bias add, bias + GELU, column sums). The refusal is
 // remembered in the plan, so the step loop does not ask again.
 #include "model/matmul_cuda.cuh"
+#include "model/layers_cuda.cuh"   // PackX, gelu_value
 
 #include <stdint.h>
 #include <stdio.h>
@@ -241,18 +242,6 @@ static void run_default_gemm(MatmulContext* ctx, const Gemm* g, void* D, const c
 
 enum { EPILOGUE_THREADS = 256 };
 
-#define MATMUL_GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
-
-// GELU, tanh approximation: the formula of the CPU twin (gelu_forward, model/layers.c).
-__device__ __forceinline__ float matmul_gelu(float x) {
-    const float u = MATMUL_GELU_SCALE * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
-
-template <int VEC> struct alignas(sizeof(floatX) * VEC) EpiPack {
-    floatX v[VEC];
-};
-
 // The forward fallback's epilogue on the DEFAULT GEMM's output x (n = N * OC values, row length
 // OC), in place: x += bias[column] when bias is not NULL, stored in floatX; then, when gelu_out is
 // not NULL, gelu_out = gelu(x) computed from the stored x, i.e. from exactly the pre-activation
@@ -263,16 +252,16 @@ template <int VEC>
 __global__ void matmul_epilogue_kernel(floatX* x, floatX* gelu_out, const floatX* bias, long n, int OC) {
     const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
     if (i >= n) return;
-    EpiPack<VEC> v = *reinterpret_cast<const EpiPack<VEC>*>(x + i);
+    PackX<VEC> v = load_packx<VEC>(x + i);
     if (bias) {
-        const EpiPack<VEC> b = *reinterpret_cast<const EpiPack<VEC>*>(bias + i % OC);
+        const PackX<VEC> b = load_packx<VEC>(bias + i % OC);
         for (int k = 0; k < VEC; k++) v.v[k] = from_float<floatX>(to_float(v.v[k]) + to_float(b.v[k]));
-        *reinterpret_cast<EpiPack<VEC>*>(x + i) = v;
+        store_packx<VEC>(x + i, v);
     }
     if (gelu_out) {
-        EpiPack<VEC> o;
-        for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(matmul_gelu(to_float(v.v[k])));
-        *reinterpret_cast<EpiPack<VEC>*>(gelu_out + i) = o;
+        PackX<VEC> o;
+        for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(gelu_value(to_float(v.v[k])));
+        store_packx<VEC>(gelu_out + i, o);
     }
 }
 

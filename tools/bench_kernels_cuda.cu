@@ -321,13 +321,6 @@ __global__ void fill_tokens_kernel(int* p, size_t n, unsigned long long seed, in
         p[i] = (int)(mix64(seed, i) % (unsigned long long)V);
 }
 
-// The attention layer's rounding of its fp32 output to floatX (the output dout is dotted with).
-__global__ void float_to_floatx_kernel(floatX* out, const float* in, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = from_float<floatX>(in[i]);
-}
-
 // Keeps one warp busy for `iters` dependent FMAs (about 2.3 ns each on an H100: 2^21 = ~5 ms), so
 // that the timed calls queue up behind it and then run back to back, without the host's launch
 // latency between an event and its kernel. The result is stored only in a case that never happens.
@@ -606,7 +599,7 @@ static void prepare_attention_backward(const Bench* b, const Shape* s, const Cas
     void* const forward[3] = {p[0], p[5], p[2]};     // qkv -> o, lse
     void* const row_dot[3] = {p[6], p[1], p[3]};     // out, dout -> d
     run_attention_forward(b, s, c, forward);
-    LAUNCH(float_to_floatx_kernel, fill_blocks(NC(s)), 256, 0, b->stream, X(6), (const float*)F(5), NC(s));
+    float_to_floatx_cuda(X(6), (const float*)F(5), NC(s), b->stream);   // the layer's rounding of o
     run_attention_row_dot(b, s, c, row_dot);
 }
 static void run_attention_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {

@@ -567,6 +567,18 @@ static void print_config(Trainer* t) {
     fflush(stdout);
 }
 
+// Model FLOPs utilisation at `tokens_per_s` (global), against every rank's peak; 0 when the peak
+// is unknown. *text gets it in percent, or "n/a".
+static double mfu_of(const Trainer* t, double tokens_per_s, double flops_per_token, char* text,
+                     size_t len) {
+    const double mfu = t->peak_flops > 0
+                           ? tokens_per_s * flops_per_token / (t->peak_flops * t->mesh.world_size)
+                           : 0;
+    if (t->peak_flops > 0) snprintf(text, len, "%.1f%%", mfu * 100);
+    else snprintf(text, len, "n/a");
+    return mfu;
+}
+
 // Throughput over the steps this run timed, the first excluded (it pays for one-time work: cuBLASLt
 // plans, scratch that grows, caches); memory in use after the first step and at the end.
 typedef struct {
@@ -586,9 +598,8 @@ static void note_memory(RunTotals* r) {
 static void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
     if (t->rank != 0 || r->steps == 0) return;
     const double per = r->seconds / r->steps, tps = t->tokens_per_step / per;
-    const double mfu = t->peak_flops > 0 ? tps * flops_per_token / (t->peak_flops * t->mesh.world_size) : 0;
-    char mfu_text[64] = "n/a (peak unknown)";
-    if (t->peak_flops > 0) snprintf(mfu_text, sizeof mfu_text, "%.1f%%", mfu * 100);
+    char mfu_text[32];
+    const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
     const double gib = 1.0 / (1 << 30);
     char memory_text[96];
     if (r->memory_total)
@@ -700,11 +711,10 @@ int main(int argc, char** argv) {
             totals.sum.optimizer += ph.optimizer;
         }
         const double tps = t.tokens_per_step / dt;
-        const double mfu = t.peak_flops > 0 ? tps * flops_per_token / (t.peak_flops * world_size) : 0;
+        char mfu_text[32];
+        const double mfu = mfu_of(&t, tps, flops_per_token, mfu_text, sizeof mfu_text);
         if (t.rank == 0) {
             const double eta = elapsed / (t.step - start) * (t.opt.steps - t.step);
-            char mfu_text[32] = "n/a";
-            if (t.peak_flops > 0) snprintf(mfu_text, sizeof mfu_text, "%.1f%%", mfu * 100);
             if (!t.opt.quiet)
                 printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
                        "MFU %s | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,

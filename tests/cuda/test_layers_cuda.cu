@@ -357,6 +357,20 @@ static void test_elementwise(long n, int off) {
     residual_forward_cuda(d_out, d_x, d_y, n, stream);
     sync();
     expect("residual_forward", shape, "out", fetch(d_out, n), res, BOUND_ROUND1);
+
+    // fp32 -> floatX: exactly the host's rounding of every element (fp32 values, not floatX ones).
+    std::vector<float> f(n);
+    for (long i = 0; i < n; i++) f[i] = 3.0f * frand();
+    float* d_f = dalloc<float>(n);
+    CUDA_CHECK(cudaMemcpy(d_f, f.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    poison(bo, (n + off) * sizeof(floatX));
+    float_to_floatx_cuda(d_out, d_f, (size_t)n, stream);
+    sync();
+    const Vec got = fetch(d_out, n);
+    long wrong = 0;
+    for (long i = 0; i < n; i++) wrong += !(got[i] == round_x(f[i]));
+    check(wrong == 0, "%-26s %-22s every element rounded as on the host (%ld differ)", "float_to_floatx", shape, wrong);
+    CUDA_CHECK(cudaFree(d_f));
     for (void* p : {(void*)bx, (void*)by, (void*)bd, (void*)bo}) CUDA_CHECK(cudaFree(p));
 }
 
