@@ -3,14 +3,15 @@
 // tokens t = i + P*j (cyclic). Shapes below: S = B*Tl*C reals (one shard), L = B*NH*Tl (one LSE
 // shard), Tq = pkv*Tl queries of row r at positions r + pq*m, Tk = pq*Tl keys of column c at
 // positions c + pkv*n.
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "attention/dist_attention.h"
-#include "attention/token_blocks.h"
+#include "attention/dist_ops.h"
 #include "comm/fail.h"
 
+// Activations (Q, K, V, dO) travel in the storage type `real` (bf16 on the CUDA bf16 build);
+// partial outputs, LSE, D and the gradient partial sums in real_acc (fp32 on CUDA), because they
+// are merged and summed across ranks (attention/dist_ops.h).
 typedef struct {
     AttentionLayer base;
     Comm* comm;
@@ -19,20 +20,24 @@ typedef struct {
     int perm_src;      // SP rank whose K/V shard this rank holds after it
     int max_B, max_Tl, max_NH, max_HS;
     int keep_layers;   // layers whose gathered K/V are kept for backward (0: none)
-    // scratch, sized at the bounds
-    real* send;        // packed blocks a collective sends
-    real* recv;        // blocks a collective receives
-    real* kv_own;      // (B, Tl, 2C) this rank's K|V rows (permutation send / inverse receive)
+    CommType rt, at;   // comm types of real and real_acc
+    // scratch, sized at the bounds, in the backend's memory
+    void* send;        // packed blocks a collective sends (real or real_acc)
+    void* recv;        // blocks a collective receives
+    real* kv_own;      // (B, Tl, 2C) this rank's K|V rows (permutation send)
     real* kv_perm;     // (B, Tl, 2C) the permuted K|V shard this rank holds
     real* kv_full;     // (B, Tk, 2C) K|V of column c (when not kept)
     real* kept;        // keep_layers x (B, Tk, 2C)
     real* q_full;      // (B, Tq, C) queries of row r
-    real* o_full;      // (B, Tq, C) forward: partial output; backward: dout of row r
-    real* lse_full;    // (B, NH, Tq) forward: partial LSE; backward: final LSE of row r
-    real* d_full;      // (B, NH, Tq) rowsum(dout * out) of row r
-    real* d_own;       // (B, NH, Tl) the same for the local queries
-    real* dq_part;     // (B, Tq, C) partial dQ of row r
-    real* dkv_part;    // (B, Tk, 2C) partial dK|dV of column c
+    real* do_full;     // (B, Tq, C) dout of row r
+    real_acc* o_full;     // (B, Tq, C) partial output of row r
+    real_acc* o_own;      // (B, Tl, C) merged output of the local queries
+    real_acc* lse_full;   // (B, NH, Tq) forward: partial LSE; backward: final LSE of row r
+    real_acc* d_full;     // (B, NH, Tq) rowsum(dout * out) of row r
+    real_acc* d_own;      // (B, NH, Tl) the same for the local queries
+    real_acc* dq_part;    // (B, Tq, C) partial dQ of row r
+    real_acc* dkv_part;   // (B, Tk, 2C) partial dK|dV of column c
+    real_acc* dkv_own;    // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
 } Attention2D;
 
 static void check_call(const Attention2D* a, int B, int Tl, int NH, int HS) {
@@ -44,44 +49,46 @@ static void check_call(const Attention2D* a, int B, int Tl, int NH, int HS) {
 }
 
 static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS) {
-    AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = a->pkv * Tl, .Tk = a->pq * Tl,
-                          .qpos = {a->r, a->pq}, .kpos = {a->c, a->pkv}};
-    return p;
+    return attention_problem(B, NH, HS, a->pkv * Tl, a->pq * Tl, token_positions(a->r, a->pq),
+                             token_positions(a->c, a->pkv));
 }
 
-// All-gather of `count` reals per rank along g into a->recv; a group of one gathers nothing and
-// returns send itself.
-static real* gather(Attention2D* a, MeshGroup g, real* send, size_t count) {
+// All-gather of `count` elements of type t per rank along g into a->recv; a group of one gathers
+// nothing and returns send itself.
+static void* gather(Attention2D* a, MeshGroup g, void* send, size_t count, CommType t) {
     if (comm_size(a->comm, g) == 1) return send;
-    comm_all_gather(a->comm, g, send, a->recv, count, COMM_REAL);
+    comm_all_gather(a->comm, g, send, a->recv, count, t);
     return a->recv;
 }
 
-// Reduce-scatter (sum) along g of blocks of `count` reals; returns this rank's summed block.
-static real* reduce_scatter(Attention2D* a, MeshGroup g, real* send, size_t count) {
+// Reduce-scatter (sum) along g of blocks of `count` accumulators; returns this rank's summed block.
+static real_acc* reduce_scatter(Attention2D* a, MeshGroup g, real_acc* send, size_t count) {
     if (comm_size(a->comm, g) == 1) return send;
-    comm_reduce_scatter_sum(a->comm, g, send, a->recv, count, COMM_REAL);
-    return a->recv;
+    comm_reduce_scatter_sum(a->comm, g, send, a->recv, count, a->at);
+    return (real_acc*)a->recv;
 }
 
-// Sends n reals from `from` to SP rank peer_send and receives n from peer_recv into `to`; on a
-// rank the permutation fixes (peer_send == i) it is a local copy.
-static void permute(Attention2D* a, real* from, real* to, int peer_send, int peer_recv, size_t n) {
+// Sends (rows, w) elements of type t from `from` to SP rank peer_send and receives as many from
+// peer_recv into `to`; on a rank the permutation fixes (peer_send == i) it is a local copy.
+static void permute(Attention2D* a, void* from, void* to, int peer_send, int peer_recv, long rows,
+                    int w, CommType t) {
     if (peer_send == a->i) {
-        memcpy(to, from, sizeof(real) * n);
+        dist_copy_rows(to, w, from, w, rows, w, comm_type_size(t));
         return;
     }
+    const size_t n = (size_t)rows * w;
     CommTransfer send = {peer_send, from, n}, recv = {peer_recv, to, n};
-    comm_wait(a->comm, comm_start(a->comm, MESH_SP, COMM_REAL, &send, 1, &recv, 1));
+    comm_wait(a->comm, comm_start(a->comm, MESH_SP, t, &send, 1, &recv, 1));
 }
 
 // K/V of column c, (B, Tk, 2C): pack own K|V, permute, all-gather along the column, interleave.
 static void gather_kv(Attention2D* a, int B, int Tl, int C, const real* qkv, real* kv_full) {
     const size_t S2 = (size_t)B * Tl * 2 * C;
-    copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, (long)B * Tl, 2 * C);
-    permute(a, a->kv_own, a->kv_perm, a->perm_dst, a->perm_src, S2);
-    const real* blocks = gather(a, MESH_COL, a->kv_perm, S2);
-    blocks_to_rows(kv_full, 2 * C, blocks, S2, a->pq, B, Tl, 2 * C);
+    const long rows = (long)B * Tl;
+    dist_copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
+    permute(a, a->kv_own, a->kv_perm, a->perm_dst, a->perm_src, rows, 2 * C, a->rt);
+    const void* blocks = gather(a, MESH_COL, a->kv_perm, S2, a->rt);
+    dist_blocks_to_rows(kv_full, 2 * C, blocks, S2, a->pq, B, Tl, 2 * C, sizeof(real));
 }
 
 // Where the column K/V of a layer live: the shared buffer, or the layer's kept copy.
@@ -93,46 +100,52 @@ static real* kv_for_layer(Attention2D* a, int layer) {
 }
 
 static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                                const real* qkv, real* out, real* lse) {
+                                const real* qkv, real* out, real_stat* lse) {
     Attention2D* a = (Attention2D*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
     const int C = NH * HS;
     const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
+    const long rows = (long)B * Tl;
+    const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
 
     // Queries of row r: (B, Tq, C).
-    copy_rows(a->send, C, qkv, 3 * C, (long)B * Tl, C);
-    blocks_to_rows(a->q_full, C, gather(a, MESH_ROW, a->send, S), S, a->pkv, B, Tl, C);
+    dist_copy_rows(a->send, C, qkv, 3 * C, rows, C, sr);
+    dist_blocks_to_rows(a->q_full, C, gather(a, MESH_ROW, a->send, S, a->rt), S, a->pkv, B, Tl,
+                        C, sr);
     // Keys and values of column c: (B, Tk, 2C).
     real* kv = kv_for_layer(a, layer);
     gather_kv(a, B, Tl, C, qkv, kv);
 
-    attention_partial_forward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->o_full, C,
-                              a->lse_full);
+    dist_attention_forward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->o_full, C, a->lse_full);
 
     // LSE-merge reduce-scatter along the row: all-to-all of (O | LSE) blocks, block g holding
     // the partials of row member g's queries, then a local pkv-way merge.
     const size_t block = S + L;
-    rows_to_blocks(a->send, block, a->o_full, C, a->pkv, B, Tl, C);
-    rows_to_blocks(a->send + S, block, a->lse_full, 1, a->pkv, B * NH, Tl, 1);
-    const real* parts = a->send;
+    real_acc* send = (real_acc*)a->send;
+    dist_rows_to_blocks(send, block, a->o_full, C, a->pkv, B, Tl, C, sa);
+    dist_rows_to_blocks(send + S, block, a->lse_full, 1, a->pkv, B * NH, Tl, 1, sa);
+    const real_acc* parts = send;
     if (a->pkv > 1) {
-        comm_all_to_all(comm, MESH_ROW, a->send, a->recv, block, COMM_REAL);
-        parts = a->recv;
+        comm_all_to_all(comm, MESH_ROW, send, a->recv, block, a->at);
+        parts = (const real_acc*)a->recv;
     }
-    copy_rows(out, C, parts + a->c * block, C, (long)B * Tl, C);
-    memcpy(lse, parts + a->c * block + S, sizeof(real) * L);
+    const real_acc* mine = parts + a->c * block;
+    dist_copy_rows(a->o_own, C, mine, C, rows, C, sa);
+    dist_copy_rows(lse, L, mine + S, L, 1, (int)L, sa);
     for (int g = 0; g < a->pkv; g++) {
         if (g == a->c) continue;
-        attention_merge(B, NH, HS, Tl, out, C, lse, parts + g * block, C, parts + g * block + S);
+        dist_attention_merge(B, NH, HS, Tl, a->o_own, C, lse, parts + g * block, C,
+                             parts + g * block + S);
     }
+    dist_acc_to_real(out, C, a->o_own, C, rows, C);
     comm_leave_scope(comm, saved);
 }
 
 static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                                 const real* qkv, const real* out, const real* lse,
+                                 const real* qkv, const real* out, const real_stat* lse,
                                  const real* dout, real* dqkv) {
     Attention2D* a = (Attention2D*)self;
     check_call(a, B, Tl, NH, HS);
@@ -140,50 +153,55 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
     const int C = NH * HS;
     const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
+    const long rows = (long)B * Tl;
+    const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
-    const AttentionProblem own = {.B = B, .NH = NH, .HS = HS, .Tq = Tl, .Tk = Tl,
-                                  .qpos = {a->i, a->pq * a->pkv}, .kpos = {a->i, a->pq * a->pkv}};
+    const TokenPositions mine = token_positions(a->i, a->pq * a->pkv);
+    const AttentionProblem own = attention_problem(B, NH, HS, Tl, Tl, mine, mine);
 
-    // Row all-gather of (Q | dO | LSE | D): block layout S + S + L + L.
-    attention_row_dot(&own, out, C, dout, C, a->d_own);
-    const size_t block = 2 * S + 2 * L;
-    copy_rows(a->send, C, qkv, 3 * C, (long)B * Tl, C);
-    memcpy(a->send + S, dout, sizeof(real) * S);
-    memcpy(a->send + 2 * S, lse, sizeof(real) * L);
-    memcpy(a->send + 2 * S + L, a->d_own, sizeof(real) * L);
-    const real* rows = gather(a, MESH_ROW, a->send, block);
-    blocks_to_rows(a->q_full, C, rows, block, a->pkv, B, Tl, C);
-    blocks_to_rows(a->o_full, C, rows + S, block, a->pkv, B, Tl, C);
-    blocks_to_rows(a->lse_full, 1, rows + 2 * S, block, a->pkv, B * NH, Tl, 1);
-    blocks_to_rows(a->d_full, 1, rows + 2 * S + L, block, a->pkv, B * NH, Tl, 1);
+    // Row all-gathers of (Q | dO) in the storage type and (LSE | D) in the accumulator type.
+    dist_attention_row_dot(&own, out, C, dout, C, a->d_own);
+    real* qdo = (real*)a->send;
+    dist_copy_rows(qdo, C, qkv, 3 * C, rows, C, sr);
+    dist_copy_rows(qdo + S, C, dout, C, rows, C, sr);
+    const real* qdo_rows = (const real*)gather(a, MESH_ROW, qdo, 2 * S, a->rt);
+    dist_blocks_to_rows(a->q_full, C, qdo_rows, 2 * S, a->pkv, B, Tl, C, sr);
+    dist_blocks_to_rows(a->do_full, C, qdo_rows + S, 2 * S, a->pkv, B, Tl, C, sr);
+    real_acc* stats = (real_acc*)a->send;
+    dist_copy_rows(stats, L, lse, L, 1, (int)L, sa);
+    dist_copy_rows(stats + L, L, a->d_own, L, 1, (int)L, sa);
+    const real_acc* stats_rows = (const real_acc*)gather(a, MESH_ROW, stats, 2 * L, a->at);
+    dist_blocks_to_rows(a->lse_full, 1, stats_rows, 2 * L, a->pkv, B * NH, Tl, 1, sa);
+    dist_blocks_to_rows(a->d_full, 1, stats_rows + L, 2 * L, a->pkv, B * NH, Tl, 1, sa);
 
     real* kv = kv_for_layer(a, layer);
     if (a->keep_layers == 0) gather_kv(a, B, Tl, C, qkv, kv);
 
     const size_t Sq = (size_t)a->pkv * S, Sk = (size_t)a->pq * S;
-    memset(a->dq_part, 0, sizeof(real) * Sq);
-    memset(a->dkv_part, 0, sizeof(real) * 2 * Sk);
-    attention_partial_backward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->o_full, C,
-                               a->lse_full, a->d_full, a->dq_part, C, a->dkv_part, 2 * C,
-                               a->dkv_part + C, 2 * C);
+    dist_zero_acc(a->dq_part, Sq);
+    dist_zero_acc(a->dkv_part, 2 * Sk);
+    dist_attention_backward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->do_full, C,
+                            a->lse_full, a->d_full, a->dq_part, C, a->dkv_part, 2 * C,
+                            a->dkv_part + C, 2 * C);
 
     // dQ: reduce-scatter along the row -> the local queries.
-    rows_to_blocks(a->send, S, a->dq_part, C, a->pkv, B, Tl, C);
-    copy_rows(dqkv, 3 * C, reduce_scatter(a, MESH_ROW, a->send, S), C, (long)B * Tl, C);
+    dist_rows_to_blocks(a->send, S, a->dq_part, C, a->pkv, B, Tl, C, sa);
+    dist_acc_to_real(dqkv, 3 * C, reduce_scatter(a, MESH_ROW, (real_acc*)a->send, S), C, rows, C);
     // dK|dV: reduce-scatter along the column -> the permuted shard, then back to its owner.
-    rows_to_blocks(a->send, 2 * S, a->dkv_part, 2 * C, a->pq, B, Tl, 2 * C);
-    real* dkv_perm = reduce_scatter(a, MESH_COL, a->send, 2 * S);
-    permute(a, dkv_perm, a->kv_own, a->perm_src, a->perm_dst, 2 * S);
-    copy_rows(dqkv + C, 3 * C, a->kv_own, 2 * C, (long)B * Tl, 2 * C);
+    dist_rows_to_blocks(a->send, 2 * S, a->dkv_part, 2 * C, a->pq, B, Tl, 2 * C, sa);
+    real_acc* dkv_perm = reduce_scatter(a, MESH_COL, (real_acc*)a->send, 2 * S);
+    permute(a, dkv_perm, a->dkv_own, a->perm_src, a->perm_dst, rows, 2 * C, a->at);
+    dist_acc_to_real(dqkv + C, 3 * C, a->dkv_own, 2 * C, rows, 2 * C);
     comm_leave_scope(comm, saved);
 }
 
 static void attention2d_destroy(AttentionLayer* self) {
     Attention2D* a = (Attention2D*)self;
-    real* buffers[] = {a->send,  a->recv,   a->kv_own, a->kv_perm, a->kv_full,  a->kept,
-                       a->q_full, a->o_full, a->lse_full, a->d_full, a->d_own, a->dq_part,
-                       a->dkv_part};
-    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++) free(buffers[k]);
+    void* buffers[] = {a->send,    a->recv,    a->kv_own,  a->kv_perm,  a->kv_full,
+                       a->kept,    a->q_full,  a->do_full, a->o_full,   a->o_own,
+                       a->lse_full, a->d_full, a->d_own,   a->dq_part,  a->dkv_part,
+                       a->dkv_own};
+    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++) dist_free(buffers[k]);
     free(a);
 }
 
@@ -193,7 +211,7 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && keep_kv_layers >= 0, "caller bug",
           "attention2d_create: B=%d Tl=%d NH=%d HS=%d keep_kv_layers=%d", B, Tl, NH, HS,
           keep_kv_layers);
-    Attention2D* a = xcalloc(1, sizeof *a, "attention2d layer");
+    Attention2D* a = (Attention2D*)xcalloc(1, sizeof *a, "attention2d layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->pq = m->pq;
@@ -211,31 +229,41 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     a->max_HS = HS;
     a->keep_layers = keep_kv_layers;
 
+    a->rt = dist_real_comm_type();
+    a->at = dist_acc_comm_type();
+
     const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
-    const size_t pq = a->pq, pkv = a->pkv;
-    const size_t send = max_size(max_size(pkv * (S + L), 2 * S + 2 * L), 2 * pq * S);
-    const size_t recv = max_size(2 * pq * S, pkv * (2 * S + 2 * L));
-    a->send = xmalloc(sizeof(real) * send, "attention2d send blocks");
-    a->recv = xmalloc(sizeof(real) * recv, "attention2d receive blocks");
-    a->kv_own = xmalloc(sizeof(real) * 2 * S, "attention2d own K/V");
-    a->kv_perm = xmalloc(sizeof(real) * 2 * S, "attention2d permuted K/V");
+    const size_t pq = a->pq, pkv = a->pkv, sr = sizeof(real), sa = sizeof(real_acc);
+    // Bytes of the largest block set each direction moves (attention2d_forward/_backward).
+    const size_t send = max_size(max_size(S * sr, pkv * (S + L) * sa),
+                                 max_size(max_size(2 * S * sr, 2 * L * sa), 2 * pq * S * sa));
+    const size_t recv = max_size(max_size(max_size(pkv * S * sr, 2 * pq * S * sr),
+                                          max_size(pkv * (S + L) * sa, 2 * pkv * S * sr)),
+                                 max_size(2 * pkv * L * sa, 2 * S * sa));
+    a->send = dist_alloc(send, "attention2d send blocks");
+    a->recv = dist_alloc(recv, "attention2d receive blocks");
+    a->kv_own = (real*)dist_alloc(sr * 2 * S, "attention2d own K/V");
+    a->kv_perm = (real*)dist_alloc(sr * 2 * S, "attention2d permuted K/V");
     if (keep_kv_layers == 0) {
-        a->kv_full = xmalloc(sizeof(real) * 2 * pq * S, "attention2d column K/V");
+        a->kv_full = (real*)dist_alloc(sr * 2 * pq * S, "attention2d column K/V");
     } else {
-        a->kept = xmalloc(sizeof(real) * keep_kv_layers * 2 * pq * S, "attention2d kept K/V");
+        a->kept = (real*)dist_alloc(sr * keep_kv_layers * 2 * pq * S, "attention2d kept K/V");
     }
-    a->q_full = xmalloc(sizeof(real) * pkv * S, "attention2d row Q");
-    a->o_full = xmalloc(sizeof(real) * pkv * S, "attention2d row O / dO");
-    a->lse_full = xmalloc(sizeof(real) * pkv * L, "attention2d row LSE");
-    a->d_full = xmalloc(sizeof(real) * pkv * L, "attention2d row D");
-    a->d_own = xmalloc(sizeof(real) * L, "attention2d local D");
-    a->dq_part = xmalloc(sizeof(real) * pkv * S, "attention2d partial dQ");
-    a->dkv_part = xmalloc(sizeof(real) * 2 * pq * S, "attention2d partial dK/dV");
+    a->q_full = (real*)dist_alloc(sr * pkv * S, "attention2d row Q");
+    a->do_full = (real*)dist_alloc(sr * pkv * S, "attention2d row dO");
+    a->o_full = (real_acc*)dist_alloc(sa * pkv * S, "attention2d row partial O");
+    a->o_own = (real_acc*)dist_alloc(sa * S, "attention2d merged O");
+    a->lse_full = (real_acc*)dist_alloc(sa * pkv * L, "attention2d row LSE");
+    a->d_full = (real_acc*)dist_alloc(sa * pkv * L, "attention2d row D");
+    a->d_own = (real_acc*)dist_alloc(sa * L, "attention2d local D");
+    a->dq_part = (real_acc*)dist_alloc(sa * pkv * S, "attention2d partial dQ");
+    a->dkv_part = (real_acc*)dist_alloc(sa * 2 * pq * S, "attention2d partial dK/dV");
+    a->dkv_own = (real_acc*)dist_alloc(sa * 2 * S, "attention2d own dK/dV");
 
     a->base.forward = attention2d_forward;
     a->base.backward = attention2d_backward;
     a->base.destroy = attention2d_destroy;
-    a->base.positions = (TokenPositions){a->i, m->P};
+    a->base.positions = token_positions(a->i, m->P);
     a->base.name = "attention2d";
     return &a->base;
 }

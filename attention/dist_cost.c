@@ -21,41 +21,44 @@ static void permutation(CommVolume* v, int moves, long long bytes) {
 }
 
 CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                              int keep_kv, size_t esize) {
+                              int keep_kv, size_t act_size, size_t acc_size) {
     CommVolume v = {0};
-    const long long S = (long long)B * Tl * NH * HS * esize, L = (long long)B * NH * Tl * esize;
+    const long long S = (long long)B * Tl * NH * HS, L = (long long)B * NH * Tl;
+    const long long Sa = S * act_size, Sc = S * acc_size, Lc = L * acc_size;
     // The permutation fixes rank i iff its row-major position is itself: i = c' + pkv*r' with
     // (r', c') = (i mod pq, i div pq), i.e. the diagonal of a square mesh.
     const int i = m->sp_index, moves = i != i / m->pq + m->pkv * (i % m->pq);
     if (phase == COMM_FORWARD) {
-        permutation(&v, moves, 2 * S);                      // K, V to the transposed rank
-        collective(&v, COMM_ALL_GATHER, m->pkv, S);         // Q along the row
-        collective(&v, COMM_ALL_GATHER, m->pq, 2 * S);      // K|V along the column
-        collective(&v, COMM_ALL_TO_ALL, m->pkv, S + L);     // partial O | LSE along the row
+        permutation(&v, moves, 2 * Sa);                     // K, V to the transposed rank
+        collective(&v, COMM_ALL_GATHER, m->pkv, Sa);        // Q along the row
+        collective(&v, COMM_ALL_GATHER, m->pq, 2 * Sa);     // K|V along the column
+        collective(&v, COMM_ALL_TO_ALL, m->pkv, Sc + Lc);   // partial O | LSE along the row
     } else if (phase == COMM_BACKWARD) {
-        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * S + 2 * L);   // Q | dO | LSE | D along the row
+        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * Sa);    // Q | dO along the row
+        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * Lc);    // LSE | D along the row
         if (!keep_kv) {
-            permutation(&v, moves, 2 * S);
-            collective(&v, COMM_ALL_GATHER, m->pq, 2 * S);
+            permutation(&v, moves, 2 * Sa);
+            collective(&v, COMM_ALL_GATHER, m->pq, 2 * Sa);
         }
-        collective(&v, COMM_REDUCE_SCATTER, m->pkv, S);      // dQ along the row
-        collective(&v, COMM_REDUCE_SCATTER, m->pq, 2 * S);   // dK|dV along the column
-        permutation(&v, moves, 2 * S);                       // dK, dV back to their owner
+        collective(&v, COMM_REDUCE_SCATTER, m->pkv, Sc);      // dQ along the row
+        collective(&v, COMM_REDUCE_SCATTER, m->pq, 2 * Sc);   // dK|dV along the column
+        permutation(&v, moves, 2 * Sc);                       // dK, dV back to their owner
     }
     return v;
 }
 
 CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                       size_t esize) {
+                       size_t act_size, size_t acc_size) {
     CommVolume v = {0};
-    const long long P = m->P, S = (long long)B * Tl * NH * HS * esize;
+    const long long P = m->P, S = (long long)B * Tl * NH * HS;
     if (P == 1) return v;
     if (phase == COMM_FORWARD) {
-        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S, P - 1, P - 1);   // K|V: P-1 hops
+        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S * act_size, P - 1, P - 1);   // K|V: P-1 hops
     } else if (phase == COMM_BACKWARD) {
-        // K|V: P-1 hops; dK|dV: P hops (the last brings each accumulator home). Batches: one
-        // per step plus the last hop.
-        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S + P * 2 * S, (P - 1) + P, P + 1);
+        // K|V: P-1 hops in P-1 batches; dK|dV: P hops (the last brings each accumulator home),
+        // in their own batches (another element type).
+        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S * act_size, P - 1, P - 1);
+        add(&v, COMM_SEND_RECV, P * 2 * S * acc_size, P, P);
     }
     return v;
 }

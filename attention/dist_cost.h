@@ -13,12 +13,15 @@ typedef struct {
     CommCount kind[COMM_NKINDS];
 } CommVolume;
 
-// esize: bytes per element (sizeof(real)). keep_kv: the layer keeps gathered K/V for backward.
+// Element sizes in bytes: act_size of the activations (Q, K, V, dO: the storage type, 2 for the
+// CUDA bf16 build), acc_size of what is merged or summed (partial O, LSE, D, dQ/dK/dV partial
+// sums: 4 on CUDA); both sizeof(real) on the CPU. keep_kv: the layer keeps gathered K/V for
+// backward.
 CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                              int keep_kv, size_t esize);
+                              int keep_kv, size_t act_size, size_t acc_size);
 // Ring and Striped (the same schedule; the layout does not change the volume).
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                       size_t esize);
+                       size_t act_size, size_t acc_size);
 
 // Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
 long long attention_visible_pairs(const AttentionProblem* p);

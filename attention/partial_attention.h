@@ -24,6 +24,20 @@ typedef struct {
     TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
 } AttentionProblem;
 
+// Constructors that C and the C++ builds of the same sources (CUDA) both accept.
+static inline TokenPositions token_positions(long off, long stride) {
+    TokenPositions t;
+    t.off = off;
+    t.stride = stride;
+    return t;
+}
+static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, int Tk,
+                                                 TokenPositions qpos, TokenPositions kpos) {
+    AttentionProblem p;
+    p.B = B, p.NH = NH, p.HS = HS, p.Tq = Tq, p.Tk = Tk, p.qpos = qpos, p.kpos = kpos;
+    return p;
+}
+
 // o:   (B, Tq, NH*HS) rows of stride ldo: softmax over the visible local keys, applied to V.
 // lse: (B, NH, Tq) log-sum-exp of the scaled scores of the visible keys; -INFINITY (and o = 0)
 //      for a query that sees no local key, which merges as an empty partial.

@@ -1,11 +1,14 @@
 // Ring and Striped attention: one ring schedule, two token layouts. Rank i keeps its queries; at
 // step s it holds the K|V block of origin rank (i - s) mod P and, while computing with it, sends
-// it to rank i+1 and receives the next from rank i-1. S = B*Tl*C reals per shard.
+// it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
+//
+// K|V blocks travel in the storage type `real` (bf16 on the CUDA bf16 build); the output, its LSE
+// and the dQ, dK|dV accumulators are real_acc (fp32 on CUDA), and so is the travelling dK|dV
+// accumulator, which sums P partials (attention/dist_ops.h).
 #include <stdlib.h>
-#include <string.h>
 
 #include "attention/dist_attention.h"
-#include "attention/token_blocks.h"
+#include "attention/dist_ops.h"
 #include "comm/fail.h"
 
 typedef struct {
@@ -14,16 +17,19 @@ typedef struct {
     RingLayout layout;
     int P, i, next, prev;
     int max_B, max_Tl, max_NH, max_HS;
-    real* kv[2];       // (B, Tl, 2C) K|V block in hand and the one arriving
-    real* dkv[3];      // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one, this step's part
-    real* o_step;      // (B, Tl, C) one step's partial output
-    real* lse_step;    // (B, NH, Tl)
-    real* d_own;       // (B, NH, Tl) rowsum(dout * out)
+    CommType rt, at;      // comm types of real and real_acc
+    real* kv[2];          // (B, Tl, 2C) K|V block in hand and the one arriving
+    real_acc* dkv[3];     // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one, this step's part
+    real_acc* o;          // (B, Tl, C) merged output of the local queries
+    real_acc* o_step;     // (B, Tl, C) one step's partial output
+    real_acc* lse_step;   // (B, NH, Tl)
+    real_acc* d_own;      // (B, NH, Tl) rowsum(dout * out)
+    real_acc* dq;         // (B, Tl, C) dQ accumulator
 } RingAttention;
 
 static TokenPositions rank_positions(RingLayout layout, int P, int rank, int Tl) {
-    if (layout == RING_CONTIGUOUS) return (TokenPositions){(long)rank * Tl, 1};
-    return (TokenPositions){rank, P};
+    if (layout == RING_CONTIGUOUS) return token_positions((long)rank * Tl, 1);
+    return token_positions(rank, P);
 }
 
 static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
@@ -41,10 +47,8 @@ static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
 // The local queries against the K|V block of rank `origin`.
 static AttentionProblem step_problem(const RingAttention* a, int origin, int B, int Tl, int NH,
                                      int HS) {
-    AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = Tl, .Tk = Tl,
-                          .qpos = rank_positions(a->layout, a->P, a->i, Tl),
-                          .kpos = rank_positions(a->layout, a->P, origin, Tl)};
-    return p;
+    return attention_problem(B, NH, HS, Tl, Tl, rank_positions(a->layout, a->P, a->i, Tl),
+                             rank_positions(a->layout, a->P, origin, Tl));
 }
 
 // Whether any key of the block is visible to any query: the first key against the last query.
@@ -52,45 +56,58 @@ static int block_visible(const AttentionProblem* p) {
     return p->kpos.off <= p->qpos.off + p->qpos.stride * (p->Tq - 1);
 }
 
-static void swap(real** x, real** y) {
+static void swap_real(real** x, real** y) {
     real* t = *x;
     *x = *y;
     *y = t;
 }
 
+static void swap_acc(real_acc** x, real_acc** y) {
+    real_acc* t = *x;
+    *x = *y;
+    *y = t;
+}
+
+// Sends `count` elements of `send` to the next rank and receives as many from the previous one.
+static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv, size_t count) {
+    CommTransfer out, in;
+    out.peer = a->next, out.buf = send, out.count = count;
+    in.peer = a->prev, in.buf = recv, in.count = count;
+    return comm_start(a->comm, MESH_SP, t, &out, 1, &in, 1);
+}
+
 static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                         const real* qkv, real* out, real* lse) {
+                         const real* qkv, real* out, real_stat* lse) {
     RingAttention* a = (RingAttention*)self;
     check_call(a, B, Tl, NH, HS);
     Comm* comm = a->comm;
     const int C = NH * HS;
     const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
     const size_t S2 = (size_t)B * Tl * 2 * C;
+    const long rows = (long)B * Tl;
 
-    copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, (long)B * Tl, 2 * C);
+    dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
     for (int s = 0; s < a->P; s++) {
-        CommRequest* req = NULL;
-        if (s < a->P - 1) {   // pass the block on while computing with it
-            CommTransfer send = {a->next, a->kv[0], S2}, recv = {a->prev, a->kv[1], S2};
-            req = comm_start(comm, MESH_SP, COMM_REAL, &send, 1, &recv, 1);
-        }
+        // Pass the block on while computing with it.
+        CommRequest* req = s < a->P - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
         const AttentionProblem p = step_problem(a, (a->i - s + a->P) % a->P, B, Tl, NH, HS);
         const real* k = a->kv[0];
         if (s == 0) {   // the diagonal block: every query sees its own position
-            attention_partial_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, out, C, lse);
+            dist_attention_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, a->o, C, lse);
         } else if (block_visible(&p)) {
-            attention_partial_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, a->o_step, C,
-                                      a->lse_step);
-            attention_merge(B, NH, HS, Tl, out, C, lse, a->o_step, C, a->lse_step);
+            dist_attention_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, a->o_step, C,
+                                   a->lse_step);
+            dist_attention_merge(B, NH, HS, Tl, a->o, C, lse, a->o_step, C, a->lse_step);
         }
-        if (req) comm_wait(comm, req);
-        swap(&a->kv[0], &a->kv[1]);
+        comm_wait(comm, req);
+        swap_real(&a->kv[0], &a->kv[1]);
     }
+    dist_acc_to_real(out, C, a->o, C, rows, C);
     comm_leave_scope(comm, saved);
 }
 
 static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
-                          const real* qkv, const real* out, const real* lse, const real* dout,
+                          const real* qkv, const real* out, const real_stat* lse, const real* dout,
                           real* dqkv) {
     RingAttention* a = (RingAttention*)self;
     check_call(a, B, Tl, NH, HS);
@@ -101,58 +118,52 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
     const long rows = (long)B * Tl;
 
     const AttentionProblem own = step_problem(a, a->i, B, Tl, NH, HS);
-    attention_row_dot(&own, out, C, dout, C, a->d_own);
-    for (long t = 0; t < rows; t++) memset(dqkv + t * 3 * C, 0, sizeof(real) * C);   // dQ += below
-    copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C);
+    dist_attention_row_dot(&own, out, C, dout, C, a->d_own);
+    dist_zero_acc(a->dq, (size_t)rows * C);
+    dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
     // dkv[0]: accumulator of the block in hand's origin, complete for ranks origin..i-1 once
     // dkv[1] has arrived; dkv[2]: this rank's part. The parts computed here are added after
-    // the wait, so compute never waits for the arriving accumulator.
+    // the wait, so compute never waits for the arriving accumulator. K|V and the accumulators
+    // have different types, so they travel in two batches.
     for (int s = 0; s < a->P; s++) {
-        CommTransfer sends[2], recvs[2];
-        int n = 0;
-        if (s < a->P - 1) {
-            sends[n] = (CommTransfer){a->next, a->kv[0], S2};
-            recvs[n++] = (CommTransfer){a->prev, a->kv[1], S2};
-        }
-        if (s > 0) {   // the accumulator finished last step moves on with its K|V block
-            sends[n] = (CommTransfer){a->next, a->dkv[0], S2};
-            recvs[n++] = (CommTransfer){a->prev, a->dkv[1], S2};
-        }
-        CommRequest* req = n ? comm_start(comm, MESH_SP, COMM_REAL, sends, n, recvs, n) : NULL;
+        CommRequest* kv_req = s < a->P - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
+        // the accumulator finished last step moves on with its K|V block
+        CommRequest* dkv_req = s > 0 ? pass_on(a, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
 
         const AttentionProblem p = step_problem(a, (a->i - s + a->P) % a->P, B, Tl, NH, HS);
         const real* k = a->kv[0];
-        real* part = a->dkv[2];
-        memset(part, 0, sizeof(real) * S2);
+        real_acc* part = a->dkv[2];
+        dist_zero_acc(part, S2);
         if (block_visible(&p)) {
-            attention_partial_backward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, dout, C, lse,
-                                       a->d_own, dqkv, 3 * C, part, 2 * C, part + C, 2 * C);
+            dist_attention_backward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, dout, C, lse,
+                                    a->d_own, a->dq, C, part, 2 * C, part + C, 2 * C);
         }
-        if (req) comm_wait(comm, req);
+        comm_wait(comm, kv_req);
+        comm_wait(comm, dkv_req);
         if (s > 0) {
-            for (size_t e = 0; e < S2; e++) a->dkv[1][e] += part[e];
-            swap(&a->dkv[0], &a->dkv[1]);   // the new accumulator; the sent one is free
+            dist_add_acc(a->dkv[1], part, S2);
+            swap_acc(&a->dkv[0], &a->dkv[1]);   // the new accumulator; the sent one is free
         } else {
-            swap(&a->dkv[0], &a->dkv[2]);
+            swap_acc(&a->dkv[0], &a->dkv[2]);
         }
-        swap(&a->kv[0], &a->kv[1]);
+        swap_real(&a->kv[0], &a->kv[1]);
     }
     // The accumulator in hand belongs to rank i+1 and is complete: one last hop home.
-    const real* mine = a->dkv[0];
+    const real_acc* mine = a->dkv[0];
     if (a->P > 1) {
-        CommTransfer send = {a->next, a->dkv[0], S2}, recv = {a->prev, a->dkv[1], S2};
-        comm_wait(comm, comm_start(comm, MESH_SP, COMM_REAL, &send, 1, &recv, 1));
+        comm_wait(comm, pass_on(a, a->at, a->dkv[0], a->dkv[1], S2));
         mine = a->dkv[1];
     }
-    copy_rows(dqkv + C, 3 * C, mine, 2 * C, rows, 2 * C);
+    dist_acc_to_real(dqkv, 3 * C, a->dq, C, rows, C);
+    dist_acc_to_real(dqkv + C, 3 * C, mine, 2 * C, rows, 2 * C);
     comm_leave_scope(comm, saved);
 }
 
 static void ring_destroy(AttentionLayer* self) {
     RingAttention* a = (RingAttention*)self;
-    real* buffers[] = {a->kv[0], a->kv[1], a->dkv[0], a->dkv[1], a->dkv[2],
-                       a->o_step, a->lse_step, a->d_own};
-    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++) free(buffers[k]);
+    void* buffers[] = {a->kv[0], a->kv[1], a->dkv[0],   a->dkv[1], a->dkv[2],
+                       a->o,     a->o_step, a->lse_step, a->d_own, a->dq};
+    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++) dist_free(buffers[k]);
     free(a);
 }
 
@@ -162,7 +173,7 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
           "attention_ring_create: B=%d Tl=%d NH=%d HS=%d", B, Tl, NH, HS);
     CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC, "caller bug",
           "unknown ring layout %d", (int)layout);
-    RingAttention* a = xcalloc(1, sizeof *a, "ring attention layer");
+    RingAttention* a = (RingAttention*)xcalloc(1, sizeof *a, "ring attention layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->layout = layout;
@@ -174,12 +185,17 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->max_Tl = Tl;
     a->max_NH = NH;
     a->max_HS = HS;
+    a->rt = dist_real_comm_type();
+    a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
-    for (int k = 0; k < 2; k++) a->kv[k] = xmalloc(sizeof(real) * 2 * S, "ring K/V block");
-    for (int k = 0; k < 3; k++) a->dkv[k] = xmalloc(sizeof(real) * 2 * S, "ring dK/dV block");
-    a->o_step = xmalloc(sizeof(real) * S, "ring step output");
-    a->lse_step = xmalloc(sizeof(real) * L, "ring step LSE");
-    a->d_own = xmalloc(sizeof(real) * L, "ring backward D");
+    const size_t sr = sizeof(real), sa = sizeof(real_acc);
+    for (int k = 0; k < 2; k++) a->kv[k] = (real*)dist_alloc(sr * 2 * S, "ring K/V block");
+    for (int k = 0; k < 3; k++) a->dkv[k] = (real_acc*)dist_alloc(sa * 2 * S, "ring dK/dV block");
+    a->o = (real_acc*)dist_alloc(sa * S, "ring output");
+    a->o_step = (real_acc*)dist_alloc(sa * S, "ring step output");
+    a->lse_step = (real_acc*)dist_alloc(sa * L, "ring step LSE");
+    a->d_own = (real_acc*)dist_alloc(sa * L, "ring backward D");
+    a->dq = (real_acc*)dist_alloc(sa * S, "ring dQ accumulator");
 
     a->base.forward = ring_forward;
     a->base.backward = ring_backward;

@@ -5,13 +5,14 @@
 
 #include "comm/fail.h"
 
-Comm* comm_create(const CommOps* ops, void* ctx, const char* name, const Mesh* mesh,
-                  int num_layers) {
+Comm* comm_create(const CommOps* ops, void* ctx, const char* name, int device_memory,
+                  const Mesh* mesh, int num_layers) {
     CHECK(num_layers >= 0, "caller bug", "comm_create: num_layers %d < 0", num_layers);
     Comm* comm = xcalloc(1, sizeof *comm, "comm");
     comm->ops = ops;
     comm->ctx = ctx;
     comm->name = name;
+    comm->device_memory = device_memory;
     comm->mesh = *mesh;
     comm->num_layers = num_layers;
     comm->layer = COMM_NO_LAYER;
@@ -34,6 +35,7 @@ size_t comm_type_size(CommType t) {
     case COMM_F64: return 8;
     case COMM_I32: return 4;
     case COMM_U8: return 1;
+    case COMM_BF16: return 2;
     default: FAIL("caller bug", "unknown comm element type %d", (int)t);
     }
 }
@@ -107,31 +109,38 @@ static void tally(Comm* comm, CommKind kind, long long bytes, long long messages
 // Bytes of `count` elements of type t.
 static long long nbytes(size_t count, CommType t) { return (long long)(count * comm_type_size(t)); }
 
-void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
-                     CommType t) {
+void comm_set_stream(Comm* comm, CommStream stream) { comm->ops->set_stream(comm->ctx, stream); }
+
+CommRequest* comm_all_gather_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                   size_t count, CommType t) {
     const int n = comm_size(comm, g);
     tally(comm, COMM_ALL_GATHER, (n - 1) * nbytes(count, t), n - 1);
-    comm->ops->all_gather(comm->ctx, g, send, recv, count, t);
+    return comm->ops->all_gather(comm->ctx, g, send, recv, count, t);
 }
 
-void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* recv,
-                             size_t count, CommType t) {
+CommRequest* comm_reduce_scatter_sum_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                           size_t count, CommType t) {
     const int n = comm_size(comm, g);
     tally(comm, COMM_REDUCE_SCATTER, (n - 1) * nbytes(count, t), n - 1);
-    comm->ops->reduce_scatter_sum(comm->ctx, g, send, recv, count, t);
+    return comm->ops->reduce_scatter_sum(comm->ctx, g, send, recv, count, t);
 }
 
-void comm_all_reduce_sum(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
+static void tally_all_reduce(Comm* comm, MeshGroup g, size_t count, CommType t) {
     const int n = comm_size(comm, g);
     tally(comm, COMM_ALL_REDUCE, 2 * (n - 1) * nbytes(count, t) / n, 2 * (n - 1));
-    comm->ops->all_reduce_sum(comm->ctx, g, buf, count, t);
 }
 
-void comm_all_to_all(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
-                     CommType t) {
+CommRequest* comm_all_reduce_sum_start(Comm* comm, MeshGroup g, void* buf, size_t count,
+                                       CommType t) {
+    tally_all_reduce(comm, g, count, t);
+    return comm->ops->all_reduce_sum(comm->ctx, g, buf, count, t);
+}
+
+CommRequest* comm_all_to_all_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                   size_t count, CommType t) {
     const int n = comm_size(comm, g);
     tally(comm, COMM_ALL_TO_ALL, (n - 1) * nbytes(count, t), n - 1);
-    comm->ops->all_to_all(comm->ctx, g, send, recv, count, t);
+    return comm->ops->all_to_all(comm->ctx, g, send, recv, count, t);
 }
 
 static void check_transfers(const Comm* comm, MeshGroup g, const CommTransfer* list, int n,
@@ -159,10 +168,35 @@ CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer*
         messages++;
     }
     tally(comm, COMM_SEND_RECV, bytes, messages);
-    return comm->ops->start(comm->ctx, g, t, sends, nsend, recvs, nrecv);
+    return comm->ops->send_recv(comm->ctx, g, t, sends, nsend, recvs, nrecv);
 }
 
-void comm_wait(Comm* comm, CommRequest* req) { comm->ops->wait(comm->ctx, req); }
+void comm_wait(Comm* comm, CommRequest* req) {
+    if (req) comm->ops->wait(comm->ctx, req, 0);
+}
+
+void comm_wait_host(Comm* comm, CommRequest* req) {
+    if (req) comm->ops->wait(comm->ctx, req, 1);
+}
+
+void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t) {
+    comm_wait(comm, comm_all_gather_start(comm, g, send, recv, count, t));
+}
+
+void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* recv,
+                             size_t count, CommType t) {
+    comm_wait(comm, comm_reduce_scatter_sum_start(comm, g, send, recv, count, t));
+}
+
+void comm_all_reduce_sum(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
+    comm_wait(comm, comm_all_reduce_sum_start(comm, g, buf, count, t));
+}
+
+void comm_all_to_all(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
+                     CommType t) {
+    comm_wait(comm, comm_all_to_all_start(comm, g, send, recv, count, t));
+}
 
 void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t, int root) {
     const int size = comm_size(comm, g);
@@ -170,7 +204,12 @@ void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t
           root, mesh_group_name(g), size);
     const int receives = comm_rank(comm, g) != root;
     tally(comm, COMM_BROADCAST, receives * nbytes(count, t), receives);
-    comm->ops->broadcast(comm->ctx, g, buf, count, t, root);
+    comm_wait(comm, comm->ops->broadcast(comm->ctx, g, buf, count, t, root));
+}
+
+void comm_all_reduce_host(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
+    tally_all_reduce(comm, g, count, t);
+    comm->ops->all_reduce_host_sum(comm->ctx, g, buf, count, t);
 }
 
 void comm_barrier(Comm* comm, MeshGroup g) {

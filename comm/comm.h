@@ -1,11 +1,12 @@
 // The communication layer: one interface, one implementation per transport (comm_mpi.c on host
-// memory; an NCCL one on device memory plugs in the same way). Schedules call the comm_*
+// memory; comm_nccl.cu and comm_staged.cu on device memory, comm/comm_device.h). Schedules call the comm_*
 // functions below; they count every call and dispatch to the backend's CommOps.
 //
-// Buffers are opaque to this layer (host or device memory, as the backend requires); counts are
-// in elements of a CommType. Groups are the mesh groups of comm/mesh.h; peers and roots are
-// ranks inside the group. Collectives are complete when the call returns (a device backend:
-// complete in stream order before any later work of the caller).
+// Buffers are opaque to this layer (host memory for "mpi", device memory for "nccl" and
+// "mpi-staged"); counts are in elements of a CommType. Groups are the mesh groups of comm/mesh.h;
+// peers and roots are ranks inside the group. Every operation has an asynchronous form that
+// returns a request and a blocking form; "complete" means complete in stream order on a device
+// transport (work the caller enqueues later on the comm's stream sees the result).
 //
 // Counting, per rank, per (layer, phase) scope and per kind. "bytes" are the bytes this rank
 // RECEIVES from other ranks in the bandwidth-optimal algorithm, independent of what the
@@ -29,7 +30,8 @@
 extern "C" {
 #endif
 
-typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_U8, COMM_NTYPES } CommType;
+// COMM_BF16: bfloat16 (sums are done in fp32 and rounded to nearest even per addition).
+typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_U8, COMM_BF16, COMM_NTYPES } CommType;
 #ifdef GPT_REAL_DOUBLE
 #define COMM_REAL COMM_F64
 #else
@@ -57,37 +59,52 @@ typedef struct {
     size_t count;  // elements
 } CommTransfer;
 
-// Most transfers (sends + receives) in one batch, and batches in flight at once.
+// Most transfers (sends + receives) in one batch, and operations in flight at once.
 enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 4 };
 
-typedef struct CommRequest CommRequest;   // an in-flight batch, owned by the backend
+typedef struct CommRequest CommRequest;   // an operation in flight, owned by the transport
 
-// What a transport implements. ctx is the backend's state; none of these count anything.
+// The stream a device transport orders its operations after (a cudaStream_t: the compute stream
+// of the backend); NULL for host transports.
+typedef void* CommStream;
+
+// What a transport implements. ctx is the transport's state; none of these count anything.
+// Every operation starts and returns a request, or NULL when it is complete already (host
+// transports complete collectives at once). Device transports order an operation after the work
+// enqueued so far on their stream; a request is then done "in stream order".
 typedef struct {
     // send: count elements; recv: n*count, block i from group rank i.
-    void (*all_gather)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
-                       CommType t);
+    CommRequest* (*all_gather)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                               CommType t);
     // send: n*count, block i summed over the group lands on rank i; recv: count.
-    void (*reduce_scatter_sum)(void* ctx, MeshGroup g, const void* send, void* recv,
-                               size_t count, CommType t);
+    CommRequest* (*reduce_scatter_sum)(void* ctx, MeshGroup g, const void* send, void* recv,
+                                       size_t count, CommType t);
     // buf: count elements, summed over the group in place.
-    void (*all_reduce_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
+    CommRequest* (*all_reduce_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
     // send: n*count, block j goes to rank j; recv: n*count, block j came from rank j.
-    void (*all_to_all)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
-                       CommType t);
-    // Posts all sends and receives together and returns at once; wait completes them.
-    CommRequest* (*start)(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
-                          int nsend, const CommTransfer* recvs, int nrecv);
-    void (*wait)(void* ctx, CommRequest* req);
-    void (*broadcast)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t, int root);
+    CommRequest* (*all_to_all)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+                               CommType t);
+    // Posts all sends and receives together.
+    CommRequest* (*send_recv)(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
+                              int nsend, const CommTransfer* recvs, int nrecv);
+    CommRequest* (*broadcast)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
+                              int root);
+    // host = 0: later work on the stream waits for req (the host does not); host = 1: returns
+    // when req is complete. Either way req is released.
+    void (*wait)(void* ctx, CommRequest* req, int host);
+    // Sum of count elements of HOST memory over the group, in place, blocking (loss sums and
+    // norms on every transport).
+    void (*all_reduce_host_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
     void (*barrier)(void* ctx, MeshGroup g);
+    void (*set_stream)(void* ctx, CommStream stream);
     void (*destroy)(void* ctx);
 } CommOps;
 
 typedef struct {
     const CommOps* ops;
     void* ctx;
-    const char* name;      // transport, e.g. "mpi"
+    const char* name;      // transport: "mpi", "nccl" or "mpi-staged"
+    int device_memory;     // 1: buffers are device memory (nccl, mpi-staged)
     Mesh mesh;
     int num_layers;        // scopes 0..num_layers-1 plus COMM_NO_LAYER
     int layer;             // current scope
@@ -96,8 +113,8 @@ typedef struct {
 } Comm;
 
 // For transports: wraps ops and ctx into a Comm that counts. comm_destroy calls ops->destroy.
-Comm* comm_create(const CommOps* ops, void* ctx, const char* name, const Mesh* mesh,
-                  int num_layers);
+Comm* comm_create(const CommOps* ops, void* ctx, const char* name, int device_memory,
+                  const Mesh* mesh, int num_layers);
 void comm_destroy(Comm* comm);
 
 size_t comm_type_size(CommType t);
@@ -122,6 +139,28 @@ CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind
 CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase);
 void comm_reset_counts(Comm* comm);
 
+// Orders a device transport's operations after the work enqueued so far on `stream` (the
+// backend's compute stream); no-op on host transports.
+void comm_set_stream(Comm* comm, CommStream stream);
+
+// Asynchronous forms: start, then comm_wait (device-ordered: work enqueued later on the comm's
+// stream sees the result, the host goes on) or comm_wait_host (the host waits). Until then the
+// buffers belong to the transport. NULL requests (already complete) may be waited on.
+CommRequest* comm_all_gather_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                   size_t count, CommType t);
+CommRequest* comm_reduce_scatter_sum_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                           size_t count, CommType t);
+CommRequest* comm_all_reduce_sum_start(Comm* comm, MeshGroup g, void* buf, size_t count,
+                                       CommType t);
+CommRequest* comm_all_to_all_start(Comm* comm, MeshGroup g, const void* send, void* recv,
+                                   size_t count, CommType t);
+// Grouped send/recv (transfers of one batch are posted together).
+CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer* sends,
+                        int nsend, const CommTransfer* recvs, int nrecv);
+void comm_wait(Comm* comm, CommRequest* req);
+void comm_wait_host(Comm* comm, CommRequest* req);
+
+// Blocking forms (start + comm_wait): complete in stream order when they return.
 void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
                      CommType t);
 void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* recv,
@@ -129,11 +168,10 @@ void comm_reduce_scatter_sum(Comm* comm, MeshGroup g, const void* send, void* re
 void comm_all_reduce_sum(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t);
 void comm_all_to_all(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
                      CommType t);
-// Grouped send/recv: non-blocking start, then comm_wait before touching the buffers.
-CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer* sends,
-                        int nsend, const CommTransfer* recvs, int nrecv);
-void comm_wait(Comm* comm, CommRequest* req);
 void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t, int root);
+// Sum over the group of count elements of HOST memory, on every transport (counted as an
+// all-reduce); the host waits.
+void comm_all_reduce_host(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t);
 void comm_barrier(Comm* comm, MeshGroup g);
 
 #ifdef __cplusplus

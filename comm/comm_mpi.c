@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/fail.h"
 
@@ -31,7 +33,7 @@ typedef struct {
     struct CommRequest pool[COMM_MAX_INFLIGHT];
 } MpiComm;
 
-static void abort_job(int exit_code) {
+void comm_mpi_abort_job(int exit_code) {
     int initialized = 0, finalized = 0, size = 1;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -48,7 +50,7 @@ void comm_mpi_init(int* argc, char*** argv, int* world_rank, int* world_size) {
     if (!initialized && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fail_msg("MPI_Init_thread failed (is the program started by a matching mpirun?)");
     }
-    fail_set_hook(abort_job);
+    fail_set_hook(comm_mpi_abort_job);
     if (!initialized && provided < MPI_THREAD_FUNNELED) {
         fail_msg("MPI provides thread level %d, the program needs MPI_THREAD_FUNNELED", provided);
     }
@@ -65,14 +67,55 @@ void comm_mpi_finalize(void) {
     fail_set_hook(NULL);
 }
 
+// bfloat16 has no MPI type: 2-byte elements, summed by bf16_sum. Created on first use, freed by
+// MPI_Finalize.
+static MPI_Datatype bf16_type = MPI_DATATYPE_NULL;
+static MPI_Op bf16_sum_op = MPI_OP_NULL;
+
+static float bf16_to_float(uint16_t x) {
+    const uint32_t bits = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+// Round to nearest even; NaN stays a (quiet) NaN.
+static uint16_t float_to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
+    bits += 0x7fffu + ((bits >> 16) & 1);
+    return (uint16_t)(bits >> 16);
+}
+
+// inout[i] = in[i] + inout[i], in fp32 and rounded once, as NCCL sums bf16.
+static void bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
+    (void)type;
+    const uint16_t* a = in;
+    uint16_t* b = inout;
+    for (int i = 0; i < *len; i++) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
 static MPI_Datatype mpi_type(CommType t) {
     switch (t) {
     case COMM_F32: return MPI_FLOAT;
     case COMM_F64: return MPI_DOUBLE;
     case COMM_I32: return MPI_INT32_T;
     case COMM_U8: return MPI_UINT8_T;
+    case COMM_BF16:
+        if (bf16_type == MPI_DATATYPE_NULL) {
+            MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type), "create the bf16 type");
+            MPI_CHECK(MPI_Type_commit(&bf16_type), "commit the bf16 type");
+            MPI_CHECK(MPI_Op_create(bf16_sum, 1, &bf16_sum_op), "create the bf16 sum");
+        }
+        return bf16_type;
     default: FAIL("caller bug", "unknown comm element type %d", (int)t);
     }
+}
+
+static MPI_Op mpi_sum(CommType t) {
+    (void)mpi_type(t);   // creates the bf16 op on first use
+    return t == COMM_BF16 ? bf16_sum_op : MPI_SUM;
 }
 
 // MPI counts are int.
@@ -87,34 +130,43 @@ static MPI_Comm group_comm(void* ctx, MeshGroup g) {
     return ((MpiComm*)ctx)->groups[g];
 }
 
-static void mpi_all_gather(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+static CommRequest* mpi_all_gather(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
                            CommType t) {
     MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
                             mpi_type(t), group_comm(ctx, g)),
               "all-gather");
+    return NULL;
 }
 
-static void mpi_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
-                                   size_t count, CommType t) {
-    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(t), MPI_SUM,
+static CommRequest* mpi_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
+                                           size_t count, CommType t) {
+    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(t), mpi_sum(t),
                                        group_comm(ctx, g)),
               "reduce-scatter");
+    return NULL;
 }
 
-static void mpi_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), MPI_SUM,
+static void mpi_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), mpi_sum(t),
                             group_comm(ctx, g)),
               "all-reduce");
 }
 
-static void mpi_all_to_all(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
+static CommRequest* mpi_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
+                                       CommType t) {
+    mpi_all_reduce_host_sum(ctx, g, buf, count, t);
+    return NULL;
+}
+
+static CommRequest* mpi_all_to_all(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
                            CommType t) {
     MPI_CHECK(MPI_Alltoall(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
                            mpi_type(t), group_comm(ctx, g)),
               "all-to-all");
+    return NULL;
 }
 
-static CommRequest* mpi_start(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
+static CommRequest* mpi_send_recv(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
                               int nsend, const CommTransfer* recvs, int nrecv) {
     MpiComm* m = ctx;
     struct CommRequest* req = NULL;
@@ -140,20 +192,25 @@ static CommRequest* mpi_start(void* ctx, MeshGroup g, CommType t, const CommTran
     return req;
 }
 
-static void mpi_wait(void* ctx, CommRequest* req) {
+static void mpi_wait(void* ctx, CommRequest* req, int host) {
+    (void)host;   // host memory: complete is complete
     CHECK(req && req->in_use, "caller bug", "waiting on a send/recv batch that is not in flight");
     MPI_CHECK(MPI_Waitall(req->n, req->reqs, MPI_STATUSES_IGNORE), "wait for send/recv batch");
     req->in_use = 0;
 }
 
-static void mpi_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t, int root) {
+static CommRequest* mpi_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
+                                  int root) {
     MPI_CHECK(MPI_Bcast(buf, mpi_count(count), mpi_type(t), root, group_comm(ctx, g)),
               "broadcast");
+    return NULL;
 }
 
 static void mpi_barrier(void* ctx, MeshGroup g) {
     MPI_CHECK(MPI_Barrier(group_comm(ctx, g)), "barrier");
 }
+
+static void mpi_set_stream(void* ctx, CommStream stream) { (void)ctx, (void)stream; }
 
 static void mpi_destroy(void* ctx) {
     MpiComm* m = ctx;
@@ -164,19 +221,21 @@ static void mpi_destroy(void* ctx) {
     free(m);
 }
 
-static const CommOps mpi_ops = {
+const CommOps comm_mpi_ops = {
     .all_gather = mpi_all_gather,
     .reduce_scatter_sum = mpi_reduce_scatter_sum,
     .all_reduce_sum = mpi_all_reduce_sum,
     .all_to_all = mpi_all_to_all,
-    .start = mpi_start,
-    .wait = mpi_wait,
+    .send_recv = mpi_send_recv,
     .broadcast = mpi_broadcast,
+    .wait = mpi_wait,
+    .all_reduce_host_sum = mpi_all_reduce_host_sum,
     .barrier = mpi_barrier,
+    .set_stream = mpi_set_stream,
     .destroy = mpi_destroy,
 };
 
-Comm* comm_mpi_create(const Mesh* mesh, int num_layers) {
+void* comm_mpi_context(const Mesh* mesh) {
     int world_size = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "size of the world");
     CHECK(world_size == mesh->world_size, "call mesh_init with the MPI world size",
@@ -194,5 +253,29 @@ Comm* comm_mpi_create(const Mesh* mesh, int num_layers) {
               "%s group: MPI rank %d of %d, mesh says %d of %d", mesh_group_name(g), rank, size,
               mesh_group_rank(mesh, g), mesh_group_size(mesh, g));
     }
-    return comm_create(&mpi_ops, m, "mpi", mesh, num_layers);
+    return m;
+}
+
+Comm* comm_mpi_create(const Mesh* mesh, int num_layers) {
+    return comm_create(&comm_mpi_ops, comm_mpi_context(mesh), "mpi", 0, mesh, num_layers);
+}
+
+int comm_mpi_active(void) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
+void comm_mpi_broadcast_bytes(void* buf, size_t bytes, int root) {
+    MPI_CHECK(MPI_Bcast(buf, mpi_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+}
+
+void comm_mpi_node_rank(int* local_rank, int* local_size) {
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "split the world by node");
+    MPI_CHECK(MPI_Comm_rank(node, local_rank), "rank on the node");
+    MPI_CHECK(MPI_Comm_size(node, local_size), "ranks on the node");
+    MPI_CHECK(MPI_Comm_free(&node), "free the node group");
 }

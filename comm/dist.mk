@@ -4,8 +4,14 @@
 MPICC ?= mpicc
 
 COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o
-DIST_ATTENTION_OBJS = $(BUILD)/attention/attention2d.o $(BUILD)/attention/ring.o \
-	$(BUILD)/attention/token_blocks.o $(BUILD)/attention/dist_cost.o
+# The CPU side of the device transports (it refuses them) and launching without MPI
+# (comm/launch.mk): what a trainer links besides COMM_OBJS.
+TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS)
+# The schedules on the CPU backend (attention/dist_ops_cpu.c); the CUDA trainer compiles the same
+# two sources as CUDA C++ (train/train_cuda.mk).
+DIST_SCHEDULE_SRCS = attention/attention2d.c attention/ring.c
+DIST_ATTENTION_OBJS = $(DIST_SCHEDULE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/attention/dist_cost.o \
+	$(DIST_OPS_CPU_OBJS)
 
 
 $(BUILD)/comm/comm_mpi.o: comm/comm_mpi.c
@@ -20,7 +26,8 @@ SUITES_dist += dist-comm dist-attention
 $(BUILD)/tests/test_comm: %: %.o $(COMM_OBJS) $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) $(FAIL_OBJS)
+$(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
+		$(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # Bytes and messages per rank per layer of the three schedules at P = 4, 16, 64, and their

@@ -33,6 +33,12 @@ void gpt_backend_device(BackendDevice* d);
 // Waits until the work the backend has queued is done (CUDA: its stream); nothing on the CPU. The
 // trainer calls it between the phases of a step it times.
 void gpt_backend_sync(void);
+// Picks this process's GPU before any other backend call: device local_rank of the node's
+// (local_size ranks). With share = 1 (a transport that lets ranks share a GPU, mpi-staged) ranks
+// beyond the device count wrap around (local_rank mod count). Returns 0, or -1 with a one-line
+// message in err (ERR_LEN bytes) when the node has fewer GPUs than ranks and share = 0. The CPU
+// backend has nothing to pick and returns 0. *device gets the device index (-1 on the CPU).
+int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err);
 // 1 when the model's buffers (parameters, gradients, activations) are host memory that the MPI
 // comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
 int gpt_backend_host_memory(void);

@@ -17,6 +17,12 @@ struct Optimizer {
 const char* gpt_backend_name(void) { return "cpu"; }
 int gpt_backend_host_memory(void) { return 1; }
 
+int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err) {
+    (void)local_rank, (void)local_size, (void)share, (void)err;
+    *device = -1;
+    return 0;
+}
+
 void gpt_backend_device(BackendDevice* d) {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "cpu");

@@ -29,6 +29,23 @@ const char* gpt_backend_name(void) { return "cuda-" FLOATX_NAME; }
 
 int gpt_backend_host_memory(void) { return 0; }
 
+int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1)
+        return set_err(err, ERR_LEN, "no usable GPU on this node (%s); check the driver and "
+                       "CUDA_VISIBLE_DEVICES, or use the CPU trainer (build/train_gpt)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+    if (local_rank >= count && !share)
+        return set_err(err, ERR_LEN, "%d ranks on this node but %d GPU%s visible: expected one GPU "
+                       "per rank (start fewer ranks per node, check CUDA_VISIBLE_DEVICES, or let "
+                       "ranks share GPUs with --comm mpi-staged)", local_size, count,
+                       count == 1 ? "" : "s");
+    *device = local_rank % count;
+    CUDA_CHECK(cudaSetDevice(*device));
+    return 0;
+}
+
 void gpt_backend_device(BackendDevice* d) {
     memset(d, 0, sizeof *d);
     cuda_backend_context();   // the device is checked and the stream made

@@ -2,6 +2,7 @@
 //   test_comm --dp D --pq Q --pkv K
 // Each primitive runs on each mesh group (counted under scope layer = group) with values that
 // name the sending world rank, so a wrong group, order or block shows.
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,20 @@ static void expect_count(const Comm* comm, MeshGroup g, CommKind kind, long long
            mesh_group_name(g), comm_kind_name(kind), c.bytes, c.messages, c.calls, bytes, messages,
            calls);
 }
+
+static float bf16_value(uint16_t b) {
+    const uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+static uint16_t bf16_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bits += 0x7fffu + ((bits >> 16) & 1);
+    return (uint16_t)(bits >> 16);
+}
+static float bf16_round(float f) { return bf16_value(bf16_bits(f)); }
 
 static void test_group(Comm* comm, MeshGroup g) {
     const Mesh* m = &comm->mesh;
@@ -123,6 +138,35 @@ static void test_group(Comm* comm, MeshGroup g) {
 
     comm_barrier(comm, g);
     expect_count(comm, g, COMM_BARRIER, 0, 0, 1);
+
+    // bf16 (the CUDA bf16 build's gradients and activations): 2-byte elements, summed in fp32
+    // and rounded to nearest even once per addition. 1 + 2^-8 per member: the exact sum n +
+    // n*2^-8 is representable up to n = 2 (8 mantissa bits), and beyond that rounding shows
+    // the same way on every rank; compare with the rounding done here, in member order.
+    uint16_t h[2] = {0x3f80, 0x3f81}, sum_bits = 0;   // 1.0 and 1 + 2^-7
+    float acc = 0;
+    for (int j = 0; j < n; j++) {
+        acc = bf16_round(acc + bf16_value(h[1]));
+        sum_bits = bf16_bits(acc);
+    }
+    comm_all_reduce_sum(comm, g, h, 2, COMM_BF16);
+    EXPECT(bf16_value(h[0]) == (float)n, "%s bf16 all-reduce of 1.0: %g", mesh_group_name(g),
+           bf16_value(h[0]));
+    EXPECT(n > 2 || h[1] == sum_bits, "%s bf16 all-reduce: bits %04x, expected %04x",
+           mesh_group_name(g), h[1], sum_bits);
+    // Counted per call (integer division each time), on top of the fp32 all-reduce above.
+    const long long fp32_bytes = 2 * (n - 1) * K * e / n;
+    expect_count(comm, g, COMM_ALL_REDUCE, fp32_bytes + 2 * (n - 1) * 2 * 2 / n, 4 * (n - 1), 2);
+
+    // The asynchronous form with a host wait, and the host-memory all-reduce.
+    double x = w;
+    comm_wait_host(comm, comm_all_reduce_sum_start(comm, g, &x, 1, COMM_F64));
+    EXPECT(x == member_sum, "%s async all-reduce: %g", mesh_group_name(g), x);
+    x = 1;
+    comm_all_reduce_host(comm, g, &x, 1, COMM_F64);
+    EXPECT(x == n, "%s host all-reduce: %g", mesh_group_name(g), x);
+    expect_count(comm, g, COMM_ALL_REDUCE,
+                 fp32_bytes + 2 * (n - 1) * 2 * 2 / n + 2 * (2 * (n - 1) * 8 / n), 8 * (n - 1), 4);
     free(send);
     free(recv);
 }

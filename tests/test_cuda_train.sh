@@ -11,13 +11,11 @@
 #   tests/test_cuda_train.sh resume-fp32  identical step losses, eval and sample lines, and final
 #                                         model file (bf16 also checks that the stochastic rounding
 #                                         of the parameters is restored on resume)
-#   tests/test_cuda_train.sh refuse       a world of 2 ranks and --zero 1 are refused on the CUDA
-#                                         backend with the reason (no NCCL transport yet)
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32|refuse}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32}
 CPU=${CPU:-build/train_gpt}
 CUDA_BF16=${CUDA_BF16:-build/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-build/train_gpt_cuda_host_fp32}
@@ -35,31 +33,6 @@ checks() {
   echo "files kept in $W"; exit 1
 }
 
-refuse() {
-  local out rc failures=0
-  out=$(timeout 120 bash tests/mpirun.sh 2 "$CUDA_BF16" --preset tiny --vocab 512 --batch 2 --seq-len 16 \
-        --steps 2 --train-data "$W/data/t_train_*.bin" --val-data "" --tokenizer "" --dp 2 --out-dir "$W/world2" 2>&1)
-  rc=$?
-  if [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] && printf '%s\n' "$out" | grep -q "needs the NCCL transport"; then
-    echo "  ok    a world of 2 ranks is refused (exit $rc): $(printf '%s\n' "$out" | grep -m1 '^error')"
-  else
-    echo "  FAIL  a world of 2 ranks: exit $rc, expected a refusal naming the NCCL transport"
-    printf '%s\n' "$out" | tail -n 5 | sed 's/^/        | /'
-    failures=1
-  fi
-  timeout 60 "$CUDA_BF16" --preset tiny --vocab 512 --batch 2 --seq-len 16 --steps 2 \
-    --train-data "$W/data/t_train_*.bin" --val-data "" --tokenizer "" --out-dir "$W/zero" --zero 1 > "$W/zero.out" 2>&1
-  rc=$?
-  if [ "$rc" -eq 2 ] && grep -q "^error: --zero 1 on the cuda-bf16 backend" "$W/zero.out"; then
-    echo "  ok    --zero 1 is refused (exit 2)"
-  else
-    echo "  FAIL  --zero 1: exit $rc, expected 2 and the reason"; tail -n 3 "$W/zero.out" | sed 's/^/        | /'
-    failures=1
-  fi
-  [ "$failures" -eq 0 ] && { rm -rf "$W"; echo "refuse: passed"; exit 0; }
-  echo "refuse: failed; files kept in $W"; exit 1
-}
-
 case "$part" in
   fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
           --loss-tol 1e-4 --norm-tol 1e-4 ;;
@@ -67,6 +40,5 @@ case "$part" in
           --loss-tol 2e-2 --norm-tol 1e-1 ;;
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
-  refuse) refuse ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-fp32|refuse" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-fp32" >&2; exit 2 ;;
 esac

@@ -1,11 +1,16 @@
 // Distributed attention equals single-process attention, and moves exactly the closed-form
 // volume. Run under mpirun (tests/mpirun.sh): every rank generates the full inputs of its dp
-// group, computes the single-process reference on the whole sequence (offset 0, stride 1),
-// runs each schedule on its slice (AttentionLayer.positions) for two layers, and compares
-// output, LSE, dQ, dK, dV (max |a - b| / max |ref|) and its per-layer comm counters.
+// group, computes the single-process reference on the whole sequence (offset 0, stride 1) with
+// the same backend, runs each schedule on its slice (AttentionLayer.positions) for two layers,
+// and compares output, LSE, dQ, dK, dV (max |a - b| / max |ref|) and its per-layer comm counters.
+//
+// One source, two backends: compiled as C it is the CPU test (host memory, the mpi transport);
+// compiled as C++ with GPT_BACKEND_CUDA it runs the same schedules on the CUDA backend (device
+// memory, --comm nccl or mpi-staged) against the single-rank CUDA run, with the counters in the
+// backend's element sizes (bf16 activations, fp32 partials).
 //
 //   test_dist_attention --dp D --pq Q --pkv K [--algo 2d|2d-keep|ring|striped|all]
-//                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4]
+//                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
 #include <math.h>
@@ -15,11 +20,19 @@
 #include <string.h>
 
 #include "attention/dist_cost.h"
+#include "attention/dist_ops.h"
+#include "comm/comm_device.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
 
 enum { NUM_LAYERS = 2 };
+// The distributed and the single-rank run differ only in the order of fp32 merges and sums; bf16
+// storage rounds both results, which may then differ by an ulp (2^-8 relative).
+#if defined(GPT_BACKEND_CUDA) && !defined(GPT_CUDA_FP32)
+static const double TOLERANCE = 1e-2;
+#else
 static const double TOLERANCE = 1e-5;
+#endif
 static const uint32_t INPUT_MAGIC = 20250315;
 
 typedef struct {
@@ -27,6 +40,7 @@ typedef struct {
     const char* algo;
     int fail_rank;
     const char* fail_file;
+    const char* comm;   // transport of the CUDA build
 } Args;
 
 static int parse_int(const char* flag, const char* value) {
@@ -38,13 +52,19 @@ static int parse_int(const char* flag, const char* value) {
 }
 
 static Args parse_args(int argc, char** argv) {
-    Args a = {.dp = 1, .pq = 1, .pkv = 1, .B = 2, .Tl = 3, .NH = 2, .HS = 4, .algo = "all",
-              .fail_rank = -1, .fail_file = NULL};
+    Args a;
+    memset(&a, 0, sizeof a);
+    a.dp = a.pq = a.pkv = 1;
+    a.B = 2, a.Tl = 3, a.NH = 2, a.HS = 4;
+    a.algo = "all";
+    a.fail_rank = -1;
+    a.comm = "nccl";
     for (int k = 1; k < argc; k++) {
         const char* f = argv[k];
         const char* v = k + 1 < argc ? argv[k + 1] : NULL;
         if (!strcmp(f, "--algo") && v) a.algo = v;
         else if (!strcmp(f, "--fail-file") && v) a.fail_file = v;
+        else if (!strcmp(f, "--comm") && v) a.comm = v;
         else if (!strcmp(f, "--dp")) a.dp = parse_int(f, v);
         else if (!strcmp(f, "--pq")) a.pq = parse_int(f, v);
         else if (!strcmp(f, "--pkv")) a.pkv = parse_int(f, v);
@@ -72,43 +92,69 @@ static void read_input_file(const char* path) {
 }
 
 // Deterministic values in [-1, 1) from (seed, index): the same on every rank.
-static real uniform(uint64_t seed, uint64_t index) {
+static double uniform(uint64_t seed, uint64_t index) {
     uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    return (real)((double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-// The full problem of one dp group and its single-process reference.
+static double value(real x) { return (double)(float)x; }
+static double value_acc(real_acc x) { return (double)x; }
+
+// Backend copies of host arrays, and back.
+static void* on_backend(const void* host, size_t bytes, const char* what) {
+    void* p = dist_alloc(bytes, what);
+    dist_to_backend(p, host, bytes);
+    return p;
+}
+
+// The full problem of one dp group and its single-process reference (host memory), computed by
+// this backend's kernels on the whole sequence, as the single-device attention layer does.
 typedef struct {
     int B, T, NH, HS, C;
     real *qkv, *dout;           // (B, T, 3C), (B, T, C)
-    real *out, *lse, *dqkv;     // (B, T, C), (B, NH, T), (B, T, 3C)
+    real* out;                  // (B, T, C)
+    real_acc* lse;              // (B, NH, T)
+    real* dqkv;                 // (B, T, 3C)
 } Reference;
 
 static Reference make_reference(int dp_index, int B, int T, int NH, int HS) {
-    Reference r = {.B = B, .T = T, .NH = NH, .HS = HS, .C = NH * HS};
-    const size_t n3 = (size_t)B * T * 3 * r.C, n1 = (size_t)B * T * r.C;
-    r.qkv = xmalloc(sizeof(real) * n3, "reference qkv");
-    r.dout = xmalloc(sizeof(real) * n1, "reference dout");
-    r.out = xmalloc(sizeof(real) * n1, "reference out");
-    r.lse = xmalloc(sizeof(real) * B * NH * T, "reference lse");
-    r.dqkv = xcalloc(n3, sizeof(real), "reference dqkv");
-    real* d = xmalloc(sizeof(real) * B * NH * T, "reference d");
-    // Scaled so that softmax rows are far from uniform.
-    for (size_t e = 0; e < n3; e++) r.qkv[e] = 2 * uniform(2 * dp_index + 1, e);
-    for (size_t e = 0; e < n1; e++) r.dout[e] = uniform(2 * dp_index + 2, e);
+    Reference r;
+    r.B = B, r.T = T, r.NH = NH, r.HS = HS, r.C = NH * HS;
     const int C = r.C;
-    AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
-                          .kpos = {0, 1}};
-    attention_partial_forward(&p, r.qkv, 3 * C, r.qkv + C, 3 * C, r.qkv + 2 * C, 3 * C, r.out, C,
-                              r.lse);
-    attention_row_dot(&p, r.out, C, r.dout, C, d);
-    attention_partial_backward(&p, r.qkv, 3 * C, r.qkv + C, 3 * C, r.qkv + 2 * C, 3 * C, r.dout,
-                               C, r.lse, d, r.dqkv, 3 * C, r.dqkv + C, 3 * C, r.dqkv + 2 * C,
-                               3 * C);
-    free(d);
+    const size_t n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    r.qkv = (real*)xmalloc(sizeof(real) * n3, "reference qkv");
+    r.dout = (real*)xmalloc(sizeof(real) * n1, "reference dout");
+    r.out = (real*)xmalloc(sizeof(real) * n1, "reference out");
+    r.lse = (real_acc*)xmalloc(sizeof(real_acc) * nl, "reference lse");
+    r.dqkv = (real*)xmalloc(sizeof(real) * n3, "reference dqkv");
+    // Scaled so that softmax rows are far from uniform.
+    for (size_t e = 0; e < n3; e++) r.qkv[e] = (real)(2 * uniform(2 * dp_index + 1, e));
+    for (size_t e = 0; e < n1; e++) r.dout[e] = (real)uniform(2 * dp_index + 2, e);
+    real* qkv = (real*)on_backend(r.qkv, sizeof(real) * n3, "reference qkv");
+    real* dout = (real*)on_backend(r.dout, sizeof(real) * n1, "reference dout");
+    real_acc* o = (real_acc*)dist_alloc(sizeof(real_acc) * n1, "reference o");
+    real* out = (real*)dist_alloc(sizeof(real) * n1, "reference out");
+    real_acc* lse = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "reference lse");
+    real_acc* d = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "reference d");
+    real_acc* g = (real_acc*)dist_alloc(sizeof(real_acc) * n3, "reference dqkv (accumulator)");
+    real* dqkv = (real*)dist_alloc(sizeof(real) * n3, "reference dqkv");
+    const AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1),
+                                                 token_positions(0, 1));
+    dist_attention_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse);
+    dist_acc_to_real(out, C, o, C, (long)B * T, C);
+    dist_attention_row_dot(&p, out, C, dout, C, d);
+    dist_zero_acc(g, n3);
+    dist_attention_backward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse, d,
+                            g, 3 * C, g + C, 3 * C, g + 2 * C, 3 * C);
+    dist_acc_to_real(dqkv, 3 * C, g, 3 * C, (long)B * T, 3 * C);
+    dist_to_host(r.out, out, sizeof(real) * n1);
+    dist_to_host(r.lse, lse, sizeof(real_acc) * nl);
+    dist_to_host(r.dqkv, dqkv, sizeof(real) * n3);
+    void* scratch[] = {qkv, dout, o, out, lse, d, g, dqkv};
+    for (size_t k = 0; k < sizeof scratch / sizeof *scratch; k++) dist_free(scratch[k]);
     return r;
 }
 
@@ -139,7 +185,21 @@ static double row_error(const real* local, const real* full, int B, int T, int T
         for (int j = 0; j < Tl; j++) {
             const real* x = local + ((long)b * Tl + j) * ld + col;
             const real* y = full + ((long)b * T + pos.off + pos.stride * j) * ld + col;
-            for (int e = 0; e < w; e++) err = fmax(err, fabs((double)x[e] - y[e]));
+            for (int e = 0; e < w; e++) err = fmax(err, fabs(value(x[e]) - value(y[e])));
+        }
+    }
+    return err;
+}
+
+// The same for the (B*NH, T) LSE rows.
+static double lse_error(const real_acc* local, const real_acc* full, int rows, int T, int Tl,
+                        TokenPositions pos) {
+    double err = 0;
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < Tl; j++) {
+            const double x = value_acc(local[(long)r * Tl + j]);
+            const double y = value_acc(full[(long)r * T + pos.off + pos.stride * j]);
+            err = fmax(err, fabs(x - y));
         }
     }
     return err;
@@ -148,8 +208,14 @@ static double row_error(const real* local, const real* full, int B, int T, int T
 static double max_abs_cols(const real* full, long rows, long ld, int col, int w) {
     double m = 0;
     for (long i = 0; i < rows; i++) {
-        for (int e = 0; e < w; e++) m = fmax(m, fabs((double)full[i * ld + col + e]));
+        for (int e = 0; e < w; e++) m = fmax(m, fabs(value(full[i * ld + col + e])));
     }
+    return m;
+}
+
+static double max_abs_acc(const real_acc* x, long n) {
+    double m = 0;
+    for (long i = 0; i < n; i++) m = fmax(m, fabs(value_acc(x[i])));
     return m;
 }
 
@@ -158,13 +224,12 @@ static const char* ERR_NAMES[NERR] = {"out", "lse", "dq", "dk", "dv"};
 
 // Relative errors of this rank's results against the reference, for one layer.
 static void compare(double err[NERR], const Reference* ref, int Tl, TokenPositions pos,
-                    const real* out, const real* lse, const real* dqkv) {
+                    const real* out, const real_acc* lse, const real* dqkv) {
     const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH;
     err[ERR_OUT] = row_error(out, ref->out, B, T, Tl, C, 0, C, pos) /
                    max_abs_cols(ref->out, (long)B * T, C, 0, C);
-    // lse (B, NH, T) is (B*NH, T, 1) rows
-    err[ERR_LSE] = row_error(lse, ref->lse, B * NH, T, Tl, 1, 0, 1, pos) /
-                   max_abs_cols(ref->lse, (long)B * NH * T, 1, 0, 1);
+    err[ERR_LSE] = lse_error(lse, ref->lse, B * NH, T, Tl, pos) /
+                   max_abs_acc(ref->lse, (long)B * NH * T);
     for (int part = 0; part < 3; part++) {
         err[ERR_DQ + part] = row_error(dqkv, ref->dqkv, B, T, Tl, 3 * C, part * C, C, pos) /
                              max_abs_cols(ref->dqkv, (long)B * T, 3 * C, part * C, C);
@@ -178,7 +243,7 @@ static int check_volume(const Comm* comm, const char* name, const CommVolume exp
         for (int phase = 0; phase < 2; phase++) {
             for (int kind = 0; kind < COMM_NKINDS; kind++) {
                 const CommCount want = expected[phase].kind[kind];
-                const CommCount got = comm_count(comm, layer, phase, kind);
+                const CommCount got = comm_count(comm, layer, (CommPhase)phase, (CommKind)kind);
                 if (got.bytes == want.bytes && got.messages == want.messages &&
                     got.calls == want.calls) {
                     continue;
@@ -186,8 +251,8 @@ static int check_volume(const Comm* comm, const char* name, const CommVolume exp
                 fprintf(stderr,
                         "rank %d: %s layer %d %s %s: expected %lld bytes %lld messages %lld "
                         "calls, counted %lld %lld %lld\n",
-                        comm->mesh.world_rank, name, layer, comm_phase_name(phase),
-                        comm_kind_name(kind), want.bytes, want.messages, want.calls, got.bytes,
+                        comm->mesh.world_rank, name, layer, comm_phase_name((CommPhase)phase),
+                        comm_kind_name((CommKind)kind), want.bytes, want.messages, want.calls, got.bytes,
                         got.messages, got.calls);
                 bad = 1;
             }
@@ -196,11 +261,13 @@ static int check_volume(const Comm* comm, const char* name, const CommVolume exp
     return bad;
 }
 
-// Largest value of x over the world (every rank gets it).
+// Largest value of x over the world (every rank gets it): a sum of host vectors, each rank's
+// value in its own slot, which every transport can do on host memory.
 static double world_max(Comm* comm, double x) {
     const int n = comm_size(comm, MESH_WORLD);
-    double* all = xmalloc(sizeof(double) * n, "world values");
-    comm_all_gather(comm, MESH_WORLD, &x, all, 1, COMM_F64);
+    double* all = (double*)xcalloc(n, sizeof(double), "world values");
+    all[comm_rank(comm, MESH_WORLD)] = x;
+    comm_all_reduce_host(comm, MESH_WORLD, all, n, COMM_F64);
     double m = all[0];
     for (int k = 1; k < n; k++) m = fmax(m, all[k]);
     free(all);
@@ -222,16 +289,16 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
 }
 
 static TokenPositions expected_positions(Schedule s, const Mesh* m, int Tl) {
-    if (s == SCHED_RING) return (TokenPositions){(long)m->sp_index * Tl, 1};
-    return (TokenPositions){m->sp_index, m->P};
+    if (s == SCHED_RING) return token_positions((long)m->sp_index * Tl, 1);
+    return token_positions(m->sp_index, m->P);
 }
 
 static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, const Args* a) {
     if (s == SCHED_RING || s == SCHED_STRIPED) {
-        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real));
+        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
     }
     return attention2d_volume(m, phase, a->B, a->Tl, a->NH, a->HS, s == SCHED_2D_KEEP,
-                              sizeof(real));
+                              sizeof(real), sizeof(real_acc));
 }
 
 // Runs one schedule for NUM_LAYERS layers and checks it. Returns 1 on failure (on every rank).
@@ -246,20 +313,26 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
                 layer->name, pos.off, pos.stride, want.off, want.stride);
     }
 
-    real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "local qkv");
-    real* dout = xmalloc(sizeof(real) * B * Tl * C, "local dout");
+    const size_t n3 = (size_t)B * Tl * 3 * C, n1 = (size_t)B * Tl * C, nl = (size_t)B * NH * Tl;
+    real* host_qkv = (real*)xmalloc(sizeof(real) * n3, "local qkv");
+    real* host_dout = (real*)xmalloc(sizeof(real) * n1, "local dout");
+    real* host_out = (real*)xmalloc(sizeof(real) * n1, "local out");
+    real_acc* host_lse = (real_acc*)xmalloc(sizeof(real_acc) * nl, "local lse");
+    real* host_dqkv = (real*)xmalloc(sizeof(real) * n3, "local dqkv");
+    slice_rows(host_qkv, ref->qkv, B, ref->T, Tl, 3 * C, 0, 3 * C, pos);
+    slice_rows(host_dout, ref->dout, B, ref->T, Tl, C, 0, C, pos);
+    for (size_t e = 0; e < n3; e++) host_dqkv[e] = (real)NAN;   // unwritten shows
+    real* qkv = (real*)on_backend(host_qkv, sizeof(real) * n3, "local qkv");
+    real* dout = (real*)on_backend(host_dout, sizeof(real) * n1, "local dout");
     real* out[NUM_LAYERS];
-    real* lse[NUM_LAYERS];
+    real_acc* lse[NUM_LAYERS];
     real* dqkv[NUM_LAYERS];
-    slice_rows(qkv, ref->qkv, B, ref->T, Tl, 3 * C, 0, 3 * C, pos);
-    slice_rows(dout, ref->dout, B, ref->T, Tl, C, 0, C, pos);
     comm_reset_counts(comm);
     // Both forwards before both backwards, as in training: kept K/V must not mix layers.
     for (int l = 0; l < NUM_LAYERS; l++) {
-        out[l] = xmalloc(sizeof(real) * B * Tl * C, "local out");
-        lse[l] = xmalloc(sizeof(real) * B * NH * Tl, "local lse");
-        dqkv[l] = xmalloc(sizeof(real) * B * Tl * 3 * C, "local dqkv");
-        for (long e = 0; e < (long)B * Tl * 3 * C; e++) dqkv[l][e] = NAN;   // unwritten shows
+        out[l] = (real*)dist_alloc(sizeof(real) * n1, "local out");
+        lse[l] = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "local lse");
+        dqkv[l] = (real*)on_backend(host_dqkv, sizeof(real) * n3, "local dqkv");
         layer->forward(layer, l, B, Tl, NH, HS, qkv, out[l], lse[l]);
     }
     for (int l = NUM_LAYERS - 1; l >= 0; l--) {
@@ -267,12 +340,15 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     }
     double err[NERR] = {0};
     for (int l = 0; l < NUM_LAYERS; l++) {
+        dist_to_host(host_out, out[l], sizeof(real) * n1);
+        dist_to_host(host_lse, lse[l], sizeof(real_acc) * nl);
+        dist_to_host(host_dqkv, dqkv[l], sizeof(real) * n3);
         double e[NERR];
-        compare(e, ref, Tl, pos, out[l], lse[l], dqkv[l]);
+        compare(e, ref, Tl, pos, host_out, host_lse, host_dqkv);
         for (int k = 0; k < NERR; k++) err[k] = fmax(err[k], isnan(e[k]) ? INFINITY : e[k]);
-        free(out[l]);
-        free(lse[l]);
-        free(dqkv[l]);
+        dist_free(out[l]);
+        dist_free(lse[l]);
+        dist_free(dqkv[l]);
     }
     const CommVolume expected[2] = {expected_volume(s, m, COMM_FORWARD, a),
                                     expected_volume(s, m, COMM_BACKWARD, a)};
@@ -290,14 +366,19 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     const double fwd_max = world_max(comm, (double)fwd.bytes);
     const double bwd_max = world_max(comm, (double)bwd.bytes);
     if (m->world_rank == 0) {
-        printf("%-4s %-8s dp %d mesh %dx%d T %d:", bad ? "FAIL" : "ok", SCHED_NAMES[s], m->dp,
-               m->pq, m->pkv, Tl * m->P);
+        printf("%-4s %-8s %s %s dp %d mesh %dx%d T %d:", bad ? "FAIL" : "ok", SCHED_NAMES[s],
+               comm->name, REAL_NAME, m->dp, m->pq, m->pkv, Tl * m->P);
         for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err[k]);
         printf(" | max bytes/rank/layer fwd %.0f bwd %.0f, %s\n", fwd_max, bwd_max,
                volume_bad ? "COUNTERS DIFFER FROM THE CLOSED FORM" : "counters = closed form");
     }
-    free(qkv);
-    free(dout);
+    dist_free(qkv);
+    dist_free(dout);
+    free(host_qkv);
+    free(host_dout);
+    free(host_out);
+    free(host_lse);
+    free(host_dqkv);
     attention_layer_free(layer);
     return bad;
 }
@@ -312,7 +393,13 @@ int main(int argc, char** argv) {
     if (a.T == 0) a.T = a.Tl * mesh.P;
     if (mesh_check_seq_len(&mesh, a.T, err) != 0) fail_msg("%s", err);
     a.Tl = a.T / mesh.P;
-    Comm* comm = comm_mpi_create(&mesh, NUM_LAYERS);
+    Comm* comm;
+    if (dist_host_memory()) {
+        comm = comm_mpi_create(&mesh, NUM_LAYERS);
+    } else {
+        DeviceCommOptions d = {a.comm, "mpi", "", 60};
+        comm = comm_device_create(&mesh, NUM_LAYERS, &d);
+    }
     if (rank == a.fail_rank) read_input_file(a.fail_file ? a.fail_file : "");
 
     Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS);
@@ -320,7 +407,7 @@ int main(int argc, char** argv) {
     for (int s = 0; s < NSCHED; s++) {
         const int pick = !strcmp(a.algo, "all") || !strcmp(a.algo, SCHED_NAMES[s]);
         if (!pick) continue;
-        failed |= run_schedule(s, comm, &a, &ref);
+        failed |= run_schedule((Schedule)s, comm, &a, &ref);
         ran++;
     }
     if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, ring, striped or all", a.algo);

@@ -13,19 +13,29 @@
 #   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
 #                                      that does not split over it: a clear error from rank 0,
 #                                      every rank exits non-zero, promptly
+#   tests/test_dist_train.sh schedules MESH
+#                                      ATTENTION2D, ATTENTION2D with kept K/V, Ring and Striped
+#                                      on MESH (e.g. 2x3, dp2-2x2), ZeRO-1 on two of the four
 # The single-process run accumulates dp micro-batches (--total-batch-tokens = B*T*dp), so it
 # sees exactly the tokens of one dp step. Tiny model and shards; needs build/train_gpt.
+#
+# The same parts test the CUDA trainers (tests/suites/cuda-dist-train.list): TRAIN is the trainer
+# under test, REF_TRAIN the one that runs the single-process reference (default TRAIN; the CPU
+# trainer for the CUDA ones), TEST_ARGS go to every run of TRAIN (e.g. --comm mpi-staged), TOL and
+# NORM_TOL bound the relative differences, WORK names the work directory.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh}
+part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH}
 TRAIN=${TRAIN:-build/train_gpt}
+REF_TRAIN=${REF_TRAIN:-$TRAIN}
+read -r -a test_args <<< "${TEST_ARGS:-}"
 PY=${PYTHON:-python3}
-TOL=1e-5
+TOL=${TOL:-1e-5}
 # The gradient norm matches to ~1e-7 at step 1, but AdamW turns the fp32 rounding differences of
 # near-zero gradient elements into parameter differences of up to ~lr, and the norm (unlike the
 # mean loss) shows them: up to 1.2e-5 measured. A wrong reduction or shard is off by O(1).
-NORM_TOL=1e-4
-work=build/tests/dist_train/$part
+NORM_TOL=${NORM_TOL:-1e-4}
+work=build/tests/dist_train/${WORK:-$part}
 rm -rf "$work"
 mkdir -p "$work"
 failures=0
@@ -52,19 +62,25 @@ shard(sys.argv[1] + "/val_000.bin", 600)
 EOF
 }
 
-# B=2, T=32; each part sets --total-batch-tokens (B*T*dp*accumulation).
-common=(--preset tiny --layers 2 --channels 32 --heads 4 --context 32 --vocab 512
+# B=2, T=32, 2 heads of 16 (the CUDA kernels take head sizes of multiples of 16); each part sets --total-batch-tokens (B*T*dp*accumulation).
+common=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512
         --train-data "$work/train_*.bin" --val-data "" --tokenizer "" --batch 2 --seq-len 32
         --steps 20 --lr 1e-2 --warmup 2 --eval-every 0 --sample-length 0 --quiet
         --peak-gflops 1)
 
-# train NAME NP [ARGS...]: runs the trainer on NP ranks into $work/NAME (its log.jsonl).
+# train NAME NP [ARGS...]: runs the trainer on NP ranks into $work/NAME (its log.jsonl); the
+# run named ref is the reference trainer's, and so is every 1-rank run when single_is_ref=1
+# (resume: a checkpoint of one trainer continued by the other).
+single_is_ref=0
 train() {
   local name=$1 np=$2
   shift 2
-  local start=$EPOCHREALTIME
-  if ! timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "${common[@]}" --out-dir "$work/$name" "$@" \
-      > "$work/$name.out" 2>&1; then
+  local start=$EPOCHREALTIME prog=$TRAIN extra=("${test_args[@]}")
+  if [ "$name" = ref ] || { [ "$single_is_ref" = 1 ] && [ "$np" = 1 ]; }; then
+    prog=$REF_TRAIN; extra=()
+  fi
+  if ! timeout 300 bash tests/mpirun.sh "$np" "$prog" "${common[@]}" --out-dir "$work/$name" \
+      "${extra[@]}" "$@" > "$work/$name.out" 2>&1; then
     fail "$name: the trainer failed (np $np $*):"
     tail -n 20 "$work/$name.out"
     return 1
@@ -141,6 +157,7 @@ curves)
   ;;
 resume)
   make_shards
+  single_is_ref=1
   common+=(--total-batch-tokens 128)
   train ref 1 || exit 1
   # dp 2 x (2x2) with ZeRO-1 stops after 10 steps (checkpoint), one process continues.
@@ -164,7 +181,7 @@ refuse)
   # from step 0, whose checkpoints would prune it).
   train odd 1 --total-batch-tokens 64 --exit-after 3 || exit 1
   bash tests/expect_job_failure.sh 'next_batch: expected a multiple of dp_size 2, found 3' \
-    timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${common[@]}" --out-dir "$work/odd" --dp 2 \
+    timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/odd" --dp 2 \
     --total-batch-tokens 128 \
     --checkpoint-every 5 --resume || fail "refuse: the incompatible checkpoint was not refused with an error"
   steps=$(grep -c '"type":"step"' "$work/odd/log.jsonl")
@@ -176,7 +193,7 @@ refuse)
 kill)
   make_shards
   log=$work/long/log.jsonl
-  bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" --steps 1000000 --pq 2 --pkv 2 \
+  bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" "${test_args[@]}" --steps 1000000 --pq 2 --pkv 2 \
     --total-batch-tokens 64 \
     --out-dir "$work/long" > "$work/long.out" 2>&1 &
   job=$!   # mpirun itself (tests/mpirun.sh execs it); the ranks are its children
@@ -227,7 +244,7 @@ mesh)
     shift 2
     rm -rf "$work/m"
     out=$(bash tests/expect_job_failure.sh "$pattern" timeout 30 bash tests/mpirun.sh "$np" \
-          "$TRAIN" "${common[@]}" --out-dir "$work/m" "$@")
+          "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/m" "$@")
     local rc=$?
     printf '%s\n' "$out"
     [ "$rc" -eq 0 ] || { fail "mesh: $*"; return; }
@@ -244,8 +261,26 @@ mesh)
   expect_once '^error: mesh: --seq-len 30 must be a positive multiple of --pq 2 x --pkv 2' \
     4 --seq-len 30 --pq 2 --pkv 2
   ;;
+schedules)
+  mesh=${2:?usage: tests/test_dist_train.sh schedules MESH (e.g. 2x3, dp2-2x2)}
+  make_shards
+  dp=1 grid=$mesh
+  case "$mesh" in dp*-*) dp=${mesh%%-*}; dp=${dp#dp}; grid=${mesh#*-} ;; esac
+  pq=${grid%x*} pkv=${grid#*x}
+  np=$((dp * pq * pkv))
+  # T = 48 splits over every mesh of the suites (P = 2, 3, 4, 6, 8); 96 tokens per dp rank per step.
+  common+=(--seq-len 48 --context 48 --total-batch-tokens $((96 * dp)))
+  train ref 1 || exit 1
+  train 2d "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention 2d
+  train 2d-keep-zero "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention 2d --keep-kv --zero 1
+  train ring-zero "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention ring --zero 1
+  train striped "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention striped
+  for n in 2d 2d-keep-zero ring-zero striped; do
+    [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
+  done
+  ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh" >&2
+  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH" >&2
   exit 2
   ;;
 esac

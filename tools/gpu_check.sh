@@ -438,6 +438,33 @@ for prec in fp32 bf16; do
   section "| $prec stop and resume | bit-exact | $r | $(grep -c '^  ok ' "$LOGS/resume_$prec.log") of 5 checks identical |"
 done
 
+# Several processes on the one GPU (mpi-staged shares it; NCCL refuses two ranks on one device):
+# every schedule on 2 ranks (1x2) and 4 ranks (2x2) against the single-process CPU run, bf16.
+section ""
+section "Several ranks sharing the GPU (\`--comm mpi-staged\`), bf16, $TRAIN_STEPS steps against the single-process CPU run; the step split of the multi-rank run:"
+section ""
+section "| ranks | schedule | result | largest differences | step split (summary line) |"
+section "|---|---|---|---|---|"
+MPIRUN_SHARED="$GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np"
+for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
+  nranks=${np_mesh%%:*}; mesh=${np_mesh#*:}
+  for algo in 2d 2d-keep ring striped; do
+    case "$algo" in 2d-keep) margs="$mesh --attention 2d --keep-kv" ;; *) margs="$mesh --attention $algo" ;; esac
+    name="shared_${nranks}_$algo"
+    run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+      --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+      --work "$LOGS/shared" --steps "$TRAIN_STEPS" --np "$nranks" --mesh "$margs" --test-args "--comm mpi-staged" \
+      --mpirun "$MPIRUN_SHARED"
+    diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+    split=$(sed -n 's/^ *summary: [0-9]* timed steps* ([^)]*): \([^;]*\);.*/\1/p' "$LOGS/$name.log" | head -n 1)
+    [ "$RC" -eq 0 ] && r=ok || r=FAIL
+    say "  $nranks ranks on one GPU, $algo: $r ($diffs; $split)"
+    [ "$r" = ok ] || tail_log "$name" 8
+    check_result trainer "$nranks ranks $algo mpi-staged" "$r" "$diffs"
+    section "| $nranks | $algo | $r | $diffs | $split |"
+  done
+done
+
 # ====================================================================================================
 # 5. Kernel times
 # ====================================================================================================

@@ -11,6 +11,14 @@
 #   trainer_checks.sh resume --test PROG --data DIR --work DIR [--steps N]
 #       N steps straight against N/2 steps, --exit-after, --resume and the rest: identical step
 #       losses and norms, eval and sample lines, and byte-identical final model files.
+#   trainer_checks.sh dist --cpu PROG --test PROG --backend NAME --compare PROG --loss-tol X
+#                          --norm-tol Y --data DIR --work DIR --np N --mesh "ARGS"
+#                          [--test-args "ARGS"] [--mpirun "CMD"] [--steps N] [--seq-len T]
+#       The test trainer on N processes started by CMD N (default: mpirun -np N) with the mesh
+#       options ARGS (--pq/--pkv/--attention/--zero/--keep-kv; dp 1) and --test-args (e.g.
+#       --comm mpi-staged), against the single-process reference (--cpu, e.g. the CPU trainer):
+#       compared as vs-cpu does; the test run must also name its transport, and its summary line
+#       (the forward / backward / optimizer split of a step) is printed.
 #
 # DIR holds t_train_*.bin and t_val_*.bin (tools/stream_shards.py: a noisy counting stream over 64
 # of 512 tokens). Runs learn fast (lr 1e-2, no warmup), so a wrong gradient or update shows in the
@@ -19,16 +27,18 @@
 set -u
 mode=${1:-}; shift || true
 cpu="" test="" backend="" compare="" loss_tol="" norm_tol="" data="" work="" steps=10
+np=1 mesh="" test_args="" mpirun="mpirun -np" seq_len=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=$2 ;; --test) test=$2 ;; --backend) backend=$2 ;; --compare) compare=$2 ;;
     --loss-tol) loss_tol=$2 ;; --norm-tol) norm_tol=$2 ;; --data) data=$2 ;; --work) work=$2 ;;
-    --steps) steps=$2 ;;
+    --steps) steps=$2 ;; --np) np=$2 ;; --mesh) mesh=$2 ;; --test-args) test_args=$2 ;;
+    --mpirun) mpirun=$2 ;; --seq-len) seq_len=$2 ;;
     *) echo "trainer_checks.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift 2 || { echo "trainer_checks.sh: $1 needs a value" >&2; exit 2; }
 done
-usage() { echo "usage: trainer_checks.sh vs-cpu|resume ... (see the header of $0)" >&2; exit 2; }
+usage() { echo "usage: trainer_checks.sh vs-cpu|resume|dist ... (see the header of $0)" >&2; exit 2; }
 [ -n "$test" ] && [ -n "$data" ] && [ -n "$work" ] || usage
 case "$steps" in ''|*[!0-9]*) echo "trainer_checks.sh: --steps: expected an even number >= 4, found '$steps'" >&2; exit 2 ;; esac
 [ "$steps" -ge 4 ] && [ $((steps % 2)) -eq 0 ] ||
@@ -45,14 +55,15 @@ ok() { echo "  ok    $*"; }
 fail() { echo "  FAIL  $*"; failures=$((failures + 1)); }
 
 ARGS=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
-      --seq-len 16 --steps "$steps" --eval-every "$half" --eval-batches 4 --lr 1e-2 --warmup 0
+      --seq-len "$seq_len" --steps "$steps" --eval-every "$half" --eval-batches 4 --lr 1e-2 --warmup 0
       --sample-length 4 --sample-every "$half" --quiet --peak-gflops 1
       --train-data "$data/t_train_*.bin" --val-data "$data/t_val_*.bin" --tokenizer "")
 
-# run NAME PROGRAM ARGS...: output in $work/NAME.out, exit status checked.
+# run NAME PROGRAM ARGS...: output in $work/NAME.out, exit status checked. PROGRAM may be a
+# launcher (mpirun, bash) followed by the trainer.
 run() {
   local name=$1 prog=$2; shift 2
-  if [ ! -x "$prog" ]; then fail "$name: $prog is not an executable"; return 1; fi
+  if ! command -v "$prog" > /dev/null; then fail "$name: $prog is not an executable"; return 1; fi
   rm -rf "${work:?}/$name"
   timeout 600 "$prog" "$@" > "$work/$name.out" 2>&1 < /dev/null
   local rc=$?
@@ -72,6 +83,28 @@ vs_cpu() {
   printf '%s\n' "$report" | sed 's/^/        /'
   [ "$rc" -eq 0 ] && ok "$backend: $steps steps' losses, gradient norms and validation losses against the CPU trainer" ||
     fail "$backend: losses or gradient norms differ from the CPU trainer's beyond the bounds"
+}
+
+# The same comparison with both trainers on np processes (word splitting of the option strings
+# is intended: they hold several options).
+dist() {
+  [ -n "$cpu" ] && [ -n "$backend" ] && [ -n "$compare" ] && [ -n "$loss_tol" ] && [ -n "$norm_tol" ] || usage
+  [ -f "$work/ref/log.jsonl" ] || run ref "$cpu" "${ARGS[@]}" --out-dir "$work/ref" || return
+  # shellcheck disable=SC2086
+  run test $mpirun "$np" "$test" "${ARGS[@]}" $mesh $test_args --out-dir "$work/test" || return
+  grep -q "backend $backend\$" "$work/test.out" && ok "the run says: backend $backend" ||
+    fail "the run does not print its backend ($backend)"
+  local transport
+  transport=$(grep -m1 -o 'transport [a-z-]*' "$work/test.out")
+  [ -n "$transport" ] && ok "the run says: $transport" || fail "the run does not name its transport"
+  local report rc
+  report=$("$compare" "$work/ref/log.jsonl" "$work/test/log.jsonl" --loss-tol "$loss_tol" \
+           --norm-tol "$norm_tol" --min-entries $((2 * steps + 2)))
+  rc=$?
+  printf '%s\n' "$report" | sed 's/^/        /'
+  grep -m1 '^summary:' "$work/test.out" | sed 's/^/        /'
+  [ "$rc" -eq 0 ] && ok "$backend, $np ranks ($mesh $test_args): $steps steps against the reference" ||
+    fail "$backend, $np ranks ($mesh $test_args): losses or gradient norms differ beyond the bounds"
 }
 
 resume() {
@@ -101,6 +134,7 @@ resume() {
 
 case "$mode" in
   vs-cpu) vs_cpu ;;
+  dist) dist ;;
   resume) resume ;;
   *) usage ;;
 esac

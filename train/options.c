@@ -69,6 +69,13 @@ static const OptSpec specs[] = {
     {"attention", OPT_STRING, F(attention), 0, 0, "2d|ring|striped", "sequence-parallel attention schedule"},
     {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
     {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
+    {"comm", OPT_STRING, F(comm), 0, 0, "auto|mpi|nccl|mpi-staged", "transport: mpi moves host memory (CPU trainer); nccl and mpi-staged (through pinned host buffers, lets ranks share a GPU) move device memory (CUDA trainer); auto picks mpi on the CPU, nccl on GPUs (mpi-staged for one rank)"},
+    {"rendezvous", OPT_STRING, F(rendezvous), 0, 0, NULL, "how rank 0's NCCL id reaches the others: mpi, file:PATH (a shared file system) or tcp:HOST:PORT (rank 0 listens); with file or tcp no MPI is started and rank, size and local rank come from the launcher's environment (Slurm, Open MPI, MPICH, torchrun) or --rank/--world-size/--local-rank"},
+    {"rendezvous-id", OPT_STRING, F(rendezvous_id), 0, 0, NULL, "a string every rank of this run shares and no earlier run used, so a stale rendezvous file is never read (default: the launcher's job id, e.g. SLURM_JOB_ID.SLURM_STEP_ID)"},
+    {"rendezvous-timeout", OPT_DOUBLE, F(rendezvous_timeout), 0.1, 86400, NULL, "seconds a rank waits for the file or tcp rendezvous before giving up with an error"},
+    {"rank", OPT_INT, F(launch_rank), -1, 1 << 20, NULL, "this process's world rank, without MPI (-1 = from the launcher's environment)"},
+    {"world-size", OPT_INT, F(launch_world), -1, 1 << 20, NULL, "ranks in the job, without MPI (-1 = from the launcher's environment)"},
+    {"local-rank", OPT_INT, F(launch_local_rank), -1, 1 << 20, NULL, "rank on this node (picks the GPU; -1 = from MPI or the launcher's environment)"},
     {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
 };
@@ -110,6 +117,13 @@ static void set_defaults(TrainOptions* o) {
     o->pq = 1;
     o->pkv = 1;
     o->attention = "2d";
+    o->comm = "auto";
+    o->rendezvous = "mpi";
+    o->rendezvous_id = "";
+    o->rendezvous_timeout = 120;
+    o->launch_rank = -1;
+    o->launch_world = -1;
+    o->launch_local_rank = -1;
 }
 
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);
@@ -118,8 +132,8 @@ static void usage(const char* prog) {
     printf("usage: %s [options]\nTrains a GPT-3-like model on llm.c token shards (%s backend; "
            "%s).\n\n", prog, gpt_backend_name(),
            gpt_backend_host_memory() ? "run under mpirun for data and sequence parallelism"
-                                     : "one process: multi-GPU runs need the NCCL transport, "
-                                       "not in this version");
+                                     : "one GPU per process; run under mpirun, or srun with "
+                                       "--rendezvous, for data and sequence parallelism");
     for (int i = 0; i < NSPECS; i++) {
         const OptSpec* s = &specs[i];
         const char* arg = s->type == OPT_FLAG ? "" : s->choices ? s->choices

@@ -39,6 +39,11 @@ typedef struct {
     const char* attention;     // 2d | ring | striped
     int zero;
     int keep_kv;
+    const char* comm;          // auto | mpi | nccl | mpi-staged
+    const char* rendezvous;    // mpi | file:PATH | tcp:HOST:PORT (how the NCCL id travels)
+    const char* rendezvous_id; // run key of the file/tcp rendezvous ("" = from the launcher)
+    double rendezvous_timeout; // seconds
+    int launch_rank, launch_world, launch_local_rank;   // -1: from the launcher's environment
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;
 } TrainOptions;

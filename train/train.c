@@ -14,11 +14,15 @@
 #include <unistd.h>
 
 #include "attention/dist_attention.h"
+#include "attention/dist_ops.h"
 #include "checkpoints/checkpoint_dir.h"
 #include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"
+#include "comm/comm_device.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
+#include "comm/launch.h"
+#include "comm/rendezvous.h"
 #include "data/bpe.h"
 #include "data/loader.h"
 #include "data/tokenizer_file.h"
@@ -37,6 +41,11 @@ typedef struct {
     TrainOptions opt;
     Mesh mesh;
     Comm* comm;
+    const char* transport;     // the resolved --comm
+    int use_mpi;               // MPI runs (every --rendezvous but file: and tcp:)
+    int local_rank, local_size;   // on this node (local_size -1: unknown)
+    int device;                // the GPU this rank drives (-1: CPU)
+    size_t real_bytes;         // bytes of a backend `real` (train.c sees real as float)
     int rank;                  // world rank; rank 0 logs, samples and writes model files
     GPTConfig cfg;
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
@@ -63,7 +72,7 @@ typedef struct {
     int *sample_prompt, *sample_out, sample_prompt_len;
     double peak_flops;         // per rank
     char peak_source[224];     // where peak_flops comes from
-    BackendDevice device;
+    BackendDevice device_info;
     char config_json[4096];
 } Trainer;
 
@@ -78,6 +87,17 @@ static double now(void) {
 
 static void print_line(const char* line) { printf("%s\n", line); }
 
+// Ends MPI where it runs (every exit path of the trainer).
+static void end_launch(void) {
+    if (comm_mpi_active()) comm_mpi_finalize();
+}
+
+// Element i of a backend tensor: this file is C, where `real` is float, while the CUDA backend
+// stores bf16, so offsets are computed in bytes.
+static real* element(const Trainer* t, real* base, size_t i) {
+    return (real*)((char*)base + i * t->real_bytes);
+}
+
 // Every rank computes the same verdict from the same options; rank 0 says it, all exit.
 static void config_error(const Trainer* t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 static void config_error(const Trainer* t, const char* fmt, ...) {
@@ -89,7 +109,7 @@ static void config_error(const Trainer* t, const char* fmt, ...) {
         fprintf(stderr, "\n");
         va_end(ap);
     }
-    comm_mpi_finalize();
+    end_launch();
     exit(2);
 }
 
@@ -130,17 +150,6 @@ static void setup_model_config(Trainer* t) {
 static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
-    // The MPI comm layer and the distributed attention schedules move host memory only.
-    if (!gpt_backend_host_memory() && world_size > 1)
-        config_error(t, "a world of %d ranks on the %s backend: data and sequence parallelism on "
-                     "GPUs needs the NCCL transport, which is not in this version (the MPI comm "
-                     "layer and the distributed schedules work on host memory only); run one "
-                     "process, or the CPU trainer (build/train_gpt) under mpirun", world_size,
-                     gpt_backend_name());
-    if (!gpt_backend_host_memory() && o->zero)
-        config_error(t, "--zero %d on the %s backend: ZeRO-1 moves gradient and parameter shards "
-                     "through the comm layer, which needs the NCCL transport for device memory "
-                     "(not in this version); run without --zero", o->zero, gpt_backend_name());
     if (mesh_init(&t->mesh, o->dp, o->pq, o->pkv, world_rank, world_size, err) != 0)
         config_error(t, "%s", err);
     if (mesh_check_seq_len(&t->mesh, o->seq_len, err) != 0) config_error(t, "%s", err);
@@ -154,6 +163,47 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
                      "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
     t->accum = (int)(total / micro);
     t->tokens_per_step = total;
+}
+
+// The transport (--comm) for this backend and launch, and this rank's GPU. Before any other
+// backend call: the device is chosen first.
+static void setup_transport(Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    const int host = gpt_backend_host_memory();
+    const char* c = o->comm;
+    if (strcmp(c, "auto") == 0)
+        c = host ? "mpi" : (!t->use_mpi || t->mesh.world_size > 1) ? "nccl" : "mpi-staged";
+    if (host && strcmp(c, "mpi") != 0)
+        config_error(t, "--comm %s: the %s backend's buffers are host memory, moved by --comm mpi "
+                     "(nccl and mpi-staged move device memory: build/train_gpt_cuda)", c,
+                     gpt_backend_name());
+    if (!host && strcmp(c, "mpi") == 0)
+        config_error(t, "--comm mpi: the %s backend's buffers are device memory; use --comm nccl, "
+                     "or mpi-staged (through pinned host buffers)", gpt_backend_name());
+    if (!t->use_mpi && strcmp(c, "nccl") != 0)
+        config_error(t, "--comm %s with --rendezvous %s: without MPI only the nccl transport runs", c,
+                     o->rendezvous);
+    if (o->keep_kv && strcmp(o->attention, "2d") != 0)
+        config_error(t, "--keep-kv: only --attention 2d keeps gathered K/V, found --attention %s",
+                     o->attention);
+    t->transport = c;
+    char err[ERR_LEN];
+    if (gpt_backend_select_device(t->local_rank, t->local_size, strcmp(c, "mpi-staged") == 0,
+                                  &t->device, err) != 0)
+        fail_msg("%s", err);
+    t->real_bytes = comm_type_size(dist_real_comm_type());
+}
+
+static Comm* create_comm(Trainer* t) {
+    if (strcmp(t->transport, "mpi") == 0) return comm_mpi_create(&t->mesh, t->cfg.L);
+    DeviceCommOptions d = {t->transport, t->opt.rendezvous, "", t->opt.rendezvous_timeout};
+    char key[256], err[ERR_LEN];
+    if (!t->use_mpi) {
+        if (rendezvous_run_key(key, sizeof key, t->opt.rendezvous_id, err) != 0)
+            fail_msg("--rendezvous-id: %s", err);
+        d.run_key = key;
+    }
+    return comm_device_create(&t->mesh, t->cfg.L, &d);
 }
 
 static void setup_attention(Trainer* t) {
@@ -245,7 +295,7 @@ static void next_batch(Trainer* t, DataLoader* loader) {
 
 static double all_reduce_scalar(Trainer* t, double x) {
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-    comm_all_reduce_sum(t->comm, MESH_WORLD, &x, 1, COMM_F64);
+    comm_all_reduce_host(t->comm, MESH_WORLD, &x, 1, COMM_F64);
     return x;
 }
 
@@ -277,17 +327,19 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
         ph->backward += t0 - t1;
     }
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    // Gradients travel in the backend's storage type (bf16 on the CUDA bf16 build).
+    const CommType gt = dist_real_comm_type();
     double sq;
     if (t->opt.zero) {
         // ZeRO-1: each rank reduces and updates only its shard, then the shards are gathered.
         comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
-                                t->shard_count, COMM_REAL);
-        tensor_copy(m->grads_memory + t->shard_begin, t->shard_scratch, t->shard_count);
+                                t->shard_count, gt);
+        tensor_copy(element(t, m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
         sq = gpt_grad_sum_squares(m, t->shard_begin, t->shard_count);
         sq = all_reduce_scalar(t, sq);
     } else {
         if (t->mesh.world_size > 1)
-            comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, COMM_REAL);
+            comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
         sq = gpt_grad_sum_squares(m, 0, m->num_params);
     }
     *grad_norm = sqrt(sq);
@@ -295,9 +347,9 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
                    clip_factor(*grad_norm, t->opt.grad_clip));
     if (t->opt.zero) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        tensor_copy(t->shard_scratch, m->params_memory + t->shard_begin, t->shard_count);
+        tensor_copy(t->shard_scratch, element(t, m->params_memory, t->shard_begin), t->shard_count);
         comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
-                        COMM_REAL);
+                        gt);
     }
     gpt_backend_sync();
     ph->optimizer = now() - t0;
@@ -414,6 +466,13 @@ static void save_checkpoint(Trainer* t) {
     char err[ERR_LEN], path[4096];
     const char* dir = t->opt.out_dir;
     const double t0 = now();
+    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank updated only its shard of them;
+    // gather the others' (in place) so that every rank's copy, and the files, are current.
+    if (t->opt.zero && t->model.master_params) {
+        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+        comm_all_gather(t->comm, MESH_WORLD, t->model.master_params + t->shard_begin,
+                        t->model.master_params, t->shard_count, COMM_F32);
+    }
     gpt_params_to_host(&t->model, t->host_params);
     optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
     if (t->rank == 0) {
@@ -526,7 +585,7 @@ static void resume(Trainer* t) {
         if (misfit > 0) {
             if (rc == -2) fprintf(stderr, "error: rank %d: --resume: checkpoint step %d: %s\n",
                                   t->rank, steps[i], err);
-            comm_mpi_finalize();
+            end_launch();
             exit(2);
         }
         if (bad == 0) {
@@ -554,12 +613,17 @@ static void print_config(Trainer* t) {
            "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T,
            t->cfg.V, t->cfg.Vp, t->model.num_params, gpt_backend_name());
     printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
-           "per rank\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq, t->mesh.pkv,
-           t->attention->name, t->Tl);
+           "per rank; transport %s (launch: %s)\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq,
+           t->mesh.pkv, t->attention->name, t->Tl, t->comm->name,
+           t->use_mpi ? "MPI" : t->opt.rendezvous);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.zero);
-    printf("device: %s\n", t->device.name);
+    if (t->device >= 0)
+        printf("device: %s (GPU %d of rank 0, local rank %d of %d on its node)\n",
+               t->device_info.name, t->device, t->local_rank, t->local_size);
+    else
+        printf("device: %s\n", t->device_info.name);
     if (t->peak_flops > 0)
         printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9, t->peak_source);
     else
@@ -620,21 +684,70 @@ static void print_summary(Trainer* t, const RunTotals* r, double flops_per_token
                  t->peak_flops, r->memory_used, r->memory_total);
 }
 
+// The --rendezvous value, read before anything starts: file: and tcp: mean no MPI at all.
+static const char* rendezvous_arg(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--rendezvous") == 0 && i + 1 < argc) return argv[i + 1];
+        if (strncmp(argv[i], "--rendezvous=", 13) == 0) return argv[i] + 13;
+    }
+    return "mpi";
+}
+
+// Where this process sits in the job: from MPI, or (file or tcp rendezvous) from the launcher's
+// environment and the --rank/--world-size/--local-rank flags. Parses the options.
+static int launch(Trainer* t, int* argc, char*** argv, int* world_rank, int* world_size) {
+    t->use_mpi = strcmp(rendezvous_arg(*argc, *argv), "mpi") == 0;
+    LaunchInfo li;
+    char err[ERR_LEN];
+    if (t->use_mpi) {
+        comm_mpi_init(argc, argv, world_rank, world_size);
+    } else {
+        if (launch_info_from_env(&li, err) != 0) fail_msg("%s", err);
+        *world_rank = li.rank;
+        *world_size = li.world_size;
+    }
+    t->rank = *world_rank;
+    const int parsed = train_options_parse(&t->opt, *argc, *argv, *world_rank == 0);
+    if (parsed != 0) return parsed;
+    const TrainOptions* o = &t->opt;
+    if (t->use_mpi) {
+        if (o->launch_rank >= 0)
+            config_error(t, "--rank: expected no value under MPI (the rank is MPI's), found %d; "
+                         "--rank is for --rendezvous file:PATH or tcp:HOST:PORT", o->launch_rank);
+        if (o->launch_world >= 0)
+            config_error(t, "--world-size: expected no value under MPI (the size is MPI's), found "
+                         "%d; --world-size is for --rendezvous file:PATH or tcp:HOST:PORT",
+                         o->launch_world);
+        comm_mpi_node_rank(&t->local_rank, &t->local_size);
+        if (o->launch_local_rank >= 0) t->local_rank = o->launch_local_rank;
+    } else {
+        if (launch_info_override(&li, o->launch_rank, o->launch_world, o->launch_local_rank, err))
+            fail_msg("%s", err);
+        *world_rank = t->rank = li.rank;
+        *world_size = li.world_size;
+        t->local_rank = li.local_rank;
+        t->local_size = li.local_size;
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "rank %d", li.rank);
+        fail_set_prefix(prefix);
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     blas_ensure_vector_kernels(argv);
     int world_rank, world_size;
-    comm_mpi_init(&argc, &argv, &world_rank, &world_size);
     Trainer t;
     memset(&t, 0, sizeof t);
-    t.rank = world_rank;
-    const int parsed = train_options_parse(&t.opt, argc, argv, world_rank == 0);
+    const int parsed = launch(&t, &argc, &argv, &world_rank, &world_size);
     if (parsed != 0) {
-        comm_mpi_finalize();
+        end_launch();
         return parsed > 0 ? 0 : 2;
     }
     setup_model_config(&t);
     setup_mesh(&t, world_rank, world_size);
-    t.comm = comm_mpi_create(&t.mesh, t.cfg.L);
+    setup_transport(&t);
+    t.comm = create_comm(&t);
     setup_attention(&t);
     setup_model_and_optimizer(&t);
     setup_data(&t);
@@ -652,7 +765,7 @@ int main(int argc, char** argv) {
         if (run_log_open(&t.log, path, err, sizeof err) != 0) fail_msg("--log %s", err);
         // MFU against --peak-gflops if given; else the CPU's measured FMA peak, or the GPU's entry
         // in the peak table (train/gpu_peaks.c); a GPU the table does not know gets no MFU.
-        gpt_backend_device(&t.device);
+        gpt_backend_device(&t.device_info);
         if (t.opt.peak_gflops > 0) {
             t.peak_flops = t.opt.peak_gflops * 1e9;
             snprintf(t.peak_source, sizeof t.peak_source, "--peak-gflops");
@@ -661,8 +774,8 @@ int main(int argc, char** argv) {
             snprintf(t.peak_source, sizeof t.peak_source, "measured FMA peak; BLAS kernels: OpenBLAS %s",
                      blas_kernel_name());
         } else {
-            t.peak_flops = t.device.peak_flops;
-            snprintf(t.peak_source, sizeof t.peak_source, "%s", t.device.peak_entry);
+            t.peak_flops = t.device_info.peak_flops;
+            snprintf(t.peak_source, sizeof t.peak_source, "%s", t.device_info.peak_entry);
         }
         run_log_json(&t.log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
                      "\"options\":%s}", t.step, world_size, t.model.num_params, t.config_json);
@@ -765,6 +878,6 @@ int main(int argc, char** argv) {
     tensor_free(t.shard_scratch);
     free(t.host_params); free(t.host_m); free(t.host_v);
     free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
-    comm_mpi_finalize();
+    end_launch();
     return 0;
 }

@@ -21,14 +21,18 @@
 #     single-device attention layer), and the kernel sources they call.
 #   - NOT model/layers.c, model/backend_cpu.c, attention/attention_local.c (the CPU twins).
 
-CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu attention/attention_local_cuda.cu
+CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu attention/attention_local_cuda.cu \
+	attention/dist_ops_cuda.cu comm/comm_device.cu comm/comm_nccl.cu comm/comm_staged.cu
+# C sources written once and compiled as CUDA C++ (real = floatX): the layer sequence and the
+# distributed attention schedules.
+CUDA_CXX_SRCS := model/gpt.c $(DIST_SCHEDULE_SRCS)
 CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_attention.cu
 
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
 CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) \
 	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) \
 	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
-	$(COMM_OBJS) $(DIST_ATTENTION_OBJS) $(FAIL_OBJS)
+	$(COMM_OBJS) $(LAUNCH_OBJS) $(FAIL_OBJS)
 
 # --- Host runtime builds ---------------------------------------------------------------------------
 
@@ -44,12 +48,13 @@ $(BUILD)/cuda-host-cxx-fp32/%.o: %.c
 # The .cu objects come from the host-runtime pattern rules of the other fragments
 # ($(BUILD)/cuda-host/%.o for bf16; $(BUILD)/cuda-host-fp32/%.o, $(BUILD)/cuda-matmul-fp32/%.o and
 # $(BUILD)/cuda-host-fp32-attn/%.o for fp32 -- all the same flags).
-CUDA_TRAIN_HOST_OBJS = $(BUILD)/cuda-host-cxx/model/gpt.o \
+CUDA_TRAIN_HOST_OBJS = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
-	$(BUILD)/cuda-host/attention/partial_attention.o
-CUDA_TRAIN_HOST_OBJS_FP32 = $(BUILD)/cuda-host-cxx-fp32/model/gpt.o \
+	$(BUILD)/cuda-host/attention/partial_attention.o $(CUDA_HOST_NCCL_OBJS)
+CUDA_TRAIN_HOST_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o) $(CUDA_LAYERS_OBJS_FP32) \
-	$(CUDA_MATMUL_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o
+	$(CUDA_MATMUL_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o \
+	$(CUDA_HOST_NCCL_OBJS)
 .SECONDARY: $(CUDA_TRAIN_HOST_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32)
 
 CUDA_TRAIN_HOST_PROGS := $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32
@@ -94,11 +99,11 @@ $(NVCC_BUILD)/cuda-fp32/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_CUDA_FP32 -MMD -MP -c $< -o $@
 
-# The layer sequence (C source) as CUDA C++: real = floatX needs the CUDA headers.
-$(NVCC_BUILD)/cuda/model/gpt.o: model/gpt.c
+# The C sources written once (CUDA_CXX_SRCS) as CUDA C++: real = floatX needs the CUDA headers.
+$(NVCC_BUILD)/cuda/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x cu -c $< -o $@
-$(NVCC_BUILD)/cuda-fp32/model/gpt.o: model/gpt.c
+$(NVCC_BUILD)/cuda-fp32/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_TRAIN_FLAGS) -DGPT_BACKEND_CUDA -DGPT_CUDA_FP32 -MMD -MP -x cu -c $< -o $@
 
@@ -121,9 +126,9 @@ $(CUDA_KERNEL_LIB_FP32): $(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_KERN
 CUDA_KERNEL_LINK = -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,'$$ORIGIN/../lib'
 
 # The backend of each precision, and its kernels.
-CUDA_TRAIN_NVCC_OBJS = $(NVCC_BUILD)/cuda/model/gpt.o \
+CUDA_TRAIN_NVCC_OBJS = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda/%.o) \
 	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB)
-CUDA_TRAIN_NVCC_OBJS_FP32 = $(NVCC_BUILD)/cuda-fp32/model/gpt.o \
+CUDA_TRAIN_NVCC_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda-fp32/%.o) \
 	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB_FP32)
 
 .PHONY: train-cuda
@@ -141,9 +146,9 @@ $(BUILD)/train_gpt_cuda_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS_FP32)
 	$(CUDA_LIB_CHECK)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 
-# The compile check covers the layer sequence as CUDA C++ too (it globs the .cu files only).
-cuda-compile-check: $(BUILD)/nvcc-check/model/gpt-as-cuda.o
-$(BUILD)/nvcc-check/model/gpt-as-cuda.o: model/gpt.c
+# The compile check covers the C sources written once as CUDA C++ too (it globs the .cu files only).
+cuda-compile-check: $(CUDA_CXX_SRCS:%.c=$(BUILD)/nvcc-check/%-as-cuda.o)
+$(BUILD)/nvcc-check/%-as-cuda.o: %.c
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(NVCC_CHECK_FLAGS) -DGPT_BACKEND_CUDA -MMD -MP -x cu -c $< -o $@
 endif

@@ -89,28 +89,40 @@ const char* cudaGetErrorName(cudaError_t err) {
 
 static const size_t total_mem = (size_t)80 << 30;
 
+// CUDA_HOST_DEVICES=N makes the process see N identical devices (1 by default), so that a test
+// of N ranks on one node can give each rank "its own GPU" as on an N-GPU machine. The memory
+// behind them is the process's: the selected device changes nothing but cudaGetDevice.
+static int device_count(void) {
+    const char* s = getenv("CUDA_HOST_DEVICES");
+    const int n = s ? atoi(s) : 1;
+    return n >= 1 && n <= 64 ? n : 1;
+}
+
+static thread_local int current_device = 0;
+
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDeviceCount: NULL count");
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-    if (device != 0)
-        return cuda_host_fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the host runtime has device 0 only", device);
+    if (device < 0 || device >= device_count())
+        return cuda_host_fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the host runtime has %d device(s) (CUDA_HOST_DEVICES)", device, device_count());
+    current_device = device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
     if (!device) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDevice: NULL device");
-    *device = 0;
+    *device = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     if (!p) return cuda_host_fail(cudaErrorInvalidValue, "cudaGetDeviceProperties: NULL prop");
-    if (device != 0)
-        return cuda_host_fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): device 0 only", device);
+    if (device < 0 || device >= device_count())
+        return cuda_host_fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): %d device(s) (CUDA_HOST_DEVICES)", device, device_count());
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "NVIDIA H100 80GB HBM3 (CUDA host runtime)");
     p->totalGlobalMem = total_mem;

@@ -1,0 +1,687 @@
+// NCCL over MPI for the host runtime: what each call does is in host_nccl.h. Every NCCL
+// communicator is an MPI communicator of its own (split from MPI_COMM_WORLD), so the shim's
+// messages never meet the program's own MPI traffic. MPI failures come back as ncclSystemError
+// (MPI_ERRORS_RETURN on every communicator made here); nothing here aborts the job.
+// MPI's C API only: its C++ bindings warn under -Wextra and would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/cuda_host/internal.h"
+#include "tests/cuda_host/host_nccl.h"
+
+// --- Errors ------------------------------------------------------------------------------------
+
+// One message for the process, as NCCL keeps it (ncclGetLastError ignores its comm argument).
+static char last_error[1024];
+
+static ncclResult_t nccl_fail(ncclResult_t result, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t nccl_fail(ncclResult_t result, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    const char* debug = getenv("NCCL_DEBUG");  // NCCL prints its warnings only when asked
+    if (debug && *debug) fprintf(stderr, "NCCL WARN %s\n", last_error);
+    return result;
+}
+
+static ncclResult_t mpi_fail(const char* fn, const char* call, int err) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", err);
+    return nccl_fail(ncclSystemError, "%s: %s failed: %s", fn, call, text);
+}
+
+#define MPI_TRY(fn, name, call)                                 \
+    do {                                                        \
+        int mpi_err_ = (call);                                  \
+        if (mpi_err_ != MPI_SUCCESS) return mpi_fail(fn, name, mpi_err_); \
+    } while (0)
+
+const char* ncclGetErrorString(ncclResult_t result) {
+    switch (result) {
+        case ncclSuccess: return "no error";
+        case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+        case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+        case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+        case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+        case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+        case ncclRemoteError: return "remote process exited or there was a network error";
+        case ncclInProgress: return "NCCL operation in progress";
+        default: return "unknown result code";
+    }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) { return last_error; }
+
+ncclResult_t ncclGetVersion(int* version) {
+    if (!version) return nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+// --- MPI, 16-bit floating-point types and their reductions --------------------------------------
+
+static void finalize_mpi(void) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+// MPI has no bf16 or fp16: 2-byte types of our own, with user reductions (commutative, so MPI
+// may combine in any order; each step is rounded like a GPU adding two 16-bit values).
+static MPI_Datatype bf16_type = MPI_DATATYPE_NULL, fp16_type = MPI_DATATYPE_NULL;
+static MPI_Op bf16_ops[4], fp16_ops[4];  // indexed by ncclSum, ncclProd, ncclMax, ncclMin
+
+static float half_to_float(unsigned short h) {
+    unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0) {  // zero or subnormal: man * 2^-24
+        float f = ldexpf((float)man, -24);
+        return sign ? -f : f;
+    }
+    unsigned u = sign | (exp == 31 ? 0x7f800000u : (exp + 112u) << 23) | (man << 13);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// Round to nearest even, as __float2half_rn; NaN becomes 0x7fff as on a GPU.
+static unsigned short float_to_half(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
+    u &= 0x7fffffffu;
+    if (u > 0x7f800000u) return 0x7fff;
+    if (u >= 0x477ff000u) return sign | 0x7c00;  // 65520 and above round to infinity
+    if (u < 0x38800000u) {                      // under 2^-14: a subnormal, in units of 2^-24
+        float a;
+        memcpy(&a, &u, sizeof a);
+        return sign | (unsigned short)nearbyintf(ldexpf(a, 24));  // exact scaling, then RNE
+    }
+    u += 0xfffu + ((u >> 13) & 1u);
+    return sign | (unsigned short)((u - (112u << 23)) >> 13);
+}
+
+static float combine(int op, float a, float b) {
+    if (a != a || b != b) return a + b;  // NaN stays NaN whatever the op
+    switch (op) {
+        case ncclProd: return a * b;
+        case ncclMax: return a > b ? a : b;
+        case ncclMin: return a < b ? a : b;
+        default: return a + b;
+    }
+}
+
+static void reduce16(int op, int bf16, const void* in, void* inout, int len) {
+    const unsigned short* a = (const unsigned short*)in;
+    unsigned short* b = (unsigned short*)inout;
+    for (int i = 0; i < len; i++) {
+        if (bf16)
+            b[i] = cuda_host_float_to_bf16_bits(
+                combine(op, cuda_host_bf16_bits_to_float(a[i]), cuda_host_bf16_bits_to_float(b[i])));
+        else
+            b[i] = float_to_half(combine(op, half_to_float(a[i]), half_to_float(b[i])));
+    }
+}
+
+// One function per (type, op): MPI's callback has no room for a context.
+#define REDUCE16_FN(name, op, bf16) \
+    static void name(void* in, void* inout, int* len, MPI_Datatype*) { reduce16(op, bf16, in, inout, *len); }
+REDUCE16_FN(bf16_sum, ncclSum, 1)
+REDUCE16_FN(bf16_prod, ncclProd, 1)
+REDUCE16_FN(bf16_max, ncclMax, 1)
+REDUCE16_FN(bf16_min, ncclMin, 1)
+REDUCE16_FN(fp16_sum, ncclSum, 0)
+REDUCE16_FN(fp16_prod, ncclProd, 0)
+REDUCE16_FN(fp16_max, ncclMax, 0)
+REDUCE16_FN(fp16_min, ncclMin, 0)
+
+static ncclResult_t make_type(const char* fn, MPI_Datatype* type, MPI_Op* ops, MPI_User_function* const* fns) {
+    MPI_TRY(fn, "MPI_Type_contiguous", MPI_Type_contiguous(2, MPI_BYTE, type));
+    MPI_TRY(fn, "MPI_Type_commit", MPI_Type_commit(type));
+    for (int i = 0; i < 4; i++) MPI_TRY(fn, "MPI_Op_create", MPI_Op_create(fns[i], 1, &ops[i]));
+    return ncclSuccess;
+}
+
+// Initialises MPI unless the program has (then it is finalized at exit), and makes the 16-bit
+// types once.
+static ncclResult_t ensure_mpi(const char* fn) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized) return nccl_fail(ncclInvalidUsage, "%s: MPI has been finalized", fn);
+    if (!initialized) {
+        int provided = 0;
+        MPI_TRY(fn, "MPI_Init_thread", MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
+        atexit(finalize_mpi);
+    }
+    if (bf16_type != MPI_DATATYPE_NULL) return ncclSuccess;
+    static MPI_User_function* const bf16_fns[4] = {bf16_sum, bf16_prod, bf16_max, bf16_min};
+    static MPI_User_function* const fp16_fns[4] = {fp16_sum, fp16_prod, fp16_max, fp16_min};
+    ncclResult_t r = make_type(fn, &bf16_type, bf16_ops, bf16_fns);
+    return r != ncclSuccess ? r : make_type(fn, &fp16_type, fp16_ops, fp16_fns);
+}
+
+// --- Communicators ------------------------------------------------------------------------------
+
+enum { COMM_MAGIC = 0x4e43434c, COMM_DEAD = 0x44454144 };
+
+struct ncclComm {
+    unsigned magic;  // COMM_MAGIC while usable; COMM_DEAD after destroy or abort
+    MPI_Comm mpi;    // MPI_COMM_NULL after ncclCommFinalize
+    int rank, nranks;
+};
+
+// Destroyed communicators keep their dead marker (the memory is not reused), so that a later
+// use is reported rather than undefined.
+static ncclResult_t comm_check(const char* fn, ncclComm_t comm, int need_mpi) {
+    if (!comm) return nccl_fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+    if (comm->magic == COMM_DEAD) return nccl_fail(ncclInvalidUsage, "%s: comm was destroyed or aborted", fn);
+    if (comm->magic != COMM_MAGIC) return nccl_fail(ncclInvalidArgument, "%s: comm is not a communicator", fn);
+    if (need_mpi && comm->mpi == MPI_COMM_NULL)
+        return nccl_fail(ncclInvalidUsage, "%s: comm was finalized (ncclCommFinalize)", fn);
+    return ncclSuccess;
+}
+
+static ncclResult_t comm_wrap(const char* fn, MPI_Comm mpi, ncclComm_t* out) {
+    MPI_TRY(fn, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
+    ncclComm_t c = (ncclComm_t)malloc(sizeof *c);
+    if (!c) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
+    c->magic = COMM_MAGIC;
+    c->mpi = mpi;
+    MPI_Comm_rank(mpi, &c->rank);
+    MPI_Comm_size(mpi, &c->nranks);
+    *out = c;
+    return ncclSuccess;
+}
+
+static int config_ok(const ncclConfig_t* config) { return !config || config->magic == 0xcafebeef; }
+
+static const char id_magic[8] = "hostncl";  // the id's first 8 bytes; a 64-bit tag follows
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    if (!id) return nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    static uint64_t calls;
+    uint64_t tag = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, &tag, sizeof tag) != (ssize_t)sizeof tag) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        tag = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
+    }
+    if (fd >= 0) close(fd);
+    tag ^= ++calls * 0x9e3779b97f4a7c15ull;  // two ids of one process differ even without urandom
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, id_magic, sizeof id_magic);
+    memcpy(id->internal + sizeof id_magic, &tag, sizeof tag);
+    return ncclSuccess;
+}
+
+// What each process passed to ncclCommInitRank, gathered so that every process reaches the same
+// verdict (no process leaves early while the others wait in MPI_Comm_split).
+typedef struct {
+    uint64_t tag;
+    int32_t rank, id_ok, config_ok, pad;
+} InitInfo;
+
+static ncclResult_t init_verdict(const char* fn, const InitInfo* all, int world, int nranks) {
+    for (int i = 0; i < world; i++) {
+        if (!all[i].id_ok)
+            return nccl_fail(ncclInvalidArgument, "%s: MPI rank %d passed an ncclUniqueId that ncclGetUniqueId did not make", fn, i);
+        if (all[i].tag != all[0].tag)
+            return nccl_fail(ncclInvalidUsage,
+                             "%s: MPI ranks 0 and %d passed different ncclUniqueIds; the host NCCL needs one id "
+                             "shared by every process of MPI_COMM_WORLD", fn, i);
+        if (!all[i].config_ok)
+            return nccl_fail(ncclInvalidArgument, "%s: MPI rank %d passed a config not set from NCCL_CONFIG_INITIALIZER", fn, i);
+        if (all[i].rank < 0 || all[i].rank >= nranks)
+            return nccl_fail(ncclInvalidArgument, "%s: MPI rank %d passed rank %d, outside [0, %d)", fn, i, all[i].rank, nranks);
+        for (int j = 0; j < i; j++)
+            if (all[j].rank == all[i].rank)
+                return nccl_fail(ncclInvalidUsage, "%s: MPI ranks %d and %d both passed rank %d", fn, j, i, all[i].rank);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t init_rank(const char* fn, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                              const ncclConfig_t* config) {
+    if (!comm) return nccl_fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+    *comm = NULL;
+    ncclResult_t r = ensure_mpi(fn);
+    if (r != ncclSuccess) return r;
+    int world = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    // Checked before any collective: a communicator of some processes only would hang in one.
+    if (nranks != world)
+        return nccl_fail(ncclInvalidUsage,
+                         "%s: nranks %d differs from the %d processes of MPI_COMM_WORLD; the host NCCL makes "
+                         "communicators of every process only (then ncclCommSplit)", fn, nranks, world);
+    InitInfo mine = {0, rank, memcmp(id.internal, id_magic, sizeof id_magic) == 0, config_ok(config), 0};
+    memcpy(&mine.tag, id.internal + sizeof id_magic, sizeof mine.tag);
+    InitInfo* all = (InitInfo*)malloc((size_t)world * sizeof *all);
+    if (!all) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
+    int err = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    r = err != MPI_SUCCESS ? mpi_fail(fn, "MPI_Allgather", err) : init_verdict(fn, all, world, nranks);
+    free(all);
+    if (r != ncclSuccess) return r;
+    MPI_Comm mpi;
+    MPI_TRY(fn, "MPI_Comm_split", MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi));  // key: NCCL rank order
+    return comm_wrap(fn, mpi, comm);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+    return init_rank("ncclCommInitRank", comm, nranks, commId, rank, NULL);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+    return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+    const char* fn = "ncclCommSplit";
+    ncclResult_t r = comm_check(fn, comm, 1);
+    if (r != ncclSuccess) return r;
+    if (!newcomm) return nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    *newcomm = NULL;
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return nccl_fail(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
+    if (!config_ok(config))
+        return nccl_fail(ncclInvalidArgument, "%s: config not set from NCCL_CONFIG_INITIALIZER", fn);
+    MPI_Comm mpi;
+    MPI_TRY(fn, "MPI_Comm_split",
+            MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi));
+    return mpi == MPI_COMM_NULL ? ncclSuccess : comm_wrap(fn, mpi, newcomm);
+}
+
+// MPI_Comm_free after MPI_Finalize is erroneous: a program may finalize before destroying.
+static ncclResult_t free_mpi(const char* fn, ncclComm_t comm) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm->mpi != MPI_COMM_NULL && !finalized) MPI_TRY(fn, "MPI_Comm_free", MPI_Comm_free(&comm->mpi));
+    comm->mpi = MPI_COMM_NULL;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    ncclResult_t r = comm_check("ncclCommFinalize", comm, 1);
+    return r != ncclSuccess ? r : free_mpi("ncclCommFinalize", comm);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    ncclResult_t r = comm_check("ncclCommDestroy", comm, 0);
+    if (r == ncclSuccess) r = free_mpi("ncclCommDestroy", comm);
+    if (r == ncclSuccess) comm->magic = COMM_DEAD;
+    return r;
+}
+
+// No MPI call: the other ranks may be gone or stuck, and MPI_Comm_free is collective.
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    ncclResult_t r = comm_check("ncclCommAbort", comm, 0);
+    if (r == ncclSuccess) comm->magic = COMM_DEAD;
+    return r;
+}
+
+static ncclResult_t comm_int(const char* fn, const ncclComm_t comm, int* out, int value_if_ok) {
+    ncclResult_t r = comm_check(fn, comm, 0);
+    if (r != ncclSuccess) return r;
+    if (!out) return nccl_fail(ncclInvalidArgument, "%s: output pointer is NULL", fn);
+    *out = value_if_ok;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+    return comm_int("ncclCommCount", comm, count, comm ? comm->nranks : 0);
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+    return comm_int("ncclCommUserRank", comm, rank, comm ? comm->rank : 0);
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) { return comm_int("ncclCommCuDevice", comm, device, 0); }
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+    int value = 0;
+    ncclResult_t r = comm_int("ncclCommGetAsyncError", comm, &value, ncclSuccess);
+    if (r == ncclSuccess && !asyncError) r = nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    if (r == ncclSuccess) *asyncError = (ncclResult_t)value;
+    return r;
+}
+
+// --- Argument checks shared by the operations ---------------------------------------------------
+
+// A checked call: the MPI type of its elements and the communicator.
+typedef struct {
+    MPI_Datatype type;
+    size_t size;  // bytes per element
+    MPI_Comm mpi;
+    int rank, nranks;
+} Call;
+
+static const char* type_name(ncclDataType_t t) {
+    static const char* const names[] = {"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64",
+                                        "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64",
+                                        "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "an unknown type";
+}
+
+static int mpi_type(ncclDataType_t t, MPI_Datatype* type, size_t* size) {
+    switch (t) {
+        case ncclInt8: *type = MPI_INT8_T, *size = 1; return 1;
+        case ncclUint8: *type = MPI_UINT8_T, *size = 1; return 1;
+        case ncclInt32: *type = MPI_INT32_T, *size = 4; return 1;
+        case ncclUint32: *type = MPI_UINT32_T, *size = 4; return 1;
+        case ncclInt64: *type = MPI_INT64_T, *size = 8; return 1;
+        case ncclUint64: *type = MPI_UINT64_T, *size = 8; return 1;
+        case ncclFloat16: *type = fp16_type, *size = 2; return 1;
+        case ncclFloat32: *type = MPI_FLOAT, *size = 4; return 1;
+        case ncclFloat64: *type = MPI_DOUBLE, *size = 8; return 1;
+        case ncclBfloat16: *type = bf16_type, *size = 2; return 1;
+        case ncclFloat8e4m3:
+        case ncclFloat8e5m2: *type = MPI_UINT8_T, *size = 1; return 1;  // moved, never reduced
+        default: return 0;
+    }
+}
+
+// Checks what every operation takes: the communicator, the type, the count (MPI counts are int)
+// and the stream.
+static ncclResult_t begin(const char* fn, ncclComm_t comm, ncclDataType_t t, size_t count,
+                          cudaStream_t stream, Call* c) {
+    ncclResult_t r = comm_check(fn, comm, 1);
+    if (r != ncclSuccess) return r;
+    if (!mpi_type(t, &c->type, &c->size)) return nccl_fail(ncclInvalidArgument, "%s: unknown datatype %d", fn, (int)t);
+    if (count > (size_t)INT_MAX)
+        return nccl_fail(ncclInvalidArgument, "%s: count %zu is over the host NCCL's limit of %d elements", fn, count, INT_MAX);
+    if (!cuda_host_stream_valid(stream))  // what a GPU reports as cudaErrorInvalidResourceHandle
+        return nccl_fail(ncclUnhandledCudaError, "%s: invalid stream (cudaErrorInvalidResourceHandle)", fn);
+    c->mpi = comm->mpi;
+    c->rank = comm->rank;
+    c->nranks = comm->nranks;
+    return ncclSuccess;
+}
+
+// A GPU faults on ordinary host memory, so the host runtime refuses it too.
+static ncclResult_t check_buffer(const char* fn, const char* name, const void* p, size_t bytes) {
+    if (bytes == 0) return ncclSuccess;
+    CudaHostMemKind kind = cuda_host_mem_kind(p, bytes);
+    if (kind == CUDA_HOST_MEM_DEVICE || kind == CUDA_HOST_MEM_PINNED) return ncclSuccess;
+    if (kind == CUDA_HOST_MEM_OVERRUN)
+        return nccl_fail(ncclInvalidArgument, "%s: %s %p: %zu bytes run past the end of its allocation", fn, name, p, bytes);
+    return nccl_fail(ncclInvalidArgument, "%s: %s %p is not device memory (cudaMalloc or cudaMallocHost)", fn, name, p);
+}
+
+// Send and receive buffers of a collective: apart, or overlapping in NCCL's in-place form only.
+static ncclResult_t check_buffers(const char* fn, const void* send, size_t send_bytes, const void* recv,
+                                  size_t recv_bytes, int in_place) {
+    ncclResult_t r = check_buffer(fn, "sendbuff", send, send_bytes);
+    if (r == ncclSuccess) r = check_buffer(fn, "recvbuff", recv, recv_bytes);
+    if (r != ncclSuccess) return r;
+    const char *s = (const char*)send, *d = (const char*)recv;
+    if (!in_place && s < d + recv_bytes && d < s + send_bytes)
+        return nccl_fail(ncclInvalidArgument, "%s: sendbuff %p overlaps recvbuff %p but is not NCCL's in-place form",
+                         fn, send, recv);
+    return ncclSuccess;
+}
+
+static ncclResult_t reduce_op(const char* fn, ncclRedOp_t op, ncclDataType_t t, MPI_Op* mop) {
+    if ((int)op < 0 || op > ncclAvg)
+        return nccl_fail(ncclInvalidArgument, "%s: reduction op %d is not supported (only ncclSum, ncclProd, "
+                         "ncclMax, ncclMin, ncclAvg)", fn, (int)op);
+    if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2)
+        return nccl_fail(ncclInvalidArgument, "%s: the host NCCL does not reduce %s", fn, type_name(t));
+    int k = op == ncclAvg ? ncclSum : op;  // ncclAvg: the sum, divided afterwards
+    static const MPI_Op builtin[4] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+    *mop = t == ncclBfloat16 ? bf16_ops[k] : t == ncclFloat16 ? fp16_ops[k] : builtin[k];
+    return ncclSuccess;
+}
+
+#define DIVIDE(T)                                                          \
+    for (size_t i = 0; i < n; i++) ((T*)p)[i] = (T)(((T*)p)[i] / (T)nranks); \
+    break
+
+// ncclAvg's last step on the block this rank reduced.
+static void divide(void* p, size_t n, ncclDataType_t t, int nranks) {
+    unsigned short* h = (unsigned short*)p;
+    switch (t) {
+        case ncclInt8: DIVIDE(int8_t);
+        case ncclUint8: DIVIDE(uint8_t);
+        case ncclInt32: DIVIDE(int32_t);
+        case ncclUint32: DIVIDE(uint32_t);
+        case ncclInt64: DIVIDE(int64_t);
+        case ncclUint64: DIVIDE(uint64_t);
+        case ncclFloat32: DIVIDE(float);
+        case ncclFloat64: DIVIDE(double);
+        case ncclFloat16:
+            for (size_t i = 0; i < n; i++) h[i] = float_to_half(half_to_float(h[i]) / (float)nranks);
+            break;
+        case ncclBfloat16:
+            for (size_t i = 0; i < n; i++)
+                h[i] = cuda_host_float_to_bf16_bits(cuda_host_bf16_bits_to_float(h[i]) / (float)nranks);
+            break;
+        default: break;
+    }
+}
+
+// --- Collectives --------------------------------------------------------------------------------
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+    const char* fn = "ncclAllGather";
+    Call c = {};
+    int in_place = 0;
+    ncclResult_t r = begin(fn, comm, datatype, sendcount, stream, &c);
+    size_t bytes = sendcount * c.size;
+    if (r == ncclSuccess) {
+        in_place = sendbuff == (char*)recvbuff + c.rank * bytes;
+        r = check_buffers(fn, sendbuff, bytes, recvbuff, bytes * c.nranks, in_place);
+    }
+    if (r != ncclSuccess || sendcount == 0) return r;
+    MPI_TRY(fn, "MPI_Allgather",
+            MPI_Allgather(in_place ? MPI_IN_PLACE : sendbuff, (int)sendcount, c.type, recvbuff, (int)sendcount,
+                          c.type, c.mpi));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    const char* fn = "ncclReduceScatter";
+    Call c = {};
+    MPI_Op mop;
+    int in_place = 0;
+    ncclResult_t r = begin(fn, comm, datatype, recvcount, stream, &c);
+    size_t bytes = recvcount * c.size;
+    if (r == ncclSuccess) r = reduce_op(fn, op, datatype, &mop);
+    if (r == ncclSuccess) {
+        in_place = recvbuff == (const char*)sendbuff + c.rank * bytes;
+        r = check_buffers(fn, sendbuff, bytes * c.nranks, recvbuff, bytes, in_place);
+    }
+    if (r != ncclSuccess || recvcount == 0) return r;
+    // In place, MPI would write the result over block 0 of sendbuff: reduce into a scratch block
+    // instead, so that only this rank's own block changes, as with NCCL.
+    void* out = in_place ? malloc(bytes) : recvbuff;
+    if (!out) return nccl_fail(ncclSystemError, "%s: out of memory for %zu bytes", fn, bytes);
+    int err = MPI_Reduce_scatter_block(sendbuff, out, (int)recvcount, c.type, mop, c.mpi);
+    if (err == MPI_SUCCESS && op == ncclAvg) divide(out, recvcount, datatype, c.nranks);
+    if (in_place) {
+        if (err == MPI_SUCCESS) memcpy(recvbuff, out, bytes);
+        free(out);
+    }
+    return err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, "MPI_Reduce_scatter_block", err);
+}
+
+// Reduce-scatter into each rank's block of recvbuff, then all-gather the blocks: every element is
+// reduced on exactly one rank, so all ranks get the same bits whatever MPI's algorithms.
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    const char* fn = "ncclAllReduce";
+    Call c = {};
+    MPI_Op mop;
+    ncclResult_t r = begin(fn, comm, datatype, count, stream, &c);
+    if (r == ncclSuccess) r = reduce_op(fn, op, datatype, &mop);
+    int in_place = sendbuff == recvbuff;
+    if (r == ncclSuccess) r = check_buffers(fn, sendbuff, count * c.size, recvbuff, count * c.size, in_place);
+    if (r != ncclSuccess || count == 0) return r;
+    int* counts = (int*)malloc(2 * (size_t)c.nranks * sizeof(int));
+    if (!counts) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
+    int* displs = counts + c.nranks;
+    for (int i = 0, at = 0; i < c.nranks; i++) {
+        counts[i] = (int)(count / c.nranks) + (i < (int)(count % c.nranks));
+        displs[i] = at;
+        at += counts[i];
+    }
+    char* own = (char*)recvbuff + (size_t)displs[c.rank] * c.size;
+    // In place, MPI leaves this rank's reduced block at the start of recvbuff.
+    int err = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : sendbuff, in_place ? recvbuff : own, counts, c.type,
+                                 mop, c.mpi);
+    if (err == MPI_SUCCESS) {
+        if (in_place) memmove(own, recvbuff, (size_t)counts[c.rank] * c.size);
+        if (op == ncclAvg) divide(own, (size_t)counts[c.rank], datatype, c.nranks);
+        err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recvbuff, counts, displs, c.type, c.mpi);
+        r = err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, "MPI_Allgatherv", err);
+    } else {
+        r = mpi_fail(fn, "MPI_Reduce_scatter", err);
+    }
+    free(counts);
+    return r;
+}
+
+static ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
+                              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+    Call c = {};
+    ncclResult_t r = begin(fn, comm, datatype, count, stream, &c);
+    if (r == ncclSuccess && (root < 0 || root >= c.nranks))
+        r = nccl_fail(ncclInvalidArgument, "%s: root %d is outside [0, %d)", fn, root, c.nranks);
+    size_t bytes = count * c.size;
+    if (r == ncclSuccess && c.rank == root) r = check_buffer(fn, "sendbuff", sendbuff, bytes);  // read on the root only
+    if (r == ncclSuccess) r = check_buffer(fn, "recvbuff", recvbuff, bytes);
+    if (r != ncclSuccess || count == 0) return r;
+    if (c.rank == root && sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
+    MPI_TRY(fn, "MPI_Bcast", MPI_Bcast(recvbuff, (int)count, c.type, root, c.mpi));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+    return broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+    return broadcast("ncclBcast", buff, buff, count, datatype, root, comm, stream);
+}
+
+// --- Point to point and groups ------------------------------------------------------------------
+
+// Sends and receives wait here until the outermost ncclGroupEnd.
+typedef struct {
+    int is_send;
+    void* buf;
+    int count;
+    MPI_Datatype type;
+    int peer;
+    MPI_Comm mpi;
+} P2p;
+
+static int group_depth;
+static P2p* group_ops;
+static int group_len, group_cap;
+static ncclResult_t group_error;  // the first failed call inside the open group
+static char group_error_text[sizeof last_error];
+
+// One tag: MPI matches messages of one (source, tag, communicator) in the order they were posted,
+// which is NCCL's order between two ranks.
+enum { P2P_TAG = 0x6e63 };
+
+// Posts the queued transfers, receives first so that no send waits for a receive not yet posted,
+// and waits for all of them.
+static ncclResult_t run_group(const char* fn) {
+    int n = group_len;
+    group_len = 0;
+    if (n == 0) return ncclSuccess;
+    MPI_Request* reqs = (MPI_Request*)malloc((size_t)n * (sizeof(MPI_Request) + sizeof(MPI_Status)));
+    if (!reqs) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
+    MPI_Status* statuses = (MPI_Status*)(reqs + n);
+    int posted = 0, err = MPI_SUCCESS;
+    const char* call = "MPI_Irecv";
+    for (int pass = 0; pass < 2 && err == MPI_SUCCESS; pass++) {
+        for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
+            P2p* o = &group_ops[i];
+            if (o->is_send != pass) continue;
+            call = pass ? "MPI_Isend" : "MPI_Irecv";
+            err = pass ? MPI_Isend(o->buf, o->count, o->type, o->peer, P2P_TAG, o->mpi, &reqs[posted])
+                       : MPI_Irecv(o->buf, o->count, o->type, o->peer, P2P_TAG, o->mpi, &reqs[posted]);
+            if (err == MPI_SUCCESS) posted++;
+        }
+    }
+    if (err == MPI_SUCCESS) {
+        call = "MPI_Waitall";
+        err = MPI_Waitall(posted, reqs, statuses);
+        for (int i = 0; err == MPI_ERR_IN_STATUS && i < posted; i++)  // the first transfer that failed
+            if (statuses[i].MPI_ERROR != MPI_SUCCESS && statuses[i].MPI_ERROR != MPI_ERR_PENDING) err = statuses[i].MPI_ERROR;
+    }
+    free(reqs);
+    return err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, call, err);
+}
+
+static ncclResult_t p2p(const char* fn, int is_send, const void* buf, size_t count, ncclDataType_t datatype, int peer,
+                        ncclComm_t comm, cudaStream_t stream) {
+    Call c = {};
+    ncclResult_t r = begin(fn, comm, datatype, count, stream, &c);
+    if (r == ncclSuccess && (peer < 0 || peer >= c.nranks))
+        r = nccl_fail(ncclInvalidArgument, "%s: peer %d is outside [0, %d)", fn, peer, c.nranks);
+    if (r == ncclSuccess) r = check_buffer(fn, is_send ? "sendbuff" : "recvbuff", buf, count * c.size);
+    if (r == ncclSuccess && group_len == group_cap) {
+        int cap = group_cap ? 2 * group_cap : 16;
+        P2p* grown = (P2p*)realloc(group_ops, (size_t)cap * sizeof *grown);
+        if (grown) group_ops = grown, group_cap = cap;
+        else r = nccl_fail(ncclSystemError, "%s: out of memory", fn);
+    }
+    if (r != ncclSuccess) {
+        if (group_depth > 0 && group_error == ncclSuccess) {
+            group_error = r;
+            snprintf(group_error_text, sizeof group_error_text, "%s", last_error);
+        }
+        return r;
+    }
+    P2p o = {is_send, (void*)buf, (int)count, c.type, peer, c.mpi};
+    group_ops[group_len++] = o;
+    return group_depth > 0 ? ncclSuccess : run_group(fn);  // outside a group: a group of one
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return p2p("ncclSend", 1, sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return p2p("ncclRecv", 0, recvbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclGroupStart(void) {
+    if (group_depth++ == 0) group_error = ncclSuccess;
+    return ncclSuccess;
+}
+
+// A group with a failed call posts nothing (its peers would wait for what never comes, as
+// with NCCL) and returns that call's error.
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) return nccl_fail(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open");
+    if (--group_depth > 0) return ncclSuccess;
+    if (group_error != ncclSuccess) {
+        group_len = 0;
+        return nccl_fail(group_error, "ncclGroupEnd: nothing was posted: a call in the group failed: %s", group_error_text);
+    }
+    return run_group("ncclGroupEnd");
+}
