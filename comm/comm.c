@@ -109,8 +109,6 @@ static void tally(Comm* comm, CommKind kind, long long bytes, long long messages
 // Bytes of `count` elements of type t.
 static long long nbytes(size_t count, CommType t) { return (long long)(count * comm_type_size(t)); }
 
-void comm_set_stream(Comm* comm, CommStream stream) { comm->ops->set_stream(comm->ctx, stream); }
-
 CommRequest* comm_all_gather_start(Comm* comm, MeshGroup g, const void* send, void* recv,
                                    size_t count, CommType t) {
     const int n = comm_size(comm, g);

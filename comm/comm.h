@@ -64,14 +64,11 @@ enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 4 };
 
 typedef struct CommRequest CommRequest;   // an operation in flight, owned by the transport
 
-// The stream a device transport orders its operations after (a cudaStream_t: the compute stream
-// of the backend); NULL for host transports.
-typedef void* CommStream;
-
 // What a transport implements. ctx is the transport's state; none of these count anything.
 // Every operation starts and returns a request, or NULL when it is complete already (host
 // transports complete collectives at once). Device transports order an operation after the work
-// enqueued so far on their stream; a request is then done "in stream order".
+// enqueued so far on the backend's compute stream, which they are given at creation
+// (comm/comm_device.h); a request is then done "in stream order".
 typedef struct {
     // send: count elements; recv: n*count, block i from group rank i.
     CommRequest* (*all_gather)(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
@@ -96,7 +93,6 @@ typedef struct {
     // norms on every transport).
     void (*all_reduce_host_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
     void (*barrier)(void* ctx, MeshGroup g);
-    void (*set_stream)(void* ctx, CommStream stream);
     void (*destroy)(void* ctx);
 } CommOps;
 
@@ -138,10 +134,6 @@ void comm_leave_scope(Comm* comm, CommScope saved);
 CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind);
 CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase);
 void comm_reset_counts(Comm* comm);
-
-// Orders a device transport's operations after the work enqueued so far on `stream` (the
-// backend's compute stream); no-op on host transports.
-void comm_set_stream(Comm* comm, CommStream stream);
 
 // Asynchronous forms: start, then comm_wait (device-ordered: work enqueued later on the comm's
 // stream sees the result, the host goes on) or comm_wait_host (the host waits). Until then the

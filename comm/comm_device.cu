@@ -8,11 +8,6 @@
 Comm* comm_device_create(const Mesh* mesh, int num_layers, const DeviceCommOptions* o) {
     cudaStream_t compute = cuda_backend_stream();
     if (strcmp(o->transport, "nccl") == 0) return comm_nccl_create(mesh, num_layers, o, compute);
-    if (strcmp(o->transport, "mpi-staged") == 0) {
-        if (strcmp(o->rendezvous, "mpi") != 0)
-            fail_msg("--rendezvous %s: the mpi-staged transport runs over MPI (start it with mpirun "
-                     "or srun with PMIx, and leave --rendezvous at mpi)", o->rendezvous);
-        return comm_staged_create(mesh, num_layers, compute);
-    }
+    if (strcmp(o->transport, "mpi-staged") == 0) return comm_staged_create(mesh, num_layers, compute);
     fail_msg("--comm %s: expected mpi, nccl or mpi-staged", o->transport);
 }

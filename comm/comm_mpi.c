@@ -210,8 +210,6 @@ static void mpi_barrier(void* ctx, MeshGroup g) {
     MPI_CHECK(MPI_Barrier(group_comm(ctx, g)), "barrier");
 }
 
-static void mpi_set_stream(void* ctx, CommStream stream) { (void)ctx, (void)stream; }
-
 static void mpi_destroy(void* ctx) {
     MpiComm* m = ctx;
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
@@ -231,7 +229,6 @@ const CommOps comm_mpi_ops = {
     .wait = mpi_wait,
     .all_reduce_host_sum = mpi_all_reduce_host_sum,
     .barrier = mpi_barrier,
-    .set_stream = mpi_set_stream,
     .destroy = mpi_destroy,
 };
 

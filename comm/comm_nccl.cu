@@ -271,10 +271,6 @@ static void nccl_barrier(void* ctx, MeshGroup g) {
     nccl_all_reduce_host_sum(ctx, g, &one, 1, COMM_I32);
 }
 
-static void nccl_set_stream(void* ctx, CommStream stream) {
-    ((NcclComm*)ctx)->compute = (cudaStream_t)stream;
-}
-
 static void nccl_destroy(void* ctx) {
     NcclComm* n = (NcclComm*)ctx;
     CUDA_CHECK(cudaStreamSynchronize(n->stream));
@@ -294,7 +290,7 @@ static void nccl_destroy(void* ctx) {
 static const CommOps nccl_ops = {
     nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum, nccl_all_to_all,
     nccl_send_recv,  nccl_broadcast,          nccl_wait,           nccl_all_reduce_host_sum,
-    nccl_barrier,    nccl_set_stream,         nccl_destroy,
+    nccl_barrier,    nccl_destroy,
 };
 
 // The world's unique id from rank 0: over MPI, or through the rendezvous file or socket.

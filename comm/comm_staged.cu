@@ -48,19 +48,25 @@ static void to_device(StagedComm* s, void* device, const void* host, size_t byte
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s->compute));
 }
 
-// Stages in_count elements of send, waits for the stream, runs the MPI collective `op` on the
-// staging buffers, and copies out_count elements of its result to recv in stream order.
+// Copies `bytes` of device memory into the pinned s->send and waits for the stream, so that MPI
+// can read the host copy.
+static char* stage_out(StagedComm* s, const void* device, size_t bytes) {
+    reserve(s, &s->send, &s->send_bytes, bytes);
+    to_host(s, s->send, device, bytes);
+    CUDA_CHECK(cudaStreamSynchronize(s->compute));
+    return s->send;
+}
+
+// Stages in_count elements of send, runs the MPI collective `op` on the staging buffers, and
+// copies out_count elements of its result to recv in stream order.
 typedef CommRequest* (*HostCollective)(void* ctx, MeshGroup g, const void* send, void* recv,
                                        size_t count, CommType t);
 static CommRequest* staged(void* ctx, HostCollective op, MeshGroup g, const void* send, void* recv,
                            size_t count, CommType t, size_t in_count, size_t out_count) {
     StagedComm* s = (StagedComm*)ctx;
     const size_t es = comm_type_size(t);
-    reserve(s, &s->send, &s->send_bytes, in_count * es);
     reserve(s, &s->recv, &s->recv_bytes, out_count * es);
-    to_host(s, s->send, send, in_count * es);
-    CUDA_CHECK(cudaStreamSynchronize(s->compute));
-    op(s->mpi, g, s->send, s->recv, count, t);
+    op(s->mpi, g, stage_out(s, send, in_count * es), s->recv, count, t);
     to_device(s, recv, s->recv, out_count * es);
     return NULL;
 }
@@ -87,22 +93,12 @@ static CommRequest* staged_all_to_all(void* ctx, MeshGroup g, const void* send, 
     return staged(ctx, comm_mpi_ops.all_to_all, g, send, recv, count, t, n, n);
 }
 
-// In place on the host: the staging buffer is both.
-static CommRequest* host_all_reduce(void* ctx, MeshGroup g, const void* send, void* recv,
-                                    size_t count, CommType t) {
-    (void)recv;
-    comm_mpi_ops.all_reduce_host_sum(ctx, g, (void*)send, count, t);
-    return NULL;
-}
-
+// In place: MPI works on the host copy in s->send, which then goes back.
 static CommRequest* staged_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                           CommType t) {
     StagedComm* s = (StagedComm*)ctx;
     const size_t bytes = count * comm_type_size(t);
-    reserve(s, &s->send, &s->send_bytes, bytes);
-    to_host(s, s->send, buf, bytes);
-    CUDA_CHECK(cudaStreamSynchronize(s->compute));
-    host_all_reduce(s->mpi, g, s->send, NULL, count, t);
+    comm_mpi_ops.all_reduce_host_sum(s->mpi, g, stage_out(s, buf, bytes), count, t);
     to_device(s, buf, s->send, bytes);
     return NULL;
 }
@@ -111,10 +107,7 @@ static CommRequest* staged_broadcast(void* ctx, MeshGroup g, void* buf, size_t c
                                      int root) {
     StagedComm* s = (StagedComm*)ctx;
     const size_t bytes = count * comm_type_size(t);
-    reserve(s, &s->send, &s->send_bytes, bytes);
-    to_host(s, s->send, buf, bytes);
-    CUDA_CHECK(cudaStreamSynchronize(s->compute));
-    comm_mpi_ops.broadcast(s->mpi, g, s->send, count, t, root);
+    comm_mpi_ops.broadcast(s->mpi, g, stage_out(s, buf, bytes), count, t, root);
     to_device(s, buf, s->send, bytes);
     return NULL;
 }
@@ -171,10 +164,6 @@ static void staged_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t
 
 static void staged_barrier(void* ctx, MeshGroup g) { comm_mpi_ops.barrier(((StagedComm*)ctx)->mpi, g); }
 
-static void staged_set_stream(void* ctx, CommStream stream) {
-    ((StagedComm*)ctx)->compute = (cudaStream_t)stream;
-}
-
 static void staged_destroy(void* ctx) {
     StagedComm* s = (StagedComm*)ctx;
     CUDA_CHECK(cudaStreamSynchronize(s->compute));
@@ -191,7 +180,7 @@ static void staged_destroy(void* ctx) {
 static const CommOps staged_ops = {
     staged_all_gather, staged_reduce_scatter_sum, staged_all_reduce_sum, staged_all_to_all,
     staged_send_recv,  staged_broadcast,          staged_wait,           staged_all_reduce_host_sum,
-    staged_barrier,    staged_set_stream,         staged_destroy,
+    staged_barrier,    staged_destroy,
 };
 
 Comm* comm_staged_create(const Mesh* mesh, int num_layers, cudaStream_t compute) {

@@ -45,7 +45,6 @@ typedef struct {
     int use_mpi;               // MPI runs (every --rendezvous but file: and tcp:)
     int local_rank, local_size;   // on this node (local_size -1: unknown)
     int device;                // the GPU this rank drives (-1: CPU)
-    size_t real_bytes;         // bytes of a backend `real` (train.c sees real as float)
     int rank;                  // world rank; rank 0 logs, samples and writes model files
     GPTConfig cfg;
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
@@ -93,9 +92,9 @@ static void end_launch(void) {
 }
 
 // Element i of a backend tensor: this file is C, where `real` is float, while the CUDA backend
-// stores bf16, so offsets are computed in bytes.
-static real* element(const Trainer* t, real* base, size_t i) {
-    return (real*)((char*)base + i * t->real_bytes);
+// stores bf16, so offsets are computed in bytes of the backend's storage type.
+static real* element(real* base, size_t i) {
+    return (real*)((char*)base + i * comm_type_size(dist_real_comm_type()));
 }
 
 // Every rank computes the same verdict from the same options; rank 0 says it, all exit.
@@ -191,7 +190,6 @@ static void setup_transport(Trainer* t) {
     if (gpt_backend_select_device(t->local_rank, t->local_size, strcmp(c, "mpi-staged") == 0,
                                   &t->device, err) != 0)
         fail_msg("%s", err);
-    t->real_bytes = comm_type_size(dist_real_comm_type());
 }
 
 static Comm* create_comm(Trainer* t) {
@@ -334,7 +332,7 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
         // ZeRO-1: each rank reduces and updates only its shard, then the shards are gathered.
         comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
                                 t->shard_count, gt);
-        tensor_copy(element(t, m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
+        tensor_copy(element(m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
         sq = gpt_grad_sum_squares(m, t->shard_begin, t->shard_count);
         sq = all_reduce_scalar(t, sq);
     } else {
@@ -347,7 +345,7 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
                    clip_factor(*grad_norm, t->opt.grad_clip));
     if (t->opt.zero) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        tensor_copy(t->shard_scratch, element(t, m->params_memory, t->shard_begin), t->shard_count);
+        tensor_copy(t->shard_scratch, element(m->params_memory, t->shard_begin), t->shard_count);
         comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
                         gt);
     }

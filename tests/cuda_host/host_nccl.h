@@ -15,8 +15,9 @@
 //   device or pinned memory of the host runtime (cudaMalloc, cudaMallocHost), as on a GPU.
 // - Reductions: each element is reduced on one rank (MPI_Reduce_scatter) and then copied to the
 //   others, so every rank gets the same bits, as with NCCL's ring; the order of the summation is
-//   MPI's. bf16 and fp16 are reduced pairwise in float, rounded to nearest even after each step.
-//   ncclAvg is the sum divided by the rank count afterwards (integers: truncating division).
+//   MPI's. Only ncclSum, on the integers, fp32, fp64 and bf16 (the project's needs); bf16 is summed
+//   pairwise in float, rounded to nearest even after each step. Other ops and types return
+//   ncclInvalidArgument.
 // - ncclSend/ncclRecv between ncclGroupStart/ncclGroupEnd (groups nest) are posted at the
 //   outermost ncclGroupEnd: receives first, then sends, then all are awaited; transfers between
 //   two ranks match in the order they were issued. Outside a group each is a group of one.

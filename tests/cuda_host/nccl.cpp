@@ -79,83 +79,21 @@ static void finalize_mpi(void) {
     if (!finalized) MPI_Finalize();
 }
 
-// MPI has no bf16 or fp16: 2-byte types of our own, with user reductions (commutative, so MPI
-// may combine in any order; each step is rounded like a GPU adding two 16-bit values).
-static MPI_Datatype bf16_type = MPI_DATATYPE_NULL, fp16_type = MPI_DATATYPE_NULL;
-static MPI_Op bf16_ops[4], fp16_ops[4];  // indexed by ncclSum, ncclProd, ncclMax, ncclMin
+// MPI has no bf16: a 2-byte type of our own with a user sum (commutative, so MPI may combine in
+// any order; each step is rounded like a GPU adding two bf16 values). The project reduces with
+// ncclSum only, so that is the one reduction the shim has.
+static MPI_Datatype bf16_type = MPI_DATATYPE_NULL;
+static MPI_Op bf16_sum_op = MPI_OP_NULL;
 
-static float half_to_float(unsigned short h) {
-    unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0) {  // zero or subnormal: man * 2^-24
-        float f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    unsigned u = sign | (exp == 31 ? 0x7f800000u : (exp + 112u) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-// Round to nearest even, as __float2half_rn; NaN becomes 0x7fff as on a GPU.
-static unsigned short float_to_half(float f) {
-    unsigned u;
-    memcpy(&u, &f, sizeof u);
-    unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u > 0x7f800000u) return 0x7fff;
-    if (u >= 0x477ff000u) return sign | 0x7c00;  // 65520 and above round to infinity
-    if (u < 0x38800000u) {                      // under 2^-14: a subnormal, in units of 2^-24
-        float a;
-        memcpy(&a, &u, sizeof a);
-        return sign | (unsigned short)nearbyintf(ldexpf(a, 24));  // exact scaling, then RNE
-    }
-    u += 0xfffu + ((u >> 13) & 1u);
-    return sign | (unsigned short)((u - (112u << 23)) >> 13);
-}
-
-static float combine(int op, float a, float b) {
-    if (a != a || b != b) return a + b;  // NaN stays NaN whatever the op
-    switch (op) {
-        case ncclProd: return a * b;
-        case ncclMax: return a > b ? a : b;
-        case ncclMin: return a < b ? a : b;
-        default: return a + b;
-    }
-}
-
-static void reduce16(int op, int bf16, const void* in, void* inout, int len) {
+static void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
     const unsigned short* a = (const unsigned short*)in;
     unsigned short* b = (unsigned short*)inout;
-    for (int i = 0; i < len; i++) {
-        if (bf16)
-            b[i] = cuda_host_float_to_bf16_bits(
-                combine(op, cuda_host_bf16_bits_to_float(a[i]), cuda_host_bf16_bits_to_float(b[i])));
-        else
-            b[i] = float_to_half(combine(op, half_to_float(a[i]), half_to_float(b[i])));
-    }
+    for (int i = 0; i < *len; i++)
+        b[i] = cuda_host_float_to_bf16_bits(cuda_host_bf16_bits_to_float(a[i]) + cuda_host_bf16_bits_to_float(b[i]));
 }
 
-// One function per (type, op): MPI's callback has no room for a context.
-#define REDUCE16_FN(name, op, bf16) \
-    static void name(void* in, void* inout, int* len, MPI_Datatype*) { reduce16(op, bf16, in, inout, *len); }
-REDUCE16_FN(bf16_sum, ncclSum, 1)
-REDUCE16_FN(bf16_prod, ncclProd, 1)
-REDUCE16_FN(bf16_max, ncclMax, 1)
-REDUCE16_FN(bf16_min, ncclMin, 1)
-REDUCE16_FN(fp16_sum, ncclSum, 0)
-REDUCE16_FN(fp16_prod, ncclProd, 0)
-REDUCE16_FN(fp16_max, ncclMax, 0)
-REDUCE16_FN(fp16_min, ncclMin, 0)
-
-static ncclResult_t make_type(const char* fn, MPI_Datatype* type, MPI_Op* ops, MPI_User_function* const* fns) {
-    MPI_TRY(fn, "MPI_Type_contiguous", MPI_Type_contiguous(2, MPI_BYTE, type));
-    MPI_TRY(fn, "MPI_Type_commit", MPI_Type_commit(type));
-    for (int i = 0; i < 4; i++) MPI_TRY(fn, "MPI_Op_create", MPI_Op_create(fns[i], 1, &ops[i]));
-    return ncclSuccess;
-}
-
-// Initialises MPI unless the program has (then it is finalized at exit), and makes the 16-bit
-// types once.
+// Initialises MPI unless the program has (then it is finalized at exit), and makes the bf16
+// type and sum once.
 static ncclResult_t ensure_mpi(const char* fn) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -167,10 +105,10 @@ static ncclResult_t ensure_mpi(const char* fn) {
         atexit(finalize_mpi);
     }
     if (bf16_type != MPI_DATATYPE_NULL) return ncclSuccess;
-    static MPI_User_function* const bf16_fns[4] = {bf16_sum, bf16_prod, bf16_max, bf16_min};
-    static MPI_User_function* const fp16_fns[4] = {fp16_sum, fp16_prod, fp16_max, fp16_min};
-    ncclResult_t r = make_type(fn, &bf16_type, bf16_ops, bf16_fns);
-    return r != ncclSuccess ? r : make_type(fn, &fp16_type, fp16_ops, fp16_fns);
+    MPI_TRY(fn, "MPI_Type_contiguous", MPI_Type_contiguous(2, MPI_BYTE, &bf16_type));
+    MPI_TRY(fn, "MPI_Type_commit", MPI_Type_commit(&bf16_type));
+    MPI_TRY(fn, "MPI_Op_create", MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
+    return ncclSuccess;
 }
 
 // --- Communicators ------------------------------------------------------------------------------
@@ -369,13 +307,6 @@ typedef struct {
     int rank, nranks;
 } Call;
 
-static const char* type_name(ncclDataType_t t) {
-    static const char* const names[] = {"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64",
-                                        "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64",
-                                        "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "an unknown type";
-}
-
 static int mpi_type(ncclDataType_t t, MPI_Datatype* type, size_t* size) {
     switch (t) {
         case ncclInt8: *type = MPI_INT8_T, *size = 1; return 1;
@@ -384,12 +315,9 @@ static int mpi_type(ncclDataType_t t, MPI_Datatype* type, size_t* size) {
         case ncclUint32: *type = MPI_UINT32_T, *size = 4; return 1;
         case ncclInt64: *type = MPI_INT64_T, *size = 8; return 1;
         case ncclUint64: *type = MPI_UINT64_T, *size = 8; return 1;
-        case ncclFloat16: *type = fp16_type, *size = 2; return 1;
         case ncclFloat32: *type = MPI_FLOAT, *size = 4; return 1;
         case ncclFloat64: *type = MPI_DOUBLE, *size = 8; return 1;
         case ncclBfloat16: *type = bf16_type, *size = 2; return 1;
-        case ncclFloat8e4m3:
-        case ncclFloat8e5m2: *type = MPI_UINT8_T, *size = 1; return 1;  // moved, never reduced
         default: return 0;
     }
 }
@@ -400,7 +328,9 @@ static ncclResult_t begin(const char* fn, ncclComm_t comm, ncclDataType_t t, siz
                           cudaStream_t stream, Call* c) {
     ncclResult_t r = comm_check(fn, comm, 1);
     if (r != ncclSuccess) return r;
-    if (!mpi_type(t, &c->type, &c->size)) return nccl_fail(ncclInvalidArgument, "%s: unknown datatype %d", fn, (int)t);
+    if (!mpi_type(t, &c->type, &c->size))
+        return nccl_fail(ncclInvalidArgument, "%s: datatype %d is unknown or not supported (the host NCCL has "
+                         "the integers, fp32, fp64 and bf16)", fn, (int)t);
     if (count > (size_t)INT_MAX)
         return nccl_fail(ncclInvalidArgument, "%s: count %zu is over the host NCCL's limit of %d elements", fn, count, INT_MAX);
     if (!cuda_host_stream_valid(stream))  // what a GPU reports as cudaErrorInvalidResourceHandle
@@ -435,42 +365,11 @@ static ncclResult_t check_buffers(const char* fn, const void* send, size_t send_
 }
 
 static ncclResult_t reduce_op(const char* fn, ncclRedOp_t op, ncclDataType_t t, MPI_Op* mop) {
-    if ((int)op < 0 || op > ncclAvg)
-        return nccl_fail(ncclInvalidArgument, "%s: reduction op %d is not supported (only ncclSum, ncclProd, "
-                         "ncclMax, ncclMin, ncclAvg)", fn, (int)op);
-    if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2)
-        return nccl_fail(ncclInvalidArgument, "%s: the host NCCL does not reduce %s", fn, type_name(t));
-    int k = op == ncclAvg ? ncclSum : op;  // ncclAvg: the sum, divided afterwards
-    static const MPI_Op builtin[4] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
-    *mop = t == ncclBfloat16 ? bf16_ops[k] : t == ncclFloat16 ? fp16_ops[k] : builtin[k];
+    if (op != ncclSum)
+        return nccl_fail(ncclInvalidArgument, "%s: reduction op %d is not supported (the host NCCL has "
+                         "ncclSum only, the one the project uses)", fn, (int)op);
+    *mop = t == ncclBfloat16 ? bf16_sum_op : MPI_SUM;
     return ncclSuccess;
-}
-
-#define DIVIDE(T)                                                          \
-    for (size_t i = 0; i < n; i++) ((T*)p)[i] = (T)(((T*)p)[i] / (T)nranks); \
-    break
-
-// ncclAvg's last step on the block this rank reduced.
-static void divide(void* p, size_t n, ncclDataType_t t, int nranks) {
-    unsigned short* h = (unsigned short*)p;
-    switch (t) {
-        case ncclInt8: DIVIDE(int8_t);
-        case ncclUint8: DIVIDE(uint8_t);
-        case ncclInt32: DIVIDE(int32_t);
-        case ncclUint32: DIVIDE(uint32_t);
-        case ncclInt64: DIVIDE(int64_t);
-        case ncclUint64: DIVIDE(uint64_t);
-        case ncclFloat32: DIVIDE(float);
-        case ncclFloat64: DIVIDE(double);
-        case ncclFloat16:
-            for (size_t i = 0; i < n; i++) h[i] = float_to_half(half_to_float(h[i]) / (float)nranks);
-            break;
-        case ncclBfloat16:
-            for (size_t i = 0; i < n; i++)
-                h[i] = cuda_host_float_to_bf16_bits(cuda_host_bf16_bits_to_float(h[i]) / (float)nranks);
-            break;
-        default: break;
-    }
 }
 
 // --- Collectives --------------------------------------------------------------------------------
@@ -497,7 +396,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     const char* fn = "ncclReduceScatter";
     Call c = {};
-    MPI_Op mop;
+    MPI_Op mop = MPI_SUM;
     int in_place = 0;
     ncclResult_t r = begin(fn, comm, datatype, recvcount, stream, &c);
     size_t bytes = recvcount * c.size;
@@ -512,7 +411,6 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     void* out = in_place ? malloc(bytes) : recvbuff;
     if (!out) return nccl_fail(ncclSystemError, "%s: out of memory for %zu bytes", fn, bytes);
     int err = MPI_Reduce_scatter_block(sendbuff, out, (int)recvcount, c.type, mop, c.mpi);
-    if (err == MPI_SUCCESS && op == ncclAvg) divide(out, recvcount, datatype, c.nranks);
     if (in_place) {
         if (err == MPI_SUCCESS) memcpy(recvbuff, out, bytes);
         free(out);
@@ -526,7 +424,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     const char* fn = "ncclAllReduce";
     Call c = {};
-    MPI_Op mop;
+    MPI_Op mop = MPI_SUM;
     ncclResult_t r = begin(fn, comm, datatype, count, stream, &c);
     if (r == ncclSuccess) r = reduce_op(fn, op, datatype, &mop);
     int in_place = sendbuff == recvbuff;
@@ -546,7 +444,6 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
                                  mop, c.mpi);
     if (err == MPI_SUCCESS) {
         if (in_place) memmove(own, recvbuff, (size_t)counts[c.rank] * c.size);
-        if (op == ncclAvg) divide(own, (size_t)counts[c.rank], datatype, c.nranks);
         err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recvbuff, counts, displs, c.type, c.mpi);
         r = err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, "MPI_Allgatherv", err);
     } else {
