@@ -1,10 +1,13 @@
 // ATTENTION2D (arXiv 2503.15758) on a pq x pkv mesh, the non-overlapped schedule of
-// attention2d.md generalised to rectangular meshes. Rank (r, c), SP index i = r + pq*c, holds the
+// attention2d.md generalised to rectangular meshes. Collectives on different groups that do not
+// depend on each other run concurrently (the Q row all-gather with the K/V permutation and column
+// all-gather; the dQ row reduce-scatter with the dK|dV column one): each has its own buffers. Rank (r, c), SP index i = r + pq*c, holds the
 // tokens t = i + P*j (cyclic). Shapes below: S = B*Tl*C reals (one shard), L = B*NH*Tl (one LSE
 // shard), Tq = pkv*Tl queries of row r at positions r + pq*m, Tk = pq*Tl keys of column c at
 // positions c + pkv*n.
 #include <stdlib.h>
 
+#include "attention/attention2d_grid.h"
 #include "attention/dist_attention.h"
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
@@ -15,15 +18,18 @@
 typedef struct {
     AttentionLayer base;
     Comm* comm;
-    int pq, pkv, r, c, i;
-    int perm_dst;      // SP rank that holds this rank's K/V shard after the permutation
-    int perm_src;      // SP rank whose K/V shard this rank holds after it
+    Attention2DGrid g;   // place in the grid, K/V permutation peers
     int max_B, max_Tl, max_NH, max_HS;
     int keep_layers;   // layers whose gathered K/V are kept for backward (0: none)
     CommType rt, at;   // comm types of real and real_acc
     // scratch, sized at the bounds, in the backend's memory
-    void* send;        // packed blocks a collective sends (real or real_acc)
-    void* recv;        // blocks a collective receives
+    void* send;        // packed blocks a row collective sends (real or real_acc)
+    void* recv;        // blocks a row collective receives
+    real_acc* stats_send;   // (2L) LSE | D of the local queries (backward row all-gather)
+    real_acc* stats_recv;   // pkv x (2L)
+    real* kv_recv;          // pq x (B, Tl, 2C) the column all-gather of K|V
+    real_acc* dkv_send;     // pq x (B, Tl, 2C) partial dK|dV blocks (column reduce-scatter)
+    real_acc* dkv_recv;     // (B, Tl, 2C) their sum for the permuted shard
     real* kv_own;      // (B, Tl, 2C) this rank's K|V rows (permutation send)
     real* kv_perm;     // (B, Tl, 2C) the permuted K|V shard this rank holds
     real* kv_full;     // (B, Tk, 2C) K|V of column c (when not kept)
@@ -49,30 +55,36 @@ static void check_call(const Attention2D* a, int B, int Tl, int NH, int HS) {
 }
 
 static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS) {
-    return attention_problem(B, NH, HS, a->pkv * Tl, a->pq * Tl, token_positions(a->r, a->pq),
-                             token_positions(a->c, a->pkv));
+    return attention_problem(B, NH, HS, a->g.pkv * Tl, a->g.pq * Tl, token_positions(a->g.r, a->g.pq),
+                             token_positions(a->g.c, a->g.pkv));
 }
 
-// All-gather of `count` elements of type t per rank along g into a->recv; a group of one gathers
-// nothing and returns send itself.
-static void* gather(Attention2D* a, MeshGroup g, void* send, size_t count, CommType t) {
+// Starts an all-gather of `count` elements of type t per rank along g into recv and returns where
+// the gathered blocks will be (*req: wait before reading them). A group of one gathers nothing:
+// the blocks are send itself.
+static void* gather_start(Attention2D* a, MeshGroup g, void* send, void* recv, size_t count,
+                          CommType t, CommRequest** req) {
+    *req = NULL;
     if (comm_size(a->comm, g) == 1) return send;
-    comm_all_gather(a->comm, g, send, a->recv, count, t);
-    return a->recv;
+    *req = comm_all_gather_start(a->comm, g, send, recv, count, t);
+    return recv;
 }
 
-// Reduce-scatter (sum) along g of blocks of `count` accumulators; returns this rank's summed block.
-static real_acc* reduce_scatter(Attention2D* a, MeshGroup g, real_acc* send, size_t count) {
+// Starts a reduce-scatter (sum) along g of blocks of `count` accumulators into recv; returns where
+// this rank's summed block will be.
+static real_acc* reduce_scatter_start(Attention2D* a, MeshGroup g, real_acc* send, real_acc* recv,
+                                      size_t count, CommRequest** req) {
+    *req = NULL;
     if (comm_size(a->comm, g) == 1) return send;
-    comm_reduce_scatter_sum(a->comm, g, send, a->recv, count, a->at);
-    return (real_acc*)a->recv;
+    *req = comm_reduce_scatter_sum_start(a->comm, g, send, recv, count, a->at);
+    return recv;
 }
 
 // Sends (rows, w) elements of type t from `from` to SP rank peer_send and receives as many from
 // peer_recv into `to`; on a rank the permutation fixes (peer_send == i) it is a local copy.
 static void permute(Attention2D* a, void* from, void* to, int peer_send, int peer_recv, long rows,
                     int w, CommType t) {
-    if (peer_send == a->i) {
+    if (peer_send == a->g.i) {
         dist_copy_rows(to, w, from, w, rows, w, comm_type_size(t));
         return;
     }
@@ -81,14 +93,23 @@ static void permute(Attention2D* a, void* from, void* to, int peer_send, int pee
     comm_wait(a->comm, comm_start(a->comm, MESH_SP, t, &send, 1, &recv, 1));
 }
 
-// K/V of column c, (B, Tk, 2C): pack own K|V, permute, all-gather along the column, interleave.
-static void gather_kv(Attention2D* a, int B, int Tl, int C, const real* qkv, real* kv_full) {
+// K/V of column c: pack own K|V, permute, start the all-gather along the column; returns where
+// the pq blocks of (B, Tl, 2C) will be (*req: wait before reading).
+static const void* gather_kv_start(Attention2D* a, int B, int Tl, int C, const real* qkv,
+                                   CommRequest** req) {
     const size_t S2 = (size_t)B * Tl * 2 * C;
     const long rows = (long)B * Tl;
     dist_copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
-    permute(a, a->kv_own, a->kv_perm, a->perm_dst, a->perm_src, rows, 2 * C, a->rt);
-    const void* blocks = gather(a, MESH_COL, a->kv_perm, S2, a->rt);
-    dist_blocks_to_rows(kv_full, 2 * C, blocks, S2, a->pq, B, Tl, 2 * C, sizeof(real));
+    permute(a, a->kv_own, a->kv_perm, a->g.perm_dst, a->g.perm_src, rows, 2 * C, a->rt);
+    return gather_start(a, MESH_COL, a->kv_perm, a->kv_recv, S2, a->rt, req);
+}
+
+// The gathered column blocks interleaved into kv_full, (B, Tk, 2C).
+static void gather_kv_finish(Attention2D* a, int B, int Tl, int C, const void* blocks,
+                             CommRequest* req, real* kv_full) {
+    comm_wait(a->comm, req);
+    dist_blocks_to_rows(kv_full, 2 * C, blocks, (size_t)B * Tl * 2 * C, a->g.pq, B, Tl, 2 * C,
+                        sizeof(real));
 }
 
 // Where the column K/V of a layer live: the shared buffer, or the layer's kept copy.
@@ -96,7 +117,7 @@ static real* kv_for_layer(Attention2D* a, int layer) {
     if (a->keep_layers == 0) return a->kv_full;
     CHECK(layer >= 0 && layer < a->keep_layers, "create attention2d with keep_kv_layers >= layers",
           "attention2d keeps K/V of %d layers, called for layer %d", a->keep_layers, layer);
-    return a->kept + (size_t)layer * a->max_B * a->pq * a->max_Tl * 2 * a->max_NH * a->max_HS;
+    return a->kept + (size_t)layer * a->max_B * a->g.pq * a->max_Tl * 2 * a->max_NH * a->max_HS;
 }
 
 static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
@@ -111,13 +132,16 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
 
-    // Queries of row r: (B, Tq, C).
+    // Queries of row r, (B, Tq, C), and keys and values of column c, (B, Tk, 2C), gathered
+    // concurrently.
+    CommRequest *q_req, *kv_req;
     dist_copy_rows(a->send, C, qkv, 3 * C, rows, C, sr);
-    dist_blocks_to_rows(a->q_full, C, gather(a, MESH_ROW, a->send, S, a->rt), S, a->pkv, B, Tl,
-                        C, sr);
-    // Keys and values of column c: (B, Tk, 2C).
+    const void* q_blocks = gather_start(a, MESH_ROW, a->send, a->recv, S, a->rt, &q_req);
+    const void* kv_blocks = gather_kv_start(a, B, Tl, C, qkv, &kv_req);
+    comm_wait(comm, q_req);
+    dist_blocks_to_rows(a->q_full, C, q_blocks, S, a->g.pkv, B, Tl, C, sr);
     real* kv = kv_for_layer(a, layer);
-    gather_kv(a, B, Tl, C, qkv, kv);
+    gather_kv_finish(a, B, Tl, C, kv_blocks, kv_req, kv);
 
     dist_attention_forward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->o_full, C, a->lse_full);
 
@@ -125,18 +149,18 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
     // the partials of row member g's queries, then a local pkv-way merge.
     const size_t block = S + L;
     real_acc* send = (real_acc*)a->send;
-    dist_rows_to_blocks(send, block, a->o_full, C, a->pkv, B, Tl, C, sa);
-    dist_rows_to_blocks(send + S, block, a->lse_full, 1, a->pkv, B * NH, Tl, 1, sa);
+    dist_rows_to_blocks(send, block, a->o_full, C, a->g.pkv, B, Tl, C, sa);
+    dist_rows_to_blocks(send + S, block, a->lse_full, 1, a->g.pkv, B * NH, Tl, 1, sa);
     const real_acc* parts = send;
-    if (a->pkv > 1) {
+    if (a->g.pkv > 1) {
         comm_all_to_all(comm, MESH_ROW, send, a->recv, block, a->at);
         parts = (const real_acc*)a->recv;
     }
-    const real_acc* mine = parts + a->c * block;
+    const real_acc* mine = parts + a->g.c * block;
     dist_copy_rows(a->o_own, C, mine, C, rows, C, sa);
     dist_copy_rows(lse, L, mine + S, L, 1, (int)L, sa);
-    for (int g = 0; g < a->pkv; g++) {
-        if (g == a->c) continue;
+    for (int g = 0; g < a->g.pkv; g++) {
+        if (g == a->g.c) continue;
         dist_attention_merge(B, NH, HS, Tl, a->o_own, C, lse, parts + g * block, C,
                              parts + g * block + S);
     }
@@ -156,48 +180,61 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
     const long rows = (long)B * Tl;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
-    const TokenPositions mine = token_positions(a->i, a->pq * a->pkv);
+    const TokenPositions mine = token_positions(a->g.i, a->g.pq * a->g.pkv);
     const AttentionProblem own = attention_problem(B, NH, HS, Tl, Tl, mine, mine);
 
-    // Row all-gathers of (Q | dO) in the storage type and (LSE | D) in the accumulator type.
+    // Row all-gathers of (Q | dO) in the storage type and (LSE | D) in the accumulator type,
+    // concurrent with the K/V permutation and column all-gather.
     dist_attention_row_dot(&own, out, C, dout, C, a->d_own);
     real* qdo = (real*)a->send;
     dist_copy_rows(qdo, C, qkv, 3 * C, rows, C, sr);
     dist_copy_rows(qdo + S, C, dout, C, rows, C, sr);
-    const real* qdo_rows = (const real*)gather(a, MESH_ROW, qdo, 2 * S, a->rt);
-    dist_blocks_to_rows(a->q_full, C, qdo_rows, 2 * S, a->pkv, B, Tl, C, sr);
-    dist_blocks_to_rows(a->do_full, C, qdo_rows + S, 2 * S, a->pkv, B, Tl, C, sr);
-    real_acc* stats = (real_acc*)a->send;
+    CommRequest *qdo_req, *stats_req, *kv_req = NULL;
+    const real* qdo_rows =
+        (const real*)gather_start(a, MESH_ROW, qdo, a->recv, 2 * S, a->rt, &qdo_req);
+    real_acc* stats = a->stats_send;
     dist_copy_rows(stats, L, lse, L, 1, (int)L, sa);
     dist_copy_rows(stats + L, L, a->d_own, L, 1, (int)L, sa);
-    const real_acc* stats_rows = (const real_acc*)gather(a, MESH_ROW, stats, 2 * L, a->at);
-    dist_blocks_to_rows(a->lse_full, 1, stats_rows, 2 * L, a->pkv, B * NH, Tl, 1, sa);
-    dist_blocks_to_rows(a->d_full, 1, stats_rows + L, 2 * L, a->pkv, B * NH, Tl, 1, sa);
-
+    const real_acc* stats_rows = (const real_acc*)gather_start(a, MESH_ROW, stats, a->stats_recv,
+                                                               2 * L, a->at, &stats_req);
     real* kv = kv_for_layer(a, layer);
-    if (a->keep_layers == 0) gather_kv(a, B, Tl, C, qkv, kv);
+    const void* kv_blocks = a->keep_layers == 0 ? gather_kv_start(a, B, Tl, C, qkv, &kv_req) : NULL;
+    comm_wait(comm, qdo_req);
+    dist_blocks_to_rows(a->q_full, C, qdo_rows, 2 * S, a->g.pkv, B, Tl, C, sr);
+    dist_blocks_to_rows(a->do_full, C, qdo_rows + S, 2 * S, a->g.pkv, B, Tl, C, sr);
+    comm_wait(comm, stats_req);
+    dist_blocks_to_rows(a->lse_full, 1, stats_rows, 2 * L, a->g.pkv, B * NH, Tl, 1, sa);
+    dist_blocks_to_rows(a->d_full, 1, stats_rows + L, 2 * L, a->g.pkv, B * NH, Tl, 1, sa);
+    if (kv_blocks) gather_kv_finish(a, B, Tl, C, kv_blocks, kv_req, kv);
 
-    const size_t Sq = (size_t)a->pkv * S, Sk = (size_t)a->pq * S;
+    const size_t Sq = (size_t)a->g.pkv * S, Sk = (size_t)a->g.pq * S;
     dist_zero_acc(a->dq_part, Sq);
     dist_zero_acc(a->dkv_part, 2 * Sk);
     dist_attention_backward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->do_full, C,
                             a->lse_full, a->d_full, a->dq_part, C, a->dkv_part, 2 * C,
                             a->dkv_part + C, 2 * C);
 
-    // dQ: reduce-scatter along the row -> the local queries.
-    dist_rows_to_blocks(a->send, S, a->dq_part, C, a->pkv, B, Tl, C, sa);
-    dist_acc_to_real(dqkv, 3 * C, reduce_scatter(a, MESH_ROW, (real_acc*)a->send, S), C, rows, C);
-    // dK|dV: reduce-scatter along the column -> the permuted shard, then back to its owner.
-    dist_rows_to_blocks(a->send, 2 * S, a->dkv_part, 2 * C, a->pq, B, Tl, 2 * C, sa);
-    real_acc* dkv_perm = reduce_scatter(a, MESH_COL, (real_acc*)a->send, 2 * S);
-    permute(a, dkv_perm, a->dkv_own, a->perm_src, a->perm_dst, rows, 2 * C, a->at);
+    // dQ: reduce-scatter along the row -> the local queries; concurrently dK|dV: reduce-scatter
+    // along the column -> the permuted shard, then back to its owner.
+    CommRequest *dq_req, *dkv_req;
+    dist_rows_to_blocks(a->send, S, a->dq_part, C, a->g.pkv, B, Tl, C, sa);
+    const real_acc* dq =
+        reduce_scatter_start(a, MESH_ROW, (real_acc*)a->send, (real_acc*)a->recv, S, &dq_req);
+    dist_rows_to_blocks(a->dkv_send, 2 * S, a->dkv_part, 2 * C, a->g.pq, B, Tl, 2 * C, sa);
+    real_acc* dkv_perm =
+        reduce_scatter_start(a, MESH_COL, a->dkv_send, a->dkv_recv, 2 * S, &dkv_req);
+    comm_wait(comm, dq_req);
+    dist_acc_to_real(dqkv, 3 * C, dq, C, rows, C);
+    comm_wait(comm, dkv_req);
+    permute(a, dkv_perm, a->dkv_own, a->g.perm_src, a->g.perm_dst, rows, 2 * C, a->at);
     dist_acc_to_real(dqkv + C, 3 * C, a->dkv_own, 2 * C, rows, 2 * C);
     comm_leave_scope(comm, saved);
 }
 
 static void attention2d_destroy(AttentionLayer* self) {
     Attention2D* a = (Attention2D*)self;
-    void* buffers[] = {a->send,    a->recv,    a->kv_own,  a->kv_perm,  a->kv_full,
+    void* buffers[] = {a->send,    a->recv,    a->stats_send, a->stats_recv, a->kv_recv,
+                       a->dkv_send, a->dkv_recv, a->kv_own,  a->kv_perm,  a->kv_full,
                        a->kept,    a->q_full,  a->do_full, a->o_full,   a->o_own,
                        a->lse_full, a->d_full, a->d_own,   a->dq_part,  a->dkv_part,
                        a->dkv_own};
@@ -214,15 +251,7 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     Attention2D* a = (Attention2D*)xcalloc(1, sizeof *a, "attention2d layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
-    a->pq = m->pq;
-    a->pkv = m->pkv;
-    a->r = m->r;
-    a->c = m->c;
-    a->i = m->sp_index;
-    // This shard goes to the rank whose row-major index c' + pkv*r' equals i; the shard held
-    // here is the one of SP rank c + pkv*r (attention2d.md, K/V permutation).
-    a->perm_dst = mesh_sp_index(m, a->i / a->pkv, a->i % a->pkv);
-    a->perm_src = a->c + a->pkv * a->r;
+    a->g = attention2d_grid(m);
     a->max_B = B;
     a->max_Tl = Tl;
     a->max_NH = NH;
@@ -233,15 +262,19 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     a->at = dist_acc_comm_type();
 
     const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
-    const size_t pq = a->pq, pkv = a->pkv, sr = sizeof(real), sa = sizeof(real_acc);
-    // Bytes of the largest block set each direction moves (attention2d_forward/_backward).
+    const size_t pq = a->g.pq, pkv = a->g.pkv, sr = sizeof(real), sa = sizeof(real_acc);
+    // Bytes of the largest block set the row collectives move (Q, Q|dO, O|LSE, dQ).
     const size_t send = max_size(max_size(S * sr, pkv * (S + L) * sa),
-                                 max_size(max_size(2 * S * sr, 2 * L * sa), 2 * pq * S * sa));
-    const size_t recv = max_size(max_size(max_size(pkv * S * sr, 2 * pq * S * sr),
-                                          max_size(pkv * (S + L) * sa, 2 * pkv * S * sr)),
-                                 max_size(2 * pkv * L * sa, 2 * S * sa));
+                                 max_size(2 * S * sr, pkv * S * sa));
+    const size_t recv = max_size(max_size(pkv * S * sr, pkv * (S + L) * sa),
+                                 max_size(2 * pkv * S * sr, S * sa));
     a->send = dist_alloc(send, "attention2d send blocks");
     a->recv = dist_alloc(recv, "attention2d receive blocks");
+    a->stats_send = (real_acc*)dist_alloc(sa * 2 * L, "attention2d LSE|D");
+    a->stats_recv = (real_acc*)dist_alloc(sa * 2 * pkv * L, "attention2d row LSE|D");
+    a->kv_recv = (real*)dist_alloc(sr * 2 * pq * S, "attention2d column K|V blocks");
+    a->dkv_send = (real_acc*)dist_alloc(sa * 2 * pq * S, "attention2d partial dK|dV blocks");
+    a->dkv_recv = (real_acc*)dist_alloc(sa * 2 * S, "attention2d summed dK|dV");
     a->kv_own = (real*)dist_alloc(sr * 2 * S, "attention2d own K/V");
     a->kv_perm = (real*)dist_alloc(sr * 2 * S, "attention2d permuted K/V");
     if (keep_kv_layers == 0) {
@@ -263,7 +296,7 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     a->base.forward = attention2d_forward;
     a->base.backward = attention2d_backward;
     a->base.destroy = attention2d_destroy;
-    a->base.positions = token_positions(a->i, m->P);
+    a->base.positions = token_positions(a->g.i, m->P);
     a->base.name = "attention2d";
     return &a->base;
 }

@@ -22,6 +22,11 @@ extern "C" {
 // a layer must follow the latest forward of that layer.
 AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, int keep_kv_layers);
 
+// ATTENTION2D, the paper's overlapped variant: the layout, results and bytes of attention2d
+// (without kept K/V), with every collective a ring of point-to-point passes along the row or
+// column, computing on each block as it arrives (attention/attention2d_overlap.c).
+AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, int HS);
+
 // Ring schedule over the SP group (P = pq * pkv, mesh shape ignored): Q stays, K/V rotate in
 // P-1 steps overlapped with compute; backward rotates K, V and the dK, dV accumulators.
 typedef enum {

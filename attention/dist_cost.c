@@ -10,9 +10,16 @@ static void add(CommVolume* v, CommKind kind, long long bytes, long long message
     v->kind[kind].calls += calls;
 }
 
-// A collective over a group of n ranks that moves blocks of `block` bytes.
-static void collective(CommVolume* v, CommKind kind, int n, long long block) {
-    if (n > 1) add(v, kind, (n - 1) * block, n - 1, 1);
+// How ATTENTION2D moves the blocks of a row or column: one collective of its kind, or a ring of
+// point-to-point passes (the overlapped schedule), one send/recv call per step.
+typedef enum { AS_COLLECTIVE, AS_RING } Exchange;
+
+// Moving (n-1) blocks of `block` bytes over a group of n ranks: the same bytes and messages
+// either way, counted under the collective's kind in one call, or as n-1 send/recv calls.
+static void collective(CommVolume* v, Exchange how, CommKind kind, int n, long long block) {
+    if (n <= 1) return;
+    if (how == AS_RING) add(v, COMM_SEND_RECV, (n - 1) * block, n - 1, n - 1);
+    else add(v, kind, (n - 1) * block, n - 1, 1);
 }
 
 // One K|V (or dK|dV) shard to or from the transposed mesh position.
@@ -20,8 +27,9 @@ static void permutation(CommVolume* v, int moves, long long bytes) {
     if (moves) add(v, COMM_SEND_RECV, bytes, 1, 1);
 }
 
-CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                              int keep_kv, size_t act_size, size_t acc_size) {
+// ATTENTION2D's volume, shared by both schedules (the overlapped one keeps no K/V).
+static CommVolume volume_2d(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                            int keep_kv, size_t act_size, size_t acc_size, Exchange how) {
     CommVolume v = {0};
     const long long S = (long long)B * Tl * NH * HS, L = (long long)B * NH * Tl;
     const long long Sa = S * act_size, Sc = S * acc_size, Lc = L * acc_size;
@@ -29,22 +37,32 @@ CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int
     // (r', c') = (i mod pq, i div pq), i.e. the diagonal of a square mesh.
     const int i = m->sp_index, moves = i != i / m->pq + m->pkv * (i % m->pq);
     if (phase == COMM_FORWARD) {
-        permutation(&v, moves, 2 * Sa);                     // K, V to the transposed rank
-        collective(&v, COMM_ALL_GATHER, m->pkv, Sa);        // Q along the row
-        collective(&v, COMM_ALL_GATHER, m->pq, 2 * Sa);     // K|V along the column
-        collective(&v, COMM_ALL_TO_ALL, m->pkv, Sc + Lc);   // partial O | LSE along the row
+        permutation(&v, moves, 2 * Sa);                              // K, V to the transposed rank
+        collective(&v, how, COMM_ALL_GATHER, m->pkv, Sa);            // Q along the row
+        collective(&v, how, COMM_ALL_GATHER, m->pq, 2 * Sa);         // K|V along the column
+        collective(&v, how, COMM_ALL_TO_ALL, m->pkv, Sc + Lc);       // O | LSE along the row
     } else if (phase == COMM_BACKWARD) {
-        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * Sa);    // Q | dO along the row
-        collective(&v, COMM_ALL_GATHER, m->pkv, 2 * Lc);    // LSE | D along the row
+        collective(&v, how, COMM_ALL_GATHER, m->pkv, 2 * Sa);        // Q | dO along the row
+        collective(&v, how, COMM_ALL_GATHER, m->pkv, 2 * Lc);        // LSE | D along the row
         if (!keep_kv) {
             permutation(&v, moves, 2 * Sa);
-            collective(&v, COMM_ALL_GATHER, m->pq, 2 * Sa);
+            collective(&v, how, COMM_ALL_GATHER, m->pq, 2 * Sa);
         }
-        collective(&v, COMM_REDUCE_SCATTER, m->pkv, Sc);      // dQ along the row
-        collective(&v, COMM_REDUCE_SCATTER, m->pq, 2 * Sc);   // dK|dV along the column
-        permutation(&v, moves, 2 * Sc);                       // dK, dV back to their owner
+        collective(&v, how, COMM_REDUCE_SCATTER, m->pkv, Sc);        // dQ along the row
+        collective(&v, how, COMM_REDUCE_SCATTER, m->pq, 2 * Sc);     // dK|dV along the column
+        permutation(&v, moves, 2 * Sc);                              // dK, dV back to their owner
     }
     return v;
+}
+
+CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                              int keep_kv, size_t act_size, size_t acc_size) {
+    return volume_2d(m, phase, B, Tl, NH, HS, keep_kv, act_size, acc_size, AS_COLLECTIVE);
+}
+
+CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH,
+                                      int HS, size_t act_size, size_t acc_size) {
+    return volume_2d(m, phase, B, Tl, NH, HS, 0, act_size, acc_size, AS_RING);
 }
 
 CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,

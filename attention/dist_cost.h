@@ -19,6 +19,10 @@ typedef struct {
 // backward.
 CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                               int keep_kv, size_t act_size, size_t acc_size);
+// The overlapped ATTENTION2D: attention2d's bytes and messages without kept K/V, every row or
+// column exchange as pq-1 or pkv-1 send/recv calls of one message each.
+CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
+                                      int HS, size_t act_size, size_t acc_size);
 // Ring and Striped (the same schedule; the layout does not change the volume).
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                        size_t act_size, size_t acc_size);

@@ -1,6 +1,7 @@
 // Transport-independent half of the comm layer: scopes, counters, argument checks, dispatch.
 #include "comm/comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "comm/fail.h"
@@ -26,7 +27,154 @@ void comm_destroy(Comm* comm) {
     if (!comm) return;
     comm->ops->destroy(comm->ctx);
     free(comm->counts);
+    free(comm->trace);
     free(comm);
+}
+
+// --- Timeline spans ---------------------------------------------------------------------------
+
+// An operation between its start and its wait: what its spans are labelled with.
+typedef struct {
+    CommRequest* req;     // NULL: free entry
+    CommKind kind;
+    MeshGroup group;
+    long long bytes;
+    int layer;
+    CommPhase phase;
+    int flight_begin;     // slot; -1 once its flight span is recorded
+} Pending;
+
+struct CommTrace {
+    Timeline* tl;
+    int compute, host;                 // track ids
+    int group_track[MESH_NGROUPS];
+    int device_streams;                // 1: operations run on the transport's streams
+    Pending pending[COMM_MAX_INFLIGHT];
+};
+
+void comm_set_timeline(Comm* comm, Timeline* tl, void* compute_track, void* host_track) {
+    free(comm->trace);
+    comm->trace = NULL;
+    if (!tl) return;
+    struct CommTrace* tr = xcalloc(1, sizeof *tr, "comm trace");
+    tr->tl = tl;
+    tr->compute = timeline_track(tl, "compute", compute_track);
+    tr->host = host_track == compute_track ? tr->compute : timeline_track(tl, "host", host_track);
+    for (int g = 0; g < MESH_NGROUPS; g++) {
+        void* stream = comm->ops->stream ? comm->ops->stream(comm->ctx, (MeshGroup)g) : NULL;
+        if (stream) tr->device_streams = 1;
+        char name[64];
+        snprintf(name, sizeof name, "comm %s", mesh_group_name((MeshGroup)g));
+        // Host transports: the group track only shows spans, its marks are host marks.
+        tr->group_track[g] = timeline_track(tl, name, stream ? stream : host_track);
+    }
+    comm->trace = tr;
+}
+
+static TimelineLabel label_of(const Pending* p) {
+    TimelineLabel l = {NULL, comm_kind_name(p->kind), mesh_group_name(p->group), p->bytes,
+                       p->layer, comm_phase_name(p->phase)};
+    return l;
+}
+
+// Marks taken before an operation is handed to the transport.
+typedef struct {
+    int issue;    // host track
+    int flight;   // compute track: the operation may start once compute reaches this point
+} IssueMarks;
+
+static IssueMarks issue_begin(Comm* comm) {
+    IssueMarks m = {-1, -1};
+    struct CommTrace* tr = comm->trace;
+    if (!tr) return m;
+    m.issue = timeline_mark(tr->tl, tr->host);
+    m.flight = tr->host == tr->compute ? m.issue : timeline_mark(tr->tl, tr->compute);
+    return m;
+}
+
+// After the transport took the operation: its issue span, and its flight span where the end is
+// known now (device streams; operations complete at once); otherwise the wait records it.
+static CommRequest* record_issue(Comm* comm, IssueMarks m, CommKind kind, MeshGroup g,
+                                 long long bytes, CommRequest* req) {
+    struct CommTrace* tr = comm->trace;
+    if (!tr) return req;
+    Pending p = {req, kind, g, bytes, comm->layer, comm->phase, m.flight};
+    const TimelineLabel label = label_of(&p);
+    timeline_span(tr->tl, TL_COMM_ISSUE, tr->host, m.issue, timeline_mark(tr->tl, tr->host), &label);
+    if (tr->device_streams || !req) {
+        const int end = timeline_mark(tr->tl, req ? tr->group_track[g] : tr->host);
+        timeline_span(tr->tl, TL_COMM_FLIGHT, tr->group_track[g], m.flight, end, &label);
+        p.flight_begin = -1;
+    }
+    if (!req) return req;
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        if (!tr->pending[i].req) {
+            tr->pending[i] = p;
+            return req;
+        }
+    }
+    FAIL("caller bug", "more than %d operations in flight", COMM_MAX_INFLIGHT);
+}
+
+static void traced_wait(Comm* comm, CommRequest* req, int host);
+
+// The issue recorded; with comm_set_overlap(comm, 0) the operation is waited for at once.
+static CommRequest* issue_end(Comm* comm, IssueMarks m, CommKind kind, MeshGroup g,
+                              long long bytes, CommRequest* req) {
+    req = record_issue(comm, m, kind, g, bytes, req);
+    if (req && comm->serial) {   // the plain schedule
+        traced_wait(comm, req, 0);
+        return NULL;
+    }
+    return req;
+}
+
+// Waits for req (host = 1: the host waits) and records the wait and any open flight span.
+static void traced_wait(Comm* comm, CommRequest* req, int host) {
+    struct CommTrace* tr = comm->trace;
+    if (!tr) {
+        comm->ops->wait(comm->ctx, req, host);
+        return;
+    }
+    const int track = host ? tr->host : tr->compute;
+    const int begin = timeline_mark(tr->tl, track);
+    comm->ops->wait(comm->ctx, req, host);
+    const int end = timeline_mark(tr->tl, track);
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        Pending* p = &tr->pending[i];
+        if (p->req != req) continue;
+        const TimelineLabel label = label_of(p);
+        timeline_span(tr->tl, TL_WAIT, track, begin, end, &label);
+        if (p->flight_begin >= 0)
+            timeline_span(tr->tl, TL_COMM_FLIGHT, tr->group_track[p->group], p->flight_begin, end,
+                          &label);
+        p->req = NULL;
+        return;
+    }
+}
+
+void comm_close_spans(Comm* comm) {
+    struct CommTrace* tr = comm->trace;
+    if (!tr) return;
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        Pending* p = &tr->pending[i];
+        if (!p->req || p->flight_begin < 0) continue;
+        const TimelineLabel label = label_of(p);
+        timeline_span(tr->tl, TL_COMM_FLIGHT, tr->group_track[p->group], p->flight_begin,
+                      timeline_mark(tr->tl, tr->host), &label);
+        p->flight_begin = -1;
+    }
+}
+
+// A blocking host operation (sums of host values, barriers): flight and wait on the host track.
+static void host_span(Comm* comm, IssueMarks m, CommKind kind, MeshGroup g, long long bytes) {
+    struct CommTrace* tr = comm->trace;
+    if (!tr) return;
+    Pending p = {NULL, kind, g, bytes, comm->layer, comm->phase, -1};
+    const TimelineLabel label = label_of(&p);
+    const int end = timeline_mark(tr->tl, tr->host);
+    timeline_span(tr->tl, TL_COMM_FLIGHT, tr->group_track[g], m.issue, end, &label);
+    timeline_span(tr->tl, TL_WAIT, tr->host, m.issue, end, &label);
 }
 
 size_t comm_type_size(CommType t) {
@@ -94,16 +242,26 @@ CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase) {
     return sum;
 }
 
+void comm_set_overlap(Comm* comm, int overlap) { comm->serial = !overlap; }
+
+long long comm_count_bytes(const Comm* comm) {
+    const size_t n = (size_t)(comm->num_layers + 1) * COMM_NPHASES * COMM_NKINDS;
+    long long bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += comm->counts[i].bytes;
+    return bytes;
+}
+
 void comm_reset_counts(Comm* comm) {
     const size_t n = (size_t)(comm->num_layers + 1) * COMM_NPHASES * COMM_NKINDS;
     for (size_t i = 0; i < n; i++) comm->counts[i] = (CommCount){0, 0, 0};
 }
 
-static void tally(Comm* comm, CommKind kind, long long bytes, long long messages) {
+static long long tally(Comm* comm, CommKind kind, long long bytes, long long messages) {
     CommCount* c = counter(comm, comm->layer, comm->phase, kind);
     c->bytes += bytes;
     c->messages += messages;
     c->calls += 1;
+    return bytes;
 }
 
 // Bytes of `count` elements of type t.
@@ -112,33 +270,41 @@ static long long nbytes(size_t count, CommType t) { return (long long)(count * c
 CommRequest* comm_all_gather_start(Comm* comm, MeshGroup g, const void* send, void* recv,
                                    size_t count, CommType t) {
     const int n = comm_size(comm, g);
-    tally(comm, COMM_ALL_GATHER, (n - 1) * nbytes(count, t), n - 1);
-    return comm->ops->all_gather(comm->ctx, g, send, recv, count, t);
+    const long long bytes = tally(comm, COMM_ALL_GATHER, (n - 1) * nbytes(count, t), n - 1);
+    const IssueMarks m = issue_begin(comm);
+    return issue_end(comm, m, COMM_ALL_GATHER, g, bytes,
+                     comm->ops->all_gather(comm->ctx, g, send, recv, count, t));
 }
 
 CommRequest* comm_reduce_scatter_sum_start(Comm* comm, MeshGroup g, const void* send, void* recv,
                                            size_t count, CommType t) {
     const int n = comm_size(comm, g);
-    tally(comm, COMM_REDUCE_SCATTER, (n - 1) * nbytes(count, t), n - 1);
-    return comm->ops->reduce_scatter_sum(comm->ctx, g, send, recv, count, t);
+    const long long bytes = tally(comm, COMM_REDUCE_SCATTER, (n - 1) * nbytes(count, t), n - 1);
+    const IssueMarks m = issue_begin(comm);
+    return issue_end(comm, m, COMM_REDUCE_SCATTER, g, bytes,
+                     comm->ops->reduce_scatter_sum(comm->ctx, g, send, recv, count, t));
 }
 
-static void tally_all_reduce(Comm* comm, MeshGroup g, size_t count, CommType t) {
+static long long tally_all_reduce(Comm* comm, MeshGroup g, size_t count, CommType t) {
     const int n = comm_size(comm, g);
-    tally(comm, COMM_ALL_REDUCE, 2 * (n - 1) * nbytes(count, t) / n, 2 * (n - 1));
+    return tally(comm, COMM_ALL_REDUCE, 2 * (n - 1) * nbytes(count, t) / n, 2 * (n - 1));
 }
 
 CommRequest* comm_all_reduce_sum_start(Comm* comm, MeshGroup g, void* buf, size_t count,
                                        CommType t) {
-    tally_all_reduce(comm, g, count, t);
-    return comm->ops->all_reduce_sum(comm->ctx, g, buf, count, t);
+    const long long bytes = tally_all_reduce(comm, g, count, t);
+    const IssueMarks m = issue_begin(comm);
+    return issue_end(comm, m, COMM_ALL_REDUCE, g, bytes,
+                     comm->ops->all_reduce_sum(comm->ctx, g, buf, count, t));
 }
 
 CommRequest* comm_all_to_all_start(Comm* comm, MeshGroup g, const void* send, void* recv,
                                    size_t count, CommType t) {
     const int n = comm_size(comm, g);
-    tally(comm, COMM_ALL_TO_ALL, (n - 1) * nbytes(count, t), n - 1);
-    return comm->ops->all_to_all(comm->ctx, g, send, recv, count, t);
+    const long long bytes = tally(comm, COMM_ALL_TO_ALL, (n - 1) * nbytes(count, t), n - 1);
+    const IssueMarks m = issue_begin(comm);
+    return issue_end(comm, m, COMM_ALL_TO_ALL, g, bytes,
+                     comm->ops->all_to_all(comm->ctx, g, send, recv, count, t));
 }
 
 static void check_transfers(const Comm* comm, MeshGroup g, const CommTransfer* list, int n,
@@ -166,15 +332,17 @@ CommRequest* comm_start(Comm* comm, MeshGroup g, CommType t, const CommTransfer*
         messages++;
     }
     tally(comm, COMM_SEND_RECV, bytes, messages);
-    return comm->ops->send_recv(comm->ctx, g, t, sends, nsend, recvs, nrecv);
+    const IssueMarks m = issue_begin(comm);
+    return issue_end(comm, m, COMM_SEND_RECV, g, bytes,
+                     comm->ops->send_recv(comm->ctx, g, t, sends, nsend, recvs, nrecv));
 }
 
 void comm_wait(Comm* comm, CommRequest* req) {
-    if (req) comm->ops->wait(comm->ctx, req, 0);
+    if (req) traced_wait(comm, req, 0);
 }
 
 void comm_wait_host(Comm* comm, CommRequest* req) {
-    if (req) comm->ops->wait(comm->ctx, req, 1);
+    if (req) traced_wait(comm, req, 1);
 }
 
 void comm_all_gather(Comm* comm, MeshGroup g, const void* send, void* recv, size_t count,
@@ -201,16 +369,22 @@ void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t
     CHECK(root >= 0 && root < size, "caller bug", "broadcast root %d outside the %s group of %d",
           root, mesh_group_name(g), size);
     const int receives = comm_rank(comm, g) != root;
-    tally(comm, COMM_BROADCAST, receives * nbytes(count, t), receives);
-    comm_wait(comm, comm->ops->broadcast(comm->ctx, g, buf, count, t, root));
+    const long long bytes = tally(comm, COMM_BROADCAST, receives * nbytes(count, t), receives);
+    const IssueMarks m = issue_begin(comm);
+    comm_wait(comm, issue_end(comm, m, COMM_BROADCAST, g, bytes,
+                              comm->ops->broadcast(comm->ctx, g, buf, count, t, root)));
 }
 
 void comm_all_reduce_host(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
-    tally_all_reduce(comm, g, count, t);
+    const long long bytes = tally_all_reduce(comm, g, count, t);
+    const IssueMarks m = issue_begin(comm);
     comm->ops->all_reduce_host_sum(comm->ctx, g, buf, count, t);
+    host_span(comm, m, COMM_ALL_REDUCE, g, bytes);
 }
 
 void comm_barrier(Comm* comm, MeshGroup g) {
     tally(comm, COMM_BARRIER, 0, 0);
+    const IssueMarks m = issue_begin(comm);
     comm->ops->barrier(comm->ctx, g);
+    host_span(comm, m, COMM_BARRIER, g, 0);
 }

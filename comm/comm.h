@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "comm/mesh.h"
+#include "comm/timeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,7 +61,7 @@ typedef struct {
 } CommTransfer;
 
 // Most transfers (sends + receives) in one batch, and operations in flight at once.
-enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 4 };
+enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 64 };
 
 typedef struct CommRequest CommRequest;   // an operation in flight, owned by the transport
 
@@ -94,6 +95,9 @@ typedef struct {
     void (*all_reduce_host_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
     void (*barrier)(void* ctx, MeshGroup g);
     void (*destroy)(void* ctx);
+    // The stream operations on group g run on (a cudaStream_t), for timeline marks; NULL (or a
+    // NULL function) where operations run on the host or on the compute stream.
+    void* (*stream)(void* ctx, MeshGroup g);
 } CommOps;
 
 typedef struct {
@@ -106,12 +110,25 @@ typedef struct {
     int layer;             // current scope
     CommPhase phase;
     CommCount* counts;     // (num_layers + 1) x COMM_NPHASES x COMM_NKINDS; last layer = none
+    struct CommTrace* trace;   // spans for a timeline (comm_set_timeline), NULL: none
+    int serial;                // 1: every operation is waited for as it starts (comm_set_overlap)
 } Comm;
 
 // For transports: wraps ops and ctx into a Comm that counts. comm_destroy calls ops->destroy.
 Comm* comm_create(const CommOps* ops, void* ctx, const char* name, int device_memory,
                   const Mesh* mesh, int num_layers);
 void comm_destroy(Comm* comm);
+
+// Records every operation into tl from now on (NULL: stop): on the host track (compute_track
+// on the CPU) the time spent issuing it, on its group's track ("comm row", ...) its flight from
+// the point the compute track reaches the issue to its completion (the end of its stream's work on
+// a device transport; the return of the wait on a host transport, which learns of completion only
+// there), and on the compute track every comm_wait (the stall of the compute stream, or of the
+// host on the CPU). Labels: kind, group, counted bytes, layer, phase of the scope.
+void comm_set_timeline(Comm* comm, Timeline* tl, void* compute_track, void* host_track);
+// Before the timeline's step ends: operations still in flight (e.g. ZeRO-1's parameter all-gather
+// overlapping the next step) get a flight span up to now; their waits are recorded as usual.
+void comm_close_spans(Comm* comm);
 
 size_t comm_type_size(CommType t);
 const char* comm_kind_name(CommKind kind);
@@ -134,6 +151,12 @@ void comm_leave_scope(Comm* comm, CommScope saved);
 CommCount comm_count(const Comm* comm, int layer, CommPhase phase, CommKind kind);
 CommCount comm_count_total(const Comm* comm, int layer, CommPhase phase);
 void comm_reset_counts(Comm* comm);
+// overlap = 0 makes every *_start wait for its operation at once (in stream order) and return
+// NULL: the plain, non-overlapped version of every schedule written with *_start / comm_wait,
+// with the same buffers and the same results, for comparison. Default 1.
+void comm_set_overlap(Comm* comm, int overlap);
+// Bytes counted so far over every scope and kind.
+long long comm_count_bytes(const Comm* comm);
 
 // Asynchronous forms: start, then comm_wait (device-ordered: work enqueued later on the comm's
 // stream sees the result, the host goes on) or comm_wait_host (the host waits). Until then the

@@ -1,5 +1,8 @@
-// MPI transport: one MPI communicator per mesh group, host buffers, non-blocking point-to-point
-// batches from a fixed pool of request slots (nothing is allocated after create).
+// MPI transport: one MPI communicator per mesh group, host buffers. Every collective and
+// point-to-point batch is non-blocking (MPI-3 MPI_I* calls) and returns a request from a fixed pool
+// of slots (nothing is allocated after create); comm_wait completes it. Open MPI progresses such
+// operations inside MPI calls, so on the CPU most of the transfer happens in the wait: the
+// timeline shows how much (comm/timeline.h).
 #include "comm/comm_mpi.h"
 
 #include <limits.h>
@@ -130,20 +133,37 @@ static MPI_Comm group_comm(void* ctx, MeshGroup g) {
     return ((MpiComm*)ctx)->groups[g];
 }
 
+// A free request slot; a full pool is a caller bug (too many operations in flight).
+static CommRequest* take_request(MpiComm* m) {
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        if (!m->pool[i].in_use) {
+            m->pool[i].in_use = 1;
+            m->pool[i].n = 0;
+            return &m->pool[i];
+        }
+    }
+    FAIL("wait for an operation before starting another", "more than %d MPI operations in flight",
+         COMM_MAX_INFLIGHT);
+}
+
+static MPI_Request* next_slot(CommRequest* req) { return &req->reqs[req->n++]; }
+
 static CommRequest* mpi_all_gather(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
-                           CommType t) {
-    MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
-                            mpi_type(t), group_comm(ctx, g)),
+                                   CommType t) {
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Iallgather(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
+                             mpi_type(t), group_comm(ctx, g), next_slot(req)),
               "all-gather");
-    return NULL;
+    return req;
 }
 
 static CommRequest* mpi_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
                                            size_t count, CommType t) {
-    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(t), mpi_sum(t),
-                                       group_comm(ctx, g)),
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(t), mpi_sum(t),
+                                        group_comm(ctx, g), next_slot(req)),
               "reduce-scatter");
-    return NULL;
+    return req;
 }
 
 static void mpi_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
@@ -154,39 +174,35 @@ static void mpi_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t co
 
 static CommRequest* mpi_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                        CommType t) {
-    mpi_all_reduce_host_sum(ctx, g, buf, count, t);
-    return NULL;
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), mpi_sum(t),
+                             group_comm(ctx, g), next_slot(req)),
+              "all-reduce");
+    return req;
 }
 
 static CommRequest* mpi_all_to_all(void* ctx, MeshGroup g, const void* send, void* recv, size_t count,
-                           CommType t) {
-    MPI_CHECK(MPI_Alltoall(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
-                           mpi_type(t), group_comm(ctx, g)),
+                                   CommType t) {
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Ialltoall(send, mpi_count(count), mpi_type(t), recv, mpi_count(count),
+                            mpi_type(t), group_comm(ctx, g), next_slot(req)),
               "all-to-all");
-    return NULL;
+    return req;
 }
 
 static CommRequest* mpi_send_recv(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
-                              int nsend, const CommTransfer* recvs, int nrecv) {
-    MpiComm* m = ctx;
-    struct CommRequest* req = NULL;
-    for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
-        if (!m->pool[i].in_use) req = &m->pool[i];
-    }
-    CHECK(req, "wait for a batch before starting another", "more than %d send/recv batches in flight",
-          COMM_MAX_INFLIGHT);
+                                  int nsend, const CommTransfer* recvs, int nrecv) {
+    CommRequest* req = take_request(ctx);
     MPI_Comm comm = group_comm(ctx, g);
-    req->in_use = 1;
-    req->n = 0;
     // Receives first, so a matching send finds its buffer posted.
     for (int i = 0; i < nrecv; i++) {
         MPI_CHECK(MPI_Irecv(recvs[i].buf, mpi_count(recvs[i].count), mpi_type(t), recvs[i].peer, 0,
-                            comm, &req->reqs[req->n++]),
+                            comm, next_slot(req)),
                   "post receive");
     }
     for (int i = 0; i < nsend; i++) {
         MPI_CHECK(MPI_Isend(sends[i].buf, mpi_count(sends[i].count), mpi_type(t), sends[i].peer, 0,
-                            comm, &req->reqs[req->n++]),
+                            comm, next_slot(req)),
                   "post send");
     }
     return req;
@@ -194,16 +210,18 @@ static CommRequest* mpi_send_recv(void* ctx, MeshGroup g, CommType t, const Comm
 
 static void mpi_wait(void* ctx, CommRequest* req, int host) {
     (void)host;   // host memory: complete is complete
-    CHECK(req && req->in_use, "caller bug", "waiting on a send/recv batch that is not in flight");
-    MPI_CHECK(MPI_Waitall(req->n, req->reqs, MPI_STATUSES_IGNORE), "wait for send/recv batch");
+    CHECK(req && req->in_use, "caller bug", "waiting on an MPI operation that is not in flight");
+    MPI_CHECK(MPI_Waitall(req->n, req->reqs, MPI_STATUSES_IGNORE), "wait for an operation");
     req->in_use = 0;
 }
 
 static CommRequest* mpi_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
                                   int root) {
-    MPI_CHECK(MPI_Bcast(buf, mpi_count(count), mpi_type(t), root, group_comm(ctx, g)),
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Ibcast(buf, mpi_count(count), mpi_type(t), root, group_comm(ctx, g),
+                         next_slot(req)),
               "broadcast");
-    return NULL;
+    return req;
 }
 
 static void mpi_barrier(void* ctx, MeshGroup g) {

@@ -1,8 +1,10 @@
 // The "nccl" transport: NCCL collectives and grouped send/recv on device memory, one communicator
 // per mesh group, split from the world's (ncclCommSplit, NCCL >= 2.18). Operations run on the
-// transport's own stream after an event recorded on the compute stream; each returns a request
-// (an event recorded after it), which the compute stream (comm_wait) or the host (comm_wait_host)
-// waits on.
+// stream of their group (one per mesh group, so that e.g. a row and a column all-gather proceed
+// concurrently) after an event recorded on the compute stream; each returns a request (an event
+// recorded after it), which the compute stream (comm_wait) or the host (comm_wait_host) waits on.
+// Only the compute stream runs GEMMs, so the backend's one cuBLASLt workspace is never shared
+// between streams.
 //
 // NCCL is loaded at run time (dlopen of libnccl.so.2): the trainer starts, and runs the mpi and
 // mpi-staged transports, where NCCL is not installed. The host runtime (tests/cuda_host) provides
@@ -111,7 +113,7 @@ typedef struct {
     Mesh mesh;
     ncclComm_t groups[MESH_NGROUPS];   // MESH_WORLD: the communicator the others split from
     cudaStream_t compute;              // the backend's stream
-    cudaStream_t stream;               // NCCL's
+    cudaStream_t streams[MESH_NGROUPS];   // NCCL's, one per group
     cudaEvent_t ready;                 // compute stream position an operation starts after
     void* scratch;                     // device staging of host all-reduces
     size_t scratch_bytes;
@@ -155,88 +157,88 @@ static ncclDataType_t nccl_type(CommType t) {
     }
 }
 
-// The next operation starts after everything enqueued so far on the compute stream.
-static NcclComm* begin(void* ctx) {
+// The next operation on group g starts after everything enqueued so far on the compute stream.
+static NcclComm* begin(void* ctx, MeshGroup g) {
     NcclComm* n = (NcclComm*)ctx;
     CUDA_CHECK(cudaEventRecord(n->ready, n->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(n->streams[g], n->ready, 0));
     return n;
 }
 
-// The request of the operation just enqueued on the transport's stream.
-static CommRequest* end(NcclComm* n) {
+// The request of the operation just enqueued on group g's stream.
+static CommRequest* end(NcclComm* n, MeshGroup g) {
     CommRequest* req = NULL;
     for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
         if (!n->pool[i].in_use) req = &n->pool[i];
     }
     CHECK(req, "wait for an operation before starting another",
           "more than %d NCCL operations in flight", COMM_MAX_INFLIGHT);
-    CUDA_CHECK(cudaEventRecord(req->done, n->stream));
+    CUDA_CHECK(cudaEventRecord(req->done, n->streams[g]));
     req->in_use = 1;
     return req;
 }
 
 static CommRequest* nccl_all_gather(void* ctx, MeshGroup g, const void* send, void* recv,
                                     size_t count, CommType t) {
-    NcclComm* n = begin(ctx);
-    NCCL_CHECK(n, n->api.AllGather(send, recv, count, nccl_type(t), n->groups[g], n->stream), g,
+    NcclComm* n = begin(ctx, g);
+    NCCL_CHECK(n, n->api.AllGather(send, recv, count, nccl_type(t), n->groups[g], n->streams[g]), g,
                "all-gather");
-    return end(n);
+    return end(n, g);
 }
 
 static CommRequest* nccl_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
                                             size_t count, CommType t) {
-    NcclComm* n = begin(ctx);
+    NcclComm* n = begin(ctx, g);
     NCCL_CHECK(n, n->api.ReduceScatter(send, recv, count, nccl_type(t), ncclSum, n->groups[g],
-                                       n->stream),
+                                       n->streams[g]),
                g, "reduce-scatter");
-    return end(n);
+    return end(n, g);
 }
 
 static CommRequest* nccl_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                         CommType t) {
-    NcclComm* n = begin(ctx);
-    NCCL_CHECK(n, n->api.AllReduce(buf, buf, count, nccl_type(t), ncclSum, n->groups[g], n->stream),
+    NcclComm* n = begin(ctx, g);
+    NCCL_CHECK(n, n->api.AllReduce(buf, buf, count, nccl_type(t), ncclSum, n->groups[g], n->streams[g]),
                g, "all-reduce");
-    return end(n);
+    return end(n, g);
 }
 
 static CommRequest* nccl_all_to_all(void* ctx, MeshGroup g, const void* send, void* recv,
                                     size_t count, CommType t) {
-    NcclComm* n = begin(ctx);
+    NcclComm* n = begin(ctx, g);
     const size_t bytes = count * comm_type_size(t);
     const int size = mesh_group_size(&n->mesh, g);
     NCCL_CHECK(n, n->api.GroupStart(), g, "group start");
     for (int j = 0; j < size; j++) {
         NCCL_CHECK(n, n->api.Recv((char*)recv + j * bytes, count, nccl_type(t), j, n->groups[g],
-                                  n->stream), g, "all-to-all receive");
+                                  n->streams[g]), g, "all-to-all receive");
         NCCL_CHECK(n, n->api.Send((const char*)send + j * bytes, count, nccl_type(t), j,
-                                  n->groups[g], n->stream), g, "all-to-all send");
+                                  n->groups[g], n->streams[g]), g, "all-to-all send");
     }
     NCCL_CHECK(n, n->api.GroupEnd(), g, "all-to-all");
-    return end(n);
+    return end(n, g);
 }
 
 static CommRequest* nccl_send_recv(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
                                    int nsend, const CommTransfer* recvs, int nrecv) {
-    NcclComm* n = begin(ctx);
+    NcclComm* n = begin(ctx, g);
     NCCL_CHECK(n, n->api.GroupStart(), g, "group start");
     for (int i = 0; i < nrecv; i++)
         NCCL_CHECK(n, n->api.Recv(recvs[i].buf, recvs[i].count, nccl_type(t), recvs[i].peer,
-                                  n->groups[g], n->stream), g, "post receive");
+                                  n->groups[g], n->streams[g]), g, "post receive");
     for (int i = 0; i < nsend; i++)
         NCCL_CHECK(n, n->api.Send(sends[i].buf, sends[i].count, nccl_type(t), sends[i].peer,
-                                  n->groups[g], n->stream), g, "post send");
+                                  n->groups[g], n->streams[g]), g, "post send");
     NCCL_CHECK(n, n->api.GroupEnd(), g, "send/recv batch");
-    return end(n);
+    return end(n, g);
 }
 
 static CommRequest* nccl_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
                                    int root) {
-    NcclComm* n = begin(ctx);
-    NCCL_CHECK(n, n->api.Broadcast(buf, buf, count, nccl_type(t), root, n->groups[g], n->stream),
+    NcclComm* n = begin(ctx, g);
+    NCCL_CHECK(n, n->api.Broadcast(buf, buf, count, nccl_type(t), root, n->groups[g], n->streams[g]),
                g, "broadcast");
-    return end(n);
+    return end(n, g);
 }
 
 static void nccl_wait(void* ctx, CommRequest* req, int host) {
@@ -254,16 +256,16 @@ static void nccl_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t c
     NcclComm* n = (NcclComm*)ctx;
     const size_t bytes = count * comm_type_size(t);
     if (bytes > n->scratch_bytes) {
-        CUDA_CHECK(cudaStreamSynchronize(n->stream));
+        CUDA_CHECK(cudaStreamSynchronize(n->streams[g]));
         if (n->scratch) CUDA_CHECK(cudaFree(n->scratch));
         CUDA_CHECK(cudaMalloc(&n->scratch, bytes));
         n->scratch_bytes = bytes;
     }
-    CUDA_CHECK(cudaMemcpyAsync(n->scratch, buf, bytes, cudaMemcpyHostToDevice, n->stream));
+    CUDA_CHECK(cudaMemcpyAsync(n->scratch, buf, bytes, cudaMemcpyHostToDevice, n->streams[g]));
     NCCL_CHECK(n, n->api.AllReduce(n->scratch, n->scratch, count, nccl_type(t), ncclSum,
-                                   n->groups[g], n->stream), g, "all-reduce of host values");
-    CUDA_CHECK(cudaMemcpyAsync(buf, n->scratch, bytes, cudaMemcpyDeviceToHost, n->stream));
-    CUDA_CHECK(cudaStreamSynchronize(n->stream));
+                                   n->groups[g], n->streams[g]), g, "all-reduce of host values");
+    CUDA_CHECK(cudaMemcpyAsync(buf, n->scratch, bytes, cudaMemcpyDeviceToHost, n->streams[g]));
+    CUDA_CHECK(cudaStreamSynchronize(n->streams[g]));
 }
 
 static void nccl_barrier(void* ctx, MeshGroup g) {
@@ -273,7 +275,7 @@ static void nccl_barrier(void* ctx, MeshGroup g) {
 
 static void nccl_destroy(void* ctx) {
     NcclComm* n = (NcclComm*)ctx;
-    CUDA_CHECK(cudaStreamSynchronize(n->stream));
+    for (int g = 0; g < MESH_NGROUPS; g++) CUDA_CHECK(cudaStreamSynchronize(n->streams[g]));
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
         CHECK(!n->pool[i].in_use, "caller bug", "comm destroyed with an NCCL operation in flight");
         CUDA_CHECK(cudaEventDestroy(n->pool[i].done));
@@ -283,14 +285,16 @@ static void nccl_destroy(void* ctx) {
         NCCL_CHECK(n, n->api.CommDestroy(n->groups[g]), (MeshGroup)g, "destroy");
     if (n->scratch) CUDA_CHECK(cudaFree(n->scratch));
     CUDA_CHECK(cudaEventDestroy(n->ready));
-    CUDA_CHECK(cudaStreamDestroy(n->stream));
+    for (int g = 0; g < MESH_NGROUPS; g++) CUDA_CHECK(cudaStreamDestroy(n->streams[g]));
     free(n);
 }
+
+static void* nccl_stream(void* ctx, MeshGroup g) { return ((NcclComm*)ctx)->streams[g]; }
 
 static const CommOps nccl_ops = {
     nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum, nccl_all_to_all,
     nccl_send_recv,  nccl_broadcast,          nccl_wait,           nccl_all_reduce_host_sum,
-    nccl_barrier,    nccl_destroy,
+    nccl_barrier,    nccl_destroy,            nccl_stream,
 };
 
 // The world's unique id from rank 0: over MPI, or through the rendezvous file or socket.
@@ -315,7 +319,8 @@ Comm* comm_nccl_create(const Mesh* mesh, int num_layers, const DeviceCommOptions
     nccl_api_load(&n->api);
     n->mesh = *mesh;
     n->compute = compute;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    for (int g = 0; g < MESH_NGROUPS; g++)
+        CUDA_CHECK(cudaStreamCreateWithFlags(&n->streams[g], cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++)
         CUDA_CHECK(cudaEventCreateWithFlags(&n->pool[i].done, cudaEventDisableTiming));

@@ -1,17 +1,18 @@
 // The "mpi-staged" transport: device buffers copied to pinned host buffers on the compute stream,
-// moved by the MPI transport (comm_mpi.c), and copied back on the compute stream, so results
-// arrive in stream order. Every operation synchronises the stream once (its send data must be on
-// the host before MPI reads it); that also guarantees that earlier copies out of a staging buffer
-// have finished before the buffer is reused.
+// moved by the MPI transport's non-blocking operations (comm_mpi.c), and copied back on the
+// compute stream when the operation is waited on, so results arrive in stream order. Starting an
+// operation synchronises the stream once (its send data must be on the host before MPI reads
+// them); that also guarantees that earlier copies out of a staging buffer have finished before
+// the buffer is reused. Each operation in flight has its own pinned staging area.
 #include "comm/comm_device_impl.h"
 #include "comm/comm_mpi.h"
 
-// A send/recv batch in flight: its own staging area, and where the received data go.
+// An operation in flight: its staging area, the MPI operation on it, and where results go.
 struct CommRequest {
     int in_use;
-    CommRequest* inner;                     // the MPI batch on the staging area
+    CommRequest* inner;                     // the MPI operation on the staging area
     int nrecv;
-    void* dst[COMM_MAX_TRANSFERS];          // device destinations of the receives
+    void* dst[COMM_MAX_TRANSFERS];          // device destinations of the results
     size_t offset[COMM_MAX_TRANSFERS];      // their bytes in `stage`
     size_t bytes[COMM_MAX_TRANSFERS];
     char* stage;                            // pinned
@@ -22,22 +23,31 @@ typedef struct {
     void* mpi;                  // the MPI transport's context (mesh groups)
     Mesh mesh;
     cudaStream_t compute;
-    char* send;                 // pinned staging of collectives
-    char* recv;
-    size_t send_bytes, recv_bytes;
     CommRequest pool[COMM_MAX_INFLIGHT];
 } StagedComm;
 
-// Grows a pinned buffer to at least `bytes` (after the stream is idle: see the file comment).
-static void reserve(StagedComm* s, char** buf, size_t* have, size_t bytes) {
-    if (*have >= bytes) return;
-    CUDA_CHECK(cudaStreamSynchronize(s->compute));
-    if (*buf) CUDA_CHECK(cudaFreeHost(*buf));
-    const cudaError_t err = cudaMallocHost((void**)buf, bytes);
-    if (err != cudaSuccess)
-        FAIL("lower the batch or sequence length", "cudaMallocHost of %zu bytes for the mpi-staged "
-             "transport failed: %s", bytes, cudaGetErrorName(err));
-    *have = bytes;
+// A free request with a pinned staging area of at least `bytes`. Growing it synchronises the
+// stream first (see the file comment).
+static CommRequest* take_request(StagedComm* s, size_t bytes) {
+    CommRequest* req = NULL;
+    for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
+        if (!s->pool[i].in_use) req = &s->pool[i];
+    }
+    CHECK(req, "wait for an operation before starting another",
+          "more than %d mpi-staged operations in flight", COMM_MAX_INFLIGHT);
+    if (req->stage_bytes < bytes) {
+        CUDA_CHECK(cudaStreamSynchronize(s->compute));
+        if (req->stage) CUDA_CHECK(cudaFreeHost(req->stage));
+        req->stage = NULL;
+        const cudaError_t err = cudaMallocHost((void**)&req->stage, bytes);
+        if (err != cudaSuccess)
+            FAIL("lower the batch or sequence length", "cudaMallocHost of %zu bytes for the "
+                 "mpi-staged transport failed: %s", bytes, cudaGetErrorName(err));
+        req->stage_bytes = bytes;
+    }
+    req->in_use = 1;
+    req->nrecv = 0;
+    return req;
 }
 
 static void to_host(StagedComm* s, void* host, const void* device, size_t bytes) {
@@ -48,27 +58,28 @@ static void to_device(StagedComm* s, void* device, const void* host, size_t byte
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s->compute));
 }
 
-// Copies `bytes` of device memory into the pinned s->send and waits for the stream, so that MPI
-// can read the host copy.
-static char* stage_out(StagedComm* s, const void* device, size_t bytes) {
-    reserve(s, &s->send, &s->send_bytes, bytes);
-    to_host(s, s->send, device, bytes);
-    CUDA_CHECK(cudaStreamSynchronize(s->compute));
-    return s->send;
+// Where the wait copies `bytes` of the staging area (from `offset`) to on the device.
+static void add_result(CommRequest* req, void* device, size_t offset, size_t bytes) {
+    req->dst[req->nrecv] = device;
+    req->offset[req->nrecv] = offset;
+    req->bytes[req->nrecv] = bytes;
+    req->nrecv++;
 }
 
-// Stages in_count elements of send, runs the MPI collective `op` on the staging buffers, and
-// copies out_count elements of its result to recv in stream order.
+// Stages in_count elements of send, starts the MPI collective `op` from the staging area into the
+// area behind it, and notes out_count elements of its result for recv.
 typedef CommRequest* (*HostCollective)(void* ctx, MeshGroup g, const void* send, void* recv,
                                        size_t count, CommType t);
 static CommRequest* staged(void* ctx, HostCollective op, MeshGroup g, const void* send, void* recv,
                            size_t count, CommType t, size_t in_count, size_t out_count) {
     StagedComm* s = (StagedComm*)ctx;
-    const size_t es = comm_type_size(t);
-    reserve(s, &s->recv, &s->recv_bytes, out_count * es);
-    op(s->mpi, g, stage_out(s, send, in_count * es), s->recv, count, t);
-    to_device(s, recv, s->recv, out_count * es);
-    return NULL;
+    const size_t es = comm_type_size(t), in = in_count * es, out = out_count * es;
+    CommRequest* req = take_request(s, in + out);
+    to_host(s, req->stage, send, in);
+    CUDA_CHECK(cudaStreamSynchronize(s->compute));
+    req->inner = op(s->mpi, g, req->stage, req->stage + in, count, t);
+    add_result(req, recv, in, out);
+    return req;
 }
 
 static size_t group_size(void* ctx, MeshGroup g) {
@@ -93,39 +104,39 @@ static CommRequest* staged_all_to_all(void* ctx, MeshGroup g, const void* send, 
     return staged(ctx, comm_mpi_ops.all_to_all, g, send, recv, count, t, n, n);
 }
 
-// In place: MPI works on the host copy in s->send, which then goes back.
+// In place on the staging area, which then goes back.
+static CommRequest* stage_in_place(StagedComm* s, void* buf, size_t bytes) {
+    CommRequest* req = take_request(s, bytes);
+    to_host(s, req->stage, buf, bytes);
+    CUDA_CHECK(cudaStreamSynchronize(s->compute));
+    add_result(req, buf, 0, bytes);
+    return req;
+}
+
 static CommRequest* staged_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                           CommType t) {
     StagedComm* s = (StagedComm*)ctx;
-    const size_t bytes = count * comm_type_size(t);
-    comm_mpi_ops.all_reduce_host_sum(s->mpi, g, stage_out(s, buf, bytes), count, t);
-    to_device(s, buf, s->send, bytes);
-    return NULL;
+    CommRequest* req = stage_in_place(s, buf, count * comm_type_size(t));
+    req->inner = comm_mpi_ops.all_reduce_sum(s->mpi, g, req->stage, count, t);
+    return req;
 }
 
 static CommRequest* staged_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
                                      int root) {
     StagedComm* s = (StagedComm*)ctx;
-    const size_t bytes = count * comm_type_size(t);
-    comm_mpi_ops.broadcast(s->mpi, g, stage_out(s, buf, bytes), count, t, root);
-    to_device(s, buf, s->send, bytes);
-    return NULL;
+    CommRequest* req = stage_in_place(s, buf, count * comm_type_size(t));
+    req->inner = comm_mpi_ops.broadcast(s->mpi, g, req->stage, count, t, root);
+    return req;
 }
 
 static CommRequest* staged_send_recv(void* ctx, MeshGroup g, CommType t, const CommTransfer* sends,
                                      int nsend, const CommTransfer* recvs, int nrecv) {
     StagedComm* s = (StagedComm*)ctx;
-    CommRequest* req = NULL;
-    for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
-        if (!s->pool[i].in_use) req = &s->pool[i];
-    }
-    CHECK(req, "wait for a batch before starting another",
-          "more than %d send/recv batches in flight", COMM_MAX_INFLIGHT);
     const size_t es = comm_type_size(t);
     size_t total = 0;
     for (int i = 0; i < nsend; i++) total += sends[i].count * es;
     for (int i = 0; i < nrecv; i++) total += recvs[i].count * es;
-    reserve(s, &req->stage, &req->stage_bytes, total);
+    CommRequest* req = take_request(s, total);
     CommTransfer host_sends[COMM_MAX_TRANSFERS], host_recvs[COMM_MAX_TRANSFERS];
     size_t at = 0;
     for (int i = 0; i < nsend; i++) {
@@ -134,27 +145,24 @@ static CommRequest* staged_send_recv(void* ctx, MeshGroup g, CommType t, const C
         to_host(s, req->stage + at, sends[i].buf, sends[i].count * es);
         at += sends[i].count * es;
     }
-    req->nrecv = nrecv;
     for (int i = 0; i < nrecv; i++) {
         host_recvs[i] = recvs[i];
         host_recvs[i].buf = req->stage + at;
-        req->dst[i] = recvs[i].buf;
-        req->offset[i] = at;
-        req->bytes[i] = recvs[i].count * es;
+        add_result(req, recvs[i].buf, at, recvs[i].count * es);
         at += recvs[i].count * es;
     }
     CUDA_CHECK(cudaStreamSynchronize(s->compute));
     req->inner = comm_mpi_ops.send_recv(s->mpi, g, t, host_sends, nsend, host_recvs, nrecv);
-    req->in_use = 1;
     return req;
 }
 
 static void staged_wait(void* ctx, CommRequest* req, int host) {
     StagedComm* s = (StagedComm*)ctx;
-    CHECK(req && req->in_use, "caller bug", "waiting on a send/recv batch that is not in flight");
-    comm_mpi_ops.wait(s->mpi, req->inner, 1);
+    CHECK(req && req->in_use, "caller bug", "waiting on an mpi-staged operation that is not in flight");
+    if (req->inner) comm_mpi_ops.wait(s->mpi, req->inner, 1);
     for (int i = 0; i < req->nrecv; i++) to_device(s, req->dst[i], req->stage + req->offset[i], req->bytes[i]);
     if (host) CUDA_CHECK(cudaStreamSynchronize(s->compute));
+    req->inner = NULL;
     req->in_use = 0;
 }
 
@@ -171,8 +179,6 @@ static void staged_destroy(void* ctx) {
         CHECK(!s->pool[i].in_use, "caller bug", "comm destroyed with a send/recv batch in flight");
         if (s->pool[i].stage) CUDA_CHECK(cudaFreeHost(s->pool[i].stage));
     }
-    if (s->send) CUDA_CHECK(cudaFreeHost(s->send));
-    if (s->recv) CUDA_CHECK(cudaFreeHost(s->recv));
     comm_mpi_ops.destroy(s->mpi);
     free(s);
 }
@@ -180,7 +186,7 @@ static void staged_destroy(void* ctx) {
 static const CommOps staged_ops = {
     staged_all_gather, staged_reduce_scatter_sum, staged_all_reduce_sum, staged_all_to_all,
     staged_send_recv,  staged_broadcast,          staged_wait,           staged_all_reduce_host_sum,
-    staged_barrier,    staged_destroy,
+    staged_barrier,    staged_destroy,            NULL,
 };
 
 Comm* comm_staged_create(const Mesh* mesh, int num_layers, cudaStream_t compute) {

@@ -1,15 +1,19 @@
 # The process mesh, the comm layer (MPI on host memory) and the distributed attention schedules
-# (ATTENTION2D, Ring, Striped). Only the MPI transport includes mpi.h, so it alone is compiled
-# with $(MPICC); every program that links COMM_OBJS links with $(MPICC).
+# (ATTENTION2D non-overlapped and overlapped, Ring, Striped). Only the MPI transport includes
+# mpi.h, so it alone is compiled with $(MPICC); every program that links COMM_OBJS links with
+# $(MPICC).
 MPICC ?= mpicc
 
-COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o
+# The comm layer records into a timeline (comm/timeline.mk, named here directly: rules read
+# COMM_OBJS before that fragment is included), which writes its trace atomically.
+COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
+	$(BUILD)/checkpoints/atomic_file.o
 # The CPU side of the device transports (it refuses them) and launching without MPI
 # (comm/launch.mk): what a trainer links besides COMM_OBJS.
 TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS)
 # The schedules on the CPU backend (attention/dist_ops_cpu.c); the CUDA trainer compiles the same
-# two sources as CUDA C++ (train/train_cuda.mk).
-DIST_SCHEDULE_SRCS = attention/attention2d.c attention/ring.c
+# sources as CUDA C++ (train/train_cuda.mk).
+DIST_SCHEDULE_SRCS = attention/attention2d.c attention/attention2d_overlap.c attention/ring.c
 DIST_ATTENTION_OBJS = $(DIST_SCHEDULE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/attention/dist_cost.o \
 	$(DIST_OPS_CPU_OBJS)
 

@@ -43,6 +43,18 @@ int gpt_backend_select_device(int local_rank, int local_size, int share, int* de
 // comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
 int gpt_backend_host_memory(void);
 
+// A clock for the trainer's timeline (comm/timeline.h) that times device work: marks on
+// streams are events, resolved after the step; marks on *host_track are the host clock. NULL on
+// the CPU (the trainer uses the timeline's host clock). *compute_track is the backend's stream.
+// The clock lives as long as the process; one per process.
+typedef struct {
+    const TimelineClock* clock;
+    void* ctx;
+    void* compute_track;
+    void* host_track;
+} BackendClock;
+int gpt_backend_clock(BackendClock* out);   // 1 when the backend has a device clock
+
 // Parameters as num_params fp32 values in llm.c's tensor order. Where the backend stores the
 // parameters in lower precision (CUDA bf16), from_host also sets the fp32 master weights
 // (m->master_params, allocated on first use) and rounds them to nearest into the parameters, and

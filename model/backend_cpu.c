@@ -32,6 +32,11 @@ void gpt_backend_device(BackendDevice* d) {
 
 void gpt_backend_sync(void) {}
 
+int gpt_backend_clock(BackendClock* out) {
+    (void)out;
+    return 0;   // host memory, host clock: the trainer's own
+}
+
 // Element-wise copies: real is float here, double in the finite-difference build.
 static void to_float(float* dst, const real* src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];

@@ -57,6 +57,43 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
     }
 }
 
+int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], size_t count[]) {
+    size_t s[NUM_PARAM_TENSORS], start[NUM_PARAM_TENSORS], at = 0;
+    gpt_param_sizes(cfg, s);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        start[i] = at;
+        at += s[i];
+    }
+    if (group == GPT_GRADS_EMBEDDINGS || group == GPT_GRADS_LNF) {
+        const int first = group == GPT_GRADS_EMBEDDINGS ? 0 : 14;   // wte, wpe / lnfw, lnfb
+        offset[0] = start[first];
+        count[0] = s[first] + s[first + 1];   // adjacent in the flat order
+        return 1;
+    }
+    CHECK(group >= 0 && group < cfg->L, "caller bug", "parameter group %d of a %d-layer model",
+          group, cfg->L);
+    // Tensors 2..13 hold all L layers each; layer `group` is one slice of every one of them.
+    int n = 0;
+    for (int i = 2; i < 14; i++, n++) {
+        count[n] = s[i] / cfg->L;
+        offset[n] = start[i] + (size_t)group * count[n];
+    }
+    return n;
+}
+
+// Compute spans of the timeline (nothing when m->timeline is NULL).
+static int mark(const GPT* m) { return timeline_mark(m->timeline, m->timeline_track); }
+
+static void compute_span(const GPT* m, int begin, const char* name, int layer, const char* phase) {
+    if (!m->timeline) return;
+    TimelineLabel label = {name, NULL, NULL, 0, layer, phase};
+    timeline_span(m->timeline, TL_COMPUTE, m->timeline_track, begin, mark(m), &label);
+}
+
+static void grads_ready(GPT* m, int group) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, group);
+}
+
 // Lays the activation tensors out in two buffers (real and real_stat); returns the element
 // counts through *nreal and *nstat.
 static void point_activations(const GPTConfig* c, int B, int T, real* base, real_stat* sbase,
@@ -190,9 +227,12 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
     tokens_upload(m->inputs, inputs, (size_t)BT);
     if (targets) tokens_upload(m->targets, targets, (size_t)BT);
 
+    int begin = mark(m);
     encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
+    compute_span(m, begin, "embedding forward", -1, "forward");
     const real* residual = a->encoded;
     for (int l = 0; l < c->L; l++) {
+        begin = mark(m);
         LayerParams w = layer_params(p, l, C);
         LayerActs x = layer_acts(a, l, BT, C, NH);
         layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
@@ -207,11 +247,16 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
         matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
         residual_forward(x.residual3, x.residual3, x.residual2, (long)BT * C);
         residual = x.residual3;
+        compute_span(m, begin, NULL, l, "forward");
     }
+    begin = mark(m);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
-    if (!targets) return 0;
-    return crossentropy_forward(a->losses, a->row_lse, a->logits, m->targets, BT, c->V, c->Vp);
+    const double loss = targets ? crossentropy_forward(a->losses, a->row_lse, a->logits, m->targets,
+                                                       BT, c->V, c->Vp)
+                                : 0;
+    compute_span(m, begin, "head forward", -1, "forward");
+    return loss;
 }
 
 void gpt_backward(GPT* m, double dloss) {
@@ -225,6 +270,7 @@ void gpt_backward(GPT* m, double dloss) {
     real* dres = m->dresidual;
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
 
+    int begin = mark(m);
     crossentropy_backward_inplace(a->logits, a->row_lse, m->targets, (real_stat)dloss, BT, c->V, c->Vp);
     tensor_zero(m->dbuf_c, btc);
     matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
@@ -232,8 +278,11 @@ void gpt_backward(GPT* m, double dloss) {
     tensor_zero(dres, btc);
     layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
                        a->lnf_rstd, BT, C);
+    compute_span(m, begin, "head backward", -1, "backward");
+    grads_ready(m, GPT_GRADS_LNF);
 
     for (int l = L - 1; l >= 0; l--) {
+        begin = mark(m);
         LayerParams w = layer_params(p, l, C), dw = layer_params(g, l, C);
         LayerActs x = layer_acts(a, l, BT, C, NH);
         const real* residual = l > 0 ? layer_acts(a, l - 1, BT, C, NH).residual3 : a->encoded;
@@ -260,6 +309,11 @@ void gpt_backward(GPT* m, double dloss) {
         matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
                            x.ln1_rstd, BT, C);
+        compute_span(m, begin, NULL, l, "backward");
+        grads_ready(m, l);
     }
+    begin = mark(m);
     encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions);
+    compute_span(m, begin, "embedding backward", -1, "backward");
+    grads_ready(m, GPT_GRADS_EMBEDDINGS);
 }

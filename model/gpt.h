@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "attention/attention_layer.h"
+#include "comm/timeline.h"
 #include "model/config.h"
 #include "model/real.h"
 
@@ -67,6 +68,14 @@ typedef struct {
     real_stat* losses;     // (B, T) per-token loss
 } ActivationTensors;
 
+// Parameter groups whose gradients complete together in backward, in the order they complete:
+// the final layernorm, layers L-1 .. 0 (a layer index), then the embeddings (wte is tied to the
+// classifier, so its gradient is complete only after the encoder's backward).
+enum { GPT_GRADS_LNF = -1, GPT_GRADS_EMBEDDINGS = -2 };
+// Called by gpt_backward (in stream order on CUDA: the gradients are complete for work enqueued
+// after the call) once the group's gradients of this micro-batch are accumulated.
+typedef void (*GptGradsReady)(void* ctx, int group);
+
 typedef struct {
     GPTConfig cfg;
     size_t param_sizes[NUM_PARAM_TENSORS];
@@ -94,6 +103,10 @@ typedef struct {
     real* dbuf_4c_b;           // (B, T, 4C)
 
     AttentionLayer* attention; // owned by the caller; decides the token positions
+    GptGradsReady grads_ready; // NULL, or called as gradient groups complete (e.g. to start
+    void* grads_ready_ctx;     // their reduction while backward goes on)
+    Timeline* timeline;        // NULL, or compute spans of every layer go there, on
+    int timeline_track;        // this track
 } GPT;
 
 // Allocates parameters, gradients, activations and scratch once (no allocation in the step
@@ -113,7 +126,11 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets);
 // Backward of the last forward (which must have had targets); ACCUMULATES parameter gradients.
 // dloss is d(total loss) / d(each token's loss), e.g. 1 / (tokens in the whole optimizer step
 // across all ranks).
+// With m->grads_ready set, reports each parameter group as its gradients complete.
 void gpt_backward(GPT* m, double dloss);
+// The ranges of the flat parameter buffer (element offset, count) that group `group` (a layer, or
+// GPT_GRADS_LNF / GPT_GRADS_EMBEDDINGS) occupies; returns how many (at most NUM_PARAM_TENSORS).
+int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], size_t count[]);
 void gpt_zero_grad(GPT* m);
 
 #ifdef __cplusplus

@@ -3,16 +3,19 @@
 // group, computes the single-process reference on the whole sequence (offset 0, stride 1) with
 // the same backend, runs each schedule on its slice (AttentionLayer.positions) for two layers,
 // and compares output, LSE, dQ, dK, dV (max |a - b| / max |ref|) and its per-layer comm counters.
+// The overlapped ATTENTION2D is also compared with the non-overlapped one on the same inputs:
+// the two differ only in the order of merges and sums, so within a few ulps (one bf16 ulp).
 //
 // One source, two backends: compiled as C it is the CPU test (host memory, the mpi transport);
 // compiled as C++ with GPT_BACKEND_CUDA it runs the same schedules on the CUDA backend (device
 // memory, --comm nccl or mpi-staged) against the single-rank CUDA run, with the counters in the
 // backend's element sizes (bf16 activations, fp32 partials).
 //
-//   test_dist_attention --dp D --pq Q --pkv K [--algo 2d|2d-keep|ring|striped|all]
+//   test_dist_attention --dp D --pq Q --pkv K [--algo 2d|2d-keep|2d-overlap|ring|striped|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +35,14 @@ enum { NUM_LAYERS = 2 };
 static const double TOLERANCE = 1e-2;
 #else
 static const double TOLERANCE = 1e-5;
+#endif
+// 2d-overlap against 2d, relative to max |ref| as above: one ulp of bf16 storage (2^-7 of the
+// largest value), or a few ulps of real_acc (fp32 on the CPU and CUDA fp32 builds).
+#if defined(GPT_BACKEND_CUDA) && !defined(GPT_CUDA_FP32)
+static const double VS_2D_TOLERANCE = 1.0 / 128;
+#else
+static const double VS_2D_TOLERANCE =
+    8 * (sizeof(real_acc) == sizeof(float) ? FLT_EPSILON : DBL_EPSILON);
 #endif
 static const uint32_t INPUT_MAGIC = 20250315;
 
@@ -222,18 +233,51 @@ static double max_abs_acc(const real_acc* x, long n) {
 enum { ERR_OUT, ERR_LSE, ERR_DQ, ERR_DK, ERR_DV, NERR };
 static const char* ERR_NAMES[NERR] = {"out", "lse", "dq", "dk", "dv"};
 
-// Relative errors of this rank's results against the reference, for one layer.
-static void compare(double err[NERR], const Reference* ref, int Tl, TokenPositions pos,
-                    const real* out, const real_acc* lse, const real* dqkv) {
-    const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH;
-    err[ERR_OUT] = row_error(out, ref->out, B, T, Tl, C, 0, C, pos) /
+// Relative errors of this rank's results for one layer against `other` (the reference, or another
+// schedule's results as a Reference of T = Tl at pos (0, 1)), scaled by max |ref|.
+static void compare(double err[NERR], const Reference* ref, const Reference* other, int Tl,
+                    TokenPositions pos, const real* out, const real_acc* lse, const real* dqkv) {
+    const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH, To = other->T;
+    err[ERR_OUT] = row_error(out, other->out, B, To, Tl, C, 0, C, pos) /
                    max_abs_cols(ref->out, (long)B * T, C, 0, C);
-    err[ERR_LSE] = lse_error(lse, ref->lse, B * NH, T, Tl, pos) /
+    err[ERR_LSE] = lse_error(lse, other->lse, B * NH, To, Tl, pos) /
                    max_abs_acc(ref->lse, (long)B * NH * T);
     for (int part = 0; part < 3; part++) {
-        err[ERR_DQ + part] = row_error(dqkv, ref->dqkv, B, T, Tl, 3 * C, part * C, C, pos) /
+        err[ERR_DQ + part] = row_error(dqkv, other->dqkv, B, To, Tl, 3 * C, part * C, C, pos) /
                              max_abs_cols(ref->dqkv, (long)B * T, 3 * C, part * C, C);
     }
+}
+
+// worst[k] = max(worst[k], e[k]), a NaN counting as infinite.
+static void fold_max(double worst[NERR], const double e[NERR]) {
+    for (int k = 0; k < NERR; k++) worst[k] = fmax(worst[k], isnan(e[k]) ? INFINITY : e[k]);
+}
+
+// Host copies of one schedule's local results, per layer, to compare another schedule with.
+typedef struct {
+    int have;
+    real* out[NUM_LAYERS];
+    real_acc* lse[NUM_LAYERS];
+    real* dqkv[NUM_LAYERS];
+} Results;
+
+static void free_results(Results* r) {
+    for (int l = 0; l < NUM_LAYERS; l++) {
+        free(r->out[l]);
+        free(r->lse[l]);
+        free(r->dqkv[l]);
+    }
+}
+
+// Layer l of r as a Reference of the local tokens only (T = Tl, compared at positions (0, 1)).
+static Reference results_view(const Reference* ref, const Results* r, int Tl, int l) {
+    Reference v = *ref;
+    v.T = Tl;
+    v.qkv = v.dout = NULL;
+    v.out = r->out[l];
+    v.lse = r->lse[l];
+    v.dqkv = r->dqkv[l];
+    return v;
 }
 
 // Compares the counters of every layer and phase with the closed form; prints mismatches.
@@ -274,8 +318,10 @@ static double world_max(Comm* comm, double x) {
     return m;
 }
 
-typedef enum { SCHED_2D, SCHED_2D_KEEP, SCHED_RING, SCHED_STRIPED, NSCHED } Schedule;
-static const char* SCHED_NAMES[NSCHED] = {"2d", "2d-keep", "ring", "striped"};
+typedef enum {
+    SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, NSCHED
+} Schedule;
+static const char* SCHED_NAMES[NSCHED] = {"2d", "2d-keep", "2d-overlap", "ring", "striped"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     // Bounds above the call's B and HS, so a stride taken from the bounds would show.
@@ -283,6 +329,7 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     switch (s) {
     case SCHED_2D: return attention2d_create(comm, B, a->Tl, a->NH, HS, 0);
     case SCHED_2D_KEEP: return attention2d_create(comm, B, a->Tl, a->NH, HS, NUM_LAYERS);
+    case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, a->NH, HS);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
     default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
     }
@@ -297,12 +344,18 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
     if (s == SCHED_RING || s == SCHED_STRIPED) {
         return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
     }
+    if (s == SCHED_2D_OVERLAP) {
+        return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
+                                          sizeof(real_acc));
+    }
     return attention2d_volume(m, phase, a->B, a->Tl, a->NH, a->HS, s == SCHED_2D_KEEP,
                               sizeof(real), sizeof(real_acc));
 }
 
-// Runs one schedule for NUM_LAYERS layers and checks it. Returns 1 on failure (on every rank).
-static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* ref) {
+// Runs one schedule for NUM_LAYERS layers and checks it, against `vs` too when it has results;
+// keeps its results in `keep` when not NULL. Returns 1 on failure (on every rank).
+static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* ref,
+                        const Results* vs, Results* keep) {
     const Mesh* m = &comm->mesh;
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     AttentionLayer* layer = create_schedule(s, comm, a);
@@ -338,14 +391,27 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     for (int l = NUM_LAYERS - 1; l >= 0; l--) {
         layer->backward(layer, l, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
     }
-    double err[NERR] = {0};
+    double err[NERR] = {0}, err_vs[NERR] = {0};
     for (int l = 0; l < NUM_LAYERS; l++) {
         dist_to_host(host_out, out[l], sizeof(real) * n1);
         dist_to_host(host_lse, lse[l], sizeof(real_acc) * nl);
         dist_to_host(host_dqkv, dqkv[l], sizeof(real) * n3);
         double e[NERR];
-        compare(e, ref, Tl, pos, host_out, host_lse, host_dqkv);
-        for (int k = 0; k < NERR; k++) err[k] = fmax(err[k], isnan(e[k]) ? INFINITY : e[k]);
+        compare(e, ref, ref, Tl, pos, host_out, host_lse, host_dqkv);
+        fold_max(err, e);
+        if (vs && vs->have) {
+            const Reference other = results_view(ref, vs, Tl, l);
+            compare(e, ref, &other, Tl, token_positions(0, 1), host_out, host_lse, host_dqkv);
+            fold_max(err_vs, e);
+        }
+        if (keep) {
+            keep->out[l] = (real*)xmalloc(sizeof(real) * n1, "kept out");
+            keep->lse[l] = (real_acc*)xmalloc(sizeof(real_acc) * nl, "kept lse");
+            keep->dqkv[l] = (real*)xmalloc(sizeof(real) * n3, "kept dqkv");
+            memcpy(keep->out[l], host_out, sizeof(real) * n1);
+            memcpy(keep->lse[l], host_lse, sizeof(real_acc) * nl);
+            memcpy(keep->dqkv[l], host_dqkv, sizeof(real) * n3);
+        }
         dist_free(out[l]);
         dist_free(lse[l]);
         dist_free(dqkv[l]);
@@ -357,20 +423,30 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     const CommCount bwd = comm_count_total(comm, 0, COMM_BACKWARD);
 
     // Everything below is outside the layer scopes.
-    double worst = 0;
+    double worst = 0, worst_vs = 0;
     for (int k = 0; k < NERR; k++) {
         err[k] = world_max(comm, err[k]);
         worst = fmax(worst, err[k]);
+        err_vs[k] = world_max(comm, err_vs[k]);
+        worst_vs = fmax(worst_vs, err_vs[k]);
     }
-    bad = world_max(comm, bad) > 0 || volume_bad || !(worst <= TOLERANCE);
+    const int vs_bad = !(worst_vs <= VS_2D_TOLERANCE);
+    bad = world_max(comm, bad) > 0 || volume_bad || !(worst <= TOLERANCE) || vs_bad;
+    if (keep) keep->have = 1;
     const double fwd_max = world_max(comm, (double)fwd.bytes);
     const double bwd_max = world_max(comm, (double)bwd.bytes);
     if (m->world_rank == 0) {
-        printf("%-4s %-8s %s %s dp %d mesh %dx%d T %d:", bad ? "FAIL" : "ok", SCHED_NAMES[s],
+        printf("%-4s %-10s %s %s dp %d mesh %dx%d T %d:", bad ? "FAIL" : "ok", SCHED_NAMES[s],
                comm->name, REAL_NAME, m->dp, m->pq, m->pkv, Tl * m->P);
         for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err[k]);
-        printf(" | max bytes/rank/layer fwd %.0f bwd %.0f, %s\n", fwd_max, bwd_max,
+        printf(" | max bytes/rank/layer fwd %.0f bwd %.0f, %s", fwd_max, bwd_max,
                volume_bad ? "COUNTERS DIFFER FROM THE CLOSED FORM" : "counters = closed form");
+        if (vs && vs->have) {
+            printf(" | vs 2d:");
+            for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err_vs[k]);
+            if (vs_bad) printf(" ABOVE %.1e", VS_2D_TOLERANCE);
+        }
+        printf("\n");
     }
     dist_free(qkv);
     dist_free(dout);
@@ -404,13 +480,21 @@ int main(int argc, char** argv) {
 
     Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS);
     int failed = 0, ran = 0;
+    // 2d-overlap is compared with 2d, which runs first (also when only 2d-overlap is asked for).
+    Results results_2d;
+    memset(&results_2d, 0, sizeof results_2d);
+    const int overlap_only = !strcmp(a.algo, SCHED_NAMES[SCHED_2D_OVERLAP]);
     for (int s = 0; s < NSCHED; s++) {
-        const int pick = !strcmp(a.algo, "all") || !strcmp(a.algo, SCHED_NAMES[s]);
+        const int pick = !strcmp(a.algo, "all") || !strcmp(a.algo, SCHED_NAMES[s]) ||
+                         (s == SCHED_2D && overlap_only);
         if (!pick) continue;
-        failed |= run_schedule((Schedule)s, comm, &a, &ref);
+        failed |= run_schedule((Schedule)s, comm, &a, &ref,
+                               s == SCHED_2D_OVERLAP ? &results_2d : NULL,
+                               s == SCHED_2D ? &results_2d : NULL);
         ran++;
     }
-    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, ring, striped or all", a.algo);
+    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped or all", a.algo);
+    free_results(&results_2d);
     free_reference(&ref);
     comm_destroy(comm);
     comm_mpi_finalize();

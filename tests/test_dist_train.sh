@@ -14,8 +14,19 @@
 #                                      that does not split over it: a clear error from rank 0,
 #                                      every rank exits non-zero, promptly
 #   tests/test_dist_train.sh schedules MESH
-#                                      ATTENTION2D, ATTENTION2D with kept K/V, Ring and Striped
-#                                      on MESH (e.g. 2x3, dp2-2x2), ZeRO-1 on two of the four
+#                                      ATTENTION2D (one gradient all-reduce after backward),
+#                                      ATTENTION2D with kept K/V, Ring and Striped on MESH (e.g.
+#                                      2x3, dp2-2x2), ZeRO-1 on two; the overlapped variants:
+#                                      2d-overlap with gradients reduced in per-layer buckets
+#                                      during backward (equal to the plain 2d run too), and with
+#                                      ZeRO-1 (parameter all-gather overlapping the next step);
+#                                      the 2d-overlap run's --trace is valid, has one process per
+#                                      rank, and its communication bytes equal the counters
+#                                      (PLAIN=1: also 2d-overlap and Striped with --overlap 0,
+#                                      each equal to its overlapped run)
+#   tests/test_dist_train.sh seeds MESH   the 2d-overlap trainer under CUDA_HOST_SCHEDULE_SEED
+#                                      1, 2, 3 (the host runtime's random stream interleavings):
+#                                      identical losses and norms, and equal to the reference
 # The single-process run accumulates dp micro-batches (--total-batch-tokens = B*T*dp), so it
 # sees exactly the tokens of one dp step. Tiny model and shards; needs build/train_gpt.
 #
@@ -133,6 +144,37 @@ print("%s %-14s losses %.6f -> %.6f, worst relative error %.1e (step %d), grad n
 sys.exit(0 if ok else 1)
 EOF
   [ $? -eq 0 ] || failures=$((failures + 1))
+}
+
+# parse_mesh MESH (e.g. 2x3, dp2-2x2): sets dp, pq, pkv, np and mesh_args, and a sequence of 48
+# tokens (it splits over every mesh of the suites: P = 2, 3, 4, 6, 8), 96 per dp rank per step.
+parse_mesh() {
+  local grid=$1
+  dp=1
+  case "$1" in dp*-*) dp=${1%%-*}; dp=${dp#dp}; grid=${1#*-} ;; esac
+  pq=${grid%x*} pkv=${grid#*x}
+  np=$((dp * pq * pkv))
+  mesh_args=(--dp "$dp" --pq "$pq" --pkv "$pkv")
+  common+=(--seq-len 48 --context 48 --total-batch-tokens $((96 * dp)))
+}
+
+# check_trace NAME NP: the run's --trace ($work/NAME.json) is valid Chrome trace JSON with one
+# process per rank, and each rank's communication bytes equal what its comm layer counted inside
+# the steps (the log's timeline record).
+check_trace() {
+  local name=$1 np=$2 out
+  [ -f "$work/$name/log.jsonl" ] || return
+  "$PY" - "$work/$name/log.jsonl" "$work/$name.bytes.json" <<'EOF' || { fail "$name: no timeline record in the log"; return; }
+import json, sys
+rec = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "timeline"]
+if not rec: sys.exit(1)
+json.dump({str(i): b for i, b in enumerate(rec[-1]["step_comm_bytes_per_rank"])}, open(sys.argv[2], "w"))
+EOF
+  if out=$("$PY" tools/check_trace.py "$work/$name.json" --ranks "$np" --bytes "$work/$name.bytes.json"); then
+    echo "ok   $name trace: $out"
+  else
+    fail "$name trace: $out"
+  fi
 }
 
 case "$part" in
@@ -266,25 +308,58 @@ mesh)
     4 --seq-len 30 --pq 2 --pkv 2
   ;;
 schedules)
-  mesh=${2:?usage: tests/test_dist_train.sh schedules MESH (e.g. 2x3, dp2-2x2)}
+  parse_mesh "${2:?usage: tests/test_dist_train.sh schedules MESH (e.g. 2x3, dp2-2x2)}"
   make_shards
-  dp=1 grid=$mesh
-  case "$mesh" in dp*-*) dp=${mesh%%-*}; dp=${dp#dp}; grid=${mesh#*-} ;; esac
-  pq=${grid%x*} pkv=${grid#*x}
-  np=$((dp * pq * pkv))
-  # T = 48 splits over every mesh of the suites (P = 2, 3, 4, 6, 8); 96 tokens per dp rank per step.
-  common+=(--seq-len 48 --context 48 --total-batch-tokens $((96 * dp)))
   train ref 1 || exit 1
-  train 2d "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention 2d
-  train 2d-keep-zero "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention 2d --keep-kv --zero 1
-  train ring-zero "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention ring --zero 1
-  train striped "$np" --dp "$dp" --pq "$pq" --pkv "$pkv" --attention striped
-  for n in 2d 2d-keep-zero ring-zero striped; do
+  # 0.01 MiB buckets: about one per layer of the tiny model, so several reductions overlap.
+  train 2d "$np" "${mesh_args[@]}" --attention 2d --grad-bucket-mb 0
+  train 2d-keep-zero "$np" "${mesh_args[@]}" --attention 2d --keep-kv --zero 1
+  train ring-zero "$np" "${mesh_args[@]}" --attention ring --zero 1
+  train striped "$np" "${mesh_args[@]}" --attention striped --grad-bucket-mb 0.01
+  train 2d-overlap "$np" "${mesh_args[@]}" --attention 2d-overlap --grad-bucket-mb 0.01 \
+    --trace "$work/2d-overlap.json"
+  train 2d-overlap-zero "$np" "${mesh_args[@]}" --attention 2d-overlap --zero 1
+  for n in 2d 2d-keep-zero ring-zero striped 2d-overlap 2d-overlap-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
+  done
+  # The overlapped schedule against the plain one (same mesh, same transport).
+  echo "  2d-overlap against 2d:"
+  [ -f "$work/2d-overlap/log.jsonl" ] && [ -f "$work/2d/log.jsonl" ] && compare 2d-overlap 2d
+  check_trace 2d-overlap "$np"
+  # PLAIN=1: every schedule against its plain version (--overlap 0: each transfer waited for as
+  # it starts, gradients reduced after backward).
+  if [ "${PLAIN:-0}" = 1 ]; then
+    for a in 2d-overlap striped; do
+      train "$a-plain" "$np" "${mesh_args[@]}" --attention "$a" --overlap 0
+    done
+    echo "  overlapped against plain:"
+    [ -f "$work/2d-overlap-plain/log.jsonl" ] && compare 2d-overlap 2d-overlap-plain
+    [ -f "$work/striped-plain/log.jsonl" ] && compare striped striped-plain
+  fi
+  ;;
+seeds)
+  parse_mesh "${2:?usage: tests/test_dist_train.sh seeds MESH}"
+  make_shards
+  train ref 1 || exit 1
+  for seed in 1 2 3; do
+    CUDA_HOST_SCHEDULE_SEED=$seed train "seed$seed" "$np" "${mesh_args[@]}" \
+      --attention 2d-overlap --grad-bucket-mb 0.01
+    [ -f "$work/seed$seed/log.jsonl" ] && compare "seed$seed" ref
+  done
+  # Results must not depend on the interleaving: the logged losses and norms are identical.
+  for seed in 2 3; do
+    if [ -f "$work/seed$seed/log.jsonl" ] && [ -f "$work/seed1/log.jsonl" ]; then
+      if diff <(grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$work/seed1/log.jsonl") \
+              <(grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$work/seed$seed/log.jsonl") > /dev/null; then
+        echo "ok   seed $seed: losses and norms identical to seed 1's"
+      else
+        fail "seed $seed: losses or norms differ from seed 1's"
+      fi
+    fi
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

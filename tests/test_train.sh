@@ -636,6 +636,12 @@ for o in steps:
     assert 0 < o["loss"] < 20 and o["lr"] > 0, o
     # the phases are parts of the step's time
     assert o["forward_ms"] + o["backward_ms"] + o["optimizer_ms"] <= o["ms"] * 1.01 + 0.01, o
+    # the timeline's fractions of the step (one rank: no communication in flight)
+    for k in ("compute_frac", "exposed_comm_frac", "wait_frac"):
+        assert 0 <= o[k] <= 1, (k, o)
+    assert o["compute_frac"] > 0.5 and o["compute_frac"] + o["exposed_comm_frac"] <= 1 + 1e-9, o
+tl = of("timeline")
+assert len(tl) == 1 and tl[0]["steps"] == 12 and tl[0]["step_comm_bytes_per_rank"] == [0], tl
 s = of("summary")
 assert len(s) == 1 and s[0]["step"] == 12 and s[0]["timed_steps"] == 11, s
 for k in ("ms_per_step", "forward_ms", "backward_ms", "optimizer_ms", "tokens_per_s", "mfu", "peak_flops",
@@ -647,7 +653,8 @@ assert all(math.isfinite(o["val_loss"]) for o in of("eval"))
 assert [o["step"] for o in of("sample")] == [6, 12], of("sample")
 assert all(isinstance(o["text"], str) for o in of("sample"))
 assert [o["step"] for o in of("checkpoint")] == [5, 10, 12], of("checkpoint")
-assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint", "summary"}
+assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint", "summary",
+                                    "timeline"}
 print("%d lines, all JSON: 1 config, %d step, %d eval, %d sample, %d checkpoint, 1 summary objects" % (
     len(objs), len(steps), len(of("eval")), len(of("sample")), len(of("checkpoint"))))
 print("sample text: %r" % of("sample")[0]["text"][:60])

@@ -21,3 +21,11 @@ bench-llmc: setup $(BUILD)/bench_cpu $(BUILD)/train_gpt
 	@test -n "$(LLMC)" || { echo "bench-llmc: set LLMC=/path/to/a/checkout/of/karpathy/llm.c" >&2; exit 2; }
 	@$(MAKE) --no-print-directory $(DEFAULT_DATA)
 	bash tools/bench_llmc.sh $(LLMC) 4 $(BENCH_LLMC_T)
+
+# Plain vs overlapped communication (tools/bench_overlap.sh): the CPU trainer on 4 and 16 MPI
+# ranks, 2d, 2d-overlap, ring and striped with --overlap 0 and 1, step time and the timeline's
+# exposed-communication fraction; CSV, JSONL, PNG and a Chrome trace per P in build/bench/overlap.
+.PHONY: bench-overlap
+bench: bench-overlap
+bench-overlap: setup $(BUILD)/train_gpt
+	bash tools/bench_overlap.sh $(BUILD)/bench/overlap

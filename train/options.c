@@ -66,8 +66,12 @@ static const OptSpec specs[] = {
     {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
     {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
-    {"attention", OPT_STRING, F(attention), 0, 0, "2d|ring|striped", "sequence-parallel attention schedule"},
+    {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block)"},
     {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
+    {"grad-bucket-mb", OPT_DOUBLE, F(grad_bucket_mb), 0, 1e6, NULL, "gradient all-reduce in buckets of this many MiB, started as backward completes them (0 = one all-reduce after backward; ZeRO-1 reduce-scatters after backward)"},
+    {"overlap", OPT_INT, F(overlap), 0, 1, NULL, "1: communication travels while compute goes on; 0: every transfer is waited for as it starts, and gradients are reduced after backward (the plain schedules, for comparison; same results)"},
+    {"timeline", OPT_INT, F(timeline), 0, 1, NULL, "record per-step spans of compute, communication and waits (CUDA events on the GPU, the clock on the CPU) for the time fractions in the log and --trace (0 = off)"},
+    {"trace", OPT_STRING, F(trace), 0, 0, NULL, "write a Chrome trace-event JSON of every rank's compute, communication and wait spans (open in Perfetto); also adds time fractions to the log"},
     {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
     {"comm", OPT_STRING, F(comm), 0, 0, "auto|mpi|nccl|mpi-staged", "transport: mpi moves host memory (CPU trainer); nccl and mpi-staged (through pinned host buffers, lets ranks share a GPU) move device memory (CUDA trainer); auto picks mpi on the CPU, nccl on GPUs (mpi-staged for one rank)"},
     {"rendezvous", OPT_STRING, F(rendezvous), 0, 0, NULL, "how rank 0's NCCL id reaches the others: mpi, file:PATH (a shared file system) or tcp:HOST:PORT (rank 0 listens); with file or tcp no MPI is started and rank, size and local rank come from the launcher's environment (Slurm, Open MPI, MPICH, torchrun) or --rank/--world-size/--local-rank"},
@@ -117,6 +121,10 @@ static void set_defaults(TrainOptions* o) {
     o->pq = 1;
     o->pkv = 1;
     o->attention = "2d";
+    o->grad_bucket_mb = 25;
+    o->trace = "";
+    o->timeline = 1;
+    o->overlap = 1;
     o->comm = "auto";
     o->rendezvous = "mpi";
     o->rendezvous_id = "";

@@ -36,8 +36,12 @@ typedef struct {
     int no_save;               // no checkpoints at all (benchmark runs)
     // distribution
     int dp, pq, pkv;
-    const char* attention;     // 2d | ring | striped
+    const char* attention;     // 2d | 2d-overlap | ring | striped
     int zero;
+    double grad_bucket_mb;     // 0: one gradient all-reduce after backward
+    const char* trace;         // Chrome trace file, "" = none
+    int timeline;              // 0: no timeline (no fractions, no trace)
+    int overlap;               // 0: the plain schedules (comm_set_overlap)
     int keep_kv;
     const char* comm;          // auto | mpi | nccl | mpi-staged
     const char* rendezvous;    // mpi | file:PATH | tcp:HOST:PORT (how the NCCL id travels)

@@ -35,6 +35,7 @@
 #include "train/options.h"
 #include "train/peak_flops.h"
 #include "train/run_log.h"
+#include "train/grad_buckets.h"
 #include "train/sampler.h"
 
 typedef struct {
@@ -53,6 +54,11 @@ typedef struct {
     GPT model;
     Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
     real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard, backend memory
+    GradBuckets* buckets;      // gradient all-reduce during backward (NULL: after it)
+    CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
+    Timeline* timeline;        // per-step spans (NULL: --timeline 0)
+    TimelineHostClock* host_clock;   // its clock on the CPU
+    long long step_comm_bytes; // bytes the comm counted inside steps (what the trace shows)
     float* host_params;        // (num_params) host copy for init, model files and checkpoints
     float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
     size_t shard_begin, shard_count;
@@ -211,6 +217,8 @@ static void setup_attention(Trainer* t) {
     } else if (strcmp(t->opt.attention, "2d") == 0) {
         t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, HS,
                                           t->opt.keep_kv ? t->cfg.L : 0);
+    } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
+        t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
     } else {
         const RingLayout layout = strcmp(t->opt.attention, "ring") == 0 ? RING_CONTIGUOUS
                                                                          : RING_CYCLIC;
@@ -239,6 +247,9 @@ static void setup_model_and_optimizer(Trainer* t) {
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
     t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
     if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
+    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap)
+        t->buckets = grad_buckets_create(&t->cfg, (size_t)(t->opt.grad_bucket_mb * (1 << 20)),
+                                         comm_type_size(dist_real_comm_type()));
     const TrainOptions* o = &t->opt;
     t->sched = (LRSchedule){.lr = o->lr,
                             .warmup_steps = o->warmup >= 0 ? o->warmup
@@ -247,6 +258,69 @@ static void setup_model_and_optimizer(Trainer* t) {
                             .final_frac = o->final_lr_frac};
     t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
     t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
+}
+
+// The timeline: the backend's device clock (CUDA events) or the host clock; the comm layer
+// records communication and waits into it, the model its layers' compute.
+static void setup_timeline(Trainer* t) {
+    if (!t->opt.timeline) {
+        if (t->opt.trace[0]) config_error(t, "--trace %s needs --timeline 1", t->opt.trace);
+        return;
+    }
+    BackendClock bc;
+    if (!gpt_backend_clock(&bc)) {
+        t->host_clock = timeline_host_clock_create();
+        bc.clock = &timeline_host_clock;
+        bc.ctx = t->host_clock;
+        bc.compute_track = bc.host_track = NULL;
+    }
+    t->timeline = timeline_create(bc.clock, bc.ctx, t->mesh.world_rank, t->mesh.world_size);
+    // Room for the marks of a step: a few per layer and collective; it grows if a step needs more.
+    timeline_reserve_marks(t->timeline, 64 * (t->cfg.L + 2) * (t->mesh.P + 1) + 1024);
+    comm_set_timeline(t->comm, t->timeline, bc.compute_track, bc.host_track);   // "compute" first
+    t->model.timeline = t->timeline;
+    t->model.timeline_track = TIMELINE_COMPUTE_TRACK;
+}
+
+// --trace: every rank writes its part, rank 0 merges them into one Chrome trace file.
+static void write_trace(Trainer* t) {
+    if (!t->timeline || !t->opt.trace[0]) return;
+    char err[ERR_LEN];
+    if (timeline_write_part(t->timeline, t->opt.trace, err, sizeof err) != 0)
+        fail_msg("--trace %s", err);
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_barrier(t->comm, MESH_WORLD);
+    if (t->rank != 0) return;
+    if (timeline_merge_parts(t->opt.trace, t->mesh.world_size, err, sizeof err) != 0)
+        fail_msg("--trace %s", err);
+    printf("trace: %s (%d ranks; open in https://ui.perfetto.dev)\n", t->opt.trace,
+           t->mesh.world_size);
+}
+
+// The end of run's time fractions (rank 0 prints and logs them; every rank's counted step bytes go
+// to the log, for checking the trace against the counters).
+static void report_timeline(Trainer* t) {
+    if (!t->timeline) return;
+    const int world = t->mesh.world_size;
+    double* bytes = xcalloc((size_t)world, sizeof(double), "bytes per rank");
+    bytes[t->mesh.world_rank] = (double)t->step_comm_bytes;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_host(t->comm, MESH_WORLD, bytes, (size_t)world, COMM_F64);
+    const TimelineStep s = timeline_totals(t->timeline);
+    if (t->rank == 0 && s.steps > 0) {
+        printf("timeline: %d steps, %.1f ms each: compute %.1f%%, exposed communication %.1f%%, "
+               "waiting %.1f%% (rank 0)\n", s.steps, s.step_s / s.steps * 1e3,
+               100 * s.compute_frac, 100 * s.exposed_comm_frac, 100 * s.wait_frac);
+        char list[8192];
+        size_t len = 0;
+        for (int r = 0; r < world && len + 32 < sizeof list; r++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%.0f", r ? "," : "", bytes[r]);
+        run_log_json(&t->log, "{\"type\":\"timeline\",\"step\":%d,\"steps\":%d,"
+                     "\"compute_frac\":%.5f,\"exposed_comm_frac\":%.5f,\"wait_frac\":%.5f,"
+                     "\"step_comm_bytes_per_rank\":[%s]}", t->step, s.steps, s.compute_frac,
+                     s.exposed_comm_frac, s.wait_frac, list);
+    }
+    free(bytes);
 }
 
 static void setup_data(Trainer* t) {
@@ -303,58 +377,92 @@ typedef struct {
     double forward, backward, optimizer;
 } StepPhases;
 
+// ZeRO-1 leaves the parameter all-gather of the last update in flight, to overlap the end of the
+// step and the next batch's loading; anything that reads the parameters waits for it here first.
+static void params_ready(Trainer* t) {
+    comm_wait(t->comm, t->param_gather);
+    t->param_gather = NULL;
+}
+
+// The gradients summed over every rank: in buckets during the last micro-batch's backward
+// (t->buckets), or here in one all-reduce; ZeRO-1 reduce-scatters to this rank's shard. Returns
+// the sum of squares of the (shard's) gradient over all ranks.
+static double reduce_gradients(Trainer* t) {
+    GPT* m = &t->model;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    // Gradients travel in the backend's storage type (bf16 on the CUDA bf16 build).
+    const CommType gt = dist_real_comm_type();
+    if (t->opt.zero) {
+        comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
+                                t->shard_count, gt);
+        tensor_copy(element(m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
+        return all_reduce_scalar(t, gpt_grad_sum_squares(m, t->shard_begin, t->shard_count));
+    }
+    if (t->buckets) {
+        grad_buckets_finish(t->buckets);
+    } else if (t->mesh.world_size > 1) {
+        comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
+    }
+    return gpt_grad_sum_squares(m, 0, m->num_params);
+}
+
 // One optimizer step: accumulation over micro-batches, gradient reduction, clipping, AdamW.
 // Returns the mean loss over the global batch; *grad_norm gets the norm before clipping.
 // The optimizer phase includes the gradient reduction and norm.
 static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
     GPT* m = &t->model;
     double t0 = now();
-    gpt_zero_grad(m);
     const double dloss = 1.0 / t->tokens_per_step;
     double loss_sum = 0;
     memset(ph, 0, sizeof *ph);
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     for (int a = 0; a < t->accum; a++) {
         next_batch(t, t->train_loader);
+        if (a == 0) {
+            params_ready(t);
+            gpt_zero_grad(m);
+        }
         loss_sum += gpt_forward(m, t->inputs, t->targets);
         gpt_backend_sync();
         const double t1 = now();
         ph->forward += t1 - t0;
+        // The last micro-batch's backward completes the gradients: reduce them as it goes.
+        const int bucketed = t->buckets && a == t->accum - 1;
+        if (bucketed) {
+            grad_buckets_begin(t->buckets, t->comm, MESH_WORLD, m->grads_memory,
+                               dist_real_comm_type());
+            m->grads_ready = grad_buckets_ready;
+            m->grads_ready_ctx = t->buckets;
+        }
         gpt_backward(m, dloss);
+        m->grads_ready = NULL;
         gpt_backend_sync();
         t0 = now();
         ph->backward += t0 - t1;
     }
-    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-    // Gradients travel in the backend's storage type (bf16 on the CUDA bf16 build).
-    const CommType gt = dist_real_comm_type();
-    double sq;
-    if (t->opt.zero) {
-        // ZeRO-1: each rank reduces and updates only its shard, then the shards are gathered.
-        comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
-                                t->shard_count, gt);
-        tensor_copy(element(m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
-        sq = gpt_grad_sum_squares(m, t->shard_begin, t->shard_count);
-        sq = all_reduce_scalar(t, sq);
-    } else {
-        if (t->mesh.world_size > 1)
-            comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
-        sq = gpt_grad_sum_squares(m, 0, m->num_params);
-    }
+    const double sq = reduce_gradients(t);
     *grad_norm = sqrt(sq);
+    const int begin = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
     optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
                    clip_factor(*grad_norm, t->opt.grad_clip));
+    const TimelineLabel label = {"optimizer", NULL, NULL, 0, -1, "other"};
+    timeline_span(t->timeline, TL_COMPUTE, TIMELINE_COMPUTE_TRACK, begin,
+                  timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK), &label);
+    const double loss = all_reduce_scalar(t, loss_sum) / t->tokens_per_step;
     if (t->opt.zero) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
         tensor_copy(t->shard_scratch, element(m->params_memory, t->shard_begin), t->shard_count);
-        comm_all_gather(t->comm, MESH_WORLD, t->shard_scratch, m->params_memory, t->shard_count,
-                        gt);
+        t->param_gather = comm_all_gather_start(t->comm, MESH_WORLD, t->shard_scratch,
+                                                m->params_memory, t->shard_count,
+                                                dist_real_comm_type());
     }
     gpt_backend_sync();
     ph->optimizer = now() - t0;
-    return all_reduce_scalar(t, loss_sum) / t->tokens_per_step;
+    return loss;
 }
 
 static double evaluate(Trainer* t) {
+    params_ready(t);
     const long n = loader_batches_per_epoch(t->val_loader);
     const int batches = t->opt.eval_batches < n ? t->opt.eval_batches : (int)n;
     loader_reset(t->val_loader);
@@ -400,6 +508,7 @@ static void setup_sampler(Trainer* t) {
 }
 
 static void sample(Trainer* t) {
+    params_ready(t);
     if (t->rank != 0 || t->opt.sample_length <= 0) return;
     const int* out = t->sample_out;
     const int n = sampler_generate(&t->sampler, t->sample_prompt, t->sample_prompt_len,
@@ -460,6 +569,7 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
 }
 
 static void save_checkpoint(Trainer* t) {
+    params_ready(t);
     if (t->opt.no_save) return;
     char err[ERR_LEN], path[4096];
     const char* dir = t->opt.out_dir;
@@ -617,6 +727,9 @@ static void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.zero);
+    if (t->buckets)
+        printf("gradients: all-reduce in %d buckets of >= %.3g MiB during backward\n",
+               grad_buckets_count(t->buckets), t->opt.grad_bucket_mb);
     if (t->device >= 0)
         printf("device: %s (GPU %d of rank 0, local rank %d of %d on its node)\n",
                t->device_info.name, t->device, t->local_rank, t->local_size);
@@ -746,8 +859,10 @@ int main(int argc, char** argv) {
     setup_mesh(&t, world_rank, world_size);
     setup_transport(&t);
     t.comm = create_comm(&t);
+    comm_set_overlap(t.comm, t.opt.overlap);
     setup_attention(&t);
     setup_model_and_optimizer(&t);
+    setup_timeline(&t);
     setup_data(&t);
     setup_sampler(&t);
     train_options_json(&t.opt, t.config_json, sizeof t.config_json);
@@ -807,7 +922,12 @@ int main(int argc, char** argv) {
         const double t0 = now();
         double norm;
         StepPhases ph;
+        const long long bytes0 = comm_count_bytes(t.comm);
+        timeline_step_begin(t.timeline, t.step + 1);
         const double loss = train_step(&t, &norm, &ph);
+        comm_close_spans(t.comm);
+        const TimelineStep ts = timeline_step_end(t.timeline);
+        t.step_comm_bytes += comm_count_bytes(t.comm) - bytes0;
         const double dt = now() - t0;
         const double lr = lr_at_step(&t.sched, t.step);
         t.step++;
@@ -830,11 +950,16 @@ int main(int argc, char** argv) {
                 printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
                        "MFU %s | ETA %.0f s\n", t.step, t.opt.steps, loss, lr, norm, dt * 1e3,
                        tps, mfu_text, eta);
+            char fractions[160] = "";
+            if (t.timeline)
+                snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"
+                         "\"exposed_comm_frac\":%.5f,\"wait_frac\":%.5f", ts.compute_frac,
+                         ts.exposed_comm_frac, ts.wait_frac);
             run_log_json(&t.log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
                          "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f,"
-                         "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f}",
+                         "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f%s}",
                          t.step, loss, lr, norm, dt * 1e3, tps, mfu, ph.forward * 1e3,
-                         ph.backward * 1e3, ph.optimizer * 1e3);
+                         ph.backward * 1e3, ph.optimizer * 1e3, fractions);
             fflush(stdout);
         }
         // Every rank stops at the same step: agree on any rank's signal.
@@ -846,6 +971,8 @@ int main(int argc, char** argv) {
     }
     note_memory(&totals);
     print_summary(&t, &totals, flops_per_token);
+    report_timeline(&t);
+    write_trace(&t);
     // A stop request during the last step is no early stop: the run ends as usual.
     const int early = stop && t.step < t.opt.steps;
     if (early && t.rank == 0)
@@ -862,6 +989,7 @@ int main(int argc, char** argv) {
         sample(&t);
         save_checkpoint(&t);
     }
+    params_ready(&t);
     run_log_close(&t.log);
     loader_close(t.train_loader);
     loader_close(t.val_loader);
@@ -870,10 +998,13 @@ int main(int argc, char** argv) {
     free(t.sample_out);
     gpt_free(&t.model);
     attention_layer_free(t.attention);
-    comm_destroy(t.comm);
+    comm_destroy(t.comm);   // its trace first: it points into the timeline
+    timeline_destroy(t.timeline);
+    timeline_host_clock_destroy(t.host_clock);
     if (t.has_tokens) token_table_free(&t.tokens);
     optimizer_free(t.optimizer);
     tensor_free(t.shard_scratch);
+    grad_buckets_free(t.buckets);
     free(t.host_params); free(t.host_m); free(t.host_v);
     free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
     end_launch();

@@ -1,5 +1,5 @@
 # The trainer program and `make train`: setup, build, default data, a short run that learns.
-TRAIN_SRCS = train/train.c train/options.c train/sampler.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
+TRAIN_SRCS = train/train.c train/options.c train/grad_buckets.c train/sampler.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
 	checkpoints/checkpoint_dir.c checkpoints/train_state.c
 TRAIN_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(MODEL_OBJS) $(CHECKPOINT_OBJS) $(DATA_OBJS) \
 	$(TOKENIZER_OBJS) $(COMM_OBJS) $(TRAIN_COMM_OBJS) $(DIST_ATTENTION_OBJS)

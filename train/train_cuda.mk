@@ -21,7 +21,8 @@
 #     single-device attention layer), and the kernel sources they call.
 #   - NOT model/layers.c, model/backend_cpu.c, attention/attention_local.c (the CPU twins).
 
-CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu attention/attention_local_cuda.cu \
+CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu model/timeline_clock_cuda.cu \
+	attention/attention_local_cuda.cu \
 	attention/dist_ops_cuda.cu comm/comm_device.cu comm/comm_nccl.cu comm/comm_staged.cu
 # C sources written once and compiled as CUDA C++ (real = floatX): the layer sequence and the
 # distributed attention schedules.
