@@ -1,8 +1,12 @@
 # The CPU model: layer kernels, the GPT layer sequence, initialisation, optimizer, model files.
 MODEL_SRCS = model/config.c model/layers.c model/gpt.c model/init.c model/optimizer.c \
 	model/blas_kernels.c model/backend_cpu.c
-MODEL_OBJS = $(MODEL_SRCS:%.c=$(BUILD)/%.o) $(ATTENTION_OBJS) $(FAIL_OBJS)
-MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL_OBJS)
+# The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
+# trace atomically; both named directly (this fragment is read before comm/timeline.mk).
+MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/checkpoints/atomic_file.o
+MODEL_OBJS = $(MODEL_SRCS:%.c=$(BUILD)/%.o) $(ATTENTION_OBJS) $(FAIL_OBJS) $(MODEL_TIMELINE_OBJS)
+MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL_OBJS) \
+	$(MODEL_TIMELINE_OBJS)
 CHECKPOINT_OBJS = $(BUILD)/checkpoints/atomic_file.o $(BUILD)/checkpoints/model_file.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \

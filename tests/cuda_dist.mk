@@ -22,3 +22,19 @@ $(BUILD)/tests/test_dist_attention_cuda: $(BUILD)/cuda-host-cxx/tests/test_dist_
 $(BUILD)/tests/test_dist_attention_cuda_fp32: $(BUILD)/cuda-host-cxx-fp32/tests/test_dist_attention.o \
 		$$(CUDA_TRAIN_HOST_OBJS_FP32) $$(CUDA_HOST_OBJS) $(CUDA_DIST_TEST_C_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lstdc++
+
+# The mutation test of the host runtime's stream interleaving (tests/test_mutant_wait.sh): a copy
+# of the ring schedule whose forward no longer waits for the arriving K|V block before computing
+# with it (one comm_wait, i.e. one cudaStreamWaitEvent on the nccl transport, removed), linked
+# into the fp32 distributed attention test in place of the real one. Under some seed of the random
+# stream interleaving it must compute with a block that has not arrived.
+MUTANT_RING := $(BUILD)/mutants/attention/ring.c
+$(MUTANT_RING): attention/ring.c
+	@mkdir -p $(dir $@)
+	sed '/^static void ring_forward/,/^}/{/comm_wait(comm, req);/d}' $< > $@
+	@! cmp -s $< $@ || { echo "error: $@: nothing removed (the wait it removes has changed)" >&2; exit 1; }
+TEST_PROGS += $(BUILD)/tests/test_dist_attention_cuda_mutant
+$(BUILD)/tests/test_dist_attention_cuda_mutant: $(BUILD)/cuda-host-cxx-fp32/tests/test_dist_attention.o \
+		$$(filter-out $(BUILD)/cuda-host-cxx-fp32/attention/ring.o,$$(CUDA_TRAIN_HOST_OBJS_FP32)) \
+		$(BUILD)/cuda-host-cxx-fp32/$(MUTANT_RING:.c=.o) $$(CUDA_HOST_OBJS) $(CUDA_DIST_TEST_C_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lstdc++

@@ -447,6 +447,7 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
             if (vs_bad) printf(" ABOVE %.1e", VS_2D_TOLERANCE);
         }
         printf("\n");
+        fflush(stdout);   // before any later failure ends the job (the mutation test reads it)
     }
     dist_free(qkv);
     dist_free(dout);

@@ -1,5 +1,6 @@
-// Kernel launches: checks the configuration as CUDA does, then runs every block, each block's
-// threads as cooperative fibers (see cuda_host.h for the model). Also the block barrier, warp
+// Kernel launches: checks the configuration as CUDA does and queues the launch on its stream; the
+// scheduler (stream_sched.cpp) runs its blocks, each block's threads as cooperative fibers (see
+// cuda_host.h for the model). Also the block barrier, warp
 // collective rounds and the wmma barrier.
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
@@ -7,6 +8,7 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -394,19 +396,51 @@ static cudaError_t check_launch(const CudaHostLaunch* l) {
     return cudaSuccess;
 }
 
-void cuda_host_launch_blocks(const CudaHostLaunch* l) {
-    if (tl_engine && tl_engine->in_kernel)
-        fail_msg("launch of %s at %s:%d from inside a kernel: dynamic parallelism is not supported "
-                 "by the host runtime", l->name, l->file, l->line);
-    if (check_launch(l) != cudaSuccess) return;
-    long nblocks = (long)l->grid.x * l->grid.y * l->grid.z;
+// Blocks [begin, end) of a launch, spread over OpenMP threads.
+static void run_blocks(const CudaHostLaunch* l, long begin, long end) {
+    long nblocks = end - begin;
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > nblocks) threads = (int)nblocks;
     if (threads < 2) {
-        for (long b = 0; b < nblocks; b++) run_block(l, b);
+        for (long b = begin; b < end; b++) run_block(l, b);
         return;
     }
     long chunk = nblocks / ((long)threads * 8) + 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-    for (long b = 0; b < nblocks; b++) run_block(l, b);
+    for (long b = begin; b < end; b++) run_block(l, b);
+}
+
+// A queued launch. When other stream work could run too, a step runs a random number of the
+// blocks left, so that the blocks of concurrent kernels interleave as on a GPU.
+struct KernelOp : CudaHostOp {
+    CudaHostLaunch launch;
+    long next = 0, nblocks = 0;
+    ~KernelOp() override { launch.release(launch.ctx); }
+    int step(int split) override {
+        long left = nblocks - next;
+        long n = split ? 1 + (long)cuda_host_schedule_rand((unsigned long long)left) : left;
+        run_blocks(&launch, next, next + n);
+        next += n;
+        return next == nblocks;
+    }
+    void describe(char* buf, size_t len) override {
+        snprintf(buf, len, "kernel %s (launched at %s:%d, %ld of %ld blocks run)", launch.name, launch.file,
+                 launch.line, next, nblocks);
+    }
+};
+
+void cuda_host_launch_blocks(const CudaHostLaunch* l) {
+    if (tl_engine && tl_engine->in_kernel) {
+        l->release(l->ctx);
+        fail_msg("launch of %s at %s:%d from inside a kernel: dynamic parallelism is not supported "
+                 "by the host runtime", l->name, l->file, l->line);
+    }
+    if (check_launch(l) != cudaSuccess) {
+        l->release(l->ctx);
+        return;
+    }
+    KernelOp* op = new KernelOp();
+    op->launch = *l;
+    op->nblocks = (long)l->grid.x * l->grid.y * l->grid.z;
+    cuda_host_enqueue(l->stream, op);
 }

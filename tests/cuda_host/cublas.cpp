@@ -10,6 +10,7 @@ enum { HANDLE_MAGIC = 0x43424c53 };
 struct cublasContext {
     unsigned magic;
     cudaStream_t stream;
+    cublasPointerMode_t pointer_mode;
 };
 
 const char* cublasGetStatusName(cublasStatus_t status) {
@@ -51,6 +52,7 @@ cublasStatus_t cublasCreate(cublasHandle_t* handle) {
 
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
     if (!handle_ok(handle)) return cuda_host_blas_fail(CUBLAS_STATUS_NOT_INITIALIZED, "invalid cuBLAS handle");
+    cuda_host_drain_all("cublasDestroy");  // as cuBLAS: "implicitly calls cudaDeviceSynchronize()"
     handle->magic = 0;
     free(handle);
     return CUBLAS_STATUS_SUCCESS;
@@ -80,11 +82,13 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// Both modes work: device memory is host memory here.
+// Both modes work: device memory is host memory here. Host mode reads alpha and beta when the
+// call is made, device mode when the GEMM runs, as cuBLAS does.
 cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode) {
     if (!handle_ok(handle)) return cuda_host_blas_fail(CUBLAS_STATUS_NOT_INITIALIZED, "invalid cuBLAS handle");
     if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE)
         return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetPointerMode: mode %d", (int)mode);
+    handle->pointer_mode = mode;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -99,7 +103,40 @@ static int compute_ok(cublasComputeType_t c) {
            c == CUBLAS_COMPUTE_32F_FAST_TF32 || c == CUBLAS_COMPUTE_32F_FAST_16F;
 }
 
-// The one strided-batched GEMM every entry point goes through.
+// The GEMM itself, when the scheduler runs it (arguments checked by gemm()).
+static void run_gemm(int ta, int tb, int m, int n, int k, float al, const void* A, cudaDataType_t at,
+                     long lda, long long sa, const void* B, cudaDataType_t bt, long ldb, long long sb,
+                     float be, void* C, cudaDataType_t ct, long ldc, long long sc, int batch) {
+    long ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t as = cuda_host_type_size(at), cs = cuda_host_type_size(ct);
+    for (int b = 0; b < batch; b++) {
+        const char* Ab = (const char*)A + (size_t)(b * sa) * as;
+        const char* Bb = (const char*)B + (size_t)(b * sb) * as;
+        char* Cb = (char*)C + (size_t)(b * sc) * cs;
+        const float *a = (const float*)Ab, *bm = (const float*)Bb;
+        float *wa = NULL, *wb = NULL;
+        long la = lda, lb = ldb;
+        if (at == CUDA_R_16BF && k > 0) {
+            a = wa = cuda_host_widen(Ab, at, ar, ac, lda), la = ar;
+            bm = wb = cuda_host_widen(Bb, bt, br, bc, ldb), lb = br;
+        }
+        if (ct == CUDA_R_32F) {
+            cuda_host_sgemm(ta, tb, m, n, k, al, a, la, bm, lb, be, (float*)Cb, ldc);
+        } else {
+            float* t = be != 0.0f ? cuda_host_widen(Cb, ct, m, n, ldc)
+                                  : (float*)xmalloc((size_t)m * n * sizeof(float), "GEMM result");
+            cuda_host_sgemm(ta, tb, m, n, k, al, a, la, bm, lb, be, t, m);
+            for (long j = 0; j < n; j++)
+                for (long i = 0; i < m; i++) cuda_host_store(Cb, ct, (size_t)(j * ldc + i), t[j * m + i]);
+            free(t);
+        }
+        free(wa);
+        free(wb);
+    }
+}
+
+// The one strided-batched GEMM every entry point goes through: checked now, queued on the
+// handle's stream.
 static cublasStatus_t gemm(const char* what, cublasHandle_t handle, cublasOperation_t transa,
                            cublasOperation_t transb, int m, int n, int k, const void* alpha,
                            const void* A, cudaDataType_t at, int lda, long long sa, const void* B,
@@ -127,36 +164,18 @@ static cublasStatus_t gemm(const char* what, cublasHandle_t handle, cublasOperat
                                    m, n, k, lda, ldb, ldc, batch, sa, sb, sc);
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
     if (!alpha || !beta) return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: NULL alpha or beta", what);
-    float al = *(const float*)alpha, be = *(const float*)beta;
+    // Host pointer mode: the scalars are read now (the caller may reuse them at once); device mode:
+    // when the GEMM runs, and A and B are checked whatever alpha will be.
+    const int device_scalars = handle->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+    float al = device_scalars ? 1.0f : *(const float*)alpha, be = device_scalars ? 1.0f : *(const float*)beta;
     if ((k > 0 && al != 0.0f && (!cuda_host_operand_ok(what, "A", A, at, ar, ac, lda, sa, batch) ||
                                  !cuda_host_operand_ok(what, "B", B, bt, br, bc, ldb, sb, batch))) ||
         !cuda_host_operand_ok(what, "C", C, ct, m, n, ldc, sc, batch))
         return CUBLAS_STATUS_INVALID_VALUE;
-    size_t as = cuda_host_type_size(at), cs = cuda_host_type_size(ct);
-    for (int b = 0; b < batch; b++) {
-        const char* Ab = (const char*)A + (size_t)(b * sa) * as;
-        const char* Bb = (const char*)B + (size_t)(b * sb) * as;
-        char* Cb = (char*)C + (size_t)(b * sc) * cs;
-        const float *a = (const float*)Ab, *bm = (const float*)Bb;
-        float *wa = NULL, *wb = NULL;
-        long la = lda, lb = ldb;
-        if (at == CUDA_R_16BF && k > 0) {
-            a = wa = cuda_host_widen(Ab, at, ar, ac, lda), la = ar;
-            bm = wb = cuda_host_widen(Bb, bt, br, bc, ldb), lb = br;
-        }
-        if (ct == CUDA_R_32F) {
-            cuda_host_sgemm(ta, tb, m, n, k, al, a, la, bm, lb, be, (float*)Cb, ldc);
-        } else {
-            float* t = be != 0.0f ? cuda_host_widen(Cb, ct, m, n, ldc)
-                                  : (float*)xmalloc((size_t)m * n * sizeof(float), "GEMM result");
-            cuda_host_sgemm(ta, tb, m, n, k, al, a, la, bm, lb, be, t, m);
-            for (long j = 0; j < n; j++)
-                for (long i = 0; i < m; i++) cuda_host_store(Cb, ct, (size_t)(j * ldc + i), t[j * m + i]);
-            free(t);
-        }
-        free(wa);
-        free(wb);
-    }
+    cuda_host_enqueue_fn(handle->stream, what, [=] {
+        const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
+        run_gemm(ta, tb, m, n, k, a, A, at, lda, sa, B, bt, ldb, sb, b, C, ct, ldc, sc, batch);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -27,6 +27,7 @@ struct cublasLtMatmulDescOpaque_t {
     void* aux;
     long long aux_ld, aux_stride;
     int aux_type;  // -1: D's type
+    int pointer_mode;  // cublasLtPointerMode_t: when alpha and beta are read
 };
 
 struct cublasLtMatrixLayoutOpaque_t {
@@ -53,6 +54,7 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
     if (!handle || handle->magic != LT_MAGIC) return cuda_host_blas_fail(CUBLAS_STATUS_NOT_INITIALIZED, "invalid cuBLASLt handle");
+    cuda_host_drain_all("cublasLtDestroy");  // queued matmuls may still use it
     handle->magic = 0;
     free(handle);
     return CUBLAS_STATUS_SUCCESS;
@@ -109,6 +111,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
         if (ok && i32 != CUBLASLT_POINTER_MODE_HOST && i32 != CUBLASLT_POINTER_MODE_DEVICE)
             return cuda_host_blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: pointer mode %d is not supported "
                                        "by the host runtime", what, i32);
+        if (ok) d->pointer_mode = i32;
         break;
     case CUBLASLT_MATMUL_DESC_TRANSA: ok = attr_value(what, attr, buf, size, 4, &d->transa); break;
     case CUBLASLT_MATMUL_DESC_TRANSB: ok = attr_value(what, attr, buf, size, 4, &d->transb); break;
@@ -513,6 +516,68 @@ static float gelu_grad(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+// The matmul itself, when the scheduler runs it (arguments checked by cublasLtMatmul).
+static void run_matmul(const Problem& p, const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& La,
+                       const cublasLtMatrixLayoutOpaque_t& Lb, const cublasLtMatrixLayoutOpaque_t& Lc,
+                       const cublasLtMatrixLayoutOpaque_t& Ld, float al, float be, const void* A, const void* B,
+                       const void* C, void* D) {
+    long m = p.m, n = p.n, k = p.k;
+    int bias_in = (p.epi & EPI_BIAS) != 0;
+    int aux_used = (p.epi & EPI_AUX_OUT) != 0;
+    long bias_len = p.epi == CUBLASLT_EPILOGUE_BGRADB ? n : m;
+    long ar = p.ta ? k : m, ac = p.ta ? m : k, br = p.tb ? n : k, bc = p.tb ? k : n;
+    size_t es = cuda_host_type_size(p.ab), ds = cuda_host_type_size(p.cd);
+    size_t bs = cuda_host_type_size(p.bias_type), xs = cuda_host_type_size(p.aux_type);
+    for (int b = 0; b < p.batch; b++) {
+        const char* Ab = (const char*)A + (size_t)(b * La.stride) * es;
+        const char* Bb = (const char*)B + (size_t)(b * Lb.stride) * es;
+        const char* Cb = (const char*)C + (size_t)(b * Lc.stride) * ds;
+        char* Db = (char*)D + (size_t)(b * Ld.stride) * ds;
+        char* bias = (char*)d.bias + (size_t)(b * d.bias_stride) * bs;
+        char* aux = (char*)d.aux + (size_t)(b * d.aux_stride) * xs;
+        float* a = cuda_host_widen(Ab, p.ab, ar, ac, La.ld);
+        float* bm = cuda_host_widen(Bb, p.ab, br, bc, Lb.ld);
+        float* t = be != 0.0f ? cuda_host_widen(Cb, p.cd, m, n, Lc.ld)
+                              : (float*)xmalloc((size_t)(m * n) * sizeof(float), "matmul result");
+        cuda_host_sgemm(p.ta, p.tb, (int)m, (int)n, (int)k, al, a, ar, bm, br, be, t, m);
+        if (p.epi == CUBLASLT_EPILOGUE_BGRADA || p.epi == CUBLASLT_EPILOGUE_BGRADB) {
+            // sums of op(A) over its columns (k) or of op(B) over its rows (k)
+            for (long i = 0; i < bias_len; i++) {
+                float s = 0.0f;
+                for (long q = 0; q < k; q++) {
+                    if (p.epi == CUBLASLT_EPILOGUE_BGRADA) s += p.ta ? a[i * ar + q] : a[q * ar + i];
+                    else s += p.tb ? bm[q * br + i] : bm[i * br + q];
+                }
+                cuda_host_store(bias, p.bias_type, (size_t)i, s);
+            }
+        }
+        for (long j = 0; j < n; j++)
+            for (long i = 0; i < m; i++) {
+                float x = t[j * m + i];
+                if (bias_in) x += cuda_host_load(bias, p.bias_type, (size_t)i);
+                if (p.epi & EPI_DGELU) {
+                    x *= gelu_grad(cuda_host_load(aux, p.aux_type, (size_t)(j * d.aux_ld + i)));
+                } else {
+                    if (aux_used) cuda_host_store(aux, p.aux_type, (size_t)(j * d.aux_ld + i), x);
+                    if (p.epi & EPI_GELU) x = gelu(x);
+                    if (p.epi & EPI_RELU) x = x > 0.0f ? x : 0.0f;
+                }
+                t[j * m + i] = x;
+                cuda_host_store(Db, p.cd, (size_t)(j * Ld.ld + i), x);
+            }
+        if (p.epi & EPI_BGRAD) {  // DGELU_BGRAD: row sums of the gradient just computed
+            for (long i = 0; i < m; i++) {
+                float s = 0.0f;
+                for (long j = 0; j < n; j++) s += t[j * m + i];
+                cuda_host_store(bias, p.bias_type, (size_t)i, s);
+            }
+        }
+        free(a);
+        free(bm);
+        free(t);
+    }
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
                               const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                               cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
@@ -527,7 +592,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     cublasStatus_t st = check_problem(what, desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     if (!alpha || !beta) return cuda_host_blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: NULL alpha or beta", what);
-    float al = *(const float*)alpha, be = *(const float*)beta;
+    // Host pointer mode: the scalars are read now (the caller may reuse them at once); device mode:
+    // when the matmul runs, and C is checked whatever beta will be.
+    const int device_scalars = desc->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+    float al = device_scalars ? 1.0f : *(const float*)alpha, be = device_scalars ? 1.0f : *(const float*)beta;
     long m = p.m, n = p.n, k = p.k;
     int bias_in = (p.epi & EPI_BIAS) != 0;
     int bias_out = (p.epi & EPI_BGRAD) || p.epi == CUBLASLT_EPILOGUE_BGRADA || p.epi == CUBLASLT_EPILOGUE_BGRADB;
@@ -582,55 +650,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                                        "(epilogue %s) was chosen for %llu-byte alignment", what, name[i], ptr[i],
                                        align_of(ptr[i]), epilogue_name(p.epi), (unsigned long long)need);
     }
-    size_t es = cuda_host_type_size(p.ab), ds = cuda_host_type_size(p.cd);
-    size_t bs = cuda_host_type_size(p.bias_type), xs = cuda_host_type_size(p.aux_type);
-    for (int b = 0; b < p.batch; b++) {
-        const char* Ab = (const char*)A + (size_t)(b * Adesc->stride) * es;
-        const char* Bb = (const char*)B + (size_t)(b * Bdesc->stride) * es;
-        const char* Cb = (const char*)C + (size_t)(b * Cdesc->stride) * ds;
-        char* Db = (char*)D + (size_t)(b * Ddesc->stride) * ds;
-        char* bias = (char*)desc->bias + (size_t)(b * desc->bias_stride) * bs;
-        char* aux = (char*)desc->aux + (size_t)(b * desc->aux_stride) * xs;
-        float* a = cuda_host_widen(Ab, p.ab, ar, ac, Adesc->ld);
-        float* bm = cuda_host_widen(Bb, p.ab, br, bc, Bdesc->ld);
-        float* t = be != 0.0f ? cuda_host_widen(Cb, p.cd, m, n, Cdesc->ld)
-                              : (float*)xmalloc((size_t)(m * n) * sizeof(float), "matmul result");
-        cuda_host_sgemm(p.ta, p.tb, (int)m, (int)n, (int)k, al, a, ar, bm, br, be, t, m);
-        if (p.epi == CUBLASLT_EPILOGUE_BGRADA || p.epi == CUBLASLT_EPILOGUE_BGRADB) {
-            // sums of op(A) over its columns (k) or of op(B) over its rows (k)
-            for (long i = 0; i < bias_len; i++) {
-                float s = 0.0f;
-                for (long q = 0; q < k; q++) {
-                    if (p.epi == CUBLASLT_EPILOGUE_BGRADA) s += p.ta ? a[i * ar + q] : a[q * ar + i];
-                    else s += p.tb ? bm[q * br + i] : bm[i * br + q];
-                }
-                cuda_host_store(bias, p.bias_type, (size_t)i, s);
-            }
-        }
-        for (long j = 0; j < n; j++)
-            for (long i = 0; i < m; i++) {
-                float x = t[j * m + i];
-                if (bias_in) x += cuda_host_load(bias, p.bias_type, (size_t)i);
-                if (p.epi & EPI_DGELU) {
-                    x *= gelu_grad(cuda_host_load(aux, p.aux_type, (size_t)(j * desc->aux_ld + i)));
-                } else {
-                    if (aux_used) cuda_host_store(aux, p.aux_type, (size_t)(j * desc->aux_ld + i), x);
-                    if (p.epi & EPI_GELU) x = gelu(x);
-                    if (p.epi & EPI_RELU) x = x > 0.0f ? x : 0.0f;
-                }
-                t[j * m + i] = x;
-                cuda_host_store(Db, p.cd, (size_t)(j * Ddesc->ld + i), x);
-            }
-        if (p.epi & EPI_BGRAD) {  // DGELU_BGRAD: row sums of the gradient just computed
-            for (long i = 0; i < m; i++) {
-                float s = 0.0f;
-                for (long j = 0; j < n; j++) s += t[j * m + i];
-                cuda_host_store(bias, p.bias_type, (size_t)i, s);
-            }
-        }
-        free(a);
-        free(bm);
-        free(t);
-    }
+    // Queued with everything it reads from the descriptors copied: the caller may change or
+    // destroy them once the call returns, as with cuBLASLt.
+    const cublasLtMatmulDescOpaque_t d = *desc;
+    const cublasLtMatrixLayoutOpaque_t La = *Adesc, Lb = *Bdesc, Lc = *Cdesc, Ld = *Ddesc;
+    cuda_host_enqueue_fn(stream, what, [=] {
+        const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
+        run_matmul(p, d, La, Lb, Lc, Ld, a, b, A, B, C, D);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }

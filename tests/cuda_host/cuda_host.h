@@ -4,6 +4,9 @@
 // is supported and what is refused.
 //
 // How a launch runs (block_exec.cpp):
+// - It is queued on its stream; the stream scheduler (stream_sched.cpp) runs its blocks at a host
+//   synchronisation point, interleaved with other streams' work in a seeded random order
+//   (CUDA_HOST_SCHEDULE_SEED; CUDA_HOST_SCHEDULE=inorder runs each operation when issued).
 // - Blocks are spread over OpenMP threads (OMP_NUM_THREADS=1 runs them one after another); one
 //   OS thread runs one block at a time, to completion.
 // - The threads of a block are cooperative fibers on that OS thread, each with its own stack

@@ -4,7 +4,9 @@
 // A/B with fp32 C/D allowed; fp32 A/B need fp32 C/D); compute CUBLAS_COMPUTE_32F and its
 // _PEDANTIC/_FAST_* variants, all computed in full fp32 (bf16 inputs are widened exactly, sgemm
 // runs in fp32, bf16 outputs are rounded once, to nearest even); scale type CUDA_R_32F; alpha and
-// beta read as float (host or device pointer mode, both are host memory here). Operands must lie
+// beta read as float (host or device pointer mode, both are host memory here: read when the call
+// is made in host mode, when the GEMM runs in device mode). A call checks its arguments and
+// queues the GEMM on its stream (the handle's for cuBLAS), with the descriptors copied. Operands must lie
 // inside memory from cudaMalloc/cudaMallocHost (checked, with the footprint given by the sizes).
 // Anything else returns CUBLAS_STATUS_NOT_SUPPORTED or _INVALID_VALUE and prints why to stderr.
 //

@@ -10,20 +10,26 @@
 //   finalized at exit); a program that initialises MPI itself keeps finalizing it.
 // - An ncclUniqueId must be shared by every process of MPI_COMM_WORLD, with nranks equal to the
 //   world size (checked: ncclInvalidUsage). Ranks may be numbered in any order.
-// - Work runs in the calling thread before the call returns; the stream is only checked to be
-//   valid (streams of the host runtime are synchronous anyway). Buffers of count > 0 must be
-//   device or pinned memory of the host runtime (cudaMalloc, cudaMallocHost), as on a GPU.
-// - Reductions: each element is reduced on one rank (MPI_Reduce_scatter) and then copied to the
+// - A call checks its arguments and queues the operation on its stream (the host runtime's
+//   scheduler, tests/cuda_host/stream_sched.cpp, runs it in stream order): it posts non-blocking
+//   MPI calls when first run and completes when MPI says so, while other streams run. The
+//   operations of one communicator post in the order they were issued (so every rank posts the
+//   same MPI collectives in the same order); different communicators in any order. Buffers of
+//   count > 0 must be device or pinned memory of the host runtime (cudaMalloc, cudaMallocHost),
+//   as on a GPU.
+// - Reductions: each element is reduced on one rank (MPI_Ireduce_scatter) and then copied to the
 //   others, so every rank gets the same bits, as with NCCL's ring; the order of the summation is
-//   MPI's. Only ncclSum, on the integers, fp32, fp64 and bf16 (the project's needs); bf16 is summed
-//   pairwise in float, rounded to nearest even after each step. Other ops and types return
-//   ncclInvalidArgument.
-// - ncclSend/ncclRecv between ncclGroupStart/ncclGroupEnd (groups nest) are posted at the
-//   outermost ncclGroupEnd: receives first, then sends, then all are awaited; transfers between
-//   two ranks match in the order they were issued. Outside a group each is a group of one.
-//   Collectives inside a group run at once.
-// - Failures return an ncclResult_t, never abort; ncclGetLastError says what failed
-//   ("ncclAllGather: ..."), printed to stderr as well when NCCL_DEBUG is set.
+//   that of MPI's non-blocking algorithms, independent of the schedule. Only ncclSum, on the
+//   integers, fp32, fp64 and bf16 (the project's needs); bf16 is summed pairwise in float,
+//   rounded to nearest even after each step. Other ops and types return ncclInvalidArgument.
+// - ncclSend/ncclRecv between ncclGroupStart/ncclGroupEnd (groups nest) become one operation at
+//   the outermost ncclGroupEnd: receives posted first, then sends, then all are awaited;
+//   transfers between two ranks match in the order they were issued. A group over several
+//   streams joins them, as NCCL's group launch. Outside a group each is a group of one.
+//   Collectives inside a group are queued when called.
+// - Failures of the calls return an ncclResult_t, never abort; ncclGetLastError says what failed
+//   ("ncclAllGather: ..."), printed to stderr as well when NCCL_DEBUG is set. An MPI failure in a
+//   queued operation, after its call returned, ends the job with the operation named.
 #pragma once
 #include <limits.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 // The CUDA runtime API subset of the host runtime: errors, devices, memory, streams, events and
-// kernel launches. Streams execute in order and synchronously (a call returns when its work is
-// done), which is one valid schedule of CUDA's stream semantics: work on one stream runs in order
-// and cross-stream dependencies (events) are always satisfied.
+// kernel launches. Stream work is queued when issued and run by a scheduler at host
+// synchronisation points, the work of concurrent streams interleaved at random
+// (CUDA_HOST_SCHEDULE_SEED; stream_sched.cpp and README.md say more).
 #pragma once
 #include <stddef.h>
 #include <tuple>
@@ -202,9 +202,14 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, F* ker
 // code (which limit, which pointer); "" if none. Printed by CUDA_CHECK.
 const char* cuda_host_error_detail(void);
 
+// For the runtime's own tests: synchronises the device, then restarts the schedule's random
+// generator as CUDA_HOST_SCHEDULE_SEED=seed would, so that one program can try several schedules.
+void cuda_host_schedule_seed(unsigned long long seed);
+
 // Launches. LAUNCH (model/cuda_common.cuh) calls cuda_host_launch, which converts the arguments
-// to the kernel's parameter types once (as CUDA copies them at launch) and runs every block; each
-// CUDA thread calls the kernel with its own copy of the parameters.
+// to the kernel's parameter types once, into a heap copy (as CUDA copies them at launch: the
+// kernel runs later, when the scheduler gets to it); each CUDA thread calls the kernel with its
+// own copy of the parameters.
 typedef struct {
     const char* name;  // the kernel expression as written, for messages
     const char* file;
@@ -215,8 +220,11 @@ typedef struct {
     const void* kernel;                  // identity for cudaFuncSetAttribute
     void (*run_thread)(const void* ctx);  // runs the kernel body for the current CUDA thread
     const void* ctx;
+    void (*release)(const void* ctx);    // frees ctx once the kernel has run (or was refused)
 } CudaHostLaunch;
 
+// Checks the configuration (errors go to cudaGetLastError at once, as CUDA reports them) and
+// queues the kernel on its stream; takes ownership of launch->ctx.
 void cuda_host_launch_blocks(const CudaHostLaunch* launch);
 // Start of the block's dynamic shared memory (DYNAMIC_SHARED); fails outside a kernel.
 void* cuda_host_dynamic_smem(void);
@@ -224,15 +232,23 @@ void* cuda_host_dynamic_smem(void);
 template <typename Body> static void cuda_host_run_body(const void* ctx) {
     (*(const Body*)ctx)();
 }
+template <typename Body> static void cuda_host_free_body(const void* ctx) { delete (const Body*)ctx; }
+
+// The kernel and its parameters, by value.
+template <typename... P> struct CudaHostKernelBody {
+    void (*kernel)(P...);
+    std::tuple<typename std::decay<P>::type...> params;
+    void operator()() const { std::apply(kernel, params); }
+};
 
 template <typename... P, typename... A>
 static void cuda_host_launch(void (*kernel)(P...), const char* name, const char* file, int line,
                              dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
                              A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "LAUNCH: argument count differs from the kernel's");
-    const std::tuple<typename std::decay<P>::type...> params(std::forward<A>(args)...);
-    auto body = [&]() { std::apply(kernel, params); };
+    typedef CudaHostKernelBody<P...> Body;
+    const Body* body = new Body{kernel, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
     CudaHostLaunch launch = {name, file, line, grid, block, shmem, stream, (const void*)kernel,
-                             cuda_host_run_body<decltype(body)>, &body};
+                             cuda_host_run_body<Body>, body, cuda_host_free_body<Body>};
     cuda_host_launch_blocks(&launch);
 }

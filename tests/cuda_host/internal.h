@@ -1,6 +1,8 @@
 // Shared by the host runtime's .cpp files; not for CUDA sources.
 #pragma once
 #include <stddef.h>
+#include <functional>
+#include <vector>
 #include "tests/cuda_host/cuda_host.h"
 
 // Records err as this thread's last error with a printf-style detail (cuda_host_error_detail);
@@ -29,6 +31,63 @@ int cuda_host_smem_optin(void);
 
 // Streams: NULL, cudaStreamLegacy, cudaStreamPerThread and live created streams are valid.
 int cuda_host_stream_valid(cudaStream_t stream);
+
+// --- Stream work (stream_sched.cpp) ----------------------------------------------------------------
+// Every stream-ordered operation is an op queued on its stream when issued and run later by the
+// scheduler, which picks among the streams whose first op may run one at random
+// (CUDA_HOST_SCHEDULE_SEED); host synchronisation points run work until what they wait for is
+// done. CUDA_HOST_SCHEDULE=inorder runs each op when it is issued instead.
+
+// The pos-th op issued on a stream (from 1); done once the stream has completed pos ops (a
+// stream completes its ops in order). pos 0 is always done.
+struct CudaHostTicket {
+    struct CUstream_st* stream;
+    unsigned long long pos;
+};
+
+// One operation of a stream. The scheduler deletes it when complete.
+struct CudaHostOp {
+    virtual ~CudaHostOp() {}
+    // Does the op, or a part of it; returns 1 when it is complete. split: other work could run
+    // now, so a kernel may run some of its blocks only.
+    virtual int step(int split) = 0;
+    // Asked before the first step, once stream order and deps allow it: 0 while the op must wait
+    // for something else (NCCL: an op issued earlier on its communicator has not started).
+    virtual int can_start(void) { return 1; }
+    // 1 while it has started and waits for something outside the runtime (MPI requests): it is
+    // polled, and the host yields the CPU when nothing else can run.
+    virtual int polling(void) { return 0; }
+    // What the op is, for reports ("kernel foo (launched at f.cu:12)").
+    virtual void describe(char* buf, size_t len) = 0;
+    // Why can_start() is 0, for reports.
+    virtual void describe_wait(char* buf, size_t len) { buf[0] = 0; }
+    // Positions that must be done before the op starts, besides its own stream's order: the
+    // event a wait captured, the legacy stream's rules, the streams an NCCL group joins.
+    std::vector<CudaHostTicket> deps;
+    int started = 0;
+};
+
+// Queues op on stream (NULL, cudaStreamLegacy, cudaStreamPerThread or a created stream; the
+// caller checked that it is valid) with the legacy default stream's ordering rules and returns
+// its position. With CUDA_HOST_SCHEDULE=inorder, runs it to completion first.
+CudaHostTicket cuda_host_enqueue(cudaStream_t stream, CudaHostOp* op);
+// The same for work done in one go: `what` (a string literal) names it in reports.
+CudaHostTicket cuda_host_enqueue_fn(cudaStream_t stream, const char* what, std::function<void()> fn);
+// One op on several streams (an NCCL group): it runs on streams[0] after the work issued so far
+// on every one of them, and later work on each of them runs after it.
+CudaHostTicket cuda_host_enqueue_joined(const cudaStream_t* streams, int n, CudaHostOp* op);
+// 1 if the op at t has completed.
+int cuda_host_ticket_done(CudaHostTicket t);
+// Host synchronisation: runs stream work until t is done / until done() / until every stream
+// is empty. `what` names the API call in a deadlock report. A call from inside stream work (a
+// failure hook) runs nothing.
+void cuda_host_wait_ticket(CudaHostTicket t, const char* what);
+void cuda_host_drain_until(const std::function<int()>& done, const char* what);
+void cuda_host_drain_all(const char* what);
+// A number in [0, n) from the schedule's generator (n >= 1); for ops that split their work.
+unsigned long long cuda_host_schedule_rand(unsigned long long n);
+// 1 under CUDA_HOST_SCHEDULE=inorder.
+int cuda_host_schedule_inorder(void);
 
 // Fibers (fiber.cpp): n fibers with their own stacks, and slot n for the OS thread's own
 // stack (the scheduler). Under CUDA_HOST_FIBER_UCONTEXT (or on a CPU other than x86-64) the

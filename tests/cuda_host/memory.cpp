@@ -1,6 +1,7 @@
 // Device and pinned memory of the host runtime. Every block is registered so that copies,
 // memsets and cuBLAS calls can check that their ranges lie in the right kind of memory: what
-// would fault or corrupt memory on a GPU fails with cudaErrorInvalidValue here.
+// would fault or corrupt memory on a GPU fails with cudaErrorInvalidValue here. Copies and
+// memsets are checked when issued and queued on their stream (stream_sched.cpp).
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
@@ -88,9 +89,26 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
                               "the host runtime", flags);
     return allocate(ptr, bytes, 1, "cudaHostAlloc");
 }
-cudaError_t cudaFree(void* ptr) { return release(ptr, 0, "cudaFree"); }
 
-// Stream-ordered allocation: work runs when issued, so this is cudaMalloc/cudaFree.
+// cudaFree and cudaFreeHost synchronise the device first, as CUDA does: queued work may still
+// use the memory.
+cudaError_t cudaFree(void* ptr) {
+    cuda_host_drain_all("cudaFree");
+    return release(ptr, 0, "cudaFree");
+}
+cudaError_t cudaFreeHost(void* ptr) {
+    cuda_host_drain_all("cudaFreeHost");
+    return release(ptr, 1, "cudaFreeHost");
+}
+
+static int live_block(const void* ptr, int pinned) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = blocks.find((uintptr_t)ptr);
+    return it != blocks.end() && it->second.pinned == pinned;
+}
+
+// Stream-ordered allocation: the memory is allocated at once (usable by the work issued after
+// the call, and by no earlier work, which cannot know the pointer); the free is queued.
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync: invalid stream");
@@ -100,9 +118,16 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: invalid stream");
-    return release(ptr, 0, "cudaFreeAsync");
+    if (!ptr) return cudaSuccess;
+    if (!live_block(ptr, 0))
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaFreeAsync(%p): not the start of a live cudaMalloc "
+                              "allocation", ptr);
+    cuda_host_enqueue_fn(stream, "cudaFreeAsync", [ptr] {
+        if (release(ptr, 0, "cudaFreeAsync") != cudaSuccess)  // freed twice meanwhile
+            fail_msg("cudaFreeAsync(%p) queued on a stream: %s", ptr, cuda_host_error_detail());
+    });
+    return cudaSuccess;
 }
-cudaError_t cudaFreeHost(void* ptr) { return release(ptr, 1, "cudaFreeHost"); }
 
 // Checks one side of a copy: want_device says whether the direction puts it in device memory.
 static cudaError_t check_side(const char* what, const char* side, const void* p, size_t bytes,
@@ -121,8 +146,14 @@ static cudaError_t check_side(const char* what, const char* side, const void* p,
     return cudaSuccess;
 }
 
+// A copy queued on `stream`, with CUDA's rules for host memory that is not pinned (pageable):
+// the source is copied aside at the call (CUDA stages pageable data before returning), and a copy
+// into pageable memory is complete when the call returns. Copies between device and pinned memory
+// are fully asynchronous. `sync` (cudaMemcpy, on the legacy stream): the call also returns only
+// once the copy is done, unless both sides are device memory (CUDA: "no host-side
+// synchronization is performed").
 static cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                        const char* what) {
+                        cudaStream_t stream, int sync, const char* what) {
     if (bytes == 0) return cudaSuccess;
     if (!dst || !src) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer", what);
     int dst_dev, src_dev;
@@ -138,39 +169,58 @@ static cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind
     cudaError_t err = check_side(what, "destination", dst, bytes, dst_dev, any);
     if (err == cudaSuccess) err = check_side(what, "source", src, bytes, src_dev, any);
     if (err != cudaSuccess) return err;
-    memmove(dst, src, bytes);
+    const CudaHostMemKind dk = cuda_host_mem_kind(dst, bytes), sk = cuda_host_mem_kind(src, bytes);
+    CudaHostTicket t;
+    if (sk == CUDA_HOST_MEM_UNTRACKED && dk != CUDA_HOST_MEM_UNTRACKED) {
+        char* staged = (char*)xmalloc(bytes, "pageable source of a copy");
+        memcpy(staged, src, bytes);
+        t = cuda_host_enqueue_fn(stream, what, [dst, staged, bytes] {
+            memcpy(dst, staged, bytes);
+            free(staged);
+        });
+    } else {
+        t = cuda_host_enqueue_fn(stream, what, [dst, src, bytes] { memmove(dst, src, bytes); });
+    }
+    const int both_device = dk == CUDA_HOST_MEM_DEVICE && sk == CUDA_HOST_MEM_DEVICE;
+    if (dk == CUDA_HOST_MEM_UNTRACKED || (sync && !both_device)) cuda_host_wait_ticket(t, what);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    return copy(dst, src, bytes, kind, "cudaMemcpy");
+    return copy(dst, src, bytes, kind, cudaStreamLegacy, 1, "cudaMemcpy");
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: invalid stream");
-    return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+    return copy(dst, src, bytes, kind, stream, 0, "cudaMemcpyAsync");
 }
 
-static cudaError_t set(void* ptr, int value, size_t bytes, const char* what) {
+// Device memory only; queued. cudaMemset is on the legacy stream and, as CUDA documents for device
+// memory, asynchronous with respect to the host.
+static cudaError_t set(void* ptr, int value, size_t bytes, cudaStream_t stream, const char* what) {
     if (bytes == 0) return cudaSuccess;
     CudaHostMemKind k = cuda_host_mem_kind(ptr, bytes);
     if (k != CUDA_HOST_MEM_DEVICE)
         return cuda_host_fail(cudaErrorInvalidValue, "%s: %p + %zu bytes is %s, not device memory",
                               what, ptr, bytes, kind_name(k));
-    memset(ptr, value, bytes);
+    cuda_host_enqueue_fn(stream, what, [ptr, value, bytes] { memset(ptr, value, bytes); });
     return cudaSuccess;
 }
 
-cudaError_t cudaMemset(void* ptr, int value, size_t bytes) { return set(ptr, value, bytes, "cudaMemset"); }
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+    return set(ptr, value, bytes, cudaStreamLegacy, "cudaMemset");
+}
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: invalid stream");
-    return set(ptr, value, bytes, "cudaMemsetAsync");
+    return set(ptr, value, bytes, stream, "cudaMemsetAsync");
 }
 
+// __constant__ and __device__ variables are host globals that kernels read: a copy to or from one
+// is a cudaMemcpy on the legacy stream, done when the call returns.
 cudaError_t cuda_host_copy_symbol(void* dst, size_t symbol_bytes, const void* src, size_t bytes,
                                   size_t offset, int to_symbol) {
     const char* what = to_symbol ? "cudaMemcpyToSymbol" : "cudaMemcpyFromSymbol";
@@ -181,7 +231,9 @@ cudaError_t cuda_host_copy_symbol(void* dst, size_t symbol_bytes, const void* sr
                               "symbol's %zu bytes", what, bytes, offset, symbol_bytes);
     if (bytes == 0) return cudaSuccess;
     if (!dst || !src) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer", what);
-    if (to_symbol) memcpy((char*)dst + offset, src, bytes);
-    else memcpy(dst, (const char*)src + offset, bytes);
+    char* d = to_symbol ? (char*)dst + offset : (char*)dst;
+    const char* s = to_symbol ? (const char*)src : (const char*)src + offset;
+    CudaHostTicket t = cuda_host_enqueue_fn(cudaStreamLegacy, what, [d, s, bytes] { memcpy(d, s, bytes); });
+    cuda_host_wait_ticket(t, what);
     return cudaSuccess;
 }

@@ -19,6 +19,7 @@
 
 #include "tests/cuda_host/internal.h"
 #include "tests/cuda_host/host_nccl.h"
+#include "comm/fail.h"
 
 // --- Errors ------------------------------------------------------------------------------------
 
@@ -119,6 +120,12 @@ struct ncclComm {
     unsigned magic;  // COMM_MAGIC while usable; COMM_DEAD after destroy or abort
     MPI_Comm mpi;    // MPI_COMM_NULL after ncclCommFinalize
     int rank, nranks;
+    int id;          // for reports
+    // The operations on this comm, numbered when issued. An operation posts its MPI calls only
+    // once every operation issued before it on this comm has posted all of its own, so that every
+    // rank posts the same collectives in the same order on the MPI communicator, whatever order
+    // the streams run in. finished: completed (or dropped by an abort).
+    unsigned long long issued, posted, finished;
 };
 
 // Destroyed communicators keep their dead marker (the memory is not reused), so that a later
@@ -133,15 +140,27 @@ static ncclResult_t comm_check(const char* fn, ncclComm_t comm, int need_mpi) {
 }
 
 static ncclResult_t comm_wrap(const char* fn, MPI_Comm mpi, ncclComm_t* out) {
+    static int next_id;
+    int rank = 0, nranks = 0;
     MPI_TRY(fn, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
+    MPI_TRY(fn, "MPI_Comm_rank", MPI_Comm_rank(mpi, &rank));
+    MPI_TRY(fn, "MPI_Comm_size", MPI_Comm_size(mpi, &nranks));
     ncclComm_t c = (ncclComm_t)malloc(sizeof *c);
     if (!c) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
     c->magic = COMM_MAGIC;
     c->mpi = mpi;
-    MPI_Comm_rank(mpi, &c->rank);
-    MPI_Comm_size(mpi, &c->nranks);
+    c->rank = rank;
+    c->nranks = nranks;
+    c->id = next_id++;
+    c->issued = c->posted = c->finished = 0;
     *out = c;
     return ncclSuccess;
+}
+
+// Runs stream work until every operation issued on comm has completed.
+static void drain_comm(ncclComm_t comm, const char* fn) {
+    if (comm->finished < comm->issued)
+        cuda_host_drain_until([comm] { return comm->finished == comm->issued ? 1 : 0; }, fn);
 }
 
 static int config_ok(const ncclConfig_t* config) { return !config || config->magic == 0xcafebeef; }
@@ -237,6 +256,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
         return nccl_fail(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
     if (!config_ok(config))
         return nccl_fail(ncclInvalidArgument, "%s: config not set from NCCL_CONFIG_INITIALIZER", fn);
+    drain_comm(comm, fn);  // MPI_Comm_split is a collective on comm->mpi: after the queued ones
     MPI_Comm mpi;
     MPI_TRY(fn, "MPI_Comm_split",
             MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi));
@@ -244,7 +264,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 }
 
 // MPI_Comm_free after MPI_Finalize is erroneous: a program may finalize before destroying.
+// The operations queued on the comm complete first (MPI_Comm_free is collective too).
 static ncclResult_t free_mpi(const char* fn, ncclComm_t comm) {
+    if (comm->mpi != MPI_COMM_NULL) drain_comm(comm, fn);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm->mpi != MPI_COMM_NULL && !finalized) MPI_TRY(fn, "MPI_Comm_free", MPI_Comm_free(&comm->mpi));
@@ -264,7 +286,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return r;
 }
 
-// No MPI call: the other ranks may be gone or stuck, and MPI_Comm_free is collective.
+// No MPI call: the other ranks may be gone or stuck, and MPI_Comm_free is collective. Queued
+// operations on the comm are dropped when the scheduler reaches them.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
     ncclResult_t r = comm_check("ncclCommAbort", comm, 0);
     if (r == ncclSuccess) comm->magic = COMM_DEAD;
@@ -372,6 +395,193 @@ static ncclResult_t reduce_op(const char* fn, ncclRedOp_t op, ncclDataType_t t, 
     return ncclSuccess;
 }
 
+// --- Operations on streams ----------------------------------------------------------------------
+
+// An NCCL operation queued on a stream. When the scheduler first runs it (stream order and the
+// comm's posting order allow it) it posts non-blocking MPI calls; it then completes when
+// MPI_Testall says so, while the scheduler runs other streams. The all-reduce has two phases (a
+// reduce-scatter, then an all-gather of the reduced blocks); it keeps its comm's turn until the
+// second is posted.
+enum OpKind { OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_BROADCAST, OP_P2P };
+
+// Sends and receives of a group, posted at the outermost ncclGroupEnd.
+typedef struct {
+    int is_send;
+    void* buf;
+    int count;
+    MPI_Datatype type;
+    int peer;
+    ncclComm_t comm;
+    cudaStream_t stream;
+} P2p;
+
+// One tag: MPI matches messages of one (source, tag, communicator) in the order they were posted,
+// which is NCCL's order between two ranks (the comm's posting order keeps the issue order).
+enum { P2P_TAG = 0x6e63 };
+
+struct NcclOp : CudaHostOp {
+    const char* fn = "";
+    int kind = OP_P2P;
+    // The comm(s) and this op's number on each (a group of sends and receives may use several).
+    std::vector<std::pair<ncclComm_t, unsigned long long>> turns;
+    // A collective's arguments, as checked when it was issued.
+    const void* send = NULL;
+    void* recv = NULL;
+    size_t count = 0, size = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    int root = 0, in_place = 0, rank = 0, nranks = 1;
+    MPI_Comm mpi = MPI_COMM_NULL;
+    std::vector<int> counts, displs;  // all-reduce: the block each rank reduces
+    void* scratch = NULL;             // in-place reduce-scatter: the result before it is copied
+    std::vector<P2p> p2p;
+    std::vector<MPI_Request> reqs;    // posted and not complete
+    std::vector<MPI_Status> statuses;
+    int phase = 0;                    // phases posted
+    int released = 0;                 // the turns were passed on
+
+    ~NcclOp() override { free(scratch); }
+
+    int can_start(void) override {
+        for (auto& t : turns)
+            if (t.first->magic == COMM_MAGIC && t.first->posted != t.second) return 0;
+        return 1;
+    }
+    int polling(void) override { return !reqs.empty(); }
+    void describe(char* buf, size_t len) override {
+        const ncclComm_t c = turns[0].first;
+        int n = snprintf(buf, len, "%s on comm %d (rank %d of %d), operation %llu on it", fn, c->id, c->rank,
+                         c->nranks, turns[0].second + 1);
+        for (size_t i = 0; i < p2p.size() && i < 4 && n > 0 && (size_t)n < len; i++)  // the transfers
+            n += snprintf(buf + n, len - (size_t)n, "%s %s %d elements %s rank %d", i ? "," : ":",
+                          p2p[i].is_send ? "send" : "receive", p2p[i].count, p2p[i].is_send ? "to" : "from",
+                          p2p[i].peer);
+    }
+    void describe_wait(char* buf, size_t len) override {
+        for (auto& t : turns)
+            if (t.first->magic == COMM_MAGIC && t.first->posted != t.second) {
+                snprintf(buf, len, "waits for its turn on comm %d: operations issued before it post first "
+                         "(%llu of %llu posted)", t.first->id, t.first->posted, t.second);
+                return;
+            }
+    }
+    int step(int split) override;
+
+    // The next op on each comm may post now.
+    void release(void) {
+        if (released) return;
+        released = 1;
+        for (auto& t : turns) t.first->posted++;
+    }
+    // Ends the job: the error happened after the call returned, in stream work.
+    __attribute__((noreturn)) void fail(const char* call, int err) {
+        mpi_fail(fn, call, err);
+        fail_msg("%s queued on a stream (comm %d, rank %d of %d): %s", fn, turns[0].first->id,
+                 turns[0].first->rank, turns[0].first->nranks, last_error);
+    }
+    void post(const char* call, int err) {
+        if (err != MPI_SUCCESS) fail(call, err);
+    }
+    MPI_Request* next_request(void) {
+        reqs.push_back(MPI_REQUEST_NULL);
+        return &reqs.back();
+    }
+    void post_first(void);
+};
+
+void NcclOp::post_first(void) {
+    int n = (int)count;
+    switch (kind) {
+    case OP_ALL_GATHER:
+        post("MPI_Iallgather", MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, type, recv, n, type, mpi,
+                                              next_request()));
+        break;
+    case OP_REDUCE_SCATTER:
+        // In place, MPI would write the result over block 0 of sendbuff: reduce into scratch
+        // instead, so that only this rank's own block changes, as with NCCL.
+        post("MPI_Ireduce_scatter_block", MPI_Ireduce_scatter_block(send, in_place ? scratch : recv, n, type, op,
+                                                                    mpi, next_request()));
+        break;
+    case OP_ALL_REDUCE:
+        // In place, MPI leaves this rank's reduced block at the start of recvbuff.
+        post("MPI_Ireduce_scatter",
+             MPI_Ireduce_scatter(in_place ? MPI_IN_PLACE : send,
+                                 in_place ? recv : (char*)recv + (size_t)displs[rank] * size, counts.data(), type,
+                                 op, mpi, next_request()));
+        break;
+    case OP_BROADCAST:
+        if (rank == root && send != recv) memmove(recv, send, count * size);
+        post("MPI_Ibcast", MPI_Ibcast(recv, n, type, root, mpi, next_request()));
+        break;
+    default:
+        // Receives first, so that no send waits for a receive not yet posted.
+        for (int pass = 0; pass < 2; pass++)
+            for (const P2p& o : p2p) {
+                if (o.is_send != pass) continue;
+                MPI_Comm m = o.comm->mpi;
+                if (pass) post("MPI_Isend", MPI_Isend(o.buf, o.count, o.type, o.peer, P2P_TAG, m, next_request()));
+                else post("MPI_Irecv", MPI_Irecv(o.buf, o.count, o.type, o.peer, P2P_TAG, m, next_request()));
+            }
+    }
+}
+
+int NcclOp::step(int) {
+    for (auto& t : turns)
+        if (t.first->magic != COMM_MAGIC) {  // aborted: dropped (its requests are abandoned)
+            release();
+            reqs.clear();
+            for (auto& u : turns) u.first->finished++;
+            return 1;
+        }
+    if (phase == 0) {
+        post_first();
+        phase = 1;
+        if (kind != OP_ALL_REDUCE) release();
+    }
+    int flag = 0;
+    statuses.resize(reqs.size());
+    int err = MPI_Testall((int)reqs.size(), reqs.data(), &flag, statuses.data());
+    for (size_t i = 0; err == MPI_ERR_IN_STATUS && i < statuses.size(); i++)  // the first that failed
+        if (statuses[i].MPI_ERROR != MPI_SUCCESS && statuses[i].MPI_ERROR != MPI_ERR_PENDING) err = statuses[i].MPI_ERROR;
+    if (err != MPI_SUCCESS) fail("MPI_Testall", err);
+    if (!flag) return 0;
+    reqs.clear();
+    if (kind == OP_ALL_REDUCE && phase == 1) {  // every rank has its block: gather them
+        char* own = (char*)recv + (size_t)displs[rank] * size;
+        if (in_place) memmove(own, recv, (size_t)counts[rank] * size);
+        post("MPI_Iallgatherv", MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts.data(),
+                                                displs.data(), type, mpi, next_request()));
+        phase = 2;
+        release();
+        return 0;
+    }
+    if (kind == OP_REDUCE_SCATTER && in_place) memcpy(recv, scratch, count * size);
+    for (auto& t : turns) t.first->finished++;
+    return 1;
+}
+
+// Queues a collective on comm's order and on the stream.
+static ncclResult_t issue(NcclOp* op, ncclComm_t comm, cudaStream_t stream) {
+    op->turns.push_back({comm, comm->issued++});
+    cuda_host_enqueue(stream, op);
+    return ncclSuccess;
+}
+
+static NcclOp* collective(const char* fn, int kind, const Call* c, const void* send, void* recv, size_t count) {
+    NcclOp* op = new NcclOp();
+    op->fn = fn;
+    op->kind = kind;
+    op->send = send;
+    op->recv = recv;
+    op->count = count;
+    op->size = c->size;
+    op->type = c->type;
+    op->rank = c->rank;
+    op->nranks = c->nranks;
+    op->mpi = c->mpi;
+    return op;
+}
+
 // --- Collectives --------------------------------------------------------------------------------
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
@@ -386,10 +596,9 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
         r = check_buffers(fn, sendbuff, bytes, recvbuff, bytes * c.nranks, in_place);
     }
     if (r != ncclSuccess || sendcount == 0) return r;
-    MPI_TRY(fn, "MPI_Allgather",
-            MPI_Allgather(in_place ? MPI_IN_PLACE : sendbuff, (int)sendcount, c.type, recvbuff, (int)sendcount,
-                          c.type, c.mpi));
-    return ncclSuccess;
+    NcclOp* op = collective(fn, OP_ALL_GATHER, &c, sendbuff, recvbuff, sendcount);
+    op->in_place = in_place;
+    return issue(op, comm, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -406,16 +615,13 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
         r = check_buffers(fn, sendbuff, bytes * c.nranks, recvbuff, bytes, in_place);
     }
     if (r != ncclSuccess || recvcount == 0) return r;
-    // In place, MPI would write the result over block 0 of sendbuff: reduce into a scratch block
-    // instead, so that only this rank's own block changes, as with NCCL.
-    void* out = in_place ? malloc(bytes) : recvbuff;
-    if (!out) return nccl_fail(ncclSystemError, "%s: out of memory for %zu bytes", fn, bytes);
-    int err = MPI_Reduce_scatter_block(sendbuff, out, (int)recvcount, c.type, mop, c.mpi);
-    if (in_place) {
-        if (err == MPI_SUCCESS) memcpy(recvbuff, out, bytes);
-        free(out);
-    }
-    return err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, "MPI_Reduce_scatter_block", err);
+    void* scratch = NULL;
+    if (in_place && !(scratch = malloc(bytes))) return nccl_fail(ncclSystemError, "%s: out of memory for %zu bytes", fn, bytes);
+    NcclOp* o = collective(fn, OP_REDUCE_SCATTER, &c, sendbuff, recvbuff, recvcount);
+    o->op = mop;
+    o->in_place = in_place;
+    o->scratch = scratch;
+    return issue(o, comm, stream);
 }
 
 // Reduce-scatter into each rank's block of recvbuff, then all-gather the blocks: every element is
@@ -430,27 +636,17 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     int in_place = sendbuff == recvbuff;
     if (r == ncclSuccess) r = check_buffers(fn, sendbuff, count * c.size, recvbuff, count * c.size, in_place);
     if (r != ncclSuccess || count == 0) return r;
-    int* counts = (int*)malloc(2 * (size_t)c.nranks * sizeof(int));
-    if (!counts) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
-    int* displs = counts + c.nranks;
+    NcclOp* o = collective(fn, OP_ALL_REDUCE, &c, sendbuff, recvbuff, count);
+    o->op = mop;
+    o->in_place = in_place;
+    o->counts.resize((size_t)c.nranks);
+    o->displs.resize((size_t)c.nranks);
     for (int i = 0, at = 0; i < c.nranks; i++) {
-        counts[i] = (int)(count / c.nranks) + (i < (int)(count % c.nranks));
-        displs[i] = at;
-        at += counts[i];
+        o->counts[i] = (int)(count / c.nranks) + (i < (int)(count % c.nranks));
+        o->displs[i] = at;
+        at += o->counts[i];
     }
-    char* own = (char*)recvbuff + (size_t)displs[c.rank] * c.size;
-    // In place, MPI leaves this rank's reduced block at the start of recvbuff.
-    int err = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : sendbuff, in_place ? recvbuff : own, counts, c.type,
-                                 mop, c.mpi);
-    if (err == MPI_SUCCESS) {
-        if (in_place) memmove(own, recvbuff, (size_t)counts[c.rank] * c.size);
-        err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recvbuff, counts, displs, c.type, c.mpi);
-        r = err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, "MPI_Allgatherv", err);
-    } else {
-        r = mpi_fail(fn, "MPI_Reduce_scatter", err);
-    }
-    free(counts);
-    return r;
+    return issue(o, comm, stream);
 }
 
 static ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
@@ -463,9 +659,9 @@ static ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbu
     if (r == ncclSuccess && c.rank == root) r = check_buffer(fn, "sendbuff", sendbuff, bytes);  // read on the root only
     if (r == ncclSuccess) r = check_buffer(fn, "recvbuff", recvbuff, bytes);
     if (r != ncclSuccess || count == 0) return r;
-    if (c.rank == root && sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
-    MPI_TRY(fn, "MPI_Bcast", MPI_Bcast(recvbuff, (int)count, c.type, root, c.mpi));
-    return ncclSuccess;
+    NcclOp* o = collective(fn, OP_BROADCAST, &c, sendbuff, recvbuff, count);
+    o->root = root;
+    return issue(o, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -480,55 +676,28 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 // --- Point to point and groups ------------------------------------------------------------------
 
-// Sends and receives wait here until the outermost ncclGroupEnd.
-typedef struct {
-    int is_send;
-    void* buf;
-    int count;
-    MPI_Datatype type;
-    int peer;
-    MPI_Comm mpi;
-} P2p;
-
 static int group_depth;
-static P2p* group_ops;
-static int group_len, group_cap;
+static std::vector<P2p> group_ops;  // sends and receives waiting for the outermost ncclGroupEnd
 static ncclResult_t group_error;  // the first failed call inside the open group
 static char group_error_text[sizeof last_error];
 
-// One tag: MPI matches messages of one (source, tag, communicator) in the order they were posted,
-// which is NCCL's order between two ranks.
-enum { P2P_TAG = 0x6e63 };
-
-// Posts the queued transfers, receives first so that no send waits for a receive not yet posted,
-// and waits for all of them.
+// Queues the group's transfers as one operation: on the stream of its first transfer, joined
+// with the others' streams (as NCCL's group launch), and in the order of every comm it uses.
 static ncclResult_t run_group(const char* fn) {
-    int n = group_len;
-    group_len = 0;
-    if (n == 0) return ncclSuccess;
-    MPI_Request* reqs = (MPI_Request*)malloc((size_t)n * (sizeof(MPI_Request) + sizeof(MPI_Status)));
-    if (!reqs) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
-    MPI_Status* statuses = (MPI_Status*)(reqs + n);
-    int posted = 0, err = MPI_SUCCESS;
-    const char* call = "MPI_Irecv";
-    for (int pass = 0; pass < 2 && err == MPI_SUCCESS; pass++) {
-        for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
-            P2p* o = &group_ops[i];
-            if (o->is_send != pass) continue;
-            call = pass ? "MPI_Isend" : "MPI_Irecv";
-            err = pass ? MPI_Isend(o->buf, o->count, o->type, o->peer, P2P_TAG, o->mpi, &reqs[posted])
-                       : MPI_Irecv(o->buf, o->count, o->type, o->peer, P2P_TAG, o->mpi, &reqs[posted]);
-            if (err == MPI_SUCCESS) posted++;
-        }
+    if (group_ops.empty()) return ncclSuccess;
+    NcclOp* op = new NcclOp();
+    op->fn = fn;
+    op->kind = OP_P2P;
+    op->p2p.swap(group_ops);
+    std::vector<cudaStream_t> streams;
+    for (const P2p& o : op->p2p) {
+        int seen = 0;
+        for (auto& t : op->turns) seen |= t.first == o.comm;
+        if (!seen) op->turns.push_back({o.comm, o.comm->issued++});
+        streams.push_back(o.stream);
     }
-    if (err == MPI_SUCCESS) {
-        call = "MPI_Waitall";
-        err = MPI_Waitall(posted, reqs, statuses);
-        for (int i = 0; err == MPI_ERR_IN_STATUS && i < posted; i++)  // the first transfer that failed
-            if (statuses[i].MPI_ERROR != MPI_SUCCESS && statuses[i].MPI_ERROR != MPI_ERR_PENDING) err = statuses[i].MPI_ERROR;
-    }
-    free(reqs);
-    return err == MPI_SUCCESS ? ncclSuccess : mpi_fail(fn, call, err);
+    cuda_host_enqueue_joined(streams.data(), (int)streams.size(), op);
+    return ncclSuccess;
 }
 
 static ncclResult_t p2p(const char* fn, int is_send, const void* buf, size_t count, ncclDataType_t datatype, int peer,
@@ -538,12 +707,6 @@ static ncclResult_t p2p(const char* fn, int is_send, const void* buf, size_t cou
     if (r == ncclSuccess && (peer < 0 || peer >= c.nranks))
         r = nccl_fail(ncclInvalidArgument, "%s: peer %d is outside [0, %d)", fn, peer, c.nranks);
     if (r == ncclSuccess) r = check_buffer(fn, is_send ? "sendbuff" : "recvbuff", buf, count * c.size);
-    if (r == ncclSuccess && group_len == group_cap) {
-        int cap = group_cap ? 2 * group_cap : 16;
-        P2p* grown = (P2p*)realloc(group_ops, (size_t)cap * sizeof *grown);
-        if (grown) group_ops = grown, group_cap = cap;
-        else r = nccl_fail(ncclSystemError, "%s: out of memory", fn);
-    }
     if (r != ncclSuccess) {
         if (group_depth > 0 && group_error == ncclSuccess) {
             group_error = r;
@@ -551,8 +714,8 @@ static ncclResult_t p2p(const char* fn, int is_send, const void* buf, size_t cou
         }
         return r;
     }
-    P2p o = {is_send, (void*)buf, (int)count, c.type, peer, c.mpi};
-    group_ops[group_len++] = o;
+    P2p o = {is_send, (void*)buf, (int)count, c.type, peer, comm, stream};
+    group_ops.push_back(o);
     return group_depth > 0 ? ncclSuccess : run_group(fn);  // outside a group: a group of one
 }
 
@@ -577,7 +740,7 @@ ncclResult_t ncclGroupEnd(void) {
     if (group_depth == 0) return nccl_fail(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open");
     if (--group_depth > 0) return ncclSuccess;
     if (group_error != ncclSuccess) {
-        group_len = 0;
+        group_ops.clear();
         return nccl_fail(group_error, "ncclGroupEnd: nothing was posted: a call in the group failed: %s", group_error_text);
     }
     return run_group("ncclGroupEnd");

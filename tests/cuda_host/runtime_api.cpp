@@ -1,6 +1,5 @@
-// Errors, the device, streams, events and kernel attributes of the host runtime. All work runs
-// synchronously when it is issued, so synchronization calls only check their arguments and
-// events record the time at which they are reached.
+// Errors, the device and kernel attributes of the host runtime. Streams, events and the
+// synchronisation calls are in stream_sched.cpp.
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
@@ -10,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 // --- Errors ------------------------------------------------------------------------------------
 
@@ -189,8 +187,6 @@ cudaError_t cudaDriverGetVersion(int* version) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     if (!free_bytes || !total_bytes) return cuda_host_fail(cudaErrorInvalidValue, "cudaMemGetInfo: NULL argument");
@@ -252,123 +248,4 @@ size_t cuda_host_dynamic_smem_limit(const void* kernel) {
     std::lock_guard<std::mutex> guard(attr_lock);
     auto it = dyn_smem_limits.find(kernel);
     return it == dyn_smem_limits.end() ? CUDA_HOST_DEFAULT_DYN_SMEM : it->second;
-}
-
-// --- Streams and events ------------------------------------------------------------------------
-
-enum { STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x45564e54, DEAD_MAGIC = 0x44454144 };
-
-struct CUstream_st {
-    unsigned magic;
-    unsigned flags;
-};
-
-struct CUevent_st {
-    unsigned magic;
-    unsigned flags;
-    int recorded;
-    double when_ms;  // CLOCK_MONOTONIC time of the last record
-};
-
-int cuda_host_stream_valid(cudaStream_t s) {
-    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread || s->magic == STREAM_MAGIC;
-}
-
-static int event_valid(cudaEvent_t e) { return e && e->magic == EVENT_MAGIC; }
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-    if (!stream) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamCreate: NULL stream");
-    if (flags & ~(unsigned)cudaStreamNonBlocking)
-        return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: unknown flags 0x%x", flags);
-    cudaStream_t s = (cudaStream_t)xmalloc(sizeof *s, "stream");
-    s->magic = STREAM_MAGIC;
-    s->flags = flags;
-    *stream = s;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
-
-// Destroyed handles keep a dead marker (the memory is not reused) so that a later use is
-// reported instead of silently working.
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread || stream->magic != STREAM_MAGIC)
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
-    stream->magic = DEAD_MAGIC;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    if (!cuda_host_stream_valid(stream))
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: invalid stream");
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-    if (!cuda_host_stream_valid(stream))
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: invalid stream");
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-    if (!cuda_host_stream_valid(stream) || !event_valid(event))
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: invalid stream or event");
-    if (flags != 0) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-    if (!event) return cuda_host_fail(cudaErrorInvalidValue, "cudaEventCreate: NULL event");
-    if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming))
-        return cuda_host_fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: unknown flags 0x%x", flags);
-    cudaEvent_t e = (cudaEvent_t)xcalloc(1, sizeof *e, "event");
-    e->magic = EVENT_MAGIC;
-    e->flags = flags;
-    *event = e;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: not a live event");
-    event->magic = DEAD_MAGIC;
-    return cudaSuccess;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    if (!event_valid(event) || !cuda_host_stream_valid(stream))
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: invalid event or stream");
-    event->recorded = 1;
-    event->when_ms = now_ms();
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: invalid event");
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-    if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: invalid event");
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!ms) return cuda_host_fail(cudaErrorInvalidValue, "cudaEventElapsedTime: NULL ms");
-    if (!event_valid(start) || !event_valid(end))
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: invalid event");
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was "
-                              "created with cudaEventDisableTiming");
-    if (!start->recorded || !end->recorded)
-        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
-    *ms = (float)(end->when_ms - start->when_ms);
-    return cudaSuccess;
 }

@@ -5,7 +5,11 @@
 // ncclCommSplit, and the shim's refusals (ids, ranks, arguments). Written against NCCL's API
 // only, so that it also compiles with nvcc and the real <nccl.h>; the checks of the shim's own
 // behaviour are under CUDA_HOST.
+// Two communicators used from two streams check that results do not depend on the order in
+// which the host runtime interleaves the streams (the suite runs it under several seeds).
 //   test_nccl [--lazy-mpi]   --lazy-mpi: leave MPI's initialisation and finalization to the shim
+//   test_nccl --die recv-never-sent   a receive nobody sends (host runtime, one rank, with
+//                                     CUDA_HOST_SCHEDULE_TIMEOUT_S): must end with a report
 #include "model/cuda_common.cuh"
 #ifdef CUDA_HOST
 #include "tests/cuda_host/host_nccl.h"
@@ -359,6 +363,93 @@ static void test_send_recv(void) {
     for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(bufs[i]));
 }
 
+// --- Two communicators on two streams -------------------------------------------------------------
+
+// The same host order of calls on every rank, on two comms of all ranks, each comm used from both
+// of two non-blocking streams: the host runtime starts each comm's operations in that order but
+// lets the streams run in any interleaving (CUDA_HOST_SCHEDULE_SEED, different on each rank).
+// Results must not depend on it: known answers, an event that makes one stream use the other's
+// result, a group whose send and receive are on different streams, and a bf16 sum with the same
+// bits as on a single stream.
+static void test_two_comms(void) {
+    enum { n = 6, rounds = 4, nb = 48 };
+    ncclComm_t c1 = NULL, c2 = NULL;
+    NCCL_OK(ncclCommSplit(world, 0, me, &c1, NULL));
+    NCCL_OK(ncclCommSplit(world, 0, me, &c2, NULL));
+    cudaStream_t s1, s2;
+    cudaEvent_t reduced;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming));
+    float *a = (float*)dev_alloc(n * sizeof(float)), *b = (float*)dev_alloc(n * sizeof(float));
+    float *c = (float*)dev_alloc(n * sizeof(float)), *g = (float*)dev_alloc((size_t)N * n * sizeof(float));
+    float *x = (float*)dev_alloc(n * sizeof(float)), *y = (float*)dev_alloc(n * sizeof(float));
+    uint16_t *h1 = (uint16_t*)dev_alloc(nb * 2), *h2 = (uint16_t*)dev_alloc(nb * 2);
+    int ok_sum = 1, ok_gather = 1, ok_ring = 1, ok_bits = 1;
+    const int next = (me + 1) % N, prev = (me + N - 1) % N;
+    for (int round = 0; round < rounds; round++) {
+        float ha[n], hb[n], hc[n], hx[n], hg[N * n], hy[n];
+        uint16_t mixed[nb], bits1[nb], bits2[nb];
+        for (int i = 0; i < n; i++) {
+            ha[i] = (float)value(me, i + round);
+            hb[i] = 10.0f * (float)value(me, i);
+            hc[i] = 1000.0f * (float)value(me, i + 1);
+            hx[i] = (float)(me * 100 + i + round);
+        }
+        for (int i = 0; i < nb; i++) {
+            uint32_t h = (uint32_t)(me * 7919 + i * 104729 + round * 31) * 2654435761u;
+            mixed[i] = __bfloat16_as_ushort(__float2bfloat16((float)((int)(h >> 20) - 2048) / 237.0f));
+        }
+        // The reference bits: the same bf16 sum alone on world.
+        to_dev(h1, mixed, sizeof mixed);
+        NCCL_OK(ncclAllReduce(h1, h1, nb, ncclBfloat16, ncclSum, world, stream));
+        from_dev(bits1, h1, sizeof bits1);
+
+        CUDA_CHECK(cudaMemcpyAsync(a, ha, sizeof ha, cudaMemcpyHostToDevice, s1));  // pageable: taken now
+        CUDA_CHECK(cudaMemcpyAsync(x, hx, sizeof hx, cudaMemcpyHostToDevice, s1));
+        CUDA_CHECK(cudaMemcpyAsync(b, hb, sizeof hb, cudaMemcpyHostToDevice, s2));
+        CUDA_CHECK(cudaMemcpyAsync(c, hc, sizeof hc, cudaMemcpyHostToDevice, s1));
+        CUDA_CHECK(cudaMemcpyAsync(h2, mixed, sizeof mixed, cudaMemcpyHostToDevice, s2));
+        NCCL_OK(ncclAllReduce(a, a, n, ncclFloat32, ncclSum, c1, s1));
+        NCCL_OK(ncclAllReduce(b, b, n, ncclFloat32, ncclSum, c1, s2));   // c1 from the other stream
+        NCCL_OK(ncclAllReduce(h2, h2, nb, ncclBfloat16, ncclSum, c2, s2));
+        NCCL_OK(ncclAllReduce(c, c, n, ncclFloat32, ncclSum, c2, s1));   // c2 from the other stream
+        CUDA_CHECK(cudaEventRecord(reduced, s1));
+        CUDA_CHECK(cudaStreamWaitEvent(s2, reduced, 0));
+        NCCL_OK(ncclAllGather(a, g, n, ncclFloat32, c2, s2));  // a as reduced on s1
+        NCCL_OK(ncclGroupStart());  // one group, its send on s1 and its receive on s2
+        NCCL_OK(ncclSend(x, n, ncclFloat32, next, c1, s1));
+        NCCL_OK(ncclRecv(y, n, ncclFloat32, prev, c1, s2));
+        NCCL_OK(ncclGroupEnd());
+        CUDA_CHECK(cudaMemcpyAsync(hg, g, sizeof hg, cudaMemcpyDeviceToHost, s2));  // pageable: done on return
+        CUDA_CHECK(cudaMemcpyAsync(hy, y, sizeof hy, cudaMemcpyDeviceToHost, s2));
+        CUDA_CHECK(cudaMemcpyAsync(hb, b, sizeof hb, cudaMemcpyDeviceToHost, s2));
+        CUDA_CHECK(cudaMemcpyAsync(bits2, h2, sizeof bits2, cudaMemcpyDeviceToHost, s2));
+        CUDA_CHECK(cudaMemcpyAsync(ha, a, sizeof ha, cudaMemcpyDeviceToHost, s1));
+        CUDA_CHECK(cudaMemcpyAsync(hc, c, sizeof hc, cudaMemcpyDeviceToHost, s1));
+        for (int i = 0; i < n; i++) {
+            double sa = 0, sb = 0, sc = 0;
+            for (int r = 0; r < N; r++)
+                sa += value(r, i + round), sb += 10.0 * value(r, i), sc += 1000.0 * value(r, i + 1);
+            ok_sum &= ha[i] == (float)sa && hb[i] == (float)sb && hc[i] == (float)sc;
+            for (int r = 0; r < N; r++) ok_gather &= hg[r * n + i] == (float)sa;
+            ok_ring &= hy[i] == (float)(prev * 100 + i + round);
+        }
+        ok_bits &= memcmp(bits1, bits2, sizeof bits1) == 0;
+    }
+    expect(ok_sum, "two comms, each used from two streams: all-reduce sums, %d rounds", rounds);
+    expect(ok_gather, "an all-gather on comm 2 after an event: it gathers comm 1's reduced values");
+    expect(ok_ring, "a group with its send on stream 1 and its receive on stream 2 (ring from rank %d)", prev);
+    expect(ok_bits, "bf16 sums on comm 2 among other traffic: the same bits as alone on one stream");
+    void* bufs[] = {a, b, c, g, x, y, h1, h2};
+    for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(bufs[i]));
+    CUDA_CHECK(cudaEventDestroy(reduced));
+    CUDA_CHECK(cudaStreamDestroy(s1));
+    CUDA_CHECK(cudaStreamDestroy(s2));
+    NCCL_OK(ncclCommDestroy(c1));
+    NCCL_OK(ncclCommDestroy(c2));
+}
+
 static int comm_rank(ncclComm_t c) {
     int r = -1;
     NCCL_OK(ncclCommUserRank(c, &r));
@@ -507,8 +598,21 @@ static void test_basics(void) {
            "ncclGetErrorString");
 }
 
+#ifdef CUDA_HOST
+// --die recv-never-sent (one rank, CUDA_HOST_SCHEDULE_TIMEOUT_S set): a receive that no rank
+// sends; the stream synchronisation must end the job with a deadlock report, not hang.
+static int die_recv_never_sent(void) {
+    float* d = (float*)dev_alloc(4 * sizeof(float));
+    NCCL_OK(ncclRecv(d, 4, ncclFloat32, me, world, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    printf("--die recv-never-sent: the program was expected to end with a diagnostic\n");
+    return 0;
+}
+#endif
+
 int main(int argc, char** argv) {
     int lazy = argc > 1 && strcmp(argv[1], "--lazy-mpi") == 0;
+    const char* die = argc > 2 && strcmp(argv[1], "--die") == 0 ? argv[2] : NULL;
     int initialized = 0;
 #ifdef CUDA_HOST
     if (lazy) {  // the shim initialises MPI in its first ncclCommInitRank, even one that fails
@@ -541,6 +645,13 @@ int main(int argc, char** argv) {
     test_init_errors(&id);
 #endif
     NCCL_OK(ncclCommInitRank(&world, N, id, me));
+#ifdef CUDA_HOST
+    if (die && !strcmp(die, "recv-never-sent")) return die_recv_never_sent();
+#endif
+    if (die) {
+        printf("unknown --die case %s\n", die);
+        return 2;
+    }
     if (mpi_rank == 0) printf("info %d ranks%s\n", N, lazy ? ", MPI initialised by the shim" : "");
     test_basics();
 
@@ -556,6 +667,7 @@ int main(int argc, char** argv) {
     test_rounding();
     test_broadcast();
     test_send_recv();
+    test_two_comms();
     test_split();
 #ifdef CUDA_HOST
     test_argument_errors();

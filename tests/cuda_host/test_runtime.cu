@@ -568,7 +568,10 @@ static void test_thread_churn(void) {
     int* d = device_ints(NULL, 1024);
     const long before = count_mappings();
     for (int i = 0; i < 48; i++) {
-        std::thread t([d] { LAUNCH(set_kernel, 1, 1024, 0, 0, d, 7); });
+        std::thread t([d] {  // the synchronising thread runs queued work: this one runs the kernel
+            LAUNCH(set_kernel, 1, 1024, 0, 0, d, 7);
+            CUDA_CHECK(cudaStreamSynchronize(0));
+        });
         t.join();
     }
     const long after = count_mappings();
