@@ -9,6 +9,7 @@
 
 #include "attention/attention2d_grid.h"
 #include "attention/dist_attention.h"
+#include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
 
@@ -19,7 +20,7 @@ typedef struct {
     AttentionLayer base;
     Comm* comm;
     Attention2DGrid g;   // place in the grid, K/V permutation peers
-    int max_B, max_Tl, max_NH, max_HS;
+    DistBounds max;    // shapes the scratch is sized for
     int keep_layers;   // layers whose gathered K/V are kept for backward (0: none)
     CommType rt, at;   // comm types of real and real_acc
     // scratch, sized at the bounds, in the backend's memory
@@ -45,14 +46,6 @@ typedef struct {
     real_acc* dkv_part;   // (B, Tk, 2C) partial dK|dV of column c
     real_acc* dkv_own;    // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
 } Attention2D;
-
-static void check_call(const Attention2D* a, int B, int Tl, int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && B <= a->max_B && Tl <= a->max_Tl &&
-              NH <= a->max_NH && HS <= a->max_HS,
-          "create the layer with bounds that cover every call",
-          "attention2d called with B=%d Tl=%d NH=%d HS=%d, bounds %d %d %d %d", B, Tl, NH, HS,
-          a->max_B, a->max_Tl, a->max_NH, a->max_HS);
-}
 
 static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS) {
     return attention_problem(B, NH, HS, a->g.pkv * Tl, a->g.pq * Tl, token_positions(a->g.r, a->g.pq),
@@ -117,13 +110,13 @@ static real* kv_for_layer(Attention2D* a, int layer) {
     if (a->keep_layers == 0) return a->kv_full;
     CHECK(layer >= 0 && layer < a->keep_layers, "create attention2d with keep_kv_layers >= layers",
           "attention2d keeps K/V of %d layers, called for layer %d", a->keep_layers, layer);
-    return a->kept + (size_t)layer * a->max_B * a->g.pq * a->max_Tl * 2 * a->max_NH * a->max_HS;
+    return a->kept + (size_t)layer * a->max.B * a->g.pq * a->max.Tl * 2 * a->max.NH * a->max.HS;
 }
 
 static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
                                 const real* qkv, real* out, real_stat* lse) {
     Attention2D* a = (Attention2D*)self;
-    check_call(a, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     Comm* comm = a->comm;
     const int C = NH * HS;
     const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
@@ -172,7 +165,7 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
                                  const real* qkv, const real* out, const real_stat* lse,
                                  const real* dout, real* dqkv) {
     Attention2D* a = (Attention2D*)self;
-    check_call(a, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     Comm* comm = a->comm;
     const int C = NH * HS;
     const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
@@ -245,17 +238,13 @@ static void attention2d_destroy(AttentionLayer* self) {
 static size_t max_size(size_t x, size_t y) { return x > y ? x : y; }
 
 AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, int keep_kv_layers) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && keep_kv_layers >= 0, "caller bug",
-          "attention2d_create: B=%d Tl=%d NH=%d HS=%d keep_kv_layers=%d", B, Tl, NH, HS,
+    CHECK(keep_kv_layers >= 0, "caller bug", "attention2d_create: keep_kv_layers=%d",
           keep_kv_layers);
     Attention2D* a = (Attention2D*)xcalloc(1, sizeof *a, "attention2d layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->g = attention2d_grid(m);
-    a->max_B = B;
-    a->max_Tl = Tl;
-    a->max_NH = NH;
-    a->max_HS = HS;
+    a->max = dist_bounds("attention2d", B, Tl, NH, HS);
     a->keep_layers = keep_kv_layers;
 
     a->rt = dist_real_comm_type();

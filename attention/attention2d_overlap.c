@@ -54,6 +54,7 @@
 
 #include "attention/attention2d_grid.h"
 #include "attention/dist_attention.h"
+#include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
 
@@ -93,7 +94,7 @@ typedef struct {
     AttentionLayer base;
     Comm* comm;
     Attention2DGrid g;   // place in the grid, K/V permutation peers
-    int max_B, max_Tl, max_NH, max_HS;
+    DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;   // comm types of real and real_acc
     int rounds;        // max(pq, pkv)
     Pair* order;       // the P pairs in compute order (host memory)
@@ -111,14 +112,6 @@ typedef struct {
     real_acc* col_in;   // (2S) what a column reduce step receives
     real_acc* dkv_own;  // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
 } Attention2DOverlap;
-
-static void check_call(const Attention2DOverlap* a, int B, int Tl, int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && B <= a->max_B && Tl <= a->max_Tl &&
-              NH <= a->max_NH && HS <= a->max_HS,
-          "create the layer with bounds that cover every call",
-          "attention2d-overlap called with B=%d Tl=%d NH=%d HS=%d, bounds %d %d %d %d", B, Tl, NH,
-          HS, a->max_B, a->max_Tl, a->max_NH, a->max_HS);
-}
 
 static Shape call_shape(int B, int Tl, int NH, int HS) {
     Shape s;
@@ -306,7 +299,7 @@ static void run_rounds(Attention2DOverlap* a, const Shape* sh, CommPhase phase,
 static void overlap_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
                             const real* qkv, real* out, real_stat* lse) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
-    check_call(a, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_FORWARD);
     const Shape sh = call_shape(B, Tl, NH, HS);
     const int C = sh.C;
@@ -330,7 +323,7 @@ static void overlap_backward(AttentionLayer* self, int layer, int B, int Tl, int
                              const real* qkv, const real* out, const real_stat* lse,
                              const real* dout, real* dqkv) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
-    check_call(a, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_BACKWARD);
     const Shape sh = call_shape(B, Tl, NH, HS);
     const int C = sh.C;
@@ -420,17 +413,12 @@ static Pair* overlap_order(int pq, int pkv) {
 }
 
 AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1, "caller bug",
-          "attention2d_overlap_create: B=%d Tl=%d NH=%d HS=%d", B, Tl, NH, HS);
     Attention2DOverlap* a =
         (Attention2DOverlap*)xcalloc(1, sizeof *a, "attention2d-overlap layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->g = attention2d_grid(m);
-    a->max_B = B;
-    a->max_Tl = Tl;
-    a->max_NH = NH;
-    a->max_HS = HS;
+    a->max = dist_bounds("attention2d-overlap", B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     a->rounds = a->g.pq > a->g.pkv ? a->g.pq : a->g.pkv;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "attention/dist_attention.h"
+#include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
 
@@ -16,7 +17,7 @@ typedef struct {
     Comm* comm;
     RingLayout layout;
     int P, i, next, prev;
-    int max_B, max_Tl, max_NH, max_HS;
+    DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
     real* kv[2];          // (B, Tl, 2C) K|V block in hand and the one arriving
     real_acc* dkv[3];     // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one, this step's part
@@ -33,15 +34,11 @@ static TokenPositions rank_positions(RingLayout layout, int P, int rank, int Tl)
 }
 
 static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && B <= a->max_B && Tl <= a->max_Tl &&
-              NH <= a->max_NH && HS <= a->max_HS,
-          "create the layer with bounds that cover every call",
-          "%s called with B=%d Tl=%d NH=%d HS=%d, bounds %d %d %d %d", a->base.name, B, Tl, NH,
-          HS, a->max_B, a->max_Tl, a->max_NH, a->max_HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     // Contiguous chunks start at rank * Tl: another Tl would move the tokens away from the
     // positions the layer advertises.
-    CHECK(a->layout == RING_CYCLIC || Tl == a->max_Tl, "create the ring layer for this length",
-          "ring attention (contiguous layout) created for Tl=%d, called with Tl=%d", a->max_Tl, Tl);
+    CHECK(a->layout == RING_CYCLIC || Tl == a->max.Tl, "create the ring layer for this length",
+          "ring attention (contiguous layout) created for Tl=%d, called with Tl=%d", a->max.Tl, Tl);
 }
 
 // The local queries against the K|V block of rank `origin`.
@@ -169,8 +166,6 @@ static void ring_destroy(AttentionLayer* self) {
 
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH,
                                       int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1, "caller bug",
-          "attention_ring_create: B=%d Tl=%d NH=%d HS=%d", B, Tl, NH, HS);
     CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC, "caller bug",
           "unknown ring layout %d", (int)layout);
     RingAttention* a = (RingAttention*)xcalloc(1, sizeof *a, "ring attention layer");
@@ -181,10 +176,7 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->i = m->sp_index;
     a->next = (a->i + 1) % a->P;
     a->prev = (a->i - 1 + a->P) % a->P;
-    a->max_B = B;
-    a->max_Tl = Tl;
-    a->max_NH = NH;
-    a->max_HS = HS;
+    a->max = dist_bounds(layout == RING_CONTIGUOUS ? "ring" : "striped", B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;

@@ -59,7 +59,8 @@ static void clock_reserve(void* ctx, int n) {
     c->events = (cudaEvent_t*)realloc(c->events, sizeof(cudaEvent_t) * n);
     c->host = (double*)realloc(c->host, sizeof(double) * n);
     c->on_host = (char*)realloc(c->on_host, (size_t)n);
-    if (!c->events || !c->host || !c->on_host) FAIL("lower --steps traced", "out of memory for %d timeline marks", n);
+    if (!c->events || !c->host || !c->on_host)
+        FAIL("run with --timeline 0", "out of host memory for %d timeline marks", n);
     for (int i = c->capacity; i < n; i++) CUDA_CHECK(cudaEventCreate(&c->events[i]));
     c->capacity = n;
 }

@@ -16,3 +16,16 @@ static int failures;
         printf(__VA_ARGS__);         \
         printf("\n");                \
     } while (0)
+
+// A test that cannot set itself up (a temporary directory, a child process) says so and exits 2.
+#include <stdarg.h>
+#include <stdlib.h>
+static inline void __attribute__((noreturn, format(printf, 1, 2))) setup_fail(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "test setup: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}

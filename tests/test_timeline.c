@@ -22,16 +22,6 @@
 #include "comm/fail.h"
 #include "tests/test_expect.h"
 
-static void __attribute__((noreturn, format(printf, 1, 2))) setup_fail(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "test setup: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(2);
-}
-
 static int near(double a, double b) { return fabs(a - b) <= 1e-12; }
 
 static int file_exists(const char* path) { return access(path, F_OK) == 0; }

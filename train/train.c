@@ -32,10 +32,10 @@
 #include "model/layers.h"
 #include "model/init.h"
 #include "model/optimizer.h"
+#include "train/grad_buckets.h"
 #include "train/options.h"
 #include "train/peak_flops.h"
 #include "train/run_log.h"
-#include "train/grad_buckets.h"
 #include "train/sampler.h"
 
 typedef struct {

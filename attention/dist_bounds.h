@@ -1,0 +1,25 @@
+// The shapes a distributed attention layer is created for (its scratch is sized for them) and the
+// check every forward and backward makes: anything from 1 up to them. Shared by attention2d.c,
+// attention2d_overlap.c and ring.c.
+#pragma once
+#include "comm/fail.h"
+
+typedef struct {
+    int B, Tl, NH, HS;
+} DistBounds;
+
+static inline DistBounds dist_bounds(const char* layer, int B, int Tl, int NH, int HS) {
+    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1, "caller bug",
+          "%s created with B=%d Tl=%d NH=%d HS=%d", layer, B, Tl, NH, HS);
+    DistBounds b = {B, Tl, NH, HS};
+    return b;
+}
+
+static inline void dist_bounds_check(const DistBounds* max, const char* layer, int B, int Tl,
+                                     int NH, int HS) {
+    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && B <= max->B && Tl <= max->Tl &&
+              NH <= max->NH && HS <= max->HS,
+          "create the layer with bounds that cover every call",
+          "%s called with B=%d Tl=%d NH=%d HS=%d, bounds %d %d %d %d", layer, B, Tl, NH, HS,
+          max->B, max->Tl, max->NH, max->HS);
+}
