@@ -3,14 +3,12 @@
 // (model/backend_kernels_cuda.cuh). Every token is local, so one partial-attention call is the
 // whole layer (query and key positions both 0, 1, 2, ...).
 //
-// The CUDA partial-attention kernels (attention/partial_attention_cuda.cuh) write their output and
-// gradients in fp32 (they are built to be merged and accumulated across calls); the model stores
-// floatX. So:
-//   forward:  o (fp32 scratch, (B, T, C)) and lse (straight into the model's fp32 real_stat lse),
-//             then o is rounded to floatX into `out`;
-//   backward: d = rowsum(out * dout) (fp32 scratch, (B, NH, T)), an fp32 (B, T, 3C) scratch is
-//             zeroed and receives dq, dk, dv (row stride 3C), then it is rounded into dqkv.
-// All scratch is allocated once, at create, for the bounds given there; nothing in the step.
+// Nothing is merged or accumulated across calls here, so the single-device forms of the kernels
+// (attention/partial_attention_cuda.cuh) write the model's floatX tensors directly:
+//   forward:  o into `out` (floatX) and lse straight into the model's fp32 real_stat lse;
+//   backward: d = rowsum(out * dout) (fp32 scratch, (B, NH, T)), then dq, dk, dv written into
+//             dqkv (row stride 3C): no fp32 copy, no zeroing, no conversion pass.
+// The scratch d is allocated once, at create, for the bounds given there.
 #ifndef GPT_BACKEND_CUDA
 #define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in the layer interface
 #endif
@@ -24,9 +22,7 @@
 typedef struct {
     AttentionLayer base;
     int max_B, max_T, max_NH, max_HS;
-    float* o;      // (max_B, max_T, C) fp32 forward output
     float* d;      // (max_B, max_NH, max_T) rowsum(dout * out)
-    float* dqkv;   // (max_B, max_T, 3C) fp32 gradients of q, k, v
 } LocalAttentionCuda;
 
 static AttentionProblem local_problem(int B, int T, int NH, int HS) {
@@ -58,12 +54,8 @@ static void local_forward(AttentionLayer* self, int layer, int B, int T, int NH,
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const size_t n = (size_t)B * T * C;
-    float* o = a->o;
     const AttentionProblem p = local_problem(B, T, NH, HS);
-    cudaStream_t s = cuda_backend_stream();
-    attention_partial_forward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse, s);
-    cuda_backend_float_to_floatx(out, o, n);
+    attention_forward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse, cuda_backend_stream());
 }
 
 static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
@@ -72,23 +64,17 @@ static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const size_t n = (size_t)B * T * 3 * C;
-    float* g = a->dqkv;
     const AttentionProblem p = local_problem(B, T, NH, HS);
     cudaStream_t s = cuda_backend_stream();
     attention_row_dot_cuda(&p, out, C, dout, C, a->d, s);
-    CUDA_CHECK(cudaMemsetAsync(g, 0, n * sizeof(float), s));  // the kernels accumulate
-    attention_partial_backward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse,
-                                    a->d, g, 3 * C, g + C, 3 * C, g + 2 * C, 3 * C, s);
-    cuda_backend_float_to_floatx(dqkv, g, n);
+    attention_backward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse, a->d, dqkv, 3 * C,
+                            dqkv + C, 3 * C, dqkv + 2 * C, 3 * C, s);
 }
 
 static void local_destroy(AttentionLayer* self) {
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream()));
-    CUDA_CHECK(cudaFree(a->o));
     CUDA_CHECK(cudaFree(a->d));
-    CUDA_CHECK(cudaFree(a->dqkv));
     free(a);
 }
 
@@ -107,10 +93,7 @@ AttentionLayer* attention_local_create(int B, int T, int NH, int HS) {
     a->max_T = T;
     a->max_NH = NH;
     a->max_HS = HS;
-    const size_t rows = (size_t)B * T, C = (size_t)NH * HS;
-    a->o = device_floats(rows * C, "the attention output (fp32)");
     a->d = device_floats((size_t)B * NH * T, "the attention backward delta");
-    a->dqkv = device_floats(rows * 3 * C, "the attention qkv gradient (fp32)");
     return &a->base;
 }
 

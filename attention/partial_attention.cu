@@ -2,31 +2,26 @@
 // The device twin of attention/partial_attention.c (same problem, same semantics; see
 // partial_attention_cuda.cuh for the interface and attention/cuda_perf_attention.md for costs).
 //
-// Tiling. A block has 4 warps (128 threads) and works on 64 rows of one (sequence, head); each
-// warp owns 16 of those rows. The other side streams through shared memory in tiles of 64. Every
-// product is a per-warp GEMM on shared-memory tiles through two helpers:
-//   warp_gemm_nt: C (16 x 64, fp32, in the warp's scratch) = A (16 x HS) B^T (B: 64 x HS),
-//   WarpAcc::mma: acc (16 x HS, fp32, in registers)        += A (16 x 64) B (64 x HS).
-// In the bf16 build (default) both run on tensor cores through WMMA m16n16k16 (bf16 inputs, fp32
-// accumulate). In the fp32 build (-DGPT_CUDA_FP32) WMMA has no fp32 inputs, so both are plain FMA
-// loops in which lane l computes rows 8*(l/16) .. +8 and columns l%16 + 16c. Everything else (the
-// mask, the online softmax, the fp32 statistics, the loads and stores) is shared by both builds.
-//
-// Elementwise work on a warp's 16 x 64 scores is done by lane pairs: lane l handles row l/2 and
-// the columns 2t + l%2. The softmax state (running max m and sum l, in log2 units) lives in the
-// registers of both lanes of a pair. A WMMA accumulator's element-to-row mapping is opaque, so
-// rescaling the output rows uses a "row map": an accumulator fragment loaded from a 16 x 16 tile
-// whose element (r, c) is r, which tells each lane the row of each of its elements on any GPU.
+// Two sets of forward/backward kernels, one per storage precision:
+// - bf16 (the default build): FlashAttention-2-class kernels on mma.sync m16n8k16 with S and P
+//   in registers, ldmatrix from conflict-free shared memory and cp.async double buffering
+//   (attention/flash_attention.cuh, included below), the 5-GEMM backward with a deterministic dQ.
+// - fp32 (-DGPT_CUDA_FP32, the precision reference build): tensor cores take no fp32 inputs, so
+//   simple tiled FMA kernels here. A block has 4 warps and 64 rows of one (sequence, head); the
+//   other side streams through shared memory in tiles of 64; per-warp GEMMs on shared-memory tiles
+//   (warp_gemm_nt: scores into the warp's scratch; WarpAcc::mma: the output in registers), with
+//   lane l computing rows 8*(l/16) .. +8 and columns l%16 + 16c. Elementwise work on a warp's
+//   16 x 64 scores is done by lane pairs (row l/2, columns 2t + l%2). The backward is two passes
+//   (dK/dV per key tile, dQ per query tile), each recomputing S and dP.
+// The row-dot, the merge, the argument checks and the launchers are shared.
 //
 // Mask. Key j is visible to query i iff kpos(j) <= qpos(i); positions grow with the index, so a
 // query sees a prefix of the keys (visible_keys) and a key is seen by a suffix of the queries
-// (first_query). The forward and the dQ pass stop at the keys the tile's last query sees and skip,
-// per warp, the 16-key blocks none of its rows sees; the dK/dV pass starts at the first query tile
-// that sees the tile's first key and skips, per warp, the 16-query blocks none of its keys sees.
+// (first_query). Forward passes stop at the keys the tile's last query sees and skip, per warp,
+// the 16-key blocks none of its rows sees; backward passes start at the first query tile that
+// sees the key tile's first key, and warps whose keys see none of a query tile skip it.
 //
-// Backward without atomics: one kernel per key tile accumulates dK, dV over query tiles, one per
-// query tile accumulates dQ over key tiles (S and dP are recomputed in both), each adds its fp32
-// result into the caller's buffers once: deterministic, and no block writes another's rows.
+// Every kernel is deterministic (no atomics): each output element has one writer per launch.
 #include "attention/partial_attention_cuda.cuh"
 
 #include <math.h>
@@ -34,59 +29,33 @@
 
 namespace {
 
-// constexpr ints rather than an enum: the host runtime's min/max take arithmetic types only.
-constexpr int BQ = 64, BK = 64, NWARPS = 4, NTHREADS = 32 * NWARPS, WROWS = 16;
-static_assert(BQ == BK && BQ == NWARPS * WROWS, "a block's rows are its warps' rows; tiles are square");
-
 // `#pragma unroll` for nvcc; g++ (the host runtime) would warn about an unknown pragma.
 #if defined(__CUDACC__)
 #define ATTN_UNROLL _Pragma("unroll")
+#define ATTN_NO_UNROLL _Pragma("unroll 1")
 #else
 #define ATTN_UNROLL
+#define ATTN_NO_UNROLL
 #endif
 
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
-
-#ifdef GPT_CUDA_FP32
-// FMA path: lanes read a tile column-wise (row r0 + 16 lanes' rows); an odd row stride puts the
-// 16 rows in 16 different banks.
-constexpr int TILE_PAD = 1;
-#else
-// WMMA path: ldm must be a multiple of 16 bytes; +8 bf16 (16 bytes) also shifts consecutive rows
-// by 4 banks, so the 8 rows that one ldmatrix phase reads hit 32 different banks.
-constexpr int TILE_PAD = 8;
-#endif
-
-constexpr size_t align128(size_t x) { return (x + 127) & ~(size_t)127; }
-
-// Shared-memory layout for a head size.
-template <int HS> struct Layout {
-    static_assert(HS % 16 == 0 && HS >= 16 && HS <= 128, "HS must be a multiple of 16 in [16, 128]");
-    static constexpr int TLD = HS + TILE_PAD;                 // row stride of a floatX tile (64 x HS)
-    static constexpr int SLD = (HS > BK ? HS : BK) + 4;       // row stride of a warp's fp32 scratch
-    // The same scratch viewed as floatX (P or dS written over the scores they came from).
-    static constexpr int PLD = SLD * (int)(sizeof(float) / sizeof(floatX));
-    static constexpr size_t TILE = align128(sizeof(floatX) * BQ * TLD);
-    static constexpr size_t SCRATCH = align128(sizeof(float) * WROWS * SLD);   // per warp
-    static constexpr size_t VEC = align128(sizeof(float) * BQ);                // 64 floats or ints
-    // Forward: Q, K, V tiles; a scratch per warp; per-warp row values (4 x 16); visible keys.
-    static constexpr size_t FWD = 3 * TILE + NWARPS * SCRATCH + 2 * VEC;
-    // Backward passes: four tiles; two scratches per warp; lse, d and visibility per row.
-    static constexpr size_t BWD = 4 * TILE + 2 * NWARPS * SCRATCH + 3 * VEC;
-};
 
 struct AttnArgs {
     int Tq, Tk;
     long long qoff, qstride, koff, kstride;
     const floatX *q, *k, *v, *dout;
     int ldq, ldk, ldv, lddo;
+    int B;
     float* o;
+    floatX* ox;             // forward output in floatX instead of o (bf16 kernels), or NULL
     int ldo;
     float* lse;             // forward output
     const float *lse_in, *d;  // backward inputs (final lse and rowsum(dout * o))
     float *dq, *dk, *dv;
     int lddq, lddk, lddv;
+    float* dq_part;         // bf16 backward: per-split fp32 dQ slices, or NULL (one split)
+    floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
     int vec;           // every floatX input pointer and row stride allows 16-byte loads
@@ -109,6 +78,33 @@ __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
 }
 
 __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
+
+#ifdef GPT_CUDA_FP32
+// ==== fp32 build: tiled FMA kernels (mma.sync takes no fp32 inputs) ===============================
+// Lanes read a tile column-wise (row r0 + 16 lanes' rows); an odd row stride puts the 16 rows in
+// 16 different banks.
+constexpr int TILE_PAD = 1;
+// constexpr ints rather than an enum: the host runtime's min/max take arithmetic types only.
+constexpr int BQ = 64, BK = 64, NWARPS = 4, NTHREADS = 32 * NWARPS, WROWS = 16;
+static_assert(BQ == BK && BQ == NWARPS * WROWS, "a block's rows are its warps' rows; tiles are square");
+
+constexpr size_t align128(size_t x) { return (x + 127) & ~(size_t)127; }
+
+// Shared-memory layout for a head size.
+template <int HS> struct Layout {
+    static_assert(HS % 16 == 0 && HS >= 16 && HS <= 128, "HS must be a multiple of 16 in [16, 128]");
+    static constexpr int TLD = HS + TILE_PAD;                 // row stride of a floatX tile (64 x HS)
+    static constexpr int SLD = (HS > BK ? HS : BK) + 4;       // row stride of a warp's fp32 scratch
+    // The same scratch viewed as floatX (P or dS written over the scores they came from).
+    static constexpr int PLD = SLD * (int)(sizeof(float) / sizeof(floatX));
+    static constexpr size_t TILE = align128(sizeof(floatX) * BQ * TLD);
+    static constexpr size_t SCRATCH = align128(sizeof(float) * WROWS * SLD);   // per warp
+    static constexpr size_t VEC = align128(sizeof(float) * BQ);                // 64 floats or ints
+    // Forward: Q, K, V tiles; a scratch per warp; per-warp row values (4 x 16); visible keys.
+    static constexpr size_t FWD = 3 * TILE + NWARPS * SCRATCH + 2 * VEC;
+    // Backward passes: four tiles; two scratches per warp; lse, d and visibility per row.
+    static constexpr size_t BWD = 4 * TILE + 2 * NWARPS * SCRATCH + 3 * VEC;
+};
 
 // The block copies a 64 x HS tile (rows of stride lds in global memory) into shared memory with
 // row stride TLD; rows >= nrows become zeros (never garbage: 0 * NaN would poison the products).
@@ -139,98 +135,6 @@ __device__ void load_tile(floatX* dst, const floatX* src, int lds, int nrows, in
     }
 }
 
-#ifndef GPT_CUDA_FP32
-// ---- bf16: tensor cores through WMMA -----------------------------------------------------------
-using namespace nvcuda;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragBRow;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBCol;
-
-// Row (0..15) of each accumulator element that this lane holds. tmp: 16 x 16 fp32 of scratch.
-struct RowMap {
-    FragC rows;
-    __device__ void init(float* tmp) {
-        for (int e = threadIdx.x & 31; e < 256; e += 32) tmp[e] = (float)(e / 16);
-        __syncwarp();
-        wmma::load_matrix_sync(rows, tmp, 16, wmma::mem_row_major);
-        __syncwarp();
-    }
-};
-
-// C[:, 16cb .. 16cb+16) = A B^T for the column blocks cb in [cb0, cb1); A: 16 x HS, B: 64 x HS.
-// G column blocks are accumulated at a time (A is read 4/G times): fewer live registers for
-// kernels that already hold two HS-wide accumulators.
-template <int HS, int G = BK / 16>
-__device__ void warp_gemm_nt(float* C, int ldc, const floatX* A, int lda, const floatX* B, int ldb,
-                             int cb0, int cb1) {
-    static_assert((BK / 16) % G == 0, "column blocks come in groups of G");
-    for (int g0 = (cb0 / G) * G; g0 < cb1; g0 += G) {
-        FragC acc[G];
-ATTN_UNROLL
-        for (int g = 0; g < G; g++) wmma::fill_fragment(acc[g], 0.0f);
-ATTN_UNROLL
-        for (int kk = 0; kk < HS / 16; kk++) {
-            FragA a;
-            wmma::load_matrix_sync(a, A + kk * 16, lda);
-ATTN_UNROLL
-            for (int g = 0; g < G; g++) {
-                const int cb = g0 + g;
-                if (cb < cb0 || cb >= cb1) continue;   // warp-uniform
-                FragBCol b;                            // B^T: element (k, n) = B[n][k]
-                wmma::load_matrix_sync(b, B + cb * 16 * ldb + kk * 16, ldb);
-                wmma::mma_sync(acc[g], a, b, acc[g]);
-            }
-        }
-ATTN_UNROLL
-        for (int g = 0; g < G; g++) {
-            const int cb = g0 + g;
-            if (cb >= cb0 && cb < cb1) wmma::store_matrix_sync(C + cb * 16, acc[g], ldc, wmma::mem_row_major);
-        }
-    }
-    __syncwarp();
-}
-
-// A warp's 16 x HS fp32 accumulator in registers.
-template <int HS> struct WarpAcc {
-    FragC f[HS / 16];
-    __device__ void zero() {
-ATTN_UNROLL
-        for (int n = 0; n < HS / 16; n++) wmma::fill_fragment(f[n], 0.0f);
-    }
-    __device__ void scale(float s) {
-ATTN_UNROLL
-        for (int n = 0; n < HS / 16; n++)
-            for (int e = 0; e < f[n].num_elements; e++) f[n].x[e] *= s;
-    }
-    // Row r of the tile *= s[r] (s: 16 floats in shared memory).
-    __device__ void scale_rows(const float* s, const RowMap& map) {
-ATTN_UNROLL
-        for (int n = 0; n < HS / 16; n++)
-            for (int e = 0; e < f[n].num_elements; e++) f[n].x[e] *= s[(int)map.rows.x[e]];
-    }
-    // acc += A[:, 16kb ..) B[16kb .., :] over k blocks kb in [kb0, kb1); A: 16 x 64, B: 64 x HS.
-    __device__ void mma(const floatX* A, int lda, const floatX* B, int ldb, int kb0, int kb1) {
-        for (int kb = kb0; kb < kb1; kb++) {
-            FragA a;
-            wmma::load_matrix_sync(a, A + kb * 16, lda);
-ATTN_UNROLL
-            for (int n = 0; n < HS / 16; n++) {
-                FragBRow b;
-                wmma::load_matrix_sync(b, B + kb * 16 * ldb + n * 16, ldb);
-                wmma::mma_sync(f[n], a, b, f[n]);
-            }
-        }
-    }
-    __device__ void store(float* C, int ldc) {
-        __syncwarp();   // every lane is done reading what C may alias
-ATTN_UNROLL
-        for (int n = 0; n < HS / 16; n++) wmma::store_matrix_sync(C + n * 16, f[n], ldc, wmma::mem_row_major);
-        __syncwarp();
-    }
-};
-
-#else
 // ---- fp32: FMA loops (lane l: rows r0 = 8*(l/16) .. r0+8, columns l%16 + 16c) ---------------
 struct RowMap {
     __device__ void init(float*) {}
@@ -303,7 +207,7 @@ ATTN_UNROLL
         __syncwarp();
     }
 };
-#endif
+
 
 // ---- forward ------------------------------------------------------------------------------------
 // Grid (query tiles, NH, B), latest query tiles (the most keys) first. o, lse: see the header.
@@ -600,6 +504,20 @@ ATTN_UNROLL
     }
 }
 
+// Columns [0, width) of rows rows of stride ld set to 0 (the gradients of a call that writes them).
+__global__ void zero_heads_kernel(float* x, int ld, long long rows, int width) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < rows * width) x[(idx / width) * ld + idx % width] = 0.0f;
+}
+void zero_heads(float* x, int ld, long long rows, int width, cudaStream_t stream) {
+    const long long n = rows * width;
+    if (n > 0) LAUNCH(zero_heads_kernel, (unsigned)((n + 255) / 256), 256, 0, stream, x, ld, rows, width);
+}
+#else
+// ==== bf16 build: FlashAttention-2-class kernels on mma.sync ======================================
+#include "attention/flash_attention.cuh"
+#endif
+
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
 constexpr int ROW_WARPS = 8;
 
@@ -666,6 +584,7 @@ bool aligned16(const void* ptr, int ld) {
 
 AttnArgs make_args(const AttentionProblem* p) {
     AttnArgs a = {};
+    a.B = p->B;
     a.Tq = p->Tq;
     a.Tk = p->Tk;
     a.qoff = p->qpos.off;
@@ -677,6 +596,7 @@ AttnArgs make_args(const AttentionProblem* p) {
     return a;
 }
 
+#ifdef GPT_CUDA_FP32
 template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const size_t smem = Layout<HS>::FWD;
     CUDA_RAISE_DYNAMIC_SMEM(attention_forward_kernel<HS>, smem, "head size", HS);
@@ -700,6 +620,51 @@ template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStr
 
 template <int HS> size_t smem_forward() { return Layout<HS>::FWD; }
 template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
+#else
+template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    const size_t smem = FaFwd<HS>::SMEM;
+    CUDA_RAISE_DYNAMIC_SMEM(flash_forward_kernel<HS>, smem, "head size", HS);
+    const dim3 grid((unsigned)((a.Tq + FA_FWD_BQ - 1) / FA_FWD_BQ), (unsigned)NH, (unsigned)B);
+    LAUNCH(flash_forward_kernel<HS>, grid, FA_FWD_WARPS * 32, smem, stream, a);
+}
+
+// Splits of the key tiles in the backward: enough blocks for two per SM, at most one per key
+// tile. The SM count is read once per device.
+int backward_splits(int B, int NH, int nkt) {
+    static int sms[64];
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    int* n = &sms[dev >= 0 && dev < 64 ? dev : 0];
+    if (*n == 0) CUDA_CHECK(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev));
+    const long long blocks = (long long)B * NH;
+    long long s = (2LL * *n + blocks - 1) / blocks;
+    if (s > nkt) s = nkt;
+    return s < 1 ? 1 : (int)s;
+}
+
+template <int HS> void launch_backward(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
+    const size_t smem = FaBwd<HS>::SMEM;
+    CUDA_RAISE_DYNAMIC_SMEM(flash_backward_kernel<HS>, smem, "head size", HS);
+    AttnArgs a = args;
+    const int nkt = (a.Tk + FA_BWD_BK - 1) / FA_BWD_BK;
+    const int nsplit = backward_splits(B, NH, nkt);
+    // Split s > 0 cannot add into the caller's dq alongside split 0 without atomics: each split
+    // gets its own fp32 slice (stream-ordered allocation: no host synchronisation), summed after.
+    // floatX gradients go through fp32 slices too (dQ is summed over key tiles in fp32).
+    const size_t slice = (size_t)B * a.Tq * NH * HS;
+    const bool slices = (nsplit > 1 || a.dqx) && slice > 0;
+    if (slices) CUDA_CHECK(cudaMallocAsync((void**)&a.dq_part, nsplit * slice * sizeof(float), stream));
+    const dim3 grid((unsigned)nsplit, (unsigned)NH, (unsigned)B);
+    LAUNCH(flash_backward_kernel<HS>, grid, FA_BWD_WARPS * 32, smem, stream, a);
+    if (slices) {
+        LAUNCH(flash_dq_reduce_kernel<HS>, (unsigned)((slice + 255) / 256), 256, 0, stream, a, nsplit, NH);
+        CUDA_CHECK(cudaFreeAsync(a.dq_part, stream));
+    }
+}
+
+template <int HS> size_t smem_forward() { return FaFwd<HS>::SMEM; }
+template <int HS> size_t smem_backward() { return FaBwd<HS>::SMEM; }
+#endif
 
 // Calls F<HS>(args...) for the supported head sizes.
 #define ATTENTION_HS_SWITCH(HSV, F, ...)            \
@@ -716,13 +681,9 @@ template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 
 }  // namespace
 
-void attention_partial_forward_cuda(const AttentionProblem* p,
-                                    const floatX* q, int ldq, const floatX* k, int ldk,
-                                    const floatX* v, int ldv, float* o, int ldo, float* lse,
-                                    cudaStream_t stream) {
-    check_problem(p, __func__);
-    check_head_size(p->HS, __func__);
-    if (p->Tq == 0) return;
+// The arguments of a forward call (outputs set by the caller).
+static AttnArgs forward_args(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                             const floatX* v, int ldv, int ldo, float* lse) {
     AttnArgs a = make_args(p);
     a.q = q;
     a.k = k;
@@ -730,10 +691,35 @@ void attention_partial_forward_cuda(const AttentionProblem* p,
     a.ldq = ldq;
     a.ldk = ldk;
     a.ldv = ldv;
-    a.o = o;
     a.ldo = ldo;
     a.lse = lse;
     a.vec = aligned16(q, ldq) && aligned16(k, ldk) && aligned16(v, ldv);
+    return a;
+}
+
+void attention_partial_forward_cuda(const AttentionProblem* p,
+                                    const floatX* q, int ldq, const floatX* k, int ldk,
+                                    const floatX* v, int ldv, float* o, int ldo, float* lse,
+                                    cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+    if (p->Tq == 0) return;
+    AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
+    a.o = o;
+    ATTENTION_HS_SWITCH(p->HS, launch_forward, a, p->B, p->NH, stream);
+}
+
+void attention_forward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                            const floatX* v, int ldv, floatX* o, int ldo, float* lse, cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+    if (p->Tq == 0) return;
+    AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
+#ifdef GPT_CUDA_FP32
+    a.o = o;   // floatX is float
+#else
+    a.ox = o;
+#endif
     ATTENTION_HS_SWITCH(p->HS, launch_forward, a, p->B, p->NH, stream);
 }
 
@@ -746,15 +732,10 @@ void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
            stream, p->B, p->NH, p->HS, p->Tq, o, ldo, dout, lddo, d);
 }
 
-void attention_partial_backward_cuda(const AttentionProblem* p,
-                                     const floatX* q, int ldq, const floatX* k, int ldk,
-                                     const floatX* v, int ldv, const floatX* dout, int lddo,
-                                     const float* lse, const float* d,
-                                     float* dq, int lddq, float* dk, int lddk, float* dv, int lddv,
-                                     cudaStream_t stream) {
-    check_problem(p, __func__);
-    check_head_size(p->HS, __func__);
-    if (p->Tq == 0 || p->Tk == 0) return;   // nothing is visible: every gradient += 0
+// The arguments of a backward call (gradients set by the caller).
+static AttnArgs backward_args(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                              const floatX* v, int ldv, const floatX* dout, int lddo, const float* lse,
+                              const float* d, int lddq, int lddk, int lddv) {
     AttnArgs a = make_args(p);
     a.q = q;
     a.k = k;
@@ -766,14 +747,50 @@ void attention_partial_backward_cuda(const AttentionProblem* p,
     a.lddo = lddo;
     a.lse_in = lse;
     a.d = d;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
     a.lddq = lddq;
     a.lddk = lddk;
     a.lddv = lddv;
     a.vec = aligned16(q, ldq) && aligned16(k, ldk) && aligned16(v, ldv) && aligned16(dout, lddo);
+    return a;
+}
+
+void attention_partial_backward_cuda(const AttentionProblem* p,
+                                     const floatX* q, int ldq, const floatX* k, int ldk,
+                                     const floatX* v, int ldv, const floatX* dout, int lddo,
+                                     const float* lse, const float* d,
+                                     float* dq, int lddq, float* dk, int lddk, float* dv, int lddv,
+                                     cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+    if (p->Tq == 0 || p->Tk == 0) return;   // nothing is visible: every gradient += 0
+    AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, lddk, lddv);
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
     ATTENTION_HS_SWITCH(p->HS, launch_backward, a, p->B, p->NH, stream);
+}
+
+void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                             const floatX* v, int ldv, const floatX* dout, int lddo, const float* lse,
+                             const float* d, floatX* dq, int lddq, floatX* dk, int lddk, floatX* dv, int lddv,
+                             cudaStream_t stream) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+#ifdef GPT_CUDA_FP32
+    // floatX is float: zero, then the accumulating kernels.
+    zero_heads(dq, lddq, (long long)p->B * p->Tq, p->NH * p->HS, stream);
+    zero_heads(dk, lddk, (long long)p->B * p->Tk, p->NH * p->HS, stream);
+    zero_heads(dv, lddv, (long long)p->B * p->Tk, p->NH * p->HS, stream);
+    attention_partial_backward_cuda(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, dq, lddq, dk, lddk, dv, lddv,
+                                    stream);
+#else
+    if (p->Tq == 0 && p->Tk == 0) return;
+    AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, lddk, lddv);
+    a.dqx = dq;
+    a.dkx = dk;
+    a.dvx = dv;
+    ATTENTION_HS_SWITCH(p->HS, launch_backward, a, p->B, p->NH, stream);
+#endif
 }
 
 void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,

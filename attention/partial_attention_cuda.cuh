@@ -13,7 +13,7 @@
 // of a fused (B, T, 3C) QKV activation. lse and d are (B, NH, Tq).
 //
 // HS must be a multiple of 16 in [16, 128] (16, 32, 48, 64, 80, 96, 128): the bf16 path runs on
-// WMMA m16n16k16 tensor-core tiles, so HS = 80 (gpt3-2.7b) is five k-steps of 16. Other HS fail
+// mma.sync m16n8k16 tensor-core tiles (k-steps of 16), so HS = 80 (gpt3-2.7b) is five k-steps of 16. Other HS fail
 // loudly. Row strides and pointers need no alignment; 16-byte aligned ones (every ld and pointer
 // a multiple of 8 bf16 / 4 fp32) take the vectorised load path.
 //
@@ -31,20 +31,35 @@ void attention_partial_forward_cuda(const AttentionProblem* p,
                                     const floatX* v, int ldv, float* o, int ldo, float* lse,
                                     cudaStream_t stream);
 
+// The same attention as the whole of its queries' attention (no merge follows): o written in
+// floatX (rows of stride ldo), lse as above. Single-device attention uses it: no fp32 output and
+// no conversion pass.
+void attention_forward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                            const floatX* v, int ldv, floatX* o, int ldo, float* lse, cudaStream_t stream);
+
 // d: (B, NH, Tq) = rowsum(dout * o) per head (the backward's preprocessing), o and dout floatX.
 void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
                             const floatX* dout, int lddo, float* d, cudaStream_t stream);
 
 // Backward given the final (merged) lse and d of each query: recomputes P = exp(scale QK^T - lse)
-// on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. Two kernels, no atomics,
-// bit-for-bit deterministic: one block per key tile accumulates dK, dV over the query tiles that
-// see it; one block per query tile accumulates dQ over the key tiles it sees.
+// on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. No atomics, bit-for-bit
+// deterministic. bf16 build: one kernel (S, dP recomputed once: 5 GEMMs) over splits of the key
+// tiles; with more than one split, each split's dQ goes to its own fp32 slice (a stream-ordered
+// cudaMallocAsync, nsplit x B x Tq x NH x HS floats) and a second kernel adds the slices in order.
+// fp32 build: two kernels (dK/dV per key tile, dQ per query tile).
 void attention_partial_backward_cuda(const AttentionProblem* p,
                                      const floatX* q, int ldq, const floatX* k, int ldk,
                                      const floatX* v, int ldv, const floatX* dout, int lddo,
                                      const float* lse, const float* d,
                                      float* dq, int lddq, float* dk, int lddk, float* dv, int lddv,
                                      cudaStream_t stream);
+
+// The backward of a call that is the only contribution to its gradients (single device): dq, dk,
+// dv WRITTEN (not accumulated) in floatX; dq is still summed over key tiles in fp32 on the way.
+void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                             const floatX* v, int ldv, const floatX* dout, int lddo, const float* lse,
+                             const float* d, floatX* dq, int lddq, floatX* dk, int lddk, floatX* dv, int lddv,
+                             cudaStream_t stream);
 
 // Merges partial b into partial a in place, per query row and head (all fp32):
 //   lse = logaddexp(lse_a, lse_b); o_a = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b.

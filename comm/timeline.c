@@ -460,6 +460,11 @@ TimelineStep timeline_step_end(Timeline* tl) {
     return r;
 }
 
+double timeline_mark_seconds(const Timeline* tl, int slot) {
+    if (!tl || tl->in_step || tl->steps == 0 || slot < 0 || slot >= tl->nmarks) return -1;
+    return tl->seconds[slot];
+}
+
 TimelineStep timeline_totals(const Timeline* tl) {
     TimelineStep r = {0};
     if (!tl) return r;

@@ -148,6 +148,10 @@ typedef struct {
 TimelineStep timeline_step_end(Timeline* tl);
 // Sums over the steps ended so far, for the end-of-run summary. Zeros when tl is NULL.
 TimelineStep timeline_totals(const Timeline* tl);
+// Seconds of mark `slot` of the step timeline_step_end ended last, from that step's origin (e.g.
+// the boundaries of a step's phases, marked by the caller on the compute track); -1 when tl is
+// NULL, slot is -1 (a dropped mark) or no mark of that step, or the step has not ended.
+double timeline_mark_seconds(const Timeline* tl, int slot);
 
 // Writes this rank's part, trace_path.rank<N> (one event per line, atomically). Returns 0, or -1
 // with a one-line message in err. A no-op returning 0 when tl is NULL.

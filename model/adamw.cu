@@ -22,7 +22,8 @@
 enum { ADAMW_THREADS = 256, ADAMW_GROUP = X128_ELEMS, SR_SPAN = 8 };
 
 typedef struct {
-    float lr, b1, b2, eps, decay_lr, c1, c2, scale;
+    float lr, b1, b2, eps, decay_lr, c1, c2;
+    const double* scale;   // device memory; NULL: 1
     unsigned long long seed, offset;
 } AdamWArgs;
 
@@ -85,9 +86,10 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     }
 
     int tensor = 0;
+    const float scale = a.scale ? (float)*a.scale : 1.0f;   // the clip factor, from the device
     for (int k = 0; k < n; k++) {
         const float decay = decayed_at(table, i0 + k, &tensor) ? a.decay_lr : 0.0f;
-        const float gk = gr[k] * a.scale;
+        const float gk = gr[k] * scale;
         m[k] = a.b1 * m[k] + (1.0f - a.b1) * gk;
         v[k] = a.b2 * v[k] + (1.0f - a.b2) * gk * gk;
         const float mhat = m[k] / a.c1, vhat = v[k] / a.c2;
@@ -158,7 +160,7 @@ static int aligned16(const void* p) { return (uintptr_t)p % 16 == 0; }
 void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float* m, float* v,
                        size_t begin, size_t end, const AdamWTensorTable* table, int t, double lr,
                        double beta1, double beta2, double eps, double weight_decay,
-                       double grad_scale, unsigned long long seed, cudaStream_t stream) {
+                       const double* grad_scale, unsigned long long seed, cudaStream_t stream) {
     CHECK(begin <= end && t >= 1, "caller bug", "adamw_update_cuda: range [%zu, %zu), step %d", begin,
           end, t);
     if (begin == end) return;
@@ -170,7 +172,7 @@ void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float
     a.decay_lr = (float)(lr * weight_decay);
     a.c1 = (float)(1 - pow(beta1, t));
     a.c2 = (float)(1 - pow(beta2, t));
-    a.scale = (float)grad_scale;
+    a.scale = grad_scale;
     a.seed = seed;
     a.offset = 4ull * (unsigned long long)t;  // a fresh Philox block per step
     const int vec = begin % ADAMW_GROUP == 0 && aligned16(params) && aligned16(grads) && aligned16(m) &&

@@ -30,9 +30,18 @@ typedef struct {
     size_t memory_used, memory_total;
 } BackendDevice;
 void gpt_backend_device(BackendDevice* d);
-// Waits until the work the backend has queued is done (CUDA: its stream); nothing on the CPU. The
-// trainer calls it between the phases of a step it times.
+// Waits until the work the backend has queued is done (CUDA: its stream); nothing on the CPU. Not
+// for use inside a training step, which never waits for the device (the step's one read is
+// gpt_scalars_fetch / gpt_scalars_wait below).
 void gpt_backend_sync(void);
+// What the process has asked of the device so far: kernel launches (cuBLAS GEMMs included),
+// copies from device to host memory, and host synchronisations (calls that block the host until
+// device work is done). Only the CUDA backend on the host runtime (tests/cuda_host) counts them:
+// it returns 1 and fills *out there; 0 on the CPU backend and on a GPU build (no counters).
+typedef struct {
+    long long launches, d2h, syncs;
+} BackendCounters;
+int gpt_backend_counters(BackendCounters* out);
 // Picks this process's GPU before any other backend call: device local_rank of the node's
 // (local_size ranks). With share = 1 (a transport that lets ranks share a GPU, mpi-staged) ranks
 // beyond the device count wrap around (local_rank mod count). Returns 0, or -1 with a one-line
@@ -71,8 +80,19 @@ void gpt_params_to_host(const GPT* m, float* host);
 void gpt_params_restore_rounding(GPT* m, int step);
 // The first V logits of row n (= b * T + t) of the last forward.
 void gpt_logits_row_to_host(const GPT* m, int n, float* host);
-// Sum of squares of gradient elements [begin, begin + count), in double.
-double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count);
+// Sum of squares of gradient elements [begin, begin + count), in double, written to *out in
+// backend memory (m->scalars + GPT_GRAD_SUMSQ): the host does not wait. Deterministic (a fixed
+// order of summation).
+void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out);
+// m->scalars[GPT_CLIP_SCALE] = clip_factor(sqrt(m->scalars[GPT_GRAD_SUMSQ]), max_norm)
+// (model/optimizer.h), computed on the backend in double: what optimizer_step's grad_scale reads.
+void gpt_clip_scale(GPT* m, double max_norm);
+// The end of a training step: copies m->scalars to the host behind the work issued so far,
+// without waiting (CUDA: into pinned memory, then an event); gpt_scalars_wait waits for that
+// copy (the step's one host synchronisation) and returns the GPT_NUM_SCALARS values. One fetch at
+// a time per process: every fetch is waited for before the next.
+void gpt_scalars_fetch(const GPT* m);
+void gpt_scalars_wait(double out[GPT_NUM_SCALARS]);
 
 // AdamW state for parameter elements [begin, begin + count) of a model (ZeRO-1 shards it).
 // Allocates everything the optimizer will use, the CUDA bf16 build's fp32 master weights included,
@@ -80,9 +100,11 @@ double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count);
 typedef struct Optimizer Optimizer;
 Optimizer* optimizer_create(GPT* m, size_t begin, size_t count);
 void optimizer_free(Optimizer* o);
-// One AdamW step (t = 1, 2, ...) on the optimizer's range; gradients scaled by grad_scale.
+// One AdamW step (t = 1, 2, ...) on the optimizer's range; gradients scaled by *grad_scale, one
+// double in BACKEND memory (m->scalars + GPT_CLIP_SCALE), read by the update itself: the host
+// never learns the clip factor.
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
-                    double grad_scale);
+                    const double* grad_scale);
 // The fp32 moments of the range, for checkpoints.
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v);
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v);

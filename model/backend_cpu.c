@@ -2,6 +2,7 @@
 // parameters are their own master weights.
 #include "model/backend.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,11 @@ void gpt_backend_device(BackendDevice* d) {
 
 void gpt_backend_sync(void) {}
 
+int gpt_backend_counters(BackendCounters* out) {
+    memset(out, 0, sizeof *out);
+    return 0;   // no device to count calls to
+}
+
 int gpt_backend_clock(BackendClock* out) {
     (void)out;
     return 0;   // host memory, host clock: the trainer's own
@@ -61,9 +67,21 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
     to_float(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
 }
 
-double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count) {
-    return grad_sum_squares(m->grads_memory + begin, count);
+void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
+    *out = grad_sum_squares(m->grads_memory + begin, count);
 }
+
+void gpt_clip_scale(GPT* m, double max_norm) {
+    m->scalars[GPT_CLIP_SCALE] = clip_factor(sqrt(m->scalars[GPT_GRAD_SUMSQ]), max_norm);
+}
+
+// The host is the device here: the fetched values are ready at once. Module-owned, one fetch at
+// a time, as on CUDA.
+static double fetched[GPT_NUM_SCALARS];
+
+void gpt_scalars_fetch(const GPT* m) { memcpy(fetched, m->scalars, sizeof fetched); }
+
+void gpt_scalars_wait(double out[GPT_NUM_SCALARS]) { memcpy(out, fetched, sizeof fetched); }
 
 Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
     Optimizer* o = xcalloc(1, sizeof *o, "optimizer");
@@ -82,11 +100,11 @@ void optimizer_free(Optimizer* o) {
 }
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
-                    double grad_scale) {
+                    const double* grad_scale) {
     // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
     const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
     adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m, o->v, o->begin, end, t, lr,
-                 cfg, grad_scale);
+                 cfg, *grad_scale);
 }
 
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {

@@ -5,8 +5,9 @@
 // copies of the parameters (model files, checkpoints) are the master weights. In the fp32 build
 // the parameters are their own master copy (master_params stays NULL).
 //
-// Everything runs on the backend's one stream (model/backend_kernels_cuda.cuh); functions that
-// return data to the host synchronise it.
+// Everything runs on the backend's one stream (model/backend_kernels_cuda.cuh). A training step's
+// loss, gradient norm and clip factor stay on the device (GPT.scalars) until gpt_scalars_wait;
+// the other functions that return data to the host synchronise the stream.
 #ifndef GPT_BACKEND_CUDA
 #define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in model/gpt.h
 #endif
@@ -66,6 +67,20 @@ void gpt_backend_device(BackendDevice* d) {
 }
 
 void gpt_backend_sync(void) { cuda_backend_sync(); }
+
+int gpt_backend_counters(BackendCounters* out) {
+    memset(out, 0, sizeof *out);
+#ifdef CUDA_HOST
+    CudaHostCounters c;
+    cuda_host_counters(&c);
+    out->launches = (long long)c.launches;
+    out->d2h = (long long)c.d2h;
+    out->syncs = (long long)c.syncs;
+    return 1;
+#else
+    return 0;   // the CUDA runtime counts nothing of the kind
+#endif
+}
 
 static const int master_weights = sizeof(floatX) < sizeof(float);
 
@@ -148,7 +163,7 @@ void gpt_params_restore_rounding(GPT* m, int step) {
     for (size_t b = 0; b < n; b += chunk) {
         const size_t e = b + chunk < n ? b + chunk : n;
         adamw_update_cuda(m->params_memory, m->master_params + b, m->grads_memory, zm, zv, b, e,
-                          &table, step, 0.0, 0.5, 0.5, 1.0, 0.0, 0.0, adamw_seed(step),
+                          &table, step, 0.0, 0.5, 0.5, 1.0, 0.0, NULL, adamw_seed(step),
                           cuda_backend_stream());
     }
     tensor_free(zm);
@@ -160,23 +175,43 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
     floatx_to_host(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
 }
 
-// --- Gradient norm -------------------------------------------------------------------------------
+// --- Gradient norm, clip factor and the step's read -----------------------------------------------
 
-double gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count) {
-    // Device result and the first pass's partials, allocated once per process.
-    static double* sumsq = NULL;
-    static double* partials = NULL;
-    cudaStream_t s = cuda_backend_stream();
-    if (!sumsq) {
-        CUDA_CHECK(cudaMalloc((void**)&sumsq, sizeof(double)));
-        CUDA_CHECK(cudaMalloc((void**)&partials, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
+void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
+    CudaBackendContext* c = cuda_backend_context();
+    if (!c->norm_partials)   // allocated at the first call (the first step), kept for the process
+        CUDA_CHECK(cudaMalloc((void**)&c->norm_partials, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
+    if (count == 0) {
+        CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), c->stream));
+        return;
     }
-    if (count == 0) return 0;
-    global_norm_squared_cuda(sumsq, m->grads_memory + begin, count, partials, 0, s);
-    double host = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&host, sumsq, sizeof(double), cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    return host;
+    global_norm_squared_cuda(out, m->grads_memory + begin, count, c->norm_partials, 0, c->stream);
+}
+
+void gpt_clip_scale(GPT* m, double max_norm) {
+    clip_scale_cuda(m->scalars + GPT_CLIP_SCALE, m->scalars + GPT_GRAD_SUMSQ, max_norm,
+                    cuda_backend_stream());
+}
+
+void gpt_scalars_fetch(const GPT* m) {
+    CudaBackendContext* c = cuda_backend_context();
+    CHECK(!c->scalars_pending, "caller bug", "gpt_scalars_fetch: the previous fetch was not waited for");
+    if (!c->host_scalars) {   // the first step's end: pinned, so that the copy is asynchronous
+        CUDA_CHECK(cudaMallocHost((void**)&c->host_scalars, GPT_NUM_SCALARS * sizeof(double)));
+        CUDA_CHECK(cudaEventCreateWithFlags(&c->scalars_copied, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaMemcpyAsync(c->host_scalars, m->scalars, GPT_NUM_SCALARS * sizeof(double),
+                               cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->scalars_copied, c->stream));
+    c->scalars_pending = 1;
+}
+
+void gpt_scalars_wait(double out[GPT_NUM_SCALARS]) {
+    CudaBackendContext* c = cuda_backend_context();
+    CHECK(c->scalars_pending, "caller bug", "gpt_scalars_wait without gpt_scalars_fetch");
+    CUDA_CHECK(cudaEventSynchronize(c->scalars_copied));
+    memcpy(out, c->host_scalars, GPT_NUM_SCALARS * sizeof(double));
+    c->scalars_pending = 0;
 }
 
 // --- AdamW ---------------------------------------------------------------------------------------
@@ -204,7 +239,7 @@ void optimizer_free(Optimizer* o) {
 }
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
-                    double grad_scale) {
+                    const double* grad_scale) {
     // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
     const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
     if (end <= o->begin) return;

@@ -4,9 +4,10 @@
 // module-owned context (stream, cuBLASLt context, scratch) is described in
 // model/backend_kernels_cuda.cuh.
 //
-// Nothing here synchronises the host except where a result must reach it: crossentropy_forward
-// (the loss sum), tokens_upload (only for the upload that last used its pinned staging slot) and
-// the reallocation of a scratch buffer that grows.
+// Nothing here synchronises the host except the reallocation of a scratch buffer that grows
+// (layers_reserve does it before training), scalars_to_host, and a tokens_upload whose staging
+// ring is full (more than TOKEN_STAGING_MAX_SLOTS uploads between two host synchronisations). The
+// loss sum stays on the device.
 #ifndef GPT_BACKEND_CUDA
 #define GPT_BACKEND_CUDA  // this file is the CUDA backend: real = floatX in model/layers.h
 #endif
@@ -45,12 +46,13 @@ cudaStream_t cuda_backend_stream(void) { return cuda_backend_context()->stream; 
 void cuda_backend_sync(void) { CUDA_CHECK(cudaStreamSynchronize(cuda_backend_stream())); }
 
 static void free_token_staging(CudaBackendContext* c) {
-    if (!c->token_staging_count) return;
-    for (int i = 0; i < TOKEN_STAGING_SLOTS; i++) {
+    for (int i = 0; i < c->token_slots; i++) {
         CUDA_CHECK(cudaEventSynchronize(c->token_staged[i]));
         CUDA_CHECK(cudaEventDestroy(c->token_staged[i]));
         CUDA_CHECK(cudaFreeHost(c->token_staging[i]));
     }
+    c->token_slots = 0;
+    c->token_slot = 0;
     c->token_staging_count = 0;
 }
 
@@ -60,8 +62,11 @@ void cuda_backend_shutdown(void) {
     matmul_context_destroy(&g_ctx.matmul);
     CUDA_CHECK(cudaFree(g_ctx.encoder_scratch));
     CUDA_CHECK(cudaFree(g_ctx.layernorm_scratch));
-    CUDA_CHECK(cudaFree(g_ctx.losses));
-    free(g_ctx.host_losses);
+    CUDA_CHECK(cudaFree(g_ctx.norm_partials));
+    if (g_ctx.host_scalars) {
+        CUDA_CHECK(cudaFreeHost(g_ctx.host_scalars));
+        CUDA_CHECK(cudaEventDestroy(g_ctx.scalars_copied));
+    }
     free_token_staging(&g_ctx);
     CUDA_CHECK(cudaStreamDestroy(g_ctx.stream));
     memset(&g_ctx, 0, sizeof g_ctx);
@@ -94,6 +99,14 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
         if (!use_bgradb) c->matmul.use_bgradb = 0;
     }
     return &c->matmul;
+}
+
+void layers_reserve(int B, int T, int C) {
+    CudaBackendContext* c = cuda_backend_context();
+    grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes, encoder_backward_scratch_bytes(B, T));
+    grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
+                layernorm_backward_scratch_bytes(B * T, C));
+    matmul_ctx(4 * C);   // the widest bias gradient: the MLP's first matmul
 }
 
 // --- fp32 -> floatX ------------------------------------------------------------------------------
@@ -132,18 +145,46 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
                             c->stream);
 }
 
-// The MLP's GELU stays a separate kernel (gpt.c keeps fch for backward and calls gelu_forward
-// itself); the fused GELU_AUX epilogue of matmul_forward_cuda is not used here.
+void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
+                                      real_stat* rstd, const real* a, const real* b,
+                                      const real* weight, const real* bias, int N, int C) {
+    fused_residual_layernorm_forward_cuda(residual_out, ln_out, mean, rstd, a, b, weight, bias, N, C,
+                                          cuda_backend_stream());
+}
+
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
                     int N, int IC, int OC) {
     matmul_forward_cuda(matmul_ctx(0), out, NULL, inp, weight, bias, N, IC, OC,
                         cuda_backend_stream());
 }
 
+// One GEMM with the GELU_AUX_BIAS epilogue: pre_gelu is the aux output.
+void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const real* weight,
+                         const real* bias, int N, int IC, int OC) {
+    matmul_forward_cuda(matmul_ctx(0), out_gelu, pre_gelu, inp, weight, bias, N, IC, OC,
+                        cuda_backend_stream());
+}
+
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                      const real* inp, const real* weight, int N, int IC, int OC) {
     MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
-    matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, N, IC, OC,
+    matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, NULL, N, IC, OC, 1,
+                         cuda_backend_stream());
+}
+
+void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
+                               const real* inp, const real* weight, int N, int IC, int OC) {
+    MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
+    matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, NULL, N, IC, OC, 0,
+                         cuda_backend_stream());
+}
+
+// The GELU gradient in the DGELU epilogue of the dinp GEMM, reading the forward's pre-GELU aux.
+void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
+                          const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
+                          int OC) {
+    MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
+    matmul_backward_cuda(mm, dpre, dweight, dbias, dout, inp, weight, pre_gelu, N, IC, OC, 0,
                          cuda_backend_stream());
 }
 
@@ -161,40 +202,21 @@ void residual_forward(real* out, const real* a, const real* b, long n) {
 
 // --- Loss ----------------------------------------------------------------------------------------
 
-// The fused classifier (model/classifier.cu) computes each row's log-sum-exp itself, in forward and
-// again in backward: lse is neither written here nor read by crossentropy_backward_inplace.
-double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
-                            int N, int V, int Vp) {
-    (void)lse;
-    CudaBackendContext* c = cuda_backend_context();
+// The fused classifier (model/classifier.cu), then the losses' sum into the step's scalar: both on
+// the stream, nothing comes back to the host.
+void crossentropy_forward(real_stat* losses, const real* logits, const int* targets, int N, int V,
+                          int Vp, double* loss_sum) {
+    cudaStream_t s = cuda_backend_stream();
     // write_dlogits = 0: the logits are only read.
-    classifier_forward_backward_cuda(const_cast<floatX*>(logits), losses, targets, 0.0f, N, V, Vp, 0,
-                                     c->stream);
-    if (N <= 0) return 0;
-    if (c->host_losses_count < (size_t)N) {
-        free(c->host_losses);
-        c->host_losses = (float*)xmalloc(sizeof(float) * (size_t)N, "host copy of the per-token losses");
-        c->host_losses_count = (size_t)N;
-    }
-    CUDA_CHECK(cudaMemcpyAsync(c->host_losses, losses, sizeof(float) * (size_t)N,
-                               cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    double total = 0;
-    for (int n = 0; n < N; n++) total += c->host_losses[n];  // fixed order: reproducible
-    return total;
+    classifier_forward_backward_cuda(const_cast<floatX*>(logits), losses, targets, 0.0f, N, V, Vp, 0, s);
+    loss_sum_cuda(loss_sum, losses, N, s);
 }
 
-// Overwrites the logits with dloss * (softmax - onehot), 0 on the padded columns, recomputing the
-// log-sum-exp (lse is unused on CUDA, see above). The per-token losses the kernel writes again go
-// to the context's scratch.
-void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp) {
-    (void)lse;
-    CudaBackendContext* c = cuda_backend_context();
-    float* losses = (float*)grow_device((void**)&c->losses, &c->losses_bytes,
-                                        sizeof(float) * (size_t)(N > 0 ? N : 0));
-    classifier_forward_backward_cuda(logits, losses, targets, to_float(dloss), N, V, Vp, 1,
-                                     c->stream);
+void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum) {
+    cudaStream_t s = cuda_backend_stream();
+    classifier_forward_backward_cuda(logits, losses, targets, to_float(dloss), N, V, Vp, 1, s);
+    loss_sum_cuda(loss_sum, losses, N, s);
 }
 
 // --- Memory --------------------------------------------------------------------------------------
@@ -240,26 +262,61 @@ void tensor_copy(real* dst, const real* src, size_t n) {
                                cuda_backend_stream()));
 }
 
+double* scalars_alloc(size_t n, const char* what) {
+    return (double*)device_alloc_zero(n * sizeof(double), what);
+}
+
+void scalars_zero(double* p, size_t n) {
+    if (n == 0) return;
+    CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(double), cuda_backend_stream()));
+}
+
+void scalars_to_host(double* host, const double* p, size_t n) {
+    if (n == 0) return;
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(host, p, n * sizeof(double), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+// 1 while the copy that last used slot i is still queued or running. A query never blocks.
+static int token_slot_busy(const CudaBackendContext* c, int i) {
+    const cudaError_t e = cudaEventQuery(c->token_staged[i]);
+    if (e == cudaErrorNotReady) return 1;
+    CUDA_CHECK(e);
+    return 0;
+}
+
+// A fresh slot at position i of the ring (the slots from i on move up one).
+static void insert_token_slot(CudaBackendContext* c, int i) {
+    for (int k = c->token_slots; k > i; k--) {
+        c->token_staging[k] = c->token_staging[k - 1];
+        c->token_staged[k] = c->token_staged[k - 1];
+    }
+    CUDA_CHECK(cudaMallocHost((void**)&c->token_staging[i], c->token_staging_count * sizeof(int)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->token_staged[i], cudaEventDisableTiming));
+    c->token_slots++;
+}
+
 // Ordered on the stream after the kernels that still read the previous tokens. Goes through the
-// pinned staging ring (backend_kernels_cuda.cuh): the host array is free again on return, and the
-// host waits only for the upload that last used the slot, not for the stream. The ring is
-// allocated at the first upload (and again only if a later one is larger).
+// pinned staging ring (backend_kernels_cuda.cuh): the host array is free again on return, and
+// the host waits for nothing unless the ring is full. Slots are visited in the order they were
+// last used, so a slot found busy is the oldest upload still in flight: the new slot goes before
+// it. The ring is reallocated only for an upload larger than any before (setup, a sampler).
 void tokens_upload(int* dst, const int* host_src, size_t n) {
     if (n == 0) return;
     CudaBackendContext* c = cuda_backend_context();
     if (n > c->token_staging_count) {
         free_token_staging(c);
-        for (int i = 0; i < TOKEN_STAGING_SLOTS; i++) {
-            CUDA_CHECK(cudaMallocHost((void**)&c->token_staging[i], n * sizeof(int)));
-            CUDA_CHECK(cudaEventCreateWithFlags(&c->token_staged[i], cudaEventDisableTiming));
-            CUDA_CHECK(cudaEventRecord(c->token_staged[i], c->stream));
-        }
         c->token_staging_count = n;
-        c->token_slot = 0;
     }
     const int slot = c->token_slot;
-    c->token_slot = (slot + 1) % TOKEN_STAGING_SLOTS;
-    CUDA_CHECK(cudaEventSynchronize(c->token_staged[slot]));  // its previous copy has finished
+    if (slot == c->token_slots || token_slot_busy(c, slot)) {
+        if (c->token_slots < TOKEN_STAGING_MAX_SLOTS)
+            insert_token_slot(c, slot);
+        else
+            CUDA_CHECK(cudaEventSynchronize(c->token_staged[slot]));   // its copy has run
+    }
+    c->token_slot = (slot + 1) % c->token_slots;
     memcpy(c->token_staging[slot], host_src, n * sizeof(int));
     CUDA_CHECK(cudaMemcpyAsync(dst, c->token_staging[slot], n * sizeof(int), cudaMemcpyHostToDevice,
                                c->stream));

@@ -1,6 +1,6 @@
-// The LM head's loss: softmax + cross-entropy + gradient over the vocabulary in one kernel
-// (contract in model/matmul_cuda.cuh; CPU twins crossentropy_forward and
-// crossentropy_backward_inplace in model/layers.c).
+// The LM head's loss: softmax + cross-entropy + gradient over the vocabulary in one kernel, and
+// the sum of the per-token losses on the device (contracts in model/matmul_cuda.cuh; CPU twins
+// crossentropy_forward and crossentropy_forward_backward in model/layers.c).
 //
 // One block per row. Pass 1 reads the row once with 16-byte loads and keeps a running (max, sum
 // of exp) per thread, rescaling the sum when the max grows (online softmax, fp32); the block
@@ -96,4 +96,31 @@ void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* 
     if (N == 0) return;
     LAUNCH(classifier_kernel, N, CLS_THREADS, 0, stream, logits, losses, targets, dloss, V, Vp,
            write_dlogits);
+}
+
+// --- The losses' sum -----------------------------------------------------------------------------
+
+enum { LOSS_SUM_THREADS = 256 };
+
+// *sum += sum of losses[0, N), in a fixed order: thread i adds elements i, i + 256, ... in double,
+// a butterfly inside each warp (every lane gets the same value), then the warps' sums in order.
+// One block: a micro-batch has thousands of tokens, not millions.
+__global__ void __launch_bounds__(LOSS_SUM_THREADS)
+    loss_sum_kernel(double* sum, const float* losses, int N) {
+    __shared__ double warp_sums[LOSS_SUM_THREADS / 32];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < N; i += LOSS_SUM_THREADS) acc += losses[i];
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    double total = 0.0;
+    for (int w = 0; w < LOSS_SUM_THREADS / 32; w++) total += warp_sums[w];
+    *sum += total;
+}
+
+void loss_sum_cuda(double* sum, const float* losses, int N, cudaStream_t stream) {
+    CHECK(N >= 0, "caller bug", "loss_sum_cuda: %d losses", N);
+    if (N == 0) return;
+    LAUNCH(loss_sum_kernel, 1, LOSS_SUM_THREADS, 0, stream, sum, losses, N);
 }

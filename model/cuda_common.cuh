@@ -32,7 +32,6 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 #elif defined(CUDA_HOST)
 #include "tests/cuda_host/cuda_host.h"
 #else
@@ -47,7 +46,7 @@
 #if defined(__CUDACC__)
 #define LAUNCH_UNCHECKED(kernel, grid, block, shmem_bytes, stream, ...) \
     kernel<<<(grid), (block), (shmem_bytes), (stream)>>>(__VA_ARGS__)
-// 128 bytes: WMMA needs 32, and the kernels' shared-memory layouts align their regions to 128.
+// 128 bytes: the kernels' shared-memory layouts align their regions to 128 (ldmatrix, cp.async: 16).
 #define DYNAMIC_SHARED(T, name)                                              \
     extern __shared__ __align__(128) unsigned char cuda_dynamic_shared_[];  \
     T* name = reinterpret_cast<T*>(cuda_dynamic_shared_)
@@ -139,16 +138,23 @@ static inline void cuda_launch_check(const char* kernel, const char* file, int l
             cudaGetErrorName(err), cudaGetErrorString(err), detail[0] ? ": " : "", detail);
 }
 
-// The largest dynamic shared memory a block may opt in to on the current device.
+// The largest dynamic shared memory a block may opt in to on the current device, asked once per
+// device (and translation unit) and remembered: the answer does not change while a program runs.
 static inline int cuda_max_dynamic_smem_optin(void) {
+    enum { MAX_DEVICES = 64 };
+    static int known[MAX_DEVICES];  // 0: not asked yet
     int device = 0, bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
+    if (device >= 0 && device < MAX_DEVICES && known[device]) return known[device];
     CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (device >= 0 && device < MAX_DEVICES) known[device] = bytes;
     return bytes;
 }
 
-// *raised: the size this kernel was last raised to (one static per kernel at the call site), so
-// the attribute is set once rather than at every launch.
+// *raised: the size this kernel was last raised to (one static per kernel at the call site; a
+// template launcher has one per instantiation, i.e. per kernel), so the attribute is set once per
+// kernel and size, not at every launch: later calls cost one comparison. Sizes up to 48 KiB need
+// no attribute and return at once.
 static inline void cuda_raise_dynamic_smem(const void* kernel, int* raised, size_t bytes,
                                            const char* name, const char* what, int value,
                                            const char* file, int line) {

@@ -7,13 +7,6 @@
 
 static constexpr int ELEMWISE_THREADS = 256;
 
-__device__ __forceinline__ float gelu_grad(float x) {
-    const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
-    const float th = tanhf(u);
-    const float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-}
-
 // Thread i handles elements [i*VEC, i*VEC + VEC): one vector, or the scalar tail when the last
 // vector is partial.
 template <int VEC> __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, long n) {
@@ -40,11 +33,11 @@ __global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floa
         PackX<VEC> d = load_packx<VEC>(dinp + i);
 UNROLL
         for (int k = 0; k < VEC; k++)
-            d.v[k] = from_float<floatX>(to_float(d.v[k]) + gelu_grad(to_float(x.v[k])) * to_float(g.v[k]));
+            d.v[k] = from_float<floatX>(to_float(d.v[k]) + gelu_grad_value(to_float(x.v[k])) * to_float(g.v[k]));
         store_packx<VEC>(dinp + i, d);
     } else {
         for (long j = i; j < n; j++)
-            dinp[j] = from_float<floatX>(to_float(dinp[j]) + gelu_grad(to_float(inp[j])) * to_float(dout[j]));
+            dinp[j] = from_float<floatX>(to_float(dinp[j]) + gelu_grad_value(to_float(inp[j])) * to_float(dout[j]));
     }
 }
 

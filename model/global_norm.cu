@@ -68,3 +68,18 @@ void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, 
     LAUNCH(global_norm_finish_kernel, 1, GLOBAL_NORM_THREADS, 0, stream, out_sumsq,
            (const double*)scratch, (int)blocks, accumulate);
 }
+
+// One thread: the clip factor of model/optimizer.c's clip_factor, in double as there (sqrt and
+// division are correctly rounded on the GPU too), so the host and the device agree bit for bit.
+__global__ void clip_scale_kernel(double* scale, const double* sumsq, double max_norm) {
+    if (max_norm <= 0) {
+        *scale = 1.0;
+        return;
+    }
+    const double f = max_norm / (sqrt(*sumsq) + 1e-6);
+    *scale = f < 1.0 ? f : 1.0;
+}
+
+void clip_scale_cuda(double* scale, const double* sumsq, double max_norm, cudaStream_t stream) {
+    LAUNCH(clip_scale_kernel, 1, 1, 0, stream, scale, sumsq, max_norm);
+}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm/fail.h"
+#include "model/backend.h"
 #include "model/layers.h"
 
 static const char* const param_names[NUM_PARAM_TENSORS] = {
@@ -90,6 +91,13 @@ static void compute_span(const GPT* m, int begin, const char* name, int layer, c
     timeline_span(m->timeline, TL_COMPUTE, m->timeline_track, begin, mark(m), &label);
 }
 
+// Kernel launches so far, where the backend counts them (0 elsewhere): the layer loops' share
+// goes to m->layer_launches.
+static long long launches_now(void) {
+    BackendCounters c;
+    return gpt_backend_counters(&c) ? c.launches : 0;
+}
+
 static void grads_ready(GPT* m, int group) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, group);
 }
@@ -107,7 +115,7 @@ static void point_activations(const GPTConfig* c, int B, int T, real* base, real
     struct { real_stat** ptr; size_t n; } stats[] = {
         {&a->ln1_mean, L * BT}, {&a->ln1_rstd, L * BT}, {&a->att_lse, L * BT * c->NH},
         {&a->ln2_mean, L * BT}, {&a->ln2_rstd, L * BT}, {&a->lnf_mean, BT},
-        {&a->lnf_rstd, BT},     {&a->row_lse, BT},      {&a->losses, BT}};
+        {&a->lnf_rstd, BT},     {&a->losses, BT}};
     size_t total = 0, stotal = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (base) *fields[i].ptr = base + total;
@@ -139,6 +147,7 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
     point_activations(cfg, B, T, m->acts_memory, m->stats_memory, &m->acts, &nreal, &nstat);
     m->inputs = tokens_alloc((size_t)B * T, "input tokens");
     m->targets = tokens_alloc((size_t)B * T, "target tokens");
+    m->scalars = scalars_alloc(GPT_NUM_SCALARS, "step scalars (loss, gradient norm)");
 }
 
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
@@ -157,6 +166,7 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
     m->dbuf_c = tensor_alloc(BTC, "backward scratch");
     m->dbuf_4c_a = tensor_alloc(4 * BTC, "backward scratch");
     m->dbuf_4c_b = tensor_alloc(4 * BTC, "backward scratch");
+    layers_reserve(B, T, cfg->C);   // the first step then allocates nothing
 }
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
@@ -177,6 +187,7 @@ void gpt_free(GPT* m) {
     tensor_free(m->stats_memory);
     tensor_free(m->inputs);
     tensor_free(m->targets);
+    tensor_free(m->scalars);
     tensor_free(m->dresidual);
     tensor_free(m->dbuf_c);
     tensor_free(m->dbuf_4c_a);
@@ -216,7 +227,7 @@ static LayerActs layer_acts(const ActivationTensors* a, int l, size_t BT, int C,
     return x;
 }
 
-double gpt_forward(GPT* m, const int* inputs, const int* targets) {
+void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH;
     const int BT = B * T;
@@ -226,36 +237,62 @@ double gpt_forward(GPT* m, const int* inputs, const int* targets) {
           m->max_T);
     tokens_upload(m->inputs, inputs, (size_t)BT);
     if (targets) tokens_upload(m->targets, targets, (size_t)BT);
+    m->has_targets = targets != NULL;
 
     int begin = mark(m);
     encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
     compute_span(m, begin, "embedding forward", -1, "forward");
+    const long long layers_from = launches_now();
     const real* residual = a->encoded;
     for (int l = 0; l < c->L; l++) {
         begin = mark(m);
         LayerParams w = layer_params(p, l, C);
         LayerActs x = layer_acts(a, l, BT, C, NH);
-        layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
+        // Only layer 0's ln1 stands alone: every other LayerNorm (ln2, the next layer's ln1, lnf)
+        // is fused with the residual add before it, which still stores the residual stream.
+        if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
         matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
         m->attention->forward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse);
         // The output projection lands in residual2, then the residual is added in place.
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
-        residual_forward(x.residual2, x.residual2, residual, (long)BT * C);
-        layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
-        matmul_forward(x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
-        gelu_forward(x.fch_gelu, x.fch, (long)BT * 4 * C);
+        fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
+                                         residual, w.ln2w, w.ln2b, BT, C);
+        matmul_forward_gelu(x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
         matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
-        residual_forward(x.residual3, x.residual3, x.residual2, (long)BT * C);
+        // residual3 += residual2, normalised by the next layer's ln1, or by lnf after the last.
+        if (l + 1 < c->L) {
+            LayerParams wn = layer_params(p, l + 1, C);
+            LayerActs xn = layer_acts(a, l + 1, BT, C, NH);
+            fused_residual_layernorm_forward(x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
+                                             x.residual3, x.residual2, wn.ln1w, wn.ln1b, BT, C);
+        } else {
+            fused_residual_layernorm_forward(x.residual3, a->lnf, a->lnf_mean, a->lnf_rstd,
+                                             x.residual3, x.residual2, p->lnfw, p->lnfb, BT, C);
+        }
         residual = x.residual3;
         compute_span(m, begin, NULL, l, "forward");
     }
+    m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
+    if (c->L == 0)  // else the last layer's fused residual add computed lnf
+        layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
-    const double loss = targets ? crossentropy_forward(a->losses, a->row_lse, a->logits, m->targets,
-                                                       BT, c->V, c->Vp)
-                                : 0;
     compute_span(m, begin, "head forward", -1, "forward");
+}
+
+void gpt_loss(GPT* m) {
+    CHECK(m->has_targets, "caller bug", "gpt_loss after a forward without targets");
+    const int begin = mark(m);
+    crossentropy_forward(m->acts.losses, m->acts.logits, m->targets, m->B * m->T, m->cfg.V,
+                         m->cfg.Vp, m->scalars + GPT_LOSS_SUM);
+    compute_span(m, begin, "loss", -1, "forward");
+}
+
+void gpt_loss_zero(GPT* m) { scalars_zero(m->scalars + GPT_LOSS_SUM, 1); }
+
+double gpt_loss_read(const GPT* m) {
+    double loss = 0;
+    scalars_to_host(&loss, m->scalars + GPT_LOSS_SUM, 1);
     return loss;
 }
 
@@ -269,9 +306,12 @@ void gpt_backward(GPT* m, double dloss) {
     ParameterTensors* g = &m->grads;
     real* dres = m->dresidual;
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
+    CHECK(m->has_targets, "caller bug", "gpt_backward after a forward without targets");
 
     int begin = mark(m);
-    crossentropy_backward_inplace(a->logits, a->row_lse, m->targets, (real_stat)dloss, BT, c->V, c->Vp);
+    // The classifier's only pass: losses (summed into the step's scalar) and dlogits.
+    crossentropy_forward_backward(a->logits, a->losses, m->targets, (real_stat)dloss, BT, c->V,
+                                  c->Vp, m->scalars + GPT_LOSS_SUM);
     tensor_zero(m->dbuf_c, btc);
     matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
     const real* last = L > 0 ? layer_acts(a, L - 1, BT, C, NH).residual3 : a->encoded;
@@ -280,38 +320,36 @@ void gpt_backward(GPT* m, double dloss) {
                        a->lnf_rstd, BT, C);
     compute_span(m, begin, "head backward", -1, "backward");
     grads_ready(m, GPT_GRADS_LNF);
+    const long long layers_from = launches_now();
 
     for (int l = L - 1; l >= 0; l--) {
         begin = mark(m);
         LayerParams w = layer_params(p, l, C), dw = layer_params(g, l, C);
         LayerActs x = layer_acts(a, l, BT, C, NH);
         const real* residual = l > 0 ? layer_acts(a, l - 1, BT, C, NH).residual3 : a->encoded;
-        // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2.
-        real* dgelu = m->dbuf_4c_a;
+        // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2. The
+        // input gradients are written, not accumulated (no zeroing passes); the GELU backward
+        // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)).
         real* dfch = m->dbuf_4c_b;
-        tensor_zero(dgelu, 4 * btc);
-        matmul_backward(dgelu, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, w.fcprojw, BT, 4 * C, C);
-        tensor_zero(dfch, 4 * btc);
-        gelu_backward(dfch, x.fch, dgelu, (long)BT * 4 * C);
-        tensor_zero(m->dbuf_c, btc);
-        matmul_backward(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C);
+        matmul_backward_gelu(dfch, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, x.fch, w.fcprojw, BT,
+                             4 * C, C);
+        matmul_backward_overwrite(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C);
         layernorm_backward(dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
                            x.ln2_rstd, BT, C);
         // Attention branch: dres is now the gradient of residual2 and of the block input.
         real* datty = m->dbuf_c;
-        tensor_zero(datty, btc);
-        matmul_backward(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C);
+        matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C);
         real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
         m->attention->backward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse, datty,
                                dqkv);
         real* dln1 = m->dbuf_c;
-        tensor_zero(dln1, btc);
-        matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
+        matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
                            x.ln1_rstd, BT, C);
         compute_span(m, begin, NULL, l, "backward");
         grads_ready(m, l);
     }
+    m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
     encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions);
     compute_span(m, begin, "embedding backward", -1, "backward");

@@ -64,9 +64,18 @@ typedef struct {
     real_stat* lnf_mean;   // (B, T)
     real_stat* lnf_rstd;   // (B, T)
     real* logits;     // (B, T, Vp); backward overwrites it with dlogits
-    real_stat* row_lse;    // (B, T) log-sum-exp of each logits row
-    real_stat* losses;     // (B, T) per-token loss
+    real_stat* losses;     // (B, T) per-token loss (gpt_loss, gpt_backward)
 } ActivationTensors;
+
+// The scalars of a training step, doubles in backend memory (GPT.scalars), so that the step's
+// loss, gradient norm and clipping are computed and used on the backend without the host waiting
+// for the device (the trainer reads them once, at the end of the step: model/backend.h).
+enum {
+    GPT_LOSS_SUM = 0,     // sum of per-token losses: gpt_loss and gpt_backward add to it
+    GPT_GRAD_SUMSQ = 1,   // sum of squares of the gradient (gpt_grad_sum_squares)
+    GPT_CLIP_SCALE = 2,   // the factor AdamW multiplies the gradients by (gpt_clip_scale)
+    GPT_NUM_SCALARS = 3
+};
 
 // Parameter groups whose gradients complete together in backward, in the order they complete:
 // the final layernorm, layers L-1 .. 0 (a layer index), then the embeddings (wte is tied to the
@@ -97,6 +106,8 @@ typedef struct {
     ActivationTensors acts;
     int* inputs;               // (B, T) token ids of the last forward, in backend memory
     int* targets;              // (B, T)
+    int has_targets;           // 1 when the last forward was given targets
+    double* scalars;           // (GPT_NUM_SCALARS) in backend memory
     real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream
     real* dbuf_c;              // (B, T, C)
     real* dbuf_4c_a;           // (B, T, 4C)
@@ -107,6 +118,9 @@ typedef struct {
     void* grads_ready_ctx;     // their reduction while backward goes on)
     Timeline* timeline;        // NULL, or compute spans of every layer go there, on
     int timeline_track;        // this track
+    long long layer_launches;  // kernel launches issued by the layer loops of forward and
+                               // backward so far (attention included), where the backend counts
+                               // launches (gpt_backend_counters, model/backend.h); 0 elsewhere
 } GPT;
 
 // Allocates parameters, gradients, activations and scratch once (no allocation in the step
@@ -119,15 +133,23 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);
 
-// Forward on local tokens (B, T), given as host arrays. With targets, also computes per-token
-// losses and returns their sum (the caller divides by the global token count); returns 0
-// without targets.
-double gpt_forward(GPT* m, const int* inputs, const int* targets);
+// Forward on local tokens (B, T), given as host arrays, up to the logits. targets (NULL: none) are
+// uploaded for gpt_loss or gpt_backward; no loss is computed here. Nothing waits for the device.
+void gpt_forward(GPT* m, const int* inputs, const int* targets);
+// The loss of the last forward (which must have had targets) without a backward (evaluation):
+// the per-token losses, their sum ADDED to m->scalars[GPT_LOSS_SUM]. The logits are kept.
+void gpt_loss(GPT* m);
 // Backward of the last forward (which must have had targets); ACCUMULATES parameter gradients.
+// It starts with the classifier, run once per micro-batch as in llm.c: the per-token losses
+// (their sum ADDED to m->scalars[GPT_LOSS_SUM]) and the logits' gradient in one pass.
 // dloss is d(total loss) / d(each token's loss), e.g. 1 / (tokens in the whole optimizer step
 // across all ranks).
 // With m->grads_ready set, reports each parameter group as its gradients complete.
 void gpt_backward(GPT* m, double dloss);
+// Zeroes m->scalars[GPT_LOSS_SUM] (in stream order), and reads it: the host waits for the device
+// (evaluation and tests; a training step reads it with gpt_scalars_fetch, model/backend.h).
+void gpt_loss_zero(GPT* m);
+double gpt_loss_read(const GPT* m);
 // The ranges of the flat parameter buffer (element offset, count) that group `group` (a layer, or
 // GPT_GRADS_LNF / GPT_GRADS_EMBEDDINGS) occupies; returns how many (at most NUM_PARAM_TENSORS).
 int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], size_t count[]);

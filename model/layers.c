@@ -39,22 +39,38 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
     }
 }
 
+// One row: out = (x - mean) * rstd * weight + bias; returns the statistics through m, s.
+static void layernorm_row(real* o, real_stat* mean, real_stat* rstd, const real* x,
+                          const real* weight, const real* bias, int C) {
+    real m = 0;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= C;
+    real var = 0;
+    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+    var /= C;
+    const real s = 1 / rsqrt(var + (real)LAYERNORM_EPS);
+    for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    *mean = m;
+    *rstd = s;
+}
+
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C) {
 #pragma omp parallel for
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (long)n * C, &mean[n], &rstd[n], inp + (long)n * C, weight, bias, C);
+}
+
+// Row by row, so the sum is normalised while it is still in cache.
+void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
+                                      real_stat* rstd, const real* a, const real* b,
+                                      const real* weight, const real* bias, int N, int C) {
+#pragma omp parallel for
     for (int n = 0; n < N; n++) {
-        const real* x = inp + (long)n * C;
-        real m = 0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        real var = 0;
-        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
-        var /= C;
-        const real s = 1 / rsqrt(var + (real)LAYERNORM_EPS);
-        real* o = out + (long)n * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
-        mean[n] = m;
-        rstd[n] = s;
+        real* r = residual_out + (long)n * C;
+        const real *x = a + (long)n * C, *y = b + (long)n * C;
+        for (int c = 0; c < C; c++) r[c] = x[c] + y[c];
+        layernorm_row(ln_out + (long)n * C, &mean[n], &rstd[n], r, weight, bias, C);
     }
 }
 
@@ -115,11 +131,12 @@ void matmul_forward(real* out, const real* inp, const real* weight, const real* 
                 beta, out, OC);
 }
 
-void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                     const real* inp, const real* weight, int N, int IC, int OC) {
-    // dinp (N, IC) += dout (N, OC) @ weight (OC, IC)
+// dinp (N, IC) = dout (N, OC) @ weight (OC, IC) + beta_inp * dinp; dweight and dbias accumulate.
+static void matmul_backward_beta(real* dinp, real beta_inp, real* dweight, real* dbias,
+                                 const real* dout, const real* inp, const real* weight, int N,
+                                 int IC, int OC) {
     cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, weight, IC,
-                1, dinp, IC);
+                beta_inp, dinp, IC);
     // dweight (OC, IC) += dout^T (OC, N) @ inp (N, IC)
     cblas_rgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC,
                 1, dweight, IC);
@@ -138,6 +155,16 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
     }
 }
 
+void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                     const real* inp, const real* weight, int N, int IC, int OC) {
+    matmul_backward_beta(dinp, 1, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
+void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
+                               const real* inp, const real* weight, int N, int IC, int OC) {
+    matmul_backward_beta(dinp, 0, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
 #define GELU_SCALE 0.7978845608028654   // sqrt(2 / pi)
 
 void gelu_forward(real* out, const real* inp, long n) {
@@ -149,16 +176,32 @@ void gelu_forward(real* out, const real* inp, long n) {
     }
 }
 
+// d gelu(x) / dx of the tanh approximation.
+static inline real gelu_grad(real x) {
+    const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
+    const real th = fast_tanh(u);
+    const real du = (real)GELU_SCALE * (1 + (real)3 * (real)0.044715 * x * x);
+    return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
+}
+
 void gelu_backward(real* dinp, const real* inp, const real* dout, long n) {
 #pragma omp parallel for simd
-    for (long i = 0; i < n; i++) {
-        const real x = inp[i];
-        const real u = (real)GELU_SCALE * (x + (real)0.044715 * x * x * x);
-        const real th = fast_tanh(u);
-        const real du = (real)GELU_SCALE * (1 + (real)3 * (real)0.044715 * x * x);
-        const real grad = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
-        dinp[i] += grad * dout[i];
-    }
+    for (long i = 0; i < n; i++) dinp[i] += gelu_grad(inp[i]) * dout[i];
+}
+
+void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const real* weight,
+                         const real* bias, int N, int IC, int OC) {
+    matmul_forward(pre_gelu, inp, weight, bias, N, IC, OC);
+    gelu_forward(out_gelu, pre_gelu, (long)N * OC);
+}
+
+void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
+                          const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
+                          int OC) {
+    matmul_backward_beta(dpre, 0, dweight, dbias, dout, inp, weight, N, IC, OC);
+    const long n = (long)N * IC;
+#pragma omp parallel for simd
+    for (long i = 0; i < n; i++) dpre[i] *= gelu_grad(pre_gelu[i]);
 }
 
 void residual_forward(real* out, const real* a, const real* b, long n) {
@@ -166,36 +209,47 @@ void residual_forward(real* out, const real* a, const real* b, long n) {
     for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
-                            int N, int V, int Vp) {
-    double total = 0;
-#pragma omp parallel for reduction(+ : total)
-    for (int n = 0; n < N; n++) {
-        const real* z = logits + (long)n * Vp;
-        real m = -INFINITY;
+// Row n's log-sum-exp over the first V logits.
+static real row_lse(const real* z, int V) {
+    real m = -INFINITY;
 #pragma omp simd reduction(max : m)
-        for (int v = 0; v < V; v++) m = z[v] > m ? z[v] : m;
-        real sum = 0;
+    for (int v = 0; v < V; v++) m = z[v] > m ? z[v] : m;
+    real sum = 0;
 #pragma omp simd reduction(+ : sum)
-        for (int v = 0; v < V; v++) sum += fast_exp(z[v] - m);
-        lse[n] = m + rlog(sum);
-        losses[n] = lse[n] - z[targets[n]];
-        total += losses[n];
-    }
-    return total;
+    for (int v = 0; v < V; v++) sum += fast_exp(z[v] - m);
+    return m + rlog(sum);
 }
 
-void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp) {
+// The losses' sum in row order, whatever the thread count.
+static void add_losses(double* loss_sum, const real_stat* losses, int N) {
+    double total = 0;
+    for (int n = 0; n < N; n++) total += losses[n];
+    *loss_sum += total;
+}
+
+void crossentropy_forward(real_stat* losses, const real* logits, const int* targets, int N, int V,
+                          int Vp, double* loss_sum) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* z = logits + (long)n * Vp;
+        losses[n] = row_lse(z, V) - z[targets[n]];
+    }
+    add_losses(loss_sum, losses, N);
+}
+
+void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         real* z = logits + (long)n * Vp;
-        const real l = lse[n];
+        const real l = row_lse(z, V);
+        losses[n] = l - z[targets[n]];
 #pragma omp simd
         for (int v = 0; v < V; v++) z[v] = dloss * fast_exp(z[v] - l);
         z[targets[n]] -= dloss;
         for (int v = V; v < Vp; v++) z[v] = 0;
     }
+    add_losses(loss_sum, losses, N);
 }
 
 real* tensor_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(real), what); }
@@ -205,3 +259,7 @@ void tensor_free(void* p) { free(p); }
 void tensor_zero(real* p, size_t n) { memset(p, 0, sizeof(real) * n); }
 void tensor_copy(real* dst, const real* src, size_t n) { memcpy(dst, src, sizeof(real) * n); }
 void tokens_upload(int* dst, const int* host_src, size_t n) { memcpy(dst, host_src, sizeof(int) * n); }
+double* scalars_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(double), what); }
+void scalars_zero(double* p, size_t n) { memset(p, 0, sizeof(double) * n); }
+void scalars_to_host(double* host, const double* p, size_t n) { memcpy(host, p, sizeof(double) * n); }
+void layers_reserve(int B, int T, int C) { (void)B, (void)T, (void)C; }   // nothing grows

@@ -1,7 +1,9 @@
 // The layer kernels of the GPT model, forward and hand-written backward: the interface the layer
 // sequence (model/gpt.c) is written against. The CPU backend implements it in layers.c; the CUDA
 // backend with device kernels. Every backward ACCUMULATES (+=) into its gradient outputs, so
-// that residual branches and gradient accumulation over micro-batches need no extra passes.
+// that residual branches and gradient accumulation over micro-batches need no extra passes; the
+// exceptions say so in their names and comments (matmul_backward_overwrite, matmul_backward_gelu:
+// their input gradient is written, not added, so a caller needs no zeroing pass before them).
 // N = number of token rows (B * T). Pointers are the backend's memory (device memory for CUDA).
 #pragma once
 #include "attention/partial_attention.h"
@@ -25,11 +27,36 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
                         const real* inp, const real* weight, const real_stat* mean,
                         const real_stat* rstd, int N, int C);
 
+// residual_out = a + b, then ln_out = layernorm(residual_out) with mean, rstd as above: the
+// residual add that ends a block fused with the LayerNorm that follows it (the sum is normalised
+// as stored, so both stay what backward reads). residual_out may alias a or b; not ln_out.
+void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
+                                      real_stat* rstd, const real* a, const real* b,
+                                      const real* weight, const real* bias, int N, int C);
+
 // out (N, OC) = inp (N, IC) @ weight^T + bias; weight is (OC, IC) as nn.Linear. bias may be NULL.
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
                     int N, int IC, int OC);
+// dinp += dout @ weight, dweight += dout^T @ inp, dbias += column sums of dout (bias may be NULL).
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                      const real* inp, const real* weight, int N, int IC, int OC);
+// The same, but dinp is OVERWRITTEN: dinp = dout @ weight (CUDA: the GEMM writes with beta = 0 and
+// never reads dinp). dweight and dbias still accumulate (over micro-batches).
+void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
+                               const real* inp, const real* weight, int N, int IC, int OC);
+
+// The MLP's first layer with its GELU: pre_gelu (N, OC) = inp @ weight^T + bias and out_gelu =
+// gelu(pre_gelu), both stored (backward reads pre_gelu for the GELU and out_gelu as the next
+// layer's input). CUDA: one GEMM with the GELU in its epilogue.
+void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const real* weight,
+                         const real* bias, int N, int IC, int OC);
+// Backward of out = inp @ weight^T + bias where inp = gelu(pre_gelu) (the MLP's second layer and
+// the GELU before it): dpre (N, IC) = (dout @ weight) * gelu'(pre_gelu), OVERWRITTEN (the gradient
+// of pre_gelu); dweight += dout^T @ inp; dbias += column sums of dout. CUDA: the GELU gradient in
+// the epilogue of the dinp GEMM.
+void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
+                          const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
+                          int OC);
 
 // GELU, tanh approximation. n elements.
 void gelu_forward(real* out, const real* inp, long n);
@@ -47,14 +74,27 @@ void tensor_free(void* p);
 void tensor_zero(real* p, size_t n);
 void tensor_copy(real* dst, const real* src, size_t n);
 void tokens_upload(int* dst, const int* host_src, size_t n);
+// Doubles in backend memory (the loss and gradient-norm scalars of a step, model/gpt.h),
+// zero-filled; zeroing them in stream order; copying them to the host (the host waits: not for
+// use inside a training step, whose one read is gpt_scalars_fetch in model/backend.h).
+double* scalars_alloc(size_t n, const char* what);
+void scalars_zero(double* p, size_t n);
+void scalars_to_host(double* host, const double* p, size_t n);
+// Grows the backend's scratch for passes over B x T tokens of C channels now (CUDA: the
+// backward's scratch buffers and the bias-gradient scratch of the matmuls), so that the first
+// training step allocates nothing and never waits for the device; nothing on the CPU.
+void layers_reserve(int B, int T, int C);
 
-// Cross-entropy over the first V of Vp logits per row. losses: (N) per-token loss;
-// lse: (N) log-sum-exp of each row, saved for backward. Returns the sum of the losses.
-double crossentropy_forward(real_stat* losses, real_stat* lse, const real* logits, const int* targets,
-                            int N, int V, int Vp);
-// Overwrites logits with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
-void crossentropy_backward_inplace(real* logits, const real_stat* lse, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp);
+// Cross-entropy over the first V of Vp logits per row, N rows. losses: (N) per-token loss. Their
+// sum, added in a fixed order (the same bits on every run and schedule), is ADDED to *loss_sum
+// (one double in backend memory): the host does not wait for it.
+// crossentropy_forward only reads the logits (evaluation: a loss without a backward).
+void crossentropy_forward(real_stat* losses, const real* logits, const int* targets, int N, int V,
+                          int Vp, double* loss_sum);
+// The training step's classifier, once per micro-batch: the losses as above, and the logits
+// overwritten with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
+void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum);
 
 #ifdef __cplusplus
 }

@@ -115,4 +115,11 @@ __device__ __forceinline__ float gelu_value(float x) {
     const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
 }
+// Its derivative (gelu_backward's twin in model/layers.c); also the DGELU fallback (model/matmul.cu).
+__device__ __forceinline__ float gelu_grad_value(float x) {
+    const float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
+    const float th = tanhf(u);
+    const float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
 static inline long ceil_div_long(long a, long b) { return (a + b - 1) / b; }

@@ -3,10 +3,12 @@
 // Row-major (N, C) activations are column-major (C, N) matrices with leading dimension C, so
 // with W the (OC, IC) row-major weight (= column-major (IC, OC), i.e. W^T):
 //   forward   out^T (OC x N)  = W (OC x IC, transa = T) * inp^T (IC x N)        + bias[row]
-//   dinp      dinp^T (IC x N) = W^T (IC x OC)           * dout^T (OC x N)       (beta = 1)
+//   dinp      dinp^T (IC x N) = W^T (IC x OC)           * dout^T (OC x N)       (beta 1 or 0)
 //   dweight   dW^T (IC x OC)  = inp^T (IC x N)          * dout (N x OC, transb = T) (beta = 1)
 // and the bias gradient is the sum over k (= N) of op(B) = dout, the BGRADB epilogue of the
-// dweight GEMM (or a deterministic two-pass column-sum kernel).
+// dweight GEMM (or a deterministic two-pass column-sum kernel). The MLP's GELU rides on the GEMMs
+// next to it: GELU_AUX_BIAS in fc's forward (pre-GELU to aux), DGELU in fcproj's dinp GEMM (reads
+// that aux: pre_gelu^T is IC x N with leading dimension IC, as dinp^T).
 //
 // Every epilogue has one fallback, taken when cuBLASLt refuses it (its heuristic finds no
 // algorithm, or cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED: a heuristic's success does
@@ -50,7 +52,7 @@ typedef struct {
     float beta;
     cublasLtEpilogue_t epilogue;
     void* bias;  // bias (BIAS) or bias gradient (BGRADB)
-    void* aux;   // pre-GELU activation (GELU_AUX), leading dimension m
+    void* aux;   // pre-GELU activation (written by GELU_AUX, read by DGELU), leading dimension m
 } Gemm;
 
 static int align_of(const void* p) {
@@ -65,7 +67,8 @@ static int uses_bias(cublasLtEpilogue_t e) {
            e == CUBLASLT_EPILOGUE_BGRADB;
 }
 static int uses_aux(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           e == CUBLASLT_EPILOGUE_DGELU;
 }
 
 // The MatmulEpilogueKind of an epilogue other than DEFAULT.
@@ -74,12 +77,14 @@ static int kind_of(cublasLtEpilogue_t e) {
     case CUBLASLT_EPILOGUE_BIAS: return MATMUL_EPI_BIAS;
     case CUBLASLT_EPILOGUE_GELU_AUX: return MATMUL_EPI_GELU_AUX;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return MATMUL_EPI_GELU_AUX_BIAS;
+    case CUBLASLT_EPILOGUE_DGELU: return MATMUL_EPI_DGELU;
     default: return MATMUL_EPI_BGRADB;
     }
 }
 
 const char* matmul_epilogue_kind_name(int kind) {
-    static const char* const names[MATMUL_EPILOGUE_KINDS] = {"BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB"};
+    static const char* const names[MATMUL_EPILOGUE_KINDS] = {"BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB",
+                                                             "DGELU"};
     return kind >= 0 && kind < MATMUL_EPILOGUE_KINDS ? names[kind] : "?";
 }
 
@@ -194,7 +199,8 @@ static void note_fallback(const Gemm* g, int refused) {
     static unsigned noted;
     static const char* const fallback[MATMUL_EPILOGUE_KINDS] = {
         "a DEFAULT GEMM and a bias kernel", "a DEFAULT GEMM into pre-GELU and a GELU kernel",
-        "a DEFAULT GEMM into pre-GELU and a bias + GELU kernel", "a DEFAULT GEMM and the column-sum kernel"};
+        "a DEFAULT GEMM into pre-GELU and a bias + GELU kernel", "a DEFAULT GEMM and the column-sum kernel",
+        "a DEFAULT GEMM and a GELU-gradient kernel"};
     const int kind = kind_of(g->epilogue);
     if (noted & (1u << kind)) return;
     noted |= 1u << kind;
@@ -274,6 +280,28 @@ static void forward_epilogue(floatX* x, floatX* gelu_out, const floatX* bias, in
     const unsigned blocks = (unsigned)((threads + EPILOGUE_THREADS - 1) / EPILOGUE_THREADS);
     if (vec) LAUNCH(matmul_epilogue_kernel<X128_ELEMS>, blocks, EPILOGUE_THREADS, 0, stream, x, gelu_out, bias, n, OC);
     else LAUNCH(matmul_epilogue_kernel<1>, blocks, EPILOGUE_THREADS, 0, stream, x, gelu_out, bias, n, OC);
+}
+
+// The DGELU fallback's epilogue on the DEFAULT GEMM's output x (dout @ weight, n = N * IC values),
+// in place: x *= gelu'(pre_gelu), computed from the stored x (one floatX rounding more than the
+// fused epilogue). VEC as above (IC % VEC == 0 and 16-byte aligned x and pre_gelu for X128_ELEMS).
+template <int VEC>
+__global__ void matmul_dgelu_kernel(floatX* x, const floatX* pre_gelu, long n) {
+    const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    if (i >= n) return;
+    PackX<VEC> v = load_packx<VEC>(x + i);
+    const PackX<VEC> p = load_packx<VEC>(pre_gelu + i);
+    for (int k = 0; k < VEC; k++) v.v[k] = from_float<floatX>(to_float(v.v[k]) * gelu_grad_value(to_float(p.v[k])));
+    store_packx<VEC>(x + i, v);
+}
+
+static void dgelu_epilogue(floatX* x, const floatX* pre_gelu, int N, int IC, cudaStream_t stream) {
+    const long n = (long)N * IC;
+    const int vec = IC % X128_ELEMS == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pre_gelu % 16 == 0;
+    const long threads = vec ? n / X128_ELEMS : n;
+    const unsigned blocks = (unsigned)((threads + EPILOGUE_THREADS - 1) / EPILOGUE_THREADS);
+    if (vec) LAUNCH(matmul_dgelu_kernel<X128_ELEMS>, blocks, EPILOGUE_THREADS, 0, stream, x, pre_gelu, n);
+    else LAUNCH(matmul_dgelu_kernel<1>, blocks, EPILOGUE_THREADS, 0, stream, x, pre_gelu, n);
 }
 
 // --- Bias gradient kernels -----------------------------------------------------------------------
@@ -377,8 +405,6 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
                          const floatX* weight, const floatX* bias, int N, int IC, int OC,
                          cudaStream_t stream) {
     check_shape("matmul_forward_cuda", N, IC, OC);
-    CHECK(!pre_gelu || OC % 8 == 0, "pad OC to a multiple of 8",
-          "matmul_forward_cuda: the fused GELU needs OC %% 8 == 0 (cuBLASLt's aux leading dimension), got %d", OC);
     if (N == 0) return;
     Gemm g;
     memset(&g, 0, sizeof g);
@@ -393,7 +419,9 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
     if (pre_gelu) g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     else g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     const char* what = "matmul_forward_cuda";
-    if (try_gemm(ctx, &g, what, stream)) {
+    // cuBLASLt's aux leading dimension (OC) must be a multiple of 8: otherwise straight to the fallback.
+    const int aux_ld_ok = !pre_gelu || OC % 8 == 0;
+    if (aux_ld_ok && try_gemm(ctx, &g, what, stream)) {
         if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) ctx->fused_calls[kind_of(g.epilogue)]++;
         return;
     }
@@ -405,13 +433,18 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
 }
 
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
-                          const floatX* dout, const floatX* inp, const floatX* weight, int N, int IC,
-                          int OC, cudaStream_t stream) {
+                          const floatX* dout, const floatX* inp, const floatX* weight,
+                          const floatX* pre_gelu, int N, int IC, int OC, int accumulate_dinp,
+                          cudaStream_t stream) {
     check_shape("matmul_backward_cuda", N, IC, OC);
     CHECK(!dbias || OC <= ctx->max_bias_oc, "raise max_bias_oc in matmul_context_init",
           "matmul_backward_cuda: OC %d exceeds the context's max_bias_oc %d", OC, ctx->max_bias_oc);
+    // DGELU applies the gradient to the whole GEMM result, beta * dinp included: no accumulation.
+    CHECK(!pre_gelu || !accumulate_dinp, "caller bug",
+          "matmul_backward_cuda: the GELU gradient (pre_gelu) needs accumulate_dinp = 0");
     if (N == 0) return;
     if (dinp) {
+        const char* what = "matmul_backward_cuda (dinp)";
         Gemm g;
         memset(&g, 0, sizeof g);
         g.transa = CUBLAS_OP_N, g.transb = CUBLAS_OP_N;
@@ -419,9 +452,19 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
         g.A = weight, g.lda = IC;
         g.B = dout, g.ldb = OC;
         g.D = dinp, g.ldd = IC;
-        g.beta = 1.0f;
-        g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-        try_gemm(ctx, &g, "matmul_backward_cuda (dinp)", stream);
+        g.beta = accumulate_dinp ? 1.0f : 0.0f;
+        g.epilogue = pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
+        g.aux = (void*)pre_gelu;
+        // cuBLASLt's aux leading dimension (IC) must be a multiple of 8: otherwise the fallback.
+        if (pre_gelu && (IC % 8 != 0 || !try_gemm(ctx, &g, what, stream))) {
+            ctx->fallback_calls[MATMUL_EPI_DGELU]++;
+            run_default_gemm(ctx, &g, dinp, what, stream);
+            dgelu_epilogue(dinp, pre_gelu, N, IC, stream);
+        } else if (pre_gelu) {
+            ctx->fused_calls[MATMUL_EPI_DGELU]++;
+        } else {
+            try_gemm(ctx, &g, what, stream);
+        }
     }
     int bias_done = 0;
     if (dweight) {

@@ -24,9 +24,19 @@ enum { MATMUL_DBIAS_MAX_CHUNKS = 128 };
 //   BIAS           -> a bias-add kernel on out
 //   GELU_AUX(_BIAS) -> GEMM into pre_gelu, one kernel: pre_gelu += bias (in floatX), out = gelu(pre_gelu)
 //   BGRADB         -> the two-pass column-sum kernel on dout
+//   DGELU          -> GEMM into dinp, one kernel: dinp *= gelu'(pre_gelu) (in floatX)
 // A refusal is remembered per plan; the first of each kind in a process prints a note on stderr.
-enum { MATMUL_EPI_BIAS, MATMUL_EPI_GELU_AUX, MATMUL_EPI_GELU_AUX_BIAS, MATMUL_EPI_BGRADB, MATMUL_EPILOGUE_KINDS };
-// "BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB" (cuBLASLt's names without CUBLASLT_EPILOGUE_).
+// The GELU epilogues also take the fallback, without asking cuBLASLt, when the pre-GELU matrix's
+// rows are not a multiple of 8 elements (cuBLASLt's EPILOGUE_AUX_LD must be).
+//
+// DGELU_BGRAD is not used: cuBLASLt documents it as "apply independently GELU and Bias gradient to
+// matmul output", which does not say whether the bias gradient sums the GELU gradient (the fc
+// bias gradient we would want) or the matmul output before it (the gradient of a bias added after
+// the GELU). The fc bias gradient comes from BGRADB in fc's own weight-gradient GEMM instead,
+// which reads dout there anyway: no extra pass either way.
+enum { MATMUL_EPI_BIAS, MATMUL_EPI_GELU_AUX, MATMUL_EPI_GELU_AUX_BIAS, MATMUL_EPI_BGRADB, MATMUL_EPI_DGELU,
+       MATMUL_EPILOGUE_KINDS };
+// "BIAS", "GELU_AUX", "GELU_AUX_BIAS", "BGRADB", "DGELU" (cuBLASLt's names without CUBLASLT_EPILOGUE_).
 const char* matmul_epilogue_kind_name(int kind);
 
 struct MatmulPlan;  // defined in model/matmul.cu
@@ -60,23 +70,29 @@ void matmul_context_destroy(MatmulContext* ctx);
 
 // out (N, OC) = inp (N, IC) @ weight^T + bias, weight (OC, IC) as nn.Linear; bias (OC) may be NULL.
 // With pre_gelu != NULL (the MLP's first layer): pre_gelu (N, OC) gets inp @ weight^T + bias and
-// out gets gelu(pre_gelu) (tanh approximation), fused in the cuBLASLt epilogue (GELU_AUX_BIAS);
-// OC must then be a multiple of 8. Plans are cached per shape, epilogue and operand alignment;
-// 16-byte aligned operands and rows of a multiple of 16 bytes let cuBLASLt pick its fastest
-// kernels and run the fused epilogues; otherwise the fallback above runs (bf16: the fallback
-// rounds the GEMM result to floatX before adding the bias, one rounding more than the fused
-// epilogue).
+// out gets gelu(pre_gelu) (tanh approximation), fused in the cuBLASLt epilogue (GELU_AUX_BIAS)
+// when OC is a multiple of 8, else through the fallback. Plans are cached per shape, epilogue and
+// operand alignment; 16-byte aligned operands and rows of a multiple of 16 bytes let cuBLASLt pick
+// its fastest kernels and run the fused epilogues; otherwise the fallback above runs (bf16: the
+// fallback rounds the GEMM result to floatX before adding the bias, one rounding more than the
+// fused epilogue).
 void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                          const floatX* weight, const floatX* bias, int N, int IC, int OC,
                          cudaStream_t stream);
 
-// ACCUMULATES as the CPU twin: dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp;
-// dbias (OC) += column sums of dout. dinp, dweight and dbias may each be NULL (skipped). With
-// dbias, OC must not exceed the context's max_bias_oc. The bias gradient comes from BGRADB (with
-// dweight and use_bgradb, where cuBLASLt runs it) or from the column-sum kernel.
+// As the CPU twins: dinp (N, IC) = dout @ weight, ADDED to dinp when accumulate_dinp is non-zero
+// (matmul_backward), written over it otherwise (matmul_backward_overwrite: beta = 0, dinp never
+// read, no zeroing pass needed); dweight (OC, IC) += dout^T @ inp; dbias (OC) += column sums of
+// dout. With pre_gelu (N, IC) != NULL (matmul_backward_gelu; accumulate_dinp must be 0):
+// dinp = (dout @ weight) * gelu'(pre_gelu), the GELU gradient in the dinp GEMM's DGELU epilogue
+// (bf16: one rounding; the fallback rounds the GEMM result first, one more). dinp, dweight and
+// dbias may each be NULL (skipped). With dbias, OC must not exceed the context's max_bias_oc. The
+// bias gradient comes from BGRADB (with dweight and use_bgradb, where cuBLASLt runs it) or from
+// the column-sum kernel.
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
-                          const floatX* dout, const floatX* inp, const floatX* weight, int N, int IC,
-                          int OC, cudaStream_t stream);
+                          const floatX* dout, const floatX* inp, const floatX* weight,
+                          const floatX* pre_gelu, int N, int IC, int OC, int accumulate_dinp,
+                          cudaStream_t stream);
 
 // --- LM head: fused softmax + cross-entropy + gradient ------------------------------------------
 
@@ -90,3 +106,6 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
 void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* targets,
                                       float dloss, int N, int V, int Vp, int write_dlogits,
                                       cudaStream_t stream);
+// *sum (device, one double) += losses[0] + ... + losses[N-1], summed in double in a fixed order
+// (the same bits on every run): the step's loss stays on the device until its one read.
+void loss_sum_cuda(double* sum, const float* losses, int N, cudaStream_t stream);

@@ -25,6 +25,8 @@ AdamWTensorTable adamw_tensor_table(const size_t* sizes, const int* decays, int 
 // One AdamW step (t = 1, 2, ...) on elements [begin, end) of the flat parameter vector, as
 // adamw_update: g = grads[i] * grad_scale; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // p -= lr * wd * p (decayed tensors only) + lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+//   grad_scale:    one double in DEVICE memory (the clip factor of clip_scale_cuda), read by the
+//                  kernel and rounded to fp32 as the CPU twin's (float)grad_scale; NULL means 1.
 //   params, grads: the full flat vectors (indexed by i).
 //   master, m, v:  fp32 state of exactly [begin, end) (index i - begin), as the CPU twin's m, v.
 //                  master may be NULL: the parameters themselves are then the master copy.
@@ -35,7 +37,7 @@ AdamWTensorTable adamw_tensor_table(const size_t* sizes, const int* decays, int 
 void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float* m, float* v,
                        size_t begin, size_t end, const AdamWTensorTable* table, int t, double lr,
                        double beta1, double beta2, double eps, double weight_decay,
-                       double grad_scale, unsigned long long seed, cudaStream_t stream);
+                       const double* grad_scale, unsigned long long seed, cudaStream_t stream);
 
 // --- Global gradient norm ------------------------------------------------------------------------
 
@@ -50,3 +52,6 @@ enum { GLOBAL_NORM_THREADS = 512, GLOBAL_NORM_MAX_BLOCKS = 1024 };
 // factor is clip_factor(norm, max_norm) as on the CPU.
 void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
                               int accumulate, cudaStream_t stream);
+// *scale (device) = clip_factor(sqrt(*sumsq), max_norm) as model/optimizer.c computes it, on the
+// device: 1 when max_norm <= 0, else min(max_norm / (norm + 1e-6), 1). One thread.
+void clip_scale_cuda(double* scale, const double* sumsq, double max_norm, cudaStream_t stream);

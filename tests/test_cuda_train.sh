@@ -11,11 +11,19 @@
 #   tests/test_cuda_train.sh resume-fp32  identical step losses, eval and sample lines, and final
 #                                         model file (bf16 also checks that the stochastic rounding
 #                                         of the parameters is restored on resume)
+#   tests/test_cuda_train.sh sync-free-bf16  the bf16 (fp32) CUDA trainer's steps never make the host
+#   tests/test_cuda_train.sh sync-free-fp32  wait for the device: from the host runtime's counters
+#                                         in each step's log record, 0 host synchronisations while
+#                                         a step is issued, 1 at its end (the read of the loss and
+#                                         norm), at most 1 device-to-host copy; with the vs-cpu
+#                                         comparison above, and again with 4 micro-batches per step
+#                                         (8 token uploads between two synchronisations) against
+#                                         the CPU trainer on the same options
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32|sync-free-bf16|sync-free-fp32}
 CPU=${CPU:-build/train_gpt}
 CUDA_BF16=${CUDA_BF16:-build/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-build/train_gpt_cuda_host_fp32}
@@ -33,12 +41,68 @@ checks() {
   echo "files kept in $W"; exit 1
 }
 
+# counters_ok LOG STEPS: every one of the STEPS step records of LOG (the CUDA trainer on the host
+# runtime) has counters, no host synchronisation while the step was issued, exactly one at its
+# end (gpt_scalars_wait: the timeline resolves its marks with queries) and at most one
+# device-to-host copy (the step's scalars: loss sum, gradient sum of squares, clip factor, in one
+# copy); the end-of-run counters record agrees.
+counters_ok() {
+  "$PY" - "$1" "$2" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+steps = [r for r in recs if r["type"] == "step"]
+assert len(steps) == int(sys.argv[2]), "%d step records, expected %s" % (len(steps), sys.argv[2])
+bad = []
+for r in steps:
+    if "syncs_in_step" not in r:
+        bad.append("step %d: no counters in the record" % r["step"])
+    elif r["syncs_in_step"] != 0 or r["syncs_end"] != 1 or r["d2h"] > 1 or r["launches"] <= 0:
+        bad.append("step %(step)d: %(syncs_in_step)d syncs in the step, %(syncs_end)d at its end, "
+                   "%(d2h)d D2H copies, %(launches)d launches" % r)
+summary = [r for r in recs if r["type"] == "counters"]
+if len(summary) != 1 or summary[0]["first_syncs_in_step"] != 0 or summary[0]["max_syncs_in_step"] != 0:
+    bad.append("counters record: %s" % summary)
+for b in bad: print("        " + b)
+if bad: sys.exit(1)
+r = steps[-1]
+print("        %d steps: 0 syncs in each step, 1 at its end, <= 1 D2H copy; step %d: %d launches "
+      "(%.1f per layer), %d D2H" % (len(steps), r["step"], r["launches"], r["launches_per_layer"], r["d2h"]))
+EOF
+}
+
+# sync_free PROG BACKEND LOSS_TOL NORM_TOL
+sync_free() {
+  local failures=0
+  bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$1" --backend "$2" --compare "$COMPARE" \
+    --loss-tol "$3" --norm-tol "$4" --data "$W/data" --work "$W/run" || failures=$((failures + 1))
+  if counters_ok "$W/run/test/log.jsonl" 10; then echo "  ok    no host synchronisation inside the steps (1 micro-batch)"
+  else echo "  FAIL  host synchronisation inside a step, or a missing counter (1 micro-batch)"; failures=$((failures + 1)); fi
+  # 4 micro-batches per step: 8 token uploads between two host synchronisations (the staging
+  # ring grows instead of waiting), the loss summed over them on the device.
+  local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --total-batch-tokens 128 --steps 6 --lr 1e-2 --warmup 0 --sample-length 0
+              --eval-every 0 --quiet --no-save --train-data "$W/data/t_train_*.bin"
+              --val-data "$W/data/t_val_*.bin" --tokenizer "")
+  if timeout 600 "$CPU" "${args[@]}" --out-dir "$W/accum/cpu" > "$W/accum_cpu.out" 2>&1 &&
+     timeout 600 "$1" "${args[@]}" --out-dir "$W/accum/test" > "$W/accum_test.out" 2>&1 &&
+     "$COMPARE" "$W/accum/cpu/log.jsonl" "$W/accum/test/log.jsonl" --loss-tol "$3" --norm-tol "$4" \
+       --min-entries 7 | sed 's/^/        /' && counters_ok "$W/accum/test/log.jsonl" 6; then
+    echo "  ok    4 micro-batches per step: losses against the CPU trainer, no host synchronisation inside the steps"
+  else
+    echo "  FAIL  4 micro-batches per step (logs in $W/accum)"; failures=$((failures + 1))
+  fi
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
 case "$part" in
+  sync-free-bf16) sync_free "$CUDA_BF16" cuda-bf16 2e-2 1e-1 ;;
+  sync-free-fp32) sync_free "$CUDA_FP32" cuda-fp32 1e-4 1e-4 ;;
   fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
           --loss-tol 1e-4 --norm-tol 1e-4 ;;
   bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
           --loss-tol 2e-2 --norm-tol 1e-1 ;;
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-fp32" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-fp32|sync-free-bf16|sync-free-fp32" >&2; exit 2 ;;
 esac

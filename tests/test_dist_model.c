@@ -144,14 +144,14 @@ static Reference run_reference(const Args* a, const GPTConfig* cfg) {
     r.losses = xmalloc(sizeof(real) * a->micro * rows * T, "reference losses");
     const real dloss = (real)(1.0 / ((double)a->micro * rows * T));
     gpt_zero_grad(&m);
-    double sum = 0;
+    gpt_loss_zero(&m);
     for (int k = 0; k < a->micro; k++) {
         fill_windows(a, k, 0, a->dp, in, tg);
-        sum += gpt_forward(&m, in, tg);
+        gpt_forward(&m, in, tg);
+        gpt_backward(&m, dloss);   // the per-token losses come from the backward's classifier
         memcpy(r.losses + (size_t)k * rows * T, m.acts.losses, sizeof(real) * rows * T);
-        gpt_backward(&m, dloss);
     }
-    r.loss = sum / ((double)a->micro * rows * T);
+    r.loss = gpt_loss_read(&m) / ((double)a->micro * rows * T);
     r.grads = xmalloc(sizeof(real) * m.num_params, "reference gradients");
     memcpy(r.grads, m.grads_memory, sizeof(real) * m.num_params);
     free(in);
@@ -193,11 +193,13 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const GPTConfig* 
     const real dloss = (real)(1.0 / ((double)a->micro * rows * T));
     double sum = 0, token_err = 0;
     gpt_zero_grad(&m);
+    gpt_loss_zero(&m);
     for (int k = 0; k < a->micro; k++) {
         fill_windows(a, k, mesh->dp_index, 1, full_in, full_tg);
         layout_take(full_in, B, T, pos.off, pos.stride, Tl, in);
         layout_take(full_tg, B, T, pos.off, pos.stride, Tl, tg);
-        sum += gpt_forward(&m, in, tg);
+        gpt_forward(&m, in, tg);
+        gpt_backward(&m, dloss);
         // Per-token losses of the local tokens against the reference's rows of this dp group.
         for (int b = 0; b < B; b++) {
             const real* rl = ref->losses + ((size_t)k * rows + (size_t)mesh->dp_index * B + b) * T;
@@ -207,8 +209,8 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const GPTConfig* 
                 token_err = isnan(d) ? INFINITY : fmax(token_err, d / fabs(ref->loss));
             }
         }
-        gpt_backward(&m, dloss);
     }
+    sum = gpt_loss_read(&m);
     comm_set_scope(comm, COMM_NO_LAYER, COMM_OTHER);
     comm_all_reduce_sum(comm, MESH_WORLD, &sum, 1, COMM_F64);
     comm_all_reduce_sum(comm, MESH_WORLD, m.grads_memory, m.num_params, COMM_REAL);

@@ -12,8 +12,8 @@
 #                  Debian's Open MPI, PMIx and OpenBLAS folders hidden (a mount namespace): nothing
 #                  is read from them
 #   self-test      `gpu_check.sh --self-test`: every step at toy sizes on the host-runtime bundle,
-#                  with a compute-sanitizer stand-in; the report has every section and a PASS
-#                  verdict, the JSONL parses
+#                  with a compute-sanitizer stand-in; the report has every section, every kernel
+#                  test (test_ptx too) passed and a PASS verdict, the JSONL parses
 #   nvcc-bundle    `make gpu-bundle` with nvcc (the nvcc-built programs link; the --dry-run passes);
 #                  SKIPPED without nvcc
 set -u
@@ -184,6 +184,8 @@ EOF
   check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
   check "the report has the six sections" \
     eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. Kernel times" "## 6. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
+  check "the kernel-test table has all seven programs passed, test_ptx (the PTX wrappers' known answers) among them" \
+    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && grep -qE "^\| test_ptx \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r"'
   check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
     eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
   check "the kernel times table and the throughput rows are there" \
@@ -204,14 +206,15 @@ t_nvcc_bundle() {
   local rc=$?
   tail -n 14 "$W/make.out" | sed 's/^/        /'
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
-  check "the bundle holds the nvcc-built kernel tests, trainers, gpu_info, the benchmark and the two kernel libraries" \
-    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done && [ -f build/gpu-bundle/lib/libgpt_kernels.so ] && [ -f build/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
+  check "the bundle holds the nvcc-built kernel tests, test_ptx, trainers, gpu_info, the benchmark and the two kernel libraries" \
+    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_ptx train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done && [ -f build/gpu-bundle/lib/libgpt_kernels.so ] && [ -f build/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
   # The fat binaries' entry headers (the toolkit here has no cuobjdump): kind 2 = machine code,
   # 1 = PTX, and the SM version at byte 28 of each entry header.
   check "every fat binary of the kernel libraries and the nvcc programs holds sm_80 and sm_90 machine code and compute_90 PTX" \
     "$PY" - build/gpu-bundle/lib/libgpt_kernels.so build/gpu-bundle/lib/libgpt_kernels_fp32.so \
       build/gpu-bundle/libexec/train_gpt_cuda build/gpu-bundle/libexec/train_gpt_cuda_fp32 \
-      build/gpu-bundle/libexec/test_attention_cuda build/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
+      build/gpu-bundle/libexec/test_attention_cuda build/gpu-bundle/libexec/test_ptx \
+      build/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
 import struct, sys
 MAGIC = struct.pack("<I", 0xBA55ED50)
 for path in sys.argv[1:]:

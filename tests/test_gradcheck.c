@@ -108,18 +108,142 @@ static double mm_loss(void* p) {
     return weighted_sum(c->y, c->dy, (long)c->N * c->OC);
 }
 
-static void test_matmul(void) {
+// Input gradients that the layer OVERWRITES start as NaN here, so a read of them fails the check.
+static real* nans(long n) {
+    real* a = malloc(sizeof(real) * (n ? n : 1));
+    for (long i = 0; i < n; i++) a[i] = NAN;
+    return a;
+}
+
+// matmul_backward accumulates into dinp (which starts at 0 here); matmul_backward_overwrite
+// writes it (it starts as NaN, so a read of it fails the check).
+static void test_matmul(int overwrite) {
     MMCase c = {.N = 6, .IC = 5, .OC = 9};
     c.x = random_array((long)c.N * c.IC, 1);
     c.w = random_array((long)c.OC * c.IC, 1);
     c.b = random_array(c.OC, 1);
     c.y = zeros((long)c.N * c.OC);
     c.dy = random_array((long)c.N * c.OC, 1);
-    real *dx = zeros((long)c.N * c.IC), *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
-    matmul_backward(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
-    check("matmul dinp", c.x, dx, (long)c.N * c.IC, mm_loss, &c);
-    check("matmul dweight", c.w, dw, (long)c.OC * c.IC, mm_loss, &c);
-    check("matmul dbias", c.b, db, c.OC, mm_loss, &c);
+    real *dx = overwrite ? nans((long)c.N * c.IC) : zeros((long)c.N * c.IC);
+    real *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
+    if (overwrite) matmul_backward_overwrite(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
+    else matmul_backward(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
+    const char* what = overwrite ? "matmul_backward_overwrite" : "matmul";
+    char name[64];
+    snprintf(name, sizeof name, "%s dinp", what);
+    check(name, c.x, dx, (long)c.N * c.IC, mm_loss, &c);
+    snprintf(name, sizeof name, "%s dweight", what);
+    check(name, c.w, dw, (long)c.OC * c.IC, mm_loss, &c);
+    snprintf(name, sizeof name, "%s dbias", what);
+    check(name, c.b, db, c.OC, mm_loss, &c);
+}
+
+// ---- GELU fused with the GEMMs around it ----
+// y = gelu(pre) @ w^T + b (the MLP's projection after its GELU), and pre = x @ wf^T + bf through
+// matmul_forward_gelu (the layer before it).
+typedef struct {
+    int N, IC, OC;
+    real *pre, *g, *w, *b, *y, *dy;
+    real *x, *wf, *bf;  // matmul_forward_gelu's inputs (IC outputs from OC inputs)
+} GeluMMCase;
+
+static double gelu_mm_loss(void* p) {
+    GeluMMCase* c = p;
+    gelu_forward(c->g, c->pre, (long)c->N * c->IC);
+    matmul_forward(c->y, c->g, c->w, c->b, c->N, c->IC, c->OC);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->OC);
+}
+
+// Through matmul_forward_gelu: pre = x @ wf^T + bf, g = gelu(pre), y = g @ w^T + b.
+static double fwd_gelu_loss(void* p) {
+    GeluMMCase* c = p;
+    matmul_forward_gelu(c->g, c->pre, c->x, c->wf, c->bf, c->N, c->OC, c->IC);
+    matmul_forward(c->y, c->g, c->w, c->b, c->N, c->IC, c->OC);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->OC);
+}
+
+static void test_gelu_matmuls(void) {
+    GeluMMCase c = {.N = 6, .IC = 8, .OC = 5};
+    const long ni = (long)c.N * c.IC;
+    c.pre = random_array(ni, 3);
+    c.g = zeros(ni);
+    c.w = random_array((long)c.OC * c.IC, 1);
+    c.b = random_array(c.OC, 1);
+    c.y = zeros((long)c.N * c.OC);
+    c.dy = random_array((long)c.N * c.OC, 1);
+    gelu_mm_loss(&c);
+    real *dpre = nans(ni), *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
+    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC);
+    check("matmul_backward_gelu dpre", c.pre, dpre, ni, gelu_mm_loss, &c);
+    check("matmul_backward_gelu dweight", c.w, dw, (long)c.OC * c.IC, gelu_mm_loss, &c);
+    check("matmul_backward_gelu dbias", c.b, db, c.OC, gelu_mm_loss, &c);
+
+    // matmul_forward_gelu's two outputs, differentiated through the chain above.
+    c.x = random_array((long)c.N * c.OC, 1);
+    c.wf = random_array((long)c.IC * c.OC, 1);
+    c.bf = random_array(c.IC, 1);
+    real* pre2 = nans(ni);
+    c.pre = pre2;
+    fwd_gelu_loss(&c);
+    real *dx = zeros((long)c.N * c.OC), *dwf = zeros((long)c.IC * c.OC), *dbf = zeros(c.IC);
+    memset(dw, 0, sizeof(real) * c.OC * c.IC);
+    memset(db, 0, sizeof(real) * c.OC);
+    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC);
+    matmul_backward(dx, dwf, dbf, dpre, c.x, c.wf, c.N, c.OC, c.IC);
+    check("matmul_forward_gelu -> dinp", c.x, dx, (long)c.N * c.OC, fwd_gelu_loss, &c);
+    check("matmul_forward_gelu -> dweight", c.wf, dwf, (long)c.IC * c.OC, fwd_gelu_loss, &c);
+    check("matmul_forward_gelu -> dbias", c.bf, dbf, c.IC, fwd_gelu_loss, &c);
+}
+
+// ---- fused residual + layernorm ----
+// loss = sum(dy * ln_out) + sum(dres * residual_out): both stored outputs are differentiated.
+typedef struct {
+    int N, C;
+    real *a, *b, *w, *bias, *res, *y, *mean, *rstd, *dy, *dres;
+} FRLCase;
+
+static double frl_loss(void* p) {
+    FRLCase* c = p;
+    fused_residual_layernorm_forward(c->res, c->y, c->mean, c->rstd, c->a, c->b, c->w, c->bias, c->N,
+                                     c->C);
+    const long n = (long)c->N * c->C;
+    return weighted_sum(c->y, c->dy, n) + weighted_sum(c->res, c->dres, n);
+}
+
+static void test_fused_residual_layernorm(void) {
+    FRLCase c = {.N = 5, .C = 7};
+    const long n = (long)c.N * c.C;
+    c.a = random_array(n, 1);
+    c.b = random_array(n, 1);
+    c.w = random_array(c.C, 1);
+    c.bias = random_array(c.C, 1);
+    c.res = zeros(n);
+    c.y = zeros(n);
+    c.mean = zeros(c.N);
+    c.rstd = zeros(c.N);
+    c.dy = random_array(n, 1);
+    c.dres = random_array(n, 1);
+    frl_loss(&c);
+    // d(a) = d(b) = dres + the LayerNorm backward of dy at residual_out.
+    real *dsum = malloc(sizeof(real) * n), *dw = zeros(c.C), *db = zeros(c.C);
+    memcpy(dsum, c.dres, sizeof(real) * n);
+    layernorm_backward(dsum, dw, db, c.dy, c.res, c.w, c.mean, c.rstd, c.N, c.C);
+    check("fused residual+layernorm da", c.a, dsum, n, frl_loss, &c);
+    check("fused residual+layernorm db", c.b, dsum, n, frl_loss, &c);
+    check("fused residual+layernorm dweight", c.w, dw, c.C, frl_loss, &c);
+    check("fused residual+layernorm dbias", c.bias, db, c.C, frl_loss, &c);
+    // Equal to the two separate layers, also with residual_out written over a (in place).
+    real *res2 = zeros(n), *y2 = zeros(n), *m2 = zeros(c.N), *r2 = zeros(c.N);
+    residual_forward(res2, c.a, c.b, n);
+    layernorm_forward(y2, m2, r2, res2, c.w, c.bias, c.N, c.C);
+    real* a_copy = malloc(sizeof(real) * n);
+    memcpy(a_copy, c.a, sizeof(real) * n);
+    fused_residual_layernorm_forward(a_copy, c.y, c.mean, c.rstd, a_copy, c.b, c.w, c.bias, c.N, c.C);
+    const int same = !memcmp(res2, a_copy, sizeof(real) * n) && !memcmp(y2, c.y, sizeof(real) * n) &&
+                     !memcmp(m2, c.mean, sizeof(real) * c.N) && !memcmp(r2, c.rstd, sizeof(real) * c.N);
+    printf("%-4s %-34s bitwise equal to residual_forward + layernorm_forward\n", same ? "ok" : "FAIL",
+           "fused residual+layernorm in place");
+    if (!same) failures++;
 }
 
 // ---- gelu ----
@@ -178,12 +302,14 @@ static void test_encoder(void) {
 typedef struct {
     int N, V, Vp;
     int* targets;
-    real *logits, *work, *losses, *lse;
+    real *logits, *work, *losses;
 } CECase;
 
 static double ce_loss(void* p) {
     CECase* c = p;
-    return crossentropy_forward(c->losses, c->lse, c->logits, c->targets, c->N, c->V, c->Vp);
+    double sum = 0;
+    crossentropy_forward(c->losses, c->logits, c->targets, c->N, c->V, c->Vp, &sum);
+    return sum;
 }
 
 static void test_crossentropy(void) {
@@ -193,12 +319,19 @@ static void test_crossentropy(void) {
     const long n = (long)c.N * c.Vp;
     c.logits = random_array(n, 3);
     c.losses = zeros(c.N);
-    c.lse = zeros(c.N);
     real* grad = zeros(n);
     const real dloss = 0.7;
-    ce_loss(&c);
+    const double loss = ce_loss(&c);
+    // The training path's one pass: the same losses, and the gradient in place of the logits.
     memcpy(grad, c.logits, sizeof(real) * n);
-    crossentropy_backward_inplace(grad, c.lse, c.targets, dloss, c.N, c.V, c.Vp);
+    real* losses = zeros(c.N);
+    double sum = 0.5;   // added to, not overwritten
+    crossentropy_forward_backward(grad, losses, c.targets, dloss, c.N, c.V, c.Vp, &sum);
+    const int same = sum == 0.5 + loss && !memcmp(losses, c.losses, sizeof(real) * c.N);
+    printf("%-4s %-34s the losses and their sum of crossentropy_forward\n", same ? "ok" : "FAIL",
+           "cross-entropy forward+backward");
+    if (!same) failures++;
+    free(losses);
     for (long i = 0; i < n; i++) grad[i] /= dloss;   // check d(sum of losses)/dlogits
     check("cross-entropy dlogits", c.logits, grad, n, ce_loss, &c);
 }
@@ -250,9 +383,13 @@ typedef struct {
     int *inputs, *targets;
 } ModelCase;
 
+// The evaluation path: forward, then the loss alone.
 static double model_loss(void* p) {
     ModelCase* c = p;
-    return gpt_forward(c->m, c->inputs, c->targets) / (c->m->B * c->m->T);
+    gpt_loss_zero(c->m);
+    gpt_forward(c->m, c->inputs, c->targets);
+    gpt_loss(c->m);
+    return gpt_loss_read(c->m) / (c->m->B * c->m->T);
 }
 
 static void test_model(void) {
@@ -271,8 +408,15 @@ static void test_model(void) {
     }
     ModelCase c = {&m, inputs, targets};
     gpt_zero_grad(&m);
-    model_loss(&c);
+    const double eval_loss = model_loss(&c);
+    // The training path: the loss comes from the backward's one classifier pass.
+    gpt_loss_zero(&m);
+    gpt_forward(&m, inputs, targets);
     gpt_backward(&m, 1.0 / (B * T));
+    const double train_loss = gpt_loss_read(&m) / (B * T);
+    printf("%-4s %-34s %.17g (forward + gpt_loss: %.17g)\n", train_loss == eval_loss ? "ok" : "FAIL",
+           "model loss from gpt_backward", train_loss, eval_loss);
+    if (train_loss != eval_loss) failures++;
     real* analytic = malloc(sizeof(real) * m.num_params);
     memcpy(analytic, m.grads_memory, sizeof(real) * m.num_params);
     size_t off = 0;
@@ -295,8 +439,11 @@ static void test_model(void) {
 int main(void) {
     printf("finite-difference checks in %s, h = 1e-5, tolerance 1e-6\n", REAL_NAME);
     test_layernorm();
-    test_matmul();
+    test_matmul(0);
+    test_matmul(1);
     test_gelu();
+    test_gelu_matmuls();
+    test_fused_residual_layernorm();
     test_encoder();
     test_crossentropy();
     test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");

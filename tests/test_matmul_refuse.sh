@@ -6,7 +6,7 @@
 #   tests/test_matmul_refuse.sh build/tests/cuda/test_matmul_loss_adamw[_fp32]
 set -u
 prog=${1:?usage: tests/test_matmul_refuse.sh TEST_PROGRAM}
-epilogues="BIAS GELU_AUX GELU_AUX_BIAS BGRADB"
+epilogues="BIAS GELU_AUX GELU_AUX_BIAS BGRADB DGELU"
 out=$(CUDA_HOST_CUBLASLT_REFUSE=$(echo $epilogues | tr ' ' ,) "$prog" 2>&1)
 rc=$?
 printf '%s\n' "$out"

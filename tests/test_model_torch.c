@@ -116,14 +116,17 @@ int main(int argc, char** argv) {
     float* losses = xmalloc(sizeof(float) * (steps ? steps : 1), "losses");
     for (int s = 0; s < steps || s == 0; s++) {
         gpt_zero_grad(&m);
-        const float loss = (float)(gpt_forward(&m, inputs, targets) / BT);
-        if (s == 0) {
-            write_or_die(&af, m.acts.logits, sizeof(float) * BT * cfg.Vp);
-            write_or_die(&af, &loss, sizeof loss);
-        }
+        gpt_loss_zero(&m);
+        gpt_forward(&m, inputs, targets);
+        // The logits before the backward overwrites them with their gradient.
+        if (s == 0) write_or_die(&af, m.acts.logits, sizeof(float) * BT * cfg.Vp);
+        gpt_backward(&m, 1.0 / BT);   // the classifier's one pass computes the loss too
+        const float loss = (float)(gpt_loss_read(&m) / BT);
         if (s < steps) losses[s] = loss;
-        gpt_backward(&m, 1.0 / BT);
-        if (s == 0) write_or_die(&af, m.grads_memory, sizeof(float) * m.num_params);
+        if (s == 0) {
+            write_or_die(&af, &loss, sizeof loss);
+            write_or_die(&af, m.grads_memory, sizeof(float) * m.num_params);
+        }
         if (s >= steps) break;
         const double norm = sqrt(grad_sum_squares(m.grads_memory, m.num_params));
         adamw_update(&cfg, m.params_memory, m.grads_memory, mom, vel, 0, m.num_params, s + 1,

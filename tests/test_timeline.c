@@ -181,6 +181,13 @@ static void test_nested_and_totals(void) {
     EXPECT(near(s.exposed_comm_frac, 3.0 / 8), "exposed_comm_frac %.15g == 3/8",
            s.exposed_comm_frac);
     EXPECT(s.comm_bytes == 30, "comm_bytes %lld == 30", s.comm_bytes);
+    // The resolved marks of the step just ended (the trainer's phase boundaries).
+    EXPECT(near(timeline_mark_seconds(tl, b), 3) && near(timeline_mark_seconds(tl, e), 7) &&
+               near(timeline_mark_seconds(tl, f), 9) && timeline_mark_seconds(tl, 0) == 0,
+           "timeline_mark_seconds: marks 2, 5, 6 at 3, 7, 9 s, the origin at 0");
+    EXPECT(timeline_mark_seconds(tl, -1) == -1 && timeline_mark_seconds(tl, 9) == -1 &&
+               timeline_mark_seconds(NULL, 1) == -1,
+           "timeline_mark_seconds: -1 for a dropped mark, a slot past the step's, no timeline");
     const TimelineStep t = timeline_totals(tl);
     EXPECT(t.steps == 2 && t.step == 1, "totals: %d steps, last %d", t.steps, t.step);
     EXPECT(near(t.step_s, 20), "totals: step_s %g == 12 + 8", t.step_s);

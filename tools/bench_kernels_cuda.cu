@@ -547,7 +547,7 @@ static Case case_matmul_forward(const Shape* s, const char* layer, int IC, int O
 }
 
 static void run_matmul_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    matmul_backward_cuda(b->mm, X(0), X(1), X(2), X(3), X(4), X(5), s->N, c->IC, c->OC, b->stream);
+    matmul_backward_cuda(b->mm, X(0), X(1), X(2), X(3), X(4), X(5), NULL, s->N, c->IC, c->OC, 1, b->stream);
 }
 static Case case_matmul_backward(const Shape* s, const char* layer, int IC, int OC, int bias) {
     char name[64];
@@ -670,7 +670,7 @@ static void run_adamw(const Bench* b, const Shape* s, const Case* c, void* const
     const size_t n = s->opt_params;
     const int decays = 1;
     const AdamWTensorTable table = adamw_tensor_table(&n, &decays, 1);
-    adamw_update_cuda(X(0), F(1), X(2), F(3), F(4), 0, n, &table, 1, 1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0, 1234,
+    adamw_update_cuda(X(0), F(1), X(2), F(3), F(4), 0, n, &table, 1, 1e-4, 0.9, 0.95, 1e-8, 0.1, NULL, 1234,
                       b->stream);
 }
 static Case case_adamw(const Shape* s) {

@@ -4,7 +4,8 @@
 #
 #   make gpu-programs      the nvcc-built programs under $(BUILD): build/train_gpt_cuda(_fp32),
 #                          build/gpu/test_* (the kernel tests of `make test-cuda`, same sources,
-#                          compiled by nvcc), build/gpu/gpu_info, build/gpu/bench_kernels_cuda
+#                          compiled by nvcc; test_ptx, the PTX wrappers' known answers of
+#                          tests/cuda_host), build/gpu/gpu_info, build/gpu/bench_kernels_cuda
 #   make gpu-bundle        $(GPU_BUNDLE_DIR) (build/gpu-bundle): the programs of a portable build
 #                          (host code for x86-64-v3, not this machine's -march=native), packed by
 #                          tools/gpu_bundle.sh, then checked with `gpu_check.sh --dry-run`
@@ -53,6 +54,15 @@ $(BUILD)/gpu/$(1)_fp32: $(NVCC_BUILD)/cuda-fp32/tests/cuda/$(1).o $(CUDA_KERNEL_
 endef
 $(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(eval $(call gpu_test_rules,$(t))))
 
+# The known answers of model/cuda_ptx.cuh's wrappers (mma.sync, ldmatrix, cp.async): under the host
+# runtime (build/tests/cuda_host/test_ptx) against the portable twins of tests/cuda_host/ptx.cpp,
+# here against the hardware, which checks the twins' fragment layouts. bf16 only; no kernel library
+# and no CPU twins (its kernels are in the test, its references are host loops).
+$(BUILD)/gpu/test_ptx: $(NVCC_BUILD)/cuda/tests/cuda_host/test_ptx.o $(FAIL_OBJS)
+	$(CUDA_LIB_CHECK)
+	@mkdir -p $(dir $@)
+	$(GPU_LINK)
+
 $(BUILD)/gpu/gpu_info: $(NVCC_BUILD)/cuda/tools/gpu_info.o $(BUILD)/train/gpu_peaks.o $(FAIL_OBJS)
 	$(CUDA_LIB_CHECK)
 	@mkdir -p $(dir $@)
@@ -60,11 +70,11 @@ $(BUILD)/gpu/gpu_info: $(NVCC_BUILD)/cuda/tools/gpu_info.o $(BUILD)/train/gpu_pe
 
 # Every program of the bundle (the kernel benchmark adds itself in tools/bench_kernels.mk).
 GPU_PROGRAMS += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda $(BUILD)/train_gpt_cuda_fp32 $(GPU_TESTS) \
-	$(BUILD)/gpu/gpu_info $(GPU_KIT_C_PROGS)
+	$(BUILD)/gpu/test_ptx $(BUILD)/gpu/gpu_info $(GPU_KIT_C_PROGS)
 # The same programs built for the host runtime (the self-test's bundle), in the same order.
 GPU_PROGRAMS_HOST += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32 \
 	$(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(BUILD)/tests/cuda/$(t) $(BUILD)/tests/cuda/$(t)_fp32) \
-	$(GPU_INFO_HOST) $(GPU_KIT_C_PROGS)
+	$(BUILD)/tests/cuda_host/test_ptx $(GPU_INFO_HOST) $(GPU_KIT_C_PROGS)
 
 .PHONY: gpu-programs gpu-bundle gpu-bundle-host
 ifeq ($(CUDA_NVCC),)

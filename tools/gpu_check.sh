@@ -14,8 +14,9 @@
 #
 # Steps: 1. device facts and the peak-table entry, and the sync-check switch on a faulting kernel;
 # 2. the kernel tests of `make test-cuda` (same sources, nvcc) on the GPU, with their host and GPU
-# error bounds; 3. compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the kernel
-# tests and a 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer,
+# error bounds, and test_ptx (known answers of the mma.sync / ldmatrix / cp.async wrappers);
+# 3. compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the kernel tests and a
+# 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer,
 # and bit-exact resume; 5. every kernel timed against its floor, attention against PyTorch's flash
 # SDPA; 6. trainer throughput and MFU (gpt3-125m, and the largest GPT-3 preset that fits at
 # T = 8192), with the forward / backward / optimizer split and device memory.
@@ -66,7 +67,7 @@ dry_run() {
   for p in $(manifest programs); do
     [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
   done
-  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 gpu_info bench_kernels_cuda compare_logs"
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
   for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
   [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
 
@@ -304,12 +305,12 @@ say "[2/6] kernel tests (the sources of make test-cuda, built with nvcc) against
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
-section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch."
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"
 : > "$LOGS/bounds.txt"
-for t in test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32; do
+for t in test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx; do
   run_logged "$t" 600 "$X/$t" "${TEST_ARGS[@]}"
   checks=$(grep -cE '^(ok  |FAIL) ' "$LOGS/$t.log")
   failed=$(grep -cE '^FAIL ' "$LOGS/$t.log")

@@ -129,10 +129,11 @@ KernelCost kernel_cost_attention_row_dot(double B, double NH, double HS, double 
 }
 
 KernelCost kernel_cost_attention_backward(double B, double NH, double HS, double T) {
-    // Model FLOPs 10*HS per visible pair; bytes 2 x (4n*2 + 2*4r) (each pass reads Q, K, V, dO,
-    // lse, d) + 3 x 8n (dq, dk, dv fp32 read and written).
+    // Model FLOPs 10*HS per visible pair (5 GEMMs); bytes 4n*2 + 2*4r (one pass reads Q, K, V,
+    // dO, lse, d) + 3 x 8n (dq, dk, dv fp32 read and written). With several splits of the key
+    // tiles the dQ slices add 2 x 4n per split (written, read by the reduction) on top.
     const double n = B * T * NH * HS, r = B * NH * T;
-    return cost(10 * HS * kernel_causal_pairs(B, NH, T), 2 * (4 * n * X + 2 * 4 * r) + 3 * 8 * n, 1);
+    return cost(10 * HS * kernel_causal_pairs(B, NH, T), 4 * n * X + 2 * 4 * r + 3 * 8 * n, 1);
 }
 
 KernelCost kernel_cost_attention_merge(double B, double NH, double HS, double T) {

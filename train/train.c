@@ -79,6 +79,8 @@ typedef struct {
     char peak_source[224];     // where peak_flops comes from
     BackendDevice device_info;
     char config_json[4096];
+    int* phase_slot;           // (2 accum + 2) timeline slots of a step's phase boundaries
+    double* phase_host;        // (2 accum + 2) their host-clock times (no timeline)
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -168,6 +170,8 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
                      "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
     t->accum = (int)(total / micro);
     t->tokens_per_step = total;
+    t->phase_slot = xcalloc((size_t)2 * t->accum + 2, sizeof(int), "phase marks");
+    t->phase_host = xcalloc((size_t)2 * t->accum + 2, sizeof(double), "phase times");
 }
 
 // The transport (--comm) for this backend and launch, and this rank's GPU. Before any other
@@ -371,11 +375,48 @@ static double all_reduce_scalar(Trainer* t, double x) {
     return x;
 }
 
-// Seconds a step spent in each phase; the backend is synchronised at each boundary (a few
-// microseconds on a GPU, nothing on the CPU), so the phases add up to the step.
+// Seconds a step spent in each phase, from marks at the phase boundaries (phase_mark): on the
+// timeline's compute track when there is a timeline (on CUDA an event on the compute stream, so
+// a phase is the time the DEVICE took from one boundary to the next, idle gaps included; on the
+// CPU the host clock), else the host clock where the backend is synchronous (CPU). A device
+// backend without a timeline has no phases: its host clock would time only the issue of the
+// work. forward: from the step's start (or the previous micro-batch's backward) to the end of
+// the forward, data loading included; backward: to the end of the backward (the classifier's
+// one pass included); optimizer: gradient reduction, norm, clip factor, AdamW and the ZeRO-1
+// all-gather's start. They add up to the step's work on the compute stream, which ends before
+// the step's read returns (the step's "ms", host wall time, includes that read).
 typedef struct {
+    int measured;
     double forward, backward, optimizer;
 } StepPhases;
+
+// Phase boundary i of the step: 0 its start, 2a + 1 and 2a + 2 the ends of micro-batch a's
+// forward and backward, 2 accum + 1 the end of the optimizer.
+static void phase_mark(Trainer* t, int i) {
+    if (t->timeline)
+        t->phase_slot[i] = i == 0 ? TIMELINE_ORIGIN_SLOT
+                                  : timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
+    else
+        t->phase_host[i] = now();
+}
+
+// The phases of the step that ended last (after timeline_step_end).
+static StepPhases step_phases(const Trainer* t) {
+    StepPhases ph = {0, 0, 0, 0};
+    const int n = 2 * t->accum + 2;
+    if (!t->timeline && !gpt_backend_host_memory()) return ph;
+    double prev = 0;
+    for (int i = 1; i < n; i++) {
+        const double at = t->timeline ? timeline_mark_seconds(t->timeline, t->phase_slot[i])
+                                      : t->phase_host[i] - t->phase_host[0];
+        if (at < 0) return (StepPhases){0, 0, 0, 0};   // a mark the timeline had no room for
+        double* phase = i == n - 1 ? &ph.optimizer : i % 2 ? &ph.forward : &ph.backward;
+        *phase += at - prev;
+        prev = at;
+    }
+    ph.measured = 1;
+    return ph;
+}
 
 // ZeRO-1 leaves the parameter all-gather of the last update in flight, to overlap the end of the
 // step and the next batch's loading; anything that reads the parameters waits for it here first.
@@ -385,47 +426,52 @@ static void params_ready(Trainer* t) {
 }
 
 // The gradients summed over every rank: in buckets during the last micro-batch's backward
-// (t->buckets), or here in one all-reduce; ZeRO-1 reduce-scatters to this rank's shard. Returns
-// the sum of squares of the (shard's) gradient over all ranks.
-static double reduce_gradients(Trainer* t) {
+// (t->buckets), or here in one all-reduce; ZeRO-1 reduce-scatters to this rank's shard. Then the
+// step's scalars on the backend: the sum of squares of the (shard's) gradient, and the loss sum
+// and (ZeRO-1: each rank holds a shard) the sum of squares summed over all ranks in one
+// all-reduce of backend memory. Nothing waits for the device.
+static void reduce_gradients(Trainer* t) {
     GPT* m = &t->model;
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     // Gradients travel in the backend's storage type (bf16 on the CUDA bf16 build).
     const CommType gt = dist_real_comm_type();
+    double* sumsq = m->scalars + GPT_GRAD_SUMSQ;
     if (t->opt.zero) {
         comm_reduce_scatter_sum(t->comm, MESH_WORLD, m->grads_memory, t->shard_scratch,
                                 t->shard_count, gt);
         tensor_copy(element(m->grads_memory, t->shard_begin), t->shard_scratch, t->shard_count);
-        return all_reduce_scalar(t, gpt_grad_sum_squares(m, t->shard_begin, t->shard_count));
+        gpt_grad_sum_squares(m, t->shard_begin, t->shard_count, sumsq);
+    } else {
+        if (t->buckets) {
+            grad_buckets_finish(t->buckets);
+        } else if (t->mesh.world_size > 1) {
+            comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
+        }
+        gpt_grad_sum_squares(m, 0, m->num_params, sumsq);
     }
-    if (t->buckets) {
-        grad_buckets_finish(t->buckets);
-    } else if (t->mesh.world_size > 1) {
-        comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
-    }
-    return gpt_grad_sum_squares(m, 0, m->num_params);
+    // GPT_LOSS_SUM and GPT_GRAD_SUMSQ are adjacent: one all-reduce of one or both, in fp64.
+    if (t->mesh.world_size > 1)
+        comm_all_reduce_sum(t->comm, MESH_WORLD, m->scalars + GPT_LOSS_SUM, t->opt.zero ? 2 : 1,
+                            COMM_F64);
 }
 
-// One optimizer step: accumulation over micro-batches, gradient reduction, clipping, AdamW.
-// Returns the mean loss over the global batch; *grad_norm gets the norm before clipping.
-// The optimizer phase includes the gradient reduction and norm.
-static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
+// One optimizer step, issued without the host waiting for the device: accumulation over
+// micro-batches, gradient reduction, norm and clip factor, AdamW, and the copy of the step's
+// scalars to the host (gpt_scalars_fetch), which the caller waits for (finish_step).
+static void train_step(Trainer* t) {
     GPT* m = &t->model;
-    double t0 = now();
     const double dloss = 1.0 / t->tokens_per_step;
-    double loss_sum = 0;
-    memset(ph, 0, sizeof *ph);
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    phase_mark(t, 0);
     for (int a = 0; a < t->accum; a++) {
         next_batch(t, t->train_loader);
         if (a == 0) {
             params_ready(t);
             gpt_zero_grad(m);
+            gpt_loss_zero(m);
         }
-        loss_sum += gpt_forward(m, t->inputs, t->targets);
-        gpt_backend_sync();
-        const double t1 = now();
-        ph->forward += t1 - t0;
+        gpt_forward(m, t->inputs, t->targets);
+        phase_mark(t, 2 * a + 1);
         // The last micro-batch's backward completes the gradients: reduce them as it goes.
         const int bucketed = t->buckets && a == t->accum - 1;
         if (bucketed) {
@@ -434,21 +480,18 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
             m->grads_ready = grad_buckets_ready;
             m->grads_ready_ctx = t->buckets;
         }
-        gpt_backward(m, dloss);
+        gpt_backward(m, dloss);   // the classifier's one pass adds this micro-batch's losses
         m->grads_ready = NULL;
-        gpt_backend_sync();
-        t0 = now();
-        ph->backward += t0 - t1;
+        phase_mark(t, 2 * a + 2);
     }
-    const double sq = reduce_gradients(t);
-    *grad_norm = sqrt(sq);
+    reduce_gradients(t);
+    gpt_clip_scale(m, t->opt.grad_clip);
     const int begin = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
     optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
-                   clip_factor(*grad_norm, t->opt.grad_clip));
+                   m->scalars + GPT_CLIP_SCALE);
     const TimelineLabel label = {"optimizer", NULL, NULL, 0, -1, "other"};
     timeline_span(t->timeline, TL_COMPUTE, TIMELINE_COMPUTE_TRACK, begin,
                   timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK), &label);
-    const double loss = all_reduce_scalar(t, loss_sum) / t->tokens_per_step;
     if (t->opt.zero) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
         tensor_copy(t->shard_scratch, element(m->params_memory, t->shard_begin), t->shard_count);
@@ -456,21 +499,32 @@ static double train_step(Trainer* t, double* grad_norm, StepPhases* ph) {
                                                 m->params_memory, t->shard_count,
                                                 dist_real_comm_type());
     }
-    gpt_backend_sync();
-    ph->optimizer = now() - t0;
-    return loss;
+    phase_mark(t, 2 * t->accum + 1);
+    gpt_scalars_fetch(m);
 }
 
+// The end of a step: the one wait for the device. Returns the mean loss over the global batch;
+// *grad_norm gets the norm before clipping.
+static double finish_step(Trainer* t, double* grad_norm) {
+    double sc[GPT_NUM_SCALARS];
+    gpt_scalars_wait(sc);
+    *grad_norm = sqrt(sc[GPT_GRAD_SUMSQ]);
+    return sc[GPT_LOSS_SUM] / t->tokens_per_step;
+}
+
+// The losses of every batch summed on the backend (without dlogits), read once at the end.
 static double evaluate(Trainer* t) {
     params_ready(t);
     const long n = loader_batches_per_epoch(t->val_loader);
     const int batches = t->opt.eval_batches < n ? t->opt.eval_batches : (int)n;
     loader_reset(t->val_loader);
-    double sum = 0;
+    gpt_loss_zero(&t->model);
     for (int i = 0; i < batches; i++) {
         next_batch(t, t->val_loader);
-        sum += gpt_forward(&t->model, t->inputs, t->targets);
+        gpt_forward(&t->model, t->inputs, t->targets);
+        gpt_loss(&t->model);
     }
+    const double sum = gpt_loss_read(&t->model);
     return all_reduce_scalar(t, sum) / ((double)batches * t->B * t->T * t->mesh.dp);
 }
 
@@ -759,6 +813,7 @@ static double mfu_of(const Trainer* t, double tokens_per_s, double flops_per_tok
 typedef struct {
     int steps;
     double seconds;
+    int phases;       // steps whose phases were measured (all or none)
     StepPhases sum;
     size_t memory_used, memory_total;
 } RunTotals;
@@ -782,17 +837,111 @@ static void print_summary(Trainer* t, const RunTotals* r, double flops_per_token
                  r->memory_used * gib, r->memory_total * gib);
     else
         snprintf(memory_text, sizeof memory_text, "peak host memory %.2f GiB", r->memory_used * gib);
-    printf("summary: %d timed step%s (the run's first excluded): %.1f ms per step = forward %.1f + "
-           "backward %.1f + optimizer %.1f; %.0f tokens/s; MFU %s; %s\n", r->steps,
-           r->steps == 1 ? "" : "s", per * 1e3, r->sum.forward / r->steps * 1e3,
-           r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3, tps, mfu_text,
+    // Phases where every timed step measured them (see StepPhases: not on a device backend with
+    // --timeline 0, nor in a step whose marks the timeline had no room for).
+    const int timed = r->phases == r->steps;
+    char split[128] = " (phases not timed)";
+    char split_json[128] = "";
+    if (timed) {
+        snprintf(split, sizeof split, " = forward %.1f + backward %.1f + optimizer %.1f",
+                 r->sum.forward / r->steps * 1e3, r->sum.backward / r->steps * 1e3,
+                 r->sum.optimizer / r->steps * 1e3);
+        snprintf(split_json, sizeof split_json, ",\"forward_ms\":%.3f,\"backward_ms\":%.3f,"
+                 "\"optimizer_ms\":%.3f", r->sum.forward / r->steps * 1e3,
+                 r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3);
+    }
+    printf("summary: %d timed step%s (the run's first excluded): %.1f ms per step%s; %.0f tokens/s; "
+           "MFU %s; %s\n", r->steps, r->steps == 1 ? "" : "s", per * 1e3, split, tps, mfu_text,
            memory_text);
-    run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f,"
-                 "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f,\"tokens_per_s\":%.1f,"
-                 "\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,\"memory_total_bytes\":%zu}",
-                 t->step, r->steps, per * 1e3, r->sum.forward / r->steps * 1e3,
-                 r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3, tps, mfu,
+    run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f"
+                 "%s,\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,"
+                 "\"memory_total_bytes\":%zu}", t->step, r->steps, per * 1e3, split_json, tps, mfu,
                  t->peak_flops, r->memory_used, r->memory_total);
+}
+
+// What a step asked of the device, where the backend counts it (gpt_backend_counters: the CUDA
+// backend on the host runtime). Snapshots at the step's start, when train_step returns (all of
+// the step's work issued, its results not yet read) and after the end-of-step read (the loss and
+// norm reach the host, the timeline resolves its marks).
+//   launches            kernels and GEMMs issued by the step
+//   launches_per_layer  the launches of the layer loops of forward and backward (attention
+//                       included: GPT.layer_launches), divided by the number of layers: all of the
+//                       step's launches minus the embedding, head, loss, gradient-reduction, norm
+//                       and optimizer ones, per layer (summed over the micro-batches)
+//   d2h                 device-to-host copies of the whole step, its end included
+//   syncs_in_step       host synchronisations while the step's work is issued (the target: 0)
+//   syncs_end           host synchronisations of the end-of-step read
+typedef struct {
+    int counted;
+    BackendCounters c0, c1;
+    long long layer0;
+    long long launches, d2h, syncs_in_step, syncs_end;
+    double launches_per_layer;
+} StepCounters;
+
+// Over the run's steps: the first (one-time allocations and plans) apart from the others.
+typedef struct {
+    int steps;                     // counted steps after the first
+    StepCounters first;
+    long long launches, d2h;       // sums over the steps after the first
+    double launches_per_layer;
+    long long max_syncs_in_step, max_syncs_end, max_d2h;
+    int have_first;
+} CounterTotals;
+
+static void counters_begin(const Trainer* t, StepCounters* sc) {
+    memset(sc, 0, sizeof *sc);
+    sc->counted = gpt_backend_counters(&sc->c0);
+    sc->layer0 = t->model.layer_launches;
+}
+
+static void counters_mark(StepCounters* sc) {
+    if (sc->counted) gpt_backend_counters(&sc->c1);
+}
+
+static void counters_end(const Trainer* t, StepCounters* sc, CounterTotals* tot, int first) {
+    if (!sc->counted) return;
+    BackendCounters c2;
+    gpt_backend_counters(&c2);
+    sc->launches = c2.launches - sc->c0.launches;
+    sc->d2h = c2.d2h - sc->c0.d2h;
+    sc->syncs_in_step = sc->c1.syncs - sc->c0.syncs;
+    sc->syncs_end = c2.syncs - sc->c1.syncs;
+    sc->launches_per_layer = (double)(t->model.layer_launches - sc->layer0) / t->cfg.L;
+    if (first) {
+        tot->first = *sc;
+        tot->have_first = 1;
+        return;
+    }
+    tot->steps++;
+    tot->launches += sc->launches;
+    tot->d2h += sc->d2h;
+    tot->launches_per_layer += sc->launches_per_layer;
+    if (sc->syncs_in_step > tot->max_syncs_in_step) tot->max_syncs_in_step = sc->syncs_in_step;
+    if (sc->syncs_end > tot->max_syncs_end) tot->max_syncs_end = sc->syncs_end;
+    if (sc->d2h > tot->max_d2h) tot->max_d2h = sc->d2h;
+}
+
+static void print_counters(Trainer* t, const CounterTotals* c) {
+    if (t->rank != 0 || !c->have_first) return;
+    const StepCounters* f = &c->first;
+    const int n = c->steps;
+    printf("counters: first step %lld launches (%.1f per layer), %lld D2H copies, %lld syncs in "
+           "the step + %lld at its end", f->launches, f->launches_per_layer, f->d2h,
+           f->syncs_in_step, f->syncs_end);
+    if (n > 0)
+        printf("; later %d step%s: %.1f launches (%.1f per layer), %.1f D2H copies per step, at "
+               "most %lld syncs in a step + %lld at its end", n, n == 1 ? "" : "s",
+               (double)c->launches / n, c->launches_per_layer / n, (double)c->d2h / n,
+               c->max_syncs_in_step, c->max_syncs_end);
+    printf(" (rank 0)\n");
+    run_log_json(&t->log, "{\"type\":\"counters\",\"step\":%d,\"first_launches\":%lld,"
+                 "\"first_launches_per_layer\":%.2f,\"first_d2h\":%lld,\"first_syncs_in_step\":%lld,"
+                 "\"first_syncs_end\":%lld,\"steps\":%d,\"launches\":%.2f,\"launches_per_layer\":%.2f,"
+                 "\"d2h\":%.2f,\"max_d2h\":%lld,\"max_syncs_in_step\":%lld,\"max_syncs_end\":%lld}",
+                 t->step, f->launches, f->launches_per_layer, f->d2h, f->syncs_in_step, f->syncs_end,
+                 n, n ? (double)c->launches / n : 0, n ? c->launches_per_layer / n : 0,
+                 n ? (double)c->d2h / n : 0, c->max_d2h, c->max_syncs_in_step, c->max_syncs_end);
 }
 
 // The --rendezvous value, read before anything starts: file: and tcp: mean no MPI at all.
@@ -907,6 +1056,8 @@ int main(int argc, char** argv) {
     int stop = 0;
     RunTotals totals;
     memset(&totals, 0, sizeof totals);
+    CounterTotals counter_totals;
+    memset(&counter_totals, 0, sizeof counter_totals);
     while (t.step < t.opt.steps && !stop) {
         // Evaluation and sampling at step k happen before step k+1 whether or not the run was
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
@@ -921,12 +1072,17 @@ int main(int argc, char** argv) {
         if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > 0) sample(&t);
         const double t0 = now();
         double norm;
-        StepPhases ph;
         const long long bytes0 = comm_count_bytes(t.comm);
+        StepCounters sc;
+        counters_begin(&t, &sc);
         timeline_step_begin(t.timeline, t.step + 1);
-        const double loss = train_step(&t, &norm, &ph);
+        train_step(&t);
+        counters_mark(&sc);
+        const double loss = finish_step(&t, &norm);
         comm_close_spans(t.comm);
         const TimelineStep ts = timeline_step_end(t.timeline);
+        counters_end(&t, &sc, &counter_totals, t.step - start == 0);
+        const StepPhases ph = step_phases(&t);
         t.step_comm_bytes += comm_count_bytes(t.comm) - bytes0;
         const double dt = now() - t0;
         const double lr = lr_at_step(&t.sched, t.step);
@@ -937,6 +1093,7 @@ int main(int argc, char** argv) {
         } else {
             totals.steps++;
             totals.seconds += dt;
+            totals.phases += ph.measured;
             totals.sum.forward += ph.forward;
             totals.sum.backward += ph.backward;
             totals.sum.optimizer += ph.optimizer;
@@ -955,11 +1112,19 @@ int main(int argc, char** argv) {
                 snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"
                          "\"exposed_comm_frac\":%.5f,\"wait_frac\":%.5f", ts.compute_frac,
                          ts.exposed_comm_frac, ts.wait_frac);
+            char phases[128] = "";
+            if (ph.measured)
+                snprintf(phases, sizeof phases, ",\"forward_ms\":%.3f,\"backward_ms\":%.3f,"
+                         "\"optimizer_ms\":%.3f", ph.forward * 1e3, ph.backward * 1e3,
+                         ph.optimizer * 1e3);
+            char counted[192] = "";
+            if (sc.counted)
+                snprintf(counted, sizeof counted, ",\"launches\":%lld,\"launches_per_layer\":%.2f,"
+                         "\"d2h\":%lld,\"syncs_in_step\":%lld,\"syncs_end\":%lld", sc.launches,
+                         sc.launches_per_layer, sc.d2h, sc.syncs_in_step, sc.syncs_end);
             run_log_json(&t.log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
-                         "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f,"
-                         "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"optimizer_ms\":%.3f%s}",
-                         t.step, loss, lr, norm, dt * 1e3, tps, mfu, ph.forward * 1e3,
-                         ph.backward * 1e3, ph.optimizer * 1e3, fractions);
+                         "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
+                         t.step, loss, lr, norm, dt * 1e3, tps, mfu, phases, fractions, counted);
             fflush(stdout);
         }
         // Every rank stops at the same step: agree on any rank's signal.
@@ -971,6 +1136,7 @@ int main(int argc, char** argv) {
     }
     note_memory(&totals);
     print_summary(&t, &totals, flops_per_token);
+    print_counters(&t, &counter_totals);
     report_timeline(&t);
     write_trace(&t);
     // A stop request during the last step is no early stop: the run ends as usual.
@@ -1007,6 +1173,7 @@ int main(int argc, char** argv) {
     grad_buckets_free(t.buckets);
     free(t.host_params); free(t.host_m); free(t.host_v);
     free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
+    free(t.phase_slot); free(t.phase_host);
     end_launch();
     return 0;
 }

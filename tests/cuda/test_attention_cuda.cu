@@ -7,7 +7,9 @@
 // multiples of the 64-row tiles; inputs read from a fused QKV buffer, from tight rows, from rows
 // with an aligned gap and from rows whose stride breaks 16-byte alignment (the scalar load path).
 // Outputs are poisoned with NaN before each launch, and the gap columns of every output must still
-// be NaN afterwards (nothing written outside the heads). The backward is run twice on the first
+// be NaN afterwards (nothing written outside the heads). Where one call is the whole attention of
+// its queries (parts == 1), the single-call forms (floatX output and gradients, written rather than
+// accumulated, into poisoned buffers) are checked too. The backward is run twice on the first
 // part and must give the same bits (no atomics whose order varies). The merge of the partials over split key
 // sets must give the attention over all keys.
 //
@@ -88,6 +90,21 @@ static Vec download(const float* d, long n) {
     return h;
 }
 
+static Vec download_x(const floatX* d, long n) {
+    std::vector<floatX> tmp((size_t)n);
+    CUDA_CHECK(cudaMemcpy(tmp.data(), d, sizeof(floatX) * n, cudaMemcpyDeviceToHost));
+    Vec h((size_t)n);
+    for (long i = 0; i < n; i++) h[(size_t)i] = to_float(tmp[(size_t)i]);
+    return h;
+}
+
+static floatX* poisoned_x(long n) {
+    floatX* d;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(floatX) * n));
+    CUDA_CHECK(cudaMemset(d, 0xFF, sizeof(floatX) * n));
+    return d;
+}
+
 static float* poisoned(long n) {
     float* d;
     CUDA_CHECK(cudaMalloc(&d, sizeof(float) * n));
@@ -132,7 +149,7 @@ static double lse_err(const Vec& got, const Vec& want) {
 }
 
 struct Worst {
-    double o, lse, d, dq, dk, dv, merged_o, merged_lse, merge_kernel;
+    double o, lse, d, dq, dk, dv, merged_o, merged_lse, merge_kernel, ox, gx;
 };
 static Worst worst;
 static void keep(double* w, double e) { *w = e > *w || !(e == e) ? e : *w; }
@@ -173,6 +190,7 @@ static void run_scenario(const Scenario& s) {
 
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
+    double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
     AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
@@ -275,6 +293,27 @@ static void run_scenario(const Scenario& s) {
             for (float* ptr : {dk2_d, dv2_d, dq2_d}) CUDA_CHECK(cudaFree(ptr));
         }
 
+        if (s.parts == 1) {   // the single-call forms: floatX outputs and gradients, written
+            floatX* ox_d = poisoned_x((long)B * nq * ld);
+            float* lse2_d = poisoned((long)B * NH * nq);
+            attention_forward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, ox_d, ld, lse2_d, 0);
+            keep(&e_ox, rel_err(download_x(ox_d, (long)B * nq * ld), ld, o_ref, NULL, (long)B * nq, C));
+            keep(&e_lse, lse_err(download(lse2_d, (long)B * NH * nq), lse_ref));
+            floatX *dqx_d = poisoned_x((long)B * nq * ld), *dkx_d = poisoned_x((long)B * nk * ld);
+            floatX* dvx_d = poisoned_x((long)B * nk * ld);
+            attention_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dqx_d, ld, dkx_d,
+                                    ld, dvx_d, ld, 0);
+            // The gradient of this one call: ref - initial, against the written values.
+            Vec gq(dq_ref), gk(dk_ref), gv(dv_ref);
+            for (size_t i = 0; i < gq.size(); i++) gq[i] -= dq0[i];
+            for (size_t i = 0; i < gk.size(); i++) gk[i] -= dk0[i], gv[i] -= dv0[i];
+            keep(&e_gx, rel_err(download_x(dqx_d, (long)B * nq * ld), ld, gq, NULL, (long)B * nq, C));
+            keep(&e_gx, rel_err(download_x(dkx_d, (long)B * nk * ld), ld, gk, NULL, (long)B * nk, C));
+            keep(&e_gx, rel_err(download_x(dvx_d, (long)B * nk * ld), ld, gv, NULL, (long)B * nk, C));
+            for (void* ptr : {(void*)ox_d, (void*)lse2_d, (void*)dqx_d, (void*)dkx_d, (void*)dvx_d})
+                CUDA_CHECK(cudaFree(ptr));
+        }
+
         for (void* ptr : {(void*)k_own, (void*)v_own, (void*)o_d, (void*)lse_d, (void*)dk_d, (void*)dv_d})
             if (ptr) CUDA_CHECK(cudaFree(ptr));
     }
@@ -292,9 +331,12 @@ static void run_scenario(const Scenario& s) {
     ok = bound_seen(&B_GRAD, e_dk) && ok;
     ok = bound_seen(&B_GRAD, e_dv) && ok;
     ok = bound_seen(&B_MERGE, e_mk) && ok;
+    ok = bound_seen(&B_O, e_ox) && ok;
+    ok = bound_seen(&B_GRAD, e_gx) && ok;
     ok = ok && !nondeterministic;
-    check(ok, "%-28s o %.1e lse %.1e d %.1e dq %.1e dk %.1e dv %.1e merged o %.1e lse %.1e (kernel %.1e)%s",
-          s.label, e_o, e_lse, e_d, e_dq, e_dk, e_dv, e_mo, e_ml, e_mk,
+    check(ok, "%-28s o %.1e lse %.1e d %.1e dq %.1e dk %.1e dv %.1e merged o %.1e lse %.1e (kernel %.1e) "
+          "floatX o %.1e grads %.1e%s",
+          s.label, e_o, e_lse, e_d, e_dq, e_dk, e_dv, e_mo, e_ml, e_mk, e_ox, e_gx,
           nondeterministic ? " NOT bit-for-bit deterministic" : "");
     keep(&worst.o, e_o);
     keep(&worst.lse, e_lse);
@@ -305,6 +347,8 @@ static void run_scenario(const Scenario& s) {
     keep(&worst.merged_o, e_mo);
     keep(&worst.merged_lse, e_ml);
     keep(&worst.merge_kernel, e_mk);
+    keep(&worst.ox, e_ox);
+    keep(&worst.gx, e_gx);
 
     for (void* ptr : {(void*)q_d, (void*)g_d, (void*)lse_fin_d, (void*)d_fin_d, (void*)dq_d, (void*)merged_o,
                       (void*)merged_lse})
@@ -351,6 +395,9 @@ int main(int argc, char** argv) {
     if (!quick) run_scenario(single("single T160 HS32 q*5", 1, 4, 32, 160, 0, false, 5.0f));
     // Head sizes 80 (gpt3-2.7b: five k-steps of 16), 128 and 48; a misaligned row stride.
     run_scenario(single("single T70 HS80", 1, 2, 80, 70, 0, false, 1.0f));
+    // B x NH = 264 >= 2 x 132 SMs (the host runtime's count): one split of the key tiles, dQ added
+    // straight into dq; the other scenarios take several splits and the dQ slices.
+    if (!quick) run_scenario(single("single T130 HS16 B4 NH66 1split", 4, 66, 16, 130, 0, false, 1.0f));
     run_scenario(single("single T40 HS128 ld+8 q*5", 1, 1, 128, 40, 8, false, 5.0f));
     if (!quick) run_scenario(single("single T77 HS48 ld+3", 2, 1, 48, 77, 3, false, 1.0f));
 
@@ -389,9 +436,9 @@ int main(int argc, char** argv) {
         }
     }
     printf("worst rel err: o %.2e lse %.2e d %.2e dq %.2e dk %.2e dv %.2e merged o %.2e merged lse %.2e "
-           "merge kernel %.2e\n",
+           "merge kernel %.2e floatX o %.2e floatX grads %.2e\n",
            worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
-           worst.merge_kernel);
+           worst.merge_kernel, worst.ox, worst.gx);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");

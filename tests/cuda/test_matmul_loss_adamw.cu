@@ -1,6 +1,7 @@
 // CUDA backend part 1 against the CPU twins, under the host runtime (built twice: bf16 storage,
 // and fp32 with -DGPT_CUDA_FP32) or on a GPU: the cuBLASLt GEMMs (bias, fused GELU, backward with
-// the BGRADB epilogue and with the column-sum kernel, and each epilogue's fallback), the fused
+// the BGRADB epilogue and with the column-sum kernel, backward overwriting dinp with and without
+// the GELU gradient of the DGELU epilogue, and each epilogue's fallback), the fused
 // softmax + cross-entropy + gradient, AdamW with stochastic rounding, and the global gradient norm.
 // Inputs are rounded to floatX before the CPU sees them, every output is poisoned with NaN before
 // each launch, and each check prints max|gpu - cpu| / max|cpu| next to its bound (tests/cuda/
@@ -9,7 +10,7 @@
 // The fallbacks (model/matmul_cuda.cuh) run where cuBLASLt refuses an epilogue: matmul cases whose
 // rows are not a multiple of 16 bytes or whose bias or activation pointers are not 16-byte aligned
 // (the host runtime's cuBLASLt refuses those, tests/cuda_host/host_cublas.h), and, with
-// CUDA_HOST_CUBLASLT_REFUSE=BIAS,GELU_AUX,GELU_AUX_BIAS,BGRADB, every call of those epilogues
+// CUDA_HOST_CUBLASLT_REFUSE=BIAS,GELU_AUX,GELU_AUX_BIAS,BGRADB,DGELU, every call of those epilogues
 // (cublasLtMatmul refuses after the heuristic offered an algorithm). Under the host runtime each
 // call's path (fused or fallback, from the context's counters) is checked against that model, and
 // the well-aligned cases must run fused unless the knob names the epilogue; on a GPU the path is
@@ -182,10 +183,14 @@ static int aligned16_elems(long elems) { return elems * (long)sizeof(floatX) % 1
 // Whether the host runtime's cuBLASLt runs the kind's epilogue for this case (host_cublas.h):
 // every matrix, the bias and the aux 16-byte aligned, rows of a multiple of 16 bytes, and the knob
 // not naming it. Forward: weight, inp, out, pre-GELU, bias; BGRADB: inp, dout, dweight, and the
-// context's scratch vector (aligned).
+// context's scratch vector (aligned); DGELU: weight, dout, dinp, pre-GELU. The GELU epilogues also
+// need aux rows (OC forward, IC for DGELU) of a multiple of 8 elements, or the launcher does not
+// ask cuBLASLt at all.
 static int expect_fused(const MatmulCase* c, int kind) {
     int ok = aligned16_elems(c->IC) && aligned16_elems(c->OC) && aligned16_elems(c->act_off);
     if (kind == MATMUL_EPI_BIAS || kind == MATMUL_EPI_GELU_AUX_BIAS) ok = ok && aligned16_elems(c->bias_off);
+    if (kind == MATMUL_EPI_GELU_AUX || kind == MATMUL_EPI_GELU_AUX_BIAS) ok = ok && c->OC % 8 == 0;
+    if (kind == MATMUL_EPI_DGELU) ok = ok && c->IC % 8 == 0;
     return ok && !knob_names(kind);
 }
 
@@ -259,7 +264,7 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
         free(got);
     }
     // forward with the fused GELU: out = gelu(pre), pre = inp @ w^T (+ b)
-    for (int with_bias = 1; with_bias >= 0 && OC % 8 == 0; with_bias--) {
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
         const int kind = with_bias ? MATMUL_EPI_GELU_AUX_BIAS : MATMUL_EPI_GELU_AUX;
         poison(d_out, (size_t)N * OC * sizeof(floatX));
         poison(d_pre, (size_t)N * OC * sizeof(floatX));
@@ -301,10 +306,10 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
         ctx->use_bgradb = mode == 0;
         const PathCount before = path_count(ctx, MATMUL_EPI_BGRADB);
         if (mode < 2) {
-            matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC, 0);
+            matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
         } else {  // dinp + dbias without dweight (column sums), then dweight alone
-            matmul_backward_cuda(ctx, d_dinp, NULL, d_db, d_dout, d_inp, d_w, N, IC, OC, 0);
-            matmul_backward_cuda(ctx, NULL, d_dw, NULL, d_dout, d_inp, d_w, N, IC, OC, 0);
+            matmul_backward_cuda(ctx, d_dinp, NULL, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
+            matmul_backward_cuda(ctx, NULL, d_dw, NULL, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
         }
         float *g_dinp = download_x(d_dinp, (size_t)N * IC), *g_dw = download_x(d_dw, (size_t)OC * IC),
               *g_db = download_x(d_db, OC);
@@ -320,9 +325,41 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
     }
     ctx->use_bgradb = 1;
 
+    // backward that overwrites dinp (beta = 0), plain and through the GELU gradient (DGELU with the
+    // pre-GELU (N, IC) as aux): dinp starts as NaN on both sides, so a read of it fails the check;
+    // dweight and dbias still accumulate.
+    float* pre = random_x((size_t)N * IC, 2.0f);
+    floatX* pre_in_base;
+    floatX* d_pre_in = alloc_at((size_t)N * IC, c->act_off, &pre_in_base);
+    put_x(d_pre_in, pre, (size_t)N * IC);
+    for (int gelu = 0; gelu <= 1; gelu++) {
+        const char* label = gelu ? "DGELU" : "overwrite";
+        for (size_t i = 0; i < (size_t)N * IC; i++) dinp[i] = NAN;
+        memcpy(dw, dw0, (size_t)OC * IC * sizeof(float));
+        memcpy(db, db0, OC * sizeof(float));
+        if (gelu) matmul_backward_gelu(dinp, dw, db, dout, inp, pre, w, N, IC, OC);
+        else matmul_backward_overwrite(dinp, dw, db, dout, inp, w, N, IC, OC);
+        poison(d_dinp, (size_t)N * IC * sizeof(floatX));
+        put_x(d_dw, dw0, (size_t)OC * IC);
+        put_x(d_db, db0, OC);
+        const PathCount before = path_count(ctx, MATMUL_EPI_DGELU);
+        matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, gelu ? d_pre_in : NULL, N, IC, OC, 0, 0);
+        float *g_dinp = download_x(d_dinp, (size_t)N * IC), *g_dw = download_x(d_dw, (size_t)OC * IC),
+              *g_db = download_x(d_db, OC);
+        snprintf(what, sizeof what, "matmul bwd (%s) %s: dinp", label, shape);
+        check_err(what, rel_err(g_dinp, dinp, (size_t)N * IC), &B_MATMUL);
+        snprintf(what, sizeof what, "matmul bwd (%s) %s: dweight", label, shape);
+        check_err(what, rel_err(g_dw, dw, (size_t)OC * IC), &B_MATMUL);
+        snprintf(what, sizeof what, "matmul bwd (%s) %s: dbias", label, shape);
+        check_err(what, rel_err(g_db, db, OC), &B_MATMUL);
+        snprintf(what, sizeof what, "matmul bwd (%s) %s: path", label, shape);
+        if (gelu) check_path(ctx, before, MATMUL_EPI_DGELU, expect_fused(c, MATMUL_EPI_DGELU), what);
+        free(g_dinp), free(g_dw), free(g_db);
+    }
+
     free(inp), free(w), free(b), free(want), free(want_pre), free(dout), free(dinp0), free(dw0), free(db0);
-    free(dinp), free(dw), free(db);
-    floatX* bufs[] = {inp_base, d_w, b_base, out_base, pre_base, dout_base, dinp_base, d_dw, db_base};
+    free(dinp), free(dw), free(db), free(pre);
+    floatX* bufs[] = {inp_base, d_w, b_base, out_base, pre_base, dout_base, dinp_base, d_dw, db_base, pre_in_base};
     for (floatX* p : bufs) CUDA_CHECK(cudaFree(p));
 }
 
@@ -372,10 +409,11 @@ static void test_classifier(int N, int V, int Vp) {
     targets[0] = V - 1;  // the last real column
     const float dloss = 1.0f / (1.7f * N);
     float* losses = (float*)malloc(N * sizeof(float));
-    float* lse = (float*)malloc(N * sizeof(float));
-    crossentropy_forward(losses, lse, logits, targets, N, V, Vp);
+    float* losses2 = (float*)malloc(N * sizeof(float));
+    double cpu_sum = 0, cpu_sum2 = 0;
+    crossentropy_forward(losses, logits, targets, N, V, Vp, &cpu_sum);
     float* dlogits = copy_of(logits, n);
-    crossentropy_backward_inplace(dlogits, lse, targets, dloss, N, V, Vp);
+    crossentropy_forward_backward(dlogits, losses2, targets, dloss, N, V, Vp, &cpu_sum2);
 
     floatX* d_logits = upload_x(logits, n);
     int* d_targets;
@@ -403,9 +441,31 @@ static void test_classifier(int N, int V, int Vp) {
     check_err(what, rel_err(got_losses, losses, N), &B_LOSS);
     snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: dlogits (0 on padding)", N, V, Vp);
     check_err(what, rel_err(got, dlogits, n), &B_DLOGITS);
+
+    // The losses' sum on the device, ADDED to what the accumulator holds, against the CPU's sum
+    // of the same values in row order (double: a different order changes the last bits only), and
+    // bitwise the same when repeated. And the CPU twins: crossentropy_forward_backward's losses and
+    // sum are crossentropy_forward's.
+    double *d_sum, got_sum[2];
+    CUDA_CHECK(cudaMalloc(&d_sum, sizeof(double)));
+    double want_sum = 0.25;
+    for (int r = 0; r < N; r++) want_sum += got_losses[r];
+    for (int rep = 0; rep < 2; rep++) {
+        const double start = 0.25;
+        CUDA_CHECK(cudaMemcpy(d_sum, &start, sizeof(double), cudaMemcpyHostToDevice));
+        loss_sum_cuda(d_sum, d_losses, N, 0);
+        CUDA_CHECK(cudaMemcpy(&got_sum[rep], d_sum, sizeof(double), cudaMemcpyDeviceToHost));
+    }
+    check(fabs(got_sum[0] - want_sum) <= 1e-12 * fabs(want_sum) &&
+              memcmp(&got_sum[0], &got_sum[1], sizeof(double)) == 0,
+          "loss sum N=%d: 0.25 + %.17g on the device (host, row order: %.17g), bitwise repeatable", N,
+          got_sum[0] - 0.25, want_sum - 0.25);
+    check(cpu_sum == cpu_sum2 && memcmp(losses, losses2, N * sizeof(float)) == 0,
+          "crossentropy_forward_backward (CPU) N=%d: the losses and sum of crossentropy_forward", N);
+    CUDA_CHECK(cudaFree(d_sum));
     free(got_losses), free(got);
 
-    free(logits), free(targets), free(losses), free(lse), free(dlogits);
+    free(logits), free(targets), free(losses), free(losses2), free(dlogits);
     CUDA_CHECK(cudaFree(d_logits)), CUDA_CHECK(cudaFree(d_targets)), CUDA_CHECK(cudaFree(d_losses));
 }
 
@@ -446,6 +506,9 @@ static void test_adamw(const GPTConfig* cfg, size_t begin, size_t end, int use_m
     float* d_master = use_master ? upload_f(master0 + begin, ns) : NULL;
     float *d_m = upload_f(cpu_m, ns), *d_v = upload_f(cpu_v, ns);
     floatX* d_grads = alloc_x(n);
+    double* d_scale;   // the clip factor, read by the kernel from device memory
+    CUDA_CHECK(cudaMalloc(&d_scale, sizeof(double)));
+    CUDA_CHECK(cudaMemcpy(d_scale, &grad_scale, sizeof(double), cudaMemcpyHostToDevice));
     const int steps = use_master ? 3 : 1;
     for (int t = 1; t <= steps; t++) {
         float* grads = random_x(n, 1.0f);
@@ -458,7 +521,7 @@ static void test_adamw(const GPTConfig* cfg, size_t begin, size_t end, int use_m
         }
         adamw_update(cfg, cpu_p, grads, cpu_m, cpu_v, begin, end, t, lr, &opt, grad_scale);
         adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, begin, end, &table, t, lr, opt.beta1,
-                          opt.beta2, opt.eps, opt.weight_decay, grad_scale, seed, 0);
+                          opt.beta2, opt.eps, opt.weight_decay, d_scale, seed, 0);
         free(grads);
     }
     float* got_p = download_x(d_params, n);
@@ -504,7 +567,7 @@ static void test_adamw(const GPTConfig* cfg, size_t begin, size_t end, int use_m
     free(master0), free(cpu_p), free(cpu_m), free(cpu_v), free(params0), free(got_p), free(got_m);
     free(got_v), free(got_master);
     CUDA_CHECK(cudaFree(d_params)), CUDA_CHECK(cudaFree(d_m)), CUDA_CHECK(cudaFree(d_v));
-    CUDA_CHECK(cudaFree(d_grads));
+    CUDA_CHECK(cudaFree(d_grads)), CUDA_CHECK(cudaFree(d_scale));
     if (d_master) CUDA_CHECK(cudaFree(d_master));
 }
 
@@ -531,7 +594,7 @@ static void test_stochastic_rounding(void) {
     for (int t = 1; t <= 2; t++) {
         poison(d_params, n * sizeof(floatX));
         adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, 0, n, &table, t, 0.0, 0.9, 0.95, 1e-8, 0.1,
-                          1.0, 42, 0);
+                          NULL, 42, 0);
         float* p = download_x(d_params, n);
         float* mst = download_f(d_master, n);
         size_t up1 = 0, up2 = 0, other = 0, same_as_prev = 0, same_as_next = 0;
@@ -601,8 +664,24 @@ static void test_global_norm(size_t n, size_t misalign) {
     snprintf(what, sizeof what, "global norm^2 n=%zu as two accumulated halves", n);
     const double acc_err = fabs(acc - want) / want;
     check_err(what, acc_err == acc_err ? acc_err : INFINITY, &B_NORM);
+    // The clip factor on the device: bitwise the host's clip_factor(sqrt(sum), max) of the same
+    // sum, clipping (max below the norm), not clipping, and off (max 0).
+    double* d_scale;
+    CUDA_CHECK(cudaMalloc(&d_scale, sizeof(double)));
+    const double max_norms[3] = {0.5 * sqrt(got[0]), 2.0 * sqrt(got[0]) + 1.0, 0.0};
+    for (int k = 0; k < 3; k++) {
+        poison(d_scale, sizeof(double));
+        clip_scale_cuda(d_scale, d_out, max_norms[k], 0);
+        double scale, sum;
+        CUDA_CHECK(cudaMemcpy(&scale, d_scale, sizeof(double), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&sum, d_out, sizeof(double), cudaMemcpyDeviceToHost));
+        const double host = clip_factor(sqrt(sum), max_norms[k]);
+        check(memcmp(&scale, &host, sizeof(double)) == 0, "clip factor n=%zu, max %.4g: %.17g on the device, "
+              "%.17g on the host", n, max_norms[k], scale, host);
+    }
     free(g);
     CUDA_CHECK(cudaFree(d_g)), CUDA_CHECK(cudaFree(d_out)), CUDA_CHECK(cudaFree(d_scratch));
+    CUDA_CHECK(cudaFree(d_scale));
 }
 
 int main(int argc, char** argv) {

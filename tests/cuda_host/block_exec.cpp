@@ -1,7 +1,7 @@
 // Kernel launches: checks the configuration as CUDA does and queues the launch on its stream; the
 // scheduler (stream_sched.cpp) runs its blocks, each block's threads as cooperative fibers (see
 // cuda_host.h for the model). Also the block barrier, warp
-// collective rounds and the wmma barrier.
+// collective rounds, the PTX twins' per-warp exchange slots (ptx.cpp).
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
@@ -36,6 +36,7 @@ typedef struct {
     unsigned arrived;  // lanes of that round that have arrived
     unsigned present;  // lanes that exist in this block
     unsigned exited;   // lanes that returned from the kernel
+    const char* what;  // the collective being collected, for reports
     unsigned long long value[32];
     int src[32];
 } Warp;
@@ -48,6 +49,7 @@ typedef struct {
     unsigned bar_gen;  // completed __syncthreads rounds
     int bar_arrived;
     Warp warp[CUDA_HOST_MAX_THREADS / 32];
+    CudaHostLaneSlot slot[CUDA_HOST_MAX_THREADS / 32][32];  // the PTX twins' exchanges (ptx.cpp)
     unsigned char* dyn_smem;
     void* alt_stack;   // the alternate signal stack this thread got from us (NULL: its own)
     const CudaHostLaunch* launch;
@@ -228,6 +230,7 @@ CudaHostWarpResult cuda_host_warp_round(unsigned mask, unsigned long long value,
     }
     if (w->arrived == 0) {
         w->mask = mask;
+        w->what = what;
     } else if (w->mask != mask) {
         report_where(e, where, sizeof where);
         fail_msg("%s: lanes 0x%08x wait in a collective with mask 0x%08x, lane %d arrives with mask "
@@ -248,25 +251,27 @@ unsigned __activemask(void) {
     return w->present & ~w->exited;
 }
 
-void cuda_host_wmma_sync(const void* ptr, unsigned ldm, size_t elem_bytes, const char* what) {
+CudaHostLaneSlot* cuda_host_warp_slots(const char* what) {
     Engine* e = engine_in_kernel(what);
-    char where[512];
     if (e->warp[e->current >> 5].present != 0xffffffffu) {
+        char where[512];
         report_where(e, where, sizeof where);
         fail_msg("%s needs a full warp of 32 threads (%s)", what, where);
     }
-    if (elem_bytes && ((uintptr_t)ptr % 32 || (ldm * elem_bytes) % 16 || ldm < 16)) {
-        report_where(e, where, sizeof where);
-        fail_msg("%s: pointer %p must be 32-byte aligned and ldm %u a multiple of %zu elements "
-                 "and at least 16 (%s)", what, ptr, ldm, 16 / elem_bytes, where);
-    }
-    cuda_host_warp_round(0xffffffffu, 0, 0, what);
+    return e->slot[e->current >> 5];
 }
+
+const CudaHostLaunch* cuda_host_current_launch(const char* what) { return engine_in_kernel(what)->launch; }
+
+int cuda_host_current_thread(const char* what) { return engine_in_kernel(what)->current; }
+
+void cuda_host_where(char* buf, size_t len, const char* what) { report_where(engine_in_kernel(what), buf, len); }
 
 static void fiber_exit(Engine* e) {
     Fiber* f = &e->fiber[e->current];
     Warp* w = &e->warp[e->current >> 5];
     unsigned bit = 1u << (e->current & 31);
+    cuda_host_ptx_thread_exit();
     f->state = FIBER_DONE;
     e->live--;
     w->exited |= bit;
@@ -274,7 +279,7 @@ static void fiber_exit(Engine* e) {
         char where[512];
         report_where(e, where, sizeof where);
         fail_msg("thread returned while lanes 0x%08x of its warp wait for it in a warp collective "
-                 "with mask 0x%08x (%s)", w->arrived, w->mask, where);
+                 "(%s) with mask 0x%08x (%s)", w->arrived, w->what, w->mask, where);
     }
     if (e->bar_arrived > 0 && e->bar_arrived == e->live) {  // the others waited only for us
         e->bar_arrived = 0;
@@ -303,8 +308,8 @@ static void report_deadlock(Engine* e) {
         Warp* w = &e->warp[wi];
         size_t len = strlen(warps);
         if (w->arrived && len < sizeof warps - 64)
-            snprintf(warps + len, sizeof warps - len, " warp %d: mask 0x%08x, arrived 0x%08x;",
-                     wi, w->mask, w->arrived);
+            snprintf(warps + len, sizeof warps - len, " warp %d: %s, mask 0x%08x, arrived 0x%08x;",
+                     wi, w->what, w->mask, w->arrived);
     }
     const CudaHostLaunch* l = e->launch;
     fail_at(l->file, l->line,
@@ -443,4 +448,5 @@ void cuda_host_launch_blocks(const CudaHostLaunch* l) {
     op->launch = *l;
     op->nblocks = (long)l->grid.x * l->grid.y * l->grid.z;
     cuda_host_enqueue(l->stream, op);
+    cuda_host_count_launch();
 }

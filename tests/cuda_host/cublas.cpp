@@ -176,6 +176,7 @@ static cublasStatus_t gemm(const char* what, cublasHandle_t handle, cublasOperat
         const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
         run_gemm(ta, tb, m, n, k, a, A, at, lda, sa, B, bt, ldb, sb, b, C, ct, ldc, sc, batch);
     });
+    cuda_host_count_launch();
     return CUBLAS_STATUS_SUCCESS;
 }
 

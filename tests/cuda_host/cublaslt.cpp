@@ -658,5 +658,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
         run_matmul(p, d, La, Lb, Lc, Ld, a, b, A, B, C, D);
     });
+    cuda_host_count_launch();
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -11,7 +11,7 @@
 //   OS thread runs one block at a time, to completion.
 // - The threads of a block are cooperative fibers on that OS thread, each with its own stack
 //   (64 KiB by default, CUDA_HOST_STACK_KB to change, a guard page below it), reused across
-//   blocks. A fiber runs until it reaches a barrier (__syncthreads, a warp collective, a wmma
+//   blocks. A fiber runs until it reaches a barrier (__syncthreads, a warp collective, a PTX twin
 //   call) or returns; then the next fiber runs. So code between barriers runs one thread after
 //   another in thread order, and a missing barrier gives wrong results reproducibly.
 // - Static __shared__ variables are thread_local: one copy per OS thread, which is one copy per
@@ -28,6 +28,6 @@
 #include "tests/cuda_host/host_bf16.h"
 #include "tests/cuda_host/host_runtime.h"
 #include "tests/cuda_host/host_device.h"
-#include "tests/cuda_host/host_wmma.h"
+#include "tests/cuda_host/host_ptx.h"
 #include "tests/cuda_host/host_cublas.h"
 #include "tests/cuda_host/host_curand.h"

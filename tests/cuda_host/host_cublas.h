@@ -14,7 +14,9 @@
 // DGELU, DGELU_BGRAD, BGRADA, BGRADB. GELU is the tanh approximation. With x = alpha*op(A)op(B)
 // + beta*C (+ bias[row] for *_BIAS): *_AUX stores x to the aux matrix (EPILOGUE_AUX_POINTER,
 // _AUX_LD) and D = gelu(x); DGELU gives D = x * gelu'(aux); DGELU_BGRAD also stores the row sums
-// of D to the bias pointer; BGRADA stores bias[i] = sum_k op(A)[i][k], BGRADB bias[j] = sum_k
+// of D to the bias pointer (the reading users such as apex's fused MLP rely on; cuBLASLt's text,
+// "apply independently GELU and Bias gradient to matmul output", does not settle whether the sums
+// are taken before or after the GELU gradient, so model/matmul.cu does not use it); BGRADA stores bias[i] = sum_k op(A)[i][k], BGRADB bias[j] = sum_k
 // op(B)[k][j] (alpha not applied). Bias and aux types default to D's type (BIAS_DATA_TYPE and
 // EPILOGUE_AUX_DATA_TYPE may set fp32 or bf16). Layouts: column order only, batches through
 // BATCH_COUNT and STRIDED_BATCH_OFFSET (bias and aux batch strides too). The workspace is unused.

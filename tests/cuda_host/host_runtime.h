@@ -202,6 +202,26 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, F* ker
 // code (which limit, which pointer); "" if none. Printed by CUDA_CHECK.
 const char* cuda_host_error_detail(void);
 
+// What the process has asked of the device so far, for tests that bound a training step's host
+// synchronisation (model/backend.h: gpt_backend_counters). Counted when a call is made, whether
+// or not work was pending:
+//   launches  kernels (LAUNCH) and cuBLAS/cuBLASLt GEMMs queued (each is a kernel on a GPU);
+//             memsets, copies, event records and NCCL operations are not launches
+//   d2h       copies out of device memory into host memory (cudaMemcpy/cudaMemcpyAsync of kind
+//             DeviceToHost, or Default between a device source and a host destination;
+//             cudaMemcpyFromSymbol)
+//   syncs     calls that block the host until device work is done: cudaStreamSynchronize,
+//             cudaEventSynchronize, cudaDeviceSynchronize/Reset, cudaFree/FreeHost,
+//             cublas(Lt)Destroy, synchronous copies (cudaMemcpy other than device to device, any
+//             copy into pageable memory, cudaMemcpyTo/FromSymbol), NCCL calls that drain their
+//             communicator when they must wait. Not: cudaStreamQuery/cudaEventQuery (they never
+//             block), cudaMemset on device memory (asynchronous, as CUDA documents), calls made
+//             from inside stream work.
+typedef struct {
+    unsigned long long launches, d2h, syncs;
+} CudaHostCounters;
+void cuda_host_counters(CudaHostCounters* out);
+
 // For the runtime's own tests: synchronises the device, then restarts the schedule's random
 // generator as CUDA_HOST_SCHEDULE_SEED=seed would, so that one program can try several schedules.
 void cuda_host_schedule_seed(unsigned long long seed);

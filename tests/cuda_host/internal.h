@@ -84,6 +84,11 @@ int cuda_host_ticket_done(CudaHostTicket t);
 void cuda_host_wait_ticket(CudaHostTicket t, const char* what);
 void cuda_host_drain_until(const std::function<int()>& done, const char* what);
 void cuda_host_drain_all(const char* what);
+// The counters of cuda_host_counters (host_runtime.h): a kernel or GEMM queued, a copy out of
+// device memory into host memory issued. Host synchronisations are counted by the wait and
+// drain functions above.
+void cuda_host_count_launch(void);
+void cuda_host_count_d2h(void);
 // A number in [0, n) from the schedule's generator (n >= 1); for ops that split their work.
 unsigned long long cuda_host_schedule_rand(unsigned long long n);
 // 1 under CUDA_HOST_SCHEDULE=inorder.
@@ -125,3 +130,23 @@ void cuda_host_sgemm(int transa, int transb, int m, int n, int k, float alpha, c
 // returns status: unsupported or invalid cuBLAS use is never silent.
 cublasStatus_t cuda_host_blas_fail(cublasStatus_t status, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+// --- Hooks for the PTX twins (ptx.cpp; block_exec.cpp keeps the per-warp and per-thread state) ---
+// One lane's deposit in a full-warp exchange: a tag naming the instruction, and its operands.
+typedef struct {
+    unsigned tag;  // 0: none (a lane clears its tag when the exchange ends)
+    union {
+        float f[12];    // mma: the lane's 8 A and 4 B elements, unpacked
+        uintptr_t ptr;  // ldmatrix: the lane's row address
+    };
+} CudaHostLaneSlot;
+// The 32 exchange slots of the calling lane's warp. Fails (naming what) outside a kernel or unless
+// the warp has 32 threads.
+CudaHostLaneSlot* cuda_host_warp_slots(const char* what);
+// The running launch, and the calling CUDA thread's linear index in its block; fail outside a kernel.
+const CudaHostLaunch* cuda_host_current_launch(const char* what);
+int cuda_host_current_thread(const char* what);
+// "kernel k (launched at f:l), block (x,y,z), thread (x,y,z)" of the calling thread, for messages.
+void cuda_host_where(char* buf, size_t len, const char* what);
+// Called when a CUDA thread returns from the kernel (ptx.cpp: fails if it left cp.async copies).
+void cuda_host_ptx_thread_exit(void);

@@ -170,6 +170,7 @@ static cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind
     if (err == cudaSuccess) err = check_side(what, "source", src, bytes, src_dev, any);
     if (err != cudaSuccess) return err;
     const CudaHostMemKind dk = cuda_host_mem_kind(dst, bytes), sk = cuda_host_mem_kind(src, bytes);
+    if (sk == CUDA_HOST_MEM_DEVICE && dk != CUDA_HOST_MEM_DEVICE) cuda_host_count_d2h();
     CudaHostTicket t;
     if (sk == CUDA_HOST_MEM_UNTRACKED && dk != CUDA_HOST_MEM_UNTRACKED) {
         char* staged = (char*)xmalloc(bytes, "pageable source of a copy");
@@ -231,6 +232,7 @@ cudaError_t cuda_host_copy_symbol(void* dst, size_t symbol_bytes, const void* sr
                               "symbol's %zu bytes", what, bytes, offset, symbol_bytes);
     if (bytes == 0) return cudaSuccess;
     if (!dst || !src) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer", what);
+    if (!to_symbol && cuda_host_mem_kind(dst, bytes) != CUDA_HOST_MEM_DEVICE) cuda_host_count_d2h();
     char* d = to_symbol ? (char*)dst + offset : (char*)dst;
     const char* s = to_symbol ? (const char*)src : (const char*)src + offset;
     CudaHostTicket t = cuda_host_enqueue_fn(cudaStreamLegacy, what, [d, s, bytes] { memcpy(d, s, bytes); });

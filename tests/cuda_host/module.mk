@@ -1,7 +1,7 @@
 # Host runtime for CUDA sources (tests/cuda_host/README.md), its tests, and the nvcc compile check.
 
 CUDA_HOST_SRCS := $(addprefix tests/cuda_host/,fiber.cpp block_exec.cpp runtime_api.cpp stream_sched.cpp memory.cpp \
-                    gemm.cpp cublas.cpp cublaslt.cpp)
+                    gemm.cpp cublas.cpp cublaslt.cpp ptx.cpp)
 # The runtime, for any program built from .cu sources on the host (link with $(FAIL_OBJS) $(LDLIBS)).
 CUDA_HOST_OBJS := $(CUDA_HOST_SRCS:%.cpp=$(BUILD)/%.o)
 # The same runtime switching fibers with glibc's swapcontext (the fallback for CPUs other than
@@ -25,7 +25,7 @@ $(BUILD)/cuda-host/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
 
-CUDA_HOST_TESTS := test_runtime test_api test_streams test_wmma test_cublas test_curand
+CUDA_HOST_TESTS := test_runtime test_api test_streams test_cublas test_curand test_ptx
 CUDA_HOST_TEST_PROGS := $(CUDA_HOST_TESTS:%=$(BUILD)/tests/cuda_host/%) \
                         $(BUILD)/tests/cuda_host/test_runtime_ucontext
 TEST_PROGS += $(CUDA_HOST_TEST_PROGS)

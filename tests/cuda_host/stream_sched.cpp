@@ -26,6 +26,7 @@
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <sched.h>
@@ -366,7 +367,23 @@ static int step_once(void) {
     return STEP_RAN;
 }
 
-void cuda_host_drain_until(const std::function<int()>& done, const char* what) {
+// --- Counters (host_runtime.h) ---------------------------------------------------------------------
+
+// Atomic: kernels are launched from the host thread, but a failure hook may run on another.
+static std::atomic<unsigned long long> n_launches, n_d2h, n_syncs;
+
+void cuda_host_count_launch(void) { n_launches++; }
+void cuda_host_count_d2h(void) { n_d2h++; }
+
+void cuda_host_counters(CudaHostCounters* out) {
+    out->launches = n_launches.load();
+    out->d2h = n_d2h.load();
+    out->syncs = n_syncs.load();
+}
+
+// Runs stream work until done(); the public entry points below count one host synchronisation
+// each (a call from inside stream work runs nothing and is not counted).
+static void drain_until(const std::function<int()>& done, const char* what) {
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     if (in_step) return;
     static const double timeout_ms = read_timeout_s() * 1e3;
@@ -391,13 +408,24 @@ void cuda_host_drain_until(const std::function<int()>& done, const char* what) {
     }
 }
 
+static void count_sync(void) {
+    if (!in_step) n_syncs++;
+}
+
+void cuda_host_drain_until(const std::function<int()>& done, const char* what) {
+    count_sync();
+    drain_until(done, what);
+}
+
 void cuda_host_wait_ticket(CudaHostTicket t, const char* what) {
+    count_sync();   // a wait for finished work is still a synchronisation point of the program
     if (cuda_host_ticket_done(t)) return;
-    cuda_host_drain_until([t] { return cuda_host_ticket_done(t); }, what);
+    drain_until([t] { return cuda_host_ticket_done(t); }, what);
 }
 
 void cuda_host_drain_all(const char* what) {
-    cuda_host_drain_until([] { return S().active.empty() ? 1 : 0; }, what);
+    count_sync();
+    drain_until([] { return S().active.empty() ? 1 : 0; }, what);
 }
 
 void cuda_host_schedule_seed(unsigned long long seed) {

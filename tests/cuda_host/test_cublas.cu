@@ -517,6 +517,52 @@ static void test_lt_refusals(cublasLtHandle_t lt) {
     free(hA), free(hB), free(hbias);
 }
 
+// DGELU on known answers: D = (A^T B) * gelu'(aux) with the derivative of the tanh approximation at
+// points where it is exact (0: 0.5; +-10: 1 and 0 in fp32) or given here to 16 digits (from the
+// closed form in double), so the epilogue is checked against numbers, not against the runtime's
+// own formula. B's second column is negative: the sign must come through.
+static void test_lt_dgelu_known(cublasLtHandle_t lt) {
+    const cudaDataType_t F = CUDA_R_32F;
+    const int m = 8, n = 2, k = 1, ld = 4;  // ld 4: 16-byte rows, as the epilogue kernels need
+    const float a[8] = {1, 2, -1, 0.5f, 3, 1, -2, 4}, b[2] = {1, -2};
+    const float aux[16] = {0, 1, -1, 10, -10, 2, -0.5f, 0, 1, 0, 10, -10, 2, -1, 0, -0.5f};
+    struct { float x; double g; } known[] = {{0, 0.5}, {1, 1.0829640838457826}, {-1, -0.08296408384578255},
+                                             {10, 1.0}, {-10, 0.0}, {2, 1.0860992566236183},
+                                             {-0.5f, 0.13263009646535764}};
+    float hA[8 * 4] = {0}, hB[2 * 4] = {0};
+    for (int i = 0; i < m; i++) hA[i * ld] = a[i];
+    for (int j = 0; j < n; j++) hB[j * ld] = b[j];
+    void *dA = upload(hA, 8 * 4, F), *dB = upload(hB, 2 * 4, F), *daux = upload(aux, 16, F);
+    float* dD;
+    CUDA_CHECK(cudaMalloc(&dD, (size_t)m * n * sizeof(float)));
+    CUDA_CHECK(cudaMemset(dD, 0xff, (size_t)m * n * sizeof(float)));
+    LtProblem p = lt_problem(F, m, n, k, ld, CUBLASLT_EPILOGUE_DGELU, NULL, daux, m, 0);
+    cublasLtMatmulAlgo_t algo;
+    cublasStatus_t st;
+    const int found = lt_found(lt, &p, &algo, &st);
+    check(st == CUBLAS_STATUS_SUCCESS && found == 1, "DGELU known answers: the heuristic offers an algorithm");
+    CUDA_CHECK(lt_run(lt, &p, &algo, dA, dB, dD));
+    float* got = download(dD, (size_t)m * n, F);
+    double worst = 0.0;
+    int unknown = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            const float x = aux[j * m + i];
+            double g = NAN;
+            for (size_t q = 0; q < sizeof known / sizeof known[0]; q++)
+                if (known[q].x == x) g = known[q].g;
+            unknown += g != g;
+            const double want = (double)a[i] * b[j] * g, err = fabs(got[j * m + i] - want) / (1e-30 + fabs(want) + 1.0);
+            if (!(err <= worst)) worst = err;
+        }
+    check(unknown == 0 && worst < 1e-6, "cublasLtMatmul DGELU: D = (A^T B) * gelu'(aux) on known derivatives "
+          "(0 -> 0.5, 1 -> 1.0829641, -10 -> 0, ...): max error %.2e", worst);
+    lt_problem_destroy(&p);
+    free(got);
+    void* bufs[] = {dA, dB, daux, dD};
+    for (void* q : bufs) CUDA_CHECK(cudaFree(q));
+}
+
 static void test_cublaslt(void) {
     cublasLtHandle_t lt;
     CUDA_CHECK(cublasLtCreate(&lt));
@@ -543,6 +589,7 @@ static void test_cublaslt(void) {
                       0.5f, 0});
     run_lt(lt, LtCase{"strided batch, GELU_AUX_BIAS", 1, 0, 16, 12, 8, 3, H, H, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                       1.0f, 0.0f, 0});
+    test_lt_dgelu_known(lt);
     test_lt_unsupported(lt);
     test_lt_refusals(lt);
     CUDA_CHECK(cublasLtDestroy(lt));

@@ -15,6 +15,9 @@
 //   (g) the blocks of two concurrent kernels interleave;
 //   (h) under CUDA_HOST_SCHEDULE=inorder (the suite runs this program both ways), each operation
 //       runs when issued: nothing is exposed, queries succeed at once, nothing interleaves.
+//   (i) the counters (cuda_host_counters): launches (kernels and GEMMs), copies out of device
+//       memory, and calls that block the host; queries and asynchronous copies into pinned
+//       memory do not count as synchronisations.
 // Plus: kernel arguments and cuBLAS scalars are taken when the call is made, and a stream
 // destroyed with work queued still runs it. Under nvcc the file compiles (make
 // cuda-compile-check); the checks of what the host runtime's schedules expose are CUDA_HOST only.
@@ -380,6 +383,76 @@ static void test_captured_at_issue(void) {
     CUDA_CHECK(cudaStreamDestroy(s));
 }
 
+// (i) What each call adds to the counters.
+#ifdef CUDA_HOST
+static CudaHostCounters counted_since(const CudaHostCounters* a) {
+    CudaHostCounters b;
+    cuda_host_counters(&b);
+    return {b.launches - a->launches, b.d2h - a->d2h, b.syncs - a->syncs};
+}
+
+static void expect_counts(const CudaHostCounters* from, unsigned long long launches,
+                          unsigned long long d2h, unsigned long long syncs, const char* what) {
+    const CudaHostCounters d = counted_since(from);
+    check(d.launches == launches && d.d2h == d2h && d.syncs == syncs,
+          "(i) %s: %llu launches, %llu D2H, %llu syncs (want %llu, %llu, %llu)", what, d.launches, d.d2h,
+          d.syncs, launches, d2h, syncs);
+}
+
+static void test_counters(void) {
+    cudaStream_t s;
+    cudaEvent_t e;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    int *d = dev_ints(N), *pinned;
+    CUDA_CHECK(cudaMallocHost(&pinned, N * sizeof(int)));
+    static int pageable[N];
+    CudaHostCounters c;
+    cuda_host_counters(&c);
+    LAUNCH(produce_kernel, BLOCKS, THREADS, 0, s, d, 1);
+    CUDA_CHECK(cudaMemcpyAsync(pinned, d, N * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaEventRecord(e, s));
+    CUDA_CHECK(cudaMemcpyAsync(d, pinned, N * sizeof(int), cudaMemcpyHostToDevice, s));
+    cudaError_t q = cudaEventQuery(e);
+    check(q == cudaSuccess || q == cudaErrorNotReady, "(i) cudaEventQuery: %s", cudaGetErrorName(q));
+    q = cudaStreamQuery(s);
+    check(q == cudaSuccess || q == cudaErrorNotReady, "(i) cudaStreamQuery: %s", cudaGetErrorName(q));
+    expect_counts(&c, 1, 1, 0, "a kernel, copies to and from pinned memory, an event, queries");
+    cuda_host_counters(&c);
+    CUDA_CHECK(cudaEventSynchronize(e));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaStreamSynchronize(s));   // nothing left to wait for: still a synchronisation
+    CUDA_CHECK(cudaDeviceSynchronize());
+    expect_counts(&c, 0, 0, 4, "cudaEventSynchronize, cudaStreamSynchronize twice, cudaDeviceSynchronize");
+    cuda_host_counters(&c);
+    CUDA_CHECK(cudaMemcpyAsync(pageable, d, N * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpy(pinned, d, N * sizeof(int), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(d, pageable, N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d, d + N / 2, N / 2 * sizeof(int), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemsetAsync(d, 0, N * sizeof(int), s));
+    expect_counts(&c, 0, 2, 3, "cudaMemcpyAsync into pageable memory, cudaMemcpy both ways, device to "
+                  "device, a memset");
+    cublasHandle_t h;
+    CUDA_CHECK(cublasCreate(&h));
+    CUDA_CHECK(cublasSetStream(h, s));
+    float* m;
+    CUDA_CHECK(cudaMalloc(&m, 3 * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(m, 0, 3 * sizeof(float), s));
+    const float alpha = 1.0f, beta = 0.0f;
+    cuda_host_counters(&c);
+    CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &alpha, m, 1, m + 1, 1, &beta, m + 2, 1));
+    expect_counts(&c, 1, 0, 0, "a GEMM");
+    cuda_host_counters(&c);
+    CUDA_CHECK(cublasDestroy(h));
+    CUDA_CHECK(cudaFree(m));
+    expect_counts(&c, 0, 0, 2, "cublasDestroy, cudaFree");
+    CUDA_CHECK(cudaFreeHost(pinned));
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaEventDestroy(e));
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+#endif
+
 int main(void) {
     const char* mode = getenv("CUDA_HOST_SCHEDULE");
     inorder = mode && !strcmp(mode, "inorder");
@@ -391,5 +464,8 @@ int main(void) {
     test_queries();
     test_block_interleaving();
     test_captured_at_issue();
+#ifdef CUDA_HOST
+    test_counters();
+#endif
     return test_finish("test_streams");
 }
