@@ -30,6 +30,13 @@ SUITES_dist += dist-comm dist-attention
 $(BUILD)/tests/test_comm: %: %.o $(COMM_OBJS) $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# Latency and bandwidth of the collectives against message size, alpha-beta fits
+# (tools/bench_collectives.c; `make bench-collectives`, tools/bench_collectives.sh).
+PROGRAMS += $(BUILD)/tools/bench_collectives
+TEST_PROGS += $(BUILD)/tools/bench_collectives
+$(BUILD)/tools/bench_collectives: %: %.o $(COMM_OBJS) $(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
 		$(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -29,3 +29,10 @@ bench-llmc: setup $(BUILD)/bench_cpu $(BUILD)/train_gpt
 bench: bench-overlap
 bench-overlap: setup $(BUILD)/train_gpt
 	bash tools/bench_overlap.sh $(BUILD)/bench/overlap
+
+# Latency and bandwidth of the collectives on this machine's transport against message size, and
+# their alpha-beta fits (tools/bench_collectives.sh): CSV, JSONL, PNG in build/bench/collectives.
+.PHONY: bench-collectives
+bench: bench-collectives
+bench-collectives: setup $(BUILD)/tools/bench_collectives
+	bash tools/bench_collectives.sh build/bench/collectives
