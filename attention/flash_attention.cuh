@@ -80,6 +80,26 @@ __device__ __forceinline__ void pack_a_fragment(uint32_t a[4], const float lo[4]
     a[3] = pack_bf16x2(hi[2], hi[3]);
 }
 
+// A lane's elements of a 16 x 8 accumulator tile to memory: s_lo * (v[0], v[1]) at row row_lo,
+// columns c and c + 1, and s_hi * (v[2], v[3]) at row row_lo + 8, for the rows that exist. floatX
+// outputs are written; fp32 ones are written or, with add, added to.
+__device__ __forceinline__ void fa_put(float* p, float v, bool add) { *p = add ? *p + v : v; }
+__device__ __forceinline__ void fa_put(floatX* p, float v, bool) { *p = from_float<floatX>(v); }
+template <typename T>
+__device__ __forceinline__ void fa_store_tile(T* out, long long ld, long long row_lo, int c, const float v[4],
+                                              float s_lo, float s_hi, bool ok_lo, bool ok_hi, bool add) {
+    if (ok_lo) {
+        T* p = out + row_lo * ld + c;
+        fa_put(p, s_lo * v[0], add);
+        fa_put(p + 1, s_lo * v[1], add);
+    }
+    if (ok_hi) {
+        T* p = out + (row_lo + 8) * ld + c;
+        fa_put(p, s_hi * v[2], add);
+        fa_put(p + 1, s_hi * v[3], add);
+    }
+}
+
 // Max and sum over the 4 lanes of a group (the lanes that hold one row's columns).
 __device__ __forceinline__ float group_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -250,30 +270,13 @@ ATTN_UNROLL
     l_lo = group_sum(l_lo);
     l_hi = group_sum(l_hi);
     const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-    const long long row_lo = (long long)b * a.Tq + i0 + r0 + g, row_hi = row_lo + 8;
+    const long long row_lo = (long long)b * a.Tq + i0 + r0 + g;
     const bool ok_lo = r0 + g < nq, ok_hi = r0 + g + 8 < nq;
 ATTN_UNROLL
     for (int n = 0; n < NT; n++) {
         const int c = h * HS + 8 * n + 2 * t;
-        if (a.ox) {
-            if (ok_lo) {
-                a.ox[row_lo * a.ldo + c] = from_float<floatX>(acc[n][0] * inv_lo);
-                a.ox[row_lo * a.ldo + c + 1] = from_float<floatX>(acc[n][1] * inv_lo);
-            }
-            if (ok_hi) {
-                a.ox[row_hi * a.ldo + c] = from_float<floatX>(acc[n][2] * inv_hi);
-                a.ox[row_hi * a.ldo + c + 1] = from_float<floatX>(acc[n][3] * inv_hi);
-            }
-        } else {
-            if (ok_lo) {
-                a.o[row_lo * a.ldo + c] = acc[n][0] * inv_lo;
-                a.o[row_lo * a.ldo + c + 1] = acc[n][1] * inv_lo;
-            }
-            if (ok_hi) {
-                a.o[row_hi * a.ldo + c] = acc[n][2] * inv_hi;
-                a.o[row_hi * a.ldo + c + 1] = acc[n][3] * inv_hi;
-            }
-        }
+        if (a.ox) fa_store_tile(a.ox, a.ldo, row_lo, c, acc[n], inv_lo, inv_hi, ok_lo, ok_hi, false);
+        else fa_store_tile(a.o, a.ldo, row_lo, c, acc[n], inv_lo, inv_hi, ok_lo, ok_hi, false);
     }
     if (t == 0) {
         float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0 + r0 + g;
@@ -455,7 +458,7 @@ ATTN_UNROLL
                 for (int kb = 0; kb < BK / 16; kb++)
                     ldmatrix_x4_trans(sa[kb], dST + FaSquare::chunk(16 * kb + ((lane >> 4) << 3) + (lane & 7),
                                                                   qr0 / 8 + ((lane >> 3) & 1)));
-                const long long row_lo = (long long)b * a.Tq + i0 + qr0 + g, row_hi = row_lo + 8;
+                const long long row_lo = (long long)b * a.Tq + i0 + qr0 + g;
                 const bool ok_lo = i0 + qr0 + g < a.Tq, ok_hi = i0 + qr0 + g + 8 < a.Tq;
 ATTN_UNROLL
                 for (int np = 0; np < NT / 2; np++) {
@@ -466,23 +469,13 @@ ATTN_UNROLL
                         ldmatrix_x4_trans(kb4, Ks + T::chunk(16 * kb + (lane & 15), 2 * np + (lane >> 4)));
                         fa_mma_pair(dq, sa[kb], kb4);
                     }
-ATTN_UNROLL
-                    for (int half = 0; half < 2; half++) {
-                        const int c = h * HS + 16 * np + 8 * half + 2 * t;
-                        float* lo = dq_out + row_lo * lddq + c;
-                        float* hi = dq_out + row_hi * lddq + c;
-                        const float* v = dq[half];
-                        // The slice is this block's alone: plain read-modify-write, no atomics.
-                        const bool add = !(a.dq_part && first_visit);
-                        if (ok_lo) {
-                            lo[0] = (add ? lo[0] : 0.0f) + a.scale * v[0];
-                            lo[1] = (add ? lo[1] : 0.0f) + a.scale * v[1];
-                        }
-                        if (ok_hi) {
-                            hi[0] = (add ? hi[0] : 0.0f) + a.scale * v[2];
-                            hi[1] = (add ? hi[1] : 0.0f) + a.scale * v[3];
-                        }
-                    }
+                    // The slice is this block's alone: plain read-modify-write, no atomics; the
+                    // split's first key tile writes it.
+                    const bool add = !(a.dq_part && first_visit);
+                    fa_store_tile(dq_out, lddq, row_lo, h * HS + 16 * np + 2 * t, dq[0], a.scale, a.scale, ok_lo,
+                                  ok_hi, add);
+                    fa_store_tile(dq_out, lddq, row_lo, h * HS + 16 * np + 8 + 2 * t, dq[1], a.scale, a.scale,
+                                  ok_lo, ok_hi, add);
                 }
             }
             __syncthreads();   // dS^T and stage st are free again
@@ -490,37 +483,17 @@ ATTN_UNROLL
         cp_async_wait<0>();
 
         // dK, dV of the warp's keys: added once, or written in floatX.
-        const long long key_lo = (long long)b * a.Tk + kw + g, key_hi = key_lo + 8;
+        const long long key_lo = (long long)b * a.Tk + kw + g;
         const bool ok_lo = kw + g < a.Tk, ok_hi = kw + g + 8 < a.Tk;
 ATTN_UNROLL
         for (int n = 0; n < NT; n++) {
             const int c = h * HS + 8 * n + 2 * t;
             if (a.dkx) {
-                if (ok_lo) {
-                    a.dkx[key_lo * a.lddk + c] = from_float<floatX>(a.scale * dk[n][0]);
-                    a.dkx[key_lo * a.lddk + c + 1] = from_float<floatX>(a.scale * dk[n][1]);
-                    a.dvx[key_lo * a.lddv + c] = from_float<floatX>(dv[n][0]);
-                    a.dvx[key_lo * a.lddv + c + 1] = from_float<floatX>(dv[n][1]);
-                }
-                if (ok_hi) {
-                    a.dkx[key_hi * a.lddk + c] = from_float<floatX>(a.scale * dk[n][2]);
-                    a.dkx[key_hi * a.lddk + c + 1] = from_float<floatX>(a.scale * dk[n][3]);
-                    a.dvx[key_hi * a.lddv + c] = from_float<floatX>(dv[n][2]);
-                    a.dvx[key_hi * a.lddv + c + 1] = from_float<floatX>(dv[n][3]);
-                }
-                continue;
-            }
-            if (ok_lo) {
-                a.dk[key_lo * a.lddk + c] += a.scale * dk[n][0];
-                a.dk[key_lo * a.lddk + c + 1] += a.scale * dk[n][1];
-                a.dv[key_lo * a.lddv + c] += dv[n][0];
-                a.dv[key_lo * a.lddv + c + 1] += dv[n][1];
-            }
-            if (ok_hi) {
-                a.dk[key_hi * a.lddk + c] += a.scale * dk[n][2];
-                a.dk[key_hi * a.lddk + c + 1] += a.scale * dk[n][3];
-                a.dv[key_hi * a.lddv + c] += dv[n][2];
-                a.dv[key_hi * a.lddv + c + 1] += dv[n][3];
+                fa_store_tile(a.dkx, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, false);
+                fa_store_tile(a.dvx, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, false);
+            } else {
+                fa_store_tile(a.dk, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, true);
+                fa_store_tile(a.dv, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, true);
             }
         }
         __syncthreads();   // K, V are free for the next key tile

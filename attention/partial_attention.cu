@@ -642,6 +642,37 @@ int backward_splits(int B, int NH, int nkt) {
     return s < 1 ? 1 : (int)s;
 }
 
+// The backward's fp32 dQ slices, one buffer per (device, stream), kept between calls and grown
+// in stream order when a call needs more: after the first step nothing is allocated. Calls on
+// one stream run in order, so they can share it; the module holds at most 16 streams.
+float* dq_slices(size_t bytes, cudaStream_t stream) {
+    struct Workspace {
+        int device;
+        cudaStream_t stream;
+        float* ptr;
+        size_t bytes;
+    };
+    static Workspace ws[16];
+    static int n = 0;
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    Workspace* w = NULL;
+    for (int i = 0; i < n && !w; i++)
+        if (ws[i].device == dev && ws[i].stream == stream) w = &ws[i];
+    if (!w) {
+        CHECK(n < 16, "issue the attention backward on fewer streams",
+              "attention backward: dQ workspaces for more than 16 (device, stream) pairs");
+        w = &ws[n++];
+        w->device = dev, w->stream = stream, w->ptr = NULL, w->bytes = 0;
+    }
+    if (w->bytes < bytes) {   // stream-ordered: no host synchronisation
+        if (w->ptr) CUDA_CHECK(cudaFreeAsync(w->ptr, stream));
+        CUDA_CHECK(cudaMallocAsync((void**)&w->ptr, bytes, stream));
+        w->bytes = bytes;
+    }
+    return w->ptr;
+}
+
 template <int HS> void launch_backward(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     const size_t smem = FaBwd<HS>::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM(flash_backward_kernel<HS>, smem, "head size", HS);
@@ -649,17 +680,14 @@ template <int HS> void launch_backward(const AttnArgs& args, int B, int NH, cuda
     const int nkt = (a.Tk + FA_BWD_BK - 1) / FA_BWD_BK;
     const int nsplit = backward_splits(B, NH, nkt);
     // Split s > 0 cannot add into the caller's dq alongside split 0 without atomics: each split
-    // gets its own fp32 slice (stream-ordered allocation: no host synchronisation), summed after.
+    // gets its own fp32 slice (dq_slices), summed after.
     // floatX gradients go through fp32 slices too (dQ is summed over key tiles in fp32).
     const size_t slice = (size_t)B * a.Tq * NH * HS;
     const bool slices = (nsplit > 1 || a.dqx) && slice > 0;
-    if (slices) CUDA_CHECK(cudaMallocAsync((void**)&a.dq_part, nsplit * slice * sizeof(float), stream));
+    if (slices) a.dq_part = dq_slices(nsplit * slice * sizeof(float), stream);
     const dim3 grid((unsigned)nsplit, (unsigned)NH, (unsigned)B);
     LAUNCH(flash_backward_kernel<HS>, grid, FA_BWD_WARPS * 32, smem, stream, a);
-    if (slices) {
-        LAUNCH(flash_dq_reduce_kernel<HS>, (unsigned)((slice + 255) / 256), 256, 0, stream, a, nsplit, NH);
-        CUDA_CHECK(cudaFreeAsync(a.dq_part, stream));
-    }
+    if (slices) LAUNCH(flash_dq_reduce_kernel<HS>, (unsigned)((slice + 255) / 256), 256, 0, stream, a, nsplit, NH);
 }
 
 template <int HS> size_t smem_forward() { return FaFwd<HS>::SMEM; }

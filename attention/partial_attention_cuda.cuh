@@ -44,8 +44,9 @@ void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
 // Backward given the final (merged) lse and d of each query: recomputes P = exp(scale QK^T - lse)
 // on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. No atomics, bit-for-bit
 // deterministic. bf16 build: one kernel (S, dP recomputed once: 5 GEMMs) over splits of the key
-// tiles; with more than one split, each split's dQ goes to its own fp32 slice (a stream-ordered
-// cudaMallocAsync, nsplit x B x Tq x NH x HS floats) and a second kernel adds the slices in order.
+// tiles; with more than one split, each split's dQ goes to its own fp32 slice (nsplit x B x Tq x
+// NH x HS floats of a workspace kept per stream: grown, in stream order, by the first call that
+// needs more, then reused) and a second kernel adds the slices in order.
 // fp32 build: two kernels (dK/dV per key tile, dQ per query tile).
 void attention_partial_backward_cuda(const AttentionProblem* p,
                                      const floatX* q, int ldq, const floatX* k, int ldk,
