@@ -285,7 +285,7 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     a->base.forward = attention2d_forward;
     a->base.backward = attention2d_backward;
     a->base.destroy = attention2d_destroy;
-    a->base.positions = token_positions(a->g.i, m->P);
+    a->base.positions = token_layout(token_positions(a->g.i, m->P));
     a->base.name = "attention2d";
     return &a->base;
 }

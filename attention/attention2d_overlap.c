@@ -442,7 +442,7 @@ AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, in
     a->base.forward = overlap_forward;
     a->base.backward = overlap_backward;
     a->base.destroy = overlap_destroy;
-    a->base.positions = token_positions(a->g.i, m->P);
+    a->base.positions = token_layout(token_positions(a->g.i, m->P));
     a->base.name = "attention2d-overlap";
     return &a->base;
 }

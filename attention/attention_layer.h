@@ -23,8 +23,9 @@ struct AttentionLayer {
                      real* dqkv);
     // Absolute sequence positions of this rank's local tokens (used by the position embedding
     // and by the loader's token layout): cyclic (off = sp rank, stride = P) for ATTENTION2D and
-    // Striped, contiguous (off = rank * T/P, stride 1) for Ring, (0, 1) on a single device.
-    TokenPositions positions;
+    // Striped, contiguous (off = rank * T/P, stride 1) for Ring, two interleaved chunks for
+    // Zigzag, (0, 1) on a single device.
+    TokenLayout positions;
     const char* name;
     void (*destroy)(AttentionLayer* self);
 };

@@ -86,8 +86,7 @@ AttentionLayer* attention_local_create(int B, int T, int NH, int HS) {
     a->base.forward = local_forward;
     a->base.backward = local_backward;
     a->base.destroy = local_destroy;
-    a->base.positions.off = 0;
-    a->base.positions.stride = 1;
+    a->base.positions = token_layout(token_positions(0, 1));
     a->base.name = "local";
     a->max_B = B;
     a->max_T = T;

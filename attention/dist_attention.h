@@ -28,10 +28,13 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
 AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, int HS);
 
 // Ring schedule over the SP group (P = pq * pkv, mesh shape ignored): Q stays, K/V rotate in
-// P-1 steps overlapped with compute; backward rotates K, V and the dK, dV accumulators.
+// P-1 steps overlapped with compute; backward rotates K, V and the dK, dV accumulators. The three
+// layouts share the schedule and its volume; they differ in which (query, key) blocks are masked.
 typedef enum {
     RING_CONTIGUOUS,   // Ring Attention: rank i holds tokens [i*Tl, (i+1)*Tl)
     RING_CYCLIC,       // Striped Attention: token t on rank t mod P
+    RING_ZIGZAG,       // Megatron's load-balanced layout: the sequence in 2P chunks of Tl/2,
+                       // rank i holding chunks i and 2P-1-i (Tl even)
 } RingLayout;
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
 

@@ -98,19 +98,35 @@ long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T) {
     return attention_visible_pairs(&p);
 }
 
-long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
+// Positions of SP rank `rank`'s local tokens in a ring layout, as `pieces` contiguous or strided
+// runs of `len` tokens each (zigzag: two chunks of Tl/2).
+static int ring_pieces(RingLayout layout, int P, int rank, long T, TokenPositions* piece, int* len) {
     const int Tl = (int)(T / P);
+    if (layout == RING_ZIGZAG) {
+        *len = Tl / 2;
+        piece[0] = (TokenPositions){(long)rank * (Tl / 2), 1};
+        piece[1] = (TokenPositions){(long)(2 * P - 1 - rank) * (Tl / 2), 1};
+        return 2;
+    }
+    *len = Tl;
+    piece[0] = layout == RING_CONTIGUOUS ? (TokenPositions){(long)rank * Tl, 1}
+                                         : (TokenPositions){rank, P};
+    return 1;
+}
+
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
     long long pairs = 0;
+    TokenPositions q[2], k[2];
+    int qlen, klen;
+    const int nq = ring_pieces(layout, P, rank, T, q, &qlen);
     for (int origin = 0; origin < P; origin++) {
-        AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = Tl, .Tk = Tl};
-        if (layout == RING_CONTIGUOUS) {
-            p.qpos = (TokenPositions){(long)rank * Tl, 1};
-            p.kpos = (TokenPositions){(long)origin * Tl, 1};
-        } else {
-            p.qpos = (TokenPositions){rank, P};
-            p.kpos = (TokenPositions){origin, P};
-        }
-        pairs += attention_visible_pairs(&p);
+        const int nk = ring_pieces(layout, P, origin, T, k, &klen);
+        for (int a = 0; a < nq; a++)
+            for (int b = 0; b < nk; b++) {
+                AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = qlen, .Tk = klen,
+                                      .qpos = q[a], .kpos = k[b]};
+                pairs += attention_visible_pairs(&p);
+            }
     }
     return pairs;
 }

@@ -23,7 +23,7 @@ CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, 
 // column exchange as pq-1 or pkv-1 send/recv calls of one message each.
 CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
                                       int HS, size_t act_size, size_t acc_size);
-// Ring and Striped (the same schedule; the layout does not change the volume).
+// Ring, Striped and Zigzag (the same schedule; the layout does not change the volume).
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                        size_t act_size, size_t acc_size);
 
@@ -31,7 +31,7 @@ CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
 long long attention_visible_pairs(const AttentionProblem* p);
 // Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens.
 long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T);
-// The same for SP rank `rank` of a ring of P ranks in the given layout.
+// The same for SP rank `rank` of a ring of P ranks in the given layout (zigzag: T % 2P == 0).
 long long ring_visible_pairs(RingLayout layout, int P, int rank, long T);
 
 #ifdef __cplusplus

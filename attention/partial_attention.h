@@ -17,6 +17,28 @@ typedef struct {
     long off, stride;
 } TokenPositions;
 
+// The absolute positions of a layer's local tokens: local token i is at
+// off[i % chunks] + stride * (i / chunks). chunks = 1: one arithmetic progression (single device,
+// Ring's contiguous chunk, the cyclic layout of ATTENTION2D and Striped). chunks = 2: two runs
+// interleaved (Zigzag's chunks r and 2P-1-r, local tokens alternating between them), so each run
+// is a strided view of the local rows, (off[g], stride) with twice the row stride, and a schedule
+// hands it to the kernels as it is.
+typedef struct {
+    long off[2];
+    long stride;
+    int chunks;
+} TokenLayout;
+
+#if defined(__CUDACC__)
+#define TOKEN_LAYOUT_HD __host__ __device__
+#else
+#define TOKEN_LAYOUT_HD
+#endif
+
+static inline TOKEN_LAYOUT_HD long token_layout_position(TokenLayout l, long i) {
+    return l.chunks == 2 ? l.off[i & 1] + l.stride * (i >> 1) : l.off[0] + l.stride * i;
+}
+
 typedef struct {
     int B, NH, HS;           // sequences, heads, channels per head
     int Tq, Tk;              // local queries and keys per sequence
@@ -30,6 +52,22 @@ static inline TokenPositions token_positions(long off, long stride) {
     t.off = off;
     t.stride = stride;
     return t;
+}
+// One arithmetic progression, as a layer's layout.
+static inline TokenLayout token_layout(TokenPositions p) {
+    TokenLayout l;
+    l.off[0] = l.off[1] = p.off;
+    l.stride = p.stride;
+    l.chunks = 1;
+    return l;
+}
+// pos[i] = position of local token i, for i < n.
+static inline void token_layout_positions(TokenLayout l, long n, long* pos) {
+    for (long i = 0; i < n; i++) pos[i] = token_layout_position(l, i);
+}
+// Run g of a layout (g < chunks) as the positions of its tokens.
+static inline TokenPositions token_layout_run(TokenLayout l, int g) {
+    return token_positions(l.off[g], l.stride);
 }
 static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, int Tk,
                                                  TokenPositions qpos, TokenPositions kpos) {

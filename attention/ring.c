@@ -1,6 +1,12 @@
-// Ring and Striped attention: one ring schedule, two token layouts. Rank i keeps its queries; at
-// step s it holds the K|V block of origin rank (i - s) mod P and, while computing with it, sends
-// it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
+// Ring, Striped and Zigzag attention: one ring schedule, three token layouts. Rank i keeps its
+// queries; at step s it holds the K|V block of origin rank (i - s) mod P and, while computing with
+// it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
+//
+// A layout is one run of positions (Ring: contiguous, Striped: cyclic) or two (Zigzag: chunks i
+// and 2P-1-i of Tl/2 tokens, local tokens alternating between them: attention/partial_attention.h,
+// TokenLayout). A run is a strided view of the local rows (row stride doubled), so a step is one
+// partial-attention call per visible (query run, key run) pair and nothing is packed: Zigzag's
+// steps s > 0 have two visible pairs of Tl/2 x Tl/2, all unmasked, which is its load balance.
 //
 // K|V blocks travel in the storage type `real` (bf16 on the CUDA bf16 build); the output, its LSE
 // and the dQ, dK|dV accumulators are real_acc (fp32 on CUDA), and so is the travelling dK|dV
@@ -16,6 +22,7 @@ typedef struct {
     AttentionLayer base;
     Comm* comm;
     RingLayout layout;
+    int runs;             // runs of positions per rank: 1, or 2 for Zigzag
     int P, i, next, prev;
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
@@ -23,30 +30,40 @@ typedef struct {
     real_acc* dkv[3];     // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one, this step's part
     real_acc* o;          // (B, Tl, C) merged output of the local queries
     real_acc* o_step;     // (B, Tl, C) one step's partial output
-    real_acc* lse_step;   // (B, NH, Tl)
-    real_acc* d_own;      // (B, NH, Tl) rowsum(dout * out)
+    real_acc* lse_step;   // (B, NH, Tl/runs) one call's LSE
+    real_acc* lse_runs;   // Zigzag: (runs, B, NH, Tl/runs) the layer's LSE run by run (else NULL)
+    real_acc* d_own;      // (runs, B, NH, Tl/runs) rowsum(dout * out)
     real_acc* dq;         // (B, Tl, C) dQ accumulator
 } RingAttention;
 
-static TokenPositions rank_positions(RingLayout layout, int P, int rank, int Tl) {
-    if (layout == RING_CONTIGUOUS) return token_positions((long)rank * Tl, 1);
-    return token_positions(rank, P);
+static TokenLayout rank_layout(RingLayout layout, int P, int rank, int Tl) {
+    if (layout == RING_CONTIGUOUS) return token_layout(token_positions((long)rank * Tl, 1));
+    if (layout == RING_CYCLIC) return token_layout(token_positions(rank, P));
+    TokenLayout z;   // chunks rank and 2P-1-rank of Tl/2
+    z.off[0] = (long)rank * (Tl / 2);
+    z.off[1] = (long)(2 * P - 1 - rank) * (Tl / 2);
+    z.stride = 1;
+    z.chunks = 2;
+    return z;
 }
 
 static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
     dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
-    // Contiguous chunks start at rank * Tl: another Tl would move the tokens away from the
-    // positions the layer advertises.
+    // Contiguous chunks start at a multiple of Tl: another Tl would move the tokens away from
+    // the positions the layer advertises.
     CHECK(a->layout == RING_CYCLIC || Tl == a->max.Tl, "create the ring layer for this length",
-          "ring attention (contiguous layout) created for Tl=%d, called with Tl=%d", a->max.Tl, Tl);
+          "%s attention created for Tl=%d, called with Tl=%d", a->base.name, a->max.Tl, Tl);
 }
 
-// The local queries against the K|V block of rank `origin`.
-static AttentionProblem step_problem(const RingAttention* a, int origin, int B, int Tl, int NH,
-                                     int HS) {
-    return attention_problem(B, NH, HS, Tl, Tl, rank_positions(a->layout, a->P, a->i, Tl),
-                             rank_positions(a->layout, a->P, origin, Tl));
+// Query run qrun of the local tokens against key run krun of the K|V block of rank `origin`.
+static AttentionProblem run_problem(const RingAttention* a, int qrun, int origin, int krun, int B,
+                                    int Tl, int NH, int HS) {
+    const int n = Tl / a->runs;
+    return attention_problem(B, NH, HS, n, n,
+                             token_layout_run(rank_layout(a->layout, a->P, a->i, Tl), qrun),
+                             token_layout_run(rank_layout(a->layout, a->P, origin, Tl), krun));
 }
+
 
 // Whether any key of the block is visible to any query: the first key against the last query.
 static int block_visible(const AttentionProblem* p) {
@@ -83,23 +100,41 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
     const size_t S2 = (size_t)B * Tl * 2 * C;
     const long rows = (long)B * Tl;
 
+    const int R = a->runs, n = Tl / R;   // runs are views with R times the row stride
     dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
+    int have[2] = {0, 0};   // whether query run r holds a partial output yet
     for (int s = 0; s < a->P; s++) {
         // Pass the block on while computing with it.
         CommRequest* req = s < a->P - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
-        const AttentionProblem p = step_problem(a, (a->i - s + a->P) % a->P, B, Tl, NH, HS);
-        const real* k = a->kv[0];
-        if (s == 0) {   // the diagonal block: every query sees its own position
-            dist_attention_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, a->o, C, lse);
-        } else if (block_visible(&p)) {
-            dist_attention_forward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, a->o_step, C,
-                                   a->lse_step);
-            dist_attention_merge(B, NH, HS, Tl, a->o, C, lse, a->o_step, C, a->lse_step);
-        }
+        const int origin = (a->i - s + a->P) % a->P;
+        for (int qr = 0; qr < R; qr++)
+            for (int kr = 0; kr < R; kr++) {
+                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS);
+                if (!block_visible(&p)) continue;
+                const real* q = qkv + (size_t)qr * 3 * C;
+                const real* k = a->kv[0] + (size_t)kr * 2 * C;
+                real_acc* o = a->o + (size_t)qr * C;
+                // the layer's LSE itself with one run, else run qr of the scratch
+                real_acc* run_lse = R == 1 ? lse : a->lse_runs + (size_t)qr * B * NH * n;
+                if (!have[qr]) {   // the first visible block (the diagonal: a query sees itself)
+                    dist_attention_forward(&p, q, R * 3 * C, k, R * 2 * C, k + C, R * 2 * C, o,
+                                           R * C, run_lse);
+                    have[qr] = 1;
+                } else {
+                    real_acc* o_step = a->o_step + (size_t)qr * C;
+                    dist_attention_forward(&p, q, R * 3 * C, k, R * 2 * C, k + C, R * 2 * C,
+                                           o_step, R * C, a->lse_step);
+                    dist_attention_merge(B, NH, HS, n, o, R * C, run_lse, o_step, R * C,
+                                         a->lse_step);
+                }
+            }
         comm_wait(comm, req);
         swap_real(&a->kv[0], &a->kv[1]);
     }
     dist_acc_to_real(out, C, a->o, C, rows, C);
+    if (R > 1)   // (runs, B*NH, n) -> (B*NH, Tl), run r of row m landing on column r + R*j
+        dist_blocks_to_rows(lse, 1, a->lse_runs, (long)B * NH * n, R, B * NH, n, 1,
+                            sizeof(real_acc));
     comm_leave_scope(comm, saved);
 }
 
@@ -114,8 +149,15 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
     const size_t S2 = (size_t)B * Tl * 2 * C;
     const long rows = (long)B * Tl;
 
-    const AttentionProblem own = step_problem(a, a->i, B, Tl, NH, HS);
-    dist_attention_row_dot(&own, out, C, dout, C, a->d_own);
+    const int R = a->runs, n = Tl / R;
+    if (R > 1)   // the layer's (B*NH, Tl) LSE as runs of (B*NH, n)
+        dist_rows_to_blocks(a->lse_runs, (long)B * NH * n, lse, 1, R, B * NH, n, 1,
+                            sizeof(real_acc));
+    for (int qr = 0; qr < R; qr++) {
+        const AttentionProblem own = run_problem(a, qr, a->i, qr, B, Tl, NH, HS);
+        dist_attention_row_dot(&own, out + (size_t)qr * C, R * C, dout + (size_t)qr * C, R * C,
+                               a->d_own + (size_t)qr * B * NH * n);
+    }
     dist_zero_acc(a->dq, (size_t)rows * C);
     dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
     // dkv[0]: accumulator of the block in hand's origin, complete for ranks origin..i-1 once
@@ -127,14 +169,22 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
         // the accumulator finished last step moves on with its K|V block
         CommRequest* dkv_req = s > 0 ? pass_on(a, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
 
-        const AttentionProblem p = step_problem(a, (a->i - s + a->P) % a->P, B, Tl, NH, HS);
-        const real* k = a->kv[0];
+        const int origin = (a->i - s + a->P) % a->P;
         real_acc* part = a->dkv[2];
         dist_zero_acc(part, S2);
-        if (block_visible(&p)) {
-            dist_attention_backward(&p, qkv, 3 * C, k, 2 * C, k + C, 2 * C, dout, C, lse,
-                                    a->d_own, a->dq, C, part, 2 * C, part + C, 2 * C);
-        }
+        for (int qr = 0; qr < R; qr++)
+            for (int kr = 0; kr < R; kr++) {
+                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS);
+                if (!block_visible(&p)) continue;
+                const real* k = a->kv[0] + (size_t)kr * 2 * C;
+                real_acc* dk = part + (size_t)kr * 2 * C;
+                const size_t qo = (size_t)qr * C;
+                dist_attention_backward(&p, qkv + 3 * qo, R * 3 * C, k, R * 2 * C, k + C,
+                                        R * 2 * C, dout + qo, R * C,
+                                        R == 1 ? lse : a->lse_runs + (size_t)qr * B * NH * n,
+                                        a->d_own + (size_t)qr * B * NH * n, a->dq + qo, R * C, dk,
+                                        R * 2 * C, dk + C, R * 2 * C);
+            }
         comm_wait(comm, kv_req);
         comm_wait(comm, dkv_req);
         if (s > 0) {
@@ -158,25 +208,29 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
 
 static void ring_destroy(AttentionLayer* self) {
     RingAttention* a = (RingAttention*)self;
-    void* buffers[] = {a->kv[0], a->kv[1], a->dkv[0],   a->dkv[1], a->dkv[2],
-                       a->o,     a->o_step, a->lse_step, a->d_own, a->dq};
+    void* buffers[] = {a->kv[0],     a->kv[1],    a->dkv[0], a->dkv[1], a->dkv[2], a->o,
+                       a->o_step,    a->lse_step, a->lse_runs, a->d_own, a->dq};
     for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++) dist_free(buffers[k]);
     free(a);
 }
 
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH,
                                       int HS) {
-    CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC, "caller bug",
-          "unknown ring layout %d", (int)layout);
+    CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC || layout == RING_ZIGZAG,
+          "caller bug", "unknown ring layout %d", (int)layout);
+    static const char* const names[] = {"ring", "striped", "zigzag"};
+    CHECK(layout != RING_ZIGZAG || Tl % 2 == 0, "use a sequence length divisible by 2P",
+          "zigzag attention: %d local tokens do not split into two chunks", Tl);
     RingAttention* a = (RingAttention*)xcalloc(1, sizeof *a, "ring attention layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->layout = layout;
+    a->runs = layout == RING_ZIGZAG ? 2 : 1;
     a->P = m->P;
     a->i = m->sp_index;
     a->next = (a->i + 1) % a->P;
     a->prev = (a->i - 1 + a->P) % a->P;
-    a->max = dist_bounds(layout == RING_CONTIGUOUS ? "ring" : "striped", B, Tl, NH, HS);
+    a->max = dist_bounds(names[layout], B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
@@ -186,13 +240,14 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->o = (real_acc*)dist_alloc(sa * S, "ring output");
     a->o_step = (real_acc*)dist_alloc(sa * S, "ring step output");
     a->lse_step = (real_acc*)dist_alloc(sa * L, "ring step LSE");
+    if (a->runs > 1) a->lse_runs = (real_acc*)dist_alloc(sa * L, "zigzag LSE runs");
     a->d_own = (real_acc*)dist_alloc(sa * L, "ring backward D");
     a->dq = (real_acc*)dist_alloc(sa * S, "ring dQ accumulator");
 
     a->base.forward = ring_forward;
     a->base.backward = ring_backward;
     a->base.destroy = ring_destroy;
-    a->base.positions = rank_positions(layout, a->P, a->i, Tl);
-    a->base.name = layout == RING_CONTIGUOUS ? "ring" : "striped";
+    a->base.positions = rank_layout(layout, a->P, a->i, Tl);
+    a->base.name = names[layout];
     return &a->base;
 }

@@ -377,12 +377,14 @@ int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t err
 
 // ---- Sequence parallelism ----
 
-void layout_take(const int32_t* full, int B, int T, long off, long stride, int Tl,
-                 int32_t* local) {
-    CHECK(Tl >= 1 && stride >= 1 && off >= 0 && off + stride * (Tl - 1) < T,
-          "check T against the sequence-parallel size when the run is configured",
-          "layout_take: %d tokens at %ld + %ld*i do not fit a sequence of %d", Tl, off, stride, T);
+void layout_take(const int32_t* full, int B, int T, const long* pos, int Tl, int32_t* local) {
+    CHECK(Tl >= 1, "check T against the sequence-parallel size when the run is configured",
+          "layout_take: %d local tokens", Tl);
+    for (int i = 0; i < Tl; i++)
+        CHECK(pos[i] >= 0 && pos[i] < T,
+              "check T against the sequence-parallel size when the run is configured",
+              "layout_take: local token %d at position %ld does not fit a sequence of %d", i,
+              pos[i], T);
     for (int b = 0; b < B; b++)
-        for (int i = 0; i < Tl; i++)
-            local[(size_t)b * Tl + i] = full[(size_t)b * T + off + (size_t)stride * i];
+        for (int i = 0; i < Tl; i++) local[(size_t)b * Tl + i] = full[(size_t)b * T + pos[i]];
 }

@@ -84,10 +84,9 @@ void loader_get_state(const DataLoader* loader, LoaderState* state);
 int loader_set_state(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
 
 // Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local
-// token i being full token off + stride * i (its absolute position, for position embeddings and
-// the causal mask). Cyclic layout (ATTENTION2D, Striped): off = sp_rank, stride = P, Tl = T/P;
-// contiguous (Ring): off = sp_rank * Tl, stride = 1. The caller checks T % P == 0 with a clear
-// error when the run is configured; this function ends the process via FAIL if the tokens do
-// not fit in T.
-void layout_take(const int32_t* full, int B, int T, long off, long stride, int Tl,
-                 int32_t* local);
+// token i being full token pos[i] (its absolute position, for position embeddings and the causal
+// mask; the attention layer's layout says which). Cyclic layout (ATTENTION2D, Striped):
+// pos[i] = sp_rank + P*i, Tl = T/P; contiguous (Ring): sp_rank * Tl + i; Zigzag: two chunks
+// interleaved. The caller checks T % P == 0 with a clear error when the run is configured; this
+// function ends the process via FAIL if a position is outside [0, T).
+void layout_take(const int32_t* full, int B, int T, const long* pos, int Tl, int32_t* local);

@@ -118,12 +118,12 @@ void cuda_backend_float_to_floatx(floatX* out, const float* in, size_t n) {
 // --- Layers --------------------------------------------------------------------------------------
 
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenPositions pos) {
+                     int B, int T, int C, TokenLayout pos) {
     encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, pos, cuda_backend_stream());
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenPositions pos) {
+                      int B, int T, int C, TokenLayout pos) {
     CudaBackendContext* c = cuda_backend_context();
     void* scratch = grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes,
                                 encoder_backward_scratch_bytes(B, T));

@@ -28,7 +28,7 @@ typedef unsigned long long u64;
 // One thread per VEC channels of one row.
 template <int VEC>
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                                       int N, int T, int C, TokenPositions pos) {
+                                       int N, int T, int C, TokenLayout pos) {
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const int per_row = C / VEC;
     const long n = idx / per_row;
@@ -36,7 +36,7 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
     const int c = (int)(idx - n * per_row) * VEC;
     const long t = n % T;
     const PackX<VEC> we = load_packx<VEC>(wte + (long)tokens[n] * C + c);
-    const PackX<VEC> pe = load_packx<VEC>(wpe + (pos.off + pos.stride * t) * C + c);
+    const PackX<VEC> pe = load_packx<VEC>(wpe + token_layout_position(pos, t) * C + c);
     PackX<VEC> o;
     UNROLL
     for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(to_float(we.v[k]) + to_float(pe.v[k]));
@@ -45,14 +45,14 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
 
 template <int VEC>
 static void launch_encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                                   int N, int T, int C, TokenPositions pos, cudaStream_t stream) {
+                                   int N, int T, int C, TokenLayout pos, cudaStream_t stream) {
     const long threads = (long)N * (C / VEC);
     LAUNCH(encoder_forward_kernel<VEC>, (unsigned)ceil_div_long(threads, ENC_THREADS), ENC_THREADS, 0,
            stream, out, tokens, wte, wpe, N, T, C, pos);
 }
 
 void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                          int B, int T, int C, TokenPositions pos, cudaStream_t stream) {
+                          int B, int T, int C, TokenLayout pos, cudaStream_t stream) {
     const int N = B * T;
     if (N <= 0 || C <= 0) return;
     if (C % X128_ELEMS == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
@@ -164,7 +164,7 @@ __global__ void encoder_wte_backward_kernel(floatX* dwte, const floatX* dout, co
 
 template <int VEC>
 __global__ void encoder_wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C,
-                                            TokenPositions pos) {
+                                            TokenLayout pos) {
     const long t = blockIdx.x;
     const int c = (blockIdx.y * 32 + threadIdx.x) * VEC;
     const bool active = c < C;
@@ -178,12 +178,12 @@ __global__ void encoder_wpe_backward_kernel(floatX* dwpe, const floatX* dout, in
             for (int v = 0; v < VEC; v++) acc[v] += to_float(g.v[v]);
         }
     }
-    combine_warps_and_accumulate<VEC>(acc, dwpe + (pos.off + pos.stride * t) * C, c, active);
+    combine_warps_and_accumulate<VEC>(acc, dwpe + token_layout_position(pos, t) * C, c, active);
 }
 
 template <int VEC>
 static void launch_encoder_param_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted,
-                                          int B, int T, int C, TokenPositions pos, cudaStream_t stream) {
+                                          int B, int T, int C, TokenLayout pos, cudaStream_t stream) {
     const unsigned col_blocks = (unsigned)ceil_div_long(C, 32 * VEC);
     const dim3 block(32, ENC_WARPS);
     LAUNCH(encoder_wte_backward_kernel<VEC>, dim3(B * T, col_blocks), block, 0, stream, dwte, dout, sorted,
@@ -197,12 +197,12 @@ size_t encoder_backward_scratch_bytes(int B, int T) {
 }
 
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
-                           int B, int T, int C, TokenPositions pos, void* scratch,
+                           int B, int T, int C, TokenLayout pos, void* scratch,
                            cudaStream_t stream) {
     const int N = B * T;
     if (N <= 0 || C <= 0) return;
     if (pos.stride == 0 && T > 1)
-        FAIL("the positions off + stride*t must be distinct", "encoder_backward_cuda: pos.stride is 0 with T = %d", T);
+        FAIL("the positions of the local tokens must be distinct", "encoder_backward_cuda: pos.stride is 0 with T = %d", T);
     if (!aligned16(scratch))
         FAIL("pass memory from cudaMalloc", "encoder_backward_cuda: scratch %p is not 16-byte aligned", scratch);
     u64* chunked = (u64*)scratch;

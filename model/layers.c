@@ -12,26 +12,26 @@
 #define LAYERNORM_EPS 1e-5
 
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenPositions pos) {
+                     int B, int T, int C, TokenLayout pos) {
 #pragma omp parallel for
     for (long n = 0; n < (long)B * T; n++) {
         const long t = n % T;
         const real* we = wte + (long)tokens[n] * C;
-        const real* pe = wpe + (pos.off + pos.stride * t) * C;
+        const real* pe = wpe + token_layout_position(pos, t) * C;
         real* o = out + n * C;
         for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
     }
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenPositions pos) {
+                      int B, int T, int C, TokenLayout pos) {
     // Serial over rows: two rows may share a token (or a position across sequences), and a
     // fixed order keeps the sums deterministic. Channels vectorise.
     for (long n = 0; n < (long)B * T; n++) {
         const long t = n % T;
         const real* g = dout + n * C;
         real* we = dwte + (long)tokens[n] * C;
-        real* pe = dwpe + (pos.off + pos.stride * t) * C;
+        real* pe = dwpe + token_layout_position(pos, t) * C;
         for (int c = 0; c < C; c++) {
             we[c] += g[c];
             pe[c] += g[c];

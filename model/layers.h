@@ -14,11 +14,11 @@ extern "C" {
 #endif
 
 // out[n] = wte[token[n]] + wpe[position of local token t]; rows n = b*T + t, position
-// pos.off + pos.stride * t.   out: (B, T, C)
+// token_layout_position(pos, t).   out: (B, T, C)
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenPositions pos);
+                     int B, int T, int C, TokenLayout pos);
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenPositions pos);
+                      int B, int T, int C, TokenLayout pos);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

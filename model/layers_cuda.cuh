@@ -18,9 +18,9 @@
 
 // --- Encoder (model/encoder.cu) -------------------------------------------------------------------
 
-// out (B*T, C) = wte[tokens[n]] + wpe[pos.off + pos.stride * t] for row n = b*T + t.
+// out (B*T, C) = wte[tokens[n]] + wpe[token_layout_position(pos, t)] for row n = b*T + t.
 void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                          int B, int T, int C, TokenPositions pos, cudaStream_t stream);
+                          int B, int T, int C, TokenLayout pos, cudaStream_t stream);
 
 // Bytes of device scratch encoder_backward_cuda needs for B*T rows (independent of C).
 size_t encoder_backward_scratch_bytes(int B, int T);
@@ -31,7 +31,7 @@ size_t encoder_backward_scratch_bytes(int B, int T);
 // pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch: encoder_backward_scratch_bytes
 // bytes of device memory, 16-byte aligned (cudaMalloc); its contents on entry do not matter.
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
-                           int B, int T, int C, TokenPositions pos, void* scratch,
+                           int B, int T, int C, TokenLayout pos, void* scratch,
                            cudaStream_t stream);
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------

@@ -11,7 +11,8 @@
 // memory, --comm nccl or mpi-staged) against the single-rank CUDA run, with the counters in the
 // backend's element sizes (bf16 activations, fp32 partials).
 //
-//   test_dist_attention --dp D --pq Q --pkv K [--algo 2d|2d-keep|2d-overlap|ring|striped|all]
+//   test_dist_attention --dp D --pq Q --pkv K
+//                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
@@ -179,10 +180,10 @@ static void free_reference(Reference* r) {
 
 // Rows of the full (B, T, w) tensor at the local positions -> (B, Tl, w).
 static void slice_rows(real* dst, const real* full, int B, int T, int Tl, long ld, int col, int w,
-                       TokenPositions pos) {
+                       TokenLayout pos) {
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < Tl; j++) {
-            const real* src = full + ((long)b * T + pos.off + pos.stride * j) * ld + col;
+            const real* src = full + ((long)b * T + token_layout_position(pos, j)) * ld + col;
             memcpy(dst + ((long)b * Tl + j) * w, src, sizeof(real) * w);
         }
     }
@@ -190,12 +191,12 @@ static void slice_rows(real* dst, const real* full, int B, int T, int Tl, long l
 
 // max |local - ref(slice)| over a (B, Tl, w) column block of rows of stride ld (both sides).
 static double row_error(const real* local, const real* full, int B, int T, int Tl, long ld,
-                        int col, int w, TokenPositions pos) {
+                        int col, int w, TokenLayout pos) {
     double err = 0;
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < Tl; j++) {
             const real* x = local + ((long)b * Tl + j) * ld + col;
-            const real* y = full + ((long)b * T + pos.off + pos.stride * j) * ld + col;
+            const real* y = full + ((long)b * T + token_layout_position(pos, j)) * ld + col;
             for (int e = 0; e < w; e++) err = fmax(err, fabs(value(x[e]) - value(y[e])));
         }
     }
@@ -204,12 +205,12 @@ static double row_error(const real* local, const real* full, int B, int T, int T
 
 // The same for the (B*NH, T) LSE rows.
 static double lse_error(const real_acc* local, const real_acc* full, int rows, int T, int Tl,
-                        TokenPositions pos) {
+                        TokenLayout pos) {
     double err = 0;
     for (int r = 0; r < rows; r++) {
         for (int j = 0; j < Tl; j++) {
             const double x = value_acc(local[(long)r * Tl + j]);
-            const double y = value_acc(full[(long)r * T + pos.off + pos.stride * j]);
+            const double y = value_acc(full[(long)r * T + token_layout_position(pos, j)]);
             err = fmax(err, fabs(x - y));
         }
     }
@@ -236,7 +237,7 @@ static const char* ERR_NAMES[NERR] = {"out", "lse", "dq", "dk", "dv"};
 // Relative errors of this rank's results for one layer against `other` (the reference, or another
 // schedule's results as a Reference of T = Tl at pos (0, 1)), scaled by max |ref|.
 static void compare(double err[NERR], const Reference* ref, const Reference* other, int Tl,
-                    TokenPositions pos, const real* out, const real_acc* lse, const real* dqkv) {
+                    TokenLayout pos, const real* out, const real_acc* lse, const real* dqkv) {
     const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH, To = other->T;
     err[ERR_OUT] = row_error(out, other->out, B, To, Tl, C, 0, C, pos) /
                    max_abs_cols(ref->out, (long)B * T, C, 0, C);
@@ -319,9 +320,10 @@ static double world_max(Comm* comm, double x) {
 }
 
 typedef enum {
-    SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, NSCHED
+    SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, NSCHED
 } Schedule;
-static const char* SCHED_NAMES[NSCHED] = {"2d", "2d-keep", "2d-overlap", "ring", "striped"};
+static const char* SCHED_NAMES[NSCHED] = {"2d",   "2d-keep", "2d-overlap",
+                                          "ring", "striped", "zigzag"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     // Bounds above the call's B and HS, so a stride taken from the bounds would show.
@@ -331,17 +333,29 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     case SCHED_2D_KEEP: return attention2d_create(comm, B, a->Tl, a->NH, HS, NUM_LAYERS);
     case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, a->NH, HS);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
+    case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, a->NH, HS);
     default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
     }
 }
 
-static TokenPositions expected_positions(Schedule s, const Mesh* m, int Tl) {
-    if (s == SCHED_RING) return token_positions((long)m->sp_index * Tl, 1);
-    return token_positions(m->sp_index, m->P);
+// The positions the README and attention2d.md promise, written out here independently.
+static TokenLayout expected_positions(Schedule s, const Mesh* m, int Tl) {
+    if (s == SCHED_RING) return token_layout(token_positions((long)m->sp_index * Tl, 1));
+    if (s != SCHED_ZIGZAG) return token_layout(token_positions(m->sp_index, m->P));
+    // chunks i and 2P-1-i of Tl/2 tokens, local tokens alternating between them
+    TokenLayout z = {{(long)m->sp_index * (Tl / 2), (long)(2 * m->P - 1 - m->sp_index) * (Tl / 2)},
+                     1, 2};
+    return z;
+}
+
+static int same_layout(TokenLayout x, TokenLayout y, int Tl) {
+    for (int j = 0; j < Tl; j++)
+        if (token_layout_position(x, j) != token_layout_position(y, j)) return 0;
+    return 1;
 }
 
 static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, const Args* a) {
-    if (s == SCHED_RING || s == SCHED_STRIPED) {
+    if (s == SCHED_RING || s == SCHED_STRIPED || s == SCHED_ZIGZAG) {
         return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
     }
     if (s == SCHED_2D_OVERLAP) {
@@ -359,11 +373,12 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     const Mesh* m = &comm->mesh;
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     AttentionLayer* layer = create_schedule(s, comm, a);
-    const TokenPositions pos = layer->positions, want = expected_positions(s, m, Tl);
-    int bad = pos.off != want.off || pos.stride != want.stride;
+    const TokenLayout pos = layer->positions, want = expected_positions(s, m, Tl);
+    int bad = !same_layout(pos, want, Tl);
     if (bad) {
-        fprintf(stderr, "rank %d: %s positions (%ld, %ld), expected (%ld, %ld)\n", m->world_rank,
-                layer->name, pos.off, pos.stride, want.off, want.stride);
+        fprintf(stderr, "rank %d: %s positions (%ld|%ld, %ld, %d chunks), expected (%ld|%ld, %ld, %d)\n",
+                m->world_rank, layer->name, pos.off[0], pos.off[1], pos.stride, pos.chunks,
+                want.off[0], want.off[1], want.stride, want.chunks);
     }
 
     const size_t n3 = (size_t)B * Tl * 3 * C, n1 = (size_t)B * Tl * C, nl = (size_t)B * NH * Tl;
@@ -401,7 +416,8 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
         fold_max(err, e);
         if (vs && vs->have) {
             const Reference other = results_view(ref, vs, Tl, l);
-            compare(e, ref, &other, Tl, token_positions(0, 1), host_out, host_lse, host_dqkv);
+            compare(e, ref, &other, Tl, token_layout(token_positions(0, 1)), host_out, host_lse,
+                    host_dqkv);
             fold_max(err_vs, e);
         }
         if (keep) {
@@ -489,12 +505,20 @@ int main(int argc, char** argv) {
         const int pick = !strcmp(a.algo, "all") || !strcmp(a.algo, SCHED_NAMES[s]) ||
                          (s == SCHED_2D && overlap_only);
         if (!pick) continue;
+        if (s == SCHED_ZIGZAG && a.Tl % 2 != 0) {   // two chunks per rank need an even Tl
+            if (strcmp(a.algo, "all") != 0)
+                fail_msg("--algo zigzag: expected an even number of local tokens, found Tl = %d",
+                         a.Tl);
+            if (rank == 0) printf("skip zigzag: Tl = %d is odd\n", a.Tl);
+            continue;
+        }
         failed |= run_schedule((Schedule)s, comm, &a, &ref,
                                s == SCHED_2D_OVERLAP ? &results_2d : NULL,
                                s == SCHED_2D ? &results_2d : NULL);
         ran++;
     }
-    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped or all", a.algo);
+    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped, zigzag or all",
+                       a.algo);
     free_results(&results_2d);
     free_reference(&ref);
     comm_destroy(comm);

@@ -15,7 +15,7 @@
 #                                      every rank exits non-zero, promptly
 #   tests/test_dist_train.sh schedules MESH
 #                                      ATTENTION2D (one gradient all-reduce after backward),
-#                                      ATTENTION2D with kept K/V, Ring and Striped on MESH (e.g.
+#                                      ATTENTION2D with kept K/V, Ring, Striped and Zigzag on MESH
 #                                      2x3, dp2-2x2), ZeRO-1 on two; the overlapped variants:
 #                                      2d-overlap with gradients reduced in per-layer buckets
 #                                      during backward (equal to the plain 2d run too), and with
@@ -195,9 +195,10 @@ curves)
   train m2x4 8 "${dp1[@]}" --pq 2 --pkv 4
   train ring-1x4 4 "${dp1[@]}" --pkv 4 --attention ring
   train striped-4x1 4 "${dp1[@]}" --pq 4 --attention striped --zero 1
+  train zigzag-2x2 4 "${dp1[@]}" --pq 2 --pkv 2 --attention zigzag
   # 6 ranks: 42880 parameters pad to 42882 for 6 ZeRO-1 shards.
   train dp3-1x2-zero 6 --eval-batches 2 --dp 3 --pkv 2 --zero 1
-  for n in m1x2 m2x2-zero dp2-1x2 dp2-2x2-zero m2x4 ring-1x4 striped-4x1 dp3-1x2-zero; do
+  for n in m1x2 m2x2-zero dp2-1x2 dp2-2x2-zero m2x4 ring-1x4 striped-4x1 zigzag-2x2 dp3-1x2-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
   ;;
@@ -306,6 +307,8 @@ mesh)
     4 --dp 3
   expect_once '^error: mesh: --seq-len 30 must be a positive multiple of --pq 2 x --pkv 2' \
     4 --seq-len 30 --pq 2 --pkv 2
+  expect_once '^error: --seq-len 36: --attention zigzag splits the sequence into 2P = 8 chunks; expected a multiple of 8' \
+    4 --seq-len 36 --context 36 --pq 2 --pkv 2 --attention zigzag
   ;;
 schedules)
   parse_mesh "${2:?usage: tests/test_dist_train.sh schedules MESH (e.g. 2x3, dp2-2x2)}"
@@ -316,10 +319,11 @@ schedules)
   train 2d-keep-zero "$np" "${mesh_args[@]}" --attention 2d --keep-kv --zero 1
   train ring-zero "$np" "${mesh_args[@]}" --attention ring --zero 1
   train striped "$np" "${mesh_args[@]}" --attention striped --grad-bucket-mb 0.01
+  train zigzag "$np" "${mesh_args[@]}" --attention zigzag --zero 1
   train 2d-overlap "$np" "${mesh_args[@]}" --attention 2d-overlap --grad-bucket-mb 0.01 \
     --trace "$work/2d-overlap.json"
   train 2d-overlap-zero "$np" "${mesh_args[@]}" --attention 2d-overlap --zero 1
-  for n in 2d 2d-keep-zero ring-zero striped 2d-overlap 2d-overlap-zero; do
+  for n in 2d 2d-keep-zero ring-zero striped zigzag 2d-overlap 2d-overlap-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
   # The overlapped schedule against the plain one (same mesh, same transport).

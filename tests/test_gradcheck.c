@@ -272,7 +272,7 @@ static void test_gelu(void) {
 typedef struct {
     int B, T, C;
     int* tokens;
-    TokenPositions pos;
+    TokenLayout pos;
     real *wte, *wpe, *y, *dy;
 } EncCase;
 
@@ -282,9 +282,9 @@ static double enc_loss(void* p) {
     return weighted_sum(c->y, c->dy, (long)c->B * c->T * c->C);
 }
 
-static void test_encoder(void) {
-    // Local tokens 2, 5, 8, 11 of each sequence (a cyclic shard); tokens repeat on purpose.
-    EncCase c = {.B = 2, .T = 4, .C = 3, .pos = {2, 3}};
+// pos: the local tokens' positions in a sequence of at most 12; name: for the messages.
+static void test_encoder(TokenLayout pos, const char* name) {
+    EncCase c = {.B = 2, .T = 4, .C = 3, .pos = pos};
     const int V = 5, maxT = 12;
     int tokens[8] = {1, 3, 1, 4, 0, 1, 4, 4};
     c.tokens = tokens;
@@ -294,8 +294,11 @@ static void test_encoder(void) {
     c.dy = random_array((long)c.B * c.T * c.C, 1);
     real *dwte = zeros(V * c.C), *dwpe = zeros(maxT * c.C);
     encoder_backward(dwte, dwpe, c.dy, c.tokens, c.B, c.T, c.C, c.pos);
-    check("encoder dwte", c.wte, dwte, V * c.C, enc_loss, &c);
-    check("encoder dwpe (offset 2, stride 3)", c.wpe, dwpe, maxT * c.C, enc_loss, &c);
+    char what[96];
+    snprintf(what, sizeof what, "encoder dwte (%s)", name);
+    check(what, c.wte, dwte, V * c.C, enc_loss, &c);
+    snprintf(what, sizeof what, "encoder dwpe (%s)", name);
+    check(what, c.wpe, dwpe, maxT * c.C, enc_loss, &c);
 }
 
 // ---- cross-entropy ----
@@ -444,7 +447,10 @@ int main(void) {
     test_gelu();
     test_gelu_matmuls();
     test_fused_residual_layernorm();
-    test_encoder();
+    // Local tokens 2, 5, 8, 11 of each sequence (a cyclic shard), then a zigzag shard (chunks
+    // [2, 4) and [7, 9): local tokens 2, 7, 3, 8); tokens repeat on purpose.
+    test_encoder(token_layout(token_positions(2, 3)), "offset 2, stride 3");
+    test_encoder((TokenLayout){.off = {2, 7}, .stride = 1, .chunks = 2}, "zigzag chunks 2 and 7");
     test_crossentropy();
     test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");
     // ATTENTION2D 2x3 mesh, rank (r=1, c=2): queries 1, 3, 5, ..., keys 2, 5, 8, ...

@@ -449,7 +449,9 @@ static void test_cyclic(void) {
         for (int i = 0; i < B * T; i++) rebuilt[i] = -1;
         for (int r = 0; r < P; r++) {
             for (int i = 0; i < B * Tl; i++) local[i] = -7;
-            layout_take(full, B, T, r, P, T / P, local);
+            long positions[T];
+            for (int i = 0; i < Tl; i++) positions[i] = r + (long)P * i;
+            layout_take(full, B, T, positions, T / P, local);
             for (int b = 0; b < B; b++)
                 for (int i = 0; i < Tl; i++) {
                     int pos = r + P * i;  // the position contract
@@ -465,7 +467,8 @@ static void test_cyclic(void) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        layout_take(full, B, 10, 3, 4, 3, local);
+        const long beyond[3] = {3, 7, 11};
+        layout_take(full, B, 10, beyond, 3, local);
         _exit(0);
     }
     int status = 0;

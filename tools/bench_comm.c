@@ -41,8 +41,11 @@ static Args parse_args(int argc, char** argv) {
     return a;
 }
 
-enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, NSCHED };
-static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped"};
+enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, NSCHED };
+static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped", "zigzag"};
+// The token layout of each ring schedule (unused for SCHED_2D).
+static const RingLayout RING_LAYOUT[NSCHED] = {RING_CONTIGUOUS, RING_CONTIGUOUS, RING_CYCLIC,
+                                               RING_ZIGZAG};
 
 typedef struct {
     double fwd_bytes_max, fwd_bytes_mean, fwd_msgs_max, bwd_bytes_max, bwd_bytes_mean,
@@ -77,8 +80,7 @@ static double balance(int sched, const Mesh* m, long T) {
     for (int i = 0; i < m->P; i++) {
         const long long pairs =
             sched == SCHED_2D ? attention2d_visible_pairs(m->pq, m->pkv, i % m->pq, i / m->pq, T)
-                              : ring_visible_pairs(sched == SCHED_RING ? RING_CONTIGUOUS : RING_CYCLIC,
-                                                   m->P, i, T);
+                              : ring_visible_pairs(RING_LAYOUT[sched], m->P, i, T);
         max = pairs > max ? pairs : max;
         sum += pairs;
     }
@@ -90,9 +92,7 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     const Mesh* m = &comm->mesh;
     AttentionLayer* layer = sched == SCHED_2D
                                 ? attention2d_create(comm, B, Tl, NH, HS, 0)
-                                : attention_ring_create(comm, sched == SCHED_RING ? RING_CONTIGUOUS
-                                                                                  : RING_CYCLIC,
-                                                        B, Tl, NH, HS);
+                                : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, HS);
     real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "bench qkv");
     real* dout = xmalloc(sizeof(real) * B * Tl * C, "bench dout");
     real* out = xmalloc(sizeof(real) * B * Tl * C, "bench out");
@@ -142,6 +142,9 @@ int main(int argc, char** argv) {
     char err[ERR_LEN];
     if (mesh_init(&mesh, 1, a.pq, a.pkv, rank, size, err) != 0) fail_msg("%s", err);
     if (mesh_check_seq_len(&mesh, a.T_balance, err) != 0) fail_msg("--T-balance: %s", err);
+    if (a.T_balance % (2 * mesh.P) != 0)
+        fail_msg("--T-balance %ld: expected a multiple of 2P = %d (zigzag's chunks)", a.T_balance,
+                 2 * mesh.P);
     Comm* comm = comm_mpi_create(&mesh, 1);
     Row rows[NSCHED];
     for (int s = 0; s < NSCHED; s++) rows[s] = measure(s, comm, &a);

@@ -66,7 +66,7 @@ static const OptSpec specs[] = {
     {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
     {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
-    {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block)"},
+    {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped|zigzag", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block; zigzag: the ring with Megatron's load-balanced layout, chunks r and 2P-1-r of 2P)"},
     {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
     {"grad-bucket-mb", OPT_DOUBLE, F(grad_bucket_mb), 0, 1e6, NULL, "gradient all-reduce in buckets of this many MiB, started as backward completes them (0 = one all-reduce after backward; ZeRO-1 reduce-scatters after backward)"},
     {"overlap", OPT_INT, F(overlap), 0, 1, NULL, "1: communication travels while compute goes on; 0: every transfer is waited for as it starts, and gradients are reduced after backward (the plain schedules, for comparison; same results)"},

@@ -36,7 +36,7 @@ typedef struct {
     int no_save;               // no checkpoints at all (benchmark runs)
     // distribution
     int dp, pq, pkv;
-    const char* attention;     // 2d | 2d-overlap | ring | striped
+    const char* attention;     // 2d | 2d-overlap | ring | striped | zigzag
     int zero;
     double grad_bucket_mb;     // 0: one gradient all-reduce after backward
     const char* trace;         // Chrome trace file, "" = none

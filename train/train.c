@@ -66,6 +66,7 @@ typedef struct {
     DataLoader* val_loader;    // NULL: no evaluation
     int32_t *full_inputs, *full_targets;   // (B, T) windows as read
     int32_t *inputs, *targets;             // (B, Tl) this rank's tokens
+    long* positions;                       // (Tl) their positions in the sequence
     LRSchedule sched;
     AdamWConfig adam;
     int step;                  // optimizer steps completed
@@ -160,6 +161,9 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (mesh_init(&t->mesh, o->dp, o->pq, o->pkv, world_rank, world_size, err) != 0)
         config_error(t, "%s", err);
     if (mesh_check_seq_len(&t->mesh, o->seq_len, err) != 0) config_error(t, "%s", err);
+    if (strcmp(o->attention, "zigzag") == 0 && t->mesh.P > 1 && o->seq_len % (2 * t->mesh.P) != 0)
+        config_error(t, "--seq-len %d: --attention zigzag splits the sequence into 2P = %d chunks; "
+                     "expected a multiple of %d", o->seq_len, 2 * t->mesh.P, 2 * t->mesh.P);
     t->B = o->batch;
     t->T = o->seq_len;
     t->Tl = o->seq_len / t->mesh.P;
@@ -224,8 +228,10 @@ static void setup_attention(Trainer* t) {
     } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
         t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
     } else {
-        const RingLayout layout = strcmp(t->opt.attention, "ring") == 0 ? RING_CONTIGUOUS
-                                                                         : RING_CYCLIC;
+        const char* name = t->opt.attention;
+        const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS
+                                  : strcmp(name, "zigzag") == 0 ? RING_ZIGZAG
+                                                                : RING_CYCLIC;
         t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, HS);
     }
 }
@@ -349,6 +355,8 @@ static void setup_data(Trainer* t) {
     t->full_targets = xmalloc(sizeof(int32_t) * full, "target tokens");
     t->inputs = xmalloc(sizeof(int32_t) * local, "local input tokens");
     t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
+    t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
+    token_layout_positions(t->attention->positions, t->Tl, t->positions);
     if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
         if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
             t->has_tokens = 1;
@@ -364,9 +372,8 @@ static void next_batch(Trainer* t, DataLoader* loader) {
     if (rc != 0)
         fail_msg("%s %s", loader == t->train_loader ? "--train-data" : "--val-data",
                  rc < 0 ? err : "validation data ran out");
-    const TokenPositions pos = t->attention->positions;
-    layout_take(t->full_inputs, t->B, t->T, pos.off, pos.stride, t->Tl, t->inputs);
-    layout_take(t->full_targets, t->B, t->T, pos.off, pos.stride, t->Tl, t->targets);
+    layout_take(t->full_inputs, t->B, t->T, t->positions, t->Tl, t->inputs);
+    layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
 }
 
 static double all_reduce_scalar(Trainer* t, double x) {

@@ -15,6 +15,8 @@
 
 #include <math.h>
 #include <stdint.h>
+
+#include <algorithm>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,9 +161,16 @@ static const int SHAPE_BT[][2] = {{1, 1}, {1, 37}, {4, 64}};
 
 // --- Encoder ---------------------------------------------------------------------------------------
 
-static void test_encoder_forward(int B, int T, int C, TokenPositions pos) {
+// wpe rows the T local tokens of a layout use.
+static long wpe_rows(TokenLayout pos, int T) {
+    long rows = 0;
+    for (int t = 0; t < T; t++) rows = std::max(rows, token_layout_position(pos, t) + 1);
+    return rows;
+}
+
+static void test_encoder_forward(int B, int T, int C, TokenLayout pos) {
     const int N = B * T, V = 50;
-    const long P = pos.off + pos.stride * (T - 1) + 1;  // wpe rows used
+    const long P = wpe_rows(pos, T);
     std::vector<int> tok(N);
     for (int& t : tok) t = irand(V);
     const Vec wte = rand_vec((size_t)V * C, 1.0f), wpe = rand_vec((size_t)P * C, 0.5f);
@@ -175,7 +184,8 @@ static void test_encoder_forward(int B, int T, int C, TokenPositions pos) {
     encoder_forward_cuda(d_out, d_tok, d_wte, d_wpe, B, T, C, pos, stream);
     sync();
     char shape[64];
-    snprintf(shape, sizeof shape, "B=%d T=%d C=%d pos=%ld+%ld*t", B, T, C, pos.off, pos.stride);
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d pos=%ld|%ld+%ld*t/%d", B, T, C, pos.off[0], pos.off[1],
+             pos.stride, pos.chunks);
     expect("encoder_forward", shape, "out", fetch(d_out, (size_t)N * C), want, BOUND_ROUND1);
     CUDA_CHECK(cudaFree(d_tok));
     CUDA_CHECK(cudaFree(d_wte));
@@ -184,9 +194,9 @@ static void test_encoder_forward(int B, int T, int C, TokenPositions pos) {
 }
 
 // V distinct tokens at random (V = 1: every row has the same token).
-static void test_encoder_backward(int B, int T, int C, TokenPositions pos, int V) {
+static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V) {
     const int N = B * T;
-    const long P = pos.off + pos.stride * (T - 1) + 1;
+    const long P = wpe_rows(pos, T);
     std::vector<int> tok(N);
     for (int& t : tok) t = irand(V);
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
@@ -377,11 +387,11 @@ static void test_elementwise(long n, int off) {
 // The shapes beyond the grid of SHAPE_C x SHAPE_BT.
 static void test_special_shapes(void) {
     // Encoder backward: one token for every row; more rows than one sort chunk (the merge).
-    test_encoder_backward(4, 64, 72, TokenPositions{0, 1}, 1);
-    test_encoder_backward(2, 2100, 16, TokenPositions{1, 2}, 300);
+    test_encoder_backward(4, 64, 72, token_layout(token_positions(0, 1)), 1);
+    test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
     // More sequences than warps per block (each warp sums several rows of a position).
-    test_encoder_backward(9, 5, 72, TokenPositions{2, 3}, 50);
-    test_encoder_backward(11, 3, 45, TokenPositions{0, 1}, 50);
+    test_encoder_backward(9, 5, 72, token_layout(token_positions(2, 3)), 50);
+    test_encoder_backward(11, 3, 45, token_layout(token_positions(0, 1)), 50);
     // Fused LayerNorm writing the residual stream in place.
     test_fused_residual_layernorm(37, 72, true);
     // A row over 48 KiB: the forward opts in to more dynamic shared memory.
@@ -407,7 +417,7 @@ static void test_special_shapes(void) {
 // --quick: every kernel and path once (vector and scalar rows, the sort's merge, a row over
 // 48 KiB, two LayerNorm backward variants, misaligned element-wise pointers).
 static void test_quick_shapes(void) {
-    test_encoder_backward(2, 2100, 16, TokenPositions{1, 2}, 300);
+    test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
     test_layernorm_forward(3, 24608);
     test_layernorm_backward(37, 2560);
     test_layernorm_backward(5, 601);
@@ -428,8 +438,11 @@ int main(int argc, char** argv) {
         for (const auto& bt : SHAPE_BT) {
             const int B = bt[0], T = bt[1], N = B * T;
             if (quick && N != 256) continue;
-            // Positions alternate between the contiguous layout and a cyclic one (rank 3 of 4).
-            const TokenPositions pos = shape++ % 2 ? TokenPositions{3, 4} : TokenPositions{0, 1};
+            // Positions cycle through the contiguous layout, a cyclic one (rank 3 of 4) and a
+            // zigzag one (two interleaved chunks starting at 5 and 80).
+            const int kind = shape++ % 3;
+            TokenLayout pos = token_layout(kind == 1 ? token_positions(3, 4) : token_positions(0, 1));
+            if (kind == 2) pos.off[0] = 5, pos.off[1] = 80, pos.chunks = 2;
             test_encoder_forward(B, T, C, pos);
             test_encoder_backward(B, T, C, pos, 50);
             test_layernorm_forward(N, C);
