@@ -36,3 +36,29 @@ bench-overlap: setup $(BUILD)/train_gpt
 bench: bench-collectives
 bench-collectives: setup $(BUILD)/tools/bench_collectives
 	bash tools/bench_collectives.sh build/bench/collectives
+
+# Benchmark sweeps (tools/bench_sweep.sh): the real trainer for a few steps per point over model
+# shape, sequence length, mesh (dp x pq x pkv) and algorithm (2d, 2d-overlap, ring, striped,
+# zigzag); tokens/s, step time split into compute / exposed communication / waiting, bytes per
+# rank, MFU; sweep.csv, sweep.jsonl and PNGs (against P per algorithm, and a per-rank timeline).
+#   make bench-quick   smoke test for CI (tools/sweeps/quick.points, about 15 s on 2 cores) in
+#                      build/bench/quick, then checked: every point, finite positive numbers, PNGs
+#   make bench-sweep   the full CPU sweep (tools/sweeps/cpu.points, about 13 minutes on 2 cores)
+#                      into results/sweep-cpu, committed (results/README.md: command and machine)
+.PHONY: bench-quick bench-sweep
+bench: bench-sweep
+# bench-quick also puts its points through the cost model (--validate) and writes the paper table
+# into build/bench/quick, so both reports are exercised on every CI run (figures not checked).
+bench-quick: setup $(BUILD)/train_gpt $(BUILD)/costmodel
+	bash tools/bench_sweep.sh --out $(BUILD)/bench/quick --points tools/sweeps/quick.points --steps 4
+	$(PYTHON) tools/bench_sweep.py check $(BUILD)/bench/quick --points tools/sweeps/quick.points
+	$(BUILD)/costmodel --validate $(BUILD)/bench/quick/sweep.csv \
+	  --cluster costmodel/clusters/cpu-local.cluster --out-dir $(BUILD)/bench/quick
+	$(BUILD)/costmodel --paper --out-dir $(BUILD)/bench/quick
+	@for f in cpu_validation.md cpu_validation.png bytes_per_rank.png paper_comparison.csv; do \
+	  test -s $(BUILD)/bench/quick/$$f || { echo "error: bench-quick: $$f missing or empty" >&2; exit 1; }; done
+
+bench-sweep: setup $(BUILD)/train_gpt
+	bash tools/bench_sweep.sh --out results/sweep-cpu --work $(BUILD)/bench/sweep-cpu \
+	  --points tools/sweeps/cpu.points --steps 6
+	$(PYTHON) tools/bench_sweep.py check results/sweep-cpu --points tools/sweeps/cpu.points

@@ -67,6 +67,9 @@ static const OptSpec specs[] = {
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
     {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
     {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped|zigzag", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block; zigzag: the ring with Megatron's load-balanced layout, chunks r and 2P-1-r of 2P)"},
+    {"mesh", OPT_STRING, F(mesh), 0, 0, "manual|auto", "auto: choose --dp/--pq/--pkv and --attention for the world size with the cost model (costmodel/), printing the top candidates and why; options given explicitly are kept (an explicit --attention: sequence-parallel meshes only)"},
+    {"cluster", OPT_STRING, F(cluster), 0, 0, NULL, "cluster description the cost model of --mesh auto predicts on (default costmodel/clusters/cpu-local.cluster on the CPU, h100-8pernode.cluster on GPUs)"},
+    {"memory-gb", OPT_DOUBLE, F(memory_gb), 0, 1e6, NULL, "--mesh auto: memory per device in GiB a configuration may use (0 = the cluster's)"},
     {"zero", OPT_INT, F(zero), 0, 1, NULL, "ZeRO stage: 1 shards the optimizer state over all ranks"},
     {"grad-bucket-mb", OPT_DOUBLE, F(grad_bucket_mb), 0, 1e6, NULL, "gradient all-reduce in buckets of this many MiB, started as backward completes them (0 = one all-reduce after backward; ZeRO-1 reduce-scatters after backward)"},
     {"overlap", OPT_INT, F(overlap), 0, 1, NULL, "1: communication travels while compute goes on; 0: every transfer is waited for as it starts, and gradients are reduced after backward (the plain schedules, for comparison; same results)"},
@@ -121,6 +124,8 @@ static void set_defaults(TrainOptions* o) {
     o->pq = 1;
     o->pkv = 1;
     o->attention = "2d";
+    o->mesh = "manual";
+    o->cluster = "";
     o->grad_bucket_mb = 25;
     o->trace = "";
     o->timeline = 1;
@@ -243,7 +248,13 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
                     c == ':' ? "expected a value" : "unknown option");
             return -1;
         }
-        if (parse_value(&specs[c - 1000], optarg ? optarg : "", o, errs) != 0) return -1;
+        const OptSpec* s = &specs[c - 1000];
+        if (parse_value(s, optarg ? optarg : "", o, errs) != 0) return -1;
+        static const struct { const char* name; unsigned bit; } mesh_options[] = {
+            {"dp", OPT_GIVEN_DP}, {"pq", OPT_GIVEN_PQ}, {"pkv", OPT_GIVEN_PKV},
+            {"attention", OPT_GIVEN_ATTENTION}};
+        for (size_t k = 0; k < sizeof mesh_options / sizeof *mesh_options; k++)
+            if (!strcmp(s->name, mesh_options[k].name)) o->given |= mesh_options[k].bit;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",

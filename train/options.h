@@ -37,6 +37,10 @@ typedef struct {
     // distribution
     int dp, pq, pkv;
     const char* attention;     // 2d | 2d-overlap | ring | striped | zigzag
+    const char* mesh;          // manual | auto (the cost model picks dp, pq, pkv, attention)
+    const char* cluster;       // cluster description for --mesh auto ("" = the backend's default)
+    double memory_gb;          // --mesh auto: GiB per device (0 = the cluster's)
+    unsigned given;            // OPT_GIVEN_* bits: mesh options given on the command line
     int zero;
     double grad_bucket_mb;     // 0: one gradient all-reduce after backward
     const char* trace;         // Chrome trace file, "" = none
@@ -51,6 +55,10 @@ typedef struct {
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;
 } TrainOptions;
+
+// Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
+// (an explicit value always wins).
+enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

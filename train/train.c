@@ -34,6 +34,7 @@
 #include "model/optimizer.h"
 #include "train/grad_buckets.h"
 #include "train/options.h"
+#include "train/mesh_auto.h"
 #include "train/peak_flops.h"
 #include "train/run_log.h"
 #include "train/sampler.h"
@@ -1012,6 +1013,11 @@ int main(int argc, char** argv) {
         return parsed > 0 ? 0 : 2;
     }
     setup_model_config(&t);
+    if (strcmp(t.opt.mesh, "auto") == 0) {
+        char err[ERR_LEN];
+        if (mesh_auto_choose(&t.opt, &t.cfg, world_size, t.rank == 0, err, sizeof err) != 0)
+            config_error(&t, "%s", err);
+    }
     setup_mesh(&t, world_rank, world_size);
     setup_transport(&t);
     t.comm = create_comm(&t);

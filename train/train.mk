@@ -1,7 +1,11 @@
 # The trainer program and `make train`: setup, build, default data, a short run that learns.
 TRAIN_SRCS = train/train.c train/options.c train/grad_buckets.c train/sampler.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
-	checkpoints/checkpoint_dir.c checkpoints/train_state.c
-TRAIN_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(MODEL_OBJS) $(CHECKPOINT_OBJS) $(DATA_OBJS) \
+	train/mesh_auto.c checkpoints/checkpoint_dir.c checkpoints/train_state.c
+# --mesh auto links the cost model (costmodel/costmodel.mk) and the kernel cost formulas it
+# counts with.
+TRAIN_COSTMODEL_OBJS = $(BUILD)/costmodel_obj/costmodel.o $(BUILD)/costmodel_obj/cluster.o \
+	$(BUILD)/tools/kernel_costs.o
+TRAIN_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(MODEL_OBJS) $(CHECKPOINT_OBJS) $(DATA_OBJS) \
 	$(TOKENIZER_OBJS) $(COMM_OBJS) $(TRAIN_COMM_OBJS) $(DIST_ATTENTION_OBJS)
 
 PROGRAMS += $(BUILD)/train_gpt

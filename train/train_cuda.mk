@@ -30,7 +30,7 @@ CUDA_CXX_SRCS := model/gpt.c $(DIST_SCHEDULE_SRCS)
 CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_attention.cu
 
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
-CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) \
+CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(BUILD)/attention/dist_cost.o \
 	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) \
 	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
 	$(COMM_OBJS) $(LAUNCH_OBJS) $(FAIL_OBJS)

@@ -1,0 +1,290 @@
+// The cluster file parser (format in cluster.h): a table of keys, each with its unit and range,
+// and one-line errors that name the file, the line, the key, what was expected and what was found.
+#include "costmodel/cluster.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+
+typedef enum { KEY_STRING, KEY_INT, KEY_NUMBER, KEY_CURVE } KeyType;
+
+typedef struct {
+    const char* key;
+    KeyType type;
+    size_t offset;       // into Cluster
+    double scale;        // file unit -> SI (TFLOP/s -> FLOP/s, GB/s -> B/s, us -> s)
+    double min, max;     // inclusive range in the file's unit
+} KeySpec;
+
+#define OFF(field) offsetof(Cluster, field)
+#define LINK(tier, field) (offsetof(Cluster, link) + (tier) * sizeof(Link) + offsetof(Link, field))
+static const KeySpec KEYS[] = {
+    {"name", KEY_STRING, OFF(name), 1, 0, 0},
+    {"node.gpus", KEY_INT, OFF(gpus_per_node), 1, 1, 1 << 20},
+    {"node.shared_cores", KEY_INT, OFF(shared_cores), 1, 0, 1 << 20},
+    {"node.shared_efficiency", KEY_CURVE, OFF(shared_eff), 1, 0, 0},
+    {"node.async_comm", KEY_INT, OFF(async_comm), 1, 0, 1},
+    {"device.memory_gib", KEY_NUMBER, OFF(memory_bytes), 1073741824.0, 1e-3, 1e9},
+    {"matmul.peak_tflops", KEY_NUMBER, OFF(matmul_flops), 1e12, 1e-6, 1e9},
+    {"matmul.efficiency", KEY_CURVE, OFF(matmul_eff), 1, 0, 0},
+    {"attention.forward_efficiency", KEY_CURVE, OFF(attention_fwd_eff), 1, 0, 0},
+    {"attention.backward_efficiency", KEY_CURVE, OFF(attention_bwd_eff), 1, 0, 0},
+    {"vector.peak_tflops", KEY_NUMBER, OFF(vector_flops), 1e12, 1e-6, 1e9},
+    {"vector.efficiency", KEY_CURVE, OFF(vector_eff), 1, 0, 0},
+    {"memory.bandwidth_gbs", KEY_NUMBER, OFF(memory_bw), 1e9, 1e-3, 1e9},
+    {"memory.efficiency", KEY_CURVE, OFF(memory_eff), 1, 0, 0},
+    {"bytes.activation", KEY_NUMBER, OFF(act_bytes), 1, 1, 8},
+    {"bytes.accumulator", KEY_NUMBER, OFF(acc_bytes), 1, 1, 8},
+    {"bytes.param", KEY_NUMBER, OFF(param_bytes), 1, 1, 8},
+    {"bytes.optimizer_state", KEY_NUMBER, OFF(state_bytes), 1, 0, 64},
+    {"inter.nics_per_node", KEY_INT, OFF(nics_per_node), 1, 1, 1 << 20},
+    {"intra.bandwidth_gbs", KEY_NUMBER, LINK(TIER_INTRA, bandwidth), 1e9, 1e-6, 1e9},
+    {"intra.p2p_bandwidth_gbs", KEY_NUMBER, LINK(TIER_INTRA, p2p_bandwidth), 1e9, 1e-6, 1e9},
+    {"intra.efficiency", KEY_NUMBER, LINK(TIER_INTRA, efficiency), 1, 1e-3, 1},
+    {"intra.call_latency_us", KEY_NUMBER, LINK(TIER_INTRA, call_latency), 1e-6, 0, 1e6},
+    {"intra.hop_latency_us", KEY_NUMBER, LINK(TIER_INTRA, hop_latency), 1e-6, 0, 1e6},
+    {"inter.bandwidth_gbs", KEY_NUMBER, LINK(TIER_INTER, bandwidth), 1e9, 1e-6, 1e9},
+    {"inter.efficiency", KEY_NUMBER, LINK(TIER_INTER, efficiency), 1, 1e-3, 1},
+    {"inter.call_latency_us", KEY_NUMBER, LINK(TIER_INTER, call_latency), 1e-6, 0, 1e6},
+    {"inter.hop_latency_us", KEY_NUMBER, LINK(TIER_INTER, hop_latency), 1e-6, 0, 1e6},
+};
+enum { NKEYS = sizeof KEYS / sizeof KEYS[0] };
+
+static const char* const FIT_NAMES[FIT_OPS] = {"all_gather", "reduce_scatter", "all_reduce",
+                                               "send_recv"};
+
+const char* fit_op_name(FitOp op) { return op >= 0 && op < FIT_OPS ? FIT_NAMES[op] : "?"; }
+
+// Where a value came from, for messages.
+typedef struct {
+    const char* path;
+    int line;
+    const char* key;
+    char* err;
+    size_t errlen;
+} Where;
+
+static int bad_value(const Where* w, const char* expected, const char* found) {
+    return set_err(w->err, w->errlen, "%s:%d: key '%s': expected %s, found '%s'", w->path,
+                   w->line, w->key, expected, found);
+}
+
+static char* trim(char* s) {
+    while (*s == ' ' || *s == '\t') s++;
+    char* e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = 0;
+    return s;
+}
+
+// A whole-string number in [min, max]; expected-text names the range.
+static int parse_number(const Where* w, const char* text, double min, double max, double* out) {
+    char* end;
+    errno = 0;
+    const double x = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(x) || x < min || x > max) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "a number in [%g, %g]", min, max);
+        return bad_value(w, expected, text);
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_int(const Where* w, const char* text, double min, double max, int* out) {
+    char* end;
+    errno = 0;
+    const long x = strtol(text, &end, 10);
+    if (errno || end == text || *end || x < min || x > max) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "an integer in [%.0f, %.0f]", min, max);
+        return bad_value(w, expected, text);
+    }
+    *out = (int)x;
+    return 0;
+}
+
+// "128:0.95 16:0.9 1:0.6 0:0.1": thresholds strictly decreasing down to 0, efficiencies in (0, 1].
+static int parse_curve(const Where* w, const char* text, EfficiencyCurve* c) {
+    static const char* expected =
+        "'SIZE:EFFICIENCY' pairs, sizes strictly decreasing to 0, efficiencies in (0, 1]";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    c->n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok;
+         tok = strtok_r(NULL, " \t", &save)) {
+        char* colon = strchr(tok, ':');
+        if (!colon || c->n == CLUSTER_MAX_CURVE) return bad_value(w, expected, text);
+        *colon = 0;
+        char *e1, *e2;
+        const double size = strtod(tok, &e1), eff = strtod(colon + 1, &e2);
+        const int decreasing = c->n == 0 || size < c->threshold[c->n - 1];
+        if (*e1 || *e2 || e1 == tok || e2 == colon + 1 || !(size >= 0) || !(eff > 0 && eff <= 1) ||
+            !decreasing)
+            return bad_value(w, expected, text);
+        c->threshold[c->n] = size;
+        c->efficiency[c->n++] = eff;
+    }
+    if (c->n == 0 || c->threshold[c->n - 1] != 0) return bad_value(w, expected, text);
+    return 0;
+}
+
+static int set_value(const Where* w, const KeySpec* k, const char* text, Cluster* c) {
+    char* field = (char*)c + k->offset;
+    switch (k->type) {
+    case KEY_STRING:
+        if (!*text || strlen(text) >= CLUSTER_NAME_LEN)
+            return bad_value(w, "a name of 1 to 63 characters", text);
+        snprintf(field, CLUSTER_NAME_LEN, "%s", text);
+        return 0;
+    case KEY_INT: return parse_int(w, text, k->min, k->max, (int*)field);
+    case KEY_CURVE: return parse_curve(w, text, (EfficiencyCurve*)field);
+    default: {
+        double x = 0;
+        if (parse_number(w, text, k->min, k->max, &x) != 0) return -1;
+        *(double*)field = x * k->scale;
+        return 0;
+    }
+    }
+}
+
+// fit.OP.pN = ALPHA BETA
+static int parse_fit(const Where* w, const char* key, const char* text, Cluster* c) {
+    char op[32];
+    int P, used = 0;
+    if (sscanf(key, "fit.%31[a-z_].p%d%n", op, &P, &used) != 2 || key[used] || P < 2)
+        return set_err(w->err, w->errlen,
+                       "%s:%d: key '%s': expected a key 'fit.OP.pN' with N >= 2, found '%s'",
+                       w->path, w->line, key, key);
+    int which = -1;
+    for (int k = 0; k < FIT_OPS; k++)
+        if (!strcmp(op, FIT_NAMES[k])) which = k;
+    if (which < 0)
+        return set_err(w->err, w->errlen,
+                       "%s:%d: key '%s': expected OP one of all_gather, reduce_scatter, "
+                       "all_reduce, send_recv, found '%s'", w->path, w->line, key, op);
+    double alpha, beta;
+    char extra;
+    if (sscanf(text, "%lf %lf %c", &alpha, &beta, &extra) != 2 || !(alpha >= 0) || !(beta > 0) ||
+        !isfinite(alpha) || !isfinite(beta))
+        return bad_value(w, "'ALPHA_S BETA_S_PER_BYTE' (alpha >= 0, beta > 0)", text);
+    for (int k = 0; k < c->nfits; k++)
+        if (c->fit[k].op == (FitOp)which && c->fit[k].P == P)
+            return bad_value(w, "one fit per op and P", key);
+    if (c->nfits == CLUSTER_MAX_FITS) return bad_value(w, "at most 64 fits", key);
+    c->fit[c->nfits++] = (CollectiveFit){(FitOp)which, P, alpha, beta};
+    return 0;
+}
+
+static const KeySpec* find_key(const char* key) {
+    for (int k = 0; k < NKEYS; k++)
+        if (!strcmp(KEYS[k].key, key)) return &KEYS[k];
+    return NULL;
+}
+
+// One non-blank line: `key = value  # source`.
+static int parse_line(const Where* at, char* line, Cluster* c, int* seen_line) {
+    char* hash = strchr(line, '#');
+    const int has_source = hash && *trim(hash + 1);
+    if (hash) *hash = 0;
+    char* eq = strchr(line, '=');
+    Where w = *at;
+    if (!eq) {
+        w.key = trim(line);
+        return bad_value(&w, "'key = value  # source'", w.key);
+    }
+    *eq = 0;
+    char *key = trim(line), *value = trim(eq + 1);
+    w.key = key;
+    if (!*value) return bad_value(&w, "a value after '='", "");
+    if (!has_source && strcmp(key, "name") != 0)
+        return bad_value(&w, "a '# source' comment after the value", value);
+    if (!strncmp(key, "fit.", 4)) return parse_fit(&w, key, value, c);
+    const KeySpec* k = find_key(key);
+    if (!k)
+        return set_err(at->err, at->errlen,
+                       "%s:%d: key '%s': expected a known key (see costmodel/README.md), found "
+                       "an unknown key", at->path, at->line, key);
+    int* first = &seen_line[k - KEYS];
+    if (*first) {
+        char found[64];
+        snprintf(found, sizeof found, "a second line (the first is line %d)", *first);
+        return bad_value(&w, "the key once", found);
+    }
+    *first = at->line;
+    return set_value(&w, k, value, c);
+}
+
+int cluster_parse(const char* path, const char* text, Cluster* c, char* err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    int seen_line[NKEYS] = {0};
+    Where at = {path, 0, "", err, errlen};
+    for (const char* p = text; *p;) {
+        const char* nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        at.line++;
+        char line[1024];
+        if (len >= sizeof line)
+            return set_err(err, errlen, "%s:%d: expected a line of at most %zu characters, "
+                           "found %zu", path, at.line, sizeof line - 1, len);
+        memcpy(line, p, len);
+        line[len] = 0;
+        const char* t = trim(line);
+        if (*t && *t != '#' && parse_line(&at, line, c, seen_line) != 0) return -1;
+        p += len + (nl ? 1 : 0);
+    }
+    for (int k = 0; k < NKEYS; k++)
+        if (!seen_line[k])
+            return set_err(err, errlen, "%s: key '%s': expected a line '%s = ...', found none",
+                           path, KEYS[k].key, KEYS[k].key);
+    return 0;
+}
+
+int cluster_load(const char* path, Cluster* c, char* err, size_t errlen) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char* text = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            char* grown = realloc(text, cap);
+            CHECK(grown, "out of memory", "reading %s (%zu bytes)", path, cap);
+            text = grown;
+        }
+        const size_t got = fread(text + n, 1, 4096, f);
+        n += got;
+        if (got < 4096) break;
+    }
+    if (ferror(f)) rc = set_err(err, errlen, "%s: read failed: %s", path, strerror(errno));
+    fclose(f);
+    if (rc == 0) {
+        text[n] = 0;
+        if (strlen(text) != n) rc = set_err(err, errlen, "%s: expected text, found a NUL byte", path);
+        else rc = cluster_parse(path, text, c, err, errlen);
+    }
+    free(text);
+    return rc;
+}
+
+double curve_efficiency(const EfficiencyCurve* curve, double size) {
+    for (int k = 0; k < curve->n; k++)
+        if (size >= curve->threshold[k]) return curve->efficiency[k];
+    return curve->n ? curve->efficiency[curve->n - 1] : 1.0;
+}
+
+const CollectiveFit* cluster_fit(const Cluster* c, FitOp op, int P) {
+    const CollectiveFit *above = NULL, *below = NULL;
+    for (int k = 0; k < c->nfits; k++) {
+        const CollectiveFit* f = &c->fit[k];
+        if (f->op != op) continue;
+        if (f->P >= P && (!above || f->P < above->P)) above = f;
+        if (f->P < P && (!below || f->P > below->P)) below = f;
+    }
+    return above ? above : below;
+}

@@ -1,0 +1,96 @@
+// A cluster description for the cost model (costmodel/clusters/*.cluster): the devices, how many
+// share a node, and the two network tiers, each number with its source.
+//
+// File format: one `key = value  # source` per line; blank lines and lines that start with '#'
+// are ignored. Every key of the table in cluster.c must appear exactly once, except the optional
+// `fit.*` lines; a number without a `# source` comment is refused (a figure nobody can check is
+// not a figure). Values:
+//   numbers        1e-6, 312, 0.65
+//   curves         `GFLOP:efficiency` pairs, largest first ("128:0.95 16:0.9 1:0.6 0:0.1"), read
+//                  as Calculon reads its gflops_efficiency tables: an op of x GFLOP runs at the
+//                  efficiency of the first pair whose threshold is <= x (memory curves: MB)
+//   fits           `fit.OP.pN = ALPHA_S BETA_S_PER_BYTE`: a measured alpha-beta fit of OP
+//                  (all_gather, reduce_scatter, all_reduce, send_recv) over N ranks, as
+//                  tools/bench_collectives.c writes it (beta per bus byte); when present they
+//                  replace the datasheet link model for that op (this machine's clusters)
+// Errors are one line: "FILE:LINE: key 'KEY': expected WHAT, found 'TEXT'" (or "FILE: key 'KEY':
+// expected a line 'KEY = ...', found none" for a missing key).
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CLUSTER_MAX_CURVE = 24, CLUSTER_MAX_FITS = 64, CLUSTER_NAME_LEN = 64 };
+
+// Calculon's efficiency table: points sorted by threshold, largest first.
+typedef struct {
+    int n;
+    double threshold[CLUSTER_MAX_CURVE];    // GFLOP (or MB for memory)
+    double efficiency[CLUSTER_MAX_CURVE];   // fraction of peak, (0, 1]
+} EfficiencyCurve;
+
+typedef enum { TIER_INTRA, TIER_INTER, TIER_COUNT } Tier;
+
+// One network tier. Time of a transfer = call_latency per call + hop_latency per message +
+// bytes / (bandwidth * efficiency) (bytes as the comm counters count them: bus bytes).
+typedef struct {
+    double bandwidth;       // bytes/s each way per device (intra) or per NIC (inter)
+    double p2p_bandwidth;   // bytes/s each way between two devices (intra: one peer's links)
+    double efficiency;      // achieved fraction of bandwidth
+    double call_latency;    // seconds per collective or send/recv call
+    double hop_latency;     // seconds per message (per ring step)
+} Link;
+
+typedef enum { FIT_ALL_GATHER, FIT_REDUCE_SCATTER, FIT_ALL_REDUCE, FIT_SEND_RECV, FIT_OPS } FitOp;
+
+typedef struct {
+    FitOp op;
+    int P;          // ranks the fit was measured on
+    double alpha;   // seconds per call
+    double beta;    // seconds per bus byte
+} CollectiveFit;
+
+typedef struct {
+    char name[CLUSTER_NAME_LEN];
+    int gpus_per_node;     // ranks per node; world rank / gpus_per_node = node (mesh.h order)
+    int shared_cores;      // 0: each rank owns its device; > 0: the node's ranks share this many
+                           // cores for compute AND communication (the CPU machine)
+    EfficiencyCurve shared_eff;   // by ranks on the node: the aggregate compute throughput of
+                                  // that many one-thread ranks over min(ranks, cores) alone
+    int async_comm;        // 1: transfers progress during compute (NCCL streams); 0: they
+                           // progress only inside MPI calls, so nothing overlaps
+    double memory_bytes;   // per device (shared_cores > 0: the node's memory, shared)
+    double matmul_flops;   // peak FLOP/s of the GEMM unit (tensor cores; sgemm peak on the CPU)
+    EfficiencyCurve matmul_eff;      // by GFLOP of one GEMM
+    EfficiencyCurve attention_fwd_eff;   // fused attention forward, of matmul_flops, by GFLOP per call
+    EfficiencyCurve attention_bwd_eff;   // its backward (model FLOPs: 4*HS and 10*HS per pair)
+    double vector_flops;   // peak FLOP/s of the non-GEMM units (CUDA cores)
+    EfficiencyCurve vector_eff;      // by GFLOP of one kernel
+    double memory_bw;      // bytes/s of device memory
+    EfficiencyCurve memory_eff;      // by MB moved by one kernel
+    double act_bytes;      // element of activations and what travels as them (bf16: 2)
+    double acc_bytes;      // element of partial sums, LSE, merged outputs (fp32: 4)
+    double param_bytes;    // element of a parameter and of a gradient
+    double state_bytes;    // optimizer state per parameter (fp32 master + m + v: 12)
+    int nics_per_node;
+    Link link[TIER_COUNT];
+    int nfits;
+    CollectiveFit fit[CLUSTER_MAX_FITS];
+} Cluster;
+
+// Reads a cluster file. Returns 0, or -1 with a one-line message in err (errlen bytes).
+int cluster_load(const char* path, Cluster* c, char* err, size_t errlen);
+// The same from text already in memory (`path` only names it in messages).
+int cluster_parse(const char* path, const char* text, Cluster* c, char* err, size_t errlen);
+// Efficiency of an op of `size` (GFLOP or MB) on a curve: Calculon's lookup.
+double curve_efficiency(const EfficiencyCurve* curve, double size);
+// The fit of `op` measured on P ranks, NULL when the cluster has none for that op. Without one
+// at exactly P: the nearest measured P above (a conservative choice), else the largest below.
+const CollectiveFit* cluster_fit(const Cluster* c, FitOp op, int P);
+const char* fit_op_name(FitOp op);
+
+#ifdef __cplusplus
+}
+#endif

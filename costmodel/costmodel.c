@@ -1,0 +1,868 @@
+// The cost model (costmodel.h; formulas and assumptions in costmodel/README.md).
+#include "costmodel/costmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/dist_cost.h"
+#include "comm/fail.h"
+#include "comm/mesh.h"
+#include "model/config.h"
+#include "tools/kernel_costs.h"
+
+static const char* const ALG_NAMES[COST_NALGS] = {"2d", "2d-overlap", "ring", "striped", "zigzag"};
+
+const char* cost_algorithm_name(CostAlgorithm a) {
+    return a >= 0 && a < COST_NALGS ? ALG_NAMES[a] : "?";
+}
+
+int cost_algorithm_parse(const char* name) {
+    for (int a = 0; a < COST_NALGS; a++)
+        if (!strcmp(name, ALG_NAMES[a])) return a;
+    return -1;
+}
+
+static int is_ring_family(CostAlgorithm a) { return a >= COST_RING; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+double costmodel_num_params(const CostShape* s) {
+    return kernel_gpt_num_params(s->L, s->C, gpt_padded_vocab(s->V), s->max_T);
+}
+
+double costmodel_flops_per_token(const CostShape* s, long T) {
+    return 6.0 * costmodel_num_params(s) + 6.0 * s->L * s->C * (double)T;
+}
+
+// --- Kernel times --------------------------------------------------------------------------------
+
+// Seconds of one kernel: Calculon's efficiency by the op's size on each unit, then the floor of
+// kernel_costs (compute or memory, whichever is slower). byte_scale converts kernel_costs' bf16
+// storage bytes to this cluster's element size (1 for costs already in the cluster's units).
+static double kernel_seconds(const Cluster* c, KernelCost k, double byte_scale) {
+    k.bytes *= byte_scale;
+    const double gflop = k.flops / 1e9, mb = k.bytes / 1e6;
+    const double tensor = c->matmul_flops * curve_efficiency(&c->matmul_eff, gflop);
+    const double vector = c->vector_flops * curve_efficiency(&c->vector_eff, gflop);
+    const double bw = c->memory_bw * curve_efficiency(&c->memory_eff, mb);
+    return kernel_floor_seconds(k, tensor, vector, bw, NULL);
+}
+
+// kernel_costs' bytes are the bf16 build's (KERNEL_COST_X per stored element).
+static double storage_scale(const Cluster* c) { return c->act_bytes / KERNEL_COST_X; }
+
+static double ks(const Cluster* c, KernelCost k) { return kernel_seconds(c, k, storage_scale(c)); }
+
+typedef struct {
+    double forward, backward;
+} PhaseSeconds;
+
+// Seconds of kernels summed by unit: GEMMs (tensor cores) and the rest.
+typedef struct {
+    double gemm, other;
+} Tally;
+
+static void add(Tally* t, const Cluster* c, KernelCost k, double times) {
+    const double s = times * ks(c, k);
+    if (k.tensor) t->gemm += s;
+    else t->other += s;
+}
+
+// Both GEMMs of a matmul backward, each at the efficiency of its own size.
+static void add_gemm_backward(Tally* t, const Cluster* c, double N, double IC, double OC, int bias,
+                              double times) {
+    add(t, c, kernel_cost_matmul_backward_dinp(N, IC, OC), times);
+    add(t, c, kernel_cost_matmul_backward_dweight(N, IC, OC, bias), times);
+}
+
+// Every token-local kernel of one micro-batch of N = B*Tl local tokens (model/gpt.c's sequence:
+// fused residual + LayerNorm, GELU fused into the fc GEMM forward, gelu_backward beside fcproj's
+// dinp GEMM; the classifier's one fused pass counted in forward).
+static void token_local_tally(const Cluster* c, const CostShape* s, double N, double Tl,
+                              Tally* fwd, Tally* bwd) {
+    const double C = s->C, Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
+    *fwd = *bwd = (Tally){0, 0};
+    add(fwd, c, kernel_cost_encoder_forward(N, Tl, C), 1);
+    add(fwd, c, kernel_cost_layernorm_forward(N, C), 1);
+    add(fwd, c, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), L);
+    add(fwd, c, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
+    add(fwd, c, kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
+    add(fwd, c, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), L);
+    add(fwd, c, kernel_cost_matmul_forward(N, 4 * C, C, 1, 0), L);
+    add(fwd, c, kernel_cost_matmul_forward(N, C, Vp, 0, 0), 1);
+    add(fwd, c, kernel_cost_classifier(N, V, Vp), 1);
+    add_gemm_backward(bwd, c, N, C, Vp, 0, 1);
+    add(bwd, c, kernel_cost_layernorm_backward(N, C), 1 + 2 * L);
+    add_gemm_backward(bwd, c, N, 4 * C, C, 1, L);
+    add(bwd, c, kernel_cost_gelu_backward(4 * N * C), L);
+    add_gemm_backward(bwd, c, N, C, 4 * C, 1, L);
+    add_gemm_backward(bwd, c, N, C, C, 1, L);
+    add_gemm_backward(bwd, c, N, C, 3 * C, 1, L);
+    add(bwd, c, kernel_cost_encoder_backward(N, Tl, C), 1);
+}
+
+static PhaseSeconds token_local_seconds(const Cluster* c, const CostShape* s, double N, double Tl) {
+    Tally f, b;
+    token_local_tally(c, s, N, Tl, &f, &b);
+    return (PhaseSeconds){f.gemm + f.other, b.gemm + b.other};
+}
+
+void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N, double Tl,
+                                 double* gemm_s, double* other_s) {
+    Tally f, b;
+    token_local_tally(c, s, N, Tl, &f, &b);
+    *gemm_s = f.gemm + b.gemm;
+    *other_s = f.other + b.other;
+}
+
+// Token-local model FLOPs of one micro-batch (GEMMs; what MFU counts besides attention).
+static double token_local_flops(const CostShape* s, double N) {
+    const double C = s->C, Vp = gpt_padded_vocab(s->V);
+    return 3 * (s->L * 2 * N * 12 * C * C + 2 * N * C * Vp);
+}
+
+// --- Attention compute -----------------------------------------------------------------------------
+
+// Visible pairs per sequence and head of the slowest SP rank. The counts are monotone in the
+// coordinates (a larger query position or a smaller key position sees more), so the slowest
+// rank is known: ATTENTION2D (pq-1, 0), Ring and Striped rank P-1; Zigzag's ranks all see
+// (2P-1) h^2 + h (h+1) pairs (h = T/2P), so any rank is the slowest. tests/test_costmodel.c
+// checks this against the maximum over every rank.
+static long long slowest_rank_pairs(CostAlgorithm a, int pq, int pkv, long T) {
+    const int P = pq * pkv;
+    switch (a) {
+    case COST_2D:
+    case COST_2D_OVERLAP: return attention2d_visible_pairs(pq, pkv, pq - 1, 0, T);
+    case COST_RING: return ring_visible_pairs(RING_CONTIGUOUS, P, P - 1, T);
+    case COST_STRIPED: return ring_visible_pairs(RING_CYCLIC, P, P - 1, T);
+    default: return ring_visible_pairs(RING_ZIGZAG, P, 0, T);
+    }
+}
+
+// One partial-attention call of Tq queries and Tk keys with `pairs` visible pairs per sequence
+// and head: kernel_costs' attention formulas with Tq and Tk apart (they equal
+// kernel_cost_attention_forward / _backward when Tq = Tk = T and pairs = T (T+1) / 2).
+static KernelCost attention_call_cost(const Cluster* c, int backward, double B, double NH,
+                                      double HS, double Tq, double Tk, double pairs) {
+    const double per_pair = backward ? kernel_cost_attention_backward(1, 1, HS, 1).flops
+                                     : kernel_cost_attention_forward(1, 1, HS, 1).flops;
+    const double q = B * Tq * NH * HS, k = B * Tk * NH * HS, rows = B * NH * Tq;
+    KernelCost cost = {per_pair * B * NH * pairs, 0, 1};
+    // forward: Q, K, V read, O (fp32) and LSE written; backward: Q, dO, K, V, LSE, D read, dQ,
+    // dK, dV (fp32) read and written.
+    cost.bytes = backward ? c->act_bytes * (2 * q + 2 * k) + 2 * 4 * rows + 8 * (q + 2 * k)
+                          : c->act_bytes * (q + 2 * k) + 4 * q + 4 * rows;
+    return cost;
+}
+
+// Seconds of `calls` equal attention calls that together have `pairs` visible pairs: the
+// attention curve by the GFLOP of one call, or memory, whichever is slower.
+static double attention_seconds(const Cluster* c, int backward, double B, double NH, double HS,
+                                double Tq, double Tk, double pairs, int calls) {
+    const KernelCost one = attention_call_cost(c, backward, B, NH, HS, Tq, Tk, pairs / calls);
+    const EfficiencyCurve* curve = backward ? &c->attention_bwd_eff : &c->attention_fwd_eff;
+    const double rate = c->matmul_flops * curve_efficiency(curve, one.flops / 1e9);
+    const double bw = c->memory_bw * curve_efficiency(&c->memory_eff, one.bytes / 1e6);
+    return calls * kernel_floor_seconds(one, rate, 0, bw, NULL);
+}
+
+typedef struct {
+    double fwd_flops, bwd_flops;   // one layer, one micro-batch
+    double fwd_s, bwd_s;           // its kernels: attention calls, LSE merges, row dot, sums
+} AttentionWork;
+
+// The attention work of one layer and micro-batch on a rank that sees `pairs` pairs per sequence
+// and head. Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P (a Tl x Tl block pair
+// each); the ring family P steps of Tl x Tl. Merges: a pkv-way merge (2d) or one per step (ring).
+static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs) {
+    const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
+    const double B = g->B, T = (double)g->T, Tl = T / P;
+    const int twod = !is_ring_family(g->alg), calls = g->alg == COST_2D ? 1 : P;
+    const double Tq = g->alg == COST_2D ? T / g->pq : Tl, Tk = g->alg == COST_2D ? T / g->pkv : Tl;
+    AttentionWork w;
+    w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, Tq, Tk, pairs).flops;
+    w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, Tq, Tk, pairs).flops;
+    w.fwd_s = attention_seconds(c, 0, B, NH, HS, Tq, Tk, pairs, calls);
+    w.bwd_s = attention_seconds(c, 1, B, NH, HS, Tq, Tk, pairs, calls);
+    const int merges = twod ? (g->alg == COST_2D ? g->pkv - 1 : P - 1 + g->pkv - 1) : P - 1;
+    // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
+    w.fwd_s += merges * kernel_seconds(c, kernel_cost_attention_merge(B, NH, HS, Tl), 1);
+    w.bwd_s += ks(c, kernel_cost_attention_row_dot(B, NH, HS, Tl));
+    if (!twod)   // the travelling dK|dV accumulator gets this step's part added, P-1 times
+        w.bwd_s += (P - 1) * kernel_seconds(c, kernel_cost_residual_forward(2 * B * Tl * NH * HS),
+                                            4.0 / KERNEL_COST_X);
+    return w;
+}
+
+// --- Topology: which tier each group's traffic crosses ---------------------------------------------
+
+typedef enum {
+    PATH_ROW, PATH_COL, PATH_WORLD,                         // collectives over a mesh group
+    PATH_ROW_HOP, PATH_COL_HOP, PATH_RING_HOP, PATH_PERM,   // point-to-point transfers
+    NPATHS
+} Path;
+
+typedef struct {
+    Tier tier;          // the slowest tier a transfer on the path crosses
+    int per_node;       // fewest group members on one node (collectives across nodes)
+    int size;           // ranks in the group (2 for point-to-point)
+} PathLink;
+
+typedef struct {
+    PathLink path[NPATHS];
+    int ranks_per_node;   // ranks active on the busiest node
+} Topology;
+
+static int node_of(const Cluster* c, int world_rank) { return world_rank / c->gpus_per_node; }
+
+// A group's tier and its fewest members on one node, from its members' world ranks.
+static void note_group(const Cluster* c, const Mesh* m, MeshGroup g, PathLink* out) {
+    const int n = mesh_group_size(m, g);
+    int first = node_of(c, mesh_group_world_rank(m, g, 0)), last = first, fewest = n;
+    for (int k = 1; k < n; k++) {
+        const int node = node_of(c, mesh_group_world_rank(m, g, k));
+        first = node < first ? node : first;
+        last = node > last ? node : last;
+    }
+    if (last > first) {   // members per node, over the nodes the group touches
+        for (int node = first; node <= last; node++) {
+            int count = 0;
+            for (int k = 0; k < n; k++) count += node_of(c, mesh_group_world_rank(m, g, k)) == node;
+            if (count && count < fewest) fewest = count;
+        }
+        out->tier = TIER_INTER;
+        out->per_node = out->per_node < fewest ? out->per_node : fewest;
+    }
+    out->size = n;
+}
+
+static void note_hop(const Cluster* c, const Mesh* m, int peer_world_rank, PathLink* out) {
+    if (node_of(c, peer_world_rank) != node_of(c, m->world_rank)) out->tier = TIER_INTER;
+    out->size = 2;
+}
+
+// The worst case over every rank and group of the world for each path (the slowest transfer
+// paces a synchronous step). Placement: comm/mesh.h's world rank order, gpus_per_node
+// consecutive ranks per node.
+static Topology topology(const Cluster* c, const CostConfig* g) {
+    Topology t;
+    for (int p = 0; p < NPATHS; p++) t.path[p] = (PathLink){TIER_INTRA, 1 << 30, 1};
+    const int W = g->dp * g->pq * g->pkv, P = g->pq * g->pkv;
+    t.ranks_per_node = W < c->gpus_per_node ? W : c->gpus_per_node;
+    for (int rank = 0; rank < W; rank++) {
+        Mesh m;
+        char err[ERR_LEN];
+        CHECK(mesh_init(&m, g->dp, g->pq, g->pkv, rank, W, err) == 0, "caller bug", "%s", err);
+        // Groups are the same for all their members: look at each once, from its first member.
+        if (m.c == 0) note_group(c, &m, MESH_ROW, &t.path[PATH_ROW]);
+        if (m.r == 0) note_group(c, &m, MESH_COL, &t.path[PATH_COL]);
+        if (rank == 0) note_group(c, &m, MESH_WORLD, &t.path[PATH_WORLD]);
+        const int base = m.dp_index * P;
+        if (g->pkv > 1)
+            note_hop(c, &m, base + mesh_sp_index(&m, m.r, (m.c + 1) % g->pkv), &t.path[PATH_ROW_HOP]);
+        if (g->pq > 1)
+            note_hop(c, &m, base + mesh_sp_index(&m, (m.r + 1) % g->pq, m.c), &t.path[PATH_COL_HOP]);
+        if (P > 1) note_hop(c, &m, base + (m.sp_index + 1) % P, &t.path[PATH_RING_HOP]);
+        // The K/V permutation sends shard i to the rank whose row-major index is i.
+        const int i = m.sp_index, to = (i % g->pkv) * g->pq + i / g->pkv;
+        if (to != i) note_hop(c, &m, base + to, &t.path[PATH_PERM]);
+    }
+    for (int p = 0; p < NPATHS; p++)
+        if (t.path[p].per_node > t.path[p].size) t.path[p].per_node = t.path[p].size;
+    return t;
+}
+
+// --- Communication: dist_cost.c's volumes as operations on paths ----------------------------------
+
+// What an operation does in its schedule: the schedules overlap by role.
+typedef enum {
+    ROLE_PERM_IN,    // K/V permutation before the column gather
+    ROLE_GATHER,     // gathers (or their ring passes)
+    ROLE_REDUCE,     // the O|LSE all-to-all, the dQ and dK|dV reduce-scatters (or their passes)
+    ROLE_PERM_OUT,   // dK|dV back to their owner
+    ROLE_PASS,       // ring family: K|V and dK|dV passes
+} Role;
+
+typedef struct {
+    CommKind kind;
+    Path path;
+    Role role;
+    double bytes;                 // received per rank
+    long long messages, calls;
+} CommOp;
+
+enum { MAX_OPS = 16 };
+typedef struct {
+    int n;
+    CommOp op[MAX_OPS];
+} OpList;
+
+static void push(OpList* l, CommKind kind, Path path, Role role, double bytes, long long messages,
+                 long long calls) {
+    CHECK(l->n < MAX_OPS, "caller bug", "more than %d operations in one phase", MAX_OPS);
+    l->op[l->n++] = (CommOp){kind, path, role, bytes, messages, calls};
+}
+
+// (n-1) blocks over a group of n: one collective on `group`, or n-1 ring passes on `hop`.
+static void exchange(OpList* l, int ring, CommKind kind, Path group, Path hop, Role role, int n,
+                     double block) {
+    if (n <= 1) return;
+    if (ring) push(l, COMM_SEND_RECV, hop, role, (n - 1) * block, n - 1, n - 1);
+    else push(l, kind, group, role, (n - 1) * block, n - 1, 1);
+}
+
+// Element sizes of what travels, as dist_cost.c takes them.
+typedef struct {
+    double act, acc;
+} Sizes;
+
+// ATTENTION2D's operations on SP rank `i`, in dist_cost.c's order (volume_2d), with the path each
+// one takes. keep_kv: backward skips the second K/V gather.
+static OpList ops_2d(const CostConfig* g, int i, CommPhase phase, Sizes z) {
+    OpList l = {0};
+    const int ring = g->alg == COST_2D_OVERLAP, keep = !ring && g->keep_kv;
+    const int pq = g->pq, pkv = g->pkv;
+    const double Tl = (double)g->T / (pq * pkv);
+    const double S = g->B * Tl * g->shape.C, L = (double)g->B * g->shape.NH * Tl;
+    const int moves = i != i / pq + pkv * (i % pq);
+    const Path ROW = PATH_ROW, COL = PATH_COL, RH = PATH_ROW_HOP, CH = PATH_COL_HOP;
+    if (phase == COMM_FORWARD) {
+        if (moves) push(&l, COMM_SEND_RECV, PATH_PERM, ROLE_PERM_IN, 2 * S * z.act, 1, 1);
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, RH, ROLE_GATHER, pkv, S * z.act);
+        exchange(&l, ring, COMM_ALL_GATHER, COL, CH, ROLE_GATHER, pq, 2 * S * z.act);
+        exchange(&l, ring, COMM_ALL_TO_ALL, ROW, RH, ROLE_REDUCE, pkv, (S + L) * z.acc);
+    } else {
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, RH, ROLE_GATHER, pkv, 2 * S * z.act);
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, RH, ROLE_GATHER, pkv, 2 * L * z.acc);
+        if (!keep) {
+            if (moves) push(&l, COMM_SEND_RECV, PATH_PERM, ROLE_PERM_IN, 2 * S * z.act, 1, 1);
+            exchange(&l, ring, COMM_ALL_GATHER, COL, CH, ROLE_GATHER, pq, 2 * S * z.act);
+        }
+        exchange(&l, ring, COMM_REDUCE_SCATTER, ROW, RH, ROLE_REDUCE, pkv, S * z.acc);
+        exchange(&l, ring, COMM_REDUCE_SCATTER, COL, CH, ROLE_REDUCE, pq, 2 * S * z.acc);
+        if (moves) push(&l, COMM_SEND_RECV, PATH_PERM, ROLE_PERM_OUT, 2 * S * z.acc, 1, 1);
+    }
+    return l;
+}
+
+// The ring family: K|V passes (forward P-1; backward P-1, plus P hops of the dK|dV accumulator).
+static OpList ops_ring(const CostConfig* g, CommPhase phase, Sizes z) {
+    OpList l = {0};
+    const int P = g->pq * g->pkv;
+    const double S = g->B * ((double)g->T / P) * g->shape.C;
+    if (P == 1) return l;
+    push(&l, COMM_SEND_RECV, PATH_RING_HOP, ROLE_PASS, (P - 1) * 2 * S * z.act, P - 1, P - 1);
+    if (phase == COMM_BACKWARD)
+        push(&l, COMM_SEND_RECV, PATH_RING_HOP, ROLE_PASS, P * 2 * S * z.acc, P, P);
+    return l;
+}
+
+static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z) {
+    return is_ring_family(g->alg) ? ops_ring(g, phase, z) : ops_2d(g, i, phase, z);
+}
+
+// dist_cost.c's volume of SP rank i for one layer and phase.
+static CommVolume reference_volume(const CostConfig* g, int i, CommPhase phase, Sizes z) {
+    Mesh m;
+    char err[ERR_LEN];
+    CHECK(mesh_init(&m, 1, g->pq, g->pkv, i, g->pq * g->pkv, err) == 0, "caller bug", "%s", err);
+    const int Tl = (int)(g->T / m.P), NH = g->shape.NH, HS = g->shape.C / NH;
+    const size_t act = (size_t)z.act, acc = (size_t)z.acc;
+    switch (g->alg) {
+    case COST_2D: return attention2d_volume(&m, phase, g->B, Tl, NH, HS, g->keep_kv, act, acc);
+    case COST_2D_OVERLAP: return attention2d_overlap_volume(&m, phase, g->B, Tl, NH, HS, act, acc);
+    default: return ring_volume(&m, phase, g->B, Tl, NH, HS, act, acc);
+    }
+}
+
+// The operations must move exactly what dist_cost.c (the formulas the counters are tested
+// against) says, kind by kind: the model never uses a volume of its own.
+static void check_against_dist_cost(const OpList* l, CommVolume ref, const char* where) {
+    CommVolume mine = {0};
+    for (int k = 0; k < l->n; k++) {
+        CommCount* c = &mine.kind[l->op[k].kind];
+        c->bytes += (long long)llround(l->op[k].bytes);
+        c->messages += l->op[k].messages;
+        c->calls += l->op[k].calls;
+    }
+    for (int k = 0; k < COMM_NKINDS; k++)
+        CHECK(mine.kind[k].bytes == ref.kind[k].bytes &&
+              mine.kind[k].messages == ref.kind[k].messages &&
+              mine.kind[k].calls == ref.kind[k].calls,
+              "costmodel.c's operations drifted from attention/dist_cost.c",
+              "%s, kind %d: model %lld bytes %lld messages %lld calls, dist_cost %lld %lld %lld",
+              where, k, mine.kind[k].bytes, mine.kind[k].messages, mine.kind[k].calls,
+              ref.kind[k].bytes, ref.kind[k].messages, ref.kind[k].calls);
+}
+
+static double list_bytes(const OpList* l) {
+    double b = 0;
+    for (int k = 0; k < l->n; k++) b += l->op[k].bytes;
+    return b;
+}
+
+static double list_calls(const OpList* l) {
+    double n = 0;
+    for (int k = 0; k < l->n; k++) n += (double)l->op[k].calls;
+    return n;
+}
+
+// --- Transfer times ------------------------------------------------------------------------------
+
+static FitOp fit_op_of(CommKind kind) {
+    switch (kind) {
+    case COMM_ALL_GATHER: return FIT_ALL_GATHER;
+    case COMM_REDUCE_SCATTER: return FIT_REDUCE_SCATTER;
+    case COMM_ALL_REDUCE: return FIT_ALL_REDUCE;
+    case COMM_SEND_RECV: return FIT_SEND_RECV;
+    default: return FIT_ALL_GATHER;   // all-to-all: the all-gather's fit (same bytes per rank)
+    }
+}
+
+// Bytes/s one transfer gets on its path: within a node the NVLink (p2p: one peer's links);
+// across nodes the NICs, a ring collective using one NIC per member on a node (NCCL runs a ring
+// per NIC), capped by the node's links.
+static double path_bandwidth(const Cluster* c, const PathLink* p, CommKind kind) {
+    const Link* intra = &c->link[TIER_INTRA];
+    const Link* inter = &c->link[TIER_INTER];
+    const double nvlink = intra->bandwidth * intra->efficiency;
+    const double nic_share = c->nics_per_node < c->gpus_per_node
+                                 ? (double)c->nics_per_node / c->gpus_per_node : 1.0;
+    const double nic = inter->bandwidth * inter->efficiency * nic_share;
+    if (kind == COMM_SEND_RECV)
+        return p->tier == TIER_INTRA ? intra->p2p_bandwidth * intra->efficiency : nic;
+    if (p->tier == TIER_INTRA) return nvlink;
+    const int nics = p->per_node < c->nics_per_node ? p->per_node : c->nics_per_node;
+    return dmax(nic, fmin(nvlink, nics * inter->bandwidth * inter->efficiency));
+}
+
+// Seconds of one operation. With measured fits (this machine): the fit of its kind over the
+// ranks active on the node (they all share the cores), alpha per call + beta per byte. Else the
+// datasheet link: latency per call and per message + bytes / bandwidth; an all-to-all across
+// nodes sends (n - m) of its n - 1 blocks over the NIC (m members per node).
+static double op_seconds(const Cluster* c, const Topology* t, const CommOp* op) {
+    if (op->calls == 0) return 0;
+    const CollectiveFit* fit = cluster_fit(c, fit_op_of(op->kind), t->ranks_per_node);
+    if (fit) return op->calls * fit->alpha + op->bytes * fit->beta;
+    const PathLink* p = &t->path[op->path];
+    const Link* link = &c->link[p->tier];
+    const double latency = op->calls * link->call_latency + op->messages * link->hop_latency;
+    double bytes = op->bytes;
+    if (op->kind == COMM_ALL_TO_ALL && p->tier == TIER_INTER && p->size > 1) {
+        const double across = (double)(p->size - p->per_node) / (p->size - 1);
+        const PathLink within = {TIER_INTRA, p->per_node, p->per_node};
+        const double intra_s = bytes * (1 - across) / path_bandwidth(c, &within, op->kind);
+        const PathLink nic = {TIER_INTER, 1, p->size};
+        return latency + dmax(bytes * across / path_bandwidth(c, &nic, op->kind), intra_s);
+    }
+    return latency + bytes / path_bandwidth(c, p, op->kind);
+}
+
+static double list_seconds(const Cluster* c, const Topology* t, const OpList* l) {
+    double s = 0;
+    for (int k = 0; k < l->n; k++) s += op_seconds(c, t, &l->op[k]);
+    return s;
+}
+
+// Two chains of transfers in flight together: each tier is one resource they share, so the
+// time is the longer chain or the busiest tier, whichever is more.
+static double concurrent_seconds(const Cluster* c, const Topology* t, const OpList* a,
+                                 const OpList* b) {
+    double load[TIER_COUNT] = {0};
+    const OpList* both[2] = {a, b};
+    for (int j = 0; j < 2; j++)
+        for (int k = 0; k < both[j]->n; k++)
+            load[t->path[both[j]->op[k].path].tier] += op_seconds(c, t, &both[j]->op[k]);
+    return dmax(dmax(list_seconds(c, t, a), list_seconds(c, t, b)),
+                dmax(load[TIER_INTRA], load[TIER_INTER]));
+}
+
+// The operations of `l` with a role in `roles` and a path in `paths` (bit masks).
+static OpList select_ops(const OpList* l, unsigned roles, unsigned paths) {
+    OpList out = {0};
+    for (int k = 0; k < l->n; k++)
+        if ((roles >> l->op[k].role & 1u) && (paths >> l->op[k].path & 1u)) out.op[out.n++] = l->op[k];
+    return out;
+}
+
+#define BIT(x) (1u << (x))
+static const unsigned ANY = ~0u;
+
+// --- Schedules: one layer's attention (compute + its transfers) ------------------------------------
+
+typedef struct {
+    double forward, backward;   // seconds on the critical path
+    double comm;                // transfer seconds of both phases, as if serial
+} LayerSeconds;
+
+// Compute and transfers one after the other (--overlap 0, or transfers that need the CPU).
+static LayerSeconds serial(const Cluster* c, const Topology* t, const OpList* f, const OpList* b,
+                           const AttentionWork* w) {
+    const double cf = list_seconds(c, t, f), cb = list_seconds(c, t, b);
+    return (LayerSeconds){w->fwd_s + cf, w->bwd_s + cb, cf + cb};
+}
+
+// ATTENTION2D (collectives), attention2d.c's concurrency: forward [Q row gather | permutation,
+// K/V column gather], then the O|LSE all-to-all; backward [Q|dO, LSE|D row gathers |
+// permutation, K/V column gather], then [dQ row reduce | dK|dV column reduce, return]. The
+// attention call needs all gathered blocks, so compute never overlaps them.
+static LayerSeconds schedule_2d(const Cluster* c, const Topology* t, const OpList* f,
+                                const OpList* b, const AttentionWork* w, int overlapped) {
+    LayerSeconds s = serial(c, t, f, b, w);
+    if (!overlapped) return s;
+    const unsigned row = BIT(PATH_ROW), col = BIT(PATH_COL) | BIT(PATH_PERM);
+    const unsigned in = BIT(ROLE_PERM_IN) | BIT(ROLE_GATHER), out = BIT(ROLE_REDUCE) | BIT(ROLE_PERM_OUT);
+    const OpList fq = select_ops(f, BIT(ROLE_GATHER), row), fkv = select_ops(f, in, col);
+    const OpList fo = select_ops(f, BIT(ROLE_REDUCE), ANY);
+    s.forward = w->fwd_s + concurrent_seconds(c, t, &fq, &fkv) + list_seconds(c, t, &fo);
+    const OpList gr = select_ops(b, BIT(ROLE_GATHER), row), gc = select_ops(b, in, col);
+    const OpList rr = select_ops(b, BIT(ROLE_REDUCE), row), rc = select_ops(b, out, col);
+    s.backward = w->bwd_s + concurrent_seconds(c, t, &gr, &gc) + concurrent_seconds(c, t, &rr, &rc);
+    return s;
+}
+
+// Pairs of (Q block a < pkv, K|V block b < pq) with max(a, b) = s: the work of round s.
+static int round_pairs(int s, int pq, int pkv) {
+    const int now = (s + 1 < pkv ? s + 1 : pkv) * (s + 1 < pq ? s + 1 : pq);
+    const int before = (s < pkv ? s : pkv) * (s < pq ? s : pq);
+    return now - before;
+}
+
+// One ring pass of each exchange of `l` (a round of 2d-overlap).
+static OpList one_pass(const OpList* l) {
+    OpList out = {0};
+    for (int k = 0; k < l->n; k++) {
+        const CommOp* op = &l->op[k];
+        if (op->calls) out.op[out.n++] = (CommOp){op->kind, op->path, op->role, op->bytes / op->calls, 1, 1};
+    }
+    return out;
+}
+
+// 2d-overlap, one phase: the permutation, then rounds s = 0..R-1 (R = max(pq, pkv)), each taking
+// max(its pairs' compute, the gather passes that bring the next blocks: a row and a column pass
+// in flight together); the reduce rings (pkv-1 and pq-1 passes of partial sums) run under the
+// last round's compute, when the blocks they send complete; then the inverse permutation.
+// Compute per round is proportional to its pairs (each Tl x Tl pair about equally masked).
+static double overlap_phase_seconds(const Cluster* c, const Topology* t, const CostConfig* g,
+                                    const OpList* l, double compute) {
+    const int pq = g->pq, pkv = g->pkv, P = pq * pkv, R = pq > pkv ? pq : pkv;
+    const OpList none = {0};
+    const OpList gr = select_ops(l, BIT(ROLE_GATHER), BIT(PATH_ROW_HOP));
+    const OpList gc = select_ops(l, BIT(ROLE_GATHER), BIT(PATH_COL_HOP));
+    const OpList pr = one_pass(&gr), pc = one_pass(&gc);
+    const OpList rr = select_ops(l, BIT(ROLE_REDUCE), BIT(PATH_ROW_HOP));
+    const OpList rc = select_ops(l, BIT(ROLE_REDUCE), BIT(PATH_COL_HOP));
+    const OpList in = select_ops(l, BIT(ROLE_PERM_IN), ANY), out = select_ops(l, BIT(ROLE_PERM_OUT), ANY);
+    double total = list_seconds(c, t, &in) + list_seconds(c, t, &out);
+    for (int s = 0; s < R; s++) {
+        const double work = compute * round_pairs(s, pq, pkv) / P;
+        const double transfers = s == R - 1 ? concurrent_seconds(c, t, &rr, &rc)
+                                            : concurrent_seconds(c, t, s < pkv - 1 ? &pr : &none,
+                                                                 s < pq - 1 ? &pc : &none);
+        total += dmax(work, transfers);
+    }
+    return total;
+}
+
+static LayerSeconds schedule_2d_overlap(const Cluster* c, const Topology* t, const CostConfig* g,
+                                        const OpList* f, const OpList* b, const AttentionWork* w,
+                                        int overlapped) {
+    LayerSeconds s = serial(c, t, f, b, w);
+    if (!overlapped) return s;
+    s.forward = overlap_phase_seconds(c, t, g, f, w->fwd_s);
+    s.backward = overlap_phase_seconds(c, t, g, b, w->bwd_s);
+    return s;
+}
+
+// The ring family: P steps; the K|V pass of step s travels during step s's compute. Backward
+// also passes the dK|dV accumulator finished the step before, and sends it home at the end.
+static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const CostConfig* g,
+                                  const OpList* f, const OpList* b, const AttentionWork* w,
+                                  int overlapped) {
+    const int P = g->pq * g->pkv;
+    LayerSeconds s = serial(c, t, f, b, w);
+    if (!overlapped || P == 1) return s;
+    const double kv = op_seconds(c, t, &f->op[0]) / (P - 1);
+    const double dkv = op_seconds(c, t, &b->op[1]) / P;
+    const double cf = w->fwd_s / P, cb = w->bwd_s / P;
+    s.forward = (P - 1) * dmax(cf, kv) + cf;
+    s.backward = dmax(cb, kv) + (P - 2) * dmax(cb, kv + dkv) + dmax(cb, dkv) + dkv;
+    return s;
+}
+
+// --- Gradient reduction and optimizer ----------------------------------------------------------
+
+typedef struct {
+    double bytes;       // counted per rank per step
+    double seconds;     // all of it, serial
+    double exposed;     // what the step waits for
+} GradComm;
+
+// All-reduce of the gradients over every rank (bucketed during the last backward when
+// overlapping), or ZeRO-1's reduce-scatter and parameter all-gather (the latter in flight during
+// the next forward); plus the loss (and ZeRO: gradient norm) scalars in one fp64 all-reduce.
+static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig* g, int overlapped,
+                          double last_backward_s, double first_forward_s) {
+    GradComm r = {0, 0, 0};
+    const long long W = (long long)g->dp * g->pq * g->pkv;
+    if (W == 1) return r;
+    const double n = costmodel_num_params(&g->shape), e = c->param_bytes;
+    const long long scalars = 2 * (W - 1) * (g->zero ? 2 : 1) * 8 / W;
+    const CommOp loss = {COMM_ALL_REDUCE, PATH_WORLD, ROLE_REDUCE, (double)scalars, 2 * (W - 1), 1};
+    if (g->zero) {
+        const double shard = ceil(n / W);
+        const CommOp rs = {COMM_REDUCE_SCATTER, PATH_WORLD, ROLE_REDUCE, (W - 1) * shard * e, W - 1, 1};
+        const CommOp ag = {COMM_ALL_GATHER, PATH_WORLD, ROLE_GATHER, (W - 1) * shard * e, W - 1, 1};
+        const double ag_s = op_seconds(c, t, &ag);
+        r.bytes = rs.bytes + ag.bytes + loss.bytes;
+        r.seconds = op_seconds(c, t, &rs) + ag_s + op_seconds(c, t, &loss);
+        r.exposed = r.seconds - (overlapped ? fmin(ag_s, first_forward_s) : 0);
+        return r;
+    }
+    // counted as comm.h does: 2 (n-1) * count * e / n, integer division
+    const double bytes = (double)(2 * (W - 1) * (long long)(n * e) / W);
+    const CommOp ar = {COMM_ALL_REDUCE, PATH_WORLD, ROLE_REDUCE, bytes, 2 * (W - 1), 1};
+    const double ar_s = op_seconds(c, t, &ar);
+    r.bytes = ar.bytes + loss.bytes;
+    r.seconds = ar_s + op_seconds(c, t, &loss);
+    // Buckets: the last one (the embeddings, wte + wpe) completes at the end of backward.
+    const double embed = (gpt_padded_vocab(g->shape.V) + (double)g->shape.max_T) * g->shape.C;
+    const CommOp last = {COMM_ALL_REDUCE, PATH_WORLD, ROLE_REDUCE, bytes * embed / n, 2 * (W - 1), 1};
+    const double tail = overlapped ? dmax(ar_s - last_backward_s, op_seconds(c, t, &last)) : ar_s;
+    r.exposed = fmin(ar_s, tail) + op_seconds(c, t, &loss);
+    return r;
+}
+
+// --- Memory --------------------------------------------------------------------------------------
+
+// Bytes per device: parameters and gradients, optimizer state (sharded by ZeRO-1), the saved
+// activations of N local tokens (model/gpt.c: 16 C per token per layer, LayerNorm statistics,
+// LSE; embeddings, final LayerNorm, logits and the backward buffers), and the schedule's scratch.
+static double memory_bytes(const Cluster* c, const CostConfig* g) {
+    const CostShape* s = &g->shape;
+    const int P = g->pq * g->pkv, W = g->dp * P;
+    const double n = costmodel_num_params(s), C = s->C, NH = s->NH, Vp = gpt_padded_vocab(s->V);
+    const double Tl = (double)g->T / P, N = g->B * Tl, S = N * C, a = c->act_bytes, f = c->acc_bytes;
+    double bytes = 2 * n * c->param_bytes + n * c->state_bytes / (g->zero ? W : 1);
+    bytes += s->L * (16 * S * a + 4 * N * 4 + NH * N * f);   // per layer
+    bytes += (2 * S + N * Vp) * a + (6 * S) * a;            // encoded, lnf, logits; dbuffers
+    if (is_ring_family(g->alg)) {
+        bytes += 2 * 2 * S * a + 3 * 2 * S * f + 3 * S * f;   // K|V x2, dK|dV x3, O, O step, dQ
+    } else {
+        const double Sq = S * g->pkv, Sk = S * g->pq;          // rows of the row / column
+        bytes += Sq * (2 * a + 2 * f) + 2 * NH * N * g->pkv * f + Sk * 2 * (a + f);
+        if (g->keep_kv) bytes += s->L * Sk * 2 * a;
+    }
+    return bytes;
+}
+
+// --- The prediction ----------------------------------------------------------------------------
+
+static int check_config(const CostConfig* g, char* err, size_t errlen) {
+    const CostShape* s = &g->shape;
+    if (s->L < 1 || s->C < 1 || s->NH < 1 || s->V < 2 || s->max_T < 1 || s->C % s->NH)
+        return set_err(err, errlen, "model shape: expected positive L, C, NH, V, context and C "
+                       "a multiple of NH, found L=%d C=%d NH=%d V=%d context=%d",
+                       s->L, s->C, s->NH, s->V, s->max_T);
+    if (g->B < 1 || g->accum < 1 || g->dp < 1 || g->pq < 1 || g->pkv < 1 || g->T < 1)
+        return set_err(err, errlen, "config: expected positive batch, accum, dp, pq, pkv, T, "
+                       "found %d, %d, %d, %d, %d, %ld", g->B, g->accum, g->dp, g->pq, g->pkv, g->T);
+    if (g->alg < 0 || g->alg >= COST_NALGS)
+        return set_err(err, errlen, "config: unknown algorithm %d", (int)g->alg);
+    const long P = (long)g->pq * g->pkv;
+    const long step = g->alg == COST_ZIGZAG ? 2 * P : P;
+    if (g->T % step)
+        return set_err(err, errlen, "mesh: --seq-len %ld must be a multiple of %ld (%s over P = "
+                       "%ld ranks)", g->T, step, cost_algorithm_name(g->alg), P);
+    return 0;
+}
+
+// The SP rank that receives the most bytes in one layer (forward + backward).
+static int busiest_sp_rank(const CostConfig* g, Sizes z) {
+    int best = 0;
+    double most = -1;
+    const int P = g->pq * g->pkv, ranks = is_ring_family(g->alg) ? 1 : P;
+    for (int i = 0; i < ranks; i++) {
+        const OpList f = attention_ops(g, i, COMM_FORWARD, z), b = attention_ops(g, i, COMM_BACKWARD, z);
+        const double bytes = list_bytes(&f) + list_bytes(&b);
+        if (bytes > most) most = bytes, best = i;
+    }
+    return best;
+}
+
+int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out, char* err,
+                      size_t errlen) {
+    if (check_config(g, err, errlen) != 0) return -1;
+    memset(out, 0, sizeof *out);
+    const int P = g->pq * g->pkv, W = g->dp * P;
+    const Sizes z = {c->act_bytes, c->acc_bytes};
+    const Topology topo = topology(c, g);
+    const double Tl = (double)g->T / P, N = g->B * Tl;
+
+    // compute: the slowest rank, and the average one (ranks sharing cores pool their work)
+    const long long pairs = slowest_rank_pairs(g->alg, g->pq, g->pkv, g->T);
+    const double mean_pairs = kernel_causal_pairs(1, 1, (double)g->T) / P;
+    const AttentionWork w = attention_work(c, g, (double)pairs);
+    const AttentionWork w_mean = attention_work(c, g, mean_pairs);
+    const PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
+    const double n = costmodel_num_params(&g->shape);
+    const double shard = g->zero ? ceil(n / W) : n;
+    // AdamW's 28 bytes per parameter hold for both builds (bf16 + fp32 master, or fp32 alone)
+    const double optimizer =
+        kernel_seconds(c, kernel_cost_global_norm(shard), c->param_bytes / KERNEL_COST_X) +
+        kernel_seconds(c, kernel_cost_adamw(shard), 1);
+    const double L = g->shape.L, A = g->accum;
+    const double micro = local.forward + local.backward + L * (w.fwd_s + w.bwd_s);
+    const double micro_mean = local.forward + local.backward + L * (w_mean.fwd_s + w_mean.bwd_s);
+    // Cores shared by the node's ranks: its work over its cores (the ranks' work pools: a rank
+    // that waits yields its core), or the slowest rank, whichever is longer, at the measured
+    // aggregate throughput of that many ranks.
+    double share = 1, opt_share = 1;
+    if (c->shared_cores > 0) {
+        const int W_node = topo.ranks_per_node, busy = W_node < c->shared_cores ? W_node : c->shared_cores;
+        const double eff = curve_efficiency(&c->shared_eff, W_node);
+        share = dmax(1, W_node * micro_mean / (busy * micro)) / eff;
+        opt_share = (double)W_node / busy / eff;
+    }
+
+    // communication: the busiest rank's operations, equal to dist_cost.c kind by kind
+    const int i = busiest_sp_rank(g, z);
+    const OpList f = attention_ops(g, i, COMM_FORWARD, z), b = attention_ops(g, i, COMM_BACKWARD, z);
+    check_against_dist_cost(&f, reference_volume(g, i, COMM_FORWARD, z), "forward");
+    check_against_dist_cost(&b, reference_volume(g, i, COMM_BACKWARD, z), "backward");
+
+    const int overlapped = g->overlap && c->async_comm;
+    AttentionWork ws = w;   // the critical rank's work, on shared cores stretched by `share`
+    ws.fwd_s *= share, ws.bwd_s *= share;
+    const LayerSeconds layer =
+        g->alg == COST_2D           ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
+        : g->alg == COST_2D_OVERLAP ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
+                                    : schedule_ring(c, &topo, g, &f, &b, &ws, overlapped);
+    const double last_backward = local.backward * share + L * layer.backward;
+    const GradComm grads = grad_comm(c, &topo, g, overlapped, last_backward,
+                                     local.forward * share + L * layer.forward);
+
+    out->forward_s = A * (local.forward * share + L * layer.forward);
+    out->backward_s = A * (local.backward * share + L * layer.backward);
+    out->optimizer_s = optimizer * opt_share;
+    out->grad_wait_s = grads.exposed;
+    out->compute_s = A * micro * share + out->optimizer_s;
+    out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s;
+    out->exposed_comm_s = out->step_s - out->compute_s;
+    out->attention_comm_s = A * L * layer.comm;
+    out->grad_comm_s = grads.seconds;
+    out->comm_s = out->attention_comm_s + out->grad_comm_s;
+    out->attention_bytes = A * L * (list_bytes(&f) + list_bytes(&b));
+    out->calls_per_step = A * L * (list_calls(&f) + list_calls(&b));
+    out->grad_bytes = grads.bytes;
+    out->bytes_per_rank = out->attention_bytes + out->grad_bytes;
+    out->attention_flops = A * L * (w.fwd_flops + w.bwd_flops);
+    out->flops_per_rank = out->attention_flops + A * token_local_flops(&g->shape, N);
+    out->tokens_per_s = (double)g->B * g->T * g->dp * g->accum / out->step_s;
+    out->mfu = out->tokens_per_s * costmodel_flops_per_token(&g->shape, g->T) /
+               ((double)W * c->matmul_flops);
+    out->memory_bytes = memory_bytes(c, g);
+    out->max_pairs = pairs;
+    out->row_tier = topo.path[g->pkv > 1 ? PATH_ROW : PATH_ROW_HOP].tier;
+    out->col_tier = topo.path[g->pq > 1 ? PATH_COL : PATH_COL_HOP].tier;
+    out->ring_tier = topo.path[PATH_RING_HOP].tier;
+    out->world_tier = topo.path[PATH_WORLD].tier;
+    return 0;
+}
+
+// --- Ranking ---------------------------------------------------------------------------------
+
+// Throughput first: a larger dp also processes more tokens per step, so step times of different
+// meshes are not comparable, tokens per second are.
+static int by_throughput(const void* pa, const void* pb) {
+    const CostCandidate *a = pa, *b = pb;
+    if (a->pred.tokens_per_s != b->pred.tokens_per_s)
+        return a->pred.tokens_per_s > b->pred.tokens_per_s ? -1 : 1;
+    if (a->pred.bytes_per_rank != b->pred.bytes_per_rank)
+        return a->pred.bytes_per_rank < b->pred.bytes_per_rank ? -1 : 1;
+    return b->config.dp - a->config.dp;
+}
+
+static const char* tier_name(Tier t) { return t == TIER_INTER ? "inter-node" : "intra-node"; }
+
+// One line: what bounds the step and which groups cross nodes.
+static void describe(CostCandidate* k) {
+    const CostPrediction* p = &k->pred;
+    const CostConfig* g = &k->config;
+    const double comm_frac = p->exposed_comm_s / p->step_s;
+    char where[96];
+    if (g->pq * g->pkv == 1) snprintf(where, sizeof where, "no sequence parallelism");
+    else if (is_ring_family(g->alg))
+        snprintf(where, sizeof where, "ring hops %s", tier_name(p->ring_tier));
+    else
+        snprintf(where, sizeof where, "rows %s, columns %s",
+                 g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
+                 g->pq > 1 ? tier_name(p->col_tier) : "of one rank");
+    snprintf(k->reason, sizeof k->reason, "%s (exposed comm %.0f%% of the step); %s; gradients %s",
+             comm_frac > 0.5 ? "communication-bound" : "compute-bound", 100 * comm_frac, where,
+             tier_name(p->world_tier));
+}
+
+static int wanted(const CostQuery* q, CostAlgorithm a) {
+    return q->algorithms == 0 || (q->algorithms >> a & 1u);
+}
+
+// Appends the candidate if it is valid and fits in memory.
+static void consider(const CostQuery* q, const Cluster* c, CostConfig g, CostCandidate** list,
+                     int* n, int* cap) {
+    CostPrediction p;
+    char err[ERR_LEN];
+    if (costmodel_predict(&g, c, &p, err, sizeof err) != 0) return;
+    const double limit = q->memory_limit > 0 ? q->memory_limit : c->memory_bytes;
+    const int world = g.dp * g.pq * g.pkv;
+    const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
+    // shared cores share the node's memory too
+    if (p.memory_bytes * (c->shared_cores > 0 ? on_node : 1) > limit) return;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        CostCandidate* grown = realloc(*list, sizeof **list * (size_t)*cap);
+        CHECK(grown, "out of memory", "%d candidates", *cap);
+        *list = grown;
+    }
+    CostCandidate* k = &(*list)[(*n)++];
+    k->config = g;
+    k->pred = p;
+    describe(k);
+}
+
+int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int max_out,
+                   char* err, size_t errlen) {
+    if (q->world < 1 || q->T < 1 || q->B < 1 || q->accum < 1)
+        return set_err(err, errlen, "query: expected positive world, T, batch and accum, found "
+                       "%d, %ld, %d, %d", q->world, q->T, q->B, q->accum);
+    CostCandidate* list = NULL;
+    int n = 0, cap = 0;
+    for (int dp = 1; dp <= q->world; dp++) {
+        if (q->world % dp) continue;
+        const int P = q->world / dp;
+        CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero, 0};
+        if (P == 1) {
+            consider(q, c, g, &list, &n, &cap);
+            continue;
+        }
+        for (int a = COST_2D; a < COST_NALGS; a++) {
+            if (!wanted(q, (CostAlgorithm)a)) continue;
+            g.alg = (CostAlgorithm)a;
+            if (is_ring_family(g.alg)) {
+                g.pq = 1, g.pkv = P;
+                consider(q, c, g, &list, &n, &cap);
+                continue;
+            }
+            for (int pq = 1; pq <= P; pq++) {
+                if (P % pq) continue;
+                g.pq = pq, g.pkv = P / pq;
+                consider(q, c, g, &list, &n, &cap);
+            }
+        }
+    }
+    if (n) qsort(list, (size_t)n, sizeof *list, by_throughput);
+    for (int k = 0; k < n && k < max_out; k++) out[k] = list[k];
+    free(list);
+    return n;
+}

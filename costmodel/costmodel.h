@@ -1,0 +1,125 @@
+// The cost model: predicted step time of one training configuration (model shape, T, B, mesh
+// dp x pq x pkv, attention schedule, overlap) on a cluster description (costmodel/cluster.h).
+//
+// What it counts, per rank and step (costmodel/README.md has the formulas):
+//   compute   the kernels of a micro-batch with the FLOPs and bytes of tools/kernel_costs.c
+//             (GEMMs at the matrix peak times Calculon's size-dependent efficiency, the rest at
+//             max(FLOPs / vector rate, bytes / memory bandwidth)); attention from the visible
+//             (query, key) pairs the causal mask leaves the slowest rank
+//             (attention2d_visible_pairs / ring_visible_pairs), 4*HS FLOPs per pair forward and
+//             10*HS backward; AdamW and the gradient norm per step.
+//   comm      the bytes, messages and calls of attention/dist_cost.c per layer and phase (checked
+//             equal, kind by kind, on every prediction), each mapped to its mesh group and the
+//             network tier that group crosses for the rank placement of comm/mesh.h; plus the
+//             gradient all-reduce over all ranks (ZeRO-1: reduce-scatter + parameter all-gather).
+//   overlap   plain schedules add compute and communication; the pipelined ones take
+//             max(compute, transfer) per ring step plus the parts that cannot overlap.
+//   memory    parameters, gradients, optimizer state (sharded by ZeRO-1), the saved activations
+//             of the local tokens and the attention schedule's scratch.
+#pragma once
+#include "costmodel/cluster.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    COST_2D,           // ATTENTION2D, collectives (trainer --attention 2d)
+    COST_2D_OVERLAP,   // ATTENTION2D, ring-pipelined over rows and columns (2d-overlap)
+    COST_RING,         // Ring Attention, contiguous chunks
+    COST_STRIPED,      // the ring schedule, cyclic tokens
+    COST_ZIGZAG,       // the ring schedule, chunks r and 2P-1-r
+    COST_NALGS
+} CostAlgorithm;
+
+// The trainer's --attention name, and back (-1 if unknown).
+const char* cost_algorithm_name(CostAlgorithm a);
+int cost_algorithm_parse(const char* name);
+
+typedef struct {
+    int L, C, NH;   // layers, channels, heads
+    int V;          // vocabulary (padded to a multiple of 128 as the trainer does)
+    int max_T;      // rows of the position embedding (trainer --context)
+} CostShape;
+
+typedef struct {
+    CostShape shape;
+    long T;           // tokens per sequence
+    int B;            // sequences per micro-batch and DP rank
+    int accum;        // micro-batches per optimizer step
+    int dp, pq, pkv;  // mesh; ring, striped and zigzag use P = pq * pkv and ignore the shape
+    CostAlgorithm alg;
+    int overlap;      // trainer --overlap: 1 transfers in flight during compute
+    int zero;         // ZeRO-1 (optimizer state sharded over all ranks)
+    int keep_kv;      // 2d: gathered K/V kept for backward (all layers)
+} CostConfig;
+
+typedef struct {
+    double step_s;            // one optimizer step = forward + backward + optimizer + grad wait
+    double forward_s, backward_s;   // of which the micro-batches' passes (their transfers included)
+    double optimizer_s;       // gradient norm and AdamW
+    double grad_wait_s;       // the gradient reduction the step waits for
+    double compute_s;         // compute on the critical path (shared cores included)
+    double exposed_comm_s;    // step_s - compute_s
+    double comm_s;            // every transfer's time, as if none overlapped
+    double attention_comm_s;  // of which the attention schedule's
+    double grad_comm_s;       // of which the gradient reduction's
+    double tokens_per_s;      // B * T * dp * accum / step_s
+    double mfu;               // tokens/s * (6N + 6LCT) / (world * matrix peak), as train.c
+    double bytes_per_rank;    // counted bytes received per step, the most of any rank
+    double calls_per_step;    // communication calls of that rank per step (attention's)
+    double attention_bytes;   // of which attention (dist_cost.c)
+    double grad_bytes;        // of which the gradient reduction and the loss scalars
+    double flops_per_rank;    // model FLOPs of the slowest rank per step
+    double attention_flops;   // of which attention (4*HS + 10*HS per visible pair)
+    double memory_bytes;      // per device (shared_cores: per rank)
+    long long max_pairs;      // visible pairs per sequence and head of the slowest rank
+    Tier row_tier, col_tier, ring_tier, world_tier;   // the tier each group's traffic crosses
+} CostPrediction;
+
+// Predicts one configuration. Returns 0, or -1 with a one-line reason in err (the mesh does not
+// divide T, zigzag needs T % 2P == 0, a shape is not positive, ...).
+int costmodel_predict(const CostConfig* cfg, const Cluster* cluster, CostPrediction* out,
+                      char* err, size_t errlen);
+
+// The question `--mesh auto` and `build/costmodel` answer: which mesh and schedule for `world`
+// ranks, this model and T, under a memory limit per device.
+typedef struct {
+    CostShape shape;
+    long T;
+    int B, accum;
+    int world;             // ranks = dp * pq * pkv
+    double memory_limit;   // bytes per device; <= 0: the cluster's device memory
+    int overlap, zero;
+    unsigned algorithms;   // bit (1 << CostAlgorithm) per schedule to consider; 0: all
+} CostQuery;
+
+typedef struct {
+    CostConfig config;
+    CostPrediction pred;
+    char reason[192];   // why it ranks where it does, in one line
+} CostCandidate;
+
+// Every feasible (dp, pq, pkv, schedule) for the query: dp * pq * pkv = world, T % P == 0 (and
+// T % 2P == 0 for zigzag), memory within the limit. Ring-family schedules appear once per P
+// (pq = 1, pkv = P). P = 1 appears once, as "2d" (no sequence parallelism). Sorted by predicted
+// tokens/s, highest first (a larger dp processes more tokens per step, so step times do not
+// compare; ties: fewer bytes, then larger dp). Writes the first max_out to out and returns how
+// many are feasible (0: none; -1 with err if the query itself is invalid).
+int costmodel_rank(const CostQuery* q, const Cluster* cluster, CostCandidate* out, int max_out,
+                   char* err, size_t errlen);
+
+// Seconds of the token-local kernels (everything but attention, AdamW and communication) of one
+// micro-batch of N local tokens, Tl per sequence: GEMMs and the rest. For the calibration, which
+// fits the rest's rate to a measured layer.
+void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N, double Tl,
+                                 double* gemm_s, double* other_s);
+
+// FLOPs per token the trainer's MFU uses: 6 * params + 6 * L * C * T.
+double costmodel_flops_per_token(const CostShape* s, long T);
+// Parameters of the shape (tools/kernel_costs.c's count).
+double costmodel_num_params(const CostShape* s);
+
+#ifdef __cplusplus
+}
+#endif

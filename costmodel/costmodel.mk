@@ -1,0 +1,56 @@
+# The cost model (costmodel/README.md): the library `--mesh auto` links (COSTMODEL_OBJS), the
+# program build/costmodel, its tests (suite costmodel) and the benchmark that checks it against
+# this machine (make bench-costmodel). Objects live in $(BUILD)/costmodel_obj: build/costmodel is
+# the program.
+COSTMODEL_OBJ_DIR = $(BUILD)/costmodel_obj
+# The model and the cluster parser; a program that links the model and the distributed attention
+# already (the trainer: MODEL_OBJS, DIST_ATTENTION_OBJS, COMM_OBJS) adds these and
+# $(BUILD)/tools/kernel_costs.o. COSTMODEL_OBJS is everything they need, for a program alone.
+COSTMODEL_CORE_OBJS = $(COSTMODEL_OBJ_DIR)/costmodel.o $(COSTMODEL_OBJ_DIR)/cluster.o
+COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/tools/kernel_costs.o \
+	$(BUILD)/comm/mesh.o $(BUILD)/model/config.o $(FAIL_OBJS)
+# The program adds the reports and the CPU calibration, which times the CPU kernels
+# (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c).
+COSTMODEL_PROG_OBJS = $(COSTMODEL_OBJ_DIR)/main.o $(COSTMODEL_OBJ_DIR)/reports.o \
+	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o,$(COSTMODEL_OBJS)) \
+	$(BUILD)/train/peak_flops.o $(MODEL_OBJS)
+
+$(COSTMODEL_OBJ_DIR)/%.o: costmodel/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+PROGRAMS += $(BUILD)/costmodel
+TEST_PROGS += $(BUILD)/costmodel $(BUILD)/tests/test_costmodel
+SUITES_model += costmodel
+
+$(BUILD)/costmodel: $(COSTMODEL_PROG_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# This machine as a cluster: collectives on 2, 4, 8 and 16 ranks (tools/bench_collectives.sh),
+# then the CPU kernels timed on one thread; writes build/bench/cpu.cluster and refreshes the
+# committed costmodel/clusters/cpu-local.cluster with it.
+COSTMODEL_RANKS ?= 2 4 8 16
+.PHONY: costmodel-calibrate bench-costmodel
+costmodel-calibrate: setup $(BUILD)/tools/bench_collectives $(BUILD)/costmodel
+	RANKS="$(COSTMODEL_RANKS)" bash tools/bench_collectives.sh $(BUILD)/bench/collectives
+	OMP_NUM_THREADS=1 $(BUILD)/costmodel --calibrate --collectives $(BUILD)/bench/collectives/collectives.jsonl \
+		--out $(BUILD)/bench/cpu.cluster
+	cp $(BUILD)/bench/cpu.cluster costmodel/clusters/cpu-local.cluster
+
+# The model against this machine and against the paper: calibrate, run the validation sweep
+# (costmodel/validation.points through tools/bench_sweep.sh), predict every point, and write
+# costmodel/cpu_validation.{md,csv,png}, costmodel/bytes_per_rank.png and
+# costmodel/paper_comparison.{md,csv}.
+COSTMODEL_SWEEP_DIR ?= $(BUILD)/bench/validation
+COSTMODEL_SWEEP_CSV ?= $(COSTMODEL_SWEEP_DIR)/sweep.csv
+# Steps per point: 30 (the first 2 untimed) keep each run at about 2-8 s here and average out
+# the scheduler's noise.
+COSTMODEL_SWEEP_STEPS ?= 30
+bench: bench-costmodel
+bench-costmodel: costmodel-calibrate $(BUILD)/train_gpt
+	bash tools/bench_sweep.sh --out $(COSTMODEL_SWEEP_DIR) --points costmodel/validation.points --steps $(COSTMODEL_SWEEP_STEPS)
+	$(BUILD)/costmodel --validate $(COSTMODEL_SWEEP_CSV) --cluster $(BUILD)/bench/cpu.cluster --out-dir costmodel
+	$(BUILD)/costmodel --paper --out-dir costmodel

@@ -1,0 +1,277 @@
+// build/costmodel: the cost model's command line (costmodel/README.md).
+//
+//   costmodel --preset gpt3-2.7b --seq-len 65536 --gpus 64 --cluster FILE [--batch 1]
+//             [--memory-gb 80] [--top 20]              ranked table of meshes and schedules
+//   costmodel ... --dp D --pq Q --pkv K --attention A  one configuration in detail
+//   costmodel --paper [--out-dir costmodel]            the paper comparison (.md, .csv)
+//   costmodel --validate CSV --cluster FILE            predicted against measured CPU runs
+//   costmodel --calibrate --collectives JSONL --out F  this machine's cluster file
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+#include "costmodel/costmodel.h"
+#include "costmodel/cpu_calibrate.h"
+#include "costmodel/reports.h"
+#include "model/config.h"
+
+typedef enum { MODE_RANK, MODE_PREDICT, MODE_PAPER, MODE_VALIDATE, MODE_CALIBRATE } Mode;
+
+typedef struct {
+    Mode mode;
+    const char *preset, *cluster, *csv, *out_dir, *a100, *h100, *collectives, *out;
+    int layers, channels, heads, vocab, context;
+    long T;
+    int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
+    double memory_gb;
+    const char *attention, *algorithms;
+} Args;
+
+static void usage(void) {
+    printf(
+        "usage: costmodel --preset NAME --seq-len T --gpus N --cluster FILE [options]\n"
+        "       costmodel --paper [--out-dir DIR] [--a100 FILE] [--h100 FILE]\n"
+        "       costmodel --validate CSV --cluster FILE [--out-dir DIR]\n"
+        "       costmodel --calibrate --collectives JSONL --out FILE\n"
+        "Predicts training step times of the trainer (build/train_gpt) on a cluster description.\n"
+        "  --preset NAME        model shape (%s)\n"
+        "  --layers/--channels/--heads/--vocab N   override the preset (vocab: GPT-2's 50257)\n"
+        "  --context N          position embedding rows (default: --seq-len)\n"
+        "  --seq-len T          tokens per sequence\n"
+        "  --batch B            sequences per micro-batch and data-parallel rank (default 1)\n"
+        "  --accum A            micro-batches per optimizer step (default 1)\n"
+        "  --gpus N             ranks (devices) to place dp x pq x pkv on\n"
+        "  --cluster FILE       cluster description (costmodel/clusters/*.cluster)\n"
+        "  --memory-gb X        memory limit per device in GiB (default: the cluster's)\n"
+        "  --top N              rows of the ranked table (default 20)\n"
+        "  --overlap 0|1        trainer --overlap (default 1)\n"
+        "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
+        "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag\n"
+        "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
+        "  --paper              write DIR/paper_comparison.md and .csv (A100 and H100 clusters)\n"
+        "  --a100 FILE, --h100 FILE   clusters of --paper (default costmodel/clusters/...)\n"
+        "  --validate CSV       predict each measured run of a tools/bench_sweep.sh CSV; write\n"
+        "                       DIR/cpu_validation.md, .csv, .png and DIR/bytes_per_rank.png\n"
+        "  --out-dir DIR        where --paper and --validate write (default costmodel)\n"
+        "  --calibrate          time this machine's kernels (one thread) and write a cluster file\n"
+        "  --collectives JSONL  tools/bench_collectives.sh fits for --calibrate\n"
+        "  --out FILE           the cluster file --calibrate writes\n",
+        gpt_config_preset_names());
+}
+
+static long parse_long(const char* flag, const char* v, long lo, long hi) {
+    char* end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        fail_msg("--%s: expected an integer in [%ld, %ld], found '%s'", flag, lo, hi, v);
+    return x;
+}
+
+static double parse_double(const char* flag, const char* v, double lo, double hi) {
+    char* end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi))
+        fail_msg("--%s: expected a number in [%g, %g], found '%s'", flag, lo, hi, v);
+    return x;
+}
+
+static Args parse_args(int argc, char** argv) {
+    Args a = {.mode = MODE_RANK, .batch = 1, .accum = 1, .top = 20, .overlap = 1,
+              .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
+              .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster"};
+    enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
+           O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
+           O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
+           O_CALIBRATE, O_COLLECTIVES, O_OUT, O_HELP };
+    static const struct option opts[] = {
+        {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
+        {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
+        {"vocab", 1, 0, O_VOCAB},         {"context", 1, 0, O_CONTEXT},
+        {"seq-len", 1, 0, O_SEQ},         {"batch", 1, 0, O_BATCH},
+        {"accum", 1, 0, O_ACCUM},         {"gpus", 1, 0, O_GPUS},
+        {"cluster", 1, 0, O_CLUSTER},     {"memory-gb", 1, 0, O_MEMORY},
+        {"top", 1, 0, O_TOP},             {"overlap", 1, 0, O_OVERLAP},
+        {"zero", 1, 0, O_ZERO},           {"algorithms", 1, 0, O_ALGS},
+        {"dp", 1, 0, O_DP},               {"pq", 1, 0, O_PQ},
+        {"pkv", 1, 0, O_PKV},             {"attention", 1, 0, O_ATTENTION},
+        {"keep-kv", 0, 0, O_KEEP_KV},     {"paper", 0, 0, O_PAPER},
+        {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
+        {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
+        {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
+        {"out", 1, 0, O_OUT},             {"help", 0, 0, O_HELP},
+        {0, 0, 0, 0}};
+    opterr = 0;
+    int which = 0;
+    for (int c; (c = getopt_long(argc, argv, ":", opts, &which)) != -1;) {
+        const char* flag = opts[which].name;
+        switch (c) {
+        case O_PRESET: a.preset = optarg; break;
+        case O_LAYERS: a.layers = (int)parse_long(flag, optarg, 1, 4096); break;
+        case O_CHANNELS: a.channels = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_HEADS: a.heads = (int)parse_long(flag, optarg, 1, 1 << 16); break;
+        case O_VOCAB: a.vocab = (int)parse_long(flag, optarg, 2, 1 << 24); break;
+        case O_CONTEXT: a.context = (int)parse_long(flag, optarg, 1, 1 << 30); break;
+        case O_SEQ: a.T = parse_long(flag, optarg, 1, 1L << 30); break;
+        case O_BATCH: a.batch = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_ACCUM: a.accum = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_GPUS: a.gpus = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_CLUSTER: a.cluster = optarg; break;
+        case O_MEMORY: a.memory_gb = parse_double(flag, optarg, 1e-6, 1e9); break;
+        case O_TOP: a.top = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_OVERLAP: a.overlap = (int)parse_long(flag, optarg, 0, 1); break;
+        case O_ZERO: a.zero = (int)parse_long(flag, optarg, 0, 1); break;
+        case O_ALGS: a.algorithms = optarg; break;
+        case O_DP: a.dp = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_PQ: a.pq = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_PKV: a.pkv = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_ATTENTION: a.attention = optarg; break;
+        case O_KEEP_KV: a.keep_kv = 1; break;
+        case O_PAPER: a.mode = MODE_PAPER; break;
+        case O_A100: a.a100 = optarg; break;
+        case O_H100: a.h100 = optarg; break;
+        case O_VALIDATE: a.mode = MODE_VALIDATE, a.csv = optarg; break;
+        case O_OUT_DIR: a.out_dir = optarg; break;
+        case O_CALIBRATE: a.mode = MODE_CALIBRATE; break;
+        case O_COLLECTIVES: a.collectives = optarg; break;
+        case O_OUT: a.out = optarg; break;
+        case O_HELP: usage(); exit(0);
+        case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
+        default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) fail_msg("unexpected argument '%s' (see --help)", argv[optind]);
+    if (a.mode == MODE_RANK && (a.dp || a.pq || a.pkv || a.attention)) a.mode = MODE_PREDICT;
+    return a;
+}
+
+static Cluster load_cluster(const char* path) {
+    if (!path) fail_msg("--cluster: expected a cluster file (costmodel/clusters/*.cluster)");
+    Cluster c;
+    char err[ERR_LEN];
+    if (cluster_load(path, &c, err, sizeof err) != 0) fail_msg("%s", err);
+    return c;
+}
+
+static CostShape shape_of(const Args* a) {
+    if (!a->preset) fail_msg("--preset: expected a model preset (%s)", gpt_config_preset_names());
+    GPTConfig cfg;
+    if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
+        fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
+    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T};
+    if (a->layers) s.L = a->layers;
+    if (a->channels) s.C = a->channels;
+    if (a->heads) s.NH = a->heads;
+    if (s.C % s.NH) fail_msg("--channels %d: expected a multiple of --heads %d", s.C, s.NH);
+    return s;
+}
+
+static unsigned parse_algorithms(const char* list) {
+    if (!list) return 0;
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const int alg = cost_algorithm_parse(t);
+        if (alg < 0)
+            fail_msg("--algorithms: expected names from 2d,2d-overlap,ring,striped,zigzag, found '%s'", t);
+        mask |= 1u << alg;
+    }
+    return mask;
+}
+
+static const char* tier_word(Tier t) { return t == TIER_INTER ? "inter" : "intra"; }
+
+static int mode_rank(const Args* a) {
+    if (!a->T || !a->gpus) fail_msg("--seq-len and --gpus: expected both (see --help)");
+    const Cluster c = load_cluster(a->cluster);
+    const CostQuery q = {shape_of(a), a->T, a->batch, a->accum, a->gpus,
+                         a->memory_gb * 1073741824.0, a->overlap, a->zero,
+                         parse_algorithms(a->algorithms)};
+    CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
+    char err[ERR_LEN];
+    const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
+    if (n < 0) fail_msg("%s", err);
+    printf("%s: L=%d C=%d NH=%d V=%d, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
+           "(%d per node); memory limit %.1f GiB; overlap %d, zero %d\n",
+           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, q.T, q.B, q.accum, q.world,
+           c.name, c.gpus_per_node,
+           (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero);
+    if (n == 0) {
+        printf("no feasible mesh: every candidate exceeds the memory limit or does not divide T\n");
+        free(out);
+        return 1;
+    }
+    printf("%4s %4s %9s %-10s %11s %12s %6s %8s %11s %11s  %s\n", "rank", "dp", "pq x pkv",
+           "attention", "step ms", "tokens/s", "MFU", "mem GiB", "exp.comm ms", "MB/rank", "why");
+    for (int k = 0; k < n && k < a->top; k++) {
+        const CostConfig* g = &out[k].config;
+        const CostPrediction* p = &out[k].pred;
+        char mesh[24];
+        snprintf(mesh, sizeof mesh, "%dx%d", g->pq, g->pkv);
+        printf("%4d %4d %9s %-10s %11.2f %12.0f %5.1f%% %8.2f %11.2f %11.1f  %s\n", k + 1, g->dp,
+               mesh, cost_algorithm_name(g->alg), 1e3 * p->step_s, p->tokens_per_s, 100 * p->mfu,
+               p->memory_bytes / 1073741824.0, 1e3 * p->exposed_comm_s, p->bytes_per_rank / 1e6,
+               out[k].reason);
+    }
+    if (n > a->top) printf("(%d more feasible; --top %d shows them)\n", n - a->top, n);
+    free(out);
+    return 0;
+}
+
+static int mode_predict(const Args* a) {
+    const Cluster c = load_cluster(a->cluster);
+    const int alg = cost_algorithm_parse(a->attention ? a->attention : "2d");
+    if (alg < 0)
+        fail_msg("--attention: expected 2d, 2d-overlap, ring, striped or zigzag, found '%s'",
+                 a->attention);
+    if (!a->T) fail_msg("--seq-len: expected a sequence length");
+    const CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
+                          a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
+                          a->overlap, a->zero, a->keep_kv};
+    CostPrediction p;
+    char err[ERR_LEN];
+    if (costmodel_predict(&g, &c, &p, err, sizeof err) != 0) fail_msg("%s", err);
+    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d on %s\n", a->preset, g.dp, g.pq, g.pkv,
+           cost_algorithm_name(g.alg), g.overlap, c.name);
+    printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
+           p.tokens_per_s, 100 * p.mfu);
+    printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",
+           1e3 * p.forward_s, 1e3 * p.backward_s, 1e3 * p.optimizer_s, 1e3 * p.grad_wait_s);
+    printf("compute         %10.3f ms   (attention %.3g GFLOP of %.3g GFLOP per rank)\n",
+           1e3 * p.compute_s, p.attention_flops / 1e9, p.flops_per_rank / 1e9);
+    printf("exposed comm    %10.3f ms   (all transfers %.3f ms: attention %.3f, gradients %.3f)\n",
+           1e3 * p.exposed_comm_s, 1e3 * p.comm_s, 1e3 * p.attention_comm_s, 1e3 * p.grad_comm_s);
+    printf("bytes per rank  %10.0f      (attention %.0f, gradients and scalars %.0f)\n",
+           p.bytes_per_rank, p.attention_bytes, p.grad_bytes);
+    printf("memory          %10.3f GiB per device\n", p.memory_bytes / 1073741824.0);
+    printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %lld pairs\n",
+           tier_word(p.row_tier), tier_word(p.col_tier), tier_word(p.ring_tier),
+           tier_word(p.world_tier), p.max_pairs);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    const Args a = parse_args(argc, argv);
+    switch (a.mode) {
+    case MODE_PREDICT: return mode_predict(&a);
+    case MODE_PAPER: {
+        const Cluster a100 = load_cluster(a.a100), h100 = load_cluster(a.h100);
+        return report_paper(&a100, &h100, a.a100, a.h100, a.out_dir);
+    }
+    case MODE_VALIDATE: {
+        const Cluster c = load_cluster(a.cluster);
+        return report_validation(a.csv, &c, a.cluster, a.out_dir);
+    }
+    case MODE_CALIBRATE:
+        if (!a.collectives || !a.out)
+            fail_msg("--calibrate: expected --collectives JSONL and --out FILE");
+        return cpu_calibrate(argv, a.collectives, a.out);
+    default: return mode_rank(&a);
+    }
+}

@@ -1,0 +1,286 @@
+// The cost model (costmodel/): its bytes equal attention/dist_cost.c's volumes plus the gradient
+// reduction, its attention FLOPs equal 4*HS + 10*HS per visible pair of the slowest rank, a
+// collective's alpha-beta time on a known answer, the cluster parser's one-line errors, the
+// ranked table, and the committed cluster files.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attention/dist_cost.h"
+#include "comm/fail.h"
+#include "comm/mesh.h"
+#include "costmodel/costmodel.h"
+#include "model/config.h"
+#include "tests/test_expect.h"
+
+// A cluster whose compute is free (huge peaks), so a step is its communication: one GPU per
+// node, every transfer inter-node at 10 GB/s, 5 us per call and 1 us per message.
+static const char* FREE_COMPUTE =
+    "name = test\n"
+    "node.gpus = 1  # s\nnode.shared_cores = 0  # s\nnode.shared_efficiency = 0:1  # s\n"
+    "node.async_comm = 1  # s\n"
+    "device.memory_gib = 80  # s\nmatmul.peak_tflops = 1e9  # s\nmatmul.efficiency = 0:1  # s\n"
+    "attention.forward_efficiency = 0:1  # s\nattention.backward_efficiency = 0:1  # s\nvector.peak_tflops = 1e9  # s\nvector.efficiency = 0:1  # s\n"
+    "memory.bandwidth_gbs = 1e9  # s\nmemory.efficiency = 0:1  # s\nbytes.activation = 2  # s\n"
+    "bytes.accumulator = 4  # s\nbytes.param = 2  # s\nbytes.optimizer_state = 12  # s\n"
+    "inter.nics_per_node = 1  # s\nintra.bandwidth_gbs = 100  # s\nintra.p2p_bandwidth_gbs = 100  # s\n"
+    "intra.efficiency = 1  # s\nintra.call_latency_us = 5  # s\nintra.hop_latency_us = 1  # s\n"
+    "inter.bandwidth_gbs = 10  # s\ninter.efficiency = 1  # s\ninter.call_latency_us = 5  # s\n"
+    "inter.hop_latency_us = 1  # s\n";
+
+static Cluster parse_or_die(const char* name, const char* text) {
+    Cluster c;
+    char err[ERR_LEN];
+    if (cluster_parse(name, text, &c, err, sizeof err) != 0) setup_fail("%s", err);
+    return c;
+}
+
+static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T}; }
+
+static CostPrediction predict(const CostConfig* g, const Cluster* c) {
+    CostPrediction p;
+    char err[ERR_LEN];
+    if (costmodel_predict(g, c, &p, err, sizeof err) != 0) setup_fail("%s", err);
+    return p;
+}
+
+// dist_cost.c's bytes of one layer (forward + backward) for the busiest SP rank.
+static double reference_attention_bytes(const CostConfig* g, size_t act, size_t acc) {
+    const int P = g->pq * g->pkv, Tl = (int)(g->T / P), NH = g->shape.NH, HS = g->shape.C / NH;
+    double most = 0;
+    for (int i = 0; i < P; i++) {
+        Mesh m;
+        char err[ERR_LEN];
+        if (mesh_init(&m, 1, g->pq, g->pkv, i, P, err) != 0) setup_fail("%s", err);
+        double bytes = 0;
+        for (int ph = COMM_FORWARD; ph <= COMM_BACKWARD; ph++) {
+            CommVolume v;
+            if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
+            else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            else v = ring_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
+        }
+        most = bytes > most ? bytes : most;
+    }
+    return most;
+}
+
+// The gradient reduction as train.c does it and comm.h counts it: an all-reduce of the
+// parameters (or ZeRO-1's reduce-scatter + all-gather of padded shards) and the loss scalars.
+static double reference_grad_bytes(const CostConfig* g, double e) {
+    const long long W = (long long)g->dp * g->pq * g->pkv;
+    if (W == 1) return 0;
+    const long long n = (long long)costmodel_num_params(&g->shape);
+    const long long scalars = 2 * (W - 1) * (g->zero ? 2 : 1) * 8 / W;
+    if (g->zero) {
+        const long long shard = (n + W - 1) / W;
+        return (double)(2 * (W - 1) * shard * (long long)e + scalars);
+    }
+    return (double)(2 * (W - 1) * n * (long long)e / W + scalars);
+}
+
+static void test_bytes_equal_dist_cost(const Cluster* c) {
+    const CostConfig cases[] = {
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1},
+        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0},
+        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0},
+        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const CostConfig* g = &cases[k];
+        const CostPrediction p = predict(g, c);
+        const double att = g->accum * g->shape.L *
+                           reference_attention_bytes(g, (size_t)c->act_bytes, (size_t)c->acc_bytes);
+        const double grad = reference_grad_bytes(g, c->param_bytes);
+        EXPECT(p.attention_bytes == att && p.grad_bytes == grad && p.bytes_per_rank == att + grad,
+               "bytes %s dp %d x %dx%d (accum %d, zero %d, keep_kv %d): model %.0f + %.0f, "
+               "dist_cost %.0f + gradients %.0f", cost_algorithm_name(g->alg), g->dp, g->pq,
+               g->pkv, g->accum, g->zero, g->keep_kv, p.attention_bytes, p.grad_bytes, att, grad);
+    }
+}
+
+// The most pairs of any rank, brute force over every rank.
+static long long max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T) {
+    const int P = pq * pkv;
+    long long most = 0;
+    for (int i = 0; i < P; i++) {
+        long long n;
+        if (a == COST_2D || a == COST_2D_OVERLAP) n = attention2d_visible_pairs(pq, pkv, i % pq, i / pq, T);
+        else n = ring_visible_pairs(a == COST_RING ? RING_CONTIGUOUS : a == COST_STRIPED ? RING_CYCLIC
+                                                                                          : RING_ZIGZAG,
+                                    P, i, T);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+static void test_attention_flops(const Cluster* c) {
+    const struct { CostAlgorithm a; int pq, pkv; long T; } cases[] = {
+        {COST_2D, 2, 2, 512}, {COST_2D, 2, 3, 768}, {COST_2D, 4, 2, 1024},
+        {COST_2D_OVERLAP, 3, 2, 768}, {COST_RING, 1, 4, 512}, {COST_STRIPED, 1, 6, 768},
+        {COST_ZIGZAG, 1, 4, 512}, {COST_ZIGZAG, 1, 3, 768},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const CostShape s = tiny_shape(cases[k].T);
+        const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0};
+        const CostPrediction p = predict(&g, c);
+        const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv, cases[k].T);
+        const double HS = s.C / s.NH;
+        const double want = (double)g.accum * s.L * g.B * s.NH * (4 * HS + 10 * HS) * (double)pairs;
+        EXPECT(p.max_pairs == pairs && p.attention_flops == want,
+               "attention FLOPs %s %dx%d T=%ld: slowest rank %lld pairs (all ranks: %lld), %.0f FLOPs "
+               "(want 14*HS per pair: %.0f)", cost_algorithm_name(cases[k].a), cases[k].pq,
+               cases[k].pkv, cases[k].T, p.max_pairs, pairs, p.attention_flops, want);
+    }
+}
+
+// 2d on a 1x2 mesh, one GPU per node, nothing overlapped: forward moves a Q all-gather
+// (S act bytes) and an O|LSE all-to-all ((S+L) acc), backward the Q|dO and LSE|D gathers, the
+// K/V... none (pq = 1), the dQ reduce-scatter (S acc); gradients one all-reduce of n*2*2/2 bytes
+// and the loss scalar (8 bytes): each 5 us + 1 us per message + bytes / 10 GB/s.
+static void test_alpha_beta_known_answer(const Cluster* c) {
+    const CostShape s = tiny_shape(256);
+    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0};
+    const CostPrediction p = predict(&g, c);
+    const double S = 128.0 * 64, L = 128.0 * 4, bw = 10e9, call = 5e-6, hop = 1e-6;
+    const double layer = (call + hop + S * 2 / bw) + (call + hop + (S + L) * 4 / bw) +
+                         (call + hop + 2 * S * 2 / bw) + (call + hop + 2 * L * 4 / bw) +
+                         (call + hop + S * 4 / bw);
+    const double n = costmodel_num_params(&s);
+    const double grads = (call + 2 * hop + floor(n * 2 * 2 / 2) / bw) + (call + 2 * hop + 8 / bw);
+    const double want = s.L * layer + grads;
+    EXPECT(fabs(p.exposed_comm_s - want) < 1e-6 * want && fabs(p.comm_s - want) < 1e-6 * want,
+           "alpha-beta known answer: exposed %.9f s, all transfers %.9f s, expected %.9f s",
+           p.exposed_comm_s, p.comm_s, want);
+    // The same with a measured fit for the all-gather (alpha per call, beta per byte) replacing
+    // the link for that op, and for the all-to-all (which has no fit of its own).
+    char text[4096];
+    snprintf(text, sizeof text, "%sfit.all_gather.p2 = 1e-4 1e-9  # a fit\n", FREE_COMPUTE);
+    const Cluster fitted = parse_or_die("fitted", text);
+    const CostPrediction q = predict(&g, &fitted);
+    const double gathers = (call + hop + S * 2 / bw) + (call + hop + 2 * S * 2 / bw) +
+                           (call + hop + 2 * L * 4 / bw) + (call + hop + (S + L) * 4 / bw);
+    const double fit_gathers = (1e-4 + 1e-9 * S * 2) + (1e-4 + 1e-9 * 2 * S * 2) +
+                               (1e-4 + 1e-9 * 2 * L * 4) + (1e-4 + 1e-9 * (S + L) * 4);
+    const double want_fit = want + s.L * (fit_gathers - gathers);
+    EXPECT(fabs(q.exposed_comm_s - want_fit) < 1e-6 * want_fit,
+           "alpha-beta with a fit: exposed %.9f s, expected %.9f s", q.exposed_comm_s, want_fit);
+}
+
+// The parser's errors: one line naming the file, the line, the key, what was expected and found.
+// Each case edits FREE_COMPUTE: the first `find` becomes `replace`, then `append` is added.
+typedef struct {
+    const char *what, *find, *replace, *append;
+    const char* parts[5];   // substrings the message must hold (NULL-terminated)
+} BadCluster;
+
+static void test_parser_errors(void) {
+    static const BadCluster cases[] = {
+        {"missing key", "inter.hop_latency_us = 1  # s\n", "", "",
+         {"bad.cluster", "inter.hop_latency_us", "expected a line", "found none", NULL}},
+        {"bad number", "node.gpus = 1", "node.gpus = x", "",
+         {"bad.cluster:2:", "node.gpus", "expected an integer", "found 'x'", NULL}},
+        {"unknown key", "", "", "node.colour = 3  # s\n",
+         {"bad.cluster:29:", "node.colour", "expected a known key", "found", NULL}},
+        {"number without a source", "inter.efficiency = 1  # s", "inter.efficiency = 1", "",
+         {"inter.efficiency", "expected a '# source' comment", "found '1'", NULL}},
+        {"curve not ending at 0", "matmul.efficiency = 0:1", "matmul.efficiency = 1:1", "",
+         {"matmul.efficiency", "expected 'SIZE:EFFICIENCY' pairs", "found '1:1'", NULL}},
+        {"duplicate key", "", "", "node.gpus = 2  # again\n", {"node.gpus", "expected the key once", NULL}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const BadCluster* b = &cases[k];
+        char text[4096];
+        const char* at = *b->find ? strstr(FREE_COMPUTE, b->find) : FREE_COMPUTE + strlen(FREE_COMPUTE);
+        if (!at) setup_fail("case '%s': '%s' not in the test cluster", b->what, b->find);
+        snprintf(text, sizeof text, "%.*s%s%s%s", (int)(at - FREE_COMPUTE), FREE_COMPUTE, b->replace,
+                 at + strlen(b->find), b->append);
+        Cluster c;
+        char err[ERR_LEN] = "";
+        int ok = cluster_parse("bad.cluster", text, &c, err, sizeof err) == -1 && !strchr(err, '\n');
+        for (int j = 0; b->parts[j]; j++) ok = ok && strstr(err, b->parts[j]);
+        EXPECT(ok, "cluster parser, %s: \"%s\"", b->what, err);
+    }
+}
+
+// A small question: tiny model, T = 1024, 8 ranks on A100-like nodes of 4.
+static void test_ranked_table(const Cluster* a100) {
+    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0};
+    CostCandidate out[256];
+    char err[ERR_LEN];
+    const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
+    // dp 1: P = 8: 2d/2d-overlap 4 meshes each + 3 rings; dp 2: P = 4: 3 + 3 + 3; dp 4: P = 2:
+    // 2 + 2 + 3; dp 8: 1 -> 11 + 9 + 7 + 1
+    int sorted = 1, fits = 1;
+    for (int k = 0; k < n; k++) {
+        const CostConfig* g = &out[k].config;
+        fits = fits && g->dp * g->pq * g->pkv == 8 && 1024 % (g->pq * g->pkv) == 0 &&
+               out[k].pred.memory_bytes <= a100->memory_bytes && out[k].reason[0];
+        if (k) sorted = sorted && out[k - 1].pred.tokens_per_s >= out[k].pred.tokens_per_s;
+    }
+    EXPECT(n == 28 && sorted && fits,
+           "ranked table for 8 ranks: %d candidates (28 expected), sorted %d, all fit %d", n, sorted, fits);
+    // A memory limit between the smallest and the largest footprint removes some, keeps the rest.
+    double lo = INFINITY, hi = 0;
+    for (int k = 0; k < n; k++) {
+        lo = fmin(lo, out[k].pred.memory_bytes);
+        hi = fmax(hi, out[k].pred.memory_bytes);
+    }
+    CostQuery tight = q;
+    tight.memory_limit = 0.5 * (lo + hi);
+    CostCandidate small[256];
+    const int m = costmodel_rank(&tight, a100, small, 256, err, sizeof err);
+    int under = 1;
+    for (int k = 0; k < m; k++) under = under && small[k].pred.memory_bytes <= tight.memory_limit;
+    EXPECT(m > 0 && m < n && under, "memory limit %.3g bytes keeps %d of %d candidates, all under it",
+           tight.memory_limit, m, n);
+    CostQuery bad = q;
+    bad.world = 0;
+    EXPECT(costmodel_rank(&bad, a100, out, 256, err, sizeof err) == -1 && strstr(err, "world"),
+           "an invalid query is refused: %s", err);
+}
+
+static void test_committed_clusters(void) {
+    const char* files[] = {"costmodel/clusters/a100-4pernode-hdr.cluster",
+                           "costmodel/clusters/h100-1pernode-ndr.cluster",
+                           "costmodel/clusters/h100-8pernode.cluster",
+                           "costmodel/clusters/cpu-local.cluster"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        Cluster c;
+        char err[ERR_LEN] = "";
+        EXPECT(cluster_load(files[k], &c, err, sizeof err) == 0, "%s parses %s", files[k], err);
+    }
+}
+
+// Ring on 16 A100 (4 per node): its hops cross nodes; a 4x4 ATTENTION2D mesh has its columns
+// inside a node and its rows across nodes, and moves fewer bytes than the ring.
+static void test_topology(const Cluster* a100) {
+    const CostShape s = {24, 1536, 16, 50257, 8192};
+    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0};
+    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0};
+    const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
+    EXPECT(r.ring_tier == TIER_INTER && t.col_tier == TIER_INTRA && t.row_tier == TIER_INTER &&
+           t.attention_bytes < r.attention_bytes && t.step_s < r.step_s,
+           "16 A100: ring hop %d, 2d rows %d columns %d (1 = inter-node); bytes %.3g < %.3g; step %.3g < %.3g s",
+           r.ring_tier, t.row_tier, t.col_tier, t.attention_bytes, r.attention_bytes, t.step_s, r.step_s);
+}
+
+int main(void) {
+    const Cluster free_compute = parse_or_die("free-compute", FREE_COMPUTE);
+    Cluster a100;
+    char err[ERR_LEN];
+    if (cluster_load("costmodel/clusters/a100-4pernode-hdr.cluster", &a100, err, sizeof err) != 0)
+        setup_fail("%s", err);
+    test_bytes_equal_dist_cost(&a100);
+    test_attention_flops(&a100);
+    test_alpha_beta_known_answer(&free_compute);
+    test_parser_errors();
+    test_ranked_table(&a100);
+    test_committed_clusters();
+    test_topology(&a100);
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}

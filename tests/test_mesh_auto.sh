@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# --mesh auto (train/mesh_auto.c) under mpirun: the trainer runs the mesh and schedule the cost
+# model ranks first for its world size (the same answer as build/costmodel for the same question),
+# keeps --dp / --attention given explicitly, and refuses with one clear line when nothing fits the
+# memory limit or the cluster file is missing.
+#   tests/test_mesh_auto.sh
+set -u
+cd "$(dirname "$0")/.."
+TRAIN=${TRAIN:-build/train_gpt}
+COSTMODEL=${COSTMODEL:-build/costmodel}
+PY=${PYTHON:-/usr/bin/python3}
+CLUSTER=costmodel/clusters/cpu-local.cluster
+export OMP_NUM_THREADS=1
+mkdir -p build/tmp
+W=$(mktemp -d build/tmp/test_mesh_auto.XXXXXX)
+fails=0
+ok() { echo "  ok    $*"; }
+bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
+
+"$PY" - "$W/train_000.bin" <<'EOF'
+import random, struct, sys
+rng, n = random.Random(3), 20000
+toks = [rng.randrange(256) for _ in range(n)]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *toks))
+EOF
+common=(--preset tiny --layers 2 --channels 64 --heads 4 --vocab 256 --context 256 --seq-len 256
+        --batch 1 --steps 2 --warmup 1 --train-data "$W/train_*.bin" --val-data "" --tokenizer ""
+        --eval-every 0 --sample-length 0 --no-save --cluster "$CLUSTER" --mesh auto)
+
+# run NAME NP ARGS...: the trainer's output in $W/NAME.out; 0 if it succeeded.
+run() {
+  local name=$1 np=$2
+  shift 2
+  timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "${common[@]}" --out-dir "$W/$name" "$@" \
+    > "$W/$name.out" 2>&1
+}
+# chosen NAME: "dp A x pq B x pkv C with --attention X" from the run's choice line.
+chosen() { sed -n 's/^mesh auto: running //p' "$W/$1.out"; }
+# ran NAME: the same fields from the mesh line the trainer prints once it is set up, its layer
+# names turned into --attention values (without sequence parallelism the layer is "local", which
+# the cost model lists as 2d).
+ran() {
+  sed -n 's/^mesh: world [0-9]* = dp \([0-9]*\) x pq \([0-9]*\) x pkv \([0-9]*\); attention \([a-z0-9-]*\);.*/dp \1 x pq \2 x pkv \3 with --attention \4/p' "$W/$1.out" |
+    sed 's/attention2d/2d/; s/--attention local$/--attention 2d/'
+}
+
+# 1. The choice is printed with its candidates, run, and equals the cost model's own first row.
+if run auto4 4; then
+  c=$(chosen auto4)
+  if [ -n "$c" ] && [ "$c" = "$(ran auto4)" ] && grep -q '^  1\. dp ' "$W/auto4.out"; then
+    ok "4 ranks: chose and ran $c"
+  else
+    bad "4 ranks: choice '$c', ran '$(ran auto4)'"
+  fi
+  first=$("$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 \
+            --vocab 256 --context 256 --seq-len 256 --batch 1 --gpus 4 --top 1 2>&1 |
+          awk '$1 == "1" { split($3, m, "x"); printf "dp %s x pq %s x pkv %s with --attention %s\n", $2, m[1], m[2], $4 }')
+  if [ "$first" = "$c" ]; then ok "build/costmodel ranks the same configuration first"
+  else bad "build/costmodel's first row '$first' differs from the trainer's choice '$c'"; fi
+else
+  bad "4 ranks: the run failed"; tail -n 5 "$W/auto4.out"
+fi
+
+# 2. Explicit options win.
+if run dp2 4 --dp 2 && chosen dp2 | grep -q '^dp 2 x ' && [ "$(chosen dp2)" = "$(ran dp2)" ]; then
+  ok "--dp 2 kept: $(chosen dp2)"
+else bad "--dp 2 with --mesh auto: '$(chosen dp2)'"; tail -n 5 "$W/dp2.out"; fi
+if run zz 4 --attention zigzag && chosen zz | grep -q 'attention zigzag$' &&
+   [ "$(chosen zz)" = "$(ran zz)" ]; then
+  ok "--attention zigzag kept: $(chosen zz)"
+else bad "--attention zigzag with --mesh auto: '$(chosen zz)'"; tail -n 5 "$W/zz.out"; fi
+
+# 3. Nothing fits, or no cluster file: one line from rank 0, non-zero, nothing run.
+want='^error: --mesh auto: no configuration of 4 ranks fits'
+if ! run tiny_mem 4 --memory-gb 0.000001 && [ "$(grep -cE "$want" "$W/tiny_mem.out")" = 1 ]; then
+  ok "memory limit below every candidate: one clear error"
+else bad "--memory-gb 0.000001: expected one line matching '$want'"; tail -n 5 "$W/tiny_mem.out"; fi
+want="^error: .*$W/none.cluster"
+if ! run nofile 2 --cluster "$W/none.cluster" && grep -qE "$want" "$W/nofile.out"; then
+  ok "missing cluster file named in the error"
+else bad "--cluster missing: expected '$want'"; tail -n 5 "$W/nofile.out"; fi
+
+if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "test_mesh_auto: passed"; exit 0; fi
+echo "test_mesh_auto: $fails failure(s); files kept in $W"
+exit 1

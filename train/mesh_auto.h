@@ -1,0 +1,20 @@
+// --mesh auto: the trainer's dp x pq x pkv and attention schedule chosen by the cost model
+// (costmodel/costmodel.h) for the world size, the model, T, the batch and a memory limit per
+// device, on a cluster description. Options given explicitly (--dp, --pq, --pkv, --attention)
+// are kept: only candidates that agree with them are considered.
+#pragma once
+#include <stddef.h>
+
+#include "model/config.h"
+#include "train/options.h"
+
+// The cluster file --mesh auto predicts on: --cluster, else the backend's default.
+const char* mesh_auto_cluster_path(const TrainOptions* o);
+
+// Sets o->dp, o->pq, o->pkv and o->attention to the fastest feasible candidate (most tokens/s)
+// for `world` ranks. Every rank computes the same answer from the same inputs (the cluster file
+// and the options; nothing measured), so no rank has to tell the others. report != 0 prints the
+// top candidates with the reason for each, and the choice. Returns 0, or -1 with a one-line
+// message in err (cluster file unreadable, no candidate fits).
+int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int report, char* err,
+                     size_t errlen);
