@@ -250,11 +250,11 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         }
         const OptSpec* s = &specs[c - 1000];
         if (parse_value(s, optarg ? optarg : "", o, errs) != 0) return -1;
-        static const struct { const char* name; unsigned bit; } mesh_options[] = {
-            {"dp", OPT_GIVEN_DP}, {"pq", OPT_GIVEN_PQ}, {"pkv", OPT_GIVEN_PKV},
-            {"attention", OPT_GIVEN_ATTENTION}};
-        for (size_t k = 0; k < sizeof mesh_options / sizeof *mesh_options; k++)
-            if (!strcmp(s->name, mesh_options[k].name)) o->given |= mesh_options[k].bit;
+        // What --mesh auto must keep.
+        if (s->offset == offsetof(TrainOptions, dp)) o->given |= OPT_GIVEN_DP;
+        if (s->offset == offsetof(TrainOptions, pq)) o->given |= OPT_GIVEN_PQ;
+        if (s->offset == offsetof(TrainOptions, pkv)) o->given |= OPT_GIVEN_PKV;
+        if (s->offset == offsetof(TrainOptions, attention)) o->given |= OPT_GIVEN_ATTENTION;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",
