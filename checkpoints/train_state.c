@@ -1,6 +1,7 @@
 #include "checkpoints/train_state.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,18 @@ static int read_section(FILE* f, void* dst, size_t bytes, Checksum* ck) {
     return 0;
 }
 
+// 1 (with err set) when one of the n floats of section `what` is not finite.
+static int first_nonfinite(const char* path, const char* what, const float* x, uint64_t n,
+                           char* err, size_t errlen) {
+    for (uint64_t i = 0; i < n; i++) {
+        if (isfinite(x[i])) continue;
+        snprintf(err, errlen, "%s: %s: element %llu is %g, expected finite values (saved by a "
+                 "run that diverged?)", path, what, (unsigned long long)i, (double)x[i]);
+        return 1;
+    }
+    return 0;
+}
+
 static int read_state(const char* path, TrainStateInfo* info, float* params, float* m, float* v,
                       char* err, size_t errlen) {
     FILE* f = fopen(path, "rb");
@@ -228,6 +241,12 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
                  (unsigned long long)info->shard_count);
         goto out;
     }
+    if (info->B < 1 || info->T < 1 || info->accum_steps < 1 || info->T > info->model.max_T) {
+        snprintf(err, errlen, "%s: header: batch geometry: expected B >= 1, 1 <= T <= context %d "
+                 "and accumulation >= 1, found B=%d T=%d accumulation %d", path,
+                 info->model.max_T, info->B, info->T, info->accum_steps);
+        goto out;
+    }
     const long long want = HEADER_BYTES + (long long)cb +
                            4LL * (long long)(info->num_params + 2 * info->shard_count);
     if (st.st_size != want) {
@@ -254,6 +273,11 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
                  path, (unsigned long long)stored, (unsigned long long)actual);
         goto out;
     }
+    // A sound file may still hold a NaN or infinity written by a run that diverged: training
+    // on from it would only log non-finite losses (the model file reader refuses them too).
+    if (params && first_nonfinite(path, "params", params, info->num_params, err, errlen)) goto out;
+    if (m && first_nonfinite(path, "adam m", m, info->shard_count, err, errlen)) goto out;
+    if (v && first_nonfinite(path, "adam v", v, info->shard_count, err, errlen)) goto out;
     rc = 0;
 out:
     fclose(f);

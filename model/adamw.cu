@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_kernel(floatX* params, float* master, const floatX* grads, float* mom, float* vel,
                  unsigned long long begin, unsigned long long end, AdamWTensorTable table,
                  AdamWArgs a, int vec) {
+    if (a.scale && *a.scale < 0.0) return;   // OPTIMIZER_SKIP: a non-finite step is dropped
     const unsigned long long g = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned long long i0 = begin + g * ADAMW_GROUP;
     if (i0 >= end) return;

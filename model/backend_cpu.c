@@ -72,7 +72,8 @@ void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out)
 }
 
 void gpt_clip_scale(GPT* m, double max_norm) {
-    m->scalars[GPT_CLIP_SCALE] = clip_factor(sqrt(m->scalars[GPT_GRAD_SUMSQ]), max_norm);
+    m->scalars[GPT_CLIP_SCALE] =
+        step_grad_scale(m->scalars[GPT_LOSS_SUM], m->scalars[GPT_GRAD_SUMSQ], max_norm);
 }
 
 // The host is the device here: the fetched values are ready at once. Module-owned, one fetch at

@@ -189,8 +189,8 @@ void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out)
 }
 
 void gpt_clip_scale(GPT* m, double max_norm) {
-    clip_scale_cuda(m->scalars + GPT_CLIP_SCALE, m->scalars + GPT_GRAD_SUMSQ, max_norm,
-                    cuda_backend_stream());
+    clip_scale_cuda(m->scalars + GPT_CLIP_SCALE, m->scalars + GPT_LOSS_SUM,
+                    m->scalars + GPT_GRAD_SUMSQ, max_norm, cuda_backend_stream());
 }
 
 void gpt_scalars_fetch(const GPT* m) {

@@ -31,7 +31,9 @@ static inline float fast_exp(float x) {
     p = p * r + 1.0f;
     int32_t bits;
     memcpy(&bits, &p, 4);
-    bits += (int32_t)n << 23;   // multiply by 2^n
+    // multiply by 2^n: add n to the exponent field. n is in [-126, 127] after the clamp, so the
+    // product fits; a left shift of a negative n would be undefined behaviour.
+    bits += (int32_t)n * (1 << 23);
     memcpy(&p, &bits, 4);
     return p;
 }

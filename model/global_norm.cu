@@ -71,7 +71,12 @@ void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, 
 
 // One thread: the clip factor of model/optimizer.c's clip_factor, in double as there (sqrt and
 // division are correctly rounded on the GPU too), so the host and the device agree bit for bit.
-__global__ void clip_scale_kernel(double* scale, const double* sumsq, double max_norm) {
+__global__ void clip_scale_kernel(double* scale, const double* loss_sum, const double* sumsq,
+                                  double max_norm) {
+    if ((loss_sum && !isfinite(*loss_sum)) || !isfinite(*sumsq)) {
+        *scale = -1.0;   // OPTIMIZER_SKIP: the update is dropped
+        return;
+    }
     if (max_norm <= 0) {
         *scale = 1.0;
         return;
@@ -80,6 +85,7 @@ __global__ void clip_scale_kernel(double* scale, const double* sumsq, double max
     *scale = f < 1.0 ? f : 1.0;
 }
 
-void clip_scale_cuda(double* scale, const double* sumsq, double max_norm, cudaStream_t stream) {
-    LAUNCH(clip_scale_kernel, 1, 1, 0, stream, scale, sumsq, max_norm);
+void clip_scale_cuda(double* scale, const double* loss_sum, const double* sumsq, double max_norm,
+                     cudaStream_t stream) {
+    LAUNCH(clip_scale_kernel, 1, 1, 0, stream, scale, loss_sum, sumsq, max_norm);
 }

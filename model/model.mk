@@ -19,5 +19,10 @@ $(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_
 $(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(MODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# fast_exp / fast_tanh against libm under UndefinedBehaviorSanitizer, every report fatal.
+TEST_PROGS += $(BUILD)/tests/test_fast_math_ubsan
+$(BUILD)/tests/test_fast_math_ubsan: tests/test_fast_math.c model/fast_math.h model/real.h
+	$(CC) $(CFLAGS) -fsanitize=undefined -fno-sanitize-recover=all $< -o $@ -lm
+
 $(BUILD)/tests/test_model_torch: $(BUILD)/tests/test_model_torch.o $(MODEL_OBJS) $(CHECKPOINT_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

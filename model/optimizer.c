@@ -26,9 +26,15 @@ double clip_factor(double norm, double max_norm) {
     return f < 1 ? f : 1;
 }
 
+double step_grad_scale(double loss_sum, double sumsq, double max_norm) {
+    if (!isfinite(loss_sum) || !isfinite(sumsq)) return OPTIMIZER_SKIP;
+    return clip_factor(sqrt(sumsq), max_norm);
+}
+
 void adamw_update(const GPTConfig* cfg, real* params, const real* grads, real* m, real* v,
                   size_t begin, size_t end, int t, double lr, const AdamWConfig* opt,
                   double grad_scale) {
+    if (grad_scale < 0) return;   // OPTIMIZER_SKIP: a non-finite step is dropped
     size_t sizes[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, sizes);
     const real b1 = (real)opt->beta1, b2 = (real)opt->beta2, eps = (real)opt->eps;

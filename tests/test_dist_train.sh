@@ -7,7 +7,8 @@
 #   tests/test_dist_train.sh resume    a checkpoint of dp 2 x (2x2) with ZeRO-1 continued on one
 #                                      process, and one of one process continued on dp 2 x (2x2),
 #                                      give the straight run's losses
-#   tests/test_dist_train.sh refuse    a loader position the new dp size cannot continue is
+#   tests/test_dist_train.sh refuse    a loader position the new dp size cannot continue, or a
+#                                      checkpoint of another sequence length, is
 #                                      refused with the reason, non-zero, checkpoint kept
 #   tests/test_dist_train.sh kill      SIGKILL of one rank ends every rank within 30 s
 #   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
@@ -231,6 +232,10 @@ refuse)
     timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/odd" --dp 2 \
     --total-batch-tokens 128 \
     --checkpoint-every 5 --resume || fail "refuse: the incompatible checkpoint was not refused with an error"
+  # Another sequence length: the saved T (state header) must match, said with both values.
+  bash tests/expect_job_failure.sh 'seq-len: saved with T=32 .*, this run has T=16; resume with the same --seq-len' \
+    timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/odd" \
+    --seq-len 16 --total-batch-tokens 32 --resume || fail "refuse: a checkpoint of another T was not refused"
   steps=$(grep -c '"type":"step"' "$work/odd/log.jsonl")
   [ "$steps" -eq 3 ] ||
     fail "refuse: $steps steps logged, expected the first run's 3 (the dp 2 run trained)"

@@ -667,11 +667,18 @@ EOF
   # Stop and resume: the resumed run appends its own config object, steps continue.
   train log2 "${args[@]}" --steps 16 --resume
   expect_rc log2 0
-  check "after a resume: every line still JSON, steps 1..16 once each, a second config at step 12" \
+  check "after a resume: every line still JSON, steps 1..16 once each, a second config and a resume record at step 12" \
     "$PY" -c 'import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
 assert [o["step"] for o in objs if o["type"] == "step"] == list(range(1, 17))
-assert [o["step"] for o in objs if o["type"] == "config"] == [0, 12]' "$d/log.jsonl"
+assert [o["step"] for o in objs if o["type"] == "config"] == [0, 12]
+assert [o["step"] for o in objs if o["type"] == "resume"] == [12]' "$d/log.jsonl"
+  # A log that cannot be written (a full disk) stops the run with the reason, not silently.
+  make_data
+  train full "${TINY[@]}" --steps 3 --no-save --log /dev/full --out-dir "$W/full"
+  check "--log /dev/full: exit status non-zero" eval '[ "$(rc_of full)" != 0 ]'
+  check "--log /dev/full: one error line naming the log and the reason" \
+    same_text "$(err_lines "$W/full.err" | grep -cE '^error: (rank 0: )?--log /dev/full: writing the log failed: No space left on device')" 1
 }
 
 # ---- 8. --no-save: benchmark runs write nothing but the log ----
@@ -689,6 +696,45 @@ t_no_save() {
   check "--no-save with --exit-after: stops early and says no checkpoint was written" \
     has nosave2.out "^stopping early at step 2 \(no checkpoint: --no-save\)$"
   check "--no-save with --exit-after: nothing but the log" eval '[ -z "$(ls "$W/ns2" | grep -v "^log.jsonl$")" ]'
+}
+
+# ---- 9. Non-finite steps: never applied, never logged as numbers ----
+
+# A model file whose token embeddings are +-3e38 (finite, so --init-from takes it): the residual
+# stream overflows and every step's gradient norm is not finite.
+t_on_nan() {
+  make_data
+  train base "${TINY[@]}" --steps 1 --out-dir "$W/base"
+  expect_rc base 0
+  "$PY" -c 'import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+h = struct.unpack_from("<256i", b)
+for i in range(h[7] * h[6]):   # Vp x C floats of wte
+    struct.pack_into("<f", b, 1024 + 4 * i, 3e38 if i % 2 else -3e38)
+open(sys.argv[2], "wb").write(b)' "$W/base/model_00000001.bin" "$W/huge.bin"
+  local args=(--context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin" --val-data ""
+              --tokenizer "" --peak-gflops 1 --eval-every 0 --sample-length 0 --checkpoint-every 1
+              --init-from "$W/huge.bin" --steps 6)
+  # stop (the default): exit non-zero at step 1, naming the first non-finite gradient; nothing saved
+  train stop "${args[@]}" --out-dir "$W/stop"
+  check "--on-nan stop: exit status non-zero" eval '[ "$(rc_of stop)" != 0 ]'
+  check "--on-nan stop: one error naming step 1 and the first non-finite gradient (wte)" \
+    same_text "$(grep -cE '^error: (rank 0: )?step 1: .*not finite; first non-finite gradient: wte; stopping without writing a checkpoint' "$W/stop.err")" 1
+  check "--on-nan stop: nothing written but the log, and no step record in it" \
+    eval '[ -z "$(ls "$W/stop" | grep -v "^log.jsonl$")" ] && ! grep -q "\"type\":\"step\"" "$W/stop/log.jsonl"'
+  # skip: steps 1 and 2 dropped and logged as skips, the third in a row stops the run
+  train skip "${args[@]}" --on-nan skip --max-skips 2 --out-dir "$W/skip"
+  check "--on-nan skip --max-skips 2: exit status non-zero after 3 in a row" eval '[ "$(rc_of skip)" != 0 ]'
+  check "--on-nan skip: the error names the limit" \
+    same_text "$(grep -cE '^error: (rank 0: )?step 3: .*3 non-finite steps in a row \(--max-skips 2\)' "$W/skip.err")" 1
+  check "--on-nan skip: every log line is JSON; skip records for steps 1 and 2; no step record" \
+    "$PY" -c 'import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+skips = [(o["step"], o["in_a_row"]) for o in objs if o["type"] == "skip"]
+assert skips == [(1, 1), (2, 2)], skips
+assert not [o for o in objs if o["type"] == "step"]' "$W/skip/log.jsonl"
+  check "--on-nan skip: the model file of a skipped step holds the loaded weights, unchanged" \
+    cmp "$W/huge.bin" "$W/skip/model_00000002.bin"
 }
 
 # ---- main ----
@@ -711,7 +757,8 @@ case $test_name in
   help) t_help ;;
   log) t_log ;;
   no-save) t_no_save ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log"
+  on-nan) t_on_nan ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

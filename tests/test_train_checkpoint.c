@@ -209,6 +209,39 @@ static void test_state(void) {
     path_in_tmp(copy, sizeof copy, "no_such_state.bin");
     EXPECT(state_rejected(copy, 37, 37, err, sizeof err) && strstr(err, "cannot open"),
            "state: a missing file: %s", err);
+    // A header whose checksum is valid but whose batch geometry is impossible (B, T,
+    // accumulation were once read and never checked).
+    const int bad_geometry[][3] = {{0, 8, 4}, {2, 0, 4}, {2, 9, 4}, {2, 8, 0}, {-1, 8, 4}};
+    for (size_t k = 0; k < sizeof bad_geometry / sizeof *bad_geometry; k++) {
+        TrainStateInfo odd = sample_info(37, 0, 37);
+        odd.B = bad_geometry[k][0], odd.T = bad_geometry[k][1], odd.accum_steps = bad_geometry[k][2];
+        float p[37] = {0}, mv[37] = {0};
+        path_in_tmp(copy, sizeof copy, "state_geometry.bin");
+        err[0] = 0;
+        EXPECT(train_state_save(copy, &odd, p, mv, mv, err, sizeof err) == 0, "state: save %s", err);
+        EXPECT(state_rejected(copy, 37, 37, err, sizeof err) && strstr(err, "batch geometry"),
+               "state: B=%d T=%d accumulation %d (context 8) rejected as: %s", odd.B, odd.T,
+               odd.accum_steps, err);
+    }
+    // A NaN or infinity under a valid checksum (a diverged run's state): refused by the loader.
+    const char* const sections[] = {"params", "adam m", "adam v"};
+    for (int sec = 0; sec < 3; sec++) {
+        TrainStateInfo info = sample_info(37, 0, 37);
+        float p[37] = {0}, m[37] = {0}, v[37] = {0};
+        float* bad = sec == 0 ? p : sec == 1 ? m : v;
+        bad[5] = sec == 2 ? INFINITY : NAN;
+        path_in_tmp(copy, sizeof copy, "state_nonfinite.bin");
+        err[0] = 0;
+        EXPECT(train_state_save(copy, &info, p, m, v, err, sizeof err) == 0, "state: save %s", err);
+        float p2[37], m2[37], v2[37];
+        TrainStateInfo got;
+        const int rc = train_state_load(copy, &got, p2, m2, v2, err, sizeof err);
+        char want[64];
+        snprintf(want, sizeof want, "%s: element 5 is", sections[sec]);
+        EXPECT(rc != 0 && strstr(err, want) && strstr(err, copy),
+               "state: a non-finite value in %s under a valid checksum is refused: %s",
+               sections[sec], err);
+    }
     free(longer);
     free(good);
 }

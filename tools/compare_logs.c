@@ -3,7 +3,7 @@
 //   compare_logs REF.jsonl TEST.jsonl --loss-tol X --norm-tol Y [--min-entries N]
 //
 // Takes every "step" record's loss and grad_norm and every "eval" record's val_loss, in log order,
-// from both files; the two must hold the same (kind, step) sequence, of at least N entries
+// from both files (after a resume, the last record of a step); the two must hold the same (kind, step) sequence, of at least N entries
 // (default 1). Prints one "BAD ..." line per value whose relative difference |test - ref| / |ref|
 // exceeds its bound (loss and val_loss: X; grad_norm: Y), then the largest relative difference of
 // each kind. Exit status 0 when every value is within its bound, 1 when not, 2 on a usage or file
@@ -28,7 +28,14 @@ typedef struct {
     int n, cap;
 } Series;
 
+// Appends an entry. A resumed run's log repeats the steps after its checkpoint: the killed run's
+// records, then the resumed run's. The last record of a step wins: an entry drops every earlier
+// one that a straight run would have written after it (a later step, or a later kind of the
+// same step: loss, norm, then the evaluation that follows the step).
 static void push(Series* s, int kind, int step, double value) {
+    while (s->n > 0 && (s->e[s->n - 1].step > step ||
+                        (s->e[s->n - 1].step == step && s->e[s->n - 1].kind >= kind)))
+        s->n--;
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 256;
         s->e = realloc(s->e, sizeof(Entry) * (size_t)s->cap);

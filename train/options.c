@@ -85,6 +85,8 @@ static const OptSpec specs[] = {
     {"local-rank", OPT_INT, F(launch_local_rank), -1, 1 << 20, NULL, "rank on this node (picks the GPU; -1 = from MPI or the launcher's environment)"},
     {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
+    {"on-nan", OPT_STRING, F(on_nan), 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite (checked on every rank) never updates the weights; stop: exit non-zero naming the step and the first tensor with a non-finite gradient, writing nothing; skip: drop the step, count it and go on"},
+    {"max-skips", OPT_INT, F(max_skips), 1, 1e9, NULL, "--on-nan skip: stop (as --on-nan stop) after this many non-finite steps in a row"},
 };
 #undef F
 enum { NSPECS = sizeof specs / sizeof specs[0] };
@@ -137,6 +139,8 @@ static void set_defaults(TrainOptions* o) {
     o->launch_rank = -1;
     o->launch_world = -1;
     o->launch_local_rank = -1;
+    o->on_nan = "stop";
+    o->max_skips = 10;
 }
 
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);

@@ -54,6 +54,8 @@ typedef struct {
     int launch_rank, launch_world, launch_local_rank;   // -1: from the launcher's environment
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;
+    const char* on_nan;        // stop | skip: a step whose loss or gradient norm is not finite
+    int max_skips;             // --on-nan skip: stop after this many such steps in a row
 } TrainOptions;
 
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly

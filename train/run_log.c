@@ -4,7 +4,10 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "comm/fail.h"
+
 int run_log_open(RunLog* log, const char* path, char* err, size_t errlen) {
+    snprintf(log->path, sizeof log->path, "%s", path);
     log->jsonl = fopen(path, "a");
     if (!log->jsonl) {
         snprintf(err, errlen, "%s: cannot open log for appending: %s", path, strerror(errno));
@@ -13,19 +16,32 @@ int run_log_open(RunLog* log, const char* path, char* err, size_t errlen) {
     return 0;
 }
 
+static void write_failed(const RunLog* log, int error) {
+    fail_msg("--log %s: writing the log failed: %s (disk full, or the file system went away?)",
+             log->path, strerror(error ? error : EIO));
+}
+
 void run_log_close(RunLog* log) {
-    if (log->jsonl) fclose(log->jsonl);
+    if (!log->jsonl) return;
+    FILE* f = log->jsonl;
     log->jsonl = NULL;
+    if (fclose(f) != 0) write_failed(log, errno);
 }
 
 void run_log_json(RunLog* log, const char* fmt, ...) {
     if (!log->jsonl) return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(log->jsonl, fmt, ap);
+    errno = 0;
+    const int n = vfprintf(log->jsonl, fmt, ap);
     va_end(ap);
-    fputc('\n', log->jsonl);
-    fflush(log->jsonl);
+    if (n < 0 || fputc('\n', log->jsonl) == EOF || fflush(log->jsonl) != 0 || ferror(log->jsonl)) {
+        const int error = errno;
+        FILE* f = log->jsonl;
+        log->jsonl = NULL;   // the failure path must not write again
+        fclose(f);
+        write_failed(log, error);
+    }
 }
 
 // Length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one.

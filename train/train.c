@@ -108,7 +108,8 @@ static real* element(real* base, size_t i) {
 }
 
 // Every rank computes the same verdict from the same options; rank 0 says it, all exit.
-static void config_error(const Trainer* t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void config_error(const Trainer* t, const char* fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
 static void config_error(const Trainer* t, const char* fmt, ...) {
     if (t->rank == 0) {
         va_list ap;
@@ -381,6 +382,77 @@ static double all_reduce_scalar(Trainer* t, double x) {
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     comm_all_reduce_host(t->comm, MESH_WORLD, &x, 1, COMM_F64);
     return x;
+}
+
+// Prints and logs a validation loss (the same on every rank). One that is not finite (weights
+// that diverged within the range of finite numbers) stops the run before it reaches the log or
+// a checkpoint.
+static void report_eval(Trainer* t, double val) {
+    if (!isfinite(val))
+        config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
+                     "checkpoint", t->step, val);
+    if (t->rank != 0) return;
+    printf("eval: step %d val loss %.4f\n", t->step, val);
+    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t->step, val);
+}
+
+// The first parameter tensor whose gradient holds a non-finite value on any rank (-1: none), for
+// the message of a non-finite step. Off the hot path: the gradients come to the host.
+static int first_nonfinite_grad(Trainer* t) {
+    const GPT* m = &t->model;
+    const size_t esize = comm_type_size(dist_real_comm_type()), n = m->num_params;
+    unsigned char* g = xmalloc(esize * n, "gradients for the non-finite check");
+    dist_to_host(g, m->grads_memory, esize * n);
+    double bad[NUM_PARAM_TENSORS] = {0};
+    size_t lo = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++) {
+        for (size_t i = lo; i < lo + m->param_sizes[k] && !bad[k]; i++) {
+            float x;
+            if (esize == sizeof(float)) {
+                memcpy(&x, g + i * esize, sizeof x);
+            } else {   // bf16: the high half of an fp32
+                uint16_t h;
+                memcpy(&h, g + i * esize, sizeof h);
+                const uint32_t bits = (uint32_t)h << 16;
+                memcpy(&x, &bits, sizeof x);
+            }
+            bad[k] = !isfinite(x);
+        }
+    }
+    free(g);
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_host(t->comm, MESH_WORLD, bad, NUM_PARAM_TENSORS, COMM_F64);
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++)
+        if (bad[k] > 0) return k;
+    return -1;
+}
+
+// A step whose loss or gradient norm is not finite: its update was dropped on the device
+// (step_grad_scale). Every rank sees the same all-reduced values and decides alike. Returns 1
+// when the run goes on (--on-nan skip, under the limit); else rank 0 names the step and the
+// first non-finite gradient and every rank exits non-zero, writing nothing.
+static int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row) {
+    const int skip = strcmp(t->opt.on_nan, "skip") == 0;
+    if (skip && in_a_row <= t->opt.max_skips) {
+        if (t->rank == 0) {
+            printf("step %5d/%d | loss %g | norm %g | not finite: update skipped (%d in a row, "
+                   "limit %d)\n", step, t->opt.steps, loss, norm, in_a_row, t->opt.max_skips);
+            run_log_json(&t->log, "{\"type\":\"skip\",\"step\":%d,\"reason\":\"%s\","
+                         "\"in_a_row\":%d}", step, isfinite(loss) ? "non-finite gradient norm"
+                                                                  : "non-finite loss", in_a_row);
+        }
+        return 1;
+    }
+    const int k = first_nonfinite_grad(t);
+    char where[96] = "no gradient holds one (the loss alone)";
+    if (k >= 0) snprintf(where, sizeof where, "first non-finite gradient: %s", gpt_param_name(k));
+    if (skip)
+        config_error(t, "step %d: loss %g, gradient norm %g: %d non-finite steps in a row "
+                     "(--max-skips %d); %s; stopping without writing a checkpoint", step, loss,
+                     norm, in_a_row, t->opt.max_skips, where);
+    config_error(t, "step %d: loss %g, gradient norm %g: not finite; %s; stopping without writing "
+                 "a checkpoint (--on-nan stop; --on-nan skip drops such steps)", step, loss, norm,
+                 where);
 }
 
 // Seconds a step spent in each phase, from marks at the phase boundaries (phase_mark): on the
@@ -684,6 +756,15 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  "L=%d C=%d NH=%d V=%d T=%d (resume with the same model options)", path, c->L,
                  c->C, c->NH, c->V, c->max_T, t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V,
                  t->cfg.max_T);
+        return -2;
+    }
+    // The same windows: a sequence of another length would cut the data into other samples than
+    // the loader's saved position counts. (The sequences per step may change: B, accumulation and
+    // dp are re-split, and loader_set_state refuses a position the new dp cannot continue.)
+    if (info.T != t->T) {
+        snprintf(err, errlen, "%.300s: seq-len: saved with T=%d (B=%d x accumulation %d x dp %d), "
+                 "this run has T=%d; resume with the same --seq-len", path, info.T, info.B,
+                 info.accum_steps, info.dp, t->T);
         return -2;
     }
     if (info.num_params != t->model.num_params) {   // params would not fit this run's buffer
@@ -1054,6 +1135,12 @@ int main(int argc, char** argv) {
         }
         run_log_json(&t.log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
                      "\"options\":%s}", t.step, world_size, t.model.num_params, t.config_json);
+        // Records of later steps above this line came from the interrupted run; the steps are
+        // logged again below, and readers take the last record of a step.
+        if (t.step > 0)
+            run_log_json(&t.log, "{\"type\":\"resume\",\"step\":%d,\"note\":\"records of "
+                         "steps after %d above this line are the interrupted run's; the last "
+                         "record of a step counts\"}", t.step, t.step);
     }
     print_config(&t);
     struct sigaction sa;
@@ -1067,6 +1154,7 @@ int main(int argc, char** argv) {
     const int start = t.step;
     double elapsed = 0;
     int stop = 0;
+    int nonfinite_in_a_row = 0;   // steps in a row whose loss or norm was not finite
     RunTotals totals;
     memset(&totals, 0, sizeof totals);
     CounterTotals counter_totals;
@@ -1076,11 +1164,7 @@ int main(int argc, char** argv) {
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
         if (t.val_loader && t.opt.eval_every > 0 && t.step % t.opt.eval_every == 0 &&
             t.step > 0) {
-            const double val = evaluate(&t);
-            if (t.rank == 0) {
-                printf("eval: step %d val loss %.4f\n", t.step, val);
-                run_log_json(&t.log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t.step, val);
-            }
+            report_eval(&t, evaluate(&t));
         }
         if (t.opt.sample_every > 0 && t.step % t.opt.sample_every == 0 && t.step > 0) sample(&t);
         const double t0 = now();
@@ -1092,6 +1176,10 @@ int main(int argc, char** argv) {
         train_step(&t);
         counters_mark(&sc);
         const double loss = finish_step(&t, &norm);
+        // Not finite: the update was dropped on the device; go on (skip) or stop.
+        const int finite = isfinite(loss) && isfinite(norm);
+        nonfinite_in_a_row = finite ? 0 : nonfinite_in_a_row + 1;
+        if (!finite) nonfinite_step(&t, t.step + 1, loss, norm, nonfinite_in_a_row);
         comm_close_spans(t.comm);
         const TimelineStep ts = timeline_step_end(t.timeline);
         counters_end(&t, &sc, &counter_totals, t.step - start == 0);
@@ -1114,7 +1202,7 @@ int main(int argc, char** argv) {
         const double tps = t.tokens_per_step / dt;
         char mfu_text[32];
         const double mfu = mfu_of(&t, tps, flops_per_token, mfu_text, sizeof mfu_text);
-        if (t.rank == 0) {
+        if (t.rank == 0 && finite) {
             const double eta = elapsed / (t.step - start) * (t.opt.steps - t.step);
             if (!t.opt.quiet)
                 printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
@@ -1159,11 +1247,7 @@ int main(int argc, char** argv) {
                t.opt.no_save ? "no checkpoint: --no-save" : "checkpoint written");
     if (!early) {
         if (t.val_loader) {
-            const double val = evaluate(&t);
-            if (t.rank == 0) {
-                printf("eval: step %d val loss %.4f\n", t.step, val);
-                run_log_json(&t.log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t.step, val);
-            }
+            report_eval(&t, evaluate(&t));
         }
         sample(&t);
         save_checkpoint(&t);

@@ -564,6 +564,29 @@ static void test_adamw(const GPTConfig* cfg, size_t begin, size_t end, int use_m
     snprintf(what, sizeof what, "adamw [%zu, %zu): parameters outside the range untouched", begin, end);
     check(outside_changed == 0, "%-74s (%zu changed)", what, outside_changed);
 
+    // A dropped step (grad_scale OPTIMIZER_SKIP: the loss or the norm was not finite): with NaN
+    // gradients, parameters, master weights and moments stay bit for bit, on both backends.
+    const double skip = OPTIMIZER_SKIP;
+    CUDA_CHECK(cudaMemcpy(d_scale, &skip, sizeof(double), cudaMemcpyHostToDevice));
+    float* nan_grads = (float*)malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) nan_grads[i] = NAN;
+    put_x(d_grads, nan_grads, n);
+    float* cpu_before = copy_of(cpu_p, n);
+    adamw_update(cfg, cpu_p, nan_grads, cpu_m, cpu_v, begin, end, steps + 1, lr, &opt, skip);
+    adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, begin, end, &table, steps + 1, lr,
+                      opt.beta1, opt.beta2, opt.eps, opt.weight_decay, d_scale, seed, 0);
+    float* skip_p = download_x(d_params, n);
+    float *skip_m = download_f(d_m, ns), *skip_v = download_f(d_v, ns);
+    float* skip_master = use_master ? download_f(d_master, ns) : copy_of(skip_p + begin, ns);
+    snprintf(what, sizeof what, "adamw [%zu, %zu)%s: a skipped step (NaN gradients) changes nothing",
+             begin, end, use_master ? "" : " (no master)");
+    check(!memcmp(skip_p, got_p, n * sizeof(float)) && !memcmp(skip_m, got_m, ns * sizeof(float)) &&
+              !memcmp(skip_v, got_v, ns * sizeof(float)) &&
+              !memcmp(skip_master, got_master, ns * sizeof(float)) &&
+              !memcmp(cpu_before, cpu_p, n * sizeof(float)),
+          "%s", what);
+    free(nan_grads), free(cpu_before), free(skip_p), free(skip_m), free(skip_v), free(skip_master);
+
     free(master0), free(cpu_p), free(cpu_m), free(cpu_v), free(params0), free(got_p), free(got_m);
     free(got_v), free(got_master);
     CUDA_CHECK(cudaFree(d_params)), CUDA_CHECK(cudaFree(d_m)), CUDA_CHECK(cudaFree(d_v));
@@ -671,7 +694,7 @@ static void test_global_norm(size_t n, size_t misalign) {
     const double max_norms[3] = {0.5 * sqrt(got[0]), 2.0 * sqrt(got[0]) + 1.0, 0.0};
     for (int k = 0; k < 3; k++) {
         poison(d_scale, sizeof(double));
-        clip_scale_cuda(d_scale, d_out, max_norms[k], 0);
+        clip_scale_cuda(d_scale, NULL, d_out, max_norms[k], 0);
         double scale, sum;
         CUDA_CHECK(cudaMemcpy(&scale, d_scale, sizeof(double), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(&sum, d_out, sizeof(double), cudaMemcpyDeviceToHost));
@@ -679,6 +702,22 @@ static void test_global_norm(size_t n, size_t misalign) {
         check(memcmp(&scale, &host, sizeof(double)) == 0, "clip factor n=%zu, max %.4g: %.17g on the device, "
               "%.17g on the host", n, max_norms[k], scale, host);
     }
+    // A non-finite loss sum or sum of squares: OPTIMIZER_SKIP on the device as on the host.
+    const double bad_values[3][2] = {{NAN, 1.0}, {INFINITY, 1.0}, {1.0, INFINITY}};
+    double* d_loss;
+    CUDA_CHECK(cudaMalloc(&d_loss, sizeof(double)));
+    for (int k = 0; k < 3; k++) {
+        CUDA_CHECK(cudaMemcpy(d_loss, &bad_values[k][0], sizeof(double), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_out, &bad_values[k][1], sizeof(double), cudaMemcpyHostToDevice));
+        clip_scale_cuda(d_scale, d_loss, d_out, 1.0, 0);
+        double scale;
+        CUDA_CHECK(cudaMemcpy(&scale, d_scale, sizeof(double), cudaMemcpyDeviceToHost));
+        const double host = step_grad_scale(bad_values[k][0], bad_values[k][1], 1.0);
+        check(scale == OPTIMIZER_SKIP && host == OPTIMIZER_SKIP, "loss sum %g, sum of squares %g: "
+              "the step is skipped (device %g, host %g)", bad_values[k][0], bad_values[k][1], scale,
+              host);
+    }
+    CUDA_CHECK(cudaFree(d_loss));
     free(g);
     CUDA_CHECK(cudaFree(d_g)), CUDA_CHECK(cudaFree(d_out)), CUDA_CHECK(cudaFree(d_scratch));
     CUDA_CHECK(cudaFree(d_scale));
