@@ -382,6 +382,15 @@ const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc) { return &enc->vocab
 
 BpeStats bpe_encoder_stats(const BpeEncoder* enc) { return enc->stats; }
 
+void bpe_unicode_version(char* unicode, size_t unicode_len, char* pcre2, size_t pcre2_len) {
+    // PCRE2 writes code units including the terminating zero; both buffers get a string.
+    char buf[64];
+    const int u = pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, buf);
+    snprintf(unicode, unicode_len, "%s", u > 0 ? buf : "unknown");
+    const int v = pcre2_config(PCRE2_CONFIG_VERSION, buf);
+    snprintf(pcre2, pcre2_len, "%s", v > 0 ? buf : "unknown");
+}
+
 static void encode_piece(BpeEncoder* enc, const uint8_t* p, size_t n, TokenBuf* out) {
     enc->stats.pieces++;
     if (n == 1) {

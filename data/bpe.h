@@ -67,6 +67,10 @@ int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, 
 // such a point and none before it looks past it. Returns len when there is none.
 size_t bpe_chunk_end(const uint8_t* text, size_t len, size_t min_len);
 
+// The Unicode version of the tables \p{L} and \p{N} follow here (PCRE2's, e.g. "14.0.0"), and
+// PCRE2's own version, as the library linked at run time reports them.
+void bpe_unicode_version(char* unicode, size_t unicode_len, char* pcre2, size_t pcre2_len);
+
 // The bytes of one token, or NULL when id is outside the vocabulary.
 const uint8_t* bpe_token_bytes(const TokenTable* table, uint32_t id, size_t* len);
 

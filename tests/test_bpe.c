@@ -704,6 +704,31 @@ static void replace_file(const char* dir, const char* name, const char* text) {
     write_file(path, text, strlen(text));
 }
 
+// The documented Unicode behaviour (data/bpe.h, build/tokenize --help): \p{L} follows PCRE2's
+// tables. U+1371A, an Egyptian hieroglyph (a letter) assigned in Unicode 16: with older tables it
+// is a symbol, so "a" U+1371A "b" pre-tokenizes into three pieces; with 16 or later, into one.
+static int test_unicode(void) {
+    char unicode[64], pcre2[64];
+    bpe_unicode_version(unicode, sizeof unicode, pcre2, sizeof pcre2);
+    const int major = atoi(unicode);
+    EXPECT(major >= 10, "PCRE2 %s reports Unicode version '%s'", pcre2, unicode);
+    BpeEncoder* enc = load_encoder(VOCAB_DIR);
+    const char text[] = "a\xF0\x93\x9C\x9A" "b";
+    const uint64_t before = bpe_encoder_stats(enc).pieces;
+    TokenBuf ids = encode(enc, text, strlen(text));
+    const uint64_t pieces = bpe_encoder_stats(enc).pieces - before;
+    const uint64_t want = major < 16 ? 3 : 1;
+    EXPECT(pieces == want, "PCRE2 %s, Unicode %s: \"a\" U+1371A \"b\" gives %llu pieces, "
+           "expected %llu (U+1371A is %s in these tables)", pcre2, unicode,
+           (unsigned long long)pieces, (unsigned long long)want, major < 16 ? "a symbol" : "a letter");
+    printf("PCRE2 %s, Unicode %s tables: \"a\" U+1371A \"b\" -> %llu pre-tokenized pieces\n", pcre2,
+           unicode, (unsigned long long)pieces);
+    expect_roundtrip(enc, (const uint8_t*)text, strlen(text), "a U+1371A b");
+    token_buf_free(&ids);
+    bpe_encoder_free(enc);
+    return failures != 0;
+}
+
 static int test_vocab_errors(void) {
     const char* dir = SCRATCH "/bad_vocab";
     static const char* tokens[] = {"ab"};
@@ -1233,6 +1258,7 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "reference")) return test_reference();
     if (!strcmp(cmd, "tokenizer_file")) return test_tokenizer_file();
     if (!strcmp(cmd, "vocab_errors")) return test_vocab_errors();
+    if (!strcmp(cmd, "unicode")) return test_unicode();
     if (!strcmp(cmd, "fuzz")) return test_fuzz();
     if (!strcmp(cmd, "synth") && argc == 3) return write_synth(argv[2]);
     if (!strcmp(cmd, "tiny_vocab") && argc == 3) return write_tiny_vocab(argv[2]);
@@ -1243,7 +1269,7 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "bench") && (argc == 3 || argc == 4))
         return bench(argv[2], argc == 4 ? atoi(argv[3]) : 3);
     fprintf(stderr,
-            "usage: test_bpe known|roundtrip|reference|tokenizer_file|vocab_errors|fuzz\n"
+            "usage: test_bpe known|roundtrip|reference|tokenizer_file|vocab_errors|unicode|fuzz\n"
             "       test_bpe synth OUT | tiny_vocab DIR | tool TOKENIZE_PROGRAM | bench FILE [N]\n"
             "       test_bpe compare [--vocab-dir DIR] TEXT IDS\n");
     return 2;

@@ -39,6 +39,8 @@ typedef struct Options {
 } Options;
 
 static void usage(FILE* f) {
+    char unicode[64], pcre2[64];
+    bpe_unicode_version(unicode, sizeof unicode, pcre2, sizeof pcre2);
     fprintf(f,
         "usage: tokenize [options] FILE...\n"
         "Encodes UTF-8 text files with GPT-2's BPE into llm.c token shards:\n"
@@ -58,7 +60,12 @@ static void usage(FILE* f) {
         "                        (default " DEFAULT_VOCAB_DIR ")\n"
         "  --tokenizer-out PATH  also write llm.c's tokenizer file (gpt2_tokenizer.bin) there;\n"
         "                        with no FILE, only that is done\n"
-        "  --help                this text\n");
+        "  --help                this text\n"
+        "\n"
+        "Pre-tokenization uses PCRE2 %s with Unicode %s tables for letters and digits. Code\n"
+        "points assigned in later Unicode versions (e.g. U+1371A, an Egyptian hieroglyph of\n"
+        "Unicode 16) are symbols here: next to letters they split off as their own piece, where\n"
+        "the JavaScript gpt-3-encoder on a newer Node reads them as letters.\n", pcre2, unicode);
 }
 
 static int hex_digit(char c) {
