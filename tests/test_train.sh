@@ -737,6 +737,40 @@ assert not [o for o in objs if o["type"] == "step"]' "$W/skip/log.jsonl"
     cmp "$W/huge.bin" "$W/skip/model_00000002.bin"
 }
 
+# ---- 10. --eval-only ----
+
+# The validation loss of a checkpoint (--resume) and of a model file (--init-from) equals the
+# training run's own final evaluation, also on a 2x2 mesh (MPI); nothing is written but the log.
+t_eval_only() {
+  make_data
+  train run "${TINY[@]}" --steps 5 --out-dir "$W/run"
+  expect_rc run 0
+  val_of() { "$PY" -c 'import json, sys
+v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
+print(v[-1] if v else "none")' "$1"; }
+  local want; want=$(val_of "$W/run/log.jsonl")
+  train ck "${TINY[@]}" --eval-only --resume --out-dir "$W/run" --log "$W/ck.jsonl"
+  expect_rc ck 0
+  check "--eval-only --resume: the checkpoint's validation loss is the run's final one ($want)" \
+    same_text "$(val_of "$W/ck.jsonl")" "$want"
+  train mf "${TINY[@]}" --eval-only --init-from "$W/run/model_00000005.bin" --preset "" \
+    --layers 0 --channels 0 --heads 0 --vocab 0 --out-dir "$W/mf"
+  expect_rc mf 0
+  check "--eval-only --init-from: the model file's validation loss is the same" \
+    same_text "$(val_of "$W/mf/log.jsonl")" "$want"
+  check "--eval-only: nothing written but the log" \
+    eval '[ "$(ls "$W/mf")" = log.jsonl ]'
+  timeout 60 bash tests/mpirun.sh 4 "$TRAIN" "${TINY[@]}" --eval-only --pq 2 --pkv 2 \
+    --init-from "$W/run/model_00000005.bin" --preset "" --layers 0 --channels 0 --heads 0 \
+    --vocab 0 --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  check "--eval-only on a 2x2 mesh: the same loss within 1e-5" "$PY" -c 'import sys
+a, b = float(sys.argv[1]), float(sys.argv[2])
+assert abs(a - b) <= 1e-5 * abs(b), (a, b)' "$(val_of "$W/mesh/log.jsonl")" "$want"
+  train none "${TINY[@]}" --eval-only --out-dir "$W/none"
+  check "--eval-only without a model: one clear error" \
+    same_text "$(grep -c '^error: --eval-only: no model to evaluate' "$W/none.err")" 1
+}
+
 # ---- main ----
 
 if [ ! -x "$TRAIN" ] || [ ! -x "$CKPT" ]; then
@@ -758,7 +792,8 @@ case $test_name in
   log) t_log ;;
   no-save) t_no_save ;;
   on-nan) t_on_nan ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan"
+  eval-only) t_eval_only ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

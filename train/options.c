@@ -38,6 +38,7 @@ static const OptSpec specs[] = {
     {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},
     {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},
     {"steps", OPT_INT, F(steps), 1, 1e9, NULL, "optimizer steps"},
+    {"eval-only", OPT_FLAG, F(eval_only), 0, 1, NULL, "no training: the validation loss of --init-from's model file or of --resume's newest checkpoint in --out-dir on --val-data (--eval-batches micro-batches, any mesh), printed and logged; --train-data is not read"},
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
     {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
     {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},

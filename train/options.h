@@ -18,6 +18,7 @@ typedef struct {
     int seq_len;
     long total_batch_tokens;   // 0: batch * seq_len * dp (no accumulation)
     int steps;
+    int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer
     double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, beta1, beta2, eps;
     int warmup;                // warmup steps; -1: from warmup_frac

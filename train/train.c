@@ -147,6 +147,8 @@ static void setup_model_config(Trainer* t) {
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
             config_error(t, "--preset/--layers/--channels/--heads: %s", err);
     }
+    if (o->eval_only && !(o->val_data && o->val_data[0]))
+        config_error(t, "--eval-only: expected --val-data shards to evaluate on, found none");
     if (o->seq_len > t->cfg.max_T)
         config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
                      o->seq_len, t->cfg.max_T);
@@ -340,8 +342,10 @@ static void setup_data(Trainer* t) {
     LoaderConfig lc = {.B = t->B, .T = t->T, .dp_rank = t->mesh.dp_index, .dp_size = t->mesh.dp,
                        .shuffle = 1, .seed = (uint64_t)t->opt.seed, .vocab_size = t->cfg.V,
                        .mode = LOADER_TRAIN};
-    t->train_loader = loader_open(t->opt.train_data, &lc, err, sizeof err);
-    if (!t->train_loader) fail_msg("--train-data %s", err);
+    if (!t->opt.eval_only) {   // evaluation alone reads no training data
+        t->train_loader = loader_open(t->opt.train_data, &lc, err, sizeof err);
+        if (!t->train_loader) fail_msg("--train-data %s", err);
+    }
     if (t->opt.val_data && t->opt.val_data[0]) {
         lc.mode = LOADER_VAL;
         lc.shuffle = 0;
@@ -809,7 +813,8 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     free(tm);
     free(tv);
     if (rc != 0) return -1;
-    if (loader_set_state(t->train_loader, &info.loader, err, errlen) != 0) return -2;
+    if (t->train_loader && loader_set_state(t->train_loader, &info.loader, err, errlen) != 0)
+        return -2;
     gpt_params_from_host(&t->model, t->host_params);
     optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
     t->step = info.step;
@@ -1151,6 +1156,14 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     const double flops_per_token = 6.0 * t.model.num_params + 6.0 * t.cfg.L * t.cfg.C * t.T;
+    if (t.opt.eval_only) {
+        // The model is what --init-from or --resume loaded; a fresh initialisation is no model.
+        if (t.step == 0 && !(t.opt.init_from && t.opt.init_from[0]))
+            config_error(&t, "--eval-only: no model to evaluate: give --init-from FILE, or "
+                         "--resume with a complete checkpoint in --out-dir %s", t.opt.out_dir);
+        report_eval(&t, evaluate(&t));
+        goto shut_down;
+    }
     const int start = t.step;
     double elapsed = 0;
     int stop = 0;
@@ -1252,6 +1265,7 @@ int main(int argc, char** argv) {
         sample(&t);
         save_checkpoint(&t);
     }
+shut_down:
     params_ready(&t);
     run_log_close(&t.log);
     loader_close(t.train_loader);
