@@ -3,82 +3,95 @@
 // shard); a group of n ranks adds (n-1) blocks per gather, reduce-scatter or all-to-all.
 #include "attention/dist_cost.h"
 
-static void add(CommVolume* v, CommKind kind, long long bytes, long long messages,
-                long long calls) {
-    v->kind[kind].bytes += bytes;
-    v->kind[kind].messages += messages;
-    v->kind[kind].calls += calls;
-}
+#include "comm/fail.h"
 
-// How ATTENTION2D moves the blocks of a row or column: one collective of its kind, or a ring of
-// point-to-point passes (the overlapped schedule), one send/recv call per step.
-typedef enum { AS_COLLECTIVE, AS_RING } Exchange;
+static void push(DistCommOps* l, CommKind kind, DistAlong along, DistStage stage,
+                 long long bytes, long long messages, long long calls) {
+    CHECK(l->n < DIST_MAX_OPS, "caller bug", "more than %d operations in one phase", DIST_MAX_OPS);
+    DistCommOp* op = &l->op[l->n++];
+    op->kind = kind, op->along = along, op->stage = stage;
+    op->bytes = bytes, op->messages = messages, op->calls = calls;
+}
 
 // Moving (n-1) blocks of `block` bytes over a group of n ranks: the same bytes and messages
-// either way, counted under the collective's kind in one call, or as n-1 send/recv calls.
-static void collective(CommVolume* v, Exchange how, CommKind kind, int n, long long block) {
+// either way, as one collective of its kind, or (ring != 0, the overlapped schedule) as n-1
+// send/recv calls of one message each.
+static void exchange(DistCommOps* l, int ring, CommKind kind, DistAlong along, DistStage stage,
+                     int n, long long block) {
     if (n <= 1) return;
-    if (how == AS_RING) add(v, COMM_SEND_RECV, (n - 1) * block, n - 1, n - 1);
-    else add(v, kind, (n - 1) * block, n - 1, 1);
+    if (ring) push(l, COMM_SEND_RECV, along, stage, (n - 1) * block, n - 1, n - 1);
+    else push(l, kind, along, stage, (n - 1) * block, n - 1, 1);
 }
 
-// One K|V (or dK|dV) shard to or from the transposed mesh position.
-static void permutation(CommVolume* v, int moves, long long bytes) {
-    if (moves) add(v, COMM_SEND_RECV, bytes, 1, 1);
-}
-
-// ATTENTION2D's volume, shared by both schedules (the overlapped one keeps no K/V).
-static CommVolume volume_2d(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                            int keep_kv, size_t act_size, size_t acc_size, Exchange how) {
-    CommVolume v = {0};
+DistCommOps attention2d_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                            int keep_kv, size_t act_size, size_t acc_size, int ring) {
+    DistCommOps l = {0};
     const long long S = (long long)B * Tl * NH * HS, L = (long long)B * NH * Tl;
     const long long Sa = S * act_size, Sc = S * acc_size, Lc = L * acc_size;
+    const DistAlong ROW = DIST_ALONG_ROW, COL = DIST_ALONG_COLUMN, T = DIST_ALONG_TRANSPOSE;
     // The permutation fixes rank i iff its row-major position is itself: i = c' + pkv*r' with
     // (r', c') = (i mod pq, i div pq), i.e. the diagonal of a square mesh.
     const int i = m->sp_index, moves = i != i / m->pq + m->pkv * (i % m->pq);
     if (phase == COMM_FORWARD) {
-        permutation(&v, moves, 2 * Sa);                              // K, V to the transposed rank
-        collective(&v, how, COMM_ALL_GATHER, m->pkv, Sa);            // Q along the row
-        collective(&v, how, COMM_ALL_GATHER, m->pq, 2 * Sa);         // K|V along the column
-        collective(&v, how, COMM_ALL_TO_ALL, m->pkv, Sc + Lc);       // O | LSE along the row
+        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Sa, 1, 1);   // K, V
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, Sa);        // Q
+        exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Sa);     // K|V
+        exchange(&l, ring, COMM_ALL_TO_ALL, ROW, DIST_STAGE_REDUCE, m->pkv, Sc + Lc);   // O|LSE
     } else if (phase == COMM_BACKWARD) {
-        collective(&v, how, COMM_ALL_GATHER, m->pkv, 2 * Sa);        // Q | dO along the row
-        collective(&v, how, COMM_ALL_GATHER, m->pkv, 2 * Lc);        // LSE | D along the row
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, 2 * Sa);    // Q|dO
+        exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, 2 * Lc);    // LSE|D
         if (!keep_kv) {
-            permutation(&v, moves, 2 * Sa);
-            collective(&v, how, COMM_ALL_GATHER, m->pq, 2 * Sa);
+            if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Sa, 1, 1);
+            exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Sa);
         }
-        collective(&v, how, COMM_REDUCE_SCATTER, m->pkv, Sc);        // dQ along the row
-        collective(&v, how, COMM_REDUCE_SCATTER, m->pq, 2 * Sc);     // dK|dV along the column
-        permutation(&v, moves, 2 * Sc);                              // dK, dV back to their owner
+        exchange(&l, ring, COMM_REDUCE_SCATTER, ROW, DIST_STAGE_REDUCE, m->pkv, Sc);     // dQ
+        exchange(&l, ring, COMM_REDUCE_SCATTER, COL, DIST_STAGE_REDUCE, m->pq, 2 * Sc);  // dK|dV
+        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_RETURN, 2 * Sc, 1, 1);   // to the owner
+    }
+    return l;
+}
+
+DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                     size_t act_size, size_t acc_size) {
+    DistCommOps l = {0};
+    const long long P = m->P, S = (long long)B * Tl * NH * HS;
+    if (P == 1) return l;
+    // K|V: P-1 hops (in P-1 batches backward too); dK|dV, backward: P hops (the last brings each
+    // accumulator home), in their own batches (another element type).
+    push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, (P - 1) * 2 * S * act_size, P - 1,
+         P - 1);
+    if (phase == COMM_BACKWARD)
+        push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, P * 2 * S * acc_size, P, P);
+    return l;
+}
+
+CommVolume dist_comm_volume(const DistCommOps* l) {
+    CommVolume v = {0};
+    for (int k = 0; k < l->n; k++) {
+        CommCount* c = &v.kind[l->op[k].kind];
+        c->bytes += l->op[k].bytes;
+        c->messages += l->op[k].messages;
+        c->calls += l->op[k].calls;
     }
     return v;
 }
 
 CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
                               int keep_kv, size_t act_size, size_t acc_size) {
-    return volume_2d(m, phase, B, Tl, NH, HS, keep_kv, act_size, acc_size, AS_COLLECTIVE);
+    const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, HS, keep_kv, act_size, acc_size, 0);
+    return dist_comm_volume(&l);
 }
 
 CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH,
                                       int HS, size_t act_size, size_t acc_size) {
-    return volume_2d(m, phase, B, Tl, NH, HS, 0, act_size, acc_size, AS_RING);
+    const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, HS, 0, act_size, acc_size, 1);
+    return dist_comm_volume(&l);
 }
 
 CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
                        size_t act_size, size_t acc_size) {
-    CommVolume v = {0};
-    const long long P = m->P, S = (long long)B * Tl * NH * HS;
-    if (P == 1) return v;
-    if (phase == COMM_FORWARD) {
-        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S * act_size, P - 1, P - 1);   // K|V: P-1 hops
-    } else if (phase == COMM_BACKWARD) {
-        // K|V: P-1 hops in P-1 batches; dK|dV: P hops (the last brings each accumulator home),
-        // in their own batches (another element type).
-        add(&v, COMM_SEND_RECV, (P - 1) * 2 * S * act_size, P - 1, P - 1);
-        add(&v, COMM_SEND_RECV, P * 2 * S * acc_size, P, P);
-    }
-    return v;
+    const DistCommOps l = ring_ops(m, phase, B, Tl, NH, HS, act_size, acc_size);
+    return dist_comm_volume(&l);
 }
 
 long long attention_visible_pairs(const AttentionProblem* p) {

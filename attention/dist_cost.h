@@ -13,6 +13,35 @@ typedef struct {
     CommCount kind[COMM_NKINDS];
 } CommVolume;
 
+// The operations behind those counters, one list per rank, layer and phase, in the order the
+// schedule issues them: what each moves, in which group, and at which stage of the schedule (the
+// cost model, costmodel/, times each on the network its group crosses). The volumes below are
+// their sums, so the two cannot drift apart.
+typedef enum {
+    DIST_ALONG_ROW,         // the mesh row (MESH_ROW, pkv ranks)
+    DIST_ALONG_COLUMN,      // the mesh column (MESH_COL, pq ranks)
+    DIST_ALONG_TRANSPOSE,   // point-to-point with the transposed mesh position (the permutation)
+    DIST_ALONG_RING,        // point-to-point with the next SP rank (the ring family)
+} DistAlong;
+typedef enum {
+    DIST_STAGE_PERMUTE,   // K|V to the transposed rank, before the column gather
+    DIST_STAGE_GATHER,    // all-gathers (or their ring passes)
+    DIST_STAGE_REDUCE,    // the O|LSE all-to-all, the dQ and dK|dV reduce-scatters (or passes)
+    DIST_STAGE_RETURN,    // dK|dV back to their owner
+    DIST_STAGE_PASS,      // the ring family's K|V and dK|dV passes
+} DistStage;
+typedef struct {
+    CommKind kind;
+    DistAlong along;
+    DistStage stage;
+    long long bytes, messages, calls;   // as the counters count them (received per rank)
+} DistCommOp;
+enum { DIST_MAX_OPS = 16 };
+typedef struct {
+    int n;
+    DistCommOp op[DIST_MAX_OPS];
+} DistCommOps;
+
 // Element sizes in bytes: act_size of the activations (Q, K, V, dO: the storage type, 2 for the
 // CUDA bf16 build), acc_size of what is merged or summed (partial O, LSE, D, dQ/dK/dV partial
 // sums: 4 on CUDA); both sizeof(real) on the CPU. keep_kv: the layer keeps gathered K/V for
@@ -26,6 +55,13 @@ CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, 
 // Ring, Striped and Zigzag (the same schedule; the layout does not change the volume).
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                        size_t act_size, size_t acc_size);
+// The operations of those schedules (ring != 0: ATTENTION2D's overlapped schedule, every row or
+// column exchange as n-1 send/recv passes; it keeps no K/V), and their sum per kind.
+DistCommOps attention2d_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                            int keep_kv, size_t act_size, size_t acc_size, int ring);
+DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                     size_t act_size, size_t acc_size);
+CommVolume dist_comm_volume(const DistCommOps* ops);
 
 // Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
 long long attention_visible_pairs(const AttentionProblem* p);

@@ -8,8 +8,8 @@
 //             (query, key) pairs the causal mask leaves the slowest rank
 //             (attention2d_visible_pairs / ring_visible_pairs), 4*HS FLOPs per pair forward and
 //             10*HS backward; AdamW and the gradient norm per step.
-//   comm      the bytes, messages and calls of attention/dist_cost.c per layer and phase (checked
-//             equal, kind by kind, on every prediction), each mapped to its mesh group and the
+//   comm      the operations of attention/dist_cost.c per layer and phase (attention2d_ops,
+//             ring_ops: the list the counters' volumes are the sums of), each on its mesh group and the
 //             network tier that group crosses for the rank placement of comm/mesh.h; plus the
 //             gradient all-reduce over all ranks (ZeRO-1: reduce-scatter + parameter all-gather).
 //   overlap   plain schedules add compute and communication; the pipelined ones take
@@ -35,6 +35,8 @@ typedef enum {
 // The trainer's --attention name, and back (-1 if unknown).
 const char* cost_algorithm_name(CostAlgorithm a);
 int cost_algorithm_parse(const char* name);
+// 1 for ring, striped and zigzag: the ring schedule, which uses P = pq * pkv and not the mesh shape.
+int cost_algorithm_is_ring(CostAlgorithm a);
 
 typedef struct {
     int L, C, NH;   // layers, channels, heads

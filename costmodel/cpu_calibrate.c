@@ -25,6 +25,7 @@
 #include "attention/partial_attention.h"
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "costmodel/reports.h"
 #include "model/blas_kernels.h"
 #include "model/layers.h"
 #include "train/peak_flops.h"
@@ -466,8 +467,8 @@ static void cpu_model(char* out, size_t len) {
 
 static void write_cluster(const char* path, const Cluster* c, const CollectiveFit* link_fit,
                           const char* jsonl, int cores) {
-    FILE* f = fopen(path, "w");
-    if (!f) fail_msg("%s: cannot open for writing: %s", path, strerror(errno));
+    AtomicFile out;
+    FILE* f = report_file_open(&out, path);
     char date[64], cpu[256], mm[1024], af[1024], ab[1024], vec[1024], mem[1024], sh[1024];
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
@@ -520,7 +521,7 @@ static void write_cluster(const char* path, const Cluster* c, const CollectiveFi
     for (int k = 0; k < c->nfits; k++)
         fprintf(f, "fit.%s.p%d = %.6g %.6g   # measured: bench_collectives alpha (s per call), beta (s per bus byte)\n",
                 fit_op_name(c->fit[k].op), c->fit[k].P, c->fit[k].alpha, c->fit[k].beta);
-    if (ferror(f) | fclose(f)) fail_msg("%s: write failed: %s", path, strerror(errno));
+    report_file_commit(&out);
 }
 
 // The send/recv fit with the fewest ranks as the link lines (the fits replace them anyway).

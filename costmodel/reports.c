@@ -12,15 +12,27 @@
 #include "costmodel/costmodel.h"
 #include "model/config.h"
 
-static FILE* open_out(const char* dir, const char* name, char* path, size_t len) {
-    snprintf(path, len, "%s/%s", dir, name);
-    FILE* f = fopen(path, "w");
-    if (!f) fail_msg("%s: cannot open for writing: %s", path, strerror(errno));
-    return f;
+FILE* report_file_open(AtomicFile* af, const char* path) {
+    char err[ERR_LEN];
+    if (atomic_open(af, path, err, sizeof err) != 0) fail_msg("%s", err);
+    return af->f;
 }
 
-static void close_out(FILE* f, const char* path) {
-    if (ferror(f) | fclose(f)) fail_msg("%s: write failed: %s", path, strerror(errno));
+void report_file_commit(AtomicFile* af) {
+    char err[ERR_LEN];
+    if (ferror(af->f)) {
+        const char* path = af->path;
+        atomic_abort(af);
+        fail_msg("%s: write failed", path);
+    }
+    if (atomic_commit(af, err, sizeof err) != 0) fail_msg("%s", err);
+}
+
+// OUT_DIR/NAME, opened for an atomic write.
+static FILE* open_out(AtomicFile* af, const char* dir, const char* name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return report_file_open(af, path);
 }
 
 static CostPrediction predict_or_die(const CostConfig* g, const Cluster* c) {
@@ -330,9 +342,9 @@ int report_paper(const Cluster* a100, const Cluster* h100, const char* a100_path
     const PaperCase cases[NCASES] = {{"A100", a100, 16, 0}, {"A100", a100, 64, 1},
                                      {"H100", h100, 64, -1}};
     static PaperCell cells[NCASES][NMODELS][NLENS];
-    char csv_path[1024], md_path[1024];
-    FILE* csv = open_out(out_dir, "paper_comparison.csv", csv_path, sizeof csv_path);
-    FILE* md = open_out(out_dir, "paper_comparison.md", md_path, sizeof md_path);
+    AtomicFile csv_file, md_file;
+    FILE* csv = open_out(&csv_file, out_dir, "paper_comparison.csv");
+    FILE* md = open_out(&md_file, out_dir, "paper_comparison.md");
     write_csv_header(csv);
     paper_intro(md, a100_path, h100_path);
     CaseTally t[NCASES];
@@ -359,11 +371,11 @@ int report_paper(const Cluster* a100, const Cluster* h100, const char* a100_path
         fprintf(md, "\n");
     }
     paper_explain(md, cells, t);
-    close_out(csv, csv_path);
-    close_out(md, md_path);
+    report_file_commit(&csv_file);
+    report_file_commit(&md_file);
     printf("paper: NO %d + %d of 30 A100 cells within %.0f%%, O %d + %d; wrote %s and %s\n",
-           t[0].no.within, t[1].no.within, CELL_GOAL_PCT, t[0].o.within, t[1].o.within, md_path,
-           csv_path);
+           t[0].no.within, t[1].no.within, CELL_GOAL_PCT, t[0].o.within, t[1].o.within,
+           md_file.path, csv_file.path);
     return 0;
 }
 
@@ -541,9 +553,9 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
     static Measured rows[MAX_ROWS];
     static CostPrediction pred[MAX_ROWS];
     const int n = read_sweep(csv, rows, MAX_ROWS);
-    char csv_path[1024], md_path[1024];
-    FILE* out = open_out(out_dir, "cpu_validation.csv", csv_path, sizeof csv_path);
-    FILE* md = open_out(out_dir, "cpu_validation.md", md_path, sizeof md_path);
+    AtomicFile csv_file, md_file;
+    FILE* out = open_out(&csv_file, out_dir, "cpu_validation.csv");
+    FILE* md = open_out(&md_file, out_dir, "cpu_validation.md");
     fprintf(out, "preset,layers,channels,heads,vocab,seq_len,batch,dp,pq,pkv,ranks,algorithm,overlap,"
                  "measured_ms,predicted_ms,error_pct,measured_compute_ms,predicted_compute_ms,"
                  "measured_exposed_comm_ms,predicted_exposed_comm_ms,measured_bytes_per_rank,"
@@ -603,11 +615,11 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
                         "per-step work; other processes on the machine, see the load averages in "
                         "the sweep's run_info.txt)." : "",
             bytes_equal, bytes_known);
-    close_out(out, csv_path);
-    close_out(md, md_path);
+    report_file_commit(&csv_file);
+    report_file_commit(&md_file);
     if (plot_validation(out_dir, rows, pred, n) != 0) fail_msg("gnuplot failed writing %s/*.png", out_dir);
     printf("validate: %d of %d points within %.0f%% (mean |error| %.1f%%, worst %.1f%%); bytes equal "
            "in %d of %d; wrote %s, %s and PNGs\n", within, n, POINT_GOAL_PCT, sum_abs / n, worst,
-           bytes_equal, bytes_known, md_path, csv_path);
+           bytes_equal, bytes_known, md_file.path, csv_file.path);
     return 0;
 }

@@ -1,6 +1,15 @@
 // The cost model's reports: the paper comparison and the CPU validation (costmodel/README.md).
 #pragma once
+#include <stdio.h>
+
+#include "checkpoints/atomic_file.h"
 #include "costmodel/cluster.h"
+
+// Every file the program writes (reports, the calibrated cluster) goes through these: written
+// atomically, so a failed run leaves the previous complete file. report_file_open ends the job
+// with a message naming path when it cannot start; report_file_commit when the write failed.
+FILE* report_file_open(AtomicFile* af, const char* path);
+void report_file_commit(AtomicFile* af);
 
 // Writes OUT_DIR/paper_comparison.md and .csv: the predicted speed-up of ATTENTION2D over Ring
 // next to each published cell (attention2d.md). Returns the exit status.

@@ -24,7 +24,7 @@ const char* mesh_auto_cluster_path(const TrainOptions* o) {
 // --attention asks for sequence parallelism with that schedule: P = 1 (no schedule at all) is
 // left out.
 static int agrees(const CostConfig* g, const TrainOptions* o) {
-    const int ring = g->alg == COST_RING || g->alg == COST_STRIPED || g->alg == COST_ZIGZAG;
+    const int ring = cost_algorithm_is_ring(g->alg);
     const int P = g->pq * g->pkv;
     if ((o->given & OPT_GIVEN_DP) && g->dp != o->dp) return 0;
     if ((o->given & OPT_GIVEN_ATTENTION) && P == 1) return 0;
@@ -97,8 +97,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
                best.pq, best.pkv, cost_algorithm_name(best.alg));
     }
     o->dp = best.dp;
-    if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) ||
-        best.alg == COST_2D || best.alg == COST_2D_OVERLAP)
+    if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) || !cost_algorithm_is_ring(best.alg))
         o->pq = best.pq, o->pkv = best.pkv;
     if (!(o->given & OPT_GIVEN_ATTENTION)) o->attention = cost_algorithm_name(best.alg);
     free(all);

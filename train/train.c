@@ -401,29 +401,20 @@ static void report_eval(Trainer* t, double val) {
 }
 
 // The first parameter tensor whose gradient holds a non-finite value on any rank (-1: none), for
-// the message of a non-finite step. Off the hot path: the gradients come to the host.
+// the message of a non-finite step (the run ends after it): each tensor's sum of squares on the
+// backend, which is not finite exactly when an element is not (fp32 squares cannot overflow a
+// double sum).
 static int first_nonfinite_grad(Trainer* t) {
-    const GPT* m = &t->model;
-    const size_t esize = comm_type_size(dist_real_comm_type()), n = m->num_params;
-    unsigned char* g = xmalloc(esize * n, "gradients for the non-finite check");
-    dist_to_host(g, m->grads_memory, esize * n);
-    double bad[NUM_PARAM_TENSORS] = {0};
+    GPT* m = &t->model;
+    double bad[NUM_PARAM_TENSORS];
     size_t lo = 0;
     for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++) {
-        for (size_t i = lo; i < lo + m->param_sizes[k] && !bad[k]; i++) {
-            float x;
-            if (esize == sizeof(float)) {
-                memcpy(&x, g + i * esize, sizeof x);
-            } else {   // bf16: the high half of an fp32
-                uint16_t h;
-                memcpy(&h, g + i * esize, sizeof h);
-                const uint32_t bits = (uint32_t)h << 16;
-                memcpy(&x, &bits, sizeof x);
-            }
-            bad[k] = !isfinite(x);
-        }
+        double sc[GPT_NUM_SCALARS];
+        gpt_grad_sum_squares(m, lo, m->param_sizes[k], m->scalars + GPT_GRAD_SUMSQ);
+        gpt_scalars_fetch(m);
+        gpt_scalars_wait(sc);
+        bad[k] = !isfinite(sc[GPT_GRAD_SUMSQ]);
     }
-    free(g);
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     comm_all_reduce_host(t->comm, MESH_WORLD, bad, NUM_PARAM_TENSORS, COMM_F64);
     for (int k = 0; k < NUM_PARAM_TENSORS; k++)
