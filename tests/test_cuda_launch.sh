@@ -10,12 +10,13 @@
 # The host runtime shows CUDA_HOST_DEVICES GPUs (1 by default).
 set -u
 cd "$(dirname "$0")/.."
-CUDA=${CUDA:-build/train_gpt_cuda_host}
-CPU=${CPU:-build/train_gpt}
+BUILD=${BUILD:-build}
+CUDA=${CUDA:-$BUILD/train_gpt_cuda_host}
+CPU=${CPU:-$BUILD/train_gpt}
 PY=${PYTHON:-/usr/bin/python3}
 export OMP_NUM_THREADS=1 OMPI_MCA_ess_singleton_isolated=1
-mkdir -p build/tmp
-W=$(mktemp -d build/tmp/test_cuda_launch.XXXXXX)
+mkdir -p $BUILD/tmp
+W=$(mktemp -d $BUILD/tmp/test_cuda_launch.XXXXXX)
 "$PY" tools/stream_shards.py "$W/data" > /dev/null || exit 1
 failures=0
 ok() { echo "  ok    $*"; }

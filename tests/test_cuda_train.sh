@@ -23,16 +23,17 @@
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32|sync-free-bf16|sync-free-fp32}
-CPU=${CPU:-build/train_gpt}
-CUDA_BF16=${CUDA_BF16:-build/train_gpt_cuda_host}
-CUDA_FP32=${CUDA_FP32:-build/train_gpt_cuda_host_fp32}
-COMPARE=${COMPARE:-build/tools/compare_logs}
+CPU=${CPU:-$BUILD/train_gpt}
+CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
+CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
+COMPARE=${COMPARE:-$BUILD/tools/compare_logs}
 PY=${PYTHON:-/usr/bin/python3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=PASSIVE
 export OMPI_MCA_ess_singleton_isolated=1
-mkdir -p build/tmp
-W=$(mktemp -d "build/tmp/test_cuda_train.$part.XXXXXX")
+mkdir -p $BUILD/tmp
+W=$(mktemp -d "$BUILD/tmp/test_cuda_train.$part.XXXXXX")
 "$PY" tools/stream_shards.py "$W/data" || exit 1
 
 # The checks themselves are tools/trainer_checks.sh, which the GPU check runs on a GPU too.

@@ -38,8 +38,9 @@
 # WORK names the work directory.
 set -u
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH}
-TRAIN=${TRAIN:-build/train_gpt}
+TRAIN=${TRAIN:-$BUILD/train_gpt}
 REF_TRAIN=${REF_TRAIN:-$TRAIN}
 read -r -a test_args <<< "${TEST_ARGS:-}"
 PY=${PYTHON:-python3}
@@ -49,7 +50,7 @@ TOL=${TOL:-1e-5}
 # mean loss) shows them: up to 1.2e-5 measured. A wrong reduction or shard is off by O(1).
 NORM_TOL=${NORM_TOL:-1e-4}
 NORM_STEPS=${NORM_STEPS:-1000000}
-work=build/tests/dist_train/${WORK:-$part}
+work=$BUILD/tests/dist_train/${WORK:-$part}
 rm -rf "$work"
 mkdir -p "$work"
 failures=0

@@ -18,11 +18,12 @@
 #                  SKIPPED without nvcc
 set -u
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 part=${1:?usage: tests/test_gpu_kit.sh compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle}
-HB=${HB:-build/gpu-bundle-host}
+HB=${HB:-$BUILD/gpu-bundle-host}
 PY=${PYTHON:-/usr/bin/python3}
-mkdir -p build/tmp
-W=$(mktemp -d "$(pwd)/build/tmp/test_gpu_kit.$part.XXXXXX")
+mkdir -p $BUILD/tmp
+W=$(mktemp -d "$(pwd)/$BUILD/tmp/test_gpu_kit.$part.XXXXXX")
 fails=0
 ok() { echo "  ok    $*"; }
 bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
@@ -35,7 +36,7 @@ need_bundle() { [ -f "$HB/MANIFEST" ] || { echo "no host bundle in $HB (make gpu
 
 # ---- compare_logs --------------------------------------------------------------------------------------
 t_compare_logs() {
-  local C=build/tools/compare_logs
+  local C=$BUILD/tools/compare_logs
   log() {   # FILE LOSS2 NORM2 VAL: a three-step log with an eval
     printf '%s\n' '{"type":"config","step":0}' \
       '{"type":"step","step":1,"loss":5.5,"lr":0.01,"grad_norm":2.0,"ms":3}' \
@@ -202,19 +203,19 @@ assert v["failed"] == 0 and v["passed"] > 20, v' "$W/report/gpu_report.jsonl"
 # ---- make gpu-bundle (nvcc) -----------------------------------------------------------------------------
 t_nvcc_bundle() {
   if ! command -v nvcc > /dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then echo "SKIPPED: nvcc not found"; finish; fi
-  make --no-print-directory gpu-bundle > "$W/make.out" 2>&1
+  make --no-print-directory BUILD="$BUILD" gpu-bundle > "$W/make.out" 2>&1
   local rc=$?
   tail -n 14 "$W/make.out" | sed 's/^/        /'
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
   check "the bundle holds the nvcc-built kernel tests, test_ptx, trainers, gpu_info, the benchmark and the two kernel libraries" \
-    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_ptx train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x build/gpu-bundle/libexec/$p ] || exit 1; done && [ -f build/gpu-bundle/lib/libgpt_kernels.so ] && [ -f build/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
+    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_ptx train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x $BUILD/gpu-bundle/libexec/$p ] || exit 1; done && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels.so ] && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
   # The fat binaries' entry headers (the toolkit here has no cuobjdump): kind 2 = machine code,
   # 1 = PTX, and the SM version at byte 28 of each entry header.
   check "every fat binary of the kernel libraries and the nvcc programs holds sm_80 and sm_90 machine code and compute_90 PTX" \
-    "$PY" - build/gpu-bundle/lib/libgpt_kernels.so build/gpu-bundle/lib/libgpt_kernels_fp32.so \
-      build/gpu-bundle/libexec/train_gpt_cuda build/gpu-bundle/libexec/train_gpt_cuda_fp32 \
-      build/gpu-bundle/libexec/test_attention_cuda build/gpu-bundle/libexec/test_ptx \
-      build/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
+    "$PY" - $BUILD/gpu-bundle/lib/libgpt_kernels.so $BUILD/gpu-bundle/lib/libgpt_kernels_fp32.so \
+      $BUILD/gpu-bundle/libexec/train_gpt_cuda $BUILD/gpu-bundle/libexec/train_gpt_cuda_fp32 \
+      $BUILD/gpu-bundle/libexec/test_attention_cuda $BUILD/gpu-bundle/libexec/test_ptx \
+      $BUILD/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
 import struct, sys
 MAGIC = struct.pack("<I", 0xBA55ED50)
 for path in sys.argv[1:]:
@@ -234,7 +235,7 @@ for path in sys.argv[1:]:
     print("%s: %d fat binaries, each sm_80 + sm_90 + compute_90 PTX" % (path, fatbins))
 EOF
   check "the MANIFEST names the CUDA libraries the box must provide" \
-    eval 'grep -q "^cuda_libraries .*libcudart.so.13.*" build/gpu-bundle/MANIFEST || grep -q "^cuda_libraries .*libcublas" build/gpu-bundle/MANIFEST'
+    eval 'grep -q "^cuda_libraries .*libcudart.so.13.*" $BUILD/gpu-bundle/MANIFEST || grep -q "^cuda_libraries .*libcublas" $BUILD/gpu-bundle/MANIFEST'
 }
 
 case "$part" in

@@ -479,10 +479,7 @@ static void test_cyclic(void) {
 
 int main(int argc, char** argv) {
     const char* only = argc > 1 ? argv[1] : "";
-    if (mkdir("build", 0755) != 0 && errno != EEXIST) die("mkdir build");
-    if (mkdir("build/tmp", 0755) != 0 && errno != EEXIST) die("mkdir build/tmp");
-    snprintf(tmpdir, sizeof tmpdir, "build/tmp/test_loader.XXXXXX");
-    if (!mkdtemp(tmpdir)) die("mkdtemp under build/tmp");
+    test_make_tmpdir(tmpdir, sizeof tmpdir, "test_loader");
     make_shards();
     struct {
         const char* name;

@@ -6,13 +6,14 @@
 #   tests/test_mesh_auto.sh
 set -u
 cd "$(dirname "$0")/.."
-TRAIN=${TRAIN:-build/train_gpt}
-COSTMODEL=${COSTMODEL:-build/costmodel}
+BUILD=${BUILD:-build}
+TRAIN=${TRAIN:-$BUILD/train_gpt}
+COSTMODEL=${COSTMODEL:-$BUILD/costmodel}
 PY=${PYTHON:-/usr/bin/python3}
 CLUSTER=costmodel/clusters/cpu-local.cluster
 export OMP_NUM_THREADS=1
-mkdir -p build/tmp
-W=$(mktemp -d build/tmp/test_mesh_auto.XXXXXX)
+mkdir -p $BUILD/tmp
+W=$(mktemp -d $BUILD/tmp/test_mesh_auto.XXXXXX)
 fails=0
 ok() { echo "  ok    $*"; }
 bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
@@ -57,8 +58,8 @@ if run auto4 4; then
   first=$("$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 \
             --vocab 256 --context 256 --seq-len 256 --batch 1 --gpus 4 --top 1 2>&1 |
           awk '$1 == "1" { split($3, m, "x"); printf "dp %s x pq %s x pkv %s with --attention %s\n", $2, m[1], m[2], $4 }')
-  if [ "$first" = "$c" ]; then ok "build/costmodel ranks the same configuration first"
-  else bad "build/costmodel's first row '$first' differs from the trainer's choice '$c'"; fi
+  if [ "$first" = "$c" ]; then ok "$BUILD/costmodel ranks the same configuration first"
+  else bad "$BUILD/costmodel's first row '$first' differs from the trainer's choice '$c'"; fi
 else
   bad "4 ranks: the run failed"; tail -n 5 "$W/auto4.out"
 fi

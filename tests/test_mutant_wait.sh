@@ -6,16 +6,17 @@
 #   tests/test_mutant_wait.sh [SEEDS...]   (default 1..8)
 set -u
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4 5 6 7 8)
 args=(--pq 1 --pkv 4 --HS 16 --algo ring --comm nccl)
 caught=() failures=0
 for seed in "${seeds[@]}"; do
-  real=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 build/tests/test_dist_attention_cuda_fp32 "${args[@]}" 2>&1)
+  real=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_fp32 "${args[@]}" 2>&1)
   if ! grep -q '^ok   ring' <<< "$real"; then
     echo "FAIL: seed $seed: the real ring schedule is wrong:"; tail -n 5 <<< "$real"; failures=$((failures + 1))
   fi
-  mutant=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 build/tests/test_dist_attention_cuda_mutant "${args[@]}" 2>&1)
+  mutant=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_mutant "${args[@]}" 2>&1)
   # A wrong result shows in the schedule's FAIL line (the leaked requests end the job afterwards).
   if grep -q '^FAIL ring' <<< "$mutant"; then
     caught+=("$seed")

@@ -48,14 +48,6 @@ static void random_blob(unsigned char* blob, size_t n) {
     if (getrandom(blob, n, 0) != (ssize_t)n) setup_fail("getrandom: %s", strerror(errno));
 }
 
-static void make_tmpdir(void) {
-    if ((mkdir("build", 0777) != 0 && errno != EEXIST) ||
-        (mkdir("build/tmp", 0777) != 0 && errno != EEXIST))
-        setup_fail("cannot create build/tmp: %s", strerror(errno));
-    snprintf(tmpdir, sizeof tmpdir, "build/tmp/rendezvous.XXXXXX");
-    if (!mkdtemp(tmpdir)) setup_fail("mkdtemp %s: %s", tmpdir, strerror(errno));
-}
-
 static void remove_tmpdir(void) {
     DIR* d = opendir(tmpdir);
     if (!d) return;
@@ -621,7 +613,7 @@ int main(int argc, char** argv) {
     } cases[] = {{"file", case_file}, {"tcp", case_tcp}, {"launch", case_launch},
                  {"run-key", case_run_key}, {"args", case_args}};
     int ran = 0;
-    make_tmpdir();
+    test_make_tmpdir(tmpdir, sizeof tmpdir, "rendezvous");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (only && strcmp(only, cases[i].name) != 0) continue;
         cases[i].run();

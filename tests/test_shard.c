@@ -207,14 +207,7 @@ static void test_errors(void) {
 
 int main(int argc, char** argv) {
     const char* only = argc > 1 ? argv[1] : "";
-    if (mkdir("build", 0755) != 0 && errno != EEXIST) return 2;
-    if (mkdir("build/tmp", 0755) != 0 && errno != EEXIST) return 2;
-    snprintf(tmpdir, sizeof tmpdir, "build/tmp/test_shard.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        fprintf(stderr, "cannot create a temporary directory under build/tmp: %s\n",
-                strerror(errno));
-        return 2;
-    }
+    test_make_tmpdir(tmpdir, sizeof tmpdir, "test_shard");
     int ran = 0;
     if (!*only || !strcmp(only, "roundtrip")) test_roundtrip(), ran++;
     if (!*only || !strcmp(only, "atomic")) test_atomic(), ran++;

@@ -7,16 +7,17 @@
 # Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
 set -u
 cd "$(dirname "$0")/.."
-TRAIN=${TRAIN:-build/train_gpt}
-CKPT=${CKPT:-build/tests/test_train_checkpoint}
+BUILD=${BUILD:-build}
+TRAIN=${TRAIN:-$BUILD/train_gpt}
+CKPT=${CKPT:-$BUILD/tests/test_train_checkpoint}
 PY=${PYTHON:-/usr/bin/python3}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 # A world of one: Open MPI's singleton init without its helper daemon (faster, and nothing is
 # left behind when a test kills the trainer).
 export OMPI_MCA_ess_singleton_isolated=1
 test_name=${1:-}
-mkdir -p build/tmp
-W=$(mktemp -d "build/tmp/test_train.${test_name:-x}.XXXXXX")
+mkdir -p $BUILD/tmp
+W=$(mktemp -d "$BUILD/tmp/test_train.${test_name:-x}.XXXXXX")
 fails=0
 
 ok() { echo "  ok    $*"; }
@@ -587,7 +588,7 @@ t_log() {
   # whose name needs escaping in JSON.
   mkdir -p "$DATA"
   local fort=/usr/share/games/fortunes
-  if ! build/tokenize --out-dir "$DATA" --name f --doc-sep '%\n' --val-fraction 0.2 \
+  if ! $BUILD/tokenize --out-dir "$DATA" --name f --doc-sep '%\n' --val-fraction 0.2 \
       --tokenizer-out "$DATA/tok.bin" "$fort/computers" "$fort/linux" > "$W/tokenize.log" 2>&1; then
     bad "tokenize: $(tail -n 2 "$W/tokenize.log")"; finish
   fi

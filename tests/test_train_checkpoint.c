@@ -559,14 +559,7 @@ int main(int argc, char** argv) {
         }
         return verify_dir(argv[2], argc > 3 ? atoi(argv[3]) : 1);
     }
-    if (mkdir("build", 0755) != 0 && errno != EEXIST) return 2;
-    if (mkdir("build/tmp", 0755) != 0 && errno != EEXIST) return 2;
-    snprintf(tmpdir, sizeof tmpdir, "build/tmp/test_train_checkpoint.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        fprintf(stderr, "cannot create a temporary directory under build/tmp: %s\n",
-                strerror(errno));
-        return 2;
-    }
+    test_make_tmpdir(tmpdir, sizeof tmpdir, "test_train_checkpoint");
     int ran = 0;
     if (!*only || !strcmp(only, "state")) test_state(), ran++;
     if (!*only || !strcmp(only, "model")) test_model(), ran++;

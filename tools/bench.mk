@@ -35,7 +35,7 @@ bench-overlap: setup $(BUILD)/train_gpt
 .PHONY: bench-collectives
 bench: bench-collectives
 bench-collectives: setup $(BUILD)/tools/bench_collectives
-	bash tools/bench_collectives.sh build/bench/collectives
+	bash tools/bench_collectives.sh $(BUILD)/bench/collectives
 
 # Benchmark sweeps (tools/bench_sweep.sh): the real trainer for a few steps per point over model
 # shape, sequence length, mesh (dp x pq x pkv) and algorithm (2d, 2d-overlap, ring, striped,

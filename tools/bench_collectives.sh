@@ -8,8 +8,9 @@
 # OUT_DIR/collectives.png (time against bytes, measured points and fitted lines, one panel per P).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-build/bench/collectives}
-PROG=${PROG:-build/tools/bench_collectives}
+BUILD=${BUILD:-build}
+out=${1:-$BUILD/bench/collectives}
+PROG=${PROG:-$BUILD/tools/bench_collectives}
 RANKS=${RANKS:-2 4 8}
 MAX_BYTES=${MAX_BYTES:-16777216}
 TARGET_S=${TARGET_S:-0.02}

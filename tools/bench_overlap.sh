@@ -12,8 +12,9 @@
 # On the GPU kit: TRAIN=build/train_gpt_cuda EXTRA="--comm mpi-staged" (ranks share one GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-build/bench/overlap}
-TRAIN=${TRAIN:-build/train_gpt}
+BUILD=${BUILD:-build}
+out=${1:-$BUILD/bench/overlap}
+TRAIN=${TRAIN:-$BUILD/train_gpt}
 RANKS=${RANKS:-4 16}
 STEPS=${STEPS:-6}
 SEQ=${SEQ:-512}

@@ -29,12 +29,13 @@
 # paths are taken from the repository root (the script runs there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 PY=${PYTHON:-python3}
 helper=tools/bench_sweep.py
 usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 2; }
 
-out="" points_file="" steps=6 warm="" train=build/train_gpt extra="" work="" peak=""
+out="" points_file="" steps=6 warm="" train=$BUILD/train_gpt extra="" work="" peak=""
 command_line="tools/bench_sweep.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage ;; esac
