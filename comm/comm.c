@@ -1,10 +1,33 @@
 // Transport-independent half of the comm layer: scopes, counters, argument checks, dispatch.
 #include "comm/comm.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "comm/fail.h"
+
+// --- Watchdog state ---------------------------------------------------------------------------
+
+// What an operation was, for the watchdog's message.
+typedef struct {
+    CommKind kind;
+    MeshGroup group;
+    int layer;
+    CommPhase phase;
+    unsigned long long order;   // operations started before it, over every group
+} WatchedOp;
+
+struct CommWatch {
+    unsigned long long started[MESH_NGROUPS];   // operations started on each group
+    unsigned long long order;                   // ... on all groups
+    WatchedOp recent[MESH_NGROUPS][COMM_WATCH_OPS];   // operation i of group g at i % COMM_WATCH_OPS
+    struct {
+        CommRequest* req;   // NULL: free entry
+        WatchedOp op;
+    } inflight[COMM_MAX_INFLIGHT];
+};
 
 Comm* comm_create(const CommOps* ops, void* ctx, const char* name, int device_memory,
                   const Mesh* mesh, int num_layers) {
@@ -20,6 +43,8 @@ Comm* comm_create(const CommOps* ops, void* ctx, const char* name, int device_me
     comm->phase = COMM_OTHER;
     comm->counts = xcalloc((size_t)(num_layers + 1) * COMM_NPHASES * COMM_NKINDS,
                            sizeof(CommCount), "comm counters");
+    comm->timeout_s = COMM_DEFAULT_TIMEOUT_S;
+    comm->watch = xcalloc(1, sizeof *comm->watch, "comm watchdog");
     return comm;
 }
 
@@ -28,7 +53,164 @@ void comm_destroy(Comm* comm) {
     comm->ops->destroy(comm->ctx);
     free(comm->counts);
     free(comm->trace);
+    free(comm->watch);
     free(comm);
+}
+
+// --- Hang watchdog ------------------------------------------------------------------------------
+
+void comm_set_timeout(Comm* comm, double seconds) {
+    CHECK(seconds >= 0, "caller bug", "comm_set_timeout: %g s is negative", seconds);
+    comm->timeout_s = seconds;
+}
+
+// A wait spins this long (a GPU step or a collective usually ends within it), then sleeps between
+// polls, from the shortest pause doubling to the longest.
+#define COMM_SPIN_S 0.2
+#define COMM_PAUSE_MIN_S 20e-6
+#define COMM_PAUSE_MAX_S 1e-3
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int comm_poll(int (*done)(void* arg), int (*expired)(void* arg), void* arg, double timeout_s) {
+    const double start = now_s();
+    double deadline = start + timeout_s, pause = COMM_PAUSE_MIN_S;
+    while (!done(arg)) {
+        const double now = now_s();
+        if (timeout_s > 0 && now > deadline) {
+            if (!expired || !expired(arg)) return -1;
+            deadline = now + timeout_s;
+        }
+        if (now - start < COMM_SPIN_S) {
+            sched_yield();
+            continue;
+        }
+        const struct timespec ts = {0, (long)(pause * 1e9)};
+        nanosleep(&ts, NULL);
+        pause = 2 * pause < COMM_PAUSE_MAX_S ? 2 * pause : COMM_PAUSE_MAX_S;
+    }
+    return 0;
+}
+
+// Notes the operation just started on g, and its request (NULL: complete already).
+static void watch_start(Comm* comm, CommKind kind, MeshGroup g, CommRequest* req) {
+    struct CommWatch* w = comm->watch;
+    const WatchedOp op = {kind, g, comm->layer, comm->phase, w->order++};
+    w->recent[g][w->started[g]++ % COMM_WATCH_OPS] = op;
+    if (!req) return;
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
+        if (!w->inflight[i].req) {
+            w->inflight[i].req = req;
+            w->inflight[i].op = op;
+            return;
+        }
+    }
+    FAIL("wait for an operation before starting another", "more than %d operations in flight",
+         COMM_MAX_INFLIGHT);
+}
+
+// The entry of req (NULL: not an operation, e.g. a fence), released by watch_end.
+static WatchedOp* watch_find(Comm* comm, CommRequest* req) {
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++)
+        if (comm->watch->inflight[i].req == req) return &comm->watch->inflight[i].op;
+    return NULL;
+}
+
+static void watch_end(Comm* comm, CommRequest* req) {
+    for (int i = 0; i < COMM_MAX_INFLIGHT; i++)
+        if (comm->watch->inflight[i].req == req) comm->watch->inflight[i].req = NULL;
+}
+
+// Device transports: operations completed over every group so far.
+static unsigned long long completed_total(Comm* comm) {
+    unsigned long long sum = 0;
+    for (int g = 0; g < MESH_NGROUPS; g++) sum += comm->ops->completed(comm->ctx, (MeshGroup)g);
+    return sum;
+}
+
+// Device transports: the oldest operation not complete, NULL when all are. Of a group with more
+// than COMM_WATCH_OPS incomplete, the oldest still known stands in.
+static const WatchedOp* oldest_incomplete(Comm* comm) {
+    const struct CommWatch* w = comm->watch;
+    const WatchedOp* oldest = NULL;
+    for (int g = 0; g < MESH_NGROUPS; g++) {
+        const unsigned long long started = w->started[g];
+        unsigned long long done = comm->ops->completed(comm->ctx, (MeshGroup)g);
+        if (done >= started) continue;
+        if (started - done > COMM_WATCH_OPS) done = started - COMM_WATCH_OPS;
+        const WatchedOp* op = &w->recent[g][done % COMM_WATCH_OPS];
+        if (!oldest || op->order < oldest->order) oldest = op;
+    }
+    return oldest;
+}
+
+static void __attribute__((noreturn)) report_hang(const Comm* comm, const WatchedOp* op) {
+    char ranks[160] = "", where[96];
+    const int n = comm_size(comm, op->group);
+    for (int i = 0, at = 0; i < n && at < (int)sizeof ranks - 16; i++) {
+        if (i == 8 && n > 9) {
+            snprintf(ranks + at, sizeof ranks - (size_t)at, ",... (%d ranks)", n);
+            break;
+        }
+        at += snprintf(ranks + at, sizeof ranks - (size_t)at, "%s%d", i ? "," : "",
+                       mesh_group_world_rank(&comm->mesh, op->group, i));
+    }
+    if (op->layer == COMM_NO_LAYER)
+        snprintf(where, sizeof where, "outside any layer (setup/gradient reduction)");
+    else
+        snprintf(where, sizeof where, "in layer %d %s", op->layer, comm_phase_name(op->phase));
+    fail_msg("%s on group %s (world ranks %s) %s did not complete within %g s (--comm-timeout); "
+             "another rank is stalled or dead", comm_kind_name(op->kind),
+             mesh_group_name(op->group), ranks, where, comm->timeout_s);
+}
+
+// A host wait in progress: on a host transport its deadline runs from its start and names its
+// operation; on a device transport it restarts whenever an operation completes and names the
+// oldest incomplete one (none incomplete: the wait is for compute, which is not limited).
+typedef struct {
+    Comm* comm;
+    CommRequest* req;
+    const WatchedOp* op;
+    unsigned long long seen;   // device transports: completed_total at the last deadline
+} WatchedWait;
+
+static int wait_done(void* arg) {
+    WatchedWait* w = arg;
+    return w->comm->ops->test(w->comm->ctx, w->req);
+}
+
+static int wait_expired(void* arg) {
+    WatchedWait* w = arg;
+    const WatchedOp* stalled = w->op;
+    if (w->comm->ops->completed) {
+        const unsigned long long done = completed_total(w->comm);
+        stalled = done != w->seen ? NULL : oldest_incomplete(w->comm);
+        w->seen = done;
+    }
+    if (stalled) report_hang(w->comm, stalled);
+    return 1;
+}
+
+// The host waits for req under the watchdog, then the transport releases it.
+static void host_wait(Comm* comm, CommRequest* req, int host) {
+    if (comm->timeout_s > 0) {
+        WatchedWait w = {comm, req, watch_find(comm, req), 0};
+        CHECK(w.op || comm->ops->completed, "caller bug", "waiting on an unknown request");
+        if (comm->ops->completed) w.seen = completed_total(comm);
+        comm_poll(wait_done, wait_expired, &w, comm->timeout_s);
+    }
+    comm->ops->wait(comm->ctx, req, host);
+}
+
+void comm_wait_compute(Comm* comm) {
+    if (!comm->ops->fence) return;
+    CHECK(comm->ops->completed && comm->ops->test, "transport bug",
+          "%s: a fence without completion counts", comm->name);
+    host_wait(comm, comm->ops->fence(comm->ctx), 1);
 }
 
 // --- Timeline spans ---------------------------------------------------------------------------
@@ -121,6 +303,7 @@ static void traced_wait(Comm* comm, CommRequest* req, int host);
 // The issue recorded; with comm_set_overlap(comm, 0) the operation is waited for at once.
 static CommRequest* issue_end(Comm* comm, IssueMarks m, CommKind kind, MeshGroup g,
                               long long bytes, CommRequest* req) {
+    watch_start(comm, kind, g, req);
     req = record_issue(comm, m, kind, g, bytes, req);
     if (req && comm->serial) {   // the plain schedule
         traced_wait(comm, req, 0);
@@ -129,16 +312,26 @@ static CommRequest* issue_end(Comm* comm, IssueMarks m, CommKind kind, MeshGroup
     return req;
 }
 
+// Waits for req, under the watchdog wherever the host waits (host = 1, or a transport whose
+// waits block the host).
+static void transport_wait(Comm* comm, CommRequest* req, int host) {
+    if (host || !comm->ops->fence)
+        host_wait(comm, req, host);
+    else
+        comm->ops->wait(comm->ctx, req, host);
+    watch_end(comm, req);
+}
+
 // Waits for req (host = 1: the host waits) and records the wait and any open flight span.
 static void traced_wait(Comm* comm, CommRequest* req, int host) {
     struct CommTrace* tr = comm->trace;
     if (!tr) {
-        comm->ops->wait(comm->ctx, req, host);
+        transport_wait(comm, req, host);
         return;
     }
     const int track = host ? tr->host : tr->compute;
     const int begin = timeline_mark(tr->tl, track);
-    comm->ops->wait(comm->ctx, req, host);
+    transport_wait(comm, req, host);
     const int end = timeline_mark(tr->tl, track);
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
         Pending* p = &tr->pending[i];
@@ -375,16 +568,22 @@ void comm_broadcast(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t
                               comm->ops->broadcast(comm->ctx, g, buf, count, t, root)));
 }
 
+// A blocking host operation started as req: the host waits for it under the watchdog.
+static void host_op_wait(Comm* comm, CommKind kind, MeshGroup g, CommRequest* req) {
+    watch_start(comm, kind, g, req);
+    if (req) transport_wait(comm, req, 1);
+}
+
 void comm_all_reduce_host(Comm* comm, MeshGroup g, void* buf, size_t count, CommType t) {
     const long long bytes = tally_all_reduce(comm, g, count, t);
     const IssueMarks m = issue_begin(comm);
-    comm->ops->all_reduce_host_sum(comm->ctx, g, buf, count, t);
+    host_op_wait(comm, COMM_ALL_REDUCE, g, comm->ops->all_reduce_host_sum(comm->ctx, g, buf, count, t));
     host_span(comm, m, COMM_ALL_REDUCE, g, bytes);
 }
 
 void comm_barrier(Comm* comm, MeshGroup g) {
     tally(comm, COMM_BARRIER, 0, 0);
     const IssueMarks m = issue_begin(comm);
-    comm->ops->barrier(comm->ctx, g);
+    host_op_wait(comm, COMM_BARRIER, g, comm->ops->barrier(comm->ctx, g));
     host_span(comm, m, COMM_BARRIER, g, 0);
 }

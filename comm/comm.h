@@ -62,6 +62,11 @@ typedef struct {
 
 // Most transfers (sends + receives) in one batch, and operations in flight at once.
 enum { COMM_MAX_TRANSFERS = 16, COMM_MAX_INFLIGHT = 64 };
+// Operations per group whose completion a device transport can still tell (CommOps.completed);
+// the watchdog names the oldest one not complete among them.
+enum { COMM_WATCH_OPS = 256 };
+// Seconds a host wait for communication may last before the job is aborted (comm_set_timeout).
+#define COMM_DEFAULT_TIMEOUT_S 300.0
 
 typedef struct CommRequest CommRequest;   // an operation in flight, owned by the transport
 
@@ -87,17 +92,28 @@ typedef struct {
                               int nsend, const CommTransfer* recvs, int nrecv);
     CommRequest* (*broadcast)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
                               int root);
-    // host = 0: later work on the stream waits for req (the host does not); host = 1: returns
-    // when req is complete. Either way req is released.
+    // host = 0: later work on the stream waits for req (the host does not, where device_waits);
+    // host = 1: returns when req is complete. Either way req is released. comm.c calls it once
+    // test said complete wherever the host would block (so it never blocks on other ranks).
     void (*wait)(void* ctx, CommRequest* req, int host);
-    // Sum of count elements of HOST memory over the group, in place, blocking (loss sums and
-    // norms on every transport).
-    void (*all_reduce_host_sum)(void* ctx, MeshGroup g, void* buf, size_t count, CommType t);
-    void (*barrier)(void* ctx, MeshGroup g);
+    // 1 when req is complete (on the host: a host wait returns at once), 0 not yet; never blocks,
+    // makes progress. Fails (fail.h) on an error the transport learns of meanwhile.
+    int (*test)(void* ctx, CommRequest* req);
+    // Sum of count elements of HOST memory over the group, in place (loss sums and norms on every
+    // transport): started; buf is the transport's until the request is waited with host = 1.
+    CommRequest* (*all_reduce_host_sum)(void* ctx, MeshGroup g, void* buf, size_t count,
+                                        CommType t);
+    CommRequest* (*barrier)(void* ctx, MeshGroup g);
     void (*destroy)(void* ctx);
     // The stream operations on group g run on (a cudaStream_t), for timeline marks; NULL (or a
     // NULL function) where operations run on the host or on the compute stream.
     void* (*stream)(void* ctx, MeshGroup g);
+    // Device transports whose wait with host = 0 leaves the host free (nccl), NULL elsewhere:
+    // fence: a request complete once the compute stream has done the work enqueued so far;
+    // completed: how many of the operations started on group g (every op above on g counts one,
+    // in order) are known complete, a lower bound that only grows.
+    CommRequest* (*fence)(void* ctx);
+    unsigned long long (*completed)(void* ctx, MeshGroup g);
 } CommOps;
 
 typedef struct {
@@ -112,6 +128,8 @@ typedef struct {
     CommCount* counts;     // (num_layers + 1) x COMM_NPHASES x COMM_NKINDS; last layer = none
     struct CommTrace* trace;   // spans for a timeline (comm_set_timeline), NULL: none
     int serial;                // 1: every operation is waited for as it starts (comm_set_overlap)
+    double timeout_s;          // watchdog limit of a host wait (comm_set_timeout); 0: none
+    struct CommWatch* watch;   // operations started and in flight, for the watchdog's message
 } Comm;
 
 // For transports: wraps ops and ctx into a Comm that counts. comm_destroy calls ops->destroy.
@@ -155,6 +173,25 @@ void comm_reset_counts(Comm* comm);
 // NULL: the plain, non-overlapped version of every schedule written with *_start / comm_wait,
 // with the same buffers and the same results, for comparison. Default 1.
 void comm_set_overlap(Comm* comm, int overlap);
+// The hang watchdog. Every host wait for communication (comm_wait_host, comm_all_reduce_host,
+// comm_barrier, the waits of host transports, comm_wait_compute) polls with a deadline: past
+// seconds (> 0; 0 = no limit; default COMM_DEFAULT_TIMEOUT_S) it prints "error: rank R: KIND on
+// group G (world ranks ...) in layer L PHASE did not complete within S s (--comm-timeout);
+// another rank is stalled or dead" and ends the job through the fail hook (MPI_Abort; the NCCL
+// transport aborts its communicators first). A wait that merely lasts (a straggler) spins
+// briefly, then sleeps with backoff up to 1 ms between polls.
+void comm_set_timeout(Comm* comm, double seconds);
+// The polling loop of every such wait, for transports' own waits too (NCCL's non-blocking
+// initialisation): calls done(arg) until it returns nonzero, spinning (with sched_yield) for a
+// short while, then sleeping with backoff up to 1 ms between calls. Each time timeout_s (> 0)
+// passes, expired(arg) (NULL: give up) says whether to wait another period (nonzero). Returns 0
+// when done, -1 when it gave up.
+int comm_poll(int (*done)(void* arg), int (*expired)(void* arg), void* arg, double timeout_s);
+// The host waits until the compute stream has done the work enqueued so far (e.g. before it reads
+// the step's results), under the watchdog: on the device transport whose communication runs on
+// its own streams (nccl) the deadline applies while an operation is incomplete, and names the
+// oldest; time spent on compute alone never counts. Returns at once on host transports.
+void comm_wait_compute(Comm* comm);
 // Bytes counted so far over every scope and kind.
 long long comm_count_bytes(const Comm* comm);
 

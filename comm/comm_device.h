@@ -22,6 +22,7 @@ typedef struct {
     const char* rendezvous;
     const char* run_key;      // tells this run's rendezvous from an earlier one's (file, tcp)
     double timeout_s;         // bound on every rendezvous wait
+    double comm_timeout_s;    // the watchdog's (comm_set_timeout), and NCCL's initialisation's
 } DeviceCommOptions;
 
 // Creates the transport's groups (collective over the world). Fails with a one-line message on

@@ -166,12 +166,6 @@ static CommRequest* mpi_reduce_scatter_sum(void* ctx, MeshGroup g, const void* s
     return req;
 }
 
-static void mpi_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), mpi_sum(t),
-                            group_comm(ctx, g)),
-              "all-reduce");
-}
-
 static CommRequest* mpi_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                        CommType t) {
     CommRequest* req = take_request(ctx);
@@ -208,6 +202,20 @@ static CommRequest* mpi_send_recv(void* ctx, MeshGroup g, CommType t, const Comm
     return req;
 }
 
+// Host memory: the sum of device buffers is the same operation.
+static CommRequest* mpi_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count,
+                                            CommType t) {
+    return mpi_all_reduce_sum(ctx, g, buf, count, t);
+}
+
+static int mpi_test(void* ctx, CommRequest* req) {
+    (void)ctx;
+    CHECK(req && req->in_use, "caller bug", "testing an MPI operation that is not in flight");
+    int done = 0;
+    MPI_CHECK(MPI_Testall(req->n, req->reqs, &done, MPI_STATUSES_IGNORE), "test an operation");
+    return done;
+}
+
 static void mpi_wait(void* ctx, CommRequest* req, int host) {
     (void)host;   // host memory: complete is complete
     CHECK(req && req->in_use, "caller bug", "waiting on an MPI operation that is not in flight");
@@ -224,8 +232,10 @@ static CommRequest* mpi_broadcast(void* ctx, MeshGroup g, void* buf, size_t coun
     return req;
 }
 
-static void mpi_barrier(void* ctx, MeshGroup g) {
-    MPI_CHECK(MPI_Barrier(group_comm(ctx, g)), "barrier");
+static CommRequest* mpi_barrier(void* ctx, MeshGroup g) {
+    CommRequest* req = take_request(ctx);
+    MPI_CHECK(MPI_Ibarrier(group_comm(ctx, g), next_slot(req)), "barrier");
+    return req;
 }
 
 static void mpi_destroy(void* ctx) {
@@ -245,6 +255,7 @@ const CommOps comm_mpi_ops = {
     .send_recv = mpi_send_recv,
     .broadcast = mpi_broadcast,
     .wait = mpi_wait,
+    .test = mpi_test,
     .all_reduce_host_sum = mpi_all_reduce_host_sum,
     .barrier = mpi_barrier,
     .destroy = mpi_destroy,

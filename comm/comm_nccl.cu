@@ -6,6 +6,12 @@
 // Only the compute stream runs GEMMs, so the backend's one cuBLASLt workspace is never shared
 // between streams.
 //
+// The communicators are non-blocking (config.blocking = 0): no NCCL call blocks the host, an
+// ncclInProgress is polled with ncclCommGetAsyncError under the comm timeout, and the host waits
+// only through the comm layer's watchdog (comm.c): tests of events, async errors of the
+// communicators, and a ring of events per group that tells which operation did not complete. A
+// failure, or the watchdog, aborts every communicator (ncclCommAbort) before the job ends.
+//
 // NCCL is loaded at run time (dlopen of libnccl.so.2): the trainer starts, and runs the mpi and
 // mpi-staged transports, where NCCL is not installed. The host runtime (tests/cuda_host) provides
 // the same API over MPI, linked in directly.
@@ -28,10 +34,11 @@
 typedef struct {
     ncclResult_t (*GetVersion)(int*);
     ncclResult_t (*GetUniqueId)(ncclUniqueId*);
-    ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+    ncclResult_t (*CommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
     ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
     ncclResult_t (*CommDestroy)(ncclComm_t);
     ncclResult_t (*CommAbort)(ncclComm_t);
+    ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*);
     ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                   ncclComm_t, cudaStream_t);
@@ -51,10 +58,11 @@ typedef struct {
 static void nccl_api_load(NcclApi* api) {
     api->GetVersion = ncclGetVersion;
     api->GetUniqueId = ncclGetUniqueId;
-    api->CommInitRank = ncclCommInitRank;
+    api->CommInitRankConfig = ncclCommInitRankConfig;
     api->CommSplit = ncclCommSplit;
     api->CommDestroy = ncclCommDestroy;
     api->CommAbort = ncclCommAbort;
+    api->CommGetAsyncError = ncclCommGetAsyncError;
     api->AllGather = ncclAllGather;
     api->ReduceScatter = ncclReduceScatter;
     api->AllReduce = ncclAllReduce;
@@ -85,10 +93,11 @@ static void nccl_api_load(NcclApi* api) {
                  dlerror());
     NCCL_LOAD(GetVersion, "ncclGetVersion");
     NCCL_LOAD(GetUniqueId, "ncclGetUniqueId");
-    NCCL_LOAD(CommInitRank, "ncclCommInitRank");
+    NCCL_LOAD(CommInitRankConfig, "ncclCommInitRankConfig");
     NCCL_LOAD(CommSplit, "ncclCommSplit");
     NCCL_LOAD(CommDestroy, "ncclCommDestroy");
     NCCL_LOAD(CommAbort, "ncclCommAbort");
+    NCCL_LOAD(CommGetAsyncError, "ncclCommGetAsyncError");
     NCCL_LOAD(AllGather, "ncclAllGather");
     NCCL_LOAD(ReduceScatter, "ncclReduceScatter");
     NCCL_LOAD(AllReduce, "ncclAllReduce");
@@ -106,7 +115,13 @@ static void nccl_api_load(NcclApi* api) {
 struct CommRequest {
     int in_use;
     cudaEvent_t done;   // recorded on the transport's stream after the operation
+    void* host_dst;     // a sum of host values: where the wait copies the result (NULL: none)
+    size_t host_bytes;
 };
+
+// Host sums go through these; sized at creation for what the trainer sums (one growth would
+// synchronise the device, which the watchdog cannot bound).
+enum { NCCL_HOST_SCRATCH_BYTES = 1 << 16 };
 
 typedef struct {
     NcclApi api;
@@ -116,15 +131,44 @@ typedef struct {
     cudaStream_t streams[MESH_NGROUPS];   // NCCL's, one per group
     cudaEvent_t ready;                 // compute stream position an operation starts after
     void* scratch;                     // device staging of host all-reduces
+    void* host_scratch;                // pinned: their copies in and out
     size_t scratch_bytes;
+    int32_t barrier_value;             // a barrier sums this
+    double timeout_s;                  // bound on ncclInProgress
     CommRequest pool[COMM_MAX_INFLIGHT];
+    // Completion of each group's operations: operation i of group g records progress[g][i %
+    // COMM_WATCH_OPS]; the first done[g] are known complete (CommOps.completed).
+    cudaEvent_t progress[MESH_NGROUPS][COMM_WATCH_OPS];
+    unsigned long long started[MESH_NGROUPS], done[MESH_NGROUPS];
 } NcclComm;
 
 // The transport of this process, for the fail hook (a module-owned pointer: one per process).
 static NcclComm* active;
 
+// Polls the group's communicator while it says ncclInProgress.
+typedef struct {
+    NcclComm* n;
+    MeshGroup g;
+    ncclResult_t state;
+} Settling;
+
+static int settled(void* arg) {
+    Settling* s = (Settling*)arg;
+    const ncclResult_t r = s->n->api.CommGetAsyncError(s->n->groups[s->g], &s->state);
+    if (r != ncclSuccess) s->state = r;
+    return s->state != ncclInProgress;
+}
+
 static void nccl_check(NcclComm* n, ncclResult_t r, MeshGroup g, const char* what,
                        const char* file, int line) {
+    if (r == ncclInProgress) {   // non-blocking communicators: finishing in the background
+        Settling st = {n, g, ncclInProgress};
+        if (comm_poll(settled, NULL, &st, n->timeout_s) != 0)
+            fail_at(file, line, "another rank is stalled or dead, or raise --comm-timeout",
+                    "NCCL %s on the %s group did not complete within %g s (--comm-timeout)", what,
+                    mesh_group_name(g), n->timeout_s);
+        r = st.state;
+    }
     if (r == ncclSuccess) return;
     const char* last = n->api.GetLastError ? n->api.GetLastError(n->groups[g]) : "";
     fail_at(file, line, "another rank failed, or the ranks disagree on sizes or order of calls",
@@ -139,8 +183,12 @@ static void abort_job(int exit_code) {
     NcclComm* n = active;
     active = NULL;
     if (n) {
+        int aborted = 0;
         for (int g = MESH_NGROUPS - 1; g >= 0; g--)
-            if (n->groups[g]) n->api.CommAbort(n->groups[g]);
+            if (n->groups[g]) aborted += n->api.CommAbort(n->groups[g]) == ncclSuccess;
+        fprintf(stderr, "rank %d: aborted %d NCCL communicators (ncclCommAbort)\n",
+                n->mesh.world_rank, aborted);
+        fflush(stderr);
     }
     if (comm_mpi_active()) comm_mpi_abort_job(exit_code);
     exit(exit_code);
@@ -165,17 +213,42 @@ static NcclComm* begin(void* ctx, MeshGroup g) {
     return n;
 }
 
-// The request of the operation just enqueued on group g's stream.
-static CommRequest* end(NcclComm* n, MeshGroup g) {
+// A free request, done when `stream` reaches this point.
+static CommRequest* take_request(NcclComm* n, cudaStream_t stream) {
     CommRequest* req = NULL;
     for (int i = 0; i < COMM_MAX_INFLIGHT && !req; i++) {
         if (!n->pool[i].in_use) req = &n->pool[i];
     }
     CHECK(req, "wait for an operation before starting another",
           "more than %d NCCL operations in flight", COMM_MAX_INFLIGHT);
-    CUDA_CHECK(cudaEventRecord(req->done, n->streams[g]));
+    CUDA_CHECK(cudaEventRecord(req->done, stream));
     req->in_use = 1;
+    req->host_dst = NULL;
     return req;
+}
+
+// The request of the operation just enqueued on group g's stream, which counts as started there.
+static CommRequest* end(NcclComm* n, MeshGroup g) {
+    CommRequest* req = take_request(n, n->streams[g]);
+    CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->streams[g]));
+    return req;
+}
+
+// Operations of group g known complete: the ring's events in order (an operation whose event was
+// recorded again by a later one is complete when that one is).
+static unsigned long long nccl_completed(void* ctx, MeshGroup g) {
+    NcclComm* n = (NcclComm*)ctx;
+    unsigned long long* done = &n->done[g];
+    const unsigned long long started = n->started[g];
+    while (*done < started) {
+        const unsigned long long i =
+            started - *done > COMM_WATCH_OPS ? started - COMM_WATCH_OPS : *done;
+        const cudaError_t e = cudaEventQuery(n->progress[g][i % COMM_WATCH_OPS]);
+        if (e == cudaErrorNotReady) break;
+        CUDA_CHECK(e);
+        *done = i + 1;
+    }
+    return *done;
 }
 
 static CommRequest* nccl_all_gather(void* ctx, MeshGroup g, const void* send, void* recv,
@@ -248,29 +321,67 @@ static void nccl_wait(void* ctx, CommRequest* req, int host) {
         CUDA_CHECK(cudaEventSynchronize(req->done));
     else
         CUDA_CHECK(cudaStreamWaitEvent(n->compute, req->done, 0));
+    if (req->host_dst) {
+        CHECK(host, "caller bug", "a sum of host values waited for on the stream only");
+        memcpy(req->host_dst, n->host_scratch, req->host_bytes);
+    }
     req->in_use = 0;
 }
 
-// Host values through a device scratch buffer, on the transport's stream.
-static void nccl_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
-    NcclComm* n = (NcclComm*)ctx;
-    const size_t bytes = count * comm_type_size(t);
-    if (bytes > n->scratch_bytes) {
-        CUDA_CHECK(cudaStreamSynchronize(n->streams[g]));
-        if (n->scratch) CUDA_CHECK(cudaFree(n->scratch));
-        CUDA_CHECK(cudaMalloc(&n->scratch, bytes));
-        n->scratch_bytes = bytes;
+// A failure NCCL found in the background (a peer gone, a network error) ends the job.
+static void check_async_errors(NcclComm* n) {
+    for (int g = 0; g < MESH_NGROUPS; g++) {
+        ncclResult_t state = ncclSuccess;
+        NCCL_CHECK(n, n->api.CommGetAsyncError(n->groups[g], &state), (MeshGroup)g, "async error query");
+        if (state != ncclInProgress) NCCL_CHECK(n, state, (MeshGroup)g, "operation in flight");
     }
-    CUDA_CHECK(cudaMemcpyAsync(n->scratch, buf, bytes, cudaMemcpyHostToDevice, n->streams[g]));
-    NCCL_CHECK(n, n->api.AllReduce(n->scratch, n->scratch, count, nccl_type(t), ncclSum,
-                                   n->groups[g], n->streams[g]), g, "all-reduce of host values");
-    CUDA_CHECK(cudaMemcpyAsync(buf, n->scratch, bytes, cudaMemcpyDeviceToHost, n->streams[g]));
-    CUDA_CHECK(cudaStreamSynchronize(n->streams[g]));
 }
 
-static void nccl_barrier(void* ctx, MeshGroup g) {
-    int32_t one = 1;
-    nccl_all_reduce_host_sum(ctx, g, &one, 1, COMM_I32);
+static int nccl_test(void* ctx, CommRequest* req) {
+    NcclComm* n = (NcclComm*)ctx;
+    CHECK(req && req->in_use, "caller bug", "testing an NCCL operation that is not in flight");
+    const cudaError_t e = cudaEventQuery(req->done);
+    if (e == cudaSuccess) return 1;
+    if (e != cudaErrorNotReady) CUDA_CHECK(e);
+    check_async_errors(n);
+    return 0;
+}
+
+// Host values through pinned and device scratch, on the transport's stream; the wait copies the
+// sum back (a copy to pageable memory would block the host outside the watchdog).
+static CommRequest* nccl_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count,
+                                             CommType t) {
+    NcclComm* n = (NcclComm*)ctx;
+    const size_t bytes = count * comm_type_size(t);
+    if (bytes > n->scratch_bytes) {   // beyond what the trainer sums: synchronises the device
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaFree(n->scratch));
+        CUDA_CHECK(cudaFreeHost(n->host_scratch));
+        CUDA_CHECK(cudaMalloc(&n->scratch, bytes));
+        CUDA_CHECK(cudaMallocHost(&n->host_scratch, bytes));
+        n->scratch_bytes = bytes;
+    }
+    memcpy(n->host_scratch, buf, bytes);   // the previous sum was waited for: the buffer is free
+    CUDA_CHECK(cudaMemcpyAsync(n->scratch, n->host_scratch, bytes, cudaMemcpyHostToDevice, n->streams[g]));
+    NCCL_CHECK(n, n->api.AllReduce(n->scratch, n->scratch, count, nccl_type(t), ncclSum,
+                                   n->groups[g], n->streams[g]), g, "all-reduce of host values");
+    CUDA_CHECK(cudaMemcpyAsync(n->host_scratch, n->scratch, bytes, cudaMemcpyDeviceToHost, n->streams[g]));
+    CommRequest* req = end(n, g);
+    req->host_dst = buf;
+    req->host_bytes = bytes;
+    return req;
+}
+
+static CommRequest* nccl_barrier(void* ctx, MeshGroup g) {
+    NcclComm* n = (NcclComm*)ctx;
+    n->barrier_value = 1;
+    return nccl_all_reduce_host_sum(ctx, g, &n->barrier_value, 1, COMM_I32);
+}
+
+// The compute stream's position now, as a request.
+static CommRequest* nccl_fence(void* ctx) {
+    NcclComm* n = (NcclComm*)ctx;
+    return take_request(n, n->compute);
 }
 
 static void nccl_destroy(void* ctx) {
@@ -283,7 +394,10 @@ static void nccl_destroy(void* ctx) {
     active = NULL;
     for (int g = MESH_NGROUPS - 1; g >= 0; g--)
         NCCL_CHECK(n, n->api.CommDestroy(n->groups[g]), (MeshGroup)g, "destroy");
-    if (n->scratch) CUDA_CHECK(cudaFree(n->scratch));
+    CUDA_CHECK(cudaFree(n->scratch));
+    CUDA_CHECK(cudaFreeHost(n->host_scratch));
+    for (int g = 0; g < MESH_NGROUPS; g++)
+        for (int i = 0; i < COMM_WATCH_OPS; i++) CUDA_CHECK(cudaEventDestroy(n->progress[g][i]));
     CUDA_CHECK(cudaEventDestroy(n->ready));
     for (int g = 0; g < MESH_NGROUPS; g++) CUDA_CHECK(cudaStreamDestroy(n->streams[g]));
     free(n);
@@ -292,9 +406,10 @@ static void nccl_destroy(void* ctx) {
 static void* nccl_stream(void* ctx, MeshGroup g) { return ((NcclComm*)ctx)->streams[g]; }
 
 static const CommOps nccl_ops = {
-    nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum, nccl_all_to_all,
-    nccl_send_recv,  nccl_broadcast,          nccl_wait,           nccl_all_reduce_host_sum,
-    nccl_barrier,    nccl_destroy,            nccl_stream,
+    nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum,      nccl_all_to_all,
+    nccl_send_recv,  nccl_broadcast,          nccl_wait,                nccl_test,
+    nccl_all_reduce_host_sum,                 nccl_barrier,             nccl_destroy,
+    nccl_stream,     nccl_fence,              nccl_completed,
 };
 
 // The world's unique id from rank 0: over MPI, or through the rendezvous file or socket.
@@ -324,17 +439,26 @@ Comm* comm_nccl_create(const Mesh* mesh, int num_layers, const DeviceCommOptions
     CUDA_CHECK(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++)
         CUDA_CHECK(cudaEventCreateWithFlags(&n->pool[i].done, cudaEventDisableTiming));
+    for (int g = 0; g < MESH_NGROUPS; g++)
+        for (int i = 0; i < COMM_WATCH_OPS; i++)
+            CUDA_CHECK(cudaEventCreateWithFlags(&n->progress[g][i], cudaEventDisableTiming));
+    n->scratch_bytes = NCCL_HOST_SCRATCH_BYTES;
+    CUDA_CHECK(cudaMalloc(&n->scratch, n->scratch_bytes));
+    CUDA_CHECK(cudaMallocHost(&n->host_scratch, n->scratch_bytes));
+    n->timeout_s = o->comm_timeout_s;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     share_unique_id(n, mesh, o, &id);
-    NCCL_CHECK(n, n->api.CommInitRank(&n->groups[MESH_WORLD], mesh->world_size, id,
-                                      mesh->world_rank), MESH_WORLD, "communicator init");
-    active = n;
+    active = n;   // from here on a failure aborts the communicators made so far
     fail_set_hook(abort_job);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    NCCL_CHECK(n, n->api.CommInitRankConfig(&n->groups[MESH_WORLD], mesh->world_size, id,
+                                            mesh->world_rank, &config), MESH_WORLD, "communicator init");
     for (int g = 0; g < MESH_NGROUPS; g++) {
         if (g == MESH_WORLD) continue;
         NCCL_CHECK(n, n->api.CommSplit(n->groups[MESH_WORLD], mesh_group_color(mesh, (MeshGroup)g),
-                                       mesh_group_rank(mesh, (MeshGroup)g), &n->groups[g], NULL),
+                                       mesh_group_rank(mesh, (MeshGroup)g), &n->groups[g], &config),
                    (MeshGroup)g, "communicator split");
     }
     return comm_create(&nccl_ops, n, "nccl", 1, mesh, num_layers);

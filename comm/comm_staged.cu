@@ -161,16 +161,35 @@ static void staged_wait(void* ctx, CommRequest* req, int host) {
     CHECK(req && req->in_use, "caller bug", "waiting on an mpi-staged operation that is not in flight");
     if (req->inner) comm_mpi_ops.wait(s->mpi, req->inner, 1);
     for (int i = 0; i < req->nrecv; i++) to_device(s, req->dst[i], req->stage + req->offset[i], req->bytes[i]);
-    if (host) CUDA_CHECK(cudaStreamSynchronize(s->compute));
+    if (host && req->nrecv > 0) CUDA_CHECK(cudaStreamSynchronize(s->compute));   // the copies back
     req->inner = NULL;
     req->in_use = 0;
 }
 
-static void staged_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
-    comm_mpi_ops.all_reduce_host_sum(((StagedComm*)ctx)->mpi, g, buf, count, t);
+// The MPI operation of req (complete when there is none); the copies back are local work.
+static int staged_test(void* ctx, CommRequest* req) {
+    StagedComm* s = (StagedComm*)ctx;
+    CHECK(req && req->in_use, "caller bug", "testing an mpi-staged operation that is not in flight");
+    return !req->inner || comm_mpi_ops.test(s->mpi, req->inner);
 }
 
-static void staged_barrier(void* ctx, MeshGroup g) { comm_mpi_ops.barrier(((StagedComm*)ctx)->mpi, g); }
+// Host memory needs no staging: an operation of its own with no results to copy.
+static CommRequest* wrap_host(StagedComm* s, CommRequest* inner) {
+    CommRequest* req = take_request(s, 0);
+    req->inner = inner;
+    return req;
+}
+
+static CommRequest* staged_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, size_t count,
+                                               CommType t) {
+    StagedComm* s = (StagedComm*)ctx;
+    return wrap_host(s, comm_mpi_ops.all_reduce_host_sum(s->mpi, g, buf, count, t));
+}
+
+static CommRequest* staged_barrier(void* ctx, MeshGroup g) {
+    StagedComm* s = (StagedComm*)ctx;
+    return wrap_host(s, comm_mpi_ops.barrier(s->mpi, g));
+}
 
 static void staged_destroy(void* ctx) {
     StagedComm* s = (StagedComm*)ctx;
@@ -184,9 +203,10 @@ static void staged_destroy(void* ctx) {
 }
 
 static const CommOps staged_ops = {
-    staged_all_gather, staged_reduce_scatter_sum, staged_all_reduce_sum, staged_all_to_all,
-    staged_send_recv,  staged_broadcast,          staged_wait,           staged_all_reduce_host_sum,
-    staged_barrier,    staged_destroy,            NULL,
+    staged_all_gather,  staged_reduce_scatter_sum, staged_all_reduce_sum, staged_all_to_all,
+    staged_send_recv,   staged_broadcast,          staged_wait,           staged_test,
+    staged_all_reduce_host_sum, staged_barrier,    staged_destroy,        NULL,
+    NULL,               NULL,
 };
 
 Comm* comm_staged_create(const Mesh* mesh, int num_layers, cudaStream_t compute) {

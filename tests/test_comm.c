@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm_mpi.h"
 #include "model/real.h"
@@ -171,6 +172,51 @@ static void test_group(Comm* comm, MeshGroup g) {
     free(recv);
 }
 
+// The watchdog's polling loop (comm_poll): done after some calls returns 0 without a deadline;
+// never done, it asks expired once per period and gives up when told, without burning a core
+// (after the 0.2 s spin it sleeps between polls).
+typedef struct {
+    int calls, done_after, expired_calls, periods;
+} PollProbe;
+
+static int probe_done(void* arg) {
+    PollProbe* p = arg;
+    return ++p->calls >= p->done_after;
+}
+
+static int probe_expired(void* arg) {
+    PollProbe* p = arg;
+    return ++p->expired_calls < p->periods;
+}
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_poll(void) {
+    PollProbe quick = {0, 1000, 0, 1};
+    EXPECT(comm_poll(probe_done, probe_expired, &quick, 10) == 0 && quick.calls == 1000 &&
+               quick.expired_calls == 0,
+           "comm_poll: done after %d calls, %d expiries (expected 1000, 0)", quick.calls,
+           quick.expired_calls);
+    PollProbe never = {0, 1 << 30, 0, 3};
+    const double wall0 = wall_seconds(), cpu0 = cpu_seconds();
+    const int r = comm_poll(probe_done, probe_expired, &never, 0.4);
+    const double wall = wall_seconds() - wall0, cpu = cpu_seconds() - cpu0;
+    EXPECT(r == -1 && never.expired_calls == 3, "comm_poll: returned %d after %d expiries "
+           "(expected -1 after 3)", r, never.expired_calls);
+    EXPECT(wall >= 1.2 && wall < 2.5, "comm_poll: 3 periods of 0.4 s took %.2f s", wall);
+    EXPECT(cpu < 0.6, "comm_poll: %.2f s of CPU in a %.2f s wait (spin 0.2 s, then sleeps)", cpu, wall);
+}
+
 int main(int argc, char** argv) {
     int rank = 0, size = 1, dims[3] = {1, 1, 1};
     comm_mpi_init(&argc, &argv, &rank, &size);
@@ -185,6 +231,7 @@ int main(int argc, char** argv) {
     char err[ERR_LEN];
     if (mesh_init(&mesh, dims[0], dims[1], dims[2], rank, size, err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, MESH_NGROUPS);
+    test_poll();
     for (int g = 0; g < MESH_NGROUPS; g++) {
         check_group_members(&mesh, g);
         test_group(comm, g);

@@ -11,6 +11,11 @@
 #                                      checkpoint of another sequence length, is
 #                                      refused with the reason, non-zero, checkpoint kept
 #   tests/test_dist_train.sh kill      SIGKILL of one rank ends every rank within 30 s
+#   tests/test_dist_train.sh stall     SIGSTOP of one rank: with --comm-timeout 3 the others end
+#                                      the job within 30 s, naming rank, operation, group and
+#                                      layer (nccl: and aborting their communicators)
+#   tests/test_dist_train.sh straggle  a rank stopped for 2 s under --comm-timeout 20: the job
+#                                      completes with the undisturbed run's losses, bit for bit
 #   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
 #                                      that does not split over it: a clear error from rank 0,
 #                                      every rank exits non-zero, promptly
@@ -39,7 +44,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH}
+part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|stall|straggle|mesh|schedules MESH}
 TRAIN=${TRAIN:-$BUILD/train_gpt}
 REF_TRAIN=${REF_TRAIN:-$TRAIN}
 read -r -a test_args <<< "${TEST_ARGS:-}"
@@ -103,11 +108,11 @@ train() {
   awk -v a="$start" -v b="$EPOCHREALTIME" -v n="$name" 'BEGIN { printf "  ran %-14s %.1f s\n", n, b - a }'
 }
 
-# compare NAME REF: the log of NAME has exactly steps 1..20 once each, every step's loss equals
+# compare NAME REF: the log of NAME has exactly steps 1..STEPS (default 20) once each, every step's loss equals
 # REF's within TOL (relative), its gradient norm within NORM_TOL, its validation losses (same
 # steps) within TOL; its samples are the same tokens.
 compare() {
-  "$PY" - "$work/$1/log.jsonl" "$work/$2/log.jsonl" "$TOL" "$1" "$NORM_TOL" "$NORM_STEPS" <<'EOF'
+  "$PY" - "$work/$1/log.jsonl" "$work/$2/log.jsonl" "$TOL" "$1" "$NORM_TOL" "$NORM_STEPS" "${STEPS:-20}" <<'EOF'
 import json, sys
 def steps(path):
     return [r for r in map(json.loads, open(path)) if r.get("type") == "step"]
@@ -116,8 +121,9 @@ norm_tol = float(sys.argv[5])
 ref_loss = {r["step"]: r["loss"] for r in ref}
 ref_norm = {r["step"]: r["grad_norm"] for r in ref}
 order = [r["step"] for r in got]
-if order != list(range(1, 21)) or sorted(ref_loss) != list(range(1, 21)):
-    print("FAIL %s: logged steps %s, expected 1..20 once each" % (name, order)); sys.exit(1)
+n = int(sys.argv[7])
+if order != list(range(1, n + 1)) or sorted(ref_loss) != list(range(1, n + 1)):
+    print("FAIL %s: logged steps %s, expected 1..%d once each" % (name, order, n)); sys.exit(1)
 errs = [abs(r["loss"] - ref_loss[r["step"]]) / abs(ref_loss[r["step"]]) for r in got]
 worst = max(errs)
 norm_steps = int(sys.argv[6])
@@ -177,6 +183,63 @@ EOF
   else
     fail "$name trace: $out"
   fi
+}
+
+# start_job NAME ARGS...: 4 ranks (2x2) of TRAIN into $work/NAME in the background until it has
+# logged 3 steps; job: mpirun's pid (tests/mpirun.sh execs it), ranks: its children, victim:
+# world rank 2's pid. Returns 1 (a failure counted) when rank 2 is not found.
+start_job() {
+  local name=$1
+  shift
+  bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" "${test_args[@]}" --pq 2 --pkv 2 \
+    --total-batch-tokens 64 --out-dir "$work/$name" "$@" > "$work/$name.out" 2>&1 &
+  job=$!
+  for _ in $(seq 300); do
+    [ "$(steps_logged "$name")" -ge 3 ] && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  victim=
+  ranks=$(pgrep -P "$job" || true)
+  for p in $ranks; do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$p; fi
+  done
+  [ -n "$victim" ] && return 0
+  fail "$name: did not find rank 2 among the children of mpirun ($ranks)"
+  tail -n 20 "$work/$name.out"
+  kill -KILL "$job" $ranks 2>/dev/null
+  return 1
+}
+
+steps_logged() {
+  local n
+  n=$(grep -c '"type":"step"' "$work/$1/log.jsonl" 2>/dev/null)
+  echo "${n:-0}"
+}
+
+# await_job WHAT: waits up to 30 s for the job; rc: its exit status, secs: the seconds it took.
+await_job() {
+  local start=$EPOCHREALTIME
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  if kill -0 "$job" 2>/dev/null; then
+    fail "$1: mpirun still running after 30 s"
+    kill -KILL "$job" $ranks 2>/dev/null
+  fi
+  wait "$job"
+  rc=$?
+  echo "  mpirun exited $rc after ${secs} s"
+}
+
+# check_ranks_gone WHAT: no rank process of the job is left (zombies aside).
+check_ranks_gone() {
+  sleep 0.2
+  for p in $ranks; do
+    if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+      fail "$1: rank process $p still alive"
+      kill -KILL "$p" 2>/dev/null
+    fi
+  done
 }
 
 case "$part" in
@@ -245,48 +308,52 @@ refuse)
   ;;
 kill)
   make_shards
-  log=$work/long/log.jsonl
-  bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" "${test_args[@]}" --steps 1000000 --pq 2 --pkv 2 \
-    --total-batch-tokens 64 \
-    --out-dir "$work/long" > "$work/long.out" 2>&1 &
-  job=$!   # mpirun itself (tests/mpirun.sh execs it); the ranks are its children
-  for _ in $(seq 300); do
-    [ -f "$log" ] && [ "$(grep -c '"type":"step"' "$log")" -ge 3 ] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  victim=
-  ranks=$(pgrep -P "$job" || true)
-  for p in $ranks; do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$p; fi
-  done
-  if [ -z "$victim" ]; then
-    fail "kill: did not find rank 2 among the children of mpirun ($ranks)"
-    tail -n 20 "$work/long.out"
-    kill -KILL "$job" $ranks 2>/dev/null
+  start_job long --steps 1000000 || exit 1
+  echo "  training ($(steps_logged long) steps logged); SIGKILL to rank 2 (pid $victim)"
+  kill -KILL "$victim"
+  await_job kill
+  [ "$rc" -ne 0 ] || fail "kill: the job exited 0 although rank 2 was killed"
+  check_ranks_gone kill
+  ;;
+stall)
+  # The hang watchdog: rank 2 stopped (SIGSTOP) for good; the others give up after
+  # --comm-timeout 3 s naming the operation, its group and layer, and take the job down.
+  make_shards
+  start_job stall --steps 1000000 --comm-timeout 3 || exit 1
+  echo "  training ($(steps_logged stall) steps logged); SIGSTOP to rank 2 (pid $victim)"
+  kill -STOP "$victim"
+  await_job stall
+  kill -CONT "$victim" 2>/dev/null
+  [ "$rc" -ne 0 ] || fail "stall: the job exited 0 although rank 2 was stopped"
+  awk -v s="$secs" 'BEGIN { exit !(s >= 3) }' || fail "stall: ended after $secs s, before the 3 s timeout"
+  hang='error: rank [013]: (all-gather|reduce-scatter|all-reduce|all-to-all|send-recv|broadcast|barrier) on group (world|dp|sp|row|col) \(world ranks [0-9,]+\) (in layer [01] (forward|backward)|outside any layer \(setup/gradient reduction\)) did not complete within 3 s \(--comm-timeout\); another rank is stalled or dead'
+  if grep -Eq "$hang" "$work/stall.out"; then
+    echo "  $(grep -Eo "$hang" "$work/stall.out" | head -n 1)"
   else
-    echo "  training ($(grep -c '"type":"step"' "$log") steps logged); SIGKILL to rank 2 (pid $victim)"
-    kill -KILL "$victim"
-    start=$EPOCHREALTIME
-    for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-    secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-    if kill -0 "$job" 2>/dev/null; then
-      fail "kill: mpirun still running 30 s after rank 2 was killed"
-      kill -KILL "$job" $ranks 2>/dev/null
-    else
-      wait "$job"
-      rc=$?
-      echo "  mpirun exited $rc after ${secs} s"
-      [ "$rc" -ne 0 ] || fail "kill: the job exited 0 although rank 2 was killed"
-    fi
-    sleep 0.2
-    for p in $ranks; do
-      if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
-        fail "kill: rank process $p still alive"
-        kill -KILL "$p" 2>/dev/null
-      fi
-    done
+    fail "stall: no watchdog message naming rank, operation, group and layer:"; tail -n 20 "$work/stall.out"
   fi
+  if [[ " ${test_args[*]} " == *" nccl "* ]]; then
+    abort='rank [013]: aborted 5 NCCL communicators \(ncclCommAbort\)'
+    grep -Eq "$abort" "$work/stall.out" && echo "  $(grep -Eo "$abort" "$work/stall.out" | head -n 1)" ||
+      fail "stall: no rank reports its NCCL communicators aborted"
+  fi
+  check_ranks_gone stall
+  ;;
+straggle)
+  # A rank stopped for 2 s (below --comm-timeout 20) only slows the job: same losses as an
+  # undisturbed run, bit for bit.
+  make_shards
+  train calm 4 --pq 2 --pkv 2 --total-batch-tokens 64 --steps 100 || exit 1
+  start_job slow --comm-timeout 20 --steps 100 || exit 1
+  echo "  training ($(steps_logged slow) steps logged); SIGSTOP to rank 2 (pid $victim) for 2 s"
+  kill -STOP "$victim"
+  sleep 2
+  kill -0 "$job" 2>/dev/null || fail "straggle: the job ended while rank 2 was stopped"
+  kill -CONT "$victim"
+  await_job straggle
+  [ "$rc" -eq 0 ] || { fail "straggle: the job failed (exit $rc):"; tail -n 20 "$work/slow.out"; }
+  TOL=0 NORM_TOL=0 STEPS=100 compare slow calm || fail "straggle: losses differ from the undisturbed run's"
+  check_ranks_gone straggle
   ;;
 mesh)
   make_shards

@@ -81,6 +81,7 @@ static const OptSpec specs[] = {
     {"rendezvous", OPT_STRING, F(rendezvous), 0, 0, NULL, "how rank 0's NCCL id reaches the others: mpi, file:PATH (a shared file system) or tcp:HOST:PORT (rank 0 listens); with file or tcp no MPI is started and rank, size and local rank come from the launcher's environment (Slurm, Open MPI, MPICH, torchrun) or --rank/--world-size/--local-rank"},
     {"rendezvous-id", OPT_STRING, F(rendezvous_id), 0, 0, NULL, "a string every rank of this run shares and no earlier run used, so a stale rendezvous file is never read (default: the launcher's job id, e.g. SLURM_JOB_ID.SLURM_STEP_ID)"},
     {"rendezvous-timeout", OPT_DOUBLE, F(rendezvous_timeout), 0.1, 86400, NULL, "seconds a rank waits for the file or tcp rendezvous before giving up with an error"},
+    {"comm-timeout", OPT_DOUBLE, F(comm_timeout), 0, 1e6, NULL, "hang watchdog: a collective or send/recv that does not complete within this many seconds aborts the job, naming rank, operation, group and layer (0 = no limit)"},
     {"rank", OPT_INT, F(launch_rank), -1, 1 << 20, NULL, "this process's world rank, without MPI (-1 = from the launcher's environment)"},
     {"world-size", OPT_INT, F(launch_world), -1, 1 << 20, NULL, "ranks in the job, without MPI (-1 = from the launcher's environment)"},
     {"local-rank", OPT_INT, F(launch_local_rank), -1, 1 << 20, NULL, "rank on this node (picks the GPU; -1 = from MPI or the launcher's environment)"},
@@ -137,6 +138,7 @@ static void set_defaults(TrainOptions* o) {
     o->rendezvous = "mpi";
     o->rendezvous_id = "";
     o->rendezvous_timeout = 120;
+    o->comm_timeout = 300;
     o->launch_rank = -1;
     o->launch_world = -1;
     o->launch_local_rank = -1;

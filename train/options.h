@@ -52,6 +52,7 @@ typedef struct {
     const char* rendezvous;    // mpi | file:PATH | tcp:HOST:PORT (how the NCCL id travels)
     const char* rendezvous_id; // run key of the file/tcp rendezvous ("" = from the launcher)
     double rendezvous_timeout; // seconds
+    double comm_timeout;       // seconds a host wait for communication may last (0: no limit)
     int launch_rank, launch_world, launch_local_rank;   // -1: from the launcher's environment
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;

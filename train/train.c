@@ -210,9 +210,9 @@ static void setup_transport(Trainer* t) {
         fail_msg("%s", err);
 }
 
-static Comm* create_comm(Trainer* t) {
-    if (strcmp(t->transport, "mpi") == 0) return comm_mpi_create(&t->mesh, t->cfg.L);
-    DeviceCommOptions d = {t->transport, t->opt.rendezvous, "", t->opt.rendezvous_timeout};
+static Comm* create_device_comm(Trainer* t) {
+    DeviceCommOptions d = {t->transport, t->opt.rendezvous, "", t->opt.rendezvous_timeout,
+                           t->opt.comm_timeout};
     char key[256], err[ERR_LEN];
     if (!t->use_mpi) {
         if (rendezvous_run_key(key, sizeof key, t->opt.rendezvous_id, err) != 0)
@@ -220,6 +220,14 @@ static Comm* create_comm(Trainer* t) {
         d.run_key = key;
     }
     return comm_device_create(&t->mesh, t->cfg.L, &d);
+}
+
+// The transport, with the hang watchdog's limit (--comm-timeout).
+static Comm* create_comm(Trainer* t) {
+    Comm* comm = strcmp(t->transport, "mpi") == 0 ? comm_mpi_create(&t->mesh, t->cfg.L)
+                                                  : create_device_comm(t);
+    comm_set_timeout(comm, t->opt.comm_timeout);
+    return comm;
 }
 
 static void setup_attention(Trainer* t) {
@@ -582,6 +590,7 @@ static void train_step(Trainer* t) {
 // *grad_norm gets the norm before clipping.
 static double finish_step(Trainer* t, double* grad_norm) {
     double sc[GPT_NUM_SCALARS];
+    comm_wait_compute(t->comm);   // the host's wait for the step, under the comm watchdog
     gpt_scalars_wait(sc);
     *grad_norm = sqrt(sc[GPT_GRAD_SUMSQ]);
     return sc[GPT_LOSS_SUM] / t->tokens_per_step;
@@ -599,6 +608,7 @@ static double evaluate(Trainer* t) {
         gpt_forward(&t->model, t->inputs, t->targets);
         gpt_loss(&t->model);
     }
+    comm_wait_compute(t->comm);
     const double sum = gpt_loss_read(&t->model);
     return all_reduce_scalar(t, sum) / ((double)batches * t->B * t->T * t->mesh.dp);
 }

@@ -126,6 +126,11 @@ struct ncclComm {
     // rank posts the same collectives in the same order on the MPI communicator, whatever order
     // the streams run in. finished: completed (or dropped by an abort).
     unsigned long long issued, posted, finished;
+    // Non-blocking communicators (config.blocking = 0): their init or split returns
+    // ncclInProgress, and ncclCommGetAsyncError says so once more before ncclSuccess; until then
+    // every other call on the comm is refused, as NCCL requires the polling.
+    int blocking;
+    ncclResult_t async;
 };
 
 // Destroyed communicators keep their dead marker (the memory is not reused), so that a later
@@ -136,6 +141,9 @@ static ncclResult_t comm_check(const char* fn, ncclComm_t comm, int need_mpi) {
     if (comm->magic != COMM_MAGIC) return nccl_fail(ncclInvalidArgument, "%s: comm is not a communicator", fn);
     if (need_mpi && comm->mpi == MPI_COMM_NULL)
         return nccl_fail(ncclInvalidUsage, "%s: comm was finalized (ncclCommFinalize)", fn);
+    if (need_mpi && comm->async == ncclInProgress)
+        return nccl_fail(ncclInvalidUsage, "%s: the non-blocking comm is still initialising: poll "
+                         "ncclCommGetAsyncError until it is not ncclInProgress first", fn);
     return ncclSuccess;
 }
 
@@ -153,6 +161,8 @@ static ncclResult_t comm_wrap(const char* fn, MPI_Comm mpi, ncclComm_t* out) {
     c->nranks = nranks;
     c->id = next_id++;
     c->issued = c->posted = c->finished = 0;
+    c->blocking = 1;
+    c->async = ncclSuccess;
     *out = c;
     return ncclSuccess;
 }
@@ -164,6 +174,14 @@ static void drain_comm(ncclComm_t comm, const char* fn) {
 }
 
 static int config_ok(const ncclConfig_t* config) { return !config || config->magic == 0xcafebeef; }
+
+// A comm just made: a non-blocking one is in progress (see struct ncclComm).
+static ncclResult_t made(ncclResult_t r, ncclComm_t comm, int nonblocking) {
+    if (r != ncclSuccess || !comm || !nonblocking) return r;
+    comm->blocking = 0;
+    comm->async = ncclInProgress;
+    return ncclInProgress;
+}
 
 static const char id_magic[8] = "hostncl";  // the id's first 8 bytes; a 64-bit tag follows
 
@@ -234,7 +252,7 @@ static ncclResult_t init_rank(const char* fn, ncclComm_t* comm, int nranks, nccl
     if (r != ncclSuccess) return r;
     MPI_Comm mpi;
     MPI_TRY(fn, "MPI_Comm_split", MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi));  // key: NCCL rank order
-    return comm_wrap(fn, mpi, comm);
+    return made(comm_wrap(fn, mpi, comm), *comm, config && config->blocking == 0);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -260,7 +278,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     MPI_Comm mpi;
     MPI_TRY(fn, "MPI_Comm_split",
             MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi));
-    return mpi == MPI_COMM_NULL ? ncclSuccess : comm_wrap(fn, mpi, newcomm);
+    // Without a config the new comm inherits the parent's blocking mode, as with NCCL.
+    const int nonblocking = config ? config->blocking == 0 : !comm->blocking;
+    return mpi == MPI_COMM_NULL ? ncclSuccess : made(comm_wrap(fn, mpi, newcomm), *newcomm, nonblocking);
 }
 
 // MPI_Comm_free after MPI_Finalize is erroneous: a program may finalize before destroying.
@@ -312,12 +332,16 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) { return comm_int("ncclCommCuDevice", comm, device, 0); }
 
+// The state of a non-blocking comm's initialisation, which the query completes; otherwise
+// ncclSuccess (a failed queued operation ends the job instead).
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     int value = 0;
-    ncclResult_t r = comm_int("ncclCommGetAsyncError", comm, &value, ncclSuccess);
+    ncclResult_t r = comm_int("ncclCommGetAsyncError", comm, &value, comm ? (int)comm->async : 0);
     if (r == ncclSuccess && !asyncError) r = nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-    if (r == ncclSuccess) *asyncError = (ncclResult_t)value;
-    return r;
+    if (r != ncclSuccess) return r;
+    *asyncError = (ncclResult_t)value;
+    comm->async = ncclSuccess;
+    return ncclSuccess;
 }
 
 // --- Argument checks shared by the operations ---------------------------------------------------
