@@ -35,7 +35,7 @@ include $(filter-out $(FIRST_FRAGMENTS) $(LAST_FRAGMENTS),$(sort $(wildcard */*.
 include $(LAST_FRAGMENTS)
 
 # Test groups, in the order `make test` runs them; `make test-<group>` runs one group.
-TEST_GROUPS = model data train dist cuda cuda-dist
+TEST_GROUPS = model data train dist generate cuda cuda-dist
 .PHONY: test-progs $(addprefix test-,$(TEST_GROUPS))
 test-progs: $(TEST_PROGS)
 

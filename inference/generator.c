@@ -1,0 +1,101 @@
+#include "inference/generator.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/dist_attention.h"
+#include "comm/fail.h"
+#include "model/backend.h"
+
+void generator_create(Generator* g, const GPTConfig* cfg, const float* params, int B, Comm* comm,
+                      PrefillSchedule prefill, DecodeAlgorithm decode) {
+    memset(g, 0, sizeof *g);
+    g->cfg = *cfg;
+    g->comm = comm;
+    g->P = comm ? comm_size(comm, MESH_SP) : 1;
+    g->rank = comm ? comm_rank(comm, MESH_SP) : 0;
+    g->prefill = prefill;
+    kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank);
+    g->decode = kv_decode_create(&g->cache, comm, decode);
+    gpt_create(&g->model, cfg, 1, 1, &g->decode->base, 1);
+    gpt_params_from_host(&g->model, params);
+    g->logits = (float*)xmalloc(sizeof(float) * cfg->V, "logits");
+}
+
+void generator_free(Generator* g) {
+    if (g->full_attention) {
+        gpt_free(&g->full);
+        attention_layer_free(g->full_attention);
+    }
+    gpt_free(&g->model);
+    attention_layer_free(&g->decode->base);
+    kv_cache_free(&g->cache);
+    free(g->logits);
+    memset(g, 0, sizeof *g);
+}
+
+static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
+    const int NH = g->cfg.NH, HS = g->cfg.C / g->cfg.NH;
+    if (g->P == 1) return attention_local_create(B, Tl, NH, HS);
+    switch (g->prefill) {
+    case PREFILL_2D: return attention2d_create(g->comm, B, Tl, NH, HS, 0);
+    case PREFILL_2D_OVERLAP: return attention2d_overlap_create(g->comm, B, Tl, NH, HS);
+    case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, HS);
+    }
+    fail_msg("unknown prefill schedule %d", (int)g->prefill);
+}
+
+void generator_prefill(Generator* g, const int* const* tokens, const int* len) {
+    const int B = g->cache.B, P = g->P;
+    int longest = 0;
+    for (int b = 0; b < B; b++) {
+        CHECK(len[b] >= 0 && len[b] < g->cfg.max_T, "caller bug",
+              "prefill of %d tokens with a context of %d", len[b], g->cfg.max_T);
+        longest = len[b] > longest ? len[b] : longest;
+    }
+    memset(g->cache.len, 0, sizeof(int) * B);
+    if (longest == 0) return;
+    // This rank's cyclic tokens (position rank + P*j) of every sequence, padded with token 0 up to
+    // Tl = ceil(longest / P): causal attention keeps padding out of the real tokens' results.
+    const int Tl = (longest + P - 1) / P;
+    int* local = (int*)xcalloc((size_t)B * Tl, sizeof(int), "prefill tokens");
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Tl; j++) {
+            const long t = g->rank + (long)P * j;
+            if (t < len[b]) local[(size_t)b * Tl + j] = tokens[b][t];
+        }
+    AttentionLayer* schedule = prefill_schedule(g, B, Tl);
+    AttentionLayer* layer = kv_prefill_create(&g->cache, schedule, len);
+    GPT m;
+    gpt_create_shared(&m, &g->model, B, Tl, layer);
+    gpt_forward(&m, local, NULL);
+    gpt_backend_sync();
+    gpt_free(&m);
+    attention_layer_free(layer);
+    attention_layer_free(schedule);
+    free(local);
+}
+
+const float* generator_decode(Generator* g, int b, int token) {
+    CHECK(token >= 0 && token < g->cfg.V, "caller bug", "token %d outside the vocabulary", token);
+    CHECK(g->cache.len[b] < g->cfg.max_T, "stop at the context length",
+          "sequence %d: decode at position %d, context %d", b, g->cache.len[b], g->cfg.max_T);
+    kv_decode_at(g->decode, b, g->cache.len[b]);
+    gpt_forward(&g->model, &token, NULL);
+    gpt_logits_row_to_host(&g->model, 0, g->logits);
+    g->cache.len[b]++;
+    return g->logits;
+}
+
+const float* generator_full_logits(Generator* g, const int* tokens, int n) {
+    CHECK(g->P == 1, "caller bug", "the no-cache reference runs on one process");
+    CHECK(n >= 1 && n <= g->cfg.max_T, "caller bug", "%d tokens, context %d", n, g->cfg.max_T);
+    if (!g->full_attention) {
+        g->full_attention = attention_local_create(1, g->cfg.max_T, g->cfg.NH, g->cfg.C / g->cfg.NH);
+        gpt_create_shared(&g->full, &g->model, 1, g->cfg.max_T, g->full_attention);
+    }
+    g->full.T = n;
+    gpt_forward(&g->full, tokens, NULL);
+    gpt_logits_row_to_host(&g->full, n - 1, g->logits);
+    return g->logits;
+}

@@ -1,0 +1,37 @@
+// Generation with a KV cache over 1 or P sequence-parallel ranks, written once against
+// model/gpt.h (any backend): prefill runs the prompts through a distributed schedule (or the
+// single-device layer) that also fills this rank's cache shard; each decode step runs the model on
+// one token (a model of T = 1 sharing the parameters) whose attention layer is the decode layer of
+// attention/kv_cache.h, so a token costs O(context), not a forward over the whole context.
+#pragma once
+#include "attention/kv_cache.h"
+#include "model/gpt.h"
+
+typedef enum { PREFILL_2D, PREFILL_2D_OVERLAP, PREFILL_STRIPED } PrefillSchedule;
+
+typedef struct {
+    GPTConfig cfg;
+    Comm* comm;               // NULL: one process
+    int P, rank;              // SP group
+    PrefillSchedule prefill;  // the schedule over P > 1 ranks (P = 1: the single-device layer)
+    KVCache cache;
+    DecodeLayer* decode;
+    GPT model;                // owns the parameters; decodes one token (B = 1, T = 1)
+    float* logits;            // (V) host copy of the last decode's logits
+    AttentionLayer* full_attention;   // the reference without a cache (generator_full_logits)
+    GPT full;
+} Generator;
+
+// B: sequences the cache holds; params: gpt_num_params(cfg) floats on the host.
+void generator_create(Generator* g, const GPTConfig* cfg, const float* params, int B, Comm* comm,
+                      PrefillSchedule prefill, DecodeAlgorithm decode);
+void generator_free(Generator* g);
+// Prefills sequence b with tokens[b][0 .. len[b]) (len[b] >= 0, < max_T) on every rank together;
+// the cache then holds their K/V. Replaces what the cache held.
+void generator_prefill(Generator* g, const int* const* tokens, const int* len);
+// Feeds `token` as sequence b's next token (at position g->cache.len[b]), appends its K/V and
+// returns the logits of the following token (g->logits, V floats). Every rank calls it together.
+const float* generator_decode(Generator* g, int b, int token);
+// The reference: logits after tokens[0 .. n) by one forward over all n tokens, no cache
+// (one process only). Returns g->logits.
+const float* generator_full_logits(Generator* g, const int* tokens, int n);
