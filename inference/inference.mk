@@ -16,3 +16,9 @@ $(BUILD)/generate: $(BUILD)/inference/generate.o $(GENERATE_OBJS) $(TOKENIZER_OB
 
 $(BUILD)/tests/test_generate: $(BUILD)/tests/test_generate.o $(GENERATE_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# Prefill and decode tokens/s, 1 vs P ranks, Tree vs Ring decoding, bytes per decoded token.
+.PHONY: bench-generate
+bench: bench-generate
+bench-generate: $(BUILD)/generate $(BUILD)/tests/test_generate
+	bash tools/bench_generate.sh $(BUILD)/bench/generate
