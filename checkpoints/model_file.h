@@ -6,6 +6,10 @@
 
 #include "model/config.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION_FP32 3
 #define MODEL_VERSION_BF16 5
@@ -21,3 +25,7 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
 // Writes atomically; version MODEL_VERSION_FP32 or MODEL_VERSION_BF16 (round to nearest even).
 int model_file_save(const char* path, const GPTConfig* cfg, const float* params, int version,
                     char* err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "attention/dist_cost.h"
 #include "checkpoints/model_file.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
@@ -314,12 +313,10 @@ int main(int argc, char** argv) {
         for (int b = 0; b < B; b++) {
             if (done[b]) continue;
             const long long before = attention_bytes(comm, cfg.L);
-            const float* logits = generator_decode(&g, b, seq[b][g.cache.len[b]]);
+            const int pos = g.cache.len[b];
+            const float* logits = generator_decode(&g, b, seq[b][pos]);
             const long long bytes = attention_bytes(comm, cfg.L) - before;
-            const long long want =
-                (long long)cfg.L * (o.decode == DECODE_TREE || P == 1
-                    ? (P == 1 ? 0 : tree_decode_bytes(P, g.rank, cfg.NH, cfg.C / cfg.NH, sizeof(real_acc)))
-                    : ring_decode_bytes(P, g.rank, g.cache.len[b], cfg.NH, cfg.C / cfg.NH, sizeof(real)));
+            const long long want = generator_decode_bytes(&g, pos);
             mismatches += bytes != want;
             if (first_bytes < 0) first_bytes = bytes;
             last_bytes = bytes;

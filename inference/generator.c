@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attention/dist_attention.h"
+#include "attention/dist_cost.h"
 #include "comm/fail.h"
 #include "model/backend.h"
 
@@ -98,4 +99,13 @@ const float* generator_full_logits(Generator* g, const int* tokens, int n) {
     gpt_forward(&g->full, tokens, NULL);
     gpt_logits_row_to_host(&g->full, n - 1, g->logits);
     return g->logits;
+}
+
+long long generator_decode_bytes(const Generator* g, int pos) {
+    if (g->P == 1) return 0;
+    const int NH = g->cfg.NH, HS = g->cfg.C / g->cfg.NH;
+    const long long per_layer = g->decode->algo == DECODE_TREE
+        ? tree_decode_bytes(g->P, g->rank, NH, HS, sizeof(real_acc))
+        : ring_decode_bytes(g->P, g->rank, pos + 1, NH, HS, sizeof(real));
+    return g->cfg.L * per_layer;
 }

@@ -32,6 +32,9 @@ void generator_prefill(Generator* g, const int* const* tokens, const int* len);
 // Feeds `token` as sequence b's next token (at position g->cache.len[b]), appends its K/V and
 // returns the logits of the following token (g->logits, V floats). Every rank calls it together.
 const float* generator_decode(Generator* g, int b, int token);
+// The attention bytes SP rank g->rank must receive for decoding a token at position pos
+// (attention/dist_cost.h's formulas with this backend's element sizes, all layers).
+long long generator_decode_bytes(const Generator* g, int pos);
 // The reference: logits after tokens[0 .. n) by one forward over all n tokens, no cache
 // (one process only). Returns g->logits.
 const float* generator_full_logits(Generator* g, const int* tokens, int n);

@@ -22,3 +22,15 @@ $(BUILD)/tests/test_generate: $(BUILD)/tests/test_generate.o $(GENERATE_OBJS)
 bench: bench-generate
 bench-generate: $(BUILD)/generate $(BUILD)/tests/test_generate
 	bash tools/bench_generate.sh $(BUILD)/bench/generate
+
+# The same cache-vs-recomputation test on the CUDA backend executed by the host runtime
+# (tests/cuda_host), fp32 storage: the generator, the cache layers and the test as CUDA C++.
+GENERATE_CUDA_HOST_FP32_OBJS = $(addprefix $(BUILD)/cuda-host-cxx-fp32/,$(GENERATE_SRCS:.c=.o) \
+	tests/test_generate.o)
+.SECONDARY: $(GENERATE_CUDA_HOST_FP32_OBJS)
+TEST_PROGS += $(BUILD)/tests/cuda_host/test_generate_fp32
+SUITES_cuda += cuda-generate
+$(BUILD)/tests/cuda_host/test_generate_fp32: $(GENERATE_CUDA_HOST_FP32_OBJS) \
+		$$(filter-out $$(BUILD)/train/train.o,$$(CUDA_TRAIN_C_OBJS)) \
+		$$(CUDA_TRAIN_HOST_OBJS_FP32) $$(CUDA_HOST_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++

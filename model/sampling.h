@@ -3,6 +3,10 @@
 #pragma once
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     double temperature;   // <= 0: greedy (the most likely token, the lowest id on ties)
     int top_k;            // > 0: only the k most likely tokens
@@ -24,3 +28,7 @@ uint64_t splitmix64(uint64_t* state);
 // A token id below s->V drawn from logits[0 .. V); rng is advanced unless greedy.
 int token_sampler_draw(TokenSampler* s, const float* logits, const SamplingConfig* cfg,
                        uint64_t* rng);
+
+#ifdef __cplusplus
+}
+#endif

@@ -53,20 +53,20 @@ static int run(Generator* g, int cached, int B, int* const* prompt, const int* l
 
 static void compare(const GPTConfig* cfg, int B, const int* len, int max_new,
                     const SamplingConfig* sc, const char* what) {
-    float* params = xmalloc(sizeof(float) * gpt_num_params(cfg), "params");
+    float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(cfg), "params");
     gpt_init_params(cfg, 7, params);
     Generator g;
     generator_create(&g, cfg, params, B, NULL, PREFILL_2D, DECODE_TREE);
     int *prompt[8], *a[8], *b2[8];
     for (int b = 0; b < B; b++) {
-        prompt[b] = xmalloc(sizeof(int) * len[b], "prompt");
+        prompt[b] = (int*)xmalloc(sizeof(int) * len[b], "prompt");
         for (int i = 0; i < len[b]; i++) prompt[b][i] = (b * 131 + i * 17 + 5) % cfg->V;
-        a[b] = xmalloc(sizeof(int) * cfg->max_T, "seq");
-        b2[b] = xmalloc(sizeof(int) * cfg->max_T, "seq");
+        a[b] = (int*)xmalloc(sizeof(int) * cfg->max_T, "seq");
+        b2[b] = (int*)xmalloc(sizeof(int) * cfg->max_T, "seq");
     }
     const size_t cap = (size_t)B * max_new * cfg->V;
-    float* la = xmalloc(sizeof(float) * cap, "logits");
-    float* lb = xmalloc(sizeof(float) * cap, "logits");
+    float* la = (float*)xmalloc(sizeof(float) * cap, "logits");
+    float* lb = (float*)xmalloc(sizeof(float) * cap, "logits");
     const int steps = run(&g, 1, B, prompt, len, max_new, sc, a, la);
     run(&g, 0, B, prompt, len, max_new, sc, b2, lb);
     double err = 0, scale = 0;
@@ -131,7 +131,7 @@ static int write_model(int argc, char** argv) {
     cfg.Vp = gpt_padded_vocab(cfg.V);
     char err[ERR_LEN];
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
-    float* params = xmalloc(sizeof(float) * gpt_num_params(&cfg), "params");
+    float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "params");
     gpt_init_params(&cfg, (uint64_t)seed, params);
     if (model_file_save(path, &cfg, params, version, err, sizeof err) != 0) fail_msg("%s", err);
     free(params);
@@ -140,16 +140,16 @@ static int write_model(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc > 1) return write_model(argc, argv);
-    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 4, 32};
+    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32};   // head size 16 (CUDA tiles)
     const int len3[3] = {1, 6, 17};
     const SamplingConfig greedy = {0, 0, 1}, sampled = {0.9, 40, 0.95};
     compare(&cfg, 3, len3, 12, &greedy, "greedy, prompts of 1, 6, 17 tokens");
     compare(&cfg, 3, len3, 12, &sampled, "temperature 0.9 top-k 40 top-p 0.95");
     const int len1[1] = {40};
     compare(&cfg, 1, len1, 7, &greedy, "greedy up to the context (48)");
-    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 24};
+    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64};
     const int len2[2] = {9, 2};
-    compare(&deep, 2, len2, 10, &greedy, "3 layers, 2 heads of 12");
+    compare(&deep, 2, len2, 10, &greedy, "3 layers, 2 heads of 32");
     sampler_limits();
     printf("%s\n", failures ? "FAILED" : "passed");
     return failures != 0;
