@@ -173,6 +173,17 @@ static void usage(const char* prog) {
                "its own launch (slow; for debugging)");
 }
 
+// Whether text is one of the '|'-separated choices, whole (not "ring|striped", not "rin").
+static int is_choice(const char* text, const char* choices) {
+    const size_t n = strlen(text);
+    for (const char* c = choices;; c++) {
+        const size_t k = strcspn(c, "|");
+        if (n > 0 && k == n && strncmp(c, text, n) == 0) return 1;
+        c += k;
+        if (!*c) return 0;
+    }
+}
+
 static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE* errs) {
     char* base = (char*)o + s->offset;
     char* end = NULL;
@@ -180,11 +191,7 @@ static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE
     switch (s->type) {
     case OPT_STRING:
         if (s->choices) {
-            char buf[128];
-            snprintf(buf, sizeof buf, "|%s|", s->choices);
-            char key[128];
-            snprintf(key, sizeof key, "|%s|", text);
-            if (!text[0] || !strstr(buf, key)) {
+            if (!is_choice(text, s->choices)) {
                 fprintf(errs, "error: --%s: expected one of %s, found '%s'\n", s->name,
                         s->choices, text);
                 return -1;
@@ -247,16 +254,21 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
     longopts[NSPECS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NSPECS + 1] = (struct option){0, 0, 0, 0};
     opterr = 0;
-    optind = 1;
+    optind = 0;   // not 1: glibc then also drops a half-read "-xy" left by an earlier parse
     for (int c; (c = getopt_long(argc, argv, ":", longopts, NULL)) != -1;) {
         if (c == 'h') {
             if (report) usage(argv[0]);
             return 1;
         }
         if (c == '?' || c == ':') {
-            const char* bad = argv[optind - 1];
+            // A short option ("-x", also inside "-xy") is named by getopt's optopt: optind
+            // has not moved past its word yet.
+            char short_opt[3] = {'-', (char)optopt, 0};
+            const char* bad = c == '?' && optopt > 0 && optopt < 256 ? short_opt
+                                                                     : argv[optind - 1];
             fprintf(errs, "error: %s: %s (see --help)\n", bad,
-                    c == ':' ? "expected a value" : "unknown option");
+                    c == ':' ? "expected a value"
+                    : optopt >= 1000 ? "expected no value (a flag)" : "unknown option");
             return -1;
         }
         const OptSpec* s = &specs[c - 1000];
@@ -331,7 +343,12 @@ void train_options_print(const TrainOptions* o, void (*emit)(const char* line)) 
 
 void train_options_json(const TrainOptions* o, char* out, size_t outlen) {
     // Always a valid object: an entry that would not fit (with the closing brace) is left out,
-    // and string values longer than the entry buffer are cut inside their quotes.
+    // and string values longer than the entry buffer are cut inside their quotes. A buffer
+    // too small for "{}" gets the empty string.
+    if (outlen < 3) {
+        if (outlen > 0) out[0] = 0;
+        return;
+    }
     size_t k = 0;
     out[k++] = '{';
     for (int i = 0; i < NSPECS; i++) {

@@ -70,7 +70,8 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
 // flag or value prints one line naming the flag, what was expected and what was found, and
 // returns -1; returns 0 otherwise. report = 0 keeps quiet (ranks other than 0).
 int train_options_parse(TrainOptions* o, int argc, char** argv, int report);
-// Writes "name = value" lines (print) or a JSON object (json) of every option.
+// Writes "name = value" lines (print) or a JSON object (json) of every option; the object
+// leaves out entries that would not fit in outlen bytes ("" when not even "{}" fits).
 void train_options_print(const TrainOptions* o, void (*emit)(const char* line));
 void train_options_json(const TrainOptions* o, char* out, size_t outlen);
 // Calls visit(ctx, name, value) for every option, value as train_options_print shows it.
