@@ -53,14 +53,17 @@ int atomic_commit(AtomicFile* af, char* err, size_t errlen) {
         atomic_abort(af);
         return -1;
     }
-    // Make the rename itself durable.
+    // Make the rename itself durable (a file system that cannot fsync a directory says EINVAL).
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", af->path);
-    int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
+    const int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL)) {
+        snprintf(err, errlen, "%s: written, but its directory could not be synced: %s", af->path,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
     }
+    close(fd);
     return 0;
 }
 

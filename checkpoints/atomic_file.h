@@ -11,7 +11,8 @@ typedef struct {
     char tmp[4096];
 } AtomicFile;
 
-// Each returns 0, or -1 with a one-line message in err (and the temporary file removed).
+// Each returns 0, or -1 with a one-line message in err (and the temporary file removed; only when
+// atomic_commit fails to sync the directory after the rename is the new file in place).
 int atomic_open(AtomicFile* af, const char* path, char* err, size_t errlen);
 int atomic_write(AtomicFile* af, const void* data, size_t bytes, char* err, size_t errlen);
 int atomic_commit(AtomicFile* af, char* err, size_t errlen);

@@ -82,9 +82,7 @@ int checkpoint_complete_steps(const char* dir, int* steps, int max) {
     return steps_with_prefix(dir, "DONE_", steps, max);
 }
 
-// Removes every file of one step: DONE first, then the model file, the state files and any
-// temporary files an interrupted write left behind (NAME.tmp.PID).
-static void remove_step(const char* dir, int step) {
+void checkpoint_remove_step(const char* dir, int step) {
     char path[4096];
     checkpoint_done_path(dir, step, path, sizeof path);
     unlink(path);
@@ -116,7 +114,7 @@ void checkpoint_prune(const char* dir, int keep_last, int keep_every) {
     const int ndone = checkpoint_complete_steps(dir, done, MAX);
     for (int i = keep_last; i < ndone; i++) {
         if (keep_every > 0 && done[i] % keep_every == 0) continue;
-        remove_step(dir, done[i]);
+        checkpoint_remove_step(dir, done[i]);
     }
     // Leftovers of checkpoints that never completed, older than the newest complete one.
     const char* prefixes[] = {"state_", "model_"};
@@ -125,7 +123,7 @@ void checkpoint_prune(const char* dir, int keep_last, int keep_every) {
         for (int i = 0; i < nany; i++) {
             int complete = 0;
             for (int j = 0; j < ndone; j++) complete |= done[j] == any[i];
-            if (!complete && ndone > 0 && any[i] < done[0]) remove_step(dir, any[i]);
+            if (!complete && ndone > 0 && any[i] < done[0]) checkpoint_remove_step(dir, any[i]);
         }
     }
     free(done);

@@ -15,6 +15,9 @@ int checkpoint_make_dir(const char* dir, char* err, size_t errlen);
 int checkpoint_mark_done(const char* dir, int step, char* err, size_t errlen);
 // Steps that have a DONE file, newest first (at most max). Returns how many were found.
 int checkpoint_complete_steps(const char* dir, int* steps, int max);
+// Removes every file of one step: DONE first, then the model file, the state files and any
+// temporary files an interrupted write left behind (NAME.tmp.PID).
+void checkpoint_remove_step(const char* dir, int step);
 // Removes every checkpoint except the newest keep_last complete ones and those whose step is
 // a multiple of keep_every (> 0), plus files of steps older than the newest complete one that
 // never completed. The DONE file goes first, so a half-removed checkpoint is never "complete".

@@ -65,6 +65,16 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
     if (c.Vp < c.V)
         return field_error(err, errlen, path, "padded_vocab_size", ">= vocab_size", c.Vp);
+    // gpt_num_params sums size_t products that wrap for absurd shapes. No tensor has more than
+    // max(4 L C^2, Vp C, T C) elements; at most 2^44 keeps the 16 tensors' sum below 2^48 and
+    // its byte count far from overflow (and still far above any real file).
+    const double largest = fmax(4.0 * c.L * c.C * (double)c.C,
+                                fmax((double)c.Vp, (double)c.max_T) * c.C);
+    if (largest > 0x1p44) {
+        snprintf(err, errlen, "%s: shape: expected at most 2^44 elements per tensor, found L=%d "
+                 "C=%d Vp=%d T=%d (a corrupt header?)", path, c.L, c.C, c.Vp, c.max_T);
+        return -1;
+    }
     const long elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
     const long want = HEADER_INTS * 4 + (long)gpt_num_params(&c) * elem;
     if (!stat_ok || st.st_size != want) {

@@ -329,6 +329,8 @@ int64_t loader_batches_per_epoch(const DataLoader* L) {
 
 int loader_num_files(const DataLoader* L) { return L->nfiles; }
 
+const char* loader_file_path(const DataLoader* L, int i) { return L->paths[i]; }
+
 // ---- Checkpoint state ----
 
 void loader_get_state(const DataLoader* L, LoaderState* st) {

@@ -76,6 +76,8 @@ void loader_reset(DataLoader* loader);
 int64_t loader_windows_per_epoch(const DataLoader* loader);
 int64_t loader_batches_per_epoch(const DataLoader* loader);
 int loader_num_files(const DataLoader* loader);
+// The path of file i (0 <= i < loader_num_files), as the pattern resolved it.
+const char* loader_file_path(const DataLoader* loader, int i);
 
 void loader_get_state(const DataLoader* loader, LoaderState* state);
 // Restores a position saved by loader_get_state (adopting its seed and shuffle flag) so that the

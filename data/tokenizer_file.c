@@ -140,6 +140,15 @@ int tokenizer_file_read(const char* path, TokenTable* table, char* err, size_t e
                      t.vocab_size, file_bytes);
         goto done;
     }
+    // Every token takes at least two bytes (its length and one byte): a header claiming more
+    // tokens than that is refused before its offset table (4 bytes a token) is allocated.
+    if (body_len < (size_t)t.vocab_size * 2) {
+        rc = set_err(err, errlen, "%s: file size: expected at least %zu bytes for %u tokens of "
+                     "at least 1 byte, found %zu (truncated, or a wrong vocab size in "
+                     "header[2]?)", path, HEADER_BYTES + (size_t)t.vocab_size * 2, t.vocab_size,
+                     file_bytes);
+        goto done;
+    }
     body = malloc(body_len ? body_len : 1);
     t.bytes = malloc(body_len ? body_len : 1);
     t.offset = malloc(((size_t)t.vocab_size + 1) * sizeof(uint32_t));

@@ -84,10 +84,10 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host);
 // backend memory (m->scalars + GPT_GRAD_SUMSQ): the host does not wait. Deterministic (a fixed
 // order of summation).
 void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out);
-// m->scalars[GPT_CLIP_SCALE] = step_grad_scale(loss sum, grad sum of squares, max_norm)
-// (model/optimizer.h: the clip factor, or OPTIMIZER_SKIP when either is not finite), computed on
-// the backend in double: what optimizer_step's grad_scale reads.
-void gpt_clip_scale(GPT* m, double max_norm);
+// m->scalars[GPT_CLIP_SCALE] = step_grad_scale(loss sum, grad sum of squares, max_norm, limits)
+// (model/optimizer.h: the clip factor, or OPTIMIZER_SKIP when either is not finite or above its
+// limit), computed on the backend in double: what optimizer_step's grad_scale reads.
+void gpt_clip_scale(GPT* m, double max_norm, StepLimits limits);
 // The end of a training step: copies m->scalars to the host behind the work issued so far,
 // without waiting (CUDA: into pinned memory, then an event); gpt_scalars_wait waits for that
 // copy (the step's one host synchronisation) and returns the GPT_NUM_SCALARS values. One fetch at

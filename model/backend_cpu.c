@@ -71,9 +71,9 @@ void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out)
     *out = grad_sum_squares(m->grads_memory + begin, count);
 }
 
-void gpt_clip_scale(GPT* m, double max_norm) {
+void gpt_clip_scale(GPT* m, double max_norm, StepLimits limits) {
     m->scalars[GPT_CLIP_SCALE] =
-        step_grad_scale(m->scalars[GPT_LOSS_SUM], m->scalars[GPT_GRAD_SUMSQ], max_norm);
+        step_grad_scale(m->scalars[GPT_LOSS_SUM], m->scalars[GPT_GRAD_SUMSQ], max_norm, limits);
 }
 
 // The host is the device here: the fetched values are ready at once. Module-owned, one fetch at

@@ -188,9 +188,10 @@ void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out)
     global_norm_squared_cuda(out, m->grads_memory + begin, count, c->norm_partials, 0, c->stream);
 }
 
-void gpt_clip_scale(GPT* m, double max_norm) {
+void gpt_clip_scale(GPT* m, double max_norm, StepLimits limits) {
     clip_scale_cuda(m->scalars + GPT_CLIP_SCALE, m->scalars + GPT_LOSS_SUM,
-                    m->scalars + GPT_GRAD_SUMSQ, max_norm, cuda_backend_stream());
+                    m->scalars + GPT_GRAD_SUMSQ, max_norm, limits.loss_sum, limits.sumsq,
+                    cuda_backend_stream());
 }
 
 void gpt_scalars_fetch(const GPT* m) {

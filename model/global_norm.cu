@@ -72,8 +72,9 @@ void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, 
 // One thread: the clip factor of model/optimizer.c's clip_factor, in double as there (sqrt and
 // division are correctly rounded on the GPU too), so the host and the device agree bit for bit.
 __global__ void clip_scale_kernel(double* scale, const double* loss_sum, const double* sumsq,
-                                  double max_norm) {
-    if ((loss_sum && !isfinite(*loss_sum)) || !isfinite(*sumsq)) {
+                                  double max_norm, double loss_sum_limit, double sumsq_limit) {
+    if ((loss_sum && !isfinite(*loss_sum)) || !isfinite(*sumsq) ||
+        (loss_sum && *loss_sum > loss_sum_limit) || *sumsq > sumsq_limit) {
         *scale = -1.0;   // OPTIMIZER_SKIP: the update is dropped
         return;
     }
@@ -86,6 +87,7 @@ __global__ void clip_scale_kernel(double* scale, const double* loss_sum, const d
 }
 
 void clip_scale_cuda(double* scale, const double* loss_sum, const double* sumsq, double max_norm,
-                     cudaStream_t stream) {
-    LAUNCH(clip_scale_kernel, 1, 1, 0, stream, scale, loss_sum, sumsq, max_norm);
+                     double loss_sum_limit, double sumsq_limit, cudaStream_t stream) {
+    LAUNCH(clip_scale_kernel, 1, 1, 0, stream, scale, loss_sum, sumsq, max_norm, loss_sum_limit,
+           sumsq_limit);
 }

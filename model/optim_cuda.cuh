@@ -52,8 +52,9 @@ enum { GLOBAL_NORM_THREADS = 512, GLOBAL_NORM_MAX_BLOCKS = 1024 };
 // factor is clip_factor(norm, max_norm) as on the CPU.
 void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
                               int accumulate, cudaStream_t stream);
-// *scale (device) = step_grad_scale(*loss_sum, *sumsq, max_norm) as model/optimizer.c computes
-// it, on the device: OPTIMIZER_SKIP (-1) when either is not finite (loss_sum may be NULL: not
-// checked), else 1 when max_norm <= 0, else min(max_norm / (norm + 1e-6), 1). One thread.
+// *scale (device) = step_grad_scale(*loss_sum, *sumsq, max_norm, limits) as model/optimizer.c
+// computes it, on the device: OPTIMIZER_SKIP (-1) when either is not finite or above its limit
+// (loss_sum may be NULL: not checked), else 1 when max_norm <= 0, else
+// min(max_norm / (norm + 1e-6), 1). One thread.
 void clip_scale_cuda(double* scale, const double* loss_sum, const double* sumsq, double max_norm,
-                     cudaStream_t stream);
+                     double loss_sum_limit, double sumsq_limit, cudaStream_t stream);

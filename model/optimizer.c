@@ -26,8 +26,9 @@ double clip_factor(double norm, double max_norm) {
     return f < 1 ? f : 1;
 }
 
-double step_grad_scale(double loss_sum, double sumsq, double max_norm) {
+double step_grad_scale(double loss_sum, double sumsq, double max_norm, StepLimits limits) {
     if (!isfinite(loss_sum) || !isfinite(sumsq)) return OPTIMIZER_SKIP;
+    if (loss_sum > limits.loss_sum || sumsq > limits.sumsq) return OPTIMIZER_SKIP;
     return clip_factor(sqrt(sumsq), max_norm);
 }
 

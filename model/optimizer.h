@@ -1,6 +1,7 @@
 // AdamW (decoupled weight decay, as torch.optim.AdamW), global gradient-norm clipping and the
 // learning-rate schedule (linear warmup, then cosine decay to a floor).
 #pragma once
+#include <math.h>
 #include <stddef.h>
 
 #include "model/config.h"
@@ -27,12 +28,20 @@ double lr_at_step(const LRSchedule* s, int step);
 double grad_sum_squares(const real* g, size_t n);
 // torch.nn.utils.clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0.
 double clip_factor(double norm, double max_norm);
+// Bounds on a step's loss sum and gradient sum of squares above which a finite step is dropped
+// like a non-finite one (the trainer's loss-spike detector, train/spike.h); INFINITY: no bound.
+typedef struct {
+    double loss_sum, sumsq;
+} StepLimits;
+#define STEP_NO_LIMITS ((StepLimits){INFINITY, INFINITY})
+
 // The grad_scale a step's update uses: OPTIMIZER_SKIP when the step's loss sum or the gradients'
-// sum of squares is not finite (the update is dropped: adamw_update and the CUDA AdamW leave
-// parameters and moments as they are, so a non-finite value never reaches the weights), else
-// clip_factor(sqrt(sumsq), max_norm). The CUDA twin is clip_scale_cuda (model/optim_cuda.cuh).
+// sum of squares is not finite, or above its bound in limits (the update is dropped: adamw_update
+// and the CUDA AdamW leave parameters and moments as they are, so a non-finite value never
+// reaches the weights), else clip_factor(sqrt(sumsq), max_norm). The CUDA twin is clip_scale_cuda
+// (model/optim_cuda.cuh).
 #define OPTIMIZER_SKIP (-1.0)
-double step_grad_scale(double loss_sum, double sumsq, double max_norm);
+double step_grad_scale(double loss_sum, double sumsq, double max_norm, StepLimits limits);
 
 // One AdamW step (t = 1, 2, ...) on elements [begin, end) of the flat parameter vector.
 // m, v hold the moments of exactly that range (m[0] belongs to element begin). Gradients are

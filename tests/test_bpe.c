@@ -536,7 +536,7 @@ static int test_tokenizer_file(void) {
     expect_read_error(v, "token 2: expected 3 bytes at offset 1030, found only 1 (file truncated)",
                       "truncated body");
     write_variant(v, good, len, 0, NULL, 0, 1024);
-    expect_read_error(v, "token 0: expected a length byte", "no body");
+    expect_read_error(v, "file size: expected at least 1030 bytes for 3 tokens", "no body");
     uint8_t zero = 0;
     write_variant(v, good, len, 1024 + 2, &zero, 1, len);
     expect_read_error(v, "token 1: length: expected 1..255, found 0", "length 0 entry");

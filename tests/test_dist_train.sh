@@ -19,6 +19,11 @@
 #   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
 #                                      that does not split over it: a clear error from rank 0,
 #                                      every rank exits non-zero, promptly
+#   tests/test_dist_train.sh consistency
+#                                      ranks started with a different option, shard set (another
+#                                      --train-data, or the same pattern matching other files) or
+#                                      --init-from model file (shape, size) are refused at start
+#                                      naming the item and both values; identical ones train
 #   tests/test_dist_train.sh schedules MESH
 #                                      ATTENTION2D (one gradient all-reduce after backward),
 #                                      ATTENTION2D with kept K/V, Ring, Striped and Zigzag on MESH
@@ -383,6 +388,91 @@ mesh)
   expect_once '^error: --seq-len 36: --attention zigzag splits the sequence into 2P = 8 chunks; expected a multiple of 8' \
     4 --seq-len 36 --context 36 --pq 2 --pkv 2 --attention zigzag
   ;;
+consistency)
+  # Two ranks launched as two app contexts (MPMD: mpirun -np 1 PROG ARGS : -np 1 PROG ARGS2),
+  # each in a working directory of its own, so that the same relative --train-data or --init-from
+  # resolves to different files. A difference in an option, in the shard set, in the model file:
+  # the job fails with one line naming the item and both values; identical ones train.
+  make_shards
+  abs=$(realpath "$work")
+  prog=$(realpath "$TRAIN")
+  mkdir -p "$abs/a" "$abs/b" "$abs/c"
+  for d in a b c; do cp "$work"/train_00[01].bin "$abs/$d/"; done
+  rm "$abs/b/train_001.bin"                                        # b: one shard fewer
+  head -c $(($(stat -c %s "$abs/c/train_001.bin") - 64)) "$abs/c/train_001.bin" > "$abs/c/t.bin"
+  mv "$abs/c/t.bin" "$abs/c/train_001.bin"                         # c: a shorter shard
+  "$PY" -c 'import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); struct.pack_into("<i", b, 8, (len(b) - 1024) // 2)
+open(p, "wb").write(b)' "$abs/c/train_001.bin"
+  # Model files: 2 layers (fp32 and bf16, the same shape) and 1 layer.
+  timeout 120 "$REF_TRAIN" "${common[@]}" --steps 1 --train-data "$abs/a/train_*.bin" --out-dir "$abs/m2" > "$abs/m2.out" 2>&1
+  timeout 120 "$REF_TRAIN" "${common[@]}" --steps 1 --train-data "$abs/a/train_*.bin" --out-dir "$abs/m2h" --save-bf16 > "$abs/m2h.out" 2>&1
+  timeout 120 "$REF_TRAIN" "${common[@]}" --steps 1 --train-data "$abs/a/train_*.bin" --out-dir "$abs/m1" --layers 1 > "$abs/m1.out" 2>&1
+  cp "$abs/m2/model_00000001.bin" "$abs/a/model.bin"
+  cp "$abs/m2h/model_00000001.bin" "$abs/b/model.bin"
+  cp "$abs/m1/model_00000001.bin" "$abs/c/model.bin"
+  base=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --val-data ""
+        --tokenizer "" --batch 2 --seq-len 32 --steps 3 --lr 1e-2 --warmup 2 --eval-every 0
+        --sample-length 0 --quiet --peak-gflops 1 --pkv 2 "${test_args[@]}")
+  from=(--preset tiny --context 32 --val-data "" --tokenizer "" --batch 2 --seq-len 32 --steps 3
+        --eval-every 0 --sample-length 0 --quiet --peak-gflops 1 --pkv 2 --init-from model.bin
+        --train-data "train_*.bin" "${test_args[@]}")
+  # mpmd NAME DIR0 DIR1 ARGS0 -- ARGS1: rank 0 in DIR0 with ARGS0, rank 1 in DIR1 with ARGS1.
+  mpmd() {
+    local name=$1 d0=$2 d1=$3 a0=() a1=()
+    shift 3
+    while [ "$1" != -- ]; do a0+=("$1"); shift; done
+    shift
+    a1=("$@")
+    timeout 60 bash tests/mpirun.sh 1 --wdir "$abs/$d0" "$prog" "${a0[@]}" --out-dir "$abs/o_$name" : \
+      -np 1 --wdir "$abs/$d1" "$prog" "${a1[@]}" --out-dir "$abs/o_$name" > "$abs/$name.out" 2>&1
+  }
+  # refused NAME PATTERN DIR0 DIR1 ARGS0 -- ARGS1: the job fails (exit 1..123) with PATTERN said
+  # once, no step trained.
+  refused() {
+    local name=$1 pattern=$2
+    shift 2
+    mpmd "$name" "$@"
+    local rc=$? n
+    n=$(grep -cE -- "$pattern" "$abs/$name.out")
+    if [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] && [ "$n" = 1 ] && ! grep -q '"type":"step"' "$abs/o_$name/log.jsonl" 2> /dev/null; then
+      echo "ok   $name: exit $rc: $(grep -E -- "$pattern" "$abs/$name.out" | sed "s|$abs/||g")"
+    else
+      fail "$name: exit $rc, '$pattern' printed $n times, expected once:"; tail -n 8 "$abs/$name.out"
+    fi
+  }
+  E='^error: configuration differs across ranks: '
+  refused option "$E--seq-len is 32 on rank 0 but 16 on rank 1\$" a a \
+    "${base[@]}" --train-data "$abs/a/train_*.bin" -- "${base[@]}" --train-data "$abs/a/train_*.bin" --seq-len 16
+  refused option-last "${E}--spike-window is 50 on rank 0 but 40 on rank 1\$" a a \
+    "${base[@]}" --train-data "$abs/a/train_*.bin" -- "${base[@]}" --train-data "$abs/a/train_*.bin" --spike-window 40
+  refused globs "$E--train-data is $abs/a/train_\\*\\.bin on rank 0 but $abs/a/train_000\\.bin on rank 1\$" a a \
+    "${base[@]}" --train-data "$abs/a/train_*.bin" -- "${base[@]}" --train-data "$abs/a/train_000.bin"
+  refused shard-count "$E--train-data \\(number of files\\) is 2 on rank 0 but 1 on rank 1\$" a b \
+    "${base[@]}" --train-data "train_*.bin" -- "${base[@]}" --train-data "train_*.bin"
+  refused shard-size "$E--train-data \\(file 2\\) is train_001\\.bin \\($(stat -c %s "$abs/a/train_001.bin") bytes\\) on rank 0 but train_001\\.bin \\($(stat -c %s "$abs/c/train_001.bin") bytes\\) on rank 1\$" a c \
+    "${base[@]}" --train-data "train_*.bin" -- "${base[@]}" --train-data "train_*.bin"
+  refused model-shape "${E}the model shape is L=2 C=32 NH=2 V=512 \\(padded 512\\) context=32 on rank 0 but L=1 C=32 NH=2 V=512 \\(padded 512\\) context=32 on rank 1\$" a c \
+    "${from[@]}" -- "${from[@]}"
+  refused model-file "$E--init-from \\(file\\) is model\\.bin \\([0-9]+ bytes\\) on rank 0 but model\\.bin \\([0-9]+ bytes\\) on rank 1\$" a b \
+    "${from[@]}" -- "${from[@]}"
+  # The same configuration on both (--rank/--local-rank may differ: they are not compared).
+  mpmd same a a "${base[@]}" --train-data "$abs/a/train_*.bin" --local-rank 0 -- \
+    "${base[@]}" --train-data "$abs/a/train_*.bin" --local-rank 1
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(grep -c '"type":"step"' "$abs/o_same/log.jsonl")" = 3 ]; then
+    echo "ok   same: identical configurations (but --local-rank) train 3 steps"
+  else
+    fail "same: exit $rc"; tail -n 8 "$abs/same.out"
+  fi
+  mpmd same-files a a "${from[@]}" -- "${from[@]}"
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(grep -c '"type":"step"' "$abs/o_same-files/log.jsonl")" = 3 ]; then
+    echo "ok   same-files: the same relative model file and shards in one directory train 3 steps"
+  else
+    fail "same-files: exit $rc"; tail -n 8 "$abs/same-files.out"
+  fi
+  ;;
 schedules)
   parse_mesh "${2:?usage: tests/test_dist_train.sh schedules MESH (e.g. 2x3, dp2-2x2)}"
   make_shards
@@ -436,7 +526,7 @@ seeds)
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|schedules MESH|seeds MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|consistency|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

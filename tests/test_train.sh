@@ -378,7 +378,7 @@ flag_case() {
 }
 
 # Flags whose help does not offer 0 but means nothing with it.
-ZERO_INVALID=" batch seq-len steps eval-batches keep-last dp pq pkv eps temperature "
+ZERO_INVALID=" batch seq-len steps eval-batches keep-last dp pq pkv eps temperature spike-window "
 
 t_flags() {
   make_data
@@ -727,7 +727,7 @@ open(sys.argv[2], "wb").write(b)' "$W/base/model_00000001.bin" "$W/huge.bin"
   train skip "${args[@]}" --on-nan skip --max-skips 2 --out-dir "$W/skip"
   check "--on-nan skip --max-skips 2: exit status non-zero after 3 in a row" eval '[ "$(rc_of skip)" != 0 ]'
   check "--on-nan skip: the error names the limit" \
-    same_text "$(grep -cE '^error: (rank 0: )?step 3: .*3 non-finite steps in a row \(--max-skips 2\)' "$W/skip.err")" 1
+    same_text "$(grep -cE '^error: (rank 0: )?step 3: .*not finite, 3 skipped steps in a row \(--max-skips 2\)' "$W/skip.err")" 1
   check "--on-nan skip: every log line is JSON; skip records for steps 1 and 2; no step record" \
     "$PY" -c 'import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1])]
@@ -736,6 +736,112 @@ assert skips == [(1, 1), (2, 2)], skips
 assert not [o for o in objs if o["type"] == "step"]' "$W/skip/log.jsonl"
   check "--on-nan skip: the model file of a skipped step holds the loaded weights, unchanged" \
     cmp "$W/huge.bin" "$W/skip/model_00000002.bin"
+}
+
+# ---- 12. The loss-spike detector ----
+
+# Training shards of one 16-token pattern repeated (80 windows of T = 16) and of 4 windows of random
+# tokens: with --seed 1 the loader reads the pattern for 40 steps, then the random windows at steps
+# 41 and 42. The model has learnt the pattern by then (loss ~0.06), so those two steps are spikes.
+t_spike() {
+  mkdir -p "$DATA"
+  "$PY" - "$DATA" <<'EOF2'
+import random, struct, sys
+def shard(path, toks):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+        f.write(struct.pack("<%dH" % len(toks), *toks))
+shard(sys.argv[1] + "/s_train_000001.bin", [10 + i % 16 for i in range(80 * 16 + 1)])
+r = random.Random(5)
+shard(sys.argv[1] + "/s_train_000002.bin", [r.randrange(512) for _ in range(4 * 16 + 1)])
+EOF2
+  local sp=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+            --seq-len 16 --train-data "$DATA/s_train_*.bin" --val-data "" --tokenizer ""
+            --peak-gflops 1 --eval-every 0 --sample-length 0 --quiet --lr 1e-2 --warmup 2 --steps 50
+            --seed 1 --checkpoint-every 1 --keep-last 12)
+  train off "${sp[@]}" --out-dir "$W/off"
+  expect_rc off 0
+  local off_losses; off_losses=$(losses "$W/off/log.jsonl")
+  check "detector off (the default): no skip record, 50 steps logged" \
+    eval '! grep -q "\"type\":\"skip\"" "$W/off/log.jsonl" && [ "$(echo "$off_losses" | wc -l)" = 50 ]'
+  check "detector off: the random windows raise the loss at steps 41 and 42 (above 5, from below 0.1 at step 40)" \
+    "$PY" -c 'import sys
+l = {int(a): float(b) for a, b in (x.split() for x in sys.argv[1].splitlines())}
+assert l[40] < 0.1 and l[41] > 5 and l[42] > 5 and l[43] < 0.1, (l[40], l[41], l[42], l[43])' "$off_losses"
+  check "detector off: steps 41 and 42 are applied (model files 40, 41, 42 all differ)" \
+    eval '! cmp -s "$W/off/model_00000040.bin" "$W/off/model_00000041.bin" &&
+          ! cmp -s "$W/off/model_00000041.bin" "$W/off/model_00000042.bin"'
+  train on "${sp[@]}" --spike-zscore 6 --spike-window 10 --out-dir "$W/on"
+  expect_rc on 0
+  check "detector on: skip records for steps 41 and 42 only, reason spike, z-scores above 6, the loss of step 41 as the run without the detector logged it" \
+    "$PY" -c 'import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+skips = [o for o in objs if o["type"] == "skip"]
+assert [(o["step"], o["reason"], o["in_a_row"]) for o in skips] == [(41, "spike", 1), (42, "spike", 2)], skips
+assert all(max(o["loss_z"], o["norm_z"]) > 6 and o["zscore"] == 6 and o["window"] == 10 for o in skips), skips
+want = [float(x.split()[1]) for x in sys.argv[2].splitlines() if x.split()[0] == "41"][0]
+assert skips[0]["loss"] == want, (skips[0]["loss"], want)
+assert [o["step"] for o in objs if o["type"] == "step"] == [s for s in range(1, 51) if s not in (41, 42)]
+assert [(o["spike"], o["non_finite"]) for o in objs if o["type"] == "skipped"] == [(2, 0)]' \
+      "$W/on/log.jsonl" "$off_losses"
+  check "detector on: steps 1..40 as without it (losses as text)" \
+    same_text "$(losses "$W/on/log.jsonl" | awk '$1 <= 40')" "$(echo "$off_losses" | awk '$1 <= 40')"
+  check "detector on: the skipped updates were not applied (model files 40, 41, 42 byte-identical), step 43's was" \
+    eval 'cmp "$W/on/model_00000040.bin" "$W/on/model_00000041.bin" &&
+          cmp "$W/on/model_00000040.bin" "$W/on/model_00000042.bin" &&
+          ! cmp -s "$W/on/model_00000042.bin" "$W/on/model_00000043.bin"'
+  check "detector on: the spike lines on stdout" \
+    eval '[ "$(grep -c "| spike (z-scores: loss [0-9.]*, norm [0-9.]*; limit 6): update skipped" "$W/on.out")" = 2 ]'
+  train limit "${sp[@]}" --spike-zscore 6 --spike-window 10 --max-skips 1 --out-dir "$W/limit"
+  check "--max-skips 1: the second spike in a row stops the run, exit non-zero, one error line" \
+    eval '[ "$(rc_of limit)" != 0 ] && [ "$(err_lines "$W/limit.err" | wc -l)" = 1 ] &&
+          has limit.err "^error: step 42: loss [0-9.]+ \(z-score [0-9.]+\), gradient norm [0-9.]+ \(z-score [0-9.]+\): a spike \(--spike-zscore 6\), 2 skipped steps in a row \(--max-skips 1\)"'
+}
+
+# ---- 13. A full disk while writing a checkpoint ----
+
+# The run's --out-dir on a tmpfs of 768 KiB: checkpoint 5 (model 119 KiB + state 356 KiB) fits,
+# checkpoint 10 does not. Expected: exit non-zero with one error naming the file and the reason,
+# the directory holding checkpoint 5 alone (no temporary file, no file of step 10), a log without
+# checkpoint 10, and checkpoint 5 resuming to the uninterrupted run's losses.
+t_disk_full() {
+  make_data
+  local mnt=$W/small
+  mkdir -p "$mnt"
+  if [ "$(id -u)" != 0 ] && [ -z "${DISK_FULL_NS:-}" ] && command -v unshare > /dev/null; then
+    # Not root: a user and mount namespace of our own may mount a tmpfs.
+    rm -rf "$W"
+    DISK_FULL_NS=1 exec unshare --user --map-root-user --mount bash "$0" disk-full
+  fi
+  if ! mount -t tmpfs -o size=768k tmpfs "$mnt" 2> "$W/mount.err"; then
+    echo "  SKIPPED: THE FULL-DISK TEST DID NOT RUN: cannot mount a tmpfs here ($(head -c 200 "$W/mount.err")); run it as root"
+    return
+  fi
+  trap 'umount "$mnt" 2> /dev/null' EXIT
+  local ck=(--steps 20 --checkpoint-every 5 --keep-last 1)
+  train straight "${TINY[@]}" "${ck[@]}" --out-dir "$W/straight"
+  expect_rc straight 0
+  train full "${TINY[@]}" "${ck[@]}" --out-dir "$mnt/run" --log "$W/full.jsonl"
+  check "full disk: exit status non-zero (got $(rc_of full))" eval '[ "$(rc_of full)" != 0 ]'
+  check "full disk: one error line naming the file of step 10 and 'No space left on device': $(err_lines "$W/full.err" | sed "s|$W/||g")" \
+    eval '[ "$(err_lines "$W/full.err" | wc -l)" = 1 ] &&
+          has full.err "^error: checkpoint step 10 not written: $mnt/run/(model|state)_00000010[_0-9]*\.bin: .*No space left on device"'
+  check "full disk: the directory holds checkpoint 5 alone, no temporary file ($(ls "$mnt/run" | tr '\n' ' '))" \
+    same_text "$(ls "$mnt/run" | tr '\n' ' ')" "DONE_00000005 model_00000005.bin state_00000005_00000.bin "
+  check "full disk: the log records checkpoint 5 only, steps up to 10" \
+    "$PY" -c 'import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+assert [o["step"] for o in objs if o["type"] == "checkpoint"] == [5], objs
+assert max(o["step"] for o in objs if o["type"] == "step") == 10' "$W/full.jsonl"
+  cp -r "$mnt/run" "$W/copy"
+  umount "$mnt"
+  trap - EXIT
+  train resumed "${TINY[@]}" "${ck[@]}" --out-dir "$W/copy" --resume
+  expect_rc resumed 0
+  check "the surviving checkpoint resumes from step 5" has resumed.out "^resume: continuing from step 5 in "
+  check "resumed losses of steps 6..20 equal the uninterrupted run's (as text)" \
+    same_text "$(losses "$W/copy/log.jsonl")" "$(losses "$W/straight/log.jsonl" | awk '$1 > 5')"
+  check "final weights byte-identical" cmp "$W/straight/model_00000020.bin" "$W/copy/model_00000020.bin"
 }
 
 # ---- 10. --eval-only ----
@@ -794,7 +900,9 @@ case $test_name in
   no-save) t_no_save ;;
   on-nan) t_on_nan ;;
   eval-only) t_eval_only ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only"
+  spike) t_spike ;;
+  disk-full) t_disk_full ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -7,6 +7,7 @@ DEB_PACKAGES=(
   build-essential libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev
   libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes patchelf
+  clang libclang-rt-14-dev   # make fuzz: clang and its libFuzzer / sanitizer runtimes
 )
 # Node.js may come from elsewhere (e.g. a nodesource build that bundles npm and conflicts with
 # Debian's npm package): install Debian's only when the commands are missing.

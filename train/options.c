@@ -88,7 +88,9 @@ static const OptSpec specs[] = {
     {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
     {"on-nan", OPT_STRING, F(on_nan), 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite (checked on every rank) never updates the weights; stop: exit non-zero naming the step and the first tensor with a non-finite gradient, writing nothing; skip: drop the step, count it and go on"},
-    {"max-skips", OPT_INT, F(max_skips), 1, 1e9, NULL, "--on-nan skip: stop (as --on-nan stop) after this many non-finite steps in a row"},
+    {"max-skips", OPT_INT, F(max_skips), 1, 1e9, NULL, "stop (as --on-nan stop) after this many skipped steps in a row (non-finite ones under --on-nan skip, and spikes)"},
+    {"spike-zscore", OPT_DOUBLE, F(spike_zscore), 0, 1e6, NULL, "loss-spike detector: skip (as --on-nan skip, logged with reason \"spike\" and the z-scores) a step whose loss or gradient norm is more than this many standard deviations above the mean of the last --spike-window applied steps (0 = off)"},
+    {"spike-window", OPT_INT, F(spike_window), 2, 1e6, NULL, "the loss-spike detector's window: applied steps it compares with; it acts once the window is full (again after --resume)"},
 };
 #undef F
 enum { NSPECS = sizeof specs / sizeof specs[0] };
@@ -144,6 +146,8 @@ static void set_defaults(TrainOptions* o) {
     o->launch_local_rank = -1;
     o->on_nan = "stop";
     o->max_skips = 10;
+    o->spike_zscore = 0;
+    o->spike_window = 50;
 }
 
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);
@@ -169,6 +173,17 @@ static void usage(const char* prog) {
                "its own launch (slow; for debugging)");
 }
 
+// Whether text is one of the '|'-separated choices, whole (not "ring|striped", not "rin").
+static int is_choice(const char* text, const char* choices) {
+    const size_t n = strlen(text);
+    for (const char* c = choices;; c++) {
+        const size_t k = strcspn(c, "|");
+        if (n > 0 && k == n && strncmp(c, text, n) == 0) return 1;
+        c += k;
+        if (!*c) return 0;
+    }
+}
+
 static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE* errs) {
     char* base = (char*)o + s->offset;
     char* end = NULL;
@@ -176,11 +191,7 @@ static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE
     switch (s->type) {
     case OPT_STRING:
         if (s->choices) {
-            char buf[128];
-            snprintf(buf, sizeof buf, "|%s|", s->choices);
-            char key[128];
-            snprintf(key, sizeof key, "|%s|", text);
-            if (!text[0] || !strstr(buf, key)) {
+            if (!is_choice(text, s->choices)) {
                 fprintf(errs, "error: --%s: expected one of %s, found '%s'\n", s->name,
                         s->choices, text);
                 return -1;
@@ -243,16 +254,21 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
     longopts[NSPECS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NSPECS + 1] = (struct option){0, 0, 0, 0};
     opterr = 0;
-    optind = 1;
+    optind = 0;   // not 1: glibc then also drops a half-read "-xy" left by an earlier parse
     for (int c; (c = getopt_long(argc, argv, ":", longopts, NULL)) != -1;) {
         if (c == 'h') {
             if (report) usage(argv[0]);
             return 1;
         }
         if (c == '?' || c == ':') {
-            const char* bad = argv[optind - 1];
+            // A short option ("-x", also inside "-xy") is named by getopt's optopt: optind
+            // has not moved past its word yet.
+            char short_opt[3] = {'-', (char)optopt, 0};
+            const char* bad = c == '?' && optopt > 0 && optopt < 256 ? short_opt
+                                                                     : argv[optind - 1];
             fprintf(errs, "error: %s: %s (see --help)\n", bad,
-                    c == ':' ? "expected a value" : "unknown option");
+                    c == ':' ? "expected a value"
+                    : optopt >= 1000 ? "expected no value (a flag)" : "unknown option");
             return -1;
         }
         const OptSpec* s = &specs[c - 1000];
@@ -301,18 +317,38 @@ static void format_value(const OptSpec* s, const TrainOptions* o, char* out, siz
     }
 }
 
-void train_options_print(const TrainOptions* o, void (*emit)(const char* line)) {
+void train_options_each(const TrainOptions* o, void (*visit)(void* ctx, const char* name,
+                                                             const char* value), void* ctx) {
     for (int i = 0; i < NSPECS; i++) {
-        char value[512], line[640];
+        char value[512];
         format_value(&specs[i], o, value, sizeof value, 0);
-        snprintf(line, sizeof line, "  %-20s %s", specs[i].name, value);
-        emit(line);
+        visit(ctx, specs[i].name, value);
     }
+}
+
+typedef struct {
+    void (*emit)(const char* line);
+} PrintTo;
+
+static void print_option(void* ctx, const char* name, const char* value) {
+    char line[640];
+    snprintf(line, sizeof line, "  %-20s %s", name, value);
+    ((PrintTo*)ctx)->emit(line);
+}
+
+void train_options_print(const TrainOptions* o, void (*emit)(const char* line)) {
+    PrintTo to = {emit};
+    train_options_each(o, print_option, &to);
 }
 
 void train_options_json(const TrainOptions* o, char* out, size_t outlen) {
     // Always a valid object: an entry that would not fit (with the closing brace) is left out,
-    // and string values longer than the entry buffer are cut inside their quotes.
+    // and string values longer than the entry buffer are cut inside their quotes. A buffer
+    // too small for "{}" gets the empty string.
+    if (outlen < 3) {
+        if (outlen > 0) out[0] = 0;
+        return;
+    }
     size_t k = 0;
     out[k++] = '{';
     for (int i = 0; i < NSPECS; i++) {

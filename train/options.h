@@ -57,7 +57,9 @@ typedef struct {
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;
     const char* on_nan;        // stop | skip: a step whose loss or gradient norm is not finite
-    int max_skips;             // --on-nan skip: stop after this many such steps in a row
+    int max_skips;             // stop after this many skipped steps in a row
+    double spike_zscore;       // loss-spike detector: skip a step this many deviations up (0 = off)
+    int spike_window;          // its window of accepted steps
 } TrainOptions;
 
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
@@ -68,6 +70,10 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
 // flag or value prints one line naming the flag, what was expected and what was found, and
 // returns -1; returns 0 otherwise. report = 0 keeps quiet (ranks other than 0).
 int train_options_parse(TrainOptions* o, int argc, char** argv, int report);
-// Writes "name = value" lines (print) or a JSON object (json) of every option.
+// Writes "name = value" lines (print) or a JSON object (json) of every option; the object
+// leaves out entries that would not fit in outlen bytes ("" when not even "{}" fits).
 void train_options_print(const TrainOptions* o, void (*emit)(const char* line));
 void train_options_json(const TrainOptions* o, char* out, size_t outlen);
+// Calls visit(ctx, name, value) for every option, value as train_options_print shows it.
+void train_options_each(const TrainOptions* o, void (*visit)(void* ctx, const char* name,
+                                                             const char* value), void* ctx);

@@ -32,12 +32,14 @@
 #include "model/layers.h"
 #include "model/init.h"
 #include "model/optimizer.h"
+#include "train/config_check.h"
 #include "train/grad_buckets.h"
 #include "train/options.h"
 #include "train/mesh_auto.h"
 #include "train/peak_flops.h"
 #include "train/run_log.h"
 #include "train/sampler.h"
+#include "train/spike.h"
 
 typedef struct {
     TrainOptions opt;
@@ -81,6 +83,8 @@ typedef struct {
     char peak_source[224];     // where peak_flops comes from
     BackendDevice device_info;
     char config_json[4096];
+    SpikeDetector spike;       // --spike-zscore: bounds for the coming step from the last steps
+    int skipped_spike, skipped_nonfinite;   // steps of this run not applied
     int* phase_slot;           // (2 accum + 2) timeline slots of a step's phase boundaries
     double* phase_host;        // (2 accum + 2) their host-clock times (no timeline)
 } Trainer;
@@ -280,6 +284,7 @@ static void setup_model_and_optimizer(Trainer* t) {
                             .final_frac = o->final_lr_frac};
     t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
     t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
+    spike_init(&t->spike, o->spike_zscore, o->spike_window);
 }
 
 // The timeline: the backend's device clock (CUDA events) or the host clock; the comm layer
@@ -345,7 +350,9 @@ static void report_timeline(Trainer* t) {
     free(bytes);
 }
 
-static void setup_data(Trainer* t) {
+// The training and validation loaders (and rank 0's tokenizer): before the model, so that the
+// cross-rank check compares the files every rank resolved before anything large is allocated.
+static void open_data(Trainer* t) {
     char err[ERR_LEN];
     LoaderConfig lc = {.B = t->B, .T = t->T, .dp_rank = t->mesh.dp_index, .dp_size = t->mesh.dp,
                        .shuffle = 1, .seed = (uint64_t)t->opt.seed, .vocab_size = t->cfg.V,
@@ -364,6 +371,27 @@ static void setup_data(Trainer* t) {
                      "found %lld windows", t->opt.val_data, t->B, t->T + 1,
                      (long long)loader_windows_per_epoch(t->val_loader));
     }
+    if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
+        if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
+            t->has_tokens = 1;
+        else
+            fprintf(stderr, "warning: --tokenizer %s; samples are printed as token ids\n", err);
+    }
+}
+
+// Every rank must run the same configuration (config_check.h); on a mismatch all stop, rank 0
+// naming the first differing item.
+static void check_config_across_ranks(Trainer* t) {
+    ConfigItems items = {0};
+    config_items_of_run(&items, &t->opt, &t->cfg, t->train_loader, t->val_loader);
+    char msg[2 * ERR_LEN];
+    const int differs = config_items_compare(t->comm, &t->mesh, &items, msg, sizeof msg);
+    config_items_free(&items);
+    if (differs) config_error(t, "configuration differs across ranks: %s", msg);
+}
+
+// The token buffers of a micro-batch and this rank's positions in the attention layout.
+static void setup_batches(Trainer* t) {
     const size_t full = (size_t)t->B * t->T, local = (size_t)t->B * t->Tl;
     t->full_inputs = xmalloc(sizeof(int32_t) * full, "input tokens");
     t->full_targets = xmalloc(sizeof(int32_t) * full, "target tokens");
@@ -371,12 +399,6 @@ static void setup_data(Trainer* t) {
     t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
     t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
     token_layout_positions(t->attention->positions, t->Tl, t->positions);
-    if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
-        if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
-            t->has_tokens = 1;
-        else
-            fprintf(stderr, "warning: --tokenizer %s; samples are printed as token ids\n", err);
-    }
 }
 
 // Reads this rank's next micro-batch: the full windows, then its share of the tokens.
@@ -444,18 +466,41 @@ static int nonfinite_step(Trainer* t, int step, double loss, double norm, int in
                          "\"in_a_row\":%d}", step, isfinite(loss) ? "non-finite gradient norm"
                                                                   : "non-finite loss", in_a_row);
         }
+        t->skipped_nonfinite++;
         return 1;
     }
     const int k = first_nonfinite_grad(t);
     char where[96] = "no gradient holds one (the loss alone)";
     if (k >= 0) snprintf(where, sizeof where, "first non-finite gradient: %s", gpt_param_name(k));
     if (skip)
-        config_error(t, "step %d: loss %g, gradient norm %g: %d non-finite steps in a row "
-                     "(--max-skips %d); %s; stopping without writing a checkpoint", step, loss,
+        config_error(t, "step %d: loss %g, gradient norm %g: not finite, %d skipped steps in a "
+                     "row (--max-skips %d); %s; stopping without writing a checkpoint", step, loss,
                      norm, in_a_row, t->opt.max_skips, where);
     config_error(t, "step %d: loss %g, gradient norm %g: not finite; %s; stopping without writing "
                  "a checkpoint (--on-nan stop; --on-nan skip drops such steps)", step, loss, norm,
                  where);
+}
+
+// A finite step the loss-spike detector dropped (its loss or norm above the bounds of
+// spike_limits): not applied, like a skipped non-finite step, and the same on every rank. Logs a
+// skip record with both z-scores; more than --max-skips skipped steps in a row stop the run.
+static void spike_step(Trainer* t, int step, double loss, double norm, int in_a_row) {
+    double lz, nz;
+    spike_zscores(&t->spike, loss, norm, &lz, &nz);
+    if (in_a_row > t->opt.max_skips)
+        config_error(t, "step %d: loss %.6f (z-score %.2f), gradient norm %.4f (z-score %.2f): a "
+                     "spike (--spike-zscore %g), %d skipped steps in a row (--max-skips %d); "
+                     "stopping without writing a checkpoint", step, loss, lz, norm, nz,
+                     t->opt.spike_zscore, in_a_row, t->opt.max_skips);
+    t->skipped_spike++;
+    if (t->rank != 0) return;
+    printf("step %5d/%d | loss %.6f | norm %.4f | spike (z-scores: loss %.2f, norm %.2f; limit "
+           "%g): update skipped (%d in a row, limit %d)\n", step, t->opt.steps, loss, norm, lz, nz,
+           t->opt.spike_zscore, in_a_row, t->opt.max_skips);
+    run_log_json(&t->log, "{\"type\":\"skip\",\"step\":%d,\"reason\":\"spike\",\"loss\":%.9g,"
+                 "\"grad_norm\":%.9g,\"loss_z\":%.4f,\"norm_z\":%.4f,\"zscore\":%g,\"window\":%d,"
+                 "\"in_a_row\":%d}", step, loss, norm, lz, nz, t->opt.spike_zscore,
+                 t->opt.spike_window, in_a_row);
 }
 
 // Seconds a step spent in each phase, from marks at the phase boundaries (phase_mark): on the
@@ -539,9 +584,10 @@ static void reduce_gradients(Trainer* t) {
 }
 
 // One optimizer step, issued without the host waiting for the device: accumulation over
-// micro-batches, gradient reduction, norm and clip factor, AdamW, and the copy of the step's
+// micro-batches, gradient reduction, norm and clip factor (or the skip mark: not finite, or
+// above limits), AdamW, and the copy of the step's
 // scalars to the host (gpt_scalars_fetch), which the caller waits for (finish_step).
-static void train_step(Trainer* t) {
+static void train_step(Trainer* t, StepLimits limits) {
     GPT* m = &t->model;
     const double dloss = 1.0 / t->tokens_per_step;
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
@@ -568,7 +614,7 @@ static void train_step(Trainer* t) {
         phase_mark(t, 2 * a + 2);
     }
     reduce_gradients(t);
-    gpt_clip_scale(m, t->opt.grad_clip);
+    gpt_clip_scale(m, t->opt.grad_clip, limits);
     const int begin = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
     optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
                    m->scalars + GPT_CLIP_SCALE);
@@ -587,12 +633,14 @@ static void train_step(Trainer* t) {
 }
 
 // The end of a step: the one wait for the device. Returns the mean loss over the global batch;
-// *grad_norm gets the norm before clipping.
-static double finish_step(Trainer* t, double* grad_norm) {
+// *grad_norm gets the norm before clipping, *applied whether AdamW applied the update (the clip
+// factor the device computed is no skip mark).
+static double finish_step(Trainer* t, double* grad_norm, int* applied) {
     double sc[GPT_NUM_SCALARS];
     comm_wait_compute(t->comm);   // the host's wait for the step, under the comm watchdog
     gpt_scalars_wait(sc);
     *grad_norm = sqrt(sc[GPT_GRAD_SUMSQ]);
+    *applied = sc[GPT_CLIP_SCALE] != OPTIMIZER_SKIP;
     return sc[GPT_LOSS_SUM] / t->tokens_per_step;
 }
 
@@ -707,10 +755,26 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
 }
 
+// After each stage of a checkpoint write every rank learns whether any rank's write failed (a
+// full disk, a quota). If one did, no rank goes on: each failed rank names its file and the
+// reason, rank 0 removes the step's files (a step that was complete before this write keeps
+// them: atomic writes left each file whole) so no half-written checkpoint stays in the directory
+// and the log never records it, and every rank exits non-zero. The previous complete checkpoint
+// is untouched.
+static void checkpoint_agree(Trainer* t, int failed, const char* err, int was_complete) {
+    if (all_reduce_scalar(t, failed ? 1 : 0) == 0) return;
+    char who[32] = "";
+    if (t->mesh.world_size > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
+    if (failed) fprintf(stderr, "error: %scheckpoint step %d not written: %s\n", who, t->step, err);
+    if (t->rank == 0 && !was_complete) checkpoint_remove_step(t->opt.out_dir, t->step);
+    end_launch();
+    exit(1);
+}
+
 static void save_checkpoint(Trainer* t) {
     params_ready(t);
     if (t->opt.no_save) return;
-    char err[ERR_LEN], path[4096];
+    char err[ERR_LEN] = "", path[4096];
     const char* dir = t->opt.out_dir;
     const double t0 = now();
     // ZeRO-1 with fp32 master weights (CUDA bf16): each rank updated only its shard of them;
@@ -722,23 +786,26 @@ static void save_checkpoint(Trainer* t) {
     }
     gpt_params_to_host(&t->model, t->host_params);
     optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
+    // A step resumed and written again (its DONE already there) is complete before this write.
+    checkpoint_done_path(dir, t->step, path, sizeof path);
+    const int was_complete = access(path, F_OK) == 0;
+    int rc = 0;
     if (t->rank == 0) {
         checkpoint_model_path(dir, t->step, path, sizeof path);
-        if (model_file_save(path, &t->cfg, t->host_params,
-                            t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
-                            sizeof err) != 0)
-            fail_msg("checkpoint: %s", err);
+        rc = model_file_save(path, &t->cfg, t->host_params,
+                             t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
+                             sizeof err);
     }
-    TrainStateInfo info;
-    fill_state_info(t, &info);
-    checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
-    if (train_state_save(path, &info, t->host_params, t->host_m, t->host_v, err, sizeof err) != 0)
-        fail_msg("checkpoint: %s", err);
-    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-    comm_barrier(t->comm, MESH_WORLD);   // every rank's state is on disk before DONE
+    if (rc == 0) {
+        TrainStateInfo info;
+        fill_state_info(t, &info);
+        checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
+        rc = train_state_save(path, &info, t->host_params, t->host_m, t->host_v, err, sizeof err);
+    }
+    checkpoint_agree(t, rc != 0, err, was_complete);   // every rank's state is on disk before DONE
+    if (t->rank == 0) rc = checkpoint_mark_done(dir, t->step, err, sizeof err);
+    checkpoint_agree(t, rc != 0, err, was_complete);
     if (t->rank == 0) {
-        if (checkpoint_mark_done(dir, t->step, err, sizeof err) != 0)
-            fail_msg("checkpoint: %s", err);
         checkpoint_prune(dir, t->opt.keep_last, t->opt.keep_every);
         printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, now() - t0);
         run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d}", t->step);
@@ -954,6 +1021,16 @@ static void print_summary(Trainer* t, const RunTotals* r, double flops_per_token
                  t->peak_flops, r->memory_used, r->memory_total);
 }
 
+// Steps of this run that were not applied, when there were any.
+static void print_skipped(Trainer* t) {
+    const int n = t->skipped_spike + t->skipped_nonfinite;
+    if (t->rank != 0 || n == 0) return;
+    printf("skipped: %d step%s not applied (%d spike%s, %d non-finite)\n", n, n == 1 ? "" : "s",
+           t->skipped_spike, t->skipped_spike == 1 ? "" : "s", t->skipped_nonfinite);
+    run_log_json(&t->log, "{\"type\":\"skipped\",\"step\":%d,\"spike\":%d,\"non_finite\":%d}",
+                 t->step, t->skipped_spike, t->skipped_nonfinite);
+}
+
 // What a step asked of the device, where the backend counts it (gpt_backend_counters: the CUDA
 // backend on the host runtime). Snapshots at the step's start, when train_step returns (all of
 // the step's work issued, its results not yet read) and after the end-of-step read (the loss and
@@ -1109,10 +1186,12 @@ int main(int argc, char** argv) {
     setup_transport(&t);
     t.comm = create_comm(&t);
     comm_set_overlap(t.comm, t.opt.overlap);
+    open_data(&t);
+    check_config_across_ranks(&t);
     setup_attention(&t);
     setup_model_and_optimizer(&t);
     setup_timeline(&t);
-    setup_data(&t);
+    setup_batches(&t);
     setup_sampler(&t);
     train_options_json(&t.opt, t.config_json, sizeof t.config_json);
     char err[ERR_LEN];
@@ -1168,7 +1247,7 @@ int main(int argc, char** argv) {
     const int start = t.step;
     double elapsed = 0;
     int stop = 0;
-    int nonfinite_in_a_row = 0;   // steps in a row whose loss or norm was not finite
+    int skips_in_a_row = 0;   // steps in a row not applied (not finite, or spikes)
     RunTotals totals;
     memset(&totals, 0, sizeof totals);
     CounterTotals counter_totals;
@@ -1187,13 +1266,17 @@ int main(int argc, char** argv) {
         StepCounters sc;
         counters_begin(&t, &sc);
         timeline_step_begin(t.timeline, t.step + 1);
-        train_step(&t);
+        train_step(&t, spike_limits(&t.spike, t.tokens_per_step));
         counters_mark(&sc);
-        const double loss = finish_step(&t, &norm);
-        // Not finite: the update was dropped on the device; go on (skip) or stop.
+        int applied;
+        const double loss = finish_step(&t, &norm, &applied);
+        // Not applied (the device dropped the update): not finite, go on (skip) or stop; else a
+        // spike. Applied steps feed the spike detector's window.
         const int finite = isfinite(loss) && isfinite(norm);
-        nonfinite_in_a_row = finite ? 0 : nonfinite_in_a_row + 1;
-        if (!finite) nonfinite_step(&t, t.step + 1, loss, norm, nonfinite_in_a_row);
+        skips_in_a_row = applied ? 0 : skips_in_a_row + 1;
+        if (!finite) nonfinite_step(&t, t.step + 1, loss, norm, skips_in_a_row);
+        else if (!applied) spike_step(&t, t.step + 1, loss, norm, skips_in_a_row);
+        else spike_accept(&t.spike, loss, norm);
         comm_close_spans(t.comm);
         const TimelineStep ts = timeline_step_end(t.timeline);
         counters_end(&t, &sc, &counter_totals, t.step - start == 0);
@@ -1216,7 +1299,7 @@ int main(int argc, char** argv) {
         const double tps = t.tokens_per_step / dt;
         char mfu_text[32];
         const double mfu = mfu_of(&t, tps, flops_per_token, mfu_text, sizeof mfu_text);
-        if (t.rank == 0 && finite) {
+        if (t.rank == 0 && applied) {
             const double eta = elapsed / (t.step - start) * (t.opt.steps - t.step);
             if (!t.opt.quiet)
                 printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
@@ -1251,6 +1334,7 @@ int main(int argc, char** argv) {
     }
     note_memory(&totals);
     print_summary(&t, &totals, flops_per_token);
+    print_skipped(&t);
     print_counters(&t, &counter_totals);
     report_timeline(&t);
     write_trace(&t);
@@ -1281,6 +1365,7 @@ shut_down:
     timeline_host_clock_destroy(t.host_clock);
     if (t.has_tokens) token_table_free(&t.tokens);
     optimizer_free(t.optimizer);
+    spike_free(&t.spike);
     tensor_free(t.shard_scratch);
     grad_buckets_free(t.buckets);
     free(t.host_params); free(t.host_m); free(t.host_v);

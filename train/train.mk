@@ -1,5 +1,5 @@
 # The trainer program and `make train`: setup, build, default data, a short run that learns.
-TRAIN_SRCS = train/train.c train/options.c train/grad_buckets.c train/sampler.c model/sampling.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
+TRAIN_SRCS = train/train.c train/options.c train/config_check.c train/spike.c train/grad_buckets.c train/sampler.c model/sampling.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
 	train/mesh_auto.c checkpoints/checkpoint_dir.c checkpoints/train_state.c
 # --mesh auto links the cost model (costmodel/costmodel.mk) and the kernel cost formulas it
 # counts with.

@@ -694,7 +694,7 @@ static void test_global_norm(size_t n, size_t misalign) {
     const double max_norms[3] = {0.5 * sqrt(got[0]), 2.0 * sqrt(got[0]) + 1.0, 0.0};
     for (int k = 0; k < 3; k++) {
         poison(d_scale, sizeof(double));
-        clip_scale_cuda(d_scale, NULL, d_out, max_norms[k], 0);
+        clip_scale_cuda(d_scale, NULL, d_out, max_norms[k], INFINITY, INFINITY, 0);
         double scale, sum;
         CUDA_CHECK(cudaMemcpy(&scale, d_scale, sizeof(double), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(&sum, d_out, sizeof(double), cudaMemcpyDeviceToHost));
@@ -702,20 +702,27 @@ static void test_global_norm(size_t n, size_t misalign) {
         check(memcmp(&scale, &host, sizeof(double)) == 0, "clip factor n=%zu, max %.4g: %.17g on the device, "
               "%.17g on the host", n, max_norms[k], scale, host);
     }
-    // A non-finite loss sum or sum of squares: OPTIMIZER_SKIP on the device as on the host.
-    const double bad_values[3][2] = {{NAN, 1.0}, {INFINITY, 1.0}, {1.0, INFINITY}};
+    // A non-finite loss sum or sum of squares, or one above its limit (the loss-spike detector):
+    // OPTIMIZER_SKIP on the device as on the host; values at their limits are applied.
+    // {loss sum, sum of squares, loss sum limit, sum of squares limit, skipped}
+    const double cases[7][5] = {{NAN, 1.0, INFINITY, INFINITY, 1}, {INFINITY, 1.0, INFINITY, INFINITY, 1},
+                                {1.0, INFINITY, INFINITY, INFINITY, 1}, {2.5, 1.0, 2.0, INFINITY, 1},
+                                {1.0, 4.5, INFINITY, 4.0, 1}, {2.0, 4.0, 2.0, 4.0, 0},
+                                {1.0, 1.0, INFINITY, INFINITY, 0}};
     double* d_loss;
     CUDA_CHECK(cudaMalloc(&d_loss, sizeof(double)));
-    for (int k = 0; k < 3; k++) {
-        CUDA_CHECK(cudaMemcpy(d_loss, &bad_values[k][0], sizeof(double), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d_out, &bad_values[k][1], sizeof(double), cudaMemcpyHostToDevice));
-        clip_scale_cuda(d_scale, d_loss, d_out, 1.0, 0);
+    for (int k = 0; k < 7; k++) {
+        const double* c = cases[k];
+        CUDA_CHECK(cudaMemcpy(d_loss, &c[0], sizeof(double), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_out, &c[1], sizeof(double), cudaMemcpyHostToDevice));
+        clip_scale_cuda(d_scale, d_loss, d_out, 1.0, c[2], c[3], 0);
         double scale;
         CUDA_CHECK(cudaMemcpy(&scale, d_scale, sizeof(double), cudaMemcpyDeviceToHost));
-        const double host = step_grad_scale(bad_values[k][0], bad_values[k][1], 1.0);
-        check(scale == OPTIMIZER_SKIP && host == OPTIMIZER_SKIP, "loss sum %g, sum of squares %g: "
-              "the step is skipped (device %g, host %g)", bad_values[k][0], bad_values[k][1], scale,
-              host);
+        const double host = step_grad_scale(c[0], c[1], 1.0, (StepLimits){c[2], c[3]});
+        const int want = c[4] != 0;
+        check((scale == OPTIMIZER_SKIP) == want && (host == OPTIMIZER_SKIP) == want,
+              "loss sum %g, sum of squares %g, limits %g and %g: the step is %s (device %g, host %g)",
+              c[0], c[1], c[2], c[3], want ? "skipped" : "applied", scale, host);
     }
     CUDA_CHECK(cudaFree(d_loss));
     free(g);

@@ -1,0 +1,71 @@
+// The block map of blocks.h.
+#include "explain/blocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+
+void mark_positions(TokenPositions p, long n, unsigned char* held) {
+    for (long j = 0; j < n; j++) held[p.off + p.stride * j] = 1;
+}
+
+void block_map_free(BlockMap* map) {
+    free(map->owner);
+    free(map->step);
+    free(map->token_rank);
+    memset(map, 0, sizeof *map);
+}
+
+int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char* err) {
+    const long T = sim->s.T;
+    const int P = sim->P;
+    map->T = T;
+    map->owner = xmalloc((size_t)T * T * sizeof(int), "explain block map");
+    map->step = xmalloc((size_t)T * T * sizeof(int), "explain ring steps");
+    map->token_rank = xmalloc((size_t)T * sizeof(int), "explain token ranks");
+    for (size_t x = 0; x < (size_t)T * T; x++) map->owner[x] = map->step[x] = -1;
+    for (long t = 0; t < T; t++) map->token_rank[t] = -1;
+    long* pos = xmalloc((size_t)sim->Tl * sizeof(long), "explain positions");
+    for (int i = 0; i < P; i++) {
+        token_layout_positions(sim->rank[i].layout, sim->Tl, pos);
+        for (int j = 0; j < sim->Tl; j++) {
+            if (pos[j] < 0 || pos[j] >= T || map->token_rank[pos[j]] >= 0) {
+                free(pos);
+                return set_err(err, ERR_LEN, "rank %d's layout: token %ld outside 0..%ld or held twice",
+                               i, pos[j], T - 1);
+            }
+            map->token_rank[pos[j]] = i;
+        }
+    }
+    free(pos);
+    const CallKind want = phase == COMM_FORWARD ? CALL_FORWARD : CALL_BACKWARD;
+    for (int i = 0; i < P; i++) {
+        const RankRun* r = &sim->rank[i];
+        for (int c = 0; c < r->ncalls; c++) {
+            const ComputeCall* call = &r->call[c];
+            if (call->kind != want) continue;
+            const AttentionProblem* p = &call->p;
+            for (int a = 0; a < p->Tq; a++) {
+                const long q = p->qpos.off + p->qpos.stride * a;
+                for (int b = 0; b < p->Tk; b++) {
+                    const long k = p->kpos.off + p->kpos.stride * b;
+                    if (k > q) continue;   // the causal mask
+                    const size_t x = (size_t)q * T + k;
+                    if (map->owner[x] >= 0)
+                        return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by ranks %d and %d",
+                                       comm_phase_name(phase), q, k, map->owner[x], i);
+                    map->owner[x] = i;
+                    map->step[x] = explain_algo_is_ring(sim->s.algo)
+                                       ? (i - map->token_rank[k] + P) % P : 0;
+                }
+            }
+        }
+    }
+    for (long q = 0; q < T; q++)
+        for (long k = 0; k <= q; k++)
+            if (map->owner[(size_t)q * T + k] < 0)
+                return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by no rank",
+                               comm_phase_name(phase), q, k);
+    return 0;
+}

@@ -1,0 +1,146 @@
+// The simulation of simulate.h.
+#include "explain/simulate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/dist_ops.h"
+#include "comm/fail.h"
+
+static const char* const names[ALGO_COUNT] = {"2d", "2d-overlap", "ring", "striped", "zigzag"};
+static const char* const titles[ALGO_COUNT] = {"ATTENTION2D", "ATTENTION2D (overlapped)", "Ring",
+                                               "Striped", "Zigzag"};
+
+const char* explain_algo_name(ExplainAlgo a) { return names[a]; }
+const char* explain_algo_title(ExplainAlgo a) { return titles[a]; }
+int explain_algo_is_ring(ExplainAlgo a) { return a >= ALGO_RING; }
+
+int explain_algo_parse(const char* name, ExplainAlgo* a) {
+    for (int k = 0; k < ALGO_COUNT; k++)
+        if (!strcmp(name, names[k])) {
+            *a = (ExplainAlgo)k;
+            return 0;
+        }
+    return -1;
+}
+
+int explain_check_shape(const ExplainShape* s, char* err) {
+    Mesh m;
+    if (mesh_init(&m, s->dp, s->pq, s->pkv, 0, s->dp * s->pq * s->pkv, err)) return -1;
+    if (mesh_check_seq_len(&m, s->T, err)) return -1;
+    if (s->algo == ALGO_ZIGZAG && s->T % (2L * m.P))
+        return set_err(err, ERR_LEN,
+                       "--seq-len %ld: zigzag splits the sequence into 2P = %d chunks: expected a "
+                       "multiple of %d",
+                       s->T, 2 * m.P, 2 * m.P);
+    return 0;
+}
+
+AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
+    const int Tl = (int)(s->T / comm->mesh.P);
+    switch (s->algo) {
+    case ALGO_2D: return attention2d_create(comm, s->B, Tl, s->NH, s->HS, 0);
+    case ALGO_2D_OVERLAP: return attention2d_overlap_create(comm, s->B, Tl, s->NH, s->HS);
+    case ALGO_RING: return attention_ring_create(comm, RING_CONTIGUOUS, s->B, Tl, s->NH, s->HS);
+    case ALGO_STRIPED: return attention_ring_create(comm, RING_CYCLIC, s->B, Tl, s->NH, s->HS);
+    case ALGO_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, s->B, Tl, s->NH, s->HS);
+    default: FAIL("caller bug", "unknown algorithm %d", (int)s->algo);
+    }
+}
+
+void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s, const real* qkv,
+                       const real* dout, ComputeRecorder* rec) {
+    const int Tl = (int)(s->T / comm->mesh.P), C = s->NH * s->HS;
+    const size_t rows = (size_t)s->B * Tl;
+    real* out = xmalloc(rows * C * sizeof(real), "explain output");           // (B, Tl, C)
+    real_stat* lse = xmalloc((size_t)s->B * s->NH * Tl * sizeof(real_stat), "explain LSE");
+    real* dqkv = xmalloc(rows * 3 * C * sizeof(real), "explain dQKV");        // (B, Tl, 3C)
+    compute_record_into(rec);
+    if (rec) rec->phase = COMM_FORWARD;
+    layer->forward(layer, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse);
+    if (rec) rec->phase = COMM_BACKWARD;
+    layer->backward(layer, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
+    compute_record_into(NULL);
+    free(out);
+    free(lse);
+    free(dqkv);
+}
+
+DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
+    const int Tl = (int)(s->T / m->P);
+    const size_t sr = sizeof(real), sa = sizeof(real_acc);
+    if (explain_algo_is_ring(s->algo)) return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
+    return attention2d_ops(m, phase, s->B, Tl, s->NH, s->HS, 0, sr, sa,
+                           s->algo == ALGO_2D_OVERLAP);
+}
+
+static void simulate_rank(const ExplainShape* s, int sp, RankRun* out) {
+    char err[ERR_LEN];
+    const int P = s->pq * s->pkv;
+    CHECK(mesh_init(&out->mesh, s->dp, s->pq, s->pkv, sp, s->dp * P, err) == 0, "check the mesh", "%s", err);
+    const int Tl = (int)(s->T / P), C = s->NH * s->HS;
+    CommRecorder* cr;
+    Comm* comm = record_comm_create(&out->mesh, 1, &cr);
+    ComputeRecorder rec = {0};
+    AttentionLayer* layer = explain_layer_create(comm, s);
+    out->layout = layer->positions;
+    real* qkv = xcalloc((size_t)s->B * Tl * 3 * C, sizeof(real), "explain QKV");
+    real* dout = xcalloc((size_t)s->B * Tl * C, sizeof(real), "explain dout");
+    explain_run_layer(layer, comm, s, qkv, dout, &rec);
+    for (int ph = 0; ph < 2; ph++) {
+        for (int k = 0; k < COMM_NKINDS; k++)
+            out->counted[ph].kind[k] = comm_count(comm, 0, (CommPhase)ph, (CommKind)k);
+        out->closed[ph] = explain_closed_ops(&out->mesh, s, (CommPhase)ph);
+    }
+    out->nops = cr->n;
+    out->op = xmalloc((size_t)(cr->n + 1) * sizeof *out->op, "explain operations");
+    if (cr->n) memcpy(out->op, cr->op, (size_t)cr->n * sizeof *out->op);
+    out->call = rec.call;
+    out->ncalls = rec.n;
+    free(qkv);
+    free(dout);
+    attention_layer_free(layer);
+    comm_destroy(comm);
+}
+
+Simulation* simulate(const ExplainShape* s) {
+    Simulation* sim = xcalloc(1, sizeof *sim, "simulation");
+    sim->s = *s;
+    sim->P = s->pq * s->pkv;
+    sim->Tl = (int)(s->T / sim->P);
+    sim->rank = xcalloc((size_t)sim->P, sizeof *sim->rank, "simulated ranks");
+    for (int i = 0; i < sim->P; i++) simulate_rank(s, i, &sim->rank[i]);
+    return sim;
+}
+
+void simulation_free(Simulation* sim) {
+    if (!sim) return;
+    for (int i = 0; i < sim->P; i++) {
+        free(sim->rank[i].op);
+        free(sim->rank[i].call);
+    }
+    free(sim->rank);
+    free(sim);
+}
+
+long long rank_visible_pairs(const RankRun* r) {
+    long long pairs = 0;
+    for (int k = 0; k < r->ncalls; k++)
+        if (r->call[k].kind == CALL_FORWARD) pairs += attention_visible_pairs(&r->call[k].p);
+    return pairs;
+}
+
+long long closed_visible_pairs(const Simulation* sim, int sp) {
+    const Mesh* m = &sim->rank[sp].mesh;
+    static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
+    if (explain_algo_is_ring(sim->s.algo))
+        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T);
+    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T);
+}
+
+long long rank_bytes(const RankRun* r, CommPhase phase) {
+    long long bytes = 0;
+    for (int k = 0; k < r->nops; k++)
+        if (r->op[k].phase == phase) bytes += r->op[k].bytes;
+    return bytes;
+}

@@ -1,0 +1,63 @@
+// Runs a distributed attention schedule as every rank of one sequence-parallel group would, one
+// simulated rank after another in this process: the real layer (attention2d.c, ring.c, ...) over
+// the recording transport (record_comm.h), its partial-attention calls recorded
+// (record_compute.h), and the closed forms of attention/dist_cost.h for the same rank.
+#pragma once
+#include "attention/dist_cost.h"
+#include "explain/record_comm.h"
+#include "explain/record_compute.h"
+
+typedef enum { ALGO_2D, ALGO_2D_OVERLAP, ALGO_RING, ALGO_STRIPED, ALGO_ZIGZAG, ALGO_COUNT } ExplainAlgo;
+
+typedef struct {
+    ExplainAlgo algo;
+    int dp, pq, pkv;
+    long T;              // sequence length
+    int B, NH, HS;       // batch, heads, head size (the byte counts scale with them)
+} ExplainShape;
+
+// One simulated rank of SP group 0.
+typedef struct {
+    Mesh mesh;
+    TokenLayout layout;          // AttentionLayer.positions of the layer on this rank
+    RecordedOp* op;              // every operation, forward then backward
+    int nops;
+    ComputeCall* call;           // every partial-attention call, forward then backward
+    int ncalls;
+    CommVolume counted[2];       // the Comm's counters, forward and backward
+    DistCommOps closed[2];       // dist_cost.c's operations of this rank
+} RankRun;
+
+typedef struct {
+    ExplainShape s;
+    int P, Tl;
+    RankRun* rank;   // P entries, by SP index
+} Simulation;
+
+const char* explain_algo_name(ExplainAlgo a);           // "2d", "2d-overlap", "ring", ...
+const char* explain_algo_title(ExplainAlgo a);          // "ATTENTION2D", "Ring", ...
+int explain_algo_parse(const char* name, ExplainAlgo* a);   // 0, or -1 for an unknown name
+int explain_algo_is_ring(ExplainAlgo a);
+
+// Checks T against the mesh and the algorithm; 0, or -1 with a one-line message naming the flag.
+int explain_check_shape(const ExplainShape* s, char* err);
+
+// The layer the trainer would create for this algorithm on comm (its Comm must have a scope 0).
+AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s);
+// One forward and one backward of layer 0 on (B, Tl, 3C) inputs qkv, dout (B, Tl, C); the
+// outputs land in scratch the function owns. rec (may be NULL) records the partial calls.
+void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s, const real* qkv,
+                       const real* dout, ComputeRecorder* rec);
+// dist_cost.c's operations for this rank and phase.
+DistCommOps explain_closed_ops(const Mesh* mesh, const ExplainShape* s, CommPhase phase);
+
+// Simulates every rank of SP group 0 (shapes only: no kernel runs).
+Simulation* simulate(const ExplainShape* s);
+void simulation_free(Simulation* sim);
+
+// Unmasked (query, key) pairs of one sequence and head computed by a rank's forward calls.
+long long rank_visible_pairs(const RankRun* r);
+// The closed form of the same (attention2d_visible_pairs / ring_visible_pairs).
+long long closed_visible_pairs(const Simulation* sim, int sp);
+// Bytes a rank receives in one phase, summed over its recorded operations.
+long long rank_bytes(const RankRun* r, CommPhase phase);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Writes the seed corpora of the fuzz targets into DIR (default tests/fuzz/corpus, which holds
+# the committed copy): the binary formats from the project's writers (write_seeds), the GPT-2
+# vocabulary from test_bpe's tiny vocabulary, and trainer command lines. Needs
+# `make build/tests/fuzz/write_seeds build/tests/test_bpe`. The fuzz-replay suite checks that
+# the committed copy is what this script writes now.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${BUILD:-build}
+out=${1:-tests/fuzz/corpus}
+rm -rf "$out"
+mkdir -p "$out"
+"$build/tests/fuzz/write_seeds" "$out"
+
+# bpe_vocab: encoder.json, NUL, vocab.bpe, NUL, text to encode.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$build/tests/test_bpe" tiny_vocab "$tmp" > /dev/null
+mkdir -p "$out/bpe_vocab"
+vocab_seed() {   # NAME MERGES-FILE TEXT
+  { cat "$tmp/encoder.json"; printf '\0'; cat "$2"; printf '\0%s' "$3"; } > "$out/bpe_vocab/$1"
+}
+vocab_seed tiny "$tmp/vocab.bpe" "$(head -c 300 "$tmp/text.txt")"
+printf '#version: 0.2\n! ,\nq\n' > "$tmp/one_symbol.bpe"
+vocab_seed merge_one_symbol "$tmp/one_symbol.bpe" 'x'
+printf '#version: 0.2\nyz y\n\n, ?\n' > "$tmp/blank_line.bpe"
+vocab_seed merge_blank_line "$tmp/blank_line.bpe" $'yzy, ?\xff\xc3\xa9 caf\xc3\xa9 \xe2\x82\xac'
+
+# options: the trainer's arguments, NUL-separated.
+mkdir -p "$out/options"
+args() {   # NAME ARG...
+  local name=$1
+  shift
+  if [ $# -eq 0 ]; then : > "$out/options/$name"; return; fi
+  printf '%s\0' "$@" | head -c -1 > "$out/options/$name"
+}
+args none
+args help --help
+args model --preset gpt3-125m --layers 2 --channels 64 --heads 4 --context 128 --vocab 50257 \
+  --seed 7 --init-from runs/a/model.bin
+args data --train-data 'data/x_train_*.bin' --val-data '' --tokenizer t.bin --batch 8 \
+  --seq-len 128 --total-batch-tokens 4096 --steps 10 --eval-only
+args optimizer --lr 3e-4 --warmup 5 --warmup-frac 0.1 --final-lr-frac 0 --weight-decay 0.1 \
+  --grad-clip 1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --on-nan skip --max-skips 3
+args sampling --eval-every 5 --eval-batches 2 --sample-every 5 --sample-length 16 \
+  --sample-prompt 1,2,3 --temperature 0.8 --top-k 10
+args checkpoints --out-dir runs/x --checkpoint-every 2 --keep-last 3 --keep-every 10 --resume \
+  --exit-after 4 --log runs/x/log.jsonl --save-bf16 --no-save --quiet
+args mesh --dp 2 --pq 2 --pkv 2 --attention 2d-overlap --mesh auto --cluster c.cluster \
+  --memory-gb 80 --zero 1 --grad-bucket-mb 25 --overlap 0 --timeline 1 --trace t.json --keep-kv
+args comm --comm nccl --rendezvous file:/tmp/r --rendezvous-id 7.0 --rendezvous-timeout 30 \
+  --rank 0 --world-size 4 --local-rank 0 --peak-gflops 1000
+args bad_value --steps 0
+args bad_choice --attention 2d-fast
+args missing_value --lr
+args stray_word --quiet extra
+args equals_form --steps=5 --attention=ring '--sample-prompt="q"\'

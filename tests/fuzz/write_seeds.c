@@ -1,0 +1,144 @@
+// Writes the binary seed corpora of the fuzz targets with the project's own writers: small
+// valid files and near-valid variants (truncated, wrong version, corrupted), a few KB each.
+//   write_seeds DIR   -> DIR/{shard,model_file,train_state,tokenizer_file}/NAME
+// tests/fuzz/make_corpus.sh runs it (and adds the text-format seeds).
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoints/model_file.h"
+#include "checkpoints/train_state.h"
+#include "comm/fail.h"
+#include "data/shard.h"
+#include "data/tokenizer_file.h"
+#include "model/gpt.h"
+#include "tests/fuzz/fuzz_file.h"
+
+static const char* out_dir;
+
+static const char* seed_path(const char* target, const char* name) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", out_dir, target);
+    CHECK(mkdir(path, 0755) == 0 || errno == EEXIST, "", "cannot create %s: %s", path,
+          strerror(errno));
+    snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
+    return path;
+}
+
+static void check_written(int rc, const char* err) {
+    if (rc != 0) fail_msg("writing a seed: %s", err);
+}
+
+// A copy of an existing seed with `keep` bytes (<= its size) and one 32-bit word replaced
+// (at byte offset `at`, when at >= 0): the near-valid variants.
+static void variant(const char* target, const char* from, const char* name, size_t keep,
+                    long at, uint32_t word) {
+    size_t size = 0;
+    uint8_t* data = fuzz_read(seed_path(target, from), &size);
+    CHECK(data && keep <= size, "", "seed %s/%s: cannot read it back", target, from);
+    if (at >= 0) memcpy(data + at, &word, 4);
+    const char* path = seed_path(target, name);
+    FILE* f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, keep, f) == keep && fclose(f) == 0, "", "cannot write %s", path);
+    free(data);
+}
+
+static void shard_seeds(void) {
+    char err[ERR_LEN] = "";
+    uint32_t tokens[40];
+    for (int i = 0; i < 40; i++) tokens[i] = (uint32_t)(i * 7919 % 50257);
+    check_written(shard_write(seed_path("shard", "u16"), tokens, 40, 0, err, sizeof err), err);
+    check_written(shard_write(seed_path("shard", "u32"), tokens, 20, 1, err, sizeof err), err);
+    check_written(shard_write(seed_path("shard", "empty"), tokens, 0, 0, err, sizeof err), err);
+    tokens[3] = 50300;   // beyond GPT-2's vocabulary
+    check_written(shard_write(seed_path("shard", "u16_big_token"), tokens, 10, 0, err,
+                              sizeof err), err);
+    variant("shard", "u16", "u16_truncated", 1024 + 2 * 39, -1, 0);
+    variant("shard", "u32", "u32_bad_version", 1024 + 4 * 20, 4, 1);
+    variant("shard", "u16", "u16_negative_count", 1024 + 2 * 40, 8, 0x80000000u);
+}
+
+static GPTConfig tiny_config(void) {
+    return (GPTConfig){.max_T = 4, .V = 5, .Vp = 8, .L = 1, .NH = 2, .C = 2};
+}
+
+static float* some_params(size_t n) {
+    float* p = xmalloc(n * sizeof *p, "seed parameters");
+    for (size_t i = 0; i < n; i++) p[i] = (float)((long)(i * 37 % 101) - 50) / 64.0f;
+    return p;
+}
+
+static void model_seeds(void) {
+    char err[ERR_LEN] = "";
+    const GPTConfig c = tiny_config();
+    const size_t n = gpt_num_params(&c);
+    float* p = some_params(n);
+    check_written(model_file_save(seed_path("model_file", "fp32"), &c, p, MODEL_VERSION_FP32,
+                                  err, sizeof err), err);
+    check_written(model_file_save(seed_path("model_file", "bf16"), &c, p, MODEL_VERSION_BF16,
+                                  err, sizeof err), err);
+    variant("model_file", "fp32", "fp32_truncated", 1024 + 4 * n - 4, -1, 0);
+    variant("model_file", "bf16", "bf16_heads_3", 1024 + 2 * n, 5 * 4, 3);
+    variant("model_file", "fp32", "fp32_nan", 1024 + 4 * n, 1024 + 4 * 7, 0x7fc00000u);
+    free(p);
+}
+
+static void state_seeds(void) {
+    char err[ERR_LEN] = "";
+    TrainStateInfo info = {.step = 3, .world_size = 2, .rank = 1, .dp = 2, .pq = 1, .pkv = 1,
+                           .zero_stage = 1, .model = tiny_config(), .B = 1, .T = 4,
+                           .accum_steps = 1, .sample_rng = 12345};
+    info.loader = (LoaderState){.epoch = 0, .next_batch = 6, .seed = 1337, .shuffle = 1,
+                                .nfiles = 1, .B = 1, .T = 4};
+    info.num_params = gpt_num_params(&info.model);
+    info.shard_begin = info.num_params / 2;
+    info.shard_count = info.num_params - info.shard_begin;
+    snprintf(info.config_json, sizeof info.config_json, "{\"preset\":\"tiny\",\"zero\":1}");
+    float* p = some_params(info.num_params);
+    check_written(train_state_save(seed_path("train_state", "zero1_rank1"), &info, p, p, p + 1,
+                                   err, sizeof err), err);
+    info.zero_stage = 0;
+    info.rank = 0;
+    info.shard_begin = 0;
+    info.shard_count = info.num_params;
+    check_written(train_state_save(seed_path("train_state", "zero0"), &info, p, p, p, err,
+                                   sizeof err), err);
+    struct stat st;
+    CHECK(stat(seed_path("train_state", "zero0"), &st) == 0, "", "seed zero0 missing");
+    variant("train_state", "zero0", "zero0_bad_checksum", (size_t)st.st_size, 50 * 4, 1);
+    variant("train_state", "zero0", "zero0_truncated", (size_t)st.st_size - 8, -1, 0);
+    free(p);
+}
+
+static void tokenizer_seeds(void) {
+    char err[ERR_LEN] = "";
+    static const char* words[] = {"a", "b", "the", " the", "<|endoftext|>", "\xff\xfe", "ing"};
+    enum { NW = sizeof words / sizeof words[0] };
+    uint32_t offset[NW + 1] = {0};
+    uint8_t bytes[64];
+    for (int i = 0; i < NW; i++) {
+        memcpy(bytes + offset[i], words[i], strlen(words[i]));
+        offset[i + 1] = offset[i] + (uint32_t)strlen(words[i]);
+    }
+    TokenTable t = {.vocab_size = NW, .eot_id = 4, .offset = offset, .bytes = bytes};
+    check_written(tokenizer_file_write(seed_path("tokenizer_file", "v2"), &t, err, sizeof err),
+                  err);
+    const size_t size = 1024 + NW + offset[NW];
+    // Version 1: no end-of-text field (header[3] must then be 0).
+    variant("tokenizer_file", "v2", "v1_eot_set", size, 4, 1);
+    variant("tokenizer_file", "v1_eot_set", "v1", size, 12, 0);
+    variant("tokenizer_file", "v2", "v2_truncated", size - 1, -1, 0);
+    variant("tokenizer_file", "v2", "v2_vocab_large", size, 8, 1u << 24);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) fail_msg("usage: write_seeds DIR");
+    out_dir = argv[1];
+    shard_seeds();
+    model_seeds();
+    state_seeds();
+    tokenizer_seeds();
+    return 0;
+}
