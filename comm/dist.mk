@@ -8,9 +8,11 @@ MPICC ?= mpicc
 # COMM_OBJS before that fragment is included), which writes its trace atomically.
 COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
 	$(BUILD)/checkpoints/atomic_file.o
-# The CPU side of the device transports (it refuses them) and launching without MPI
-# (comm/launch.mk): what a trainer links besides COMM_OBJS.
-TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS)
+# Choosing and creating the transport (comm/transport.h: the trainer and build/generate).
+TRANSPORT_OBJS = $(BUILD)/comm/transport.o
+# The CPU side of the device transports (it refuses them), launching without MPI
+# (comm/launch.mk) and the transport choice: what a trainer links besides COMM_OBJS.
+TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS) $(TRANSPORT_OBJS)
 # The schedules on the CPU backend (attention/dist_ops_cpu.c); the CUDA trainer compiles the same
 # sources as CUDA C++ (train/train_cuda.mk).
 DIST_SCHEDULE_SRCS = attention/attention2d.c attention/attention2d_overlap.c attention/ring.c

@@ -12,6 +12,7 @@
 #include "checkpoints/model_file.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
+#include "comm/transport.h"
 #include "data/bpe.h"
 #include "data/tokenizer_file.h"
 #include "inference/generator.h"
@@ -36,6 +37,10 @@ typedef struct {
     PrefillSchedule prefill;
     DecodeAlgorithm decode;
     int print_ids;
+    int recompute;            // the reference: every step a full forward, no cache (1 process)
+    const char* logits_out;   // every decode step's logits (V float32 each), rank 0
+    const char* comm;         // --comm (comm/transport.h)
+    double comm_timeout;
 } Options;
 
 static void usage(FILE* f) {
@@ -63,6 +68,11 @@ static void usage(FILE* f) {
         "  --prefill NAME        2d, 2d-overlap or striped (default 2d)\n"
         "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
         "  --print WHAT          text (default with --tokenizer) or ids\n"
+        "  --recompute           no cache: every step runs the model over the whole sequence\n"
+        "                        (the reference of the cache; one process)\n"
+        "  --logits-out FILE     writes each step's logits (V float32) to FILE, in decode order\n"
+        "  --comm NAME           auto (default), mpi (CPU), nccl or mpi-staged (CUDA builds)\n"
+        "  --comm-timeout S      seconds a wait for communication may last (default 600; 0: none)\n"
         "  --help                this text\n",
         MAX_PROMPTS);
 }
@@ -104,7 +114,8 @@ static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) 
 
 static void parse_options(int argc, char** argv, Options* o) {
     enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
-           SEED, STOP, PQ, PKV, PREFILL, DECODE, PRINT, HELP };
+           SEED, STOP, PQ, PKV, PREFILL, DECODE, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT,
+           HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
         {"vocab-dir", required_argument, 0, VOCAB}, {"prompt", required_argument, 0, PROMPT},
@@ -115,6 +126,8 @@ static void parse_options(int argc, char** argv, Options* o) {
         {"stop", required_argument, 0, STOP}, {"pq", required_argument, 0, PQ},
         {"pkv", required_argument, 0, PKV}, {"prefill", required_argument, 0, PREFILL},
         {"decode", required_argument, 0, DECODE}, {"print", required_argument, 0, PRINT},
+        {"recompute", no_argument, 0, RECOMPUTE}, {"logits-out", required_argument, 0, LOGITS_OUT},
+        {"comm", required_argument, 0, COMM}, {"comm-timeout", required_argument, 0, COMM_TIMEOUT},
         {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->vocab_dir = DEFAULT_VOCAB_DIR;
@@ -123,6 +136,8 @@ static void parse_options(int argc, char** argv, Options* o) {
     o->seed = 1337;
     o->pq = o->pkv = 1;
     o->print_ids = -1;
+    o->comm = "auto";
+    o->comm_timeout = 600;
     const char* stops = NULL;
     opterr = 0;
     int c;
@@ -162,6 +177,15 @@ static void parse_options(int argc, char** argv, Options* o) {
             else if (!strcmp(optarg, "ids")) o->print_ids = 1;
             else fail_msg("--print: expected text or ids, found '%s'", optarg);
             break;
+        case RECOMPUTE: o->recompute = 1; break;
+        case LOGITS_OUT: o->logits_out = optarg; break;
+        case COMM:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "mpi") && strcmp(optarg, "nccl") &&
+                strcmp(optarg, "mpi-staged"))
+                fail_msg("--comm: expected auto, mpi, nccl or mpi-staged, found '%s'", optarg);
+            o->comm = optarg;
+            break;
+        case COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0, 1e9); break;
         case HELP: usage(stdout); exit(0);
         default:
             fail_msg("%s: unknown option or missing value (see --help)", argv[optind - 1]);
@@ -256,21 +280,34 @@ int main(int argc, char** argv) {
     }
     Mesh mesh;
     if (mesh_init(&mesh, 1, o.pq, o.pkv, world_rank, world_size, err) != 0) fail_msg("%s", err);
+    if (o.recompute && mesh.P > 1)
+        fail_msg("--recompute: runs on one process, found a mesh of %d x %d", o.pq, o.pkv);
+    // The transport and this rank's device, before any other backend call.
+    const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
+    const char* transport = transport_resolve(&to, gpt_backend_host_memory(), gpt_backend_name(),
+                                              world_size, err);
+    if (!transport) fail_msg("%s", err);
+    int local_rank, local_size, device;
+    comm_mpi_node_rank(&local_rank, &local_size);
+    if (gpt_backend_select_device(local_rank, local_size, strcmp(transport, "mpi-staged") == 0,
+                                  &device, err) != 0)
+        fail_msg("%s", err);
     int* len = (int*)xmalloc(sizeof(int) * o.nprompts, "prompt lengths");
     int** tokens = encode_prompts(&o, &cfg, len);
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "model parameters");
     if (model_file_load(o.model, &cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
-    Comm* comm = comm_mpi_create(&mesh, cfg.L);
+    Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
         fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d), backend %s\n",
                 o.model, version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH,
                 cfg.V, cfg.max_T, gpt_backend_name());
+        fprintf(stderr, "  transport %s\n", transport);
         fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s; %d prompt(s), max %d new tokens, "
                 "temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n", o.pq, o.pkv,
                 P == 1 ? "local" : o.prefill == PREFILL_2D ? "2d"
                 : o.prefill == PREFILL_2D_OVERLAP ? "2d-overlap" : "striped",
-                o.decode == DECODE_TREE ? "tree" : "ring", B, o.max_new, o.sampling.temperature,
+                o.recompute ? "recompute (no cache)" : o.decode == DECODE_TREE ? "tree" : "ring", B, o.max_new, o.sampling.temperature,
                 o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);
     }
     Generator g;
@@ -288,9 +325,12 @@ int main(int argc, char** argv) {
         n[b] = len[b] - 1;
         prefill_tokens += n[b];
     }
+    FILE* logits_out = NULL;
+    if (o.logits_out && rank0 && !(logits_out = fopen(o.logits_out, "wb")))
+        fail_msg("--logits-out %s: cannot open for writing (%s)", o.logits_out, strerror(errno));
     comm_barrier(comm, MESH_WORLD);
     double t0 = now_s();
-    generator_prefill(&g, (const int* const*)seq, n);
+    if (!o.recompute) generator_prefill(&g, (const int* const*)seq, n);
     comm_barrier(comm, MESH_WORLD);
     const double prefill_s = now_s() - t0;
     const long long prefill_bytes = attention_bytes(comm, cfg.L);
@@ -313,27 +353,31 @@ int main(int argc, char** argv) {
         for (int b = 0; b < B; b++) {
             if (done[b]) continue;
             const long long before = attention_bytes(comm, cfg.L);
-            const int pos = g.cache.len[b];
-            const float* logits = generator_decode(&g, b, seq[b][pos]);
+            const int pos = n[b];
+            const float* logits = o.recompute ? generator_full_logits(&g, seq[b], pos + 1)
+                                              : generator_decode(&g, b, seq[b][pos]);
+            n[b]++;
             const long long bytes = attention_bytes(comm, cfg.L) - before;
             const long long want = generator_decode_bytes(&g, pos);
             mismatches += bytes != want;
             if (first_bytes < 0) first_bytes = bytes;
             last_bytes = bytes;
             decoded++;
+            if (logits_out && fwrite(logits, sizeof(float), (size_t)cfg.V, logits_out) != (size_t)cfg.V)
+                fail_msg("--logits-out %s: write failed (%s)", o.logits_out, strerror(errno));
             int tok = token_sampler_draw(&sampler, logits, &o.sampling, &rng);
             if (P > 1) {   // every rank takes SP rank 0's token (host sum: 0 elsewhere)
                 int mine = g.rank == 0 ? tok : 0;
                 comm_all_reduce_host(comm, MESH_SP, &mine, 1, COMM_I32);
                 tok = mine;
             }
-            seq[b][g.cache.len[b]] = tok;
+            seq[b][n[b]] = tok;
             produced[b]++;
             if (stream) {
                 print_token(&table, tok);
                 fflush(stdout);
             }
-            int stop = produced[b] >= o.max_new || g.cache.len[b] + 1 >= cfg.max_T;
+            int stop = produced[b] >= o.max_new || n[b] + 1 >= cfg.max_T;
             for (int s = 0; s < o.nstops; s++) stop |= tok == o.stop[s];
             done[b] = stop;
             active += !stop;
@@ -342,9 +386,11 @@ int main(int argc, char** argv) {
     comm_barrier(comm, MESH_WORLD);
     const double decode_s = now_s() - t0;
     if (stream) printf("\n");
+    if (logits_out && fclose(logits_out) != 0)
+        fail_msg("--logits-out %s: write failed (%s)", o.logits_out, strerror(errno));
     if (rank0 && !stream) {
         for (int b = 0; b < B; b++) {
-            const int total = g.cache.len[b] + 1;
+            const int total = n[b] + 1;
             if (o.print_ids) {
                 printf("%d:", b);
                 for (int i = len[b]; i < total; i++) printf(" %d", seq[b][i]);

@@ -7,6 +7,10 @@
 #include "attention/kv_cache.h"
 #include "model/gpt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { PREFILL_2D, PREFILL_2D_OVERLAP, PREFILL_STRIPED } PrefillSchedule;
 
 typedef struct {
@@ -38,3 +42,7 @@ long long generator_decode_bytes(const Generator* g, int pos);
 // The reference: logits after tokens[0 .. n) by one forward over all n tokens, no cache
 // (one process only). Returns g->logits.
 const float* generator_full_logits(Generator* g, const int* tokens, int n);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Tests of build/generate on random model files (tests/test_generate --write-model): distributed
-# generation equals single-process generation token for token (greedy and sampled) on several
-# meshes, prefill schedules and prompt lengths that do not divide P; the counted bytes per decoded
-# token equal the formula of attention/dist_cost.h and stay flat from context 256 to 4096 for
-# Tree decoding while Ring's grow linearly; text prompts and streaming; bad input gives one-line
-# errors.
+# Tests of build/generate and its CUDA builds. Greedy equality runs on a model the test trains for
+# 150 steps (build/train_gpt on the counting stream of tools/stream_shards.py, about a second), whose
+# greedy continuations vary (checked: a freshly initialised model tends to repeat one token, which
+# would make token-for-token equality weak); the other tests use random model files
+# (tests/test_generate --write-model).
+#   CPU (suite generate): distributed generation equals single-process generation token for token
+#   (greedy and sampled) on 1x2, 2x2, 2x4, several prefill schedules and prompt lengths that do not
+#   divide P; the counted bytes per decoded token equal the formula of attention/dist_cost.h and
+#   stay flat from context 256 to 4096 for Tree decoding while Ring's grow linearly; text prompts
+#   and streaming; bad input gives one-line errors.
+#   CUDA on the host runtime (suite cuda-generate): fp32 == CPU; bf16 cache == bf16 recomputation;
+#   bf16 close to fp32; distributed (nccl, mpi-staged) == single process; decode bytes per token ==
+#   the formula with the CUDA build's element sizes (the bounds: see the cases below).
 #   tests/test_generate.sh TEST      (TEST: see the case at the bottom; tests/suites/generate.list)
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 GEN=${GEN:-$BUILD/generate}
+CUDA_FP32=$BUILD/generate_cuda_host_fp32
+CUDA_BF16=$BUILD/generate_cuda_host
 TOOL=$BUILD/tests/test_generate
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_ess_singleton_isolated=1
+PY=${PYTHON:-/usr/bin/python3}
+# The host runtime shows one device per rank (the nccl transport needs its own GPU per rank).
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_ess_singleton_isolated=1 CUDA_HOST_DEVICES=8
 test_name=${1:-}
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$BUILD/tmp/test_generate.${test_name:-x}.XXXXXX")
@@ -51,6 +62,31 @@ equal_to_single() {
   done
 }
 
+# trained_model PATH: a 2-layer model (C 32, 2 heads of 16, V 512, context 64) trained for 150 steps
+# on the counting stream, so that greedy decoding continues it instead of repeating one token.
+trained_model() {
+  "$PY" tools/stream_shards.py "$W/data" >/dev/null || { bad "stream shards"; finish; }
+  if ! $BUILD/train_gpt --preset tiny --layers 2 --channels 32 --heads 2 --context 64 --vocab 512 \
+      --batch 4 --seq-len 64 --steps 150 --lr 1e-2 --warmup 0 --eval-every 0 --sample-every 0 --quiet \
+      --peak-gflops 1 --train-data "$W/data/t_train_*.bin" --val-data "$W/data/t_val_*.bin" \
+      --tokenizer "" --out-dir "$W/train" >"$W/train.out" 2>&1; then
+    bad "training the fixture model: $(tail -n 2 "$W/train.out")"; finish
+  fi
+  cp "$W/train/model_00000150.bin" "$1"
+}
+
+# varied FILE: every continuation in FILE (--print ids lines "b: ids") has at least 4 distinct
+# tokens, so that a wrong token can show in the comparisons.
+varied() {
+  local worst
+  worst=$(awk '{ delete seen; n = 0; for (i = 2; i <= NF; i++) if (!seen[$i]++) n++; if (NR == 1 || n < m) m = n } END { print m + 0 }' "$1")
+  if [ "$worst" -ge 4 ]; then ok "greedy continuations vary (at least $worst distinct tokens each)"
+  else bad "greedy continuations too uniform ($worst distinct tokens in one): the equality would be weak"; fi
+}
+
+# logits NAME ARGS...: tests/generate_logits_check.py with V = 512, counted as a failure.
+logits() { "$PY" tests/generate_logits_check.py "$1" 512 "${@:2}" || fails=$((fails + 1)); }
+
 # The bytes line: "first F last L; ... (all ranks): M"
 bytes_field() { sed -n 's/.*first \([0-9]*\) last \([0-9]*\);.*: \([0-9]*\)$/\1 \2 \3/p' "$W/err"; }
 
@@ -58,7 +94,9 @@ M=$W/m.bin
 PROMPTS=(--prompt-ids "$(ids 5 1)" --prompt-ids 7 --prompt-ids "$(ids 11 2)" --prompt-ids "$(ids 30 3)")
 case "$test_name" in
   equal-greedy)
-    $TOOL --write-model "$M" --vocab 512 --context 96
+    trained_model "$M"
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12; then varied "$W/out"
+    else bad "single process: $(tail -n 1 "$W/err")"; fi
     equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 ;;
   equal-sampled)
     $TOOL --write-model "$M" --vocab 512 --context 96 --layers 3
@@ -129,7 +167,83 @@ case "$test_name" in
     expect 'no_such.bin' --model "$W/no_such.bin" --prompt-ids 1
     expect "--decode: expected tree or ring, found 'star'" --model "$M" --prompt-ids 1 --decode star
     expect '--model: expected a model file' --prompt-ids 1
-    expect '--temperature: expected a number in \[0, 100\]' --model "$M" --prompt-ids 1 --temperature -1 ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|bytes|text|errors"; exit 2 ;;
+    expect '--temperature: expected a number in \[0, 100\]' --model "$M" --prompt-ids 1 --temperature -1
+    expect "--comm nccl: the cpu backend's buffers are host memory" --model "$M" --prompt-ids 1 --comm nccl
+    expect "--comm: expected auto, mpi, nccl or mpi-staged, found 'tcp'" --model "$M" --prompt-ids 1 --comm tcp ;;
+  cuda-fp32-cpu)
+    # fp32 storage on the CUDA backend against the CPU program: the same tokens, and logits within
+    # 1e-5 of the largest logit. Both compute in fp32 (unit roundoff 6e-8) and differ only in the
+    # order of their sums (GEMM tiles, attention tiles, reductions); the longest sum here has 4C = 128
+    # terms, so even the worst-case bound of one dot product, 128 x 6e-8 = 8e-6 of its terms'
+    # magnitude, is under it, and typical errors grow as the square root (about 1e-6).
+    trained_model "$M"
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/cpu.logits" \
+      || bad "CPU: $(tail -n 1 "$W/err")"
+    cp "$W/out" "$W/cpu.ids"
+    varied "$W/cpu.ids"
+    GEN=$CUDA_FP32
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/fp32.logits"; then
+      cmp -s "$W/out" "$W/cpu.ids" && ok "CUDA fp32 tokens == CPU tokens ($(wc -w <"$W/out") words)" \
+        || { bad "CUDA fp32 tokens differ from the CPU's"; diff "$W/cpu.ids" "$W/out" | head -5; }
+      logits "CUDA fp32 vs CPU" "$W/fp32.logits" "$W/cpu.logits" 1e-5
+    else bad "CUDA fp32: $(tail -n 1 "$W/err")"; fi ;;
+  cuda-bf16)
+    # bf16 storage. With the KV cache against its own recomputation without a cache (--recompute):
+    # the same tokens. Against fp32 storage: logits within 8 bf16 unit roundoffs (8 x 2^-9 = 1/64)
+    # of the largest logit, and the same tokens wherever fp32's two best logits are more than twice
+    # that apart (closer, the bound allows either). The 8: the logits are a product of two bf16-rounded
+    # operands (the final activations and the embedding, 2 roundoffs), whose activations carry one
+    # roundoff for each bf16 tensor added into the residual stream (the embedding, each of the 2
+    # layers' attention and MLP outputs: 5), and the final layernorm's output stored in bf16 (1).
+    trained_model "$M"
+    B16=0.015625
+    GEN=$CUDA_FP32
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/fp32.logits" \
+      || bad "CUDA fp32: $(tail -n 1 "$W/err")"
+    cp "$W/out" "$W/fp32.ids"
+    varied "$W/fp32.ids"
+    GEN=$CUDA_BF16
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/bf16.logits" \
+      || bad "CUDA bf16: $(tail -n 1 "$W/err")"
+    cp "$W/out" "$W/bf16.ids"
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --recompute \
+        --logits-out "$W/bf16-full.logits"; then
+      cmp -s "$W/out" "$W/bf16.ids" && [ -s "$W/out" ] \
+        && ok "CUDA bf16: KV cache tokens == recomputed tokens ($(wc -w <"$W/out") words)" \
+        || { bad "CUDA bf16: KV cache tokens differ from recomputation"; diff "$W/out" "$W/bf16.ids" | head -5; }
+      logits "CUDA bf16 cache vs recomputation" "$W/bf16.logits" "$W/bf16-full.logits" $B16
+    else bad "CUDA bf16 --recompute: $(tail -n 1 "$W/err")"; fi
+    logits "CUDA bf16 vs fp32" "$W/bf16.logits" "$W/fp32.logits" $B16 "$W/bf16.ids" "$W/fp32.ids" ;;
+  cuda-dist-nccl|cuda-dist-staged)
+    # Distributed greedy generation on the CUDA backend (host runtime), bf16 and fp32 builds, over
+    # the nccl or mpi-staged transport: token for token the single process's, on 1x2, 2x2, 2x4.
+    trained_model "$M"
+    transport=nccl; [ "$test_name" = cuda-dist-staged ] && transport=mpi-staged
+    for GEN in "$CUDA_BF16" "$CUDA_FP32"; do
+      echo "  $(basename "$GEN") --comm $transport:"
+      equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --comm $transport
+    done
+    grep -q "transport $transport" "$W/err" && ok "ran on the $transport transport" \
+      || bad "not on the $transport transport: $(grep transport "$W/err")" ;;
+  cuda-bytes)
+    # Bytes per decoded token on the bf16 CUDA build, 2x2 (rank 0 of P = 4), the trained model
+    # (2 layers, C 32, 2 heads): every token of every rank equals generator_decode_bytes (the
+    # program counts mismatches), and rank 0's equal the closed forms in the CUDA build's element
+    # sizes: Tree, log2(4) = 2 exchanges of (C + NH) fp32 accumulators per layer; Ring, the 30 - 8
+    # cached K|V rows of a 30-token prompt that rank 0 does not hold, 2C bf16 values each per layer.
+    trained_model "$M"
+    GEN=$CUDA_BF16
+    for algo in tree ring; do
+      if ! gen 4 2 2 --model "$M" --prompt-ids "$(ids 30 3)" --greedy --max-new-tokens 4 --decode $algo; then
+        bad "$algo: exit non-zero: $(tail -n 1 "$W/err")"; continue
+      fi
+      read -r first last mism <<<"$(bytes_field)"
+      if [ $algo = tree ]; then want=$(( 2 * 2 * (32 + 2) * 4 )); wlast=$want
+      else want=$(( 2 * (30 - 8) * 64 * 2 )); wlast=$(( 2 * (33 - 9) * 64 * 2 )); fi
+      [ "$mism" = 0 ] && [ "$first" = "$want" ] && [ "$last" = "$wlast" ] \
+        && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
+        || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
+    done ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

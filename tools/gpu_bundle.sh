@@ -222,6 +222,7 @@ cat > "$tmp/README.md" <<EOF
     tools/gpu_check.sh --quick    # under 3 minutes
     tools/gpu_check.sh --dry-run  # checks this folder only (no GPU needed)
     bin/train_gpt_cuda --help     # the trainer (bf16); bin/train_gpt_cuda_fp32, bin/train_gpt (CPU)
+    bin/generate_cuda --help      # text generation with a KV cache (bf16), 1 or many ranks
 
 Needs: an x86-64 Linux with glibc >= $glibc_req, an NVIDIA driver for CUDA 13, and the CUDA 13
 libraries (${cuda_libs:-none}), which tools/bundle_env.sh finds by itself in CUDA_HOME, next to the

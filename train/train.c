@@ -23,6 +23,7 @@
 #include "comm/fail.h"
 #include "comm/launch.h"
 #include "comm/rendezvous.h"
+#include "comm/transport.h"
 #include "data/bpe.h"
 #include "data/loader.h"
 #include "data/tokenizer_file.h"
@@ -186,52 +187,34 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     t->phase_host = xcalloc((size_t)2 * t->accum + 2, sizeof(double), "phase times");
 }
 
+static TransportOptions transport_options(const Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    return (TransportOptions){o->comm, o->rendezvous, o->rendezvous_id, o->rendezvous_timeout,
+                              o->comm_timeout};
+}
+
 // The transport (--comm) for this backend and launch, and this rank's GPU. Before any other
 // backend call: the device is chosen first.
 static void setup_transport(Trainer* t) {
     const TrainOptions* o = &t->opt;
-    const int host = gpt_backend_host_memory();
-    const char* c = o->comm;
-    if (strcmp(c, "auto") == 0)
-        c = host ? "mpi" : (!t->use_mpi || t->mesh.world_size > 1) ? "nccl" : "mpi-staged";
-    if (host && strcmp(c, "mpi") != 0)
-        config_error(t, "--comm %s: the %s backend's buffers are host memory, moved by --comm mpi "
-                     "(nccl and mpi-staged move device memory: build/train_gpt_cuda)", c,
-                     gpt_backend_name());
-    if (!host && strcmp(c, "mpi") == 0)
-        config_error(t, "--comm mpi: the %s backend's buffers are device memory; use --comm nccl, "
-                     "or mpi-staged (through pinned host buffers)", gpt_backend_name());
-    if (!t->use_mpi && strcmp(c, "nccl") != 0)
-        config_error(t, "--comm %s with --rendezvous %s: without MPI only the nccl transport runs", c,
-                     o->rendezvous);
+    const TransportOptions to = transport_options(t);
+    char err[ERR_LEN];
+    const char* c = transport_resolve(&to, gpt_backend_host_memory(), gpt_backend_name(),
+                                      t->mesh.world_size, err);
+    if (!c) config_error(t, "%s", err);
     if (o->keep_kv && strcmp(o->attention, "2d") != 0)
         config_error(t, "--keep-kv: only --attention 2d keeps gathered K/V, found --attention %s",
                      o->attention);
     t->transport = c;
-    char err[ERR_LEN];
     if (gpt_backend_select_device(t->local_rank, t->local_size, strcmp(c, "mpi-staged") == 0,
                                   &t->device, err) != 0)
         fail_msg("%s", err);
 }
 
-static Comm* create_device_comm(Trainer* t) {
-    DeviceCommOptions d = {t->transport, t->opt.rendezvous, "", t->opt.rendezvous_timeout,
-                           t->opt.comm_timeout};
-    char key[256], err[ERR_LEN];
-    if (!t->use_mpi) {
-        if (rendezvous_run_key(key, sizeof key, t->opt.rendezvous_id, err) != 0)
-            fail_msg("--rendezvous-id: %s", err);
-        d.run_key = key;
-    }
-    return comm_device_create(&t->mesh, t->cfg.L, &d);
-}
-
 // The transport, with the hang watchdog's limit (--comm-timeout).
 static Comm* create_comm(Trainer* t) {
-    Comm* comm = strcmp(t->transport, "mpi") == 0 ? comm_mpi_create(&t->mesh, t->cfg.L)
-                                                  : create_device_comm(t);
-    comm_set_timeout(comm, t->opt.comm_timeout);
-    return comm;
+    const TransportOptions to = transport_options(t);
+    return transport_create(&t->mesh, t->cfg.L, t->transport, &to);
 }
 
 static void setup_attention(Trainer* t) {

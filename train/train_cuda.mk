@@ -4,9 +4,10 @@
 #   make train-cuda-host   build/train_gpt_cuda_host (bf16) and build/train_gpt_cuda_host_fp32
 #                          (-DGPT_CUDA_FP32): the CUDA sources run on the host runtime
 #                          (tests/cuda_host); what the cuda-train suite tests against the CPU trainer.
-#   make train-cuda        build/train_gpt_cuda: nvcc for sm_80, sm_90 and compute_90 PTX (warnings
-#                          as errors), cuBLASLt / cuBLAS / CUDA runtime; CI only compiles and links
-#                          it (build/train_gpt_cuda_fp32, its fp32 twin, goes into the GPU bundle).
+#   make train-cuda        build/train_gpt_cuda and build/generate_cuda: nvcc for sm_80, sm_90 and
+#                          compute_90 PTX (warnings as errors), cuBLASLt / cuBLAS / CUDA runtime; CI
+#                          only compiles and links them (build/train_gpt_cuda_fp32, the trainer's
+#                          fp32 twin, goes into the GPU bundle).
 #
 # What goes in:
 #   - the C sources of the trainer, data, checkpoints, comm and the CPU distributed attention
@@ -33,7 +34,7 @@ CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_at
 CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(BUILD)/attention/dist_cost.o \
 	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) \
 	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
-	$(COMM_OBJS) $(LAUNCH_OBJS) $(FAIL_OBJS)
+	$(COMM_OBJS) $(LAUNCH_OBJS) $(TRANSPORT_OBJS) $(FAIL_OBJS)
 
 # --- Host runtime builds ---------------------------------------------------------------------------
 
@@ -137,7 +138,8 @@ ifeq ($(CUDA_NVCC),)
 train-cuda:
 	@echo "train-cuda: nvcc not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)" >&2; exit 1
 else
-train-cuda: $(BUILD)/train_gpt_cuda
+# build/generate_cuda (inference/inference.mk) too: the same backend, compiled the same way.
+train-cuda: $(BUILD)/train_gpt_cuda $(BUILD)/generate_cuda
 
 # bf16 (the production build) and fp32 (for comparisons with the CPU trainer on a GPU).
 $(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
