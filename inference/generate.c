@@ -72,7 +72,7 @@ static void usage(FILE* f) {
         "                        (the reference of the cache; one process)\n"
         "  --logits-out FILE     writes each step's logits (V float32) to FILE, in decode order\n"
         "  --comm NAME           auto (default), mpi (CPU), nccl or mpi-staged (CUDA builds)\n"
-        "  --comm-timeout S      seconds a wait for communication may last (default 600; 0: none)\n"
+        "  --comm-timeout S      seconds a wait for communication may last (default 300, as the trainer; 0: none)\n"
         "  --help                this text\n",
         MAX_PROMPTS);
 }
@@ -137,7 +137,7 @@ static void parse_options(int argc, char** argv, Options* o) {
     o->pq = o->pkv = 1;
     o->print_ids = -1;
     o->comm = "auto";
-    o->comm_timeout = 600;
+    o->comm_timeout = COMM_DEFAULT_TIMEOUT_S;
     const char* stops = NULL;
     opterr = 0;
     int c;

@@ -1,5 +1,6 @@
 #include "train/options.h"
 
+#include "comm/comm.h"
 #include "model/backend.h"
 
 #include <errno.h>
@@ -140,7 +141,7 @@ static void set_defaults(TrainOptions* o) {
     o->rendezvous = "mpi";
     o->rendezvous_id = "";
     o->rendezvous_timeout = 120;
-    o->comm_timeout = 300;
+    o->comm_timeout = COMM_DEFAULT_TIMEOUT_S;
     o->launch_rank = -1;
     o->launch_world = -1;
     o->launch_local_rank = -1;
