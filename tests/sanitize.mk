@@ -1,7 +1,8 @@
 # `make test-sanitize`: the C programs built with AddressSanitizer and UndefinedBehaviorSanitizer
 # into their own build directory (SANITIZE_BUILD, default build-sanitize), then the C suites run
 # against them (tests/run_suites.sh with BUILD=$(SANITIZE_BUILD)), MPI jobs included; the
-# train-schedules-2x2 line of dist-model is the short distributed training run (4 ranks, 2x2).
+# train-schedules-2x2 line of dist-model is the short distributed training run (4 ranks, 2x2:
+# every schedule for 20 steps of a tiny model, against the single-process run).
 #
 #   - every UBSan report ends the process (-fno-sanitize-recover, halt_on_error), every ASan report
 #     too, with SIGABRT (abort_on_error): a sanitizer report can never pass for one of the
@@ -10,11 +11,22 @@
 #     libraries whose own allocations live until exit (Open MPI, OpenBLAS, libgomp); Open MPI keeps
 #     its components loaded (disable_dlclose) so that their frames have names to match;
 #   - the programs of the CUDA host runtime (tests/cuda_host) are left out: its fibers switch
-#     stacks under ASan's feet. They are the test programs whose path names cuda or _host.
+#     stacks under ASan's feet. They are the test programs whose path names cuda or _host; the
+#     C programs of the GPU kit's suites run (gpu-kit and gpu-bench, their C lines).
 SANITIZE_BUILD ?= build-sanitize
-SANITIZE_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# float-cast-overflow (a double converted to an integer type that cannot hold it) is undefined
+# behaviour that GCC's -fsanitize=undefined leaves out.
+SANITIZE_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
+	-fno-sanitize-recover=undefined,float-cast-overflow
+# dist-model: every line but four of the six train-schedules meshes (about 2 minutes under the
+# sanitizers); 2x2, the short distributed training run, and dp2-2x2 stay.
+SANITIZE_DIST_MODEL = mesh-* train-curves train-resume train-refuse train-kill train-mesh \
+	train-schedules-2x2 train-schedules-dp2-2x2 mesh-auto
+sanitize_space := $() $()
+sanitize_comma := ,
 SANITIZE_SUITES = model shards tokenizer train timeline costmodel dist-comm dist-attention dist-launch \
-	dist-model
+	dist-model:$(subst $(sanitize_space),$(sanitize_comma),$(strip $(SANITIZE_DIST_MODEL))) \
+	gpu-kit:compare-logs,gpu-peaks gpu-bench:kernel-costs
 sanitize_left_out = $(or $(findstring cuda,$(1)),$(filter %_host,$(1)))
 SANITIZE_PROGS = $(foreach p,$(TEST_PROGS),$(if $(call sanitize_left_out,$(p:$(BUILD)/%=%)),,$(p)))
 SANITIZE_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
