@@ -45,3 +45,8 @@ test-sanitize: setup
 	@CFLAGS='$(SANITIZE_FLAGS) $(ARCH)' CXXFLAGS='$(SANITIZE_FLAGS) $(ARCH)' \
 		$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) sanitize-progs
 	@$(SANITIZE_ENV) BUILD=$(SANITIZE_BUILD) bash tests/run_suites.sh $(SANITIZE_SUITES)
+
+.PHONY: clean-sanitize
+clean: clean-sanitize
+clean-sanitize:
+	rm -rf $(SANITIZE_BUILD)
