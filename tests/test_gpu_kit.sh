@@ -63,6 +63,17 @@ t_compare_logs() {
   "$C" "$W/ref" "$W/nan" --loss-tol 1 --norm-tol 1 > "$W/o3" 2>&1; local rc=$?
   check "a non-number in the log is an error (exit 2) naming the file and line" \
     eval '[ $rc = 2 ] && grep -q "$W/nan:3: expected finite numbers" "$W/o3"'
+  # A step that no int holds (converting it would be undefined) or that is not whole.
+  sed 's/"step":3,/"step":1e300,/' "$W/ref" > "$W/huge-step"
+  "$C" "$W/ref" "$W/huge-step" --loss-tol 1 --norm-tol 1 > "$W/o4" 2>&1; rc=$?
+  check "a step of 1e300 is an error (exit 2) naming the file and line" \
+    eval '[ $rc = 2 ] && grep -q "$W/huge-step:5: expected finite numbers for step (a whole number in \[0, 2147483647\])" "$W/o4"'
+  sed 's/"step":2,"loss"/"step":2.5,"loss"/' "$W/ref" > "$W/half-step"
+  "$C" "$W/ref" "$W/half-step" --loss-tol 1 --norm-tol 1 > "$W/o5" 2>&1; rc=$?
+  check "a step of 2.5 is an error (exit 2) naming the file and line" \
+    eval '[ $rc = 2 ] && grep -q "$W/half-step:3: expected finite numbers for step" "$W/o5"'
+  check "--min-entries 1e300: the logs fall short, exit 1" \
+    eval '"$C" "$W/ref" "$W/same" --loss-tol 1 --norm-tol 1 --min-entries 1e300 > /dev/null; [ $? = 1 ]'
   check "missing bounds: usage, exit 2" eval '"$C" "$W/ref" "$W/same" > /dev/null 2>&1; [ $? = 2 ]'
   check "a bad bound: one-line error, exit 2" \
     eval '"$C" "$W/ref" "$W/same" --loss-tol x --norm-tol 1 2>&1 | grep -q "^compare_logs: --loss-tol: expected a non-negative number, found .x.$"'

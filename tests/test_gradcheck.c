@@ -26,13 +26,34 @@ static double uniform(void) {   // xorshift64*, in [-1, 1)
     return (double)((rng_state * 2685821657736338717ULL) >> 11) * 0x1.0p-52 - 1.0;
 }
 
+// The test arrays: each allocation is kept in a list and freed at the end of main (the checks
+// hold on to their arrays through closures, so no function frees its own).
+static real** arrays;
+static size_t num_arrays;
+
+static real* new_array(long n) {
+    real** grown = realloc(arrays, sizeof(real*) * (num_arrays + 1));
+    real* a = calloc(n ? n : 1, sizeof(real));
+    if (!grown || !a) {
+        fprintf(stderr, "test_gradcheck: out of memory for an array of %ld\n", n);
+        exit(2);
+    }
+    arrays = grown;
+    return arrays[num_arrays++] = a;
+}
+
+static void free_arrays(void) {
+    for (size_t i = 0; i < num_arrays; i++) free(arrays[i]);
+    free(arrays);
+}
+
 static real* random_array(long n, double scale) {
-    real* a = malloc(sizeof(real) * (n ? n : 1));
+    real* a = new_array(n);
     for (long i = 0; i < n; i++) a[i] = scale * uniform();
     return a;
 }
 
-static real* zeros(long n) { return calloc(n ? n : 1, sizeof(real)); }
+static real* zeros(long n) { return new_array(n); }
 
 // A scalar loss of the current inputs, as a closure.
 typedef double (*LossFn)(void* ctx);
@@ -110,7 +131,7 @@ static double mm_loss(void* p) {
 
 // Input gradients that the layer OVERWRITES start as NaN here, so a read of them fails the check.
 static real* nans(long n) {
-    real* a = malloc(sizeof(real) * (n ? n : 1));
+    real* a = new_array(n);
     for (long i = 0; i < n; i++) a[i] = NAN;
     return a;
 }
@@ -225,7 +246,7 @@ static void test_fused_residual_layernorm(void) {
     c.dres = random_array(n, 1);
     frl_loss(&c);
     // d(a) = d(b) = dres + the LayerNorm backward of dy at residual_out.
-    real *dsum = malloc(sizeof(real) * n), *dw = zeros(c.C), *db = zeros(c.C);
+    real *dsum = new_array(n), *dw = zeros(c.C), *db = zeros(c.C);
     memcpy(dsum, c.dres, sizeof(real) * n);
     layernorm_backward(dsum, dw, db, c.dy, c.res, c.w, c.mean, c.rstd, c.N, c.C);
     check("fused residual+layernorm da", c.a, dsum, n, frl_loss, &c);
@@ -236,7 +257,7 @@ static void test_fused_residual_layernorm(void) {
     real *res2 = zeros(n), *y2 = zeros(n), *m2 = zeros(c.N), *r2 = zeros(c.N);
     residual_forward(res2, c.a, c.b, n);
     layernorm_forward(y2, m2, r2, res2, c.w, c.bias, c.N, c.C);
-    real* a_copy = malloc(sizeof(real) * n);
+    real* a_copy = new_array(n);
     memcpy(a_copy, c.a, sizeof(real) * n);
     fused_residual_layernorm_forward(a_copy, c.y, c.mean, c.rstd, a_copy, c.b, c.w, c.bias, c.N, c.C);
     const int same = !memcmp(res2, a_copy, sizeof(real) * n) && !memcmp(y2, c.y, sizeof(real) * n) &&
@@ -334,7 +355,6 @@ static void test_crossentropy(void) {
     printf("%-4s %-34s the losses and their sum of crossentropy_forward\n", same ? "ok" : "FAIL",
            "cross-entropy forward+backward");
     if (!same) failures++;
-    free(losses);
     for (long i = 0; i < n; i++) grad[i] /= dloss;   // check d(sum of losses)/dlogits
     check("cross-entropy dlogits", c.logits, grad, n, ce_loss, &c);
 }
@@ -461,6 +481,7 @@ int main(void) {
     // Early queries see no key at all (empty partial rows).
     test_attention(9, 9, (TokenPositions){0, 4}, (TokenPositions){3, 4}, "empty rows");
     test_model();
+    free_arrays();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 // error. Used by tools/trainer_checks.sh (the CUDA trainer against the CPU trainer, in `make test`
 // and on a GPU).
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,9 @@ static int read_series(const char* path, Series* s) {
         const int is_eval = strstr(line, "\"type\":\"eval\"") != NULL;
         if (!is_step && !is_eval) continue;
         double step, a, b;
-        int ok = number_field(line, "step", &step);
+        // A step is a whole number that fits an int (converting any other double is undefined).
+        int ok = number_field(line, "step", &step) && step >= 0 && step <= INT_MAX &&
+                 step == floor(step);
         if (is_step) {
             ok = ok && number_field(line, "loss", &a) && number_field(line, "grad_norm", &b);
             if (ok) push(s, KIND_LOSS, (int)step, a), push(s, KIND_NORM, (int)step, b);
@@ -83,8 +86,9 @@ static int read_series(const char* path, Series* s) {
             if (ok) push(s, KIND_VAL, (int)step, a);
         }
         if (!ok) {
-            fprintf(stderr, "compare_logs: %s:%d: expected finite numbers for step and "
-                    "loss/grad_norm/val_loss, found: %.200s", path, lineno, line);
+            fprintf(stderr, "compare_logs: %s:%d: expected finite numbers for step (a whole "
+                    "number in [0, %d]) and loss/grad_norm/val_loss, found: %.200s", path, lineno,
+                    INT_MAX, line);
             fclose(f);
             return -1;
         }
@@ -101,6 +105,41 @@ static int parse_double(const char* flag, const char* text, double* out) {
         return -1;
     }
     return 0;
+}
+
+// Compares two series: 0 when every value is within its bound, 1 when not (the BAD lines and the
+// largest differences printed).
+static int compare(const Series* ref, const Series* test, const double tol[NUM_KINDS],
+                   double min_entries) {
+    int same = ref->n == test->n && ref->n >= min_entries;
+    for (int i = 0; same && i < ref->n; i++)
+        same = ref->e[i].kind == test->e[i].kind && ref->e[i].step == test->e[i].step;
+    if (!same) {
+        printf("BAD the logs hold different steps: %d vs %d entries (at least %.0f expected)\n", ref->n, test->n,
+               min_entries);
+        return 1;
+    }
+    int bad = 0, worst_i[NUM_KINDS] = {-1, -1, -1};
+    double worst[NUM_KINDS] = {-1, -1, -1};
+    for (int i = 0; i < ref->n; i++) {
+        const Entry *r = &ref->e[i], *t = &test->e[i];
+        const double a = r->value, b = t->value;
+        double rel = fabs(b - a) / (fabs(a) > 1e-30 ? fabs(a) : 1e-30);
+        if (rel != rel) rel = INFINITY;   // NaN on either side
+        if (rel > worst[r->kind]) worst[r->kind] = rel, worst_i[r->kind] = i;
+        if (!(rel <= tol[r->kind])) {
+            printf("BAD %s at step %d: %.9g vs %.9g, relative difference %.3g > %g\n", KIND_NAME[r->kind], r->step,
+                   a, b, rel, tol[r->kind]);
+            bad++;
+        }
+    }
+    for (int k = 0; k < NUM_KINDS; k++) {
+        if (worst_i[k] < 0) continue;
+        const int i = worst_i[k];
+        printf("max relative difference of %-4s %.3g (step %d: reference %.9g, test %.9g; bound %g)\n",
+               KIND_NAME[k], worst[k], ref->e[i].step, ref->e[i].value, test->e[i].value, tol[k]);
+    }
+    return bad ? 1 : 0;
 }
 
 int main(int argc, char** argv) {
@@ -132,36 +171,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     Series ref = {0}, test = {0};
-    if (read_series(ref_path, &ref) || read_series(test_path, &test)) return 2;
-    int same = ref.n == test.n && ref.n >= (int)min_entries;
-    for (int i = 0; same && i < ref.n; i++)
-        same = ref.e[i].kind == test.e[i].kind && ref.e[i].step == test.e[i].step;
-    if (!same) {
-        printf("BAD the logs hold different steps: %d vs %d entries (at least %.0f expected)\n", ref.n, test.n,
-               min_entries);
-        return 1;
-    }
-    int bad = 0, worst_i[NUM_KINDS] = {-1, -1, -1};
-    double worst[NUM_KINDS] = {-1, -1, -1};
-    for (int i = 0; i < ref.n; i++) {
-        const Entry *r = &ref.e[i], *t = &test.e[i];
-        const double a = r->value, b = t->value;
-        double rel = fabs(b - a) / (fabs(a) > 1e-30 ? fabs(a) : 1e-30);
-        if (rel != rel) rel = INFINITY;   // NaN on either side
-        if (rel > worst[r->kind]) worst[r->kind] = rel, worst_i[r->kind] = i;
-        if (!(rel <= tol[r->kind])) {
-            printf("BAD %s at step %d: %.9g vs %.9g, relative difference %.3g > %g\n", KIND_NAME[r->kind], r->step,
-                   a, b, rel, tol[r->kind]);
-            bad++;
-        }
-    }
-    for (int k = 0; k < NUM_KINDS; k++) {
-        if (worst_i[k] < 0) continue;
-        const int i = worst_i[k];
-        printf("max relative difference of %-4s %.3g (step %d: reference %.9g, test %.9g; bound %g)\n",
-               KIND_NAME[k], worst[k], ref.e[i].step, ref.e[i].value, test.e[i].value, tol[k]);
-    }
+    const int rc = read_series(ref_path, &ref) || read_series(test_path, &test)
+                       ? 2 : compare(&ref, &test, tol, min_entries);
     free(ref.e);
     free(test.e);
-    return bad ? 1 : 0;
+    return rc;
 }
+

@@ -1352,7 +1352,7 @@ shut_down:
     tensor_free(t.shard_scratch);
     grad_buckets_free(t.buckets);
     free(t.host_params); free(t.host_m); free(t.host_v);
-    free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets);
+    free(t.full_inputs); free(t.full_targets); free(t.inputs); free(t.targets); free(t.positions);
     free(t.phase_slot); free(t.phase_host);
     end_launch();
     return 0;
