@@ -26,6 +26,10 @@ struct AttentionLayer {
     // Striped, contiguous (off = rank * T/P, stride 1) for Ring, two interleaved chunks for
     // Zigzag, (0, 1) on a single device.
     TokenLayout positions;
+    // NULL, or (B*Tl) backend memory: the position of every local row for the position
+    // embedding, where rows do not follow one layout (sequences decoded together, each at its
+    // own position). Forward only.
+    const int* row_positions;
     const char* name;
     void (*destroy)(AttentionLayer* self);
 };

@@ -1,10 +1,11 @@
-// The decode layer of attention/kv_cache.h: one new token per call, its query replicated on every
-// SP rank. Tree: each rank attends over its own shard (partial output and LSE), and the partials
-// merge by recursive doubling over MESH_SP, log2(P) exchanges of (C + NH) accumulators; the LSE
-// merge is symmetric, so every rank ends with the same bits. A group whose size is not a power of
-// two first folds the ranks past the largest power of two into their partners and sends them the
-// result at the end. Ring (the baseline): the shards rotate P-1 times around the group and every
-// rank merges each one into its own output, moving the whole cache every token.
+// The decode layer of attention/kv_cache.h: one new token of each of n sequences per call, the
+// queries replicated on every SP rank. Tree: each rank attends over its own shard of each
+// sequence (partial outputs and LSEs), and the n partials merge together by recursive doubling
+// over MESH_SP, log2(P) exchanges of n (C + NH) accumulators; the LSE merge is symmetric, so
+// every rank ends with the same bits. A group whose size is not a power of two first folds the
+// ranks past the largest power of two into their partners and sends them the result at the end.
+// Ring (the baseline): each sequence's shards rotate P-1 times around the group and every rank
+// merges each one into its own output, moving the whole cache every token.
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,32 +20,36 @@ static void exchange(DecodeLayer* d, CommType t, int send_to, void* sbuf, size_t
     if (ns || nr) comm_wait(d->comm, comm_start(d->comm, MESH_SP, t, &s, ns, &r, nr));
 }
 
-// out (C + NH): the partial attention of the new token (qkv row) over n cached K|V rows.
-static void partial(DecodeLayer* d, const real* qkv, const real* rows, long n, real_acc* out) {
+// out (C), lse (NH): the partial attention of a new token at position pos (qkv row) over n
+// cached K|V rows.
+static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows, long n,
+                    real_acc* out, real_acc* lse) {
     const KVCache* c = d->cache;
     const int C = c->NH * c->HS;
     if (n == 0) {   // an empty partial: merges as nothing
         dist_zero_acc(out, C);
-        dist_to_backend(out + C, d->neg_inf, sizeof(real_acc) * c->NH);
+        dist_to_backend(lse, d->neg_inf, sizeof(real_acc) * c->NH);
         return;
     }
     // Every cached key precedes the new token: the positions only need to keep them visible.
     const AttentionProblem p = attention_problem(1, c->NH, c->HS, 1, (int)n,
-                                                 token_positions(d->pos, 1), token_positions(0, 1));
-    dist_attention_forward(&p, qkv, 3 * C, rows, 2 * C, rows + C, 2 * C, out, C, out + C);
+                                                 token_positions(pos, 1), token_positions(0, 1));
+    dist_attention_forward(&p, qkv, 3 * C, rows, 2 * C, rows + C, 2 * C, out, C, lse);
 }
 
-static void merge(DecodeLayer* d, real_acc* into, const real_acc* from) {
-    const int C = d->cache->NH * d->cache->HS;
-    dist_attention_merge(1, d->cache->NH, d->cache->HS, 1, into, C, into + C, from, C, from + C);
+// into (rows, C) | (rows, NH) += from, the same layout: the LSE merge of rows partials.
+static void merge(const DecodeLayer* d, int rows, real_acc* into, const real_acc* from) {
+    const int NH = d->cache->NH, HS = d->cache->HS, C = NH * HS;
+    dist_attention_merge(rows, NH, HS, 1, into, C, into + (size_t)rows * C, from, C,
+                         from + (size_t)rows * C);
 }
 
 static void tree_merge(DecodeLayer* d) {
     const int P = d->cache->P, i = d->cache->rank;
-    const size_t n = (size_t)d->cache->NH * d->cache->HS + d->cache->NH;
+    const size_t n = (size_t)d->n * (d->cache->NH * d->cache->HS + d->cache->NH);
     int P2 = 1;
     while (P2 * 2 <= P) P2 *= 2;
-    if (i >= P2) {   // folded in: hand the partial over, get the result back
+    if (i >= P2) {   // folded in: hand the partials over, get the result back
         exchange(d, d->at, i - P2, d->part, n, -1, NULL, 0);
         exchange(d, d->at, -1, NULL, 0, i - P2, d->part, n);
         return;
@@ -52,28 +57,32 @@ static void tree_merge(DecodeLayer* d) {
     const int folded = i + P2 < P;
     if (folded) {
         exchange(d, d->at, -1, NULL, 0, i + P2, d->other, n);
-        merge(d, d->part, d->other);
+        merge(d, d->n, d->part, d->other);
     }
     for (int mask = 1; mask < P2; mask <<= 1) {
         exchange(d, d->at, i ^ mask, d->part, n, i ^ mask, d->other, n);
-        merge(d, d->part, d->other);
+        merge(d, d->n, d->part, d->other);
     }
     if (folded) exchange(d, d->at, i + P2, d->part, n, -1, NULL, 0);
 }
 
-static void ring_pass(DecodeLayer* d, const real* qkv, const real* own) {
+// Row r (sequence b at position pos): the other ranks' shards of b rotate through this one and
+// merge into row r of the partials (other holds one (C | NH) partial at a time).
+static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, const real* own) {
     const KVCache* c = d->cache;
-    const int P = c->P, i = c->rank, C = c->NH * c->HS;
-    const long n = d->pos + 1;   // tokens cached, the new one included
-    const real* held = own;      // the shard sent next, from SP rank (i - s + 1) mod P
+    const int P = c->P, i = c->rank, NH = c->NH, HS = c->HS, C = NH * HS;
+    const long n = pos + 1;   // tokens cached, the new one included
+    const real* held = own;   // the shard sent next, from SP rank (i - s + 1) mod P
+    real_acc* out = d->part + (size_t)r * C;
+    real_acc* lse = d->part + (size_t)d->n * C + (size_t)r * NH;
     for (int s = 1; s < P; s++) {
         const int from = (i - s + P) % P, sent = (i - s + 1 + P) % P;
-        const long nrecv = kv_cache_local_count(n, P, from), nsend = kv_cache_local_count(n, P, sent);
+        const long nrecv = kv_cache_rank_rows(c, b, n, from), nsend = kv_cache_rank_rows(c, b, n, sent);
         real* into = d->shard[s & 1];
         exchange(d, d->rt, (i + 1) % P, (void*)held, (size_t)nsend * 2 * C, (i - 1 + P) % P, into,
                  (size_t)nrecv * 2 * C);
-        partial(d, qkv, into, nrecv, d->other);
-        merge(d, d->part, d->other);
+        partial(d, qkv, pos, into, nrecv, d->other, d->other + C);
+        dist_attention_merge(1, NH, HS, 1, out, C, lse, d->other, C, d->other + C);
         held = into;
     }
 }
@@ -82,25 +91,34 @@ static void decode_forward(AttentionLayer* self, int layer, int B, int Tl, int N
                            const real* qkv, real* out, real_stat* lse) {
     DecodeLayer* d = (DecodeLayer*)self;
     KVCache* c = d->cache;
-    CHECK(B == 1 && Tl == 1 && NH == c->NH && HS == c->HS && layer >= 0 && layer < c->L,
-          "decode one token of one sequence per forward",
-          "decode layer called with B=%d Tl=%d NH=%d HS=%d layer %d (cache NH=%d HS=%d L=%d)", B,
-          Tl, NH, HS, layer, c->NH, c->HS, c->L);
+    CHECK(B == d->n && Tl == 1 && NH == c->NH && HS == c->HS && layer >= 0 && layer < c->L,
+          "decode one token of each of the kv_decode_at sequences per forward",
+          "decode layer called with B=%d Tl=%d NH=%d HS=%d layer %d (set for %d rows; cache "
+          "NH=%d HS=%d L=%d)", B, Tl, NH, HS, layer, d->n, c->NH, c->HS, c->L);
     const int C = NH * HS;
     CommScope saved = {0, COMM_OTHER};
     if (d->comm) saved = comm_enter_scope(d->comm, layer, COMM_FORWARD);
-    real* rows = kv_cache_rows(c, layer, d->seq);
-    if (d->pos % c->P == c->rank) {   // this rank owns the new token: append its K|V
-        const long at = kv_cache_local_count(d->pos, c->P, c->rank);
-        dist_copy_rows(rows + (size_t)at * 2 * C, 2 * C, qkv + C, 3 * C, 1, 2 * C, sizeof(real));
+    for (int r = 0; r < B; r++) {
+        const int b = d->seq[r];
+        const long pos = d->pos[r];
+        const real* q = qkv + (size_t)r * 3 * C;
+        real* rows = kv_cache_rows(c, layer, b);
+        if (pos % c->P == c->rank) {   // this rank owns the new token: append its K|V
+            const long at = kv_cache_rank_rows(c, b, pos, c->rank);
+            dist_copy_rows(rows + (size_t)at * 2 * C, 2 * C, q + C, 3 * C, 1, 2 * C, sizeof(real));
+        }
+        partial(d, q, pos, rows, kv_cache_rank_rows(c, b, pos + 1, c->rank),
+                d->part + (size_t)r * C, d->part + (size_t)B * C + (size_t)r * NH);
     }
-    partial(d, qkv, rows, kv_cache_local_count(d->pos + 1, c->P, c->rank), d->part);
     if (c->P > 1) {
         if (d->algo == DECODE_TREE) tree_merge(d);
-        else ring_pass(d, qkv, rows);
+        else
+            for (int r = 0; r < B; r++)
+                ring_pass(d, qkv + (size_t)r * 3 * C, r, d->seq[r], d->pos[r],
+                          kv_cache_rows(c, layer, d->seq[r]));
     }
-    dist_acc_to_real(out, C, d->part, C, 1, C);
-    dist_copy_rows(lse, NH, d->part + C, NH, 1, NH, sizeof(real_acc));
+    dist_acc_to_real(out, C, d->part, C, B, C);
+    dist_copy_rows(lse, NH, d->part + (size_t)B * C, NH, B, NH, sizeof(real_acc));
     if (d->comm) comm_leave_scope(d->comm, saved);
 }
 
@@ -116,6 +134,9 @@ static void decode_destroy(AttentionLayer* self) {
     dist_free(d->other);
     dist_free(d->shard[0]);
     dist_free(d->shard[1]);
+    dist_free(d->row_pos);
+    free(d->seq);
+    free(d->pos);
     free(d->neg_inf);
     free(d);
 }
@@ -126,14 +147,18 @@ DecodeLayer* kv_decode_create(KVCache* cache, Comm* comm, DecodeAlgorithm algo) 
           "decode cache of %d shards on an SP group of %d", cache->P,
           comm ? comm_size(comm, MESH_SP) : 1);
     DecodeLayer* d = (DecodeLayer*)xcalloc(1, sizeof *d, "decode layer");
-    const int C = cache->NH * cache->HS;
+    const int B = cache->B, C = cache->NH * cache->HS;
     d->cache = cache;
     d->comm = comm;
     d->algo = algo;
     d->rt = dist_real_comm_type();
     d->at = dist_acc_comm_type();
-    d->part = (real_acc*)dist_alloc(sizeof(real_acc) * (C + cache->NH), "decode partial");
-    d->other = (real_acc*)dist_alloc(sizeof(real_acc) * (C + cache->NH), "decode partner partial");
+    d->seq = (int*)xcalloc((size_t)B, sizeof(int), "decode sequences");
+    d->pos = (int*)xcalloc((size_t)B, sizeof(int), "decode positions");
+    d->row_pos = (int*)dist_alloc(sizeof(int) * B, "decode positions");
+    d->part = (real_acc*)dist_alloc(sizeof(real_acc) * B * (C + cache->NH), "decode partials");
+    d->other = (real_acc*)dist_alloc(sizeof(real_acc) * B * (C + cache->NH),
+                                     "decode partner partials");
     if (algo == DECODE_RING && cache->P > 1) {
         for (int k = 0; k < 2; k++)
             d->shard[k] = (real*)dist_alloc(sizeof(real) * cache->cap * 2 * C, "decode ring shard");
@@ -143,17 +168,26 @@ DecodeLayer* kv_decode_create(KVCache* cache, Comm* comm, DecodeAlgorithm algo) 
     d->base.forward = decode_forward;
     d->base.backward = decode_backward;
     d->base.destroy = decode_destroy;
+    d->base.positions = token_layout(token_positions(0, 1));
+    d->base.row_positions = d->row_pos;
     d->base.name = algo == DECODE_TREE ? "decode-tree" : "decode-ring";
-    kv_decode_at(d, 0, 0);
     return d;
 }
 
-void kv_decode_at(DecodeLayer* d, int seq, int pos) {
-    CHECK(seq >= 0 && seq < d->cache->B && pos >= 0 &&
-              kv_cache_local_count(pos + 1, d->cache->P, d->cache->rank) <= d->cache->cap,
-          "caller bug", "decode of sequence %d position %d beyond the cache (B=%d, %d rows)", seq,
-          pos, d->cache->B, d->cache->cap);
-    d->seq = seq;
-    d->pos = pos;
-    d->base.positions = token_layout(token_positions(pos, 1));
+void kv_decode_at(DecodeLayer* d, int n, const int* seq) {
+    const KVCache* c = d->cache;
+    CHECK(n >= 1 && n <= c->B, "caller bug", "decode of %d sequences with a cache of %d", n, c->B);
+    for (int r = 0; r < n; r++) {
+        const int b = seq[r];
+        CHECK(b >= 0 && b < c->B, "caller bug", "decode of sequence %d (cache of %d)", b, c->B);
+        for (int q = 0; q < r; q++)
+            CHECK(seq[q] != b, "caller bug", "sequence %d twice in one decode step", b);
+        const int pos = c->len[b];
+        CHECK(kv_cache_rank_rows(c, b, pos + 1, c->rank) <= c->cap, "caller bug",
+              "decode of sequence %d position %d beyond the cache (%d rows)", b, pos, c->cap);
+        d->seq[r] = b;
+        d->pos[r] = pos;
+    }
+    d->n = n;
+    dist_to_backend(d->row_pos, d->pos, sizeof(int) * n);
 }

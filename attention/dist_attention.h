@@ -37,6 +37,8 @@ typedef enum {
                        // rank i holding chunks i and 2P-1-i (Tl even)
 } RingLayout;
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
+// The positions of SP rank `rank`'s Tl local tokens in a layout (zigzag: Tl even).
+TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl);
 
 #ifdef __cplusplus
 }

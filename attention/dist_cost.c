@@ -2,7 +2,6 @@
 // S = B*Tl*C elements (one shard of Q, K, V, O or their gradients), L = B*NH*Tl (one LSE or D
 // shard); a group of n ranks adds (n-1) blocks per gather, reduce-scatter or all-to-all.
 #include "attention/dist_cost.h"
-#include "attention/kv_cache.h"
 
 #include "comm/fail.h"
 
@@ -153,6 +152,6 @@ long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size) {
     return steps * part + (rank + P2 < P ? part : 0);
 }
 
-long long ring_decode_bytes(int P, int rank, long n, int NH, int HS, size_t act_size) {
-    return (n - kv_cache_local_count(n, P, rank)) * 2LL * NH * HS * (long long)act_size;
+long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size) {
+    return (n - n_rank) * 2LL * NH * HS * (long long)act_size;
 }

@@ -67,10 +67,13 @@ CommVolume dist_comm_volume(const DistCommOps* ops);
 // layer of attention/kv_cache.h. Tree: log2(P) exchanges of the (C + NH) partial output | LSE in
 // the accumulator type, where P is a power of two (otherwise ranks past the largest power of two
 // P2 receive the result once, and the ranks they fold into one partial more than the P2 ranks'
-// log2(P2)); independent of the context. Ring: every other rank's shard of the n cached tokens
-// (the new one included) as K|V rows in the storage type, (n - n_rank) * 2C, linear in n.
+// log2(P2)); independent of the context. A step decoding n sequences together receives n times
+// that in as many exchanges. Ring: every other rank's shard of the n cached tokens (the new one
+// included) as K|V rows in the storage type, (n - n_rank) * 2C where the rank holds n_rank of
+// them (kv_cache_rank_rows: its prefill layout's share and its cyclic share of the decoded
+// tokens), linear in n.
 long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size);
-long long ring_decode_bytes(int P, int rank, long n, int NH, int HS, size_t act_size);
+long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size);
 
 // Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
 long long attention_visible_pairs(const AttentionProblem* p);

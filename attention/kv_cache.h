@@ -1,15 +1,21 @@
-// The key/value cache of generation, sharded by sequence position over the SP group: token t of a
-// sequence lives on SP rank t mod P (the cyclic layout of ATTENTION2D and Striped), so prefill
-// leaves every rank the K/V of its own tokens and decoding appends each new token on rank t mod P,
-// keeping the shards balanced. Two attention layers (attention/attention_layer.h) use it:
-//   - the prefill layer wraps a schedule (ATTENTION2D, its overlapped variant, Striped, or the
-//     single-device layer) and also stores this rank's K/V rows of every layer into the cache;
-//   - the decode layer attends one new token per call (B = 1, Tl = 1, the query replicated on
-//     every SP rank) over the cache: Tree Attention (partial attention with LSE over the local
-//     shard, merged by a log-depth exchange over MESH_SP), or a Ring baseline that rotates the
-//     shards. Both are written once against attention/dist_ops.h and comm/comm.h.
+// The key/value cache of generation, sharded by sequence position over the SP group. Prefill
+// leaves every rank the K/V of the tokens its schedule's layout gave it (cyclic for ATTENTION2D
+// and Striped, a contiguous chunk for Ring, two chunks for Zigzag: RingLayout), and decoding
+// appends each new token t on rank t mod P, keeping the shards balanced. The decode attention
+// does not care which positions a rank holds (every cached key precedes the new token), so the
+// rows of a shard are the rank's prefill tokens then its decoded ones, and the count each rank
+// holds comes from the layout (kv_cache_rank_rows). Two attention layers
+// (attention/attention_layer.h) use it:
+//   - the prefill layer wraps a schedule (ATTENTION2D, its overlapped variant, Ring, Striped,
+//     Zigzag, or the single-device layer) and also stores this rank's K/V rows of every layer;
+//   - the decode layer attends one new token of each of n sequences per call (B = n rows,
+//     Tl = 1, the queries replicated on every SP rank) over the cache: Tree Attention (partial
+//     attention with LSE over the local shard, the n partials merged by one log-depth exchange
+//     over MESH_SP), or a Ring baseline that rotates the shards. Both are written once against
+//     attention/dist_ops.h and comm/comm.h.
 #pragma once
 #include "attention/attention_layer.h"
+#include "attention/dist_attention.h"
 #include "attention/dist_ops.h"
 #include "comm/comm.h"
 
@@ -20,9 +26,12 @@ extern "C" {
 typedef struct {
     int L, B, NH, HS;   // layers, sequences, heads, channels per head
     int P, rank;        // SP ranks and this rank's index among them
-    int cap;            // local rows per (layer, sequence): ceil(max_T / P)
+    RingLayout layout;  // the prefill's layout of positions over the ranks
+    int cap;            // local rows per (layer, sequence)
     real* kv;           // (L, B, cap, 2C) K|V rows of this rank's tokens, backend memory
     int* len;           // (B) tokens of each sequence whose K/V are cached (over all ranks)
+    int* prefill_len;   // (B) tokens of each sequence the last prefill cached
+    int prefill_Tl;     // local tokens per rank of the last prefill (its padded length / P)
 } KVCache;
 
 // Tokens among the first n of a sequence that SP rank r of P holds (t < n, t mod P == r).
@@ -33,35 +42,47 @@ static inline long kv_cache_local_count(long n, int P, int r) {
 static inline real* kv_cache_rows(const KVCache* c, int layer, int b) {
     return c->kv + ((size_t)layer * c->B + b) * c->cap * 2 * c->NH * c->HS;
 }
+// Rows SP rank r holds of the first n tokens of sequence b (n >= its prefill length): its
+// prefill tokens in the cache's layout, then the decoded tokens t with t mod P == r.
+long kv_cache_rank_rows(const KVCache* c, int b, long n, int r);
 
-void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank);
+// layout: the prefill schedule's (RING_CYCLIC for ATTENTION2D, Striped and P = 1).
+void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank,
+                     RingLayout layout);
 void kv_cache_free(KVCache* c);
 
 // Prefill over the first len[b] tokens of each sequence (the model runs B sequences of Tl local
-// tokens, P * Tl >= every len[b]; the positions past len[b] are padding): forward is
-// inner->forward, then this rank's rows of real tokens go into the cache, and cache->len = len.
-// inner must use the cyclic layout (positions (rank, P)). The layer does not own inner.
-AttentionLayer* kv_prefill_create(KVCache* cache, AttentionLayer* inner, const int* len);
+// tokens in the cache's layout, P * Tl >= every len[b]; the positions past len[b] are padding):
+// forward is inner->forward, then this rank's rows of real tokens go into the cache, and
+// cache->len = len. The padding rows' positions for the embedding are clamped below max_T (the
+// padded length may pass the context; causal attention keeps them out of the real tokens).
+// inner must use ring_rank_layout(cache->layout, P, rank, Tl). The layer does not own inner.
+AttentionLayer* kv_prefill_create(KVCache* cache, AttentionLayer* inner, int Tl, const int* len,
+                                  int max_T);
 
 typedef enum { DECODE_TREE, DECODE_RING } DecodeAlgorithm;
 typedef struct {
-    AttentionLayer base;   // positions: the new token's, set by kv_decode_at
+    AttentionLayer base;   // row_positions: the rows' positions, set by kv_decode_at
     KVCache* cache;
     Comm* comm;            // NULL: a single process (P = 1)
     DecodeAlgorithm algo;
-    int seq, pos;          // the sequence and position the next forward decodes
+    int n;                 // rows (sequences) of the next forward
+    int* seq;              // (B) host: the sequence of each row
+    int* pos;              // (B) host: the position each row decodes
+    int* row_pos;          // (B) backend copy of pos (base.row_positions)
     CommType rt, at;
-    real_acc* part;        // (C + NH) this rank's output | LSE, merged in place
-    real_acc* other;       // (C + NH) a partner's partial
+    real_acc* part;        // (n, C) outputs then (n, NH) LSEs of this rank, merged in place
+    real_acc* other;       // the same for a partner's partials
     real* shard[2];        // ring: (cap, 2C) K|V shards in flight
     real_acc* neg_inf;     // (NH) host memory: the LSE of an empty partial
 } DecodeLayer;
 
 // Decode layer over cache; comm may be NULL only when cache->P == 1.
 DecodeLayer* kv_decode_create(KVCache* cache, Comm* comm, DecodeAlgorithm algo);
-// The next forward decodes sequence seq's token at position pos (= cache->len[seq]); its K/V are
-// appended on rank pos mod P during the forward (every layer); the caller advances cache->len.
-void kv_decode_at(DecodeLayer* d, int seq, int pos);
+// The next forward decodes n rows (n <= cache->B): row i is sequence seq[i]'s token at position
+// cache->len[seq[i]] (distinct sequences); its K/V are appended on rank position mod P during the
+// forward (every layer); the caller advances cache->len.
+void kv_decode_at(DecodeLayer* d, int n, const int* seq);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,7 @@ typedef struct {
     real_acc* dq;         // (B, Tl, C) dQ accumulator
 } RingAttention;
 
-static TokenLayout rank_layout(RingLayout layout, int P, int rank, int Tl) {
+TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl) {
     if (layout == RING_CONTIGUOUS) return token_layout(token_positions((long)rank * Tl, 1));
     if (layout == RING_CYCLIC) return token_layout(token_positions(rank, P));
     TokenLayout z;   // chunks rank and 2P-1-rank of Tl/2
@@ -60,8 +60,8 @@ static AttentionProblem run_problem(const RingAttention* a, int qrun, int origin
                                     int Tl, int NH, int HS) {
     const int n = Tl / a->runs;
     return attention_problem(B, NH, HS, n, n,
-                             token_layout_run(rank_layout(a->layout, a->P, a->i, Tl), qrun),
-                             token_layout_run(rank_layout(a->layout, a->P, origin, Tl), krun));
+                             token_layout_run(ring_rank_layout(a->layout, a->P, a->i, Tl), qrun),
+                             token_layout_run(ring_rank_layout(a->layout, a->P, origin, Tl), krun));
 }
 
 
@@ -247,7 +247,7 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->base.forward = ring_forward;
     a->base.backward = ring_backward;
     a->base.destroy = ring_destroy;
-    a->base.positions = rank_layout(layout, a->P, a->i, Tl);
+    a->base.positions = ring_rank_layout(layout, a->P, a->i, Tl);
     a->base.name = names[layout];
     return &a->base;
 }

@@ -281,7 +281,7 @@ static void run_layer(void* p) {
     const int N = l->N, C = l->C;
     const TokenLayout pos = token_layout(token_positions(0, 1));
     double loss = 0;
-    encoder_forward(l->x, l->tokens, l->wte, l->wpe, 1, N, C, pos);
+    encoder_forward(l->x, l->tokens, l->wte, l->wpe, 1, N, C, pos, NULL);
     layernorm_forward(l->ln, l->m1, l->r1, l->x, l->lw, l->lb, N, C);
     matmul_forward(l->qkv, l->ln, l->wqkv, l->bqkv, N, C, 3 * C);
     matmul_forward(l->res2, l->att, l->wproj, l->bproj, N, C, C);

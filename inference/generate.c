@@ -1,6 +1,6 @@
 // generate: text generation from a model file with a KV cache, on one process or a pq x pkv
-// sequence-parallel mesh (prefill with ATTENTION2D or Striped, decoding with Tree Attention or
-// the Ring baseline). Generated text goes to stdout; the configuration and statistics to stderr.
+// sequence-parallel mesh (prefill with ATTENTION2D, Ring, Striped or Zigzag; decoding with Tree
+// Attention or the Ring baseline, the sequences of a batch together in one forward per step). Generated text goes to stdout; the configuration and statistics to stderr.
 #include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
@@ -36,6 +36,7 @@ typedef struct {
     int pq, pkv;
     PrefillSchedule prefill;
     DecodeAlgorithm decode;
+    int decode_batch;         // sequences per decode forward (0: all active ones)
     int print_ids;
     int recompute;            // the reference: every step a full forward, no cache (1 process)
     const char* logits_out;   // every decode step's logits (V float32 each), rank 0
@@ -65,8 +66,10 @@ static void usage(FILE* f) {
         "  --seed S              random seed (default 1337)\n"
         "  --stop IDS            comma-separated stop token ids (replaces the default)\n"
         "  --pq N --pkv N        the sequence-parallel mesh (default 1 x 1; pq * pkv = ranks)\n"
-        "  --prefill NAME        2d, 2d-overlap or striped (default 2d)\n"
+        "  --prefill NAME        2d, 2d-overlap, striped, ring or zigzag (default 2d)\n"
         "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
+        "  --decode-batch N      sequences decoded together per forward (default 0: all that are\n"
+        "                        still generating; 1: one at a time)\n"
         "  --print WHAT          text (default with --tokenizer) or ids\n"
         "  --recompute           no cache: every step runs the model over the whole sequence\n"
         "                        (the reference of the cache; one process)\n"
@@ -114,7 +117,7 @@ static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) 
 
 static void parse_options(int argc, char** argv, Options* o) {
     enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
-           SEED, STOP, PQ, PKV, PREFILL, DECODE, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT,
+           SEED, STOP, PQ, PKV, PREFILL, DECODE, DECODE_BATCH, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT,
            HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
@@ -125,7 +128,8 @@ static void parse_options(int argc, char** argv, Options* o) {
         {"top-p", required_argument, 0, TOPP}, {"seed", required_argument, 0, SEED},
         {"stop", required_argument, 0, STOP}, {"pq", required_argument, 0, PQ},
         {"pkv", required_argument, 0, PKV}, {"prefill", required_argument, 0, PREFILL},
-        {"decode", required_argument, 0, DECODE}, {"print", required_argument, 0, PRINT},
+        {"decode", required_argument, 0, DECODE},
+        {"decode-batch", required_argument, 0, DECODE_BATCH}, {"print", required_argument, 0, PRINT},
         {"recompute", no_argument, 0, RECOMPUTE}, {"logits-out", required_argument, 0, LOGITS_OUT},
         {"comm", required_argument, 0, COMM}, {"comm-timeout", required_argument, 0, COMM_TIMEOUT},
         {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
@@ -165,12 +169,18 @@ static void parse_options(int argc, char** argv, Options* o) {
             if (!strcmp(optarg, "2d")) o->prefill = PREFILL_2D;
             else if (!strcmp(optarg, "2d-overlap")) o->prefill = PREFILL_2D_OVERLAP;
             else if (!strcmp(optarg, "striped")) o->prefill = PREFILL_STRIPED;
-            else fail_msg("--prefill: expected 2d, 2d-overlap or striped, found '%s'", optarg);
+            else if (!strcmp(optarg, "ring")) o->prefill = PREFILL_RING;
+            else if (!strcmp(optarg, "zigzag")) o->prefill = PREFILL_ZIGZAG;
+            else fail_msg("--prefill: expected 2d, 2d-overlap, striped, ring or zigzag, found '%s'",
+                          optarg);
             break;
         case DECODE:
             if (!strcmp(optarg, "tree")) o->decode = DECODE_TREE;
             else if (!strcmp(optarg, "ring")) o->decode = DECODE_RING;
             else fail_msg("--decode: expected tree or ring, found '%s'", optarg);
+            break;
+        case DECODE_BATCH:
+            o->decode_batch = (int)parse_long("--decode-batch", optarg, 0, MAX_PROMPTS);
             break;
         case PRINT:
             if (!strcmp(optarg, "text")) o->print_ids = 0;
@@ -303,12 +313,13 @@ int main(int argc, char** argv) {
                 o.model, version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH,
                 cfg.V, cfg.max_T, gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
-        fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s; %d prompt(s), max %d new tokens, "
-                "temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n", o.pq, o.pkv,
-                P == 1 ? "local" : o.prefill == PREFILL_2D ? "2d"
-                : o.prefill == PREFILL_2D_OVERLAP ? "2d-overlap" : "striped",
-                o.recompute ? "recompute (no cache)" : o.decode == DECODE_TREE ? "tree" : "ring", B, o.max_new, o.sampling.temperature,
-                o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);
+        static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag"};
+        fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "
+                "new tokens, temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n",
+                o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill],
+                o.recompute ? "recompute (no cache)" : o.decode == DECODE_TREE ? "tree" : "ring",
+                o.recompute ? 1 : o.decode_batch ? o.decode_batch : B, B, o.max_new,
+                o.sampling.temperature, o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);
     }
     Generator g;
     generator_create(&g, &cfg, params, B, comm, o.prefill, o.decode);
@@ -345,42 +356,57 @@ int main(int argc, char** argv) {
         for (int i = 0; i < len[0]; i++) print_token(&table, seq[0][i]);
         fflush(stdout);
     }
-    long decoded = 0, mismatches = 0;
+    // Each step decodes every unfinished sequence, per_forward of them per forward (in order, so
+    // that sampling draws from rng in the same order whatever the grouping).
+    const int per_forward = o.recompute ? 1 : o.decode_batch ? o.decode_batch : B;
+    int* rows = (int*)xmalloc(sizeof(int) * B, "decode rows");
+    int* feed = (int*)xmalloc(sizeof(int) * B, "decode tokens");
+    int* drawn = (int*)xmalloc(sizeof(int) * B, "drawn tokens");
+    long decoded = 0, forwards = 0, mismatches = 0;
     long long first_bytes = -1, last_bytes = -1;
     t0 = now_s();
     for (int active = o.max_new > 0 ? B : 0; active > 0;) {
+        int m = 0;
+        for (int b = 0; b < B; b++)
+            if (!done[b]) rows[m++] = b;
         active = 0;
-        for (int b = 0; b < B; b++) {
-            if (done[b]) continue;
+        for (int first = 0; first < m; first += per_forward) {
+            const int k = m - first < per_forward ? m - first : per_forward;
+            const int* sq = rows + first;
+            for (int i = 0; i < k; i++) feed[i] = seq[sq[i]][n[sq[i]]];
             const long long before = attention_bytes(comm, cfg.L);
-            const int pos = n[b];
-            const float* logits = o.recompute ? generator_full_logits(&g, seq[b], pos + 1)
-                                              : generator_decode(&g, b, seq[b][pos]);
-            n[b]++;
+            const float* logits = o.recompute ? generator_full_logits(&g, seq[sq[0]], n[sq[0]] + 1)
+                                              : generator_decode_batch(&g, k, sq, feed);
             const long long bytes = attention_bytes(comm, cfg.L) - before;
-            const long long want = generator_decode_bytes(&g, pos);
+            long long want = 0;
+            for (int i = 0; i < k; i++) want += generator_decode_bytes(&g, sq[i], n[sq[i]]);
             mismatches += bytes != want;
             if (first_bytes < 0) first_bytes = bytes;
             last_bytes = bytes;
-            decoded++;
-            if (logits_out && fwrite(logits, sizeof(float), (size_t)cfg.V, logits_out) != (size_t)cfg.V)
-                fail_msg("--logits-out %s: write failed (%s)", o.logits_out, strerror(errno));
-            int tok = token_sampler_draw(&sampler, logits, &o.sampling, &rng);
-            if (P > 1) {   // every rank takes SP rank 0's token (host sum: 0 elsewhere)
-                int mine = g.rank == 0 ? tok : 0;
-                comm_all_reduce_host(comm, MESH_SP, &mine, 1, COMM_I32);
-                tok = mine;
+            forwards++;
+            for (int i = 0; i < k; i++) {
+                const float* row = logits + (size_t)i * cfg.V;
+                if (logits_out && fwrite(row, sizeof(float), (size_t)cfg.V, logits_out) != (size_t)cfg.V)
+                    fail_msg("--logits-out %s: write failed (%s)", o.logits_out, strerror(errno));
+                drawn[i] = token_sampler_draw(&sampler, row, &o.sampling, &rng);
+                if (P > 1 && g.rank != 0) drawn[i] = 0;
             }
-            seq[b][n[b]] = tok;
-            produced[b]++;
-            if (stream) {
-                print_token(&table, tok);
-                fflush(stdout);
+            // Every rank takes SP rank 0's tokens (a host sum: 0 elsewhere).
+            if (P > 1) comm_all_reduce_host(comm, MESH_SP, drawn, k, COMM_I32);
+            for (int i = 0; i < k; i++) {
+                const int b = sq[i], tok = drawn[i];
+                seq[b][++n[b]] = tok;
+                produced[b]++;
+                decoded++;
+                if (stream) {
+                    print_token(&table, tok);
+                    fflush(stdout);
+                }
+                int stop = produced[b] >= o.max_new || n[b] + 1 >= cfg.max_T;
+                for (int s = 0; s < o.nstops; s++) stop |= tok == o.stop[s];
+                done[b] = stop;
+                active += !stop;
             }
-            int stop = produced[b] >= o.max_new || n[b] + 1 >= cfg.max_T;
-            for (int s = 0; s < o.nstops; s++) stop |= tok == o.stop[s];
-            done[b] = stop;
-            active += !stop;
         }
     }
     comm_barrier(comm, MESH_WORLD);
@@ -409,10 +435,11 @@ int main(int argc, char** argv) {
         fprintf(stderr, "prefill: %ld tokens in %.3f s, %.1f tokens/s, %lld attention bytes on rank 0\n",
                 prefill_tokens, prefill_s, prefill_s > 0 ? prefill_tokens / prefill_s : 0.0,
                 prefill_bytes);
-        fprintf(stderr, "decode: %ld tokens in %.3f s, %.1f tokens/s\n", decoded, decode_s,
-                decode_s > 0 ? decoded / decode_s : 0.0);
-        fprintf(stderr, "decode bytes per token on rank 0: first %lld last %lld; tokens whose "
-                "bytes differ from the formula (all ranks): %d\n", first_bytes, last_bytes, mism);
+        fprintf(stderr, "decode: %ld tokens in %.3f s, %.1f tokens/s, %ld forwards\n", decoded,
+                decode_s, decode_s > 0 ? decoded / decode_s : 0.0, forwards);
+        fprintf(stderr, "decode bytes per forward on rank 0 (the per-token bytes of each sequence "
+                "decoded): first %lld last %lld; forwards whose bytes differ from the formula "
+                "(all ranks): %d\n", first_bytes, last_bytes, mism);
     }
     token_sampler_free(&sampler);
     for (int b = 0; b < B; b++) {
@@ -420,6 +447,7 @@ int main(int argc, char** argv) {
         free(tokens[b]);
     }
     free(seq), free(tokens), free(n), free(len), free(done), free(produced);
+    free(rows), free(feed), free(drawn);
     generator_free(&g);
     if (has_table) token_table_free(&table);
     comm_destroy(comm);

@@ -8,6 +8,13 @@
 #include "comm/fail.h"
 #include "model/backend.h"
 
+// The layout of the prefill's positions over the SP ranks (one rank: all of them, in order).
+static RingLayout prefill_layout(const Generator* g) {
+    if (g->P == 1) return RING_CYCLIC;
+    return g->prefill == PREFILL_RING ? RING_CONTIGUOUS
+         : g->prefill == PREFILL_ZIGZAG ? RING_ZIGZAG : RING_CYCLIC;
+}
+
 void generator_create(Generator* g, const GPTConfig* cfg, const float* params, int B, Comm* comm,
                       PrefillSchedule prefill, DecodeAlgorithm decode) {
     memset(g, 0, sizeof *g);
@@ -16,11 +23,12 @@ void generator_create(Generator* g, const GPTConfig* cfg, const float* params, i
     g->P = comm ? comm_size(comm, MESH_SP) : 1;
     g->rank = comm ? comm_rank(comm, MESH_SP) : 0;
     g->prefill = prefill;
-    kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank);
+    kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank,
+                    prefill_layout(g));
     g->decode = kv_decode_create(&g->cache, comm, decode);
-    gpt_create(&g->model, cfg, 1, 1, &g->decode->base, 1);
+    gpt_create(&g->model, cfg, B, 1, &g->decode->base, 1);
     gpt_params_from_host(&g->model, params);
-    g->logits = (float*)xmalloc(sizeof(float) * cfg->V, "logits");
+    g->logits = (float*)xmalloc(sizeof(float) * B * cfg->V, "logits");
 }
 
 void generator_free(Generator* g) {
@@ -42,6 +50,8 @@ static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
     case PREFILL_2D: return attention2d_create(g->comm, B, Tl, NH, HS, 0);
     case PREFILL_2D_OVERLAP: return attention2d_overlap_create(g->comm, B, Tl, NH, HS);
     case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, HS);
+    case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, HS);
+    case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, HS);
     }
     fail_msg("unknown prefill schedule %d", (int)g->prefill);
 }
@@ -55,18 +65,23 @@ void generator_prefill(Generator* g, const int* const* tokens, const int* len) {
         longest = len[b] > longest ? len[b] : longest;
     }
     memset(g->cache.len, 0, sizeof(int) * B);
+    memset(g->cache.prefill_len, 0, sizeof(int) * B);
+    g->cache.prefill_Tl = 0;
     if (longest == 0) return;
-    // This rank's cyclic tokens (position rank + P*j) of every sequence, padded with token 0 up to
-    // Tl = ceil(longest / P): causal attention keeps padding out of the real tokens' results.
-    const int Tl = (longest + P - 1) / P;
+    // This rank's tokens in the layout (Tl local tokens of a sequence padded with token 0 to P*Tl,
+    // 2P | P*Tl for Zigzag's chunks): causal attention keeps padding out of the real tokens' results.
+    const RingLayout layout = prefill_layout(g);
+    const int Tl = layout == RING_ZIGZAG ? 2 * ((longest + 2 * P - 1) / (2 * P))
+                                         : (longest + P - 1) / P;
+    const TokenLayout mine = ring_rank_layout(layout, P, g->rank, Tl);
     int* local = (int*)xcalloc((size_t)B * Tl, sizeof(int), "prefill tokens");
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Tl; j++) {
-            const long t = g->rank + (long)P * j;
+            const long t = token_layout_position(mine, j);
             if (t < len[b]) local[(size_t)b * Tl + j] = tokens[b][t];
         }
     AttentionLayer* schedule = prefill_schedule(g, B, Tl);
-    AttentionLayer* layer = kv_prefill_create(&g->cache, schedule, len);
+    AttentionLayer* layer = kv_prefill_create(&g->cache, schedule, Tl, len, g->cfg.max_T);
     GPT m;
     gpt_create_shared(&m, &g->model, B, Tl, layer);
     gpt_forward(&m, local, NULL);
@@ -77,15 +92,27 @@ void generator_prefill(Generator* g, const int* const* tokens, const int* len) {
     free(local);
 }
 
-const float* generator_decode(Generator* g, int b, int token) {
-    CHECK(token >= 0 && token < g->cfg.V, "caller bug", "token %d outside the vocabulary", token);
-    CHECK(g->cache.len[b] < g->cfg.max_T, "stop at the context length",
-          "sequence %d: decode at position %d, context %d", b, g->cache.len[b], g->cfg.max_T);
-    kv_decode_at(g->decode, b, g->cache.len[b]);
-    gpt_forward(&g->model, &token, NULL);
-    gpt_logits_row_to_host(&g->model, 0, g->logits);
-    g->cache.len[b]++;
+const float* generator_decode_batch(Generator* g, int n, const int* seq, const int* tokens) {
+    for (int i = 0; i < n; i++) {
+        CHECK(tokens[i] >= 0 && tokens[i] < g->cfg.V, "caller bug",
+              "token %d outside the vocabulary", tokens[i]);
+        CHECK(seq[i] >= 0 && seq[i] < g->cache.B && g->cache.len[seq[i]] < g->cfg.max_T,
+              "stop at the context length", "sequence %d: decode at position %d, context %d",
+              seq[i], seq[i] >= 0 && seq[i] < g->cache.B ? g->cache.len[seq[i]] : -1,
+              g->cfg.max_T);
+    }
+    kv_decode_at(g->decode, n, seq);
+    g->model.B = n;   // row i: sequence seq[i]
+    gpt_forward(&g->model, tokens, NULL);
+    for (int i = 0; i < n; i++) {
+        gpt_logits_row_to_host(&g->model, i, g->logits + (size_t)i * g->cfg.V);
+        g->cache.len[seq[i]]++;
+    }
     return g->logits;
+}
+
+const float* generator_decode(Generator* g, int b, int token) {
+    return generator_decode_batch(g, 1, &b, &token);
 }
 
 const float* generator_full_logits(Generator* g, const int* tokens, int n) {
@@ -101,11 +128,13 @@ const float* generator_full_logits(Generator* g, const int* tokens, int n) {
     return g->logits;
 }
 
-long long generator_decode_bytes(const Generator* g, int pos) {
+long long generator_decode_bytes(const Generator* g, int b, int pos) {
     if (g->P == 1) return 0;
     const int NH = g->cfg.NH, HS = g->cfg.C / g->cfg.NH;
+    // Ring: the shard this rank holds of the pos + 1 tokens, in the prefill's layout.
     const long long per_layer = g->decode->algo == DECODE_TREE
         ? tree_decode_bytes(g->P, g->rank, NH, HS, sizeof(real_acc))
-        : ring_decode_bytes(g->P, g->rank, pos + 1, NH, HS, sizeof(real));
+        : ring_decode_bytes(pos + 1, kv_cache_rank_rows(&g->cache, b, pos + 1, g->rank), NH, HS,
+                            sizeof(real));
     return g->cfg.L * per_layer;
 }

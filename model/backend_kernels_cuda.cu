@@ -118,8 +118,8 @@ void cuda_backend_float_to_floatx(floatX* out, const float* in, size_t n) {
 // --- Layers --------------------------------------------------------------------------------------
 
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenLayout pos) {
-    encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, pos, cuda_backend_stream());
+                     int B, int T, int C, TokenLayout pos, const int* row_pos) {
+    encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, pos, row_pos, cuda_backend_stream());
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,

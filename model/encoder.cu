@@ -28,15 +28,15 @@ typedef unsigned long long u64;
 // One thread per VEC channels of one row.
 template <int VEC>
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                                       int N, int T, int C, TokenLayout pos) {
+                                       int N, int T, int C, TokenLayout pos, const int* row_pos) {
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const int per_row = C / VEC;
     const long n = idx / per_row;
     if (n >= N) return;
     const int c = (int)(idx - n * per_row) * VEC;
-    const long t = n % T;
+    const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
     const PackX<VEC> we = load_packx<VEC>(wte + (long)tokens[n] * C + c);
-    const PackX<VEC> pe = load_packx<VEC>(wpe + token_layout_position(pos, t) * C + c);
+    const PackX<VEC> pe = load_packx<VEC>(wpe + p * C + c);
     PackX<VEC> o;
     UNROLL
     for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(to_float(we.v[k]) + to_float(pe.v[k]));
@@ -45,20 +45,22 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
 
 template <int VEC>
 static void launch_encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                                   int N, int T, int C, TokenLayout pos, cudaStream_t stream) {
+                                   int N, int T, int C, TokenLayout pos, const int* row_pos,
+                                   cudaStream_t stream) {
     const long threads = (long)N * (C / VEC);
     LAUNCH(encoder_forward_kernel<VEC>, (unsigned)ceil_div_long(threads, ENC_THREADS), ENC_THREADS, 0,
-           stream, out, tokens, wte, wpe, N, T, C, pos);
+           stream, out, tokens, wte, wpe, N, T, C, pos, row_pos);
 }
 
 void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                          int B, int T, int C, TokenLayout pos, cudaStream_t stream) {
+                          int B, int T, int C, TokenLayout pos, const int* row_pos,
+                          cudaStream_t stream) {
     const int N = B * T;
     if (N <= 0 || C <= 0) return;
     if (C % X128_ELEMS == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
-        launch_encoder_forward<X128_ELEMS>(out, tokens, wte, wpe, N, T, C, pos, stream);
+        launch_encoder_forward<X128_ELEMS>(out, tokens, wte, wpe, N, T, C, pos, row_pos, stream);
     else
-        launch_encoder_forward<1>(out, tokens, wte, wpe, N, T, C, pos, stream);
+        launch_encoder_forward<1>(out, tokens, wte, wpe, N, T, C, pos, row_pos, stream);
 }
 
 // --- Backward: sort rows by token -----------------------------------------------------------------

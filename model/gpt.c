@@ -240,7 +240,8 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     m->has_targets = targets != NULL;
 
     int begin = mark(m);
-    encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions);
+    encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions,
+                    m->attention->row_positions);
     compute_span(m, begin, "embedding forward", -1, "forward");
     const long long layers_from = launches_now();
     const real* residual = a->encoded;
@@ -305,6 +306,8 @@ void gpt_backward(GPT* m, double dloss) {
     const ParameterTensors* p = &m->params;
     ParameterTensors* g = &m->grads;
     real* dres = m->dresidual;
+    CHECK(!m->attention->row_positions, "caller bug",
+          "backward through per-row positions (%s: a forward-only layer)", m->attention->name);
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
     CHECK(m->has_targets, "caller bug", "gpt_backward after a forward without targets");
 

@@ -12,12 +12,12 @@
 #define LAYERNORM_EPS 1e-5
 
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenLayout pos) {
+                     int B, int T, int C, TokenLayout pos, const int* row_pos) {
 #pragma omp parallel for
     for (long n = 0; n < (long)B * T; n++) {
-        const long t = n % T;
+        const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
         const real* we = wte + (long)tokens[n] * C;
-        const real* pe = wpe + token_layout_position(pos, t) * C;
+        const real* pe = wpe + p * C;
         real* o = out + n * C;
         for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
     }

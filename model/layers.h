@@ -14,9 +14,10 @@ extern "C" {
 #endif
 
 // out[n] = wte[token[n]] + wpe[position of local token t]; rows n = b*T + t, position
-// token_layout_position(pos, t).   out: (B, T, C)
+// token_layout_position(pos, t), or row_pos[n] where row_pos (B*T, backend memory) is not NULL
+// (sequences decoded together, each at its own position).   out: (B, T, C)
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
-                     int B, int T, int C, TokenLayout pos);
+                     int B, int T, int C, TokenLayout pos, const int* row_pos);
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
                       int B, int T, int C, TokenLayout pos);
 

@@ -18,9 +18,11 @@
 
 // --- Encoder (model/encoder.cu) -------------------------------------------------------------------
 
-// out (B*T, C) = wte[tokens[n]] + wpe[token_layout_position(pos, t)] for row n = b*T + t.
+// out (B*T, C) = wte[tokens[n]] + wpe[token_layout_position(pos, t)] for row n = b*T + t, or
+// wpe[row_pos[n]] where row_pos (B*T, device memory) is not NULL.
 void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                          int B, int T, int C, TokenLayout pos, cudaStream_t stream);
+                          int B, int T, int C, TokenLayout pos, const int* row_pos,
+                          cudaStream_t stream);
 
 // Bytes of device scratch encoder_backward_cuda needs for B*T rows (independent of C).
 size_t encoder_backward_scratch_bytes(int B, int T);

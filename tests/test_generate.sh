@@ -5,12 +5,14 @@
 # would make token-for-token equality weak); the other tests use random model files
 # (tests/test_generate --write-model).
 #   CPU (suite generate): distributed generation equals single-process generation token for token
-#   (greedy and sampled) on 1x2, 2x2, 2x4, several prefill schedules and prompt lengths that do not
-#   divide P; the counted bytes per decoded token equal the formula of attention/dist_cost.h and
-#   stay flat from context 256 to 4096 for Tree decoding while Ring's grow linearly; text prompts
+#   (greedy and sampled) on 1x2, 2x2, 2x4, several prefill schedules (Ring's and Zigzag's layouts
+#   included) and prompt lengths that do not divide P; a batch decoded in one forward per step
+#   equals one forward per sequence (different stop points); the counted bytes per decoded token
+#   equal the formula of attention/dist_cost.h and stay flat from context 256 to 4096 for Tree decoding while Ring's grow linearly; text prompts
 #   and streaming; bad input gives one-line errors.
 #   CUDA on the host runtime (suite cuda-generate): fp32 == CPU; bf16 cache == bf16 recomputation;
-#   bf16 close to fp32; distributed (nccl, mpi-staged) == single process; decode bytes per token ==
+#   bf16 close to fp32; distributed (nccl, mpi-staged; Ring and Zigzag prefill on nccl) == single
+#   process; batched == one sequence per forward; decode bytes per token ==
 #   the formula with the CUDA build's element sizes (the bounds: see the cases below).
 #   tests/test_generate.sh TEST      (TEST: see the case at the bottom; tests/suites/generate.list)
 set -u
@@ -111,6 +113,67 @@ case "$test_name" in
         ok "mesh 2x2 $extra == single process"
       else bad "mesh 2x2 $extra differs from single process: $(tail -n 1 "$W/err")"; fi
     done ;;
+  equal-layouts)
+    # Ring's contiguous and Zigzag's two-chunk prefill (prompts not dividing P or 2P: padded
+    # layouts), Tree and Ring decoding: == single process on 1x2, 2x2, 2x4; the program exits
+    # non-zero where a forward's counted bytes differ from the formula on any rank.
+    trained_model "$M"
+    for layout in ring zigzag; do
+      equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 --prefill $layout
+    done
+    # Logits too (greedy tokens of this model hardly depend on the context): fp32 sums in
+    # another order, within 1e-5 of the largest logit.
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 --logits-out "$W/single.logits" || bad "single process"
+    cp "$W/out" "$W/single"
+    for run in "8 2 4 --prefill ring" "4 2 2 --prefill zigzag --decode ring"; do
+      set -- $run
+      if gen $1 $2 $3 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 "${@:4}" --logits-out "$W/mesh.logits" \
+          && cmp -s "$W/out" "$W/single"; then ok "mesh $2x$3 ${*:4} == single process (bytes == formula)"
+      else bad "mesh $2x$3 ${*:4}: $(tail -n 1 "$W/err")"; fi
+      logits "mesh $2x$3 ${*:4} vs single process" "$W/mesh.logits" "$W/single.logits" 1e-5
+    done ;;
+  batched|cuda-batched)
+    # All sequences of a step in one forward (the default) against one forward per sequence
+    # (--decode-batch 1, the reference): prompts of 4 lengths, two of them stopped early by stop
+    # tokens taken from the reference's own continuations (so the batch shrinks mid-run), and
+    # both against --recompute. Tokens
+    # equal and logits within 1e-5 of the largest (fp32: the batch changes only the rows of the
+    # matrix products, not their sums); on 2x2 with Zigzag prefill, == the single process's, and
+    # bytes per forward == the batch's sum of the per-token formula (Tree: 4 sequences x log2(4)
+    # exchanges x (C + NH) fp32 x 2 layers in the first forward).
+    trained_model "$M"
+    [ "$test_name" = cuda-batched ] && GEN=$CUDA_FP32
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --decode-batch 1 || bad "reference: $(tail -n 1 "$W/err")"
+    # The 4th token of sequence 0 and the 8th of sequence 2 become stop tokens.
+    stops=$(awk 'NR == 1 { a = $5 } NR == 3 { b = $9 } END { print a "," b }' "$W/out")
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --decode-batch 1 --stop "$stops" \
+      --logits-out "$W/one.logits" || bad "reference with stops: $(tail -n 1 "$W/err")"
+    cp "$W/out" "$W/one"
+    lens=$(awk '{ printf "%d ", NF - 1 }' "$W/one")
+    [ "$(echo $lens | tr ' ' '\n' | sort -u | wc -l)" -ge 3 ] && ok "stop points differ: $lens tokens ($stops)" \
+      || bad "stop points too alike: $lens tokens"
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --stop "$stops" --logits-out "$W/all.logits"; then
+      cmp -s "$W/out" "$W/one" && ok "batched tokens == one sequence per forward ($(sed -n 's/.*, \([0-9]*\) forwards$/\1/p' "$W/err") forwards)" \
+        || { bad "batched tokens differ"; diff "$W/one" "$W/out" | head -5; }
+      logits "batched vs one per forward" "$W/all.logits" "$W/one.logits" 1e-5
+    else bad "batched: $(tail -n 1 "$W/err")"; fi
+    # Both against the model without a cache (its positions do not come from the decode layer).
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --stop "$stops" --recompute \
+        --logits-out "$W/full.logits"; then
+      cmp -s "$W/out" "$W/one" && ok "== recomputation without a cache" \
+        || { bad "tokens differ from recomputation"; diff "$W/out" "$W/one" | head -5; }
+      logits "batched vs recomputation" "$W/all.logits" "$W/full.logits" 1e-5
+    else bad "--recompute: $(tail -n 1 "$W/err")"; fi
+    [ "$test_name" = cuda-batched ] && GEN=$CUDA_BF16 && transport="--comm nccl" || transport=
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --stop "$stops" || bad "single: $(tail -n 1 "$W/err")"
+    cp "$W/out" "$W/single"
+    if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --stop "$stops" --prefill zigzag $transport; then
+      cmp -s "$W/out" "$W/single" && ok "batched 2x2 zigzag $transport == single process" || bad "batched 2x2 differs from single process"
+      read -r first last mism <<<"$(bytes_field)"
+      want=$(( 4 * 2 * 2 * (32 + 2) * 4 ))
+      [ "$mism" = 0 ] && [ "$first" = "$want" ] && ok "bytes per forward = formula on every rank; rank 0 first $first (= 4 x per token)" \
+        || bad "bytes per forward: first $first (expected $want), $mism forward(s) off the formula"
+    else bad "batched 2x2: $(tail -n 1 "$W/err")"; fi ;;
   bytes)
     # Tree: bytes per token equal the formula on every rank (the program counts mismatches) and
     # are the same at context 256 and 4096; Ring: equal to its formula, growing with the context.
@@ -223,6 +286,13 @@ case "$test_name" in
       echo "  $(basename "$GEN") --comm $transport:"
       equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --comm $transport
     done
+    if [ $transport = nccl ]; then   # Ring's and Zigzag's prefill layouts (bf16), one transport
+      GEN=$CUDA_BF16
+      for layout in ring zigzag; do
+        echo "  $(basename "$GEN") --comm $transport --prefill $layout:"
+        equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --comm $transport --prefill $layout
+      done
+    fi
     grep -q "transport $transport" "$W/err" && ok "ran on the $transport transport" \
       || bad "not on the $transport transport: $(grep transport "$W/err")" ;;
   cuda-bytes)
@@ -244,6 +314,6 @@ case "$test_name" in
         && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
         || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
     done ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

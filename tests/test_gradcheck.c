@@ -299,7 +299,7 @@ typedef struct {
 
 static double enc_loss(void* p) {
     EncCase* c = p;
-    encoder_forward(c->y, c->tokens, c->wte, c->wpe, c->B, c->T, c->C, c->pos);
+    encoder_forward(c->y, c->tokens, c->wte, c->wpe, c->B, c->T, c->C, c->pos, NULL);
     return weighted_sum(c->y, c->dy, (long)c->B * c->T * c->C);
 }
 

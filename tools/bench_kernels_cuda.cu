@@ -418,7 +418,7 @@ static AttentionProblem causal_problem(const Shape* s) {
 // Token-local layers. Buffers: outputs first, then inputs (shape comments give the layout).
 
 static void run_encoder_forward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    encoder_forward_cuda(X(0), (const int*)p[1], X(2), X(3), s->B, s->T, s->C, token_layout(positions()), b->stream);
+    encoder_forward_cuda(X(0), (const int*)p[1], X(2), X(3), s->B, s->T, s->C, token_layout(positions()), NULL, b->stream);
 }
 static Case case_encoder_forward(const Shape* s) {
     Case c = new_case("encoder_forward_cuda", kernel_cost_encoder_forward(s->N, s->T, s->C), run_encoder_forward);

@@ -175,13 +175,13 @@ static void test_encoder_forward(int B, int T, int C, TokenLayout pos) {
     for (int& t : tok) t = irand(V);
     const Vec wte = rand_vec((size_t)V * C, 1.0f), wpe = rand_vec((size_t)P * C, 0.5f);
     Vec want((size_t)N * C);
-    encoder_forward(want.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos);
+    encoder_forward(want.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos, NULL);
 
     int* d_tok = dalloc<int>(N);
     CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     floatX *d_wte = to_dev(wte), *d_wpe = to_dev(wpe), *d_out = dalloc<floatX>((size_t)N * C);
     poison(d_out, (size_t)N * C * sizeof(floatX));
-    encoder_forward_cuda(d_out, d_tok, d_wte, d_wpe, B, T, C, pos, stream);
+    encoder_forward_cuda(d_out, d_tok, d_wte, d_wpe, B, T, C, pos, NULL, stream);
     sync();
     char shape[64];
     snprintf(shape, sizeof shape, "B=%d T=%d C=%d pos=%ld|%ld+%ld*t/%d", B, T, C, pos.off[0], pos.off[1],
