@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "comm/fail.h"
+#include "comm/flag_values.h"
 #include "costmodel/costmodel.h"
 #include "costmodel/cpu_calibrate.h"
 #include "costmodel/reports.h"
@@ -63,24 +64,6 @@ static void usage(void) {
         gpt_config_preset_names());
 }
 
-static long parse_long(const char* flag, const char* v, long lo, long hi) {
-    char* end;
-    errno = 0;
-    const long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        fail_msg("--%s: expected an integer in [%ld, %ld], found '%s'", flag, lo, hi, v);
-    return x;
-}
-
-static double parse_double(const char* flag, const char* v, double lo, double hi) {
-    char* end;
-    errno = 0;
-    const double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi))
-        fail_msg("--%s: expected a number in [%g, %g], found '%s'", flag, lo, hi, v);
-    return x;
-}
-
 static Args parse_args(int argc, char** argv) {
     Args a = {.mode = MODE_RANK, .batch = 1, .accum = 1, .top = 20, .overlap = 1,
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
@@ -112,24 +95,24 @@ static Args parse_args(int argc, char** argv) {
         const char* flag = opts[which].name;
         switch (c) {
         case O_PRESET: a.preset = optarg; break;
-        case O_LAYERS: a.layers = (int)parse_long(flag, optarg, 1, 4096); break;
-        case O_CHANNELS: a.channels = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_HEADS: a.heads = (int)parse_long(flag, optarg, 1, 1 << 16); break;
-        case O_VOCAB: a.vocab = (int)parse_long(flag, optarg, 2, 1 << 24); break;
-        case O_CONTEXT: a.context = (int)parse_long(flag, optarg, 1, 1 << 30); break;
-        case O_SEQ: a.T = parse_long(flag, optarg, 1, 1L << 30); break;
-        case O_BATCH: a.batch = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_ACCUM: a.accum = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_GPUS: a.gpus = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_LAYERS: a.layers = (int)flag_long(flag, optarg, 1, 4096); break;
+        case O_CHANNELS: a.channels = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_HEADS: a.heads = (int)flag_long(flag, optarg, 1, 1 << 16); break;
+        case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
+        case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
+        case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
+        case O_BATCH: a.batch = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_ACCUM: a.accum = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_GPUS: a.gpus = (int)flag_long(flag, optarg, 1, 1 << 20); break;
         case O_CLUSTER: a.cluster = optarg; break;
-        case O_MEMORY: a.memory_gb = parse_double(flag, optarg, 1e-6, 1e9); break;
-        case O_TOP: a.top = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_OVERLAP: a.overlap = (int)parse_long(flag, optarg, 0, 1); break;
-        case O_ZERO: a.zero = (int)parse_long(flag, optarg, 0, 1); break;
+        case O_MEMORY: a.memory_gb = flag_double(flag, optarg, 1e-6, 1e9); break;
+        case O_TOP: a.top = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_OVERLAP: a.overlap = (int)flag_long(flag, optarg, 0, 1); break;
+        case O_ZERO: a.zero = (int)flag_long(flag, optarg, 0, 1); break;
         case O_ALGS: a.algorithms = optarg; break;
-        case O_DP: a.dp = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_PQ: a.pq = (int)parse_long(flag, optarg, 1, 1 << 20); break;
-        case O_PKV: a.pkv = (int)parse_long(flag, optarg, 1, 1 << 20); break;
+        case O_DP: a.dp = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_PQ: a.pq = (int)flag_long(flag, optarg, 1, 1 << 20); break;
+        case O_PKV: a.pkv = (int)flag_long(flag, optarg, 1, 1 << 20); break;
         case O_ATTENTION: a.attention = optarg; break;
         case O_KEEP_KV: a.keep_kv = 1; break;
         case O_PAPER: a.mode = MODE_PAPER; break;

@@ -12,6 +12,7 @@
 #include "checkpoints/model_file.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
+#include "comm/flag_values.h"
 #include "comm/transport.h"
 #include "data/bpe.h"
 #include "data/tokenizer_file.h"
@@ -80,24 +81,6 @@ static void usage(FILE* f) {
         MAX_PROMPTS);
 }
 
-static long parse_long(const char* flag, const char* s, long lo, long hi) {
-    char* end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        fail_msg("%s: expected an integer in [%ld, %ld], found '%s'", flag, lo, hi, s);
-    return v;
-}
-
-static double parse_double(const char* flag, const char* s, double lo, double hi) {
-    char* end;
-    errno = 0;
-    const double v = strtod(s, &end);
-    if (end == s || *end || errno || !(v >= lo && v <= hi))
-        fail_msg("%s: expected a number in [%g, %g], found '%s'", flag, lo, hi, s);
-    return v;
-}
-
 // Comma-separated ids below V into ids (at most max); returns how many.
 static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) {
     int n = 0;
@@ -156,15 +139,15 @@ static void parse_options(int argc, char** argv, Options* o) {
             o->prompt_is_ids[o->nprompts] = c == PROMPT_IDS;
             o->prompt[o->nprompts++] = optarg;
             break;
-        case MAX_NEW: o->max_new = (int)parse_long("--max-new-tokens", optarg, 0, 1 << 24); break;
+        case MAX_NEW: o->max_new = (int)flag_long("max-new-tokens", optarg, 0, 1 << 24); break;
         case GREEDY: o->sampling.temperature = 0; break;
-        case TEMP: o->sampling.temperature = parse_double("--temperature", optarg, 0, 100); break;
-        case TOPK: o->sampling.top_k = (int)parse_long("--top-k", optarg, 0, 1 << 24); break;
-        case TOPP: o->sampling.top_p = parse_double("--top-p", optarg, 1e-9, 1); break;
-        case SEED: o->seed = (unsigned long long)parse_long("--seed", optarg, 0, 1L << 62); break;
+        case TEMP: o->sampling.temperature = flag_double("temperature", optarg, 0, 100); break;
+        case TOPK: o->sampling.top_k = (int)flag_long("top-k", optarg, 0, 1 << 24); break;
+        case TOPP: o->sampling.top_p = flag_double("top-p", optarg, 1e-9, 1); break;
+        case SEED: o->seed = (unsigned long long)flag_long("seed", optarg, 0, 1L << 62); break;
         case STOP: stops = optarg; break;
-        case PQ: o->pq = (int)parse_long("--pq", optarg, 1, 4096); break;
-        case PKV: o->pkv = (int)parse_long("--pkv", optarg, 1, 4096); break;
+        case PQ: o->pq = (int)flag_long("pq", optarg, 1, 4096); break;
+        case PKV: o->pkv = (int)flag_long("pkv", optarg, 1, 4096); break;
         case PREFILL:
             if (!strcmp(optarg, "2d")) o->prefill = PREFILL_2D;
             else if (!strcmp(optarg, "2d-overlap")) o->prefill = PREFILL_2D_OVERLAP;
@@ -180,7 +163,7 @@ static void parse_options(int argc, char** argv, Options* o) {
             else fail_msg("--decode: expected tree or ring, found '%s'", optarg);
             break;
         case DECODE_BATCH:
-            o->decode_batch = (int)parse_long("--decode-batch", optarg, 0, MAX_PROMPTS);
+            o->decode_batch = (int)flag_long("decode-batch", optarg, 0, MAX_PROMPTS);
             break;
         case PRINT:
             if (!strcmp(optarg, "text")) o->print_ids = 0;
@@ -195,7 +178,7 @@ static void parse_options(int argc, char** argv, Options* o) {
                 fail_msg("--comm: expected auto, mpi, nccl or mpi-staged, found '%s'", optarg);
             o->comm = optarg;
             break;
-        case COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0, 1e9); break;
+        case COMM_TIMEOUT: o->comm_timeout = flag_double("comm-timeout", optarg, 0, 1e9); break;
         case HELP: usage(stdout); exit(0);
         default:
             fail_msg("%s: unknown option or missing value (see --help)", argv[optind - 1]);
