@@ -24,8 +24,11 @@ for cfg in "1 1 1 tree" "2 1 2 tree" "2 1 2 ring" "4 2 2 tree" "4 2 2 ring"; do
   if [ "$np" -eq 1 ]; then $BUILD/generate "${args[@]}" >/dev/null 2>"$out/err"
   else bash tests/mpirun.sh "$np" $BUILD/generate --pq "$pq" --pkv "$pkv" "${args[@]}" >/dev/null 2>"$out/err"; fi
   pre=$(sed -n 's/^prefill: .* s, \([0-9.]*\) tokens\/s.*/\1/p' "$out/err")
-  dec=$(sed -n 's/^decode: .* s, \([0-9.]*\) tokens\/s/\1/p' "$out/err")
+  dec=$(sed -n 's/^decode: .* s, \([0-9.]*\) tokens\/s.*/\1/p' "$out/err")
   bytes=$(sed -n 's/.*last \([0-9]*\);.*/\1/p' "$out/err")
+  for v in "$pre" "$dec" "$bytes"; do   # a changed report line must not pass as a number
+    [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "error: bench_generate: cannot read the report of $np ranks ($algo): '$v'" >&2; cat "$out/err" >&2; exit 1; }
+  done
   printf '%-6s %-6s %-6s %14s %14s %16s\n' "$np" "${pq}x${pkv}" "$algo" "$pre" "$dec" "$bytes" >> "$table"
   row=$((row + 1))
 done
