@@ -148,7 +148,10 @@ static const WatchedOp* oldest_incomplete(Comm* comm) {
     return oldest;
 }
 
-static void __attribute__((noreturn)) report_hang(const Comm* comm, const WatchedOp* op) {
+// silent_s: how long the host has seen no operation complete (at least the timeout: the test of
+// the watchdog checks that, whenever the stall began).
+static void __attribute__((noreturn)) report_hang(const Comm* comm, const WatchedOp* op,
+                                                  double silent_s) {
     char ranks[160] = "", where[96];
     const int n = comm_size(comm, op->group);
     for (int i = 0, at = 0; i < n && at < (int)sizeof ranks - 16; i++) {
@@ -164,8 +167,9 @@ static void __attribute__((noreturn)) report_hang(const Comm* comm, const Watche
     else
         snprintf(where, sizeof where, "in layer %d %s", op->layer, comm_phase_name(op->phase));
     fail_msg("%s on group %s (world ranks %s) %s did not complete within %g s (--comm-timeout); "
-             "another rank is stalled or dead", comm_kind_name(op->kind),
-             mesh_group_name(op->group), ranks, where, comm->timeout_s);
+             "another rank is stalled or dead (no operation completed for %.1f s)",
+             comm_kind_name(op->kind), mesh_group_name(op->group), ranks, where, comm->timeout_s,
+             silent_s);
 }
 
 // A host wait in progress: on a host transport its deadline runs from its start and names its
@@ -176,6 +180,7 @@ typedef struct {
     CommRequest* req;
     const WatchedOp* op;
     unsigned long long seen;   // device transports: completed_total at the last deadline
+    double progress_s;         // when the wait began, or last saw an operation complete
 } WatchedWait;
 
 static int wait_done(void* arg) {
@@ -186,19 +191,21 @@ static int wait_done(void* arg) {
 static int wait_expired(void* arg) {
     WatchedWait* w = arg;
     const WatchedOp* stalled = w->op;
+    const double now = now_s();
     if (w->comm->ops->completed) {
         const unsigned long long done = completed_total(w->comm);
         stalled = done != w->seen ? NULL : oldest_incomplete(w->comm);
+        if (done != w->seen) w->progress_s = now;
         w->seen = done;
     }
-    if (stalled) report_hang(w->comm, stalled);
+    if (stalled) report_hang(w->comm, stalled, now - w->progress_s);
     return 1;
 }
 
 // The host waits for req under the watchdog, then the transport releases it.
 static void host_wait(Comm* comm, CommRequest* req, int host) {
     if (comm->timeout_s > 0) {
-        WatchedWait w = {comm, req, watch_find(comm, req), 0};
+        WatchedWait w = {comm, req, watch_find(comm, req), 0, now_s()};
         CHECK(w.op || comm->ops->completed, "caller bug", "waiting on an unknown request");
         if (comm->ops->completed) w.seen = completed_total(comm);
         comm_poll(wait_done, wait_expired, &w, comm->timeout_s);

@@ -6,11 +6,13 @@
 // Only the compute stream runs GEMMs, so the backend's one cuBLASLt workspace is never shared
 // between streams.
 //
-// The communicators are non-blocking (config.blocking = 0): no NCCL call blocks the host, an
-// ncclInProgress is polled with ncclCommGetAsyncError under the comm timeout, and the host waits
-// only through the comm layer's watchdog (comm.c): tests of events, async errors of the
-// communicators, and a ring of events per group that tells which operation did not complete. A
-// failure, or the watchdog, aborts every communicator (ncclCommAbort) before the job ends.
+// The communicators are non-blocking (config.blocking = 0): no NCCL call blocks the host. Every
+// call is followed by polling each communicator it touched with ncclCommGetAsyncError until it
+// leaves ncclInProgress, under the comm timeout (settle() below says why the return value is not
+// enough), and the host waits only through the comm layer's watchdog (comm.c): tests of events,
+// async errors of the communicators, and a ring of events per group that tells which operation
+// did not complete. A failure, or the watchdog, aborts every communicator (ncclCommAbort) before
+// the job ends.
 //
 // NCCL is loaded at run time (dlopen of libnccl.so.2): the trainer starts, and runs the mpi and
 // mpi-staged transports, where NCCL is not installed. The host runtime (tests/cuda_host) provides
@@ -36,9 +38,12 @@ typedef struct {
     ncclResult_t (*GetUniqueId)(ncclUniqueId*);
     ncclResult_t (*CommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
     ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
+    ncclResult_t (*CommFinalize)(ncclComm_t);
     ncclResult_t (*CommDestroy)(ncclComm_t);
     ncclResult_t (*CommAbort)(ncclComm_t);
     ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*);
+    ncclResult_t (*CommCount)(ncclComm_t, int*);
+    ncclResult_t (*CommUserRank)(ncclComm_t, int*);
     ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                   ncclComm_t, cudaStream_t);
@@ -60,9 +65,12 @@ static void nccl_api_load(NcclApi* api) {
     api->GetUniqueId = ncclGetUniqueId;
     api->CommInitRankConfig = ncclCommInitRankConfig;
     api->CommSplit = ncclCommSplit;
+    api->CommFinalize = ncclCommFinalize;
     api->CommDestroy = ncclCommDestroy;
     api->CommAbort = ncclCommAbort;
     api->CommGetAsyncError = ncclCommGetAsyncError;
+    api->CommCount = ncclCommCount;
+    api->CommUserRank = ncclCommUserRank;
     api->AllGather = ncclAllGather;
     api->ReduceScatter = ncclReduceScatter;
     api->AllReduce = ncclAllReduce;
@@ -95,9 +103,12 @@ static void nccl_api_load(NcclApi* api) {
     NCCL_LOAD(GetUniqueId, "ncclGetUniqueId");
     NCCL_LOAD(CommInitRankConfig, "ncclCommInitRankConfig");
     NCCL_LOAD(CommSplit, "ncclCommSplit");
+    NCCL_LOAD(CommFinalize, "ncclCommFinalize");
     NCCL_LOAD(CommDestroy, "ncclCommDestroy");
     NCCL_LOAD(CommAbort, "ncclCommAbort");
     NCCL_LOAD(CommGetAsyncError, "ncclCommGetAsyncError");
+    NCCL_LOAD(CommCount, "ncclCommCount");
+    NCCL_LOAD(CommUserRank, "ncclCommUserRank");
     NCCL_LOAD(AllGather, "ncclAllGather");
     NCCL_LOAD(ReduceScatter, "ncclReduceScatter");
     NCCL_LOAD(AllReduce, "ncclAllReduce");
@@ -145,36 +156,65 @@ typedef struct {
 // The transport of this process, for the fail hook (a module-owned pointer: one per process).
 static NcclComm* active;
 
-// Polls the group's communicator while it says ncclInProgress.
+static void __attribute__((noreturn)) nccl_failed(NcclComm* n, ncclResult_t r, ncclComm_t c,
+                                                  MeshGroup g, const char* what, const char* file,
+                                                  int line) {
+    const char* last = n->api.GetLastError ? n->api.GetLastError(c) : "";
+    const char* hint = r == ncclInvalidUsage
+        ? "NCCL refused this use, its message says why: e.g. two ranks on one GPU (check "
+          "--local-rank and CUDA_VISIBLE_DEVICES)"
+        : "another rank failed, or the ranks disagree on sizes or order of calls";
+    fail_at(file, line, hint, "NCCL %s on the %s group failed: %s%s%s", what, mesh_group_name(g),
+            n->api.GetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
+}
+
+// A call that returned r, with no communicator to wait for (no comm yet, or inside a group).
+static void nccl_check(NcclComm* n, ncclResult_t r, MeshGroup g, const char* what,
+                       const char* file, int line) {
+    if (r != ncclSuccess && r != ncclInProgress) nccl_failed(n, r, NULL, g, what, file, line);
+}
+
+// Non-blocking communicators: a call may return before its work is done, whether it says
+// ncclSuccess or ncclInProgress. ncclCommSplit returns ncclSuccess while the parent is still
+// splitting, and writes the new communicator only when that completes; a collective or a group
+// returns while a thread of NCCL's enqueues it. Until ncclCommGetAsyncError on a communicator
+// stops saying ncclInProgress, NCCL refuses any other use of it ("Attempt to use communicator
+// before the previous operation returned ncclSuccess"). So after each call returned r, every
+// communicator it touched is polled here to its final state, under the comm timeout; g names the
+// group in messages.
 typedef struct {
-    NcclComm* n;
-    MeshGroup g;
+    const NcclApi* api;
+    ncclComm_t comm;
     ncclResult_t state;
 } Settling;
 
 static int settled(void* arg) {
     Settling* s = (Settling*)arg;
-    const ncclResult_t r = s->n->api.CommGetAsyncError(s->n->groups[s->g], &s->state);
+    const ncclResult_t r = s->api->CommGetAsyncError(s->comm, &s->state);
     if (r != ncclSuccess) s->state = r;
     return s->state != ncclInProgress;
 }
 
-static void nccl_check(NcclComm* n, ncclResult_t r, MeshGroup g, const char* what,
-                       const char* file, int line) {
-    if (r == ncclInProgress) {   // non-blocking communicators: finishing in the background
-        Settling st = {n, g, ncclInProgress};
-        if (comm_poll(settled, NULL, &st, n->timeout_s) != 0)
-            fail_at(file, line, "another rank is stalled or dead, or raise --comm-timeout",
-                    "NCCL %s on the %s group did not complete within %g s (--comm-timeout)", what,
-                    mesh_group_name(g), n->timeout_s);
-        r = st.state;
-    }
-    if (r == ncclSuccess) return;
-    const char* last = n->api.GetLastError ? n->api.GetLastError(n->groups[g]) : "";
-    fail_at(file, line, "another rank failed, or the ranks disagree on sizes or order of calls",
-            "NCCL %s on the %s group failed: %s%s%s", what, mesh_group_name(g),
-            n->api.GetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
+static void settle(NcclComm* n, ncclResult_t r, ncclComm_t c, MeshGroup g, const char* what,
+                   const char* file, int line) {
+    nccl_check(n, r, g, what, file, line);
+    Settling st = {&n->api, c, ncclInProgress};
+    if (comm_poll(settled, NULL, &st, n->timeout_s) != 0)
+        fail_at(file, line, "another rank is stalled or dead, or raise --comm-timeout",
+                "NCCL %s on the %s group did not complete within %g s (--comm-timeout)", what,
+                mesh_group_name(g), n->timeout_s);
+    if (st.state != ncclSuccess) nccl_failed(n, st.state, c, g, what, file, line);
 }
+
+// A call on group g's communicator, which is then settled. The call runs first: it may write the
+// communicator (init).
+#define NCCL_CALL(n, call, g, what)                                            \
+    do {                                                                       \
+        const ncclResult_t r_ = (call);                                        \
+        settle((n), r_, (n)->groups[g], (g), (what), __FILE__, __LINE__);      \
+    } while (0)
+// A call that leaves nothing to settle: inside a group (ncclGroupEnd settles), or before any
+// communicator exists.
 #define NCCL_CHECK(n, call, g, what) nccl_check((n), (call), (g), (what), __FILE__, __LINE__)
 
 // A failure anywhere aborts the communicators (so no GPU kernel waits for a dead peer), then
@@ -183,8 +223,11 @@ static void abort_job(int exit_code) {
     NcclComm* n = active;
     active = NULL;
     if (n) {
+        // The world first: aborting it stops a split in flight, after which NCCL has written (or
+        // will never write) the split's communicator. ncclCommAbort is allowed on a communicator
+        // in any state and returns once it is gone.
         int aborted = 0;
-        for (int g = MESH_NGROUPS - 1; g >= 0; g--)
+        for (int g = 0; g < MESH_NGROUPS; g++)
             if (n->groups[g]) aborted += n->api.CommAbort(n->groups[g]) == ncclSuccess;
         fprintf(stderr, "rank %d: aborted %d NCCL communicators (ncclCommAbort)\n",
                 n->mesh.world_rank, aborted);
@@ -254,7 +297,7 @@ static unsigned long long nccl_completed(void* ctx, MeshGroup g) {
 static CommRequest* nccl_all_gather(void* ctx, MeshGroup g, const void* send, void* recv,
                                     size_t count, CommType t) {
     NcclComm* n = begin(ctx, g);
-    NCCL_CHECK(n, n->api.AllGather(send, recv, count, nccl_type(t), n->groups[g], n->streams[g]), g,
+    NCCL_CALL(n, n->api.AllGather(send, recv, count, nccl_type(t), n->groups[g], n->streams[g]), g,
                "all-gather");
     return end(n, g);
 }
@@ -262,7 +305,7 @@ static CommRequest* nccl_all_gather(void* ctx, MeshGroup g, const void* send, vo
 static CommRequest* nccl_reduce_scatter_sum(void* ctx, MeshGroup g, const void* send, void* recv,
                                             size_t count, CommType t) {
     NcclComm* n = begin(ctx, g);
-    NCCL_CHECK(n, n->api.ReduceScatter(send, recv, count, nccl_type(t), ncclSum, n->groups[g],
+    NCCL_CALL(n, n->api.ReduceScatter(send, recv, count, nccl_type(t), ncclSum, n->groups[g],
                                        n->streams[g]),
                g, "reduce-scatter");
     return end(n, g);
@@ -271,7 +314,7 @@ static CommRequest* nccl_reduce_scatter_sum(void* ctx, MeshGroup g, const void* 
 static CommRequest* nccl_all_reduce_sum(void* ctx, MeshGroup g, void* buf, size_t count,
                                         CommType t) {
     NcclComm* n = begin(ctx, g);
-    NCCL_CHECK(n, n->api.AllReduce(buf, buf, count, nccl_type(t), ncclSum, n->groups[g], n->streams[g]),
+    NCCL_CALL(n, n->api.AllReduce(buf, buf, count, nccl_type(t), ncclSum, n->groups[g], n->streams[g]),
                g, "all-reduce");
     return end(n, g);
 }
@@ -288,7 +331,7 @@ static CommRequest* nccl_all_to_all(void* ctx, MeshGroup g, const void* send, vo
         NCCL_CHECK(n, n->api.Send((const char*)send + j * bytes, count, nccl_type(t), j,
                                   n->groups[g], n->streams[g]), g, "all-to-all send");
     }
-    NCCL_CHECK(n, n->api.GroupEnd(), g, "all-to-all");
+    NCCL_CALL(n, n->api.GroupEnd(), g, "all-to-all");
     return end(n, g);
 }
 
@@ -302,14 +345,14 @@ static CommRequest* nccl_send_recv(void* ctx, MeshGroup g, CommType t, const Com
     for (int i = 0; i < nsend; i++)
         NCCL_CHECK(n, n->api.Send(sends[i].buf, sends[i].count, nccl_type(t), sends[i].peer,
                                   n->groups[g], n->streams[g]), g, "post send");
-    NCCL_CHECK(n, n->api.GroupEnd(), g, "send/recv batch");
+    NCCL_CALL(n, n->api.GroupEnd(), g, "send/recv batch");
     return end(n, g);
 }
 
 static CommRequest* nccl_broadcast(void* ctx, MeshGroup g, void* buf, size_t count, CommType t,
                                    int root) {
     NcclComm* n = begin(ctx, g);
-    NCCL_CHECK(n, n->api.Broadcast(buf, buf, count, nccl_type(t), root, n->groups[g], n->streams[g]),
+    NCCL_CALL(n, n->api.Broadcast(buf, buf, count, nccl_type(t), root, n->groups[g], n->streams[g]),
                g, "broadcast");
     return end(n, g);
 }
@@ -333,7 +376,8 @@ static void check_async_errors(NcclComm* n) {
     for (int g = 0; g < MESH_NGROUPS; g++) {
         ncclResult_t state = ncclSuccess;
         NCCL_CHECK(n, n->api.CommGetAsyncError(n->groups[g], &state), (MeshGroup)g, "async error query");
-        if (state != ncclInProgress) NCCL_CHECK(n, state, (MeshGroup)g, "operation in flight");
+        if (state != ncclSuccess && state != ncclInProgress)
+            nccl_failed(n, state, n->groups[g], (MeshGroup)g, "operation in flight", __FILE__, __LINE__);
     }
 }
 
@@ -363,7 +407,7 @@ static CommRequest* nccl_all_reduce_host_sum(void* ctx, MeshGroup g, void* buf, 
     }
     memcpy(n->host_scratch, buf, bytes);   // the previous sum was waited for: the buffer is free
     CUDA_CHECK(cudaMemcpyAsync(n->scratch, n->host_scratch, bytes, cudaMemcpyHostToDevice, n->streams[g]));
-    NCCL_CHECK(n, n->api.AllReduce(n->scratch, n->scratch, count, nccl_type(t), ncclSum,
+    NCCL_CALL(n, n->api.AllReduce(n->scratch, n->scratch, count, nccl_type(t), ncclSum,
                                    n->groups[g], n->streams[g]), g, "all-reduce of host values");
     CUDA_CHECK(cudaMemcpyAsync(n->host_scratch, n->scratch, bytes, cudaMemcpyDeviceToHost, n->streams[g]));
     CommRequest* req = end(n, g);
@@ -391,9 +435,14 @@ static void nccl_destroy(void* ctx) {
         CHECK(!n->pool[i].in_use, "caller bug", "comm destroyed with an NCCL operation in flight");
         CUDA_CHECK(cudaEventDestroy(n->pool[i].done));
     }
-    active = NULL;
-    for (int g = MESH_NGROUPS - 1; g >= 0; g--)
+    // Finalize (non-blocking: it flushes the communicator's work, settled under the timeout, so a
+    // dead peer cannot hang the exit), then destroy (blocking, local). Children before the world.
+    for (int g = MESH_NGROUPS - 1; g >= 0; g--) {
+        NCCL_CALL(n, n->api.CommFinalize(n->groups[g]), (MeshGroup)g, "finalize");
         NCCL_CHECK(n, n->api.CommDestroy(n->groups[g]), (MeshGroup)g, "destroy");
+        n->groups[g] = NULL;   // gone: a failure from here on must not abort it
+    }
+    active = NULL;
     CUDA_CHECK(cudaFree(n->scratch));
     CUDA_CHECK(cudaFreeHost(n->host_scratch));
     for (int g = 0; g < MESH_NGROUPS; g++)
@@ -411,6 +460,20 @@ static const CommOps nccl_ops = {
     nccl_all_reduce_host_sum,                 nccl_barrier,             nccl_destroy,
     nccl_stream,     nccl_fence,              nccl_completed,
 };
+
+// Each communicator must be the mesh's group: its size and this rank's place in it (ranks that
+// disagree on the mesh split into other groups, which NCCL accepts).
+static void check_group_shape(NcclComm* n, MeshGroup g) {
+    int count = -1, rank = -1;
+    NCCL_CHECK(n, n->api.CommCount(n->groups[g], &count), g, "communicator size query");
+    NCCL_CHECK(n, n->api.CommUserRank(n->groups[g], &rank), g, "communicator rank query");
+    const int want_count = mesh_group_size(&n->mesh, g), want_rank = mesh_group_rank(&n->mesh, g);
+    CHECK(count == want_count && rank == want_rank,
+          "the ranks disagree on the mesh (--dp, --pq, --pkv) or on the world size",
+          "NCCL communicator of the %s group has %d ranks and puts this rank at %d; the mesh "
+          "expects %d ranks with this rank at %d", mesh_group_name(g), count, rank, want_count,
+          want_rank);
+}
 
 // The world's unique id from rank 0: over MPI, or through the rendezvous file or socket.
 static void share_unique_id(NcclComm* n, const Mesh* mesh, const DeviceCommOptions* o,
@@ -453,13 +516,21 @@ Comm* comm_nccl_create(const Mesh* mesh, int num_layers, const DeviceCommOptions
     fail_set_hook(abort_job);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    NCCL_CHECK(n, n->api.CommInitRankConfig(&n->groups[MESH_WORLD], mesh->world_size, id,
-                                            mesh->world_rank, &config), MESH_WORLD, "communicator init");
+    NCCL_CALL(n, n->api.CommInitRankConfig(&n->groups[MESH_WORLD], mesh->world_size, id,
+                                           mesh->world_rank, &config), MESH_WORLD, "communicator init");
+    check_group_shape(n, MESH_WORLD);
     for (int g = 0; g < MESH_NGROUPS; g++) {
         if (g == MESH_WORLD) continue;
-        NCCL_CHECK(n, n->api.CommSplit(n->groups[MESH_WORLD], mesh_group_color(mesh, (MeshGroup)g),
-                                       mesh_group_rank(mesh, (MeshGroup)g), &n->groups[g], &config),
-                   (MeshGroup)g, "communicator split");
+        const ncclResult_t r = n->api.CommSplit(n->groups[MESH_WORLD],
+                                                mesh_group_color(mesh, (MeshGroup)g),
+                                                mesh_group_rank(mesh, (MeshGroup)g), &n->groups[g], &config);
+        // The split runs on the parent: the new communicator exists once the world's settles.
+        settle(n, r, n->groups[MESH_WORLD], (MeshGroup)g, "communicator split", __FILE__, __LINE__);
+        CHECK(n->groups[g], "a bug in the NCCL library, or a mismatched libnccl.so.2",
+              "NCCL communicator split on the %s group completed without a communicator",
+              mesh_group_name((MeshGroup)g));
+        NCCL_CALL(n, ncclSuccess, (MeshGroup)g, "communicator split");
+        check_group_shape(n, (MeshGroup)g);
     }
     return comm_create(&nccl_ops, n, "nccl", 1, mesh, num_layers);
 }

@@ -31,31 +31,34 @@ static void __attribute__((noreturn)) fail_end(void) {
     exit(1);
 }
 
-static void print_prefix(void) {
-    fprintf(stderr, "error: ");
-    if (fail_prefix[0]) fprintf(stderr, "%s: ", fail_prefix);
+// The whole line is formatted first and written with one call: the ranks of a job share stderr,
+// and a line written in pieces interleaves with another rank's.
+static void __attribute__((noreturn)) fail_line(const char* file, int line, const char* hint,
+                                                const char* fmt, va_list ap) {
+    char text[2048];
+    size_t n = (size_t)snprintf(text, sizeof text, "error: %s%s", fail_prefix,
+                                fail_prefix[0] ? ": " : "");
+    if (file && n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "%s:%d: ", file, line);
+    if (n < sizeof text) n += (size_t)vsnprintf(text + n, sizeof text - n, fmt, ap);
+    if (hint && hint[0] && n < sizeof text)
+        n += (size_t)snprintf(text + n, sizeof text - n, " (hint: %s)", hint);
+    if (n >= sizeof text - 1) n = sizeof text - 2;
+    text[n] = '\n';
+    text[n + 1] = '\0';
+    fputs(text, stderr);
+    fail_end();
 }
 
 void fail_msg(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    print_prefix();
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    fail_end();
+    fail_line(NULL, 0, NULL, fmt, ap);
 }
 
 void fail_at(const char* file, int line, const char* hint, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    print_prefix();
-    fprintf(stderr, "%s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    if (hint && hint[0]) fprintf(stderr, " (hint: %s)", hint);
-    fputc('\n', stderr);
-    va_end(ap);
-    fail_end();
+    fail_line(file, line, hint, fmt, ap);
 }
 
 void* xmalloc_at(size_t bytes, const char* what, const char* file, int line) {

@@ -4,8 +4,9 @@
 #     (rank, size and local rank from Open MPI's environment, as from Slurm's under srun);
 #   - a stale rendezvous file (another run's key) and a missing one: a clear error within the
 #     timeout, not a hang;
+#   - one rank on nccl, under mpirun and alone (the first real GPU run failed there);
 #   - two ranks on a node with one GPU: refused on nccl with the reason, run on mpi-staged
-#     (which shares the GPU on purpose);
+#     (which shares the GPU on purpose); two ranks that both pick GPU 0: refused by NCCL's init;
 #   - transports the backend cannot use: refused with the reason.
 # The host runtime shows CUDA_HOST_DEVICES GPUs (1 by default).
 set -u
@@ -57,6 +58,13 @@ runs() {
   fi
 }
 
+# One rank on nccl, under mpirun and alone: the real NCCL 2.28 refused this at the second
+# communicator split until every call was followed by polling what it touched.
+runs "1 rank on nccl under mpirun" "^summary: 2 timed steps" \
+  bash tests/mpirun.sh 1 "$CUDA" "${ARGS[@]}" --out-dir "$W/one-mpirun" --comm nccl
+runs "1 rank on nccl without mpirun" "^summary: 2 timed steps" \
+  "$CUDA" "${ARGS[@]}" --out-dir "$W/one-alone" --comm nccl
+
 key="test-$$-$RANDOM"
 CUDA_HOST_DEVICES=2 runs "file rendezvous, 2 ranks" "transport nccl \(launch: file:" \
   bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/file" \
@@ -79,6 +87,12 @@ expect "file rendezvous without a run key" "rendezvous-id" 60 env -u SLURM_JOB_I
 # One GPU, two ranks on the node.
 CUDA_HOST_DEVICES=1 expect "2 ranks, 1 GPU, nccl" "2 ranks on this node but 1 GPU visible" 120 \
   bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/gpus" --comm nccl
+# Two ranks told they are local rank 0 (a wrong --local-rank): both pick GPU 0 and NCCL refuses
+# them at init, with its own reason, on one line.
+CUDA_HOST_DEVICES=2 expect "2 ranks on GPU 0 (wrong --local-rank), nccl" \
+  "error: rank [01]: .*NCCL communicator init on the world group failed: invalid usage.*Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0" 120 \
+  bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/dup" --rendezvous "file:$W/rdv-dup" \
+  --rendezvous-id "$key" --local-rank 0
 CUDA_HOST_DEVICES=1 runs "2 ranks share 1 GPU on mpi-staged" "transport mpi-staged" \
   bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/shared" --comm mpi-staged
 expect "CUDA trainer, --comm mpi" "--comm mpi: the cuda-bf16 backend's buffers are device memory" 60 \

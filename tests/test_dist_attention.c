@@ -28,6 +28,9 @@
 #include "comm/comm_device.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
+#ifdef GPT_BACKEND_CUDA
+#include "model/backend.h"
+#endif
 
 enum { NUM_LAYERS = 2 };
 // The distributed and the single-rank run differ only in the order of fp32 merges and sums; bf16
@@ -490,7 +493,15 @@ int main(int argc, char** argv) {
     if (dist_host_memory()) {
         comm = comm_mpi_create(&mesh, NUM_LAYERS);
     } else {
-        DeviceCommOptions d = {a.comm, "mpi", "", 60};
+#ifdef GPT_BACKEND_CUDA
+        // One GPU per rank, as the trainer picks it (NCCL refuses two ranks on one device).
+        int local_rank = 0, local_size = 1, device = 0;
+        comm_mpi_node_rank(&local_rank, &local_size);
+        if (gpt_backend_select_device(local_rank, local_size, !strcmp(a.comm, "mpi-staged"), &device,
+                                      err) != 0)
+            fail_msg("%s", err);
+#endif
+        DeviceCommOptions d = {a.comm, "mpi", "", 60, 60};
         comm = comm_device_create(&mesh, NUM_LAYERS, &d);
     }
     if (rank == a.fail_rank) read_input_file(a.fail_file ? a.fail_file : "");

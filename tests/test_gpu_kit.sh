@@ -10,7 +10,8 @@
 #                  a program missing
 #   isolated       the bundle's CPU trainer, one process and two under the bundle's mpirun, with
 #                  Debian's Open MPI, PMIx and OpenBLAS folders hidden (a mount namespace): nothing
-#                  is read from them
+#                  is read from them; and with another build's PMIx components and Open MPI
+#                  parameters in those folders: no "(ignored)" line, no PMIx banner
 #   self-test      `gpu_check.sh --self-test`: every step at toy sizes on the host-runtime bundle,
 #                  with a compute-sanitizer stand-in; the report has every section, every kernel
 #                  test (test_ptx too) passed and a PASS verdict, the JSONL parses
@@ -169,6 +170,21 @@ EOF
   check "two processes under the bundle's mpirun: data parallel, 2 steps (exit $rc)" \
     eval '[ $rc = 0 ] && grep -q "^mesh: world 2 = dp 2" "$W/two.out" && grep -q "^summary: 1 timed step" "$W/two.out"'
   [ $rc = 0 ] || tail -n 8 "$W/two.out" | sed 's/^/        | /'
+  # A box whose PMIx and Open MPI folders hold another build's (the first H100 box: its own PMIx
+  # under the same Debian-style folder): components there that do not load, a parameter file that
+  # would break MPI. The bundle's mpirun must read none of it: no "(ignored)" lines, no PMIx banner.
+  mkdir -p "$W/other/pmix" "$W/other/etc"
+  cp "$(ldconfig -p | awk '$1 == "libz.so.1" && /x86-64/ {print $NF; exit}')" "$W/other/pmix/pmix_mca_pcompress_zlib.so"
+  echo "not a library" > "$W/other/pmix/pmix_mca_prm_default.so"
+  echo "btl = no_such_component" > "$W/other/etc/openmpi-mca-params.conf"
+  printf '%s\n' "mount --bind '$W/other/pmix' /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix && mount --bind '$W/other/etc' /etc/openmpi || exit 99" \
+    'exec "$@"' > "$W/other.sh"
+  OMP_NUM_THREADS=1 timeout 120 unshare -m sh "$W/other.sh" "$hb/bin/mpirun" --oversubscribe -np 2 "$hb/bin/train_gpt" "${args[@]}" \
+    --dp 2 --out-dir "$W/other-run" > "$W/other.out" 2>&1
+  rc=$?
+  check "another build's PMIx components and Open MPI parameters on the box: the bundle's mpirun reads none (exit $rc, no '(ignored)' line, no PMIx banner)" \
+    eval '[ $rc = 0 ] && grep -q "^summary: 1 timed step" "$W/other.out" && ! grep -qE "\(ignored\)|PMIx was unable|no_such_component" "$W/other.out"'
+  [ $rc = 0 ] && ! grep -qE "\(ignored\)|PMIx was unable" "$W/other.out" || head -n 12 "$W/other.out" | sed 's/^/        | /'
 }
 
 # ---- --self-test ----------------------------------------------------------------------------------------

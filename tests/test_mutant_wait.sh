@@ -12,11 +12,11 @@ seeds=("$@")
 args=(--pq 1 --pkv 4 --HS 16 --algo ring --comm nccl)
 caught=() failures=0
 for seed in "${seeds[@]}"; do
-  real=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_fp32 "${args[@]}" 2>&1)
+  real=$(CUDA_HOST_DEVICES=4 CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_fp32 "${args[@]}" 2>&1)
   if ! grep -q '^ok   ring' <<< "$real"; then
     echo "FAIL: seed $seed: the real ring schedule is wrong:"; tail -n 5 <<< "$real"; failures=$((failures + 1))
   fi
-  mutant=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_mutant "${args[@]}" 2>&1)
+  mutant=$(CUDA_HOST_DEVICES=4 CUDA_HOST_SCHEDULE_SEED=$seed timeout 120 bash tests/mpirun.sh 4 $BUILD/tests/test_dist_attention_cuda_mutant "${args[@]}" 2>&1)
   # A wrong result shows in the schedule's FAIL line (the leaked requests end the job afterwards).
   if grep -q '^FAIL ring' <<< "$mutant"; then
     caught+=("$seed")

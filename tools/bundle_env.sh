@@ -81,10 +81,19 @@ bundle_env_setup() {
   export LD_LIBRARY_PATH
   GPU_BUNDLE_CUDA_DIRS=$dirs
 
-  # Open MPI and PMIx from the bundle: components, help texts, and mpirun's orted on PATH.
+  # Open MPI and PMIx from the bundle: components, help texts, parameter files, and mpirun's
+  # orted on PATH. PMIx searches its install folders (Debian's /usr/lib/x86_64-linux-gnu/pmix2)
+  # besides any component path it is given, and loads what it finds there first: on a box whose
+  # PMIx lives in that folder, another build's components failed to load with "(ignored)" lines
+  # and a compression banner. Its install folders are moved to the bundle, as Open MPI's
+  # configuration folder is (the box's /etc/openmpi belongs to another Open MPI).
   export OMPI_MCA_mca_base_component_path="$GPU_BUNDLE/lib/openmpi3"
+  export OPAL_PKGDATADIR="$GPU_BUNDLE/share/openmpi" OPAL_SYSCONFDIR="$GPU_BUNDLE/etc"
   export PMIX_MCA_mca_base_component_path="$GPU_BUNDLE/lib/pmix"
-  export OPAL_PKGDATADIR="$GPU_BUNDLE/share/openmpi"
+  export PMIX_PREFIX="$GPU_BUNDLE" PMIX_EXEC_PREFIX="$GPU_BUNDLE" PMIX_LIBDIR="$GPU_BUNDLE/lib"
+  export PMIX_PKGLIBDIR="$GPU_BUNDLE/lib/pmix" PMIX_DATAROOTDIR="$GPU_BUNDLE/share"
+  export PMIX_DATADIR="$GPU_BUNDLE/share" PMIX_PKGDATADIR="$GPU_BUNDLE/share/pmix"
+  export PMIX_SYSCONFDIR="$GPU_BUNDLE/etc"
   export OMPI_MCA_ess_singleton_isolated="${OMPI_MCA_ess_singleton_isolated:-1}"
   case ":$PATH:" in *":$GPU_BUNDLE/bin:"*) ;; *) PATH="$GPU_BUNDLE/bin:$PATH" ;; esac
   export PATH

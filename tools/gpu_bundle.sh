@@ -9,7 +9,8 @@
 #                         Open MPI, OpenBLAS, PCRE2 and their dependencies from this machine's
 #                         packages; RPATH $ORIGIN
 #   OUT/lib/openmpi3/     the Open MPI components whose libraries are all in the bundle, and
-#   OUT/lib/pmix/         PMIx's; OUT/share/openmpi/ Open MPI's help texts; OUT/bin/mpirun, orted
+#   OUT/lib/pmix/         PMIx's; OUT/share/openmpi/, share/pmix/ their help texts; OUT/etc/ their
+#                         (empty) parameter files; OUT/bin/mpirun, orted
 #   OUT/data/             the GPT-2 tokenizer file, fortunes shards, the learnable stream of
 #                         tools/stream_shards.py
 #   OUT/tools/            gpu_check.sh (the check), bundle_env.sh, trainer_checks.sh, sdpa_bench.py
@@ -70,7 +71,7 @@ deps() {
 
 tmp="$out.partial"
 rm -rf "$tmp"
-mkdir -p "$tmp"/{bin,libexec,lib/openmpi3,lib/pmix,share/openmpi,data/fortunes,data/stream,tools}
+mkdir -p "$tmp"/{bin,libexec,lib/openmpi3,lib/pmix,share/openmpi,share/pmix,etc,data/fortunes,data/stream,tools}
 
 # --- Programs --------------------------------------------------------------------------------------
 # Names without the host runtime's _host: the check script runs the same names in both flavors.
@@ -147,6 +148,11 @@ if [ -d "$OMPI_COMPONENTS" ] && [ -e "$tmp/lib/libmpi.so.40" ]; then
     collect "$dest"
   done
   cp /usr/share/openmpi/*.txt "$tmp/share/openmpi/"
+  cp "$PMIX_DIR"/../share/pmix/*.txt "$tmp/share/pmix/" 2> /dev/null || true
+  # The configuration files Open MPI and PMIx read (bundle_env.sh points both here): Debian's, which
+  # go with the components bundled, so that a box's own (another build's) never apply.
+  cp /etc/openmpi/openmpi-mca-params.conf /etc/openmpi/openmpi-default-hostfile "$tmp/etc/"
+  cp "$PMIX_DIR/../share/pmix-mca-params.conf" "$tmp/etc/" 2> /dev/null || : > "$tmp/etc/pmix-mca-params.conf"
 fi
 
 # --- Wrappers ----------------------------------------------------------------------------------------

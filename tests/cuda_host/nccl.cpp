@@ -119,50 +119,99 @@ enum { COMM_MAGIC = 0x4e43434c, COMM_DEAD = 0x44454144 };
 struct ncclComm {
     unsigned magic;  // COMM_MAGIC while usable; COMM_DEAD after destroy or abort
     MPI_Comm mpi;    // MPI_COMM_NULL after ncclCommFinalize
+    MPI_Comm ctl;    // a duplicate of mpi for the shim's own agreement checks (split)
     int rank, nranks;
     int id;          // for reports
+    int device;      // the CUDA device of the process when the comm was made (the parent's, on a split)
     // The operations on this comm, numbered when issued. An operation posts its MPI calls only
     // once every operation issued before it on this comm has posted all of its own, so that every
     // rank posts the same collectives in the same order on the MPI communicator, whatever order
     // the streams run in. finished: completed (or dropped by an abort).
     unsigned long long issued, posted, finished;
-    // Non-blocking communicators (config.blocking = 0): their init or split returns
-    // ncclInProgress, and ncclCommGetAsyncError says so once more before ncclSuccess; until then
-    // every other call on the comm is refused, as NCCL requires the polling.
+    unsigned long long collectives;  // collectives issued (every rank issues the same ones; sends
+                                     // and receives pair by peer and may differ in number)
+    // Non-blocking communicators (config.blocking = 0), as NCCL 2.28 runs them: every call that
+    // does work (init, a split of this comm, a collective, a group end, finalize) leaves the comm
+    // in progress, and NCCL refuses any other use of it (ncclInvalidArgument, "Attempt to use
+    // communicator before the previous operation returned ncclSuccess") until
+    // ncclCommGetAsyncError on it has stopped saying ncclInProgress: here after `polls` more
+    // polls, 1 to 3 in turn, so that a caller that polls once, or not at all, fails. Then the
+    // query says `result` (an init can fail late, e.g. two ranks on one GPU), which stays.
     int blocking;
-    ncclResult_t async;
+    ncclResult_t async, result;
+    int polls;
+    int finalized;   // ncclCommFinalize was called
+    // A split of this comm in progress: NCCL writes the new comm only when the parent settles
+    // (ncclCommSplit itself returns ncclSuccess with *newcomm NULL).
+    ncclComm_t split_child;
+    ncclComm_t* split_out;
 };
 
-// Destroyed communicators keep their dead marker (the memory is not reused), so that a later
-// use is reported rather than undefined.
-static ncclResult_t comm_check(const char* fn, ncclComm_t comm, int need_mpi) {
-    if (!comm) return nccl_fail(ncclInvalidArgument, "%s: comm is NULL", fn);
-    if (comm->magic == COMM_DEAD) return nccl_fail(ncclInvalidUsage, "%s: comm was destroyed or aborted", fn);
-    if (comm->magic != COMM_MAGIC) return nccl_fail(ncclInvalidArgument, "%s: comm is not a communicator", fn);
-    if (need_mpi && comm->mpi == MPI_COMM_NULL)
-        return nccl_fail(ncclInvalidUsage, "%s: comm was finalized (ncclCommFinalize)", fn);
-    if (need_mpi && comm->async == ncclInProgress)
-        return nccl_fail(ncclInvalidUsage, "%s: the non-blocking comm is still initialising: poll "
-                         "ncclCommGetAsyncError until it is not ncclInProgress first", fn);
+// Destroyed and aborted communicators keep their dead marker (the memory is not reused), so that
+// a later use is reported rather than undefined; NCCL's check of a freed comm says "corrupted".
+static ncclResult_t comm_check(const char* fn, ncclComm_t comm) {
+    if (!comm) return nccl_fail(ncclInvalidArgument, "%s : comm argument is NULL", fn);
+    if (comm->magic == COMM_DEAD)
+        return nccl_fail(ncclInvalidArgument, "%s: Error: corrupted comm object detected (comm %d was destroyed "
+                         "or aborted: no call may use it again)", fn, comm->id);
+    if (comm->magic != COMM_MAGIC)
+        return nccl_fail(ncclInvalidArgument, "%s: Error: corrupted comm object detected (not a communicator)", fn);
     return ncclSuccess;
 }
 
-static ncclResult_t comm_wrap(const char* fn, MPI_Comm mpi, ncclComm_t* out) {
+// NCCL's ncclCommEnsureReady: a comm in progress is refused; one whose last operation failed
+// returns that failure.
+static ncclResult_t comm_ready(const char* fn, ncclComm_t comm) {
+    ncclResult_t r = comm_check(fn, comm);
+    if (r != ncclSuccess) return r;
+    if (comm->async == ncclInProgress)
+        return nccl_fail(ncclInvalidArgument, "%s: Attempt to use communicator before the previous operation "
+                         "returned ncclSuccess (comm %d is non-blocking: poll ncclCommGetAsyncError until it is "
+                         "no longer ncclInProgress)", fn, comm->id);
+    if (comm->async != ncclSuccess)
+        return nccl_fail(comm->async, "%s: comm %d is in an error state (%s); only ncclCommAbort may use it", fn,
+                         comm->id, ncclGetErrorString(comm->async));
+    return ncclSuccess;
+}
+
+// A comm that must still have its MPI communicator.
+static ncclResult_t comm_usable(const char* fn, ncclComm_t comm) {
+    ncclResult_t r = comm_ready(fn, comm);
+    if (r == ncclSuccess && comm->mpi == MPI_COMM_NULL)
+        r = nccl_fail(ncclInvalidUsage, "%s: comm %d was finalized (ncclCommFinalize)", fn, comm->id);
+    return r;
+}
+
+// Work started on comm that will end as `result`: a non-blocking comm is in progress from now on,
+// and the call returns `returned`; a blocking one returns `result`.
+static ncclResult_t start_async(ncclComm_t comm, ncclResult_t result, ncclResult_t returned) {
+    static unsigned long long started;
+    if (comm->blocking) return result;
+    comm->async = ncclInProgress;
+    comm->result = result;
+    comm->polls = 1 + (int)(started++ % 3);
+    return returned;
+}
+
+static ncclResult_t comm_wrap(const char* fn, MPI_Comm mpi, int device, int blocking, ncclComm_t* out) {
     static int next_id;
     int rank = 0, nranks = 0;
+    MPI_Comm ctl = MPI_COMM_NULL;
     MPI_TRY(fn, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
     MPI_TRY(fn, "MPI_Comm_rank", MPI_Comm_rank(mpi, &rank));
     MPI_TRY(fn, "MPI_Comm_size", MPI_Comm_size(mpi, &nranks));
-    ncclComm_t c = (ncclComm_t)malloc(sizeof *c);
+    MPI_TRY(fn, "MPI_Comm_dup", MPI_Comm_dup(mpi, &ctl));
+    ncclComm_t c = (ncclComm_t)calloc(1, sizeof *c);
     if (!c) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
     c->magic = COMM_MAGIC;
     c->mpi = mpi;
+    c->ctl = ctl;
     c->rank = rank;
     c->nranks = nranks;
     c->id = next_id++;
-    c->issued = c->posted = c->finished = 0;
-    c->blocking = 1;
-    c->async = ncclSuccess;
+    c->device = device;
+    c->blocking = blocking;
+    c->async = c->result = ncclSuccess;
     *out = c;
     return ncclSuccess;
 }
@@ -174,14 +223,6 @@ static void drain_comm(ncclComm_t comm, const char* fn) {
 }
 
 static int config_ok(const ncclConfig_t* config) { return !config || config->magic == 0xcafebeef; }
-
-// A comm just made: a non-blocking one is in progress (see struct ncclComm).
-static ncclResult_t made(ncclResult_t r, ncclComm_t comm, int nonblocking) {
-    if (r != ncclSuccess || !comm || !nonblocking) return r;
-    comm->blocking = 0;
-    comm->async = ncclInProgress;
-    return ncclInProgress;
-}
 
 static const char id_magic[8] = "hostncl";  // the id's first 8 bytes; a 64-bit tag follows
 
@@ -203,11 +244,20 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     return ncclSuccess;
 }
 
+// The machine, as NCCL's host hash tells ranks on one node apart: FNV-1a of the host name.
+static uint64_t host_hash(void) {
+    char name[256] = "";
+    gethostname(name, sizeof name - 1);
+    uint64_t h = 1469598103934665603ull;
+    for (const char* p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
 // What each process passed to ncclCommInitRank, gathered so that every process reaches the same
 // verdict (no process leaves early while the others wait in MPI_Comm_split).
 typedef struct {
-    uint64_t tag;
-    int32_t rank, id_ok, config_ok, pad;
+    uint64_t tag, host;
+    int32_t rank, id_ok, config_ok, device;
 } InitInfo;
 
 static ncclResult_t init_verdict(const char* fn, const InitInfo* all, int world, int nranks) {
@@ -229,30 +279,48 @@ static ncclResult_t init_verdict(const char* fn, const InitInfo* all, int world,
     return ncclSuccess;
 }
 
+// NCCL refuses one GPU for two ranks of a communicator; as with NCCL the init call itself may
+// succeed (a non-blocking one fails when polled). Every rank reaches the verdict here.
+static ncclResult_t duplicate_gpu(const char* fn, const InitInfo* all, int world) {
+    for (int i = 0; i < world; i++)
+        for (int j = 0; j < i; j++)
+            if (all[i].host == all[j].host && all[i].device == all[j].device)
+                return nccl_fail(ncclInvalidUsage, "%s: Duplicate GPU detected : rank %d and rank %d both on CUDA device %d "
+                                 "(one process per GPU: cudaSetDevice, or CUDA_HOST_DEVICES on the host runtime)",
+                                 fn, all[j].rank < all[i].rank ? all[j].rank : all[i].rank,
+                                 all[j].rank < all[i].rank ? all[i].rank : all[j].rank, all[i].device);
+    return ncclSuccess;
+}
+
 static ncclResult_t init_rank(const char* fn, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                               const ncclConfig_t* config) {
     if (!comm) return nccl_fail(ncclInvalidArgument, "%s: comm is NULL", fn);
     *comm = NULL;
     ncclResult_t r = ensure_mpi(fn);
     if (r != ncclSuccess) return r;
-    int world = 0;
+    int world = 0, device = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     // Checked before any collective: a communicator of some processes only would hang in one.
     if (nranks != world)
         return nccl_fail(ncclInvalidUsage,
                          "%s: nranks %d differs from the %d processes of MPI_COMM_WORLD; the host NCCL makes "
                          "communicators of every process only (then ncclCommSplit)", fn, nranks, world);
-    InitInfo mine = {0, rank, memcmp(id.internal, id_magic, sizeof id_magic) == 0, config_ok(config), 0};
+    cudaGetDevice(&device);
+    InitInfo mine = {0, host_hash(), rank, memcmp(id.internal, id_magic, sizeof id_magic) == 0, config_ok(config), device};
     memcpy(&mine.tag, id.internal + sizeof id_magic, sizeof mine.tag);
     InitInfo* all = (InitInfo*)malloc((size_t)world * sizeof *all);
     if (!all) return nccl_fail(ncclSystemError, "%s: out of memory", fn);
     int err = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
     r = err != MPI_SUCCESS ? mpi_fail(fn, "MPI_Allgather", err) : init_verdict(fn, all, world, nranks);
+    const ncclResult_t late = r == ncclSuccess ? duplicate_gpu(fn, all, world) : ncclSuccess;
     free(all);
     if (r != ncclSuccess) return r;
+    const int blocking = !(config && config->blocking == 0);
+    if (late != ncclSuccess && blocking) return late;
     MPI_Comm mpi;
     MPI_TRY(fn, "MPI_Comm_split", MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi));  // key: NCCL rank order
-    return made(comm_wrap(fn, mpi, comm), *comm, config && config->blocking == 0);
+    r = comm_wrap(fn, mpi, device, blocking, comm);
+    return r != ncclSuccess ? r : start_async(*comm, late, ncclInProgress);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -264,23 +332,57 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
     return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
 }
 
+// Where each rank of the parent stands at a split, gathered on the parent's control duplicate.
+typedef struct {
+    unsigned long long collectives;  // collectives issued on the parent before this split
+    int32_t color, key;
+} SplitInfo;
+
+// NCCL pairs the ranks' collective calls on a communicator by their order: a rank that issued
+// another number of collectives on the parent before this split is at another call (NCCL would
+// pair the split with a collective and hang or corrupt both). Every rank reaches the same verdict.
+static ncclResult_t split_verdict(const char* fn, ncclComm_t comm, int color, int key) {
+    SplitInfo mine = {comm->collectives, color, key};
+    std::vector<SplitInfo> all((size_t)comm->nranks);
+    MPI_TRY(fn, "MPI_Allgather", MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all.data(), (int)sizeof mine,
+                                               MPI_BYTE, comm->ctl));
+    for (int i = 1; i < comm->nranks; i++)
+        if (all[i].collectives != all[0].collectives)
+            return nccl_fail(ncclInvalidUsage, "%s: mismatched calls on comm %d: rank 0 split it after %llu collectives "
+                             "on it, rank %d after %llu (every rank must make the same collective calls on a communicator "
+                             "in the same order; NCCL would pair this split with another rank's collective and hang)",
+                             fn, comm->id, all[0].collectives, i, all[i].collectives);
+    return ncclSuccess;
+}
+
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
     const char* fn = "ncclCommSplit";
-    ncclResult_t r = comm_check(fn, comm, 1);
+    ncclResult_t r = comm_usable(fn, comm);
     if (r != ncclSuccess) return r;
-    if (!newcomm) return nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    if (!newcomm) return nccl_fail(ncclInvalidArgument, "%s : newcomm argument is NULL", fn);
     *newcomm = NULL;
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
         return nccl_fail(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
     if (!config_ok(config))
         return nccl_fail(ncclInvalidArgument, "%s: config not set from NCCL_CONFIG_INITIALIZER", fn);
+    r = split_verdict(fn, comm, color, key);  // before the drain, which would wait for the mismatched peer
+    if (r != ncclSuccess) return r;
+    comm->collectives++;
     drain_comm(comm, fn);  // MPI_Comm_split is a collective on comm->mpi: after the queued ones
     MPI_Comm mpi;
     MPI_TRY(fn, "MPI_Comm_split",
             MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi));
     // Without a config the new comm inherits the parent's blocking mode, as with NCCL.
-    const int nonblocking = config ? config->blocking == 0 : !comm->blocking;
-    return mpi == MPI_COMM_NULL ? ncclSuccess : made(comm_wrap(fn, mpi, newcomm), *newcomm, nonblocking);
+    const int blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config->blocking != 0 : comm->blocking;
+    ncclComm_t child = NULL;
+    if (mpi != MPI_COMM_NULL && (r = comm_wrap(fn, mpi, comm->device, blocking, &child)) != ncclSuccess) return r;
+    if (comm->blocking) {  // NCCL runs the split blocking when the parent is
+        *newcomm = child;
+        return ncclSuccess;
+    }
+    comm->split_child = child;
+    comm->split_out = newcomm;
+    return start_async(comm, ncclSuccess, ncclSuccess);  // yes: ncclSuccess, with the parent in progress
 }
 
 // MPI_Comm_free after MPI_Finalize is erroneous: a program may finalize before destroying.
@@ -289,33 +391,46 @@ static ncclResult_t free_mpi(const char* fn, ncclComm_t comm) {
     if (comm->mpi != MPI_COMM_NULL) drain_comm(comm, fn);
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm->mpi != MPI_COMM_NULL && !finalized) MPI_TRY(fn, "MPI_Comm_free", MPI_Comm_free(&comm->mpi));
-    comm->mpi = MPI_COMM_NULL;
+    if (comm->mpi != MPI_COMM_NULL && !finalized) {
+        MPI_TRY(fn, "MPI_Comm_free", MPI_Comm_free(&comm->mpi));
+        MPI_TRY(fn, "MPI_Comm_free", MPI_Comm_free(&comm->ctl));
+    }
+    comm->mpi = comm->ctl = MPI_COMM_NULL;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-    ncclResult_t r = comm_check("ncclCommFinalize", comm, 1);
-    return r != ncclSuccess ? r : free_mpi("ncclCommFinalize", comm);
+    const char* fn = "ncclCommFinalize";
+    ncclResult_t r = comm_ready(fn, comm);
+    if (r != ncclSuccess) return r;
+    if (comm->finalized) return nccl_fail(ncclInvalidArgument, "%s: comm %d is finalized already", fn, comm->id);
+    comm->finalized = 1;
+    r = free_mpi(fn, comm);
+    return r != ncclSuccess ? r : start_async(comm, ncclSuccess, ncclInProgress);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-    ncclResult_t r = comm_check("ncclCommDestroy", comm, 0);
+    ncclResult_t r = comm_ready("ncclCommDestroy", comm);
     if (r == ncclSuccess) r = free_mpi("ncclCommDestroy", comm);
     if (r == ncclSuccess) comm->magic = COMM_DEAD;
     return r;
 }
 
-// No MPI call: the other ranks may be gone or stuck, and MPI_Comm_free is collective. Queued
-// operations on the comm are dropped when the scheduler reaches them.
+// Allowed in any state. No MPI call: the other ranks may be gone or stuck, and MPI_Comm_free is
+// collective. Queued operations on the comm are dropped when the scheduler reaches them; a split
+// in progress never delivers its comm.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-    ncclResult_t r = comm_check("ncclCommAbort", comm, 0);
-    if (r == ncclSuccess) comm->magic = COMM_DEAD;
-    return r;
+    ncclResult_t r = comm_check("ncclCommAbort", comm);
+    if (r != ncclSuccess) return r;
+    if (comm->split_child) comm->split_child->magic = COMM_DEAD;
+    comm->split_child = NULL;
+    comm->split_out = NULL;
+    comm->magic = COMM_DEAD;
+    return ncclSuccess;
 }
 
 static ncclResult_t comm_int(const char* fn, const ncclComm_t comm, int* out, int value_if_ok) {
-    ncclResult_t r = comm_check(fn, comm, 0);
+    ncclResult_t r = comm_ready(fn, comm);
     if (r != ncclSuccess) return r;
     if (!out) return nccl_fail(ncclInvalidArgument, "%s: output pointer is NULL", fn);
     *out = value_if_ok;
@@ -330,17 +445,23 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
     return comm_int("ncclCommUserRank", comm, rank, comm ? comm->rank : 0);
 }
 
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) { return comm_int("ncclCommCuDevice", comm, device, 0); }
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+    return comm_int("ncclCommCuDevice", comm, device, comm ? comm->device : 0);
+}
 
-// The state of a non-blocking comm's initialisation, which the query completes; otherwise
-// ncclSuccess (a failed queued operation ends the job instead).
+// The poll of non-blocking communicators (see struct ncclComm): it completes a split in progress.
+// A failed queued operation ends the job instead of showing here.
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-    int value = 0;
-    ncclResult_t r = comm_int("ncclCommGetAsyncError", comm, &value, comm ? (int)comm->async : 0);
-    if (r == ncclSuccess && !asyncError) r = nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    ncclResult_t r = comm_check("ncclGetAsyncError", comm);
     if (r != ncclSuccess) return r;
-    *asyncError = (ncclResult_t)value;
-    comm->async = ncclSuccess;
+    if (!asyncError) return nccl_fail(ncclInvalidArgument, "ncclGetAsyncError : asyncError argument is NULL");
+    if (comm->async == ncclInProgress && comm->polls-- <= 0) {
+        comm->async = comm->result;
+        if (comm->split_out) *comm->split_out = comm->split_child;
+        comm->split_child = NULL;
+        comm->split_out = NULL;
+    }
+    *asyncError = comm->async;
     return ncclSuccess;
 }
 
@@ -373,7 +494,7 @@ static int mpi_type(ncclDataType_t t, MPI_Datatype* type, size_t* size) {
 // and the stream.
 static ncclResult_t begin(const char* fn, ncclComm_t comm, ncclDataType_t t, size_t count,
                           cudaStream_t stream, Call* c) {
-    ncclResult_t r = comm_check(fn, comm, 1);
+    ncclResult_t r = comm_usable(fn, comm);
     if (r != ncclSuccess) return r;
     if (!mpi_type(t, &c->type, &c->size))
         return nccl_fail(ncclInvalidArgument, "%s: datatype %d is unknown or not supported (the host NCCL has "
@@ -584,11 +705,36 @@ int NcclOp::step(int) {
     return 1;
 }
 
+static int group_depth;
+static std::vector<ncclComm_t> group_comms;  // the comms the open group used
+static ncclResult_t group_error;  // the first failed call inside the open group
+static char group_error_text[sizeof last_error];
+
+// After a call queued work on comm: inside a group the group's end settles it; outside, a
+// non-blocking comm is in progress (NCCL enqueues from a thread of its own).
+static ncclResult_t issued_on(ncclComm_t comm) {
+    if (group_depth == 0) return start_async(comm, ncclSuccess, ncclInProgress);
+    for (ncclComm_t c : group_comms)
+        if (c == comm) return ncclSuccess;
+    if (!group_comms.empty() && group_comms[0]->blocking != comm->blocking) {
+        const ncclResult_t r = nccl_fail(ncclInvalidArgument, "Blocking and nonblocking communicators are not "
+                                         "allowed in the same group (comms %d and %d)", group_comms[0]->id, comm->id);
+        if (group_error == ncclSuccess) {
+            group_error = r;
+            snprintf(group_error_text, sizeof group_error_text, "%s", last_error);
+        }
+        return r;
+    }
+    group_comms.push_back(comm);
+    return ncclSuccess;
+}
+
 // Queues a collective on comm's order and on the stream.
 static ncclResult_t issue(NcclOp* op, ncclComm_t comm, cudaStream_t stream) {
     op->turns.push_back({comm, comm->issued++});
+    comm->collectives++;
     cuda_host_enqueue(stream, op);
-    return ncclSuccess;
+    return issued_on(comm);
 }
 
 static NcclOp* collective(const char* fn, int kind, const Call* c, const void* send, void* recv, size_t count) {
@@ -700,10 +846,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 // --- Point to point and groups ------------------------------------------------------------------
 
-static int group_depth;
 static std::vector<P2p> group_ops;  // sends and receives waiting for the outermost ncclGroupEnd
-static ncclResult_t group_error;  // the first failed call inside the open group
-static char group_error_text[sizeof last_error];
 
 // Queues the group's transfers as one operation: on the stream of its first transfer, joined
 // with the others' streams (as NCCL's group launch), and in the order of every comm it uses.
@@ -740,7 +883,8 @@ static ncclResult_t p2p(const char* fn, int is_send, const void* buf, size_t cou
     }
     P2p o = {is_send, (void*)buf, (int)count, c.type, peer, comm, stream};
     group_ops.push_back(o);
-    return group_depth > 0 ? ncclSuccess : run_group(fn);  // outside a group: a group of one
+    if (group_depth == 0) run_group(fn);  // outside a group: a group of one
+    return issued_on(comm);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -759,13 +903,20 @@ ncclResult_t ncclGroupStart(void) {
 }
 
 // A group with a failed call posts nothing (its peers would wait for what never comes, as
-// with NCCL) and returns that call's error.
+// with NCCL) and returns that call's error. Otherwise every non-blocking comm the group used is
+// in progress, and the call says ncclInProgress.
 ncclResult_t ncclGroupEnd(void) {
-    if (group_depth == 0) return nccl_fail(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open");
+    if (group_depth == 0) return nccl_fail(ncclInvalidUsage, "ncclGroupEnd: not in a group call (no ncclGroupStart is open)");
     if (--group_depth > 0) return ncclSuccess;
+    std::vector<ncclComm_t> comms;
+    comms.swap(group_comms);
     if (group_error != ncclSuccess) {
         group_ops.clear();
         return nccl_fail(group_error, "ncclGroupEnd: nothing was posted: a call in the group failed: %s", group_error_text);
     }
-    return run_group("ncclGroupEnd");
+    run_group("ncclGroupEnd");
+    ncclResult_t r = ncclSuccess;
+    for (ncclComm_t c : comms)
+        if (start_async(c, ncclSuccess, ncclInProgress) == ncclInProgress) r = ncclInProgress;
+    return r;
 }

@@ -2,7 +2,10 @@
 // known answers: all-gather, reduce-scatter and all-reduce sums (in place and not; fp32, fp64,
 // int32, bf16), bf16 rounding (ties to even, overflow, NaN) and
 // bit-identical results on every rank, broadcast, grouped send/receive in a ring with a self-send,
-// ncclCommSplit, and the shim's refusals (ids, ranks, arguments). Written against NCCL's API
+// ncclCommSplit, the shim's refusals (ids, ranks, arguments), and what NCCL 2.28 refuses and the
+// shim must refuse too: a non-blocking communicator used before its last operation settled (the
+// parent of a split above all), two ranks on one GPU, mismatched split calls, any use after
+// abort. Written against NCCL's API
 // only, so that it also compiles with nvcc and the real <nccl.h>; the checks of the shim's own
 // behaviour are under CUDA_HOST.
 // Two communicators used from two streams check that results do not depend on the order in
@@ -544,8 +547,8 @@ static void test_argument_errors(void) {
                  "datatype 6 is unknown or not supported", "fp16, which the project does not use");
     expect_error(ncclAllReduce(d, d, 4, ncclFloat32, ncclMax, world, stream), ncclInvalidArgument,
                  "reduction op 2 is not supported", "a reduction other than the sum");
-    expect_error(ncclAllReduce(d, d, 4, ncclFloat32, ncclSum, NULL, stream), ncclInvalidArgument, "comm is NULL",
-                 "a NULL comm");
+    expect_error(ncclAllReduce(d, d, 4, ncclFloat32, ncclSum, NULL, stream), ncclInvalidArgument,
+                 "comm argument is NULL", "a NULL comm");
     expect_error(ncclAllReduce(host, host, 4, ncclFloat32, ncclSum, world, stream), ncclInvalidArgument,
                  "is not device memory", "host memory");
     expect_error(ncclAllReduce(d, d, n + 1, ncclFloat32, ncclSum, world, stream), ncclInvalidArgument,
@@ -579,7 +582,164 @@ static void test_comm_lifetime(void) {
     expect_error(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, c, stream), ncclInvalidUsage, "finalized",
                  "a collective on a finalized comm");
     NCCL_OK(ncclCommDestroy(c));
-    expect_error(ncclCommDestroy(c), ncclInvalidUsage, "destroyed", "destroying twice");
+    expect_error(ncclCommDestroy(c), ncclInvalidArgument, "corrupted comm object detected", "destroying twice");
+}
+
+// --- What NCCL 2.28 refuses (the host NCCL must be as strict as the real one) -------------------
+
+// Polls c until it leaves ncclInProgress: the final state, and how many polls said ncclInProgress.
+static ncclResult_t settle(ncclComm_t c, int* polls) {
+    ncclResult_t state = ncclInProgress;
+    for (*polls = 0;; ++*polls) {
+        NCCL_OK(ncclCommGetAsyncError(c, &state));
+        if (state != ncclInProgress) return state;
+    }
+}
+
+static void expect_settles(ncclComm_t c, const char* what) {
+    int polls = 0;
+    const ncclResult_t state = settle(c, &polls);
+    expect(state == ncclSuccess && polls >= 1, "%s: in progress for %d poll%s, then %s", what, polls,
+           polls == 1 ? "" : "s", ncclGetErrorString(state));
+}
+
+static ncclUniqueId shared_id(void) {
+    ncclUniqueId id;
+    if (mpi_rank == 0) NCCL_OK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    return id;
+}
+
+static const char* const NOT_READY = "Attempt to use communicator before the previous operation returned ncclSuccess";
+
+// Non-blocking communicators: every call that does work leaves the comm in progress until
+// ncclCommGetAsyncError no longer says so, and any other use before that is refused.
+static void test_nonblocking(void) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t nb = NULL;
+    ncclResult_t r = ncclCommInitRankConfig(&nb, N, shared_id(), me, &config);
+    expect(r == ncclInProgress && nb != NULL, "non-blocking init: %s, with the comm written", ncclGetErrorString(r));
+    float* d = (float*)dev_alloc(2 * N * sizeof(float));
+    float v[2] = {(float)(me + 1), 0};
+    to_dev(d, v, sizeof(float));
+    expect_error(ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, nb, stream), ncclInvalidArgument, NOT_READY,
+                 "a collective on a comm whose init is in progress");
+    int count = 0;
+    expect_error(ncclCommCount(nb, &count), ncclInvalidArgument, NOT_READY, "ncclCommCount during init");
+    expect_settles(nb, "non-blocking init");
+
+    r = ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, nb, stream);
+    expect(r == ncclInProgress, "a collective on a non-blocking comm: %s", ncclGetErrorString(r));
+    expect_error(ncclAllGather(d, d + N, 1, ncclFloat32, nb, stream), ncclInvalidArgument, NOT_READY,
+                 "the next collective before the last one settled");
+    expect_settles(nb, "a collective");
+    from_dev(v, d, sizeof(float));
+    expect(v[0] == (float)(N * (N + 1) / 2), "the collective's sum after it settled: %g", v[0]);
+
+    const int next = (me + 1) % N, prev = (me + N - 1) % N;
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclSend(d, 1, ncclFloat32, next, nb, stream));
+    NCCL_OK(ncclRecv(d + 1, 1, ncclFloat32, prev, nb, stream));
+    r = ncclGroupEnd();
+    expect(r == ncclInProgress, "a group on a non-blocking comm: ncclGroupEnd says %s", ncclGetErrorString(r));
+    expect_error(ncclCommUserRank(nb, &count), ncclInvalidArgument, NOT_READY, "ncclCommUserRank before the group settled");
+    expect_settles(nb, "a group");
+
+    // The first real GPU run's failure: the split returns ncclSuccess with the parent still in
+    // progress and the new comm not yet written; the next split on the parent is refused.
+    ncclComm_t child = (ncclComm_t)&config, other = NULL;
+    r = ncclCommSplit(nb, 0, me, &child, &config);
+    expect(r == ncclSuccess && child == NULL, "split of a non-blocking comm: %s, the new comm not written yet (%s)",
+           ncclGetErrorString(r), child ? "written" : "NULL");
+    expect_error(ncclCommSplit(nb, 1, me, &other, &config), ncclInvalidArgument, NOT_READY,
+                 "a second split before the parent settled");
+    expect_error(ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, nb, stream), ncclInvalidArgument, NOT_READY,
+                 "a collective on the parent before it settled");
+    expect_settles(nb, "the split's parent");
+    expect(child != NULL && other == NULL, "the new comm is written once the parent settled");
+    if (child) {
+        count = -1;
+        NCCL_OK(ncclCommCount(child, &count));
+        expect(count == N, "the split's comm: %d ranks", count);
+        r = ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, child, stream);
+        expect(r == ncclInProgress, "a collective on the split's comm: %s", ncclGetErrorString(r));
+        expect_settles(child, "a collective on the split's comm");
+        r = ncclCommFinalize(child);
+        expect(r == ncclInProgress, "finalize of a non-blocking comm: %s", ncclGetErrorString(r));
+        expect_error(ncclCommDestroy(child), ncclInvalidArgument, NOT_READY, "destroy before finalize settled");
+        expect_settles(child, "finalize");
+        NCCL_OK(ncclCommDestroy(child));
+    }
+    // NCCL_SPLIT_NOCOLOR on a non-blocking parent: it settles with no comm written.
+    child = (ncclComm_t)&config;
+    NCCL_OK(ncclCommSplit(nb, me == 0 ? NCCL_SPLIT_NOCOLOR : 3, me, &child, &config));
+    expect_settles(nb, "a split with NCCL_SPLIT_NOCOLOR");
+    expect(me == 0 ? child == NULL : child != NULL, "NCCL_SPLIT_NOCOLOR: rank 0 gets no comm");
+    if (child) NCCL_OK(ncclCommAbort(child));
+
+    // Abort is allowed in any state, here with a collective in progress; after it, nothing.
+    r = ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, nb, stream);
+    NCCL_OK(ncclCommAbort(nb));
+    ncclResult_t state;
+    expect_error(ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, nb, stream), ncclInvalidArgument,
+                 "corrupted comm object detected", "a collective after abort");
+    expect_error(ncclCommGetAsyncError(nb, &state), ncclInvalidArgument, "corrupted comm object detected",
+                 "polling after abort");
+    expect_error(ncclCommDestroy(nb), ncclInvalidArgument, "corrupted comm object detected", "destroy after abort");
+    expect_error(ncclCommAbort(nb), ncclInvalidArgument, "corrupted comm object detected", "abort twice");
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // the aborted collective is dropped, not waited for
+    CUDA_CHECK(cudaFree(d));
+}
+
+// Two ranks of one communicator on one GPU: a blocking init fails with NCCL's message, a
+// non-blocking one fails when polled and can only be aborted.
+static void test_duplicate_gpu(void) {
+    if (N < 2) return;
+    int device = -1;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaSetDevice(0));
+    ncclComm_t c = NULL;
+    expect_error(ncclCommInitRank(&c, N, shared_id(), me), ncclInvalidUsage, "Duplicate GPU detected",
+                 "every rank on device 0, blocking init");
+    expect(c == NULL, "no comm after the refused init");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&c, N, shared_id(), me, &config), state = ncclSuccess;
+    int polls = 0;
+    if (c) state = settle(c, &polls);
+    expect(r == ncclInProgress && c && state == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "Duplicate GPU detected"),
+           "every rank on device 0, non-blocking init: %s, then %s when polled", ncclGetErrorString(r),
+           ncclGetErrorString(state));
+    if (c) {
+        float* d = (float*)dev_alloc(sizeof(float));
+        expect_error(ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, c, stream), ncclInvalidUsage, "error state",
+                     "a collective on the failed comm");
+        expect_error(ncclCommDestroy(c), ncclInvalidUsage, "error state", "destroying the failed comm");
+        NCCL_OK(ncclCommAbort(c));
+        CUDA_CHECK(cudaFree(d));
+    }
+    CUDA_CHECK(cudaSetDevice(device));
+}
+
+// Splits whose calls do not match across ranks, and colors NCCL does not take.
+static void test_split_errors(void) {
+    ncclComm_t c = NULL, x = NULL;
+    expect_error(ncclCommSplit(world, -2, me, &x, NULL), ncclInvalidArgument, "not NCCL_SPLIT_NOCOLOR",
+                 "a negative color other than NCCL_SPLIT_NOCOLOR");
+    // The lone collective below waits for its peers where the schedule runs each operation when
+    // issued (CUDA_HOST_SCHEDULE=inorder); the other schedules queue it.
+    const char* schedule = getenv("CUDA_HOST_SCHEDULE");
+    if (N < 2 || (schedule && !strcmp(schedule, "inorder"))) return;
+    NCCL_OK(ncclCommSplit(world, 0, me, &c, NULL));
+    float* d = (float*)dev_alloc(sizeof(float));
+    if (me == 0) NCCL_OK(ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, c, stream));  // rank 0 alone
+    expect_error(ncclCommSplit(c, 0, me, &x, NULL), ncclInvalidUsage, "mismatched calls",
+                 "a split that one rank makes after a collective the others did not make");
+    expect(x == NULL, "no comm from the mismatched split");
+    NCCL_OK(ncclCommAbort(c));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaFree(d));
 }
 #endif
 
@@ -592,7 +752,7 @@ static void test_basics(void) {
            "world comm: %d ranks, NCCL rank %d on MPI rank %d", N, comm_rank(world), mpi_rank);
     NCCL_OK(ncclCommCuDevice(world, &device));
     NCCL_OK(ncclCommGetAsyncError(world, &async));
-    expect(device == 0 && async == ncclSuccess, "device 0, no asynchronous error");
+    expect(device == mpi_rank && async == ncclSuccess, "device %d (one per rank), no asynchronous error", device);
     expect(strcmp(ncclGetErrorString(ncclSuccess), "no error") == 0 &&
                strstr(ncclGetErrorString(ncclInvalidUsage), "invalid usage") != NULL,
            "ncclGetErrorString");
@@ -636,6 +796,13 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     N = world_size;
     me = N - 1 - mpi_rank;  // NCCL ranks in the reverse order of MPI's
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    if (devices < N) {  // NCCL refuses two ranks of a communicator on one GPU
+        fprintf(stderr, "test_nccl: %d ranks need %d GPUs, found %d (host runtime: CUDA_HOST_DEVICES)\n", N, N, devices);
+        return 2;
+    }
+    CUDA_CHECK(cudaSetDevice(mpi_rank));
     CUDA_CHECK(cudaStreamCreate(&stream));
 
     ncclUniqueId id;
@@ -672,6 +839,9 @@ int main(int argc, char** argv) {
 #ifdef CUDA_HOST
     test_argument_errors();
     test_comm_lifetime();
+    test_nonblocking();
+    test_duplicate_gpu();
+    test_split_errors();
 #endif
     NCCL_OK(ncclCommFinalize(world));
     NCCL_OK(ncclCommDestroy(world));
