@@ -13,8 +13,10 @@
 #                  is read from them; and with another build's PMIx components and Open MPI
 #                  parameters in those folders: no "(ignored)" line, no PMIx banner
 #   self-test      `gpu_check.sh --self-test`: every step at toy sizes on the host-runtime bundle,
-#                  with a compute-sanitizer stand-in; the report has every section, every kernel
-#                  test (test_ptx too) passed and a PASS verdict, the JSONL parses
+#                  with compute-sanitizer and llm.c stand-ins and Debian's PyTorch on the CPU; the
+#                  report has every section (long sequences, NCCL, generation, PyTorch and llm.c
+#                  rows among them), every check passed and a PASS verdict, the JSONL parses; then
+#                  --bench, which runs steps 1, 7 and 8 only
 #   nvcc-bundle    `make gpu-bundle` with nvcc (the nvcc-built programs link; the --dry-run passes);
 #                  SKIPPED without nvcc
 set -u
@@ -203,28 +205,55 @@ echo "========= COMPUTE-SANITIZER ($tool, stand-in)"
 echo "========= ERROR SUMMARY: 0 errors"
 exit $rc
 EOF
-  chmod +x "$W/bin/compute-sanitizer"
-  OMP_NUM_THREADS=2 PATH="$W/bin:$PATH" timeout 900 bash "$HB/tools/gpu_check.sh" --self-test --out "$W/report" > "$W/check.out" 2>&1
+  # A stand-in for llm.c's train_gpt2cu: checks the options the check gives it and prints its step
+  # lines (llm.c's format) at 25.5 ms per step.
+  cat > "$W/bin/train_gpt2cu" <<'EOF'
+#!/bin/sh
+B=4 T=1024 steps=-1 model=""
+while [ $# -gt 0 ]; do
+  case "$1" in -b) B=$2 ;; -t) T=$2 ;; -x) steps=$2 ;; -e) model=$2 ;; -i|-j) ls $2 > /dev/null || exit 4 ;; esac
+  shift 2
+done
+[ "$model" = d12 ] && [ "$steps" -gt 1 ] || { echo "stand-in: expected -e d12 and -x N" >&2; exit 3; }
+awk -v n="$steps" -v b="$B" -v t="$T" 'BEGIN { for (i = 1; i <= n; i++) printf "step %4d/%d | loss 7.000000 (+0.00z)| norm 1.0000 (+0.00z)| lr 3.00e-04 | %.2f ms | 20.0%% bf16 MFU | %.0f tok/s\n", i, n, 25.5, b * t * 1000 / 25.5 }'
+EOF
+  chmod +x "$W/bin/compute-sanitizer" "$W/bin/train_gpt2cu"
+  OMP_NUM_THREADS=2 PATH="$W/bin:$PATH" PYTHON="$PY" timeout 1200 bash "$HB/tools/gpu_check.sh" --self-test --llmc "$W/bin/train_gpt2cu" \
+    --out "$W/report" > "$W/check.out" 2>&1
   local rc=$?
   sed 's/^/        /' "$W/check.out" | tail -n 12
   check "--self-test exits 0" test $rc = 0
   local r=$W/report/gpu_report.md
   check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
-  check "the report has the six sections" \
-    eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. Kernel times" "## 6. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
+  check "the report has the eight sections" \
+    eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. The real NCCL transport" "## 6. Generation" "## 7. Kernel times" "## 8. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
   check "the kernel-test table has all seven programs passed, test_ptx (the PTX wrappers' known answers) among them" \
     eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && grep -qE "^\| test_ptx \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r"'
   check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
     eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
-  check "the kernel times table and the throughput rows are there" \
-    eval 'grep -q "^| kernel |" "$r" && [ "$(grep -c "^| small B=" "$r")" = 2 ]'
-  check "gpu_report.jsonl: every line is JSON, with device, check, bound, kernel, throughput and verdict records" \
+  check "long sequences: 2 lengths x 2 head sizes x 2 precisions against the CPU trainer, all ok" \
+    eval '[ "$(grep -cE "^\| (64|128) \| (16|32) \| (fp32|bf16) \| ok \| loss [0-9.e+-]+; norm" "$r")" = 8 ]'
+  check "NCCL: one rank under mpirun and alone against the CPU trainer, two ranks on one GPU refused, mpirun quiet" \
+    eval 'grep -q "^| 1 rank on nccl under mpirun, against the CPU trainer | ok |" "$r" && grep -q "^| 1 rank on nccl without a launcher, against the CPU trainer | ok |" "$r" && grep -qE "^\| 2 ranks on one GPU, .--comm nccl. \| ok \| .*2 ranks on this node but 1 GPU visible" "$r" && grep -q "^| the bundle.s .mpirun., 2 CPU ranks: .* | ok |" "$r"'
+  check "generation: the KV cache gives the recomputation's tokens and logits within 1/64, on varied continuations" \
+    eval 'grep -qE "^\| tokens, cache against recomputation \| ok \| 4 continuations, at least ([4-9]|[1-9][0-9]) distinct" "$r" && grep -qE "^\| logits, max difference / largest logit \(bound 1/64\) \| ok \|" "$r"'
+  check "the kernel times table, our throughput rows, PyTorch eager beside them, torch.compile said skipped, llm.c's row" \
+    eval 'grep -q "^| kernel |" "$r" && [ "$(grep -c "^| small B=2 T=32, 3 steps | this trainer (bf16) |" "$r")" = 1 ] && grep -q "^| small B=1 T=64, 2 steps | this trainer (bf16) |" "$r" && grep -qE "^\| small B=2 T=32 \| PyTorch 1\.13[^|]* eager \(written out, default AdamW\) \| [0-9]+ \|" "$r" && grep -qE "^\| small B=2 T=32 \| PyTorch compile \| not run: torch.compile needs torch >= 2.0" "$r" && grep -qE "^\| small B=2 T=32 \| llm.c train_gpt2cu \(d12\) \| 2510 \| .* \| 25.500 \|" "$r"'
+  check "gpu_report.jsonl: every line is JSON, with device, check, bound, kernel, throughput, torch_throughput, llmc_throughput and verdict records" \
     "$PY" -c 'import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1])]
 types = {o["type"] for o in objs}
-assert {"device", "check", "bound", "kernel", "throughput", "verdict"} <= types, types
+assert {"device", "check", "bound", "kernel", "throughput", "torch_throughput", "llmc_throughput", "verdict"} <= types, types
 v = [o for o in objs if o["type"] == "verdict"][0]
-assert v["failed"] == 0 and v["passed"] > 20, v' "$W/report/gpu_report.jsonl"
+assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
+  # --bench: device, kernel times and throughput only.
+  OMP_NUM_THREADS=2 PATH="$W/bin:$PATH" PYTHON="$PY" timeout 600 bash "$HB/tools/gpu_check.sh" --self-test --bench --out "$W/bench" > "$W/bench.out" 2>&1
+  rc=$?
+  check "--self-test --bench exits 0 with steps 1, 7 and 8 only" \
+    eval '[ $rc = 0 ] && grep -q "^## 1. Device" "$W/bench/gpu_report.md" && grep -q "^## 7. Kernel times" "$W/bench/gpu_report.md" && grep -q "^## 8. Trainer throughput" "$W/bench/gpu_report.md" && ! grep -qE "^## [2-6]\. " "$W/bench/gpu_report.md"'
+  [ $rc = 0 ] || tail -n 8 "$W/bench.out" | sed 's/^/        | /'
+  check "--llmc with a path that is not a program: a one-line error, exit 2" \
+    eval 'bash "$HB/tools/gpu_check.sh" --bench --llmc "$W/no-such-file" > "$W/llmc.out" 2>&1; [ $? = 2 ] && grep -q "^error: --llmc .*no-such-file: not an executable file" "$W/llmc.out"'
 }
 
 # ---- make gpu-bundle (nvcc) -----------------------------------------------------------------------------

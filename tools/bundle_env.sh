@@ -3,10 +3,11 @@
 # set by hand: it
 #   - checks that this machine's glibc is as new as the programs need (MANIFEST: glibc_required);
 #   - checks that the machine's libstdc++ has the GLIBCXX version the programs need;
-#   - finds the CUDA libraries the programs load (MANIFEST: cuda_libraries) and puts their folders
-#     on LD_LIBRARY_PATH, looking in LD_LIBRARY_PATH, CUDA_HOME / CUDA_PATH, the toolkit of the nvcc
-#     on PATH, /usr/local/cuda*, /opt/cuda, the dynamic linker's cache, and the nvidia-* Python
-#     packages that come with PyTorch (python3's site-packages), in that order;
+#   - finds the CUDA libraries the programs load (MANIFEST: cuda_libraries; and optional_libraries,
+#     loaded at run time where present: NCCL) and puts their folders on LD_LIBRARY_PATH, looking
+#     in LD_LIBRARY_PATH, CUDA_HOME / CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda*,
+#     /opt/cuda, the dynamic linker's cache, and the nvidia-* Python packages that come with
+#     PyTorch (python3's site-packages), in that order;
 #   - points Open MPI at the bundle's components and help texts, and lets mpirun run as root.
 # Returns non-zero with a one-line error when something is missing. BUNDLE_ENV_VERBOSE=1 prints
 # what it chose. Idempotent: a second source (a wrapper started by mpirun) returns at once.
@@ -76,6 +77,17 @@ bundle_env_setup() {
       bundle_env_fail "$so not found: install the CUDA 13 toolkit or runtime libraries, or set CUDA_HOME (searched LD_LIBRARY_PATH, CUDA_HOME, CUDA_PATH, nvcc's toolkit, /usr/local/cuda*, /opt/cuda, ldconfig, python3's nvidia-* packages)" || return 1
     bundle_env_say "$so: $d"
     case " $dirs " in *" $d "*) ;; *) dirs="$dirs $d" ;; esac
+  done
+  # Libraries loaded at run time where present (dlopen): NCCL for --comm nccl. Found as the others
+  # (PyTorch's nvidia-nccl package among the places); missing, only that transport is unavailable.
+  for so in $(bundle_manifest optional_libraries); do
+    [ "$so" = none ] && continue
+    if d=$(bundle_find_lib "$so"); then
+      bundle_env_say "$so: $d"
+      case " $dirs " in *" $d "*) ;; *) dirs="$dirs $d" ;; esac
+    else
+      bundle_env_say "$so: not found (only what needs it is unavailable: --comm nccl for libnccl.so.2)"
+    fi
   done
   for d in $dirs; do path_prepend "$d"; done
   export LD_LIBRARY_PATH

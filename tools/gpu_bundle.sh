@@ -12,8 +12,9 @@
 #   OUT/lib/pmix/         PMIx's; OUT/share/openmpi/, share/pmix/ their help texts; OUT/etc/ their
 #                         (empty) parameter files; OUT/bin/mpirun, orted
 #   OUT/data/             the GPT-2 tokenizer file, fortunes shards, the learnable stream of
-#                         tools/stream_shards.py
-#   OUT/tools/            gpu_check.sh (the check), bundle_env.sh, trainer_checks.sh, sdpa_bench.py
+#                         tools/stream_shards.py (stream/, and a longer one in stream-long/)
+#   OUT/tools/            gpu_check.sh (the check), bundle_env.sh, trainer_checks.sh, sdpa_bench.py,
+#                         torch_gpt_bench.py
 #   OUT/MANIFEST          what was built from what, the glibc / GLIBCXX the programs need, the CUDA
 #                         libraries they load, and every file with its size and SHA-256
 #
@@ -71,7 +72,7 @@ deps() {
 
 tmp="$out.partial"
 rm -rf "$tmp"
-mkdir -p "$tmp"/{bin,libexec,lib/openmpi3,lib/pmix,share/openmpi,share/pmix,etc,data/fortunes,data/stream,tools}
+mkdir -p "$tmp"/{bin,libexec,lib/openmpi3,lib/pmix,share/openmpi,share/pmix,etc,data/fortunes,data/stream,data/stream-long,tools}
 
 # --- Programs --------------------------------------------------------------------------------------
 # Names without the host runtime's _host: the check script runs the same names in both flavors.
@@ -189,7 +190,8 @@ for path in sys.argv[1:]:
         f.write(struct.pack("<256i", *header) + data[1024:1024 + keep * size])
 PYEOF
 "$PY" tools/stream_shards.py "$tmp/data/stream"
-cp tools/gpu_check.sh tools/bundle_env.sh tools/trainer_checks.sh tools/sdpa_bench.py "$tmp/tools/"
+"$PY" tools/stream_shards.py "$tmp/data/stream-long" 65536 20000   # the long-sequence and generation runs
+cp tools/gpu_check.sh tools/bundle_env.sh tools/trainer_checks.sh tools/sdpa_bench.py tools/torch_gpt_bench.py "$tmp/tools/"
 chmod +x "$tmp/tools/"*.sh
 
 # --- Manifest ----------------------------------------------------------------------------------------
@@ -213,6 +215,8 @@ nvcc_version=$( { [ "$flavor" = nvcc ] && nvcc --version 2> /dev/null | sed -n '
   echo "glibc_required $glibc_req"
   echo "glibcxx_required ${glibcxx_req:-none}"
   echo "cuda_libraries ${cuda_libs:-none}"
+  # dlopen()ed by --comm nccl (comm/comm_nccl.cu); the host runtime's programs link their NCCL in.
+  [ "$flavor" = nvcc ] && echo "optional_libraries libnccl.so.2" || echo "optional_libraries none"
   echo "programs ${names[*]}"
   for s in "${skipped[@]}"; do echo "skipped_component $s"; done
   (cd "$tmp" && find . -type f ! -name MANIFEST | sort | while read -r f; do
@@ -225,7 +229,9 @@ cat > "$tmp/README.md" <<EOF
 # GPU run kit ($flavor build, commit $commit)
 
     tools/gpu_check.sh            # about 10 minutes on one H100: gpu_report.md, gpu_report.jsonl
-    tools/gpu_check.sh --quick    # under 3 minutes
+    tools/gpu_check.sh --quick    # a few minutes
+    tools/gpu_check.sh --bench    # the numbers only: kernel times, attention and throughput beside PyTorch
+    tools/gpu_check.sh --bench --llmc /path/to/llm.c/train_gpt2cu   # llm.c in the throughput table too
     tools/gpu_check.sh --dry-run  # checks this folder only (no GPU needed)
     bin/train_gpt_cuda --help     # the trainer (bf16); bin/train_gpt_cuda_fp32, bin/train_gpt (CPU)
     bin/generate_cuda --help      # text generation with a KV cache (bf16), 1 or many ranks

@@ -3,34 +3,51 @@
 # whether the CUDA path is right and how fast it is, and writes gpu_report.md and gpu_report.jsonl.
 #
 #   tools/gpu_check.sh [--quick] [--out DIR]   the check (about 10 minutes on one H100; --quick
-#                                              under 3); the report goes to DIR (default
+#                                              about 2); the report goes to DIR (default
 #                                              ./gpu-report-<date>)
+#   tools/gpu_check.sh --bench [--out DIR]     the numbers of kernel work only: steps 1 (device), 7
+#                                              (kernel times, attention against flash SDPA) and 8
+#                                              (throughput beside PyTorch), about a minute
 #   tools/gpu_check.sh --dry-run               checks the bundle itself, no GPU needed: files and
 #                                              checksums, every program's libraries resolved inside
 #                                              the bundle, data, scripts, glibc, size
 #   tools/gpu_check.sh --self-test [--out DIR] every step below at toy sizes, with a bundle of
 #                                              host-runtime programs (`make gpu-bundle-host`), on
 #                                              a machine without a GPU (`make test` runs it)
+#   --llmc PATH   (any mode that runs step 8) also times llm.c's `train_gpt2cu` at PATH, GPT-2 124M
+#                 (d12) at the small run's B and T = 1024, beside ours
 #
 # Steps: 1. device facts and the peak-table entry, and the sync-check switch on a faulting kernel;
 # 2. the kernel tests of `make test-cuda` (same sources, nvcc) on the GPU, with their host and GPU
 # error bounds, and test_ptx (known answers of the mma.sync / ldmatrix / cp.async wrappers);
 # 3. compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the kernel tests and a
-# 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer,
-# and bit-exact resume; 5. every kernel timed against its floor, attention against PyTorch's flash
-# SDPA; 6. trainer throughput and MFU (gpt3-125m, and the largest GPT-3 preset that fits at
-# T = 8192), with the forward / backward / optimizer split and device memory.
+# 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer, on the tiny
+# model and at long sequences (T = 2048 and 4096, head sizes 64 and 128: many attention tiles),
+# several ranks sharing the GPU, and bit-exact resume; 5. the real NCCL transport: one rank on
+# `--comm nccl` against the CPU trainer, without and with mpirun, two ranks on one GPU refused,
+# and the bundle's mpirun printing nothing of its own; 6. generation: `generate_cuda` with its KV
+# cache against `--recompute` on a model trained here for a few hundred steps; 7. every kernel
+# timed against its floor, attention against PyTorch's flash SDPA; 8. trainer throughput and MFU
+# (gpt3-125m, and the largest GPT-3 preset that fits at T = 8192), with the forward / backward /
+# optimizer split and device memory, beside the same shapes in PyTorch (eager with flash SDPA and
+# fused AdamW, and torch.compile) and, with --llmc, llm.c.
 # Exit status 0 when every check passed. Works as root or not; needs bash, coreutils, grep, sed,
-# awk; Python with PyTorch only for the SDPA comparison.
+# awk, od; Python with PyTorch only for the SDPA and PyTorch comparisons (python3 on PATH, or
+# $PYTHON).
 set -u
 GPU_BUNDLE=$(cd "$(dirname "$0")/.." && pwd)
-mode=full action=check out=""
+mode=full action=check out="" llmc=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) mode=quick ;;
+    --bench) mode=bench ;;
     --dry-run) action=dry-run ;;
     --self-test) action=self-test ;;
     --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; out=$2; shift ;;
+    --llmc) [ $# -ge 2 ] || { echo "error: --llmc needs the path of llm.c's train_gpt2cu" >&2; exit 2; }
+            llmc=$2; shift
+            [ -f "$llmc" ] && [ -x "$llmc" ] || { echo "error: --llmc $llmc: not an executable file (expected llm.c's train_gpt2cu)" >&2; exit 2; }
+            llmc=$(cd "$(dirname "$llmc")" && pwd)/$(basename "$llmc") ;;
     --help|-h) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -67,7 +84,7 @@ dry_run() {
   for p in $(manifest programs); do
     [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
   done
-  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
   for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
   [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
 
@@ -105,7 +122,8 @@ dry_run() {
   done
   # Data.
   local bad_data=0
-  for f in "$GPU_BUNDLE"/data/fortunes/*_train_*.bin "$GPU_BUNDLE"/data/fortunes/*_val_*.bin "$GPU_BUNDLE"/data/stream/*.bin; do
+  for f in "$GPU_BUNDLE"/data/fortunes/*_train_*.bin "$GPU_BUNDLE"/data/fortunes/*_val_*.bin "$GPU_BUNDLE"/data/stream/*.bin \
+           "$GPU_BUNDLE"/data/stream-long/*.bin; do
     [ "$(od -An -tu4 -N4 "$f" 2> /dev/null | tr -d ' ')" = 20240520 ] || { bad "data: $f is not an llm.c token shard"; bad_data=1; }
   done
   [ "$(od -An -tu4 -N4 "$GPU_BUNDLE/data/fortunes/gpt2_tokenizer.bin" 2> /dev/null | tr -d ' ')" = 20240328 ] ||
@@ -116,7 +134,7 @@ dry_run() {
   for f in gpu_check.sh trainer_checks.sh; do bash -n "$GPU_BUNDLE/tools/$f" || { bad "tools/$f: syntax"; bad_script=1; }; done
   sh -n "$GPU_BUNDLE/tools/bundle_env.sh" || { bad "tools/bundle_env.sh: syntax"; bad_script=1; }
   for f in "$GPU_BUNDLE"/bin/*; do sh -n "$f" || { bad "${f#$GPU_BUNDLE/}: syntax"; bad_script=1; }; done
-  [ -f "$GPU_BUNDLE/tools/sdpa_bench.py" ] || { bad "tools/sdpa_bench.py missing"; bad_script=1; }
+  for f in sdpa_bench.py torch_gpt_bench.py; do [ -f "$GPU_BUNDLE/tools/$f" ] || { bad "tools/$f missing"; bad_script=1; }; done
   [ "$bad_script" -eq 0 ] && ok "scripts: gpu_check.sh, trainer_checks.sh, bundle_env.sh and the bin/ wrappers parse"
   # glibc and size.
   local need have
@@ -165,15 +183,31 @@ RESUME_PRECS="fp32 bf16"; TEST_ARGS=(); TRAIN_STEPS=20; BENCH_ARGS=(); SDPA_ARGS
 THROUGHPUT_SMALL=(--preset gpt3-125m --batch 8 --seq-len 1024); THROUGHPUT_STEPS=30
 LARGE_T=8192; LARGE_PRESETS="gpt3-13b gpt3-6.7b gpt3-2.7b gpt3-1.3b gpt3-760m gpt3-350m gpt3-125m"; LARGE_STEPS=6
 SAN_TIMEOUT=300; SAN_BUDGET=330   # seconds per sanitizer run, and for the whole step
+# Long sequences (step 4): T and head size (2 heads, B = 1), steps of each run; generation (step 6):
+# the model trained (L 2, C, 2 heads, context = T), its steps, and the tokens decoded per prompt.
+LONG_TS="2048 4096"; LONG_HS="64 128"; LONG_STEPS=6
+GEN_C=128; GEN_T=256; GEN_BATCH=8; GEN_TRAIN_STEPS=300; GEN_NEW=32
+# PyTorch (step 8): timed steps after warm-up ones, eager and compile; torch.compile on the small
+# run only (it compiles for a minute or more at the large one).
+TORCH_STEPS=10; TORCH_WARMUP=3; TORCH_MODES="eager compile"; TORCH_CPU=()
 if [ "$action" = self-test ]; then
   TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--tiny); SDPA_ARGS=(--tiny)
   THROUGHPUT_SMALL=(--preset small --batch 2 --seq-len 32); THROUGHPUT_STEPS=3
   LARGE_T=64; LARGE_PRESETS="small tiny"; LARGE_STEPS=2
+  LONG_TS="64 128"; LONG_HS="16 32"; LONG_STEPS=4
+  GEN_C=32; GEN_T=64; GEN_BATCH=4; GEN_TRAIN_STEPS=150; GEN_NEW=12
+  TORCH_STEPS=2; TORCH_WARMUP=1; TORCH_CPU=(--allow-cpu)
 elif [ "$mode" = quick ]; then
   SAN_TOOLS="memcheck"; SAN_PROGS="test_attention_cuda test_layers_cuda test_matmul_loss_adamw"; RESUME_PRECS="bf16"
   TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--shapes gpt3-125m:1024,gpt3-2.7b:8192 --reps 5 --warmup 2)
   SDPA_ARGS=(--quick); THROUGHPUT_STEPS=8; LARGE_PRESETS="gpt3-2.7b"; LARGE_STEPS=3; SAN_TIMEOUT=90; SAN_BUDGET=100
+  LONG_TS="4096"; LONG_STEPS=4; GEN_TRAIN_STEPS=200; TORCH_MODES="eager"
+elif [ "$mode" = bench ]; then
+  BENCH_ARGS=(--shapes gpt3-125m:1024,gpt3-2.7b:8192 --reps 5 --warmup 2); SDPA_ARGS=(--quick)
+  THROUGHPUT_STEPS=8; LARGE_PRESETS="gpt3-2.7b"; LARGE_STEPS=3
 fi
+# The steps a mode runs: --bench the numbers only (device facts, kernel times, throughput).
+runs_step() { [ "$mode" != bench ] || case "$1" in 1|7|8) return 0 ;; *) return 1 ;; esac; }
 # The bounds a GPU run uses where they differ from the host runtime's (the kernel tests carry their
 # own, tests/cuda/bounds.h).
 if [ "$action" = self-test ]; then COLUMN=host; else COLUMN=gpu; fi
@@ -223,11 +257,12 @@ write_report() {
       echo
       local n; for n in "${NOTES[@]}"; do echo "- $n"; done
     fi
-    local i; for i in 1 2 3 4 5 6; do [ -f "$SECTIONS/$i.md" ] && { echo; cat "$SECTIONS/$i.md"; }; done
+    [ "$mode" = bench ] && { echo; echo "Mode --bench: steps 1, 7 and 8 only (no correctness checks beyond the runs themselves)."; }
+    local i; for i in 1 2 3 4 5 6 7 8; do [ -f "$SECTIONS/$i.md" ] && { echo; cat "$SECTIONS/$i.md"; }; done
     echo
     echo "## Files"
     echo
-    echo "Every command's output is in \`logs/\`; machine-readable results in \`gpu_report.jsonl\` (device, check, bound, kernel, attention_vs_sdpa, throughput and verdict records)."
+    echo "Every command's output is in \`logs/\`; machine-readable results in \`gpu_report.jsonl\` (device, check, bound, kernel, attention_vs_sdpa, throughput, torch_throughput, llmc_throughput and verdict records)."
   } > "$REPORT"
   printf '{"type":"verdict","passed":%d,"failed":%d,"incomplete":%d,"seconds":%d,"mode":"%s %s"}\n' "$PASSES" \
     "${#FAILS[@]}" "$INCOMPLETE" $(( $(date +%s) - START )) "$action" "$mode" >> "$JSONL"
@@ -243,7 +278,7 @@ printf '%s\n' "$env_log" | sed 's/^bundle_env: /[gpu_check] environment: /'
 # 1. Device
 # ====================================================================================================
 CUR=1
-say "[1/6] device"
+say "[1/8] device"
 section "## 1. Device"
 section ""
 run_logged gpu_info 120 "$X/gpu_info" --jsonl "$JSONL" --md "$SECTIONS/1.md"
@@ -283,6 +318,8 @@ section ""
 # at the next synchronisation without. The host runtime cannot fault asynchronously.
 if [ "$action" = self-test ]; then
   note "the GPT_CUDA_SYNC_CHECK fault test needs a GPU (skipped in the self-test)"
+elif [ "$mode" = bench ]; then
+  :
 else
   run_logged fault_plain 60 "$X/gpu_info" --fault-test
   plain_rc=$RC
@@ -301,7 +338,8 @@ fi
 # 2. Kernel tests
 # ====================================================================================================
 CUR=2
-say "[2/6] kernel tests (the sources of make test-cuda, built with nvcc) against the CPU twins"
+if runs_step 2; then
+say "[2/8] kernel tests (the sources of make test-cuda, built with nvcc) against the CPU twins"
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
@@ -332,11 +370,14 @@ while read -r _ test name _ host _ gpu _ applied _ worst verdict rest; do
     "$test" "$name" "$host" "$gpu" "$applied" "$worst" "$([ "$verdict" = ok ] && echo true || echo false)" >> "$JSONL"
 done < "$LOGS/bounds.txt"
 
+fi
+
 # ====================================================================================================
 # 3. compute-sanitizer
 # ====================================================================================================
 CUR=3
-say "[3/6] compute-sanitizer"
+if runs_step 3; then
+say "[3/8] compute-sanitizer"
 section "## 3. compute-sanitizer"
 section ""
 SAN=$(command -v compute-sanitizer 2> /dev/null || true)
@@ -399,11 +440,14 @@ else
   done
 fi
 
+fi
+
 # ====================================================================================================
 # 4. The CUDA trainer against the CPU trainer
 # ====================================================================================================
 CUR=4
-say "[4/6] the CUDA trainer against the CPU trainer; bit-exact resume"
+if runs_step 4; then
+say "[4/8] the CUDA trainer against the CPU trainer: tiny model, long sequences, shared GPU; bit-exact resume"
 section "## 4. The CUDA trainer against the CPU trainer"
 section ""
 section "A tiny model on a learnable token stream (tools/trainer_checks.sh), $TRAIN_STEPS steps, the same options and data for \`train_gpt\` (CPU, fp32) and \`train_gpt_cuda\`: every step's loss and gradient norm and every validation loss, as relative differences; then $TRAIN_STEPS steps straight against $((TRAIN_STEPS / 2)), stop, \`--resume\`, $((TRAIN_STEPS / 2)) more."
@@ -439,6 +483,33 @@ for prec in fp32 bf16; do
   section "| $prec stop and resume | bit-exact | $r | $(grep -c '^  ok ' "$LOGS/resume_$prec.log") of 5 checks identical |"
 done
 
+# Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
+# head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger
+# counting stream. The bounds are the tiny model's.
+section ""
+section "Long sequences: L = 2, 2 heads, B = 1, $LONG_STEPS steps on the counting stream, against the CPU trainer (one CPU run per shape, both precisions compared with it; bounds as above):"
+section ""
+section "| T | head size | precision | result | largest differences | seconds |"
+section "|---|---|---|---|---|---|"
+for T in $LONG_TS; do
+  for HS in $LONG_HS; do
+    for prec in fp32 bf16; do
+      if [ "$prec" = fp32 ]; then prog=train_gpt_cuda_fp32; tl=1e-3; tn=1e-3; [ "$COLUMN" = host ] && tl=1e-4 tn=1e-4
+      else prog=train_gpt_cuda; tl=2e-2; tn=1e-1; fi
+      name="long_${T}_${HS}_$prec"
+      run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
+        --backend "cuda-$prec" --compare "$X/compare_logs" --loss-tol "$tl" --norm-tol "$tn" --data "$DATA/stream-long" \
+        --work "$LOGS/long_${T}_$HS" --steps "$LONG_STEPS" --seq-len "$T" --model "--channels $((2 * HS)) --heads 2 --batch 1"
+      diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+      [ "$RC" -eq 0 ] && r=ok || r=FAIL
+      say "  T=$T HS=$HS $prec against the CPU trainer: $r ($diffs, ${SECONDS_TAKEN} s)"
+      [ "$r" = ok ] || tail_log "$name" 8
+      check_result trainer "T=$T HS=$HS $prec vs CPU" "$r" "$diffs"
+      section "| $T | $HS | $prec | $r | $diffs | $SECONDS_TAKEN |"
+    done
+  done
+done
+
 # Several processes on the one GPU (mpi-staged shares it; NCCL refuses two ranks on one device):
 # every schedule on 2 ranks (1x2) and 4 ranks (2x2) against the single-process CPU run, bf16.
 section ""
@@ -466,20 +537,138 @@ for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
   done
 done
 
+fi
+
 # ====================================================================================================
-# 5. Kernel times
+# 5. The real NCCL transport
 # ====================================================================================================
 CUR=5
-say "[5/6] kernel times against their floors; attention against flash SDPA"
-section "## 5. Kernel times"
+if runs_step 5; then
+say "[5/8] the real NCCL transport; the bundle's mpirun"
+section "## 5. The real NCCL transport"
 section ""
-run_logged bench 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --jsonl "$JSONL" --md "$SECTIONS/5.md"
+# Where the trainer's dlopen finds NCCL: bundle_env.sh's search, as for cuBLAS (PyTorch's
+# nvidia-nccl package among the places), or the host runtime's NCCL over MPI in the self-test.
+nccl_found=$(printf '%s\n' "$env_log" | sed -n 's/^bundle_env: libnccl\.so\.2: //p' | head -n 1)
+if [ "$action" = self-test ]; then nccl_where="the host runtime's NCCL over MPI (tests/cuda_host/nccl.cpp), linked in"
+elif [ -n "$nccl_found" ]; then nccl_where="libnccl.so.2 in $nccl_found"
+else nccl_where="libnccl.so.2 not found by tools/bundle_env.sh (LD_LIBRARY_PATH, CUDA_HOME, nvcc's toolkit, /usr/local/cuda*, ldconfig, python3's nvidia-* packages)"; fi
+section "NCCL: $nccl_where. One rank on \`--comm nccl\` runs the whole transport (non-blocking init, the four communicator splits, the step's collectives, finalize and destroy), bf16, $TRAIN_STEPS steps against the CPU trainer; then two ranks on one GPU, which NCCL refuses."
+section ""
+section "| check | result | detail |"
+section "|---|---|---|"
+MPIRUN_ONE="$GPU_BUNDLE/bin/mpirun --bind-to none -x OMP_NUM_THREADS -np"
+for launch in mpirun alone; do
+  if [ "$launch" = mpirun ]; then launcher=$MPIRUN_ONE; else launcher=none; fi
+  name="nccl_1rank_$launch"
+  run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+    --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+    --work "$LOGS/nccl" --steps "$TRAIN_STEPS" --np 1 --mesh "" --test-args "--comm nccl" --mpirun "$launcher"
+  diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+  if [ "$RC" -eq 0 ] && grep -q "the run says: transport nccl" "$LOGS/$name.log"; then r=ok; else r=FAIL; fi
+  [ "$launch" = mpirun ] && what="1 rank on nccl under mpirun" || what="1 rank on nccl without a launcher"
+  say "  $what: $r ($diffs)"
+  [ "$r" = ok ] || tail_log "$name" 8
+  check_result nccl "$what" "$r" "$diffs"
+  section "| $what, against the CPU trainer | $r | $diffs |"
+done
+# Two ranks on one GPU: the trainer refuses them on nccl with the reason (one GPU made visible).
+name=nccl_2ranks_1gpu
+one_gpu=${CUDA_VISIBLE_DEVICES:-0}; one_gpu=${one_gpu%%,*}   # the first GPU this check may use
+run_logged "$name" 120 env CUDA_VISIBLE_DEVICES="$one_gpu" CUDA_HOST_DEVICES=1 $GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none \
+  -x CUDA_VISIBLE_DEVICES -x CUDA_HOST_DEVICES -np 2 "$X/train_gpt_cuda" --preset tiny --layers 2 --channels 32 --heads 2 \
+  --context 32 --vocab 512 --batch 2 --seq-len 16 --steps 2 --pkv 2 --comm nccl --train-data "$DATA/stream/t_train_*.bin" \
+  --val-data "" --tokenizer "" --no-save --quiet --out-dir "$LOGS/nccl_2ranks"
+refusal=$(grep -m1 -o "error: rank [01]: 2 ranks on this node but 1 GPU visible[^(]*" "$LOGS/$name.log")
+if [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && [ -n "$refusal" ]; then r=ok; else r=FAIL; fi
+say "  2 ranks on one GPU refused: $r (exit $RC)"
+[ "$r" = ok ] || tail_log "$name" 6
+check_result nccl "2 ranks on one GPU refused" "$r" "exit $RC"
+section "| 2 ranks on one GPU, \`--comm nccl\` | $r | exit $RC in ${SECONDS_TAKEN} s: \`$(printf '%s' "$refusal" | cut -c1-160)\` |"
+# The bundle's mpirun prints nothing but the program's output: no PMIx or Open MPI component
+# lines ("(ignored)"), no banners (the first H100 box's own PMIx under Debian's folder did).
+name=mpirun_quiet
+run_logged "$name" 120 $GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np 2 "$X/train_gpt" \
+  --preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2 --seq-len 16 --steps 2 --dp 2 \
+  --train-data "$DATA/stream/t_train_*.bin" --val-data "" --tokenizer "" --no-save --quiet --out-dir "$LOGS/mpirun_quiet"
+noise=$(grep -cE '\(ignored\)|PMIx was unable|^-----------|WARNING|mca_base_component|pmix_mca' "$LOGS/$name.log")
+if [ "$RC" -eq 0 ] && [ "$noise" -eq 0 ]; then r=ok; else r=FAIL; fi
+say "  the bundle's mpirun, 2 ranks: $r ($noise lines of its own)"
+[ "$r" = ok ] || tail_log "$name" 10
+check_result nccl "the bundle's mpirun prints nothing of its own" "$r" "exit $RC, $noise lines"
+section "| the bundle's \`mpirun\`, 2 CPU ranks: no PMIx or Open MPI lines of its own | $r | exit $RC, $noise such lines |"
+fi
+
+# ====================================================================================================
+# 6. Generation with the KV cache
+# ====================================================================================================
+CUR=6
+if runs_step 6; then
+say "[6/8] generation: the KV cache against recomputation, on a trained model"
+section "## 6. Generation: \`generate_cuda\` with its KV cache against \`--recompute\`"
+section ""
+# A model that learned the counting stream (greedy continuations that vary, so that a wrong token
+# shows), then four prompts of different lengths decoded greedily with the cache and without it:
+# the same tokens, and logits within 8 bf16 unit roundoffs of the largest (the bound of the
+# host-runtime tests, tests/test_generate.sh cuda-bf16).
+gen_model=$LOGS/gen_train/model_$(printf '%08d' "$GEN_TRAIN_STEPS").bin
+run_logged gen_train 900 "$X/train_gpt_cuda" --preset tiny --layers 2 --channels "$GEN_C" --heads 2 --context "$GEN_T" \
+  --vocab 512 --batch "$GEN_BATCH" --seq-len "$GEN_T" --steps "$GEN_TRAIN_STEPS" --lr 1e-2 --warmup 0 --eval-every 0 --sample-every 0 \
+  --quiet --peak-gflops 1 --train-data "$DATA/stream-long/t_train_*.bin" --val-data "" --tokenizer "" --out-dir "$LOGS/gen_train"
+train_rc=$RC; train_s=$SECONDS_TAKEN
+first_loss=$(grep -m1 '"type":"step"' "$LOGS/gen_train/log.jsonl" 2> /dev/null | sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p')
+last_loss=$(grep '"type":"step"' "$LOGS/gen_train/log.jsonl" 2> /dev/null | tail -n 1 | sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p')
+ids() { awk -v n="$1" -v x="$2" 'BEGIN { for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", (i ? "," : ""), int(x / 256) % 512 } }'; }
+prompts=(--prompt-ids "$(ids 5 1)" --prompt-ids 7 --prompt-ids "$(ids 11 2)" --prompt-ids "$(ids 30 3)")
+if [ "$train_rc" -ne 0 ] || [ ! -f "$gen_model" ]; then
+  check_result generation "training the model" FAIL "exit $train_rc"; tail_log gen_train
+  section "Training the model failed (exit $train_rc): logs/gen_train.log"
+else
+  gen_args=(--model "$gen_model" "${prompts[@]}" --greedy --max-new-tokens "$GEN_NEW" --print ids)
+  run_logged gen_cache 300 "$X/generate_cuda" "${gen_args[@]}" --logits-out "$LOGS/gen_cache.logits"
+  cache_rc=$RC; cp "$LOGS/gen_cache.log" "$LOGS/gen_cache.err"
+  run_logged gen_recompute 300 "$X/generate_cuda" "${gen_args[@]}" --recompute --logits-out "$LOGS/gen_recompute.logits"
+  recompute_rc=$RC
+  # --print ids lines "b: ids" on stdout (the logs hold stderr too: the id lines are the ones that start "N:").
+  grep -E '^[0-9]+:' "$LOGS/gen_cache.log" > "$LOGS/gen_cache.ids"
+  grep -E '^[0-9]+:' "$LOGS/gen_recompute.log" > "$LOGS/gen_recompute.ids"
+  distinct=$(awk '{ delete seen; n = 0; for (i = 2; i <= NF; i++) if (!seen[$i]++) n++; if (NR == 1 || n < m) m = n } END { print m + 0 }' "$LOGS/gen_cache.ids")
+  # max |cache - recompute| / max |recompute| over every step's logits (float32 files, read by od)
+  rel=$(paste <(od -An -v -tf4 -w4 "$LOGS/gen_cache.logits" 2> /dev/null) <(od -An -v -tf4 -w4 "$LOGS/gen_recompute.logits" 2> /dev/null) |
+        awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; b = $2 < 0 ? -$2 : $2; if (d > md) md = d; if (b > mb) mb = b; n++ }
+             NF != 2 { bad = 1 } END { if (bad || n == 0 || mb == 0) print "nan"; else printf "%.2e %d", md / mb, n }')
+  nlogits=${rel#* }; rel=${rel%% *}
+  tokens_same=0; [ -s "$LOGS/gen_cache.ids" ] && cmp -s "$LOGS/gen_cache.ids" "$LOGS/gen_recompute.ids" && tokens_same=1
+  within=0; [ "$rel" != nan ] && awk -v r="$rel" 'BEGIN { exit !(r <= 0.015625) }' && within=1
+  if [ "$cache_rc" -eq 0 ] && [ "$recompute_rc" -eq 0 ] && [ "$tokens_same" -eq 1 ] && [ "$within" -eq 1 ] && [ "${distinct:-0}" -ge 4 ]; then r=ok; else r=FAIL; fi
+  say "  KV cache against recomputation: $r (tokens $([ $tokens_same = 1 ] && echo identical || echo DIFFERENT), logits $rel of the largest, at least $distinct distinct tokens per continuation)"
+  [ "$r" = ok ] || { tail_log gen_cache 4; tail_log gen_recompute 4; }
+  check_result generation "KV cache against --recompute" "$r" "tokens identical: $tokens_same; logits $rel of the largest (bound 1/64); $distinct distinct tokens"
+  rate=$(grep -m1 -o 'decode [0-9.]* tokens/s' "$LOGS/gen_cache.err" | head -n 1)
+  section "Model: L = 2, C = $GEN_C, 2 heads, context $GEN_T, V = 512, trained by \`train_gpt_cuda\` (bf16) for $GEN_TRAIN_STEPS steps of $GEN_BATCH x $GEN_T tokens in $train_s s (loss ${first_loss:-?} to ${last_loss:-?}). Four prompts (5, 1, 11, 30 tokens), greedy, $GEN_NEW new tokens each."
+  section ""
+  section "| check | result | detail |"
+  section "|---|---|---|"
+  section "| tokens, cache against recomputation | $([ $tokens_same = 1 ] && echo ok || echo FAIL) | $(wc -l < "$LOGS/gen_cache.ids") continuations, at least ${distinct:-0} distinct tokens each |"
+  section "| logits, max difference / largest logit (bound 1/64) | $([ $within = 1 ] && echo ok || echo FAIL) | $rel over ${nlogits:-0} values |"
+  section "| decode rate with the cache | | ${rate:-not printed} |"
+fi
+fi
+
+# ====================================================================================================
+# 7. Kernel times
+# ====================================================================================================
+CUR=7
+say "[7/8] kernel times against their floors; attention against flash SDPA"
+section "## 7. Kernel times"
+section ""
+run_logged bench 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --jsonl "$JSONL" --md "$SECTIONS/7.md"
 if [ "$RC" -eq 0 ]; then check_result bench "kernel benchmark" ok; else
   check_result bench "kernel benchmark" FAIL "exit $RC"; tail_log bench; section "bench_kernels_cuda failed (exit $RC): logs/bench.log"; fi
 section ""
 section "### Attention against PyTorch's flash SDPA"
 section ""
-PY=$(command -v python3 || true)
+PY=${PYTHON:-$(command -v python3 || true)}
 if [ -z "$PY" ]; then
   note "no python3: the SDPA comparison is skipped"
   section "No python3 on this machine: skipped."
@@ -492,37 +681,96 @@ else
     note "SDPA comparison skipped: $reason"
     section "Skipped: $reason"
   else
-    run_logged attention_vs 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --attention-vs "$LOGS/sdpa.log" --jsonl "$JSONL" --md "$SECTIONS/5.md"
+    run_logged attention_vs 1200 "$X/bench_kernels_cuda" "${BENCH_ARGS[@]}" --attention-vs "$LOGS/sdpa.log" --jsonl "$JSONL" --md "$SECTIONS/7.md"
     if [ "$RC" -eq 0 ]; then check_result bench "attention against SDPA" ok; else
       check_result bench "attention against SDPA" FAIL "exit $RC"; tail_log attention_vs; fi
   fi
 fi
 
 # ====================================================================================================
-# 6. Trainer throughput
+# 8. Trainer throughput
 # ====================================================================================================
-CUR=6
-say "[6/6] trainer throughput"
-section "## 6. Trainer throughput, one GPU"
+CUR=8
+say "[8/8] trainer throughput, beside PyTorch and llm.c"
+section "## 8. Trainer throughput, one GPU"
 section ""
-section "\`train_gpt_cuda\` (bf16) on the fortunes shards, no evaluation, sampling or checkpoints; the first step of each run is excluded from the means. MFU = 6 x parameters + 6 x L x C x T FLOPs per token against the peak-table entry. Memory: \`cudaMemGetInfo\` after the first step and at the end (the trainer allocates nothing in its step loop)."
+section "\`train_gpt_cuda\` (bf16) on the fortunes shards, no evaluation, sampling or checkpoints; the first step of each run is excluded from the means. MFU = 6 x parameters + 6 x L x C x T FLOPs per token against the peak-table entry. Memory: \`cudaMemGetInfo\` after the first step and at the end (the trainer allocates nothing in its step loop). Beside it, where python3 has PyTorch, the same shapes in PyTorch (\`tools/torch_gpt_bench.py\`: fp32 weights under bf16 autocast, flash SDPA, fused AdamW, gradient clipping; eager, and \`torch.compile\` on the first shape; random tokens; $TORCH_STEPS timed steps after $TORCH_WARMUP), MFU counted the same way, memory its peak reserved; and with \`--llmc\`, llm.c's \`train_gpt2cu\` (GPT-2 124M, its own defaults) at the first shape."
 section ""
-section "| run | tokens/s | MFU | ms/step | forward | backward | optimizer | device memory | parameters |"
-section "|---|---|---|---|---|---|---|---|---|"
+section "| run | trainer | tokens/s | MFU | ms/step | forward | backward | optimizer | device memory | parameters | tokens/s / ours |"
+section "|---|---|---|---|---|---|---|---|---|---|---|"
 FORT=(--train-data "$DATA/fortunes/fortunes_train_*.bin" --val-data "" --tokenizer "" --sample-length 0 --no-save --quiet --warmup 0)
-throughput_row() {   # LABEL RUNDIR LOG: a table row from the run's summary
+OURS_TPS=0; OURS_PEAK=0
+throughput_row() {   # LABEL RUNDIR LOG: a table row from the run's summary; OURS_TPS, OURS_PEAK
   local s params
   s=$(grep '"type":"summary"' "$2/log.jsonl" 2> /dev/null | tail -n 1)
   params=$(sed -n 's/.* \([0-9]*\) parameters; backend .*/\1/p' "$3" | head -n 1)
-  if [ -z "$s" ]; then section "| $1 | no summary: see logs | | | | | | | |"; return 1; fi
-  local mfu; mfu=$(awk -v m="$(json_field mfu "$s")" -v p="$(json_field peak_flops "$s")" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * m; else printf "n/a" }')
-  section "$(awk -v l="$1" -v t="$(json_field tokens_per_s "$s")" -v mfu="$mfu" -v ms="$(json_field ms_per_step "$s")" \
+  OURS_TPS=0
+  if [ -z "$s" ]; then section "| $1 | this trainer | no summary: see logs | | | | | | | | |"; return 1; fi
+  OURS_TPS=$(json_field tokens_per_s "$s"); OURS_PEAK=$(json_field peak_flops "$s")
+  local mfu; mfu=$(awk -v m="$(json_field mfu "$s")" -v p="$OURS_PEAK" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * m; else printf "n/a" }')
+  section "$(awk -v l="$1" -v t="$OURS_TPS" -v mfu="$mfu" -v ms="$(json_field ms_per_step "$s")" \
     -v f="$(json_field forward_ms "$s")" -v b="$(json_field backward_ms "$s")" -v o="$(json_field optimizer_ms "$s")" \
     -v mu="$(json_field memory_used_bytes "$s")" -v mt="$(json_field memory_total_bytes "$s")" -v p="$params" \
-    'BEGIN { printf "| %s | %.0f | %s | %.1f | %.1f | %.1f | %.1f | %.1f of %.1f GiB | %.3g |", l, t, mfu, ms, f, b, o, mu / 2^30, mt / 2^30, p }')"
+    'BEGIN { printf "| %s | this trainer (bf16) | %.0f | %s | %.1f | %.1f | %.1f | %.1f | %.1f of %.1f GiB | %.3g | 1.00 |", l, t, mfu, ms, f, b, o, mu / 2^30, mt / 2^30, p }')"
   printf '{"type":"throughput","run":"%s","summary":%s}\n' "$1" "$(printf '%s' "$s" | sed 's/^{"type":"summary",/{/')" >> "$JSONL"
-  say "  $1: $(awk -v t="$(json_field tokens_per_s "$s")" 'BEGIN {printf "%.0f tokens/s", t}'), MFU $mfu"
+  say "  $1: $(awk -v t="$OURS_TPS" 'BEGIN {printf "%.0f tokens/s", t}'), MFU $mfu"
 }
+ratio_to_ours() { awk -v t="$1" -v o="$OURS_TPS" 'BEGIN { if (o > 0) printf "%.2f", t / o; else printf "n/a" }'; }
+# torch_row LABEL MODE PRESET B T [CONTEXT]: PyTorch's row for the shape just run by ours.
+torch_row() {
+  local label=$1 mode=$2 name="torch_${2}_$3"
+  if [ -z "$PY" ]; then return; fi
+  run_logged "$name" 900 "$PY" "$GPU_BUNDLE/tools/torch_gpt_bench.py" --preset "$3" --batch "$4" --seq-len "$5" \
+    ${6:+--context "$6"} --mode "$mode" --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP" --peak-flops "$OURS_PEAK" "${TORCH_CPU[@]}"
+  local line; line=$(grep -m1 '^{"type": *"torch_throughput"' "$LOGS/$name.log")
+  if [ "$RC" -ne 0 ]; then
+    check_result throughput "PyTorch $mode $3" FAIL "exit $RC"; tail_log "$name" 4
+    section "| $label | PyTorch $mode | failed (exit $RC): logs/$name.log | | | | | | | | |"
+  elif [ -z "$line" ]; then
+    local why; why=$(sed -n 's/^torch-skipped [a-z]*: //p' "$LOGS/$name.log" | head -n 1)
+    note "PyTorch $mode at $label not run: ${why:-no result line}"
+    section "| $label | PyTorch $mode | not run: ${why:-see logs/$name.log} | | | | | | | | |"
+  else
+    printf '%s\n' "$line" | sed 's/": /":/g; s/, "/,"/g' >> "$JSONL"
+    local compact; compact=$(printf '%s\n' "$line" | sed 's/": /":/g; s/, "/,"/g')
+    local tps; tps=$(json_field tokens_per_s "$compact")
+    local torch_v; torch_v=$(printf '%s' "$compact" | sed -n 's/.*"torch":"\([^"]*\)".*/\1/p')
+    local attn; attn=$(printf '%s' "$compact" | sed -n 's/.*"attention":"\([^"(]*\).*/\1/p' | sed 's/ $//')
+    local adam; adam=$(printf '%s' "$compact" | sed -n 's/.*"adamw":"\([^"]*\)".*/\1/p')
+    section "$(awk -v l="$label" -v who="PyTorch $torch_v $mode ($attn, $adam AdamW)" -v t="$tps" \
+      -v m="$(json_field mfu "$compact")" -v ms="$(json_field ms_per_step "$compact")" -v mem="$(json_field memory_bytes "$compact")" \
+      -v p="$(json_field params "$compact")" -v r="$(ratio_to_ours "$tps")" \
+      'BEGIN { printf "| %s | %s | %.0f | %s | %.1f | | | | %s | %.3g | %s |", l, who, t, (m == "" ? "n/a" : sprintf("%.1f%%", 100 * m)), ms, (mem == "" ? "n/a" : sprintf("%.1f GiB reserved", mem / 2^30)), p, r }')"
+    check_result throughput "PyTorch $mode $3" ok
+    say "  $label, PyTorch $mode: $(awk -v t="$tps" 'BEGIN {printf "%.0f tokens/s", t}') ($(ratio_to_ours "$tps") x ours)"
+  fi
+}
+# llmc_row LABEL B T: llm.c's train_gpt2cu (--llmc) on GPT-2 124M (d12, random init), 12 steps, its
+# own defaults otherwise; tokens/s from the mean step time of its step lines after the first.
+llmc_row() {
+  local label=$1 B=$2 T=$3 work=$LOGS/llmc
+  mkdir -p "$work"
+  cp "$DATA/fortunes/gpt2_tokenizer.bin" "$work/" 2> /dev/null
+  (cd "$work" && run_logged llmc 900 "$llmc" -e d12 -b "$B" -t "$T" -x 12 -i "$DATA/fortunes/fortunes_train_*.bin" \
+     -j "$DATA/fortunes/fortunes_val_*.bin" -v 1000 -m 1 -s 0 -h 0)
+  local ms; ms=$(sed -n 's/^step *\([0-9]*\)\/[0-9]* |.*| \([0-9.]*\) ms |.*/\1 \2/p' "$LOGS/llmc.log" |
+                 awk '$1 > 1 { s += $2; n++ } END { if (n) printf "%.3f", s / n }')
+  if [ "$RC" -ne 0 ] || [ -z "$ms" ]; then
+    check_result throughput "llm.c train_gpt2cu" FAIL "exit $RC, no step lines"; tail_log llmc 6
+    section "| $label | llm.c train_gpt2cu | failed (exit $RC): logs/llmc.log | | | | | | | | |"
+    return
+  fi
+  # GPT-2 124M (d12): V 50304 (padded), context 1024, L 12, C 768: 124,475,904 parameters.
+  local tps; tps=$(awk -v ms="$ms" -v b="$B" -v t="$T" 'BEGIN { printf "%.1f", b * t * 1000 / ms }')
+  local mfu; mfu=$(awk -v tps="$tps" -v t="$T" -v p="$OURS_PEAK" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * tps * (6 * 124475904 + 6 * 12 * 768 * t) / p; else printf "n/a" }')
+  printf '{"type":"llmc_throughput","run":"%s","batch":%d,"seq_len":%d,"ms_per_step":%s,"tokens_per_s":%s,"params":124475904,"program":"%s"}\n' \
+    "$label" "$B" "$T" "$ms" "$tps" "$llmc" >> "$JSONL"
+  section "| $label | llm.c train_gpt2cu (d12) | $(printf '%.0f' "$tps") | $mfu | $ms | | | | | 1.24e+08 | $(ratio_to_ours "$tps") |"
+  check_result throughput "llm.c train_gpt2cu" ok
+  say "  $label, llm.c: $(printf '%.0f' "$tps") tokens/s ($(ratio_to_ours "$tps") x ours)"
+}
+PY=${PYTHON:-$(command -v python3 || true)}
+[ -n "$PY" ] || note "no python3: the PyTorch rows of the throughput table are skipped"
 small_label="${THROUGHPUT_SMALL[1]} B=${THROUGHPUT_SMALL[3]} T=${THROUGHPUT_SMALL[5]}"
 run_logged tp_small 900 "$X/train_gpt_cuda" "${THROUGHPUT_SMALL[@]}" --steps "$THROUGHPUT_STEPS" "${FORT[@]}" --out-dir "$LOGS/tp_small"
 if [ "$RC" -eq 0 ] && throughput_row "$small_label, $THROUGHPUT_STEPS steps" "$LOGS/tp_small" "$LOGS/tp_small.log"; then
@@ -530,6 +778,10 @@ if [ "$RC" -eq 0 ] && throughput_row "$small_label, $THROUGHPUT_STEPS steps" "$L
 else
   check_result throughput "$small_label" FAIL "exit $RC"; tail_log tp_small
 fi
+for m in $TORCH_MODES; do
+  torch_row "$small_label" "$m" "${THROUGHPUT_SMALL[1]}" "${THROUGHPUT_SMALL[3]}" "${THROUGHPUT_SMALL[5]}"
+done
+[ -n "$llmc" ] && llmc_row "$small_label" "${THROUGHPUT_SMALL[3]}" "${THROUGHPUT_SMALL[5]}"
 # The largest GPT-3 preset that fits at T = LARGE_T, one sequence per step: larger presets fail at
 # allocation (the trainer allocates every device buffer before initialising the weights).
 tried=""
@@ -539,6 +791,7 @@ for preset in $LARGE_PRESETS; do
     --steps "$LARGE_STEPS" "${FORT[@]}" --out-dir "$LOGS/tp_$preset"
   if [ "$RC" -eq 0 ]; then
     throughput_row "$preset B=1 T=$LARGE_T, $LARGE_STEPS steps" "$LOGS/tp_$preset" "$LOGS/tp_$preset.log" && large_ok=1
+    torch_row "$preset B=1 T=$LARGE_T" eager "$preset" 1 "$LARGE_T" "$LARGE_T"
     break
   fi
   if grep -qiE 'out of memory|cudaErrorMemoryAllocation' "$LOGS/tp_$preset.log"; then

@@ -3,7 +3,9 @@
 counting sequence over 64 of 512 tokens, as llm.c shards (uint16, version 1), so that a wrong
 gradient or update shows in the losses within a few steps instead of hiding under a flat curve.
 
-usage: tools/stream_shards.py DIR    (writes DIR/t_train_000001.bin and DIR/t_val_000000.bin)
+usage: tools/stream_shards.py DIR [TRAIN_TOKENS VAL_TOKENS]
+    writes DIR/t_train_000001.bin and DIR/t_val_000000.bin, of 12000 and 1000 tokens by default
+    (the GPU check's long-sequence runs use larger ones)
 """
 import os
 import struct
@@ -22,8 +24,16 @@ def shard(path, n, x):
         f.write(struct.pack("<%dH" % n, *toks))
 
 
-if len(sys.argv) != 2:
-    sys.exit("usage: stream_shards.py DIR")
+if len(sys.argv) not in (2, 4):
+    sys.exit("usage: stream_shards.py DIR [TRAIN_TOKENS VAL_TOKENS]")
+sizes = (12000, 1000)
+if len(sys.argv) == 4:
+    try:
+        sizes = (int(sys.argv[2]), int(sys.argv[3]))
+    except ValueError:
+        sizes = (0, 0)
+    if not all(0 < n <= 1 << 24 for n in sizes):
+        sys.exit("stream_shards.py: expected token counts in [1, 16777216], found %s %s" % tuple(sys.argv[2:4]))
 os.makedirs(sys.argv[1], exist_ok=True)
-shard(os.path.join(sys.argv[1], "t_train_000001.bin"), 12000, 7)
-shard(os.path.join(sys.argv[1], "t_val_000000.bin"), 1000, 9)
+shard(os.path.join(sys.argv[1], "t_train_000001.bin"), sizes[0], 7)
+shard(os.path.join(sys.argv[1], "t_val_000000.bin"), sizes[1], 9)

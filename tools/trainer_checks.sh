@@ -18,7 +18,11 @@
 #       options ARGS (--pq/--pkv/--attention/--zero/--keep-kv; dp 1) and --test-args (e.g.
 #       --comm mpi-staged), against the single-process reference (--cpu, e.g. the CPU trainer):
 #       compared as vs-cpu does; the test run must also name its transport, and its summary line
-#       (the forward / backward / optimizer split of a step) is printed.
+#       (the forward / backward / optimizer split of a step) is printed. --mpirun none: the test
+#       trainer runs alone, without a launcher (one rank).
+#   Every mode: --model "ARGS" adds model and batch options after the defaults below (e.g.
+#   "--channels 256 --heads 2 --batch 1"; the context follows --seq-len). The reference run of
+#   vs-cpu and dist is reused when WORK holds one made with the same options.
 #
 # DIR holds t_train_*.bin and t_val_*.bin (tools/stream_shards.py: a noisy counting stream over 64
 # of 512 tokens). Runs learn fast (lr 1e-2, no warmup), so a wrong gradient or update shows in the
@@ -27,13 +31,13 @@
 set -u
 mode=${1:-}; shift || true
 cpu="" test="" backend="" compare="" loss_tol="" norm_tol="" data="" work="" steps=10
-np=1 mesh="" test_args="" mpirun="mpirun -np" seq_len=16
+np=1 mesh="" test_args="" mpirun="mpirun -np" seq_len=16 model=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=$2 ;; --test) test=$2 ;; --backend) backend=$2 ;; --compare) compare=$2 ;;
     --loss-tol) loss_tol=$2 ;; --norm-tol) norm_tol=$2 ;; --data) data=$2 ;; --work) work=$2 ;;
     --steps) steps=$2 ;; --np) np=$2 ;; --mesh) mesh=$2 ;; --test-args) test_args=$2 ;;
-    --mpirun) mpirun=$2 ;; --seq-len) seq_len=$2 ;;
+    --mpirun) mpirun=$2 ;; --seq-len) seq_len=$2 ;; --model) model=$2 ;;
     *) echo "trainer_checks.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift 2 || { echo "trainer_checks.sh: $1 needs a value" >&2; exit 2; }
@@ -54,10 +58,12 @@ half=$((steps / 2))
 ok() { echo "  ok    $*"; }
 fail() { echo "  FAIL  $*"; failures=$((failures + 1)); }
 
-ARGS=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+context=$((seq_len > 32 ? seq_len : 32))
+# shellcheck disable=SC2206
+ARGS=(--preset tiny --layers 2 --channels 32 --heads 2 --context "$context" --vocab 512 --batch 2
       --seq-len "$seq_len" --steps "$steps" --eval-every "$half" --eval-batches 4 --lr 1e-2 --warmup 0
       --sample-length 4 --sample-every "$half" --quiet --peak-gflops 1
-      --train-data "$data/t_train_*.bin" --val-data "$data/t_val_*.bin" --tokenizer "")
+      --train-data "$data/t_train_*.bin" --val-data "$data/t_val_*.bin" --tokenizer "" $model)
 
 # run NAME PROGRAM ARGS...: output in $work/NAME.out, exit status checked. PROGRAM may be a
 # launcher (mpirun, bash) followed by the trainer.
@@ -70,9 +76,18 @@ run() {
   if [ "$rc" -ne 0 ]; then fail "$name: exit status $rc"; tail -n 5 "$work/$name.out" | sed 's/^/        | /'; return 1; fi
 }
 
+# The reference run NAME of the CPU trainer, unless WORK holds one with the same options.
+reference() {
+  local name=$1
+  [ -f "$work/$name/log.jsonl" ] && [ "$(cat "$work/$name.args" 2> /dev/null)" = "${ARGS[*]}" ] && return 0
+  rm -f "$work/$name.args"
+  run "$name" "$cpu" "${ARGS[@]}" --out-dir "$work/$name" || return
+  printf '%s' "${ARGS[*]}" > "$work/$name.args"
+}
+
 vs_cpu() {
   [ -n "$cpu" ] && [ -n "$backend" ] && [ -n "$compare" ] && [ -n "$loss_tol" ] && [ -n "$norm_tol" ] || usage
-  run cpu "$cpu" "${ARGS[@]}" --out-dir "$work/cpu" || return
+  reference cpu || return
   run test "$test" "${ARGS[@]}" --out-dir "$work/test" || return
   grep -q "backend $backend\$" "$work/test.out" && ok "the run says: backend $backend" ||
     fail "the run does not print its backend ($backend)"
@@ -89,9 +104,13 @@ vs_cpu() {
 # is intended: they hold several options).
 dist() {
   [ -n "$cpu" ] && [ -n "$backend" ] && [ -n "$compare" ] && [ -n "$loss_tol" ] && [ -n "$norm_tol" ] || usage
-  [ -f "$work/ref/log.jsonl" ] || run ref "$cpu" "${ARGS[@]}" --out-dir "$work/ref" || return
+  reference ref || return
   # shellcheck disable=SC2086
-  run test $mpirun "$np" "$test" "${ARGS[@]}" $mesh $test_args --out-dir "$work/test" || return
+  if [ "$mpirun" = none ]; then
+    run test "$test" "${ARGS[@]}" $mesh $test_args --out-dir "$work/test" || return
+  else
+    run test $mpirun "$np" "$test" "${ARGS[@]}" $mesh $test_args --out-dir "$work/test" || return
+  fi
   grep -q "backend $backend\$" "$work/test.out" && ok "the run says: backend $backend" ||
     fail "the run does not print its backend ($backend)"
   local transport

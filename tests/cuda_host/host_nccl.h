@@ -30,6 +30,10 @@
 // - Failures of the calls return an ncclResult_t, never abort; ncclGetLastError says what failed
 //   ("ncclAllGather: ..."), printed to stderr as well when NCCL_DEBUG is set. An MPI failure in a
 //   queued operation, after its call returned, ends the job with the operation named.
+// - As strict as NCCL 2.28 (README.md): a non-blocking communicator is in progress after every call
+//   that does work (a split: the parent, with the new comm written when it settles) and refuses
+//   other use until ncclCommGetAsyncError stops saying so; two ranks on one GPU, mismatched
+//   splits and any use after abort or destroy are refused with NCCL's own words.
 #pragma once
 #include <limits.h>
 #include <stddef.h>
