@@ -230,6 +230,18 @@ run_logged() {
   SECONDS_TAKEN=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
 }
 tail_log() { tail -n "${2:-6}" "$LOGS/$1.log" | sed 's/^/        | /'; }
+# compared NAME SECTION LABEL ARGS...: tools/trainer_checks.sh ARGS, output in logs/NAME.log; sets R
+# (ok, or FAIL when it failed or its output lacks $REQUIRE) and DIFFS (the largest relative
+# differences it printed), says LABEL's result and records it as a check of SECTION.
+compared() {
+  local name=$1 sect=$2 label=$3; shift 3
+  run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" "$@"
+  DIFFS=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+  if [ "$RC" -eq 0 ] && grep -q -- "${REQUIRE:-}" "$LOGS/$name.log"; then R=ok; else R=FAIL; fi
+  say "  $label: $R ($DIFFS)"
+  [ "$R" = ok ] || tail_log "$name" 8
+  check_result "$sect" "$label" "$R" "$DIFFS"
+}
 json_field() {   # FIELD LINE: a number field of a JSON line
   printf '%s' "$2" | sed -n "s/.*\"$1\":\\([-0-9.e+]*\\).*/\\1/p"
 }
@@ -464,15 +476,10 @@ for prec in fp32 bf16; do
     prog=train_gpt_cuda; tl_host=2e-2; tn_host=1e-1; tl_gpu=2e-2; tn_gpu=1e-1
   fi
   if [ "$COLUMN" = host ]; then tl=$tl_host; tn=$tn_host; else tl=$tl_gpu; tn=$tn_gpu; fi
-  run_logged "vs_cpu_$prec" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
+  compared "vs_cpu_$prec" trainer "$prec vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
     --backend "cuda-$prec" --compare "$X/compare_logs" --loss-tol "$tl" --norm-tol "$tn" --data "$DATA/stream" \
     --work "$LOGS/vs_cpu_$prec" --steps "$TRAIN_STEPS"
-  diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/vs_cpu_$prec.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
-  [ "$RC" -eq 0 ] && r=ok || r=FAIL
-  say "  $prec against the CPU trainer: $r ($diffs)"
-  [ "$r" = ok ] || tail_log "vs_cpu_$prec" 8
-  check_result trainer "$prec vs CPU" "$r" "$diffs"
-  section "| $prec against CPU, $TRAIN_STEPS steps | loss $tl_host, norm $tn_host; loss $tl_gpu, norm $tn_gpu | $r | $diffs |"
+  section "| $prec against CPU, $TRAIN_STEPS steps | loss $tl_host, norm $tn_host; loss $tl_gpu, norm $tn_gpu | $R | $DIFFS |"
   case " $RESUME_PRECS " in *" $prec "*) ;; *) continue ;; esac
   run_logged "resume_$prec" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" resume --test "$X/$prog" --data "$DATA/stream" \
     --work "$LOGS/resume_$prec" --steps "$TRAIN_STEPS"
@@ -496,16 +503,10 @@ for T in $LONG_TS; do
     for prec in fp32 bf16; do
       if [ "$prec" = fp32 ]; then prog=train_gpt_cuda_fp32; tl=1e-3; tn=1e-3; [ "$COLUMN" = host ] && tl=1e-4 tn=1e-4
       else prog=train_gpt_cuda; tl=2e-2; tn=1e-1; fi
-      name="long_${T}_${HS}_$prec"
-      run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
+      compared "long_${T}_${HS}_$prec" trainer "T=$T HS=$HS $prec vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/$prog" \
         --backend "cuda-$prec" --compare "$X/compare_logs" --loss-tol "$tl" --norm-tol "$tn" --data "$DATA/stream-long" \
         --work "$LOGS/long_${T}_$HS" --steps "$LONG_STEPS" --seq-len "$T" --model "--channels $((2 * HS)) --heads 2 --batch 1"
-      diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
-      [ "$RC" -eq 0 ] && r=ok || r=FAIL
-      say "  T=$T HS=$HS $prec against the CPU trainer: $r ($diffs, ${SECONDS_TAKEN} s)"
-      [ "$r" = ok ] || tail_log "$name" 8
-      check_result trainer "T=$T HS=$HS $prec vs CPU" "$r" "$diffs"
-      section "| $T | $HS | $prec | $r | $diffs | $SECONDS_TAKEN |"
+      section "| $T | $HS | $prec | $R | $DIFFS | $SECONDS_TAKEN |"
     done
   done
 done
@@ -523,17 +524,12 @@ for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
   for algo in 2d 2d-keep ring striped; do
     case "$algo" in 2d-keep) margs="$mesh --attention 2d --keep-kv" ;; *) margs="$mesh --attention $algo" ;; esac
     name="shared_${nranks}_$algo"
-    run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+    compared "$name" trainer "$nranks ranks $algo mpi-staged" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
       --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
       --work "$LOGS/shared" --steps "$TRAIN_STEPS" --np "$nranks" --mesh "$margs" --test-args "--comm mpi-staged" \
       --mpirun "$MPIRUN_SHARED"
-    diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
     split=$(sed -n 's/^ *summary: [0-9]* timed steps* ([^)]*): \([^;]*\);.*/\1/p' "$LOGS/$name.log" | head -n 1)
-    [ "$RC" -eq 0 ] && r=ok || r=FAIL
-    say "  $nranks ranks on one GPU, $algo: $r ($diffs; $split)"
-    [ "$r" = ok ] || tail_log "$name" 8
-    check_result trainer "$nranks ranks $algo mpi-staged" "$r" "$diffs"
-    section "| $nranks | $algo | $r | $diffs | $split |"
+    section "| $nranks | $algo | $R | $DIFFS | $split |"
   done
 done
 
@@ -560,17 +556,11 @@ section "|---|---|---|"
 MPIRUN_ONE="$GPU_BUNDLE/bin/mpirun --bind-to none -x OMP_NUM_THREADS -np"
 for launch in mpirun alone; do
   if [ "$launch" = mpirun ]; then launcher=$MPIRUN_ONE; else launcher=none; fi
-  name="nccl_1rank_$launch"
-  run_logged "$name" 900 bash "$GPU_BUNDLE/tools/trainer_checks.sh" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
-    --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
-    --work "$LOGS/nccl" --steps "$TRAIN_STEPS" --np 1 --mesh "" --test-args "--comm nccl" --mpirun "$launcher"
-  diffs=$(sed -n 's/^ *max relative difference of \([a-z]*\) *\([^ ]*\) .*/\1 \2/p' "$LOGS/$name.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
-  if [ "$RC" -eq 0 ] && grep -q "the run says: transport nccl" "$LOGS/$name.log"; then r=ok; else r=FAIL; fi
   [ "$launch" = mpirun ] && what="1 rank on nccl under mpirun" || what="1 rank on nccl without a launcher"
-  say "  $what: $r ($diffs)"
-  [ "$r" = ok ] || tail_log "$name" 8
-  check_result nccl "$what" "$r" "$diffs"
-  section "| $what, against the CPU trainer | $r | $diffs |"
+  REQUIRE="the run says: transport nccl" compared "nccl_1rank_$launch" nccl "$what" dist --cpu "$X/train_gpt" \
+    --test "$X/train_gpt_cuda" --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 \
+    --data "$DATA/stream" --work "$LOGS/nccl" --steps "$TRAIN_STEPS" --np 1 --mesh "" --test-args "--comm nccl" --mpirun "$launcher"
+  section "| $what, against the CPU trainer | $R | $DIFFS |"
 done
 # Two ranks on one GPU: the trainer refuses them on nccl with the reason (one GPU made visible).
 name=nccl_2ranks_1gpu
