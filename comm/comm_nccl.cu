@@ -9,7 +9,7 @@
 // The communicators are non-blocking (config.blocking = 0): no NCCL call blocks the host. Every
 // call is followed by polling each communicator it touched with ncclCommGetAsyncError until it
 // leaves ncclInProgress, under the comm timeout (settle() below says why the return value is not
-// enough), and the host waits only through the comm layer's watchdog (comm.c): tests of events,
+// enough), and the host waits only through the comm layer's watchdog (comm_watchdog.c): tests of events,
 // async errors of the communicators, and a ring of events per group that tells which operation
 // did not complete. A failure, or the watchdog, aborts every communicator (ncclCommAbort) before
 // the job ends.

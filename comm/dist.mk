@@ -6,8 +6,9 @@ MPICC ?= mpicc
 
 # The comm layer records into a timeline (comm/timeline.mk, named here directly: rules read
 # COMM_OBJS before that fragment is included), which writes its trace atomically.
-COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
-	$(BUILD)/checkpoints/atomic_file.o
+COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_watchdog.o \
+	$(BUILD)/comm/comm_spans.o $(BUILD)/comm/comm_names.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
+	$(BUILD)/comm/timeline_trace.o $(BUILD)/checkpoints/atomic_file.o
 # Choosing and creating the transport (comm/transport.h: the trainer and build/generate).
 TRANSPORT_OBJS = $(BUILD)/comm/transport.o
 # The CPU side of the device transports (it refuses them), launching without MPI

@@ -6,7 +6,7 @@ COSTMODEL_OBJ_DIR = $(BUILD)/costmodel_obj
 # The model and the cluster parser; a program that links the model and the distributed attention
 # already (the trainer: MODEL_OBJS, DIST_ATTENTION_OBJS, COMM_OBJS) adds these and
 # $(BUILD)/tools/kernel_costs.o. COSTMODEL_OBJS is everything they need, for a program alone.
-COSTMODEL_CORE_OBJS = $(COSTMODEL_OBJ_DIR)/costmodel.o $(COSTMODEL_OBJ_DIR)/cluster.o
+COSTMODEL_CORE_OBJS = $(COSTMODEL_OBJ_DIR)/costmodel.o $(COSTMODEL_OBJ_DIR)/rank.o $(COSTMODEL_OBJ_DIR)/cluster.o
 COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/tools/kernel_costs.o \
 	$(BUILD)/comm/mesh.o $(BUILD)/model/config.o $(FAIL_OBJS)
 # The program adds the reports and the CPU calibration, which times the CPU kernels

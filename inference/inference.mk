@@ -26,11 +26,12 @@ bench-generate: $(BUILD)/generate $(BUILD)/tests/test_generate
 # --- The CUDA backend -------------------------------------------------------------------------------
 # build/generate linked with the CUDA backend as the CUDA trainer is (train/train_cuda.mk): generate.c
 # and the C objects as C, the generator and the cache layers written once compiled as CUDA C++
-# (real = floatX), the trainer's backend objects. The C objects are the CUDA trainer's but train.c.
+# (real = floatX), the trainer's backend objects. The C objects are the CUDA trainer's but the
+# trainer program's own (TRAIN_PROGRAM_OBJS).
 #   build/generate_cuda_host, build/generate_cuda_host_fp32   the host runtime (bf16, fp32)
 #   build/generate_cuda                                       nvcc (built by `make train-cuda`)
 GENERATE_CUDA_C_OBJS = $(BUILD)/inference/generate.o \
-	$$(filter-out $$(BUILD)/train/train.o,$$(CUDA_TRAIN_C_OBJS))
+	$$(filter-out $$(TRAIN_PROGRAM_OBJS),$$(CUDA_TRAIN_C_OBJS))
 GENERATE_CUDA_HOST_OBJS = $(GENERATE_SRCS:%.c=$(BUILD)/cuda-host-cxx/%.o)
 GENERATE_CUDA_HOST_FP32_OBJS = $(GENERATE_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o)
 .SECONDARY: $(GENERATE_CUDA_HOST_OBJS) $(GENERATE_CUDA_HOST_FP32_OBJS)
@@ -57,6 +58,6 @@ TEST_PROGS += $(BUILD)/tests/cuda_host/test_generate_fp32
 SUITES_cuda += cuda-generate
 .SECONDARY: $(BUILD)/cuda-host-cxx-fp32/tests/test_generate.o
 $(BUILD)/tests/cuda_host/test_generate_fp32: $(BUILD)/cuda-host-cxx-fp32/tests/test_generate.o \
-		$(GENERATE_CUDA_HOST_FP32_OBJS) $$(filter-out $$(BUILD)/train/train.o,$$(CUDA_TRAIN_C_OBJS)) \
+		$(GENERATE_CUDA_HOST_FP32_OBJS) $$(filter-out $$(TRAIN_PROGRAM_OBJS),$$(CUDA_TRAIN_C_OBJS)) \
 		$$(CUDA_TRAIN_HOST_OBJS_FP32) $$(CUDA_HOST_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++

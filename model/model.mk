@@ -3,7 +3,8 @@ MODEL_SRCS = model/config.c model/layers.c model/gpt.c model/init.c model/optimi
 	model/blas_kernels.c model/backend_cpu.c
 # The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
 # trace atomically; both named directly (this fragment is read before comm/timeline.mk).
-MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/checkpoints/atomic_file.o
+MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_trace.o \
+	$(BUILD)/checkpoints/atomic_file.o
 MODEL_OBJS = $(MODEL_SRCS:%.c=$(BUILD)/%.o) $(ATTENTION_OBJS) $(FAIL_OBJS) $(MODEL_TIMELINE_OBJS)
 MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL_OBJS) \
 	$(MODEL_TIMELINE_OBJS)

@@ -1,4 +1,5 @@
-// The per-rank timeline (comm/timeline.c) on a scripted clock, so every fraction is exact:
+// The per-rank timeline (comm/timeline.c; its trace, comm/timeline_trace.c) on a scripted clock,
+// so every fraction is exact:
 // compute, waits, exposed communication and bytes of hand-worked steps (nested, overlapping,
 // zero-length, clipped and reversed spans), totals weighted by step time, NULL timelines and
 // marks outside a step as no-ops, marks beyond the reserved room dropped and the room grown

@@ -20,19 +20,21 @@ BENCH_KERNELS_C_OBJS = $(BUILD)/tools/kernel_costs.o $(BUILD)/train/gpu_peaks.o 
 
 TEST_PROGS += $(BENCH_KERNELS_HOST) $(BUILD)/tests/test_kernel_costs
 SUITES_cuda += gpu-bench
-.SECONDARY: $(BUILD)/cuda-host/tools/bench_kernels_cuda.o
 
 $(BUILD)/tests/test_kernel_costs: $(BUILD)/tests/test_kernel_costs.o $(BUILD)/tools/kernel_costs.o
 	$(CC) $(CFLAGS) $^ -o $@ -lm
 
 # Host runtime: the bf16 kernel objects of the other fragments' host-runtime rules.
-$(BENCH_KERNELS_HOST): $(BUILD)/cuda-host/tools/bench_kernels_cuda.o $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
+# The benchmark's three files (tools/bench_kernels.h).
+BENCH_KERNELS_SRCS = tools/bench_kernels_cuda.cu tools/bench_kernel_cases.cu tools/bench_timing.cu
+.SECONDARY: $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
+$(BENCH_KERNELS_HOST): $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
 		$(BUILD)/cuda-host/attention/partial_attention.o $(BENCH_KERNELS_C_OBJS) $(CUDA_HOST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 # nvcc: the bf16 kernel library the trainer links (train/train_cuda.mk).
-$(BENCH_KERNELS_GPU): $(NVCC_BUILD)/cuda/tools/bench_kernels_cuda.o $(CUDA_KERNEL_LIB) $(BENCH_KERNELS_C_OBJS)
+$(BENCH_KERNELS_GPU): $(BENCH_KERNELS_SRCS:%.cu=$(NVCC_BUILD)/cuda/%.o) $(CUDA_KERNEL_LIB) $(BENCH_KERNELS_C_OBJS)
 	$(CUDA_LIB_CHECK)
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a Chrome trace written by comm/timeline.c (timeline_merge_parts).
+"""Checks a Chrome trace written by comm/timeline_trace.c (timeline_merge_parts).
 
     python3 tools/check_trace.py TRACE [--ranks N] [--bytes FILE]
 
@@ -164,7 +164,7 @@ def check_bytes(summary, path):
 
 
 def main(argv):
-    parser = Parser(description="Checks a Chrome trace of comm/timeline.c.")
+    parser = Parser(description="Checks a Chrome trace of comm/timeline_trace.c.")
     parser.add_argument("trace")
     parser.add_argument("--ranks", type=int, help="ranks expected (default: named processes)")
     parser.add_argument("--bytes", metavar="FILE", help='JSON {"<rank>": bytes} to match exactly')

@@ -1,9 +1,15 @@
 # The trainer program and `make train`: setup, build, default data, a short run that learns.
-TRAIN_SRCS = train/train.c train/options.c train/config_check.c train/spike.c train/grad_buckets.c train/sampler.c model/sampling.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
+# The trainer program (train/trainer.h says which file holds which part of a run), and what it
+# shares with other programs (build/generate links these, not the program's own files).
+TRAIN_PROGRAM_SRCS = train/train.c train/run_end.c train/run_setup.c train/train_step.c \
+	train/train_loop.c train/checkpoint_resume.c train/run_report.c
+TRAIN_PROGRAM_OBJS = $(TRAIN_PROGRAM_SRCS:%.c=$(BUILD)/%.o)
+TRAIN_SRCS = $(TRAIN_PROGRAM_SRCS) train/options.c train/config_check.c train/spike.c train/grad_buckets.c \
+	train/sampler.c model/sampling.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
 	train/mesh_auto.c checkpoints/checkpoint_dir.c checkpoints/train_state.c
 # --mesh auto links the cost model (costmodel/costmodel.mk) and the kernel cost formulas it
 # counts with.
-TRAIN_COSTMODEL_OBJS = $(BUILD)/costmodel_obj/costmodel.o $(BUILD)/costmodel_obj/cluster.o \
+TRAIN_COSTMODEL_OBJS = $(BUILD)/costmodel_obj/costmodel.o $(BUILD)/costmodel_obj/rank.o $(BUILD)/costmodel_obj/cluster.o \
 	$(BUILD)/tools/kernel_costs.o
 TRAIN_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(MODEL_OBJS) $(CHECKPOINT_OBJS) $(DATA_OBJS) \
 	$(TOKENIZER_OBJS) $(COMM_OBJS) $(TRAIN_COMM_OBJS) $(DIST_ATTENTION_OBJS)

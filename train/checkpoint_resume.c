@@ -1,0 +1,211 @@
+// Checkpoints of a run: every rank's state and rank 0's model file written atomically, agreed on
+// across ranks (a failed write anywhere removes the step and ends the run), and resume from the
+// newest complete checkpoint that loads, on any mesh.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/model_file.h"
+#include "checkpoints/train_state.h"
+#include "train/trainer.h"
+
+static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
+    memset(info, 0, sizeof *info);
+    info->step = t->step;
+    info->world_size = t->mesh.world_size;
+    info->rank = t->mesh.world_rank;
+    info->dp = t->mesh.dp;
+    info->pq = t->mesh.pq;
+    info->pkv = t->mesh.pkv;
+    info->zero_stage = t->opt.zero;
+    info->model = t->cfg;
+    info->B = t->B;
+    info->T = t->T;
+    info->accum_steps = t->accum;
+    info->sample_rng = t->sample_rng;
+    loader_get_state(t->train_loader, &info->loader);
+    // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
+    // real parameters only (the padding's stay zero), or it could not be read back.
+    const size_t n = t->model.num_params;
+    info->num_params = n;
+    info->shard_begin = t->shard_begin < n ? t->shard_begin : n;
+    info->shard_count = t->shard_begin + t->shard_count <= n ? t->shard_count
+                                                              : n - info->shard_begin;
+    snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
+}
+
+// After each stage of a checkpoint write every rank learns whether any rank's write failed (a
+// full disk, a quota). If one did, no rank goes on: each failed rank names its file and the
+// reason, rank 0 removes the step's files (a step that was complete before this write keeps
+// them: atomic writes left each file whole) so no half-written checkpoint stays in the directory
+// and the log never records it, and every rank exits non-zero. The previous complete checkpoint
+// is untouched.
+static void checkpoint_agree(Trainer* t, int failed, const char* err, int was_complete) {
+    if (all_reduce_scalar(t, failed ? 1 : 0) == 0) return;
+    char who[32] = "";
+    if (t->mesh.world_size > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
+    if (failed) fprintf(stderr, "error: %scheckpoint step %d not written: %s\n", who, t->step, err);
+    if (t->rank == 0 && !was_complete) checkpoint_remove_step(t->opt.out_dir, t->step);
+    end_launch();
+    exit(1);
+}
+
+void save_checkpoint(Trainer* t) {
+    params_ready(t);
+    if (t->opt.no_save) return;
+    char err[ERR_LEN] = "", path[4096];
+    const char* dir = t->opt.out_dir;
+    const double t0 = seconds_now();
+    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank updated only its shard of them;
+    // gather the others' (in place) so that every rank's copy, and the files, are current.
+    if (t->opt.zero && t->model.master_params) {
+        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+        comm_all_gather(t->comm, MESH_WORLD, t->model.master_params + t->shard_begin,
+                        t->model.master_params, t->shard_count, COMM_F32);
+    }
+    gpt_params_to_host(&t->model, t->host_params);
+    optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
+    // A step resumed and written again (its DONE already there) is complete before this write.
+    checkpoint_done_path(dir, t->step, path, sizeof path);
+    const int was_complete = access(path, F_OK) == 0;
+    int rc = 0;
+    if (t->rank == 0) {
+        checkpoint_model_path(dir, t->step, path, sizeof path);
+        rc = model_file_save(path, &t->cfg, t->host_params,
+                             t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
+                             sizeof err);
+    }
+    if (rc == 0) {
+        TrainStateInfo info;
+        fill_state_info(t, &info);
+        checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
+        rc = train_state_save(path, &info, t->host_params, t->host_m, t->host_v, err, sizeof err);
+    }
+    checkpoint_agree(t, rc != 0, err, was_complete);   // every rank's state is on disk before DONE
+    if (t->rank == 0) rc = checkpoint_mark_done(dir, t->step, err, sizeof err);
+    checkpoint_agree(t, rc != 0, err, was_complete);
+    if (t->rank == 0) {
+        checkpoint_prune(dir, t->opt.keep_last, t->opt.keep_every);
+        printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, seconds_now() - t0);
+        run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d}", t->step);
+    }
+}
+
+// Loads checkpoint `step` into this rank; any mesh works: the optimizer moments of this rank's
+// shard are gathered from whichever old ranks' files hold them. Returns 0; -1 with err set when
+// a file is unreadable or corrupt; -2 with err set when the checkpoint is sound but does not fit
+// this run (model shape, batch geometry, data files).
+static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
+    char path[4096];
+    TrainStateInfo info;
+    checkpoint_state_path(t->opt.out_dir, step, 0, path, sizeof path);
+    if (train_state_read_info(path, &info, err, errlen) != 0) return -1;
+    const GPTConfig* c = &info.model;
+    if (c->max_T != t->cfg.max_T || c->V != t->cfg.V || c->Vp != t->cfg.Vp || c->L != t->cfg.L ||
+        c->NH != t->cfg.NH || c->C != t->cfg.C) {
+        snprintf(err, errlen, "%.300s: model shape L=%d C=%d NH=%d V=%d T=%d differs from this run's "
+                 "L=%d C=%d NH=%d V=%d T=%d (resume with the same model options)", path, c->L,
+                 c->C, c->NH, c->V, c->max_T, t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V,
+                 t->cfg.max_T);
+        return -2;
+    }
+    // The same windows: a sequence of another length would cut the data into other samples than
+    // the loader's saved position counts. (The sequences per step may change: B, accumulation and
+    // dp are re-split, and loader_set_state refuses a position the new dp cannot continue.)
+    if (info.T != t->T) {
+        snprintf(err, errlen, "%.300s: seq-len: saved with T=%d (B=%d x accumulation %d x dp %d), "
+                 "this run has T=%d; resume with the same --seq-len", path, info.T, info.B,
+                 info.accum_steps, info.dp, t->T);
+        return -2;
+    }
+    if (info.num_params != t->model.num_params) {   // params would not fit this run's buffer
+        snprintf(err, errlen, "%.400s: num_params: expected %zu for this model shape, found %llu",
+                 path, t->model.num_params, (unsigned long long)info.num_params);
+        return -1;
+    }
+    const int old_world = info.world_size;
+    const size_t want_lo = t->shard_begin, want_hi = t->shard_begin + t->shard_count;
+    float *tm = NULL, *tv = NULL;
+    int rc = 0;
+    // Every old rank file holds the full parameters and the moments of its shard.
+    for (int r = 0; r < old_world && rc == 0; r++) {
+        TrainStateInfo ri;
+        checkpoint_state_path(t->opt.out_dir, step, r, path, sizeof path);
+        if (train_state_read_info(path, &ri, err, errlen) != 0) { rc = -1; break; }
+        if (ri.step != step || ri.rank != r || ri.world_size != old_world ||
+            ri.num_params != info.num_params) {
+            snprintf(err, errlen, "%.300s: holds step %d of rank %d of %d (%llu parameters), expected "
+                     "step %d of rank %d of %d (%llu)", path, ri.step, ri.rank, ri.world_size,
+                     (unsigned long long)ri.num_params, step, r, old_world,
+                     (unsigned long long)info.num_params);
+            rc = -1;
+            break;
+        }
+        const size_t lo = ri.shard_begin, hi = ri.shard_begin + ri.shard_count;
+        const int needed = r == 0 || (lo < want_hi && hi > want_lo);
+        if (!needed) continue;
+        tm = realloc(tm, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
+        tv = realloc(tv, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
+        CHECK(tm && tv, "", "out of memory reading %s", path);
+        if (train_state_load(path, &ri, t->host_params, tm, tv, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        const size_t a = lo > want_lo ? lo : want_lo, b = hi < want_hi ? hi : want_hi;
+        for (size_t i = a; i < b; i++) {
+            t->host_m[i - want_lo] = tm[i - lo];
+            t->host_v[i - want_lo] = tv[i - lo];
+        }
+    }
+    free(tm);
+    free(tv);
+    if (rc != 0) return -1;
+    if (t->train_loader && loader_set_state(t->train_loader, &info.loader, err, errlen) != 0)
+        return -2;
+    gpt_params_from_host(&t->model, t->host_params);
+    optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
+    t->step = info.step;
+    // The stored parameters as the uninterrupted run has them (CUDA bf16: stochastic rounding).
+    gpt_params_restore_rounding(&t->model, t->step);
+    t->sample_rng = info.sample_rng;
+    return 0;
+}
+
+// Continues from the newest complete checkpoint that loads; a corrupt one is skipped with a
+// warning. A checkpoint that does not fit this run's options, or complete checkpoints none of
+// which loads, end the run: starting over from step 0 would later overwrite them.
+void resume(Trainer* t) {
+    enum { MAX = 4096 };
+    int* steps = xmalloc(sizeof(int) * MAX, "checkpoint list");
+    const int n = checkpoint_complete_steps(t->opt.out_dir, steps, MAX);
+    int resumed = 0;
+    for (int i = 0; i < n && !resumed; i++) {
+        char err[ERR_LEN] = "";
+        const int rc = load_checkpoint(t, steps[i], err, sizeof err);
+        // Every rank must agree, or none resumes from this one.
+        const double bad = all_reduce_scalar(t, rc == -1 ? 1 : 0);
+        const double misfit = all_reduce_scalar(t, rc == -2 ? 1 : 0);
+        if (misfit > 0) {
+            if (rc == -2) fprintf(stderr, "error: rank %d: --resume: checkpoint step %d: %s\n",
+                                  t->rank, steps[i], err);
+            end_launch();
+            exit(2);
+        }
+        if (bad == 0) {
+            resumed = 1;
+            if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
+        } else {
+            if (rc != 0) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
+                                 t->rank, steps[i], err);
+            if (t->rank == 0 && i + 1 < n) fprintf(stderr, "warning: trying an older checkpoint\n");
+        }
+    }
+    free(steps);
+    if (n > 0 && !resumed)
+        config_error(t, "--resume: none of the %d complete checkpoints in %s loads (see the "
+                     "warnings above); move them away to start from step 0", n, t->opt.out_dir);
+    if (!resumed && t->rank == 0)
+        printf("resume: no complete checkpoint in %s, starting from step 0\n", t->opt.out_dir);
+}

@@ -1,0 +1,385 @@
+// What a run reports: the effective configuration, the log's first records and the peak MFU is
+// counted against, evaluation and samples, the end of run summary (throughput, phases, memory),
+// skipped steps, the host runtime's counters, the timeline's fractions and the Chrome trace.
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/bpe.h"
+#include "model/blas_kernels.h"
+#include "train/peak_flops.h"
+#include "train/trainer.h"
+
+static void print_line(const char* line) { printf("%s\n", line); }
+
+void print_config(Trainer* t) {
+    if (t->rank != 0) return;
+    printf("effective configuration:\n");
+    train_options_print(&t->opt, print_line);
+    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d), %zu parameters; "
+           "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T,
+           t->cfg.V, t->cfg.Vp, t->model.num_params, gpt_backend_name());
+    printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
+           "per rank; transport %s (launch: %s)\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq,
+           t->mesh.pkv, t->attention->name, t->Tl, t->comm->name,
+           t->use_mpi ? "MPI" : t->opt.rendezvous);
+    printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
+           "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
+           t->sched.warmup_steps, t->opt.zero);
+    if (t->buckets)
+        printf("gradients: all-reduce in %d buckets of >= %.3g MiB during backward\n",
+               grad_buckets_count(t->buckets), t->opt.grad_bucket_mb);
+    if (t->device >= 0)
+        printf("device: %s (GPU %d of rank 0, local rank %d of %d on its node)\n",
+               t->device_info.name, t->device, t->local_rank, t->local_size);
+    else
+        printf("device: %s\n", t->device_info.name);
+    if (t->peak_flops > 0)
+        printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9, t->peak_source);
+    else
+        printf("peak: unknown for this device (give --peak-gflops to report MFU)\n");
+    fflush(stdout);
+}
+
+// The log (rank 0) and its first records, and the peak MFU is counted against: --peak-gflops if
+// given; else the CPU's measured FMA peak, or the GPU's entry in the peak table
+// (train/gpu_peaks.c); a GPU the table does not know gets no MFU.
+void open_log(Trainer* t) {
+    if (t->rank != 0) return;
+    char path[4096], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s", t->opt.log_file[0] ? t->opt.log_file : "");
+    if (!path[0]) snprintf(path, sizeof path, "%s/log.jsonl", t->opt.out_dir);
+    if (run_log_open(&t->log, path, err, sizeof err) != 0) fail_msg("--log %s", err);
+    gpt_backend_device(&t->device_info);
+    if (t->opt.peak_gflops > 0) {
+        t->peak_flops = t->opt.peak_gflops * 1e9;
+        snprintf(t->peak_source, sizeof t->peak_source, "--peak-gflops");
+    } else if (gpt_backend_host_memory()) {
+        t->peak_flops = peak_flops_measure(0);
+        snprintf(t->peak_source, sizeof t->peak_source, "measured FMA peak; BLAS kernels: OpenBLAS %s",
+                 blas_kernel_name());
+    } else {
+        t->peak_flops = t->device_info.peak_flops;
+        snprintf(t->peak_source, sizeof t->peak_source, "%s", t->device_info.peak_entry);
+    }
+    run_log_json(&t->log, "{\"type\":\"config\",\"step\":%d,\"world\":%d,\"params\":%zu,"
+                 "\"options\":%s}", t->step, t->mesh.world_size, t->model.num_params, t->config_json);
+    // Records of later steps above this line came from the interrupted run; the steps are
+    // logged again below, and readers take the last record of a step.
+    if (t->step > 0)
+        run_log_json(&t->log, "{\"type\":\"resume\",\"step\":%d,\"note\":\"records of "
+                     "steps after %d above this line are the interrupted run's; the last "
+                     "record of a step counts\"}", t->step, t->step);
+}
+
+// The losses of every batch summed on the backend (without dlogits), read once at the end.
+double evaluate(Trainer* t) {
+    params_ready(t);
+    const long n = loader_batches_per_epoch(t->val_loader);
+    const int batches = t->opt.eval_batches < n ? t->opt.eval_batches : (int)n;
+    loader_reset(t->val_loader);
+    gpt_loss_zero(&t->model);
+    for (int i = 0; i < batches; i++) {
+        next_batch(t, t->val_loader);
+        gpt_forward(&t->model, t->inputs, t->targets);
+        gpt_loss(&t->model);
+    }
+    comm_wait_compute(t->comm);
+    const double sum = gpt_loss_read(&t->model);
+    return all_reduce_scalar(t, sum) / ((double)batches * t->B * t->T * t->mesh.dp);
+}
+
+// Prints and logs a validation loss (the same on every rank). One that is not finite (weights
+// that diverged within the range of finite numbers) stops the run before it reaches the log or
+// a checkpoint.
+void report_eval(Trainer* t, double val) {
+    if (!isfinite(val))
+        config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
+                     "checkpoint", t->step, val);
+    if (t->rank != 0) return;
+    printf("eval: step %d val loss %.4f\n", t->step, val);
+    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.6f}", t->step, val);
+}
+
+// Parses "--sample-prompt" token ids; the default prompt is the end-of-text token. Returns the
+// number of ids, or -1 with err set.
+int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen) {
+    const char* s = t->opt.sample_prompt;
+    int n = 0;
+    while (s && *s && n < max) {
+        char* end;
+        errno = 0;
+        const long id = strtol(s, &end, 10);
+        if (end == s || errno || id < 0 || id >= t->cfg.V || (*end && *end != ',')) {
+            snprintf(err, errlen, "--sample-prompt: expected comma-separated token ids below %d, "
+                     "found '%s'", t->cfg.V, t->opt.sample_prompt);
+            return -1;
+        }
+        prompt[n++] = (int)id;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0) prompt[n++] = t->cfg.V > GPT2_EOT ? GPT2_EOT : 0;
+    return n;
+}
+
+// The sampler, the prompt and the output buffer are made once, before training (rank 0).
+void setup_sampler(Trainer* t) {
+    if (t->rank != 0 || t->opt.sample_length <= 0) return;
+    const int max_len = t->cfg.max_T;
+    sampler_create(&t->sampler, &t->model, max_len);
+    t->sample_prompt = xmalloc(sizeof(int) * max_len, "prompt");
+    t->sample_out = xmalloc(sizeof(int) * (t->opt.sample_length + 1), "sample");
+    char err[ERR_LEN];
+    t->sample_prompt_len = parse_prompt(t, t->sample_prompt, max_len - 1, err, sizeof err);
+    if (t->sample_prompt_len < 0) fail_msg("%s", err);   // checked at start: cannot happen
+}
+
+void sample(Trainer* t) {
+    params_ready(t);
+    if (t->rank != 0 || t->opt.sample_length <= 0) return;
+    const int* out = t->sample_out;
+    const int n = sampler_generate(&t->sampler, t->sample_prompt, t->sample_prompt_len,
+                                   t->opt.sample_length, t->opt.temperature, t->opt.top_k,
+                                   &t->sample_rng, t->sample_out);
+    // Text (or ids) for the terminal, and escaped into the log.
+    size_t cap = 16 + (size_t)n * 12;
+    char* text = xmalloc(cap, "sample text");
+    size_t len = 0;
+    text[0] = 0;
+    if (t->has_tokens) {
+        uint8_t* bytes = NULL;
+        size_t nbytes = 0;
+        char err[ERR_LEN];
+        uint32_t* ids = xmalloc(sizeof(uint32_t) * (n ? n : 1), "sample ids");
+        for (int i = 0; i < n; i++) ids[i] = (uint32_t)out[i];
+        if (bpe_decode(&t->tokens, ids, (size_t)n, &bytes, &nbytes, err, sizeof err) == 0) {
+            free(text);
+            text = (char*)bytes;
+            len = nbytes;
+        }
+        free(ids);
+    }
+    if (len == 0 && n > 0) {
+        for (int i = 0; i < n; i++) len += (size_t)snprintf(text + len, cap - len, "%s%d", i ? "," : "", out[i]);
+    }
+    printf("sample (step %d): %.*s\n", t->step, (int)len, text);
+    char* escaped = xmalloc(len * 6 + 16, "escaped sample");
+    json_escape((const unsigned char*)text, len, escaped, len * 6 + 16);
+    run_log_json(&t->log, "{\"type\":\"sample\",\"step\":%d,\"text\":\"%s\"}", t->step, escaped);
+    free(escaped);
+    free(text);
+}
+
+// Model FLOPs utilisation at `tokens_per_s` (global), against every rank's peak; 0 when the peak
+// is unknown. *text gets it in percent, or "n/a".
+double mfu_of(const Trainer* t, double tokens_per_s, double flops_per_token, char* text,
+                     size_t len) {
+    const double mfu = t->peak_flops > 0
+                           ? tokens_per_s * flops_per_token / (t->peak_flops * t->mesh.world_size)
+                           : 0;
+    if (t->peak_flops > 0) snprintf(text, len, "%.1f%%", mfu * 100);
+    else snprintf(text, len, "n/a");
+    return mfu;
+}
+
+void note_memory(RunTotals* r) {
+    BackendDevice d;
+    gpt_backend_device(&d);
+    if (d.memory_used > r->memory_used) r->memory_used = d.memory_used;
+    r->memory_total = d.memory_total;
+}
+
+void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
+    if (t->rank != 0 || r->steps == 0) return;
+    const double per = r->seconds / r->steps, tps = t->tokens_per_step / per;
+    char mfu_text[32];
+    const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
+    const double gib = 1.0 / (1 << 30);
+    char memory_text[96];
+    if (r->memory_total)
+        snprintf(memory_text, sizeof memory_text, "device memory %.2f GiB in use of %.2f GiB",
+                 r->memory_used * gib, r->memory_total * gib);
+    else
+        snprintf(memory_text, sizeof memory_text, "peak host memory %.2f GiB", r->memory_used * gib);
+    // Phases where every timed step measured them (see StepPhases: not on a device backend with
+    // --timeline 0, nor in a step whose marks the timeline had no room for).
+    const int timed = r->phases == r->steps;
+    char split[128] = " (phases not timed)";
+    char split_json[128] = "";
+    if (timed) {
+        snprintf(split, sizeof split, " = forward %.1f + backward %.1f + optimizer %.1f",
+                 r->sum.forward / r->steps * 1e3, r->sum.backward / r->steps * 1e3,
+                 r->sum.optimizer / r->steps * 1e3);
+        snprintf(split_json, sizeof split_json, ",\"forward_ms\":%.3f,\"backward_ms\":%.3f,"
+                 "\"optimizer_ms\":%.3f", r->sum.forward / r->steps * 1e3,
+                 r->sum.backward / r->steps * 1e3, r->sum.optimizer / r->steps * 1e3);
+    }
+    printf("summary: %d timed step%s (the run's first excluded): %.1f ms per step%s; %.0f tokens/s; "
+           "MFU %s; %s\n", r->steps, r->steps == 1 ? "" : "s", per * 1e3, split, tps, mfu_text,
+           memory_text);
+    run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f"
+                 "%s,\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,"
+                 "\"memory_total_bytes\":%zu}", t->step, r->steps, per * 1e3, split_json, tps, mfu,
+                 t->peak_flops, r->memory_used, r->memory_total);
+}
+
+// Steps of this run that were not applied, when there were any.
+void print_skipped(Trainer* t) {
+    const int n = t->skipped_spike + t->skipped_nonfinite;
+    if (t->rank != 0 || n == 0) return;
+    printf("skipped: %d step%s not applied (%d spike%s, %d non-finite)\n", n, n == 1 ? "" : "s",
+           t->skipped_spike, t->skipped_spike == 1 ? "" : "s", t->skipped_nonfinite);
+    run_log_json(&t->log, "{\"type\":\"skipped\",\"step\":%d,\"spike\":%d,\"non_finite\":%d}",
+                 t->step, t->skipped_spike, t->skipped_nonfinite);
+}
+
+void counters_begin(const Trainer* t, StepCounters* sc) {
+    memset(sc, 0, sizeof *sc);
+    sc->counted = gpt_backend_counters(&sc->c0);
+    sc->layer0 = t->model.layer_launches;
+}
+
+void counters_mark(StepCounters* sc) {
+    if (sc->counted) gpt_backend_counters(&sc->c1);
+}
+
+void counters_end(const Trainer* t, StepCounters* sc, CounterTotals* tot, int first) {
+    if (!sc->counted) return;
+    BackendCounters c2;
+    gpt_backend_counters(&c2);
+    sc->launches = c2.launches - sc->c0.launches;
+    sc->d2h = c2.d2h - sc->c0.d2h;
+    sc->syncs_in_step = sc->c1.syncs - sc->c0.syncs;
+    sc->syncs_end = c2.syncs - sc->c1.syncs;
+    sc->launches_per_layer = (double)(t->model.layer_launches - sc->layer0) / t->cfg.L;
+    if (first) {
+        tot->first = *sc;
+        tot->have_first = 1;
+        return;
+    }
+    tot->steps++;
+    tot->launches += sc->launches;
+    tot->d2h += sc->d2h;
+    tot->launches_per_layer += sc->launches_per_layer;
+    if (sc->syncs_in_step > tot->max_syncs_in_step) tot->max_syncs_in_step = sc->syncs_in_step;
+    if (sc->syncs_end > tot->max_syncs_end) tot->max_syncs_end = sc->syncs_end;
+    if (sc->d2h > tot->max_d2h) tot->max_d2h = sc->d2h;
+}
+
+void print_counters(Trainer* t, const CounterTotals* c) {
+    if (t->rank != 0 || !c->have_first) return;
+    const StepCounters* f = &c->first;
+    const int n = c->steps;
+    printf("counters: first step %lld launches (%.1f per layer), %lld D2H copies, %lld syncs in "
+           "the step + %lld at its end", f->launches, f->launches_per_layer, f->d2h,
+           f->syncs_in_step, f->syncs_end);
+    if (n > 0)
+        printf("; later %d step%s: %.1f launches (%.1f per layer), %.1f D2H copies per step, at "
+               "most %lld syncs in a step + %lld at its end", n, n == 1 ? "" : "s",
+               (double)c->launches / n, c->launches_per_layer / n, (double)c->d2h / n,
+               c->max_syncs_in_step, c->max_syncs_end);
+    printf(" (rank 0)\n");
+    run_log_json(&t->log, "{\"type\":\"counters\",\"step\":%d,\"first_launches\":%lld,"
+                 "\"first_launches_per_layer\":%.2f,\"first_d2h\":%lld,\"first_syncs_in_step\":%lld,"
+                 "\"first_syncs_end\":%lld,\"steps\":%d,\"launches\":%.2f,\"launches_per_layer\":%.2f,"
+                 "\"d2h\":%.2f,\"max_d2h\":%lld,\"max_syncs_in_step\":%lld,\"max_syncs_end\":%lld}",
+                 t->step, f->launches, f->launches_per_layer, f->d2h, f->syncs_in_step, f->syncs_end,
+                 n, n ? (double)c->launches / n : 0, n ? c->launches_per_layer / n : 0,
+                 n ? (double)c->d2h / n : 0, c->max_d2h, c->max_syncs_in_step, c->max_syncs_end);
+}
+
+// The timeline: the backend's device clock (CUDA events) or the host clock; the comm layer
+// records communication and waits into it, the model its layers' compute.
+void setup_timeline(Trainer* t) {
+    if (!t->opt.timeline) {
+        if (t->opt.trace[0]) config_error(t, "--trace %s needs --timeline 1", t->opt.trace);
+        return;
+    }
+    BackendClock bc;
+    if (!gpt_backend_clock(&bc)) {
+        t->host_clock = timeline_host_clock_create();
+        bc.clock = &timeline_host_clock;
+        bc.ctx = t->host_clock;
+        bc.compute_track = bc.host_track = NULL;
+    }
+    t->timeline = timeline_create(bc.clock, bc.ctx, t->mesh.world_rank, t->mesh.world_size);
+    // Room for the marks of a step: a few per layer and collective; it grows if a step needs more.
+    timeline_reserve_marks(t->timeline, 64 * (t->cfg.L + 2) * (t->mesh.P + 1) + 1024);
+    comm_set_timeline(t->comm, t->timeline, bc.compute_track, bc.host_track);   // "compute" first
+    t->model.timeline = t->timeline;
+    t->model.timeline_track = TIMELINE_COMPUTE_TRACK;
+}
+
+// --trace: every rank writes its part, rank 0 merges them into one Chrome trace file.
+void write_trace(Trainer* t) {
+    if (!t->timeline || !t->opt.trace[0]) return;
+    char err[ERR_LEN];
+    if (timeline_write_part(t->timeline, t->opt.trace, err, sizeof err) != 0)
+        fail_msg("--trace %s", err);
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_barrier(t->comm, MESH_WORLD);
+    if (t->rank != 0) return;
+    if (timeline_merge_parts(t->opt.trace, t->mesh.world_size, err, sizeof err) != 0)
+        fail_msg("--trace %s", err);
+    printf("trace: %s (%d ranks; open in https://ui.perfetto.dev)\n", t->opt.trace,
+           t->mesh.world_size);
+}
+
+// The end of run's time fractions (rank 0 prints and logs them; every rank's counted step bytes go
+// to the log, for checking the trace against the counters).
+void report_timeline(Trainer* t) {
+    if (!t->timeline) return;
+    const int world = t->mesh.world_size;
+    double* bytes = xcalloc((size_t)world, sizeof(double), "bytes per rank");
+    bytes[t->mesh.world_rank] = (double)t->step_comm_bytes;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_host(t->comm, MESH_WORLD, bytes, (size_t)world, COMM_F64);
+    const TimelineStep s = timeline_totals(t->timeline);
+    if (t->rank == 0 && s.steps > 0) {
+        printf("timeline: %d steps, %.1f ms each: compute %.1f%%, exposed communication %.1f%%, "
+               "waiting %.1f%% (rank 0)\n", s.steps, s.step_s / s.steps * 1e3,
+               100 * s.compute_frac, 100 * s.exposed_comm_frac, 100 * s.wait_frac);
+        char list[8192];
+        size_t len = 0;
+        for (int r = 0; r < world && len + 32 < sizeof list; r++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%.0f", r ? "," : "", bytes[r]);
+        run_log_json(&t->log, "{\"type\":\"timeline\",\"step\":%d,\"steps\":%d,"
+                     "\"compute_frac\":%.5f,\"exposed_comm_frac\":%.5f,\"wait_frac\":%.5f,"
+                     "\"step_comm_bytes_per_rank\":[%s]}", t->step, s.steps, s.compute_frac,
+                     s.exposed_comm_frac, s.wait_frac, list);
+    }
+    free(bytes);
+}
+
+// The progress line of a step and its record in the log (rank 0).
+void report_step(Trainer* t, const StepRecord* r) {
+    if (t->rank != 0) return;
+    if (!t->opt.quiet)
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
+               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, r->lr, r->grad_norm,
+               r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
+    char fractions[160] = "";
+    if (t->timeline)
+        snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"
+                 "\"exposed_comm_frac\":%.5f,\"wait_frac\":%.5f", r->timeline.compute_frac,
+                 r->timeline.exposed_comm_frac, r->timeline.wait_frac);
+    char phases[128] = "";
+    if (r->phases.measured)
+        snprintf(phases, sizeof phases, ",\"forward_ms\":%.3f,\"backward_ms\":%.3f,"
+                 "\"optimizer_ms\":%.3f", r->phases.forward * 1e3, r->phases.backward * 1e3,
+                 r->phases.optimizer * 1e3);
+    char counted[192] = "";
+    const StepCounters* sc = r->counters;
+    if (sc->counted)
+        snprintf(counted, sizeof counted, ",\"launches\":%lld,\"launches_per_layer\":%.2f,"
+                 "\"d2h\":%lld,\"syncs_in_step\":%lld,\"syncs_end\":%lld", sc->launches,
+                 sc->launches_per_layer, sc->d2h, sc->syncs_in_step, sc->syncs_end);
+    run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
+                 "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
+                 t->step, r->loss, r->lr, r->grad_norm, r->seconds * 1e3, r->tokens_per_s, r->mfu,
+                 phases, fractions, counted);
+    fflush(stdout);
+}

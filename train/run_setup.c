@@ -1,0 +1,307 @@
+// The run's setup and teardown: where this process sits in the job (MPI or a rendezvous), the
+// configuration checked on every rank, the mesh and transport, the data, the attention layer, the
+// model and optimizer, the timeline and the token buffers; and what frees them at the end.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/dist_ops.h"
+#include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/model_file.h"
+#include "comm/comm_mpi.h"
+#include "comm/launch.h"
+#include "comm/transport.h"
+#include "data/tokenizer_file.h"
+#include "model/init.h"
+#include "train/config_check.h"
+#include "train/mesh_auto.h"
+#include "train/trainer.h"
+
+// The --rendezvous value, read before anything starts: file: and tcp: mean no MPI at all.
+static const char* rendezvous_arg(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--rendezvous") == 0 && i + 1 < argc) return argv[i + 1];
+        if (strncmp(argv[i], "--rendezvous=", 13) == 0) return argv[i] + 13;
+    }
+    return "mpi";
+}
+
+// Where this process sits in the job: from MPI, or (file or tcp rendezvous) from the launcher's
+// environment and the --rank/--world-size/--local-rank flags. Parses the options.
+int launch_run(Trainer* t, int* argc, char*** argv, int* world_rank, int* world_size) {
+    t->use_mpi = strcmp(rendezvous_arg(*argc, *argv), "mpi") == 0;
+    LaunchInfo li;
+    char err[ERR_LEN];
+    if (t->use_mpi) {
+        comm_mpi_init(argc, argv, world_rank, world_size);
+    } else {
+        if (launch_info_from_env(&li, err) != 0) fail_msg("%s", err);
+        *world_rank = li.rank;
+        *world_size = li.world_size;
+    }
+    t->rank = *world_rank;
+    const int parsed = train_options_parse(&t->opt, *argc, *argv, *world_rank == 0);
+    if (parsed != 0) return parsed;
+    const TrainOptions* o = &t->opt;
+    if (t->use_mpi) {
+        if (o->launch_rank >= 0)
+            config_error(t, "--rank: expected no value under MPI (the rank is MPI's), found %d; "
+                         "--rank is for --rendezvous file:PATH or tcp:HOST:PORT", o->launch_rank);
+        if (o->launch_world >= 0)
+            config_error(t, "--world-size: expected no value under MPI (the size is MPI's), found "
+                         "%d; --world-size is for --rendezvous file:PATH or tcp:HOST:PORT",
+                         o->launch_world);
+        comm_mpi_node_rank(&t->local_rank, &t->local_size);
+        if (o->launch_local_rank >= 0) t->local_rank = o->launch_local_rank;
+    } else {
+        if (launch_info_override(&li, o->launch_rank, o->launch_world, o->launch_local_rank, err))
+            fail_msg("%s", err);
+        *world_rank = t->rank = li.rank;
+        *world_size = li.world_size;
+        t->local_rank = li.local_rank;
+        t->local_size = li.local_size;
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "rank %d", li.rank);
+        fail_set_prefix(prefix);
+    }
+    return 0;
+}
+
+static void setup_model_config(Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    char err[ERR_LEN];
+    if (o->init_from && o->init_from[0]) {
+        int version;
+        if (model_file_read_header(o->init_from, &t->cfg, &version, err, sizeof err) != 0)
+            config_error(t, "--init-from %s", err);
+        if (o->layers || o->channels || o->heads || o->vocab)
+            config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/--vocab");
+        if (o->context && o->context != t->cfg.max_T)
+            config_error(t, "--context %d: the model file %s has context %d", o->context,
+                         o->init_from, t->cfg.max_T);
+    } else {
+        if (gpt_config_preset(o->preset, o->context, o->vocab, &t->cfg) != 0)
+            config_error(t, "--preset: expected one of %s, found '%s'", gpt_config_preset_names(),
+                         o->preset);
+        if (o->layers) t->cfg.L = o->layers;
+        if (o->channels) t->cfg.C = o->channels;
+        if (o->heads) t->cfg.NH = o->heads;
+        if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
+            config_error(t, "--preset/--layers/--channels/--heads: %s", err);
+    }
+    if (o->eval_only && !(o->val_data && o->val_data[0]))
+        config_error(t, "--eval-only: expected --val-data shards to evaluate on, found none");
+    if (o->seq_len > t->cfg.max_T)
+        config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
+                     o->seq_len, t->cfg.max_T);
+    // Checked now, not when the first sample is drawn hours later.
+    int* prompt = xmalloc(sizeof(int) * t->cfg.max_T, "prompt");
+    const int np = parse_prompt(t, prompt, t->cfg.max_T, err, sizeof err);
+    free(prompt);
+    if (np < 0) config_error(t, "%s", err);
+}
+
+static void setup_mesh(Trainer* t, int world_rank, int world_size) {
+    const TrainOptions* o = &t->opt;
+    char err[ERR_LEN];
+    if (mesh_init(&t->mesh, o->dp, o->pq, o->pkv, world_rank, world_size, err) != 0)
+        config_error(t, "%s", err);
+    if (mesh_check_seq_len(&t->mesh, o->seq_len, err) != 0) config_error(t, "%s", err);
+    if (strcmp(o->attention, "zigzag") == 0 && t->mesh.P > 1 && o->seq_len % (2 * t->mesh.P) != 0)
+        config_error(t, "--seq-len %d: --attention zigzag splits the sequence into 2P = %d chunks; "
+                     "expected a multiple of %d", o->seq_len, 2 * t->mesh.P, 2 * t->mesh.P);
+    t->B = o->batch;
+    t->T = o->seq_len;
+    t->Tl = o->seq_len / t->mesh.P;
+    const long micro = (long)t->B * t->T * t->mesh.dp;
+    const long total = o->total_batch_tokens ? o->total_batch_tokens : micro;
+    if (total % micro != 0)
+        config_error(t, "--total-batch-tokens %ld: expected a multiple of batch x seq-len x dp = "
+                     "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
+    t->accum = (int)(total / micro);
+    t->tokens_per_step = total;
+    t->phase_slot = xcalloc((size_t)2 * t->accum + 2, sizeof(int), "phase marks");
+    t->phase_host = xcalloc((size_t)2 * t->accum + 2, sizeof(double), "phase times");
+}
+
+static TransportOptions transport_options(const Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    return (TransportOptions){o->comm, o->rendezvous, o->rendezvous_id, o->rendezvous_timeout,
+                              o->comm_timeout};
+}
+
+// The transport (--comm) for this backend and launch, and this rank's GPU. Before any other
+// backend call: the device is chosen first.
+static void setup_transport(Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    const TransportOptions to = transport_options(t);
+    char err[ERR_LEN];
+    const char* c = transport_resolve(&to, gpt_backend_host_memory(), gpt_backend_name(),
+                                      t->mesh.world_size, err);
+    if (!c) config_error(t, "%s", err);
+    if (o->keep_kv && strcmp(o->attention, "2d") != 0)
+        config_error(t, "--keep-kv: only --attention 2d keeps gathered K/V, found --attention %s",
+                     o->attention);
+    t->transport = c;
+    if (gpt_backend_select_device(t->local_rank, t->local_size, strcmp(c, "mpi-staged") == 0,
+                                  &t->device, err) != 0)
+        fail_msg("%s", err);
+}
+
+// The transport, with the hang watchdog's limit (--comm-timeout).
+static Comm* create_comm(Trainer* t) {
+    const TransportOptions to = transport_options(t);
+    return transport_create(&t->mesh, t->cfg.L, t->transport, &to);
+}
+
+// The training and validation loaders (and rank 0's tokenizer): before the model, so that the
+// cross-rank check compares the files every rank resolved before anything large is allocated.
+static void open_data(Trainer* t) {
+    char err[ERR_LEN];
+    LoaderConfig lc = {.B = t->B, .T = t->T, .dp_rank = t->mesh.dp_index, .dp_size = t->mesh.dp,
+                       .shuffle = 1, .seed = (uint64_t)t->opt.seed, .vocab_size = t->cfg.V,
+                       .mode = LOADER_TRAIN};
+    if (!t->opt.eval_only) {   // evaluation alone reads no training data
+        t->train_loader = loader_open(t->opt.train_data, &lc, err, sizeof err);
+        if (!t->train_loader) fail_msg("--train-data %s", err);
+    }
+    if (t->opt.val_data && t->opt.val_data[0]) {
+        lc.mode = LOADER_VAL;
+        lc.shuffle = 0;
+        t->val_loader = loader_open(t->opt.val_data, &lc, err, sizeof err);
+        if (!t->val_loader) fail_msg("--val-data %s", err);
+        if (loader_batches_per_epoch(t->val_loader) < 1)
+            fail_msg("--val-data %s: expected at least one batch of %d x %d tokens per dp rank, "
+                     "found %lld windows", t->opt.val_data, t->B, t->T + 1,
+                     (long long)loader_windows_per_epoch(t->val_loader));
+    }
+    if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
+        if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
+            t->has_tokens = 1;
+        else
+            fprintf(stderr, "warning: --tokenizer %s; samples are printed as token ids\n", err);
+    }
+}
+
+// Every rank must run the same configuration (config_check.h); on a mismatch all stop, rank 0
+// naming the first differing item.
+static void check_config_across_ranks(Trainer* t) {
+    ConfigItems items = {0};
+    config_items_of_run(&items, &t->opt, &t->cfg, t->train_loader, t->val_loader);
+    char msg[2 * ERR_LEN];
+    const int differs = config_items_compare(t->comm, &t->mesh, &items, msg, sizeof msg);
+    config_items_free(&items);
+    if (differs) config_error(t, "configuration differs across ranks: %s", msg);
+}
+
+static void setup_attention(Trainer* t) {
+    const int NH = t->cfg.NH, HS = t->cfg.C / NH;
+    if (t->mesh.P == 1) {
+        t->attention = attention_local_create(t->B, t->T, NH, HS);
+    } else if (strcmp(t->opt.attention, "2d") == 0) {
+        t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, HS,
+                                          t->opt.keep_kv ? t->cfg.L : 0);
+    } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
+        t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
+    } else {
+        const char* name = t->opt.attention;
+        const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS
+                                  : strcmp(name, "zigzag") == 0 ? RING_ZIGZAG
+                                                                : RING_CYCLIC;
+        t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, HS);
+    }
+}
+
+static void setup_model_and_optimizer(Trainer* t) {
+    const int world = t->mesh.world_size;
+    const int zero = t->opt.zero;
+    gpt_create(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1);
+    // Every backend buffer first (the optimizer's included): a model that does not fit the device
+    // fails here, in seconds, not after the parameters have been initialised on the host.
+    t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
+    t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
+    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count);
+    char err[ERR_LEN];
+    t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
+    if (t->opt.init_from && t->opt.init_from[0]) {
+        if (model_file_load(t->opt.init_from, &t->cfg, t->host_params, err, sizeof err))
+            fail_msg("--init-from %s", err);
+    } else {
+        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
+    }
+    gpt_params_from_host(&t->model, t->host_params);
+    t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
+    t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
+    if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
+    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap)
+        t->buckets = grad_buckets_create(&t->cfg, (size_t)(t->opt.grad_bucket_mb * (1 << 20)),
+                                         comm_type_size(dist_real_comm_type()));
+    const TrainOptions* o = &t->opt;
+    t->sched = (LRSchedule){.lr = o->lr,
+                            .warmup_steps = o->warmup >= 0 ? o->warmup
+                                                           : (int)(o->warmup_frac * o->steps),
+                            .total_steps = o->steps,
+                            .final_frac = o->final_lr_frac};
+    t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
+    t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
+    spike_init(&t->spike, o->spike_zscore, o->spike_window);
+}
+
+// The token buffers of a micro-batch and this rank's positions in the attention layout.
+static void setup_batches(Trainer* t) {
+    const size_t full = (size_t)t->B * t->T, local = (size_t)t->B * t->Tl;
+    t->full_inputs = xmalloc(sizeof(int32_t) * full, "input tokens");
+    t->full_targets = xmalloc(sizeof(int32_t) * full, "target tokens");
+    t->inputs = xmalloc(sizeof(int32_t) * local, "local input tokens");
+    t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
+    t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
+    token_layout_positions(t->attention->positions, t->Tl, t->positions);
+}
+
+void setup_run(Trainer* t, int world_rank, int world_size) {
+    setup_model_config(t);
+    if (strcmp(t->opt.mesh, "auto") == 0) {
+        char err[ERR_LEN];
+        if (mesh_auto_choose(&t->opt, &t->cfg, world_size, t->rank == 0, err, sizeof err) != 0)
+            config_error(t, "%s", err);
+    }
+    setup_mesh(t, world_rank, world_size);
+    setup_transport(t);
+    t->comm = create_comm(t);
+    comm_set_overlap(t->comm, t->opt.overlap);
+    open_data(t);
+    check_config_across_ranks(t);
+    setup_attention(t);
+    setup_model_and_optimizer(t);
+    setup_timeline(t);
+    setup_batches(t);
+    setup_sampler(t);
+    train_options_json(&t->opt, t->config_json, sizeof t->config_json);
+    char err[ERR_LEN];
+    if (t->rank == 0 && checkpoint_make_dir(t->opt.out_dir, err, sizeof err) != 0)
+        fail_msg("--out-dir %s", err);
+    comm_barrier(t->comm, MESH_WORLD);
+}
+
+void shut_down(Trainer* t) {
+    params_ready(t);
+    run_log_close(&t->log);
+    loader_close(t->train_loader);
+    loader_close(t->val_loader);
+    if (t->sample_out) sampler_free(&t->sampler);
+    free(t->sample_prompt);
+    free(t->sample_out);
+    gpt_free(&t->model);
+    attention_layer_free(t->attention);
+    comm_destroy(t->comm);   // its trace first: it points into the timeline
+    timeline_destroy(t->timeline);
+    timeline_host_clock_destroy(t->host_clock);
+    if (t->has_tokens) token_table_free(&t->tokens);
+    optimizer_free(t->optimizer);
+    spike_free(&t->spike);
+    tensor_free(t->shard_scratch);
+    grad_buckets_free(t->buckets);
+    free(t->host_params); free(t->host_m); free(t->host_v);
+    free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
+    free(t->phase_slot); free(t->phase_host);
+}

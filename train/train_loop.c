@@ -1,0 +1,121 @@
+// The loop over optimizer steps: evaluation and samples at their intervals, the step, what is
+// done with a step not applied, progress, checkpoints, a stop agreed on by every rank; then the
+// end of the run. And a run that only evaluates a model.
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "train/trainer.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_stop_signal(int sig) { stop_requested = sig; }
+
+// SIGINT and SIGTERM finish the step, write a checkpoint and end the run.
+void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;   // a signal must not fail a read or write in progress
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+// --eval-only: the model is what --init-from or --resume loaded; a fresh initialisation is no
+// model.
+void eval_only(Trainer* t) {
+    if (t->step == 0 && !(t->opt.init_from && t->opt.init_from[0]))
+        config_error(t, "--eval-only: no model to evaluate: give --init-from FILE, or "
+                     "--resume with a complete checkpoint in --out-dir %s", t->opt.out_dir);
+    report_eval(t, evaluate(t));
+}
+
+void train_loop(Trainer* t) {
+    const double flops_per_token = 6.0 * t->model.num_params + 6.0 * t->cfg.L * t->cfg.C * t->T;
+    const int start = t->step;
+    double elapsed = 0;
+    int stop = 0;
+    int skips_in_a_row = 0;   // steps in a row not applied (not finite, or spikes)
+    RunTotals totals;
+    memset(&totals, 0, sizeof totals);
+    CounterTotals counter_totals;
+    memset(&counter_totals, 0, sizeof counter_totals);
+    while (t->step < t->opt.steps && !stop) {
+        // Evaluation and sampling at step k happen before step k+1 whether or not the run was
+        // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
+        if (t->val_loader && t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 &&
+            t->step > 0) {
+            report_eval(t, evaluate(t));
+        }
+        if (t->opt.sample_every > 0 && t->step % t->opt.sample_every == 0 && t->step > 0) sample(t);
+        const double t0 = seconds_now();
+        double norm;
+        const long long bytes0 = comm_count_bytes(t->comm);
+        StepCounters sc;
+        counters_begin(t, &sc);
+        timeline_step_begin(t->timeline, t->step + 1);
+        train_step(t, spike_limits(&t->spike, t->tokens_per_step));
+        counters_mark(&sc);
+        int applied;
+        const double loss = finish_step(t, &norm, &applied);
+        // Not applied (the device dropped the update): not finite, go on (skip) or stop; else a
+        // spike. Applied steps feed the spike detector's window.
+        const int finite = isfinite(loss) && isfinite(norm);
+        skips_in_a_row = applied ? 0 : skips_in_a_row + 1;
+        if (!finite) nonfinite_step(t, t->step + 1, loss, norm, skips_in_a_row);
+        else if (!applied) spike_step(t, t->step + 1, loss, norm, skips_in_a_row);
+        else spike_accept(&t->spike, loss, norm);
+        comm_close_spans(t->comm);
+        const TimelineStep ts = timeline_step_end(t->timeline);
+        counters_end(t, &sc, &counter_totals, t->step - start == 0);
+        const StepPhases ph = step_phases(t);
+        t->step_comm_bytes += comm_count_bytes(t->comm) - bytes0;
+        const double dt = seconds_now() - t0;
+        const double lr = lr_at_step(&t->sched, t->step);
+        t->step++;
+        elapsed += dt;
+        if (t->step - start == 1) {
+            note_memory(&totals);
+        } else {
+            totals.steps++;
+            totals.seconds += dt;
+            totals.phases += ph.measured;
+            totals.sum.forward += ph.forward;
+            totals.sum.backward += ph.backward;
+            totals.sum.optimizer += ph.optimizer;
+        }
+        const double tps = t->tokens_per_step / dt;
+        char mfu_text[32];
+        const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
+        if (applied) {
+            const StepRecord record = {loss, lr, norm, dt, tps, mfu,
+                                       elapsed / (t->step - start) * (t->opt.steps - t->step),
+                                       mfu_text, ts, ph, &sc};
+            report_step(t, &record);
+        }
+        // Every rank stops at the same step: agree on any rank's signal.
+        const int local_stop = stop_requested != 0 ||
+                               (t->opt.exit_after > 0 && t->step - start >= t->opt.exit_after);
+        stop = all_reduce_scalar(t, local_stop) > 0;
+        const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
+        if ((ck_due || stop) && t->step < t->opt.steps) save_checkpoint(t);
+    }
+    note_memory(&totals);
+    print_summary(t, &totals, flops_per_token);
+    print_skipped(t);
+    print_counters(t, &counter_totals);
+    report_timeline(t);
+    write_trace(t);
+    // A stop request during the last step is no early stop: the run ends as usual.
+    const int early = stop && t->step < t->opt.steps;
+    if (early && t->rank == 0)
+        printf("stopping early at step %d (%s)\n", t->step,
+               t->opt.no_save ? "no checkpoint: --no-save" : "checkpoint written");
+    if (!early) {
+        if (t->val_loader) {
+            report_eval(t, evaluate(t));
+        }
+        sample(t);
+        save_checkpoint(t);
+    }
+}

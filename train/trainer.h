@@ -1,0 +1,198 @@
+// The trainer program's state and the parts of a run, one file each (train/train.c is the
+// outline): run_end.c (ending on an error all ranks agree on), run_setup.c (launch, configuration,
+// mesh, transport, data, model, optimizer; teardown),
+// train_step.c (one optimizer step and the policies for steps not applied), train_loop.c (the
+// loop over steps, evaluation-only runs), checkpoint_resume.c (checkpoints and resume) and
+// run_report.c (configuration, log, evaluation, samples, progress, summary, counters, timeline).
+// Internal to train/: nothing below train/ includes it.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "attention/dist_attention.h"
+#include "comm/comm.h"
+#include "comm/fail.h"
+#include "comm/timeline.h"
+#include "data/loader.h"
+#include "data/tokenizer_file.h"
+#include "model/backend.h"
+#include "model/gpt.h"
+#include "model/layers.h"
+#include "model/optimizer.h"
+#include "train/grad_buckets.h"
+#include "train/options.h"
+#include "train/run_log.h"
+#include "train/sampler.h"
+#include "train/spike.h"
+
+typedef struct {
+    TrainOptions opt;
+    Mesh mesh;
+    Comm* comm;
+    const char* transport;     // the resolved --comm
+    int use_mpi;               // MPI runs (every --rendezvous but file: and tcp:)
+    int local_rank, local_size;   // on this node (local_size -1: unknown)
+    int device;                // the GPU this rank drives (-1: CPU)
+    int rank;                  // world rank; rank 0 logs, samples and writes model files
+    GPTConfig cfg;
+    int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
+    long tokens_per_step;      // global tokens per optimizer step
+    AttentionLayer* attention;
+    GPT model;
+    Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
+    real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard, backend memory
+    GradBuckets* buckets;      // gradient all-reduce during backward (NULL: after it)
+    CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
+    Timeline* timeline;        // per-step spans (NULL: --timeline 0)
+    TimelineHostClock* host_clock;   // its clock on the CPU
+    long long step_comm_bytes; // bytes the comm counted inside steps (what the trace shows)
+    float* host_params;        // (num_params) host copy for init, model files and checkpoints
+    float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
+    size_t shard_begin, shard_count;
+    DataLoader* train_loader;
+    DataLoader* val_loader;    // NULL: no evaluation
+    int32_t *full_inputs, *full_targets;   // (B, T) windows as read
+    int32_t *inputs, *targets;             // (B, Tl) this rank's tokens
+    long* positions;                       // (Tl) their positions in the sequence
+    LRSchedule sched;
+    AdamWConfig adam;
+    int step;                  // optimizer steps completed
+    uint64_t sample_rng;
+    RunLog log;
+    TokenTable tokens;
+    int has_tokens;
+    Sampler sampler;           // rank 0, when sampling: a forward-only model sharing the weights
+    int *sample_prompt, *sample_out, sample_prompt_len;
+    double peak_flops;         // per rank
+    char peak_source[224];     // where peak_flops comes from
+    BackendDevice device_info;
+    char config_json[4096];
+    SpikeDetector spike;       // --spike-zscore: bounds for the coming step from the last steps
+    int skipped_spike, skipped_nonfinite;   // steps of this run not applied
+    int* phase_slot;           // (2 accum + 2) timeline slots of a step's phase boundaries
+    double* phase_host;        // (2 accum + 2) their host-clock times (no timeline)
+} Trainer;
+
+static inline double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Seconds a step spent in each phase, from marks at the phase boundaries (phase_mark): on the
+// timeline's compute track when there is a timeline (on CUDA an event on the compute stream, so
+// a phase is the time the DEVICE took from one boundary to the next, idle gaps included; on the
+// CPU the host clock), else the host clock where the backend is synchronous (CPU). A device
+// backend without a timeline has no phases: its host clock would time only the issue of the
+// work. forward: from the step's start (or the previous micro-batch's backward) to the end of
+// the forward, data loading included; backward: to the end of the backward (the classifier's
+// one pass included); optimizer: gradient reduction, norm, clip factor, AdamW and the ZeRO-1
+// all-gather's start. They add up to the step's work on the compute stream, which ends before
+// the step's read returns (the step's "ms", host wall time, includes that read).
+typedef struct {
+    int measured;
+    double forward, backward, optimizer;
+} StepPhases;
+
+// Throughput over the steps this run timed, the first excluded (it pays for one-time work: cuBLASLt
+// plans, scratch that grows, caches); memory in use after the first step and at the end.
+typedef struct {
+    int steps;
+    double seconds;
+    int phases;       // steps whose phases were measured (all or none)
+    StepPhases sum;
+    size_t memory_used, memory_total;
+} RunTotals;
+
+// What a step asked of the device, where the backend counts it (gpt_backend_counters: the CUDA
+// backend on the host runtime). Snapshots at the step's start, when train_step returns (all of
+// the step's work issued, its results not yet read) and after the end-of-step read (the loss and
+// norm reach the host, the timeline resolves its marks).
+//   launches            kernels and GEMMs issued by the step
+//   launches_per_layer  the launches of the layer loops of forward and backward (attention
+//                       included: GPT.layer_launches), divided by the number of layers: all of the
+//                       step's launches minus the embedding, head, loss, gradient-reduction, norm
+//                       and optimizer ones, per layer (summed over the micro-batches)
+//   d2h                 device-to-host copies of the whole step, its end included
+//   syncs_in_step       host synchronisations while the step's work is issued (the target: 0)
+//   syncs_end           host synchronisations of the end-of-step read
+typedef struct {
+    int counted;
+    BackendCounters c0, c1;
+    long long layer0;
+    long long launches, d2h, syncs_in_step, syncs_end;
+    double launches_per_layer;
+} StepCounters;
+
+// Over the run's steps: the first (one-time allocations and plans) apart from the others.
+typedef struct {
+    int steps;                     // counted steps after the first
+    StepCounters first;
+    long long launches, d2h;       // sums over the steps after the first
+    double launches_per_layer;
+    long long max_syncs_in_step, max_syncs_end, max_d2h;
+    int have_first;
+} CounterTotals;
+
+// What report_step prints and logs of a step that was applied.
+typedef struct {
+    double loss, lr, grad_norm, seconds, tokens_per_s, mfu, eta_s;
+    const char* mfu_text;
+    TimelineStep timeline;
+    StepPhases phases;
+    const StepCounters* counters;
+} StepRecord;
+
+// --- run_end.c -----------------------------------------------------------------------------------
+void end_launch(void);
+// Every rank computes the same verdict from the same options; rank 0 says it, all exit 2.
+void config_error(const Trainer* t, const char* fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+// --- run_setup.c ---------------------------------------------------------------------------------
+// Where this process sits in the job, and the options: 0 to go on, > 0 for --help, < 0 for bad
+// options (already reported).
+int launch_run(Trainer* t, int* argc, char*** argv, int* world_rank, int* world_size);
+void setup_run(Trainer* t, int world_rank, int world_size);
+void shut_down(Trainer* t);
+
+// --- train_step.c --------------------------------------------------------------------------------
+void next_batch(Trainer* t, DataLoader* loader);
+double all_reduce_scalar(Trainer* t, double x);
+void params_ready(Trainer* t);
+void train_step(Trainer* t, StepLimits limits);
+double finish_step(Trainer* t, double* grad_norm, int* applied);
+StepPhases step_phases(const Trainer* t);
+int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row);
+void spike_step(Trainer* t, int step, double loss, double norm, int in_a_row);
+
+// --- checkpoint_resume.c -------------------------------------------------------------------------
+void save_checkpoint(Trainer* t);
+void resume(Trainer* t);
+
+// --- train_loop.c --------------------------------------------------------------------------------
+void catch_stop_signals(void);
+void eval_only(Trainer* t);
+void train_loop(Trainer* t);
+
+// --- run_report.c --------------------------------------------------------------------------------
+void print_config(Trainer* t);
+void open_log(Trainer* t);
+double evaluate(Trainer* t);
+void report_eval(Trainer* t, double val);
+int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen);
+void setup_sampler(Trainer* t);
+void sample(Trainer* t);
+double mfu_of(const Trainer* t, double tokens_per_s, double flops_per_token, char* text, size_t len);
+void report_step(Trainer* t, const StepRecord* r);
+void note_memory(RunTotals* r);
+void print_summary(Trainer* t, const RunTotals* r, double flops_per_token);
+void print_skipped(Trainer* t);
+void counters_begin(const Trainer* t, StepCounters* sc);
+void counters_mark(StepCounters* sc);
+void counters_end(const Trainer* t, StepCounters* sc, CounterTotals* tot, int first);
+void print_counters(Trainer* t, const CounterTotals* c);
+void setup_timeline(Trainer* t);
+void write_trace(Trainer* t);
+void report_timeline(Trainer* t);
