@@ -195,13 +195,23 @@ static int read_section(FILE* f, void* dst, size_t bytes, Checksum* ck) {
     return 0;
 }
 
-// 1 (with err set) when one of the n floats of section `what` is not finite.
-static int first_nonfinite(const char* path, const char* what, const float* x, uint64_t n,
-                           char* err, size_t errlen) {
+// Values no training produces: parameters and moments beyond this magnitude (a finite fp32 goes
+// to 3.4e38; the first step's clipped updates and AdamW's bounded steps keep real values far
+// below), and a negative second moment (a mean of squares).
+#define STATE_MAX_MAGNITUDE 1e30
+
+// 1 (with err set) when one of the n floats of section `what` is not finite, is beyond
+// STATE_MAX_MAGNITUDE, or (nonnegative) is below 0.
+static int first_unusable(const char* path, const char* what, const float* x, uint64_t n,
+                          int nonnegative, char* err, size_t errlen) {
     for (uint64_t i = 0; i < n; i++) {
-        if (isfinite(x[i])) continue;
-        snprintf(err, errlen, "%s: %s: element %llu is %g, expected finite values (saved by a "
-                 "run that diverged?)", path, what, (unsigned long long)i, (double)x[i]);
+        const char* why = !isfinite(x[i])                       ? "expected finite values"
+                          : fabsf(x[i]) > STATE_MAX_MAGNITUDE   ? "expected magnitudes up to 1e30"
+                          : nonnegative && x[i] < 0             ? "expected a second moment >= 0"
+                                                                : NULL;
+        if (!why) continue;
+        snprintf(err, errlen, "%s: %s: element %llu is %g, %s (saved by a run that diverged, or "
+                 "written by something else?)", path, what, (unsigned long long)i, (double)x[i], why);
         return 1;
     }
     return 0;
@@ -273,11 +283,12 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
                  path, (unsigned long long)stored, (unsigned long long)actual);
         goto out;
     }
-    // A sound file may still hold a NaN or infinity written by a run that diverged: training
-    // on from it would only log non-finite losses (the model file reader refuses them too).
-    if (params && first_nonfinite(path, "params", params, info->num_params, err, errlen)) goto out;
-    if (m && first_nonfinite(path, "adam m", m, info->shard_count, err, errlen)) goto out;
-    if (v && first_nonfinite(path, "adam v", v, info->shard_count, err, errlen)) goto out;
+    // A sound file may still hold a NaN or infinity written by a run that diverged, or values no
+    // training produces: training on from it would only log non-finite losses (the model file
+    // reader refuses non-finite values too). Unusable: resume falls back to an older checkpoint.
+    if (params && first_unusable(path, "params", params, info->num_params, 0, err, errlen)) goto out;
+    if (m && first_unusable(path, "adam m", m, info->shard_count, 0, err, errlen)) goto out;
+    if (v && first_unusable(path, "adam v", v, info->shard_count, 1, err, errlen)) goto out;
     rc = 0;
 out:
     fclose(f);

@@ -166,10 +166,10 @@ DataLoader* loader_open_files(const char* const* paths, int nfiles, const Loader
         loader_close(L);
         return NULL;
     }
-    if (L->cfg.mode == LOADER_VAL && loader_batches_per_epoch(L) == 0) {
+    if (L->cfg.mode == LOADER_VAL && loader_global_batches(L) == 0) {
         set_err(err, errlen, "loader: validation shards (%d files, first %s): expected at least "
-                "B x dp_size = %lld windows of T = %d, found %lld", nfiles, paths[0],
-                (long long)cfg->B * cfg->dp_size, cfg->T, (long long)L->total);
+                "one micro-batch of B = %d windows of T = %d, found %lld windows", nfiles, paths[0],
+                cfg->B, cfg->T, (long long)L->total);
         loader_close(L);
         return NULL;
     }
@@ -308,8 +308,8 @@ static int fetch_window(DataLoader* L, int64_t p, int32_t* in, int32_t* tgt, cha
 }
 
 int loader_next(DataLoader* L, int32_t* inputs, int32_t* targets, char* err, size_t errlen) {
-    if (L->cfg.mode == LOADER_VAL && L->n >= loader_batches_per_epoch(L)) return 1;
     int64_t g = L->n * L->cfg.dp_size + L->cfg.dp_rank;
+    if (L->cfg.mode == LOADER_VAL && g >= loader_global_batches(L)) return 1;
     int B = L->cfg.B, T = L->cfg.T;
     for (int b = 0; b < B; b++)
         if (fetch_window(L, g * B + b, inputs + (size_t)b * T, targets + (size_t)b * T, err,
@@ -322,6 +322,8 @@ int loader_next(DataLoader* L, int32_t* inputs, int32_t* targets, char* err, siz
 void loader_reset(DataLoader* L) { L->n = 0; }
 
 int64_t loader_windows_per_epoch(const DataLoader* L) { return L->total; }
+
+int64_t loader_global_batches(const DataLoader* L) { return L->total / L->cfg.B; }
 
 int64_t loader_batches_per_epoch(const DataLoader* L) {
     return L->total / L->cfg.B / L->cfg.dp_size;

@@ -17,9 +17,11 @@
 // exactly the tokens 4 dp ranks see in one step. Every rank reads the same file sequence; only the
 // batches it keeps depend on dp_rank.
 //
-// Validation mode: always unshuffled, one pass over epoch 0. Each rank gets
-// loader_batches_per_epoch() batches (the same count on every rank), then loader_next returns 1;
-// loader_reset starts the same pass again, so evaluating over n batches is deterministic.
+// Validation mode: always unshuffled, one pass over epoch 0 of loader_global_batches() micro-batches
+// (windows / B). Rank d gets the pass's global batches n*dp_size + d, as in training, up to its end
+// (the first pass % dp_size ranks get one more), then loader_next returns 1; loader_reset starts the
+// same pass again. So the first N global batches, split over any dp size, are the same windows:
+// the same validation loss on every mesh.
 //
 // Shards are memory-mapped lazily, at most two at a time (the tokens are checked against the
 // vocabulary size when a shard is mapped); every file's header and size are checked at open.
@@ -71,9 +73,11 @@ int loader_next(DataLoader* loader, int32_t* inputs, int32_t* targets, char* err
 // Back to the first batch of epoch 0 (the state after open).
 void loader_reset(DataLoader* loader);
 
-// Windows in one epoch (all files), and the number of micro-batches each rank gets from one
-// epoch: windows / B / dp_size, rounded down (the validation pass length).
+// Windows in one epoch (all files); the micro-batches of one epoch over all ranks (windows / B,
+// rounded down: the validation pass); and those every rank gets from one epoch (windows / B /
+// dp_size, rounded down).
 int64_t loader_windows_per_epoch(const DataLoader* loader);
+int64_t loader_global_batches(const DataLoader* loader);
 int64_t loader_batches_per_epoch(const DataLoader* loader);
 int loader_num_files(const DataLoader* loader);
 // The path of file i (0 <= i < loader_num_files), as the pattern resolved it.

@@ -14,6 +14,9 @@
 #   tests/test_dist_train.sh stall     SIGSTOP of one rank: with --comm-timeout 3 the others end
 #                                      the job within 30 s, naming rank, operation, group and
 #                                      layer (nccl: and aborting their communicators)
+#   tests/test_dist_train.sh eval-mesh --eval-only of one model file on dp 1, 2, 3, 4, 2x2 and
+#                                      dp 2 x (2x2): the same validation loss within 1e-6, for
+#                                      --eval-batches dividing dp or not and beyond the pass
 #   tests/test_dist_train.sh straggle  a rank stopped for 2 s under --comm-timeout 20: the job
 #                                      completes with the undisturbed run's losses, bit for bit
 #   tests/test_dist_train.sh mesh      a mesh that does not fit the world, or a sequence length
@@ -45,11 +48,12 @@
 # under test, REF_TRAIN the one that runs the single-process reference (default TRAIN; the CPU
 # trainer for the CUDA ones), TEST_ARGS go to every run of TRAIN (e.g. --comm mpi-staged), TOL and
 # NORM_TOL bound the relative differences (the norms over the first NORM_STEPS steps, default all),
+# EVAL_TOL the validation losses of eval-mesh,
 # WORK names the work directory.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|stall|straggle|mesh|schedules MESH}
+part=${1:?usage: tests/test_dist_train.sh curves|resume|refuse|kill|stall|eval-mesh|straggle|mesh|schedules MESH}
 TRAIN=${TRAIN:-$BUILD/train_gpt}
 REF_TRAIN=${REF_TRAIN:-$TRAIN}
 read -r -a test_args <<< "${TEST_ARGS:-}"
@@ -59,6 +63,7 @@ TOL=${TOL:-1e-5}
 # near-zero gradient elements into parameter differences of up to ~lr, and the norm (unlike the
 # mean loss) shows them: up to 1.2e-5 measured. A wrong reduction or shard is off by O(1).
 NORM_TOL=${NORM_TOL:-1e-4}
+EVAL_TOL=${EVAL_TOL:-1e-6}
 NORM_STEPS=${NORM_STEPS:-1000000}
 work=$BUILD/tests/dist_train/${WORK:-$part}
 rm -rf "$work"
@@ -251,12 +256,13 @@ case "$part" in
 curves)
   make_shards
   # 384 tokens per step: 6 micro-batches on one process, 3 per rank on dp 2, 2 on dp 3. The
-  # validation pass reads the same 6 global micro-batches everywhere (--eval-batches counts
-  # each dp rank's; the shard has 9), at steps 10 and 20; a sample of 8 tokens at the end.
+  # validation pass reads the same 6 global micro-batches everywhere (--eval-batches counts them
+  # all, the dp ranks split them; the shard has 9), at steps 10 and 20; a sample of 8 tokens at the
+  # end.
   common+=(--total-batch-tokens 384 --val-data "$work/val_*.bin" --eval-every 10
            --sample-length 8)
   dp1=(--eval-batches 6)
-  dp2=(--eval-batches 3)
+  dp2=(--eval-batches 6)
   train ref 1 "${dp1[@]}" || exit 1
   train m1x2 2 "${dp1[@]}" --pkv 2
   train m2x2-zero 4 "${dp1[@]}" --pq 2 --pkv 2 --zero 1
@@ -267,7 +273,7 @@ curves)
   train striped-4x1 4 "${dp1[@]}" --pq 4 --attention striped --zero 1
   train zigzag-2x2 4 "${dp1[@]}" --pq 2 --pkv 2 --attention zigzag
   # 6 ranks: 42880 parameters pad to 42882 for 6 ZeRO-1 shards.
-  train dp3-1x2-zero 6 --eval-batches 2 --dp 3 --pkv 2 --zero 1
+  train dp3-1x2-zero 6 --eval-batches 6 --dp 3 --pkv 2 --zero 1
   for n in m1x2 m2x2-zero dp2-1x2 dp2-2x2-zero m2x4 ring-1x4 striped-4x1 zigzag-2x2 dp3-1x2-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
@@ -348,6 +354,49 @@ stall)
       fail "stall: no rank reports its NCCL communicators aborted"
   fi
   check_ranks_gone stall
+  ;;
+eval-mesh)
+  # --eval-batches N counts micro-batches of the whole validation pass: one model file evaluated
+  # (--eval-only) on dp 1, 2, 3, 4, 2x2 and dp 2 x (2x2) gives one validation loss within fp32
+  # summation order (EVAL_TOL, default 1e-6; the reference is REF_TRAIN in one process), for N
+  # dividing dp or not (5 of the shard's 9) and beyond the pass (40: all 9); in-training evaluation
+  # is the same function (the curves part compares its records).
+  within() { awk -v a="$1" -v b="$2" -v t="$EVAL_TOL" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * b) }'; }
+  make_shards
+  train model 1 --total-batch-tokens 64 --steps 4 --val-data "$work/val_*.bin" --eval-every 4 \
+    --eval-batches 5 || exit 1
+  in_training=$(sed -n 's/.*"type":"eval","step":4,"val_loss":\([0-9.e+-]*\).*/\1/p' "$work/model/log.jsonl")
+  args=(--init-from "$work/model/model_00000004.bin" --val-data "$work/val_*.bin" --tokenizer ""
+        --batch 2 --seq-len 32 --eval-only --quiet)
+  for n in 5 40; do
+    ref=""
+    for mesh in "1:" "1:" "2:--dp 2" "3:--dp 3" "4:--dp 4" "4:--pq 2 --pkv 2" "8:--dp 2 --pq 2 --pkv 2"; do
+      np=${mesh%%:*}; read -r -a margs <<< "${mesh#*:}"; label=${mesh#*:}; label=${label:-one process}
+      name="eval-$n-$np${margs[*]// /}-${ref:+test}"; name=${name//--/_}
+      # The reference: REF_TRAIN in one process; then TRAIN (with TEST_ARGS) on every mesh.
+      prog=$TRAIN; extra=("${test_args[@]}"); [ -z "$ref" ] && prog=$REF_TRAIN extra=()
+      if ! timeout 300 bash tests/mpirun.sh "$np" "$prog" "${args[@]}" "${extra[@]}" "${margs[@]}" \
+          --eval-batches "$n" --out-dir "$work/$name" > "$work/$name.out" 2>&1; then
+        fail "$name: --eval-only failed:"; tail -n 5 "$work/$name.out"; continue
+      fi
+      val=$(sed -n 's/.*"type":"eval".*"val_loss":\([0-9.e+-]*\).*/\1/p' "$work/$name/log.jsonl")
+      if [ -z "$ref" ]; then
+        ref=$val; echo "  --eval-batches $n, one process: val loss $val"
+        # Evaluation during training is the same function on the same batches.
+        if [ "$n" = 5 ]; then
+          [ -n "$in_training" ] && within "$in_training" "$val" &&
+            echo "ok   the same model evaluated in training (step 4, --eval-batches 5): $in_training" ||
+            fail "in-training evaluation at step 4 gave '$in_training', --eval-only $val"
+        fi
+        continue
+      fi
+      if within "$val" "$ref"; then
+        echo "ok   --eval-batches $n on $label: val loss $val (reference: $ref)"
+      else
+        fail "--eval-batches $n on $label (np $np): val loss $val, reference $ref"
+      fi
+    done
+  done
   ;;
 straggle)
   # A rank stopped for 2 s (below --comm-timeout 20) only slows the job: same losses as an

@@ -313,8 +313,9 @@ static void test_val(void) {
     LoaderConfig c = config(B, 0, 1, 1, 5);
     c.mode = LOADER_VAL;  // shuffle = 1 is ignored
     DataLoader* L = open_or_die(&c);
-    int64_t nb = loader_batches_per_epoch(L);
-    EXPECT(nb == NWIN / B, "batches per pass %lld == %d windows / B", (long long)nb, NWIN);
+    int64_t nb = loader_global_batches(L);
+    EXPECT(nb == NWIN / B && loader_batches_per_epoch(L) == nb,
+           "batches per pass %lld == %d windows / B", (long long)nb, NWIN);
     int a[NWIN], b[NWIN];
     int ok = read_ids(L, B, (int)nb, a) == 0;
     int32_t in[B * T_], tgt[B * T_];
@@ -329,23 +330,28 @@ static void test_val(void) {
     EXPECT(ok && memcmp(a, b, (size_t)nb * B * sizeof(int)) == 0,
            "after loader_reset the same batches again");
     loader_close(L);
-    // Two dp ranks split the pass: rank d gets global batches 2n + d, both the same count.
-    int r[2][NWIN];
-    int64_t per[2];
-    for (int d = 0; d < 2; d++) {
-        c.dp_rank = d, c.dp_size = 2;
-        L = open_or_die(&c);
-        per[d] = loader_batches_per_epoch(L);
-        ok = ok && read_ids(L, B, (int)per[d], r[d]) == 0 &&
-             loader_next(L, in, tgt, err, sizeof err) == 1;
-        loader_close(L);
+    // dp ranks split the pass as training does: rank d gets global batches n*dp + d, up to the
+    // pass's end, so the first pass % dp ranks get one more (8 batches: 4+4 on 2 ranks, 3+3+2 on 3).
+    for (int dp = 2; dp <= 3; dp++) {
+        int r[3][NWIN];
+        int64_t got[3];
+        int split = ok;
+        for (int d = 0; d < dp; d++) {
+            c.dp_rank = d, c.dp_size = dp;
+            L = open_or_die(&c);
+            got[d] = nb / dp + (d < nb % dp);
+            split = split && loader_global_batches(L) == nb &&
+                    read_ids(L, B, (int)got[d], r[d]) == 0 &&
+                    loader_next(L, in, tgt, err, sizeof err) == 1;
+            loader_close(L);
+        }
+        for (int d = 0; split && d < dp; d++)
+            for (int n = 0; split && n < got[d]; n++)
+                split = memcmp(r[d] + n * B, a + (n * dp + d) * B, B * sizeof(int)) == 0;
+        EXPECT(split, "%d dp ranks: %lld, %lld%s batches, then the end; rank d's batch n == "
+               "global batch n*%d + d", dp, (long long)got[0], (long long)got[1],
+               dp == 3 ? " and 2" : "", dp);
     }
-    int split = ok && per[0] == NWIN / B / 2 && per[1] == per[0];
-    for (int n = 0; split && n < per[0]; n++)
-        for (int d = 0; d < 2; d++)
-            split = split && memcmp(r[d] + n * B, a + (2 * n + d) * B, B * sizeof(int)) == 0;
-    EXPECT(split, "2 dp ranks: %lld batches each, rank d's batch n == global batch 2n + d",
-           (long long)per[0]);
 }
 
 // Opens with the given file list and checks the error message has both fragments.
@@ -391,8 +397,15 @@ static void test_errors(void) {
     bad = c, bad.T = 0;
     expect_open_error("T = 0", paths, NF, &bad, "T: expected >= 1", "found 0");
     bad = c, bad.mode = LOADER_VAL, bad.B = 20, bad.dp_size = 2;
-    expect_open_error("validation set smaller than one batch per rank", paths, NF, &bad,
-                      "expected at least B x dp_size = 40 windows", "found 25");
+    bad.dp_rank = 1;  // one micro-batch of 20 windows, for rank 0: rank 1 opens, gets none
+    DataLoader* V = loader_open_files(paths, NF, &bad, err, sizeof err);
+    int32_t vin[20 * T_], vtgt[20 * T_];
+    EXPECT(V && loader_global_batches(V) == 1 && loader_next(V, vin, vtgt, err, sizeof err) == 1,
+           "validation pass of one micro-batch on 2 dp ranks: rank 1 opens and gets none");
+    loader_close(V);
+    bad.B = 30;
+    expect_open_error("validation set smaller than one micro-batch", paths, NF, &bad,
+                      "expected at least one micro-batch of B = 30", "found 25 windows");
 
     snprintf(pattern, sizeof pattern, "%s/nothing_*.bin", tmpdir);
     err[0] = '\0';

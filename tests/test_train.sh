@@ -151,6 +151,23 @@ p, o = sys.argv[1], int(sys.argv[2])
 b = bytearray(open(p, "rb").read()); b[o] ^= 0x10; open(p, "wb").write(b)' "$1" "$2"
 }
 header_int() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }   # FILE INDEX
+# FILE OFFSET VALUE: writes the float32 VALUE at OFFSET of a training state file and recomputes
+# its checksum (header int 50, u64; the 64-bit word hash of checkpoints/train_state.c over the file
+# with that field zero), so the forged file passes the checksum and only its values are wrong.
+forge_state_float() {
+  "$PY" -c 'import struct, sys
+p, o, x = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+b = bytearray(open(p, "rb").read())
+b[o:o + 4] = struct.pack("<f", x)
+b[200:208] = bytes(8)
+h, mask = 0xcbf29ce484222325, (1 << 64) - 1
+padded = bytes(b) + bytes(-len(b) % 8)
+for (w,) in struct.iter_unpack("<Q", padded):
+    h = ((h ^ w) * 0x100000001b3) & mask
+    h ^= h >> 29
+b[200:208] = struct.pack("<Q", h)
+open(p, "wb").write(b)' "$1" "$2" "$3"
+}
 
 t_corrupt() {
   make_data
@@ -170,7 +187,8 @@ t_corrupt() {
   local cases=(flip:0 flip:8 flip:200 flip:700 flip:$((1024 + 5)) flip:$((body + 400 + 1))
                flip:$((m - 2)) flip:$((m + 4 * 77)) flip:$((v + 3)) flip:$((size - 1))
                trunc:0 trunc:600 trunc:1024 trunc:$((body + 2 * np)) trunc:$((size - 1))
-               append missing garbage)
+               append missing garbage
+               forge:$((body + 4 * 33)):1e31 forge:$((m + 4 * 5)):-2e30 forge:$((v + 4 * 77)):-1e-9)
   local c
   for c in "${cases[@]}"; do
     local d=$W/c_${c/:/_}
@@ -181,6 +199,7 @@ t_corrupt() {
       append) printf 'x' >> "$d/$st" ;;
       missing) rm "$d/$st" ;;
       garbage) echo "not a training state" > "$d/$st" ;;
+      forge:*) local at=${c#forge:}; forge_state_float "$d/$st" "${at%%:*}" "${at#*:}" ;;
     esac
     train "r_${c/:/_}" "${TINY[@]}" "${ck[@]}" --out-dir "$d" --resume --log "$d/resume.jsonl"
     local r=r_${c/:/_}

@@ -99,7 +99,8 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
     float *p = malloc(4 * np), *m = malloc(4 * (nc + 1)), *v = malloc(4 * (nc + 1));
     float *p2 = malloc(4 * np), *m2 = malloc(4 * (nc + 1)), *v2 = malloc(4 * (nc + 1));
     for (size_t i = 0; i < np; i++) p[i] = rand_float();
-    for (size_t i = 0; i < nc; i++) m[i] = rand_float(), v[i] = rand_float() * rand_float();
+    // m any sign, v a second moment (>= 0)
+    for (size_t i = 0; i < nc; i++) m[i] = rand_float(), v[i] = fabsf(rand_float() * rand_float());
     char err[ERR_LEN] = "";
     int rc = train_state_save(path, info, p, m, v, err, sizeof err);
     EXPECT(rc == 0, "state %s: save %s", what, err);
@@ -223,23 +224,37 @@ static void test_state(void) {
                "state: B=%d T=%d accumulation %d (context 8) rejected as: %s", odd.B, odd.T,
                odd.accum_steps, err);
     }
-    // A NaN or infinity under a valid checksum (a diverged run's state): refused by the loader.
+    // Values no training produces, under a valid checksum: a NaN or infinity (a diverged run's
+    // state), beyond 1e30 in magnitude, a negative second moment; refused by the loader (resume
+    // takes them as unusable). Large but plausible values load.
     const char* const sections[] = {"params", "adam m", "adam v"};
-    for (int sec = 0; sec < 3; sec++) {
+    const char* const finite = "expected finite values", * const big = "expected magnitudes up "
+        "to 1e30", * const negative = "expected a second moment >= 0";
+    struct { int sec; float value; const char* why; } forged[] = {
+        {0, NAN, finite}, {1, NAN, finite}, {2, INFINITY, finite}, {0, 1e31f, big},
+        {0, -3e38f, big}, {1, -2e30f, big}, {2, 1e31f, big}, {2, -1e-12f, negative},
+        {2, -1.0f, negative}, {-1, 0, NULL}};  // the last: none forged
+    for (size_t k = 0; k < sizeof forged / sizeof *forged; k++) {
         TrainStateInfo info = sample_info(37, 0, 37);
         float p[37] = {0}, m[37] = {0}, v[37] = {0};
-        float* bad = sec == 0 ? p : sec == 1 ? m : v;
-        bad[5] = sec == 2 ? INFINITY : NAN;
-        path_in_tmp(copy, sizeof copy, "state_nonfinite.bin");
+        p[3] = 9e29f, m[3] = -9e29f, v[3] = 9e29f;  // plausible bounds: accepted
+        const int sec = forged[k].sec;
+        if (sec >= 0) (sec == 0 ? p : sec == 1 ? m : v)[7] = forged[k].value;
+        path_in_tmp(copy, sizeof copy, "state_forged.bin");
         err[0] = 0;
         EXPECT(train_state_save(copy, &info, p, m, v, err, sizeof err) == 0, "state: save %s", err);
         float p2[37], m2[37], v2[37];
         TrainStateInfo got;
         const int rc = train_state_load(copy, &got, p2, m2, v2, err, sizeof err);
-        char want[64];
-        snprintf(want, sizeof want, "%s: element 5 is", sections[sec]);
-        EXPECT(rc != 0 && strstr(err, want) && strstr(err, copy),
-               "state: a non-finite value in %s under a valid checksum is refused: %s",
+        if (sec < 0) {
+            EXPECT(rc == 0 && p2[3] == 9e29f && v2[3] == 9e29f && m2[3] == -9e29f,
+                   "state: magnitudes up to 1e30 and a zero second moment load: %s", err);
+            continue;
+        }
+        char want[96];
+        snprintf(want, sizeof want, "%s: element 7 is", sections[sec]);
+        EXPECT(rc != 0 && strstr(err, want) && strstr(err, forged[k].why) && strstr(err, copy),
+               "state: %g in %s under a valid checksum is refused: %s", (double)forged[k].value,
                sections[sec], err);
     }
     free(longer);

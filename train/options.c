@@ -50,7 +50,7 @@ static const OptSpec specs[] = {
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
     {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},
     {"eval-every", OPT_INT, F(eval_every), 0, 1e9, NULL, "validation loss every k steps (0 = only at the end)"},
-    {"eval-batches", OPT_INT, F(eval_batches), 1, 1e9, NULL, "validation micro-batches per evaluation"},
+    {"eval-batches", OPT_INT, F(eval_batches), 1, 1e9, NULL, "validation micro-batches per evaluation, in all: the first N of the validation set (all of it if shorter), the same on every mesh; the dp ranks split them, the first N mod dp ranks taking one more"},
     {"sample-every", OPT_INT, F(sample_every), 0, 1e9, NULL, "generate a sample every k steps (0 = only at the end)"},
     {"sample-length", OPT_INT, F(sample_length), 0, 1 << 20, NULL, "tokens per sample (0 = no sampling)"},
     {"sample-prompt", OPT_STRING, F(sample_prompt), 0, 0, NULL, "sample prompt as comma-separated token ids (empty = end-of-text)"},
@@ -155,7 +155,8 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
 
 static void usage(const char* prog) {
     printf("usage: %s [options]\nTrains a GPT-3-like model on llm.c token shards (%s backend; "
-           "%s).\n\n", prog, gpt_backend_name(),
+           "%s).\nA long option may be shortened to any prefix that begins it alone "
+           "(--sample-l for --sample-length).\n\n", prog, gpt_backend_name(),
            gpt_backend_host_memory() ? "run under mpirun for data and sequence parallelism"
                                      : "one GPU per process; run under mpirun, or srun with "
                                        "--rendezvous, for data and sequence parallelism");
@@ -245,6 +246,28 @@ int train_options_parse(TrainOptions* o, int argc, char** argv, int report) {
     return rc;
 }
 
+// An option word that begins two or more options' names ("--sa"): getopt_long refuses it as it
+// refuses an unknown one; this says which options it could mean. Returns 1 when it was that.
+static int report_ambiguous(const char* word, const struct option* longopts, FILE* errs) {
+    if (strncmp(word, "--", 2) != 0) return 0;
+    const char* name = word + 2;
+    const size_t n = strcspn(name, "=");
+    char list[1024] = "";
+    size_t len = 0;
+    int matches = 0;
+    for (const struct option* p = longopts; p->name; p++) {
+        if (n == 0 || strncmp(p->name, name, n) != 0) continue;
+        matches++;
+        if (len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s--%s", matches > 1 ? ", " : "",
+                                    p->name);
+    }
+    if (matches < 2) return 0;
+    fprintf(errs, "error: --%.*s: ambiguous: it begins %d options: %s (see --help)\n", (int)n, name,
+            matches, list);
+    return 1;
+}
+
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs) {
     struct option longopts[NSPECS + 2];
     for (int i = 0; i < NSPECS; i++) {
@@ -267,6 +290,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
             char short_opt[3] = {'-', (char)optopt, 0};
             const char* bad = c == '?' && optopt > 0 && optopt < 256 ? short_opt
                                                                      : argv[optind - 1];
+            if (c == '?' && optopt == 0 && report_ambiguous(bad, longopts, errs)) return -1;
             fprintf(errs, "error: %s: %s (see --help)\n", bad,
                     c == ':' ? "expected a value"
                     : optopt >= 1000 ? "expected no value (a flag)" : "unknown option");

@@ -170,9 +170,9 @@ static void open_data(Trainer* t) {
         lc.shuffle = 0;
         t->val_loader = loader_open(t->opt.val_data, &lc, err, sizeof err);
         if (!t->val_loader) fail_msg("--val-data %s", err);
-        if (loader_batches_per_epoch(t->val_loader) < 1)
-            fail_msg("--val-data %s: expected at least one batch of %d x %d tokens per dp rank, "
-                     "found %lld windows", t->opt.val_data, t->B, t->T + 1,
+        if (loader_global_batches(t->val_loader) < 1)
+            fail_msg("--val-data %s: expected at least one micro-batch of %d x %d tokens, found %lld "
+                     "windows", t->opt.val_data, t->B, t->T + 1,
                      (long long)loader_windows_per_epoch(t->val_loader));
     }
     if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
@@ -260,6 +260,16 @@ static void setup_batches(Trainer* t) {
 
 void setup_run(Trainer* t, int world_rank, int world_size) {
     setup_model_config(t);
+    // Options that would do nothing in this configuration are refused, not ignored.
+    if (strcmp(t->opt.mesh, "auto") != 0) {
+        if (t->opt.cluster && t->opt.cluster[0])
+            config_error(t, "--cluster %s: only --mesh auto reads a cluster description; add "
+                         "--mesh auto, or drop --cluster", t->opt.cluster);
+        if (t->opt.memory_gb > 0)
+            config_error(t, "--memory-gb %g: only --mesh auto limits the memory of the "
+                         "configurations it considers; add --mesh auto, or drop --memory-gb",
+                         t->opt.memory_gb);
+    }
     if (strcmp(t->opt.mesh, "auto") == 0) {
         char err[ERR_LEN];
         if (mesh_auto_choose(&t->opt, &t->cfg, world_size, t->rank == 0, err, sizeof err) != 0)
