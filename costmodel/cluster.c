@@ -180,14 +180,103 @@ static int parse_fit(const Where* w, const char* key, const char* text, Cluster*
     return 0;
 }
 
+static const char* const KERNEL_NAMES[CK_COUNT] = {
+    "encoder_forward", "layernorm_forward", "fused_residual_layernorm_forward", "residual_forward",
+    "classifier", "gelu_backward", "layernorm_backward", "encoder_backward", "attention_merge",
+    "attention_row_dot", "global_norm", "adamw"};
+
+const char* cluster_kernel_name(ClusterKernel k) {
+    return k >= 0 && k < CK_COUNT ? KERNEL_NAMES[k] : NULL;
+}
+
+int cluster_kernel_parse(const char* name) {
+    for (int k = 0; k < CK_COUNT; k++)
+        if (!strcmp(name, KERNEL_NAMES[k])) return k;
+    return -1;
+}
+
+void cluster_attention_curves(const Cluster* c, int hs, const EfficiencyCurve** forward,
+                              const EfficiencyCurve** backward) {
+    *forward = &c->attention_fwd_eff, *backward = &c->attention_bwd_eff;
+    double best = INFINITY;
+    for (int k = 0; k < c->n_head_sizes; k++) {
+        const HeadSizeCurves* h = &c->head_size[k];
+        const double ratio = fabs(log((double)h->head_size / hs));
+        if (ratio < best - 1e-12 || (ratio < best + 1e-12 && h->head_size < hs)) {
+            best = ratio;
+            *forward = &h->forward, *backward = &h->backward;
+        }
+    }
+}
+
+// A line seen twice is refused; seen[] holds the first line of each.
+static int once(const Where* w, int* first) {
+    if (*first) {
+        char found[64];
+        snprintf(found, sizeof found, "a second line (the first is line %d)", *first);
+        return bad_value(w, "the key once", found);
+    }
+    *first = w->line;
+    return 0;
+}
+
+// The optional keys of a calibrated GPU cluster (cluster.h). Returns 1 when `key` is not one of
+// them, else 0 or -1 (bad value, with err set).
+static int parse_measured(const Where* w, const char* key, const char* text, Cluster* c,
+                          int* seen_kernel, int* seen_head_size) {
+    if (!strcmp(key, "step.fixed_ms")) {   // seen_kernel[CK_COUNT]: this key's line
+        double ms;
+        if (once(w, &seen_kernel[CK_COUNT]) != 0 || parse_number(w, text, 0, 1e6, &ms) != 0)
+            return -1;
+        c->step_fixed_s = ms * 1e-3;
+        return 0;
+    }
+    char name[64], phase[16];
+    int hs, used = 0;
+    if (sscanf(key, "kernel.%63[a-z_].efficiency%n", name, &used) == 1 && !key[used]) {
+        const int k = cluster_kernel_parse(name);
+        if (k < 0)
+            return set_err(w->err, w->errlen, "%s:%d: key '%s': expected a kernel of "
+                           "cluster_kernel_name (encoder_forward, ..., adamw), found '%s'",
+                           w->path, w->line, key, name);
+        if (once(w, &seen_kernel[k]) != 0) return -1;
+        return parse_curve(w, text, &c->kernel_eff[k]);
+    }
+    used = 0;
+    if (sscanf(key, "attention.hs%d.%15[a-z]_efficiency%n", &hs, phase, &used) == 2 && !key[used]) {
+        const int backward = !strcmp(phase, "backward");
+        if ((!backward && strcmp(phase, "forward")) || hs < 1 || hs > 1024)
+            return set_err(w->err, w->errlen, "%s:%d: key '%s': expected "
+                           "'attention.hsN.forward_efficiency' or '..._backward_efficiency' with "
+                           "N in [1, 1024], found '%s'", w->path, w->line, key, key);
+        int k = 0;
+        while (k < c->n_head_sizes && c->head_size[k].head_size != hs) k++;
+        if (k == c->n_head_sizes) {
+            if (k == CLUSTER_MAX_HEAD_SIZES) return bad_value(w, "at most 8 head sizes", key);
+            c->head_size[c->n_head_sizes++].head_size = hs;
+        }
+        if (once(w, &seen_head_size[2 * k + backward]) != 0) return -1;
+        HeadSizeCurves* h = &c->head_size[k];
+        return parse_curve(w, text, backward ? &h->backward : &h->forward);
+    }
+    return 1;
+}
+
 static const KeySpec* find_key(const char* key) {
     for (int k = 0; k < NKEYS; k++)
         if (!strcmp(KEYS[k].key, key)) return &KEYS[k];
     return NULL;
 }
 
+// The line each key was first seen on (0: not yet).
+typedef struct {
+    int key[NKEYS];
+    int kernel[CK_COUNT + 1];
+    int head_size[2 * CLUSTER_MAX_HEAD_SIZES];
+} Seen;
+
 // One non-blank line: `key = value  # source`.
-static int parse_line(const Where* at, char* line, Cluster* c, int* seen_line) {
+static int parse_line(const Where* at, char* line, Cluster* c, Seen* seen) {
     char* hash = strchr(line, '#');
     const int has_source = hash && *trim(hash + 1);
     if (hash) *hash = 0;
@@ -204,24 +293,21 @@ static int parse_line(const Where* at, char* line, Cluster* c, int* seen_line) {
     if (!has_source && strcmp(key, "name") != 0)
         return bad_value(&w, "a '# source' comment after the value", value);
     if (!strncmp(key, "fit.", 4)) return parse_fit(&w, key, value, c);
+    const int measured = parse_measured(&w, key, value, c, seen->kernel, seen->head_size);
+    if (measured <= 0) return measured;
     const KeySpec* k = find_key(key);
     if (!k)
         return set_err(at->err, at->errlen,
                        "%s:%d: key '%s': expected a known key (see costmodel/README.md), found "
                        "an unknown key", at->path, at->line, key);
-    int* first = &seen_line[k - KEYS];
-    if (*first) {
-        char found[64];
-        snprintf(found, sizeof found, "a second line (the first is line %d)", *first);
-        return bad_value(&w, "the key once", found);
-    }
-    *first = at->line;
+    if (once(&w, &seen->key[k - KEYS]) != 0) return -1;
     return set_value(&w, k, value, c);
 }
 
 int cluster_parse(const char* path, const char* text, Cluster* c, char* err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    int seen_line[NKEYS] = {0};
+    Seen seen;
+    memset(&seen, 0, sizeof seen);
     Where at = {path, 0, "", err, errlen};
     for (const char* p = text; *p;) {
         const char* nl = strchr(p, '\n');
@@ -234,13 +320,20 @@ int cluster_parse(const char* path, const char* text, Cluster* c, char* err, siz
         memcpy(line, p, len);
         line[len] = 0;
         const char* t = trim(line);
-        if (*t && *t != '#' && parse_line(&at, line, c, seen_line) != 0) return -1;
+        if (*t && *t != '#' && parse_line(&at, line, c, &seen) != 0) return -1;
         p += len + (nl ? 1 : 0);
     }
     for (int k = 0; k < NKEYS; k++)
-        if (!seen_line[k])
+        if (!seen.key[k])
             return set_err(err, errlen, "%s: key '%s': expected a line '%s = ...', found none",
                            path, KEYS[k].key, KEYS[k].key);
+    for (int k = 0; k < c->n_head_sizes; k++)
+        for (int backward = 0; backward < 2; backward++)
+            if (!seen.head_size[2 * k + backward])
+                return set_err(err, errlen, "%s: key 'attention.hs%d.%s_efficiency': expected a "
+                               "line for it (head size %d has the other phase's), found none",
+                               path, c->head_size[k].head_size, backward ? "backward" : "forward",
+                               c->head_size[k].head_size);
     return 0;
 }
 
@@ -270,6 +363,14 @@ int cluster_load(const char* path, Cluster* c, char* err, size_t errlen) {
     }
     free(text);
     return rc;
+}
+
+void cluster_format_curve(const EfficiencyCurve* c, char* out, size_t len) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int k = 0; k < c->n && used < len; k++)
+        used += (size_t)snprintf(out + used, len - used, "%s%.6g:%.4f", k ? " " : "",
+                                 c->threshold[k], c->efficiency[k]);
 }
 
 double curve_efficiency(const EfficiencyCurve* curve, double size) {

@@ -13,6 +13,15 @@
 //                  (all_gather, reduce_scatter, all_reduce, send_recv) over N ranks, as
 //                  tools/bench_collectives.c writes it (beta per bus byte); when present they
 //                  replace the datasheet link model for that op (this machine's clusters)
+// Optional keys, written by `costmodel --calibrate-gpu` from a GPU kit report (measured kernels):
+//   attention.hsN.forward_efficiency, attention.hsN.backward_efficiency   curves (GFLOP per call)
+//                  for head size N; a shape takes the nearest head size listed (ratio), else the
+//                  attention.* curves
+//   kernel.NAME.efficiency   a curve (MB) of achieved memory bandwidth over memory.bandwidth_gbs
+//                  for one memory-bound kernel (NAME: cluster_kernel_name), its time then
+//                  bytes / (bandwidth x efficiency); kernels without one use memory.efficiency
+//   step.fixed_ms  milliseconds per optimizer step outside the forward, backward and optimizer
+//                  (the host's part of a step: data, logging, synchronisation)
 // Errors are one line: "FILE:LINE: key 'KEY': expected WHAT, found 'TEXT'" (or "FILE: key 'KEY':
 // expected a line 'KEY = ...', found none" for a missing key).
 #pragma once
@@ -22,7 +31,8 @@
 extern "C" {
 #endif
 
-enum { CLUSTER_MAX_CURVE = 24, CLUSTER_MAX_FITS = 64, CLUSTER_NAME_LEN = 64 };
+enum { CLUSTER_MAX_CURVE = 24, CLUSTER_MAX_FITS = 64, CLUSTER_NAME_LEN = 64,
+       CLUSTER_MAX_HEAD_SIZES = 8 };
 
 // Calculon's efficiency table: points sorted by threshold, largest first.
 typedef struct {
@@ -42,6 +52,21 @@ typedef struct {
     double call_latency;    // seconds per collective or send/recv call
     double hop_latency;     // seconds per message (per ring step)
 } Link;
+
+// The memory-bound kernels the cost model times (tools/kernel_costs.c; the GPU kit's kernel rows
+// name them NAME_cuda, the classifier classifier_forward_backward_cuda).
+typedef enum {
+    CK_ENCODER_FORWARD, CK_LAYERNORM_FORWARD, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD, CK_RESIDUAL_FORWARD,
+    CK_CLASSIFIER, CK_GELU_BACKWARD, CK_LAYERNORM_BACKWARD, CK_ENCODER_BACKWARD, CK_ATTENTION_MERGE,
+    CK_ATTENTION_ROW_DOT, CK_GLOBAL_NORM, CK_ADAMW, CK_COUNT,
+    CK_GEMM = -1   // not one of them: a GEMM (its curve is matmul.efficiency)
+} ClusterKernel;
+
+// Attention curves measured at one head size.
+typedef struct {
+    int head_size;
+    EfficiencyCurve forward, backward;
+} HeadSizeCurves;
 
 typedef enum { FIT_ALL_GATHER, FIT_REDUCE_SCATTER, FIT_ALL_REDUCE, FIT_SEND_RECV, FIT_OPS } FitOp;
 
@@ -78,18 +103,32 @@ typedef struct {
     Link link[TIER_COUNT];
     int nfits;
     CollectiveFit fit[CLUSTER_MAX_FITS];
+    // optional (a GPU kit report's measurements): n = 0 / 0 when absent
+    int n_head_sizes;
+    HeadSizeCurves head_size[CLUSTER_MAX_HEAD_SIZES];
+    EfficiencyCurve kernel_eff[CK_COUNT];
+    double step_fixed_s;
 } Cluster;
 
 // Reads a cluster file. Returns 0, or -1 with a one-line message in err (errlen bytes).
 int cluster_load(const char* path, Cluster* c, char* err, size_t errlen);
 // The same from text already in memory (`path` only names it in messages).
 int cluster_parse(const char* path, const char* text, Cluster* c, char* err, size_t errlen);
+// A curve as a cluster file writes it ("128:0.95 16:0.9 1:0.6 0:0.1"), into out (len bytes).
+void cluster_format_curve(const EfficiencyCurve* c, char* out, size_t len);
 // Efficiency of an op of `size` (GFLOP or MB) on a curve: Calculon's lookup.
 double curve_efficiency(const EfficiencyCurve* curve, double size);
 // The fit of `op` measured on P ranks, NULL when the cluster has none for that op. Without one
 // at exactly P: the nearest measured P above (a conservative choice), else the largest below.
 const CollectiveFit* cluster_fit(const Cluster* c, FitOp op, int P);
 const char* fit_op_name(FitOp op);
+// "encoder_forward", ... for CK_*; NULL for any other value. And back (-1 if unknown).
+const char* cluster_kernel_name(ClusterKernel k);
+int cluster_kernel_parse(const char* name);
+// The attention curves for head size hs: the listed head size nearest hs (by ratio; the smaller
+// on a tie), or the cluster's attention.* curves when none is listed.
+void cluster_attention_curves(const Cluster* c, int hs, const EfficiencyCurve** forward,
+                              const EfficiencyCurve** backward);
 
 #ifdef __cplusplus
 }

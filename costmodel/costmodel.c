@@ -38,11 +38,15 @@ double costmodel_flops_per_token(const CostShape* s, long T) {
 // --- Kernel times --------------------------------------------------------------------------------
 
 // Seconds of one kernel: Calculon's efficiency by the op's size on each unit, then the floor of
-// kernel_costs (compute or memory, whichever is slower). byte_scale converts kernel_costs' bf16
-// storage bytes to this cluster's element size (1 for costs already in the cluster's units).
-static double kernel_seconds(const Cluster* c, KernelCost k, double byte_scale) {
+// kernel_costs (compute or memory, whichever is slower); a kernel the cluster has a measured
+// curve for (kernel.NAME.efficiency) moves its bytes at that efficiency of the memory bandwidth
+// (the curve came from its measured time: whatever bound it). byte_scale converts kernel_costs'
+// bf16 storage bytes to this cluster's element size (1 for costs already in the cluster's units).
+static double kernel_seconds(const Cluster* c, ClusterKernel id, KernelCost k, double byte_scale) {
     k.bytes *= byte_scale;
     const double gflop = k.flops / 1e9, mb = k.bytes / 1e6;
+    if (id >= 0 && c->kernel_eff[id].n > 0)
+        return k.bytes / (c->memory_bw * curve_efficiency(&c->kernel_eff[id], mb));
     const double tensor = c->matmul_flops * curve_efficiency(&c->matmul_eff, gflop);
     const double vector = c->vector_flops * curve_efficiency(&c->vector_eff, gflop);
     const double bw = c->memory_bw * curve_efficiency(&c->memory_eff, mb);
@@ -52,7 +56,9 @@ static double kernel_seconds(const Cluster* c, KernelCost k, double byte_scale) 
 // kernel_costs' bytes are the bf16 build's (KERNEL_COST_X per stored element).
 static double storage_scale(const Cluster* c) { return c->act_bytes / KERNEL_COST_X; }
 
-static double ks(const Cluster* c, KernelCost k) { return kernel_seconds(c, k, storage_scale(c)); }
+static double ks(const Cluster* c, ClusterKernel id, KernelCost k) {
+    return kernel_seconds(c, id, k, storage_scale(c));
+}
 
 typedef struct {
     double forward, backward;
@@ -63,8 +69,8 @@ typedef struct {
     double gemm, other;
 } Tally;
 
-static void add(Tally* t, const Cluster* c, KernelCost k, double times) {
-    const double s = times * ks(c, k);
+static void add(Tally* t, const Cluster* c, ClusterKernel id, KernelCost k, double times) {
+    const double s = times * ks(c, id, k);
     if (k.tensor) t->gemm += s;
     else t->other += s;
 }
@@ -72,8 +78,8 @@ static void add(Tally* t, const Cluster* c, KernelCost k, double times) {
 // Both GEMMs of a matmul backward, each at the efficiency of its own size.
 static void add_gemm_backward(Tally* t, const Cluster* c, double N, double IC, double OC, int bias,
                               double times) {
-    add(t, c, kernel_cost_matmul_backward_dinp(N, IC, OC), times);
-    add(t, c, kernel_cost_matmul_backward_dweight(N, IC, OC, bias), times);
+    add(t, c, CK_GEMM, kernel_cost_matmul_backward_dinp(N, IC, OC), times);
+    add(t, c, CK_GEMM, kernel_cost_matmul_backward_dweight(N, IC, OC, bias), times);
 }
 
 // Every token-local kernel of one micro-batch of N = B*Tl local tokens (model/gpt.c's sequence:
@@ -83,23 +89,24 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
                               Tally* fwd, Tally* bwd) {
     const double C = s->C, Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
     *fwd = *bwd = (Tally){0, 0};
-    add(fwd, c, kernel_cost_encoder_forward(N, Tl, C), 1);
-    add(fwd, c, kernel_cost_layernorm_forward(N, C), 1);
-    add(fwd, c, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), L);
-    add(fwd, c, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
-    add(fwd, c, kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
-    add(fwd, c, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), L);
-    add(fwd, c, kernel_cost_matmul_forward(N, 4 * C, C, 1, 0), L);
-    add(fwd, c, kernel_cost_matmul_forward(N, C, Vp, 0, 0), 1);
-    add(fwd, c, kernel_cost_classifier(N, V, Vp), 1);
+    add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
+    add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
+    add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
+        kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, 4 * C, C, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, Vp, 0, 0), 1);
+    add(fwd, c, CK_CLASSIFIER, kernel_cost_classifier(N, V, Vp), 1);
     add_gemm_backward(bwd, c, N, C, Vp, 0, 1);
-    add(bwd, c, kernel_cost_layernorm_backward(N, C), 1 + 2 * L);
+    add(bwd, c, CK_LAYERNORM_BACKWARD, kernel_cost_layernorm_backward(N, C), 1 + 2 * L);
     add_gemm_backward(bwd, c, N, 4 * C, C, 1, L);
-    add(bwd, c, kernel_cost_gelu_backward(4 * N * C), L);
+    add(bwd, c, CK_GELU_BACKWARD, kernel_cost_gelu_backward(4 * N * C), L);
     add_gemm_backward(bwd, c, N, C, 4 * C, 1, L);
     add_gemm_backward(bwd, c, N, C, C, 1, L);
     add_gemm_backward(bwd, c, N, C, 3 * C, 1, L);
-    add(bwd, c, kernel_cost_encoder_backward(N, Tl, C), 1);
+    add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
 
 static PhaseSeconds token_local_seconds(const Cluster* c, const CostShape* s, double N, double Tl) {
@@ -161,7 +168,9 @@ static KernelCost attention_call_cost(const Cluster* c, int backward, double B, 
 static double attention_seconds(const Cluster* c, int backward, double B, double NH, double HS,
                                 double Tq, double Tk, double pairs, int calls) {
     const KernelCost one = attention_call_cost(c, backward, B, NH, HS, Tq, Tk, pairs / calls);
-    const EfficiencyCurve* curve = backward ? &c->attention_bwd_eff : &c->attention_fwd_eff;
+    const EfficiencyCurve *fwd_curve, *bwd_curve;
+    cluster_attention_curves(c, (int)HS, &fwd_curve, &bwd_curve);
+    const EfficiencyCurve* curve = backward ? bwd_curve : fwd_curve;
     const double rate = c->matmul_flops * curve_efficiency(curve, one.flops / 1e9);
     const double bw = c->memory_bw * curve_efficiency(&c->memory_eff, one.bytes / 1e6);
     return calls * kernel_floor_seconds(one, rate, 0, bw, NULL);
@@ -187,10 +196,12 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     w.bwd_s = attention_seconds(c, 1, B, NH, HS, Tq, Tk, pairs, calls);
     const int merges = twod ? (g->alg == COST_2D ? g->pkv - 1 : P - 1 + g->pkv - 1) : P - 1;
     // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
-    w.fwd_s += merges * kernel_seconds(c, kernel_cost_attention_merge(B, NH, HS, Tl), 1);
-    w.bwd_s += ks(c, kernel_cost_attention_row_dot(B, NH, HS, Tl));
+    w.fwd_s += merges * kernel_seconds(c, CK_ATTENTION_MERGE,
+                                       kernel_cost_attention_merge(B, NH, HS, Tl), 1);
+    w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, Tl));
     if (!twod)   // the travelling dK|dV accumulator gets this step's part added, P-1 times
-        w.bwd_s += (P - 1) * kernel_seconds(c, kernel_cost_residual_forward(2 * B * Tl * NH * HS),
+        w.bwd_s += (P - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
+                                            kernel_cost_residual_forward(2 * B * Tl * NH * HS),
                                             4.0 / KERNEL_COST_X);
     return w;
 }
@@ -642,8 +653,9 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     const double shard = g->zero ? ceil(n / W) : n;
     // AdamW's 28 bytes per parameter hold for both builds (bf16 + fp32 master, or fp32 alone)
     const double optimizer =
-        kernel_seconds(c, kernel_cost_global_norm(shard), c->param_bytes / KERNEL_COST_X) +
-        kernel_seconds(c, kernel_cost_adamw(shard), 1);
+        kernel_seconds(c, CK_GLOBAL_NORM, kernel_cost_global_norm(shard),
+                       c->param_bytes / KERNEL_COST_X) +
+        kernel_seconds(c, CK_ADAMW, kernel_cost_adamw(shard), 1);
     const double L = g->shape.L, A = g->accum;
     const double micro = local.forward + local.backward + L * (w.fwd_s + w.bwd_s);
     const double micro_mean = local.forward + local.backward + L * (w_mean.fwd_s + w_mean.bwd_s);
@@ -678,8 +690,10 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->optimizer_s = optimizer * opt_share;
     out->grad_wait_s = grads.exposed;
     out->compute_s = A * micro * share + out->optimizer_s;
-    out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s;
-    out->exposed_comm_s = out->step_s - out->compute_s;
+    out->fixed_s = c->step_fixed_s;
+    out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s +
+                  out->fixed_s;
+    out->exposed_comm_s = out->step_s - out->compute_s - out->fixed_s;
     out->attention_comm_s = A * L * layer.comm;
     out->grad_comm_s = grads.seconds;
     out->comm_s = out->attention_comm_s + out->grad_comm_s;

@@ -58,9 +58,11 @@ typedef struct {
 
 typedef struct {
     double step_s;            // one optimizer step = forward + backward + optimizer + grad wait
+                              // + fixed
     double forward_s, backward_s;   // of which the micro-batches' passes (their transfers included)
     double optimizer_s;       // gradient norm and AdamW
     double grad_wait_s;       // the gradient reduction the step waits for
+    double fixed_s;           // the host's part of a step (the cluster's step.fixed_ms)
     double compute_s;         // compute on the critical path (shared cores included)
     double exposed_comm_s;    // step_s - compute_s
     double comm_s;            // every transfer's time, as if none overlapped

@@ -12,7 +12,8 @@ COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/
 # The program adds the reports and the CPU calibration, which times the CPU kernels
 # (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c).
 COSTMODEL_PROG_OBJS = $(COSTMODEL_OBJ_DIR)/main.o $(COSTMODEL_OBJ_DIR)/reports.o \
-	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o,$(COSTMODEL_OBJS)) \
+	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_report.o \
+	$(COSTMODEL_OBJ_DIR)/gpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_validation.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o,$(COSTMODEL_OBJS)) \
 	$(BUILD)/train/peak_flops.o $(MODEL_OBJS)
 
 $(COSTMODEL_OBJ_DIR)/%.o: costmodel/%.c
@@ -53,4 +54,28 @@ bench: bench-costmodel
 bench-costmodel: costmodel-calibrate $(BUILD)/train_gpt
 	bash tools/bench_sweep.sh --out $(COSTMODEL_SWEEP_DIR) --points costmodel/validation.points --steps $(COSTMODEL_SWEEP_STEPS)
 	$(BUILD)/costmodel --validate $(COSTMODEL_SWEEP_CSV) --cluster $(BUILD)/bench/cpu.cluster --out-dir costmodel
+	$(BUILD)/costmodel --paper --out-dir costmodel
+
+# GPU clusters calibrated from the newest GPU kit report under results/gpu/ (folders GPU-DATE-COMMIT;
+# the newest date wins): the compute side measured (build/costmodel --calibrate-gpu), the rest from
+# the datasheet files (*-datasheet.cluster); the FA2 variant takes the attention of PyTorch's flash
+# SDPA measured beside ours. Then the validation against the report's trainer runs and the paper
+# table. `make` regenerates them whenever the report, a datasheet file or the cost model changes.
+GPU_REPORT ?= $(patsubst %/,%,$(addprefix results/gpu/,$(lastword $(shell ls results/gpu 2> /dev/null | \
+	sed -nE 's/^(.*-)?([0-9]{4}-[0-9]{2}-[0-9]{2})(-.*)?$$/\2 &/p' | sort | cut -d' ' -f2))))
+GPU_REPORT_FILES = $(wildcard $(GPU_REPORT)/*.jsonl)
+GPU_CLUSTERS = costmodel/clusters/h100-8pernode.cluster costmodel/clusters/h100-1pernode-ndr.cluster \
+	costmodel/clusters/h100-1pernode-ndr-fa2.cluster
+.PHONY: costmodel-gpu
+all: costmodel-gpu
+costmodel-gpu: $(GPU_CLUSTERS) costmodel/gpu_validation.md costmodel/paper_comparison.md
+costmodel/clusters/h100-8pernode.cluster costmodel/clusters/h100-1pernode-ndr.cluster: costmodel/clusters/%.cluster: \
+		costmodel/clusters/%-datasheet.cluster $(GPU_REPORT_FILES) $(BUILD)/costmodel
+	$(BUILD)/costmodel --calibrate-gpu $(GPU_REPORT) --base $< --out $@
+costmodel/clusters/h100-1pernode-ndr-fa2.cluster: costmodel/clusters/h100-1pernode-ndr-datasheet.cluster \
+		$(GPU_REPORT_FILES) $(BUILD)/costmodel
+	$(BUILD)/costmodel --calibrate-gpu $(GPU_REPORT) --base $< --attention-source sdpa --out $@
+costmodel/gpu_validation.md: costmodel/clusters/h100-8pernode.cluster $(GPU_REPORT_FILES) $(BUILD)/costmodel
+	$(BUILD)/costmodel --validate-gpu $(GPU_REPORT) --cluster $< --out-dir costmodel
+costmodel/paper_comparison.md: costmodel/clusters/a100-4pernode-hdr.cluster $(GPU_CLUSTERS) $(BUILD)/costmodel
 	$(BUILD)/costmodel --paper --out-dir costmodel

@@ -126,14 +126,6 @@ static EfficiencyCurve curve_from_points(const Points* p, double lo) {
     return c;
 }
 
-static void format_curve(const EfficiencyCurve* c, char* out, size_t len) {
-    size_t used = 0;
-    out[0] = 0;
-    for (int k = 0; k < c->n && used < len; k++)
-        used += (size_t)snprintf(out + used, len - used, "%s%.6g:%.4f", k ? " " : "",
-                                 c->threshold[k], c->efficiency[k]);
-}
-
 // --- GEMMs -----------------------------------------------------------------------------------------
 
 typedef struct {
@@ -473,12 +465,12 @@ static void write_cluster(const char* path, const Cluster* c, const CollectiveFi
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
     cpu_model(cpu, sizeof cpu);
-    format_curve(&c->matmul_eff, mm, sizeof mm);
-    format_curve(&c->attention_fwd_eff, af, sizeof af);
-    format_curve(&c->attention_bwd_eff, ab, sizeof ab);
-    format_curve(&c->vector_eff, vec, sizeof vec);
-    format_curve(&c->memory_eff, mem, sizeof mem);
-    format_curve(&c->shared_eff, sh, sizeof sh);
+    cluster_format_curve(&c->matmul_eff, mm, sizeof mm);
+    cluster_format_curve(&c->attention_fwd_eff, af, sizeof af);
+    cluster_format_curve(&c->attention_bwd_eff, ab, sizeof ab);
+    cluster_format_curve(&c->vector_eff, vec, sizeof vec);
+    cluster_format_curve(&c->memory_eff, mem, sizeof mem);
+    cluster_format_curve(&c->shared_eff, sh, sizeof sh);
     const Link* l = &c->link[TIER_INTRA];
     fprintf(f,
             "# This machine, measured by `make costmodel-calibrate` (build/costmodel --calibrate) on %s:\n"

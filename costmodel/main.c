@@ -6,6 +6,8 @@
 //   costmodel --paper [--out-dir costmodel]            the paper comparison (.md, .csv)
 //   costmodel --validate CSV --cluster FILE            predicted against measured CPU runs
 //   costmodel --calibrate --collectives JSONL --out F  this machine's cluster file
+//   costmodel --calibrate-gpu REPORT --base F --out F  a GPU cluster file from a GPU kit report
+//   costmodel --validate-gpu REPORT --cluster FILE     predicted against its trainer runs
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -17,14 +19,20 @@
 #include "comm/flag_values.h"
 #include "costmodel/costmodel.h"
 #include "costmodel/cpu_calibrate.h"
+#include "costmodel/gpu_calibrate.h"
 #include "costmodel/reports.h"
 #include "model/config.h"
 
-typedef enum { MODE_RANK, MODE_PREDICT, MODE_PAPER, MODE_VALIDATE, MODE_CALIBRATE } Mode;
+typedef enum {
+    MODE_RANK, MODE_PREDICT, MODE_PAPER, MODE_VALIDATE, MODE_CALIBRATE, MODE_CALIBRATE_GPU,
+    MODE_VALIDATE_GPU
+} Mode;
 
 typedef struct {
     Mode mode;
-    const char *preset, *cluster, *csv, *out_dir, *a100, *h100, *collectives, *out;
+    const char *preset, *cluster, *csv, *out_dir, *a100, *h100, *h100_fa2, *collectives, *out;
+    const char *report, *base;
+    AttentionSource attention_source;
     int layers, channels, heads, vocab, context;
     long T;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
@@ -38,6 +46,8 @@ static void usage(void) {
         "       costmodel --paper [--out-dir DIR] [--a100 FILE] [--h100 FILE]\n"
         "       costmodel --validate CSV --cluster FILE [--out-dir DIR]\n"
         "       costmodel --calibrate --collectives JSONL --out FILE\n"
+        "       costmodel --calibrate-gpu REPORT --base FILE [--attention-source ours|sdpa] --out FILE\n"
+        "       costmodel --validate-gpu REPORT --cluster FILE [--out-dir DIR]\n"
         "Predicts training step times of the trainer (build/train_gpt) on a cluster description.\n"
         "  --preset NAME        model shape (%s)\n"
         "  --layers/--channels/--heads/--vocab N   override the preset (vocab: GPT-2's 50257)\n"
@@ -55,23 +65,34 @@ static void usage(void) {
         "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
         "  --paper              write DIR/paper_comparison.md and .csv (A100 and H100 clusters)\n"
         "  --a100 FILE, --h100 FILE   clusters of --paper (default costmodel/clusters/...)\n"
+        "  --h100-fa2 FILE      --paper's H100 with FlashAttention-2's attention (its second\n"
+        "                       compute column; default costmodel/clusters/h100-1pernode-ndr-fa2.cluster)\n"
         "  --validate CSV       predict each measured run of a tools/bench_sweep.sh CSV; write\n"
         "                       DIR/cpu_validation.md, .csv, .png and DIR/bytes_per_rank.png\n"
         "  --out-dir DIR        where --paper and --validate write (default costmodel)\n"
         "  --calibrate          time this machine's kernels (one thread) and write a cluster file\n"
         "  --collectives JSONL  tools/bench_collectives.sh fits for --calibrate\n"
-        "  --out FILE           the cluster file --calibrate writes\n",
+        "  --out FILE           the cluster file --calibrate or --calibrate-gpu writes\n"
+        "  --calibrate-gpu REPORT   a GPU kit report (gpu_report.jsonl, or its results/gpu/\n"
+        "                       folder): the compute side of a cluster file from its measured\n"
+        "                       kernels, the rest from --base FILE\n"
+        "  --attention-source ours|sdpa   --calibrate-gpu's attention: our kernels (default) or\n"
+        "                       PyTorch's flash SDPA (FlashAttention-2) measured beside them\n"
+        "  --validate-gpu REPORT    predict each trainer run of the report on --cluster; write\n"
+        "                       DIR/gpu_validation.md and .csv\n",
         gpt_config_preset_names());
 }
 
 static Args parse_args(int argc, char** argv) {
     Args a = {.mode = MODE_RANK, .batch = 1, .accum = 1, .top = 20, .overlap = 1,
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
-              .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster"};
+              .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster",
+              .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster"};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
-           O_CALIBRATE, O_COLLECTIVES, O_OUT, O_HELP };
+           O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
+           O_VALIDATE_GPU, O_H100_FA2, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -88,6 +109,9 @@ static Args parse_args(int argc, char** argv) {
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
         {"out", 1, 0, O_OUT},             {"help", 0, 0, O_HELP},
+        {"calibrate-gpu", 1, 0, O_CALIBRATE_GPU}, {"base", 1, 0, O_BASE},
+        {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
+        {"h100-fa2", 1, 0, O_H100_FA2},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -123,6 +147,15 @@ static Args parse_args(int argc, char** argv) {
         case O_CALIBRATE: a.mode = MODE_CALIBRATE; break;
         case O_COLLECTIVES: a.collectives = optarg; break;
         case O_OUT: a.out = optarg; break;
+        case O_CALIBRATE_GPU: a.mode = MODE_CALIBRATE_GPU, a.report = optarg; break;
+        case O_BASE: a.base = optarg; break;
+        case O_ATTENTION_SOURCE:
+            if (strcmp(optarg, "ours") && strcmp(optarg, "sdpa"))
+                fail_msg("--attention-source: expected ours or sdpa, found '%s'", optarg);
+            a.attention_source = strcmp(optarg, "sdpa") ? ATTENTION_OURS : ATTENTION_SDPA;
+            break;
+        case O_VALIDATE_GPU: a.mode = MODE_VALIDATE_GPU, a.report = optarg; break;
+        case O_H100_FA2: a.h100_fa2 = optarg; break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -244,12 +277,22 @@ int main(int argc, char** argv) {
     switch (a.mode) {
     case MODE_PREDICT: return mode_predict(&a);
     case MODE_PAPER: {
-        const Cluster a100 = load_cluster(a.a100), h100 = load_cluster(a.h100);
-        return report_paper(&a100, &h100, a.a100, a.h100, a.out_dir);
+        const Cluster a100 = load_cluster(a.a100), h100 = load_cluster(a.h100),
+                      h100_fa2 = load_cluster(a.h100_fa2);
+        return report_paper(&a100, &h100, &h100_fa2, a.a100, a.h100, a.h100_fa2, a.out_dir);
     }
     case MODE_VALIDATE: {
         const Cluster c = load_cluster(a.cluster);
         return report_validation(a.csv, &c, a.cluster, a.out_dir);
+    }
+    case MODE_CALIBRATE_GPU:
+        if (!a.base || !a.out)
+            fail_msg("--calibrate-gpu: expected --base FILE (the datasheet cluster whose "
+                     "interconnect it keeps) and --out FILE");
+        return gpu_calibrate(a.report, a.base, a.attention_source, a.out);
+    case MODE_VALIDATE_GPU: {
+        const Cluster c = load_cluster(a.cluster);
+        return report_gpu_validation(a.report, &c, a.cluster, a.out_dir);
     }
     case MODE_CALIBRATE:
         if (!a.collectives || !a.out)

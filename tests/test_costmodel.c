@@ -246,7 +246,10 @@ static void test_ranked_table(const Cluster* a100) {
 static void test_committed_clusters(void) {
     const char* files[] = {"costmodel/clusters/a100-4pernode-hdr.cluster",
                            "costmodel/clusters/h100-1pernode-ndr.cluster",
+                           "costmodel/clusters/h100-1pernode-ndr-fa2.cluster",
+                           "costmodel/clusters/h100-1pernode-ndr-datasheet.cluster",
                            "costmodel/clusters/h100-8pernode.cluster",
+                           "costmodel/clusters/h100-8pernode-datasheet.cluster",
                            "costmodel/clusters/cpu-local.cluster"};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         Cluster c;

@@ -246,6 +246,12 @@ types = {o["type"] for o in objs}
 assert {"device", "check", "bound", "kernel", "throughput", "torch_throughput", "llmc_throughput", "verdict"} <= types, types
 v = [o for o in objs if o["type"] == "verdict"][0]
 assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
+  check "the cost model's validation run (tiny B=1 T=64) in the throughput table" \
+    grep -q "^| tiny B=1 T=64, 3 steps | this trainer (bf16) |" "$r"
+  check "the report calibrates a cost-model cluster and validates against its trainer runs" \
+    eval '"$BUILD/costmodel" --calibrate-gpu "$W/report" --base costmodel/clusters/h100-8pernode-datasheet.cluster --out "$W/kit.cluster" > "$W/cal.out" 2>&1 &&
+          "$BUILD/costmodel" --validate-gpu "$W/report" --cluster "$W/kit.cluster" --out-dir "$W" >> "$W/cal.out" 2>&1 &&
+          grep -q "^kernel.adamw.efficiency = " "$W/kit.cluster" && grep -q "^| tiny B=1 T=64 |" "$W/gpu_validation.md"'
   # --bench: device, kernel times and throughput only.
   OMP_NUM_THREADS=2 PATH="$W/bin:$PATH" PYTHON="$PY" timeout 600 bash "$HB/tools/gpu_check.sh" --self-test --bench --out "$W/bench" > "$W/bench.out" 2>&1
   rc=$?

@@ -179,7 +179,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 # bf16 resume only; two benchmark shapes; gpt3-2.7b alone at T = 8192. The self-test runs every
 # step at toy sizes on the host runtime.
 SAN_TOOLS="memcheck racecheck synccheck initcheck"; SAN_PROGS="test_attention_cuda test_layers_cuda test_matmul_loss_adamw train2"
-RESUME_PRECS="fp32 bf16"; TEST_ARGS=(); TRAIN_STEPS=20; BENCH_ARGS=(); SDPA_ARGS=()
+# The cost model's calibration (costmodel/gpu_validation.md): kernels timed at the shape of every
+# trainer run of step 8 (8192 tokens per call, as each of those runs has), and those runs.
+CALIB_SHAPES=gpt3-125m:1024,gpt3-125m:8192,gpt3-1.3b:2048,gpt3-2.7b:8192
+CALIB_RUNS="gpt3-125m:1:8192 gpt3-1.3b:4:2048"   # PRESET:B:T, beside the small and the largest run
+RESUME_PRECS="fp32 bf16"; TEST_ARGS=(); TRAIN_STEPS=20; BENCH_ARGS=(--shapes "$CALIB_SHAPES,gpt3-2.7b:1024"); SDPA_ARGS=()
 THROUGHPUT_SMALL=(--preset gpt3-125m --batch 8 --seq-len 1024); THROUGHPUT_STEPS=30
 LARGE_T=8192; LARGE_PRESETS="gpt3-13b gpt3-6.7b gpt3-2.7b gpt3-1.3b gpt3-760m gpt3-350m gpt3-125m"; LARGE_STEPS=6
 SAN_TIMEOUT=300; SAN_BUDGET=330   # seconds per sanitizer run, and for the whole step
@@ -192,18 +196,18 @@ GEN_C=128; GEN_T=256; GEN_BATCH=8; GEN_TRAIN_STEPS=300; GEN_NEW=32
 TORCH_STEPS=10; TORCH_WARMUP=3; TORCH_MODES="eager compile"; TORCH_CPU=()
 if [ "$action" = self-test ]; then
   TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--tiny); SDPA_ARGS=(--tiny)
-  THROUGHPUT_SMALL=(--preset small --batch 2 --seq-len 32); THROUGHPUT_STEPS=3
+  THROUGHPUT_SMALL=(--preset small --batch 2 --seq-len 32); THROUGHPUT_STEPS=3; CALIB_RUNS="tiny:1:64"
   LARGE_T=64; LARGE_PRESETS="small tiny"; LARGE_STEPS=2
   LONG_TS="64 128"; LONG_HS="16 32"; LONG_STEPS=4
   GEN_C=32; GEN_T=64; GEN_BATCH=4; GEN_TRAIN_STEPS=150; GEN_NEW=12
   TORCH_STEPS=2; TORCH_WARMUP=1; TORCH_CPU=(--allow-cpu)
 elif [ "$mode" = quick ]; then
   SAN_TOOLS="memcheck"; SAN_PROGS="test_attention_cuda test_layers_cuda test_matmul_loss_adamw"; RESUME_PRECS="bf16"
-  TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--shapes gpt3-125m:1024,gpt3-2.7b:8192 --reps 5 --warmup 2)
+  TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--shapes "$CALIB_SHAPES" --reps 5 --warmup 2)
   SDPA_ARGS=(--quick); THROUGHPUT_STEPS=8; LARGE_PRESETS="gpt3-2.7b"; LARGE_STEPS=3; SAN_TIMEOUT=90; SAN_BUDGET=100
   LONG_TS="4096"; LONG_STEPS=4; GEN_TRAIN_STEPS=200; TORCH_MODES="eager"
 elif [ "$mode" = bench ]; then
-  BENCH_ARGS=(--shapes gpt3-125m:1024,gpt3-2.7b:8192 --reps 5 --warmup 2); SDPA_ARGS=(--quick)
+  BENCH_ARGS=(--shapes "$CALIB_SHAPES" --reps 5 --warmup 2); SDPA_ARGS=(--quick)
   THROUGHPUT_STEPS=8; LARGE_PRESETS="gpt3-2.7b"; LARGE_STEPS=3
 fi
 # The steps a mode runs: --bench the numbers only (device facts, kernel times, throughput).
@@ -772,6 +776,18 @@ for m in $TORCH_MODES; do
   torch_row "$small_label" "$m" "${THROUGHPUT_SMALL[1]}" "${THROUGHPUT_SMALL[3]}" "${THROUGHPUT_SMALL[5]}"
 done
 [ -n "$llmc" ] && llmc_row "$small_label" "${THROUGHPUT_SMALL[3]}" "${THROUGHPUT_SMALL[5]}"
+# The cost model's other validation runs (its kernels were timed at their shapes in step 7).
+for run in $CALIB_RUNS; do
+  IFS=: read -r preset b t <<< "$run"
+  label="$preset B=$b T=$t"
+  run_logged "tp_calib_${preset}_$t" 900 "$X/train_gpt_cuda" --preset "$preset" --context "$t" --batch "$b" --seq-len "$t" \
+    --steps "$THROUGHPUT_STEPS" "${FORT[@]}" --out-dir "$LOGS/tp_calib_${preset}_$t"
+  if [ "$RC" -eq 0 ] && throughput_row "$label, $THROUGHPUT_STEPS steps" "$LOGS/tp_calib_${preset}_$t" "$LOGS/tp_calib_${preset}_$t.log"; then
+    check_result throughput "$label" ok
+  else
+    check_result throughput "$label" FAIL "exit $RC"; tail_log "tp_calib_${preset}_$t"
+  fi
+done
 # The largest GPT-3 preset that fits at T = LARGE_T, one sequence per step: larger presets fail at
 # allocation (the trainer allocates every device buffer before initialising the weights).
 tried=""
