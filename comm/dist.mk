@@ -9,8 +9,9 @@ MPICC ?= mpicc
 COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_watchdog.o \
 	$(BUILD)/comm/comm_spans.o $(BUILD)/comm/comm_names.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
 	$(BUILD)/comm/timeline_trace.o $(BUILD)/checkpoints/atomic_file.o
-# Choosing and creating the transport (comm/transport.h: the trainer and build/generate).
-TRANSPORT_OBJS = $(BUILD)/comm/transport.o
+# Choosing and creating the transport (comm/transport.h: the trainer and build/generate), and a
+# program's transport and device under MPI (model/backend_transport.h: generate, bench_collectives).
+TRANSPORT_OBJS = $(BUILD)/comm/transport.o $(BUILD)/model/backend_transport.o
 # The CPU side of the device transports (it refuses them), launching without MPI
 # (comm/launch.mk) and the transport choice: what a trainer links besides COMM_OBJS.
 TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS) $(TRANSPORT_OBJS)
@@ -37,8 +38,7 @@ $(BUILD)/tests/test_comm: %: %.o $(COMM_OBJS) $(FAIL_OBJS)
 # (tools/bench_collectives.c; `make bench-collectives`, tools/bench_collectives.sh).
 PROGRAMS += $(BUILD)/tools/bench_collectives
 TEST_PROGS += $(BUILD)/tools/bench_collectives
-$(BUILD)/tools/bench_collectives: %: %.o $(COMM_OBJS) $(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# Its link rule is in tools/bench.mk (it needs the launch and model objects, defined later).
 
 $(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
 		$(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)

@@ -60,6 +60,12 @@ static const char* const FIT_NAMES[FIT_OPS] = {"all_gather", "reduce_scatter", "
 
 const char* fit_op_name(FitOp op) { return op >= 0 && op < FIT_OPS ? FIT_NAMES[op] : "?"; }
 
+int fit_op_parse(const char* name) {
+    for (int k = 0; k < FIT_OPS; k++)
+        if (!strcmp(name, FIT_NAMES[k])) return k;
+    return -1;
+}
+
 // Where a value came from, for messages.
 typedef struct {
     const char* path;
@@ -377,6 +383,39 @@ double curve_efficiency(const EfficiencyCurve* curve, double size) {
     for (int k = 0; k < curve->n; k++)
         if (size >= curve->threshold[k]) return curve->efficiency[k];
     return curve->n ? curve->efficiency[curve->n - 1] : 1.0;
+}
+
+int cluster_read_fits(const char* path, Cluster* c, char* err, size_t errlen) {
+    FILE* f = fopen(path, "r");
+    if (!f) return set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char line[1024];
+    int lineno = 0, rc = 0, before = c->nfits;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strstr(line, "\"type\":\"fit\"")) continue;
+        const char *op = strstr(line, "\"op\":\""), *P = strstr(line, "\"P\":"),
+                   *al = strstr(line, "\"alpha_s\":"), *be = strstr(line, "\"beta_s_per_byte\":");
+        char name[32];
+        int ranks;
+        double alpha, beta;
+        if (!op || !P || !al || !be || sscanf(op + 6, "%31[a-z_]", name) != 1 ||
+            sscanf(P + 4, "%d", &ranks) != 1 || sscanf(al + 10, "%lf", &alpha) != 1 ||
+            sscanf(be + 18, "%lf", &beta) != 1) {
+            rc = set_err(err, errlen, "%s:%d: expected a fit record with op, P, alpha_s, "
+                         "beta_s_per_byte, found '%.80s'", path, lineno, line);
+            break;
+        }
+        if (ranks < 2 || !(beta > 0) || !isfinite(alpha)) continue;   // nothing moved, or no fit
+        const int op_index = fit_op_parse(name);
+        if (op_index < 0 || c->nfits == CLUSTER_MAX_FITS) continue;
+        c->fit[c->nfits++] = (CollectiveFit){(FitOp)op_index, ranks, alpha > 0 ? alpha : 0, beta};
+    }
+    if (rc == 0 && ferror(f)) rc = set_err(err, errlen, "%s: read failed: %s", path, strerror(errno));
+    fclose(f);
+    if (rc == 0 && c->nfits == before)
+        rc = set_err(err, errlen, "%s: expected fit records for P >= 2 with a positive beta, "
+                     "found none", path);
+    return rc;
 }
 
 const CollectiveFit* cluster_fit(const Cluster* c, FitOp op, int P) {

@@ -122,6 +122,11 @@ double curve_efficiency(const EfficiencyCurve* curve, double size);
 // at exactly P: the nearest measured P above (a conservative choice), else the largest below.
 const CollectiveFit* cluster_fit(const Cluster* c, FitOp op, int P);
 const char* fit_op_name(FitOp op);
+int fit_op_parse(const char* name);   // -1 if unknown
+// Adds the alpha-beta fits of a tools/bench_collectives JSONL ("fit" records over P >= 2 ranks
+// with a positive beta) to c->fit. Returns 0, or -1 with a one-line message (none found, a
+// malformed record).
+int cluster_read_fits(const char* path, Cluster* c, char* err, size_t errlen);
 // "encoder_forward", ... for CK_*; NULL for any other value. And back (-1 if unknown).
 const char* cluster_kernel_name(ClusterKernel k);
 int cluster_kernel_parse(const char* name);

@@ -411,36 +411,6 @@ static EfficiencyCurve measure_sharing(int cores) {
 // --- Collective fits ---------------------------------------------------------------------------
 
 // The "fit" records of tools/bench_collectives.c's JSONL (one object per line, its own format).
-static void read_fits(const char* path, Cluster* c) {
-    FILE* f = fopen(path, "r");
-    if (!f) fail_msg("%s: cannot open: %s (run make bench-collectives)", path, strerror(errno));
-    char line[1024];
-    int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        if (!strstr(line, "\"type\":\"fit\"")) continue;
-        const char *op = strstr(line, "\"op\":\""), *P = strstr(line, "\"P\":"),
-                   *al = strstr(line, "\"alpha_s\":"), *be = strstr(line, "\"beta_s_per_byte\":");
-        char name[32];
-        int ranks;
-        double alpha, beta;
-        if (!op || !P || !al || !be || sscanf(op + 6, "%31[a-z_]", name) != 1 ||
-            sscanf(P + 4, "%d", &ranks) != 1 || sscanf(al + 10, "%lf", &alpha) != 1 ||
-            sscanf(be + 18, "%lf", &beta) != 1)
-            fail_msg("%s:%d: expected a fit record with op, P, alpha_s, beta_s_per_byte, found '%.80s'",
-                     path, lineno, line);
-        if (ranks < 2 || !(beta > 0)) continue;   // one rank moves nothing: no fit
-        int op_index = -1;
-        for (int k = 0; k < FIT_OPS; k++)
-            if (!strcmp(name, fit_op_name((FitOp)k))) op_index = k;
-        if (op_index < 0 || c->nfits == CLUSTER_MAX_FITS) continue;
-        c->fit[c->nfits++] = (CollectiveFit){(FitOp)op_index, ranks, alpha > 0 ? alpha : 0, beta};
-    }
-    CHECK(!ferror(f), "a read error", "%s: %s", path, strerror(errno));
-    fclose(f);
-    if (!c->nfits) fail_msg("%s: expected fit records for P >= 2, found none", path);
-}
-
 // --- The cluster file --------------------------------------------------------------------------
 
 static void cpu_model(char* out, size_t len) {
@@ -554,9 +524,9 @@ int cpu_calibrate(char** argv, const char* jsonl, const char* out) {
     c.vector_eff = curve_from_points(&vec, 1.0 / (1 << 16));
     c.vector_flops = peak;
     c.shared_eff = measure_sharing((int)cores);
-    read_fits(jsonl, &c);
-    write_cluster(out, &c, links_from_fits(&c), jsonl, (int)cores);
     char err[ERR_LEN];
+    if (cluster_read_fits(jsonl, &c, err, sizeof err) != 0) fail_msg("%s (run make bench-collectives)", err);
+    write_cluster(out, &c, links_from_fits(&c), jsonl, (int)cores);
     static Cluster check;
     if (cluster_load(out, &check, err, sizeof err) != 0) fail_msg("calibration wrote a bad file: %s", err);
     printf("calibrate: wrote %s (%d collective fits)\n", out, c.nfits);

@@ -235,6 +235,16 @@ static void name_of(const char* out, char* name, size_t len) {
     if (dot) *dot = 0;
 }
 
+// Whether the report holds a usable fit of (op, P) before row `before` (or at all: before = nfits).
+static int fit_seen(const GpuReport* r, int before, int op, int P) {
+    for (int k = 0; k < before; k++)
+        if (fit_op_parse(r->fits[k].op) == op && r->fits[k].P == P && r->fits[k].beta_s_per_byte > 0)
+            return 1;
+    return 0;
+}
+
+static int report_has_fit(const GpuReport* r, int op, int P) { return fit_seen(r, r->nfits, op, P); }
+
 // "key = curve   # source" for the points (made to rise with size when `rise`).
 static void write_curve(FILE* f, const char* key, const Points* points, int rise, double peak,
                         const char* source) {
@@ -246,13 +256,16 @@ static void write_curve(FILE* f, const char* key, const Points* points, int rise
 }
 
 int gpu_calibrate(const char* report_path, const char* base_path, AttentionSource src,
-                  const char* out_path) {
+                  const char* collectives, const char* out_path) {
     static GpuReport r;
     static Cluster base;
     static Measured m;
     char err[ERR_LEN];
     if (gpu_report_read(report_path, &r, err, sizeof err) != 0) fail_msg("--calibrate-gpu %s", err);
     if (cluster_load(base_path, &base, err, sizeof err) != 0) fail_msg("--base %s", err);
+    static Cluster fits;   // the collectives' fits, when given
+    if (collectives && cluster_read_fits(collectives, &fits, err, sizeof err) != 0)
+        fail_msg("--collectives %s", err);
     measure(&r, src, &m);
     // rates per second of the datasheet peaks, in the points' units (GFLOP, MB)
     const double flops = r.bf16_tflops * 1e3, bw = r.hbm_gbps * 1e3;
@@ -304,13 +317,33 @@ int gpu_calibrate(const char* report_path, const char* base_path, AttentionSourc
     fprintf(f, "step.fixed_ms = %.4f   # measured: %s, ms per step minus forward, backward and "
             "optimizer, averaged over its throughput runs (%s)\n", fixed, report_path,
             r.nthroughput ? runs : "none: 0");
+    // The collectives' fits: the report's own (the kit's step 5 on every visible GPU), then
+    // --collectives'; the first of an op and P wins. Each replaces the link model for its op.
+    int nfits = 0;
+    for (int k = 0; k < r.nfits; k++) {
+        const GpuFitRow* g = &r.fits[k];
+        const int op = fit_op_parse(g->op);
+        if (op < 0 || g->P < 2 || !(g->beta_s_per_byte > 0) || fit_seen(&r, k, op, g->P)) continue;
+        fprintf(f, "fit.%s.p%d = %.6g %.6g   # measured: %s, tools/bench_collectives on %s, alpha "
+                "(s per call), beta (s per bus byte)\n", g->op, g->P,
+                g->alpha_s > 0 ? g->alpha_s : 0, g->beta_s_per_byte, report_path, g->transport);
+        nfits++;
+    }
+    for (int k = 0; k < fits.nfits; k++) {
+        const CollectiveFit* g = &fits.fit[k];
+        if (report_has_fit(&r, g->op, g->P)) continue;
+        fprintf(f, "fit.%s.p%d = %.6g %.6g   # measured: %s (tools/bench_collectives), alpha (s per "
+                "call), beta (s per bus byte)\n", fit_op_name(g->op), g->P, g->alpha, g->beta,
+                collectives);
+        nfits++;
+    }
     report_file_commit(&af);
     static Cluster check;
     if (cluster_load(out_path, &check, err, sizeof err) != 0)
         fail_msg("--calibrate-gpu wrote a cluster file that does not load: %s", err);
     printf("calibrate-gpu: wrote %s from %s (%d kernel rows, %d attention rows, %d throughput "
-           "runs; attention: %s)\n", out_path, report_path, r.nkernels, r.nattention,
-           r.nthroughput, att);
+           "runs; attention: %s; %d collective fits)\n", out_path, report_path, r.nkernels,
+           r.nattention, r.nthroughput, att, nfits);
     gpu_report_free(&r);
     return 0;
 }

@@ -11,12 +11,16 @@
 //   kernel.NAME.efficiency   each memory-bound kernel's own rows (AdamW, the gradient norm,
 //                            LayerNorm, the classifier, ...)
 //   step.fixed_ms            the throughput runs' time per step outside forward, backward, optimizer
+//   fit.OP.pN                with a tools/bench_collectives JSONL (e.g. --comm nccl on the GPUs):
+//                            its alpha-beta fits, which replace the link model for their op
 // Everything else (devices per node, memory, element sizes, the network tiers) is the base cluster
 // file's lines, copied with their sources. Every line says where its number came from.
 #pragma once
 
 typedef enum { ATTENTION_OURS, ATTENTION_SDPA } AttentionSource;
 
-// Writes `out` (atomically) from the report at `report` (a .jsonl or a results/gpu/ folder) and
-// the base cluster file. Returns the exit status; bad input ends the program with a message.
-int gpu_calibrate(const char* report, const char* base, AttentionSource attention, const char* out);
+// Writes `out` (atomically) from the report at `report` (a .jsonl or a results/gpu/ folder), the
+// base cluster file and, unless NULL, a collectives JSONL. Returns the exit status; bad input
+// ends the program with a message.
+int gpu_calibrate(const char* report, const char* base, AttentionSource attention,
+                  const char* collectives, const char* out);

@@ -125,6 +125,18 @@ static int read_throughput(const Where* w, const char* line, GpuReport* r, const
     return 0;
 }
 
+static int read_fit(const Where* w, const char* line, GpuReport* r) {
+    GpuFitRow* f = push((void**)&r->fits, &r->nfits, sizeof *f);
+    double P;
+    if (text(w, line, "op", f->op, sizeof f->op) ||
+        text(w, line, "transport", f->transport, sizeof f->transport) || number(w, line, "P", &P) ||
+        number(w, line, "alpha_s", &f->alpha_s) ||
+        number(w, line, "beta_s_per_byte", &f->beta_s_per_byte))
+        return -1;
+    f->P = (int)P;
+    return 0;
+}
+
 static int read_device(const Where* w, const char* line, GpuReport* r) {
     if (r->gpu[0]) return 0;   // the first device record (the GPU the kit ran on)
     return text(w, line, "name", r->gpu, sizeof r->gpu) ||
@@ -155,6 +167,7 @@ static int read_file(const char* path, GpuReport* r, char* err, size_t errlen) {
         else if (!strcmp(type, "kernel")) rc = read_kernel(&w, line, r);
         else if (!strcmp(type, "attention_vs_sdpa")) rc = read_attention(&w, line, r);
         else if (!strcmp(type, "throughput")) rc = read_throughput(&w, line, r, base);
+        else if (!strcmp(type, "fit")) rc = read_fit(&w, line, r);
     }
     if (rc == 0 && ferror(f)) rc = set_err(err, errlen, "%s: read failed: %s", path, strerror(errno));
     fclose(f);
@@ -189,6 +202,7 @@ void gpu_report_free(GpuReport* r) {
     free(r->kernels);
     free(r->attention);
     free(r->throughput);
-    r->kernels = NULL, r->attention = NULL, r->throughput = NULL;
-    r->nkernels = r->nattention = r->nthroughput = 0;
+    free(r->fits);
+    r->kernels = NULL, r->attention = NULL, r->throughput = NULL, r->fits = NULL;
+    r->nkernels = r->nattention = r->nthroughput = r->nfits = 0;
 }

@@ -5,6 +5,7 @@
 //                      shape "PRESET T=N", kernel "NAME_cuda[ ROLE]", ms, GFLOP, MB
 //   attention_vs_sdpa  causal attention at head size hs, T, B, NH: ours and PyTorch's flash SDPA
 //   throughput         a trainer run "PRESET B=N T=N, ..." on one GPU: ms per step and its phases
+//   fit                an alpha-beta fit of a collective over P ranks (tools/bench_collectives)
 // Other record types are skipped. Every number read must be present and finite.
 #pragma once
 #include <stddef.h>
@@ -37,12 +38,19 @@ typedef struct {
 } GpuThroughputRow;
 
 typedef struct {
+    char op[32], transport[32];     // "all_gather", "nccl"
+    int P;
+    double alpha_s, beta_s_per_byte;
+} GpuFitRow;
+
+typedef struct {
     char gpu[GPU_REPORT_TEXT];      // the device record's name
     double bf16_tflops, hbm_gbps;   // its datasheet peaks (the record's "peak")
-    int nkernels, nattention, nthroughput;
+    int nkernels, nattention, nthroughput, nfits;
     GpuKernelRow* kernels;
     GpuAttentionRow* attention;
     GpuThroughputRow* throughput;
+    GpuFitRow* fits;
 } GpuReport;
 
 // Reads PATH: one .jsonl file, or a folder whose *.jsonl files are read in name order. Returns 0,

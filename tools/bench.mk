@@ -62,3 +62,10 @@ bench-sweep: setup $(BUILD)/train_gpt
 	bash tools/bench_sweep.sh --out results/sweep-cpu --work $(BUILD)/bench/sweep-cpu \
 	  --points tools/sweeps/cpu.points --steps 6
 	$(PYTHON) tools/bench_sweep.py check results/sweep-cpu --points tools/sweeps/cpu.points
+
+# The collectives benchmark on the CPU backend (host buffers, --comm mpi); the CUDA backend's
+# build, tools/bench_collectives_cuda(_host), is in train/train_cuda.mk.
+BENCH_COLLECTIVES_C_OBJS = $(BUILD)/tools/bench_collectives.o $(COMM_OBJS) $(TRANSPORT_OBJS) $(LAUNCH_OBJS)
+$(BUILD)/tools/bench_collectives: $(BENCH_COLLECTIVES_C_OBJS) $(DIST_OPS_CPU_OBJS) $(BUILD)/comm/comm_device_none.o \
+		$(filter-out $(BENCH_COLLECTIVES_C_OBJS),$(MODEL_OBJS))
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)

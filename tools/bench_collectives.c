@@ -1,10 +1,16 @@
 // Latency and bandwidth of the collectives the trainer uses, on the transport in use, against
 // message size, fitted to the alpha-beta model t = alpha + bus_bytes * beta (run under mpirun;
-// every rank of the world takes part). The cost model calibrates "this machine" from it.
+// every rank of the world takes part). The cost model calibrates "this machine" from it, and a
+// GPU cluster file takes its fits (`costmodel --calibrate-gpu ... --collectives JSONL`).
 //
-//   bench_collectives [--min-bytes 64] [--max-bytes 16777216] [--target-s 0.02]
-//                     [--jsonl FILE] [--csv FILE]
+//   bench_collectives [--comm auto|mpi|nccl|mpi-staged] [--min-bytes 64] [--max-bytes 16777216]
+//                     [--target-s 0.02] [--jsonl FILE] [--csv FILE]
 //   bench_collectives --self-test     (the fit on known answers)
+//
+// Built with the CPU backend (build/tools/bench_collectives: host buffers, --comm mpi) and with
+// the CUDA backend (build/tools/bench_collectives_cuda, and _cuda_host on the host runtime: device
+// buffers, --comm nccl or mpi-staged, one GPU per rank as the trainer picks it). On a device
+// transport the calls are asynchronous: a timing ends when the compute stream has done them.
 //
 // Sizes are powers of two from min to max bytes of fp32, as nccl-tests counts them: all-gather
 // and reduce-scatter: the full (gathered / reduced) buffer; all-reduce: the buffer; send/recv: what
@@ -21,13 +27,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention/dist_ops.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
+#include "comm/transport.h"
+#include "model/backend.h"
+#include "model/backend_transport.h"
 
 typedef struct {
     long min_bytes, max_bytes;
     double target_s;
-    const char *jsonl, *csv;
+    const char *jsonl, *csv, *comm;
 } Args;
 
 static long parse_long(const char* flag, const char* v, long lo) {
@@ -40,12 +50,15 @@ static long parse_long(const char* flag, const char* v, long lo) {
 }
 
 static Args parse_args(int argc, char** argv) {
-    Args a = {.min_bytes = 64, .max_bytes = 16L << 20, .target_s = 0.02, .jsonl = NULL, .csv = NULL};
+    Args a = {.min_bytes = 64, .max_bytes = 16L << 20, .target_s = 0.02, .jsonl = NULL, .csv = NULL,
+              .comm = "auto"};
     for (int k = 1; k < argc; k++) {
         const char* f = argv[k];
         if (!strcmp(f, "--help")) {
-            printf("usage: bench_collectives [--min-bytes 64] [--max-bytes 16777216] [--target-s 0.02] "
-                   "[--jsonl FILE] [--csv FILE]\n");
+            printf("usage: bench_collectives [--comm auto|mpi|nccl|mpi-staged] [--min-bytes 64] "
+                   "[--max-bytes 16777216] [--target-s 0.02] [--jsonl FILE] [--csv FILE]\n"
+                   "(%s backend: buffers in %s memory)\n", gpt_backend_name(),
+                   gpt_backend_host_memory() ? "host" : "device");
             exit(0);
         }
         if (k + 1 >= argc) fail_msg("%s: missing value (see --help)", f);
@@ -58,6 +71,7 @@ static Args parse_args(int argc, char** argv) {
             if (end == v || *end || !(a.target_s > 0 && a.target_s <= 10))
                 fail_msg("--target-s: expected seconds in (0, 10], found '%s'", v);
         } else if (!strcmp(f, "--jsonl")) a.jsonl = v;
+        else if (!strcmp(f, "--comm")) a.comm = v;
         else if (!strcmp(f, "--csv")) a.csv = v;
         else fail_msg("unknown option '%s' (see --help)", f);
     }
@@ -100,11 +114,13 @@ static void run_op(Comm* comm, int op, float* a, float* b, size_t n) {
     }
 }
 
-// The largest value of x over the ranks.
+// The largest value of x over the ranks: each rank's value in its own slot of a host sum (host
+// memory on every transport).
 static double max_over_ranks(Comm* comm, double x) {
     const int P = comm_size(comm, MESH_WORLD);
-    double* all = xmalloc(sizeof(double) * P, "per-rank values");
-    comm_all_gather(comm, MESH_WORLD, &x, all, 1, COMM_F64);
+    double* all = xcalloc((size_t)P, sizeof(double), "per-rank values");
+    all[comm_rank(comm, MESH_WORLD)] = x;
+    comm_all_reduce_host(comm, MESH_WORLD, all, (size_t)P, COMM_F64);
     double m = all[0];
     for (int k = 1; k < P; k++) m = all[k] > m ? all[k] : m;
     free(all);
@@ -114,15 +130,18 @@ static double max_over_ranks(Comm* comm, double x) {
 // Seconds per call: the slowest rank's mean over reps calls, reps sized from one timed call.
 static double time_op(Comm* comm, int op, float* a, float* b, size_t n, double target_s, int* reps_out) {
     run_op(comm, op, a, b, n);   // warm-up (first-touch, connection setup)
+    comm_wait_compute(comm);
     comm_barrier(comm, MESH_WORLD);
     double t0 = now_s();
     run_op(comm, op, a, b, n);
+    comm_wait_compute(comm);   // device transports: the call is done when the stream is
     const double once = max_over_ranks(comm, now_s() - t0);
     long reps = once > 0 ? (long)(target_s / once) : 1000;
     reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
     comm_barrier(comm, MESH_WORLD);
     t0 = now_s();
     for (long i = 0; i < reps; i++) run_op(comm, op, a, b, n);
+    comm_wait_compute(comm);
     const double t = max_over_ranks(comm, (now_s() - t0) / reps);
     *reps_out = (int)reps;
     return t;
@@ -187,11 +206,21 @@ int main(int argc, char** argv) {
     Mesh mesh;
     char err[ERR_LEN];
     if (mesh_init(&mesh, size, 1, 1, rank, size, err) != 0) fail_msg("%s", err);
-    Comm* comm = comm_mpi_create(&mesh, 1);
+    // The transport and this rank's device (before any other backend call), as the trainer does.
+    const TransportOptions to = {a.comm, "mpi", NULL, 60, 0};
+    int device;
+    const char* transport = gpt_backend_transport(&to, size, &device);
+    Comm* comm = transport_create(&mesh, 1, transport, &to);
     const int P = size;
     const size_t max_n = ((size_t)(a.max_bytes / 4) + P - 1) / P * P;
-    float* x = xcalloc(2 * max_n + P, sizeof(float), "send buffer");
-    float* y = xcalloc(2 * max_n + P, sizeof(float), "receive buffer");
+    const size_t buf_bytes = (2 * max_n + P) * sizeof(float);
+    // In the backend's memory (the device's on CUDA), zero-filled: the values do not matter.
+    float* zeros = xcalloc(2 * max_n + P, sizeof(float), "zeros");
+    float* x = dist_alloc(buf_bytes, "send buffer");
+    float* y = dist_alloc(buf_bytes, "receive buffer");
+    dist_to_backend(x, zeros, buf_bytes);
+    dist_to_backend(y, zeros, buf_bytes);
+    free(zeros);
     FILE* jl = rank == 0 ? open_out(a.jsonl) : NULL;
     FILE* csv = rank == 0 ? open_out(a.csv) : NULL;
     if (csv) fprintf(csv, "op,P,bytes,seconds,reps,algbw_gbs,busbw_gbs\n");
@@ -235,8 +264,8 @@ int main(int argc, char** argv) {
     }
     close_out(jl, a.jsonl);
     close_out(csv, a.csv);
-    free(x);
-    free(y);
+    dist_free(x);
+    dist_free(y);
     comm_destroy(comm);
     comm_mpi_finalize();
     return 0;

@@ -71,11 +71,11 @@ $(BUILD)/gpu/gpu_info: $(NVCC_BUILD)/cuda/tools/gpu_info.o $(BUILD)/train/gpu_pe
 
 # Every program of the bundle (the kernel benchmark adds itself in tools/bench_kernels.mk).
 GPU_PROGRAMS += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda $(BUILD)/train_gpt_cuda_fp32 $(BUILD)/generate_cuda \
-	$(GPU_TESTS) \
+	$(BUILD)/tools/bench_collectives_cuda $(GPU_TESTS) \
 	$(BUILD)/gpu/test_ptx $(BUILD)/gpu/gpu_info $(GPU_KIT_C_PROGS)
 # The same programs built for the host runtime (the self-test's bundle), in the same order.
 GPU_PROGRAMS_HOST += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32 \
-	$(BUILD)/generate_cuda_host \
+	$(BUILD)/generate_cuda_host $(BUILD)/tools/bench_collectives_cuda_host \
 	$(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(BUILD)/tests/cuda/$(t) $(BUILD)/tests/cuda/$(t)_fp32) \
 	$(BUILD)/tests/cuda_host/test_ptx $(GPU_INFO_HOST) $(GPU_KIT_C_PROGS)
 

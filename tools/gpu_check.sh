@@ -84,7 +84,7 @@ dry_run() {
   for p in $(manifest programs); do
     [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
   done
-  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda bench_collectives_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
   for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
   [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
 
@@ -183,6 +183,7 @@ SAN_TOOLS="memcheck racecheck synccheck initcheck"; SAN_PROGS="test_attention_cu
 # trainer run of step 8 (8192 tokens per call, as each of those runs has), and those runs.
 CALIB_SHAPES=gpt3-125m:1024,gpt3-125m:8192,gpt3-1.3b:2048,gpt3-2.7b:8192
 CALIB_RUNS="gpt3-125m:1:8192 gpt3-1.3b:4:2048"   # PRESET:B:T, beside the small and the largest run
+COLL_ARGS=(--max-bytes 268435456 --target-s 0.02)   # step 5's collectives: up to 256 MiB
 RESUME_PRECS="fp32 bf16"; TEST_ARGS=(); TRAIN_STEPS=20; BENCH_ARGS=(--shapes "$CALIB_SHAPES,gpt3-2.7b:1024"); SDPA_ARGS=()
 THROUGHPUT_SMALL=(--preset gpt3-125m --batch 8 --seq-len 1024); THROUGHPUT_STEPS=30
 LARGE_T=8192; LARGE_PRESETS="gpt3-13b gpt3-6.7b gpt3-2.7b gpt3-1.3b gpt3-760m gpt3-350m gpt3-125m"; LARGE_STEPS=6
@@ -197,6 +198,7 @@ TORCH_STEPS=10; TORCH_WARMUP=3; TORCH_MODES="eager compile"; TORCH_CPU=()
 if [ "$action" = self-test ]; then
   TEST_ARGS=(--quick); TRAIN_STEPS=10; BENCH_ARGS=(--tiny); SDPA_ARGS=(--tiny)
   THROUGHPUT_SMALL=(--preset small --batch 2 --seq-len 32); THROUGHPUT_STEPS=3; CALIB_RUNS="tiny:1:64"
+  COLL_ARGS=(--max-bytes 4096 --target-s 0.001)
   LARGE_T=64; LARGE_PRESETS="small tiny"; LARGE_STEPS=2
   LONG_TS="64 128"; LONG_HS="16 32"; LONG_STEPS=4
   GEN_C=32; GEN_T=64; GEN_BATCH=4; GEN_TRAIN_STEPS=150; GEN_NEW=12
@@ -566,6 +568,21 @@ for launch in mpirun alone; do
     --data "$DATA/stream" --work "$LOGS/nccl" --steps "$TRAIN_STEPS" --np 1 --mesh "" --test-args "--comm nccl" --mpirun "$launcher"
   section "| $what, against the CPU trainer | $R | $DIFFS |"
 done
+# The collectives the trainer uses, on nccl over every visible GPU (one rank each): their times
+# by size and alpha-beta fits (one rank: times, no fit) go into the report, where the cost model's
+# GPU calibration (make costmodel-gpu) takes the fits for its interconnect.
+gpus=$(sed -n 's/.*"type":"device".*"count":\([0-9]*\).*/\1/p' "$JSONL" | head -n 1); gpus=${gpus:-1}
+run_logged collectives 300 $GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np "$gpus" \
+  "$X/bench_collectives_cuda" --comm nccl "${COLL_ARGS[@]}" \
+  --jsonl "$LOGS/collectives.jsonl"
+fits=$(sed -n 's/.*"type":"fit","op":"\([a-z_]*\)","P":\([0-9]*\),.*"alpha_s":\([^,]*\),.*"bus_gbs":\([^,]*\),.*/\1 \2 \3 \4/p' \
+  "$LOGS/collectives.jsonl" 2> /dev/null | awk '$2 >= 2 { printf "%s%s %.1f us + %.1f GB/s", sep, $1, 1e6 * $3, $4; sep = "; " }')
+if [ "$RC" -eq 0 ] && grep -q '"type":"fit"' "$LOGS/collectives.jsonl" 2> /dev/null; then
+  r=ok; cat "$LOGS/collectives.jsonl" >> "$JSONL"
+else r=FAIL; tail_log collectives 6; fi
+say "  collectives on nccl, $gpus rank(s): $r"
+check_result nccl "collectives benchmark on nccl" "$r" "exit $RC"
+section "| collectives on nccl, $gpus rank(s) (\`bench_collectives_cuda\`; times and fits in gpu_report.jsonl) | $r | ${fits:-one rank: times only, no fit} |"
 # Two ranks on one GPU: the trainer refuses them on nccl with the reason (one GPU made visible).
 name=nccl_2ranks_1gpu
 one_gpu=${CUDA_VISIBLE_DEVICES:-0}; one_gpu=${one_gpu%%,*}   # the first GPU this check may use

@@ -72,6 +72,14 @@ $(BUILD)/train_gpt_cuda_host_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_HOST_OBJS_F
 .PHONY: train-cuda-host
 train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
 
+# The collectives benchmark (tools/bench_collectives.c) on the CUDA backend: device buffers, the
+# device transports (--comm nccl, mpi-staged). The trainer's C objects but its program.
+BENCH_COLLECTIVES_CUDA_C_OBJS = $(BUILD)/tools/bench_collectives.o \
+	$(filter-out $(TRAIN_PROGRAM_OBJS),$(CUDA_TRAIN_C_OBJS))
+TEST_PROGS += $(BUILD)/tools/bench_collectives_cuda_host
+$(BUILD)/tools/bench_collectives_cuda_host: $(BENCH_COLLECTIVES_CUDA_C_OBJS) $(CUDA_TRAIN_HOST_OBJS) $(CUDA_HOST_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++
+
 # --- nvcc build ------------------------------------------------------------------------------------
 
 # sm_80, sm_90 and compute_90 PTX, warnings as errors, as the compile check; -O3 for the host side.
@@ -146,6 +154,9 @@ $(BUILD)/train_gpt_cuda: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
 	$(CUDA_LIB_CHECK)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 $(BUILD)/train_gpt_cuda_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS_FP32)
+	$(CUDA_LIB_CHECK)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
+$(BUILD)/tools/bench_collectives_cuda: $(BENCH_COLLECTIVES_CUDA_C_OBJS) $(CUDA_TRAIN_NVCC_OBJS)
 	$(CUDA_LIB_CHECK)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(CUDA_KERNEL_LINK) $(TOKENIZER_LIBS) $(CUDA_TRAIN_LIBS) $(LDLIBS) -lstdc++
 
