@@ -34,16 +34,18 @@ include $(FIRST_FRAGMENTS)
 include $(filter-out $(FIRST_FRAGMENTS) $(LAST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
 include $(LAST_FRAGMENTS)
 
-# Test groups, in the order `make test` runs them; `make test-<group>` runs one group.
+# Test groups, in the order `make test` runs them; `make test-<group>` runs one group. The kit
+# group (the GPU bundle, its self-test and the nvcc builds: several minutes of packaging and
+# compiling) runs as `make test-kit`, after `make test` in CI.
 TEST_GROUPS = model data train dist generate cuda cuda-dist
-.PHONY: test-progs $(addprefix test-,$(TEST_GROUPS))
+.PHONY: test-progs $(addprefix test-,$(TEST_GROUPS) kit)
 test-progs: $(TEST_PROGS)
 
 test: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
 
-$(addprefix test-,$(TEST_GROUPS)): test-%: setup
+$(addprefix test-,$(TEST_GROUPS) kit): test-%: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(SUITES_$*)
 

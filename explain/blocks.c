@@ -31,9 +31,10 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
         token_layout_positions(sim->rank[i].layout, sim->Tl, pos);
         for (int j = 0; j < sim->Tl; j++) {
             if (pos[j] < 0 || pos[j] >= T || map->token_rank[pos[j]] >= 0) {
+                const long bad = pos[j];
                 free(pos);
                 return set_err(err, ERR_LEN, "rank %d's layout: token %ld outside 0..%ld or held twice",
-                               i, pos[j], T - 1);
+                               i, bad, T - 1);
             }
             map->token_rank[pos[j]] = i;
         }

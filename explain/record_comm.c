@@ -90,12 +90,18 @@ static CommRequest* rec_broadcast(void* ctx, MeshGroup g, void* buf, size_t coun
 
 static void rec_wait(void* ctx, CommRequest* req, int host) {}
 
-static void rec_all_reduce_host(void* ctx, MeshGroup g, void* buf, size_t count, CommType t) {
+// Host operations complete when they return: no request (NULL), as comm.h's transports do.
+static CommRequest* rec_all_reduce_host(void* ctx, MeshGroup g, void* buf, size_t count,
+                                        CommType t) {
     record(ctx, g, COMM_ALL_REDUCE, t, count);
     zero(buf, count, t);
+    return NULL;
 }
 
-static void rec_barrier(void* ctx, MeshGroup g) { record(ctx, g, COMM_BARRIER, COMM_U8, 0); }
+static CommRequest* rec_barrier(void* ctx, MeshGroup g) {
+    record(ctx, g, COMM_BARRIER, COMM_U8, 0);
+    return NULL;
+}
 
 static void rec_destroy(void* ctx) {
     CommRecorder* r = ctx;

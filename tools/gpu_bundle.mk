@@ -109,7 +109,9 @@ gpu-bundle-host: setup $(DEFAULT_DATA) $(GPU_PROGRAMS_HOST)
 		$(GPU_PROGRAMS_HOST)
 
 # --- Tests (tests/suites/gpu-kit.list) ---------------------------------------------------------------
-SUITES_cuda += gpu-kit
+# The kit and the nvcc builds: a group of their own (make test-kit; CI runs it after make test),
+# which keeps make test to the behaviour of the code (under 20 minutes on 2 cores).
+SUITES_kit += gpu-kit nvcc
 TEST_PROGS += $(BUILD)/tests/test_gpu_peaks
 $(BUILD)/tests/test_gpu_peaks: $(BUILD)/tests/test_gpu_peaks.o $(BUILD)/train/gpu_peaks.o $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
