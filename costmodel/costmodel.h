@@ -54,6 +54,7 @@ typedef struct {
     int overlap;      // trainer --overlap: 1 transfers in flight during compute
     int zero;         // ZeRO-1 (optimizer state sharded over all ranks)
     int keep_kv;      // 2d: gathered K/V kept for backward (all layers)
+    int recompute;    // trainer --recompute: a GptRecompute (model/activations.h), 0 = none
 } CostConfig;
 
 typedef struct {

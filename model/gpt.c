@@ -102,35 +102,8 @@ static void grads_ready(GPT* m, int group) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, group);
 }
 
-// Lays the activation tensors out in two buffers (real and real_stat); returns the element
-// counts through *nreal and *nstat.
-static void point_activations(const GPTConfig* c, int B, int T, real* base, real_stat* sbase,
-                              ActivationTensors* a, size_t* nreal, size_t* nstat) {
-    const size_t L = c->L, C = c->C, BT = (size_t)B * T;
-    struct { real** ptr; size_t n; } fields[] = {
-        {&a->encoded, BT * C},      {&a->ln1, L * BT * C},       {&a->qkv, L * BT * 3 * C},
-        {&a->atty, L * BT * C},     {&a->residual2, L * BT * C}, {&a->ln2, L * BT * C},
-        {&a->fch, L * BT * 4 * C},  {&a->fch_gelu, L * BT * 4 * C}, {&a->residual3, L * BT * C},
-        {&a->lnf, BT * C},          {&a->logits, BT * c->Vp}};
-    struct { real_stat** ptr; size_t n; } stats[] = {
-        {&a->ln1_mean, L * BT}, {&a->ln1_rstd, L * BT}, {&a->att_lse, L * BT * c->NH},
-        {&a->ln2_mean, L * BT}, {&a->ln2_rstd, L * BT}, {&a->lnf_mean, BT},
-        {&a->lnf_rstd, BT},     {&a->losses, BT}};
-    size_t total = 0, stotal = 0;
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (base) *fields[i].ptr = base + total;
-        total += fields[i].n;
-    }
-    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
-        if (sbase) *stats[i].ptr = sbase + stotal;
-        stotal += stats[i].n;
-    }
-    *nreal = total;
-    *nstat = stotal;
-}
-
 static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
-                           AttentionLayer* attention) {
+                           AttentionLayer* attention, GptRecompute r) {
     char err[ERR_LEN];
     if (gpt_config_validate(cfg, err, sizeof err) != 0) fail_msg("%s", err);
     m->cfg = *cfg;
@@ -140,11 +113,12 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
     m->attention = attention;
     gpt_param_sizes(cfg, m->param_sizes);
     m->num_params = gpt_num_params(cfg);
+    m->recompute = r;
     size_t nreal, nstat;
-    point_activations(cfg, B, T, NULL, NULL, &m->acts, &nreal, &nstat);
+    gpt_activation_layout(cfg, B, T, r, NULL, NULL, &m->acts, &nreal, &nstat);
     m->acts_memory = tensor_alloc(nreal, "activations");
     m->stats_memory = stat_alloc(nstat, "activation statistics");
-    point_activations(cfg, B, T, m->acts_memory, m->stats_memory, &m->acts, &nreal, &nstat);
+    gpt_activation_layout(cfg, B, T, r, m->acts_memory, m->stats_memory, &m->acts, &nreal, &nstat);
     m->inputs = tokens_alloc((size_t)B * T, "input tokens");
     m->targets = tokens_alloc((size_t)B * T, "target tokens");
     m->scalars = scalars_alloc(GPT_NUM_SCALARS, "step scalars (loss, gradient norm)");
@@ -152,8 +126,13 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
 
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
                 int pad_multiple) {
+    gpt_create_recompute(m, cfg, B, T, attention, pad_multiple, GPT_RECOMPUTE_NONE);
+}
+
+void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
+                          int pad_multiple, GptRecompute r) {
     memset(m, 0, sizeof *m);
-    create_buffers(m, cfg, B, T, attention);
+    create_buffers(m, cfg, B, T, attention, r);
     const size_t pad = pad_multiple > 1 ? (size_t)pad_multiple : 1;
     m->padded_params = (m->num_params + pad - 1) / pad * pad;
     m->owns_params = 1;
@@ -171,7 +150,7 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
     memset(m, 0, sizeof *m);
-    create_buffers(m, &owner->cfg, B, T, attention);
+    create_buffers(m, &owner->cfg, B, T, attention, GPT_RECOMPUTE_NONE);
     m->padded_params = owner->padded_params;
     m->params_memory = owner->params_memory;
     m->params = owner->params;
@@ -212,21 +191,6 @@ static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
     return w;
 }
 
-typedef struct {
-    real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
-    real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
-} LayerActs;
-
-static LayerActs layer_acts(const ActivationTensors* a, int l, size_t BT, int C, int NH) {
-    const size_t btc = BT * C, bt = BT;
-    LayerActs x = {a->ln1 + l * btc,       a->qkv + l * btc * 3,     a->atty + l * btc,
-                   a->residual2 + l * btc, a->ln2 + l * btc,         a->fch + l * btc * 4,
-                   a->fch_gelu + l * btc * 4, a->residual3 + l * btc, a->ln1_mean + l * bt,
-                   a->ln1_rstd + l * bt,   a->att_lse + l * bt * NH, a->ln2_mean + l * bt,
-                   a->ln2_rstd + l * bt};
-    return x;
-}
-
 void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH;
@@ -248,7 +212,7 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     for (int l = 0; l < c->L; l++) {
         begin = mark(m);
         LayerParams w = layer_params(p, l, C);
-        LayerActs x = layer_acts(a, l, BT, C, NH);
+        LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
         // Only layer 0's ln1 stands alone: every other LayerNorm (ln2, the next layer's ln1, lnf)
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
@@ -263,7 +227,7 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
         // residual3 += residual2, normalised by the next layer's ln1, or by lnf after the last.
         if (l + 1 < c->L) {
             LayerParams wn = layer_params(p, l + 1, C);
-            LayerActs xn = layer_acts(a, l + 1, BT, C, NH);
+            LayerActs xn = gpt_layer_acts(a, c, B, T, m->recompute, l + 1);
             fused_residual_layernorm_forward(x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
                                              x.residual3, x.residual2, wn.ln1w, wn.ln1b, BT, C);
         } else {
@@ -297,6 +261,24 @@ double gpt_loss_read(const GPT* m) {
     return loss;
 }
 
+// Refills the activations of one layer that the recompute mode did not keep (its scratch), from
+// the layer's input `residual` and what was kept, with the forward's own kernels on the same
+// inputs: the same values, bitwise on the CPU. The attention output and LSE are always kept, so
+// no schedule communicates again.
+static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real* residual) {
+    const int BT = m->B * m->T, C = m->cfg.C;
+    layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
+    matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+    if (m->recompute == GPT_RECOMPUTE_FULL) {   // residual2 too: the output projection, the add
+        matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
+        fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
+                                         residual, w.ln2w, w.ln2b, BT, C);
+    } else {
+        layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
+    }
+    matmul_forward_gelu(x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+}
+
 void gpt_backward(GPT* m, double dloss) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, L = c->L;
@@ -317,7 +299,7 @@ void gpt_backward(GPT* m, double dloss) {
                                   c->Vp, m->scalars + GPT_LOSS_SUM);
     tensor_zero(m->dbuf_c, btc);
     matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
-    const real* last = L > 0 ? layer_acts(a, L - 1, BT, C, NH).residual3 : a->encoded;
+    const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;
     tensor_zero(dres, btc);
     layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
                        a->lnf_rstd, BT, C);
@@ -328,8 +310,10 @@ void gpt_backward(GPT* m, double dloss) {
     for (int l = L - 1; l >= 0; l--) {
         begin = mark(m);
         LayerParams w = layer_params(p, l, C), dw = layer_params(g, l, C);
-        LayerActs x = layer_acts(a, l, BT, C, NH);
-        const real* residual = l > 0 ? layer_acts(a, l - 1, BT, C, NH).residual3 : a->encoded;
+        LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
+        const real* residual =
+            l > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, l - 1).residual3 : a->encoded;
+        if (gpt_recompute_layers(m->recompute)) recompute_layer(m, w, x, residual);
         // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2. The
         // input gradients are written, not accumulated (no zeroing passes); the GELU backward
         // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)).

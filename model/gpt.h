@@ -6,6 +6,7 @@
 
 #include "attention/attention_layer.h"
 #include "comm/timeline.h"
+#include "model/activations.h"
 #include "model/config.h"
 #include "model/real.h"
 
@@ -44,29 +45,6 @@ size_t gpt_num_params(const GPTConfig* cfg);
 // Points the 16 tensors into a flat buffer of gpt_num_params elements.
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 
-// Activations saved by forward for backward, for B sequences of T local tokens each.
-typedef struct {
-    real* encoded;    // (B, T, C)
-    real* ln1;        // (L, B, T, C)
-    real_stat* ln1_mean;   // (L, B, T)
-    real_stat* ln1_rstd;   // (L, B, T)
-    real* qkv;        // (L, B, T, 3C)
-    real* atty;       // (L, B, T, C)
-    real_stat* att_lse;    // (L, B, NH, T)
-    real* residual2;  // (L, B, T, C)
-    real* ln2;        // (L, B, T, C)
-    real_stat* ln2_mean;   // (L, B, T)
-    real_stat* ln2_rstd;   // (L, B, T)
-    real* fch;        // (L, B, T, 4C)
-    real* fch_gelu;   // (L, B, T, 4C)
-    real* residual3;  // (L, B, T, C)
-    real* lnf;        // (B, T, C)
-    real_stat* lnf_mean;   // (B, T)
-    real_stat* lnf_rstd;   // (B, T)
-    real* logits;     // (B, T, Vp); backward overwrites it with dlogits
-    real_stat* losses;     // (B, T) per-token loss (gpt_loss, gpt_backward)
-} ActivationTensors;
-
 // The scalars of a training step, doubles in backend memory (GPT.scalars), so that the step's
 // loss, gradient norm and clipping are computed and used on the backend without the host waiting
 // for the device (the trainer reads them once, at the end of the step: model/backend.h).
@@ -101,6 +79,7 @@ typedef struct {
     int B, T;                  // sequences and LOCAL tokens per sequence of the next pass; T
                                // may be lowered below max_T between passes (sampling)
     int max_T;                 // local tokens the activation buffers hold
+    GptRecompute recompute;    // which layer activations backward recomputes (model/activations.h)
     real* acts_memory;
     real_stat* stats_memory;   // the real_stat activations (statistics)
     ActivationTensors acts;
@@ -129,6 +108,10 @@ typedef struct {
 // of ranks sharing the optimizer state), so they split into equal shards.
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
                 int pad_multiple);
+// The same, saving only the activations that recompute mode r keeps: backward recomputes the
+// rest layer by layer (same results: bitwise on the CPU).
+void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
+                          int pad_multiple, GptRecompute r);
 // A forward-only model (e.g. for sampling) that uses owner's parameters; no gradients.
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);

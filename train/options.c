@@ -77,6 +77,7 @@ static const OptSpec specs[] = {
     {"overlap", OPT_INT, F(overlap), 0, 1, NULL, "1: communication travels while compute goes on; 0: every transfer is waited for as it starts, and gradients are reduced after backward (the plain schedules, for comparison; same results)"},
     {"timeline", OPT_INT, F(timeline), 0, 1, NULL, "record per-step spans of compute, communication and waits (CUDA events on the GPU, the clock on the CPU) for the time fractions in the log and --trace (0 = off)"},
     {"trace", OPT_STRING, F(trace), 0, 0, NULL, "write a Chrome trace-event JSON of every rank's compute, communication and wait spans (open in Perfetto); also adds time fractions to the log"},
+    {"recompute", OPT_STRING, F(recompute), 0, 0, "none|selective|full", "activations backward recomputes instead of keeping (same results; bitwise on the CPU): selective keeps each layer's attention output, LSE and residual stream (3 C per token instead of 16) and recomputes the LayerNorms, the QKV and FC projections and GELU, about a third of the layer's forward matmuls again; full keeps only the attention output, LSE and the layer's output (2 C) and also recomputes the output projection; the attention itself is never recomputed"},
     {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
     {"comm", OPT_STRING, F(comm), 0, 0, "auto|mpi|nccl|mpi-staged", "transport: mpi moves host memory (CPU trainer); nccl and mpi-staged (through pinned host buffers, lets ranks share a GPU) move device memory (CUDA trainer); auto picks mpi on the CPU, nccl on GPUs (mpi-staged for one rank)"},
     {"rendezvous", OPT_STRING, F(rendezvous), 0, 0, NULL, "how rank 0's NCCL id reaches the others: mpi, file:PATH (a shared file system) or tcp:HOST:PORT (rank 0 listens); with file or tcp no MPI is started and rank, size and local rank come from the launcher's environment (Slurm, Open MPI, MPICH, torchrun) or --rank/--world-size/--local-rank"},
@@ -131,6 +132,7 @@ static void set_defaults(TrainOptions* o) {
     o->pq = 1;
     o->pkv = 1;
     o->attention = "2d";
+    o->recompute = "none";
     o->mesh = "manual";
     o->cluster = "";
     o->grad_bucket_mb = 25;

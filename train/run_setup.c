@@ -215,7 +215,10 @@ static void setup_attention(Trainer* t) {
 static void setup_model_and_optimizer(Trainer* t) {
     const int world = t->mesh.world_size;
     const int zero = t->opt.zero;
-    gpt_create(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1);
+    GptRecompute recompute = GPT_RECOMPUTE_NONE;
+    gpt_recompute_parse(t->opt.recompute, &recompute);   // the option's choices are the names
+    gpt_create_recompute(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1,
+                         recompute);
     // Every backend buffer first (the optimizer's included): a model that does not fit the device
     // fails here, in seconds, not after the parameters have been initialised on the host.
     t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;

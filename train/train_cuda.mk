@@ -27,7 +27,7 @@ CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu model/t
 	attention/dist_ops_cuda.cu comm/comm_device.cu comm/comm_nccl.cu comm/comm_staged.cu
 # C sources written once and compiled as CUDA C++ (real = floatX): the layer sequence and the
 # distributed attention schedules.
-CUDA_CXX_SRCS := model/gpt.c $(DIST_SCHEDULE_SRCS)
+CUDA_CXX_SRCS := model/activations.c model/gpt.c $(DIST_SCHEDULE_SRCS)
 CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_attention.cu
 
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).

@@ -1,0 +1,114 @@
+// The activation layout under each recompute mode (model/activations.h).
+#include "model/activations.h"
+
+#include <string.h>
+
+static const char* const recompute_names[] = {"none", "selective", "full"};
+
+const char* gpt_recompute_name(GptRecompute r) {
+    return r >= GPT_RECOMPUTE_NONE && r <= GPT_RECOMPUTE_FULL ? recompute_names[r] : "?";
+}
+
+int gpt_recompute_parse(const char* name, GptRecompute* out) {
+    for (int i = 0; i <= GPT_RECOMPUTE_FULL; i++)
+        if (strcmp(name, recompute_names[i]) == 0) {
+            *out = (GptRecompute)i;
+            return 0;
+        }
+    return -1;
+}
+
+int gpt_recompute_layers(GptRecompute r) { return r != GPT_RECOMPUTE_NONE; }
+
+// The per-layer tensors, and under which modes every layer keeps its own copy (else one
+// layer's scratch, which backward refills).
+enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
+static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
+
+// Token widths (in C) and the modes that keep each per-layer tensor of real type.
+#define KEEP_ALL (KEPT_NONE | KEPT_SELECTIVE | KEPT_FULL)
+typedef struct { size_t offset_of; int width; int modes; } LayerField;
+static const LayerField real_fields[] = {
+    {offsetof(LayerActs, ln1), 1, KEPT_NONE},
+    {offsetof(LayerActs, qkv), 3, KEPT_NONE},
+    {offsetof(LayerActs, atty), 1, KEEP_ALL},
+    {offsetof(LayerActs, residual2), 1, KEPT_NONE | KEPT_SELECTIVE},
+    {offsetof(LayerActs, ln2), 1, KEPT_NONE},
+    {offsetof(LayerActs, fch), 4, KEPT_NONE},
+    {offsetof(LayerActs, fch_gelu), 4, KEPT_NONE},
+    {offsetof(LayerActs, residual3), 1, KEEP_ALL},
+};
+// Statistics: per token (width 1) or per token and head (width 0: NH).
+static const LayerField stat_fields[] = {
+    {offsetof(LayerActs, ln1_mean), 1, KEPT_NONE},
+    {offsetof(LayerActs, ln1_rstd), 1, KEPT_NONE},
+    {offsetof(LayerActs, att_lse), 0, KEEP_ALL},
+    {offsetof(LayerActs, ln2_mean), 1, KEPT_NONE},
+    {offsetof(LayerActs, ln2_rstd), 1, KEPT_NONE},
+};
+enum { NREAL_FIELDS = sizeof real_fields / sizeof real_fields[0],
+       NSTAT_FIELDS = sizeof stat_fields / sizeof stat_fields[0] };
+
+// Where each per-layer tensor starts, as a LayerActs whose pointers are those of layer 0.
+static LayerActs* first_layer(ActivationTensors* a, LayerActs* x) {
+    x->ln1 = a->ln1; x->qkv = a->qkv; x->atty = a->atty; x->residual2 = a->residual2;
+    x->ln2 = a->ln2; x->fch = a->fch; x->fch_gelu = a->fch_gelu; x->residual3 = a->residual3;
+    x->ln1_mean = a->ln1_mean; x->ln1_rstd = a->ln1_rstd; x->att_lse = a->att_lse;
+    x->ln2_mean = a->ln2_mean; x->ln2_rstd = a->ln2_rstd;
+    return x;
+}
+
+static void set_first_layer(ActivationTensors* a, const LayerActs* x) {
+    a->ln1 = x->ln1; a->qkv = x->qkv; a->atty = x->atty; a->residual2 = x->residual2;
+    a->ln2 = x->ln2; a->fch = x->fch; a->fch_gelu = x->fch_gelu; a->residual3 = x->residual3;
+    a->ln1_mean = x->ln1_mean; a->ln1_rstd = x->ln1_rstd; a->att_lse = x->att_lse;
+    a->ln2_mean = x->ln2_mean; a->ln2_rstd = x->ln2_rstd;
+}
+
+static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
+static real_stat** stat_slot(LayerActs* x, int i) {
+    return (real_stat**)((char*)x + stat_fields[i].offset_of);
+}
+
+void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, real* base,
+                           real_stat* sbase, ActivationTensors* a, size_t* nreal, size_t* nstat) {
+    const size_t L = c->L, C = c->C, BT = (size_t)B * T;
+    size_t total = 0, stotal = 0;
+    LayerActs x;
+    memset(&x, 0, sizeof x);
+    // In the order of the forward: the embeddings, the per-layer tensors (L layers or one), the
+    // final LayerNorm and the logits; then the statistics the same way.
+    if (base) a->encoded = base;
+    total += BT * C;
+    for (int i = 0; i < NREAL_FIELDS; i++) {
+        if (base) *real_slot(&x, i) = base + total;
+        total += (kept(real_fields[i].modes, r) ? L : 1) * BT * real_fields[i].width * C;
+    }
+    if (base) a->lnf = base + total, a->logits = base + total + BT * C;
+    total += BT * C + BT * (size_t)c->Vp;
+    for (int i = 0; i < NSTAT_FIELDS; i++) {
+        if (sbase) *stat_slot(&x, i) = sbase + stotal;
+        const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
+        stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * width;
+    }
+    if (sbase) a->lnf_mean = sbase + stotal, a->lnf_rstd = sbase + stotal + BT,
+               a->losses = sbase + stotal + 2 * BT;
+    stotal += 3 * BT;
+    if (base && sbase) set_first_layer(a, &x);
+    *nreal = total;
+    *nstat = stotal;
+}
+
+LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* c, int B, int T,
+                         GptRecompute r, int l) {
+    const size_t BT = (size_t)B * T, C = c->C;
+    LayerActs x;
+    first_layer((ActivationTensors*)a, &x);
+    for (int i = 0; i < NREAL_FIELDS; i++)
+        if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_fields[i].width * C;
+    for (int i = 0; i < NSTAT_FIELDS; i++) {
+        const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
+        if (kept(stat_fields[i].modes, r)) *stat_slot(&x, i) += (size_t)l * BT * width;
+    }
+    return x;
+}

@@ -1,0 +1,74 @@
+// Where the activations that forward saves for backward lie, under each recompute mode: one
+// layout, used by the model (model/gpt.c) to point its buffers and by the memory budget
+// (model/memory_budget.h) and the cost model to count them.
+//
+//   none       every layer keeps all 16 C per token (ln1, qkv, atty, residual2, ln2, fch,
+//              fch_gelu, residual3) and its LayerNorm statistics and LSE
+//   selective  every layer keeps its attention output and LSE and the residual stream
+//              (residual2, residual3): 3 C per token; the LayerNorms, the QKV projection, the
+//              FC layer and GELU are recomputed in backward into one layer's scratch
+//   full       every layer keeps its attention output and LSE and its output (residual3, the
+//              next layer's input): 2 C per token; backward recomputes the whole local forward
+//              of the layer (never the attention, whose distributed schedule communicates)
+#pragma once
+#include <stddef.h>
+
+#include "model/config.h"
+#include "model/real.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 } GptRecompute;
+
+// "none", "selective", "full".
+const char* gpt_recompute_name(GptRecompute r);
+// Parses one of the names; returns 0, or -1 for anything else.
+int gpt_recompute_parse(const char* name, GptRecompute* out);
+
+// Activations saved by forward for backward, for B sequences of T local tokens each. The
+// per-layer tensors hold L layers where the recompute mode keeps them, one layer's scratch where
+// backward recomputes them (gpt_layer_acts gives the view of one layer either way).
+typedef struct {
+    real* encoded;    // (B, T, C)
+    real* ln1;        // (L or 1, B, T, C)
+    real_stat* ln1_mean;   // (L or 1, B, T)
+    real_stat* ln1_rstd;   // (L or 1, B, T)
+    real* qkv;        // (L or 1, B, T, 3C)
+    real* atty;       // (L, B, T, C)
+    real_stat* att_lse;    // (L, B, NH, T)
+    real* residual2;  // (L or 1, B, T, C)
+    real* ln2;        // (L or 1, B, T, C)
+    real_stat* ln2_mean;   // (L or 1, B, T)
+    real_stat* ln2_rstd;   // (L or 1, B, T)
+    real* fch;        // (L or 1, B, T, 4C)
+    real* fch_gelu;   // (L or 1, B, T, 4C)
+    real* residual3;  // (L, B, T, C)
+    real* lnf;        // (B, T, C)
+    real_stat* lnf_mean;   // (B, T)
+    real_stat* lnf_rstd;   // (B, T)
+    real* logits;     // (B, T, Vp); backward overwrites it with dlogits
+    real_stat* losses;     // (B, T) per-token loss (gpt_loss, gpt_backward)
+} ActivationTensors;
+
+// One layer's view of the per-layer activations.
+typedef struct {
+    real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
+} LayerActs;
+
+// Element counts of the two activation buffers (real, real_stat) for B x T local tokens; with
+// non-NULL bases, also points the tensors of *a into them.
+void gpt_activation_layout(const GPTConfig* cfg, int B, int T, GptRecompute r, real* base,
+                           real_stat* stat_base, ActivationTensors* a, size_t* nreal,
+                           size_t* nstat);
+// Layer l's view (B x T local tokens, as laid out by gpt_activation_layout with the same mode).
+LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* cfg, int B, int T,
+                         GptRecompute r, int l);
+// 1 when backward recomputes layer activations under r (anything but none).
+int gpt_recompute_layers(GptRecompute r);
+
+#ifdef __cplusplus
+}
+#endif
