@@ -9,6 +9,7 @@
 #include "attention/dist_cost.h"
 #include "comm/fail.h"
 #include "comm/mesh.h"
+#include "model/activations.h"
 #include "model/config.h"
 #include "tools/kernel_costs.h"
 
@@ -588,8 +589,13 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
     const double n = costmodel_num_params(s), C = s->C, NH = s->NH, Vp = gpt_padded_vocab(s->V);
     const double Tl = (double)g->T / P, N = g->B * Tl, S = N * C, a = c->act_bytes, f = c->acc_bytes;
     double bytes = 2 * n * c->param_bytes + n * c->state_bytes / (g->zero ? W : 1);
-    bytes += s->L * (16 * S * a + 4 * N * 4 + NH * N * f);   // per layer
-    bytes += (2 * S + N * Vp) * a + (6 * S) * a;            // encoded, lnf, logits; dbuffers
+    // The saved activations as the model lays them out for this recompute mode.
+    const GPTConfig shape = {s->max_T, s->V, (int)Vp, s->L, s->NH, s->C};
+    size_t nreal, nstat;
+    ActivationTensors unused;
+    gpt_activation_layout(&shape, g->B, (int)Tl, (GptRecompute)g->recompute, NULL, NULL, &unused,
+                          &nreal, &nstat);
+    bytes += nreal * a + nstat * 4.0 + (6 * S) * a;   // activations, statistics; dbuffers
     if (cost_algorithm_is_ring(g->alg)) {
         bytes += 2 * 2 * S * a + 3 * 2 * S * f + 3 * S * f;   // K|V x2, dK|dV x3, O, O step, dQ
     } else {
