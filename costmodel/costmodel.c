@@ -124,6 +124,28 @@ void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N,
     *other_s = f.other + b.other;
 }
 
+// The forward kernels backward runs again for one layer of N local tokens (model/gpt.c's
+// recompute_layer): the LayerNorms, the QKV projection and the FC projection with its GELU;
+// full also the attention output projection, whose residual add rides on ln2 (the fused
+// residual + LayerNorm instead of the plain one). The attention is never recomputed.
+static double recompute_layer_seconds(const Cluster* c, const CostShape* s, double N,
+                                      GptRecompute r) {
+    if (!gpt_recompute_layers(r)) return 0;
+    const double C = s->C;
+    Tally t = {0, 0};
+    add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
+    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), 1);
+    if (r == GPT_RECOMPUTE_FULL) {
+        add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), 1);
+        add(&t, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
+            kernel_cost_fused_residual_layernorm_forward(N, C), 1);
+    } else {
+        add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
+    }
+    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), 1);
+    return t.gemm + t.other;
+}
+
 // Token-local model FLOPs of one micro-batch (GEMMs; what MFU counts besides attention).
 static double token_local_flops(const CostShape* s, double N) {
     const double C = s->C, Vp = gpt_padded_vocab(s->V);
@@ -619,6 +641,9 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
                        "found %d, %d, %d, %d, %d, %ld", g->B, g->accum, g->dp, g->pq, g->pkv, g->T);
     if (g->alg < 0 || g->alg >= COST_NALGS)
         return set_err(err, errlen, "config: unknown algorithm %d", (int)g->alg);
+    if (g->recompute < GPT_RECOMPUTE_NONE || g->recompute > GPT_RECOMPUTE_FULL)
+        return set_err(err, errlen, "config: recompute: expected 0 (none), 1 (selective) or 2 "
+                       "(full), found %d", g->recompute);
     const long P = (long)g->pq * g->pkv;
     const long step = g->alg == COST_ZIGZAG ? 2 * P : P;
     if (g->T % step)
@@ -654,7 +679,11 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     const double mean_pairs = kernel_causal_pairs(1, 1, (double)g->T) / P;
     const AttentionWork w = attention_work(c, g, (double)pairs);
     const AttentionWork w_mean = attention_work(c, g, mean_pairs);
-    const PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
+    PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
+    // recomputation is token-local backward work: it pools, overlaps and shares cores as the rest
+    const double recompute = g->shape.L * recompute_layer_seconds(c, &g->shape, N,
+                                                                  (GptRecompute)g->recompute);
+    local.backward += recompute;
     const double n = costmodel_num_params(&g->shape);
     const double shard = g->zero ? ceil(n / W) : n;
     // AdamW's 28 bytes per parameter hold for both builds (bf16 + fp32 master, or fp32 alone)
@@ -697,6 +726,7 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->grad_wait_s = grads.exposed;
     out->compute_s = A * micro * share + out->optimizer_s;
     out->fixed_s = c->step_fixed_s;
+    out->recompute_s = A * recompute * share;
     out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s +
                   out->fixed_s;
     out->exposed_comm_s = out->step_s - out->compute_s - out->fixed_s;

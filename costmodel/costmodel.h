@@ -14,8 +14,10 @@
 //             gradient all-reduce over all ranks (ZeRO-1: reduce-scatter + parameter all-gather).
 //   overlap   plain schedules add compute and communication; the pipelined ones take
 //             max(compute, transfer) per ring step plus the parts that cannot overlap.
+//   recompute the forward kernels backward runs again per layer and micro-batch under --recompute
+//             selective or full (model/gpt.c's recompute_layer), timed as the forward's.
 //   memory    parameters, gradients, optimizer state (sharded by ZeRO-1), the saved activations
-//             of the local tokens and the attention schedule's scratch.
+//             of the local tokens (fewer under recompute) and the attention schedule's scratch.
 #pragma once
 #include "costmodel/cluster.h"
 
@@ -64,6 +66,7 @@ typedef struct {
     double optimizer_s;       // gradient norm and AdamW
     double grad_wait_s;       // the gradient reduction the step waits for
     double fixed_s;           // the host's part of a step (the cluster's step.fixed_ms)
+    double recompute_s;       // of backward_s, the forward kernels recomputed (0 under none)
     double compute_s;         // compute on the critical path (shared cores included)
     double exposed_comm_s;    // step_s - compute_s
     double comm_s;            // every transfer's time, as if none overlapped
@@ -97,22 +100,39 @@ typedef struct {
     double memory_limit;   // bytes per device; <= 0: the cluster's device memory
     int overlap, zero;
     unsigned algorithms;   // bit (1 << CostAlgorithm) per schedule to consider; 0: all
+    int recompute;         // a GptRecompute given explicitly, or COST_RECOMPUTE_AUTO
 } CostQuery;
+
+// CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,
+// else full); a candidate that fits with none of them is left out.
+enum { COST_RECOMPUTE_AUTO = -1 };
 
 typedef struct {
     CostConfig config;
     CostPrediction pred;
-    char reason[192];   // why it ranks where it does, in one line
+    char reason[256];   // why it ranks where it does, in one line
 } CostCandidate;
 
 // Every feasible (dp, pq, pkv, schedule) for the query: dp * pq * pkv = world, T % P == 0 (and
-// T % 2P == 0 for zigzag), memory within the limit. Ring-family schedules appear once per P
+// T % 2P == 0 for zigzag), memory within the limit (with the query's recompute, or the cheapest
+// that fits: the candidate's config carries it). Ring-family schedules appear once per P
 // (pq = 1, pkv = P). P = 1 appears once, as "2d" (no sequence parallelism). Sorted by predicted
 // tokens/s, highest first (a larger dp processes more tokens per step, so step times do not
 // compare; ties: fewer bytes, then larger dp). Writes the first max_out to out and returns how
 // many are feasible (0: none; -1 with err if the query itself is invalid).
 int costmodel_rank(const CostQuery* q, const Cluster* cluster, CostCandidate* out, int max_out,
                    char* err, size_t errlen);
+
+// Whether a prediction fits `limit` bytes per device (<= 0: the cluster's memory); ranks that
+// share cores share the node's memory too.
+int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* cluster,
+                   double limit);
+
+// Predicts g (costmodel_predict) with `recompute` (a GptRecompute), or with COST_RECOMPUTE_AUTO
+// the cheapest mode that fits `limit`, and sets g->recompute to it. Returns 1 if it fits, 0 if
+// not (out: the prediction with the given mode, or with full), -1 with err if g is invalid.
+int costmodel_predict_fitting(CostConfig* g, const Cluster* cluster, double limit, int recompute,
+                              CostPrediction* out, char* err, size_t errlen);
 
 // Seconds of the token-local kernels (everything but attention, AdamW and communication) of one
 // micro-batch of N local tokens, Tl per sequence: GEMMs and the rest. For the calibration, which

@@ -9,6 +9,7 @@
 #include "costmodel/costmodel.h"
 #include "costmodel/gpu_report.h"
 #include "costmodel/reports.h"
+#include "model/activations.h"
 #include "model/config.h"
 
 // The goal the issue tracker set for a calibrated model: every run within 10%.
@@ -40,8 +41,9 @@ static Checked check_run(const GpuReport* r, const GpuThroughputRow* t, const Cl
         fail_msg("--validate-gpu: run '%s': unknown preset '%s'", t->run, t->preset);
     // The trainer's --context is the preset's (2048) or T when longer (tools/gpu_check.sh).
     const int context = cfg.max_T > t->T ? cfg.max_T : (int)t->T;
+    // The kit's runs keep every activation (no --recompute).
     const CostConfig g = {{cfg.L, cfg.C, cfg.NH, cfg.V, context}, t->T, t->B, 1, 1, 1, 1,
-                          COST_2D, 1, 0, 0};
+                          COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
     Checked k = {.run = t, .calibrated_shape = has_kernel_rows(r, t)};
     char err[ERR_LEN];
     if (costmodel_predict(&g, c, &k.pred, err, sizeof err) != 0) fail_msg("%s", err);

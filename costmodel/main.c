@@ -1,7 +1,8 @@
 // build/costmodel: the cost model's command line (costmodel/README.md).
 //
 //   costmodel --preset gpt3-2.7b --seq-len 65536 --gpus 64 --cluster FILE [--batch 1]
-//             [--memory-gb 80] [--top 20]              ranked table of meshes and schedules
+//             [--memory-gb 80] [--top 20] [--recompute auto|none|selective|full]
+//                                                      ranked table of meshes and schedules
 //   costmodel ... --dp D --pq Q --pkv K --attention A  one configuration in detail
 //   costmodel --paper [--out-dir costmodel]            the paper comparison (.md, .csv)
 //   costmodel --validate CSV --cluster FILE            predicted against measured CPU runs
@@ -21,6 +22,7 @@
 #include "costmodel/cpu_calibrate.h"
 #include "costmodel/gpu_calibrate.h"
 #include "costmodel/reports.h"
+#include "model/activations.h"
 #include "model/config.h"
 
 typedef enum {
@@ -38,6 +40,7 @@ typedef struct {
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
     double memory_gb;
     const char *attention, *algorithms;
+    int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
 } Args;
 
 static void usage(void) {
@@ -63,6 +66,10 @@ static void usage(void) {
         "  --overlap 0|1        trainer --overlap (default 1)\n"
         "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag\n"
+        "  --recompute MODE     the trainer's --recompute: none, selective, full, or auto (default:\n"
+        "                       each configuration the cheapest that fits the memory limit, as\n"
+        "                       --mesh auto chooses; a single configuration that fits with none\n"
+        "                       of them is predicted with full)\n"
         "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
         "  --paper              write DIR/paper_comparison.md and .csv (A100 and H100 clusters)\n"
         "  --a100 FILE, --h100 FILE   clusters of --paper (default costmodel/clusters/...)\n"
@@ -85,16 +92,26 @@ static void usage(void) {
         gpt_config_preset_names());
 }
 
+// --recompute's value: auto, or a mode of model/activations.h.
+static int parse_recompute(const char* value) {
+    GptRecompute r;
+    if (strcmp(value, "auto") == 0) return COST_RECOMPUTE_AUTO;
+    if (gpt_recompute_parse(value, &r) != 0)
+        fail_msg("--recompute: expected auto, none, selective or full, found '%s'", value);
+    return (int)r;
+}
+
 static Args parse_args(int argc, char** argv) {
     Args a = {.mode = MODE_RANK, .batch = 1, .accum = 1, .top = 20, .overlap = 1,
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
               .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster",
-              .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster"};
+              .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster",
+              .recompute = COST_RECOMPUTE_AUTO};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
-           O_VALIDATE_GPU, O_H100_FA2, O_HELP };
+           O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -113,7 +130,7 @@ static Args parse_args(int argc, char** argv) {
         {"out", 1, 0, O_OUT},             {"help", 0, 0, O_HELP},
         {"calibrate-gpu", 1, 0, O_CALIBRATE_GPU}, {"base", 1, 0, O_BASE},
         {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
-        {"h100-fa2", 1, 0, O_H100_FA2},
+        {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -158,6 +175,7 @@ static Args parse_args(int argc, char** argv) {
             break;
         case O_VALIDATE_GPU: a.mode = MODE_VALIDATE_GPU, a.report = optarg; break;
         case O_H100_FA2: a.h100_fa2 = optarg; break;
+        case O_RECOMPUTE: a.recompute = parse_recompute(optarg); break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -205,36 +223,44 @@ static unsigned parse_algorithms(const char* list) {
 
 static const char* tier_word(Tier t) { return t == TIER_INTER ? "inter" : "intra"; }
 
+static const char* recompute_word(int r) {
+    return r == COST_RECOMPUTE_AUTO ? "auto" : gpt_recompute_name((GptRecompute)r);
+}
+
 static int mode_rank(const Args* a) {
     if (!a->T || !a->gpus) fail_msg("--seq-len and --gpus: expected both (see --help)");
     const Cluster c = load_cluster(a->cluster);
     const CostQuery q = {shape_of(a), a->T, a->batch, a->accum, a->gpus,
                          a->memory_gb * 1073741824.0, a->overlap, a->zero,
-                         parse_algorithms(a->algorithms)};
+                         parse_algorithms(a->algorithms), a->recompute};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
     if (n < 0) fail_msg("%s", err);
     printf("%s: L=%d C=%d NH=%d V=%d, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
-           "(%d per node); memory limit %.1f GiB; overlap %d, zero %d\n",
+           "(%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
            a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, q.T, q.B, q.accum, q.world,
            c.name, c.gpus_per_node,
-           (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero);
+           (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero,
+           recompute_word(q.recompute));
     if (n == 0) {
-        printf("no feasible mesh: every candidate exceeds the memory limit or does not divide T\n");
+        printf("no feasible mesh: every candidate exceeds the memory limit (with recompute %s) "
+               "or does not divide T\n", recompute_word(q.recompute));
         free(out);
         return 1;
     }
-    printf("%4s %4s %9s %-10s %11s %12s %6s %8s %11s %11s  %s\n", "rank", "dp", "pq x pkv",
-           "attention", "step ms", "tokens/s", "MFU", "mem GiB", "exp.comm ms", "MB/rank", "why");
+    printf("%4s %4s %9s %-10s %11s %12s %6s %8s %11s %11s %-9s  %s\n", "rank", "dp", "pq x pkv",
+           "attention", "step ms", "tokens/s", "MFU", "mem GiB", "exp.comm ms", "MB/rank",
+           "recompute", "why");
     for (int k = 0; k < n && k < a->top; k++) {
         const CostConfig* g = &out[k].config;
         const CostPrediction* p = &out[k].pred;
         char mesh[24];
         snprintf(mesh, sizeof mesh, "%dx%d", g->pq, g->pkv);
-        printf("%4d %4d %9s %-10s %11.2f %12.0f %5.1f%% %8.2f %11.2f %11.1f  %s\n", k + 1, g->dp,
-               mesh, cost_algorithm_name(g->alg), 1e3 * p->step_s, p->tokens_per_s, 100 * p->mfu,
-               p->memory_bytes / 1073741824.0, 1e3 * p->exposed_comm_s, p->bytes_per_rank / 1e6,
+        printf("%4d %4d %9s %-10s %11.2f %12.0f %5.1f%% %8.2f %11.2f %11.1f %-9s  %s\n", k + 1,
+               g->dp, mesh, cost_algorithm_name(g->alg), 1e3 * p->step_s, p->tokens_per_s,
+               100 * p->mfu, p->memory_bytes / 1073741824.0, 1e3 * p->exposed_comm_s,
+               p->bytes_per_rank / 1e6, gpt_recompute_name((GptRecompute)g->recompute),
                out[k].reason);
     }
     if (n > a->top) printf("(%d more feasible; --top %d shows them)\n", n - a->top, n);
@@ -249,14 +275,17 @@ static int mode_predict(const Args* a) {
         fail_msg("--attention: expected 2d, 2d-overlap, ring, striped or zigzag, found '%s'",
                  a->attention);
     if (!a->T) fail_msg("--seq-len: expected a sequence length");
-    const CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
-                          a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
-                          a->overlap, a->zero, a->keep_kv};
+    CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
+                    a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
+                    a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE};
     CostPrediction p;
     char err[ERR_LEN];
-    if (costmodel_predict(&g, &c, &p, err, sizeof err) != 0) fail_msg("%s", err);
-    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d on %s\n", a->preset, g.dp, g.pq, g.pkv,
-           cost_algorithm_name(g.alg), g.overlap, c.name);
+    const double limit = a->memory_gb * 1073741824.0;
+    const int fits = costmodel_predict_fitting(&g, &c, limit, a->recompute, &p, err, sizeof err);
+    if (fits < 0) fail_msg("%s", err);
+    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s on %s\n", a->preset, g.dp,
+           g.pq, g.pkv, cost_algorithm_name(g.alg), g.overlap,
+           gpt_recompute_name((GptRecompute)g.recompute), c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);
     printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",
@@ -267,7 +296,12 @@ static int mode_predict(const Args* a) {
            1e3 * p.exposed_comm_s, 1e3 * p.comm_s, 1e3 * p.attention_comm_s, 1e3 * p.grad_comm_s);
     printf("bytes per rank  %10.0f      (attention %.0f, gradients and scalars %.0f)\n",
            p.bytes_per_rank, p.attention_bytes, p.grad_bytes);
-    printf("memory          %10.3f GiB per device\n", p.memory_bytes / 1073741824.0);
+    printf("  of which backward's recomputed forward kernels %.3f ms (recompute %s%s)\n",
+           1e3 * p.recompute_s, gpt_recompute_name((GptRecompute)g.recompute),
+           a->recompute == COST_RECOMPUTE_AUTO ? ", the cheapest that fits" : "");
+    printf("memory          %10.3f GiB per device (%.0f bytes; limit %.4g GiB: %s)\n",
+           p.memory_bytes / 1073741824.0, p.memory_bytes,
+           (limit > 0 ? limit : c.memory_bytes) / 1073741824.0, fits ? "fits" : "does not fit");
     printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %lld pairs\n",
            tier_word(p.row_tier), tier_word(p.col_tier), tier_word(p.ring_tier),
            tier_word(p.world_tier), p.max_pairs);

@@ -1,11 +1,13 @@
 // Choosing a mesh: every configuration of dp x pq x pkv and schedule a world allows is predicted
-// (costmodel.c), those that fit in memory are ranked by throughput, each with the reason for its
-// place (what bounds its step, which groups cross nodes).
+// (costmodel.c), those that fit in memory (with the cheapest recompute that fits, unless one is
+// given) are ranked by throughput, each with the reason for its place (what bounds its step,
+// which groups cross nodes, the recompute it needs).
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "model/activations.h"
 
 // Throughput first: a larger dp also processes more tokens per step, so step times of different
 // meshes are not comparable, tokens per second are.
@@ -20,12 +22,12 @@ static int by_throughput(const void* pa, const void* pb) {
 
 static const char* tier_name(Tier t) { return t == TIER_INTER ? "inter-node" : "intra-node"; }
 
-// One line: what bounds the step and which groups cross nodes.
-static void describe(CostCandidate* k) {
+// One line: what bounds the step, which groups cross nodes, and the recompute it needs.
+static void describe(CostCandidate* k, int chosen) {
     const CostPrediction* p = &k->pred;
     const CostConfig* g = &k->config;
     const double comm_frac = p->exposed_comm_s / p->step_s;
-    char where[96];
+    char where[96], recompute[96] = "";
     if (g->pq * g->pkv == 1) snprintf(where, sizeof where, "no sequence parallelism");
     else if (cost_algorithm_is_ring(g->alg))
         snprintf(where, sizeof where, "ring hops %s", tier_name(p->ring_tier));
@@ -33,13 +35,40 @@ static void describe(CostCandidate* k) {
         snprintf(where, sizeof where, "rows %s, columns %s",
                  g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
                  g->pq > 1 ? tier_name(p->col_tier) : "of one rank");
-    snprintf(k->reason, sizeof k->reason, "%s (exposed comm %.0f%% of the step); %s; gradients %s",
+    if (g->recompute != GPT_RECOMPUTE_NONE)
+        snprintf(recompute, sizeof recompute, "; recompute %s (%s; %.0f%% of the step)",
+                 gpt_recompute_name((GptRecompute)g->recompute),
+                 !chosen ? "given"
+                 : g->recompute == GPT_RECOMPUTE_FULL ? "selective does not fit"
+                                                      : "none does not fit",
+                 100 * p->recompute_s / p->step_s);
+    snprintf(k->reason, sizeof k->reason, "%s (exposed comm %.0f%% of the step); %s; gradients %s%s",
              comm_frac > 0.5 ? "communication-bound" : "compute-bound", 100 * comm_frac, where,
-             tier_name(p->world_tier));
+             tier_name(p->world_tier), recompute);
 }
 
 static int wanted(const CostQuery* q, CostAlgorithm a) {
     return q->algorithms == 0 || (q->algorithms >> a & 1u);
+}
+
+int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* c, double limit) {
+    if (limit <= 0) limit = c->memory_bytes;
+    const int world = g->dp * g->pq * g->pkv;
+    const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
+    return p->memory_bytes * (c->shared_cores > 0 ? on_node : 1) <= limit;
+}
+
+int costmodel_predict_fitting(CostConfig* g, const Cluster* c, double limit, int recompute,
+                              CostPrediction* p, char* err, size_t errlen) {
+    const int auto_mode = recompute == COST_RECOMPUTE_AUTO;
+    const int first = auto_mode ? GPT_RECOMPUTE_NONE : recompute;
+    const int last = auto_mode ? GPT_RECOMPUTE_FULL : recompute;
+    for (int r = first; r <= last; r++) {
+        g->recompute = r;
+        if (costmodel_predict(g, c, p, err, errlen) != 0) return -1;
+        if (costmodel_fits(g, p, c, limit)) return 1;
+    }
+    return 0;
 }
 
 // Appends the candidate if it is valid and fits in memory.
@@ -47,12 +76,8 @@ static void consider(const CostQuery* q, const Cluster* c, CostConfig g, CostCan
                      int* n, int* cap) {
     CostPrediction p;
     char err[ERR_LEN];
-    if (costmodel_predict(&g, c, &p, err, sizeof err) != 0) return;
-    const double limit = q->memory_limit > 0 ? q->memory_limit : c->memory_bytes;
-    const int world = g.dp * g.pq * g.pkv;
-    const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
-    // shared cores share the node's memory too
-    if (p.memory_bytes * (c->shared_cores > 0 ? on_node : 1) > limit) return;
+    if (costmodel_predict_fitting(&g, c, q->memory_limit, q->recompute, &p, err, sizeof err) != 1)
+        return;
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
         CostCandidate* grown = realloc(*list, sizeof **list * (size_t)*cap);
@@ -62,7 +87,7 @@ static void consider(const CostQuery* q, const Cluster* c, CostConfig g, CostCan
     CostCandidate* k = &(*list)[(*n)++];
     k->config = g;
     k->pred = p;
-    describe(k);
+    describe(k, q->recompute == COST_RECOMPUTE_AUTO);
 }
 
 int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int max_out,
@@ -70,12 +95,17 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
     if (q->world < 1 || q->T < 1 || q->B < 1 || q->accum < 1)
         return set_err(err, errlen, "query: expected positive world, T, batch and accum, found "
                        "%d, %ld, %d, %d", q->world, q->T, q->B, q->accum);
+    if (q->recompute != COST_RECOMPUTE_AUTO &&
+        (q->recompute < GPT_RECOMPUTE_NONE || q->recompute > GPT_RECOMPUTE_FULL))
+        return set_err(err, errlen, "query: recompute: expected 0 (none), 1 (selective), 2 (full) "
+                       "or %d (auto), found %d", COST_RECOMPUTE_AUTO, q->recompute);
     CostCandidate* list = NULL;
     int n = 0, cap = 0;
     for (int dp = 1; dp <= q->world; dp++) {
         if (q->world % dp) continue;
         const int P = q->world / dp;
-        CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero, 0};
+        CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
+                        0, GPT_RECOMPUTE_NONE};
         if (P == 1) {
             consider(q, c, g, &list, &n, &cap);
             continue;

@@ -10,6 +10,7 @@
 
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "model/activations.h"
 #include "model/config.h"
 
 FILE* report_file_open(AtomicFile* af, const char* path) {
@@ -89,6 +90,9 @@ typedef struct {
     CostPrediction ring, ring_pipelined, no, o, o_serial;
     CostPrediction fa2_ring, fa2_no, fa2_o;   // on the case's fa2 cluster (when it has one)
     int side;
+    int recompute;        // the cheapest --recompute with which Ring, NO and O all fit
+    int fits;             // 0: not even with full (then full)
+    double none_gib;      // the largest of the three's memory per GPU without recompute
 } PaperCell;
 
 static int square_side(int P) {
@@ -109,6 +113,25 @@ static void three_schedules(CostConfig g, int side, const Cluster* c, CostPredic
     *o = predict_or_die(&g, c);
 }
 
+static double largest_memory(const CostPrediction* a, const CostPrediction* b,
+                             const CostPrediction* c) {
+    return fmax(a->memory_bytes, fmax(b->memory_bytes, c->memory_bytes));
+}
+
+// The cheapest recompute mode with which the cell's three schedules fit the cluster's memory per
+// GPU (all three run with it, so the speed-ups compare like with like); *fits = 0 and full if
+// none does. A cell's memory does not depend on the cluster's speeds: the FA2 cluster agrees.
+static int cell_recompute(CostConfig g, int side, const Cluster* c, int* fits) {
+    CostPrediction ring, no, o;
+    for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
+        g.recompute = r;
+        three_schedules(g, side, c, &ring, &no, &o);
+        *fits = largest_memory(&ring, &no, &o) <= c->memory_bytes;
+        if (*fits) return r;
+    }
+    return GPT_RECOMPUTE_FULL;
+}
+
 static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     GPTConfig cfg;
     CHECK(gpt_config_preset(MODELS[model], 0, 0, &cfg) == 0, "caller bug", "preset %s", MODELS[model]);
@@ -117,7 +140,11 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);
-    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0};
+    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE};
+    CostPrediction ring_none, o_none;
+    three_schedules(g, cell.side, pc->cluster, &ring_none, &cell.no, &o_none);
+    cell.none_gib = largest_memory(&ring_none, &cell.no, &o_none) / 1073741824.0;
+    g.recompute = cell.recompute = cell_recompute(g, cell.side, pc->cluster, &cell.fits);
     if (pc->fa2) three_schedules(g, cell.side, pc->fa2, &cell.fa2_ring, &cell.fa2_no, &cell.fa2_o);
     cell.ring = predict_or_die(&g, pc->cluster);
     g.overlap = 1;
@@ -162,7 +189,8 @@ static void write_csv_header(FILE* f) {
                "o_serial_ms,pred_speedup_o_serial,ring_compute_ms,ring_exposed_comm_ms,"
                "no_compute_ms,no_exposed_comm_ms,fixed_ms,ring_attention_bytes_per_rank,"
                "no_attention_bytes_per_rank,no_memory_gib,fa2_ring_ms,fa2_no_ms,fa2_o_ms,"
-               "fa2_speedup_no,fa2_speedup_o\n");
+               "fa2_speedup_no,fa2_speedup_o,recompute,fits_memory,max_memory_gib,"
+               "max_memory_none_gib\n");
 }
 
 // "" or the number: the CSV's empty cells where the paper gives none.
@@ -172,6 +200,16 @@ static void fmt_optional(char* buf, size_t n, const char* fmt, double v, int pre
 }
 
 static const char* miss(double err) { return fabs(err) > CELL_GOAL_PCT ? " **miss**" : ""; }
+
+// The markdown's recompute and memory cells: "selective | 52 (none: 115)"; a cell that does not
+// fit even with full says so.
+static void memory_cells(char* buf, size_t n, const PaperCell* c) {
+    const double gib = largest_memory(&c->ring, &c->no, &c->o) / 1073741824.0;
+    const char* name = gpt_recompute_name((GptRecompute)c->recompute);
+    if (c->recompute == GPT_RECOMPUTE_NONE) snprintf(buf, n, "%s | %.0f", name, gib);
+    else snprintf(buf, n, "%s%s | %.0f (none: %.0f)", name, c->fits ? "" : ", **does not fit**",
+                  gib, c->none_gib);
+}
 
 // One CSV row and one markdown row (with the published figures and the errors when there are).
 static void paper_row(FILE* csv, FILE* md, const PaperCase* pc, int model, int len,
@@ -194,13 +232,17 @@ static void paper_row(FILE* csv, FILE* md, const PaperCase* pc, int model, int l
         snprintf(fa2, sizeof fa2, "%.3f,%.3f,%.3f,%.3f,%.3f", 1e3 * c->fa2_ring.step_s,
                  1e3 * c->fa2_no.step_s, 1e3 * c->fa2_o.step_s, fa2_no, fa2_o);
     fprintf(csv, "%s,%d,%d,%s,%ld,%dx%d,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%s,%.3f,%s,%s,%.3f,%.3f,%.3f,%.3f,"
-                 "%.3f,%.3f,%.3f,%.0f,%.0f,%.2f,%s\n",
+                 "%.3f,%.3f,%.3f,%.0f,%.0f,%.2f,%s,%s,%d,%.2f,%.2f\n",
             pc->gpu, pc->gpus, pc->cluster->gpus_per_node, MODEL_LABEL[model], 1L << (13 + len),
             c->side, c->side, 1e3 * c->ring.step_s, 1e3 * c->ring_pipelined.step_s,
             1e3 * c->no.step_s, 1e3 * c->o.step_s, no, pno, eno, o, po, eo, 1e3 * c->o_serial.step_s,
             o_serial, 1e3 * c->ring.compute_s, 1e3 * c->ring.exposed_comm_s, 1e3 * c->no.compute_s,
             1e3 * c->no.exposed_comm_s, 1e3 * fixed, c->ring.attention_bytes,
-            c->no.attention_bytes, c->no.memory_bytes / 1073741824.0, fa2);
+            c->no.attention_bytes, c->no.memory_bytes / 1073741824.0, fa2,
+            gpt_recompute_name((GptRecompute)c->recompute), c->fits,
+            largest_memory(&c->ring, &c->no, &c->o) / 1073741824.0, c->none_gib);
+    char mem[96];
+    memory_cells(mem, sizeof mem, c);
     if (pc->fa2) {
         t->fa2_no_max = fmax(t->fa2_no_max, fa2_no);
         t->fa2_o_max = fmax(t->fa2_o_max, fa2_o);
@@ -215,19 +257,19 @@ static void paper_row(FILE* csv, FILE* md, const PaperCase* pc, int model, int l
     }
     if (pub)
         fprintf(md, "| %d | %s | 2^%d | %.0f | %.0f | %.0f | %.2f / %.2f | %+.0f%%%s | %.2f / %.2f | "
-                    "%+.0f%%%s | %.2f | %.0f | %.0f |\n",
+                    "%+.0f%%%s | %.2f | %.0f | %s |\n",
                 pc->gpus, MODEL_LABEL[model], 13 + len, 1e3 * c->ring.step_s, 1e3 * c->no.step_s,
                 1e3 * c->o.step_s, no, pub[0], err_no, miss(err_no), o, pub[1], err_o, miss(err_o),
-                o_serial, 1e3 * fixed, c->no.memory_bytes / 1073741824.0);
+                o_serial, 1e3 * fixed, mem);
     else
         fprintf(md, "| %d | %s | 2^%d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.0f%% / %.0f%% | "
-                    "%.1f | %.0f | %.0f | %.0f | %.2f | %.2f |\n",
+                    "%.1f | %.0f | %.0f | %.0f | %.2f | %.2f | %s |\n",
                 pc->gpus, MODEL_LABEL[model], 13 + len, 1e3 * c->ring.step_s, 1e3 * c->no.step_s,
                 1e3 * c->o.step_s, no, o, c->ring_pipelined.step_s / c->no.step_s,
                 100 * c->ring.exposed_comm_s / c->ring.step_s,
                 100 * c->no.exposed_comm_s / c->no.step_s, c->ring.attention_bytes / c->no.attention_bytes,
                 1e3 * c->fa2_ring.step_s, 1e3 * c->fa2_no.step_s, 1e3 * c->fa2_o.step_s, fa2_no,
-                fa2_o);
+                fa2_o, mem);
 }
 
 // Published step times over the model's, 760M on 64 A100 (the one model with published times).
@@ -376,8 +418,12 @@ static void paper_intro(FILE* md, const char* a100_path, const char* h100_path,
             "step time / ATTENTION2D step time. Goal: every cell within %.0f%%. Columns: step "
             "times (ms) of Ring, NO and O; speed-ups model / paper and the error; the O schedule "
             "without overlap; the per-step cost no schedule changes (AdamW, gradient wait); "
-            "memory per GPU of NO (the trainer as written, no activation recomputation: above "
-            "80 GiB it would not fit).\n\n",
+            "the recompute setting the cell needs: the cheapest `--recompute` (none, selective, "
+            "full) with which Ring, NO and O all fit the GPU's memory (80 GiB), applied to all "
+            "three, so every step time above includes its recomputed forward kernels; and the "
+            "memory per GPU of the largest of the three with it (in brackets without "
+            "recomputation, where that does not fit). A cell that does not fit even with full "
+            "says so.\n\n",
             a100_path, h100_path, h100_fa2_path, CELL_GOAL_PCT);
 }
 
@@ -399,8 +445,8 @@ int report_paper(const Cluster* a100, const Cluster* h100, const Cluster* h100_f
         if (pc->published >= 0)
             fprintf(md, "## %d %s, %d per node\n\n| GPUs | model | T | Ring ms | NO ms | O ms | "
                         "NO speed-up model / paper | error | O speed-up model / paper | error | "
-                        "O serial | fixed ms | NO GiB |\n"
-                        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                        "O serial | fixed ms | recompute | GiB per GPU |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     pc->gpus, pc->gpu, pc->cluster->gpus_per_node);
         else
             fprintf(md, "## %d %s, %d per node (the paper gives only the headline: up to 9.4x)\n\n"
@@ -409,8 +455,9 @@ int report_paper(const Cluster* a100, const Cluster* h100, const Cluster* h100_f
                         "attention this trainer is being rebuilt towards).\n\n"
                         "| GPUs | model | T | Ring ms | NO ms | O ms | NO speed-up | O speed-up | "
                         "NO over pipelined Ring | exposed comm Ring / NO | attention bytes Ring / NO "
-                        "| FA2: Ring ms | FA2: NO ms | FA2: O ms | FA2: NO speed-up | FA2: O speed-up |\n"
-                        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                        "| FA2: Ring ms | FA2: NO ms | FA2: O ms | FA2: NO speed-up | FA2: O speed-up "
+                        "| recompute | GiB per GPU |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     pc->gpus, pc->gpu, pc->cluster->gpus_per_node, h100_path, h100_fa2_path);
         for (int m = 0; m < NMODELS; m++)
             for (int l = 0; l < NLENS; l++) {
@@ -513,7 +560,7 @@ static int read_sweep(const char* path, Measured* rows, int max) {
         const CostShape shape = {(int)v[0], (int)v[1], (int)v[2], (int)v[3],
                                  (int)(isnan(ctx) ? v[4] : ctx)};
         m->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
-                                 (CostAlgorithm)alg, (int)v[9], 0, 0};
+                                 (CostAlgorithm)alg, (int)v[9], 0, 0, GPT_RECOMPUTE_NONE};
         m->ranks = (int)(v[6] * v[7] * v[8]);
         m->ms = v[10];
         m->compute_ms = number_at(fld, nf, c_comp, path, lineno, "compute_ms");

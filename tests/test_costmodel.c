@@ -1,7 +1,8 @@
 // The cost model (costmodel/): its bytes equal attention/dist_cost.c's volumes plus the gradient
 // reduction, its attention FLOPs equal 4*HS + 10*HS per visible pair of the slowest rank, a
 // collective's alpha-beta time on a known answer, the cluster parser's one-line errors, the
-// ranked table, and the committed cluster files.
+// ranked table, the committed cluster files, and --recompute: the recomputed kernels' time and
+// nothing else, the ranking's choice of the cheapest mode that fits, an explicit one kept.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,8 +11,10 @@
 #include "comm/fail.h"
 #include "comm/mesh.h"
 #include "costmodel/costmodel.h"
+#include "model/activations.h"
 #include "model/config.h"
 #include "tests/test_expect.h"
+#include "tools/kernel_costs.h"
 
 // A cluster whose compute is free (huge peaks), so a step is its communication: one GPU per
 // node, every transfer inter-node at 10 GB/s, 5 us per call and 1 us per message.
@@ -81,13 +84,13 @@ static double reference_grad_bytes(const CostConfig* g, double e) {
 
 static void test_bytes_equal_dist_cost(const Cluster* c) {
     const CostConfig cases[] = {
-        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0},
-        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1},
-        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0},
-        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0},
-        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0},
-        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0},
-        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0},
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE},
+        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -125,7 +128,8 @@ static void test_attention_flops(const Cluster* c) {
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostShape s = tiny_shape(cases[k].T);
-        const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0};
+        const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
+                              GPT_RECOMPUTE_NONE};
         const CostPrediction p = predict(&g, c);
         const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv, cases[k].T);
         const double HS = s.C / s.NH;
@@ -143,7 +147,7 @@ static void test_attention_flops(const Cluster* c) {
 // and the loss scalar (8 bytes): each 5 us + 1 us per message + bytes / 10 GB/s.
 static void test_alpha_beta_known_answer(const Cluster* c) {
     const CostShape s = tiny_shape(256);
-    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0};
+    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE};
     const CostPrediction p = predict(&g, c);
     const double S = 128.0 * 64, L = 128.0 * 4, bw = 10e9, call = 5e-6, hop = 1e-6;
     const double layer = (call + hop + S * 2 / bw) + (call + hop + (S + L) * 4 / bw) +
@@ -208,7 +212,7 @@ static void test_parser_errors(void) {
 
 // A small question: tiny model, T = 1024, 8 ranks on A100-like nodes of 4.
 static void test_ranked_table(const Cluster* a100) {
-    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0};
+    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE};
     CostCandidate out[256];
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
@@ -243,6 +247,121 @@ static void test_ranked_table(const Cluster* a100) {
            "an invalid query is refused: %s", err);
 }
 
+// FREE_COMPUTE with finite flat rates (100 TFLOP/s GEMMs, 10 TFLOP/s vector, 1 TB/s, every
+// efficiency 1): a kernel's time is kernel_costs' floor, which the test computes itself.
+static Cluster flat_cluster(void) {
+    const char* edits[][2] = {{"matmul.peak_tflops = 1e9", "matmul.peak_tflops = 100"},
+                              {"vector.peak_tflops = 1e9", "vector.peak_tflops = 10"},
+                              {"memory.bandwidth_gbs = 1e9", "memory.bandwidth_gbs = 1000"}};
+    char text[4096], next[4096];
+    snprintf(text, sizeof text, "%s", FREE_COMPUTE);
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        const char* at = strstr(text, edits[k][0]);
+        if (!at) setup_fail("'%s' not in the test cluster", edits[k][0]);
+        snprintf(next, sizeof next, "%.*s%s%s", (int)(at - text), text, edits[k][1],
+                 at + strlen(edits[k][0]));
+        memcpy(text, next, sizeof text);
+    }
+    return parse_or_die("flat", text);
+}
+
+static double floor_s(KernelCost k) { return kernel_floor_seconds(k, 100e12, 10e12, 1e12, NULL); }
+
+// model/gpt.c's recompute_layer for one layer of N tokens, kernel by kernel.
+static double recomputed_layer_s(GptRecompute r, double N, double C) {
+    double s = floor_s(kernel_cost_layernorm_forward(N, C)) +
+               floor_s(kernel_cost_matmul_forward(N, C, 3 * C, 1, 0)) +
+               floor_s(kernel_cost_matmul_forward(N, C, 4 * C, 1, 1));
+    if (r == GPT_RECOMPUTE_FULL)
+        s += floor_s(kernel_cost_matmul_forward(N, C, C, 1, 0)) +
+             floor_s(kernel_cost_fused_residual_layernorm_forward(N, C));
+    else if (r == GPT_RECOMPUTE_SELECTIVE)
+        s += floor_s(kernel_cost_layernorm_forward(N, C));
+    return r == GPT_RECOMPUTE_NONE ? 0 : s;
+}
+
+// Recompute adds the recomputed kernels' time to backward and nothing else; it saves memory.
+static void test_recompute_time_and_memory(void) {
+    const Cluster flat = flat_cluster();
+    const CostShape s = {4, 256, 4, 512, 1024};
+    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE};
+    CostPrediction p[3];
+    for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
+        g.recompute = r;
+        p[r] = predict(&g, &flat);
+        const double want = g.accum * s.L * recomputed_layer_s((GptRecompute)r, 2 * 512.0, s.C);
+        const double added = p[r].step_s - p[0].step_s, bwd = p[r].backward_s - p[0].backward_s;
+        EXPECT(fabs(p[r].recompute_s - want) <= 1e-9 * want && fabs(added - want) <= 1e-9 * p[0].step_s &&
+               fabs(bwd - want) <= 1e-9 * p[0].step_s && p[r].forward_s == p[0].forward_s &&
+               p[r].comm_s == p[0].comm_s && p[r].flops_per_rank == p[0].flops_per_rank,
+               "recompute %s: %.9g s recomputed (%.9g expected), step +%.9g s, backward +%.9g s, "
+               "forward %.9g vs %.9g s", gpt_recompute_name((GptRecompute)r), p[r].recompute_s,
+               want, added, bwd, p[r].forward_s, p[0].forward_s);
+    }
+    EXPECT(p[0].step_s < p[1].step_s && p[1].step_s < p[2].step_s &&
+           p[2].memory_bytes < p[1].memory_bytes && p[1].memory_bytes < p[0].memory_bytes,
+           "time none < selective < full (%.6g, %.6g, %.6g s), memory full < selective < none "
+           "(%.0f, %.0f, %.0f bytes)", p[0].step_s, p[1].step_s, p[2].step_s, p[2].memory_bytes,
+           p[1].memory_bytes, p[0].memory_bytes);
+}
+
+// The smallest memory of any candidate of q ranked with a fixed recompute r (no limit).
+static double least_memory(CostQuery q, const Cluster* c, int r) {
+    CostCandidate out[64];
+    char err[ERR_LEN];
+    q.recompute = r, q.memory_limit = 1e30;
+    const int n = costmodel_rank(&q, c, out, 64, err, sizeof err);
+    if (n <= 0 || n > 64) setup_fail("ranking with recompute %d: %d candidates %s", r, n, err);
+    double least = INFINITY;
+    for (int k = 0; k < n; k++) least = fmin(least, out[k].pred.memory_bytes);
+    return least;
+}
+
+// Whether candidate k would fit the limit with recompute r (its own config otherwise).
+static int fits_with(const CostCandidate* k, const Cluster* c, double limit, int r) {
+    CostConfig g = k->config;
+    g.recompute = r;
+    const CostPrediction p = predict(&g, c);
+    return costmodel_fits(&g, &p, c, limit);
+}
+
+// A limit below every candidate's memory without recompute and above the smallest with
+// selective: the ranking picks selective where it is enough, full only where it is not, and
+// shows the price; an explicit recompute is kept.
+static void test_rank_recompute(const Cluster* a100) {
+    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO};
+    const double none = least_memory(q, a100, GPT_RECOMPUTE_NONE);
+    const double selective = least_memory(q, a100, GPT_RECOMPUTE_SELECTIVE);
+    q.memory_limit = 0.5 * (none + selective);
+    CostCandidate out[64];
+    char err[ERR_LEN];
+    const int n = costmodel_rank(&q, a100, out, 64, err, sizeof err);
+    int chosen = 1, picked_selective = 0, priced = 1, said = 1;
+    for (int k = 0; k < n && k < 64; k++) {
+        const int r = out[k].config.recompute;
+        picked_selective += r == GPT_RECOMPUTE_SELECTIVE;
+        chosen = chosen && r != GPT_RECOMPUTE_NONE && !fits_with(&out[k], a100, q.memory_limit, r - 1) &&
+                 out[k].pred.memory_bytes <= q.memory_limit;
+        CostConfig g = out[k].config;
+        g.recompute = GPT_RECOMPUTE_NONE;
+        priced = priced && predict(&g, a100).step_s < out[k].pred.step_s && out[k].pred.recompute_s > 0;
+        said = said && strstr(out[k].reason, gpt_recompute_name((GptRecompute)r));
+    }
+    EXPECT(none > selective && n > 0 && picked_selective > 0 && chosen && priced && said,
+           "limit %.0f bytes (least %.0f without recompute, %.0f with selective): %d candidates, "
+           "%d selective, each the cheapest mode that fits %d, slower than without %d, named in the "
+           "reason %d (first: %s)", q.memory_limit, none, selective, n, picked_selective, chosen,
+           priced, said, n > 0 ? out[0].reason : "-");
+    q.recompute = GPT_RECOMPUTE_NONE;
+    EXPECT(costmodel_rank(&q, a100, out, 64, err, sizeof err) == 0,
+           "recompute none given: nothing fits the limit, nothing else is tried");
+    q.recompute = GPT_RECOMPUTE_FULL;
+    const int m = costmodel_rank(&q, a100, out, 64, err, sizeof err);
+    int kept = m > 0;
+    for (int k = 0; k < m && k < 64; k++) kept = kept && out[k].config.recompute == GPT_RECOMPUTE_FULL;
+    EXPECT(kept, "recompute full given: %d candidates, all with full %d", m, kept);
+}
+
 static void test_committed_clusters(void) {
     const char* files[] = {"costmodel/clusters/a100-4pernode-hdr.cluster",
                            "costmodel/clusters/h100-1pernode-ndr.cluster",
@@ -262,8 +381,8 @@ static void test_committed_clusters(void) {
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
     const CostShape s = {24, 1536, 16, 50257, 8192};
-    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0};
-    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0};
+    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE};
+    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
     EXPECT(r.ring_tier == TIER_INTER && t.col_tier == TIER_INTRA && t.row_tier == TIER_INTER &&
            t.attention_bytes < r.attention_bytes && t.step_s < r.step_s,
@@ -284,6 +403,8 @@ int main(void) {
     test_ranked_table(&a100);
     test_committed_clusters();
     test_topology(&a100);
+    test_recompute_time_and_memory();
+    test_rank_recompute(&a100);
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

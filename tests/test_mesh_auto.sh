@@ -2,8 +2,9 @@
 # --mesh auto (train/mesh_auto.c) under mpirun: the trainer runs the mesh and schedule the cost
 # model ranks first for its world size (the same answer as build/costmodel for the same question),
 # keeps --dp / --attention given explicitly, and refuses with one clear line when nothing fits the
-# memory limit or the cluster file is missing.
-#   tests/test_mesh_auto.sh
+# memory limit or the cluster file is missing. With `recompute`: it sets --recompute to the
+# cheapest mode that fits a memory limit, and keeps an explicit one.
+#   tests/test_mesh_auto.sh [recompute]
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -46,6 +47,38 @@ ran() {
   sed -n 's/^mesh: world [0-9]* = dp \([0-9]*\) x pq \([0-9]*\) x pkv \([0-9]*\); attention \([a-z0-9-]*\);.*/dp \1 x pq \2 x pkv \3 with --attention \4/p' "$W/$1.out" |
     sed 's/attention2d/2d/; s/--attention local$/--attention 2d/'
 }
+
+# recompute: on one rank, a --memory-gb between the configuration's memory with selective and
+# without recompute: --mesh auto runs it with --recompute selective; an explicit one is kept.
+# PRED ARGS...: the cost model's bytes for this model on one rank.
+pred_bytes() {
+  "$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 --vocab 256 \
+    --context 256 --seq-len 256 --batch 1 --dp 1 --pq 1 --pkv 1 --attention 2d "$@" |
+    sed -n 's/^memory .*(\([0-9]*\) bytes;.*/\1/p'
+}
+if [ "${1:-}" = recompute ]; then
+  none=$(pred_bytes --recompute none); sel=$(pred_bytes --recompute selective)
+  gb=$("$PY" -c "import sys; n, s = map(float, sys.argv[1:]); assert s < n; print('%.9g' % ((n + s) / 2 / 2**30))" "$none" "$sel") ||
+    { bad "memory with selective ($sel bytes) below none's ($none)"; gb=1; }
+  if run rsel 1 --memory-gb "$gb" && grep -q '^mesh auto: --recompute selective (the cheapest' "$W/rsel.out" &&
+     grep -q '^  1\. dp 1 x pq 1 x pkv 1, 2d *recompute selective' "$W/rsel.out"; then
+    ok "--memory-gb $gb (none $none bytes, selective $sel): ran with --recompute selective"
+  else bad "--memory-gb $gb: expected --recompute selective"; tail -n 5 "$W/rsel.out"; fi
+  if run rfull 1 --memory-gb "$gb" --recompute full &&
+     grep -q '^mesh auto: --recompute full (given)' "$W/rfull.out"; then
+    ok "--recompute full given: kept"
+  else bad "--recompute full with --mesh auto: not kept"; tail -n 5 "$W/rfull.out"; fi
+  want='^error: --mesh auto: no configuration of 1 ranks fits'
+  if ! run rnone 1 --memory-gb "$gb" --recompute none && grep -qE "$want" "$W/rnone.out"; then
+    ok "--recompute none given: kept, and nothing fits"
+  else bad "--recompute none with --memory-gb $gb: expected '$want'"; tail -n 5 "$W/rnone.out"; fi
+  if run rauto 1 && grep -q '^mesh auto: --recompute none (nothing to recompute' "$W/rauto.out"; then
+    ok "no limit: --recompute none"
+  else bad "no limit: expected --recompute none"; tail -n 5 "$W/rauto.out"; fi
+  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "test_mesh_auto recompute: passed"; exit 0; fi
+  echo "test_mesh_auto recompute: $fails failure(s); files kept in $W"
+  exit 1
+fi
 
 # 1. The choice is printed with its candidates, run, and equals the cost model's own first row.
 if run auto4 4; then

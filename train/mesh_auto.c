@@ -8,6 +8,7 @@
 
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "model/activations.h"
 #include "model/backend.h"
 
 enum { SHOWN = 5 };   // candidates printed
@@ -42,9 +43,22 @@ static int agrees(const CostConfig* g, const TrainOptions* o) {
 static void print_candidate(int rank, const CostCandidate* k) {
     const CostConfig* g = &k->config;
     const CostPrediction* p = &k->pred;
-    printf("  %d. dp %d x pq %d x pkv %d, %-10s %10.1f ms/step %12.0f tokens/s %8.2f GiB/device"
-           "  %s\n", rank, g->dp, g->pq, g->pkv, cost_algorithm_name(g->alg), p->step_s * 1e3,
-           p->tokens_per_s, p->memory_bytes / GIB, k->reason);
+    printf("  %d. dp %d x pq %d x pkv %d, %-10s recompute %-9s %10.1f ms/step %12.0f tokens/s "
+           "%8.2f GiB/device  %s\n", rank, g->dp, g->pq, g->pkv, cost_algorithm_name(g->alg),
+           gpt_recompute_name((GptRecompute)g->recompute), p->step_s * 1e3, p->tokens_per_s,
+           p->memory_bytes / GIB, k->reason);
+}
+
+// The query's recompute: the one given with --recompute, else the cheapest that fits.
+static int query_recompute(const TrainOptions* o, char* err, size_t errlen) {
+    if (!(o->given & OPT_GIVEN_RECOMPUTE)) return COST_RECOMPUTE_AUTO;
+    GptRecompute r;
+    if (gpt_recompute_parse(o->recompute, &r) != 0) {
+        snprintf(err, errlen, "--recompute: expected none, selective or full, found '%s'",
+                 o->recompute);
+        return -2;
+    }
+    return (int)r;
 }
 
 int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int report, char* err,
@@ -71,6 +85,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
         }
         q.algorithms = 1u << a;
     }
+    q.recompute = query_recompute(o, err, errlen);
+    if (q.recompute == -2) return -1;
     // Every candidate: the first call counts them.
     const int n = costmodel_rank(&q, &cluster, NULL, 0, err, errlen);
     if (n < 0) return -1;
@@ -81,8 +97,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
         if (agrees(&all[k].config, o)) all[kept++] = all[k];
     if (kept == 0) {
         snprintf(err, errlen, "--mesh auto: no configuration of %d ranks fits (T = %d, batch %d, "
-                 "memory %.3g GiB per device on %s, with the --dp/--pq/--pkv/--attention given); "
-                 "%d without those options", world, o->seq_len, o->batch,
+                 "memory %.3g GiB per device on %s, with the --dp/--pq/--pkv/--attention/--recompute "
+                 "given); %d without --dp/--pq/--pkv/--attention", world, o->seq_len, o->batch,
                  (q.memory_limit > 0 ? q.memory_limit : cluster.memory_bytes) / GIB,
                  path, n);
         free(all);
@@ -95,7 +111,13 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
         for (int k = 0; k < kept && k < SHOWN; k++) print_candidate(k + 1, &all[k]);
         printf("mesh auto: running dp %d x pq %d x pkv %d with --attention %s\n", best.dp,
                best.pq, best.pkv, cost_algorithm_name(best.alg));
+        printf("mesh auto: --recompute %s (%s)\n", gpt_recompute_name((GptRecompute)best.recompute),
+               (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
+               : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
+                                                      : "the cheapest with which it fits");
     }
+    if (!(o->given & OPT_GIVEN_RECOMPUTE))
+        o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
     o->dp = best.dp;
     if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) || !cost_algorithm_is_ring(best.alg))
         o->pq = best.pq, o->pkv = best.pkv;

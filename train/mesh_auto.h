@@ -1,7 +1,8 @@
 // --mesh auto: the trainer's dp x pq x pkv and attention schedule chosen by the cost model
 // (costmodel/costmodel.h) for the world size, the model, T, the batch and a memory limit per
-// device, on a cluster description. Options given explicitly (--dp, --pq, --pkv, --attention)
-// are kept: only candidates that agree with them are considered.
+// device, on a cluster description, and the --recompute each needs to fit. Options given
+// explicitly (--dp, --pq, --pkv, --attention, --recompute) are kept: only candidates that agree
+// with them are considered.
 #pragma once
 #include <stddef.h>
 
@@ -11,7 +12,8 @@
 // The cluster file --mesh auto predicts on: --cluster, else the backend's default.
 const char* mesh_auto_cluster_path(const TrainOptions* o);
 
-// Sets o->dp, o->pq, o->pkv and o->attention to the fastest feasible candidate (most tokens/s)
+// Sets o->dp, o->pq, o->pkv, o->attention and o->recompute (the cheapest mode with which the
+// candidate fits, unless given) to the fastest feasible candidate (most tokens/s)
 // for `world` ranks. Every rank computes the same answer from the same inputs (the cluster file
 // and the options; nothing measured), so no rank has to tell the others. report != 0 prints the
 // top candidates with the reason for each, and the choice. Returns 0, or -1 with a one-line

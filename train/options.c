@@ -305,6 +305,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, pq)) o->given |= OPT_GIVEN_PQ;
         if (s->offset == offsetof(TrainOptions, pkv)) o->given |= OPT_GIVEN_PKV;
         if (s->offset == offsetof(TrainOptions, attention)) o->given |= OPT_GIVEN_ATTENTION;
+        if (s->offset == offsetof(TrainOptions, recompute)) o->given |= OPT_GIVEN_RECOMPUTE;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",

@@ -65,7 +65,8 @@ typedef struct {
 
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
 // (an explicit value always wins).
-enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8 };
+enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8,
+       OPT_GIVEN_RECOMPUTE = 16 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and
