@@ -15,6 +15,17 @@
 
 static void print_line(const char* line) { printf("%s\n", line); }
 
+// Rank 0's predicted memory per device, term by term (model/memory_budget.h).
+static void print_memory_budget(const Trainer* t) {
+    char text[32];
+    printf("memory per device (predicted, rank 0; --recompute %s):\n", t->opt.recompute);
+    for (int i = 0; i <= MEMORY_NTERMS; i++) {
+        const size_t b = i < MEMORY_NTERMS ? t->memory.bytes[i] : t->memory.total;
+        printf("  %-22s %14zu bytes  %s\n", i < MEMORY_NTERMS ? memory_term_name((MemoryTerm)i)
+               : "total", b, b >= (1 << 20) ? memory_format_bytes(b, text, sizeof text) : "");
+    }
+}
+
 void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
@@ -41,6 +52,7 @@ void print_config(Trainer* t) {
         printf("peak: %.1f GFLOP/s per rank (%s)\n", t->peak_flops * 1e-9, t->peak_source);
     else
         printf("peak: unknown for this device (give --peak-gflops to report MFU)\n");
+    print_memory_budget(t);
     fflush(stdout);
 }
 
@@ -197,6 +209,20 @@ void note_memory(RunTotals* r) {
     r->memory_total = d.memory_total;
 }
 
+// The prediction against what the first step left in use (rank 0): device memory where there
+// is a device (on the CUDA host runtime exactly the bytes cudaMalloc'ed), else the process's peak
+// resident set, which also holds the program, its libraries and the host copies of the weights.
+void report_memory(Trainer* t, const RunTotals* r) {
+    if (t->rank != 0) return;
+    char predicted[32], measured[32];
+    printf("memory per device: predicted %s, measured %s after the first step (%s): "
+           "measured / predicted = %.4f\n", memory_format_bytes(t->memory.total, predicted,
+           sizeof predicted), memory_format_bytes(r->memory_first, measured, sizeof measured),
+           r->memory_total ? "device memory in use" : "peak resident set of the process",
+           t->memory.total ? (double)r->memory_first / t->memory.total : 0.0);
+    fflush(stdout);
+}
+
 void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
     if (t->rank != 0 || r->steps == 0) return;
     const double per = r->seconds / r->steps, tps = t->tokens_per_step / per;
@@ -227,8 +253,10 @@ void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
            memory_text);
     run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f"
                  "%s,\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,"
-                 "\"memory_total_bytes\":%zu}", t->step, r->steps, per * 1e3, split_json, tps, mfu,
-                 t->peak_flops, r->memory_used, r->memory_total);
+                 "\"memory_total_bytes\":%zu,\"memory_predicted_bytes\":%zu,"
+                 "\"memory_measured_bytes\":%zu}", t->step, r->steps, per * 1e3, split_json, tps,
+                 mfu, t->peak_flops, r->memory_used, r->memory_total, t->memory.total,
+                 r->memory_first);
 }
 
 // Steps of this run that were not applied, when there were any.

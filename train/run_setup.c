@@ -212,11 +212,98 @@ static void setup_attention(Trainer* t) {
     }
 }
 
+static GptRecompute recompute_of(const Trainer* t) {
+    GptRecompute r = GPT_RECOMPUTE_NONE;
+    if (gpt_recompute_parse(t->opt.recompute, &r) != 0)   // the option's choices are the names
+        config_error(t, "--recompute: expected none, selective or full, found '%s'", t->opt.recompute);
+    return r;
+}
+
+// The memory budget of this run under recompute mode r, with or without rank 0's sampler: the
+// element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
+// fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
+static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int sms,
+                              MemoryBudget* b) {
+    const TrainOptions* o = &t->opt;
+    MemorySchedule schedule = MEMORY_ATTN_2D;
+    if (t->mesh.P > 1 && memory_schedule_parse(o->attention, &schedule) != 0)
+        config_error(t, "--attention %s: no memory budget for this schedule", o->attention);
+    const size_t real_bytes = comm_type_size(dist_real_comm_type());
+    const MemoryConfig c = {
+        .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .dp = t->mesh.dp,
+        .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
+        .zero = o->zero, .cuda = !gpt_backend_host_memory(),
+        .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
+        .flash_sms = real_bytes < sizeof(float) ? sms : 0,
+        .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
+        .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0};
+    memory_budget(&c, b);
+}
+
+// The smallest device memory of any rank (every rank reads its own device).
+static double smallest_device(Trainer* t, double mine) {
+    const int world = t->mesh.world_size;
+    double* all = xcalloc((size_t)world, sizeof(double), "device memory per rank");
+    all[t->mesh.world_rank] = mine;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_host(t->comm, MESH_WORLD, all, (size_t)world, COMM_F64);
+    double least = all[0];
+    for (int r = 1; r < world; r++) least = all[r] < least ? all[r] : least;
+    free(all);
+    return least;
+}
+
+// What would fit `limit` bytes instead: another --recompute mode (the least recomputation
+// first), the same without the sampler, or else a larger mesh. One clause into out.
+static void what_fits(const Trainer* t, GptRecompute now, int sampler, int sms, double limit,
+                      char* out, size_t len) {
+    char text[32];
+    MemoryBudget b;
+    for (int drop = 0; drop <= sampler; drop++)
+        for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
+            if (!drop && r == (int)now) continue;
+            run_memory_budget(t, (GptRecompute)r, sampler && !drop, sms, &b);
+            if (b.total > limit) continue;
+            snprintf(out, len, "--recompute %s%s would fit (%s)", gpt_recompute_name((GptRecompute)r),
+                     drop ? " with --sample-length 0 (no sampler on rank 0)" : "",
+                     memory_format_bytes(b.total, text, sizeof text));
+            return;
+        }
+    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, sms, &b);
+    snprintf(out, len, "no --recompute mode fits (full, without the sampler: %s): a larger mesh is "
+             "needed (more ranks: --pq/--pkv split the sequence, --zero 1 the optimizer state)",
+             memory_format_bytes(b.total, text, sizeof text));
+}
+
+// This rank's predicted device memory (t->memory); a run that does not fit the smallest device
+// of the job is refused on every rank before anything large is allocated. The verdict is rank
+// 0's budget (the sampler's rank: the largest) against that device, the same on every rank.
+static void check_memory(Trainer* t) {
+    const GptRecompute r = recompute_of(t);
+    const int sampler = t->opt.sample_length > 0;
+    BackendDevice d;
+    gpt_backend_device(&d);
+    const int sms = d.multiprocessors;
+    run_memory_budget(t, r, sampler && t->rank == 0, sms, &t->memory);
+    if (gpt_backend_host_memory()) return;   // the CPU: no device to refuse on
+    const double limit = smallest_device(t, (double)d.memory_total);
+    MemoryBudget worst;
+    run_memory_budget(t, r, sampler, sms, &worst);
+    if (worst.total <= limit) return;
+    const MemoryTerm big = memory_largest_term(&worst);
+    char need[32], has[32], term[32], fits[ERR_LEN];
+    what_fits(t, r, sampler, sms, limit, fits, sizeof fits);
+    config_error(t, "memory per device: this run needs %s (predicted, --recompute %s; largest "
+                 "term: %s, %s) and the device has %s; %s",
+                 memory_format_bytes(worst.total, need, sizeof need), gpt_recompute_name(r),
+                 memory_term_name(big), memory_format_bytes(worst.bytes[big], term, sizeof term),
+                 memory_format_bytes((size_t)limit, has, sizeof has), fits);
+}
+
 static void setup_model_and_optimizer(Trainer* t) {
     const int world = t->mesh.world_size;
     const int zero = t->opt.zero;
-    GptRecompute recompute = GPT_RECOMPUTE_NONE;
-    gpt_recompute_parse(t->opt.recompute, &recompute);   // the option's choices are the names
+    const GptRecompute recompute = recompute_of(t);
     gpt_create_recompute(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1,
                          recompute);
     // Every backend buffer first (the optimizer's included): a model that does not fit the device
@@ -284,6 +371,7 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     comm_set_overlap(t->comm, t->opt.overlap);
     open_data(t);
     check_config_across_ranks(t);
+    check_memory(t);
     setup_attention(t);
     setup_model_and_optimizer(t);
     setup_timeline(t);

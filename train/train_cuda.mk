@@ -32,7 +32,7 @@ CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_at
 
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
 CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(BUILD)/attention/dist_cost.o \
-	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) \
+	$(addprefix $(BUILD)/model/,config.o memory_budget.o init.o optimizer.o blas_kernels.o) \
 	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
 	$(COMM_OBJS) $(LAUNCH_OBJS) $(TRANSPORT_OBJS) $(FAIL_OBJS)
 
@@ -61,7 +61,7 @@ CUDA_TRAIN_HOST_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o)
 
 CUDA_TRAIN_HOST_PROGS := $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32
 TEST_PROGS += $(CUDA_TRAIN_HOST_PROGS)
-SUITES_cuda += cuda-train
+SUITES_cuda += cuda-train cuda-memory
 
 $(BUILD)/train_gpt_cuda_host: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_HOST_OBJS) $(CUDA_HOST_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++

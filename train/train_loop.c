@@ -76,6 +76,8 @@ void train_loop(Trainer* t) {
         elapsed += dt;
         if (t->step - start == 1) {
             note_memory(&totals);
+            totals.memory_first = totals.memory_used;
+            report_memory(t, &totals);
         } else {
             totals.steps++;
             totals.seconds += dt;

@@ -19,6 +19,7 @@
 #include "model/backend.h"
 #include "model/gpt.h"
 #include "model/layers.h"
+#include "model/memory_budget.h"
 #include "model/optimizer.h"
 #include "train/grad_buckets.h"
 #include "train/options.h"
@@ -67,6 +68,7 @@ typedef struct {
     double peak_flops;         // per rank
     char peak_source[224];     // where peak_flops comes from
     BackendDevice device_info;
+    MemoryBudget memory;       // this rank's device memory, predicted (model/memory_budget.h)
     char config_json[4096];
     SpikeDetector spike;       // --spike-zscore: bounds for the coming step from the last steps
     int skipped_spike, skipped_nonfinite;   // steps of this run not applied
@@ -103,6 +105,7 @@ typedef struct {
     int phases;       // steps whose phases were measured (all or none)
     StepPhases sum;
     size_t memory_used, memory_total;
+    size_t memory_first;   // in use after the first step (what the prediction is compared with)
 } RunTotals;
 
 // What a step asked of the device, where the backend counts it (gpt_backend_counters: the CUDA
@@ -187,6 +190,7 @@ void sample(Trainer* t);
 double mfu_of(const Trainer* t, double tokens_per_s, double flops_per_token, char* text, size_t len);
 void report_step(Trainer* t, const StepRecord* r);
 void note_memory(RunTotals* r);
+void report_memory(Trainer* t, const RunTotals* r);
 void print_summary(Trainer* t, const RunTotals* r, double flops_per_token);
 void print_skipped(Trainer* t);
 void counters_begin(const Trainer* t, StepCounters* sc);

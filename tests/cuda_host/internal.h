@@ -19,8 +19,11 @@ typedef enum {
     CUDA_HOST_MEM_OVERRUN     // starts inside a block but runs past its end
 } CudaHostMemKind;
 CudaHostMemKind cuda_host_mem_kind(const void* ptr, size_t bytes);
-// Total bytes currently allocated with cudaMalloc.
+// Total bytes currently allocated with cudaMalloc (as requested, not rounded: cudaMemGetInfo
+// reports exactly what the program holds).
 size_t cuda_host_device_bytes(void);
+// The device's memory: 80 GiB, or CUDA_HOST_DEVICE_MEMORY (runtime_api.cpp).
+size_t cuda_host_total_memory(void);
 
 // Dynamic shared memory a launch of kernel may use: 48 KiB unless cudaFuncSetAttribute raised it.
 size_t cuda_host_dynamic_smem_limit(const void* kernel);

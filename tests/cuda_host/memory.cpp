@@ -51,13 +51,27 @@ static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* wh
     if (!ptr) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer argument", what);
     *ptr = NULL;
     if (bytes == 0) return cudaSuccess;
+    const size_t total = cuda_host_total_memory();
+    size_t in_use;
+    {   // device memory is taken from the device's total before the block exists
+        std::lock_guard<std::mutex> guard(lock);
+        in_use = device_bytes;
+        if (!pinned && bytes <= total - in_use) device_bytes += bytes;
+    }
+    if (!pinned && bytes > total - in_use)
+        return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes: out of device memory "
+                              "(%zu of %zu bytes in use; CUDA_HOST_DEVICE_MEMORY)", what, bytes,
+                              in_use, total);
     size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
     void* p = aligned_alloc(256, rounded);
-    if (!p) return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes failed", what, bytes);
+    if (!p) {
+        std::lock_guard<std::mutex> guard(lock);
+        if (!pinned) device_bytes -= bytes;
+        return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes failed", what, bytes);
+    }
     if (!pinned) memset(p, 0xff, rounded);  // NaN as float and bf16: unwritten data shows
     std::lock_guard<std::mutex> guard(lock);
     blocks[(uintptr_t)p] = Block{bytes, pinned};
-    if (!pinned) device_bytes += bytes;
     *ptr = p;
     return cudaSuccess;
 }

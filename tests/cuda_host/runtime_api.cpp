@@ -3,6 +3,7 @@
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
+#include <errno.h>
 #include <map>
 #include <mutex>
 #include <stdarg.h>
@@ -85,7 +86,28 @@ const char* cudaGetErrorName(cudaError_t err) {
 
 // --- The device: one H100 SXM --------------------------------------------------------------------
 
-static const size_t total_mem = (size_t)80 << 30;
+static const size_t h100_mem = (size_t)80 << 30;
+
+// CUDA_HOST_DEVICE_MEMORY=BYTES (a K, M or G suffix multiplies by 2^10, 2^20, 2^30) makes the
+// device hold that much instead of 80 GiB, as a MIG slice or a GPU shared with other processes
+// would: cudaMemGetInfo reports it and cudaMalloc refuses what goes past it, so that a test can
+// see a program refuse a configuration that does not fit. The properties still describe an H100.
+size_t cuda_host_total_memory(void) {
+    static const size_t total = [] {
+        const char* s = getenv("CUDA_HOST_DEVICE_MEMORY");
+        if (!s || !*s) return h100_mem;
+        char* end = NULL;
+        errno = 0;
+        const unsigned long long v = strtoull(s, &end, 10);
+        const int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+        if (errno || end == s || v == 0 || (shift && end[1]) || (!shift && *end) ||
+            v > (~0ULL >> shift))
+            fail_msg("CUDA_HOST_DEVICE_MEMORY=%s: expected a positive number of bytes, optionally "
+                     "with a K, M or G suffix", s);
+        return (size_t)(v << shift);
+    }();
+    return total;
+}
 
 // CUDA_HOST_DEVICES=N makes the process see N identical devices (1 by default), so that a test
 // of N ranks on one node can give each rank "its own GPU" as on an N-GPU machine. The memory
@@ -123,7 +145,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
         return cuda_host_fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): %d device(s) (CUDA_HOST_DEVICES)", device, device_count());
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "NVIDIA H100 80GB HBM3 (CUDA host runtime)");
-    p->totalGlobalMem = total_mem;
+    p->totalGlobalMem = h100_mem;
     p->sharedMemPerBlock = CUDA_HOST_DEFAULT_DYN_SMEM;
     p->regsPerBlock = 65536;
     p->warpSize = 32;
@@ -190,9 +212,9 @@ cudaError_t cudaDriverGetVersion(int* version) {
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     if (!free_bytes || !total_bytes) return cuda_host_fail(cudaErrorInvalidValue, "cudaMemGetInfo: NULL argument");
-    size_t used = cuda_host_device_bytes();
-    *total_bytes = total_mem;
-    *free_bytes = used < total_mem ? total_mem - used : 0;
+    const size_t used = cuda_host_device_bytes(), total = cuda_host_total_memory();
+    *total_bytes = total;
+    *free_bytes = used < total ? total - used : 0;
     return cudaSuccess;
 }
 

@@ -1,0 +1,90 @@
+// The memory a training run holds per device, term by term: what the trainer prints at start
+// and refuses on (train/run_setup.c, train/run_report.c), and what the cost model counts
+// (costmodel/costmodel.c). Pure C, no backend: element sizes are inputs (CPU: real 4 bytes;
+// CUDA bf16: real 2 with fp32 master weights; statistics and attention accumulators 4).
+//
+// Each term is what the code allocates, by the same formulas: model/gpt.c (parameters,
+// gradients, activations laid out by gpt_activation_layout, backward scratch, tokens, scalars),
+// train/run_setup.c (AdamW state and ZeRO-1 shard), model/backend_cuda.cu (master weights),
+// model/backend_kernels_cuda.cu and model/matmul.cu (layer workspace, cuBLASLt workspace), the
+// attention schedules (attention/*.c, attention_local_cuda.cu), comm/comm_nccl.cu and the
+// sampler (train/sampler.c). On the CUDA host runtime the total is exactly the bytes cudaMalloc'ed
+// after the first step (tests/test_memory_budget.sh checks it).
+#pragma once
+#include <stddef.h>
+
+#include "model/activations.h"
+#include "model/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MEMORY_PARAMS,            // parameters (padded to the ZeRO-1 shard multiple)
+    MEMORY_GRADS,             // their gradients
+    MEMORY_MASTER,            // fp32 master weights (bf16 storage only; not sharded)
+    MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard
+    MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
+    MEMORY_ACTIVATIONS,       // saved for backward under the recompute mode, statistics included
+    MEMORY_BACKWARD,          // backward scratch: dresidual, dbuf_c, dbuf_4c_a, dbuf_4c_b
+    MEMORY_LAYER_WORKSPACE,   // what the backend reserves for the layers (CUDA: encoder and
+                              // LayerNorm backward scratch, bias-gradient scratch, norm partials)
+    MEMORY_ATTENTION,         // the attention schedule's scratch
+    MEMORY_ATTENTION_DQ,      // the bf16 CUDA attention backward's fp32 dQ slices (one per
+                              // split of the key tiles; attention/partial_attention.cu)
+    MEMORY_TOKENS,            // input and target token ids
+    MEMORY_SCALARS,           // the step's loss / norm / clip doubles
+    MEMORY_GRAD_BUCKETS,      // gradient buckets: reduced in place, nothing of their own
+    MEMORY_COMM,              // the transport's device scratch (nccl)
+    MEMORY_SAMPLER,           // rank 0's forward-only sampling model (1 x context tokens)
+    MEMORY_WORKSPACE,         // cuBLASLt workspace (CUDA)
+    MEMORY_NTERMS
+} MemoryTerm;
+
+// The attention layer a run creates: a mesh of one sequence-parallel rank is always local.
+typedef enum {
+    MEMORY_ATTN_2D,
+    MEMORY_ATTN_2D_OVERLAP,
+    MEMORY_ATTN_RING,
+    MEMORY_ATTN_STRIPED,
+    MEMORY_ATTN_ZIGZAG
+} MemorySchedule;
+
+typedef struct {
+    GPTConfig cfg;
+    int B, T;                 // micro-batch and LOCAL tokens per sequence (seq-len / (pq pkv))
+    GptRecompute recompute;
+    int dp, pq, pkv;
+    MemorySchedule schedule;  // when pq * pkv > 1
+    int keep_kv;              // 2d: gathered K/V of every layer kept for backward
+    int zero;                 // ZeRO-1: AdamW state sharded over all dp * pq * pkv ranks
+    int cuda;                 // the CUDA backend (layer workspace, cuBLASLt workspace)
+    int nccl;                 // the nccl transport (its device scratch)
+    int sampler;              // this rank samples (rank 0 with --sample-length > 0)
+    int flash_sms;            // SMs of the device whose bf16 attention backward keeps fp32 dQ
+                              // slices (0: none, the CPU and the CUDA fp32 build)
+    size_t real_bytes;        // parameters, gradients, activations (bf16: 2, fp32: 4)
+    size_t stat_bytes;        // statistics and attention accumulators (4)
+    size_t master_bytes;      // master weights per parameter: 4 where real is narrower, else 0
+} MemoryConfig;
+
+typedef struct {
+    size_t bytes[MEMORY_NTERMS];
+    size_t total;
+} MemoryBudget;
+
+// Bytes per device of every term, and their sum.
+void memory_budget(const MemoryConfig* c, MemoryBudget* out);
+// "parameters", "AdamW m, v", ... for reports.
+const char* memory_term_name(MemoryTerm t);
+// The term with the most bytes.
+MemoryTerm memory_largest_term(const MemoryBudget* b);
+// "12.34 GiB", "5.67 MiB" or "890 bytes" into out (len bytes); returns out.
+const char* memory_format_bytes(size_t bytes, char* out, size_t len);
+// Parses a trainer --attention name ("2d", "2d-overlap", "ring", "striped", "zigzag"); 0 or -1.
+int memory_schedule_parse(const char* name, MemorySchedule* out);
+
+#ifdef __cplusplus
+}
+#endif

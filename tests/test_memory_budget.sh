@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The memory budget (model/memory_budget.h) against the device memory the CUDA trainers hold after
+# their first step, on the host runtime (tests/cuda_host), which counts every byte cudaMalloc'ed
+# and not freed: predicted and measured (memory_predicted_bytes, memory_measured_bytes of the
+# log's summary) must agree within TOL (5%) and, on the host runtime, exactly (EXACT=1): a term
+# the budget drops or miscounts fails, however small.
+#   tests/test_memory_budget.sh CASE     one configuration (cases below; `list` names them)
+#   tests/test_memory_budget.sh refuse   a run that does not fit the device (CUDA_HOST_DEVICE_MEMORY)
+#                                        is refused before any large allocation, with one line
+#                                        naming the largest term and the --recompute that fits,
+#                                        or saying that a larger mesh is needed
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PY=${PYTHON:-/usr/bin/python3}
+TOL=${TOL:-0.05}
+EXACT=${EXACT:-1}
+BF16=$BUILD/train_gpt_cuda_host
+FP32=$BUILD/train_gpt_cuda_host_fp32
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_ess_singleton_isolated=1
+export CUDA_HOST_DEVICES=16
+part=${1:?usage: tests/test_memory_budget.sh CASE|list|refuse}
+
+# One rank: 2 layers of C = 256 (4 heads of 64), 2 x 256 tokens, so that parameters, optimizer
+# state, activations, the attention's dQ slices and the sampler each weigh against the 32 MiB
+# cuBLASLt workspace. The meshes: C = 128 (2 heads of 64), 2 x 256 tokens over the ranks.
+one=(--preset tiny --layers 2 --channels 256 --heads 4 --context 256 --vocab 512 --batch 2
+     --seq-len 256)
+mesh=(--preset tiny --layers 2 --channels 128 --heads 2 --context 256 --vocab 512 --batch 2
+      --seq-len 256)
+common=(--val-data "" --tokenizer "" --steps 2 --lr 1e-3 --quiet --no-save --peak-gflops 1)
+
+# case NAME: its trainer, rank count and options.
+case_of() {
+  case $1 in
+    bf16-none)        echo "$BF16 1 ${one[*]} --recompute none" ;;
+    bf16-selective)   echo "$BF16 1 ${one[*]} --recompute selective" ;;
+    bf16-full)        echo "$BF16 1 ${one[*]} --recompute full --sample-length 0" ;;
+    fp32-none)        echo "$FP32 1 ${one[*]} --recompute none" ;;
+    fp32-selective)   echo "$FP32 1 ${one[*]} --recompute selective --sample-length 0" ;;
+    fp32-full)        echo "$FP32 1 ${one[*]} --recompute full" ;;
+    bf16-2d-1x2-zero)   echo "$BF16 2 ${mesh[*]} --pq 1 --pkv 2 --attention 2d --zero 1 --comm nccl --recompute selective" ;;
+    fp32-ring-2x1)      echo "$FP32 2 ${mesh[*]} --pq 2 --pkv 1 --attention ring --comm mpi-staged" ;;
+    bf16-2d-keepkv-2x2) echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --keep-kv --zero 1 --comm nccl" ;;
+    bf16-overlap-2x2)   echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d-overlap --comm mpi-staged --recompute full" ;;
+    fp32-2d-2x2-zero)   echo "$FP32 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --zero 1 --comm nccl --recompute selective" ;;
+    bf16-zigzag-1x4)    echo "$BF16 4 ${mesh[*]} --pq 1 --pkv 4 --attention zigzag --comm nccl --zero 1" ;;
+    bf16-ring-dp2-buckets) echo "$BF16 4 ${mesh[*]} --dp 2 --pq 1 --pkv 2 --attention ring --comm nccl --grad-bucket-mb 0.1" ;;
+    *) return 1 ;;
+  esac
+}
+CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
+fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
+bf16-ring-dp2-buckets"
+
+mkdir -p "$BUILD/tmp"
+W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")
+"$PY" tools/stream_shards.py "$W/data" > /dev/null || exit 1
+data=(--train-data "$W/data/t_train_*.bin")
+finish() { if [ "$1" = 0 ]; then rm -rf "$W"; else echo "files kept in $W"; fi; exit "$1"; }
+
+# check LOG: prediction against measurement, from the summary record.
+check() {
+  "$PY" - "$1" "$TOL" "$EXACT" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+s = [r for r in recs if r["type"] == "summary"]
+assert s, "no summary record in " + sys.argv[1]
+pred, meas = s[-1]["memory_predicted_bytes"], s[-1]["memory_measured_bytes"]
+tol, exact = float(sys.argv[2]), sys.argv[3] == "1"
+ratio = pred / meas
+print("predicted %d bytes, measured %d bytes after the first step: predicted / measured = %.6f "
+      "(difference %+d bytes)" % (pred, meas, ratio, pred - meas))
+if abs(ratio - 1) > tol:
+    sys.exit("FAIL: outside %g" % tol)
+if exact and pred != meas:
+    sys.exit("FAIL: the host runtime counts every byte: expected them equal")
+EOF
+}
+
+if [ "$part" = list ]; then echo $CASES; finish 0; fi
+
+if [ "$part" = refuse ]; then
+  status=0
+  # expect_refusal NAME MEMORY PATTERN ARGS...: exits 2 with one error line matching PATTERN,
+  # before any step (no log record of one) and before the model is allocated.
+  expect_refusal() {
+    local name=$1 memory=$2 pattern=$3
+    shift 3
+    CUDA_HOST_DEVICE_MEMORY=$memory timeout 120 "$BF16" "${one[@]}" "${common[@]}" "${data[@]}" \
+      --out-dir "$W/$name" "$@" > "$W/$name.out" 2>&1
+    local rc=$?
+    local line
+    line=$(grep '^error: ' "$W/$name.out")
+    echo "$name: exit $rc: $line"
+    if [ "$rc" != 2 ] || [ "$(grep -c '^error: ' "$W/$name.out")" != 1 ] ||
+       ! grep -q -- "$pattern" <<< "$line" || grep -q '^step ' "$W/$name.out" ||
+       grep -q 'cudaMalloc' "$W/$name.out"; then
+      echo "FAIL: $name: expected exit 2 and one line matching '$pattern' before any allocation"
+      tail -n 20 "$W/$name.out"
+      status=1
+    fi
+  }
+  # 78 MiB needed (none; the cuBLASLt workspace the largest term at this size), 76 MiB there:
+  # selective (74.7 MiB) fits. At 70 MiB only full without the sampler (69.9 MiB) does.
+  expect_refusal selective-fits 76M "largest term: cuBLASLt workspace.*; --recompute selective would fit" \
+    --recompute none
+  expect_refusal full-no-sampler 70M "; --recompute full with --sample-length 0 (no sampler on rank 0) would fit" \
+    --recompute none
+  # None fits 40 MiB: the workspace and the optimizer alone are more.
+  expect_refusal none-fits 40M "no --recompute mode fits.*a larger mesh is needed (more ranks: --pq/--pkv" \
+    --recompute none
+  # The sampler is what does not fit: a long context, a short sequence.
+  expect_refusal sampler 90M "largest term: sampler (rank 0).*with --sample-length 0" \
+    --recompute full --context 2048
+  # Four ranks agree: one line (rank 0's), every rank exits 2 (mpirun reports the first).
+  CUDA_HOST_DEVICE_MEMORY=40M timeout 120 bash tests/mpirun.sh 4 "$BF16" "${mesh[@]}" "${common[@]}" \
+    "${data[@]}" --pq 2 --pkv 2 --attention 2d --comm nccl --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  rc=$?
+  echo "mesh: exit $rc: $(grep '^error: ' "$W/mesh.out")"
+  if [ "$rc" != 2 ] || [ "$(grep -c '^error: ' "$W/mesh.out")" != 1 ] ||
+     ! grep -q '^error: memory per device: .*a larger mesh is needed' "$W/mesh.out"; then
+    echo "FAIL: mesh: expected exit 2 and one refusal line"; tail -n 20 "$W/mesh.out"; status=1
+  fi
+  # And 80 MiB that fit run as usual: the prediction is the refusal's.
+  CUDA_HOST_DEVICE_MEMORY=80M timeout 120 "$BF16" "${one[@]}" "${common[@]}" "${data[@]}" \
+    --out-dir "$W/fits" --recompute none > "$W/fits.out" 2>&1 || { echo "FAIL: fits: exit $?"; tail -n 20 "$W/fits.out"; status=1; }
+  [ "$status" = 0 ] && { check "$W/fits/log.jsonl" || status=1; }
+  finish "$status"
+fi
+
+spec=$(case_of "$part") || { echo "unknown case '$part' (cases: $CASES)"; finish 2; }
+read -r -a words <<< "$spec"
+prog=${words[0]} np=${words[1]} args=("${words[@]:2}")
+echo "$part: $np rank(s), $(basename "$prog") ${args[*]}"
+if ! timeout 300 bash tests/mpirun.sh "$np" "$prog" "${args[@]}" "${common[@]}" "${data[@]}" \
+    --out-dir "$W/run" > "$W/run.out" 2>&1; then
+  echo "FAIL: the trainer failed"; tail -n 30 "$W/run.out"; finish 1
+fi
+sed -n '/^memory per device/,/^  total/p' "$W/run.out"
+check "$W/run/log.jsonl"
+finish $?
