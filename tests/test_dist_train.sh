@@ -38,6 +38,12 @@
 #                                      rank, and its communication bytes equal the counters
 #                                      (PLAIN=1: also 2d-overlap and Striped with --overlap 0,
 #                                      each equal to its overlapped run)
+#   tests/test_dist_train.sh recompute MESH
+#                                      --recompute selective and full against none on MESH for
+#                                      every schedule (ZeRO-1, kept K/V, buckets, two micro-batches
+#                                      per step): the same bits (every logged loss, gradient norm
+#                                      and validation loss, the model files, and each rank's
+#                                      optimizer state but its informational configuration text)
 #   tests/test_dist_train.sh seeds MESH   the 2d-overlap trainer under CUDA_HOST_SCHEDULE_SEED
 #                                      1, 2, 3 (the host runtime's random stream interleavings):
 #                                      identical losses and norms, and equal to the reference
@@ -557,6 +563,50 @@ schedules)
     [ -f "$work/2d-overlap-plain/log.jsonl" ] && compare 2d-overlap 2d-overlap-plain
     [ -f "$work/striped-plain/log.jsonl" ] && compare striped striped-plain
   fi
+  ;;
+recompute)
+  parse_mesh "${2:?usage: tests/test_dist_train.sh recompute MESH (e.g. 1x1, 2x2, dp2-1x2)}"
+  make_shards
+  # Two micro-batches per step; a validation pass at steps 4 and 8; checkpoints at the end.
+  common+=(--steps 8 --total-batch-tokens $((192 * dp)) --val-data "$work/val_*.bin"
+           --eval-every 4 --eval-batches 2)
+  runs=("2d|--attention 2d --grad-bucket-mb 0.01" "2d-keep-zero|--attention 2d --keep-kv --zero 1"
+        "ring-zero|--attention ring --zero 1" "zigzag|--attention zigzag"
+        "2d-overlap|--attention 2d-overlap --grad-bucket-mb 0.01")
+  [ "$np" = 1 ] && runs=("one|" "one-zero|--zero 1")
+  for r in "${runs[@]}"; do
+    name=${r%%|*}
+    read -r -a extra <<< "${r#*|}"
+    for mode in none selective full; do
+      train "$name-$mode" "$np" "${mesh_args[@]}" "${extra[@]}" --recompute "$mode" || continue
+    done
+    for mode in selective full; do
+      a=$work/$name-none b=$work/$name-$mode
+      [ -f "$a/log.jsonl" ] && [ -f "$b/log.jsonl" ] || continue
+      if ! diff <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$a/log.jsonl") \
+                <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$b/log.jsonl") > /dev/null; then
+        fail "$name --recompute $mode: the logged losses or norms differ from none's"; continue
+      fi
+      n=$(grep -c '"type":"step"' "$b/log.jsonl")
+      [ "$n" = 8 ] || { fail "$name --recompute $mode: $n steps logged, expected 8"; continue; }
+      cmp -s "$a/model_00000008.bin" "$b/model_00000008.bin" ||
+        { fail "$name --recompute $mode: the model file differs from none's"; continue; }
+      "$PY" - "$a" "$b" <<'EOF' || { fail "$name --recompute $mode: the optimizer state differs from none's"; continue; }
+import glob, os, struct, sys
+# A state file: 1024-byte header of int32 fields (the configuration's byte count at index 46),
+# the configuration's JSON text (which names --recompute), then weights and AdamW moments.
+def parts(path):
+    data = open(path, "rb").read()
+    header = struct.unpack("<256i", data[:1024])
+    return header[:46], data[1024 + header[46]:]
+names = sorted(os.path.basename(p) for p in glob.glob(sys.argv[1] + "/state_*.bin"))
+if not names: sys.exit(1)
+for n in names:
+    if parts(sys.argv[1] + "/" + n) != parts(sys.argv[2] + "/" + n): sys.exit(1)
+EOF
+      echo "ok   $name --recompute $mode: the same losses, norms, validation losses, model and state as none"
+    done
+  done
   ;;
 seeds)
   parse_mesh "${2:?usage: tests/test_dist_train.sh seeds MESH}"
