@@ -57,13 +57,16 @@ bench-costmodel: costmodel-calibrate $(BUILD)/train_gpt
 	$(BUILD)/costmodel --validate $(COSTMODEL_SWEEP_CSV) --cluster $(BUILD)/bench/cpu.cluster --out-dir costmodel
 	$(BUILD)/costmodel --paper --out-dir costmodel
 
-# GPU clusters calibrated from the newest GPU kit report under results/gpu/ (folders GPU-DATE-COMMIT;
-# the newest date wins): the compute side measured (build/costmodel --calibrate-gpu), the rest from
-# the datasheet files (*-datasheet.cluster); the FA2 variant takes the attention of PyTorch's flash
-# SDPA measured beside ours. Then the validation against the report's trainer runs and the paper
-# table. `make` regenerates them whenever the report, a datasheet file or the cost model changes.
-GPU_REPORT ?= $(patsubst %/,%,$(addprefix results/gpu/,$(lastword $(shell ls results/gpu 2> /dev/null | \
-	sed -nE 's/^(.*-)?([0-9]{4}-[0-9]{2}-[0-9]{2})(-.*)?$$/\2 &/p' | sort | cut -d' ' -f2))))
+# GPU clusters calibrated from the newest GPU kit report under results/gpu/ whose checks all passed
+# (folders GPU-DATE-COMMIT or GPU-DATETHHMM-COMMIT, UTC; the newest date and time wins; a report
+# with a failed check may hold wrong kernels, so it calibrates nothing): the compute side measured
+# (build/costmodel --calibrate-gpu), the rest from the datasheet files (*-datasheet.cluster); the
+# FA2 variant takes the attention of PyTorch's flash SDPA measured beside ours. Then the validation
+# against the report's trainer runs and the paper table. `make` regenerates them whenever the
+# report, a datasheet file or the cost model changes.
+GPU_REPORT ?= $(patsubst %/,%,$(addprefix results/gpu/,$(lastword $(shell cd results/gpu 2> /dev/null && \
+	grep -l '"type":"verdict","passed":[0-9]*,"failed":0,' */gpu_report.jsonl | cut -d/ -f1 | \
+	sed -nE 's/^(.*-)?([0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{4})?)(-.*)?$$/\2 &/p' | sort | cut -d' ' -f2))))
 GPU_REPORT_FILES = $(wildcard $(GPU_REPORT)/*.jsonl)
 GPU_CLUSTERS = costmodel/clusters/h100-8pernode.cluster costmodel/clusters/h100-1pernode-ndr.cluster \
 	costmodel/clusters/h100-1pernode-ndr-fa2.cluster
