@@ -3,10 +3,10 @@
 
 #include <string.h>
 
-static const char* const recompute_names[] = {"none", "selective", "full"};
+static const char* const recompute_names[] = {"none", "selective", "full", "forward-only"};
 
 const char* gpt_recompute_name(GptRecompute r) {
-    return r >= GPT_RECOMPUTE_NONE && r <= GPT_RECOMPUTE_FULL ? recompute_names[r] : "?";
+    return r >= GPT_RECOMPUTE_NONE && r <= GPT_FORWARD_ONLY ? recompute_names[r] : "?";
 }
 
 int gpt_recompute_parse(const char* name, GptRecompute* out) {
@@ -21,7 +21,7 @@ int gpt_recompute_parse(const char* name, GptRecompute* out) {
 int gpt_recompute_layers(GptRecompute r) { return r != GPT_RECOMPUTE_NONE; }
 
 // The per-layer tensors, and under which modes every layer keeps its own copy (else one
-// layer's scratch, which backward refills).
+// layer's scratch, which backward refills). GPT_FORWARD_ONLY keeps none.
 enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
 static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
 

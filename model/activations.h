@@ -20,11 +20,19 @@
 extern "C" {
 #endif
 
-typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 } GptRecompute;
+typedef enum {
+    GPT_RECOMPUTE_NONE = 0,
+    GPT_RECOMPUTE_SELECTIVE = 1,
+    GPT_RECOMPUTE_FULL = 2,
+    // Not a --recompute choice: a model that never runs backward (sampling, prefill) keeps nothing
+    // per layer, every layer's tensors in one layer's buffers (forward reads a layer's input
+    // before it overwrites the same buffer with the layer's output).
+    GPT_FORWARD_ONLY = 3
+} GptRecompute;
 
-// "none", "selective", "full".
+// "none", "selective", "full" ("forward-only" for GPT_FORWARD_ONLY).
 const char* gpt_recompute_name(GptRecompute r);
-// Parses one of the names; returns 0, or -1 for anything else.
+// Parses one of the --recompute names; returns 0, or -1 for anything else.
 int gpt_recompute_parse(const char* name, GptRecompute* out);
 
 // Activations saved by forward for backward, for B sequences of T local tokens each. The

@@ -150,7 +150,7 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
     memset(m, 0, sizeof *m);
-    create_buffers(m, &owner->cfg, B, T, attention, GPT_RECOMPUTE_NONE);
+    create_buffers(m, &owner->cfg, B, T, attention, GPT_FORWARD_ONLY);   // never backward
     m->padded_params = owner->padded_params;
     m->params_memory = owner->params_memory;
     m->params = owner->params;
