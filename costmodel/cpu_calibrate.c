@@ -135,7 +135,9 @@ typedef struct {
 
 static void run_gemm(void* p) {
     GemmCtx* g = p;
-    if (g->backward) matmul_backward(g->dinp, g->dw, g->db, g->dout, g->inp, g->w, g->N, g->IC, g->OC);
+    if (g->backward)
+        matmul_backward(g->dinp, g->dw, g->db, g->dout, g->inp, g->w, g->N, g->IC, g->OC,
+                        GRAD_ACCUMULATE);
     else matmul_forward(g->out, g->inp, g->w, g->b, g->N, g->IC, g->OC);
 }
 
@@ -283,15 +285,17 @@ static void run_layer(void* p) {
     fused_residual_layernorm_forward(l->res3, l->lnf, l->m3, l->r3, l->res3, l->res2, l->lw, l->lb, N, C);
     matmul_forward(l->logits, l->lnf, l->wte, NULL, N, C, l->Vp);
     crossentropy_forward_backward(l->logits, l->losses, l->targets, 1.0f / N, N, l->V, l->Vp, &loss);
-    matmul_backward(l->dln, l->dwte, NULL, l->logits, l->lnf, l->wte, N, C, l->Vp);
-    layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->res3, l->lw, l->m3, l->r3, N, C);
-    matmul_backward_gelu(l->dfch, l->dwfcp, l->dbfcp, l->dres, l->fchg, l->fch, l->wfcp, N, 4 * C, C);
-    matmul_backward_overwrite(l->dbuf, l->dwfc, l->dbfc, l->dfch, l->ln2, l->wfc, N, C, 4 * C);
-    layernorm_backward(l->dres, l->dlw, l->dlb, l->dbuf, l->res2, l->lw, l->m2, l->r2, N, C);
-    matmul_backward_overwrite(l->datt, l->dwproj, l->dbproj, l->dres, l->att, l->wproj, N, C, C);
-    matmul_backward_overwrite(l->dln, l->dwqkv, l->dbqkv, l->dqkv, l->ln, l->wqkv, N, C, 3 * C);
-    layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->x, l->lw, l->m1, l->r1, N, C);
-    encoder_backward(l->dwte, l->dwpe, l->dres, l->tokens, 1, N, C, pos);
+    const GradMode acc = GRAD_ACCUMULATE;
+    matmul_backward(l->dln, l->dwte, NULL, l->logits, l->lnf, l->wte, N, C, l->Vp, acc);
+    layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->res3, l->lw, l->m3, l->r3, N, C, acc);
+    matmul_backward_gelu(l->dfch, l->dwfcp, l->dbfcp, l->dres, l->fchg, l->fch, l->wfcp, N, 4 * C, C,
+                         acc);
+    matmul_backward_overwrite(l->dbuf, l->dwfc, l->dbfc, l->dfch, l->ln2, l->wfc, N, C, 4 * C, acc);
+    layernorm_backward(l->dres, l->dlw, l->dlb, l->dbuf, l->res2, l->lw, l->m2, l->r2, N, C, acc);
+    matmul_backward_overwrite(l->datt, l->dwproj, l->dbproj, l->dres, l->att, l->wproj, N, C, C, acc);
+    matmul_backward_overwrite(l->dln, l->dwqkv, l->dbqkv, l->dqkv, l->ln, l->wqkv, N, C, 3 * C, acc);
+    layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->x, l->lw, l->m1, l->r1, N, C, acc);
+    encoder_backward(l->dwte, l->dwpe, l->dres, l->tokens, 1, N, C, pos, N, acc);
 }
 
 static LayerCtx layer_create(Arena* m, int maxN, int C, int V) {

@@ -72,7 +72,8 @@ void cuda_backend_shutdown(void) {
     memset(&g_ctx, 0, sizeof g_ctx);
 }
 
-// Makes *buf hold at least `bytes` bytes of device memory (contents not kept).
+// Makes *buf hold at least `bytes` bytes of device memory, zeroed when (re)allocated: the encoder
+// and LayerNorm backward scratch ends with tickets that must start at 0 (every call leaves them so).
 static void* grow_device(void** buf, size_t* have, size_t bytes) {
     if (*buf && *have >= bytes) return *buf;
     CudaBackendContext* c = cuda_backend_context();
@@ -81,6 +82,7 @@ static void* grow_device(void** buf, size_t* have, size_t bytes) {
     *buf = NULL;
     *have = 0;
     CUDA_CHECK(cudaMalloc(buf, bytes ? bytes : 16));
+    CUDA_CHECK(cudaMemsetAsync(*buf, 0, bytes ? bytes : 16, c->stream));
     *have = bytes;
     return *buf;
 }
@@ -103,7 +105,7 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
 
 void layers_reserve(int B, int T, int C) {
     CudaBackendContext* c = cuda_backend_context();
-    grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes, encoder_backward_scratch_bytes(B, T));
+    grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes, encoder_backward_scratch_bytes(B, T, C));
     grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
                 layernorm_backward_scratch_bytes(B * T, C));
     matmul_ctx(4 * C);   // the widest bias gradient: the MLP's first matmul
@@ -123,11 +125,12 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenLayout pos) {
+                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
     CudaBackendContext* c = cuda_backend_context();
     void* scratch = grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes,
-                                encoder_backward_scratch_bytes(B, T));
-    encoder_backward_cuda(dwte, dwpe, dout, tokens, B, T, C, pos, scratch, c->stream);
+                                encoder_backward_scratch_bytes(B, T, C));
+    encoder_backward_cuda(dwte, dwpe, dout, tokens, B, T, C, pos, wpe_rows,
+                          wpe_mode == GRAD_ACCUMULATE, scratch, c->stream);
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
@@ -137,12 +140,12 @@ void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* 
 
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                         const real* inp, const real* weight, const real_stat* mean,
-                        const real_stat* rstd, int N, int C) {
+                        const real_stat* rstd, int N, int C, GradMode mode) {
     CudaBackendContext* c = cuda_backend_context();
     void* scratch = grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
                                 layernorm_backward_scratch_bytes(N, C));
     layernorm_backward_cuda(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C,
-                            c->stream);
+                            mode == GRAD_ACCUMULATE, c->stream);
 }
 
 void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
@@ -166,26 +169,27 @@ void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const 
 }
 
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                     const real* inp, const real* weight, int N, int IC, int OC) {
+                     const real* inp, const real* weight, int N, int IC, int OC, GradMode mode) {
     MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
     matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, NULL, N, IC, OC, 1,
-                         cuda_backend_stream());
+                         mode == GRAD_ACCUMULATE, cuda_backend_stream());
 }
 
 void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
-                               const real* inp, const real* weight, int N, int IC, int OC) {
+                               const real* inp, const real* weight, int N, int IC, int OC,
+                               GradMode mode) {
     MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
     matmul_backward_cuda(mm, dinp, dweight, dbias, dout, inp, weight, NULL, N, IC, OC, 0,
-                         cuda_backend_stream());
+                         mode == GRAD_ACCUMULATE, cuda_backend_stream());
 }
 
 // The GELU gradient in the DGELU epilogue of the dinp GEMM, reading the forward's pre-GELU aux.
 void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
                           const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
-                          int OC) {
+                          int OC, GradMode mode) {
     MatmulContext* mm = matmul_ctx(dbias ? OC : 0);
     matmul_backward_cuda(mm, dpre, dweight, dbias, dout, inp, weight, pre_gelu, N, IC, OC, 0,
-                         cuda_backend_stream());
+                         mode == GRAD_ACCUMULATE, cuda_backend_stream());
 }
 
 void gelu_forward(real* out, const real* inp, long n) {

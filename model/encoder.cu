@@ -1,25 +1,23 @@
 // Token + position embedding, forward and deterministic backward: twins of encoder_forward and
 // encoder_backward in model/layers.c.
 //
-// Backward without float atomics. dwpe: position pos(t) receives the rows b*T + t, b = 0..B-1;
-// one block per t sums them in a fixed order. dwte: rows that share a token must be summed in a
-// fixed order too, so the rows are first sorted by the 64-bit key (token << 32 | row):
+// Backward without float atomics. dwte: rows that share a token must be summed in a fixed order,
+// so the rows are first sorted by the 64-bit key (token << 32 | row):
 //   1. encoder_sort_chunks_kernel: a bitonic sort of each chunk of ENC_SORT_CHUNK keys in shared
 //      memory;
 //   2. encoder_merge_rank_kernel (only when there are several chunks): the final place of a key is
 //      its rank in its own chunk plus, for every other chunk, the number of keys there below it
 //      (a binary search). The keys are distinct (the row is part of the key), so the places are
 //      a permutation and no two threads write the same slot;
-//   3. encoder_wte_backward_kernel: one block per sorted slot; a block whose slot starts a run
-//      of equal tokens sums the rows of the run (warp w takes every ENC_WARPS-th row, then the
-//      warps' sums are added in warp order) in fp32 and adds the total to dwte[token] once.
+//   3. encoder_backward_kernel: dwte and dwpe in one launch (below): a warp per segment of a
+//      token's run of sorted rows, a warp per position.
 // Every step is a fixed function of the tokens, so the result is bitwise reproducible.
 #include "model/layers_cuda.cuh"
 
 static constexpr int ENC_THREADS = 256;        // forward and merge kernels
 static constexpr int ENC_SORT_CHUNK = 2048;    // keys sorted per block (16 KiB of shared memory)
 static constexpr int ENC_SORT_THREADS = 1024;  // one compare-exchange per thread per stage
-static constexpr int ENC_WARPS = 4;            // warps summing the rows of one token or position
+static constexpr int ENC_WARPS = 8;            // backward units (sorted slots, positions) per block
 
 typedef unsigned long long u64;
 
@@ -121,94 +119,225 @@ __global__ void encoder_merge_rank_kernel(u64* sorted, const u64* chunked, int N
 
 // --- Backward: fixed-order sums ---------------------------------------------------------------------
 
-// The block is (32, ENC_WARPS): every thread holds the fp32 sum of its warp's rows for channels
-// [c, c + VEC). The warps' sums are added in warp order and the total is added to dst[c...].
-template <int VEC>
-__device__ __forceinline__ void combine_warps_and_accumulate(const float (&acc)[VEC], floatX* dst, int c,
-                                                             bool active) {
-    __shared__ float part[ENC_WARPS][VEC][32];
-    UNROLL
-    for (int v = 0; v < VEC; v++) part[threadIdx.y][v][threadIdx.x] = acc[v];
-    __syncthreads();
-    if (threadIdx.y != 0 || !active) return;
-    float total[VEC];
-    UNROLL
-    for (int v = 0; v < VEC; v++) {
-        total[v] = 0.0f;
-        for (int w = 0; w < ENC_WARPS; w++) total[v] += part[w][v][threadIdx.x];
+// One kernel sums both tables. Every warp owns 32 * VEC channels (blockIdx.y) of one unit: a sorted
+// slot (dwte) or a position (dwpe); lane l holds channels [c, c + VEC), so a row is read as one
+// 32 * VEC * sizeof(floatX)-byte line.
+//
+// dwte: a token's run of sorted slots [rs, re) is cut into segments of ENC_SEG slots starting at
+// rs, rs + ENC_SEG, ...; the warp of a segment's first slot sums its rows in slot order (the
+// other warps return). A run of one segment (most tokens) is added to dwte by that warp. A longer
+// one stores each segment's fp32 sum in scratch; the last of its warps to finish (an atomic
+// ticket per run and channel block) adds the segment sums in segment order. Long runs (frequent
+// tokens) so spread over re - rs / ENC_SEG warps, and which warp finishes last never changes the
+// order of the additions.
+//
+// dwpe: one warp per position sums its B rows in sequence order. With GRAD_WRITE the units are all
+// wpe_rows positions (a position no local token sits at is written 0: no zeroing pass); else the
+// T local positions, added.
+
+static constexpr int ENC_SEG = 32;  // rows per segment: one sorted key per lane
+static constexpr unsigned FULL_MASK = 0xffffffffu;
+
+__device__ __forceinline__ unsigned key_token(u64 key) { return (unsigned)(key >> 32); }
+
+// First index in [lo, hi) whose key is >= key (hi when none).
+__device__ __forceinline__ int lower_bound_key(const u64* keys, int lo, int hi, u64 key) {
+    return lo + count_below(keys, lo, hi, key);
+}
+
+// The local token at position p (TokenLayout's inverse), or -1 when no local token sits there.
+__device__ long local_token_of_position(TokenLayout l, int T, long p) {
+    for (int g = 0; g < l.chunks; g++) {
+        const long d = p - l.off[g];
+        if (l.stride == 0) {  // T == 1 (encoder_backward_cuda refuses stride 0 otherwise)
+            if (d == 0 && g < T) return g;
+            continue;
+        }
+        if (d < 0 || d % l.stride != 0) continue;
+        const long t = l.chunks == 2 ? 2 * (d / l.stride) + g : d / l.stride;
+        if (t < T) return t;
     }
-    PackX<VEC> d = load_packx<VEC>(dst + c);
+    return -1;
+}
+
+// Scratch row (C floats) of the segment starting at sorted slot i of a run starting at rs: a
+// multi-segment run's first segment spans ENC_SEG slots, as do all but its last, so no two
+// segments that start at the same i / ENC_SEG are both first or both later ones.
+__device__ __forceinline__ long segment_row(int i, int rs) { return 2L * (i / ENC_SEG) + (i == rs ? 0 : 1); }
+
+template <int VEC>
+__device__ __forceinline__ void add_to_row(floatX* dst, const float (&acc)[VEC], bool accumulate) {
+    PackX<VEC> d;
+    if (accumulate) d = load_packx<VEC>(dst);
     UNROLL
-    for (int v = 0; v < VEC; v++) d.v[v] = from_float<floatX>(to_float(d.v[v]) + total[v]);
-    store_packx<VEC>(dst + c, d);
+    for (int v = 0; v < VEC; v++) d.v[v] = from_float<floatX>(accumulate ? to_float(d.v[v]) + acc[v] : acc[v]);
+    store_packx<VEC>(dst, d);
 }
 
 template <int VEC>
-__global__ void encoder_wte_backward_kernel(floatX* dwte, const floatX* dout, const u64* sorted, int N, int C) {
-    const int start = blockIdx.x;
-    const unsigned tok = (unsigned)(sorted[start] >> 32);
-    if (start > 0 && (unsigned)(sorted[start - 1] >> 32) == tok) return;  // not the first of its run
-    const int c = (blockIdx.y * 32 + threadIdx.x) * VEC;
-    const bool active = c < C;
+__device__ void encoder_wte_unit(floatX* dwte, const floatX* dout, const u64* sorted, float* partial,
+                                 unsigned* tickets, int N, int C, int i, int c, bool active) {
+    const int lane = threadIdx.x;
+    const unsigned tok = key_token(sorted[i]);
+    int rs = i;
+    if (i > 0 && key_token(sorted[i - 1]) == tok) rs = lower_bound_key(sorted, 0, i, (u64)tok << 32);
+    if ((i - rs) % ENC_SEG != 0) return;  // inside a segment: its first slot's warp sums it
+    // Lane j holds slot i + j; the segment is the leading lanes of the same token.
+    const bool in = i + lane < N;
+    const u64 key = in ? sorted[i + lane] : 0ull;
+    const unsigned same = __ballot_sync(FULL_MASK, in && key_token(key) == tok);
+    const int len = same == FULL_MASK ? ENC_SEG : __ffs(~same) - 1;
     float acc[VEC];
     UNROLL
     for (int v = 0; v < VEC; v++) acc[v] = 0.0f;
-    for (int i = start + threadIdx.y; i < N; i += ENC_WARPS) {
-        const u64 key = sorted[i];
-        if ((unsigned)(key >> 32) != tok) break;  // the run is contiguous
+    int r = 0;
+    for (; r + 4 <= len; r += 4) {  // four rows in flight
+        PackX<VEC> g[4];
+        UNROLL
+        for (int u = 0; u < 4; u++) {
+            const unsigned row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r + u);
+            if (active) g[u] = load_packx<VEC>(dout + (long)row * C + c);
+        }
+        if (active) {
+            UNROLL
+            for (int u = 0; u < 4; u++) {
+                UNROLL
+                for (int v = 0; v < VEC; v++) acc[v] += to_float(g[u].v[v]);
+            }
+        }
+    }
+    for (; r < len; r++) {
+        const unsigned row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r);
         if (!active) continue;
-        const PackX<VEC> g = load_packx<VEC>(dout + (long)(unsigned)key * C + c);
+        const PackX<VEC> g = load_packx<VEC>(dout + (long)row * C + c);
         UNROLL
         for (int v = 0; v < VEC; v++) acc[v] += to_float(g.v[v]);
     }
-    combine_warps_and_accumulate<VEC>(acc, dwte + (long)tok * C, c, active);
+    floatX* dst = dwte + (long)tok * C + c;
+    const bool more = len == ENC_SEG && i + ENC_SEG < N && key_token(sorted[i + ENC_SEG]) == tok;
+    if (rs == i && !more) {  // the whole run
+        if (active) add_to_row<VEC>(dst, acc, true);
+        return;
+    }
+    const int re = lower_bound_key(sorted, i + 1, N, ((u64)tok + 1) << 32);
+    const int nseg = (re - rs + ENC_SEG - 1) / ENC_SEG;
+    if (active) {
+        float* mine = partial + segment_row(i, rs) * C + c;
+        UNROLL
+        for (int v = 0; v < VEC; v++) mine[v] = acc[v];
+    }
+    __threadfence();  // the segment sum before the ticket
+    __syncwarp();
+    unsigned last = 0;
+    if (lane == 0) {
+        unsigned* ticket = tickets + (long)(rs / ENC_SEG) * gridDim.y + blockIdx.y;
+        last = atomicAdd(ticket, 1u) == (unsigned)nseg - 1;
+        if (last) *ticket = 0;  // every other segment has counted: ready for the next call
+    }
+    if (!__shfl_sync(FULL_MASK, last, 0)) return;
+    __threadfence();
+    if (!active) return;
+    float tot[VEC];
+    UNROLL
+    for (int v = 0; v < VEC; v++) tot[v] = 0.0f;
+    for (int k = 0; k < nseg; k++) {
+        const int s = rs + k * ENC_SEG;
+        const float* seg = partial + segment_row(s, rs) * C + c;
+        UNROLL
+        for (int v = 0; v < VEC; v++) tot[v] += s == i ? acc[v] : __ldcg(seg + v);
+    }
+    add_to_row<VEC>(dst, tot, true);
 }
 
 template <int VEC>
-__global__ void encoder_wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C,
-                                            TokenLayout pos) {
-    const long t = blockIdx.x;
-    const int c = (blockIdx.y * 32 + threadIdx.x) * VEC;
-    const bool active = c < C;
+__device__ void encoder_wpe_unit(floatX* dwpe, const floatX* dout, int B, int T, int C, TokenLayout pos,
+                                 bool write, int u, int c, bool active) {
+    const long t = write ? local_token_of_position(pos, T, u) : u;
+    const long p = write ? u : token_layout_position(pos, u);
+    if (!active) return;
     float acc[VEC];
     UNROLL
     for (int v = 0; v < VEC; v++) acc[v] = 0.0f;
-    if (active) {
-        for (int b = threadIdx.y; b < B; b += ENC_WARPS) {
-            const PackX<VEC> g = load_packx<VEC>(dout + ((long)b * T + t) * C + c);
+    if (t >= 0) {
+        const floatX* col = dout + t * C + c;
+        const long row_step = (long)T * C;
+        int b = 0;
+        for (; b + 4 <= B; b += 4) {  // four rows in flight, added in sequence order
+            PackX<VEC> g[4];
+            UNROLL
+            for (int k = 0; k < 4; k++) g[k] = load_packx<VEC>(col + (b + k) * row_step);
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                UNROLL
+                for (int v = 0; v < VEC; v++) acc[v] += to_float(g[k].v[v]);
+            }
+        }
+        for (; b < B; b++) {
+            const PackX<VEC> g = load_packx<VEC>(col + b * row_step);
             UNROLL
             for (int v = 0; v < VEC; v++) acc[v] += to_float(g.v[v]);
         }
     }
-    combine_warps_and_accumulate<VEC>(acc, dwpe + token_layout_position(pos, t) * C, c, active);
+    add_to_row<VEC>(dwpe + p * C + c, acc, !write);
+}
+
+// Blocks [0, wte_blocks) take sorted slots, the rest positions; ENC_WARPS units per block.
+template <int VEC>
+__global__ void __launch_bounds__(32 * ENC_WARPS)
+    encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted, float* partial,
+                            unsigned* tickets, int B, int T, int C, TokenLayout pos, int wte_blocks,
+                            int wpe_units, int write_wpe) {
+    const int c = (blockIdx.y * 32 + threadIdx.x) * VEC;
+    const bool active = c < C;
+    if ((int)blockIdx.x < wte_blocks) {
+        const int i = blockIdx.x * ENC_WARPS + threadIdx.y;
+        if (i < B * T) encoder_wte_unit<VEC>(dwte, dout, sorted, partial, tickets, B * T, C, i, c, active);
+    } else {
+        const int u = (blockIdx.x - wte_blocks) * ENC_WARPS + threadIdx.y;
+        if (u < wpe_units) encoder_wpe_unit<VEC>(dwpe, dout, B, T, C, pos, write_wpe != 0, u, c, active);
+    }
+}
+
+// Scratch: the two key arrays (N u64 each), the segment sums (2 rows of C floats per ENC_SEG
+// slots) and the tickets (per ENC_SEG slots and 32 channels, the most channel blocks).
+static size_t enc_keys_bytes(long N) { return (size_t)N * 2 * sizeof(u64); }
+static size_t enc_partial_bytes(long N, int C) {
+    return (size_t)ceil_div_long(N, ENC_SEG) * 2 * (size_t)C * sizeof(float);
+}
+
+size_t encoder_backward_scratch_bytes(int B, int T, int C) {
+    const long N = (long)B * T;
+    if (N <= 0 || C <= 0) return 0;
+    const size_t tickets = (size_t)ceil_div_long(N, ENC_SEG) * (size_t)ceil_div_long(C, 32) * sizeof(unsigned);
+    return enc_keys_bytes(N) + enc_partial_bytes(N, C) + (size_t)ceil_div_long((long)tickets, 16) * 16;
 }
 
 template <int VEC>
-static void launch_encoder_param_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted,
-                                          int B, int T, int C, TokenLayout pos, cudaStream_t stream) {
+static void launch_encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted,
+                                    float* partial, unsigned* tickets, int B, int T, int C, TokenLayout pos,
+                                    int wpe_rows, int write_wpe, cudaStream_t stream) {
     const unsigned col_blocks = (unsigned)ceil_div_long(C, 32 * VEC);
-    const dim3 block(32, ENC_WARPS);
-    LAUNCH(encoder_wte_backward_kernel<VEC>, dim3(B * T, col_blocks), block, 0, stream, dwte, dout, sorted,
-           B * T, C);
-    LAUNCH(encoder_wpe_backward_kernel<VEC>, dim3(T, col_blocks), block, 0, stream, dwpe, dout, B, T, C, pos);
-}
-
-size_t encoder_backward_scratch_bytes(int B, int T) {
-    const long N = (long)B * T;
-    return N > 0 ? (size_t)N * 2 * sizeof(u64) : 0;
+    const int wte_blocks = (int)ceil_div_long((long)B * T, ENC_WARPS);
+    const int wpe_units = write_wpe ? wpe_rows : T;
+    const unsigned blocks = (unsigned)(wte_blocks + ceil_div_long(wpe_units, ENC_WARPS));
+    LAUNCH(encoder_backward_kernel<VEC>, dim3(blocks, col_blocks), dim3(32, ENC_WARPS), 0, stream, dwte, dwpe,
+           dout, sorted, partial, tickets, B, T, C, pos, wte_blocks, wpe_units, write_wpe);
 }
 
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
-                           int B, int T, int C, TokenLayout pos, void* scratch,
-                           cudaStream_t stream) {
+                           int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
+                           void* scratch, cudaStream_t stream) {
     const int N = B * T;
     if (N <= 0 || C <= 0) return;
     if (pos.stride == 0 && T > 1)
         FAIL("the positions of the local tokens must be distinct", "encoder_backward_cuda: pos.stride is 0 with T = %d", T);
     if (!aligned16(scratch))
         FAIL("pass memory from cudaMalloc", "encoder_backward_cuda: scratch %p is not 16-byte aligned", scratch);
+    CHECK(accumulate_wpe || wpe_rows > 0, "caller bug", "encoder_backward_cuda: writing dwpe needs wpe_rows > 0");
     u64* chunked = (u64*)scratch;
     u64* sorted = chunked + N;
+    float* partial = (float*)((char*)scratch + enc_keys_bytes(N));
+    unsigned* tickets = (unsigned*)((char*)partial + enc_partial_bytes(N, C));
     const int nchunks = (int)ceil_div_long(N, ENC_SORT_CHUNK);
     LAUNCH(encoder_sort_chunks_kernel, nchunks, ENC_SORT_THREADS, 0, stream, nchunks == 1 ? sorted : chunked,
            tokens, N);
@@ -216,8 +345,11 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
         LAUNCH(encoder_merge_rank_kernel, (unsigned)ceil_div_long(N, ENC_THREADS), ENC_THREADS, 0, stream,
                sorted, (const u64*)chunked, N);
     }
+    const int write = !accumulate_wpe;
     if (C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout))
-        launch_encoder_param_backward<X128_ELEMS>(dwte, dwpe, dout, sorted, B, T, C, pos, stream);
+        launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, sorted, partial, tickets, B, T, C, pos, wpe_rows,
+                                            write, stream);
     else
-        launch_encoder_param_backward<1>(dwte, dwpe, dout, sorted, B, T, C, pos, stream);
+        launch_encoder_backward<1>(dwte, dwpe, dout, sorted, partial, tickets, B, T, C, pos, wpe_rows, write,
+                                   stream);
 }

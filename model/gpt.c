@@ -293,16 +293,21 @@ void gpt_backward(GPT* m, double dloss) {
     CHECK(m->owns_params, "caller bug", "backward on a forward-only (shared) model");
     CHECK(m->has_targets, "caller bug", "gpt_backward after a forward without targets");
 
+    // Every parameter gradient is written by the first backward below that reaches it (GRAD_WRITE:
+    // no zeroing pass) or added to (GRAD_ACCUMULATE). wte gets two: the classifier's (the mode)
+    // and the encoder's, always added; the encoder writes all of wpe.
+    const GradMode mode = m->grads_write ? GRAD_WRITE : GRAD_ACCUMULATE;
+
     int begin = mark(m);
     // The classifier's only pass: losses (summed into the step's scalar) and dlogits.
     crossentropy_forward_backward(a->logits, a->losses, m->targets, (real_stat)dloss, BT, c->V,
                                   c->Vp, m->scalars + GPT_LOSS_SUM);
-    tensor_zero(m->dbuf_c, btc);
-    matmul_backward(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp);
+    matmul_backward_overwrite(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp,
+                              mode);
     const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;
     tensor_zero(dres, btc);
     layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
-                       a->lnf_rstd, BT, C);
+                       a->lnf_rstd, BT, C, mode);
     compute_span(m, begin, "head backward", -1, "backward");
     grads_ready(m, GPT_GRADS_LNF);
     const long long layers_from = launches_now();
@@ -319,26 +324,28 @@ void gpt_backward(GPT* m, double dloss) {
         // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)).
         real* dfch = m->dbuf_4c_b;
         matmul_backward_gelu(dfch, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, x.fch, w.fcprojw, BT,
-                             4 * C, C);
-        matmul_backward_overwrite(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C);
+                             4 * C, C, mode);
+        matmul_backward_overwrite(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C, mode);
         layernorm_backward(dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
-                           x.ln2_rstd, BT, C);
+                           x.ln2_rstd, BT, C, mode);
         // Attention branch: dres is now the gradient of residual2 and of the block input.
         real* datty = m->dbuf_c;
-        matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C);
+        matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C,
+                                  mode);
         real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
         m->attention->backward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse, datty,
                                dqkv);
         real* dln1 = m->dbuf_c;
-        matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C);
+        matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C, mode);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
-                           x.ln1_rstd, BT, C);
+                           x.ln1_rstd, BT, C, mode);
         compute_span(m, begin, NULL, l, "backward");
         grads_ready(m, l);
     }
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
-    encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions);
+    encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions, c->max_T,
+                     mode);
     compute_span(m, begin, "embedding backward", -1, "backward");
     grads_ready(m, GPT_GRADS_EMBEDDINGS);
 }

@@ -95,6 +95,9 @@ typedef struct {
     AttentionLayer* attention; // owned by the caller; decides the token positions
     GptGradsReady grads_ready; // NULL, or called as gradient groups complete (e.g. to start
     void* grads_ready_ctx;     // their reduction while backward goes on)
+    int grads_write;           // 1: the next gpt_backward WRITES the parameter gradients (a
+                               // step's first micro-batch: no gpt_zero_grad needed); 0 (the
+                               // default): it adds to them
     Timeline* timeline;        // NULL, or compute spans of every layer go there, on
     int timeline_track;        // this track
     long long layer_launches;  // kernel launches issued by the layer loops of forward and
@@ -122,7 +125,8 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets);
 // The loss of the last forward (which must have had targets) without a backward (evaluation):
 // the per-token losses, their sum ADDED to m->scalars[GPT_LOSS_SUM]. The logits are kept.
 void gpt_loss(GPT* m);
-// Backward of the last forward (which must have had targets); ACCUMULATES parameter gradients.
+// Backward of the last forward (which must have had targets); ACCUMULATES parameter gradients, or
+// writes all of them (the padding past num_params untouched) when m->grads_write is set.
 // It starts with the classifier, run once per micro-batch as in llm.c: the per-token losses
 // (their sum ADDED to m->scalars[GPT_LOSS_SUM]) and the logits' gradient in one pass.
 // dloss is d(total loss) / d(each token's loss), e.g. 1 / (tokens in the whole optimizer step

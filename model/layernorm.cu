@@ -21,7 +21,8 @@ static constexpr int LN_SMEM_DEFAULT = 48 * 1024; // dynamic shared memory avail
 static constexpr int LN_BWD_ROWS = 4;             // rows per step of the backward (one block reduction per step)
 static constexpr int LN_BWD_MAX_THREADS = 512;
 static constexpr int LN_BWD_TARGET_BLOCKS = 512;  // row groups: more blocks = more partials to add up, fewer = less parallelism
-static constexpr int LN_RED_Y = 16;               // partial rows summed in parallel by the reduction kernel
+static constexpr int LN_BWD_GROUP = 16;           // blocks per first-level reduction: the last
+                                                  // block then reads ceil(G / 16) rows, not G
 
 // --- Forward ----------------------------------------------------------------------------------------
 
@@ -129,16 +130,64 @@ template <int VEC> __device__ __forceinline__ PackX<VEC> zero_packx() {
     return z;
 }
 
+// Rows [first, first + count * row_step) step row_step of the (., 2C) fp32 partials summed in row
+// order, 4 columns per thread where C % 4 == 0 (16-byte loads; rows are then 16-byte aligned).
+// To partial row `first` (a group's sum), or rounded into dweight (columns < C) and dbias,
+// written or added. __ldcg: the rows were written by other blocks, read past L1.
+__device__ void ln_sum_partials(float* partial, int first, int count, int row_step, int C, bool final,
+                                floatX* dweight, floatX* dbias, bool accumulate) {
+    const long width = 2L * C;
+    const int step = C % 4 == 0 ? 4 : 1;
+    for (long col = (long)threadIdx.x * step; col < width; col += (long)blockDim.x * step) {
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int g = 0; g < count; g++) {
+            const float* row = partial + (long)(first + g * row_step) * width + col;
+            if (step == 4) {
+                const float4 x = __ldcg(reinterpret_cast<const float4*>(row));
+                s[0] += x.x, s[1] += x.y, s[2] += x.z, s[3] += x.w;
+            } else {
+                s[0] += __ldcg(row);
+            }
+        }
+        for (int k = 0; k < step; k++) {
+            if (!final) {
+                partial[(long)first * width + col + k] = s[k];
+                continue;
+            }
+            floatX* dst = col + k < C ? dweight + col + k : dbias + (col + k - C);
+            *dst = from_float<floatX>(accumulate ? to_float(*dst) + s[k] : s[k]);
+        }
+    }
+}
+
+// Whether this block is the last of `expected` to arrive at *counter (then reset to 0 for the
+// next call). The fences order the arrivals' partial stores before the ticket, and the last
+// block's reads after it. Called by every thread of the block.
+__device__ bool ln_last_arrival(unsigned* counter, unsigned expected) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) == expected - 1;
+        if (last) *counter = 0;  // every other block of this launch has counted already
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 // Block b handles rows [b * rows_per_block, min(N, (b + 1) * rows_per_block)) and writes its
-// dweight partial to partial[b * 2C + c] and its dbias partial to partial[b * 2C + C + c].
+// dweight partial to partial[b * 2C + c] and its dbias partial to partial[b * 2C + C + c]; then
+// the group and final reductions above (counters: one per group, then the final one).
 // Registers: per step a thread holds R rows x CPT chunks of dout and inp (R * CPT = 4 chunks, or
 // CPT when CPT > 4), its weights (packed floatX) and 2 * CPT * VEC fp32 accumulators; dinp is
 // loaded after the block reduction.
 template <int VEC, int CPT>
 __global__ void __launch_bounds__(LN_BWD_MAX_THREADS)
-    layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp,
+    layernorm_backward_kernel(floatX* dinp, floatX* dweight, floatX* dbias, float* partial,
+                              unsigned* counters, const floatX* dout, const floatX* inp,
                               const floatX* weight, const float* mean, const float* rstd, int N, int C,
-                              int rows_per_block) {
+                              int rows_per_block, int accumulate) {
     constexpr int R = LN_BWD_ROWS / CPT > 1 ? LN_BWD_ROWS / CPT : 1;  // rows per step
     static_assert(LN_BWD_ROWS % R == 0, "rows_per_block (a multiple of LN_BWD_ROWS) must be a multiple of R");
     __shared__ float red[2][LN_BWD_MAX_THREADS / 32][2 * R];
@@ -257,26 +306,13 @@ __global__ void __launch_bounds__(LN_BWD_MAX_THREADS)
             }
         }
     }
-}
 
-// Column col of the (G, 2C) partials: thread (x, y) adds rows y, y + LN_RED_Y, ... in order, then
-// thread (x, 0) adds the LN_RED_Y sums in order and accumulates into dweight (col < C) or dbias.
-__global__ void layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias, const float* partial,
-                                                 int G, int C) {
-    __shared__ float acc[LN_RED_Y][33];
-    const int col = blockIdx.x * 32 + threadIdx.x;
-    const int width = 2 * C;
-    float sum = 0.0f;
-    if (col < width)
-        for (int g = threadIdx.y; g < G; g += LN_RED_Y) sum += partial[(long)g * width + col];
-    acc[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < width) {
-        float total = 0.0f;
-        for (int y = 0; y < LN_RED_Y; y++) total += acc[y][threadIdx.x];
-        floatX* dst = col < C ? dweight + col : dbias + (col - C);
-        *dst = from_float<floatX>(to_float(*dst) + total);
-    }
+    const int G = gridDim.x, group = blockIdx.x / LN_BWD_GROUP, ngroups = (G + LN_BWD_GROUP - 1) / LN_BWD_GROUP;
+    const int first = group * LN_BWD_GROUP, members = min(LN_BWD_GROUP, G - first);
+    if (!ln_last_arrival(counters + group, members)) return;
+    ln_sum_partials(partial, first, members, 1, C, ngroups == 1, dweight, dbias, accumulate);
+    if (ngroups == 1 || !ln_last_arrival(counters + ngroups, ngroups)) return;
+    ln_sum_partials(partial, 0, ngroups, LN_BWD_GROUP, C, true, dweight, dbias, accumulate);
 }
 
 // Rows per block of the backward: a multiple of LN_BWD_ROWS giving about LN_BWD_TARGET_BLOCKS
@@ -286,24 +322,30 @@ static int ln_bwd_rows_per_block(int N) {
     return (int)(rows > LN_BWD_ROWS ? rows : LN_BWD_ROWS);
 }
 
+// The partials, then the tickets (one per group and the final one), padded to 16 bytes.
+static size_t ln_bwd_partial_bytes(int N, int C) {
+    return (size_t)ceil_div_long(N, ln_bwd_rows_per_block(N)) * 2 * (size_t)C * sizeof(float);
+}
+
 size_t layernorm_backward_scratch_bytes(int N, int C) {
     if (N <= 0 || C <= 0) return 0;
-    const long blocks = ceil_div_long(N, ln_bwd_rows_per_block(N));
-    return (size_t)blocks * 2 * (size_t)C * sizeof(float);
+    const long groups = ceil_div_long(ceil_div_long(N, ln_bwd_rows_per_block(N)), LN_BWD_GROUP);
+    return ln_bwd_partial_bytes(N, C) + (size_t)ceil_div_long(groups + 1, 4) * 16;
 }
 
 template <int VEC, int CPT>
-static void launch_layernorm_backward(int threads, int blocks, int rpb, floatX* dinp, float* partial,
+static void launch_layernorm_backward(int threads, int blocks, int rpb, floatX* dinp, floatX* dweight,
+                                      floatX* dbias, float* partial, unsigned* counters,
                                       const floatX* dout, const floatX* inp, const floatX* weight,
-                                      const float* mean, const float* rstd, int N, int C,
+                                      const float* mean, const float* rstd, int N, int C, int accumulate,
                                       cudaStream_t stream) {
-    LAUNCH((layernorm_backward_kernel<VEC, CPT>), blocks, threads, 0, stream, dinp, partial, dout, inp,
-           weight, mean, rstd, N, C, rpb);
+    LAUNCH((layernorm_backward_kernel<VEC, CPT>), blocks, threads, 0, stream, dinp, dweight, dbias, partial,
+           counters, dout, inp, weight, mean, rstd, N, C, rpb, accumulate);
 }
 
 void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void* scratch,
                              const floatX* dout, const floatX* inp, const floatX* weight,
-                             const float* mean, const float* rstd, int N, int C,
+                             const float* mean, const float* rstd, int N, int C, int accumulate,
                              cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     if (!aligned16(scratch))
@@ -333,22 +375,20 @@ void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void*
     const int rpb = ln_bwd_rows_per_block(N);
     const int blocks = (int)ceil_div_long(N, rpb);
     float* partial = (float*)scratch;
+    unsigned* counters = (unsigned*)((char*)scratch + ln_bwd_partial_bytes(N, C));
     if (vec) {
         switch (cpt) {
-        case 1: launch_layernorm_backward<X128_ELEMS, 1>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 2: launch_layernorm_backward<X128_ELEMS, 2>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        default: launch_layernorm_backward<X128_ELEMS, 4>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 1: launch_layernorm_backward<X128_ELEMS, 1>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        case 2: launch_layernorm_backward<X128_ELEMS, 2>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        default: launch_layernorm_backward<X128_ELEMS, 4>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
         }
     } else {
         switch (cpt) {
-        case 1: launch_layernorm_backward<1, 1>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 2: launch_layernorm_backward<1, 2>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 4: launch_layernorm_backward<1, 4>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 8: launch_layernorm_backward<1, 8>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
-        default: launch_layernorm_backward<1, 16>(threads, blocks, rpb, dinp, partial, dout, inp, weight, mean, rstd, N, C, stream); break;
+        case 1: launch_layernorm_backward<1, 1>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        case 2: launch_layernorm_backward<1, 2>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        case 4: launch_layernorm_backward<1, 4>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        case 8: launch_layernorm_backward<1, 8>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
+        default: launch_layernorm_backward<1, 16>(threads, blocks, rpb, dinp, dweight, dbias, partial, counters, dout, inp, weight, mean, rstd, N, C, accumulate, stream); break;
         }
     }
-    const dim3 red_block(32, LN_RED_Y);
-    LAUNCH(layernorm_backward_reduce_kernel, (unsigned)ceil_div_long(2L * C, 32), red_block, 0, stream,
-           dweight, dbias, partial, blocks, C);
 }

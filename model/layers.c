@@ -24,7 +24,9 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenLayout pos) {
+                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
+    // GRAD_WRITE: a small table (max_T rows), zeroed, then summed into as GRAD_ACCUMULATE does.
+    if (wpe_mode == GRAD_WRITE) memset(dwpe, 0, sizeof(real) * (size_t)wpe_rows * C);
     // Serial over rows: two rows may share a token (or a position across sequences), and a
     // fixed order keeps the sums deterministic. Channels vectorise.
     for (long n = 0; n < (long)B * T; n++) {
@@ -76,7 +78,7 @@ void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_sta
 
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                         const real* inp, const real* weight, const real_stat* mean,
-                        const real_stat* rstd, int N, int C) {
+                        const real_stat* rstd, int N, int C, GradMode mode) {
     // Input gradients row-parallel; weight and bias gradients reduced over rows in a second,
     // channel-parallel pass so no two threads write the same element.
 #pragma omp parallel for
@@ -113,8 +115,8 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
             }
         }
         for (int c = c0; c < c1; c++) {
-            dweight[c] += dw[c - c0];
-            dbias[c] += db[c - c0];
+            dweight[c] = mode == GRAD_WRITE ? dw[c - c0] : dweight[c] + dw[c - c0];
+            dbias[c] = mode == GRAD_WRITE ? db[c - c0] : dbias[c] + db[c - c0];
         }
     }
 }
@@ -131,15 +133,16 @@ void matmul_forward(real* out, const real* inp, const real* weight, const real* 
                 beta, out, OC);
 }
 
-// dinp (N, IC) = dout (N, OC) @ weight (OC, IC) + beta_inp * dinp; dweight and dbias accumulate.
+// dinp (N, IC) = dout (N, OC) @ weight (OC, IC) + beta_inp * dinp; dweight and dbias per mode
+// (beta 0 gives the bits of beta 1 on zeros: the GEMM adds its product to the scaled output).
 static void matmul_backward_beta(real* dinp, real beta_inp, real* dweight, real* dbias,
                                  const real* dout, const real* inp, const real* weight, int N,
-                                 int IC, int OC) {
+                                 int IC, int OC, GradMode mode) {
     cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, weight, IC,
                 beta_inp, dinp, IC);
-    // dweight (OC, IC) += dout^T (OC, N) @ inp (N, IC)
+    // dweight (OC, IC) = / += dout^T (OC, N) @ inp (N, IC)
     cblas_rgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC,
-                1, dweight, IC);
+                mode == GRAD_WRITE ? 0 : 1, dweight, IC);
     if (dbias) {
         enum { CHUNK = 64 };
 #pragma omp parallel for
@@ -150,19 +153,21 @@ static void matmul_backward_beta(real* dinp, real beta_inp, real* dweight, real*
                 const real* g = dout + (long)n * OC;
                 for (int o = o0; o < o1; o++) acc[o - o0] += g[o];
             }
-            for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+            for (int o = o0; o < o1; o++)
+                dbias[o] = mode == GRAD_WRITE ? acc[o - o0] : dbias[o] + acc[o - o0];
         }
     }
 }
 
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                     const real* inp, const real* weight, int N, int IC, int OC) {
-    matmul_backward_beta(dinp, 1, dweight, dbias, dout, inp, weight, N, IC, OC);
+                     const real* inp, const real* weight, int N, int IC, int OC, GradMode mode) {
+    matmul_backward_beta(dinp, 1, dweight, dbias, dout, inp, weight, N, IC, OC, mode);
 }
 
 void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
-                               const real* inp, const real* weight, int N, int IC, int OC) {
-    matmul_backward_beta(dinp, 0, dweight, dbias, dout, inp, weight, N, IC, OC);
+                               const real* inp, const real* weight, int N, int IC, int OC,
+                               GradMode mode) {
+    matmul_backward_beta(dinp, 0, dweight, dbias, dout, inp, weight, N, IC, OC, mode);
 }
 
 #define GELU_SCALE 0.7978845608028654   // sqrt(2 / pi)
@@ -197,8 +202,8 @@ void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const 
 
 void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
                           const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
-                          int OC) {
-    matmul_backward_beta(dpre, 0, dweight, dbias, dout, inp, weight, N, IC, OC);
+                          int OC, GradMode mode) {
+    matmul_backward_beta(dpre, 0, dweight, dbias, dout, inp, weight, N, IC, OC, mode);
     const long n = (long)N * IC;
 #pragma omp parallel for simd
     for (long i = 0; i < n; i++) dpre[i] *= gelu_grad(pre_gelu[i]);

@@ -1,9 +1,11 @@
 // The layer kernels of the GPT model, forward and hand-written backward: the interface the layer
 // sequence (model/gpt.c) is written against. The CPU backend implements it in layers.c; the CUDA
-// backend with device kernels. Every backward ACCUMULATES (+=) into its gradient outputs, so
-// that residual branches and gradient accumulation over micro-batches need no extra passes; the
-// exceptions say so in their names and comments (matmul_backward_overwrite, matmul_backward_gelu:
-// their input gradient is written, not added, so a caller needs no zeroing pass before them).
+// backend with device kernels. Every backward ACCUMULATES (+=) into its input gradients, so that
+// residual branches need no extra passes; the exceptions say so in their names and comments
+// (matmul_backward_overwrite, matmul_backward_gelu: their input gradient is written, not added,
+// so a caller needs no zeroing pass before them). PARAMETER gradients (dweight, dbias, dwte,
+// dwpe) follow the GradMode argument: written on a step's first micro-batch (no zeroing pass over
+// the gradients), added on the later ones.
 // N = number of token rows (B * T). Pointers are the backend's memory (device memory for CUDA).
 #pragma once
 #include "attention/partial_attention.h"
@@ -13,20 +15,30 @@
 extern "C" {
 #endif
 
+// How a backward stores its parameter gradients: GRAD_WRITE overwrites them (the values are those
+// GRAD_ACCUMULATE gives on zeroed gradients: bitwise on the CPU, where 0 + x == x), without
+// reading them; GRAD_ACCUMULATE adds to them.
+typedef enum { GRAD_WRITE = 0, GRAD_ACCUMULATE = 1 } GradMode;
+
 // out[n] = wte[token[n]] + wpe[position of local token t]; rows n = b*T + t, position
 // token_layout_position(pos, t), or row_pos[n] where row_pos (B*T, backend memory) is not NULL
 // (sequences decoded together, each at its own position).   out: (B, T, C)
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
                      int B, int T, int C, TokenLayout pos, const int* row_pos);
+// Backward: dwte[token[n]] += the sum of the token's rows of dout (always added: the tied
+// classifier's backward writes dwte first, model/gpt.c); dwpe[position] gets the sum of its rows,
+// per wpe_mode: with GRAD_WRITE all rows [0, wpe_rows) of dwpe are written, 0 where no local
+// token sits (wpe_rows: the model's max_T; unused with GRAD_ACCUMULATE).
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
-                      int B, int T, int C, TokenLayout pos);
+                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C);
+// dinp += dL/dinp; dweight, dbias per mode.
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                         const real* inp, const real* weight, const real_stat* mean,
-                        const real_stat* rstd, int N, int C);
+                        const real_stat* rstd, int N, int C, GradMode mode);
 
 // residual_out = a + b, then ln_out = layernorm(residual_out) with mean, rstd as above: the
 // residual add that ends a block fused with the LayerNorm that follows it (the sum is normalised
@@ -38,13 +50,16 @@ void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_sta
 // out (N, OC) = inp (N, IC) @ weight^T + bias; weight is (OC, IC) as nn.Linear. bias may be NULL.
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
                     int N, int IC, int OC);
-// dinp += dout @ weight, dweight += dout^T @ inp, dbias += column sums of dout (bias may be NULL).
+// dinp += dout @ weight; dweight = / += dout^T @ inp, dbias = / += column sums of dout per mode
+// (CUDA: GRAD_WRITE is the dweight GEMM with beta = 0 and the bias gradient stored straight from
+// its epilogue or the column-sum kernel). bias may be NULL.
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                     const real* inp, const real* weight, int N, int IC, int OC);
+                     const real* inp, const real* weight, int N, int IC, int OC, GradMode mode);
 // The same, but dinp is OVERWRITTEN: dinp = dout @ weight (CUDA: the GEMM writes with beta = 0 and
-// never reads dinp). dweight and dbias still accumulate (over micro-batches).
+// never reads dinp). dweight and dbias per mode.
 void matmul_backward_overwrite(real* dinp, real* dweight, real* dbias, const real* dout,
-                               const real* inp, const real* weight, int N, int IC, int OC);
+                               const real* inp, const real* weight, int N, int IC, int OC,
+                               GradMode mode);
 
 // The MLP's first layer with its GELU: pre_gelu (N, OC) = inp @ weight^T + bias and out_gelu =
 // gelu(pre_gelu), both stored (backward reads pre_gelu for the GELU and out_gelu as the next
@@ -53,11 +68,11 @@ void matmul_forward_gelu(real* out_gelu, real* pre_gelu, const real* inp, const 
                          const real* bias, int N, int IC, int OC);
 // Backward of out = inp @ weight^T + bias where inp = gelu(pre_gelu) (the MLP's second layer and
 // the GELU before it): dpre (N, IC) = (dout @ weight) * gelu'(pre_gelu), OVERWRITTEN (the gradient
-// of pre_gelu); dweight += dout^T @ inp; dbias += column sums of dout. CUDA: the GELU gradient in
-// the epilogue of the dinp GEMM.
+// of pre_gelu); dweight, dbias per mode as above. CUDA: the GELU gradient in the epilogue of the
+// dinp GEMM.
 void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* dout,
                           const real* inp, const real* pre_gelu, const real* weight, int N, int IC,
-                          int OC);
+                          int OC, GradMode mode);
 
 // GELU, tanh approximation. n elements.
 void gelu_forward(real* out, const real* inp, long n);

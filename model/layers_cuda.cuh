@@ -4,7 +4,8 @@
 // synchronisation. Activations, parameters and parameter gradients are floatX (bf16 by default,
 // fp32 with -DGPT_CUDA_FP32); LayerNorm statistics are fp32. All arithmetic is fp32; a floatX
 // result is rounded once when it is stored. As on the CPU, every backward ACCUMULATES (+=) into
-// its outputs, and every reduction over rows runs in a fixed order, so results are bitwise
+// its input gradients and writes or adds its parameter gradients (accumulate: GradMode of
+// model/layers.h), and every reduction over rows runs in a fixed order, so results are bitwise
 // reproducible from run to run (no float atomics).
 //
 // Vectorisation: rows are read and written as 16-byte x128 vectors when C (or n) is a multiple of
@@ -24,17 +25,21 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
                           int B, int T, int C, TokenLayout pos, const int* row_pos,
                           cudaStream_t stream);
 
-// Bytes of device scratch encoder_backward_cuda needs for B*T rows (independent of C).
-size_t encoder_backward_scratch_bytes(int B, int T);
+// Bytes of device scratch encoder_backward_cuda needs for B*T rows of C channels.
+size_t encoder_backward_scratch_bytes(int B, int T, int C);
 
-// dwte[tokens[n]] += dout[n], dwpe[pos(t)] += sum over b of dout[b*T + t]. Deterministic: the
-// rows are sorted by (token, row) on the device (a bitonic sort per chunk of rows, then a merge by
-// rank) and each token's rows are summed in a fixed order, in fp32, and added once. The positions
-// pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch: encoder_backward_scratch_bytes
-// bytes of device memory, 16-byte aligned (cudaMalloc); its contents on entry do not matter.
+// dwte[tokens[n]] += dout[n]; dwpe[pos(t)] gets the sum over b of dout[b*T + t], added when
+// accumulate_wpe is non-zero, else written, with every other row of the wpe_rows rows of dwpe
+// written 0. Deterministic: the rows are sorted by (token, row) on the device (a bitonic sort per
+// chunk of rows, then a merge by rank) and each token's rows are summed in a fixed order, in fp32
+// (a run longer than 32 rows in segments whose sums are added in order), and added once. The
+// positions pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch:
+// encoder_backward_scratch_bytes bytes of device memory, 16-byte aligned (cudaMalloc), ZEROED ONCE
+// when allocated (it holds tickets that every call leaves at zero); calls sharing it must be
+// ordered (one stream).
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
-                           int B, int T, int C, TokenLayout pos, void* scratch,
-                           cudaStream_t stream);
+                           int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
+                           void* scratch, cudaStream_t stream);
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
 
@@ -56,14 +61,17 @@ void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, fl
 // Bytes of device scratch layernorm_backward_cuda needs for an (N, C) problem.
 size_t layernorm_backward_scratch_bytes(int N, int C);
 
-// dinp += dL/dinp, dweight += sum over rows of dout * xhat, dbias += sum over rows of dout.
-// One block per group of consecutive rows, each thread owning fixed channels across all the
-// rows: the row sums are block reductions, the per-channel sums stay in registers and go to
-// per-block partials in scratch, which a second kernel adds up in a fixed order. scratch:
-// layernorm_backward_scratch_bytes bytes of device memory (contents on entry do not matter).
+// dinp += dL/dinp; dweight = sum over rows of dout * xhat, dbias = sum over rows of dout, added
+// to them when accumulate is non-zero, written otherwise. One launch: one block per group of
+// consecutive rows, each thread owning fixed channels across all the rows; the row sums are block
+// reductions, the per-channel sums stay in registers and go to per-block partials in scratch,
+// which the last blocks to finish add up in a fixed order (model/layernorm.cu). scratch:
+// layernorm_backward_scratch_bytes bytes of device memory, ZEROED ONCE when allocated (it ends
+// with tickets that every call leaves at zero); the rest of it on entry does not matter. Calls
+// sharing a scratch must be ordered (one stream).
 void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void* scratch,
                              const floatX* dout, const floatX* inp, const floatX* weight,
-                             const float* mean, const float* rstd, int N, int C,
+                             const float* mean, const float* rstd, int N, int C, int accumulate,
                              cudaStream_t stream);
 
 // --- GELU and residual (model/gelu.cu) ------------------------------------------------------------

@@ -4,7 +4,7 @@
 // with W the (OC, IC) row-major weight (= column-major (IC, OC), i.e. W^T):
 //   forward   out^T (OC x N)  = W (OC x IC, transa = T) * inp^T (IC x N)        + bias[row]
 //   dinp      dinp^T (IC x N) = W^T (IC x OC)           * dout^T (OC x N)       (beta 1 or 0)
-//   dweight   dW^T (IC x OC)  = inp^T (IC x N)          * dout (N x OC, transb = T) (beta = 1)
+//   dweight   dW^T (IC x OC)  = inp^T (IC x N)          * dout (N x OC, transb = T) (beta 1 or 0)
 // and the bias gradient is the sum over k (= N) of op(B) = dout, the BGRADB epilogue of the
 // dweight GEMM (or a deterministic two-pass column-sum kernel). The MLP's GELU rides on the GEMMs
 // next to it: GELU_AUX_BIAS in fc's forward (pre-GELU to aux), DGELU in fcproj's dinp GEMM (reads
@@ -342,13 +342,13 @@ __global__ void __launch_bounds__(DBIAS_THREADS)
     }
 }
 
-// dbias[c] += the chunks' partial sums, added in chunk order.
-__global__ void dbias_finish_kernel(floatX* dbias, const float* partial, int chunks, int OC) {
+// dbias[c] = (or +=, accumulate) the chunks' partial sums, added in chunk order.
+__global__ void dbias_finish_kernel(floatX* dbias, const float* partial, int chunks, int OC, int accumulate) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= OC) return;
     float s = 0.0f;
     for (int r = 0; r < chunks; r++) s += partial[(size_t)r * OC + c];
-    dbias[c] = from_float<floatX>(to_float(dbias[c]) + s);
+    dbias[c] = from_float<floatX>(accumulate ? to_float(dbias[c]) + s : s);
 }
 
 // dbias[c] += src[c] (src: the BGRADB epilogue's output).
@@ -358,7 +358,7 @@ __global__ void dbias_add_kernel(floatX* dbias, const floatX* src, int OC) {
 }
 
 static void dbias_column_sums(MatmulContext* ctx, floatX* dbias, const floatX* dout, int N, int OC,
-                              cudaStream_t stream) {
+                              int accumulate, cudaStream_t stream) {
     int chunks = (N + 31) / 32;
     if (chunks > MATMUL_DBIAS_MAX_CHUNKS) chunks = MATMUL_DBIAS_MAX_CHUNKS;
     const int rows_per_chunk = (N + chunks - 1) / chunks;
@@ -368,7 +368,7 @@ static void dbias_column_sums(MatmulContext* ctx, floatX* dbias, const floatX* d
     LAUNCH(dbias_partial_kernel, grid, block, 0, stream, ctx->dbias_partial, dout, N, OC,
            rows_per_chunk, vec);
     LAUNCH(dbias_finish_kernel, (OC + 255) / 256, 256, 0, stream, dbias, (const float*)ctx->dbias_partial,
-           chunks, OC);
+           chunks, OC, accumulate);
 }
 
 // --- Launchers -----------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                           const floatX* dout, const floatX* inp, const floatX* weight,
                           const floatX* pre_gelu, int N, int IC, int OC, int accumulate_dinp,
-                          cudaStream_t stream) {
+                          int accumulate_grads, cudaStream_t stream) {
     check_shape("matmul_backward_cuda", N, IC, OC);
     CHECK(!dbias || OC <= ctx->max_bias_oc, "raise max_bias_oc in matmul_context_init",
           "matmul_backward_cuda: OC %d exceeds the context's max_bias_oc %d", OC, ctx->max_bias_oc);
@@ -476,15 +476,17 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
         g.A = inp, g.lda = IC;
         g.B = dout, g.ldb = OC;
         g.D = dweight, g.ldd = IC;
-        g.beta = 1.0f;
+        g.beta = accumulate_grads ? 1.0f : 0.0f;  // beta 0: dweight is not read (no zeroing pass)
         g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         if (dbias && ctx->use_bgradb) {
-            // BGRADB overwrites its output: into the scratch vector, then added to dbias.
+            // BGRADB overwrites its output: straight into dbias when writing; when accumulating,
+            // into the scratch vector, then added to dbias.
             g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-            g.bias = ctx->dbias_scratch;
+            g.bias = accumulate_grads ? ctx->dbias_scratch : dbias;
             if (try_gemm(ctx, &g, what, stream)) {
-                LAUNCH(dbias_add_kernel, (OC + 255) / 256, 256, 0, stream, dbias,
-                       (const floatX*)ctx->dbias_scratch, OC);
+                if (accumulate_grads)
+                    LAUNCH(dbias_add_kernel, (OC + 255) / 256, 256, 0, stream, dbias,
+                           (const floatX*)ctx->dbias_scratch, OC);
                 ctx->fused_calls[MATMUL_EPI_BGRADB]++;
                 bias_done = 1;
             } else {  // fallback: the plain GEMM below, then the column sums
@@ -493,5 +495,5 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
         }
         if (!bias_done) run_default_gemm(ctx, &g, dweight, what, stream);
     }
-    if (dbias && !bias_done) dbias_column_sums(ctx, dbias, dout, N, OC, stream);
+    if (dbias && !bias_done) dbias_column_sums(ctx, dbias, dout, N, OC, accumulate_grads, stream);
 }

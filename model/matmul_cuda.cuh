@@ -82,8 +82,9 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
 
 // As the CPU twins: dinp (N, IC) = dout @ weight, ADDED to dinp when accumulate_dinp is non-zero
 // (matmul_backward), written over it otherwise (matmul_backward_overwrite: beta = 0, dinp never
-// read, no zeroing pass needed); dweight (OC, IC) += dout^T @ inp; dbias (OC) += column sums of
-// dout. With pre_gelu (N, IC) != NULL (matmul_backward_gelu; accumulate_dinp must be 0):
+// read, no zeroing pass needed); dweight (OC, IC) = dout^T @ inp and dbias (OC) = column sums of
+// dout, ADDED to them when accumulate_grads is non-zero, written otherwise (beta = 0, the bias
+// gradient stored by BGRADB or the column sums themselves: neither read, no dbias_add). With pre_gelu (N, IC) != NULL (matmul_backward_gelu; accumulate_dinp must be 0):
 // dinp = (dout @ weight) * gelu'(pre_gelu), the GELU gradient in the dinp GEMM's DGELU epilogue
 // (bf16: one rounding; the fallback rounds the GEMM result first, one more). dinp, dweight and
 // dbias may each be NULL (skipped). With dbias, OC must not exceed the context's max_bias_oc. The
@@ -92,7 +93,7 @@ void matmul_forward_cuda(MatmulContext* ctx, floatX* out, floatX* pre_gelu, cons
 void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                           const floatX* dout, const floatX* inp, const floatX* weight,
                           const floatX* pre_gelu, int N, int IC, int OC, int accumulate_dinp,
-                          cudaStream_t stream);
+                          int accumulate_grads, cudaStream_t stream);
 
 // --- LM head: fused softmax + cross-entropy + gradient ------------------------------------------
 

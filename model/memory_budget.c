@@ -62,20 +62,26 @@ static size_t num_params(const GPTConfig* g) {
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // model/layernorm.cu layernorm_backward_scratch_bytes: fp32 partials of (dweight, dbias) per
-// block of rows.
+// block of rows, then the tickets (one per 16 blocks and one more; 16-byte padded).
 static size_t layernorm_scratch(size_t N, size_t C) {
     size_t rows = ceil_div(ceil_div(N, LN_BWD_TARGET_BLOCKS), LN_BWD_ROWS) * LN_BWD_ROWS;
     if (rows < LN_BWD_ROWS) rows = LN_BWD_ROWS;
-    return ceil_div(N, rows) * 2 * C * 4;
+    return ceil_div(N, rows) * 2 * C * 4 + ceil_div(ceil_div(ceil_div(N, rows), 16) + 1, 4) * 16;
 }
 
-// model/backend_kernels_cuda.cu layers_reserve: the encoder backward's sort keys (two u64 per
-// row), the LayerNorm backward partials, the bias-gradient scratch of the widest bias (4C: one
-// floatX row and DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's partials (first step).
+// model/encoder.cu encoder_backward_scratch_bytes: two u64 sort keys per row, two fp32 segment
+// sums per 32 rows, a ticket per 32 rows and 32 channels (16-byte padded).
+static size_t encoder_scratch(size_t N, size_t C) {
+    return N * 2 * 8 + ceil_div(N, 32) * 2 * C * 4 + ceil_div(ceil_div(N, 32) * ceil_div(C, 32) * 4, 16) * 16;
+}
+
+// model/backend_kernels_cuda.cu layers_reserve: the encoder backward's scratch, the LayerNorm
+// backward partials, the bias-gradient scratch of the widest bias (4C: one floatX row and
+// DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's partials (first step).
 static size_t layer_workspace(const MemoryConfig* c) {
     if (!c->cuda) return 0;   // the CPU layers allocate nothing
     const size_t N = (size_t)c->B * c->T, C4 = 4 * (size_t)c->cfg.C;
-    return N * 2 * 8 + layernorm_scratch(N, c->cfg.C) + C4 * c->real_bytes +
+    return encoder_scratch(N, c->cfg.C) + layernorm_scratch(N, c->cfg.C) + C4 * c->real_bytes +
            DBIAS_MAX_CHUNKS * C4 * 4 + NORM_PARTIALS * 8;
 }
 

@@ -99,6 +99,8 @@ static double ln_loss(void* p) {
     return weighted_sum(c->y, c->dy, (long)c->N * c->C);
 }
 
+static real* nans(long n);
+
 static void test_layernorm(void) {
     LNCase c = {.N = 5, .C = 7};
     const long n = (long)c.N * c.C;
@@ -109,9 +111,10 @@ static void test_layernorm(void) {
     c.mean = zeros(c.N);
     c.rstd = zeros(c.N);
     c.dy = random_array(n, 1);
-    real *dx = zeros(n), *dw = zeros(c.C), *db = zeros(c.C);
+    // GRAD_WRITE: the parameter gradients start as NaN, so a read of them fails the check.
+    real *dx = zeros(n), *dw = nans(c.C), *db = nans(c.C);
     ln_loss(&c);
-    layernorm_backward(dx, dw, db, c.dy, c.x, c.w, c.mean, c.rstd, c.N, c.C);
+    layernorm_backward(dx, dw, db, c.dy, c.x, c.w, c.mean, c.rstd, c.N, c.C, GRAD_WRITE);
     check("layernorm dinp", c.x, dx, n, ln_loss, &c);
     check("layernorm dweight", c.w, dw, c.C, ln_loss, &c);
     check("layernorm dbias", c.b, db, c.C, ln_loss, &c);
@@ -146,9 +149,11 @@ static void test_matmul(int overwrite) {
     c.y = zeros((long)c.N * c.OC);
     c.dy = random_array((long)c.N * c.OC, 1);
     real *dx = overwrite ? nans((long)c.N * c.IC) : zeros((long)c.N * c.IC);
-    real *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
-    if (overwrite) matmul_backward_overwrite(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
-    else matmul_backward(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC);
+    // The overwrite case also writes dweight and dbias (GRAD_WRITE): NaN unless written.
+    real *dw = overwrite ? nans((long)c.OC * c.IC) : zeros((long)c.OC * c.IC);
+    real* db = overwrite ? nans(c.OC) : zeros(c.OC);
+    if (overwrite) matmul_backward_overwrite(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC, GRAD_WRITE);
+    else matmul_backward(dx, dw, db, c.dy, c.x, c.w, c.N, c.IC, c.OC, GRAD_ACCUMULATE);
     const char* what = overwrite ? "matmul_backward_overwrite" : "matmul";
     char name[64];
     snprintf(name, sizeof name, "%s dinp", what);
@@ -193,8 +198,8 @@ static void test_gelu_matmuls(void) {
     c.y = zeros((long)c.N * c.OC);
     c.dy = random_array((long)c.N * c.OC, 1);
     gelu_mm_loss(&c);
-    real *dpre = nans(ni), *dw = zeros((long)c.OC * c.IC), *db = zeros(c.OC);
-    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC);
+    real *dpre = nans(ni), *dw = nans((long)c.OC * c.IC), *db = nans(c.OC);
+    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC, GRAD_WRITE);
     check("matmul_backward_gelu dpre", c.pre, dpre, ni, gelu_mm_loss, &c);
     check("matmul_backward_gelu dweight", c.w, dw, (long)c.OC * c.IC, gelu_mm_loss, &c);
     check("matmul_backward_gelu dbias", c.b, db, c.OC, gelu_mm_loss, &c);
@@ -209,8 +214,8 @@ static void test_gelu_matmuls(void) {
     real *dx = zeros((long)c.N * c.OC), *dwf = zeros((long)c.IC * c.OC), *dbf = zeros(c.IC);
     memset(dw, 0, sizeof(real) * c.OC * c.IC);
     memset(db, 0, sizeof(real) * c.OC);
-    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC);
-    matmul_backward(dx, dwf, dbf, dpre, c.x, c.wf, c.N, c.OC, c.IC);
+    matmul_backward_gelu(dpre, dw, db, c.dy, c.g, c.pre, c.w, c.N, c.IC, c.OC, GRAD_ACCUMULATE);
+    matmul_backward(dx, dwf, dbf, dpre, c.x, c.wf, c.N, c.OC, c.IC, GRAD_ACCUMULATE);
     check("matmul_forward_gelu -> dinp", c.x, dx, (long)c.N * c.OC, fwd_gelu_loss, &c);
     check("matmul_forward_gelu -> dweight", c.wf, dwf, (long)c.IC * c.OC, fwd_gelu_loss, &c);
     check("matmul_forward_gelu -> dbias", c.bf, dbf, c.IC, fwd_gelu_loss, &c);
@@ -248,7 +253,7 @@ static void test_fused_residual_layernorm(void) {
     // d(a) = d(b) = dres + the LayerNorm backward of dy at residual_out.
     real *dsum = new_array(n), *dw = zeros(c.C), *db = zeros(c.C);
     memcpy(dsum, c.dres, sizeof(real) * n);
-    layernorm_backward(dsum, dw, db, c.dy, c.res, c.w, c.mean, c.rstd, c.N, c.C);
+    layernorm_backward(dsum, dw, db, c.dy, c.res, c.w, c.mean, c.rstd, c.N, c.C, GRAD_ACCUMULATE);
     check("fused residual+layernorm da", c.a, dsum, n, frl_loss, &c);
     check("fused residual+layernorm db", c.b, dsum, n, frl_loss, &c);
     check("fused residual+layernorm dweight", c.w, dw, c.C, frl_loss, &c);
@@ -313,8 +318,9 @@ static void test_encoder(TokenLayout pos, const char* name) {
     c.wpe = random_array(maxT * c.C, 1);
     c.y = zeros((long)c.B * c.T * c.C);
     c.dy = random_array((long)c.B * c.T * c.C, 1);
-    real *dwte = zeros(V * c.C), *dwpe = zeros(maxT * c.C);
-    encoder_backward(dwte, dwpe, c.dy, c.tokens, c.B, c.T, c.C, c.pos);
+    // dwpe written (GRAD_WRITE: NaN unless written, every row of the table), dwte added.
+    real *dwte = zeros(V * c.C), *dwpe = nans(maxT * c.C);
+    encoder_backward(dwte, dwpe, c.dy, c.tokens, c.B, c.T, c.C, c.pos, maxT, GRAD_WRITE);
     char what[96];
     snprintf(what, sizeof what, "encoder dwte (%s)", name);
     check(what, c.wte, dwte, V * c.C, enc_loss, &c);
@@ -430,7 +436,9 @@ static void test_model(void) {
         targets[i] = (int)((uniform() + 1) * 0.5 * cfg.V) % cfg.V;
     }
     ModelCase c = {&m, inputs, targets};
-    gpt_zero_grad(&m);
+    // The backward WRITES every gradient (m.grads_write) over NaN: one it misses fails the check.
+    for (size_t i = 0; i < m.num_params; i++) m.grads_memory[i] = NAN;
+    m.grads_write = 1;
     const double eval_loss = model_loss(&c);
     // The training path: the loss comes from the backward's one classifier pass.
     gpt_loss_zero(&m);

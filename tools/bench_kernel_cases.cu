@@ -66,7 +66,8 @@ static Case case_encoder_forward(const Shape* s) {
 }
 
 static void run_encoder_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    encoder_backward_cuda(X(0), X(1), X(2), (const int*)p[3], s->B, s->T, s->C, token_layout(positions()), p[4], b->stream);
+    encoder_backward_cuda(X(0), X(1), X(2), (const int*)p[3], s->B, s->T, s->C, token_layout(positions()), s->T, 1, p[4],
+                          b->stream);
 }
 static Case case_encoder_backward(const Shape* s) {
     Case c = new_case("encoder_backward_cuda", kernel_cost_encoder_backward(s->N, s->T, s->C), run_encoder_backward);
@@ -74,7 +75,7 @@ static Case case_encoder_backward(const Shape* s) {
     add_buf(&c, ELEM_X, (size_t)s->T * s->C, FILL_RANDOM);        // dwpe (T, C), +=
     add_buf(&c, ELEM_X, NC(s), FILL_RANDOM);                      // dout (N, C)
     add_buf(&c, ELEM_I32, s->N, FILL_TOKENS);                     // tokens (N)
-    add_buf(&c, ELEM_BYTE, encoder_backward_scratch_bytes(s->B, s->T), FILL_NONE);
+    add_buf(&c, ELEM_BYTE, encoder_backward_scratch_bytes(s->B, s->T, s->C), FILL_NONE);
     return c;
 }
 
@@ -115,7 +116,7 @@ static void prepare_layernorm_backward(const Bench* b, const Shape* s, const Cas
     layernorm_forward_cuda(X(0), F(7), F(8), X(5), X(6), X(2), s->N, s->C, b->stream);
 }
 static void run_layernorm_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    layernorm_backward_cuda(X(0), X(1), X(2), p[3], X(4), X(5), X(6), F(7), F(8), s->N, s->C, b->stream);
+    layernorm_backward_cuda(X(0), X(1), X(2), p[3], X(4), X(5), X(6), F(7), F(8), s->N, s->C, 1, b->stream);
 }
 static Case case_layernorm_backward(const Shape* s) {
     Case c = new_case("layernorm_backward_cuda", kernel_cost_layernorm_backward(s->N, s->C), run_layernorm_backward);
@@ -183,7 +184,7 @@ static Case case_matmul_forward(const Shape* s, const char* layer, int IC, int O
 }
 
 static void run_matmul_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    matmul_backward_cuda(b->mm, X(0), X(1), X(2), X(3), X(4), X(5), NULL, s->N, c->IC, c->OC, 1, b->stream);
+    matmul_backward_cuda(b->mm, X(0), X(1), X(2), X(3), X(4), X(5), NULL, s->N, c->IC, c->OC, 1, 1, b->stream);
 }
 static Case case_matmul_backward(const Shape* s, const char* layer, int IC, int OC, int bias) {
     char name[64];

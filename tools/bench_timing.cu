@@ -105,6 +105,8 @@ CaseBuffers alloc_case(const Bench* b, const Shape* s, const Case* c) {
             if (c->fill[i] != FILL_NONE)
                 fill_buffer(b, s, cb.p[k][i], c->elem[i], c->count[i], c->fill[i],
                             (unsigned long long)(k * MAX_BUFS + i + 1));
+            else  // zeroed: backward scratch holds tickets that must start at 0
+                CUDA_CHECK(cudaMemsetAsync(cb.p[k][i], 0, c->count[i] * elem_bytes(c->elem[i]), b->stream));
         }
         if (c->prepare) c->prepare(b, s, c, cb.p[k]);
     }

@@ -193,28 +193,47 @@ static void test_encoder_forward(int B, int T, int C, TokenLayout pos) {
     CUDA_CHECK(cudaFree(d_out));
 }
 
-// V distinct tokens at random (V = 1: every row has the same token).
-static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V) {
+// The runs of a test: the first twice with the same schedule, then under other schedules of the
+// host runtime (CUDA_HOST_SCHEDULE_SEED): every one must give the first's bits.
+static const int SCHEDULE_RUNS = 4;
+static void reseed(int run) {
+#if !defined(__CUDACC__)
+    if (run >= 2) cuda_host_schedule_seed(1000 + run);
+#else
+    (void)run;
+#endif
+}
+
+// V distinct tokens at random (V = 1: every row has the same token; repeat > 1: runs of `repeat`
+// rows with one token, so sorted runs span several 32-row segments). write: dwpe written
+// (GRAD_WRITE over a table of extra_rows more rows than the tokens use, which must come out 0),
+// else added to. dwte is always added to.
+static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, bool write = false,
+                                  int repeat = 1, int extra_rows = 0) {
     const int N = B * T;
-    const long P = wpe_rows(pos, T);
+    const long P = wpe_rows(pos, T) + extra_rows;
     std::vector<int> tok(N);
-    for (int& t : tok) t = irand(V);
+    for (int n = 0; n < N; n++) tok[n] = n % repeat ? tok[n - 1] : irand(V);
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
     const Vec dwte0 = rand_vec((size_t)V * C, 1.0f), dwpe0 = rand_vec((size_t)P * C, 1.0f);
     Vec dwte = dwte0, dwpe = dwpe0;
-    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, pos);
+    if (write) std::fill(dwpe.begin(), dwpe.end(), NAN);
+    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, pos, (int)P,
+                     write ? GRAD_WRITE : GRAD_ACCUMULATE);
 
     int* d_tok = dalloc<int>(N);
     CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     floatX *d_dout = to_dev(dout), *d_dwte = to_dev(dwte0), *d_dwpe = to_dev(dwpe0);
-    const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T);
+    const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T, C);
     void* scratch = dalloc<char>(scratch_bytes);
+    CUDA_CHECK(cudaMemset(scratch, 0, scratch_bytes));  // once: the calls leave the tickets at 0
     Vec got_wte, got_wpe;
-    for (int run = 0; run < 2; run++) {  // the second run checks that the result is bitwise the same
+    for (int run = 0; run < SCHEDULE_RUNS; run++) {  // later runs: bitwise the same
+        reseed(run);
         upload(d_dwte, dwte0);
-        upload(d_dwpe, dwpe0);
-        poison(scratch, scratch_bytes);
-        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, pos, scratch, stream);
+        if (write) poison(d_dwpe, P * C * sizeof(floatX));
+        else upload(d_dwpe, dwpe0);
+        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, pos, (int)P, !write, scratch, stream);
         sync();
         const Vec w = fetch(d_dwte, (size_t)V * C), p = fetch(d_dwpe, (size_t)P * C);
         if (run == 0) {
@@ -222,12 +241,13 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V) {
             got_wpe = p;
         } else {
             check(bitwise_equal(w, got_wte) && bitwise_equal(p, got_wpe),
-                  "encoder_backward B=%d T=%d C=%d V=%d: a second run gives bitwise the same dwte, dwpe", B,
-                  T, C, V);
+                  "encoder_backward B=%d T=%d C=%d V=%d repeat=%d%s: run %d (schedule %d) gives bitwise the same "
+                  "dwte, dwpe", B, T, C, V, repeat, write ? " write" : "", run, run >= 2 ? 1000 + run : 1);
         }
     }
-    char shape[64];
-    snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d", B, T, C, V);
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d%s%s", B, T, C, V, repeat > 1 ? " runs" : "",
+             write ? " write" : "");
     expect("encoder_backward", shape, "dwte", got_wte, dwte, BOUND_ROUND1);
     expect("encoder_backward", shape, "dwpe", got_wpe, dwpe, BOUND_ROUND1);
     CUDA_CHECK(cudaFree(d_tok));
@@ -290,15 +310,17 @@ static void test_fused_residual_layernorm(int N, int C, bool in_place) {
     if (!in_place) CUDA_CHECK(cudaFree(d_res));
 }
 
-static void test_layernorm_backward(int N, int C) {
+// write: dweight and dbias written (GRAD_WRITE, NaN beforehand on both sides), else added to.
+static void test_layernorm_backward(int N, int C, bool write = false) {
     const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f), b = rand_vec(C, 0.2f);
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
     const Vec dinp0 = rand_vec((size_t)N * C, 1.0f), dw0 = rand_vec(C, 1.0f), db0 = rand_vec(C, 1.0f);
     Vec out((size_t)N * C), mean(N), rstd(N);
     layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
     Vec dinp = dinp0, dw = dw0, db = db0;
+    if (write) std::fill(dw.begin(), dw.end(), NAN), std::fill(db.begin(), db.end(), NAN);
     layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                       rstd.data(), N, C);
+                       rstd.data(), N, C, write ? GRAD_WRITE : GRAD_ACCUMULATE);
 
     floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_dout = to_dev(dout);
     floatX *d_dinp = to_dev(dinp0), *d_dw = to_dev(dw0), *d_db = to_dev(db0);
@@ -307,13 +329,20 @@ static void test_layernorm_backward(int N, int C) {
     CUDA_CHECK(cudaMemcpy(d_rstd, rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
     const size_t scratch_bytes = layernorm_backward_scratch_bytes(N, C);
     void* scratch = dalloc<char>(scratch_bytes);
+    CUDA_CHECK(cudaMemset(scratch, 0, scratch_bytes));  // once: the calls leave the tickets at 0
     Vec got_dinp, got_dw, got_db;
-    for (int run = 0; run < 2; run++) {
+    for (int run = 0; run < SCHEDULE_RUNS; run++) {  // later runs, other schedules: the same bits
+        reseed(run);
         upload(d_dinp, dinp0);
-        upload(d_dw, dw0);
-        upload(d_db, db0);
-        poison(scratch, scratch_bytes);
-        layernorm_backward_cuda(d_dinp, d_dw, d_db, scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, stream);
+        if (write) {
+            poison(d_dw, C * sizeof(floatX));
+            poison(d_db, C * sizeof(floatX));
+        } else {
+            upload(d_dw, dw0);
+            upload(d_db, db0);
+        }
+        layernorm_backward_cuda(d_dinp, d_dw, d_db, scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, !write,
+                                stream);
         sync();
         const Vec a = fetch(d_dinp, (size_t)N * C), bw = fetch(d_dw, C), bb = fetch(d_db, C);
         if (run == 0) {
@@ -322,11 +351,12 @@ static void test_layernorm_backward(int N, int C) {
             got_db = bb;
         } else {
             check(bitwise_equal(a, got_dinp) && bitwise_equal(bw, got_dw) && bitwise_equal(bb, got_db),
-                  "layernorm_backward N=%d C=%d: a second run gives bitwise the same dinp, dweight, dbias", N, C);
+                  "layernorm_backward N=%d C=%d%s: run %d gives bitwise the same dinp, dweight, dbias", N, C,
+                  write ? " write" : "", run);
         }
     }
     char shape[64];
-    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, write ? " write" : "");
     expect("layernorm_backward", shape, "dinp", got_dinp, dinp, BOUND_LN_BWD);
     expect("layernorm_backward", shape, "dweight", got_dw, dw, BOUND_LN_BWD);
     expect("layernorm_backward", shape, "dbias", got_db, db, BOUND_LN_BWD);
@@ -392,6 +422,22 @@ static void test_special_shapes(void) {
     // More sequences than warps per block (each warp sums several rows of a position).
     test_encoder_backward(9, 5, 72, token_layout(token_positions(2, 3)), 50);
     test_encoder_backward(11, 3, 45, token_layout(token_positions(0, 1)), 50);
+    // Repeated tokens: runs of 40 and 7 rows (several 32-row segments per sorted run, and runs
+    // that start inside a segment window); all rows one token, 70 segments, after the merge.
+    test_encoder_backward(4, 160, 72, token_layout(token_positions(0, 1)), 5, false, 40);
+    test_encoder_backward(3, 300, 16, token_layout(token_positions(0, 1)), 50, false, 7);
+    test_encoder_backward(1, 2240, 24, token_layout(token_positions(0, 1)), 1);
+    // dwpe written (the first micro-batch): the positions of the distributed layouts (cyclic rank
+    // 1 of 4, Zigzag's two runs, Ring's chunk 2 of 4) in a table longer than they use, the rest
+    // written 0; the scalar path (C = 45) too.
+    {
+        TokenLayout zig = token_layout(token_positions(0, 1));
+        zig.off[0] = 8, zig.off[1] = 48, zig.chunks = 2, zig.stride = 1;
+        test_encoder_backward(3, 64, 72, token_layout(token_positions(1, 4)), 50, true, 3, 5);
+        test_encoder_backward(2, 16, 72, zig, 20, true, 40, 7);
+        test_encoder_backward(5, 32, 45, token_layout(token_positions(64, 1)), 50, true, 1, 3);
+        test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 1, true, 1, 1);
+    }
     // Fused LayerNorm writing the residual stream in place.
     test_fused_residual_layernorm(37, 72, true);
     // A row over 48 KiB: the forward opts in to more dynamic shared memory.
@@ -409,6 +455,11 @@ static void test_special_shapes(void) {
     test_layernorm_backward(3, 8200);
 #endif
     for (int C : {301, 601, 1999, 4001, 4105}) test_layernorm_backward(5, C);
+    // Written gradients (GRAD_WRITE), and more than one group of 16 blocks (N = 4133: 345
+    // blocks, 22 groups; N = 37: one group, which writes the result itself).
+    test_layernorm_backward(4133, 72, true);
+    test_layernorm_backward(37, 2560, true);
+    test_layernorm_backward(5, 601, true);
     // Element-wise kernels: tails after the last full vector, and misaligned pointers.
     for (long n : {1L, 37L, 45L * 37, 256L * 768 + 5}) test_elementwise(n, 0);
     test_elementwise(1001, 1);
@@ -420,7 +471,8 @@ static void test_quick_shapes(void) {
     test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
     test_layernorm_forward(3, 24608);
     test_layernorm_backward(37, 2560);
-    test_layernorm_backward(5, 601);
+    test_layernorm_backward(5, 601, true);
+    test_encoder_backward(4, 160, 72, token_layout(token_positions(0, 1)), 5, true, 40, 3);
     test_elementwise(45L * 37, 0);
     test_elementwise(1001, 1);
 }

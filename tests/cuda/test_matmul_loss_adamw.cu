@@ -295,7 +295,7 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
     floatX* d_dw = alloc_x((size_t)OC * IC);
     put_x(d_dout, dout, (size_t)N * OC);
     float *dinp = copy_of(dinp0, (size_t)N * IC), *dw = copy_of(dw0, (size_t)OC * IC), *db = copy_of(db0, OC);
-    matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC);
+    matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, GRAD_ACCUMULATE);
     static const char* const mode_name[3] = {"BGRADB", "column-sum kernel", "separate calls"};
     for (int mode = 0; mode < 3; mode++) {
         put_x(d_dinp, dinp0, (size_t)N * IC);
@@ -306,10 +306,10 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
         ctx->use_bgradb = mode == 0;
         const PathCount before = path_count(ctx, MATMUL_EPI_BGRADB);
         if (mode < 2) {
-            matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
+            matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 1, 0);
         } else {  // dinp + dbias without dweight (column sums), then dweight alone
-            matmul_backward_cuda(ctx, d_dinp, NULL, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
-            matmul_backward_cuda(ctx, NULL, d_dw, NULL, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 0);
+            matmul_backward_cuda(ctx, d_dinp, NULL, d_db, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 1, 0);
+            matmul_backward_cuda(ctx, NULL, d_dw, NULL, d_dout, d_inp, d_w, NULL, N, IC, OC, 1, 1, 0);
         }
         float *g_dinp = download_x(d_dinp, (size_t)N * IC), *g_dw = download_x(d_dw, (size_t)OC * IC),
               *g_db = download_x(d_db, OC);
@@ -327,23 +327,39 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
 
     // backward that overwrites dinp (beta = 0), plain and through the GELU gradient (DGELU with the
     // pre-GELU (N, IC) as aux): dinp starts as NaN on both sides, so a read of it fails the check;
-    // dweight and dbias still accumulate.
+    // dweight and dbias accumulate, or with GRAD_WRITE (first micro-batch) start as NaN too and are
+    // written: by the beta-0 GEMM and BGRADB straight into dbias, or the column sums (use_bgradb 0).
+    static const char* const overwrite_name[6] = {"overwrite", "DGELU", "overwrite, column sums",
+                                                  "overwrite, grads written", "DGELU, grads written",
+                                                  "overwrite, column sums, grads written"};
     float* pre = random_x((size_t)N * IC, 2.0f);
     floatX* pre_in_base;
     floatX* d_pre_in = alloc_at((size_t)N * IC, c->act_off, &pre_in_base);
     put_x(d_pre_in, pre, (size_t)N * IC);
-    for (int gelu = 0; gelu <= 1; gelu++) {
-        const char* label = gelu ? "DGELU" : "overwrite";
+    for (int v = 0; v < 6; v++) {
+        const int gelu = v % 3 == 1, write = v >= 3;
+        const GradMode gm = write ? GRAD_WRITE : GRAD_ACCUMULATE;
+        const char* label = overwrite_name[v];
+        ctx->use_bgradb = v % 3 != 2;
         for (size_t i = 0; i < (size_t)N * IC; i++) dinp[i] = NAN;
         memcpy(dw, dw0, (size_t)OC * IC * sizeof(float));
         memcpy(db, db0, OC * sizeof(float));
-        if (gelu) matmul_backward_gelu(dinp, dw, db, dout, inp, pre, w, N, IC, OC);
-        else matmul_backward_overwrite(dinp, dw, db, dout, inp, w, N, IC, OC);
+        if (write) {
+            for (size_t i = 0; i < (size_t)OC * IC; i++) dw[i] = NAN;
+            for (int i = 0; i < OC; i++) db[i] = NAN;
+        }
+        if (gelu) matmul_backward_gelu(dinp, dw, db, dout, inp, pre, w, N, IC, OC, gm);
+        else matmul_backward_overwrite(dinp, dw, db, dout, inp, w, N, IC, OC, gm);
         poison(d_dinp, (size_t)N * IC * sizeof(floatX));
         put_x(d_dw, dw0, (size_t)OC * IC);
         put_x(d_db, db0, OC);
+        if (write) {
+            poison(d_dw, (size_t)OC * IC * sizeof(floatX));
+            poison(d_db, (size_t)OC * sizeof(floatX));
+        }
         const PathCount before = path_count(ctx, MATMUL_EPI_DGELU);
-        matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, gelu ? d_pre_in : NULL, N, IC, OC, 0, 0);
+        matmul_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, gelu ? d_pre_in : NULL, N, IC, OC, 0,
+                             !write, 0);
         float *g_dinp = download_x(d_dinp, (size_t)N * IC), *g_dw = download_x(d_dw, (size_t)OC * IC),
               *g_db = download_x(d_db, OC);
         snprintf(what, sizeof what, "matmul bwd (%s) %s: dinp", label, shape);
@@ -356,6 +372,7 @@ static void test_matmul(MatmulContext* ctx, const MatmulCase* c) {
         if (gelu) check_path(ctx, before, MATMUL_EPI_DGELU, expect_fused(c, MATMUL_EPI_DGELU), what);
         free(g_dinp), free(g_dw), free(g_db);
     }
+    ctx->use_bgradb = 1;
 
     free(inp), free(w), free(b), free(want), free(want_pre), free(dout), free(dinp0), free(dw0), free(db0);
     free(dinp), free(dw), free(db), free(pre);
