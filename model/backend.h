@@ -66,18 +66,27 @@ typedef struct {
 int gpt_backend_clock(BackendClock* out);   // 1 when the backend has a device clock
 
 // Parameters as num_params fp32 values in llm.c's tensor order. Where the backend stores the
-// parameters in lower precision (CUDA bf16), from_host also sets the fp32 master weights
-// (m->master_params, allocated on first use) and rounds them to nearest into the parameters, and
-// to_host returns the master weights: checkpoints keep fp32 precision.
+// parameters in lower precision (CUDA bf16), from_host rounds every value to nearest into the
+// parameters and sets the fp32 master weights of the master copy's range (m->master_params: all
+// of them where no optimizer_create chose a shard first), and to_host returns the master weights:
+// checkpoints keep fp32 precision.
 void gpt_params_from_host(GPT* m, const float* host);
-void gpt_params_to_host(const GPT* m, float* host);
+// An all-gather over the ranks whose master shards make up the parameters (ZeRO-1: every rank,
+// shard r on rank r): count floats of send from each rank into recv, rank after rank; both in
+// backend memory, complete in the backend's stream order on return.
+typedef void (*GptGatherMaster)(void* ctx, const float* send, float* recv, size_t count);
+// Where the master copy is a shard, to_host gathers the others' through `gather` in bounded
+// chunks (every rank must call it); gather may be NULL where it is not.
+void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx);
 // After gpt_params_from_host has loaded the parameters of a checkpoint written after `step`
 // optimizer steps (step >= 1): makes the stored parameters exactly those of the run that was not
 // interrupted. The CUDA bf16 optimizer rounds the master weights STOCHASTICALLY into the bf16
 // parameters (model/optim_cuda.cuh), which from_host's round-to-nearest does not reproduce; this
 // re-applies the rounding of optimizer step `step` (same random bits) to the loaded master
 // weights. Clears the gradients. A no-op where the parameters are their own master copy (CPU,
-// CUDA fp32) and for step 0.
+// CUDA fp32) and for step 0. Where the master copy is a shard (ZeRO-1), only the shard's
+// parameters are re-rounded: the caller then gathers the others' from their owners, as after
+// every ZeRO-1 step.
 void gpt_params_restore_rounding(GPT* m, int step);
 // The first V logits of row n (= b * T + t) of the last forward.
 void gpt_logits_row_to_host(const GPT* m, int n, float* host);
@@ -97,8 +106,9 @@ void gpt_scalars_fetch(const GPT* m);
 void gpt_scalars_wait(double out[GPT_NUM_SCALARS]);
 
 // AdamW state for parameter elements [begin, begin + count) of a model (ZeRO-1 shards it).
-// Allocates everything the optimizer will use, the CUDA bf16 build's fp32 master weights included,
-// so that a model too large for the device fails here, before the parameters are initialised.
+// Allocates everything the optimizer will use, the CUDA bf16 build's fp32 master weights included
+// (of [begin, begin + count) only: the master copy then holds the shard), so that a model too
+// large for the device fails here, before the parameters are initialised.
 typedef struct Optimizer Optimizer;
 Optimizer* optimizer_create(GPT* m, size_t begin, size_t count);
 void optimizer_free(Optimizer* o);

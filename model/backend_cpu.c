@@ -56,7 +56,9 @@ void gpt_params_from_host(GPT* m, const float* host) {
     from_float(m->params_memory, host, m->num_params);
 }
 
-void gpt_params_to_host(const GPT* m, float* host) {
+void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+    (void)gather;   // no master copy, so no shard of one
+    (void)ctx;
     to_float(host, m->params_memory, m->num_params);
 }
 

@@ -2,8 +2,9 @@
 // memory (bf16, or fp32 with -DGPT_CUDA_FP32); the AdamW moments are fp32 in device memory. In the
 // bf16 build the model also keeps fp32 master weights (GPT.master_params): the optimizer updates
 // them and writes the bf16 parameters by stochastic rounding (model/optim_cuda.cuh), and the host
-// copies of the parameters (model files, checkpoints) are the master weights. In the fp32 build
-// the parameters are their own master copy (master_params stays NULL).
+// copies of the parameters (model files, checkpoints) are the master weights. Under ZeRO-1 each
+// rank keeps the master weights of its optimizer shard only (GPT.master_begin, master_count). In
+// the fp32 build the parameters are their own master copy (master_params stays NULL).
 //
 // Everything runs on the backend's one stream (model/backend_kernels_cuda.cuh). A training step's
 // loss, gradient norm and clip factor stay on the device (GPT.scalars) until gpt_scalars_wait;
@@ -107,18 +108,62 @@ static unsigned long long adamw_seed(int t) {
 
 // --- Parameters ----------------------------------------------------------------------------------
 
+// Elements per chunk of the bounded device buffers that stand in for a full-size one (loading
+// beside a master shard, gathering the shards, re-rounding): 16 MiB of fp32; 16 KiB on the host
+// runtime, so that the tests' tiny models cross chunk boundaries.
+#ifdef CUDA_HOST
+enum { PARAM_CHUNK = 1 << 12 };
+#else
+enum { PARAM_CHUNK = 1 << 22 };
+#endif
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+// The master copy's elements that are real parameters: [*lo, *hi), empty past num_params.
+static void master_range(const GPT* m, size_t* lo, size_t* hi) {
+    *lo = min_size(m->master_begin, m->num_params);
+    *hi = min_size(m->master_begin + m->master_count, m->num_params);
+}
+
+// A master copy of [begin, begin + count), zeroed (the padding past num_params stays zero).
+static void alloc_master(GPT* m, size_t begin, size_t count) {
+    m->master_params = alloc_f32(count, "fp32 master weights");
+    m->master_begin = begin;
+    m->master_count = count;
+}
+
 void gpt_params_from_host(GPT* m, const float* host) {
     CHECK(m->owns_params, "caller bug", "gpt_params_from_host on a model that shares its parameters");
     cudaStream_t s = cuda_backend_stream();
     const size_t n = m->num_params;
-    if (master_weights) {
-        if (!m->master_params) m->master_params = alloc_f32(m->padded_params, "fp32 master weights");
-        CUDA_CHECK(cudaMemcpyAsync(m->master_params, host, n * sizeof(float), cudaMemcpyHostToDevice, s));
-        cuda_backend_float_to_floatx(m->params_memory, m->master_params, n);
-    } else {
+    if (!master_weights) {
         CUDA_CHECK(cudaMemcpyAsync(m->params_memory, host, n * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));  // the host array is free again
+        return;
+    }
+    if (!m->master_params) alloc_master(m, 0, m->padded_params);   // no optimizer chose a shard
+    size_t lo, hi;
+    master_range(m, &lo, &hi);
+    CUDA_CHECK(cudaMemcpyAsync(m->master_params + (lo - m->master_begin), host + lo,
+                               (hi - lo) * sizeof(float), cudaMemcpyHostToDevice, s));
+    // Every parameter rounded to nearest by the one conversion kernel: a chunk inside the master
+    // copy converts from it, any other goes through bounded staging (same values, same bits).
+    float* staging = NULL;
+    for (size_t b = 0; b < n; b += PARAM_CHUNK) {
+        const size_t e = min_size(b + PARAM_CHUNK, n);
+        const float* src;
+        if (b >= lo && e <= hi) {
+            src = m->master_params + (b - m->master_begin);
+        } else {
+            if (!staging) staging = alloc_f32(min_size(n, PARAM_CHUNK), "parameter staging");
+            CUDA_CHECK(cudaMemcpyAsync(staging, host + b, (e - b) * sizeof(float),
+                                       cudaMemcpyHostToDevice, s));
+            src = staging;
+        }
+        cuda_backend_float_to_floatx(m->params_memory + b, src, e - b);
     }
     CUDA_CHECK(cudaStreamSynchronize(s));  // the host array is free again
+    tensor_free(staging);
 }
 
 // floatX device values to host fp32, through a temporary host buffer.
@@ -136,14 +181,41 @@ static void floatx_to_host(float* host, const floatX* dev, size_t n) {
     free(tmp);
 }
 
-void gpt_params_to_host(const GPT* m, float* host) {
+// The master shards of all ranks (shard r = [r S, (r + 1) S), S = master_count) to the host:
+// each round gathers the next `k` elements of every shard into bounded staging and copies each
+// rank's piece to its place (the padding past num_params is left out).
+static void gather_master_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+    CHECK(gather, "caller bug", "gpt_params_to_host: the master copy is a shard and no gather given");
     cudaStream_t s = cuda_backend_stream();
-    if (m->master_params) {
+    const size_t S = m->master_count, world = m->padded_params / S, n = m->num_params;
+    const size_t k = min_size(S, PARAM_CHUNK / world ? PARAM_CHUNK / world : 1);
+    float* staging = alloc_f32(world * k, "master weight gather staging");
+    for (size_t j = 0; j < S; j += k) {
+        const size_t kk = min_size(k, S - j);
+        gather(ctx, m->master_params + j, staging, kk);
+        for (size_t r = 0; r < world; r++) {
+            const size_t at = r * S + j, len = at >= n ? 0 : min_size(kk, n - at);
+            if (len) CUDA_CHECK(cudaMemcpyAsync(host + at, staging + r * kk, len * sizeof(float),
+                                                cudaMemcpyDeviceToHost, s));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(s));  // the staging is free for the next round
+    }
+    tensor_free(staging);
+}
+
+void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+    cudaStream_t s = cuda_backend_stream();
+    if (!m->master_params) {
+        floatx_to_host(host, m->params_memory, m->num_params);
+    } else if (m->master_begin == 0 && m->master_count >= m->num_params) {
         CUDA_CHECK(cudaMemcpyAsync(host, m->master_params, m->num_params * sizeof(float),
                                    cudaMemcpyDeviceToHost, s));
         CUDA_CHECK(cudaStreamSynchronize(s));
     } else {
-        floatx_to_host(host, m->params_memory, m->num_params);
+        CHECK(m->padded_params % m->master_count == 0 && m->master_begin % m->master_count == 0,
+              "caller bug", "gpt_params_to_host: master shard [%zu, +%zu) of %zu is not one of "
+              "equal shards", m->master_begin, m->master_count, m->padded_params);
+        gather_master_to_host(m, host, gather, ctx);
     }
 }
 
@@ -153,19 +225,21 @@ void gpt_params_restore_rounding(GPT* m, int step) {
     // lr = 0 and no weight decay leave every master value exactly as it is (p -= 0 * p + 0 *
     // 0 / (0 + eps)), and the kernel then writes the bf16 parameters from it with step `step`'s
     // seed and offset, i.e. the very bits that step wrote. Moments go to zeroed scratch (they stay
-    // zero, so one chunk of scratch serves every chunk of parameters).
-    const size_t n = m->num_params, chunk = (size_t)1 << 22;  // 16 MiB of each moment
-    const size_t scratch_n = n < chunk ? n : chunk;
+    // zero, so one chunk of scratch serves every chunk of parameters). Only the master copy's
+    // range: a shard's owner re-rounds it, the others gather it (model/backend.h).
+    size_t lo, hi;
+    master_range(m, &lo, &hi);
+    const size_t scratch_n = min_size(hi - lo, PARAM_CHUNK);
     float* zm = alloc_f32(scratch_n, "re-rounding scratch (first moments)");
     float* zv = alloc_f32(scratch_n, "re-rounding scratch (second moments)");
     tensor_zero(m->grads_memory, m->padded_params);
     AdamWTensorTable table;
     memset(&table, 0, sizeof table);  // no tensor is decayed (the decay rate is 0 anyway)
-    for (size_t b = 0; b < n; b += chunk) {
-        const size_t e = b + chunk < n ? b + chunk : n;
-        adamw_update_cuda(m->params_memory, m->master_params + b, m->grads_memory, zm, zv, b, e,
-                          &table, step, 0.0, 0.5, 0.5, 1.0, 0.0, NULL, adamw_seed(step),
-                          cuda_backend_stream());
+    for (size_t b = lo; b < hi; b += PARAM_CHUNK) {
+        const size_t e = min_size(b + PARAM_CHUNK, hi);
+        adamw_update_cuda(m->params_memory, m->master_params + (b - m->master_begin),
+                          m->grads_memory, zm, zv, b, e, &table, step, 0.0, 0.5, 0.5, 1.0, 0.0,
+                          NULL, adamw_seed(step), cuda_backend_stream());
     }
     tensor_free(zm);
     tensor_free(zv);
@@ -224,8 +298,13 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
     o->count = count;
     o->m = alloc_f32(count, "AdamW first moments");
     o->v = alloc_f32(count, "AdamW second moments");
-    if (master_weights && !m->master_params)
-        m->master_params = alloc_f32(m->padded_params, "fp32 master weights");
+    // The master weights of the optimizer's range only: under ZeRO-1 the shard (the bf16
+    // parameters of the others arrive by the all-gather after each step).
+    if (master_weights && !m->master_params) alloc_master(m, begin, count);
+    CHECK(!m->master_params || (m->master_begin <= begin &&
+                                begin + count <= m->master_begin + m->master_count),
+          "caller bug", "optimizer_create: range [%zu, +%zu) outside the master copy [%zu, +%zu)",
+          begin, count, m->master_begin, m->master_count);
     int decays[NUM_PARAM_TENSORS];
     for (int k = 0; k < NUM_PARAM_TENSORS; k++) decays[k] = gpt_param_decays(k);
     o->table = adamw_tensor_table(m->param_sizes, decays, NUM_PARAM_TENSORS);
@@ -246,7 +325,7 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
     const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
     if (end <= o->begin) return;
     // master, m and v are indexed from the shard's first element (model/optim_cuda.cuh).
-    float* master = m->master_params ? m->master_params + o->begin : NULL;
+    float* master = m->master_params ? m->master_params + (o->begin - m->master_begin) : NULL;
     adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
                       &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
                       grad_scale, adamw_seed(t), cuda_backend_stream());

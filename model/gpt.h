@@ -71,9 +71,10 @@ typedef struct {
     int owns_params;           // 0 for a model that shares another's parameters (no gradients)
     real* params_memory;
     real* grads_memory;
-    float* master_params;      // (padded_params) fp32 master weights where the parameters are
-                               // stored in lower precision (CUDA bf16; set by
-                               // gpt_params_from_host, model/backend.h); NULL elsewhere
+    float* master_params;      // fp32 master weights where the parameters are stored in lower
+                               // precision (CUDA bf16; model/backend.h); NULL elsewhere. They
+    size_t master_begin;       // hold elements [master_begin, master_begin + master_count):
+    size_t master_count;       // all padded_params, or under ZeRO-1 the optimizer's shard
     ParameterTensors params, grads;
 
     int B, T;                  // sequences and LOCAL tokens per sequence of the next pass; T

@@ -167,14 +167,15 @@ static size_t sampler_bytes(const MemoryConfig* c) {
 }
 
 // Parameters, gradients, master weights and the optimizer: train/run_setup.c pads the flat
-// buffers to a multiple of the world under ZeRO-1 and gives each rank one shard.
+// buffers to a multiple of the world under ZeRO-1 and gives each rank one shard, whose master
+// weights alone the CUDA backend keeps (optimizer_create).
 static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     const size_t world = (size_t)c->dp * c->pq * c->pkv, n = num_params(&c->cfg);
     const size_t pad = c->zero ? world : 1, padded = ceil_div(n, pad) * pad;
     const size_t shard = c->zero ? padded / world : n;
     b[MEMORY_PARAMS] = padded * c->real_bytes;
     b[MEMORY_GRADS] = padded * c->real_bytes;
-    b[MEMORY_MASTER] = padded * c->master_bytes;
+    b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
     b[MEMORY_ADAMW] = 2 * shard * 4;
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }

@@ -23,7 +23,7 @@ extern "C" {
 typedef enum {
     MEMORY_PARAMS,            // parameters (padded to the ZeRO-1 shard multiple)
     MEMORY_GRADS,             // their gradients
-    MEMORY_MASTER,            // fp32 master weights (bf16 storage only; not sharded)
+    MEMORY_MASTER,            // fp32 master weights (bf16 storage only), ZeRO-1: this rank's shard
     MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard
     MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
     MEMORY_ACTIVATIONS,       // saved for backward under the recompute mode, statistics included

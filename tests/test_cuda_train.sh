@@ -11,6 +11,10 @@
 #   tests/test_cuda_train.sh resume-fp32  identical step losses, eval and sample lines, and final
 #                                         model file (bf16 also checks that the stochastic rounding
 #                                         of the parameters is restored on resume)
+#   tests/test_cuda_train.sh resume-bf16-zero  the same on 3 ranks with ZeRO-1 (dp 3, nccl): each
+#                                         rank keeps the fp32 master weights of its shard only
+#                                         (42880 parameters padded to 3 x 14294), which the
+#                                         checkpoint gathers and the resume re-rounds shard by shard
 #   tests/test_cuda_train.sh sync-free-bf16  the bf16 (fp32) CUDA trainer's steps never make the host
 #   tests/test_cuda_train.sh sync-free-fp32  wait for the device: from the host runtime's counters
 #                                         in each step's log record, 0 host synchronisations while
@@ -24,7 +28,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-fp32|sync-free-bf16|sync-free-fp32}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -105,5 +109,10 @@ case "$part" in
           --loss-tol 2e-2 --norm-tol 1e-1 ;;
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-fp32|sync-free-bf16|sync-free-fp32" >&2; exit 2 ;;
+  resume-bf16-zero)
+    # trainer_checks.sh runs one program: this one starts the 3 ranks.
+    printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
+      "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
+    checks resume --test "$W/zero3.sh" ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32" >&2; exit 2 ;;
 esac

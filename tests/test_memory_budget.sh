@@ -9,6 +9,9 @@
 #                                        is refused before any large allocation, with one line
 #                                        naming the largest term and the --recompute that fits,
 #                                        or saying that a larger mesh is needed
+#   tests/test_memory_budget.sh zero-master  ZeRO-1 keeps the fp32 master weights of each rank's
+#                                        shard only: the measured memory of two ranks with and
+#                                        without --zero 1 differs by what each term should save
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -127,6 +130,38 @@ if [ "$part" = refuse ]; then
     --out-dir "$W/fits" --recompute none > "$W/fits.out" 2>&1 || { echo "FAIL: fits: exit $?"; tail -n 20 "$W/fits.out"; status=1; }
   [ "$status" = 0 ] && { check "$W/fits/log.jsonl" || status=1; }
   finish "$status"
+fi
+
+if [ "$part" = zero-master ]; then
+  # The same bf16 run of 2 ranks without and with ZeRO-1; rank 0's measured bytes after the first
+  # step. From first principles, not from the budget: ZeRO-1 pads the n parameters to P (a
+  # multiple of the world W) and gives each rank S = P / W of them; it saves fp32 master weights
+  # and AdamW m, v of n - S, costs the bf16 parameters and gradients of the padding and an
+  # S-element bf16 shard scratch. A full master copy per rank would save 4 (W - 1) S bytes less.
+  for z in 0 1; do
+    if ! timeout 300 bash tests/mpirun.sh 2 "$BF16" "${mesh[@]}" "${common[@]}" "${data[@]}" --pq 1 \
+        --pkv 2 --attention 2d --comm nccl --zero $z --out-dir "$W/zero$z" > "$W/zero$z.out" 2>&1; then
+      echo "FAIL: the trainer failed (--zero $z)"; tail -n 30 "$W/zero$z.out"; finish 1
+    fi
+  done
+  "$PY" - "$W/zero0/log.jsonl" "$W/zero1/log.jsonl" <<'EOF'
+import json, sys
+def run(path):
+    recs = [json.loads(l) for l in open(path, encoding="utf-8")]
+    cfg = [r for r in recs if r["type"] == "config"][0]
+    summary = [r for r in recs if r["type"] == "summary"][-1]
+    return cfg["params"], cfg["world"], summary["memory_measured_bytes"]
+n, W, plain = run(sys.argv[1])
+_, _, zero = run(sys.argv[2])
+P = -(-n // W) * W
+S = P // W
+expected = (4 + 8) * (n - S) - 2 * 2 * (P - n) - 2 * S
+print("%d parameters on %d ranks: measured %d bytes without ZeRO-1, %d with: saved %d, expected %d "
+      "(fp32 master weights: %d of it)" % (n, W, plain, zero, plain - zero, expected, 4 * (n - S)))
+if plain - zero != expected:
+    sys.exit("FAIL: ZeRO-1 should keep the master weights of this rank's shard only")
+EOF
+  finish $?
 fi
 
 spec=$(case_of "$part") || { echo "unknown case '$part' (cases: $CASES)"; finish 2; }

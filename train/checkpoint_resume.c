@@ -52,20 +52,23 @@ static void checkpoint_agree(Trainer* t, int failed, const char* err, int was_co
     exit(1);
 }
 
+// The backend's all-gather of master weight shards (model/backend.h): every rank's shard.
+static void gather_master(void* ctx, const float* send, float* recv, size_t count) {
+    Trainer* t = ctx;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_gather(t->comm, MESH_WORLD, send, recv, count, COMM_F32);
+}
+
 void save_checkpoint(Trainer* t) {
     params_ready(t);
     if (t->opt.no_save) return;
     char err[ERR_LEN] = "", path[4096];
     const char* dir = t->opt.out_dir;
     const double t0 = seconds_now();
-    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank updated only its shard of them;
-    // gather the others' (in place) so that every rank's copy, and the files, are current.
-    if (t->opt.zero && t->model.master_params) {
-        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        comm_all_gather(t->comm, MESH_WORLD, t->model.master_params + t->shard_begin,
-                        t->model.master_params, t->shard_count, COMM_F32);
-    }
-    gpt_params_to_host(&t->model, t->host_params);
+    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
+    // backend gathers the others' in chunks, so that every rank's state file and the model file
+    // hold all of them.
+    gpt_params_to_host(&t->model, t->host_params, gather_master, t);
     optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
     // A step resumed and written again (its DONE already there) is complete before this write.
     checkpoint_done_path(dir, t->step, path, sizeof path);
@@ -167,7 +170,8 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     gpt_params_from_host(&t->model, t->host_params);
     optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
     t->step = info.step;
-    // The stored parameters as the uninterrupted run has them (CUDA bf16: stochastic rounding).
+    // The stored parameters as the uninterrupted run has them (CUDA bf16: stochastic rounding);
+    // under ZeRO-1 only this rank's shard: resume gathers the others' once every rank loaded.
     gpt_params_restore_rounding(&t->model, t->step);
     t->sample_rng = info.sample_rng;
     return 0;
@@ -195,6 +199,10 @@ void resume(Trainer* t) {
         }
         if (bad == 0) {
             resumed = 1;
+            if (t->opt.zero) {   // the parameters of the others' shards, as after every step
+                gather_params(t);
+                params_ready(t);
+            }
             if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
         } else {
             if (rc != 0) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",

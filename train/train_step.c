@@ -39,6 +39,16 @@ void params_ready(Trainer* t) {
     t->param_gather = NULL;
 }
 
+// ZeRO-1: every rank's shard of the parameters to every rank, left in flight (params_ready).
+void gather_params(Trainer* t) {
+    GPT* m = &t->model;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    tensor_copy(t->shard_scratch, element(m->params_memory, t->shard_begin), t->shard_count);
+    t->param_gather = comm_all_gather_start(t->comm, MESH_WORLD, t->shard_scratch,
+                                            m->params_memory, t->shard_count,
+                                            dist_real_comm_type());
+}
+
 // The first parameter tensor whose gradient holds a non-finite value on any rank (-1: none), for
 // the message of a non-finite step (the run ends after it): each tensor's sum of squares on the
 // backend, which is not finite exactly when an element is not (fp32 squares cannot overflow a
@@ -208,13 +218,7 @@ void train_step(Trainer* t, StepLimits limits) {
     const TimelineLabel label = {"optimizer", NULL, NULL, 0, -1, "other"};
     timeline_span(t->timeline, TL_COMPUTE, TIMELINE_COMPUTE_TRACK, begin,
                   timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK), &label);
-    if (t->opt.zero) {
-        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        tensor_copy(t->shard_scratch, element(m->params_memory, t->shard_begin), t->shard_count);
-        t->param_gather = comm_all_gather_start(t->comm, MESH_WORLD, t->shard_scratch,
-                                                m->params_memory, t->shard_count,
-                                                dist_real_comm_type());
-    }
+    if (t->opt.zero) gather_params(t);
     phase_mark(t, 2 * t->accum + 1);
     gpt_scalars_fetch(m);
 }

@@ -164,6 +164,7 @@ void shut_down(Trainer* t);
 void next_batch(Trainer* t, DataLoader* loader);
 double all_reduce_scalar(Trainer* t, double x);
 void params_ready(Trainer* t);
+void gather_params(Trainer* t);
 void train_step(Trainer* t, StepLimits limits);
 double finish_step(Trainer* t, double* grad_norm, int* applied);
 StepPhases step_phases(const Trainer* t);
