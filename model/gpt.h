@@ -116,7 +116,8 @@ void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* atte
 // rest layer by layer (same results: bitwise on the CPU).
 void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
                           int pad_multiple, GptRecompute r);
-// A forward-only model (e.g. for sampling) that uses owner's parameters; no gradients.
+// A forward-only model (e.g. for sampling) that uses owner's parameters; no gradients, and one
+// layer's activation buffers for all layers (GPT_FORWARD_ONLY).
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);
 

@@ -157,12 +157,12 @@ static size_t activation_bytes(const MemoryConfig* c, int B, int T, GptRecompute
     return nreal * c->real_bytes + nstat * c->stat_bytes;
 }
 
-// train/sampler.c: gpt_create_shared on 1 x context tokens (no recompute, no gradients), its
+// train/sampler.c: gpt_create_shared on 1 x context tokens (forward only, no gradients), its
 // tokens and scalars, and a local attention layer of that length.
 static size_t sampler_bytes(const MemoryConfig* c) {
     if (!c->sampler) return 0;
     const int T = c->cfg.max_T;
-    return activation_bytes(c, 1, T, GPT_RECOMPUTE_NONE) + 2 * (size_t)T * TOKEN_BYTES +
+    return activation_bytes(c, 1, T, GPT_FORWARD_ONLY) + 2 * (size_t)T * TOKEN_BYTES +
            SCALARS * 8 + (size_t)c->cfg.NH * T * c->stat_bytes;
 }
 
