@@ -10,7 +10,7 @@ static const char* const term_names[MEMORY_NTERMS] = {
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
     "attention dQ slices", "tokens",
     "step scalars", "gradient buckets", "transport scratch", "sampler (rank 0)",
-    "cuBLASLt workspace"};
+    "cuBLASLt workspace", "host parameter copy"};
 
 const char* memory_term_name(MemoryTerm t) {
     return t >= 0 && t < MEMORY_NTERMS ? term_names[t] : "?";
@@ -196,5 +196,6 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     b[MEMORY_COMM] = c->nccl ? NCCL_SCRATCH : 0;
     b[MEMORY_SAMPLER] = sampler_bytes(c);
     b[MEMORY_WORKSPACE] = c->cuda ? CUBLASLT_WORKSPACE : 0;
+    b[MEMORY_HOST_PARAMS] = c->cuda ? 0 : num_params(&c->cfg) * sizeof(float);
     for (int i = 0; i < MEMORY_NTERMS; i++) out->total += b[i];
 }

@@ -39,6 +39,8 @@ typedef enum {
     MEMORY_COMM,              // the transport's device scratch (nccl)
     MEMORY_SAMPLER,           // rank 0's forward-only sampling model (1 x context tokens)
     MEMORY_WORKSPACE,         // cuBLASLt workspace (CUDA)
+    MEMORY_HOST_PARAMS,       // the trainer's fp32 host copy of the parameters (train/run_setup.c),
+                              // where the backend's memory is the host's (CPU): the same memory
     MEMORY_NTERMS
 } MemoryTerm;
 
@@ -59,7 +61,10 @@ typedef struct {
     MemorySchedule schedule;  // when pq * pkv > 1
     int keep_kv;              // 2d: gathered K/V of every layer kept for backward
     int zero;                 // ZeRO-1: AdamW state sharded over all dp * pq * pkv ranks
-    int cuda;                 // the CUDA backend (layer workspace, cuBLASLt workspace)
+    int cuda;                 // the CUDA backend (layer workspace, cuBLASLt workspace); else the
+                              // backend's memory is the host's, which the trainer's host copy of
+                              // the parameters shares (its AdamW moment copies stay untouched
+                              // until a checkpoint is written or read)
     int nccl;                 // the nccl transport (its device scratch)
     int sampler;              // this rank samples (rank 0 with --sample-length > 0)
     int flash_sms;            // SMs of the device whose bf16 attention backward keeps fp32 dQ

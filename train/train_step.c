@@ -193,7 +193,6 @@ void train_step(Trainer* t, StepLimits limits) {
         next_batch(t, t->train_loader);
         if (a == 0) {
             params_ready(t);
-            gpt_zero_grad(m);
             gpt_loss_zero(m);
         }
         gpt_forward(m, t->inputs, t->targets);
@@ -206,6 +205,8 @@ void train_step(Trainer* t, StepLimits limits) {
             m->grads_ready = grad_buckets_ready;
             m->grads_ready_ctx = t->buckets;
         }
+        // The first micro-batch writes the parameter gradients (no zeroing pass), later ones add.
+        m->grads_write = a == 0;
         gpt_backward(m, dloss);   // the classifier's one pass adds this micro-batch's losses
         m->grads_ready = NULL;
         phase_mark(t, 2 * a + 2);
