@@ -11,6 +11,7 @@
 #include "comm/mesh.h"
 #include "model/activations.h"
 #include "model/config.h"
+#include "model/memory_budget.h"
 #include "tools/kernel_costs.h"
 
 static const char* const ALG_NAMES[COST_NALGS] = {"2d", "2d-overlap", "ring", "striped", "zigzag"};
@@ -602,30 +603,31 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
 
 // --- Memory --------------------------------------------------------------------------------------
 
-// Bytes per device: parameters and gradients, optimizer state (sharded by ZeRO-1), the saved
-// activations of N local tokens (model/gpt.c: 16 C per token per layer, LayerNorm statistics,
-// LSE; embeddings, final LayerNorm, logits and the backward buffers), and the schedule's scratch.
+// Bytes per device: the trainer's own budget (model/memory_budget.h) in the cluster's element
+// sizes. Each rank owns its device where no cores are shared (a GPU: the CUDA backend and its
+// workspace; nccl between ranks); the optimizer state beyond AdamW's fp32 m and v is the master
+// copy, which ZeRO-1 shards with them (as the CUDA trainer keeps it). The sampler (rank 0,
+// --sample-length) is not counted: the cost model predicts a training step, and the trainer's
+// refusal names the sampler when it is what does not fit.
 static double memory_bytes(const Cluster* c, const CostConfig* g) {
+    enum { H100_SMS = 132 };   // the clusters give no SM count: the bf16 attention's dQ slices
     const CostShape* s = &g->shape;
-    const int P = g->pq * g->pkv, W = g->dp * P;
-    const double n = costmodel_num_params(s), C = s->C, NH = s->NH, Vp = gpt_padded_vocab(s->V);
-    const double Tl = (double)g->T / P, N = g->B * Tl, S = N * C, a = c->act_bytes, f = c->acc_bytes;
-    double bytes = 2 * n * c->param_bytes + n * c->state_bytes / (g->zero ? W : 1);
-    // The saved activations as the model lays them out for this recompute mode.
-    const GPTConfig shape = {s->max_T, s->V, (int)Vp, s->L, s->NH, s->C};
-    size_t nreal, nstat;
-    ActivationTensors unused;
-    gpt_activation_layout(&shape, g->B, (int)Tl, (GptRecompute)g->recompute, NULL, NULL, &unused,
-                          &nreal, &nstat);
-    bytes += nreal * a + nstat * 4.0 + (6 * S) * a;   // activations, statistics; dbuffers
-    if (cost_algorithm_is_ring(g->alg)) {
-        bytes += 2 * 2 * S * a + 3 * 2 * S * f + 3 * S * f;   // K|V x2, dK|dV x3, O, O step, dQ
-    } else {
-        const double Sq = S * g->pkv, Sk = S * g->pq;          // rows of the row / column
-        bytes += Sq * (2 * a + 2 * f) + 2 * NH * N * g->pkv * f + Sk * 2 * (a + f);
-        if (g->keep_kv) bytes += s->L * Sk * 2 * a;
-    }
-    return bytes;
+    const int P = g->pq * g->pkv;
+    MemorySchedule schedule;
+    CHECK(memory_schedule_parse(cost_algorithm_name(g->alg), &schedule) == 0, "caller bug",
+          "memory_bytes: no schedule named %s", cost_algorithm_name(g->alg));
+    const int gpu = c->shared_cores == 0;
+    const MemoryConfig m = {
+        .cfg = {s->max_T, s->V, gpt_padded_vocab(s->V), s->L, s->NH, s->C},
+        .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
+        .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
+        .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
+        .flash_sms = gpu && c->param_bytes < 4 ? H100_SMS : 0,
+        .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
+        .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0};
+    MemoryBudget b;
+    memory_budget(&m, &b);
+    return (double)b.total;
 }
 
 // --- The prediction ----------------------------------------------------------------------------

@@ -422,8 +422,13 @@ static void paper_intro(FILE* md, const char* a100_path, const char* h100_path,
             "full) with which Ring, NO and O all fit the GPU's memory (80 GiB), applied to all "
             "three, so every step time above includes its recomputed forward kernels; and the "
             "memory per GPU of the largest of the three with it (in brackets without "
-            "recomputation, where that does not fit). A cell that does not fit even with full "
-            "says so.\n\n",
+            "recomputation, where that does not fit). Memory is the trainer's own budget "
+            "(model/memory_budget.c: what it prints at start and refuses on). A cell that does "
+            "not fit even with full says so: 13B at 2^17 on 16 GPUs holds its bf16 parameters "
+            "and gradients whole (24 GiB each: ZeRO-1 shards the AdamW state and the fp32 master "
+            "weights only), 8 GiB of ATTENTION2D scratch and 4.4 GiB of the attention "
+            "backward's fp32 dQ slices (one per split of the key tiles; the deterministic "
+            "single-accumulator dQ of the attention redesign keeps one).\n\n",
             a100_path, h100_path, h100_fa2_path, CELL_GOAL_PCT);
 }
 
