@@ -6,6 +6,15 @@
 //   cp_async_16         cp.async.cg.shared.global [dst], [src], 16, src_bytes (zero-fill)
 //   cp_async_commit     cp.async.commit_group
 //   cp_async_wait<N>    cp.async.wait_group N
+//   ex2_approx_ftz      ex2.approx.ftz.f32: 2^x, max relative error 2^-22 (PTX ISA), subnormal
+//                       inputs and results flushed to zero
+//   red_add_f32         red.global.add.f32: a fire-and-forget atomic add (no value returned)
+//   red_add_v2_f32      red.global.add.v2.f32, sm_90 only: defined where CUDA_PTX_HAS_RED_V2 is 1
+//                       (the host runtime and sm_90+ device code); 8-byte aligned; each element is
+//                       its own atomic add
+//   ld_acquire_gpu_u32  ld.acquire.gpu.global.u32 (a semaphore's wait)
+//   red_release_gpu_add_u32  red.release.gpu.global.add.u32 (its signal)
+//   nanosleep_ns        __nanosleep: the back-off of a spin-wait (sm_70+)
 //
 // Under nvcc (sm_80 and later) each is one PTX instruction. Under the host runtime (-DCUDA_HOST)
 // each calls its portable twin (tests/cuda_host/host_ptx.h), a warp collective that follows the
@@ -24,6 +33,11 @@
 // elements (2(l % 4), l / 4) and (2(l % 4) + 1, l / 4). Addresses are 16-byte aligned shared memory.
 // cp.async: each thread's copies become visible to that thread after its cp_async_wait<N> leaves at
 // most N of its committed groups pending; other threads see them after that and a __syncthreads.
+// A semaphore-ordered reduction (FlashAttention-3's deterministic dQ): one thread spins
+// `while (ld_acquire_gpu_u32(sem) != turn) nanosleep_ns(..)`, __syncthreads, the block adds, then
+// __syncthreads, __threadfence and red_release_gpu_add_u32(sem, 1) by one thread. A block may wait
+// only for blocks with smaller indices or earlier tickets (a GPU starts those first). The host
+// runtime runs such waits under every schedule and ends a wait that never ends with a diagnostic.
 #pragma once
 #include <stdint.h>
 
@@ -78,6 +92,33 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ void red_add_f32(float* p, float v) {
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+// The vector form needs sm_90: sm_80 code uses two red_add_f32 under #if !CUDA_PTX_HAS_RED_V2.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define CUDA_PTX_HAS_RED_V2 1
+__device__ __forceinline__ void red_add_v2_f32(float* p, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+#else
+#define CUDA_PTX_HAS_RED_V2 0
+#endif
+__device__ __forceinline__ unsigned ld_acquire_gpu_u32(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_gpu_add_u32(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void nanosleep_ns(unsigned ns) { __nanosleep(ns); }
+
 #else  // CUDA_HOST: the twins (tests/cuda_host/host_ptx.h, included by the runtime)
 
 static inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
@@ -94,6 +135,13 @@ static inline void cp_async_16(void* dst, const void* src, int src_bytes) {
 }
 static inline void cp_async_commit(void) { cuda_host_cp_async_commit(); }
 template <int N> static inline void cp_async_wait(void) { cuda_host_cp_async_wait(N); }
+static inline float ex2_approx_ftz(float x) { return cuda_host_ex2_approx_ftz(x); }
+static inline void red_add_f32(float* p, float v) { cuda_host_red_add_f32(p, v); }
+#define CUDA_PTX_HAS_RED_V2 1
+static inline void red_add_v2_f32(float* p, float a, float b) { cuda_host_red_add_v2_f32(p, a, b); }
+static inline unsigned ld_acquire_gpu_u32(const unsigned* p) { return cuda_host_ld_acquire_u32(p); }
+static inline void red_release_gpu_add_u32(unsigned* p, unsigned v) { cuda_host_red_release_add_u32(p, v); }
+static inline void nanosleep_ns(unsigned ns) { cuda_host_nanosleep(ns); }
 
 #endif
 

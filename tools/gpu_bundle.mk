@@ -55,7 +55,8 @@ $(BUILD)/gpu/$(1)_fp32: $(NVCC_BUILD)/cuda-fp32/tests/cuda/$(1).o $(CUDA_KERNEL_
 endef
 $(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(eval $(call gpu_test_rules,$(t))))
 
-# The known answers of model/cuda_ptx.cuh's wrappers (mma.sync, ldmatrix, cp.async): under the host
+# The known answers of model/cuda_ptx.cuh's wrappers (mma.sync, ldmatrix, cp.async, ex2, red,
+# ld.acquire / red.release / nanosleep): under the host
 # runtime (build/tests/cuda_host/test_ptx) against the portable twins of tests/cuda_host/ptx.cpp,
 # here against the hardware, which checks the twins' fragment layouts. bf16 only; no kernel library
 # and no CPU twins (its kernels are in the test, its references are host loops).

@@ -19,7 +19,8 @@
 #
 # Steps: 1. device facts and the peak-table entry, and the sync-check switch on a faulting kernel;
 # 2. the kernel tests of `make test-cuda` (same sources, nvcc) on the GPU, with their host and GPU
-# error bounds, and test_ptx (known answers of the mma.sync / ldmatrix / cp.async wrappers);
+# error bounds, and test_ptx (known answers of the mma.sync / ldmatrix / cp.async / ex2 / red /
+# acquire-release wrappers);
 # 3. compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the kernel tests and a
 # 2-step training run; 4. the CUDA trainer (bf16 and fp32) against the CPU trainer, on the tiny
 # model and at long sequences (T = 2048 and 4096, head sizes 64 and 128: many attention tiles),
@@ -361,7 +362,7 @@ say "[2/8] kernel tests (the sources of make test-cuda, built with nvcc) against
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
-section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"

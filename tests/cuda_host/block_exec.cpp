@@ -7,6 +7,11 @@
 
 #include <omp.h>
 #include <signal.h>
+#include <time.h>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +31,26 @@ typedef struct {
     unsigned wait_value;       // ... to move past this value
     uint3 tid;
     CudaHostWarpResult result;  // of the last warp round, copied out when the round completed
+    // Spin-wait state (cuda_host_spin_*): the last ld.acquire, and how long the fiber has paused
+    // in nanosleep seeing that same value with no progress anywhere.
+    const void* acq_addr;
+    unsigned acq_value;
+    long spins;
+    double spin_since;
+    unsigned long long progress_seen;
 } Fiber;
+
+// The blocks of one launch not yet started, in a seeded order (queue_block). The OpenMP threads of
+// a scheduler step take positions up to `quota`; a block that stalls in a spin-wait starts a helper
+// OS thread that takes positions up to the end of the launch, so the block it waits for can run.
+typedef struct BlockQueue {
+    const CudaHostLaunch* launch;
+    std::atomic<long> next;
+    long nblocks;
+    int mul, add, tail_mul;  // the permutation of each window of positions (queue_block)
+    std::mutex lock;
+    std::vector<std::thread> helpers;
+} BlockQueue;
 
 // One warp's collective state. Only one round is collected at a time: a lane that arrives with
 // a different mask while lanes wait is refused (not supported here).
@@ -53,6 +77,8 @@ typedef struct {
     unsigned char* dyn_smem;
     void* alt_stack;   // the alternate signal stack this thread got from us (NULL: its own)
     const CudaHostLaunch* launch;
+    BlockQueue* queue;  // of the running block
+    int helped;         // the running block has started a helper thread
     int in_kernel;
 } Engine;
 
@@ -64,7 +90,7 @@ static __thread Engine* tl_engine;
 struct EngineOwner {
     ~EngineOwner() {
         Engine* e = tl_engine;
-        if (!e) return;
+        if (!e || e->in_kernel) return;  // exit() from a fiber (a failure) runs on one of these stacks
         tl_engine = NULL;
         cuda_host_fibers_destroy(e->fibers);
         free(e->fiber);
@@ -320,7 +346,14 @@ static void report_deadlock(Engine* e) {
             at_warp, warps, done);
 }
 
-static void run_block(const CudaHostLaunch* l, long b) {
+// Blocks finished and red.release operations, process-wide: a spin-wait that sees neither for
+// CUDA_HOST_SPIN_TIMEOUT_S is reported as a deadlock.
+static std::atomic<unsigned long long> spin_progress;
+
+void cuda_host_spin_progress(void) { spin_progress.fetch_add(1, std::memory_order_relaxed); }
+
+static void run_block(BlockQueue* q, long b) {
+    const CudaHostLaunch* l = q->launch;
     int n = (int)(l->block.x * l->block.y * l->block.z);
     Engine* e = engine_get(n);
     gridDim = l->grid;
@@ -329,6 +362,8 @@ static void run_block(const CudaHostLaunch* l, long b) {
     blockIdx.y = (unsigned)(b / l->grid.x % l->grid.y);
     blockIdx.z = (unsigned)(b / ((long)l->grid.x * l->grid.y));
     e->launch = l;
+    e->queue = q;
+    e->helped = 0;
     e->nthreads = n;
     e->live = n;
     e->bar_gen = 0;
@@ -343,6 +378,8 @@ static void run_block(const CudaHostLaunch* l, long b) {
         Fiber* f = &e->fiber[i];
         f->state = FIBER_READY;
         f->wait_gen = NULL;
+        f->acq_addr = NULL;
+        f->spins = 0;
         f->tid.x = (unsigned)i % l->block.x;
         f->tid.y = (unsigned)i / l->block.x % l->block.y;
         f->tid.z = (unsigned)i / (l->block.x * l->block.y);
@@ -367,6 +404,7 @@ static void run_block(const CudaHostLaunch* l, long b) {
         if (!ran) report_deadlock(e);
     }
     e->in_kernel = 0;
+    cuda_host_spin_progress();
 }
 
 void* cuda_host_dynamic_smem(void) { return engine_in_kernel("DYNAMIC_SHARED")->dyn_smem; }
@@ -401,36 +439,178 @@ static cudaError_t check_launch(const CudaHostLaunch* l) {
     return cudaSuccess;
 }
 
-// Blocks [begin, end) of a launch, spread over OpenMP threads.
-static void run_blocks(const CudaHostLaunch* l, long begin, long end) {
-    long nblocks = end - begin;
+// --- The order of a launch's blocks, helper threads, spin-waits ----------------------------------
+
+// Blocks start in windows of 8 positions, each window in a seeded order: block indices stay
+// nearly ascending (as a GPU dispatches them), but the blocks of a window start in a different
+// order under each seed, so a result that depends on the order of blocks shows (test_ptx's
+// ordered accumulation without its wait). CUDA_HOST_SCHEDULE=inorder keeps ascending order.
+static const long BLOCK_WINDOW = 8;
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+// A multiplier in [1, w] coprime with w, from r: k -> (a k + c) mod w permutes [0, w).
+static int coprime_multiplier(unsigned long long r, int w) {
+    int a = 1 + (int)(r % (unsigned long long)w);
+    while (gcd(a, w) != 1) a = a % w + 1;
+    return a;
+}
+
+static void queue_init(BlockQueue* q, const CudaHostLaunch* l, long nblocks) {
+    q->launch = l;
+    q->nblocks = nblocks;
+    q->next = 0;
+    q->mul = q->tail_mul = 1;
+    q->add = 0;
+    if (cuda_host_schedule_inorder()) return;
+    long tail = nblocks % BLOCK_WINDOW;
+    q->mul = coprime_multiplier(cuda_host_schedule_rand(BLOCK_WINDOW), (int)BLOCK_WINDOW);
+    q->add = (int)cuda_host_schedule_rand(BLOCK_WINDOW);
+    q->tail_mul = tail ? coprime_multiplier(cuda_host_schedule_rand((unsigned long long)tail), (int)tail) : 1;
+}
+
+// The block index at position p.
+static long queue_block(const BlockQueue* q, long p) {
+    long base = p - p % BLOCK_WINDOW, w = q->nblocks - base < BLOCK_WINDOW ? q->nblocks - base : BLOCK_WINDOW;
+    long a = w == BLOCK_WINDOW ? q->mul : q->tail_mul;
+    return base + (a * (p - base) + q->add) % w;
+}
+
+// Runs blocks from the queue, one after another, until its positions below limit are taken.
+static void take_blocks(BlockQueue* q, long limit) {
+    long p = q->next.load();
+    while (p < limit) {
+        if (!q->next.compare_exchange_weak(p, p + 1)) continue;  // p is reloaded
+        run_block(q, queue_block(q, p));
+        p = q->next.load();
+    }
+}
+
+static void helper_main(BlockQueue* q) { take_blocks(q, q->nblocks); }
+
+// A block stalls in a spin-wait: one more OS thread starts the launch's other blocks (the OS
+// thread of the stalled block can run nothing else), at most one per stalled block; helpers take
+// blocks until the launch has none left. So every block of the launch starts while others wait:
+// waits for smaller block indices (or any order without a cycle) end under every seed and number
+// of OpenMP threads.
+static void start_helper(Engine* e) {
+    BlockQueue* q = e->queue;
+    if (e->helped || q->next.load() >= q->nblocks) return;
+    e->helped = 1;
+    std::lock_guard<std::mutex> guard(q->lock);
+    try {
+        q->helpers.emplace_back(helper_main, q);
+    } catch (const std::exception& ex) {
+        fail_msg("host runtime: cannot start a thread for the blocks of kernel %s that a spin-wait "
+                 "waits for: %s", q->launch->name, ex.what());
+    }
+}
+
+// Blocks up to position quota, spread over OpenMP threads, and any that helpers start.
+static void run_blocks(BlockQueue* q, long quota) {
+    long nblocks = quota - q->next.load();
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > nblocks) threads = (int)nblocks;
-    if (threads < 2) {
-        for (long b = begin; b < end; b++) run_block(l, b);
-        return;
+    if (threads < 2) take_blocks(q, quota);
+    else {
+#pragma omp parallel num_threads(threads)
+        take_blocks(q, quota);
     }
-    long chunk = nblocks / ((long)threads * 8) + 1;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-    for (long b = begin; b < end; b++) run_block(l, b);
+    for (;;) {  // a helper may start another before it ends
+        std::vector<std::thread> done;
+        {
+            std::lock_guard<std::mutex> guard(q->lock);
+            done.swap(q->helpers);
+        }
+        if (done.empty()) break;
+        for (std::thread& t : done) t.join();
+    }
+}
+
+static double spin_timeout_s(void) {
+    static const double limit = [] {
+        const char* v = getenv("CUDA_HOST_SPIN_TIMEOUT_S");
+        if (!v || !v[0]) return 30.0;
+        char* end;
+        double s = strtod(v, &end);
+        if (*end || !(s > 0.0)) fail_msg("CUDA_HOST_SPIN_TIMEOUT_S=%s: expected seconds (> 0)", v);
+        return s;
+    }();
+    return limit;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cuda_host_spin_acquired(const void* addr, unsigned value) {
+    Engine* e = engine_in_kernel("ld.acquire");
+    Fiber* f = &e->fiber[e->current];
+    if (f->acq_addr != addr || f->acq_value != value) {
+        f->acq_addr = addr;
+        f->acq_value = value;
+        f->spins = 0;
+    }
+}
+
+// Set by the spin-wait that reports a deadlock; the others then sleep while the job ends.
+static std::atomic<int> spin_failed;
+
+// Pauses after this many nanosleeps that saw the same ld.acquire value: the block has stalled.
+enum { STALL_SPINS = 4 };
+
+void cuda_host_spin_pause(unsigned ns) {
+    Engine* e = engine_in_kernel("__nanosleep");
+    int me = e->current;
+    Fiber* f = &e->fiber[me];
+    unsigned long long progress = spin_progress.load(std::memory_order_relaxed);
+    if (f->spins == 0 || f->progress_seen != progress) {
+        f->spins = 0;
+        f->spin_since = now_s();
+        f->progress_seen = progress;
+    }
+    f->spins++;
+    cuda_host_fiber_switch(e->fibers, me, e->capacity);  // the block's other threads run first
+    if (f->spins < STALL_SPINS) return;
+    start_helper(e);
+    long sleep_ns = ns < 1000u ? 1000L : ns > 100000u ? 100000L : (long)ns;
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);  // the OS thread too: the block it waits for may share this core
+    while (spin_failed.load()) pause();  // another spin-wait is ending the job: stay out of its way
+    double waited = now_s() - f->spin_since;
+    if (waited > spin_timeout_s() && !spin_failed.exchange(1)) {
+        const CudaHostLaunch* l = e->launch;
+        fail_at(l->file, l->line,
+                "a block may wait only for blocks that can run before it ends (smaller block indices, "
+                "earlier tickets); CUDA_HOST_SPIN_TIMEOUT_S sets this limit",
+                "spin-wait that never ends in kernel %s, block (%u,%u,%u), thread (%u,%u,%u): its "
+                "ld.acquire of %p has read %u for %.1f s while no block finished and no red.release ran",
+                l->name, blockIdx.x, blockIdx.y, blockIdx.z, f->tid.x, f->tid.y, f->tid.z, f->acq_addr,
+                f->acq_value, waited);
+    }
 }
 
 // A queued launch. When other stream work could run too, a step runs a random number of the
 // blocks left, so that the blocks of concurrent kernels interleave as on a GPU.
 struct KernelOp : CudaHostOp {
     CudaHostLaunch launch;
-    long next = 0, nblocks = 0;
+    BlockQueue queue;
+    int queued = 0;
     ~KernelOp() override { launch.release(launch.ctx); }
     int step(int split) override {
-        long left = nblocks - next;
+        if (!queued) queue_init(&queue, &launch, (long)launch.grid.x * launch.grid.y * launch.grid.z);
+        queued = 1;
+        long left = queue.nblocks - queue.next.load();
         long n = split ? 1 + (long)cuda_host_schedule_rand((unsigned long long)left) : left;
-        run_blocks(&launch, next, next + n);
-        next += n;
-        return next == nblocks;
+        run_blocks(&queue, queue.next.load() + n);
+        return queue.next.load() >= queue.nblocks;
     }
     void describe(char* buf, size_t len) override {
+        long nblocks = (long)launch.grid.x * launch.grid.y * launch.grid.z;
         snprintf(buf, len, "kernel %s (launched at %s:%d, %ld of %ld blocks run)", launch.name, launch.file,
-                 launch.line, next, nblocks);
+                 launch.line, queued ? queue.next.load() : 0L, nblocks);
     }
 };
 
@@ -446,7 +626,6 @@ void cuda_host_launch_blocks(const CudaHostLaunch* l) {
     }
     KernelOp* op = new KernelOp();
     op->launch = *l;
-    op->nblocks = (long)l->grid.x * l->grid.y * l->grid.z;
     cuda_host_enqueue(l->stream, op);
     cuda_host_count_launch();
 }

@@ -7,8 +7,10 @@
 // - It is queued on its stream; the stream scheduler (stream_sched.cpp) runs its blocks at a host
 //   synchronisation point, interleaved with other streams' work in a seeded random order
 //   (CUDA_HOST_SCHEDULE_SEED; CUDA_HOST_SCHEDULE=inorder runs each operation when issued).
-// - Blocks are spread over OpenMP threads (OMP_NUM_THREADS=1 runs them one after another); one
-//   OS thread runs one block at a time, to completion.
+// - Blocks are spread over OpenMP threads (OMP_NUM_THREADS=1 runs them one after another), in
+//   windows of 8 started in a seeded order; one OS thread runs one block at a time, to
+//   completion. A block stalled in a spin-wait (nanosleep_ns) starts a helper thread for the
+//   launch's other blocks.
 // - The threads of a block are cooperative fibers on that OS thread, each with its own stack
 //   (64 KiB by default, CUDA_HOST_STACK_KB to change, a guard page below it), reused across
 //   blocks. A fiber runs until it reaches a barrier (__syncthreads, a warp collective, a PTX twin

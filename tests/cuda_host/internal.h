@@ -153,3 +153,11 @@ int cuda_host_current_thread(const char* what);
 void cuda_host_where(char* buf, size_t len, const char* what);
 // Called when a CUDA thread returns from the kernel (ptx.cpp: fails if it left cp.async copies).
 void cuda_host_ptx_thread_exit(void);
+// Spin-waits (block_exec.cpp), for the ld.acquire, red.release and nanosleep twins: the value an
+// ld.acquire read (the fiber's wait state); a nanosleep: yields to the block's other threads and,
+// once the wait has stalled, starts a helper thread for the launch's other blocks, sleeps, and
+// fails after CUDA_HOST_SPIN_TIMEOUT_S (default 30) seconds without progress; progress: a
+// red.release (blocks that finish count too).
+void cuda_host_spin_acquired(const void* addr, unsigned value);
+void cuda_host_spin_pause(unsigned ns);
+void cuda_host_spin_progress(void);

@@ -12,7 +12,9 @@
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
+#include <float.h>
 #include <link.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <vector>
@@ -291,3 +293,63 @@ void cuda_host_ptx_thread_exit(void) {
     }
     q->open = 0;
 }
+
+// --- ex2, red, acquire/release, nanosleep ---------------------------------------------------------
+
+float cuda_host_ex2_approx_ftz(float x) {
+    if (fpclassify(x) == FP_SUBNORMAL) x = 0.0f;  // .ftz on the input
+    float y = exp2f(x);
+    return y < FLT_MIN ? 0.0f : y;  // .ftz on the result (2^x is never negative; NaN stays)
+}
+
+// .global operands: aligned, and not shared memory (a fault on a GPU).
+static void red_check(const void* p, size_t align, const char* what) {
+    const CudaHostLaunch* l = cuda_host_current_launch(what);
+    const char* why = NULL;
+    if ((uintptr_t)p % align) why = align == 8 ? "is not 8-byte aligned" : "is not 4-byte aligned";
+    else if (in_dynamic_smem(p, l)) why = "is in shared memory (the instruction takes a global address)";
+    else {
+        const TlsRange* t = static_shared_range();
+        if (t->state == 1 && (uintptr_t)p >= t->begin && (uintptr_t)p < t->end)
+            why = "is a static __shared__ variable (the instruction takes a global address)";
+    }
+    if (why) {
+        char where[512];
+        cuda_host_where(where, sizeof where, what);
+        fail_msg("%s: address %p %s (%s)", what, p, why, where);
+    }
+}
+
+static void atomic_add_f32(float* p, float v) {
+    float old, next;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    do {
+        next = old + v;
+    } while (!__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+void cuda_host_red_add_f32(float* p, float v) {
+    red_check(p, 4, "red.global.add.f32");
+    atomic_add_f32(p, v);
+}
+
+void cuda_host_red_add_v2_f32(float* p, float a, float b) {
+    red_check(p, 8, "red.global.add.v2.f32");
+    atomic_add_f32(p, a);
+    atomic_add_f32(p + 1, b);
+}
+
+unsigned cuda_host_ld_acquire_u32(const unsigned* p) {
+    red_check(p, 4, "ld.acquire.gpu.global.u32");
+    unsigned v = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    cuda_host_spin_acquired(p, v);
+    return v;
+}
+
+void cuda_host_red_release_add_u32(unsigned* p, unsigned v) {
+    red_check(p, 4, "red.release.gpu.global.add.u32");
+    __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+    cuda_host_spin_progress();
+}
+
+void cuda_host_nanosleep(unsigned ns) { cuda_host_spin_pause(ns); }

@@ -5,12 +5,22 @@
 // GEMM, and cp.async: copies land only at the wait that retires their group (the host runtime
 // defers them, so a kernel that reads too early sees the 0xFF bytes of fresh shared memory), group
 // accounting, zero-fill, a correct double-buffered loop and the same loop waiting too little.
+// Then the instructions of a semaphore-ordered reduction: ex2.approx.ftz at integers (exact),
+// fractions (within the PTX ISA's 2^-22), underflow (flushed to zero) and inf/NaN; red.global.add
+// (.v2 on sm_90) from many threads and blocks (exact sums); and an ordered accumulation: block i
+// waits (ld.acquire + nanosleep) for a semaphore to reach i, adds its row, and releases i + 1, so
+// the order-dependent fp32 sum is bit-identical to the host's sum in block order every run (under
+// the host runtime: under seeds 1..8, whose schedules start blocks in different orders), while the
+// same kernel without the wait differs under some seed.
 // `--die <case>` must end with a diagnostic: ldmatrix-misaligned, ldmatrix-global, cp-misaligned,
-// cp-overrun, cp-pending, mma-partial, mixed.
+// cp-overrun, cp-pending, mma-partial, mixed, spin-cycle. `--mutant no-wait` runs the ordered
+// accumulation without its wait as if it were right: it must fail (tests/suites/cuda-host.list).
 #include "model/cuda_common.cuh"
 #include "model/cuda_ptx.cuh"
 #include "tests/cuda_host/test_check.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +396,272 @@ static void test_pipeline(void) {
     free(hsrc);
 }
 
+// --- ex2.approx.ftz --------------------------------------------------------------------------------
+
+__global__ void ex2_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = ex2_approx_ftz(x[i]);
+}
+
+static unsigned bits_of(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float* upload_f(const float* h, int n) {
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, (size_t)n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+// y = ex2_approx_ftz(x) for n inputs, through the kernel.
+static void run_ex2(const float* x, float* y, int n) {
+    float* dx = upload_f(x, n);
+    float* dy;
+    CUDA_CHECK(cudaMalloc(&dy, (size_t)n * sizeof(float)));
+    LAUNCH(ex2_kernel, (n + 127) / 128, 128, 0, 0, dx, dy, n);
+    CUDA_CHECK(cudaMemcpy(y, dy, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+}
+
+static void test_ex2(void) {
+    enum { NINT = 254, NFLUSH = 27, NFRAC = 1024 };
+    float x[NFRAC], y[NFRAC];
+    // Integers -126..127: exactly 2^k.
+    for (int k = -126; k <= 127; k++) x[k + 126] = (float)k;
+    run_ex2(x, y, NINT);
+    int bad = 0;
+    for (int k = -126; k <= 127; k++) bad += bits_of(y[k + 126]) != bits_of(ldexpf(1.0f, k));
+    check(bad == 0, "ex2.approx.ftz: 2^k exactly at the integers k = -126..127 (%d of %d differ)", bad, NINT);
+
+    // Results below 2^-126 (subnormal or smaller) are flushed to +0.
+    for (int i = 0; i < 23; i++) x[i] = (float)(-127 - i);  // -127 .. -149
+    x[23] = -150.0f, x[24] = -126.5f, x[25] = -1000.0f, x[26] = -FLT_MAX;
+    run_ex2(x, y, NFLUSH);
+    bad = 0;
+    for (int i = 0; i < NFLUSH; i++) bad += bits_of(y[i]) != 0u;
+    check(bad == 0, "ex2.approx.ftz: results under 2^-126 (x = -126.5, -127 .. -150, -1000, -FLT_MAX) are "
+          "+0 (%d of %d are not)", bad, NFLUSH);
+
+    // Special inputs.
+    float sx[9] = {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, FLT_TRUE_MIN, -(FLT_MIN - FLT_TRUE_MIN), 128.0f, 1000.0f};
+    float sy[9];
+    run_ex2(sx, sy, 9);
+    check(bits_of(sy[0]) == 0u && bits_of(sy[1]) == 0x7f800000u && isnan(sy[2]),
+          "ex2.approx.ftz: -inf -> +0, +inf -> +inf, NaN -> NaN (got %a, %a, %a)", sy[0], sy[1], sy[2]);
+    check(sy[3] == 1.0f && sy[4] == 1.0f && sy[5] == 1.0f && sy[6] == 1.0f,
+          "ex2.approx.ftz: 2^0 = 2^-0 = 1, and subnormal inputs count as zero (got %a, %a, %a, %a)", sy[3],
+          sy[4], sy[5], sy[6]);
+    check(bits_of(sy[7]) == 0x7f800000u && bits_of(sy[8]) == 0x7f800000u,
+          "ex2.approx.ftz: overflow (x = 128, 1000) gives +inf (got %a, %a)", sy[7], sy[8]);
+
+    // Fractions over [-125.9, 127.9]: within 2^-22 relative of 2^x (the PTX ISA's bound).
+    for (int i = 0; i < NFRAC; i++) x[i] = -125.9f + 253.8f * (float)i / (NFRAC - 1) + 1e-3f * (float)(i % 7);
+    x[0] = 0.5f, x[1] = -0.5f, x[2] = 1.0f / 3.0f, x[3] = -1e-6f, x[4] = 0.999f, x[5] = 127.9f;
+    run_ex2(x, y, NFRAC);
+    double worst = 0.0;
+    for (int i = 0; i < NFRAC; i++) {
+        double want = exp2((double)x[i]), r = fabs((double)y[i] - want) / want;
+        if (!(r <= worst)) worst = r;
+    }
+    check(worst <= ldexp(1.0, -22), "ex2.approx.ftz: %d fractions in [-125.9, 127.9] within 2^-22 relative "
+          "(worst %.3g = %.3f x 2^-22)", NFRAC, worst, worst / ldexp(1.0, -22));
+}
+
+// --- red.global.add ------------------------------------------------------------------------------
+
+// Multiples of 1/4 up to 2.25: every partial sum of 1024 of them is exact in fp32, in any order.
+__device__ __host__ static float red_value(int g, int j) { return (float)((g * 3 + j * 7) % 9 + 1) * 0.25f; }
+
+// Every thread adds red_value(g, j) to acc[j], j < nacc (even); V2 adds pairs with the vector form where
+// the architecture has it (flag[0] = 1) and two scalar adds elsewhere (flag[0] = 0).
+template <int V2> __global__ void red_kernel(float* acc, int nacc, int* flag) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int j = 0; j < nacc; j += 2) {
+        if (!V2) {
+            red_add_f32(&acc[j], red_value(g, j));
+            red_add_f32(&acc[j + 1], red_value(g, j + 1));
+            continue;
+        }
+#if CUDA_PTX_HAS_RED_V2
+        red_add_v2_f32(&acc[j], red_value(g, j), red_value(g, j + 1));
+#else
+        red_add_f32(&acc[j], red_value(g, j));
+        red_add_f32(&acc[j + 1], red_value(g, j + 1));
+#endif
+    }
+    if (V2 && g == 0) flag[0] = CUDA_PTX_HAS_RED_V2;
+}
+
+template <int V2> static void test_red(void) {
+    enum { BLOCKS = 8, THREADS = 128, NACC = 6 };
+    float* acc;
+    int* flag;
+    float h[NACC];
+    int hflag = -1;
+    CUDA_CHECK(cudaMalloc(&acc, sizeof h));
+    CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+    CUDA_CHECK(cudaMemset(acc, 0, sizeof h));
+    CUDA_CHECK(cudaMemset(flag, 0xff, sizeof(int)));
+    LAUNCH(red_kernel<V2>, BLOCKS, THREADS, 0, 0, acc, NACC, flag);
+    CUDA_CHECK(cudaMemcpy(h, acc, sizeof h, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&hflag, flag, sizeof(int), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int j = 0; j < NACC; j++) {
+        double want = 0.0;
+        for (int g = 0; g < BLOCKS * THREADS; g++) want += red_value(g, j);
+        bad += (double)h[j] != want;
+    }
+    if (!V2)
+        check(bad == 0, "red.global.add.f32: %d threads in %d blocks add into %d addresses; every sum exact "
+              "(%d of %d differ)", BLOCKS * THREADS, BLOCKS, NACC, bad, NACC);
+    else
+        check(bad == 0 && (hflag == 0 || hflag == 1), "red_add_v2_f32 (%s): %d threads add pairs into %d "
+              "addresses; every sum exact (%d of %d differ)", hflag == 1 ? "red.global.add.v2.f32" :
+              hflag == 0 ? "sm_80: two red.global.add.f32" : "flag not written", BLOCKS * THREADS, NACC, bad, NACC);
+    CUDA_CHECK(cudaFree(acc));
+    CUDA_CHECK(cudaFree(flag));
+}
+
+// --- Semaphore-ordered accumulation ------------------------------------------------------------------
+
+// Block i adds row i of contrib (m values) into acc in turn: thread 0 waits until *sem == i, the
+// block adds (a plain read-modify-write, or red_add_f32 when RED), then one thread releases i + 1.
+// WAIT = 0 is the mutant: the same adds in whatever order the blocks run.
+template <int WAIT, int RED> __global__ void ordered_kernel(const float* contrib, float* acc, unsigned* sem, int m) {
+    unsigned i = blockIdx.x;
+    if (WAIT && threadIdx.x == 0)
+        while (ld_acquire_gpu_u32(sem) != i) nanosleep_ns(64);
+    __syncthreads();
+    for (int c = threadIdx.x; c < m; c += blockDim.x) {
+        float v = contrib[(size_t)i * m + c];
+        if (RED) red_add_f32(&acc[c], v);
+        else acc[c] += v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        red_release_gpu_add_u32(sem, 1u);
+    }
+}
+
+enum { ORD_BLOCKS = 20, ORD_M = 64 };  // 20 blocks: two windows of 8 and a partial one (block_exec.cpp)
+
+// Values from 2^-12 to 2^12 of both signs: their fp32 sum depends on the order of the additions.
+static void ordered_contrib(float* c) {
+    unsigned s = 12345u;
+    for (int i = 0; i < ORD_BLOCKS * ORD_M; i++) {
+        s = s * 1664525u + 1013904223u;
+        int mant = 1024 + (int)(s >> 22), e = (int)((s >> 8) % 25) - 22;
+        c[i] = ldexpf((float)((s >> 20) & 1 ? -mant : mant), e);
+    }
+}
+
+typedef struct {
+    float* contrib;
+    float* acc;
+    unsigned* sem;
+    float want[ORD_M];  // the sum in block order, on the host
+} Ordered;
+
+static void ordered_init(Ordered* o) {
+    float h[ORD_BLOCKS * ORD_M];
+    ordered_contrib(h);
+    for (int c = 0; c < ORD_M; c++) {
+        float s = 0.0f;
+        for (int i = 0; i < ORD_BLOCKS; i++) s += h[i * ORD_M + c];
+        o->want[c] = s;
+    }
+    o->contrib = upload_f(h, ORD_BLOCKS * ORD_M);
+    CUDA_CHECK(cudaMalloc(&o->acc, ORD_M * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&o->sem, sizeof(unsigned)));
+}
+
+static void ordered_free(Ordered* o) {
+    CUDA_CHECK(cudaFree(o->contrib));
+    CUDA_CHECK(cudaFree(o->acc));
+    CUDA_CHECK(cudaFree(o->sem));
+}
+
+// Runs one variant; returns how many of the m sums differ in bits from the block-order sum.
+static int ordered_run(Ordered* o, int wait, int red) {
+    float got[ORD_M];
+    CUDA_CHECK(cudaMemset(o->acc, 0, ORD_M * sizeof(float)));
+    CUDA_CHECK(cudaMemset(o->sem, 0, sizeof(unsigned)));
+    if (wait && red) LAUNCH((ordered_kernel<1, 1>), ORD_BLOCKS, 32, 0, 0, o->contrib, o->acc, o->sem, ORD_M);
+    else if (wait) LAUNCH((ordered_kernel<1, 0>), ORD_BLOCKS, 32, 0, 0, o->contrib, o->acc, o->sem, ORD_M);
+    else LAUNCH((ordered_kernel<0, 1>), ORD_BLOCKS, 32, 0, 0, o->contrib, o->acc, o->sem, ORD_M);
+    CUDA_CHECK(cudaMemcpy(got, o->acc, sizeof got, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int c = 0; c < ORD_M; c++) bad += bits_of(got[c]) != bits_of(o->want[c]);
+    return bad;
+}
+
+#if defined(CUDA_HOST)
+enum { ORD_SEEDS = 8 };
+static void ordered_seed(int seed) { cuda_host_schedule_seed((unsigned long long)seed); }
+#else
+enum { ORD_SEEDS = 3 };  // a GPU has no seeds: runs 1..3
+static void ordered_seed(int seed) { (void)seed; }
+#endif
+
+static void test_ordered(void) {
+    Ordered o;
+    ordered_init(&o);
+    float sorted_sum = 0.0f, h[ORD_BLOCKS * ORD_M];
+    ordered_contrib(h);
+    for (int i = ORD_BLOCKS - 1; i >= 0; i--) sorted_sum += h[i * ORD_M];
+    check(bits_of(sorted_sum) != bits_of(o.want[0]), "ordered accumulation: the inputs' fp32 sum depends on the "
+          "order (column 0 in reverse block order: %a, in block order: %a)", sorted_sum, o.want[0]);
+    for (int red = 0; red < 2; red++) {
+        int bad = 0, runs = 0;
+        for (int seed = 1; seed <= ORD_SEEDS; seed++) {
+            ordered_seed(seed);
+            bad += ordered_run(&o, 1, red) != 0;
+            runs++;
+        }
+        check(bad == 0, "ordered accumulation (%d blocks, ld.acquire + nanosleep wait, %s adds, red.release): "
+              "bit-identical to the block-order sum in %d of %d runs%s", ORD_BLOCKS, red ? "red.global" : "plain",
+              runs - bad, runs, ORD_SEEDS == 8 ? " (seeds 1..8)" : "");
+    }
+#if defined(CUDA_HOST)
+    unsigned caught = 0;
+    for (int seed = 1; seed <= ORD_SEEDS; seed++) {
+        ordered_seed(seed);
+        if (ordered_run(&o, 0, 1)) caught |= 1u << (seed - 1);
+    }
+    printf("info ordered accumulation without the wait: seeds whose block order changes the sum:");
+    for (int seed = 1; seed <= ORD_SEEDS; seed++)
+        if (caught >> (seed - 1) & 1u) printf(" %d", seed);
+    printf("\n");
+    check(caught != 0, "ordered accumulation without the wait (the mutant): the host runtime's block orders "
+          "change its sum under some seed of 1..%d", ORD_SEEDS);
+    ordered_seed(1);
+#endif
+    ordered_free(&o);
+}
+
+// --mutant no-wait: the mutant checked as if it were right, under seeds 1..8; must fail.
+static int mutant(const char* what) {
+    if (strcmp(what, "no-wait")) {
+        printf("--mutant %s: unknown case\n", what);
+        return 2;
+    }
+    Ordered o;
+    ordered_init(&o);
+    for (int seed = 1; seed <= ORD_SEEDS; seed++) {
+        ordered_seed(seed);
+        int bad = ordered_run(&o, 0, 1);
+        check(bad == 0, "ordered accumulation without the wait: bit-identical to the block-order sum under "
+              "seed %d (%d of %d sums differ)", seed, bad, ORD_M);
+    }
+    ordered_free(&o);
+    return test_finish("test_ptx --mutant no-wait");
+}
+
 // --- --die cases ---------------------------------------------------------------------------------
 
 __global__ void die_ldmatrix_misaligned_kernel(uint32_t* out) {
@@ -446,6 +722,15 @@ __global__ void die_mixed_kernel(float* out) {
     out[l] = acc[0] + (float)a[0];
 }
 
+// Each block waits for the other's release: a cycle no schedule can run.
+__global__ void die_spin_cycle_kernel(unsigned* sem) {
+    unsigned b = blockIdx.x;
+    if (threadIdx.x == 0) {
+        while (ld_acquire_gpu_u32(&sem[1 - b]) == 0u) nanosleep_ns(100);
+        red_release_gpu_add_u32(&sem[b], 1u);
+    }
+}
+
 static int die(const char* what) {
     void* d;
     CUDA_CHECK(cudaMalloc(&d, 4096));
@@ -460,6 +745,10 @@ static int die(const char* what) {
     } else if (!strcmp(what, "cp-pending")) LAUNCH(die_cp_pending_kernel, 1, 32, 1024, 0, (const uint4*)d);
     else if (!strcmp(what, "mma-partial")) LAUNCH(die_mma_partial_kernel, 1, 32, 0, 0, (float*)d);
     else if (!strcmp(what, "mixed")) LAUNCH(die_mixed_kernel, 1, 32, 0, 0, (float*)d);
+    else if (!strcmp(what, "spin-cycle")) {
+        CUDA_CHECK(cudaMemset(d, 0, 2 * sizeof(unsigned)));
+        LAUNCH(die_spin_cycle_kernel, 2, 32, 0, 0, (unsigned*)d);
+    }
     else {
         printf("--die %s: unknown case\n", what);
         return 2;
@@ -471,6 +760,7 @@ static int die(const char* what) {
 
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die")) return die(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--mutant")) return mutant(argv[2]);
     test_mma(0, 1, "integer A, B, C = 0");
     test_mma(1, 1, "A a permutation, B distinct values, C integers");
     test_mma(2, 3, "integer A, B, C, three mma calls with d = c");
@@ -483,5 +773,9 @@ int main(int argc, char** argv) {
     test_compose();
     test_cp_async();
     test_pipeline();
+    test_ex2();
+    test_red<0>();
+    test_red<1>();
+    test_ordered();
     return test_finish("test_ptx");
 }
