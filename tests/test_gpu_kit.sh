@@ -271,15 +271,15 @@ t_nvcc_bundle() {
   local rc=$?
   tail -n 14 "$W/make.out" | sed 's/^/        /'
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0
-  check "the bundle holds the nvcc-built kernel tests, test_ptx, trainers, gpu_info, the benchmark and the two kernel libraries" \
-    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_ptx train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda; do [ -x $BUILD/gpu-bundle/libexec/$p ] || exit 1; done && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels.so ] && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
+  check "the bundle holds the nvcc-built kernel tests, test_ptx, trainers, gpu_info, the two benchmarks and the two kernel libraries" \
+    eval 'for p in test_attention_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_ptx train_gpt_cuda train_gpt_cuda_fp32 gpu_info bench_kernels_cuda attention_bench; do [ -x $BUILD/gpu-bundle/libexec/$p ] || exit 1; done && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels.so ] && [ -f $BUILD/gpu-bundle/lib/libgpt_kernels_fp32.so ]'
   # The fat binaries' entry headers (the toolkit here has no cuobjdump): kind 2 = machine code,
   # 1 = PTX, and the SM version at byte 28 of each entry header.
   check "every fat binary of the kernel libraries and the nvcc programs holds sm_80 and sm_90 machine code and compute_90 PTX" \
     "$PY" - $BUILD/gpu-bundle/lib/libgpt_kernels.so $BUILD/gpu-bundle/lib/libgpt_kernels_fp32.so \
       $BUILD/gpu-bundle/libexec/train_gpt_cuda $BUILD/gpu-bundle/libexec/train_gpt_cuda_fp32 \
       $BUILD/gpu-bundle/libexec/test_attention_cuda $BUILD/gpu-bundle/libexec/test_ptx \
-      $BUILD/gpu-bundle/libexec/bench_kernels_cuda <<'EOF'
+      $BUILD/gpu-bundle/libexec/bench_kernels_cuda $BUILD/gpu-bundle/libexec/attention_bench <<'EOF'
 import struct, sys
 MAGIC = struct.pack("<I", 0xBA55ED50)
 for path in sys.argv[1:]:

@@ -1,12 +1,14 @@
 // Shared by the kernel benchmark's files: bench_kernels_cuda.cu (options, ceilings, tables, the
 // attention comparison, main), bench_kernel_cases.cu (every launcher of the step as a case: its
-// buffers, its cost and the call that is timed) and bench_timing.cu (buffers and timing).
+// buffers, its cost and the call that is timed) and bench_timing.cu (buffers and timing, on
+// bench_device.cu's fills and event timing).
 #pragma once
 #include <stddef.h>
 #include <stdio.h>
 
 #include "model/cuda_common.cuh"
 #include "model/matmul_cuda.cuh"
+#include "tools/bench_device.cuh"   // fills, Timing
 #include "tools/kernel_costs.h"
 #include "train/gpu_peaks.h"
 
@@ -68,10 +70,6 @@ typedef struct {
     int copies;
     void* p[MAX_COPIES][MAX_BUFS];
 } CaseBuffers;
-
-typedef struct {
-    double median_ms, min_ms;
-} Timing;
 
 // Something to time: call i of a run (warm-up calls first), on the bench's stream.
 typedef void (*TimedFn)(const Bench* b, const void* ctx, int i);

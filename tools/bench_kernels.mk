@@ -25,8 +25,10 @@ $(BUILD)/tests/test_kernel_costs: $(BUILD)/tests/test_kernel_costs.o $(BUILD)/to
 	$(CC) $(CFLAGS) $^ -o $@ -lm
 
 # Host runtime: the bf16 kernel objects of the other fragments' host-runtime rules.
-# The benchmark's three files (tools/bench_kernels.h).
-BENCH_KERNELS_SRCS = tools/bench_kernels_cuda.cu tools/bench_kernel_cases.cu tools/bench_timing.cu
+# The benchmark's files (tools/bench_kernels.h) and the fills and timing it shares with the attention
+# benchmark (tools/bench_device.cuh).
+BENCH_KERNELS_SRCS = tools/bench_kernels_cuda.cu tools/bench_kernel_cases.cu tools/bench_timing.cu \
+	tools/bench_device.cu
 .SECONDARY: $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
 $(BENCH_KERNELS_HOST): $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
 		$(BUILD)/cuda-host/attention/partial_attention.o $(BENCH_KERNELS_C_OBJS) $(CUDA_HOST_OBJS)

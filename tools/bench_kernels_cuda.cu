@@ -36,7 +36,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,17 +58,6 @@ typedef struct {
 static const char* const USAGE =
     "usage: bench_kernels_cuda [--shapes PRESET:T,...] [--tokens N] [--reps R] [--warmup W] [--tiny]\n"
     "                          [--attention-vs FILE] [--jsonl FILE] [--md FILE]\n";
-
-// A bad command line: one line on stderr, exit status 2.
-static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(2);
-}
 
 // A positive integer up to max, or a usage error naming the flag.
 static int parse_positive(const char* flag, const char* s, long max) {
@@ -625,18 +613,6 @@ static void run_attention_vs(Bench* b, VsFile* f, int tiny) {
 
 // --- Main ---------------------------------------------------------------------------------------
 
-static FILE* open_append(const char* flag, const char* path) {
-    if (!path) return NULL;
-    FILE* f = fopen(path, "a");
-    if (!f) usage_error("%s: expected a file that can be opened for appending, found '%s' (%s)", flag, path,
-                        strerror(errno));
-    return f;
-}
-
-static void close_output(const char* flag, FILE* f, const char* path) {
-    if (f && fclose(f) != 0) FAIL("check the disk", "%s %s: write failed", flag, path);
-}
-
 int main(int argc, char** argv) {
     const Options o = parse_options(argc, argv);
     static Shape shapes[MAX_SHAPES];
@@ -648,8 +624,8 @@ int main(int argc, char** argv) {
     Bench b;
     memset(&b, 0, sizeof b);
     b.reps = o.reps, b.warmup = o.warmup;
-    b.jsonl = open_append("--jsonl", o.jsonl);
-    b.md = open_append("--md", o.md);
+    b.jsonl = bench_open_output("--jsonl", o.jsonl, "a");
+    b.md = bench_open_output("--md", o.md, "a");
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaGetDeviceProperties(&b.prop, 0));
@@ -679,8 +655,8 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamSynchronize(b.stream));
     CUDA_CHECK(cudaStreamDestroy(b.stream));
     CUDA_CHECK(cudaFree(b.delay_sink));
-    close_output("--jsonl", b.jsonl, o.jsonl);
-    close_output("--md", b.md, o.md);
+    bench_close_output("--jsonl", b.jsonl, o.jsonl);
+    bench_close_output("--md", b.md, o.md);
     printf("done\n");
     return 0;
 }

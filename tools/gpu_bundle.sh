@@ -14,7 +14,8 @@
 #   OUT/data/             the GPT-2 tokenizer file, fortunes shards, the learnable stream of
 #                         tools/stream_shards.py (stream/, and a longer one in stream-long/)
 #   OUT/tools/            gpu_check.sh (the check), bundle_env.sh, trainer_checks.sh, sdpa_bench.py,
-#                         torch_gpt_bench.py
+#                         torch_gpt_bench.py, attention_bench.sh and attention_bench_sdpa.py (the
+#                         attention benchmark beside PyTorch's SDPA: bin/attention_bench)
 #   OUT/MANIFEST          what was built from what, the glibc / GLIBCXX the programs need, the CUDA
 #                         libraries they load, and every file with its size and SHA-256
 #
@@ -191,7 +192,8 @@ for path in sys.argv[1:]:
 PYEOF
 "$PY" tools/stream_shards.py "$tmp/data/stream"
 "$PY" tools/stream_shards.py "$tmp/data/stream-long" 65536 20000   # the long-sequence and generation runs
-cp tools/gpu_check.sh tools/bundle_env.sh tools/trainer_checks.sh tools/sdpa_bench.py tools/torch_gpt_bench.py "$tmp/tools/"
+cp tools/gpu_check.sh tools/bundle_env.sh tools/trainer_checks.sh tools/sdpa_bench.py tools/torch_gpt_bench.py \
+   tools/attention_bench.sh tools/attention_bench_sdpa.py "$tmp/tools/"
 chmod +x "$tmp/tools/"*.sh
 
 # --- Manifest ----------------------------------------------------------------------------------------
@@ -233,6 +235,7 @@ cat > "$tmp/README.md" <<EOF
     tools/gpu_check.sh --bench    # the numbers only: kernel times, attention and throughput beside PyTorch
     tools/gpu_check.sh --bench --llmc /path/to/llm.c/train_gpt2cu   # llm.c in the throughput table too
     tools/gpu_check.sh --dry-run  # checks this folder only (no GPU needed)
+    tools/attention_bench.sh      # attention variants beside flash and cuDNN SDPA (TFLOP/s), a minute or two
     bin/train_gpt_cuda --help     # the trainer (bf16); bin/train_gpt_cuda_fp32, bin/train_gpt (CPU)
     bin/generate_cuda --help      # text generation with a KV cache (bf16), 1 or many ranks
 

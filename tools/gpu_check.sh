@@ -85,7 +85,7 @@ dry_run() {
   for p in $(manifest programs); do
     [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
   done
-  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda bench_collectives_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda compare_logs"
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda bench_collectives_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx gpu_info bench_kernels_cuda attention_bench compare_logs"
   for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
   [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
 
@@ -132,11 +132,11 @@ dry_run() {
   [ "$bad_data" -eq 0 ] && ok "data: $(ls "$GPU_BUNDLE"/data/*/*.bin | wc -l) token shards and the tokenizer file have llm.c's magic numbers"
   # Scripts.
   local bad_script=0
-  for f in gpu_check.sh trainer_checks.sh; do bash -n "$GPU_BUNDLE/tools/$f" || { bad "tools/$f: syntax"; bad_script=1; }; done
+  for f in gpu_check.sh trainer_checks.sh attention_bench.sh; do bash -n "$GPU_BUNDLE/tools/$f" || { bad "tools/$f: syntax"; bad_script=1; }; done
   sh -n "$GPU_BUNDLE/tools/bundle_env.sh" || { bad "tools/bundle_env.sh: syntax"; bad_script=1; }
   for f in "$GPU_BUNDLE"/bin/*; do sh -n "$f" || { bad "${f#$GPU_BUNDLE/}: syntax"; bad_script=1; }; done
-  for f in sdpa_bench.py torch_gpt_bench.py; do [ -f "$GPU_BUNDLE/tools/$f" ] || { bad "tools/$f missing"; bad_script=1; }; done
-  [ "$bad_script" -eq 0 ] && ok "scripts: gpu_check.sh, trainer_checks.sh, bundle_env.sh and the bin/ wrappers parse"
+  for f in sdpa_bench.py torch_gpt_bench.py attention_bench_sdpa.py; do [ -f "$GPU_BUNDLE/tools/$f" ] || { bad "tools/$f missing"; bad_script=1; }; done
+  [ "$bad_script" -eq 0 ] && ok "scripts: gpu_check.sh, trainer_checks.sh, attention_bench.sh, bundle_env.sh and the bin/ wrappers parse"
   # glibc and size.
   local need have
   need=$(manifest glibc_required); have=$(getconf GNU_LIBC_VERSION 2> /dev/null | awk '{print $2}')

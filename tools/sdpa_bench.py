@@ -52,30 +52,48 @@ def skip(reason):
     sys.exit(0)
 
 
-def load_torch():
-    """torch, or a skip line saying why it cannot run the comparison."""
+def usable_torch():
+    """(torch, None), or (None, why it cannot run the comparison)."""
     try:
         import torch
     except Exception as e:  # no torch at all, or a broken install
-        skip(f"no usable torch ({type(e).__name__}: {e})")
+        return None, f"no usable torch ({type(e).__name__}: {e})"
     if not torch.cuda.is_available():
-        skip(f"torch {torch.__version__} sees no CUDA device")
+        return None, f"torch {torch.__version__} sees no CUDA device"
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-        skip(f"torch {torch.__version__} has no scaled_dot_product_attention (needs torch >= 2.0)")
+        return None, f"torch {torch.__version__} has no scaled_dot_product_attention (needs torch >= 2.0)"
+    return torch, None
+
+
+def load_torch():
+    """torch, or a skip line saying why it cannot run the comparison."""
+    torch, reason = usable_torch()
+    if torch is None:
+        skip(reason)
     return torch
+
+
+def backend_context(torch, backend):
+    """A context manager that allows only `backend` ("flash" or "cudnn"), or None if this torch has
+    no way to force it."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        SDPBackend = None
+    if SDPBackend is not None:
+        which = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}[backend]
+        if hasattr(SDPBackend, which):
+            return lambda: sdpa_kernel(getattr(SDPBackend, which))
+        return None
+    if backend == "flash" and hasattr(torch.backends.cuda, "sdp_kernel"):  # torch 2.0 - 2.2
+        return lambda: torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False,
+                                                      enable_mem_efficient=False)
+    return None
 
 
 def flash_context(torch):
     """A context manager that allows only the flash backend, or None if this torch has no way to."""
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        return lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
-    except ImportError:
-        pass
-    if hasattr(torch.backends.cuda, "sdp_kernel"):  # torch 2.0 - 2.2
-        return lambda: torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False,
-                                                      enable_mem_efficient=False)
-    return None
+    return backend_context(torch, "flash")
 
 
 def time_ms(torch, fn, reps, warmup):

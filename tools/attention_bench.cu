@@ -1,0 +1,550 @@
+// attention_bench: times variants of the causal attention, forward and backward, at several shapes
+// in one call, with CUDA events, and checks each variant against the current kernels. The numbers
+// beside PyTorch's flash and cuDNN SDPA: tools/attention_bench.sh (with tools/attention_bench_sdpa.py).
+// Variants, their predictions and their results: attention/cuda_perf_attention.md, "Variants".
+//
+//   attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]
+//                   [--warmup W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]
+//
+// Built by nvcc alone, from the repository root (or `make attention-bench`: build/attention_bench):
+//   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+//        -gencode arch=compute_90,code=compute_90 -I. tools/attention_bench.cu tools/bench_device.cu
+//        attention/partial_attention.cu tools/kernel_costs.c comm/fail.c -o build/attention_bench
+// (-DGPT_CUDA_FP32 for the fp32 kernels.) It links the CUDA runtime and nothing else.
+//
+// A shape is (HS, T): B = N / T sequences of T tokens (N = --tokens, default 16384, the GPU kit's),
+// NH heads (--heads; default 2048 / HS rounded, but 32 at HS 80: gpt3-2.7b). Q, K, V are read from
+// a fused (B*T, 3C) activation and dQ, dK, dV written into one, as the trainer does (C = NH*HS).
+// Forward: the variant's forward alone. Backward: the variant's backward, its preprocessing
+// (rowsum(dO * O)) included, as SDPA's backward includes its own. TFLOP/s on model FLOPs
+// (tools/kernel_costs.c, as the kit): 4*HS (forward) and 10*HS (backward) per visible pair,
+// B*NH*T*(T+1)/2 pairs.
+//
+// Timing: W warm-up calls, then the median (and min) of R calls, each between its own pair of events,
+// queued behind a delay kernel so that they run back to back; inputs rotate among up to 4 copies
+// while one call's buffers are under twice the L2 size, so calls read DRAM, not the cache.
+// Spot check (unless --no-check): on each shape, every variant runs on the first copy with its outputs
+// poisoned (NaN) first, and is compared with the current kernels: max |ours - current| / max |current|
+// over O and LSE (fwd) and over each of dQ, dK, dV (bwd); over 2e-2 (bf16; 1e-4 fp32) fails it, and so
+// does a NaN or an output left unwritten. A second run must give the same bits (deterministic).
+// Exit status 1 when a check failed (after every row is printed), 2 on a bad command line.
+#include "attention/partial_attention_cuda.cuh"
+#include "model/cuda_precision.cuh"
+#include "tools/bench_device.cuh"
+#include "tools/kernel_costs.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_LIST = 16, MAX_COPIES = 4, DIFF_THREADS = 256, DIFF_BLOCKS = 256 };
+// The spot check's bound on the relative difference: a few roundings of the storage precision.
+static const double TOLERANCE = sizeof(floatX) == 2 ? 2e-2 : 1e-4;
+
+// --- Variants --------------------------------------------------------------------------------------
+
+// One call's buffers (one copy). The forward reads qkv and writes out and lse; the backward reads
+// qkv, dout, out and lse, may use d as scratch, and writes every element of dqkv.
+typedef struct {
+    AttentionProblem p;   // causal: queries and keys at positions 0, 1, 2, ...
+    int C;                // NH * HS
+    floatX* qkv;          // (B*T, 3C): Q | K | V per row
+    floatX* dout;         // (B*T, C)
+    floatX* out;          // (B*T, C)
+    float* lse;           // (B, NH, T)
+    float* d;             // (B, NH, T)
+    floatX* dqkv;         // (B*T, 3C): dQ | dK | dV per row
+} AttnCall;
+
+typedef void (*AttnFn)(const AttnCall* a, cudaStream_t stream);
+
+typedef struct {
+    const char* name;
+    const char* what;     // --list's line; predictions are in attention/cuda_perf_attention.md
+    AttnFn forward, backward;
+    int listed;           // 0: test only, run when named
+} Variant;
+
+// The trainer's calls (attention/attention_local_cuda.cu).
+static void current_forward(const AttnCall* a, cudaStream_t s) {
+    const int C = a->C;
+    attention_forward_cuda(&a->p, a->qkv, 3 * C, a->qkv + C, 3 * C, a->qkv + 2 * C, 3 * C, a->out, C, a->lse, s);
+}
+static void current_backward(const AttnCall* a, cudaStream_t s) {
+    const int C = a->C;
+    attention_row_dot_cuda(&a->p, a->out, C, a->dout, C, a->d, s);
+    attention_backward_cuda(&a->p, a->qkv, 3 * C, a->qkv + C, 3 * C, a->qkv + 2 * C, 3 * C, a->dout, C, a->lse,
+                            a->d, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C, s);
+}
+
+// A broken variant for the tests: the current kernels with the first row of the output
+// overwritten (0x60 bytes: about 6.5e19), which the spot check must catch.
+static void mutant_forward(const AttnCall* a, cudaStream_t s) {
+    current_forward(a, s);
+    CUDA_CHECK(cudaMemsetAsync(a->out, 0x60, (size_t)a->C * sizeof(floatX), s));
+}
+static void mutant_backward(const AttnCall* a, cudaStream_t s) {
+    current_backward(a, s);
+    CUDA_CHECK(cudaMemsetAsync(a->dqkv, 0x60, 3 * (size_t)a->C * sizeof(floatX), s));
+}
+
+// A new variant is one line: its name, a description, its forward and backward launchers.
+// The first is the reference of the spot check.
+static const Variant VARIANTS[] = {
+    {"current", "the trainer's kernels: attention_forward_cuda; attention_row_dot_cuda + attention_backward_cuda",
+     current_forward, current_backward, 1},
+    {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
+     mutant_forward, mutant_backward, 0},
+};
+static const int NVARIANTS = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
+
+// --- Command line ----------------------------------------------------------------------------------
+
+typedef struct {
+    int variant[MAX_LIST], nvariant;
+    int hs[MAX_LIST], nhs;
+    int T[MAX_LIST], nT;
+    int tokens, heads, reps, warmup, check;
+    const char* csv;
+    const char* jsonl;
+} Options;
+
+static const char* const USAGE =
+    "usage: attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]\n"
+    "                       [--warmup W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]\n"
+    "Times causal attention variants (forward; backward with its row-dot) at every (HS, T), B = N / T.\n"
+    "  --variants LIST  comma-separated names (default: every listed variant; --list shows them)\n"
+    "  --hs LIST        head sizes, each a multiple of 16 in [16, 128] but 112 (default 64,80,128)\n"
+    "  --T LIST         sequence lengths, each dividing N (default 1024,2048,4096,8192,16384)\n"
+    "  --tokens N       B*T tokens per call (default 16384)\n"
+    "  --heads N        heads per sequence (default 2048/HS rounded; 32 at HS 80, gpt3-2.7b)\n"
+    "  --reps R         timed calls, median and min reported (default 20)\n"
+    "  --warmup W       untimed calls first (default 3)\n"
+    "  --csv FILE       one row per (variant, shape), the columns of tools/attention_bench_sdpa.py\n"
+    "  --jsonl FILE     the same as JSON objects, one per line\n"
+    "  --no-check       no spot check against the current kernels\n"
+    "  --list           the variants, then exit\n";
+
+static int parse_int(const char* flag, const char* s, long lo, long hi) {
+    char* end = NULL;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        usage_error("%s: expected an integer in [%ld, %ld], found '%s'", flag, lo, hi, s);
+    return (int)v;
+}
+
+// Comma-separated integers in [lo, hi]; returns how many.
+static int parse_int_list(const char* flag, const char* text, int* out, long lo, long hi) {
+    char buf[512];
+    if (strlen(text) >= sizeof buf)
+        usage_error("%s: expected at most %zu characters, found '%s'", flag, sizeof buf - 1, text);
+    strcpy(buf, text);
+    int n = 0;
+    for (char* item = strtok(buf, ","); item; item = strtok(NULL, ",")) {
+        if (n == MAX_LIST) usage_error("%s: expected at most %d items, found '%s'", flag, MAX_LIST, text);
+        out[n++] = parse_int(flag, item, lo, hi);
+    }
+    if (!n) usage_error("%s: expected comma-separated integers, found '%s'", flag, text);
+    return n;
+}
+
+static int find_variant(const char* name) {
+    for (int i = 0; i < NVARIANTS; i++)
+        if (!strcmp(VARIANTS[i].name, name)) return i;
+    return -1;
+}
+
+static void parse_variants(const char* text, Options* o) {
+    char buf[512], names[256] = "";
+    for (int i = 0; i < NVARIANTS; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", VARIANTS[i].name);
+    if (strlen(text) >= sizeof buf) usage_error("--variants: expected names from %s, found '%s'", names, text);
+    strcpy(buf, text);
+    o->nvariant = 0;
+    for (char* item = strtok(buf, ","); item; item = strtok(NULL, ",")) {
+        const int v = find_variant(item);
+        if (v < 0) usage_error("--variants: expected names from %s, found '%s'", names, item);
+        if (o->nvariant == MAX_LIST) usage_error("--variants: expected at most %d names, found '%s'", MAX_LIST, text);
+        o->variant[o->nvariant++] = v;
+    }
+    if (!o->nvariant) usage_error("--variants: expected names from %s, found '%s'", names, text);
+}
+
+static void list_variants(void) {
+    for (int i = 0; i < NVARIANTS; i++) printf("%-10s %s\n", VARIANTS[i].name, VARIANTS[i].what);
+    exit(0);
+}
+
+// The head sizes of the kernels (attention/partial_attention_cuda.cuh): 16, 32, ..., 96, 128.
+static int head_size_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128 && HS != 112; }
+
+static Options parse_options(int argc, char** argv) {
+    Options o;
+    memset(&o, 0, sizeof o);
+    o.tokens = 16384, o.reps = 20, o.warmup = 3, o.check = 1;
+    const char* variants = NULL;
+    const char* hs = "64,80,128";
+    const char* T = "1024,2048,4096,8192,16384";
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "--list")) list_variants();
+        if (!strcmp(a, "--no-check")) {
+            o.check = 0;
+            continue;
+        }
+        const char* const valued[] = {"--variants", "--hs", "--T", "--tokens", "--heads", "--reps", "--warmup",
+                                      "--csv", "--jsonl"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+        if (!known)
+            usage_error("unknown option '%s' (expected one of --variants --hs --T --tokens --heads --reps --warmup "
+                        "--csv --jsonl --no-check --list --help)", a);
+        if (i + 1 >= argc) usage_error("%s: expected a value, found the end of the command line", a);
+        const char* v = argv[++i];
+        if (!v[0]) usage_error("%s: expected a value, found an empty string", a);
+        if (!strcmp(a, "--variants")) variants = v;
+        else if (!strcmp(a, "--hs")) hs = v;
+        else if (!strcmp(a, "--T")) T = v;
+        else if (!strcmp(a, "--tokens")) o.tokens = parse_int(a, v, 1, 1 << 22);
+        else if (!strcmp(a, "--heads")) o.heads = parse_int(a, v, 1, 65535);
+        else if (!strcmp(a, "--reps")) o.reps = parse_int(a, v, 1, 100000);
+        else if (!strcmp(a, "--warmup")) o.warmup = parse_int(a, v, 0, 100000);
+        else if (!strcmp(a, "--csv")) o.csv = v;
+        else o.jsonl = v;
+    }
+    if (variants) {
+        parse_variants(variants, &o);
+    } else {
+        for (int i = 0; i < NVARIANTS; i++)
+            if (VARIANTS[i].listed) o.variant[o.nvariant++] = i;
+    }
+    o.nhs = parse_int_list("--hs", hs, o.hs, 1, 1 << 20);
+    for (int i = 0; i < o.nhs; i++)
+        if (!head_size_supported(o.hs[i]))
+            usage_error("--hs: expected head sizes from 16, 32, 48, 64, 80, 96, 128, found '%d'", o.hs[i]);
+    o.nT = parse_int_list("--T", T, o.T, 1, 1 << 22);
+    for (int i = 0; i < o.nT; i++)
+        if (o.tokens % o.T[i])
+            usage_error("--T: expected lengths dividing --tokens N = %d (B = N / T), found '%d'", o.tokens, o.T[i]);
+    return o;
+}
+
+// --- Output ----------------------------------------------------------------------------------------
+
+// The columns of the CSV (and the keys of the JSON lines), shared with tools/attention_bench_sdpa.py.
+static const char* const CSV_HEADER = "source,variant,dtype,HS,T,B,NH,fwd_ms,fwd_min_ms,bwd_ms,bwd_min_ms,"
+                                      "fwd_tflops,bwd_tflops,fwd_err,bwd_err,deterministic,status";
+
+typedef struct {
+    const char* variant;
+    int HS, T, B, NH;
+    Timing fwd, bwd;
+    double fwd_tflops, bwd_tflops;
+    double fwd_err, bwd_err;   // NAN: not checked
+    int deterministic;         // -1: not checked
+    const char* status;
+} Row;
+
+// A number as CSV ("" when unknown) or JSON (null when unknown).
+static void put_num(FILE* f, const char* key, double v, const char* fmt) {
+    if (key) fprintf(f, ",\"%s\":", key);
+    else fputc(',', f);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else if (key) fputs("null", f);
+}
+
+static void write_row(FILE* csv, FILE* jsonl, const Row* r) {
+    for (int j = 0; j < 2; j++) {
+        FILE* f = j ? jsonl : csv;
+        if (!f) continue;
+        const char* k[10] = {NULL};
+        if (j) {
+            const char* keys[10] = {"fwd_ms", "fwd_min_ms", "bwd_ms", "bwd_min_ms", "fwd_tflops", "bwd_tflops",
+                                    "fwd_err", "bwd_err"};
+            memcpy(k, keys, sizeof keys);
+            fprintf(f, "{\"type\":\"attention_bench\",\"source\":\"ours\",\"variant\":\"%s\",\"dtype\":\"%s\","
+                       "\"HS\":%d,\"T\":%d,\"B\":%d,\"NH\":%d", r->variant, FLOATX_NAME, r->HS, r->T, r->B, r->NH);
+        } else {
+            fprintf(f, "ours,%s,%s,%d,%d,%d,%d", r->variant, FLOATX_NAME, r->HS, r->T, r->B, r->NH);
+        }
+        put_num(f, k[0], r->fwd.median_ms, "%.5f");
+        put_num(f, k[1], r->fwd.min_ms, "%.5f");
+        put_num(f, k[2], r->bwd.median_ms, "%.5f");
+        put_num(f, k[3], r->bwd.min_ms, "%.5f");
+        put_num(f, k[4], r->fwd_tflops, "%.4g");
+        put_num(f, k[5], r->bwd_tflops, "%.4g");
+        put_num(f, k[6], r->fwd_err, "%.3g");
+        put_num(f, k[7], r->bwd_err, "%.3g");
+        if (j) {
+            fprintf(f, ",\"deterministic\":%s,\"status\":\"%s\"}\n",
+                    r->deterministic < 0 ? "null" : r->deterministic ? "true" : "false", r->status);
+        } else {
+            fprintf(f, ",%s,%s\n", r->deterministic < 0 ? "" : r->deterministic ? "yes" : "no", r->status);
+        }
+        fflush(f);
+    }
+}
+
+static const char* err_text(char* buf, size_t n, double v) {
+    if (isnan(v)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.2g", v);
+    return buf;
+}
+
+static void print_row(const Row* r) {
+    char bxnh[32], fe[16], be[16];
+    snprintf(bxnh, sizeof bxnh, "%d x %d", r->B, r->NH);
+    printf("%-10s %4d %6d %9s %9.4g %8.1f %9.4g %8.1f %8s %8s %4s  %s\n", r->variant, r->HS, r->T, bxnh,
+           r->fwd.median_ms, r->fwd_tflops, r->bwd.median_ms, r->bwd_tflops, err_text(fe, sizeof fe, r->fwd_err),
+           err_text(be, sizeof be, r->bwd_err), r->deterministic < 0 ? "-" : r->deterministic ? "yes" : "NO",
+           r->status);
+    fflush(stdout);
+}
+
+// --- Buffers, check and timing ----------------------------------------------------------------------
+
+typedef struct {
+    cudaStream_t stream;
+    cudaDeviceProp prop;
+    float* sink;          // the delay kernel's
+    float* partial;       // the difference kernel's per-block maxima (2 * DIFF_BLOCKS)
+} Bench;
+
+static int default_heads(int HS) {
+    return HS == 80 ? 32 : (2048 + HS / 2) / HS;
+}
+
+static size_t call_bytes(const AttnCall* a) {
+    const size_t n = (size_t)a->p.B * a->p.Tq * a->C, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
+    return (3 + 1 + 1 + 3) * n * sizeof(floatX) + 2 * rows * sizeof(float);
+}
+
+static void* device_alloc(size_t bytes) {
+    void* p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, unsigned long long seed) {
+    AttnCall a;
+    memset(&a, 0, sizeof a);
+    a.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
+    a.C = NH * HS;
+    const size_t n = (size_t)B * T * a.C, rows = (size_t)B * NH * T;
+    a.qkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
+    a.dout = (floatX*)device_alloc(n * sizeof(floatX));
+    a.out = (floatX*)device_alloc(n * sizeof(floatX));
+    a.dqkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
+    a.lse = (float*)device_alloc(rows * sizeof(float));
+    a.d = (float*)device_alloc(rows * sizeof(float));
+    // As the kit's fills: |x| in [0.25, 1), random signs.
+    bench_fill_floatx(a.qkv, 3 * n, seed, 0.25f, 1.0f, 1, b->stream);
+    bench_fill_floatx(a.dout, n, seed + 1, 0.25f, 1.0f, 1, b->stream);
+    return a;
+}
+
+static void free_call(AttnCall* a) {
+    void* p[6] = {a->qkv, a->dout, a->out, a->dqkv, a->lse, a->d};
+    for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(p[i]));
+    memset(a, 0, sizeof *a);
+}
+
+// Copies to rotate among: their bytes reach twice the L2 size (at most MAX_COPIES), within 80% of
+// the free memory with `extra` more copies (the check's).
+static int call_copies(const Bench* b, size_t bytes, int extra) {
+    const double l2x2 = 2.0 * (double)b->prop.l2CacheSize;
+    int copies = (double)bytes < l2x2 ? (int)ceil(l2x2 / (double)(bytes > 0 ? bytes : 1)) : 1;
+    if (copies > MAX_COPIES) copies = MAX_COPIES;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    while (copies > 1 && (double)bytes * (copies + extra) > 0.8 * (double)free_bytes) copies--;
+    return copies;
+}
+
+// Per block: max |a - b| (NaN counts as infinite) and max |b| over rows x cols elements of rows
+// ld apart.
+template <typename T>
+__global__ void __launch_bounds__(DIFF_THREADS)
+diff_kernel(const T* a, const T* b, long long rows, int cols, long long ld, float* partial) {
+    __shared__ float sd[DIFF_THREADS], sb[DIFF_THREADS];
+    float md = 0.0f, mb = 0.0f;
+    const long long n = rows * cols;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const long long i = (e / cols) * ld + e % cols;
+        const float x = to_float(a[i]), y = to_float(b[i]);
+        float d = fabsf(x - y);
+        if (!(d <= INFINITY)) d = INFINITY;
+        md = fmaxf(md, d);
+        mb = fmaxf(mb, fabsf(y));
+    }
+    sd[threadIdx.x] = md, sb[threadIdx.x] = mb;
+    __syncthreads();
+    for (int s = DIFF_THREADS / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s) {
+            sd[threadIdx.x] = fmaxf(sd[threadIdx.x], sd[threadIdx.x + s]);
+            sb[threadIdx.x] = fmaxf(sb[threadIdx.x], sb[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[2 * blockIdx.x] = sd[0], partial[2 * blockIdx.x + 1] = sb[0];
+}
+
+// max |a - b| / max |b|: 0 for identical values, infinite for a NaN or a nonzero a against b = 0.
+template <typename T>
+static double max_rel_diff(const Bench* b, const T* x, const T* ref, long long rows, int cols, long long ld) {
+    LAUNCH(diff_kernel<T>, DIFF_BLOCKS, DIFF_THREADS, 0, b->stream, x, ref, rows, cols, ld, b->partial);
+    float h[2 * DIFF_BLOCKS];
+    CUDA_CHECK(cudaMemcpyAsync(h, b->partial, sizeof h, cudaMemcpyDeviceToHost, b->stream));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream));
+    double md = 0, mb = 0;
+    for (int i = 0; i < DIFF_BLOCKS; i++) md = fmax(md, h[2 * i]), mb = fmax(mb, h[2 * i + 1]);
+    if (md == 0) return 0;
+    return mb > 0 ? md / mb : INFINITY;
+}
+
+// Forward (O, LSE) and backward (worst of dQ, dK, dV) differences of x's outputs from ref's.
+static void call_diff(const Bench* b, const AttnCall* x, const AttnCall* ref, double* fwd, double* bwd) {
+    const long long rows = (long long)x->p.B * x->p.Tq, lse_rows = rows * x->p.NH;
+    const int C = x->C;
+    *fwd = fmax(max_rel_diff(b, x->out, ref->out, rows, C, C), max_rel_diff(b, x->lse, ref->lse, lse_rows, 1, 1));
+    *bwd = 0;
+    for (int part = 0; part < 3; part++)
+        *bwd = fmax(*bwd, max_rel_diff(b, x->dqkv + part * C, ref->dqkv + part * C, rows, C, 3 * C));
+}
+
+// Every output of a call set to NaN (0xFF bytes), so that an output a variant leaves unwritten fails.
+static void poison(const Bench* b, const AttnCall* a) {
+    const size_t n = (size_t)a->p.B * a->p.Tq * a->C, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
+    CUDA_CHECK(cudaMemsetAsync(a->out, 0xFF, n * sizeof(floatX), b->stream));
+    CUDA_CHECK(cudaMemsetAsync(a->dqkv, 0xFF, 3 * n * sizeof(floatX), b->stream));
+    CUDA_CHECK(cudaMemsetAsync(a->lse, 0xFF, rows * sizeof(float), b->stream));
+    CUDA_CHECK(cudaMemsetAsync(a->d, 0xFF, rows * sizeof(float), b->stream));
+}
+
+// The outputs of one call (out, lse, dqkv) copied into another's.
+static void copy_outputs(const Bench* b, const AttnCall* dst, const AttnCall* src) {
+    const size_t n = (size_t)src->p.B * src->p.Tq * src->C, rows = (size_t)src->p.B * src->p.NH * src->p.Tq;
+    CUDA_CHECK(cudaMemcpyAsync(dst->out, src->out, n * sizeof(floatX), cudaMemcpyDeviceToDevice, b->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst->dqkv, src->dqkv, 3 * n * sizeof(floatX), cudaMemcpyDeviceToDevice, b->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst->lse, src->lse, rows * sizeof(float), cudaMemcpyDeviceToDevice, b->stream));
+}
+
+static void run_both(const Bench* b, const Variant* v, const AttnCall* a) {
+    poison(b, a);
+    v->forward(a, b->stream);
+    v->backward(a, b->stream);
+}
+
+typedef struct {
+    const Bench* b;
+    const Variant* v;
+    const AttnCall* calls;
+    int copies, backward;
+} TimedCall;
+
+static void timed_call(const void* ctx, int i) {
+    const TimedCall* t = (const TimedCall*)ctx;
+    const AttnCall* a = &t->calls[i % t->copies];
+    (t->backward ? t->v->backward : t->v->forward)(a, t->b->stream);
+}
+
+// One shape: the reference outputs, then every variant checked and timed. Returns the failed checks.
+static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv, FILE* jsonl) {
+    const int B = o->tokens / T, NH = o->heads ? o->heads : default_heads(HS);
+    AttnCall calls[MAX_COPIES], ref, run1;
+    AttnCall probe;
+    probe.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
+    probe.C = NH * HS;
+    const int copies = call_copies(b, call_bytes(&probe), o->check ? 2 : 0);
+    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, 1000ull * (k + 1));
+    const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops;
+    const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops;
+    if (o->check) {   // the current kernels' outputs on copy 0, and room for a second run's
+        ref = alloc_call(b, B, NH, HS, T, 7ull), run1 = alloc_call(b, B, NH, HS, T, 8ull);
+        run_both(b, &VARIANTS[0], &calls[0]);
+        copy_outputs(b, &ref, &calls[0]);
+    }
+    int failed = 0;
+    for (int vi = 0; vi < o->nvariant; vi++) {
+        const Variant* v = &VARIANTS[o->variant[vi]];
+        Row r;
+        memset(&r, 0, sizeof r);
+        r.variant = v->name, r.HS = HS, r.T = T, r.B = B, r.NH = NH;
+        r.fwd_err = r.bwd_err = NAN, r.deterministic = -1, r.status = "ok";
+        if (o->check) {
+            run_both(b, v, &calls[0]);
+            call_diff(b, &calls[0], &ref, &r.fwd_err, &r.bwd_err);
+            copy_outputs(b, &run1, &calls[0]);
+            run_both(b, v, &calls[0]);
+            double fwd_same = 0, bwd_same = 0;
+            call_diff(b, &calls[0], &run1, &fwd_same, &bwd_same);
+            r.deterministic = fwd_same == 0 && bwd_same == 0;
+            const int ok = r.fwd_err <= TOLERANCE && r.bwd_err <= TOLERANCE && r.deterministic;
+            if (!ok) r.status = "FAIL", failed++;
+        }
+        TimedCall t = {b, v, calls, copies, 0};
+        r.fwd = bench_time_calls(b->stream, o->warmup, o->reps, b->sink, timed_call, &t);
+        for (int k = 0; k < copies; k++) v->forward(&calls[k], b->stream);   // the backward's O and LSE
+        t.backward = 1;
+        r.bwd = bench_time_calls(b->stream, o->warmup, o->reps, b->sink, timed_call, &t);
+        r.fwd_tflops = fwd_flops / (r.fwd.median_ms * 1e-3) / 1e12;
+        r.bwd_tflops = bwd_flops / (r.bwd.median_ms * 1e-3) / 1e12;
+        print_row(&r);
+        write_row(csv, jsonl, &r);
+    }
+    for (int k = 0; k < copies; k++) free_call(&calls[k]);
+    if (o->check) free_call(&ref), free_call(&run1);
+    return failed;
+}
+
+// --- Main ----------------------------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    const Options o = parse_options(argc, argv);
+    FILE* csv = bench_open_output("--csv", o.csv, "w");
+    FILE* jsonl = bench_open_output("--jsonl", o.jsonl, "w");
+    if (csv) fprintf(csv, "%s\n", CSV_HEADER);
+
+    Bench b;
+    memset(&b, 0, sizeof b);
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaGetDeviceProperties(&b.prop, 0));
+    CUDA_CHECK(cudaStreamCreate(&b.stream));
+    b.sink = (float*)device_alloc(sizeof(float));
+    b.partial = (float*)device_alloc(2 * DIFF_BLOCKS * sizeof(float));
+    printf("attention_bench: %s, sm_%d%d, %d SMs, L2 %d MiB; %s, causal, N = B*T = %d tokens\n", b.prop.name,
+           b.prop.major, b.prop.minor, b.prop.multiProcessorCount, b.prop.l2CacheSize >> 20, FLOATX_NAME, o.tokens);
+    printf("timing: median of %d calls after %d warm-up calls, each between its own pair of CUDA events; "
+           "inputs rotate among up to %d copies past twice the L2. TFLOP/s: 4*HS (fwd), 10*HS (bwd, with its "
+           "row-dot) FLOPs per visible pair. err: max |variant - current| / max |current| (fwd: O, LSE; bwd: "
+           "dQ, dK, dV); det: a second run gives the same bits\n",
+           o.reps, o.warmup, MAX_COPIES);
+    printf("%-10s %4s %6s %9s %9s %8s %9s %8s %8s %8s %4s  %s\n", "variant", "HS", "T", "B x NH", "fwd ms",
+           "fwd TF/s", "bwd ms", "bwd TF/s", "fwd err", "bwd err", "det", "check");
+    fflush(stdout);
+
+    int failed = 0, rows = 0;
+    for (int i = 0; i < o.nhs; i++)
+        for (int j = 0; j < o.nT; j++) {
+            failed += run_shape(&b, &o, o.hs[i], o.T[j], csv, jsonl);
+            rows += o.nvariant;
+        }
+
+    CUDA_CHECK(cudaFree(b.sink));
+    CUDA_CHECK(cudaFree(b.partial));
+    CUDA_CHECK(cudaStreamDestroy(b.stream));
+    bench_close_output("--csv", csv, o.csv);
+    bench_close_output("--jsonl", jsonl, o.jsonl);
+    if (!o.check) printf("spot check: not run (--no-check)\n");
+    else if (failed) printf("spot check: FAILED %d of %d rows (tolerance %.0e)\n", failed, rows, TOLERANCE);
+    else printf("spot check: all %d rows within %.0e of the current kernels, deterministic\n", rows, TOLERANCE);
+    return failed ? 1 : 0;
+}

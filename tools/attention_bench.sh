@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Our attention variants beside PyTorch's flash and cuDNN SDPA, in one table: runs attention_bench
+# (tools/attention_bench.cu) and tools/attention_bench_sdpa.py on the same shapes, then joins their
+# CSV rows on (HS, T, B, NH).
+#
+# usage: tools/attention_bench.sh [--out DIR] [OPTION...]
+#   OPTION: attention_bench's (--hs, --T, --tokens, --heads, --reps, --warmup go to both programs;
+#   --variants and --no-check to ours only). --out DIR (default attention_bench_out) receives
+#   ours.csv, ours.jsonl, sdpa.csv, sdpa.jsonl and table.txt.
+# The program: $ATTENTION_BENCH, else bin/attention_bench of the GPU bundle this script is in, else
+# build/attention_bench (make attention-bench). Python: $PYTHON, else python3 (one with a CUDA torch
+# for the SDPA columns; without one they read n/a).
+# Exit status: attention_bench's (1: a variant failed its spot check), else the SDPA script's.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=attention_bench_out
+both=() ours_only=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) [ $# -ge 2 ] || { echo "error: --out: expected a folder, found the end of the command line" >&2; exit 2; }
+           out=$2; shift 2 ;;
+    --variants) [ $# -ge 2 ] || { echo "error: --variants: expected a value, found the end of the command line" >&2; exit 2; }
+                ours_only+=("$1" "$2"); shift 2 ;;
+    --no-check) ours_only+=("$1"); shift ;;
+    --hs|--T|--tokens|--heads|--reps|--warmup)
+      [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
+      both+=("$1" "$2"); shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "error: unknown option '$1' (expected one of --out --variants --no-check --hs --T --tokens --heads --reps --warmup --help)" >&2; exit 2 ;;
+  esac
+done
+
+bench=${ATTENTION_BENCH:-}
+if [ -z "$bench" ]; then
+  for c in "$here/../bin/attention_bench" "$here/../build/attention_bench"; do
+    [ -x "$c" ] && { bench=$c; break; }
+  done
+fi
+[ -n "$bench" ] && [ -x "$bench" ] ||
+  { echo "error: attention_bench: expected a program (\$ATTENTION_BENCH, bin/attention_bench or build/attention_bench: make attention-bench), found '${bench:-none}'" >&2; exit 2; }
+py=${PYTHON:-python3}
+mkdir -p "$out" || exit 2
+
+"$bench" "${both[@]}" "${ours_only[@]}" --csv "$out/ours.csv" --jsonl "$out/ours.jsonl"
+rc_ours=$?
+[ $rc_ours -eq 2 ] && exit 2   # a bad command line: its one-line error is above
+"$py" "$here/attention_bench_sdpa.py" "${both[@]}" --csv "$out/sdpa.csv" --jsonl "$out/sdpa.jsonl"
+rc_sdpa=$?
+[ -s "$out/sdpa.csv" ] || echo "source,variant" > "$out/sdpa.csv"
+
+# ratio = our TFLOP/s / SDPA's (> 1: faster than SDPA); n/a where a side has no time.
+awk -F, '
+  function cell(v) { return v == "" ? "n/a" : v + 0 >= 10 ? sprintf("%.1f", v) : sprintf("%.3g", v) }
+  function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "n/a" : sprintf("%.2f", a / b) }
+  FNR == 1 { next }
+  FILENAME ~ /sdpa\.csv$/ { k = $4 "," $5 "," $6 "," $7; f[$2, k] = $12; g[$2, k] = $13; next }
+  { rows[++n] = $0 }
+  END {
+    print "== attention, causal, TFLOP/s (4*HS fwd, 10*HS bwd per visible pair); x flash = ours / flash SDPA =="
+    printf "%-10s %4s %6s %9s | %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s | %s\n", "variant", "HS", "T", "B x NH",
+           "fwd", "flash", "cudnn", "x flash", "x cudnn", "bwd", "flash", "cudnn", "x flash", "x cudnn", "check"
+    for (i = 1; i <= n; i++) {
+      split(rows[i], r, ",")
+      k = r[4] "," r[5] "," r[6] "," r[7]
+      printf "%-10s %4s %6s %9s | %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s | %s\n", r[2], r[4], r[5], r[6] " x " r[7],
+             cell(r[12]), cell(f["flash", k]), cell(f["cudnn", k]), ratio(r[12], f["flash", k]), ratio(r[12], f["cudnn", k]),
+             cell(r[13]), cell(g["flash", k]), cell(g["cudnn", k]), ratio(r[13], g["flash", k]), ratio(r[13], g["cudnn", k]),
+             r[17]
+    }
+  }' "$out/sdpa.csv" "$out/ours.csv" | tee "$out/table.txt"
+echo "attention_bench.sh: $out/ (ours.csv, sdpa.csv, their .jsonl, table.txt)"
+[ $rc_ours -ne 0 ] && exit $rc_ours
+exit $rc_sdpa
