@@ -36,16 +36,17 @@ include $(LAST_FRAGMENTS)
 
 # Test groups, in the order `make test` runs them; `make test-<group>` runs one group. The kit
 # group (the GPU bundle, its self-test and the nvcc builds: several minutes of packaging and
-# compiling) runs as `make test-kit`, after `make test` in CI.
+# compiling) runs as `make test-kit`, and the CUDA trainers' schedule sweep as `make test-sweep`,
+# after `make test` in CI.
 TEST_GROUPS = model data train dist generate cuda cuda-dist
-.PHONY: test-progs $(addprefix test-,$(TEST_GROUPS) kit)
+.PHONY: test-progs $(addprefix test-,$(TEST_GROUPS) kit sweep)
 test-progs: $(TEST_PROGS)
 
 test: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
 
-$(addprefix test-,$(TEST_GROUPS) kit): test-%: setup
+$(addprefix test-,$(TEST_GROUPS) kit sweep): test-%: setup
 	@$(MAKE) --no-print-directory test-progs
 	@bash tests/run_suites.sh $(SUITES_$*)
 

@@ -8,6 +8,8 @@
 CUDA_DIST_TESTS := $(BUILD)/tests/test_dist_attention_cuda $(BUILD)/tests/test_dist_attention_cuda_fp32
 TEST_PROGS += $(CUDA_DIST_TESTS)
 SUITES_cuda-dist += cuda-dist-attention cuda-dist-train
+# The schedule sweep: make test-sweep (CI runs it after make test).
+SUITES_sweep += cuda-dist-sweep
 .SECONDARY: $(BUILD)/cuda-host-cxx/tests/test_dist_attention.o $(BUILD)/cuda-host-cxx-fp32/tests/test_dist_attention.o
 
 # What the CUDA objects of the trainer need from the C side, the trainer itself excepted.
