@@ -49,22 +49,6 @@ static const LayerField stat_fields[] = {
 enum { NREAL_FIELDS = sizeof real_fields / sizeof real_fields[0],
        NSTAT_FIELDS = sizeof stat_fields / sizeof stat_fields[0] };
 
-// Where each per-layer tensor starts, as a LayerActs whose pointers are those of layer 0.
-static LayerActs* first_layer(ActivationTensors* a, LayerActs* x) {
-    x->ln1 = a->ln1; x->qkv = a->qkv; x->atty = a->atty; x->residual2 = a->residual2;
-    x->ln2 = a->ln2; x->fch = a->fch; x->fch_gelu = a->fch_gelu; x->residual3 = a->residual3;
-    x->ln1_mean = a->ln1_mean; x->ln1_rstd = a->ln1_rstd; x->att_lse = a->att_lse;
-    x->ln2_mean = a->ln2_mean; x->ln2_rstd = a->ln2_rstd;
-    return x;
-}
-
-static void set_first_layer(ActivationTensors* a, const LayerActs* x) {
-    a->ln1 = x->ln1; a->qkv = x->qkv; a->atty = x->atty; a->residual2 = x->residual2;
-    a->ln2 = x->ln2; a->fch = x->fch; a->fch_gelu = x->fch_gelu; a->residual3 = x->residual3;
-    a->ln1_mean = x->ln1_mean; a->ln1_rstd = x->ln1_rstd; a->att_lse = x->att_lse;
-    a->ln2_mean = x->ln2_mean; a->ln2_rstd = x->ln2_rstd;
-}
-
 static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
 static real_stat** stat_slot(LayerActs* x, int i) {
     return (real_stat**)((char*)x + stat_fields[i].offset_of);
@@ -74,27 +58,25 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
                            real_stat* sbase, ActivationTensors* a, size_t* nreal, size_t* nstat) {
     const size_t L = c->L, C = c->C, BT = (size_t)B * T;
     size_t total = 0, stotal = 0;
-    LayerActs x;
-    memset(&x, 0, sizeof x);
+    LayerActs* x = &a->layers;
     // In the order of the forward: the embeddings, the per-layer tensors (L layers or one), the
     // final LayerNorm and the logits; then the statistics the same way.
     if (base) a->encoded = base;
     total += BT * C;
     for (int i = 0; i < NREAL_FIELDS; i++) {
-        if (base) *real_slot(&x, i) = base + total;
+        if (base) *real_slot(x, i) = base + total;
         total += (kept(real_fields[i].modes, r) ? L : 1) * BT * real_fields[i].width * C;
     }
     if (base) a->lnf = base + total, a->logits = base + total + BT * C;
     total += BT * C + BT * (size_t)c->Vp;
     for (int i = 0; i < NSTAT_FIELDS; i++) {
-        if (sbase) *stat_slot(&x, i) = sbase + stotal;
+        if (sbase) *stat_slot(x, i) = sbase + stotal;
         const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
         stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * width;
     }
     if (sbase) a->lnf_mean = sbase + stotal, a->lnf_rstd = sbase + stotal + BT,
                a->losses = sbase + stotal + 2 * BT;
     stotal += 3 * BT;
-    if (base && sbase) set_first_layer(a, &x);
     *nreal = total;
     *nstat = stotal;
 }
@@ -102,8 +84,7 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
 LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* c, int B, int T,
                          GptRecompute r, int l) {
     const size_t BT = (size_t)B * T, C = c->C;
-    LayerActs x;
-    first_layer((ActivationTensors*)a, &x);
+    LayerActs x = a->layers;
     for (int i = 0; i < NREAL_FIELDS; i++)
         if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_fields[i].width * C;
     for (int i = 0; i < NSTAT_FIELDS; i++) {

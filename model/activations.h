@@ -35,24 +35,20 @@ const char* gpt_recompute_name(GptRecompute r);
 // Parses one of the --recompute names; returns 0, or -1 for anything else.
 int gpt_recompute_parse(const char* name, GptRecompute* out);
 
+// One layer's view of the per-layer activations.
+typedef struct {
+    real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
+} LayerActs;
+
 // Activations saved by forward for backward, for B sequences of T local tokens each. The
 // per-layer tensors hold L layers where the recompute mode keeps them, one layer's scratch where
 // backward recomputes them (gpt_layer_acts gives the view of one layer either way).
 typedef struct {
     real* encoded;    // (B, T, C)
-    real* ln1;        // (L or 1, B, T, C)
-    real_stat* ln1_mean;   // (L or 1, B, T)
-    real_stat* ln1_rstd;   // (L or 1, B, T)
-    real* qkv;        // (L or 1, B, T, 3C)
-    real* atty;       // (L, B, T, C)
-    real_stat* att_lse;    // (L, B, NH, T)
-    real* residual2;  // (L or 1, B, T, C)
-    real* ln2;        // (L or 1, B, T, C)
-    real_stat* ln2_mean;   // (L or 1, B, T)
-    real_stat* ln2_rstd;   // (L or 1, B, T)
-    real* fch;        // (L or 1, B, T, 4C)
-    real* fch_gelu;   // (L or 1, B, T, 4C)
-    real* residual3;  // (L, B, T, C)
+    LayerActs layers; // layer 0 of the per-layer tensors, each L or 1 deep by the mode: ln1,
+                      // atty, residual2, ln2, residual3 (B, T, C), qkv (B, T, 3C), fch, fch_gelu
+                      // (B, T, 4C), the LayerNorm statistics (B, T), att_lse (B, NH, T)
     real* lnf;        // (B, T, C)
     real_stat* lnf_mean;   // (B, T)
     real_stat* lnf_rstd;   // (B, T)
@@ -60,11 +56,6 @@ typedef struct {
     real_stat* losses;     // (B, T) per-token loss (gpt_loss, gpt_backward)
 } ActivationTensors;
 
-// One layer's view of the per-layer activations.
-typedef struct {
-    real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
-    real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
-} LayerActs;
 
 // Element counts of the two activation buffers (real, real_stat) for B x T local tokens; with
 // non-NULL bases, also points the tensors of *a into them.
