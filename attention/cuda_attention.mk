@@ -30,3 +30,17 @@ $(BUILD)/tests/cuda/test_attention_cuda_fp32: $(BUILD)/cuda-host-fp32-attn/tests
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
+
+# The mutant of the dQ ordering test (tests/test_attention_order.sh): the bf16 backward with the
+# semaphore wait removed (-DFLASH_BWD_UNORDERED), so its dQ adds land in the schedule's order.
+TEST_PROGS += $(BUILD)/tests/cuda/test_attention_cuda_unordered
+.SECONDARY: $(BUILD)/cuda-host-unordered/attention/partial_attention.o
+$(BUILD)/cuda-host-unordered/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_HOST_CXXFLAGS) -DFLASH_BWD_UNORDERED -MMD -MP -x c++ -c $< -o $@
+
+$(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
+		$(BUILD)/cuda-host-unordered/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
+		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@

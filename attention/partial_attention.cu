@@ -5,7 +5,7 @@
 // Two sets of forward/backward kernels, one per storage precision:
 // - bf16 (the default build): FlashAttention-2-class kernels on mma.sync m16n8k16 with S and P
 //   in registers, ldmatrix from conflict-free shared memory and cp.async double buffering
-//   (attention/flash_attention.cuh, included below), the 5-GEMM backward with a deterministic dQ.
+//   (attention/flash_forward.cuh, flash_backward.cuh, included below), the 5-GEMM backward with a deterministic dQ.
 // - fp32 (-DGPT_CUDA_FP32, the precision reference build): tensor cores take no fp32 inputs, so
 //   simple tiled FMA kernels (attention/fma_attention.cuh, included below): 4 warps and 64 rows of
 //   one (sequence, head) per block, per-warp GEMMs on shared-memory tiles, a two-pass backward.
@@ -17,11 +17,14 @@
 // the 16-key blocks none of its rows sees; backward passes start at the first query tile that
 // sees the key tile's first key, and warps whose keys see none of a query tile skip it.
 //
-// Every kernel is deterministic (no atomics): each output element has one writer per launch.
+// Every kernel is deterministic: each output element has one writer per launch, but for the bf16
+// backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
 #include "attention/partial_attention_cuda.cuh"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -50,11 +53,13 @@ struct AttnArgs {
     const float *lse_in, *d;  // backward inputs (final lse and rowsum(dout * o))
     float *dq, *dk, *dv;
     int lddq, lddk, lddv;
-    float* dq_part;         // bf16 backward: per-split fp32 dQ slices, or NULL (one split)
+    float* dq_acc;          // bf16 backward into dqx: the fp32 dQ accumulator (B, Tq, NH*HS), or NULL
+    unsigned* dq_sem;       // bf16 backward: the dQ order's semaphores (B, NH, query tiles)
     floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
     int vec;           // every floatX input pointer and row stride allows 16-byte loads
+    int vec_stats;     // backward: lse_in and d allow 16-byte loads of 4 rows (Tq % 4 == 0)
 };
 
 // Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i).
@@ -80,7 +85,8 @@ __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
 #include "attention/fma_attention.cuh"
 #else
 // ==== bf16 build: FlashAttention-2-class kernels on mma.sync ======================================
-#include "attention/flash_attention.cuh"
+#include "attention/flash_forward.cuh"
+#include "attention/flash_backward.cuh"
 #endif
 
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
@@ -193,28 +199,15 @@ template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStre
     LAUNCH(flash_forward_kernel<HS>, grid, FA_FWD_WARPS * 32, smem, stream, a);
 }
 
-// Splits of the key tiles in the backward: enough blocks for two per SM, at most one per key
-// tile. The SM count is read once per device.
-int backward_splits(int B, int NH, int nkt) {
-    static int sms[64];
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    int* n = &sms[dev >= 0 && dev < 64 ? dev : 0];
-    if (*n == 0) CUDA_CHECK(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev));
-    const long long blocks = (long long)B * NH;
-    long long s = (2LL * *n + blocks - 1) / blocks;
-    if (s > nkt) s = nkt;
-    return s < 1 ? 1 : (int)s;
-}
-
-// The backward's fp32 dQ slices, one buffer per (device, stream), kept between calls and grown
-// in stream order when a call needs more: after the first step nothing is allocated. Calls on
-// one stream run in order, so they can share it; the module holds at most 16 streams.
-float* dq_slices(size_t bytes, cudaStream_t stream) {
+// The backward's workspace (the fp32 dQ accumulator, then the semaphores), one buffer per
+// (device, stream), kept between calls and grown in stream order when a call needs more: after
+// the first step nothing is allocated. Calls on one stream run in order, so they can share it;
+// the module holds at most 16 streams.
+unsigned char* backward_workspace(size_t bytes, cudaStream_t stream) {
     struct Workspace {
         int device;
         cudaStream_t stream;
-        float* ptr;
+        unsigned char* ptr;
         size_t bytes;
     };
     static Workspace ws[16];
@@ -238,25 +231,60 @@ float* dq_slices(size_t bytes, cudaStream_t stream) {
     return w->ptr;
 }
 
-template <int HS> void launch_backward(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
-    const size_t smem = FaBwd<HS>::SMEM;
-    CUDA_RAISE_DYNAMIC_SMEM(flash_backward_kernel<HS>, smem, "head size", HS);
+template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
+    const size_t smem = FaBwd<HS, BK>::SMEM;
+    CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem, "head size", HS);
     AttnArgs a = args;
-    const int nkt = (a.Tk + FA_BWD_BK - 1) / FA_BWD_BK;
-    const int nsplit = backward_splits(B, NH, nkt);
-    // Split s > 0 cannot add into the caller's dq alongside split 0 without atomics: each split
-    // gets its own fp32 slice (dq_slices), summed after.
-    // floatX gradients go through fp32 slices too (dQ is summed over key tiles in fp32).
-    const size_t slice = (size_t)B * a.Tq * NH * HS;
-    const bool slices = (nsplit > 1 || a.dqx) && slice > 0;
-    if (slices) a.dq_part = dq_slices(nsplit * slice * sizeof(float), stream);
-    const dim3 grid((unsigned)nsplit, (unsigned)NH, (unsigned)B);
-    LAUNCH(flash_backward_kernel<HS>, grid, FA_BWD_WARPS * 32, smem, stream, a);
-    if (slices) LAUNCH(flash_dq_reduce_kernel<HS>, (unsigned)((slice + 255) / 256), 256, 0, stream, a, nsplit, NH);
+    const int nkt = (a.Tk + BK - 1) / BK, nqt = (a.Tq + FA_BWD_BQ - 1) / FA_BWD_BQ;
+    // floatX dQ is summed over the key tiles in an fp32 accumulator, converted at the end.
+    const size_t acc = a.dqx ? (size_t)B * a.Tq * NH * HS * sizeof(float) : 0;
+    const size_t sems = (size_t)B * NH * nqt * sizeof(unsigned);
+    if (acc + sems > 0) {
+        unsigned char* ws = backward_workspace(acc + sems, stream);
+        CUDA_CHECK(cudaMemsetAsync(ws, 0, acc + sems, stream));
+        a.dq_acc = acc ? reinterpret_cast<float*>(ws) : NULL;
+        a.dq_sem = reinterpret_cast<unsigned*>(ws + acc);
+    }
+    const long long blocks = (long long)nkt * B * NH;   // one per (key tile, head, sequence)
+    CHECK(blocks <= 0x7fffffffLL, "shorten the sequence or split the batch",
+          "attention backward: %lld key tiles x heads x sequences over the grid limit 2^31 - 1", blocks);
+    if (blocks > 0) LAUNCH((flash_backward_kernel<HS, BK>), (unsigned)blocks, BK * 2, smem, stream, a, NH);
+    if (acc) {
+        const long long n = (long long)B * a.Tq * NH * HS;
+        LAUNCH(flash_dq_convert_kernel, (unsigned)((n + 255) / 256), 256, 0, stream, a, NH * HS);
+    }
+}
+
+// The device's shared memory per block (opt-in), read once per device.
+size_t smem_optin(void) {
+    static int bytes[64];
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    int* n = &bytes[dev >= 0 && dev < 64 ? dev : 0];
+    if (*n == 0) CUDA_CHECK(cudaDeviceGetAttribute(n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return (size_t)*n;
+}
+
+// Keys per backward block: FA_BWD_BK_DEFAULT where its shared memory fits the device (else 64:
+// GPUs with 99 KiB per block), or ATTENTION_BWD_KEY_TILE=64|128 (to time both on a GPU, in the
+// trainer or the benchmarks, and to test both).
+template <int HS> int backward_key_tile(void) {
+    const char* env = getenv("ATTENTION_BWD_KEY_TILE");
+    if (!env || !*env) return FaBwd<HS, FA_BWD_BK_DEFAULT>::SMEM <= smem_optin() ? FA_BWD_BK_DEFAULT : 64;
+    CHECK(!strcmp(env, "64") || !strcmp(env, "128"), "set it to 64 or 128, or unset it",
+          "ATTENTION_BWD_KEY_TILE: expected 64 or 128, found '%s'", env);
+    return atoi(env);
+}
+
+template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    if (backward_key_tile<HS>() == 64) launch_backward_tiles<HS, 64>(a, B, NH, stream);
+    else launch_backward_tiles<HS, 128>(a, B, NH, stream);
 }
 
 template <int HS> size_t smem_forward() { return FaFwd<HS>::SMEM; }
-template <int HS> size_t smem_backward() { return FaBwd<HS>::SMEM; }
+template <int HS> size_t smem_backward() {
+    return backward_key_tile<HS>() == 64 ? FaBwd<HS, 64>::SMEM : FaBwd<HS, 128>::SMEM;
+}
 #endif
 
 // Calls F<HS>(args...) for the supported head sizes.
@@ -344,6 +372,7 @@ static AttnArgs backward_args(const AttentionProblem* p, const floatX* q, int ld
     a.lddk = lddk;
     a.lddv = lddv;
     a.vec = aligned16(q, ldq) && aligned16(k, ldk) && aligned16(v, ldv) && aligned16(dout, lddo);
+    a.vec_stats = ((uintptr_t)lse & 15) == 0 && ((uintptr_t)d & 15) == 0 && p->Tq % 4 == 0;
     return a;
 }
 

@@ -42,12 +42,12 @@ void attention_row_dot_cuda(const AttentionProblem* p, const floatX* o, int ldo,
                             const floatX* dout, int lddo, float* d, cudaStream_t stream);
 
 // Backward given the final (merged) lse and d of each query: recomputes P = exp(scale QK^T - lse)
-// on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. No atomics, bit-for-bit
-// deterministic. bf16 build: one kernel (S, dP recomputed once: 5 GEMMs) over splits of the key
-// tiles; with more than one split, each split's dQ goes to its own fp32 slice (nsplit x B x Tq x
-// NH x HS floats of a workspace kept per stream: grown, in stream order, by the first call that
-// needs more, then reused) and a second kernel adds the slices in order.
-// fp32 build: two kernels (dK/dV per key tile, dQ per query tile).
+// on the visible keys and ACCUMULATES (+=) into the fp32 dq, dk, dv. Bit-for-bit deterministic.
+// bf16 build: one kernel (S, dP recomputed once: 5 GEMMs), one block per key tile; the blocks add
+// their dQ tiles into dq with atomic adds that take turns in a fixed order, kept by semaphores
+// (B x NH x ceil(Tq / 64) of them in a workspace kept per stream: grown, in stream order, by the
+// first call that needs more, then reused). fp32 build: two kernels (dK/dV per key tile, dQ per
+// query tile), no atomics.
 void attention_partial_backward_cuda(const AttentionProblem* p,
                                      const floatX* q, int ldq, const floatX* k, int ldk,
                                      const floatX* v, int ldv, const floatX* dout, int lddo,
@@ -56,7 +56,8 @@ void attention_partial_backward_cuda(const AttentionProblem* p,
                                      cudaStream_t stream);
 
 // The backward of a call that is the only contribution to its gradients (single device): dq, dk,
-// dv WRITTEN (not accumulated) in floatX; dq is still summed over key tiles in fp32 on the way.
+// dv WRITTEN (not accumulated) in floatX; dq is still summed over key tiles in fp32 on the way
+// (bf16 build: an fp32 accumulator of B x Tq x NH x HS floats in the same workspace).
 void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                              const floatX* v, int ldv, const floatX* dout, int lddo, const float* lse,
                              const float* d, floatX* dq, int lddq, floatX* dk, int lddk, floatX* dv, int lddv,

@@ -610,7 +610,6 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
 // --sample-length) is not counted: the cost model predicts a training step, and the trainer's
 // refusal names the sampler when it is what does not fit.
 static double memory_bytes(const Cluster* c, const CostConfig* g) {
-    enum { H100_SMS = 132 };   // the clusters give no SM count: the bf16 attention's dQ slices
     const CostShape* s = &g->shape;
     const int P = g->pq * g->pkv;
     MemorySchedule schedule;
@@ -622,7 +621,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
         .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
-        .flash_sms = gpu && c->param_bytes < 4 ? H100_SMS : 0,
+        .flash_bwd = gpu && c->param_bytes < 4,
         .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
         .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0};
     MemoryBudget b;

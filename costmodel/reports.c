@@ -424,11 +424,11 @@ static void paper_intro(FILE* md, const char* a100_path, const char* h100_path,
             "memory per GPU of the largest of the three with it (in brackets without "
             "recomputation, where that does not fit). Memory is the trainer's own budget "
             "(model/memory_budget.c: what it prints at start and refuses on). A cell that does "
-            "not fit even with full says so: 13B at 2^17 on 16 GPUs holds its bf16 parameters "
-            "and gradients whole (24 GiB each: ZeRO-1 shards the AdamW state and the fp32 master "
-            "weights only), 8 GiB of ATTENTION2D scratch and 4.4 GiB of the attention "
-            "backward's fp32 dQ slices (one per split of the key tiles; the deterministic "
-            "single-accumulator dQ of the attention redesign keeps one).\n\n",
+            "not fit even with full would say so; none does. The tightest, 13B at 2^17 on 16 "
+            "GPUs, needs full (78.5 GiB): it holds its bf16 parameters and gradients whole (25 "
+            "GiB each: ZeRO-1 shards the AdamW state and the fp32 master weights only) and 8 GiB "
+            "of ATTENTION2D scratch; the attention backward adds dQ into the schedule's own fp32 "
+            "buffer, in an order kept by 80 KiB of semaphores.\n\n",
             a100_path, h100_path, h100_fa2_path, CELL_GOAL_PCT);
 }
 

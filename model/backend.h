@@ -28,7 +28,6 @@ typedef struct {
     // device, this process's context included); the CPU backend reports its peak resident set
     // (getrusage) and 0 as the total.
     size_t memory_used, memory_total;
-    int multiprocessors;   // SMs (the bf16 attention backward splits its work over them); 0: CPU
 } BackendDevice;
 void gpt_backend_device(BackendDevice* d);
 // Waits until the work the backend has queued is done (CUDA: its stream); nothing on the CPU. Not

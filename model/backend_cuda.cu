@@ -65,7 +65,6 @@ void gpt_backend_device(BackendDevice* d) {
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
     d->memory_used = total - free_bytes;
     d->memory_total = total;
-    d->multiprocessors = p.multiProcessorCount;
 }
 
 void gpt_backend_sync(void) { cuda_backend_sync(); }

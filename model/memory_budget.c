@@ -8,7 +8,7 @@
 static const char* const term_names[MEMORY_NTERMS] = {
     "parameters", "gradients", "fp32 master weights", "AdamW m, v", "ZeRO-1 shard scratch",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
-    "attention dQ slices", "tokens",
+    "attention dQ workspace", "tokens",
     "step scalars", "gradient buckets", "transport scratch", "sampler (rank 0)",
     "cuBLASLt workspace", "host parameter copy"};
 
@@ -48,7 +48,7 @@ enum {
     LN_BWD_ROWS = 4,                  // model/layernorm.cu
     LN_BWD_TARGET_BLOCKS = 512,       // model/layernorm.cu
     NCCL_SCRATCH = 1 << 16,           // comm/comm_nccl.cu NCCL_HOST_SCRATCH_BYTES
-    FA_BWD_BK = 64,                   // attention/flash_attention.cuh: keys per backward tile
+    FA_BWD_BQ = 64,                   // attention/flash_backward.cuh: queries per backward tile
     TOKEN_BYTES = 4,                  // int token ids
     SCALARS = 3                       // GPT_NUM_SCALARS doubles
 };
@@ -125,27 +125,23 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     }
 }
 
-// attention/partial_attention.cu (bf16): a backward call of Tq queries and Tk keys splits the key
-// tiles over up to two blocks per SM and keeps one fp32 dQ slice per split; the single-device
-// call (which writes bf16 dQ) keeps one even without splitting. The buffer grows to the largest
-// call's and stays.
-static size_t dq_slices(const MemoryConfig* c, int B, size_t Tq, size_t Tk, int local) {
-    const size_t blocks = (size_t)B * c->cfg.NH, tiles = ceil_div(Tk, FA_BWD_BK);
-    size_t splits = ceil_div(2 * (size_t)c->flash_sms, blocks);
-    splits = splits > tiles ? tiles : splits;
-    splits = splits < 1 ? 1 : splits;
-    return splits > 1 || local ? splits * B * Tq * c->cfg.C * 4 : 0;
+// attention/partial_attention.cu (bf16): a backward call of Tq queries adds dQ into one fp32
+// accumulator (only where it writes floatX dQ: the single-device call) in an order set by one
+// semaphore per (sequence, head, query tile). The workspace grows to the largest call's and stays.
+static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
+    const size_t acc = local ? (size_t)B * Tq * c->cfg.C * 4 : 0;
+    return acc + (size_t)B * c->cfg.NH * ceil_div(Tq, FA_BWD_BQ) * 4;
 }
 
 // The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
 // a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves).
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
-    if (!c->flash_sms) return 0;
-    if (P == 1) return dq_slices(c, B, T, T, 1);
+    if (!c->flash_bwd) return 0;
+    if (P == 1) return dq_workspace(c, B, T, 1);
     switch (c->schedule) {
-    case MEMORY_ATTN_2D: return dq_slices(c, B, (size_t)c->pkv * T, (size_t)c->pq * T, 0);
-    case MEMORY_ATTN_ZIGZAG: return dq_slices(c, B, T / 2, T / 2, 0);
-    default: return dq_slices(c, B, T, T, 0);
+    case MEMORY_ATTN_2D: return dq_workspace(c, B, (size_t)c->pkv * T, 0);
+    case MEMORY_ATTN_ZIGZAG: return dq_workspace(c, B, T / 2, 0);
+    default: return dq_workspace(c, B, T, 0);
     }
 }
 

@@ -31,8 +31,8 @@ typedef enum {
     MEMORY_LAYER_WORKSPACE,   // what the backend reserves for the layers (CUDA: encoder and
                               // LayerNorm backward scratch, bias-gradient scratch, norm partials)
     MEMORY_ATTENTION,         // the attention schedule's scratch
-    MEMORY_ATTENTION_DQ,      // the bf16 CUDA attention backward's fp32 dQ slices (one per
-                              // split of the key tiles; attention/partial_attention.cu)
+    MEMORY_ATTENTION_DQ,      // the bf16 CUDA attention backward's dQ workspace: the fp32 dQ
+                              // accumulator and the query tiles' semaphores (partial_attention.cu)
     MEMORY_TOKENS,            // input and target token ids
     MEMORY_SCALARS,           // the step's loss / norm / clip doubles
     MEMORY_GRAD_BUCKETS,      // gradient buckets: reduced in place, nothing of their own
@@ -67,8 +67,8 @@ typedef struct {
                               // until a checkpoint is written or read)
     int nccl;                 // the nccl transport (its device scratch)
     int sampler;              // this rank samples (rank 0 with --sample-length > 0)
-    int flash_sms;            // SMs of the device whose bf16 attention backward keeps fp32 dQ
-                              // slices (0: none, the CPU and the CUDA fp32 build)
+    int flash_bwd;            // the bf16 CUDA attention backward: its dQ workspace (0: the CPU
+                              // and the CUDA fp32 build)
     size_t real_bytes;        // parameters, gradients, activations (bf16: 2, fp32: 4)
     size_t stat_bytes;        // statistics and attention accumulators (4)
     size_t master_bytes;      // master weights per parameter: 4 where real is narrower, else 0

@@ -25,7 +25,7 @@ export CUDA_HOST_DEVICES=16
 part=${1:?usage: tests/test_memory_budget.sh CASE|list|refuse}
 
 # One rank: 2 layers of C = 256 (4 heads of 64), 2 x 256 tokens, so that parameters, optimizer
-# state, activations, the attention's dQ slices and the sampler each weigh against the 32 MiB
+# state, activations, the attention's dQ workspace and the sampler each weigh against the 32 MiB
 # cuBLASLt workspace. The meshes: C = 128 (2 heads of 64), 2 x 256 tokens over the ranks.
 one=(--preset tiny --layers 2 --channels 256 --heads 4 --context 256 --vocab 512 --batch 2
      --seq-len 256)
@@ -107,17 +107,17 @@ if [ "$part" = refuse ]; then
       status=1
     fi
   }
-  # 75.97 MiB needed (none; the cuBLASLt workspace the largest term at this size), 74 MiB there:
-  # selective (72.72 MiB) fits. At 70 MiB only full without the sampler (69.95 MiB) does.
+  # 74.47 MiB needed (none; the cuBLASLt workspace the largest term at this size), 74 MiB there:
+  # selective (71.22 MiB) fits. At 68.5 MiB only full without the sampler (68.45 MiB) does.
   expect_refusal selective-fits 74M "largest term: cuBLASLt workspace.*; --recompute selective would fit" \
     --recompute none
-  expect_refusal full-no-sampler 70M "; --recompute full with --sample-length 0 (no sampler on rank 0) would fit" \
+  expect_refusal full-no-sampler 70144K "; --recompute full with --sample-length 0 (no sampler on rank 0) would fit" \
     --recompute none
   # None fits 40 MiB: the workspace and the optimizer alone are more.
   expect_refusal none-fits 40M "no --recompute mode fits.*a larger mesh is needed (more ranks: --pq/--pkv" \
     --recompute none
   # The sampler is what does not fit: a long context (8192: 80.53 MiB of a forward-only model on
-  # rank 0 of the 181.48 MiB), a short sequence; without it none fits (104.46 MiB).
+  # rank 0 of the 179.98 MiB), a short sequence; without it none fits (102.96 MiB).
   expect_refusal sampler 150M "largest term: sampler (rank 0).*--recompute none with --sample-length 0" \
     --recompute full --context 8192
   # Four ranks agree: one line (rank 0's), every rank exits 2 (mpirun reports the first).

@@ -79,6 +79,14 @@ static void current_backward(const AttnCall* a, cudaStream_t s) {
                             a->d, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C, s);
 }
 
+// The trainer's backward with key tiles of 64 (4 warps per block) instead of the default 128:
+// the launcher reads ATTENTION_BWD_KEY_TILE at each call (attention/partial_attention.cu).
+static void bk64_backward(const AttnCall* a, cudaStream_t s) {
+    CHECK(setenv("ATTENTION_BWD_KEY_TILE", "64", 1) == 0, "check the environment", "setenv failed");
+    current_backward(a, s);
+    CHECK(unsetenv("ATTENTION_BWD_KEY_TILE") == 0, "check the environment", "unsetenv failed");
+}
+
 // A broken variant for the tests: the current kernels with the first row of the output
 // overwritten (0x60 bytes: about 6.5e19), which the spot check must catch.
 static void mutant_forward(const AttnCall* a, cudaStream_t s) {
@@ -95,6 +103,8 @@ static void mutant_backward(const AttnCall* a, cudaStream_t s) {
 static const Variant VARIANTS[] = {
     {"current", "the trainer's kernels: attention_forward_cuda; attention_row_dot_cuda + attention_backward_cuda",
      current_forward, current_backward, 1},
+    {"bk64", "current with the backward's key tiles of 64 (4 warps) instead of 128 (8 warps)", current_forward,
+     bk64_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };

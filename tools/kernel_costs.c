@@ -130,8 +130,9 @@ KernelCost kernel_cost_attention_row_dot(double B, double NH, double HS, double 
 
 KernelCost kernel_cost_attention_backward(double B, double NH, double HS, double T) {
     // Model FLOPs 10*HS per visible pair (5 GEMMs); bytes 4n*2 + 2*4r (one pass reads Q, K, V,
-    // dO, lse, d) + 3 x 8n (dq, dk, dv fp32 read and written). With several splits of the key
-    // tiles the dQ slices add 2 x 4n per split (written, read by the reduction) on top.
+    // dO, lse, d) + 3 x 8n (dq, dk, dv fp32 read and written). dQ's red.global.add of 4 bytes
+    // per element and contributing key tile read and write L2, not DRAM; the semaphores' memset
+    // (and, for the bf16 single-call form, one conversion pass) are left out.
     const double n = B * T * NH * HS, r = B * NH * T;
     return cost(10 * HS * kernel_causal_pairs(B, NH, T), 4 * n * X + 2 * 4 * r + 3 * 8 * n, 1);
 }

@@ -222,8 +222,7 @@ static GptRecompute recompute_of(const Trainer* t) {
 // The memory budget of this run under recompute mode r, with or without rank 0's sampler: the
 // element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
 // fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
-static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int sms,
-                              MemoryBudget* b) {
+static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, MemoryBudget* b) {
     const TrainOptions* o = &t->opt;
     MemorySchedule schedule = MEMORY_ATTN_2D;
     if (t->mesh.P > 1 && memory_schedule_parse(o->attention, &schedule) != 0)
@@ -234,7 +233,7 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
         .zero = o->zero, .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
-        .flash_sms = real_bytes < sizeof(float) ? sms : 0,
+        .flash_bwd = !gpt_backend_host_memory() && real_bytes < sizeof(float),
         .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
         .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0};
     memory_budget(&c, b);
@@ -255,21 +254,21 @@ static double smallest_device(Trainer* t, double mine) {
 
 // What would fit `limit` bytes instead: another --recompute mode (the least recomputation
 // first), the same without the sampler, or else a larger mesh. One clause into out.
-static void what_fits(const Trainer* t, GptRecompute now, int sampler, int sms, double limit,
-                      char* out, size_t len) {
+static void what_fits(const Trainer* t, GptRecompute now, int sampler, double limit, char* out,
+                      size_t len) {
     char text[32];
     MemoryBudget b;
     for (int drop = 0; drop <= sampler; drop++)
         for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
             if (!drop && r == (int)now) continue;
-            run_memory_budget(t, (GptRecompute)r, sampler && !drop, sms, &b);
+            run_memory_budget(t, (GptRecompute)r, sampler && !drop, &b);
             if (b.total > limit) continue;
             snprintf(out, len, "--recompute %s%s would fit (%s)", gpt_recompute_name((GptRecompute)r),
                      drop ? " with --sample-length 0 (no sampler on rank 0)" : "",
                      memory_format_bytes(b.total, text, sizeof text));
             return;
         }
-    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, sms, &b);
+    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, &b);
     snprintf(out, len, "no --recompute mode fits (full, without the sampler: %s): a larger mesh is "
              "needed (more ranks: --pq/--pkv split the sequence, --zero 1 the optimizer state)",
              memory_format_bytes(b.total, text, sizeof text));
@@ -283,16 +282,15 @@ static void check_memory(Trainer* t) {
     const int sampler = t->opt.sample_length > 0;
     BackendDevice d;
     gpt_backend_device(&d);
-    const int sms = d.multiprocessors;
-    run_memory_budget(t, r, sampler && t->rank == 0, sms, &t->memory);
+    run_memory_budget(t, r, sampler && t->rank == 0, &t->memory);
     if (gpt_backend_host_memory()) return;   // the CPU: no device to refuse on
     const double limit = smallest_device(t, (double)d.memory_total);
     MemoryBudget worst;
-    run_memory_budget(t, r, sampler, sms, &worst);
+    run_memory_budget(t, r, sampler, &worst);
     if (worst.total <= limit) return;
     const MemoryTerm big = memory_largest_term(&worst);
     char need[32], has[32], term[32], fits[ERR_LEN];
-    what_fits(t, r, sampler, sms, limit, fits, sizeof fits);
+    what_fits(t, r, sampler, limit, fits, sizeof fits);
     config_error(t, "memory per device: this run needs %s (predicted, --recompute %s; largest "
                  "term: %s, %s) and the device has %s; %s",
                  memory_format_bytes(worst.total, need, sizeof need), gpt_recompute_name(r),

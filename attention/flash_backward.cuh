@@ -1,0 +1,283 @@
+// The backward of the FlashAttention-2-class kernels (tiles and fragments: flash_attention.cuh).
+// One block per (key tile, head, sequence); its warps each own 16 keys of the tile (BK = 128 keys
+// and 8 warps, or 64 and 4) and keep dK, dV in registers while the block walks the 64-query tiles
+// that see the key tile: S^T = K Q^T and dP^T = V dO^T (recomputed once), dV += P^T dO, dK += dS^T
+// Q, and dQ += dS K through dS^T in shared memory: the 5 GEMMs of FlashAttention-2. Every block
+// adds its dQ tile into one fp32 accumulator with red.global.add, in a fixed order
+// (FlashAttention-3's deterministic mode): a semaphore per (sequence, head, query tile) counts the
+// key tiles that have added, and the key tiles take turns from the last to the first. Blocks start
+// the last key tiles first, so a block waits only for blocks started before it, and on a causal
+// mask the turn of a key tile's first query tile is always its own (the diagonal): in steady state
+// no block waits. Deterministic for every schedule and SM count.
+#pragma once
+#include "attention/flash_attention.cuh"
+
+// Query tiles of 64; key tiles of BK = 64 (4 warps) or 128 (8 warps, the default: half the dQ
+// adds and the Q/dO loads per key), a warp per 16 keys.
+constexpr int FA_BWD_BQ = 64, FA_BWD_BK_DEFAULT = 128;
+
+// The backward's BK x 64 dS^T tile (keys x queries; 8 chunks per row: swizzled).
+struct FaSquare {
+    static constexpr int LD = FA_BWD_BQ;
+    __device__ static int chunk(int r, int c) { return r * LD + (c ^ (r & 7)) * 8; }
+};
+
+template <int HS, int BK> struct FaBwd {
+    static_assert(BK == 64 || BK == 128, "key tiles of 64 or 128");
+    typedef FaTile<HS> T;
+    static constexpr int WARPS = BK / 16;
+    static constexpr size_t KV = T::bytes(BK), QG = T::bytes(FA_BWD_BQ);
+    static constexpr size_t DS = (size_t)BK * FaSquare::LD * sizeof(floatX);
+    static constexpr size_t VEC = sizeof(float) * FA_BWD_BQ;
+    // K, V; Q and dO in two stages; dS^T; lse and D in two stages.
+    static constexpr size_t SMEM = 2 * KV + 4 * QG + DS + 4 * VEC;
+};
+
+// The query tile at i0 of stage st: Q, dO, and the rows' lse and D (by cp.async where aligned,
+// else plain loads; either way visible after the caller's wait and __syncthreads). Rows past Tq
+// read 0. A query that sees no key has lse = -inf: its P is masked to 0 by position.
+template <int HS>
+__device__ __forceinline__ void fa_load_query_tile(const AttnArgs& a, int b, int h, int NH, int i0, floatX* Qs,
+                                                   floatX* Gs, float* lse, float* D) {
+    const int nq = min(FA_BWD_BQ, a.Tq - i0);
+    fa_load_tile<HS, FA_BWD_BQ>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
+    fa_load_tile<HS, FA_BWD_BQ>(Gs, a.dout + ((long long)b * a.Tq + i0) * a.lddo + (long long)h * HS, a.lddo, nq,
+                                a.vec);
+    const long long li = ((long long)b * NH + h) * a.Tq + i0;
+    if (a.vec_stats) {   // 16 chunks of 4 rows each for lse and D; a partial chunk is zero-filled
+        for (int idx = threadIdx.x; idx < FA_BWD_BQ / 2; idx += blockDim.x) {
+            const int c = idx % (FA_BWD_BQ / 4), r = 4 * c, bytes = max(0, min(4, nq - r)) * 4;
+            const float* src = idx < FA_BWD_BQ / 4 ? a.lse_in + li + r : a.d + li + r;
+            cp_async_16((idx < FA_BWD_BQ / 4 ? lse : D) + r, bytes ? src : a.lse_in, bytes);
+        }
+    } else {
+        for (int r = threadIdx.x; r < FA_BWD_BQ; r += blockDim.x) {
+            lse[r] = r < nq ? a.lse_in[li + r] : 0.0f;
+            D[r] = r < nq ? a.d[li + r] : 0.0f;
+        }
+    }
+}
+
+// Two adjacent dQ elements of a lane's fragment row, added to the accumulator: one 8-byte red
+// where the address allows it (sm_90), else two.
+__device__ __forceinline__ void fa_red_pair(float* p, float x, float y, bool v2) {
+#if CUDA_PTX_HAS_RED_V2
+    if (v2) {
+        red_add_v2_f32(p, x, y);
+        return;
+    }
+#endif
+    red_add_f32(p, x);
+    red_add_f32(p + 1, y);
+}
+
+// Grid B * NH * nkt, one block of BK / 16 warps per (key tile, head, sequence), the last key tile of every head
+// first (block x: key tile nkt - 1 - x / (B NH)); see the top of the file. dQ goes into a.dq_acc
+// (B, Tq, NH*HS; fp32, zeroed by the launcher, then converted into a.dqx) or, without it, is added
+// into a.dq. a.dq_sem: (B, NH, nqt) zeroed semaphores.
+// Two blocks of 4 warps or one of 8 per SM (the registers allow no more).
+template <int HS, int BK>
+__global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kernel(const AttnArgs a, int NH) {
+    typedef FaTile<HS> T;
+    typedef FaBwd<HS, BK> L;
+    constexpr int BQ = FA_BWD_BQ, QH = 32, NT = HS / 8;
+    DYNAMIC_SHARED(unsigned char, smem);
+    floatX* Ks = reinterpret_cast<floatX*>(smem);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + L::KV);
+    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::KV);            // stage st at + st * BQ * LD
+    floatX* Gs = reinterpret_cast<floatX*>(smem + 2 * L::KV + 2 * L::QG);
+    floatX* dST = reinterpret_cast<floatX*>(smem + 2 * L::KV + 4 * L::QG);   // dS^T: BK keys x 64 queries
+    float* lse = reinterpret_cast<float*>(smem + 2 * L::KV + 4 * L::QG + L::DS);   // stage st at + st * BQ
+    float* Dv = lse + 2 * BQ;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int nkt = (a.Tk + BK - 1) / BK, nqt = (a.Tq + BQ - 1) / BQ;
+    const int heads = a.B * NH, bh = (int)(blockIdx.x % heads), h = bh % NH, b = bh / NH;
+    const int kt = nkt - 1 - (int)(blockIdx.x / heads);
+    float* dq_out = a.dq_acc ? a.dq_acc : a.dq;
+    const long long lddq = a.dq_acc ? NH * HS : a.lddq;
+    // 8-byte reds need an even row stride (the columns a lane adds are even).
+    const bool red_v2 = lddq % 2 == 0 && ((uintptr_t)dq_out & 7) == 0;
+    unsigned* sem = a.dq_sem + (long long)bh * nqt;
+    int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
+    const int j0 = kt * BK;
+    const int qt0 = first_query(a, j0) / BQ;   // the first query tile that sees the key tile
+    // No query sees the key tile: done, unless dK, dV are written as zeros.
+    if (qt0 >= nqt && !a.dkx) return;
+    if (qt0 < nqt) {
+        const int nk = min(BK, a.Tk - j0);
+        fa_load_tile<HS, BK>(Ks, a.k + ((long long)b * a.Tk + j0) * a.ldk + (long long)h * HS, a.ldk, nk, a.vec);
+        fa_load_tile<HS, BK>(Vs, a.v + ((long long)b * a.Tk + j0) * a.ldv + (long long)h * HS, a.ldv, nk, a.vec);
+        fa_load_query_tile<HS>(a, b, h, NH, qt0 * BQ, Qs, Gs, lse, Dv);
+    }
+    cp_async_commit();
+
+    // This warp's keys kw .. kw+15; this lane's keys kw+g (lo) and kw+g+8 (hi).
+    const int kw = j0 + 16 * warp;
+    const int fq_w = kw < a.Tk ? first_query(a, kw) : a.Tq;   // the first query the warp's keys see
+    const int fq_lo = kw + g < a.Tk ? first_query(a, kw + g) : a.Tq;
+    const int fq_hi = kw + g + 8 < a.Tk ? first_query(a, kw + g + 8) : a.Tq;
+    const int fq_last = kw + 15 < a.Tk ? first_query(a, kw + 15) : a.Tq;   // ... all of them see
+    float dk[NT][4], dv[NT][4];
+ATTN_UNROLL
+    for (int n = 0; n < NT; n++)
+ATTN_UNROLL
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+
+    for (int qt = qt0; qt < nqt; qt++) {
+        const int i0 = qt * BQ, st = (qt - qt0) & 1;
+        if (qt + 1 < nqt) {
+            const int sn = st ^ 1;
+            fa_load_query_tile<HS>(a, b, h, NH, i0 + BQ, Qs + sn * BQ * T::LD, Gs + sn * BQ * T::LD,
+                                   lse + sn * BQ, Dv + sn * BQ);
+        }
+        cp_async_commit();
+        // Key tiles kt .. last_kt add into this query tile's dQ, in descending order: first_query
+        // grows with the key, so they are a contiguous range.
+        while (last_kt + 1 < nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
+        cp_async_wait<1>();
+        __syncthreads();
+        const floatX* Qt = Qs + st * BQ * T::LD;
+        const floatX* Gt = Gs + st * BQ * T::LD;
+        const float* Lt = lse + st * BQ;
+        const float* Dt = Dv + st * BQ;
+        // Two halves of 32 queries: S^T and dP^T of a half fit the register budget at HS = 128.
+ATTN_NO_UNROLL
+        for (int qh = 0; qh < BQ / QH; qh++) {
+            const int q0 = i0 + qh * QH;   // the half's first query
+            float s[QH / 8][4], dp[QH / 8][4];
+ATTN_UNROLL
+            for (int n = 0; n < QH / 8; n++)
+ATTN_UNROLL
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+            // Skipped when no key of the warp sees a query of the half (dS^T is then 0).
+            if (q0 + QH > fq_w && q0 < a.Tq) {
+                // S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 32 queries)
+ATTN_UNROLL
+                for (int kk = 0; kk < HS / 16; kk++) {
+                    uint32_t ka[4], va[4];
+                    ldmatrix_x4(ka, Ks + T::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
+                    ldmatrix_x4(va, Vs + T::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
+ATTN_UNROLL
+                    for (int nb = 0; nb < QH / 16; nb++) {
+                        uint32_t qb[4], gb[4];
+                        const int row = qh * QH + 16 * nb + ((lane >> 4) << 3) + (lane & 7);
+                        const int c = 2 * kk + ((lane >> 3) & 1);
+                        ldmatrix_x4(qb, Qt + T::chunk(row, c));
+                        ldmatrix_x4(gb, Gt + T::chunk(row, c));
+                        fa_mma_pair(s + 2 * nb, ka, qb);
+                        fa_mma_pair(dp + 2 * nb, va, gb);
+                    }
+                }
+                // P^T, and dS^T = P^T (dP^T - D) in place; hidden pairs are 0. A query that sees no
+                // key (lse = -inf, P = inf here) sees none of the warp's keys: always masked.
+                const bool mask = q0 < fq_last || q0 + QH > a.Tq;
+ATTN_UNROLL
+                for (int n = 0; n < QH / 8; n++) {
+ATTN_UNROLL
+                    for (int e = 0; e < 2; e++) {
+                        const int qi = qh * QH + 8 * n + 2 * t + e, q = i0 + qi;
+                        const float l2 = Lt[qi] * LOG2E, dd = Dt[qi];   // lse in log2 units
+                        float p_lo = ex2_approx_ftz(fmaf(s[n][e], a.scale_log2, -l2));
+                        float p_hi = ex2_approx_ftz(fmaf(s[n][2 + e], a.scale_log2, -l2));
+                        if (mask) {
+                            if (q < fq_lo || q >= a.Tq) p_lo = 0.0f;
+                            if (q < fq_hi || q >= a.Tq) p_hi = 0.0f;
+                        }
+                        s[n][e] = p_lo;
+                        s[n][2 + e] = p_hi;
+                        dp[n][e] = p_lo * (dp[n][e] - dd);
+                        dp[n][2 + e] = p_hi * (dp[n][2 + e] - dd);
+                    }
+                }
+                // dV_w += P^T dO, dK_w += dS^T Q (the scale is applied once, at the end).
+ATTN_UNROLL
+                for (int kb = 0; kb < QH / 16; kb++) {
+                    uint32_t pa[4], da[4];
+                    pack_a_fragment(pa, s[2 * kb], s[2 * kb + 1]);
+                    pack_a_fragment(da, dp[2 * kb], dp[2 * kb + 1]);
+ATTN_UNROLL
+                    for (int np = 0; np < NT / 2; np++) {
+                        uint32_t gb[4], qb[4];
+                        const int row = qh * QH + 16 * kb + (lane & 15), c = 2 * np + (lane >> 4);
+                        ldmatrix_x4_trans(gb, Gt + T::chunk(row, c));
+                        ldmatrix_x4_trans(qb, Qt + T::chunk(row, c));
+                        fa_mma_pair(dv + 2 * np, pa, gb);
+                        fa_mma_pair(dk + 2 * np, da, qb);
+                    }
+                }
+            }
+            // dS^T (bf16) to shared memory for dQ.
+ATTN_UNROLL
+            for (int n = 0; n < QH / 8; n++) {
+                const int kr = 16 * warp + g, c = qh * QH / 8 + n;
+                *reinterpret_cast<uint32_t*>(dST + FaSquare::chunk(kr, c) + 2 * t) = pack_bf16x2(dp[n][0], dp[n][1]);
+                *reinterpret_cast<uint32_t*>(dST + FaSquare::chunk(kr + 8, c) + 2 * t) =
+                    pack_bf16x2(dp[n][2], dp[n][3]);
+            }
+        }
+#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
+        if (threadIdx.x == 0) {   // this key tile's turn: the later ones have added
+            const unsigned turn = (unsigned)(last_kt - kt);
+            while (ld_acquire_gpu_u32(sem + qt) != turn) nanosleep_ns(32);
+        }
+#endif
+        __syncthreads();
+        // dQ (rows 16 (w % 4) .. +15 of the tile) += scale dS K: A = dS from dS^T (transposed
+        // ldmatrix), B = K (transposed ldmatrix), 16 channels at a time; with 8 warps, warps w and
+        // w + 4 take alternate 16-channel pairs.
+        const int qr0 = 16 * (warp % 4), part = warp / 4;
+        if (i0 + qr0 < a.Tq) {
+            uint32_t sa[BK / 16][4];
+ATTN_UNROLL
+            for (int kb = 0; kb < BK / 16; kb++)
+                ldmatrix_x4_trans(sa[kb], dST + FaSquare::chunk(16 * kb + ((lane >> 4) << 3) + (lane & 7),
+                                                              qr0 / 8 + ((lane >> 3) & 1)));
+            const long long row_lo = (long long)b * a.Tq + i0 + qr0 + g;
+            const bool ok_lo = i0 + qr0 + g < a.Tq, ok_hi = i0 + qr0 + g + 8 < a.Tq;
+            for (int np = part; np < NT / 2; np += L::WARPS / 4) {
+                float dq[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+ATTN_UNROLL
+                for (int kb = 0; kb < BK / 16; kb++) {
+                    uint32_t kb4[4];
+                    ldmatrix_x4_trans(kb4, Ks + T::chunk(16 * kb + (lane & 15), 2 * np + (lane >> 4)));
+                    fa_mma_pair(dq, sa[kb], kb4);
+                }
+ATTN_UNROLL
+                for (int half = 0; half < 2; half++) {
+                    float* p = dq_out + row_lo * lddq + h * HS + 16 * np + 8 * half + 2 * t;
+                    const float* v = dq[half];
+                    if (ok_lo) fa_red_pair(p, a.scale * v[0], a.scale * v[1], red_v2);
+                    if (ok_hi) fa_red_pair(p + 8 * lddq, a.scale * v[2], a.scale * v[3], red_v2);
+                }
+            }
+        }
+        __syncthreads();   // dS^T and stage st are free again; every dQ add of the block issued
+        if (threadIdx.x == 0) {   // the next key tile's turn, after the adds (fence: cumulativity)
+            __threadfence();
+            red_release_gpu_add_u32(sem + qt, 1u);
+        }
+    }
+    cp_async_wait<0>();
+
+    // dK, dV of the warp's keys: added once, or written in floatX.
+    const long long key_lo = (long long)b * a.Tk + kw + g;
+    const bool ok_lo = kw + g < a.Tk, ok_hi = kw + g + 8 < a.Tk;
+ATTN_UNROLL
+    for (int n = 0; n < NT; n++) {
+        const int c = h * HS + 8 * n + 2 * t;
+        if (a.dkx) {
+            fa_store_tile(a.dkx, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, false);
+            fa_store_tile(a.dvx, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, false);
+        } else {
+            fa_store_tile(a.dk, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, true);
+            fa_store_tile(a.dv, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, true);
+        }
+    }
+}
+
+// dqx (floatX) = the fp32 accumulator a.dq_acc (B, Tq, C), row by row into dqx's stride.
+__global__ void __launch_bounds__(256) flash_dq_convert_kernel(const AttnArgs a, int C) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;   // (b, i, c)
+    if (idx >= (long long)a.B * a.Tq * C) return;
+    a.dqx[idx / C * a.lddq + idx % C] = from_float<floatX>(a.dq_acc[idx]);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The bf16 attention backward adds dQ with atomics that take turns in a fixed order (semaphores,
+# attention/flash_backward.cuh). Under the host runtime's seeded block schedules:
+# - the real kernel gives the same gradient bits under every seed of SEEDS (one hash per run,
+#   `info gradient bits`, over every scenario's dQ, dK, dV), and every run passes;
+# - the mutant without the wait (test_attention_cuda_unordered) must be caught: some repeated
+#   backward differs from the first ("NOT bit-for-bit deterministic") under at least one seed.
+#   tests/test_attention_order.sh [SEEDS...]   (default 1..4; ATTENTION_BWD_KEY_TILE applies)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4)
+failures=0 first="" caught=()
+for seed in "${seeds[@]}"; do
+  out=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 300 $BUILD/tests/cuda/test_attention_cuda --quick 2>&1)
+  status=$?
+  bits=$(sed -n 's/^info gradient bits //p' <<< "$out")
+  if [ $status -ne 0 ] || [ -z "$bits" ]; then
+    echo "FAIL: seed $seed: the real backward failed (status $status):"; tail -n 5 <<< "$out"
+    failures=$((failures + 1)); continue
+  fi
+  echo "seed $seed: gradient bits $bits"
+  [ -n "$first" ] || first=$bits
+  [ "$bits" = "$first" ] || { echo "FAIL: seed $seed gives other gradient bits than seed ${seeds[0]}"; failures=$((failures + 1)); }
+  mutant=$(CUDA_HOST_SCHEDULE_SEED=$seed timeout 300 $BUILD/tests/cuda/test_attention_cuda_unordered --quick 2>&1)
+  if grep -q 'NOT bit-for-bit deterministic' <<< "$mutant"; then
+    caught+=("$seed")
+    echo "seed $seed: unordered mutant caught: $(grep -c 'NOT bit-for-bit' <<< "$mutant") scenarios not bit-for-bit"
+  else
+    echo "seed $seed: unordered mutant not caught"
+  fi
+done
+[ ${#caught[@]} -gt 0 ] || { echo "FAIL: no seed of ${seeds[*]} exposed the unordered dQ adds"; failures=$((failures + 1)); }
+[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]}; the unordered mutant caught under ${caught[*]})"
+exit $((failures > 0))
