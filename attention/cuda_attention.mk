@@ -9,6 +9,7 @@
 CUDA_ATTN_TESTS := $(BUILD)/tests/cuda/test_attention_cuda $(BUILD)/tests/cuda/test_attention_cuda_fp32
 TEST_PROGS += $(CUDA_ATTN_TESTS)
 SUITES_cuda += cuda-attention
+SUITES_sweep += cuda-attention-sweep
 .SECONDARY: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o $(BUILD)/cuda-host/attention/partial_attention.o \
             $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_attention_cuda.o \
             $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o

@@ -1,34 +1,240 @@
-// The forward of the FlashAttention-2-class kernels (tiles and fragments: flash_attention.cuh): a
-// block has 8 warps and 128 query rows (16 per warp); K/V tiles of 64 keys, double-buffered.
+// The forward of the FlashAttention-2-class kernels (tiles and fragments: flash_attention.cuh), in
+// FlashAttention-2's tiling: a block has 4 warps and 128 query rows, 32 per warp as two 16-row MMA
+// tiles, so each K fragment (S = Q K^T) and each V fragment (O += P V) that ldmatrix loads feeds
+// two MMAs. K/V tiles of 64 keys, double-buffered by cp.async.
+//
+// Per block, the key tiles split in two runs of one step function (flash_forward_tile<HS, MASK>):
+// first the tiles every row of the block sees whole (no mask code), then the last ones, near the
+// diagonal, where some row sees only part of the tile (masked per row; per warp, the 16-key
+// blocks none of its rows sees are skipped). The softmax keeps the row max in scaled log2 units:
+// p = ex2.approx.ftz(s * scale_log2 - m), one FFMA and one ex2 per score. O is normalised,
+// converted and staged through shared memory (the Q/K/V buffers, free by then), then written in
+// 16-byte rows when the output allows (else one element per store, from the same staging).
 #pragma once
 #include "attention/flash_attention.cuh"
 
-constexpr int FA_FWD_BQ = 128, FA_FWD_BK = 64, FA_FWD_WARPS = 8;
-
 template <int HS> struct FaFwd {
     typedef FaTile<HS> T;
-    static constexpr size_t Q = T::bytes(FA_FWD_BQ), KV = T::bytes(FA_FWD_BK);
+    static constexpr int BQ = 128, BK = 64, WARPS = 4, THREADS = 32 * WARPS;
+    static constexpr int RT = BQ / (16 * WARPS);   // 16-row MMA tiles per warp
+    // Keys per softmax update: the whole tile, but at HS = 128 (128 O accumulators per lane) two
+    // halves of 32, whose 32 fewer score registers keep ptxas from spilling.
+    static constexpr int KS = HS <= 96 ? BK : BK / 2;
+    // Up to HS = 64 a warp's Q fragments (HS/2 registers) stay in registers for the whole block;
+    // beyond, they are re-read from shared memory for every key tile (registers: ptxas table in
+    // attention/cuda_perf_attention.md).
+    static constexpr bool Q_IN_REGS = HS <= 64;
+    static constexpr int QF = Q_IN_REGS ? HS / 16 : 1;
+    // fp32 O staging: rows of HS floats padded by 8 (32 bytes), so the float2 fragment writes of
+    // a half-warp (4 rows x 32 bytes) hit 4 different 32-byte bank groups.
+    static constexpr int OLD = HS + 8;
+    static constexpr size_t Q = T::bytes(BQ), KV = T::bytes(BK);
     static constexpr size_t SMEM = Q + 4 * KV;   // Q; K and V in two stages
+    static_assert(RT == 2, "the forward's warps hold 32 rows each");
+    static_assert(BQ * OLD * sizeof(float) <= SMEM && Q <= SMEM, "O staging fits in the Q/K/V buffers");
 };
 
-// Grid (query tiles, NH, B), latest query tiles (the most keys) first. Writes o (fp32, or floatX
-// into a.ox when set) and lse.
-// Two blocks (16 warps) per SM up to HS = 96 (<= 128 registers); at HS = 128 that budget spills,
-// so one block of 8 warps (168 registers on sm_90).
-template <int HS>
-__global__ void __launch_bounds__(FA_FWD_WARPS * 32, HS <= 96 ? 2 : 1) flash_forward_kernel(const AttnArgs a) {
+// chunk(r + dr, c + dc) from e = chunk(r, c), for dr a multiple of 8 and dc with no bit in common
+// with c (then c + dc == c ^ dc, and in the swizzled layout r & 7 is unchanged; its rows, LD = HS
+// = 64 or 128 elements, are a power of two, so the XOR stays inside the row): one XOR or add with
+// constants, so per-lane base offsets computed once serve every fragment of a tile.
+template <int HS> __device__ __forceinline__ int fa_chunk_at(int e, int dr, int dc) {
     typedef FaTile<HS> T;
-    constexpr int BQ = FA_FWD_BQ, BK = FA_FWD_BK, NT = HS / 8;   // NT: 8-column tiles of O
+    return T::SWIZZLE ? (e ^ (dc * 8)) + dr * T::LD : e + dr * T::LD + dc * 8;
+}
+
+// One warp's running state: O accumulators, row max (scaled log2 units) and this lane's part of
+// the row sums, for rows g and g + 8 (index [rt][0] and [rt][1]) of its two row tiles rt.
+template <int HS> struct FaFwdWarp {
+    float acc[2][HS / 8][4];
+    float m[2][2], l[2][2];
+    uint32_t qf[2][FaFwd<HS>::QF][4];   // Q fragments, when Q_IN_REGS
+};
+
+// Element c of row r of the staged O: floatX in the tile layout (conflict-free both ways), fp32
+// in rows padded to FaFwd::OLD.
+template <int HS> __device__ __forceinline__ int fa_o_at(const floatX*, int r, int c) {
+    return FaTile<HS>::chunk(r, c / 8) + c % 8;
+}
+template <int HS> __device__ __forceinline__ int fa_o_at(const float*, int r, int c) { return r * FaFwd<HS>::OLD + c; }
+__device__ __forceinline__ void fa_put_pair(floatX* p, float x, float y) {
+    *reinterpret_cast<uint32_t*>(p) = pack_bf16x2(x, y);
+}
+__device__ __forceinline__ void fa_put_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = make_float2(x, y); }
+
+// The block's O rows [0, nq) (normalised by inv) staged in shared memory Os, then written to og
+// (row stride ldo) in 16-byte rows where og and ldo allow, else one element per store.
+template <int HS, typename T>
+__device__ __forceinline__ void fa_write_o(T* Os, T* og, long long ldo, int nq, const FaFwdWarp<HS>& w,
+                                           const float inv[2][2], int r0) {
+    constexpr int V = 16 / sizeof(T);   // elements per 16 bytes
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+ATTN_UNROLL
+    for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+        for (int n = 0; n < HS / 8; n++)
+ATTN_UNROLL
+            for (int hi = 0; hi < 2; hi++) {
+                const int r = r0 + 16 * rt + 8 * hi + g;
+                fa_put_pair(Os + fa_o_at<HS>(Os, r, 8 * n + 2 * t), w.acc[rt][n][2 * hi] * inv[rt][hi],
+                            w.acc[rt][n][2 * hi + 1] * inv[rt][hi]);
+            }
+    __syncthreads();
+    if (((uintptr_t)og & 15) == 0 && ldo % V == 0) {   // (h * HS elements: 16-byte multiples)
+        for (int idx = threadIdx.x; idx < nq * (HS / V); idx += FaFwd<HS>::THREADS) {
+            const int r = idx / (HS / V), c = V * (idx % (HS / V));
+            *reinterpret_cast<uint4*>(og + r * ldo + c) = *reinterpret_cast<const uint4*>(Os + fa_o_at<HS>(Os, r, c));
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < nq * HS; idx += FaFwd<HS>::THREADS) {
+            const int r = idx / HS, c = idx % HS;
+            og[r * ldo + c] = Os[fa_o_at<HS>(Os, r, c)];
+        }
+    }
+}
+
+// Keys js .. js + KS - 1 (K rows at Kt, V rows at Vt in shared memory) for this warp's 32 rows:
+// S = Q K^T, the online softmax, O += P V. MASK: scores of key j >= vis[rt][hi] (this lane's rows
+// 16 rt + 8 hi + g of the warp) are -inf, and only the 16-key blocks below wvis (the keys the
+// warp's last row sees) are computed; without it every row sees every key.
+template <int HS, bool MASK>
+__device__ __forceinline__ void flash_forward_keys(FaFwdWarp<HS>& w, const AttnArgs& a, int js, const floatX* Qs,
+                                                   const floatX* Kt, const floatX* Vt, int qo, int ko, int vo,
+                                                   const int (&vis)[2][2], int wvis) {
+    typedef FaFwd<HS> F;
+    constexpr int KS = F::KS, NT = HS / 8;
+    const int t = threadIdx.x % 4;
+    const int nkb = MASK ? (min(KS, wvis - js) + 15) / 16 : KS / 16;   // 16-key blocks to compute
+    if (MASK && nkb <= 0) return;   // warp-uniform
+    float s[2][KS / 8][4];
+ATTN_UNROLL
+    for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+        for (int n = 0; n < KS / 8; n++) s[rt][n][0] = s[rt][n][1] = s[rt][n][2] = s[rt][n][3] = 0.0f;
+    // S (32 x KS) = Q_w K^T: each K fragment feeds both row tiles.
+ATTN_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++) {
+        uint32_t qa[2][4];
+ATTN_UNROLL
+        for (int rt = 0; rt < 2; rt++) {
+            if (F::Q_IN_REGS) {
+ATTN_UNROLL
+                for (int e = 0; e < 4; e++) qa[rt][e] = w.qf[rt][kk % F::QF][e];
+            } else {
+                ldmatrix_x4(qa[rt], Qs + fa_chunk_at<HS>(qo, 16 * rt, 2 * kk));
+            }
+        }
+ATTN_UNROLL
+        for (int nb = 0; nb < KS / 16; nb++) {
+            if (MASK && nb >= nkb) break;   // warp-uniform
+            uint32_t kb[4];
+            ldmatrix_x4(kb, Kt + fa_chunk_at<HS>(ko, 16 * nb, 2 * kk));
+            fa_mma_pair(s[0] + 2 * nb, qa[0], kb);
+            fa_mma_pair(s[1] + 2 * nb, qa[1], kb);
+        }
+    }
+    // Online softmax on the fragments, m in scaled log2 units: p = 2^(s * scale_log2 - m), one FFMA
+    // and one ex2 per score; P packed to bf16 A fragments (the operands of P V) row tile by row tile.
+    uint32_t pa[2][KS / 16][4];
+ATTN_UNROLL
+    for (int rt = 0; rt < 2; rt++) {
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            float mx = -INFINITY;
+ATTN_UNROLL
+            for (int n = 0; n < KS / 8; n++) {
+ATTN_UNROLL
+                for (int e = 0; e < 2; e++) {
+                    if (MASK && js + 8 * n + 2 * t + e >= vis[rt][hi]) s[rt][n][2 * hi + e] = -INFINITY;
+                    mx = fmaxf(mx, s[rt][n][2 * hi + e]);
+                }
+            }
+            const float mo = w.m[rt][hi];
+            const float mn = fmaxf(mo, group_max(mx) * a.scale_log2);   // scale_log2 > 0
+            // Masked: a row that has seen no key yet keeps max -inf; subtract 0 instead (its scores
+            // are -inf). Without the mask every row has a finite max.
+            const float ref = MASK && mn == -INFINITY ? 0.0f : mn;
+            const float corr = ex2_approx_ftz(mo - ref);   // 0 for the first keys a row sees
+            w.m[rt][hi] = mn;
+            float sum = 0.0f;
+ATTN_UNROLL
+            for (int n = 0; n < KS / 8; n++) {
+ATTN_UNROLL
+                for (int e = 0; e < 2; e++) {
+                    float& x = s[rt][n][2 * hi + e];
+                    x = ex2_approx_ftz(fmaf(x, a.scale_log2, -ref));
+                    sum += x;
+                }
+            }
+            w.l[rt][hi] = w.l[rt][hi] * corr + sum;   // this lane's columns; the group's sum at the end
+ATTN_UNROLL
+            for (int n = 0; n < NT; n++) {
+                w.acc[rt][n][2 * hi] *= corr;
+                w.acc[rt][n][2 * hi + 1] *= corr;
+            }
+        }
+ATTN_UNROLL
+        for (int kb = 0; kb < KS / 16; kb++) pack_a_fragment(pa[rt][kb], s[rt][2 * kb], s[rt][2 * kb + 1]);
+    }
+    // O += P V, P straight from the registers; each V fragment feeds both row tiles.
+ATTN_UNROLL
+    for (int kb = 0; kb < KS / 16; kb++) {
+        if (MASK && kb >= nkb) break;
+ATTN_UNROLL
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, Vt + fa_chunk_at<HS>(vo, 16 * kb, 2 * np));
+            fa_mma_pair(w.acc[0] + 2 * np, pa[0][kb], vb);
+            fa_mma_pair(w.acc[1] + 2 * np, pa[1][kb], vb);
+        }
+    }
+}
+
+// One key tile kt of nkt: request tile kt + 1, wait for tile kt, compute it in sub-tiles of KS keys
+// (flash_forward_keys), and wait for every warp before its stage is refilled.
+template <int HS, bool MASK>
+__device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnArgs& a, int kt, int nkt,
+                                                   const floatX* Qs, floatX* Ks, floatX* Vs, const floatX* kg,
+                                                   const floatX* vg, int qo, int ko, int vo,
+                                                   const int (&vis)[2][2], int wvis) {
+    typedef FaFwd<HS> F;
+    typedef FaTile<HS> T;
+    constexpr int BK = F::BK, KS = F::KS;
+    const int j0 = kt * BK, st = kt & 1;
+    if (kt + 1 < nkt) {   // the next tile flies while this one is computed
+        const int nk = min(BK, a.Tk - j0 - BK);
+        fa_load_tile<HS, BK>(Ks + (st ^ 1) * BK * T::LD, kg + (long long)(j0 + BK) * a.ldk, a.ldk, nk, a.vec);
+        fa_load_tile<HS, BK>(Vs + (st ^ 1) * BK * T::LD, vg + (long long)(j0 + BK) * a.ldv, a.ldv, nk, a.vec);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();   // everything but the tile just requested has landed
+    __syncthreads();
+ATTN_NO_UNROLL
+    for (int sub = 0; sub < BK / KS; sub++) {
+        const int off = (st * BK + sub * KS) * T::LD;
+        flash_forward_keys<HS, MASK>(w, a, j0 + sub * KS, Qs, Ks + off, Vs + off, qo, ko, vo, vis, wvis);
+    }
+    __syncthreads();   // every warp is done with stage st before the next request refills it
+}
+
+// Grid (query tiles, NH, B), latest query tiles (the most keys) first; FaFwd<HS>::THREADS threads.
+// Writes o (fp32, or floatX into a.ox when set) and lse. Two blocks (8 warps) per SM: up to 255
+// registers per thread.
+template <int HS>
+__global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(const AttnArgs a) {
+    typedef FaFwd<HS> F;
+    typedef FaTile<HS> T;
+    constexpr int BQ = F::BQ, BK = F::BK, NT = HS / 8;   // NT: 8-column tiles of O
     DYNAMIC_SHARED(unsigned char, smem);
     floatX* Qs = reinterpret_cast<floatX*>(smem);
-    floatX* Ks = reinterpret_cast<floatX*>(smem + FaFwd<HS>::Q);   // stage st at Ks + st * BK * LD
-    floatX* Vs = reinterpret_cast<floatX*>(smem + FaFwd<HS>::Q + 2 * FaFwd<HS>::KV);
+    floatX* Ks = reinterpret_cast<floatX*>(smem + F::Q);   // stage st at Ks + st * BK * LD
+    floatX* Vs = reinterpret_cast<floatX*>(smem + F::Q + 2 * F::KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int nq = min(BQ, a.Tq - i0);
-    const int kend = visible_keys(a, i0 + nq - 1);   // keys the block's last query sees
-    const int nkt = (kend + BK - 1) / BK;
+    const int nkt = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
+    const int nfull = visible_keys(a, i0) / BK;   // tiles the first query, hence every row, sees whole
     const floatX* kg = a.k + (long long)b * a.Tk * a.ldk + (long long)h * HS;
     const floatX* vg = a.v + (long long)b * a.Tk * a.ldv + (long long)h * HS;
 
@@ -41,140 +247,72 @@ __global__ void __launch_bounds__(FA_FWD_WARPS * 32, HS <= 96 ? 2 : 1) flash_for
     }
     cp_async_commit();
 
-    // This warp's rows r0 .. r0+15 of the block; this lane's rows r0+g (lo) and r0+g+8 (hi).
-    const int r0 = warp * 16;
-    const int wlast = min(r0 + 15, nq - 1);
-    const int wvis = wlast >= r0 ? visible_keys(a, i0 + wlast) : 0;   // keys the warp sees
-    const int wvis0 = wlast >= r0 ? visible_keys(a, i0 + r0) : 0;     // ... all of its rows see
-    const int vis_lo = r0 + g < nq ? visible_keys(a, i0 + r0 + g) : 0;
-    const int vis_hi = r0 + g + 8 < nq ? visible_keys(a, i0 + r0 + g + 8) : 0;
+    const int r0 = warp * 32;   // this warp's rows r0 .. r0 + 31 of the block
 
-    // Up to HS = 64 the warp's Q fragments stay in registers (HS/4 of them) instead of being
-    // re-read from shared memory for every key tile; beyond, the register budget needs them.
-    constexpr bool Q_IN_REGS = HS <= 64;
-    constexpr int QF = Q_IN_REGS ? HS / 16 : 1;
-    uint32_t qf[QF][4];
-    float acc[NT][4];
-ATTN_UNROLL
-    for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;   // log2 units
+    // This lane's ldmatrix rows: Q (A operand, per row tile), K (B operand of S), V (B of P V, .trans).
+    const int qo = T::chunk(r0 + (lane & 15), lane >> 4);
+    const int ko = T::chunk(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+    const int vo = T::chunk(lane & 15, lane >> 4);
 
-    for (int kt = 0; kt < nkt; kt++) {
-        const int j0 = kt * BK, st = kt & 1;
-        if (kt + 1 < nkt) {   // the next tile flies while this one is computed
-            const int nk = min(BK, a.Tk - j0 - BK);
-            fa_load_tile<HS, BK>(Ks + (st ^ 1) * BK * T::LD, kg + (long long)(j0 + BK) * a.ldk, a.ldk, nk, a.vec);
-            fa_load_tile<HS, BK>(Vs + (st ^ 1) * BK * T::LD, vg + (long long)(j0 + BK) * a.ldv, a.ldv, nk, a.vec);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();   // everything but the tile just requested has landed
-        __syncthreads();
-        if (Q_IN_REGS && kt == 0) {   // Q landed with the first tile: its fragments, once
+    FaFwdWarp<HS> w;
 ATTN_UNROLL
-            for (int kk = 0; kk < HS / 16; kk++)
-                ldmatrix_x4(qf[kk % QF], Qs + T::chunk(r0 + (lane & 15), 2 * kk + (lane >> 4)));
-        }
-        const int wn = min(BK, wvis - j0);   // keys of this tile that some row of the warp sees
-        if (wn > 0) {
-            const floatX* Kt = Ks + st * BK * T::LD;
-            const floatX* Vt = Vs + st * BK * T::LD;
-            const int nkb = (wn + 15) / 16;   // 16-key blocks to compute
-            float s[BK / 8][4];
+    for (int rt = 0; rt < 2; rt++) {
 ATTN_UNROLL
-            for (int n = 0; n < BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            // S (16 x 64) = Q_w K^T
-ATTN_UNROLL
-            for (int kk = 0; kk < HS / 16; kk++) {
-                uint32_t qa[4];
-                if (Q_IN_REGS) {
-                    for (int e = 0; e < 4; e++) qa[e] = qf[kk % QF][e];
-                } else {
-                    ldmatrix_x4(qa, Qs + T::chunk(r0 + (lane & 15), 2 * kk + (lane >> 4)));
-                }
-ATTN_UNROLL
-                for (int nb = 0; nb < BK / 16; nb++) {
-                    if (nb >= nkb) break;   // warp-uniform
-                    uint32_t kb[4];
-                    ldmatrix_x4(kb, Kt + T::chunk(16 * nb + ((lane >> 4) << 3) + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
-                    fa_mma_pair(s + 2 * nb, qa, kb);
-                }
-            }
-            // Online softmax on the fragments, in log2 units; masked scores are -inf.
-            const bool mask = j0 + 16 * nkb > wvis0;   // some key computed here is hidden from some row
-            float mx_lo = -INFINITY, mx_hi = -INFINITY;
-ATTN_UNROLL
-            for (int n = 0; n < BK / 8; n++) {
-ATTN_UNROLL
-                for (int e = 0; e < 2; e++) {
-                    const int j = j0 + 8 * n + 2 * t + e;
-                    float x_lo = s[n][e] * a.scale_log2, x_hi = s[n][2 + e] * a.scale_log2;
-                    if (mask || n >= 2 * nkb) {
-                        if (j >= vis_lo || n >= 2 * nkb) x_lo = -INFINITY;
-                        if (j >= vis_hi || n >= 2 * nkb) x_hi = -INFINITY;
-                    }
-                    s[n][e] = x_lo;
-                    s[n][2 + e] = x_hi;
-                    mx_lo = fmaxf(mx_lo, x_lo);
-                    mx_hi = fmaxf(mx_hi, x_hi);
-                }
-            }
-            const float mn_lo = fmaxf(m_lo, group_max(mx_lo)), mn_hi = fmaxf(m_hi, group_max(mx_hi));
-            // A row that has seen no key yet keeps max -inf: subtract 0 instead (its scores are -inf).
-            const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
-            const float corr_lo = exp2f(m_lo - ref_lo), corr_hi = exp2f(m_hi - ref_hi);
-            m_lo = mn_lo;
-            m_hi = mn_hi;
-            float sum_lo = 0.0f, sum_hi = 0.0f;
-ATTN_UNROLL
-            for (int n = 0; n < BK / 8; n++) {
-                s[n][0] = exp2f(s[n][0] - ref_lo);
-                s[n][1] = exp2f(s[n][1] - ref_lo);
-                s[n][2] = exp2f(s[n][2] - ref_hi);
-                s[n][3] = exp2f(s[n][3] - ref_hi);
-                sum_lo += s[n][0] + s[n][1];
-                sum_hi += s[n][2] + s[n][3];
-            }
-            l_lo = l_lo * corr_lo + sum_lo;   // this lane's columns; summed over the group at the end
-            l_hi = l_hi * corr_hi + sum_hi;
-ATTN_UNROLL
-            for (int n = 0; n < NT; n++) {
-                acc[n][0] *= corr_lo;
-                acc[n][1] *= corr_lo;
-                acc[n][2] *= corr_hi;
-                acc[n][3] *= corr_hi;
-            }
-            // O += P V, P straight from the registers.
-ATTN_UNROLL
-            for (int kb = 0; kb < BK / 16; kb++) {
-                if (kb >= nkb) break;
-                uint32_t pa[4];
-                pack_a_fragment(pa, s[2 * kb], s[2 * kb + 1]);
-ATTN_UNROLL
-                for (int np = 0; np < NT / 2; np++) {
-                    uint32_t vb[4];
-                    ldmatrix_x4_trans(vb, Vt + T::chunk(16 * kb + (lane & 15), 2 * np + (lane >> 4)));
-                    fa_mma_pair(acc + 2 * np, pa, vb);
-                }
-            }
-        }
-        __syncthreads();   // every warp is done with stage st before the next request refills it
+        for (int n = 0; n < NT; n++) w.acc[rt][n][0] = w.acc[rt][n][1] = w.acc[rt][n][2] = w.acc[rt][n][3] = 0.0f;
+        w.m[rt][0] = w.m[rt][1] = -INFINITY;
+        w.l[rt][0] = w.l[rt][1] = 0.0f;
     }
-    cp_async_wait<0>();   // nothing may still be in flight when the block ends
-
-    l_lo = group_sum(l_lo);
-    l_hi = group_sum(l_hi);
-    const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-    const long long row_lo = (long long)b * a.Tq + i0 + r0 + g;
-    const bool ok_lo = r0 + g < nq, ok_hi = r0 + g + 8 < nq;
+    cp_async_wait<1>();   // Q has landed (the first K/V tile may still fly)
+    __syncthreads();
+    if (F::Q_IN_REGS) {
 ATTN_UNROLL
-    for (int n = 0; n < NT; n++) {
-        const int c = h * HS + 8 * n + 2 * t;
-        if (a.ox) fa_store_tile(a.ox, a.ldo, row_lo, c, acc[n], inv_lo, inv_hi, ok_lo, ok_hi, false);
-        else fa_store_tile(a.o, a.ldo, row_lo, c, acc[n], inv_lo, inv_hi, ok_lo, ok_hi, false);
+        for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+            for (int kk = 0; kk < F::QF; kk++)
+                ldmatrix_x4(w.qf[rt][kk], Qs + fa_chunk_at<HS>(qo, 16 * rt, 2 * kk));
     }
+
+    int kt = 0;
+    const int none[2][2] = {{0, 0}, {0, 0}};   // (no mask)
+    for (; kt < nfull; kt++) flash_forward_tile<HS, false>(w, a, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none, 0);
+    if (kt < nkt) {
+        // The masked tiles: the keys the warp sees, and those this lane's rows r0 + 16 rt + 8 hi + g see.
+        const int wlast = min(r0 + 31, nq - 1);
+        const int wvis = wlast >= r0 ? visible_keys(a, i0 + wlast) : 0;
+        int vis[2][2];
+ATTN_UNROLL
+        for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+            for (int hi = 0; hi < 2; hi++) {
+                const int r = r0 + 16 * rt + 8 * hi + g;
+                vis[rt][hi] = r < nq ? visible_keys(a, i0 + r) : 0;
+            }
+        for (; kt < nkt; kt++) flash_forward_tile<HS, true>(w, a, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, vis, wvis);
+    }
+    cp_async_wait<0>();   // nothing may still be in flight when the buffers are reused
+    __syncthreads();      // (nkt == 0: no tile step has synchronised the block since Q was read)
+
+    // Normalise, stage O in shared memory, then write it in 16-byte rows.
+    float inv[2][2];
+ATTN_UNROLL
+    for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            w.l[rt][hi] = group_sum(w.l[rt][hi]);
+            inv[rt][hi] = w.l[rt][hi] > 0.0f ? 1.0f / w.l[rt][hi] : 0.0f;
+        }
+    const long long ooff = ((long long)b * a.Tq + i0) * a.ldo + (long long)h * HS;   // the block's first row
+    if (a.ox) fa_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, w, inv, r0);
+    else fa_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, w, inv, r0);
     if (t == 0) {
-        float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0 + r0 + g;
-        if (ok_lo) lse[0] = l_lo > 0.0f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        if (ok_hi) lse[8] = l_hi > 0.0f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0;
+ATTN_UNROLL
+        for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+            for (int hi = 0; hi < 2; hi++) {
+                const int r = r0 + 16 * rt + 8 * hi + g;
+                const float l = w.l[rt][hi];
+                if (r < nq) lse[r] = l > 0.0f ? (w.m[rt][hi] + log2f(l)) * LN2 : -INFINITY;
+            }
     }
 }

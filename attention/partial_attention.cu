@@ -195,8 +195,8 @@ template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const size_t smem = FaFwd<HS>::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM(flash_forward_kernel<HS>, smem, "head size", HS);
-    const dim3 grid((unsigned)((a.Tq + FA_FWD_BQ - 1) / FA_FWD_BQ), (unsigned)NH, (unsigned)B);
-    LAUNCH(flash_forward_kernel<HS>, grid, FA_FWD_WARPS * 32, smem, stream, a);
+    const dim3 grid((unsigned)((a.Tq + FaFwd<HS>::BQ - 1) / FaFwd<HS>::BQ), (unsigned)NH, (unsigned)B);
+    LAUNCH(flash_forward_kernel<HS>, grid, FaFwd<HS>::THREADS, smem, stream, a);
 }
 
 // The backward's workspace (the fp32 dQ accumulator, then the semaphores), one buffer per

@@ -381,8 +381,11 @@ int main(int argc, char** argv) {
     // --quick: a subset that still reaches every kernel, head sizes 64, 80 and 128, a mesh and a
     // ring (for compute-sanitizer, which slows every launch by orders of magnitude).
     const bool quick = argc == 2 && !strcmp(argv[1], "--quick");
-    if (argc > 1 && !quick) {
-        printf("usage: %s [--quick | --die bad-head-size]\n", argv[0]);
+    // --long-heads: only shapes long enough for the forward's unmasked key-tile loop at HS 80, 96
+    // and 128 (several seconds each; make test-sweep).
+    const bool long_heads = argc == 2 && !strcmp(argv[1], "--long-heads");
+    if (argc > 1 && !quick && !long_heads) {
+        printf("usage: %s [--quick | --long-heads | --die bad-head-size]\n", argv[0]);
         return 2;
     }
     printf("precision: %s inputs, fp32 o/lse/d/dq/dk/dv; %s bounds o %.0e lse %.0e d %.0e grads %.0e merge %.0e\n",
@@ -399,6 +402,13 @@ int main(int argc, char** argv) {
           "every supported head size fits in 227 KiB of shared memory; HS 24 is unsupported");
     static char labels[64][48];
     int nl = 0;
+    if (long_heads) {
+        run_scenario(single("single T200 HS96", 1, 2, 96, 200, 0, false, 1.0f));
+        run_scenario(single("single T260 HS80 q*5", 1, 2, 80, 260, 0, false, 5.0f));
+        run_scenario(single("single T300 HS128", 1, 2, 128, 300, 0, false, 1.0f));
+        run_scenario(single("single T259 HS128 ld+3", 1, 1, 128, 259, 3, false, 1.0f));
+        return test_finish("test_attention_cuda --long-heads (" FLOATX_NAME ")");
+    }
 
     // Single device: a ragged last tile (131 = 64 + 64 + 3) read from a fused QKV buffer; 160.
     run_scenario(single("single T131 HS64 fused qkv", 2, 2, 64, 131, 0, true, 1.0f));
