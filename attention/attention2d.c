@@ -11,6 +11,7 @@
 #include "attention/dist_attention.h"
 #include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
+#include "attention/dist_scratch.h"
 #include "comm/fail.h"
 
 // Activations (Q, K, V, dO) travel in the storage type `real` (bf16 on the CUDA bf16 build);
@@ -235,8 +236,6 @@ static void attention2d_destroy(AttentionLayer* self) {
     free(a);
 }
 
-static size_t max_size(size_t x, size_t y) { return x > y ? x : y; }
-
 AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, int keep_kv_layers) {
     CHECK(keep_kv_layers >= 0, "caller bug", "attention2d_create: keep_kv_layers=%d",
           keep_kv_layers);
@@ -251,36 +250,33 @@ AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, in
     a->at = dist_acc_comm_type();
 
     const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
-    const size_t pq = a->g.pq, pkv = a->g.pkv, sr = sizeof(real), sa = sizeof(real_acc);
-    // Bytes of the largest block set the row collectives move (Q, Q|dO, O|LSE, dQ).
-    const size_t send = max_size(max_size(S * sr, pkv * (S + L) * sa),
-                                 max_size(2 * S * sr, pkv * S * sa));
-    const size_t recv = max_size(max_size(pkv * S * sr, pkv * (S + L) * sa),
-                                 max_size(2 * pkv * S * sr, S * sa));
-    a->send = dist_alloc(send, "attention2d send blocks");
-    a->recv = dist_alloc(recv, "attention2d receive blocks");
-    a->stats_send = (real_acc*)dist_alloc(sa * 2 * L, "attention2d LSE|D");
-    a->stats_recv = (real_acc*)dist_alloc(sa * 2 * pkv * L, "attention2d row LSE|D");
-    a->kv_recv = (real*)dist_alloc(sr * 2 * pq * S, "attention2d column K|V blocks");
-    a->dkv_send = (real_acc*)dist_alloc(sa * 2 * pq * S, "attention2d partial dK|dV blocks");
-    a->dkv_recv = (real_acc*)dist_alloc(sa * 2 * S, "attention2d summed dK|dV");
-    a->kv_own = (real*)dist_alloc(sr * 2 * S, "attention2d own K/V");
-    a->kv_perm = (real*)dist_alloc(sr * 2 * S, "attention2d permuted K/V");
+    Attention2DScratch z;   // bytes of each buffer (attention/dist_scratch.h)
+    attention2d_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
+                        keep_kv_layers);
+    a->send = dist_alloc(z.send, "attention2d send blocks");
+    a->recv = dist_alloc(z.recv, "attention2d receive blocks");
+    a->stats_send = (real_acc*)dist_alloc(z.stats_send, "attention2d LSE|D");
+    a->stats_recv = (real_acc*)dist_alloc(z.stats_recv, "attention2d row LSE|D");
+    a->kv_recv = (real*)dist_alloc(z.kv_recv, "attention2d column K|V blocks");
+    a->dkv_send = (real_acc*)dist_alloc(z.dkv_send, "attention2d partial dK|dV blocks");
+    a->dkv_recv = (real_acc*)dist_alloc(z.dkv_recv, "attention2d summed dK|dV");
+    a->kv_own = (real*)dist_alloc(z.kv_own, "attention2d own K/V");
+    a->kv_perm = (real*)dist_alloc(z.kv_perm, "attention2d permuted K/V");
     if (keep_kv_layers == 0) {
-        a->kv_full = (real*)dist_alloc(sr * 2 * pq * S, "attention2d column K/V");
+        a->kv_full = (real*)dist_alloc(z.kv_full, "attention2d column K/V");
     } else {
-        a->kept = (real*)dist_alloc(sr * keep_kv_layers * 2 * pq * S, "attention2d kept K/V");
+        a->kept = (real*)dist_alloc(z.kept, "attention2d kept K/V");
     }
-    a->q_full = (real*)dist_alloc(sr * pkv * S, "attention2d row Q");
-    a->do_full = (real*)dist_alloc(sr * pkv * S, "attention2d row dO");
-    a->o_full = (real_acc*)dist_alloc(sa * pkv * S, "attention2d row partial O");
-    a->o_own = (real_acc*)dist_alloc(sa * S, "attention2d merged O");
-    a->lse_full = (real_acc*)dist_alloc(sa * pkv * L, "attention2d row LSE");
-    a->d_full = (real_acc*)dist_alloc(sa * pkv * L, "attention2d row D");
-    a->d_own = (real_acc*)dist_alloc(sa * L, "attention2d local D");
-    a->dq_part = (real_acc*)dist_alloc(sa * pkv * S, "attention2d partial dQ");
-    a->dkv_part = (real_acc*)dist_alloc(sa * 2 * pq * S, "attention2d partial dK/dV");
-    a->dkv_own = (real_acc*)dist_alloc(sa * 2 * S, "attention2d own dK/dV");
+    a->q_full = (real*)dist_alloc(z.q_full, "attention2d row Q");
+    a->do_full = (real*)dist_alloc(z.do_full, "attention2d row dO");
+    a->o_full = (real_acc*)dist_alloc(z.o_full, "attention2d row partial O");
+    a->o_own = (real_acc*)dist_alloc(z.o_own, "attention2d merged O");
+    a->lse_full = (real_acc*)dist_alloc(z.lse_full, "attention2d row LSE");
+    a->d_full = (real_acc*)dist_alloc(z.d_full, "attention2d row D");
+    a->d_own = (real_acc*)dist_alloc(z.d_own, "attention2d local D");
+    a->dq_part = (real_acc*)dist_alloc(z.dq_part, "attention2d partial dQ");
+    a->dkv_part = (real_acc*)dist_alloc(z.dkv_part, "attention2d partial dK/dV");
+    a->dkv_own = (real_acc*)dist_alloc(z.dkv_own, "attention2d own dK/dV");
 
     a->base.forward = attention2d_forward;
     a->base.backward = attention2d_backward;

@@ -56,6 +56,7 @@
 #include "attention/dist_attention.h"
 #include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
+#include "attention/dist_scratch.h"
 #include "comm/fail.h"
 
 // One (Q block, K|V block) pair of the compute order, and what finishing it completes.
@@ -427,17 +428,18 @@ AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, in
     a->kv_done = (int*)xcalloc(a->g.pq, sizeof(int), "attention2d-overlap K/V blocks done");
 
     const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
-    const size_t pq = a->g.pq, pkv = a->g.pkv, sr = sizeof(real), sa = sizeof(real_acc);
-    a->kv_own = (real*)dist_alloc(sr * 2 * S, "attention2d-overlap own K/V");
-    a->rows = (real*)dist_alloc(sr * pkv * 2 * S, "attention2d-overlap row Q|dO blocks");
-    a->stats = (real_acc*)dist_alloc(sa * pkv * 2 * L, "attention2d-overlap row LSE|D blocks");
-    a->kv = (real*)dist_alloc(sr * pq * 2 * S, "attention2d-overlap column K/V blocks");
-    a->part = (real_acc*)dist_alloc(sa * pkv * (S + L), "attention2d-overlap partial O|LSE, dQ");
-    a->dkv = (real_acc*)dist_alloc(sa * pq * 2 * S, "attention2d-overlap partial dK/dV");
-    a->step = (real_acc*)dist_alloc(sa * (S + L), "attention2d-overlap pair O|LSE");
-    a->row_in = (real_acc*)dist_alloc(sa * (S + L), "attention2d-overlap row reduce");
-    a->col_in = (real_acc*)dist_alloc(sa * 2 * S, "attention2d-overlap column reduce");
-    a->dkv_own = (real_acc*)dist_alloc(sa * 2 * S, "attention2d-overlap own dK/dV");
+    Attention2DOverlapScratch z;   // bytes of each buffer (attention/dist_scratch.h)
+    attention2d_overlap_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv);
+    a->kv_own = (real*)dist_alloc(z.kv_own, "attention2d-overlap own K/V");
+    a->rows = (real*)dist_alloc(z.rows, "attention2d-overlap row Q|dO blocks");
+    a->stats = (real_acc*)dist_alloc(z.stats, "attention2d-overlap row LSE|D blocks");
+    a->kv = (real*)dist_alloc(z.kv, "attention2d-overlap column K/V blocks");
+    a->part = (real_acc*)dist_alloc(z.part, "attention2d-overlap partial O|LSE, dQ");
+    a->dkv = (real_acc*)dist_alloc(z.dkv, "attention2d-overlap partial dK/dV");
+    a->step = (real_acc*)dist_alloc(z.step, "attention2d-overlap pair O|LSE");
+    a->row_in = (real_acc*)dist_alloc(z.row_in, "attention2d-overlap row reduce");
+    a->col_in = (real_acc*)dist_alloc(z.col_in, "attention2d-overlap column reduce");
+    a->dkv_own = (real_acc*)dist_alloc(z.dkv_own, "attention2d-overlap own dK/dV");
 
     a->base.forward = overlap_forward;
     a->base.backward = overlap_backward;

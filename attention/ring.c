@@ -16,6 +16,7 @@
 #include "attention/dist_attention.h"
 #include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
+#include "attention/dist_scratch.h"
 #include "comm/fail.h"
 
 typedef struct {
@@ -26,8 +27,9 @@ typedef struct {
     int P, i, next, prev;
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
-    real* kv[2];          // (B, Tl, 2C) K|V block in hand and the one arriving
-    real_acc* dkv[3];     // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one, this step's part
+    real* kv[RING_KV_BLOCKS];        // (B, Tl, 2C) K|V block in hand and the one arriving
+    real_acc* dkv[RING_DKV_BLOCKS];  // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one,
+                                     // this step's part
     real_acc* o;          // (B, Tl, C) merged output of the local queries
     real_acc* o_step;     // (B, Tl, C) one step's partial output
     real_acc* lse_step;   // (B, NH, Tl/runs) one call's LSE
@@ -234,15 +236,17 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
-    const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    for (int k = 0; k < 2; k++) a->kv[k] = (real*)dist_alloc(sr * 2 * S, "ring K/V block");
-    for (int k = 0; k < 3; k++) a->dkv[k] = (real_acc*)dist_alloc(sa * 2 * S, "ring dK/dV block");
-    a->o = (real_acc*)dist_alloc(sa * S, "ring output");
-    a->o_step = (real_acc*)dist_alloc(sa * S, "ring step output");
-    a->lse_step = (real_acc*)dist_alloc(sa * L, "ring step LSE");
-    if (a->runs > 1) a->lse_runs = (real_acc*)dist_alloc(sa * L, "zigzag LSE runs");
-    a->d_own = (real_acc*)dist_alloc(sa * L, "ring backward D");
-    a->dq = (real_acc*)dist_alloc(sa * S, "ring dQ accumulator");
+    RingScratch z;   // bytes of each buffer (attention/dist_scratch.h)
+    ring_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->runs);
+    for (int k = 0; k < RING_KV_BLOCKS; k++) a->kv[k] = (real*)dist_alloc(z.kv, "ring K/V block");
+    for (int k = 0; k < RING_DKV_BLOCKS; k++)
+        a->dkv[k] = (real_acc*)dist_alloc(z.dkv, "ring dK/dV block");
+    a->o = (real_acc*)dist_alloc(z.o, "ring output");
+    a->o_step = (real_acc*)dist_alloc(z.o_step, "ring step output");
+    a->lse_step = (real_acc*)dist_alloc(z.lse_step, "ring step LSE");
+    if (a->runs > 1) a->lse_runs = (real_acc*)dist_alloc(z.lse_runs, "zigzag LSE runs");
+    a->d_own = (real_acc*)dist_alloc(z.d_own, "ring backward D");
+    a->dq = (real_acc*)dist_alloc(z.dq, "ring dQ accumulator");
 
     a->base.forward = ring_forward;
     a->base.backward = ring_backward;

@@ -18,8 +18,9 @@ TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS) $(TRANSPORT_OB
 # The schedules on the CPU backend (attention/dist_ops_cpu.c); the CUDA trainer compiles the same
 # sources as CUDA C++ (train/train_cuda.mk).
 DIST_SCHEDULE_SRCS = attention/attention2d.c attention/attention2d_overlap.c attention/ring.c
+# Their scratch sizes (attention/dist_scratch.c) are plain C, one object for every precision.
 DIST_ATTENTION_OBJS = $(DIST_SCHEDULE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/attention/dist_cost.o \
-	$(DIST_OPS_CPU_OBJS)
+	$(BUILD)/attention/dist_scratch.o $(DIST_OPS_CPU_OBJS)
 
 
 $(BUILD)/comm/comm_mpi.o: comm/comm_mpi.c

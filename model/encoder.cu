@@ -135,7 +135,7 @@ __global__ void encoder_merge_rank_kernel(u64* sorted, const u64* chunked, int N
 // wpe_rows positions (a position no local token sits at is written 0: no zeroing pass); else the
 // T local positions, added.
 
-static constexpr int ENC_SEG = 32;  // rows per segment: one sorted key per lane
+// ENC_SEG (rows per segment) and the scratch layout: model/layer_scratch.h.
 static constexpr unsigned FULL_MASK = 0xffffffffu;
 
 __device__ __forceinline__ unsigned key_token(u64 key) { return (unsigned)(key >> 32); }
@@ -296,20 +296,6 @@ __global__ void __launch_bounds__(32 * ENC_WARPS)
         const int u = (blockIdx.x - wte_blocks) * ENC_WARPS + threadIdx.y;
         if (u < wpe_units) encoder_wpe_unit<VEC>(dwpe, dout, B, T, C, pos, write_wpe != 0, u, c, active);
     }
-}
-
-// Scratch: the two key arrays (N u64 each), the segment sums (2 rows of C floats per ENC_SEG
-// slots) and the tickets (per ENC_SEG slots and 32 channels, the most channel blocks).
-static size_t enc_keys_bytes(long N) { return (size_t)N * 2 * sizeof(u64); }
-static size_t enc_partial_bytes(long N, int C) {
-    return (size_t)ceil_div_long(N, ENC_SEG) * 2 * (size_t)C * sizeof(float);
-}
-
-size_t encoder_backward_scratch_bytes(int B, int T, int C) {
-    const long N = (long)B * T;
-    if (N <= 0 || C <= 0) return 0;
-    const size_t tickets = (size_t)ceil_div_long(N, ENC_SEG) * (size_t)ceil_div_long(C, 32) * sizeof(unsigned);
-    return enc_keys_bytes(N) + enc_partial_bytes(N, C) + (size_t)ceil_div_long((long)tickets, 16) * 16;
 }
 
 template <int VEC>

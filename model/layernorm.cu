@@ -18,11 +18,8 @@
 
 static constexpr int LN_FWD_WARPS = 4;            // rows per block (at most; fewer when a row is large)
 static constexpr int LN_SMEM_DEFAULT = 48 * 1024; // dynamic shared memory available without opting in
-static constexpr int LN_BWD_ROWS = 4;             // rows per step of the backward (one block reduction per step)
 static constexpr int LN_BWD_MAX_THREADS = 512;
-static constexpr int LN_BWD_TARGET_BLOCKS = 512;  // row groups: more blocks = more partials to add up, fewer = less parallelism
-static constexpr int LN_BWD_GROUP = 16;           // blocks per first-level reduction: the last
-                                                  // block then reads ceil(G / 16) rows, not G
+// LN_BWD_ROWS, LN_BWD_TARGET_BLOCKS, LN_BWD_GROUP and the scratch layout: model/layer_scratch.h.
 
 // --- Forward ----------------------------------------------------------------------------------------
 
@@ -313,24 +310,6 @@ __global__ void __launch_bounds__(LN_BWD_MAX_THREADS)
     ln_sum_partials(partial, first, members, 1, C, ngroups == 1, dweight, dbias, accumulate);
     if (ngroups == 1 || !ln_last_arrival(counters + ngroups, ngroups)) return;
     ln_sum_partials(partial, 0, ngroups, LN_BWD_GROUP, C, true, dweight, dbias, accumulate);
-}
-
-// Rows per block of the backward: a multiple of LN_BWD_ROWS giving about LN_BWD_TARGET_BLOCKS
-// blocks. Depends on N only, so the summation order (and the result) does not depend on the GPU.
-static int ln_bwd_rows_per_block(int N) {
-    const long rows = ceil_div_long(ceil_div_long(N, LN_BWD_TARGET_BLOCKS), LN_BWD_ROWS) * LN_BWD_ROWS;
-    return (int)(rows > LN_BWD_ROWS ? rows : LN_BWD_ROWS);
-}
-
-// The partials, then the tickets (one per group and the final one), padded to 16 bytes.
-static size_t ln_bwd_partial_bytes(int N, int C) {
-    return (size_t)ceil_div_long(N, ln_bwd_rows_per_block(N)) * 2 * (size_t)C * sizeof(float);
-}
-
-size_t layernorm_backward_scratch_bytes(int N, int C) {
-    if (N <= 0 || C <= 0) return 0;
-    const long groups = ceil_div_long(ceil_div_long(N, ln_bwd_rows_per_block(N)), LN_BWD_GROUP);
-    return ln_bwd_partial_bytes(N, C) + (size_t)ceil_div_long(groups + 1, 4) * 16;
 }
 
 template <int VEC, int CPT>

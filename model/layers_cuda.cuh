@@ -14,6 +14,7 @@
 #pragma once
 #include "attention/partial_attention.h"  // TokenPositions
 #include "model/cuda_precision.cuh"
+#include "model/layer_scratch.h"
 
 #include <stddef.h>
 
@@ -25,8 +26,8 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
                           int B, int T, int C, TokenLayout pos, const int* row_pos,
                           cudaStream_t stream);
 
-// Bytes of device scratch encoder_backward_cuda needs for B*T rows of C channels.
-size_t encoder_backward_scratch_bytes(int B, int T, int C);
+// Bytes of device scratch encoder_backward_cuda needs for B*T rows of C channels:
+// encoder_backward_scratch_bytes(B, T, C) of model/layer_scratch.h.
 
 // dwte[tokens[n]] += dout[n]; dwpe[pos(t)] gets the sum over b of dout[b*T + t], added when
 // accumulate_wpe is non-zero, else written, with every other row of the wpe_rows rows of dwpe
@@ -58,8 +59,8 @@ void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, fl
                                            const floatX* weight, const floatX* bias, int N, int C,
                                            cudaStream_t stream);
 
-// Bytes of device scratch layernorm_backward_cuda needs for an (N, C) problem.
-size_t layernorm_backward_scratch_bytes(int N, int C);
+// Bytes of device scratch layernorm_backward_cuda needs for an (N, C) problem:
+// layernorm_backward_scratch_bytes(N, C) of model/layer_scratch.h.
 
 // dinp += dL/dinp; dweight = sum over rows of dout * xhat, dbias = sum over rows of dout, added
 // to them when accumulate is non-zero, written otherwise. One launch: one block per group of

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attention/dist_scratch.h"
+#include "model/layer_scratch.h"
+
 static const char* const term_names[MEMORY_NTERMS] = {
     "parameters", "gradients", "fp32 master weights", "AdamW m, v", "ZeRO-1 shard scratch",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
@@ -45,8 +48,6 @@ enum {
     CUBLASLT_WORKSPACE = 32 << 20,    // model/matmul.cu matmul_context_init: 0 picks 32 MiB
     DBIAS_MAX_CHUNKS = 128,           // model/matmul_cuda.cuh MATMUL_DBIAS_MAX_CHUNKS
     NORM_PARTIALS = 1024,             // model/optim_cuda.cuh GLOBAL_NORM_MAX_BLOCKS (doubles)
-    LN_BWD_ROWS = 4,                  // model/layernorm.cu
-    LN_BWD_TARGET_BLOCKS = 512,       // model/layernorm.cu
     NCCL_SCRATCH = 1 << 16,           // comm/comm_nccl.cu NCCL_HOST_SCRATCH_BYTES
     FA_BWD_BQ = 64,                   // attention/flash_backward.cuh: queries per backward tile
     TOKEN_BYTES = 4,                  // int token ids
@@ -61,67 +62,39 @@ static size_t num_params(const GPTConfig* g) {
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-// model/layernorm.cu layernorm_backward_scratch_bytes: fp32 partials of (dweight, dbias) per
-// block of rows, then the tickets (one per 16 blocks and one more; 16-byte padded).
-static size_t layernorm_scratch(size_t N, size_t C) {
-    size_t rows = ceil_div(ceil_div(N, LN_BWD_TARGET_BLOCKS), LN_BWD_ROWS) * LN_BWD_ROWS;
-    if (rows < LN_BWD_ROWS) rows = LN_BWD_ROWS;
-    return ceil_div(N, rows) * 2 * C * 4 + ceil_div(ceil_div(ceil_div(N, rows), 16) + 1, 4) * 16;
-}
-
-// model/encoder.cu encoder_backward_scratch_bytes: two u64 sort keys per row, two fp32 segment
-// sums per 32 rows, a ticket per 32 rows and 32 channels (16-byte padded).
-static size_t encoder_scratch(size_t N, size_t C) {
-    return N * 2 * 8 + ceil_div(N, 32) * 2 * C * 4 + ceil_div(ceil_div(N, 32) * ceil_div(C, 32) * 4, 16) * 16;
-}
-
-// model/backend_kernels_cuda.cu layers_reserve: the encoder backward's scratch, the LayerNorm
-// backward partials, the bias-gradient scratch of the widest bias (4C: one floatX row and
-// DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's partials (first step).
+// model/backend_kernels_cuda.cu layers_reserve: the encoder backward's scratch and the LayerNorm
+// backward partials (model/layer_scratch.h), the bias-gradient scratch of the widest bias (4C:
+// one floatX row and DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's partials (first step).
 static size_t layer_workspace(const MemoryConfig* c) {
     if (!c->cuda) return 0;   // the CPU layers allocate nothing
-    const size_t N = (size_t)c->B * c->T, C4 = 4 * (size_t)c->cfg.C;
-    return encoder_scratch(N, c->cfg.C) + layernorm_scratch(N, c->cfg.C) + C4 * c->real_bytes +
+    const size_t C4 = 4 * (size_t)c->cfg.C;
+    return encoder_backward_scratch_bytes(c->B, c->T, c->cfg.C) +
+           layernorm_backward_scratch_bytes(c->B * c->T, c->cfg.C) + C4 * c->real_bytes +
            DBIAS_MAX_CHUNKS * C4 * 4 + NORM_PARTIALS * 8;
 }
 
-static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
-
-// attention/attention2d.c attention2d_create: S = B Tl C values, L = B NH Tl rows of statistics.
-static size_t attention2d_scratch(const MemoryConfig* c, size_t S, size_t L) {
-    const size_t pq = c->pq, pkv = c->pkv, r = c->real_bytes, a = c->stat_bytes;
-    const size_t send = max2(max2(S * r, pkv * (S + L) * a), max2(2 * S * r, pkv * S * a));
-    const size_t recv = max2(max2(pkv * S * r, pkv * (S + L) * a), max2(2 * pkv * S * r, S * a));
-    const size_t kv_layers = c->keep_kv ? (size_t)c->cfg.L : 1;   // kept K/V, or one column
-    return send + recv + a * 2 * L + a * 2 * pkv * L + r * 2 * pq * S + a * 2 * pq * S +
-           a * 2 * S + 2 * r * 2 * S + r * kv_layers * 2 * pq * S + 2 * r * pkv * S +
-           a * pkv * S + a * S + 2 * a * pkv * L + a * L + a * pkv * S + a * 2 * pq * S +
-           a * 2 * S;
-}
-
-// attention/attention2d_overlap.c attention2d_overlap_create.
-static size_t overlap_scratch(const MemoryConfig* c, size_t S, size_t L) {
-    const size_t pq = c->pq, pkv = c->pkv, r = c->real_bytes, a = c->stat_bytes;
-    return r * 2 * S + r * pkv * 2 * S + a * pkv * 2 * L + r * pq * 2 * S + a * pkv * (S + L) +
-           a * pq * 2 * S + 2 * a * (S + L) + 2 * a * 2 * S;
-}
-
-// attention/ring.c attention_ring_create: two K|V blocks, three dK|dV, O, O step, dQ, and LSE
-// rows (step, D; zigzag's two runs one more).
-static size_t ring_scratch(const MemoryConfig* c, size_t S, size_t L) {
-    const size_t r = c->real_bytes, a = c->stat_bytes;
-    const size_t lse_rows = c->schedule == MEMORY_ATTN_ZIGZAG ? 3 : 2;
-    return 2 * r * 2 * S + 3 * a * 2 * S + 3 * a * S + lse_rows * a * L;
-}
-
-// The attention layer's scratch for B sequences of T local tokens.
+// The attention layer's scratch for B sequences of T local tokens: the schedules' create functions
+// (attention/attention2d.c, attention2d_overlap.c, ring.c) by attention/dist_scratch.h.
 static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     const size_t S = (size_t)B * T * c->cfg.C, L = (size_t)B * c->cfg.NH * T;
-    if (P == 1) return L * c->stat_bytes;   // local: the backward's rowsum(dO * O)
+    const size_t r = c->real_bytes, a = c->stat_bytes, pq = c->pq, pkv = c->pkv;
+    if (P == 1) return L * a;   // local: the backward's rowsum(dO * O)
     switch (c->schedule) {
-    case MEMORY_ATTN_2D: return attention2d_scratch(c, S, L);
-    case MEMORY_ATTN_2D_OVERLAP: return overlap_scratch(c, S, L);
-    default: return ring_scratch(c, S, L);
+    case MEMORY_ATTN_2D: {
+        Attention2DScratch z;   // the 2d create keeps every layer's K/V, or one column's
+        attention2d_scratch(&z, S, L, r, a, pq, pkv, c->keep_kv ? (size_t)c->cfg.L : 0);
+        return attention2d_scratch_total(&z);
+    }
+    case MEMORY_ATTN_2D_OVERLAP: {
+        Attention2DOverlapScratch z;
+        attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv);
+        return attention2d_overlap_scratch_total(&z);
+    }
+    default: {
+        RingScratch z;   // zigzag: two runs of positions per rank
+        ring_scratch(&z, S, L, r, a, c->schedule == MEMORY_ATTN_ZIGZAG ? 2 : 1);
+        return ring_scratch_total(&z);
+    }
     }
 }
 

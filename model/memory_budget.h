@@ -6,8 +6,9 @@
 // Each term is what the code allocates, by the same formulas: model/gpt.c (parameters,
 // gradients, activations laid out by gpt_activation_layout, backward scratch, tokens, scalars),
 // train/run_setup.c (AdamW state and ZeRO-1 shard), model/backend_cuda.cu (master weights),
-// model/backend_kernels_cuda.cu and model/matmul.cu (layer workspace, cuBLASLt workspace), the
-// attention schedules (attention/*.c, attention_local_cuda.cu), comm/comm_nccl.cu and the
+// model/backend_kernels_cuda.cu and model/matmul.cu (layer workspace, cuBLASLt workspace; the
+// encoder and LayerNorm backward scratch by model/layer_scratch.h), the attention schedules
+// (attention/*.c by attention/dist_scratch.h, attention_local_cuda.cu), comm/comm_nccl.cu and the
 // sampler (train/sampler.c). On the CUDA host runtime the total is exactly the bytes cudaMalloc'ed
 // after the first step (tests/test_memory_budget.sh checks it).
 #pragma once

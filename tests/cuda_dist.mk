@@ -13,7 +13,8 @@ SUITES_sweep += cuda-dist-sweep
 .SECONDARY: $(BUILD)/cuda-host-cxx/tests/test_dist_attention.o $(BUILD)/cuda-host-cxx-fp32/tests/test_dist_attention.o
 
 # What the CUDA objects of the trainer need from the C side, the trainer itself excepted.
-CUDA_DIST_TEST_C_OBJS = $(BUILD)/attention/dist_cost.o $(BUILD)/attention/partial_attention.o \
+CUDA_DIST_TEST_C_OBJS = $(BUILD)/attention/dist_cost.o $(BUILD)/attention/dist_scratch.o \
+	$(BUILD)/attention/partial_attention.o \
 	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) $(BUILD)/train/gpu_peaks.o \
 	$(COMM_OBJS) $(LAUNCH_OBJS) $(FAIL_OBJS)
 

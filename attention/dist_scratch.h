@@ -1,0 +1,48 @@
+// The device scratch of the distributed attention schedules, buffer by buffer: the one formula
+// their create functions allocate by (attention/attention2d.c, attention/attention2d_overlap.c,
+// attention/ring.c) and the memory budget counts by (model/memory_budget.c). Pure C and free of
+// the backend: the element sizes are inputs, since the schedules are compiled with `real` as
+// float (CPU), double (f64) and floatX (CUDA), and the budget sizes a run it does not build.
+//
+// Dimensions: S = B Tl C values of one shard (B sequences of Tl local tokens, C channels);
+// L = B NH Tl rows of statistics; real: bytes of a stored value (`real`: Q, K, V, dO);
+// real_acc: bytes of an accumulated one (`real_acc`: partial O, LSE, D, gradient sums). Every
+// field is the bytes of the schedule's buffer of that name, 0 where the schedule allocates none.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// attention2d on a pq x pkv grid; keep_kv_layers: layers whose gathered K/V are kept for
+// backward (0: none, one column buffer kv_full instead).
+typedef struct {
+    size_t send, recv;   // the largest block set a row collective sends / receives
+    size_t stats_send, stats_recv, kv_recv, dkv_send, dkv_recv, kv_own, kv_perm, kv_full, kept;
+    size_t q_full, do_full, o_full, o_own, lse_full, d_full, d_own, dq_part, dkv_part, dkv_own;
+} Attention2DScratch;
+void attention2d_scratch(Attention2DScratch* out, size_t S, size_t L, size_t real,
+                         size_t real_acc, size_t pq, size_t pkv, size_t keep_kv_layers);
+size_t attention2d_scratch_total(const Attention2DScratch* s);
+
+// attention2d-overlap on a pq x pkv grid.
+typedef struct {
+    size_t kv_own, rows, stats, kv, part, dkv, step, row_in, col_in, dkv_own;
+} Attention2DOverlapScratch;
+void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_t L, size_t real,
+                                 size_t real_acc, size_t pq, size_t pkv);
+size_t attention2d_overlap_scratch_total(const Attention2DOverlapScratch* s);
+
+// The ring family (ring, striped; zigzag: runs = 2): RING_KV_BLOCKS buffers of kv bytes and
+// RING_DKV_BLOCKS of dkv bytes, one of each other field.
+enum { RING_KV_BLOCKS = 2, RING_DKV_BLOCKS = 3 };
+typedef struct {
+    size_t kv, dkv, o, o_step, lse_step, lse_runs, d_own, dq;
+} RingScratch;
+void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs);
+size_t ring_scratch_total(const RingScratch* s);
+
+#ifdef __cplusplus
+}
+#endif
