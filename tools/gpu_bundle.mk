@@ -60,6 +60,8 @@ $(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(eval $
 # runtime (build/tests/cuda_host/test_ptx) against the portable twins of tests/cuda_host/ptx.cpp,
 # here against the hardware, which checks the twins' fragment layouts. bf16 only; no kernel library
 # and no CPU twins (its kernels are in the test, its references are host loops).
+# sm_90a machine code for the Hopper wrappers (tests/cuda_host/module.mk).
+$(NVCC_BUILD)/cuda/tests/cuda_host/test_ptx.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A)
 $(BUILD)/gpu/test_ptx: $(NVCC_BUILD)/cuda/tests/cuda_host/test_ptx.o $(FAIL_OBJS)
 	$(CUDA_LIB_CHECK)
 	@mkdir -p $(dir $@)

@@ -72,6 +72,10 @@ typedef struct {
     int nthreads, live, current;
     unsigned bar_gen;  // completed __syncthreads rounds
     int bar_arrived;
+    // Named barriers (bar.sync / bar.arrive id, n; id 0 is __syncthreads'): completed rounds,
+    // threads arrived in the round being collected, and that round's thread count.
+    unsigned nbar_gen[16];
+    int nbar_arrived[16], nbar_count[16];
     Warp warp[CUDA_HOST_MAX_THREADS / 32];
     CudaHostLaneSlot slot[CUDA_HOST_MAX_THREADS / 32][32];  // the PTX twins' exchanges (ptx.cpp)
     unsigned char* dyn_smem;
@@ -165,7 +169,9 @@ static Engine* engine_get(int n) {
     Engine* e = tl_engine;
     if (!e) {
         e = (Engine*)xcalloc(1, sizeof *e, "host runtime engine");
-        e->dyn_smem = (unsigned char*)aligned_alloc(128, CUDA_HOST_MAX_DYN_SMEM);
+        // 1024-byte aligned: TMA's 128-byte swizzle uses the address bits up to bit 9, so a kernel that
+        // aligns its tiles to 1024 bytes sees the same swizzle here as on a GPU.
+        e->dyn_smem = (unsigned char*)aligned_alloc(1024, CUDA_HOST_MAX_DYN_SMEM);
         CHECK(e->dyn_smem, "", "out of memory allocating dynamic shared memory");
         tl_engine = e;
         (void)&tl_engine_owner;   // registers the engine's release at this thread's exit
@@ -212,6 +218,51 @@ void __syncthreads(void) {
         return;
     }
     wait_on(e, &e->bar_gen, g);
+}
+
+// bar.sync (wait) / bar.arrive id, n: n threads (a multiple of 32; 0: the block's threads rounded
+// up to whole warps) complete the round. PTX counts whole warps; here each thread counts one.
+static void named_barrier(unsigned id, unsigned n, int wait, const char* what) {
+    Engine* e = engine_in_kernel(what);
+    int block_warps = (e->nthreads + 31) / 32;
+    if (n == 0) n = (unsigned)(32 * block_warps);
+    char where[512];
+    if (id >= 16 || n % 32 || n > (unsigned)(32 * block_warps)) {
+        report_where(e, where, sizeof where);
+        fail_msg("%s %u, %u: the barrier must be in [0, 16) and the thread count a multiple of 32 of at "
+                 "most the block's %d warps (%s)", what, id, n, block_warps, where);
+    }
+    if (id == 0) {  // barrier 0 is __syncthreads' (as on a GPU): only the whole block may use it
+        if (n != (unsigned)(32 * block_warps) || !wait) {
+            report_where(e, where, sizeof where);
+            fail_msg("%s 0, %u: barrier 0 is __syncthreads' and takes the whole block (%d threads) with "
+                     "bar.sync; use ids 1-15 for subsets (%s)", what, n, e->nthreads, where);
+        }
+        __syncthreads();
+        return;
+    }
+    if (e->nbar_arrived[id] == 0) e->nbar_count[id] = (int)n;
+    else if (e->nbar_count[id] != (int)n) {
+        report_where(e, where, sizeof where);
+        fail_msg("%s %u, %u: %d threads are in a round of barrier %u with thread count %d; all "
+                 "participants must give the same count (%s)", what, id, n, e->nbar_arrived[id], id,
+                 e->nbar_count[id], where);
+    }
+    unsigned g = e->nbar_gen[id];
+    if (++e->nbar_arrived[id] == (int)n) {
+        e->nbar_arrived[id] = 0;
+        e->nbar_gen[id]++;
+        return;
+    }
+    if (wait) wait_on(e, &e->nbar_gen[id], g);
+}
+
+void cuda_host_named_barrier_sync(unsigned id, unsigned nthreads) { named_barrier(id, nthreads, 1, "bar.sync"); }
+void cuda_host_named_barrier_arrive(unsigned id, unsigned nthreads) { named_barrier(id, nthreads, 0, "bar.arrive"); }
+
+void cuda_host_yield(const char* what) {
+    Engine* e = engine_in_kernel(what);
+    cuda_host_fiber_switch(e->fibers, e->current, e->capacity);
 }
 
 void cuda_host_check_width(int width, const char* what) {
@@ -322,13 +373,20 @@ static void fiber_main(void) {
 }
 
 static void report_deadlock(Engine* e) {
-    int at_bar = 0, at_warp = 0, done = 0;
+    int at_bar = 0, at_warp = 0, at_named = 0, done = 0;
     char warps[256] = "";
     for (int i = 0; i < e->nthreads; i++) {
         Fiber* f = &e->fiber[i];
         if (f->state == FIBER_DONE) done++;
         else if (f->wait_gen == &e->bar_gen) at_bar++;
+        else if (f->wait_gen >= e->nbar_gen && f->wait_gen < e->nbar_gen + 16) at_named++;
         else at_warp++;
+    }
+    for (int id = 1; id < 16; id++) {
+        size_t len = strlen(warps);
+        if (e->nbar_arrived[id] && len < sizeof warps - 64)
+            snprintf(warps + len, sizeof warps - len, " bar.sync %d: %d of %d threads arrived;", id,
+                     e->nbar_arrived[id], e->nbar_count[id]);
     }
     for (int wi = 0; wi * 32 < e->nthreads; wi++) {
         Warp* w = &e->warp[wi];
@@ -341,9 +399,9 @@ static void report_deadlock(Engine* e) {
     fail_at(l->file, l->line,
             "every thread of a block must reach the same __syncthreads, and every lane named in "
             "a warp collective's mask must call it",
-            "deadlock in kernel %s, block (%u,%u,%u): %d threads wait in __syncthreads, %d in warp "
-            "collectives,%s %d returned", l->name, blockIdx.x, blockIdx.y, blockIdx.z, at_bar,
-            at_warp, warps, done);
+            "deadlock in kernel %s, block (%u,%u,%u): %d threads wait in __syncthreads, %d in named "
+            "barriers, %d in warp collectives,%s %d returned", l->name, blockIdx.x, blockIdx.y, blockIdx.z,
+            at_bar, at_named, at_warp, warps, done);
 }
 
 // Blocks finished and red.release operations, process-wide: a spin-wait that sees neither for
@@ -368,6 +426,8 @@ static void run_block(BlockQueue* q, long b) {
     e->live = n;
     e->bar_gen = 0;
     e->bar_arrived = 0;
+    memset(e->nbar_gen, 0, sizeof e->nbar_gen);
+    memset(e->nbar_arrived, 0, sizeof e->nbar_arrived);
     for (int wi = 0; wi * 32 < n; wi++) {
         Warp* w = &e->warp[wi];
         int lanes = n - wi * 32 < 32 ? n - wi * 32 : 32;
@@ -387,6 +447,7 @@ static void run_block(BlockQueue* q, long b) {
     }
     if (l->shmem) memset(e->dyn_smem, 0xff, l->shmem);
     e->in_kernel = 1;
+    cuda_host_ptx_block_begin();
     while (e->live > 0) {
         int ran = 0;
         for (int i = 0; i < n; i++) {
@@ -403,6 +464,7 @@ static void run_block(BlockQueue* q, long b) {
         }
         if (!ran) report_deadlock(e);
     }
+    cuda_host_ptx_block_end();
     e->in_kernel = 0;
     cuda_host_spin_progress();
 }

@@ -31,5 +31,6 @@
 #include "tests/cuda_host/host_runtime.h"
 #include "tests/cuda_host/host_device.h"
 #include "tests/cuda_host/host_ptx.h"
+#include "tests/cuda_host/host_ptx_sm90.h"
 #include "tests/cuda_host/host_cublas.h"
 #include "tests/cuda_host/host_curand.h"

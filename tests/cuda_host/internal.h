@@ -161,3 +161,12 @@ void cuda_host_ptx_thread_exit(void);
 void cuda_host_spin_acquired(const void* addr, unsigned value);
 void cuda_host_spin_pause(unsigned ns);
 void cuda_host_spin_progress(void);
+// Hopper twins (ptx_sm90.cpp): called when a block starts (its threads not yet run) and when all
+// its threads have returned (fails if TMA copies were never waited for, or a warpgroup's threads
+// made different setmaxnreg calls). Block-level state lives on the OS thread that runs the block.
+void cuda_host_ptx_block_begin(void);
+void cuda_host_ptx_block_end(void);
+// Switches to the block's other threads (the caller stays ready): the mbarrier twin's try_wait.
+void cuda_host_yield(const char* what);
+// 1 if [p, p + bytes) lies in the running block's shared memory (dynamic or static; ptx.cpp).
+int cuda_host_in_shared(const void* p, size_t bytes);

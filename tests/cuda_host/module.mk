@@ -1,7 +1,7 @@
 # Host runtime for CUDA sources (tests/cuda_host/README.md), its tests, and the nvcc compile check.
 
 CUDA_HOST_SRCS := $(addprefix tests/cuda_host/,fiber.cpp block_exec.cpp runtime_api.cpp stream_sched.cpp memory.cpp \
-                    gemm.cpp cublas.cpp cublaslt.cpp ptx.cpp)
+                    gemm.cpp cublas.cpp cublaslt.cpp ptx.cpp ptx_sm90.cpp)
 # The runtime, for any program built from .cu sources on the host (link with $(FAIL_OBJS) $(LDLIBS)).
 CUDA_HOST_OBJS := $(CUDA_HOST_SRCS:%.cpp=$(BUILD)/%.o)
 # The same runtime switching fibers with glibc's swapcontext (the fallback for CPUs other than
@@ -47,6 +47,12 @@ CUDA_NVCC := $(firstword $(shell command -v $(NVCC) 2>/dev/null) $(wildcard /usr
 # a third of the default's size (the GPU bundle has a size budget).
 NVCC_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                    -gencode arch=compute_90,code=compute_90 --compress-mode=size
+# test_ptx also checks the Hopper wrappers (model/cuda_ptx_sm90.cuh), which are sm_90a-only
+# instructions: its sm_90 machine code is sm_90a (an H100 or H200 runs it; elsewhere its sm_90a
+# tests skip). The GPU kit's build of it (tools/gpu_bundle.mk) uses the same flags.
+NVCC_ARCH_FLAGS_SM90A := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+                         -gencode arch=compute_90,code=compute_90 --compress-mode=size
+$(BUILD)/nvcc-check/tests/cuda_host/test_ptx.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A)
 # `+=`: a module whose .cu files need more (e.g. MPI include paths) may add to it.
 NVCC_CHECK_FLAGS += -std=c++17 -O2 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
                     -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.

@@ -63,6 +63,10 @@ static int in_shared(const void* p, size_t bytes, const CudaHostLaunch* l) {
     return t->state != 1 || (a >= t->begin && a < t->end && bytes <= t->end - a);
 }
 
+int cuda_host_in_shared(const void* p, size_t bytes) {
+    return in_shared(p, bytes, cuda_host_current_launch("shared memory check"));
+}
+
 static int in_dynamic_smem(const void* p, const CudaHostLaunch* l) {
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)cuda_host_dynamic_smem();
     return a >= d && a - d < l->shmem;

@@ -15,6 +15,7 @@
 // `--die <case>` must end with a diagnostic: ldmatrix-misaligned, ldmatrix-global, cp-misaligned,
 // cp-overrun, cp-pending, mma-partial, mixed, spin-cycle. `--mutant no-wait` runs the ordered
 // accumulation without its wait as if it were right: it must fail (tests/suites/cuda-host.list).
+// The Hopper (sm_90a) instructions' tests, mutants and --die cases: test_ptx_sm90.cuh.
 #include "model/cuda_common.cuh"
 #include "model/cuda_ptx.cuh"
 #include "tests/cuda_host/test_check.h"
@@ -644,8 +645,13 @@ static void test_ordered(void) {
     ordered_free(&o);
 }
 
+// The Hopper instructions (model/cuda_ptx_sm90.cuh): their tests, mutants and --die cases.
+#include "tests/cuda_host/test_ptx_sm90.cuh"
+
 // --mutant no-wait: the mutant checked as if it were right, under seeds 1..8; must fail.
 static int mutant(const char* what) {
+    if (!strcmp(what, "tma-no-wait") || !strcmp(what, "tma-wrong-swizzle") || !strcmp(what, "wgmma-no-wait"))
+        return mutant_sm90(what);
     if (strcmp(what, "no-wait")) {
         printf("--mutant %s: unknown case\n", what);
         return 2;
@@ -732,9 +738,12 @@ __global__ void die_spin_cycle_kernel(unsigned* sem) {
 }
 
 static int die(const char* what) {
+    int r = die_sm90(what);
+    if (r > 0) return r;
     void* d;
     CUDA_CHECK(cudaMalloc(&d, 4096));
-    if (!strcmp(what, "ldmatrix-misaligned")) LAUNCH(die_ldmatrix_misaligned_kernel, 1, 32, 0, 0, (uint32_t*)d);
+    if (r == 0) {}
+    else if (!strcmp(what, "ldmatrix-misaligned")) LAUNCH(die_ldmatrix_misaligned_kernel, 1, 32, 0, 0, (uint32_t*)d);
     else if (!strcmp(what, "ldmatrix-global"))
         LAUNCH(die_ldmatrix_global_kernel, 1, 32, 0, 0, (const uint16_t*)d, (uint32_t*)d + 512);
     else if (!strcmp(what, "cp-misaligned")) LAUNCH(die_cp_misaligned_kernel, 1, 32, 1024, 0, (const uint4*)d);
@@ -777,5 +786,6 @@ int main(int argc, char** argv) {
     test_red<0>();
     test_red<1>();
     test_ordered();
+    test_sm90();
     return test_finish("test_ptx");
 }
