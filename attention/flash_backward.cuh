@@ -11,10 +11,11 @@
 // no block waits. Deterministic for every schedule and SM count.
 #pragma once
 #include "attention/flash_attention.cuh"
+#include "attention/flash_workspace.h"
 
 // Query tiles of 64; key tiles of BK = 64 (4 warps) or 128 (8 warps, the default: half the dQ
 // adds and the Q/dO loads per key), a warp per 16 keys.
-constexpr int FA_BWD_BQ = 64, FA_BWD_BK_DEFAULT = 128;
+constexpr int FA_BWD_BQ = FLASH_BWD_QUERY_TILE, FA_BWD_BK_DEFAULT = 128;
 
 // The backward's BK x 64 dS^T tile (keys x queries; 8 chunks per row: swizzled).
 struct FaSquare {

@@ -235,10 +235,10 @@ template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B
     const size_t smem = FaBwd<HS, BK>::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem, "head size", HS);
     AttnArgs a = args;
-    const int nkt = (a.Tk + BK - 1) / BK, nqt = (a.Tq + FA_BWD_BQ - 1) / FA_BWD_BQ;
+    const int nkt = (a.Tk + BK - 1) / BK;
     // floatX dQ is summed over the key tiles in an fp32 accumulator, converted at the end.
-    const size_t acc = a.dqx ? (size_t)B * a.Tq * NH * HS * sizeof(float) : 0;
-    const size_t sems = (size_t)B * NH * nqt * sizeof(unsigned);
+    const size_t acc = flash_bwd_accumulator_bytes(B, a.Tq, (size_t)NH * HS, a.dqx != NULL);
+    const size_t sems = flash_bwd_semaphore_bytes(B, NH, a.Tq);
     if (acc + sems > 0) {
         unsigned char* ws = backward_workspace(acc + sems, stream);
         CUDA_CHECK(cudaMemsetAsync(ws, 0, acc + sems, stream));

@@ -2,6 +2,8 @@
 // allocates it, so that the host runtime's count of cudaMalloc'ed bytes matches it exactly.
 #include "model/memory_budget.h"
 
+#include "attention/flash_workspace.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -49,7 +51,6 @@ enum {
     DBIAS_MAX_CHUNKS = 128,           // model/matmul_cuda.cuh MATMUL_DBIAS_MAX_CHUNKS
     NORM_PARTIALS = 1024,             // model/optim_cuda.cuh GLOBAL_NORM_MAX_BLOCKS (doubles)
     NCCL_SCRATCH = 1 << 16,           // comm/comm_nccl.cu NCCL_HOST_SCRATCH_BYTES
-    FA_BWD_BQ = 64,                   // attention/flash_backward.cuh: queries per backward tile
     TOKEN_BYTES = 4,                  // int token ids
     SCALARS = 3                       // GPT_NUM_SCALARS doubles
 };
@@ -98,12 +99,11 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     }
 }
 
-// attention/partial_attention.cu (bf16): a backward call of Tq queries adds dQ into one fp32
-// accumulator (only where it writes floatX dQ: the single-device call) in an order set by one
-// semaphore per (sequence, head, query tile). The workspace grows to the largest call's and stays.
+// attention/flash_workspace.h: a backward call of Tq queries (local: the single-device call,
+// which writes floatX dQ through an fp32 accumulator). The workspace grows to the largest call's
+// and stays.
 static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
-    const size_t acc = local ? (size_t)B * Tq * c->cfg.C * 4 : 0;
-    return acc + (size_t)B * c->cfg.NH * ceil_div(Tq, FA_BWD_BQ) * 4;
+    return flash_bwd_accumulator_bytes(B, Tq, c->cfg.C, local) + flash_bwd_semaphore_bytes(B, c->cfg.NH, Tq);
 }
 
 // The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
