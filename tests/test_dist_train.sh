@@ -247,11 +247,15 @@ await_job() {
   echo "  mpirun exited $rc after ${secs} s"
 }
 
-# check_ranks_gone WHAT: no rank process of the job is left (zombies aside).
+# rank_alive PID: the process exists and is not a zombie.
+rank_alive() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# check_ranks_gone WHAT: no rank process of the job is left (zombies aside). A killed process can
+# take a moment to go on a loaded machine: each gets up to 5 s; one left behind stays for good.
 check_ranks_gone() {
-  sleep 0.2
   for p in $ranks; do
-    if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+    for _ in $(seq 50); do rank_alive "$p" || break; sleep 0.1; done
+    if rank_alive "$p"; then
       fail "$1: rank process $p still alive"
       kill -KILL "$p" 2>/dev/null
     fi
