@@ -255,22 +255,12 @@ template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B
     }
 }
 
-// The device's shared memory per block (opt-in), read once per device.
-size_t smem_optin(void) {
-    static int bytes[64];
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    int* n = &bytes[dev >= 0 && dev < 64 ? dev : 0];
-    if (*n == 0) CUDA_CHECK(cudaDeviceGetAttribute(n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return (size_t)*n;
-}
-
 // Keys per backward block: FA_BWD_BK_DEFAULT where its shared memory fits the device (else 64:
 // GPUs with 99 KiB per block), or ATTENTION_BWD_KEY_TILE=64|128 (to time both on a GPU, in the
 // trainer or the benchmarks, and to test both).
 template <int HS> int backward_key_tile(void) {
     const char* env = getenv("ATTENTION_BWD_KEY_TILE");
-    if (!env || !*env) return FaBwd<HS, FA_BWD_BK_DEFAULT>::SMEM <= smem_optin() ? FA_BWD_BK_DEFAULT : 64;
+    if (!env || !*env) return FaBwd<HS, FA_BWD_BK_DEFAULT>::SMEM <= (size_t)cuda_max_dynamic_smem_optin() ? FA_BWD_BK_DEFAULT : 64;
     CHECK(!strcmp(env, "64") || !strcmp(env, "128"), "set it to 64 or 128, or unset it",
           "ATTENTION_BWD_KEY_TILE: expected 64 or 128, found '%s'", env);
     return atoi(env);
