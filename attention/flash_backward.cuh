@@ -72,8 +72,9 @@ __device__ __forceinline__ void fa_red_pair(float* p, float x, float y, bool v2)
     red_add_f32(p + 1, y);
 }
 
-// Grid B * NH * nkt, one block of BK / 16 warps per (key tile, head, sequence), the last key tile of every head
-// first (block x: key tile nkt - 1 - x / (B NH)); see the top of the file. dQ goes into a.dq_acc
+// Grid B * NH * nkt, one block of BK / 16 warps per (key tile, head, sequence): heads in groups of
+// G = a.bwd_head_group, and within a group the last key tile first (block x of a full group: key
+// tile nkt - 1 - x / G); see the top of the file. dQ goes into a.dq_acc
 // (B, Tq, NH*HS; fp32, zeroed by the launcher, then converted into a.dqx) or, without it, is added
 // into a.dq. a.dq_sem: (B, NH, nqt) zeroed semaphores.
 // Two blocks of 4 warps or one of 8 per SM (the registers allow no more).
@@ -92,8 +93,12 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     float* Dv = lse + 2 * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int nkt = (a.Tk + BK - 1) / BK, nqt = (a.Tq + BQ - 1) / BQ;
-    const int heads = a.B * NH, bh = (int)(blockIdx.x % heads), h = bh % NH, b = bh / NH;
-    const int kt = nkt - 1 - (int)(blockIdx.x / heads);
+    // Groups of G heads (the last may be smaller); within a group the key tiles descend, heads inner.
+    const int heads = a.B * NH, G = a.bwd_head_group;
+    const long long span = (long long)G * nkt, group = blockIdx.x / span;
+    const int in_group = (int)(blockIdx.x - group * span), gsize = min(G, heads - (int)group * G);
+    const int bh = (int)group * G + in_group % gsize, h = bh % NH, b = bh / NH;
+    const int kt = nkt - 1 - in_group / gsize;
     float* dq_out = a.dq_acc ? a.dq_acc : a.dq;
     const long long lddq = a.dq_acc ? NH * HS : a.lddq;
     // 8-byte reds need an even row stride (the columns a lane adds are even).

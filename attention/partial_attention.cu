@@ -21,6 +21,7 @@
 // backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
 #include "attention/partial_attention_cuda.cuh"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ struct AttnArgs {
     int lddq, lddk, lddv;
     float* dq_acc;          // bf16 backward into dqx: the fp32 dQ accumulator (B, Tq, NH*HS), or NULL
     unsigned* dq_sem;       // bf16 backward: the dQ order's semaphores (B, NH, query tiles)
+    int bwd_head_group;     // backward block order: heads per group, key tiles outer within it
     floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
@@ -231,6 +233,21 @@ unsigned char* backward_workspace(size_t bytes, cudaStream_t stream) {
     return w->ptr;
 }
 
+// Heads per group of the backward's block order (flash_backward.cuh): 1 by default, so that the
+// blocks resident at once share one or a few heads' Q, dO and dQ accumulator in L2;
+// ATTENTION_BWD_HEAD_GROUP=N (N >= 1, capped at the heads) to time others (N >= every head: all
+// heads' blocks of one key tile together, the order before).
+static int backward_head_group(int heads) {
+    const char* env = getenv("ATTENTION_BWD_HEAD_GROUP");
+    if (!env || !*env) return 1;
+    char* end = NULL;
+    errno = 0;
+    const long g = strtol(env, &end, 10);
+    CHECK(errno == 0 && *end == '\0' && g >= 1, "set it to a positive integer, or unset it",
+          "ATTENTION_BWD_HEAD_GROUP: expected an integer >= 1, found '%s'", env);
+    return g < heads ? (int)g : heads;
+}
+
 template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     const size_t smem = FaBwd<HS, BK>::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem, "head size", HS);
@@ -245,6 +262,7 @@ template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B
         a.dq_acc = acc ? reinterpret_cast<float*>(ws) : NULL;
         a.dq_sem = reinterpret_cast<unsigned*>(ws + acc);
     }
+    a.bwd_head_group = backward_head_group(B * NH);
     const long long blocks = (long long)nkt * B * NH;   // one per (key tile, head, sequence)
     CHECK(blocks <= 0x7fffffffLL, "shorten the sequence or split the batch",
           "attention backward: %lld key tiles x heads x sequences over the grid limit 2^31 - 1", blocks);

@@ -79,12 +79,22 @@ static void current_backward(const AttnCall* a, cudaStream_t s) {
                             a->d, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C, s);
 }
 
-// The trainer's backward with key tiles of 64 (4 warps per block) instead of the default 128:
-// the launcher reads ATTENTION_BWD_KEY_TILE at each call (attention/partial_attention.cu).
-static void bk64_backward(const AttnCall* a, cudaStream_t s) {
-    CHECK(setenv("ATTENTION_BWD_KEY_TILE", "64", 1) == 0, "check the environment", "setenv failed");
+// The trainer's backward with one launcher setting changed: the launcher reads
+// ATTENTION_BWD_KEY_TILE and ATTENTION_BWD_HEAD_GROUP at each call (attention/partial_attention.cu).
+static void backward_with_env(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
+    CHECK(setenv(name, value, 1) == 0, "check the environment", "setenv %s failed", name);
     current_backward(a, s);
-    CHECK(unsetenv("ATTENTION_BWD_KEY_TILE") == 0, "check the environment", "unsetenv failed");
+    CHECK(unsetenv(name) == 0, "check the environment", "unsetenv %s failed", name);
+}
+// Key tiles of 64 (4 warps per block) instead of the default 128.
+static void bk64_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KEY_TILE", "64"); }
+// Blocks of 4 heads at a time instead of 1.
+static void group4_backward(const AttnCall* a, cudaStream_t s) {
+    backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "4");
+}
+// Every head's block of one key tile together (the order before the head groups).
+static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
+    backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "1000000");
 }
 
 // A broken variant for the tests: the current kernels with the first row of the output
@@ -105,6 +115,10 @@ static const Variant VARIANTS[] = {
      current_forward, current_backward, 1},
     {"bk64", "current with the backward's key tiles of 64 (4 warps) instead of 128 (8 warps)", current_forward,
      bk64_backward, 1},
+    {"group4", "current with the backward's blocks in groups of 4 heads (key tiles outer within a group) instead of 1",
+     current_forward, group4_backward, 1},
+    {"heads-inner", "current with every head's block of one key tile together (one group of all heads)",
+     current_forward, heads_inner_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };

@@ -360,12 +360,23 @@ static void tma_land(const TmaCopy* c) {
     }
 }
 
+// The box's first element must start a 16-byte unit of its row: c0 times the element size a
+// multiple of 16 (negative c0 too). An H100 faults with an illegal instruction otherwise, for every
+// swizzle and for loads and stores alike (measured: results/gpu/h100-2026-11-26T1835-999d6bc, tma_probe.md).
+static void check_inner_start(const char* what, const TmapFields* f, int c0) {
+    const long long at = (long long)c0 * (long long)f->esize;
+    if (at % 16 != 0)
+        failf(what, "the innermost start coordinate c0 = %d is %lld bytes into the row, not a multiple of 16 "
+              "(a GPU faults: illegal instruction)", c0, at);
+}
+
 void cuda_host_tma_load_2d(void* dst_shared, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
     const char* what = "cp.async.bulk.tensor.2d";
     TmapFields f;
     memcpy(&f, map, sizeof f);
     if (f.magic != TMAP_MAGIC) failf(what, "the tensor map %p was not made by cuTensorMapEncodeTiled", (const void*)map);
     if (f.rank != 2) failf(what, "the tensor map has rank %llu, not 2", (unsigned long long)f.rank);
+    check_inner_start(what, &f, c0);
     unsigned b0 = box_dim(&f, 0), b1 = box_dim(&f, 1), bytes = b0 * b1 * (unsigned)f.esize;
     if ((uintptr_t)dst_shared % 128 || !cuda_host_in_shared(dst_shared, bytes))
         failf(what, "dst %p must be 128-byte aligned with the box's %u bytes in the block's shared memory",
@@ -611,6 +622,7 @@ void cuda_host_tma_store_2d(const CUtensorMap* map, const void* src_shared, int 
     if (f.rank != 2) failf(what, "the tensor map has rank %llu, not 2", (unsigned long long)f.rank);
     if (reduce && f.dtype != CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
         failf(what, "the host runtime reduces fp32 tensor maps only (data type %llu)", (unsigned long long)f.dtype);
+    check_inner_start(what, &f, c0);
     unsigned bytes = box_dim(&f, 0) * box_dim(&f, 1) * (unsigned)f.esize;
     if ((uintptr_t)src_shared % 128 || !cuda_host_in_shared(src_shared, bytes))
         failf(what, "src %p must be 128-byte aligned with the box's %u bytes in the block's shared memory",

@@ -770,22 +770,36 @@ static int die(const char* what) {
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die")) return die(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "--mutant")) return mutant(argv[2]);
-    test_mma(0, 1, "integer A, B, C = 0");
-    test_mma(1, 1, "A a permutation, B distinct values, C integers");
-    test_mma(2, 3, "integer A, B, C, three mma calls with d = c");
-    test_ldmatrix<1, 0>();
-    test_ldmatrix<1, 1>();
-    test_ldmatrix<2, 0>();
-    test_ldmatrix<2, 1>();
-    test_ldmatrix<4, 0>();
-    test_ldmatrix<4, 1>();
-    test_compose();
-    test_cp_async();
-    test_pipeline();
-    test_ex2();
-    test_red<0>();
-    test_red<1>();
-    test_ordered();
-    test_sm90();
+    if (argc == 7 && !strcmp(argv[1], "--tma-case"))
+        return tma_one_case(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+    if (argc == 6 && !strcmp(argv[1], "--store-case"))
+        return tma_one_store_case(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    // --only LIST: the groups to run, from base (the sm_80 wrappers) and the sm_90a groups of
+    // test_sm90: a fault ends the process, so the GPU kit runs each group in its own.
+    const char* only = argc == 3 && !strcmp(argv[1], "--only") ? argv[2] : NULL;
+    if (argc > 1 && !only) {
+        fprintf(stderr, "usage: test_ptx [--only base,mbarrier,named,tma,store,wgmma | --tma-case SW B0 B1 C0 C1 | "
+                        "--store-case SW C0 C1 REDUCE | --die WHAT | --mutant WHAT]\n");
+        return 2;
+    }
+    if (listed(only, "base")) {
+        test_mma(0, 1, "integer A, B, C = 0");
+        test_mma(1, 1, "A a permutation, B distinct values, C integers");
+        test_mma(2, 3, "integer A, B, C, three mma calls with d = c");
+        test_ldmatrix<1, 0>();
+        test_ldmatrix<1, 1>();
+        test_ldmatrix<2, 0>();
+        test_ldmatrix<2, 1>();
+        test_ldmatrix<4, 0>();
+        test_ldmatrix<4, 1>();
+        test_compose();
+        test_cp_async();
+        test_pipeline();
+        test_ex2();
+        test_red<0>();
+        test_red<1>();
+        test_ordered();
+    }
+    test_sm90(only);
     return test_finish("test_ptx");
 }

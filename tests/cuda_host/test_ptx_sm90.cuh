@@ -270,12 +270,12 @@ typedef struct {
 static const TmaBox tma_boxes[] = {
     {0, 64, 16, 8, 4, "in bounds"},
     {0, 64, 16, 72, 140, "past the right and bottom edges"},
-    {1, 16, 16, 3, 5, "in bounds"},
+    {1, 16, 16, 8, 5, "in bounds"},
     {1, 16, 16, -8, -3, "before the left and top edges"},
     {2, 32, 24, 40, 17, "in bounds"},
-    {2, 32, 24, 90, -10, "past the right, before the top edge"},
-    {3, 64, 32, 20, 100, "in bounds"},
-    {3, 64, 32, -30, 130, "before the left, past the bottom edge"},
+    {2, 32, 24, 88, -10, "past the right, before the top edge"},
+    {3, 64, 32, 24, 100, "in bounds"},
+    {3, 64, 32, -32, 130, "before the left, past the bottom edge"},
 };
 
 static void test_tma(void) {
@@ -372,7 +372,7 @@ static void test_tma_store(void) {
     if (!enc) return;
     static const struct {
         int sw, c0, c1, reduce;
-    } cases[] = {{0, 20, 15, 0}, {3, -5, 3, 0}, {3, 4, 6, 1}, {0, 30, -2, 1}};
+    } cases[] = {{0, 20, 15, 0}, {3, -4, 3, 0}, {3, 4, 6, 1}, {0, 28, -2, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int bad = tma_store_case(enc, cases[i].sw, cases[i].c0, cases[i].c1, cases[i].reduce);
         check(bad == 0, "TMA %s of a 32x8 fp32 box at (%d, %d), swizzle %s, 40x20 tensor: every element exact "
@@ -539,16 +539,56 @@ static void test_wgmma(void) {
         }
 }
 
-static void test_sm90(void) {
+// Whether `name` is in the comma-separated `only` (every name when only is NULL).
+static int listed(const char* only, const char* name) {
+    if (!only) return 1;
+    char list[128], key[32];
+    snprintf(list, sizeof list, ",%s,", only);
+    snprintf(key, sizeof key, ",%s,", name);
+    return strstr(list, key) != NULL;
+}
+
+// The sm_90a groups, each run where `only` lists it (test_ptx --only).
+static void test_sm90(const char* only) {
+    static const struct {
+        const char* name;
+        void (*run)(void);
+    } groups[] = {{"mbarrier", test_mbarrier}, {"named", test_named_barrier}, {"tma", test_tma},
+                  {"store", test_tma_store}, {"wgmma", test_wgmma}};
+    int any = 0;
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) any |= listed(only, groups[i].name);
+    if (!any) return;
     if (!sm90a_available()) {
         printf("skip sm_90a tests: this build has no sm_90a code for this GPU\n");
         return;
     }
-    test_mbarrier();
-    test_named_barrier();
-    test_tma();
-    test_tma_store();
-    test_wgmma();
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (listed(only, groups[i].name)) groups[i].run();
+}
+
+// One TMA load box (--tma-case SW B0 B1 C0 C1): swizzle 0-3 (none, 32, 64, 128 B), box B0 x B1 at
+// (C0, C1); the check line as test_tma's.
+static int tma_one_case(int sw, int b0, int b1, int c0, int c1) {
+    if (!sm90a_available()) return 2;
+    Tma s;
+    if (!tma_init(&s)) return 2;
+    int bad = tma_case(&s, sw, sw, b0, b1, c0, c1, 0);
+    check(bad == 0, "TMA 2D box %dx%d bf16 at (%d, %d), swizzle %d: shared-memory bytes bit-exact (%d of %d wrong%s)",
+          b0, b1, c0, c1, sw, bad, b0 * b1 * 2, bad < 0 ? ": the encode failed" : "");
+    tma_free(&s);
+    return test_finish("test_ptx --tma-case");
+}
+
+// One TMA store (REDUCE 0) or reduce-add from 4 blocks (1) of the 32 x 8 fp32 box at (C0, C1)
+// (--store-case SW C0 C1 REDUCE); the check line as test_tma_store's.
+static int tma_one_store_case(int sw, int c0, int c1, int reduce) {
+    if (!sm90a_available()) return 2;
+    TmaEncodeTiledFn enc = tma_encode_tiled_fn();
+    if (!enc) return 2;
+    int bad = tma_store_case(enc, sw, c0, c1, reduce);
+    check(bad == 0, "TMA %s of a 32x8 fp32 box at (%d, %d), swizzle %d: every element exact (%d of 800 wrong)",
+          reduce ? "reduce-add from 4 blocks" : "store", c0, c1, sw, bad);
+    return test_finish("test_ptx --store-case");
 }
 
 // --mutant tma-no-wait: the tile read before the mbarrier wait; --mutant tma-wrong-swizzle: a
@@ -562,7 +602,7 @@ static int mutant_sm90(const char* what) {
     Tma s;
     if (!tma_init(&s)) return 2;
     int early = !strcmp(what, "tma-no-wait");
-    int bad = tma_case(&s, early ? 3 : 0, 3, 64, 32, 20, 100, early);
+    int bad = tma_case(&s, early ? 3 : 0, 3, 64, 32, 24, 100, early);
     check(bad == 0, "TMA box read %s: bit-exact (%d of 4096 bytes wrong)",
           early ? "without waiting on its mbarrier" : "with swizzle none, expected as 128B", bad);
     tma_free(&s);
@@ -638,6 +678,11 @@ static int die_sm90(const char* what) {
         if (!tma_init(&s) || tma_encode(s.enc, &map, s.global, TMA_PITCH * 2, 64, 16, CU_TENSOR_MAP_SWIZZLE_128B))
             return 2;
         LAUNCH(die_tma_never_waited_kernel, 1, 32, 4096, 0, map);
+    } else if (!strcmp(what, "tma-inner-start")) {   // c0 = 3: 6 bytes into the row (a GPU faults)
+        Tma s;
+        if (!tma_init(&s)) return 2;
+        tma_case(&s, 1, 1, 16, 16, 3, 5, 0);
+        return 1;
     } else if (!strcmp(what, "setmaxnreg-mixed")) LAUNCH(die_setmaxnreg_mixed_kernel, 1, 128, 0, 0);
     else if (!strcmp(what, "named-count")) LAUNCH(die_named_count_kernel, 1, 128, 0, 0);
     else if (!strcmp(what, "bulk-pending")) {
