@@ -11,6 +11,7 @@
 #include "comm/mesh.h"
 #include "model/activations.h"
 #include "model/config.h"
+#include "model/param_staging.h"
 #include "model/memory_budget.h"
 #include "tools/kernel_costs.h"
 
@@ -623,7 +624,8 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
         .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
         .flash_bwd = gpu && c->param_bytes < 4,
         .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
-        .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0};
+        .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0,
+        .param_chunk = PARAM_STAGING_CHUNK};
     MemoryBudget b;
     memory_budget(&m, &b);
     return (double)b.total;

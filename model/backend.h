@@ -51,6 +51,9 @@ int gpt_backend_select_device(int local_rank, int local_size, int share, int* de
 // 1 when the model's buffers (parameters, gradients, activations) are host memory that the MPI
 // comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
 int gpt_backend_host_memory(void);
+// Elements per chunk of the parameter staging buffer (model/param_staging.h); 0: the backend keeps
+// none (no master copy).
+size_t gpt_backend_param_chunk(void);
 
 // A clock for the trainer's timeline (comm/timeline.h) that times device work: marks on
 // streams are events, resolved after the step; marks on *host_track are the host clock. NULL on

@@ -17,6 +17,7 @@ struct Optimizer {
 
 const char* gpt_backend_name(void) { return "cpu"; }
 int gpt_backend_host_memory(void) { return 1; }
+size_t gpt_backend_param_chunk(void) { return 0; }
 
 int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err) {
     (void)local_rank, (void)local_size, (void)share, (void)err;

@@ -20,6 +20,7 @@
 #include "train/gpu_peaks.h"
 #include "model/layers.h"
 #include "model/optim_cuda.cuh"
+#include "model/param_staging.h"
 
 struct Optimizer {
     size_t begin, count;
@@ -107,14 +108,14 @@ static unsigned long long adamw_seed(int t) {
 
 // --- Parameters ----------------------------------------------------------------------------------
 
-// Elements per chunk of the bounded device buffers that stand in for a full-size one (loading
-// beside a master shard, gathering the shards, re-rounding): 16 MiB of fp32; 16 KiB on the host
-// runtime, so that the tests' tiny models cross chunk boundaries.
+// Elements per chunk of the parameter staging (model/param_staging.h), which stands in for a
+// full-size buffer when loading beside a master shard, gathering the shards and re-rounding.
 #ifdef CUDA_HOST
-enum { PARAM_CHUNK = 1 << 12 };
+enum { PARAM_CHUNK = PARAM_STAGING_CHUNK_HOST_RUNTIME };
 #else
-enum { PARAM_CHUNK = 1 << 22 };
+enum { PARAM_CHUNK = PARAM_STAGING_CHUNK };
 #endif
+size_t gpt_backend_param_chunk(void) { return PARAM_CHUNK; }
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -124,9 +125,11 @@ static void master_range(const GPT* m, size_t* lo, size_t* hi) {
     *hi = min_size(m->master_begin + m->master_count, m->num_params);
 }
 
-// A master copy of [begin, begin + count), zeroed (the padding past num_params stays zero).
+// A master copy of [begin, begin + count), zeroed (the padding past num_params stays zero), and
+// the parameter staging beside it.
 static void alloc_master(GPT* m, size_t begin, size_t count) {
     m->master_params = alloc_f32(count, "fp32 master weights");
+    m->param_staging = alloc_f32(param_staging_floats(m->padded_params, PARAM_CHUNK), "parameter staging");
     m->master_begin = begin;
     m->master_count = count;
 }
@@ -147,22 +150,19 @@ void gpt_params_from_host(GPT* m, const float* host) {
                                (hi - lo) * sizeof(float), cudaMemcpyHostToDevice, s));
     // Every parameter rounded to nearest by the one conversion kernel: a chunk inside the master
     // copy converts from it, any other goes through bounded staging (same values, same bits).
-    float* staging = NULL;
     for (size_t b = 0; b < n; b += PARAM_CHUNK) {
         const size_t e = min_size(b + PARAM_CHUNK, n);
         const float* src;
         if (b >= lo && e <= hi) {
             src = m->master_params + (b - m->master_begin);
-        } else {
-            if (!staging) staging = alloc_f32(min_size(n, PARAM_CHUNK), "parameter staging");
-            CUDA_CHECK(cudaMemcpyAsync(staging, host + b, (e - b) * sizeof(float),
+        } else {   // the stream orders this copy after the previous chunk's conversion
+            CUDA_CHECK(cudaMemcpyAsync(m->param_staging, host + b, (e - b) * sizeof(float),
                                        cudaMemcpyHostToDevice, s));
-            src = staging;
+            src = m->param_staging;
         }
         cuda_backend_float_to_floatx(m->params_memory + b, src, e - b);
     }
     CUDA_CHECK(cudaStreamSynchronize(s));  // the host array is free again
-    tensor_free(staging);
 }
 
 // floatX device values to host fp32, through a temporary host buffer.
@@ -188,7 +188,9 @@ static void gather_master_to_host(const GPT* m, float* host, GptGatherMaster gat
     cudaStream_t s = cuda_backend_stream();
     const size_t S = m->master_count, world = m->padded_params / S, n = m->num_params;
     const size_t k = min_size(S, PARAM_CHUNK / world ? PARAM_CHUNK / world : 1);
-    float* staging = alloc_f32(world * k, "master weight gather staging");
+    CHECK(world * k <= param_staging_floats(m->padded_params, PARAM_CHUNK), "caller bug",
+          "gpt_params_to_host: %zu ranks x %zu elements over the parameter staging", world, k);
+    float* staging = m->param_staging;
     for (size_t j = 0; j < S; j += k) {
         const size_t kk = min_size(k, S - j);
         gather(ctx, m->master_params + j, staging, kk);
@@ -199,7 +201,6 @@ static void gather_master_to_host(const GPT* m, float* host, GptGatherMaster gat
         }
         CUDA_CHECK(cudaStreamSynchronize(s));  // the staging is free for the next round
     }
-    tensor_free(staging);
 }
 
 void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
@@ -228,9 +229,10 @@ void gpt_params_restore_rounding(GPT* m, int step) {
     // range: a shard's owner re-rounds it, the others gather it (model/backend.h).
     size_t lo, hi;
     master_range(m, &lo, &hi);
-    const size_t scratch_n = min_size(hi - lo, PARAM_CHUNK);
-    float* zm = alloc_f32(scratch_n, "re-rounding scratch (first moments)");
-    float* zv = alloc_f32(scratch_n, "re-rounding scratch (second moments)");
+    const size_t scratch_n = min_size(hi - lo, PARAM_CHUNK);   // two of them fit the staging
+    float* zm = m->param_staging;
+    float* zv = m->param_staging + scratch_n;
+    CUDA_CHECK(cudaMemsetAsync(zm, 0, 2 * scratch_n * sizeof(float), cuda_backend_stream()));
     tensor_zero(m->grads_memory, m->padded_params);
     AdamWTensorTable table;
     memset(&table, 0, sizeof table);  // no tensor is decayed (the decay rate is 0 anyway)
@@ -240,8 +242,6 @@ void gpt_params_restore_rounding(GPT* m, int step) {
                           m->grads_memory, zm, zv, b, e, &table, step, 0.0, 0.5, 0.5, 1.0, 0.0,
                           NULL, adamw_seed(step), cuda_backend_stream());
     }
-    tensor_free(zm);
-    tensor_free(zv);
 }
 
 void gpt_logits_row_to_host(const GPT* m, int n, float* host) {

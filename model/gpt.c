@@ -161,6 +161,7 @@ void gpt_free(GPT* m) {
         tensor_free(m->params_memory);
         tensor_free(m->grads_memory);
         tensor_free(m->master_params);   // NULL unless the backend keeps master weights
+        tensor_free(m->param_staging);   // likewise
     }
     tensor_free(m->acts_memory);
     tensor_free(m->stats_memory);

@@ -75,6 +75,8 @@ typedef struct {
                                // precision (CUDA bf16; model/backend.h); NULL elsewhere. They
     size_t master_begin;       // hold elements [master_begin, master_begin + master_count):
     size_t master_count;       // all padded_params, or under ZeRO-1 the optimizer's shard
+    float* param_staging;      // with the master copy: the backend's parameter staging
+                               // (model/param_staging.h); NULL elsewhere
     ParameterTensors params, grads;
 
     int B, T;                  // sequences and LOCAL tokens per sequence of the next pass; T

@@ -9,9 +9,11 @@
 
 #include "attention/dist_scratch.h"
 #include "model/layer_scratch.h"
+#include "model/param_staging.h"
 
 static const char* const term_names[MEMORY_NTERMS] = {
     "parameters", "gradients", "fp32 master weights", "AdamW m, v", "ZeRO-1 shard scratch",
+    "parameter staging",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
     "attention dQ workspace", "tokens",
     "step scalars", "gradient buckets", "transport scratch", "sampler (rank 0)",
@@ -145,6 +147,7 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_PARAMS] = padded * c->real_bytes;
     b[MEMORY_GRADS] = padded * c->real_bytes;
     b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
+    b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
     b[MEMORY_ADAMW] = 2 * shard * 4;
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }

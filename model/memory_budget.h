@@ -5,7 +5,7 @@
 //
 // Each term is what the code allocates, by the same formulas: model/gpt.c (parameters,
 // gradients, activations laid out by gpt_activation_layout, backward scratch, tokens, scalars),
-// train/run_setup.c (AdamW state and ZeRO-1 shard), model/backend_cuda.cu (master weights),
+// train/run_setup.c (AdamW state and ZeRO-1 shard), model/backend_cuda.cu (master weights, parameter staging: model/param_staging.h),
 // model/backend_kernels_cuda.cu and model/matmul.cu (layer workspace, cuBLASLt workspace; the
 // encoder and LayerNorm backward scratch by model/layer_scratch.h), the attention schedules
 // (attention/*.c by attention/dist_scratch.h, attention_local_cuda.cu), comm/comm_nccl.cu and the
@@ -27,6 +27,7 @@ typedef enum {
     MEMORY_MASTER,            // fp32 master weights (bf16 storage only), ZeRO-1: this rank's shard
     MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard
     MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
+    MEMORY_PARAM_STAGING,     // with master weights: the parameter staging (model/param_staging.h)
     MEMORY_ACTIVATIONS,       // saved for backward under the recompute mode, statistics included
     MEMORY_BACKWARD,          // backward scratch: dresidual, dbuf_c, dbuf_4c_a, dbuf_4c_b
     MEMORY_LAYER_WORKSPACE,   // what the backend reserves for the layers (CUDA: encoder and
@@ -73,6 +74,7 @@ typedef struct {
     size_t real_bytes;        // parameters, gradients, activations (bf16: 2, fp32: 4)
     size_t stat_bytes;        // statistics and attention accumulators (4)
     size_t master_bytes;      // master weights per parameter: 4 where real is narrower, else 0
+    size_t param_chunk;       // with master weights: the staging chunk (gpt_backend_param_chunk)
 } MemoryConfig;
 
 typedef struct {

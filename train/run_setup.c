@@ -235,7 +235,8 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
         .flash_bwd = !gpt_backend_host_memory() && real_bytes < sizeof(float),
         .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
-        .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0};
+        .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0,
+        .param_chunk = gpt_backend_param_chunk()};
     memory_budget(&c, b);
 }
 
