@@ -72,6 +72,13 @@ __device__ __forceinline__ void fa_red_pair(float* p, float x, float y, bool v2)
     red_add_f32(p + 1, y);
 }
 
+// The next key tile's turn on a query tile, after this block's adds to it (issued before a
+// __syncthreads; the fence makes them visible first: cumulativity).
+__device__ __forceinline__ void fa_dq_release(unsigned* sem) {
+    __threadfence();
+    red_release_gpu_add_u32(sem, 1u);
+}
+
 // Grid B * NH * nkt, one block of BK / 16 warps per (key tile, head, sequence): heads in groups of
 // G = a.bwd_head_group, and within a group the last key tile first (block x of a full group: key
 // tile nkt - 1 - x / G); see the top of the file. dQ goes into a.dq_acc
@@ -107,6 +114,10 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
     const int j0 = kt * BK;
     const int qt0 = first_query(a, j0) / BQ;   // the first query tile that sees the key tile
+    // Lagged release only where the next key tile (the next to add) starts at least two query tiles
+    // earlier (a causal diagonal): it then reaches each of our tiles two steps after us, so passing
+    // the turn one step late costs it nothing; elsewhere (a key block every query sees) it would.
+    const bool lagged = a.bwd_lagged_release && kt > 0 && first_query(a, (kt - 1) * BK) / BQ <= qt0 - 2;
     // No query sees the key tile: done, unless dK, dV are written as zeros.
     if (qt0 >= nqt && !a.dkx) return;
     if (qt0 < nqt) {
@@ -221,6 +232,9 @@ ATTN_UNROLL
                     pack_bf16x2(dp[n][2], dp[n][3]);
             }
         }
+        // Lagged release: the previous query tile's turn passes on only now, its adds long done,
+        // so the fence rarely waits (the next key tile reaches that tile two steps after us).
+        if (lagged && qt > qt0 && threadIdx.x == 0) fa_dq_release(sem + qt - 1);
 #ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
         if (threadIdx.x == 0) {   // this key tile's turn: the later ones have added
             const unsigned turn = (unsigned)(last_kt - kt);
@@ -258,11 +272,9 @@ ATTN_UNROLL
             }
         }
         __syncthreads();   // dS^T and stage st are free again; every dQ add of the block issued
-        if (threadIdx.x == 0) {   // the next key tile's turn, after the adds (fence: cumulativity)
-            __threadfence();
-            red_release_gpu_add_u32(sem + qt, 1u);
-        }
+        if (!lagged && threadIdx.x == 0) fa_dq_release(sem + qt);
     }
+    if (lagged && qt0 < nqt && threadIdx.x == 0) fa_dq_release(sem + nqt - 1);
     cp_async_wait<0>();
 
     // dK, dV of the warp's keys: added once, or written in floatX.

@@ -57,6 +57,7 @@ struct AttnArgs {
     float* dq_acc;          // bf16 backward into dqx: the fp32 dQ accumulator (B, Tq, NH*HS), or NULL
     unsigned* dq_sem;       // bf16 backward: the dQ order's semaphores (B, NH, query tiles)
     int bwd_head_group;     // backward block order: heads per group, key tiles outer within it
+    int bwd_lagged_release; // backward: a query tile's dQ turn passed on one step later (flash_backward.cuh)
     floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
@@ -248,6 +249,17 @@ static int backward_head_group(int heads) {
     return g < heads ? (int)g : heads;
 }
 
+// When the backward passes a query tile's dQ turn to the next key tile: right after its adds
+// (eager, the default) or at the next query tile, before its own wait (lagged: the fence then
+// finds the adds done); ATTENTION_BWD_RELEASE=eager|lagged to time both. The same bits either way.
+static int backward_lagged_release(void) {
+    const char* env = getenv("ATTENTION_BWD_RELEASE");
+    if (!env || !*env || !strcmp(env, "eager")) return 0;
+    CHECK(!strcmp(env, "lagged"), "set it to eager or lagged, or unset it",
+          "ATTENTION_BWD_RELEASE: expected eager or lagged, found '%s'", env);
+    return 1;
+}
+
 template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     const size_t smem = FaBwd<HS, BK>::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem, "head size", HS);
@@ -263,6 +275,7 @@ template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B
         a.dq_sem = reinterpret_cast<unsigned*>(ws + acc);
     }
     a.bwd_head_group = backward_head_group(B * NH);
+    a.bwd_lagged_release = backward_lagged_release();
     const long long blocks = (long long)nkt * B * NH;   // one per (key tile, head, sequence)
     CHECK(blocks <= 0x7fffffffLL, "shorten the sequence or split the batch",
           "attention backward: %lld key tiles x heads x sequences over the grid limit 2^31 - 1", blocks);

@@ -5,8 +5,9 @@
 #   `info gradient bits`, over every scenario's dQ, dK, dV), and every run passes;
 # - the mutant without the wait (test_attention_cuda_unordered) must be caught: some repeated
 #   backward differs from the first ("NOT bit-for-bit deterministic") under at least one seed;
-# - the block order's head groups (ATTENTION_BWD_HEAD_GROUP 3 and all heads, under the first seed)
-#   change which blocks run together, not the order of the adds: the same bits again.
+# - the block order's head groups (ATTENTION_BWD_HEAD_GROUP 3 and all heads) and the lagged release
+#   of the dQ turns (ATTENTION_BWD_RELEASE=lagged, under the second seed too) change which blocks
+#   run together and when a turn passes, not the order of the adds: the same bits again.
 #   tests/test_attention_order.sh [SEEDS...]   (default 1..4; ATTENTION_BWD_KEY_TILE applies)
 set -u
 cd "$(dirname "$0")/.."
@@ -33,17 +34,20 @@ for seed in "${seeds[@]}"; do
     echo "seed $seed: unordered mutant not caught"
   fi
 done
-for group in 3 1000000; do
-  out=$(ATTENTION_BWD_HEAD_GROUP=$group CUDA_HOST_SCHEDULE_SEED=${seeds[0]} timeout 300 $BUILD/tests/cuda/test_attention_cuda --quick 2>&1)
+for run in "ATTENTION_BWD_HEAD_GROUP=3 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
+           "ATTENTION_BWD_HEAD_GROUP=1000000 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
+           "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
+           "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"; do
+  out=$(env $run timeout 300 $BUILD/tests/cuda/test_attention_cuda --quick 2>&1)
   status=$?
   bits=$(sed -n 's/^info gradient bits //p' <<< "$out")
   if [ $status -ne 0 ] || [ "$bits" != "$first" ]; then
-    echo "FAIL: head group $group: status $status, gradient bits '$bits' (seed ${seeds[0]}: '$first')"; tail -n 5 <<< "$out"
+    echo "FAIL: $run: status $status, gradient bits '$bits' (seed ${seeds[0]}: '$first')"; tail -n 5 <<< "$out"
     failures=$((failures + 1))
   else
-    echo "head group $group: the same gradient bits"
+    echo "$run: the same gradient bits"
   fi
 done
 [ ${#caught[@]} -gt 0 ] || { echo "FAIL: no seed of ${seeds[*]} exposed the unordered dQ adds"; failures=$((failures + 1)); }
-[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]} and head groups 3 and all; the unordered mutant caught under ${caught[*]})"
+[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]} and head groups 3 and all, lagged release; the unordered mutant caught under ${caught[*]})"
 exit $((failures > 0))

@@ -92,6 +92,10 @@ static void bk64_backward(const AttnCall* a, cudaStream_t s) { backward_with_env
 static void group4_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "4");
 }
+// A query tile's dQ turn passed on at the next query tile (the fence then finds the adds done).
+static void lagged_backward(const AttnCall* a, cudaStream_t s) {
+    backward_with_env(a, s, "ATTENTION_BWD_RELEASE", "lagged");
+}
 // Every head's block of one key tile together (the order before the head groups).
 static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "1000000");
@@ -117,6 +121,8 @@ static const Variant VARIANTS[] = {
      bk64_backward, 1},
     {"group4", "current with the backward's blocks in groups of 4 heads (key tiles outer within a group) instead of 1",
      current_forward, group4_backward, 1},
+    {"lagged", "current with each query tile's dQ turn passed on one query tile later (on causal diagonals)",
+     current_forward, lagged_backward, 1},
     {"heads-inner", "current with every head's block of one key tile together (one group of all heads)",
      current_forward, heads_inner_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
