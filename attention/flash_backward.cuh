@@ -72,6 +72,88 @@ __device__ __forceinline__ void fa_red_pair(float* p, float x, float y, bool v2)
     red_add_f32(p + 1, y);
 }
 
+// A backward block's place in the grid: heads in groups of G = a.bwd_head_group (the last may be
+// smaller), within a group the last key tile first, heads inner; its dQ destination (the fp32
+// accumulator, or the caller's dq), the semaphores of its (sequence, head), and whether it passes
+// its dQ turns on lagged.
+struct FaBwdBlock {
+    int nkt, nqt, b, h, kt, j0, qt0;
+    float* dq_out;
+    long long lddq;
+    bool red_v2;   // 8-byte reds: an even row stride (a lane's columns are even) and 8-byte base
+    unsigned* sem;
+    bool lagged;
+};
+template <int HS, int BK> __device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
+    constexpr int BQ = FA_BWD_BQ;
+    FaBwdBlock k;
+    k.nkt = (a.Tk + BK - 1) / BK;
+    k.nqt = (a.Tq + BQ - 1) / BQ;
+    const int heads = a.B * NH, G = a.bwd_head_group;
+    const long long span = (long long)G * k.nkt, group = blockIdx.x / span;
+    const int in_group = (int)(blockIdx.x - group * span), gsize = min(G, heads - (int)group * G);
+    const int bh = (int)group * G + in_group % gsize;
+    k.h = bh % NH;
+    k.b = bh / NH;
+    k.kt = k.nkt - 1 - in_group / gsize;
+    k.j0 = k.kt * BK;
+    k.qt0 = first_query(a, k.j0) / BQ;   // the first query tile that sees the key tile
+    k.dq_out = a.dq_acc ? a.dq_acc : a.dq;
+    k.lddq = a.dq_acc ? (long long)NH * HS : a.lddq;
+    k.red_v2 = k.lddq % 2 == 0 && ((uintptr_t)k.dq_out & 7) == 0;
+    k.sem = a.dq_sem + (long long)bh * k.nqt;
+    // Lagged release only where the next key tile (the next to add) starts at least two query tiles
+    // earlier (a causal diagonal): it then reaches each of our tiles two steps after us, so passing
+    // the turn one step late costs it nothing; elsewhere (a key block every query sees) it would.
+    k.lagged = a.bwd_lagged_release && k.kt > 0 && first_query(a, (k.kt - 1) * BK) / BQ <= k.qt0 - 2;
+    return k;
+}
+
+// A block's first loads: its K and V tiles and the first query tile's Q, dO, lse and D (stage 0).
+template <int HS, int BK>
+__device__ __forceinline__ void fa_bwd_load_first(const AttnArgs& a, const FaBwdBlock& k, int NH, floatX* Ks, floatX* Vs,
+                                                  floatX* Qs, floatX* Gs, float* lse, float* Dv) {
+    if (k.qt0 < k.nqt) {
+        const int nk = min(BK, a.Tk - k.j0);
+        fa_load_tile<HS, BK>(Ks, a.k + ((long long)k.b * a.Tk + k.j0) * a.ldk + (long long)k.h * HS, a.ldk, nk, a.vec);
+        fa_load_tile<HS, BK>(Vs, a.v + ((long long)k.b * a.Tk + k.j0) * a.ldv + (long long)k.h * HS, a.ldv, nk, a.vec);
+        fa_load_query_tile<HS>(a, k.b, k.h, NH, k.qt0 * FA_BWD_BQ, Qs, Gs, lse, Dv);
+    }
+    cp_async_commit();
+}
+
+// The start of query tile qt's step: the next tile's Q, dO, lse and D into the other stage, the
+// last key tile that sees this one (key tiles kt .. last_kt add into its dQ, in descending order:
+// first_query grows with the key, so they are a contiguous range), then this stage's data landed
+// and visible to the block: its stage's tiles are returned.
+struct FaBwdStage {
+    const floatX *q, *dout;
+    const float *lse, *d;
+};
+template <int HS, int BK>
+__device__ __forceinline__ FaBwdStage fa_bwd_step_begin(const AttnArgs& a, const FaBwdBlock& k, int NH, int qt,
+                                                        floatX* Qs, floatX* Gs, float* lse, float* Dv, int& last_kt) {
+    typedef FaTile<HS> T;
+    constexpr int BQ = FA_BWD_BQ;
+    const int st = (qt - k.qt0) & 1, sn = st ^ 1;
+    if (qt + 1 < k.nqt)
+        fa_load_query_tile<HS>(a, k.b, k.h, NH, (qt + 1) * BQ, Qs + sn * BQ * T::LD, Gs + sn * BQ * T::LD,
+                               lse + sn * BQ, Dv + sn * BQ);
+    cp_async_commit();
+    while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
+    cp_async_wait<1>();
+    __syncthreads();
+    return FaBwdStage{Qs + st * BQ * T::LD, Gs + st * BQ * T::LD, lse + st * BQ, Dv + st * BQ};
+}
+
+// This key tile's turn on a query tile: thread 0 waits until `turn` later key tiles have added.
+__device__ __forceinline__ void fa_dq_wait(const unsigned* sem, unsigned turn) {
+#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
+    if (threadIdx.x == 0)
+        while (ld_acquire_gpu_u32(sem) != turn) nanosleep_ns(32);
+#endif
+}
+
 // The next key tile's turn on a query tile, after this block's adds to it (issued before a
 // __syncthreads; the fence makes them visible first: cumulativity).
 __device__ __forceinline__ void fa_dq_release(unsigned* sem) {
@@ -99,34 +181,16 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     float* lse = reinterpret_cast<float*>(smem + 2 * L::KV + 4 * L::QG + L::DS);   // stage st at + st * BQ
     float* Dv = lse + 2 * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int nkt = (a.Tk + BK - 1) / BK, nqt = (a.Tq + BQ - 1) / BQ;
-    // Groups of G heads (the last may be smaller); within a group the key tiles descend, heads inner.
-    const int heads = a.B * NH, G = a.bwd_head_group;
-    const long long span = (long long)G * nkt, group = blockIdx.x / span;
-    const int in_group = (int)(blockIdx.x - group * span), gsize = min(G, heads - (int)group * G);
-    const int bh = (int)group * G + in_group % gsize, h = bh % NH, b = bh / NH;
-    const int kt = nkt - 1 - in_group / gsize;
-    float* dq_out = a.dq_acc ? a.dq_acc : a.dq;
-    const long long lddq = a.dq_acc ? NH * HS : a.lddq;
-    // 8-byte reds need an even row stride (the columns a lane adds are even).
-    const bool red_v2 = lddq % 2 == 0 && ((uintptr_t)dq_out & 7) == 0;
-    unsigned* sem = a.dq_sem + (long long)bh * nqt;
+    const FaBwdBlock k = fa_bwd_block<HS, BK>(a, NH);
+    const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
+    float* const dq_out = k.dq_out;
+    const long long lddq = k.lddq;
+    const bool red_v2 = k.red_v2, lagged = k.lagged;
+    unsigned* const sem = k.sem;
     int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
-    const int j0 = kt * BK;
-    const int qt0 = first_query(a, j0) / BQ;   // the first query tile that sees the key tile
-    // Lagged release only where the next key tile (the next to add) starts at least two query tiles
-    // earlier (a causal diagonal): it then reaches each of our tiles two steps after us, so passing
-    // the turn one step late costs it nothing; elsewhere (a key block every query sees) it would.
-    const bool lagged = a.bwd_lagged_release && kt > 0 && first_query(a, (kt - 1) * BK) / BQ <= qt0 - 2;
     // No query sees the key tile: done, unless dK, dV are written as zeros.
     if (qt0 >= nqt && !a.dkx) return;
-    if (qt0 < nqt) {
-        const int nk = min(BK, a.Tk - j0);
-        fa_load_tile<HS, BK>(Ks, a.k + ((long long)b * a.Tk + j0) * a.ldk + (long long)h * HS, a.ldk, nk, a.vec);
-        fa_load_tile<HS, BK>(Vs, a.v + ((long long)b * a.Tk + j0) * a.ldv + (long long)h * HS, a.ldv, nk, a.vec);
-        fa_load_query_tile<HS>(a, b, h, NH, qt0 * BQ, Qs, Gs, lse, Dv);
-    }
-    cp_async_commit();
+    fa_bwd_load_first<HS, BK>(a, k, NH, Ks, Vs, Qs, Gs, lse, Dv);
 
     // This warp's keys kw .. kw+15; this lane's keys kw+g (lo) and kw+g+8 (hi).
     const int kw = j0 + 16 * warp;
@@ -141,22 +205,10 @@ ATTN_UNROLL
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
     for (int qt = qt0; qt < nqt; qt++) {
-        const int i0 = qt * BQ, st = (qt - qt0) & 1;
-        if (qt + 1 < nqt) {
-            const int sn = st ^ 1;
-            fa_load_query_tile<HS>(a, b, h, NH, i0 + BQ, Qs + sn * BQ * T::LD, Gs + sn * BQ * T::LD,
-                                   lse + sn * BQ, Dv + sn * BQ);
-        }
-        cp_async_commit();
-        // Key tiles kt .. last_kt add into this query tile's dQ, in descending order: first_query
-        // grows with the key, so they are a contiguous range.
-        while (last_kt + 1 < nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
-        cp_async_wait<1>();
-        __syncthreads();
-        const floatX* Qt = Qs + st * BQ * T::LD;
-        const floatX* Gt = Gs + st * BQ * T::LD;
-        const float* Lt = lse + st * BQ;
-        const float* Dt = Dv + st * BQ;
+        const int i0 = qt * BQ;
+        const FaBwdStage sg = fa_bwd_step_begin<HS, BK>(a, k, NH, qt, Qs, Gs, lse, Dv, last_kt);
+        const floatX *Qt = sg.q, *Gt = sg.dout;
+        const float *Lt = sg.lse, *Dt = sg.d;
         // Two halves of 32 queries: S^T and dP^T of a half fit the register budget at HS = 128.
 ATTN_NO_UNROLL
         for (int qh = 0; qh < BQ / QH; qh++) {
@@ -235,12 +287,7 @@ ATTN_UNROLL
         // Lagged release: the previous query tile's turn passes on only now, its adds long done,
         // so the fence rarely waits (the next key tile reaches that tile two steps after us).
         if (lagged && qt > qt0 && threadIdx.x == 0) fa_dq_release(sem + qt - 1);
-#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
-        if (threadIdx.x == 0) {   // this key tile's turn: the later ones have added
-            const unsigned turn = (unsigned)(last_kt - kt);
-            while (ld_acquire_gpu_u32(sem + qt) != turn) nanosleep_ns(32);
-        }
-#endif
+        fa_dq_wait(sem + qt, (unsigned)(last_kt - kt));   // this key tile's turn: the later ones have added
         __syncthreads();
         // dQ (rows 16 (w % 4) .. +15 of the tile) += scale dS K: A = dS from dS^T (transposed
         // ldmatrix), B = K (transposed ldmatrix), 16 channels at a time; with 8 warps, warps w and

@@ -90,6 +90,7 @@ __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
 // ==== bf16 build: FlashAttention-2-class kernels on mma.sync ======================================
 #include "attention/flash_forward.cuh"
 #include "attention/flash_backward.cuh"
+#include "attention/flash_backward_fa2.cuh"
 #endif
 
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
@@ -260,9 +261,35 @@ static int backward_lagged_release(void) {
     return 1;
 }
 
-template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
-    const size_t smem = FaBwd<HS, BK>::SMEM;
-    CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem, "head size", HS);
+// The backward's warp layout: each warp 16 keys of the tile (the default), or FlashAttention-2's
+// (flash_backward_fa2.cuh, HS 64 and 128; elsewhere the default): ATTENTION_BWD_LAYOUT=keys|fa2, to
+// time both on a GPU. Each gives its own bits (another order of the products), each deterministic.
+static int backward_layout_fa2(int hs) {
+    const char* env = getenv("ATTENTION_BWD_LAYOUT");
+    if (!env || !*env || !strcmp(env, "keys")) return 0;
+    CHECK(!strcmp(env, "fa2"), "set it to keys or fa2, or unset it",
+          "ATTENTION_BWD_LAYOUT: expected keys or fa2, found '%s'", env);
+    return hs == 64 || hs == 128;
+}
+
+// The backward kernel of a layout: its shared memory, threads, and launch.
+template <int HS, int BK, bool FA2> struct BackwardKernel {
+    static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
+    static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
+        CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem(), "head size", HS);
+        LAUNCH((flash_backward_kernel<HS, BK>), blocks, BK * 2, smem(), stream, a, NH);
+    }
+};
+template <int HS> struct BackwardKernel<HS, 128, true> {
+    static constexpr size_t smem() { return FaBwd2<HS>::SMEM; }
+    static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
+        CUDA_RAISE_DYNAMIC_SMEM((flash_backward_fa2_kernel<HS>), smem(), "head size", HS);
+        LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
+    }
+};
+
+template <int HS, int BK, bool FA2 = false>
+void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     AttnArgs a = args;
     const int nkt = (a.Tk + BK - 1) / BK;
     // floatX dQ is summed over the key tiles in an fp32 accumulator, converted at the end.
@@ -279,7 +306,7 @@ template <int HS, int BK> void launch_backward_tiles(const AttnArgs& args, int B
     const long long blocks = (long long)nkt * B * NH;   // one per (key tile, head, sequence)
     CHECK(blocks <= 0x7fffffffLL, "shorten the sequence or split the batch",
           "attention backward: %lld key tiles x heads x sequences over the grid limit 2^31 - 1", blocks);
-    if (blocks > 0) LAUNCH((flash_backward_kernel<HS, BK>), (unsigned)blocks, BK * 2, smem, stream, a, NH);
+    if (blocks > 0) BackwardKernel<HS, BK, FA2>::launch((unsigned)blocks, stream, a, NH);
     if (acc) {
         const long long n = (long long)B * a.Tq * NH * HS;
         LAUNCH(flash_dq_convert_kernel, (unsigned)((n + 255) / 256), 256, 0, stream, a, NH * HS);
@@ -298,12 +325,21 @@ template <int HS> int backward_key_tile(void) {
 }
 
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    if constexpr (HS == 64 || HS == 128) {
+        if (backward_layout_fa2(HS)) {
+            launch_backward_tiles<HS, 128, true>(a, B, NH, stream);
+            return;
+        }
+    }
     if (backward_key_tile<HS>() == 64) launch_backward_tiles<HS, 64>(a, B, NH, stream);
     else launch_backward_tiles<HS, 128>(a, B, NH, stream);
 }
 
 template <int HS> size_t smem_forward() { return FaFwd<HS>::SMEM; }
 template <int HS> size_t smem_backward() {
+    if constexpr (HS == 64 || HS == 128) {
+        if (backward_layout_fa2(HS)) return FaBwd2<HS>::SMEM;
+    }
     return backward_key_tile<HS>() == 64 ? FaBwd<HS, 64>::SMEM : FaBwd<HS, 128>::SMEM;
 }
 #endif

@@ -7,7 +7,10 @@
 #   backward differs from the first ("NOT bit-for-bit deterministic") under at least one seed;
 # - the block order's head groups (ATTENTION_BWD_HEAD_GROUP 3 and all heads) and the lagged release
 #   of the dQ turns (ATTENTION_BWD_RELEASE=lagged, under the second seed too) change which blocks
-#   run together and when a turn passes, not the order of the adds: the same bits again.
+#   run together and when a turn passes, not the order of the adds: the same bits again;
+# - FlashAttention-2's warp layout (ATTENTION_BWD_LAYOUT=fa2, HS 64 and 128) splits the same MMAs
+#   differently among the warps, each product summed in the same order: the same bits again, so
+#   an index wrong anywhere in it changes the hash.
 #   tests/test_attention_order.sh [SEEDS...]   (default 1..4; ATTENTION_BWD_KEY_TILE applies)
 set -u
 cd "$(dirname "$0")/.."
@@ -34,10 +37,16 @@ for seed in "${seeds[@]}"; do
     echo "seed $seed: unordered mutant not caught"
   fi
 done
-for run in "ATTENTION_BWD_HEAD_GROUP=3 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
-           "ATTENTION_BWD_HEAD_GROUP=1000000 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
-           "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
-           "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"; do
+runs=("ATTENTION_BWD_HEAD_GROUP=3 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
+      "ATTENTION_BWD_HEAD_GROUP=1000000 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
+      "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
+      "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}")
+# The fa2 layout has key tiles of 128: its bits are those of the default layout's 128-key tiles.
+fa2=""
+[ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && fa2=", the fa2 layout" &&
+  runs+=("ATTENTION_BWD_LAYOUT=fa2 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
+         "ATTENTION_BWD_LAYOUT=fa2 ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}")
+for run in "${runs[@]}"; do
   out=$(env $run timeout 300 $BUILD/tests/cuda/test_attention_cuda --quick 2>&1)
   status=$?
   bits=$(sed -n 's/^info gradient bits //p' <<< "$out")
@@ -49,5 +58,5 @@ for run in "ATTENTION_BWD_HEAD_GROUP=3 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}" \
   fi
 done
 [ ${#caught[@]} -gt 0 ] || { echo "FAIL: no seed of ${seeds[*]} exposed the unordered dQ adds"; failures=$((failures + 1)); }
-[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]} and head groups 3 and all, lagged release; the unordered mutant caught under ${caught[*]})"
+[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]} and head groups 3 and all, lagged release$fa2; the unordered mutant caught under ${caught[*]})"
 exit $((failures > 0))

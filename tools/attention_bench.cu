@@ -96,6 +96,8 @@ static void group4_backward(const AttnCall* a, cudaStream_t s) {
 static void lagged_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_RELEASE", "lagged");
 }
+// FlashAttention-2's warp layout in the backward (HS 64 and 128; the default layout elsewhere).
+static void fa2_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_LAYOUT", "fa2"); }
 // Every head's block of one key tile together (the order before the head groups).
 static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "1000000");
@@ -121,6 +123,8 @@ static const Variant VARIANTS[] = {
      bk64_backward, 1},
     {"group4", "current with the backward's blocks in groups of 4 heads (key tiles outer within a group) instead of 1",
      current_forward, group4_backward, 1},
+    {"fa2", "current with the backward in FlashAttention-2's warp layout (2 x 4 warps of 32 x 32 for S and dP, P "
+     "and dS through shared memory; HS 64 and 128)", current_forward, fa2_backward, 1},
     {"lagged", "current with each query tile's dQ turn passed on one query tile later (on causal diagonals)",
      current_forward, lagged_backward, 1},
     {"heads-inner", "current with every head's block of one key tile together (one group of all heads)",
