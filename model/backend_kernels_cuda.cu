@@ -124,12 +124,12 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
     encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, pos, row_pos, cuda_backend_stream());
 }
 
-void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
+void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
                       int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
     CudaBackendContext* c = cuda_backend_context();
     void* scratch = grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes,
                                 encoder_backward_scratch_bytes(B, T, C));
-    encoder_backward_cuda(dwte, dwpe, dout, tokens, B, T, C, pos, wpe_rows,
+    encoder_backward_cuda(dwte, dwpe, dout, tokens, order, B, T, C, pos, wpe_rows,
                           wpe_mode == GRAD_ACCUMULATE, scratch, c->stream);
 }
 

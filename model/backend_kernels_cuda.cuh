@@ -45,7 +45,7 @@ typedef struct {
     // tokens_upload's pinned staging ring: the host array is copied into a slot and the slot's
     // event is recorded after its copy. A slot whose copy has not run yet is never waited for: a
     // new slot is put in the ring before it, so the ring grows to the number of uploads between
-    // two host synchronisations (2 per micro-batch in training) and no upload makes the host
+    // two host synchronisations (3 per micro-batch in training) and no upload makes the host
     // wait, up to TOKEN_STAGING_MAX_SLOTS slots (past them an upload waits for its slot).
 #define TOKEN_STAGING_MAX_SLOTS 64
     int* token_staging[TOKEN_STAGING_MAX_SLOTS];        // (token_staging_count) pinned host ints

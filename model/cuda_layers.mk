@@ -6,7 +6,7 @@ CUDA_LAYERS_SRCS := model/encoder.cu model/layernorm.cu model/gelu.cu
 CUDA_LAYERS_OBJS := $(CUDA_LAYERS_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
 CUDA_LAYERS_OBJS_FP32 := $(CUDA_LAYERS_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o)
 # CPU twins (C) the test compares against.
-CUDA_LAYERS_CPU_OBJS := $(BUILD)/model/layers.o $(FAIL_OBJS)
+CUDA_LAYERS_CPU_OBJS := $(BUILD)/model/layers.o $(BUILD)/model/token_order.o $(FAIL_OBJS)
 
 TEST_PROGS += $(BUILD)/tests/cuda/test_layers_cuda $(BUILD)/tests/cuda/test_layers_cuda_fp32
 SUITES_cuda += cuda-layers

@@ -2,24 +2,16 @@
 // encoder_backward in model/layers.c.
 //
 // Backward without float atomics. dwte: rows that share a token must be summed in a fixed order,
-// so the rows are first sorted by the 64-bit key (token << 32 | row):
-//   1. encoder_sort_chunks_kernel: a bitonic sort of each chunk of ENC_SORT_CHUNK keys in shared
-//      memory;
-//   2. encoder_merge_rank_kernel (only when there are several chunks): the final place of a key is
-//      its rank in its own chunk plus, for every other chunk, the number of keys there below it
-//      (a binary search). The keys are distinct (the row is part of the key), so the places are
-//      a permutation and no two threads write the same slot;
-//   3. encoder_backward_kernel: dwte and dwpe in one launch (below): a warp per segment of a
-//      token's run of sorted rows, a warp per position.
-// Every step is a fixed function of the tokens, so the result is bitwise reproducible.
+// so the kernel reads the rows sorted by (token, row): `order`, computed on the host by
+// token_order (model/token_order.h) while the device runs the backward, and uploaded with the
+// tokens (model/gpt.c). One launch, encoder_backward_kernel (below), sums dwte and dwpe: a warp per
+// segment of a token's run of sorted rows, a warp per position. Every step is a fixed function of
+// the tokens, so the result is bitwise reproducible. (Sorting on the device took two more launches
+// whose bitonic stages, a few blocks each, cost more than the sums: results/gpu/.)
 #include "model/layers_cuda.cuh"
 
-static constexpr int ENC_THREADS = 256;        // forward and merge kernels
-static constexpr int ENC_SORT_CHUNK = 2048;    // keys sorted per block (16 KiB of shared memory)
-static constexpr int ENC_SORT_THREADS = 1024;  // one compare-exchange per thread per stage
+static constexpr int ENC_THREADS = 256;        // forward kernel
 static constexpr int ENC_WARPS = 8;            // backward units (sorted slots, positions) per block
-
-typedef unsigned long long u64;
 
 // --- Forward ----------------------------------------------------------------------------------------
 
@@ -61,60 +53,26 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
         launch_encoder_forward<1>(out, tokens, wte, wpe, N, T, C, pos, row_pos, stream);
 }
 
-// --- Backward: sort rows by token -----------------------------------------------------------------
+// --- Backward: the sorted rows ---------------------------------------------------------------------
 
-// Chunk blockIdx.x: keys of rows [base, base + count) sorted ascending into out[base ...]. The
-// sort length is the power of two >= count (the same for the whole block), padded with ~0.
-__global__ void encoder_sort_chunks_kernel(u64* out, const int* tokens, int N) {
-    __shared__ u64 keys[ENC_SORT_CHUNK];
-    const int base = blockIdx.x * ENC_SORT_CHUNK;
-    const int count = min(ENC_SORT_CHUNK, N - base);
-    int len = 2;
-    while (len < count) len <<= 1;
-    for (int i = threadIdx.x; i < len; i += blockDim.x)
-        keys[i] = i < count ? ((u64)(unsigned)tokens[base + i] << 32) | (u64)(unsigned)(base + i) : ~0ull;
-    __syncthreads();
-    for (int k = 2; k <= len; k <<= 1) {
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int p = threadIdx.x; p < len / 2; p += blockDim.x) {
-                const int i = ((p & ~(j - 1)) << 1) | (p & (j - 1));  // bit j of i is 0; partner i + j
-                const u64 a = keys[i], b = keys[i + j];
-                const bool ascending = (i & k) == 0;
-                if ((a > b) == ascending) {
-                    keys[i] = b;
-                    keys[i + j] = a;
-                }
-            }
-            __syncthreads();
-        }
-    }
-    for (int i = threadIdx.x; i < count; i += blockDim.x) out[base + i] = keys[i];
+// A caller bug that would otherwise race: two warps adding into one dwte row. Slots (token, row)
+// strictly ascending and rows in [0, N) make the order a permutation, so checking each slot
+// against the one before it checks it all.
+__device__ void encoder_order_broken(int slot, int row, int N) {
+    printf("encoder_backward_cuda: order[%d] = %d breaks the rows' order by (token, row) over %d rows; "
+           "upload token_order's output (model/token_order.h)\n", slot, row, N);
+    __trap();
 }
 
-// Number of keys below key in the sorted range [lo, hi).
-__device__ __forceinline__ int count_below(const u64* keys, int lo, int hi, u64 key) {
-    int a = lo, b = hi;
-    while (a < b) {
-        const int mid = (a + b) >> 1;
-        if (keys[mid] < key) a = mid + 1;
-        else b = mid;
+// First index in [lo, hi) whose row's token is >= tok (hi when none): order is sorted by token.
+__device__ __forceinline__ int lower_bound_token(const int* order, const int* tokens, int lo, int hi,
+                                                 unsigned tok) {
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if ((unsigned)tokens[order[mid]] < tok) lo = mid + 1;
+        else hi = mid;
     }
-    return a - lo;
-}
-
-__global__ void encoder_merge_rank_kernel(u64* sorted, const u64* chunked, int N) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    const int own = i / ENC_SORT_CHUNK;
-    const int nchunks = (N + ENC_SORT_CHUNK - 1) / ENC_SORT_CHUNK;
-    const u64 key = chunked[i];
-    int pos = i - own * ENC_SORT_CHUNK;
-    for (int cc = 0; cc < nchunks; cc++) {
-        if (cc == own) continue;
-        const int lo = cc * ENC_SORT_CHUNK;
-        pos += count_below(chunked, lo, min(N, lo + ENC_SORT_CHUNK), key);
-    }
-    sorted[pos] = key;
+    return lo;
 }
 
 // --- Backward: fixed-order sums ---------------------------------------------------------------------
@@ -137,13 +95,6 @@ __global__ void encoder_merge_rank_kernel(u64* sorted, const u64* chunked, int N
 
 // ENC_SEG (rows per segment) and the scratch layout: model/layer_scratch.h.
 static constexpr unsigned FULL_MASK = 0xffffffffu;
-
-__device__ __forceinline__ unsigned key_token(u64 key) { return (unsigned)(key >> 32); }
-
-// First index in [lo, hi) whose key is >= key (hi when none).
-__device__ __forceinline__ int lower_bound_key(const u64* keys, int lo, int hi, u64 key) {
-    return lo + count_below(keys, lo, hi, key);
-}
 
 // The local token at position p (TokenLayout's inverse), or -1 when no local token sits there.
 __device__ long local_token_of_position(TokenLayout l, int T, long p) {
@@ -175,17 +126,26 @@ __device__ __forceinline__ void add_to_row(floatX* dst, const float (&acc)[VEC],
 }
 
 template <int VEC>
-__device__ void encoder_wte_unit(floatX* dwte, const floatX* dout, const u64* sorted, float* partial,
-                                 unsigned* tickets, int N, int C, int i, int c, bool active) {
+__device__ void encoder_wte_unit(floatX* dwte, const floatX* dout, const int* order, const int* tokens,
+                                 float* partial, unsigned* tickets, int N, int C, int i, int c, bool active) {
     const int lane = threadIdx.x;
-    const unsigned tok = key_token(sorted[i]);
+    const int row = order[i];
+    if ((unsigned)row >= (unsigned)N) encoder_order_broken(i, row, N);
+    const unsigned tok = (unsigned)tokens[row];
     int rs = i;
-    if (i > 0 && key_token(sorted[i - 1]) == tok) rs = lower_bound_key(sorted, 0, i, (u64)tok << 32);
+    if (i > 0) {   // the order, checked where it is read: (token, row) ascending
+        const int prev = order[i - 1];
+        if ((unsigned)prev >= (unsigned)N) encoder_order_broken(i - 1, prev, N);
+        const unsigned prev_tok = (unsigned)tokens[prev];
+        if (prev_tok > tok || (prev_tok == tok && prev >= row)) encoder_order_broken(i, row, N);
+        if (prev_tok == tok) rs = lower_bound_token(order, tokens, 0, i, tok);
+    }
     if ((i - rs) % ENC_SEG != 0) return;  // inside a segment: its first slot's warp sums it
-    // Lane j holds slot i + j; the segment is the leading lanes of the same token.
-    const bool in = i + lane < N;
-    const u64 key = in ? sorted[i + lane] : 0ull;
-    const unsigned same = __ballot_sync(FULL_MASK, in && key_token(key) == tok);
+    // Lane j holds slot i + j's row; the segment is the leading lanes of the same token (a row out
+    // of range is its own slot's warp's error).
+    const int key = i + lane < N ? order[i + lane] : -1;
+    const bool in = (unsigned)key < (unsigned)N;
+    const unsigned same = __ballot_sync(FULL_MASK, in && (unsigned)tokens[in ? key : 0] == tok);
     const int len = same == FULL_MASK ? ENC_SEG : __ffs(~same) - 1;
     float acc[VEC];
     UNROLL
@@ -195,8 +155,8 @@ __device__ void encoder_wte_unit(floatX* dwte, const floatX* dout, const u64* so
         PackX<VEC> g[4];
         UNROLL
         for (int u = 0; u < 4; u++) {
-            const unsigned row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r + u);
-            if (active) g[u] = load_packx<VEC>(dout + (long)row * C + c);
+            const unsigned seg_row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r + u);
+            if (active) g[u] = load_packx<VEC>(dout + (long)seg_row * C + c);
         }
         if (active) {
             UNROLL
@@ -207,19 +167,19 @@ __device__ void encoder_wte_unit(floatX* dwte, const floatX* dout, const u64* so
         }
     }
     for (; r < len; r++) {
-        const unsigned row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r);
+        const unsigned seg_row = (unsigned)__shfl_sync(FULL_MASK, (unsigned)key, r);
         if (!active) continue;
-        const PackX<VEC> g = load_packx<VEC>(dout + (long)row * C + c);
+        const PackX<VEC> g = load_packx<VEC>(dout + (long)seg_row * C + c);
         UNROLL
         for (int v = 0; v < VEC; v++) acc[v] += to_float(g.v[v]);
     }
     floatX* dst = dwte + (long)tok * C + c;
-    const bool more = len == ENC_SEG && i + ENC_SEG < N && key_token(sorted[i + ENC_SEG]) == tok;
+    const bool more = len == ENC_SEG && i + ENC_SEG < N && (unsigned)tokens[order[i + ENC_SEG]] == tok;
     if (rs == i && !more) {  // the whole run
         if (active) add_to_row<VEC>(dst, acc, true);
         return;
     }
-    const int re = lower_bound_key(sorted, i + 1, N, ((u64)tok + 1) << 32);
+    const int re = lower_bound_token(order, tokens, i + 1, N, tok + 1);
     const int nseg = (re - rs + ENC_SEG - 1) / ENC_SEG;
     if (active) {
         float* mine = partial + segment_row(i, rs) * C + c;
@@ -284,14 +244,14 @@ __device__ void encoder_wpe_unit(floatX* dwpe, const floatX* dout, int B, int T,
 // Blocks [0, wte_blocks) take sorted slots, the rest positions; ENC_WARPS units per block.
 template <int VEC>
 __global__ void __launch_bounds__(32 * ENC_WARPS)
-    encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted, float* partial,
-                            unsigned* tickets, int B, int T, int C, TokenLayout pos, int wte_blocks,
+    encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const int* order, const int* tokens,
+                            float* partial, unsigned* tickets, int B, int T, int C, TokenLayout pos, int wte_blocks,
                             int wpe_units, int write_wpe) {
     const int c = (blockIdx.y * 32 + threadIdx.x) * VEC;
     const bool active = c < C;
     if ((int)blockIdx.x < wte_blocks) {
         const int i = blockIdx.x * ENC_WARPS + threadIdx.y;
-        if (i < B * T) encoder_wte_unit<VEC>(dwte, dout, sorted, partial, tickets, B * T, C, i, c, active);
+        if (i < B * T) encoder_wte_unit<VEC>(dwte, dout, order, tokens, partial, tickets, B * T, C, i, c, active);
     } else {
         const int u = (blockIdx.x - wte_blocks) * ENC_WARPS + threadIdx.y;
         if (u < wpe_units) encoder_wpe_unit<VEC>(dwpe, dout, B, T, C, pos, write_wpe != 0, u, c, active);
@@ -299,18 +259,18 @@ __global__ void __launch_bounds__(32 * ENC_WARPS)
 }
 
 template <int VEC>
-static void launch_encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const u64* sorted,
-                                    float* partial, unsigned* tickets, int B, int T, int C, TokenLayout pos,
-                                    int wpe_rows, int write_wpe, cudaStream_t stream) {
+static void launch_encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* order,
+                                    const int* tokens, float* partial, unsigned* tickets, int B, int T, int C,
+                                    TokenLayout pos, int wpe_rows, int write_wpe, cudaStream_t stream) {
     const unsigned col_blocks = (unsigned)ceil_div_long(C, 32 * VEC);
     const int wte_blocks = (int)ceil_div_long((long)B * T, ENC_WARPS);
     const int wpe_units = write_wpe ? wpe_rows : T;
     const unsigned blocks = (unsigned)(wte_blocks + ceil_div_long(wpe_units, ENC_WARPS));
     LAUNCH(encoder_backward_kernel<VEC>, dim3(blocks, col_blocks), dim3(32, ENC_WARPS), 0, stream, dwte, dwpe,
-           dout, sorted, partial, tickets, B, T, C, pos, wte_blocks, wpe_units, write_wpe);
+           dout, order, tokens, partial, tickets, B, T, C, pos, wte_blocks, wpe_units, write_wpe);
 }
 
-void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
+void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
                            int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
                            void* scratch, cudaStream_t stream) {
     const int N = B * T;
@@ -320,22 +280,14 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
     if (!aligned16(scratch))
         FAIL("pass memory from cudaMalloc", "encoder_backward_cuda: scratch %p is not 16-byte aligned", scratch);
     CHECK(accumulate_wpe || wpe_rows > 0, "caller bug", "encoder_backward_cuda: writing dwpe needs wpe_rows > 0");
-    u64* chunked = (u64*)scratch;
-    u64* sorted = chunked + N;
-    float* partial = (float*)((char*)scratch + enc_keys_bytes(N));
+    CHECK(order != NULL, "upload token_order's rows (model/token_order.h)", "encoder_backward_cuda: order is NULL");
+    float* partial = (float*)scratch;
     unsigned* tickets = (unsigned*)((char*)partial + enc_partial_bytes(N, C));
-    const int nchunks = (int)ceil_div_long(N, ENC_SORT_CHUNK);
-    LAUNCH(encoder_sort_chunks_kernel, nchunks, ENC_SORT_THREADS, 0, stream, nchunks == 1 ? sorted : chunked,
-           tokens, N);
-    if (nchunks > 1) {
-        LAUNCH(encoder_merge_rank_kernel, (unsigned)ceil_div_long(N, ENC_THREADS), ENC_THREADS, 0, stream,
-               sorted, (const u64*)chunked, N);
-    }
     const int write = !accumulate_wpe;
     if (C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout))
-        launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, sorted, partial, tickets, B, T, C, pos, wpe_rows,
-                                            write, stream);
+        launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos,
+                                            wpe_rows, write, stream);
     else
-        launch_encoder_backward<1>(dwte, dwpe, dout, sorted, partial, tickets, B, T, C, pos, wpe_rows, write,
-                                   stream);
+        launch_encoder_backward<1>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_rows,
+                                   write, stream);
 }

@@ -7,6 +7,7 @@
 #include "comm/fail.h"
 #include "model/backend.h"
 #include "model/layers.h"
+#include "model/token_order.h"
 
 static const char* const param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
@@ -145,6 +146,8 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
     m->dbuf_c = tensor_alloc(BTC, "backward scratch");
     m->dbuf_4c_a = tensor_alloc(4 * BTC, "backward scratch");
     m->dbuf_4c_b = tensor_alloc(4 * BTC, "backward scratch");
+    m->input_order = tokens_alloc((size_t)B * T, "input rows by token");
+    m->host_tokens = (int*)xmalloc(3 * (size_t)B * T * sizeof(int), "host copy of the input tokens");
     layers_reserve(B, T, cfg->C);   // the first step then allocates nothing
 }
 
@@ -167,6 +170,8 @@ void gpt_free(GPT* m) {
     tensor_free(m->stats_memory);
     tensor_free(m->inputs);
     tensor_free(m->targets);
+    tensor_free(m->input_order);
+    free(m->host_tokens);
     tensor_free(m->scalars);
     tensor_free(m->dresidual);
     tensor_free(m->dbuf_c);
@@ -201,6 +206,7 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     CHECK(T >= 1 && T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d", T,
           m->max_T);
     tokens_upload(m->inputs, inputs, (size_t)BT);
+    if (m->host_tokens) memcpy(m->host_tokens, inputs, (size_t)BT * sizeof(int));   // for backward
     if (targets) tokens_upload(m->targets, targets, (size_t)BT);
     m->has_targets = targets != NULL;
 
@@ -345,8 +351,13 @@ void gpt_backward(GPT* m, double dloss) {
     }
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
-    encoder_backward(g->wte, g->wpe, dres, m->inputs, B, T, C, m->attention->positions, c->max_T,
-                     mode);
+    // The rows by token, sorted here while the device still runs the layers above, for the
+    // encoder's fixed-order sums (model/token_order.h).
+    int* order = m->host_tokens + BT;
+    token_order(order, order + BT, m->host_tokens, (size_t)BT);
+    tokens_upload(m->input_order, order, (size_t)BT);
+    encoder_backward(g->wte, g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
+                     c->max_T, mode);
     compute_span(m, begin, "embedding backward", -1, "backward");
     grads_ready(m, GPT_GRADS_EMBEDDINGS);
 }

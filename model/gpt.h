@@ -88,6 +88,10 @@ typedef struct {
     ActivationTensors acts;
     int* inputs;               // (B, T) token ids of the last forward, in backend memory
     int* targets;              // (B, T)
+    int* input_order;          // (B*T) the inputs' rows sorted by token (model/token_order.h), in
+                               // backend memory, uploaded by gpt_backward for the encoder's
+    int* host_tokens;          // host: the last forward's inputs, then the order and its sort
+                               // scratch, (B*T) each; NULL in a forward-only model
     int has_targets;           // 1 when the last forward was given targets
     double* scalars;           // (GPT_NUM_SCALARS) in backend memory
     real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream

@@ -13,7 +13,7 @@
 static const int LN_BWD_ROWS = 4;
 static const int LN_BWD_TARGET_BLOCKS = 512;
 static const int LN_BWD_GROUP = 16;
-// Encoder backward: rows per segment of a token's run of sorted rows (one sorted key per lane).
+// Encoder backward: rows per segment of a token's run of sorted rows (one row per lane).
 static const int ENC_SEG = 32;
 
 static inline long layer_scratch_ceil_div(long a, long b) { return (a + b - 1) / b; }
@@ -42,9 +42,9 @@ static inline size_t layernorm_backward_scratch_bytes(int N, int C) {
     return ln_bwd_partial_bytes(N, C) + (size_t)layer_scratch_ceil_div(groups + 1, 4) * 16;
 }
 
-// Encoder backward scratch: the two key arrays (N u64 each), the segment sums (2 rows of C floats
-// per ENC_SEG slots) and the tickets (per ENC_SEG slots and 32 channels, the most channel blocks).
-static inline size_t enc_keys_bytes(long N) { return (size_t)N * 2 * sizeof(unsigned long long); }
+// Encoder backward scratch: the segment sums (2 rows of C floats per ENC_SEG slots) and the
+// tickets (per ENC_SEG slots and 32 channels, the most channel blocks). The rows' order by token
+// is not scratch: the caller uploads it (model/token_order.h).
 static inline size_t enc_partial_bytes(long N, int C) {
     return (size_t)layer_scratch_ceil_div(N, ENC_SEG) * 2 * (size_t)C * sizeof(float);
 }
@@ -55,6 +55,6 @@ static inline size_t encoder_backward_scratch_bytes(int B, int T, int C) {
     if (N <= 0 || C <= 0) return 0;
     const size_t tickets = (size_t)layer_scratch_ceil_div(N, ENC_SEG) *
                            (size_t)layer_scratch_ceil_div(C, 32) * sizeof(unsigned);
-    return enc_keys_bytes(N) + enc_partial_bytes(N, C) +
+    return enc_partial_bytes(N, C) +
            (size_t)layer_scratch_ceil_div((long)tickets, 16) * 16;
 }

@@ -23,8 +23,9 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
     }
 }
 
-void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
+void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
                       int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
+    (void)order;   // rows in row order: each token's rows in the order `order` lists them
     // GRAD_WRITE: a small table (max_T rows), zeroed, then summed into as GRAD_ACCUMULATE does.
     if (wpe_mode == GRAD_WRITE) memset(dwpe, 0, sizeof(real) * (size_t)wpe_rows * C);
     // Serial over rows: two rows may share a token (or a position across sequences), and a

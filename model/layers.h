@@ -28,8 +28,10 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 // Backward: dwte[token[n]] += the sum of the token's rows of dout (always added: the tied
 // classifier's backward writes dwte first, model/gpt.c); dwpe[position] gets the sum of its rows,
 // per wpe_mode: with GRAD_WRITE all rows [0, wpe_rows) of dwpe are written, 0 where no local
-// token sits (wpe_rows: the model's max_T; unused with GRAD_ACCUMULATE).
-void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens,
+// token sits (wpe_rows: the model's max_T; unused with GRAD_ACCUMULATE). order (B*T, backend
+// memory): the rows sorted by (token, row) (model/token_order.h), which the CUDA backend sums by;
+// the CPU backend adds the rows in row order, the same order per token, and may be given NULL.
+void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
                       int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.

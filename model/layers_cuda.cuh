@@ -31,14 +31,14 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
 
 // dwte[tokens[n]] += dout[n]; dwpe[pos(t)] gets the sum over b of dout[b*T + t], added when
 // accumulate_wpe is non-zero, else written, with every other row of the wpe_rows rows of dwpe
-// written 0. Deterministic: the rows are sorted by (token, row) on the device (a bitonic sort per
-// chunk of rows, then a merge by rank) and each token's rows are summed in a fixed order, in fp32
-// (a run longer than 32 rows in segments whose sums are added in order), and added once. The
-// positions pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch:
+// written 0. order (B*T, device): the rows sorted by (token, row), token_order of
+// model/token_order.h on the host tokens, uploaded. Deterministic: each token's rows are summed in
+// that order, in fp32 (a run longer than 32 rows in segments whose sums are added in order), and
+// added once. The positions pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch:
 // encoder_backward_scratch_bytes bytes of device memory, 16-byte aligned (cudaMalloc), ZEROED ONCE
 // when allocated (it holds tickets that every call leaves at zero); calls sharing it must be
 // ordered (one stream).
-void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens,
+void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
                            int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
                            void* scratch, cudaStream_t stream);
 

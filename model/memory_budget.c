@@ -162,7 +162,9 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     b[MEMORY_LAYER_WORKSPACE] = layer_workspace(c);
     b[MEMORY_ATTENTION] = attention_scratch(c, c->B, c->T, c->pq * c->pkv);
     b[MEMORY_ATTENTION_DQ] = attention_dq(c, c->B, c->T, c->pq * c->pkv);
-    b[MEMORY_TOKENS] = 2 * BT * TOKEN_BYTES;
+    // inputs, targets, the inputs' rows by token (model/gpt.c); on the CPU also the host copy of
+    // the inputs, the order and its sort scratch, which live in the same memory.
+    b[MEMORY_TOKENS] = (c->cuda ? 3 : 6) * BT * TOKEN_BYTES;
     b[MEMORY_SCALARS] = SCALARS * 8;
     b[MEMORY_GRAD_BUCKETS] = 0;
     b[MEMORY_COMM] = c->nccl ? NCCL_SCRATCH : 0;

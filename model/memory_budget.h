@@ -35,7 +35,7 @@ typedef enum {
     MEMORY_ATTENTION,         // the attention schedule's scratch
     MEMORY_ATTENTION_DQ,      // the bf16 CUDA attention backward's dQ workspace: the fp32 dQ
                               // accumulator and the query tiles' semaphores (partial_attention.cu)
-    MEMORY_TOKENS,            // input and target token ids
+    MEMORY_TOKENS,            // input and target token ids, the inputs' rows by token
     MEMORY_SCALARS,           // the step's loss / norm / clip doubles
     MEMORY_GRAD_BUCKETS,      // gradient buckets: reduced in place, nothing of their own
     MEMORY_COMM,              // the transport's device scratch (nccl)

@@ -1,5 +1,5 @@
 # The CPU model: layer kernels, the GPT layer sequence, initialisation, optimizer, model files.
-MODEL_SRCS = model/config.c model/layers.c model/activations.c model/memory_budget.c model/gpt.c model/init.c model/optimizer.c \
+MODEL_SRCS = model/config.c model/layers.c model/token_order.c model/activations.c model/memory_budget.c model/gpt.c model/init.c model/optimizer.c \
 	model/blas_kernels.c model/backend_cpu.c
 # The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
 # trace atomically; both named directly (this fragment is read before comm/timeline.mk).
@@ -14,10 +14,13 @@ MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL
 CHECKPOINT_OBJS = $(BUILD)/checkpoints/atomic_file.o $(BUILD)/checkpoints/model_file.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
-	$(BUILD)/tests/test_model_torch
+	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order
 SUITES_model += model
 
 $(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_F64)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_token_order: $(BUILD)/tests/test_token_order.o $(BUILD)/model/token_order.o $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(MODEL_OBJS)

@@ -21,7 +21,7 @@
 #                                         a step is issued, 1 at its end (the read of the loss and
 #                                         norm), at most 1 device-to-host copy; with the vs-cpu
 #                                         comparison above, and again with 4 micro-batches per step
-#                                         (8 token uploads between two synchronisations) against
+#                                         (12 token uploads between two synchronisations) against
 #                                         the CPU trainer on the same options
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
@@ -82,7 +82,7 @@ sync_free() {
     --loss-tol "$3" --norm-tol "$4" --data "$W/data" --work "$W/run" || failures=$((failures + 1))
   if counters_ok "$W/run/test/log.jsonl" 10; then echo "  ok    no host synchronisation inside the steps (1 micro-batch)"
   else echo "  FAIL  host synchronisation inside a step, or a missing counter (1 micro-batch)"; failures=$((failures + 1)); fi
-  # 4 micro-batches per step: 8 token uploads between two host synchronisations (the staging
+  # 4 micro-batches per step: 12 token uploads between two host synchronisations (the staging
   # ring grows instead of waiting), the loss summed over them on the device.
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
               --seq-len 16 --total-batch-tokens 128 --steps 6 --lr 1e-2 --warmup 0 --sample-length 0

@@ -4,8 +4,10 @@
 #include "attention/partial_attention_cuda.cuh"
 #include "model/layers_cuda.cuh"
 #include "model/optim_cuda.cuh"
+#include "model/token_order.h"
 #include "tools/bench_kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t elem_bytes(Elem e) {
@@ -65,17 +67,29 @@ static Case case_encoder_forward(const Shape* s) {
     return c;
 }
 
+// prepare: the rows by token, sorted on the host as the trainer does (model/gpt.c; not timed).
+static void prepare_encoder_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
+    (void)c;
+    int* host = (int*)xmalloc(3 * (size_t)s->N * sizeof(int), "encoder backward tokens");
+    CUDA_CHECK(cudaStreamSynchronize(b->stream));   // the tokens' fill
+    CUDA_CHECK(cudaMemcpy(host, p[3], (size_t)s->N * sizeof(int), cudaMemcpyDeviceToHost));
+    token_order(host + s->N, host + 2 * s->N, host, (size_t)s->N);
+    CUDA_CHECK(cudaMemcpy(p[5], host + s->N, (size_t)s->N * sizeof(int), cudaMemcpyHostToDevice));
+    free(host);
+}
 static void run_encoder_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    encoder_backward_cuda(X(0), X(1), X(2), (const int*)p[3], s->B, s->T, s->C, token_layout(positions()), s->T, 1, p[4],
-                          b->stream);
+    encoder_backward_cuda(X(0), X(1), X(2), (const int*)p[3], (const int*)p[5], s->B, s->T, s->C,
+                          token_layout(positions()), s->T, 1, p[4], b->stream);
 }
 static Case case_encoder_backward(const Shape* s) {
     Case c = new_case("encoder_backward_cuda", kernel_cost_encoder_backward(s->N, s->T, s->C), run_encoder_backward);
+    c.prepare = prepare_encoder_backward;
     add_buf(&c, ELEM_X, (size_t)s->Vp * s->C, FILL_RANDOM);       // dwte (Vp, C), +=
     add_buf(&c, ELEM_X, (size_t)s->T * s->C, FILL_RANDOM);        // dwpe (T, C), +=
     add_buf(&c, ELEM_X, NC(s), FILL_RANDOM);                      // dout (N, C)
     add_buf(&c, ELEM_I32, s->N, FILL_TOKENS);                     // tokens (N)
     add_buf(&c, ELEM_BYTE, encoder_backward_scratch_bytes(s->B, s->T, s->C), FILL_NONE);
+    add_buf(&c, ELEM_I32, s->N, FILL_NONE);                       // rows by token (N), from prepare
     return c;
 }
 

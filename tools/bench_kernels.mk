@@ -16,7 +16,7 @@ BENCH_KERNELS_HOST := $(BUILD)/tools/bench_kernels_cuda_host
 BENCH_KERNELS_GPU := $(BUILD)/gpu/bench_kernels_cuda
 # Host-side C objects of both builds: costs, peak table, presets, error reporting.
 BENCH_KERNELS_C_OBJS = $(BUILD)/tools/kernel_costs.o $(BUILD)/train/gpu_peaks.o $(BUILD)/model/config.o \
-	$(FAIL_OBJS)
+	$(BUILD)/model/token_order.o $(FAIL_OBJS)
 
 TEST_PROGS += $(BENCH_KERNELS_HOST) $(BUILD)/tests/test_kernel_costs
 SUITES_cuda += gpu-bench

@@ -21,10 +21,10 @@ KernelCost kernel_cost_encoder_forward(double N, double T, double C) {
 }
 
 KernelCost kernel_cost_encoder_backward(double N, double T, double C) {
-    // dout N*C*x + read-modify-write of U = N dwte rows 2*U*C*x + dwpe 2*T*C*x + the sort
-    // (~48 bytes per row) + tokens 4N; two adds per element (dwte, dwpe).
+    // dout N*C*x + read-modify-write of U = N dwte rows 2*U*C*x + dwpe 2*T*C*x + the rows by
+    // token 4N (sorted on the host: model/token_order.h) + tokens 4N; two adds per element.
     const double U = N;
-    return cost(2 * N * C, N * C * X + 2 * U * C * X + 2 * T * C * X + 48 * N + 4 * N, 0);
+    return cost(2 * N * C, N * C * X + 2 * U * C * X + 2 * T * C * X + 4 * N + 4 * N, 0);
 }
 
 KernelCost kernel_cost_layernorm_forward(double N, double C) {

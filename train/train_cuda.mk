@@ -53,11 +53,11 @@ $(BUILD)/cuda-host-cxx-fp32/%.o: %.c
 # $(BUILD)/cuda-host-fp32-attn/%.o for fp32 -- all the same flags).
 CUDA_TRAIN_HOST_OBJS = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
-	$(BUILD)/cuda-host/attention/partial_attention.o $(CUDA_HOST_NCCL_OBJS)
+	$(BUILD)/cuda-host/attention/partial_attention.o $(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
 CUDA_TRAIN_HOST_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o) $(CUDA_LAYERS_OBJS_FP32) \
 	$(CUDA_MATMUL_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o \
-	$(CUDA_HOST_NCCL_OBJS)
+	$(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
 .SECONDARY: $(CUDA_TRAIN_HOST_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32)
 
 CUDA_TRAIN_HOST_PROGS := $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32
@@ -138,9 +138,10 @@ CUDA_KERNEL_LINK = -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,'$$ORIGIN/../lib'
 
 # The backend of each precision, and its kernels.
 CUDA_TRAIN_NVCC_OBJS = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda/%.o) \
-	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB)
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB) $(BUILD)/model/token_order.o
 CUDA_TRAIN_NVCC_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda-fp32/%.o) \
-	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB_FP32)
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB_FP32) \
+	$(BUILD)/model/token_order.o
 
 .PHONY: train-cuda
 ifeq ($(CUDA_NVCC),)

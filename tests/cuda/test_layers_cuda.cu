@@ -10,6 +10,7 @@
 // The error reported is max|gpu - cpu| / max|cpu| per output.
 #include "model/layers_cuda.cuh"
 #include "model/layers.h"  // the CPU twins (C linkage)
+#include "model/token_order.h"
 #include "tests/cuda/bounds.h"
 #include "tests/cuda_host/test_check.h"
 
@@ -218,11 +219,15 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
     const Vec dwte0 = rand_vec((size_t)V * C, 1.0f), dwpe0 = rand_vec((size_t)P * C, 1.0f);
     Vec dwte = dwte0, dwpe = dwpe0;
     if (write) std::fill(dwpe.begin(), dwpe.end(), NAN);
-    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, pos, (int)P,
+    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), NULL, B, T, C, pos, (int)P,
                      write ? GRAD_WRITE : GRAD_ACCUMULATE);
 
+    std::vector<int> order(N), order_scratch(N);   // the rows by token, as model/gpt.c uploads them
+    token_order(order.data(), order_scratch.data(), tok.data(), (size_t)N);
     int* d_tok = dalloc<int>(N);
+    int* d_order = dalloc<int>(N);
     CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_order, order.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     floatX *d_dout = to_dev(dout), *d_dwte = to_dev(dwte0), *d_dwpe = to_dev(dwpe0);
     const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T, C);
     void* scratch = dalloc<char>(scratch_bytes);
@@ -233,7 +238,8 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
         upload(d_dwte, dwte0);
         if (write) poison(d_dwpe, P * C * sizeof(floatX));
         else upload(d_dwpe, dwpe0);
-        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, pos, (int)P, !write, scratch, stream);
+        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, d_order, B, T, C, pos, (int)P, !write, scratch,
+                              stream);
         sync();
         const Vec w = fetch(d_dwte, (size_t)V * C), p = fetch(d_dwpe, (size_t)P * C);
         if (run == 0) {
@@ -251,6 +257,7 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
     expect("encoder_backward", shape, "dwte", got_wte, dwte, BOUND_ROUND1);
     expect("encoder_backward", shape, "dwpe", got_wpe, dwpe, BOUND_ROUND1);
     CUDA_CHECK(cudaFree(d_tok));
+    CUDA_CHECK(cudaFree(d_order));
     CUDA_CHECK(cudaFree(d_dout));
     CUDA_CHECK(cudaFree(d_dwte));
     CUDA_CHECK(cudaFree(d_dwpe));
@@ -416,14 +423,16 @@ static void test_elementwise(long n, int off) {
 
 // The shapes beyond the grid of SHAPE_C x SHAPE_BT.
 static void test_special_shapes(void) {
-    // Encoder backward: one token for every row; more rows than one sort chunk (the merge).
+    // Encoder backward: one token for every row; thousands of rows; token ids past 2^16 (a third
+    // byte in token_order's radix sort) in a table of 70000 rows.
     test_encoder_backward(4, 64, 72, token_layout(token_positions(0, 1)), 1);
     test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
+    test_encoder_backward(2, 700, 16, token_layout(token_positions(0, 1)), 70000, false, 3);
     // More sequences than warps per block (each warp sums several rows of a position).
     test_encoder_backward(9, 5, 72, token_layout(token_positions(2, 3)), 50);
     test_encoder_backward(11, 3, 45, token_layout(token_positions(0, 1)), 50);
     // Repeated tokens: runs of 40 and 7 rows (several 32-row segments per sorted run, and runs
-    // that start inside a segment window); all rows one token, 70 segments, after the merge.
+    // that start inside a segment window); all rows one token, 70 segments.
     test_encoder_backward(4, 160, 72, token_layout(token_positions(0, 1)), 5, false, 40);
     test_encoder_backward(3, 300, 16, token_layout(token_positions(0, 1)), 50, false, 7);
     test_encoder_backward(1, 2240, 24, token_layout(token_positions(0, 1)), 1);
@@ -465,7 +474,7 @@ static void test_special_shapes(void) {
     test_elementwise(1001, 1);
 }
 
-// --quick: every kernel and path once (vector and scalar rows, the sort's merge, a row over
+// --quick: every kernel and path once (vector and scalar rows, thousands of sorted rows, a row over
 // 48 KiB, two LayerNorm backward variants, misaligned element-wise pointers).
 static void test_quick_shapes(void) {
     test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
@@ -477,13 +486,46 @@ static void test_quick_shapes(void) {
     test_elementwise(1001, 1);
 }
 
+// --die ORDER: the encoder backward given a broken order of its rows ("swapped": two adjacent
+// slots exchanged; "duplicate": one row twice, another missing; "range": a row past N) must stop
+// with its diagnostic (tests/suites/cuda-layers.list), not race two warps on one dwte row.
+static int die_encoder_order(const char* how) {
+    const int B = 2, T = 32, C = 16, N = B * T;
+    std::vector<int> tok(N), order(N), order_scratch(N);
+    for (int n = 0; n < N; n++) tok[n] = (n * 7) % 40;   // some tokens repeat
+    token_order(order.data(), order_scratch.data(), tok.data(), (size_t)N);
+    if (!strcmp(how, "swapped")) std::swap(order[10], order[11]);
+    else if (!strcmp(how, "duplicate")) order[20] = order[21];
+    else if (!strcmp(how, "range")) order[5] = N;
+    else {
+        printf("--die takes swapped, duplicate or range, not '%s'\n", how);
+        return 2;
+    }
+    int* d_tok = dalloc<int>(N);
+    int* d_order = dalloc<int>(N);
+    CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_order, order.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    floatX *d_dout = to_dev(rand_vec((size_t)N * C, 1.0f)), *d_dwte = to_dev(rand_vec((size_t)40 * C, 1.0f));
+    floatX* d_dwpe = to_dev(rand_vec((size_t)T * C, 1.0f));
+    const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T, C);
+    void* scratch = dalloc<char>(scratch_bytes);
+    CUDA_CHECK(cudaMemset(scratch, 0, scratch_bytes));
+    encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, d_order, B, T, C, token_layout(token_positions(0, 1)),
+                          T, 1, scratch, stream);
+    sync();
+    printf("encoder_backward_cuda accepted a broken order (%s)\n", how);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const bool quick = argc == 2 && !strcmp(argv[1], "--quick");
-    if (argc > 1 && !quick) {
-        printf("usage: %s [--quick]\n", argv[0]);
+    const bool die = argc == 3 && !strcmp(argv[1], "--die");
+    if (argc > 1 && !quick && !die) {
+        printf("usage: %s [--quick | --die swapped|duplicate|range]\n", argv[0]);
         return 2;
     }
     CUDA_CHECK(cudaStreamCreate(&stream));
+    if (die) return die_encoder_order(argv[2]);
     printf("info floatX = %s, x128 = %d elements\n", FLOATX_NAME, (int)X128_ELEMS);
     int shape = 0;
     for (int C : SHAPE_C)

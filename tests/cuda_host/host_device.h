@@ -2,6 +2,7 @@
 // intrinsics. Barriers and warp collectives switch fibers (block_exec.cpp); atomics are real
 // atomics because blocks may run on several OS threads at once.
 #pragma once
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 #include <type_traits>
@@ -221,7 +222,12 @@ static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
     return (unsigned int)(((unsigned long long)a * b) >> 32);
 }
 static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
-static inline void __trap(void) { __builtin_trap(); }
+// A kernel's printf before its trap shows, as the device's buffer does when the trap is reported.
+static inline void __trap(void) {
+    fflush(stdout);
+    fflush(stderr);
+    __builtin_trap();
+}
 
 // CUDA's min/max overloads, mixed integer types included (common type, as CUDA's); the
 // floating-point ones ignore a NaN operand like fminf/fmaxf.
