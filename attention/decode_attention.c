@@ -32,8 +32,9 @@ static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows,
         return;
     }
     // Every cached key precedes the new token: the positions only need to keep them visible.
-    const AttentionProblem p = attention_problem(1, c->NH, c->HS, 1, (int)n,
-                                                 token_positions(pos, 1), token_positions(0, 1));
+    AttentionProblem p = attention_problem(1, c->NH, c->HS, 1, (int)n, token_positions(pos, 1),
+                                           token_positions(0, 1));
+    p.decode = 1;   // NH blocks over a long cache: the CUDA forward splits the keys
     dist_attention_forward(&p, qkv, 3 * C, rows, 2 * C, rows + C, 2 * C, out, C, lse);
 }
 

@@ -191,9 +191,9 @@ ATTN_UNROLL
 }
 
 // One key tile kt of nkt: request tile kt + 1, wait for tile kt, compute it in sub-tiles of KS keys
-// (flash_forward_keys), and wait for every warp before its stage is refilled.
+// (flash_forward_keys), and wait for every warp before its stage is refilled. tk: the keys at kg on.
 template <int HS, bool MASK>
-__device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnArgs& a, int kt, int nkt,
+__device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnArgs& a, int tk, int kt, int nkt,
                                                    const floatX* Qs, floatX* Ks, floatX* Vs, const floatX* kg,
                                                    const floatX* vg, int qo, int ko, int vo,
                                                    const int (&vis)[2][2], int wvis) {
@@ -202,7 +202,7 @@ __device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnA
     constexpr int BK = F::BK, KS = F::KS;
     const int j0 = kt * BK, st = kt & 1;
     if (kt + 1 < nkt) {   // the next tile flies while this one is computed
-        const int nk = min(BK, a.Tk - j0 - BK);
+        const int nk = min(BK, tk - j0 - BK);
         fa_load_tile<HS, BK>(Ks + (st ^ 1) * BK * T::LD, kg + (long long)(j0 + BK) * a.ldk, a.ldk, nk, a.vec);
         fa_load_tile<HS, BK>(Vs + (st ^ 1) * BK * T::LD, vg + (long long)(j0 + BK) * a.ldv, a.ldv, nk, a.vec);
     }
@@ -217,10 +217,14 @@ ATTN_NO_UNROLL
     __syncthreads();   // every warp is done with stage st before the next request refills it
 }
 
-// Grid (query tiles, NH, B), latest query tiles (the most keys) first; FaFwd<HS>::THREADS threads.
-// Writes o (fp32, or floatX into a.ox when set) and lse. Two blocks (8 warps) per SM: up to 255
-// registers per thread.
-template <int HS>
+// Grid (query tiles, NH, B * a.splits), latest query tiles (the most keys) first; FaFwd<HS>::THREADS
+// threads. Writes o (fp32, or floatX into a.ox when set) and lse; with a.splits > 1 (split-KV) the
+// key tiles a query tile sees are cut into a.splits contiguous ranges, block z taking range
+// z % splits of sequence z / splits and writing its partial as sequence z of o and lse (the
+// launcher's partial buffers, merged by flash_split_merge_kernel). Two blocks (8 warps) per SM: up
+// to 255 registers per thread. SPLIT: the split-KV instance; without it the key tiles start at 0,
+// which the register allocation needs at HS 128 on sm_80 (a variable start spills 24 bytes).
+template <int HS, bool SPLIT>
 __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(const AttnArgs a) {
     typedef FaFwd<HS> F;
     typedef FaTile<HS> T;
@@ -230,18 +234,28 @@ __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(co
     floatX* Ks = reinterpret_cast<floatX*>(smem + F::Q);   // stage st at Ks + st * BK * LD
     floatX* Vs = reinterpret_cast<floatX*>(smem + F::Q + 2 * F::KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
+    const int NH = gridDim.y, h = blockIdx.y, b = SPLIT ? blockIdx.z / a.splits : blockIdx.z;
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int nq = min(BQ, a.Tq - i0);
-    const int nkt = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
-    const int nfull = visible_keys(a, i0) / BK;   // tiles the first query, hence every row, sees whole
-    const floatX* kg = a.k + (long long)b * a.Tk * a.ldk + (long long)h * HS;
-    const floatX* vg = a.v + (long long)b * a.Tk * a.ldv + (long long)h * HS;
+    const int nseen = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
+    // The block's key tiles: all nseen, or with SPLIT its range of them; key indices below (tiles,
+    // visible counts, the keys left) count from the range's first key, kshift.
+    const int kt0 = SPLIT ? (blockIdx.z % a.splits) * nseen / a.splits : 0;
+    const int kshift = kt0 * BK;
+    const int nkt = (SPLIT ? (blockIdx.z % a.splits + 1) * nseen / a.splits : nseen) - kt0;
+    // Keys from the range's first on: a.Tk, or with SPLIT kept in shared memory and read per tile
+    // (a register through the loop spills at HS 128).
+    __shared__ int split_keys_left;
+    if (SPLIT && threadIdx.x == 0) split_keys_left = a.Tk - kshift;
+    // Tiles the first query, hence every row, sees whole (the unmasked loop), within the range.
+    const int nfull = SPLIT ? max(0, min(visible_keys(a, i0) - kshift, nkt * BK) / BK) : visible_keys(a, i0) / BK;
+    const floatX* kg = a.k + ((long long)b * a.Tk + kshift) * a.ldk + (long long)h * HS;
+    const floatX* vg = a.v + ((long long)b * a.Tk + kshift) * a.ldv + (long long)h * HS;
 
     fa_load_tile<HS, BQ>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
     cp_async_commit();
     if (nkt > 0) {
-        const int nk = min(BK, a.Tk);
+        const int nk = min(BK, a.Tk - kshift);
         fa_load_tile<HS, BK>(Ks, kg, a.ldk, nk, a.vec);
         fa_load_tile<HS, BK>(Vs, vg, a.ldv, nk, a.vec);
     }
@@ -274,23 +288,23 @@ ATTN_UNROLL
 
     int kt = 0;
     const int none[2][2] = {{0, 0}, {0, 0}};   // (no mask)
-    for (; kt < nfull; kt++) flash_forward_tile<HS, false>(w, a, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none, 0);
+    for (; kt < nfull; kt++) flash_forward_tile<HS, false>(w, a, SPLIT ? split_keys_left : a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none, 0);
     if (kt < nkt) {
         // The masked tiles: the keys the warp sees, and those this lane's rows r0 + 16 rt + 8 hi + g see.
         const int wlast = min(r0 + 31, nq - 1);
-        const int wvis = wlast >= r0 ? visible_keys(a, i0 + wlast) : 0;
+        const int wvis = (wlast >= r0 ? visible_keys(a, i0 + wlast) : 0) - kshift;
         int vis[2][2];
 ATTN_UNROLL
         for (int rt = 0; rt < 2; rt++)
 ATTN_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 const int r = r0 + 16 * rt + 8 * hi + g;
-                vis[rt][hi] = r < nq ? visible_keys(a, i0 + r) : 0;
+                vis[rt][hi] = (r < nq ? visible_keys(a, i0 + r) : 0) - kshift;
             }
-        for (; kt < nkt; kt++) flash_forward_tile<HS, true>(w, a, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, vis, wvis);
+        for (; kt < nkt; kt++) flash_forward_tile<HS, true>(w, a, SPLIT ? split_keys_left : a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, vis, wvis);
     }
     cp_async_wait<0>();   // nothing may still be in flight when the buffers are reused
-    __syncthreads();      // (nkt == 0: no tile step has synchronised the block since Q was read)
+    __syncthreads();      // (no tiles: no tile step has synchronised the block since Q was read)
 
     // Normalise, stage O in shared memory, then write it in 16-byte rows.
     float inv[2][2];
@@ -301,11 +315,13 @@ ATTN_UNROLL
             w.l[rt][hi] = group_sum(w.l[rt][hi]);
             inv[rt][hi] = w.l[rt][hi] > 0.0f ? 1.0f / w.l[rt][hi] : 0.0f;
         }
-    const long long ooff = ((long long)b * a.Tq + i0) * a.ldo + (long long)h * HS;   // the block's first row
+    // Outputs of sequence blockIdx.z: b itself, or with splits the partial (b, split) of the
+    // launcher's (B * splits, Tq) partial outputs.
+    const long long ooff = ((long long)blockIdx.z * a.Tq + i0) * a.ldo + (long long)h * HS;   // the block's first row
     if (a.ox) fa_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, w, inv, r0);
     else fa_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, w, inv, r0);
     if (t == 0) {
-        float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0;
+        float* lse = a.lse + ((long long)blockIdx.z * NH + h) * a.Tq + i0;
 ATTN_UNROLL
         for (int rt = 0; rt < 2; rt++)
 ATTN_UNROLL

@@ -59,6 +59,8 @@ struct AttnArgs {
     int bwd_head_group;     // backward block order: heads per group, key tiles outer within it
     int bwd_lagged_release; // backward: a query tile's dQ turn passed on one step later (flash_backward.cuh)
     floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
+    int decode;        // the problem is a decoding step (AttentionProblem.decode): split-KV allowed
+    int splits;        // bf16 forward: key splits per query tile (split-KV), 1 = none; grid z = B * splits
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
     int vec;           // every floatX input pointer and row stride allows 16-byte loads
@@ -96,33 +98,44 @@ __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
 constexpr int ROW_WARPS = 8;
 
+// The (query, head) row of this warp in the row kernels (one warp per row, rows ordered (b, t, h)
+// over B x T x NH) and its lane; valid = 0 past the last row (the whole warp).
+struct WarpRow {
+    long long bt;   // b * T + t: the token row
+    int b, t, h, lane, valid;
+};
+__device__ __forceinline__ WarpRow warp_row(int B, int T, int NH) {
+    WarpRow r;
+    const long long row = (long long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
+    r.lane = threadIdx.x % 32;
+    r.valid = row < (long long)B * T * NH;
+    r.h = (int)(row % NH);
+    r.bt = row / NH;
+    r.b = (int)(r.bt / T);
+    r.t = (int)(r.bt % T);
+    return r;
+}
+
 __global__ void __launch_bounds__(32 * ROW_WARPS)
 attention_row_dot_kernel(int B, int NH, int HS, int T, const floatX* o, int ldo, const floatX* dout,
                          int lddo, float* d) {
-    const long long row = (long long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;   // (b, t, h)
-    const int lane = threadIdx.x % 32;
-    if (row >= (long long)B * T * NH) return;   // the whole warp
-    const int h = (int)(row % NH);
-    const long long bt = row / NH;
-    const floatX* oi = o + bt * ldo + (long long)h * HS;
-    const floatX* gi = dout + bt * lddo + (long long)h * HS;
+    const WarpRow r = warp_row(B, T, NH);
+    if (!r.valid) return;   // the whole warp
+    const floatX* oi = o + r.bt * ldo + (long long)r.h * HS;
+    const floatX* gi = dout + r.bt * lddo + (long long)r.h * HS;
     float acc = 0.0f;
-    for (int c = lane; c < HS; c += 32) acc += to_float(oi[c]) * to_float(gi[c]);
+    for (int c = r.lane; c < HS; c += 32) acc += to_float(oi[c]) * to_float(gi[c]);
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    const int b = (int)(bt / T), t = (int)(bt % T);
-    if (lane == 0) d[((long long)b * NH + h) * T + t] = acc;
+    if (r.lane == 0) d[((long long)r.b * NH + r.h) * T + r.t] = acc;
 }
 
 __global__ void __launch_bounds__(32 * ROW_WARPS)
 attention_merge_kernel(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
                        const float* o_b, int ldb, const float* lse_b) {
-    const long long row = (long long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;   // (b, t, h)
-    const int lane = threadIdx.x % 32;
-    if (row >= (long long)B * T * NH) return;
-    const int h = (int)(row % NH);
-    const long long bt = row / NH;
-    const int b = (int)(bt / T), t = (int)(bt % T);
-    const long long li = ((long long)b * NH + h) * T + t;
+    const WarpRow r = warp_row(B, T, NH);
+    if (!r.valid) return;
+    const int h = r.h, lane = r.lane;
+    const long long bt = r.bt, li = ((long long)r.b * NH + h) * T + r.t;
     const float la = lse_a[li], lb = lse_b[li];
     if (lb == -INFINITY) return;   // b is empty: a unchanged (the whole warp)
     const float mx = fmaxf(la, lb);
@@ -134,6 +147,39 @@ attention_merge_kernel(int B, int NH, int HS, int T, float* o_a, int lda, float*
     __syncwarp();   // every lane has read lse_a[li]
     if (lane == 0) lse_a[li] = lse;
 }
+
+#ifndef GPT_CUDA_FP32
+// Split-KV's merge of the S partials of flash_forward_kernel<HS, true> (partial (b, s) is sequence
+// b * S + s of part_o (B * S, Tq, NH*HS) and part_lse (B * S, NH, Tq)) into row (b, t, h) of o
+// (fp32, or floatX into ox when not NULL; row stride ldo) and lse (B, NH, Tq), one warp per row,
+// in split order: the same bits on every run. An empty partial (lse -inf, no key of its range
+// visible) weighs 0; all empty: o = 0 and lse = -inf, as without splits.
+__global__ void __launch_bounds__(32 * ROW_WARPS)
+flash_split_merge_kernel(int B, int Tq, int NH, int HS, int S, const float* part_o, const float* part_lse, float* o,
+                         floatX* ox, int ldo, float* lse) {
+    const WarpRow r = warp_row(B, Tq, NH);
+    if (!r.valid) return;
+    const int h = r.h, lane = r.lane, b = r.b, t = r.t;
+    const long long bt = r.bt, C = (long long)NH * HS, lse_step = (long long)NH * Tq, o_step = (long long)Tq * C;
+    const float* pl = part_lse + ((long long)b * S * NH + h) * Tq + t;          // partial s at pl[s * lse_step]
+    const float* po = part_o + ((long long)b * S * Tq + t) * C + (long long)h * HS;   // at po[s * o_step]
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++) mx = fmaxf(mx, pl[s * lse_step]);
+    float sum = 0.0f;
+    for (int s = 0; s < S && mx != -INFINITY; s++) sum += expf(pl[s * lse_step] - mx);
+    const float l = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+    for (int c = lane; c < HS; c += 32) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++) {
+            const float ls = pl[s * lse_step];
+            if (ls != -INFINITY) acc += expf(ls - l) * po[s * o_step + c];
+        }
+        if (ox) ox[bt * ldo + (long long)h * HS + c] = from_float<floatX>(acc);
+        else o[bt * ldo + (long long)h * HS + c] = acc;
+    }
+    if (lane == 0) lse[((long long)b * NH + h) * Tq + t] = l;
+}
+#endif
 
 // ---- launchers ----------------------------------------------------------------------------------
 void check_problem(const AttentionProblem* p, const char* who) {
@@ -168,6 +214,8 @@ AttnArgs make_args(const AttentionProblem* p) {
     a.kstride = p->kpos.stride;
     a.scale = 1.0f / sqrtf((float)p->HS);
     a.scale_log2 = a.scale * LOG2E;
+    a.decode = p->decode;
+    a.splits = 1;
     return a;
 }
 
@@ -196,18 +244,75 @@ template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStr
 template <int HS> size_t smem_forward() { return Layout<HS>::FWD; }
 template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 #else
-template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    const size_t smem = FaFwd<HS>::SMEM;
-    CUDA_RAISE_DYNAMIC_SMEM(flash_forward_kernel<HS>, smem, "head size", HS);
-    const dim3 grid((unsigned)((a.Tq + FaFwd<HS>::BQ - 1) / FaFwd<HS>::BQ), (unsigned)NH, (unsigned)B);
-    LAUNCH(flash_forward_kernel<HS>, grid, FaFwd<HS>::THREADS, smem, stream, a);
+unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
+
+// Split-KV, the forward's key tiles cut over several blocks per query tile: for a decoding step
+// (a.decode) whose grid of `blocks` is under two waves of the kernel's 2 blocks per SM
+// (__launch_bounds__), enough splits for two waves, at most FWD_MAX_SPLITS and one per key tile
+// the problem has. ATTENTION_FWD_SPLITS=N forces N (capped the same way) on every forward call,
+// training included (tests and timing: its scratch is then outside the memory budget); 1 never
+// splits.
+constexpr int FWD_MAX_SPLITS = 16;
+static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles, int B) {
+    const char* env = getenv("ATTENTION_FWD_SPLITS");
+    long want = 1;
+    if (env && *env) {
+        char* end = NULL;
+        errno = 0;
+        want = strtol(env, &end, 10);
+        CHECK(errno == 0 && *end == '\0' && want >= 1, "set it to a positive integer, or unset it",
+              "ATTENTION_FWD_SPLITS: expected an integer >= 1, found '%s'", env);
+    } else if (a.decode) {
+        int device = 0, sms = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        const long long two_waves = 2LL * 2 * sms;
+        if (blocks < two_waves) want = (long)((two_waves + blocks - 1) / blocks);
+    }
+    if (want > FWD_MAX_SPLITS) want = FWD_MAX_SPLITS;
+    if (want > key_tiles) want = key_tiles;
+    if (want > 65535 / B) want = 65535 / B;   // grid z = B * splits
+    return want > 1 ? (int)want : 1;
 }
 
-// The backward's workspace (the fp32 dQ accumulator, then the semaphores), one buffer per
-// (device, stream), kept between calls and grown in stream order when a call needs more: after
-// the first step nothing is allocated. Calls on one stream run in order, so they can share it;
-// the module holds at most 16 streams.
-unsigned char* backward_workspace(size_t bytes, cudaStream_t stream) {
+template <int HS> int forward_split_count(const AttnArgs& a, int B, int NH) {
+    typedef FaFwd<HS> F;
+    const long long qtiles = (a.Tq + F::BQ - 1) / F::BQ;
+    return forward_splits(a, qtiles * NH * B, (a.Tk + F::BK - 1) / F::BK, B);
+}
+
+template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t stream) {
+    typedef FaFwd<HS> F;
+    const size_t smem = F::SMEM;
+    CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, false>), smem, "head size", HS);
+    CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, true>), smem, "head size", HS);
+    const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
+    a.splits = forward_split_count<HS>(a, B, NH);
+    AttnArgs part = a;   // the kernel's outputs: the final ones, or with splits the partials
+    if (a.splits > 1) {   // in the stream's workspace (shared with the backward's dQ)
+        const size_t rows = (size_t)a.splits * B * a.Tq;
+        float* ws = (float*)attention_workspace(rows * NH * (HS + 1) * sizeof(float), stream);
+        part.o = ws;
+        part.lse = ws + rows * NH * HS;
+        part.ox = nullptr;
+        part.ldo = NH * HS;
+    }
+    const dim3 grid(qtiles, (unsigned)NH, (unsigned)(B * a.splits));
+    if (a.splits > 1) LAUNCH((flash_forward_kernel<HS, true>), grid, F::THREADS, smem, stream, part);
+    else LAUNCH((flash_forward_kernel<HS, false>), grid, F::THREADS, smem, stream, part);
+    if (a.splits > 1) {
+        const long long rows = (long long)B * a.Tq * NH;
+        LAUNCH(flash_split_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0, stream,
+               B, a.Tq, NH, HS, a.splits, part.o, part.lse, a.o, a.ox, a.ldo, a.lse);
+    }
+}
+
+// The kernels' workspace: the backward's (the fp32 dQ accumulator, then the semaphores, zeroed by
+// each call) and split-KV's partials (decoding only), one buffer per (device, stream), kept
+// between calls and grown in stream order when a call needs more: after the first step nothing is
+// allocated. Calls on one stream run in order, so they can share it; the module holds at most 16
+// streams.
+unsigned char* attention_workspace(size_t bytes, cudaStream_t stream) {
     struct Workspace {
         int device;
         cudaStream_t stream;
@@ -222,8 +327,8 @@ unsigned char* backward_workspace(size_t bytes, cudaStream_t stream) {
     for (int i = 0; i < n && !w; i++)
         if (ws[i].device == dev && ws[i].stream == stream) w = &ws[i];
     if (!w) {
-        CHECK(n < 16, "issue the attention backward on fewer streams",
-              "attention backward: dQ workspaces for more than 16 (device, stream) pairs");
+        CHECK(n < 16, "issue the attention kernels on fewer streams",
+              "attention: workspaces for more than 16 (device, stream) pairs");
         w = &ws[n++];
         w->device = dev, w->stream = stream, w->ptr = NULL, w->bytes = 0;
     }
@@ -296,7 +401,7 @@ void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t str
     const size_t acc = flash_bwd_accumulator_bytes(B, a.Tq, (size_t)NH * HS, a.dqx != NULL);
     const size_t sems = flash_bwd_semaphore_bytes(B, NH, a.Tq);
     if (acc + sems > 0) {
-        unsigned char* ws = backward_workspace(acc + sems, stream);
+        unsigned char* ws = attention_workspace(acc + sems, stream);
         CUDA_CHECK(cudaMemsetAsync(ws, 0, acc + sems, stream));
         a.dq_acc = acc ? reinterpret_cast<float*>(ws) : NULL;
         a.dq_sem = reinterpret_cast<unsigned*>(ws + acc);
@@ -480,6 +585,25 @@ void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, flo
     if (rows == 0) return;
     LAUNCH(attention_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0,
            stream, B, NH, HS, T, o_a, lda, lse_a, o_b, ldb, lse_b);
+}
+
+int attention_cuda_forward_splits(const AttentionProblem* p) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+#ifdef GPT_CUDA_FP32
+    return 1;
+#else
+    const AttnArgs a = make_args(p);
+    switch (p->HS) {
+    case 16: return forward_split_count<16>(a, p->B, p->NH);
+    case 32: return forward_split_count<32>(a, p->B, p->NH);
+    case 48: return forward_split_count<48>(a, p->B, p->NH);
+    case 64: return forward_split_count<64>(a, p->B, p->NH);
+    case 80: return forward_split_count<80>(a, p->B, p->NH);
+    case 96: return forward_split_count<96>(a, p->B, p->NH);
+    default: return forward_split_count<128>(a, p->B, p->NH);
+    }
+#endif
 }
 
 size_t attention_cuda_forward_smem(int HS) {

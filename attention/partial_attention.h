@@ -44,6 +44,9 @@ typedef struct {
     int Tq, Tk;              // local queries and keys per sequence
     TokenPositions qpos;     // positions of the queries
     TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
+    int decode;              // a decoding step (attention/decode_attention.c: a few queries, a long
+                             // cache): the CUDA forward may split the keys over blocks and merge
+                             // the partials (split-KV) when its grid is under two waves; 0 elsewhere
 } AttentionProblem;
 
 // Constructors that C and the C++ builds of the same sources (CUDA) both accept.
@@ -73,6 +76,7 @@ static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, 
                                                  TokenPositions qpos, TokenPositions kpos) {
     AttentionProblem p;
     p.B = B, p.NH = NH, p.HS = HS, p.Tq = Tq, p.Tk = Tk, p.qpos = qpos, p.kpos = kpos;
+    p.decode = 0;
     return p;
 }
 

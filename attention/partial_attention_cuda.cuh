@@ -25,7 +25,11 @@
 
 // Forward. o: (B, Tq, NH*HS) fp32 rows of stride ldo, softmax over the visible local keys applied
 // to V; lse: (B, NH, Tq) fp32 log-sum-exp of the scaled scores of the visible keys. A query that
-// sees no local key gets o = 0 and lse = -INFINITY (the empty partial, which merges).
+// sees no local key gets o = 0 and lse = -INFINITY (the empty partial, which merges). Split-KV
+// (bf16 build): for a decoding step (p->decode) whose grid is under two waves, the key tiles of
+// each query tile are cut over attention_cuda_forward_splits(p) blocks, whose partials (in the
+// workspace the backward keeps per stream, grown in stream order) one more kernel merges in a
+// fixed order; ATTENTION_FWD_SPLITS=N forces N splits on every forward (tests, timing).
 void attention_partial_forward_cuda(const AttentionProblem* p,
                                     const floatX* q, int ldq, const floatX* k, int ldk,
                                     const floatX* v, int ldv, float* o, int ldo, float* lse,
@@ -69,6 +73,9 @@ void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq
 // Any HS > 0 is accepted here.
 void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
                           const float* o_b, int ldb, const float* lse_b, cudaStream_t stream);
+
+// The key splits the forwards use for p (1: none; always 1 in the fp32 build).
+int attention_cuda_forward_splits(const AttentionProblem* p);
 
 // Dynamic shared memory (bytes) of each kernel for a head size: for the notes and for callers
 // that budget occupancy. 0 for an unsupported HS.

@@ -178,6 +178,7 @@ struct Scenario {
     bool fused;     // Q, K, V from one (B, T, 3C) buffer (single device: same rows for q and k)
     float qamp;     // queries in [-qamp, qamp): 1 gives scores of std 0.3, 5 a peaked softmax whose
                     // running max moves from tile to tile (the online rescaling matters)
+    bool decode = false;   // AttentionProblem.decode: the forward may split the keys (split-KV)
 };
 
 static void run_scenario(const Scenario& s) {
@@ -189,7 +190,7 @@ static void run_scenario(const Scenario& s) {
     const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
 
     // The queries' final output and statistics: attention over every key of the sequence.
-    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}};
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.decode};
     Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
     attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
     Vec o_fin_x(o_fin);
@@ -199,7 +200,7 @@ static void run_scenario(const Scenario& s) {
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
     double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
-    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}};
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.decode};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
         floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
@@ -235,7 +236,7 @@ static void run_scenario(const Scenario& s) {
     float *merged_o = poisoned((long)B * nq * ld), *merged_lse = poisoned((long)B * NH * nq);
 
     for (int part = 0; part < s.parts; part++) {
-        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}};
+        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.decode};
         const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
         const Vec vl = take_rows(v, B, T, C, s.koff[part], s.kstride, nk);
         const floatX *k_d, *v_d;
@@ -371,9 +372,15 @@ static Scenario single(const char* label, int B, int NH, int HS, int T, int ld_e
     return s;
 }
 
+// A decoding step: the last nq queries of a sequence of T tokens over all its keys.
+static Scenario decode(const char* label, int B, int NH, int HS, int T, int nq) {
+    Scenario s = {label, B, NH, HS, T, T - nq, 1, nq, 1, {0, 0, 0, 0}, 1, T, 0, false, 5.0f, true};
+    return s;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "bad-head-size")) {
-        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}};
+        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}, 0};
         attention_partial_forward_cuda(&p, NULL, 24, NULL, 24, NULL, 24, NULL, 24, NULL, 0);
         printf("--die bad-head-size: the program was expected to end with a diagnostic\n");
         return 1;
@@ -420,6 +427,24 @@ int main(int argc, char** argv) {
     if (!quick) run_scenario(single("single T130 HS16 B4 NH66", 4, 66, 16, 130, 0, false, 1.0f));
     run_scenario(single("single T40 HS128 ld+8 q*5", 1, 1, 128, 40, 8, false, 5.0f));
     if (!quick) run_scenario(single("single T77 HS48 ld+3", 2, 1, 48, 77, 3, false, 1.0f));
+    // Decoding steps (AttentionProblem.decode): 2 or 4 blocks on the runtime's 132 SMs, so the bf16
+    // forward splits the keys 11 and 16 ways (one per key tile, at most 16) and merges the partials.
+    run_scenario(decode("decode T700 HS64 1 query", 1, 2, 64, 700, 1));
+    if (!quick) run_scenario(decode("decode T1100 HS128 B2 3 queries", 2, 2, 128, 1100, 3));
+    if (!getenv("ATTENTION_FWD_SPLITS")) {   // the splits those two used; none without decode
+        AttentionProblem d1 = attention_problem(1, 2, 64, 1, 700, token_positions(699, 1), token_positions(0, 1));
+        AttentionProblem d3 = attention_problem(2, 2, 128, 3, 1100, token_positions(1097, 1), token_positions(0, 1));
+        const int plain = attention_cuda_forward_splits(&d1);
+        d1.decode = d3.decode = 1;
+        const int s1 = attention_cuda_forward_splits(&d1), s3 = attention_cuda_forward_splits(&d3);
+#ifdef GPT_CUDA_FP32
+        check(plain == 1 && s1 == 1 && s3 == 1, "fp32 build: no split-KV (splits %d, %d, %d)", plain, s1, s3);
+#else
+        check(plain == 1 && s1 == 11 && s3 == 16,
+              "split-KV on decoding steps only: 1 query of 700 keys in 11 splits, 3 of 1100 in 16 (the most); "
+              "none without decode (got %d, %d, %d)", s1, s3, plain);
+#endif
+    }
 
     // ATTENTION2D: rank (r, c) of a pq x pkv mesh holds queries r + pq*m and keys c + pkv*n; the
     // pkv partials of row r merge to the row's full attention. T = 96: 96 queries are a full and
