@@ -253,7 +253,7 @@ unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 // training included (tests and timing: its scratch is then outside the memory budget); 1 never
 // splits.
 constexpr int FWD_MAX_SPLITS = 16;
-static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles, int B) {
+static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles) {
     const char* env = getenv("ATTENTION_FWD_SPLITS");
     long want = 1;
     if (env && *env) {
@@ -271,14 +271,14 @@ static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles, in
     }
     if (want > FWD_MAX_SPLITS) want = FWD_MAX_SPLITS;
     if (want > key_tiles) want = key_tiles;
-    if (want > 65535 / B) want = 65535 / B;   // grid z = B * splits
+    if (want > 65535 / a.B) want = 65535 / a.B;   // grid z = B * splits
     return want > 1 ? (int)want : 1;
 }
 
-template <int HS> int forward_split_count(const AttnArgs& a, int B, int NH) {
+template <int HS> int forward_split_count(const AttnArgs& a, int NH) {
     typedef FaFwd<HS> F;
     const long long qtiles = (a.Tq + F::BQ - 1) / F::BQ;
-    return forward_splits(a, qtiles * NH * B, (a.Tk + F::BK - 1) / F::BK, B);
+    return forward_splits(a, qtiles * NH * a.B, (a.Tk + F::BK - 1) / F::BK);
 }
 
 template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t stream) {
@@ -287,24 +287,23 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, false>), smem, "head size", HS);
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, true>), smem, "head size", HS);
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    a.splits = forward_split_count<HS>(a, B, NH);
-    AttnArgs part = a;   // the kernel's outputs: the final ones, or with splits the partials
-    if (a.splits > 1) {   // in the stream's workspace (shared with the backward's dQ)
-        const size_t rows = (size_t)a.splits * B * a.Tq;
-        float* ws = (float*)attention_workspace(rows * NH * (HS + 1) * sizeof(float), stream);
-        part.o = ws;
-        part.lse = ws + rows * NH * HS;
-        part.ox = nullptr;
-        part.ldo = NH * HS;
+    a.splits = forward_split_count<HS>(a, NH);
+    if (a.splits == 1) {
+        LAUNCH((flash_forward_kernel<HS, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
+        return;
     }
-    const dim3 grid(qtiles, (unsigned)NH, (unsigned)(B * a.splits));
-    if (a.splits > 1) LAUNCH((flash_forward_kernel<HS, true>), grid, F::THREADS, smem, stream, part);
-    else LAUNCH((flash_forward_kernel<HS, false>), grid, F::THREADS, smem, stream, part);
-    if (a.splits > 1) {
-        const long long rows = (long long)B * a.Tq * NH;
-        LAUNCH(flash_split_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0, stream,
-               B, a.Tq, NH, HS, a.splits, part.o, part.lse, a.o, a.ox, a.ldo, a.lse);
-    }
+    // Split-KV: the partials into the stream's workspace (shared with the backward's dQ), then merged.
+    AttnArgs part = a;
+    const size_t prows = (size_t)a.splits * B * a.Tq;
+    part.o = (float*)attention_workspace(prows * NH * (HS + 1) * sizeof(float), stream);
+    part.lse = part.o + prows * NH * HS;
+    part.ox = nullptr;
+    part.ldo = NH * HS;
+    LAUNCH((flash_forward_kernel<HS, true>), dim3(qtiles, (unsigned)NH, (unsigned)(B * a.splits)), F::THREADS, smem,
+           stream, part);
+    const long long rows = (long long)B * a.Tq * NH;
+    LAUNCH(flash_split_merge_kernel, (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS), 32 * ROW_WARPS, 0, stream, B,
+           a.Tq, NH, HS, a.splits, part.o, part.lse, a.o, a.ox, a.ldo, a.lse);
 }
 
 // The kernels' workspace: the backward's (the fp32 dQ accumulator, then the semaphores, zeroed by
@@ -595,13 +594,13 @@ int attention_cuda_forward_splits(const AttentionProblem* p) {
 #else
     const AttnArgs a = make_args(p);
     switch (p->HS) {
-    case 16: return forward_split_count<16>(a, p->B, p->NH);
-    case 32: return forward_split_count<32>(a, p->B, p->NH);
-    case 48: return forward_split_count<48>(a, p->B, p->NH);
-    case 64: return forward_split_count<64>(a, p->B, p->NH);
-    case 80: return forward_split_count<80>(a, p->B, p->NH);
-    case 96: return forward_split_count<96>(a, p->B, p->NH);
-    default: return forward_split_count<128>(a, p->B, p->NH);
+    case 16: return forward_split_count<16>(a, p->NH);
+    case 32: return forward_split_count<32>(a, p->NH);
+    case 48: return forward_split_count<48>(a, p->NH);
+    case 64: return forward_split_count<64>(a, p->NH);
+    case 80: return forward_split_count<80>(a, p->NH);
+    case 96: return forward_split_count<96>(a, p->NH);
+    default: return forward_split_count<128>(a, p->NH);
     }
 #endif
 }

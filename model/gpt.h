@@ -89,7 +89,7 @@ typedef struct {
     int* inputs;               // (B, T) token ids of the last forward, in backend memory
     int* targets;              // (B, T)
     int* input_order;          // (B*T) the inputs' rows sorted by token (model/token_order.h), in
-                               // backend memory, uploaded by gpt_backward for the encoder's
+                               // backend memory: uploaded by gpt_backward for the encoder backward
     int* host_tokens;          // host: the last forward's inputs, then the order and its sort
                                // scratch, (B*T) each; NULL in a forward-only model
     int has_targets;           // 1 when the last forward was given targets
