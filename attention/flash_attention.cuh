@@ -9,30 +9,25 @@
 //   as the A operand of P V: the C fragments of two adjacent 8-column tiles are exactly the A
 //   fragment of one 16-wide k-step.
 // - Operand tiles are loaded by ldmatrix from shared memory in a layout without bank conflicts:
-//   for HS a multiple of 64 the 16-byte chunks of a row are XOR-swizzled by (row % 8); other head
-//   sizes pad each row by 16 bytes (an odd number of chunks per row). Either way the 8 rows one
-//   ldmatrix phase reads hit 8 different 16-byte bank groups.
+//   for HS a multiple of 64, 64-column panels of 128-byte rows whose 16-byte chunks are
+//   XOR-swizzled by (row % 8): the layout Hopper's TMA writes and wgmma reads with 128-byte
+//   swizzle (CU_TENSOR_MAP_SWIZZLE_128B, one box per panel); other head sizes pad each row by 16
+//   bytes (an odd number of chunks per row). Either way the 8 rows one ldmatrix phase reads hit 8
+//   different 16-byte bank groups.
 // - K/V (forward) and Q/dO/lse/D (backward) tiles are double-buffered with cp.async: the next
 //   tile is in flight while the current one is computed.
 #pragma once
+#include "attention/flash_tile.cuh"
 #include "model/cuda_ptx.cuh"
 
-// A tile of rows x HS bf16 in shared memory; element (r, 8c .. 8c+7) is chunk c of row r.
-template <int HS> struct FaTile {
-    static_assert(HS % 16 == 0 && HS >= 16 && HS <= 128, "HS must be a multiple of 16 in [16, 128]");
-    static constexpr int CPR = HS / 8;                 // 16-byte chunks per row
-    static constexpr bool SWIZZLE = CPR % 8 == 0;
-    static constexpr int LD = SWIZZLE ? HS : HS + 8;   // elements per row
-    static constexpr size_t bytes(int rows) { return (size_t)rows * LD * sizeof(floatX); }
-    __device__ static int chunk(int r, int c) { return r * LD + (SWIZZLE ? (c ^ (r & 7)) : c) * 8; }
-};
+static_assert(sizeof(floatX) == 2, "the flash kernels are the bf16 build's");
 
 // The block copies rows [0, nrows) of a rows x HS tile (source rows lds elements apart) into
 // shared memory; rows >= nrows become zeros (never garbage: 0 * NaN would poison the products).
 // With vec (16-byte aligned source) the copies are cp.async and land at the caller's wait.
 template <int HS, int ROWS>
 __device__ __forceinline__ void fa_load_tile(floatX* tile, const floatX* src, long long lds, int nrows, int vec) {
-    typedef FaTile<HS> T;
+    typedef FaTile<HS, ROWS> T;
     for (int idx = threadIdx.x; idx < ROWS * T::CPR; idx += blockDim.x) {
         const int r = idx / T::CPR, c = idx % T::CPR;
         floatX* dst = tile + T::chunk(r, c);

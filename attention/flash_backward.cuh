@@ -17,18 +17,14 @@
 // adds and the Q/dO loads per key), a warp per 16 keys.
 constexpr int FA_BWD_BQ = FLASH_BWD_QUERY_TILE, FA_BWD_BK_DEFAULT = 128;
 
-// The backward's BK x 64 dS^T tile (keys x queries; 8 chunks per row: swizzled).
-struct FaSquare {
-    static constexpr int LD = FA_BWD_BQ;
-    __device__ static int chunk(int r, int c) { return r * LD + (c ^ (r & 7)) * 8; }
-};
-
 template <int HS, int BK> struct FaBwd {
     static_assert(BK == 64 || BK == 128, "key tiles of 64 or 128");
-    typedef FaTile<HS> T;
+    typedef FaTile<HS, BK> TK;               // K, V
+    typedef FaTile<HS, FA_BWD_BQ> TQ;        // Q, dO (a stage)
+    typedef FaTile<FA_BWD_BQ, BK> TS;        // dS^T: BK keys x 64 queries, one swizzled panel
     static constexpr int WARPS = BK / 16;
-    static constexpr size_t KV = T::bytes(BK), QG = T::bytes(FA_BWD_BQ);
-    static constexpr size_t DS = (size_t)BK * FaSquare::LD * sizeof(floatX);
+    static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES;
+    static constexpr size_t DS = TS::BYTES;
     static constexpr size_t VEC = sizeof(float) * FA_BWD_BQ;
     // K, V; Q and dO in two stages; dS^T; lse and D in two stages.
     static constexpr size_t SMEM = 2 * KV + 4 * QG + DS + 4 * VEC;
@@ -133,17 +129,17 @@ struct FaBwdStage {
 template <int HS, int BK>
 __device__ __forceinline__ FaBwdStage fa_bwd_step_begin(const AttnArgs& a, const FaBwdBlock& k, int NH, int qt,
                                                         floatX* Qs, floatX* Gs, float* lse, float* Dv, int& last_kt) {
-    typedef FaTile<HS> T;
+    typedef FaTile<HS, FA_BWD_BQ> T;
     constexpr int BQ = FA_BWD_BQ;
     const int st = (qt - k.qt0) & 1, sn = st ^ 1;
     if (qt + 1 < k.nqt)
-        fa_load_query_tile<HS>(a, k.b, k.h, NH, (qt + 1) * BQ, Qs + sn * BQ * T::LD, Gs + sn * BQ * T::LD,
+        fa_load_query_tile<HS>(a, k.b, k.h, NH, (qt + 1) * BQ, Qs + sn * T::ELEMS, Gs + sn * T::ELEMS,
                                lse + sn * BQ, Dv + sn * BQ);
     cp_async_commit();
     while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
     cp_async_wait<1>();
     __syncthreads();
-    return FaBwdStage{Qs + st * BQ * T::LD, Gs + st * BQ * T::LD, lse + st * BQ, Dv + st * BQ};
+    return FaBwdStage{Qs + st * T::ELEMS, Gs + st * T::ELEMS, lse + st * BQ, Dv + st * BQ};
 }
 
 // This key tile's turn on a query tile: thread 0 waits until `turn` later key tiles have added.
@@ -169,13 +165,15 @@ __device__ __forceinline__ void fa_dq_release(unsigned* sem) {
 // Two blocks of 4 warps or one of 8 per SM (the registers allow no more).
 template <int HS, int BK>
 __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kernel(const AttnArgs a, int NH) {
-    typedef FaTile<HS> T;
     typedef FaBwd<HS, BK> L;
+    typedef typename L::TK TK;
+    typedef typename L::TQ TQ;
+    typedef typename L::TS TS;
     constexpr int BQ = FA_BWD_BQ, QH = 32, NT = HS / 8;
     DYNAMIC_SHARED(unsigned char, smem);
     floatX* Ks = reinterpret_cast<floatX*>(smem);
     floatX* Vs = reinterpret_cast<floatX*>(smem + L::KV);
-    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::KV);            // stage st at + st * BQ * LD
+    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::KV);            // stage st at + st * TQ::ELEMS
     floatX* Gs = reinterpret_cast<floatX*>(smem + 2 * L::KV + 2 * L::QG);
     floatX* dST = reinterpret_cast<floatX*>(smem + 2 * L::KV + 4 * L::QG);   // dS^T: BK keys x 64 queries
     float* lse = reinterpret_cast<float*>(smem + 2 * L::KV + 4 * L::QG + L::DS);   // stage st at + st * BQ
@@ -224,15 +222,15 @@ ATTN_UNROLL
 ATTN_UNROLL
                 for (int kk = 0; kk < HS / 16; kk++) {
                     uint32_t ka[4], va[4];
-                    ldmatrix_x4(ka, Ks + T::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
-                    ldmatrix_x4(va, Vs + T::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
+                    ldmatrix_x4(ka, Ks + TK::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
+                    ldmatrix_x4(va, Vs + TK::chunk(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
 ATTN_UNROLL
                     for (int nb = 0; nb < QH / 16; nb++) {
                         uint32_t qb[4], gb[4];
                         const int row = qh * QH + 16 * nb + ((lane >> 4) << 3) + (lane & 7);
                         const int c = 2 * kk + ((lane >> 3) & 1);
-                        ldmatrix_x4(qb, Qt + T::chunk(row, c));
-                        ldmatrix_x4(gb, Gt + T::chunk(row, c));
+                        ldmatrix_x4(qb, Qt + TQ::chunk(row, c));
+                        ldmatrix_x4(gb, Gt + TQ::chunk(row, c));
                         fa_mma_pair(s + 2 * nb, ka, qb);
                         fa_mma_pair(dp + 2 * nb, va, gb);
                     }
@@ -268,8 +266,8 @@ ATTN_UNROLL
                     for (int np = 0; np < NT / 2; np++) {
                         uint32_t gb[4], qb[4];
                         const int row = qh * QH + 16 * kb + (lane & 15), c = 2 * np + (lane >> 4);
-                        ldmatrix_x4_trans(gb, Gt + T::chunk(row, c));
-                        ldmatrix_x4_trans(qb, Qt + T::chunk(row, c));
+                        ldmatrix_x4_trans(gb, Gt + TQ::chunk(row, c));
+                        ldmatrix_x4_trans(qb, Qt + TQ::chunk(row, c));
                         fa_mma_pair(dv + 2 * np, pa, gb);
                         fa_mma_pair(dk + 2 * np, da, qb);
                     }
@@ -279,8 +277,8 @@ ATTN_UNROLL
 ATTN_UNROLL
             for (int n = 0; n < QH / 8; n++) {
                 const int kr = 16 * warp + g, c = qh * QH / 8 + n;
-                *reinterpret_cast<uint32_t*>(dST + FaSquare::chunk(kr, c) + 2 * t) = pack_bf16x2(dp[n][0], dp[n][1]);
-                *reinterpret_cast<uint32_t*>(dST + FaSquare::chunk(kr + 8, c) + 2 * t) =
+                *reinterpret_cast<uint32_t*>(dST + TS::chunk(kr, c) + 2 * t) = pack_bf16x2(dp[n][0], dp[n][1]);
+                *reinterpret_cast<uint32_t*>(dST + TS::chunk(kr + 8, c) + 2 * t) =
                     pack_bf16x2(dp[n][2], dp[n][3]);
             }
         }
@@ -297,8 +295,8 @@ ATTN_UNROLL
             uint32_t sa[BK / 16][4];
 ATTN_UNROLL
             for (int kb = 0; kb < BK / 16; kb++)
-                ldmatrix_x4_trans(sa[kb], dST + FaSquare::chunk(16 * kb + ((lane >> 4) << 3) + (lane & 7),
-                                                              qr0 / 8 + ((lane >> 3) & 1)));
+                ldmatrix_x4_trans(sa[kb], dST + TS::chunk(16 * kb + ((lane >> 4) << 3) + (lane & 7),
+                                                        qr0 / 8 + ((lane >> 3) & 1)));
             const long long row_lo = (long long)b * a.Tq + i0 + qr0 + g;
             const bool ok_lo = i0 + qr0 + g < a.Tq, ok_hi = i0 + qr0 + g + 8 < a.Tq;
             for (int np = part; np < NT / 2; np += L::WARPS / 4) {
@@ -306,7 +304,7 @@ ATTN_UNROLL
 ATTN_UNROLL
                 for (int kb = 0; kb < BK / 16; kb++) {
                     uint32_t kb4[4];
-                    ldmatrix_x4_trans(kb4, Ks + T::chunk(16 * kb + (lane & 15), 2 * np + (lane >> 4)));
+                    ldmatrix_x4_trans(kb4, Ks + TK::chunk(16 * kb + (lane & 15), 2 * np + (lane >> 4)));
                     fa_mma_pair(dq, sa[kb], kb4);
                 }
 ATTN_UNROLL

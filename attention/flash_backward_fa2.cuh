@@ -11,18 +11,15 @@
 #pragma once
 #include "attention/flash_backward.cuh"
 
-// The 64 x 128 (queries x keys) P and dS tiles: 16 chunks per row, swizzled by the row.
-struct FaPanel {
-    static constexpr int LD = 128;
-    __device__ static int chunk(int r, int c) { return r * LD + (c ^ (r & 7)) * 8; }
-};
-
 template <int HS> struct FaBwd2 {
     static_assert(HS == 64 || HS == 128, "the FA2-layout backward serves HS 64 and 128");
     static constexpr int BK = 128, THREADS = 256;
-    typedef FaTile<HS> T;
-    static constexpr size_t KV = T::bytes(BK), QG = T::bytes(FA_BWD_BQ);
-    static constexpr size_t PS = (size_t)FA_BWD_BQ * FaPanel::LD * sizeof(floatX);
+    typedef FaTile<HS, BK> TK;             // K, V
+    typedef FaTile<HS, FA_BWD_BQ> TQ;      // Q, dO (a stage)
+    typedef FaTile<BK, FA_BWD_BQ> TP;      // P and dS: 64 queries x 128 keys, two swizzled panels
+    static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES;
+    static constexpr size_t PS = TP::BYTES;
+    static_assert(TQ::LD == TP::LD, "dS rows are addressed from the Q tile's lane offsets");
     static constexpr size_t VEC = sizeof(float) * FA_BWD_BQ;
     // K, V; Q and dO in two stages; P and dS; lse and D in two stages.
     static constexpr size_t SMEM = 2 * KV + 4 * QG + 2 * PS + 4 * VEC;
@@ -30,13 +27,15 @@ template <int HS> struct FaBwd2 {
 
 template <int HS>
 __global__ void __launch_bounds__(256, 1) flash_backward_fa2_kernel(const AttnArgs a, int NH) {
-    typedef FaTile<HS> T;
     typedef FaBwd2<HS> L;
+    typedef typename L::TK TK;
+    typedef typename L::TQ TQ;
+    typedef typename L::TP TP;
     constexpr int BQ = FA_BWD_BQ, BK = L::BK, HN = HS / 16;   // HN: 8-channel tiles of a warp's HS/2
     DYNAMIC_SHARED(unsigned char, smem);
     floatX* Ks = reinterpret_cast<floatX*>(smem);
     floatX* Vs = reinterpret_cast<floatX*>(smem + L::KV);
-    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::KV);                 // stage st at + st * BQ * LD
+    floatX* Qs = reinterpret_cast<floatX*>(smem + 2 * L::KV);                 // stage st at + st * TQ::ELEMS
     floatX* Gs = reinterpret_cast<floatX*>(smem + 2 * L::KV + 2 * L::QG);
     floatX* Ps = reinterpret_cast<floatX*>(smem + 2 * L::KV + 4 * L::QG);     // P: 64 queries x 128 keys
     floatX* Ss = reinterpret_cast<floatX*>(smem + 2 * L::KV + 4 * L::QG + L::PS);   // dS, likewise
@@ -56,6 +55,15 @@ __global__ void __launch_bounds__(256, 1) flash_backward_fa2_kernel(const AttnAr
     // channels (cq ..).
     const int kd = 32 * (warp % 4), cd = (HS / 2) * (warp / 4);
     const int qq = 32 * (warp / 4), cq = (HS / 4) * (warp % 4);
+    // This lane's ldmatrix rows and the P, dS fragment stores, as base offsets (fa_chunk_at):
+    // Q, dO (and dS for dQ: the same offsets) row tiles; K, V fragments; P^T, dS^T and dO, Q
+    // (transposed) for dV, dK; K (transposed) for dQ.
+    const int qa_at = TQ::chunk(qm + (lane & 15), lane >> 4);
+    const int kb_at = TK::chunk(kn + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+    const int ps_at = TP::chunk(qm + g, kn / 8) + 2 * t;
+    const int pt_at = TP::chunk(((lane >> 4) << 3) + (lane & 7), kd / 8 + ((lane >> 3) & 1));
+    const int gt_at = TQ::chunk(lane & 15, cd / 8 + (lane >> 4));
+    const int kt_at = TK::chunk(lane & 15, cq / 8 + (lane >> 4));
     float dk[2][HN][4], dv[2][HN][4];
 ATTN_UNROLL
     for (int r = 0; r < 2; r++)
@@ -90,15 +98,14 @@ ATTN_UNROLL
                 uint32_t qa[2][4], ga[2][4];
 ATTN_UNROLL
                 for (int r = 0; r < 2; r++) {
-                    ldmatrix_x4(qa[r], Qt + T::chunk(qm + 16 * r + (lane & 15), 2 * kk + (lane >> 4)));
-                    ldmatrix_x4(ga[r], Gt + T::chunk(qm + 16 * r + (lane & 15), 2 * kk + (lane >> 4)));
+                    ldmatrix_x4(qa[r], Qt + fa_chunk_at<TQ>(qa_at, 16 * r, 2 * kk));
+                    ldmatrix_x4(ga[r], Gt + fa_chunk_at<TQ>(qa_at, 16 * r, 2 * kk));
                 }
 ATTN_UNROLL
                 for (int j = 0; j < 2; j++) {   // each K, V fragment feeds both 16-query row tiles
                     uint32_t kb[4], vb[4];
-                    const int row = kn + 16 * j + ((lane >> 4) << 3) + (lane & 7), c = 2 * kk + ((lane >> 3) & 1);
-                    ldmatrix_x4(kb, Ks + T::chunk(row, c));
-                    ldmatrix_x4(vb, Vs + T::chunk(row, c));
+                    ldmatrix_x4(kb, Ks + fa_chunk_at<TK>(kb_at, 16 * j, 2 * kk));
+                    ldmatrix_x4(vb, Vs + fa_chunk_at<TK>(kb_at, 16 * j, 2 * kk));
 ATTN_UNROLL
                     for (int r = 0; r < 2; r++) {
                         fa_mma_pair(s[r] + 2 * j, qa[r], kb);
@@ -127,7 +134,7 @@ ATTN_UNROLL
                         if (8 * n + 2 * t + e >= vis) p[e] = 0.0f;
                         ds[e] = p[e] * (dp[r][n][2 * hi + e] - dd);
                     }
-                    const int off = FaPanel::chunk(qi, (kn + 8 * n) / 8) + 2 * t;
+                    const int off = fa_chunk_at<TP>(ps_at, 16 * r + 8 * hi, n);
                     *reinterpret_cast<uint32_t*>(Ps + off) = pack_bf16x2(p[0], p[1]);
                     *reinterpret_cast<uint32_t*>(Ss + off) = pack_bf16x2(ds[0], ds[1]);
                 }
@@ -141,16 +148,15 @@ ATTN_UNROLL
             uint32_t pa[2][4], sa[2][4];
 ATTN_UNROLL
             for (int r = 0; r < 2; r++) {
-                const int off = FaPanel::chunk(16 * kq + ((lane >> 4) << 3) + (lane & 7), (kd + 16 * r) / 8 + ((lane >> 3) & 1));
+                const int off = fa_chunk_at<TP>(pt_at, 16 * kq, 2 * r);
                 ldmatrix_x4_trans(pa[r], Ps + off);
                 ldmatrix_x4_trans(sa[r], Ss + off);
             }
 ATTN_UNROLL
             for (int np = 0; np < HN / 2; np++) {
                 uint32_t gb[4], qb[4];
-                const int row = 16 * kq + (lane & 15), c = cd / 8 + 2 * np + (lane >> 4);
-                ldmatrix_x4_trans(gb, Gt + T::chunk(row, c));
-                ldmatrix_x4_trans(qb, Qt + T::chunk(row, c));
+                ldmatrix_x4_trans(gb, Gt + fa_chunk_at<TQ>(gt_at, 16 * kq, 2 * np));
+                ldmatrix_x4_trans(qb, Qt + fa_chunk_at<TQ>(gt_at, 16 * kq, 2 * np));
 ATTN_UNROLL
                 for (int r = 0; r < 2; r++) {
                     fa_mma_pair(dv[r] + 2 * np, pa[r], gb);
@@ -171,11 +177,11 @@ ATTN_UNROLL
         for (int kb = 0; kb < BK / 16; kb++) {
             uint32_t da[2][4];
 ATTN_UNROLL
-            for (int r = 0; r < 2; r++) ldmatrix_x4(da[r], Ss + FaPanel::chunk(qq + 16 * r + (lane & 15), 2 * kb + (lane >> 4)));
+            for (int r = 0; r < 2; r++) ldmatrix_x4(da[r], Ss + fa_chunk_at<TP>(qa_at, 16 * r, 2 * kb));   // (qq == qm)
 ATTN_UNROLL
             for (int np = 0; np < HS / 64; np++) {
                 uint32_t kb4[4];
-                ldmatrix_x4_trans(kb4, Ks + T::chunk(16 * kb + (lane & 15), cq / 8 + 2 * np + (lane >> 4)));
+                ldmatrix_x4_trans(kb4, Ks + fa_chunk_at<TK>(kt_at, 16 * kb, 2 * np));
 ATTN_UNROLL
                 for (int r = 0; r < 2; r++) fa_mma_pair(dq[r] + 2 * np, da[r], kb4);
             }

@@ -14,8 +14,9 @@
 #include "attention/flash_attention.cuh"
 
 template <int HS> struct FaFwd {
-    typedef FaTile<HS> T;
     static constexpr int BQ = 128, BK = 64, WARPS = 4, THREADS = 32 * WARPS;
+    typedef FaTile<HS, BQ> TQ;   // the Q tile (and the staged bf16 O)
+    typedef FaTile<HS, BK> TK;   // a K or V tile
     static constexpr int RT = BQ / (16 * WARPS);   // 16-row MMA tiles per warp
     // Keys per softmax update: the whole tile, but at HS = 128 (128 O accumulators per lane) two
     // halves of 32, whose 32 fewer score registers keep ptxas from spilling.
@@ -28,20 +29,11 @@ template <int HS> struct FaFwd {
     // fp32 O staging: rows of HS floats padded by 8 (32 bytes), so the float2 fragment writes of
     // a half-warp (4 rows x 32 bytes) hit 4 different 32-byte bank groups.
     static constexpr int OLD = HS + 8;
-    static constexpr size_t Q = T::bytes(BQ), KV = T::bytes(BK);
+    static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
     static constexpr size_t SMEM = Q + 4 * KV;   // Q; K and V in two stages
     static_assert(RT == 2, "the forward's warps hold 32 rows each");
     static_assert(BQ * OLD * sizeof(float) <= SMEM && Q <= SMEM, "O staging fits in the Q/K/V buffers");
 };
-
-// chunk(r + dr, c + dc) from e = chunk(r, c), for dr a multiple of 8 and dc with no bit in common
-// with c (then c + dc == c ^ dc, and in the swizzled layout r & 7 is unchanged; its rows, LD = HS
-// = 64 or 128 elements, are a power of two, so the XOR stays inside the row): one XOR or add with
-// constants, so per-lane base offsets computed once serve every fragment of a tile.
-template <int HS> __device__ __forceinline__ int fa_chunk_at(int e, int dr, int dc) {
-    typedef FaTile<HS> T;
-    return T::SWIZZLE ? (e ^ (dc * 8)) + dr * T::LD : e + dr * T::LD + dc * 8;
-}
 
 // One warp's running state: O accumulators, row max (scaled log2 units) and this lane's part of
 // the row sums, for rows g and g + 8 (index [rt][0] and [rt][1]) of its two row tiles rt.
@@ -54,7 +46,7 @@ template <int HS> struct FaFwdWarp {
 // Element c of row r of the staged O: floatX in the tile layout (conflict-free both ways), fp32
 // in rows padded to FaFwd::OLD.
 template <int HS> __device__ __forceinline__ int fa_o_at(const floatX*, int r, int c) {
-    return FaTile<HS>::chunk(r, c / 8) + c % 8;
+    return FaFwd<HS>::TQ::chunk(r, c / 8) + c % 8;
 }
 template <int HS> __device__ __forceinline__ int fa_o_at(const float*, int r, int c) { return r * FaFwd<HS>::OLD + c; }
 __device__ __forceinline__ void fa_put_pair(floatX* p, float x, float y) {
@@ -121,14 +113,14 @@ ATTN_UNROLL
 ATTN_UNROLL
                 for (int e = 0; e < 4; e++) qa[rt][e] = w.qf[rt][kk % F::QF][e];
             } else {
-                ldmatrix_x4(qa[rt], Qs + fa_chunk_at<HS>(qo, 16 * rt, 2 * kk));
+                ldmatrix_x4(qa[rt], Qs + fa_chunk_at<typename F::TQ>(qo, 16 * rt, 2 * kk));
             }
         }
 ATTN_UNROLL
         for (int nb = 0; nb < KS / 16; nb++) {
             if (MASK && nb >= nkb) break;   // warp-uniform
             uint32_t kb[4];
-            ldmatrix_x4(kb, Kt + fa_chunk_at<HS>(ko, 16 * nb, 2 * kk));
+            ldmatrix_x4(kb, Kt + fa_chunk_at<typename F::TK>(ko, 16 * nb, 2 * kk));
             fa_mma_pair(s[0] + 2 * nb, qa[0], kb);
             fa_mma_pair(s[1] + 2 * nb, qa[1], kb);
         }
@@ -183,7 +175,7 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int np = 0; np < NT / 2; np++) {
             uint32_t vb[4];
-            ldmatrix_x4_trans(vb, Vt + fa_chunk_at<HS>(vo, 16 * kb, 2 * np));
+            ldmatrix_x4_trans(vb, Vt + fa_chunk_at<typename F::TK>(vo, 16 * kb, 2 * np));
             fa_mma_pair(w.acc[0] + 2 * np, pa[0][kb], vb);
             fa_mma_pair(w.acc[1] + 2 * np, pa[1][kb], vb);
         }
@@ -198,20 +190,20 @@ __device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnA
                                                    const floatX* vg, int qo, int ko, int vo,
                                                    const int (&vis)[2][2], int wvis) {
     typedef FaFwd<HS> F;
-    typedef FaTile<HS> T;
+    typedef typename F::TK T;
     constexpr int BK = F::BK, KS = F::KS;
     const int j0 = kt * BK, st = kt & 1;
     if (kt + 1 < nkt) {   // the next tile flies while this one is computed
         const int nk = min(BK, tk - j0 - BK);
-        fa_load_tile<HS, BK>(Ks + (st ^ 1) * BK * T::LD, kg + (long long)(j0 + BK) * a.ldk, a.ldk, nk, a.vec);
-        fa_load_tile<HS, BK>(Vs + (st ^ 1) * BK * T::LD, vg + (long long)(j0 + BK) * a.ldv, a.ldv, nk, a.vec);
+        fa_load_tile<HS, BK>(Ks + (st ^ 1) * T::ELEMS, kg + (long long)(j0 + BK) * a.ldk, a.ldk, nk, a.vec);
+        fa_load_tile<HS, BK>(Vs + (st ^ 1) * T::ELEMS, vg + (long long)(j0 + BK) * a.ldv, a.ldv, nk, a.vec);
     }
     cp_async_commit();
     cp_async_wait<1>();   // everything but the tile just requested has landed
     __syncthreads();
 ATTN_NO_UNROLL
     for (int sub = 0; sub < BK / KS; sub++) {
-        const int off = (st * BK + sub * KS) * T::LD;
+        const int off = st * T::ELEMS + sub * KS * T::LD;   // (rows of the stage's panels)
         flash_forward_keys<HS, MASK>(w, a, j0 + sub * KS, Qs, Ks + off, Vs + off, qo, ko, vo, vis, wvis);
     }
     __syncthreads();   // every warp is done with stage st before the next request refills it
@@ -227,11 +219,10 @@ ATTN_NO_UNROLL
 template <int HS, bool SPLIT>
 __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(const AttnArgs a) {
     typedef FaFwd<HS> F;
-    typedef FaTile<HS> T;
     constexpr int BQ = F::BQ, BK = F::BK, NT = HS / 8;   // NT: 8-column tiles of O
     DYNAMIC_SHARED(unsigned char, smem);
     floatX* Qs = reinterpret_cast<floatX*>(smem);
-    floatX* Ks = reinterpret_cast<floatX*>(smem + F::Q);   // stage st at Ks + st * BK * LD
+    floatX* Ks = reinterpret_cast<floatX*>(smem + F::Q);   // stage st at Ks + st * TK::ELEMS
     floatX* Vs = reinterpret_cast<floatX*>(smem + F::Q + 2 * F::KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int NH = gridDim.y, h = blockIdx.y, b = SPLIT ? blockIdx.z / a.splits : blockIdx.z;
@@ -264,9 +255,9 @@ __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(co
     const int r0 = warp * 32;   // this warp's rows r0 .. r0 + 31 of the block
 
     // This lane's ldmatrix rows: Q (A operand, per row tile), K (B operand of S), V (B of P V, .trans).
-    const int qo = T::chunk(r0 + (lane & 15), lane >> 4);
-    const int ko = T::chunk(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
-    const int vo = T::chunk(lane & 15, lane >> 4);
+    const int qo = F::TQ::chunk(r0 + (lane & 15), lane >> 4);
+    const int ko = F::TK::chunk(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+    const int vo = F::TK::chunk(lane & 15, lane >> 4);
 
     FaFwdWarp<HS> w;
 ATTN_UNROLL
@@ -283,7 +274,7 @@ ATTN_UNROLL
         for (int rt = 0; rt < 2; rt++)
 ATTN_UNROLL
             for (int kk = 0; kk < F::QF; kk++)
-                ldmatrix_x4(w.qf[rt][kk], Qs + fa_chunk_at<HS>(qo, 16 * rt, 2 * kk));
+                ldmatrix_x4(w.qf[rt][kk], Qs + fa_chunk_at<typename F::TQ>(qo, 16 * rt, 2 * kk));
     }
 
     int kt = 0;

@@ -14,12 +14,14 @@
 //   two chained in one group (scale-d 0 and 1), exact on small integers.
 // - TMA: cuTensorMapEncodeTiled + cp.async.bulk.tensor.2d boxes, in bounds and past every edge
 //   (zero fill), with swizzle none/32/64/128 B: the shared-memory bytes bit-exact against layouts
-//   computed here from the PTX ISA's swizzle definition; the encoder's refusals.
+//   computed here from the PTX ISA's swizzle definition; the encoder's refusals; and boxes of 64
+//   columns under 128B swizzle land exactly in the attention kernels' tile layout (FaTile).
 // --mutant tma-no-wait (reads the tile before the mbarrier wait), --mutant tma-wrong-swizzle and
 // --mutant wgmma-no-wait (stores the accumulators before the wait) must fail; --die cases:
 // mbar-never(-tx), mbar-uninit, tma-never-waited, setmaxnreg-mixed, named-count, wgmma-no-fence,
 // wgmma-pending, bulk-pending.
 #include "model/cuda_ptx_sm90.cuh"
+#include "attention/flash_tile.cuh"
 
 // 1 where the kernels were compiled for sm_90a (and under the host runtime).
 __global__ void sm90a_probe_kernel(int* out) { *out = CUDA_PTX_HAS_SM90A; }
@@ -278,6 +280,8 @@ static const TmaBox tma_boxes[] = {
     {3, 64, 32, -32, 130, "before the left, past the bottom edge"},
 };
 
+static void test_tma_panels(void);
+
 static void test_tma(void) {
     Tma s;
     if (!tma_init(&s)) {
@@ -299,6 +303,54 @@ static void test_tma(void) {
     check(r1 != CUDA_SUCCESS && r2 != CUDA_SUCCESS, "cuTensorMapEncodeTiled refuses a 200-byte row pitch (%d) and a "
           "128-byte box row with 64-byte swizzle (%d)", (int)r1, (int)r2);
     tma_free(&s);
+    test_tma_panels();
+}
+
+// The attention kernels' swizzled tiles (attention/flash_tile.cuh, FaTile<HS, ROWS>) are what TMA
+// writes with 128-byte swizzle, one 64-column box per panel at the tile's 1024-byte aligned base +
+// panel * PANEL elements: the Hopper kernels can load them with TMA and read them with wgmma. A
+// ROWS x HS tensor of distinct values, loaded panel by panel; every element must sit where
+// FaTile::chunk puts it. Returns the number of misplaced elements, or -1 if the encode failed.
+template <int HS, int ROWS> static int tma_panel_case(TmaEncodeTiledFn enc) {
+    typedef FaTile<HS, ROWS> T;
+    enum { PANEL_BYTES = 64 * ROWS * 2 };
+    static_assert(T::SWIZZLE && T::PANEL * 2 == PANEL_BYTES && PANEL_BYTES % 1024 == 0, "whole 1024-byte panels");
+    static uint16_t h[ROWS * HS], got[ROWS * HS];
+    for (int i = 0; i < ROWS * HS; i++) h[i] = (uint16_t)(1 + i);
+    uint16_t* g;
+    unsigned char* out;
+    CUDA_CHECK(cudaMalloc(&g, sizeof h));
+    CUDA_CHECK(cudaMalloc(&out, sizeof got));
+    CUDA_CHECK(cudaMemcpy(g, h, sizeof h, cudaMemcpyHostToDevice));
+    __align__(64) CUtensorMap map;
+    cuuint64_t dim[2] = {HS, ROWS}, stride[1] = {HS * 2};
+    cuuint32_t box[2] = {64, ROWS}, estride[2] = {1, 1};
+    int bad = -1;
+    if (enc(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g, dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS) {
+        CUDA_CHECK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PANEL_BYTES + 1024));
+        for (int p = 0; p < HS / 64; p++)
+            LAUNCH(tma_kernel, 1, 128, PANEL_BYTES + 1024, 0, map, 64 * p, 0, (unsigned)PANEL_BYTES, 0,
+                   out + (size_t)p * PANEL_BYTES);
+        CUDA_CHECK(cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost));
+        bad = 0;
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < HS; c++) bad += got[T::chunk(r, c / 8) + c % 8] != h[r * HS + c];
+    }
+    CUDA_CHECK(cudaFree(g));
+    CUDA_CHECK(cudaFree(out));
+    return bad;
+}
+
+static void test_tma_panels(void) {
+    TmaEncodeTiledFn enc = tma_encode_tiled_fn();
+    if (!enc) return;   // (test_tma reports it)
+    const int bad[4] = {tma_panel_case<64, 64>(enc), tma_panel_case<128, 64>(enc), tma_panel_case<128, 128>(enc),
+                        tma_panel_case<64, 128>(enc)};
+    const char* what[4] = {"64 x 64", "64 x 128", "128 x 128", "128 x 64"};
+    for (int i = 0; i < 4; i++)
+        check(bad[i] == 0, "TMA 128B swizzle writes the attention kernels' %s (rows x HS) tile layout: one box per 64-column "
+              "panel (%d elements misplaced%s)", what[i], bad[i], bad[i] < 0 ? ": the encode failed" : "");
 }
 
 // --- TMA stores and reductions -----------------------------------------------------------------------
