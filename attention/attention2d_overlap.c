@@ -246,9 +246,8 @@ static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr)
     if (pr->q_first) {
         dist_attention_forward(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S);
     } else if (pair_visible(&p)) {
-        dist_attention_forward(&p, q, C, kv, 2 * C, kv + C, 2 * C, a->step, C, a->step + sh->S);
-        dist_attention_merge(sh->B, sh->NH, sh->HS, sh->Tl, o, C, o + sh->S, a->step, C,
-                             a->step + sh->S);
+        dist_attention_forward_merge(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S,
+                                     a->step, a->step + sh->S);
     }
 }
 

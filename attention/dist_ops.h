@@ -65,6 +65,14 @@ void dist_add_acc(real_acc* y, const real_acc* x, size_t n);
 // and gradients in real_acc.
 void dist_attention_forward(const AttentionProblem* p, const real* q, int ldq, const real* k,
                             int ldk, const real* v, int ldv, real_acc* o, int ldo, real_acc* lse);
+// The partial of (q, k, v) merged into the partial (o, lse) already there: what
+// dist_attention_forward into a scratch partial followed by dist_attention_merge does, with the same
+// bits. step_o (rows of stride ldo) and step_lse are that scratch, used where the backend has no
+// fused merge (the CPU, CUDA's fp32 build); the bf16 CUDA kernels merge in the forward's epilogue
+// (one pass less over O) and leave it untouched.
+void dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq, const real* k,
+                                  int ldk, const real* v, int ldv, real_acc* o, int ldo,
+                                  real_acc* lse, real_acc* step_o, real_acc* step_lse);
 void dist_attention_row_dot(const AttentionProblem* p, const real* o, int ldo, const real* dout,
                             int lddo, real_acc* d);
 void dist_attention_backward(const AttentionProblem* p, const real* q, int ldq, const real* k,

@@ -76,6 +76,13 @@ void dist_attention_forward(const AttentionProblem* p, const real* q, int ldq, c
     attention_partial_forward(p, q, ldq, k, ldk, v, ldv, o, ldo, lse);
 }
 
+void dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq, const real* k,
+                                  int ldk, const real* v, int ldv, real_acc* o, int ldo,
+                                  real_acc* lse, real_acc* step_o, real_acc* step_lse) {
+    attention_partial_forward(p, q, ldq, k, ldk, v, ldv, step_o, ldo, step_lse);
+    attention_merge(p->B, p->NH, p->HS, p->Tq, o, ldo, lse, step_o, ldo, step_lse);
+}
+
 void dist_attention_row_dot(const AttentionProblem* p, const real* o, int ldo, const real* dout,
                             int lddo, real_acc* d) {
     attention_row_dot(p, o, ldo, dout, lddo, d);

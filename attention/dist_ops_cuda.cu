@@ -229,6 +229,19 @@ void dist_attention_forward(const AttentionProblem* p, const real* q, int ldq, c
     attention_partial_forward_cuda(p, q, ldq, k, ldk, v, ldv, o, ldo, lse, cuda_backend_stream());
 }
 
+void dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq, const real* k,
+                                  int ldk, const real* v, int ldv, real_acc* o, int ldo,
+                                  real_acc* lse, real_acc* step_o, real_acc* step_lse) {
+#ifdef GPT_CUDA_FP32
+    attention_partial_forward_cuda(p, q, ldq, k, ldk, v, ldv, step_o, ldo, step_lse, cuda_backend_stream());
+    attention_merge_cuda(p->B, p->NH, p->HS, p->Tq, o, ldo, lse, step_o, ldo, step_lse, cuda_backend_stream());
+#else
+    (void)step_o;
+    (void)step_lse;
+    attention_partial_forward_merge_cuda(p, q, ldq, k, ldk, v, ldv, o, ldo, lse, cuda_backend_stream());
+#endif
+}
+
 void dist_attention_row_dot(const AttentionProblem* p, const real* o, int ldo, const real* dout,
                             int lddo, real_acc* d) {
     attention_row_dot_cuda(p, o, ldo, dout, lddo, d, cuda_backend_stream());

@@ -32,7 +32,8 @@ template <int HS> struct FaFwd {
     static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
     static constexpr size_t SMEM = Q + 4 * KV;   // Q; K and V in two stages
     static_assert(RT == 2, "the forward's warps hold 32 rows each");
-    static_assert(BQ * OLD * sizeof(float) <= SMEM && Q <= SMEM, "O staging fits in the Q/K/V buffers");
+    static_assert(BQ * OLD * sizeof(float) + BQ * sizeof(float2) <= SMEM && Q <= SMEM,
+                  "O staging and the merge weights fit in the Q/K/V buffers");
 };
 
 // One warp's running state: O accumulators, row max (scaled log2 units) and this lane's part of
@@ -54,11 +55,37 @@ __device__ __forceinline__ void fa_put_pair(floatX* p, float x, float y) {
 }
 __device__ __forceinline__ void fa_put_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = make_float2(x, y); }
 
+// Staged O to the output, 16 bytes (fa_out16) or one element (fa_out1) at a time: copied, or for
+// fp32 with merge weights wt (a.merge) merged into what the output holds (wt->x < 0: this
+// partial's row is empty and the output's row stays).
+__device__ __forceinline__ void fa_out16(floatX* dst, const floatX* src, const float2*) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ void fa_out16(float* dst, const float* src, const float2* wt) {
+    const float4 n = *reinterpret_cast<const float4*>(src);
+    if (!wt) {
+        *reinterpret_cast<float4*>(dst) = n;
+    } else if (wt->x >= 0.0f) {
+        float4 o = *reinterpret_cast<const float4*>(dst);
+        o.x = merge_value(wt->x, wt->y, o.x, n.x);
+        o.y = merge_value(wt->x, wt->y, o.y, n.y);
+        o.z = merge_value(wt->x, wt->y, o.z, n.z);
+        o.w = merge_value(wt->x, wt->y, o.w, n.w);
+        *reinterpret_cast<float4*>(dst) = o;
+    }
+}
+__device__ __forceinline__ void fa_out1(floatX* dst, floatX v, const float2*) { *dst = v; }
+__device__ __forceinline__ void fa_out1(float* dst, float v, const float2* wt) {
+    if (!wt) *dst = v;
+    else if (wt->x >= 0.0f) *dst = merge_value(wt->x, wt->y, *dst, v);
+}
+
 // The block's O rows [0, nq) (normalised by inv) staged in shared memory Os, then written to og
-// (row stride ldo) in 16-byte rows where og and ldo allow, else one element per store.
+// (row stride ldo) in 16-byte rows where og and ldo allow, else one element per store; with
+// merge weights wts (per row, fp32 only) merged into og instead.
 template <int HS, typename T>
 __device__ __forceinline__ void fa_write_o(T* Os, T* og, long long ldo, int nq, const FaFwdWarp<HS>& w,
-                                           const float inv[2][2], int r0) {
+                                           const float inv[2][2], int r0, const float2* wts) {
     constexpr int V = 16 / sizeof(T);   // elements per 16 bytes
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 ATTN_UNROLL
@@ -75,12 +102,12 @@ ATTN_UNROLL
     if (((uintptr_t)og & 15) == 0 && ldo % V == 0) {   // (h * HS elements: 16-byte multiples)
         for (int idx = threadIdx.x; idx < nq * (HS / V); idx += FaFwd<HS>::THREADS) {
             const int r = idx / (HS / V), c = V * (idx % (HS / V));
-            *reinterpret_cast<uint4*>(og + r * ldo + c) = *reinterpret_cast<const uint4*>(Os + fa_o_at<HS>(Os, r, c));
+            fa_out16(og + r * ldo + c, Os + fa_o_at<HS>(Os, r, c), wts ? wts + r : nullptr);
         }
     } else {
         for (int idx = threadIdx.x; idx < nq * HS; idx += FaFwd<HS>::THREADS) {
             const int r = idx / HS, c = idx % HS;
-            og[r * ldo + c] = Os[fa_o_at<HS>(Os, r, c)];
+            fa_out1(og + r * ldo + c, Os[fa_o_at<HS>(Os, r, c)], wts ? wts + r : nullptr);
         }
     }
 }
@@ -210,7 +237,8 @@ ATTN_NO_UNROLL
 }
 
 // Grid (query tiles, NH, B * a.splits), latest query tiles (the most keys) first; FaFwd<HS>::THREADS
-// threads. Writes o (fp32, or floatX into a.ox when set) and lse; with a.splits > 1 (split-KV) the
+// threads. Writes o (fp32, or floatX into a.ox when set) and lse, or with a.merge (fp32 o, no
+// splits) merges its result into the o and lse already there; with a.splits > 1 (split-KV) the
 // key tiles a query tile sees are cut into a.splits contiguous ranges, block z taking range
 // z % splits of sequence z / splits and writing its partial as sequence z of o and lse (the
 // launcher's partial buffers, merged by flash_split_merge_kernel). Two blocks (8 warps) per SM: up
@@ -306,11 +334,10 @@ ATTN_UNROLL
             w.l[rt][hi] = group_sum(w.l[rt][hi]);
             inv[rt][hi] = w.l[rt][hi] > 0.0f ? 1.0f / w.l[rt][hi] : 0.0f;
         }
-    // Outputs of sequence blockIdx.z: b itself, or with splits the partial (b, split) of the
-    // launcher's (B * splits, Tq) partial outputs.
-    const long long ooff = ((long long)blockIdx.z * a.Tq + i0) * a.ldo + (long long)h * HS;   // the block's first row
-    if (a.ox) fa_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, w, inv, r0);
-    else fa_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, w, inv, r0);
+    // The rows' lse; with a.merge (fp32 o, no splits) the merge with the partial already in (o,
+    // lse): the merged lse, and the rows' weights (after the O staging; -1: this row is empty, the
+    // old one stays) for fa_write_o, visible after its __syncthreads.
+    float2* wts = a.merge ? reinterpret_cast<float2*>(smem + BQ * F::OLD * sizeof(float)) : nullptr;
     if (t == 0) {
         float* lse = a.lse + ((long long)blockIdx.z * NH + h) * a.Tq + i0;
 ATTN_UNROLL
@@ -319,7 +346,22 @@ ATTN_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 const int r = r0 + 16 * rt + 8 * hi + g;
                 const float l = w.l[rt][hi];
-                if (r < nq) lse[r] = l > 0.0f ? (w.m[rt][hi] + log2f(l)) * LN2 : -INFINITY;
+                const float lb = l > 0.0f ? (w.m[rt][hi] + log2f(l)) * LN2 : -INFINITY;
+                if (r >= nq) continue;
+                if (!wts) {
+                    lse[r] = lb;
+                } else if (lb == -INFINITY) {
+                    wts[r] = make_float2(-1.0f, 0.0f);
+                } else {
+                    const MergeWeights mw = merge_weights(lse[r], lb);
+                    wts[r] = make_float2(mw.wa, mw.wb);
+                    lse[r] = mw.lse;
+                }
             }
     }
+    // Outputs of sequence blockIdx.z: b itself, or with splits the partial (b, split) of the
+    // launcher's (B * splits, Tq) partial outputs.
+    const long long ooff = ((long long)blockIdx.z * a.Tq + i0) * a.ldo + (long long)h * HS;   // the block's first row
+    if (a.ox) fa_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, w, inv, r0, nullptr);
+    else fa_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, w, inv, r0, wts);
 }

@@ -61,6 +61,7 @@ struct AttnArgs {
     floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
     int decode;        // the problem is a decoding step (AttentionProblem.decode): split-KV allowed
     int splits;        // bf16 forward: key splits per query tile (split-KV), 1 = none; grid z = B * splits
+    int merge;         // bf16 forward: merge the result into the partial (o, lse) already there (fp32 o)
     float scale;       // 1 / sqrt(HS)
     float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
     int vec;           // every floatX input pointer and row stride allows 16-byte loads
@@ -84,6 +85,23 @@ __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
 }
 
 __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
+
+// The LSE merge of a partial b (log-sum-exp lb > -inf) into a partial a (la, -inf when empty): the
+// merged lse and the weights of o = wa o_a + wb o_b. One formula for the merge kernel and the
+// forward's fused merge, so the two give the same bits.
+struct MergeWeights {
+    float lse, wa, wb;
+};
+__device__ __forceinline__ MergeWeights merge_weights(float la, float lb) {
+    const float mx = fmaxf(la, lb);
+    MergeWeights w;
+    w.lse = mx + logf(expf(la - mx) + expf(lb - mx));
+    w.wa = expf(la - w.lse);   // 0 when a is empty
+    w.wb = expf(lb - w.lse);
+    return w;
+}
+// (an explicit FMA: the same rounding wherever it is inlined, on the GPU and the host runtime)
+__device__ __forceinline__ float merge_value(float wa, float wb, float oa, float ob) { return fmaf(wa, oa, wb * ob); }
 
 #ifdef GPT_CUDA_FP32
 // ==== fp32 build: tiled FMA kernels (mma.sync takes no fp32 inputs) ===============================
@@ -138,14 +156,12 @@ attention_merge_kernel(int B, int NH, int HS, int T, float* o_a, int lda, float*
     const long long bt = r.bt, li = ((long long)r.b * NH + h) * T + r.t;
     const float la = lse_a[li], lb = lse_b[li];
     if (lb == -INFINITY) return;   // b is empty: a unchanged (the whole warp)
-    const float mx = fmaxf(la, lb);
-    const float lse = mx + logf(expf(la - mx) + expf(lb - mx));
-    const float wa = expf(la - lse), wb = expf(lb - lse);   // wa = 0 when a is empty
+    const MergeWeights w = merge_weights(la, lb);
     float* oa = o_a + bt * lda + (long long)h * HS;
     const float* ob = o_b + bt * ldb + (long long)h * HS;
-    for (int c = lane; c < HS; c += 32) oa[c] = wa * oa[c] + wb * ob[c];
+    for (int c = lane; c < HS; c += 32) oa[c] = merge_value(w.wa, w.wb, oa[c], ob[c]);
     __syncwarp();   // every lane has read lse_a[li]
-    if (lane == 0) lse_a[li] = lse;
+    if (lane == 0) lse_a[li] = w.lse;
 }
 
 #ifndef GPT_CUDA_FP32
@@ -287,7 +303,7 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, false>), smem, "head size", HS);
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, true>), smem, "head size", HS);
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    a.splits = forward_split_count<HS>(a, NH);
+    a.splits = a.merge ? 1 : forward_split_count<HS>(a, NH);   // (the merging forward never splits)
     if (a.splits == 1) {
         LAUNCH((flash_forward_kernel<HS, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
         return;
@@ -479,17 +495,34 @@ static AttnArgs forward_args(const AttentionProblem* p, const floatX* q, int ldq
     return a;
 }
 
+// A forward into fp32 o and lse: written, or with merge merged into what they hold (who: the
+// public function, for messages).
+static void partial_forward(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                            const floatX* v, int ldv, float* o, int ldo, float* lse, int merge, cudaStream_t stream,
+                            const char* who) {
+    check_problem(p, who);
+    check_head_size(p->HS, who);
+    if (p->Tq == 0) return;
+    AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
+    a.o = o;
+    a.merge = merge;
+    ATTENTION_HS_SWITCH(p->HS, launch_forward, a, p->B, p->NH, stream);
+}
+
 void attention_partial_forward_cuda(const AttentionProblem* p,
                                     const floatX* q, int ldq, const floatX* k, int ldk,
                                     const floatX* v, int ldv, float* o, int ldo, float* lse,
                                     cudaStream_t stream) {
-    check_problem(p, __func__);
-    check_head_size(p->HS, __func__);
-    if (p->Tq == 0) return;
-    AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
-    a.o = o;
-    ATTENTION_HS_SWITCH(p->HS, launch_forward, a, p->B, p->NH, stream);
+    partial_forward(p, q, ldq, k, ldk, v, ldv, o, ldo, lse, 0, stream, __func__);
 }
+
+#ifndef GPT_CUDA_FP32
+void attention_partial_forward_merge_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
+                                          int ldk, const floatX* v, int ldv, float* o, int ldo, float* lse,
+                                          cudaStream_t stream) {
+    partial_forward(p, q, ldq, k, ldk, v, ldv, o, ldo, lse, 1, stream, __func__);
+}
+#endif
 
 void attention_forward_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                             const floatX* v, int ldv, floatX* o, int ldo, float* lse, cudaStream_t stream) {

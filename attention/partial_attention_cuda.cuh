@@ -35,6 +35,16 @@ void attention_partial_forward_cuda(const AttentionProblem* p,
                                     const floatX* v, int ldv, float* o, int ldo, float* lse,
                                     cudaStream_t stream);
 
+#ifndef GPT_CUDA_FP32
+// The forward of a partial merged into the partial (o, lse) already there, in place: the result of
+// attention_partial_forward_cuda into a scratch partial followed by attention_merge_cuda, bit for
+// bit, in one kernel whose epilogue reads the old rows and writes the merged ones (no scratch, one
+// pass less over O). Never split (decoding merges its own way). bf16 build only: the fp32 build
+// (the precision reference) keeps the two calls.
+void attention_partial_forward_merge_cuda(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
+                                          int ldk, const floatX* v, int ldv, float* o, int ldo, float* lse,
+                                          cudaStream_t stream);
+#endif
 // The same attention as the whole of its queries' attention (no merge follows): o written in
 // floatX (rows of stride ldo), lse as above. Single-device attention uses it: no fp32 output and
 // no conversion pass.

@@ -124,10 +124,9 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
                     have[qr] = 1;
                 } else {
                     real_acc* o_step = a->o_step + (size_t)qr * C;
-                    dist_attention_forward(&p, q, R * 3 * C, k, R * 2 * C, k + C, R * 2 * C,
-                                           o_step, R * C, a->lse_step);
-                    dist_attention_merge(B, NH, HS, n, o, R * C, run_lse, o_step, R * C,
-                                         a->lse_step);
+                    dist_attention_forward_merge(&p, q, R * 3 * C, k, R * 2 * C, k + C,
+                                                 R * 2 * C, o, R * C, run_lse, o_step,
+                                                 a->lse_step);
                 }
             }
         comm_wait(comm, req);

@@ -5,7 +5,7 @@
 EXPLAIN_OBJ_DIR = $(BUILD)/explain_obj
 EXPLAIN_OBJS = $(patsubst explain/%.c,$(EXPLAIN_OBJ_DIR)/%.o,$(wildcard explain/*.c))
 # The schedules' partial-attention calls go through explain/record_compute.c.
-EXPLAIN_WRAP = -Wl,--wrap=dist_attention_forward,--wrap=dist_attention_backward,--wrap=dist_attention_merge
+EXPLAIN_WRAP = -Wl,--wrap=dist_attention_forward,--wrap=dist_attention_backward,--wrap=dist_attention_merge,--wrap=dist_attention_forward_merge
 
 $(EXPLAIN_OBJ_DIR)/%.o: explain/%.c
 	@mkdir -p $(dir $@)

@@ -44,6 +44,17 @@ void __real_dist_attention_backward(const AttentionProblem* p, const real* q, in
 void __real_dist_attention_merge(int B, int NH, int HS, int T, real_acc* o_a, int lda,
                                  real_acc* lse_a, const real_acc* o_b, int ldb,
                                  const real_acc* lse_b);
+void __real_dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq,
+                                         const real* k, int ldk, const real* v, int ldv,
+                                         real_acc* o, int ldo, real_acc* lse, real_acc* step_o,
+                                         real_acc* step_lse);
+
+// A merge of T query rows, recorded as a problem with no keys.
+static int record_merge(int B, int NH, int HS, int T) {
+    const AttentionProblem rows = attention_problem(B, NH, HS, T, 0, token_positions(0, 1),
+                                                    token_positions(0, 1));
+    return record(CALL_MERGE, &rows);
+}
 void __wrap_dist_attention_forward(const AttentionProblem* p, const real* q, int ldq,
                                    const real* k, int ldk, const real* v, int ldv, real_acc* o,
                                    int ldo, real_acc* lse) {
@@ -63,8 +74,17 @@ void __wrap_dist_attention_backward(const AttentionProblem* p, const real* q, in
 void __wrap_dist_attention_merge(int B, int NH, int HS, int T, real_acc* o_a, int lda,
                                  real_acc* lse_a, const real_acc* o_b, int ldb,
                                  const real_acc* lse_b) {
-    const AttentionProblem rows = attention_problem(B, NH, HS, T, 0, token_positions(0, 1),
-                                                    token_positions(0, 1));
-    if (record(CALL_MERGE, &rows))
+    if (record_merge(B, NH, HS, T))
         __real_dist_attention_merge(B, NH, HS, T, o_a, lda, lse_a, o_b, ldb, lse_b);
+}
+
+// Recorded as what it computes: a forward, then the merge of its rows.
+void __wrap_dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq,
+                                         const real* k, int ldk, const real* v, int ldv,
+                                         real_acc* o, int ldo, real_acc* lse, real_acc* step_o,
+                                         real_acc* step_lse) {
+    const int run = record(CALL_FORWARD, p);
+    if (record_merge(p->B, p->NH, p->HS, p->Tq) && run)
+        __real_dist_attention_forward_merge(p, q, ldq, k, ldk, v, ldv, o, ldo, lse, step_o,
+                                            step_lse);
 }
