@@ -108,7 +108,7 @@ typedef struct {
     real* kv;           // pq x (B, Tl, 2C) K|V blocks of column c
     real_acc* part;     // pkv x partial (O | LSE) (S+L) in forward, pkv x dQ (S) in backward
     real_acc* dkv;      // pq x (B, Tl, 2C) dK|dV
-    real_acc* step;     // (O | LSE) of one pair before it is merged
+    real_acc* step;     // (O | LSE) of one pair before it is merged (NULL: merged in the forward)
     real_acc* row_in;   // (S+L) what a row reduce step receives
     real_acc* col_in;   // (2S) what a column reduce step receives
     real_acc* dkv_own;  // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
@@ -247,7 +247,7 @@ static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr)
         dist_attention_forward(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S);
     } else if (pair_visible(&p)) {
         dist_attention_forward_merge(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S,
-                                     a->step, a->step + sh->S);
+                                     a->step, a->step ? a->step + sh->S : NULL);
     }
 }
 
@@ -428,14 +428,16 @@ AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, in
 
     const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     Attention2DOverlapScratch z;   // bytes of each buffer (attention/dist_scratch.h)
-    attention2d_overlap_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv);
+    attention2d_overlap_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
+                                dist_attention_merges_in_forward());
     a->kv_own = (real*)dist_alloc(z.kv_own, "attention2d-overlap own K/V");
     a->rows = (real*)dist_alloc(z.rows, "attention2d-overlap row Q|dO blocks");
     a->stats = (real_acc*)dist_alloc(z.stats, "attention2d-overlap row LSE|D blocks");
     a->kv = (real*)dist_alloc(z.kv, "attention2d-overlap column K/V blocks");
     a->part = (real_acc*)dist_alloc(z.part, "attention2d-overlap partial O|LSE, dQ");
     a->dkv = (real_acc*)dist_alloc(z.dkv, "attention2d-overlap partial dK/dV");
-    a->step = (real_acc*)dist_alloc(z.step, "attention2d-overlap pair O|LSE");
+    if (z.step)   // none where the forward merges (attention/dist_ops.h)
+        a->step = (real_acc*)dist_alloc(z.step, "attention2d-overlap pair O|LSE");
     a->row_in = (real_acc*)dist_alloc(z.row_in, "attention2d-overlap row reduce");
     a->col_in = (real_acc*)dist_alloc(z.col_in, "attention2d-overlap column reduce");
     a->dkv_own = (real_acc*)dist_alloc(z.dkv_own, "attention2d-overlap own dK/dV");

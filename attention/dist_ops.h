@@ -73,6 +73,9 @@ void dist_attention_forward(const AttentionProblem* p, const real* q, int ldq, c
 void dist_attention_forward_merge(const AttentionProblem* p, const real* q, int ldq, const real* k,
                                   int ldk, const real* v, int ldv, real_acc* o, int ldo,
                                   real_acc* lse, real_acc* step_o, real_acc* step_lse);
+// 1 where dist_attention_forward_merge merges in the forward and never touches its step scratch
+// (the bf16 CUDA kernels): the schedules then allocate none and pass NULL.
+int dist_attention_merges_in_forward(void);
 void dist_attention_row_dot(const AttentionProblem* p, const real* o, int ldo, const real* dout,
                             int lddo, real_acc* d);
 void dist_attention_backward(const AttentionProblem* p, const real* q, int ldq, const real* k,

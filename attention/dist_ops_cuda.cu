@@ -242,6 +242,14 @@ void dist_attention_forward_merge(const AttentionProblem* p, const real* q, int 
 #endif
 }
 
+int dist_attention_merges_in_forward(void) {
+#ifdef GPT_CUDA_FP32
+    return 0;
+#else
+    return 1;
+#endif
+}
+
 void dist_attention_row_dot(const AttentionProblem* p, const real* o, int ldo, const real* dout,
                             int lddo, real_acc* d) {
     attention_row_dot_cuda(p, o, ldo, dout, lddo, d, cuda_backend_stream());

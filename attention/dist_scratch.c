@@ -39,7 +39,7 @@ size_t attention2d_scratch_total(const Attention2DScratch* s) {
 }
 
 void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_t L, size_t real,
-                                 size_t real_acc, size_t pq, size_t pkv) {
+                                 size_t real_acc, size_t pq, size_t pkv, int merges_in_forward) {
     const size_t r = real, a = real_acc;
     out->kv_own = r * 2 * S;
     out->rows = r * pkv * 2 * S;
@@ -47,7 +47,7 @@ void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_
     out->kv = r * pq * 2 * S;
     out->part = a * pkv * (S + L);
     out->dkv = a * pq * 2 * S;
-    out->step = a * (S + L);
+    out->step = merges_in_forward ? 0 : a * (S + L);
     out->row_in = a * (S + L);
     out->col_in = a * 2 * S;
     out->dkv_own = a * 2 * S;
@@ -58,12 +58,13 @@ size_t attention2d_overlap_scratch_total(const Attention2DOverlapScratch* s) {
            s->col_in + s->dkv_own;
 }
 
-void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs) {
+void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs,
+                  int merges_in_forward) {
     out->kv = real * 2 * S;
     out->dkv = real_acc * 2 * S;
     out->o = real_acc * S;
-    out->o_step = real_acc * S;
-    out->lse_step = real_acc * L;
+    out->o_step = merges_in_forward ? 0 : real_acc * S;
+    out->lse_step = merges_in_forward ? 0 : real_acc * L;
     out->lse_runs = runs > 1 ? real_acc * L : 0;
     out->d_own = real_acc * L;
     out->dq = real_acc * S;

@@ -26,21 +26,24 @@ void attention2d_scratch(Attention2DScratch* out, size_t S, size_t L, size_t rea
                          size_t real_acc, size_t pq, size_t pkv, size_t keep_kv_layers);
 size_t attention2d_scratch_total(const Attention2DScratch* s);
 
-// attention2d-overlap on a pq x pkv grid.
+// attention2d-overlap on a pq x pkv grid. merges_in_forward: the backend's forward merges each
+// pair into the partial itself (dist_attention_merges_in_forward), so there is no step scratch.
 typedef struct {
     size_t kv_own, rows, stats, kv, part, dkv, step, row_in, col_in, dkv_own;
 } Attention2DOverlapScratch;
 void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_t L, size_t real,
-                                 size_t real_acc, size_t pq, size_t pkv);
+                                 size_t real_acc, size_t pq, size_t pkv, int merges_in_forward);
 size_t attention2d_overlap_scratch_total(const Attention2DOverlapScratch* s);
 
 // The ring family (ring, striped; zigzag: runs = 2): RING_KV_BLOCKS buffers of kv bytes and
-// RING_DKV_BLOCKS of dkv bytes, one of each other field.
+// RING_DKV_BLOCKS of dkv bytes, one of each other field; no step scratch (o_step, lse_step)
+// where the backend merges in the forward (merges_in_forward).
 enum { RING_KV_BLOCKS = 2, RING_DKV_BLOCKS = 3 };
 typedef struct {
     size_t kv, dkv, o, o_step, lse_step, lse_runs, d_own, dq;
 } RingScratch;
-void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs);
+void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs,
+                  int merges_in_forward);
 size_t ring_scratch_total(const RingScratch* s);
 
 #ifdef __cplusplus

@@ -31,8 +31,8 @@ typedef struct {
     real_acc* dkv[RING_DKV_BLOCKS];  // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one,
                                      // this step's part
     real_acc* o;          // (B, Tl, C) merged output of the local queries
-    real_acc* o_step;     // (B, Tl, C) one step's partial output
-    real_acc* lse_step;   // (B, NH, Tl/runs) one call's LSE
+    real_acc* o_step;     // (B, Tl, C) one step's partial output (NULL: merged in the forward)
+    real_acc* lse_step;   // (B, NH, Tl/runs) one call's LSE (NULL likewise)
     real_acc* lse_runs;   // Zigzag: (runs, B, NH, Tl/runs) the layer's LSE run by run (else NULL)
     real_acc* d_own;      // (runs, B, NH, Tl/runs) rowsum(dout * out)
     real_acc* dq;         // (B, Tl, C) dQ accumulator
@@ -123,7 +123,7 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
                                            R * C, run_lse);
                     have[qr] = 1;
                 } else {
-                    real_acc* o_step = a->o_step + (size_t)qr * C;
+                    real_acc* o_step = a->o_step ? a->o_step + (size_t)qr * C : NULL;
                     dist_attention_forward_merge(&p, q, R * 3 * C, k, R * 2 * C, k + C,
                                                  R * 2 * C, o, R * C, run_lse, o_step,
                                                  a->lse_step);
@@ -236,13 +236,16 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
     RingScratch z;   // bytes of each buffer (attention/dist_scratch.h)
-    ring_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->runs);
+    ring_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->runs,
+                 dist_attention_merges_in_forward());
     for (int k = 0; k < RING_KV_BLOCKS; k++) a->kv[k] = (real*)dist_alloc(z.kv, "ring K/V block");
     for (int k = 0; k < RING_DKV_BLOCKS; k++)
         a->dkv[k] = (real_acc*)dist_alloc(z.dkv, "ring dK/dV block");
     a->o = (real_acc*)dist_alloc(z.o, "ring output");
-    a->o_step = (real_acc*)dist_alloc(z.o_step, "ring step output");
-    a->lse_step = (real_acc*)dist_alloc(z.lse_step, "ring step LSE");
+    if (z.o_step) {   // none where the forward merges (attention/dist_ops.h)
+        a->o_step = (real_acc*)dist_alloc(z.o_step, "ring step output");
+        a->lse_step = (real_acc*)dist_alloc(z.lse_step, "ring step LSE");
+    }
     if (a->runs > 1) a->lse_runs = (real_acc*)dist_alloc(z.lse_runs, "zigzag LSE runs");
     a->d_own = (real_acc*)dist_alloc(z.d_own, "ring backward D");
     a->dq = (real_acc*)dist_alloc(z.dq, "ring dQ accumulator");

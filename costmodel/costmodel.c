@@ -206,9 +206,15 @@ typedef struct {
     double fwd_s, bwd_s;           // its kernels: attention calls, LSE merges, row dot, sums
 } AttentionWork;
 
+// A GPU cluster with bf16 storage runs the bf16 CUDA build's attention kernels: their backward
+// keeps a dQ workspace, and their forward merges a ring / 2d-overlap step's partial into the
+// running one in its epilogue (attention/dist_ops.h: dist_attention_merges_in_forward).
+static int flash_kernels(const Cluster* c) { return c->shared_cores == 0 && c->param_bytes < 4; }
+
 // The attention work of one layer and micro-batch on a rank that sees `pairs` pairs per sequence
 // and head. Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P (a Tl x Tl block pair
-// each); the ring family P steps of Tl x Tl. Merges: a pkv-way merge (2d) or one per step (ring).
+// each); the ring family P steps of Tl x Tl. Merges: the row's pkv-way merge (2d, 2d-overlap) and
+// one per step after a query block's first (ring: P-1; 2d-overlap: pq-1 for each of pkv blocks).
 static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs) {
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
@@ -219,10 +225,15 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, Tq, Tk, pairs).flops;
     w.fwd_s = attention_seconds(c, 0, B, NH, HS, Tq, Tk, pairs, calls);
     w.bwd_s = attention_seconds(c, 1, B, NH, HS, Tq, Tk, pairs, calls);
-    const int merges = twod ? (g->alg == COST_2D ? g->pkv - 1 : P - 1 + g->pkv - 1) : P - 1;
+    const int row_merges = twod ? g->pkv - 1 : 0;
+    const int step_merges = g->alg == COST_2D ? 0 : twod ? P - g->pkv : P - 1;
     // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
-    w.fwd_s += merges * kernel_seconds(c, CK_ATTENTION_MERGE,
-                                       kernel_cost_attention_merge(B, NH, HS, Tl), 1);
+    // A merge in the forward's epilogue reads O and LSE once more: a third of the kernel's bytes.
+    const KernelCost merge = kernel_cost_attention_merge(B, NH, HS, Tl);
+    const KernelCost in_forward = {0, merge.bytes / 3, 0};
+    w.fwd_s += row_merges * kernel_seconds(c, CK_ATTENTION_MERGE, merge, 1);
+    w.fwd_s += step_merges * kernel_seconds(c, CK_ATTENTION_MERGE,
+                                            flash_kernels(c) ? in_forward : merge, 1);
     w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, Tl));
     if (!twod)   // the travelling dK|dV accumulator gets this step's part added, P-1 times
         w.bwd_s += (P - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
@@ -622,7 +633,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
         .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
-        .flash_bwd = gpu && c->param_bytes < 4,
+        .flash_kernels = flash_kernels(c),
         .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
         .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0,
         .param_chunk = PARAM_STAGING_CHUNK};

@@ -90,12 +90,12 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     }
     case MEMORY_ATTN_2D_OVERLAP: {
         Attention2DOverlapScratch z;
-        attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv);
+        attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv, c->flash_kernels);
         return attention2d_overlap_scratch_total(&z);
     }
     default: {
         RingScratch z;   // zigzag: two runs of positions per rank
-        ring_scratch(&z, S, L, r, a, c->schedule == MEMORY_ATTN_ZIGZAG ? 2 : 1);
+        ring_scratch(&z, S, L, r, a, c->schedule == MEMORY_ATTN_ZIGZAG ? 2 : 1, c->flash_kernels);
         return ring_scratch_total(&z);
     }
     }
@@ -111,7 +111,7 @@ static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
 // The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
 // a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves).
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
-    if (!c->flash_bwd) return 0;
+    if (!c->flash_kernels) return 0;
     if (P == 1) return dq_workspace(c, B, T, 1);
     switch (c->schedule) {
     case MEMORY_ATTN_2D: return dq_workspace(c, B, (size_t)c->pkv * T, 0);

@@ -69,8 +69,9 @@ typedef struct {
                               // until a checkpoint is written or read)
     int nccl;                 // the nccl transport (its device scratch)
     int sampler;              // this rank samples (rank 0 with --sample-length > 0)
-    int flash_bwd;            // the bf16 CUDA attention backward: its dQ workspace (0: the CPU
-                              // and the CUDA fp32 build)
+    int flash_kernels;        // the bf16 CUDA attention kernels (0: the CPU and the CUDA fp32
+                              // build): the backward's dQ workspace, and the forward merges the
+                              // distributed schedules' partials itself (no step scratch)
     size_t real_bytes;        // parameters, gradients, activations (bf16: 2, fp32: 4)
     size_t stat_bytes;        // statistics and attention accumulators (4)
     size_t master_bytes;      // master weights per parameter: 4 where real is narrower, else 0

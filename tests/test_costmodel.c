@@ -305,6 +305,35 @@ static void test_recompute_time_and_memory(void) {
            p[1].memory_bytes, p[0].memory_bytes);
 }
 
+// The LSE merges of one layer's forward: the bf16 CUDA build (a GPU cluster with 2-byte parameters)
+// merges the ring's P-1 steps and 2d-overlap's pq-1 pairs of each of its pkv query blocks in the
+// forward's epilogue, one more read of O and LSE; elsewhere (4-byte parameters: the fp32 build) and
+// for the row merges each is the merge kernel. The forward's difference between the two is that
+// alone (parameter bytes move the gradient reduction and AdamW, which are not in forward_s).
+static void test_merges_in_forward(void) {
+    const Cluster flat = flat_cluster();
+    Cluster fp32 = flat;
+    fp32.param_bytes = 4;
+    const CostShape s = {3, 256, 4, 512, 1024};
+    const int B = 2, T = 1024;
+    const struct { CostAlgorithm alg; int pq, pkv, step_merges; } cases[] = {
+        {COST_RING, 1, 4, 3}, {COST_ZIGZAG, 2, 2, 3}, {COST_2D_OVERLAP, 2, 2, 2},
+        {COST_2D_OVERLAP, 4, 2, 6}, {COST_2D, 2, 2, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const CostConfig g = {s, T, B, 1, 1, cases[k].pq, cases[k].pkv, cases[k].alg, 0, 0, 0,
+                              GPT_RECOMPUTE_NONE};
+        const double Tl = (double)T / (cases[k].pq * cases[k].pkv);
+        const KernelCost merge = kernel_cost_attention_merge(B, s.NH, s.C / s.NH, Tl);
+        const KernelCost in_forward = {0, merge.bytes / 3, 0};
+        const double want = s.L * cases[k].step_merges * (floor_s(merge) - floor_s(in_forward));
+        const double got = predict(&g, &fp32).forward_s - predict(&g, &flat).forward_s;
+        EXPECT(fabs(got - want) <= 1e-9 * predict(&g, &flat).forward_s,
+               "%s %dx%d: forward with merge kernels - with merges in the forward = %.9g s, "
+               "expected %d step merges x %d layers: %.9g s", cost_algorithm_name(cases[k].alg),
+               cases[k].pq, cases[k].pkv, got, cases[k].step_merges, s.L, want);
+    }
+}
+
 // The smallest memory of any candidate of q ranked with a fixed recompute r (no limit).
 static double least_memory(CostQuery q, const Cluster* c, int r) {
     CostCandidate out[64];
@@ -404,6 +433,7 @@ int main(void) {
     test_committed_clusters();
     test_topology(&a100);
     test_recompute_time_and_memory();
+    test_merges_in_forward();
     test_rank_recompute(&a100);
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;

@@ -233,7 +233,7 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
         .zero = o->zero, .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
-        .flash_bwd = !gpt_backend_host_memory() && real_bytes < sizeof(float),
+        .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
         .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
         .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0,
         .param_chunk = gpt_backend_param_chunk()};
