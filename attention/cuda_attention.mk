@@ -45,3 +45,28 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
+
+# Mutants of the Hopper forward (attention/hopper_forward.cuh), each a copy of it with one line
+# removed, compiled into partial_attention.cu in place of the real one (its include path first) and
+# run by the cuda-attention suite with ATTENTION_FWD_KERNEL=sm90, where the host runtime must catch
+# them: no-p-barrier, a consumer's P V issued before the warpgroup's other threads have written
+# their rows of P; no-v-wait, P V reading the V tile without waiting on its mbarrier.
+HOPPER_MUTANTS := no-p-barrier no-v-wait
+HOPPER_MUTANT_SED_no-p-barrier := /all 64 rows of P are written/d
+HOPPER_MUTANT_SED_no-v-wait := /hop_wait(v_full + st, ph);/d
+TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)
+.SECONDARY: $(HOPPER_MUTANTS:%=$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o) \
+            $(HOPPER_MUTANTS:%=$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh)
+$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh: attention/hopper_forward.cuh
+	@mkdir -p $(dir $@)
+	sed '$(HOPPER_MUTANT_SED_$*)' $< > $@
+	@! cmp -s $< $@ || { echo "error: $@: nothing removed (the line it removes has changed)" >&2; exit 1; }
+$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o: attention/partial_attention.cu \
+		$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh
+	@mkdir -p $(dir $@)
+	$(CXX) -I$(BUILD)/mutants/hopper-$* $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
+$(BUILD)/tests/cuda/test_attention_cuda_hopper_%: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
+		$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
+		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@

@@ -80,13 +80,31 @@ __device__ __forceinline__ void fa_out1(float* dst, float v, const float2* wt) {
     else if (wt->x >= 0.0f) *dst = merge_value(wt->x, wt->y, *dst, v);
 }
 
+// Staged O rows [0, nq) to og (row stride ldo), by nthreads threads of which this is thread tid:
+// 16-byte rows where og and ldo allow, else one element per store; with merge weights wts (per
+// row, fp32 only) merged into og instead.
+template <int HS, typename T>
+__device__ __forceinline__ void fa_copy_o(const T* Os, T* og, long long ldo, int nq, const float2* wts, int tid,
+                                          int nthreads) {
+    constexpr int V = 16 / sizeof(T);   // elements per 16 bytes
+    if (((uintptr_t)og & 15) == 0 && ldo % V == 0) {   // (h * HS elements: 16-byte multiples)
+        for (int idx = tid; idx < nq * (HS / V); idx += nthreads) {
+            const int r = idx / (HS / V), c = V * (idx % (HS / V));
+            fa_out16(og + r * ldo + c, Os + fa_o_at<HS>(Os, r, c), wts ? wts + r : nullptr);
+        }
+    } else {
+        for (int idx = tid; idx < nq * HS; idx += nthreads) {
+            const int r = idx / HS, c = idx % HS;
+            fa_out1(og + r * ldo + c, Os[fa_o_at<HS>(Os, r, c)], wts ? wts + r : nullptr);
+        }
+    }
+}
+
 // The block's O rows [0, nq) (normalised by inv) staged in shared memory Os, then written to og
-// (row stride ldo) in 16-byte rows where og and ldo allow, else one element per store; with
-// merge weights wts (per row, fp32 only) merged into og instead.
+// (fa_copy_o).
 template <int HS, typename T>
 __device__ __forceinline__ void fa_write_o(T* Os, T* og, long long ldo, int nq, const FaFwdWarp<HS>& w,
                                            const float inv[2][2], int r0, const float2* wts) {
-    constexpr int V = 16 / sizeof(T);   // elements per 16 bytes
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 ATTN_UNROLL
     for (int rt = 0; rt < 2; rt++)
@@ -99,17 +117,36 @@ ATTN_UNROLL
                             w.acc[rt][n][2 * hi + 1] * inv[rt][hi]);
             }
     __syncthreads();
-    if (((uintptr_t)og & 15) == 0 && ldo % V == 0) {   // (h * HS elements: 16-byte multiples)
-        for (int idx = threadIdx.x; idx < nq * (HS / V); idx += FaFwd<HS>::THREADS) {
-            const int r = idx / (HS / V), c = V * (idx % (HS / V));
-            fa_out16(og + r * ldo + c, Os + fa_o_at<HS>(Os, r, c), wts ? wts + r : nullptr);
-        }
+    fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x, FaFwd<HS>::THREADS);
+}
+
+// The lse of row r of the block (l: the row's sum, m: its max in scaled log2 units) into lse[r];
+// with merge weights wts (a.merge) merged with the lse there instead, and the row's weights left in
+// wts[r] (-1: this row is empty, the old one stays).
+__device__ __forceinline__ void fa_row_lse(float* lse, float2* wts, int r, float l, float m) {
+    const float lb = l > 0.0f ? (m + log2f(l)) * LN2 : -INFINITY;
+    if (!wts) {
+        lse[r] = lb;
+    } else if (lb == -INFINITY) {
+        wts[r] = make_float2(-1.0f, 0.0f);
     } else {
-        for (int idx = threadIdx.x; idx < nq * HS; idx += FaFwd<HS>::THREADS) {
-            const int r = idx / HS, c = idx % HS;
-            fa_out1(og + r * ldo + c, Os[fa_o_at<HS>(Os, r, c)], wts ? wts + r : nullptr);
-        }
+        const MergeWeights mw = merge_weights(lse[r], lb);
+        wts[r] = make_float2(mw.wa, mw.wb);
+        lse[r] = mw.lse;
     }
+}
+
+// The online softmax's row max m (scaled log2 units; scale_log2 > 0) updated with mx, the max of
+// this lane's raw scores of the row (reduced over its group here); ref, what the scores subtract
+// (m, or 0 for a masked row that has seen no key yet: its max stays -inf and its scores are -inf;
+// without the mask every row has a finite max), and corr, the old sums' factor (0 for the first
+// keys a row sees).
+template <bool MASK>
+__device__ __forceinline__ void fa_row_max(float& m, float mx, float scale_log2, float& ref, float& corr) {
+    const float mo = m;
+    m = fmaxf(mo, group_max(mx) * scale_log2);
+    ref = MASK && m == -INFINITY ? 0.0f : m;
+    corr = ex2_approx_ftz(mo - ref);
 }
 
 // Keys js .. js + KS - 1 (K rows at Kt, V rows at Vt in shared memory) for this warp's 32 rows:
@@ -168,13 +205,8 @@ ATTN_UNROLL
                     mx = fmaxf(mx, s[rt][n][2 * hi + e]);
                 }
             }
-            const float mo = w.m[rt][hi];
-            const float mn = fmaxf(mo, group_max(mx) * a.scale_log2);   // scale_log2 > 0
-            // Masked: a row that has seen no key yet keeps max -inf; subtract 0 instead (its scores
-            // are -inf). Without the mask every row has a finite max.
-            const float ref = MASK && mn == -INFINITY ? 0.0f : mn;
-            const float corr = ex2_approx_ftz(mo - ref);   // 0 for the first keys a row sees
-            w.m[rt][hi] = mn;
+            float ref, corr;
+            fa_row_max<MASK>(w.m[rt][hi], mx, a.scale_log2, ref, corr);
             float sum = 0.0f;
 ATTN_UNROLL
             for (int n = 0; n < KS / 8; n++) {
@@ -335,8 +367,8 @@ ATTN_UNROLL
             inv[rt][hi] = w.l[rt][hi] > 0.0f ? 1.0f / w.l[rt][hi] : 0.0f;
         }
     // The rows' lse; with a.merge (fp32 o, no splits) the merge with the partial already in (o,
-    // lse): the merged lse, and the rows' weights (after the O staging; -1: this row is empty, the
-    // old one stays) for fa_write_o, visible after its __syncthreads.
+    // lse): the merged lse, and the rows' weights (after the O staging) for fa_write_o, visible
+    // after its __syncthreads.
     float2* wts = a.merge ? reinterpret_cast<float2*>(smem + BQ * F::OLD * sizeof(float)) : nullptr;
     if (t == 0) {
         float* lse = a.lse + ((long long)blockIdx.z * NH + h) * a.Tq + i0;
@@ -345,18 +377,7 @@ ATTN_UNROLL
 ATTN_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 const int r = r0 + 16 * rt + 8 * hi + g;
-                const float l = w.l[rt][hi];
-                const float lb = l > 0.0f ? (w.m[rt][hi] + log2f(l)) * LN2 : -INFINITY;
-                if (r >= nq) continue;
-                if (!wts) {
-                    lse[r] = lb;
-                } else if (lb == -INFINITY) {
-                    wts[r] = make_float2(-1.0f, 0.0f);
-                } else {
-                    const MergeWeights mw = merge_weights(lse[r], lb);
-                    wts[r] = make_float2(mw.wa, mw.wb);
-                    lse[r] = mw.lse;
-                }
+                if (r < nq) fa_row_lse(lse, wts, r, w.l[rt][hi], w.m[rt][hi]);
             }
     }
     // Outputs of sequence blockIdx.z: b itself, or with splits the partial (b, split) of the

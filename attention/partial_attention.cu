@@ -111,6 +111,7 @@ __device__ __forceinline__ float merge_value(float wa, float wb, float oa, float
 #include "attention/flash_forward.cuh"
 #include "attention/flash_backward.cuh"
 #include "attention/flash_backward_fa2.cuh"
+#include "attention/hopper_forward.cuh"
 #endif
 
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
@@ -297,8 +298,76 @@ template <int HS> int forward_split_count(const AttnArgs& a, int NH) {
     return forward_splits(a, qtiles * NH * a.B, (a.Tk + F::BK - 1) / F::BK);
 }
 
+// The forward kernel: ATTENTION_FWD_KERNEL=sm80 (the default: flash_forward.cuh), sm90 (the Hopper
+// kernel of hopper_forward.cuh for HS 64 and 128: an error where it cannot run, i.e. a build
+// without sm_90a code or a device that is not compute capability 9.0) or auto (sm90 where it can
+// run). The Hopper kernel takes 16-byte aligned inputs and no decoding step (those keep split-KV);
+// other calls run the sm80 kernel whatever the setting. The default stays sm80 until a GPU report
+// has checked the Hopper kernel on the hardware.
+static bool hopper_forward_runs(void) {
+#if defined(CUDA_HOST) || defined(ATTENTION_SM90A)
+    int device = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+#else
+    return false;
+#endif
+}
+
+static bool use_hopper_forward(const AttnArgs& a, int HS) {
+    const char* env = getenv("ATTENTION_FWD_KERNEL");
+    if (!env || !*env || !strcmp(env, "sm80")) return false;
+    const bool forced = !strcmp(env, "sm90");
+    CHECK(forced || !strcmp(env, "auto"), "set it to sm80, sm90 or auto, or unset it",
+          "ATTENTION_FWD_KERNEL: expected sm80, sm90 or auto, found '%s'", env);
+    const bool runs = hopper_forward_runs();
+    CHECK(runs || !forced, "build with sm_90a code (NVCC_ARCH_FLAGS_SM90A) and run on an H100 or H200, or use auto",
+          "ATTENTION_FWD_KERNEL=sm90: the Hopper forward needs sm_90a code and a compute capability 9.0 device");
+    return runs && (HS == 64 || HS == 128) && a.vec && !a.decode;
+}
+
+// A TMA map of a bf16 matrix of `rows` rows of `cols` elements, rows `ld` elements apart: boxes of
+// 64 columns (one 128-byte-swizzled panel) x box_rows rows.
+static CUtensorMap hopper_tensor_map(const floatX* base, int cols, long long rows, int ld, int box_rows,
+                                     const char* what) {
+    static TmaEncodeTiledFn encode = NULL;   // the driver's entry point, found once
+    if (!encode) encode = tma_encode_tiled_fn();
+    CHECK(encode != NULL, "update the NVIDIA driver (CUDA 12.0 or newer)",
+          "cuTensorMapEncodeTiled not found through cudaGetDriverEntryPointByVersion");
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * sizeof(floatX)};
+    const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estrides[2] = {1, 1};
+    const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, estrides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CHECK(r == CUDA_SUCCESS, "a caller bug: the launcher checks 16-byte alignment first",
+          "cuTensorMapEncodeTiled for the Hopper forward's %s (%lld rows of %d, stride %d) failed: error %d", what,
+          rows, cols, ld, (int)r);
+    return map;
+}
+
+template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    if constexpr (HS == 64 || HS == 128) {
+        typedef HopFwd<HS> F;
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS>), F::SMEM, "head size", HS);
+        const CUtensorMap qm = hopper_tensor_map(a.q, NH * HS, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
+        const CUtensorMap km = hopper_tensor_map(a.k, NH * HS, (long long)B * a.Tk, a.ldk, F::BK, "K");
+        const CUtensorMap vm = hopper_tensor_map(a.v, NH * HS, (long long)B * a.Tk, a.ldv, F::BK, "V");
+        const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
+        LAUNCH((hopper_forward_kernel<HS>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream, qm,
+               km, vm, a);
+    }
+}
+
 template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t stream) {
     typedef FaFwd<HS> F;
+    if (use_hopper_forward(a, HS)) {
+        a.splits = 1;
+        launch_hopper_forward<HS>(a, B, NH, stream);
+        return;
+    }
     const size_t smem = F::SMEM;
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, false>), smem, "head size", HS);
     CUDA_RAISE_DYNAMIC_SMEM((flash_forward_kernel<HS, true>), smem, "head size", HS);
@@ -635,6 +704,18 @@ int attention_cuda_forward_splits(const AttentionProblem* p) {
     case 96: return forward_split_count<96>(a, p->NH);
     default: return forward_split_count<128>(a, p->NH);
     }
+#endif
+}
+
+const char* attention_cuda_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
+                                          int ldk, const floatX* v, int ldv) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+#ifdef GPT_CUDA_FP32
+    (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
+    return "fma";
+#else
+    return use_hopper_forward(forward_args(p, q, ldq, k, ldk, v, ldv, 0, NULL), p->HS) ? "sm90" : "sm80";
 #endif
 }
 

@@ -87,6 +87,13 @@ void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, flo
 // The key splits the forwards use for p (1: none; always 1 in the fp32 build).
 int attention_cuda_forward_splits(const AttentionProblem* p);
 
+// The kernel a forward of p on these inputs runs: "sm90" (the Hopper kernel,
+// attention/hopper_forward.cuh: ATTENTION_FWD_KERNEL=sm90 or auto on a compute capability 9.0
+// device, HS 64 or 128, 16-byte aligned inputs, not a decoding step), "sm80" (the bf16 build's
+// other calls) or "fma" (the fp32 build).
+const char* attention_cuda_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
+                                          int ldk, const floatX* v, int ldv);
+
 // Dynamic shared memory (bytes) of each kernel for a head size: for the notes and for callers
 // that budget occupancy. 0 for an unsupported HS.
 size_t attention_cuda_forward_smem(int HS);

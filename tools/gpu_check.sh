@@ -362,19 +362,22 @@ say "[2/8] kernel tests (the sources of make test-cuda, built with nvcc) against
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
-section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch; \`test_attention_cuda\` a second time with \`ATTENTION_FWD_KERNEL=auto\`, which on an H100/H200 runs the Hopper forward (attention/hopper_forward.cuh: TMA, mbarriers, \`wgmma\`) for HS 64 and 128 and checks where it ran. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"
 : > "$LOGS/bounds.txt"
 # test_ptx by groups, each in its own process (test_ptx --only): a wrapper that faults on the GPU
 # (a sticky error ends the process) leaves the other groups' known answers checked.
-for entry in test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw \
-             test_matmul_loss_adamw_fp32 test_ptx:base test_ptx:mbarrier,named test_ptx:tma test_ptx:store test_ptx:wgmma; do
-  prog=${entry%%:*} args=("${TEST_ARGS[@]}") t=${entry%%:*}
-  if [ "$entry" != "$prog" ]; then args=(--only "${entry#*:}"); t="$prog --only ${entry#*:}"; fi
-  log=${t// /_}; log=${log//,/_}
-  run_logged "$log" 600 "$X/$prog" "${args[@]}"
+# test_attention_cuda@auto: again with ATTENTION_FWD_KERNEL=auto, the Hopper forward on an H100/H200.
+for entry in test_attention_cuda test_attention_cuda@auto test_attention_cuda_fp32 test_layers_cuda \
+             test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx:base \
+             test_ptx:mbarrier,named test_ptx:tma test_ptx:store test_ptx:wgmma; do
+  prog=${entry%%[:@]*} args=("${TEST_ARGS[@]}") t=${entry%%[:@]*} envs=()
+  if [ "${entry#*:}" != "$entry" ]; then args=(--only "${entry#*:}"); t="$prog --only ${entry#*:}"; fi
+  if [ "${entry#*@}" != "$entry" ]; then envs=("ATTENTION_FWD_KERNEL=${entry#*@}"); t="$prog ATTENTION_FWD_KERNEL=${entry#*@}"; fi
+  log=${t// /_}; log=${log//,/_}; log=${log//=/_}
+  run_logged "$log" 600 env "${envs[@]}" "$X/$prog" "${args[@]}"
   checks=$(grep -cE '^(ok  |FAIL) ' "$LOGS/$log.log")
   failed=$(grep -cE '^FAIL ' "$LOGS/$log.log")
   if [ "$RC" -eq 0 ] && [ "$failed" -eq 0 ] && grep -q 'checks passed$' "$LOGS/$log.log"; then r=ok; else r=FAIL; fi

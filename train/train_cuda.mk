@@ -102,6 +102,9 @@ CUDA_LIB_CHECK = @test -e $(CUDA_LIB_DIR)/libcudart.so || { echo "$@: no libcuda
 # nvcc objects live under NVCC_BUILD, which a sub-make for another host architecture (the GPU
 # bundle's portable build) points back at this build: nvcc compiles each source once per precision.
 NVCC_BUILD ?= $(BUILD)
+# The bf16 attention kernels carry the Hopper forward (attention/hopper_forward.cuh), sm_90a code:
+# their sm_90 machine code is sm_90a (tests/cuda_host/module.mk), ATTENTION_SM90A tells the launcher.
+$(NVCC_BUILD)/cuda/attention/partial_attention.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A
 # bf16 (default) and fp32 (-DGPT_CUDA_FP32) objects of any .cu source.
 $(NVCC_BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -183,6 +183,30 @@ struct Scenario {
     bool decode = false;   // AttentionProblem.decode: the forward may split the keys (split-KV)
 };
 
+// Forward calls, those that ran the Hopper kernel, and those whose kernel is not the expected one:
+// with ATTENTION_FWD_KERNEL=sm90 (the host runtime is a compute capability 9.0 device) every call
+// of HS 64 or 128 on 16-byte aligned inputs that is not a decoding step, else none.
+static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
+// ATTENTION_FWD_KERNEL=sm90, or auto on a compute capability 9.0 device (bf16 build).
+static bool hopper_selected(void) {
+    const char* env = getenv("ATTENTION_FWD_KERNEL");
+    if (!FUSED_MERGE || !env) return false;
+    int device = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return !strcmp(env, "sm90") || (!strcmp(env, "auto") && major == 9 && minor == 0);
+}
+static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                                 const floatX* v) {
+    const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
+    const bool want = hopper_selected() && (p->HS == 64 || p->HS == 128) && aligned && !p->decode;
+    const bool sm90 = !strcmp(attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk), "sm90");
+    fwd_calls++;
+    fwd_sm90 += sm90;
+    fwd_unexpected += sm90 != want;
+}
+
 static void run_scenario(const Scenario& s) {
     const int B = s.B, NH = s.NH, HS = s.HS, T = s.T, C = NH * HS, nq = s.nq, nk = s.nk;
     const int ld = C + s.ld_extra;
@@ -263,6 +287,7 @@ static void run_scenario(const Scenario& s) {
         attention_partial_forward(&p, ql.data(), C, kl.data(), C, vl.data(), C, o_ref.data(), C, lse_ref.data());
         float *o_d = poisoned((long)B * nq * ld), *lse_d = poisoned((long)B * NH * nq);
         attention_partial_forward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, o_d, ld, lse_d, 0);
+        count_forward_kernel(&p, q_d, ldq, k_d, ldk, v_d);
         const Vec o = download(o_d, (long)B * nq * ld), lse = download(lse_d, (long)B * NH * nq);
         keep(&e_o, rel_err(o, ld, o_ref, NULL, (long)B * nq, C));
         keep(&e_lse, lse_err(lse, lse_ref));
@@ -457,6 +482,9 @@ int main(int argc, char** argv) {
     // Many heads: 792 blocks of three key tiles each, 264 semaphores.
     if (!quick) run_scenario(single("single T130 HS16 B4 NH66", 4, 66, 16, 130, 0, false, 1.0f));
     run_scenario(single("single T40 HS128 ld+8 q*5", 1, 1, 128, 40, 8, false, 5.0f));
+    // Three key tiles of 128 (the Hopper forward's: its two stages refilled) and query tiles that
+    // see one and two of them whole.
+    if (!quick) run_scenario(single("single T300 HS128 B2", 2, 1, 128, 300, 0, false, 1.0f));
     if (!quick) run_scenario(single("single T77 HS48 ld+3", 2, 1, 48, 77, 3, false, 1.0f));
     // Decoding steps (AttentionProblem.decode): 2 or 4 blocks on the runtime's 132 SMs, so the bf16
     // forward splits the keys 11 and 16 ways (one per key tile, at most 16) and merges the partials.
@@ -499,6 +527,13 @@ int main(int argc, char** argv) {
         Scenario s = {label, 1, 2, 80, 132, r, 2, 66, 3, {0, 1, 2, 0}, 3, 44, 0, false, 2.0f};
         run_scenario(s);
     }
+    // A 2x2 mesh at HS 64 with two tiles of strided queries and keys.
+    for (int r = 0; r < (quick ? 0 : 2); r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x2 row %d T512 HS64", r);
+        Scenario s = {label, 1, 2, 64, 512, r, 2, 256, 2, {0, 1, 0, 0}, 2, 256, 0, false, 1.0f};
+        run_scenario(s);
+    }
     // Ring: contiguous chunks; query chunk i against every key chunk (later chunks are fully
     // masked, earlier ones fully visible, the diagonal causal).
     for (int P = quick ? 3 : 2; P <= (quick ? 3 : 4); P++) {
@@ -524,6 +559,10 @@ int main(int argc, char** argv) {
            worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
            worst.merge_kernel, worst.ox, worst.gx);
     printf("info gradient bits %016llx\n", grad_bits);
+    const char* fwd_kernel = getenv("ATTENTION_FWD_KERNEL");
+    check(fwd_unexpected == 0 && (fwd_sm90 > 0) == hopper_selected(),
+          "forward kernel (ATTENTION_FWD_KERNEL=%s): the Hopper kernel ran %d of %d forward calls, exactly where "
+          "expected (%d elsewhere)", fwd_kernel ? fwd_kernel : "", fwd_sm90, fwd_calls, fwd_unexpected);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");

@@ -1,0 +1,256 @@
+// The Hopper (sm_90a) forward of the bf16 build: TMA loads, wgmma, one producer warpgroup and two
+// consumer warpgroups (FlashAttention-3's structure, without its intra-warpgroup overlap yet).
+//
+// A block computes 128 query rows of one (sequence, head) with 3 warpgroups (384 threads):
+// - warpgroup 0, the producer, gives its registers away (setmaxnreg.dec 24); one of its threads
+//   loads the Q tile and then the K and V tiles of 128 keys by TMA (cp.async.bulk.tensor, 128-byte
+//   swizzle, one box per 64-column panel: the FaTile layout of flash_tile.cuh) into two stages,
+//   each tile completing its own mbarrier (full); it refills a stage once both consumers have
+//   released it (the stage's empty mbarrier, 256 arrivals).
+// - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), hold 64 rows each: S (64 x 128) =
+//   Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the online softmax on the
+//   accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
+//   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P written
+//   to the warpgroup's own 64 x 128 shared tile in the same swizzled layout, and O (64 x HS) += P V
+//   by wgmma with V MN-major (transposed), O in registers.
+// Key tiles every row sees whole skip the mask code (as flash_forward.cuh). The epilogue is the
+// sm_80 kernel's: O normalised and staged through shared memory, written in 16-byte rows, the LSE
+// per row, and with a.merge merged into the (o, lse) already there.
+//
+// Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body; the launcher takes this kernel
+// only where the build has sm_90a code and the device is compute capability 9.0. The host runtime
+// runs it on the twins of model/cuda_ptx_sm90.cuh.
+#pragma once
+#include "attention/flash_forward.cuh"
+#include "model/cuda_ptx_sm90.cuh"
+
+template <int HS> struct HopFwd {
+    static_assert(HS == 64 || HS == 128, "the Hopper forward serves HS 64 and 128");
+    static constexpr int BQ = 128, BK = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    typedef FaTile<HS, BQ> TQ;   // Q (and the staged O: FaFwd<HS>'s layout, the same BQ)
+    typedef FaTile<HS, BK> TK;   // a K or V tile
+    typedef FaTile<BK, 64> TP;   // a consumer's P (64 rows x BK keys)
+    static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES, P = TP::BYTES;
+    static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV, OFF_P = OFF_V + STAGES * KV;
+    static constexpr size_t OFF_BAR = OFF_P + CONSUMERS * P;   // q_full, k_full[2], v_full[2], empty[2]
+    // + 1024: the base is aligned up to 1024 bytes (the 128-byte swizzle's period).
+    static constexpr size_t SMEM = OFF_BAR + 8 * 8 + 1024;
+    static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd's");
+    static_assert(BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2) <= OFF_BAR,
+                  "O staging and the merge weights fit in the tiles");
+    static_assert(TQ::SWIZZLE && TK::SWIZZLE && TP::SWIZZLE, "64-column panels");
+};
+
+// A K-major wgmma operand of 128-byte rows (a FaTile panel): 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t hop_desc_k(const floatX* p) { return smem_desc(p, 16, 1024, 128); }
+// V as the MN-major (transposed) B operand of P V: keys are the k rows (128 bytes, 8 of them 1024
+// apart), the 64 columns of one panel the n.
+__device__ __forceinline__ uint64_t hop_desc_mn(const floatX* p) { return smem_desc(p, 16, 1024, 128); }
+
+__device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
+    while (!mbarrier_try_wait_parity(bar, parity)) {
+    }
+}
+
+// One key tile kt for a consumer's 64 rows (o, m, l: its O accumulators and row statistics for
+// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j.
+template <int HS, bool MASK>
+__device__ __forceinline__ void hop_forward_tile(float* o, float (&m)[2], float (&l)[2], const AttnArgs& a,
+                                                 int kt, const floatX* Qc, floatX* Ps, const floatX* Ks,
+                                                 const floatX* Vs, uint64_t* k_full, uint64_t* v_full,
+                                                 uint64_t* empty, const int (&vis)[2], int c) {
+    typedef HopFwd<HS> F;
+    constexpr int BK = F::BK;
+    const int st = kt % F::STAGES;
+    const unsigned ph = (unsigned)(kt / F::STAGES) & 1u;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, w = (threadIdx.x / 32) % 4;
+    const floatX* Kt = Ks + st * F::TK::ELEMS;
+    const floatX* Vt = Vs + st * F::TK::ELEMS;
+
+    // S (64 x BK) = Q K^T: per 16 columns of HS, one wgmma per 64 keys. s[32 nh + 4 j + e]: key
+    // 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1).
+    float s[BK / 2];
+ATTN_UNROLL
+    for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;   // (the first wgmma ignores it: scale-d 0)
+    hop_wait(k_full + st, ph);
+    wgmma_fence();
+ATTN_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++) {
+        const int pk = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;   // panel, then 16 columns in it
+        const uint64_t da = hop_desc_k(Qc + pk);
+ATTN_UNROLL
+        for (int nh = 0; nh < BK / 64; nh++)
+            wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh,
+                                         da, hop_desc_k(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
+                                         kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+ATTN_UNROLL
+    for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
+
+    // The online softmax, m in scaled log2 units (flash_forward.cuh); P to the warpgroup's tile.
+    named_barrier_sync(1 + c, 128);   // the last tile's P V has read Ps in every thread
+ATTN_UNROLL
+    for (int hi = 0; hi < 2; hi++) {
+        float mx = -INFINITY;
+ATTN_UNROLL
+        for (int n = 0; n < BK / 8; n++) {
+ATTN_UNROLL
+            for (int e = 0; e < 2; e++) {
+                float& x = s[4 * n + 2 * hi + e];
+                if (MASK && kt * BK + 8 * n + 2 * t + e >= vis[hi]) x = -INFINITY;
+                mx = fmaxf(mx, x);
+            }
+        }
+        float ref, corr;
+        fa_row_max<MASK>(m[hi], mx, a.scale_log2, ref, corr);
+        float sum = 0.0f;
+ATTN_UNROLL
+        for (int n = 0; n < BK / 8; n++) {
+            float& x0 = s[4 * n + 2 * hi];
+            float& x1 = s[4 * n + 2 * hi + 1];
+            x0 = ex2_approx_ftz(fmaf(x0, a.scale_log2, -ref));
+            x1 = ex2_approx_ftz(fmaf(x1, a.scale_log2, -ref));
+            sum += x0 + x1;
+            fa_put_pair(Ps + F::TP::chunk(16 * w + 8 * hi + g, n) + 2 * t, x0, x1);
+        }
+        l[hi] = l[hi] * corr + sum;
+ATTN_UNROLL
+        for (int n = 0; n < HS / 8; n++) {
+            o[4 * n + 2 * hi] *= corr;
+            o[4 * n + 2 * hi + 1] *= corr;
+        }
+    }
+    fence_proxy_async();              // P's generic-proxy stores, visible to wgmma
+    named_barrier_sync(1 + c, 128);   // all 64 rows of P are written
+
+    // O (64 x HS) += P V: per 16 keys, one wgmma per 64 columns of V.
+    hop_wait(v_full + st, ph);
+    wgmma_fence();
+ATTN_UNROLL
+    for (int kb = 0; kb < BK / 16; kb++) {
+        const uint64_t da = hop_desc_k(Ps + (kb / 4) * F::TP::PANEL + (kb % 4) * 16);
+ATTN_UNROLL
+        for (int nh = 0; nh < HS / 64; nh++)
+            wgmma_m64k16_bf16<64, 0, 1>(o + 32 * nh, da, hop_desc_mn(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+ATTN_UNROLL
+    for (int i = 0; i < HS / 2; i++) wgmma_fence_operand(o[i]);
+    mbarrier_arrive(empty + st);   // this thread is done with stage st's K and V
+}
+
+// A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv) staged in shared memory
+// Os, then the block's rows [0, nq) written to og by the consumers' 256 threads (fa_copy_o).
+template <int HS, typename T>
+__device__ __forceinline__ void hop_write_o(T* Os, T* og, long long ldo, int nq, const float* o, const float inv[2],
+                                            int r0, const float2* wts) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, nthreads = 128 * HopFwd<HS>::CONSUMERS;
+ATTN_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++)
+            fa_put_pair(Os + fa_o_at<HS>(Os, r0 + 8 * hi + g, 8 * n + 2 * t), o[4 * n + 2 * hi] * inv[hi],
+                        o[4 * n + 2 * hi + 1] * inv[hi]);
+    named_barrier_sync(3, nthreads);
+    fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x - 128, nthreads);
+}
+
+// Grid (query tiles, NH, B), latest query tiles first; HopFwd<HS>::THREADS threads. The tensor maps
+// (model/cuda_ptx_sm90.cuh): Q over (B Tq rows, NH HS columns) with 64 x 128 boxes, K and V over
+// (B Tk rows, NH HS columns) with 64 x BK boxes, 128-byte swizzle. Outputs as flash_forward_kernel
+// without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them.
+template <int HS>
+__global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
+    hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
+                          const __grid_constant__ CUtensorMap vmap, const AttnArgs a) {
+#if CUDA_PTX_HAS_SM90A
+    typedef HopFwd<HS> F;
+    constexpr int BQ = F::BQ, BK = F::BK;
+    DYNAMIC_SHARED(unsigned char, raw);
+    unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
+    floatX* Qs = reinterpret_cast<floatX*>(smem);
+    floatX* Ks = reinterpret_cast<floatX*>(smem + F::OFF_K);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + F::OFF_V);
+    uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
+    uint64_t *q_full = bar, *k_full = bar + 1, *v_full = bar + 1 + F::STAGES, *empty = bar + 1 + 2 * F::STAGES;
+    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
+    const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int nq = min(BQ, a.Tq - i0);
+    const int nkt = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
+    const int nfull = visible_keys(a, i0) / BK;                     // seen whole by every row
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        mbarrier_init(q_full, 1);
+        for (int st = 0; st < F::STAGES; st++) {
+            mbarrier_init(k_full + st, 1);
+            mbarrier_init(v_full + st, 1);
+            mbarrier_init(empty + st, 128 * F::CONSUMERS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {   // the producer
+        setmaxnreg_dec<24>();
+        if (threadIdx.x != 0 || nkt == 0) return;
+        mbarrier_arrive_expect_tx(q_full, (unsigned)F::Q);
+        for (int p = 0; p < HS / 64; p++)
+            tma_load_2d(Qs + p * F::TQ::PANEL, &qmap, h * HS + 64 * p, b * a.Tq + i0, q_full);
+        for (int kt = 0; kt < nkt; kt++) {
+            const int st = kt % F::STAGES, row = b * a.Tk + kt * BK;
+            if (kt >= F::STAGES) hop_wait(empty + st, (unsigned)(kt / F::STAGES - 1) & 1u);
+            mbarrier_arrive_expect_tx(k_full + st, (unsigned)F::KV);
+            for (int p = 0; p < HS / 64; p++)
+                tma_load_2d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, h * HS + 64 * p, row, k_full + st);
+            mbarrier_arrive_expect_tx(v_full + st, (unsigned)F::KV);
+            for (int p = 0; p < HS / 64; p++)
+                tma_load_2d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, h * HS + 64 * p, row, v_full + st);
+        }
+        return;
+    }
+
+    // A consumer: rows 64 c .. 64 c + 63 of the tile; this lane's rows r0 + g and r0 + g + 8.
+    setmaxnreg_inc<240>();
+    const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
+    floatX* Ps = reinterpret_cast<floatX*>(smem + F::OFF_P + c * F::P);
+    const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
+    float o[HS / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+ATTN_UNROLL
+    for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+    int vis[2];
+ATTN_UNROLL
+    for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
+    if (nkt > 0) hop_wait(q_full, 0);
+    int kt = 0;
+    for (; kt < min(nfull, nkt); kt++)
+        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, c);
+    for (; kt < nkt; kt++)
+        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, c);
+
+    // Epilogue: both consumers are done with every tile before the staging overwrites them.
+    float inv[2];
+ATTN_UNROLL
+    for (int hi = 0; hi < 2; hi++) {
+        l[hi] = group_sum(l[hi]);
+        inv[hi] = l[hi] > 0.0f ? 1.0f / l[hi] : 0.0f;
+    }
+    named_barrier_sync(3, 128 * F::CONSUMERS);
+    float2* wts = a.merge ? reinterpret_cast<float2*>(smem + BQ * FaFwd<HS>::OLD * sizeof(float)) : nullptr;
+    if (t == 0) {
+        float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0;
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++)
+            if (r0 + 8 * hi + g < nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
+    }
+    const long long ooff = ((long long)b * a.Tq + i0) * a.ldo + (long long)h * HS;
+    if (a.ox) hop_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, o, inv, r0, nullptr);
+    else hop_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, o, inv, r0, wts);
+#else
+    __trap();   // not sm_90a: the launcher never takes this kernel there
+#endif
+}
