@@ -53,12 +53,14 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
 }
 
 // One key tile kt for a consumer's 64 rows (o, m, l: its O accumulators and row statistics for
-// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j.
+// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j, and
+// the 64-key halves of the tile that none of the warpgroup's rows sees (keys >= wvis, what its
+// last row sees) are neither multiplied nor read: their scores stay 0 and are masked.
 template <int HS, bool MASK>
 __device__ __forceinline__ void hop_forward_tile(float* o, float (&m)[2], float (&l)[2], const AttnArgs& a,
                                                  int kt, const floatX* Qc, floatX* Ps, const floatX* Ks,
                                                  const floatX* Vs, uint64_t* k_full, uint64_t* v_full,
-                                                 uint64_t* empty, const int (&vis)[2], int c) {
+                                                 uint64_t* empty, const int (&vis)[2], int wvis, int c) {
     typedef HopFwd<HS> F;
     constexpr int BK = F::BK;
     const int st = kt % F::STAGES;
@@ -66,6 +68,8 @@ __device__ __forceinline__ void hop_forward_tile(float* o, float (&m)[2], float 
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, w = (threadIdx.x / 32) % 4;
     const floatX* Kt = Ks + st * F::TK::ELEMS;
     const floatX* Vt = Vs + st * F::TK::ELEMS;
+    // 64-key halves to compute (warpgroup-uniform)
+    const int halves = MASK ? min(BK / 64, max(0, (wvis - kt * BK + 63) / 64)) : BK / 64;
 
     // S (64 x BK) = Q K^T: per 16 columns of HS, one wgmma per 64 keys. s[32 nh + 4 j + e]: key
     // 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1).
@@ -79,10 +83,12 @@ ATTN_UNROLL
         const int pk = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;   // panel, then 16 columns in it
         const uint64_t da = hop_desc_k(Qc + pk);
 ATTN_UNROLL
-        for (int nh = 0; nh < BK / 64; nh++)
+        for (int nh = 0; nh < BK / 64; nh++) {
+            if (MASK && nh >= halves) break;
             wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh,
                                          da, hop_desc_k(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
                                          kk > 0);
+        }
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -130,6 +136,7 @@ ATTN_UNROLL
     wgmma_fence();
 ATTN_UNROLL
     for (int kb = 0; kb < BK / 16; kb++) {
+        if (MASK && kb >= 4 * halves) break;
         const uint64_t da = hop_desc_k(Ps + (kb / 4) * F::TP::PANEL + (kb % 4) * 16);
 ATTN_UNROLL
         for (int nh = 0; nh < HS / 64; nh++)
@@ -225,12 +232,14 @@ ATTN_UNROLL
     int vis[2];
 ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
+    const int wlast = min(64 * c + 63, nq - 1);   // the warpgroup's last row, and the keys it sees
+    const int wvis = wlast >= 64 * c ? visible_keys(a, i0 + wlast) : 0;
     if (nkt > 0) hop_wait(q_full, 0);
     int kt = 0;
     for (; kt < min(nfull, nkt); kt++)
-        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, c);
+        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, 0, c);
     for (; kt < nkt; kt++)
-        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, c);
+        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, wvis, c);
 
     // Epilogue: both consumers are done with every tile before the staging overwrites them.
     float inv[2];
