@@ -49,10 +49,10 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # Mutants of the Hopper forward (attention/hopper_forward.cuh), each a copy of it with one line
 # removed, compiled into partial_attention.cu in place of the real one (its include path first) and
 # run by the cuda-attention suite with ATTENTION_FWD_KERNEL=sm90, where the host runtime must catch
-# them: no-p-barrier, a consumer's P V issued before the warpgroup's other threads have written
-# their rows of P; no-v-wait, P V reading the V tile without waiting on its mbarrier.
-HOPPER_MUTANTS := no-p-barrier no-v-wait
-HOPPER_MUTANT_SED_no-p-barrier := /all 64 rows of P are written/d
+# them: no-pv-fence, P V issued on P and the rescaled O without a wgmma.fence after they were
+# written; no-v-wait, P V reading the V tile without waiting on its mbarrier.
+HOPPER_MUTANTS := no-pv-fence no-v-wait
+HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(v_full + st, ph);/d
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)
 .SECONDARY: $(HOPPER_MUTANTS:%=$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o) \

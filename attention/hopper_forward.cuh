@@ -10,9 +10,9 @@
 // - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), hold 64 rows each: S (64 x 128) =
 //   Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the online softmax on the
 //   accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
-//   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P written
-//   to the warpgroup's own 64 x 128 shared tile in the same swizzled layout, and O (64 x HS) += P V
-//   by wgmma with V MN-major (transposed), O in registers.
+//   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P packed
+//   to bf16 in registers as wgmma's register A operand, and O (64 x HS) += P V by wgmma with V
+//   MN-major (transposed), O in registers.
 // Key tiles every row sees whole skip the mask code (as flash_forward.cuh). The epilogue is the
 // sm_80 kernel's: O normalised and staged through shared memory, written in 16-byte rows, the LSE
 // per row, and with a.merge merged into the (o, lse) already there.
@@ -29,16 +29,15 @@ template <int HS> struct HopFwd {
     static constexpr int BQ = 128, BK = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
     typedef FaTile<HS, BQ> TQ;   // Q (and the staged O: FaFwd<HS>'s layout, the same BQ)
     typedef FaTile<HS, BK> TK;   // a K or V tile
-    typedef FaTile<BK, 64> TP;   // a consumer's P (64 rows x BK keys)
-    static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES, P = TP::BYTES;
-    static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV, OFF_P = OFF_V + STAGES * KV;
-    static constexpr size_t OFF_BAR = OFF_P + CONSUMERS * P;   // q_full, k_full[2], v_full[2], empty[2]
+    static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
+    static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV;
+    static constexpr size_t OFF_BAR = OFF_V + STAGES * KV;   // q_full, k_full[2], v_full[2], empty[2]
     // + 1024: the base is aligned up to 1024 bytes (the 128-byte swizzle's period).
     static constexpr size_t SMEM = OFF_BAR + 8 * 8 + 1024;
     static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd's");
     static_assert(BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2) <= OFF_BAR,
                   "O staging and the merge weights fit in the tiles");
-    static_assert(TQ::SWIZZLE && TK::SWIZZLE && TP::SWIZZLE, "64-column panels");
+    static_assert(TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
 };
 
 // A K-major wgmma operand of 128-byte rows (a FaTile panel): 8-row groups 1024 bytes apart.
@@ -53,23 +52,22 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
 }
 
 // One key tile kt for a consumer's 64 rows (o, m, l: its O accumulators and row statistics for
-// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j, and
-// the 64-key halves of the tile that none of the warpgroup's rows sees (keys >= wvis, what its
-// last row sees) are neither multiplied nor read: their scores stay 0 and are masked.
+// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j.
+// Every wgmma of a tile is issued on every path: skipping the 64-key half that none of a
+// warpgroup's rows sees made ptxas serialize the wgmmas (C7520, a warpgroup.arrive it inserts in
+// a divergent path), which costs more than the quarter of the diagonal tile it saved.
 template <int HS, bool MASK>
 __device__ __forceinline__ void hop_forward_tile(float* o, float (&m)[2], float (&l)[2], const AttnArgs& a,
-                                                 int kt, const floatX* Qc, floatX* Ps, const floatX* Ks,
+                                                 int kt, const floatX* Qc, const floatX* Ks,
                                                  const floatX* Vs, uint64_t* k_full, uint64_t* v_full,
-                                                 uint64_t* empty, const int (&vis)[2], int wvis, int c) {
+                                                 uint64_t* empty, const int (&vis)[2]) {
     typedef HopFwd<HS> F;
     constexpr int BK = F::BK;
     const int st = kt % F::STAGES;
     const unsigned ph = (unsigned)(kt / F::STAGES) & 1u;
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, w = (threadIdx.x / 32) % 4;
+    const int t = threadIdx.x % 4;
     const floatX* Kt = Ks + st * F::TK::ELEMS;
     const floatX* Vt = Vs + st * F::TK::ELEMS;
-    // 64-key halves to compute (warpgroup-uniform)
-    const int halves = MASK ? min(BK / 64, max(0, (wvis - kt * BK + 63) / 64)) : BK / 64;
 
     // S (64 x BK) = Q K^T: per 16 columns of HS, one wgmma per 64 keys. s[32 nh + 4 j + e]: key
     // 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1).
@@ -84,7 +82,6 @@ ATTN_UNROLL
         const uint64_t da = hop_desc_k(Qc + pk);
 ATTN_UNROLL
         for (int nh = 0; nh < BK / 64; nh++) {
-            if (MASK && nh >= halves) break;
             wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh,
                                          da, hop_desc_k(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
                                          kk > 0);
@@ -95,8 +92,7 @@ ATTN_UNROLL
 ATTN_UNROLL
     for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
 
-    // The online softmax, m in scaled log2 units (flash_forward.cuh); P to the warpgroup's tile.
-    named_barrier_sync(1 + c, 128);   // the last tile's P V has read Ps in every thread
+    // The online softmax, m in scaled log2 units (flash_forward.cuh).
 ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) {
         float mx = -INFINITY;
@@ -119,7 +115,6 @@ ATTN_UNROLL
             x0 = ex2_approx_ftz(fmaf(x0, a.scale_log2, -ref));
             x1 = ex2_approx_ftz(fmaf(x1, a.scale_log2, -ref));
             sum += x0 + x1;
-            fa_put_pair(Ps + F::TP::chunk(16 * w + 8 * hi + g, n) + 2 * t, x0, x1);
         }
         l[hi] = l[hi] * corr + sum;
 ATTN_UNROLL
@@ -128,19 +123,20 @@ ATTN_UNROLL
             o[4 * n + 2 * hi + 1] *= corr;
         }
     }
-    fence_proxy_async();              // P's generic-proxy stores, visible to wgmma
-    named_barrier_sync(1 + c, 128);   // all 64 rows of P are written
+    // P to bf16 in registers: the accumulators of two adjacent 8-key blocks are exactly the A
+    // fragment of one 16-key step (as mma.sync's, flash_attention.cuh), the A operand of P V.
+    uint32_t pa[BK / 16][4];
+ATTN_UNROLL
+    for (int kb = 0; kb < BK / 16; kb++) pack_a_fragment(pa[kb], s + 8 * kb, s + 8 * kb + 4);
 
     // O (64 x HS) += P V: per 16 keys, one wgmma per 64 columns of V.
     hop_wait(v_full + st, ph);
-    wgmma_fence();
+    wgmma_fence();   // P and the rescaled O, ready for the asynchronous MMA
 ATTN_UNROLL
     for (int kb = 0; kb < BK / 16; kb++) {
-        if (MASK && kb >= 4 * halves) break;
-        const uint64_t da = hop_desc_k(Ps + (kb / 4) * F::TP::PANEL + (kb % 4) * 16);
 ATTN_UNROLL
         for (int nh = 0; nh < HS / 64; nh++)
-            wgmma_m64k16_bf16<64, 0, 1>(o + 32 * nh, da, hop_desc_mn(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc_mn(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -224,7 +220,6 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     setmaxnreg_inc<240>();
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
-    floatX* Ps = reinterpret_cast<floatX*>(smem + F::OFF_P + c * F::P);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
     float o[HS / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 ATTN_UNROLL
@@ -232,14 +227,12 @@ ATTN_UNROLL
     int vis[2];
 ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
-    const int wlast = min(64 * c + 63, nq - 1);   // the warpgroup's last row, and the keys it sees
-    const int wvis = wlast >= 64 * c ? visible_keys(a, i0 + wlast) : 0;
     if (nkt > 0) hop_wait(q_full, 0);
     int kt = 0;
     for (; kt < min(nfull, nkt); kt++)
-        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, 0, c);
+        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ks, Vs, k_full, v_full, empty, vis);
     for (; kt < nkt; kt++)
-        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ps, Ks, Vs, k_full, v_full, empty, vis, wvis, c);
+        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ks, Vs, k_full, v_full, empty, vis);
 
     // Epilogue: both consumers are done with every tile before the staging overwrites them.
     float inv[2];

@@ -97,6 +97,10 @@ void cuda_host_wgmma_fence(void);
 void cuda_host_wgmma_commit(void);
 void cuda_host_wgmma_wait(int n);
 void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b);
+// The same with A from registers: a[0..3] is this thread's part of mma.m16n8k16's A fragment of its
+// warp's 16 rows (values, taken at the issue); the wait that computes a thread's rows yields until
+// the other threads of its warpgroup have issued the operation too (.sync.aligned).
+void cuda_host_wgmma_bf16_rs(float* d, int n, const uint32_t* a, uint64_t desc_b, int scale_d, int tnsp_b);
 
 // TMA stores and reductions (shared -> global), per thread, in bulk groups:
 // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (reduce 0) and

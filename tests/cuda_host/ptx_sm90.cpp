@@ -451,6 +451,7 @@ enum { WG_MAX_PENDING = 16 };
 typedef struct {
     float* d;
     int n, scale_d, tnsp_a, tnsp_b, chained;
+    int rs, wg, idx;  // A from registers: the warpgroup's issue idx holds them (tl_wg_aregs)
     uint64_t desc_a, desc_b;
     unsigned group;
     float c[128];  // the accumulator at issue (unless chained to an earlier pending op on d)
@@ -471,6 +472,17 @@ typedef struct {
 } WgIssue;
 static thread_local std::vector<std::vector<WgIssue>> tl_wg_issues;
 static thread_local std::vector<int> tl_wg_count;
+// Per warpgroup and issue with A from registers: the 128 threads' 4 registers (thread-major).
+static thread_local std::vector<std::vector<std::vector<uint32_t>>> tl_wg_aregs;
+
+enum { WG_RS_STALL_YIELDS = 1 << 16 };
+
+static float bf16_bits(uint32_t v) {
+    uint32_t u = (v & 0xffffu) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 static WgQueue* wg_queue(const char* what) {
     const CudaHostLaunch* l = cuda_host_current_launch(what);
@@ -499,18 +511,43 @@ static float smem_bf16(uint32_t addr) {
 // D = A B^T + C for this thread's fragment: warp w of the warpgroup has rows 16 w .. 16 w + 15,
 // lane (g, t) = (lane / 4, lane % 4) has, for each 8 columns j, rows g, g + 8 and columns 2t, 2t + 1
 // (mma.m16n8's C layout): d[4 j + i] = (16 w + g + 8 (i / 2), 8 j + 2 t + i % 2).
+// With A from registers, row r = 16 w + g' + 8 hi and column k of A are in register 2 (k / 8) + hi
+// of lane 4 g' + (k % 8) / 2 of warp w, in its low (k even) or high half; the wait yields until
+// every thread of the warpgroup has issued the operation.
 static void wg_compute(const WgOp* op, int thread) {
     int lane = thread % 32, w = thread % 128 / 32, g = lane / 4, t = lane % 4;
     CudaHostSmemDesc da = cuda_host_smem_desc_decode(op->desc_a), db = cuda_host_smem_desc_decode(op->desc_b);
+    const uint32_t* regs = NULL;
+    if (op->rs) {
+        for (int spins = 0;; spins++) {
+            int missing = -1;
+            for (int i = 0; i < 128 && missing < 0; i++)
+                if (tl_wg_count[(size_t)(128 * op->wg + i)] <= op->idx) missing = i;
+            if (missing < 0) break;
+            if (spins == WG_RS_STALL_YIELDS)
+                failf("wgmma.wait_group", "thread %d of warpgroup %d never issued wgmma %d (A from registers), "
+                      "which its other threads have: the 128 threads issue every wgmma together (.sync.aligned)",
+                      missing, op->wg, op->idx + 1);
+            cuda_host_yield("wgmma.wait_group");
+        }
+        regs = tl_wg_aregs[(size_t)op->wg][(size_t)op->idx].data();
+    }
     const float* c = op->chained ? op->d : op->c;
     float out[128];
     for (int j = 0; j < op->n / 8; j++)
         for (int i = 0; i < 4; i++) {
             int row = 16 * w + g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
             float s = op->scale_d ? c[4 * j + i] : 0.0f;
-            for (int k = 0; k < 16; k++)
-                s += smem_bf16(cuda_host_smem_desc_element(&da, op->tnsp_a, row, k, 2)) *
-                     smem_bf16(cuda_host_smem_desc_element(&db, op->tnsp_b, col, k, 2));
+            for (int k = 0; k < 16; k++) {
+                float a;
+                if (regs) {
+                    uint32_t r = regs[4 * (32 * w + 4 * (row % 16 % 8) + k % 8 / 2) + 2 * (k / 8) + row % 16 / 8];
+                    a = bf16_bits(k % 2 ? r >> 16 : r);
+                } else {
+                    a = smem_bf16(cuda_host_smem_desc_element(&da, op->tnsp_a, row, k, 2));
+                }
+                s += a * smem_bf16(cuda_host_smem_desc_element(&db, op->tnsp_b, col, k, 2));
+            }
             out[4 * j + i] = s;
         }
     memcpy(op->d, out, (size_t)op->n / 2 * sizeof(float));
@@ -529,7 +566,9 @@ void cuda_host_wgmma_wait(int n) {
     q->fenced = 0;
 }
 
-void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
+// One wgmma issued by this thread: A from shared memory (desc_a) or, with a, from registers.
+static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64_t desc_b, int scale_d, int tnsp_a,
+                     int tnsp_b) {
     const char* what = "wgmma.mma_async.m64nNk16.f32.bf16.bf16";
     if (n < 8 || n > 256 || n % 8) failf(what, "N = %d is not a multiple of 8 in [8, 256]", n);
     WgQueue* q = wg_queue(what);
@@ -548,7 +587,7 @@ void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int
     unsigned threads = l->block.x * l->block.y * l->block.z;
     if (tl_wg_count.size() < threads) tl_wg_count.resize(threads, 0);
     if (tl_wg_issues.size() < threads / 128) tl_wg_issues.resize(threads / 128);
-    int idx = tl_wg_count[thread]++, flags = scale_d | tnsp_a << 1 | tnsp_b << 2;
+    int idx = tl_wg_count[thread]++, flags = scale_d | tnsp_a << 1 | tnsp_b << 2 | (a != NULL) << 3;
     WgIssue mine = {desc_a, desc_b, n, flags};
     std::vector<WgIssue>& issues = tl_wg_issues[wg];
     if ((size_t)idx == issues.size()) issues.push_back(mine);
@@ -558,9 +597,19 @@ void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int
               (unsigned long long)desc_a, (unsigned long long)desc_b, n, flags, wg,
               (unsigned long long)issues[idx].desc_a, (unsigned long long)issues[idx].desc_b, issues[idx].n,
               issues[idx].flags);
+    if (a) {   // this thread's A registers, in the warpgroup's table of this issue
+        std::vector<std::vector<uint32_t>>& regs = tl_wg_aregs.size() > (size_t)wg ? tl_wg_aregs[(size_t)wg]
+                                                   : (tl_wg_aregs.resize((size_t)wg + 1), tl_wg_aregs[(size_t)wg]);
+        if (regs.size() <= (size_t)idx) regs.resize((size_t)idx + 1);
+        if (regs[(size_t)idx].empty()) regs[(size_t)idx].assign(4 * 128, 0);
+        memcpy(&regs[(size_t)idx][(size_t)(4 * (thread % 128))], a, 4 * sizeof(uint32_t));
+    }
     WgOp* op = &q->op[q->n++];
     op->d = d;
     op->n = n;
+    op->rs = a != NULL;
+    op->wg = wg;
+    op->idx = idx;
     op->scale_d = scale_d != 0;
     op->tnsp_a = tnsp_a != 0;
     op->tnsp_b = tnsp_b != 0;
@@ -574,10 +623,19 @@ void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int
     for (int i = 0; i < n / 2; i++) d[i] = __builtin_nanf("");  // in flight until the wait
 }
 
+void cuda_host_wgmma_bf16(float* d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
+    wg_issue(d, n, desc_a, NULL, desc_b, scale_d, tnsp_a, tnsp_b);
+}
+
+void cuda_host_wgmma_bf16_rs(float* d, int n, const uint32_t* a, uint64_t desc_b, int scale_d, int tnsp_b) {
+    wg_issue(d, n, 0, a, desc_b, scale_d, 0, tnsp_b);
+}
+
 static void wg_block_begin(void) {
     tl_wg.clear();
     tl_wg_issues.clear();
     tl_wg_count.clear();
+    tl_wg_aregs.clear();
 }
 
 static void wg_block_end(void) {

@@ -11,7 +11,8 @@
 // - TMA stores and reduce-adds (bulk groups): fp32 boxes, clipped at the edges, swizzle none and
 //   128B, reductions from 4 blocks exact.
 // - wgmma: descriptor fields; m64n64k16 bf16 with K-major and MN-major operands under each swizzle,
-//   two chained in one group (scale-d 0 and 1), exact on small integers.
+//   two chained in one group (scale-d 0 and 1), exact on small integers; the same with A from
+//   registers (mma.m16n8k16's A fragments) and B K-major or MN-major, 128B swizzle.
 // - TMA: cuTensorMapEncodeTiled + cp.async.bulk.tensor.2d boxes, in bounds and past every edge
 //   (zero fill), with swizzle none/32/64/128 B: the shared-memory bytes bit-exact against layouts
 //   computed here from the PTX ISA's swizzle definition; the encoder's refusals; and boxes of 64
@@ -504,6 +505,38 @@ __global__ void __launch_bounds__(128) wgmma_kernel(WgLayout la, WgLayout lb, in
         for (int i = 0; i < WG_N / 2; i++) out[t * (WG_N / 2) + i] = d[i];
 }
 
+// The same with A from registers (wgmma_m64n64k16_bf16_rs): each thread packs its part of
+// mma.m16n8k16's A fragment of its warp's rows (lane (g, q): rows g, g + 8, columns 2q, 2q + 1,
+// 8 + 2q, 9 + 2q), B K-major with 128-byte swizzle or MN-major (TB) in shared memory.
+template <int TB>
+__global__ void __launch_bounds__(128) wgmma_rs_kernel(WgLayout lb, int use_c, float* out) {
+    DYNAMIC_SHARED(unsigned char, smem);
+    unsigned char* tb = align_1024(smem);
+    int t = threadIdx.x;
+    for (int i = t; i < 64 * 16; i += 128) {
+        int mn = i / 16, k = i % 16;
+        __nv_bfloat16 b = __float2bfloat16(wg_b(mn, k));
+        memcpy(tb + wg_offset(lb, TB, mn, k), &b, 2);
+    }
+    fence_proxy_async();
+    __syncthreads();
+    int w = t / 32, g = t % 32 / 4, q = t % 4, r = 16 * w + g;
+    uint32_t a[4] = {pack_bf16x2(wg_a(r, 2 * q), wg_a(r, 2 * q + 1)), pack_bf16x2(wg_a(r + 8, 2 * q), wg_a(r + 8, 2 * q + 1)),
+                     pack_bf16x2(wg_a(r, 8 + 2 * q), wg_a(r, 9 + 2 * q)),
+                     pack_bf16x2(wg_a(r + 8, 8 + 2 * q), wg_a(r + 8, 9 + 2 * q))};
+    float d[WG_N / 2];
+    for (int j = 0; j < WG_N / 8; j++)
+        for (int i = 0; i < 4; i++) d[4 * j + i] = wg_c(16 * w + g + 8 * (i / 2), 8 * j + 2 * q + i % 2);
+    uint64_t db = smem_desc(tb, (unsigned)lb.lbo, (unsigned)lb.sbo, lb.swz);
+    wgmma_fence();
+    wgmma_m64n64k16_bf16_rs<TB>(d, a, db, use_c);
+    wgmma_m64n64k16_bf16_rs<TB>(d, a, db, 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int i = 0; i < WG_N / 2; i++) wgmma_fence_operand(d[i]);
+    for (int i = 0; i < WG_N / 2; i++) out[t * (WG_N / 2) + i] = d[i];
+}
+
 typedef struct {
     int ta, tb;
     WgLayout la, lb;
@@ -518,6 +551,23 @@ static const WgCase wg_cases[] = {
     {0, 1, {128, 16, 1024}, {0, 1024, 128}, "A K-major 128B swizzle, B MN-major no swizzle"},
     {1, 0, {64, 1024, 512}, {64, 16, 512}, "A MN-major 64B swizzle (two 32-row blocks at LBO), B K-major 64B"},
 };
+
+// The accumulators of the 128 threads (C layout) that differ from (use_c ? C : 0) + 2 A B^T.
+static int wgmma_wrong(const float* got, int use_c) {
+    int bad = 0;
+    for (int t = 0; t < 128; t++) {
+        int w = t / 32, g = t % 32 / 4, q = t % 4;
+        for (int j = 0; j < WG_N / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                int r = 16 * w + g + 8 * (i / 2), n = 8 * j + 2 * q + i % 2;
+                float s = 0.0f;
+                for (int k = 0; k < 16; k++) s += wg_a(r, k) * wg_b(n, k);
+                float want = (use_c ? wg_c(r, n) : 0.0f) + 2.0f * s;
+                bad += got[t * (WG_N / 2) + 4 * j + i] != want;
+            }
+    }
+    return bad;
+}
 
 // Runs one case; returns the number of wrong accumulators (-1: not run).
 static int wgmma_case(const WgCase* c, int use_c, int early) {
@@ -538,21 +588,27 @@ static int wgmma_case(const WgCase* c, int use_c, int early) {
     else WG_LAUNCH(1, 0);
 #undef WG_LAUNCH
     CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
-    int bad = 0;
-    for (int t = 0; t < 128; t++) {
-        int w = t / 32, g = t % 32 / 4, q = t % 4;
-        for (int j = 0; j < WG_N / 8; j++)
-            for (int i = 0; i < 4; i++) {
-                int r = 16 * w + g + 8 * (i / 2), n = 8 * j + 2 * q + i % 2;
-                float s = 0.0f;
-                for (int k = 0; k < 16; k++) s += wg_a(r, k) * wg_b(n, k);
-                float want = (use_c ? wg_c(r, n) : 0.0f) + 2.0f * s;
-                bad += got[t * (WG_N / 2) + 4 * j + i] != want;
-            }
-    }
     CUDA_CHECK(cudaFree(dout));
     CUDA_CHECK(cudaFree(ddesc));
-    return bad;
+    return wgmma_wrong(got, use_c);
+}
+
+// Runs the register-A kernel with B in layout lb (tb: MN-major); the wrong accumulators.
+static int wgmma_rs_case(WgLayout lb, int tb, int use_c) {
+    float* dout;
+    static float got[128 * WG_N / 2];
+    CUDA_CHECK(cudaMalloc(&dout, sizeof got));
+    size_t shmem = WG_TILE + 1024;
+    if (tb) {
+        CUDA_CHECK(cudaFuncSetAttribute((wgmma_rs_kernel<1>), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
+        LAUNCH((wgmma_rs_kernel<1>), 1, 128, shmem, 0, lb, use_c, dout);
+    } else {
+        CUDA_CHECK(cudaFuncSetAttribute((wgmma_rs_kernel<0>), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
+        LAUNCH((wgmma_rs_kernel<0>), 1, 128, shmem, 0, lb, use_c, dout);
+    }
+    CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dout));
+    return wgmma_wrong(got, use_c);
 }
 
 // The descriptor's fields (PTX ISA "Matrix Descriptor Format"), made in a kernel.
@@ -588,6 +644,15 @@ static void test_wgmma(void) {
             int bad = wgmma_case(&wg_cases[i], use_c, 0);
             check(bad == 0, "wgmma m64n64k16 bf16, %s, %s: two chained in one group, exact (%d of 8192 wrong)",
                   wg_cases[i].name, use_c ? "D = C + 2 A B^T" : "D = 2 A B^T (scale-d 0 first)", bad);
+        }
+    // A from registers (the attention's P V): B K-major with 128-byte swizzle, and MN-major (V).
+    for (int tb = 0; tb < 2; tb++)
+        for (int use_c = 0; use_c < 2; use_c++) {
+            const WgLayout lb = tb ? WgLayout{128, 8192, 1024} : WgLayout{128, 16, 1024};
+            int bad = wgmma_rs_case(lb, tb, use_c);
+            check(bad == 0, "wgmma m64n64k16 bf16, A from registers (mma.m16n8k16's A fragments), B %s 128B "
+                  "swizzle, %s: two chained in one group, exact (%d of 8192 wrong)", tb ? "MN-major" : "K-major",
+                  use_c ? "D = C + 2 A B^T" : "D = 2 A B^T", bad);
         }
 }
 
