@@ -40,11 +40,11 @@ template <int HS> struct HopFwd {
     static_assert(TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
 };
 
-// A K-major wgmma operand of 128-byte rows (a FaTile panel): 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t hop_desc_k(const floatX* p) { return smem_desc(p, 16, 1024, 128); }
-// V as the MN-major (transposed) B operand of P V: keys are the k rows (128 bytes, 8 of them 1024
-// apart), the 64 columns of one panel the n.
-__device__ __forceinline__ uint64_t hop_desc_mn(const floatX* p) { return smem_desc(p, 16, 1024, 128); }
+// The wgmma descriptor of a FaTile panel (128-byte rows, 128-byte swizzle, 8-row groups 1024 bytes
+// apart) from p on: Q and K as K-major operands (rows are m / n, the 64 columns k), and V as the
+// MN-major (transposed) B operand of P V (rows are the keys, k; the 64 columns n). One panel
+// covers the 64 columns, so the leading byte offset is unused.
+__device__ __forceinline__ uint64_t hop_desc(const floatX* p) { return smem_desc(p, 16, 1024, 128); }
 
 __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
     while (!mbarrier_try_wait_parity(bar, parity)) {
@@ -79,11 +79,11 @@ ATTN_UNROLL
 ATTN_UNROLL
     for (int kk = 0; kk < HS / 16; kk++) {
         const int pk = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;   // panel, then 16 columns in it
-        const uint64_t da = hop_desc_k(Qc + pk);
+        const uint64_t da = hop_desc(Qc + pk);
 ATTN_UNROLL
         for (int nh = 0; nh < BK / 64; nh++) {
             wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh,
-                                         da, hop_desc_k(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
+                                         da, hop_desc(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
                                          kk > 0);
         }
     }
@@ -136,7 +136,7 @@ ATTN_UNROLL
     for (int kb = 0; kb < BK / 16; kb++) {
 ATTN_UNROLL
         for (int nh = 0; nh < HS / 64; nh++)
-            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc_mn(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();

@@ -587,6 +587,7 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
     unsigned threads = l->block.x * l->block.y * l->block.z;
     if (tl_wg_count.size() < threads) tl_wg_count.resize(threads, 0);
     if (tl_wg_issues.size() < threads / 128) tl_wg_issues.resize(threads / 128);
+    if (tl_wg_aregs.size() < threads / 128) tl_wg_aregs.resize(threads / 128);
     int idx = tl_wg_count[thread]++, flags = scale_d | tnsp_a << 1 | tnsp_b << 2 | (a != NULL) << 3;
     WgIssue mine = {desc_a, desc_b, n, flags};
     std::vector<WgIssue>& issues = tl_wg_issues[wg];
@@ -598,8 +599,7 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
               (unsigned long long)issues[idx].desc_a, (unsigned long long)issues[idx].desc_b, issues[idx].n,
               issues[idx].flags);
     if (a) {   // this thread's A registers, in the warpgroup's table of this issue
-        std::vector<std::vector<uint32_t>>& regs = tl_wg_aregs.size() > (size_t)wg ? tl_wg_aregs[(size_t)wg]
-                                                   : (tl_wg_aregs.resize((size_t)wg + 1), tl_wg_aregs[(size_t)wg]);
+        std::vector<std::vector<uint32_t>>& regs = tl_wg_aregs[(size_t)wg];
         if (regs.size() <= (size_t)idx) regs.resize((size_t)idx + 1);
         if (regs[(size_t)idx].empty()) regs[(size_t)idx].assign(4 * 128, 0);
         memcpy(&regs[(size_t)idx][(size_t)(4 * (thread % 128))], a, 4 * sizeof(uint32_t));
