@@ -49,18 +49,23 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # Mutants of the Hopper forward (attention/hopper_forward.cuh), each a copy of it with one line
 # removed, compiled into partial_attention.cu in place of the real one (its include path first) and
 # run by the cuda-attention suite with ATTENTION_FWD_KERNEL=sm90, where the host runtime must catch
-# them: no-pv-fence, P V issued on P and the rescaled O without a wgmma.fence after they were
-# written; no-v-wait, P V reading the V tile without waiting on its mbarrier.
-HOPPER_MUTANTS := no-pv-fence no-v-wait
+# them: no-pv-fence, the overlapped S and P V issued on P and the rescaled O without a wgmma.fence
+# after they were written; no-v-wait, P V reading the V tile without waiting on its mbarrier;
+# no-s-wait, the softmax reading S while its wgmmas are in flight (only P V's wait left);
+# no-first-turn, consumer 1 never letting consumer 0 take the first turn (a deadlock).
+HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
-HOPPER_MUTANT_SED_no-v-wait := /hop_wait(v_full + st, ph);/d
+HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
+HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
+HOPPER_MUTANT_SED_no-first-turn := /if (c == 1) hop_turn_pass(c);/d
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)
 .SECONDARY: $(HOPPER_MUTANTS:%=$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o) \
             $(HOPPER_MUTANTS:%=$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh)
-$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh: attention/hopper_forward.cuh
+$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh: attention/hopper_forward.cuh attention/cuda_attention.mk
 	@mkdir -p $(dir $@)
-	sed '$(HOPPER_MUTANT_SED_$*)' $< > $@
-	@! cmp -s $< $@ || { echo "error: $@: nothing removed (the line it removes has changed)" >&2; exit 1; }
+	sed '$(HOPPER_MUTANT_SED_$*)' $< > $@.tmp
+	@! cmp -s $< $@.tmp || { echo "error: $@: nothing removed (the line it removes has changed)" >&2; exit 1; }
+	mv $@.tmp $@
 $(BUILD)/cuda-host-hopper-%/attention/partial_attention.o: attention/partial_attention.cu \
 		$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh
 	@mkdir -p $(dir $@)

@@ -1,18 +1,22 @@
 // The Hopper (sm_90a) forward of the bf16 build: TMA loads, wgmma, one producer warpgroup and two
-// consumer warpgroups (FlashAttention-3's structure, without its intra-warpgroup overlap yet).
+// consumer warpgroups that overlap softmax with the GEMMs (FlashAttention-3's structure).
 //
 // A block computes 128 query rows of one (sequence, head) with 3 warpgroups (384 threads):
 // - warpgroup 0, the producer, gives its registers away (setmaxnreg.dec 24); one of its threads
 //   loads the Q tile and then the K and V tiles of 128 keys by TMA (cp.async.bulk.tensor, 128-byte
 //   swizzle, one box per 64-column panel: the FaTile layout of flash_tile.cuh) into two stages,
-//   each tile completing its own mbarrier (full); it refills a stage once both consumers have
-//   released it (the stage's empty mbarrier, 256 arrivals).
+//   each tile completing its own mbarrier (full); it refills a stage's K once both consumers have
+//   released it (k_empty, 256 arrivals) and its V likewise (v_empty).
 // - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), hold 64 rows each: S (64 x 128) =
 //   Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the online softmax on the
 //   accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
 //   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P packed
 //   to bf16 in registers as wgmma's register A operand, and O (64 x HS) += P V by wgmma with V
 //   MN-major (transposed), O in registers.
+// Two overlaps hide the softmax: inside a warpgroup, S of tile j is issued with P V of tile j - 1
+// and tile j's softmax runs while P V is in flight (O is rescaled after it lands); between the two
+// consumers, named barriers make them take turns issuing (hop_turn_wait), so one's softmax runs
+// under the other's GEMMs.
 // Key tiles every row sees whole skip the mask code (as flash_forward.cuh). The epilogue is the
 // sm_80 kernel's: O normalised and staged through shared memory, written in 16-byte rows, the LSE
 // per row, and with a.merge merged into the (o, lse) already there.
@@ -31,9 +35,15 @@ template <int HS> struct HopFwd {
     typedef FaTile<HS, BK> TK;   // a K or V tile
     static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
     static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV;
-    static constexpr size_t OFF_BAR = OFF_V + STAGES * KV;   // q_full, k_full[2], v_full[2], empty[2]
+    // The mbarriers: q_full, then per stage k_full, v_full, k_empty, v_empty.
+    static constexpr int NBAR = 1 + 4 * STAGES;
+    static constexpr size_t OFF_BAR = OFF_V + STAGES * KV;
     // + 1024: the base is aligned up to 1024 bytes (the 128-byte swizzle's period).
-    static constexpr size_t SMEM = OFF_BAR + 8 * 8 + 1024;
+    static constexpr size_t SMEM = OFF_BAR + NBAR * 8 + 1024;
+    static __device__ __forceinline__ uint64_t* k_full(uint64_t* bar, int st) { return bar + 1 + st; }
+    static __device__ __forceinline__ uint64_t* v_full(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
+    static __device__ __forceinline__ uint64_t* k_empty(uint64_t* bar, int st) { return bar + 1 + 2 * STAGES + st; }
+    static __device__ __forceinline__ uint64_t* v_empty(uint64_t* bar, int st) { return bar + 1 + 3 * STAGES + st; }
     static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd's");
     static_assert(BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2) <= OFF_BAR,
                   "O staging and the merge weights fit in the tiles");
@@ -51,48 +61,47 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
     }
 }
 
-// One key tile kt for a consumer's 64 rows (o, m, l: its O accumulators and row statistics for
-// rows g and g + 8 of its warp). MASK: key j is -inf for rows whose visible count vis[hi] <= j.
-// Every wgmma of a tile is issued on every path: skipping the 64-key half that none of a
-// warpgroup's rows sees made ptxas serialize the wgmmas (C7520, a warpgroup.arrive it inserts in
-// a divergent path), which costs more than the quarter of the diagonal tile it saved.
-template <int HS, bool MASK>
-__device__ __forceinline__ void hop_forward_tile(float* o, float (&m)[2], float (&l)[2], const AttnArgs& a,
-                                                 int kt, const floatX* Qc, const floatX* Ks,
-                                                 const floatX* Vs, uint64_t* k_full, uint64_t* v_full,
-                                                 uint64_t* empty, const int (&vis)[2]) {
+// A consumer's S (64 x BK) = Q K^T for key tile Kt: per 16 columns of HS, one wgmma per 64 keys.
+// s[32 nh + 4 j + e]: key 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1). Issued, not waited for;
+// s was zeroed before the wgmma.fence (the first wgmma ignores it, scale-d 0, but a register
+// written after the fence makes ptxas insert another one: C7519).
+template <int HS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
     typedef HopFwd<HS> F;
-    constexpr int BK = F::BK;
-    const int st = kt % F::STAGES;
-    const unsigned ph = (unsigned)(kt / F::STAGES) & 1u;
-    const int t = threadIdx.x % 4;
-    const floatX* Kt = Ks + st * F::TK::ELEMS;
-    const floatX* Vt = Vs + st * F::TK::ELEMS;
-
-    // S (64 x BK) = Q K^T: per 16 columns of HS, one wgmma per 64 keys. s[32 nh + 4 j + e]: key
-    // 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1).
-    float s[BK / 2];
-ATTN_UNROLL
-    for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;   // (the first wgmma ignores it: scale-d 0)
-    hop_wait(k_full + st, ph);
-    wgmma_fence();
 ATTN_UNROLL
     for (int kk = 0; kk < HS / 16; kk++) {
         const int pk = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;   // panel, then 16 columns in it
         const uint64_t da = hop_desc(Qc + pk);
 ATTN_UNROLL
-        for (int nh = 0; nh < BK / 64; nh++) {
-            wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh,
-                                         da, hop_desc(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
+        for (int nh = 0; nh < F::BK / 64; nh++)
+            wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh, da, hop_desc(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
                                          kk > 0);
-        }
     }
     wgmma_commit();
-    wgmma_wait<0>();
-ATTN_UNROLL
-    for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
+}
 
-    // The online softmax, m in scaled log2 units (flash_forward.cuh).
+// O (64 x HS) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16 keys,
+// one wgmma per 64 columns of V (MN-major). Issued, not waited for: pa must keep its values
+// until the wait.
+template <int HS>
+__device__ __forceinline__ void hop_issue_pv(float* o, const uint32_t (*pa)[4], const floatX* Vt) {
+    typedef HopFwd<HS> F;
+ATTN_UNROLL
+    for (int kb = 0; kb < F::BK / 16; kb++) {
+ATTN_UNROLL
+        for (int nh = 0; nh < HS / 64; nh++)
+            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+    }
+    wgmma_commit();
+}
+
+// The online softmax of key tile kt's scores s (m in scaled log2 units, as flash_forward.cuh): s
+// becomes P, m and l move on, and corr[hi] is the factor O's row must take before P V. MASK: key
+// j is -inf for rows whose visible count vis[hi] <= j.
+template <int HS, bool MASK>
+__device__ __forceinline__ void hop_softmax(float* s, float (&m)[2], float (&l)[2], float (&corr)[2], const AttnArgs& a,
+                                            int kt, const int (&vis)[2]) {
+    constexpr int BK = HopFwd<HS>::BK;
+    const int t = threadIdx.x % 4;
 ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) {
         float mx = -INFINITY;
@@ -105,8 +114,8 @@ ATTN_UNROLL
                 mx = fmaxf(mx, x);
             }
         }
-        float ref, corr;
-        fa_row_max<MASK>(m[hi], mx, a.scale_log2, ref, corr);
+        float ref;
+        fa_row_max<MASK>(m[hi], mx, a.scale_log2, ref, corr[hi]);
         float sum = 0.0f;
 ATTN_UNROLL
         for (int n = 0; n < BK / 8; n++) {
@@ -116,33 +125,66 @@ ATTN_UNROLL
             x1 = ex2_approx_ftz(fmaf(x1, a.scale_log2, -ref));
             sum += x0 + x1;
         }
-        l[hi] = l[hi] * corr + sum;
-ATTN_UNROLL
-        for (int n = 0; n < HS / 8; n++) {
-            o[4 * n + 2 * hi] *= corr;
-            o[4 * n + 2 * hi + 1] *= corr;
-        }
+        l[hi] = l[hi] * corr[hi] + sum;
     }
-    // P to bf16 in registers: the accumulators of two adjacent 8-key blocks are exactly the A
-    // fragment of one 16-key step (as mma.sync's, flash_attention.cuh), the A operand of P V.
-    uint32_t pa[BK / 16][4];
-ATTN_UNROLL
-    for (int kb = 0; kb < BK / 16; kb++) pack_a_fragment(pa[kb], s + 8 * kb, s + 8 * kb + 4);
+}
 
-    // O (64 x HS) += P V: per 16 keys, one wgmma per 64 columns of V.
-    hop_wait(v_full + st, ph);
+// P to bf16 in registers: the accumulators of two adjacent 8-key blocks are exactly the A fragment
+// of one 16-key step (as mma.sync's, flash_attention.cuh), the A operand of P V.
+template <int HS> __device__ __forceinline__ void hop_pack_p(uint32_t (*pa)[4], const float* s) {
+ATTN_UNROLL
+    for (int kb = 0; kb < HopFwd<HS>::BK / 16; kb++) pack_a_fragment(pa[kb], s + 8 * kb, s + 8 * kb + 4);
+}
+
+// The consumers take turns issuing their wgmmas (FlashAttention-3's ping-pong): consumer c issues
+// after bar.sync on barrier HOP_TURN + c and then lets the other one go (bar.arrive on its
+// barrier), so one warpgroup's softmax runs under the other's GEMMs. Each barrier's round is the
+// 128 threads that wait plus the 128 that let them go.
+enum { HOP_TURN = 4 };
+__device__ __forceinline__ void hop_turn_wait(int c) { named_barrier_sync(HOP_TURN + c, 256); }
+__device__ __forceinline__ void hop_turn_pass(int c) { named_barrier_arrive(HOP_TURN + 1 - c, 256); }
+
+// Key tile kt (kt >= 1) of a consumer's 64 rows, overlapped: in its turn it issues S of tile kt
+// and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
+// rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
+// tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
+template <int HS, bool MASK>
+__device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
+                                                 const AttnArgs& a, int kt, int c, const floatX* Qc,
+                                                 const floatX* Ks, const floatX* Vs, uint64_t* bar,
+                                                 const int (&vis)[2]) {
+    typedef HopFwd<HS> F;
+    const int st = kt % F::STAGES, pst = (kt - 1) % F::STAGES;
+    const unsigned ph = (unsigned)(kt / F::STAGES) & 1u, pph = (unsigned)((kt - 1) / F::STAGES) & 1u;
+ATTN_UNROLL
+    for (int i = 0; i < F::BK / 2; i++) s[i] = 0.0f;
+    hop_turn_wait(c);
+    // Both waits before the fence (V of tile kt - 1 was loaded before K of tile kt): a wait loop
+    // between the fence and a wgmma makes ptxas insert another fence (C7519).
+    hop_wait(F::v_full(bar, pst), pph);
+    hop_wait(F::k_full(bar, st), ph);
     wgmma_fence();   // P and the rescaled O, ready for the asynchronous MMA
+    hop_issue_s<HS>(s, Qc, Ks + st * F::TK::ELEMS);
+    hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
+    hop_turn_pass(c);
+    wgmma_wait<1>();   // S has landed; P V may still be in flight
 ATTN_UNROLL
-    for (int kb = 0; kb < BK / 16; kb++) {
-ATTN_UNROLL
-        for (int nh = 0; nh < HS / 64; nh++)
-            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
-    }
-    wgmma_commit();
+    for (int i = 0; i < F::BK / 2; i++) wgmma_fence_operand(s[i]);
+    mbarrier_arrive(F::k_empty(bar, st));
+    float corr[2];
+    hop_softmax<HS, MASK>(s, m, l, corr, a, kt, vis);
     wgmma_wait<0>();
 ATTN_UNROLL
     for (int i = 0; i < HS / 2; i++) wgmma_fence_operand(o[i]);
-    mbarrier_arrive(empty + st);   // this thread is done with stage st's K and V
+    mbarrier_arrive(F::v_empty(bar, pst));
+ATTN_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            o[4 * n + 2 * hi] *= corr[hi];
+            o[4 * n + 2 * hi + 1] *= corr[hi];
+        }
+    hop_pack_p<HS>(pa, s);
 }
 
 // A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv) staged in shared memory
@@ -178,7 +220,7 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     floatX* Ks = reinterpret_cast<floatX*>(smem + F::OFF_K);
     floatX* Vs = reinterpret_cast<floatX*>(smem + F::OFF_V);
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
-    uint64_t *q_full = bar, *k_full = bar + 1, *v_full = bar + 1 + F::STAGES, *empty = bar + 1 + 2 * F::STAGES;
+    uint64_t* q_full = bar;
     const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int nq = min(BQ, a.Tq - i0);
@@ -189,9 +231,10 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     if (threadIdx.x == 0) {
         mbarrier_init(q_full, 1);
         for (int st = 0; st < F::STAGES; st++) {
-            mbarrier_init(k_full + st, 1);
-            mbarrier_init(v_full + st, 1);
-            mbarrier_init(empty + st, 128 * F::CONSUMERS);
+            mbarrier_init(F::k_full(bar, st), 1);
+            mbarrier_init(F::v_full(bar, st), 1);
+            mbarrier_init(F::k_empty(bar, st), 128 * F::CONSUMERS);
+            mbarrier_init(F::v_empty(bar, st), 128 * F::CONSUMERS);
         }
         fence_mbarrier_init();
     }
@@ -205,13 +248,15 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
             tma_load_2d(Qs + p * F::TQ::PANEL, &qmap, h * HS + 64 * p, b * a.Tq + i0, q_full);
         for (int kt = 0; kt < nkt; kt++) {
             const int st = kt % F::STAGES, row = b * a.Tk + kt * BK;
-            if (kt >= F::STAGES) hop_wait(empty + st, (unsigned)(kt / F::STAGES - 1) & 1u);
-            mbarrier_arrive_expect_tx(k_full + st, (unsigned)F::KV);
+            const unsigned free_ph = (unsigned)(kt / F::STAGES - 1) & 1u;   // the phase that freed stage st
+            if (kt >= F::STAGES) hop_wait(F::k_empty(bar, st), free_ph);
+            mbarrier_arrive_expect_tx(F::k_full(bar, st), (unsigned)F::KV);
             for (int p = 0; p < HS / 64; p++)
-                tma_load_2d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, h * HS + 64 * p, row, k_full + st);
-            mbarrier_arrive_expect_tx(v_full + st, (unsigned)F::KV);
+                tma_load_2d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, h * HS + 64 * p, row, F::k_full(bar, st));
+            if (kt >= F::STAGES) hop_wait(F::v_empty(bar, st), free_ph);
+            mbarrier_arrive_expect_tx(F::v_full(bar, st), (unsigned)F::KV);
             for (int p = 0; p < HS / 64; p++)
-                tma_load_2d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, h * HS + 64 * p, row, v_full + st);
+                tma_load_2d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, h * HS + 64 * p, row, F::v_full(bar, st));
         }
         return;
     }
@@ -221,18 +266,50 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
-    float o[HS / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[HS / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t pa[BK / 16][4];
 ATTN_UNROLL
     for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+ATTN_UNROLL
+    for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
     int vis[2];
 ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
-    if (nkt > 0) hop_wait(q_full, 0);
-    int kt = 0;
-    for (; kt < min(nfull, nkt); kt++)
-        hop_forward_tile<HS, false>(o, m, l, a, kt, Qc, Ks, Vs, k_full, v_full, empty, vis);
-    for (; kt < nkt; kt++)
-        hop_forward_tile<HS, true>(o, m, l, a, kt, Qc, Ks, Vs, k_full, v_full, empty, vis);
+    if (nkt > 0) {
+        // Tile 0's S and softmax, then tiles 1 .. nkt - 1 overlapped, then the last tile's P V.
+        // Consumer 0 takes the first turn; consumer 1 gives up its last pass, so every round of
+        // the turn barriers completes (nkt + 1 turns each).
+        if (c == 1) hop_turn_pass(c);
+        hop_wait(q_full, 0);
+        hop_turn_wait(c);
+        hop_wait(F::k_full(bar, 0), 0);
+        wgmma_fence();
+        hop_issue_s<HS>(s, Qc, Ks);
+        hop_turn_pass(c);
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
+        mbarrier_arrive(F::k_empty(bar, 0));
+        float corr[2];   // O is 0: nothing to rescale
+        if (nfull > 0) hop_softmax<HS, false>(s, m, l, corr, a, 0, vis);
+        else hop_softmax<HS, true>(s, m, l, corr, a, 0, vis);
+        hop_pack_p<HS>(pa, s);
+        int kt = 1;
+        for (; kt < min(nfull, nkt); kt++)
+            hop_forward_step<HS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+        for (; kt < nkt; kt++)
+            hop_forward_step<HS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+        const int pst = (nkt - 1) % F::STAGES;
+        hop_turn_wait(c);
+        hop_wait(F::v_full(bar, pst), (unsigned)((nkt - 1) / F::STAGES) & 1u);
+        wgmma_fence();
+        hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
+        if (c == 0) hop_turn_pass(c);
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int i = 0; i < HS / 2; i++) wgmma_fence_operand(o[i]);
+        mbarrier_arrive(F::v_empty(bar, pst));
+    }
 
     // Epilogue: both consumers are done with every tile before the staging overwrites them.
     float inv[2];

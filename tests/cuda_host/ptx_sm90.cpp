@@ -446,12 +446,15 @@ uint32_t cuda_host_smem_desc_element(const CudaHostSmemDesc* d, int mn_major, in
     return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
 }
 
-enum { WG_MAX_PENDING = 16 };
+// A consumer of the overlapped Hopper forward has the S wgmmas of one tile and the P V wgmmas of
+// the previous one in flight (32 at HS 128).
+enum { WG_MAX_PENDING = 64 };
 
 typedef struct {
     float* d;
     int n, scale_d, tnsp_a, tnsp_b, chained;
     int rs, wg, idx;  // A from registers: the warpgroup's issue idx holds them (tl_wg_aregs)
+    const uint32_t* areg;  // this thread's A registers, which must keep their values until the wait
     uint64_t desc_a, desc_b;
     unsigned group;
     float c[128];  // the accumulator at issue (unless chained to an earlier pending op on d)
@@ -461,7 +464,7 @@ typedef struct {
     int n;
     unsigned open;
     int fenced;
-    WgOp op[WG_MAX_PENDING];
+    std::vector<WgOp> op;  // WG_MAX_PENDING, allocated at the thread's first wgmma
 } WgQueue;
 
 static thread_local std::vector<WgQueue> tl_wg;
@@ -490,7 +493,7 @@ static WgQueue* wg_queue(const char* what) {
     if (threads % 128) failf(what, "the block's %u threads are not whole warpgroups of 128", threads);
     if (tl_wg.size() < threads) {
         tl_wg.resize(threads);
-        for (size_t i = 0; i < threads; i++) tl_wg[i].n = 0, tl_wg[i].open = 0, tl_wg[i].fenced = 0;
+        for (size_t i = 0; i < threads; i++) tl_wg[i].n = 0, tl_wg[i].open = 0, tl_wg[i].fenced = 0, tl_wg[i].op.clear();
     }
     return &tl_wg[(size_t)cuda_host_current_thread(what)];
 }
@@ -531,6 +534,14 @@ static void wg_compute(const WgOp* op, int thread) {
             cuda_host_yield("wgmma.wait_group");
         }
         regs = tl_wg_aregs[(size_t)op->wg][(size_t)op->idx].data();
+        // The hardware reads A from the registers while the operation is in flight: a kernel that
+        // reuses them before the wait multiplies whatever they hold by then.
+        const uint32_t* mine = regs + 4 * (thread % 128);
+        for (int i = 0; i < 4; i++)
+            if (op->areg[i] != mine[i])
+                failf("wgmma.wait_group", "A register %d of wgmma %d (A from registers) changed from 0x%08x to "
+                      "0x%08x before its wgmma.wait_group; the hardware reads the registers while the operation "
+                      "is in flight (hint: write them only after the wait)", i, op->idx + 1, mine[i], op->areg[i]);
     }
     const float* c = op->chained ? op->d : op->c;
     float out[128];
@@ -562,7 +573,7 @@ void cuda_host_wgmma_wait(int n) {
     // overwrites them earlier, or reads the accumulators before the wait, gets wrong values.
     while (done < q->n && (unsigned long long)q->op[done].group + (unsigned)n < q->open) wg_compute(&q->op[done++], thread);
     q->n -= done;
-    memmove(q->op, q->op + done, (size_t)q->n * sizeof q->op[0]);
+    memmove(q->op.data(), q->op.data() + done, (size_t)q->n * sizeof q->op[0]);
     q->fenced = 0;
 }
 
@@ -575,6 +586,7 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
     if (!q->fenced)
         failf(what, "no wgmma.fence since this thread's last wgmma.wait_group (or the kernel's start); the "
               "accumulator registers may not be ready for the async proxy");
+    if (q->op.empty()) q->op.resize(WG_MAX_PENDING);
     if (q->n == WG_MAX_PENDING) failf(what, "%d operations pending, the host runtime's limit", WG_MAX_PENDING);
     CudaHostSmemDesc descs[2] = {cuda_host_smem_desc_decode(desc_a), cuda_host_smem_desc_decode(desc_b)};
     for (int i = 0; i < 2; i++)
@@ -608,6 +620,7 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
     op->d = d;
     op->n = n;
     op->rs = a != NULL;
+    op->areg = a;
     op->wg = wg;
     op->idx = idx;
     op->scale_d = scale_d != 0;

@@ -20,7 +20,7 @@
 // --mutant tma-no-wait (reads the tile before the mbarrier wait), --mutant tma-wrong-swizzle and
 // --mutant wgmma-no-wait (stores the accumulators before the wait) must fail; --die cases:
 // mbar-never(-tx), mbar-uninit, tma-never-waited, setmaxnreg-mixed, named-count, wgmma-no-fence,
-// wgmma-pending, bulk-pending.
+// wgmma-pending, wgmma-rs-changed, bulk-pending.
 #include "model/cuda_ptx_sm90.cuh"
 #include "attention/flash_tile.cuh"
 
@@ -772,6 +772,21 @@ __global__ void die_wgmma_pending_kernel(void) {
     wgmma_commit();
 }
 
+// The A registers of a wgmma in flight overwritten before its wait (the overlapped forward must
+// pack the next tile's P only after the P V wgmmas of this one have completed).
+__global__ void die_wgmma_rs_changed_kernel(void) {
+    DYNAMIC_SHARED(unsigned char, smem);
+    float d[32];
+    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    uint32_t a[4] = {0, 0, 0, 0};
+    uint64_t desc = smem_desc(align_1024(smem), 16, 1024, 128);
+    wgmma_fence();
+    wgmma_m64n64k16_bf16_rs<0>(d, a, desc, 0);
+    wgmma_commit();
+    a[threadIdx.x % 4] = 0x3f803f80u;
+    wgmma_wait<0>();
+}
+
 __global__ void die_bulk_pending_kernel(const __grid_constant__ CUtensorMap map) {
     DYNAMIC_SHARED(unsigned char, smem);
     if (threadIdx.x == 0) {
@@ -815,6 +830,7 @@ static int die_sm90(const char* what) {
         LAUNCH(die_bulk_pending_kernel, 1, 32, 2048, 0, map);
     } else if (!strcmp(what, "wgmma-no-fence")) LAUNCH(die_wgmma_no_fence_kernel, 1, 128, 3072, 0);
     else if (!strcmp(what, "wgmma-pending")) LAUNCH(die_wgmma_pending_kernel, 1, 128, 3072, 0);
+    else if (!strcmp(what, "wgmma-rs-changed")) LAUNCH(die_wgmma_rs_changed_kernel, 1, 128, 9216, 0);
     else return -1;
     return 0;
 }
