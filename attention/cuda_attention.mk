@@ -46,28 +46,35 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
-# Mutants of the Hopper forward (attention/hopper_forward.cuh), each a copy of it with one line
-# removed, compiled into partial_attention.cu in place of the real one (its include path first) and
-# run by the cuda-attention suite with ATTENTION_FWD_KERNEL=sm90, where the host runtime must catch
-# them: no-pv-fence, the overlapped S and P V issued on P and the rescaled O without a wgmma.fence
-# after they were written; no-v-wait, P V reading the V tile without waiting on its mbarrier;
-# no-s-wait, the softmax reading S while its wgmmas are in flight (only P V's wait left);
-# no-first-turn, consumer 1 never letting consumer 0 take the first turn (a deadlock).
-HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn
+# Mutants of the Hopper kernels (attention/hopper_forward.cuh, attention/hopper_backward.cuh), each
+# a copy of one of them with one line removed, compiled into partial_attention.cu in place of the
+# real one (its include path first) and run by the cuda-attention suite with
+# ATTENTION_FWD_KERNEL=sm90 or ATTENTION_BWD_KERNEL=sm90, where the host runtime must catch them.
+# Forward: no-pv-fence, the overlapped S and P V issued on P and the rescaled O without a
+# wgmma.fence after they were written; no-v-wait, P V reading the V tile without waiting on its
+# mbarrier; no-s-wait, the softmax reading S while its wgmmas are in flight (only P V's wait left);
+# no-first-turn, consumer 1 never letting consumer 0 take the first turn (a deadlock). Backward:
+# bwd-no-kv-wait, the GEMMs reading K and V without waiting on their mbarrier; bwd-no-dq-wait, the
+# dQ reduction never waited for (the turn passed on before the add has landed).
+HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
 HOPPER_MUTANT_SED_no-first-turn := /if (c == 1) hop_turn_pass(c);/d
+HOPPER_MUTANT_SED_bwd-no-kv-wait := /if (qt0 < nqt) hop_wait(kv_full, 0);/d
+HOPPER_MUTANT_SED_bwd-no-dq-wait := /bulk_wait<0>();/d
+hopper_mutant_file = $(if $(filter bwd-%,$(1)),hopper_backward.cuh,hopper_forward.cuh)
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)
 .SECONDARY: $(HOPPER_MUTANTS:%=$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o) \
-            $(HOPPER_MUTANTS:%=$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh)
-$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh: attention/hopper_forward.cuh attention/cuda_attention.mk
-	@mkdir -p $(dir $@)
-	sed '$(HOPPER_MUTANT_SED_$*)' $< > $@.tmp
-	@! cmp -s $< $@.tmp || { echo "error: $@: nothing removed (the line it removes has changed)" >&2; exit 1; }
-	mv $@.tmp $@
-$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o: attention/partial_attention.cu \
-		$(BUILD)/mutants/hopper-%/attention/hopper_forward.cuh
+            $(HOPPER_MUTANTS:%=$(BUILD)/mutants/hopper-%/.stamp)
+$(BUILD)/mutants/hopper-%/.stamp: attention/hopper_forward.cuh attention/hopper_backward.cuh attention/cuda_attention.mk
+	@mkdir -p $(dir $@)attention
+	sed '$(HOPPER_MUTANT_SED_$*)' attention/$(call hopper_mutant_file,$*) > $(dir $@)attention/$(call hopper_mutant_file,$*).tmp
+	@! cmp -s attention/$(call hopper_mutant_file,$*) $(dir $@)attention/$(call hopper_mutant_file,$*).tmp || \
+		{ echo "error: $(dir $@)attention/$(call hopper_mutant_file,$*): nothing removed (the line it removes has changed)" >&2; exit 1; }
+	mv $(dir $@)attention/$(call hopper_mutant_file,$*).tmp $(dir $@)attention/$(call hopper_mutant_file,$*)
+	touch $@
+$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o: attention/partial_attention.cu $(BUILD)/mutants/hopper-%/.stamp
 	@mkdir -p $(dir $@)
 	$(CXX) -I$(BUILD)/mutants/hopper-$* $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
 $(BUILD)/tests/cuda/test_attention_cuda_hopper_%: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \

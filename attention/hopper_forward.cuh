@@ -129,11 +129,12 @@ ATTN_UNROLL
     }
 }
 
-// P to bf16 in registers: the accumulators of two adjacent 8-key blocks are exactly the A fragment
-// of one 16-key step (as mma.sync's, flash_attention.cuh), the A operand of P V.
-template <int HS> __device__ __forceinline__ void hop_pack_p(uint32_t (*pa)[4], const float* s) {
+// A 64 x N accumulator (P, or the backward's P^T and dS^T) to bf16 in registers: the accumulators
+// of two adjacent 8-column blocks are exactly the A fragment of one 16-wide k-step (as mma.sync's,
+// flash_attention.cuh), wgmma's register A operand.
+template <int N> __device__ __forceinline__ void hop_pack_a(uint32_t (*pa)[4], const float* s) {
 ATTN_UNROLL
-    for (int kb = 0; kb < HopFwd<HS>::BK / 16; kb++) pack_a_fragment(pa[kb], s + 8 * kb, s + 8 * kb + 4);
+    for (int kb = 0; kb < N / 16; kb++) pack_a_fragment(pa[kb], s + 8 * kb, s + 8 * kb + 4);
 }
 
 // The consumers take turns issuing their wgmmas (FlashAttention-3's ping-pong): consumer c issues
@@ -184,7 +185,7 @@ ATTN_UNROLL
             o[4 * n + 2 * hi] *= corr[hi];
             o[4 * n + 2 * hi + 1] *= corr[hi];
         }
-    hop_pack_p<HS>(pa, s);
+    hop_pack_a<F::BK>(pa, s);
 }
 
 // A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv) staged in shared memory
@@ -293,7 +294,7 @@ ATTN_UNROLL
         float corr[2];   // O is 0: nothing to rescale
         if (nfull > 0) hop_softmax<HS, false>(s, m, l, corr, a, 0, vis);
         else hop_softmax<HS, true>(s, m, l, corr, a, 0, vis);
-        hop_pack_p<HS>(pa, s);
+        hop_pack_a<F::BK>(pa, s);
         int kt = 1;
         for (; kt < min(nfull, nkt); kt++)
             hop_forward_step<HS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);

@@ -112,6 +112,7 @@ __device__ __forceinline__ float merge_value(float wa, float wb, float oa, float
 #include "attention/flash_backward.cuh"
 #include "attention/flash_backward_fa2.cuh"
 #include "attention/hopper_forward.cuh"
+#include "attention/hopper_backward.cuh"
 #endif
 
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
@@ -298,13 +299,8 @@ template <int HS> int forward_split_count(const AttnArgs& a, int NH) {
     return forward_splits(a, qtiles * NH * a.B, (a.Tk + F::BK - 1) / F::BK);
 }
 
-// The forward kernel: ATTENTION_FWD_KERNEL=sm80 (the default: flash_forward.cuh), sm90 (the Hopper
-// kernel of hopper_forward.cuh for HS 64 and 128: an error where it cannot run, i.e. a build
-// without sm_90a code or a device that is not compute capability 9.0) or auto (sm90 where it can
-// run). The Hopper kernel takes 16-byte aligned inputs and no decoding step (those keep split-KV);
-// other calls run the sm80 kernel whatever the setting. The default stays sm80 until a GPU report
-// has checked the Hopper kernel on the hardware.
-static bool hopper_forward_runs(void) {
+// The Hopper kernels run where the build has sm_90a code and the device is compute capability 9.0.
+static bool hopper_kernels_run(void) {
 #if defined(CUDA_HOST) || defined(ATTENTION_SM90A)
     int device = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -316,36 +312,62 @@ static bool hopper_forward_runs(void) {
 #endif
 }
 
-static bool use_hopper_forward(const AttnArgs& a, int HS) {
-    const char* env = getenv("ATTENTION_FWD_KERNEL");
+// The kernel a pass asks for in env (ATTENTION_FWD_KERNEL or ATTENTION_BWD_KERNEL): sm80 (the
+// default), sm90 (the Hopper kernel of hopper_forward.cuh / hopper_backward.cuh for HS 64 and 128:
+// an error where it cannot run, i.e. a build without sm_90a code or a device that is not compute
+// capability 9.0) or auto (sm90 where it can run). 1 where the Hopper kernel is to run, for the
+// calls it serves (the caller checks those); other calls run the sm80 kernel whatever the
+// setting. The default stays sm80 until a GPU report has checked the Hopper kernels on the hardware.
+static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
+    const char* env = getenv(env_name);
     if (!env || !*env || !strcmp(env, "sm80")) return false;
     const bool forced = !strcmp(env, "sm90");
     CHECK(forced || !strcmp(env, "auto"), "set it to sm80, sm90 or auto, or unset it",
-          "ATTENTION_FWD_KERNEL: expected sm80, sm90 or auto, found '%s'", env);
-    const bool runs = hopper_forward_runs();
+          "%s: expected sm80, sm90 or auto, found '%s'", env_name, env);
+    const bool runs = hopper_kernels_run();
     CHECK(runs || !forced, "build with sm_90a code (NVCC_ARCH_FLAGS_SM90A) and run on an H100 or H200, or use auto",
-          "ATTENTION_FWD_KERNEL=sm90: the Hopper forward needs sm_90a code and a compute capability 9.0 device");
-    return runs && (HS == 64 || HS == 128) && a.vec && !a.decode;
+          "%s=sm90: the Hopper %s needs sm_90a code and a compute capability 9.0 device", env_name, pass);
+    return runs;
 }
 
-// A TMA map of a bf16 matrix of `rows` rows of `cols` elements, rows `ld` elements apart: boxes of
-// 64 columns (one 128-byte-swizzled panel) x box_rows rows.
-static CUtensorMap hopper_tensor_map(const floatX* base, int cols, long long rows, int ld, int box_rows,
-                                     const char* what) {
+// The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV).
+static bool use_hopper_forward(const AttnArgs& a, int HS) {
+    return hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && (HS == 64 || HS == 128) && a.vec && !a.decode;
+}
+
+// The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
+// its 64-query tiles, and a dQ destination whose rows TMA can address (the fp32 accumulator of a
+// floatX dQ always is).
+static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
+    const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
+    return hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && (HS == 64 || HS == 128) && a.vec &&
+           a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
+}
+
+// A TMA map of a matrix of `rows` rows of `cols` elements (bf16 or fp32), rows `ld` elements
+// apart, boxes of box_cols x box_rows.
+static CUtensorMap tma_map_2d(const void* base, CUtensorMapDataType type, size_t esize, long long cols, long long rows,
+                              long long ld, int box_cols, int box_rows, CUtensorMapSwizzle swizzle, const char* what) {
     static TmaEncodeTiledFn encode = NULL;   // the driver's entry point, found once
     if (!encode) encode = tma_encode_tiled_fn();
     CHECK(encode != NULL, "update the NVIDIA driver (CUDA 12.0 or newer)",
           "cuTensorMapEncodeTiled not found through cudaGetDriverEntryPointByVersion");
     CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * sizeof(floatX)};
-    const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estrides[2] = {1, 1};
-    const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, estrides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    CHECK(r == CUDA_SUCCESS, "a caller bug: the launcher checks 16-byte alignment first",
-          "cuTensorMapEncodeTiled for the Hopper forward's %s (%lld rows of %d, stride %d) failed: error %d", what,
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * esize};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estrides[2] = {1, 1};
+    const CUresult r = encode(&map, type, 2, (void*)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CHECK(r == CUDA_SUCCESS, "a caller bug: the launchers check 16-byte alignment first",
+          "cuTensorMapEncodeTiled for the Hopper kernels' %s (%lld rows of %lld, stride %lld) failed: error %d", what,
           rows, cols, ld, (int)r);
     return map;
+}
+
+// A bf16 matrix in 128-byte-swizzled boxes of 64 columns (one FaTile panel) x box_rows rows.
+static CUtensorMap hopper_tensor_map(const floatX* base, int cols, long long rows, int ld, int box_rows,
+                                     const char* what) {
+    return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(floatX), cols, rows, ld, 64, box_rows,
+                      CU_TENSOR_MAP_SWIZZLE_128B, what);
 }
 
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
@@ -461,23 +483,46 @@ static int backward_layout_fa2(int hs) {
     return hs == 64 || hs == 128;
 }
 
-// The backward kernel of a layout: its shared memory, threads, and launch.
-template <int HS, int BK, bool FA2> struct BackwardKernel {
+// The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
+// keys of the tile (flash_backward.cuh); BWD_FA2: FlashAttention-2's (flash_backward_fa2.cuh);
+// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh). Each deterministic, each its own bits.
+enum { BWD_KEYS, BWD_FA2, BWD_HOPPER };
+template <int HS, int BK, int LAYOUT> struct BackwardKernel {
     static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         CUDA_RAISE_DYNAMIC_SMEM((flash_backward_kernel<HS, BK>), smem(), "head size", HS);
         LAUNCH((flash_backward_kernel<HS, BK>), blocks, BK * 2, smem(), stream, a, NH);
     }
 };
-template <int HS> struct BackwardKernel<HS, 128, true> {
+template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
     static constexpr size_t smem() { return FaBwd2<HS>::SMEM; }
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         CUDA_RAISE_DYNAMIC_SMEM((flash_backward_fa2_kernel<HS>), smem(), "head size", HS);
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
+    static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
+        typedef HopBwd<HS> F;
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS>), F::SMEM, "head size", HS);
+        const int C = NH * HS;
+        const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
+        const CUtensorMap km = hopper_tensor_map(a.k, C, kr, a.ldk, F::BK, "K");
+        const CUtensorMap vm = hopper_tensor_map(a.v, C, kr, a.ldv, F::BK, "V");
+        const CUtensorMap qm = hopper_tensor_map(a.q, C, qr, a.ldq, F::BQ, "Q");
+        const CUtensorMap gm = hopper_tensor_map(a.dout, C, qr, a.lddo, F::BQ, "dO");
+        const CUtensorMap lm = tma_map_2d(a.lse_in, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq,
+                                          F::BQ, 1, CU_TENSOR_MAP_SWIZZLE_NONE, "lse");
+        const CUtensorMap dm = tma_map_2d(a.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq, F::BQ,
+                                          1, CU_TENSOR_MAP_SWIZZLE_NONE, "D");
+        float* dq = a.dq_acc ? a.dq_acc : a.dq;
+        const CUtensorMap dqm = tma_map_2d(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), C, qr,
+                                           a.dq_acc ? C : a.lddq, HS, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
+        LAUNCH((hopper_backward_kernel<HS>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm, a, NH);
+    }
+};
 
-template <int HS, int BK, bool FA2 = false>
+template <int HS, int BK, int LAYOUT = BWD_KEYS>
 void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     AttnArgs a = args;
     const int nkt = (a.Tk + BK - 1) / BK;
@@ -495,7 +540,7 @@ void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t str
     const long long blocks = (long long)nkt * B * NH;   // one per (key tile, head, sequence)
     CHECK(blocks <= 0x7fffffffLL, "shorten the sequence or split the batch",
           "attention backward: %lld key tiles x heads x sequences over the grid limit 2^31 - 1", blocks);
-    if (blocks > 0) BackwardKernel<HS, BK, FA2>::launch((unsigned)blocks, stream, a, NH);
+    if (blocks > 0) BackwardKernel<HS, BK, LAYOUT>::launch((unsigned)blocks, stream, a, NH);
     if (acc) {
         const long long n = (long long)B * a.Tq * NH * HS;
         LAUNCH(flash_dq_convert_kernel, (unsigned)((n + 255) / 256), 256, 0, stream, a, NH * HS);
@@ -515,8 +560,12 @@ template <int HS> int backward_key_tile(void) {
 
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 128) {
+        if (use_hopper_backward(a, HS, a.dqx != NULL)) {
+            launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
+            return;
+        }
         if (backward_layout_fa2(HS)) {
-            launch_backward_tiles<HS, 128, true>(a, B, NH, stream);
+            launch_backward_tiles<HS, 128, BWD_FA2>(a, B, NH, stream);
             return;
         }
     }
@@ -716,6 +765,22 @@ const char* attention_cuda_forward_kernel(const AttentionProblem* p, const float
     return "fma";
 #else
     return use_hopper_forward(forward_args(p, q, ldq, k, ldk, v, ldv, 0, NULL), p->HS) ? "sm90" : "sm80";
+#endif
+}
+
+const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
+                                           int ldk, const floatX* v, int ldv, const floatX* dout, int lddo,
+                                           const float* lse, const float* d, const float* dq, int lddq) {
+    check_problem(p, __func__);
+    check_head_size(p->HS, __func__);
+#ifdef GPT_CUDA_FP32
+    (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv, (void)dout, (void)lddo, (void)lse, (void)d, (void)dq,
+        (void)lddq;
+    return "fma";
+#else
+    AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, 0, 0);
+    a.dq = const_cast<float*>(dq);
+    return use_hopper_backward(a, p->HS, dq == NULL) ? "sm90" : "sm80";
 #endif
 }
 

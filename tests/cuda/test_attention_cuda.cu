@@ -185,11 +185,14 @@ struct Scenario {
 
 // Forward calls, those that ran the Hopper kernel, and those whose kernel is not the expected one:
 // with ATTENTION_FWD_KERNEL=sm90 (the host runtime is a compute capability 9.0 device) every call
-// of HS 64 or 128 on 16-byte aligned inputs that is not a decoding step, else none.
+// of HS 64 or 128 on 16-byte aligned inputs that is not a decoding step, else none. The same for
+// the backward under ATTENTION_BWD_KERNEL: every call of HS 64 or 128 on 16-byte aligned inputs,
+// lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
-// ATTENTION_FWD_KERNEL=sm90, or auto on a compute capability 9.0 device (bf16 build).
-static bool hopper_selected(void) {
-    const char* env = getenv("ATTENTION_FWD_KERNEL");
+static int bwd_calls = 0, bwd_sm90 = 0, bwd_unexpected = 0;
+// env_name=sm90, or auto on a compute capability 9.0 device (bf16 build).
+static bool hopper_selected(const char* env_name) {
+    const char* env = getenv(env_name);
     if (!FUSED_MERGE || !env) return false;
     int device = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -200,11 +203,27 @@ static bool hopper_selected(void) {
 static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                                  const floatX* v) {
     const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
-    const bool want = hopper_selected() && (p->HS == 64 || p->HS == 128) && aligned && !p->decode;
+    const bool want =
+        hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 128) && aligned && !p->decode;
     const bool sm90 = !strcmp(attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk), "sm90");
     fwd_calls++;
     fwd_sm90 += sm90;
     fwd_unexpected += sm90 != want;
+}
+// dq: the fp32 dQ of a partial backward (rows ld apart), or NULL for a floatX one.
+static void count_backward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
+                                  const floatX* v, const floatX* g, int ld, const float* lse, const float* d,
+                                  const float* dq) {
+    const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)g) % 16 == 0 && ldq % 8 == 0 &&
+                         ldk % 8 == 0 && ld % 8 == 0;
+    const bool stats = ((uintptr_t)lse | (uintptr_t)d) % 16 == 0 && p->Tq % 64 == 0;
+    const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
+    const bool want =
+        hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 128) && aligned && stats && dq_ok;
+    const bool sm90 = !strcmp(attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld), "sm90");
+    bwd_calls++;
+    bwd_sm90 += sm90;
+    bwd_unexpected += sm90 != want;
 }
 
 static void run_scenario(const Scenario& s) {
@@ -331,6 +350,7 @@ static void run_scenario(const Scenario& s) {
         attention_partial_backward(&p, ql.data(), C, kl.data(), C, vl.data(), C, gl.data(), C, lse_fin.data(),
                                    d_fin.data(), dq_ref.data(), C, dk_ref.data(), C, dv_ref.data(), C);
         float *dk_d = upload<float>(dk0, (long)B * nk, C, ld), *dv_d = upload<float>(dv0, (long)B * nk, C, ld);
+        count_backward_kernel(&p, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, dq_d);
         attention_partial_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq_d, ld,
                                         dk_d, ld, dv_d, ld, 0);
         const Vec dk = download(dk_d, (long)B * nk * ld), dv = download(dv_d, (long)B * nk * ld);
@@ -361,6 +381,7 @@ static void run_scenario(const Scenario& s) {
             keep(&e_lse, lse_err(download(lse2_d, (long)B * NH * nq), lse_ref));
             floatX *dqx_d = poisoned_x((long)B * nq * ld), *dkx_d = poisoned_x((long)B * nk * ld);
             floatX* dvx_d = poisoned_x((long)B * nk * ld);
+            count_backward_kernel(&p, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, NULL);
             attention_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dqx_d, ld, dkx_d,
                                     ld, dvx_d, ld, 0);
             // The gradient of this one call: ref - initial, against the written values.
@@ -486,6 +507,10 @@ int main(int argc, char** argv) {
     // see one and two of them whole.
     if (!quick) run_scenario(single("single T300 HS128 B2", 2, 1, 128, 300, 0, false, 1.0f));
     if (!quick) run_scenario(single("single T77 HS48 ld+3", 2, 1, 48, 77, 3, false, 1.0f));
+    // Query counts in whole 64-query tiles (the Hopper backward's): 3 tiles against a full and a
+    // ragged 64-key tile, three sequences; 4 tiles against 2 key tiles at HS 128.
+    run_scenario(single("single T192 HS64 B3", 3, 2, 64, 192, 0, false, 1.0f));
+    if (!quick) run_scenario(single("single T256 HS128 B2 q*5", 2, 2, 128, 256, 0, false, 5.0f));
     // Decoding steps (AttentionProblem.decode): 2 or 4 blocks on the runtime's 132 SMs, so the bf16
     // forward splits the keys 11 and 16 ways (one per key tile, at most 16) and merges the partials.
     run_scenario(decode("decode T700 HS64 1 query", 1, 2, 64, 700, 1));
@@ -560,9 +585,13 @@ int main(int argc, char** argv) {
            worst.merge_kernel, worst.ox, worst.gx);
     printf("info gradient bits %016llx\n", grad_bits);
     const char* fwd_kernel = getenv("ATTENTION_FWD_KERNEL");
-    check(fwd_unexpected == 0 && (fwd_sm90 > 0) == hopper_selected(),
+    check(fwd_unexpected == 0 && (fwd_sm90 > 0) == hopper_selected("ATTENTION_FWD_KERNEL"),
           "forward kernel (ATTENTION_FWD_KERNEL=%s): the Hopper kernel ran %d of %d forward calls, exactly where "
           "expected (%d elsewhere)", fwd_kernel ? fwd_kernel : "", fwd_sm90, fwd_calls, fwd_unexpected);
+    const char* bwd_kernel = getenv("ATTENTION_BWD_KERNEL");
+    check(bwd_unexpected == 0 && (bwd_sm90 > 0) == hopper_selected("ATTENTION_BWD_KERNEL"),
+          "backward kernel (ATTENTION_BWD_KERNEL=%s): the Hopper kernel ran %d of %d backward calls, exactly where "
+          "expected (%d elsewhere)", bwd_kernel ? bwd_kernel : "", bwd_sm90, bwd_calls, bwd_unexpected);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");

@@ -1,0 +1,284 @@
+// The Hopper (sm_90a) backward of the bf16 build: TMA loads, wgmma, one producer warpgroup and two
+// consumer warpgroups, dQ reduced through shared memory by TMA in the deterministic order of
+// flash_backward.cuh (FlashAttention-3's backward, without its overlaps yet).
+//
+// A block owns 128 keys of one (sequence, head) (the grid and its order: fa_bwd_block, the last key
+// tiles first) and walks the 64-query tiles that see them, as flash_backward.cuh does:
+// - warpgroup 0, the producer (setmaxnreg.dec 24): one thread loads K and V once, then per query
+//   tile Q, dO (64 rows, 128-byte-swizzled panels: FaTile) and the rows' lse and D (64 floats) by
+//   TMA into two stages, each completing its full mbarrier; it refills a stage once both consumers
+//   have released it (empty, 256 arrivals).
+// - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), own 64 keys each and keep their dK, dV
+//   in registers: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory (64 keys x 64
+//   queries each), P^T = exp2(S^T scale - lse) and dS^T = P^T (dP^T - D) on the accumulators
+//   (keys past Tk and queries that do not see a key masked to 0 by position), then dV += P^T dO
+//   and dK += dS^T Q with P^T and dS^T packed to bf16 as wgmma's register A operand (dO and Q
+//   MN-major), and dS^T to shared memory (bf16, one swizzled panel).
+// - dQ (64 queries x HS) = dS K from shared memory (dS^T and K both MN-major): at HS 128 each
+//   consumer computes 64 of the columns over the 128 keys; at HS 64 each its 64 keys' part, the
+//   second added to the first in shared memory (a fixed order). The fp32 tile, scaled, is staged
+//   in shared memory, and one consumer thread, in the key tile's turn on the query tile (the
+//   semaphores of flash_backward.cuh), adds it into the fp32 accumulator with one
+//   cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on. Deterministic for every
+//   schedule.
+// Inputs: 16-byte aligned rows (a.vec), lse and D of 4-row chunks (a.vec_stats) and Tq a multiple
+// of 64 (a dQ box never reaches into the next sequence); the launcher runs the sm_80 kernels
+// otherwise. Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body.
+#pragma once
+#include "attention/flash_backward.cuh"
+#include "attention/hopper_forward.cuh"
+
+template <int HS> struct HopBwd {
+    static_assert(HS == 64 || HS == 128, "the Hopper backward serves HS 64 and 128");
+    static constexpr int BK = 128, BQ = FA_BWD_BQ, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    // dQ: at HS 128 consumer c computes columns 64 c .. over all keys; at HS 64 all columns over
+    // its own 64 keys (SPLIT_KEYS), the partial sums added in shared memory.
+    static constexpr bool SPLIT_KEYS = HS == 64;
+    typedef FaTile<HS, BK> TK;          // K, V
+    typedef FaTile<HS, BQ> TQ;          // Q, dO (a stage)
+    typedef FaTile<BQ, BK> TS;          // dS^T: 128 keys x 64 queries, one panel
+    static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES, VEC = BQ * sizeof(float);
+    static constexpr size_t OFF_V = KV, OFF_Q = 2 * KV, OFF_G = OFF_Q + STAGES * QG, OFF_DS = OFF_G + STAGES * QG;
+    static constexpr size_t OFF_DQ = OFF_DS + TS::BYTES;                       // fp32 dQ tile, BQ x HS
+    static constexpr size_t OFF_LSE = OFF_DQ + (size_t)BQ * HS * sizeof(float);   // lse, D per stage
+    static constexpr size_t OFF_BAR = OFF_LSE + 2 * STAGES * VEC;
+    static constexpr int NBAR = 1 + 2 * STAGES;   // kv_full, then per stage full, empty
+    static constexpr size_t SMEM = OFF_BAR + NBAR * 8 + 1024;   // + the 1024-byte alignment
+    static constexpr unsigned STAGE_TX = (unsigned)(2 * QG + 2 * VEC);
+    static __device__ __forceinline__ uint64_t* full(uint64_t* bar, int st) { return bar + 1 + st; }
+    static __device__ __forceinline__ uint64_t* empty(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
+    static_assert(TS::SWIZZLE && TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
+};
+
+// Named barriers of the consumers (256 threads; 3 is the forward's epilogue, 4 and 5 its turns).
+enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8 };
+
+// Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps: K and V over
+// (B Tk rows, NH HS columns) with 64 x 128 boxes, Q and dO over (B Tq rows, NH HS columns) with
+// 64 x 64 boxes (128-byte swizzle); lse and D over (B NH rows, Tq columns) with 64 x 1 boxes, and
+// the fp32 dQ destination (a.dq_acc, or a.dq) over (B Tq rows, its columns) with HS x 64 boxes
+// (no swizzle). dK, dV as flash_backward_kernel.
+template <int HS>
+__global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
+    hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
+                           const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
+                           const __grid_constant__ CUtensorMap lmap, const __grid_constant__ CUtensorMap dmap,
+                           const __grid_constant__ CUtensorMap dqmap, const AttnArgs a, int NH) {
+#if CUDA_PTX_HAS_SM90A
+    typedef HopBwd<HS> F;
+    constexpr int BQ = F::BQ;
+    DYNAMIC_SHARED(unsigned char, raw);
+    unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
+    floatX* Ks = reinterpret_cast<floatX*>(smem);
+    floatX* Vs = reinterpret_cast<floatX*>(smem + F::OFF_V);
+    floatX* Qs = reinterpret_cast<floatX*>(smem + F::OFF_Q);    // stage st at + st * TQ::ELEMS
+    floatX* Gs = reinterpret_cast<floatX*>(smem + F::OFF_G);
+    floatX* dST = reinterpret_cast<floatX*>(smem + F::OFF_DS);
+    float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // BQ rows of HS
+    float* Ls = reinterpret_cast<float*>(smem + F::OFF_LSE);      // lse of stage st at + st * BQ
+    float* Ds = Ls + F::STAGES * BQ;                               // D likewise
+    uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
+    uint64_t* kv_full = bar;
+    const FaBwdBlock k = fa_bwd_block<HS, F::BK>(a, NH);
+    const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
+    const int wg = threadIdx.x / 128;
+    if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added: done
+
+    if (threadIdx.x == 0) {
+        mbarrier_init(kv_full, 1);
+        for (int st = 0; st < F::STAGES; st++) {
+            mbarrier_init(F::full(bar, st), 1);
+            mbarrier_init(F::empty(bar, st), 128 * F::CONSUMERS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {   // the producer
+        setmaxnreg_dec<24>();
+        if (threadIdx.x != 0 || qt0 >= nqt) return;
+        mbarrier_arrive_expect_tx(kv_full, (unsigned)(2 * F::KV));
+        for (int p = 0; p < HS / 64; p++) {
+            tma_load_2d(Ks + p * F::TK::PANEL, &kmap, h * HS + 64 * p, b * a.Tk + j0, kv_full);
+            tma_load_2d(Vs + p * F::TK::PANEL, &vmap, h * HS + 64 * p, b * a.Tk + j0, kv_full);
+        }
+        for (int qt = qt0; qt < nqt; qt++) {
+            const int i = qt - qt0, st = i % F::STAGES, row = b * a.Tq + qt * BQ;
+            if (i >= F::STAGES) hop_wait(F::empty(bar, st), (unsigned)(i / F::STAGES - 1) & 1u);
+            uint64_t* full = F::full(bar, st);
+            mbarrier_arrive_expect_tx(full, F::STAGE_TX);
+            for (int p = 0; p < HS / 64; p++) {
+                tma_load_2d(Qs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &qmap, h * HS + 64 * p, row, full);
+                tma_load_2d(Gs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &gmap, h * HS + 64 * p, row, full);
+            }
+            tma_load_2d(Ls + st * BQ, &lmap, qt * BQ, b * NH + h, full);
+            tma_load_2d(Ds + st * BQ, &dmap, qt * BQ, b * NH + h, full);
+        }
+        return;
+    }
+
+    // A consumer: keys 64 c .. 64 c + 63 of the tile; this lane's keys kr and kr + 8.
+    setmaxnreg_inc<240>();
+    const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int kr = 64 * c + 16 * ((threadIdx.x / 32) % 4) + g;
+    const int fq_lo = j0 + kr < a.Tk ? first_query(a, j0 + kr) : a.Tq;   // the first query each key sees
+    const int fq_hi = j0 + kr + 8 < a.Tk ? first_query(a, j0 + kr + 8) : a.Tq;
+    const floatX* Kc = Ks + 64 * c * 64;   // the warpgroup's 64 keys of every panel
+    const floatX* Vc = Vs + 64 * c * 64;
+    float dk[HS / 2], dv[HS / 2];
+ATTN_UNROLL
+    for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
+    int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
+    if (qt0 < nqt) hop_wait(kv_full, 0);
+
+    for (int qt = qt0; qt < nqt; qt++) {
+        const int i0 = qt * BQ, i = qt - qt0, st = i % F::STAGES;
+        const floatX* Qt = Qs + st * F::TQ::ELEMS;
+        const floatX* Gt = Gs + st * F::TQ::ELEMS;
+        const float* Lt = Ls + st * BQ;
+        const float* Dt = Ds + st * BQ;
+        while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * F::BK) / BQ <= qt) last_kt++;
+
+        // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 columns of HS one wgmma
+        // each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
+        float s[BQ / 2], dp[BQ / 2];
+ATTN_UNROLL
+        for (int j = 0; j < BQ / 2; j++) s[j] = dp[j] = 0.0f;   // (scale-d 0 ignores them)
+        hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
+        wgmma_fence();
+ATTN_UNROLL
+        for (int kk = 0; kk < HS / 16; kk++) {
+            const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
+            wgmma_m64k16_bf16<BQ, 0, 0>(s, hop_desc(Kc + pk), hop_desc(Qt + pq), kk > 0);
+            wgmma_m64k16_bf16<BQ, 0, 0>(dp, hop_desc(Vc + pk), hop_desc(Gt + pq), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int j = 0; j < BQ / 2; j++) {
+            wgmma_fence_operand(s[j]);
+            wgmma_fence_operand(dp[j]);
+        }
+
+        // P^T and dS^T = P^T (dP^T - D); masked pairs are 0. A query that sees no key (lse = -inf)
+        // sees none of these keys: always masked.
+ATTN_UNROLL
+        for (int n = 0; n < BQ / 8; n++) {
+ATTN_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int qi = 8 * n + 2 * t + e, q = i0 + qi;
+                const float l2 = Lt[qi] * LOG2E, dd = Dt[qi];   // lse in log2 units
+                float p_lo = ex2_approx_ftz(fmaf(s[4 * n + e], a.scale_log2, -l2));
+                float p_hi = ex2_approx_ftz(fmaf(s[4 * n + 2 + e], a.scale_log2, -l2));
+                if (q < fq_lo || q >= a.Tq) p_lo = 0.0f;
+                if (q < fq_hi || q >= a.Tq) p_hi = 0.0f;
+                s[4 * n + e] = p_lo;
+                s[4 * n + 2 + e] = p_hi;
+                dp[4 * n + e] = p_lo * (dp[4 * n + e] - dd);
+                dp[4 * n + 2 + e] = p_hi * (dp[4 * n + 2 + e] - dd);
+            }
+        }
+        uint32_t pa[BQ / 16][4], da[BQ / 16][4];
+        hop_pack_a<BQ>(pa, s);
+        hop_pack_a<BQ>(da, dp);
+
+        // dV_c += P^T dO, dK_c += dS^T Q (dO and Q MN-major; the scale is applied once, at the end).
+        wgmma_fence();   // P^T, dS^T and the accumulators written since the last wait
+ATTN_UNROLL
+        for (int kb = 0; kb < BQ / 16; kb++) {
+ATTN_UNROLL
+            for (int nh = 0; nh < HS / 64; nh++) {
+                const int off = nh * F::TQ::PANEL + kb * 16 * 64;
+                wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
+                wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
+            }
+        }
+        wgmma_commit();
+        // dS^T (bf16) to shared memory while they run: the packed registers are exactly its pairs
+        // (rows kr and kr + 8, queries 16 kb + 2 t and 16 kb + 8 + 2 t).
+ATTN_UNROLL
+        for (int kb = 0; kb < BQ / 16; kb++) {
+            *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr, 2 * kb) + 2 * t) = da[kb][0];
+            *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr + 8, 2 * kb) + 2 * t) = da[kb][1];
+            *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr, 2 * kb + 1) + 2 * t) = da[kb][2];
+            *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr + 8, 2 * kb + 1) + 2 * t) = da[kb][3];
+        }
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int j = 0; j < HS / 2; j++) {
+            wgmma_fence_operand(dk[j]);
+            wgmma_fence_operand(dv[j]);
+        }
+        mbarrier_arrive(F::empty(bar, st));   // this thread is done with the stage's Q, dO, lse, D
+        fence_proxy_async();                  // dS^T, written by this thread, for the wgmmas below
+        named_barrier_sync(HOP_BWD_DS, 256);
+
+        // dQ (64 queries x 64 columns) = dS K over a range of keys: A = dS from dS^T, B = K, both
+        // MN-major. dq[4 j + e]: column 8 j + 2 t + (e & 1) of the panel, query 16 w + g + 8 (e >> 1).
+        constexpr int DQ_KEYS = F::SPLIT_KEYS ? 64 : F::BK;
+        const int key0 = F::SPLIT_KEYS ? 64 * c : 0, panel = F::SPLIT_KEYS ? 0 : c;
+        float dq[32];
+ATTN_UNROLL
+        for (int j = 0; j < 32; j++) dq[j] = 0.0f;
+        wgmma_fence();
+ATTN_UNROLL
+        for (int kb = 0; kb < DQ_KEYS / 16; kb++) {
+            const int kr0 = key0 + 16 * kb;
+            wgmma_m64k16_bf16<64, 1, 1>(dq, hop_desc(dST + kr0 * 64), hop_desc(Ks + panel * F::TK::PANEL + kr0 * 64),
+                                        kb > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
+        // The scaled tile, staged: the previous tile's reduction has read the staging (its thread
+        // waited for it before HOP_BWD_DS), and every dQ wgmma above has read dS^T.
+        const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
+        float* row_lo = dQs + qr * HS + 64 * panel + 2 * t;
+        float* row_hi = row_lo + 8 * HS;
+        if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part
+ATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            float2 lo = make_float2(a.scale * dq[4 * j], a.scale * dq[4 * j + 1]);
+            float2 hi = make_float2(a.scale * dq[4 * j + 2], a.scale * dq[4 * j + 3]);
+            float2* plo = reinterpret_cast<float2*>(row_lo + 8 * j);
+            float2* phi = reinterpret_cast<float2*>(row_hi + 8 * j);
+            if (F::SPLIT_KEYS && c == 1) {
+                lo.x += plo->x, lo.y += plo->y, hi.x += phi->x, hi.y += phi->y;
+            }
+            *plo = lo;
+            *phi = hi;
+        }
+        if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
+        fence_proxy_async();   // the staged tile, for the TMA reduction
+        named_barrier_sync(HOP_BWD_DQ, 256);
+        if (threadIdx.x == 128) {   // this key tile's turn on the query tile, the add, the next turn
+#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
+            while (ld_acquire_gpu_u32(k.sem + qt) != (unsigned)(last_kt - kt)) nanosleep_ns(32);
+#endif
+            tma_reduce_add_2d(&dqmap, dQs, h * HS, b * a.Tq + i0);
+            bulk_commit();
+            bulk_wait<0>();
+            fa_dq_release(k.sem + qt);
+        }
+    }
+
+    // dK, dV of the warpgroup's keys (rows kr, kr + 8 of the accumulators): added once, or written
+    // in floatX (zeros for a key tile no query sees).
+    const long long key_lo = (long long)b * a.Tk + j0 + kr;
+    const bool ok_lo = j0 + kr < a.Tk, ok_hi = j0 + kr + 8 < a.Tk;
+ATTN_UNROLL
+    for (int n = 0; n < HS / 8; n++) {
+        const int col = h * HS + 8 * n + 2 * t;
+        if (a.dkx) {
+            fa_store_tile(a.dkx, a.lddk, key_lo, col, dk + 4 * n, a.scale, a.scale, ok_lo, ok_hi, false);
+            fa_store_tile(a.dvx, a.lddv, key_lo, col, dv + 4 * n, 1.0f, 1.0f, ok_lo, ok_hi, false);
+        } else {
+            fa_store_tile(a.dk, a.lddk, key_lo, col, dk + 4 * n, a.scale, a.scale, ok_lo, ok_hi, true);
+            fa_store_tile(a.dv, a.lddv, key_lo, col, dv + 4 * n, 1.0f, 1.0f, ok_lo, ok_hi, true);
+        }
+    }
+#else
+    __trap();   // not sm_90a: the launcher never takes this kernel there
+#endif
+}
