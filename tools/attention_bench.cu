@@ -103,6 +103,8 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "1000000");
 }
 
+// The Hopper backward (attention/hopper_backward.cuh) where it can run: ATTENTION_BWD_KERNEL=auto.
+static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
 // The Hopper forward (attention/hopper_forward.cuh) where it can run: ATTENTION_FWD_KERNEL=auto.
 static void hopper_forward(const AttnCall* a, cudaStream_t s) {
     CHECK(setenv("ATTENTION_FWD_KERNEL", "auto", 1) == 0, "check the environment", "setenv ATTENTION_FWD_KERNEL failed");
@@ -136,9 +138,9 @@ static const Variant VARIANTS[] = {
      current_forward, lagged_backward, 1},
     {"heads-inner", "current with every head's block of one key tile together (one group of all heads)",
      current_forward, heads_inner_backward, 1},
-    {"sm90", "current with the Hopper forward (TMA, wgmma, a producer and two consumer warpgroups; HS 64 and 128) "
-     "where it runs (compute capability 9.0, sm_90a build), else the same as current", hopper_forward,
-     current_backward, 1},
+    {"sm90", "current with the Hopper kernels (TMA, wgmma, a producer and two consumer warpgroups; HS 64 and 128) "
+     "where they run (compute capability 9.0, sm_90a build), else the same as current", hopper_forward,
+     hopper_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };

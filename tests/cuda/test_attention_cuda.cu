@@ -491,6 +491,7 @@ int main(int argc, char** argv) {
         run_scenario(single("single T260 HS80 q*5", 1, 2, 80, 260, 0, false, 5.0f));
         run_scenario(single("single T300 HS128", 1, 2, 128, 300, 0, false, 1.0f));
         run_scenario(single("single T259 HS128 ld+3", 1, 1, 128, 259, 3, false, 1.0f));
+        run_scenario(single("single T384 HS128 q*5", 1, 2, 128, 384, 0, false, 5.0f));   // 6 x 64 queries
         return test_finish("test_attention_cuda --long-heads (" FLOATX_NAME ")");
     }
 
