@@ -4,10 +4,10 @@
 //
 // A block owns 128 keys of one (sequence, head) (the grid and its order: fa_bwd_block, the last key
 // tiles first) and walks the 64-query tiles that see them, as flash_backward.cuh does:
-// - warpgroup 0, the producer (setmaxnreg.dec 24): one thread loads K and V once, then per query
+// - warpgroup 0 (setmaxnreg.dec 24): its thread 0, the producer, loads K and V once, then per query
 //   tile Q, dO (64 rows, 128-byte-swizzled panels: FaTile) and the rows' lse and D (64 floats) by
 //   TMA into two stages, each completing its full mbarrier; it refills a stage once both consumers
-//   have released it (empty, 256 arrivals).
+//   have released it (empty, 256 arrivals). Its warp 1 is the reducer (below).
 // - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), own 64 keys each and keep their dK, dV
 //   in registers: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory (64 keys x 64
 //   queries each), P^T = exp2(S^T scale - lse) and dS^T = P^T (dP^T - D) on the accumulators
@@ -17,10 +17,10 @@
 // - dQ (64 queries x HS) = dS K from shared memory (dS^T and K both MN-major): at HS 128 each
 //   consumer computes 64 of the columns over the 128 keys; at HS 64 each its 64 keys' part, the
 //   second added to the first in shared memory (a fixed order). The fp32 tile, scaled, is staged
-//   in shared memory, and one consumer thread, in the key tile's turn on the query tile (the
-//   semaphores of flash_backward.cuh), adds it into the fp32 accumulator with one
-//   cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on. Deterministic for every
-//   schedule.
+//   in shared memory, and the reducer, warp 1 of the producer warpgroup, in the key tile's turn on
+//   the query tile (the semaphores of flash_backward.cuh), adds it into the fp32 accumulator with
+//   one cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on, while the consumers
+//   go on to the next query tile. Deterministic for every schedule.
 // Inputs: 16-byte aligned rows (a.vec), lse and D of 4-row chunks (a.vec_stats) and Tq a multiple
 // of 64 (a dQ box never reaches into the next sequence); the launcher runs the sm_80 kernels
 // otherwise. Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body.
@@ -50,8 +50,37 @@ template <int HS> struct HopBwd {
     static_assert(TS::SWIZZLE && TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
 };
 
-// Named barriers of the consumers (256 threads; 3 is the forward's epilogue, 4 and 5 its turns).
-enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8 };
+// Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
+// and between them and the reducer warp (288: DQ_FULL, the staged tile is ready; DQ_EMPTY, its
+// reduction has read it).
+enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9, HOP_BWD_DQ_EMPTY = 10 };
+constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
+
+// The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. nqt - 1, once the
+// consumers have staged its dQ tile, lane 0 waits for the key tile's turn on the query tile (the
+// semaphores of flash_backward.cuh), adds the tile into the fp32 accumulator with one
+// cp.reduce.async.bulk.tensor, waits for it, and passes the turn on; then the staging is free.
+template <int HS>
+__device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwdBlock& k, const CUtensorMap* dqmap,
+                                                  const float* dQs) {
+    constexpr int BQ = HopBwd<HS>::BQ, BK = HopBwd<HS>::BK;
+    int last_kt = k.kt;   // the last key tile that sees the current query tile (it adds first)
+    for (int qt = k.qt0; qt < k.nqt; qt++) {
+        while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
+        named_barrier_sync(HOP_BWD_DQ_FULL, HOP_BWD_DQ_THREADS);
+        if (threadIdx.x % 32 == 0) {
+#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
+            while (ld_acquire_gpu_u32(k.sem + qt) != (unsigned)(last_kt - k.kt)) nanosleep_ns(32);
+#endif
+            tma_reduce_add_2d(dqmap, dQs, k.h * HS, k.b * a.Tq + qt * BQ);
+            bulk_commit();
+            bulk_wait<0>();
+            fa_dq_release(k.sem + qt);
+        }
+        __syncwarp();
+        if (qt + 1 < k.nqt) named_barrier_arrive(HOP_BWD_DQ_EMPTY, HOP_BWD_DQ_THREADS);
+    }
+}
 
 // Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps: K and V over
 // (B Tk rows, NH HS columns) with 64 x 128 boxes, Q and dO over (B Tq rows, NH HS columns) with
@@ -80,7 +109,7 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
     uint64_t* kv_full = bar;
     const FaBwdBlock k = fa_bwd_block<HS, F::BK>(a, NH);
-    const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
+    const int nqt = k.nqt, b = k.b, h = k.h, j0 = k.j0, qt0 = k.qt0;
     const int wg = threadIdx.x / 128;
     if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added: done
 
@@ -94,8 +123,9 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     }
     __syncthreads();
 
-    if (wg == 0) {   // the producer
+    if (wg == 0) {   // the producer (thread 0) and the reducer (warp 1)
         setmaxnreg_dec<24>();
+        if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<HS>(a, k, &dqmap, dQs);
         if (threadIdx.x != 0 || qt0 >= nqt) return;
         mbarrier_arrive_expect_tx(kv_full, (unsigned)(2 * F::KV));
         for (int p = 0; p < HS / 64; p++) {
@@ -128,7 +158,6 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     float dk[HS / 2], dv[HS / 2];
 ATTN_UNROLL
     for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
-    int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
     if (qt0 < nqt) hop_wait(kv_full, 0);
 
     for (int qt = qt0; qt < nqt; qt++) {
@@ -137,7 +166,6 @@ ATTN_UNROLL
         const floatX* Gt = Gs + st * F::TQ::ELEMS;
         const float* Lt = Ls + st * BQ;
         const float* Dt = Ds + st * BQ;
-        while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * F::BK) / BQ <= qt) last_kt++;
 
         // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 columns of HS one wgmma
         // each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
@@ -231,8 +259,10 @@ ATTN_UNROLL
         wgmma_wait<0>();
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
-        // The scaled tile, staged: the previous tile's reduction has read the staging (its thread
-        // waited for it before HOP_BWD_DS), and every dQ wgmma above has read dS^T.
+        // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the
+        // previous tile's reduction has read the staging: then the scaled tile, staged.
+        named_barrier_sync(HOP_BWD_DQ, 256);
+        if (i > 0) named_barrier_sync(HOP_BWD_DQ_EMPTY, HOP_BWD_DQ_THREADS);
         const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
         float* row_lo = dQs + qr * HS + 64 * panel + 2 * t;
         float* row_hi = row_lo + 8 * HS;
@@ -251,16 +281,7 @@ ATTN_UNROLL
         }
         if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
         fence_proxy_async();   // the staged tile, for the TMA reduction
-        named_barrier_sync(HOP_BWD_DQ, 256);
-        if (threadIdx.x == 128) {   // this key tile's turn on the query tile, the add, the next turn
-#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
-            while (ld_acquire_gpu_u32(k.sem + qt) != (unsigned)(last_kt - kt)) nanosleep_ns(32);
-#endif
-            tma_reduce_add_2d(&dqmap, dQs, h * HS, b * a.Tq + i0);
-            bulk_commit();
-            bulk_wait<0>();
-            fa_dq_release(k.sem + qt);
-        }
+        named_barrier_arrive(HOP_BWD_DQ_FULL, HOP_BWD_DQ_THREADS);
     }
 
     // dK, dV of the warpgroup's keys (rows kr, kr + 8 of the accumulators): added once, or written
