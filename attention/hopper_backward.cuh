@@ -39,8 +39,11 @@ template <int HS> struct HopBwd {
     typedef FaTile<BQ, BK> TS;          // dS^T: 128 keys x 64 queries, one panel
     static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES, VEC = BQ * sizeof(float);
     static constexpr size_t OFF_V = KV, OFF_Q = 2 * KV, OFF_G = OFF_Q + STAGES * QG, OFF_DS = OFF_G + STAGES * QG;
-    static constexpr size_t OFF_DQ = OFF_DS + TS::BYTES;                       // fp32 dQ tile, BQ x HS
-    static constexpr size_t OFF_LSE = OFF_DQ + (size_t)BQ * HS * sizeof(float);   // lse, D per stage
+    // Two fp32 dQ tiles (BQ x HS): query tile i is staged in buffer i % 2 while the reducer adds
+    // tile i - 1 from the other.
+    static constexpr size_t DQ_TILE = (size_t)BQ * HS * sizeof(float);
+    static constexpr size_t OFF_DQ = OFF_DS + TS::BYTES;
+    static constexpr size_t OFF_LSE = OFF_DQ + 2 * DQ_TILE;   // lse, D per stage
     static constexpr size_t OFF_BAR = OFF_LSE + 2 * STAGES * VEC;
     static constexpr int NBAR = 1 + 2 * STAGES;   // kv_full, then per stage full, empty
     static constexpr size_t SMEM = OFF_BAR + NBAR * 8 + 1024;   // + the 1024-byte alignment
@@ -48,12 +51,15 @@ template <int HS> struct HopBwd {
     static __device__ __forceinline__ uint64_t* full(uint64_t* bar, int st) { return bar + 1 + st; }
     static __device__ __forceinline__ uint64_t* empty(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
     static_assert(TS::SWIZZLE && TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
+    static_assert(SMEM <= 227 * 1024, "one block per SM within the opt-in shared memory of sm_90");
 };
 
 // Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
-// and between them and the reducer warp (288: DQ_FULL, the staged tile is ready; DQ_EMPTY, its
-// reduction has read it).
-enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9, HOP_BWD_DQ_EMPTY = 10 };
+// and per dQ staging buffer between them and the reducer warp (288: DQ_FULL + b, buffer b holds a
+// staged tile; DQ_EMPTY + b, its reduction has read it). One pair per buffer, so that each
+// barrier's rounds alternate strictly between the parties (a party never arrives twice on a
+// barrier before the other has taken the round).
+enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9, HOP_BWD_DQ_EMPTY = 11 };
 constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
 
 // The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. nqt - 1, once the
@@ -67,18 +73,19 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
     int last_kt = k.kt;   // the last key tile that sees the current query tile (it adds first)
     for (int qt = k.qt0; qt < k.nqt; qt++) {
         while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
-        named_barrier_sync(HOP_BWD_DQ_FULL, HOP_BWD_DQ_THREADS);
+        const int buf = (qt - k.qt0) % 2;
+        named_barrier_sync(HOP_BWD_DQ_FULL + buf, HOP_BWD_DQ_THREADS);
         if (threadIdx.x % 32 == 0) {
 #ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
             while (ld_acquire_gpu_u32(k.sem + qt) != (unsigned)(last_kt - k.kt)) nanosleep_ns(32);
 #endif
-            tma_reduce_add_2d(dqmap, dQs, k.h * HS, k.b * a.Tq + qt * BQ);
+            tma_reduce_add_2d(dqmap, dQs + buf * BQ * HS, k.h * HS, k.b * a.Tq + qt * BQ);
             bulk_commit();
             bulk_wait<0>();
             fa_dq_release(k.sem + qt);
         }
         __syncwarp();
-        if (qt + 1 < k.nqt) named_barrier_arrive(HOP_BWD_DQ_EMPTY, HOP_BWD_DQ_THREADS);
+        if (qt + 2 < k.nqt) named_barrier_arrive(HOP_BWD_DQ_EMPTY + buf, HOP_BWD_DQ_THREADS);   // tile qt + 2's
     }
 }
 
@@ -103,7 +110,7 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     floatX* Qs = reinterpret_cast<floatX*>(smem + F::OFF_Q);    // stage st at + st * TQ::ELEMS
     floatX* Gs = reinterpret_cast<floatX*>(smem + F::OFF_G);
     floatX* dST = reinterpret_cast<floatX*>(smem + F::OFF_DS);
-    float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // BQ rows of HS
+    float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // buffer b at + b * BQ * HS
     float* Ls = reinterpret_cast<float*>(smem + F::OFF_LSE);      // lse of stage st at + st * BQ
     float* Ds = Ls + F::STAGES * BQ;                               // D likewise
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
@@ -260,11 +267,11 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
         // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the
-        // previous tile's reduction has read the staging: then the scaled tile, staged.
+        // reduction of tile i - 2 has read buffer i % 2: then the scaled tile, staged there.
         named_barrier_sync(HOP_BWD_DQ, 256);
-        if (i > 0) named_barrier_sync(HOP_BWD_DQ_EMPTY, HOP_BWD_DQ_THREADS);
+        if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);
         const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
-        float* row_lo = dQs + qr * HS + 64 * panel + 2 * t;
+        float* row_lo = dQs + (i % 2) * BQ * HS + qr * HS + 64 * panel + 2 * t;
         float* row_hi = row_lo + 8 * HS;
         if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part
 ATTN_UNROLL
@@ -281,7 +288,7 @@ ATTN_UNROLL
         }
         if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
         fence_proxy_async();   // the staged tile, for the TMA reduction
-        named_barrier_arrive(HOP_BWD_DQ_FULL, HOP_BWD_DQ_THREADS);
+        named_barrier_arrive(HOP_BWD_DQ_FULL + i % 2, HOP_BWD_DQ_THREADS);
     }
 
     // dK, dV of the warpgroup's keys (rows kr, kr + 8 of the accumulators): added once, or written
