@@ -68,6 +68,19 @@ __device__ __forceinline__ void fa_red_pair(float* p, float x, float y, bool v2)
     red_add_f32(p + 1, y);
 }
 
+// A lane's 16 x 8 tiles of dK (scaled here) and dV at rows row_lo, row_lo + 8 (of B Tk) and
+// columns c, c + 1: written in floatX (a.dkx, a.dvx), or added into the fp32 a.dk, a.dv.
+__device__ __forceinline__ void fa_store_dkdv(const AttnArgs& a, long long row_lo, int c, const float dk[4],
+                                              const float dv[4], bool ok_lo, bool ok_hi) {
+    if (a.dkx) {
+        fa_store_tile(a.dkx, a.lddk, row_lo, c, dk, a.scale, a.scale, ok_lo, ok_hi, false);
+        fa_store_tile(a.dvx, a.lddv, row_lo, c, dv, 1.0f, 1.0f, ok_lo, ok_hi, false);
+    } else {
+        fa_store_tile(a.dk, a.lddk, row_lo, c, dk, a.scale, a.scale, ok_lo, ok_hi, true);
+        fa_store_tile(a.dv, a.lddv, row_lo, c, dv, 1.0f, 1.0f, ok_lo, ok_hi, true);
+    }
+}
+
 // A backward block's place in the grid: heads in groups of G = a.bwd_head_group (the last may be
 // smaller), within a group the last key tile first, heads inner; its dQ destination (the fp32
 // accumulator, or the caller's dq), the semaphores of its (sequence, head), and whether it passes
@@ -118,6 +131,14 @@ __device__ __forceinline__ void fa_bwd_load_first(const AttnArgs& a, const FaBwd
     cp_async_commit();
 }
 
+// last_kt, the last key tile that sees the previous query tile, moved on to the last that sees
+// query tile qt: key tiles kt .. last_kt add into its dQ, in descending order (first_query grows
+// with the key, so they are a contiguous range).
+template <int BK>
+__device__ __forceinline__ void fa_advance_last_kt(const AttnArgs& a, const FaBwdBlock& k, int qt, int& last_kt) {
+    while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / FA_BWD_BQ <= qt) last_kt++;
+}
+
 // The start of query tile qt's step: the next tile's Q, dO, lse and D into the other stage, the
 // last key tile that sees this one (key tiles kt .. last_kt add into its dQ, in descending order:
 // first_query grows with the key, so they are a contiguous range), then this stage's data landed
@@ -136,18 +157,21 @@ __device__ __forceinline__ FaBwdStage fa_bwd_step_begin(const AttnArgs& a, const
         fa_load_query_tile<HS>(a, k.b, k.h, NH, (qt + 1) * BQ, Qs + sn * T::ELEMS, Gs + sn * T::ELEMS,
                                lse + sn * BQ, Dv + sn * BQ);
     cp_async_commit();
-    while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
+    fa_advance_last_kt<BK>(a, k, qt, last_kt);
     cp_async_wait<1>();
     __syncthreads();
     return FaBwdStage{Qs + st * T::ELEMS, Gs + st * T::ELEMS, lse + st * BQ, Dv + st * BQ};
 }
 
-// This key tile's turn on a query tile: thread 0 waits until `turn` later key tiles have added.
-__device__ __forceinline__ void fa_dq_wait(const unsigned* sem, unsigned turn) {
+// This key tile's turn on a query tile: the calling thread waits until `turn` later key tiles have
+// added (fa_dq_wait: thread 0 of the block).
+__device__ __forceinline__ void fa_dq_spin(const unsigned* sem, unsigned turn) {
 #ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
-    if (threadIdx.x == 0)
-        while (ld_acquire_gpu_u32(sem) != turn) nanosleep_ns(32);
+    while (ld_acquire_gpu_u32(sem) != turn) nanosleep_ns(32);
 #endif
+}
+__device__ __forceinline__ void fa_dq_wait(const unsigned* sem, unsigned turn) {
+    if (threadIdx.x == 0) fa_dq_spin(sem, turn);
 }
 
 // The next key tile's turn on a query tile, after this block's adds to it (issued before a
@@ -326,16 +350,7 @@ ATTN_UNROLL
     const long long key_lo = (long long)b * a.Tk + kw + g;
     const bool ok_lo = kw + g < a.Tk, ok_hi = kw + g + 8 < a.Tk;
 ATTN_UNROLL
-    for (int n = 0; n < NT; n++) {
-        const int c = h * HS + 8 * n + 2 * t;
-        if (a.dkx) {
-            fa_store_tile(a.dkx, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, false);
-            fa_store_tile(a.dvx, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, false);
-        } else {
-            fa_store_tile(a.dk, a.lddk, key_lo, c, dk[n], a.scale, a.scale, ok_lo, ok_hi, true);
-            fa_store_tile(a.dv, a.lddv, key_lo, c, dv[n], 1.0f, 1.0f, ok_lo, ok_hi, true);
-        }
-    }
+    for (int n = 0; n < NT; n++) fa_store_dkdv(a, key_lo, h * HS + 8 * n + 2 * t, dk[n], dv[n], ok_lo, ok_hi);
 }
 
 // dqx (floatX) = the fp32 accumulator a.dq_acc (B, Tq, C), row by row into dqx's stride.

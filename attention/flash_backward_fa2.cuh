@@ -213,15 +213,7 @@ ATTN_UNROLL
         const long long key_lo = (long long)b * a.Tk + key;
         const bool ok_lo = key < a.Tk, ok_hi = key + 8 < a.Tk;
 ATTN_UNROLL
-        for (int n = 0; n < HN; n++) {
-            const int c = h * HS + cd + 8 * n + 2 * t;
-            if (a.dkx) {
-                fa_store_tile(a.dkx, a.lddk, key_lo, c, dk[r][n], a.scale, a.scale, ok_lo, ok_hi, false);
-                fa_store_tile(a.dvx, a.lddv, key_lo, c, dv[r][n], 1.0f, 1.0f, ok_lo, ok_hi, false);
-            } else {
-                fa_store_tile(a.dk, a.lddk, key_lo, c, dk[r][n], a.scale, a.scale, ok_lo, ok_hi, true);
-                fa_store_tile(a.dv, a.lddv, key_lo, c, dv[r][n], 1.0f, 1.0f, ok_lo, ok_hi, true);
-            }
-        }
+        for (int n = 0; n < HN; n++)
+            fa_store_dkdv(a, key_lo, h * HS + cd + 8 * n + 2 * t, dk[r][n], dv[r][n], ok_lo, ok_hi);
     }
 }

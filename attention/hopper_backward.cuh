@@ -72,13 +72,11 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
     constexpr int BQ = HopBwd<HS>::BQ, BK = HopBwd<HS>::BK;
     int last_kt = k.kt;   // the last key tile that sees the current query tile (it adds first)
     for (int qt = k.qt0; qt < k.nqt; qt++) {
-        while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
+        fa_advance_last_kt<BK>(a, k, qt, last_kt);
         const int buf = (qt - k.qt0) % 2;
         named_barrier_sync(HOP_BWD_DQ_FULL + buf, HOP_BWD_DQ_THREADS);
         if (threadIdx.x % 32 == 0) {
-#ifndef FLASH_BWD_UNORDERED   // the mutant of the ordering test adds in any order
-            while (ld_acquire_gpu_u32(k.sem + qt) != (unsigned)(last_kt - k.kt)) nanosleep_ns(32);
-#endif
+            fa_dq_spin(k.sem + qt, (unsigned)(last_kt - k.kt));
             tma_reduce_add_2d(dqmap, dQs + buf * BQ * HS, k.h * HS, k.b * a.Tq + qt * BQ);
             bulk_commit();
             bulk_wait<0>();
@@ -296,16 +294,7 @@ ATTN_UNROLL
     const long long key_lo = (long long)b * a.Tk + j0 + kr;
     const bool ok_lo = j0 + kr < a.Tk, ok_hi = j0 + kr + 8 < a.Tk;
 ATTN_UNROLL
-    for (int n = 0; n < HS / 8; n++) {
-        const int col = h * HS + 8 * n + 2 * t;
-        if (a.dkx) {
-            fa_store_tile(a.dkx, a.lddk, key_lo, col, dk + 4 * n, a.scale, a.scale, ok_lo, ok_hi, false);
-            fa_store_tile(a.dvx, a.lddv, key_lo, col, dv + 4 * n, 1.0f, 1.0f, ok_lo, ok_hi, false);
-        } else {
-            fa_store_tile(a.dk, a.lddk, key_lo, col, dk + 4 * n, a.scale, a.scale, ok_lo, ok_hi, true);
-            fa_store_tile(a.dv, a.lddv, key_lo, col, dv + 4 * n, 1.0f, 1.0f, ok_lo, ok_hi, true);
-        }
-    }
+    for (int n = 0; n < HS / 8; n++) fa_store_dkdv(a, key_lo, h * HS + 8 * n + 2 * t, dk + 4 * n, dv + 4 * n, ok_lo, ok_hi);
 #else
     __trap();   // not sm_90a: the launcher never takes this kernel there
 #endif
