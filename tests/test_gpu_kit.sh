@@ -19,10 +19,14 @@
 #                  --bench, which runs steps 1, 7 and 8 only
 #   nvcc-bundle    `make gpu-bundle` with nvcc (the nvcc-built programs link; the --dry-run passes);
 #                  SKIPPED without nvcc
+#   hopper-check   tools/gpu_hopper_check.sh on the host-runtime bundle at toy sizes: the test_ptx
+#                  groups, the kernel tests with the four kernel choices and the benchmark pass and
+#                  come back in summary.txt and logs.tgz; a past deadline skips every step; a bad
+#                  --deadline is one line and exit 2
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_gpu_kit.sh compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle}
+part=${1:?usage: tests/test_gpu_kit.sh compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle|hopper-check}
 HB=${HB:-$BUILD/gpu-bundle-host}
 PY=${PYTHON:-/usr/bin/python3}
 mkdir -p $BUILD/tmp
@@ -302,13 +306,37 @@ EOF
     eval 'grep -q "^cuda_libraries .*libcudart.so.13.*" $BUILD/gpu-bundle/MANIFEST || grep -q "^cuda_libraries .*libcublas" $BUILD/gpu-bundle/MANIFEST'
 }
 
+# ---- tools/gpu_hopper_check.sh on the host bundle ---------------------------------------------------
+t_hopper_check() {
+  need_bundle
+  local o=$W/hopper
+  OMP_NUM_THREADS=2 PYTHON=/usr/bin/python3 timeout 900 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$o" \
+    --steps ptx,tests,bench --hs 64 --T 128 --tokens 256 --variants current,sm80 --deadline 800 > "$W/hopper.out" 2>&1
+  local rc=$?
+  check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
+    eval '[ $rc = 0 ] && grep -q "done: 0 step(s) failed" "$o/summary.txt" && tar tzf "$o/logs.tgz" | grep -q tests-bwd-sm90.log'
+  check "each test_ptx group and the four kernel choices ran and passed" \
+    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90)): exit 0" "$o/summary.txt")" = 9 ]'
+  check "the benchmark's table: current and sm80 at HS 64, T 128" \
+    eval '[ "$(grep -cE "^(current|sm80) +64 +128 " "$o/attention_table.txt")" = 2 ]'
+  [ $rc = 0 ] || tail -n 20 "$W/hopper.out" | sed 's/^/        | /'
+  timeout 120 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/hopper-late" --steps ptx --deadline 5 > "$W/hopper-late.out" 2>&1
+  check "a deadline already past: every step skipped and said so" \
+    eval '[ "$(grep -c "skipped (deadline)" "$W/hopper-late/summary.txt")" = 5 ]'
+  bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/x" --deadline soon > "$W/hopper-bad.out" 2>&1
+  rc=$?
+  check "a bad --deadline: exit 2 and one line naming it" \
+    eval '[ $rc = 2 ] && grep -qx "error: --deadline: expected whole seconds, found .soon." "$W/hopper-bad.out"'
+}
+
 case "$part" in
+  hopper-check) t_hopper_check ;;
   compare-logs) t_compare_logs ;;
   bundle-env) t_bundle_env ;;
   dry-run) t_dry_run ;;
   isolated) t_isolated ;;
   self-test) t_self_test ;;
   nvcc-bundle) t_nvcc_bundle ;;
-  *) echo "usage: $0 compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle" >&2; exit 2 ;;
+  *) echo "usage: $0 compare-logs|bundle-env|dry-run|isolated|self-test|nvcc-bundle|hopper-check" >&2; exit 2 ;;
 esac
 finish

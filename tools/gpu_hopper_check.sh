@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The Hopper kernels on an H100 / H200 in one short call: the PTX wrappers' known answers against the
+# hardware, the attention tests with each Hopper kernel alone and both, the attention benchmark beside
+# flash and cuDNN SDPA, and Nsight Compute on the Hopper kernels. Every step runs under its own time
+# limit (a kernel that hangs costs that step only) and the whole run under a deadline (steps that
+# would pass it are skipped and said so).
+#
+# usage: tools/gpu_hopper_check.sh --bundle DIR --out DIR [--deadline SECONDS] [--steps LIST]
+#   --bundle DIR     a GPU bundle (make gpu-bundle)
+#   --out DIR        summary.txt (one line per step, then the attention table) and logs.tgz (each
+#                    step's log, the benchmark's CSV/JSONL, the Nsight Compute reports)
+#   --deadline S     seconds for the whole run (default 420)
+#   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,train,ncu,kit (default all
+#                    but kit; sanitize runs only when a Hopper test failed; train: the trainer's
+#                    tokens/s with the sm_80 kernels and with ATTENTION_*_KERNEL=auto; kit:
+#                    gpu_check.sh --bench, its report folded into logs.tgz)
+#   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
+#                    (attention_bench.sh's; default 64,80,128; 1024,2048,4096,8192,16384; 16384;
+#                    current,sm80,fa2,lagged,group4)
+# The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
+# tests/test_gpu_kit.sh hopper-check.
+# Exit status 0 when every step that ran passed.
+set -u
+bundle="" out="" deadline=420 steps=info,ptx,tests,sanitize,bench,train,ncu
+hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,fa2,lagged,group4
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
+  case "$1" in
+    --bundle) bundle=$2 ;; --out) out=$2 ;; --deadline) deadline=$2 ;; --steps) steps=$2 ;;
+    --hs) hs=$2 ;; --T) Ts=$2 ;; --tokens) tokens=$2 ;; --variants) variants=$2 ;;
+    *) echo "error: unknown option '$1' (expected --bundle --out --deadline --steps --hs --T --tokens --variants)" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+[ -n "$bundle" ] && [ -f "$bundle/MANIFEST" ] || { echo "error: --bundle: expected a GPU bundle folder with a MANIFEST, found '${bundle}'" >&2; exit 2; }
+[ -n "$out" ] || { echo "error: --out: expected a folder" >&2; exit 2; }
+case "$deadline" in ''|*[!0-9]*) echo "error: --deadline: expected whole seconds, found '$deadline'" >&2; exit 2 ;; esac
+GPU_BUNDLE=$(cd "$bundle" && pwd)
+export GPU_BUNDLE
+. "$GPU_BUNDLE/tools/bundle_env.sh" || exit 1
+X=$GPU_BUNDLE/libexec
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+LOGS=$(mktemp -d /tmp/hopper-check.XXXXXX)
+SUMMARY=$out/summary.txt
+: > "$SUMMARY"
+START=$(date +%s)
+failures=0
+wants() { case ",$steps," in *",$1,"*) return 0 ;; esac; return 1; }
+say() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$SUMMARY"; }
+
+# step NAME LIMIT COMMAND...: runs COMMAND with its output in logs/NAME.log under LIMIT seconds (less
+# when the deadline is nearer; skipped under 10 s). Sets RC (124/137: killed at its limit).
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$(( deadline - ($(date +%s) - START) ))
+  [ "$limit" -gt "$left" ] && limit=$left
+  if [ "$limit" -lt 10 ]; then RC=skipped; say "$name: skipped (deadline)"; return; fi
+  local t0; t0=$(date +%s.%N)
+  timeout -s KILL "$limit" "$@" > "$LOGS/$name.log" 2>&1 < /dev/null
+  RC=$?
+  local took; took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  local what="exit $RC"
+  [ "$RC" = 137 ] && what="killed at its limit of $limit s (a hang?)"
+  say "$name: $what, $took s; $(grep -cE '^ok  ' "$LOGS/$name.log") ok, $(grep -cE '^FAIL' "$LOGS/$name.log") FAIL"
+  if [ "$RC" != 0 ]; then
+    failures=$((failures + 1))
+    { grep -E '^FAIL|error' "$LOGS/$name.log" | head -n 8; tail -n 4 "$LOGS/$name.log"; } | sed 's/^/    | /' | tee -a "$SUMMARY"
+  fi
+}
+
+if wants info; then
+  step nvidia-smi 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
+  sed 's/^/    /' "$LOGS/nvidia-smi.log" | tee -a "$SUMMARY"
+  step gpu_info 30 "$X/gpu_info"
+fi
+
+if wants ptx; then
+  # One process per group: a faulting wrapper (a sticky error) leaves the other groups checked.
+  RC_STORE=0
+  for g in base mbarrier,named tma store wgmma; do step "test_ptx-${g/,/-}" 60 "$X/test_ptx" --only "$g"; [ "$g" = store ] && RC_STORE=$RC; done
+  # A failed store group: one store per process (SWIZZLE C0 C1 REDUCE), to find the rule it breaks.
+  if [ "$RC_STORE" != 0 ] && [ "$RC_STORE" != skipped ]; then
+    for c in "0 20 15 0" "3 0 3 0" "3 4 3 0" "3 -4 3 0" "0 -4 3 0" "3 4 6 1" "3 -4 3 1" "0 28 -2 1" "0 -4 3 1" "3 0 -2 0"; do
+      step "store-case-${c// /_}" 20 "$X/test_ptx" --store-case $c
+    done
+  fi
+fi
+
+hopper_failed=""
+if wants tests; then
+  # The default kernels (auto: both Hopper kernels where they run), the sm_80 kernels everywhere,
+  # then each Hopper kernel alone: a failure names its kernel.
+  step tests-default 150 "$X/test_attention_cuda"
+  step tests-sm80 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
+  step tests-fwd-sm90 150 env ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
+  [ "$RC" = 0 ] || hopper_failed="$hopper_failed fwd"
+  step tests-bwd-sm90 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 "$X/test_attention_cuda"
+  [ "$RC" = 0 ] || hopper_failed="$hopper_failed bwd"
+  grep -hE 'kernel|ran' "$LOGS/tests-fwd-sm90.log" "$LOGS/tests-bwd-sm90.log" 2> /dev/null | grep -iE 'hopper|sm90' | head -n 4 | sed 's/^/    /' | tee -a "$SUMMARY"
+fi
+
+if wants sanitize && [ -n "$hopper_failed" ]; then
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
+  for k in $hopper_failed; do
+    if [ "$k" = fwd ]; then envs=(ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm80); else envs=(ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90); fi
+    [ -n "$SAN" ] && step "memcheck-$k" 120 env "${envs[@]}" "$SAN" --tool memcheck --print-limit 20 "$X/test_attention_cuda" --quick
+  done
+fi
+
+# A Hopper kernel that failed its tests is left out of what follows (it may hang).
+if [ -n "$hopper_failed" ]; then
+  variants=$(printf '%s' ",$variants," | sed 's/,sm90,/,/; s/^,//; s/,$//')
+  say "the Hopper kernels failed (${hopper_failed# }): the sm_80 kernels from here on (ATTENTION_*_KERNEL=sm80), benchmark variants $variants"
+  export ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80
+fi
+
+if wants bench; then
+  step attention-bench 240 env ATTENTION_BENCH="$X/attention_bench" bash "$GPU_BUNDLE/tools/attention_bench.sh" \
+    --out "$LOGS/bench" --variants "$variants" --hs "$hs" --T "$Ts" --tokens "$tokens" --reps 10 --warmup 2
+  [ -f "$LOGS/bench/table.txt" ] && cp "$LOGS/bench/table.txt" "$out/attention_table.txt"
+fi
+
+if wants train; then
+  # The step with the default (sm_80) attention kernels, then with the Hopper ones where they run.
+  fort=(--train-data "$GPU_BUNDLE/data/fortunes/fortunes_train_*.bin" --val-data "" --tokenizer "" --sample-length 0
+        --no-save --quiet --warmup 0)
+  kernels=sm80; [ -z "$hopper_failed" ] && kernels="sm80 auto"
+  for run in gpt3-125m:8:1024:20 gpt3-2.7b:1:8192:6; do
+    IFS=: read -r preset b t n <<< "$run"
+    for k in $kernels; do
+      name=train-$preset-$t-$k
+      step "$name" 120 env ATTENTION_FWD_KERNEL=$k ATTENTION_BWD_KERNEL=$k "$X/train_gpt_cuda" --preset "$preset" \
+        --context "$t" --batch "$b" --seq-len "$t" --steps "$n" "${fort[@]}" --out-dir "$LOGS/$name"
+      s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
+      say "    $preset B=$b T=$t kernels $k: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
+    done
+  done
+fi
+
+if wants ncu && [ -z "$hopper_failed" ]; then
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -n 1)
+  if [ -z "$NCU" ]; then say "ncu: not found"; else
+    for k in hopper_forward_kernel hopper_backward_kernel; do
+      for h in 128 80 64; do
+        step "ncu-$k-$h" 60 "$NCU" --clock-control none --kernel-name "regex:$k" --launch-count 1 \
+          --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+          "$X/attention_bench" --variants sm90 --hs "$h" --T 8192 --reps 1 --warmup 1 --no-check
+        grep -E 'Duration|Compute \(SM\) Throughput|DRAM Throughput|Registers Per|Achieved Occupancy' "$LOGS/ncu-$k-$h.log" |
+          head -n 5 | sed "s/^/    $k HS $h: /" | tee -a "$SUMMARY"
+      done
+    done
+  fi
+fi
+
+if wants kit; then
+  step kit-bench 300 bash "$GPU_BUNDLE/tools/gpu_check.sh" --bench --out "$LOGS/kit"
+  grep -E 'tokens/s|x flash|PASS|FAIL' "$LOGS/kit-bench.log" | tail -n 20 | sed 's/^/    /' | tee -a "$SUMMARY"
+fi
+
+say "done: $failures step(s) failed"
+tar czf "$out/logs.tgz" -C "$LOGS" . 2> /dev/null
+[ -f "$out/attention_table.txt" ] && cat "$out/attention_table.txt"
+[ "$failures" -eq 0 ]
