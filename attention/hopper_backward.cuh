@@ -4,11 +4,11 @@
 //
 // A block owns 128 keys of one (sequence, head) (the grid and its order: fa_bwd_block, the last key
 // tiles first) and walks the 64-query tiles that see them, as flash_backward.cuh does:
-// - warpgroup 0 (setmaxnreg.dec 24): its thread 0, the producer, loads K and V once, then per query
+// - warpgroup 0 (setmaxnreg.dec 32): its thread 0, the producer, loads K and V once, then per query
 //   tile Q, dO (64 rows, 128-byte-swizzled panels: FaTile) and the rows' lse and D (64 floats) by
 //   TMA into two stages, each completing its full mbarrier; it refills a stage once both consumers
 //   have released it (empty, 256 arrivals). Its warp 1 is the reducer (below).
-// - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), own 64 keys each and keep their dK, dV
+// - warpgroups 1 and 2, the consumers (setmaxnreg.inc 232), own 64 keys each and keep their dK, dV
 //   in registers: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory (64 keys x 64
 //   queries each), P^T = exp2(S^T scale - lse) and dS^T = P^T (dP^T - D) on the accumulators
 //   (keys past Tk and queries that do not see a key masked to 0 by position), then dV += P^T dO
@@ -21,6 +21,11 @@
 //   the query tile (the semaphores of flash_backward.cuh), adds it into the fp32 accumulator with
 //   one cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on, while the consumers
 //   go on to the next query tile. Deterministic for every schedule.
+// Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
+// counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
+// the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
+// Head sizes 64, 80 and 128: HS 80 in tiles of HP = 128 columns (rank-3 tensor maps, TMA's zeros
+// past the head; HopBwd).
 // Inputs: 16-byte aligned rows (a.vec), lse and D of 4-row chunks (a.vec_stats) and Tq a multiple
 // of 64 (a dQ box never reaches into the next sequence); the launcher runs the sm_80 kernels
 // otherwise. Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body.
@@ -29,19 +34,23 @@
 #include "attention/hopper_forward.cuh"
 
 template <int HS> struct HopBwd {
-    static_assert(HS == 64 || HS == 128, "the Hopper backward serves HS 64 and 128");
+    static_assert(HS == 64 || HS == 80 || HS == 128, "the Hopper backward serves HS 64, 80 and 128");
     static constexpr int BK = 128, BQ = FA_BWD_BQ, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
-    // dQ: at HS 128 consumer c computes columns 64 c .. over all keys; at HS 64 all columns over
+    // Tiles of HP columns, whole 64-column panels: HS 80 is padded to 128 (TMA fills the columns
+    // past the head with zeros and skips them when it adds dQ); S^T and dP^T sum over the HS real
+    // columns only, dK, dV and dQ span HP (their padding columns are 0 and never stored).
+    static constexpr int HP = HS <= 64 ? 64 : 128;
+    // dQ: at HP 128 consumer c computes columns 64 c .. over all keys; at HP 64 all columns over
     // its own 64 keys (SPLIT_KEYS), the partial sums added in shared memory.
-    static constexpr bool SPLIT_KEYS = HS == 64;
-    typedef FaTile<HS, BK> TK;          // K, V
-    typedef FaTile<HS, BQ> TQ;          // Q, dO (a stage)
+    static constexpr bool SPLIT_KEYS = HP == 64;
+    typedef FaTile<HP, BK> TK;          // K, V
+    typedef FaTile<HP, BQ> TQ;          // Q, dO (a stage)
     typedef FaTile<BQ, BK> TS;          // dS^T: 128 keys x 64 queries, one panel
     static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES, VEC = BQ * sizeof(float);
     static constexpr size_t OFF_V = KV, OFF_Q = 2 * KV, OFF_G = OFF_Q + STAGES * QG, OFF_DS = OFF_G + STAGES * QG;
-    // Two fp32 dQ tiles (BQ x HS): query tile i is staged in buffer i % 2 while the reducer adds
+    // Two fp32 dQ tiles (BQ x HP): query tile i is staged in buffer i % 2 while the reducer adds
     // tile i - 1 from the other.
-    static constexpr size_t DQ_TILE = (size_t)BQ * HS * sizeof(float);
+    static constexpr size_t DQ_TILE = (size_t)BQ * HP * sizeof(float);
     static constexpr size_t OFF_DQ = OFF_DS + TS::BYTES;
     static constexpr size_t OFF_LSE = OFF_DQ + 2 * DQ_TILE;   // lse, D per stage
     static constexpr size_t OFF_BAR = OFF_LSE + 2 * STAGES * VEC;
@@ -77,7 +86,7 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
         named_barrier_sync(HOP_BWD_DQ_FULL + buf, HOP_BWD_DQ_THREADS);
         if (threadIdx.x % 32 == 0) {
             fa_dq_spin(k.sem + qt, (unsigned)(last_kt - k.kt));
-            tma_reduce_add_2d(dqmap, dQs + buf * BQ * HS, k.h * HS, k.b * a.Tq + qt * BQ);
+            tma_reduce_add_3d(dqmap, dQs + buf * BQ * HopBwd<HS>::HP, 0, k.h, k.b * a.Tq + qt * BQ);
             bulk_commit();
             bulk_wait<0>();
             fa_dq_release(k.sem + qt);
@@ -87,11 +96,11 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
     }
 }
 
-// Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps: K and V over
-// (B Tk rows, NH HS columns) with 64 x 128 boxes, Q and dO over (B Tq rows, NH HS columns) with
-// 64 x 64 boxes (128-byte swizzle); lse and D over (B NH rows, Tq columns) with 64 x 1 boxes, and
-// the fp32 dQ destination (a.dq_acc, or a.dq) over (B Tq rows, its columns) with HS x 64 boxes
-// (no swizzle). dK, dV as flash_backward_kernel.
+// Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps of rank 3,
+// (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
+// Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
+// (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x 64 boxes (no swizzle); lse and D over (B NH
+// rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel.
 template <int HS>
 __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
@@ -108,7 +117,7 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     floatX* Qs = reinterpret_cast<floatX*>(smem + F::OFF_Q);    // stage st at + st * TQ::ELEMS
     floatX* Gs = reinterpret_cast<floatX*>(smem + F::OFF_G);
     floatX* dST = reinterpret_cast<floatX*>(smem + F::OFF_DS);
-    float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // buffer b at + b * BQ * HS
+    float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // buffer b at + b * BQ * HP
     float* Ls = reinterpret_cast<float*>(smem + F::OFF_LSE);      // lse of stage st at + st * BQ
     float* Ds = Ls + F::STAGES * BQ;                               // D likewise
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
@@ -129,22 +138,22 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     __syncthreads();
 
     if (wg == 0) {   // the producer (thread 0) and the reducer (warp 1)
-        setmaxnreg_dec<24>();
+        setmaxnreg_dec<32>();
         if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<HS>(a, k, &dqmap, dQs);
         if (threadIdx.x != 0 || qt0 >= nqt) return;
         mbarrier_arrive_expect_tx(kv_full, (unsigned)(2 * F::KV));
-        for (int p = 0; p < HS / 64; p++) {
-            tma_load_2d(Ks + p * F::TK::PANEL, &kmap, h * HS + 64 * p, b * a.Tk + j0, kv_full);
-            tma_load_2d(Vs + p * F::TK::PANEL, &vmap, h * HS + 64 * p, b * a.Tk + j0, kv_full);
+        for (int p = 0; p < F::HP / 64; p++) {
+            tma_load_3d(Ks + p * F::TK::PANEL, &kmap, 64 * p, h, b * a.Tk + j0, kv_full);
+            tma_load_3d(Vs + p * F::TK::PANEL, &vmap, 64 * p, h, b * a.Tk + j0, kv_full);
         }
         for (int qt = qt0; qt < nqt; qt++) {
             const int i = qt - qt0, st = i % F::STAGES, row = b * a.Tq + qt * BQ;
             if (i >= F::STAGES) hop_wait(F::empty(bar, st), (unsigned)(i / F::STAGES - 1) & 1u);
             uint64_t* full = F::full(bar, st);
             mbarrier_arrive_expect_tx(full, F::STAGE_TX);
-            for (int p = 0; p < HS / 64; p++) {
-                tma_load_2d(Qs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &qmap, h * HS + 64 * p, row, full);
-                tma_load_2d(Gs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &gmap, h * HS + 64 * p, row, full);
+            for (int p = 0; p < F::HP / 64; p++) {
+                tma_load_3d(Qs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &qmap, 64 * p, h, row, full);
+                tma_load_3d(Gs + st * F::TQ::ELEMS + p * F::TQ::PANEL, &gmap, 64 * p, h, row, full);
             }
             tma_load_2d(Ls + st * BQ, &lmap, qt * BQ, b * NH + h, full);
             tma_load_2d(Ds + st * BQ, &dmap, qt * BQ, b * NH + h, full);
@@ -153,16 +162,16 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     }
 
     // A consumer: keys 64 c .. 64 c + 63 of the tile; this lane's keys kr and kr + 8.
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<232>();
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int kr = 64 * c + 16 * ((threadIdx.x / 32) % 4) + g;
     const int fq_lo = j0 + kr < a.Tk ? first_query(a, j0 + kr) : a.Tq;   // the first query each key sees
     const int fq_hi = j0 + kr + 8 < a.Tk ? first_query(a, j0 + kr + 8) : a.Tq;
     const floatX* Kc = Ks + 64 * c * 64;   // the warpgroup's 64 keys of every panel
     const floatX* Vc = Vs + 64 * c * 64;
-    float dk[HS / 2], dv[HS / 2];
+    float dk[F::HP / 2], dv[F::HP / 2];
 ATTN_UNROLL
-    for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
+    for (int i = 0; i < F::HP / 2; i++) dk[i] = dv[i] = 0.0f;
     if (qt0 < nqt) hop_wait(kv_full, 0);
 
     for (int qt = qt0; qt < nqt; qt++) {
@@ -172,8 +181,8 @@ ATTN_UNROLL
         const float* Lt = Ls + st * BQ;
         const float* Dt = Ds + st * BQ;
 
-        // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 columns of HS one wgmma
-        // each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
+        // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 of the HS columns (the
+        // padding's zeros skipped) one wgmma each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
         float s[BQ / 2], dp[BQ / 2];
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) s[j] = dp[j] = 0.0f;   // (scale-d 0 ignores them)
@@ -220,7 +229,7 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int kb = 0; kb < BQ / 16; kb++) {
 ATTN_UNROLL
-            for (int nh = 0; nh < HS / 64; nh++) {
+            for (int nh = 0; nh < F::HP / 64; nh++) {
                 const int off = nh * F::TQ::PANEL + kb * 16 * 64;
                 wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
                 wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
@@ -238,7 +247,7 @@ ATTN_UNROLL
         }
         wgmma_wait<0>();
 ATTN_UNROLL
-        for (int j = 0; j < HS / 2; j++) {
+        for (int j = 0; j < F::HP / 2; j++) {
             wgmma_fence_operand(dk[j]);
             wgmma_fence_operand(dv[j]);
         }
@@ -269,8 +278,8 @@ ATTN_UNROLL
         named_barrier_sync(HOP_BWD_DQ, 256);
         if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);
         const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
-        float* row_lo = dQs + (i % 2) * BQ * HS + qr * HS + 64 * panel + 2 * t;
-        float* row_hi = row_lo + 8 * HS;
+        float* row_lo = dQs + (i % 2) * BQ * F::HP + qr * F::HP + 64 * panel + 2 * t;
+        float* row_hi = row_lo + 8 * F::HP;
         if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part
 ATTN_UNROLL
         for (int j = 0; j < 8; j++) {

@@ -1,7 +1,8 @@
 // The Hopper (sm_90a) forward of the bf16 build: TMA loads, wgmma, one producer warpgroup and two
 // consumer warpgroups that overlap softmax with the GEMMs (FlashAttention-3's structure).
 //
-// A block computes 128 query rows of one (sequence, head) with 3 warpgroups (384 threads):
+// A block computes 128 query rows of one (sequence, head) with 3 warpgroups (384 threads), head
+// sizes 64, 80 and 128 (80 in tiles of 128 columns: HopFwd::HP):
 // - warpgroup 0, the producer, gives its registers away (setmaxnreg.dec 24); one of its threads
 //   loads the Q tile and then the K and V tiles of 128 keys by TMA (cp.async.bulk.tensor, 128-byte
 //   swizzle, one box per 64-column panel: the FaTile layout of flash_tile.cuh) into two stages,
@@ -29,10 +30,13 @@
 #include "model/cuda_ptx_sm90.cuh"
 
 template <int HS> struct HopFwd {
-    static_assert(HS == 64 || HS == 128, "the Hopper forward serves HS 64 and 128");
+    static_assert(HS == 64 || HS == 80 || HS == 128, "the Hopper forward serves HS 64, 80 and 128");
     static constexpr int BQ = 128, BK = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
-    typedef FaTile<HS, BQ> TQ;   // Q (and the staged O: FaFwd<HS>'s layout, the same BQ)
-    typedef FaTile<HS, BK> TK;   // a K or V tile
+    // Tiles of HP columns, whole 64-column panels: HS 80 is padded to 128 (TMA fills the columns
+    // past the head with zeros); S sums over the HS real columns only, P V and O span HP.
+    static constexpr int HP = HS <= 64 ? 64 : 128;
+    typedef FaTile<HP, BQ> TQ;   // Q
+    typedef FaTile<HP, BK> TK;   // a K or V tile
     static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
     static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV;
     // The mbarriers: q_full, then per stage k_full, v_full, k_empty, v_empty.
@@ -44,7 +48,7 @@ template <int HS> struct HopFwd {
     static __device__ __forceinline__ uint64_t* v_full(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
     static __device__ __forceinline__ uint64_t* k_empty(uint64_t* bar, int st) { return bar + 1 + 2 * STAGES + st; }
     static __device__ __forceinline__ uint64_t* v_empty(uint64_t* bar, int st) { return bar + 1 + 3 * STAGES + st; }
-    static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd's");
+    static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd<HS>'s (HS columns)");
     static_assert(BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2) <= OFF_BAR,
                   "O staging and the merge weights fit in the tiles");
     static_assert(TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
@@ -61,7 +65,8 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
     }
 }
 
-// A consumer's S (64 x BK) = Q K^T for key tile Kt: per 16 columns of HS, one wgmma per 64 keys.
+// A consumer's S (64 x BK) = Q K^T for key tile Kt: per 16 of the HS columns (the padding's zeros
+// skipped), one wgmma per 64 keys.
 // s[32 nh + 4 j + e]: key 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1). Issued, not waited for;
 // s was zeroed before the wgmma.fence (the first wgmma ignores it, scale-d 0, but a register
 // written after the fence makes ptxas insert another one: C7519).
@@ -79,8 +84,8 @@ ATTN_UNROLL
     wgmma_commit();
 }
 
-// O (64 x HS) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16 keys,
-// one wgmma per 64 columns of V (MN-major). Issued, not waited for: pa must keep its values
+// O (64 x HP) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16 keys,
+// one wgmma per 64-column panel of V (MN-major; a padded panel's columns past HS stay 0 in O). Issued, not waited for: pa must keep its values
 // until the wait.
 template <int HS>
 __device__ __forceinline__ void hop_issue_pv(float* o, const uint32_t (*pa)[4], const floatX* Vt) {
@@ -88,7 +93,7 @@ __device__ __forceinline__ void hop_issue_pv(float* o, const uint32_t (*pa)[4], 
 ATTN_UNROLL
     for (int kb = 0; kb < F::BK / 16; kb++) {
 ATTN_UNROLL
-        for (int nh = 0; nh < HS / 64; nh++)
+        for (int nh = 0; nh < F::HP / 64; nh++)
             wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
     }
     wgmma_commit();
@@ -176,10 +181,10 @@ ATTN_UNROLL
     hop_softmax<HS, MASK>(s, m, l, corr, a, kt, vis);
     wgmma_wait<0>();
 ATTN_UNROLL
-    for (int i = 0; i < HS / 2; i++) wgmma_fence_operand(o[i]);
+    for (int i = 0; i < F::HP / 2; i++) wgmma_fence_operand(o[i]);
     mbarrier_arrive(F::v_empty(bar, pst));
 ATTN_UNROLL
-    for (int n = 0; n < HS / 8; n++)
+    for (int n = 0; n < HS / 8; n++)   // (O's padding columns are 0 and stay 0)
 ATTN_UNROLL
         for (int hi = 0; hi < 2; hi++) {
             o[4 * n + 2 * hi] *= corr[hi];
@@ -188,8 +193,9 @@ ATTN_UNROLL
     hop_pack_a<F::BK>(pa, s);
 }
 
-// A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv) staged in shared memory
-// Os, then the block's rows [0, nq) written to og by the consumers' 256 threads (fa_copy_o).
+// A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv; its HS real columns)
+// staged in shared memory Os, then the block's rows [0, nq) written to og by the consumers' 256
+// threads (fa_copy_o).
 template <int HS, typename T>
 __device__ __forceinline__ void hop_write_o(T* Os, T* og, long long ldo, int nq, const float* o, const float inv[2],
                                             int r0, const float2* wts) {
@@ -205,8 +211,9 @@ ATTN_UNROLL
 }
 
 // Grid (query tiles, NH, B), latest query tiles first; HopFwd<HS>::THREADS threads. The tensor maps
-// (model/cuda_ptx_sm90.cuh): Q over (B Tq rows, NH HS columns) with 64 x 128 boxes, K and V over
-// (B Tk rows, NH HS columns) with 64 x BK boxes, 128-byte swizzle. Outputs as flash_forward_kernel
+// (model/cuda_ptx_sm90.cuh) are rank 3, (HS columns, NH heads, B Tq or B Tk rows), with boxes of 64
+// columns x 1 head x 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16
+// columns and zeros, never the next head's. Outputs as flash_forward_kernel
 // without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them.
 template <int HS>
 __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
@@ -245,19 +252,18 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
         setmaxnreg_dec<24>();
         if (threadIdx.x != 0 || nkt == 0) return;
         mbarrier_arrive_expect_tx(q_full, (unsigned)F::Q);
-        for (int p = 0; p < HS / 64; p++)
-            tma_load_2d(Qs + p * F::TQ::PANEL, &qmap, h * HS + 64 * p, b * a.Tq + i0, q_full);
+        for (int p = 0; p < F::HP / 64; p++) tma_load_3d(Qs + p * F::TQ::PANEL, &qmap, 64 * p, h, b * a.Tq + i0, q_full);
         for (int kt = 0; kt < nkt; kt++) {
             const int st = kt % F::STAGES, row = b * a.Tk + kt * BK;
             const unsigned free_ph = (unsigned)(kt / F::STAGES - 1) & 1u;   // the phase that freed stage st
             if (kt >= F::STAGES) hop_wait(F::k_empty(bar, st), free_ph);
             mbarrier_arrive_expect_tx(F::k_full(bar, st), (unsigned)F::KV);
-            for (int p = 0; p < HS / 64; p++)
-                tma_load_2d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, h * HS + 64 * p, row, F::k_full(bar, st));
+            for (int p = 0; p < F::HP / 64; p++)
+                tma_load_3d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, 64 * p, h, row, F::k_full(bar, st));
             if (kt >= F::STAGES) hop_wait(F::v_empty(bar, st), free_ph);
             mbarrier_arrive_expect_tx(F::v_full(bar, st), (unsigned)F::KV);
-            for (int p = 0; p < HS / 64; p++)
-                tma_load_2d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, h * HS + 64 * p, row, F::v_full(bar, st));
+            for (int p = 0; p < F::HP / 64; p++)
+                tma_load_3d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, 64 * p, h, row, F::v_full(bar, st));
         }
         return;
     }
@@ -267,10 +273,10 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
-    float o[HS / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[F::HP / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     uint32_t pa[BK / 16][4];
 ATTN_UNROLL
-    for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+    for (int i = 0; i < F::HP / 2; i++) o[i] = 0.0f;
 ATTN_UNROLL
     for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
     int vis[2];
@@ -308,7 +314,7 @@ ATTN_UNROLL
         if (c == 0) hop_turn_pass(c);
         wgmma_wait<0>();
 ATTN_UNROLL
-        for (int i = 0; i < HS / 2; i++) wgmma_fence_operand(o[i]);
+        for (int i = 0; i < F::HP / 2; i++) wgmma_fence_operand(o[i]);
         mbarrier_arrive(F::v_empty(bar, pst));
     }
 

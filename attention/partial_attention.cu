@@ -312,15 +312,18 @@ static bool hopper_kernels_run(void) {
 #endif
 }
 
-// The kernel a pass asks for in env (ATTENTION_FWD_KERNEL or ATTENTION_BWD_KERNEL): sm80 (the
-// default), sm90 (the Hopper kernel of hopper_forward.cuh / hopper_backward.cuh for HS 64 and 128:
-// an error where it cannot run, i.e. a build without sm_90a code or a device that is not compute
-// capability 9.0) or auto (sm90 where it can run). 1 where the Hopper kernel is to run, for the
-// calls it serves (the caller checks those); other calls run the sm80 kernel whatever the
-// setting. The default stays sm80 until a GPU report has checked the Hopper kernels on the hardware.
+// The kernel a pass asks for in env (ATTENTION_FWD_KERNEL or ATTENTION_BWD_KERNEL): auto (the
+// default: sm90 where it can run), sm80 (the FlashAttention-2-class kernels everywhere) or sm90
+// (the Hopper kernel of hopper_forward.cuh / hopper_backward.cuh for HS 64, 80 and 128: an error where
+// it cannot run, i.e. a build without sm_90a code or a device that is not compute capability 9.0).
+// 1 where the Hopper kernel is to run, for the calls it serves (the caller checks those); other
+// calls run the sm80 kernel whatever the setting. auto became the default once an H200 had run
+// both Hopper kernels through the kernel tests and beaten the sm80 ones at every benchmarked shape
+// (results/gpu/h200-2026-11-27T1222-517964c).
 static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
     const char* env = getenv(env_name);
-    if (!env || !*env || !strcmp(env, "sm80")) return false;
+    if (env && !strcmp(env, "sm80")) return false;
+    if (!env || !*env) env = "auto";
     const bool forced = !strcmp(env, "sm90");
     CHECK(forced || !strcmp(env, "auto"), "set it to sm80, sm90 or auto, or unset it",
           "%s: expected sm80, sm90 or auto, found '%s'", env_name, env);
@@ -330,9 +333,12 @@ static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
     return runs;
 }
 
+// The head sizes the Hopper kernels serve (80 padded to 128).
+static bool hopper_head_size(int HS) { return HS == 64 || HS == 80 || HS == 128; }
+
 // The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV).
 static bool use_hopper_forward(const AttnArgs& a, int HS) {
-    return hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && (HS == 64 || HS == 128) && a.vec && !a.decode;
+    return hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec && !a.decode;
 }
 
 // The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
@@ -340,43 +346,65 @@ static bool use_hopper_forward(const AttnArgs& a, int HS) {
 // floatX dQ always is).
 static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
     const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
-    return hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && (HS == 64 || HS == 128) && a.vec &&
+    return hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
            a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
 }
 
-// A TMA map of a matrix of `rows` rows of `cols` elements (bf16 or fp32), rows `ld` elements
-// apart, boxes of box_cols x box_rows.
-static CUtensorMap tma_map_2d(const void* base, CUtensorMapDataType type, size_t esize, long long cols, long long rows,
-                              long long ld, int box_cols, int box_rows, CUtensorMapSwizzle swizzle, const char* what) {
+// A TMA map of a tensor of rank 2 or 3 (bf16 or fp32, esize bytes): dims[0] elements per row
+// (innermost), byte strides of the outer dimensions, boxes of box[] elements.
+static CUtensorMap tma_map(const void* base, CUtensorMapDataType type, unsigned rank, const cuuint64_t* dims,
+                           const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                           const char* what) {
     static TmaEncodeTiledFn encode = NULL;   // the driver's entry point, found once
     if (!encode) encode = tma_encode_tiled_fn();
     CHECK(encode != NULL, "update the NVIDIA driver (CUDA 12.0 or newer)",
           "cuTensorMapEncodeTiled not found through cudaGetDriverEntryPointByVersion");
     CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * esize};
-    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estrides[2] = {1, 1};
-    const CUresult r = encode(&map, type, 2, (void*)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+    const cuuint32_t estrides[3] = {1, 1, 1};
+    const CUresult r = encode(&map, type, rank, (void*)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     CHECK(r == CUDA_SUCCESS, "a caller bug: the launchers check 16-byte alignment first",
-          "cuTensorMapEncodeTiled for the Hopper kernels' %s (%lld rows of %lld, stride %lld) failed: error %d", what,
-          rows, cols, ld, (int)r);
+          "cuTensorMapEncodeTiled for the Hopper kernels' %s (rank %u, %llu x %llu elements, strides %llu bytes) "
+          "failed: error %d", what, rank, (unsigned long long)dims[0], (unsigned long long)dims[1],
+          (unsigned long long)strides[0], (int)r);
     return map;
 }
 
-// A bf16 matrix in 128-byte-swizzled boxes of 64 columns (one FaTile panel) x box_rows rows.
-static CUtensorMap hopper_tensor_map(const floatX* base, int cols, long long rows, int ld, int box_rows,
+// A matrix of `rows` rows of `cols` elements, rows `ld` elements apart, boxes of box_cols x box_rows.
+static CUtensorMap tma_map_2d(const void* base, CUtensorMapDataType type, size_t esize, long long cols, long long rows,
+                              long long ld, int box_cols, int box_rows, CUtensorMapSwizzle swizzle, const char* what) {
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * esize};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    return tma_map(base, type, 2, dims, strides, box, swizzle, what);
+}
+
+// Rows of NH heads of HS elements, rows ld elements apart, as a rank-3 tensor (HS, NH, rows), boxes
+// of box_cols x 1 head x box_rows: a box never reaches into the next head (its columns past HS
+// read as zeros, and are not written by a store or reduction).
+static CUtensorMap tma_map_heads(const void* base, CUtensorMapDataType type, size_t esize, int HS, int NH,
+                                 long long rows, long long ld, int box_cols, int box_rows,
+                                 CUtensorMapSwizzle swizzle, const char* what) {
+    const cuuint64_t dims[3] = {(cuuint64_t)HS, (cuuint64_t)NH, (cuuint64_t)rows};
+    const cuuint64_t strides[2] = {(cuuint64_t)HS * esize, (cuuint64_t)ld * esize};
+    const cuuint32_t box[3] = {(cuuint32_t)box_cols, 1, (cuuint32_t)box_rows};
+    return tma_map(base, type, 3, dims, strides, box, swizzle, what);
+}
+
+// Q, K, V or dO of the Hopper kernels: bf16 heads in 128-byte-swizzled boxes of 64 columns (one
+// FaTile panel) x box_rows rows.
+static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long long rows, int ld, int box_rows,
                                      const char* what) {
-    return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(floatX), cols, rows, ld, 64, box_rows,
-                      CU_TENSOR_MAP_SWIZZLE_128B, what);
+    return tma_map_heads(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(floatX), HS, NH, rows, ld, 64, box_rows,
+                         CU_TENSOR_MAP_SWIZZLE_128B, what);
 }
 
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    if constexpr (HS == 64 || HS == 128) {
+    if constexpr (HS == 64 || HS == 80 || HS == 128) {
         typedef HopFwd<HS> F;
         CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS>), F::SMEM, "head size", HS);
-        const CUtensorMap qm = hopper_tensor_map(a.q, NH * HS, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
-        const CUtensorMap km = hopper_tensor_map(a.k, NH * HS, (long long)B * a.Tk, a.ldk, F::BK, "K");
-        const CUtensorMap vm = hopper_tensor_map(a.v, NH * HS, (long long)B * a.Tk, a.ldv, F::BK, "V");
+        const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
+        const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
+        const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
         const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
         LAUNCH((hopper_forward_kernel<HS>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream, qm,
                km, vm, a);
@@ -507,17 +535,17 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
         CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
-        const CUtensorMap km = hopper_tensor_map(a.k, C, kr, a.ldk, F::BK, "K");
-        const CUtensorMap vm = hopper_tensor_map(a.v, C, kr, a.ldv, F::BK, "V");
-        const CUtensorMap qm = hopper_tensor_map(a.q, C, qr, a.ldq, F::BQ, "Q");
-        const CUtensorMap gm = hopper_tensor_map(a.dout, C, qr, a.lddo, F::BQ, "dO");
+        const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
+        const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, kr, a.ldv, F::BK, "V");
+        const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, qr, a.ldq, F::BQ, "Q");
+        const CUtensorMap gm = hopper_tensor_map(a.dout, HS, NH, qr, a.lddo, F::BQ, "dO");
         const CUtensorMap lm = tma_map_2d(a.lse_in, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq,
                                           F::BQ, 1, CU_TENSOR_MAP_SWIZZLE_NONE, "lse");
         const CUtensorMap dm = tma_map_2d(a.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq, F::BQ,
                                           1, CU_TENSOR_MAP_SWIZZLE_NONE, "D");
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
-        const CUtensorMap dqm = tma_map_2d(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), C, qr,
-                                           a.dq_acc ? C : a.lddq, HS, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
+        const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
+                                              a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
         LAUNCH((hopper_backward_kernel<HS>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm, a, NH);
     }
 };
@@ -559,11 +587,13 @@ template <int HS> int backward_key_tile(void) {
 }
 
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    if constexpr (HS == 64 || HS == 128) {
+    if constexpr (HS == 64 || HS == 80 || HS == 128) {
         if (use_hopper_backward(a, HS, a.dqx != NULL)) {
             launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
             return;
         }
+    }
+    if constexpr (HS == 64 || HS == 128) {
         if (backward_layout_fa2(HS)) {
             launch_backward_tiles<HS, 128, BWD_FA2>(a, B, NH, stream);
             return;

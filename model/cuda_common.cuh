@@ -153,18 +153,28 @@ static inline int cuda_max_dynamic_smem_optin(void) {
 
 // *raised: the size this kernel was last raised to (one static per kernel at the call site; a
 // template launcher has one per instantiation, i.e. per kernel), so the attribute is set once per
-// kernel and size, not at every launch: later calls cost one comparison. Sizes up to 48 KiB need
-// no attribute and return at once.
+// kernel and size, not at every launch: later calls cost one comparison. A block gets 48 KiB of
+// shared memory without the attribute, static and dynamic together: a kernel with static
+// __shared__ variables needs the attribute for less than 48 KiB of dynamic memory (the split-KV
+// forward, 128 bytes static and 48 KiB dynamic at HS 64, failed to launch on an H200 without it).
 static inline void cuda_raise_dynamic_smem(const void* kernel, int* raised, size_t bytes,
                                            const char* name, const char* what, int value,
                                            const char* file, int line) {
-    if (bytes <= 48 * 1024 || (size_t)*raised >= bytes) return;
+    if ((size_t)*raised >= bytes) return;
+    cudaFuncAttributes attr;
+    cuda_check_at(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes (static shared memory)", file, line);
+    const size_t total = bytes + attr.sharedSizeBytes;
+    if (total <= 48 * 1024) {
+        *raised = (int)bytes;
+        return;
+    }
     const int limit = cuda_max_dynamic_smem_optin();
-    if (bytes > (size_t)limit)
+    if (total > (size_t)limit)
         fail_at(file, line, "this GPU has less shared memory per block than the kernel needs; use a "
                 "smaller head size (or a GPU with more shared memory: A100, H100 allow 227 KiB)",
-                "kernel %s (%s %d) needs %zu bytes of dynamic shared memory per block; this GPU "
-                "allows %d (cudaDevAttrMaxSharedMemoryPerBlockOptin)", name, what, value, bytes, limit);
+                "kernel %s (%s %d) needs %zu bytes of dynamic and %zu of static shared memory per "
+                "block; this GPU allows %d (cudaDevAttrMaxSharedMemoryPerBlockOptin)", name, what, value,
+                bytes, attr.sharedSizeBytes, limit);
     cuda_check_at(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
                   "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", file, line);
     *raised = (int)bytes;

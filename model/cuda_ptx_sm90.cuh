@@ -16,8 +16,10 @@
 //   fence_mbarrier_init         fence.mbarrier_init.release.cluster
 //   tma_load_2d                 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
 //                               [dst], [map, {c0, c1}], [bar] (c0: the innermost coordinate)
+//   tma_load_3d                 the same, .3d: [map, {c0, c1, c2}] (a rank-3 map: heads as a dimension)
 //   tma_store_2d                cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [map, {c0, c1}], [src]
 //   tma_reduce_add_2d           cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group
+//   tma_reduce_add_3d           the same, .3d
 //   bulk_commit / bulk_wait<N>  cp.async.bulk.commit_group / cp.async.bulk.wait_group N (the stores and
 //                               reductions are done, their shared source free, after the wait)
 //   smem_desc                   a wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format")
@@ -111,6 +113,10 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
               ::"r"(smem_addr_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr_u32(bar)) : "memory");
 }
 
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+    SM90A_ASM("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+              ::"r"(smem_addr_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr_u32(bar)) : "memory");
+}
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
     SM90A_ASM("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
               ::"l"(map), "r"(c0), "r"(c1), "r"(smem_addr_u32(src)) : "memory");
@@ -118,6 +124,10 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void*
 __device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
     SM90A_ASM("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];\n"
               ::"l"(map), "r"(c0), "r"(c1), "r"(smem_addr_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+    SM90A_ASM("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+              ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr_u32(src)) : "memory");
 }
 __device__ __forceinline__ void bulk_commit(void) { SM90A_ASM("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void bulk_wait(void) {
@@ -225,6 +235,9 @@ static inline void fence_mbarrier_init(void) { cuda_host_fence_proxy_async(); }
 static inline void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
     cuda_host_tma_load_2d(dst, map, c0, c1, bar);
 }
+static inline void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+    cuda_host_tma_load_3d(dst, map, c0, c1, c2, bar);
+}
 typedef CUresult (*TmaEncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -234,6 +247,9 @@ static inline void tma_store_2d(const CUtensorMap* map, const void* src, int c0,
 }
 static inline void tma_reduce_add_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
     cuda_host_tma_store_2d(map, src, c0, c1, 1);
+}
+static inline void tma_reduce_add_3d(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+    cuda_host_tma_store_3d(map, src, c0, c1, c2, 1);
 }
 static inline void bulk_commit(void) { cuda_host_bulk_commit(); }
 template <int N> static inline void bulk_wait(void) { cuda_host_bulk_wait(N); }

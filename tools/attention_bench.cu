@@ -79,13 +79,44 @@ static void current_backward(const AttnCall* a, cudaStream_t s) {
                             a->d, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C, s);
 }
 
-// The trainer's backward with one launcher setting changed: the launcher reads
-// ATTENTION_BWD_KEY_TILE and ATTENTION_BWD_HEAD_GROUP at each call (attention/partial_attention.cu).
-static void backward_with_env(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
+// The trainer's sm_80 backward with one of its launcher settings changed: the launcher reads
+// ATTENTION_BWD_KEY_TILE, ATTENTION_BWD_HEAD_GROUP, ATTENTION_BWD_RELEASE and ATTENTION_BWD_LAYOUT
+// at each call (attention/partial_attention.cu); ATTENTION_BWD_KERNEL=sm80 keeps the Hopper
+// backward (the default where it runs) out of these variants. Each variable gets back the value
+// it had (the caller's setting stays in force for `current`).
+typedef struct {
+    const char* name;
+    char old[64];
+    int had;
+} EnvSave;
+static void env_set(EnvSave* e, const char* name, const char* value) {
+    const char* v = getenv(name);
+    e->name = name;
+    e->had = v != NULL;
+    snprintf(e->old, sizeof e->old, "%s", v ? v : "");
     CHECK(setenv(name, value, 1) == 0, "check the environment", "setenv %s failed", name);
-    current_backward(a, s);
-    CHECK(unsetenv(name) == 0, "check the environment", "unsetenv %s failed", name);
 }
+static void env_restore(const EnvSave* e) {
+    CHECK((e->had ? setenv(e->name, e->old, 1) : unsetenv(e->name)) == 0, "check the environment",
+          "restoring %s failed", e->name);
+}
+static void backward_with_env(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
+    EnvSave kernel, knob;
+    env_set(&kernel, "ATTENTION_BWD_KERNEL", "sm80");
+    env_set(&knob, name, value);   // (ATTENTION_BWD_KERNEL itself for the sm80 and sm90 variants)
+    current_backward(a, s);
+    env_restore(&knob);
+    env_restore(&kernel);
+}
+static void forward_with_env(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
+    EnvSave knob;
+    env_set(&knob, name, value);
+    current_forward(a, s);
+    env_restore(&knob);
+}
+// The sm_80 kernels everywhere (an A100's; on an H100 or H200 what ran before the Hopper kernels).
+static void sm80_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "sm80"); }
+static void sm80_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "sm80"); }
 // Key tiles of 64 (4 warps per block) instead of the default 128.
 static void bk64_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KEY_TILE", "64"); }
 // Blocks of 4 heads at a time instead of 1.
@@ -103,14 +134,9 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
     backward_with_env(a, s, "ATTENTION_BWD_HEAD_GROUP", "1000000");
 }
 
-// The Hopper backward (attention/hopper_backward.cuh) where it can run: ATTENTION_BWD_KERNEL=auto.
+// The Hopper kernels where they run (attention/hopper_forward.cuh, hopper_backward.cuh): auto.
 static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
-// The Hopper forward (attention/hopper_forward.cuh) where it can run: ATTENTION_FWD_KERNEL=auto.
-static void hopper_forward(const AttnCall* a, cudaStream_t s) {
-    CHECK(setenv("ATTENTION_FWD_KERNEL", "auto", 1) == 0, "check the environment", "setenv ATTENTION_FWD_KERNEL failed");
-    current_forward(a, s);
-    CHECK(unsetenv("ATTENTION_FWD_KERNEL") == 0, "check the environment", "unsetenv ATTENTION_FWD_KERNEL failed");
-}
+static void hopper_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "auto"); }
 
 // A broken variant for the tests: the current kernels with the first row of the output
 // overwritten (0x60 bytes: about 6.5e19), which the spot check must catch.
@@ -126,20 +152,24 @@ static void mutant_backward(const AttnCall* a, cudaStream_t s) {
 // A new variant is one line: its name, a description, its forward and backward launchers.
 // The first is the reference of the spot check.
 static const Variant VARIANTS[] = {
-    {"current", "the trainer's kernels: attention_forward_cuda; attention_row_dot_cuda + attention_backward_cuda",
-     current_forward, current_backward, 1},
-    {"bk64", "current with the backward's key tiles of 64 (4 warps) instead of 128 (8 warps)", current_forward,
+    {"current", "the trainer's kernels: attention_forward_cuda; attention_row_dot_cuda + attention_backward_cuda "
+     "(on an H100 or H200 the Hopper kernels for HS 64, 80 and 128, else the sm_80 ones)", current_forward,
+     current_backward, 1},
+    {"sm80", "the sm_80 kernels everywhere (ATTENTION_FWD_KERNEL=sm80, ATTENTION_BWD_KERNEL=sm80; the variants "
+     "below change the sm_80 backward)", sm80_forward, sm80_backward, 1},
+    {"bk64", "sm80 with the backward's key tiles of 64 (4 warps) instead of 128 (8 warps)", sm80_forward,
      bk64_backward, 1},
-    {"group4", "current with the backward's blocks in groups of 4 heads (key tiles outer within a group) instead of 1",
-     current_forward, group4_backward, 1},
-    {"fa2", "current with the backward in FlashAttention-2's warp layout (2 x 4 warps of 32 x 32 for S and dP, P "
-     "and dS through shared memory; HS 64 and 128)", current_forward, fa2_backward, 1},
-    {"lagged", "current with each query tile's dQ turn passed on one query tile later (on causal diagonals)",
-     current_forward, lagged_backward, 1},
-    {"heads-inner", "current with every head's block of one key tile together (one group of all heads)",
-     current_forward, heads_inner_backward, 1},
-    {"sm90", "current with the Hopper kernels (TMA, wgmma, a producer and two consumer warpgroups; HS 64 and 128) "
-     "where they run (compute capability 9.0, sm_90a build), else the same as current", hopper_forward,
+    {"group4", "sm80 with the backward's blocks in groups of 4 heads (key tiles outer within a group) instead of 1",
+     sm80_forward, group4_backward, 1},
+    {"fa2", "sm80 with the backward in FlashAttention-2's warp layout (2 x 4 warps of 32 x 32 for S and dP, P "
+     "and dS through shared memory; HS 64 and 128)", sm80_forward, fa2_backward, 1},
+    {"lagged", "sm80 with each query tile's dQ turn passed on one query tile later (on causal diagonals)",
+     sm80_forward, lagged_backward, 1},
+    {"heads-inner", "sm80 with every head's block of one key tile together (one group of all heads)",
+     sm80_forward, heads_inner_backward, 1},
+    {"sm90", "the Hopper kernels (TMA, wgmma, a producer and two consumer warpgroups; HS 64, 80 (padded to 128) and 128) where they run "
+     "(compute capability 9.0, sm_90a build), named: ATTENTION_*_KERNEL=auto, the default, so current's kernels",
+     hopper_forward,
      hopper_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},

@@ -184,16 +184,18 @@ struct Scenario {
 };
 
 // Forward calls, those that ran the Hopper kernel, and those whose kernel is not the expected one:
-// with ATTENTION_FWD_KERNEL=sm90 (the host runtime is a compute capability 9.0 device) every call
-// of HS 64 or 128 on 16-byte aligned inputs that is not a decoding step, else none. The same for
-// the backward under ATTENTION_BWD_KERNEL: every call of HS 64 or 128 on 16-byte aligned inputs,
+// with ATTENTION_FWD_KERNEL=sm90 or auto (the host runtime is a compute capability 9.0 device) every call
+// of HS 64, 80 or 128 on 16-byte aligned inputs that is not a decoding step, else none. The same for
+// the backward under ATTENTION_BWD_KERNEL: every call of HS 64, 80 or 128 on 16-byte aligned inputs,
 // lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
 static int bwd_calls = 0, bwd_sm90 = 0, bwd_unexpected = 0;
-// env_name=sm90, or auto on a compute capability 9.0 device (bf16 build).
+// env_name=sm90, or auto (also when unset: the default) on a compute capability 9.0 device (bf16
+// build).
 static bool hopper_selected(const char* env_name) {
     const char* env = getenv(env_name);
-    if (!FUSED_MERGE || !env) return false;
+    if (!env || !*env) env = "auto";
+    if (!FUSED_MERGE) return false;
     int device = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -204,7 +206,7 @@ static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int
                                  const floatX* v) {
     const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
     const bool want =
-        hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 128) && aligned && !p->decode;
+        hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) && aligned && !p->decode;
     const bool sm90 = !strcmp(attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk), "sm90");
     fwd_calls++;
     fwd_sm90 += sm90;
@@ -219,7 +221,7 @@ static void count_backward_kernel(const AttentionProblem* p, const floatX* q, in
     const bool stats = ((uintptr_t)lse | (uintptr_t)d) % 16 == 0 && p->Tq % 64 == 0;
     const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
     const bool want =
-        hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 128) && aligned && stats && dq_ok;
+        hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) && aligned && stats && dq_ok;
     const bool sm90 = !strcmp(attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld), "sm90");
     bwd_calls++;
     bwd_sm90 += sm90;
@@ -511,6 +513,9 @@ int main(int argc, char** argv) {
     // Query counts in whole 64-query tiles (the Hopper backward's): 3 tiles against a full and a
     // ragged 64-key tile, three sequences; 4 tiles against 2 key tiles at HS 128.
     run_scenario(single("single T192 HS64 B3", 3, 2, 64, 192, 0, false, 1.0f));
+    // HS 80 (gpt3-2.7b's) on the Hopper kernels, padded to 128: 3 query tiles of 64 in each of 2
+    // sequences, both passes.
+    run_scenario(single("single T192 HS80 B2 q*5", 2, 2, 80, 192, 0, false, 5.0f));
     if (!quick) run_scenario(single("single T256 HS128 B2 q*5", 2, 2, 128, 256, 0, false, 5.0f));
     // Decoding steps (AttentionProblem.decode): 2 or 4 blocks on the runtime's 132 SMs, so the bf16
     // forward splits the keys 11 and 16 ways (one per key tile, at most 16) and merges the partials.

@@ -73,6 +73,9 @@ void cuda_host_fence_proxy_async(void);
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [map, {c0, c1}],
 // [bar]: c0 indexes the innermost dimension.
 void cuda_host_tma_load_2d(void* dst_shared, const CUtensorMap* map, int c0, int c1, uint64_t* bar);
+// The same from a rank-3 map (cp.async.bulk.tensor.3d...): box element (x, y, z) at byte
+// ((z b1 + y) b0 + x) * element size of the tile, swizzled as the rank-2 box.
+void cuda_host_tma_load_3d(void* dst_shared, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar);
 
 // wgmma shared-memory matrix descriptors (PTX ISA "Matrix Descriptor Format"): bits 0-13 the start
 // address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the stride dimension byte
@@ -109,5 +112,6 @@ void cuda_host_wgmma_bf16_rs(float* d, int n, const uint32_t* a, uint64_t desc_b
 // elements skipped; reductions as relaxed atomic adds) at the cp.async.bulk.wait_group that
 // retires the group. A thread that returns with one pending fails.
 void cuda_host_tma_store_2d(const CUtensorMap* map, const void* src_shared, int c0, int c1, int reduce);
+void cuda_host_tma_store_3d(const CUtensorMap* map, const void* src_shared, int c0, int c1, int c2, int reduce);
 void cuda_host_bulk_commit(void);
 void cuda_host_bulk_wait(int n);

@@ -184,9 +184,20 @@ static inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr
     return cuda_host_func_set_attribute((const void*)kernel, attr, value);
 }
 
+// A kernel's static __shared__ bytes, as nvcc would report them (ptxas "smem"): the host runtime
+// cannot see them (static __shared__ is thread_local here), so a test that needs the limits CUDA
+// applies to them declares them. A block gets 48 KiB without cudaFuncSetAttribute, static and
+// dynamic together; with it, the attribute bounds the dynamic part and the sum must stay within the
+// opt-in limit.
+cudaError_t cuda_host_declare_static_smem(const void* kernel, size_t bytes);
+template <typename F>
+static inline cudaError_t cuda_host_declare_static_smem(F* kernel, size_t bytes) {
+    return cuda_host_declare_static_smem((const void*)kernel, bytes);
+}
+
 // What CUDA reports of a compiled kernel. The host runtime reports the image an H100 would load
-// (sm_90 machine code, PTX 9.0) and the kernel's dynamic shared memory limit; registers and local
-// memory are nvcc's business (0 here).
+// (sm_90 machine code, PTX 9.0), the kernel's dynamic shared memory limit and its declared static
+// shared memory; registers and local memory are nvcc's business (0 here).
 struct cudaFuncAttributes {
     size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
     int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion, cacheModeCA, maxDynamicSharedSizeBytes,

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 // --- Per-block state -------------------------------------------------------------------------------
@@ -28,7 +30,7 @@ typedef struct {
     const uint64_t* bar;
     unsigned char* dst;
     CUtensorMap map;  // a copy: the kernel's parameter may be gone when the copy lands
-    int c0, c1;
+    int c[3];         // the box's start (c[2] = 0 for a rank-2 map)
     unsigned bytes;
 } TmaCopy;
 
@@ -41,6 +43,10 @@ static thread_local std::vector<unsigned long long> tl_wait_seen;
 // setmaxnreg: per thread, its calls so far; per warpgroup, the calls (+n inc, -n dec) in order.
 static thread_local std::vector<int> tl_reg_calls;
 static thread_local std::vector<std::vector<int>> tl_reg_wg;
+// The block's register pool: each thread's count (setmaxnreg moves it), and how often a count has
+// changed (the waits of setmaxnreg.inc see progress by it).
+static thread_local std::vector<int> tl_reg_now;
+static thread_local unsigned long long tl_reg_moves;
 
 static void wg_block_begin(void);
 static void wg_block_end(void);
@@ -55,6 +61,8 @@ void cuda_host_ptx_block_begin(void) {
     tl_wait_seen.clear();
     tl_reg_calls.clear();
     tl_reg_wg.clear();
+    tl_reg_now.clear();
+    tl_reg_moves = 0;
     wg_block_begin();
     bulk_block_begin();
 }
@@ -193,6 +201,15 @@ int cuda_host_mbarrier_try_wait_parity(uint64_t* bar, unsigned parity) {
 
 // --- Named barriers are in block_exec.cpp; setmaxnreg and fences ------------------------------------
 
+// The registers per thread a block of `threads` threads starts with: what ptxas allocates for the
+// kernels that use setmaxnreg (__launch_bounds__(threads, 1): all 65536, in multiples of 8, at most
+// 255). A kernel that uses fewer starts with fewer, so a split that fits this pool is necessary, and
+// one that overflows it waits forever on any GPU.
+static int reg_launch_count(unsigned threads) {
+    int r = (int)(65536 / threads) / 8 * 8;
+    return r > 248 ? 248 : r;
+}
+
 void cuda_host_setmaxnreg(int inc, unsigned n) {
     const char* what = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
     if (n < 24 || n > 256 || n % 8) failf(what, "%u registers is not a multiple of 8 in [24, 256]", n);
@@ -209,6 +226,32 @@ void cuda_host_setmaxnreg(int inc, unsigned n) {
         failf(what, "call %d of this thread is setmaxnreg.%s %u, but another thread of warpgroup %d made "
               "setmaxnreg.%s %d its call %d; the 128 threads of a warpgroup must agree", k + 1,
               inc ? "inc" : "dec", n, wg, calls[k] > 0 ? "inc" : "dec", calls[k] > 0 ? calls[k] : -calls[k], k + 1);
+    // The pool: .dec gives registers back to the block, .inc takes them from what the other warps
+    // gave back, waiting until enough are there.
+    const int start = reg_launch_count(threads);
+    if (tl_reg_now.size() < threads) tl_reg_now.resize(threads, start);
+    const int now = tl_reg_now[t];
+    if (inc) {
+        long spins = 0;
+        unsigned long long seen = tl_reg_moves;
+        for (;;) {
+            long long held = 0;
+            for (unsigned i = 0; i < threads; i++) held += tl_reg_now[i];
+            if (held - now + (long long)n <= (long long)threads * start) break;
+            if (tl_reg_moves != seen) seen = tl_reg_moves, spins = 0;
+            if (++spins > MBAR_STALL_YIELDS) {
+                long long want = 0;
+                for (size_t w = 0; w < tl_reg_wg.size(); w++) want += 128LL * (tl_reg_wg[w].empty() ? start : std::abs(tl_reg_wg[w].back()));
+                failf(what, "%u registers never become free: the block started with %d per thread (%lld in all) "
+                      "and its warpgroups ask for %lld (their last setmaxnreg counts); a GPU waits here forever "
+                      "(hint: the counts of the warpgroups must sum to at most %d per lane)", n, start,
+                      (long long)threads * start, want, start * (int)(threads / 128));
+            }
+            cuda_host_yield(what);
+        }
+    }
+    tl_reg_now[t] = (int)n;
+    tl_reg_moves++;
 }
 
 void cuda_host_fence_proxy_async(void) { cuda_host_current_launch("fence.proxy.async"); }
@@ -343,21 +386,37 @@ static uintptr_t swizzle_address(uintptr_t a, unsigned swizzle) {
     return a ^ ((a >> 7 & mask) << 4);
 }
 
+// The box's extent in dimension i (1 past the map's rank: a rank-2 map is one plane).
+static unsigned box_extent(const TmapFields* f, int i) { return (uint64_t)i < f->rank ? box_dim(f, i) : 1; }
+
+// Element (x, y, z) of the box at c: its global address in *g, and whether it lies inside the
+// tensor (out-of-bounds elements are zero-filled by loads and skipped by stores).
+static bool box_element(const TmapFields* f, const int c[3], unsigned x, unsigned y, unsigned z, unsigned char** g) {
+    const long long gx = (long long)c[0] + x, gy = (long long)c[1] + y, gz = (long long)c[2] + z;
+    const long long dz = f->rank > 2 ? (long long)f->dim[2] : 1;
+    *g = (unsigned char*)(uintptr_t)f->addr + (size_t)gz * (f->rank > 2 ? f->stride[1] : 0) + (size_t)gy * f->stride[0] +
+         (size_t)gx * f->esize;
+    return gx >= 0 && gx < (long long)f->dim[0] && gy >= 0 && gy < (long long)f->dim[1] && gz >= 0 && gz < dz;
+}
+
+// Box element (x, y, z) sits at byte ((z b1 + y) b0 + x) * esize of the tile, swizzled.
+static unsigned char* box_smem(const TmapFields* f, const unsigned char* tile, unsigned x, unsigned y, unsigned z) {
+    const size_t i = ((size_t)z * box_extent(f, 1) + y) * box_extent(f, 0) + x;
+    return (unsigned char*)swizzle_address((uintptr_t)tile + i * f->esize, (unsigned)f->swizzle);
+}
+
 static void tma_land(const TmaCopy* c) {
     TmapFields f;
     memcpy(&f, &c->map, sizeof f);
-    unsigned b0 = box_dim(&f, 0), b1 = box_dim(&f, 1), es = (unsigned)f.esize;
-    for (unsigned r = 0; r < b1; r++) {
-        long long y = (long long)c->c1 + r;
-        for (unsigned x = 0; x < b0; x++) {
-            long long gx = (long long)c->c0 + x;
-            uintptr_t a = swizzle_address((uintptr_t)c->dst + ((size_t)r * b0 + x) * es, (unsigned)f.swizzle);
-            if (gx >= 0 && gx < (long long)f.dim[0] && y >= 0 && y < (long long)f.dim[1])
-                memcpy((void*)a, (const unsigned char*)(uintptr_t)f.addr + (size_t)y * f.stride[0] + (size_t)gx * es, es);
-            else
-                memset((void*)a, 0, es);  // out of bounds: zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-        }
-    }
+    const unsigned es = (unsigned)f.esize;
+    for (unsigned z = 0; z < box_extent(&f, 2); z++)
+        for (unsigned y = 0; y < box_extent(&f, 1); y++)
+            for (unsigned x = 0; x < box_extent(&f, 0); x++) {
+                unsigned char* g;
+                unsigned char* a = box_smem(&f, c->dst, x, y, z);
+                if (box_element(&f, c->c, x, y, z, &g)) memcpy(a, g, es);
+                else memset(a, 0, es);  // out of bounds: zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+            }
 }
 
 // The box's first element must start a 16-byte unit of its row: c0 times the element size a
@@ -370,37 +429,54 @@ static void check_inner_start(const char* what, const TmapFields* f, int c0) {
               "(a GPU faults: illegal instruction)", c0, at);
 }
 
-void cuda_host_tma_load_2d(void* dst_shared, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-    const char* what = "cp.async.bulk.tensor.2d";
+// The map of a rank-`rank` instruction, checked.
+static TmapFields tmap_of(const char* what, const CUtensorMap* map, unsigned rank) {
     TmapFields f;
     memcpy(&f, map, sizeof f);
     if (f.magic != TMAP_MAGIC) failf(what, "the tensor map %p was not made by cuTensorMapEncodeTiled", (const void*)map);
-    if (f.rank != 2) failf(what, "the tensor map has rank %llu, not 2", (unsigned long long)f.rank);
-    check_inner_start(what, &f, c0);
-    unsigned b0 = box_dim(&f, 0), b1 = box_dim(&f, 1), bytes = b0 * b1 * (unsigned)f.esize;
+    if (f.rank != rank) failf(what, "the tensor map has rank %llu, not %u", (unsigned long long)f.rank, rank);
+    return f;
+}
+
+static void tma_load(const char* what, void* dst_shared, const CUtensorMap* map, unsigned rank, const int c[3],
+                     uint64_t* bar) {
+    TmapFields f = tmap_of(what, map, rank);
+    check_inner_start(what, &f, c[0]);
+    const unsigned b0 = box_extent(&f, 0), b1 = box_extent(&f, 1), b2 = box_extent(&f, 2);
+    const unsigned bytes = b0 * b1 * b2 * (unsigned)f.esize;
     if ((uintptr_t)dst_shared % 128 || !cuda_host_in_shared(dst_shared, bytes))
         failf(what, "dst %p must be 128-byte aligned with the box's %u bytes in the block's shared memory",
               dst_shared, bytes);
     mbar_find(bar, what);
-    // The rows read must lie in one cudaMalloc allocation (a GPU faults otherwise).
-    for (unsigned r = 0; r < b1; r++) {
-        long long y = (long long)c1 + r, x0 = c0 < 0 ? 0 : c0, x1 = (long long)c0 + b0;
-        if (x1 > (long long)f.dim[0]) x1 = (long long)f.dim[0];
-        if (y < 0 || y >= (long long)f.dim[1] || x1 <= x0) continue;
-        const void* p = (const unsigned char*)(uintptr_t)f.addr + (size_t)y * f.stride[0] + (size_t)x0 * f.esize;
-        if (cuda_host_mem_kind(p, (size_t)(x1 - x0) * f.esize) != CUDA_HOST_MEM_DEVICE)
-            failf(what, "box (%d, %d) row %u reads %p, which is not inside one cudaMalloc allocation", c0, c1, r, p);
-    }
+    // The part of each box row inside the tensor must lie in one cudaMalloc allocation (a GPU
+    // faults otherwise).
+    const long long x0 = c[0] < 0 ? 0 : c[0], x1 = std::min((long long)c[0] + b0, (long long)f.dim[0]);
+    for (unsigned z = 0; z < b2 && x1 > x0; z++)
+        for (unsigned y = 0; y < b1; y++) {
+            unsigned char* g;
+            if (!box_element(&f, c, (unsigned)(x0 - c[0]), y, z, &g)) continue;
+            if (cuda_host_mem_kind(g, (size_t)(x1 - x0) * f.esize) != CUDA_HOST_MEM_DEVICE)
+                failf(what, "box (%d, %d, %d) row (%u, %u) reads %p, which is not inside one cudaMalloc allocation",
+                      c[0], c[1], c[2], y, z, (void*)g);
+        }
     // Poison until the copy lands at a wait on bar: reading the tile without waiting fails.
     memset(dst_shared, 0xff, bytes);
-    TmaCopy c;
-    c.bar = bar;
-    c.dst = (unsigned char*)dst_shared;
-    c.map = *map;
-    c.c0 = c0;
-    c.c1 = c1;
-    c.bytes = bytes;
-    tl_tma.push_back(c);
+    TmaCopy cp;
+    cp.bar = bar;
+    cp.dst = (unsigned char*)dst_shared;
+    cp.map = *map;
+    memcpy(cp.c, c, sizeof cp.c);
+    cp.bytes = bytes;
+    tl_tma.push_back(cp);
+}
+
+void cuda_host_tma_load_2d(void* dst_shared, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+    const int c[3] = {c0, c1, 0};
+    tma_load("cp.async.bulk.tensor.2d", dst_shared, map, 2, c, bar);
+}
+void cuda_host_tma_load_3d(void* dst_shared, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+    const int c[3] = {c0, c1, c2};
+    tma_load("cp.async.bulk.tensor.3d", dst_shared, map, 3, c, bar);
 }
 
 // --- wgmma: descriptors and the asynchronous warpgroup MMA -----------------------------------------
@@ -667,7 +743,7 @@ static void wg_block_end(void) {
 typedef struct {
     CUtensorMap map;
     const unsigned char* src;
-    int c0, c1, reduce;
+    int c[3], reduce;
     unsigned group;
 } BulkOp;
 
@@ -685,16 +761,29 @@ static BulkQueue* bulk_queue(const char* what) {
     return &tl_bulk[(size_t)cuda_host_current_thread(what)];
 }
 
-void cuda_host_tma_store_2d(const CUtensorMap* map, const void* src_shared, int c0, int c1, int reduce) {
-    const char* what = reduce ? "cp.reduce.async.bulk.tensor.2d.add" : "cp.async.bulk.tensor.2d.global";
-    TmapFields f;
-    memcpy(&f, map, sizeof f);
-    if (f.magic != TMAP_MAGIC) failf(what, "the tensor map %p was not made by cuTensorMapEncodeTiled", (const void*)map);
-    if (f.rank != 2) failf(what, "the tensor map has rank %llu, not 2", (unsigned long long)f.rank);
+static const char* bulk_name(int reduce, unsigned rank) {
+    if (rank == 3) return reduce ? "cp.reduce.async.bulk.tensor.3d.add" : "cp.async.bulk.tensor.3d.global";
+    return reduce ? "cp.reduce.async.bulk.tensor.2d.add" : "cp.async.bulk.tensor.2d.global";
+}
+
+static void tma_store(const CUtensorMap* map, unsigned rank, const void* src_shared, const int c[3], int reduce) {
+    const char* what = bulk_name(reduce, rank);
+    TmapFields f = tmap_of(what, map, rank);
     if (reduce && f.dtype != CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
         failf(what, "the host runtime reduces fp32 tensor maps only (data type %llu)", (unsigned long long)f.dtype);
-    check_inner_start(what, &f, c0);
-    unsigned bytes = box_dim(&f, 0) * box_dim(&f, 1) * (unsigned)f.esize;
+    check_inner_start(what, &f, c[0]);
+    // A store's box may run past the tensor's upper ends (those elements are not written) but not
+    // start before its lower ends: an H200 faulted (illegal instruction) on every store and
+    // reduce-add at c0 = -4 or c1 = -2, swizzled or not, and ran those starting at 0 or above
+    // (results/gpu/h200-2026-11-27T1222-517964c, checks.txt). Loads take negative starts.
+    if (c[0] < 0 || c[1] < 0 || c[2] < 0) {
+        if (rank == 2)
+            failf(what, "the box starts at (%d, %d), before the tensor's first element: a store or reduce-add "
+                  "must start at coordinates >= 0 (a GPU faults: illegal instruction)", c[0], c[1]);
+        failf(what, "the box starts at (%d, %d, %d), before the tensor's first element: a store or reduce-add "
+              "must start at coordinates >= 0 (a GPU faults: illegal instruction)", c[0], c[1], c[2]);
+    }
+    const unsigned bytes = box_extent(&f, 0) * box_extent(&f, 1) * box_extent(&f, 2) * (unsigned)f.esize;
     if ((uintptr_t)src_shared % 128 || !cuda_host_in_shared(src_shared, bytes))
         failf(what, "src %p must be 128-byte aligned with the box's %u bytes in the block's shared memory",
               src_shared, bytes);
@@ -702,42 +791,48 @@ void cuda_host_tma_store_2d(const CUtensorMap* map, const void* src_shared, int 
     BulkOp op;
     op.map = *map;
     op.src = (const unsigned char*)src_shared;
-    op.c0 = c0;
-    op.c1 = c1;
+    memcpy(op.c, c, sizeof op.c);
     op.reduce = reduce;
     op.group = q->open;
     q->ops.push_back(op);
 }
 
+void cuda_host_tma_store_2d(const CUtensorMap* map, const void* src_shared, int c0, int c1, int reduce) {
+    const int c[3] = {c0, c1, 0};
+    tma_store(map, 2, src_shared, c, reduce);
+}
+void cuda_host_tma_store_3d(const CUtensorMap* map, const void* src_shared, int c0, int c1, int c2, int reduce) {
+    const int c[3] = {c0, c1, c2};
+    tma_store(map, 3, src_shared, c, reduce);
+}
+
 void cuda_host_bulk_commit(void) { bulk_queue("cp.async.bulk.commit_group")->open++; }
 
 static void bulk_apply(const BulkOp* op) {
-    const char* what = op->reduce ? "cp.reduce.async.bulk.tensor.2d.add" : "cp.async.bulk.tensor.2d.global";
     TmapFields f;
     memcpy(&f, &op->map, sizeof f);
-    unsigned b0 = box_dim(&f, 0), b1 = box_dim(&f, 1), es = (unsigned)f.esize;
-    for (unsigned r = 0; r < b1; r++) {
-        long long y = (long long)op->c1 + r;
-        if (y < 0 || y >= (long long)f.dim[1]) continue;  // out of bounds: not written
-        for (unsigned x = 0; x < b0; x++) {
-            long long gx = (long long)op->c0 + x;
-            if (gx < 0 || gx >= (long long)f.dim[0]) continue;
-            const void* s = (const void*)swizzle_address((uintptr_t)op->src + ((size_t)r * b0 + x) * es, (unsigned)f.swizzle);
-            unsigned char* g = (unsigned char*)(uintptr_t)f.addr + (size_t)y * f.stride[0] + (size_t)gx * es;
-            if (cuda_host_mem_kind(g, es) != CUDA_HOST_MEM_DEVICE)
-                failf(what, "box (%d, %d) element (%u, %u) at %p is not in a cudaMalloc allocation", op->c0, op->c1, x, r, (void*)g);
-            if (op->reduce) {
-                float v, old, next;
-                memcpy(&v, s, 4);
-                __atomic_load((float*)g, &old, __ATOMIC_RELAXED);
-                do {
-                    next = old + v;
-                } while (!__atomic_compare_exchange((float*)g, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-            } else {
-                memcpy(g, s, es);
+    const char* what = bulk_name(op->reduce, (unsigned)f.rank);
+    const unsigned es = (unsigned)f.esize;
+    for (unsigned z = 0; z < box_extent(&f, 2); z++)
+        for (unsigned y = 0; y < box_extent(&f, 1); y++)
+            for (unsigned x = 0; x < box_extent(&f, 0); x++) {
+                unsigned char* g;
+                if (!box_element(&f, op->c, x, y, z, &g)) continue;  // out of bounds: not written
+                const unsigned char* s = box_smem(&f, op->src, x, y, z);
+                if (cuda_host_mem_kind(g, es) != CUDA_HOST_MEM_DEVICE)
+                    failf(what, "box (%d, %d, %d) element (%u, %u, %u) at %p is not in a cudaMalloc allocation",
+                          op->c[0], op->c[1], op->c[2], x, y, z, (void*)g);
+                if (op->reduce) {
+                    float v, old, next;
+                    memcpy(&v, s, 4);
+                    __atomic_load((float*)g, &old, __ATOMIC_RELAXED);
+                    do {
+                        next = old + v;
+                    } while (!__atomic_compare_exchange((float*)g, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+                } else {
+                    memcpy(g, s, es);
+                }
             }
-        }
-    }
 }
 
 void cuda_host_bulk_wait(int n) {

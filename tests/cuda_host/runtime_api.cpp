@@ -222,6 +222,22 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 static std::mutex attr_lock;
 static std::map<const void*, size_t> dyn_smem_limits;
+static std::map<const void*, size_t> static_smem;   // cuda_host_declare_static_smem
+
+static size_t static_smem_of(const void* kernel) {   // attr_lock held
+    auto it = static_smem.find(kernel);
+    return it == static_smem.end() ? 0 : it->second;
+}
+
+cudaError_t cuda_host_declare_static_smem(const void* kernel, size_t bytes) {
+    if (!kernel) return cuda_host_fail(cudaErrorInvalidDeviceFunction, "cuda_host_declare_static_smem: NULL kernel");
+    if (bytes > CUDA_HOST_DEFAULT_DYN_SMEM)
+        return cuda_host_fail(cudaErrorInvalidValue, "cuda_host_declare_static_smem: %zu bytes, over the 48 KiB "
+                              "CUDA allows for static shared memory", bytes);
+    std::lock_guard<std::mutex> guard(attr_lock);
+    static_smem[kernel] = bytes;
+    return cudaSuccess;
+}
 
 cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value) {
     if (!kernel) return cuda_host_fail(cudaErrorInvalidDeviceFunction, "cudaFuncSetAttribute: NULL kernel");
@@ -233,10 +249,12 @@ cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute a
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
         return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not "
                               "supported by the host runtime", (int)attr);
-    if (value < 0 || value > cuda_host_smem_optin())
-        return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: max dynamic shared memory "
-                              "%d not in [0, %d]", value, cuda_host_smem_optin());
     std::lock_guard<std::mutex> guard(attr_lock);
+    const int room = cuda_host_smem_optin() - (int)static_smem_of(kernel);   // the opt-in limit less static
+    if (value < 0 || value > room)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: max dynamic shared memory "
+                              "%d not in [0, %d] (the opt-in limit %d less %zu bytes of static shared memory)",
+                              value, room, cuda_host_smem_optin(), static_smem_of(kernel));
     dyn_smem_limits[kernel] = (size_t)value;
     return cudaSuccess;
 }
@@ -262,6 +280,10 @@ cudaError_t cuda_host_func_get_attributes(cudaFuncAttributes* attr, const void* 
     attr->ptxVersion = 90;
     attr->binaryVersion = 90;
     attr->maxDynamicSharedSizeBytes = (int)cuda_host_dynamic_smem_limit(kernel);
+    {
+        std::lock_guard<std::mutex> guard(attr_lock);
+        attr->sharedSizeBytes = static_smem_of(kernel);
+    }
     attr->preferredShmemCarveout = -1;
     return cudaSuccess;
 }
@@ -269,5 +291,6 @@ cudaError_t cuda_host_func_get_attributes(cudaFuncAttributes* attr, const void* 
 size_t cuda_host_dynamic_smem_limit(const void* kernel) {
     std::lock_guard<std::mutex> guard(attr_lock);
     auto it = dyn_smem_limits.find(kernel);
-    return it == dyn_smem_limits.end() ? CUDA_HOST_DEFAULT_DYN_SMEM : it->second;
+    // Without the attribute a block's 48 KiB hold its static variables too.
+    return it == dyn_smem_limits.end() ? CUDA_HOST_DEFAULT_DYN_SMEM - static_smem_of(kernel) : it->second;
 }

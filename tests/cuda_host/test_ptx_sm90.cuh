@@ -7,7 +7,8 @@
 //   expect_tx, complete_tx).
 // - named barriers: a subset barrier (one warpgroup), and producer warps that bar.arrive for
 //   consumer warps that bar.sync (the consumers run first here, so a missing barrier shows).
-// - setmaxnreg dec/inc per warpgroup: a no-op for the results.
+// - setmaxnreg dec/inc per warpgroup: a no-op for the results; .inc waits for registers the block's
+//   .dec calls gave back, and a split over the launch's registers fails (--die setmaxnreg-pool).
 // - TMA stores and reduce-adds (bulk groups): fp32 boxes, clipped at the edges, swizzle none and
 //   128B, reductions from 4 blocks exact.
 // - wgmma: descriptor fields; m64n64k16 bf16 with K-major and MN-major operands under each swizzle,
@@ -19,7 +20,7 @@
 //   columns under 128B swizzle land exactly in the attention kernels' tile layout (FaTile).
 // --mutant tma-no-wait (reads the tile before the mbarrier wait), --mutant tma-wrong-swizzle and
 // --mutant wgmma-no-wait (stores the accumulators before the wait) must fail; --die cases:
-// mbar-never(-tx), mbar-uninit, tma-never-waited, setmaxnreg-mixed, named-count, wgmma-no-fence,
+// mbar-never(-tx), mbar-uninit, tma-never-waited, setmaxnreg-mixed, setmaxnreg-pool, named-count, wgmma-no-fence,
 // wgmma-pending, wgmma-rs-changed, bulk-pending.
 #include "model/cuda_ptx_sm90.cuh"
 #include "attention/flash_tile.cuh"
@@ -282,6 +283,7 @@ static const TmaBox tma_boxes[] = {
 };
 
 static void test_tma_panels(void);
+static void test_tma_3d(void);
 
 static void test_tma(void) {
     Tma s;
@@ -305,6 +307,7 @@ static void test_tma(void) {
           "128-byte box row with 64-byte swizzle (%d)", (int)r1, (int)r2);
     tma_free(&s);
     test_tma_panels();
+    test_tma_3d();
 }
 
 // The attention kernels' swizzled tiles (attention/flash_tile.cuh, FaTile<HS, ROWS>) are what TMA
@@ -387,14 +390,20 @@ __global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int c0
     }
 }
 
+// h[i] = 0.5 + i for n floats, and a device copy of them (the stores' and reductions' target).
+static float* fp32_ramp(float* h, int n) {
+    for (int i = 0; i < n; i++) h[i] = 0.5f + (float)i;
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, (size_t)n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
 // Stores (1 block) or reduce-adds (4 blocks) a box at (c0, c1) into a tensor of 0.5 + index; every
 // element checked (out-of-bounds parts of the box not written, nothing outside the box touched).
 static int tma_store_case(TmaEncodeTiledFn enc, int sw, int c0, int c1, int reduce) {
     static float h[ST_H * ST_W], got[ST_H * ST_W];
-    for (int i = 0; i < ST_H * ST_W; i++) h[i] = 0.5f + (float)i;
-    float* d;
-    CUDA_CHECK(cudaMalloc(&d, sizeof h));
-    CUDA_CHECK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    float* d = fp32_ramp(h, ST_H * ST_W);
     __align__(64) CUtensorMap map;
     cuuint64_t dim[2] = {ST_W, ST_H}, stride[1] = {ST_W * 4};
     cuuint32_t box[2] = {ST_B0, ST_B1}, estride[2] = {1, 1};
@@ -420,18 +429,151 @@ static int tma_store_case(TmaEncodeTiledFn enc, int sw, int c0, int c1, int redu
     return bad;
 }
 
+// --- Rank-3 maps: heads as a dimension -----------------------------------------------------------
+
+// Q, K or V of head size 80 as the Hopper kernels map them: dims {80 columns, 3 heads, 24 rows},
+// rows T3_PITCH elements apart (the heads' 240 columns and 16 more), heads 80 apart. A box {64, 1,
+// 16} at column 64 reads columns 64..79 of its head and zeros for 80..127, never the next head's
+// columns (the padding of head size 80 to the kernels' 128); at column 0 a whole panel.
+enum { T3_HS = 80, T3_NH = 3, T3_ROWS = 24, T3_PITCH = 256, T3_B0 = 64, T3_B2 = 16 };
+static uint16_t t3_value(int row, int col) { return (uint16_t)(1 + row * T3_PITCH + col); }
+
+__global__ void tma3_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1, int c2, unsigned char* out) {
+    DYNAMIC_SHARED(unsigned char, smem);
+    unsigned char* tile = align_1024(smem);
+    __shared__ uint64_t bar;
+    const unsigned bytes = T3_B0 * T3_B2 * 2;
+    if (threadIdx.x == 0) {
+        mbarrier_init(&bar, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbarrier_arrive_expect_tx(&bar, bytes);
+        tma_load_3d(tile, &map, c0, c1, c2, &bar);
+    }
+    while (!mbarrier_try_wait_parity(&bar, 0)) {}
+    for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x) out[i] = tile[i];
+}
+
+// One box {64, 1, 16} of the 128-byte swizzle at (c0, head c1, row c2): bytes wrong against the
+// PTX ISA's layout (tma_expected's, z the row), or -1 where the encode fails.
+static int tma3_case(TmaEncodeTiledFn enc, const uint16_t* d, unsigned char* out, int c0, int c1, int c2) {
+    __align__(64) CUtensorMap map;
+    cuuint64_t dim[3] = {T3_HS, T3_NH, T3_ROWS}, stride[2] = {T3_HS * 2, T3_PITCH * 2};
+    cuuint32_t box[3] = {T3_B0, 1, T3_B2}, estride[3] = {1, 1, 1};
+    if (enc(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void*)d, dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return -1;
+    const unsigned bytes = T3_B0 * T3_B2 * 2;
+    static unsigned char got[T3_B0 * T3_B2 * 2], want[T3_B0 * T3_B2 * 2];
+    CUDA_CHECK(cudaMemset(out, 0x5a, bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(tma3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes + 1024));
+    LAUNCH(tma3_kernel, 1, 128, bytes + 1024, 0, map, c0, c1, c2, out);
+    CUDA_CHECK(cudaMemcpy(got, out, bytes, cudaMemcpyDeviceToHost));
+    for (int z = 0; z < T3_B2; z++)
+        for (int x = 0; x < T3_B0; x++) {
+            const int row = c2 + z, col = c0 + x;
+            const uint16_t v = row < T3_ROWS && col < T3_HS ? t3_value(row, c1 * T3_HS + col) : 0;
+            const unsigned q = (unsigned)(z * T3_B0 + x) * 2, line = q / 128, chunk = q % 128 / 16;
+            memcpy(want + line * 128 + (chunk ^ line % 8) * 16 + q % 16, &v, 2);
+        }
+    int bad = 0;
+    for (unsigned i = 0; i < bytes; i++) bad += got[i] != want[i];
+    return bad;
+}
+
+static void test_tma_3d(void) {
+    TmaEncodeTiledFn enc = tma_encode_tiled_fn();
+    if (!enc) return;   // (test_tma reports it)
+    static uint16_t h[T3_ROWS * T3_PITCH];
+    for (int r = 0; r < T3_ROWS; r++)
+        for (int x = 0; x < T3_PITCH; x++) h[r * T3_PITCH + x] = t3_value(r, x);
+    uint16_t* d;
+    unsigned char* out;
+    CUDA_CHECK(cudaMalloc(&d, sizeof h));
+    CUDA_CHECK(cudaMalloc(&out, T3_B0 * T3_B2 * 2));
+    CUDA_CHECK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    static const struct {
+        int c0, c1, c2;
+        const char* where;
+    } cases[] = {{0, 1, 3, "columns 0..63 of head 1"},
+                 {64, 1, 5, "columns 64..127 of head 1: 16 of the head's, then zeros (not head 2's)"},
+                 {64, 2, 16, "columns 64..127 of the last head, rows 16..31 of 24: zeros past both"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int bad = tma3_case(enc, d, out, cases[i].c0, cases[i].c1, cases[i].c2);
+        check(bad == 0, "TMA 3D box 64x1x16 bf16 at (%d, %d, %d), %s, swizzle 128B: shared-memory bytes bit-exact "
+              "(%d of %d wrong%s)", cases[i].c0, cases[i].c1, cases[i].c2, cases[i].where, bad, T3_B0 * T3_B2 * 2,
+              bad < 0 ? ": the encode failed" : "");
+    }
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(out));
+}
+
+// The Hopper backward's dQ reduction for head size 80: an fp32 tile of 128 columns x 8 rows added by
+// 4 blocks into head 1 of dims {80 columns, 2 heads, 20 rows} (rows 176 floats apart) at row 4:
+// columns 80..127 of the box are skipped, so head 0, the row padding and rows outside stay.
+enum { R3_HS = 80, R3_NH = 2, R3_ROWS = 20, R3_PITCH = 176, R3_B0 = 128, R3_B2 = 8 };
+__global__ void tma3_reduce_kernel(const __grid_constant__ CUtensorMap map, int c1, int c2) {
+    DYNAMIC_SHARED(unsigned char, smem);
+    float* tile = reinterpret_cast<float*>(align_1024(smem));
+    for (int i = threadIdx.x; i < R3_B0 * R3_B2; i += blockDim.x) tile[i] = st_value((int)blockIdx.x, i / R3_B0, i % R3_B0);
+    fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tma_reduce_add_3d(&map, tile, 0, c1, c2);
+        bulk_commit();
+        bulk_wait<0>();
+    }
+}
+
+static int tma3_reduce_case(TmaEncodeTiledFn enc, int c1, int c2) {
+    static float h[R3_ROWS * R3_PITCH], got[R3_ROWS * R3_PITCH];
+    float* d = fp32_ramp(h, R3_ROWS * R3_PITCH);
+    __align__(64) CUtensorMap map;
+    cuuint64_t dim[3] = {R3_HS, R3_NH, R3_ROWS}, stride[2] = {R3_HS * 4, R3_PITCH * 4};
+    cuuint32_t box[3] = {R3_B0, 1, R3_B2}, estride[3] = {1, 1, 1};
+    if (enc(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, d, dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return -1;
+    const int blocks = 4, bytes = R3_B0 * R3_B2 * 4;
+    CUDA_CHECK(cudaFuncSetAttribute(tma3_reduce_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes + 1024));
+    LAUNCH(tma3_reduce_kernel, blocks, 128, bytes + 1024, 0, map, c1, c2);
+    CUDA_CHECK(cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(d));
+    int bad = 0;
+    for (int r = 0; r < R3_ROWS; r++)
+        for (int x = 0; x < R3_PITCH; x++) {
+            float want = h[r * R3_PITCH + x];
+            const int z = r - c2, col = x - c1 * R3_HS;
+            if (z >= 0 && z < R3_B2 && col >= 0 && col < R3_HS)
+                for (int b = 0; b < blocks; b++) want += st_value(b, z, col);
+            bad += got[r * R3_PITCH + x] != want;
+        }
+    return bad;
+}
+
+static void test_tma_store_3d(void) {
+    TmaEncodeTiledFn enc = tma_encode_tiled_fn();
+    if (!enc) return;
+    const int bad = tma3_reduce_case(enc, 1, 4);
+    check(bad == 0, "TMA 3D reduce-add of a 128x1x8 fp32 box from 4 blocks into head 1 of (80 columns, 2 heads, 20 "
+          "rows) at row 4: columns 80..127 skipped, every element exact (%d of %d wrong)", bad, R3_ROWS * R3_PITCH);
+}
+
 static void test_tma_store(void) {
     TmaEncodeTiledFn enc = tma_encode_tiled_fn();
     if (!enc) return;
     static const struct {
         int sw, c0, c1, reduce;
-    } cases[] = {{0, 20, 15, 0}, {3, -4, 3, 0}, {3, 4, 6, 1}, {0, 28, -2, 1}};
+    } cases[] = {{0, 20, 15, 0}, {3, 0, 3, 0}, {3, 4, 6, 1}, {0, 28, 14, 1}};   // (starts >= 0: GPU rule)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int bad = tma_store_case(enc, cases[i].sw, cases[i].c0, cases[i].c1, cases[i].reduce);
         check(bad == 0, "TMA %s of a 32x8 fp32 box at (%d, %d), swizzle %s, 40x20 tensor: every element exact "
               "(%d of 800 wrong)", cases[i].reduce ? "reduce-add from 4 blocks" : "store", cases[i].c0, cases[i].c1,
               cases[i].sw ? "128B" : "none", bad);
     }
+    test_tma_store_3d();
 }
 
 // --- wgmma -------------------------------------------------------------------------------------------
@@ -751,6 +893,12 @@ __global__ void die_tma_never_waited_kernel(const __grid_constant__ CUtensorMap 
     }
 }
 
+// FlashAttention-3's split over-asked: 32 + 2 x 240 registers per lane where the block holds 168
+// (65536 / 384): the consumers' .inc waits forever (a GPU hangs; the host runtime names it).
+__global__ void die_setmaxnreg_pool_kernel(void) {
+    if (threadIdx.x < 128) setmaxnreg_dec<32>();
+    else setmaxnreg_inc<240>();
+}
 __global__ void die_setmaxnreg_mixed_kernel(void) {
     if (threadIdx.x == 77) setmaxnreg_dec<40>();
     else setmaxnreg_inc<240>();
@@ -815,7 +963,13 @@ static int die_sm90(const char* what) {
         if (!tma_init(&s)) return 2;
         tma_case(&s, 1, 1, 16, 16, 3, 5, 0);
         return 1;
+    } else if (!strcmp(what, "tma-store-negative")) {   // c0 = -4: a store before the tensor (a GPU faults)
+        TmaEncodeTiledFn enc = tma_encode_tiled_fn();
+        if (!enc) return 2;
+        tma_store_case(enc, 3, -4, 3, 0);
+        return 1;
     } else if (!strcmp(what, "setmaxnreg-mixed")) LAUNCH(die_setmaxnreg_mixed_kernel, 1, 128, 0, 0);
+    else if (!strcmp(what, "setmaxnreg-pool")) LAUNCH(die_setmaxnreg_pool_kernel, 1, 384, 0, 0);
     else if (!strcmp(what, "named-count")) LAUNCH(die_named_count_kernel, 1, 128, 0, 0);
     else if (!strcmp(what, "bulk-pending")) {
         float* d;

@@ -430,6 +430,41 @@ static void test_dynamic_shared(void) {
     free(r);
 }
 
+// 128 bytes of static shared memory beside a dynamic buffer of 48 KiB: together over the 48 KiB a
+// block gets without cudaFuncSetAttribute (the split-KV forward's launch failed so on an H200).
+__global__ void static_and_dynamic_kernel(int* out, int n) {
+    __shared__ int flags[32];
+    DYNAMIC_SHARED(int, buf);
+    if (threadIdx.x < 32) flags[threadIdx.x] = (int)threadIdx.x;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = i;
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = flags[31] + buf[n - 1];
+}
+
+static void test_static_and_dynamic_shared(void) {
+    const int n = 12288;   // 48 KiB
+#ifdef CUDA_HOST
+    CUDA_CHECK(cuda_host_declare_static_smem(static_and_dynamic_kernel, 32 * sizeof(int)));
+#endif
+    cudaFuncAttributes attr;
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, static_and_dynamic_kernel));
+    check(attr.sharedSizeBytes >= 128, "cudaFuncGetAttributes reports the kernel's static shared memory (%zu bytes)",
+          attr.sharedSizeBytes);
+    int* d;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+    LAUNCH_UNCHECKED(static_and_dynamic_kernel, 1, 256, n * sizeof(int), 0, d, n);
+    cudaError_t err = cudaGetLastError();
+    check(err == cudaErrorInvalidValue, "48 KiB of dynamic beside 128 bytes of static shared memory, without the "
+          "attribute, is refused: %s", cudaGetErrorName(err));
+    // The launchers' helper raises the attribute because of the static part.
+    CUDA_RAISE_DYNAMIC_SMEM(static_and_dynamic_kernel, n * sizeof(int), "test", 0);
+    LAUNCH(static_and_dynamic_kernel, 1, 256, n * sizeof(int), 0, d, n);
+    int got = 0;
+    to_host(&got, d, sizeof got);
+    check(got == 31 + n - 1, "CUDA_RAISE_DYNAMIC_SMEM counts static shared memory: the launch runs (%d)", got);
+    CUDA_CHECK(cudaFree(d));
+}
+
 // Writes 1 where the block's dynamic shared memory starts on a 128-byte boundary.
 __global__ void smem_alignment_kernel(int* aligned) {
     DYNAMIC_SHARED(unsigned char, buf);
@@ -591,6 +626,7 @@ int main(int argc, char** argv) {
     test_race();
     test_atomics();
     test_dynamic_shared();
+    test_static_and_dynamic_shared();
     test_invalid_launches();
     test_launch_helpers();
 #ifdef CUDA_HOST
