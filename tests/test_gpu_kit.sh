@@ -231,8 +231,8 @@ EOF
   check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
   check "the report has the eight sections" \
     eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. The real NCCL transport" "## 6. Generation" "## 7. Kernel times" "## 8. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
-  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the Hopper forward (auto), and test_ptx's five groups (the PTX wrappers' known answers, one process each)" \
-    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=auto ATTENTION_BWD_KERNEL=auto \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ]'
+  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the sm_80 kernels, and test_ptx's five groups (the PTX wrappers' known answers, one process each)" \
+    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ]'
   check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
     eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
   check "long sequences: 2 lengths x 2 head sizes x 2 precisions against the CPU trainer, all ok" \

@@ -362,16 +362,16 @@ say "[2/8] kernel tests (the sources of make test-cuda, built with nvcc) against
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
-section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch; \`test_attention_cuda\` a second time with \`ATTENTION_FWD_KERNEL=auto ATTENTION_BWD_KERNEL=auto\`, which on an H100/H200 runs the Hopper forward and backward (attention/hopper_forward.cuh, attention/hopper_backward.cuh: TMA, mbarriers, \`wgmma\`, the backward's dQ by \`cp.reduce.async.bulk\` in the semaphores' order) for HS 64 and 128 and checks where they ran. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts, and with A from registers); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch; on an H100/H200 \`test_attention_cuda\` runs the Hopper forward and backward by default (attention/hopper_forward.cuh, attention/hopper_backward.cuh: TMA, mbarriers, \`wgmma\`, the backward's dQ by \`cp.reduce.async.bulk\` in the semaphores' order) for HS 64, 80 and 128 and checks where they ran, then a second time with \`ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80\`, the A100 kernels everywhere. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts, and with A from registers); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"
 : > "$LOGS/bounds.txt"
 # test_ptx by groups, each in its own process (test_ptx --only): a wrapper that faults on the GPU
 # (a sticky error ends the process) leaves the other groups' known answers checked.
-# test_attention_cuda@auto: again with ATTENTION_FWD_KERNEL=auto and ATTENTION_BWD_KERNEL=auto, the
-# Hopper kernels on an H100/H200.
-for entry in test_attention_cuda test_attention_cuda@auto test_attention_cuda_fp32 test_layers_cuda \
+# test_attention_cuda@sm80: again with ATTENTION_FWD_KERNEL=sm80 and ATTENTION_BWD_KERNEL=sm80 (the
+# default, auto, runs the Hopper kernels on an H100/H200; this pass checks the A100 kernels there).
+for entry in test_attention_cuda test_attention_cuda@sm80 test_attention_cuda_fp32 test_layers_cuda \
              test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx:base \
              test_ptx:mbarrier,named test_ptx:tma test_ptx:store test_ptx:wgmma; do
   prog=${entry%%[:@]*} args=("${TEST_ARGS[@]}") t=${entry%%[:@]*} envs=()
