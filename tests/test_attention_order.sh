@@ -42,8 +42,10 @@ runs=("ATTENTION_BWD_HEAD_GROUP=3 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
       "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
       "ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}")
 # The fa2 layout has key tiles of 128: its bits are those of the default layout's 128-key tiles.
+# It is a layout of the sm_80 backward at HS 64 and 128, which the Hopper backward (sm90, auto)
+# takes over: only ATTENTION_BWD_KERNEL=sm80 runs it.
 fa2=""
-[ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && fa2=", the fa2 layout" &&
+[ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && [ "${ATTENTION_BWD_KERNEL:-auto}" = sm80 ] && fa2=", the fa2 layout" &&
   runs+=("ATTENTION_BWD_LAYOUT=fa2 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
          "ATTENTION_BWD_LAYOUT=fa2 ATTENTION_BWD_RELEASE=lagged CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}")
 for run in "${runs[@]}"; do
