@@ -203,8 +203,8 @@ int cuda_host_mbarrier_try_wait_parity(uint64_t* bar, unsigned parity) {
 
 // The registers per thread a block of `threads` threads starts with: what ptxas allocates for the
 // kernels that use setmaxnreg (__launch_bounds__(threads, 1): all 65536, in multiples of 8, at most
-// 255). A kernel that uses fewer starts with fewer, so a split that fits this pool is necessary, and
-// one that overflows it waits forever on any GPU.
+// 248, the largest multiple of 8 a thread can hold). A kernel that uses fewer starts with fewer, so
+// a split that fits this pool is necessary, and one that overflows it waits forever on any GPU.
 static int reg_launch_count(unsigned threads) {
     int r = (int)(65536 / threads) / 8 * 8;
     return r > 248 ? 248 : r;
