@@ -1,6 +1,6 @@
 // The Hopper (sm_90a) backward of the bf16 build: TMA loads, wgmma, one producer warpgroup and two
 // consumer warpgroups, dQ reduced through shared memory by TMA in the deterministic order of
-// flash_backward.cuh (FlashAttention-3's backward, without its overlaps yet).
+// flash_backward.cuh (FlashAttention-3's backward; its overlaps inside a warpgroup with OVERLAP).
 //
 // A block owns 128 keys of one (sequence, head) (the grid and its order: fa_bwd_block, the last key
 // tiles first) and walks the 64-query tiles that see them, as flash_backward.cuh does:
@@ -21,6 +21,10 @@
 //   the query tile (the semaphores of flash_backward.cuh), adds it into the fp32 accumulator with
 //   one cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on, while the consumers
 //   go on to the next query tile. Deterministic for every schedule.
+// OVERLAP (ATTENTION_BWD_HOPPER=overlap; serial, the default, waits for each GEMM before the next
+// step): S^T and dP^T are committed as two groups and P^T is computed while dP^T is in flight, and
+// the dQ GEMM is issued behind dK, dV (their wait, and the stage's release, after it). The same
+// operations in the same order on the same values: the same bits as serial.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
 // the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
@@ -96,12 +100,24 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
     }
 }
 
+// Once a consumer's dV += P^T dO and dK += dS^T Q have landed (waited for): its accumulators are
+// read again, and this thread is done with the stage's Q, dO, lse and D.
+template <int HP>
+__device__ __forceinline__ void hop_bwd_dkdv_landed(float* dk, float* dv, uint64_t* empty) {
+ATTN_UNROLL
+    for (int j = 0; j < HP / 2; j++) {
+        wgmma_fence_operand(dk[j]);
+        wgmma_fence_operand(dv[j]);
+    }
+    mbarrier_arrive(empty);
+}
+
 // Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps of rank 3,
 // (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
 // Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
 // (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x 64 boxes (no swizzle); lse and D over (B NH
 // rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel.
-template <int HS>
+template <int HS, bool OVERLAP>
 __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
@@ -183,6 +199,7 @@ ATTN_UNROLL
 
         // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 of the HS columns (the
         // padding's zeros skipped) one wgmma each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
+        // OVERLAP: S^T and dP^T in two groups, P^T computed while dP^T is in flight.
         float s[BQ / 2], dp[BQ / 2];
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) s[j] = dp[j] = 0.0f;   // (scale-d 0 ignores them)
@@ -192,32 +209,44 @@ ATTN_UNROLL
         for (int kk = 0; kk < HS / 16; kk++) {
             const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
             wgmma_m64k16_bf16<BQ, 0, 0>(s, hop_desc(Kc + pk), hop_desc(Qt + pq), kk > 0);
+        }
+        if (OVERLAP) wgmma_commit();
+ATTN_UNROLL
+        for (int kk = 0; kk < HS / 16; kk++) {
+            const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
             wgmma_m64k16_bf16<BQ, 0, 0>(dp, hop_desc(Vc + pk), hop_desc(Gt + pq), kk > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
 ATTN_UNROLL
-        for (int j = 0; j < BQ / 2; j++) {
-            wgmma_fence_operand(s[j]);
-            wgmma_fence_operand(dp[j]);
-        }
+        for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
 
-        // P^T and dS^T = P^T (dP^T - D); masked pairs are 0. A query that sees no key (lse = -inf)
-        // sees none of these keys: always masked.
+        // P^T, then dS^T = P^T (dP^T - D); masked pairs are 0 (dS^T too: P^T is). A query that sees
+        // no key (lse = -inf) sees none of these keys: always masked.
 ATTN_UNROLL
         for (int n = 0; n < BQ / 8; n++) {
 ATTN_UNROLL
             for (int e = 0; e < 2; e++) {
                 const int qi = 8 * n + 2 * t + e, q = i0 + qi;
-                const float l2 = Lt[qi] * LOG2E, dd = Dt[qi];   // lse in log2 units
+                const float l2 = Lt[qi] * LOG2E;   // lse in log2 units
                 float p_lo = ex2_approx_ftz(fmaf(s[4 * n + e], a.scale_log2, -l2));
                 float p_hi = ex2_approx_ftz(fmaf(s[4 * n + 2 + e], a.scale_log2, -l2));
                 if (q < fq_lo || q >= a.Tq) p_lo = 0.0f;
                 if (q < fq_hi || q >= a.Tq) p_hi = 0.0f;
                 s[4 * n + e] = p_lo;
                 s[4 * n + 2 + e] = p_hi;
-                dp[4 * n + e] = p_lo * (dp[4 * n + e] - dd);
-                dp[4 * n + 2 + e] = p_hi * (dp[4 * n + 2 + e] - dd);
+            }
+        }
+        if (OVERLAP) wgmma_wait<0>();   // dP^T
+ATTN_UNROLL
+        for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(dp[j]);
+ATTN_UNROLL
+        for (int n = 0; n < BQ / 8; n++) {
+ATTN_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const float dd = Dt[8 * n + 2 * t + e];
+                dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - dd);
+                dp[4 * n + 2 + e] = s[4 * n + 2 + e] * (dp[4 * n + 2 + e] - dd);
             }
         }
         uint32_t pa[BQ / 16][4], da[BQ / 16][4];
@@ -245,14 +274,11 @@ ATTN_UNROLL
             *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr, 2 * kb + 1) + 2 * t) = da[kb][2];
             *reinterpret_cast<uint32_t*>(dST + F::TS::chunk(kr + 8, 2 * kb + 1) + 2 * t) = da[kb][3];
         }
-        wgmma_wait<0>();
-ATTN_UNROLL
-        for (int j = 0; j < F::HP / 2; j++) {
-            wgmma_fence_operand(dk[j]);
-            wgmma_fence_operand(dv[j]);
+        if (!OVERLAP) {
+            wgmma_wait<0>();
+            hop_bwd_dkdv_landed<F::HP>(dk, dv, F::empty(bar, st));
         }
-        mbarrier_arrive(F::empty(bar, st));   // this thread is done with the stage's Q, dO, lse, D
-        fence_proxy_async();                  // dS^T, written by this thread, for the wgmmas below
+        fence_proxy_async();   // dS^T, written by this thread, for the wgmmas below
         named_barrier_sync(HOP_BWD_DS, 256);
 
         // dQ (64 queries x 64 columns) = dS K over a range of keys: A = dS from dS^T, B = K, both
@@ -270,6 +296,10 @@ ATTN_UNROLL
                                         kb > 0);
         }
         wgmma_commit();
+        if (OVERLAP) {   // dQ issued behind dK, dV, which may still have been in flight
+            wgmma_wait<1>();
+            hop_bwd_dkdv_landed<F::HP>(dk, dv, F::empty(bar, st));
+        }
         wgmma_wait<0>();
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);

@@ -511,10 +511,22 @@ static int backward_layout_fa2(int hs) {
     return hs == 64 || hs == 128;
 }
 
+// The Hopper backward's schedule: serial (the default, each GEMM waited for before the next step)
+// or overlap (hopper_backward.cuh's OVERLAP): ATTENTION_BWD_HOPPER=serial|overlap, to time both on
+// an H100 or H200. The same bits either way.
+static bool hopper_backward_overlap(void) {
+    const char* env = getenv("ATTENTION_BWD_HOPPER");
+    if (!env || !*env || !strcmp(env, "serial")) return false;
+    CHECK(!strcmp(env, "overlap"), "set it to serial or overlap, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial or overlap, found '%s'", env);
+    return true;
+}
+
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
 // keys of the tile (flash_backward.cuh); BWD_FA2: FlashAttention-2's (flash_backward_fa2.cuh);
-// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh). Each deterministic, each its own bits.
-enum { BWD_KEYS, BWD_FA2, BWD_HOPPER };
+// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh), BWD_HOPPER_OVERLAP its form with the GEMMs
+// overlapped (the same bits). Each deterministic, each its own bits.
+enum { BWD_KEYS, BWD_FA2, BWD_HOPPER, BWD_HOPPER_OVERLAP };
 template <int HS, int BK, int LAYOUT> struct BackwardKernel {
     static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
@@ -529,10 +541,10 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
+template <int HS, bool OVERLAP> struct HopperBackwardKernel {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         typedef HopBwd<HS> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS>), F::SMEM, "head size", HS);
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, OVERLAP>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
@@ -546,9 +558,12 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
         const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
                                               a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm, a, NH);
+        LAUNCH((hopper_backward_kernel<HS, OVERLAP>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
+               a, NH);
     }
 };
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> : HopperBackwardKernel<HS, false> {};
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_OVERLAP> : HopperBackwardKernel<HS, true> {};
 
 template <int HS, int BK, int LAYOUT = BWD_KEYS>
 void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
@@ -589,7 +604,8 @@ template <int HS> int backward_key_tile(void) {
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
         if (use_hopper_backward(a, HS, a.dqx != NULL)) {
-            launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
+            if (hopper_backward_overlap()) launch_backward_tiles<HS, 128, BWD_HOPPER_OVERLAP>(a, B, NH, stream);
+            else launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
             return;
         }
     }

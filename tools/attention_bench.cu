@@ -137,6 +137,13 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
 // The Hopper kernels where they run (attention/hopper_forward.cuh, hopper_backward.cuh): auto.
 static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
 static void hopper_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "auto"); }
+// The Hopper backward with its GEMMs overlapped (ATTENTION_BWD_HOPPER=overlap: the same bits).
+static void hopper_overlap_backward(const AttnCall* a, cudaStream_t s) {
+    EnvSave knob;
+    env_set(&knob, "ATTENTION_BWD_HOPPER", "overlap");
+    hopper_backward(a, s);
+    env_restore(&knob);
+}
 
 // A broken variant for the tests: the current kernels with the first row of the output
 // overwritten (0x60 bytes: about 6.5e19), which the spot check must catch.
@@ -171,6 +178,8 @@ static const Variant VARIANTS[] = {
      "(compute capability 9.0, sm_90a build), named: ATTENTION_*_KERNEL=auto, the default, so current's kernels",
      hopper_forward,
      hopper_backward, 1},
+    {"sm90-overlap", "sm90 with the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while dP^T "
+     "is in flight, dQ issued behind dK and dV): ATTENTION_BWD_HOPPER=overlap", hopper_forward, hopper_overlap_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };
