@@ -12,11 +12,12 @@
 #   --deadline S     seconds for the whole run (default 420)
 #   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,train,ncu,kit (default all
 #                    but kit; sanitize runs only when a Hopper test failed; train: the trainer's
-#                    tokens/s with the sm_80 kernels and with ATTENTION_*_KERNEL=auto; kit:
+#                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with
+#                    ATTENTION_BWD_HOPPER=overlap where tests ran and passed it; kit:
 #                    gpu_check.sh --bench, its report folded into logs.tgz)
 #   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
 #                    (attention_bench.sh's; default 64,80,128; 1024,2048,4096,8192,16384; 16384;
-#                    current,sm80,fa2,lagged,group4)
+#                    current,sm80,sm90-overlap)
 # The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
 # tests/test_gpu_kit.sh hopper-check.
 # Exit status 0 when every step that ran passed.
@@ -87,7 +88,7 @@ if wants ptx; then
   fi
 fi
 
-hopper_failed=""
+hopper_failed="" overlap_ok=""
 if wants tests; then
   # The default kernels (auto: both Hopper kernels where they run), the sm_80 kernels everywhere,
   # then each Hopper kernel alone: a failure names its kernel.
@@ -100,7 +101,9 @@ if wants tests; then
   # The backward's overlapped form (a benchmark variant, not the default): its failure drops it only.
   step tests-bwd-sm90-overlap 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 ATTENTION_BWD_HOPPER=overlap \
     "$X/test_attention_cuda"
+  overlap_ok=1
   if [ "$RC" != 0 ]; then
+    overlap_ok=""
     variants=$(printf '%s' ",$variants," | sed 's/,sm90-overlap,/,/; s/^,//; s/,$//')
     say "the overlapped Hopper backward failed its tests: left out of the benchmark (variants $variants)"
     SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
@@ -132,15 +135,19 @@ if wants bench; then
 fi
 
 if wants train; then
-  # The step with the default (sm_80) attention kernels, then with the Hopper ones where they run.
+  # The step with the sm_80 attention kernels, then with the Hopper ones (the default where they
+  # run), then with the Hopper backward overlapped where its tests passed.
   fort=(--train-data "$GPU_BUNDLE/data/fortunes/fortunes_train_*.bin" --val-data "" --tokenizer "" --sample-length 0
         --no-save --quiet --warmup 0)
   kernels=sm80; [ -z "$hopper_failed" ] && kernels="sm80 auto"
+  [ -z "$hopper_failed" ] && [ -n "$overlap_ok" ] && kernels="$kernels overlap"
   for run in gpt3-125m:8:1024:20 gpt3-2.7b:1:8192:6; do
     IFS=: read -r preset b t n <<< "$run"
     for k in $kernels; do
       name=train-$preset-$t-$k
-      step "$name" 120 env ATTENTION_FWD_KERNEL=$k ATTENTION_BWD_KERNEL=$k "$X/train_gpt_cuda" --preset "$preset" \
+      envs=(ATTENTION_FWD_KERNEL=$k ATTENTION_BWD_KERNEL=$k)
+      [ "$k" = overlap ] && envs=(ATTENTION_FWD_KERNEL=auto ATTENTION_BWD_KERNEL=auto ATTENTION_BWD_HOPPER=overlap)
+      step "$name" 120 env "${envs[@]}" "$X/train_gpt_cuda" --preset "$preset" \
         --context "$t" --batch "$b" --seq-len "$t" --steps "$n" "${fort[@]}" --out-dir "$LOGS/$name"
       s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
       say "    $preset B=$b T=$t kernels $k: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
