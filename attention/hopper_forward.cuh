@@ -66,20 +66,23 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
 }
 
 // A consumer's S (64 x BK) = Q K^T for key tile Kt: per 16 of the HS columns (the padding's zeros
-// skipped), one wgmma per 64 keys.
+// skipped), one wgmma per NS keys: NS 64 (the default) or 128 (ATTENTION_FWD_HOPPER=n128: one
+// m64n128k16 reads the Q operand once for the 128 keys, 6 KiB of shared memory per 64 x 128 x 16
+// instead of 8; the accumulators' layout is the same).
 // s[32 nh + 4 j + e]: key 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1). Issued, not waited for;
 // s was zeroed before the wgmma.fence (the first wgmma ignores it, scale-d 0, but a register
 // written after the fence makes ptxas insert another one: C7519).
-template <int HS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
+template <int HS, int NS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
     typedef HopFwd<HS> F;
+    static_assert(NS == 64 || NS == 128, "S by wgmma of 64 or 128 keys");
 ATTN_UNROLL
     for (int kk = 0; kk < HS / 16; kk++) {
         const int pk = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;   // panel, then 16 columns in it
         const uint64_t da = hop_desc(Qc + pk);
 ATTN_UNROLL
-        for (int nh = 0; nh < F::BK / 64; nh++)
-            wgmma_m64k16_bf16<64, 0, 0>(s + 32 * nh, da, hop_desc(Kt + (kk / 4) * F::TK::PANEL + nh * 64 * 64 + (kk % 4) * 16),
-                                         kk > 0);
+        for (int nh = 0; nh < F::BK / NS; nh++)
+            wgmma_m64k16_bf16<NS, 0, 0>(s + NS / 2 * nh, da,
+                                         hop_desc(Kt + (kk / 4) * F::TK::PANEL + nh * NS * 64 + (kk % 4) * 16), kk > 0);
     }
     wgmma_commit();
 }
@@ -154,7 +157,7 @@ __device__ __forceinline__ void hop_turn_pass(int c) { named_barrier_arrive(HOP_
 // and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
 // rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
 // tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
-template <int HS, bool MASK>
+template <int HS, int NS, bool MASK>
 __device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
                                                  const AttnArgs& a, int kt, int c, const floatX* Qc,
                                                  const floatX* Ks, const floatX* Vs, uint64_t* bar,
@@ -170,7 +173,7 @@ ATTN_UNROLL
     hop_wait(F::v_full(bar, pst), pph);
     hop_wait(F::k_full(bar, st), ph);
     wgmma_fence();   // P and the rescaled O, ready for the asynchronous MMA
-    hop_issue_s<HS>(s, Qc, Ks + st * F::TK::ELEMS);
+    hop_issue_s<HS, NS>(s, Qc, Ks + st * F::TK::ELEMS);
     hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
     hop_turn_pass(c);
     wgmma_wait<1>();   // S has landed; P V may still be in flight
@@ -214,8 +217,9 @@ ATTN_UNROLL
 // (model/cuda_ptx_sm90.cuh) are rank 3, (HS columns, NH heads, B Tq or B Tk rows), with boxes of 64
 // columns x 1 head x 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16
 // columns and zeros, never the next head's. Outputs as flash_forward_kernel
-// without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them.
-template <int HS>
+// without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the
+// keys per wgmma of S (hop_issue_s).
+template <int HS, int NS>
 __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                           const __grid_constant__ CUtensorMap vmap, const AttnArgs a) {
@@ -291,7 +295,7 @@ ATTN_UNROLL
         hop_turn_wait(c);
         hop_wait(F::k_full(bar, 0), 0);
         wgmma_fence();
-        hop_issue_s<HS>(s, Qc, Ks);
+        hop_issue_s<HS, NS>(s, Qc, Ks);
         hop_turn_pass(c);
         wgmma_wait<0>();
 ATTN_UNROLL
@@ -303,9 +307,9 @@ ATTN_UNROLL
         hop_pack_a<F::BK>(pa, s);
         int kt = 1;
         for (; kt < min(nfull, nkt); kt++)
-            hop_forward_step<HS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         for (; kt < nkt; kt++)
-            hop_forward_step<HS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         const int pst = (nkt - 1) % F::STAGES;
         hop_turn_wait(c);
         hop_wait(F::v_full(bar, pst), (unsigned)((nkt - 1) / F::STAGES) & 1u);

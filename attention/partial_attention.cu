@@ -398,16 +398,29 @@ static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long lo
                          CU_TENSOR_MAP_SWIZZLE_128B, what);
 }
 
+// The Hopper forward's S GEMM: a wgmma per 64 keys (n64, the default) or one per 128 (n128,
+// hopper_forward.cuh's hop_issue_s): ATTENTION_FWD_HOPPER=n64|n128, to time both on an H100 or H200.
+static bool hopper_forward_wide_s(void) {
+    const char* env = getenv("ATTENTION_FWD_HOPPER");
+    if (!env || !*env || !strcmp(env, "n64")) return false;
+    CHECK(!strcmp(env, "n128"), "set it to n64 or n128, or unset it",
+          "ATTENTION_FWD_HOPPER: expected n64 or n128, found '%s'", env);
+    return true;
+}
+
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
         typedef HopFwd<HS> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS>), F::SMEM, "head size", HS);
+        const bool wide = hopper_forward_wide_s();
+        if (wide) CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, 128>), F::SMEM, "head size", HS);
+        else CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, 64>), F::SMEM, "head size", HS);
         const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
         const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
         const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-        LAUNCH((hopper_forward_kernel<HS>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream, qm,
-               km, vm, a);
+        const dim3 grid(qtiles, (unsigned)NH, (unsigned)B);
+        if (wide) LAUNCH((hopper_forward_kernel<HS, 128>), grid, F::THREADS, F::SMEM, stream, qm, km, vm, a);
+        else LAUNCH((hopper_forward_kernel<HS, 64>), grid, F::THREADS, F::SMEM, stream, qm, km, vm, a);
     }
 }
 

@@ -24,7 +24,7 @@
 //                               reductions are done, their shared source free, after the wait)
 //   smem_desc                   a wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format")
 //   wgmma_fence/commit/wait<N>  wgmma.fence / commit_group / wait_group N (.sync.aligned)
-//   wgmma_m64k16_bf16<N,TA,TB>  wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (N = 8..64)
+//   wgmma_m64k16_bf16<N,TA,TB>  wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (N = 8..128)
 //   wgmma_m64n64k16_bf16_rs<TB> the same with A from registers (m64n64k16)
 //
 // Under nvcc the wrappers are one PTX instruction each in sm_90a code (__CUDA_ARCH_FEAT_SM90_ALL)
@@ -173,7 +173,15 @@ template <int TA, int TB> struct Wgmma<64, TA, TB> {
                   : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
     }
 };
-// D (N/2 floats) = A B^T + (scale_d ? D : 0); N = 8, 16, 32 or 64.
+template <int TA, int TB> struct Wgmma<128, TA, TB> {
+    __device__ static __forceinline__ void run(float* d, uint64_t da, uint64_t db, int scale_d) {
+        SM90A_ASM("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+                  " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    }
+};
+// D (N/2 floats) = A B^T + (scale_d ? D : 0); N = 8, 16, 32, 64 or 128.
 template <int N, int TA, int TB>
 __device__ __forceinline__ void wgmma_m64k16_bf16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
     Wgmma<N, TA, TB>::run(d, desc_a, desc_b, scale_d);
@@ -259,7 +267,7 @@ static inline void wgmma_commit(void) { cuda_host_wgmma_commit(); }
 template <int N> static inline void wgmma_wait(void) { cuda_host_wgmma_wait(N); }
 static inline void wgmma_fence_operand(float& r) { (void)r; }
 template <int N, int TA, int TB> static inline void wgmma_m64k16_bf16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    static_assert(N % 8 == 0 && N >= 8 && N <= 64, "wgmma m64nNk16: N = 8, 16, 32 or 64 here");
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128, "wgmma m64nNk16: N = 8, 16, 32, 64 or 128 here");
     cuda_host_wgmma_bf16(d, N, desc_a, desc_b, scale_d, TA, TB);
 }
 template <int TB> static inline void wgmma_m64n64k16_bf16_rs(float* d, const uint32_t* a, uint64_t desc_b, int scale_d) {

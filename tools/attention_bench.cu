@@ -137,8 +137,16 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
 // The Hopper kernels where they run (attention/hopper_forward.cuh, hopper_backward.cuh): auto.
 static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
 static void hopper_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "auto"); }
-// The Hopper backward with its GEMMs overlapped (ATTENTION_BWD_HOPPER=overlap: the same bits).
-static void hopper_overlap_backward(const AttnCall* a, cudaStream_t s) {
+// The Hopper kernels' next forms: the forward's S by one m64n128k16 per 128 keys
+// (ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped (ATTENTION_BWD_HOPPER=overlap: the
+// same bits as its default).
+static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
+    EnvSave knob;
+    env_set(&knob, "ATTENTION_FWD_HOPPER", "n128");
+    hopper_forward(a, s);
+    env_restore(&knob);
+}
+static void hopper_next_backward(const AttnCall* a, cudaStream_t s) {
     EnvSave knob;
     env_set(&knob, "ATTENTION_BWD_HOPPER", "overlap");
     hopper_backward(a, s);
@@ -178,8 +186,10 @@ static const Variant VARIANTS[] = {
      "(compute capability 9.0, sm_90a build), named: ATTENTION_*_KERNEL=auto, the default, so current's kernels",
      hopper_forward,
      hopper_backward, 1},
-    {"sm90-overlap", "sm90 with the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while dP^T "
-     "is in flight, dQ issued behind dK and dV): ATTENTION_BWD_HOPPER=overlap", hopper_forward, hopper_overlap_backward, 1},
+    {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
+     "(ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
+     "dP^T is in flight, dQ issued behind dK and dV: ATTENTION_BWD_HOPPER=overlap)", hopper_next_forward,
+     hopper_next_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };

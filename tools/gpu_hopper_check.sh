@@ -12,18 +12,18 @@
 #   --deadline S     seconds for the whole run (default 420)
 #   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,train,ncu,kit (default all
 #                    but kit; sanitize runs only when a Hopper test failed; train: the trainer's
-#                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with
-#                    ATTENTION_BWD_HOPPER=overlap where tests ran and passed it; kit:
+#                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
+#                    Hopper kernels' next forms (sm90-next) where tests ran and passed them; kit:
 #                    gpu_check.sh --bench, its report folded into logs.tgz)
 #   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
 #                    (attention_bench.sh's; default 64,80,128; 1024,2048,4096,8192,16384; 16384;
-#                    current,sm80,sm90-overlap)
+#                    current,sm80,sm90-next)
 # The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
 # tests/test_gpu_kit.sh hopper-check.
 # Exit status 0 when every step that ran passed.
 set -u
 bundle="" out="" deadline=420 steps=info,ptx,tests,sanitize,bench,train,ncu
-hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,sm90-overlap
+hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,sm90-next
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
   case "$1" in
@@ -88,7 +88,7 @@ if wants ptx; then
   fi
 fi
 
-hopper_failed="" overlap_ok=""
+hopper_failed="" next_ok=""
 if wants tests; then
   # The default kernels (auto: both Hopper kernels where they run), the sm_80 kernels everywhere,
   # then each Hopper kernel alone: a failure names its kernel.
@@ -98,17 +98,18 @@ if wants tests; then
   [ "$RC" = 0 ] || hopper_failed="$hopper_failed fwd"
   step tests-bwd-sm90 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 "$X/test_attention_cuda"
   [ "$RC" = 0 ] || hopper_failed="$hopper_failed bwd"
-  # The backward's overlapped form (a benchmark variant, not the default): its failure drops it only.
-  step tests-bwd-sm90-overlap 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 ATTENTION_BWD_HOPPER=overlap \
-    "$X/test_attention_cuda"
-  overlap_ok=1
+  # The Hopper kernels' candidate forms (the benchmark's sm90-next, not the default): the forward's
+  # S by m64n128k16, the backward's GEMMs overlapped. Their failure drops them only.
+  next_env=(ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm90 ATTENTION_FWD_HOPPER=n128 ATTENTION_BWD_HOPPER=overlap)
+  step tests-sm90-next 150 env "${next_env[@]}" "$X/test_attention_cuda"
+  next_ok=1
   if [ "$RC" != 0 ]; then
-    overlap_ok=""
-    variants=$(printf '%s' ",$variants," | sed 's/,sm90-overlap,/,/; s/^,//; s/,$//')
-    say "the overlapped Hopper backward failed its tests: left out of the benchmark (variants $variants)"
+    next_ok=""
+    variants=$(printf '%s' ",$variants," | sed 's/,sm90-next,/,/; s/^,//; s/,$//')
+    say "the Hopper kernels' next forms failed their tests: left out of the benchmark (variants $variants)"
     SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
-    wants sanitize && [ -n "$SAN" ] && step memcheck-bwd-overlap 120 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 \
-      ATTENTION_BWD_HOPPER=overlap "$SAN" --tool memcheck --print-limit 20 "$X/test_attention_cuda" --quick
+    wants sanitize && [ -n "$SAN" ] && step memcheck-sm90-next 120 env "${next_env[@]}" "$SAN" --tool memcheck \
+      --print-limit 20 "$X/test_attention_cuda" --quick
   fi
   grep -hE 'kernel|ran' "$LOGS/tests-fwd-sm90.log" "$LOGS/tests-bwd-sm90.log" 2> /dev/null | grep -iE 'hopper|sm90' | head -n 4 | sed 's/^/    /' | tee -a "$SUMMARY"
 fi
@@ -123,7 +124,7 @@ fi
 
 # A Hopper kernel that failed its tests is left out of what follows (it may hang).
 if [ -n "$hopper_failed" ]; then
-  variants=$(printf '%s' ",$variants," | sed 's/,sm90,/,/; s/,sm90-overlap,/,/; s/^,//; s/,$//')
+  variants=$(printf '%s' ",$variants," | sed 's/,sm90,/,/; s/,sm90-next,/,/; s/^,//; s/,$//')
   say "the Hopper kernels failed (${hopper_failed# }): the sm_80 kernels from here on (ATTENTION_*_KERNEL=sm80), benchmark variants $variants"
   export ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80
 fi
@@ -136,17 +137,17 @@ fi
 
 if wants train; then
   # The step with the sm_80 attention kernels, then with the Hopper ones (the default where they
-  # run), then with the Hopper backward overlapped where its tests passed.
+  # run), then with their next forms (sm90-next) where tests ran and passed them.
   fort=(--train-data "$GPU_BUNDLE/data/fortunes/fortunes_train_*.bin" --val-data "" --tokenizer "" --sample-length 0
         --no-save --quiet --warmup 0)
   kernels=sm80; [ -z "$hopper_failed" ] && kernels="sm80 auto"
-  [ -z "$hopper_failed" ] && [ -n "$overlap_ok" ] && kernels="$kernels overlap"
+  [ -z "$hopper_failed" ] && [ -n "$next_ok" ] && kernels="$kernels next"
   for run in gpt3-125m:8:1024:20 gpt3-2.7b:1:8192:6; do
     IFS=: read -r preset b t n <<< "$run"
     for k in $kernels; do
       name=train-$preset-$t-$k
       envs=(ATTENTION_FWD_KERNEL=$k ATTENTION_BWD_KERNEL=$k)
-      [ "$k" = overlap ] && envs=(ATTENTION_FWD_KERNEL=auto ATTENTION_BWD_KERNEL=auto ATTENTION_BWD_HOPPER=overlap)
+      [ "$k" = next ] && envs=("${next_env[@]}")
       step "$name" 120 env "${envs[@]}" "$X/train_gpt_cuda" --preset "$preset" \
         --context "$t" --batch "$b" --seq-len "$t" --steps "$n" "${fort[@]}" --out-dir "$LOGS/$name"
       s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
