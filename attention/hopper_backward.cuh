@@ -21,10 +21,13 @@
 //   the query tile (the semaphores of flash_backward.cuh), adds it into the fp32 accumulator with
 //   one cp.reduce.async.bulk.tensor add, waits for it, and passes the turn on, while the consumers
 //   go on to the next query tile. Deterministic for every schedule.
-// OVERLAP (ATTENTION_BWD_HOPPER=overlap; serial, the default, waits for each GEMM before the next
-// step): S^T and dP^T are committed as two groups and P^T is computed while dP^T is in flight, and
-// the dQ GEMM is issued behind dK, dV (their wait, and the stage's release, after it). The same
-// operations in the same order on the same values: the same bits as serial.
+// The schedule (HopBwdSched, ATTENTION_BWD_HOPPER): serial, the default, waits for each GEMM before
+// the next step. overlap commits S^T and dP^T as two groups and computes P^T while dP^T is in
+// flight, and issues the dQ GEMM behind dK, dV (their wait, and the stage's release, after it).
+// regs is overlap with, at HS 64, the consumer's K and V rows held in registers (16 + 16 per
+// thread, loaded once) as the A operands of S^T and dP^T, which then read only Q and dO from shared
+// memory (at HS 80 and 128 there are no registers to spare: overlap). The same operations in the
+// same order on the same values: the same bits as serial.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
 // the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
@@ -66,6 +69,8 @@ template <int HS> struct HopBwd {
     static_assert(TS::SWIZZLE && TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
     static_assert(SMEM <= 227 * 1024, "one block per SM within the opt-in shared memory of sm_90");
 };
+
+enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS };
 
 // Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
 // and per dQ staging buffer between them and the reducer warp (288: DQ_FULL + b, buffer b holds a
@@ -117,7 +122,7 @@ ATTN_UNROLL
 // Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
 // (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x 64 boxes (no swizzle); lse and D over (B NH
 // rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel.
-template <int HS, bool OVERLAP>
+template <int HS, int SCHED>
 __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
@@ -126,6 +131,7 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
 #if CUDA_PTX_HAS_SM90A
     typedef HopBwd<HS> F;
     constexpr int BQ = F::BQ;
+    constexpr bool OVERLAP = SCHED != HOP_BWD_SERIAL, KV_REGS = SCHED == HOP_BWD_KV_REGS && F::HP == 64;
     DYNAMIC_SHARED(unsigned char, raw);
     unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
     floatX* Ks = reinterpret_cast<floatX*>(smem);
@@ -189,6 +195,19 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
 ATTN_UNROLL
     for (int i = 0; i < F::HP / 2; i++) dk[i] = dv[i] = 0.0f;
     if (qt0 < nqt) hop_wait(kv_full, 0);
+    // KV_REGS: this thread's part of K_c and V_c as wgmma's register A operand (mma.m16n8k16's A
+    // fragments: rows kr and kr + 8, columns 16 kk + 2 t and 16 kk + 8 + 2 t, two bf16 a register).
+    uint32_t ka[KV_REGS ? HS / 16 : 1][4], va[KV_REGS ? HS / 16 : 1][4];
+    if (KV_REGS && qt0 < nqt) {
+ATTN_UNROLL
+        for (int kk = 0; kk < HS / 16; kk++)
+ATTN_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int at = F::TK::chunk(kr + 8 * (e & 1), 2 * kk + (e >> 1)) + 2 * t;
+                ka[kk][e] = *reinterpret_cast<const uint32_t*>(Ks + at);
+                va[kk][e] = *reinterpret_cast<const uint32_t*>(Vs + at);
+            }
+    }
 
     for (int qt = qt0; qt < nqt; qt++) {
         const int i0 = qt * BQ, i = qt - qt0, st = i % F::STAGES;
@@ -208,13 +227,15 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int kk = 0; kk < HS / 16; kk++) {
             const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
-            wgmma_m64k16_bf16<BQ, 0, 0>(s, hop_desc(Kc + pk), hop_desc(Qt + pq), kk > 0);
+            if (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(s, ka[kk], hop_desc(Qt + pq), kk > 0);
+            else wgmma_m64k16_bf16<BQ, 0, 0>(s, hop_desc(Kc + pk), hop_desc(Qt + pq), kk > 0);
         }
         if (OVERLAP) wgmma_commit();
 ATTN_UNROLL
         for (int kk = 0; kk < HS / 16; kk++) {
             const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
-            wgmma_m64k16_bf16<BQ, 0, 0>(dp, hop_desc(Vc + pk), hop_desc(Gt + pq), kk > 0);
+            if (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(dp, va[kk], hop_desc(Gt + pq), kk > 0);
+            else wgmma_m64k16_bf16<BQ, 0, 0>(dp, hop_desc(Vc + pk), hop_desc(Gt + pq), kk > 0);
         }
         wgmma_commit();
         wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)

@@ -312,6 +312,17 @@ static bool hopper_kernels_run(void) {
 #endif
 }
 
+// A two-way setting in the environment (a launcher choice to time on a GPU): 0 when unset, empty or
+// off, 1 when on, an error naming the variable otherwise.
+static int env_switch(const char* name, const char* off, const char* on) {
+    const char* env = getenv(name);
+    if (!env || !*env || !strcmp(env, off)) return 0;
+    char hint[96];
+    snprintf(hint, sizeof hint, "set it to %s or %s, or unset it", off, on);
+    CHECK(!strcmp(env, on), hint, "%s: expected %s or %s, found '%s'", name, off, on, env);
+    return 1;
+}
+
 // The kernel a pass asks for in env (ATTENTION_FWD_KERNEL or ATTENTION_BWD_KERNEL): auto (the
 // default: sm90 where it can run), sm80 (the FlashAttention-2-class kernels everywhere) or sm90
 // (the Hopper kernel of hopper_forward.cuh / hopper_backward.cuh for HS 64, 80 and 128: an error where
@@ -400,13 +411,7 @@ static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long lo
 
 // The Hopper forward's S GEMM: a wgmma per 64 keys (n64, the default) or one per 128 (n128,
 // hopper_forward.cuh's hop_issue_s): ATTENTION_FWD_HOPPER=n64|n128, to time both on an H100 or H200.
-static bool hopper_forward_wide_s(void) {
-    const char* env = getenv("ATTENTION_FWD_HOPPER");
-    if (!env || !*env || !strcmp(env, "n64")) return false;
-    CHECK(!strcmp(env, "n128"), "set it to n64 or n128, or unset it",
-          "ATTENTION_FWD_HOPPER: expected n64 or n128, found '%s'", env);
-    return true;
-}
+static bool hopper_forward_wide_s(void) { return env_switch("ATTENTION_FWD_HOPPER", "n64", "n128"); }
 
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
@@ -505,41 +510,32 @@ static int backward_head_group(int heads) {
 // When the backward passes a query tile's dQ turn to the next key tile: right after its adds
 // (eager, the default) or at the next query tile, before its own wait (lagged: the fence then
 // finds the adds done); ATTENTION_BWD_RELEASE=eager|lagged to time both. The same bits either way.
-static int backward_lagged_release(void) {
-    const char* env = getenv("ATTENTION_BWD_RELEASE");
-    if (!env || !*env || !strcmp(env, "eager")) return 0;
-    CHECK(!strcmp(env, "lagged"), "set it to eager or lagged, or unset it",
-          "ATTENTION_BWD_RELEASE: expected eager or lagged, found '%s'", env);
-    return 1;
-}
+static int backward_lagged_release(void) { return env_switch("ATTENTION_BWD_RELEASE", "eager", "lagged"); }
 
 // The backward's warp layout: each warp 16 keys of the tile (the default), or FlashAttention-2's
 // (flash_backward_fa2.cuh, HS 64 and 128; elsewhere the default): ATTENTION_BWD_LAYOUT=keys|fa2, to
 // time both on a GPU. Each gives its own bits (another order of the products), each deterministic.
 static int backward_layout_fa2(int hs) {
-    const char* env = getenv("ATTENTION_BWD_LAYOUT");
-    if (!env || !*env || !strcmp(env, "keys")) return 0;
-    CHECK(!strcmp(env, "fa2"), "set it to keys or fa2, or unset it",
-          "ATTENTION_BWD_LAYOUT: expected keys or fa2, found '%s'", env);
-    return hs == 64 || hs == 128;
+    return env_switch("ATTENTION_BWD_LAYOUT", "keys", "fa2") && (hs == 64 || hs == 128);
 }
 
-// The Hopper backward's schedule: serial (the default, each GEMM waited for before the next step)
-// or overlap (hopper_backward.cuh's OVERLAP): ATTENTION_BWD_HOPPER=serial|overlap, to time both on
-// an H100 or H200. The same bits either way.
-static bool hopper_backward_overlap(void) {
+// The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
+// GEMM waited for before the next step), overlap, or regs (overlap with K and V in registers at HS
+// 64): ATTENTION_BWD_HOPPER=serial|overlap|regs, to time them on an H100 or H200. The same bits.
+static int hopper_backward_schedule(void) {
     const char* env = getenv("ATTENTION_BWD_HOPPER");
-    if (!env || !*env || !strcmp(env, "serial")) return false;
-    CHECK(!strcmp(env, "overlap"), "set it to serial or overlap, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial or overlap, found '%s'", env);
-    return true;
+    if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
+    if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
+    CHECK(!strcmp(env, "regs"), "set it to serial, overlap or regs, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial, overlap or regs, found '%s'", env);
+    return HOP_BWD_KV_REGS;
 }
 
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
 // keys of the tile (flash_backward.cuh); BWD_FA2: FlashAttention-2's (flash_backward_fa2.cuh);
-// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh), BWD_HOPPER_OVERLAP its form with the GEMMs
-// overlapped (the same bits). Each deterministic, each its own bits.
-enum { BWD_KEYS, BWD_FA2, BWD_HOPPER, BWD_HOPPER_OVERLAP };
+// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh), BWD_HOPPER_OVERLAP and BWD_HOPPER_KV_REGS
+// its other schedules (the same bits). Each deterministic, each its own bits.
+enum { BWD_KEYS, BWD_FA2, BWD_HOPPER, BWD_HOPPER_OVERLAP, BWD_HOPPER_KV_REGS };
 template <int HS, int BK, int LAYOUT> struct BackwardKernel {
     static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
@@ -554,10 +550,10 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS, bool OVERLAP> struct HopperBackwardKernel {
+template <int HS, int SCHED> struct HopperBackwardKernel {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         typedef HopBwd<HS> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, OVERLAP>), F::SMEM, "head size", HS);
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
@@ -571,12 +567,13 @@ template <int HS, bool OVERLAP> struct HopperBackwardKernel {
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
         const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
                                               a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS, OVERLAP>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
+        LAUNCH((hopper_backward_kernel<HS, SCHED>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
                a, NH);
     }
 };
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> : HopperBackwardKernel<HS, false> {};
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_OVERLAP> : HopperBackwardKernel<HS, true> {};
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> : HopperBackwardKernel<HS, HOP_BWD_SERIAL> {};
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_OVERLAP> : HopperBackwardKernel<HS, HOP_BWD_OVERLAP> {};
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_KV_REGS> : HopperBackwardKernel<HS, HOP_BWD_KV_REGS> {};
 
 template <int HS, int BK, int LAYOUT = BWD_KEYS>
 void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
@@ -617,7 +614,9 @@ template <int HS> int backward_key_tile(void) {
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
         if (use_hopper_backward(a, HS, a.dqx != NULL)) {
-            if (hopper_backward_overlap()) launch_backward_tiles<HS, 128, BWD_HOPPER_OVERLAP>(a, B, NH, stream);
+            const int sched = hopper_backward_schedule();
+            if (sched == HOP_BWD_KV_REGS) launch_backward_tiles<HS, 128, BWD_HOPPER_KV_REGS>(a, B, NH, stream);
+            else if (sched == HOP_BWD_OVERLAP) launch_backward_tiles<HS, 128, BWD_HOPPER_OVERLAP>(a, B, NH, stream);
             else launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
             return;
         }

@@ -138,8 +138,8 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
 static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
 static void hopper_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "auto"); }
 // The Hopper kernels' next forms: the forward's S by one m64n128k16 per 128 keys
-// (ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped (ATTENTION_BWD_HOPPER=overlap: the
-// same bits as its default).
+// (ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped and at HS 64 K, V in registers
+// (ATTENTION_BWD_HOPPER=regs: the same bits as its default).
 static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
     EnvSave knob;
     env_set(&knob, "ATTENTION_FWD_HOPPER", "n128");
@@ -148,7 +148,7 @@ static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
 }
 static void hopper_next_backward(const AttnCall* a, cudaStream_t s) {
     EnvSave knob;
-    env_set(&knob, "ATTENTION_BWD_HOPPER", "overlap");
+    env_set(&knob, "ATTENTION_BWD_HOPPER", "regs");
     hopper_backward(a, s);
     env_restore(&knob);
 }
@@ -188,7 +188,8 @@ static const Variant VARIANTS[] = {
      hopper_backward, 1},
     {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
      "(ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
-     "dP^T is in flight, dQ issued behind dK and dV: ATTENTION_BWD_HOPPER=overlap)", hopper_next_forward,
+     "dP^T is in flight, dQ issued behind dK and dV) and at HS 64 K and V as register operands "
+     "(ATTENTION_BWD_HOPPER=regs)", hopper_next_forward,
      hopper_next_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
