@@ -117,6 +117,21 @@ ATTN_UNROLL
     mbarrier_arrive(empty);
 }
 
+// A consumer's S^T = K_c Q^T or dP^T = V_c dO^T (64 keys x 64 queries) into acc: per 16 of the HS
+// columns (the padding's zeros skipped) one wgmma, M_c (K_c or V_c) from shared memory at Mc, or
+// with KV_REGS from this thread's fragments mr; Y (Q or dO) from the stage at Yt. Issued, not
+// committed.
+template <int HS, bool KV_REGS>
+__device__ __forceinline__ void hop_bwd_issue_t(float* acc, const uint32_t (*mr)[4], const floatX* Mc, const floatX* Yt) {
+    typedef HopBwd<HS> F;
+ATTN_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++) {
+        const uint64_t dy = hop_desc(Yt + (kk / 4) * F::TQ::PANEL + (kk % 4) * 16);
+        if constexpr (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(acc, mr[kk], dy, kk > 0);
+        else wgmma_m64k16_bf16<F::BQ, 0, 0>(acc, hop_desc(Mc + (kk / 4) * F::TK::PANEL + (kk % 4) * 16), dy, kk > 0);
+    }
+}
+
 // Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps of rank 3,
 // (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
 // Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
@@ -224,19 +239,9 @@ ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) s[j] = dp[j] = 0.0f;   // (scale-d 0 ignores them)
         hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
         wgmma_fence();
-ATTN_UNROLL
-        for (int kk = 0; kk < HS / 16; kk++) {
-            const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
-            if (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(s, ka[kk], hop_desc(Qt + pq), kk > 0);
-            else wgmma_m64k16_bf16<BQ, 0, 0>(s, hop_desc(Kc + pk), hop_desc(Qt + pq), kk > 0);
-        }
+        hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qt);
         if (OVERLAP) wgmma_commit();
-ATTN_UNROLL
-        for (int kk = 0; kk < HS / 16; kk++) {
-            const int pk = (kk / 4) * F::TK::PANEL + (kk % 4) * 16, pq = (kk / 4) * F::TQ::PANEL + (kk % 4) * 16;
-            if (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(dp, va[kk], hop_desc(Gt + pq), kk > 0);
-            else wgmma_m64k16_bf16<BQ, 0, 0>(dp, hop_desc(Vc + pk), hop_desc(Gt + pq), kk > 0);
-        }
+        hop_bwd_issue_t<HS, KV_REGS>(dp, va, Vc, Gt);
         wgmma_commit();
         wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
 ATTN_UNROLL

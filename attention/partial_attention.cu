@@ -413,19 +413,21 @@ static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long lo
 // hopper_forward.cuh's hop_issue_s): ATTENTION_FWD_HOPPER=n64|n128, to time both on an H100 or H200.
 static bool hopper_forward_wide_s(void) { return env_switch("ATTENTION_FWD_HOPPER", "n64", "n128"); }
 
+template <int HS, int NS> void launch_hopper_forward_ns(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    typedef HopFwd<HS> F;
+    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS>), F::SMEM, "head size", HS);
+    const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
+    const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
+    const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
+    const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
+    LAUNCH((hopper_forward_kernel<HS, NS>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream, qm,
+           km, vm, a);
+}
+
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
-        typedef HopFwd<HS> F;
-        const bool wide = hopper_forward_wide_s();
-        if (wide) CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, 128>), F::SMEM, "head size", HS);
-        else CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, 64>), F::SMEM, "head size", HS);
-        const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
-        const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
-        const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
-        const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-        const dim3 grid(qtiles, (unsigned)NH, (unsigned)B);
-        if (wide) LAUNCH((hopper_forward_kernel<HS, 128>), grid, F::THREADS, F::SMEM, stream, qm, km, vm, a);
-        else LAUNCH((hopper_forward_kernel<HS, 64>), grid, F::THREADS, F::SMEM, stream, qm, km, vm, a);
+        if (hopper_forward_wide_s()) launch_hopper_forward_ns<HS, 128>(a, B, NH, stream);
+        else launch_hopper_forward_ns<HS, 64>(a, B, NH, stream);
     }
 }
 
@@ -533,9 +535,9 @@ static int hopper_backward_schedule(void) {
 
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
 // keys of the tile (flash_backward.cuh); BWD_FA2: FlashAttention-2's (flash_backward_fa2.cuh);
-// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh), BWD_HOPPER_OVERLAP and BWD_HOPPER_KV_REGS
-// its other schedules (the same bits). Each deterministic, each its own bits.
-enum { BWD_KEYS, BWD_FA2, BWD_HOPPER, BWD_HOPPER_OVERLAP, BWD_HOPPER_KV_REGS };
+// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh) in the schedule ATTENTION_BWD_HOPPER names
+// (the same bits in each). Each deterministic, each its own bits.
+enum { BWD_KEYS, BWD_FA2, BWD_HOPPER };
 template <int HS, int BK, int LAYOUT> struct BackwardKernel {
     static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
@@ -550,7 +552,7 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS, int SCHED> struct HopperBackwardKernel {
+template <int HS, int SCHED> struct HopperBackwardSchedule {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         typedef HopBwd<HS> F;
         CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED>), F::SMEM, "head size", HS);
@@ -571,9 +573,14 @@ template <int HS, int SCHED> struct HopperBackwardKernel {
                a, NH);
     }
 };
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> : HopperBackwardKernel<HS, HOP_BWD_SERIAL> {};
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_OVERLAP> : HopperBackwardKernel<HS, HOP_BWD_OVERLAP> {};
-template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER_KV_REGS> : HopperBackwardKernel<HS, HOP_BWD_KV_REGS> {};
+template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
+    static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
+        const int sched = hopper_backward_schedule();
+        if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS>::launch(blocks, stream, a, NH);
+        else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP>::launch(blocks, stream, a, NH);
+        else HopperBackwardSchedule<HS, HOP_BWD_SERIAL>::launch(blocks, stream, a, NH);
+    }
+};
 
 template <int HS, int BK, int LAYOUT = BWD_KEYS>
 void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
@@ -614,10 +621,7 @@ template <int HS> int backward_key_tile(void) {
 template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     if constexpr (HS == 64 || HS == 80 || HS == 128) {
         if (use_hopper_backward(a, HS, a.dqx != NULL)) {
-            const int sched = hopper_backward_schedule();
-            if (sched == HOP_BWD_KV_REGS) launch_backward_tiles<HS, 128, BWD_HOPPER_KV_REGS>(a, B, NH, stream);
-            else if (sched == HOP_BWD_OVERLAP) launch_backward_tiles<HS, 128, BWD_HOPPER_OVERLAP>(a, B, NH, stream);
-            else launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
+            launch_backward_tiles<HS, 128, BWD_HOPPER>(a, B, NH, stream);
             return;
         }
     }
