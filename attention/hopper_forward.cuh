@@ -2,13 +2,14 @@
 // consumer warpgroups that overlap softmax with the GEMMs (FlashAttention-3's structure).
 //
 // A block computes 128 query rows of one (sequence, head) with 3 warpgroups (384 threads), head
-// sizes 64, 80 and 128 (80 in tiles of 128 columns: HopFwd::HP):
+// sizes 64, 80 and 128 (80 in tiles of 128 columns: HopFwd::HP); at HS 64 optionally 192 rows with
+// 4 warpgroups (three consumers, HopFwd's NC):
 // - warpgroup 0, the producer, gives its registers away (setmaxnreg.dec 24); one of its threads
 //   loads the Q tile and then the K and V tiles of 128 keys by TMA (cp.async.bulk.tensor, 128-byte
 //   swizzle, one box per 64-column panel: the FaTile layout of flash_tile.cuh) into two stages,
 //   each tile completing its own mbarrier (full); it refills a stage's K once both consumers have
 //   released it (k_empty, 256 arrivals) and its V likewise (v_empty).
-// - warpgroups 1 and 2, the consumers (setmaxnreg.inc 240), hold 64 rows each: S (64 x 128) =
+// - warpgroups 1 and 2 (and 3), the consumers (setmaxnreg.inc 240, or 160 for three), hold 64 rows each: S (64 x 128) =
 //   Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the online softmax on the
 //   accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
 //   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P packed
@@ -29,9 +30,18 @@
 #include "attention/flash_forward.cuh"
 #include "model/cuda_ptx_sm90.cuh"
 
-template <int HS> struct HopFwd {
+// NC consumer warpgroups of 64 rows each: 2 (128-row tiles), or 3 at HS 64 (192-row tiles,
+// ATTENTION_FWD_HOPPER_ROWS=192; FlashAttention-3's tile for head size 64, where a 64 x 128 S costs
+// as much softmax as at HS 128 for half the MMA work, so a third warpgroup's GEMMs hide more of it).
+template <int HS, int NC = 2> struct HopFwd {
     static_assert(HS == 64 || HS == 80 || HS == 128, "the Hopper forward serves HS 64, 80 and 128");
-    static constexpr int BQ = 128, BK = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    static_assert(NC == 2 || (NC == 3 && HS == 64), "three consumers at HS 64 only (160 registers each)");
+    static constexpr int BQ = 64 * NC, BK = 128, CONSUMERS = NC, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    // setmaxnreg moves registers between the warpgroups of the launch's 65536 / THREADS per thread
+    // (in multiples of 8: 168 with 2 consumers, 128 with 3): 24 + 2 x 240 = 3 x 168, 24 + 3 x 160 <= 4 x 128.
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = NC == 2 ? 240 : 160;
+    static_assert(PRODUCER_REGS + NC * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * (1 + NC),
+                  "the register split fits the launch");
     // Tiles of HP columns, whole 64-column panels: HS 80 is padded to 128 (TMA fills the columns
     // past the head with zeros); S sums over the HS real columns only, P V and O span HP.
     static constexpr int HP = HS <= 64 ? 64 : 128;
@@ -48,7 +58,10 @@ template <int HS> struct HopFwd {
     static __device__ __forceinline__ uint64_t* v_full(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
     static __device__ __forceinline__ uint64_t* k_empty(uint64_t* bar, int st) { return bar + 1 + 2 * STAGES + st; }
     static __device__ __forceinline__ uint64_t* v_empty(uint64_t* bar, int st) { return bar + 1 + 3 * STAGES + st; }
-    static_assert(BQ == FaFwd<HS>::BQ, "the O staging is FaFwd<HS>'s (HS columns)");
+    // The O staging is FaFwd<HS>'s (HS columns): its rows past FaFwd's 128 only where the bf16
+    // staging tile is one panel (row r at 64 r).
+    static_assert(BQ == FaFwd<HS>::BQ || (FaFwd<HS>::TQ::PANEL == FaFwd<HS>::BQ * 64 && HS == 64),
+                  "the O staging is FaFwd<HS>'s");
     static_assert(BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2) <= OFF_BAR,
                   "O staging and the merge weights fit in the tiles");
     static_assert(TQ::SWIZZLE && TK::SWIZZLE, "64-column panels");
@@ -72,8 +85,8 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
 // s[32 nh + 4 j + e]: key 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1). Issued, not waited for;
 // s was zeroed before the wgmma.fence (the first wgmma ignores it, scale-d 0, but a register
 // written after the fence makes ptxas insert another one: C7519).
-template <int HS, int NS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
-    typedef HopFwd<HS> F;
+template <int HS, int NC, int NS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
+    typedef HopFwd<HS, NC> F;
     static_assert(NS == 64 || NS == 128, "S by wgmma of 64 or 128 keys");
 ATTN_UNROLL
     for (int kk = 0; kk < HS / 16; kk++) {
@@ -146,23 +159,25 @@ ATTN_UNROLL
 }
 
 // The consumers take turns issuing their wgmmas (FlashAttention-3's ping-pong): consumer c issues
-// after bar.sync on barrier HOP_TURN + c and then lets the other one go (bar.arrive on its
-// barrier), so one warpgroup's softmax runs under the other's GEMMs. Each barrier's round is the
-// 128 threads that wait plus the 128 that let them go.
+// after bar.sync on barrier HOP_TURN + c and then lets the next one go (bar.arrive on its barrier;
+// consumer NC - 1 lets consumer 0 go), so one warpgroup's softmax runs under the others' GEMMs.
+// Each barrier's round is the 128 threads that wait plus the 128 that let them go.
 enum { HOP_TURN = 4 };
 __device__ __forceinline__ void hop_turn_wait(int c) { named_barrier_sync(HOP_TURN + c, 256); }
-__device__ __forceinline__ void hop_turn_pass(int c) { named_barrier_arrive(HOP_TURN + 1 - c, 256); }
+template <int NC> __device__ __forceinline__ void hop_turn_pass(int c) {
+    named_barrier_arrive(HOP_TURN + (c + 1) % NC, 256);
+}
 
 // Key tile kt (kt >= 1) of a consumer's 64 rows, overlapped: in its turn it issues S of tile kt
 // and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
 // rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
 // tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
-template <int HS, int NS, bool MASK>
+template <int HS, int NC, int NS, bool MASK>
 __device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
                                                  const AttnArgs& a, int kt, int c, const floatX* Qc,
                                                  const floatX* Ks, const floatX* Vs, uint64_t* bar,
                                                  const int (&vis)[2]) {
-    typedef HopFwd<HS> F;
+    typedef HopFwd<HS, NC> F;
     const int st = kt % F::STAGES, pst = (kt - 1) % F::STAGES;
     const unsigned ph = (unsigned)(kt / F::STAGES) & 1u, pph = (unsigned)((kt - 1) / F::STAGES) & 1u;
 ATTN_UNROLL
@@ -173,9 +188,9 @@ ATTN_UNROLL
     hop_wait(F::v_full(bar, pst), pph);
     hop_wait(F::k_full(bar, st), ph);
     wgmma_fence();   // P and the rescaled O, ready for the asynchronous MMA
-    hop_issue_s<HS, NS>(s, Qc, Ks + st * F::TK::ELEMS);
+    hop_issue_s<HS, NC, NS>(s, Qc, Ks + st * F::TK::ELEMS);
     hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
-    hop_turn_pass(c);
+    hop_turn_pass<NC>(c);
     wgmma_wait<1>();   // S has landed; P V may still be in flight
 ATTN_UNROLL
     for (int i = 0; i < F::BK / 2; i++) wgmma_fence_operand(s[i]);
@@ -199,10 +214,10 @@ ATTN_UNROLL
 // A consumer thread's rows r0 + g and r0 + g + 8 of O (normalised by inv; its HS real columns)
 // staged in shared memory Os, then the block's rows [0, nq) written to og by the consumers' 256
 // threads (fa_copy_o).
-template <int HS, typename T>
+template <int HS, int NC, typename T>
 __device__ __forceinline__ void hop_write_o(T* Os, T* og, long long ldo, int nq, const float* o, const float inv[2],
                                             int r0, const float2* wts) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, nthreads = 128 * HopFwd<HS>::CONSUMERS;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, nthreads = 128 * NC;
 ATTN_UNROLL
     for (int n = 0; n < HS / 8; n++)
 ATTN_UNROLL
@@ -213,18 +228,18 @@ ATTN_UNROLL
     fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x - 128, nthreads);
 }
 
-// Grid (query tiles, NH, B), latest query tiles first; HopFwd<HS>::THREADS threads. The tensor maps
+// Grid (query tiles, NH, B), latest query tiles first (the last tile ends at row Tq); HopFwd<HS, NC>::THREADS threads. The tensor maps
 // (model/cuda_ptx_sm90.cuh) are rank 3, (HS columns, NH heads, B Tq or B Tk rows), with boxes of 64
 // columns x 1 head x 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16
 // columns and zeros, never the next head's. Outputs as flash_forward_kernel
 // without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the
-// keys per wgmma of S (hop_issue_s).
-template <int HS, int NS>
-__global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
+// keys per wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd).
+template <int HS, int NS, int NC>
+__global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                           const __grid_constant__ CUtensorMap vmap, const AttnArgs a) {
 #if CUDA_PTX_HAS_SM90A
-    typedef HopFwd<HS> F;
+    typedef HopFwd<HS, NC> F;
     constexpr int BQ = F::BQ, BK = F::BK;
     DYNAMIC_SHARED(unsigned char, raw);
     unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
@@ -234,8 +249,10 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
     uint64_t* q_full = bar;
     const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
-    const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
-    const int nq = min(BQ, a.Tq - i0);
+    // Tiles end at Tq - x BQ, so a partial tile is the first rows', which see the fewest keys (a
+    // 192-row tile at T = 1024 would otherwise compute 128 empty rows against every key).
+    const int iend = a.Tq - (int)blockIdx.x * BQ, i0 = max(0, iend - BQ);
+    const int nq = iend - i0;
     const int nkt = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
     const int nfull = visible_keys(a, i0) / BK;                     // seen whole by every row
     const int wg = threadIdx.x / 128;
@@ -253,7 +270,7 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     __syncthreads();
 
     if (wg == 0) {   // the producer
-        setmaxnreg_dec<24>();
+        setmaxnreg_dec<F::PRODUCER_REGS>();
         if (threadIdx.x != 0 || nkt == 0) return;
         mbarrier_arrive_expect_tx(q_full, (unsigned)F::Q);
         for (int p = 0; p < F::HP / 64; p++) tma_load_3d(Qs + p * F::TQ::PANEL, &qmap, 64 * p, h, b * a.Tq + i0, q_full);
@@ -273,7 +290,7 @@ __global__ void __launch_bounds__(HopFwd<HS>::THREADS, 1)
     }
 
     // A consumer: rows 64 c .. 64 c + 63 of the tile; this lane's rows r0 + g and r0 + g + 8.
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<F::CONSUMER_REGS>();
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
@@ -288,15 +305,15 @@ ATTN_UNROLL
     for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
     if (nkt > 0) {
         // Tile 0's S and softmax, then tiles 1 .. nkt - 1 overlapped, then the last tile's P V.
-        // Consumer 0 takes the first turn; consumer 1 gives up its last pass, so every round of
-        // the turn barriers completes (nkt + 1 turns each).
-        if (c == 1) hop_turn_pass(c);
+        // Consumer 0 takes the first turn, which the last consumer opens; that one gives up its
+        // last pass, so every round of the turn barriers completes (nkt + 1 turns each).
+        if (c == NC - 1) hop_turn_pass<NC>(c);
         hop_wait(q_full, 0);
         hop_turn_wait(c);
         hop_wait(F::k_full(bar, 0), 0);
         wgmma_fence();
-        hop_issue_s<HS, NS>(s, Qc, Ks);
-        hop_turn_pass(c);
+        hop_issue_s<HS, NC, NS>(s, Qc, Ks);
+        hop_turn_pass<NC>(c);
         wgmma_wait<0>();
 ATTN_UNROLL
         for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
@@ -307,15 +324,15 @@ ATTN_UNROLL
         hop_pack_a<F::BK>(pa, s);
         int kt = 1;
         for (; kt < min(nfull, nkt); kt++)
-            hop_forward_step<HS, NS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NC, NS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         for (; kt < nkt; kt++)
-            hop_forward_step<HS, NS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NC, NS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         const int pst = (nkt - 1) % F::STAGES;
         hop_turn_wait(c);
         hop_wait(F::v_full(bar, pst), (unsigned)((nkt - 1) / F::STAGES) & 1u);
         wgmma_fence();
         hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
-        if (c == 0) hop_turn_pass(c);
+        if (c != NC - 1) hop_turn_pass<NC>(c);
         wgmma_wait<0>();
 ATTN_UNROLL
         for (int i = 0; i < F::HP / 2; i++) wgmma_fence_operand(o[i]);
@@ -338,8 +355,8 @@ ATTN_UNROLL
             if (r0 + 8 * hi + g < nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
     }
     const long long ooff = ((long long)b * a.Tq + i0) * a.ldo + (long long)h * HS;
-    if (a.ox) hop_write_o<HS>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, o, inv, r0, nullptr);
-    else hop_write_o<HS>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, o, inv, r0, wts);
+    if (a.ox) hop_write_o<HS, NC>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, o, inv, r0, nullptr);
+    else hop_write_o<HS, NC>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, o, inv, r0, wts);
 #else
     __trap();   // not sm_90a: the launcher never takes this kernel there
 #endif

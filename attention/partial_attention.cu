@@ -413,21 +413,33 @@ static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long lo
 // hopper_forward.cuh's hop_issue_s): ATTENTION_FWD_HOPPER=n64|n128, to time both on an H100 or H200.
 static bool hopper_forward_wide_s(void) { return env_switch("ATTENTION_FWD_HOPPER", "n64", "n128"); }
 
-template <int HS, int NS> void launch_hopper_forward_ns(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    typedef HopFwd<HS> F;
-    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS>), F::SMEM, "head size", HS);
+// Its query rows per block at HS 64: 128 (two consumer warpgroups, the default) or 192 (three;
+// HopFwd): ATTENTION_FWD_HOPPER_ROWS=128|192. HS 80 and 128 always take 128.
+static bool hopper_forward_three_consumers(void) { return env_switch("ATTENTION_FWD_HOPPER_ROWS", "128", "192"); }
+
+template <int HS, int NS, int NC> void launch_hopper_forward_ns(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    typedef HopFwd<HS, NC> F;
+    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC>), F::SMEM, "head size", HS);
     const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
     const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
     const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    LAUNCH((hopper_forward_kernel<HS, NS>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream, qm,
-           km, vm, a);
+    LAUNCH((hopper_forward_kernel<HS, NS, NC>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream,
+           qm, km, vm, a);
+}
+
+template <int HS, int NC> void launch_hopper_forward_nc(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    if (hopper_forward_wide_s()) launch_hopper_forward_ns<HS, 128, NC>(a, B, NH, stream);
+    else launch_hopper_forward_ns<HS, 64, NC>(a, B, NH, stream);
 }
 
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    if constexpr (HS == 64 || HS == 80 || HS == 128) {
-        if (hopper_forward_wide_s()) launch_hopper_forward_ns<HS, 128>(a, B, NH, stream);
-        else launch_hopper_forward_ns<HS, 64>(a, B, NH, stream);
+    const bool three = hopper_forward_three_consumers();   // (read, so a bad value is refused at every HS)
+    if constexpr (HS == 64) {
+        if (three) launch_hopper_forward_nc<HS, 3>(a, B, NH, stream);
+        else launch_hopper_forward_nc<HS, 2>(a, B, NH, stream);
+    } else if constexpr (HS == 80 || HS == 128) {
+        launch_hopper_forward_nc<HS, 2>(a, B, NH, stream);
     }
 }
 

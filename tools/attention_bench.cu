@@ -137,20 +137,39 @@ static void heads_inner_backward(const AttnCall* a, cudaStream_t s) {
 // The Hopper kernels where they run (attention/hopper_forward.cuh, hopper_backward.cuh): auto.
 static void hopper_backward(const AttnCall* a, cudaStream_t s) { backward_with_env(a, s, "ATTENTION_BWD_KERNEL", "auto"); }
 static void hopper_forward(const AttnCall* a, cudaStream_t s) { forward_with_env(a, s, "ATTENTION_FWD_KERNEL", "auto"); }
-// The Hopper kernels' next forms: the forward's S by one m64n128k16 per 128 keys
-// (ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped and at HS 64 K, V in registers
-// (ATTENTION_BWD_HOPPER=regs: the same bits as its default).
-static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
+// The Hopper kernels with one of their launcher settings (hopper_forward.cuh, hopper_backward.cuh)
+// changed, for one pass; each gets back the value it had.
+static void hopper_forward_with(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
     EnvSave knob;
-    env_set(&knob, "ATTENTION_FWD_HOPPER", "n128");
+    env_set(&knob, name, value);
     hopper_forward(a, s);
     env_restore(&knob);
 }
-static void hopper_next_backward(const AttnCall* a, cudaStream_t s) {
+static void hopper_backward_with(const AttnCall* a, cudaStream_t s, const char* name, const char* value) {
     EnvSave knob;
-    env_set(&knob, "ATTENTION_BWD_HOPPER", "regs");
+    env_set(&knob, name, value);
     hopper_backward(a, s);
     env_restore(&knob);
+}
+// One form each: the forward's S by one m64n128k16 per 128 keys (ATTENTION_FWD_HOPPER=n128); at HS
+// 64 192-row tiles of three consumer warpgroups (ATTENTION_FWD_HOPPER_ROWS=192); the backward's
+// GEMMs overlapped and at HS 64 K, V in registers (ATTENTION_BWD_HOPPER=regs: the same bits as its
+// default).
+static void hopper_n128_forward(const AttnCall* a, cudaStream_t s) {
+    hopper_forward_with(a, s, "ATTENTION_FWD_HOPPER", "n128");
+}
+static void hopper_rows192_forward(const AttnCall* a, cudaStream_t s) {
+    hopper_forward_with(a, s, "ATTENTION_FWD_HOPPER_ROWS", "192");
+}
+static void hopper_regs_backward(const AttnCall* a, cudaStream_t s) {
+    hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "regs");
+}
+// All of them together: the Hopper kernels' next forms.
+static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
+    EnvSave rows;
+    env_set(&rows, "ATTENTION_FWD_HOPPER_ROWS", "192");
+    hopper_n128_forward(a, s);
+    env_restore(&rows);
 }
 
 // A broken variant for the tests: the current kernels with the first row of the output
@@ -187,10 +206,17 @@ static const Variant VARIANTS[] = {
      hopper_forward,
      hopper_backward, 1},
     {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
-     "(ATTENTION_FWD_HOPPER=n128), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
+     "(ATTENTION_FWD_HOPPER=n128) and at HS 64 192-row tiles of three consumer warpgroups "
+     "(ATTENTION_FWD_HOPPER_ROWS=192), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
      "dP^T is in flight, dQ issued behind dK and dV) and at HS 64 K and V as register operands "
      "(ATTENTION_BWD_HOPPER=regs)", hopper_next_forward,
-     hopper_next_backward, 1},
+     hopper_regs_backward, 1},
+    {"sm90-n128", "sm90 with sm90-next's first form alone: the forward's S by one m64n128k16 per 128 keys",
+     hopper_n128_forward, hopper_backward, 1},
+    {"sm90-rows192", "sm90 with sm90-next's second form alone: the forward's HS 64 tiles of 192 rows, three consumers",
+     hopper_rows192_forward, hopper_backward, 1},
+    {"sm90-regs", "sm90 with sm90-next's third form alone: the backward's regs schedule", hopper_forward,
+     hopper_regs_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };
