@@ -107,10 +107,10 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
 
 // Once a consumer's dV += P^T dO and dK += dS^T Q have landed (waited for): its accumulators are
 // read again, and this thread is done with the stage's Q, dO, lse and D.
-template <int HP>
+template <int DC>
 __device__ __forceinline__ void hop_bwd_dkdv_landed(float* dk, float* dv, uint64_t* empty) {
 ATTN_UNROLL
-    for (int j = 0; j < HP / 2; j++) {
+    for (int j = 0; j < DC / 2; j++) {
         wgmma_fence_operand(dk[j]);
         wgmma_fence_operand(dv[j]);
     }
@@ -136,8 +136,9 @@ ATTN_UNROLL
 // (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
 // Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
 // (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x 64 boxes (no swizzle); lse and D over (B NH
-// rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel.
-template <int HS, int SCHED>
+// rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel. DN: the columns per wgmma of
+// dV += P^T dO and dK += dS^T Q (hop_head_cols: 64, or 80 at HS 80).
+template <int HS, int SCHED, int DN>
 __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
@@ -206,9 +207,10 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     const int fq_hi = j0 + kr + 8 < a.Tk ? first_query(a, j0 + kr + 8) : a.Tq;
     const floatX* Kc = Ks + 64 * c * 64;   // the warpgroup's 64 keys of every panel
     const floatX* Vc = Vs + 64 * c * 64;
-    float dk[F::HP / 2], dv[F::HP / 2];
+    constexpr int DC = hop_head_cols<HS, DN>();   // dK's and dV's columns in registers
+    float dk[DC / 2], dv[DC / 2];
 ATTN_UNROLL
-    for (int i = 0; i < F::HP / 2; i++) dk[i] = dv[i] = 0.0f;
+    for (int i = 0; i < DC / 2; i++) dk[i] = dv[i] = 0.0f;
     if (qt0 < nqt) hop_wait(kv_full, 0);
     // KV_REGS: this thread's part of K_c and V_c as wgmma's register A operand (mma.m16n8k16's A
     // fragments: rows kr and kr + 8, columns 16 kk + 2 t and 16 kk + 8 + 2 t, two bf16 a register).
@@ -279,15 +281,23 @@ ATTN_UNROLL
         hop_pack_a<BQ>(pa, s);
         hop_pack_a<BQ>(da, dp);
 
-        // dV_c += P^T dO, dK_c += dS^T Q (dO and Q MN-major; the scale is applied once, at the end).
+        // dV_c += P^T dO, dK_c += dS^T Q (dO and Q MN-major; the scale is applied once, at the end):
+        // one wgmma per 64-column panel, or at DN 80 one m64n80k16 over both (the second panel at
+        // the descriptor's LBO; no MMA on HS 80's padding).
         wgmma_fence();   // P^T, dS^T and the accumulators written since the last wait
 ATTN_UNROLL
         for (int kb = 0; kb < BQ / 16; kb++) {
+            if constexpr (DN == 80) {
+                const unsigned lbo = F::TQ::PANEL * sizeof(floatX);
+                wgmma_m64n80k16_bf16_rs<1>(dv, pa[kb], smem_desc(Gt + kb * 16 * 64, lbo, 1024, 128), 1);
+                wgmma_m64n80k16_bf16_rs<1>(dk, da[kb], smem_desc(Qt + kb * 16 * 64, lbo, 1024, 128), 1);
+            } else {
 ATTN_UNROLL
-            for (int nh = 0; nh < F::HP / 64; nh++) {
-                const int off = nh * F::TQ::PANEL + kb * 16 * 64;
-                wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
-                wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
+                for (int nh = 0; nh < F::HP / 64; nh++) {
+                    const int off = nh * F::TQ::PANEL + kb * 16 * 64;
+                    wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
+                    wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
+                }
             }
         }
         wgmma_commit();
@@ -302,7 +312,7 @@ ATTN_UNROLL
         }
         if (!OVERLAP) {
             wgmma_wait<0>();
-            hop_bwd_dkdv_landed<F::HP>(dk, dv, F::empty(bar, st));
+            hop_bwd_dkdv_landed<DC>(dk, dv, F::empty(bar, st));
         }
         fence_proxy_async();   // dS^T, written by this thread, for the wgmmas below
         named_barrier_sync(HOP_BWD_DS, 256);
@@ -324,7 +334,7 @@ ATTN_UNROLL
         wgmma_commit();
         if (OVERLAP) {   // dQ issued behind dK, dV, which may still have been in flight
             wgmma_wait<1>();
-            hop_bwd_dkdv_landed<F::HP>(dk, dv, F::empty(bar, st));
+            hop_bwd_dkdv_landed<DC>(dk, dv, F::empty(bar, st));
         }
         wgmma_wait<0>();
 ATTN_UNROLL

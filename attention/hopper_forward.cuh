@@ -100,17 +100,32 @@ ATTN_UNROLL
     wgmma_commit();
 }
 
-// O (64 x HP) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16 keys,
-// one wgmma per 64-column panel of V (MN-major; a padded panel's columns past HS stay 0 in O). Issued, not waited for: pa must keep its values
-// until the wait.
-template <int HS>
+// The columns of an accumulator over a head's columns (the forward's O, the backward's dK and dV)
+// when its GEMM issues wgmmas of N columns: HP (N 64: one per 64-column panel, HS 80's second
+// padded), or the head's 80 (N 80: one m64n80k16 over both panels, ATTENTION_HOPPER_HS80=exact).
+template <int HS, int N> __host__ __device__ constexpr int hop_head_cols(void) {
+    static_assert(N == 64 || (N == 80 && HS == 80), "wgmma of 64 columns, or of 80 at HS 80");
+    return N == 80 ? 80 : (HS <= 64 ? 64 : 128);
+}
+
+// O (64 x hop_head_cols) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16
+// keys, one wgmma per 64-column panel of V (PV 64: MN-major; a padded panel's columns past HS stay
+// 0 in O), or at HS 80 one m64n80k16 over both panels (PV 80: the second 64 columns at the
+// descriptor's LBO, the next panel; no MMA on the padding). Issued, not waited for: pa must keep
+// its values until the wait.
+template <int HS, int PV>
 __device__ __forceinline__ void hop_issue_pv(float* o, const uint32_t (*pa)[4], const floatX* Vt) {
     typedef HopFwd<HS> F;
 ATTN_UNROLL
     for (int kb = 0; kb < F::BK / 16; kb++) {
+        if constexpr (PV == 80) {
+            const uint64_t dv = smem_desc(Vt + kb * 16 * 64, F::TK::PANEL * sizeof(floatX), 1024, 128);
+            wgmma_m64n80k16_bf16_rs<1>(o, pa[kb], dv, 1);
+        } else {
 ATTN_UNROLL
-        for (int nh = 0; nh < F::HP / 64; nh++)
-            wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+            for (int nh = 0; nh < F::HP / 64; nh++)
+                wgmma_m64n64k16_bf16_rs<1>(o + 32 * nh, pa[kb], hop_desc(Vt + nh * F::TK::PANEL + kb * 16 * 64), 1);
+        }
     }
     wgmma_commit();
 }
@@ -172,7 +187,7 @@ template <int NC> __device__ __forceinline__ void hop_turn_pass(int c) {
 // and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
 // rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
 // tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
-template <int HS, int NC, int NS, bool MASK>
+template <int HS, int NC, int NS, int PV, bool MASK>
 __device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
                                                  const AttnArgs& a, int kt, int c, const floatX* Qc,
                                                  const floatX* Ks, const floatX* Vs, uint64_t* bar,
@@ -189,7 +204,7 @@ ATTN_UNROLL
     hop_wait(F::k_full(bar, st), ph);
     wgmma_fence();   // P and the rescaled O, ready for the asynchronous MMA
     hop_issue_s<HS, NC, NS>(s, Qc, Ks + st * F::TK::ELEMS);
-    hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
+    hop_issue_pv<HS, PV>(o, pa, Vs + pst * F::TK::ELEMS);
     hop_turn_pass<NC>(c);
     wgmma_wait<1>();   // S has landed; P V may still be in flight
 ATTN_UNROLL
@@ -199,7 +214,7 @@ ATTN_UNROLL
     hop_softmax<HS, MASK>(s, m, l, corr, a, kt, vis);
     wgmma_wait<0>();
 ATTN_UNROLL
-    for (int i = 0; i < F::HP / 2; i++) wgmma_fence_operand(o[i]);
+    for (int i = 0; i < hop_head_cols<HS, PV>() / 2; i++) wgmma_fence_operand(o[i]);
     mbarrier_arrive(F::v_empty(bar, pst));
 ATTN_UNROLL
     for (int n = 0; n < HS / 8; n++)   // (O's padding columns are 0 and stay 0)
@@ -233,8 +248,9 @@ ATTN_UNROLL
 // columns x 1 head x 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16
 // columns and zeros, never the next head's. Outputs as flash_forward_kernel
 // without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the
-// keys per wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd).
-template <int HS, int NS, int NC>
+// keys per wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd); PV: the columns per wgmma
+// of P V (hop_issue_pv).
+template <int HS, int NS, int NC, int PV>
 __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                           const __grid_constant__ CUtensorMap vmap, const AttnArgs a) {
@@ -294,10 +310,11 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     const int c = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
-    float o[F::HP / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    constexpr int OC = hop_head_cols<HS, PV>();   // O's columns in registers
+    float o[OC / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     uint32_t pa[BK / 16][4];
 ATTN_UNROLL
-    for (int i = 0; i < F::HP / 2; i++) o[i] = 0.0f;
+    for (int i = 0; i < OC / 2; i++) o[i] = 0.0f;
 ATTN_UNROLL
     for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
     int vis[2];
@@ -324,18 +341,18 @@ ATTN_UNROLL
         hop_pack_a<F::BK>(pa, s);
         int kt = 1;
         for (; kt < min(nfull, nkt); kt++)
-            hop_forward_step<HS, NC, NS, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NC, NS, PV, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         for (; kt < nkt; kt++)
-            hop_forward_step<HS, NC, NS, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
+            hop_forward_step<HS, NC, NS, PV, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
         const int pst = (nkt - 1) % F::STAGES;
         hop_turn_wait(c);
         hop_wait(F::v_full(bar, pst), (unsigned)((nkt - 1) / F::STAGES) & 1u);
         wgmma_fence();
-        hop_issue_pv<HS>(o, pa, Vs + pst * F::TK::ELEMS);
+        hop_issue_pv<HS, PV>(o, pa, Vs + pst * F::TK::ELEMS);
         if (c != NC - 1) hop_turn_pass<NC>(c);
         wgmma_wait<0>();
 ATTN_UNROLL
-        for (int i = 0; i < F::HP / 2; i++) wgmma_fence_operand(o[i]);
+        for (int i = 0; i < OC / 2; i++) wgmma_fence_operand(o[i]);
         mbarrier_arrive(F::v_empty(bar, pst));
     }
 

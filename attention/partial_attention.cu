@@ -417,29 +417,39 @@ static bool hopper_forward_wide_s(void) { return env_switch("ATTENTION_FWD_HOPPE
 // HopFwd): ATTENTION_FWD_HOPPER_ROWS=128|192. HS 80 and 128 always take 128.
 static bool hopper_forward_three_consumers(void) { return env_switch("ATTENTION_FWD_HOPPER_ROWS", "128", "192"); }
 
-template <int HS, int NS, int NC> void launch_hopper_forward_ns(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+// The Hopper kernels' GEMMs over a head's columns at HS 80 (the forward's P V, the backward's dV and
+// dK): one wgmma per 64-column panel, the second padded (padded, the default), or one m64n80k16 over
+// the 80 columns (exact): ATTENTION_HOPPER_HS80=padded|exact. Other head sizes are whole panels.
+static bool hopper_hs80_exact(void) { return env_switch("ATTENTION_HOPPER_HS80", "padded", "exact"); }
+
+template <int HS, int NS, int NC, int PV>
+void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     typedef HopFwd<HS, NC> F;
-    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC>), F::SMEM, "head size", HS);
+    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV>), F::SMEM, "head size", HS);
     const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
     const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
     const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    LAUNCH((hopper_forward_kernel<HS, NS, NC>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM, stream,
-           qm, km, vm, a);
+    LAUNCH((hopper_forward_kernel<HS, NS, NC, PV>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM,
+           stream, qm, km, vm, a);
 }
 
-template <int HS, int NC> void launch_hopper_forward_nc(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    if (hopper_forward_wide_s()) launch_hopper_forward_ns<HS, 128, NC>(a, B, NH, stream);
-    else launch_hopper_forward_ns<HS, 64, NC>(a, B, NH, stream);
+template <int HS, int NC, int PV> void launch_hopper_forward_nc(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    if (hopper_forward_wide_s()) launch_hopper_forward_form<HS, 128, NC, PV>(a, B, NH, stream);
+    else launch_hopper_forward_form<HS, 64, NC, PV>(a, B, NH, stream);
 }
 
+// The form the environment asks for (each knob read at every HS, so a bad value is always refused).
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    const bool three = hopper_forward_three_consumers();   // (read, so a bad value is refused at every HS)
+    const bool three = hopper_forward_three_consumers(), exact = hopper_hs80_exact();
     if constexpr (HS == 64) {
-        if (three) launch_hopper_forward_nc<HS, 3>(a, B, NH, stream);
-        else launch_hopper_forward_nc<HS, 2>(a, B, NH, stream);
-    } else if constexpr (HS == 80 || HS == 128) {
-        launch_hopper_forward_nc<HS, 2>(a, B, NH, stream);
+        if (three) launch_hopper_forward_nc<HS, 3, 64>(a, B, NH, stream);
+        else launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
+    } else if constexpr (HS == 80) {
+        if (exact) launch_hopper_forward_nc<HS, 2, 80>(a, B, NH, stream);
+        else launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
+    } else if constexpr (HS == 128) {
+        launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
     }
 }
 
@@ -564,10 +574,10 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS, int SCHED> struct HopperBackwardSchedule {
+template <int HS, int SCHED, int DN> struct HopperBackwardSchedule {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         typedef HopBwd<HS> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED>), F::SMEM, "head size", HS);
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
@@ -581,16 +591,25 @@ template <int HS, int SCHED> struct HopperBackwardSchedule {
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
         const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
                                               a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS, SCHED>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
+        LAUNCH((hopper_backward_kernel<HS, SCHED, DN>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
                a, NH);
     }
 };
+template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
+    const int sched = hopper_backward_schedule();
+    if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
+    else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
+    else HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN>::launch(blocks, stream, a, NH);
+}
 template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-        const int sched = hopper_backward_schedule();
-        if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS>::launch(blocks, stream, a, NH);
-        else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP>::launch(blocks, stream, a, NH);
-        else HopperBackwardSchedule<HS, HOP_BWD_SERIAL>::launch(blocks, stream, a, NH);
+        const bool exact = hopper_hs80_exact();   // (read at every HS, so a bad value is always refused)
+        if constexpr (HS == 80) {
+            if (exact) launch_hopper_backward_dn<HS, 80>(blocks, stream, a, NH);
+            else launch_hopper_backward_dn<HS, 64>(blocks, stream, a, NH);
+        } else {
+            launch_hopper_backward_dn<HS, 64>(blocks, stream, a, NH);
+        }
     }
 };
 

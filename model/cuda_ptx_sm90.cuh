@@ -26,6 +26,7 @@
 //   wgmma_fence/commit/wait<N>  wgmma.fence / commit_group / wait_group N (.sync.aligned)
 //   wgmma_m64k16_bf16<N,TA,TB>  wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (N = 8..128)
 //   wgmma_m64n64k16_bf16_rs<TB> the same with A from registers (m64n64k16)
+//   wgmma_m64n80k16_bf16_rs<TB> and m64n80k16 (the forward's P V at HS 80)
 //
 // Under nvcc the wrappers are one PTX instruction each in sm_90a code (__CUDA_ARCH_FEAT_SM90_ALL)
 // and trap in any other device code (the kernels that use them are sm_90a only; CUDA_PTX_HAS_SM90A
@@ -198,6 +199,15 @@ template <int TB> __device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float*
               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TB));
 }
 
+// The same with N = 80 (40 floats per thread): the forward's P V over a head of 80 columns, B
+// MN-major across two 128-byte swizzle atoms (the second 64 columns at the descriptor's LBO).
+template <int TB> __device__ __forceinline__ void wgmma_m64n80k16_bf16_rs(float* d, const uint32_t* a, uint64_t desc_b,
+                                                                         int scale_d) {
+    SM90A_ASM("{\n .reg .pred p;\n setp.ne.b32 p, %45, 0;\n"
+              " wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, {%40, %41, %42, %43}, %44, p, 1, 1, %46;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TB));
+}
 // wgmma (sm_90a): descriptors of bf16 operands in shared memory, and D (64 x N fp32, N/2 registers
 // per thread: warp w of the warpgroup holds rows 16 w .. 16 w + 15 in mma.m16n8's C layout, n8
 // block j in d[4 j .. 4 j + 3]) += A (64 x 16) B^T (B: N x 16), asynchronous: fence before, commit,
@@ -272,6 +282,9 @@ template <int N, int TA, int TB> static inline void wgmma_m64k16_bf16(float* d, 
 }
 template <int TB> static inline void wgmma_m64n64k16_bf16_rs(float* d, const uint32_t* a, uint64_t desc_b, int scale_d) {
     cuda_host_wgmma_bf16_rs(d, 64, a, desc_b, scale_d, TB);
+}
+template <int TB> static inline void wgmma_m64n80k16_bf16_rs(float* d, const uint32_t* a, uint64_t desc_b, int scale_d) {
+    cuda_host_wgmma_bf16_rs(d, 80, a, desc_b, scale_d, TB);
 }
 
 // wgmma (sm_90a): descriptors of bf16 operands in shared memory, and D (64 x N fp32, N/2 registers

@@ -49,11 +49,13 @@ runs=() sm80_order=""
 # The fa2 layout has key tiles of 128: its bits are those of the default layout's 128-key tiles.
 # It is a layout of the sm_80 backward at HS 64 and 128, which the Hopper backward (sm90, auto)
 # takes over: only ATTENTION_BWD_KERNEL=sm80 runs it.
-# The Hopper backward's other schedules: the serial form's operations in the same order.
+# The Hopper backward's other schedules, and at HS 80 dV, dK by m64n80k16 (no padding columns):
+# the serial form's operations on the real columns in the same order.
 overlap=""
-[ "${ATTENTION_BWD_KERNEL:-auto}" != sm80 ] && overlap=", the Hopper backward's overlap and regs schedules" &&
+[ "${ATTENTION_BWD_KERNEL:-auto}" != sm80 ] &&
+  overlap=", the Hopper backward's overlap and regs schedules (regs with ATTENTION_HOPPER_HS80=exact)" &&
   runs+=("ATTENTION_BWD_HOPPER=overlap CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"
-         "ATTENTION_BWD_HOPPER=regs CUDA_HOST_SCHEDULE_SEED=${seeds[2]:-${seeds[0]}}")
+         "ATTENTION_BWD_HOPPER=regs ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[2]:-${seeds[0]}}")
 fa2=""
 [ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && [ "${ATTENTION_BWD_KERNEL:-auto}" = sm80 ] && fa2=", the fa2 layout" &&
   runs+=("ATTENTION_BWD_LAYOUT=fa2 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"

@@ -164,12 +164,27 @@ static void hopper_rows192_forward(const AttnCall* a, cudaStream_t s) {
 static void hopper_regs_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "regs");
 }
+// At HS 80 the GEMMs over the head's columns (P V; dV, dK) by one m64n80k16 (ATTENTION_HOPPER_HS80=exact).
+static void hopper_hs80_forward(const AttnCall* a, cudaStream_t s) {
+    hopper_forward_with(a, s, "ATTENTION_HOPPER_HS80", "exact");
+}
+static void hopper_hs80_backward(const AttnCall* a, cudaStream_t s) {
+    hopper_backward_with(a, s, "ATTENTION_HOPPER_HS80", "exact");
+}
 // All of them together: the Hopper kernels' next forms.
 static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
-    EnvSave rows;
+    EnvSave rows, hs80;
     env_set(&rows, "ATTENTION_FWD_HOPPER_ROWS", "192");
+    env_set(&hs80, "ATTENTION_HOPPER_HS80", "exact");
     hopper_n128_forward(a, s);
+    env_restore(&hs80);
     env_restore(&rows);
+}
+static void hopper_next_backward(const AttnCall* a, cudaStream_t s) {
+    EnvSave hs80;
+    env_set(&hs80, "ATTENTION_HOPPER_HS80", "exact");
+    hopper_regs_backward(a, s);
+    env_restore(&hs80);
 }
 
 // A broken variant for the tests: the current kernels with the first row of the output
@@ -207,15 +222,17 @@ static const Variant VARIANTS[] = {
      hopper_backward, 1},
     {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
      "(ATTENTION_FWD_HOPPER=n128) and at HS 64 192-row tiles of three consumer warpgroups "
-     "(ATTENTION_FWD_HOPPER_ROWS=192), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
+     "(ATTENTION_FWD_HOPPER_ROWS=192), at HS 80 P V, dV and dK by one m64n80k16 (ATTENTION_HOPPER_HS80=exact), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
      "dP^T is in flight, dQ issued behind dK and dV) and at HS 64 K and V as register operands "
      "(ATTENTION_BWD_HOPPER=regs)", hopper_next_forward,
-     hopper_regs_backward, 1},
+     hopper_next_backward, 1},
     {"sm90-n128", "sm90 with sm90-next's first form alone: the forward's S by one m64n128k16 per 128 keys",
      hopper_n128_forward, hopper_backward, 1},
     {"sm90-rows192", "sm90 with sm90-next's second form alone: the forward's HS 64 tiles of 192 rows, three consumers",
      hopper_rows192_forward, hopper_backward, 1},
-    {"sm90-regs", "sm90 with sm90-next's third form alone: the backward's regs schedule", hopper_forward,
+    {"sm90-hs80", "sm90 with sm90-next's third form alone: at HS 80 P V, dV and dK by one m64n80k16",
+     hopper_hs80_forward, hopper_hs80_backward, 1},
+    {"sm90-regs", "sm90 with sm90-next's fourth form alone: the backward's regs schedule", hopper_forward,
      hopper_regs_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},

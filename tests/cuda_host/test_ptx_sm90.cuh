@@ -649,15 +649,16 @@ __global__ void __launch_bounds__(128) wgmma_kernel(WgLayout la, WgLayout lb, in
         for (int i = 0; i < N / 2; i++) out[t * (N / 2) + i] = d[i];
 }
 
-// The same with A from registers (wgmma_m64n64k16_bf16_rs): each thread packs its part of
-// mma.m16n8k16's A fragment of its warp's rows (lane (g, q): rows g, g + 8, columns 2q, 2q + 1,
-// 8 + 2q, 9 + 2q), B K-major with 128-byte swizzle or MN-major (TB) in shared memory.
-template <int TB>
+// The same with A from registers (wgmma_m64n64k16_bf16_rs, or m64n80k16 for N = 80): each thread
+// packs its part of mma.m16n8k16's A fragment of its warp's rows (lane (g, q): rows g, g + 8,
+// columns 2q, 2q + 1, 8 + 2q, 9 + 2q), B (N x 16) K-major with 128-byte swizzle or MN-major (TB) in
+// shared memory.
+template <int TB, int N>
 __global__ void __launch_bounds__(128) wgmma_rs_kernel(WgLayout lb, int use_c, float* out) {
     DYNAMIC_SHARED(unsigned char, smem);
     unsigned char* tb = align_1024(smem);
     int t = threadIdx.x;
-    for (int i = t; i < 64 * 16; i += 128) {
+    for (int i = t; i < N * 16; i += 128) {
         int mn = i / 16, k = i % 16;
         __nv_bfloat16 b = __float2bfloat16(wg_b(mn, k));
         memcpy(tb + wg_offset(lb, TB, mn, k), &b, 2);
@@ -668,17 +669,22 @@ __global__ void __launch_bounds__(128) wgmma_rs_kernel(WgLayout lb, int use_c, f
     uint32_t a[4] = {pack_bf16x2(wg_a(r, 2 * q), wg_a(r, 2 * q + 1)), pack_bf16x2(wg_a(r + 8, 2 * q), wg_a(r + 8, 2 * q + 1)),
                      pack_bf16x2(wg_a(r, 8 + 2 * q), wg_a(r, 9 + 2 * q)),
                      pack_bf16x2(wg_a(r + 8, 8 + 2 * q), wg_a(r + 8, 9 + 2 * q))};
-    float d[WG_N / 2];
-    for (int j = 0; j < WG_N / 8; j++)
+    float d[N / 2];
+    for (int j = 0; j < N / 8; j++)
         for (int i = 0; i < 4; i++) d[4 * j + i] = wg_c(16 * w + g + 8 * (i / 2), 8 * j + 2 * q + i % 2);
     uint64_t db = smem_desc(tb, (unsigned)lb.lbo, (unsigned)lb.sbo, lb.swz);
     wgmma_fence();
-    wgmma_m64n64k16_bf16_rs<TB>(d, a, db, use_c);
-    wgmma_m64n64k16_bf16_rs<TB>(d, a, db, 1);
+    if constexpr (N == 80) {
+        wgmma_m64n80k16_bf16_rs<TB>(d, a, db, use_c);
+        wgmma_m64n80k16_bf16_rs<TB>(d, a, db, 1);
+    } else {
+        wgmma_m64n64k16_bf16_rs<TB>(d, a, db, use_c);
+        wgmma_m64n64k16_bf16_rs<TB>(d, a, db, 1);
+    }
     wgmma_commit();
     wgmma_wait<0>();
-    for (int i = 0; i < WG_N / 2; i++) wgmma_fence_operand(d[i]);
-    for (int i = 0; i < WG_N / 2; i++) out[t * (WG_N / 2) + i] = d[i];
+    for (int i = 0; i < N / 2; i++) wgmma_fence_operand(d[i]);
+    for (int i = 0; i < N / 2; i++) out[t * (N / 2) + i] = d[i];
 }
 
 typedef struct {
@@ -739,22 +745,25 @@ static int wgmma_case(const WgCase* c, int use_c, int early) {
     return wgmma_wrong(got, use_c, c->n);
 }
 
-// Runs the register-A kernel with B in layout lb (tb: MN-major); the wrong accumulators.
-static int wgmma_rs_case(WgLayout lb, int tb, int use_c) {
+// Runs the register-A kernel with N columns of B (64, or 80 MN-major) in layout lb (tb: MN-major);
+// the wrong accumulators.
+static int wgmma_rs_case(WgLayout lb, int tb, int n, int use_c) {
     float* dout;
-    static float got[128 * WG_N / 2];
+    static float got[128 * 80 / 2];
     CUDA_CHECK(cudaMalloc(&dout, sizeof got));
     size_t shmem = WG_TILE + 1024;
-    if (tb) {
-        CUDA_CHECK(cudaFuncSetAttribute((wgmma_rs_kernel<1>), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
-        LAUNCH((wgmma_rs_kernel<1>), 1, 128, shmem, 0, lb, use_c, dout);
-    } else {
-        CUDA_CHECK(cudaFuncSetAttribute((wgmma_rs_kernel<0>), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
-        LAUNCH((wgmma_rs_kernel<0>), 1, 128, shmem, 0, lb, use_c, dout);
-    }
+#define WG_RS_LAUNCH(TB, N)                                                                                            \
+    do {                                                                                                               \
+        CUDA_CHECK(cudaFuncSetAttribute((wgmma_rs_kernel<TB, N>), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem)); \
+        LAUNCH((wgmma_rs_kernel<TB, N>), 1, 128, shmem, 0, lb, use_c, dout);                                          \
+    } while (0)
+    if (n == 80) WG_RS_LAUNCH(1, 80);
+    else if (tb) WG_RS_LAUNCH(1, 64);
+    else WG_RS_LAUNCH(0, 64);
+#undef WG_RS_LAUNCH
     CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaFree(dout));
-    return wgmma_wrong(got, use_c, WG_N);
+    return wgmma_wrong(got, use_c, n);
 }
 
 // The descriptor's fields (PTX ISA "Matrix Descriptor Format"), made in a kernel.
@@ -796,11 +805,18 @@ static void test_wgmma(void) {
     for (int tb = 0; tb < 2; tb++)
         for (int use_c = 0; use_c < 2; use_c++) {
             const WgLayout lb = tb ? WgLayout{128, 8192, 1024} : WgLayout{128, 16, 1024};
-            int bad = wgmma_rs_case(lb, tb, use_c);
+            int bad = wgmma_rs_case(lb, tb, 64, use_c);
             check(bad == 0, "wgmma m64n64k16 bf16, A from registers (mma.m16n8k16's A fragments), B %s 128B "
                   "swizzle, %s: two chained in one group, exact (%d of 4096 wrong)", tb ? "MN-major" : "K-major",
                   use_c ? "D = C + 2 A B^T" : "D = 2 A B^T", bad);
         }
+    // The forward's P V at HS 80: 80 columns of V MN-major, the second swizzle atom (columns 64..79)
+    // at LBO 4096 bytes (the kernel's next 64-column panel).
+    for (int use_c = 0; use_c < 2; use_c++) {
+        int bad = wgmma_rs_case(WgLayout{128, 4096, 1024}, 1, 80, use_c);
+        check(bad == 0, "wgmma m64n80k16 bf16, A from registers, B MN-major 128B swizzle over two atoms (LBO 4096), "
+              "%s: two chained in one group, exact (%d of 5120 wrong)", use_c ? "D = C + 2 A B^T" : "D = 2 A B^T", bad);
+    }
 }
 
 // Whether `name` is in the comma-separated `only` (every name when only is NULL).
