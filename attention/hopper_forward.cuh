@@ -9,9 +9,9 @@
 //   swizzle, one box per 64-column panel: the FaTile layout of flash_tile.cuh) into two stages,
 //   each tile completing its own mbarrier (full); it refills a stage's K once both consumers have
 //   released it (k_empty, 256 arrivals) and its V likewise (v_empty).
-// - warpgroups 1 and 2 (and 3), the consumers (setmaxnreg.inc 240, or 160 for three), hold 64 rows each: S (64 x 128) =
-//   Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the online softmax on the
-//   accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
+// - warpgroups 1 and 2 (and 3), the consumers (setmaxnreg.inc 240, or 160 for three), hold 64
+//   rows each: S (64 x 128) = Q K^T by wgmma m64n64k16 from shared memory (Q and K K-major), the
+//   online softmax on the accumulators (mma.sync's C layout per warp, as in flash_forward.cuh: a lane holds rows g and
 //   g + 8 of its warp's 16, so the row statistics reduce over the 4 lanes of a group), P packed
 //   to bf16 in registers as wgmma's register A operand, and O (64 x HS) += P V by wgmma with V
 //   MN-major (transposed), O in registers.
@@ -85,7 +85,8 @@ __device__ __forceinline__ void hop_wait(uint64_t* bar, unsigned parity) {
 // s[32 nh + 4 j + e]: key 64 nh + 8 j + 2 t + (e & 1), row g + 8 (e >> 1). Issued, not waited for;
 // s was zeroed before the wgmma.fence (the first wgmma ignores it, scale-d 0, but a register
 // written after the fence makes ptxas insert another one: C7519).
-template <int HS, int NC, int NS> __device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
+template <int HS, int NC, int NS>
+__device__ __forceinline__ void hop_issue_s(float* s, const floatX* Qc, const floatX* Kt) {
     typedef HopFwd<HS, NC> F;
     static_assert(NS == 64 || NS == 128, "S by wgmma of 64 or 128 keys");
 ATTN_UNROLL
@@ -105,7 +106,7 @@ ATTN_UNROLL
 // padded), or the head's 80 (N 80: one m64n80k16 over both panels, ATTENTION_HOPPER_HS80=exact).
 template <int HS, int N> __host__ __device__ constexpr int hop_head_cols(void) {
     static_assert(N == 64 || (N == 80 && HS == 80), "wgmma of 64 columns, or of 80 at HS 80");
-    return N == 80 ? 80 : (HS <= 64 ? 64 : 128);
+    return N == 80 ? 80 : HopFwd<HS>::HP;
 }
 
 // O (64 x hop_head_cols) += P V for value tile Vt, P (bf16, wgmma's register A operand) in pa: per 16
@@ -243,13 +244,13 @@ ATTN_UNROLL
     fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x - 128, nthreads);
 }
 
-// Grid (query tiles, NH, B), latest query tiles first (the last tile ends at row Tq); HopFwd<HS, NC>::THREADS threads. The tensor maps
-// (model/cuda_ptx_sm90.cuh) are rank 3, (HS columns, NH heads, B Tq or B Tk rows), with boxes of 64
-// columns x 1 head x 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16
-// columns and zeros, never the next head's. Outputs as flash_forward_kernel
-// without splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the
-// keys per wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd); PV: the columns per wgmma
-// of P V (hop_issue_pv).
+// Grid (query tiles, NH, B), latest query tiles first (the last tile ends at row Tq);
+// HopFwd<HS, NC>::THREADS threads. The tensor maps (model/cuda_ptx_sm90.cuh) are rank 3, (HS
+// columns, NH heads, B Tq or B Tk rows), with boxes of 64 columns x 1 head x BQ or 128 rows,
+// 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16 columns and zeros, never the
+// next head's. Outputs as flash_forward_kernel without splits: o (fp32, or floatX into a.ox) and
+// lse, or with a.merge merged into them. NS: the keys per wgmma of S (hop_issue_s); NC: the
+// consumer warpgroups (HopFwd); PV: the columns per wgmma of P V (hop_issue_pv).
 template <int HS, int NS, int NC, int PV>
 __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
