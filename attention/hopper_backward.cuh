@@ -26,8 +26,12 @@
 // flight, and issues the dQ GEMM behind dK, dV (their wait, and the stage's release, after it).
 // regs is overlap with, at HS 64, the consumer's K and V rows held in registers (16 + 16 per
 // thread, loaded once) as the A operands of S^T and dP^T, which then read only Q and dO from shared
-// memory (at HS 80 and 128 there are no registers to spare: overlap). The same operations in the
-// same order on the same values: the same bits as serial.
+// memory (at HS 80 and 128 there are no registers to spare: overlap). early is regs with the next
+// query tile's S^T issued at the end of this one, behind its dQ: it runs while dQ is waited for and
+// staged. At HS 64, and at HS 80 with dK, dV over 80 columns (DN 80); at HP 128 dK and dV's 128
+// accumulators leave no room for the next S^T beside dQ (ptxas serializes every wgmma, C7512), and
+// early is regs there. The same operations in the same order on the same values: the same bits as
+// serial.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
 // the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
@@ -70,7 +74,7 @@ template <int HS> struct HopBwd {
     static_assert(SMEM <= 227 * 1024, "one block per SM within the opt-in shared memory of sm_90");
 };
 
-enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS };
+enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EARLY };
 
 // Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
 // and per dQ staging buffer between them and the reducer warp (288: DQ_FULL + b, buffer b holds a
@@ -147,7 +151,11 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
 #if CUDA_PTX_HAS_SM90A
     typedef HopBwd<HS> F;
     constexpr int BQ = F::BQ;
-    constexpr bool OVERLAP = SCHED != HOP_BWD_SERIAL, KV_REGS = SCHED == HOP_BWD_KV_REGS && F::HP == 64;
+    // EARLY where dK, dV leave room for the next S^T beside dQ (at HS 128: C7512, every wgmma
+    // serialized for registers): HS 64, and HS 80 with dK, dV over 80 columns.
+    constexpr bool OVERLAP = SCHED != HOP_BWD_SERIAL;
+    constexpr bool EARLY = SCHED == HOP_BWD_EARLY && (F::HP == 64 || DN == 80);
+    constexpr bool KV_REGS = (SCHED == HOP_BWD_KV_REGS || SCHED == HOP_BWD_EARLY) && F::HP == 64;
     DYNAMIC_SHARED(unsigned char, raw);
     unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
     floatX* Ks = reinterpret_cast<floatX*>(smem);
@@ -226,6 +234,24 @@ ATTN_UNROLL
             }
     }
 
+    // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 of the HS columns (the
+    // padding's zeros skipped) one wgmma each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
+    // OVERLAP: S^T and dP^T in two groups, P^T computed while dP^T is in flight. EARLY: S^T of
+    // tile i + 1 issued at the end of tile i, behind its dQ, in flight while dQ is staged, and
+    // waited for before the loop's back edge (accumulators in flight across it make ptxas
+    // serialize every wgmma: C7515), so tile i + 1 starts with dP^T.
+    float s[BQ / 2], dp[BQ / 2];
+    if (EARLY && qt0 < nqt) {
+ATTN_UNROLL
+        for (int j = 0; j < BQ / 2; j++) s[j] = 0.0f;   // (scale-d 0 ignores them)
+        hop_wait(F::full(bar, 0), 0);
+        wgmma_fence();
+        hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs);
+        wgmma_commit();
+        wgmma_wait<0>();
+ATTN_UNROLL
+        for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
+    }
     for (int qt = qt0; qt < nqt; qt++) {
         const int i0 = qt * BQ, i = qt - qt0, st = i % F::STAGES;
         const floatX* Qt = Qs + st * F::TQ::ELEMS;
@@ -233,19 +259,18 @@ ATTN_UNROLL
         const float* Lt = Ls + st * BQ;
         const float* Dt = Ds + st * BQ;
 
-        // S^T = K_c Q^T and dP^T = V_c dO^T (64 keys x 64 queries): per 16 of the HS columns (the
-        // padding's zeros skipped) one wgmma each. s[4 j + e]: query 8 j + 2 t + (e & 1), key kr + 8 (e >> 1).
-        // OVERLAP: S^T and dP^T in two groups, P^T computed while dP^T is in flight.
-        float s[BQ / 2], dp[BQ / 2];
 ATTN_UNROLL
-        for (int j = 0; j < BQ / 2; j++) s[j] = dp[j] = 0.0f;   // (scale-d 0 ignores them)
-        hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
+        for (int j = 0; j < BQ / 2; j++) {   // (scale-d 0 ignores them)
+            if (!EARLY) s[j] = 0.0f;
+            dp[j] = 0.0f;
+        }
+        if (!EARLY) hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
         wgmma_fence();
-        hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qt);
-        if (OVERLAP) wgmma_commit();
+        if (!EARLY) hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qt);
+        if (OVERLAP && !EARLY) wgmma_commit();
         hop_bwd_issue_t<HS, KV_REGS>(dp, va, Vc, Gt);
         wgmma_commit();
-        wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
+        if (!EARLY) wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
 
@@ -336,7 +361,18 @@ ATTN_UNROLL
             wgmma_wait<1>();
             hop_bwd_dkdv_landed<DC>(dk, dv, F::empty(bar, st));
         }
-        wgmma_wait<0>();
+        if (EARLY && qt + 1 < nqt) {   // S^T of the next tile (the other stage), then dQ's wait
+            const int sn = (i + 1) % F::STAGES;
+ATTN_UNROLL
+            for (int j = 0; j < BQ / 2; j++) s[j] = 0.0f;
+            hop_wait(F::full(bar, sn), (unsigned)((i + 1) / F::STAGES) & 1u);
+            wgmma_fence();
+            hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs + sn * F::TQ::ELEMS);
+            wgmma_commit();
+            wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
+        } else {
+            wgmma_wait<0>();
+        }
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
         // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the
@@ -362,6 +398,11 @@ ATTN_UNROLL
         if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
         fence_proxy_async();   // the staged tile, for the TMA reduction
         named_barrier_arrive(HOP_BWD_DQ_FULL + i % 2, HOP_BWD_DQ_THREADS);
+        if (EARLY) {
+            wgmma_wait<0>();   // the next tile's S^T has landed (after the last tile: nothing in flight)
+ATTN_UNROLL
+            for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
+        }
     }
 
     // dK, dV of the warpgroup's keys (rows kr, kr + 8 of the accumulators): added once, or written

@@ -544,14 +544,16 @@ static int backward_layout_fa2(int hs) {
 }
 
 // The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
-// GEMM waited for before the next step), overlap, or regs (overlap with K and V in registers at HS
-// 64): ATTENTION_BWD_HOPPER=serial|overlap|regs, to time them on an H100 or H200. The same bits.
+// GEMM waited for before the next step), overlap, regs (overlap with K and V in registers at HS
+// 64), or early (regs, and the next query tile's S^T issued behind this one's dQ):
+// ATTENTION_BWD_HOPPER=serial|overlap|regs|early, to time them on an H100 or H200. The same bits.
 static int hopper_backward_schedule(void) {
     const char* env = getenv("ATTENTION_BWD_HOPPER");
     if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
     if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
-    CHECK(!strcmp(env, "regs"), "set it to serial, overlap or regs, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial, overlap or regs, found '%s'", env);
+    if (!strcmp(env, "early")) return HOP_BWD_EARLY;
+    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs or early, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs or early, found '%s'", env);
     return HOP_BWD_KV_REGS;
 }
 
@@ -597,7 +599,8 @@ template <int HS, int SCHED, int DN> struct HopperBackwardSchedule {
 };
 template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
     const int sched = hopper_backward_schedule();
-    if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
+    if (sched == HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
+    else if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
     else HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN>::launch(blocks, stream, a, NH);
 }
