@@ -60,12 +60,14 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # the hang an H200 showed, results/gpu/h200-2026-11-27T1222-517964c; a line changed, not removed);
 # bwd-overlap-no-dp-wait, the overlapped backward computing dS^T without waiting for dP^T;
 # bwd-early-no-s-wait, the early schedule computing P^T before the S^T issued at the end of the
-# previous query tile has landed;
+# previous query tile has landed; bwd-pingpong-no-first-turn, the pingpong schedule's consumer 1
+# never opening the first turn (a deadlock);
 # bwd-regs-layout, the regs schedule's K and V fragments with rows and column halves swapped;
 # pv80-lbo, the HS 80 P V (m64n80k16) reading V's columns 64..79 2 KiB past column 0 instead of in
 # the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed).
 HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait bwd-register-split \
-                  bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-regs-layout pv80-lbo bwd-hs80-lbo
+                  bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-pingpong-no-first-turn bwd-regs-layout pv80-lbo \
+                  bwd-hs80-lbo
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
@@ -75,6 +77,7 @@ HOPPER_MUTANT_SED_bwd-no-dq-wait := /bulk_wait<0>();/d
 HOPPER_MUTANT_SED_bwd-register-split := s/setmaxnreg_inc<232>/setmaxnreg_inc<240>/
 HOPPER_MUTANT_SED_bwd-overlap-no-dp-wait := /if (OVERLAP) wgmma_wait<0>();   \/\/ dP^T/d
 HOPPER_MUTANT_SED_bwd-early-no-s-wait := /after the last tile: nothing in flight/d
+HOPPER_MUTANT_SED_bwd-pingpong-no-first-turn := /if (TURNS && c == 1 && qt0 < nqt) hop_turn_pass<2>(c);/d
 HOPPER_MUTANT_SED_bwd-hs80-lbo := s/const unsigned lbo = F::TQ::PANEL \* sizeof(floatX);/const unsigned lbo = 2048;/
 HOPPER_MUTANT_SED_pv80-lbo := s/F::TK::PANEL \* sizeof(floatX), 1024, 128)/2048, 1024, 128)/
 HOPPER_MUTANT_SED_bwd-regs-layout := s/chunk(kr + 8 \* (e & 1), 2 \* kk + (e >> 1))/chunk(kr + 8 * (e >> 1), 2 * kk + (e \& 1))/

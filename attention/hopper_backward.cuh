@@ -30,8 +30,11 @@
 // query tile's S^T issued at the end of this one, behind its dQ: it runs while dQ is waited for and
 // staged. At HS 64, and at HS 80 with dK, dV over 80 columns (DN 80); at HP 128 dK and dV's 128
 // accumulators leave no room for the next S^T beside dQ (ptxas serializes every wgmma, C7512), and
-// early is regs there. The same operations in the same order on the same values: the same bits as
-// serial.
+// early is regs there. pingpong is early with, at HS 64, the consumers taking turns at the GEMMs
+// (the forward's turns: dP^T in one, dV, dK and dQ in the next), so that one's element-wise work
+// runs under the other's GEMMs; there each consumer's dQ reads only its own rows of dS^T, so the
+// barriers of both consumers around it become each one's own, and consumer 1 may fall behind.
+// The same operations in the same order on the same values: the same bits as serial.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
 // the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
@@ -74,7 +77,7 @@ template <int HS> struct HopBwd {
     static_assert(SMEM <= 227 * 1024, "one block per SM within the opt-in shared memory of sm_90");
 };
 
-enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EARLY };
+enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EARLY, HOP_BWD_PINGPONG };
 
 // Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
 // and per dQ staging buffer between them and the reducer warp (288: DQ_FULL + b, buffer b holds a
@@ -82,6 +85,10 @@ enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EAR
 // barrier's rounds alternate strictly between the parties (a party never arrives twice on a
 // barrier before the other has taken the round).
 enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9, HOP_BWD_DQ_EMPTY = 11 };
+// The pingpong schedule's (HS 64): each consumer's own barrier (128 threads: 1 + c) in place of DS
+// and DQ, the turns of the forward (HOP_TURN + c: 4, 5), and one part barrier per staging buffer
+// (13 + b), so that consumer 0 may run a tile ahead of consumer 1.
+enum { HOP_BWD_OWN = 1, HOP_BWD_PART2 = 13 };
 constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
 
 // The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. nqt - 1, once the
@@ -136,6 +143,30 @@ ATTN_UNROLL
     }
 }
 
+// dV_c += P^T dO and dK_c += dS^T Q (A: the packed P^T, dS^T; B: dO and Q, MN-major): one wgmma per
+// 64-column panel, or at DN 80 one m64n80k16 over both (the second panel at the descriptor's LBO;
+// no MMA on HS 80's padding).
+template <int HS, int DN>
+__device__ __forceinline__ void hop_bwd_issue_dkdv(float* dk, float* dv, const uint32_t (*pa)[4],
+                                                   const uint32_t (*da)[4], const floatX* Gt, const floatX* Qt) {
+    typedef HopBwd<HS> F;
+ATTN_UNROLL
+    for (int kb = 0; kb < F::BQ / 16; kb++) {
+        if constexpr (DN == 80) {
+            const unsigned lbo = F::TQ::PANEL * sizeof(floatX);
+            wgmma_m64n80k16_bf16_rs<1>(dv, pa[kb], smem_desc(Gt + kb * 16 * 64, lbo, 1024, 128), 1);
+            wgmma_m64n80k16_bf16_rs<1>(dk, da[kb], smem_desc(Qt + kb * 16 * 64, lbo, 1024, 128), 1);
+        } else {
+ATTN_UNROLL
+            for (int nh = 0; nh < F::HP / 64; nh++) {
+                const int off = nh * F::TQ::PANEL + kb * 16 * 64;
+                wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
+                wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
+            }
+        }
+    }
+}
+
 // Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps of rank 3,
 // (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
 // Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
@@ -153,9 +184,12 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     constexpr int BQ = F::BQ;
     // EARLY where dK, dV leave room for the next S^T beside dQ (at HS 128: C7512, every wgmma
     // serialized for registers): HS 64, and HS 80 with dK, dV over 80 columns.
+    // TURNS (pingpong at HS 64, where each consumer's dQ needs only its own dS^T rows): the
+    // consumers take turns issuing, as the forward's, with no barrier of both in between.
     constexpr bool OVERLAP = SCHED != HOP_BWD_SERIAL;
-    constexpr bool EARLY = SCHED == HOP_BWD_EARLY && (F::HP == 64 || DN == 80);
-    constexpr bool KV_REGS = (SCHED == HOP_BWD_KV_REGS || SCHED == HOP_BWD_EARLY) && F::HP == 64;
+    constexpr bool EARLY = SCHED >= HOP_BWD_EARLY && (F::HP == 64 || DN == 80);
+    constexpr bool KV_REGS = SCHED >= HOP_BWD_KV_REGS && F::HP == 64;
+    constexpr bool TURNS = SCHED == HOP_BWD_PINGPONG && F::SPLIT_KEYS;
     DYNAMIC_SHARED(unsigned char, raw);
     unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
     floatX* Ks = reinterpret_cast<floatX*>(smem);
@@ -252,6 +286,10 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
     }
+    // TURNS: two a tile (dP^T; dV, dK and dQ; the next S^T is issued once dK, dV have landed,
+    // after the turn: issued in it, behind them, ptxas serialized the wgmmas, C7514); consumer 1
+    // opens the first and skips its last pass, so that every round of both turn barriers completes.
+    if (TURNS && c == 1 && qt0 < nqt) hop_turn_pass<2>(c);
     for (int qt = qt0; qt < nqt; qt++) {
         const int i0 = qt * BQ, i = qt - qt0, st = i % F::STAGES;
         const floatX* Qt = Qs + st * F::TQ::ELEMS;
@@ -265,11 +303,13 @@ ATTN_UNROLL
             dp[j] = 0.0f;
         }
         if (!EARLY) hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
+        if (TURNS) hop_turn_wait(c);
         wgmma_fence();
         if (!EARLY) hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qt);
         if (OVERLAP && !EARLY) wgmma_commit();
         hop_bwd_issue_t<HS, KV_REGS>(dp, va, Vc, Gt);
         wgmma_commit();
+        if (TURNS) hop_turn_pass<2>(c);
         if (!EARLY) wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) wgmma_fence_operand(s[j]);
@@ -306,26 +346,13 @@ ATTN_UNROLL
         hop_pack_a<BQ>(pa, s);
         hop_pack_a<BQ>(da, dp);
 
-        // dV_c += P^T dO, dK_c += dS^T Q (dO and Q MN-major; the scale is applied once, at the end):
-        // one wgmma per 64-column panel, or at DN 80 one m64n80k16 over both (the second panel at
-        // the descriptor's LBO; no MMA on HS 80's padding).
-        wgmma_fence();   // P^T, dS^T and the accumulators written since the last wait
-ATTN_UNROLL
-        for (int kb = 0; kb < BQ / 16; kb++) {
-            if constexpr (DN == 80) {
-                const unsigned lbo = F::TQ::PANEL * sizeof(floatX);
-                wgmma_m64n80k16_bf16_rs<1>(dv, pa[kb], smem_desc(Gt + kb * 16 * 64, lbo, 1024, 128), 1);
-                wgmma_m64n80k16_bf16_rs<1>(dk, da[kb], smem_desc(Qt + kb * 16 * 64, lbo, 1024, 128), 1);
-            } else {
-ATTN_UNROLL
-                for (int nh = 0; nh < F::HP / 64; nh++) {
-                    const int off = nh * F::TQ::PANEL + kb * 16 * 64;
-                    wgmma_m64n64k16_bf16_rs<1>(dv + 32 * nh, pa[kb], hop_desc(Gt + off), 1);
-                    wgmma_m64n64k16_bf16_rs<1>(dk + 32 * nh, da[kb], hop_desc(Qt + off), 1);
-                }
-            }
+        // dV_c += P^T dO, dK_c += dS^T Q (dO and Q MN-major; the scale is applied once, at the end).
+        // TURNS: in the turn with dQ, after dS^T is stored.
+        if (!TURNS) {
+            wgmma_fence();   // P^T, dS^T and the accumulators written since the last wait
+            hop_bwd_issue_dkdv<HS, DN>(dk, dv, pa, da, Gt, Qt);
+            wgmma_commit();
         }
-        wgmma_commit();
         // dS^T (bf16) to shared memory while they run: the packed registers are exactly its pairs
         // (rows kr and kr + 8, queries 16 kb + 2 t and 16 kb + 8 + 2 t).
 ATTN_UNROLL
@@ -340,7 +367,8 @@ ATTN_UNROLL
             hop_bwd_dkdv_landed<DC>(dk, dv, F::empty(bar, st));
         }
         fence_proxy_async();   // dS^T, written by this thread, for the wgmmas below
-        named_barrier_sync(HOP_BWD_DS, 256);
+        if (TURNS) named_barrier_sync(HOP_BWD_OWN + c, 128);   // (the consumer's own rows only)
+        else named_barrier_sync(HOP_BWD_DS, 256);
 
         // dQ (64 queries x 64 columns) = dS K over a range of keys: A = dS from dS^T, B = K, both
         // MN-major. dq[4 j + e]: column 8 j + 2 t + (e & 1) of the panel, query 16 w + g + 8 (e >> 1).
@@ -349,7 +377,14 @@ ATTN_UNROLL
         float dq[32];
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) dq[j] = 0.0f;
+        const bool next = EARLY && qt + 1 < nqt;   // S^T of the next tile (the other stage) early
+        const int sn = (i + 1) % F::STAGES;
+        if (TURNS) hop_turn_wait(c);
         wgmma_fence();
+        if (TURNS) {
+            hop_bwd_issue_dkdv<HS, DN>(dk, dv, pa, da, Gt, Qt);
+            wgmma_commit();
+        }
 ATTN_UNROLL
         for (int kb = 0; kb < DQ_KEYS / 16; kb++) {
             const int kr0 = key0 + 16 * kb;
@@ -357,32 +392,33 @@ ATTN_UNROLL
                                         kb > 0);
         }
         wgmma_commit();
+        if (TURNS && (c == 0 || qt + 1 < nqt)) hop_turn_pass<2>(c);
         if (OVERLAP) {   // dQ issued behind dK, dV, which may still have been in flight
             wgmma_wait<1>();
             hop_bwd_dkdv_landed<DC>(dk, dv, F::empty(bar, st));
         }
-        if (EARLY && qt + 1 < nqt) {   // S^T of the next tile (the other stage), then dQ's wait
-            const int sn = (i + 1) % F::STAGES;
+        if (next) {
 ATTN_UNROLL
             for (int j = 0; j < BQ / 2; j++) s[j] = 0.0f;
             hop_wait(F::full(bar, sn), (unsigned)((i + 1) / F::STAGES) & 1u);
             wgmma_fence();
             hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs + sn * F::TQ::ELEMS);
             wgmma_commit();
-            wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
-        } else {
-            wgmma_wait<0>();
         }
+        if (next) wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
+        else wgmma_wait<0>();
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
         // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the
         // reduction of tile i - 2 has read buffer i % 2: then the scaled tile, staged there.
-        named_barrier_sync(HOP_BWD_DQ, 256);
+        if (TURNS) named_barrier_sync(HOP_BWD_OWN + c, 128);
+        else named_barrier_sync(HOP_BWD_DQ, 256);
         if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);
         const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
         float* row_lo = dQs + (i % 2) * BQ * F::HP + qr * F::HP + 64 * panel + 2 * t;
         float* row_hi = row_lo + 8 * F::HP;
-        if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part
+        const int part = TURNS ? HOP_BWD_PART2 + i % 2 : HOP_BWD_DQ_PART;
+        if (F::SPLIT_KEYS && c == 1) named_barrier_sync(part, 256);   // after consumer 0's part
 ATTN_UNROLL
         for (int j = 0; j < 8; j++) {
             float2 lo = make_float2(a.scale * dq[4 * j], a.scale * dq[4 * j + 1]);
@@ -395,7 +431,7 @@ ATTN_UNROLL
             *plo = lo;
             *phi = hi;
         }
-        if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
+        if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(part, 256);
         fence_proxy_async();   // the staged tile, for the TMA reduction
         named_barrier_arrive(HOP_BWD_DQ_FULL + i % 2, HOP_BWD_DQ_THREADS);
         if (EARLY) {

@@ -545,15 +545,18 @@ static int backward_layout_fa2(int hs) {
 
 // The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
 // GEMM waited for before the next step), overlap, regs (overlap with K and V in registers at HS
-// 64), or early (regs, and the next query tile's S^T issued behind this one's dQ):
-// ATTENTION_BWD_HOPPER=serial|overlap|regs|early, to time them on an H100 or H200. The same bits.
+// 64), early (regs, and the next query tile's S^T issued behind this one's dQ) or pingpong (early,
+// and at HS 64 the consumers taking turns at the GEMMs):
+// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong, to time them on an H100 or H200. The same
+// bits.
 static int hopper_backward_schedule(void) {
     const char* env = getenv("ATTENTION_BWD_HOPPER");
     if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
     if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
     if (!strcmp(env, "early")) return HOP_BWD_EARLY;
-    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs or early, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs or early, found '%s'", env);
+    if (!strcmp(env, "pingpong")) return HOP_BWD_PINGPONG;
+    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early or pingpong, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early or pingpong, found '%s'", env);
     return HOP_BWD_KV_REGS;
 }
 
@@ -599,7 +602,14 @@ template <int HS, int SCHED, int DN> struct HopperBackwardSchedule {
 };
 template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
     const int sched = hopper_backward_schedule();
-    if (sched == HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
+    // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile)
+    if constexpr (HS == 64) {
+        if (sched == HOP_BWD_PINGPONG) {
+            HopperBackwardSchedule<HS, HOP_BWD_PINGPONG, DN>::launch(blocks, stream, a, NH);
+            return;
+        }
+    }
+    if (sched >= HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
     else HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN>::launch(blocks, stream, a, NH);

@@ -53,10 +53,11 @@ runs=() sm80_order=""
 # the serial form's operations on the real columns in the same order.
 overlap=""
 [ "${ATTENTION_BWD_KERNEL:-auto}" != sm80 ] &&
-  overlap=", the Hopper backward's overlap, regs and early schedules (regs and early with ATTENTION_HOPPER_HS80=exact)" &&
+  overlap=", the Hopper backward's overlap, regs, early and pingpong schedules (all but overlap with ATTENTION_HOPPER_HS80=exact)" &&
   runs+=("ATTENTION_BWD_HOPPER=overlap CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"
          "ATTENTION_BWD_HOPPER=regs ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[2]:-${seeds[0]}}"
-         "ATTENTION_BWD_HOPPER=early ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[3]:-${seeds[0]}}")
+         "ATTENTION_BWD_HOPPER=early ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[3]:-${seeds[0]}}"
+         "ATTENTION_BWD_HOPPER=pingpong ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[0]}")
 fa2=""
 [ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && [ "${ATTENTION_BWD_KERNEL:-auto}" = sm80 ] && fa2=", the fa2 layout" &&
   runs+=("ATTENTION_BWD_LAYOUT=fa2 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"

@@ -168,6 +168,10 @@ static void hopper_regs_backward(const AttnCall* a, cudaStream_t s) {
 static void hopper_early_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "early");
 }
+// early, and at HS 64 the consumers taking turns at the GEMMs (ATTENTION_BWD_HOPPER=pingpong).
+static void hopper_pingpong_backward(const AttnCall* a, cudaStream_t s) {
+    hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "pingpong");
+}
 // At HS 80 the GEMMs over the head's columns (P V; dV, dK) by one m64n80k16 (ATTENTION_HOPPER_HS80=exact).
 static void hopper_hs80_forward(const AttnCall* a, cudaStream_t s) {
     hopper_forward_with(a, s, "ATTENTION_HOPPER_HS80", "exact");
@@ -187,7 +191,7 @@ static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
 static void hopper_next_backward(const AttnCall* a, cudaStream_t s) {
     EnvSave hs80;
     env_set(&hs80, "ATTENTION_HOPPER_HS80", "exact");
-    hopper_early_backward(a, s);
+    hopper_pingpong_backward(a, s);
     env_restore(&hs80);
 }
 
@@ -228,7 +232,8 @@ static const Variant VARIANTS[] = {
      "(ATTENTION_FWD_HOPPER=n128) and at HS 64 192-row tiles of three consumer warpgroups "
      "(ATTENTION_FWD_HOPPER_ROWS=192), at HS 80 P V, dV and dK by one m64n80k16 (ATTENTION_HOPPER_HS80=exact), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
      "dP^T is in flight, dQ issued behind dK and dV), at HS 64 K and V as register operands "
-     "and the next query tile's S^T issued behind dQ (ATTENTION_BWD_HOPPER=early)", hopper_next_forward,
+     "the next query tile's S^T issued behind dQ and at HS 64 the consumers taking turns at the GEMMs "
+     "(ATTENTION_BWD_HOPPER=pingpong)", hopper_next_forward,
      hopper_next_backward, 1},
     {"sm90-n128", "sm90 with sm90-next's first form alone: the forward's S by one m64n128k16 per 128 keys",
      hopper_n128_forward, hopper_backward, 1},
@@ -236,10 +241,12 @@ static const Variant VARIANTS[] = {
      hopper_rows192_forward, hopper_backward, 1},
     {"sm90-hs80", "sm90 with sm90-next's third form alone: at HS 80 P V, dV and dK by one m64n80k16",
      hopper_hs80_forward, hopper_hs80_backward, 1},
-    {"sm90-regs", "sm90 with the backward's regs schedule (sm90-next's early without the next S^T issued early)",
+    {"sm90-regs", "sm90 with the backward's regs schedule (early without the next S^T issued early)",
      hopper_forward, hopper_regs_backward, 1},
-    {"sm90-early", "sm90 with sm90-next's fourth form alone: the backward's early schedule", hopper_forward,
-     hopper_early_backward, 1},
+    {"sm90-early", "sm90 with the backward's early schedule (sm90-next's pingpong without the turns at HS 64)",
+     hopper_forward, hopper_early_backward, 1},
+    {"sm90-pingpong", "sm90 with sm90-next's fourth form alone: the backward's pingpong schedule", hopper_forward,
+     hopper_pingpong_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };
