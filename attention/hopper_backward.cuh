@@ -33,7 +33,7 @@
 // early is regs there. pingpong is early with, at HS 64, the consumers taking turns at the GEMMs
 // (the forward's turns: dP^T in one, dV, dK and dQ in the next), so that one's element-wise work
 // runs under the other's GEMMs; there each consumer's dQ reads only its own rows of dS^T, so the
-// barriers of both consumers around it become each one's own, and consumer 1 may fall behind.
+// barriers of both consumers around it become each one's own.
 // The same operations in the same order on the same values: the same bits as serial.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
@@ -86,9 +86,10 @@ enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EAR
 // barrier before the other has taken the round).
 enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9, HOP_BWD_DQ_EMPTY = 11 };
 // The pingpong schedule's (HS 64): each consumer's own barrier (128 threads: 1 + c) in place of DS
-// and DQ, the turns of the forward (HOP_TURN + c: 4, 5), and one part barrier per staging buffer
-// (13 + b), so that consumer 0 may run a tile ahead of consumer 1.
-enum { HOP_BWD_OWN = 1, HOP_BWD_PART2 = 13 };
+// and DQ, and the turns of the forward (HOP_TURN + c: 4, 5). DQ_PART stays: consumer 0 arrives on
+// it for tile i + 1 only in its turn after consumer 1's first turn of tile i + 1, which comes after
+// consumer 1 has taken tile i's round.
+enum { HOP_BWD_OWN = 1 };
 constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
 
 // The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. nqt - 1, once the
@@ -417,8 +418,7 @@ ATTN_UNROLL
         const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
         float* row_lo = dQs + (i % 2) * BQ * F::HP + qr * F::HP + 64 * panel + 2 * t;
         float* row_hi = row_lo + 8 * F::HP;
-        const int part = TURNS ? HOP_BWD_PART2 + i % 2 : HOP_BWD_DQ_PART;
-        if (F::SPLIT_KEYS && c == 1) named_barrier_sync(part, 256);   // after consumer 0's part
+        if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part
 ATTN_UNROLL
         for (int j = 0; j < 8; j++) {
             float2 lo = make_float2(a.scale * dq[4 * j], a.scale * dq[4 * j + 1]);
@@ -431,7 +431,7 @@ ATTN_UNROLL
             *plo = lo;
             *phi = hi;
         }
-        if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(part, 256);
+        if (F::SPLIT_KEYS && c == 0) named_barrier_arrive(HOP_BWD_DQ_PART, 256);
         fence_proxy_async();   // the staged tile, for the TMA reduction
         named_barrier_arrive(HOP_BWD_DQ_FULL + i % 2, HOP_BWD_DQ_THREADS);
         if (EARLY) {
