@@ -405,9 +405,10 @@ ATTN_UNROLL
             wgmma_fence();
             hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs + sn * F::TQ::ELEMS);
             wgmma_commit();
+            wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
+        } else {
+            wgmma_wait<0>();
         }
-        if (next) wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
-        else wgmma_wait<0>();
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
         // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the

@@ -231,7 +231,7 @@ static const Variant VARIANTS[] = {
     {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
      "(ATTENTION_FWD_HOPPER=n128) and at HS 64 192-row tiles of three consumer warpgroups "
      "(ATTENTION_FWD_HOPPER_ROWS=192), at HS 80 P V, dV and dK by one m64n80k16 (ATTENTION_HOPPER_HS80=exact), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
-     "dP^T is in flight, dQ issued behind dK and dV), at HS 64 K and V as register operands "
+     "dP^T is in flight, dQ issued behind dK and dV), at HS 64 K and V as register operands, "
      "the next query tile's S^T issued behind dQ and at HS 64 the consumers taking turns at the GEMMs "
      "(ATTENTION_BWD_HOPPER=pingpong)", hopper_next_forward,
      hopper_next_backward, 1},
