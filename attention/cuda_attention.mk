@@ -53,7 +53,9 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # Forward: no-pv-fence, the overlapped S and P V issued on P and the rescaled O without a
 # wgmma.fence after they were written; no-v-wait, P V reading the V tile without waiting on its
 # mbarrier; no-s-wait, the softmax reading S while its wgmmas are in flight (only P V's wait left);
-# no-first-turn, the last consumer never letting consumer 0 take the first turn (a deadlock). Backward:
+# no-first-turn, the last consumer never letting consumer 0 take the first turn (a deadlock);
+# persistent-no-q-wait, the persistent grid's producer loading the next Q tile without waiting for
+# the consumers to be done with this one (q_empty). Backward:
 # bwd-no-kv-wait, the GEMMs reading K and V without waiting on their mbarrier; bwd-no-dq-wait, the
 # dQ reduction never waited for (the turn passed on before the add has landed); bwd-register-split,
 # the consumers asking for 240 registers beside the producer's 32 (more than the launch's 168 x 3:
@@ -67,11 +69,12 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed).
 HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait bwd-register-split \
                   bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-pingpong-no-first-turn bwd-regs-layout pv80-lbo \
-                  bwd-hs80-lbo
+                  bwd-hs80-lbo persistent-no-q-wait
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
 HOPPER_MUTANT_SED_no-first-turn := /if (c == NC - 1) hop_turn_pass<NC>(c);/d
+HOPPER_MUTANT_SED_persistent-no-q-wait := /if (n > 0) hop_wait(F::q_empty(bar)/d
 HOPPER_MUTANT_SED_bwd-no-kv-wait := /if (qt0 < nqt) hop_wait(kv_full, 0);/d
 HOPPER_MUTANT_SED_bwd-no-dq-wait := /bulk_wait<0>();/d
 HOPPER_MUTANT_SED_bwd-register-split := s/setmaxnreg_inc<232>/setmaxnreg_inc<240>/

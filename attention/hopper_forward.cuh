@@ -49,15 +49,29 @@ template <int HS, int NC = 2> struct HopFwd {
     typedef FaTile<HP, BK> TK;   // a K or V tile
     static constexpr size_t Q = TQ::BYTES, KV = TK::BYTES;
     static constexpr size_t OFF_K = Q, OFF_V = OFF_K + STAGES * KV;
-    // The mbarriers: q_full, then per stage k_full, v_full, k_empty, v_empty.
-    static constexpr int NBAR = 1 + 4 * STAGES;
+    // The mbarriers: q_full, then per stage k_full, v_full, k_empty, v_empty, then q_empty (the
+    // persistent grid's: the consumers are done with the Q tile).
+    static constexpr int NBAR = 2 + 4 * STAGES;
     static constexpr size_t OFF_BAR = OFF_V + STAGES * KV;
     // + 1024: the base is aligned up to 1024 bytes (the 128-byte swizzle's period).
     static constexpr size_t SMEM = OFF_BAR + NBAR * 8 + 1024;
+    // The persistent grid (hopper_forward_kernel) stages O beside the pipeline, which meanwhile
+    // loads the next tile: bf16 O in FaFwd<HS>'s tile layout (rows past its 128 as below), fp32 O
+    // in rows of OLD floats and the merge weights. fp32 fits the 227 KiB a block may take only at
+    // HS 64 and 80; at HS 128 the launcher keeps fp32 O on the grid of tiles.
+    static constexpr size_t OFF_O = (OFF_BAR + NBAR * 8 + 15) / 16 * 16;
+    static constexpr size_t O_BF16 = (size_t)BQ * (FaFwd<HS>::TQ::ELEMS / FaFwd<HS>::BQ) * 2;
+    static constexpr size_t O_FP32 = (size_t)BQ * FaFwd<HS>::OLD * sizeof(float) + BQ * sizeof(float2);
+    static constexpr size_t SMEM_PERSISTENT_BF16 = OFF_O + O_BF16 + 1024;
+    static constexpr size_t SMEM_PERSISTENT_FP32 = OFF_O + O_FP32 + 1024;
+    static constexpr bool PERSISTENT_FP32 = SMEM_PERSISTENT_FP32 <= 227 * 1024;
+    static constexpr size_t SMEM_PERSISTENT = PERSISTENT_FP32 ? SMEM_PERSISTENT_FP32 : SMEM_PERSISTENT_BF16;
+    static_assert(SMEM_PERSISTENT_BF16 <= 227 * 1024, "the persistent grid's bf16 staging fits");
     static __device__ __forceinline__ uint64_t* k_full(uint64_t* bar, int st) { return bar + 1 + st; }
     static __device__ __forceinline__ uint64_t* v_full(uint64_t* bar, int st) { return bar + 1 + STAGES + st; }
     static __device__ __forceinline__ uint64_t* k_empty(uint64_t* bar, int st) { return bar + 1 + 2 * STAGES + st; }
     static __device__ __forceinline__ uint64_t* v_empty(uint64_t* bar, int st) { return bar + 1 + 3 * STAGES + st; }
+    static __device__ __forceinline__ uint64_t* q_empty(uint64_t* bar) { return bar + 1 + 4 * STAGES; }
     // The O staging is FaFwd<HS>'s (HS columns): its rows past FaFwd's 128 only where the bf16
     // staging tile is one panel (row r at 64 r).
     static_assert(BQ == FaFwd<HS>::BQ || (FaFwd<HS>::TQ::PANEL == FaFwd<HS>::BQ * 64 && HS == 64),
@@ -187,15 +201,17 @@ template <int NC> __device__ __forceinline__ void hop_turn_pass(int c) {
 // Key tile kt (kt >= 1) of a consumer's 64 rows, overlapped: in its turn it issues S of tile kt
 // and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
 // rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
-// tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
+// tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V). it:
+// tile kt's place in the block's stream of key tiles (kt, or past earlier query tiles' with the
+// persistent grid), which picks the stage and its phase.
 template <int HS, int NC, int NS, int PV, bool MASK>
 __device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
                                                  const AttnArgs& a, int kt, int c, const floatX* Qc,
                                                  const floatX* Ks, const floatX* Vs, uint64_t* bar,
-                                                 const int (&vis)[2]) {
+                                                 const int (&vis)[2], int it) {
     typedef HopFwd<HS, NC> F;
-    const int st = kt % F::STAGES, pst = (kt - 1) % F::STAGES;
-    const unsigned ph = (unsigned)(kt / F::STAGES) & 1u, pph = (unsigned)((kt - 1) / F::STAGES) & 1u;
+    const int st = it % F::STAGES, pst = (it - 1) % F::STAGES;
+    const unsigned ph = (unsigned)(it / F::STAGES) & 1u, pph = (unsigned)((it - 1) / F::STAGES) & 1u;
 ATTN_UNROLL
     for (int i = 0; i < F::BK / 2; i++) s[i] = 0.0f;
     hop_turn_wait(c);
@@ -244,20 +260,65 @@ ATTN_UNROLL
     fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x - 128, nthreads);
 }
 
-// Grid (query tiles, NH, B), latest query tiles first (the last tile ends at row Tq);
-// HopFwd<HS, NC>::THREADS threads. The tensor maps (model/cuda_ptx_sm90.cuh) are rank 3, (HS
-// columns, NH heads, B Tq or B Tk rows), with boxes of 64 columns x 1 head x BQ or 128 rows,
-// 128-byte swizzle: a box at column 64 of HS 80 reads the head's 16 columns and zeros, never the
-// next head's. Outputs as flash_forward_kernel without splits: o (fp32, or floatX into a.ox) and
-// lse, or with a.merge merged into them. NS: the keys per wgmma of S (hop_issue_s); NC: the
-// consumer warpgroups (HopFwd); PV: the columns per wgmma of P V (hop_issue_pv).
-template <int HS, int NS, int NC, int PV>
+// One query tile of a block: head h of sequence b, rows [i0, i0 + nq), which see nkt key tiles,
+// the first nfull of them whole. Tile x ends at Tq - x BQ, so a partial tile is the first rows',
+// which see the fewest keys (a 192-row tile at T = 1024 would otherwise compute 128 empty rows
+// against every key).
+struct HopTile {
+    int h, b, i0, nq, nkt, nfull;
+};
+template <int BQ, int BK, bool NARROW>
+__device__ __forceinline__ HopTile hop_tile(const AttnArgs& a, int x, int h, int b) {
+    HopTile tl;
+    const int iend = a.Tq - x * BQ;
+    tl.h = h, tl.b = b, tl.i0 = max(0, iend - BQ), tl.nq = iend - tl.i0;
+    tl.nkt = (visible_keys_as<NARROW>(a, tl.i0 + tl.nq - 1) + BK - 1) / BK;   // up to what the last query sees
+    tl.nfull = visible_keys_as<NARROW>(a, tl.i0) / BK;                        // seen whole by every row
+    return tl;
+}
+
+// The block's n-th query tile: with a grid of tiles (x, NH, B) the block's own, n = 0 only; with the
+// persistent grid (PERSISTENT: min(tiles, SMs) blocks) tiles blockIdx.x, + gridDim.x, ... in
+// the order latest query tile first (x outer, then heads, then sequences), so each round of blocks
+// takes tiles of about the same length, the longest first. Returns 0 past the block's last tile.
+template <int BQ, int BK, bool PERSISTENT>
+__device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n, HopTile& tl) {
+    if constexpr (!PERSISTENT) {
+        tl = hop_tile<BQ, BK, false>(a, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);
+        return n == 0;
+    }
+    // (32-bit, as the tile's visible keys (visible_keys_as): a 64-bit division is a call, and the
+    // values live across a call in a loop spill; the launcher checks that the tiles number below 2^31)
+    const int tile = (int)blockIdx.x + n * (int)gridDim.x, per_x = NH * a.B;
+    if (tile >= (a.Tq + BQ - 1) / BQ * per_x) return false;
+    const int x = tile / per_x, hb = tile - x * per_x, b = hb / NH;
+    tl = hop_tile<BQ, BK, true>(a, x, hb - b * NH, b);
+    return true;
+}
+
+// Grid (query tiles, NH, B), latest query tiles first (the last tile ends at row Tq), or with
+// PERSISTENT the persistent grid (hop_block_tile); HopFwd<HS, NC>::THREADS threads. The tensor
+// maps (model/cuda_ptx_sm90.cuh) are rank 3, (HS columns, NH heads, B Tq or B Tk rows), with boxes
+// of 64 columns x 1 head x BQ or 128 rows, 128-byte swizzle: a box at column 64 of HS 80 reads the
+// head's 16 columns and zeros, never the next head's. Outputs as flash_forward_kernel without
+// splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the keys per
+// wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd); PV: the columns per wgmma of P V
+// (hop_issue_pv).
+// The persistent grid keeps the pipeline running from one query tile into the next: key tiles
+// flow through the stages in one stream (their mbarrier phases run on), the producer loads the
+// next Q tile once the consumers have issued their last S (q_empty) and its first key tiles as
+// stages free up, while the consumers finish the last P V and write O through their own staging
+// buffer (HopFwd::OFF_O). So one tile's epilogue and the next one's first loads overlap, and no
+// block is launched or set up twice on an SM (FlashAttention-3's persistent kernel, with a static
+// schedule: the forward needs no order). Its own instances (PERSISTENT), so the grid of tiles
+// keeps its code; the same register split.
+template <int HS, int NS, int NC, int PV, bool PERSISTENT>
 __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
-                          const __grid_constant__ CUtensorMap vmap, const AttnArgs a) {
+                          const __grid_constant__ CUtensorMap vmap, const AttnArgs a, const int NH) {
 #if CUDA_PTX_HAS_SM90A
     typedef HopFwd<HS, NC> F;
-    constexpr int BQ = F::BQ, BK = F::BK;
+    constexpr int BK = F::BK;
     DYNAMIC_SHARED(unsigned char, raw);
     unsigned char* smem = raw + ((1024 - smem_desc_address(raw) % 1024) % 1024);
     floatX* Qs = reinterpret_cast<floatX*>(smem);
@@ -265,17 +326,12 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     floatX* Vs = reinterpret_cast<floatX*>(smem + F::OFF_V);
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
     uint64_t* q_full = bar;
-    const int NH = gridDim.y, h = blockIdx.y, b = blockIdx.z;
-    // Tiles end at Tq - x BQ, so a partial tile is the first rows', which see the fewest keys (a
-    // 192-row tile at T = 1024 would otherwise compute 128 empty rows against every key).
-    const int iend = a.Tq - (int)blockIdx.x * BQ, i0 = max(0, iend - BQ);
-    const int nq = iend - i0;
-    const int nkt = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
-    const int nfull = visible_keys(a, i0) / BK;                     // seen whole by every row
+    unsigned char* ostage = PERSISTENT ? smem + F::OFF_O : smem;   // O staging (and merge weights)
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {
         mbarrier_init(q_full, 1);
+        mbarrier_init(F::q_empty(bar), 128 * F::CONSUMERS);
         for (int st = 0; st < F::STAGES; st++) {
             mbarrier_init(F::k_full(bar, st), 1);
             mbarrier_init(F::v_full(bar, st), 1);
@@ -286,22 +342,33 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     }
     __syncthreads();
 
+    HopTile tl;
     if (wg == 0) {   // the producer
         setmaxnreg_dec<F::PRODUCER_REGS>();
-        if (threadIdx.x != 0 || nkt == 0) return;
-        mbarrier_arrive_expect_tx(q_full, (unsigned)F::Q);
-        for (int p = 0; p < F::HP / 64; p++) tma_load_3d(Qs + p * F::TQ::PANEL, &qmap, 64 * p, h, b * a.Tq + i0, q_full);
-        for (int kt = 0; kt < nkt; kt++) {
-            const int st = kt % F::STAGES, row = b * a.Tk + kt * BK;
-            const unsigned free_ph = (unsigned)(kt / F::STAGES - 1) & 1u;   // the phase that freed stage st
-            if (kt >= F::STAGES) hop_wait(F::k_empty(bar, st), free_ph);
-            mbarrier_arrive_expect_tx(F::k_full(bar, st), (unsigned)F::KV);
+        if (threadIdx.x != 0) return;
+        // n: the block's tiles so far, each with its Q tile (with the persistent grid even where it
+        // sees no key: one counter fewer); it: key tiles loaded so far (the stream's position).
+        for (int n = 0, it = 0; hop_block_tile<F::BQ, BK, PERSISTENT>(a, NH, n, tl); n++) {
+            if constexpr (!PERSISTENT) {   // one tile: no loop (its state would cost registers)
+                if (tl.nkt == 0) break;   // (a tile that sees no key loads nothing)
+            }
+            if (n > 0) hop_wait(F::q_empty(bar), (unsigned)(n - 1) & 1u);
+            mbarrier_arrive_expect_tx(q_full, (unsigned)F::Q);
             for (int p = 0; p < F::HP / 64; p++)
-                tma_load_3d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, 64 * p, h, row, F::k_full(bar, st));
-            if (kt >= F::STAGES) hop_wait(F::v_empty(bar, st), free_ph);
-            mbarrier_arrive_expect_tx(F::v_full(bar, st), (unsigned)F::KV);
-            for (int p = 0; p < F::HP / 64; p++)
-                tma_load_3d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, 64 * p, h, row, F::v_full(bar, st));
+                tma_load_3d(Qs + p * F::TQ::PANEL, &qmap, 64 * p, tl.h, tl.b * a.Tq + tl.i0, q_full);
+            for (int kt = 0; kt < tl.nkt; kt++, it++) {
+                const int st = it % F::STAGES, row = tl.b * a.Tk + kt * BK;
+                const unsigned free_ph = (unsigned)(it / F::STAGES - 1) & 1u;   // the phase that freed stage st
+                if (it >= F::STAGES) hop_wait(F::k_empty(bar, st), free_ph);
+                mbarrier_arrive_expect_tx(F::k_full(bar, st), (unsigned)F::KV);
+                for (int p = 0; p < F::HP / 64; p++)
+                    tma_load_3d(Ks + st * F::TK::ELEMS + p * F::TK::PANEL, &kmap, 64 * p, tl.h, row, F::k_full(bar, st));
+                if (it >= F::STAGES) hop_wait(F::v_empty(bar, st), free_ph);
+                mbarrier_arrive_expect_tx(F::v_full(bar, st), (unsigned)F::KV);
+                for (int p = 0; p < F::HP / 64; p++)
+                    tma_load_3d(Vs + st * F::TK::ELEMS + p * F::TK::PANEL, &vmap, 64 * p, tl.h, row, F::v_full(bar, st));
+            }
+            if constexpr (!PERSISTENT) break;
         }
         return;
     }
@@ -312,69 +379,83 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     const int r0 = 64 * c + 16 * ((threadIdx.x / 32) % 4);
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
     constexpr int OC = hop_head_cols<HS, PV>();   // O's columns in registers
-    float o[OC / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    uint32_t pa[BK / 16][4];
+    // it0: the stream position of the tile's first key tile; n: the block's tiles so far (Q tiles).
+    for (int n = 0, it0 = 0; hop_block_tile<F::BQ, BK, PERSISTENT>(a, NH, n, tl); n++) {
+        const int nkt = tl.nkt, nfull = tl.nfull, nq = tl.nq;
+        float o[OC / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+        uint32_t pa[BK / 16][4];
 ATTN_UNROLL
-    for (int i = 0; i < OC / 2; i++) o[i] = 0.0f;
+        for (int i = 0; i < OC / 2; i++) o[i] = 0.0f;
 ATTN_UNROLL
-    for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
-    int vis[2];
-ATTN_UNROLL
-    for (int hi = 0; hi < 2; hi++) vis[hi] = r0 + 8 * hi + g < nq ? visible_keys(a, i0 + r0 + 8 * hi + g) : 0;
-    if (nkt > 0) {
-        // Tile 0's S and softmax, then tiles 1 .. nkt - 1 overlapped, then the last tile's P V.
-        // Consumer 0 takes the first turn, which the last consumer opens; that one gives up its
-        // last pass, so every round of the turn barriers completes (nkt + 1 turns each).
-        if (c == NC - 1) hop_turn_pass<NC>(c);
-        hop_wait(q_full, 0);
-        hop_turn_wait(c);
-        hop_wait(F::k_full(bar, 0), 0);
-        wgmma_fence();
-        hop_issue_s<HS, NC, NS>(s, Qc, Ks);
-        hop_turn_pass<NC>(c);
-        wgmma_wait<0>();
-ATTN_UNROLL
-        for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
-        mbarrier_arrive(F::k_empty(bar, 0));
-        float corr[2];   // O is 0: nothing to rescale
-        if (nfull > 0) hop_softmax<HS, false>(s, m, l, corr, a, 0, vis);
-        else hop_softmax<HS, true>(s, m, l, corr, a, 0, vis);
-        hop_pack_a<F::BK>(pa, s);
-        int kt = 1;
-        for (; kt < min(nfull, nkt); kt++)
-            hop_forward_step<HS, NC, NS, PV, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
-        for (; kt < nkt; kt++)
-            hop_forward_step<HS, NC, NS, PV, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis);
-        const int pst = (nkt - 1) % F::STAGES;
-        hop_turn_wait(c);
-        hop_wait(F::v_full(bar, pst), (unsigned)((nkt - 1) / F::STAGES) & 1u);
-        wgmma_fence();
-        hop_issue_pv<HS, PV>(o, pa, Vs + pst * F::TK::ELEMS);
-        if (c != NC - 1) hop_turn_pass<NC>(c);
-        wgmma_wait<0>();
-ATTN_UNROLL
-        for (int i = 0; i < OC / 2; i++) wgmma_fence_operand(o[i]);
-        mbarrier_arrive(F::v_empty(bar, pst));
-    }
-
-    // Epilogue: both consumers are done with every tile before the staging overwrites them.
-    float inv[2];
-ATTN_UNROLL
-    for (int hi = 0; hi < 2; hi++) {
-        l[hi] = group_sum(l[hi]);
-        inv[hi] = l[hi] > 0.0f ? 1.0f / l[hi] : 0.0f;
-    }
-    named_barrier_sync(3, 128 * F::CONSUMERS);
-    float2* wts = a.merge ? reinterpret_cast<float2*>(smem + BQ * FaFwd<HS>::OLD * sizeof(float)) : nullptr;
-    if (t == 0) {
-        float* lse = a.lse + ((long long)b * NH + h) * a.Tq + i0;
+        for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
+        int vis[2];
 ATTN_UNROLL
         for (int hi = 0; hi < 2; hi++)
-            if (r0 + 8 * hi + g < nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
+            vis[hi] = r0 + 8 * hi + g < nq ? visible_keys_as<PERSISTENT>(a, tl.i0 + r0 + 8 * hi + g) : 0;
+        if (nkt > 0) {
+            // Tile 0's S and softmax, then tiles 1 .. nkt - 1 overlapped, then the last tile's P V.
+            // Consumer 0 takes the first turn, which the last consumer opens; that one gives up its
+            // last pass, so every round of the turn barriers completes (nkt + 1 turns each).
+            const int st0 = it0 % F::STAGES;
+            if (c == NC - 1) hop_turn_pass<NC>(c);
+            hop_wait(q_full, (unsigned)n & 1u);
+            hop_turn_wait(c);
+            hop_wait(F::k_full(bar, st0), (unsigned)(it0 / F::STAGES) & 1u);
+            wgmma_fence();
+            hop_issue_s<HS, NC, NS>(s, Qc, Ks + st0 * F::TK::ELEMS);
+            hop_turn_pass<NC>(c);
+            wgmma_wait<0>();
+ATTN_UNROLL
+            for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
+            mbarrier_arrive(F::k_empty(bar, st0));
+            float corr[2];   // O is 0: nothing to rescale
+            if (nfull > 0) hop_softmax<HS, false>(s, m, l, corr, a, 0, vis);
+            else hop_softmax<HS, true>(s, m, l, corr, a, 0, vis);
+            hop_pack_a<F::BK>(pa, s);
+            int kt = 1;
+            for (; kt < min(nfull, nkt); kt++)
+                hop_forward_step<HS, NC, NS, PV, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, it0 + kt);
+            for (; kt < nkt; kt++)
+                hop_forward_step<HS, NC, NS, PV, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, it0 + kt);
+            // Every S has landed: the producer may load the next Q tile (the persistent grid's).
+            if (PERSISTENT) mbarrier_arrive(F::q_empty(bar));
+            const int pit = it0 + nkt - 1, pst = pit % F::STAGES;
+            hop_turn_wait(c);
+            hop_wait(F::v_full(bar, pst), (unsigned)(pit / F::STAGES) & 1u);
+            wgmma_fence();
+            hop_issue_pv<HS, PV>(o, pa, Vs + pst * F::TK::ELEMS);
+            if (c != NC - 1) hop_turn_pass<NC>(c);
+            wgmma_wait<0>();
+ATTN_UNROLL
+            for (int i = 0; i < OC / 2; i++) wgmma_fence_operand(o[i]);
+            mbarrier_arrive(F::v_empty(bar, pst));
+            it0 += nkt;
+        } else if (PERSISTENT) {   // the Q tile the producer loaded all the same, waited for and released
+            hop_wait(q_full, (unsigned)n & 1u);
+            mbarrier_arrive(F::q_empty(bar));
+        }
+
+        // Epilogue: both consumers are done with every tile before the staging overwrites them (the
+        // grid of tiles), or with the previous tile's staged O (the persistent grid).
+        float inv[2];
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            l[hi] = group_sum(l[hi]);
+            inv[hi] = l[hi] > 0.0f ? 1.0f / l[hi] : 0.0f;
+        }
+        named_barrier_sync(3, 128 * F::CONSUMERS);
+        float2* wts = a.merge ? reinterpret_cast<float2*>(ostage + F::BQ * FaFwd<HS>::OLD * sizeof(float)) : nullptr;
+        if (t == 0) {
+            float* lse = a.lse + ((long long)tl.b * NH + tl.h) * a.Tq + tl.i0;
+ATTN_UNROLL
+            for (int hi = 0; hi < 2; hi++)
+                if (r0 + 8 * hi + g < tl.nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
+        }
+        const long long ooff = ((long long)tl.b * a.Tq + tl.i0) * a.ldo + (long long)tl.h * HS;
+        if (a.ox) hop_write_o<HS, NC>(reinterpret_cast<floatX*>(ostage), a.ox + ooff, a.ldo, tl.nq, o, inv, r0, nullptr);
+        else hop_write_o<HS, NC>(reinterpret_cast<float*>(ostage), a.o + ooff, a.ldo, tl.nq, o, inv, r0, wts);
+        if constexpr (!PERSISTENT) break;
     }
-    const long long ooff = ((long long)b * a.Tq + i0) * a.ldo + (long long)h * HS;
-    if (a.ox) hop_write_o<HS, NC>(reinterpret_cast<floatX*>(smem), a.ox + ooff, a.ldo, nq, o, inv, r0, nullptr);
-    else hop_write_o<HS, NC>(reinterpret_cast<float*>(smem), a.o + ooff, a.ldo, nq, o, inv, r0, wts);
 #else
     __trap();   // not sm_90a: the launcher never takes this kernel there
 #endif

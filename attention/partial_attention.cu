@@ -76,6 +76,21 @@ __device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) {
     return n < a.Tk ? (int)n : a.Tk;
 }
 
+// The same in 32-bit arithmetic, for calls whose positions fit (positions_fit_32): a 64-bit
+// division is a call, and in a loop the values live across it spill (the persistent grid's).
+template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const AttnArgs& a, int i) {
+    if constexpr (!NARROW) return visible_keys(a, i);
+    const int rel = (int)a.qoff + (int)a.qstride * i - (int)a.koff;
+    if (rel < 0) return 0;
+    const int n = rel / (int)a.kstride + 1;
+    return n < a.Tk ? n : a.Tk;
+}
+static bool positions_fit_32(const AttnArgs& a) {
+    const long long lim = 1LL << 30;
+    return a.qoff > -lim && a.qoff < lim && a.koff > -lim && a.koff < lim && a.qstride > 0 && a.kstride > 0 &&
+           a.qstride * a.Tq < lim && a.kstride < lim;
+}
+
 // First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
 __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
     const long long rel = a.koff + a.kstride * j - a.qoff;
@@ -422,16 +437,38 @@ static bool hopper_forward_three_consumers(void) { return env_switch("ATTENTION_
 // the 80 columns (exact): ATTENTION_HOPPER_HS80=padded|exact. Other head sizes are whole panels.
 static bool hopper_hs80_exact(void) { return env_switch("ATTENTION_HOPPER_HS80", "padded", "exact"); }
 
+// Its grid: a block per query tile (tiles, the default), or one block per SM that takes tile after
+// tile (persistent; hopper_forward.cuh's hopper_forward_kernel): ATTENTION_FWD_HOPPER_GRID=
+// tiles|persistent. fp32 O at HS 128 stays on the grid of tiles (HopFwd::PERSISTENT_FP32).
+static bool hopper_forward_persistent(void) { return env_switch("ATTENTION_FWD_HOPPER_GRID", "tiles", "persistent"); }
+
 template <int HS, int NS, int NC, int PV>
 void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     typedef HopFwd<HS, NC> F;
-    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV>), F::SMEM, "head size", HS);
     const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
     const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
     const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    LAUNCH((hopper_forward_kernel<HS, NS, NC, PV>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, F::SMEM,
-           stream, qm, km, vm, a);
+    // Raised once to what either grid may take (a later, smaller raise would lower the limit).
+    if (hopper_forward_persistent() && (a.ox || F::PERSISTENT_FP32) && positions_fit_32(a)) {
+        // One block per SM (a block fills one: __launch_bounds__(THREADS, 1), and its registers).
+        const size_t smem = a.ox ? F::SMEM_PERSISTENT_BF16 : F::SMEM_PERSISTENT_FP32;
+        // Raised once to what either output takes (a later, smaller raise would lower the limit).
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV, true>), F::SMEM_PERSISTENT, "head size", HS);
+        int device = 0, sms = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        const long long tiles = (long long)qtiles * NH * B;
+        CHECK(tiles < (1LL << 31) - sms, "use ATTENTION_FWD_HOPPER_GRID=tiles for this call",
+              "Hopper forward, persistent grid: %lld query tiles, expected fewer than 2^31 (its tile indices are 32-bit)",
+              tiles);
+        const unsigned blocks = (unsigned)(tiles < sms ? tiles : sms);
+        LAUNCH((hopper_forward_kernel<HS, NS, NC, PV, true>), blocks, F::THREADS, smem, stream, qm, km, vm, a, NH);
+        return;
+    }
+    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV, false>), F::SMEM, "head size", HS);
+    LAUNCH((hopper_forward_kernel<HS, NS, NC, PV, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS,
+           F::SMEM, stream, qm, km, vm, a, NH);
 }
 
 template <int HS, int NC, int PV> void launch_hopper_forward_nc(const AttnArgs& a, int B, int NH, cudaStream_t stream) {

@@ -161,6 +161,10 @@ static void hopper_n128_forward(const AttnCall* a, cudaStream_t s) {
 static void hopper_rows192_forward(const AttnCall* a, cudaStream_t s) {
     hopper_forward_with(a, s, "ATTENTION_FWD_HOPPER_ROWS", "192");
 }
+// The forward's persistent grid: a block per SM taking tile after tile (ATTENTION_FWD_HOPPER_GRID).
+static void hopper_persistent_forward(const AttnCall* a, cudaStream_t s) {
+    hopper_forward_with(a, s, "ATTENTION_FWD_HOPPER_GRID", "persistent");
+}
 static void hopper_regs_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "regs");
 }
@@ -181,10 +185,12 @@ static void hopper_hs80_backward(const AttnCall* a, cudaStream_t s) {
 }
 // All of them together: the Hopper kernels' next forms.
 static void hopper_next_forward(const AttnCall* a, cudaStream_t s) {
-    EnvSave rows, hs80;
+    EnvSave rows, hs80, grid;
     env_set(&rows, "ATTENTION_FWD_HOPPER_ROWS", "192");
     env_set(&hs80, "ATTENTION_HOPPER_HS80", "exact");
+    env_set(&grid, "ATTENTION_FWD_HOPPER_GRID", "persistent");
     hopper_n128_forward(a, s);
+    env_restore(&grid);
     env_restore(&hs80);
     env_restore(&rows);
 }
@@ -230,7 +236,8 @@ static const Variant VARIANTS[] = {
      hopper_backward, 1},
     {"sm90-next", "sm90 in the forms to time next: the forward's S by one m64n128k16 per 128 keys "
      "(ATTENTION_FWD_HOPPER=n128) and at HS 64 192-row tiles of three consumer warpgroups "
-     "(ATTENTION_FWD_HOPPER_ROWS=192), at HS 80 P V, dV and dK by one m64n80k16 (ATTENTION_HOPPER_HS80=exact), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
+     "(ATTENTION_FWD_HOPPER_ROWS=192) on the persistent grid (ATTENTION_FWD_HOPPER_GRID=persistent), "
+     "at HS 80 P V, dV and dK by one m64n80k16 (ATTENTION_HOPPER_HS80=exact), the backward's GEMMs overlapped inside each consumer warpgroup (P^T computed while "
      "dP^T is in flight, dQ issued behind dK and dV), at HS 64 K and V as register operands, "
      "the next query tile's S^T issued behind dQ and at HS 64 the consumers taking turns at the GEMMs "
      "(ATTENTION_BWD_HOPPER=pingpong)", hopper_next_forward,
@@ -239,6 +246,8 @@ static const Variant VARIANTS[] = {
      hopper_n128_forward, hopper_backward, 1},
     {"sm90-rows192", "sm90 with sm90-next's second form alone: the forward's HS 64 tiles of 192 rows, three consumers",
      hopper_rows192_forward, hopper_backward, 1},
+    {"sm90-persistent", "sm90 with sm90-next's persistent grid alone: a forward block per SM, the next tile's loads "
+     "under this one's epilogue", hopper_persistent_forward, hopper_backward, 1},
     {"sm90-hs80", "sm90 with sm90-next's third form alone: at HS 80 P V, dV and dK by one m64n80k16",
      hopper_hs80_forward, hopper_hs80_backward, 1},
     {"sm90-regs", "sm90 with the backward's regs schedule (early without the next S^T issued early)",

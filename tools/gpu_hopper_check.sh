@@ -17,7 +17,7 @@
 #                    gpu_check.sh --bench, its report folded into logs.tgz)
 #   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
 #                    (attention_bench.sh's; default 64,80,128; 1024,2048,4096,8192,16384; 16384;
-#                    current,sm80,sm90-next; sm90-n128, sm90-rows192, sm90-hs80 and sm90-pingpong
+#                    current,sm80,sm90-next; sm90-n128, sm90-rows192, sm90-persistent, sm90-hs80 and sm90-pingpong
 #                    time each of sm90-next's forms alone, sm90-early and sm90-regs pingpong's parts)
 # The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
 # tests/test_gpu_kit.sh hopper-check.
@@ -100,12 +100,13 @@ if wants tests; then
   step tests-bwd-sm90 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 "$X/test_attention_cuda"
   [ "$RC" = 0 ] || hopper_failed="$hopper_failed bwd"
   # The Hopper kernels' candidate forms (the benchmark's sm90-next, not the default): the forward's
-  # S by m64n128k16, at HS 64 192-row tiles (three consumers), at HS 80 P V, dV and dK by
+  # S by m64n128k16, at HS 64 192-row tiles (three consumers), on the persistent grid (on the
+  # tests' small shapes mostly one tile per block; the benchmark's spot check covers many), at HS 80 P V, dV and dK by
   # m64n80k16, the backward's GEMMs overlapped, K, V in registers at HS 64, the next query tile's
   # S^T issued behind dQ and at HS 64 the consumers taking turns (pingpong). Their failure drops
   # them only.
   next_env=(ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm90 ATTENTION_FWD_HOPPER=n128 ATTENTION_FWD_HOPPER_ROWS=192
-            ATTENTION_HOPPER_HS80=exact ATTENTION_BWD_HOPPER=pingpong)
+            ATTENTION_FWD_HOPPER_GRID=persistent ATTENTION_HOPPER_HS80=exact ATTENTION_BWD_HOPPER=pingpong)
   step tests-sm90-next 150 env "${next_env[@]}" "$X/test_attention_cuda"
   next_ok=1
   if [ "$RC" != 0 ]; then
