@@ -279,6 +279,18 @@ template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 #else
 unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 
+// A positive integer from the environment variable `name`, or fallback where it is unset or empty.
+static long env_positive(const char* name, long fallback) {
+    const char* env = getenv(name);
+    if (!env || !*env) return fallback;
+    char* end = NULL;
+    errno = 0;
+    const long v = strtol(env, &end, 10);
+    CHECK(errno == 0 && *end == '\0' && v >= 1, "set it to a positive integer, or unset it",
+          "%s: expected an integer >= 1, found '%s'", name, env);
+    return v;
+}
+
 // Split-KV, the forward's key tiles cut over several blocks per query tile: for a decoding step
 // (a.decode) whose grid of `blocks` is under two waves of the kernel's 2 blocks per SM
 // (__launch_bounds__), enough splits for two waves, at most FWD_MAX_SPLITS and one per key tile
@@ -287,21 +299,15 @@ unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 // splits.
 constexpr int FWD_MAX_SPLITS = 16;
 static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles) {
-    const char* env = getenv("ATTENTION_FWD_SPLITS");
-    long want = 1;
-    if (env && *env) {
-        char* end = NULL;
-        errno = 0;
-        want = strtol(env, &end, 10);
-        CHECK(errno == 0 && *end == '\0' && want >= 1, "set it to a positive integer, or unset it",
-              "ATTENTION_FWD_SPLITS: expected an integer >= 1, found '%s'", env);
-    } else if (a.decode) {
+    long want = env_positive("ATTENTION_FWD_SPLITS", 0);   // (0: unset)
+    if (want == 0 && a.decode) {
         int device = 0, sms = 0;
         CUDA_CHECK(cudaGetDevice(&device));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
         const long long two_waves = 2LL * 2 * sms;
         if (blocks < two_waves) want = (long)((two_waves + blocks - 1) / blocks);
     }
+    if (want == 0) want = 1;
     if (want > FWD_MAX_SPLITS) want = FWD_MAX_SPLITS;
     if (want > key_tiles) want = key_tiles;
     if (want > 65535 / a.B) want = 65535 / a.B;   // grid z = B * splits
@@ -439,7 +445,9 @@ static bool hopper_hs80_exact(void) { return env_switch("ATTENTION_HOPPER_HS80",
 
 // Its grid: a block per query tile (tiles, the default), or one block per SM that takes tile after
 // tile (persistent; hopper_forward.cuh's hopper_forward_kernel): ATTENTION_FWD_HOPPER_GRID=
-// tiles|persistent. fp32 O at HS 128 stays on the grid of tiles (HopFwd::PERSISTENT_FP32).
+// tiles|persistent. fp32 O at HS 128 stays on the grid of tiles (HopFwd::PERSISTENT_FP32), as do
+// positions past 2^30 (positions_fit_32). ATTENTION_FWD_HOPPER_BLOCKS=N caps the persistent grid
+// at N blocks (tests: on their small shapes a block then takes several tiles, on a GPU too).
 static bool hopper_forward_persistent(void) { return env_switch("ATTENTION_FWD_HOPPER_GRID", "tiles", "persistent"); }
 
 template <int HS, int NS, int NC, int PV>
@@ -462,7 +470,8 @@ void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t s
         CHECK(tiles < (1LL << 31) - sms, "use ATTENTION_FWD_HOPPER_GRID=tiles for this call",
               "Hopper forward, persistent grid: %lld query tiles, expected fewer than 2^31 (its tile indices are 32-bit)",
               tiles);
-        const unsigned blocks = (unsigned)(tiles < sms ? tiles : sms);
+        const long cap = env_positive("ATTENTION_FWD_HOPPER_BLOCKS", sms);
+        const unsigned blocks = (unsigned)(tiles < cap ? tiles : cap);
         LAUNCH((hopper_forward_kernel<HS, NS, NC, PV, true>), blocks, F::THREADS, smem, stream, qm, km, vm, a, NH);
         return;
     }
@@ -558,13 +567,7 @@ unsigned char* attention_workspace(size_t bytes, cudaStream_t stream) {
 // ATTENTION_BWD_HEAD_GROUP=N (N >= 1, capped at the heads) to time others (N >= every head: all
 // heads' blocks of one key tile together, the order before).
 static int backward_head_group(int heads) {
-    const char* env = getenv("ATTENTION_BWD_HEAD_GROUP");
-    if (!env || !*env) return 1;
-    char* end = NULL;
-    errno = 0;
-    const long g = strtol(env, &end, 10);
-    CHECK(errno == 0 && *end == '\0' && g >= 1, "set it to a positive integer, or unset it",
-          "ATTENTION_BWD_HEAD_GROUP: expected an integer >= 1, found '%s'", env);
+    const long g = env_positive("ATTENTION_BWD_HEAD_GROUP", 1);
     return g < heads ? (int)g : heads;
 }
 

@@ -521,8 +521,7 @@ int main(int argc, char** argv) {
     // forward splits the keys 11 and 16 ways (one per key tile, at most 16) and merges the partials.
     run_scenario(decode("decode T700 HS64 1 query", 1, 2, 64, 700, 1));
     if (!quick) run_scenario(decode("decode T1100 HS128 B2 3 queries", 2, 2, 128, 1100, 3));
-    // The splits those two used (on 132 SMs: not with CUDA_HOST_SMS); none without decode.
-    if (!getenv("ATTENTION_FWD_SPLITS") && !getenv("CUDA_HOST_SMS")) {
+    if (!getenv("ATTENTION_FWD_SPLITS")) {   // the splits those two used; none without decode
         AttentionProblem d1 = attention_problem(1, 2, 64, 1, 700, token_positions(699, 1), token_positions(0, 1));
         AttentionProblem d3 = attention_problem(2, 2, 128, 3, 1100, token_positions(1097, 1), token_positions(0, 1));
         const int plain = attention_cuda_forward_splits(&d1);

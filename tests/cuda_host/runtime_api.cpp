@@ -118,21 +118,6 @@ static int device_count(void) {
     return n >= 1 && n <= 64 ? n : 1;
 }
 
-// CUDA_HOST_SMS=N makes the devices report N multiprocessors instead of an H100's 132, so that a
-// kernel whose grid follows the SM count (a persistent grid) gets several tiles per block on the
-// small shapes the tests run.
-static int sm_count(void) {
-    static const int n = [] {
-        const char* s = getenv("CUDA_HOST_SMS");
-        if (!s || !*s) return 132;
-        char* end = NULL;
-        const long v = strtol(s, &end, 10);
-        if (*end || v < 1 || v > 1024) fail_msg("CUDA_HOST_SMS=%s: expected a number of SMs in [1, 1024]", s);
-        return (int)v;
-    }();
-    return n;
-}
-
 static thread_local int current_device = 0;
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -170,7 +155,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     p->totalConstMem = 65536;
     p->major = 9;
     p->minor = 0;
-    p->multiProcessorCount = sm_count();
+    p->multiProcessorCount = 132;
     p->concurrentKernels = 1;
     p->asyncEngineCount = 3;
     p->unifiedAddressing = 1;
