@@ -85,11 +85,6 @@ template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const Attn
     const int n = rel / (int)a.kstride + 1;
     return n < a.Tk ? n : a.Tk;
 }
-static bool positions_fit_32(const AttnArgs& a) {
-    const long long lim = 1LL << 30;
-    return a.qoff > -lim && a.qoff < lim && a.koff > -lim && a.koff < lim && a.qstride > 0 && a.kstride > 0 &&
-           a.qstride * a.Tq < lim && a.kstride < lim;
-}
 
 // First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
 __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
@@ -446,9 +441,17 @@ static bool hopper_hs80_exact(void) { return env_switch("ATTENTION_HOPPER_HS80",
 // Its grid: a block per query tile (tiles, the default), or one block per SM that takes tile after
 // tile (persistent; hopper_forward.cuh's hopper_forward_kernel): ATTENTION_FWD_HOPPER_GRID=
 // tiles|persistent. fp32 O at HS 128 stays on the grid of tiles (HopFwd::PERSISTENT_FP32), as do
-// positions past 2^30 (positions_fit_32). ATTENTION_FWD_HOPPER_BLOCKS=N caps the persistent grid
+// positions past 2^29 (positions_fit_32). ATTENTION_FWD_HOPPER_BLOCKS=N caps the persistent grid
 // at N blocks (tests: on their small shapes a block then takes several tiles, on a GPU too).
 static bool hopper_forward_persistent(void) { return env_switch("ATTENTION_FWD_HOPPER_GRID", "tiles", "persistent"); }
+
+// Whether visible_keys_as<true> is exact for every query of a: each term of qoff + qstride i -
+// koff under 2^29 in size, so the sum stays inside an int.
+static bool positions_fit_32(const AttnArgs& a) {
+    const long long lim = 1LL << 29;
+    return a.qoff > -lim && a.qoff < lim && a.koff > -lim && a.koff < lim && a.qstride > 0 && a.kstride > 0 &&
+           a.qstride * a.Tq < lim && a.kstride < lim;
+}
 
 template <int HS, int NS, int NC, int PV>
 void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
@@ -457,7 +460,6 @@ void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t s
     const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
     const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    // Raised once to what either grid may take (a later, smaller raise would lower the limit).
     if (hopper_forward_persistent() && (a.ox || F::PERSISTENT_FP32) && positions_fit_32(a)) {
         // One block per SM (a block fills one: __launch_bounds__(THREADS, 1), and its registers).
         const size_t smem = a.ox ? F::SMEM_PERSISTENT_BF16 : F::SMEM_PERSISTENT_FP32;
