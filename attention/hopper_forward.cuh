@@ -280,7 +280,7 @@ __device__ __forceinline__ HopTile hop_tile(const AttnArgs& a, int x, int h, int
 // The block's n-th query tile: with a grid of tiles (x, NH, B) the block's own, n = 0 only; with the
 // persistent grid (PERSISTENT: min(tiles, SMs) blocks) tiles blockIdx.x, + gridDim.x, ... in
 // the order latest query tile first (x outer, then heads, then sequences), so each round of blocks
-// takes tiles of about the same length, the longest first. Returns 0 past the block's last tile.
+// takes tiles of about the same length, the longest first. False past the block's last tile.
 template <int BQ, int BK, bool PERSISTENT>
 __device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n, HopTile& tl) {
     if constexpr (!PERSISTENT) {
@@ -449,11 +449,11 @@ ATTN_UNROLL
             float* lse = a.lse + ((long long)tl.b * NH + tl.h) * a.Tq + tl.i0;
 ATTN_UNROLL
             for (int hi = 0; hi < 2; hi++)
-                if (r0 + 8 * hi + g < tl.nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
+                if (r0 + 8 * hi + g < nq) fa_row_lse(lse, wts, r0 + 8 * hi + g, l[hi], m[hi]);
         }
         const long long ooff = ((long long)tl.b * a.Tq + tl.i0) * a.ldo + (long long)tl.h * HS;
-        if (a.ox) hop_write_o<HS, NC>(reinterpret_cast<floatX*>(ostage), a.ox + ooff, a.ldo, tl.nq, o, inv, r0, nullptr);
-        else hop_write_o<HS, NC>(reinterpret_cast<float*>(ostage), a.o + ooff, a.ldo, tl.nq, o, inv, r0, wts);
+        if (a.ox) hop_write_o<HS, NC>(reinterpret_cast<floatX*>(ostage), a.ox + ooff, a.ldo, nq, o, inv, r0, nullptr);
+        else hop_write_o<HS, NC>(reinterpret_cast<float*>(ostage), a.o + ooff, a.ldo, nq, o, inv, r0, wts);
         if constexpr (!PERSISTENT) break;
     }
 #else

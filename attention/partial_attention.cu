@@ -68,22 +68,19 @@ struct AttnArgs {
     int vec_stats;     // backward: lse_in and d allow 16-byte loads of 4 rows (Tq % 4 == 0)
 };
 
-// Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i).
-__device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) {
-    const long long rel = a.qoff + a.qstride * i - a.koff;
+// Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i), computed in
+// I: long long (visible_keys), or int where the positions fit (positions_fit_32; NARROW in
+// visible_keys_as): a 64-bit division is a call, and in a loop the values live across it spill
+// (the Hopper forward's persistent grid).
+template <typename I> __device__ __forceinline__ int visible_keys_in(const AttnArgs& a, int i) {
+    const I rel = (I)a.qoff + (I)a.qstride * i - (I)a.koff;
     if (rel < 0) return 0;
-    const long long n = rel / a.kstride + 1;
+    const I n = rel / (I)a.kstride + 1;
     return n < a.Tk ? (int)n : a.Tk;
 }
-
-// The same in 32-bit arithmetic, for calls whose positions fit (positions_fit_32): a 64-bit
-// division is a call, and in a loop the values live across it spill (the persistent grid's).
+__device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) { return visible_keys_in<long long>(a, i); }
 template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const AttnArgs& a, int i) {
-    if constexpr (!NARROW) return visible_keys(a, i);
-    const int rel = (int)a.qoff + (int)a.qstride * i - (int)a.koff;
-    if (rel < 0) return 0;
-    const int n = rel / (int)a.kstride + 1;
-    return n < a.Tk ? n : a.Tk;
+    return NARROW ? visible_keys_in<int>(a, i) : visible_keys(a, i);
 }
 
 // First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
