@@ -311,7 +311,8 @@ t_hopper_check() {
   need_bundle
   local o=$W/hopper
   OMP_NUM_THREADS=2 PYTHON=/usr/bin/python3 timeout 900 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$o" \
-    --steps ptx,tests,bench --hs 64 --T 128 --tokens 256 --variants current,sm80,sm90-next --deadline 800 > "$W/hopper.out" 2>&1
+    --steps ptx,tests,bench --hs 64 --T 128 --tokens 256 --variants current,sm80,sm90-next --forms sm90,sm90-persistent \
+    --test-limit 300 --deadline 800 > "$W/hopper.out" 2>&1
   local rc=$?
   check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
     eval '[ $rc = 0 ] && grep -q "done: 0 step(s) failed" "$o/summary.txt" && tar tzf "$o/logs.tgz" | grep -q tests-bwd-sm90.log'
@@ -319,6 +320,9 @@ t_hopper_check() {
     eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next)): exit 0" "$o/summary.txt")" = 10 ]'
   check "the benchmark's table: current, sm80 and sm90-next at HS 64, T 128" \
     eval '[ "$(grep -cE "^(current|sm80|sm90-next) +64 +128 " "$o/attention_table.txt")" = 3 ]'
+  check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \
+    eval '[ "$(grep -cE "^(sm90|sm90-persistent) +64 +128 " "$o/attention_table_forms.txt")" = 2 ] &&
+      grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'
   [ $rc = 0 ] || tail -n 20 "$W/hopper.out" | sed 's/^/        | /'
   timeout 120 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/hopper-late" --steps ptx --deadline 5 > "$W/hopper-late.out" 2>&1
   check "a deadline already past: every step skipped and said so" \
@@ -327,6 +331,10 @@ t_hopper_check() {
   rc=$?
   check "a bad --deadline: exit 2 and one line naming it" \
     eval '[ $rc = 2 ] && grep -qx "error: --deadline: expected whole seconds, found .soon." "$W/hopper-bad.out"'
+  bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/x" --test-limit 0 > "$W/hopper-bad.out" 2>&1
+  rc=$?
+  check "a bad --test-limit: exit 2 and one line naming it" \
+    eval '[ $rc = 2 ] && grep -qx "error: --test-limit: expected whole seconds above 0, found .0." "$W/hopper-bad.out"'
 }
 
 case "$part" in

@@ -17,26 +17,35 @@
 #                    gpu_check.sh --bench, its report folded into logs.tgz)
 #   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
 #                    (attention_bench.sh's; default 64,80,128; 1024,2048,4096,8192,16384; 16384;
-#                    current,sm80,sm90-next; sm90-n128, sm90-rows192, sm90-persistent, sm90-hs80 and sm90-pingpong
-#                    time each of sm90-next's forms alone, sm90-early and sm90-regs pingpong's parts)
+#                    current,sm80,sm90-next)
+#   --forms LIST     variants timed in a step and table of their own (attention_table_forms.txt), after
+#                    the benchmark where sm90-next passed its tests, else last: by default sm90 and each
+#                    of sm90-next's forms alone (sm90-n128, sm90-rows192, sm90-persistent, sm90-hs80,
+#                    sm90-pingpong, and pingpong's parts sm90-regs and sm90-early), so that one call
+#                    says which form helps; a form that hangs costs that step only ('' = none)
+#   --test-limit S   seconds for each attention test step (default 60: 1.5 s on an H200 when they
+#                    pass, and a hang costs this much)
 # The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
 # tests/test_gpu_kit.sh hopper-check.
 # Exit status 0 when every step that ran passed.
 set -u
 bundle="" out="" deadline=420 steps=info,ptx,tests,sanitize,bench,train,ncu
 hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,sm90-next
+forms=sm90,sm90-n128,sm90-rows192,sm90-persistent,sm90-hs80,sm90-regs,sm90-early,sm90-pingpong test_limit=60
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
   case "$1" in
     --bundle) bundle=$2 ;; --out) out=$2 ;; --deadline) deadline=$2 ;; --steps) steps=$2 ;;
-    --hs) hs=$2 ;; --T) Ts=$2 ;; --tokens) tokens=$2 ;; --variants) variants=$2 ;;
-    *) echo "error: unknown option '$1' (expected --bundle --out --deadline --steps --hs --T --tokens --variants)" >&2; exit 2 ;;
+    --hs) hs=$2 ;; --T) Ts=$2 ;; --tokens) tokens=$2 ;; --variants) variants=$2 ;; --forms) forms=$2 ;;
+    --test-limit) test_limit=$2 ;;
+    *) echo "error: unknown option '$1' (expected --bundle --out --deadline --steps --hs --T --tokens --variants --forms --test-limit)" >&2; exit 2 ;;
   esac
   shift 2
 done
 [ -n "$bundle" ] && [ -f "$bundle/MANIFEST" ] || { echo "error: --bundle: expected a GPU bundle folder with a MANIFEST, found '${bundle}'" >&2; exit 2; }
 [ -n "$out" ] || { echo "error: --out: expected a folder" >&2; exit 2; }
 case "$deadline" in ''|*[!0-9]*) echo "error: --deadline: expected whole seconds, found '$deadline'" >&2; exit 2 ;; esac
+case "$test_limit" in ''|*[!0-9]*|0) echo "error: --test-limit: expected whole seconds above 0, found '$test_limit'" >&2; exit 2 ;; esac
 GPU_BUNDLE=$(cd "$bundle" && pwd)
 export GPU_BUNDLE
 . "$GPU_BUNDLE/tools/bundle_env.sh" || exit 1
@@ -93,11 +102,11 @@ hopper_failed="" next_ok=""
 if wants tests; then
   # The default kernels (auto: both Hopper kernels where they run), the sm_80 kernels everywhere,
   # then each Hopper kernel alone: a failure names its kernel.
-  step tests-default 150 "$X/test_attention_cuda"
-  step tests-sm80 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
-  step tests-fwd-sm90 150 env ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
+  step tests-default "$test_limit" "$X/test_attention_cuda"
+  step tests-sm80 "$test_limit" env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
+  step tests-fwd-sm90 "$test_limit" env ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm80 "$X/test_attention_cuda"
   [ "$RC" = 0 ] || hopper_failed="$hopper_failed fwd"
-  step tests-bwd-sm90 150 env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 "$X/test_attention_cuda"
+  step tests-bwd-sm90 "$test_limit" env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 "$X/test_attention_cuda"
   [ "$RC" = 0 ] || hopper_failed="$hopper_failed bwd"
   # The Hopper kernels' candidate forms (the benchmark's sm90-next, not the default): the forward's
   # S by m64n128k16, at HS 64 192-row tiles (three consumers), on the persistent grid (capped at 5
@@ -107,7 +116,7 @@ if wants tests; then
   # them only.
   next_env=(ATTENTION_FWD_KERNEL=sm90 ATTENTION_BWD_KERNEL=sm90 ATTENTION_FWD_HOPPER=n128 ATTENTION_FWD_HOPPER_ROWS=192
             ATTENTION_FWD_HOPPER_GRID=persistent ATTENTION_HOPPER_HS80=exact ATTENTION_BWD_HOPPER=pingpong)
-  step tests-sm90-next 150 env "${next_env[@]}" ATTENTION_FWD_HOPPER_BLOCKS=5 "$X/test_attention_cuda"
+  step tests-sm90-next "$test_limit" env "${next_env[@]}" ATTENTION_FWD_HOPPER_BLOCKS=5 "$X/test_attention_cuda"
   next_ok=1
   if [ "$RC" != 0 ]; then
     next_ok=""
@@ -135,10 +144,22 @@ if [ -n "$hopper_failed" ]; then
   export ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80
 fi
 
+# bench_table NAME VARIANTS LIMIT FILE: the benchmark's step NAME, its table copied to FILE in --out
+bench_table() {
+  step "$1" "$3" env ATTENTION_BENCH="$X/attention_bench" bash "$GPU_BUNDLE/tools/attention_bench.sh" \
+    --out "$LOGS/$1" --variants "$2" --hs "$hs" --T "$Ts" --tokens "$tokens" --reps 10 --warmup 2
+  [ -f "$LOGS/$1/table.txt" ] && cp "$LOGS/$1/table.txt" "$out/$4"
+}
+# The forms alone: not after a failed Hopper kernel; last when their combination failed its tests.
+forms_when=""
+if wants bench && [ -n "$forms" ] && [ -z "$hopper_failed" ]; then
+  forms_when=last
+  { ! wants tests || [ -n "$next_ok" ]; } && forms_when=next
+fi
+
 if wants bench; then
-  step attention-bench 240 env ATTENTION_BENCH="$X/attention_bench" bash "$GPU_BUNDLE/tools/attention_bench.sh" \
-    --out "$LOGS/bench" --variants "$variants" --hs "$hs" --T "$Ts" --tokens "$tokens" --reps 10 --warmup 2
-  [ -f "$LOGS/bench/table.txt" ] && cp "$LOGS/bench/table.txt" "$out/attention_table.txt"
+  bench_table attention-bench "$variants" 240 attention_table.txt
+  [ "$forms_when" = next ] && bench_table attention-bench-forms "$forms" 180 attention_table_forms.txt
 fi
 
 if wants train; then
@@ -177,6 +198,8 @@ if wants ncu && [ -z "$hopper_failed" ]; then
   fi
 fi
 
+[ "$forms_when" = last ] && bench_table attention-bench-forms "$forms" 180 attention_table_forms.txt
+
 if wants kit; then
   step kit-bench 300 bash "$GPU_BUNDLE/tools/gpu_check.sh" --bench --out "$LOGS/kit"
   grep -E 'tokens/s|x flash|PASS|FAIL' "$LOGS/kit-bench.log" | tail -n 20 | sed 's/^/    /' | tee -a "$SUMMARY"
@@ -185,4 +208,5 @@ fi
 say "done: $failures step(s) failed"
 tar czf "$out/logs.tgz" -C "$LOGS" . 2> /dev/null
 [ -f "$out/attention_table.txt" ] && cat "$out/attention_table.txt"
+[ -f "$out/attention_table_forms.txt" ] && cat "$out/attention_table_forms.txt"
 [ "$failures" -eq 0 ]
