@@ -324,6 +324,24 @@ t_hopper_check() {
     eval '[ "$(grep -cE "^(sm90|sm90-persistent) +64 +128 " "$o/attention_table_forms.txt")" = 2 ] &&
       grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'
   [ $rc = 0 ] || tail -n 20 "$W/hopper.out" | sed 's/^/        | /'
+  # The next forms failing their tests (a planted test program in a copy of the bundle that fails
+  # only with ATTENTION_FWD_HOPPER_GRID=persistent): sm90-next left out of the benchmark, the forms
+  # timed last (after Nsight Compute's step, which says it finds no ncu here).
+  local fb=$W/bundle-next-fails
+  cp -as "$(cd "$HB" && pwd)" "$fb" && rm "$fb/libexec/test_attention_cuda" &&
+    printf '%s\n' '#!/bin/sh' '[ "${ATTENTION_FWD_HOPPER_GRID:-}" = persistent ] && { echo "FAIL  planted"; exit 1; }' \
+      'echo "ok    planted"' > "$fb/libexec/test_attention_cuda" && chmod +x "$fb/libexec/test_attention_cuda"
+  PYTHON=/usr/bin/python3 timeout 600 bash tools/gpu_hopper_check.sh --bundle "$fb" --out "$W/hopper-next" \
+    --steps tests,bench,ncu --hs 64 --T 128 --tokens 256 --variants current,sm90-next --forms sm90 \
+    --test-limit 60 --deadline 500 > "$W/hopper-next.out" 2>&1
+  rc=$?
+  local sn=$W/hopper-next/summary.txt
+  check "next forms failing their tests: exit 1, sm90-next left out, the forms' table last" \
+    eval '[ $rc = 1 ] && grep -q "tests-sm90-next: exit 1" "$sn" && grep -q "left out of the benchmark (variants current)" "$sn" &&
+      [ "$(grep -cE "^sm90 +64 +128 " "$W/hopper-next/attention_table_forms.txt")" = 1 ] &&
+      [ "$(grep -cE "^sm90-next " "$W/hopper-next/attention_table.txt")" = 0 ] &&
+      grep -A1 "ncu: not found" "$sn" | grep -q "attention-bench-forms: exit 0"'
+  [ $rc = 1 ] || tail -n 20 "$W/hopper-next.out" | sed 's/^/        | /'
   timeout 120 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/hopper-late" --steps ptx --deadline 5 > "$W/hopper-late.out" 2>&1
   check "a deadline already past: every step skipped and said so" \
     eval '[ "$(grep -c "skipped (deadline)" "$W/hopper-late/summary.txt")" = 5 ]'
