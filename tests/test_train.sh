@@ -446,7 +446,7 @@ t_flags() {
   for flag in $vflags; do printf '%s|missing||1\n' "$flag" >> "$cases"; done
   check "--help lists value-taking flags ($(echo $vflags | wc -w) found)" test "$(echo $vflags | wc -w)" -gt "$n"
   echo "  $(wc -l < "$cases") cases"
-  export -f flag_case case_starts_mpi err_lines; export TRAIN W DATA
+  export -f flag_case case_starts_mpi; export TRAIN W DATA
   # The arrays do not export: pass TINY through a file.
   printf '%s\0' "${TINY[@]}" > "$W/tiny.args"
   local results=$W/results
@@ -459,9 +459,9 @@ t_flags() {
     set -- "$0" "$@"
     while [ $# -ge 5 ]; do flag_case "$2" "$3" "${4#=}" "$5"; shift 5; done
     rm -rf "$W"'
-  # Two passes: the cases without MPI are CPU-bound (~30 ms each) and run two at a time, twenty to a shell; the MPI
-  # jobs mostly wait on their start and run twelve at a time. Mixed, the MPI singletons' polling
-  # slowed every case ten-fold.
+  # Two passes, as the two kinds want: the cases without MPI are CPU-bound (~30 ms each) and run
+  # two at a time, twenty to a shell (a shell and its forks a case were most of their cost); the
+  # MPI jobs mostly wait on their start and run twelve at a time, one to a shell.
   local pass
   for pass in no-mpi mpi; do
     local i=0
