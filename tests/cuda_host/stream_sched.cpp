@@ -125,6 +125,7 @@ struct Sched {
     CUstream_st legacy;
     std::vector<CUstream_st*> active;  // streams with ops queued
     int next_stream_id = 1;
+    unsigned query_budget = 1;  // scheduling steps the next stream or event query may run
     Sched() {
         legacy.magic = STREAM_MAGIC;
         legacy.flags = 0;
@@ -479,9 +480,31 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return cudaSuccess;
 }
 
-// Runs one scheduling step (so that a loop of queries ends), then answers honestly.
-static void query_step(void) {
-    if (!in_step && step_once() == STEP_POLLED) sched_yield();
+// A query runs stream work, then answers honestly. The first query after a ready answer runs one
+// scheduling step, so a loop of queries sees cudaErrorNotReady while work is queued; each further
+// not-ready answer doubles the steps the next query may run, as a GPU keeps working while the host
+// polls. Without that, a host that sleeps between polls (comm_poll after its spin) would get one
+// step of device work per sleep: 4 ranks on 2 cores then sat idle half the time.
+
+static void query_steps(const CudaHostTicket& t) {
+    if (in_step) return;
+    for (unsigned k = 0; k < S().query_budget && !cuda_host_ticket_done(t); k++) {
+        const int r = step_once();
+        if (r == STEP_NONE) break;
+        if (r == STEP_POLLED) {
+            sched_yield();  // only MPI operations left: let the other ranks run
+            break;
+        }
+    }
+}
+
+static cudaError_t query_answer(const CudaHostTicket& t) {
+    if (cuda_host_ticket_done(t)) {
+        S().query_budget = 1;
+        return cudaSuccess;
+    }
+    if (S().query_budget < (1u << 20)) S().query_budget *= 2;
+    return cudaErrorNotReady;  // not an error: not recorded
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -489,8 +512,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: invalid stream");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     CUstream_st* s = resolve(stream);
-    if (s->completed < s->issued) query_step();
-    return s->completed < s->issued ? cudaErrorNotReady : cudaSuccess;  // not an error: not recorded
+    const CudaHostTicket t = {s, s->issued};
+    query_steps(t);
+    return query_answer(t);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -573,8 +597,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: invalid event");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     if (!event->recorded) return cudaSuccess;
-    if (!cuda_host_ticket_done(event->last)) query_step();
-    return cuda_host_ticket_done(event->last) ? cudaSuccess : cudaErrorNotReady;
+    query_steps(event->last);
+    return query_answer(event->last);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

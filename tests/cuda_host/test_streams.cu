@@ -11,7 +11,9 @@
 //       cudaStreamNonBlocking ones;
 //   (e) a copy to pageable memory is complete when cudaMemcpyAsync returns, a pageable source is
 //       taken when the call is made, pinned copies complete at the next synchronisation;
-//   (f) cudaStreamQuery / cudaEventQuery answer cudaErrorNotReady, then cudaSuccess;
+//   (f) cudaStreamQuery / cudaEventQuery answer cudaErrorNotReady, then cudaSuccess; a loop of
+//       queries gets more work done per query, as a GPU works on while the host polls (64
+//       launches end within 8 queries: a host that sleeps between polls is not starved);
 //   (g) the blocks of two concurrent kernels interleave;
 //   (h) under CUDA_HOST_SCHEDULE=inorder (the suite runs this program both ways), each operation
 //       runs when issued: nothing is exposed, queries succeed at once, nothing interleaves.
@@ -273,12 +275,21 @@ static void test_queries(void) {
     while ((err = cudaEventQuery(e)) == cudaErrorNotReady) event_not_ready++, polls++;
     check(err == cudaSuccess, "(f) cudaEventQuery ends with cudaSuccess: %s", cudaGetErrorName(err));
     check(cudaGetLastError() == cudaSuccess, "(f) cudaErrorNotReady is not recorded as the last error");
+    enum { MANY = 64 };
+    for (int k = 0; k < MANY; k++) LAUNCH(produce_kernel, BLOCKS, THREADS, 0, s, d, k);
+    CUDA_CHECK(cudaEventRecord(e, s));
+    int many_polls = 0;
+    while ((err = cudaEventQuery(e)) == cudaErrorNotReady) many_polls++, polls++;
+    check(err == cudaSuccess, "(f) cudaEventQuery after %d launches: %s", MANY, cudaGetErrorName(err));
 #ifdef CUDA_HOST
-    if (inorder)
+    if (inorder) {
         check(polls == 0, "(h) inorder: queries succeed at once");
-    else
+    } else {
         check(stream_not_ready > 0 && event_not_ready > 0, "(f) queries answered cudaErrorNotReady while work was "
               "queued (stream %d times, event %d times)", stream_not_ready, event_not_ready);
+        check(many_polls > 0 && many_polls <= 8, "(f) %d launches took %d not-ready queries (expected 1 to 8: each "
+              "query may run twice the work of the one before)", MANY, many_polls);
+    }
 #endif
     CUDA_CHECK(cudaFree(d));
     CUDA_CHECK(cudaEventDestroy(e));
