@@ -485,10 +485,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 // not-ready answer doubles the steps the next query may run, as a GPU keeps working while the host
 // polls. Without that, a host that sleeps between polls (comm_poll after its spin) would get one
 // step of device work per sleep: 4 ranks on 2 cores then sat idle half the time.
-
-static void query_steps(const CudaHostTicket& t) {
-    if (in_step) return;
-    for (unsigned k = 0; k < S().query_budget && !cuda_host_ticket_done(t); k++) {
+static cudaError_t query_ticket(const CudaHostTicket& t) {
+    for (unsigned k = 0; !in_step && k < S().query_budget && !cuda_host_ticket_done(t); k++) {
         const int r = step_once();
         if (r == STEP_NONE) break;
         if (r == STEP_POLLED) {
@@ -496,9 +494,6 @@ static void query_steps(const CudaHostTicket& t) {
             break;
         }
     }
-}
-
-static cudaError_t query_answer(const CudaHostTicket& t) {
     if (cuda_host_ticket_done(t)) {
         S().query_budget = 1;
         return cudaSuccess;
@@ -512,9 +507,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: invalid stream");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     CUstream_st* s = resolve(stream);
-    const CudaHostTicket t = {s, s->issued};
-    query_steps(t);
-    return query_answer(t);
+    return query_ticket({s, s->issued});
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -597,8 +590,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: invalid event");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     if (!event->recorded) return cudaSuccess;
-    query_steps(event->last);
-    return query_answer(event->last);
+    return query_ticket(event->last);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
