@@ -3,8 +3,9 @@
 // crossentropy_forward and crossentropy_forward_backward in model/layers.c).
 //
 // One block per row. Pass 1 reads the row once with 16-byte loads and keeps a running (max, sum
-// of exp) per thread, rescaling the sum when the max grows (online softmax, fp32); the block
-// merges the per-thread pairs in a fixed order. Pass 2 re-reads the row (from L2: a 50304-wide
+// of exp) per thread, rescaling the sum when the max grows (online softmax, fp32); each warp
+// merges its lanes' pairs by a butterfly, and then every warp merges the warps' pairs by the same
+// butterfly (5 merges a thread, not one per warp). Pass 2 re-reads the row (from L2: a 50304-wide
 // bf16 row is 100 KB) and overwrites it with dloss * (exp(z - lse) - onehot). The probabilities
 // are never stored, so HBM traffic is one read and one write of the logits.
 #include "model/matmul_cuda.cuh"
@@ -14,7 +15,13 @@
 
 // 1024 threads, 2 blocks per SM: at most 2 x 132 rows in flight on an H100, 27 MB of bf16 rows
 // at Vp = 50304, so pass 2's re-read hits the 50 MB L2 (4 blocks of 512 would need 53 MB).
+// A narrower row gets fewer threads: one 16-byte chunk each, in whole warps.
 enum { CLS_THREADS = 1024, CLS_WARPS = CLS_THREADS / 32, CLS_MIN_BLOCKS = 2 };
+
+static int classifier_threads(int Vp) {
+    const int chunks = Vp / X128_ELEMS, threads = (chunks + 31) / 32 * 32;
+    return threads < CLS_THREADS ? threads : CLS_THREADS;
+}
 
 // (m, s) <- the pair describing the union of the sets described by (m, s) and (m2, s2), where a
 // pair means sum(exp(z - m)) = s. Symmetric, so every lane of a butterfly gets the same result.
@@ -24,10 +31,20 @@ __device__ __forceinline__ void maxsum_merge(float& m, float& s, float m2, float
     m = mn;
 }
 
+// Every lane of the warp <- the merge of the warp's 32 pairs (the same tree on every lane).
+__device__ __forceinline__ void butterfly_maxsum(float& m, float& s) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        maxsum_merge(m, s, m2, s2);
+    }
+}
+
 __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
     classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
                       int write_dlogits) {
     __shared__ float warp_m[CLS_WARPS], warp_s[CLS_WARPS];
+    const int threads = blockDim.x, warps = threads / 32;
     floatX* z = logits + (size_t)blockIdx.x * Vp;
     const int target = targets[blockIdx.x];
     const bool target_ok = target >= 0 && target < V;
@@ -36,7 +53,7 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
 
     // Pass 1: per-thread online max and sum of exp over this thread's 16-byte chunks.
     float m = -FLT_MAX, s = 0.0f;
-    for (int i = threadIdx.x * X128_ELEMS; i < V; i += CLS_THREADS * X128_ELEMS) {
+    for (int i = threadIdx.x * X128_ELEMS; i < V; i += threads * X128_ELEMS) {
         const x128 x = load128(z + i);
         float v[X128_ELEMS];
         float chunk_max = -FLT_MAX;
@@ -51,27 +68,24 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
         for (int k = 0; k < X128_ELEMS; k++)
             if (i + k < V) s += __expf(v[k] - m);
     }
-    for (int off = 16; off > 0; off >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-        const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
-        maxsum_merge(m, s, m2, s2);
-    }
+    butterfly_maxsum(m, s);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) {
         warp_m[warp] = m;
         warp_s[warp] = s;
     }
     __syncthreads();
-    // Every thread merges the warps' pairs in the same order: no second barrier.
-    m = warp_m[0];
-    s = warp_s[0];
-    for (int w = 1; w < CLS_WARPS; w++) maxsum_merge(m, s, warp_m[w], warp_s[w]);
+    // Lane l of every warp takes warp l's pair (an empty pair past the last warp), and every warp
+    // runs the same butterfly: every thread gets the same bits, without a second barrier.
+    m = lane < warps ? warp_m[lane] : -FLT_MAX;
+    s = lane < warps ? warp_s[lane] : 0.0f;
+    butterfly_maxsum(m, s);
     const float lse = m + logf(s);
     if (threadIdx.x == 0) losses[blockIdx.x] = target_ok ? lse - z_target : __int_as_float(0x7fc00000);
     if (!write_dlogits) return;
 
     // Pass 2: dlogits over the row, 0 on the padded columns (whose values are never used).
-    for (int i = threadIdx.x * X128_ELEMS; i < Vp; i += CLS_THREADS * X128_ELEMS) {
+    for (int i = threadIdx.x * X128_ELEMS; i < Vp; i += threads * X128_ELEMS) {
         x128 x;
         if (i < V) x = load128(z + i);
         x128 out;
@@ -94,7 +108,7 @@ void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* 
     CHECK((uintptr_t)logits % 16 == 0, "caller bug",
           "classifier_forward_backward_cuda: logits must be 16-byte aligned");
     if (N == 0) return;
-    LAUNCH(classifier_kernel, N, CLS_THREADS, 0, stream, logits, losses, targets, dloss, V, Vp,
+    LAUNCH(classifier_kernel, N, classifier_threads(Vp), 0, stream, logits, losses, targets, dloss, V, Vp,
            write_dlogits);
 }
 
