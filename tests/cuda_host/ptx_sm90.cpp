@@ -507,19 +507,26 @@ CudaHostSmemDesc cuda_host_smem_desc_decode(uint64_t desc) {
 // 8 k rows 16 bytes apart, next 16 bytes of mn at SBO, next 8 k at LBO; MN-major swizzled: W bytes
 // of mn, k rows W bytes apart, next W bytes of mn at LBO, next 8 k at SBO. Then the swizzle XORs
 // address bits [4, 4 + B) with [7, 7 + B).
-uint32_t cuda_host_smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
-    uint32_t w = d->swizzle, a = d->addr;
+// (Shifts and masks, not / and %, and inlined into the wgmma twin's operand reads: W is 32, 64 or
+// 128 bytes, and the twin reads every operand element of every wgmma through this.)
+static inline uint32_t desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
+    const uint32_t w = d->swizzle, bits = w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0;
+    const uint32_t m = (uint32_t)mn, kk = (uint32_t)k;
+    uint32_t a = d->addr;
     if (!mn_major) {
-        uint32_t kb = (uint32_t)(k * elem_bytes);
-        if (!w) a += (uint32_t)(mn % 8) * 16 + (uint32_t)(mn / 8) * d->sbo + kb % 16 + kb / 16 * d->lbo;
-        else a += (uint32_t)(mn % 8) * w + (uint32_t)(mn / 8) * d->sbo + kb;
+        uint32_t kb = kk * (uint32_t)elem_bytes;
+        if (!w) a += (m & 7) * 16 + (m >> 3) * d->sbo + (kb & 15) + (kb >> 4) * d->lbo;
+        else a += (m & 7) * w + (m >> 3) * d->sbo + kb;
     } else {
-        uint32_t mb = (uint32_t)(mn * elem_bytes);
-        if (!w) a += mb % 16 + mb / 16 * d->sbo + (uint32_t)(k % 8) * 16 + (uint32_t)(k / 8) * d->lbo;
-        else a += mb % w + mb / w * d->lbo + (uint32_t)(k % 8) * w + (uint32_t)(k / 8) * d->sbo;
+        uint32_t mb = m * (uint32_t)elem_bytes;
+        if (!w) a += (mb & 15) + (mb >> 4) * d->sbo + (kk & 7) * 16 + (kk >> 3) * d->lbo;
+        else a += (mb & (w - 1)) + (mb >> (bits + 4)) * d->lbo + (kk & 7) * w + (kk >> 3) * d->sbo;
     }
-    unsigned bits = w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0;
     return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
+}
+
+uint32_t cuda_host_smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
+    return desc_element(d, mn_major, mn, k, elem_bytes);
 }
 
 // A consumer of the overlapped Hopper forward has the S wgmmas of one tile and the P V wgmmas of
@@ -537,10 +544,10 @@ typedef struct {
 } WgOp;
 
 typedef struct {
-    int n;
+    int head, n;  // the pending operations are op[head, head + n), oldest first
     unsigned open;
     int fenced;
-    std::vector<WgOp> op;  // WG_MAX_PENDING, allocated at the thread's first wgmma
+    std::vector<WgOp> op;  // grown as needed up to WG_MAX_PENDING, kept from block to block
 } WgQueue;
 
 static thread_local std::vector<WgQueue> tl_wg;
@@ -567,24 +574,28 @@ static WgQueue* wg_queue(const char* what) {
     const CudaHostLaunch* l = cuda_host_current_launch(what);
     unsigned threads = l->block.x * l->block.y * l->block.z;
     if (threads % 128) failf(what, "the block's %u threads are not whole warpgroups of 128", threads);
-    if (tl_wg.size() < threads) {
-        tl_wg.resize(threads);
-        for (size_t i = 0; i < threads; i++) tl_wg[i].n = 0, tl_wg[i].open = 0, tl_wg[i].fenced = 0, tl_wg[i].op.clear();
-    }
+    if (tl_wg.size() < threads) tl_wg.resize(threads);  // new queues are empty (value-initialized)
     return &tl_wg[(size_t)cuda_host_current_thread(what)];
 }
 
 void cuda_host_wgmma_fence(void) { wg_queue("wgmma.fence")->fenced = 1; }
 void cuda_host_wgmma_commit(void) { wg_queue("wgmma.commit_group")->open++; }
 
-static float smem_bf16(uint32_t addr) {
-    const unsigned char* p = (const unsigned char*)cuda_host_dynamic_smem() + addr;
+// The bf16 at byte addr of the block's dynamic shared memory smem.
+static float smem_bf16(const unsigned char* smem, uint32_t addr) {
     uint16_t v;
-    memcpy(&v, p, 2);
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    memcpy(&v, smem + addr, 2);
+    return bf16_bits(v);
+}
+
+// Operand row mn's 16 k values of a wgmma's shared-memory operand. K-major: k 0-7 and k 8-15 each
+// fill one 16-byte chunk, which the swizzle moves whole, so two look-ups give all 16 addresses.
+static void smem_operand_row(const unsigned char* smem, const CudaHostSmemDesc* d, int mn_major, int mn, float v[16]) {
+    uint32_t addr = 0;
+    for (int k = 0; k < 16; k++) {
+        if (mn_major || k % 8 == 0) addr = desc_element(d, mn_major, mn, k, 2);
+        v[k] = smem_bf16(smem, mn_major ? addr : addr + 2 * (uint32_t)(k % 8));
+    }
 }
 
 // D = A B^T + C for this thread's fragment: warp w of the warpgroup has rows 16 w .. 16 w + 15,
@@ -620,23 +631,35 @@ static void wg_compute(const WgOp* op, int thread) {
                       "is in flight (hint: write them only after the wait)", i, op->idx + 1, mine[i], op->areg[i]);
     }
     const float* c = op->chained ? op->d : op->c;
-    float out[128];
-    for (int j = 0; j < op->n / 8; j++)
-        for (int i = 0; i < 4; i++) {
-            int row = 16 * w + g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
-            float s = op->scale_d ? c[4 * j + i] : 0.0f;
-            for (int k = 0; k < 16; k++) {
-                float a;
-                if (regs) {
-                    uint32_t r = regs[4 * (32 * w + 4 * (row % 16 % 8) + k % 8 / 2) + 2 * (k / 8) + row % 16 / 8];
-                    a = bf16_bits(k % 2 ? r >> 16 : r);
-                } else {
-                    a = smem_bf16(cuda_host_smem_desc_element(&da, op->tnsp_a, row, k, 2));
-                }
-                s += a * smem_bf16(cuda_host_smem_desc_element(&db, op->tnsp_b, col, k, 2));
-            }
-            out[4 * j + i] = s;
+    const unsigned char* smem = (const unsigned char*)cuda_host_dynamic_smem();
+    // Each operand element this thread needs is read once: its two rows of A (g and g + 8 of the
+    // warp's 16), then per 8 columns its two columns of B; every output sums over k in order.
+    float a[2][16];
+    for (int h = 0; h < 2; h++) {
+        if (!regs) {
+            smem_operand_row(smem, &da, op->tnsp_a, 16 * w + g + 8 * h, a[h]);
+            continue;
         }
+        for (int k = 0; k < 16; k++) {
+            uint32_t r = regs[4 * (32 * w + 4 * g + k % 8 / 2) + 2 * (k / 8) + h];
+            a[h][k] = bf16_bits(k % 2 ? r >> 16 : r);
+        }
+    }
+    float out[128];
+    for (int j = 0; j < op->n / 8; j++) {
+        float b[2][16];
+        for (int e = 0; e < 2; e++) smem_operand_row(smem, &db, op->tnsp_b, 8 * j + 2 * t + e, b[e]);
+        // Output i is row g + 8 (i / 2), column 2 t + i % 2: four independent sums over k.
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        if (op->scale_d) s0 = c[4 * j], s1 = c[4 * j + 1], s2 = c[4 * j + 2], s3 = c[4 * j + 3];
+        for (int k = 0; k < 16; k++) {
+            s0 += a[0][k] * b[0][k];
+            s1 += a[0][k] * b[1][k];
+            s2 += a[1][k] * b[0][k];
+            s3 += a[1][k] * b[1][k];
+        }
+        out[4 * j] = s0, out[4 * j + 1] = s1, out[4 * j + 2] = s2, out[4 * j + 3] = s3;
+    }
     memcpy(op->d, out, (size_t)op->n / 2 * sizeof(float));
 }
 
@@ -647,9 +670,10 @@ void cuda_host_wgmma_wait(int n) {
     int thread = cuda_host_current_thread(what), done = 0;
     // The results land now: the operands are read from shared memory at the wait, so a kernel that
     // overwrites them earlier, or reads the accumulators before the wait, gets wrong values.
-    while (done < q->n && (unsigned long long)q->op[done].group + (unsigned)n < q->open) wg_compute(&q->op[done++], thread);
+    WgOp* pending = q->op.data() + q->head;
+    while (done < q->n && (unsigned long long)pending[done].group + (unsigned)n < q->open) wg_compute(&pending[done++], thread);
+    q->head = done < q->n ? q->head + done : 0;
     q->n -= done;
-    memmove(q->op.data(), q->op.data() + done, (size_t)q->n * sizeof q->op[0]);
     q->fenced = 0;
 }
 
@@ -662,8 +686,15 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
     if (!q->fenced)
         failf(what, "no wgmma.fence since this thread's last wgmma.wait_group (or the kernel's start); the "
               "accumulator registers may not be ready for the async proxy");
-    if (q->op.empty()) q->op.resize(WG_MAX_PENDING);
     if (q->n == WG_MAX_PENDING) failf(what, "%d operations pending, the host runtime's limit", WG_MAX_PENDING);
+    if ((size_t)(q->head + q->n) == q->op.size()) {  // no room after the pending operations
+        if (q->head) {
+            memmove(q->op.data(), q->op.data() + q->head, (size_t)q->n * sizeof q->op[0]);
+            q->head = 0;
+        } else {
+            q->op.resize(q->op.empty() ? 8 : 2 * q->op.size());
+        }
+    }
     CudaHostSmemDesc descs[2] = {cuda_host_smem_desc_decode(desc_a), cuda_host_smem_desc_decode(desc_b)};
     for (int i = 0; i < 2; i++)
         if (descs[i].base_offset)
@@ -692,7 +723,8 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
         if (regs[(size_t)idx].empty()) regs[(size_t)idx].assign(4 * 128, 0);
         memcpy(&regs[(size_t)idx][(size_t)(4 * (thread % 128))], a, 4 * sizeof(uint32_t));
     }
-    WgOp* op = &q->op[q->n++];
+    WgOp* pending = q->op.data() + q->head;
+    WgOp* op = &pending[q->n++];
     op->d = d;
     op->n = n;
     op->rs = a != NULL;
@@ -707,7 +739,7 @@ static void wg_issue(float* d, int n, uint64_t desc_a, const uint32_t* a, uint64
     op->group = q->open;
     op->chained = 0;
     for (int i = 0; i < q->n - 1; i++)
-        if (q->op[i].d == d) op->chained = 1;  // accumulates onto an op in flight: C is its result
+        if (pending[i].d == d) op->chained = 1;  // accumulates onto an op in flight: C is its result
     if (!op->chained) memcpy(op->c, d, (size_t)n / 2 * sizeof(float));
     for (int i = 0; i < n / 2; i++) d[i] = __builtin_nanf("");  // in flight until the wait
 }
@@ -721,7 +753,7 @@ void cuda_host_wgmma_bf16_rs(float* d, int n, const uint32_t* a, uint64_t desc_b
 }
 
 static void wg_block_begin(void) {
-    tl_wg.clear();
+    for (size_t i = 0; i < tl_wg.size(); i++) tl_wg[i].head = 0, tl_wg[i].n = 0, tl_wg[i].open = 0, tl_wg[i].fenced = 0;
     tl_wg_issues.clear();
     tl_wg_count.clear();
     tl_wg_aregs.clear();
