@@ -90,9 +90,6 @@ typedef struct {
 // The shared address of p (dynamic shared memory only; fails otherwise).
 uint32_t cuda_host_smem_desc_addr(const void* p);
 CudaHostSmemDesc cuda_host_smem_desc_decode(uint64_t desc);
-// The shared address of element (mn, k) of an operand in the canonical layout the descriptor
-// describes (CUTLASS's GMMA layouts), K-major or MN-major, swizzle applied; elem_bytes 2 (bf16).
-uint32_t cuda_host_smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes);
 // wgmma.fence / commit_group / wait_group n (per thread; a wgmma needs a fence since the thread's
 // last wait). wgmma.mma_async m64nNk16 f32.bf16.bf16: d holds this thread's N/2 accumulators; the
 // operation is queued, d is poisoned (NaN) and the result lands at the wait that retires its group.

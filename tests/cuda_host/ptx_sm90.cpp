@@ -507,9 +507,9 @@ CudaHostSmemDesc cuda_host_smem_desc_decode(uint64_t desc) {
 // 8 k rows 16 bytes apart, next 16 bytes of mn at SBO, next 8 k at LBO; MN-major swizzled: W bytes
 // of mn, k rows W bytes apart, next W bytes of mn at LBO, next 8 k at SBO. Then the swizzle XORs
 // address bits [4, 4 + B) with [7, 7 + B).
-// (Shifts and masks, not / and %, and inlined into the wgmma twin's operand reads: W is 32, 64 or
-// 128 bytes, and the twin reads every operand element of every wgmma through this.)
-static inline uint32_t desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
+// (Shifts and masks, not / and %: W is 32, 64 or 128 bytes, and the wgmma twin reads every operand
+// row of every wgmma through this.)
+static uint32_t smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
     const uint32_t w = d->swizzle, bits = w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0;
     const uint32_t m = (uint32_t)mn, kk = (uint32_t)k;
     uint32_t a = d->addr;
@@ -523,10 +523,6 @@ static inline uint32_t desc_element(const CudaHostSmemDesc* d, int mn_major, int
         else a += (mb & (w - 1)) + (mb >> (bits + 4)) * d->lbo + (kk & 7) * w + (kk >> 3) * d->sbo;
     }
     return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
-}
-
-uint32_t cuda_host_smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
-    return desc_element(d, mn_major, mn, k, elem_bytes);
 }
 
 // A consumer of the overlapped Hopper forward has the S wgmmas of one tile and the P V wgmmas of
@@ -593,7 +589,7 @@ static float smem_bf16(const unsigned char* smem, uint32_t addr) {
 static void smem_operand_row(const unsigned char* smem, const CudaHostSmemDesc* d, int mn_major, int mn, float v[16]) {
     uint32_t addr = 0;
     for (int k = 0; k < 16; k++) {
-        if (mn_major || k % 8 == 0) addr = desc_element(d, mn_major, mn, k, 2);
+        if (mn_major || k % 8 == 0) addr = smem_desc_element(d, mn_major, mn, k, 2);
         v[k] = smem_bf16(smem, mn_major ? addr : addr + 2 * (uint32_t)(k % 8));
     }
 }
@@ -636,14 +632,12 @@ static void wg_compute(const WgOp* op, int thread) {
     // warp's 16), then per 8 columns its two columns of B; every output sums over k in order.
     float a[2][16];
     for (int h = 0; h < 2; h++) {
-        if (!regs) {
-            smem_operand_row(smem, &da, op->tnsp_a, 16 * w + g + 8 * h, a[h]);
-            continue;
-        }
-        for (int k = 0; k < 16; k++) {
-            uint32_t r = regs[4 * (32 * w + 4 * g + k % 8 / 2) + 2 * (k / 8) + h];
-            a[h][k] = bf16_bits(k % 2 ? r >> 16 : r);
-        }
+        if (!regs) smem_operand_row(smem, &da, op->tnsp_a, 16 * w + g + 8 * h, a[h]);
+        else
+            for (int k = 0; k < 16; k++) {
+                uint32_t r = regs[4 * (32 * w + 4 * g + k % 8 / 2) + 2 * (k / 8) + h];
+                a[h][k] = bf16_bits(k % 2 ? r >> 16 : r);
+            }
     }
     float out[128];
     for (int j = 0; j < op->n / 8; j++) {
