@@ -66,10 +66,12 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # never opening the first turn (a deadlock);
 # bwd-regs-layout, the regs schedule's K and V fragments with rows and column halves swapped;
 # pv80-lbo, the HS 80 P V (m64n80k16) reading V's columns 64..79 2 KiB past column 0 instead of in
-# the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed).
+# the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed);
+# bwd-q128-panel, the q128 form's consumers both reading dS^T's first 64 queries for dQ (a line
+# changed).
 HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait bwd-register-split \
                   bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-pingpong-no-first-turn bwd-regs-layout pv80-lbo \
-                  bwd-hs80-lbo persistent-no-q-wait
+                  bwd-hs80-lbo persistent-no-q-wait bwd-q128-panel
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
@@ -83,6 +85,7 @@ HOPPER_MUTANT_SED_bwd-early-no-s-wait := /after the last tile: nothing in flight
 HOPPER_MUTANT_SED_bwd-pingpong-no-first-turn := /if (TURNS && c == 1 && qt0 < nqt) hop_turn_pass<2>(c);/d
 HOPPER_MUTANT_SED_bwd-hs80-lbo := s/const unsigned lbo = F::TQ::PANEL \* sizeof(floatX);/const unsigned lbo = 2048;/
 HOPPER_MUTANT_SED_pv80-lbo := s/F::TK::PANEL \* sizeof(floatX), 1024, 128)/2048, 1024, 128)/
+HOPPER_MUTANT_SED_bwd-q128-panel := s/hop_desc(dST + qpanel \* F::TS::PANEL + kr0 \* 64)/hop_desc(dST + kr0 * 64)/
 HOPPER_MUTANT_SED_bwd-regs-layout := s/chunk(kr + 8 \* (e & 1), 2 \* kk + (e >> 1))/chunk(kr + 8 * (e >> 1), 2 * kk + (e \& 1))/
 hopper_mutant_file = $(if $(filter bwd-%,$(1)),hopper_backward.cuh,hopper_forward.cuh)
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)

@@ -93,8 +93,10 @@ struct FaBwdBlock {
     unsigned* sem;
     bool lagged;
 };
-template <int HS, int BK> __device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
-    constexpr int BQ = FA_BWD_BQ;
+// BQ: queries per tile (the Hopper backward's q128 form: 128; its semaphores then count 128-query
+// tiles, fewer than the workspace holds).
+template <int HS, int BK, int BQ = FA_BWD_BQ>
+__device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
     FaBwdBlock k;
     k.nkt = (a.Tk + BK - 1) / BK;
     k.nqt = (a.Tq + BQ - 1) / BQ;
@@ -134,9 +136,9 @@ __device__ __forceinline__ void fa_bwd_load_first(const AttnArgs& a, const FaBwd
 // last_kt, the last key tile that sees the previous query tile, moved on to the last that sees
 // query tile qt: key tiles kt .. last_kt add into its dQ, in descending order (first_query grows
 // with the key, so they are a contiguous range).
-template <int BK>
+template <int BK, int BQ = FA_BWD_BQ>
 __device__ __forceinline__ void fa_advance_last_kt(const AttnArgs& a, const FaBwdBlock& k, int qt, int& last_kt) {
-    while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / FA_BWD_BQ <= qt) last_kt++;
+    while (last_kt + 1 < k.nkt && first_query(a, (last_kt + 1) * BK) / BQ <= qt) last_kt++;
 }
 
 // The start of query tile qt's step: the next tile's Q, dO, lse and D into the other stage, the

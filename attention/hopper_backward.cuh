@@ -35,9 +35,13 @@
 // runs under the other's GEMMs; there each consumer's dQ reads only its own rows of dS^T, so the
 // barriers of both consumers around it become each one's own.
 // The same operations in the same order on the same values: the same bits as serial.
+// q128 (the launcher's, at HS 64 where Tq is a multiple of 128) is overlap on tiles of 128 queries
+// (BQ 128): S^T and dP^T one m64n128 GEMM each, dS^T two panels, and each consumer's dQ its own 64
+// queries over all 128 keys (DQ_BY_ROWS), with no partial sums: its own bits.
 // Registers: setmaxnreg only moves the launch's 168 per thread between the warpgroups, so the
 // counts sum to at most 3 x 168 = 504 per lane: 32 + 2 x 232 (FlashAttention-3's 24 + 2 x 240 spilled
-// the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever).
+// the reducer; 32 + 2 x 240 hung an H200, the consumers' .inc waiting forever); 40 + 2 x 232 with
+// 128-query tiles, whose producer and reducer spilled 16 bytes in 32.
 // Head sizes 64, 80 and 128: HS 80 in tiles of HP = 128 columns (rank-3 tensor maps, TMA's zeros
 // past the head; HopBwd).
 // Inputs: 16-byte aligned rows (a.vec), lse and D of 4-row chunks (a.vec_stats) and Tq a multiple
@@ -47,19 +51,25 @@
 #include "attention/flash_backward.cuh"
 #include "attention/hopper_forward.cuh"
 
-template <int HS> struct HopBwd {
+// BQ_: queries per tile, 64, or 128 at HS 64 (the q128 form, ATTENTION_BWD_HOPPER=q128).
+template <int HS_, int BQ_ = FA_BWD_BQ> struct HopBwd {
+    static constexpr int HS = HS_;
     static_assert(HS == 64 || HS == 80 || HS == 128, "the Hopper backward serves HS 64, 80 and 128");
-    static constexpr int BK = 128, BQ = FA_BWD_BQ, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    static_assert(BQ_ == FA_BWD_BQ || (BQ_ == 128 && HS == 64), "128-query tiles at HS 64 only (registers)");
+    static constexpr int BK = 128, BQ = BQ_, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
     // Tiles of HP columns, whole 64-column panels: HS 80 is padded to 128 (TMA fills the columns
     // past the head with zeros and skips them when it adds dQ); S^T and dP^T sum over the HS real
     // columns only, dK, dV and dQ span HP (their padding columns are 0 and never stored).
     static constexpr int HP = HS <= 64 ? 64 : 128;
+    static constexpr int PRODUCER_REGS = BQ == 128 ? 40 : 32;   // (setmaxnreg: see Registers above)
     // dQ: at HP 128 consumer c computes columns 64 c .. over all keys; at HP 64 all columns over
-    // its own 64 keys (SPLIT_KEYS), the partial sums added in shared memory.
-    static constexpr bool SPLIT_KEYS = HP == 64;
+    // its own 64 keys (SPLIT_KEYS), the partial sums added in shared memory; with 128-query tiles
+    // all columns of its own 64 queries over all keys (DQ_BY_ROWS: no partial sums).
+    static constexpr bool DQ_BY_ROWS = BQ == 128;
+    static constexpr bool SPLIT_KEYS = HP == 64 && !DQ_BY_ROWS;
     typedef FaTile<HP, BK> TK;          // K, V
     typedef FaTile<HP, BQ> TQ;          // Q, dO (a stage)
-    typedef FaTile<BQ, BK> TS;          // dS^T: 128 keys x 64 queries, one panel
+    typedef FaTile<BQ, BK> TS;          // dS^T: 128 keys x BQ queries, BQ / 64 panels
     static constexpr size_t KV = TK::BYTES, QG = TQ::BYTES, VEC = BQ * sizeof(float);
     static constexpr size_t OFF_V = KV, OFF_Q = 2 * KV, OFF_G = OFF_Q + STAGES * QG, OFF_DS = OFF_G + STAGES * QG;
     // Two fp32 dQ tiles (BQ x HP): query tile i is staged in buffer i % 2 while the reducer adds
@@ -96,18 +106,18 @@ constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
 // consumers have staged its dQ tile, lane 0 waits for the key tile's turn on the query tile (the
 // semaphores of flash_backward.cuh), adds the tile into the fp32 accumulator with one
 // cp.reduce.async.bulk.tensor, waits for it, and passes the turn on; then the staging is free.
-template <int HS>
+template <typename F>
 __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwdBlock& k, const CUtensorMap* dqmap,
                                                   const float* dQs) {
-    constexpr int BQ = HopBwd<HS>::BQ, BK = HopBwd<HS>::BK;
+    constexpr int BQ = F::BQ, BK = F::BK;
     int last_kt = k.kt;   // the last key tile that sees the current query tile (it adds first)
     for (int qt = k.qt0; qt < k.nqt; qt++) {
-        fa_advance_last_kt<BK>(a, k, qt, last_kt);
+        fa_advance_last_kt<BK, BQ>(a, k, qt, last_kt);
         const int buf = (qt - k.qt0) % 2;
         named_barrier_sync(HOP_BWD_DQ_FULL + buf, HOP_BWD_DQ_THREADS);
         if (threadIdx.x % 32 == 0) {
             fa_dq_spin(k.sem + qt, (unsigned)(last_kt - k.kt));
-            tma_reduce_add_3d(dqmap, dQs + buf * BQ * HopBwd<HS>::HP, 0, k.h, k.b * a.Tq + qt * BQ);
+            tma_reduce_add_3d(dqmap, dQs + buf * BQ * F::HP, 0, k.h, k.b * a.Tq + qt * BQ);
             bulk_commit();
             bulk_wait<0>();
             fa_dq_release(k.sem + qt);
@@ -129,15 +139,14 @@ ATTN_UNROLL
     mbarrier_arrive(empty);
 }
 
-// A consumer's S^T = K_c Q^T or dP^T = V_c dO^T (64 keys x 64 queries) into acc: per 16 of the HS
+// A consumer's S^T = K_c Q^T or dP^T = V_c dO^T (64 keys x BQ queries) into acc: per 16 of the HS
 // columns (the padding's zeros skipped) one wgmma, M_c (K_c or V_c) from shared memory at Mc, or
 // with KV_REGS from this thread's fragments mr; Y (Q or dO) from the stage at Yt. Issued, not
 // committed.
-template <int HS, bool KV_REGS>
+template <typename F, bool KV_REGS>
 __device__ __forceinline__ void hop_bwd_issue_t(float* acc, const uint32_t (*mr)[4], const floatX* Mc, const floatX* Yt) {
-    typedef HopBwd<HS> F;
 ATTN_UNROLL
-    for (int kk = 0; kk < HS / 16; kk++) {
+    for (int kk = 0; kk < F::HS / 16; kk++) {
         const uint64_t dy = hop_desc(Yt + (kk / 4) * F::TQ::PANEL + (kk % 4) * 16);
         if constexpr (KV_REGS) wgmma_m64n64k16_bf16_rs<0>(acc, mr[kk], dy, kk > 0);
         else wgmma_m64k16_bf16<F::BQ, 0, 0>(acc, hop_desc(Mc + (kk / 4) * F::TK::PANEL + (kk % 4) * 16), dy, kk > 0);
@@ -147,10 +156,9 @@ ATTN_UNROLL
 // dV_c += P^T dO and dK_c += dS^T Q (A: the packed P^T, dS^T; B: dO and Q, MN-major): one wgmma per
 // 64-column panel, or at DN 80 one m64n80k16 over both (the second panel at the descriptor's LBO;
 // no MMA on HS 80's padding).
-template <int HS, int DN>
+template <typename F, int DN>
 __device__ __forceinline__ void hop_bwd_issue_dkdv(float* dk, float* dv, const uint32_t (*pa)[4],
                                                    const uint32_t (*da)[4], const floatX* Gt, const floatX* Qt) {
-    typedef HopBwd<HS> F;
 ATTN_UNROLL
     for (int kb = 0; kb < F::BQ / 16; kb++) {
         if constexpr (DN == 80) {
@@ -168,21 +176,22 @@ ATTN_UNROLL
     }
 }
 
-// Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS>::THREADS threads. Tensor maps of rank 3,
+// Grid B * NH * nkt (fa_bwd_block's order), HopBwd<HS, BQ>::THREADS threads. Tensor maps of rank 3,
 // (HS columns, NH heads, rows): K and V over B Tk rows with boxes of 64 columns x 1 head x 128 rows,
-// Q and dO over B Tq rows with 64 x 1 x 64 boxes (128-byte swizzle), the fp32 dQ destination
-// (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x 64 boxes (no swizzle); lse and D over (B NH
-// rows, Tq columns) with 64 x 1 boxes. dK, dV as flash_backward_kernel. DN: the columns per wgmma of
-// dV += P^T dO and dK += dS^T Q (hop_head_cols: 64, or 80 at HS 80).
-template <int HS, int SCHED, int DN>
-__global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
+// Q and dO over B Tq rows with 64 x 1 x BQ boxes (128-byte swizzle), the fp32 dQ destination
+// (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x BQ boxes (no swizzle); lse and D over (B NH
+// rows, Tq columns) with BQ x 1 boxes. dK, dV as flash_backward_kernel. DN: the columns per wgmma of
+// dV += P^T dO and dK += dS^T Q (hop_head_cols: 64, or 80 at HS 80). BQ: queries per tile, 64, or
+// 128 at HS 64 in the overlap schedule (Tq a multiple of 128).
+template <int HS, int SCHED, int DN, int BQ>
+__global__ void __launch_bounds__(HopBwd<HS, BQ>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
                            const __grid_constant__ CUtensorMap lmap, const __grid_constant__ CUtensorMap dmap,
                            const __grid_constant__ CUtensorMap dqmap, const AttnArgs a, int NH) {
 #if CUDA_PTX_HAS_SM90A
-    typedef HopBwd<HS> F;
-    constexpr int BQ = F::BQ;
+    typedef HopBwd<HS, BQ> F;
+    static_assert(BQ == FA_BWD_BQ || SCHED == HOP_BWD_OVERLAP, "128-query tiles in the overlap schedule only");
     // EARLY where dK, dV leave room for the next S^T beside dQ (at HS 128: C7512, every wgmma
     // serialized for registers): HS 64, and HS 80 with dK, dV over 80 columns.
     // TURNS (pingpong at HS 64, where each consumer's dQ needs only its own dS^T rows): the
@@ -203,7 +212,7 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     float* Ds = Ls + F::STAGES * BQ;                               // D likewise
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
     uint64_t* kv_full = bar;
-    const FaBwdBlock k = fa_bwd_block<HS, F::BK>(a, NH);
+    const FaBwdBlock k = fa_bwd_block<HS, F::BK, BQ>(a, NH);
     const int nqt = k.nqt, b = k.b, h = k.h, j0 = k.j0, qt0 = k.qt0;
     const int wg = threadIdx.x / 128;
     if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added: done
@@ -219,8 +228,8 @@ __global__ void __launch_bounds__(HopBwd<HS>::THREADS, 1)
     __syncthreads();
 
     if (wg == 0) {   // the producer (thread 0) and the reducer (warp 1)
-        setmaxnreg_dec<32>();
-        if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<HS>(a, k, &dqmap, dQs);
+        setmaxnreg_dec<F::PRODUCER_REGS>();
+        if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<F>(a, k, &dqmap, dQs);
         if (threadIdx.x != 0 || qt0 >= nqt) return;
         mbarrier_arrive_expect_tx(kv_full, (unsigned)(2 * F::KV));
         for (int p = 0; p < F::HP / 64; p++) {
@@ -281,7 +290,7 @@ ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) s[j] = 0.0f;   // (scale-d 0 ignores them)
         hop_wait(F::full(bar, 0), 0);
         wgmma_fence();
-        hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs);
+        hop_bwd_issue_t<F, KV_REGS>(s, ka, Kc, Qs);
         wgmma_commit();
         wgmma_wait<0>();
 ATTN_UNROLL
@@ -306,9 +315,9 @@ ATTN_UNROLL
         if (!EARLY) hop_wait(F::full(bar, st), (unsigned)(i / F::STAGES) & 1u);
         if (TURNS) hop_turn_wait(c);
         wgmma_fence();
-        if (!EARLY) hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qt);
+        if (!EARLY) hop_bwd_issue_t<F, KV_REGS>(s, ka, Kc, Qt);
         if (OVERLAP && !EARLY) wgmma_commit();
-        hop_bwd_issue_t<HS, KV_REGS>(dp, va, Vc, Gt);
+        hop_bwd_issue_t<F, KV_REGS>(dp, va, Vc, Gt);
         wgmma_commit();
         if (TURNS) hop_turn_pass<2>(c);
         if (!EARLY) wgmma_wait<OVERLAP ? 1 : 0>();   // S^T has landed (OVERLAP: dP^T may still be in flight)
@@ -351,7 +360,7 @@ ATTN_UNROLL
         // TURNS: in the turn with dQ, after dS^T is stored.
         if (!TURNS) {
             wgmma_fence();   // P^T, dS^T and the accumulators written since the last wait
-            hop_bwd_issue_dkdv<HS, DN>(dk, dv, pa, da, Gt, Qt);
+            hop_bwd_issue_dkdv<F, DN>(dk, dv, pa, da, Gt, Qt);
             wgmma_commit();
         }
         // dS^T (bf16) to shared memory while they run: the packed registers are exactly its pairs
@@ -372,9 +381,11 @@ ATTN_UNROLL
         else named_barrier_sync(HOP_BWD_DS, 256);
 
         // dQ (64 queries x 64 columns) = dS K over a range of keys: A = dS from dS^T, B = K, both
-        // MN-major. dq[4 j + e]: column 8 j + 2 t + (e & 1) of the panel, query 16 w + g + 8 (e >> 1).
+        // MN-major. dq[4 j + e]: column 8 j + 2 t + (e & 1) of the panel, query 16 w + g + 8 (e >> 1)
+        // (+ 64 c with DQ_BY_ROWS: the queries of dS^T's panel c, over all keys).
         constexpr int DQ_KEYS = F::SPLIT_KEYS ? 64 : F::BK;
-        const int key0 = F::SPLIT_KEYS ? 64 * c : 0, panel = F::SPLIT_KEYS ? 0 : c;
+        const int key0 = F::SPLIT_KEYS ? 64 * c : 0, panel = F::SPLIT_KEYS || F::DQ_BY_ROWS ? 0 : c;
+        const int qpanel = F::DQ_BY_ROWS ? c : 0;
         float dq[32];
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) dq[j] = 0.0f;
@@ -383,14 +394,14 @@ ATTN_UNROLL
         if (TURNS) hop_turn_wait(c);
         wgmma_fence();
         if (TURNS) {
-            hop_bwd_issue_dkdv<HS, DN>(dk, dv, pa, da, Gt, Qt);
+            hop_bwd_issue_dkdv<F, DN>(dk, dv, pa, da, Gt, Qt);
             wgmma_commit();
         }
 ATTN_UNROLL
         for (int kb = 0; kb < DQ_KEYS / 16; kb++) {
             const int kr0 = key0 + 16 * kb;
-            wgmma_m64k16_bf16<64, 1, 1>(dq, hop_desc(dST + kr0 * 64), hop_desc(Ks + panel * F::TK::PANEL + kr0 * 64),
-                                        kb > 0);
+            wgmma_m64k16_bf16<64, 1, 1>(dq, hop_desc(dST + qpanel * F::TS::PANEL + kr0 * 64),
+                                        hop_desc(Ks + panel * F::TK::PANEL + kr0 * 64), kb > 0);
         }
         wgmma_commit();
         if (TURNS && (c == 0 || qt + 1 < nqt)) hop_turn_pass<2>(c);
@@ -403,7 +414,7 @@ ATTN_UNROLL
             for (int j = 0; j < BQ / 2; j++) s[j] = 0.0f;
             hop_wait(F::full(bar, sn), (unsigned)((i + 1) / F::STAGES) & 1u);
             wgmma_fence();
-            hop_bwd_issue_t<HS, KV_REGS>(s, ka, Kc, Qs + sn * F::TQ::ELEMS);
+            hop_bwd_issue_t<F, KV_REGS>(s, ka, Kc, Qs + sn * F::TQ::ELEMS);
             wgmma_commit();
             wgmma_wait<1>();   // dQ has landed; the next S^T may still be in flight
         } else {
@@ -416,7 +427,7 @@ ATTN_UNROLL
         if (TURNS) named_barrier_sync(HOP_BWD_OWN + c, 128);
         else named_barrier_sync(HOP_BWD_DQ, 256);
         if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);
-        const int qr = 16 * ((threadIdx.x / 32) % 4) + g;
+        const int qr = 64 * qpanel + 16 * ((threadIdx.x / 32) % 4) + g;
         float* row_lo = dQs + (i % 2) * BQ * F::HP + qr * F::HP + 64 * panel + 2 * t;
         float* row_hi = row_lo + 8 * F::HP;
         if (F::SPLIT_KEYS && c == 1) named_barrier_sync(HOP_BWD_DQ_PART, 256);   // after consumer 0's part

@@ -585,18 +585,25 @@ static int backward_layout_fa2(int hs) {
 // The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
 // GEMM waited for before the next step), overlap, regs (overlap with K and V in registers at HS
 // 64), early (regs, and the next query tile's S^T issued behind this one's dQ) or pingpong (early,
-// and at HS 64 the consumers taking turns at the GEMMs):
-// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong, to time them on an H100 or H200. The same
-// bits.
+// and at HS 64 the consumers taking turns at the GEMMs), all with the same bits; or q128 (the
+// launcher's own value: overlap with 128-query tiles at HS 64 where Tq is a multiple of 128, its
+// own bits as dQ sums all 128 keys in one GEMM; overlap elsewhere):
+// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong|q128, to time them on an H100 or H200.
+enum { HOP_BWD_Q128 = HOP_BWD_PINGPONG + 1 };
 static int hopper_backward_schedule(void) {
     const char* env = getenv("ATTENTION_BWD_HOPPER");
     if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
     if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
     if (!strcmp(env, "early")) return HOP_BWD_EARLY;
     if (!strcmp(env, "pingpong")) return HOP_BWD_PINGPONG;
-    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early or pingpong, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early or pingpong, found '%s'", env);
+    if (!strcmp(env, "q128")) return HOP_BWD_Q128;
+    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early, pingpong or q128, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early, pingpong or q128, found '%s'", env);
     return HOP_BWD_KV_REGS;
+}
+// Whether a Hopper backward of head size HS on a takes 128-query tiles (q128).
+static bool hopper_backward_q128(const AttnArgs& a, int HS) {
+    return hopper_backward_schedule() == HOP_BWD_Q128 && HS == 64 && a.Tq % 128 == 0;
 }
 
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
@@ -618,10 +625,10 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS, int SCHED, int DN> struct HopperBackwardSchedule {
+template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ> struct HopperBackwardSchedule {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-        typedef HopBwd<HS> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN>), F::SMEM, "head size", HS);
+        typedef HopBwd<HS, BQ> F;
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN, BQ>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
@@ -635,19 +642,25 @@ template <int HS, int SCHED, int DN> struct HopperBackwardSchedule {
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
         const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
                                               a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS, SCHED, DN>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm, dqm,
-               a, NH);
+        LAUNCH((hopper_backward_kernel<HS, SCHED, DN, BQ>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm,
+               dqm, a, NH);
     }
 };
 template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-    const int sched = hopper_backward_schedule();
-    // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile)
+    int sched = hopper_backward_schedule();
+    // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile; q128's
+    // tiles too: elsewhere, and where Tq is not a multiple of 128, it is overlap)
     if constexpr (HS == 64) {
+        if (hopper_backward_q128(a, HS)) {
+            HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN, 128>::launch(blocks, stream, a, NH);
+            return;
+        }
         if (sched == HOP_BWD_PINGPONG) {
             HopperBackwardSchedule<HS, HOP_BWD_PINGPONG, DN>::launch(blocks, stream, a, NH);
             return;
         }
     }
+    if (sched == HOP_BWD_Q128) sched = HOP_BWD_OVERLAP;
     if (sched >= HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
@@ -925,7 +938,8 @@ const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floa
 #else
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, 0, 0);
     a.dq = const_cast<float*>(dq);
-    return use_hopper_backward(a, p->HS, dq == NULL) ? "sm90" : "sm80";
+    if (!use_hopper_backward(a, p->HS, dq == NULL)) return "sm80";
+    return hopper_backward_q128(a, p->HS) ? "sm90-q128" : "sm90";
 #endif
 }
 

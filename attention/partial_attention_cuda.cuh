@@ -97,8 +97,9 @@ const char* attention_cuda_forward_kernel(const AttentionProblem* p, const float
 // The kernel a backward of p on these inputs runs: "sm90" (the Hopper kernel,
 // attention/hopper_backward.cuh: ATTENTION_BWD_KERNEL=sm90, or auto (the default) on a compute
 // capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, lse and d 16-byte aligned, Tq
-// a multiple of 64, and dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows), "sm80" or
-// "fma" (the fp32 build).
+// a multiple of 64, and dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows; "sm90-q128"
+// where it takes 128-query tiles: ATTENTION_BWD_HOPPER=q128, HS 64, Tq a multiple of 128), "sm80"
+// or "fma" (the fp32 build).
 const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
                                            int ldk, const floatX* v, int ldv, const floatX* dout, int lddo,
                                            const float* lse, const float* d, const float* dq, int lddq);

@@ -11,6 +11,8 @@
 # - FlashAttention-2's warp layout (ATTENTION_BWD_LAYOUT=fa2, HS 64 and 128) splits the same MMAs
 #   differently among the warps, each product summed in the same order: the same bits again, so
 #   an index wrong anywhere in it changes the hash.
+# - the Hopper backward's q128 form (128-query tiles at HS 64) has its own bits: the same under two
+#   seeds.
 #   tests/test_attention_order.sh [SEEDS...]   (default 1..4; ATTENTION_BWD_KEY_TILE applies)
 set -u
 cd "$(dirname "$0")/.."
@@ -73,6 +75,36 @@ for run in ${runs[@]+"${runs[@]}"}; do
     echo "$run: the same gradient bits"
   fi
 done
+# The Hopper backward's q128 form sums dQ over all 128 keys in one GEMM: its own bits (and its own
+# 128-query scenario), the same under two seeds.
+q128=""
+if [ "${ATTENTION_BWD_KERNEL:-auto}" != sm80 ]; then
+  qbits=()
+  for seed in "${seeds[0]}" "${seeds[1]:-${seeds[0]}}"; do
+    out=$(ATTENTION_BWD_HOPPER=q128 CUDA_HOST_SCHEDULE_SEED=$seed timeout 300 $BUILD/tests/cuda/test_attention_cuda --quick 2>&1)
+    status=$?
+    bits=$(sed -n 's/^info gradient bits //p' <<< "$out")
+    if [ $status -ne 0 ] || [ -z "$bits" ]; then
+      echo "FAIL: ATTENTION_BWD_HOPPER=q128 seed $seed: status $status"; tail -n 5 <<< "$out"
+      failures=$((failures + 1))
+    else
+      echo "ATTENTION_BWD_HOPPER=q128 seed $seed: gradient bits $bits"
+      qbits+=("$bits")
+    fi
+  done
+  # Its dQ adds take the turns of 128-query tiles: without the wait, its own scenario changes bits.
+  mutant=$(ATTENTION_BWD_HOPPER=q128 CUDA_HOST_SCHEDULE_SEED=${seeds[0]} timeout 300 $BUILD/tests/cuda/test_attention_cuda_unordered --quick 2>&1)
+  if ! grep -q '^FAIL single T384 HS64 .*NOT bit-for-bit' <<< "$mutant"; then
+    echo "FAIL: ATTENTION_BWD_HOPPER=q128: the unordered mutant not caught on the 128-query tiles under seed ${seeds[0]}"
+    failures=$((failures + 1))
+  fi
+  if [ ${#qbits[@]} = 2 ] && [ "${qbits[0]}" = "${qbits[1]}" ]; then
+    q128=", the q128 form's own bits under seeds ${seeds[0]} and ${seeds[1]:-${seeds[0]}} (its unordered mutant caught)"
+  else
+    echo "FAIL: ATTENTION_BWD_HOPPER=q128: other gradient bits under seeds ${seeds[0]} and ${seeds[1]:-${seeds[0]}}"
+    failures=$((failures + 1))
+  fi
+fi
 [ ${#caught[@]} -gt 0 ] || { echo "FAIL: no seed of ${seeds[*]} exposed the unordered dQ adds"; failures=$((failures + 1)); }
-[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]}$sm80_order$overlap$fa2; the unordered mutant caught under ${caught[*]})"
+[ "$failures" -eq 0 ] && echo "test_attention_order: ok (the same bits under seeds ${seeds[*]}$sm80_order$overlap$fa2$q128; the unordered mutant caught under ${caught[*]})"
 exit $((failures > 0))

@@ -316,8 +316,8 @@ t_hopper_check() {
   local rc=$?
   check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
     eval '[ $rc = 0 ] && grep -q "done: 0 step(s) failed" "$o/summary.txt" && tar tzf "$o/logs.tgz" | grep -q tests-bwd-sm90.log'
-  check "each test_ptx group and the five kernel choices ran and passed" \
-    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next)): exit 0" "$o/summary.txt")" = 10 ]'
+  check "each test_ptx group and the six kernel choices ran and passed" \
+    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-q128)): exit 0" "$o/summary.txt")" = 11 ]'
   check "the benchmark's table: current, sm80 and sm90-next at HS 64, T 128" \
     eval '[ "$(grep -cE "^(current|sm80|sm90-next) +64 +128 " "$o/attention_table.txt")" = 3 ]'
   check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \
@@ -325,20 +325,24 @@ t_hopper_check() {
       grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'
   [ $rc = 0 ] || tail -n 20 "$W/hopper.out" | sed 's/^/        | /'
   # The next forms failing their tests (a planted test program in a copy of the bundle that fails
-  # only with ATTENTION_FWD_HOPPER_GRID=persistent): sm90-next left out of the benchmark, the forms
-  # timed last (after Nsight Compute's step, which says it finds no ncu here).
+  # only with ATTENTION_FWD_HOPPER_GRID=persistent or ATTENTION_BWD_HOPPER=q128): sm90-next left out
+  # of the benchmark, sm90-q128 out of the forms, the forms timed last (after Nsight Compute's step,
+  # which says it finds no ncu here).
   local fb=$W/bundle-next-fails
   cp -as "$(cd "$HB" && pwd)" "$fb" && rm "$fb/libexec/test_attention_cuda" &&
     printf '%s\n' '#!/bin/sh' '[ "${ATTENTION_FWD_HOPPER_GRID:-}" = persistent ] && { echo "FAIL  planted"; exit 1; }' \
+      '[ "${ATTENTION_BWD_HOPPER:-}" = q128 ] && { echo "FAIL  planted"; exit 1; }' \
       'echo "ok    planted"' > "$fb/libexec/test_attention_cuda" && chmod +x "$fb/libexec/test_attention_cuda"
   PYTHON=/usr/bin/python3 timeout 600 bash tools/gpu_hopper_check.sh --bundle "$fb" --out "$W/hopper-next" \
-    --steps tests,bench,ncu --hs 64 --T 128 --tokens 256 --variants current,sm90-next --forms sm90 \
+    --steps tests,bench,ncu --hs 64 --T 128 --tokens 256 --variants current,sm90-next --forms sm90,sm90-q128 \
     --test-limit 60 --deadline 500 > "$W/hopper-next.out" 2>&1
   rc=$?
   local sn=$W/hopper-next/summary.txt
-  check "next forms failing their tests: exit 1, sm90-next left out, the forms' table last" \
+  check "next forms failing their tests: exit 1, sm90-next left out, sm90-q128 too, the forms' table last" \
     eval '[ $rc = 1 ] && grep -q "tests-sm90-next: exit 1" "$sn" && grep -q "left out of the benchmark (variants current)" "$sn" &&
+      grep -q "tests-bwd-q128: exit 1" "$sn" && grep -q "q128 form failed its tests: left out of the forms (sm90)" "$sn" &&
       [ "$(grep -cE "^sm90 +64 +128 " "$W/hopper-next/attention_table_forms.txt")" = 1 ] &&
+      [ "$(grep -cE "^sm90-q128 " "$W/hopper-next/attention_table_forms.txt")" = 0 ] &&
       [ "$(grep -cE "^sm90-next " "$W/hopper-next/attention_table.txt")" = 0 ] &&
       grep -A1 "ncu: not found" "$sn" | grep -q "attention-bench-forms: exit 0"'
   [ $rc = 1 ] || tail -n 20 "$W/hopper-next.out" | sed 's/^/        | /'

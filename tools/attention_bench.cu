@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_LIST = 16, MAX_COPIES = 4, DIFF_THREADS = 256, DIFF_BLOCKS = 256 };
+enum { MAX_LIST = 24, MAX_COPIES = 4, DIFF_THREADS = 256, DIFF_BLOCKS = 256 };
 // The spot check's bound on the relative difference: a few roundings of the storage precision.
 static const double TOLERANCE = sizeof(floatX) == 2 ? 2e-2 : 1e-4;
 
@@ -176,6 +176,10 @@ static void hopper_early_backward(const AttnCall* a, cudaStream_t s) {
 static void hopper_pingpong_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "pingpong");
 }
+// Overlap with 128-query tiles at HS 64 (ATTENTION_BWD_HOPPER=q128; overlap elsewhere).
+static void hopper_q128_backward(const AttnCall* a, cudaStream_t s) {
+    hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "q128");
+}
 // At HS 80 the GEMMs over the head's columns (P V; dV, dK) by one m64n80k16 (ATTENTION_HOPPER_HS80=exact).
 static void hopper_hs80_forward(const AttnCall* a, cudaStream_t s) {
     hopper_forward_with(a, s, "ATTENTION_HOPPER_HS80", "exact");
@@ -256,10 +260,13 @@ static const Variant VARIANTS[] = {
      hopper_forward, hopper_early_backward, 1},
     {"sm90-pingpong", "sm90 with sm90-next's fourth form alone: the backward's pingpong schedule", hopper_forward,
      hopper_pingpong_backward, 1},
+    {"sm90-q128", "sm90 with the backward's q128 form: overlap, at HS 64 in tiles of 128 queries (each consumer's "
+     "dQ its own 64 queries over all 128 keys, no partial sums)", hopper_forward, hopper_q128_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",
      mutant_forward, mutant_backward, 0},
 };
 static const int NVARIANTS = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
+static_assert(sizeof VARIANTS / sizeof VARIANTS[0] <= MAX_LIST, "the default list (every listed variant) fits");
 
 // --- Command line ----------------------------------------------------------------------------------
 

@@ -189,7 +189,9 @@ struct Scenario {
 // the backward under ATTENTION_BWD_KERNEL: every call of HS 64, 80 or 128 on 16-byte aligned inputs,
 // lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
-static int bwd_calls = 0, bwd_sm90 = 0, bwd_unexpected = 0;
+// Under ATTENTION_BWD_HOPPER=q128 the Hopper calls of HS 64 with Tq a multiple of 128 take 128-query
+// tiles ("sm90-q128"), and no others.
+static int bwd_calls = 0, bwd_sm90 = 0, bwd_q128 = 0, bwd_unexpected = 0;
 // env_name=sm90, or auto (also when unset: the default) on a compute capability 9.0 device (bf16
 // build).
 static bool hopper_selected(const char* env_name) {
@@ -201,6 +203,10 @@ static bool hopper_selected(const char* env_name) {
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     return !strcmp(env, "sm90") || (!strcmp(env, "auto") && major == 9 && minor == 0);
+}
+static bool hopper_q128_selected(void) {
+    const char* env = getenv("ATTENTION_BWD_HOPPER");
+    return env && !strcmp(env, "q128");
 }
 static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                                  const floatX* v) {
@@ -222,10 +228,13 @@ static void count_backward_kernel(const AttentionProblem* p, const floatX* q, in
     const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
     const bool want =
         hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) && aligned && stats && dq_ok;
-    const bool sm90 = !strcmp(attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld), "sm90");
+    const char* kernel = attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld);
+    const bool sm90 = !strcmp(kernel, "sm90") || !strcmp(kernel, "sm90-q128"), q128 = !strcmp(kernel, "sm90-q128");
+    const bool want_q128 = want && hopper_q128_selected() && p->HS == 64 && p->Tq % 128 == 0;
     bwd_calls++;
     bwd_sm90 += sm90;
-    bwd_unexpected += sm90 != want;
+    bwd_q128 += q128;
+    bwd_unexpected += sm90 != want || q128 != want_q128;
 }
 
 static void run_scenario(const Scenario& s) {
@@ -513,6 +522,9 @@ int main(int argc, char** argv) {
     // Query counts in whole 64-query tiles (the Hopper backward's): 3 tiles against a full and a
     // ragged 64-key tile, three sequences; 4 tiles against 2 key tiles at HS 128.
     run_scenario(single("single T192 HS64 B3", 3, 2, 64, 192, 0, false, 1.0f));
+    // 3 tiles of 128 queries (the Hopper backward's q128 form) against 3 key tiles, two sequences
+    // (in the quick checks too under ATTENTION_BWD_HOPPER=q128).
+    if (!quick || hopper_q128_selected()) run_scenario(single("single T384 HS64 B2 q*5", 2, 2, 64, 384, 0, false, 5.0f));
     // HS 80 (gpt3-2.7b's) on the Hopper kernels, padded to 128: 3 query tiles of 64 in each of 2
     // sequences, both passes.
     run_scenario(single("single T192 HS80 B2 q*5", 2, 2, 80, 192, 0, false, 5.0f));
@@ -595,9 +607,11 @@ int main(int argc, char** argv) {
           "forward kernel (ATTENTION_FWD_KERNEL=%s): the Hopper kernel ran %d of %d forward calls, exactly where "
           "expected (%d elsewhere)", fwd_kernel ? fwd_kernel : "", fwd_sm90, fwd_calls, fwd_unexpected);
     const char* bwd_kernel = getenv("ATTENTION_BWD_KERNEL");
-    check(bwd_unexpected == 0 && (bwd_sm90 > 0) == hopper_selected("ATTENTION_BWD_KERNEL"),
-          "backward kernel (ATTENTION_BWD_KERNEL=%s): the Hopper kernel ran %d of %d backward calls, exactly where "
-          "expected (%d elsewhere)", bwd_kernel ? bwd_kernel : "", bwd_sm90, bwd_calls, bwd_unexpected);
+    check(bwd_unexpected == 0 && (bwd_sm90 > 0) == hopper_selected("ATTENTION_BWD_KERNEL") &&
+              (bwd_q128 > 0) == (hopper_selected("ATTENTION_BWD_KERNEL") && hopper_q128_selected()),
+          "backward kernel (ATTENTION_BWD_KERNEL=%s): the Hopper kernel ran %d of %d backward calls (%d with "
+          "128-query tiles), exactly where expected (%d elsewhere)",
+          bwd_kernel ? bwd_kernel : "", bwd_sm90, bwd_calls, bwd_q128, bwd_unexpected);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");
