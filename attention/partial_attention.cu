@@ -601,9 +601,9 @@ static int hopper_backward_schedule(void) {
           "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early, pingpong or q128, found '%s'", env);
     return HOP_BWD_KV_REGS;
 }
-// Whether a Hopper backward of head size HS on a takes 128-query tiles (q128).
-static bool hopper_backward_q128(const AttnArgs& a, int HS) {
-    return hopper_backward_schedule() == HOP_BWD_Q128 && HS == 64 && a.Tq % 128 == 0;
+// Whether a Hopper backward in schedule sched of head size HS over Tq queries takes 128-query tiles.
+static bool hopper_backward_q128(int sched, int HS, int Tq) {
+    return sched == HOP_BWD_Q128 && HS == 64 && Tq % 128 == 0;
 }
 
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
@@ -651,7 +651,7 @@ template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaSt
     // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile; q128's
     // tiles too: elsewhere, and where Tq is not a multiple of 128, it is overlap)
     if constexpr (HS == 64) {
-        if (hopper_backward_q128(a, HS)) {
+        if (hopper_backward_q128(sched, HS, a.Tq)) {
             HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN, 128>::launch(blocks, stream, a, NH);
             return;
         }
@@ -939,7 +939,7 @@ const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floa
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, 0, 0);
     a.dq = const_cast<float*>(dq);
     if (!use_hopper_backward(a, p->HS, dq == NULL)) return "sm80";
-    return hopper_backward_q128(a, p->HS) ? "sm90-q128" : "sm90";
+    return hopper_backward_q128(hopper_backward_schedule(), p->HS, a.Tq) ? "sm90-q128" : "sm90";
 #endif
 }
 

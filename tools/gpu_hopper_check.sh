@@ -61,6 +61,12 @@ SUMMARY=$out/summary.txt
 START=$(date +%s)
 failures=0
 wants() { case ",$steps," in *",$1,"*) return 0 ;; esac; return 1; }
+# without LIST NAME...: the comma-separated LIST less the NAMEs.
+without() {
+  local list=",$1,"; shift
+  for n in "$@"; do list=${list//,$n,/,}; done
+  list=${list#,}; printf '%s' "${list%,}"
+}
 say() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$SUMMARY"; }
 
 # step NAME LIMIT COMMAND...: runs COMMAND with its output in logs/NAME.log under LIMIT seconds (less
@@ -123,7 +129,7 @@ if wants tests; then
   next_ok=1
   if [ "$RC" != 0 ]; then
     next_ok=""
-    variants=$(printf '%s' ",$variants," | sed 's/,sm90-next,/,/; s/^,//; s/,$//')
+    variants=$(without "$variants" sm90-next)
     say "the Hopper kernels' next forms failed their tests: left out of the benchmark (variants $variants)"
     SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
     wants sanitize && [ -n "$SAN" ] && step memcheck-sm90-next 120 env "${next_env[@]}" ATTENTION_FWD_HOPPER_BLOCKS=5 "$SAN" --tool memcheck \
@@ -133,7 +139,7 @@ if wants tests; then
   step tests-bwd-q128 "$test_limit" env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 ATTENTION_BWD_HOPPER=q128 \
     "$X/test_attention_cuda"
   if [ "$RC" != 0 ] && [[ ",$forms," == *,sm90-q128,* ]]; then
-    forms=$(printf '%s' ",$forms," | sed 's/,sm90-q128,/,/; s/^,//; s/,$//')
+    forms=$(without "$forms" sm90-q128)
     say "the backward's q128 form failed its tests: left out of the forms (${forms:-none})"
   fi
   grep -hE 'kernel|ran' "$LOGS/tests-fwd-sm90.log" "$LOGS/tests-bwd-sm90.log" 2> /dev/null | grep -iE 'hopper|sm90' | head -n 4 | sed 's/^/    /' | tee -a "$SUMMARY"
@@ -149,7 +155,7 @@ fi
 
 # A Hopper kernel that failed its tests is left out of what follows (it may hang).
 if [ -n "$hopper_failed" ]; then
-  variants=$(printf '%s' ",$variants," | sed 's/,sm90,/,/; s/,sm90-next,/,/; s/^,//; s/,$//')
+  variants=$(without "$variants" sm90 sm90-next)
   say "the Hopper kernels failed (${hopper_failed# }): the sm_80 kernels from here on (ATTENTION_*_KERNEL=sm80), benchmark variants $variants"
   export ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80
 fi
