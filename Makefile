@@ -34,21 +34,29 @@ include $(FIRST_FRAGMENTS)
 include $(filter-out $(FIRST_FRAGMENTS) $(LAST_FRAGMENTS),$(sort $(wildcard */*.mk tests/*/*.mk)))
 include $(LAST_FRAGMENTS)
 
-# Test groups, in the order `make test` runs them; `make test-<group>` runs one group. The kit
+# Test groups, in the order `make test` starts them (the longest first, so that the suites running
+# side by side end together); `make test-<group>` runs one group. The kit
 # group (the GPU bundle, its self-test and the nvcc builds: several minutes of packaging and
 # compiling) runs as `make test-kit`, and the CUDA trainers' schedule sweep as `make test-sweep`,
 # after `make test` in CI.
-TEST_GROUPS = model data train dist generate cuda cuda-dist
+TEST_GROUPS = cuda-dist cuda dist model data train generate
 .PHONY: test-progs $(addprefix test-,$(TEST_GROUPS) kit sweep)
 test-progs: $(TEST_PROGS)
 
+# make test builds its programs with one compiler per core (unless the command line sets -j) and
+# runs TEST_JOBS suites at a time (one per core; TEST_JOBS=1: one after another). The kit's suites
+# run one at a time: they build bundles and time steps against deadlines of their own.
+NPROC := $(shell nproc)
+TEST_JOBS ?= $(NPROC)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 test: setup
-	@$(MAKE) --no-print-directory test-progs
-	@bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-progs
+	@TEST_JOBS=$(TEST_JOBS) bash tests/run_suites.sh $(foreach g,$(TEST_GROUPS),$(SUITES_$(g)))
 
 $(addprefix test-,$(TEST_GROUPS) kit sweep): test-%: setup
-	@$(MAKE) --no-print-directory test-progs
-	@bash tests/run_suites.sh $(SUITES_$*)
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-progs
+	@TEST_JOBS=$(if $(filter kit,$*),1,$(TEST_JOBS)) bash tests/run_suites.sh $(SUITES_$*)
 
 all: $(PROGRAMS)
 

@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Runs the named test suites (tests/suites/NAME.list) and ends with "N passed, N failed".
+# Runs the named test suites ($SUITES_DIR/NAME.list, default tests/suites) and ends with "N passed,
+# N failed".
 # A suite file has one test per line, "name: shell command" (run from the repository root);
 # blank lines and lines starting with # are ignored. Exit status is non-zero on any failure.
 # SUITE:PATTERN,... runs only the tests of SUITE whose name matches one of the shell patterns
 # (e.g. dist-model:mesh-*,train-curves); a pattern that matches no test is a failure.
+# TEST_JOBS suites run at a time (default 1; make test gives one per core). A suite's tests always
+# run one after another in the file's order, so a test may read what an earlier one of its suite
+# wrote; suites share nothing but the programs. Each test prints its line when it ends; the last
+# 30 lines of each failed test's log come at the end.
 set -u
 cd "$(dirname "$0")/.."
 # BUILD: the build directory whose programs the suites run (make test-sanitize: build-sanitize).
 export BUILD=${BUILD:-build}
+suites_dir=${SUITES_DIR:-tests/suites}
 logdir=$BUILD/test-logs
-mkdir -p "$logdir"
-passed=0; failed=0; failures=()
-for arg in "$@"; do
-  suite=${arg%%:*}
-  patterns=()
+mkdir -p "$logdir" "$BUILD/tmp"
+jobs=${TEST_JOBS:-1}
+case "$jobs" in ''|*[!0-9]*|0)
+  echo "run_suites: TEST_JOBS: expected a whole number of suites at a time above 0, found '$jobs'" >&2; exit 2 ;;
+esac
+# Suites side by side share the cores: OpenMP threads that spin while they wait would take the
+# time of the other suites' processes.
+[ "$jobs" -gt 1 ] && export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+results=$(mktemp -d "$BUILD/tmp/run_suites.XXXXXX") || exit 2
+trap 'rm -rf "$results"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
+
+# run_suite ARG OUT: runs ARG's tests (SUITE or SUITE:PATTERN,...), one line per outcome in OUT:
+# "PASS suite/name", "FAIL suite/name", or "FAIL <what>" for a missing suite or an unmatched pattern.
+run_suite() {
+  local arg=$1 out=$2 suite=${1%%:*} patterns=() matched=() line name cmd log start secs status p selected
   [ "$suite" = "$arg" ] || IFS=, read -r -a patterns <<< "${arg#*:}"
-  matched=()
-  list="tests/suites/$suite.list"
+  local list="$suites_dir/$suite.list"
   if [ ! -f "$list" ]; then
-    echo "run_suites: no suite file $list" >&2; failed=$((failed + 1)); failures+=("$suite (missing)"); continue
+    echo "run_suites: no suite file $list" >&2; echo "FAIL $suite (missing)" >> "$out"; return
   fi
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in ''|'#'*) continue ;; esac
@@ -32,20 +48,39 @@ for arg in "$@"; do
     fi
     log="$logdir/$suite.$name.log"
     start=$EPOCHREALTIME
-    if bash -c "$cmd" > "$log" 2>&1 < /dev/null; then
-      status=PASS; passed=$((passed + 1))
-    else
-      status=FAIL; failed=$((failed + 1)); failures+=("$suite/$name")
-    fi
+    if bash -c "$cmd" > "$log" 2>&1 < /dev/null; then status=PASS; else status=FAIL; fi
     secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
     printf '%-4s %-12s %-40s %6.1fs\n' "$status" "$suite" "$name" "$secs"
-    if [ "$status" = FAIL ]; then sed 's/^/    | /' "$log" | tail -n 30; fi
+    echo "$status $suite/$name" >> "$out"
   done < "$list"
   for p in "${patterns[@]}"; do
     case " ${matched[*]} " in *" $p "*) ;; *)
-      echo "run_suites: $list: no test matches '$p'" >&2; failed=$((failed + 1)); failures+=("$suite:$p (no such test)") ;;
+      echo "run_suites: $list: no test matches '$p'" >&2; echo "FAIL $suite:$p (no such test)" >> "$out" ;;
     esac
   done
+}
+
+i=0
+for arg in "$@"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  : > "$results/$i"
+  run_suite "$arg" "$results/$i" &
+  i=$((i + 1))
+done
+wait
+
+# The outcomes in the order of the arguments, whatever order the suites ended in.
+passed=0; failed=0; failures=()
+for ((k = 0; k < i; k++)); do
+  while read -r status what; do
+    if [ "$status" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$what"); fi
+  done < "$results/$k"
+done
+for what in "${failures[@]}"; do
+  case "$what" in *' ('*) continue ;; esac   # a missing suite or pattern has no log
+  log="$logdir/${what%%/*}.${what#*/}.log"
+  echo "FAIL $what: the last 30 lines of $log"
+  tail -n 30 "$log" | sed 's/^/    | /'
 done
 [ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[*]}"
 echo "$passed passed, $failed failed"

@@ -24,8 +24,9 @@ SANITIZE_DIST_MODEL = mesh-* train-curves train-resume train-refuse train-kill t
 	train-schedules-2x2 train-schedules-dp2-2x2 mesh-auto
 sanitize_space := $() $()
 sanitize_comma := ,
-SANITIZE_SUITES = model shards tokenizer train timeline costmodel dist-comm dist-attention dist-launch \
-	dist-model:$(subst $(sanitize_space),$(sanitize_comma),$(strip $(SANITIZE_DIST_MODEL))) \
+# The longest first (TEST_JOBS of them run at a time).
+SANITIZE_SUITES = dist-model:$(subst $(sanitize_space),$(sanitize_comma),$(strip $(SANITIZE_DIST_MODEL))) \
+	train model shards tokenizer timeline costmodel dist-comm dist-attention dist-launch \
 	gpu-kit:compare-logs,gpu-peaks gpu-bench:kernel-costs
 sanitize_left_out = $(or $(findstring cuda,$(1)),$(filter %_host,$(1)))
 SANITIZE_PROGS = $(foreach p,$(TEST_PROGS),$(if $(call sanitize_left_out,$(p:$(BUILD)/%=%)),,$(p)))
@@ -43,8 +44,8 @@ sanitize-progs: $$(SANITIZE_PROGS)
 
 test-sanitize: setup
 	@CFLAGS='$(SANITIZE_FLAGS) $(ARCH)' CXXFLAGS='$(SANITIZE_FLAGS) $(ARCH)' \
-		$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) sanitize-progs
-	@$(SANITIZE_ENV) BUILD=$(SANITIZE_BUILD) bash tests/run_suites.sh $(SANITIZE_SUITES)
+		$(MAKE) --no-print-directory $(BUILD_JOBS) BUILD=$(SANITIZE_BUILD) sanitize-progs
+	@$(SANITIZE_ENV) BUILD=$(SANITIZE_BUILD) TEST_JOBS=$(TEST_JOBS) bash tests/run_suites.sh $(SANITIZE_SUITES)
 
 .PHONY: clean-sanitize
 clean: clean-sanitize
