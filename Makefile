@@ -44,10 +44,11 @@ TEST_GROUPS = cuda-dist cuda dist model data train generate
 test-progs: $(TEST_PROGS)
 
 # make test builds its programs with one compiler per core (unless the command line sets -j) and
-# runs TEST_JOBS suites at a time (one per core; TEST_JOBS=1: one after another). The kit's suites
-# run one at a time: they build bundles and time steps against deadlines of their own.
+# runs TEST_JOBS suites at a time (one per core, at most 4: past that the longest suite, a quarter
+# of the whole, sets the time, and only memory grows; TEST_JOBS=1: one after another). The kit's
+# suites run one at a time: they build bundles and time steps against deadlines of their own.
 NPROC := $(shell nproc)
-TEST_JOBS ?= $(NPROC)
+TEST_JOBS ?= $(shell n=$(NPROC); echo $$(( n < 4 ? n : 4 )))
 BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 
 test: setup

@@ -7,8 +7,8 @@
 # (e.g. dist-model:mesh-*,train-curves); a pattern that matches no test is a failure.
 # TEST_JOBS suites run at a time (default 1; make test gives one per core). A suite's tests always
 # run one after another in the file's order, so a test may read what an earlier one of its suite
-# wrote; suites share nothing but the programs. Each test prints its line when it ends; the last
-# 30 lines of each failed test's log come at the end.
+# wrote; suites share nothing but the programs. Each test prints its line when it ends; the five
+# slowest tests and the last 30 lines of each failed test's log come at the end.
 set -u
 cd "$(dirname "$0")/.."
 # BUILD: the build directory whose programs the suites run (make test-sanitize: build-sanitize).
@@ -51,7 +51,7 @@ run_suite() {
     if bash -c "$cmd" > "$log" 2>&1 < /dev/null; then status=PASS; else status=FAIL; fi
     secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
     printf '%-4s %-12s %-40s %6.1fs\n' "$status" "$suite" "$name" "$secs"
-    echo "$status $suite/$name" >> "$out"
+    echo "$status $suite/$name $secs" >> "$out"
   done < "$list"
   for p in "${patterns[@]}"; do
     case " ${matched[*]} " in *" $p "*) ;; *)
@@ -72,10 +72,14 @@ wait
 # The outcomes in the order of the arguments, whatever order the suites ended in.
 passed=0; failed=0; failures=()
 for ((k = 0; k < i; k++)); do
-  while read -r status what; do
+  while read -r status what secs; do
     if [ "$status" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$what"); fi
   done < "$results/$k"
 done
+# The slowest tests (what to shorten when the suites grow past their time).
+slowest=$(cat "$results"/* | awk 'NF == 3 { print $3, $2 }' | sort -rn | head -n 5 |
+          awk '{ printf "%s%s %.1fs", (NR > 1 ? ", " : ""), $2, $1 }')
+[ -n "$slowest" ] && echo "slowest: $slowest"
 for what in "${failures[@]}"; do
   case "$what" in *' ('*) continue ;; esac   # a missing suite or pattern has no log
   log="$logdir/${what%%/*}.${what#*/}.log"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/run_suites.sh on suites of its own: two suites side by side (TEST_JOBS=2) keep each one's
 # order (a test reads what the one before it wrote), every outcome is counted once, a failure's
-# log tail comes at the end and sets the exit status, a missing suite or unmatched pattern fails,
+# log tail and the five slowest tests come at the end, a failure sets the exit status, a missing
+# suite or unmatched pattern fails,
 # and a bad TEST_JOBS is refused in one line.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,9 +16,9 @@ bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 # Suite a: four tests in order, each needing the file of the one before, slowed so that suite b
 # runs beside it. Suite b: one test fails with a marker in its log, one passes.
 { echo "# suite a"
-  echo "one: sleep 0.3 && echo 1 > $W/a1"
-  echo "two: test -f $W/a1 && sleep 0.3 && echo 2 > $W/a2"
-  echo "three: test -f $W/a2 && sleep 0.3 && echo 3 > $W/a3"
+  echo "one: sleep 0.5 && echo 1 > $W/a1"
+  echo "two: test -f $W/a1 && sleep 0.5 && echo 2 > $W/a2"
+  echo "three: test -f $W/a2 && sleep 0.5 && echo 3 > $W/a3"
   echo "four: test -f $W/a3"; } > "$W/sa.list"
 { echo "broken: echo the-marker-line; exit 3"
   echo "fine: true"; } > "$W/sb.list"
@@ -35,6 +36,9 @@ echo "$out" | grep -A2 '^FAIL sb/broken: the last 30 lines' | grep -q '| the-mar
   && ok "its log's tail at the end" || bad "no log tail for sb/broken"
 [ "$(line_of 'FAIL sb/broken: the last')" -gt "$(line_of '^PASS sa .* four')" ] \
   && ok "the tail after every test's line" || bad "the tail came before the end"
+s3='sa/(one|two|three) [0-9.]+s'
+echo "$out" | grep -Eq "^slowest: $s3, $s3, $s3, s[ab]/[a-z]+ [0-9.]+s, s[ab]/[a-z]+ [0-9.]+s$" \
+  && ok "the five slowest named, the three sleeping ones first" || bad "no or a wrong 'slowest:' line"
 [ "$(line_of '^PASS sb .* fine')" -lt "$(line_of '^PASS sa .* two')" ] \
   && ok "side by side: suite b ended while suite a ran" || bad "suite b waited for suite a under TEST_JOBS=2"
 out=$(TEST_JOBS=1 run sa sb 2>&1)
