@@ -2,8 +2,7 @@
 # tests/run_suites.sh on suites of its own: two suites side by side (TEST_JOBS=2) keep each one's
 # order (a test reads what the one before it wrote), every outcome is counted once, a failure's
 # log tail and the five slowest tests come at the end, a failure sets the exit status, a missing
-# suite or unmatched pattern fails,
-# and a bad TEST_JOBS is refused in one line.
+# suite or unmatched pattern fails, and a bad TEST_JOBS is refused in one line.
 set -u
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
