@@ -37,7 +37,9 @@ for (hs, t, fname, ftf, fbase, bname, btf, bbase) in section:
     first, ok = rows[hs, t][0], [r for r in rows[hs, t] if r[3] == "ok"]
     for d, name, tf, base in ((1, fname, ftf, fbase), (2, bname, btf, bbase)):
         best = max(ok, key=lambda r: r[d])
-        assert name == best[0], "HS %s T %s: fastest %s, the rows say %s" % (hs, t, name, best[0])
+        # rows equal in their printed digits are a tie the section may break either way
+        tied = [r[0] for r in ok if r[d] == best[d]]
+        assert name in tied, "HS %s T %s: fastest %s, the rows say %s" % (hs, t, name, " or ".join(tied))
         assert abs(float(tf) - best[d]) <= 1e-9 + 1e-3 * best[d], (hs, t, tf, best)
         want = best[d] / first[d]
         # the rows print 3 significant digits below 10 TF/s, the ratio comes from the CSV's full values

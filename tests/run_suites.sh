@@ -28,13 +28,14 @@ trap 'rm -rf "$results"' EXIT
 trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 
 # run_suite ARG OUT: runs ARG's tests (SUITE or SUITE:PATTERN,...), one line per outcome in OUT:
-# "PASS suite/name", "FAIL suite/name", or "FAIL <what>" for a missing suite or an unmatched pattern.
+# "PASS SECONDS suite/name", "FAIL SECONDS suite/name", or "FAIL - <what> (why)" for a missing
+# suite or an unmatched pattern.
 run_suite() {
   local arg=$1 out=$2 suite=${1%%:*} patterns=() matched=() line name cmd log start secs status p selected
   [ "$suite" = "$arg" ] || IFS=, read -r -a patterns <<< "${arg#*:}"
   local list="$suites_dir/$suite.list"
   if [ ! -f "$list" ]; then
-    echo "run_suites: no suite file $list" >&2; echo "FAIL $suite (missing)" >> "$out"; return
+    echo "run_suites: no suite file $list" >&2; echo "FAIL - $suite (missing)" >> "$out"; return
   fi
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in ''|'#'*) continue ;; esac
@@ -51,11 +52,11 @@ run_suite() {
     if bash -c "$cmd" > "$log" 2>&1 < /dev/null; then status=PASS; else status=FAIL; fi
     secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
     printf '%-4s %-12s %-40s %6.1fs\n' "$status" "$suite" "$name" "$secs"
-    echo "$status $suite/$name $secs" >> "$out"
+    echo "$status $secs $suite/$name" >> "$out"
   done < "$list"
   for p in "${patterns[@]}"; do
     case " ${matched[*]} " in *" $p "*) ;; *)
-      echo "run_suites: $list: no test matches '$p'" >&2; echo "FAIL $suite:$p (no such test)" >> "$out" ;;
+      echo "run_suites: $list: no test matches '$p'" >&2; echo "FAIL - $suite:$p (no such test)" >> "$out" ;;
     esac
   done
 }
@@ -72,16 +73,16 @@ wait
 # The outcomes in the order of the arguments, whatever order the suites ended in.
 passed=0; failed=0; failures=()
 for ((k = 0; k < i; k++)); do
-  while read -r status what secs; do
+  while read -r status secs what; do
     if [ "$status" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$what"); fi
   done < "$results/$k"
 done
 # The slowest tests (what to shorten when the suites grow past their time).
-slowest=$(cat "$results"/* | awk 'NF == 3 { print $3, $2 }' | sort -rn | head -n 5 |
+slowest=$(cat "$results"/* | awk '$2 != "-" { print $2, $3 }' | sort -rn | head -n 5 |
           awk '{ printf "%s%s %.1fs", (NR > 1 ? ", " : ""), $2, $1 }')
 [ -n "$slowest" ] && echo "slowest: $slowest"
 for what in "${failures[@]}"; do
-  case "$what" in *' ('*) continue ;; esac   # a missing suite or pattern has no log
+  case "$what" in *' ('*) continue ;; esac   # a missing suite or unmatched pattern: no log
   log="$logdir/${what%%/*}.${what#*/}.log"
   echo "FAIL $what: the last 30 lines of $log"
   tail -n 30 "$log" | sed 's/^/    | /'

@@ -44,8 +44,9 @@ out=$(TEST_JOBS=1 run sa sb 2>&1)
 [ "$(line_of '^FAIL sb .* broken')" -gt "$(line_of '^PASS sa .* four')" ] && echo "$out" | grep -q '^5 passed, 1 failed$' \
   && ok "TEST_JOBS=1: one suite after the other" || bad "TEST_JOBS=1: suite b did not wait for suite a"
 out=$(TEST_JOBS=2 run 'sa:t*' nosuch 'sb:nope' 2>&1); rc=$?
-echo "$out" | grep -q '^2 passed, 2 failed$' && [ $rc != 0 ] && ok "patterns: sa:t* ran two; a missing suite and an unmatched pattern fail" \
-  || bad "patterns: expected '2 passed, 2 failed' and a non-zero exit, found: $(echo "$out" | tail -n 1) (exit $rc)"
+echo "$out" | grep -q '^2 passed, 2 failed$' && echo "$out" | grep -q '^failed: nosuch (missing) sb:nope (no such test)$' &&
+  ! echo "$out" | grep -q 'the last 30 lines' && [ $rc != 0 ] && ok "patterns: sa:t* ran two; a missing suite and an unmatched pattern fail" \
+  || bad "patterns: expected '2 passed, 2 failed', 'failed: nosuch (missing) sb:nope (no such test)', no log tail and a non-zero exit, found: $(echo "$out" | tail -n 2 | tr '\n' ' ')(exit $rc)"
 out=$(TEST_JOBS=0 run sa 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "TEST_JOBS: expected a whole number of suites at a time above 0, found '0'" \
   && ok "TEST_JOBS=0 refused: $out" || bad "TEST_JOBS=0: exit $rc, $out"

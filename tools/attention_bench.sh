@@ -68,25 +68,22 @@ awk -F, '
              cell(r[12]), cell(f["flash", k]), cell(f["cudnn", k]), ratio(r[12], f["flash", k]), ratio(r[12], f["cudnn", k]),
              cell(r[13]), cell(g["flash", k]), cell(g["cudnn", k]), ratio(r[13], g["flash", k]), ratio(r[13], g["cudnn", k]),
              r[17]
-    }
-    # Per shape, the fastest variant in each direction among the rows whose spot check passed,
-    # against the first variant of the run on that shape (base): the form to make the default.
-    print ""
-    print "== fastest variant per shape (rows whose check is ok); x base = its TF/s / the first variant'"'"'s =="
-    printf "%4s %6s | %-15s %7s %6s %7s %7s | %-15s %7s %6s %7s %7s\n", "HS", "T", "fwd fastest", "TF/s", "x base",
-           "x flash", "x cudnn", "bwd fastest", "TF/s", "x base", "x flash", "x cudnn"
-    nk = 0
-    for (i = 1; i <= n; i++) {
-      split(rows[i], r, ",")
-      k = r[4] "," r[5] "," r[6] "," r[7]
-      if (!(k in base_f)) { keys[++nk] = k; base_f[k] = r[12]; base_b[k] = r[13]; hs[k] = r[4]; t[k] = r[5] }
+      # Per shape: the first variant (base), and the fastest in each direction among the rows
+      # whose spot check passed.
+      if (!(k in base_f)) { keys[++nk] = k; base_f[k] = r[12]; base_b[k] = r[13] }
       if (r[17] != "ok") continue
       if (r[12] != "" && (!(k in best_f) || r[12] + 0 > best_f[k] + 0)) { best_f[k] = r[12]; name_f[k] = r[2] }
       if (r[13] != "" && (!(k in best_b) || r[13] + 0 > best_b[k] + 0)) { best_b[k] = r[13]; name_b[k] = r[2] }
     }
+    # The form a GPU run says to make the default, against the base, flash and cuDNN.
+    print ""
+    print "== fastest variant per shape (rows whose check is ok); x base = its TF/s / the first variant'"'"'s =="
+    printf "%4s %6s | %-15s %7s %6s %7s %7s | %-15s %7s %6s %7s %7s\n", "HS", "T", "fwd fastest", "TF/s", "x base",
+           "x flash", "x cudnn", "bwd fastest", "TF/s", "x base", "x flash", "x cudnn"
     for (j = 1; j <= nk; j++) {
       k = keys[j]
-      printf "%4s %6s | %-15s %7s %6s %7s %7s | %-15s %7s %6s %7s %7s\n", hs[k], t[k],
+      split(k, shape, ",")
+      printf "%4s %6s | %-15s %7s %6s %7s %7s | %-15s %7s %6s %7s %7s\n", shape[1], shape[2],
              (k in name_f) ? name_f[k] : "none", cell(best_f[k]), ratio(best_f[k], base_f[k]),
              ratio(best_f[k], f["flash", k]), ratio(best_f[k], f["cudnn", k]),
              (k in name_b) ? name_b[k] : "none", cell(best_b[k]), ratio(best_b[k], base_b[k]),
