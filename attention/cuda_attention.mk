@@ -68,10 +68,11 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # pv80-lbo, the HS 80 P V (m64n80k16) reading V's columns 64..79 2 KiB past column 0 instead of in
 # the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed);
 # bwd-q128-panel, the q128 form's consumers both reading dS^T's first 64 queries for dQ (a line
-# changed).
+# changed); bwd-ds2-one-buffer, the ds2 schedule writing every tile's dS^T into its first buffer
+# (without the barrier that one buffer needs: a line changed).
 HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait bwd-register-split \
                   bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-pingpong-no-first-turn bwd-regs-layout pv80-lbo \
-                  bwd-hs80-lbo persistent-no-q-wait bwd-q128-panel
+                  bwd-hs80-lbo persistent-no-q-wait bwd-q128-panel bwd-ds2-one-buffer bwd-no-dq-empty-wait
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
@@ -86,6 +87,8 @@ HOPPER_MUTANT_SED_bwd-pingpong-no-first-turn := /if (TURNS && c == 1 && qt0 < nq
 HOPPER_MUTANT_SED_bwd-hs80-lbo := s/const unsigned lbo = F::TQ::PANEL \* sizeof(floatX);/const unsigned lbo = 2048;/
 HOPPER_MUTANT_SED_pv80-lbo := s/F::TK::PANEL \* sizeof(floatX), 1024, 128)/2048, 1024, 128)/
 HOPPER_MUTANT_SED_bwd-q128-panel := s/hop_desc(dST + qpanel \* F::TS::PANEL + kr0 \* 64)/hop_desc(dST + kr0 * 64)/
+HOPPER_MUTANT_SED_bwd-no-dq-empty-wait := /if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);/d
+HOPPER_MUTANT_SED_bwd-ds2-one-buffer := s/dSTs + (i % F::DS_STAGES) \* F::TS::ELEMS;/dSTs;/
 HOPPER_MUTANT_SED_bwd-regs-layout := s/chunk(kr + 8 \* (e & 1), 2 \* kk + (e >> 1))/chunk(kr + 8 * (e >> 1), 2 * kk + (e \& 1))/
 hopper_mutant_file = $(if $(filter bwd-%,$(1)),hopper_backward.cuh,hopper_forward.cuh)
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)

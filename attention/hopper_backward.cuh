@@ -33,7 +33,10 @@
 // early is regs there. pingpong is early with, at HS 64, the consumers taking turns at the GEMMs
 // (the forward's turns: dP^T in one, dV, dK and dQ in the next), so that one's element-wise work
 // runs under the other's GEMMs; there each consumer's dQ reads only its own rows of dS^T, so the
-// barriers of both consumers around it become each one's own.
+// barriers of both consumers around it become each one's own. ds2 is early with two dS^T buffers
+// (FlashAttention-3's two dS stages), tile i's in buffer i % 2: the next tile's dS^T goes to the
+// other, so the barrier of both consumers after dQ (which kept the next tile's dS^T from being
+// written before every dQ wgmma had read this one) is not needed; the consumers meet once a tile.
 // The same operations in the same order on the same values: the same bits as serial.
 // q128 (the launcher's, at HS 64 where Tq is a multiple of 128) is overlap on tiles of 128 queries
 // (BQ 128): S^T and dP^T one m64n128 GEMM each, dS^T two panels, and each consumer's dQ its own 64
@@ -51,12 +54,14 @@
 #include "attention/flash_backward.cuh"
 #include "attention/hopper_forward.cuh"
 
-// BQ_: queries per tile, 64, or 128 at HS 64 (the q128 form, ATTENTION_BWD_HOPPER=q128).
-template <int HS_, int BQ_ = FA_BWD_BQ> struct HopBwd {
+// BQ_: queries per tile, 64, or 128 at HS 64 (the q128 form, ATTENTION_BWD_HOPPER=q128). DS_: dS^T
+// buffers, 1, or 2 in the ds2 schedule (tile i's in buffer i % 2).
+template <int HS_, int BQ_ = FA_BWD_BQ, int DS_ = 1> struct HopBwd {
     static constexpr int HS = HS_;
     static_assert(HS == 64 || HS == 80 || HS == 128, "the Hopper backward serves HS 64, 80 and 128");
     static_assert(BQ_ == FA_BWD_BQ || (BQ_ == 128 && HS == 64), "128-query tiles at HS 64 only (registers)");
-    static constexpr int BK = 128, BQ = BQ_, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+    static_assert(DS_ == 1 || (DS_ == 2 && BQ_ == FA_BWD_BQ), "two dS^T buffers with 64-query tiles only (shared memory)");
+    static constexpr int BK = 128, BQ = BQ_, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2, DS_STAGES = DS_;
     // Tiles of HP columns, whole 64-column panels: HS 80 is padded to 128 (TMA fills the columns
     // past the head with zeros and skips them when it adds dQ); S^T and dP^T sum over the HS real
     // columns only, dK, dV and dQ span HP (their padding columns are 0 and never stored).
@@ -75,7 +80,7 @@ template <int HS_, int BQ_ = FA_BWD_BQ> struct HopBwd {
     // Two fp32 dQ tiles (BQ x HP): query tile i is staged in buffer i % 2 while the reducer adds
     // tile i - 1 from the other.
     static constexpr size_t DQ_TILE = (size_t)BQ * HP * sizeof(float);
-    static constexpr size_t OFF_DQ = OFF_DS + TS::BYTES;
+    static constexpr size_t OFF_DQ = OFF_DS + DS_STAGES * TS::BYTES;
     static constexpr size_t OFF_LSE = OFF_DQ + 2 * DQ_TILE;   // lse, D per stage
     static constexpr size_t OFF_BAR = OFF_LSE + 2 * STAGES * VEC;
     static constexpr int NBAR = 1 + 2 * STAGES;   // kv_full, then per stage full, empty
@@ -87,7 +92,9 @@ template <int HS_, int BQ_ = FA_BWD_BQ> struct HopBwd {
     static_assert(SMEM <= 227 * 1024, "one block per SM within the opt-in shared memory of sm_90");
 };
 
-enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EARLY, HOP_BWD_PINGPONG };
+enum HopBwdSched { HOP_BWD_SERIAL, HOP_BWD_OVERLAP, HOP_BWD_KV_REGS, HOP_BWD_EARLY, HOP_BWD_PINGPONG, HOP_BWD_DS2 };
+// The shape of a schedule's kernel: ds2's two dS^T buffers.
+template <int HS, int SCHED, int BQ = FA_BWD_BQ> using HopBwdOf = HopBwd<HS, BQ, SCHED == HOP_BWD_DS2 ? 2 : 1>;
 
 // Named barriers (3 is the forward's epilogue, 4 and 5 its turns): of the consumers (256 threads),
 // and per dQ staging buffer between them and the reducer warp (288: DQ_FULL + b, buffer b holds a
@@ -184,13 +191,13 @@ ATTN_UNROLL
 // dV += P^T dO and dK += dS^T Q (hop_head_cols: 64, or 80 at HS 80). BQ: queries per tile, 64, or
 // 128 at HS 64 in the overlap schedule (Tq a multiple of 128).
 template <int HS, int SCHED, int DN, int BQ>
-__global__ void __launch_bounds__(HopBwd<HS, BQ>::THREADS, 1)
+__global__ void __launch_bounds__(HopBwdOf<HS, SCHED, BQ>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
                            const __grid_constant__ CUtensorMap lmap, const __grid_constant__ CUtensorMap dmap,
                            const __grid_constant__ CUtensorMap dqmap, const AttnArgs a, int NH) {
 #if CUDA_PTX_HAS_SM90A
-    typedef HopBwd<HS, BQ> F;
+    typedef HopBwdOf<HS, SCHED, BQ> F;
     static_assert(BQ == FA_BWD_BQ || SCHED == HOP_BWD_OVERLAP, "128-query tiles in the overlap schedule only");
     // EARLY where dK, dV leave room for the next S^T beside dQ (at HS 128: C7512, every wgmma
     // serialized for registers): HS 64, and HS 80 with dK, dV over 80 columns.
@@ -206,7 +213,7 @@ __global__ void __launch_bounds__(HopBwd<HS, BQ>::THREADS, 1)
     floatX* Vs = reinterpret_cast<floatX*>(smem + F::OFF_V);
     floatX* Qs = reinterpret_cast<floatX*>(smem + F::OFF_Q);    // stage st at + st * TQ::ELEMS
     floatX* Gs = reinterpret_cast<floatX*>(smem + F::OFF_G);
-    floatX* dST = reinterpret_cast<floatX*>(smem + F::OFF_DS);
+    floatX* dSTs = reinterpret_cast<floatX*>(smem + F::OFF_DS);   // buffer d at + d * TS::ELEMS
     float* dQs = reinterpret_cast<float*>(smem + F::OFF_DQ);      // buffer b at + b * BQ * HP
     float* Ls = reinterpret_cast<float*>(smem + F::OFF_LSE);      // lse of stage st at + st * BQ
     float* Ds = Ls + F::STAGES * BQ;                               // D likewise
@@ -306,6 +313,7 @@ ATTN_UNROLL
         const floatX* Gt = Gs + st * F::TQ::ELEMS;
         const float* Lt = Ls + st * BQ;
         const float* Dt = Ds + st * BQ;
+        floatX* dST = dSTs + (i % F::DS_STAGES) * F::TS::ELEMS;
 
 ATTN_UNROLL
         for (int j = 0; j < BQ / 2; j++) {   // (scale-d 0 ignores them)
@@ -423,9 +431,12 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int j = 0; j < 32; j++) wgmma_fence_operand(dq[j]);
         // Every dQ wgmma has read dS^T (the next tile's is written after this barrier), and the
-        // reduction of tile i - 2 has read buffer i % 2: then the scaled tile, staged there.
+        // reduction of tile i - 2 has read buffer i % 2: then the scaled tile, staged there. With
+        // two dS^T buffers the next tile writes the other one, and tile i + 2 writes this one only
+        // after tile i + 1's DS barrier, which each consumer reaches after its dQ wait above: that
+        // barrier orders every read of dS^T before its next write, and this one is not needed.
         if (TURNS) named_barrier_sync(HOP_BWD_OWN + c, 128);
-        else named_barrier_sync(HOP_BWD_DQ, 256);
+        else if (F::DS_STAGES == 1) named_barrier_sync(HOP_BWD_DQ, 256);
         if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);
         const int qr = 64 * qpanel + 16 * ((threadIdx.x / 32) % 4) + g;
         float* row_lo = dQs + (i % 2) * BQ * F::HP + qr * F::HP + 64 * panel + 2 * t;

@@ -584,21 +584,23 @@ static int backward_layout_fa2(int hs) {
 
 // The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
 // GEMM waited for before the next step), overlap, regs (overlap with K and V in registers at HS
-// 64), early (regs, and the next query tile's S^T issued behind this one's dQ) or pingpong (early,
-// and at HS 64 the consumers taking turns at the GEMMs), all with the same bits; or q128 (the
-// launcher's own value: overlap with 128-query tiles at HS 64 where Tq is a multiple of 128, its
-// own bits as dQ sums all 128 keys in one GEMM; overlap elsewhere):
-// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong|q128, to time them on an H100 or H200.
-enum { HOP_BWD_Q128 = HOP_BWD_PINGPONG + 1 };
+// 64), early (regs, and the next query tile's S^T issued behind this one's dQ), pingpong (early,
+// and at HS 64 the consumers taking turns at the GEMMs) or ds2 (early with two dS^T buffers, no
+// barrier of both consumers after dQ), all with the same bits; or q128 (the launcher's own value:
+// overlap with 128-query tiles at HS 64 where Tq is a multiple of 128, its own bits as dQ sums all
+// 128 keys in one GEMM; overlap elsewhere):
+// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong|ds2|q128, to time them on an H100 or H200.
+enum { HOP_BWD_Q128 = HOP_BWD_DS2 + 1 };
 static int hopper_backward_schedule(void) {
     const char* env = getenv("ATTENTION_BWD_HOPPER");
     if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
     if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
     if (!strcmp(env, "early")) return HOP_BWD_EARLY;
     if (!strcmp(env, "pingpong")) return HOP_BWD_PINGPONG;
+    if (!strcmp(env, "ds2")) return HOP_BWD_DS2;
     if (!strcmp(env, "q128")) return HOP_BWD_Q128;
-    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early, pingpong or q128, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early, pingpong or q128, found '%s'", env);
+    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early, pingpong, ds2 or q128, or unset it",
+          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early, pingpong, ds2 or q128, found '%s'", env);
     return HOP_BWD_KV_REGS;
 }
 // Whether a Hopper backward in schedule sched of head size HS over Tq queries takes 128-query tiles.
@@ -627,7 +629,7 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
 };
 template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ> struct HopperBackwardSchedule {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-        typedef HopBwd<HS, BQ> F;
+        typedef HopBwdOf<HS, SCHED, BQ> F;
         CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN, BQ>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
@@ -661,7 +663,8 @@ template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaSt
         }
     }
     if (sched == HOP_BWD_Q128) sched = HOP_BWD_OVERLAP;
-    if (sched >= HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
+    if (sched == HOP_BWD_DS2) HopperBackwardSchedule<HS, HOP_BWD_DS2, DN>::launch(blocks, stream, a, NH);
+    else if (sched >= HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
     else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
     else HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN>::launch(blocks, stream, a, NH);

@@ -11,6 +11,9 @@
 # - FlashAttention-2's warp layout (ATTENTION_BWD_LAYOUT=fa2, HS 64 and 128) splits the same MMAs
 #   differently among the warps, each product summed in the same order: the same bits again, so
 #   an index wrong anywhere in it changes the hash.
+# - the Hopper backward's schedules (overlap, regs, early, pingpong, ds2) run the serial form's
+#   operations in its order: the same bits again, pingpong and ds2 also with one warp a block
+#   lagging (CUDA_HOST_LAG=16), which a missing ordering between its warpgroups would change;
 # - the Hopper backward's q128 form (128-query tiles at HS 64) has its own bits: the same under two
 #   seeds.
 #   tests/test_attention_order.sh [SEEDS...]   (default 1..4; ATTENTION_BWD_KEY_TILE applies)
@@ -55,11 +58,14 @@ runs=() sm80_order=""
 # the serial form's operations on the real columns in the same order.
 overlap=""
 [ "${ATTENTION_BWD_KERNEL:-auto}" != sm80 ] &&
-  overlap=", the Hopper backward's overlap, regs, early and pingpong schedules (all but overlap with ATTENTION_HOPPER_HS80=exact)" &&
+  overlap=", the Hopper backward's overlap, regs, early, pingpong and ds2 schedules (all but overlap with ATTENTION_HOPPER_HS80=exact; pingpong and ds2 with a lagging warp too)" &&
   runs+=("ATTENTION_BWD_HOPPER=overlap CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"
          "ATTENTION_BWD_HOPPER=regs ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[2]:-${seeds[0]}}"
          "ATTENTION_BWD_HOPPER=early ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[3]:-${seeds[0]}}"
-         "ATTENTION_BWD_HOPPER=pingpong ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[0]}")
+         "ATTENTION_BWD_HOPPER=pingpong ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"
+         "ATTENTION_BWD_HOPPER=pingpong ATTENTION_HOPPER_HS80=exact CUDA_HOST_LAG=16 CUDA_HOST_SCHEDULE_SEED=${seeds[1]:-${seeds[0]}}"
+         "ATTENTION_BWD_HOPPER=ds2 ATTENTION_HOPPER_HS80=exact CUDA_HOST_SCHEDULE_SEED=${seeds[2]:-${seeds[0]}}"
+         "ATTENTION_BWD_HOPPER=ds2 CUDA_HOST_LAG=16 CUDA_HOST_SCHEDULE_SEED=${seeds[3]:-${seeds[0]}}")
 fa2=""
 [ "${ATTENTION_BWD_KEY_TILE:-128}" = 128 ] && [ "${ATTENTION_BWD_KERNEL:-auto}" = sm80 ] && fa2=", the fa2 layout" &&
   runs+=("ATTENTION_BWD_LAYOUT=fa2 CUDA_HOST_SCHEDULE_SEED=${seeds[0]}"

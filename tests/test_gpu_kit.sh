@@ -316,8 +316,8 @@ t_hopper_check() {
   local rc=$?
   check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
     eval '[ $rc = 0 ] && grep -q "done: 0 step(s) failed" "$o/summary.txt" && tar tzf "$o/logs.tgz" | grep -q tests-bwd-sm90.log'
-  check "each test_ptx group and the six kernel choices ran and passed" \
-    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-q128)): exit 0" "$o/summary.txt")" = 11 ]'
+  check "each test_ptx group and the seven kernel choices ran and passed" \
+    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-ds2|bwd-q128)): exit 0" "$o/summary.txt")" = 12 ]'
   check "the benchmark's table: current, sm80 and sm90-next at HS 64, T 128" \
     eval '[ "$(grep -cE "^(current|sm80|sm90-next) +64 +128 " "$o/attention_table.txt")" = 3 ]'
   check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \

@@ -176,6 +176,10 @@ static void hopper_early_backward(const AttnCall* a, cudaStream_t s) {
 static void hopper_pingpong_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "pingpong");
 }
+// early with two dS^T buffers: no barrier of both consumers after dQ (ATTENTION_BWD_HOPPER=ds2).
+static void hopper_ds2_backward(const AttnCall* a, cudaStream_t s) {
+    hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "ds2");
+}
 // Overlap with 128-query tiles at HS 64 (ATTENTION_BWD_HOPPER=q128; overlap elsewhere).
 static void hopper_q128_backward(const AttnCall* a, cudaStream_t s) {
     hopper_backward_with(a, s, "ATTENTION_BWD_HOPPER", "q128");
@@ -260,6 +264,8 @@ static const Variant VARIANTS[] = {
      hopper_forward, hopper_early_backward, 1},
     {"sm90-pingpong", "sm90 with sm90-next's fourth form alone: the backward's pingpong schedule", hopper_forward,
      hopper_pingpong_backward, 1},
+    {"sm90-ds2", "sm90 with the backward's ds2 schedule: early with two dS^T buffers, the consumers meeting once "
+     "a query tile instead of twice (FlashAttention-3's two dS stages)", hopper_forward, hopper_ds2_backward, 1},
     {"sm90-q128", "sm90 with the backward's q128 form: overlap, at HS 64 in tiles of 128 queries (each consumer's "
      "dQ its own 64 queries over all 128 keys, no partial sums)", hopper_forward, hopper_q128_backward, 1},
     {"mutant", "test only: current with the first row of O and of dQKV overwritten (the spot check must fail it)",

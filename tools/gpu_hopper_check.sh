@@ -23,9 +23,10 @@
 #   --forms LIST     variants timed in a step and table of their own (attention_table_forms.txt), after
 #                    the benchmark where sm90-next passed its tests, else last: by default sm90 and each
 #                    of sm90-next's forms alone (sm90-n128, sm90-rows192, sm90-persistent, sm90-hs80,
-#                    sm90-pingpong, and pingpong's parts sm90-regs and sm90-early) and the backward's
-#                    128-query tiles at HS 64 (sm90-q128, where its tests passed), so that one call
-#                    says which form helps; a form that hangs costs that step only ('' = none)
+#                    sm90-pingpong, and pingpong's parts sm90-regs and sm90-early), the backward's two
+#                    dS^T buffers (sm90-ds2) and 128-query tiles at HS 64 (sm90-q128), each where its
+#                    tests passed, so that one call says which form helps; a form that hangs costs
+#                    that step only ('' = none)
 #   --test-limit S   seconds for each attention test step (default 60: 1.5 s on an H200 when they
 #                    pass, and a hang costs this much)
 # The same steps run on a bundle of host-runtime programs (make gpu-bundle-host) at toy sizes:
@@ -34,7 +35,7 @@
 set -u
 bundle="" out="" deadline=540 steps=info,ptx,tests,sanitize,bench,train,ncu,kit
 hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,sm90-next
-forms=sm90,sm90-n128,sm90-rows192,sm90-persistent,sm90-hs80,sm90-regs,sm90-early,sm90-pingpong,sm90-q128 test_limit=60
+forms=sm90,sm90-n128,sm90-rows192,sm90-persistent,sm90-hs80,sm90-regs,sm90-early,sm90-pingpong,sm90-ds2,sm90-q128 test_limit=60
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
   case "$1" in
@@ -135,13 +136,16 @@ if wants tests; then
     wants sanitize && [ -n "$SAN" ] && step memcheck-sm90-next 120 env "${next_env[@]}" ATTENTION_FWD_HOPPER_BLOCKS=5 "$SAN" --tool memcheck \
       --print-limit 20 "$X/test_attention_cuda" --quick
   fi
-  # The backward's q128 form (overlap with 128-query tiles at HS 64): its failure drops it from the forms.
-  step tests-bwd-q128 "$test_limit" env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 ATTENTION_BWD_HOPPER=q128 \
-    "$X/test_attention_cuda"
-  if [ "$RC" != 0 ] && [[ ",$forms," == *,sm90-q128,* ]]; then
-    forms=$(without "$forms" sm90-q128)
-    say "the backward's q128 form failed its tests: left out of the forms (${forms:-none})"
-  fi
+  # The backward's forms outside sm90-next, each alone: ds2 (early with two dS^T buffers) and q128
+  # (overlap with 128-query tiles at HS 64). A failure drops the form from the forms.
+  for form in ds2 q128; do
+    step "tests-bwd-$form" "$test_limit" env ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm90 ATTENTION_BWD_HOPPER=$form \
+      "$X/test_attention_cuda"
+    if [ "$RC" != 0 ] && [[ ",$forms," == *,sm90-$form,* ]]; then
+      forms=$(without "$forms" "sm90-$form")
+      say "the backward's $form form failed its tests: left out of the forms (${forms:-none})"
+    fi
+  done
   grep -hE 'kernel|ran' "$LOGS/tests-fwd-sm90.log" "$LOGS/tests-bwd-sm90.log" 2> /dev/null | grep -iE 'hopper|sm90' | head -n 4 | sed 's/^/    /' | tee -a "$SUMMARY"
 fi
 

@@ -48,6 +48,7 @@ typedef struct BlockQueue {
     std::atomic<long> next;
     long nblocks;
     int mul, add, tail_mul;  // the permutation of each window of positions (queue_block)
+    int lag_add;             // which warp lags in block b (block_lag_group)
     std::mutex lock;
     std::vector<std::thread> helpers;
 } BlockQueue;
@@ -410,6 +411,38 @@ static std::atomic<unsigned long long> spin_progress;
 
 void cuda_host_spin_progress(void) { spin_progress.fetch_add(1, std::memory_order_relaxed); }
 
+// CUDA_HOST_LAG=K (K >= 2; unset, 0 or 1: off): in every block of two warps or more one warp lags,
+// running one pass of the block's fibers in K, so that the others run up to K - 1 barrier-to-barrier
+// steps ahead of it (a warpgroup collective holds its other warps back with it). Without it every
+// fiber takes one step a pass, in thread order, and a missing ordering between warps that would
+// race on a GPU (a warpgroup writing shared memory that another's wgmma, still in flight, reads; a
+// buffer refilled before its reader is done) passes because the reader always gets there first.
+// The warp is chosen per block from the seeded schedule: (b + r) mod warps, r drawn per launch, so
+// that the seeds and the blocks of a launch lag different warps.
+static int read_lag(void) {
+    const char* v = getenv("CUDA_HOST_LAG");
+    if (!v || !v[0]) return 0;
+    char* end;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 0 || k > 1000)
+        fail_msg("CUDA_HOST_LAG=%s: expected a whole number of passes from 0 to 1000 (0 and 1: no lag)", v);
+    return k > 1 ? (int)k : 0;
+}
+static int lag_passes(void) {
+    static const int k = read_lag();
+    return k;
+}
+
+// The lagging warp of block b (its threads [first, first + size)), or size 0: none.
+static void block_lag_group(const BlockQueue* q, long b, int nthreads, int* first, int* size) {
+    *first = 0;
+    *size = 0;
+    if (!lag_passes() || nthreads < 64) return;
+    const int warps = (nthreads + 31) / 32;
+    *first = (int)((b + q->lag_add) % warps) * 32;
+    *size = 32;
+}
+
 static void run_block(BlockQueue* q, long b) {
     const CudaHostLaunch* l = q->launch;
     int n = (int)(l->block.x * l->block.y * l->block.z);
@@ -448,8 +481,11 @@ static void run_block(BlockQueue* q, long b) {
     if (l->shmem) memset(e->dyn_smem, 0xff, l->shmem);
     e->in_kernel = 1;
     cuda_host_ptx_block_begin();
-    while (e->live > 0) {
-        int ran = 0;
+    int lag_first, lag_size;
+    block_lag_group(q, b, n, &lag_first, &lag_size);
+    for (long pass = 0; e->live > 0; pass++) {
+        const int lagging = lag_size && pass % lag_passes() != 0;   // this pass skips the warp
+        int ran = 0, skipped = 0;
         for (int i = 0; i < n; i++) {
             Fiber* f = &e->fiber[i];
             if (f->state == FIBER_DONE) continue;
@@ -457,12 +493,16 @@ static void run_block(BlockQueue* q, long b) {
                 if (*f->wait_gen == f->wait_value) continue;
                 f->state = FIBER_READY;
             }
+            if (lagging && i - lag_first >= 0 && i - lag_first < lag_size) {
+                skipped = 1;
+                continue;
+            }
             e->current = i;
             threadIdx = f->tid;
             cuda_host_fiber_switch(e->fibers, e->capacity, i);
             ran = 1;
         }
-        if (!ran) report_deadlock(e);
+        if (!ran && !skipped) report_deadlock(e);   // (skipped: the warp runs within K passes)
     }
     cuda_host_ptx_block_end();
     e->in_kernel = 0;
@@ -524,6 +564,7 @@ static void queue_init(BlockQueue* q, const CudaHostLaunch* l, long nblocks) {
     q->next = 0;
     q->mul = q->tail_mul = 1;
     q->add = 0;
+    q->lag_add = lag_passes() ? (int)cuda_host_schedule_rand(1 << 16) : 0;
     if (cuda_host_schedule_inorder()) return;
     long tail = nblocks % BLOCK_WINDOW;
     q->mul = coprime_multiplier(cuda_host_schedule_rand(BLOCK_WINDOW), (int)BLOCK_WINDOW);

@@ -310,6 +310,46 @@ static void test_race(void) {
     check(with == 0, "with __syncthreads the neighbour exchange is right (%d of 384 wrong)", with);
 }
 
+// --- A race that thread order hides: CUDA_HOST_LAG -------------------------------------------
+
+// Warp 0 reads a shared value right after the barrier; warp 1 overwrites it one step later (after a
+// __syncwarp), with nothing ordering the write after the read. On a GPU warp 0 may be slow to get
+// there. The host runtime runs each step in thread order, so warp 0 always reads first; under
+// CUDA_HOST_LAG=K one warp a block runs one pass in K, the others up to K - 1 steps ahead, and from
+// K = 3 (two steps: the __syncwarp, the write) the blocks whose warp 0 lags read the new value.
+__global__ void lagged_reader_kernel(int* out) {
+    __shared__ int value;
+    if (threadIdx.x == 0) value = 1;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        out[blockIdx.x * 32 + threadIdx.x] = value;
+    } else {
+        __syncwarp();
+        if (threadIdx.x == 32) value = 2;
+    }
+}
+
+static void test_lagged_reader(void) {
+    const int blocks = 4;
+    int* d = device_ints(NULL, blocks * 32);
+    LAUNCH(lagged_reader_kernel, blocks, 64, 0, 0, d);
+    int h[blocks * 32];
+    to_host(h, d, sizeof h);
+    CUDA_CHECK(cudaFree(d));
+    int late = 0;
+    for (int i = 0; i < blocks * 32; i++) late += h[i] == 2;
+#ifdef CUDA_HOST
+    const char* lag = getenv("CUDA_HOST_LAG");
+    if (lag && atoi(lag) >= 3)
+        check(late > 0, "CUDA_HOST_LAG=%s: warp 0 lags in some block and reads the value warp 1 wrote after it "
+              "(%d of %d reads late)", lag, late, blocks * 32);
+    else
+        check(late == 0, "in thread order warp 0 reads before warp 1 writes (%d of %d reads late)", late, blocks * 32);
+#else
+    printf("info the unordered read: %d of %d late (a GPU may hide the race)\n", late, blocks * 32);
+#endif
+}
+
 // --- Atomics -----------------------------------------------------------------------------------
 
 __global__ void atomics_kernel(float* fsum, int* hist, int* imax, unsigned* cas_max, int* exch,
@@ -624,6 +664,7 @@ int main(int argc, char** argv) {
     test_shuffle_semantics();
     test_transpose();
     test_race();
+    test_lagged_reader();
     test_atomics();
     test_dynamic_shared();
     test_static_and_dynamic_shared();
