@@ -48,7 +48,7 @@ typedef struct BlockQueue {
     std::atomic<long> next;
     long nblocks;
     int mul, add, tail_mul;  // the permutation of each window of positions (queue_block)
-    int lag_add;             // which warp lags in block b (block_lag_group)
+    int lag_add;             // which warp lags in block b (block_lag_warp)
     std::mutex lock;
     std::vector<std::thread> helpers;
 } BlockQueue;
@@ -433,14 +433,10 @@ static int lag_passes(void) {
     return k;
 }
 
-// The lagging warp of block b (its threads [first, first + size)), or size 0: none.
-static void block_lag_group(const BlockQueue* q, long b, int nthreads, int* first, int* size) {
-    *first = 0;
-    *size = 0;
-    if (!lag_passes() || nthreads < 64) return;
-    const int warps = (nthreads + 31) / 32;
-    *first = (int)((b + q->lag_add) % warps) * 32;
-    *size = 32;
+// The lagging warp of block b, or -1: none.
+static int block_lag_warp(const BlockQueue* q, long b, int nthreads) {
+    if (!lag_passes() || nthreads < 64) return -1;
+    return (int)((b + q->lag_add) % ((nthreads + 31) / 32));
 }
 
 static void run_block(BlockQueue* q, long b) {
@@ -481,10 +477,9 @@ static void run_block(BlockQueue* q, long b) {
     if (l->shmem) memset(e->dyn_smem, 0xff, l->shmem);
     e->in_kernel = 1;
     cuda_host_ptx_block_begin();
-    int lag_first, lag_size;
-    block_lag_group(q, b, n, &lag_first, &lag_size);
+    const int lag_warp = block_lag_warp(q, b, n);
     for (long pass = 0; e->live > 0; pass++) {
-        const int lagging = lag_size && pass % lag_passes() != 0;   // this pass skips the warp
+        const int lagging = lag_warp >= 0 && pass % lag_passes() != 0;   // this pass skips the warp
         int ran = 0, skipped = 0;
         for (int i = 0; i < n; i++) {
             Fiber* f = &e->fiber[i];
@@ -493,7 +488,7 @@ static void run_block(BlockQueue* q, long b) {
                 if (*f->wait_gen == f->wait_value) continue;
                 f->state = FIBER_READY;
             }
-            if (lagging && i - lag_first >= 0 && i - lag_first < lag_size) {
+            if (lagging && i / 32 == lag_warp) {
                 skipped = 1;
                 continue;
             }
