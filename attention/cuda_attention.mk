@@ -1,4 +1,5 @@
-# CUDA partial attention (attention/partial_attention.cu): its test against the CPU twin, built
+# CUDA partial attention (attention/partial_attention.cu and the Hopper launchers, CUDA_ATTENTION_SRCS
+# of attention/attention.mk): its test against the CPU twin, built
 # for the host runtime (tests/cuda_host) in both storage precisions: bf16 (the default) and fp32
 # (-DGPT_CUDA_FP32, objects under $(BUILD)/cuda-host-fp32-attn/). nvcc compiles the same sources
 # in `make cuda-compile-check`.
@@ -10,9 +11,8 @@ CUDA_ATTN_TESTS := $(BUILD)/tests/cuda/test_attention_cuda $(BUILD)/tests/cuda/t
 TEST_PROGS += $(CUDA_ATTN_TESTS)
 SUITES_cuda += cuda-attention
 SUITES_sweep += cuda-attention-sweep
-.SECONDARY: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o $(BUILD)/cuda-host/attention/partial_attention.o \
-            $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_attention_cuda.o \
-            $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o
+.SECONDARY: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o $(CUDA_ATTENTION_HOST_OBJS) \
+            $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_attention_cuda.o $(CUDA_ATTENTION_HOST_OBJS_FP32)
 
 # The same .cu sources with fp32 storage.
 $(BUILD)/cuda-host-fp32-attn/%.o: %.cu
@@ -21,34 +21,39 @@ $(BUILD)/cuda-host-fp32-attn/%.o: %.cu
 
 .SECONDEXPANSION:
 $(BUILD)/tests/cuda/test_attention_cuda: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$(BUILD)/cuda-host/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_HOST_OBJS) $(BUILD)/attention/partial_attention.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/cuda/test_attention_cuda_fp32: $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_attention_cuda.o \
-		$(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_HOST_OBJS_FP32) $(BUILD)/attention/partial_attention.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 # The mutant of the dQ ordering test (tests/test_attention_order.sh): the bf16 backward with the
-# semaphore wait removed (-DFLASH_BWD_UNORDERED), so its dQ adds land in the schedule's order.
+# semaphore wait removed (-DFLASH_BWD_UNORDERED), so its dQ adds land in the schedule's order: both
+# backwards (flash_backward.cuh's wait serves the Hopper one too), the real forward.
 TEST_PROGS += $(BUILD)/tests/cuda/test_attention_cuda_unordered
-.SECONDARY: $(BUILD)/cuda-host-unordered/attention/partial_attention.o
+CUDA_ATTENTION_UNORDERED_OBJS = $(BUILD)/cuda-host-unordered/attention/partial_attention.o \
+	$(BUILD)/cuda-host/attention/hopper_forward.o $(BUILD)/cuda-host-unordered/attention/hopper_backward.o
+.SECONDARY: $(CUDA_ATTENTION_UNORDERED_OBJS)
 $(BUILD)/cuda-host-unordered/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) -DFLASH_BWD_UNORDERED -MMD -MP -x c++ -c $< -o $@
 
 $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$(BUILD)/cuda-host-unordered/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_UNORDERED_OBJS) $(BUILD)/attention/partial_attention.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 # Mutants of the Hopper kernels (attention/hopper_forward.cuh, attention/hopper_backward.cuh), each
-# a copy of one of them with one line removed, compiled into partial_attention.cu in place of the
-# real one (its include path first) and run by the cuda-attention suite with
+# a copy of one of them with one line removed, compiled into the launchers that include it (a
+# backward mutant: hopper_backward.cu; a forward one: hopper_forward.cu and hopper_backward.cu, whose
+# kernel uses the forward's helpers) in place of the real one (its include path first), linked with
+# the real objects of the other files, and run by the cuda-attention suite with
 # ATTENTION_FWD_KERNEL=sm90 or ATTENTION_BWD_KERNEL=sm90, where the host runtime must catch them.
 # Forward: no-pv-fence, the overlapped S and P V issued on P and the rescaled O without a
 # wgmma.fence after they were written; no-v-wait, P V reading the V tile without waiting on its
@@ -91,8 +96,12 @@ HOPPER_MUTANT_SED_bwd-no-dq-empty-wait := /if (i >= 2) named_barrier_sync(HOP_BW
 HOPPER_MUTANT_SED_bwd-ds2-one-buffer := s/dSTs + (i % F::DS_STAGES) \* F::TS::ELEMS;/dSTs;/
 HOPPER_MUTANT_SED_bwd-regs-layout := s/chunk(kr + 8 \* (e & 1), 2 \* kk + (e >> 1))/chunk(kr + 8 * (e >> 1), 2 * kk + (e \& 1))/
 hopper_mutant_file = $(if $(filter bwd-%,$(1)),hopper_backward.cuh,hopper_forward.cuh)
+# The attention objects of mutant $(1): the launchers that include its file rebuilt, the others real.
+hopper_mutant_objs = $(BUILD)/cuda-host/attention/partial_attention.o \
+	$(if $(filter bwd-%,$(1)),$(BUILD)/cuda-host/attention/hopper_forward.o,$(BUILD)/cuda-host-hopper-$(1)/attention/hopper_forward.o) \
+	$(BUILD)/cuda-host-hopper-$(1)/attention/hopper_backward.o
 TEST_PROGS += $(HOPPER_MUTANTS:%=$(BUILD)/tests/cuda/test_attention_cuda_hopper_%)
-.SECONDARY: $(HOPPER_MUTANTS:%=$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o) \
+.SECONDARY: $(foreach m,$(HOPPER_MUTANTS),$(call hopper_mutant_objs,$(m))) \
             $(HOPPER_MUTANTS:%=$(BUILD)/mutants/hopper-%/.stamp)
 $(BUILD)/mutants/hopper-%/.stamp: attention/hopper_forward.cuh attention/hopper_backward.cuh attention/cuda_attention.mk
 	@mkdir -p $(dir $@)attention
@@ -101,11 +110,14 @@ $(BUILD)/mutants/hopper-%/.stamp: attention/hopper_forward.cuh attention/hopper_
 		{ echo "error: $(dir $@)attention/$(call hopper_mutant_file,$*): nothing removed (the line it removes has changed)" >&2; exit 1; }
 	mv $(dir $@)attention/$(call hopper_mutant_file,$*).tmp $(dir $@)attention/$(call hopper_mutant_file,$*)
 	touch $@
-$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o: attention/partial_attention.cu $(BUILD)/mutants/hopper-%/.stamp
+HOPPER_MUTANT_COMPILE = $(CXX) -I$(BUILD)/mutants/hopper-$* $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
+$(BUILD)/cuda-host-hopper-%/attention/hopper_forward.o: attention/hopper_forward.cu $(BUILD)/mutants/hopper-%/.stamp
 	@mkdir -p $(dir $@)
-	$(CXX) -I$(BUILD)/mutants/hopper-$* $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
+	$(HOPPER_MUTANT_COMPILE)
+$(BUILD)/cuda-host-hopper-%/attention/hopper_backward.o: attention/hopper_backward.cu $(BUILD)/mutants/hopper-%/.stamp
+	@mkdir -p $(dir $@)
+	$(HOPPER_MUTANT_COMPILE)
 $(BUILD)/tests/cuda/test_attention_cuda_hopper_%: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$(BUILD)/cuda-host-hopper-%/attention/partial_attention.o $(BUILD)/attention/partial_attention.o \
-		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
+		$$(call hopper_mutant_objs,$$*) $(BUILD)/attention/partial_attention.o $$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@

@@ -22,14 +22,14 @@ SUITES_cuda += cuda-dist-ops
 # second expansion of the prerequisites.
 .SECONDEXPANSION:
 $(BUILD)/tests/cuda/test_dist_ops_cuda: $(BUILD)/cuda-host/tests/cuda/test_dist_ops_cuda.o \
-		$(DIST_OPS_CUDA_HOST_OBJS) $(BUILD)/cuda-host/attention/partial_attention.o \
+		$(DIST_OPS_CUDA_HOST_OBJS) $(CUDA_ATTENTION_HOST_OBJS) \
 		$(BUILD)/cuda-host/model/backend_kernels_cuda.o $$(CUDA_LAYERS_OBJS) $$(CUDA_MATMUL_OBJS) \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/cuda/test_dist_ops_cuda_fp32: $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_dist_ops_cuda.o \
-		$(DIST_OPS_CUDA_HOST_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o \
+		$(DIST_OPS_CUDA_HOST_OBJS_FP32) $(CUDA_ATTENTION_HOST_OBJS_FP32) \
 		$(BUILD)/cuda-host-fp32/model/backend_kernels_cuda.o $$(CUDA_LAYERS_OBJS_FP32) \
 		$$(CUDA_MATMUL_OBJS_FP32) $$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)

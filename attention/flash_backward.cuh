@@ -354,10 +354,3 @@ ATTN_UNROLL
 ATTN_UNROLL
     for (int n = 0; n < NT; n++) fa_store_dkdv(a, key_lo, h * HS + 8 * n + 2 * t, dk[n], dv[n], ok_lo, ok_hi);
 }
-
-// dqx (floatX) = the fp32 accumulator a.dq_acc (B, Tq, C), row by row into dqx's stride.
-__global__ void __launch_bounds__(256) flash_dq_convert_kernel(const AttnArgs a, int C) {
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;   // (b, i, c)
-    if (idx >= (long long)a.B * a.Tq * C) return;
-    a.dqx[idx / C * a.lddq + idx % C] = from_float<floatX>(a.dq_acc[idx]);
-}

@@ -9,7 +9,9 @@
 // - fp32 (-DGPT_CUDA_FP32, the precision reference build): tensor cores take no fp32 inputs, so
 //   simple tiled FMA kernels (attention/fma_attention.cuh, included below): 4 warps and 64 rows of
 //   one (sequence, head) per block, per-warp GEMMs on shared-memory tiles, a two-pass backward.
-// The row-dot, the merge, the argument checks and the launchers are shared.
+// The row-dot, the merge, the argument checks and the launchers are shared. On a compute capability 9.0
+// device the bf16 build hands the calls they serve to the Hopper kernels (wgmma, TMA, warp
+// specialised; attention/hopper_launch.h), whose launchers are files of their own.
 //
 // Mask. Key j is visible to query i iff kpos(j) <= qpos(i); positions grow with the index, so a
 // query sees a prefix of the keys (visible_keys) and a key is seen by a suffix of the queries
@@ -19,96 +21,16 @@
 //
 // Every kernel is deterministic: each output element has one writer per launch, but for the bf16
 // backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
-#include "attention/partial_attention_cuda.cuh"
+#include "attention/attention_args.cuh"
+#include "attention/attention_env.h"
+#include "attention/hopper_launch.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 namespace {
-
-// `#pragma unroll` for nvcc; g++ (the host runtime) would warn about an unknown pragma.
-#if defined(__CUDACC__)
-#define ATTN_UNROLL _Pragma("unroll")
-#define ATTN_NO_UNROLL _Pragma("unroll 1")
-#else
-#define ATTN_UNROLL
-#define ATTN_NO_UNROLL
-#endif
-
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
-
-struct AttnArgs {
-    int Tq, Tk;
-    long long qoff, qstride, koff, kstride;
-    const floatX *q, *k, *v, *dout;
-    int ldq, ldk, ldv, lddo;
-    int B;
-    float* o;
-    floatX* ox;             // forward output in floatX instead of o (bf16 kernels), or NULL
-    int ldo;
-    float* lse;             // forward output
-    const float *lse_in, *d;  // backward inputs (final lse and rowsum(dout * o))
-    float *dq, *dk, *dv;
-    int lddq, lddk, lddv;
-    float* dq_acc;          // bf16 backward into dqx: the fp32 dQ accumulator (B, Tq, NH*HS), or NULL
-    unsigned* dq_sem;       // bf16 backward: the dQ order's semaphores (B, NH, query tiles)
-    int bwd_head_group;     // backward block order: heads per group, key tiles outer within it
-    int bwd_lagged_release; // backward: a query tile's dQ turn passed on one step later (flash_backward.cuh)
-    floatX *dqx, *dkx, *dvx;  // bf16 backward: gradients written in floatX instead of added
-    int decode;        // the problem is a decoding step (AttentionProblem.decode): split-KV allowed
-    int splits;        // bf16 forward: key splits per query tile (split-KV), 1 = none; grid z = B * splits
-    int merge;         // bf16 forward: merge the result into the partial (o, lse) already there (fp32 o)
-    float scale;       // 1 / sqrt(HS)
-    float scale_log2;  // scale * log2(e): scores in log2 units, softmax by exp2
-    int vec;           // every floatX input pointer and row stride allows 16-byte loads
-    int vec_stats;     // backward: lse_in and d allow 16-byte loads of 4 rows (Tq % 4 == 0)
-};
-
-// Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i), computed in
-// I: long long (visible_keys), or int where the positions fit (positions_fit_32; NARROW in
-// visible_keys_as): a 64-bit division is a call, and in a loop the values live across it spill
-// (the Hopper forward's persistent grid).
-template <typename I> __device__ __forceinline__ int visible_keys_in(const AttnArgs& a, int i) {
-    const I rel = (I)a.qoff + (I)a.qstride * i - (I)a.koff;
-    if (rel < 0) return 0;
-    const I n = rel / (I)a.kstride + 1;
-    return n < a.Tk ? (int)n : a.Tk;
-}
-__device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) { return visible_keys_in<long long>(a, i); }
-template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const AttnArgs& a, int i) {
-    return NARROW ? visible_keys_in<int>(a, i) : visible_keys(a, i);
-}
-
-// First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
-__device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
-    const long long rel = a.koff + a.kstride * j - a.qoff;
-    if (rel <= 0) return 0;
-    const long long n = (rel + a.qstride - 1) / a.qstride;
-    return n < a.Tq ? (int)n : a.Tq;
-}
-
-__device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }
-
-// The LSE merge of a partial b (log-sum-exp lb > -inf) into a partial a (la, -inf when empty): the
-// merged lse and the weights of o = wa o_a + wb o_b. One formula for the merge kernel and the
-// forward's fused merge, so the two give the same bits.
-struct MergeWeights {
-    float lse, wa, wb;
-};
-__device__ __forceinline__ MergeWeights merge_weights(float la, float lb) {
-    const float mx = fmaxf(la, lb);
-    MergeWeights w;
-    w.lse = mx + logf(expf(la - mx) + expf(lb - mx));
-    w.wa = expf(la - w.lse);   // 0 when a is empty
-    w.wb = expf(lb - w.lse);
-    return w;
-}
-// (an explicit FMA: the same rounding wherever it is inlined, on the GPU and the host runtime)
-__device__ __forceinline__ float merge_value(float wa, float wb, float oa, float ob) { return fmaf(wa, oa, wb * ob); }
 
 #ifdef GPT_CUDA_FP32
 // ==== fp32 build: tiled FMA kernels (mma.sync takes no fp32 inputs) ===============================
@@ -118,8 +40,6 @@ __device__ __forceinline__ float merge_value(float wa, float wb, float oa, float
 #include "attention/flash_forward.cuh"
 #include "attention/flash_backward.cuh"
 #include "attention/flash_backward_fa2.cuh"
-#include "attention/hopper_forward.cuh"
-#include "attention/hopper_backward.cuh"
 #endif
 
 // ---- row-dot and merge: one warp per (sequence, token, head) -------------------------------------
@@ -204,6 +124,14 @@ flash_split_merge_kernel(int B, int Tq, int NH, int HS, int S, const float* part
     }
     if (lane == 0) lse[((long long)b * NH + h) * Tq + t] = l;
 }
+
+// The backward's floatX dQ (the sm80 kernels' or the Hopper one's): dqx = the fp32 accumulator
+// a.dq_acc (B, Tq, C), row by row into dqx's stride.
+__global__ void __launch_bounds__(256) flash_dq_convert_kernel(const AttnArgs a, int C) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;   // (b, i, c)
+    if (idx >= (long long)a.B * a.Tq * C) return;
+    a.dqx[idx / C * a.lddq + idx % C] = from_float<floatX>(a.dq_acc[idx]);
+}
 #endif
 
 // ---- launchers ----------------------------------------------------------------------------------
@@ -271,18 +199,6 @@ template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 #else
 unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 
-// A positive integer from the environment variable `name`, or fallback where it is unset or empty.
-static long env_positive(const char* name, long fallback) {
-    const char* env = getenv(name);
-    if (!env || !*env) return fallback;
-    char* end = NULL;
-    errno = 0;
-    const long v = strtol(env, &end, 10);
-    CHECK(errno == 0 && *end == '\0' && v >= 1, "set it to a positive integer, or unset it",
-          "%s: expected an integer >= 1, found '%s'", name, env);
-    return v;
-}
-
 // Split-KV, the forward's key tiles cut over several blocks per query tile: for a decoding step
 // (a.decode) whose grid of `blocks` is under two waves of the kernel's 2 blocks per SM
 // (__launch_bounds__), enough splits for two waves, at most FWD_MAX_SPLITS and one per key tile
@@ -325,17 +241,6 @@ static bool hopper_kernels_run(void) {
 #endif
 }
 
-// A two-way setting in the environment (a launcher choice to time on a GPU): 0 when unset, empty or
-// off, 1 when on, an error naming the variable otherwise.
-static int env_switch(const char* name, const char* off, const char* on) {
-    const char* env = getenv(name);
-    if (!env || !*env || !strcmp(env, off)) return 0;
-    char hint[96];
-    snprintf(hint, sizeof hint, "set it to %s or %s, or unset it", off, on);
-    CHECK(!strcmp(env, on), hint, "%s: expected %s or %s, found '%s'", name, off, on, env);
-    return 1;
-}
-
 // The kernel a pass asks for in env (ATTENTION_FWD_KERNEL or ATTENTION_BWD_KERNEL): auto (the
 // default: sm90 where it can run), sm80 (the FlashAttention-2-class kernels everywhere) or sm90
 // (the Hopper kernel of hopper_forward.cuh / hopper_backward.cuh for HS 64, 80 and 128: an error where
@@ -374,135 +279,11 @@ static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
            a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
 }
 
-// A TMA map of a tensor of rank 2 or 3 (bf16 or fp32, esize bytes): dims[0] elements per row
-// (innermost), byte strides of the outer dimensions, boxes of box[] elements.
-static CUtensorMap tma_map(const void* base, CUtensorMapDataType type, unsigned rank, const cuuint64_t* dims,
-                           const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
-                           const char* what) {
-    static TmaEncodeTiledFn encode = NULL;   // the driver's entry point, found once
-    if (!encode) encode = tma_encode_tiled_fn();
-    CHECK(encode != NULL, "update the NVIDIA driver (CUDA 12.0 or newer)",
-          "cuTensorMapEncodeTiled not found through cudaGetDriverEntryPointByVersion");
-    CUtensorMap map;
-    const cuuint32_t estrides[3] = {1, 1, 1};
-    const CUresult r = encode(&map, type, rank, (void*)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    CHECK(r == CUDA_SUCCESS, "a caller bug: the launchers check 16-byte alignment first",
-          "cuTensorMapEncodeTiled for the Hopper kernels' %s (rank %u, %llu x %llu elements, strides %llu bytes) "
-          "failed: error %d", what, rank, (unsigned long long)dims[0], (unsigned long long)dims[1],
-          (unsigned long long)strides[0], (int)r);
-    return map;
-}
-
-// A matrix of `rows` rows of `cols` elements, rows `ld` elements apart, boxes of box_cols x box_rows.
-static CUtensorMap tma_map_2d(const void* base, CUtensorMapDataType type, size_t esize, long long cols, long long rows,
-                              long long ld, int box_cols, int box_rows, CUtensorMapSwizzle swizzle, const char* what) {
-    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * esize};
-    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-    return tma_map(base, type, 2, dims, strides, box, swizzle, what);
-}
-
-// Rows of NH heads of HS elements, rows ld elements apart, as a rank-3 tensor (HS, NH, rows), boxes
-// of box_cols x 1 head x box_rows: a box never reaches into the next head (its columns past HS
-// read as zeros, and are not written by a store or reduction).
-static CUtensorMap tma_map_heads(const void* base, CUtensorMapDataType type, size_t esize, int HS, int NH,
-                                 long long rows, long long ld, int box_cols, int box_rows,
-                                 CUtensorMapSwizzle swizzle, const char* what) {
-    const cuuint64_t dims[3] = {(cuuint64_t)HS, (cuuint64_t)NH, (cuuint64_t)rows};
-    const cuuint64_t strides[2] = {(cuuint64_t)HS * esize, (cuuint64_t)ld * esize};
-    const cuuint32_t box[3] = {(cuuint32_t)box_cols, 1, (cuuint32_t)box_rows};
-    return tma_map(base, type, 3, dims, strides, box, swizzle, what);
-}
-
-// Q, K, V or dO of the Hopper kernels: bf16 heads in 128-byte-swizzled boxes of 64 columns (one
-// FaTile panel) x box_rows rows.
-static CUtensorMap hopper_tensor_map(const floatX* base, int HS, int NH, long long rows, int ld, int box_rows,
-                                     const char* what) {
-    return tma_map_heads(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(floatX), HS, NH, rows, ld, 64, box_rows,
-                         CU_TENSOR_MAP_SWIZZLE_128B, what);
-}
-
-// The Hopper forward's S GEMM: a wgmma per 64 keys (n64, the default) or one per 128 (n128,
-// hopper_forward.cuh's hop_issue_s): ATTENTION_FWD_HOPPER=n64|n128, to time both on an H100 or H200.
-static bool hopper_forward_wide_s(void) { return env_switch("ATTENTION_FWD_HOPPER", "n64", "n128"); }
-
-// Its query rows per block at HS 64: 128 (two consumer warpgroups, the default) or 192 (three;
-// HopFwd): ATTENTION_FWD_HOPPER_ROWS=128|192. HS 80 and 128 always take 128.
-static bool hopper_forward_three_consumers(void) { return env_switch("ATTENTION_FWD_HOPPER_ROWS", "128", "192"); }
-
-// The Hopper kernels' GEMMs over a head's columns at HS 80 (the forward's P V, the backward's dV and
-// dK): one wgmma per 64-column panel, the second padded (padded, the default), or one m64n80k16 over
-// the 80 columns (exact): ATTENTION_HOPPER_HS80=padded|exact. Other head sizes are whole panels.
-static bool hopper_hs80_exact(void) { return env_switch("ATTENTION_HOPPER_HS80", "padded", "exact"); }
-
-// Its grid: a block per query tile (tiles, the default), or one block per SM that takes tile after
-// tile (persistent; hopper_forward.cuh's hopper_forward_kernel): ATTENTION_FWD_HOPPER_GRID=
-// tiles|persistent. fp32 O at HS 128 stays on the grid of tiles (HopFwd::PERSISTENT_FP32), as do
-// positions past 2^29 (positions_fit_32). ATTENTION_FWD_HOPPER_BLOCKS=N caps the persistent grid
-// at N blocks (tests: on their small shapes a block then takes several tiles, on a GPU too).
-static bool hopper_forward_persistent(void) { return env_switch("ATTENTION_FWD_HOPPER_GRID", "tiles", "persistent"); }
-
-// Whether visible_keys_as<true> is exact for every query of a: each term of qoff + qstride i -
-// koff under 2^29 in size, so the sum stays inside an int.
-static bool positions_fit_32(const AttnArgs& a) {
-    const long long lim = 1LL << 29;
-    return a.qoff > -lim && a.qoff < lim && a.koff > -lim && a.koff < lim && a.qstride > 0 && a.kstride > 0 &&
-           a.qstride * a.Tq < lim && a.kstride < lim;
-}
-
-template <int HS, int NS, int NC, int PV>
-void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    typedef HopFwd<HS, NC> F;
-    const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
-    const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
-    const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
-    const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
-    if (hopper_forward_persistent() && (a.ox || F::PERSISTENT_FP32) && positions_fit_32(a)) {
-        // One block per SM (a block fills one: __launch_bounds__(THREADS, 1), and its registers).
-        const size_t smem = a.ox ? F::SMEM_PERSISTENT_BF16 : F::SMEM_PERSISTENT_FP32;
-        // Raised once to what either output takes (a later, smaller raise would lower the limit).
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV, true>), F::SMEM_PERSISTENT, "head size", HS);
-        int device = 0, sms = 0;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        const long long tiles = (long long)qtiles * NH * B;
-        CHECK(tiles < (1LL << 31) - sms, "use ATTENTION_FWD_HOPPER_GRID=tiles for this call",
-              "Hopper forward, persistent grid: %lld query tiles, expected fewer than 2^31 (its tile indices are 32-bit)",
-              tiles);
-        const long cap = env_positive("ATTENTION_FWD_HOPPER_BLOCKS", sms);
-        const unsigned blocks = (unsigned)(tiles < cap ? tiles : cap);
-        LAUNCH((hopper_forward_kernel<HS, NS, NC, PV, true>), blocks, F::THREADS, smem, stream, qm, km, vm, a, NH);
-        return;
-    }
-    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, NS, NC, PV, false>), F::SMEM, "head size", HS);
-    LAUNCH((hopper_forward_kernel<HS, NS, NC, PV, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS,
-           F::SMEM, stream, qm, km, vm, a, NH);
-}
-
-template <int HS, int NC, int PV> void launch_hopper_forward_nc(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    if (hopper_forward_wide_s()) launch_hopper_forward_form<HS, 128, NC, PV>(a, B, NH, stream);
-    else launch_hopper_forward_form<HS, 64, NC, PV>(a, B, NH, stream);
-}
-
-// The form the environment asks for (each knob read at every HS, so a bad value is always refused).
-template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
-    const bool three = hopper_forward_three_consumers(), exact = hopper_hs80_exact();
-    if constexpr (HS == 64) {
-        if (three) launch_hopper_forward_nc<HS, 3, 64>(a, B, NH, stream);
-        else launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
-    } else if constexpr (HS == 80) {
-        if (exact) launch_hopper_forward_nc<HS, 2, 80>(a, B, NH, stream);
-        else launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
-    } else if constexpr (HS == 128) {
-        launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);
-    }
-}
-
 template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t stream) {
     typedef FaFwd<HS> F;
     if (use_hopper_forward(a, HS)) {
         a.splits = 1;
-        launch_hopper_forward<HS>(a, B, NH, stream);
+        hopper_forward_launch(a, HS, B, NH, stream);
         return;
     }
     const size_t smem = F::SMEM;
@@ -582,36 +363,10 @@ static int backward_layout_fa2(int hs) {
     return env_switch("ATTENTION_BWD_LAYOUT", "keys", "fa2") && (hs == 64 || hs == 128);
 }
 
-// The Hopper backward's schedule (hopper_backward.cuh's HopBwdSched): serial (the default, each
-// GEMM waited for before the next step), overlap, regs (overlap with K and V in registers at HS
-// 64), early (regs, and the next query tile's S^T issued behind this one's dQ), pingpong (early,
-// and at HS 64 the consumers taking turns at the GEMMs) or ds2 (early with two dS^T buffers, no
-// barrier of both consumers after dQ), all with the same bits; or q128 (the launcher's own value:
-// overlap with 128-query tiles at HS 64 where Tq is a multiple of 128, its own bits as dQ sums all
-// 128 keys in one GEMM; overlap elsewhere):
-// ATTENTION_BWD_HOPPER=serial|overlap|regs|early|pingpong|ds2|q128, to time them on an H100 or H200.
-enum { HOP_BWD_Q128 = HOP_BWD_DS2 + 1 };
-static int hopper_backward_schedule(void) {
-    const char* env = getenv("ATTENTION_BWD_HOPPER");
-    if (!env || !*env || !strcmp(env, "serial")) return HOP_BWD_SERIAL;
-    if (!strcmp(env, "overlap")) return HOP_BWD_OVERLAP;
-    if (!strcmp(env, "early")) return HOP_BWD_EARLY;
-    if (!strcmp(env, "pingpong")) return HOP_BWD_PINGPONG;
-    if (!strcmp(env, "ds2")) return HOP_BWD_DS2;
-    if (!strcmp(env, "q128")) return HOP_BWD_Q128;
-    CHECK(!strcmp(env, "regs"), "set it to serial, overlap, regs, early, pingpong, ds2 or q128, or unset it",
-          "ATTENTION_BWD_HOPPER: expected serial, overlap, regs, early, pingpong, ds2 or q128, found '%s'", env);
-    return HOP_BWD_KV_REGS;
-}
-// Whether a Hopper backward in schedule sched of head size HS over Tq queries takes 128-query tiles.
-static bool hopper_backward_q128(int sched, int HS, int Tq) {
-    return sched == HOP_BWD_Q128 && HS == 64 && Tq % 128 == 0;
-}
-
 // The backward kernel of a layout: its shared memory, threads, and launch. BWD_KEYS: each warp 16
 // keys of the tile (flash_backward.cuh); BWD_FA2: FlashAttention-2's (flash_backward_fa2.cuh);
-// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh) in the schedule ATTENTION_BWD_HOPPER names
-// (the same bits in each). Each deterministic, each its own bits.
+// BWD_HOPPER: the sm_90a kernel (hopper_backward.cuh, launched by hopper_backward.cu) in the schedule
+// ATTENTION_BWD_HOPPER names (the same bits in each). Each deterministic, each its own bits.
 enum { BWD_KEYS, BWD_FA2, BWD_HOPPER };
 template <int HS, int BK, int LAYOUT> struct BackwardKernel {
     static constexpr size_t smem() { return FaBwd<HS, BK>::SMEM; }
@@ -627,60 +382,11 @@ template <int HS> struct BackwardKernel<HS, 128, BWD_FA2> {
         LAUNCH((flash_backward_fa2_kernel<HS>), blocks, FaBwd2<HS>::THREADS, smem(), stream, a, NH);
     }
 };
-template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ> struct HopperBackwardSchedule {
-    static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-        typedef HopBwdOf<HS, SCHED, BQ> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN, BQ>), F::SMEM, "head size", HS);
-        const int C = NH * HS;
-        const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
-        const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
-        const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, kr, a.ldv, F::BK, "V");
-        const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, qr, a.ldq, F::BQ, "Q");
-        const CUtensorMap gm = hopper_tensor_map(a.dout, HS, NH, qr, a.lddo, F::BQ, "dO");
-        const CUtensorMap lm = tma_map_2d(a.lse_in, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq,
-                                          F::BQ, 1, CU_TENSOR_MAP_SWIZZLE_NONE, "lse");
-        const CUtensorMap dm = tma_map_2d(a.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), a.Tq, heads, a.Tq, F::BQ,
-                                          1, CU_TENSOR_MAP_SWIZZLE_NONE, "D");
-        float* dq = a.dq_acc ? a.dq_acc : a.dq;
-        const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
-                                              a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS, SCHED, DN, BQ>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm,
-               dqm, a, NH);
-    }
-};
-template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-    int sched = hopper_backward_schedule();
-    // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile; q128's
-    // tiles too: elsewhere, and where Tq is not a multiple of 128, it is overlap)
-    if constexpr (HS == 64) {
-        if (hopper_backward_q128(sched, HS, a.Tq)) {
-            HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN, 128>::launch(blocks, stream, a, NH);
-            return;
-        }
-        if (sched == HOP_BWD_PINGPONG) {
-            HopperBackwardSchedule<HS, HOP_BWD_PINGPONG, DN>::launch(blocks, stream, a, NH);
-            return;
-        }
-    }
-    if (sched == HOP_BWD_Q128) sched = HOP_BWD_OVERLAP;
-    if (sched == HOP_BWD_DS2) HopperBackwardSchedule<HS, HOP_BWD_DS2, DN>::launch(blocks, stream, a, NH);
-    else if (sched >= HOP_BWD_EARLY) HopperBackwardSchedule<HS, HOP_BWD_EARLY, DN>::launch(blocks, stream, a, NH);
-    else if (sched == HOP_BWD_KV_REGS) HopperBackwardSchedule<HS, HOP_BWD_KV_REGS, DN>::launch(blocks, stream, a, NH);
-    else if (sched == HOP_BWD_OVERLAP) HopperBackwardSchedule<HS, HOP_BWD_OVERLAP, DN>::launch(blocks, stream, a, NH);
-    else HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN>::launch(blocks, stream, a, NH);
-}
 template <int HS> struct BackwardKernel<HS, 128, BWD_HOPPER> {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
-        const bool exact = hopper_hs80_exact();   // (read at every HS, so a bad value is always refused)
-        if constexpr (HS == 80) {
-            if (exact) launch_hopper_backward_dn<HS, 80>(blocks, stream, a, NH);
-            else launch_hopper_backward_dn<HS, 64>(blocks, stream, a, NH);
-        } else {
-            launch_hopper_backward_dn<HS, 64>(blocks, stream, a, NH);
-        }
+        hopper_backward_launch(a, HS, NH, blocks, stream);
     }
 };
-
 template <int HS, int BK, int LAYOUT = BWD_KEYS>
 void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t stream) {
     AttnArgs a = args;
@@ -942,7 +648,7 @@ const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floa
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, 0, 0);
     a.dq = const_cast<float*>(dq);
     if (!use_hopper_backward(a, p->HS, dq == NULL)) return "sm80";
-    return hopper_backward_q128(hopper_backward_schedule(), p->HS, a.Tq) ? "sm90-q128" : "sm90";
+    return hopper_backward_takes_q128(p->HS, a.Tq) ? "sm90-q128" : "sm90";
 #endif
 }
 

@@ -9,7 +9,8 @@
 // Built by nvcc alone, from the repository root (or `make attention-bench`: build/attention_bench):
 //   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 //        -gencode arch=compute_90,code=compute_90 -I. tools/attention_bench.cu tools/bench_device.cu
-//        attention/partial_attention.cu tools/kernel_costs.c comm/fail.c -o build/attention_bench
+//        attention/partial_attention.cu attention/hopper_forward.cu attention/hopper_backward.cu
+//        tools/kernel_costs.c comm/fail.c -o build/attention_bench
 // (-DGPT_CUDA_FP32 for the fp32 kernels.) It links the CUDA runtime and nothing else.
 //
 // A shape is (HS, T): B = N / T sequences of T tokens (N = --tokens, default 16384, the GPU kit's),

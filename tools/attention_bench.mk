@@ -11,7 +11,7 @@
 # NVCC_BUILD is set by train/train_cuda.mk, read after this fragment: the nvcc prerequisites are
 # expanded a second time, once every makefile has been read.
 
-ATTENTION_BENCH_SRCS = tools/attention_bench.cu tools/bench_device.cu attention/partial_attention.cu
+ATTENTION_BENCH_SRCS = tools/attention_bench.cu tools/bench_device.cu $(CUDA_ATTENTION_SRCS)
 ATTENTION_BENCH_C_OBJS = $(BUILD)/tools/kernel_costs.o $(BUILD)/comm/fail.o
 ATTENTION_BENCH_NVCC_OBJS = $(ATTENTION_BENCH_SRCS:%.cu=$(NVCC_BUILD)/cuda/%.o)
 ATTENTION_BENCH_HOST := $(BUILD)/tools/attention_bench_host

@@ -31,7 +31,7 @@ BENCH_KERNELS_SRCS = tools/bench_kernels_cuda.cu tools/bench_kernel_cases.cu too
 	tools/bench_device.cu
 .SECONDARY: $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
 $(BENCH_KERNELS_HOST): $(BENCH_KERNELS_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
-		$(BUILD)/cuda-host/attention/partial_attention.o $(BENCH_KERNELS_C_OBJS) $(CUDA_HOST_OBJS)
+		$(CUDA_ATTENTION_HOST_OBJS) $(BENCH_KERNELS_C_OBJS) $(CUDA_HOST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 

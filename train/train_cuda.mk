@@ -28,7 +28,7 @@ CUDA_BACKEND_SRCS := model/backend_kernels_cuda.cu model/backend_cuda.cu model/t
 # C sources written once and compiled as CUDA C++ (real = floatX): the layer sequence and the
 # distributed attention schedules.
 CUDA_CXX_SRCS := model/activations.c model/gpt.c $(DIST_SCHEDULE_SRCS)
-CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) attention/partial_attention.cu
+CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) $(CUDA_ATTENTION_SRCS)
 
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
 CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(BUILD)/attention/dist_cost.o \
@@ -53,10 +53,10 @@ $(BUILD)/cuda-host-cxx-fp32/%.o: %.c
 # $(BUILD)/cuda-host-fp32-attn/%.o for fp32 -- all the same flags).
 CUDA_TRAIN_HOST_OBJS = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
-	$(BUILD)/cuda-host/attention/partial_attention.o $(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
+	$(CUDA_ATTENTION_HOST_OBJS) $(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
 CUDA_TRAIN_HOST_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o) $(CUDA_LAYERS_OBJS_FP32) \
-	$(CUDA_MATMUL_OBJS_FP32) $(BUILD)/cuda-host-fp32-attn/attention/partial_attention.o \
+	$(CUDA_MATMUL_OBJS_FP32) $(CUDA_ATTENTION_HOST_OBJS_FP32) \
 	$(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
 .SECONDARY: $(CUDA_TRAIN_HOST_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32)
 
@@ -102,9 +102,10 @@ CUDA_LIB_CHECK = @test -e $(CUDA_LIB_DIR)/libcudart.so || { echo "$@: no libcuda
 # nvcc objects live under NVCC_BUILD, which a sub-make for another host architecture (the GPU
 # bundle's portable build) points back at this build: nvcc compiles each source once per precision.
 NVCC_BUILD ?= $(BUILD)
-# The bf16 attention kernels carry the Hopper forward (attention/hopper_forward.cuh), sm_90a code:
-# their sm_90 machine code is sm_90a (tests/cuda_host/module.mk), ATTENTION_SM90A tells the launcher.
-$(NVCC_BUILD)/cuda/attention/partial_attention.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A
+# The bf16 attention kernels carry the Hopper kernels (attention/hopper_forward.cu, hopper_backward.cu),
+# sm_90a code: their sm_90 machine code is sm_90a (tests/cuda_host/module.mk), ATTENTION_SM90A tells
+# the launchers (all three files, so that they agree).
+$(CUDA_ATTENTION_SRCS:%.cu=$(NVCC_BUILD)/cuda/%.o): NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A
 # bf16 (default) and fp32 (-DGPT_CUDA_FP32) objects of any .cu source.
 $(NVCC_BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -53,9 +53,9 @@ NVCC_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,
 NVCC_ARCH_FLAGS_SM90A := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
                          -gencode arch=compute_90,code=compute_90 --compress-mode=size
 $(BUILD)/nvcc-check/tests/cuda_host/test_ptx.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A)
-# So is the bf16 attention with its Hopper forward (attention/hopper_forward.cuh; train/train_cuda.mk).
-# Its kernels must not spill: ptxas's spill warning, an error here, names the kernel.
-$(BUILD)/nvcc-check/attention/partial_attention.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A \
+# So is the bf16 attention with its Hopper kernels (attention/hopper_forward.cu, hopper_backward.cu;
+# train/train_cuda.mk). Its kernels must not spill: ptxas's spill warning, an error here, names the kernel.
+$(CUDA_ATTENTION_SRCS:%.cu=$(BUILD)/nvcc-check/%.o): NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A \
                                                    -Xptxas -warn-spills
 # `+=`: a module whose .cu files need more (e.g. MPI include paths) may add to it.
 NVCC_CHECK_FLAGS += -std=c++17 -O2 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
