@@ -51,9 +51,9 @@ constexpr float LN2 = 0.6931471805599453f;
 
 
 // Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i), computed in
-// I: long long (visible_keys), or int where the positions fit (positions_fit_32; NARROW in
-// visible_keys_as): a 64-bit division is a call, and in a loop the values live across it spill
-// (the Hopper forward's persistent grid).
+// I: long long (visible_keys), or int where the positions fit (hopper_forward.cu's positions_fit_32;
+// NARROW in visible_keys_as): a 64-bit division is a call, and in a loop the values live across it
+// spill (the Hopper forward's persistent grid).
 template <typename I> __device__ __forceinline__ int visible_keys_in(const AttnArgs& a, int i) {
     const I rel = (I)a.qoff + (I)a.qstride * i - (I)a.koff;
     if (rel < 0) return 0;

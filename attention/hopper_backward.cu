@@ -4,8 +4,6 @@
 // (attention/hopper_forward.cu): a mutant of hopper_backward.cuh recompiles only this file.
 #include "attention/hopper_launch.h"
 
-#include <stdint.h>
-
 #ifndef GPT_CUDA_FP32
 #include "attention/attention_env.h"
 

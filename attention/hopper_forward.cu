@@ -5,8 +5,6 @@
 // and a mutant of hopper_forward.cuh (attention/cuda_attention.mk) recompiles only this file.
 #include "attention/hopper_launch.h"
 
-#include <stdint.h>
-
 #ifndef GPT_CUDA_FP32
 #include "attention/attention_env.h"
 
