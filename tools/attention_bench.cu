@@ -575,12 +575,16 @@ diff_kernel(const T* a, const T* b, long long rows, int cols, long long ld, floa
 // max |a - b| / max |b|: 0 for identical values, infinite for a NaN or a nonzero a against b = 0.
 template <typename T>
 static double max_rel_diff(const Bench* b, const T* x, const T* ref, long long rows, int cols, long long ld) {
-    LAUNCH(diff_kernel<T>, DIFF_BLOCKS, DIFF_THREADS, 0, b->stream, x, ref, rows, cols, ld, b->partial);
+    // At most one block per DIFF_THREADS elements: no block without work (small shapes).
+    const long long n = rows * cols;
+    const long long need = (n + DIFF_THREADS - 1) / DIFF_THREADS;
+    const int blocks = need < 1 ? 1 : need < DIFF_BLOCKS ? (int)need : DIFF_BLOCKS;
+    LAUNCH(diff_kernel<T>, blocks, DIFF_THREADS, 0, b->stream, x, ref, rows, cols, ld, b->partial);
     float h[2 * DIFF_BLOCKS];
-    CUDA_CHECK(cudaMemcpyAsync(h, b->partial, sizeof h, cudaMemcpyDeviceToHost, b->stream));
+    CUDA_CHECK(cudaMemcpyAsync(h, b->partial, sizeof(float) * 2 * blocks, cudaMemcpyDeviceToHost, b->stream));
     CUDA_CHECK(cudaStreamSynchronize(b->stream));
     double md = 0, mb = 0;
-    for (int i = 0; i < DIFF_BLOCKS; i++) md = fmax(md, h[2 * i]), mb = fmax(mb, h[2 * i + 1]);
+    for (int i = 0; i < blocks; i++) md = fmax(md, h[2 * i]), mb = fmax(mb, h[2 * i + 1]);
     if (md == 0) return 0;
     return mb > 0 ? md / mb : INFINITY;
 }
