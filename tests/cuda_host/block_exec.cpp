@@ -62,6 +62,7 @@ typedef struct {
     unsigned present;  // lanes that exist in this block
     unsigned exited;   // lanes that returned from the kernel
     const char* what;  // the collective being collected, for reports
+    int exchange;      // some lane of the round is in a PTX twin's exchange (cuda_host_warp_exchange)
     unsigned long long value[32];
     int src[32];
 } Warp;
@@ -85,6 +86,9 @@ typedef struct {
     BlockQueue* queue;  // of the running block
     int helped;         // the running block has started a helper thread
     int in_kernel;
+    // The pass over the block's fibers under way (run_block): whether the lagging warp sits it
+    // out, and whether a fiber ran or was skipped for the lag (neither: a deadlock).
+    int lag_warp, pass_lagging, pass_ran, pass_skipped;
 } Engine;
 
 static __thread Engine* tl_engine;
@@ -201,13 +205,48 @@ static void report_where(const Engine* e, char* buf, size_t len) {
              l->name, l->file, l->line, blockIdx.x, blockIdx.y, blockIdx.z, t.x, t.y, t.z);
 }
 
+// A pass runs each fiber that can run once, in thread order, until it waits, yields or returns.
+// The first fiber at or after position i that can run in this pass (a waiting one whose round
+// has completed becomes ready; the lagging warp may sit the pass out), or nthreads: none.
+static int pass_next(Engine* e, int i) {
+    for (; i < e->nthreads; i++) {
+        Fiber* f = &e->fiber[i];
+        if (f->state == FIBER_DONE) continue;
+        if (f->state == FIBER_WAITING) {
+            if (*f->wait_gen == f->wait_value) continue;
+            f->state = FIBER_READY;
+        }
+        if (e->pass_lagging && i / 32 == e->lag_warp) {
+            e->pass_skipped = 1;
+            continue;
+        }
+        break;
+    }
+    return i;
+}
+
+static void enter(Engine* e, int i) {
+    e->current = i;
+    threadIdx = e->fiber[i].tid;
+    e->pass_ran = 1;
+}
+
+// Leaves the running fiber (waiting, yielding or returned) for the next one of the pass, straight
+// from fiber to fiber, or for the scheduler (run_block) when the pass is over.
+static void switch_away(Engine* e) {
+    int from = e->current, to = pass_next(e, from + 1);
+    if (to == e->nthreads) to = e->capacity;  // the scheduler's context
+    else enter(e, to);
+    cuda_host_fiber_switch(e->fibers, from, to);
+}
+
 // Suspends the current fiber until *gen moves past value.
 static void wait_on(Engine* e, const unsigned* gen, unsigned value) {
     Fiber* f = &e->fiber[e->current];
     f->state = FIBER_WAITING;
     f->wait_gen = gen;
     f->wait_value = value;
-    cuda_host_fiber_switch(e->fibers, e->current, e->capacity);
+    switch_away(e);
 }
 
 void __syncthreads(void) {
@@ -261,10 +300,7 @@ static void named_barrier(unsigned id, unsigned n, int wait, const char* what) {
 void cuda_host_named_barrier_sync(unsigned id, unsigned nthreads) { named_barrier(id, nthreads, 1, "bar.sync"); }
 void cuda_host_named_barrier_arrive(unsigned id, unsigned nthreads) { named_barrier(id, nthreads, 0, "bar.arrive"); }
 
-void cuda_host_yield(const char* what) {
-    Engine* e = engine_in_kernel(what);
-    cuda_host_fiber_switch(e->fibers, e->current, e->capacity);
-}
+void cuda_host_yield(const char* what) { switch_away(engine_in_kernel(what)); }
 
 void cuda_host_check_width(int width, const char* what) {
     if (width < 1 || width > 32 || (width & (width - 1))) {
@@ -274,7 +310,11 @@ void cuda_host_check_width(int width, const char* what) {
     }
 }
 
-static void complete_round(Engine* e, Warp* w, int warp_index) {
+static void complete_round(Engine* e, Warp* w, int warp_index, const char* what) {
+    if (w->exchange) {
+        w->exchange = 0;
+        cuda_host_exchange_complete(e->slot[warp_index], e->current & 31, what);
+    }
     unsigned members = w->mask & w->present, ballot = 0;
     for (int l = 0; l < 32; l++)
         if ((members >> l & 1u) && w->value[l]) ballot |= 1u << l;
@@ -318,7 +358,7 @@ CudaHostWarpResult cuda_host_warp_round(unsigned mask, unsigned long long value,
     w->value[lane] = value;
     w->src[lane] = src_lane & 31;
     w->arrived |= bit;
-    if (w->arrived == (mask & w->present)) complete_round(e, w, wi);
+    if (w->arrived == (mask & w->present)) complete_round(e, w, wi, what);
     else wait_on(e, &w->gen, w->gen);
     return e->fiber[e->current].result;
 }
@@ -337,6 +377,12 @@ CudaHostLaneSlot* cuda_host_warp_slots(const char* what) {
         fail_msg("%s needs a full warp of 32 threads (%s)", what, where);
     }
     return e->slot[e->current >> 5];
+}
+
+void cuda_host_warp_exchange(const char* what) {
+    Engine* e = engine_in_kernel(what);
+    e->warp[e->current >> 5].exchange = 1;
+    cuda_host_warp_round(0xffffffffu, 0, 0, what);
 }
 
 const CudaHostLaunch* cuda_host_current_launch(const char* what) { return engine_in_kernel(what)->launch; }
@@ -363,7 +409,7 @@ static void fiber_exit(Engine* e) {
         e->bar_arrived = 0;
         e->bar_gen++;
     }
-    cuda_host_fiber_switch(e->fibers, e->current, e->capacity);
+    switch_away(e);
     fail_msg("host runtime: a finished fiber was resumed");
 }
 
@@ -477,27 +523,16 @@ static void run_block(BlockQueue* q, long b) {
     if (l->shmem) memset(e->dyn_smem, 0xff, l->shmem);
     e->in_kernel = 1;
     cuda_host_ptx_block_begin();
-    const int lag_warp = block_lag_warp(q, b, n);
+    e->lag_warp = block_lag_warp(q, b, n);
     for (long pass = 0; e->live > 0; pass++) {
-        const int lagging = lag_warp >= 0 && pass % lag_passes() != 0;   // this pass skips the warp
-        int ran = 0, skipped = 0;
-        for (int i = 0; i < n; i++) {
-            Fiber* f = &e->fiber[i];
-            if (f->state == FIBER_DONE) continue;
-            if (f->state == FIBER_WAITING) {
-                if (*f->wait_gen == f->wait_value) continue;
-                f->state = FIBER_READY;
-            }
-            if (lagging && i / 32 == lag_warp) {
-                skipped = 1;
-                continue;
-            }
-            e->current = i;
-            threadIdx = f->tid;
+        e->pass_lagging = e->lag_warp >= 0 && pass % lag_passes() != 0;   // this pass skips the warp
+        e->pass_ran = e->pass_skipped = 0;
+        int i = pass_next(e, 0);
+        if (i < n) {   // the pass's fibers hand over to each other (switch_away); the last returns here
+            enter(e, i);
             cuda_host_fiber_switch(e->fibers, e->capacity, i);
-            ran = 1;
         }
-        if (!ran && !skipped) report_deadlock(e);   // (skipped: the warp runs within K passes)
+        if (!e->pass_ran && !e->pass_skipped) report_deadlock(e);   // (skipped: the warp runs within K passes)
     }
     cuda_host_ptx_block_end();
     e->in_kernel = 0;
@@ -670,7 +705,7 @@ void cuda_host_spin_pause(unsigned ns) {
         f->progress_seen = progress;
     }
     f->spins++;
-    cuda_host_fiber_switch(e->fibers, me, e->capacity);  // the block's other threads run first
+    switch_away(e);  // the block's other threads run first
     if (f->spins < STALL_SPINS) return;
     start_helper(e);
     long sleep_ns = ns < 1000u ? 1000L : ns > 100000u ? 100000L : (long)ns;

@@ -52,11 +52,17 @@ cuda_host_switch_sp:
 struct CudaHostFibers {
     char* map;
     size_t map_bytes;
-    size_t slot_bytes;   // guard page + stack
+    size_t slot_bytes;   // guard page + stack + STACK_COLORS * 64 bytes
     size_t page;
     int n;
     Context ctx[1];      // n + 1 entries; [n] is the scheduler
 };
+
+// Fiber i's stack starts (i % STACK_COLORS) * 64 bytes below the top of its slot. Slots are a
+// multiple of 4 KiB apart, so without this every fiber's top frames (the registers a switch saves
+// and restores) would fall in the same few L1 sets: a block's 128 to 384 fibers took turns
+// evicting each other at every warp round.
+enum { STACK_COLORS = 64 };
 
 CudaHostFibers* cuda_host_fibers_create(int n, size_t stack_bytes) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -65,7 +71,7 @@ CudaHostFibers* cuda_host_fibers_create(int n, size_t stack_bytes) {
                                                  "fiber contexts");
     f->n = n;
     f->page = page;
-    f->slot_bytes = stack + page;
+    f->slot_bytes = page + stack + (STACK_COLORS * 64 + page - 1) / page * page;
     f->map_bytes = f->slot_bytes * (size_t)n;
     void* map = mmap(NULL, f->map_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -92,7 +98,7 @@ int cuda_host_fibers_guard_hit(const CudaHostFibers* f, const void* addr) {
 
 void cuda_host_fiber_init(CudaHostFibers* f, int i, void (*entry)(void)) {
     char* stack = f->map + (size_t)i * f->slot_bytes + f->page;
-    size_t bytes = f->slot_bytes - f->page;
+    size_t bytes = f->slot_bytes - f->page - (size_t)(i % STACK_COLORS) * 64;
 #ifdef USE_UCONTEXT
     Context* c = &f->ctx[i];
     CHECK(getcontext(c) == 0, "", "getcontext failed: %s", strerror(errno));

@@ -135,17 +135,32 @@ cublasStatus_t cuda_host_blas_fail(cublasStatus_t status, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 // --- Hooks for the PTX twins (ptx.cpp; block_exec.cpp keeps the per-warp and per-thread state) ---
-// One lane's deposit in a full-warp exchange: a tag naming the instruction, and its operands.
+// One lane's deposit in a full-warp exchange: a tag naming the instruction, its operands, and the
+// lane's result, written when the exchange completes.
 typedef struct {
-    unsigned tag;  // 0: none (a lane clears its tag when the exchange ends)
+    unsigned tag;  // 0: none (the exchange's completion clears every lane's tag)
     union {
-        float f[12];    // mma: the lane's 8 A and 4 B elements, unpacked
+        struct {
+            float f[12];  // mma: the lane's 8 A and 4 B elements, unpacked
+            float c[4];   // mma: its accumulator in
+        };
         uintptr_t ptr;  // ldmatrix: the lane's row address
+    };
+    union {
+        float d[4];     // mma: its accumulator out
+        uint32_t r[4];  // ldmatrix: its registers
     };
 } CudaHostLaneSlot;
 // The 32 exchange slots of the calling lane's warp. Fails (naming what) outside a kernel or unless
 // the warp has 32 threads.
 CudaHostLaneSlot* cuda_host_warp_slots(const char* what);
+// A full-warp exchange round (the caller has filled its slot): the last lane to arrive runs
+// cuda_host_exchange_complete on the warp's 32 slots before any lane goes on, so the instruction
+// executes once for the warp, on the operands and shared memory of one moment, as on a GPU.
+void cuda_host_warp_exchange(const char* what);
+// ptx.cpp: checks that the 32 lanes are in the instruction of lane `completer` (named `what`),
+// writes each lane's result into its slot and clears the tags.
+void cuda_host_exchange_complete(CudaHostLaneSlot* s, int completer, const char* what);
 // The running launch, and the calling CUDA thread's linear index in its block; fail outside a kernel.
 const CudaHostLaunch* cuda_host_current_launch(const char* what);
 int cuda_host_current_thread(const char* what);

@@ -2,10 +2,10 @@
 // with PTX's fragment layouts and loud failures where a GPU would fault or give garbage.
 //
 // mma and ldmatrix are full-warp exchanges through the warp's slots (block_exec.cpp): each lane
-// deposits its operands, a warp round, each lane computes its own registers from every lane's
-// deposits, a second warp round (no lane may deposit again before every lane has read), then the
-// lane clears its tag. On the 2-core build machines a warp's mma takes about 5 us, an ldmatrix
-// about 4 us (two warp rounds of about 1 us each, plus the lanes' work).
+// deposits its operands and waits in one warp round; the last lane to arrive checks that all 32
+// are in the same instruction, computes every lane's registers into its slot and clears the tags
+// (cuda_host_exchange_complete), and each lane takes its own. On the 2-core build machines a
+// warp's mma takes about 3.4 us, an ldmatrix about 2.9 us (tests/cuda_host/README.md).
 //
 // cp.async keeps a queue of pending copies per CUDA thread (by its index in the block) on the OS
 // thread that runs the block; a copy is done at the cp_async_wait that retires its group.
@@ -87,32 +87,6 @@ static const char* tag_name(unsigned tag) {
     return "another warp collective";
 }
 
-// Deposits this lane's slot and waits for the 32 lanes; all must be in the same instruction.
-static CudaHostLaneSlot* exchange_begin(const CudaHostLaneSlot* mine, const char* what) {
-    CudaHostLaneSlot* s = cuda_host_warp_slots(what);
-    s[cuda_host_lane()] = *mine;
-    cuda_host_warp_round(0xffffffffu, 0, 0, what);
-    // Each lane compares its tag with lane 0's, and lane 0 with every lane's: a lane in another
-    // instruction (or collective) sees lane 0 differ or is seen by lane 0.
-    int lane = cuda_host_lane(), other = s[0].tag != mine->tag ? 0 : -1;
-    for (int l = 1; lane == 0 && other < 0 && l < 32; l++)
-        if (s[l].tag != mine->tag) other = l;
-    if (other >= 0) {
-        char where[512];
-        cuda_host_where(where, sizeof where, what);
-        fail_msg("%s: lane %d of the warp is in %s in the same warp round; all 32 lanes must "
-                 "execute the same instruction (PTX .aligned) (%s)", what, other,
-                 tag_name(s[other].tag), where);
-    }
-    return s;
-}
-
-// Waits until every lane has read the slots, then clears this lane's tag.
-static void exchange_end(const char* what) {
-    cuda_host_warp_round(0xffffffffu, 0, 0, what);
-    cuda_host_warp_slots(what)[cuda_host_lane()].tag = 0;
-}
-
 static float bf16_bits_to_float(uint32_t bits) {  // the low 16 bits
     uint32_t u = (bits & 0xffffu) << 16;
     float f;
@@ -120,9 +94,86 @@ static float bf16_bits_to_float(uint32_t bits) {  // the low 16 bits
     return f;
 }
 
+static uint32_t load_b16(const unsigned char* p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 // A lane deposits its registers unpacked: f[2 r + h] is half h of a[r], f[8 + 2 r + h] of b[r].
 // By model/cuda_ptx.cuh, A (row, k) is then in lane 4 (row % 8) + (k % 8) / 2 at
 // f[2 (row / 8 + 2 (k / 8)) + k % 2], and B (k, n) in lane 4 n + (k % 8) / 2 at f[8 + 2 (k / 8) + k % 2].
+// Lane (g, t) = (lane / 4, lane % 4) gets D (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1): rows
+// g, g + 8 of A from lanes 4 g + u, columns n = 2t, 2t + 1 of B from lanes 4 n + u. Products are
+// exact; fp32 sums in k order, from its c.
+static void mma_complete(CudaHostLaneSlot* s) {
+    for (int lane = 0; lane < 32; lane++) {
+        int g = lane >> 2, t = lane & 3;
+        float out[4] = {s[lane].c[0], s[lane].c[1], s[lane].c[2], s[lane].c[3]};
+        for (int kh = 0; kh < 2; kh++)      // k = 8 kh + 2 u + h
+            for (int u = 0; u < 4; u++) {
+                const float* fa = s[4 * g + u].f;
+                const float* fb0 = s[8 * t + u].f;
+                const float* fb1 = s[8 * t + 4 + u].f;
+                for (int h = 0; h < 2; h++) {
+                    float a0 = fa[4 * kh + h], a1 = fa[4 * kh + 2 + h];
+                    float b0 = fb0[8 + 2 * kh + h], b1 = fb1[8 + 2 * kh + h];
+                    out[0] += a0 * b0;
+                    out[1] += a0 * b1;
+                    out[2] += a1 * b0;
+                    out[3] += a1 * b1;
+                }
+            }
+        memcpy(s[lane].d, out, sizeof out);
+    }
+}
+
+// Lane l gave the row address of row l % 8 of matrix l / 8; lane (g, t) gets elements (g, 2t) and
+// (g, 2t + 1) of each matrix, or with .trans (2t, g) and (2t + 1, g).
+static void ldmatrix_complete(CudaHostLaneSlot* s, int nmat, int trans) {
+    for (int lane = 0; lane < 32; lane++) {
+        int g = lane >> 2, t = lane & 3;
+        for (int i = 0; i < nmat; i++) {
+            if (!trans) {
+                const unsigned char* row = (const unsigned char*)s[8 * i + g].ptr;
+                s[lane].r[i] = load_b16(row + 4 * t) | load_b16(row + 4 * t + 2) << 16;
+            } else {
+                s[lane].r[i] = load_b16((const unsigned char*)s[8 * i + 2 * t].ptr + 2 * g) |
+                               load_b16((const unsigned char*)s[8 * i + 2 * t + 1].ptr + 2 * g) << 16;
+            }
+        }
+    }
+}
+
+// The last lane of the round: every lane must be in its instruction (a lane in another exchange, or
+// in a shuffle or other warp collective, whose tag is 0, is named); then the instruction runs once
+// for the warp. The row addresses of ldmatrix are read now, while no lane of the warp can change
+// the memory.
+void cuda_host_exchange_complete(CudaHostLaneSlot* s, int completer, const char* what) {
+    unsigned tag = s[completer].tag;
+    for (int l = 0; l < 32; l++) {
+        if (s[l].tag == tag) continue;
+        char where[512];
+        cuda_host_where(where, sizeof where, what);
+        fail_msg("%s: lane %d of the warp is in %s in the same warp round; all 32 lanes must "
+                 "execute the same instruction (PTX .aligned) (%s)", what, l, tag_name(s[l].tag), where);
+    }
+    if (tag == TAG_MMA) mma_complete(s);
+    else {
+        int idx = (int)tag - TAG_LDMATRIX;
+        ldmatrix_complete(s, idx < 2 ? 1 : idx < 4 ? 2 : 4, idx % 2);
+    }
+    for (int l = 0; l < 32; l++) s[l].tag = 0;
+}
+
+// Deposits this lane's slot and waits for the 32 lanes; returns the slot with this lane's result.
+static const CudaHostLaneSlot* exchange(const CudaHostLaneSlot* mine, const char* what) {
+    CudaHostLaneSlot* s = cuda_host_warp_slots(what) + cuda_host_lane();
+    *s = *mine;
+    cuda_host_warp_exchange(what);
+    return s;
+}
+
 void cuda_host_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
     CudaHostLaneSlot mine;
     mine.tag = TAG_MMA;
@@ -130,37 +181,8 @@ void cuda_host_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t
         for (int r = 0; r < 4; r++) mine.f[2 * r + h] = bf16_bits_to_float(a[r] >> 16 * h);
         for (int r = 0; r < 2; r++) mine.f[8 + 2 * r + h] = bf16_bits_to_float(b[r] >> 16 * h);
     }
-    const CudaHostLaneSlot* s = exchange_begin(&mine, mma_name);
-    int lane = cuda_host_lane(), g = lane >> 2, t = lane & 3;
-    // out = D (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1): rows g, g + 8 of A from lanes
-    // 4 g + u, columns n = 2t, 2t + 1 of B from lanes 4 n + u. Products are exact; fp32 sums in k order.
-    float out[4] = {c[0], c[1], c[2], c[3]};
-    for (int kh = 0; kh < 2; kh++)      // k = 8 kh + 2 u + h
-        for (int u = 0; u < 4; u++) {
-            const float* fa = s[4 * g + u].f;
-            const float* fb0 = s[8 * t + u].f;
-            const float* fb1 = s[8 * t + 4 + u].f;
-            for (int h = 0; h < 2; h++) {
-                float a0 = fa[4 * kh + h], a1 = fa[4 * kh + 2 + h];
-                float b0 = fb0[8 + 2 * kh + h], b1 = fb1[8 + 2 * kh + h];
-                out[0] += a0 * b0;
-                out[1] += a0 * b1;
-                out[2] += a1 * b0;
-                out[3] += a1 * b1;
-            }
-        }
-    exchange_end(mma_name);
-    memcpy(d, out, sizeof out);  // d may alias c
-}
-
-static const unsigned char* slot_address(const CudaHostLaneSlot* s, int lane) {
-    return (const unsigned char*)s[lane].ptr;
-}
-
-static uint32_t load_b16(const unsigned char* p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    memcpy(mine.c, c, sizeof mine.c);
+    memcpy(d, exchange(&mine, mma_name)->d, sizeof mine.d);  // d may alias c
 }
 
 void cuda_host_ldmatrix(uint32_t* r, int nmat, int trans, const void* row_address) {
@@ -184,20 +206,7 @@ void cuda_host_ldmatrix(uint32_t* r, int nmat, int trans, const void* row_addres
     CudaHostLaneSlot mine;
     mine.tag = TAG_LDMATRIX + idx;
     mine.ptr = (uintptr_t)row_address;
-    const CudaHostLaneSlot* s = exchange_begin(&mine, what);
-    uint32_t out[4];
-    int g = lane >> 2, t = lane & 3;
-    for (int i = 0; i < nmat; i++) {
-        if (!trans) {  // elements (g, 2t) and (g, 2t + 1) of matrix i
-            const unsigned char* row = slot_address(s, 8 * i + g);
-            out[i] = load_b16(row + 4 * t) | load_b16(row + 4 * t + 2) << 16;
-        } else {  // elements (2t, g) and (2t + 1, g)
-            out[i] = load_b16(slot_address(s, 8 * i + 2 * t) + 2 * g) |
-                     load_b16(slot_address(s, 8 * i + 2 * t + 1) + 2 * g) << 16;
-        }
-    }
-    exchange_end(what);
-    memcpy(r, out, (size_t)nmat * sizeof out[0]);
+    memcpy(r, exchange(&mine, what)->r, (size_t)nmat * sizeof r[0]);
 }
 
 // --- cp.async --------------------------------------------------------------------------------------

@@ -506,10 +506,10 @@ CudaHostSmemDesc cuda_host_smem_desc_decode(uint64_t desc) {
 // swizzled: rows W bytes apart, next 8 rows at SBO (LBO unused); MN-major none: 16 bytes of mn,
 // 8 k rows 16 bytes apart, next 16 bytes of mn at SBO, next 8 k at LBO; MN-major swizzled: W bytes
 // of mn, k rows W bytes apart, next W bytes of mn at LBO, next 8 k at SBO. Then the swizzle XORs
-// address bits [4, 4 + B) with [7, 7 + B).
+// address bits [4, 4 + B) with [7, 7 + B), B = log2(W / 16).
 // (Shifts and masks, not / and %: W is 32, 64 or 128 bytes, and the wgmma twin reads every operand
-// row of every wgmma through this.)
-static uint32_t smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
+// row of every wgmma through this.) The offset before the swizzle; k's part is a sum of its own.
+static uint32_t smem_desc_offset(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
     const uint32_t w = d->swizzle, bits = w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0;
     const uint32_t m = (uint32_t)mn, kk = (uint32_t)k;
     uint32_t a = d->addr;
@@ -522,7 +522,7 @@ static uint32_t smem_desc_element(const CudaHostSmemDesc* d, int mn_major, int m
         if (!w) a += (mb & 15) + (mb >> 4) * d->sbo + (kk & 7) * 16 + (kk >> 3) * d->lbo;
         else a += (mb & (w - 1)) + (mb >> (bits + 4)) * d->lbo + (kk & 7) * w + (kk >> 3) * d->sbo;
     }
-    return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
+    return a;
 }
 
 // A consumer of the overlapped Hopper forward has the S wgmmas of one tile and the P V wgmmas of
@@ -586,11 +586,22 @@ static float smem_bf16(const unsigned char* smem, uint32_t addr) {
 
 // Operand row mn's 16 k values of a wgmma's shared-memory operand. K-major: k 0-7 and k 8-15 each
 // fill one 16-byte chunk, which the swizzle moves whole, so two look-ups give all 16 addresses.
+// MN-major: k adds a fixed stride (W, or 16 bytes unswizzled) within each 8 and SBO (LBO
+// unswizzled) between the two 8s; each address is swizzled on its own.
 static void smem_operand_row(const unsigned char* smem, const CudaHostSmemDesc* d, int mn_major, int mn, float v[16]) {
-    uint32_t addr = 0;
+    const uint32_t w = d->swizzle, mask = w == 128 ? 7 : w == 64 ? 3 : w == 32 ? 1 : 0;
+    if (!mn_major) {
+        for (int h = 0; h < 2; h++) {
+            uint32_t a = smem_desc_offset(d, 0, mn, 8 * h, 2);
+            a ^= (a >> 7 & mask) << 4;
+            for (int k = 0; k < 8; k++) v[8 * h + k] = smem_bf16(smem, a + 2 * (uint32_t)k);
+        }
+        return;
+    }
+    const uint32_t base = smem_desc_offset(d, 1, mn, 0, 2), step = w ? w : 16, step8 = w ? d->sbo : d->lbo;
     for (int k = 0; k < 16; k++) {
-        if (mn_major || k % 8 == 0) addr = smem_desc_element(d, mn_major, mn, k, 2);
-        v[k] = smem_bf16(smem, mn_major ? addr : addr + 2 * (uint32_t)(k % 8));
+        uint32_t a = base + (uint32_t)(k & 7) * step + (uint32_t)(k >> 3) * step8;
+        v[k] = smem_bf16(smem, a ^ (a >> 7 & mask) << 4);
     }
 }
 

@@ -103,6 +103,8 @@ static void test_mma(int p, int reps, const char* name) {
 
 // Lane l's row: tile row (5 l + 3) % 32, columns 8 ((l / 8) % 2) .. +7, of a 32 x 16 tile of
 // 16-bit values row * 256 + column. Lanes past 8 nmat point elsewhere: their address is not used.
+// Right after the ldmatrix each lane overwrites its row: the instruction reads for the whole warp
+// before any lane goes on, so no lane sees another's overwrite.
 __device__ __host__ static int ld_row(int l) { return (l * 5 + 3) % 32; }
 __device__ __host__ static int ld_col(int l) { return 8 * ((l >> 3) & 1); }
 
@@ -116,6 +118,8 @@ template <int NMAT, int TRANS> __global__ void ldmatrix_kernel(uint32_t* out) {
     if (NMAT == 1) TRANS ? ldmatrix_x1_trans(r, row) : ldmatrix_x1(r, row);
     if (NMAT == 2) TRANS ? ldmatrix_x2_trans(r, row) : ldmatrix_x2(r, row);
     if (NMAT == 4) TRANS ? ldmatrix_x4_trans(r, row) : ldmatrix_x4(r, row);
+    if (l < 8 * NMAT)
+        for (int c = 0; c < 8; c++) tile[ld_row(l) * 16 + ld_col(l) + c] = 0xffff;
     for (int i = 0; i < 4; i++) out[l * 4 + i] = r[i];
 }
 
@@ -137,7 +141,8 @@ template <int NMAT, int TRANS> static void test_ldmatrix(void) {
             if (h[l * 4 + i] != (lo | hi << 16)) bad++;
         }
     check(bad == 0, "ldmatrix.x%d%s: every lane's registers hold the documented elements (%d of %d differ; "
-          "rows from permuted lane addresses, unused lanes' addresses ignored)", NMAT, TRANS ? ".trans" : "",
+          "rows from permuted lane addresses, unused lanes' addresses ignored, each row overwritten by its lane right "
+          "after)", NMAT, TRANS ? ".trans" : "",
           bad, 32 * NMAT);
     CUDA_CHECK(cudaFree(d));
 }
