@@ -24,7 +24,13 @@ esac
 # time of the other suites' processes.
 [ "$jobs" -gt 1 ] && export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 results=$(mktemp -d "$BUILD/tmp/run_suites.XXXXXX") || exit 2
-trap 'rm -rf "$results"' EXIT
+# Each suite runs with a TMPDIR of its own. Open MPI keeps a process's session directory there, and
+# every singleton (a program started without mpirun) uses the same path in it and removes it as
+# it ends: a singleton of one suite starting while another suite's ends could lose its directory
+# (MPI_Init_thread failing "on a NULL communicator", seen once in a CI run). Short and under /tmp:
+# the directory holds Unix sockets, whose paths have a length limit.
+tmp_base=$(mktemp -d /tmp/suites.XXXXXX) || exit 2
+trap 'rm -rf "$results" "$tmp_base"' EXIT
 trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 
 # run_suite ARG OUT: runs ARG's tests (SUITE or SUITE:PATTERN,...), one line per outcome in OUT:
@@ -65,7 +71,8 @@ i=0
 for arg in "$@"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
   : > "$results/$i"
-  run_suite "$arg" "$results/$i" &
+  mkdir -p "$tmp_base/$i" || exit 2
+  (export TMPDIR="$tmp_base/$i"; run_suite "$arg" "$results/$i") &
   i=$((i + 1))
 done
 wait
