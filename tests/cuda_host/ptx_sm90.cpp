@@ -509,8 +509,10 @@ CudaHostSmemDesc cuda_host_smem_desc_decode(uint64_t desc) {
 // address bits [4, 4 + B) with [7, 7 + B), B = log2(W / 16).
 // (Shifts and masks, not / and %: W is 32, 64 or 128 bytes, and the wgmma twin reads every operand
 // row of every wgmma through this.) The offset before the swizzle; k's part is a sum of its own.
+static uint32_t swizzle_bits(uint32_t w) { return w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0; }
+
 static uint32_t smem_desc_offset(const CudaHostSmemDesc* d, int mn_major, int mn, int k, int elem_bytes) {
-    const uint32_t w = d->swizzle, bits = w == 128 ? 3 : w == 64 ? 2 : w == 32 ? 1 : 0;
+    const uint32_t w = d->swizzle, bits = swizzle_bits(w);
     const uint32_t m = (uint32_t)mn, kk = (uint32_t)k;
     uint32_t a = d->addr;
     if (!mn_major) {
@@ -589,7 +591,7 @@ static float smem_bf16(const unsigned char* smem, uint32_t addr) {
 // MN-major: k adds a fixed stride (W, or 16 bytes unswizzled) within each 8 and SBO (LBO
 // unswizzled) between the two 8s; each address is swizzled on its own.
 static void smem_operand_row(const unsigned char* smem, const CudaHostSmemDesc* d, int mn_major, int mn, float v[16]) {
-    const uint32_t w = d->swizzle, mask = w == 128 ? 7 : w == 64 ? 3 : w == 32 ? 1 : 0;
+    const uint32_t w = d->swizzle, mask = (1u << swizzle_bits(w)) - 1;
     if (!mn_major) {
         for (int h = 0; h < 2; h++) {
             uint32_t a = smem_desc_offset(d, 0, mn, 8 * h, 2);
