@@ -1,9 +1,11 @@
 #include "comm/fail.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static FailHook fail_hook;
 static char fail_prefix[64];
@@ -61,10 +63,28 @@ void fail_at(const char* file, int line, const char* hint, const char* fmt, ...)
     fail_line(file, line, hint, fmt, ap);
 }
 
+// The whole 2 MiB pages inside a block of 4 MiB or more are offered to the kernel's transparent
+// huge pages (a hint: where THP is set to madvise, as on many systems, only advised memory gets
+// them). A large model's parameters, gradients, moments and activations are otherwise faulted in
+// 4 KiB at a time: two steps of the CPU trainer at gpt3-125m (B = 1, T = 256) took 6.45 s each
+// without the hint and 4.43 s with it on a paravirtualised machine, where each fault is expensive.
+// The contents are unchanged.
+static void advise_huge_pages(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (bytes < 2 * huge) return;
+    const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (b > a) (void)madvise((void*)a, b - a, MADV_HUGEPAGE);   // EINVAL where THP is not built in
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 void* xmalloc_at(size_t bytes, const char* what, const char* file, int line) {
     void* p = malloc(bytes ? bytes : 1);
     if (!p) fail_at(file, line, "reduce the batch size, sequence length or model size",
                     "out of memory allocating %zu bytes for %s", bytes, what);
+    advise_huge_pages(p, bytes);
     return p;
 }
 
@@ -72,5 +92,6 @@ void* xcalloc_at(size_t count, size_t size, const char* what, const char* file, 
     void* p = calloc(count ? count : 1, size ? size : 1);
     if (!p) fail_at(file, line, "reduce the batch size, sequence length or model size",
                     "out of memory allocating %zu x %zu bytes for %s", count, size, what);
+    advise_huge_pages(p, count * size);
     return p;
 }

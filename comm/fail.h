@@ -32,7 +32,8 @@ void fail_at(const char* file, int line, const char* hint, const char* fmt, ...)
 // Checks a condition that should hold unless a library call or the environment failed.
 #define CHECK(cond, hint, ...) do { if (!(cond)) FAIL(hint, __VA_ARGS__); } while (0)
 
-// Checked allocation: names what was being allocated and how much when it fails.
+// Checked allocation: names what was being allocated and how much when it fails. Blocks of 4 MiB
+// and more are offered to transparent huge pages (fail.c).
 void* xmalloc_at(size_t bytes, const char* what, const char* file, int line);
 void* xcalloc_at(size_t count, size_t size, const char* what, const char* file, int line);
 #define xmalloc(bytes, what) xmalloc_at((bytes), (what), __FILE__, __LINE__)

@@ -93,24 +93,54 @@ typedef struct {
 
 static __thread Engine* tl_engine;
 
-// An OS thread's engine is freed when the thread exits: OpenMP and OpenBLAS start and end threads
-// during a long run, and an engine holds n fiber stacks (2n memory mappings), so engines left
-// behind by exited threads would reach the kernel's mapping limit (vm.max_map_count).
+// An OS thread's engine is given back when the thread exits: OpenMP and OpenBLAS start and end
+// threads during a long run, and an engine holds n fiber stacks (2n memory mappings), so engines
+// left behind by exited threads would reach the kernel's mapping limit (vm.max_map_count). The
+// next thread takes it from a pool: the helper threads of launches whose blocks spin-wait
+// (start_helper) come and go by the hundred, and a new engine's stacks and shared memory cost a
+// guard page each and a page fault at each first touch (the pool halved the system time of the
+// semaphore-ordered attention tests). The pool holds at most CUDA_HOST_POOLED_FIBERS fibers' stacks
+// in all; engines beyond that are freed. (Never destroyed: a thread may end after static
+// destructors have run.)
+typedef struct {
+    std::mutex lock;
+    std::vector<Engine*> engines;
+    int fibers;
+} EnginePool;
+static EnginePool& engine_pool(void) {
+    static EnginePool* pool = new EnginePool();
+    return *pool;
+}
+
+static void engine_free(Engine* e) {
+    cuda_host_fibers_destroy(e->fibers);
+    free(e->fiber);
+    free(e->dyn_smem);
+    free(e);
+}
+
 struct EngineOwner {
     ~EngineOwner() {
         Engine* e = tl_engine;
         if (!e || e->in_kernel) return;  // exit() from a fiber (a failure) runs on one of these stacks
         tl_engine = NULL;
-        cuda_host_fibers_destroy(e->fibers);
-        free(e->fiber);
-        free(e->dyn_smem);
-        if (e->alt_stack) {
+        if (e->alt_stack) {   // the thread's own: the next thread gets a new one (watch_stack_overflow)
             stack_t ss;
             memset(&ss, 0, sizeof ss);
             ss.ss_flags = SS_DISABLE;
             if (sigaltstack(&ss, NULL) == 0) free(e->alt_stack);
+            e->alt_stack = NULL;
         }
-        free(e);
+        {
+            EnginePool& pool = engine_pool();
+            std::lock_guard<std::mutex> guard(pool.lock);
+            if (pool.fibers + e->capacity <= CUDA_HOST_POOLED_FIBERS) {
+                pool.engines.push_back(e);
+                pool.fibers += e->capacity;
+                return;
+            }
+        }
+        engine_free(e);
     }
 };
 static thread_local EngineOwner tl_engine_owner;
@@ -173,16 +203,27 @@ static void* watch_stack_overflow(void) {
 static Engine* engine_get(int n) {
     Engine* e = tl_engine;
     if (!e) {
-        e = (Engine*)xcalloc(1, sizeof *e, "host runtime engine");
-        // 1024-byte aligned: TMA's 128-byte swizzle uses the address bits up to bit 9, so a kernel that
-        // aligns its tiles to 1024 bytes sees the same swizzle here as on a GPU.
-        e->dyn_smem = (unsigned char*)aligned_alloc(1024, CUDA_HOST_MAX_DYN_SMEM);
-        CHECK(e->dyn_smem, "", "out of memory allocating dynamic shared memory");
+        {
+            EnginePool& pool = engine_pool();
+            std::lock_guard<std::mutex> guard(pool.lock);
+            if (!pool.engines.empty()) {
+                e = pool.engines.back();
+                pool.engines.pop_back();
+                pool.fibers -= e->capacity;
+            }
+        }
+        if (!e) {
+            e = (Engine*)xcalloc(1, sizeof *e, "host runtime engine");
+            // 1024-byte aligned: TMA's 128-byte swizzle uses the address bits up to bit 9, so a kernel
+            // that aligns its tiles to 1024 bytes sees the same swizzle here as on a GPU.
+            e->dyn_smem = (unsigned char*)aligned_alloc(1024, CUDA_HOST_MAX_DYN_SMEM);
+            CHECK(e->dyn_smem, "", "out of memory allocating dynamic shared memory");
+        }
         tl_engine = e;
         (void)&tl_engine_owner;   // registers the engine's release at this thread's exit
         e->alt_stack = watch_stack_overflow();
     }
-    if (e->capacity < n) {
+    if (e->capacity < n) {   // (a pooled engine keeps its stacks: only a larger block needs more)
         cuda_host_fibers_destroy(e->fibers);
         free(e->fiber);
         e->fibers = cuda_host_fibers_create(n, stack_bytes());

@@ -100,6 +100,9 @@ typedef struct CUevent_st* cudaEvent_t;
 #define CUDA_HOST_MAX_THREADS 1024
 #define CUDA_HOST_DEFAULT_DYN_SMEM (48 * 1024)
 #define CUDA_HOST_MAX_DYN_SMEM (227 * 1024)
+// The fiber stacks that exited OS threads leave for the next ones (block_exec.cpp): at most this
+// many in all, two memory mappings each (the stack and its guard page).
+#define CUDA_HOST_POOLED_FIBERS 2048
 
 // Errors, devices.
 const char* cudaGetErrorString(cudaError_t err);

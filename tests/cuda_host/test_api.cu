@@ -73,6 +73,37 @@ static void test_memory(void) {
     CUDA_CHECK(cudaFree(d2));
     CUDA_CHECK(cudaFreeHost(pinned));
     CUDA_CHECK(cudaFree(NULL));
+
+    // Blocks of 2 MiB and more (the host runtime maps each on its own, on huge pages where it can):
+    // the same filling, bounds, alignment and release; a length that is no multiple of a page.
+    const size_t big = ((size_t)3 << 20) + 100 * sizeof(float);
+    float *b, *bh;
+    CUDA_CHECK(cudaMalloc(&b, big));
+    CUDA_CHECK(cudaMallocHost(&bh, big));
+    check(((size_t)b & 255) == 0 && ((size_t)bh & 255) == 0, "large blocks are 256-byte aligned too");
+    const size_t nb = big / sizeof(float);
+    for (size_t i = 0; i < nb; i++) bh[i] = (float)(i % 1000);
+#ifdef CUDA_HOST
+    float edge[2];
+    CUDA_CHECK(cudaMemcpy(&edge[0], b, sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&edge[1], b + nb - 1, sizeof(float), cudaMemcpyDeviceToHost));
+    check(edge[0] != edge[0] && edge[1] != edge[1], "a new 3 MiB block reads as NaN at both ends");
+    err = cudaMemcpy(b + 1, bh, big, cudaMemcpyHostToDevice);
+    check(err == cudaErrorInvalidValue, "a copy past the end of a 3 MiB block is refused: %s (%s)",
+          cudaGetErrorName(err), cuda_host_error_detail());
+    err = cudaFree(b + 1);
+    check(err == cudaErrorInvalidValue, "cudaFree of an inner pointer of a 3 MiB block is refused: %s (%s)",
+          cudaGetErrorName(err), cuda_host_error_detail());
+    (void)cudaGetLastError();
+#endif
+    CUDA_CHECK(cudaMemcpy(b, bh, big, cudaMemcpyHostToDevice));
+    memset(bh, 0, big);
+    CUDA_CHECK(cudaMemcpy(bh, b, big, cudaMemcpyDeviceToHost));
+    size_t wrong = 0;
+    for (size_t i = 0; i < nb; i++) wrong += bh[i] != (float)(i % 1000);
+    check(wrong == 0, "a 3 MiB round trip through pinned memory (%zu wrong)", wrong);
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaFreeHost(bh));
 }
 
 // --- Streams and events ------------------------------------------------------------------------

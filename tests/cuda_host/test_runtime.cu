@@ -3,8 +3,10 @@
 // atomics, dynamic shared memory, and launches CUDA rejects. `--die NAME` runs one case that
 // must end the program with a diagnostic (checked by tests/cuda_host/expect_fail.sh).
 #include "model/cuda_common.cuh"
+#include "model/cuda_ptx.cuh"
 #include "tests/cuda_host/test_check.h"
 
+#include <omp.h>
 #include <thread>
 
 #include <stdlib.h>
@@ -636,11 +638,36 @@ static long count_mappings(void) {
     return n;
 }
 
-// 48 short-lived threads each run a 1024-thread kernel: the engine (1024 fiber stacks, ~2048
-// mappings) of a thread that exits must be released, or a long run with thread churn (OpenMP,
-// OpenBLAS) reaches vm.max_map_count (65530) and mprotect fails.
+// Block i waits until the blocks above it have passed (*turn counts them), then passes: every block
+// but the last stalls, and each stalled block starts a helper thread for the others.
+__global__ void reverse_chain_kernel(unsigned* turn, int* out) {
+    const unsigned mine = gridDim.x - 1 - blockIdx.x;
+    if (threadIdx.x == 0)
+        while (ld_acquire_gpu_u32(turn) != mine) nanosleep_ns(100);
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = (int)mine;
+    __syncthreads();
+    if (threadIdx.x == 0) red_release_gpu_add_u32(turn, 1u);
+}
+
+// The engines (fiber stacks, two mappings each) of threads that exit go to a pool of at most
+// CUDA_HOST_POOLED_FIBERS stacks; the rest must be released, or a long run with thread churn
+// (OpenMP, OpenBLAS, helper threads) reaches vm.max_map_count (65530) and mprotect fails.
+// - 48 short-lived threads one after another, each running a 1024-thread kernel (a fresh thread
+//   takes the pooled engine of the last);
+// - a chain of 16 512-thread blocks, each waiting for the one above: the first window of 8 blocks
+//   (block_exec.cpp) all stall whatever their seeded order, so at least 8 helper threads are alive
+//   at once (8000 mappings and more), of which the pool may keep 2 * CUDA_HOST_POOLED_FIBERS.
+// One OpenMP thread, so that only this thread (its engine made first) and the helpers run blocks.
 static void test_thread_churn(void) {
+    const int chain = 16, width = 512, omp_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     int* d = device_ints(NULL, 1024);
+    unsigned* turn;
+    CUDA_CHECK(cudaMalloc(&turn, sizeof *turn));
+    LAUNCH(set_kernel, 1, 1024, 0, 0, d, 7);   // this thread's engine, at 1024
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const long bound = 2L * CUDA_HOST_POOLED_FIBERS + 200;
     const long before = count_mappings();
     for (int i = 0; i < 48; i++) {
         std::thread t([d] {  // the synchronising thread runs queued work: this one runs the kernel
@@ -650,9 +677,25 @@ static void test_thread_churn(void) {
         t.join();
     }
     const long after = count_mappings();
-    check(before > 0 && after - before < 2000, "48 threads that ran 1024-thread blocks and exited: mappings %ld -> %ld "
-          "(their fiber stacks were released)", before, after);
+    check(before > 0 && after - before < bound, "48 threads that ran 1024-thread blocks and exited: mappings %ld -> %ld "
+          "(their fiber stacks were released or pooled: at most %ld more)", before, after, bound);
+    CUDA_CHECK(cudaMemset(turn, 0, sizeof *turn));
+    int* order = device_ints(NULL, chain * width);
+    LAUNCH(reverse_chain_kernel, chain, width, 0, 0, turn, order);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int* h = (int*)malloc(chain * width * sizeof(int));
+    CUDA_CHECK(cudaMemcpy(h, order, chain * width * sizeof(int), cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int i = 0; i < chain * width; i++) wrong += h[i] != chain - 1 - i / width;
+    const long chained = count_mappings();
+    check(wrong == 0 && chained - before < bound, "a chain of %d %d-thread blocks waiting in reverse order ran "
+          "(%d wrong); mappings %ld -> %ld when its helper threads ended (at most %ld more)", chain, width, wrong,
+          before, chained, bound);
+    free(h);
+    CUDA_CHECK(cudaFree(order));
+    CUDA_CHECK(cudaFree(turn));
     CUDA_CHECK(cudaFree(d));
+    omp_set_num_threads(omp_threads);
 }
 #endif
 
