@@ -63,16 +63,13 @@ void fail_at(const char* file, int line, const char* hint, const char* fmt, ...)
     fail_line(file, line, hint, fmt, ap);
 }
 
-// The whole 2 MiB pages inside a block of 4 MiB or more are offered to the kernel's transparent
-// huge pages (a hint: where THP is set to madvise, as on many systems, only advised memory gets
-// them). A large model's parameters, gradients, moments and activations are otherwise faulted in
-// 4 KiB at a time: two steps of the CPU trainer at gpt3-125m (B = 1, T = 256) took 6.45 s each
-// without the hint and 4.43 s with it on a paravirtualised machine, where each fault is expensive.
-// The contents are unchanged.
-static void advise_huge_pages(void* p, size_t bytes) {
+// A hint: where transparent huge pages are set to madvise, as on many systems, only advised memory
+// gets them. A large model's parameters, gradients, moments and activations are otherwise faulted
+// in 4 KiB at a time: two steps of the CPU trainer at gpt3-125m (B = 1, T = 256) took 6.45 s each
+// without it and 4.43 s with it on a paravirtualised machine, where each fault is expensive.
+void advise_huge_pages(void* p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
     const uintptr_t huge = (uintptr_t)2 << 20;
-    if (bytes < 2 * huge) return;
     const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
     if (b > a) (void)madvise((void*)a, b - a, MADV_HUGEPAGE);   // EINVAL where THP is not built in
 #else

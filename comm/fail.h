@@ -32,12 +32,15 @@ void fail_at(const char* file, int line, const char* hint, const char* fmt, ...)
 // Checks a condition that should hold unless a library call or the environment failed.
 #define CHECK(cond, hint, ...) do { if (!(cond)) FAIL(hint, __VA_ARGS__); } while (0)
 
-// Checked allocation: names what was being allocated and how much when it fails. Blocks of 4 MiB
-// and more are offered to transparent huge pages (fail.c).
+// Checked allocation: names what was being allocated and how much when it fails. The whole 2 MiB
+// pages inside a block are offered to transparent huge pages (advise_huge_pages).
 void* xmalloc_at(size_t bytes, const char* what, const char* file, int line);
 void* xcalloc_at(size_t count, size_t size, const char* what, const char* file, int line);
 #define xmalloc(bytes, what) xmalloc_at((bytes), (what), __FILE__, __LINE__)
 #define xcalloc(count, size, what) xcalloc_at((count), (size), (what), __FILE__, __LINE__)
+// Offers the whole 2 MiB pages inside [p, p + bytes) to transparent huge pages (madvise; a hint
+// that changes no contents, and nothing where the kernel has no THP).
+void advise_huge_pages(void* p, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -5,19 +5,15 @@
 #include "tests/cuda_host/internal.h"
 #include "comm/fail.h"
 
-#include <errno.h>
 #include <map>
 #include <mutex>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 typedef struct {
     size_t bytes;
     int pinned;
-    size_t mapped;   // the length of the block's own mapping (map_block), or 0: from aligned_alloc
 } Block;
 
 static std::mutex lock;
@@ -51,25 +47,11 @@ size_t cuda_host_device_bytes(void) {
     return device_bytes;
 }
 
-// Blocks of 2 MiB and more get a mapping of their own, aligned to 2 MiB and backed by transparent
-// huge pages where the kernel allows them (madvise; without them this is an ordinary mapping). The
-// 0xff fill below touches every page of a fresh block, one fault per 4 KiB page otherwise: 190-250
-// ms per 64 MiB on a paravirtualised build machine against 6-25 ms with 2 MiB pages, and every CUDA
-// trainer process fills its two 32 MiB cuBLASLt workspaces. Returns NULL when the mapping fails.
+// Blocks of 2 MiB and more start on a 2 MiB boundary and are offered to transparent huge pages
+// (advise_huge_pages). The 0xff fill below touches every page of a fresh block, one fault per 4 KiB
+// page otherwise: 190-250 ms per 64 MiB on a paravirtualised build machine against 6-25 ms with
+// 2 MiB pages, and every CUDA trainer process fills its two 32 MiB cuBLASLt workspaces.
 static const size_t HUGE_PAGE = (size_t)2 << 20;
-
-static void* map_block(size_t bytes, size_t* mapped) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t len = (bytes + page - 1) / page * page, span = len + HUGE_PAGE;
-    void* m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    const uintptr_t start = (uintptr_t)m, p = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (p > start) munmap(m, p - start);   // keep [p, p + len): one mapping that munmap(p, len) ends
-    if (start + span > p + len) munmap((void*)(p + len), start + span - (p + len));
-    (void)madvise((void*)p, len, MADV_HUGEPAGE);   // a hint: EINVAL where THP is not built in
-    *mapped = len;
-    return (void*)p;
-}
 
 static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* what) {
     if (!ptr) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer argument", what);
@@ -87,40 +69,36 @@ static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* wh
                               "(%zu of %zu bytes in use; CUDA_HOST_DEVICE_MEMORY)", what, bytes,
                               in_use, total);
     size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
-    size_t mapped = 0;
-    void* p = rounded >= HUGE_PAGE ? map_block(rounded, &mapped) : aligned_alloc(256, rounded);
+    void* p = aligned_alloc(rounded >= HUGE_PAGE ? HUGE_PAGE : 256, rounded);
     if (!p) {
         std::lock_guard<std::mutex> guard(lock);
         if (!pinned) device_bytes -= bytes;
         return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes failed", what, bytes);
     }
+    advise_huge_pages(p, rounded);
     if (!pinned) memset(p, 0xff, rounded);  // NaN as float and bf16: unwritten data shows
     std::lock_guard<std::mutex> guard(lock);
-    blocks[(uintptr_t)p] = Block{bytes, pinned, mapped};
+    blocks[(uintptr_t)p] = Block{bytes, pinned};
     *ptr = p;
     return cudaSuccess;
 }
 
-// Removes ptr from the registry if it starts a live block of the given kind: 1 and the length of
-// its own mapping in *mapped (0: from aligned_alloc), or 0.
-static int unregister(void* ptr, int pinned, size_t* mapped) {
+// Removes ptr from the registry if it starts a live block of the given kind.
+static int unregister(void* ptr, int pinned) {
     std::lock_guard<std::mutex> guard(lock);
     auto it = blocks.find((uintptr_t)ptr);
     if (it == blocks.end() || it->second.pinned != pinned) return 0;
     if (!pinned) device_bytes -= it->second.bytes;
-    *mapped = it->second.mapped;
     blocks.erase(it);
     return 1;
 }
 
 static cudaError_t release(void* ptr, int pinned, const char* what) {
     if (!ptr) return cudaSuccess;
-    size_t mapped = 0;
-    if (!unregister(ptr, pinned, &mapped))
+    if (!unregister(ptr, pinned))
         return cuda_host_fail(cudaErrorInvalidValue, "%s(%p): not the start of a live %s allocation",
                               what, ptr, pinned ? "cudaMallocHost" : "cudaMalloc");
-    if (mapped) CHECK(munmap(ptr, mapped) == 0, "", "%s(%p): munmap failed: %s", what, ptr, strerror(errno));
-    else free(ptr);
+    free(ptr);
     return cudaSuccess;
 }
 

@@ -74,7 +74,7 @@ static void test_memory(void) {
     CUDA_CHECK(cudaFreeHost(pinned));
     CUDA_CHECK(cudaFree(NULL));
 
-    // Blocks of 2 MiB and more (the host runtime maps each on its own, on huge pages where it can):
+    // Blocks of 2 MiB and more (the host runtime aligns them to 2 MiB, for huge pages where it can):
     // the same filling, bounds, alignment and release; a length that is no multiple of a page.
     const size_t big = ((size_t)3 << 20) + 100 * sizeof(float);
     float *b, *bh;
