@@ -31,15 +31,21 @@ $(BUILD)/costmodel: $(COSTMODEL_PROG_OBJS)
 $(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# This machine as a cluster: collectives on 2, 4, 8 and 16 ranks (tools/bench_collectives.sh),
-# then the CPU kernels timed on one thread; writes build/bench/cpu.cluster and refreshes the
-# committed costmodel/clusters/cpu-local.cluster with it.
+# This machine as a cluster: the collectives timed on each number of ranks in $(2)
+# (tools/bench_collectives.sh into $(1)/collectives), then the CPU kernels on one thread; writes
+# $(1)/cpu.cluster. Needs $(BUILD)/tools/bench_collectives and $(BUILD)/costmodel.
+define calibrate_cpu_cluster
+	RANKS="$(2)" bash tools/bench_collectives.sh $(1)/collectives
+	OMP_NUM_THREADS=1 $(BUILD)/costmodel --calibrate --collectives $(1)/collectives/collectives.jsonl \
+		--out $(1)/cpu.cluster
+endef
+
+# This machine on 2, 4, 8 and 16 ranks: build/bench/cpu.cluster, which also refreshes the
+# committed costmodel/clusters/cpu-local.cluster.
 COSTMODEL_RANKS ?= 2 4 8 16
 .PHONY: costmodel-calibrate bench-costmodel
 costmodel-calibrate: setup $(BUILD)/tools/bench_collectives $(BUILD)/costmodel
-	RANKS="$(COSTMODEL_RANKS)" bash tools/bench_collectives.sh $(BUILD)/bench/collectives
-	OMP_NUM_THREADS=1 $(BUILD)/costmodel --calibrate --collectives $(BUILD)/bench/collectives/collectives.jsonl \
-		--out $(BUILD)/bench/cpu.cluster
+	$(call calibrate_cpu_cluster,$(BUILD)/bench,$(COSTMODEL_RANKS))
 	cp $(BUILD)/bench/cpu.cluster costmodel/clusters/cpu-local.cluster
 
 # The model against this machine and against the paper: calibrate, run the validation sweep

@@ -447,7 +447,7 @@ static void write_cluster(const char* path, const Cluster* c, const CollectiveFi
     cluster_format_curve(&c->shared_eff, sh, sizeof sh);
     const Link* l = &c->link[TIER_INTRA];
     fprintf(f,
-            "# This machine, measured by `make costmodel-calibrate` (build/costmodel --calibrate) on %s:\n"
+            "# This machine, measured by `build/costmodel --calibrate` (`make costmodel-calibrate` or `make bench-quick`) on %s:\n"
             "# %s, %d cores, OpenBLAS kernels %s, one thread per rank (OMP_NUM_THREADS=1, as\n"
             "# tests/mpirun.sh runs ranks). Network: alpha-beta fits of tools/bench_collectives.sh in\n"
             "# %s (every rank on this one node, the transport's shared memory). Do not edit: rerun.\n"
