@@ -9,24 +9,10 @@
 #include <sys/stat.h>
 
 #include "checkpoints/atomic_file.h"
+#include "comm/bf16.h"
 #include "model/gpt.h"
 
 enum { HEADER_INTS = 256 };
-
-static uint16_t float_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   // keep NaN
-    u += 0x7fffu + ((u >> 16) & 1);                                            // nearest even
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static int field_error(char* err, size_t errlen, const char* path, const char* field,
                        const char* expected, long found) {
@@ -160,7 +146,7 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
         uint16_t buf[CHUNK];
         for (size_t i = 0; i < n; i += CHUNK) {
             const size_t k = n - i < CHUNK ? n - i : CHUNK;
-            for (size_t j = 0; j < k; j++) buf[j] = float_to_bf16(params[i + j]);
+            for (size_t j = 0; j < k; j++) buf[j] = bf16_from_float(params[i + j]);
             if (atomic_write(&af, buf, k * sizeof(uint16_t), err, errlen) != 0) return -1;
         }
     }

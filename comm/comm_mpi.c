@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/bf16.h"
 #include "comm/fail.h"
 
 static void mpi_check(int rc, const char* what, const char* file, int line) {
@@ -75,28 +76,12 @@ void comm_mpi_finalize(void) {
 static MPI_Datatype bf16_type = MPI_DATATYPE_NULL;
 static MPI_Op bf16_sum_op = MPI_OP_NULL;
 
-static float bf16_to_float(uint16_t x) {
-    const uint32_t bits = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-// Round to nearest even; NaN stays a (quiet) NaN.
-static uint16_t float_to_bf16(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
-    bits += 0x7fffu + ((bits >> 16) & 1);
-    return (uint16_t)(bits >> 16);
-}
-
 // inout[i] = in[i] + inout[i], in fp32 and rounded once, as NCCL sums bf16.
 static void bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
     (void)type;
     const uint16_t* a = in;
     uint16_t* b = inout;
-    for (int i = 0; i < *len; i++) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+    for (int i = 0; i < *len; i++) b[i] = bf16_from_float(bf16_to_float(a[i]) + bf16_to_float(b[i]));
 }
 
 static MPI_Datatype mpi_type(CommType t) {

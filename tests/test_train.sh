@@ -18,16 +18,7 @@ export OMPI_MCA_ess_singleton_isolated=1
 test_name=${1:-}
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$BUILD/tmp/test_train.${test_name:-x}.XXXXXX")
-fails=0
-
-ok() { echo "  ok    $*"; }
-bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
-# check DESCRIPTION COMMAND...: ok if the command succeeds.
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-finish() {
-  if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "$test_name: passed"; exit 0; fi
-  echo "$test_name: $fails failure(s); files kept in $W"; exit 1
-}
+. tests/checks.sh
 
 # ---- data and runs ----
 

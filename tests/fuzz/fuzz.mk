@@ -10,7 +10,7 @@
 # Only the reader under test (and the harness) is instrumented; the rest is the usual objects.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 25
-FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab options
+FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab options hf_import
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
 	-Wno-unused-parameter -fno-sanitize-recover=all
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
@@ -29,6 +29,10 @@ FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/tokenizer_file.c
 FUZZ_OBJS_bpe_vocab = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
+FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/safetensors.c checkpoints/json_read.c
+# hf_export writes the round trip (a tokenizer it is never asked for: the tokenizer objects only link)
+FUZZ_OBJS_hf_import = $(BUILD)/checkpoints/hf_export.o $(BUILD)/checkpoints/checkpoint_dir.o \
+	$(MODEL_OBJS) $(TOKENIZER_OBJS)
 
 # Suite lines (tests/suites/fuzz-replay.list) name these; the targets go to $(BUILD)/fuzz/.
 FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
@@ -66,5 +70,7 @@ fuzz: setup
 TEST_PROGS += $(BUILD)/tests/fuzz/write_seeds
 $(BUILD)/tests/fuzz/write_seeds: $(BUILD)/tests/fuzz/write_seeds.o $(BUILD)/tests/fuzz/fuzz_file.o \
 		$(BUILD)/checkpoints/train_state.o $(CHECKPOINT_OBJS) $(DATA_OBJS) \
-		$(BUILD)/data/tokenizer_file.o $(MODEL_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+		$(BUILD)/data/tokenizer_file.o $(MODEL_OBJS) $(BUILD)/checkpoints/hf_export.o \
+		$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o \
+		$(BUILD)/checkpoints/checkpoint_dir.o $(TOKENIZER_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)

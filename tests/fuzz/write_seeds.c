@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoints/hf_export.h"
 #include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"
 #include "comm/fail.h"
@@ -133,6 +134,39 @@ static void tokenizer_seeds(void) {
     variant("tokenizer_file", "v2", "v2_vocab_large", size, 8, 1u << 24);
 }
 
+// hf_import: config.json, NUL, model.safetensors, as build/export_hf writes them.
+static void hf_seed(const char* name, SafetensorsDtype dtype) {
+    char err[ERR_LEN] = "", dir[600], path[700];
+    const GPTConfig c = tiny_config();
+    float* p = some_params(gpt_num_params(&c));
+    snprintf(dir, sizeof dir, "%s/hf_%s", fuzz_dir(), name);
+    const HfExportOptions o = {dtype, NULL};
+    check_written(hf_export(dir, &c, p, &o, err, sizeof err), err);
+    size_t nc = 0, nm = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    uint8_t* config = fuzz_read(path, &nc);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    uint8_t* model = fuzz_read(path, &nm);
+    CHECK(config && model, "", "cannot read back %s", dir);
+    const char* seed = seed_path("hf_import", name);
+    FILE* f = fopen(seed, "wb");
+    CHECK(f && fwrite(config, 1, nc, f) == nc && fputc(0, f) == 0 && fwrite(model, 1, nm, f) == nm &&
+          fclose(f) == 0, "", "cannot write %s", seed);
+    free(config);
+    free(model);
+    free(p);
+}
+
+static void hf_seeds(void) {
+    hf_seed("f32", SAFETENSORS_F32);
+    hf_seed("bf16", SAFETENSORS_BF16);
+    size_t size = 0;
+    uint8_t* data = fuzz_read(seed_path("hf_import", "f32"), &size);
+    CHECK(data, "", "cannot read the f32 seed back");
+    free(data);
+    variant("hf_import", "f32", "f32_truncated", size - 1, -1, 0);
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) fail_msg("usage: write_seeds DIR");
     out_dir = argv[1];
@@ -140,5 +174,6 @@ int main(int argc, char** argv) {
     model_seeds();
     state_seeds();
     tokenizer_seeds();
+    hf_seeds();
     return 0;
 }

@@ -1,0 +1,273 @@
+#include "checkpoints/hf_import.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoints/json_read.h"
+#include "checkpoints/safetensors.h"
+#include "comm/fail.h"
+#include "model/gpt.h"
+
+enum { MAX_CONFIG = 1 << 20 };
+
+// The whole of a small text file, NUL-terminated; NULL with err set.
+static char* read_text(const char* path, size_t max, char* err, size_t errlen) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+    char* text = malloc(max + 1);
+    const size_t n = text ? fread(text, 1, max + 1, f) : 0;
+    fclose(f);
+    if (!text || n > max) {
+        free(text);
+        return set_err(err, errlen, "%s: expected at most %zu bytes", path, max), NULL;
+    }
+    text[n] = 0;
+    if (strlen(text) != n) {
+        free(text);
+        return set_err(err, errlen, "%s: expected JSON text, found a NUL byte", path), NULL;
+    }
+    return text;
+}
+
+// config.json: the sizes, and every setting this model cannot follow refused.
+static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errlen) {
+    char* text = read_text(path, MAX_CONFIG, err, errlen);
+    if (!text) return -1;
+    JsonCursor c;
+    json_init(&c, text);
+    unsigned long long C = 0, L = 0, NH = 0, T = 0, ctx = 0, V = 0, inner = 0;
+    int more = json_object_begin(&c), flag, rc = 0;
+    char key[64], str[64] = "";
+    while (rc == 0 && more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
+        unsigned long long* count = !strcmp(key, "n_embd") ? &C : !strcmp(key, "n_layer") ? &L
+            : !strcmp(key, "n_head") ? &NH : !strcmp(key, "n_positions") ? &T
+            : !strcmp(key, "n_ctx") ? &ctx : !strcmp(key, "vocab_size") ? &V : NULL;
+        if (count) {
+            more = json_count(&c, 1u << 30, count);
+        } else if (!strcmp(key, "model_type") || !strcmp(key, "activation_function")) {
+            more = json_string(&c, str, sizeof str);
+            for (char* q = str; *q; q++)   // printed below: one line, whatever the file holds
+                if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+            if (more == 0 && !strcmp(key, "model_type") && strcmp(str, "gpt2"))
+                rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", found \"%s\"", path, str);
+            // transformers' gelu_new and gelu_pytorch_tanh are both the tanh form llm.c trains.
+            if (more == 0 && !strcmp(key, "activation_function") && strcmp(str, "gelu_new") &&
+                strcmp(str, "gelu_pytorch_tanh"))
+                rc = set_err(err, errlen, "%s: activation_function: expected \"gelu_new\" or "
+                             "\"gelu_pytorch_tanh\" (the tanh GELU), found \"%s\"", path, str);
+        } else if (!strcmp(key, "layer_norm_epsilon")) {
+            double eps;
+            more = json_number(&c, &eps);
+            if (more == 0 && fabs(eps - 1e-5) > 1e-12)
+                rc = set_err(err, errlen, "%s: layer_norm_epsilon: expected 1e-05, found %g", path, eps);
+        } else if (!strcmp(key, "n_inner")) {
+            const char* at = c.p;
+            more = json_literal(&c, &flag);
+            if (more == 0 && flag != -1) more = -1;
+            if (more != 0) c.p = at, c.err[0] = 0, more = json_count(&c, 1u << 30, &inner);
+        } else if (!strcmp(key, "tie_word_embeddings") || !strcmp(key, "scale_attn_weights") ||
+                   !strcmp(key, "scale_attn_by_inverse_layer_idx")) {
+            more = json_literal(&c, &flag);
+            const int want = strcmp(key, "scale_attn_by_inverse_layer_idx") ? 1 : 0;
+            if (more == 0 && flag != want)
+                rc = set_err(err, errlen, "%s: %s: expected %s, found %s", path, key,
+                             want ? "true" : "false", flag == 1 ? "true" : flag ? "null" : "false");
+        } else {
+            more = json_skip(&c);
+        }
+    }
+    if (rc == 0 && (more < 0 || json_end(&c) != 0))
+        rc = set_err(err, errlen, "%s: %s", path, c.err);
+    free(text);
+    if (rc != 0) return -1;
+    if (!T) T = ctx;
+    const char* missing = !C ? "n_embd" : !L ? "n_layer" : !NH ? "n_head" : !T ? "n_positions"
+                        : !V ? "vocab_size" : NULL;
+    if (missing) return set_err(err, errlen, "%s: expected a positive %s, found none", path, missing);
+    if (inner && inner != 4 * C)
+        return set_err(err, errlen, "%s: n_inner: expected null or 4 x n_embd = %llu, found %llu",
+                       path, 4 * C, inner);
+    *cfg = (GPTConfig){(int)T, (int)V, gpt_padded_vocab((int)V), (int)L, (int)NH, (int)C};
+    char why[ERR_LEN];
+    if (gpt_config_validate(cfg, why, sizeof why) != 0) return set_err(err, errlen, "%s: %s", path, why);
+    return 0;
+}
+
+// The transformers name of a tensor (prefix + name), its shape, and where its values go.
+typedef struct {
+    char name[96];
+    size_t rows, cols;   // as transformers stores it; rows 0: a vector of cols
+    size_t offset;       // of llm.c's tensor in the flat parameters
+    int transposed;      // Conv1D weight: llm.c's tensor is (cols, rows)
+} Wanted;
+
+static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, const Wanted* w,
+                       char* err, size_t errlen) {
+    const int ndim = w->rows ? 2 : 1;
+    if (e->ndim == ndim && (ndim == 1 ? e->shape[0] == w->cols
+                                      : e->shape[0] == w->rows && e->shape[1] == w->cols))
+        return 0;
+    char got[96] = "";
+    for (int k = 0; k < e->ndim; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", k ? ", " : "", e->shape[k]);
+    if (ndim == 1)
+        return set_err(err, errlen, "%s: tensor '%s': shape: expected [%zu] (config.json's sizes), "
+                       "found [%s]", f->path, w->name, w->cols, got);
+    return set_err(err, errlen, "%s: tensor '%s': shape: expected [%zu, %zu] (config.json's sizes), "
+                   "found [%s]", f->path, w->name, w->rows, w->cols, got);
+}
+
+// Every tensor GPT-2 has, with its place in llm.c's flat parameters (the 16 tensors in order).
+static int wanted_tensors(const GPTConfig* cfg, const char* prefix, Wanted* w) {
+    size_t sizes[NUM_PARAM_TENSORS], start[NUM_PARAM_TENSORS];
+    gpt_param_sizes(cfg, sizes);
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++)
+        start[k] = k ? start[k - 1] + sizes[k - 1] : 0;
+    enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
+           FCPROJB, LNFW, LNFB };
+    const size_t C = (size_t)cfg->C;
+    int n = 0;
+#define WANT(tensor_, at_, rows_, cols_, tr_, ...) \
+    (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = rows_, w[n].cols = cols_, \
+     w[n].offset = start[tensor_] + (at_), w[n].transposed = tr_, n++)
+    WANT(WTE, 0, (size_t)cfg->V, C, 0, "%swte.weight", prefix);
+    WANT(WPE, 0, (size_t)cfg->max_T, C, 0, "%swpe.weight", prefix);
+    for (size_t l = 0; l < (size_t)cfg->L; l++) {
+        WANT(LN1W, l * C, 0, C, 0, "%sh.%zu.ln_1.weight", prefix, l);
+        WANT(LN1B, l * C, 0, C, 0, "%sh.%zu.ln_1.bias", prefix, l);
+        WANT(QKVW, l * 3 * C * C, C, 3 * C, 1, "%sh.%zu.attn.c_attn.weight", prefix, l);
+        WANT(QKVB, l * 3 * C, 0, 3 * C, 0, "%sh.%zu.attn.c_attn.bias", prefix, l);
+        WANT(ATTPROJW, l * C * C, C, C, 1, "%sh.%zu.attn.c_proj.weight", prefix, l);
+        WANT(ATTPROJB, l * C, 0, C, 0, "%sh.%zu.attn.c_proj.bias", prefix, l);
+        WANT(LN2W, l * C, 0, C, 0, "%sh.%zu.ln_2.weight", prefix, l);
+        WANT(LN2B, l * C, 0, C, 0, "%sh.%zu.ln_2.bias", prefix, l);
+        WANT(FCW, l * 4 * C * C, C, 4 * C, 1, "%sh.%zu.mlp.c_fc.weight", prefix, l);
+        WANT(FCB, l * 4 * C, 0, 4 * C, 0, "%sh.%zu.mlp.c_fc.bias", prefix, l);
+        WANT(FCPROJW, l * 4 * C * C, 4 * C, C, 1, "%sh.%zu.mlp.c_proj.weight", prefix, l);
+        WANT(FCPROJB, l * C, 0, C, 0, "%sh.%zu.mlp.c_proj.bias", prefix, l);
+    }
+    WANT(LNFW, 0, 0, C, 0, "%sln_f.weight", prefix);
+    WANT(LNFB, 0, 0, C, 0, "%sln_f.bias", prefix);
+#undef WANT
+    return n;
+}
+
+// A tensor of the file that is not one of the wanted: transformers' attention-mask buffers are
+// skipped and lm_head.weight is left for check_lm_head; anything else is refused.
+static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const char* prefix,
+                        const GPTConfig* cfg, char* err, size_t errlen) {
+    const char* rest = !strncmp(e->name, prefix, strlen(prefix)) ? e->name + strlen(prefix) : NULL;
+    static const char* const buffers[] = {"h.%u.attn.bias%n", "h.%u.attn.masked_bias%n"};
+    for (int k = 0; rest && k < 2; k++) {
+        unsigned layer;
+        int end = 0;
+        if (sscanf(rest, buffers[k], &layer, &end) == 1 && end && !rest[end] && layer < (unsigned)cfg->L)
+            return 0;
+    }
+    if (!strcmp(e->name, "lm_head.weight")) return 0;
+    return set_err(err, errlen, "%s: tensor '%s': expected only GPT-2's tensors, found one it "
+                   "does not have", f->path, e->name);
+}
+
+// GPT-2 ties the classifier to wte: an lm_head.weight must hold wte's values.
+static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const float* wte,
+                         char* err, size_t errlen) {
+    const SafetensorsEntry* e = safetensors_find(f, "lm_head.weight");
+    if (!e) return 0;
+    const size_t n = (size_t)cfg->V * (size_t)cfg->C;
+    int same = e->ndim == 2 && e->shape[0] == (unsigned long long)cfg->V &&
+               e->shape[1] == (unsigned long long)cfg->C;
+    float* head = same ? malloc(n * sizeof *head) : NULL;
+    if (same && !head) return set_err(err, errlen, "%s: out of memory for lm_head.weight", f->path);
+    if (same && safetensors_read_f32(f, e, head, err, errlen) != 0) {
+        free(head);
+        return -1;
+    }
+    same = same && !memcmp(head, wte, n * sizeof *head);
+    free(head);
+    return same ? 0 : set_err(err, errlen, "%s: tensor 'lm_head.weight': expected it equal to wte "
+                              "(GPT-2 ties the classifier to the embedding), found another tensor",
+                              f->path);
+}
+
+// Reads tensor w into the flat parameters; a non-finite value is refused.
+static int read_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const Wanted* w,
+                       float* params, float* tmp, char* err, size_t errlen) {
+    float* dst = params + w->offset;
+    const size_t n = (w->rows ? w->rows : 1) * w->cols;
+    if (safetensors_read_f32(f, e, w->transposed ? tmp : dst, err, errlen) != 0) return -1;
+    const float* got = w->transposed ? tmp : dst;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(got[i]))
+            return set_err(err, errlen, "%s: tensor '%s': expected finite values, found %g at "
+                           "element %zu", f->path, w->name, got[i], i);
+    // transformers' Conv1D (in, out) = rows x cols back to llm.c's (out, in).
+    for (size_t i = 0; w->transposed && i < w->rows; i++)
+        for (size_t j = 0; j < w->cols; j++) dst[j * w->rows + i] = tmp[i * w->cols + j];
+    return 0;
+}
+
+// The file's tensors against config.json's sizes, then, once they are known to fit the file,
+// the parameters allocated (*params) and read.
+static int read_weights(const char* path, const GPTConfig* cfg, float** params, char* err,
+                        size_t errlen) {
+    SafetensorsFile f;
+    if (safetensors_open(path, &f, err, errlen) != 0) return -1;
+    const char* prefix = safetensors_find(&f, "transformer.wte.weight") ? "transformer." : "";
+    // GPT-2 has 4 + 12 L tensors: a larger n_layer than the file can hold is refused first.
+    if (cfg->L > (f.n - 4) / 12) {
+        set_err(err, errlen, "%s: expected the 4 + 12 x %d tensors of GPT-2 with config.json's "
+                "n_layer = %d, found %d", path, cfg->L, cfg->L, f.n);
+        safetensors_close(&f);
+        return -1;
+    }
+    const int max = 4 + 12 * cfg->L;
+    Wanted* w = malloc(sizeof *w * (size_t)max);
+    const SafetensorsEntry** entry = malloc(sizeof *entry * (size_t)max);
+    char* used = calloc((size_t)f.n, 1);
+    float* tmp = NULL;
+    int rc = (w && entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
+    const int n = rc == 0 ? wanted_tensors(cfg, prefix, w) : 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        entry[k] = safetensors_find(&f, w[k].name);
+        if (!entry[k])
+            rc = set_err(err, errlen, "%s: expected a tensor '%s' (GPT-2 with config.json's "
+                         "n_layer = %d), found none", path, w[k].name, cfg->L);
+        else
+            used[entry[k] - f.entries] = 1, rc = check_shape(&f, entry[k], &w[k], err, errlen);
+    }
+    for (int k = 0; k < f.n && rc == 0; k++)
+        if (!used[k]) rc = extra_tensor(&f, &f.entries[k], prefix, cfg, err, errlen);
+    // Every tensor is in the file with config.json's shape: the sizes are the file's, no larger.
+    if (rc == 0) {
+        *params = calloc(gpt_num_params(cfg), sizeof **params);   // wte's padding rows stay zero
+        tmp = malloc(sizeof *tmp * 4 * (size_t)cfg->C * (size_t)cfg->C);
+        if (!*params || !tmp) rc = set_err(err, errlen, "%s: out of memory for %zu parameters",
+                                           path, gpt_num_params(cfg));
+    }
+    for (int k = 0; k < n && rc == 0; k++)
+        rc = read_tensor(&f, entry[k], &w[k], *params, tmp, err, errlen);
+    if (rc == 0) rc = check_lm_head(&f, cfg, *params, err, errlen);
+    if (rc != 0 && *params) {
+        free(*params);
+        *params = NULL;
+    }
+    free(w);
+    free(entry);
+    free(used);
+    free(tmp);
+    safetensors_close(&f);
+    return rc;
+}
+
+int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
+    char path[4096];
+    *params = NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (read_config(path, cfg, err, errlen) != 0) return -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    return read_weights(path, cfg, params, err, errlen);
+}

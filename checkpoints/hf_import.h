@@ -1,0 +1,17 @@
+// A Hugging Face GPT-2 directory (config.json and model.safetensors, as transformers'
+// save_pretrained writes them for GPT2LMHeadModel or GPT2Model, with or without the
+// "transformer." prefix; what build/export_hf writes) read into llm.c's layout: the inverse of
+// checkpoints/hf_export.h. The Conv1D weights are transposed back to (out, in), wte gains llm.c's
+// padding rows (zero), and the buffers transformers may keep (attn.bias, attn.masked_bias) are
+// skipped. What this model cannot represent is refused: another activation or LayerNorm epsilon,
+// an MLP width other than 4C, an lm_head that differs from wte, a tensor GPT-2 does not have, a
+// value that is not finite. The file's tensors are checked against config.json's shapes before
+// anything of their size is allocated.
+#pragma once
+#include <stddef.h>
+
+#include "model/config.h"
+
+// Fills *cfg and *params (gpt_num_params(cfg) floats, malloc'ed; the caller frees). Returns 0, or
+// -1 with a one-line message naming the file in err and nothing allocated.
+int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen);

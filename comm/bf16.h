@@ -1,0 +1,20 @@
+// bf16 as the bits of a float's upper half: the one rounding (to nearest even, NaN kept quiet)
+// that the model files, the MPI transport's bf16 sums and the Hugging Face export share.
+#pragma once
+#include <stdint.h>
+#include <string.h>
+
+static inline uint16_t bf16_from_float(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);   // NaN
+    bits += 0x7fffu + ((bits >> 16) & 1);                                            // nearest even
+    return (uint16_t)(bits >> 16);
+}
+
+static inline float bf16_to_float(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}

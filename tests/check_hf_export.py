@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""Checks a Hugging Face GPT-2 directory written by build/export_hf against the model file it
+came from, reading both independently of the C code (numpy and torch only; transformers is not
+in Debian):
+
+  1. model.safetensors is well formed: an 8-byte little-endian header length, a JSON header
+     padded with spaces to a multiple of 8, "__metadata__" {"format": "pt"}, and byte ranges that
+     tile the data exactly, in order, with no gap, overlap or trailing byte.
+  2. Its tensors are exactly transformers' GPT2LMHeadModel names and shapes for config.json's
+     sizes (Conv1D weights as (in, out); wte without llm.c's padding rows), config.json matches
+     the model file's header, and every tensor equals the model file's in the stored dtype, bit
+     for bit (bf16 by round-to-nearest-even where the file is fp32).
+  3. A forward written as transformers' GPT-2 computes it (x @ W + b, gelu_new, eps 1e-5, the
+     classifier tied to wte) on the exported tensors gives the logits of tests/torch_gpt_ref.py's
+     model (llm.c's layout) on the model file's parameters.
+  4. With --vocab-dir, vocab.json and merges.txt are that directory's encoder.json and vocab.bpe
+     byte for byte, and tokenizer_config.json names GPT2Tokenizer and the context length.
+
+  check_hf_export.py --model FILE --hf DIR --dtype F32|BF16 [--vocab-dir DIR]
+Exit status: 0 all checks pass, 1 a check failed, 2 bad arguments or unreadable files.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_gpt_ref as ref  # noqa: E402  (the reference model in llm.c's layout)
+
+failures = []
+
+
+def check(ok, what):
+    print(("  ok    " if ok else "  FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def read_model_file(path):
+    """llm.c model file (version 3 fp32 or 5 bf16) -> (config dict, {name: float32 array})."""
+    data = open(path, "rb").read()
+    h = np.frombuffer(data[:1024], dtype="<i4")
+    if h[0] != ref.MODEL_MAGIC or h[1] not in (3, 5):
+        ref.die(f"{path}: not an llm.c model file (magic {h[0]}, version {h[1]})")
+    maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp)
+    if h[1] == 3:
+        flat = np.frombuffer(data[1024:], dtype="<f4")
+    else:
+        bits = np.frombuffer(data[1024:], dtype="<u2").astype(np.uint32) << 16
+        flat = bits.view(np.float32)
+    if flat.size != sum(sizes.values()):
+        ref.die(f"{path}: {flat.size} parameters, expected {sum(sizes.values())}")
+    params, off = {}, 0
+    for name in ref.NAMES:
+        params[name] = flat[off:off + sizes[name]].copy()
+        off += sizes[name]
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, version=int(h[1])), params
+
+
+def read_safetensors(path):
+    """-> (header dict without __metadata__, metadata, {name: torch tensor}); checks the layout."""
+    data = open(path, "rb").read()
+    check(len(data) >= 8, f"{path}: at least the 8-byte header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    check(8 + n <= len(data), f"header length {n} within the file ({len(data)} bytes)")
+    raw = data[8:8 + n]
+    check(n % 8 == 0, f"header length {n} a multiple of 8")
+    text = raw.decode("utf-8")
+    check(text == text.rstrip(" ") + " " * (len(text) - len(text.rstrip(" "))) and
+          text.rstrip(" ").endswith("}"), "header is JSON padded with spaces only")
+    header = json.loads(text)
+    meta = header.pop("__metadata__", None)
+    check(meta == {"format": "pt"}, f"__metadata__ is {{'format': 'pt'}} (found {meta})")
+    body = data[8 + n:]
+    itemsize = {"F32": 4, "BF16": 2}
+    order = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
+    pos, tensors = 0, {}
+    for name, e in order:
+        b, end = e["data_offsets"]
+        check(b == pos, f"{name}: starts where the previous tensor ended ({b} vs {pos})")
+        want = itemsize[e["dtype"]] * math.prod(e["shape"])
+        check(end - b == want, f"{name}: {end - b} bytes for shape {e['shape']} {e['dtype']}")
+        chunk = body[b:end]
+        if e["dtype"] == "F32":
+            t = torch.from_numpy(np.frombuffer(chunk, dtype="<f4").copy())
+        else:
+            t = torch.from_numpy(np.frombuffer(chunk, dtype="<i2").copy()).view(torch.bfloat16)
+        tensors[name] = t.view(e["shape"])
+        pos = end
+    check(pos == len(body), f"the tensors tile the data exactly ({pos} of {len(body)} bytes)")
+    return header, tensors
+
+
+def hf_expected(cfg, params):
+    """transformers' GPT-2 names -> float32 tensors in its layout, from llm.c's."""
+    maxT, V, L, C = cfg["maxT"], cfg["V"], cfg["L"], cfg["C"]
+    P = {k: torch.from_numpy(v) for k, v in params.items()}
+    out = {"transformer.wte.weight": P["wte"].view(cfg["Vp"], C)[:V],
+           "transformer.wpe.weight": P["wpe"].view(maxT, C),
+           "transformer.ln_f.weight": P["lnfw"], "transformer.ln_f.bias": P["lnfb"]}
+    per_layer = [  # (hf name, llm.c name, llm.c shape per layer, Conv1D weight: transposed)
+        ("ln_1.weight", "ln1w", (C,), False), ("ln_1.bias", "ln1b", (C,), False),
+        ("attn.c_attn.weight", "qkvw", (3 * C, C), True), ("attn.c_attn.bias", "qkvb", (3 * C,), False),
+        ("attn.c_proj.weight", "attprojw", (C, C), True), ("attn.c_proj.bias", "attprojb", (C,), False),
+        ("ln_2.weight", "ln2w", (C,), False), ("ln_2.bias", "ln2b", (C,), False),
+        ("mlp.c_fc.weight", "fcw", (4 * C, C), True), ("mlp.c_fc.bias", "fcb", (4 * C,), False),
+        ("mlp.c_proj.weight", "fcprojw", (C, 4 * C), True), ("mlp.c_proj.bias", "fcprojb", (C,), False)]
+    for l in range(L):
+        for hf, name, shape, conv in per_layer:
+            t = P[name].view(L, *shape)[l]
+            out[f"transformer.h.{l}.{hf}"] = t.t().contiguous() if conv else t
+    return out
+
+
+def hf_forward(t, cfg, idx):
+    """GPT-2 as transformers computes it, on the exported tensors (widened to fp32)."""
+    W = {k: v.float() for k, v in t.items()}
+    B, T = idx.shape
+    C, NH = cfg["n_embd"], cfg["n_head"]
+    hs = C // NH
+    eps = cfg["layer_norm_epsilon"]
+
+    def ln(x, p):
+        return torch.nn.functional.layer_norm(x, (C,), W[p + ".weight"], W[p + ".bias"], eps)
+
+    def conv1d(x, p):  # transformers' Conv1D: weight (in, out)
+        return x @ W[p + ".weight"] + W[p + ".bias"]
+
+    def gelu_new(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+    x = W["transformer.wte.weight"][idx] + W["transformer.wpe.weight"][torch.arange(T)]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    for l in range(cfg["n_layer"]):
+        p = f"transformer.h.{l}."
+        q, k, v = conv1d(ln(x, p + "ln_1"), p + "attn.c_attn").split(C, dim=2)
+        q, k, v = (z.view(B, T, NH, hs).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        y = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1) @ v
+        x = x + conv1d(y.transpose(1, 2).reshape(B, T, C), p + "attn.c_proj")
+        m = gelu_new(conv1d(ln(x, p + "ln_2"), p + "mlp.c_fc"))
+        x = x + conv1d(m, p + "mlp.c_proj")
+    return ln(x, "transformer.ln_f") @ W["transformer.wte.weight"].t()
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("--model", required=True)
+    a.add_argument("--hf", required=True)
+    a.add_argument("--dtype", required=True, choices=["F32", "BF16"])
+    a.add_argument("--vocab-dir")
+    args = a.parse_args()
+    cfg, params = read_model_file(args.model)
+    print(f"check_hf_export: {args.model} (L={cfg['L']} C={cfg['C']} NH={cfg['NH']} V={cfg['V']} "
+          f"Vp={cfg['Vp']} maxT={cfg['maxT']}, version {cfg['version']}) against {args.hf}")
+
+    conf = json.load(open(os.path.join(args.hf, "config.json")))
+    for key, want in [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
+                      ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
+                      ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
+                      ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", True),
+                      ("torch_dtype", "float32" if args.dtype == "F32" else "bfloat16")]:
+        check(conf.get(key) == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
+
+    header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
+    expected = hf_expected(cfg, params)
+    check(set(header) == set(expected), f"the {len(expected)} names of GPT2LMHeadModel's state dict "
+          f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
+    dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
+    exact = [n for n in expected if n in tensors and tensors[n].dtype == dtype and
+             tuple(tensors[n].shape) == tuple(expected[n].shape) and
+             torch.equal(tensors[n], expected[n].to(dtype))]
+    check(len(exact) == len(expected), f"{len(exact)} of {len(expected)} tensors equal the model "
+          f"file's in {args.dtype}, shape and bits")
+
+    # The same tokens through both layouts: the reference on the parameters as stored.
+    stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
+    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"])
+    with torch.no_grad():
+        for name, group in model.groups().items():
+            off = 0
+            for p in group:
+                p.copy_(torch.from_numpy(stored[name][off:off + p.numel()]).view_as(p))
+                off += p.numel()
+        g = torch.Generator().manual_seed(1)
+        T = min(cfg["maxT"], 64)
+        idx = torch.randint(0, cfg["V"], (2, T), generator=g)
+        want, _ = model(idx, idx)
+        got = hf_forward(tensors, conf, idx)
+    want = want[..., :cfg["V"]]
+    err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
+    check(got.shape == want.shape and err < 1e-5,
+          f"logits of transformers' GPT-2 forward on the export = the reference's on the model "
+          f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")
+
+    if args.vocab_dir:
+        for mine, theirs in [("vocab.json", "encoder.json"), ("merges.txt", "vocab.bpe")]:
+            same = open(os.path.join(args.hf, mine), "rb").read() == \
+                open(os.path.join(args.vocab_dir, theirs), "rb").read()
+            check(same, f"{mine} is {args.vocab_dir}/{theirs} byte for byte")
+        tc = json.load(open(os.path.join(args.hf, "tokenizer_config.json")))
+        check(tc.get("tokenizer_class") == "GPT2Tokenizer" and tc.get("model_max_length") == cfg["maxT"]
+              and tc.get("eos_token") == "<|endoftext|>",
+              f"tokenizer_config.json: GPT2Tokenizer, model_max_length {cfg['maxT']}, eos <|endoftext|>")
+        check(conf.get("eos_token_id") == 50256 and conf.get("bos_token_id") == 50256,
+              "config.json bos_token_id = eos_token_id = 50256")
+    else:
+        check(not os.path.exists(os.path.join(args.hf, "vocab.json")), "no tokenizer files")
+    print(f"check_hf_export: {len(failures)} failure(s)")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

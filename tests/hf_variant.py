@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Writes a variant of a Hugging Face GPT-2 directory, for build/import_hf's tests: the forms
+transformers itself writes (no "transformer." prefix as GPT2Model saves, the attention-mask
+buffers of older versions, an explicit lm_head.weight, F16 or BF16 weights) and damaged ones
+(a config this model cannot follow, a missing, extra or misshapen tensor, a broken header).
+
+  hf_variant.py SRC DST [--strip-prefix] [--buffers] [--lm-head same|other] [--dtype F32|F16|BF16]
+                [--config KEY=JSON]... [--drop NAME] [--extra NAME] [--reshape NAME]
+                [--break length|json|overlap|dtype|truncate]
+SRC holds config.json and an F32 or BF16 model.safetensors; DST gets both (and nothing else).
+"""
+import argparse
+import json
+import os
+import struct
+
+import numpy as np
+import torch
+
+
+def read(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    body, out = data[8 + n:], {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        raw = np.frombuffer(body[b:end], dtype="<f4" if e["dtype"] == "F32" else "<i2").copy()
+        t = torch.from_numpy(raw)
+        out[name] = (t if e["dtype"] == "F32" else t.view(torch.bfloat16)).view(e["shape"])
+    return out
+
+
+def write(path, tensors, dtype, brk=None):
+    torch_dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dtype]
+    header, chunks, pos = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.to(torch_dtype).contiguous().view(-1)
+        raw = (raw.view(torch.int16) if raw.element_size() == 2 else raw).numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [pos, pos + len(raw)]}
+        chunks.append(raw)
+        pos += len(raw)
+    if brk == "overlap":   # the second tensor's range moved 4 bytes into the first's
+        second = list(header)[1]
+        header[second]["data_offsets"] = [x - 4 for x in header[second]["data_offsets"]]
+    if brk == "dtype":     # a weight stored as integers
+        header[list(header)[0]]["dtype"] = "I32" if dtype == "F32" else "I16"
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":"))
+    if brk == "json":
+        text = text[:-1] + ",}"
+    text += " " * (-len(text) % 8)
+    n = len(text) if brk != "length" else 1 << 40
+    data = struct.pack("<Q", n) + text.encode() + b"".join(chunks)
+    if brk == "truncate":
+        data = data[:-10]
+    open(path, "wb").write(data)
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("src")
+    a.add_argument("dst")
+    a.add_argument("--strip-prefix", action="store_true")
+    a.add_argument("--buffers", action="store_true")
+    a.add_argument("--lm-head", choices=["same", "other"])
+    a.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    a.add_argument("--config", action="append", default=[])
+    a.add_argument("--drop")
+    a.add_argument("--extra")
+    a.add_argument("--reshape")
+    a.add_argument("--break", dest="brk", choices=["length", "json", "overlap", "dtype", "truncate"])
+    args = a.parse_args()
+    conf = json.load(open(os.path.join(args.src, "config.json")))
+    for kv in args.config:
+        k, v = kv.split("=", 1)
+        if v == "DELETE":
+            conf.pop(k, None)
+        else:
+            conf[k] = json.loads(v)
+    t = read(os.path.join(args.src, "model.safetensors"))
+    if args.strip_prefix:
+        t = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in t.items()}
+    prefix = "" if args.strip_prefix else "transformer."
+    T = t[prefix + "wpe.weight"].shape[0]
+    if args.buffers:
+        for l in range(conf["n_layer"]):
+            t[f"{prefix}h.{l}.attn.bias"] = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+            t[f"{prefix}h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
+    if args.lm_head:
+        wte = t[prefix + "wte.weight"]
+        t["lm_head.weight"] = wte.clone() if args.lm_head == "same" else wte * 2
+    if args.drop:
+        del t[args.drop]
+    if args.extra:
+        t[args.extra] = torch.zeros(4)
+    if args.reshape:
+        t[args.reshape] = t[args.reshape].reshape(-1)[:-1].clone()
+    os.makedirs(args.dst, exist_ok=True)
+    json.dump(conf, open(os.path.join(args.dst, "config.json"), "w"), indent=2)
+    write(os.path.join(args.dst, "model.safetensors"), t, args.dtype, args.brk)
+
+
+if __name__ == "__main__":
+    main()

