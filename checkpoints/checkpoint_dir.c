@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 
 void checkpoint_model_path(const char* dir, int step, char* out, size_t n) {
     snprintf(out, n, "%s/model_%08d.bin", dir, step);

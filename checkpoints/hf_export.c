@@ -5,10 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "checkpoints/checkpoint_dir.h"
 #include "comm/fail.h"
-#include "data/bpe_vocab.h"
 #include "model/gpt.h"
 
 enum { TENSORS_PER_LAYER = 12, NAME_LEN = 64 };
@@ -110,27 +109,6 @@ static int copy_file(const char* src, const char* dir, const char* name, char* e
     return rc == 0 ? atomic_commit(&af, err, errlen) : rc;
 }
 
-// Loads and checks the vocabulary (bpe_vocab_load) and that it has the model's V tokens; sets its
-// end-of-text id.
-static int check_vocab(const GPTConfig* cfg, const char* vocab_dir, long* eot_id, char* err,
-                       size_t errlen) {
-    BpeVocab vocab;
-    char why[512];
-    if (bpe_vocab_load(vocab_dir, &vocab, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--vocab-dir %s: %s", vocab_dir, why);
-        return -1;
-    }
-    const long V = vocab.table.vocab_size;
-    *eot_id = vocab.table.eot_id;
-    bpe_vocab_free(&vocab);
-    if (V != cfg->V) {
-        snprintf(err, errlen, "--vocab-dir %s: expected a vocabulary of the model's %d tokens, "
-                 "found %ld (--no-tokenizer exports the model alone)", vocab_dir, cfg->V, V);
-        return -1;
-    }
-    return 0;
-}
-
 static int write_tokenizer(const char* dir, const GPTConfig* cfg, const char* vocab_dir,
                            char* err, size_t errlen) {
     char src[4096];
@@ -150,9 +128,6 @@ static int write_tokenizer(const char* dir, const GPTConfig* cfg, const char* vo
 
 int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const HfExportOptions* o,
               char* err, size_t errlen) {
-    // Everything that can be refused is, before the directory is made.
-    long eot_id = -1;
-    if (o->vocab_dir && check_vocab(cfg, o->vocab_dir, &eot_id, err, errlen) != 0) return -1;
     char why[ERR_LEN];
     if (checkpoint_make_dir(dir, why, sizeof why) != 0) {
         snprintf(err, errlen, "--out: %s", why);
@@ -172,7 +147,7 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
     int rc = safetensors_write(path, t, n, o->dtype, err, errlen);
     free(t);
     free(names);
-    if (rc == 0) rc = write_config(dir, cfg, o->dtype, eot_id, err, errlen);
+    if (rc == 0) rc = write_config(dir, cfg, o->dtype, o->vocab_dir ? o->eot_id : -1, err, errlen);
     if (rc == 0 && o->vocab_dir) rc = write_tokenizer(dir, cfg, o->vocab_dir, err, errlen);
     return rc;
 }

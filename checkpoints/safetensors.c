@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "checkpoints/json_read.h"
 #include "comm/fail.h"
 #include "comm/bf16.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "model/gpt.h"
 
 enum { HEADER_INTS = 256, HEADER_BYTES = HEADER_INTS * 4 };

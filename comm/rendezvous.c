@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "comm/fail.h"
 
 #define FORMAT_VERSION 1

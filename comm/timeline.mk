@@ -1,7 +1,7 @@
 # The per-rank timeline of compute, communication and waits, and its Chrome trace
-# (comm/timeline.h): plain C, no MPI or CUDA. It writes its files with checkpoints/atomic_file.c and
+# (comm/timeline.h): plain C, no MPI or CUDA. It writes its files with comm/atomic_file.c and
 # reports caller bugs through comm/fail.c, so a program that links TIMELINE_OBJS also links
-# $(BUILD)/checkpoints/atomic_file.o (in LAUNCH_OBJS and CHECKPOINT_OBJS already) and FAIL_OBJS.
+# $(BUILD)/comm/atomic_file.o (in LAUNCH_OBJS and CHECKPOINT_OBJS already) and FAIL_OBJS.
 TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_trace.o
 
 # Fractions on a scripted clock, reserve growth, parts of two ranks merged and checked by
@@ -10,5 +10,5 @@ TEST_PROGS += $(BUILD)/tests/test_timeline
 SUITES_dist += timeline
 
 $(BUILD)/tests/test_timeline: $(BUILD)/tests/test_timeline.o $(TIMELINE_OBJS) \
-		$(BUILD)/checkpoints/atomic_file.o $(FAIL_OBJS)
+		$(BUILD)/comm/atomic_file.o $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

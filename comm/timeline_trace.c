@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "comm/fail.h"
 #include "comm/timeline_internal.h"
 

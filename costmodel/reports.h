@@ -2,7 +2,7 @@
 #pragma once
 #include <stdio.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "costmodel/cluster.h"
 
 // Every file the program writes (reports, the calibrated cluster) goes through these: written

@@ -2,7 +2,7 @@
 #include "data/shard.h"
 #include "comm/fail.h"
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

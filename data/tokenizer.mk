@@ -1,6 +1,6 @@
 # GPT-2 BPE tokenizer (encoder, decoder, llm.c tokenizer file) and the text-to-shards tool.
 TOKENIZER_OBJS = $(BUILD)/data/bpe.o $(BUILD)/data/bpe_vocab.o $(BUILD)/data/tokenizer_file.o \
-	$(BUILD)/checkpoints/atomic_file.o
+	$(BUILD)/comm/atomic_file.o
 TOKENIZER_LIBS = -lpcre2-8
 
 PROGRAMS += $(BUILD)/tokenize

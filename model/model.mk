@@ -4,14 +4,14 @@ MODEL_SRCS = model/config.c model/layers.c model/token_order.c model/activations
 # The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
 # trace atomically; both named directly (this fragment is read before comm/timeline.mk).
 MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_trace.o \
-	$(BUILD)/checkpoints/atomic_file.o
+	$(BUILD)/comm/atomic_file.o
 # The memory budget sizes the distributed schedules' scratch by their formulas
 # (attention/dist_scratch.c: element sizes are inputs, so one object serves every precision).
 MODEL_OBJS = $(MODEL_SRCS:%.c=$(BUILD)/%.o) $(ATTENTION_OBJS) $(FAIL_OBJS) $(MODEL_TIMELINE_OBJS) \
 	$(BUILD)/attention/dist_scratch.o
 MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL_OBJS) \
 	$(MODEL_TIMELINE_OBJS) $(BUILD)/attention/dist_scratch.o
-CHECKPOINT_OBJS = $(BUILD)/checkpoints/atomic_file.o $(BUILD)/checkpoints/model_file.o
+CHECKPOINT_OBJS = $(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/model_file.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
 	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order

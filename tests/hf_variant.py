@@ -8,6 +8,8 @@ buffers of older versions, an explicit lm_head.weight, F16 or BF16 weights) and 
                 [--config KEY=JSON]... [--drop NAME] [--extra NAME] [--reshape NAME]
                 [--break length|json|overlap|dtype|truncate]
 SRC holds config.json and an F32 or BF16 model.safetensors; DST gets both (and nothing else).
+numpy only (no torch import: the refusal tests write many variants); F16 and BF16 are rounded to
+nearest even, as PyTorch rounds.
 """
 import argparse
 import json
@@ -15,7 +17,6 @@ import os
 import struct
 
 import numpy as np
-import torch
 
 
 def read(path):
@@ -26,18 +27,29 @@ def read(path):
     body, out = data[8 + n:], {}
     for name, e in header.items():
         b, end = e["data_offsets"]
-        raw = np.frombuffer(body[b:end], dtype="<f4" if e["dtype"] == "F32" else "<i2").copy()
-        t = torch.from_numpy(raw)
-        out[name] = (t if e["dtype"] == "F32" else t.view(torch.bfloat16)).view(e["shape"])
+        if e["dtype"] == "F32":
+            t = np.frombuffer(body[b:end], dtype="<f4")
+        else:  # BF16: the upper half of a float32
+            t = (np.frombuffer(body[b:end], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        out[name] = t.reshape(e["shape"]).copy()
     return out
 
 
+def stored(t, dtype):
+    """The little-endian bytes of float32 array t as dtype, rounded to nearest even."""
+    t = np.ascontiguousarray(t, dtype=np.float32)
+    if dtype == "F32":
+        return t.astype("<f4").tobytes()
+    if dtype == "F16":
+        return t.astype("<f2").tobytes()
+    bits = t.view(np.uint32).astype(np.uint64)   # finite values only, as here
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+
+
 def write(path, tensors, dtype, brk=None):
-    torch_dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dtype]
     header, chunks, pos = {}, [], 0
     for name, t in tensors.items():
-        raw = t.to(torch_dtype).contiguous().view(-1)
-        raw = (raw.view(torch.int16) if raw.element_size() == 2 else raw).numpy().tobytes()
+        raw = stored(t, dtype)
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [pos, pos + len(raw)]}
         chunks.append(raw)
         pos += len(raw)
@@ -86,17 +98,17 @@ def main():
     T = t[prefix + "wpe.weight"].shape[0]
     if args.buffers:
         for l in range(conf["n_layer"]):
-            t[f"{prefix}h.{l}.attn.bias"] = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
-            t[f"{prefix}h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
+            t[f"{prefix}h.{l}.attn.bias"] = np.tril(np.ones((T, T), np.float32)).reshape(1, 1, T, T)
+            t[f"{prefix}h.{l}.attn.masked_bias"] = np.array(-1e4, np.float32)
     if args.lm_head:
         wte = t[prefix + "wte.weight"]
-        t["lm_head.weight"] = wte.clone() if args.lm_head == "same" else wte * 2
+        t["lm_head.weight"] = wte.copy() if args.lm_head == "same" else wte * 2
     if args.drop:
         del t[args.drop]
     if args.extra:
-        t[args.extra] = torch.zeros(4)
+        t[args.extra] = np.zeros(4, np.float32)
     if args.reshape:
-        t[args.reshape] = t[args.reshape].reshape(-1)[:-1].clone()
+        t[args.reshape] = t[args.reshape].reshape(-1)[:-1].copy()
     os.makedirs(args.dst, exist_ok=True)
     json.dump(conf, open(os.path.join(args.dst, "config.json"), "w"), indent=2)
     write(os.path.join(args.dst, "model.safetensors"), t, args.dtype, args.brk)

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "attention/attention_layer.h"
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "checkpoints/model_file.h"
 #include "comm/fail.h"
 #include "model/gpt.h"

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 #include "checkpoints/checkpoint_dir.h"
 #include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"

@@ -82,6 +82,20 @@ static Options parse_options(int argc, char** argv) {
     return o;
 }
 
+// The vocabulary checked (bpe_vocab_load) before anything is written, and that it holds the
+// model's V tokens; returns its end-of-text id.
+static long check_vocab(const char* vocab_dir, const GPTConfig* cfg) {
+    BpeVocab vocab;
+    char why[ERR_LEN];
+    if (bpe_vocab_load(vocab_dir, &vocab, why, sizeof why) != 0) fail_msg("--vocab-dir %s: %s", vocab_dir, why);
+    const long V = vocab.table.vocab_size, eot = vocab.table.eot_id;
+    bpe_vocab_free(&vocab);
+    if (V != cfg->V)
+        fail_msg("--vocab-dir %s: expected a vocabulary of the model's %d tokens, found %ld "
+                 "(--no-tokenizer exports the model alone)", vocab_dir, cfg->V, V);
+    return eot;
+}
+
 // A checkpoint directory's newest complete step's model file; a file as it is.
 static void resolve_model(const char* model, char* path, size_t n) {
     struct stat st;
@@ -120,10 +134,11 @@ int main(int argc, char** argv) {
                 "gives one of its size)\n", cfg.V, GPT2_VOCAB);
     fflush(stdout);
 
+    const long eot_id = tokenizer ? check_vocab(o.vocab_dir, &cfg) : -1;
     const size_t n = gpt_num_params(&cfg);
     float* params = xmalloc(n * sizeof *params, "parameters");
     if (model_file_load(path, &cfg, params, err, sizeof err) != 0) fail_msg("--model: %s", err);
-    const HfExportOptions e = {dtype, tokenizer ? o.vocab_dir : NULL};
+    const HfExportOptions e = {dtype, tokenizer ? o.vocab_dir : NULL, eot_id};
     if (hf_export(o.out, &cfg, params, &e, err, sizeof err) != 0) fail_msg("%s", err);
     printf("export_hf: wrote %s/model.safetensors (%zu parameters without wte's %d padding rows, "
            "%s) and config.json%s\n", o.out, n - (size_t)(cfg.Vp - cfg.V) * (size_t)cfg.C,

@@ -16,7 +16,7 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -W
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
 
 # Per target: the sources fuzzed (instrumented) and the plain objects they link with.
-FUZZ_BASE_OBJS = $(BUILD)/checkpoints/atomic_file.o $(FAIL_OBJS)
+FUZZ_BASE_OBJS = $(BUILD)/comm/atomic_file.o $(FAIL_OBJS)
 FUZZ_SRCS_shard = data/shard.c
 FUZZ_OBJS_shard = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_model_file = checkpoints/model_file.c
@@ -30,9 +30,9 @@ FUZZ_OBJS_bpe_vocab = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
 FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/safetensors.c checkpoints/json_read.c
-# hf_export writes the round trip (a tokenizer it is never asked for: the tokenizer objects only link)
+# hf_export writes the round trip.
 FUZZ_OBJS_hf_import = $(BUILD)/checkpoints/hf_export.o $(BUILD)/checkpoints/checkpoint_dir.o \
-	$(MODEL_OBJS) $(TOKENIZER_OBJS)
+	$(MODEL_OBJS)
 
 # Suite lines (tests/suites/fuzz-replay.list) name these; the targets go to $(BUILD)/fuzz/.
 FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
@@ -72,5 +72,5 @@ $(BUILD)/tests/fuzz/write_seeds: $(BUILD)/tests/fuzz/write_seeds.o $(BUILD)/test
 		$(BUILD)/checkpoints/train_state.o $(CHECKPOINT_OBJS) $(DATA_OBJS) \
 		$(BUILD)/data/tokenizer_file.o $(MODEL_OBJS) $(BUILD)/checkpoints/hf_export.o \
 		$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o \
-		$(BUILD)/checkpoints/checkpoint_dir.o $(TOKENIZER_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)
+		$(BUILD)/checkpoints/checkpoint_dir.o
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < n; i++) fuzz_expect(isfinite(params[i]), "hf_import accepted a non-finite value");
     char again[600];
     snprintf(again, sizeof again, "%s/again", dir);
-    const HfExportOptions o = {SAFETENSORS_F32, NULL};
+    const HfExportOptions o = {SAFETENSORS_F32, NULL, -1};
     fuzz_expect(hf_export(again, &cfg, params, &o, err, sizeof err) == 0,
                 "hf_export failed on what hf_import read");
     GPTConfig cfg2;

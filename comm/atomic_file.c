@@ -1,4 +1,4 @@
-#include "checkpoints/atomic_file.h"
+#include "comm/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
