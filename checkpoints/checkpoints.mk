@@ -6,10 +6,10 @@
 # Read before data/ and model/: their object lists are expanded a second time ($$).
 EXPORT_HF_OBJS = $(BUILD)/tools/export_hf.o $(BUILD)/checkpoints/hf_export.o \
 	$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o \
-	$(BUILD)/checkpoints/checkpoint_dir.o
+	$(BUILD)/checkpoints/hf_layout.o $(BUILD)/checkpoints/checkpoint_dir.o
 
 IMPORT_HF_OBJS = $(BUILD)/tools/import_hf.o $(BUILD)/checkpoints/hf_import.o \
-	$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
+	$(BUILD)/checkpoints/hf_layout.o $(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
 
 PROGRAMS += $(BUILD)/export_hf $(BUILD)/import_hf
 TEST_PROGS += $(BUILD)/export_hf $(BUILD)/import_hf $(BUILD)/tests/test_json_read

@@ -7,49 +7,17 @@
 
 #include "comm/atomic_file.h"
 #include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/hf_layout.h"
 #include "comm/fail.h"
 #include "model/gpt.h"
 
-enum { TENSORS_PER_LAYER = 12, NAME_LEN = 64 };
-
-// The safetensors entries of the whole model, in transformers' order: wte, wpe, the layers, ln_f.
-// names holds their storage (NAME_LEN bytes each).
-static int hf_tensors(const GPTConfig* cfg, const float* params, SafetensorsTensor* t, char* names) {
-    ParameterTensors p;
-    gpt_point_params(cfg, (float*)params, &p);
-    const size_t C = (size_t)cfg->C;
-    int n = 0;
-    // A vector; a row-major (rows, cols) matrix as it is; the transpose of llm.c's (cols, rows).
-#define NAME(...) (snprintf(names + n * NAME_LEN, NAME_LEN, __VA_ARGS__), names + n * NAME_LEN)
-#define VECTOR(src_, len_, ...) \
-    (t[n] = (SafetensorsTensor){NAME(__VA_ARGS__), 1, 1, len_, src_, len_, 1}, n++)
-#define PLAIN(src_, rows_, cols_, ...) \
-    (t[n] = (SafetensorsTensor){NAME(__VA_ARGS__), 2, rows_, cols_, src_, cols_, 1}, n++)
-#define TRANSPOSED(src_, rows_, cols_, ...) \
-    (t[n] = (SafetensorsTensor){NAME(__VA_ARGS__), 2, rows_, cols_, src_, 1, rows_}, n++)
-    PLAIN(p.wte, (size_t)cfg->V, C, "transformer.wte.weight");
-    PLAIN(p.wpe, (size_t)cfg->max_T, C, "transformer.wpe.weight");
-    for (size_t l = 0; l < (size_t)cfg->L; l++) {
-        VECTOR(p.ln1w + l * C, C, "transformer.h.%zu.ln_1.weight", l);
-        VECTOR(p.ln1b + l * C, C, "transformer.h.%zu.ln_1.bias", l);
-        TRANSPOSED(p.qkvw + l * 3 * C * C, C, 3 * C, "transformer.h.%zu.attn.c_attn.weight", l);
-        VECTOR(p.qkvb + l * 3 * C, 3 * C, "transformer.h.%zu.attn.c_attn.bias", l);
-        TRANSPOSED(p.attprojw + l * C * C, C, C, "transformer.h.%zu.attn.c_proj.weight", l);
-        VECTOR(p.attprojb + l * C, C, "transformer.h.%zu.attn.c_proj.bias", l);
-        VECTOR(p.ln2w + l * C, C, "transformer.h.%zu.ln_2.weight", l);
-        VECTOR(p.ln2b + l * C, C, "transformer.h.%zu.ln_2.bias", l);
-        TRANSPOSED(p.fcw + l * 4 * C * C, C, 4 * C, "transformer.h.%zu.mlp.c_fc.weight", l);
-        VECTOR(p.fcb + l * 4 * C, 4 * C, "transformer.h.%zu.mlp.c_fc.bias", l);
-        TRANSPOSED(p.fcprojw + l * 4 * C * C, 4 * C, C, "transformer.h.%zu.mlp.c_proj.weight", l);
-        VECTOR(p.fcprojb + l * C, C, "transformer.h.%zu.mlp.c_proj.bias", l);
-    }
-    VECTOR(p.lnfw, C, "transformer.ln_f.weight");
-    VECTOR(p.lnfb, C, "transformer.ln_f.bias");
-#undef NAME
-#undef VECTOR
-#undef PLAIN
-#undef TRANSPOSED
-    return n;
+// The safetensors entries of the whole model, from the layout table: a vector, a row-major
+// matrix as it is, or the transpose of llm.c's (cols, rows) one (a swap of the strides).
+static void hf_tensors(const float* params, const HfTensor* h, int n, SafetensorsTensor* t) {
+    for (int k = 0; k < n; k++)
+        t[k] = (SafetensorsTensor){h[k].name, h[k].rows ? 2 : 1, h[k].rows ? h[k].rows : 1,
+                                   h[k].cols, params + h[k].offset,
+                                   h[k].transposed ? 1 : h[k].cols, h[k].transposed ? h[k].rows : 1};
 }
 
 // A small text file DIR/NAME, written atomically: open_text, fprintf to af->f, commit_text.
@@ -133,20 +101,21 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "--out: %s", why);
         return -1;
     }
-    const int max_tensors = 4 + TENSORS_PER_LAYER * cfg->L;
+    const int max_tensors = HF_LAYOUT_TENSORS(cfg->L);
+    HfTensor* layout = malloc(sizeof *layout * (size_t)max_tensors);
     SafetensorsTensor* t = malloc(sizeof *t * (size_t)max_tensors);
-    char* names = malloc((size_t)NAME_LEN * (size_t)max_tensors);
-    if (!t || !names) {
-        free(t), free(names);
+    if (!layout || !t) {
+        free(layout), free(t);
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = hf_tensors(cfg, params, t, names);
+    const int n = hf_layout(cfg, "transformer.", layout);
+    hf_tensors(params, layout, n, t);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int rc = safetensors_write(path, t, n, o->dtype, err, errlen);
     free(t);
-    free(names);
+    free(layout);
     if (rc == 0) rc = write_config(dir, cfg, o->dtype, o->vocab_dir ? o->eot_id : -1, err, errlen);
     if (rc == 0 && o->vocab_dir) rc = write_tokenizer(dir, cfg, o->vocab_dir, err, errlen);
     return rc;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoints/hf_layout.h"
 #include "checkpoints/json_read.h"
 #include "checkpoints/safetensors.h"
 #include "comm/fail.h"
@@ -96,15 +97,7 @@ static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errle
     return 0;
 }
 
-// The transformers name of a tensor (prefix + name), its shape, and where its values go.
-typedef struct {
-    char name[96];
-    size_t rows, cols;   // as transformers stores it; rows 0: a vector of cols
-    size_t offset;       // of llm.c's tensor in the flat parameters
-    int transposed;      // Conv1D weight: llm.c's tensor is (cols, rows)
-} Wanted;
-
-static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, const Wanted* w,
+static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, const HfTensor* w,
                        char* err, size_t errlen) {
     const int ndim = w->rows ? 2 : 1;
     if (e->ndim == ndim && (ndim == 1 ? e->shape[0] == w->cols
@@ -118,41 +111,6 @@ static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, cons
                        "found [%s]", f->path, w->name, w->cols, got);
     return set_err(err, errlen, "%s: tensor '%s': shape: expected [%zu, %zu] (config.json's sizes), "
                    "found [%s]", f->path, w->name, w->rows, w->cols, got);
-}
-
-// Every tensor GPT-2 has, with its place in llm.c's flat parameters (the 16 tensors in order).
-static int wanted_tensors(const GPTConfig* cfg, const char* prefix, Wanted* w) {
-    size_t sizes[NUM_PARAM_TENSORS], start[NUM_PARAM_TENSORS];
-    gpt_param_sizes(cfg, sizes);
-    for (int k = 0; k < NUM_PARAM_TENSORS; k++)
-        start[k] = k ? start[k - 1] + sizes[k - 1] : 0;
-    enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-           FCPROJB, LNFW, LNFB };
-    const size_t C = (size_t)cfg->C;
-    int n = 0;
-#define WANT(tensor_, at_, rows_, cols_, tr_, ...) \
-    (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = rows_, w[n].cols = cols_, \
-     w[n].offset = start[tensor_] + (at_), w[n].transposed = tr_, n++)
-    WANT(WTE, 0, (size_t)cfg->V, C, 0, "%swte.weight", prefix);
-    WANT(WPE, 0, (size_t)cfg->max_T, C, 0, "%swpe.weight", prefix);
-    for (size_t l = 0; l < (size_t)cfg->L; l++) {
-        WANT(LN1W, l * C, 0, C, 0, "%sh.%zu.ln_1.weight", prefix, l);
-        WANT(LN1B, l * C, 0, C, 0, "%sh.%zu.ln_1.bias", prefix, l);
-        WANT(QKVW, l * 3 * C * C, C, 3 * C, 1, "%sh.%zu.attn.c_attn.weight", prefix, l);
-        WANT(QKVB, l * 3 * C, 0, 3 * C, 0, "%sh.%zu.attn.c_attn.bias", prefix, l);
-        WANT(ATTPROJW, l * C * C, C, C, 1, "%sh.%zu.attn.c_proj.weight", prefix, l);
-        WANT(ATTPROJB, l * C, 0, C, 0, "%sh.%zu.attn.c_proj.bias", prefix, l);
-        WANT(LN2W, l * C, 0, C, 0, "%sh.%zu.ln_2.weight", prefix, l);
-        WANT(LN2B, l * C, 0, C, 0, "%sh.%zu.ln_2.bias", prefix, l);
-        WANT(FCW, l * 4 * C * C, C, 4 * C, 1, "%sh.%zu.mlp.c_fc.weight", prefix, l);
-        WANT(FCB, l * 4 * C, 0, 4 * C, 0, "%sh.%zu.mlp.c_fc.bias", prefix, l);
-        WANT(FCPROJW, l * 4 * C * C, 4 * C, C, 1, "%sh.%zu.mlp.c_proj.weight", prefix, l);
-        WANT(FCPROJB, l * C, 0, C, 0, "%sh.%zu.mlp.c_proj.bias", prefix, l);
-    }
-    WANT(LNFW, 0, 0, C, 0, "%sln_f.weight", prefix);
-    WANT(LNFB, 0, 0, C, 0, "%sln_f.bias", prefix);
-#undef WANT
-    return n;
 }
 
 // A tensor of the file that is not one of the wanted: transformers' attention-mask buffers are
@@ -194,7 +152,7 @@ static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const f
 }
 
 // Reads tensor w into the flat parameters; a non-finite value is refused.
-static int read_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const Wanted* w,
+static int read_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const HfTensor* w,
                        float* params, float* tmp, char* err, size_t errlen) {
     float* dst = params + w->offset;
     const size_t n = (w->rows ? w->rows : 1) * w->cols;
@@ -224,13 +182,13 @@ static int read_weights(const char* path, const GPTConfig* cfg, float** params, 
         safetensors_close(&f);
         return -1;
     }
-    const int max = 4 + 12 * cfg->L;
-    Wanted* w = malloc(sizeof *w * (size_t)max);
+    const int max = HF_LAYOUT_TENSORS(cfg->L);
+    HfTensor* w = malloc(sizeof *w * (size_t)max);
     const SafetensorsEntry** entry = malloc(sizeof *entry * (size_t)max);
     char* used = calloc((size_t)f.n, 1);
     float* tmp = NULL;
     int rc = (w && entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
-    const int n = rc == 0 ? wanted_tensors(cfg, prefix, w) : 0;
+    const int n = rc == 0 ? hf_layout(cfg, prefix, w) : 0;
     for (int k = 0; k < n && rc == 0; k++) {
         entry[k] = safetensors_find(&f, w[k].name);
         if (!entry[k])

@@ -202,6 +202,10 @@ static int by_begin(const void* a, const void* b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
+static int by_name(const void* a, const void* b) {
+    return strcmp((*(SafetensorsEntry* const*)a)->name, (*(SafetensorsEntry* const*)b)->name);
+}
+
 // The entries against each other and the data section's length.
 static int check_entries(SafetensorsFile* f, unsigned long long data_len, char* why, size_t n) {
     SafetensorsEntry** order = malloc(sizeof *order * (size_t)(f->n ? f->n : 1));
@@ -225,13 +229,12 @@ static int check_entries(SafetensorsFile* f, unsigned long long data_len, char* 
                           "tensors tile the data with no gap or overlap), found %llu", order[k]->name,
                           pos, order[k]->begin);
         pos = order[k]->end;
-        if (rc == 0 && k > 0 && !strcmp(order[k]->name, order[k - 1]->name))
-            rc = set_err(why, n, "tensor '%.200s' named twice", order[k]->name);
     }
-    for (int a = 0; a < f->n && rc == 0; a++)   // names twice, whatever their offsets
-        for (int b = a + 1; b < f->n && rc == 0; b++)
-            if (!strcmp(f->entries[a].name, f->entries[b].name))
-                rc = set_err(why, n, "tensor '%.200s' named twice", f->entries[a].name);
+    // Names twice, whatever their offsets: neighbours once sorted by name.
+    if (rc == 0) qsort(order, (size_t)f->n, sizeof *order, by_name);
+    for (int k = 1; k < f->n && rc == 0; k++)
+        if (!strcmp(order[k]->name, order[k - 1]->name))
+            rc = set_err(why, n, "tensor '%.200s' named twice", order[k]->name);
     if (rc == 0 && pos != data_len)
         rc = set_err(why, n, "expected the tensors to cover the %llu data bytes after the header, "
                       "found %llu", data_len, pos);

@@ -6,7 +6,7 @@ buffers of older versions, an explicit lm_head.weight, F16 or BF16 weights) and 
 
   hf_variant.py SRC DST [--strip-prefix] [--buffers] [--lm-head same|other] [--dtype F32|F16|BF16]
                 [--config KEY=JSON]... [--drop NAME] [--extra NAME] [--reshape NAME]
-                [--break length|json|overlap|dtype|truncate]
+                [--break length|json|overlap|dtype|truncate|twice]
 SRC holds config.json and an F32 or BF16 model.safetensors; DST gets both (and nothing else).
 numpy only (no torch import: the refusal tests write many variants); F16 and BF16 are rounded to
 nearest even, as PyTorch rounds.
@@ -60,6 +60,9 @@ def write(path, tensors, dtype, brk=None):
         header[list(header)[0]]["dtype"] = "I32" if dtype == "F32" else "I16"
     header["__metadata__"] = {"format": "pt"}
     text = json.dumps(header, separators=(",", ":"))
+    if brk == "twice":     # the second tensor under the first one's name (JSON allows it)
+        first, second = list(header)[:2]
+        text = text.replace(json.dumps(second) + ":", json.dumps(first) + ":", 1)
     if brk == "json":
         text = text[:-1] + ",}"
     text += " " * (-len(text) % 8)
@@ -82,7 +85,7 @@ def main():
     a.add_argument("--drop")
     a.add_argument("--extra")
     a.add_argument("--reshape")
-    a.add_argument("--break", dest="brk", choices=["length", "json", "overlap", "dtype", "truncate"])
+    a.add_argument("--break", dest="brk", choices=["length", "json", "overlap", "dtype", "truncate", "twice"])
     args = a.parse_args()
     conf = json.load(open(os.path.join(args.src, "config.json")))
     for kv in args.config:

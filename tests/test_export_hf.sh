@@ -233,6 +233,7 @@ t_import_errors() {
   ifails "data_offsets: expected it to start at byte [0-9]+ \(the tensors tile the data with no gap or overlap\), found [0-9]+$" --break overlap
   ifails "tensor 'transformer.wte.weight': dtype: expected F32, BF16 or F16, found I32$" --break dtype
   ifails "expected the tensors to cover the [0-9]+ data bytes after the header, found [0-9]+$" --break truncate
+  ifails "tensor 'transformer.wte.weight' named twice$" --break twice
   fails_import no-dir "^error: --hf: $W/nope/config.json: cannot open: No such file or directory$" --hf "$W/nope" --out "$W/x.bin"
   fails_import no-hf "^error: --hf: expected a Hugging Face model directory, found none$" --out "$W/x.bin"
   fails_import bad-dtype "^error: --dtype: expected fp32 or bf16, found 'fp16'$" --hf "$W/hf" --out "$W/x.bin" --dtype fp16

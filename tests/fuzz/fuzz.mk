@@ -29,7 +29,8 @@ FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/tokenizer_file.c
 FUZZ_OBJS_bpe_vocab = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
-FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/safetensors.c checkpoints/json_read.c
+FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/hf_layout.c checkpoints/safetensors.c \
+	checkpoints/json_read.c
 # hf_export writes the round trip.
 FUZZ_OBJS_hf_import = $(BUILD)/checkpoints/hf_export.o $(BUILD)/checkpoints/checkpoint_dir.o \
 	$(MODEL_OBJS)
@@ -72,5 +73,5 @@ $(BUILD)/tests/fuzz/write_seeds: $(BUILD)/tests/fuzz/write_seeds.o $(BUILD)/test
 		$(BUILD)/checkpoints/train_state.o $(CHECKPOINT_OBJS) $(DATA_OBJS) \
 		$(BUILD)/data/tokenizer_file.o $(MODEL_OBJS) $(BUILD)/checkpoints/hf_export.o \
 		$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o \
-		$(BUILD)/checkpoints/checkpoint_dir.o
+		$(BUILD)/checkpoints/hf_layout.o $(BUILD)/checkpoints/checkpoint_dir.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -1,0 +1,18 @@
+// GPT-2's tensors as transformers names them, and where each lives in llm.c's flat parameters:
+// the one table the Hugging Face export and import both read.
+#pragma once
+#include <stddef.h>
+
+#include "model/config.h"
+
+typedef struct {
+    char name[96];       // prefix + transformers' name, e.g. "transformer.h.0.attn.c_attn.weight"
+    size_t rows, cols;   // its shape in transformers; rows 0: a vector of cols
+    size_t offset;       // of llm.c's tensor in the flat parameters
+    int transposed;      // a Conv1D weight: llm.c keeps it as (cols, rows)
+} HfTensor;
+
+// The 4 + 12 L tensors of GPT-2 (wte, wpe, the layers, ln_f) into t; returns how many. wte has
+// V rows: llm.c's padding rows (Vp - V) are not a tensor of transformers.
+int hf_layout(const GPTConfig* cfg, const char* prefix, HfTensor* t);
+#define HF_LAYOUT_TENSORS(L) (4 + 12 * (L))
