@@ -67,47 +67,100 @@ int json_object_next(JsonCursor* c, char* key, size_t keylen) {
 
 int json_array_next(JsonCursor* c) { return next_item(c, ']', "',' or ']'"); }
 
+// Four hex digits at the cursor (after backslash-u), or -1 with the cursor left on the bad one.
+static long hex4(JsonCursor* c) {
+    long v = 0;
+    for (int i = 0; i < 4; i++, c->p++) {
+        const char h = *c->p;
+        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = 16 * v + d;
+    }
+    return v;
+}
+
+// A backslash-u escape (the cursor after the 'u'), with its low surrogate when it is a high
+// one, as a code point; -1 (err set) for bad digits, a lone surrogate or NUL (the strings are C strings).
+static long unicode_escape(JsonCursor* c) {
+    const char* at = c->p - 2;
+    long v = hex4(c);
+    if (v < 0) return fail(c, "four hex digits after \\u");
+    if (v >= 0xdc00 && v <= 0xdfff) {
+        c->p = at;
+        return fail(c, "a \\u escape that is not a lone low surrogate");
+    }
+    if (v >= 0xd800 && v <= 0xdbff) {
+        long lo = c->p[0] == '\\' && c->p[1] == 'u' ? (c->p += 2, hex4(c)) : -1;
+        if (lo < 0xdc00 || lo > 0xdfff) {
+            c->p = at;
+            return fail(c, "a high surrogate escape followed by a low one");
+        }
+        v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    if (v == 0) {
+        c->p = at;
+        return fail(c, "a \\u escape other than \\u0000");
+    }
+    return v;
+}
+
+// Code point v as UTF-8 into u (1 to 4 bytes); returns the count.
+static int utf8_encode(long v, unsigned char* u) {
+    if (v < 0x80) {
+        u[0] = (unsigned char)v;
+        return 1;
+    }
+    if (v < 0x800) {
+        u[0] = (unsigned char)(0xc0 | v >> 6);
+        u[1] = (unsigned char)(0x80 | (v & 0x3f));
+        return 2;
+    }
+    if (v < 0x10000) {
+        u[0] = (unsigned char)(0xe0 | v >> 12);
+        u[1] = (unsigned char)(0x80 | (v >> 6 & 0x3f));
+        u[2] = (unsigned char)(0x80 | (v & 0x3f));
+        return 3;
+    }
+    u[0] = (unsigned char)(0xf0 | v >> 18);
+    u[1] = (unsigned char)(0x80 | (v >> 12 & 0x3f));
+    u[2] = (unsigned char)(0x80 | (v >> 6 & 0x3f));
+    u[3] = (unsigned char)(0x80 | (v & 0x3f));
+    return 4;
+}
+
 int json_string(JsonCursor* c, char* out, size_t n) {
     if (expect_char(c, '"', "a string") != 0) return -1;
     size_t k = 0;
     for (;;) {
-        unsigned char ch = (unsigned char)*c->p;
-        if (!ch || ch < 0x20) return fail(c, "the rest of the string");
+        unsigned char u[4];
+        int len = 1;
+        u[0] = (unsigned char)*c->p;
+        if (!u[0] || u[0] < 0x20) return fail(c, "the rest of the string");
         c->p++;
-        if (ch == '"') break;
-        if (ch == '\\') {
+        if (u[0] == '"') break;
+        if (u[0] == '\\') {
             const char e = *c->p++;
             const char* from = "\"\\/bfnrt";
             const char* to = "\"\\/\b\f\n\r\t";
             const char* hit = e ? strchr(from, e) : NULL;
-            if (hit) ch = (unsigned char)to[hit - from];
+            if (hit) u[0] = (unsigned char)to[hit - from];
             else if (e == 'u') {
-                unsigned v = 0;
-                for (int i = 0; i < 4; i++) {
-                    const char h = *c->p;
-                    const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-                    if (d < 0) return fail(c, "four hex digits after \\u");
-                    v = 16 * v + (unsigned)d;
-                    c->p++;
-                }
-                if (v == 0 || v >= 0x80) {
-                    c->p -= 6;
-                    return fail(c, "a \\u escape of an ASCII character other than NUL");
-                }
-                ch = (unsigned char)v;
+                const long v = unicode_escape(c);
+                if (v < 0) return -1;
+                len = utf8_encode(v, u);
             } else {
                 c->p--;
                 return fail(c, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
             }
         }
         if (!out) continue;
-        if (k + 1 >= n) {
+        if (k + len >= n) {
             snprintf(c->err, sizeof c->err, "at byte %ld: a string longer than %zu bytes",
                      (long)(c->p - c->text), n - 1);
             return -1;
         }
-        out[k++] = (char)ch;
+        for (int i = 0; i < len; i++) out[k++] = (char)u[i];
     }
     if (out) out[k] = 0;
     return 0;

@@ -20,7 +20,8 @@ int json_object_next(JsonCursor* c, char* key, size_t keylen);
 // '[' then, per element, json_array_next (1: the cursor is at the element; 0: ']' was read).
 int json_array_begin(JsonCursor* c);
 int json_array_next(JsonCursor* c);
-// A string into out (escapes decoded; \u only below U+0080); too long for out is an error.
+// A string into out as UTF-8 (escapes decoded, surrogate pairs joined; \u0000 and lone
+// surrogates refused: out is a C string); too long for out is an error.
 // out NULL: checked and skipped, of any length.
 int json_string(JsonCursor* c, char* out, size_t n);
 int json_number(JsonCursor* c, double* out);

@@ -2,54 +2,18 @@
 // alphabet, and the merge list (with gpt-3-encoder's "A,B" key aliases).
 #include "data/bpe_vocab.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "comm/fail.h"
+#include "data/whole_file.h"
 
 // Vocabulary files beyond this size are not GPT-2 vocabularies; refuse them before reading.
 #define MAX_VOCAB_FILE_BYTES (256u << 20)
 // GPT-2's alphabet maps bytes to code points below 256 + 68.
 #define ALPHABET_CODE_POINTS 324
-
-static int read_whole_file(const char* path, uint8_t** data, size_t* len, char* err,
-                           size_t errlen) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        int e = errno;
-        fclose(f);
-        return set_err(err, errlen, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        fclose(f);
-        return set_err(err, errlen, "%s: file type: expected a regular file, found %s", path,
-                       S_ISDIR(st.st_mode) ? "a directory" : "a special file");
-    }
-    if ((unsigned long long)st.st_size > MAX_VOCAB_FILE_BYTES) {
-        fclose(f);
-        return set_err(err, errlen, "%s: file size: expected at most %u bytes, found %lld", path,
-                       MAX_VOCAB_FILE_BYTES, (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t* buf = xmalloc(n + 1, "vocabulary file");
-    size_t got = fread(buf, 1, n, f);
-    int read_error = ferror(f);
-    fclose(f);
-    if (got != n || read_error) {
-        free(buf);
-        return set_err(err, errlen, "%s: cannot read %zu bytes (got %zu)", path, n, got);
-    }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return 0;
-}
 
 // GPT-2 spells every byte as one printable code point: bytes that are printable Latin-1 stand
 // for themselves, the other 68 bytes become U+0100.. in byte order. Fills code point -> byte
@@ -514,7 +478,8 @@ int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
     char* json_path = join_path(dir, "encoder.json");
     char* merges_path = join_path(dir, "vocab.bpe");
     alphabet_decoder(ps.cp_to_byte);
-    int rc = read_whole_file(json_path, &json, &json_len, err, errlen);
+    int rc = whole_file_read(json_path, MAX_VOCAB_FILE_BYTES, "vocabulary file", &json,
+                             &json_len, err, errlen);
     if (rc == 0) {
         ps.path = json_path;
         ps.begin = ps.p = json;
@@ -523,7 +488,8 @@ int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
     }
     if (rc == 0) rc = build_table(&ps, &v.table, &map);
     if (rc == 0) rc = find_required_tokens(json_path, &map, &v, err, errlen);
-    if (rc == 0) rc = read_whole_file(merges_path, &merges, &merges_len, err, errlen);
+    if (rc == 0) rc = whole_file_read(merges_path, MAX_VOCAB_FILE_BYTES, "merges file", &merges,
+                                     &merges_len, err, errlen);
     if (rc == 0) {
         mp.path = merges_path;
         mp.cp_to_byte = ps.cp_to_byte;

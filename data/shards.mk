@@ -1,5 +1,6 @@
 # Token shards and the distributed data loader; linked by every program that reads tokens.
-DATA_OBJS = $(BUILD)/data/shard.o $(BUILD)/data/loader.o $(BUILD)/comm/atomic_file.o
+DATA_OBJS = $(BUILD)/data/shard.o $(BUILD)/data/loader.o $(BUILD)/data/mc_eval.o \
+	$(BUILD)/data/whole_file.o $(BUILD)/comm/atomic_file.o
 
 TEST_PROGS += $(BUILD)/tests/test_shard $(BUILD)/tests/test_loader
 SUITES_data += shards

@@ -92,6 +92,9 @@ void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void*
 void gpt_params_restore_rounding(GPT* m, int step);
 // The first V logits of row n (= b * T + t) of the last forward.
 void gpt_logits_row_to_host(const GPT* m, int n, float* host);
+// The (B, T) per-token losses of the last gpt_loss or gpt_backward (multiple-choice evaluation
+// scores rows by them). The host waits for the device.
+void gpt_losses_to_host(const GPT* m, float* host);
 // Sum of squares of gradient elements [begin, begin + count), in double, written to *out in
 // backend memory (m->scalars + GPT_GRAD_SUMSQ): the host does not wait. Deterministic (a fixed
 // order of summation).

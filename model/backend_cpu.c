@@ -70,6 +70,11 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
     to_float(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
 }
 
+void gpt_losses_to_host(const GPT* m, float* host) {
+    const real_stat* l = m->acts.losses;
+    for (size_t i = 0, n = (size_t)m->B * m->T; i < n; i++) host[i] = (float)l[i];
+}
+
 void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
     *out = grad_sum_squares(m->grads_memory + begin, count);
 }

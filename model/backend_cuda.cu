@@ -249,6 +249,13 @@ void gpt_logits_row_to_host(const GPT* m, int n, float* host) {
     floatx_to_host(host, m->acts.logits + (size_t)n * m->cfg.Vp, (size_t)m->cfg.V);
 }
 
+void gpt_losses_to_host(const GPT* m, float* host) {   // real_stat is float here
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(host, m->acts.losses, (size_t)m->B * m->T * sizeof(float),
+                               cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
 // --- Gradient norm, clip factor and the step's read -----------------------------------------------
 
 void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {

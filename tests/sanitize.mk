@@ -26,7 +26,8 @@ sanitize_space := $() $()
 sanitize_comma := ,
 # The longest first (TEST_JOBS of them run at a time).
 SANITIZE_SUITES = dist-model:$(subst $(sanitize_space),$(sanitize_comma),$(strip $(SANITIZE_DIST_MODEL))) \
-	train model shards tokenizer export timeline costmodel dist-comm dist-attention dist-launch \
+	train mc-eval:reference,mesh,training,errors,tokenize model shards tokenizer export timeline \
+	costmodel dist-comm dist-attention dist-launch \
 	gpu-kit:compare-logs,gpu-peaks gpu-bench:kernel-costs
 sanitize_left_out = $(or $(findstring cuda,$(1)),$(filter %_host,$(1)))
 SANITIZE_PROGS = $(foreach p,$(TEST_PROGS),$(if $(call sanitize_left_out,$(p:$(BUILD)/%=%)),,$(p)))

@@ -61,7 +61,11 @@ static void errors(void) {
         {"[1.]", "at byte 1: expected a number, found '1'"},
         {"{\"a\": tru}", "at byte 6: expected true, false or null, found 't'"},
         {"\"a\\qb\"", "at byte 3: expected an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX), found 'q'"},
-        {"\"\\u00e9\"", "at byte 1: expected a \\u escape of an ASCII character other than NUL, found '\\'"},
+        {"\"\\u0000\"", "at byte 1: expected a \\u escape other than \\u0000, found '\\'"},
+        {"\"a\\ud800\"", "at byte 2: expected a high surrogate escape followed by a low one, found '\\'"},
+        {"\"\\ud800\\u0041\"", "at byte 1: expected a high surrogate escape followed by a low one, found '\\'"},
+        {"\"\\udc00\"", "at byte 1: expected a \\u escape that is not a lone low surrogate, found '\\'"},
+        {"\"\\u12g4\"", "at byte 5: expected four hex digits after \\u, found 'g'"},
         {"\"a\nb\"", "at byte 2: expected the rest of the string, found byte 0x0a"},
         {"[1e999]", "at byte 1: expected a finite number, found '1'"},
         {"{} x", "at byte 3: expected the end of the document, found 'x'"},
@@ -89,8 +93,25 @@ static void errors(void) {
            "a string too long for its buffer");
 }
 
+// Escapes of any code point become UTF-8 (a surrogate pair one 4-byte character); UTF-8 in the
+// text passes as it is; a string that fits only without its last character is refused.
+static void unicode(void) {
+    JsonCursor c;
+    char s[16];
+    json_init(&c, "\"\\u00e9\\u20AC\\ud83d\\ude00x\xc3\xa9\"");
+    expect(json_string(&c, s, sizeof s) == 0 &&
+           !strcmp(s, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80x\xc3\xa9"),
+           "\\u00e9 \\u20AC \\ud83d\\ude00 to UTF-8 (2, 3 and 4 bytes), raw UTF-8 kept");
+    json_init(&c, "\"ab\\ud83d\\ude00\"");
+    expect(json_string(&c, s, 6) == -1 && strstr(c.err, "a string longer than 5 bytes"),
+           "a 4-byte character that does not fit: refused, not cut");
+    json_init(&c, "\"ab\\ud83d\\ude00\"");
+    expect(json_string(&c, s, 7) == 0 && strlen(s) == 6, "... and fits with one byte more");
+}
+
 int main(void) {
     values();
+    unicode();
     errors();
     printf("json_read: %d failure(s)\n", fails);
     return fails != 0;

@@ -39,7 +39,7 @@ static const OptSpec specs[] = {
     {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},
     {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},
     {"steps", OPT_INT, F(steps), 1, 1e9, NULL, "optimizer steps"},
-    {"eval-only", OPT_FLAG, F(eval_only), 0, 1, NULL, "no training: the validation loss of --init-from's model file or of --resume's newest checkpoint in --out-dir on --val-data (--eval-batches micro-batches, any mesh), printed and logged; --train-data is not read"},
+    {"eval-only", OPT_FLAG, F(eval_only), 0, 1, NULL, "no training: the validation loss of --init-from's model file or of --resume's newest checkpoint in --out-dir on --val-data (--eval-batches micro-batches, any mesh) and its --mc-eval accuracy, printed and logged; --train-data is not read"},
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
     {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
     {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},
@@ -49,8 +49,10 @@ static const OptSpec specs[] = {
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
     {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},
-    {"eval-every", OPT_INT, F(eval_every), 0, 1e9, NULL, "validation loss every k steps (0 = only at the end)"},
+    {"eval-every", OPT_INT, F(eval_every), 0, 1e9, NULL, "validation loss and --mc-eval accuracy every k steps (0 = only at the end)"},
     {"eval-batches", OPT_INT, F(eval_batches), 1, 1e9, NULL, "validation micro-batches per evaluation, in all: the first N of the validation set (all of it if shorter), the same on every mesh; the dp ranks split them, the first N mod dp ranks taking one more"},
+    {"mc-eval", OPT_STRING, F(mc_eval), 0, 0, NULL, "multiple-choice eval file in llm.c's format (llm.c's hellaswag_val.bin, or build/tokenize_mc's): accuracy with every validation loss, '' = none"},
+    {"mc-eval-examples", OPT_INT, F(mc_eval_examples), 0, 1 << 30, NULL, "the first N examples of --mc-eval (0 = all); each costs one forward row of --seq-len tokens per completion"},
     {"sample-every", OPT_INT, F(sample_every), 0, 1e9, NULL, "generate a sample every k steps (0 = only at the end)"},
     {"sample-length", OPT_INT, F(sample_length), 0, 1 << 20, NULL, "tokens per sample (0 = no sampling)"},
     {"sample-prompt", OPT_STRING, F(sample_prompt), 0, 0, NULL, "sample prompt as comma-separated token ids (empty = end-of-text)"},
@@ -118,6 +120,8 @@ static void set_defaults(TrainOptions* o) {
     o->eps = 1e-8;
     o->eval_every = 50;
     o->eval_batches = 8;
+    o->mc_eval = "";
+    o->mc_eval_examples = 0;
     o->sample_every = 0;
     o->sample_length = 64;
     o->sample_prompt = "";

@@ -24,6 +24,8 @@ typedef struct {
     int warmup;                // warmup steps; -1: from warmup_frac
     // evaluation and sampling
     int eval_every, eval_batches;
+    const char* mc_eval;       // llm.c multiple-choice eval file ("" = none), data/mc_eval.h
+    int mc_eval_examples;      // its first N examples (0 = all)
     int sample_every, sample_length, top_k;
     double temperature;
     const char* sample_prompt;

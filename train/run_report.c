@@ -87,40 +87,6 @@ void open_log(Trainer* t) {
                      "record of a step counts\"}", t->step, t->step);
 }
 
-// The validation loss over the first --eval-batches micro-batches of the validation pass (all of
-// it if shorter), the same batches on every mesh: dp rank d evaluates global batches d, d + dp, ...
-// of them (the loader's order), every rank sums the losses of its tokens on the backend (without
-// dlogits), read once at the end, and the sum over all ranks is divided by the tokens evaluated.
-double evaluate(Trainer* t) {
-    params_ready(t);
-    const long n = loader_global_batches(t->val_loader);
-    const long total = t->opt.eval_batches < n ? t->opt.eval_batches : n;
-    const int dp = t->mesh.dp, d = t->mesh.dp_index;
-    const long batches = total / dp + (d < total % dp);
-    loader_reset(t->val_loader);
-    gpt_loss_zero(&t->model);
-    for (long i = 0; i < batches; i++) {
-        next_batch(t, t->val_loader);
-        gpt_forward(&t->model, t->inputs, t->targets);
-        gpt_loss(&t->model);
-    }
-    comm_wait_compute(t->comm);
-    const double sum = gpt_loss_read(&t->model);
-    return all_reduce_scalar(t, sum) / ((double)total * t->B * t->T);
-}
-
-// Prints and logs a validation loss (the same on every rank). One that is not finite (weights
-// that diverged within the range of finite numbers) stops the run before it reaches the log or
-// a checkpoint.
-void report_eval(Trainer* t, double val) {
-    if (!isfinite(val))
-        config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
-                     "checkpoint", t->step, val);
-    if (t->rank != 0) return;
-    printf("eval: step %d val loss %.4f\n", t->step, val);
-    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f}", t->step, val);
-}
-
 // Parses "--sample-prompt" token ids; the default prompt is the end-of-text token. Returns the
 // number of ids, or -1 with err set.
 int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen) {

@@ -89,8 +89,9 @@ static void setup_model_config(Trainer* t) {
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
             config_error(t, "--preset/--layers/--channels/--heads: %s", err);
     }
-    if (o->eval_only && !(o->val_data && o->val_data[0]))
-        config_error(t, "--eval-only: expected --val-data shards to evaluate on, found none");
+    if (o->eval_only && !(o->val_data && o->val_data[0]) && !(o->mc_eval && o->mc_eval[0]))
+        config_error(t, "--eval-only: expected --val-data shards or an --mc-eval file to evaluate "
+                     "on, found neither");
     if (o->seq_len > t->cfg.max_T)
         config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
                      o->seq_len, t->cfg.max_T);
@@ -174,6 +175,15 @@ static void open_data(Trainer* t) {
             fail_msg("--val-data %s: expected at least one micro-batch of %d x %d tokens, found %lld "
                      "windows", t->opt.val_data, t->B, t->T + 1,
                      (long long)loader_windows_per_epoch(t->val_loader));
+    }
+    if (t->opt.mc_eval && t->opt.mc_eval[0]) {   // small (HellaSwag's: 3.6 MB): every rank reads it
+        if (mc_eval_read(t->opt.mc_eval, t->opt.mc_eval_examples, t->cfg.V, &t->mc, err,
+                         sizeof err) != 0)
+            fail_msg("--mc-eval %s", err);
+        if (t->mc.longest_row > t->T)
+            fail_msg("--mc-eval %s: example %d has a row of %d tokens (its context and a "
+                     "completion), above --seq-len %d; raise --seq-len", t->opt.mc_eval,
+                     t->mc.longest_example, t->mc.longest_row, t->T);
     }
     if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
         if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
@@ -345,6 +355,12 @@ static void setup_batches(Trainer* t) {
     t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
     t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
     token_layout_positions(t->attention->positions, t->Tl, t->positions);
+    if (t->mc.examples) {
+        t->mc_full_mask = xmalloc(sizeof(int32_t) * full, "eval mask");
+        t->mc_mask = xmalloc(sizeof(int32_t) * local, "local eval mask");
+        t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");
+        t->mc_row_loss = xmalloc(sizeof(double) * t->mc.rows, "eval row losses");
+    }
 }
 
 void setup_run(Trainer* t, int world_rank, int world_size) {
@@ -404,4 +420,6 @@ void shut_down(Trainer* t) {
     free(t->host_params); free(t->host_m); free(t->host_v);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);
+    mc_eval_free(&t->mc);
+    free(t->mc_full_mask); free(t->mc_mask); free(t->mc_losses); free(t->mc_row_loss);
 }

@@ -27,7 +27,7 @@ void eval_only(Trainer* t) {
     if (t->step == 0 && !(t->opt.init_from && t->opt.init_from[0]))
         config_error(t, "--eval-only: no model to evaluate: give --init-from FILE, or "
                      "--resume with a complete checkpoint in --out-dir %s", t->opt.out_dir);
-    report_eval(t, evaluate(t));
+    run_evals(t);
 }
 
 void train_loop(Trainer* t) {
@@ -43,10 +43,7 @@ void train_loop(Trainer* t) {
     while (t->step < t->opt.steps && !stop) {
         // Evaluation and sampling at step k happen before step k+1 whether or not the run was
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
-        if (t->val_loader && t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 &&
-            t->step > 0) {
-            report_eval(t, evaluate(t));
-        }
+        if (t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 && t->step > 0) run_evals(t);
         if (t->opt.sample_every > 0 && t->step % t->opt.sample_every == 0 && t->step > 0) sample(t);
         const double t0 = seconds_now();
         double norm;
@@ -114,9 +111,7 @@ void train_loop(Trainer* t) {
         printf("stopping early at step %d (%s)\n", t->step,
                t->opt.no_save ? "no checkpoint: --no-save" : "checkpoint written");
     if (!early) {
-        if (t->val_loader) {
-            report_eval(t, evaluate(t));
-        }
+        run_evals(t);
         sample(t);
         save_checkpoint(t);
     }

@@ -2,6 +2,8 @@
 # trainer runs: resume, corrupt and killed checkpoints, signals, bad input, help, logs) and
 # test_train_checkpoint (checkpoint files and directory below the trainer).
 SUITES_train += train
+# tests/suites/mc-eval.list: --mc-eval against an independent scorer (tests/test_mc_eval.sh).
+SUITES_train += mc-eval
 TEST_PROGS += $(BUILD)/tests/test_train_checkpoint
 
 $(BUILD)/tests/test_train_checkpoint: $(BUILD)/tests/test_train_checkpoint.o \

@@ -2,8 +2,9 @@
 // outline): run_end.c (ending on an error all ranks agree on), run_setup.c (launch, configuration,
 // mesh, transport, data, model, optimizer; teardown),
 // train_step.c (one optimizer step and the policies for steps not applied), train_loop.c (the
-// loop over steps, evaluation-only runs), checkpoint_resume.c (checkpoints and resume) and
-// run_report.c (configuration, log, evaluation, samples, progress, summary, counters, timeline).
+// loop over steps, evaluation-only runs), checkpoint_resume.c (checkpoints and resume),
+// evaluate.c (validation loss, multiple-choice accuracy) and run_report.c (configuration, log,
+// samples, progress, summary, counters, timeline).
 // Internal to train/: nothing below train/ includes it.
 #pragma once
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "comm/fail.h"
 #include "comm/timeline.h"
 #include "data/loader.h"
+#include "data/mc_eval.h"
 #include "data/tokenizer_file.h"
 #include "model/backend.h"
 #include "model/gpt.h"
@@ -53,6 +55,11 @@ typedef struct {
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
     DataLoader* val_loader;    // NULL: no evaluation
+    McEvalSet mc;              // --mc-eval's examples (none: mc.examples 0)
+    int32_t* mc_full_mask;     // (B, T) which positions' losses count, as filled
+    int32_t* mc_mask;          // (B, Tl) this rank's part
+    float* mc_losses;          // (B, Tl) per-token losses of a batch, on the host
+    double* mc_row_loss;       // (mc.rows) each row's summed loss over its mask
     int32_t *full_inputs, *full_targets;   // (B, T) windows as read
     int32_t *inputs, *targets;             // (B, Tl) this rank's tokens
     long* positions;                       // (Tl) their positions in the sequence
@@ -180,11 +187,16 @@ void catch_stop_signals(void);
 void eval_only(Trainer* t);
 void train_loop(Trainer* t);
 
+// --- evaluate.c ----------------------------------------------------------------------------------
+double evaluate(Trainer* t);
+void report_eval(Trainer* t, double val);
+McEvalScore mc_evaluate(Trainer* t);
+void report_mc_eval(Trainer* t, McEvalScore r);
+void run_evals(Trainer* t);   // what the run evaluates: --val-data, then --mc-eval
+
 // --- run_report.c --------------------------------------------------------------------------------
 void print_config(Trainer* t);
 void open_log(Trainer* t);
-double evaluate(Trainer* t);
-void report_eval(Trainer* t, double val);
 int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen);
 void setup_sampler(Trainer* t);
 void sample(Trainer* t);

@@ -44,6 +44,7 @@ args optimizer --lr 3e-4 --warmup 5 --warmup-frac 0.1 --final-lr-frac 0 --weight
   --grad-clip 1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --on-nan skip --max-skips 3
 args sampling --eval-every 5 --eval-batches 2 --sample-every 5 --sample-length 16 \
   --sample-prompt 1,2,3 --temperature 0.8 --top-k 10
+args evaluation --mc-eval hellaswag_val.bin --mc-eval-examples 500 --eval-only
 args checkpoints --out-dir runs/x --checkpoint-every 2 --keep-last 3 --keep-every 10 --resume \
   --exit-after 4 --log runs/x/log.jsonl --save-bf16 --no-save --quiet
 args mesh --dp 2 --pq 2 --pkv 2 --attention 2d-overlap --mesh auto --cluster c.cluster \

@@ -1,6 +1,6 @@
 // Writes the binary seed corpora of the fuzz targets with the project's own writers: small
 // valid files and near-valid variants (truncated, wrong version, corrupted), a few KB each.
-//   write_seeds DIR   -> DIR/{shard,model_file,train_state,tokenizer_file}/NAME
+//   write_seeds DIR   -> DIR/{shard,model_file,train_state,tokenizer_file,hf_import,mc_eval}/NAME
 // tests/fuzz/make_corpus.sh runs it (and adds the text-format seeds).
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"
 #include "comm/fail.h"
+#include "data/mc_eval.h"
 #include "data/shard.h"
 #include "data/tokenizer_file.h"
 #include "model/gpt.h"
@@ -167,6 +168,29 @@ static void hf_seeds(void) {
     variant("hf_import", "f32", "f32_truncated", size - 1, -1, 0);
 }
 
+// Multiple-choice eval files: three examples of 4, 2 and 3 completions, and near misses.
+static void mc_eval_seeds(void) {
+    McEvalSet s;
+    memset(&s, 0, sizeof s);
+    const int32_t ctx[] = {464, 3797, 3332, 319, 257, 50256}, a[] = {2603, 13}, b[] = {9}, c[] = {1, 2, 3};
+    const int32_t* comp[] = {a, b, c, a};
+    const int len[] = {2, 1, 3, 2};
+    mc_eval_append(&s, 3, ctx, 6, 4, comp, len);
+    mc_eval_append(&s, 0, ctx + 2, 1, 2, comp + 1, len + 1);
+    mc_eval_append(&s, 1, ctx, 3, 3, comp, len);
+    char err[ERR_LEN];
+    check_written(mc_eval_write(seed_path("mc_eval", "three"), &s, err, sizeof err), err);
+    size_t size = 0;
+    uint8_t* data = fuzz_read(seed_path("mc_eval", "three"), &size);
+    CHECK(data, "", "cannot read the mc_eval seed back");
+    free(data);
+    variant("mc_eval", "three", "truncated", size - 2, -1, 0);
+    variant("mc_eval", "three", "bad_version", size, 4, 2);
+    variant("mc_eval", "three", "more_examples", size, 8, 4);
+    variant("mc_eval", "three", "label_past_end", size, 1024 + 6, 0x00040004u);   // label 4, 4 completions
+    mc_eval_free(&s);
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) fail_msg("usage: write_seeds DIR");
     out_dir = argv[1];
@@ -175,5 +199,6 @@ int main(int argc, char** argv) {
     state_seeds();
     tokenizer_seeds();
     hf_seeds();
+    mc_eval_seeds();
     return 0;
 }

@@ -1,0 +1,90 @@
+// Evaluation during and after training, and --eval-only: the validation loss (--val-data) and the
+// multiple-choice accuracy (--mc-eval, data/mc_eval.h), on any mesh.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "data/bpe.h"
+#include "train/trainer.h"
+
+// The validation loss over the first --eval-batches micro-batches of the validation pass (all of
+// it if shorter), the same batches on every mesh: dp rank d evaluates global batches d, d + dp, ...
+// of them (the loader's order), every rank sums the losses of its tokens on the backend (without
+// dlogits), read once at the end, and the sum over all ranks is divided by the tokens evaluated.
+double evaluate(Trainer* t) {
+    params_ready(t);
+    const long n = loader_global_batches(t->val_loader);
+    const long total = t->opt.eval_batches < n ? t->opt.eval_batches : n;
+    const int dp = t->mesh.dp, d = t->mesh.dp_index;
+    const long batches = total / dp + (d < total % dp);
+    loader_reset(t->val_loader);
+    gpt_loss_zero(&t->model);
+    for (long i = 0; i < batches; i++) {
+        next_batch(t, t->val_loader);
+        gpt_forward(&t->model, t->inputs, t->targets);
+        gpt_loss(&t->model);
+    }
+    comm_wait_compute(t->comm);
+    const double sum = gpt_loss_read(&t->model);
+    return all_reduce_scalar(t, sum) / ((double)total * t->B * t->T);
+}
+
+// Prints and logs a validation loss (the same on every rank). One that is not finite (weights
+// that diverged within the range of finite numbers) stops the run before it reaches the log or
+// a checkpoint.
+void report_eval(Trainer* t, double val) {
+    if (!isfinite(val))
+        config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
+                     "checkpoint", t->step, val);
+    if (t->rank != 0) return;
+    printf("eval: step %d val loss %.4f\n", t->step, val);
+    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f}", t->step, val);
+}
+
+// Multiple-choice accuracy: the eval set's rows (one per completion, padded to --seq-len) in
+// micro-batches of B, dp rank d taking batches d, d + dp, ... as in evaluate. Each rank adds the
+// losses of its local tokens where the row's mask counts them into the row's sum; one all-reduce
+// over all ranks completes every row, the sequence-parallel ranks' parts of a row adding up, so
+// every rank scores the same sums.
+McEvalScore mc_evaluate(Trainer* t) {
+    params_ready(t);
+    const McEvalSet* s = &t->mc;
+    const int B = t->B, Tl = t->Tl, dp = t->mesh.dp;
+    const long batches = (s->rows + B - 1) / B;
+    const int pad = t->cfg.V > GPT2_EOT ? GPT2_EOT : 0;   // past a row's end: unseen by its mask
+    memset(t->mc_row_loss, 0, sizeof(double) * s->rows);
+    for (long i = t->mesh.dp_index; i < batches; i += dp) {
+        mc_eval_fill(s, i * B, B, t->T, pad, t->full_inputs, t->full_targets, t->mc_full_mask);
+        layout_take(t->full_inputs, B, t->T, t->positions, Tl, t->inputs);
+        layout_take(t->full_targets, B, t->T, t->positions, Tl, t->targets);
+        layout_take(t->mc_full_mask, B, t->T, t->positions, Tl, t->mc_mask);
+        gpt_forward(&t->model, t->inputs, t->targets);
+        gpt_loss(&t->model);
+        comm_wait_compute(t->comm);
+        gpt_losses_to_host(&t->model, t->mc_losses);
+        for (int b = 0; b < B && i * B + b < s->rows; b++) {
+            double sum = 0;
+            for (int j = 0; j < Tl; j++)
+                if (t->mc_mask[(size_t)b * Tl + j]) sum += t->mc_losses[(size_t)b * Tl + j];
+            t->mc_row_loss[i * B + b] += sum;
+        }
+    }
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_all_reduce_host(t->comm, MESH_WORLD, t->mc_row_loss, s->rows, COMM_F64);
+    return mc_eval_score(s, t->mc_row_loss);
+}
+
+void report_mc_eval(Trainer* t, McEvalScore r) {
+    if (t->rank != 0) return;
+    printf("eval: step %d mc-eval acc_norm %.4f acc %.4f (%d of %d, %d of %d)\n", t->step,
+           r.acc_norm, r.acc, r.correct_norm, r.examples, r.correct, r.examples);
+    run_log_json(&t->log, "{\"type\":\"mc_eval\",\"step\":%d,\"examples\":%d,\"correct\":%d,"
+                 "\"correct_norm\":%d,\"acc\":%.6f,\"acc_norm\":%.6f}", t->step, r.examples,
+                 r.correct, r.correct_norm, r.acc, r.acc_norm);
+}
+
+// Every evaluation the run has: the validation loss, then the multiple-choice accuracy.
+void run_evals(Trainer* t) {
+    if (t->val_loader) report_eval(t, evaluate(t));
+    if (t->mc.examples) report_mc_eval(t, mc_evaluate(t));
+}
