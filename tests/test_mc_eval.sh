@@ -143,6 +143,9 @@ t_training() {
   steps=$(grep -E '"type":"(eval|mc_eval)"' "$W/t/log.jsonl" | sed -E 's/.*"type":"([a-z_]+)","step":([0-9]+).*/\1@\2/' | tr '\n' ' ')
   check "evaluations at steps 3 and 6, validation loss then accuracy ($steps)" \
     same_text "$steps" "eval@3 mc_eval@3 eval@6 mc_eval@6 "
+  bash tools/plot_loss.sh "$W/t/log.jsonl" "$W/t.png" run 2> "$W/plot.err"
+  check "the loss plot draws the accuracies too ($(cat "$W/plot.err"))" eval \
+    "[ -s '$W/t.png' ] && grep -q '(6 steps, 2 validation losses, 2 accuracies)\$' '$W/plot.err'"
   "$TRAIN" "${MODEL[@]}" --train-data "$W/p_train_*.bin" --val-data "" --steps 4 \
     --eval-every 2 --mc-eval "$W/pattern.bin" --mc-eval-examples 7 --out-dir "$W/u" > "$W/u.out" 2>&1
   check "no validation shards: accuracy alone, at steps 2 and 4 on 7 examples" \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Draws the loss curve (training loss per step, validation loss per evaluation) of a trainer's
 # JSONL log as a PNG with gnuplot, with an optional horizontal reference line (e.g. the unigram
-# baseline).   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE [BASELINE]]
+# baseline), and, where the run had --mc-eval, its acc_norm on the right-hand axis.
+#   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE [BASELINE]]
 set -euo pipefail
 if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
   echo "usage: $0 LOG.jsonl OUT.png [TITLE [BASELINE]]" >&2
@@ -26,21 +27,28 @@ extract() {   # $1 = type, $2 = field
 }
 extract step loss > "$tmp/train.dat"
 extract eval val_loss > "$tmp/val.dat"
+extract mc_eval acc_norm > "$tmp/mc.dat"
 [ -s "$tmp/train.dat" ] || { echo "error: $log: no step records" >&2; exit 2; }
 plots="'$tmp/train.dat' using 1:2 with lines lw 1 lc rgb '#4477aa' title 'train'"
 [ -s "$tmp/val.dat" ] && plots="$plots, '$tmp/val.dat' using 1:2 with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'validation'"
+y2=""
+if [ -s "$tmp/mc.dat" ]; then
+  plots="$plots, '$tmp/mc.dat' using 1:2 axes x1y2 with linespoints lw 2 pt 5 lc rgb '#228833' title 'mc-eval acc_norm (right)'"
+  y2="set y2label 'multiple-choice accuracy (acc_norm)'; set y2range [0:1]; set y2tics; set ytics nomirror"
+fi
 if [ -n "$baseline" ]; then
   case "$baseline" in *[!0-9.]*) echo "error: BASELINE: expected a number, found '$baseline'" >&2; exit 2 ;; esac
   plots="$plots, $baseline with lines dt 2 lw 2 lc rgb '#555555' title 'unigram baseline'"
 fi
 gnuplot <<GP
-set terminal png size 900,540
+set terminal png size 900,540 noenhanced
 set output '$out'
 set title '$title'
 set xlabel 'step'
 set ylabel 'cross-entropy (nats/token)'
 set grid
 set key top right
+$y2
 plot $plots
 GP
-echo "wrote $out" >&2
+echo "wrote $out ($(wc -l < "$tmp/train.dat") steps, $(wc -l < "$tmp/val.dat") validation losses, $(wc -l < "$tmp/mc.dat") accuracies)" >&2
