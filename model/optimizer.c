@@ -1,16 +1,33 @@
 #include "model/optimizer.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "model/gpt.h"
 
+int lr_schedule_kind(const char* name) {
+    static const char* names[] = {"cosine", "linear", "constant", "wsd"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
 double lr_at_step(const LRSchedule* s, int step) {
     if (step < s->warmup_steps) return s->lr * (step + 1) / s->warmup_steps;
+    if (s->kind == LR_CONSTANT) return s->lr;
     const double min_lr = s->lr * s->final_frac;
-    const int decay_steps = s->total_steps - s->warmup_steps;
-    double ratio = decay_steps > 0 ? (double)(step - s->warmup_steps) / decay_steps : 0;
+    // The decay's first step and length: all steps after warmup, or wsd's last share of them.
+    int begin = s->warmup_steps, steps = s->total_steps - s->warmup_steps;
+    if (s->kind == LR_WSD) {
+        const int decay = (int)ceil(s->decay_frac * steps - 1e-9);
+        begin = s->total_steps - decay;
+        steps = decay;
+        if (step < begin) return s->lr;
+    }
+    double ratio = steps > 0 ? (double)(step - begin) / steps : 0;
     if (ratio > 1) ratio = 1;
-    return min_lr + 0.5 * (1 + cos(M_PI * ratio)) * (s->lr - min_lr);
+    if (s->kind == LR_COSINE) return min_lr + 0.5 * (1 + cos(M_PI * ratio)) * (s->lr - min_lr);
+    return min_lr + (1 - ratio) * (s->lr - min_lr);   // linear, and wsd's decay
 }
 
 double grad_sum_squares(const real* g, size_t n) {

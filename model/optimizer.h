@@ -1,5 +1,5 @@
 // AdamW (decoupled weight decay, as torch.optim.AdamW), global gradient-norm clipping and the
-// learning-rate schedule (linear warmup, then cosine decay to a floor).
+// learning-rate schedules (linear warmup, then cosine, linear, constant or warmup-stable-decay).
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -11,12 +11,27 @@
 extern "C" {
 #endif
 
+// After the warmup, over the steps [warmup, total) with r = (step - warmup) / (total - warmup):
+//   cosine    lr_min + (lr - lr_min) (1 + cos(pi r)) / 2    (llm.c's, the default)
+//   linear    lr_min + (lr - lr_min) (1 - r)
+//   constant  lr
+//   wsd       warmup-stable-decay: lr until the last decay_frac of the steps after warmup
+//             (D = ceil(decay_frac (total - warmup)) steps), then linear to lr_min over them
+// with lr_min = lr * final_frac. Every schedule is torch.optim.lr_scheduler's of the same name
+// (LinearLR, CosineAnnealingLR, ConstantLR chained by SequentialLR); tests/lr_schedule_ref.py.
+typedef enum { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT, LR_WSD } LRScheduleKind;
+
 typedef struct {
     double lr;            // peak learning rate
     int warmup_steps;     // linear warmup: lr * (step + 1) / warmup
-    int total_steps;      // cosine decay from lr to lr * final_frac over [warmup, total)
-    double final_frac;
+    int total_steps;      // the schedule's end
+    double final_frac;    // lr_min = lr * final_frac (not constant)
+    LRScheduleKind kind;
+    double decay_frac;    // wsd: the decay's share of the steps after warmup
 } LRSchedule;
+
+// "cosine", "linear", "constant", "wsd" -> the kind; -1 for another name.
+int lr_schedule_kind(const char* name);
 
 typedef struct {
     double beta1, beta2, eps, weight_decay;

@@ -380,6 +380,8 @@ flag_case() {
   local flag=$1 kind=$2 value=$3 must=$4
   local out=$W/fc.out err=$W/fc.err args=("--$flag" "$value") want="error: --$flag: "
   [ "$kind" = missing ] && args=("--$flag") value="(none)" want="error: --$flag: expected a value"
+  # A flag that only one setting of another uses is tried under that setting.
+  [ "$flag" = decay-frac ] && args=(--lr-schedule wsd "${args[@]}")
   # A value that must be refused is refused by the same parser with or without MPI: those cases
   # run as a one-process job without MPI (its start is ~0.4 s of the case's 0.45), except for the
   # flags that choose how the job starts.
@@ -922,6 +924,37 @@ assert abs(a - b) <= 1e-5 * abs(b), (a, b)' "$(val_of "$W/mesh/log.jsonl")" "$wa
     same_text "$(grep -c '^error: --eval-only: no model to evaluate' "$W/none.err")" 1
 }
 
+# --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
+# (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
+t_lr_schedules() {
+  make_data
+  local sc extra
+  for sc in cosine linear constant wsd; do
+    extra=()
+    [ $sc = wsd ] && extra+=(--decay-frac 0.3)
+    [ $sc = constant ] || extra+=(--final-lr-frac 0.05)
+    train "$sc" "${TINY[@]}" --steps 23 --warmup 4 --lr 2e-3 --lr-schedule $sc "${extra[@]}" \
+      --eval-every 0 --out-dir "$W/$sc"
+    expect_rc "$sc" 0
+    local out rc
+    out=$("$PY" tests/lr_schedule_ref.py "$W/$sc/log.jsonl" --schedule $sc --lr 2e-3 --warmup 4 \
+      --steps 23 --final-frac 0.05 --decay-frac 0.3 2>&1)
+    rc=$?
+    check "$out" test $rc = 0
+  done
+  check "the configuration line names the schedule" has wsd.out "warmup 4 steps, then wsd;"
+  local c
+  for c in "--decay-frac 0.3|^error: --decay-frac 0.3: only --lr-schedule wsd has a decay phase of its own" \
+           "--lr-schedule constant --final-lr-frac 0.2|^error: --final-lr-frac 0.2: --lr-schedule constant never decays" \
+           "--lr-schedule step|^error: --lr-schedule: expected one of cosine|linear|constant|wsd"; do
+    local args=${c%%|^*} want=${c#*|}
+    # shellcheck disable=SC2086
+    train refuse "${TINY[@]}" $args --out-dir "$W/refuse"
+    check "$args: refused ($(head -n 1 "$W/refuse.err"))" eval \
+      "[ \$(rc_of refuse) != 0 ] && head -n 1 '$W/refuse.err' | grep -qE -- '$want'"
+  done
+}
+
 # ---- main ----
 
 if [ ! -x "$TRAIN" ] || [ ! -x "$CKPT" ]; then
@@ -944,9 +977,11 @@ case $test_name in
   no-save) t_no_save ;;
   on-nan) t_on_nan ;;
   eval-only) t_eval_only ;;
+  lr-schedules) t_lr_schedules ;;
+  resume-wsd) t_resume --lr-schedule wsd --decay-frac 0.5 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

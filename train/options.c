@@ -43,7 +43,9 @@ static const OptSpec specs[] = {
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
     {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
     {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},
-    {"final-lr-frac", OPT_DOUBLE, F(final_lr_frac), 0, 1, NULL, "cosine decay floor as a fraction of --lr"},
+    {"lr-schedule", OPT_STRING, F(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "after the warmup: cosine or linear decay to the floor, constant, or wsd (warmup-stable-decay: --lr until the last --decay-frac of the steps, then linear to the floor)"},
+    {"final-lr-frac", OPT_DOUBLE, F(final_lr_frac), 0, 1, NULL, "the decay's floor as a fraction of --lr (not --lr-schedule constant)"},
+    {"decay-frac", OPT_DOUBLE, F(decay_frac), 0, 1, NULL, "--lr-schedule wsd: the decay's share of the steps after warmup"},
     {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
     {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
@@ -112,7 +114,9 @@ static void set_defaults(TrainOptions* o) {
     o->lr = 6e-4;
     o->warmup = -1;
     o->warmup_frac = 0.05;
+    o->lr_schedule = "cosine";
     o->final_lr_frac = 0.1;
+    o->decay_frac = 0.2;
     o->weight_decay = 0.1;
     o->grad_clip = 1.0;
     o->beta1 = 0.9;
@@ -310,6 +314,9 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, pkv)) o->given |= OPT_GIVEN_PKV;
         if (s->offset == offsetof(TrainOptions, attention)) o->given |= OPT_GIVEN_ATTENTION;
         if (s->offset == offsetof(TrainOptions, recompute)) o->given |= OPT_GIVEN_RECOMPUTE;
+        // What a schedule that does not use them must refuse.
+        if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
+        if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",

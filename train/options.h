@@ -21,6 +21,8 @@ typedef struct {
     int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer
     double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, beta1, beta2, eps;
+    const char* lr_schedule;   // cosine | linear | constant | wsd (model/optimizer.h)
+    double decay_frac;         // wsd: the decay's share of the steps after warmup
     int warmup;                // warmup steps; -1: from warmup_frac
     // evaluation and sampling
     int eval_every, eval_batches;
@@ -66,9 +68,9 @@ typedef struct {
 } TrainOptions;
 
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
-// (an explicit value always wins).
+// (an explicit value always wins), and the schedule options a schedule may not use.
 enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8,
-       OPT_GIVEN_RECOMPUTE = 16 };
+       OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

@@ -38,8 +38,8 @@ void print_config(Trainer* t) {
            t->mesh.pkv, t->attention->name, t->Tl, t->comm->name,
            t->use_mpi ? "MPI" : t->opt.rendezvous);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
-           "warmup %d steps; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
-           t->sched.warmup_steps, t->opt.zero);
+           "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
+           t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
     if (t->buckets)
         printf("gradients: all-reduce in %d buckets of >= %.3g MiB during backward\n",
                grad_buckets_count(t->buckets), t->opt.grad_bucket_mb);

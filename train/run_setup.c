@@ -340,7 +340,9 @@ static void setup_model_and_optimizer(Trainer* t) {
                             .warmup_steps = o->warmup >= 0 ? o->warmup
                                                            : (int)(o->warmup_frac * o->steps),
                             .total_steps = o->steps,
-                            .final_frac = o->final_lr_frac};
+                            .final_frac = o->final_lr_frac,
+                            .kind = (LRScheduleKind)lr_schedule_kind(o->lr_schedule),
+                            .decay_frac = o->decay_frac};
     t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
     t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
     spike_init(&t->spike, o->spike_zscore, o->spike_window);
@@ -366,6 +368,12 @@ static void setup_batches(Trainer* t) {
 void setup_run(Trainer* t, int world_rank, int world_size) {
     setup_model_config(t);
     // Options that would do nothing in this configuration are refused, not ignored.
+    if ((t->opt.given & OPT_GIVEN_DECAY_FRAC) && strcmp(t->opt.lr_schedule, "wsd") != 0)
+        config_error(t, "--decay-frac %g: only --lr-schedule wsd has a decay phase of its own; add "
+                     "--lr-schedule wsd, or drop --decay-frac", t->opt.decay_frac);
+    if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
+        config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
+                     "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);
     if (strcmp(t->opt.mesh, "auto") != 0) {
         if (t->opt.cluster && t->opt.cluster[0])
             config_error(t, "--cluster %s: only --mesh auto reads a cluster description; add "
