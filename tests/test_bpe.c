@@ -7,7 +7,7 @@
 //                                       JS encoder's tie, alias and ordering rules, plus text
 //   test_bpe compare [--vocab-dir D] TEXT IDS   C ids for TEXT == ids printed by
 //                                       tests/bpe_node_encode.js (gpt-3-encoder)
-//   test_bpe tool TOKENIZE_PROGRAM      runs the tokenize tool and checks its shards
+//   test_bpe tool TOKENIZE_PROGRAM      runs the tokenize tool (three threads) and checks its shards
 //   test_bpe bench FILE                 encoding speed (a measurement, not a test)
 #include <errno.h>
 #include <math.h>
@@ -1141,9 +1141,10 @@ static int test_tool(const char* program) {
 
     // 1. Documents split at "%" lines, 10% validation, 1000-token shards.
     char cmd[2048];
+    // Three encoders at once: the stream is still one encoder's, in document order.
     snprintf(cmd, sizeof cmd, "%s --out-dir %s/out --name t --doc-sep '%%\\n' --val-fraction 0.1 "
-             "--shard-tokens 1000 --tokenizer-out %s/out/tok.bin %s/a.txt %s/b.txt %s/c.txt",
-             program, dir, dir, dir, dir, dir);
+             "--shard-tokens 1000 --threads 3 --tokenizer-out %s/out/tok.bin %s/a.txt %s/b.txt "
+             "%s/c.txt", program, dir, dir, dir, dir, dir);
     run_ok(cmd);
     TokenBuf want_train = {0}, want_val = {0};
     for (size_t d = 0; d < ndocs; d++) {
@@ -1218,6 +1219,8 @@ static int test_tool(const char* program) {
     run_fails(cmd, log, "--val-fraction: expected a number in 0..1, found \"1.5\"");
     snprintf(cmd, sizeof cmd, "%s --shard-tokens 0 %s/a.txt", program, dir);
     run_fails(cmd, log, "--shard-tokens: expected an integer in 1..");
+    snprintf(cmd, sizeof cmd, "%s --threads 0 %s/a.txt", program, dir);
+    run_fails(cmd, log, "--threads: expected an integer in 1..256, found \"0\"");
     snprintf(cmd, sizeof cmd, "%s --doc-sep '\\q' %s/a.txt", program, dir);
     run_fails(cmd, log, "--doc-sep: escape");
     snprintf(cmd, sizeof cmd, "%s --vocab-dir %s/nowhere %s/a.txt", program, dir, dir);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct Options {
     long long shard_tokens;
     char** inputs;
     int ninputs;
+    int threads;              // encoders working at once
 } Options;
 
 static void usage(FILE* f) {
@@ -61,6 +63,8 @@ static void usage(FILE* f) {
         "                        (default " DEFAULT_VOCAB_DIR ")\n"
         "  --tokenizer-out PATH  also write llm.c's tokenizer file (gpt2_tokenizer.bin) there;\n"
         "                        with no FILE, only that is done\n"
+        "  --threads N           encoders working at once (default: the CPUs this process may\n"
+        "                        use); the shards are the same bytes for every N\n"
         "  --help                this text\n"
         "\n"
         "Pre-tokenization uses PCRE2 %s with Unicode %s tables for letters and digits. Code\n"
@@ -127,7 +131,8 @@ static double parse_fraction(const char* opt, const char* s) {
 static Options parse_options(int argc, char** argv) {
     Options o = {.out_dir = "data/cache", .name = "text", .vocab_dir = DEFAULT_VOCAB_DIR,
                  .val_fraction = 0.01, .shard_tokens = DEFAULT_SHARD_TOKENS};
-    enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, VOCAB_DIR, TOK_OUT, HELP };
+    enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, VOCAB_DIR, TOK_OUT, THREADS,
+           HELP };
     static const struct option longopts[] = {
         {"out-dir", required_argument, 0, OUT_DIR},
         {"name", required_argument, 0, NAME},
@@ -136,6 +141,7 @@ static Options parse_options(int argc, char** argv) {
         {"shard-tokens", required_argument, 0, SHARD_TOKENS},
         {"vocab-dir", required_argument, 0, VOCAB_DIR},
         {"tokenizer-out", required_argument, 0, TOK_OUT},
+        {"threads", required_argument, 0, THREADS},
         {"help", no_argument, 0, HELP},
         {0, 0, 0, 0},
     };
@@ -151,10 +157,12 @@ static Options parse_options(int argc, char** argv) {
             break;
         case VOCAB_DIR: o.vocab_dir = optarg; break;
         case TOK_OUT: o.tokenizer_out = optarg; break;
+        case THREADS: o.threads = (int)parse_count("--threads", optarg, 1, 256); break;
         case HELP: usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
+    if (o.threads == 0) o.threads = omp_get_num_procs() < 256 ? omp_get_num_procs() : 256;
     o.inputs = argv + optind;
     o.ninputs = argc - optind;
     if (o.ninputs == 0 && !o.tokenizer_out) {
@@ -184,6 +192,7 @@ static void print_config(const Options* o) {
     printf("  shard-tokens    %lld\n", o->shard_tokens);
     printf("  vocab-dir       %s\n", o->vocab_dir);
     printf("  tokenizer-out   %s\n", o->tokenizer_out ? o->tokenizer_out : "(none)");
+    printf("  threads         %d\n", o->threads);
     fflush(stdout);
 }
 
@@ -295,6 +304,7 @@ typedef struct Sink {
     TokenBuf train, val;
     int next_train_shard;
     uint64_t train_tokens, val_tokens, train_docs, val_docs;
+    uint64_t doc_tokens;   // of the document being appended (documents span batches)
 } Sink;
 
 static char* shard_path(const Options* o, const char* split, int index) {
@@ -335,52 +345,162 @@ typedef struct Progress {
     uint64_t bytes, tokens, docs;
 } Progress;
 
-static void encode_document(BpeEncoder* enc, const char* path, const uint8_t* text, size_t len,
-                            Sink* s, Progress* pr) {
-    int val = is_val_document(pr->docs, s->opt->val_fraction);
-    TokenBuf* out = val ? &s->val : &s->train;
-    uint64_t doc_tokens = 1;
-    token_buf_push(out, bpe_encoder_tokens(enc)->eot_id);
+// ---------------------------------------------------------------------------------------------
+// Encoding in parallel: documents are cut into chunks where the ids cannot change
+// (bpe_chunk_end), a batch of chunks is encoded by --threads encoders at once, each chunk into
+// its own buffer, and the buffers are appended in document order: the shards are those of one
+// encoder, byte for byte, whatever the thread count.
+
+typedef struct Chunk {
+    const uint8_t* text;
+    size_t len;
+    const char* path;
+    uint64_t doc;      // document index over all files
+    int first, last;   // the document's first chunk (the end-of-text token goes before it), last
+    int thread;        // its ids: thread `thread`'s output [off, off + count)
+    size_t off, count;
+} Chunk;
+
+// What one thread encodes in a batch: the ids of its chunks one after another, and the first
+// chunk it could not encode (-1: none) with the encoder's message.
+typedef struct ThreadOutput {
+    TokenBuf ids;
+    long failed;
     char err[ERR_LEN];
-    for (size_t pos = 0; pos < len;) {
-        size_t end = bpe_chunk_end(text, len, pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len);
-        double t0 = now_seconds();
-        size_t n0 = out->n;
-        if (bpe_encode(enc, text + pos, end - pos, out, err, sizeof err) != 0)
-            fail_msg("%s: %s", path, err);
-        pr->encode_seconds += now_seconds() - t0;
-        pr->bytes += end - pos;
-        doc_tokens += out->n - n0;
-        pos = end;
+} ThreadOutput;
+
+typedef struct Batch {
+    Chunk* chunks;
+    size_t n, cap;
+    size_t bytes;
+    InputText* inputs;   // the files its chunks point into, unmapped once it is written
+    int ninputs, cap_inputs;
+    BpeEncoder** enc;    // one per thread
+    ThreadOutput* out;   // one per thread
+    int threads;
+} Batch;
+
+// A batch is encoded when it holds this much text per thread, or this many chunks.
+#define BATCH_BYTES_PER_THREAD (4u << 20)
+#define BATCH_MAX_CHUNKS 65536
+
+static void grow_chunks(Batch* b) {
+    if (b->n < b->cap) return;
+    size_t cap = b->cap ? 2 * b->cap : 1024;
+    Chunk* c = realloc(b->chunks, cap * sizeof *c);
+    if (!c) fail_msg("out of memory for %zu chunks", cap);
+    memset(c + b->cap, 0, (cap - b->cap) * sizeof *c);
+    b->chunks = c;
+    b->cap = cap;
+}
+
+// Encodes the batch's chunks on its threads, then appends their ids in order: the end-of-text
+// token before each document, full train shards written as they fill.
+static void run_batch(Batch* b, Sink* s, Progress* pr) {
+    const double t0 = now_seconds();
+    for (int t = 0; t < b->threads; t++) {
+        b->out[t].ids.n = 0;
+        b->out[t].failed = -1;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(b->threads)
+    for (size_t i = 0; i < b->n; i++) {
+        const int t = omp_get_thread_num();
+        ThreadOutput* o = &b->out[t];
+        Chunk* c = &b->chunks[i];
+        c->thread = t;
+        c->off = o->ids.n;
+        if (o->failed < 0 && bpe_encode(b->enc[t], c->text, c->len, &o->ids, o->err,
+                                        sizeof o->err) != 0)
+            o->failed = (long)i;
+        c->count = o->ids.n - c->off;
+    }
+    pr->encode_seconds += now_seconds() - t0;
+    for (int t = 0; t < b->threads; t++)
+        if (b->out[t].failed >= 0)
+            fail_msg("%s: %s", b->chunks[b->out[t].failed].path, b->out[t].err);
+    const uint32_t eot = bpe_encoder_tokens(b->enc[0])->eot_id;
+    for (size_t i = 0; i < b->n; i++) {
+        const Chunk* c = &b->chunks[i];
+        const int val = is_val_document(c->doc, s->opt->val_fraction);
+        TokenBuf* out = val ? &s->val : &s->train;
+        if (c->first) {
+            token_buf_push(out, eot);
+            s->doc_tokens = 1;
+        }
+        token_buf_reserve(out, c->count);
+        memcpy(out->ids + out->n, b->out[c->thread].ids.ids + c->off, c->count * sizeof *out->ids);
+        out->n += c->count;
+        s->doc_tokens += c->count;
+        pr->bytes += c->len;
         if (!val && s->train.n >= (size_t)s->opt->shard_tokens) flush_train(s, 0);
-        double now = now_seconds();
-        if (now - pr->last_report >= PROGRESS_SECONDS) {
-            fprintf(stderr, "tokenize: %s: %.1f MB, %llu tokens, %.2f MB/s\n", path,
-                    (double)pr->bytes / 1e6, (unsigned long long)(pr->tokens + doc_tokens),
-                    (double)pr->bytes / 1e6 / (now - pr->start));
-            pr->last_report = now;
+        if (c->last) {
+            pr->tokens += s->doc_tokens;
+            pr->docs++;
+            if (val) {
+                s->val_docs++;
+                s->val_tokens += s->doc_tokens;
+            } else {
+                s->train_docs++;
+                s->train_tokens += s->doc_tokens;
+            }
         }
     }
-    pr->tokens += doc_tokens;
-    pr->docs++;
-    if (val) {
-        s->val_docs++;
-        s->val_tokens += doc_tokens;
-    } else {
-        s->train_docs++;
-        s->train_tokens += doc_tokens;
+    const double now = now_seconds();
+    if (b->n && now - pr->last_report >= PROGRESS_SECONDS) {
+        fprintf(stderr, "tokenize: %s: %.1f MB, %llu tokens, %.2f MB/s\n", b->chunks[b->n - 1].path,
+                (double)pr->bytes / 1e6, (unsigned long long)pr->tokens,
+                (double)pr->bytes / 1e6 / (now - pr->start));
+        pr->last_report = now;
+    }
+    b->n = 0;
+    b->bytes = 0;
+    // The last file may have chunks still to come: it stays mapped until its last batch.
+    for (int k = 0; k + 1 < b->ninputs; k++) free_input(&b->inputs[k]);
+    if (b->ninputs > 1) {
+        b->inputs[0] = b->inputs[b->ninputs - 1];
+        b->ninputs = 1;
     }
 }
 
-static void encode_file(BpeEncoder* enc, const char* path, Sink* s, Progress* pr) {
-    InputText in = read_input(path);
+static void add_chunk(Batch* b, Sink* s, Progress* pr, const char* path, const uint8_t* text,
+                      size_t len, uint64_t doc, int first, int last) {
+    grow_chunks(b);
+    Chunk* c = &b->chunks[b->n++];
+    c->text = text;
+    c->len = len;
+    c->path = path;
+    c->doc = doc;
+    c->first = first;
+    c->last = last;
+    b->bytes += len;
+    if (b->bytes >= (size_t)b->threads * BATCH_BYTES_PER_THREAD || b->n >= BATCH_MAX_CHUNKS)
+        run_batch(b, s, pr);
+}
+
+static void encode_file(Batch* b, const char* path, Sink* s, Progress* pr, uint64_t* docs) {
+    if (b->ninputs == b->cap_inputs) {
+        b->cap_inputs = b->cap_inputs ? 2 * b->cap_inputs : 8;
+        b->inputs = realloc(b->inputs, (size_t)b->cap_inputs * sizeof *b->inputs);
+        if (!b->inputs) fail_msg("out of memory for %d input files", b->cap_inputs);
+    }
+    // The batch owns the file (run_batch unmaps it once its last chunk is written); its text
+    // stays where it is.
+    const InputText in = b->inputs[b->ninputs++] = read_input(path);
+    const uint8_t* data = in.data;
     size_t start = 0;
     while (start < in.len) {
         size_t next, end = document_end(&in, start, s->opt, &next);
-        if (end > start) encode_document(enc, path, in.data + start, end - start, s, pr);
+        for (size_t pos = start; pos < end;) {
+            const size_t doc_len = end - start, rel = pos - start;
+            const size_t cut = start + bpe_chunk_end(data + start, doc_len,
+                                                     rel + CHUNK_BYTES < doc_len ? rel + CHUNK_BYTES
+                                                                                 : doc_len);
+            add_chunk(b, s, pr, path, data + pos, cut - pos, *docs, pos == start, cut == end);
+            pos = cut;
+        }
+        if (end > start) (*docs)++;
         start = next;
     }
-    free_input(&in);
 }
 
 int main(int argc, char** argv) {
@@ -411,7 +531,18 @@ int main(int argc, char** argv) {
     Sink sink = {.opt = &o, .next_train_shard = 1};
     Progress pr = {.start = now_seconds()};
     pr.last_report = pr.start;
-    for (int i = 0; i < o.ninputs; i++) encode_file(enc, o.inputs[i], &sink, &pr);
+    Batch batch = {.threads = o.threads};
+    batch.enc = xcalloc((size_t)o.threads, sizeof *batch.enc, "encoders");
+    batch.enc[0] = enc;
+    batch.out = xcalloc((size_t)o.threads, sizeof *batch.out, "encoder outputs");
+    for (int t = 1; t < o.threads; t++) {   // each thread encodes with its own (bpe.h)
+        batch.enc[t] = bpe_encoder_load(o.vocab_dir, err, sizeof err);
+        if (!batch.enc[t]) fail_msg("%s", err);
+    }
+    uint64_t docs = 0;
+    for (int i = 0; i < o.ninputs; i++) encode_file(&batch, o.inputs[i], &sink, &pr, &docs);
+    run_batch(&batch, &sink, &pr);
+    for (int k = 0; k < batch.ninputs; k++) free_input(&batch.inputs[k]);
     flush_train(&sink, 1);
     if (sink.val.n > 0) write_shard(&o, "val", 0, sink.val.ids, sink.val.n);
     double seconds = now_seconds() - pr.start;
@@ -428,7 +559,14 @@ int main(int argc, char** argv) {
                 "training on %s/%s_train_*.bin\n", stale, o.out_dir, o.name);
     free(stale);
 
-    BpeStats st = bpe_encoder_stats(enc);
+    BpeStats st = {0};
+    for (int t = 0; t < o.threads; t++) {
+        const BpeStats e = bpe_encoder_stats(batch.enc[t]);
+        st.bytes += e.bytes;
+        st.pieces += e.pieces;
+        st.cache_hits += e.cache_hits;
+        st.invalid_bytes += e.invalid_bytes;
+    }
     printf("documents       %llu (train %llu, val %llu)\n", (unsigned long long)pr.docs,
            (unsigned long long)sink.train_docs, (unsigned long long)sink.val_docs);
     printf("tokens          %llu (train %llu in %d shard%s, val %llu)\n",
@@ -448,7 +586,14 @@ int main(int argc, char** argv) {
                 "bytes\n", (unsigned long long)st.invalid_bytes);
     token_buf_free(&sink.train);
     token_buf_free(&sink.val);
-    bpe_encoder_free(enc);
+    free(batch.chunks);
+    free(batch.inputs);
+    for (int t = 0; t < o.threads; t++) {
+        bpe_encoder_free(batch.enc[t]);
+        token_buf_free(&batch.out[t].ids);
+    }
+    free(batch.enc);
+    free(batch.out);
     free(o.doc_sep);
     return 0;
 }
