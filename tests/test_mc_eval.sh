@@ -52,6 +52,12 @@ r = [json.loads(l) for l in open(sys.argv[1]) if "\"type\":\"mc_eval\"" in l]
 print("%d %d %d" % (r[-1]["correct"], r[-1]["correct_norm"], r[-1]["examples"]) if r else "none")' "$1"
 }
 
+# step_losses LOG: "step loss" of every step record, as logged.
+step_losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+
+# same_counts NAME WANT TEXT: the run's counts are WANT and its mc-eval line says TEXT.
+same_counts() { [ "$(mc_of "$W/$1/log.jsonl")" = "$2" ] && grep -q -- "^mc-eval: .*$3" "$W/$1.out"; }
+
 # agrees NAME REF_JSON: the run's counts are the reference's, but for examples whose two best
 # completions the reference finds closer than its tolerance (a lower precision may order those
 # either way).
@@ -95,22 +101,31 @@ t_reference() {
   check "the printed line" grep -qE '^eval: step 0 mc-eval acc_norm [0-9.]+ acc [0-9.]+ \([0-9]+ of 40, [0-9]+ of 40\)$' "$W/noise.out"
 }
 
-# Every mesh gives the one-process counts: rows split over dp ranks (evenly or not), each row's
-# tokens over a sequence-parallel mesh and every schedule.
+# Every mesh gives the one-process counts, both ways rows are evaluated: rows longer than a
+# rank's local tokens (pattern.bin: up to 22 of 32 tokens) on the mesh, split over dp ranks
+# (evenly or not), each row's tokens over a sequence-parallel mesh and every schedule; rows that
+# fit (short.bin: up to 8) by each rank alone.
 t_mesh() {
   pattern_model
-  local m=(--init-from "$W/p/model_00000060.bin" --mc-eval "$W/pattern.bin")
-  eval_run one "$TRAIN" -- "${m[@]}"
-  local want; want=$(mc_of "$W/one/log.jsonl")
-  local c
-  for c in "4 --pq 2 --pkv 2" "4 --dp 2 --pkv 2" "3 --dp 3" "2 --pkv 2 --attention ring" \
-           "2 --pq 2 --attention zigzag" "4 --pq 2 --pkv 2 --attention 2d-overlap"; do
-    local np=${c%% *} args=${c#* }
-    local name; name=m$(echo "$args" | tr -dc 'a-z0-9')
-    # shellcheck disable=SC2086
-    eval_run "$name" bash tests/mpirun.sh "$np" "$TRAIN" -- "${m[@]}" $args
-    check "$np ranks, $args: $(mc_of "$W/$name/log.jsonl"), one process $want" \
-      same_text "$(mc_of "$W/$name/log.jsonl")" "$want"
+  "$PY" $REF write "$W/short.bin" --examples 50 --ragged --completions 4 --max-ctx 5 \
+    --max-len 3 --pattern --seed 8 || exit 1
+  local file
+  for file in pattern short; do
+    local m=(--init-from "$W/p/model_00000060.bin" --mc-eval "$W/$file.bin")
+    eval_run "one$file" "$TRAIN" -- "${m[@]}"
+    local want; want=$(mc_of "$W/one$file/log.jsonl")
+    local c
+    for c in "4 --pq 2 --pkv 2" "4 --dp 2 --pkv 2" "3 --dp 3" "2 --pkv 2 --attention ring" \
+             "2 --pq 2 --attention zigzag" "4 --pq 2 --pkv 2 --attention 2d-overlap"; do
+      local np=${c%% *} args=${c#* }
+      local name; name=$file$(echo "$args" | tr -dc 'a-z0-9')
+      # shellcheck disable=SC2086
+      eval_run "$name" bash tests/mpirun.sh "$np" "$TRAIN" -- "${m[@]}" $args
+      local how="each rank evaluates its own rows"
+      [ $file = pattern ] && [ "$args" != "--dp 3" ] && how="on the mesh, padded to --seq-len"
+      check "$file, $np ranks, $args: $(mc_of "$W/$name/log.jsonl"), one process $want; $how" \
+        same_counts "$name" "$want" "$how"
+    done
   done
 }
 
@@ -128,8 +143,18 @@ t_cuda() {
   check "CUDA bf16 (host runtime): within the reference's bounds ($loose)" agrees bf16 "$loose"
   CUDA_HOST_DEVICES=2 eval_run bf16mesh bash tests/mpirun.sh 2 "$BUILD/train_gpt_cuda_host" -- \
     "${m[@]}" --pkv 2
-  check "CUDA bf16 on 1x2: within the bounds ($(mc_of "$W/bf16mesh/log.jsonl"))" \
+  check "CUDA bf16 on 1x2, rows on the mesh: within the bounds ($(mc_of "$W/bf16mesh/log.jsonl"))" \
     agrees bf16mesh "$loose"
+  # Short rows: each rank alone on the CUDA backend's single-device attention.
+  "$PY" $REF write "$W/short.bin" --examples 30 --ragged --completions 4 --max-ctx 5 \
+    --max-len 3 --pattern --seed 8 || exit 1
+  tight=$("$PY" $REF score "$W/p/model_00000060.bin" "$W/short.bin")
+  CUDA_HOST_DEVICES=2 eval_run fp32short bash tests/mpirun.sh 2 \
+    "$BUILD/train_gpt_cuda_host_fp32" -- --init-from "$W/p/model_00000060.bin" \
+    --mc-eval "$W/short.bin" --pq 2
+  check "CUDA fp32 on 2x1, rows each rank alone: the reference's counts ($tight)" \
+    agrees fp32short "$tight"
+  check "... each rank alone" grep -q '^mc-eval: .*each rank evaluates its own rows' "$W/fp32short.out"
 }
 
 # During training: with every validation loss (--eval-every) and at the end, also without
@@ -143,6 +168,10 @@ t_training() {
   steps=$(grep -E '"type":"(eval|mc_eval)"' "$W/t/log.jsonl" | sed -E 's/.*"type":"([a-z_]+)","step":([0-9]+).*/\1@\2/' | tr '\n' ' ')
   check "evaluations at steps 3 and 6, validation loss then accuracy ($steps)" \
     same_text "$steps" "eval@3 mc_eval@3 eval@6 mc_eval@6 "
+  "$TRAIN" "${MODEL[@]}" --train-data "$W/p_train_*.bin" --val-data "$W/p_val_*.bin" \
+    --steps 6 --eval-every 3 --out-dir "$W/t0" > "$W/t0.out" 2>&1
+  check "training goes on as without the evaluation (the same step losses, bit for bit)" \
+    same_text "$(step_losses "$W/t/log.jsonl")" "$(step_losses "$W/t0/log.jsonl")"
   bash tools/plot_loss.sh "$W/t/log.jsonl" "$W/t.png" run 2> "$W/plot.err"
   check "the loss plot draws the accuracies too ($(cat "$W/plot.err"))" eval \
     "[ -s '$W/t.png' ] && grep -q '(6 steps, 2 validation losses, 2 accuracies)\$' '$W/plot.err'"

@@ -41,32 +41,60 @@ void report_eval(Trainer* t, double val) {
     run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f}", t->step, val);
 }
 
-// Multiple-choice accuracy: the eval set's rows (one per completion, padded to --seq-len) in
-// micro-batches of B, dp rank d taking batches d, d + dp, ... as in evaluate. Each rank adds the
-// losses of its local tokens where the row's mask counts them into the row's sum; one all-reduce
-// over all ranks completes every row, the sequence-parallel ranks' parts of a row adding up, so
-// every rank scores the same sums.
+// Adds row r0 + b's losses over its mask to its sum, for the batch's rows in the set (mask and
+// losses: (B, T) as evaluated).
+static void add_row_losses(Trainer* t, long r0, int T, const int32_t* mask, const float* losses) {
+    for (int b = 0; b < t->B && r0 + b < t->mc.rows; b++) {
+        double sum = 0;
+        for (int j = 0; j < T; j++)
+            if (mask[(size_t)b * T + j]) sum += losses[(size_t)b * T + j];
+        t->mc_row_loss[r0 + b] += sum;
+    }
+}
+
+// The losses of one batch of T-token rows through the model as it is set up now.
+static void eval_batch(Trainer* t, const int32_t* inputs, const int32_t* targets) {
+    gpt_forward(&t->model, inputs, targets);
+    gpt_loss(&t->model);
+    comm_wait_compute(t->comm);
+    gpt_losses_to_host(&t->model, t->mc_losses);
+}
+
+// Multiple-choice accuracy: the eval set's rows (one per completion) in micro-batches of B, and
+// one all-reduce of the rows' summed losses over all ranks at the end, so every rank scores the
+// same sums. Rows that fit a rank's local tokens (the usual case: HellaSwag's are under 200
+// tokens) are evaluated by each rank alone, as long as the longest row and on a single-device
+// attention layer, the batches split over all ranks; longer rows go through the run's mesh,
+// padded to --seq-len, rank d of the dp ranks taking batches d, d + dp, ... and each
+// sequence-parallel rank adding the losses of its own tokens of a row.
 McEvalScore mc_evaluate(Trainer* t) {
     params_ready(t);
     const McEvalSet* s = &t->mc;
-    const int B = t->B, Tl = t->Tl, dp = t->mesh.dp;
+    const int B = t->B;
     const long batches = (s->rows + B - 1) / B;
     const int pad = t->cfg.V > GPT2_EOT ? GPT2_EOT : 0;   // past a row's end: unseen by its mask
     memset(t->mc_row_loss, 0, sizeof(double) * s->rows);
-    for (long i = t->mesh.dp_index; i < batches; i += dp) {
-        mc_eval_fill(s, i * B, B, t->T, pad, t->full_inputs, t->full_targets, t->mc_full_mask);
-        layout_take(t->full_inputs, B, t->T, t->positions, Tl, t->inputs);
-        layout_take(t->full_targets, B, t->T, t->positions, Tl, t->targets);
-        layout_take(t->mc_full_mask, B, t->T, t->positions, Tl, t->mc_mask);
-        gpt_forward(&t->model, t->inputs, t->targets);
-        gpt_loss(&t->model);
-        comm_wait_compute(t->comm);
-        gpt_losses_to_host(&t->model, t->mc_losses);
-        for (int b = 0; b < B && i * B + b < s->rows; b++) {
-            double sum = 0;
-            for (int j = 0; j < Tl; j++)
-                if (t->mc_mask[(size_t)b * Tl + j]) sum += t->mc_losses[(size_t)b * Tl + j];
-            t->mc_row_loss[i * B + b] += sum;
+    GPT* m = &t->model;
+    if (t->mc_attention) {
+        AttentionLayer* run_attention = m->attention;
+        const int T = s->longest_row, run_T = m->T;
+        m->attention = t->mc_attention;
+        m->T = T;
+        for (long i = t->rank; i < batches; i += t->mesh.world_size) {
+            mc_eval_fill(s, i * B, B, T, pad, t->full_inputs, t->full_targets, t->mc_full_mask);
+            eval_batch(t, t->full_inputs, t->full_targets);
+            add_row_losses(t, i * B, T, t->mc_full_mask, t->mc_losses);
+        }
+        m->attention = run_attention;
+        m->T = run_T;
+    } else {
+        for (long i = t->mesh.dp_index; i < batches; i += t->mesh.dp) {
+            mc_eval_fill(s, i * B, B, t->T, pad, t->full_inputs, t->full_targets, t->mc_full_mask);
+            layout_take(t->full_inputs, B, t->T, t->positions, t->Tl, t->inputs);
+            layout_take(t->full_targets, B, t->T, t->positions, t->Tl, t->targets);
+            layout_take(t->mc_full_mask, B, t->T, t->positions, t->Tl, t->mc_mask);
+            eval_batch(t, t->inputs, t->targets);
+            add_row_losses(t, i * B, t->Tl, t->mc_mask, t->mc_losses);
         }
     }
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);

@@ -40,6 +40,11 @@ void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
+    if (t->mc.examples)
+        printf("mc-eval: %d examples, %ld rows of at most %d tokens: %s\n", t->mc.examples,
+               t->mc.rows, t->mc.longest_row, t->mc_attention
+               ? "each rank evaluates its own rows, at that length, on one device"
+               : "longer than a rank's local tokens, on the mesh, padded to --seq-len");
     if (t->buckets)
         printf("gradients: all-reduce in %d buckets of >= %.3g MiB during backward\n",
                grad_buckets_count(t->buckets), t->opt.grad_bucket_mb);

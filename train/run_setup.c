@@ -358,6 +358,10 @@ static void setup_batches(Trainer* t) {
     t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
     token_layout_positions(t->attention->positions, t->Tl, t->positions);
     if (t->mc.examples) {
+        // Rows that fit the local tokens skip the mesh (train/evaluate.c).
+        if (t->mc.longest_row <= t->Tl)
+            t->mc_attention = attention_local_create(t->B, t->mc.longest_row, t->cfg.NH,
+                                                     t->cfg.C / t->cfg.NH);
         t->mc_full_mask = xmalloc(sizeof(int32_t) * full, "eval mask");
         t->mc_mask = xmalloc(sizeof(int32_t) * local, "local eval mask");
         t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");
@@ -429,5 +433,6 @@ void shut_down(Trainer* t) {
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);
     mc_eval_free(&t->mc);
+    attention_layer_free(t->mc_attention);
     free(t->mc_full_mask); free(t->mc_mask); free(t->mc_losses); free(t->mc_row_loss);
 }

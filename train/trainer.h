@@ -60,6 +60,8 @@ typedef struct {
     int32_t* mc_mask;          // (B, Tl) this rank's part
     float* mc_losses;          // (B, Tl) per-token losses of a batch, on the host
     double* mc_row_loss;       // (mc.rows) each row's summed loss over its mask
+    AttentionLayer* mc_attention;   // single-device attention for rows as long as the longest,
+                                    // where it fits the local tokens (NULL: rows on the mesh)
     int32_t *full_inputs, *full_targets;   // (B, T) windows as read
     int32_t *inputs, *targets;             // (B, Tl) this rank's tokens
     long* positions;                       // (Tl) their positions in the sequence
