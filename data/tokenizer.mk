@@ -7,7 +7,8 @@ PROGRAMS += $(BUILD)/tokenize $(BUILD)/tokenize_mc
 TEST_PROGS += $(BUILD)/tokenize $(BUILD)/tokenize_mc $(BUILD)/tests/test_bpe
 SUITES_data += tokenizer
 
-$(BUILD)/tokenize: $(BUILD)/tools/tokenize.o $(TOKENIZER_OBJS) $(DATA_OBJS) $(FAIL_OBJS)
+$(BUILD)/tokenize: $(BUILD)/tools/tokenize.o $(BUILD)/checkpoints/json_read.o $(TOKENIZER_OBJS) \
+		$(DATA_OBJS) $(FAIL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/test_bpe: $(BUILD)/tests/test_bpe.o $(TOKENIZER_OBJS) $(DATA_OBJS) \

