@@ -221,11 +221,16 @@ static int read_weights(const char* path, const GPTConfig* cfg, float** params, 
     return rc;
 }
 
+int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return read_config(path, cfg, err, errlen);
+}
+
 int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
     char path[4096];
     *params = NULL;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (read_config(path, cfg, err, errlen) != 0) return -1;
+    if (hf_import_config(dir, cfg, err, errlen) != 0) return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     return read_weights(path, cfg, params, err, errlen);
 }

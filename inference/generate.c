@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "checkpoints/model_file.h"
+#include "checkpoints/model_source.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
 #include "comm/flag_values.h"
@@ -54,7 +54,7 @@ static void usage(FILE* f) {
         "Under mpirun: prefill sequence-parallel on a pq x pkv mesh, decoding over the sharded\n"
         "cache (Tree Attention). Text goes to stdout, configuration and statistics to stderr.\n"
         "\n"
-        "  --model FILE          model file (required)\n"
+        "  --model FILE          llm.c model file, or a Hugging Face GPT-2 directory (required)\n"
         "  --tokenizer FILE      llm.c tokenizer file: prints text, checks the vocabulary, and\n"
         "                        its end-of-text id is the default stop token\n"
         "  --vocab-dir DIR       encoder.json and vocab.bpe for text prompts\n"
@@ -261,8 +261,8 @@ int main(int argc, char** argv) {
     parse_options(argc, argv, &o);
     char err[ERR_LEN];
     GPTConfig cfg;
-    int version;
-    if (model_file_read_header(o.model, &cfg, &version, err, sizeof err) != 0) fail_msg("%s", err);
+    const char* model_kind;
+    if (model_source_config(o.model, &cfg, &model_kind, err, sizeof err) != 0) fail_msg("%s", err);
     TokenTable table = {0};
     const int has_table = o.tokenizer != NULL;
     if (has_table) {
@@ -284,12 +284,12 @@ int main(int argc, char** argv) {
     int* len = (int*)xmalloc(sizeof(int) * o.nprompts, "prompt lengths");
     int** tokens = encode_prompts(&o, &cfg, len);
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "model parameters");
-    if (model_file_load(o.model, &cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
+    if (model_source_load(o.model, &cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
         fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d), backend %s\n",
-                o.model, version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH,
+                o.model, model_kind, cfg.L, cfg.C, cfg.NH,
                 cfg.V, cfg.max_T, gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
         static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag"};

@@ -5,7 +5,8 @@
 # logits, the tokenizer files), from fp32 and bf16 model files and checkpoint directories; the
 # way back (the same parameters, the same evaluation loss, the same export again), from the forms
 # transformers writes (tests/hf_variant.py); and the one-line errors for bad input of both.
-#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, import, import-errors)
+#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, import, import-errors,
+#                                     init-from-hf)
 # Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
 set -u
 cd "$(dirname "$0")/.."
@@ -205,6 +206,37 @@ t_import() {
   check "  the parameters rounded to BF16, to nearest even" same_params "$model" "$W/v4.bin" bf16
 }
 
+# A Hugging Face directory where a model file goes: the trainer's --init-from (the evaluation
+# loss, bit for bit, and training from it: the same step losses) and build/generate's --model
+# (the same tokens); a directory that is not one is refused in one line.
+t_init_from_hf() {
+  train run 500
+  local model=$W/run/model_00000003.bin
+  export_hf e --model "$model" --out "$W/hf" || bad "export"
+  local a b
+  a=$(val_loss "$model" eval-file); b=$(val_loss "$W/hf" eval-dir)
+  check "--eval-only --init-from DIR: the model file's evaluation loss, bit for bit ($a)" \
+    test -n "$a" -a "$a" = "$b"
+  local go=(--steps 3 --batch 2 --seq-len 16 --train-data "$W/t_train_*.bin" --val-data "" \
+    --tokenizer "" --peak-gflops 1 --quiet --sample-length 0)
+  "$TRAIN" --init-from "$model" "${go[@]}" --out-dir "$W/tf" > "$W/tf.out" 2>&1
+  "$TRAIN" --init-from "$W/hf" "${go[@]}" --out-dir "$W/td" > "$W/td.out" 2>&1
+  local lf ld
+  lf=$(grep '"type":"step"' "$W/tf/log.jsonl" | grep -o '"loss":[^,]*' | tr '\n' ' ')
+  ld=$(grep '"type":"step"' "$W/td/log.jsonl" | grep -o '"loss":[^,]*' | tr '\n' ' ')
+  check "training from the directory: the model file's step losses ($lf)" test -n "$lf" -a "$lf" = "$ld"
+  local gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
+  "$BUILD/generate" --model "$model" "${gen[@]}" > "$W/gf.out" 2> "$W/gf.err"
+  "$BUILD/generate" --model "$W/hf" "${gen[@]}" > "$W/gd.out" 2> "$W/gd.err"
+  check "build/generate --model DIR: the model file's tokens ($(head -c 60 "$W/gf.out"))" \
+    eval "[ -s '$W/gf.out' ] && cmp -s '$W/gf.out' '$W/gd.out'"
+  check "  and says what it read" grep -q "generate: model $W/hf (Hugging Face directory, L=2" "$W/gd.err"
+  mkdir -p "$W/empty"
+  "$TRAIN" --init-from "$W/empty" "${go[@]}" --out-dir "$W/te" > /dev/null 2> "$W/te.err"
+  check "--init-from a directory without config.json: one line ($(head -n 1 "$W/te.err"))" \
+    eval "[ \$(grep -vc '^note: ' '$W/te.err') = 1 ] && grep -q '^error: --init-from $W/empty: directory: expected an llm.c model file or a Hugging Face GPT-2 directory' '$W/te.err'"
+}
+
 t_import_errors() {
   train run 500
   export_hf e --model "$W/run/model_00000003.bin" --out "$W/hf" || bad "export"
@@ -247,6 +279,7 @@ case "$test_name" in
   errors) t_errors ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|import|import-errors" >&2; exit 2 ;;
+  init-from-hf) t_init_from_hf ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

@@ -84,6 +84,7 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
     add_loader_files(items, "--train-data", train);
     add_loader_files(items, "--val-data", val);
     if (o->tokenizer && o->tokenizer[0]) add_file(items, "--tokenizer (file)", o->tokenizer);
+    if (o->mc_eval && o->mc_eval[0]) add_file(items, "--mc-eval (file)", o->mc_eval);
 }
 
 // ---- Comparing across ranks ----

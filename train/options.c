@@ -30,7 +30,7 @@ static const OptSpec specs[] = {
     {"heads", OPT_INT, F(heads), 0, 4096, NULL, "override the preset's heads"},
     {"context", OPT_INT, F(context), 0, 1 << 22, NULL, "context length (position embedding rows; 0 = preset)"},
     {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
-    {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file instead of a seeded init"},
+    {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 directory (config.json, model.safetensors), instead of a seeded init"},
     {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
     {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards (glob pattern of llm.c .bin files)"},
     {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards (glob pattern; empty = no evaluation)"},

@@ -7,7 +7,7 @@
 
 #include "attention/dist_ops.h"
 #include "checkpoints/checkpoint_dir.h"
-#include "checkpoints/model_file.h"
+#include "checkpoints/model_source.h"
 #include "comm/comm_mpi.h"
 #include "comm/launch.h"
 #include "comm/transport.h"
@@ -71,8 +71,7 @@ static void setup_model_config(Trainer* t) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
     if (o->init_from && o->init_from[0]) {
-        int version;
-        if (model_file_read_header(o->init_from, &t->cfg, &version, err, sizeof err) != 0)
+        if (model_source_config(o->init_from, &t->cfg, NULL, err, sizeof err) != 0)
             config_error(t, "--init-from %s", err);
         if (o->layers || o->channels || o->heads || o->vocab)
             config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/--vocab");
@@ -323,7 +322,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     char err[ERR_LEN];
     t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
     if (t->opt.init_from && t->opt.init_from[0]) {
-        if (model_file_load(t->opt.init_from, &t->cfg, t->host_params, err, sizeof err))
+        if (model_source_load(t->opt.init_from, &t->cfg, t->host_params, err, sizeof err))
             fail_msg("--init-from %s", err);
     } else {
         gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
