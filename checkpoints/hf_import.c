@@ -170,7 +170,8 @@ static int read_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, cons
 
 // The file's tensors against config.json's sizes, then, once they are known to fit the file,
 // the parameters allocated (*params) and read.
-static int read_weights(const char* path, const GPTConfig* cfg, float** params, char* err,
+// Fills params (gpt_num_params(cfg) floats) from the file, wte's padding rows zero.
+static int read_weights(const char* path, const GPTConfig* cfg, float* params, char* err,
                         size_t errlen) {
     SafetensorsFile f;
     if (safetensors_open(path, &f, err, errlen) != 0) return -1;
@@ -201,18 +202,14 @@ static int read_weights(const char* path, const GPTConfig* cfg, float** params, 
         if (!used[k]) rc = extra_tensor(&f, &f.entries[k], prefix, cfg, err, errlen);
     // Every tensor is in the file with config.json's shape: the sizes are the file's, no larger.
     if (rc == 0) {
-        *params = calloc(gpt_num_params(cfg), sizeof **params);   // wte's padding rows stay zero
+        memset(params, 0, sizeof *params * gpt_num_params(cfg));   // wte's padding rows
         tmp = malloc(sizeof *tmp * 4 * (size_t)cfg->C * (size_t)cfg->C);
-        if (!*params || !tmp) rc = set_err(err, errlen, "%s: out of memory for %zu parameters",
-                                           path, gpt_num_params(cfg));
+        if (!tmp) rc = set_err(err, errlen, "%s: out of memory for a %d x %d tensor", path,
+                               4 * cfg->C, cfg->C);
     }
     for (int k = 0; k < n && rc == 0; k++)
-        rc = read_tensor(&f, entry[k], &w[k], *params, tmp, err, errlen);
-    if (rc == 0) rc = check_lm_head(&f, cfg, *params, err, errlen);
-    if (rc != 0 && *params) {
-        free(*params);
-        *params = NULL;
-    }
+        rc = read_tensor(&f, entry[k], &w[k], params, tmp, err, errlen);
+    if (rc == 0) rc = check_lm_head(&f, cfg, params, err, errlen);
     free(w);
     free(entry);
     free(used);
@@ -227,10 +224,23 @@ int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) 
     return read_config(path, cfg, err, errlen);
 }
 
-int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
+int hf_import_weights(const char* dir, const GPTConfig* cfg, float* params, char* err,
+                      size_t errlen) {
     char path[4096];
-    *params = NULL;
-    if (hf_import_config(dir, cfg, err, errlen) != 0) return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     return read_weights(path, cfg, params, err, errlen);
+}
+
+int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
+    *params = NULL;
+    if (hf_import_config(dir, cfg, err, errlen) != 0) return -1;
+    float* p = malloc(sizeof *p * gpt_num_params(cfg));
+    if (!p) return set_err(err, errlen, "%s: out of memory for %zu parameters", dir,
+                           gpt_num_params(cfg));
+    if (hf_import_weights(dir, cfg, p, err, errlen) != 0) {
+        free(p);
+        return -1;
+    }
+    *params = p;
+    return 0;
 }

@@ -15,5 +15,9 @@
 // Fills *cfg and *params (gpt_num_params(cfg) floats, malloc'ed; the caller frees). Returns 0, or
 // -1 with a one-line message naming the file in err and nothing allocated.
 int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen);
-// The shape alone, from config.json (what a program sizes its buffers by before loading).
+// The two halves of hf_import, for a caller that owns the parameter buffer: the shape alone,
+// from config.json, then model.safetensors into params (gpt_num_params(cfg) floats), checked
+// against that shape.
 int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen);
+int hf_import_weights(const char* dir, const GPTConfig* cfg, float* params, char* err,
+                      size_t errlen);

@@ -3,15 +3,12 @@
 #include "checkpoints/model_source.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoints/hf_import.h"
 #include "checkpoints/model_file.h"
 #include "comm/fail.h"
-#include "model/gpt.h"
 
 static int is_directory(const char* path) {
     struct stat st;
@@ -46,15 +43,11 @@ int model_source_config(const char* path, GPTConfig* cfg, const char** kind, cha
 int model_source_load(const char* path, const GPTConfig* expect, float* params, char* err,
                       size_t errlen) {
     if (!is_directory(path)) return model_file_load(path, expect, params, err, errlen);
-    GPTConfig cfg;
-    float* p;
-    if (hf_import(path, &cfg, &p, err, errlen) != 0) return -1;
-    if (!same_shape(&cfg, expect)) {
-        free(p);
-        return set_err(err, errlen, "%s: the directory changed while it was read (its shape "
-                       "differs from its config.json's first reading)", path);
-    }
-    memcpy(params, p, sizeof(float) * gpt_num_params(expect));
-    free(p);
-    return 0;
+    GPTConfig cfg;   // read again: the directory must still hold the shape the caller sized for
+    if (hf_import_config(path, &cfg, err, errlen) != 0) return -1;
+    if (!same_shape(&cfg, expect))
+        return set_err(err, errlen, "%s: config.json: expected the shape read before (L=%d C=%d "
+                       "NH=%d V=%d context %d), found another (the directory changed?)", path,
+                       expect->L, expect->C, expect->NH, expect->V, expect->max_T);
+    return hf_import_weights(path, expect, params, err, errlen);
 }

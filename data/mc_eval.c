@@ -21,109 +21,92 @@ static int32_t word_at(const uint8_t* body, size_t k) {
     return (int32_t)body[2 * k] | (int32_t)body[2 * k + 1] << 8;
 }
 
-static int32_t header_int(const uint8_t* data, int i) {
-    const uint8_t* p = data + 4 * i;
-    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                     (uint32_t)p[3] << 24);
-}
-
-// One pass over the first n examples: checks them and counts rows and tokens (s->rows, the
-// tokens in *ntok), or, with store set, fills s's arrays (already allocated). `words` is the
-// body's length in uint16 words; *end is where the pass stopped.
-static int walk_examples(const char* path, const uint8_t* body, size_t words, int n,
-                         int longest_bytes, int vocab, int store, McEvalSet* s, long* ntok,
+// Checks the first n examples of the body (`words` uint16 words) and appends each to s; *end is
+// where they end. Token ids must be below `limit` (`what` names the bound in the message).
+static int read_examples(const char* path, const uint8_t* body, size_t words, int n,
+                         int longest_bytes, int32_t limit, const char* what, McEvalSet* s,
                          size_t* end, char* err, size_t errlen) {
+    int32_t* tokens = xmalloc(sizeof(int32_t) * 32768, "eval example");   // < 65536 bytes
+    const int32_t* comp[MC_EVAL_MAX_COMPLETIONS];
+    int comp_len[MC_EVAL_MAX_COMPLETIONS];
     size_t k = 0;
-    long rows = 0, tok = 0;
-    for (int e = 0; e < n; e++) {
-        if (k + EXAMPLE_HEAD_WORDS > words)
-            return set_err(err, errlen, "%s: example %d: expected its %d-word head at byte %zu, "
-                           "found the end of the file (truncated?)", path, e, EXAMPLE_HEAD_WORDS,
-                           HEADER_BYTES + 2 * k);
+    int rc = 0;
+    for (int e = 0; rc == 0 && e < n; e++) {
+        if (k + EXAMPLE_HEAD_WORDS > words) {
+            rc = set_err(err, errlen, "%s: example %d: expected its %d-word head at byte %zu, "
+                         "found the end of the file (truncated?)", path, e, EXAMPLE_HEAD_WORDS,
+                         HEADER_BYTES + 2 * k);
+            break;
+        }
         const int32_t start = word_at(body, k), bytes = word_at(body, k + 1);
         const int32_t index = word_at(body, k + 2), label = word_at(body, k + 3);
         const int32_t completions = word_at(body, k + 4), ctx = word_at(body, k + 5);
         if (start != MC_EVAL_START)
-            return set_err(err, errlen, "%s: example %d: expected the delimiter %d at byte %zu, "
-                           "found %d", path, e, MC_EVAL_START, HEADER_BYTES + 2 * k, start);
-        if (bytes % 2 || bytes < 2 * EXAMPLE_HEAD_WORDS || k + (size_t)bytes / 2 > words)
-            return set_err(err, errlen, "%s: example %d: byte count: expected an even count of "
-                           "at least %d within the file's %zu remaining bytes, found %d", path, e,
-                           2 * EXAMPLE_HEAD_WORDS, 2 * (words - k), bytes);
-        if (bytes > longest_bytes)
-            return set_err(err, errlen, "%s: example %d: byte count %d is above header[3] "
-                           "(longest example) %d", path, e, bytes, longest_bytes);
-        if (index != (e & 0xffff))
-            return set_err(err, errlen, "%s: example %d: index: expected %d, found %d", path, e,
-                           e & 0xffff, index);
-        if (completions < 2 || completions > MC_EVAL_MAX_COMPLETIONS)
-            return set_err(err, errlen, "%s: example %d: completions: expected 2 to %d, found %d",
-                           path, e, MC_EVAL_MAX_COMPLETIONS, completions);
-        if (label >= completions)
-            return set_err(err, errlen, "%s: example %d: label: expected below its %d "
-                           "completions, found %d", path, e, completions, label);
-        if (ctx < 1)
-            return set_err(err, errlen, "%s: example %d: context length: expected at least 1 "
-                           "token, found 0", path, e);
+            rc = set_err(err, errlen, "%s: example %d: expected the delimiter %d at byte %zu, "
+                         "found %d", path, e, MC_EVAL_START, HEADER_BYTES + 2 * k, start);
+        else if (bytes % 2 || bytes < 2 * EXAMPLE_HEAD_WORDS || k + (size_t)bytes / 2 > words)
+            rc = set_err(err, errlen, "%s: example %d: byte count: expected an even count of "
+                         "at least %d within the file's %zu remaining bytes, found %d", path, e,
+                         2 * EXAMPLE_HEAD_WORDS, 2 * (words - k), bytes);
+        else if (bytes > longest_bytes)
+            rc = set_err(err, errlen, "%s: example %d: byte count %d is above header[3] "
+                         "(longest example) %d", path, e, bytes, longest_bytes);
+        else if (index != (e & 0xffff))
+            rc = set_err(err, errlen, "%s: example %d: index: expected %d, found %d", path, e,
+                         e & 0xffff, index);
+        else if (completions < 2 || completions > MC_EVAL_MAX_COMPLETIONS)
+            rc = set_err(err, errlen, "%s: example %d: completions: expected 2 to %d, found %d",
+                         path, e, MC_EVAL_MAX_COMPLETIONS, completions);
+        else if (label >= completions)
+            rc = set_err(err, errlen, "%s: example %d: label: expected below its %d "
+                         "completions, found %d", path, e, completions, label);
+        else if (ctx < 1)
+            rc = set_err(err, errlen, "%s: example %d: context length: expected at least 1 "
+                         "token, found 0", path, e);
+        if (rc != 0) break;
+        // The tokens, as stored: the context, then each completion after its length word.
         const size_t example_end = k + (size_t)bytes / 2;
-        size_t w = k + EXAMPLE_HEAD_WORDS;
-        const size_t ctx_at = w;
-        w += (size_t)ctx;
-        if (store) {
-            s->label[e] = label;
-            s->first_row[e] = rows;
-        }
-        const long ctx_tok = tok;
-        long completion_tok = tok + ctx;
-        for (int c = 0; c < completions; c++) {
-            if (w >= example_end)
-                return set_err(err, errlen, "%s: example %d: its lengths run past its byte count "
-                               "%d (at completion %d)", path, e, bytes, c);
-            const int32_t len = word_at(body, w);
-            if (len < 1)
-                return set_err(err, errlen, "%s: example %d: completion %d: expected at least "
-                               "1 token, found 0", path, e, c);
-            if (store) {
-                s->row_ctx[rows] = ctx;
-                s->row_len[rows] = len;
-                s->row_tokens[rows] = ctx_tok;
-                s->row_completion[rows] = completion_tok;
-                if (ctx + len > s->longest_row) {
-                    s->longest_row = ctx + len;
-                    s->longest_example = e;
+        size_t w = k + EXAMPLE_HEAD_WORDS, nt = 0;
+        for (int c = -1; rc == 0 && c < completions; c++) {
+            if (c >= 0 && w >= example_end) {
+                rc = set_err(err, errlen, "%s: example %d: its lengths run past its byte count "
+                             "%d (at a completion)", path, e, bytes);
+                break;
+            }
+            const int32_t len = c < 0 ? ctx : word_at(body, w++);
+            if (len < 1) {
+                rc = set_err(err, errlen, "%s: example %d: completion %d: expected at least "
+                             "1 token, found 0", path, e, c);
+                break;
+            }
+            if (w + (size_t)len > example_end) {
+                rc = set_err(err, errlen, "%s: example %d: its lengths run past its byte count "
+                             "%d (at %s)", path, e, bytes, c < 0 ? "the context" : "a completion");
+                break;
+            }
+            if (c >= 0) {
+                comp[c] = tokens + nt;
+                comp_len[c] = len;
+            }
+            for (int32_t j = 0; j < len; j++, w++) {
+                tokens[nt++] = word_at(body, w);
+                if (tokens[nt - 1] >= limit) {
+                    rc = set_err(err, errlen, "%s: example %d: token %d at byte %zu: expected "
+                                 "below %s %d", path, e, tokens[nt - 1], HEADER_BYTES + 2 * w,
+                                 what, limit);
+                    break;
                 }
             }
-            w += 1 + (size_t)len;
-            completion_tok += len;
-            rows++;
         }
-        if (w != example_end)
-            return set_err(err, errlen, "%s: example %d: its lengths add up to %zu bytes, its "
-                           "byte count says %d", path, e, 2 * (w - k), bytes);
-        // Every token of the example, as stored: the context once, then each completion's.
-        for (size_t i = ctx_at; i < example_end;) {
-            const size_t run = i == ctx_at ? (size_t)ctx : (size_t)word_at(body, i);
-            if (i != ctx_at) i++;   // a completion's length word
-            for (size_t j = 0; j < run; j++, i++) {
-                const int32_t t = word_at(body, i);
-                if (t >= (vocab > 0 && vocab < MC_EVAL_START ? vocab : MC_EVAL_START))
-                    return set_err(err, errlen, "%s: example %d: token %d at byte %zu: expected "
-                                   "below %s %d", path, e, t, HEADER_BYTES + 2 * i,
-                                   vocab > 0 && vocab < MC_EVAL_START ? "the vocabulary size"
-                                   : "the example delimiter", vocab > 0 && vocab < MC_EVAL_START
-                                   ? vocab : MC_EVAL_START);
-                if (store) s->tokens[tok] = t;
-                tok++;
-            }
-        }
+        if (rc == 0 && w != example_end)
+            rc = set_err(err, errlen, "%s: example %d: its lengths add up to %zu bytes, its "
+                         "byte count says %d", path, e, 2 * (w - k), bytes);
+        if (rc == 0) mc_eval_append(s, label, tokens, ctx, completions, comp, comp_len);
         k = example_end;
     }
-    if (store) s->first_row[n] = rows;
-    s->rows = rows;
-    s->ntokens = tok;
-    *ntok = tok;
+    free(tokens);
     *end = k;
-    return 0;
+    return rc;
 }
 
 int mc_eval_read(const char* path, int max_examples, int vocab, McEvalSet* s,
@@ -140,26 +123,26 @@ int mc_eval_read(const char* path, int max_examples, int vocab, McEvalSet* s,
                      "%zu", path, HEADER_BYTES, len);
         goto done;
     }
-    const int32_t magic = header_int(data, 0), version = header_int(data, 1);
-    const int32_t count = header_int(data, 2), longest = header_int(data, 3);
-    if (magic != MC_EVAL_MAGIC) {
+    int32_t h[4];   // magic, version, examples, longest example in bytes
+    memcpy(h, data, sizeof h);   // little-endian host (data/shard.c)
+    if (h[0] != MC_EVAL_MAGIC) {
         rc = set_err(err, errlen, "%s: header[0] (magic): expected %d (a multiple-choice eval "
-                     "file), found %d", path, MC_EVAL_MAGIC, magic);
+                     "file), found %d", path, MC_EVAL_MAGIC, h[0]);
         goto done;
     }
-    if (version != MC_EVAL_VERSION) {
+    if (h[1] != MC_EVAL_VERSION) {
         rc = set_err(err, errlen, "%s: header[1] (version): expected %d, found %d", path,
-                     MC_EVAL_VERSION, version);
+                     MC_EVAL_VERSION, h[1]);
         goto done;
     }
-    if (count < 1) {
+    if (h[2] < 1) {
         rc = set_err(err, errlen, "%s: header[2] (examples): expected at least 1, found %d", path,
-                     count);
+                     h[2]);
         goto done;
     }
-    if (longest < 2 * EXAMPLE_HEAD_WORDS || longest > 65535) {
+    if (h[3] < 2 * EXAMPLE_HEAD_WORDS || h[3] > 65535) {
         rc = set_err(err, errlen, "%s: header[3] (longest example): expected %d to 65535 bytes, "
-                     "found %d", path, 2 * EXAMPLE_HEAD_WORDS, longest);
+                     "found %d", path, 2 * EXAMPLE_HEAD_WORDS, h[3]);
         goto done;
     }
     if ((len - HEADER_BYTES) % 2) {
@@ -167,28 +150,16 @@ int mc_eval_read(const char* path, int max_examples, int vocab, McEvalSet* s,
                      "found %zu bytes", path, len);
         goto done;
     }
-    const int n = max_examples > 0 && max_examples < count ? max_examples : count;
-    const uint8_t* body = data + HEADER_BYTES;
+    const int n = max_examples > 0 && max_examples < h[2] ? max_examples : h[2];
     const size_t words = (len - HEADER_BYTES) / 2;
-    long ntok;
+    const int by_vocab = vocab > 0 && vocab < MC_EVAL_START;
     size_t end;
-    if ((rc = walk_examples(path, body, words, n, longest, vocab, 0, s, &ntok, &end, err,
-                            errlen)) != 0)
-        goto done;
-    if (n == count && end != words) {
+    rc = read_examples(path, data + HEADER_BYTES, words, n, h[3], by_vocab ? vocab : MC_EVAL_START,
+                       by_vocab ? "the vocabulary size" : "the example delimiter", s, &end, err,
+                       errlen);
+    if (rc == 0 && n == h[2] && end != words)
         rc = set_err(err, errlen, "%s: end of file: expected it after the %d examples of "
-                     "header[2], found %zu more bytes", path, count, 2 * (words - end));
-        goto done;
-    }
-    s->examples = n;
-    s->label = xmalloc(sizeof(int) * n, "eval labels");
-    s->first_row = xmalloc(sizeof(long) * (n + 1), "eval rows");
-    s->row_ctx = xmalloc(sizeof(int) * s->rows, "eval rows");
-    s->row_len = xmalloc(sizeof(int) * s->rows, "eval rows");
-    s->row_tokens = xmalloc(sizeof(long) * s->rows, "eval rows");
-    s->row_completion = xmalloc(sizeof(long) * s->rows, "eval rows");
-    s->tokens = xmalloc(sizeof(int32_t) * (ntok > 0 ? ntok : 1), "eval tokens");
-    rc = walk_examples(path, body, words, n, longest, vocab, 1, s, &ntok, &end, err, errlen);
+                     "header[2], found %zu more bytes", path, h[2], 2 * (words - end));
 done:
     free(data);
     if (rc != 0) mc_eval_free(s);

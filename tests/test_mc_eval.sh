@@ -211,6 +211,7 @@ EOF
   forge completions 'w(4, 1)'
   forge bytes 'w(1, 10)'
   forge token 'w(6, 600)'
+  forge short 'w(1, struct.unpack_from("<H", b, 1026)[0] - 2)'
   local c
   for c in "magic|header\[0\] \(magic\): expected 20240522" \
            "version|header\[1\] \(version\): expected 1, found 2" \
@@ -222,7 +223,8 @@ EOF
            "label|example 0: label: expected below its 4 completions, found 4" \
            "completions|example 0: completions: expected 2 to 64, found 1" \
            "bytes|example 0: byte count: expected an even count of at least 12" \
-           "token|example 0: token 600 at byte 1036: expected below the vocabulary size 512"; do
+           "token|example 0: token 600 at byte 1036: expected below the vocabulary size 512" \
+           "short|example 0: its lengths run past its byte count [0-9]+ \(at a completion\)"; do
     local name=${c%%|*} want=${c#*|}
     eval_run "e$name" "$TRAIN" -- --init-from "$model" --mc-eval "$W/$name.bin"
     check "$name: exit 1, one line: $(head -c 150 "$W/e$name.err")" eval \
