@@ -48,9 +48,13 @@ typedef struct {
     real_acc* dkv_own;    // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
 } Attention2D;
 
-static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS) {
-    return attention_problem(B, NH, HS, a->g.pkv * Tl, a->g.pq * Tl, token_positions(a->g.r, a->g.pq),
-                             token_positions(a->g.c, a->g.pkv));
+static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS,
+                                        long window) {
+    AttentionProblem p = attention_problem(B, NH, HS, a->g.pkv * Tl, a->g.pq * Tl,
+                                           token_positions(a->g.r, a->g.pq),
+                                           token_positions(a->g.c, a->g.pkv));
+    p.window = window;
+    return p;
 }
 
 // Starts an all-gather of `count` elements of type t per rank along g into recv and returns where
@@ -114,7 +118,7 @@ static real* kv_for_layer(Attention2D* a, int layer) {
     return a->kept + (size_t)layer * a->max.B * a->g.pq * a->max.Tl * 2 * a->max.NH * a->max.HS;
 }
 
-static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void attention2d_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                                 const real* qkv, real* out, real_stat* lse) {
     Attention2D* a = (Attention2D*)self;
     dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
@@ -124,7 +128,7 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const long rows = (long)B * Tl;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
+    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS, window);
 
     // Queries of row r, (B, Tq, C), and keys and values of column c, (B, Tk, 2C), gathered
     // concurrently.
@@ -162,7 +166,7 @@ static void attention2d_forward(AttentionLayer* self, int layer, int B, int Tl, 
     comm_leave_scope(comm, saved);
 }
 
-static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void attention2d_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                                  const real* qkv, const real* out, const real_stat* lse,
                                  const real* dout, real* dqkv) {
     Attention2D* a = (Attention2D*)self;
@@ -173,7 +177,7 @@ static void attention2d_backward(AttentionLayer* self, int layer, int B, int Tl,
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const long rows = (long)B * Tl;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS);
+    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS, window);
     const TokenPositions mine = token_positions(a->g.i, a->g.pq * a->g.pkv);
     const AttentionProblem own = attention_problem(B, NH, HS, Tl, Tl, mine, mine);
 

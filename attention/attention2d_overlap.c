@@ -75,6 +75,7 @@ typedef struct {
     int B, Tl, NH, HS, C;
     size_t S, L;
     long rows;   // B * Tl
+    long window; // the layer's sliding window (0: causal)
 } Shape;
 
 // A ring reduce-scatter over a row or column of n ranks, advanced as blocks complete. Block a
@@ -114,8 +115,9 @@ typedef struct {
     real_acc* dkv_own;  // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
 } Attention2DOverlap;
 
-static Shape call_shape(int B, int Tl, int NH, int HS) {
+static Shape call_shape(int B, int Tl, int NH, int HS, long window) {
     Shape s;
+    s.window = window;
     s.B = B, s.Tl = Tl, s.NH = NH, s.HS = HS, s.C = NH * HS;
     s.S = (size_t)B * Tl * s.C;
     s.L = (size_t)B * NH * Tl;
@@ -128,14 +130,11 @@ static int mod(int x, int n) { return ((x % n) + n) % n; }
 // Q block a against K|V block b, with the absolute positions of both.
 static AttentionProblem pair_problem(const Attention2DOverlap* a, const Shape* sh, int qa, int kb) {
     const int g = mod(a->g.c - qa, a->g.pkv), h = mod(a->g.r - kb, a->g.pq);
-    return attention_problem(sh->B, sh->NH, sh->HS, sh->Tl, sh->Tl,
-                             token_positions(a->g.r + a->g.pq * g, a->g.P),
-                             token_positions(a->g.c + a->g.pkv * h, a->g.P));
-}
-
-// Whether any key of the pair is visible to any query: the first key against the last query.
-static int pair_visible(const AttentionProblem* p) {
-    return p->kpos.off <= p->qpos.off + p->qpos.stride * (p->Tq - 1);
+    AttentionProblem p = attention_problem(sh->B, sh->NH, sh->HS, sh->Tl, sh->Tl,
+                                           token_positions(a->g.r + a->g.pq * g, a->g.P),
+                                           token_positions(a->g.c + a->g.pkv * h, a->g.P));
+    p.window = sh->window;
+    return p;
 }
 
 // Sends (rows, w) elements of type t from `from` to SP rank peer_send and receives as many from
@@ -245,7 +244,7 @@ static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr)
     real_acc* o = a->part + pr->a * (sh->S + sh->L);
     if (pr->q_first) {
         dist_attention_forward(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S);
-    } else if (pair_visible(&p)) {
+    } else if (attention_any_visible(&p)) {
         dist_attention_forward_merge(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S,
                                      a->step, a->step ? a->step + sh->S : NULL);
     }
@@ -254,7 +253,7 @@ static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr)
 // Backward of one pair: accumulates into Q block a's dQ and K|V block b's dK|dV.
 static void backward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr) {
     const AttentionProblem p = pair_problem(a, sh, pr->a, pr->b);
-    if (!pair_visible(&p)) return;
+    if (!attention_any_visible(&p)) return;
     const int C = sh->C;
     const real* qdo = a->rows + pr->a * 2 * sh->S;
     const real_acc* st = a->stats + pr->a * 2 * sh->L;
@@ -296,12 +295,12 @@ static void run_rounds(Attention2DOverlap* a, const Shape* sh, CommPhase phase,
           "schedule bug", "attention2d-overlap: a ring reduce-scatter did not finish");
 }
 
-static void overlap_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void overlap_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                             const real* qkv, real* out, real_stat* lse) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
     dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_FORWARD);
-    const Shape sh = call_shape(B, Tl, NH, HS);
+    const Shape sh = call_shape(B, Tl, NH, HS, window);
     const int C = sh.C;
 
     // Own blocks: Q block 0, and K|V block 0 after the permutation.
@@ -319,13 +318,13 @@ static void overlap_forward(AttentionLayer* self, int layer, int B, int Tl, int 
     comm_leave_scope(a->comm, saved);
 }
 
-static void overlap_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void overlap_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                              const real* qkv, const real* out, const real_stat* lse,
                              const real* dout, real* dqkv) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
     dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_BACKWARD);
-    const Shape sh = call_shape(B, Tl, NH, HS);
+    const Shape sh = call_shape(B, Tl, NH, HS, window);
     const int C = sh.C;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const TokenPositions mine = token_positions(a->g.i, a->g.P);

@@ -20,6 +20,7 @@
 struct AttnArgs {
     int Tq, Tk;
     long long qoff, qstride, koff, kstride;
+    long long window;  // AttentionProblem.window: 0 (causal) or W, key j visible iff qpos(i) - W < kpos(j) <= qpos(i)
     const floatX *q, *k, *v, *dout;
     int ldq, ldk, ldv, lddo;
     int B;
@@ -53,14 +54,15 @@ constexpr float LN2 = 0.6931471805599453f;
 // Keys visible to local query i: j < visible_keys  <=>  koff + kstride*j <= qpos(i), computed in
 // I: long long (visible_keys), or int where the positions fit (hopper_forward.cu's positions_fit_32;
 // NARROW in visible_keys_as): a 64-bit division is a call, and in a loop the values live across it
-// spill (the Hopper forward's persistent grid).
-template <typename I> __device__ __forceinline__ int visible_keys_in(const AttnArgs& a, int i) {
+// spill (the Hopper forward's persistent grid). Host code too: the launcher counts a sliding
+// window's key tiles with these (forward_key_tiles).
+template <typename I> __host__ __device__ __forceinline__ int visible_keys_in(const AttnArgs& a, int i) {
     const I rel = (I)a.qoff + (I)a.qstride * i - (I)a.koff;
     if (rel < 0) return 0;
     const I n = rel / (I)a.kstride + 1;
     return n < a.Tk ? (int)n : a.Tk;
 }
-__device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) { return visible_keys_in<long long>(a, i); }
+__host__ __device__ __forceinline__ int visible_keys(const AttnArgs& a, int i) { return visible_keys_in<long long>(a, i); }
 template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const AttnArgs& a, int i) {
     return NARROW ? visible_keys_in<int>(a, i) : visible_keys(a, i);
 }
@@ -68,6 +70,28 @@ template <bool NARROW> __device__ __forceinline__ int visible_keys_as(const Attn
 // First local query that sees local key j: i >= first_query  <=>  qpos(i) >= kpos(j).
 __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
     const long long rel = a.koff + a.kstride * j - a.qoff;
+    if (rel <= 0) return 0;
+    const long long n = (rel + a.qstride - 1) / a.qstride;
+    return n < a.Tq ? (int)n : a.Tq;
+}
+
+// Under a sliding window (a.window > 0), the first local key query i sees (0 without one):
+// j >= first_visible_key  <=>  kpos(j) > qpos(i) - window. Query i sees keys
+// [first_visible_key(a, i), visible_keys(a, i)).
+__host__ __device__ __forceinline__ int first_visible_key(const AttnArgs& a, int i) {
+    if (a.window <= 0) return 0;
+    const long long rel = a.qoff + a.qstride * i - a.window + 1 - a.koff;
+    if (rel <= 0) return 0;
+    const long long n = (rel + a.kstride - 1) / a.kstride;
+    return n < a.Tk ? (int)n : a.Tk;
+}
+
+// Under a sliding window, one past the last local query that sees local key j (a.Tq without
+// one): i < query_end  <=>  qpos(i) < kpos(j) + window. Key j is seen by the queries
+// [first_query(a, j), query_end(a, j)).
+__device__ __forceinline__ int query_end(const AttnArgs& a, int j) {
+    if (a.window <= 0) return a.Tq;
+    const long long rel = a.koff + a.kstride * j + a.window - a.qoff;   // qstride * i < rel
     if (rel <= 0) return 0;
     const long long n = (rel + a.qstride - 1) / a.qstride;
     return n < a.Tq ? (int)n : a.Tq;

@@ -11,14 +11,16 @@ extern "C" {
 typedef struct AttentionLayer AttentionLayer;
 
 struct AttentionLayer {
+    // window: 0 (causal: every earlier position) or W >= 1, the layer's sliding window: a query
+    //       at position t sees the keys at t - W + 1 .. t (AttentionProblem.window).
     // qkv:  (B, Tl, 3C) local tokens; q, k, v are the column blocks [0,C), [C,2C), [2C,3C),
     //       head h is the slice [h*HS, (h+1)*HS) of each block.
     // out:  (B, Tl, C) attention output of the local queries (before the output projection).
     // lse:  (B, NH, Tl) per-query log-sum-exp over all visible keys, saved for backward.
-    void (*forward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+    void (*forward)(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                     const real* qkv, real* out, real_stat* lse);
     // dout: (B, Tl, C) gradient of out; dqkv: (B, Tl, 3C) gradient of qkv, OVERWRITTEN.
-    void (*backward)(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+    void (*backward)(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                      const real* qkv, const real* out, const real_stat* lse, const real* dout,
                      real* dqkv);
     // Absolute sequence positions of this rank's local tokens (used by the position embedding

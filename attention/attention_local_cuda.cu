@@ -25,12 +25,9 @@ typedef struct {
     float* d;      // (max_B, max_NH, max_T) rowsum(dout * out)
 } LocalAttentionCuda;
 
-static AttentionProblem local_problem(int B, int T, int NH, int HS) {
-    AttentionProblem p;
-    memset(&p, 0, sizeof p);
-    p.B = B, p.NH = NH, p.HS = HS, p.Tq = T, p.Tk = T;
-    p.qpos.off = 0, p.qpos.stride = 1;
-    p.kpos.off = 0, p.kpos.stride = 1;
+static AttentionProblem local_problem(int B, int T, int NH, int HS, long window) {
+    AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
+    p.window = window;
     return p;
 }
 
@@ -49,22 +46,22 @@ static float* device_floats(size_t n, const char* what) {
     return p;
 }
 
-static void local_forward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
+static void local_forward(AttentionLayer* self, int layer, long window, int B, int T, int NH, int HS,
                           const real* qkv, real* out, real_stat* lse) {
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const AttentionProblem p = local_problem(B, T, NH, HS);
+    const AttentionProblem p = local_problem(B, T, NH, HS, window);
     attention_forward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse, cuda_backend_stream());
 }
 
-static void local_backward(AttentionLayer* self, int layer, int B, int T, int NH, int HS,
+static void local_backward(AttentionLayer* self, int layer, long window, int B, int T, int NH, int HS,
                            const real* qkv, const real* out, const real_stat* lse, const real* dout,
                            real* dqkv) {
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const AttentionProblem p = local_problem(B, T, NH, HS);
+    const AttentionProblem p = local_problem(B, T, NH, HS, window);
     cudaStream_t s = cuda_backend_stream();
     attention_row_dot_cuda(&p, out, C, dout, C, a->d, s);
     attention_backward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse, a->d, dqkv, 3 * C,

@@ -23,7 +23,7 @@ static void exchange(DecodeLayer* d, CommType t, int send_to, void* sbuf, size_t
 // out (C), lse (NH): the partial attention of a new token at position pos (qkv row) over n
 // cached K|V rows.
 static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows, long n,
-                    real_acc* out, real_acc* lse) {
+                    int origin, long window, real_acc* out, real_acc* lse) {
     const KVCache* c = d->cache;
     const int C = c->NH * c->HS;
     if (n == 0) {   // an empty partial: merges as nothing
@@ -31,9 +31,12 @@ static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows,
         dist_to_backend(lse, d->neg_inf, sizeof(real_acc) * c->NH);
         return;
     }
-    // Every cached key precedes the new token: the positions only need to keep them visible.
+    // Every cached key precedes the new token: without a window the positions only need to keep
+    // them visible; under one they are the true positions, those of the cyclic layout's shards
+    // (rows of SP rank `origin` at origin, origin + P, ...: decode_forward checks the layout).
     AttentionProblem p = attention_problem(1, c->NH, c->HS, 1, (int)n, token_positions(pos, 1),
-                                           token_positions(0, 1));
+                                           window ? token_positions(origin, c->P) : token_positions(0, 1));
+    p.window = window;
     p.decode = 1;   // NH blocks over a long cache: the CUDA forward splits the keys
     dist_attention_forward(&p, qkv, 3 * C, rows, 2 * C, rows + C, 2 * C, out, C, lse);
 }
@@ -69,7 +72,8 @@ static void tree_merge(DecodeLayer* d) {
 
 // Row r (sequence b at position pos): the other ranks' shards of b rotate through this one and
 // merge into row r of the partials (other holds one (C | NH) partial at a time).
-static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, const real* own) {
+static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, const real* own,
+                      long window) {
     const KVCache* c = d->cache;
     const int P = c->P, i = c->rank, NH = c->NH, HS = c->HS, C = NH * HS;
     const long n = pos + 1;   // tokens cached, the new one included
@@ -82,13 +86,13 @@ static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, c
         real* into = d->shard[s & 1];
         exchange(d, d->rt, (i + 1) % P, (void*)held, (size_t)nsend * 2 * C, (i - 1 + P) % P, into,
                  (size_t)nrecv * 2 * C);
-        partial(d, qkv, pos, into, nrecv, d->other, d->other + C);
+        partial(d, qkv, pos, into, nrecv, from, window, d->other, d->other + C);
         dist_attention_merge(1, NH, HS, 1, out, C, lse, d->other, C, d->other + C);
         held = into;
     }
 }
 
-static void decode_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void decode_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                            const real* qkv, real* out, real_stat* lse) {
     DecodeLayer* d = (DecodeLayer*)self;
     KVCache* c = d->cache;
@@ -96,6 +100,10 @@ static void decode_forward(AttentionLayer* self, int layer, int B, int Tl, int N
           "decode one token of each of the kv_decode_at sequences per forward",
           "decode layer called with B=%d Tl=%d NH=%d HS=%d layer %d (set for %d rows; cache "
           "NH=%d HS=%d L=%d)", B, Tl, NH, HS, layer, d->n, c->NH, c->HS, c->L);
+    CHECK(!window || c->P == 1 || c->layout == RING_CYCLIC,
+          "prefill a sliding-window model with ATTENTION2D or Striped attention (or on one rank)",
+          "decoding a sliding-window layer needs the cyclic prefill layout (token t on rank t mod "
+          "P), found another over %d ranks", c->P);
     const int C = NH * HS;
     CommScope saved = {0, COMM_OTHER};
     if (d->comm) saved = comm_enter_scope(d->comm, layer, COMM_FORWARD);
@@ -108,7 +116,7 @@ static void decode_forward(AttentionLayer* self, int layer, int B, int Tl, int N
             const long at = kv_cache_rank_rows(c, b, pos, c->rank);
             dist_copy_rows(rows + (size_t)at * 2 * C, 2 * C, q + C, 3 * C, 1, 2 * C, sizeof(real));
         }
-        partial(d, q, pos, rows, kv_cache_rank_rows(c, b, pos + 1, c->rank),
+        partial(d, q, pos, rows, kv_cache_rank_rows(c, b, pos + 1, c->rank), c->rank, window,
                 d->part + (size_t)r * C, d->part + (size_t)B * C + (size_t)r * NH);
     }
     if (c->P > 1) {
@@ -116,14 +124,14 @@ static void decode_forward(AttentionLayer* self, int layer, int B, int Tl, int N
         else
             for (int r = 0; r < B; r++)
                 ring_pass(d, qkv + (size_t)r * 3 * C, r, d->seq[r], d->pos[r],
-                          kv_cache_rows(c, layer, d->seq[r]));
+                          kv_cache_rows(c, layer, d->seq[r]), window);
     }
     dist_acc_to_real(out, C, d->part, C, B, C);
     dist_copy_rows(lse, NH, d->part + (size_t)B * C, NH, B, NH, sizeof(real_acc));
     if (d->comm) comm_leave_scope(d->comm, saved);
 }
 
-static void decode_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void decode_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                             const real* qkv, const real* out, const real_stat* lse,
                             const real* dout, real* dqkv) {
     fail_msg("the decode attention layer has no backward (generation only)");

@@ -8,7 +8,12 @@
 // key tiles that have added, and the key tiles take turns from the last to the first. Blocks start
 // the last key tiles first, so a block waits only for blocks started before it, and on a causal
 // mask the turn of a key tile's first query tile is always its own (the diagonal): in steady state
-// no block waits. Deterministic for every schedule and SM count.
+// no block waits. Deterministic for every schedule and SM count. Under a sliding window (a.window)
+// a key tile is seen by the query tiles qt0 .. qt1 - 1 only (query_end): the block walks those;
+// the key tiles that see a query tile are still a contiguous range ending at the last that sees
+// it (both ends of a key tile's range grow with the key), so the turns are unchanged: a key tile
+// waits only for later ones that see the query tile too, and those it stops before never need its
+// turn (no earlier key tile sees them either).
 #pragma once
 #include "attention/flash_attention.cuh"
 #include "attention/flash_workspace.h"
@@ -86,7 +91,7 @@ __device__ __forceinline__ void fa_store_dkdv(const AttnArgs& a, long long row_l
 // accumulator, or the caller's dq), the semaphores of its (sequence, head), and whether it passes
 // its dQ turns on lagged.
 struct FaBwdBlock {
-    int nkt, nqt, b, h, kt, j0, qt0;
+    int nkt, nqt, b, h, kt, j0, qt0, qt1;
     float* dq_out;
     long long lddq;
     bool red_v2;   // 8-byte reds: an even row stride (a lane's columns are even) and 8-byte base
@@ -109,6 +114,8 @@ __device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
     k.kt = k.nkt - 1 - in_group / gsize;
     k.j0 = k.kt * BK;
     k.qt0 = first_query(a, k.j0) / BQ;   // the first query tile that sees the key tile
+    // One past the last query tile that sees it (nqt without a window): its last key's query_end.
+    k.qt1 = (query_end(a, min(k.j0 + BK, a.Tk) - 1) + BQ - 1) / BQ;
     k.dq_out = a.dq_acc ? a.dq_acc : a.dq;
     k.lddq = a.dq_acc ? (long long)NH * HS : a.lddq;
     k.red_v2 = k.lddq % 2 == 0 && ((uintptr_t)k.dq_out & 7) == 0;
@@ -124,7 +131,7 @@ __device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
 template <int HS, int BK>
 __device__ __forceinline__ void fa_bwd_load_first(const AttnArgs& a, const FaBwdBlock& k, int NH, floatX* Ks, floatX* Vs,
                                                   floatX* Qs, floatX* Gs, float* lse, float* Dv) {
-    if (k.qt0 < k.nqt) {
+    if (k.qt0 < k.qt1) {
         const int nk = min(BK, a.Tk - k.j0);
         fa_load_tile<HS, BK>(Ks, a.k + ((long long)k.b * a.Tk + k.j0) * a.ldk + (long long)k.h * HS, a.ldk, nk, a.vec);
         fa_load_tile<HS, BK>(Vs, a.v + ((long long)k.b * a.Tk + k.j0) * a.ldv + (long long)k.h * HS, a.ldv, nk, a.vec);
@@ -155,7 +162,7 @@ __device__ __forceinline__ FaBwdStage fa_bwd_step_begin(const AttnArgs& a, const
     typedef FaTile<HS, FA_BWD_BQ> T;
     constexpr int BQ = FA_BWD_BQ;
     const int st = (qt - k.qt0) & 1, sn = st ^ 1;
-    if (qt + 1 < k.nqt)
+    if (qt + 1 < k.qt1)
         fa_load_query_tile<HS>(a, k.b, k.h, NH, (qt + 1) * BQ, Qs + sn * T::ELEMS, Gs + sn * T::ELEMS,
                                lse + sn * BQ, Dv + sn * BQ);
     cp_async_commit();
@@ -206,14 +213,14 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     float* Dv = lse + 2 * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const FaBwdBlock k = fa_bwd_block<HS, BK>(a, NH);
-    const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
+    const int b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0, qt1 = k.qt1;
     float* const dq_out = k.dq_out;
     const long long lddq = k.lddq;
     const bool red_v2 = k.red_v2, lagged = k.lagged;
     unsigned* const sem = k.sem;
     int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
     // No query sees the key tile: done, unless dK, dV are written as zeros.
-    if (qt0 >= nqt && !a.dkx) return;
+    if (qt0 >= qt1 && !a.dkx) return;
     fa_bwd_load_first<HS, BK>(a, k, NH, Ks, Vs, Qs, Gs, lse, Dv);
 
     // This warp's keys kw .. kw+15; this lane's keys kw+g (lo) and kw+g+8 (hi).
@@ -222,13 +229,19 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     const int fq_lo = kw + g < a.Tk ? first_query(a, kw + g) : a.Tq;
     const int fq_hi = kw + g + 8 < a.Tk ? first_query(a, kw + g + 8) : a.Tq;
     const int fq_last = kw + 15 < a.Tk ? first_query(a, kw + 15) : a.Tq;   // ... all of them see
+    // One past the last query a key sees (a.Tq without a window): the warp's last key (of any), its
+    // first (of all), and this lane's keys. Queries past Tq are past these too.
+    const int qe_w = kw < a.Tk ? query_end(a, min(kw + 15, a.Tk - 1)) : a.Tq;
+    const int qe_first = kw < a.Tk ? query_end(a, kw) : a.Tq;
+    const int qe_lo = kw + g < a.Tk ? query_end(a, kw + g) : a.Tq;
+    const int qe_hi = kw + g + 8 < a.Tk ? query_end(a, kw + g + 8) : a.Tq;
     float dk[NT][4], dv[NT][4];
 ATTN_UNROLL
     for (int n = 0; n < NT; n++)
 ATTN_UNROLL
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int qt = qt0; qt < nqt; qt++) {
+    for (int qt = qt0; qt < qt1; qt++) {
         const int i0 = qt * BQ;
         const FaBwdStage sg = fa_bwd_step_begin<HS, BK>(a, k, NH, qt, Qs, Gs, lse, Dv, last_kt);
         const floatX *Qt = sg.q, *Gt = sg.dout;
@@ -243,7 +256,7 @@ ATTN_UNROLL
 ATTN_UNROLL
                 for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
             // Skipped when no key of the warp sees a query of the half (dS^T is then 0).
-            if (q0 + QH > fq_w && q0 < a.Tq) {
+            if (q0 + QH > fq_w && q0 < qe_w) {
                 // S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 32 queries)
 ATTN_UNROLL
                 for (int kk = 0; kk < HS / 16; kk++) {
@@ -263,7 +276,7 @@ ATTN_UNROLL
                 }
                 // P^T, and dS^T = P^T (dP^T - D) in place; hidden pairs are 0. A query that sees no
                 // key (lse = -inf, P = inf here) sees none of the warp's keys: always masked.
-                const bool mask = q0 < fq_last || q0 + QH > a.Tq;
+                const bool mask = q0 < fq_last || q0 + QH > qe_first;   // (qe_first <= Tq)
 ATTN_UNROLL
                 for (int n = 0; n < QH / 8; n++) {
 ATTN_UNROLL
@@ -273,8 +286,8 @@ ATTN_UNROLL
                         float p_lo = ex2_approx_ftz(fmaf(s[n][e], a.scale_log2, -l2));
                         float p_hi = ex2_approx_ftz(fmaf(s[n][2 + e], a.scale_log2, -l2));
                         if (mask) {
-                            if (q < fq_lo || q >= a.Tq) p_lo = 0.0f;
-                            if (q < fq_hi || q >= a.Tq) p_hi = 0.0f;
+                            if (q < fq_lo || q >= qe_lo) p_lo = 0.0f;
+                            if (q < fq_hi || q >= qe_hi) p_hi = 0.0f;
                         }
                         s[n][e] = p_lo;
                         s[n][2 + e] = p_hi;
@@ -345,7 +358,7 @@ ATTN_UNROLL
         __syncthreads();   // dS^T and stage st are free again; every dQ add of the block issued
         if (!lagged && threadIdx.x == 0) fa_dq_release(sem + qt);
     }
-    if (lagged && qt0 < nqt && threadIdx.x == 0) fa_dq_release(sem + nqt - 1);
+    if (lagged && qt0 < qt1 && threadIdx.x == 0) fa_dq_release(sem + qt1 - 1);
     cp_async_wait<0>();
 
     // dK, dV of the warp's keys: added once, or written in floatX.

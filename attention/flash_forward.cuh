@@ -3,13 +3,17 @@
 // tiles, so each K fragment (S = Q K^T) and each V fragment (O += P V) that ldmatrix loads feeds
 // two MMAs. K/V tiles of 64 keys, double-buffered by cp.async.
 //
-// Per block, the key tiles split in two runs of one step function (flash_forward_tile<HS, MASK>):
-// first the tiles every row of the block sees whole (no mask code), then the last ones, near the
-// diagonal, where some row sees only part of the tile (masked per row; per warp, the 16-key
-// blocks none of its rows sees are skipped). The softmax keeps the row max in scaled log2 units:
-// p = ex2.approx.ftz(s * scale_log2 - m), one FFMA and one ex2 per score. O is normalised,
-// converted and staged through shared memory (the Q/K/V buffers, free by then), then written in
-// 16-byte rows when the output allows (else one element per store, from the same staging).
+// Per block, the key tiles split in two runs of one step function (flash_forward_tile): first the
+// tiles every row of the block sees whole (no mask code), then the last ones, near the diagonal,
+// where some row sees only part of the tile (masked per row; per warp, the 16-key blocks none of
+// its rows sees are skipped). Under a sliding window (a.window) the tiles start at the one holding
+// the first key the block's first query sees, and the tiles the band's lower edge cuts are masked
+// too, each row from below as well (LOWER; per warp, the 16-key blocks before its first row's
+// first key are skipped), in one loop with the others (the SPLIT instance). The softmax keeps the
+// row max in scaled log2 units: p = ex2.approx.ftz(s * scale_log2 - m), one FFMA and one ex2 per
+// score. O is normalised, converted and staged through shared memory (the Q/K/V buffers, free by
+// then), then written in 16-byte rows when the output allows (else one element per store, from the
+// same staging).
 #pragma once
 #include "attention/flash_attention.cuh"
 
@@ -149,19 +153,31 @@ __device__ __forceinline__ void fa_row_max(float& m, float mx, float scale_log2,
     corr = ex2_approx_ftz(mo - ref);
 }
 
+// The masked tiles' per-row key ranges: this lane's rows 16 rt + 8 hi + g of the warp see the keys
+// [lo[16 rt + 8 hi + g], vis[rt][hi]), the warp's rows together [lo[0], wvis) (its first row's
+// first key, its last row's end), all counted from key kshift. lo: the sliding window's first keys
+// of the warp's rows, in shared memory (SPLIT), or NULL (no lower bounds: LOWER false).
+struct FaFwdBounds {
+    int vis[2][2];
+    int wvis;
+    const int* lo;
+};
+
 // Keys js .. js + KS - 1 (K rows at Kt, V rows at Vt in shared memory) for this warp's 32 rows:
-// S = Q K^T, the online softmax, O += P V. MASK: scores of key j >= vis[rt][hi] (this lane's rows
-// 16 rt + 8 hi + g of the warp) are -inf, and only the 16-key blocks below wvis (the keys the
-// warp's last row sees) are computed; without it every row sees every key.
-template <int HS, bool MASK>
+// S = Q K^T, the online softmax, O += P V. MASK: scores of key j >= vis[rt][hi] (and with LOWER,
+// the sliding window's, of key j < lo[16 rt + 8 hi + g]) are -inf, and only the 16-key blocks from
+// the one holding lo[0] (LOWER; else the first) to the one holding wvis - 1 are computed; without
+// MASK every row sees every key.
+template <int HS, bool MASK, bool LOWER>
 __device__ __forceinline__ void flash_forward_keys(FaFwdWarp<HS>& w, const AttnArgs& a, int js, const floatX* Qs,
                                                    const floatX* Kt, const floatX* Vt, int qo, int ko, int vo,
-                                                   const int (&vis)[2][2], int wvis) {
+                                                   const FaFwdBounds& bd) {
     typedef FaFwd<HS> F;
     constexpr int KS = F::KS, NT = HS / 8;
     const int t = threadIdx.x % 4;
-    const int nkb = MASK ? (min(KS, wvis - js) + 15) / 16 : KS / 16;   // 16-key blocks to compute
-    if (MASK && nkb <= 0) return;   // warp-uniform
+    const int nkb = MASK ? (min(KS, bd.wvis - js) + 15) / 16 : KS / 16;   // 16-key blocks to compute
+    const int kb0 = LOWER ? max(0, bd.lo[0] - js) / 16 : 0;              // ... from this one on
+    if (MASK && kb0 >= nkb) return;   // warp-uniform
     float s[2][KS / 8][4];
 ATTN_UNROLL
     for (int rt = 0; rt < 2; rt++)
@@ -183,6 +199,7 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int nb = 0; nb < KS / 16; nb++) {
             if (MASK && nb >= nkb) break;   // warp-uniform
+            if (LOWER && nb < kb0) continue;   // (its scores stay 0, masked below)
             uint32_t kb[4];
             ldmatrix_x4(kb, Kt + fa_chunk_at<typename F::TK>(ko, 16 * nb, 2 * kk));
             fa_mma_pair(s[0] + 2 * nb, qa[0], kb);
@@ -196,12 +213,14 @@ ATTN_UNROLL
     for (int rt = 0; rt < 2; rt++) {
 ATTN_UNROLL
         for (int hi = 0; hi < 2; hi++) {
+            const int lo = LOWER ? bd.lo[16 * rt + 8 * hi + (threadIdx.x % 32) / 4] : 0;
             float mx = -INFINITY;
 ATTN_UNROLL
             for (int n = 0; n < KS / 8; n++) {
 ATTN_UNROLL
                 for (int e = 0; e < 2; e++) {
-                    if (MASK && js + 8 * n + 2 * t + e >= vis[rt][hi]) s[rt][n][2 * hi + e] = -INFINITY;
+                    const int j = js + 8 * n + 2 * t + e;
+                    if (MASK && (j >= bd.vis[rt][hi] || (LOWER && j < lo))) s[rt][n][2 * hi + e] = -INFINITY;
                     mx = fmaxf(mx, s[rt][n][2 * hi + e]);
                 }
             }
@@ -231,6 +250,7 @@ ATTN_UNROLL
 ATTN_UNROLL
     for (int kb = 0; kb < KS / 16; kb++) {
         if (MASK && kb >= nkb) break;
+        if (LOWER && kb < kb0) continue;   // (P = 0 there)
 ATTN_UNROLL
         for (int np = 0; np < NT / 2; np++) {
             uint32_t vb[4];
@@ -243,11 +263,10 @@ ATTN_UNROLL
 
 // One key tile kt of nkt: request tile kt + 1, wait for tile kt, compute it in sub-tiles of KS keys
 // (flash_forward_keys), and wait for every warp before its stage is refilled. tk: the keys at kg on.
-template <int HS, bool MASK>
+template <int HS, bool MASK, bool LOWER>
 __device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnArgs& a, int tk, int kt, int nkt,
                                                    const floatX* Qs, floatX* Ks, floatX* Vs, const floatX* kg,
-                                                   const floatX* vg, int qo, int ko, int vo,
-                                                   const int (&vis)[2][2], int wvis) {
+                                                   const floatX* vg, int qo, int ko, int vo, const FaFwdBounds& bd) {
     typedef FaFwd<HS> F;
     typedef typename F::TK T;
     constexpr int BK = F::BK, KS = F::KS;
@@ -263,9 +282,28 @@ __device__ __forceinline__ void flash_forward_tile(FaFwdWarp<HS>& w, const AttnA
 ATTN_NO_UNROLL
     for (int sub = 0; sub < BK / KS; sub++) {
         const int off = st * T::ELEMS + sub * KS * T::LD;   // (rows of the stage's panels)
-        flash_forward_keys<HS, MASK>(w, a, j0 + sub * KS, Qs, Ks + off, Vs + off, qo, ko, vo, vis, wvis);
+        flash_forward_keys<HS, MASK, LOWER>(w, a, j0 + sub * KS, Qs, Ks + off, Vs + off, qo, ko, vo, bd);
     }
     __syncthreads();   // every warp is done with stage st before the next request refills it
+}
+
+// This lane's masked-tile bounds (FaFwdBounds) for the block's nq rows at i0, keys counted from
+// kshift; lo: the warp's rows' first keys (shared memory), or NULL.
+__device__ __forceinline__ FaFwdBounds fa_fwd_bounds(const AttnArgs& a, int i0, int nq, int r0, int kshift,
+                                                     const int* lo) {
+    FaFwdBounds bd;
+    const int g = (threadIdx.x % 32) / 4;
+    const int wlast = min(r0 + 31, nq - 1);
+    bd.wvis = (wlast >= r0 ? visible_keys(a, i0 + wlast) : 0) - kshift;
+    bd.lo = lo;
+ATTN_UNROLL
+    for (int rt = 0; rt < 2; rt++)
+ATTN_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            const int r = r0 + 16 * rt + 8 * hi + g;
+            bd.vis[rt][hi] = (r < nq ? visible_keys(a, i0 + r) : 0) - kshift;
+        }
+    return bd;
 }
 
 // Grid (query tiles, NH, B * a.splits), latest query tiles (the most keys) first; FaFwd<HS>::THREADS
@@ -274,8 +312,11 @@ ATTN_NO_UNROLL
 // key tiles a query tile sees are cut into a.splits contiguous ranges, block z taking range
 // z % splits of sequence z / splits and writing its partial as sequence z of o and lse (the
 // launcher's partial buffers, merged by flash_split_merge_kernel). Two blocks (8 warps) per SM: up
-// to 255 registers per thread. SPLIT: the split-KV instance; without it the key tiles start at 0,
-// which the register allocation needs at HS 128 on sm_80 (a variable start spills 24 bytes).
+// to 255 registers per thread. SPLIT: the instance whose key tiles start anywhere: split-KV's
+// ranges, and every call under a sliding window (a.window; split or not), whose tiles start at
+// the one holding the first key the block's first query sees and whose masked tiles bound each
+// row from below too. Without it the key tiles start at 0, which the register allocation needs
+// at HS 128 on sm_80 (a variable start spills 24 bytes).
 template <int HS, bool SPLIT>
 __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(const AttnArgs a) {
     typedef FaFwd<HS> F;
@@ -289,15 +330,25 @@ __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(co
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int nq = min(BQ, a.Tq - i0);
     const int nseen = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
-    // The block's key tiles: all nseen, or with SPLIT its range of them; key indices below (tiles,
-    // visible counts, the keys left) count from the range's first key, kshift.
-    const int kt0 = SPLIT ? (blockIdx.z % a.splits) * nseen / a.splits : 0;
+    // ... and under a window from the tile holding what the first query sees first (SPLIT).
+    const int kfirst = SPLIT ? first_visible_key(a, i0) / BK : 0;
+    // The block's key tiles: kfirst .. nseen - 1, or with splits its range of them; key indices
+    // below (tiles, visible counts, the keys left) count from the range's first key, kshift.
+    const int kt0 = SPLIT ? kfirst + (blockIdx.z % a.splits) * (nseen - kfirst) / a.splits : 0;
     const int kshift = kt0 * BK;
-    const int nkt = (SPLIT ? (blockIdx.z % a.splits + 1) * nseen / a.splits : nseen) - kt0;
+    const int nkt = (SPLIT ? kfirst + (blockIdx.z % a.splits + 1) * (nseen - kfirst) / a.splits : nseen) - kt0;
     // Keys from the range's first on: a.Tk, or with SPLIT kept in shared memory and read per tile
     // (a register through the loop spills at HS 128).
     __shared__ int split_keys_left;
     if (SPLIT && threadIdx.x == 0) split_keys_left = a.Tk - kshift;
+    // SPLIT: the masked tiles bound each row from below too, by its first key under a window (0
+    // without one; counted from kshift) in shared memory, visible after the barrier below Q's
+    // load. The tiles before nlow, up to the one holding the last query's first key, are cut by
+    // the band's lower edge (none without a window).
+    const int nlow = SPLIT ? min(nkt, max(0, first_visible_key(a, i0 + nq - 1) - kshift + BK - 1) / BK) : 0;
+    __shared__ int row_lo[SPLIT ? BQ : 1];
+    if (SPLIT)
+        for (int r = threadIdx.x; r < BQ; r += F::THREADS) row_lo[r] = (r < nq ? first_visible_key(a, i0 + r) : 0) - kshift;
     // Tiles the first query, hence every row, sees whole (the unmasked loop), within the range.
     const int nfull = SPLIT ? max(0, min(visible_keys(a, i0) - kshift, nkt * BK) / BK) : visible_keys(a, i0) / BK;
     const floatX* kg = a.k + ((long long)b * a.Tk + kshift) * a.ldk + (long long)h * HS;
@@ -337,22 +388,23 @@ ATTN_UNROLL
                 ldmatrix_x4(w.qf[rt][kk], Qs + fa_chunk_at<typename F::TQ>(qo, 16 * rt, 2 * kk));
     }
 
-    int kt = 0;
-    const int none[2][2] = {{0, 0}, {0, 0}};   // (no mask)
-    for (; kt < nfull; kt++) flash_forward_tile<HS, false>(w, a, SPLIT ? split_keys_left : a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none, 0);
-    if (kt < nkt) {
-        // The masked tiles: the keys the warp sees, and those this lane's rows r0 + 16 rt + 8 hi + g see.
-        const int wlast = min(r0 + 31, nq - 1);
-        const int wvis = (wlast >= r0 ? visible_keys(a, i0 + wlast) : 0) - kshift;
-        int vis[2][2];
-ATTN_UNROLL
-        for (int rt = 0; rt < 2; rt++)
-ATTN_UNROLL
-            for (int hi = 0; hi < 2; hi++) {
-                const int r = r0 + 16 * rt + 8 * hi + g;
-                vis[rt][hi] = (r < nq ? visible_keys(a, i0 + r) : 0) - kshift;
-            }
-        for (; kt < nkt; kt++) flash_forward_tile<HS, true>(w, a, SPLIT ? split_keys_left : a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, vis, wvis);
+    const FaFwdBounds none = {};   // (no mask)
+    if (SPLIT) {
+        // One loop: the tiles every row sees whole ([nlow, nfull)) unmasked, the others masked from
+        // both sides (one inlined copy of each step: a second masked copy spills at HS 128).
+        const FaFwdBounds bd = fa_fwd_bounds(a, i0, nq, r0, kshift, row_lo + r0);
+        for (int kt = 0; kt < nkt; kt++) {
+            if (kt >= nlow && kt < nfull) flash_forward_tile<HS, false, false>(w, a, split_keys_left, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none);
+            else flash_forward_tile<HS, true, true>(w, a, split_keys_left, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, bd);
+        }
+    } else {
+        int kt = 0;
+        for (; kt < nfull; kt++) flash_forward_tile<HS, false, false>(w, a, a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, none);
+        if (kt < nkt) {
+            // The masked tiles: the keys the warp sees, and those this lane's rows r0 + 16 rt + 8 hi + g see.
+            const FaFwdBounds bd = fa_fwd_bounds(a, i0, nq, r0, kshift, nullptr);
+            for (; kt < nkt; kt++) flash_forward_tile<HS, true, false>(w, a, a.Tk, kt, nkt, Qs, Ks, Vs, kg, vg, qo, ko, vo, bd);
+        }
     }
     cp_async_wait<0>();   // nothing may still be in flight when the buffers are reused
     __syncthreads();      // (no tiles: no tile step has synchronised the block since Q was read)

@@ -6,7 +6,10 @@
 // scores into the warp's scratch; WarpAcc::mma: the output in registers), with lane l computing
 // rows 8*(l/16) .. +8 and columns l%16 + 16c. Elementwise work on a warp's 16 x 64 scores is done
 // by lane pairs (row l/2, columns 2t + l%2). The backward is two passes (dK/dV per key tile, dQ per
-// query tile), each recomputing S and dP. Every output element has one writer per launch.
+// query tile), each recomputing S and dP. Every output element has one writer per launch. Under a
+// sliding window (a.window) the key loops start at the first key the tile's first query sees and
+// the query loop stops at the last query the tile's last key is seen by (query_end); per warp,
+// the 16-column blocks before its first row's band (after its last key's) are skipped.
 #pragma once
 // Lanes read a tile column-wise (row r0 + 16 lanes' rows); an odd row stride puts the 16 rows in
 // 16 different banks.
@@ -161,8 +164,10 @@ __global__ void __launch_bounds__(NTHREADS) attention_forward_kernel(const AttnA
     for (int r = threadIdx.x; r < BQ; r += blockDim.x) nvis[r] = r < nq ? visible_keys(a, i0 + r) : 0;
     __syncthreads();
     const int kend = nvis[nq - 1];   // keys beyond what the last query sees: masked for the tile
+    const int kbeg = first_visible_key(a, i0);   // ... and under a window before what the first sees
     const int wlast = min(warp * WROWS + WROWS, nq) - 1;
     const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;   // keys this warp's rows see
+    const int wlo = warp * WROWS < nq ? first_visible_key(a, i0 + warp * WROWS) : 0;   // ... from
 
     RowMap map;
     map.init(S);
@@ -170,27 +175,30 @@ __global__ void __launch_bounds__(NTHREADS) attention_forward_kernel(const AttnA
     acc.zero();
     const int r = lane >> 1, half = lane & 1;   // this lane's row and column parity
     const int my_nvis = nvis[warp * WROWS + r];
+    const int my_lo = first_visible_key(a, i0 + warp * WROWS + r);   // (a row past nq sees none)
     float m = -INFINITY, l = 0.0f;              // running max (log2 units) and sum of the row
     const floatX* Qw = Qs + warp * WROWS * L::TLD;
 
-    for (int j0 = 0; j0 < kend; j0 += BK) {
+    for (int j0 = kbeg; j0 < kend; j0 += BK) {
         const int nk = min(BK, kend - j0);
         __syncthreads();   // every warp is done with the previous K, V tiles
         load_tile<HS>(Ks, kg + (long long)j0 * a.ldk, a.ldk, nk, a.vec);
         load_tile<HS>(Vs, vg + (long long)j0 * a.ldv, a.ldv, nk, a.vec);
         __syncthreads();
         const int wn = min(nk, wvis - j0);
-        if (wn <= 0) continue;                  // no row of this warp sees this tile
+        const int cb0 = max(0, wlo - j0) / 16;  // 16-key blocks before the warp's band
+        if (wn <= cb0 * 16) continue;           // no row of this warp sees this tile
         const int ncb = (wn + 15) / 16;         // 16-key blocks that some row of the warp sees
-        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, 0, ncb);
+        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, cb0, ncb);
 
-        const int nv = max(0, min(my_nvis - j0, nk));   // this row's visible keys in the tile
+        const int nv = max(0, min(my_nvis - j0, nk));   // this row's visible keys in the tile:
+        const int lo = my_lo - j0;                      // those from lo on
         float s[BK / 2];
         float mx = -INFINITY;
 ATTN_UNROLL
         for (int t = 0; t < BK / 2; t++) {
             const int j = 2 * t + half;
-            s[t] = j < nv ? S[r * L::SLD + j] * a.scale_log2 : -INFINITY;
+            s[t] = j < nv && j >= lo ? S[r * L::SLD + j] * a.scale_log2 : -INFINITY;
             mx = fmaxf(mx, s[t]);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -209,12 +217,12 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int t = 0; t < BK / 2; t++) {
             const int j = 2 * t + half;
-            if (j < ncb * 16) P[r * L::PLD + j] = from_float<floatX>(s[t]);
+            if (j >= cb0 * 16 && j < ncb * 16) P[r * L::PLD + j] = from_float<floatX>(s[t]);
         }
         if (half == 0) rowv[r] = corr;
         __syncwarp();
         acc.scale_rows(rowv, map);
-        acc.mma(P, L::PLD, Vs, L::TLD, 0, ncb);   // O += P V
+        acc.mma(P, L::PLD, Vs, L::TLD, cb0, ncb);   // O += P V
     }
 
     __syncwarp();
@@ -262,7 +270,8 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const
     for (int r = threadIdx.x; r < BK; r += blockDim.x) fq[r] = r < nk ? first_query(a, j0 + r) : a.Tq;
     __syncthreads();
     const int qstart = fq[0];
-    if (qstart >= a.Tq) return;   // no query of this problem sees these keys: dk, dv += 0
+    const int qend = query_end(a, j0 + nk - 1);   // (a.Tq without a window)
+    if (qstart >= qend) return;   // no query of this problem sees these keys: dk, dv += 0
     load_tile<HS>(Ks, a.k + ((long long)b * a.Tk + j0) * a.ldk + (long long)h * HS, a.ldk, nk, a.vec);
     load_tile<HS>(Vs, a.v + ((long long)b * a.Tk + j0) * a.ldv + (long long)h * HS, a.ldv, nk, a.vec);
     const floatX* qg = a.q + (long long)b * a.Tq * a.ldq + (long long)h * HS;
@@ -271,15 +280,18 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const
     const float* d_h = a.d + ((long long)b * NH + h) * a.Tq;
 
     const int wfq = fq[warp * WROWS];   // the warp's earliest key: the first query of the warp
+    const int wlast = min(warp * WROWS + WROWS, nk) - 1;   // ... its latest: the end of its queries
+    const int wqe = wlast >= warp * WROWS ? query_end(a, j0 + wlast) : 0;
     const int r = lane >> 1, half = lane & 1;
     const int my_fq = fq[warp * WROWS + r];
+    const int my_qe = query_end(a, j0 + warp * WROWS + r);   // (a key past nk: my_fq is Tq)
     const floatX* Kw = Ks + warp * WROWS * L::TLD;
     const floatX* Vw = Vs + warp * WROWS * L::TLD;
     WarpAcc<HS> dk_acc, dv_acc;
     dk_acc.zero();
     dv_acc.zero();
 
-    for (int i0 = qstart / BQ * BQ; i0 < a.Tq; i0 += BQ) {
+    for (int i0 = qstart / BQ * BQ; i0 < qend; i0 += BQ) {
         const int nq = min(BQ, a.Tq - i0);
         __syncthreads();   // every warp is done with the previous Q, dO tiles
         load_tile<HS>(Qs, qg + (long long)i0 * a.ldq, a.ldq, nq, a.vec);
@@ -289,8 +301,8 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const
             dsum[c] = c < nq ? d_h[i0 + c] : 0.0f;
         }
         __syncthreads();
-        if (wfq >= i0 + nq) continue;   // no query of this tile sees any key of this warp
-        const int cb0 = max(0, wfq - i0) / 16, cb1 = (nq + 15) / 16;
+        if (wfq >= i0 + nq || wqe <= i0) continue;   // no query of this tile sees any key of this warp
+        const int cb0 = max(0, wfq - i0) / 16, cb1 = (min(nq, wqe - i0) + 15) / 16;
         constexpr int G = HS >= 96 ? 2 : BQ / 16;   // dK, dV accumulators already hold 2*HS/8 floats
         warp_gemm_nt<HS, G>(S, L::SLD, Kw, L::TLD, Qs, L::TLD, cb0, cb1);
         warp_gemm_nt<HS, G>(Dp, L::SLD, Vw, L::TLD, Gs, L::TLD, cb0, cb1);
@@ -304,7 +316,7 @@ ATTN_UNROLL
             for (int t = 0; t < 8; t++) {
                 const int c = c0 + 2 * t + half;   // query column; visible implies cb0*16 <= c < nq
                 float p = 0.0f, ds = 0.0f;
-                if (i0 + c >= my_fq && lse2[c] != -INFINITY) {
+                if (i0 + c >= my_fq && i0 + c < my_qe && lse2[c] != -INFINITY) {
                     p = exp2f(S[r * L::SLD + c] * a.scale_log2 - lse2[c]);
                     ds = p * (Dp[r * L::SLD + c] - dsum[c]);
                 }
@@ -371,7 +383,8 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dq_kernel(const A
     }
     __syncthreads();
     const int kend = nvis[nq - 1];
-    if (kend == 0) return;   // no query of this tile sees a key: dq += 0
+    const int kbeg = first_visible_key(a, i0);   // (0 without a window)
+    if (kend <= kbeg) return;   // no query of this tile sees a key: dq += 0
     load_tile<HS>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
     load_tile<HS>(Gs, a.dout + ((long long)b * a.Tq + i0) * a.lddo + (long long)h * HS, a.lddo, nq, a.vec);
     const floatX* kg = a.k + (long long)b * a.Tk * a.ldk + (long long)h * HS;
@@ -379,33 +392,36 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dq_kernel(const A
 
     const int wlast = min(warp * WROWS + WROWS, nq) - 1;
     const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;
+    const int wlo = warp * WROWS < nq ? first_visible_key(a, i0 + warp * WROWS) : 0;
     const int r = lane >> 1, half = lane & 1;
     const int my_nvis = nvis[warp * WROWS + r];
+    const int my_lo = first_visible_key(a, i0 + warp * WROWS + r);
     const float my_lse2 = lse2[warp * WROWS + r], my_d = dsum[warp * WROWS + r];
     const floatX* Qw = Qs + warp * WROWS * L::TLD;
     const floatX* Gw = Gs + warp * WROWS * L::TLD;
     WarpAcc<HS> dq_acc;
     dq_acc.zero();
 
-    for (int j0 = 0; j0 < kend; j0 += BK) {
+    for (int j0 = kbeg; j0 < kend; j0 += BK) {
         const int nk = min(BK, kend - j0);
         __syncthreads();
         load_tile<HS>(Ks, kg + (long long)j0 * a.ldk, a.ldk, nk, a.vec);
         load_tile<HS>(Vs, vg + (long long)j0 * a.ldv, a.ldv, nk, a.vec);
         __syncthreads();
         const int wn = min(nk, wvis - j0);
-        if (wn <= 0) continue;
+        const int cb0 = max(0, wlo - j0) / 16;
+        if (wn <= cb0 * 16) continue;
         const int ncb = (wn + 15) / 16;
-        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, 0, ncb);
-        warp_gemm_nt<HS>(Dp, L::SLD, Gw, L::TLD, Vs, L::TLD, 0, ncb);
+        warp_gemm_nt<HS>(S, L::SLD, Qw, L::TLD, Ks, L::TLD, cb0, ncb);
+        warp_gemm_nt<HS>(Dp, L::SLD, Gw, L::TLD, Vs, L::TLD, cb0, ncb);
 
-        const int nv = max(0, min(my_nvis - j0, nk));
+        const int nv = max(0, min(my_nvis - j0, nk)), lo = my_lo - j0;   // visible: [lo, nv)
         float dsv[BK / 2];
 ATTN_UNROLL
         for (int t = 0; t < BK / 2; t++) {
             const int j = 2 * t + half;
             float ds = 0.0f;
-            if (j < nv && my_lse2 != -INFINITY) {
+            if (j < nv && j >= lo && my_lse2 != -INFINITY) {
                 const float p = exp2f(S[r * L::SLD + j] * a.scale_log2 - my_lse2);
                 ds = p * (Dp[r * L::SLD + j] - my_d);
             }
@@ -415,10 +431,10 @@ ATTN_UNROLL
 ATTN_UNROLL
         for (int t = 0; t < BK / 2; t++) {
             const int j = 2 * t + half;
-            if (j < ncb * 16) dS[r * L::PLD + j] = from_float<floatX>(dsv[t]);
+            if (j >= cb0 * 16 && j < ncb * 16) dS[r * L::PLD + j] = from_float<floatX>(dsv[t]);
         }
         __syncwarp();
-        dq_acc.mma(dS, L::PLD, Ks, L::TLD, 0, ncb);   // dQ_w += dS K
+        dq_acc.mma(dS, L::PLD, Ks, L::TLD, cb0, ncb);   // dQ_w += dS K
     }
 
     dq_acc.scale(a.scale);

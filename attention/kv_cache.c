@@ -59,14 +59,14 @@ typedef struct {
     int* row_pos;   // (B, Tl) backend memory: the rows' positions, padding clamped
 } PrefillLayer;
 
-static void prefill_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void prefill_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                             const real* qkv, real* out, real_stat* lse) {
     PrefillLayer* a = (PrefillLayer*)self;
     KVCache* c = a->cache;
     CHECK(B <= c->B && layer < c->L && NH == c->NH && HS == c->HS && Tl == a->Tl, "caller bug",
           "prefill of B=%d Tl=%d layer %d NH=%d HS=%d into a cache of B=%d L=%d NH=%d HS=%d "
           "(Tl %d)", B, Tl, layer, NH, HS, c->B, c->L, c->NH, c->HS, a->Tl);
-    a->inner->forward(a->inner, layer, B, Tl, NH, HS, qkv, out, lse);
+    a->inner->forward(a->inner, layer, window, B, Tl, NH, HS, qkv, out, lse);
     const int C = NH * HS;
     // Run g of the local tokens is rows g, g + chunks, ...: its real tokens are a prefix of it.
     const TokenLayout l = self->positions;
@@ -90,7 +90,7 @@ static void prefill_forward(AttentionLayer* self, int layer, int B, int Tl, int 
     }
 }
 
-static void prefill_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void prefill_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                              const real* qkv, const real* out, const real_stat* lse,
                              const real* dout, real* dqkv) {
     fail_msg("the prefill attention layer has no backward (generation only)");

@@ -13,15 +13,6 @@ enum { TILE_Q = 64, TILE_K = 64 };
 
 static long query_position(const AttentionProblem* p, int i) { return p->qpos.off + p->qpos.stride * i; }
 
-// Number of local keys visible to a query at absolute position qp: keys j with
-// kpos.off + kpos.stride * j <= qp, i.e. j <= floor((qp - off) / stride), clipped to [0, Tk].
-static int visible_keys(const AttentionProblem* p, long qp) {
-    long rel = qp - p->kpos.off;
-    if (rel < 0) return 0;
-    long n = rel / p->kpos.stride + 1;
-    return n < p->Tk ? (int)n : p->Tk;
-}
-
 static void check_problem(const AttentionProblem* p) {
     CHECK(p->B > 0 && p->NH > 0 && p->HS > 0 && p->Tq >= 0 && p->Tk >= 0, "caller bug",
           "attention problem has a non-positive size (B=%d NH=%d HS=%d Tq=%d Tk=%d)",
@@ -29,6 +20,7 @@ static void check_problem(const AttentionProblem* p) {
     CHECK(p->qpos.stride > 0 && p->kpos.stride > 0, "positions must increase with the local index",
           "attention strides must be positive (q stride %ld, k stride %ld)",
           p->qpos.stride, p->kpos.stride);
+    CHECK(p->window >= 0, "caller bug", "attention window %ld is negative", p->window);
 }
 
 void attention_partial_forward(const AttentionProblem* p,
@@ -55,36 +47,40 @@ void attention_partial_forward(const AttentionProblem* p,
 
         real s[TILE_Q * TILE_K];   // scores, then probabilities, of one tile
         real row_max[TILE_Q], row_sum[TILE_Q];
-        int nvis[TILE_Q];
+        int nvis[TILE_Q], nlo[TILE_Q];   // row i sees the keys [nlo[i], nvis[i])
         for (int i = 0; i < nq; i++) {
             row_max[i] = -INFINITY;
             row_sum[i] = 0;
-            nvis[i] = visible_keys(p, query_position(p, i0 + i));
+            nvis[i] = attention_key_end(p, query_position(p, i0 + i));
+            nlo[i] = attention_key_begin(p, query_position(p, i0 + i));
             memset(ob + (long)i * ldo, 0, sizeof(real) * HS);
         }
-        // Keys beyond what the last (latest) query sees are masked for the whole tile: skip.
-        const int kend = visible_keys(p, query_position(p, i0 + nq - 1));
-        for (int j0 = 0; j0 < kend; j0 += TILE_K) {
+        // Keys beyond what the last (latest) query sees, and under a window those before what the
+        // first (earliest) sees, are masked for the whole tile: skip.
+        const int kend = attention_key_end(p, query_position(p, i0 + nq - 1));
+        for (int j0 = nlo[0]; j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
             // s = scale * Q K^T: (nq, nk)
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HS, scale,
                         qb, ldq, kb + (long)j0 * ldk, ldk, 0, s, TILE_K);
             for (int i = 0; i < nq; i++) {
                 real* si = s + i * TILE_K;
-                int nv = nvis[i] - j0;                 // visible keys of this row in the tile
-                if (nv > nk) nv = nk;
-                if (nv <= 0) {
+                int nv = nvis[i] - j0;                 // visible keys of this row in the tile:
+                if (nv > nk) nv = nk;                  // columns [lo, nv)
+                const int lo = nlo[i] > j0 ? nlo[i] - j0 : 0;
+                if (nv <= lo) {
                     for (int j = 0; j < nk; j++) si[j] = 0;
                     continue;
                 }
                 real m = row_max[i];
-                for (int j = 0; j < nv; j++) m = si[j] > m ? si[j] : m;
+                for (int j = lo; j < nv; j++) m = si[j] > m ? si[j] : m;
                 const real correction = rexp(row_max[i] - m);   // 0 when the row was empty
                 real sum = 0;
-                for (int j = 0; j < nv; j++) {
+                for (int j = lo; j < nv; j++) {
                     si[j] = rexp(si[j] - m);
                     sum += si[j];
                 }
+                for (int j = 0; j < lo; j++) si[j] = 0;
                 for (int j = nv; j < nk; j++) si[j] = 0;
                 row_sum[i] = row_sum[i] * correction + sum;
                 row_max[i] = m;
@@ -144,11 +140,11 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
 
     for (int i0 = 0; i0 < Tq; i0 += TILE_Q) {
         const int nq = Tq - i0 < TILE_Q ? Tq - i0 : TILE_Q;
-        const int kend = visible_keys(p, query_position(p, i0 + nq - 1));
+        const int kend = attention_key_end(p, query_position(p, i0 + nq - 1));
         const real* qi = q + (qrow + i0) * ldq + hoff;
         const real* gi = dout + (qrow + i0) * lddo + hoff;
         real* dqi = dq + (qrow + i0) * lddq + hoff;
-        for (int j0 = 0; j0 < kend; j0 += TILE_K) {
+        for (int j0 = attention_key_begin(p, query_position(p, i0)); j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
             const real* kj = k + (krow + j0) * ldk + hoff;
             const real* vj = v + (krow + j0) * ldv + hoff;
@@ -156,11 +152,14 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HS, scale,
                         qi, ldq, kj, ldk, 0, pt, TILE_K);
             for (int i = 0; i < nq; i++) {
-                int nv = visible_keys(p, query_position(p, i0 + i)) - j0;
+                int nv = attention_key_end(p, query_position(p, i0 + i)) - j0;   // columns [lo, nv)
                 if (nv > nk) nv = nk;
+                const int lo0 = attention_key_begin(p, query_position(p, i0 + i)) - j0;
+                const int lo = lo0 > 0 ? lo0 : 0;
                 const real l = lseh[i0 + i];
                 real* pi = pt + i * TILE_K;
                 int j = 0;
+                for (; j < lo && j < nk; j++) pi[j] = 0;
                 if (l != -INFINITY) for (; j < nv; j++) pi[j] = rexp(pi[j] - l);
                 for (; j < nk; j++) pi[j] = 0;
             }

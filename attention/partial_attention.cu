@@ -165,6 +165,7 @@ AttnArgs make_args(const AttentionProblem* p) {
     a.qstride = p->qpos.stride;
     a.koff = p->kpos.off;
     a.kstride = p->kpos.stride;
+    a.window = p->window;
     a.scale = 1.0f / sqrtf((float)p->HS);
     a.scale_log2 = a.scale * LOG2E;
     a.decode = p->decode;
@@ -202,9 +203,9 @@ unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 // Split-KV, the forward's key tiles cut over several blocks per query tile: for a decoding step
 // (a.decode) whose grid of `blocks` is under two waves of the kernel's 2 blocks per SM
 // (__launch_bounds__), enough splits for two waves, at most FWD_MAX_SPLITS and one per key tile
-// the problem has. ATTENTION_FWD_SPLITS=N forces N (capped the same way) on every forward call,
-// training included (tests and timing: its scratch is then outside the memory budget); 1 never
-// splits.
+// a query tile sees (key_tiles: forward_key_tiles). ATTENTION_FWD_SPLITS=N forces N (capped the
+// same way) on every forward call, training included (tests and timing: its scratch is then
+// outside the memory budget); 1 never splits.
 constexpr int FWD_MAX_SPLITS = 16;
 static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles) {
     long want = env_positive("ATTENTION_FWD_SPLITS", 0);   // (0: unset)
@@ -222,10 +223,24 @@ static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles) {
     return want > 1 ? (int)want : 1;
 }
 
+// The most key tiles of BK one query tile of BQ sees (what split-KV may cut): every key tile of the
+// problem (as before the window), or under a sliding window the widest band's, from the tile
+// holding the tile's first query's first key to the one holding its last query's last.
+static int forward_key_tiles(const AttnArgs& a, int BQ, int BK) {
+    if (!a.window) return (a.Tk + BK - 1) / BK;
+    int most = 0;
+    for (int i0 = 0; i0 < a.Tq; i0 += BQ) {
+        const int last = (a.Tq - i0 < BQ ? a.Tq : i0 + BQ) - 1;
+        const int n = (visible_keys(a, last) + BK - 1) / BK - first_visible_key(a, i0) / BK;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
 template <int HS> int forward_split_count(const AttnArgs& a, int NH) {
     typedef FaFwd<HS> F;
     const long long qtiles = (a.Tq + F::BQ - 1) / F::BQ;
-    return forward_splits(a, qtiles * NH * a.B, (a.Tk + F::BK - 1) / F::BK);
+    return forward_splits(a, qtiles * NH * a.B, forward_key_tiles(a, F::BQ, F::BK));
 }
 
 // The Hopper kernels run where the build has sm_90a code and the device is compute capability 9.0.
@@ -265,17 +280,21 @@ static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
 // The head sizes the Hopper kernels serve (80 padded to 128).
 static bool hopper_head_size(int HS) { return HS == 64 || HS == 80 || HS == 128; }
 
-// The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV).
+// The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV), and
+// no sliding window: windowed calls (a.window > 0) run the sm_80 kernel (flash_forward.cuh),
+// whatever ATTENTION_FWD_KERNEL says.
 static bool use_hopper_forward(const AttnArgs& a, int HS) {
-    return hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec && !a.decode;
+    return !a.window && hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec &&
+           !a.decode;
 }
 
 // The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
 // its 64-query tiles, and a dQ destination whose rows TMA can address (the fp32 accumulator of a
-// floatX dQ always is).
+// floatX dQ always is); no sliding window: windowed calls run the sm_80 kernels
+// (flash_backward.cuh, flash_backward_fa2.cuh), whatever ATTENTION_BWD_KERNEL says.
 static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
     const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
-    return hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
+    return !a.window && hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
            a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
 }
 
@@ -292,7 +311,9 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
     a.splits = a.merge ? 1 : forward_split_count<HS>(a, NH);   // (the merging forward never splits)
     if (a.splits == 1) {
-        LAUNCH((flash_forward_kernel<HS, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
+        // A sliding window's key tiles start past 0: the SPLIT instance, one range per query tile.
+        if (a.window) LAUNCH((flash_forward_kernel<HS, true>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
+        else LAUNCH((flash_forward_kernel<HS, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
         return;
     }
     // Split-KV: the partials into the stream's workspace (shared with the backward's dQ), then merged.

@@ -44,6 +44,8 @@ typedef struct {
     int Tq, Tk;              // local queries and keys per sequence
     TokenPositions qpos;     // positions of the queries
     TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
+    long window;             // 0: every earlier key (causal); W >= 1: sliding-window (banded)
+                             // attention, key j visible iff qpos(i) - W < kpos(j) <= qpos(i)
     int decode;              // a decoding step (attention/decode_attention.c: a few queries, a long
                              // cache): the CUDA forward may split the keys over blocks and merge
                              // the partials (split-KV) when its grid is under two waves; 0 elsewhere
@@ -76,8 +78,39 @@ static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, 
                                                  TokenPositions qpos, TokenPositions kpos) {
     AttentionProblem p;
     p.B = B, p.NH = NH, p.HS = HS, p.Tq = Tq, p.Tk = Tk, p.qpos = qpos, p.kpos = kpos;
+    p.window = 0;
     p.decode = 0;
     return p;
+}
+
+// Local keys visible to a query at absolute position qp: j < attention_key_end  <=>
+// kpos.off + kpos.stride * j <= qp, i.e. j <= floor((qp - off) / stride), clipped to [0, Tk].
+static inline int attention_key_end(const AttentionProblem* p, long qp) {
+    const long rel = qp - p->kpos.off;
+    if (rel < 0) return 0;
+    const long n = rel / p->kpos.stride + 1;
+    return n < p->Tk ? (int)n : p->Tk;
+}
+// Under a sliding window, the first local key a query at qp sees (0 without one): keys j with
+// kpos.off + kpos.stride * j > qp - window, i.e. j >= ceil((qp - window + 1 - off) / stride),
+// clipped to [0, Tk]. The query sees the keys [attention_key_begin, attention_key_end).
+static inline int attention_key_begin(const AttentionProblem* p, long qp) {
+    if (p->window <= 0) return 0;
+    const long rel = qp - p->window + 1 - p->kpos.off;
+    if (rel <= 0) return 0;
+    const long n = (rel + p->kpos.stride - 1) / p->kpos.stride;
+    return n < p->Tk ? (int)n : p->Tk;
+}
+// Whether any query sees any key: the schedules skip the blocks where none does (causal: the
+// first key against the last query; under a window, each query's range).
+static inline int attention_any_visible(const AttentionProblem* p) {
+    if (p->Tq <= 0 || p->Tk <= 0) return 0;
+    if (p->window <= 0) return p->kpos.off <= p->qpos.off + p->qpos.stride * (p->Tq - 1);
+    for (int i = 0; i < p->Tq; i++) {
+        const long qp = p->qpos.off + p->qpos.stride * i;
+        if (attention_key_begin(p, qp) < attention_key_end(p, qp)) return 1;
+    }
+    return 0;
 }
 
 // o:   (B, Tq, NH*HS) rows of stride ldo: softmax over the visible local keys, applied to V.

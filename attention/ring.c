@@ -59,18 +59,16 @@ static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
 
 // Query run qrun of the local tokens against key run krun of the K|V block of rank `origin`.
 static AttentionProblem run_problem(const RingAttention* a, int qrun, int origin, int krun, int B,
-                                    int Tl, int NH, int HS) {
+                                    int Tl, int NH, int HS, long window) {
     const int n = Tl / a->runs;
-    return attention_problem(B, NH, HS, n, n,
-                             token_layout_run(ring_rank_layout(a->layout, a->P, a->i, Tl), qrun),
-                             token_layout_run(ring_rank_layout(a->layout, a->P, origin, Tl), krun));
+    AttentionProblem p =
+        attention_problem(B, NH, HS, n, n,
+                          token_layout_run(ring_rank_layout(a->layout, a->P, a->i, Tl), qrun),
+                          token_layout_run(ring_rank_layout(a->layout, a->P, origin, Tl), krun));
+    p.window = window;
+    return p;
 }
 
-
-// Whether any key of the block is visible to any query: the first key against the last query.
-static int block_visible(const AttentionProblem* p) {
-    return p->kpos.off <= p->qpos.off + p->qpos.stride * (p->Tq - 1);
-}
 
 static void swap_real(real** x, real** y) {
     real* t = *x;
@@ -92,7 +90,7 @@ static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv
     return comm_start(a->comm, MESH_SP, t, &out, 1, &in, 1);
 }
 
-static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void ring_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                          const real* qkv, real* out, real_stat* lse) {
     RingAttention* a = (RingAttention*)self;
     check_call(a, B, Tl, NH, HS);
@@ -111,8 +109,8 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
         const int origin = (a->i - s + a->P) % a->P;
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
-                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS);
-                if (!block_visible(&p)) continue;
+                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
+                if (!attention_any_visible(&p)) continue;
                 const real* q = qkv + (size_t)qr * 3 * C;
                 const real* k = a->kv[0] + (size_t)kr * 2 * C;
                 real_acc* o = a->o + (size_t)qr * C;
@@ -139,7 +137,7 @@ static void ring_forward(AttentionLayer* self, int layer, int B, int Tl, int NH,
     comm_leave_scope(comm, saved);
 }
 
-static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH, int HS,
+static void ring_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
                           const real* qkv, const real* out, const real_stat* lse, const real* dout,
                           real* dqkv) {
     RingAttention* a = (RingAttention*)self;
@@ -155,7 +153,7 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
         dist_rows_to_blocks(a->lse_runs, (long)B * NH * n, lse, 1, R, B * NH, n, 1,
                             sizeof(real_acc));
     for (int qr = 0; qr < R; qr++) {
-        const AttentionProblem own = run_problem(a, qr, a->i, qr, B, Tl, NH, HS);
+        const AttentionProblem own = run_problem(a, qr, a->i, qr, B, Tl, NH, HS, window);
         dist_attention_row_dot(&own, out + (size_t)qr * C, R * C, dout + (size_t)qr * C, R * C,
                                a->d_own + (size_t)qr * B * NH * n);
     }
@@ -175,8 +173,8 @@ static void ring_backward(AttentionLayer* self, int layer, int B, int Tl, int NH
         dist_zero_acc(part, S2);
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
-                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS);
-                if (!block_visible(&p)) continue;
+                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
+                if (!attention_any_visible(&p)) continue;
                 const real* k = a->kv[0] + (size_t)kr * 2 * C;
                 real_acc* dk = part + (size_t)kr * 2 * C;
                 const size_t qo = (size_t)qr * C;

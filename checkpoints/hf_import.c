@@ -91,7 +91,8 @@ static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errle
     if (inner && inner != 4 * C)
         return set_err(err, errlen, "%s: n_inner: expected null or 4 x n_embd = %llu, found %llu",
                        path, 4 * C, inner);
-    *cfg = (GPTConfig){(int)T, (int)V, gpt_padded_vocab((int)V), (int)L, (int)NH, (int)C};
+    *cfg = (GPTConfig){.max_T = (int)T, .V = (int)V, .Vp = gpt_padded_vocab((int)V), .L = (int)L,
+                       .NH = (int)NH, .C = (int)C};
     char why[ERR_LEN];
     if (gpt_config_validate(cfg, why, sizeof why) != 0) return set_err(err, errlen, "%s: %s", path, why);
     return 0;

@@ -46,11 +46,18 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
         if (h[i] <= 0 || h[i] > (1 << 24))
             return field_error(err, errlen, path, names[i - 2], "a value in 1..16777216", h[i]);
     }
-    GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7]};
+    GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
+                   .window = h[8], .window_every = h[9]};
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
     if (c.Vp < c.V)
         return field_error(err, errlen, path, "padded_vocab_size", ">= vocab_size", c.Vp);
+    if (c.window < 0 || c.window > c.max_T)
+        return field_error(err, errlen, path, "header[8] (attention window)",
+                           "0 (none) to max_seq_len", c.window);
+    if (c.window ? c.window_every < 1 || c.window_every > c.L : c.window_every != 0)
+        return field_error(err, errlen, path, "header[9] (window every)",
+                           c.window ? "1 to num_layers" : "0 without a window", c.window_every);
     // gpt_num_params sums size_t products that wrap for absurd shapes. No tensor has more than
     // max(4 L C^2, Vp C, T C) elements; at most 2^44 keeps the 16 tensors' sum below 2^48 and
     // its byte count far from overflow (and still far above any real file).
@@ -135,6 +142,8 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[5] = cfg->NH;
     h[6] = cfg->C;
     h[7] = cfg->Vp;
+    h[8] = cfg->window;
+    h[9] = cfg->window_every;
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

@@ -1,6 +1,9 @@
 // llm.c's model file: 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; max T,
 // V, L, NH, C, Vp) followed by the 16 parameter tensors in order. Files we write load in llm.c
-// and llm.c's files (e.g. gpt2_124M.bin) load here.
+// and llm.c's files (e.g. gpt2_124M.bin) load here. Two header fields llm.c leaves 0 hold a
+// sliding-window model's attention window and its layer pattern (header[8] window, header[9]
+// window_every: GPTConfig); llm.c reads such a file as the dense model it is not, so
+// build/export_hf refuses it and the README says so.
 #pragma once
 #include <stddef.h>
 

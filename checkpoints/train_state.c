@@ -15,7 +15,7 @@ enum { HEADER_INTS = 256, HEADER_BYTES = HEADER_INTS * 4 };
 // Header field indices.
 enum {
     TS_MAGIC = 0, TS_VERSION = 1, TS_STEP = 2, TS_WORLD = 3, TS_RANK = 4, TS_DP = 5, TS_PQ = 6,
-    TS_PKV = 7, TS_ZERO = 8,
+    TS_PKV = 7, TS_ZERO = 8, TS_WINDOW = 9, TS_WINDOW_EVERY = 19,
     TS_MAXT = 10, TS_V = 11, TS_L = 12, TS_NH = 13, TS_C = 14, TS_VP = 15,
     TS_B = 16, TS_T = 17, TS_ACCUM = 18,
     TS_RNG = 20,                                   // u64
@@ -104,6 +104,8 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_NH] = s->model.NH;
     h[TS_C] = s->model.C;
     h[TS_VP] = s->model.Vp;
+    h[TS_WINDOW] = s->model.window;
+    h[TS_WINDOW_EVERY] = s->model.window_every;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -131,7 +133,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->pkv = h[TS_PKV];
     s->zero_stage = h[TS_ZERO];
     s->model = (GPTConfig){.max_T = h[TS_MAXT], .V = h[TS_V], .L = h[TS_L], .NH = h[TS_NH],
-                           .C = h[TS_C], .Vp = h[TS_VP]};
+                           .C = h[TS_C], .Vp = h[TS_VP], .window = h[TS_WINDOW],
+                           .window_every = h[TS_WINDOW_EVERY]};
     s->B = h[TS_B];
     s->T = h[TS_T];
     s->accum_steps = h[TS_ACCUM];

@@ -57,9 +57,9 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
     real* dqkv = xmalloc(rows * 3 * C * sizeof(real), "explain dQKV");        // (B, Tl, 3C)
     compute_record_into(rec);
     if (rec) rec->phase = COMM_FORWARD;
-    layer->forward(layer, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse);
+    layer->forward(layer, 0, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse);
     if (rec) rec->phase = COMM_BACKWARD;
-    layer->backward(layer, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
+    layer->backward(layer, 0, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
     compute_record_into(NULL);
     free(out);
     free(lse);

@@ -277,6 +277,11 @@ int main(int argc, char** argv) {
     if (mesh_init(&mesh, 1, o.pq, o.pkv, world_rank, world_size, err) != 0) fail_msg("%s", err);
     if (o.recompute && mesh.P > 1)
         fail_msg("--recompute: runs on one process, found a mesh of %d x %d", o.pq, o.pkv);
+    // Decoding a banded layer needs each cached key's true position: the cyclic layout's.
+    if (cfg.window && mesh.P > 1 && (o.prefill == PREFILL_RING || o.prefill == PREFILL_ZIGZAG))
+        fail_msg("--prefill %s: the model %s has sliding-window attention (window %d), whose "
+                 "decoding needs the cyclic layout: use --prefill 2d, 2d-overlap or striped",
+                 o.prefill == PREFILL_RING ? "ring" : "zigzag", o.model, cfg.window);
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
     int device;
@@ -288,9 +293,13 @@ int main(int argc, char** argv) {
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
-        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d), backend %s\n",
-                o.model, model_kind, cfg.L, cfg.C, cfg.NH,
-                cfg.V, cfg.max_T, gpt_backend_name());
+        char window[64] = "";
+        if (cfg.window)
+            snprintf(window, sizeof window, ", attention window %d in layers l %% %d = 0",
+                     cfg.window, cfg.window_every);
+        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d%s), backend %s\n",
+                o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, window,
+                gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
         static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag"};
         fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "

@@ -69,5 +69,15 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
                  c->Vp, c->V);
         return -1;
     }
+    if (c->window < 0 || c->window > c->max_T) {
+        snprintf(err, errlen, "attention window: expected 0 (none) to the context %d, found %d",
+                 c->max_T, c->window);
+        return -1;
+    }
+    if (c->window > 0 ? c->window_every < 1 || c->window_every > c->L : c->window_every != 0) {
+        snprintf(err, errlen, "window every: expected %s, found %d",
+                 c->window > 0 ? "1 to the layer count" : "0 without a window", c->window_every);
+        return -1;
+    }
     return 0;
 }

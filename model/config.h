@@ -13,7 +13,18 @@ typedef struct {
     int L;       // layers
     int NH;      // attention heads
     int C;       // channels (NH * head size)
+    // Sliding-window (banded) attention, as GPT-3's "locally banded" layers: 0 (the default)
+    // for causal attention over every earlier position in every layer; W >= 1 for layers whose
+    // queries see only the last W positions (themselves included): layer l is banded when
+    // l % window_every == 0 (1: every layer; 2: layers 0, 2, 4, ... alternate with dense ones).
+    int window;
+    int window_every;   // 0 when window is 0
 } GPTConfig;
+
+// The attention window of layer l: cfg->window for a banded layer, 0 (causal) otherwise.
+static inline long gpt_layer_window(const GPTConfig* cfg, int l) {
+    return cfg->window > 0 && l % cfg->window_every == 0 ? cfg->window : 0;
+}
 
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256

@@ -13,6 +13,15 @@ static const char* const param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
+double gpt_flops_per_token(const GPTConfig* c, size_t num_params, int T) {
+    double pairs = 0;   // visible (query, key) pairs per query, summed over the layers
+    for (int l = 0; l < c->L; l++) {
+        const double W = (double)gpt_layer_window(c, l);
+        pairs += W > 0 && W < T ? W - W * W / (2.0 * T) : T / 2.0;
+    }
+    return 6.0 * (double)num_params + 12.0 * c->C * pairs;
+}
+
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C;
     s[0] = (size_t)c->Vp * C;
@@ -224,7 +233,8 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
         matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
-        m->attention->forward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse);
+        m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, HS, x.qkv, x.atty,
+                              x.att_lse);
         // The output projection lands in residual2, then the residual is added in place.
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
         fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
@@ -340,8 +350,8 @@ void gpt_backward(GPT* m, double dloss) {
         matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C,
                                   mode);
         real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
-        m->attention->backward(m->attention, l, B, T, NH, HS, x.qkv, x.atty, x.att_lse, datty,
-                               dqkv);
+        m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, HS, x.qkv, x.atty,
+                               x.att_lse, datty, dqkv);
         real* dln1 = m->dbuf_c;
         matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C, mode);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,

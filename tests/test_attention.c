@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attention/partial_attention.h"
+#include "model/gpt.h"
 
 enum { B = 2, NH = 2, HS = 16, C = NH * HS };
 static const double TOL = 1e-5;
@@ -72,7 +73,8 @@ static void naive(const AttentionProblem* p, const float* q, const float* k, con
                     const float* kj = k + ((long)b * p->Tk + j) * C + h * HS;
                     double acc = 0;
                     for (int c = 0; c < HS; c++) acc += (double)qi[c] * kj[c];
-                    s[j] = kp <= qp ? acc * scale : -INFINITY;
+                    const int seen = kp <= qp && (p->window == 0 || kp > qp - p->window);
+                    s[j] = seen ? acc * scale : -INFINITY;
                     m = s[j] > m ? s[j] : m;
                 }
                 const long li = ((long)b * NH + h) * p->Tq + i;
@@ -149,12 +151,12 @@ static float* to_float(const double* a, long n) {
 // One query set (off_q, sq, nq) against a split of the keys into `parts` sets
 // (koff[c], sk, nk): checks each partial forward and backward against the naive reference,
 // and that merging the partials (and summing the backward pieces) gives full attention.
-static void check_split(int T, long qoff, long sq, int nq, int parts, const long* koff, long sk,
-                        int nk, const char* label) {
+static void check_split(int T, long window, long qoff, long sq, int nq, int parts,
+                        const long* koff, long sk, int nk, const char* label) {
     float *q = random_rows(T), *k = random_rows(T), *v = random_rows(T), *g = random_rows(T);
     // Full single-device reference.
     AttentionProblem full = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
-                             .kpos = {0, 1}};
+                             .kpos = {0, 1}, .window = window};
     double* o_full = calloc((size_t)B * T * C, sizeof(double));
     double* lse_full = calloc((size_t)B * NH * T, sizeof(double));
     naive(&full, q, k, v, o_full, lse_full, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -181,7 +183,7 @@ static void check_split(int T, long qoff, long sq, int nq, int parts, const long
     float* dq_sum = calloc((size_t)B * nq * C, sizeof(float));
     for (int part = 0; part < parts; part++) {
         AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = nq, .Tk = nk,
-                              .qpos = {qoff, sq}, .kpos = {koff[part], sk}};
+                              .qpos = {qoff, sq}, .kpos = {koff[part], sk}, .window = window};
         float *kl = take_rows(k, T, koff[part], sk, nk), *vl = take_rows(v, T, koff[part], sk, nk);
         float *o = poisoned((long)B * nq * C), *lse = poisoned((long)B * NH * nq);
         attention_partial_forward(&p, ql, C, kl, C, vl, C, o, C, lse);
@@ -246,7 +248,7 @@ int main(void) {
                     long koff[4];
                     for (int c = 0; c < pkv; c++) koff[c] = c;
                     snprintf(label, sizeof label, "T%d mesh %dx%d row %d", T, pq, pkv, r);
-                    check_split(T, r, pq, T / pq, pkv, koff, pkv, T / pkv, label);
+                    check_split(T, 0, r, pq, T / pq, pkv, koff, pkv, T / pkv, label);
                 }
     }
     // Ring: contiguous chunks; query chunk i against every key chunk (later ones are empty).
@@ -256,15 +258,48 @@ int main(void) {
             long koff[4];
             for (int j = 0; j < P; j++) koff[j] = (long)j * n;
             snprintf(label, sizeof label, "ring P%d chunk %d", P, i);
-            check_split(T, (long)i * n, 1, n, P, koff, 1, n, label);
+            check_split(T, 0, (long)i * n, 1, n, P, koff, 1, n, label);
         }
     }
     // Single device with every query (checks dk, dv too), T not a multiple of the tile.
     const long zero = 0;
-    check_split(131, 0, 1, 131, 1, &zero, 1, 131, "single T131");
+    check_split(131, 0, 0, 1, 131, 1, &zero, 1, 131, "single T131");
     // Single device with a split of the keys into strided sets (dk, dv checked per part).
     const long koffs[3] = {0, 1, 2};
-    check_split(99, 0, 1, 99, 3, koffs, 3, 33, "all queries, keys mod 3");
+    check_split(99, 0, 0, 1, 99, 3, koffs, 3, 33, "all queries, keys mod 3");
+    // Sliding windows (a query at t sees t - W + 1 .. t): narrower than a tile, across tile edges,
+    // one token, and wider than the sequence (= causal); on meshes, Ring chunks (whole chunks
+    // outside the window: empty partials) and strided key sets.
+    const long windows[] = {1, 5, 70, 200};
+    for (int w = 0; w < 4; w++) {
+        snprintf(label, sizeof label, "single T131 window %ld", windows[w]);
+        check_split(131, windows[w], 0, 1, 131, 1, &zero, 1, 131, label);
+        snprintf(label, sizeof label, "keys mod 3 window %ld", windows[w]);
+        check_split(99, windows[w], 0, 1, 99, 3, koffs, 3, 33, label);
+        for (int r = 0; r < 3; r++) {
+            const long kmesh[2] = {0, 1};
+            snprintf(label, sizeof label, "T156 mesh 3x2 row %d window %ld", r, windows[w]);
+            check_split(156, windows[w], r, 3, 52, 2, kmesh, 2, 78, label);
+        }
+        for (int i = 0; i < 4; i++) {
+            const long kring[4] = {0, 30, 60, 90};
+            snprintf(label, sizeof label, "ring P4 chunk %d window %ld", i, windows[w]);
+            check_split(120, windows[w], (long)i * 30, 1, 30, 4, kring, 1, 30, label);
+        }
+    }
+    // The FLOPs the MFU counts (model/gpt.h): llm.c's 6 N + 6 L C T for causal layers; a banded
+    // layer's pairs per query W - W^2 / (2T): L = 2, C = 8, T = 16, window 4 in layer 0 only:
+    // 12 C (3.5 + 8) = 1104 beside the dense 6 L C T = 1536.
+    GPTConfig fc = {.max_T = 16, .V = 10, .Vp = 128, .L = 2, .NH = 2, .C = 8};
+    const double dense = gpt_flops_per_token(&fc, 100, 16);
+    fc.window = 4, fc.window_every = 2;
+    const double banded = gpt_flops_per_token(&fc, 100, 16);
+    checks++;
+    if (dense != 600 + 1536 || banded != 600 + 1104) {
+        printf("FAIL flops per token: dense %g (expected 2136), banded %g (expected 1704)\n", dense,
+               banded);
+        failures++;
+    }
     printf("%d checks, %d failed; worst rel err: outputs %.2e, gradients %.2e (tol %.0e)\n",
            checks, failures, worst_out, worst_grad, TOL);
     printf("%s\n", failures ? "FAILED" : "passed");

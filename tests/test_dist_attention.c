@@ -14,6 +14,7 @@
 //   test_dist_attention --dp D --pq Q --pkv K
 //                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
+//                       [--window W]   (sliding-window attention in both layers and the reference)
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
 #include <float.h>
@@ -52,6 +53,7 @@ static const uint32_t INPUT_MAGIC = 20250315;
 
 typedef struct {
     int dp, pq, pkv, B, Tl, T, NH, HS;   // T: sequence length, 0 for Tl * P
+    int window;                          // 0: causal; W: sliding window
     const char* algo;
     int fail_rank;
     const char* fail_file;
@@ -88,6 +90,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--T")) a.T = parse_int(f, v);
         else if (!strcmp(f, "--NH")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--HS")) a.HS = parse_int(f, v);
+        else if (!strcmp(f, "--window")) a.window = parse_int(f, v);
         else if (!strcmp(f, "--fail-rank")) a.fail_rank = parse_int(f, v);
         else fail_msg("unknown or incomplete argument '%s'", f);
         k++;
@@ -135,7 +138,7 @@ typedef struct {
     real* dqkv;                 // (B, T, 3C)
 } Reference;
 
-static Reference make_reference(int dp_index, int B, int T, int NH, int HS) {
+static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long window) {
     Reference r;
     r.B = B, r.T = T, r.NH = NH, r.HS = HS, r.C = NH * HS;
     const int C = r.C;
@@ -156,8 +159,9 @@ static Reference make_reference(int dp_index, int B, int T, int NH, int HS) {
     real_acc* d = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "reference d");
     real_acc* g = (real_acc*)dist_alloc(sizeof(real_acc) * n3, "reference dqkv (accumulator)");
     real* dqkv = (real*)dist_alloc(sizeof(real) * n3, "reference dqkv");
-    const AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1),
-                                                 token_positions(0, 1));
+    AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1),
+                                           token_positions(0, 1));
+    p.window = window;
     dist_attention_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse);
     dist_acc_to_real(out, C, o, C, (long)B * T, C);
     dist_attention_row_dot(&p, out, C, dout, C, d);
@@ -404,10 +408,10 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
         out[l] = (real*)dist_alloc(sizeof(real) * n1, "local out");
         lse[l] = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "local lse");
         dqkv[l] = (real*)on_backend(host_dqkv, sizeof(real) * n3, "local dqkv");
-        layer->forward(layer, l, B, Tl, NH, HS, qkv, out[l], lse[l]);
+        layer->forward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l]);
     }
     for (int l = NUM_LAYERS - 1; l >= 0; l--) {
-        layer->backward(layer, l, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
+        layer->backward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
     }
     double err[NERR] = {0}, err_vs[NERR] = {0};
     for (int l = 0; l < NUM_LAYERS; l++) {
@@ -506,7 +510,7 @@ int main(int argc, char** argv) {
     }
     if (rank == a.fail_rank) read_input_file(a.fail_file ? a.fail_file : "");
 
-    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS);
+    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS, a.window);
     int failed = 0, ran = 0;
     // 2d-overlap is compared with 2d, which runs first (also when only 2d-overlap is asked for).
     Results results_2d;

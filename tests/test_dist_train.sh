@@ -4,6 +4,12 @@
 #                                      world whose size does not divide the parameter count):
 #                                      the JSONL loss of every step, the validation losses and
 #                                      the final sample equal the single-process run's
+#   tests/test_dist_train.sh banded    sliding-window attention (--attention-window 2 in layer 0,
+#                                      layer 1 dense) on one process, 2x2, 2d-overlap, dp 2, Ring,
+#                                      Striped and Zigzag: losses, validation losses and sample equal the
+#                                      single-process run's; the window changes the model (a dense
+#                                      run's losses differ); its checkpoint resumed without the
+#                                      window is refused naming both
 #   tests/test_dist_train.sh resume    a checkpoint of dp 2 x (2x2) with ZeRO-1 continued on one
 #                                      process, and one of one process continued on dp 2 x (2x2),
 #                                      give the straight run's losses
@@ -287,6 +293,44 @@ curves)
   for n in m1x2 m2x2-zero dp2-1x2 dp2-2x2-zero m2x4 ring-1x4 striped-4x1 zigzag-2x2 dp3-1x2-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
+  ;;
+banded)
+  make_shards
+  common+=(--total-batch-tokens 384 --val-data "$work/val_*.bin" --eval-every 10 --eval-batches 6)
+  # The final sample too, where the trainers agree within fp32 rounding (bf16 trajectories wander
+  # within TOL, and a sampled token may flip).
+  awk -v t="$TOL" 'BEGIN { exit !(t <= 1e-4) }' && common+=(--sample-length 8)
+  banded=(--attention-window 2 --window-every 2)
+  train ref 1 "${banded[@]}" --checkpoint-every 10 || exit 1
+  grep -q 'attention window 2 in layers l % 2 = 0,' "$work/ref.out" ||
+    fail "banded: the configuration does not name the window"
+  train b-1 1 "${banded[@]}"
+  train b-2x2 4 "${banded[@]}" --pq 2 --pkv 2
+  train b-2x2-overlap 4 "${banded[@]}" --pq 2 --pkv 2 --attention 2d-overlap
+  train b-dp2-1x2 4 "${banded[@]}" --dp 2 --pkv 2 --zero 1
+  train b-ring-1x4 4 "${banded[@]}" --pkv 4 --attention ring
+  train b-striped-4x1 4 "${banded[@]}" --pq 4 --attention striped
+  train b-zigzag-2x2 4 "${banded[@]}" --pq 2 --pkv 2 --attention zigzag
+  for n in b-1 b-2x2 b-2x2-overlap b-dp2-1x2 b-ring-1x4 b-striped-4x1 b-zigzag-2x2; do
+    [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
+  done
+  # The same run without the window is another model: its losses must differ from step 2 on
+  # (both runs on the reference trainer).
+  single_is_ref=1
+  train dense 1 || exit 1
+  single_is_ref=0
+  "$PY" - "$work/dense/log.jsonl" "$work/ref/log.jsonl" <<'PYEOF2' || fail "banded: the window did not change the losses"
+import json, sys
+loss = lambda p: [r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "step"]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+d = [abs(x - y) / abs(y) for x, y in zip(a[1:], b[1:])]
+print("dense vs banded: relative loss differences from step 2 on: smallest %.1e, largest %.1e"
+      % (min(d), max(d)))
+sys.exit(0 if min(d) > 1e-5 and max(d) > 1e-3 else 1)   # (the meshes agree within 1e-6)
+PYEOF2
+  bash tests/expect_job_failure.sh 'attention window 2 \(every 2 layers\) differs from this run.s 0 \(every 0\)' \
+    timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/ref" \
+    --resume || fail "banded: a checkpoint resumed without its window was not refused"
   ;;
 resume)
   make_shards

@@ -121,6 +121,17 @@ t_errors() {
   head -c 5000 "$model" > "$W/short.bin"
   fails truncated "^error: --model: $W/short.bin: .*expected" --model "$W/short.bin" --out "$W/x"
   fails bad-dtype "^error: --dtype: expected auto, fp32 or bf16, found 'fp16'$" --model "$model" --out "$W/x" --dtype fp16
+  # header[8..9]: a sliding-window model has no GPT-2 form; a window past the context is corrupt.
+  window_copy() { "$PY" -c 'import struct, sys; b = bytearray(open(sys.argv[1], "rb").read()); b[32:40] = struct.pack("<ii", int(sys.argv[3]), int(sys.argv[4])); open(sys.argv[2], "wb").write(b)' "$model" "$@"; }
+  window_copy "$W/banded.bin" 4 1
+  fails banded "^error: --model $W/banded.bin: sliding-window attention \(window 4 in layers l % 1 = 0\) has no GPT-2 equivalent" \
+    --model "$W/banded.bin" --out "$W/x"
+  window_copy "$W/badwindow.bin" 99999 1
+  fails bad-window "^error: --model: $W/badwindow.bin: header\[8\] \(attention window\): expected 0 \(none\) to max_seq_len, found 99999$" \
+    --model "$W/badwindow.bin" --out "$W/x"
+  window_copy "$W/badevery.bin" 0 2
+  fails bad-every "^error: --model: $W/badevery.bin: header\[9\] \(window every\): expected 0 without a window, found 2$" \
+    --model "$W/badevery.bin" --out "$W/x"
   fails vocab-size "^error: --vocab-dir $VOCAB: expected a vocabulary of the model's 500 tokens, found 50257" \
     --model "$model" --out "$W/x" --vocab-dir "$VOCAB"
   fails vocab-missing "^error: --vocab-dir $W/novocab: " --model "$model" --out "$W/x" --vocab-dir "$W/novocab"

@@ -113,7 +113,7 @@ static void sampler_limits(void) {
 
 static int write_model(int argc, char** argv) {
     const char* path = NULL;
-    GPTConfig cfg = {64, 512, 0, 2, 4, 64};
+    GPTConfig cfg = {64, 512, 0, 2, 4, 64, 0, 0};
     int seed = 1, version = MODEL_VERSION_FP32;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -140,14 +140,14 @@ static int write_model(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc > 1) return write_model(argc, argv);
-    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32};   // head size 16 (CUDA tiles)
+    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32, 0, 0};   // head size 16 (CUDA tiles)
     const int len3[3] = {1, 6, 17};
     const SamplingConfig greedy = {0, 0, 1}, sampled = {0.9, 40, 0.95};
     compare(&cfg, 3, len3, 12, &greedy, "greedy, prompts of 1, 6, 17 tokens");
     compare(&cfg, 3, len3, 12, &sampled, "temperature 0.9 top-k 40 top-p 0.95");
     const int len1[1] = {40};
     compare(&cfg, 1, len1, 7, &greedy, "greedy up to the context (48)");
-    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64};
+    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64, 0, 0};
     const int len2[2] = {9, 2};
     compare(&deep, 2, len2, 10, &greedy, "3 layers, 2 heads of 32");
     sampler_limits();

@@ -58,14 +58,15 @@ equal_to_single() {
   done
 }
 
-# trained_model PATH: a 2-layer model (C 32, 2 heads of 16, V 512, context 64) trained for 150 steps
-# on the counting stream, so that greedy decoding continues it instead of repeating one token.
+# trained_model PATH [ARGS...]: a 2-layer model (C 32, 2 heads of 16, V 512, context 64) trained for
+# 150 steps on the counting stream, so that greedy decoding continues it instead of repeating one
+# token; ARGS go to the trainer (a sliding window).
 trained_model() {
   "$PY" tools/stream_shards.py "$W/data" >/dev/null || { bad "stream shards"; finish; }
   if ! $BUILD/train_gpt --preset tiny --layers 2 --channels 32 --heads 2 --context 64 --vocab 512 \
       --batch 4 --seq-len 64 --steps 150 --lr 1e-2 --warmup 0 --eval-every 0 --sample-every 0 --quiet \
       --peak-gflops 1 --train-data "$W/data/t_train_*.bin" --val-data "$W/data/t_val_*.bin" \
-      --tokenizer "" --out-dir "$W/train" >"$W/train.out" 2>&1; then
+      --tokenizer "" --out-dir "$W/train" "${@:2}" >"$W/train.out" 2>&1; then
     bad "training the fixture model: $(tail -n 2 "$W/train.out")"; finish
   fi
   cp "$W/train/model_00000150.bin" "$1"
@@ -125,6 +126,43 @@ case "$test_name" in
           && cmp -s "$W/out" "$W/single"; then ok "mesh $2x$3 ${*:4} == single process (bytes == formula)"
       else bad "mesh $2x$3 ${*:4}: $(tail -n 1 "$W/err")"; fi
       logits "mesh $2x$3 ${*:4} vs single process" "$W/mesh.logits" "$W/single.logits" 1e-5
+    done ;;
+  banded)
+    # A sliding-window model (window 6 in both layers; prompts up to 30 tokens): the KV cache's
+    # decoding == recomputation without a cache (tokens; logits within 1e-5), == the single
+    # process on meshes with the cyclic layouts (2d, 2d-overlap, striped; Tree and Ring decoding);
+    # the window matters (the same weights without it give other logits); Ring's and Zigzag's
+    # prefill layouts are refused in one line.
+    trained_model "$M" --attention-window 6
+    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/cache.logits" \
+      || bad "single: $(tail -n 1 "$W/err")"
+    grep -q 'attention window 6 in layers l % 1 = 0' "$W/err" && ok "generate names the window" \
+      || bad "generate does not name the window: $(head -n 1 "$W/err")"
+    cp "$W/out" "$W/cache"
+    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --recompute --logits-out "$W/full.logits"; then
+      cmp -s "$W/out" "$W/cache" && ok "banded: KV cache tokens == recomputation without a cache" \
+        || { bad "banded: tokens differ from recomputation"; diff "$W/out" "$W/cache" | head -5; }
+      logits "banded: cache vs recomputation" "$W/cache.logits" "$W/full.logits" 1e-5
+    else bad "banded --recompute: $(tail -n 1 "$W/err")"; fi
+    equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12
+    for extra in "--prefill 2d-overlap" "--prefill striped --decode ring"; do
+      if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 $extra && cmp -s "$W/out" "$W/cache"; then
+        ok "banded: mesh 2x2 $extra == single process"
+      else bad "banded: mesh 2x2 $extra differs from single process: $(tail -n 1 "$W/err")"; fi
+    done
+    # header[8] (the window) set to 0: the same weights as a dense model decode other logits.
+    "$PY" -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[32:40] = bytes(8); open(sys.argv[2], "wb").write(b)' "$M" "$W/dense.bin"
+    gen 1 1 1 --model "$W/dense.bin" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/dense.logits" \
+      || bad "dense copy: $(tail -n 1 "$W/err")"
+    if "$PY" tests/generate_logits_check.py "dense vs banded" 512 "$W/dense.logits" "$W/cache.logits" 1e-3 >/dev/null; then
+      bad "banded: the window does not change the logits"
+    else ok "banded: without its window the model gives other logits"; fi
+    for layout in ring zigzag; do
+      if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 4 --prefill $layout; then
+        bad "banded: --prefill $layout was not refused"
+      elif grep -q "prefill $layout: the model .* has sliding-window attention (window 6), whose decoding needs the cyclic layout" "$W/err"; then
+        ok "banded: --prefill $layout refused in one line"
+      else bad "banded: --prefill $layout: $(tail -n 1 "$W/err")"; fi
     done ;;
   batched|cuda-batched)
     # All sequences of a step in one forward (the default) against one forward per sequence
@@ -233,7 +271,8 @@ case "$test_name" in
     # order of their sums (GEMM tiles, attention tiles, reductions); the longest sum here has 4C = 128
     # terms, so even the worst-case bound of one dot product, 128 x 6e-8 = 8e-6 of its terms'
     # magnitude, is under it, and typical errors grow as the square root (about 1e-6).
-    trained_model "$M"
+    # shellcheck disable=SC2086  # (MODEL_ARGS: trainer options of the fixture model, e.g. a window)
+    trained_model "$M" ${MODEL_ARGS:-}
     gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/cpu.logits" \
       || bad "CPU: $(tail -n 1 "$W/err")"
     cp "$W/out" "$W/cpu.ids"
@@ -252,7 +291,8 @@ case "$test_name" in
     # operands (the final activations and the embedding, 2 roundoffs), whose activations carry one
     # roundoff for each bf16 tensor added into the residual stream (the embedding, each of the 2
     # layers' attention and MLP outputs: 5), and the final layernorm's output stored in bf16 (1).
-    trained_model "$M"
+    # shellcheck disable=SC2086  # (MODEL_ARGS: trainer options of the fixture model, e.g. a window)
+    trained_model "$M" ${MODEL_ARGS:-}
     B16=0.015625
     GEN=$CUDA_FP32
     gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/fp32.logits" \

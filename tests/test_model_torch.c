@@ -27,11 +27,14 @@ typedef struct {
     int B, T;
 } Shape;
 
-// A tiny model with the real GPT-2 vocabulary, and one whose T and C are not multiples of any
-// tile size (and whose head size is odd).
+// A tiny model with the real GPT-2 vocabulary, one whose T and C are not multiples of any tile
+// size (and whose head size is odd), and that one with sliding-window attention of 7 positions in
+// layers 0 and 2 (GPT-3's alternating banded and dense layers).
 static const Shape shapes[] = {
     {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32},
     {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37},
+    {"banded", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45, .window = 7,
+                .window_every = 2}, 3, 37},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -53,14 +56,14 @@ int main(int argc, char** argv) {
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged] [--out-dir DIR] [--steps N]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded] [--out-dir DIR] [--steps N]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
     const Shape* sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (strcmp(shapes[i].name, shape_name) == 0) sh = &shapes[i];
-    if (!sh) fail_msg("--shape: expected gpt2vocab or ragged, found '%s'", shape_name);
+    if (!sh) fail_msg("--shape: expected gpt2vocab, ragged or banded, found '%s'", shape_name);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: cannot create: %s", dir, strerror(errno));
 
     const GPTConfig cfg = sh->cfg;

@@ -955,6 +955,42 @@ t_lr_schedules() {
   done
 }
 
+# --attention-window: the configuration names it, the model file carries it (header[8..9]) and
+# --init-from brings it along unless the options say otherwise; bad values refused in one line.
+t_window() {
+  make_data
+  train banded "${TINY[@]}" --layers 2 --steps 4 --attention-window 3 --window-every 2 \
+    --eval-every 0 --out-dir "$W/banded"
+  expect_rc banded 0
+  check "the configuration names the window" has banded.out "attention window 3 in layers l % 2 = 0,"
+  check "the model file's header[8..9] hold 3 and 2" "$PY" -c 'import struct, sys
+sys.exit(struct.unpack_from("<ii", open(sys.argv[1], "rb").read(), 32) != (3, 2))' "$W/banded/model_00000004.bin"
+  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
+                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
+  train from "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
+    --eval-every 0 --out-dir "$W/from"
+  expect_rc from 0
+  check "--init-from keeps the model's window" has from.out "attention window 3 in layers l % 2 = 0,"
+  train from-all "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
+    --window-every 1 --eval-every 0 --out-dir "$W/from-all"
+  check "--window-every overrides the model's pattern" has from-all.out "attention window 3 in every layer,"
+  train from-dense "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
+    --attention-window 0 --eval-every 0 --out-dir "$W/from-dense"
+  expect_rc from-dense 0
+  check "--attention-window 0 trains it dense" eval "! grep -q 'attention window' '$W/from-dense.out'"
+  local c
+  for c in "--window-every 2|^error: --window-every 2: expected --attention-window W >= 1 with it, found no window" \
+           "--attention-window 33|^error: --attention-window/--window-every: attention window: expected 0 \(none\) to the context 32, found 33" \
+           "--attention-window 4 --window-every 3|^error: --attention-window/--window-every: window every: expected 1 to the layer count, found 3" \
+           "--attention-window -1|^error: --attention-window"; do
+    local args=${c%%|^*} want=${c#*|}
+    # shellcheck disable=SC2086
+    train refuse "${TINY[@]}" --layers 2 $args --out-dir "$W/refuse"
+    check "$args: refused ($(head -n 1 "$W/refuse.err"))" eval \
+      "[ \$(rc_of refuse) != 0 ] && head -n 1 '$W/refuse.err' | grep -qE -- '$want'"
+  done
+}
+
 # ---- main ----
 
 if [ ! -x "$TRAIN" ] || [ ! -x "$CKPT" ]; then
@@ -979,6 +1015,7 @@ case $test_name in
   eval-only) t_eval_only ;;
   lr-schedules) t_lr_schedules ;;
   resume-wsd) t_resume --lr-schedule wsd --decay-frac 0.5 ;;
+  window) t_window ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
   *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|spike|disk-full"

@@ -67,9 +67,10 @@ def param_sizes(maxT, V, L, NH, C, Vp):
 
 # ----------------------------------------------------------------------------- model
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, window=0):
         super().__init__()
         self.NH = NH
+        self.window = window  # 0: causal; W: a query at t sees only keys t-W+1 .. t
         self.qkv = nn.Linear(C, 3 * C)
         self.proj = nn.Linear(C, C)
 
@@ -79,7 +80,12 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         # heads are contiguous slices of hs channels: (B, T, NH, hs) -> (B, NH, T, hs)
         q, k, v = (t.view(B, T, self.NH, hs).transpose(1, 2) for t in (q, k, v))
-        if hasattr(F, "scaled_dot_product_attention"):
+        if self.window:  # sliding window: the band 0 <= t - s < W of the causal mask
+            t = torch.arange(T)
+            band = (t[:, None] - t[None, :] >= 0) & (t[:, None] - t[None, :] < self.window)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            y = F.softmax(att.masked_fill(~band, float("-inf")), dim=-1) @ v
+        elif hasattr(F, "scaled_dot_product_attention"):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # torch < 2.0: explicit causal attention
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
@@ -100,10 +106,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, window=0):
         super().__init__()
         self.ln1 = nn.LayerNorm(C, eps=1e-5)
-        self.attn = CausalSelfAttention(C, NH)
+        self.attn = CausalSelfAttention(C, NH, window)
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.mlp = MLP(C)
 
@@ -113,12 +119,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, maxT, V, L, NH, C, Vp):
+    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0):
         super().__init__()
         self.V = V
         self.wte = nn.Embedding(Vp, C)
         self.wpe = nn.Embedding(maxT, C)
-        self.blocks = nn.ModuleList([Block(C, NH) for _ in range(L)])
+        # banded layers: l % window_every == 0 (header[8] window, header[9] window_every)
+        self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0)
+                                     for l in range(L)])
         self.lnf = nn.LayerNorm(C, eps=1e-5)
 
     def forward(self, idx, targets):
@@ -159,12 +167,15 @@ def load_model(path):
         die(f"model file {path}: header[7] (Vp) = {Vp} is smaller than V = {V}")
     if C % NH:
         die(f"model file {path}: C = {C} is not divisible by NH = {NH}")
+    window, window_every = int(h[8]), int(h[9])
+    if not (0 <= window <= maxT) or (window_every != 0 if window == 0 else not 1 <= window_every <= L):
+        die(f"model file {path}: header[8..9] (window, window_every) = {window}, {window_every} out of range")
     sizes = param_sizes(maxT, V, L, NH, C, Vp)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
-    model = GPT(maxT, V, L, NH, C, Vp)
+    model = GPT(maxT, V, L, NH, C, Vp, window, window_every)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:

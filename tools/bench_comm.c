@@ -102,8 +102,8 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     for (long e = 0; e < (long)B * Tl * C; e++) dout[e] = (real)((e * 104729 % 201) - 100) / 100;
 
     comm_reset_counts(comm);
-    layer->forward(layer, 0, B, Tl, NH, HS, qkv, out, lse);
-    layer->backward(layer, 0, B, Tl, NH, HS, qkv, out, lse, dout, dqkv);
+    layer->forward(layer, 0, 0, B, Tl, NH, HS, qkv, out, lse);
+    layer->backward(layer, 0, 0, B, Tl, NH, HS, qkv, out, lse, dout, dqkv);
     const CommCount fwd = comm_count_total(comm, 0, COMM_FORWARD);
     const CommCount bwd = comm_count_total(comm, 0, COMM_BACKWARD);
     CommVolume vf, vb;

@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     int version;
     if (model_file_read_header(path, &cfg, &version, err, sizeof err) != 0) fail_msg("--model: %s", err);
+    // GPT2LMHeadModel attends every earlier position: a banded model would load and run wrong.
+    if (cfg.window)
+        fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
+                 "GPT-2 equivalent in Hugging Face transformers; expected a model without "
+                 "--attention-window", path, cfg.window, cfg.window_every);
     const SafetensorsDtype dtype =
         !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
             ? SAFETENSORS_BF16 : SAFETENSORS_F32;

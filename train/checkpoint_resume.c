@@ -114,6 +114,13 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  t->cfg.max_T);
         return -2;
     }
+    if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
+        snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
+                 "run's %d (every %d) (resume with the same --attention-window and "
+                 "--window-every)", path, c->window, c->window_every, t->cfg.window,
+                 t->cfg.window_every);
+        return -2;
+    }
     // The same windows: a sequence of another length would cut the data into other samples than
     // the loader's saved position counts. (The sequences per step may change: B, accumulation and
     // dp are re-split, and loader_set_state refuses a position the new dp cannot continue.)

@@ -28,6 +28,8 @@ static const OptSpec specs[] = {
     {"layers", OPT_INT, F(layers), 0, 1024, NULL, "override the preset's layers (0 = preset)"},
     {"channels", OPT_INT, F(channels), 0, 1 << 16, NULL, "override the preset's channels"},
     {"heads", OPT_INT, F(heads), 0, 4096, NULL, "override the preset's heads"},
+    {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
+    {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
     {"context", OPT_INT, F(context), 0, 1 << 22, NULL, "context length (position embedding rows; 0 = preset)"},
     {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
     {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 directory (config.json, model.safetensors), instead of a seeded init"},
@@ -141,6 +143,7 @@ static void set_defaults(TrainOptions* o) {
     o->pkv = 1;
     o->attention = "2d";
     o->recompute = "none";
+    o->window_every = 1;
     o->mesh = "manual";
     o->cluster = "";
     o->grad_bucket_mb = 25;
@@ -314,6 +317,9 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, pkv)) o->given |= OPT_GIVEN_PKV;
         if (s->offset == offsetof(TrainOptions, attention)) o->given |= OPT_GIVEN_ATTENTION;
         if (s->offset == offsetof(TrainOptions, recompute)) o->given |= OPT_GIVEN_RECOMPUTE;
+        // What overrides a model file's attention window.
+        if (s->offset == offsetof(TrainOptions, attention_window)) o->given |= OPT_GIVEN_WINDOW;
+        if (s->offset == offsetof(TrainOptions, window_every)) o->given |= OPT_GIVEN_WINDOW_EVERY;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;

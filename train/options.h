@@ -7,6 +7,9 @@ typedef struct {
     // model
     const char* preset;
     int layers, channels, heads, context, vocab;   // 0: from the preset / data
+    int attention_window;      // sliding window of the banded layers (0: none); given, it
+                               // overrides an --init-from model's
+    int window_every;          // banded layers: l % window_every == 0
     const char* init_from;                         // llm.c model file, or NULL: from seed
     long seed;
     // data
@@ -70,7 +73,8 @@ typedef struct {
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
 // (an explicit value always wins), and the schedule options a schedule may not use.
 enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8,
-       OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64 };
+       OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64,
+       OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

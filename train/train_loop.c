@@ -31,7 +31,7 @@ void eval_only(Trainer* t) {
 }
 
 void train_loop(Trainer* t) {
-    const double flops_per_token = 6.0 * t->model.num_params + 6.0 * t->cfg.L * t->cfg.C * t->T;
+    const double flops_per_token = gpt_flops_per_token(&t->cfg, t->model.num_params, t->T);
     const int start = t->step;
     double elapsed = 0;
     int stop = 0;

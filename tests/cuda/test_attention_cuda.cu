@@ -11,7 +11,9 @@
 // its queries (parts == 1), the single-call forms (floatX output and gradients, written rather than
 // accumulated, into poisoned buffers) are checked too. The backward is run twice on the first
 // part and must give the same bits (no atomics whose order varies). The merge of the partials over split key
-// sets must give the attention over all keys.
+// sets must give the attention over all keys. Sliding-window scenarios (AttentionProblem.window,
+// in every call of the scenario, the CPU twin's too) run the same checks on the sm_80-class
+// kernels, which every windowed call must take, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL say.
 //
 // Both sides see the same floatX-rounded inputs; errors are max|gpu - cpu| / max|cpu| per tensor
 // (for dq, dk, dv: relative to the size of the accumulated gradient, max|cpu - initial value|).
@@ -181,14 +183,17 @@ struct Scenario {
     float qamp;     // queries in [-qamp, qamp): 1 gives scores of std 0.3, 5 a peaked softmax whose
                     // running max moves from tile to tile (the online rescaling matters)
     bool decode = false;   // AttentionProblem.decode: the forward may split the keys (split-KV)
+    long window = 0;       // AttentionProblem.window: 0 causal, W a sliding window of W positions
 };
 
 // Forward calls, those that ran the Hopper kernel, and those whose kernel is not the expected one:
 // with ATTENTION_FWD_KERNEL=sm90 or auto (the host runtime is a compute capability 9.0 device) every call
 // of HS 64, 80 or 128 on 16-byte aligned inputs that is not a decoding step, else none. The same for
 // the backward under ATTENTION_BWD_KERNEL: every call of HS 64, 80 or 128 on 16-byte aligned inputs,
-// lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows.
+// lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows. Neither
+// Hopper kernel takes a sliding window: windowed calls (counted apart) run sm80 in every setting.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
+static int win_fwd_calls = 0, win_bwd_calls = 0, win_not_sm80 = 0;
 // Under ATTENTION_BWD_HOPPER=q128 the Hopper calls of HS 64 with Tq a multiple of 128 take 128-query
 // tiles ("sm90-q128"), and no others.
 static int bwd_calls = 0, bwd_sm90 = 0, bwd_q128 = 0, bwd_unexpected = 0;
@@ -211,9 +216,14 @@ static bool hopper_q128_selected(void) {
 static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                                  const floatX* v) {
     const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
-    const bool want =
-        hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) && aligned && !p->decode;
-    const bool sm90 = !strcmp(attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk), "sm90");
+    const bool want = hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
+                      aligned && !p->decode && !p->window;
+    const char* kernel = attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk);
+    const bool sm90 = !strcmp(kernel, "sm90");
+    if (p->window) {
+        win_fwd_calls++;
+        win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+    }
     fwd_calls++;
     fwd_sm90 += sm90;
     fwd_unexpected += sm90 != want;
@@ -226,9 +236,13 @@ static void count_backward_kernel(const AttentionProblem* p, const floatX* q, in
                          ldk % 8 == 0 && ld % 8 == 0;
     const bool stats = ((uintptr_t)lse | (uintptr_t)d) % 16 == 0 && p->Tq % 64 == 0;
     const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
-    const bool want =
-        hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) && aligned && stats && dq_ok;
+    const bool want = hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
+                      aligned && stats && dq_ok && !p->window;
     const char* kernel = attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld);
+    if (p->window) {
+        win_bwd_calls++;
+        win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+    }
     const bool sm90 = !strcmp(kernel, "sm90") || !strcmp(kernel, "sm90-q128"), q128 = !strcmp(kernel, "sm90-q128");
     const bool want_q128 = want && hopper_q128_selected() && p->HS == 64 && p->Tq % 128 == 0;
     bwd_calls++;
@@ -246,7 +260,7 @@ static void run_scenario(const Scenario& s) {
     const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
 
     // The queries' final output and statistics: attention over every key of the sequence.
-    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.decode};
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, s.decode};
     Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
     attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
     Vec o_fin_x(o_fin);
@@ -256,7 +270,7 @@ static void run_scenario(const Scenario& s) {
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
     double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
-    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.decode};
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, s.decode};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
         floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
@@ -297,7 +311,7 @@ static void run_scenario(const Scenario& s) {
     double e_fm = 0;
 
     for (int part = 0; part < s.parts; part++) {
-        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.decode};
+        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, s.decode};
         const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
         const Vec vl = take_rows(v, B, T, C, s.koff[part], s.kstride, nk);
         const floatX *k_d, *v_d;
@@ -466,9 +480,15 @@ static Scenario decode(const char* label, int B, int NH, int HS, int T, int nq) 
     return s;
 }
 
+// s under a sliding window of W positions.
+static Scenario windowed(Scenario s, long W) {
+    s.window = W;
+    return s;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "bad-head-size")) {
-        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}, 0};
+        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}, 0, 0};
         attention_partial_forward_cuda(&p, NULL, 24, NULL, 24, NULL, 24, NULL, 24, NULL, 0);
         printf("--die bad-head-size: the program was expected to end with a diagnostic\n");
         return 1;
@@ -503,6 +523,9 @@ int main(int argc, char** argv) {
         run_scenario(single("single T300 HS128", 1, 2, 128, 300, 0, false, 1.0f));
         run_scenario(single("single T259 HS128 ld+3", 1, 1, 128, 259, 3, false, 1.0f));
         run_scenario(single("single T384 HS128 q*5", 1, 2, 128, 384, 0, false, 5.0f));   // 6 x 64 queries
+        // A sliding window wide enough for unmasked key tiles between the band's two masked edges.
+        run_scenario(windowed(single("single T384 HS96 w200", 1, 2, 96, 384, 0, false, 1.0f), 200));
+        run_scenario(windowed(single("single T390 HS80 w260 q*5", 1, 2, 80, 390, 0, false, 5.0f), 260));
         return test_finish("test_attention_cuda --long-heads (" FLOATX_NAME ")");
     }
 
@@ -597,6 +620,73 @@ int main(int argc, char** argv) {
         Scenario s = {label, 1, 2, 64, 320, (long)i * 160, 1, 160, 2, {0, 160, 0, 0}, 1, 160, 0, false, 5.0f};
         run_scenario(s);
     }
+
+    // Sliding windows (AttentionProblem.window): key j visible to query i iff qpos(i) - W < kpos(j) <=
+    // qpos(i). Single device: a band narrower than a 16-key block (5, ragged T, fused QKV), one that
+    // crosses the tile edges (70: several key tiles add into a query tile's dQ, and query tiles are
+    // skipped at both ends of a key tile's), one of two keys (2), one of at least T (causal),
+    // and bands wide enough for unmasked key tiles between the two masked edges (200, 250).
+    run_scenario(windowed(single("single T131 HS64 fused w5", 2, 2, 64, 131, 0, true, 1.0f), 5));
+    run_scenario(windowed(single("single T320 HS64 B2 w70 q*5", 2, 2, 64, 320, 0, false, 5.0f), 70));
+    if (!quick) {
+        run_scenario(windowed(single("single T131 HS80 w200 (causal)", 1, 2, 80, 131, 0, false, 1.0f), 200));
+        run_scenario(windowed(single("single T300 HS128 B2 w200", 2, 1, 128, 300, 0, false, 1.0f), 200));
+        run_scenario(windowed(single("single T448 HS64 w250 q*5", 1, 2, 64, 448, 0, false, 5.0f), 250));
+        run_scenario(windowed(single("single T192 HS80 B2 w33 q*5", 2, 2, 80, 192, 0, false, 5.0f), 33));
+        run_scenario(windowed(single("single T256 HS128 ld+8 w2", 1, 2, 128, 256, 8, false, 1.0f), 2));
+        run_scenario(windowed(single("single T160 HS32 w37 q*5", 1, 4, 32, 160, 0, false, 5.0f), 37));
+        run_scenario(windowed(single("single T130 HS16 B2 NH3 w5", 2, 3, 16, 130, 0, false, 1.0f), 5));
+        run_scenario(windowed(single("single T77 HS48 ld+3 w20", 2, 1, 48, 77, 3, false, 1.0f), 20));
+    }
+    // Mesh positions (strided queries and keys with offsets): 2x2 at T 96 (w9: a few keys per
+    // partial), 3x2 (w4: queries with no key in a partial) and the two-tile 2x2 at T 512, HS 64.
+    for (int r = 0; r < 2; r++) {
+        if (quick && r == 0) continue;
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x2 row %d T96 ld+3 w9", r);
+        Scenario s = {label, 2, 2, 32, 96, r, 2, 48, 2, {0, 1, 0, 0}, 2, 48, 3, false, 5.0f};
+        run_scenario(windowed(s, 9));
+    }
+    for (int r = 0; r < (quick ? 0 : 3); r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 3x2 row %d T96 HS64 w4", r);
+        Scenario s = {label, 1, 2, 64, 96, r, 3, 32, 2, {0, 1, 0, 0}, 2, 48, 0, false, 1.0f};
+        run_scenario(windowed(s, 4));
+    }
+    for (int r = 0; r < (quick ? 0 : 2); r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x2 row %d T512 HS64 w100", r);
+        Scenario s = {label, 1, 2, 64, 512, r, 2, 256, 2, {0, 1, 0, 0}, 2, 256, 0, false, 1.0f};
+        run_scenario(windowed(s, 100));
+    }
+    if (!quick) {   // HS 80 on a rectangular mesh; ring chunks (whole partials outside the band)
+        Scenario m = {"mesh 2x3 row 1 T132 HS80 w25", 1, 2, 80, 132, 1, 2, 66, 3, {0, 1, 2, 0}, 3, 44, 0, false, 2.0f};
+        run_scenario(windowed(m, 25));
+        for (int i = 0; i < 3; i++) {
+            char* label = labels[nl++ % 64];
+            snprintf(label, 48, "ring P3 chunk %d T120 HS16 w50", i);
+            Scenario s = {label, 2, 2, 16, 120, (long)i * 40, 1, 40, 3, {0, 40, 80, 0}, 1, 40, 0, false, 5.0f};
+            run_scenario(windowed(s, 50));
+        }
+    }
+    // Decoding steps under a window: split-KV cuts only the key tiles the band covers.
+    run_scenario(windowed(decode("decode T700 HS64 1 query w100", 1, 2, 64, 700, 1), 100));
+    if (!quick) run_scenario(windowed(decode("decode T1100 HS128 B2 3 queries w300", 2, 2, 128, 1100, 3), 300));
+    if (!getenv("ATTENTION_FWD_SPLITS")) {
+        AttentionProblem d1 = attention_problem(1, 2, 64, 1, 700, token_positions(699, 1), token_positions(0, 1));
+        AttentionProblem d3 = attention_problem(2, 2, 128, 3, 1100, token_positions(1097, 1), token_positions(0, 1));
+        d1.decode = d3.decode = 1;
+        d1.window = 100, d3.window = 300;
+        const int s1 = attention_cuda_forward_splits(&d1), s3 = attention_cuda_forward_splits(&d3);
+#ifdef GPT_CUDA_FP32
+        check(s1 == 1 && s3 == 1, "fp32 build: no split-KV under a window (splits %d, %d)", s1, s3);
+#else
+        check(s1 == 2 && s3 == 6,
+              "split-KV under a window: the key tiles of 64 the band covers, keys 600..699 in 2 splits, "
+              "798..1099 in 6 (got %d, %d)", s1, s3);
+#endif
+    }
+
     printf("worst rel err: o %.2e lse %.2e d %.2e dq %.2e dk %.2e dv %.2e merged o %.2e merged lse %.2e "
            "merge kernel %.2e floatX o %.2e floatX grads %.2e\n",
            worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
@@ -612,6 +702,10 @@ int main(int argc, char** argv) {
           "backward kernel (ATTENTION_BWD_KERNEL=%s): the Hopper kernel ran %d of %d backward calls (%d with "
           "128-query tiles), exactly where expected (%d elsewhere)",
           bwd_kernel ? bwd_kernel : "", bwd_sm90, bwd_calls, bwd_q128, bwd_unexpected);
+    check(win_not_sm80 == 0 && win_fwd_calls > 0 && win_bwd_calls > 0,
+          "sliding window: every windowed call ran the %s kernels, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL "
+          "say (%d forward and %d backward calls, %d others)",
+          FUSED_MERGE ? "sm80" : "fma", win_fwd_calls, win_bwd_calls, win_not_sm80);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");
