@@ -8,6 +8,9 @@
 //   dQ = dS K                warps 2 (queries) x 4 (channels) of 32 queries x HS/4, then added
 //                            into the fp32 accumulator on the key tile's turn
 // 6144 HS + 32 KiB of ldmatrix bytes per step become 3584 HS + 128 KiB (and 32 KiB of P, dS stores).
+// Causal calls only (a.window == 0): the launcher sends sliding-window calls to flash_backward.cuh,
+// whose layout holds the window's bounds without spilling (this one, with them, spilled 20 bytes
+// at HS 128 on sm_90).
 #pragma once
 #include "attention/flash_backward.cuh"
 
@@ -42,10 +45,11 @@ __global__ void __launch_bounds__(256, 1) flash_backward_fa2_kernel(const AttnAr
     float* lse = reinterpret_cast<float*>(smem + 2 * L::KV + 4 * L::QG + 2 * L::PS);
     float* Dv = lse + 2 * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const FaBwdBlock k = fa_bwd_block<HS, BK>(a, NH);
-    const int b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0, qt1 = k.qt1;
+    FaBwdBlock k = fa_bwd_block<HS, BK>(a, NH);
+    k.qt1 = k.nqt;   // causal calls only: every query tile from qt0 on (and the window's bounds unused)
+    const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
     int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
-    if (qt0 >= qt1 && !a.dkx) return;   // no query sees the key tile, and dK, dV are added
+    if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added
     fa_bwd_load_first<HS, BK>(a, k, NH, Ks, Vs, Qs, Gs, lse, Dv);
 
     // S, dP: this warp's 32 queries (qm ..) and 32 keys (kn ..) of the step; a lane's key columns
@@ -72,7 +76,7 @@ ATTN_UNROLL
 ATTN_UNROLL
             for (int e = 0; e < 4; e++) dk[r][n][e] = dv[r][n][e] = 0.0f;
 
-    for (int qt = qt0; qt < qt1; qt++) {
+    for (int qt = qt0; qt < nqt; qt++) {
         const int i0 = qt * BQ;
         const FaBwdStage sg = fa_bwd_step_begin<HS, BK>(a, k, NH, qt, Qs, Gs, lse, Dv, last_kt);
         const floatX *Qt = sg.q, *Gt = sg.dout;
@@ -86,15 +90,12 @@ ATTN_UNROLL
             for (int n = 0; n < 4; n++)
 ATTN_UNROLL
                 for (int e = 0; e < 4; e++) s[r][n][e] = dp[r][n][e] = 0.0f;
-        // Whether a query of the warp sees its first key (and, under a window, its last key sees one
-        // of them), and whether all its queries see all its keys (recomputed per step rather than
-        // kept: registers). qe: one past the last query a key sees (a.Tq without a window).
+        // Whether a query of the warp sees its first key, and whether all its queries see all its
+        // keys (recomputed per step rather than kept: registers).
         const int fq_first = j0 + kn < a.Tk ? first_query(a, j0 + kn) : a.Tq;
-        const int qe_first = j0 + kn < a.Tk ? query_end(a, j0 + kn) : a.Tq;
         const int last_key = min(j0 + kn + 31, a.Tk - 1);
         const int fq_all = last_key >= j0 + kn ? first_query(a, last_key) : a.Tq;
-        const int qe_last = last_key >= j0 + kn ? query_end(a, last_key) : a.Tq;
-        const bool any = i0 + qm + 31 >= fq_first && i0 + qm < qe_last;
+        const bool any = i0 + qm + 31 >= fq_first && i0 + qm < a.Tq;
         if (any) {
 ATTN_UNROLL
             for (int kk = 0; kk < HS / 16; kk++) {
@@ -117,19 +118,16 @@ ATTN_UNROLL
                 }
             }
         }
-        // Every (query, key) pair of the warp visible, every query and key a real one: no mask
-        // (qe_first <= Tq).
-        const bool mask = i0 + qm < fq_all || i0 + qm + 32 > qe_first || j0 + kn + 32 > a.Tk;
+        // Every (query, key) pair of the warp visible, every query and key a real one: no mask.
+        const bool mask = i0 + qm < fq_all || i0 + qm + 32 > a.Tq || j0 + kn + 32 > a.Tk;
 ATTN_UNROLL
         for (int r = 0; r < 2; r++)
 ATTN_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 const int qi = qm + 16 * r + 8 * hi + g, q = i0 + qi;
                 const float l2 = Lt[qi] * LOG2E, dd = Dt[qi];   // lse in log2 units
-                // The row's keys kn + col with lo <= col < vis are visible (and real: vis <= Tk - j0 -
-                // kn); lo: the window's first (<= 0 without one).
+                // The row's keys kn + col with col < vis are visible (and real: vis <= Tk - j0 - kn).
                 const int vis = !any || q >= a.Tq ? 0 : !mask ? 32 : min(visible_keys(a, q), a.Tk) - j0 - kn;
-                const int lo = mask ? first_visible_key(a, q) - j0 - kn : 0;
 ATTN_UNROLL
                 for (int n = 0; n < 4; n++) {
                     float p[2], ds[2];
@@ -137,7 +135,7 @@ ATTN_UNROLL
                     for (int e = 0; e < 2; e++) {
                         p[e] = ex2_approx_ftz(fmaf(s[r][n][2 * hi + e], a.scale_log2, -l2));
                         // A query that sees no key (lse = -inf, P = inf here) is always masked.
-                        if (8 * n + 2 * t + e >= vis || 8 * n + 2 * t + e < lo) p[e] = 0.0f;
+                        if (8 * n + 2 * t + e >= vis) p[e] = 0.0f;
                         ds[e] = p[e] * (dp[r][n][2 * hi + e] - dd);
                     }
                     const int off = fa_chunk_at<TP>(ps_at, 16 * r + 8 * hi, n);
@@ -209,7 +207,7 @@ ATTN_UNROLL
         __syncthreads();   // P, dS and stage st are free again; every dQ add of the block issued
         if (!k.lagged && threadIdx.x == 0) fa_dq_release(k.sem + qt);
     }
-    if (k.lagged && qt0 < qt1 && threadIdx.x == 0) fa_dq_release(k.sem + qt1 - 1);
+    if (k.lagged && qt0 < nqt && threadIdx.x == 0) fa_dq_release(k.sem + nqt - 1);
     cp_async_wait<0>();
 
     // dK, dV of the warp's keys and channels: added once, or written in floatX.

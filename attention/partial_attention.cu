@@ -378,8 +378,9 @@ static int backward_head_group(int heads) {
 static int backward_lagged_release(void) { return env_switch("ATTENTION_BWD_RELEASE", "eager", "lagged"); }
 
 // The backward's warp layout: each warp 16 keys of the tile (the default), or FlashAttention-2's
-// (flash_backward_fa2.cuh, HS 64 and 128; elsewhere the default): ATTENTION_BWD_LAYOUT=keys|fa2, to
-// time both on a GPU. Each gives its own bits (another order of the products), each deterministic.
+// (flash_backward_fa2.cuh, HS 64 and 128, causal calls; elsewhere the default):
+// ATTENTION_BWD_LAYOUT=keys|fa2, to time both on a GPU. Each gives its own bits (another order of
+// the products), each deterministic. (attention_cuda_backward_smem reports the causal calls'.)
 static int backward_layout_fa2(int hs) {
     return env_switch("ATTENTION_BWD_LAYOUT", "keys", "fa2") && (hs == 64 || hs == 128);
 }
@@ -452,7 +453,7 @@ template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStr
         }
     }
     if constexpr (HS == 64 || HS == 128) {
-        if (backward_layout_fa2(HS)) {
+        if (backward_layout_fa2(HS) && !a.window) {   // (causal only: flash_backward_fa2.cuh)
             launch_backward_tiles<HS, 128, BWD_FA2>(a, B, NH, stream);
             return;
         }

@@ -28,8 +28,11 @@ results=$(mktemp -d "$BUILD/tmp/run_suites.XXXXXX") || exit 2
 # every singleton (a program started without mpirun) uses the same path in it and removes it as
 # it ends: a singleton of one suite starting while another suite's ends could lose its directory
 # (MPI_Init_thread failing "on a NULL communicator", seen once in a CI run). Short and under /tmp:
-# the directory holds Unix sockets, whose paths have a length limit.
-tmp_base=$(mktemp -d /tmp/suites.XXXXXX) || exit 2
+# the directory holds Unix sockets, whose paths have a length limit; and under 16 characters with
+# the suite's number (/tmp/sXXXXXX/N): on one build machine (kernel 6.18, host name "vm") a TMPDIR
+# of 16 or more made LeakSanitizer's tracer crash at exit in the 16-rank jobs of make
+# test-sanitize, whatever the program (15 or fewer: never, in a dozen runs).
+tmp_base=$(mktemp -d /tmp/sXXXXXX) || exit 2
 trap 'rm -rf "$results" "$tmp_base"' EXIT
 trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 
