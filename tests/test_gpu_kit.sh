@@ -305,7 +305,7 @@ t_hopper_check() {
   need_bundle
   local o=$W/hopper
   OMP_NUM_THREADS=2 PYTHON=/usr/bin/python3 timeout 900 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$o" \
-    --steps ptx,tests,bench --hs 64 --T 128 --tokens 256 --variants current,sm80,sm90-next --forms sm90,sm90-persistent \
+    --steps ptx,tests,bench,window --hs 64 --T 128 --tokens 256 --variants current,sm80,sm90-next --forms sm90,sm90-persistent \
     --test-limit 300 --deadline 800 > "$W/hopper.out" 2>&1
   local rc=$?
   check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
@@ -314,6 +314,10 @@ t_hopper_check() {
     eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-ds2|bwd-q128)): exit 0" "$o/summary.txt")" = 12 ]'
   check "the benchmark's table: current, sm80 and sm90-next at HS 64, T 128" \
     eval '[ "$(grep -cE "^(current|sm80|sm90-next) +64 +128 " "$o/attention_table.txt")" = 3 ]'
+  check "the sliding-window table: current at HS 64, T 128, window 1024 named" \
+    eval '[ "$(grep -cE "^current +64 +128 " "$o/attention_table_window.txt")" = 1 ] &&
+      grep -q "attention-bench-window: exit 0" "$o/summary.txt" &&
+      tar xzf "$o/logs.tgz" -O ./attention-bench-window.log | grep -q "sliding window 1024"'
   check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \
     eval '[ "$(grep -cE "^(sm90|sm90-persistent) +64 +128 " "$o/attention_table_forms.txt")" = 2 ] &&
       grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'

@@ -282,13 +282,14 @@ typedef struct {
     int hs[MAX_LIST], nhs;
     int T[MAX_LIST], nT;
     int tokens, heads, reps, warmup, check;
+    int window;   // 0: causal; W: sliding-window attention (AttentionProblem.window)
     const char* csv;
     const char* jsonl;
 } Options;
 
 static const char* const USAGE =
     "usage: attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]\n"
-    "                       [--warmup W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]\n"
+    "                       [--warmup W] [--window W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]\n"
     "Times causal attention variants (forward; backward with its row-dot) at every (HS, T), B = N / T.\n"
     "  --variants LIST  comma-separated names (default: every listed variant; --list shows them)\n"
     "  --hs LIST        head sizes, each a multiple of 16 in [16, 128] but 112 (default 64,80,128)\n"
@@ -297,6 +298,8 @@ static const char* const USAGE =
     "  --heads N        heads per sequence (default 2048/HS rounded; 32 at HS 80, gpt3-2.7b)\n"
     "  --reps R         timed calls, median and min reported (default 20)\n"
     "  --warmup W       untimed calls first (default 3)\n"
+    "  --window W       sliding-window attention, a query at t seeing t-W+1 .. t (default 0: causal); the\n"
+    "                   variants that serve it only (not fa2 and sm90*: causal kernels), TFLOP/s on its pairs\n"
     "  --csv FILE       one row per (variant, shape), the columns of tools/attention_bench_sdpa.py\n"
     "  --jsonl FILE     the same as JSON objects, one per line\n"
     "  --no-check       no spot check against the current kernels\n"
@@ -353,6 +356,11 @@ static void list_variants(void) {
     exit(0);
 }
 
+// Whether a variant's kernels serve sliding windows: the Hopper ones and the FA2-layout backward are
+// causal only (partial_attention.cu sends windowed calls to the sm_80 key-tile kernels), so under
+// --window those variants would time other kernels than their names say.
+static int variant_takes_window(const Variant* v) { return strncmp(v->name, "sm90", 4) != 0 && strcmp(v->name, "fa2") != 0; }
+
 // The head sizes of the kernels (attention/partial_attention_cuda.cuh): 16, 32, ..., 96, 128.
 static int head_size_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128 && HS != 112; }
 
@@ -375,12 +383,12 @@ static Options parse_options(int argc, char** argv) {
             continue;
         }
         const char* const valued[] = {"--variants", "--hs", "--T", "--tokens", "--heads", "--reps", "--warmup",
-                                      "--csv", "--jsonl"};
+                                      "--window", "--csv", "--jsonl"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
         if (!known)
             usage_error("unknown option '%s' (expected one of --variants --hs --T --tokens --heads --reps --warmup "
-                        "--csv --jsonl --no-check --list --help)", a);
+                        "--window --csv --jsonl --no-check --list --help)", a);
         if (i + 1 >= argc) usage_error("%s: expected a value, found the end of the command line", a);
         const char* v = argv[++i];
         if (!v[0]) usage_error("%s: expected a value, found an empty string", a);
@@ -391,14 +399,20 @@ static Options parse_options(int argc, char** argv) {
         else if (!strcmp(a, "--heads")) o.heads = parse_int(a, v, 1, 65535);
         else if (!strcmp(a, "--reps")) o.reps = parse_int(a, v, 1, 100000);
         else if (!strcmp(a, "--warmup")) o.warmup = parse_int(a, v, 0, 100000);
+        else if (!strcmp(a, "--window")) o.window = parse_int(a, v, 0, 1 << 22);
         else if (!strcmp(a, "--csv")) o.csv = v;
         else o.jsonl = v;
     }
     if (variants) {
         parse_variants(variants, &o);
+        for (int i = 0; o.window && i < o.nvariant; i++)
+            if (!variant_takes_window(&VARIANTS[o.variant[i]]))
+                usage_error("--variants %s: its kernels serve causal calls only (a window runs the sm_80 key-tile "
+                            "kernels: current, sm80 and their backward variants), found it with --window %d",
+                            VARIANTS[o.variant[i]].name, o.window);
     } else {
         for (int i = 0; i < NVARIANTS; i++)
-            if (VARIANTS[i].listed) o.variant[o.nvariant++] = i;
+            if (VARIANTS[i].listed && (!o.window || variant_takes_window(&VARIANTS[i]))) o.variant[o.nvariant++] = i;
     }
     o.nhs = parse_int_list("--hs", hs, o.hs, 1, 1 << 20);
     for (int i = 0; i < o.nhs; i++)
@@ -420,6 +434,7 @@ static const char* const CSV_HEADER = "source,variant,dtype,HS,T,B,NH,fwd_ms,fwd
 typedef struct {
     const char* variant;
     int HS, T, B, NH;
+    int window;                // (JSON lines only: the CSV keeps the SDPA script's columns)
     Timing fwd, bwd;
     double fwd_tflops, bwd_tflops;
     double fwd_err, bwd_err;   // NAN: not checked
@@ -445,7 +460,8 @@ static void write_row(FILE* csv, FILE* jsonl, const Row* r) {
                                     "fwd_err", "bwd_err"};
             memcpy(k, keys, sizeof keys);
             fprintf(f, "{\"type\":\"attention_bench\",\"source\":\"ours\",\"variant\":\"%s\",\"dtype\":\"%s\","
-                       "\"HS\":%d,\"T\":%d,\"B\":%d,\"NH\":%d", r->variant, FLOATX_NAME, r->HS, r->T, r->B, r->NH);
+                       "\"HS\":%d,\"T\":%d,\"B\":%d,\"NH\":%d,\"window\":%d", r->variant, FLOATX_NAME, r->HS, r->T,
+                    r->B, r->NH, r->window);
         } else {
             fprintf(f, "ours,%s,%s,%d,%d,%d,%d", r->variant, FLOATX_NAME, r->HS, r->T, r->B, r->NH);
         }
@@ -507,10 +523,11 @@ static void* device_alloc(size_t bytes) {
     return p;
 }
 
-static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, unsigned long long seed) {
+static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, int window, unsigned long long seed) {
     AttnCall a;
     memset(&a, 0, sizeof a);
     a.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
+    a.p.window = window;
     a.C = NH * HS;
     const size_t n = (size_t)B * T * a.C, rows = (size_t)B * NH * T;
     a.qkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
@@ -635,6 +652,12 @@ static void timed_call(const void* ctx, int i) {
     (t->backward ? t->v->backward : t->v->forward)(a, t->b->stream);
 }
 
+// (query, key) pairs a sequence of T tokens sees under a window W (0: causal): sum over t of
+// min(t + 1, W).
+static double window_pairs(double T, double W) {
+    return W <= 0 || W >= T ? T * (T + 1) / 2 : W * (W + 1) / 2 + (T - W) * W;
+}
+
 // One shape: the reference outputs, then every variant checked and timed. Returns the failed checks.
 static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv, FILE* jsonl) {
     const int B = o->tokens / T, NH = o->heads ? o->heads : default_heads(HS);
@@ -643,11 +666,13 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
     probe.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     probe.C = NH * HS;
     const int copies = call_copies(b, call_bytes(&probe), o->check ? 2 : 0);
-    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, 1000ull * (k + 1));
-    const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops;
-    const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops;
+    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, o->window, 1000ull * (k + 1));
+    // Model FLOPs per visible pair: a window's share of the causal pairs.
+    const double share = window_pairs(T, o->window) / (T * (T + 1.0) / 2);
+    const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops * share;
+    const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops * share;
     if (o->check) {   // the current kernels' outputs on copy 0, and room for a second run's
-        ref = alloc_call(b, B, NH, HS, T, 7ull), run1 = alloc_call(b, B, NH, HS, T, 8ull);
+        ref = alloc_call(b, B, NH, HS, T, o->window, 7ull), run1 = alloc_call(b, B, NH, HS, T, o->window, 8ull);
         run_both(b, &VARIANTS[0], &calls[0]);
         copy_outputs(b, &ref, &calls[0]);
     }
@@ -656,7 +681,7 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
         const Variant* v = &VARIANTS[o->variant[vi]];
         Row r;
         memset(&r, 0, sizeof r);
-        r.variant = v->name, r.HS = HS, r.T = T, r.B = B, r.NH = NH;
+        r.variant = v->name, r.HS = HS, r.T = T, r.B = B, r.NH = NH, r.window = o->window;
         r.fwd_err = r.bwd_err = NAN, r.deterministic = -1, r.status = "ok";
         if (o->check) {
             run_both(b, v, &calls[0]);
@@ -699,8 +724,11 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamCreate(&b.stream));
     b.sink = (float*)device_alloc(sizeof(float));
     b.partial = (float*)device_alloc(2 * DIFF_BLOCKS * sizeof(float));
-    printf("attention_bench: %s, sm_%d%d, %d SMs, L2 %d MiB; %s, causal, N = B*T = %d tokens\n", b.prop.name,
-           b.prop.major, b.prop.minor, b.prop.multiProcessorCount, b.prop.l2CacheSize >> 20, FLOATX_NAME, o.tokens);
+    char mask[64] = "causal";
+    if (o.window) snprintf(mask, sizeof mask, "sliding window %d", o.window);
+    printf("attention_bench: %s, sm_%d%d, %d SMs, L2 %d MiB; %s, %s, N = B*T = %d tokens\n", b.prop.name,
+           b.prop.major, b.prop.minor, b.prop.multiProcessorCount, b.prop.l2CacheSize >> 20, FLOATX_NAME, mask,
+           o.tokens);
     printf("timing: median of %d calls after %d warm-up calls, each between its own pair of CUDA events; "
            "inputs rotate among up to %d copies past twice the L2. TFLOP/s: 4*HS (fwd), 10*HS (bwd, with its "
            "row-dot) FLOPs per visible pair. err: max |variant - current| / max |current| (fwd: O, LSE; bwd: "

@@ -11,10 +11,13 @@
 #                    step's log, the benchmark's CSV/JSONL, the Nsight Compute reports)
 #   --deadline S     seconds for the whole run (default 540: a device call's 600 less the unpacking;
 #                    the steps take about 330 s when everything passes, kit-bench, last, about 140)
-#   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,train,ncu,kit (default
-#                    all; sanitize runs only when a Hopper test failed; train: the trainer's
+#   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,window,train,ncu,kit
+#                    (default all; sanitize runs only when a Hopper test failed; window: the
+#                    benchmark's current kernels under a sliding window of 1024 tokens, the sm_80
+#                    ones that serve it, into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
-#                    Hopper kernels' next forms (sm90-next) where tests ran and passed them; kit:
+#                    Hopper kernels' next forms (sm90-next) where tests ran and passed them, and
+#                    gpt3-2.7b at T = 8192 with --attention-window 1024 in every second layer; kit:
 #                    gpu_check.sh --bench, the trainer beside PyTorch eager and torch.compile,
 #                    its report copied to --out as kit_bench_report.md and .jsonl)
 #   --hs LIST, --T LIST, --tokens N, --variants LIST   the benchmark's shapes and variants
@@ -33,7 +36,7 @@
 # tests/test_gpu_kit.sh hopper-check.
 # Exit status 0 when every step that ran passed.
 set -u
-bundle="" out="" deadline=540 steps=info,ptx,tests,sanitize,bench,train,ncu,kit
+bundle="" out="" deadline=540 steps=info,ptx,tests,sanitize,bench,window,train,ncu,kit
 hs=64,80,128 Ts=1024,2048,4096,8192,16384 tokens=16384 variants=current,sm80,sm90-next
 forms=sm90,sm90-n128,sm90-rows192,sm90-persistent,sm90-hs80,sm90-regs,sm90-early,sm90-pingpong,sm90-ds2,sm90-q128 test_limit=60
 while [ $# -gt 0 ]; do
@@ -182,6 +185,15 @@ if wants bench; then
   [ "$forms_when" = next ] && bench_table attention-bench-forms "$forms" 180 attention_table_forms.txt
 fi
 
+if wants window; then
+  # Sliding-window attention (the trainer's --attention-window): windowed calls run the sm_80
+  # key-tile kernels (the Hopper ones and the FA2 layout are causal only), TFLOP/s on the window's
+  # pairs; beside the causal rows of the benchmark above.
+  step attention-bench-window 90 "$X/attention_bench" --window 1024 --variants current --hs "$hs" --T "$Ts" \
+    --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-window.jsonl"
+  grep -E '^(variant|current) ' "$LOGS/attention-bench-window.log" > "$out/attention_table_window.txt"
+fi
+
 if wants train; then
   # The step with the sm_80 attention kernels, then with the Hopper ones (the default where they
   # run), then with their next forms (sm90-next) where tests ran and passed them.
@@ -201,6 +213,13 @@ if wants train; then
       say "    $preset B=$b T=$t kernels $k: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
     done
   done
+  # Banded layers, as GPT-3's: a window of 1024 in every second layer, beside the dense run above
+  # (MFU on the pairs the mask leaves).
+  name=train-gpt3-2.7b-8192-window1024
+  step "$name" 120 "$X/train_gpt_cuda" --preset gpt3-2.7b --context 8192 --batch 1 --seq-len 8192 --steps 6 \
+    --attention-window 1024 --window-every 2 "${fort[@]}" --out-dir "$LOGS/$name"
+  s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
+  say "    gpt3-2.7b B=1 T=8192 window 1024 every 2nd layer: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
 fi
 
 if wants ncu && [ -z "$hopper_failed" ]; then
@@ -236,4 +255,5 @@ say "done: $failures step(s) failed"
 tar czf "$out/logs.tgz" -C "$LOGS" . 2> /dev/null
 [ -f "$out/attention_table.txt" ] && cat "$out/attention_table.txt"
 [ -f "$out/attention_table_forms.txt" ] && cat "$out/attention_table_forms.txt"
+[ -s "$out/attention_table_window.txt" ] && cat "$out/attention_table_window.txt"
 [ "$failures" -eq 0 ]
