@@ -105,6 +105,11 @@ if run zz 4 --attention zigzag && chosen zz | grep -q 'attention zigzag$' &&
    [ "$(chosen zz)" = "$(ran zz)" ]; then
   ok "--attention zigzag kept: $(chosen zz)"
 else bad "--attention zigzag with --mesh auto: '$(chosen zz)'"; tail -n 5 "$W/zz.out"; fi
+# A sliding window: the same choice (the cost model prices causal attention), said in a note.
+if run win 4 --attention-window 32 && [ "$(chosen win)" = "$(chosen auto4)" ] && [ "$(chosen win)" = "$(ran win)" ] &&
+   grep -q '^mesh auto: note: the cost model prices causal attention in every layer; the layers banded by --attention-window 32' "$W/win.out"; then
+  ok "--attention-window 32: $(chosen win), with the note"
+else bad "--attention-window 32 with --mesh auto: '$(chosen win)'"; tail -n 5 "$W/win.out"; fi
 
 # 3. Nothing fits, or no cluster file: one line from rank 0, non-zero, nothing run.
 want='^error: --mesh auto: no configuration of 4 ranks fits'

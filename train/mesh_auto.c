@@ -115,6 +115,10 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
                (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
                                                       : "the cheapest with which it fits");
+        if (o->attention_window)   // (the memory, which decides what fits, is the same)
+            printf("mesh auto: note: the cost model prices causal attention in every layer; the "
+                   "layers banded by --attention-window %d compute less than these times say\n",
+                   o->attention_window);
     }
     if (!(o->given & OPT_GIVEN_RECOMPUTE))
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
