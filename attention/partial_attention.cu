@@ -290,8 +290,8 @@ static bool use_hopper_forward(const AttnArgs& a, int HS) {
 
 // The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
 // its 64-query tiles, and a dQ destination whose rows TMA can address (the fp32 accumulator of a
-// floatX dQ always is); no sliding window: windowed calls run the sm_80 kernels
-// (flash_backward.cuh, flash_backward_fa2.cuh), whatever ATTENTION_BWD_KERNEL says.
+// floatX dQ always is); no sliding window: windowed calls run the sm_80 key-tile kernel
+// (flash_backward.cuh), whatever ATTENTION_BWD_KERNEL and ATTENTION_BWD_LAYOUT say.
 static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
     const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
     return !a.window && hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
