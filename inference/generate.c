@@ -293,13 +293,11 @@ int main(int argc, char** argv) {
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
-        char window[64] = "";
-        if (cfg.window)
-            snprintf(window, sizeof window, ", attention window %d in layers l %% %d = 0",
-                     cfg.window, cfg.window_every);
-        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d%s), backend %s\n",
-                o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, window,
-                gpt_backend_name());
+        char window[96];
+        gpt_window_text(&cfg, window, sizeof window);
+        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d%s%s), backend %s\n",
+                o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, cfg.window ? ", " : "",
+                cfg.window ? window : "", gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
         static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag"};
         fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "

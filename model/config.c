@@ -42,6 +42,7 @@ int gpt_config_preset(const char* name, int max_T, int V, GPTConfig* cfg) {
         cfg->max_T = max_T > 0 ? max_T : presets[i].max_T;
         cfg->V = V > 0 ? V : GPT2_VOCAB;
         cfg->Vp = gpt_padded_vocab(cfg->V);
+        cfg->window = cfg->window_every = 0;   // the presets are causal in every layer
         return 0;
     }
     return -1;
@@ -50,6 +51,12 @@ int gpt_config_preset(const char* name, int max_T, int V, GPTConfig* cfg) {
 const char* gpt_config_preset_names(void) {
     return "gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, "
            "gpt3-175b, d12, d24, d36, d48, tiny, small";
+}
+
+void gpt_window_text(const GPTConfig* c, char* buf, size_t n) {
+    if (!c->window) snprintf(buf, n, "no attention window");
+    else if (c->window_every == 1) snprintf(buf, n, "attention window %d in every layer", c->window);
+    else snprintf(buf, n, "attention window %d in layers l %% %d = 0", c->window, c->window_every);
 }
 
 int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {

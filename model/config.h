@@ -37,6 +37,9 @@ int gpt_config_preset(const char* name, int max_T, int V, GPTConfig* cfg);
 const char* gpt_config_preset_names(void);
 // V rounded up to a multiple of 128.
 int gpt_padded_vocab(int V);
+// "attention window W in every layer", "... in layers l % N = 0", or "no attention window": the
+// banded layers, for the programs' configuration lines.
+void gpt_window_text(const GPTConfig* cfg, char* buf, size_t n);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
 

@@ -30,15 +30,12 @@ void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
     train_options_print(&t->opt, print_line);
-    char window[96] = "";   // the banded layers, when there are any
-    if (t->cfg.window && t->cfg.window_every == 1)
-        snprintf(window, sizeof window, " attention window %d in every layer,", t->cfg.window);
-    else if (t->cfg.window)
-        snprintf(window, sizeof window, " attention window %d in layers l %% %d = 0,",
-                 t->cfg.window, t->cfg.window_every);
-    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d),%s %zu parameters; "
+    char window[96];
+    gpt_window_text(&t->cfg, window, sizeof window);
+    printf("model: L=%d C=%d NH=%d HS=%d context=%d V=%d (padded %d), %s%s%zu parameters; "
            "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T,
-           t->cfg.V, t->cfg.Vp, window, t->model.num_params, gpt_backend_name());
+           t->cfg.V, t->cfg.Vp, t->cfg.window ? window : "", t->cfg.window ? ", " : "",
+           t->model.num_params, gpt_backend_name());
     printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
            "per rank; transport %s (launch: %s)\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq,
            t->mesh.pkv, t->attention->name, t->Tl, t->comm->name,

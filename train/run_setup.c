@@ -78,17 +78,6 @@ static void setup_model_config(Trainer* t) {
         if (o->context && o->context != t->cfg.max_T)
             config_error(t, "--context %d: the model file %s has context %d", o->context,
                          o->init_from, t->cfg.max_T);
-        if (o->given & (OPT_GIVEN_WINDOW | OPT_GIVEN_WINDOW_EVERY)) {   // the model's, or the options'
-            const int w = o->given & OPT_GIVEN_WINDOW ? o->attention_window : t->cfg.window;
-            if (w == 0 && (o->given & OPT_GIVEN_WINDOW_EVERY))
-                config_error(t, "--window-every %d: expected --attention-window W >= 1 (the model "
-                             "%s has no window)", o->window_every, o->init_from);
-            t->cfg.window = w;
-            t->cfg.window_every = w ? (o->given & OPT_GIVEN_WINDOW_EVERY ? o->window_every
-                                       : t->cfg.window_every ? t->cfg.window_every : 1) : 0;
-        }
-        if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
-            config_error(t, "--attention-window/--window-every: %s", err);
     } else {
         if (gpt_config_preset(o->preset, o->context, o->vocab, &t->cfg) != 0)
             config_error(t, "--preset: expected one of %s, found '%s'", gpt_config_preset_names(),
@@ -98,14 +87,19 @@ static void setup_model_config(Trainer* t) {
         if (o->heads) t->cfg.NH = o->heads;
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
             config_error(t, "--preset/--layers/--channels/--heads: %s", err);
-        if (!o->attention_window && (o->given & OPT_GIVEN_WINDOW_EVERY))
+    }
+    // The window: the model file's (a preset has none), unless the options give one.
+    if (o->given & (OPT_GIVEN_WINDOW | OPT_GIVEN_WINDOW_EVERY)) {
+        const int w = o->given & OPT_GIVEN_WINDOW ? o->attention_window : t->cfg.window;
+        if (w == 0 && (o->given & OPT_GIVEN_WINDOW_EVERY))
             config_error(t, "--window-every %d: expected --attention-window W >= 1 with it, found "
                          "no window", o->window_every);
-        t->cfg.window = o->attention_window;
-        t->cfg.window_every = o->attention_window ? o->window_every : 0;
-        if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
-            config_error(t, "--attention-window/--window-every: %s", err);
+        t->cfg.window = w;
+        t->cfg.window_every = !w ? 0 : o->given & OPT_GIVEN_WINDOW_EVERY ? o->window_every
+                                     : t->cfg.window_every ? t->cfg.window_every : 1;
     }
+    if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
+        config_error(t, "--attention-window/--window-every: %s", err);
     if (o->eval_only && !(o->val_data && o->val_data[0]) && !(o->mc_eval && o->mc_eval[0]))
         config_error(t, "--eval-only: expected --val-data shards or an --mc-eval file to evaluate "
                      "on, found neither");
