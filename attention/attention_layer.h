@@ -32,6 +32,10 @@ struct AttentionLayer {
     // embedding, where rows do not follow one layout (sequences decoded together, each at its
     // own position). Forward only.
     const int* row_positions;
+    // The document mask of the coming passes (docs.start NULL: none, the default): (B, T) bounds
+    // by absolute position in backend memory (AttentionProblem.docs), set by the model before a
+    // forward and kept for its backward; every layer of the model shares them.
+    DocumentBounds docs;
     const char* name;
     void (*destroy)(AttentionLayer* self);
 };

@@ -21,6 +21,8 @@ static void check_problem(const AttentionProblem* p) {
           "attention strides must be positive (q stride %ld, k stride %ld)",
           p->qpos.stride, p->kpos.stride);
     CHECK(p->window >= 0, "caller bug", "attention window %ld is negative", p->window);
+    CHECK(!p->docs.start || (p->docs.end && p->docs.T > 0), "caller bug",
+          "document bounds without their end positions or length (T=%d)", p->docs.T);
 }
 
 void attention_partial_forward(const AttentionProblem* p,
@@ -52,11 +54,12 @@ void attention_partial_forward(const AttentionProblem* p,
             row_max[i] = -INFINITY;
             row_sum[i] = 0;
             nvis[i] = attention_key_end(p, query_position(p, i0 + i));
-            nlo[i] = attention_key_begin(p, query_position(p, i0 + i));
+            nlo[i] = attention_key_begin(p, b, query_position(p, i0 + i));
             memset(ob + (long)i * ldo, 0, sizeof(real) * HS);
         }
-        // Keys beyond what the last (latest) query sees, and under a window those before what the
-        // first (earliest) sees, are masked for the whole tile: skip.
+        // Keys beyond what the last (latest) query sees, and under a window or a document mask
+        // those before what the first (earliest) sees, are masked for the whole tile: skip. (Both
+        // lower edges grow with the position, so the first query's is the tile's lowest.)
         const int kend = attention_key_end(p, query_position(p, i0 + nq - 1));
         for (int j0 = nlo[0]; j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
@@ -144,7 +147,7 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
         const real* qi = q + (qrow + i0) * ldq + hoff;
         const real* gi = dout + (qrow + i0) * lddo + hoff;
         real* dqi = dq + (qrow + i0) * lddq + hoff;
-        for (int j0 = attention_key_begin(p, query_position(p, i0)); j0 < kend; j0 += TILE_K) {
+        for (int j0 = attention_key_begin(p, b, query_position(p, i0)); j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
             const real* kj = k + (krow + j0) * ldk + hoff;
             const real* vj = v + (krow + j0) * ldv + hoff;
@@ -154,7 +157,7 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
             for (int i = 0; i < nq; i++) {
                 int nv = attention_key_end(p, query_position(p, i0 + i)) - j0;   // columns [lo, nv)
                 if (nv > nk) nv = nk;
-                const int lo0 = attention_key_begin(p, query_position(p, i0 + i)) - j0;
+                const int lo0 = attention_key_begin(p, b, query_position(p, i0 + i)) - j0;
                 const int lo = lo0 > 0 ? lo0 : 0;
                 const real l = lseh[i0 + i];
                 real* pi = pt + i * TILE_K;

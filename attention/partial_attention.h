@@ -39,6 +39,17 @@ static inline TOKEN_LAYOUT_HD long token_layout_position(TokenLayout l, long i) 
     return l.chunks == 2 ? l.off[i & 1] + l.stride * (i >> 1) : l.off[0] + l.stride * i;
 }
 
+// Document masking (packed sequences): several documents share a sequence, and a query sees only
+// the keys of its own document. start, end: (B, T) arrays in the memory the kernels run on,
+// indexed by absolute position: the first position of the token's document and one past its last.
+// Indexed by position, the same two arrays serve every schedule, layout and mesh position.
+// start == NULL: no document mask.
+typedef struct {
+    const int* start;
+    const int* end;
+    int T;   // positions per sequence (the row length of start and end)
+} DocumentBounds;
+
 typedef struct {
     int B, NH, HS;           // sequences, heads, channels per head
     int Tq, Tk;              // local queries and keys per sequence
@@ -46,6 +57,8 @@ typedef struct {
     TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
     long window;             // 0: every earlier key (causal); W >= 1: sliding-window (banded)
                              // attention, key j visible iff qpos(i) - W < kpos(j) <= qpos(i)
+    DocumentBounds docs;     // and, where docs.start is set, iff kpos(j) >= docs.start[b, qpos(i)]
+                             // (for such pairs the same as qpos(i) < docs.end[b, kpos(j)])
     int decode;              // a decoding step (attention/decode_attention.c: a few queries, a long
                              // cache): the CUDA forward may split the keys over blocks and merge
                              // the partials (split-KV) when its grid is under two waves; 0 elsewhere
@@ -79,6 +92,8 @@ static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, 
     AttentionProblem p;
     p.B = B, p.NH = NH, p.HS = HS, p.Tq = Tq, p.Tk = Tk, p.qpos = qpos, p.kpos = kpos;
     p.window = 0;
+    p.docs.start = p.docs.end = NULL;
+    p.docs.T = 0;
     p.decode = 0;
     return p;
 }
@@ -91,24 +106,38 @@ static inline int attention_key_end(const AttentionProblem* p, long qp) {
     const long n = rel / p->kpos.stride + 1;
     return n < p->Tk ? (int)n : p->Tk;
 }
-// Under a sliding window, the first local key a query at qp sees (0 without one): keys j with
-// kpos.off + kpos.stride * j > qp - window, i.e. j >= ceil((qp - window + 1 - off) / stride),
-// clipped to [0, Tk]. The query sees the keys [attention_key_begin, attention_key_end).
-static inline int attention_key_begin(const AttentionProblem* p, long qp) {
-    if (p->window <= 0) return 0;
-    const long rel = qp - p->window + 1 - p->kpos.off;
+// The first local key at or after position lowest: kpos.off + kpos.stride * j >= lowest, i.e.
+// j >= ceil((lowest - off) / stride), clipped to [0, Tk].
+static inline int attention_key_at(const AttentionProblem* p, long lowest) {
+    const long rel = lowest - p->kpos.off;
     if (rel <= 0) return 0;
     const long n = (rel + p->kpos.stride - 1) / p->kpos.stride;
     return n < p->Tk ? (int)n : p->Tk;
 }
+// Under a sliding window, the first local key a query at qp sees by the window alone (0 without
+// one): keys with kpos > qp - window. Reads nothing but *p: the schedules, on either backend.
+static inline int attention_window_key_begin(const AttentionProblem* p, long qp) {
+    return p->window > 0 ? attention_key_at(p, qp - p->window + 1) : 0;
+}
+// The first local key a query at qp of sequence b sees: the later of its window's lower edge and
+// its document's first position. The query sees the keys [attention_key_begin, attention_key_end).
+// Reads p->docs: kernel code, on the memory that kernel runs on (the CPU kernel).
+static inline int attention_key_begin(const AttentionProblem* p, int b, long qp) {
+    const int w = attention_window_key_begin(p, qp);
+    if (!p->docs.start) return w;
+    const int d = attention_key_at(p, p->docs.start[(long)b * p->docs.T + qp]);
+    return d > w ? d : w;
+}
 // Whether any query sees any key: the schedules skip the blocks where none does (causal: the
-// first key against the last query; under a window, each query's range).
+// first key against the last query; under a window, each query's range). Document masks are not
+// consulted (their bounds live in backend memory): a block they empty is still computed, by
+// kernels that skip its masked tiles, and returns empty partials.
 static inline int attention_any_visible(const AttentionProblem* p) {
     if (p->Tq <= 0 || p->Tk <= 0) return 0;
     if (p->window <= 0) return p->kpos.off <= p->qpos.off + p->qpos.stride * (p->Tq - 1);
     for (int i = 0; i < p->Tq; i++) {
         const long qp = p->qpos.off + p->qpos.stride * i;
-        if (attention_key_begin(p, qp) < attention_key_end(p, qp)) return 1;
+        if (attention_window_key_begin(p, qp) < attention_key_end(p, qp)) return 1;
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attention/partial_attention.h"
+#include "model/documents.h"
 #include "model/gpt.h"
 
 enum { B = 2, NH = 2, HS = 16, C = NH * HS };
@@ -73,7 +74,8 @@ static void naive(const AttentionProblem* p, const float* q, const float* k, con
                     const float* kj = k + ((long)b * p->Tk + j) * C + h * HS;
                     double acc = 0;
                     for (int c = 0; c < HS; c++) acc += (double)qi[c] * kj[c];
-                    const int seen = kp <= qp && (p->window == 0 || kp > qp - p->window);
+                    const int seen = kp <= qp && (p->window == 0 || kp > qp - p->window) &&
+                                     (!p->docs.start || kp >= p->docs.start[(long)b * p->docs.T + qp]);
                     s[j] = seen ? acc * scale : -INFINITY;
                     m = s[j] > m ? s[j] : m;
                 }
@@ -148,6 +150,9 @@ static float* to_float(const double* a, long n) {
     return f;
 }
 
+// The document mask of the next check_split calls (docs.start NULL: none).
+static DocumentBounds test_docs;
+
 // One query set (off_q, sq, nq) against a split of the keys into `parts` sets
 // (koff[c], sk, nk): checks each partial forward and backward against the naive reference,
 // and that merging the partials (and summing the backward pieces) gives full attention.
@@ -156,7 +161,7 @@ static void check_split(int T, long window, long qoff, long sq, int nq, int part
     float *q = random_rows(T), *k = random_rows(T), *v = random_rows(T), *g = random_rows(T);
     // Full single-device reference.
     AttentionProblem full = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
-                             .kpos = {0, 1}, .window = window};
+                             .kpos = {0, 1}, .window = window, .docs = test_docs};
     double* o_full = calloc((size_t)B * T * C, sizeof(double));
     double* lse_full = calloc((size_t)B * NH * T, sizeof(double));
     naive(&full, q, k, v, o_full, lse_full, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -183,7 +188,8 @@ static void check_split(int T, long window, long qoff, long sq, int nq, int part
     float* dq_sum = calloc((size_t)B * nq * C, sizeof(float));
     for (int part = 0; part < parts; part++) {
         AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = nq, .Tk = nk,
-                              .qpos = {qoff, sq}, .kpos = {koff[part], sk}, .window = window};
+                              .qpos = {qoff, sq}, .kpos = {koff[part], sk}, .window = window,
+                              .docs = test_docs};
         float *kl = take_rows(k, T, koff[part], sk, nk), *vl = take_rows(v, T, koff[part], sk, nk);
         float *o = poisoned((long)B * nq * C), *lse = poisoned((long)B * NH * nq);
         attention_partial_forward(&p, ql, C, kl, C, vl, C, o, C, lse);
@@ -287,6 +293,55 @@ int main(void) {
             check_split(120, windows[w], (long)i * 30, 1, 30, 4, kring, 1, 30, label);
         }
     }
+    // Document masks (packed sequences): documents of one token, boundaries at and beside tile
+    // edges, a first document continued from an earlier sequence, other boundaries in the second
+    // sequence; alone and under windows, on one device, meshes, Ring chunks (chunks a query's
+    // document does not reach: empty partials) and strided key sets.
+    enum { DOC_T = 156, BOUNDARY = 7 };
+    int* doc_tokens = malloc(sizeof(int) * B * DOC_T);
+    for (int t = 0; t < B * DOC_T; t++) doc_tokens[t] = t % 5;
+    const int starts0[] = {3, 4, 5, 40, 63, 64, 65, 100, 128, 155};
+    for (int i = 0; i < 10; i++) doc_tokens[starts0[i]] = BOUNDARY;
+    for (int t = 0; t < DOC_T; t += 37) doc_tokens[DOC_T + t] = BOUNDARY;
+    int* doc_start = malloc(sizeof(int) * B * DOC_T);
+    int* doc_end = malloc(sizeof(int) * B * DOC_T);
+    document_bounds(doc_tokens, B, DOC_T, BOUNDARY, doc_start, doc_end);
+    // Known answers: sequence 0's first document (0..2, no boundary), its one-token documents,
+    // its last; sequence 1 begins with a boundary.
+    const int want[][3] = {{0, 0, 3}, {2, 0, 3}, {3, 3, 4}, {4, 4, 5}, {5, 5, 40}, {64, 64, 65},
+                           {99, 65, 100}, {155, 155, 156}, {DOC_T, 0, 37},
+                           {DOC_T + 74, 74, 111}, {2 * DOC_T - 1, 148, 156}};
+    for (int i = 0; i < 11; i++) {
+        checks++;
+        if (doc_start[want[i][0]] != want[i][1] || doc_end[want[i][0]] != want[i][2]) {
+            failures++;
+            printf("FAIL document bounds of token %d: [%d, %d), expected [%d, %d)\n", want[i][0],
+                   doc_start[want[i][0]], doc_end[want[i][0]], want[i][1], want[i][2]);
+        }
+    }
+    test_docs = (DocumentBounds){.start = doc_start, .end = doc_end, .T = DOC_T};
+    const long doc_windows[] = {0, 5, 70};
+    for (int w = 0; w < 3; w++) {
+        const long W = doc_windows[w];
+        snprintf(label, sizeof label, "single T%d docs window %ld", DOC_T, W);
+        check_split(DOC_T, W, 0, 1, DOC_T, 1, &zero, 1, DOC_T, label);
+        const long kmod[4] = {0, 1, 2, 3};
+        snprintf(label, sizeof label, "keys mod 4 docs window %ld", W);
+        check_split(DOC_T, W, 0, 1, DOC_T, 4, kmod, 4, DOC_T / 4, label);
+        for (int r = 0; r < 3; r++) {
+            const long kmesh[2] = {0, 1};
+            snprintf(label, sizeof label, "mesh 3x2 row %d docs window %ld", r, W);
+            check_split(DOC_T, W, r, 3, DOC_T / 3, 2, kmesh, 2, DOC_T / 2, label);
+        }
+        for (int i = 0; i < 4; i++) {
+            const long kring[4] = {0, 39, 78, 117};
+            snprintf(label, sizeof label, "ring P4 chunk %d docs window %ld", i, W);
+            check_split(DOC_T, W, (long)i * 39, 1, 39, 4, kring, 1, 39, label);
+        }
+    }
+    test_docs = (DocumentBounds){0};
+    free(doc_tokens); free(doc_start); free(doc_end);
+
     // The FLOPs the MFU counts (model/gpt.h): llm.c's 6 N + 6 L C T for causal layers; a banded
     // layer's pairs per query W - W^2 / (2T): L = 2, C = 8, T = 16, window 4 in layer 0 only:
     // 12 C (3.5 + 8) = 1104 beside the dense 6 L C T = 1536.

@@ -260,7 +260,7 @@ static void run_scenario(const Scenario& s) {
     const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
 
     // The queries' final output and statistics: attention over every key of the sequence.
-    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, s.decode};
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, {NULL, NULL, 0}, s.decode};
     Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
     attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
     Vec o_fin_x(o_fin);
@@ -270,7 +270,7 @@ static void run_scenario(const Scenario& s) {
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
     double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
-    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, s.decode};
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, {NULL, NULL, 0}, s.decode};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
         floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
@@ -311,7 +311,7 @@ static void run_scenario(const Scenario& s) {
     double e_fm = 0;
 
     for (int part = 0; part < s.parts; part++) {
-        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, s.decode};
+        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, {NULL, NULL, 0}, s.decode};
         const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
         const Vec vl = take_rows(v, B, T, C, s.koff[part], s.kstride, nk);
         const floatX *k_d, *v_d;

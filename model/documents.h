@@ -1,0 +1,17 @@
+// Document bounds of packed sequences, for document masking (AttentionProblem.docs): llm.c's
+// shards prefix every document with <|endoftext|>, so a document begins at each occurrence of a
+// boundary token and runs to the next one; the tokens before a sequence's first boundary continue
+// a document begun in an earlier sequence and form one document of their own.
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// tokens: (B, T). start, end: (B, T), per position: the first position of its document and one
+// past its last.
+void document_bounds(const int* tokens, int B, int T, int boundary, int* start, int* end);
+
+#ifdef __cplusplus
+}
+#endif
