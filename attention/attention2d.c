@@ -54,6 +54,7 @@ static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int
                                            token_positions(a->g.r, a->g.pq),
                                            token_positions(a->g.c, a->g.pkv));
     p.window = window;
+    p.docs = a->base.docs;
     return p;
 }
 

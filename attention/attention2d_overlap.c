@@ -134,6 +134,7 @@ static AttentionProblem pair_problem(const Attention2DOverlap* a, const Shape* s
                                            token_positions(a->g.r + a->g.pq * g, a->g.P),
                                            token_positions(a->g.c + a->g.pkv * h, a->g.P));
     p.window = sh->window;
+    p.docs = a->base.docs;
     return p;
 }
 

@@ -12,16 +12,18 @@ typedef struct {
     real* delta;   // (B, NH, T) rowsum(dout * out), scratch of backward
 } LocalAttention;
 
-static AttentionProblem local_problem(int B, int T, int NH, int HS, long window) {
+static AttentionProblem local_problem(const AttentionLayer* self, int B, int T, int NH, int HS,
+                                      long window) {
     AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     p.window = window;
+    p.docs = self->docs;
     return p;
 }
 
 static void local_forward(AttentionLayer* self, int layer, long window, int B, int T, int NH, int HS,
                           const real* qkv, real* out, real_stat* lse) {
     const int C = NH * HS;
-    AttentionProblem p = local_problem(B, T, NH, HS, window);
+    AttentionProblem p = local_problem(self, B, T, NH, HS, window);
     attention_partial_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse);
 }
 
@@ -33,7 +35,7 @@ static void local_backward(AttentionLayer* self, int layer, long window, int B, 
           "attention called with B=%d T=%d NH=%d beyond its bounds %d %d %d",
           B, T, NH, a->max_B, a->max_T, a->max_NH);
     const int C = NH * HS;
-    AttentionProblem p = local_problem(B, T, NH, HS, window);
+    AttentionProblem p = local_problem(self, B, T, NH, HS, window);
     memset(dqkv, 0, sizeof(real) * B * T * 3 * C);
     attention_row_dot(&p, out, C, dout, C, a->delta);
     attention_partial_backward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C,

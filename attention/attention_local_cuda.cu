@@ -25,9 +25,11 @@ typedef struct {
     float* d;      // (max_B, max_NH, max_T) rowsum(dout * out)
 } LocalAttentionCuda;
 
-static AttentionProblem local_problem(int B, int T, int NH, int HS, long window) {
+static AttentionProblem local_problem(const AttentionLayer* self, int B, int T, int NH, int HS,
+                                      long window) {
     AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     p.window = window;
+    p.docs = self->docs;
     return p;
 }
 
@@ -51,7 +53,7 @@ static void local_forward(AttentionLayer* self, int layer, long window, int B, i
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const AttentionProblem p = local_problem(B, T, NH, HS, window);
+    const AttentionProblem p = local_problem(self, B, T, NH, HS, window);
     attention_forward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, out, C, lse, cuda_backend_stream());
 }
 
@@ -61,7 +63,7 @@ static void local_backward(AttentionLayer* self, int layer, long window, int B, 
     LocalAttentionCuda* a = (LocalAttentionCuda*)self;
     check_bounds(a, B, T, NH, HS);
     const int C = NH * HS;
-    const AttentionProblem p = local_problem(B, T, NH, HS, window);
+    const AttentionProblem p = local_problem(self, B, T, NH, HS, window);
     cudaStream_t s = cuda_backend_stream();
     attention_row_dot_cuda(&p, out, C, dout, C, a->d, s);
     attention_backward_cuda(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse, a->d, dqkv, 3 * C,

@@ -100,6 +100,8 @@ static void decode_forward(AttentionLayer* self, int layer, long window, int B, 
           "decode one token of each of the kv_decode_at sequences per forward",
           "decode layer called with B=%d Tl=%d NH=%d HS=%d layer %d (set for %d rows; cache "
           "NH=%d HS=%d L=%d)", B, Tl, NH, HS, layer, d->n, c->NH, c->HS, c->L);
+    CHECK(!self->docs.start, "caller bug",
+          "decoding under a document mask (a decoded sequence is one document: leave docs unset)");
     CHECK(!window || c->P == 1 || c->layout == RING_CYCLIC,
           "prefill a sliding-window model with ATTENTION2D or Striped attention (or on one rank)",
           "decoding a sliding-window layer needs the cyclic prefill layout (token t on rank t mod "

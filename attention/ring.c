@@ -66,6 +66,7 @@ static AttentionProblem run_problem(const RingAttention* a, int qrun, int origin
                           token_layout_run(ring_rank_layout(a->layout, a->P, a->i, Tl), qrun),
                           token_layout_run(ring_rank_layout(a->layout, a->P, origin, Tl), krun));
     p.window = window;
+    p.docs = a->base.docs;
     return p;
 }
 

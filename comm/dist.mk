@@ -42,7 +42,7 @@ TEST_PROGS += $(BUILD)/tools/bench_collectives
 # Its link rule is in tools/bench.mk (it needs the launch and model objects, defined later).
 
 $(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
-		$(BUILD)/comm/comm_device_none.o $(FAIL_OBJS)
+		$(BUILD)/comm/comm_device_none.o $(BUILD)/model/documents.o $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # Bytes and messages per rank per layer of the three schedules at P = 4, 16, 64, and their

@@ -7,6 +7,7 @@
 #include "comm/fail.h"
 #include "model/backend.h"
 #include "model/layers.h"
+#include "model/documents.h"
 #include "model/token_order.h"
 
 static const char* const param_names[NUM_PARAM_TENSORS] = {
@@ -181,6 +182,8 @@ void gpt_free(GPT* m) {
     tensor_free(m->targets);
     tensor_free(m->input_order);
     free(m->host_tokens);
+    tensor_free(m->doc_bounds);
+    free(m->doc_host);
     tensor_free(m->scalars);
     tensor_free(m->dresidual);
     tensor_free(m->dbuf_c);
@@ -204,6 +207,26 @@ static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
                      p->fcw + lc * 4 * C, p->fcb + lc * 4, p->fcprojw + lc * 4 * C,
                      p->fcprojb + lc};
     return w;
+}
+
+void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary) {
+    if (!full_tokens) {
+        memset(&m->attention->docs, 0, sizeof m->attention->docs);
+        return;
+    }
+    const size_t n = (size_t)m->B * T_full;
+    if (m->doc_T != T_full) {   // once per run: the model's B sequences of T_full tokens
+        tensor_free(m->doc_bounds);
+        free(m->doc_host);
+        m->doc_bounds = tokens_alloc(2 * n, "document bounds");
+        m->doc_host = (int*)xmalloc(2 * n * sizeof(int), "document bounds (host)");
+        m->doc_T = T_full;
+    }
+    document_bounds(full_tokens, m->B, T_full, boundary, m->doc_host, m->doc_host + n);
+    tokens_upload(m->doc_bounds, m->doc_host, 2 * n);
+    m->attention->docs.start = m->doc_bounds;
+    m->attention->docs.end = m->doc_bounds + n;
+    m->attention->docs.T = T_full;
 }
 
 void gpt_forward(GPT* m, const int* inputs, const int* targets) {

@@ -94,6 +94,9 @@ typedef struct {
     int* targets;              // (B, T)
     int* input_order;          // (B*T) the inputs' rows sorted by token (model/token_order.h), in
                                // backend memory: uploaded by gpt_backward for the encoder backward
+    int* doc_bounds;           // (2, B, T_full) document starts, then ends, for gpt_set_documents
+    int* doc_host;             // host: the same, as computed (allocated by the first call)
+    int doc_T;                 // T_full of those buffers (0: none yet)
     int* host_tokens;          // host: the last forward's inputs, then the order and its sort
                                // scratch, (B*T) each; NULL in a forward-only model
     int has_targets;           // 1 when the last forward was given targets
@@ -130,6 +133,13 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
 // layer's activation buffers for all layers (GPT_FORWARD_ONLY).
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);
 void gpt_free(GPT* m);
+
+// Document masking for the next forward and its backward: the bounds of the documents of the
+// full sequences (model/documents.h: a document begins at each `boundary` token) handed to the
+// attention layer (AttentionLayer.docs), read by position, so the same for every schedule.
+// full_tokens: host (B, T_full), every position of the model's B sequences (each rank holds
+// them). full_tokens NULL: no document mask from now on.
+void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary);
 
 // Forward on local tokens (B, T), given as host arrays, up to the logits. targets (NULL: none) are
 // uploaded for gpt_loss or gpt_backward; no loss is computed here. Nothing waits for the device.

@@ -15,6 +15,7 @@
 //                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //                       [--window W]   (sliding-window attention in both layers and the reference)
+//                       [--documents N] (document masking, about one boundary in N positions)
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
 #include <float.h>
@@ -28,6 +29,7 @@
 #include "attention/dist_ops.h"
 #include "comm/comm_device.h"
 #include "comm/comm_mpi.h"
+#include "model/documents.h"
 #include "comm/fail.h"
 #ifdef GPT_BACKEND_CUDA
 #include "model/backend.h"
@@ -54,6 +56,8 @@ static const uint32_t INPUT_MAGIC = 20250315;
 typedef struct {
     int dp, pq, pkv, B, Tl, T, NH, HS;   // T: sequence length, 0 for Tl * P
     int window;                          // 0: causal; W: sliding window
+    int documents;                       // 0: none; N: document masking, ~1 boundary in N
+    DocumentBounds docs;                 // its bounds on the backend (docs.start NULL: none)
     const char* algo;
     int fail_rank;
     const char* fail_file;
@@ -91,6 +95,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--NH")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--HS")) a.HS = parse_int(f, v);
         else if (!strcmp(f, "--window")) a.window = parse_int(f, v);
+        else if (!strcmp(f, "--documents")) a.documents = parse_int(f, v);
         else if (!strcmp(f, "--fail-rank")) a.fail_rank = parse_int(f, v);
         else fail_msg("unknown or incomplete argument '%s'", f);
         k++;
@@ -138,7 +143,8 @@ typedef struct {
     real* dqkv;                 // (B, T, 3C)
 } Reference;
 
-static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long window) {
+static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long window,
+                                DocumentBounds docs) {
     Reference r;
     r.B = B, r.T = T, r.NH = NH, r.HS = HS, r.C = NH * HS;
     const int C = r.C;
@@ -162,6 +168,7 @@ static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long
     AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1),
                                            token_positions(0, 1));
     p.window = window;
+    p.docs = docs;
     dist_attention_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse);
     dist_acc_to_real(out, C, o, C, (long)B * T, C);
     dist_attention_row_dot(&p, out, C, dout, C, d);
@@ -380,6 +387,7 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     const Mesh* m = &comm->mesh;
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     AttentionLayer* layer = create_schedule(s, comm, a);
+    layer->docs = a->docs;
     const TokenLayout pos = layer->positions, want = expected_positions(s, m, Tl);
     int bad = !same_layout(pos, want, Tl);
     if (bad) {
@@ -510,7 +518,22 @@ int main(int argc, char** argv) {
     }
     if (rank == a.fail_rank) read_input_file(a.fail_file ? a.fail_file : "");
 
-    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS, a.window);
+    // Document masking: a boundary (which begins a document) at about one position in N, the
+    // same on every rank; the bounds by position, on the backend, for the reference and layers.
+    int* doc_bounds = NULL;
+    if (a.documents) {
+        const int T = a.Tl * mesh.P;
+        const size_t n = (size_t)a.B * T;
+        int* tokens = (int*)xmalloc(sizeof(int) * n, "document tokens");
+        int* bounds = (int*)xmalloc(2 * sizeof(int) * n, "document bounds");
+        for (size_t i = 0; i < n; i++) tokens[i] = uniform(99, i) < -1 + 2.0 / a.documents;
+        document_bounds(tokens, a.B, T, 1, bounds, bounds + n);
+        doc_bounds = (int*)on_backend(bounds, 2 * sizeof(int) * n, "document bounds");
+        a.docs.start = doc_bounds, a.docs.end = doc_bounds + n, a.docs.T = T;
+        free(tokens);
+        free(bounds);
+    }
+    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS, a.window, a.docs);
     int failed = 0, ran = 0;
     // 2d-overlap is compared with 2d, which runs first (also when only 2d-overlap is asked for).
     Results results_2d;
@@ -536,6 +559,7 @@ int main(int argc, char** argv) {
                        a.algo);
     free_results(&results_2d);
     free_reference(&ref);
+    if (doc_bounds) dist_free(doc_bounds);
     comm_destroy(comm);
     comm_mpi_finalize();
     return failed;

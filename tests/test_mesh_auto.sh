@@ -110,6 +110,11 @@ if run win 4 --attention-window 32 && [ "$(chosen win)" = "$(chosen auto4)" ] &&
    grep -q '^mesh auto: note: the cost model prices causal attention in every layer; the layers banded by --attention-window 32' "$W/win.out"; then
   ok "--attention-window 32: $(chosen win), with the note"
 else bad "--attention-window 32 with --mesh auto: '$(chosen win)'"; tail -n 5 "$W/win.out"; fi
+# A document mask likewise.
+if run docs 4 --document-mask 7 && [ "$(chosen docs)" = "$(chosen auto4)" ] && [ "$(chosen docs)" = "$(ran docs)" ] &&
+   grep -q '^mesh auto: note: the cost model prices causal attention over the whole sequence; under --document-mask 7' "$W/docs.out"; then
+  ok "--document-mask 7: $(chosen docs), with the note"
+else bad "--document-mask 7 with --mesh auto: '$(chosen docs)'"; tail -n 5 "$W/docs.out"; fi
 
 # 3. Nothing fits, or no cluster file: one line from rank 0, non-zero, nothing run.
 want='^error: --mesh auto: no configuration of 4 ranks fits'

@@ -25,16 +25,19 @@ typedef struct {
     const char* name;
     GPTConfig cfg;
     int B, T;
+    int boundary;   // document masking: the token that begins a document (0: none)
 } Shape;
 
 // A tiny model with the real GPT-2 vocabulary, one whose T and C are not multiples of any tile
 // size (and whose head size is odd), and that one with sliding-window attention of 7 positions in
-// layers 0 and 2 (GPT-3's alternating banded and dense layers).
+// layers 0 and 2 (GPT-3's alternating banded and dense layers), and the ragged one with document
+// masking (token 5 begins a document; one input in six is a 5).
 static const Shape shapes[] = {
-    {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32},
-    {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37},
+    {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32, 0},
+    {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 0},
     {"banded", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45, .window = 7,
-                .window_every = 2}, 3, 37},
+                .window_every = 2}, 3, 37, 0},
+    {"documents", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -56,14 +59,14 @@ int main(int argc, char** argv) {
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded] [--out-dir DIR] [--steps N]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents] [--out-dir DIR] [--steps N]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
     const Shape* sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (strcmp(shapes[i].name, shape_name) == 0) sh = &shapes[i];
-    if (!sh) fail_msg("--shape: expected gpt2vocab, ragged or banded, found '%s'", shape_name);
+    if (!sh) fail_msg("--shape: expected gpt2vocab, ragged, banded or documents, found '%s'", shape_name);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: cannot create: %s", dir, strerror(errno));
 
     const GPTConfig cfg = sh->cfg;
@@ -88,12 +91,14 @@ int main(int argc, char** argv) {
     for (int i = 0; i < BT; i++) {
         inputs[i] = (int32_t)(counter_bits(5, 0, i) % (uint64_t)cfg.V);
         targets[i] = (int32_t)(counter_bits(5, 1, i) % (uint64_t)cfg.V);
+        if (sh->boundary && counter_bits(5, 2, i) % 6 == 0) inputs[i] = sh->boundary;
     }
     int32_t header[256] = {0};
     header[0] = BATCH_MAGIC;
     header[1] = 1;
     header[2] = B;
     header[3] = T;
+    header[4] = sh->boundary;   // (0: no document mask)
     AtomicFile af;
     snprintf(path, sizeof path, "%s/batch.bin", dir);
     if (atomic_open(&af, path, err, sizeof err) != 0) fail_msg("%s", err);
@@ -120,6 +125,7 @@ int main(int argc, char** argv) {
     for (int s = 0; s < steps || s == 0; s++) {
         gpt_zero_grad(&m);
         gpt_loss_zero(&m);
+        if (sh->boundary) gpt_set_documents(&m, inputs, T, sh->boundary);
         gpt_forward(&m, inputs, targets);
         // The logits before the backward overwrites them with their gradient.
         if (s == 0) write_or_die(&af, m.acts.logits, sizeof(float) * BT * cfg.Vp);

@@ -74,15 +74,21 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(C, 3 * C)
         self.proj = nn.Linear(C, C)
 
-    def forward(self, x):
+    def forward(self, x, same_doc=None):
         B, T, C = x.shape
         hs = C // self.NH
         q, k, v = self.qkv(x).split(C, dim=2)
         # heads are contiguous slices of hs channels: (B, T, NH, hs) -> (B, NH, T, hs)
         q, k, v = (t.view(B, T, self.NH, hs).transpose(1, 2) for t in (q, k, v))
-        if self.window:  # sliding window: the band 0 <= t - s < W of the causal mask
+        if self.window or same_doc is not None:
+            # the causal mask, under a sliding window the band 0 <= t - s < W of it, and under
+            # document masking only the pairs of one document (same_doc: (B, 1, T, T))
             t = torch.arange(T)
-            band = (t[:, None] - t[None, :] >= 0) & (t[:, None] - t[None, :] < self.window)
+            band = t[:, None] - t[None, :] >= 0
+            if self.window:
+                band = band & (t[:, None] - t[None, :] < self.window)
+            if same_doc is not None:
+                band = band & same_doc
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
             y = F.softmax(att.masked_fill(~band, float("-inf")), dim=-1) @ v
         elif hasattr(F, "scaled_dot_product_attention"):
@@ -113,8 +119,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.mlp = MLP(C)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x, same_doc=None):
+        x = x + self.attn(self.ln1(x), same_doc)
         return x + self.mlp(self.ln2(x))
 
 
@@ -128,12 +134,17 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0)
                                      for l in range(L)])
         self.lnf = nn.LayerNorm(C, eps=1e-5)
+        self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
 
     def forward(self, idx, targets):
         T = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(T))
+        same_doc = None
+        if self.boundary:  # document masking: a document begins at each boundary token
+            doc = torch.cumsum(idx == self.boundary, dim=1)  # (B, T) document number
+            same_doc = (doc[:, :, None] == doc[:, None, :]).unsqueeze(1)
         for blk in self.blocks:
-            x = blk(x)
+            x = blk(x, same_doc)
         logits = self.lnf(x) @ self.wte.weight.t()  # tied LM head over all Vp rows
         loss = F.cross_entropy(logits[..., :self.V].reshape(-1, self.V), targets.reshape(-1))
         return logits, loss
@@ -200,7 +211,10 @@ def load_batch(path, cfg):
         bad = (toks[i] < 0) | (toks[i] >= cfg["V"])
         if bad.any():
             die(f"batch file {path}: {what} token {int(toks[i][bad][0])} outside [0, {cfg['V']})")
-    return torch.from_numpy(toks[0]), torch.from_numpy(toks[1])
+    boundary = int(h[4])  # document masking: the token that begins a document (0: none)
+    if not 0 <= boundary < cfg["V"]:
+        die(f"batch file {path}: header[4] (document boundary token) = {boundary} outside [0, {cfg['V']})")
+    return torch.from_numpy(toks[0]), torch.from_numpy(toks[1]), boundary
 
 
 # ----------------------------------------------------------------------------- reference run
@@ -360,7 +374,7 @@ def main():
     torch.set_num_threads(2)
     torch.manual_seed(0)  # nothing random is used; set for good measure
     model, cfg = load_model(a.model)
-    idx, tgt = load_batch(a.batch, cfg)
+    idx, tgt, model.boundary = load_batch(a.batch, cfg)
     B, T = idx.shape
     h = header_for(cfg, B, T, a.steps)
     c = read_results(a.results, h, cfg, a.steps) if a.results else None  # check before the run

@@ -119,6 +119,10 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
             printf("mesh auto: note: the cost model prices causal attention in every layer; the "
                    "layers banded by --attention-window %d compute less than these times say\n",
                    o->attention_window);
+        if (strcmp(o->document_mask, "none") != 0)
+            printf("mesh auto: note: the cost model prices causal attention over the whole "
+                   "sequence; under --document-mask %s a query attends within its document only, "
+                   "and computes less than these times say\n", o->document_mask);
     }
     if (!(o->given & OPT_GIVEN_RECOMPUTE))
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);

@@ -10,6 +10,7 @@ typedef struct {
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0
+    const char* document_mask; // none | eot | a token id: documents begin at that token
     const char* init_from;                         // llm.c model file, or NULL: from seed
     long seed;
     // data

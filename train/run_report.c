@@ -43,6 +43,10 @@ void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
+    if (t->doc_boundary >= 0)
+        printf("documents: a document begins at each token %d; attention masked to a query's own "
+               "document (training and validation batches; not the mc-eval rows or samples, one "
+               "document each)\n", t->doc_boundary);
     if (t->mc.examples)
         printf("mc-eval: %d examples, %ld rows of at most %d tokens: %s\n", t->mc.examples,
                t->mc.rows, t->mc.longest_row, t->mc_attention

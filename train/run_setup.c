@@ -1,6 +1,7 @@
 // The run's setup and teardown: where this process sits in the job (MPI or a rendezvous), the
 // configuration checked on every rank, the mesh and transport, the data, the attention layer, the
 // model and optimizer, the timeline and the token buffers; and what frees them at the end.
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,25 @@ int launch_run(Trainer* t, int* argc, char*** argv, int* world_rank, int* world_
     return 0;
 }
 
+// --document-mask: none (-1), eot (GPT-2's end-of-text token) or a token id of the vocabulary.
+static int parse_document_mask(Trainer* t, const char* s) {
+    if (strcmp(s, "none") == 0) return -1;
+    if (strcmp(s, "eot") == 0) {
+        if (t->cfg.V <= GPT2_EOT)
+            config_error(t, "--document-mask eot: expected a vocabulary holding GPT-2's end-of-text "
+                         "token %d, found V=%d (give the boundary token's id instead)", GPT2_EOT,
+                         t->cfg.V);
+        return GPT2_EOT;
+    }
+    char* end;
+    errno = 0;
+    const long id = strtol(s, &end, 10);
+    if (end == s || *end || errno || id < 0 || id >= t->cfg.V)
+        config_error(t, "--document-mask: expected none, eot or a token id in [0, %d), found '%s'",
+                     t->cfg.V, s);
+    return (int)id;
+}
+
 static void setup_model_config(Trainer* t) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
@@ -100,6 +120,7 @@ static void setup_model_config(Trainer* t) {
     }
     if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
         config_error(t, "--attention-window/--window-every: %s", err);
+    t->doc_boundary = parse_document_mask(t, o->document_mask);
     if (o->eval_only && !(o->val_data && o->val_data[0]) && !(o->mc_eval && o->mc_eval[0]))
         config_error(t, "--eval-only: expected --val-data shards or an --mc-eval file to evaluate "
                      "on, found neither");

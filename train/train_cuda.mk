@@ -53,11 +53,11 @@ $(BUILD)/cuda-host-cxx-fp32/%.o: %.c
 # $(BUILD)/cuda-host-fp32-attn/%.o for fp32 -- all the same flags).
 CUDA_TRAIN_HOST_OBJS = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host/%.o) $(CUDA_LAYERS_OBJS) $(CUDA_MATMUL_OBJS) \
-	$(CUDA_ATTENTION_HOST_OBJS) $(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
+	$(CUDA_ATTENTION_HOST_OBJS) $(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o $(BUILD)/model/documents.o
 CUDA_TRAIN_HOST_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(BUILD)/cuda-host-cxx-fp32/%.o) \
 	$(CUDA_BACKEND_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o) $(CUDA_LAYERS_OBJS_FP32) \
 	$(CUDA_MATMUL_OBJS_FP32) $(CUDA_ATTENTION_HOST_OBJS_FP32) \
-	$(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o
+	$(CUDA_HOST_NCCL_OBJS) $(BUILD)/model/token_order.o $(BUILD)/model/documents.o
 .SECONDARY: $(CUDA_TRAIN_HOST_OBJS) $(CUDA_TRAIN_HOST_OBJS_FP32)
 
 CUDA_TRAIN_HOST_PROGS := $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32
@@ -142,10 +142,10 @@ CUDA_KERNEL_LINK = -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,'$$ORIGIN/../lib'
 
 # The backend of each precision, and its kernels.
 CUDA_TRAIN_NVCC_OBJS = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda/%.o) \
-	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB) $(BUILD)/model/token_order.o
+	$(patsubst %.cu,$(NVCC_BUILD)/cuda/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB) $(BUILD)/model/token_order.o $(BUILD)/model/documents.o
 CUDA_TRAIN_NVCC_OBJS_FP32 = $(CUDA_CXX_SRCS:%.c=$(NVCC_BUILD)/cuda-fp32/%.o) \
 	$(patsubst %.cu,$(NVCC_BUILD)/cuda-fp32/%.o,$(CUDA_BACKEND_SRCS)) $(CUDA_KERNEL_LIB_FP32) \
-	$(BUILD)/model/token_order.o
+	$(BUILD)/model/token_order.o $(BUILD)/model/documents.o
 
 .PHONY: train-cuda
 ifeq ($(CUDA_NVCC),)

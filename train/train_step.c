@@ -24,6 +24,7 @@ void next_batch(Trainer* t, DataLoader* loader) {
                  rc < 0 ? err : "validation data ran out");
     layout_take(t->full_inputs, t->B, t->T, t->positions, t->Tl, t->inputs);
     layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
+    if (t->doc_boundary >= 0) gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary);
 }
 
 double all_reduce_scalar(Trainer* t, double x) {

@@ -40,6 +40,7 @@ typedef struct {
     int rank;                  // world rank; rank 0 logs, samples and writes model files
     GPTConfig cfg;
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
+    int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
     long tokens_per_step;      // global tokens per optimizer step
     AttentionLayer* attention;
     GPT model;
