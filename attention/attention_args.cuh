@@ -21,6 +21,12 @@ struct AttnArgs {
     int Tq, Tk;
     long long qoff, qstride, koff, kstride;
     long long window;  // AttentionProblem.window: 0 (causal) or W, key j visible iff qpos(i) - W < kpos(j) <= qpos(i)
+    // AttentionProblem.docs, in device memory (kernels only: the host never reads them): (B, doc_T)
+    // per position, the first position of its document and one past its last; doc_start NULL: no
+    // document mask. Key j visible iff also kpos(j) >= doc_start[b, qpos(i)].
+    const int* doc_start;
+    const int* doc_end;
+    int doc_T;
     const floatX *q, *k, *v, *dout;
     int ldq, ldk, ldv, lddo;
     int B;
@@ -75,26 +81,56 @@ __device__ __forceinline__ int first_query(const AttnArgs& a, int j) {
     return n < a.Tq ? (int)n : a.Tq;
 }
 
-// Under a sliding window (a.window > 0), the first local key query i sees (0 without one):
-// j >= first_visible_key  <=>  kpos(j) > qpos(i) - window. Query i sees keys
-// [first_visible_key(a, i), visible_keys(a, i)).
-__host__ __device__ __forceinline__ int first_visible_key(const AttnArgs& a, int i) {
-    if (a.window <= 0) return 0;
-    const long long rel = a.qoff + a.qstride * i - a.window + 1 - a.koff;
+// Whether rows are bounded from below too (a sliding window or a document mask): such calls take
+// the SPLIT forward and the key-tile backward, never the Hopper kernels nor the FA2 layout. Reads
+// no bounds: host code too.
+__host__ __device__ __forceinline__ bool masked_below(const AttnArgs& a) { return a.window > 0 || a.doc_start; }
+
+// The first local key at or after position lowest: j >= key_at  <=>  kpos(j) >= lowest.
+__host__ __device__ __forceinline__ int key_at(const AttnArgs& a, long long lowest) {
+    const long long rel = lowest - a.koff;
     if (rel <= 0) return 0;
     const long long n = (rel + a.kstride - 1) / a.kstride;
     return n < a.Tk ? (int)n : a.Tk;
 }
 
-// Under a sliding window, one past the last local query that sees local key j (a.Tq without
-// one): i < query_end  <=>  qpos(i) < kpos(j) + window. Key j is seen by the queries
-// [first_query(a, j), query_end(a, j)).
-__device__ __forceinline__ int query_end(const AttnArgs& a, int j) {
-    if (a.window <= 0) return a.Tq;
-    const long long rel = a.koff + a.kstride * j + a.window - a.qoff;   // qstride * i < rel
+// The first local query at or after position lowest: i >= query_at  <=>  qpos(i) >= lowest.
+__device__ __forceinline__ int query_at(const AttnArgs& a, long long lowest) {
+    const long long rel = lowest - a.qoff;
     if (rel <= 0) return 0;
     const long long n = (rel + a.qstride - 1) / a.qstride;
     return n < a.Tq ? (int)n : a.Tq;
+}
+
+// Under a sliding window (a.window > 0), the first local key query i sees by the window alone (0
+// without one): j >= window_first_key  <=>  kpos(j) > qpos(i) - window. Reads no document bounds:
+// the launcher's planning (forward_key_tiles) uses it on the host.
+__host__ __device__ __forceinline__ int window_first_key(const AttnArgs& a, int i) {
+    return a.window > 0 ? key_at(a, a.qoff + a.qstride * i - a.window + 1) : 0;
+}
+
+// The first local key query i of sequence b sees: the later of its window's lower edge and its
+// document's first position (kpos(j) >= doc_start[b, qpos(i)]). Query i sees keys
+// [first_visible_key(a, b, i), visible_keys(a, i)). Both bounds grow with i. A query past Tq (a
+// tile's padding row, which sees nothing) reads no bounds.
+__device__ __forceinline__ int first_visible_key(const AttnArgs& a, int b, int i) {
+    const int w = window_first_key(a, i);
+    if (!a.doc_start || i >= a.Tq) return w;
+    const int d = key_at(a, a.doc_start[(long long)b * a.doc_T + a.qoff + a.qstride * i]);
+    return d > w ? d : w;
+}
+
+// One past the last local query of sequence b that sees local key j (a.Tq without a window or
+// documents): the earlier of the window's (qpos(i) < kpos(j) + window) and the document's end
+// (qpos(i) < doc_end[b, kpos(j)], the same as the start bound for the causal pairs). Key j is seen
+// by the queries [first_query(a, j), query_end(a, b, j)). Nondecreasing in j. A key past Tk reads
+// no bounds.
+__device__ __forceinline__ int query_end(const AttnArgs& a, int b, int j) {
+    const long long kp = a.koff + a.kstride * j;
+    const int w = a.window > 0 ? query_at(a, kp + a.window) : a.Tq;
+    if (!a.doc_start || j >= a.Tk) return w;
+    const int d = query_at(a, a.doc_end[(long long)b * a.doc_T + kp]);
+    return d < w ? d : w;
 }
 
 __device__ __forceinline__ floatX zero_x() { return from_float<floatX>(0.0f); }

@@ -21,13 +21,13 @@ $(BUILD)/cuda-host-fp32-attn/%.o: %.cu
 
 .SECONDEXPANSION:
 $(BUILD)/tests/cuda/test_attention_cuda: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$(CUDA_ATTENTION_HOST_OBJS) $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_HOST_OBJS) $(BUILD)/attention/partial_attention.o $(BUILD)/model/documents.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/cuda/test_attention_cuda_fp32: $(BUILD)/cuda-host-fp32-attn/tests/cuda/test_attention_cuda.o \
-		$(CUDA_ATTENTION_HOST_OBJS_FP32) $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_HOST_OBJS_FP32) $(BUILD)/attention/partial_attention.o $(BUILD)/model/documents.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
@@ -44,7 +44,7 @@ $(BUILD)/cuda-host-unordered/%.o: %.cu
 	$(CXX) $(CUDA_HOST_CXXFLAGS) -DFLASH_BWD_UNORDERED -MMD -MP -x c++ -c $< -o $@
 
 $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$(CUDA_ATTENTION_UNORDERED_OBJS) $(BUILD)/attention/partial_attention.o \
+		$(CUDA_ATTENTION_UNORDERED_OBJS) $(BUILD)/attention/partial_attention.o $(BUILD)/model/documents.o \
 		$$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@
@@ -118,6 +118,6 @@ $(BUILD)/cuda-host-hopper-%/attention/hopper_backward.o: attention/hopper_backwa
 	@mkdir -p $(dir $@)
 	$(HOPPER_MUTANT_COMPILE)
 $(BUILD)/tests/cuda/test_attention_cuda_hopper_%: $(BUILD)/cuda-host/tests/cuda/test_attention_cuda.o \
-		$$(call hopper_mutant_objs,$$*) $(BUILD)/attention/partial_attention.o $$(CUDA_HOST_OBJS) $(FAIL_OBJS)
+		$$(call hopper_mutant_objs,$$*) $(BUILD)/attention/partial_attention.o $(BUILD)/model/documents.o $$(CUDA_HOST_OBJS) $(FAIL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) $^ $(LDLIBS) -o $@

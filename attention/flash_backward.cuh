@@ -9,11 +9,16 @@
 // the last key tiles first, so a block waits only for blocks started before it, and on a causal
 // mask the turn of a key tile's first query tile is always its own (the diagonal): in steady state
 // no block waits. Deterministic for every schedule and SM count. Under a sliding window (a.window)
-// a key tile is seen by the query tiles qt0 .. qt1 - 1 only (query_end): the block walks those;
-// the key tiles that see a query tile are still a contiguous range ending at the last that sees
-// it (both ends of a key tile's range grow with the key), so the turns are unchanged: a key tile
-// waits only for later ones that see the query tile too, and those it stops before never need its
-// turn (no earlier key tile sees them either).
+// or a document mask (a.doc_start) a key tile is seen by the query tiles qt0 .. qt1 - 1 only
+// (query_end: the earlier of the window's end and the document's): the block walks those. The dQ
+// order stays correct: qt0 (first_query, causal) and qt1 (query_end: kpos + window and
+// doc_end[kpos] both grow with the key, as documents are contiguous runs of positions) are
+// nondecreasing in the key tile, so the key tiles that visit a query tile qt (qt0 <= qt < qt1) are
+// one contiguous run kt_lo .. last_kt, and last_kt (fa_advance_last_kt: the last with qt0 <= qt)
+// belongs to it (its qt1 is at least that of any member). A key tile waits for the later ones of
+// the run (last_kt - kt turns), all of which visit qt and pass the turn on; the earlier key tiles
+// that stop before qt (a document boundary or the band's edge between them) never take a turn on
+// it, and no later one waits for them. A key tile no query sees (qt0 >= qt1) takes no turn.
 #pragma once
 #include "attention/flash_attention.cuh"
 #include "attention/flash_workspace.h"
@@ -114,8 +119,9 @@ __device__ __forceinline__ FaBwdBlock fa_bwd_block(const AttnArgs& a, int NH) {
     k.kt = k.nkt - 1 - in_group / gsize;
     k.j0 = k.kt * BK;
     k.qt0 = first_query(a, k.j0) / BQ;   // the first query tile that sees the key tile
-    // One past the last query tile that sees it (nqt without a window): its last key's query_end.
-    k.qt1 = (query_end(a, min(k.j0 + BK, a.Tk) - 1) + BQ - 1) / BQ;
+    // One past the last query tile that sees it (nqt without a window or documents): its last
+    // key's query_end (the latest of the tile's).
+    k.qt1 = (query_end(a, k.b, min(k.j0 + BK, a.Tk) - 1) + BQ - 1) / BQ;
     k.dq_out = a.dq_acc ? a.dq_acc : a.dq;
     k.lddq = a.dq_acc ? (long long)NH * HS : a.lddq;
     k.red_v2 = k.lddq % 2 == 0 && ((uintptr_t)k.dq_out & 7) == 0;
@@ -229,12 +235,12 @@ __global__ void __launch_bounds__(BK * 2, BK == 64 ? 2 : 1) flash_backward_kerne
     const int fq_lo = kw + g < a.Tk ? first_query(a, kw + g) : a.Tq;
     const int fq_hi = kw + g + 8 < a.Tk ? first_query(a, kw + g + 8) : a.Tq;
     const int fq_last = kw + 15 < a.Tk ? first_query(a, kw + 15) : a.Tq;   // ... all of them see
-    // One past the last query a key sees (a.Tq without a window): the warp's last key (of any), its
-    // first (of all), and this lane's keys. Queries past Tq are past these too.
-    const int qe_w = kw < a.Tk ? query_end(a, min(kw + 15, a.Tk - 1)) : a.Tq;
-    const int qe_first = kw < a.Tk ? query_end(a, kw) : a.Tq;
-    const int qe_lo = kw + g < a.Tk ? query_end(a, kw + g) : a.Tq;
-    const int qe_hi = kw + g + 8 < a.Tk ? query_end(a, kw + g + 8) : a.Tq;
+    // One past the last query a key sees (a.Tq without a window or documents): the warp's last key
+    // (of any), its first (of all), and this lane's keys. Queries past Tq are past these too.
+    const int qe_w = kw < a.Tk ? query_end(a, b, min(kw + 15, a.Tk - 1)) : a.Tq;
+    const int qe_first = kw < a.Tk ? query_end(a, b, kw) : a.Tq;
+    const int qe_lo = kw + g < a.Tk ? query_end(a, b, kw + g) : a.Tq;
+    const int qe_hi = kw + g + 8 < a.Tk ? query_end(a, b, kw + g + 8) : a.Tq;
     float dk[NT][4], dv[NT][4];
 ATTN_UNROLL
     for (int n = 0; n < NT; n++)

@@ -8,9 +8,9 @@
 //   dQ = dS K                warps 2 (queries) x 4 (channels) of 32 queries x HS/4, then added
 //                            into the fp32 accumulator on the key tile's turn
 // 6144 HS + 32 KiB of ldmatrix bytes per step become 3584 HS + 128 KiB (and 32 KiB of P, dS stores).
-// Causal calls only (a.window == 0): the launcher sends sliding-window calls to flash_backward.cuh,
-// whose layout holds the window's bounds without spilling (this one, with them, spilled 20 bytes
-// at HS 128 on sm_90).
+// Causal calls only (masked_below false: no window, no document mask): the launcher sends the
+// others to flash_backward.cuh, whose layout holds the rows' lower bounds without spilling (this
+// one, with the window's, spilled 20 bytes at HS 128 on sm_90).
 #pragma once
 #include "attention/flash_backward.cuh"
 
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(256, 1) flash_backward_fa2_kernel(const AttnAr
     float* Dv = lse + 2 * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     FaBwdBlock k = fa_bwd_block<HS, BK>(a, NH);
-    k.qt1 = k.nqt;   // causal calls only: every query tile from qt0 on (and the window's bounds unused)
+    k.qt1 = k.nqt;   // causal calls only: every query tile from qt0 on (no window or document bounds)
     const int nqt = k.nqt, b = k.b, h = k.h, kt = k.kt, j0 = k.j0, qt0 = k.qt0;
     int last_kt = kt;   // the last key tile that sees the current query tile (it adds first)
     if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added

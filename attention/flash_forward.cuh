@@ -9,7 +9,8 @@
 // its rows sees are skipped). Under a sliding window (a.window) the tiles start at the one holding
 // the first key the block's first query sees, and the tiles the band's lower edge cuts are masked
 // too, each row from below as well (LOWER; per warp, the 16-key blocks before its first row's
-// first key are skipped), in one loop with the others (the SPLIT instance). The softmax keeps the
+// first key are skipped), in one loop with the others (the SPLIT instance); a document mask
+// (a.doc_start) bounds the rows from below the same way, by the later of the two first keys. The softmax keeps the
 // row max in scaled log2 units: p = ex2.approx.ftz(s * scale_log2 - m), one FFMA and one ex2 per
 // score. O is normalised, converted and staged through shared memory (the Q/K/V buffers, free by
 // then), then written in 16-byte rows when the output allows (else one element per store, from the
@@ -313,9 +314,9 @@ ATTN_UNROLL
 // z % splits of sequence z / splits and writing its partial as sequence z of o and lse (the
 // launcher's partial buffers, merged by flash_split_merge_kernel). Two blocks (8 warps) per SM: up
 // to 255 registers per thread. SPLIT: the instance whose key tiles start anywhere: split-KV's
-// ranges, and every call under a sliding window (a.window; split or not), whose tiles start at
-// the one holding the first key the block's first query sees and whose masked tiles bound each
-// row from below too. Without it the key tiles start at 0, which the register allocation needs
+// ranges, and every call under a sliding window or a document mask (masked_below; split or not),
+// whose tiles start at the one holding the first key the block's first query sees and whose
+// masked tiles bound each row from below too. Without it the key tiles start at 0, which the register allocation needs
 // at HS 128 on sm_80 (a variable start spills 24 bytes).
 template <int HS, bool SPLIT>
 __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(const AttnArgs a) {
@@ -330,8 +331,9 @@ __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(co
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int nq = min(BQ, a.Tq - i0);
     const int nseen = (visible_keys(a, i0 + nq - 1) + BK - 1) / BK;   // up to what the last query sees
-    // ... and under a window from the tile holding what the first query sees first (SPLIT).
-    const int kfirst = SPLIT ? first_visible_key(a, i0) / BK : 0;
+    // ... and under a window or documents from the tile holding what the first query sees first
+    // (SPLIT; both lower bounds grow with the position, so the first query's is the block's lowest).
+    const int kfirst = SPLIT ? first_visible_key(a, b, i0) / BK : 0;
     // The block's key tiles: kfirst .. nseen - 1, or with splits its range of them; key indices
     // below (tiles, visible counts, the keys left) count from the range's first key, kshift.
     const int kt0 = SPLIT ? kfirst + (blockIdx.z % a.splits) * (nseen - kfirst) / a.splits : 0;
@@ -341,14 +343,14 @@ __global__ void __launch_bounds__(FaFwd<HS>::THREADS, 2) flash_forward_kernel(co
     // (a register through the loop spills at HS 128).
     __shared__ int split_keys_left;
     if (SPLIT && threadIdx.x == 0) split_keys_left = a.Tk - kshift;
-    // SPLIT: the masked tiles bound each row from below too, by its first key under a window (0
-    // without one; counted from kshift) in shared memory, visible after the barrier below Q's
-    // load. The tiles before nlow, up to the one holding the last query's first key, are cut by
-    // the band's lower edge (none without a window).
-    const int nlow = SPLIT ? min(nkt, max(0, first_visible_key(a, i0 + nq - 1) - kshift + BK - 1) / BK) : 0;
+    // SPLIT: the masked tiles bound each row from below too, by its first key under a window or
+    // documents (0 without either; counted from kshift) in shared memory, visible after the
+    // barrier below Q's load. The tiles before nlow, up to the one holding the last query's first
+    // key, are cut by the rows' lower edges (none without a window or documents).
+    const int nlow = SPLIT ? min(nkt, max(0, first_visible_key(a, b, i0 + nq - 1) - kshift + BK - 1) / BK) : 0;
     __shared__ int row_lo[SPLIT ? BQ : 1];
     if (SPLIT)
-        for (int r = threadIdx.x; r < BQ; r += F::THREADS) row_lo[r] = (r < nq ? first_visible_key(a, i0 + r) : 0) - kshift;
+        for (int r = threadIdx.x; r < BQ; r += F::THREADS) row_lo[r] = (r < nq ? first_visible_key(a, b, i0 + r) : 0) - kshift;
     // Tiles the first query, hence every row, sees whole (the unmasked loop), within the range.
     const int nfull = SPLIT ? max(0, min(visible_keys(a, i0) - kshift, nkt * BK) / BK) : visible_keys(a, i0) / BK;
     const floatX* kg = a.k + ((long long)b * a.Tk + kshift) * a.ldk + (long long)h * HS;

@@ -9,7 +9,10 @@
 // query tile), each recomputing S and dP. Every output element has one writer per launch. Under a
 // sliding window (a.window) the key loops start at the first key the tile's first query sees and
 // the query loop stops at the last query the tile's last key is seen by (query_end); per warp,
-// the 16-column blocks before its first row's band (after its last key's) are skipped.
+// the 16-column blocks before its first row's band (after its last key's) are skipped. A document
+// mask (a.doc_start) bounds the rows from below the same way (first_visible_key, query_end take
+// the later start and the earlier end): both grow with the position, so the tile's first query
+// still has the lowest first key and its last key the latest query end.
 #pragma once
 // Lanes read a tile column-wise (row r0 + 16 lanes' rows); an odd row stride puts the 16 rows in
 // 16 different banks.
@@ -164,10 +167,10 @@ __global__ void __launch_bounds__(NTHREADS) attention_forward_kernel(const AttnA
     for (int r = threadIdx.x; r < BQ; r += blockDim.x) nvis[r] = r < nq ? visible_keys(a, i0 + r) : 0;
     __syncthreads();
     const int kend = nvis[nq - 1];   // keys beyond what the last query sees: masked for the tile
-    const int kbeg = first_visible_key(a, i0);   // ... and under a window before what the first sees
+    const int kbeg = first_visible_key(a, b, i0);   // ... and before what the first sees (window, documents)
     const int wlast = min(warp * WROWS + WROWS, nq) - 1;
     const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;   // keys this warp's rows see
-    const int wlo = warp * WROWS < nq ? first_visible_key(a, i0 + warp * WROWS) : 0;   // ... from
+    const int wlo = warp * WROWS < nq ? first_visible_key(a, b, i0 + warp * WROWS) : 0;   // ... from
 
     RowMap map;
     map.init(S);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(NTHREADS) attention_forward_kernel(const AttnA
     acc.zero();
     const int r = lane >> 1, half = lane & 1;   // this lane's row and column parity
     const int my_nvis = nvis[warp * WROWS + r];
-    const int my_lo = first_visible_key(a, i0 + warp * WROWS + r);   // (a row past nq sees none)
+    const int my_lo = first_visible_key(a, b, i0 + warp * WROWS + r);   // (a row past nq sees none)
     float m = -INFINITY, l = 0.0f;              // running max (log2 units) and sum of the row
     const floatX* Qw = Qs + warp * WROWS * L::TLD;
 
@@ -270,7 +273,7 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const
     for (int r = threadIdx.x; r < BK; r += blockDim.x) fq[r] = r < nk ? first_query(a, j0 + r) : a.Tq;
     __syncthreads();
     const int qstart = fq[0];
-    const int qend = query_end(a, j0 + nk - 1);   // (a.Tq without a window)
+    const int qend = query_end(a, b, j0 + nk - 1);   // (a.Tq without a window or documents)
     if (qstart >= qend) return;   // no query of this problem sees these keys: dk, dv += 0
     load_tile<HS>(Ks, a.k + ((long long)b * a.Tk + j0) * a.ldk + (long long)h * HS, a.ldk, nk, a.vec);
     load_tile<HS>(Vs, a.v + ((long long)b * a.Tk + j0) * a.ldv + (long long)h * HS, a.ldv, nk, a.vec);
@@ -281,10 +284,10 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dkdv_kernel(const
 
     const int wfq = fq[warp * WROWS];   // the warp's earliest key: the first query of the warp
     const int wlast = min(warp * WROWS + WROWS, nk) - 1;   // ... its latest: the end of its queries
-    const int wqe = wlast >= warp * WROWS ? query_end(a, j0 + wlast) : 0;
+    const int wqe = wlast >= warp * WROWS ? query_end(a, b, j0 + wlast) : 0;
     const int r = lane >> 1, half = lane & 1;
     const int my_fq = fq[warp * WROWS + r];
-    const int my_qe = query_end(a, j0 + warp * WROWS + r);   // (a key past nk: my_fq is Tq)
+    const int my_qe = query_end(a, b, j0 + warp * WROWS + r);   // (a key past nk: my_fq is Tq)
     const floatX* Kw = Ks + warp * WROWS * L::TLD;
     const floatX* Vw = Vs + warp * WROWS * L::TLD;
     WarpAcc<HS> dk_acc, dv_acc;
@@ -383,7 +386,7 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dq_kernel(const A
     }
     __syncthreads();
     const int kend = nvis[nq - 1];
-    const int kbeg = first_visible_key(a, i0);   // (0 without a window)
+    const int kbeg = first_visible_key(a, b, i0);   // (0 without a window or documents)
     if (kend <= kbeg) return;   // no query of this tile sees a key: dq += 0
     load_tile<HS>(Qs, a.q + ((long long)b * a.Tq + i0) * a.ldq + (long long)h * HS, a.ldq, nq, a.vec);
     load_tile<HS>(Gs, a.dout + ((long long)b * a.Tq + i0) * a.lddo + (long long)h * HS, a.lddo, nq, a.vec);
@@ -392,10 +395,10 @@ __global__ void __launch_bounds__(NTHREADS) attention_backward_dq_kernel(const A
 
     const int wlast = min(warp * WROWS + WROWS, nq) - 1;
     const int wvis = wlast >= warp * WROWS ? nvis[wlast] : 0;
-    const int wlo = warp * WROWS < nq ? first_visible_key(a, i0 + warp * WROWS) : 0;
+    const int wlo = warp * WROWS < nq ? first_visible_key(a, b, i0 + warp * WROWS) : 0;
     const int r = lane >> 1, half = lane & 1;
     const int my_nvis = nvis[warp * WROWS + r];
-    const int my_lo = first_visible_key(a, i0 + warp * WROWS + r);
+    const int my_lo = first_visible_key(a, b, i0 + warp * WROWS + r);
     const float my_lse2 = lse2[warp * WROWS + r], my_d = dsum[warp * WROWS + r];
     const floatX* Qw = Qs + warp * WROWS * L::TLD;
     const floatX* Gw = Gs + warp * WROWS * L::TLD;

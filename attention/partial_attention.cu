@@ -17,7 +17,11 @@
 // query sees a prefix of the keys (visible_keys) and a key is seen by a suffix of the queries
 // (first_query). Forward passes stop at the keys the tile's last query sees and skip, per warp,
 // the 16-key blocks none of its rows sees; backward passes start at the first query tile that
-// sees the key tile's first key, and warps whose keys see none of a query tile skip it.
+// sees the key tile's first key, and warps whose keys see none of a query tile skip it. A sliding
+// window and a document mask bound each query's keys from below as well (first_visible_key) and
+// each key's queries from above (query_end); both bounds grow with the position, so tiles keep
+// contiguous ranges. Such calls (masked_below) run the sm_80-class kernels only. The document
+// bounds live in device memory: kernels read them, the host (launcher, planning) never does.
 //
 // Every kernel is deterministic: each output element has one writer per launch, but for the bf16
 // backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
@@ -144,6 +148,19 @@ void check_problem(const AttentionProblem* p, const char* who) {
           p->kpos.stride);
     CHECK(p->B <= 65535 && p->NH <= 65535, "split the batch", "%s: B=%d or NH=%d over the grid limit 65535",
           who, p->B, p->NH);
+    if (p->docs.start) {
+        // Host-side arithmetic only: the bounds themselves are device memory.
+        CHECK(p->docs.end && p->docs.T > 0, "caller bug",
+              "%s: document bounds without their end positions or length (T=%d)", who, p->docs.T);
+        const long qlast = p->qpos.off + p->qpos.stride * (p->Tq - 1);
+        const long klast = p->kpos.off + p->kpos.stride * (p->Tk - 1);
+        CHECK((p->Tq == 0 || (p->qpos.off >= 0 && qlast < p->docs.T)) &&
+                  (p->Tk == 0 || (p->kpos.off >= 0 && klast < p->docs.T)), "caller bug",
+              "%s: positions (queries %ld..%ld, keys %ld..%ld) outside the document bounds' 0..%d", who,
+              p->qpos.off, qlast, p->kpos.off, klast, p->docs.T - 1);
+        // Split-KV plans on the host, which cannot read the bounds; the trainer never decodes with them.
+        CHECK(!p->decode, "caller bug", "%s: a decoding step with a document mask (decoding takes none)", who);
+    }
 }
 
 void check_head_size(int HS, const char* who) {
@@ -166,6 +183,9 @@ AttnArgs make_args(const AttentionProblem* p) {
     a.koff = p->kpos.off;
     a.kstride = p->kpos.stride;
     a.window = p->window;
+    a.doc_start = p->docs.start;
+    a.doc_end = p->docs.end;
+    a.doc_T = p->docs.T;
     a.scale = 1.0f / sqrtf((float)p->HS);
     a.scale_log2 = a.scale * LOG2E;
     a.decode = p->decode;
@@ -225,13 +245,16 @@ static int forward_splits(const AttnArgs& a, long long blocks, int key_tiles) {
 
 // The most key tiles of BK one query tile of BQ sees (what split-KV may cut): every key tile of the
 // problem (as before the window), or under a sliding window the widest band's, from the tile
-// holding the tile's first query's first key to the one holding its last query's last.
+// holding the tile's first query's first key to the one holding its last query's last. Host code:
+// a document mask's bounds are device memory, never read here; with one, the count is the
+// window's (or the causal one), an upper bound: a split whose range holds no visible key writes
+// an empty partial, which the merge weighs 0. (Decoding, split-KV's own case, takes no documents.)
 static int forward_key_tiles(const AttnArgs& a, int BQ, int BK) {
     if (!a.window) return (a.Tk + BK - 1) / BK;
     int most = 0;
     for (int i0 = 0; i0 < a.Tq; i0 += BQ) {
         const int last = (a.Tq - i0 < BQ ? a.Tq : i0 + BQ) - 1;
-        const int n = (visible_keys(a, last) + BK - 1) / BK - first_visible_key(a, i0) / BK;
+        const int n = (visible_keys(a, last) + BK - 1) / BK - window_first_key(a, i0) / BK;
         most = n > most ? n : most;
     }
     return most;
@@ -281,20 +304,21 @@ static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
 static bool hopper_head_size(int HS) { return HS == 64 || HS == 80 || HS == 128; }
 
 // The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV), and
-// no sliding window: windowed calls (a.window > 0) run the sm_80 kernel (flash_forward.cuh),
-// whatever ATTENTION_FWD_KERNEL says.
+// no sliding window or document mask: those calls (masked_below) run the sm_80 kernel
+// (flash_forward.cuh), whatever ATTENTION_FWD_KERNEL says.
 static bool use_hopper_forward(const AttnArgs& a, int HS) {
-    return !a.window && hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec &&
+    return !masked_below(a) && hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec &&
            !a.decode;
 }
 
 // The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
 // its 64-query tiles, and a dQ destination whose rows TMA can address (the fp32 accumulator of a
-// floatX dQ always is); no sliding window: windowed calls run the sm_80 key-tile kernel
-// (flash_backward.cuh), whatever ATTENTION_BWD_KERNEL and ATTENTION_BWD_LAYOUT say.
+// floatX dQ always is); no sliding window or document mask: those calls (masked_below) run the
+// sm_80 key-tile kernel (flash_backward.cuh), whatever ATTENTION_BWD_KERNEL and
+// ATTENTION_BWD_LAYOUT say.
 static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
     const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
-    return !a.window && hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
+    return !masked_below(a) && hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
            a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
 }
 
@@ -311,8 +335,9 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
     a.splits = a.merge ? 1 : forward_split_count<HS>(a, NH);   // (the merging forward never splits)
     if (a.splits == 1) {
-        // A sliding window's key tiles start past 0: the SPLIT instance, one range per query tile.
-        if (a.window) LAUNCH((flash_forward_kernel<HS, true>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
+        // A sliding window's or a document's key tiles start past 0: the SPLIT instance, one range
+        // per query tile.
+        if (masked_below(a)) LAUNCH((flash_forward_kernel<HS, true>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
         else LAUNCH((flash_forward_kernel<HS, false>), dim3(qtiles, (unsigned)NH, (unsigned)B), F::THREADS, smem, stream, a);
         return;
     }
@@ -378,7 +403,7 @@ static int backward_head_group(int heads) {
 static int backward_lagged_release(void) { return env_switch("ATTENTION_BWD_RELEASE", "eager", "lagged"); }
 
 // The backward's warp layout: each warp 16 keys of the tile (the default), or FlashAttention-2's
-// (flash_backward_fa2.cuh, HS 64 and 128, causal calls; elsewhere the default):
+// (flash_backward_fa2.cuh, HS 64 and 128, causal calls without documents; elsewhere the default):
 // ATTENTION_BWD_LAYOUT=keys|fa2, to time both on a GPU. Each gives its own bits (another order of
 // the products), each deterministic. (attention_cuda_backward_smem reports the causal calls'.)
 static int backward_layout_fa2(int hs) {
@@ -453,7 +478,7 @@ template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStr
         }
     }
     if constexpr (HS == 64 || HS == 128) {
-        if (backward_layout_fa2(HS) && !a.window) {   // (causal only: flash_backward_fa2.cuh)
+        if (backward_layout_fa2(HS) && !masked_below(a)) {   // (causal only: flash_backward_fa2.cuh)
             launch_backward_tiles<HS, 128, BWD_FA2>(a, B, NH, stream);
             return;
         }

@@ -1,8 +1,10 @@
 // CUDA partial (local) causal attention: the device twin of attention/partial_attention.h, with
 // the same AttentionProblem (absolute token positions (offset, stride) for queries and keys; key j
 // is visible to query i iff kpos(j) <= qpos(i), and under a sliding window (p->window = W > 0) iff
-// also kpos(j) > qpos(i) - W) and the same semantics, on device pointers and a stream. One kernel
-// serves single-device attention, every ATTENTION2D mesh shape, Ring and Striped.
+// also kpos(j) > qpos(i) - W, and under a document mask (p->docs, its bounds in device memory)
+// iff also kpos(j) >= docs.start[b, qpos(i)]) and the same semantics, on device pointers and a
+// stream. One kernel serves single-device attention, every ATTENTION2D mesh shape, Ring and
+// Striped. Decoding steps (p->decode) take no document mask.
 //
 // Precisions (model/cuda_precision.cuh): Q, K, V, dO and the row-dot's O are floatX (bf16 by
 // default, fp32 with -DGPT_CUDA_FP32); everything that is summed across calls or merged stays
@@ -91,15 +93,15 @@ int attention_cuda_forward_splits(const AttentionProblem* p);
 // The kernel a forward of p on these inputs runs: "sm90" (the Hopper kernel,
 // attention/hopper_forward.cuh: ATTENTION_FWD_KERNEL=sm90, or auto (the default) on a compute
 // capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, not a decoding step, no sliding
-// window), "sm80" (the bf16 build's other calls) or "fma" (the fp32 build).
+// window, no document mask), "sm80" (the bf16 build's other calls) or "fma" (the fp32 build).
 const char* attention_cuda_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
                                           int ldk, const floatX* v, int ldv);
 
 // The kernel a backward of p on these inputs runs: "sm90" (the Hopper kernel,
 // attention/hopper_backward.cuh: ATTENTION_BWD_KERNEL=sm90, or auto (the default) on a compute
 // capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, lse and d 16-byte aligned, Tq
-// a multiple of 64, dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows, and no sliding
-// window; "sm90-q128"
+// a multiple of 64, dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows, no sliding
+// window and no document mask; "sm90-q128"
 // where it takes 128-query tiles: ATTENTION_BWD_HOPPER=q128, HS 64, Tq a multiple of 128), "sm80"
 // or "fma" (the fp32 build).
 const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,

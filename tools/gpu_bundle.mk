@@ -34,7 +34,7 @@ $(GPU_INFO_HOST): $(BUILD)/cuda-host/tools/gpu_info.o $(BUILD)/train/gpu_peaks.o
 # The kernel tests: test object and kernels from nvcc, CPU twins from the C build. Each pair is
 # bf16 and fp32 storage, as `make test-cuda` builds them for the host runtime.
 GPU_TESTS := $(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(BUILD)/gpu/$(t) $(BUILD)/gpu/$(t)_fp32)
-GPU_TEST_CPU_test_attention_cuda = $(BUILD)/attention/partial_attention.o $(FAIL_OBJS)
+GPU_TEST_CPU_test_attention_cuda = $(BUILD)/attention/partial_attention.o $(BUILD)/model/documents.o $(FAIL_OBJS)
 GPU_TEST_CPU_test_layers_cuda = $(CUDA_LAYERS_CPU_OBJS)
 GPU_TEST_CPU_test_matmul_loss_adamw = $(MODEL_OBJS)
 # Link line of every nvcc program: the kernel library of its precision (train/train_cuda.mk) and the

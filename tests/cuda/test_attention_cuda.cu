@@ -14,6 +14,11 @@
 // sets must give the attention over all keys. Sliding-window scenarios (AttentionProblem.window,
 // in every call of the scenario, the CPU twin's too) run the same checks on the sm_80-class
 // kernels, which every windowed call must take, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL say.
+// Document-masked scenarios (AttentionProblem.docs: bounds from model/documents.c on tokens with a
+// boundary token, in host memory for the CPU twin and device memory for the kernels) likewise:
+// boundaries inside and at the edges of tiles, one-token documents, a first document continued
+// from an earlier sequence, other documents in every sequence, alone and under windows, on single,
+// mesh and Ring positions (blocks a query's document does not reach give empty partials).
 //
 // Both sides see the same floatX-rounded inputs; errors are max|gpu - cpu| / max|cpu| per tensor
 // (for dq, dk, dv: relative to the size of the accumulated gradient, max|cpu - initial value|).
@@ -21,8 +26,10 @@
 // bf16 build they are set from the measured errors (P and dS are rounded to bf16 before the
 // tensor-core products).
 //
-// `--die bad-head-size` must end with the launcher's diagnostic (HS = 24 is refused).
+// `--die bad-head-size` must end with the launcher's diagnostic (HS = 24 is refused), `--die
+// decode-docs` with the refusal of a decoding step under a document mask.
 #include "attention/partial_attention_cuda.cuh"
+#include "model/documents.h"
 #include "tests/cuda/bounds.h"
 #include "tests/cuda_host/test_check.h"
 
@@ -184,7 +191,38 @@ struct Scenario {
                     // running max moves from tile to tile (the online rescaling matters)
     bool decode = false;   // AttentionProblem.decode: the forward may split the keys (split-KV)
     long window = 0;       // AttentionProblem.window: 0 causal, W a sliding window of W positions
+    int docs = 0;          // document pattern (doc_tokens): 0 none
 };
+
+// Document patterns of the B x T tokens (boundary token DOC_BOUNDARY begins a document; see
+// model/documents.h). DOCS_EDGES: in even sequences a first document continued from an earlier
+// sequence (no boundary at 0), one-token documents (3, 4, 5), boundaries beside and at the 64- and
+// 128-row tile edges; in odd ones a boundary at 0 and every 37 positions, shifted by 5 per
+// sequence pair. DOCS_LONG: documents of 150 (even sequences, from 50 on) or 90 positions (odd,
+// shifted by 17 per sequence): whole tiles inside one document. DOCS_SHORT: documents of 1, 2 and 3
+// tokens in turn (one-token documents alone would leave dQ and dK exactly 0: P = 1, dP = D).
+enum { DOCS_NONE, DOCS_EDGES, DOCS_LONG, DOCS_SHORT };
+static const int DOC_BOUNDARY = 7;
+static std::vector<int> doc_tokens(int pattern, int B, int T) {
+    std::vector<int> tok((size_t)B * T);
+    static const int edges[] = {3, 4, 5, 40, 63, 64, 65, 100, 127, 128, 129, 191, 192, 255, 256, 300, 383, 384};
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            bool first = false;
+            if (pattern == DOCS_EDGES && b % 2 == 0) {
+                for (int e : edges) first = first || e == t;
+                first = first || t == T - 1;
+            } else if (pattern == DOCS_EDGES) {
+                first = t % 37 == (b / 2 * 5) % 37;
+            } else if (pattern == DOCS_LONG) {
+                first = b % 2 == 0 ? t >= 50 && (t - 50) % 150 == 0 : (t + 17 * (b / 2)) % 90 == 0;
+            } else if (pattern == DOCS_SHORT) {
+                first = t % 6 == 0 || t % 6 == 1 || t % 6 == 3;
+            }
+            tok[(size_t)b * T + t] = first ? DOC_BOUNDARY : t % 5;
+        }
+    return tok;
+}
 
 // Forward calls, those that ran the Hopper kernel, and those whose kernel is not the expected one:
 // with ATTENTION_FWD_KERNEL=sm90 or auto (the host runtime is a compute capability 9.0 device) every call
@@ -194,6 +232,7 @@ struct Scenario {
 // Hopper kernel takes a sliding window: windowed calls (counted apart) run sm80 in every setting.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
 static int win_fwd_calls = 0, win_bwd_calls = 0, win_not_sm80 = 0;
+static int doc_fwd_calls = 0, doc_bwd_calls = 0, doc_not_sm80 = 0;   // (document-masked calls, likewise)
 // Under ATTENTION_BWD_HOPPER=q128 the Hopper calls of HS 64 with Tq a multiple of 128 take 128-query
 // tiles ("sm90-q128"), and no others.
 static int bwd_calls = 0, bwd_sm90 = 0, bwd_q128 = 0, bwd_unexpected = 0;
@@ -217,12 +256,16 @@ static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int
                                  const floatX* v) {
     const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
     const bool want = hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
-                      aligned && !p->decode && !p->window;
+                      aligned && !p->decode && !p->window && !p->docs.start;
     const char* kernel = attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk);
     const bool sm90 = !strcmp(kernel, "sm90");
     if (p->window) {
         win_fwd_calls++;
         win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+    }
+    if (p->docs.start) {
+        doc_fwd_calls++;
+        doc_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
     }
     fwd_calls++;
     fwd_sm90 += sm90;
@@ -237,11 +280,15 @@ static void count_backward_kernel(const AttentionProblem* p, const floatX* q, in
     const bool stats = ((uintptr_t)lse | (uintptr_t)d) % 16 == 0 && p->Tq % 64 == 0;
     const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
     const bool want = hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
-                      aligned && stats && dq_ok && !p->window;
+                      aligned && stats && dq_ok && !p->window && !p->docs.start;
     const char* kernel = attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld);
     if (p->window) {
         win_bwd_calls++;
         win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+    }
+    if (p->docs.start) {
+        doc_bwd_calls++;
+        doc_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
     }
     const bool sm90 = !strcmp(kernel, "sm90") || !strcmp(kernel, "sm90-q128"), q128 = !strcmp(kernel, "sm90-q128");
     const bool want_q128 = want && hopper_q128_selected() && p->HS == 64 && p->Tq % 128 == 0;
@@ -259,8 +306,22 @@ static void run_scenario(const Scenario& s) {
     const Vec ql = take_rows(q, B, T, C, s.qoff, s.qstride, nq);
     const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
 
+    // Document bounds (s.docs): host memory for the CPU twin, device memory for the kernels.
+    DocumentBounds docs_h = {NULL, NULL, 0}, docs_d = {NULL, NULL, 0};
+    std::vector<int> doc_start((size_t)B * T), doc_end((size_t)B * T);
+    int *doc_start_d = NULL, *doc_end_d = NULL;
+    if (s.docs) {
+        document_bounds(doc_tokens(s.docs, B, T).data(), B, T, DOC_BOUNDARY, doc_start.data(), doc_end.data());
+        CUDA_CHECK(cudaMalloc(&doc_start_d, sizeof(int) * B * T));
+        CUDA_CHECK(cudaMalloc(&doc_end_d, sizeof(int) * B * T));
+        CUDA_CHECK(cudaMemcpy(doc_start_d, doc_start.data(), sizeof(int) * B * T, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(doc_end_d, doc_end.data(), sizeof(int) * B * T, cudaMemcpyHostToDevice));
+        docs_h = {doc_start.data(), doc_end.data(), T};
+        docs_d = {doc_start_d, doc_end_d, T};
+    }
+
     // The queries' final output and statistics: attention over every key of the sequence.
-    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, {NULL, NULL, 0}, s.decode};
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, docs_h, s.decode};
     Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
     attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
     Vec o_fin_x(o_fin);
@@ -270,7 +331,7 @@ static void run_scenario(const Scenario& s) {
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
     double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
-    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, {NULL, NULL, 0}, s.decode};
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, docs_d, s.decode};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
         floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
@@ -311,7 +372,10 @@ static void run_scenario(const Scenario& s) {
     double e_fm = 0;
 
     for (int part = 0; part < s.parts; part++) {
-        AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, {NULL, NULL, 0}, s.decode};
+        // p: the CPU twin's (host bounds); pd: the kernels' (device bounds).
+        const AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, docs_h, s.decode};
+        AttentionProblem pd = p;
+        pd.docs = docs_d;
         const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
         const Vec vl = take_rows(v, B, T, C, s.koff[part], s.kstride, nk);
         const floatX *k_d, *v_d;
@@ -330,8 +394,8 @@ static void run_scenario(const Scenario& s) {
         Vec o_ref((size_t)B * nq * C), lse_ref((size_t)B * NH * nq);
         attention_partial_forward(&p, ql.data(), C, kl.data(), C, vl.data(), C, o_ref.data(), C, lse_ref.data());
         float *o_d = poisoned((long)B * nq * ld), *lse_d = poisoned((long)B * NH * nq);
-        attention_partial_forward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, o_d, ld, lse_d, 0);
-        count_forward_kernel(&p, q_d, ldq, k_d, ldk, v_d);
+        attention_partial_forward_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, o_d, ld, lse_d, 0);
+        count_forward_kernel(&pd, q_d, ldq, k_d, ldk, v_d);
         const Vec o = download(o_d, (long)B * nq * ld), lse = download(lse_d, (long)B * NH * nq);
         keep(&e_o, rel_err(o, ld, o_ref, NULL, (long)B * nq, C));
         keep(&e_lse, lse_err(lse, lse_ref));
@@ -352,8 +416,8 @@ static void run_scenario(const Scenario& s) {
             keep(&e_mk, rel_err(download(merged_o, (long)B * nq * ld), ld, mo_tight, NULL, (long)B * nq, C));
             keep(&e_mk, lse_err(download(merged_lse, (long)B * NH * nq), ml));
 #ifndef GPT_CUDA_FP32
-            attention_partial_forward_merge_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, fused_o, ld, fused_lse, 0);
-            any_split = any_split || attention_cuda_forward_splits(&p) > 1;
+            attention_partial_forward_merge_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, fused_o, ld, fused_lse, 0);
+            any_split = any_split || attention_cuda_forward_splits(&pd) > 1;
             const Vec fo = download(fused_o, (long)B * nq * ld), fl = download(fused_lse, (long)B * NH * nq);
             const Vec so = download(merged_o, (long)B * nq * ld), sl = download(merged_lse, (long)B * NH * nq);
             if (!any_split) {   // bytes: the padding columns hold the same poison
@@ -375,8 +439,8 @@ static void run_scenario(const Scenario& s) {
         attention_partial_backward(&p, ql.data(), C, kl.data(), C, vl.data(), C, gl.data(), C, lse_fin.data(),
                                    d_fin.data(), dq_ref.data(), C, dk_ref.data(), C, dv_ref.data(), C);
         float *dk_d = upload<float>(dk0, (long)B * nk, C, ld), *dv_d = upload<float>(dv0, (long)B * nk, C, ld);
-        count_backward_kernel(&p, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, dq_d);
-        attention_partial_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq_d, ld,
+        count_backward_kernel(&pd, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, dq_d);
+        attention_partial_backward_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq_d, ld,
                                         dk_d, ld, dv_d, ld, 0);
         const Vec dk = download(dk_d, (long)B * nk * ld), dv = download(dv_d, (long)B * nk * ld);
         keep(&e_dk, rel_err(dk, ld, dk_ref, &dk0, (long)B * nk, C));
@@ -385,7 +449,7 @@ static void run_scenario(const Scenario& s) {
             float* dk2_d = upload<float>(dk0, (long)B * nk, C, ld);
             float* dv2_d = upload<float>(dv0, (long)B * nk, C, ld);
             float* dq2_d = upload<float>(dq0, (long)B * nq, C, ld);
-            attention_partial_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq2_d,
+            attention_partial_backward_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dq2_d,
                                             ld, dk2_d, ld, dv2_d, ld, 0);
             const Vec dq_first = download(dq_d, (long)B * nq * ld), dq_again = download(dq2_d, (long)B * nq * ld);
             const Vec dk_again = download(dk2_d, (long)B * nk * ld), dv_again = download(dv2_d, (long)B * nk * ld);
@@ -401,13 +465,13 @@ static void run_scenario(const Scenario& s) {
         if (s.parts == 1) {   // the single-call forms: floatX outputs and gradients, written
             floatX* ox_d = poisoned_x((long)B * nq * ld);
             float* lse2_d = poisoned((long)B * NH * nq);
-            attention_forward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, ox_d, ld, lse2_d, 0);
+            attention_forward_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, ox_d, ld, lse2_d, 0);
             keep(&e_ox, rel_err(download_x(ox_d, (long)B * nq * ld), ld, o_ref, NULL, (long)B * nq, C));
             keep(&e_lse, lse_err(download(lse2_d, (long)B * NH * nq), lse_ref));
             floatX *dqx_d = poisoned_x((long)B * nq * ld), *dkx_d = poisoned_x((long)B * nk * ld);
             floatX* dvx_d = poisoned_x((long)B * nk * ld);
-            count_backward_kernel(&p, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, NULL);
-            attention_backward_cuda(&p, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dqx_d, ld, dkx_d,
+            count_backward_kernel(&pd, q_d, ldq, k_d, ldk, v_d, g_d, ld, lse_fin_d, d_fin_d, NULL);
+            attention_backward_cuda(&pd, q_d, ldq, k_d, ldk, v_d, ldk, g_d, ld, lse_fin_d, d_fin_d, dqx_d, ld, dkx_d,
                                     ld, dvx_d, ld, 0);
             // The gradient of this one call: ref - initial, against the written values.
             Vec gq(dq_ref), gk(dk_ref), gv(dv_ref);
@@ -465,8 +529,8 @@ static void run_scenario(const Scenario& s) {
     keep(&worst.gx, e_gx);
 
     for (void* ptr : {(void*)q_d, (void*)g_d, (void*)lse_fin_d, (void*)d_fin_d, (void*)dq_d, (void*)merged_o,
-                      (void*)merged_lse, (void*)fused_o, (void*)fused_lse})
-        CUDA_CHECK(cudaFree(ptr));
+                      (void*)merged_lse, (void*)fused_o, (void*)fused_lse, (void*)doc_start_d, (void*)doc_end_d})
+        if (ptr) CUDA_CHECK(cudaFree(ptr));
 }
 
 static Scenario single(const char* label, int B, int NH, int HS, int T, int ld_extra, bool fused, float qamp) {
@@ -486,11 +550,28 @@ static Scenario windowed(Scenario s, long W) {
     return s;
 }
 
+// s under a document mask of pattern `pattern` (doc_tokens).
+static Scenario with_docs(Scenario s, int pattern) {
+    s.docs = pattern;
+    return s;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "bad-head-size")) {
-        AttentionProblem p = {1, 1, 24, 8, 8, {0, 1}, {0, 1}, 0, 0};
+        AttentionProblem p = attention_problem(1, 1, 24, 8, 8, token_positions(0, 1), token_positions(0, 1));
         attention_partial_forward_cuda(&p, NULL, 24, NULL, 24, NULL, 24, NULL, 24, NULL, 0);
         printf("--die bad-head-size: the program was expected to end with a diagnostic\n");
+        return 1;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "decode-docs")) {
+        // A decoding step with a document mask is refused before any bound is read.
+        static const int bounds[8] = {0};
+        AttentionProblem p = attention_problem(1, 1, 64, 1, 8, token_positions(7, 1), token_positions(0, 1));
+        p.decode = 1;
+        p.docs.start = p.docs.end = bounds;
+        p.docs.T = 8;
+        attention_partial_forward_cuda(&p, NULL, 64, NULL, 64, NULL, 64, NULL, 64, NULL, 0);
+        printf("--die decode-docs: the program was expected to end with a diagnostic\n");
         return 1;
     }
     // --quick: a subset that still reaches every kernel, head sizes 64, 80 and 128, a mesh and a
@@ -500,7 +581,7 @@ int main(int argc, char** argv) {
     // and 128 (several seconds each; make test-sweep).
     const bool long_heads = argc == 2 && !strcmp(argv[1], "--long-heads");
     if (argc > 1 && !quick && !long_heads) {
-        printf("usage: %s [--quick | --long-heads | --die bad-head-size]\n", argv[0]);
+        printf("usage: %s [--quick | --long-heads | --die bad-head-size | --die decode-docs]\n", argv[0]);
         return 2;
     }
     printf("precision: %s inputs, fp32 o/lse/d/dq/dk/dv; %s bounds o %.0e lse %.0e d %.0e grads %.0e merge %.0e\n",
@@ -526,6 +607,9 @@ int main(int argc, char** argv) {
         // A sliding window wide enough for unmasked key tiles between the band's two masked edges.
         run_scenario(windowed(single("single T384 HS96 w200", 1, 2, 96, 384, 0, false, 1.0f), 200));
         run_scenario(windowed(single("single T390 HS80 w260 q*5", 1, 2, 80, 390, 0, false, 5.0f), 260));
+        // Documents long enough for unmasked key tiles between a query tile's masked edges.
+        run_scenario(with_docs(single("single T384 HS96 B2 docs long", 2, 2, 96, 384, 0, false, 1.0f), DOCS_LONG));
+        run_scenario(with_docs(single("single T390 HS128 B2 docs long q*5", 2, 1, 128, 390, 0, false, 5.0f), DOCS_LONG));
         return test_finish("test_attention_cuda --long-heads (" FLOATX_NAME ")");
     }
 
@@ -687,6 +771,68 @@ int main(int argc, char** argv) {
 #endif
     }
 
+    // Document masks (AttentionProblem.docs): key j visible to query i of sequence b iff also
+    // kpos(j) >= docs.start[b, qpos(i)]. Single device: boundaries at and beside the tile edges and
+    // one-token documents on a ragged T from fused QKV; long documents (several key tiles add into
+    // a query tile's dQ, and key tiles stop short of the last query tiles); three sequences of
+    // other boundaries on the Hopper kernels' shapes (HS 64, 80, 128; Tq a multiple of 64), which
+    // must not take them; documents of 1 to 3 tokens; a misaligned row stride; HS 16 and 48; documents
+    // under windows.
+    run_scenario(with_docs(single("single T131 HS64 fused docs", 2, 2, 64, 131, 0, true, 1.0f), DOCS_EDGES));
+    run_scenario(with_docs(single("single T320 HS64 B2 docs long q*5", 2, 2, 64, 320, 0, false, 5.0f), DOCS_LONG));
+    run_scenario(with_docs(single("single T192 HS80 B3 docs q*5", 3, 2, 80, 192, 0, false, 5.0f), DOCS_EDGES));
+    if (!quick) {
+        run_scenario(with_docs(single("single T256 HS128 B2 docs", 2, 1, 128, 256, 0, false, 1.0f), DOCS_EDGES));
+        run_scenario(with_docs(single("single T384 HS64 B2 docs long", 2, 2, 64, 384, 0, false, 1.0f), DOCS_LONG));
+        run_scenario(with_docs(single("single T160 HS32 docs short", 1, 4, 32, 160, 0, false, 5.0f), DOCS_SHORT));
+        run_scenario(with_docs(single("single T77 HS48 ld+3 docs", 2, 1, 48, 77, 3, false, 1.0f), DOCS_EDGES));
+        run_scenario(with_docs(single("single T130 HS16 B4 NH3 docs", 4, 3, 16, 130, 0, false, 1.0f), DOCS_EDGES));
+        run_scenario(with_docs(single("single T131 HS96 ld+8 docs", 1, 2, 96, 131, 8, false, 5.0f), DOCS_EDGES));
+        run_scenario(windowed(with_docs(single("single T300 HS128 B2 docs w40", 2, 1, 128, 300, 0, false, 1.0f),
+                                        DOCS_EDGES), 40));
+        run_scenario(windowed(with_docs(single("single T448 HS64 B2 docs long w200 q*5", 2, 2, 64, 448, 0, false, 5.0f),
+                                        DOCS_LONG), 200));
+    }
+    run_scenario(windowed(with_docs(single("single T192 HS64 B2 docs w5", 2, 2, 64, 192, 0, false, 1.0f), DOCS_EDGES), 5));
+    // Mesh positions (strided queries and keys) and Ring chunks: the key blocks of earlier
+    // documents give empty partials (lse -inf) that merge as nothing.
+    for (int r = 0; r < 2; r++) {
+        if (quick && r == 0) continue;
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x2 row %d T96 ld+3 docs", r);
+        Scenario s = {label, 2, 2, 32, 96, r, 2, 48, 2, {0, 1, 0, 0}, 2, 48, 3, false, 5.0f};
+        run_scenario(with_docs(s, DOCS_EDGES));
+    }
+    for (int r = 0; r < (quick ? 0 : 3); r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 3x2 row %d T96 HS64 docs w9", r);
+        Scenario s = {label, 3, 2, 64, 96, r, 3, 32, 2, {0, 1, 0, 0}, 2, 48, 0, false, 1.0f};
+        run_scenario(windowed(with_docs(s, DOCS_EDGES), 9));
+    }
+    for (int r = 0; r < (quick ? 0 : 2); r++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "mesh 2x2 row %d T512 HS64 B2 docs long", r);
+        Scenario s = {label, 2, 2, 64, 512, r, 2, 256, 2, {0, 1, 0, 0}, 2, 256, 0, false, 1.0f};
+        run_scenario(with_docs(s, DOCS_LONG));
+    }
+    if (!quick) {
+        Scenario m = {"mesh 2x3 row 1 T132 HS80 docs", 2, 2, 80, 132, 1, 2, 66, 3, {0, 1, 2, 0}, 3, 44, 0, false, 2.0f};
+        run_scenario(with_docs(m, DOCS_EDGES));
+    }
+    for (int i = 0; i < 3; i++) {
+        if (quick && i != 2) continue;
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "ring P3 chunk %d T120 HS16 B4 docs", i);
+        Scenario s = {label, 4, 2, 16, 120, (long)i * 40, 1, 40, 3, {0, 40, 80, 0}, 1, 40, 0, false, 5.0f};
+        run_scenario(with_docs(s, DOCS_EDGES));
+    }
+    for (int i = 0; i < (quick ? 0 : 2); i++) {
+        char* label = labels[nl++ % 64];
+        snprintf(label, 48, "ring P2 chunk %d T320 HS64 B2 docs long w100", i);
+        Scenario s = {label, 2, 2, 64, 320, (long)i * 160, 1, 160, 2, {0, 160, 0, 0}, 1, 160, 0, false, 5.0f};
+        run_scenario(windowed(with_docs(s, DOCS_LONG), 100));
+    }
+
     printf("worst rel err: o %.2e lse %.2e d %.2e dq %.2e dk %.2e dv %.2e merged o %.2e merged lse %.2e "
            "merge kernel %.2e floatX o %.2e floatX grads %.2e\n",
            worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
@@ -706,6 +852,10 @@ int main(int argc, char** argv) {
           "sliding window: every windowed call ran the %s kernels, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL "
           "say (%d forward and %d backward calls, %d others)",
           FUSED_MERGE ? "sm80" : "fma", win_fwd_calls, win_bwd_calls, win_not_sm80);
+    check(doc_not_sm80 == 0 && doc_fwd_calls > 0 && doc_bwd_calls > 0,
+          "document masks: every document-masked call ran the %s kernels, whatever "
+          "ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL say (%d forward and %d backward calls, %d others)",
+          FUSED_MERGE ? "sm80" : "fma", doc_fwd_calls, doc_bwd_calls, doc_not_sm80);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");
