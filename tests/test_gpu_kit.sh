@@ -318,6 +318,10 @@ t_hopper_check() {
     eval '[ "$(grep -cE "^current +64 +128 " "$o/attention_table_window.txt")" = 1 ] &&
       grep -q "attention-bench-window: exit 0" "$o/summary.txt" &&
       tar xzf "$o/logs.tgz" -O ./attention-bench-window.log | grep -q "sliding window 1024"'
+  check "the document-masked rows in the same table: documents at HS 64, T 128, documents of 1024 named" \
+    eval '[ "$(grep -cE "^documents +64 +128 " "$o/attention_table_window.txt")" = 1 ] &&
+      grep -q "attention-bench-documents: exit 0" "$o/summary.txt" &&
+      tar xzf "$o/logs.tgz" -O ./attention-bench-documents.log | grep -q "documents of 1024 tokens"'
   check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \
     eval '[ "$(grep -cE "^(sm90|sm90-persistent) +64 +128 " "$o/attention_table_forms.txt")" = 2 ] &&
       grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'

@@ -4,13 +4,14 @@
 // Variants, their predictions and their results: attention/cuda_perf_attention.md, "Variants".
 //
 //   attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]
-//                   [--warmup W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]
+//                   [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE] [--no-check]
+//                   [--list] [--help]
 //
 // Built by nvcc alone, from the repository root (or `make attention-bench`: build/attention_bench):
 //   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 //        -gencode arch=compute_90,code=compute_90 -I. tools/attention_bench.cu tools/bench_device.cu
 //        attention/partial_attention.cu attention/hopper_forward.cu attention/hopper_backward.cu
-//        tools/kernel_costs.c comm/fail.c -o build/attention_bench
+//        tools/kernel_costs.c model/documents.c comm/fail.c -o build/attention_bench
 // (-DGPT_CUDA_FP32 for the fp32 kernels.) It links the CUDA runtime and nothing else.
 //
 // A shape is (HS, T): B = N / T sequences of T tokens (N = --tokens, default 16384, the GPU kit's),
@@ -19,7 +20,7 @@
 // Forward: the variant's forward alone. Backward: the variant's backward, its preprocessing
 // (rowsum(dO * O)) included, as SDPA's backward includes its own. TFLOP/s on model FLOPs
 // (tools/kernel_costs.c, as the kit): 4*HS (forward) and 10*HS (backward) per visible pair,
-// B*NH*T*(T+1)/2 pairs.
+// B*NH*T*(T+1)/2 pairs (fewer under --window or --documents: those the mask leaves).
 //
 // Timing: W warm-up calls, then the median (and min) of R calls, each between its own pair of events,
 // queued behind a delay kernel so that they run back to back; inputs rotate among up to 4 copies
@@ -31,6 +32,7 @@
 // Exit status 1 when a check failed (after every row is printed), 2 on a bad command line.
 #include "attention/partial_attention_cuda.cuh"
 #include "model/cuda_precision.cuh"
+#include "model/documents.h"
 #include "tools/bench_device.cuh"
 #include "tools/kernel_costs.h"
 
@@ -283,13 +285,15 @@ typedef struct {
     int T[MAX_LIST], nT;
     int tokens, heads, reps, warmup, check;
     int window;   // 0: causal; W: sliding-window attention (AttentionProblem.window)
+    int documents;   // 0: none; L: document masking, documents of L tokens (AttentionProblem.docs)
     const char* csv;
     const char* jsonl;
 } Options;
 
 static const char* const USAGE =
     "usage: attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]\n"
-    "                       [--warmup W] [--window W] [--csv FILE] [--jsonl FILE] [--no-check] [--list] [--help]\n"
+    "                       [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE] [--no-check]\n"
+    "                       [--list] [--help]\n"
     "Times causal attention variants (forward; backward with its row-dot) at every (HS, T), B = N / T.\n"
     "  --variants LIST  comma-separated names (default: every listed variant; --list shows them)\n"
     "  --hs LIST        head sizes, each a multiple of 16 in [16, 128] but 112 (default 64,80,128)\n"
@@ -300,6 +304,9 @@ static const char* const USAGE =
     "  --warmup W       untimed calls first (default 3)\n"
     "  --window W       sliding-window attention, a query at t seeing t-W+1 .. t (default 0: causal); the\n"
     "                   variants that serve it only (not fa2 and sm90*: causal kernels), TFLOP/s on its pairs\n"
+    "  --documents L    document masking, every sequence packed with documents of L tokens (a query sees its\n"
+    "                   own document's keys only; default 0: none); the variants --window allows, TFLOP/s on\n"
+    "                   the pairs left\n"
     "  --csv FILE       one row per (variant, shape), the columns of tools/attention_bench_sdpa.py\n"
     "  --jsonl FILE     the same as JSON objects, one per line\n"
     "  --no-check       no spot check against the current kernels\n"
@@ -358,7 +365,7 @@ static void list_variants(void) {
 
 // Whether a variant's kernels serve sliding windows: the Hopper ones and the FA2-layout backward are
 // causal only (partial_attention.cu sends windowed calls to the sm_80 key-tile kernels), so under
-// --window those variants would time other kernels than their names say.
+// --window those variants would time other kernels than their names say. The same for document masks.
 static int variant_takes_window(const Variant* v) { return strncmp(v->name, "sm90", 4) != 0 && strcmp(v->name, "fa2") != 0; }
 
 // The head sizes of the kernels (attention/partial_attention_cuda.cuh): 16, 32, ..., 96, 128.
@@ -383,12 +390,12 @@ static Options parse_options(int argc, char** argv) {
             continue;
         }
         const char* const valued[] = {"--variants", "--hs", "--T", "--tokens", "--heads", "--reps", "--warmup",
-                                      "--window", "--csv", "--jsonl"};
+                                      "--window", "--documents", "--csv", "--jsonl"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
         if (!known)
             usage_error("unknown option '%s' (expected one of --variants --hs --T --tokens --heads --reps --warmup "
-                        "--window --csv --jsonl --no-check --list --help)", a);
+                        "--window --documents --csv --jsonl --no-check --list --help)", a);
         if (i + 1 >= argc) usage_error("%s: expected a value, found the end of the command line", a);
         const char* v = argv[++i];
         if (!v[0]) usage_error("%s: expected a value, found an empty string", a);
@@ -400,19 +407,22 @@ static Options parse_options(int argc, char** argv) {
         else if (!strcmp(a, "--reps")) o.reps = parse_int(a, v, 1, 100000);
         else if (!strcmp(a, "--warmup")) o.warmup = parse_int(a, v, 0, 100000);
         else if (!strcmp(a, "--window")) o.window = parse_int(a, v, 0, 1 << 22);
+        else if (!strcmp(a, "--documents")) o.documents = parse_int(a, v, 0, 1 << 22);
         else if (!strcmp(a, "--csv")) o.csv = v;
         else o.jsonl = v;
     }
     if (variants) {
         parse_variants(variants, &o);
-        for (int i = 0; o.window && i < o.nvariant; i++)
+        for (int i = 0; (o.window || o.documents) && i < o.nvariant; i++)
             if (!variant_takes_window(&VARIANTS[o.variant[i]]))
-                usage_error("--variants %s: its kernels serve causal calls only (a window runs the sm_80 key-tile "
-                            "kernels: current, sm80 and their backward variants), found it with --window %d",
-                            VARIANTS[o.variant[i]].name, o.window);
+                usage_error("--variants %s: its kernels serve causal calls only (a window or a document mask runs "
+                            "the sm_80 key-tile kernels: current, sm80 and their backward variants), found it with "
+                            "--%s %d", VARIANTS[o.variant[i]].name, o.window ? "window" : "documents",
+                            o.window ? o.window : o.documents);
     } else {
+        const int lower_bound = o.window || o.documents;
         for (int i = 0; i < NVARIANTS; i++)
-            if (VARIANTS[i].listed && (!o.window || variant_takes_window(&VARIANTS[i]))) o.variant[o.nvariant++] = i;
+            if (VARIANTS[i].listed && (!lower_bound || variant_takes_window(&VARIANTS[i]))) o.variant[o.nvariant++] = i;
     }
     o.nhs = parse_int_list("--hs", hs, o.hs, 1, 1 << 20);
     for (int i = 0; i < o.nhs; i++)
@@ -434,7 +444,7 @@ static const char* const CSV_HEADER = "source,variant,dtype,HS,T,B,NH,fwd_ms,fwd
 typedef struct {
     const char* variant;
     int HS, T, B, NH;
-    int window;                // (JSON lines only: the CSV keeps the SDPA script's columns)
+    int window, documents;     // (JSON lines only: the CSV keeps the SDPA script's columns)
     Timing fwd, bwd;
     double fwd_tflops, bwd_tflops;
     double fwd_err, bwd_err;   // NAN: not checked
@@ -460,8 +470,8 @@ static void write_row(FILE* csv, FILE* jsonl, const Row* r) {
                                     "fwd_err", "bwd_err"};
             memcpy(k, keys, sizeof keys);
             fprintf(f, "{\"type\":\"attention_bench\",\"source\":\"ours\",\"variant\":\"%s\",\"dtype\":\"%s\","
-                       "\"HS\":%d,\"T\":%d,\"B\":%d,\"NH\":%d,\"window\":%d", r->variant, FLOATX_NAME, r->HS, r->T,
-                    r->B, r->NH, r->window);
+                       "\"HS\":%d,\"T\":%d,\"B\":%d,\"NH\":%d,\"window\":%d,\"documents\":%d", r->variant, FLOATX_NAME,
+                    r->HS, r->T, r->B, r->NH, r->window, r->documents);
         } else {
             fprintf(f, "ours,%s,%s,%d,%d,%d,%d", r->variant, FLOATX_NAME, r->HS, r->T, r->B, r->NH);
         }
@@ -523,11 +533,13 @@ static void* device_alloc(size_t bytes) {
     return p;
 }
 
-static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, int window, unsigned long long seed) {
+static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, int window, DocumentBounds docs,
+                           unsigned long long seed) {
     AttnCall a;
     memset(&a, 0, sizeof a);
     a.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     a.p.window = window;
+    a.p.docs = docs;
     a.C = NH * HS;
     const size_t n = (size_t)B * T * a.C, rows = (size_t)B * NH * T;
     a.qkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
@@ -652,10 +664,36 @@ static void timed_call(const void* ctx, int i) {
     (t->backward ? t->v->backward : t->v->forward)(a, t->b->stream);
 }
 
-// (query, key) pairs a sequence of T tokens sees under a window W (0: causal): sum over t of
-// min(t + 1, W).
-static double window_pairs(double T, double W) {
-    return W <= 0 || W >= T ? T * (T + 1) / 2 : W * (W + 1) / 2 + (T - W) * W;
+// (query, key) pairs a sequence of T tokens sees under a window W (0: causal) and documents of L tokens
+// (0: one): sum over t of t + 1 - (the first position it sees).
+static double visible_pairs(long T, long W, long L) {
+    double pairs = 0;
+    for (long t = 0; t < T; t++) {
+        long lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+        if (L > 0 && t / L * L > lo) lo = t / L * L;
+        pairs += (double)(t + 1 - lo);
+    }
+    return pairs;
+}
+
+// Document masking with documents of L tokens: the bounds (model/documents.h) of B sequences of T
+// tokens, on the device; docs.start NULL when L is 0.
+static DocumentBounds documents_of(int B, int T, int L) {
+    DocumentBounds docs;
+    memset(&docs, 0, sizeof docs);
+    if (!L) return docs;
+    const size_t n = (size_t)B * T;
+    int* tokens = (int*)malloc(n * sizeof(int));
+    int* bounds = (int*)malloc(2 * n * sizeof(int));
+    if (!tokens || !bounds) fail_msg("out of host memory for %zu document bounds", n);
+    for (size_t i = 0; i < n; i++) tokens[i] = (int)(i % (size_t)T) % L == 0;
+    document_bounds(tokens, B, T, 1, bounds, bounds + n);
+    int* dev = (int*)device_alloc(2 * n * sizeof(int));
+    CUDA_CHECK(cudaMemcpy(dev, bounds, 2 * n * sizeof(int), cudaMemcpyHostToDevice));
+    free(tokens);
+    free(bounds);
+    docs.start = dev, docs.end = dev + n, docs.T = T;
+    return docs;
 }
 
 // One shape: the reference outputs, then every variant checked and timed. Returns the failed checks.
@@ -666,13 +704,15 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
     probe.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     probe.C = NH * HS;
     const int copies = call_copies(b, call_bytes(&probe), o->check ? 2 : 0);
-    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, o->window, 1000ull * (k + 1));
-    // Model FLOPs per visible pair: a window's share of the causal pairs.
-    const double share = window_pairs(T, o->window) / (T * (T + 1.0) / 2);
+    const DocumentBounds docs = documents_of(B, T, o->documents);
+    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, o->window, docs, 1000ull * (k + 1));
+    // Model FLOPs per visible pair: a window's or document mask's share of the causal pairs.
+    const double share = visible_pairs(T, o->window, o->documents) / (T * (T + 1.0) / 2);
     const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops * share;
     const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops * share;
     if (o->check) {   // the current kernels' outputs on copy 0, and room for a second run's
-        ref = alloc_call(b, B, NH, HS, T, o->window, 7ull), run1 = alloc_call(b, B, NH, HS, T, o->window, 8ull);
+        ref = alloc_call(b, B, NH, HS, T, o->window, docs, 7ull);
+        run1 = alloc_call(b, B, NH, HS, T, o->window, docs, 8ull);
         run_both(b, &VARIANTS[0], &calls[0]);
         copy_outputs(b, &ref, &calls[0]);
     }
@@ -681,7 +721,7 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
         const Variant* v = &VARIANTS[o->variant[vi]];
         Row r;
         memset(&r, 0, sizeof r);
-        r.variant = v->name, r.HS = HS, r.T = T, r.B = B, r.NH = NH, r.window = o->window;
+        r.variant = v->name, r.HS = HS, r.T = T, r.B = B, r.NH = NH, r.window = o->window, r.documents = o->documents;
         r.fwd_err = r.bwd_err = NAN, r.deterministic = -1, r.status = "ok";
         if (o->check) {
             run_both(b, v, &calls[0]);
@@ -706,6 +746,7 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
     }
     for (int k = 0; k < copies; k++) free_call(&calls[k]);
     if (o->check) free_call(&ref), free_call(&run1);
+    if (docs.start) CUDA_CHECK(cudaFree((void*)docs.start));
     return failed;
 }
 
@@ -724,8 +765,13 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamCreate(&b.stream));
     b.sink = (float*)device_alloc(sizeof(float));
     b.partial = (float*)device_alloc(2 * DIFF_BLOCKS * sizeof(float));
-    char mask[64] = "causal";
-    if (o.window) snprintf(mask, sizeof mask, "sliding window %d", o.window);
+    char mask[96] = "causal";
+    if (o.window && o.documents)
+        snprintf(mask, sizeof mask, "sliding window %d, documents of %d tokens", o.window, o.documents);
+    else if (o.window)
+        snprintf(mask, sizeof mask, "sliding window %d", o.window);
+    else if (o.documents)
+        snprintf(mask, sizeof mask, "documents of %d tokens", o.documents);
     printf("attention_bench: %s, sm_%d%d, %d SMs, L2 %d MiB; %s, %s, N = B*T = %d tokens\n", b.prop.name,
            b.prop.major, b.prop.minor, b.prop.multiProcessorCount, b.prop.l2CacheSize >> 20, FLOATX_NAME, mask,
            o.tokens);

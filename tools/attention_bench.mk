@@ -12,7 +12,7 @@
 # expanded a second time, once every makefile has been read.
 
 ATTENTION_BENCH_SRCS = tools/attention_bench.cu tools/bench_device.cu $(CUDA_ATTENTION_SRCS)
-ATTENTION_BENCH_C_OBJS = $(BUILD)/tools/kernel_costs.o $(BUILD)/comm/fail.o
+ATTENTION_BENCH_C_OBJS = $(BUILD)/tools/kernel_costs.o $(BUILD)/model/documents.o $(BUILD)/comm/fail.o
 ATTENTION_BENCH_NVCC_OBJS = $(ATTENTION_BENCH_SRCS:%.cu=$(NVCC_BUILD)/cuda/%.o)
 ATTENTION_BENCH_HOST := $(BUILD)/tools/attention_bench_host
 ATTENTION_BENCH_GPU := $(BUILD)/attention_bench

@@ -28,6 +28,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "error: $1: expected a value, found the end of the command line" >&2; exit 2; }
       both+=("$1" "$2"); shift 2 ;;
     --window) echo "error: --window: PyTorch's SDPA has no sliding window to set beside ours; time windows with attention_bench --window alone" >&2; exit 2 ;;
+    --documents) echo "error: --documents: this comparison runs PyTorch's SDPA on causal masks only; time document masks with attention_bench --documents alone" >&2; exit 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (expected one of --out --variants --no-check --hs --T --tokens --heads --reps --warmup --help)" >&2; exit 2 ;;
   esac

@@ -14,7 +14,8 @@
 #   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,window,train,ncu,kit
 #                    (default all; sanitize runs only when a Hopper test failed; window: the
 #                    benchmark's current kernels under a sliding window of 1024 tokens, the sm_80
-#                    ones that serve it, into attention_table_window.txt; train: the trainer's
+#                    ones that serve it, and under documents of 1024 tokens (rows "documents"),
+#                    into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
 #                    Hopper kernels' next forms (sm90-next) where tests ran and passed them, and
 #                    gpt3-2.7b at T = 8192 with --attention-window 1024 in every second layer; kit:
@@ -192,6 +193,12 @@ if wants window; then
   step attention-bench-window 90 "$X/attention_bench" --window 1024 --variants current --hs "$hs" --T "$Ts" \
     --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-window.jsonl"
   grep -E '^(variant|current) ' "$LOGS/attention-bench-window.log" > "$out/attention_table_window.txt"
+  # Document masking (the trainer's --document-mask), packed documents of 1024 tokens: the same
+  # kernels, TFLOP/s on the pairs left.
+  step attention-bench-documents 90 "$X/attention_bench" --documents 1024 --variants current --hs "$hs" --T "$Ts" \
+    --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-documents.jsonl"
+  grep -E '^current ' "$LOGS/attention-bench-documents.log" | sed 's/^current  /documents/' \
+    >> "$out/attention_table_window.txt"
 fi
 
 if wants train; then
