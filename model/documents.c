@@ -10,10 +10,21 @@ void document_bounds(const int* tokens, int B, int T, int boundary, int* start, 
             if (t > 0 && tok[t] == boundary) first = t;
             s[t] = first;
         }
-        int past = T;
+        int past = T;   // one past the last position of the document being walked back
         for (int t = T - 1; t >= 0; t--) {
             e[t] = past;
             if (s[t] == t) past = t;
         }
     }
+}
+
+double document_pairs(const int* start, int B, int T, long window) {
+    double pairs = 0;
+    for (int b = 0; b < B; b++)
+        for (long t = 0; t < T; t++) {
+            long lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+            if (start && start[(long)b * T + t] > lo) lo = start[(long)b * T + t];
+            pairs += (double)(t + 1 - lo);
+        }
+    return pairs;
 }

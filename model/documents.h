@@ -12,6 +12,11 @@ extern "C" {
 // past its last.
 void document_bounds(const int* tokens, int B, int T, int boundary, int* start, int* end);
 
+// The (query, key) pairs attention computes over B sequences of T tokens: a query at t sees the
+// keys from the later of its document's start (start: (B, T) as above, or NULL: no documents)
+// and, under a sliding window W (0: none), t - W + 1, up to t.
+double document_pairs(const int* start, int B, int T, long window);
+
 #ifdef __cplusplus
 }
 #endif

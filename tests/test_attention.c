@@ -341,6 +341,16 @@ int main(void) {
     }
     test_docs = (DocumentBounds){0};
     free(doc_tokens); free(doc_start); free(doc_end);
+    // The pairs the trainer's summary counts (document_pairs): documents [0, 3), [3, 5), [5, 6).
+    const int six[6] = {0, 0, 0, 3, 3, 5};
+    const double pairs[4] = {document_pairs(six, 1, 6, 0), document_pairs(six, 1, 6, 2),
+                             document_pairs(NULL, 1, 6, 0), document_pairs(NULL, 1, 6, 2)};
+    checks++;
+    if (pairs[0] != 10 || pairs[1] != 9 || pairs[2] != 21 || pairs[3] != 11) {
+        failures++;
+        printf("FAIL document pairs %g %g %g %g, expected 10 9 21 11\n", pairs[0], pairs[1], pairs[2],
+               pairs[3]);
+    }
 
     // The FLOPs the MFU counts (model/gpt.h): llm.c's 6 N + 6 L C T for causal layers; a banded
     // layer's pairs per query W - W^2 / (2T): L = 2, C = 8, T = 16, window 4 in layer 0 only:

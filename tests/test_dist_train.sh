@@ -359,6 +359,16 @@ documents)
   train ref 1 "${docs[@]}" || exit 1
   grep -q 'documents: a document begins at each token 511;' "$work/ref.out" ||
     fail "documents: the configuration does not name the boundary token"
+  # The summary's share of the causal pairs the mask left, and the MFU on those (one in eight
+  # tokens a boundary: documents of ~8 tokens in 32, about a quarter of the pairs).
+  "$PY" - "$work/ref/log.jsonl" <<'PYEOF2' || fail "documents: no pair share in the summary's log"
+import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "documents"]
+s = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "summary"]
+print("documents: the mask left %.3f of the pairs; MFU %.4g on them against %.4g" %
+      (r[-1]["pair_share"], r[-1]["mfu_pairs"], s[-1]["mfu"]))
+sys.exit(0 if len(r) == 1 and 0.1 < r[0]["pair_share"] < 0.5 and r[0]["mfu_pairs"] < s[-1]["mfu"] else 1)
+PYEOF2
   every_schedule d "${docs[@]}"
   # Both lower edges at once: documents and a window of 3 in layer 0, on one process and 2x2.
   single_is_ref=1

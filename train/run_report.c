@@ -229,6 +229,17 @@ void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
     printf("summary: %d timed step%s (the run's first excluded): %.1f ms per step%s; %.0f tokens/s; "
            "MFU %s; %s\n", r->steps, r->steps == 1 ? "" : "s", per * 1e3, split, tps, mfu_text,
            memory_text);
+    if (t->doc_pairs[1] > 0) {   // the MFU above counts causal attention: what the mask left
+        const double share = t->doc_pairs[0] / t->doc_pairs[1];
+        const double attention = flops_per_token - 6.0 * (double)t->model.num_params;
+        char doc_mfu[32];
+        const double mfu_pairs = mfu_of(t, tps, flops_per_token - attention * (1 - share), doc_mfu,
+                                        sizeof doc_mfu);
+        printf("documents: the mask left %.1f%% of the attention pairs the MFU counts (rank 0's "
+               "training batches); MFU on the pairs computed %s\n", share * 100, doc_mfu);
+        run_log_json(&t->log, "{\"type\":\"documents\",\"step\":%d,\"pair_share\":%.6f,"
+                     "\"mfu_pairs\":%.5f}", t->step, share, mfu_pairs);
+    }
     run_log_json(&t->log, "{\"type\":\"summary\",\"step\":%d,\"timed_steps\":%d,\"ms_per_step\":%.3f"
                  "%s,\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"peak_flops\":%.6g,\"memory_used_bytes\":%zu,"
                  "\"memory_total_bytes\":%zu,\"memory_predicted_bytes\":%zu,"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attention/dist_ops.h"
+#include "model/documents.h"
 #include "train/trainer.h"
 
 // Element i of a backend tensor: this file is C, where `real` is float, while the CUDA backend
@@ -25,6 +26,17 @@ void next_batch(Trainer* t, DataLoader* loader) {
     layout_take(t->full_inputs, t->B, t->T, t->positions, t->Tl, t->inputs);
     layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
     if (t->doc_boundary >= 0) gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary);
+}
+
+// The attention pairs of the micro-batch just read, with its document mask and without, for the
+// summary (the MFU counts causal pairs): the host's copy of the bounds (GPT.doc_host).
+static void count_document_pairs(Trainer* t) {
+    const GPTConfig* c = &t->cfg;
+    for (int l = 0; l < c->L; l++) {
+        const long w = gpt_layer_window(c, l);
+        t->doc_pairs[0] += document_pairs(t->model.doc_host, t->B, t->T, w);
+        t->doc_pairs[1] += document_pairs(NULL, t->B, t->T, w);
+    }
 }
 
 double all_reduce_scalar(Trainer* t, double x) {
@@ -197,6 +209,7 @@ void train_step(Trainer* t, StepLimits limits) {
             gpt_loss_zero(m);
         }
         gpt_forward(m, t->inputs, t->targets);
+        if (t->doc_boundary >= 0) count_document_pairs(t);
         phase_mark(t, 2 * a + 1);
         // The last micro-batch's backward completes the gradients: reduce them as it goes.
         const int bucketed = t->buckets && a == t->accum - 1;

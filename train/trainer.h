@@ -41,6 +41,8 @@ typedef struct {
     GPTConfig cfg;
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
     int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
+    double doc_pairs[2];       // attention pairs of this rank's training batches, summed over the
+                               // layers: under the document mask, and causal (the MFU's count)
     long tokens_per_step;      // global tokens per optimizer step
     AttentionLayer* attention;
     GPT model;
