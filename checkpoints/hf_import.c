@@ -169,54 +169,73 @@ static int read_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, cons
     return 0;
 }
 
-// The file's tensors against config.json's sizes, then, once they are known to fit the file,
-// the parameters allocated (*params) and read.
-// Fills params (gpt_num_params(cfg) floats) from the file, wte's padding rows zero.
-static int read_weights(const char* path, const GPTConfig* cfg, float* params, char* err,
-                        size_t errlen) {
+// model.safetensors opened and every tensor matched to config.json's shape, nothing of their
+// size read or allocated yet: what hf_import checks before it allocates the parameters.
+typedef struct {
     SafetensorsFile f;
-    if (safetensors_open(path, &f, err, errlen) != 0) return -1;
-    const char* prefix = safetensors_find(&f, "transformer.wte.weight") ? "transformer." : "";
+    int n;                            // tensors wanted (hf_layout)
+    HfTensor* w;                      // [n] where each goes in llm.c's layout
+    const SafetensorsEntry** entry;   // [n] the file's tensor for each
+} HfWeights;
+
+static void weights_close(HfWeights* h) {
+    free(h->w);
+    free(h->entry);
+    safetensors_close(&h->f);
+    memset(h, 0, sizeof *h);
+}
+
+static int weights_check(const char* path, const GPTConfig* cfg, HfWeights* h, char* err,
+                         size_t errlen) {
+    memset(h, 0, sizeof *h);
+    SafetensorsFile* f = &h->f;
+    if (safetensors_open(path, f, err, errlen) != 0) return -1;
+    const char* prefix = safetensors_find(f, "transformer.wte.weight") ? "transformer." : "";
     // GPT-2 has 4 + 12 L tensors: a larger n_layer than the file can hold is refused first.
-    if (cfg->L > (f.n - 4) / 12) {
+    if (cfg->L > (f->n - 4) / 12) {
         set_err(err, errlen, "%s: expected the 4 + 12 x %d tensors of GPT-2 with config.json's "
-                "n_layer = %d, found %d", path, cfg->L, cfg->L, f.n);
-        safetensors_close(&f);
+                "n_layer = %d, found %d", path, cfg->L, cfg->L, f->n);
+        weights_close(h);
         return -1;
     }
     const int max = HF_LAYOUT_TENSORS(cfg->L);
-    HfTensor* w = malloc(sizeof *w * (size_t)max);
-    const SafetensorsEntry** entry = malloc(sizeof *entry * (size_t)max);
-    char* used = calloc((size_t)f.n, 1);
-    float* tmp = NULL;
-    int rc = (w && entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
-    const int n = rc == 0 ? hf_layout(cfg, prefix, w) : 0;
-    for (int k = 0; k < n && rc == 0; k++) {
-        entry[k] = safetensors_find(&f, w[k].name);
-        if (!entry[k])
+    h->w = malloc(sizeof *h->w * (size_t)max);
+    h->entry = malloc(sizeof *h->entry * (size_t)max);
+    char* used = calloc((size_t)f->n, 1);
+    int rc = (h->w && h->entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
+    h->n = rc == 0 ? hf_layout(cfg, prefix, h->w) : 0;
+    for (int k = 0; k < h->n && rc == 0; k++) {
+        h->entry[k] = safetensors_find(f, h->w[k].name);
+        if (!h->entry[k])
             rc = set_err(err, errlen, "%s: expected a tensor '%s' (GPT-2 with config.json's "
-                         "n_layer = %d), found none", path, w[k].name, cfg->L);
+                         "n_layer = %d), found none", path, h->w[k].name, cfg->L);
         else
-            used[entry[k] - f.entries] = 1, rc = check_shape(&f, entry[k], &w[k], err, errlen);
+            used[h->entry[k] - f->entries] = 1, rc = check_shape(f, h->entry[k], &h->w[k], err, errlen);
     }
-    for (int k = 0; k < f.n && rc == 0; k++)
-        if (!used[k]) rc = extra_tensor(&f, &f.entries[k], prefix, cfg, err, errlen);
-    // Every tensor is in the file with config.json's shape: the sizes are the file's, no larger.
-    if (rc == 0) {
-        memset(params, 0, sizeof *params * gpt_num_params(cfg));   // wte's padding rows
-        tmp = malloc(sizeof *tmp * 4 * (size_t)cfg->C * (size_t)cfg->C);
-        if (!tmp) rc = set_err(err, errlen, "%s: out of memory for a %d x %d tensor", path,
-                               4 * cfg->C, cfg->C);
-    }
-    for (int k = 0; k < n && rc == 0; k++)
-        rc = read_tensor(&f, entry[k], &w[k], params, tmp, err, errlen);
-    if (rc == 0) rc = check_lm_head(&f, cfg, params, err, errlen);
-    free(w);
-    free(entry);
+    for (int k = 0; k < f->n && rc == 0; k++)
+        if (!used[k]) rc = extra_tensor(f, &f->entries[k], prefix, cfg, err, errlen);
     free(used);
-    free(tmp);
-    safetensors_close(&f);
+    if (rc != 0) weights_close(h);
     return rc;
+}
+
+// Fills params (gpt_num_params(cfg) floats) from a checked file, wte's padding rows zero. Every
+// tensor is in the file with config.json's shape: the sizes are the file's, no larger.
+static int weights_read(const HfWeights* h, const GPTConfig* cfg, float* params, char* err,
+                        size_t errlen) {
+    memset(params, 0, sizeof *params * gpt_num_params(cfg));   // wte's padding rows
+    float* tmp = malloc(sizeof *tmp * 4 * (size_t)cfg->C * (size_t)cfg->C);
+    int rc = tmp ? 0 : set_err(err, errlen, "%s: out of memory for a %d x %d tensor", h->f.path,
+                               4 * cfg->C, cfg->C);
+    for (int k = 0; k < h->n && rc == 0; k++)
+        rc = read_tensor(&h->f, h->entry[k], &h->w[k], params, tmp, err, errlen);
+    if (rc == 0) rc = check_lm_head(&h->f, cfg, params, err, errlen);
+    free(tmp);
+    return rc;
+}
+
+static void weights_path(const char* dir, char* path, size_t len) {
+    snprintf(path, len, "%s/model.safetensors", dir);
 }
 
 int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) {
@@ -228,20 +247,28 @@ int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) 
 int hf_import_weights(const char* dir, const GPTConfig* cfg, float* params, char* err,
                       size_t errlen) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    return read_weights(path, cfg, params, err, errlen);
+    weights_path(dir, path, sizeof path);
+    HfWeights h;
+    if (weights_check(path, cfg, &h, err, errlen) != 0) return -1;
+    const int rc = weights_read(&h, cfg, params, err, errlen);
+    weights_close(&h);
+    return rc;
 }
 
 int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
     *params = NULL;
     if (hf_import_config(dir, cfg, err, errlen) != 0) return -1;
+    // The parameters are allocated only once the file is known to hold them: config.json alone
+    // may name any size gpt_config_validate accepts.
+    char path[4096];
+    weights_path(dir, path, sizeof path);
+    HfWeights h;
+    if (weights_check(path, cfg, &h, err, errlen) != 0) return -1;
     float* p = malloc(sizeof *p * gpt_num_params(cfg));
-    if (!p) return set_err(err, errlen, "%s: out of memory for %zu parameters", dir,
-                           gpt_num_params(cfg));
-    if (hf_import_weights(dir, cfg, p, err, errlen) != 0) {
-        free(p);
-        return -1;
-    }
-    *params = p;
-    return 0;
+    int rc = p ? weights_read(&h, cfg, p, err, errlen)
+               : set_err(err, errlen, "%s: out of memory for %zu parameters", dir, gpt_num_params(cfg));
+    weights_close(&h);
+    if (rc != 0) free(p);
+    else *params = p;
+    return rc;
 }
