@@ -664,23 +664,13 @@ static void timed_call(const void* ctx, int i) {
     (t->backward ? t->v->backward : t->v->forward)(a, t->b->stream);
 }
 
-// (query, key) pairs a sequence of T tokens sees under a window W (0: causal) and documents of L tokens
-// (0: one): sum over t of t + 1 - (the first position it sees).
-static double visible_pairs(long T, long W, long L) {
-    double pairs = 0;
-    for (long t = 0; t < T; t++) {
-        long lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
-        if (L > 0 && t / L * L > lo) lo = t / L * L;
-        pairs += (double)(t + 1 - lo);
-    }
-    return pairs;
-}
-
 // Document masking with documents of L tokens: the bounds (model/documents.h) of B sequences of T
-// tokens, on the device; docs.start NULL when L is 0.
-static DocumentBounds documents_of(int B, int T, int L) {
+// tokens, on the device; docs.start NULL when L is 0. *pairs: the (query, key) pairs one sequence
+// leaves under those documents and a window W (0: none).
+static DocumentBounds documents_of(int B, int T, int L, int W, double* pairs) {
     DocumentBounds docs;
     memset(&docs, 0, sizeof docs);
+    *pairs = document_pairs(NULL, 1, T, W);
     if (!L) return docs;
     const size_t n = (size_t)B * T;
     int* tokens = (int*)malloc(n * sizeof(int));
@@ -688,6 +678,7 @@ static DocumentBounds documents_of(int B, int T, int L) {
     if (!tokens || !bounds) fail_msg("out of host memory for %zu document bounds", n);
     for (size_t i = 0; i < n; i++) tokens[i] = (int)(i % (size_t)T) % L == 0;
     document_bounds(tokens, B, T, 1, bounds, bounds + n);
+    *pairs = document_pairs(bounds, 1, T, W);   // the B rows are alike
     int* dev = (int*)device_alloc(2 * n * sizeof(int));
     CUDA_CHECK(cudaMemcpy(dev, bounds, 2 * n * sizeof(int), cudaMemcpyHostToDevice));
     free(tokens);
@@ -704,10 +695,11 @@ static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv,
     probe.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
     probe.C = NH * HS;
     const int copies = call_copies(b, call_bytes(&probe), o->check ? 2 : 0);
-    const DocumentBounds docs = documents_of(B, T, o->documents);
+    double pairs;
+    const DocumentBounds docs = documents_of(B, T, o->documents, o->window, &pairs);
     for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, o->window, docs, 1000ull * (k + 1));
     // Model FLOPs per visible pair: a window's or document mask's share of the causal pairs.
-    const double share = visible_pairs(T, o->window, o->documents) / (T * (T + 1.0) / 2);
+    const double share = pairs / (T * (T + 1.0) / 2);
     const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops * share;
     const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops * share;
     if (o->check) {   // the current kernels' outputs on copy 0, and room for a second run's
