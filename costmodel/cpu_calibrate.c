@@ -295,7 +295,7 @@ static void run_layer(void* p) {
     matmul_backward_overwrite(l->datt, l->dwproj, l->dbproj, l->dres, l->att, l->wproj, N, C, C, acc);
     matmul_backward_overwrite(l->dln, l->dwqkv, l->dbqkv, l->dqkv, l->ln, l->wqkv, N, C, 3 * C, acc);
     layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->x, l->lw, l->m1, l->r1, N, C, acc);
-    encoder_backward(l->dwte, l->dwpe, l->dres, l->tokens, NULL, 1, N, C, pos, N, acc);
+    encoder_backward(l->dwte, l->dwpe, l->dres, l->tokens, NULL, 1, N, C, pos, NULL, NULL, N, acc);
 }
 
 static LayerCtx layer_create(Arena* m, int maxN, int C, int V) {

@@ -125,12 +125,13 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
-                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
+                      int B, int T, int C, TokenLayout pos, const int* row_pos,
+                      const int* row_pos_order, int wpe_rows, GradMode wpe_mode) {
     CudaBackendContext* c = cuda_backend_context();
     void* scratch = grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes,
                                 encoder_backward_scratch_bytes(B, T, C));
-    encoder_backward_cuda(dwte, dwpe, dout, tokens, order, B, T, C, pos, wpe_rows,
-                          wpe_mode == GRAD_ACCUMULATE, scratch, c->stream);
+    encoder_backward_cuda(dwte, dwpe, dout, tokens, order, B, T, C, pos, row_pos, row_pos_order,
+                          wpe_rows, wpe_mode == GRAD_ACCUMULATE, scratch, c->stream);
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

@@ -258,21 +258,21 @@ __global__ void __launch_bounds__(32 * ENC_WARPS)
     }
 }
 
+// wpe_units: 0 (no dwpe: a table keyed by rows, as dwte, only), T or wpe_rows (write_wpe).
 template <int VEC>
 static void launch_encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* order,
                                     const int* tokens, float* partial, unsigned* tickets, int B, int T, int C,
-                                    TokenLayout pos, int wpe_rows, int write_wpe, cudaStream_t stream) {
+                                    TokenLayout pos, int wpe_units, int write_wpe, cudaStream_t stream) {
     const unsigned col_blocks = (unsigned)ceil_div_long(C, 32 * VEC);
     const int wte_blocks = (int)ceil_div_long((long)B * T, ENC_WARPS);
-    const int wpe_units = write_wpe ? wpe_rows : T;
     const unsigned blocks = (unsigned)(wte_blocks + ceil_div_long(wpe_units, ENC_WARPS));
     LAUNCH(encoder_backward_kernel<VEC>, dim3(blocks, col_blocks), dim3(32, ENC_WARPS), 0, stream, dwte, dwpe,
            dout, order, tokens, partial, tickets, B, T, C, pos, wte_blocks, wpe_units, write_wpe);
 }
 
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
-                           int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
-                           void* scratch, cudaStream_t stream) {
+                           int B, int T, int C, TokenLayout pos, const int* row_pos, const int* row_pos_order,
+                           int wpe_rows, int accumulate_wpe, void* scratch, cudaStream_t stream) {
     const int N = B * T;
     if (N <= 0 || C <= 0) return;
     if (pos.stride == 0 && T > 1)
@@ -281,13 +281,27 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
         FAIL("pass memory from cudaMalloc", "encoder_backward_cuda: scratch %p is not 16-byte aligned", scratch);
     CHECK(accumulate_wpe || wpe_rows > 0, "caller bug", "encoder_backward_cuda: writing dwpe needs wpe_rows > 0");
     CHECK(order != NULL, "upload token_order's rows (model/token_order.h)", "encoder_backward_cuda: order is NULL");
+    CHECK(!row_pos || row_pos_order, "upload token_order's rows of the positions (model/token_order.h)",
+          "encoder_backward_cuda: row_pos_order is NULL beside row_pos");
     float* partial = (float*)scratch;
     unsigned* tickets = (unsigned*)((char*)partial + enc_partial_bytes(N, C));
     const int write = !accumulate_wpe;
-    if (C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout))
+    const int wpe_units = row_pos ? 0 : write ? wpe_rows : T;
+    const bool vec = C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout);
+    if (vec)
         launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos,
-                                            wpe_rows, write, stream);
+                                            wpe_units, write, stream);
     else
-        launch_encoder_backward<1>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_rows,
+        launch_encoder_backward<1>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_units,
                                    write, stream);
+    if (!row_pos) return;
+    // Positions that repeat within a sequence: dwpe is a table keyed by rows, as dwte is by token.
+    // The same scratch, after the first launch on this stream (which leaves its tickets at 0).
+    if (write) CUDA_CHECK(cudaMemsetAsync(dwpe, 0, (size_t)wpe_rows * C * sizeof(floatX), stream));
+    if (vec)
+        launch_encoder_backward<X128_ELEMS>(dwpe, NULL, dout, row_pos_order, row_pos, partial, tickets, B, T, C,
+                                            pos, 0, 0, stream);
+    else
+        launch_encoder_backward<1>(dwpe, NULL, dout, row_pos_order, row_pos, partial, tickets, B, T, C, pos, 0, 0,
+                                   stream);
 }

@@ -184,6 +184,8 @@ void gpt_free(GPT* m) {
     free(m->host_tokens);
     tensor_free(m->doc_bounds);
     free(m->doc_host);
+    tensor_free(m->doc_positions);
+    free(m->doc_positions_host);
     tensor_free(m->scalars);
     tensor_free(m->dresidual);
     tensor_free(m->dbuf_c);
@@ -209,7 +211,30 @@ static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
     return w;
 }
 
-void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary) {
+// The local rows' positions within their documents (the bounds just computed), and the rows
+// sorted by them, uploaded for the encoder's forward and fixed-order backward.
+static void set_document_positions(GPT* m, int T_full) {
+    const int B = m->B, T = m->T;
+    const size_t n = (size_t)B * T;
+    if (!m->doc_positions) {   // once per run: B x max_T rows
+        m->doc_positions = tokens_alloc(2 * (size_t)B * m->max_T, "positions within documents");
+        m->doc_positions_host = (int*)xmalloc(3 * (size_t)B * m->max_T * sizeof(int),
+                                              "positions within documents (host)");
+    }
+    int* pos = m->doc_positions_host;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const long p = token_layout_position(m->attention->positions, t);
+            pos[(size_t)b * T + t] = (int)(p - m->doc_host[(size_t)b * T_full + p]);
+        }
+    token_order(pos + n, pos + 2 * n, pos, n);
+    tokens_upload(m->doc_positions, pos, n);
+    tokens_upload(m->doc_positions + n, pos + n, n);
+    m->reset_positions = 1;
+}
+
+void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary, int reset_positions) {
+    m->reset_positions = 0;
     if (!full_tokens) {
         memset(&m->attention->docs, 0, sizeof m->attention->docs);
         return;
@@ -227,6 +252,14 @@ void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary)
     m->attention->docs.start = m->doc_bounds;
     m->attention->docs.end = m->doc_bounds + n;
     m->attention->docs.T = T_full;
+    if (reset_positions) set_document_positions(m, T_full);
+}
+
+// The encoder's per-row positions: a decoding layer's, or those within documents, or NULL (the
+// token layout's).
+static const int* encoder_row_positions(const GPT* m) {
+    if (m->attention->row_positions) return m->attention->row_positions;
+    return m->reset_positions ? m->doc_positions : NULL;
 }
 
 void gpt_forward(GPT* m, const int* inputs, const int* targets) {
@@ -244,7 +277,7 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
 
     int begin = mark(m);
     encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions,
-                    m->attention->row_positions);
+                    encoder_row_positions(m));
     compute_span(m, begin, "embedding forward", -1, "forward");
     const long long layers_from = launches_now();
     const real* residual = a->encoded;
@@ -389,8 +422,9 @@ void gpt_backward(GPT* m, double dloss) {
     int* order = m->host_tokens + BT;
     token_order(order, order + BT, m->host_tokens, (size_t)BT);
     tokens_upload(m->input_order, order, (size_t)BT);
+    const int* row_pos = encoder_row_positions(m);
     encoder_backward(g->wte, g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
-                     c->max_T, mode);
+                     row_pos, row_pos ? m->doc_positions + BT : NULL, c->max_T, mode);
     compute_span(m, begin, "embedding backward", -1, "backward");
     grads_ready(m, GPT_GRADS_EMBEDDINGS);
 }

@@ -97,6 +97,11 @@ typedef struct {
     int* doc_bounds;           // (2, B, T_full) document starts, then ends, for gpt_set_documents
     int* doc_host;             // host: the same, as computed (allocated by the first call)
     int doc_T;                 // T_full of those buffers (0: none yet)
+    int* doc_positions;        // (2, B, T) each local row's position in its document, then the
+                               // rows sorted by it (model/token_order.h), for the encoder, in
+                               // backend memory; NULL until gpt_set_documents resets positions
+    int* doc_positions_host;   // host (3, B, T): the same and the sort's scratch
+    int reset_positions;       // 1: the encoder uses doc_positions (gpt_set_documents)
     int* host_tokens;          // host: the last forward's inputs, then the order and its sort
                                // scratch, (B*T) each; NULL in a forward-only model
     int has_targets;           // 1 when the last forward was given targets
@@ -138,8 +143,10 @@ void gpt_free(GPT* m);
 // full sequences (model/documents.h: a document begins at each `boundary` token) handed to the
 // attention layer (AttentionLayer.docs), read by position, so the same for every schedule.
 // full_tokens: host (B, T_full), every position of the model's B sequences (each rank holds
-// them). full_tokens NULL: no document mask from now on.
-void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary);
+// them). full_tokens NULL: no document mask from now on. reset_positions (Megatron's
+// --reset-position-ids): the position embedding of a token is its position within its document,
+// not within the sequence (the attention masks keep the sequence positions).
+void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary, int reset_positions);
 
 // Forward on local tokens (B, T), given as host arrays, up to the logits. targets (NULL: none) are
 // uploaded for gpt_loss or gpt_backward; no loss is computed here. Nothing waits for the device.

@@ -24,8 +24,9 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 }
 
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
-                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode) {
-    (void)order;   // rows in row order: each token's rows in the order `order` lists them
+                      int B, int T, int C, TokenLayout pos, const int* row_pos,
+                      const int* row_pos_order, int wpe_rows, GradMode wpe_mode) {
+    (void)order, (void)row_pos_order;   // rows in row order: the order those list per token or position
     // GRAD_WRITE: a small table (max_T rows), zeroed, then summed into as GRAD_ACCUMULATE does.
     if (wpe_mode == GRAD_WRITE) memset(dwpe, 0, sizeof(real) * (size_t)wpe_rows * C);
     // Serial over rows: two rows may share a token (or a position across sequences), and a
@@ -34,7 +35,7 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
         const long t = n % T;
         const real* g = dout + n * C;
         real* we = dwte + (long)tokens[n] * C;
-        real* pe = dwpe + token_layout_position(pos, t) * C;
+        real* pe = dwpe + (row_pos ? row_pos[n] : token_layout_position(pos, t)) * C;
         for (int c = 0; c < C; c++) {
             we[c] += g[c];
             pe[c] += g[c];

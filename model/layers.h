@@ -31,8 +31,12 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 // token sits (wpe_rows: the model's max_T; unused with GRAD_ACCUMULATE). order (B*T, backend
 // memory): the rows sorted by (token, row) (model/token_order.h), which the CUDA backend sums by;
 // the CPU backend adds the rows in row order, the same order per token, and may be given NULL.
+// row_pos (B*T, backend memory, or NULL): each row's position, as in encoder_forward (positions
+// that restart per document, so rows of one sequence may share one); row_pos_order then lists
+// the rows sorted by (row_pos, row), as order does by token (the CPU backend may be given NULL).
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
-                      int B, int T, int C, TokenLayout pos, int wpe_rows, GradMode wpe_mode);
+                      int B, int T, int C, TokenLayout pos, const int* row_pos,
+                      const int* row_pos_order, int wpe_rows, GradMode wpe_mode);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

@@ -34,13 +34,16 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
 // written 0. order (B*T, device): the rows sorted by (token, row), token_order of
 // model/token_order.h on the host tokens, uploaded. Deterministic: each token's rows are summed in
 // that order, in fp32 (a run longer than 32 rows in segments whose sums are added in order), and
-// added once. The positions pos(t) must be distinct (pos.stride != 0 unless T == 1). scratch:
-// encoder_backward_scratch_bytes bytes of device memory, 16-byte aligned (cudaMalloc), ZEROED ONCE
-// when allocated (it holds tickets that every call leaves at zero); calls sharing it must be
-// ordered (one stream).
+// added once. The positions pos(t) must be distinct (pos.stride != 0 unless T == 1). row_pos
+// (B*T, device, or NULL): each row's own position instead of pos(t) (positions that restart per
+// document); dwpe is then summed as dwte is, by row_pos_order (the rows sorted by (row_pos, row),
+// token_order of the host positions), in a second launch, after zeroing dwpe when it is written.
+// scratch: encoder_backward_scratch_bytes bytes of device memory, 16-byte aligned (cudaMalloc),
+// ZEROED ONCE when allocated (it holds tickets that every call leaves at zero); calls sharing it
+// must be ordered (one stream).
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
-                           int B, int T, int C, TokenLayout pos, int wpe_rows, int accumulate_wpe,
-                           void* scratch, cudaStream_t stream);
+                           int B, int T, int C, TokenLayout pos, const int* row_pos, const int* row_pos_order,
+                           int wpe_rows, int accumulate_wpe, void* scratch, cudaStream_t stream);
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
 

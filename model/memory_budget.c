@@ -163,8 +163,13 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     b[MEMORY_ATTENTION] = attention_scratch(c, c->B, c->T, c->pq * c->pkv);
     b[MEMORY_ATTENTION_DQ] = attention_dq(c, c->B, c->T, c->pq * c->pkv);
     // inputs, targets, the inputs' rows by token (model/gpt.c); on the CPU also the host copy of
-    // the inputs, the order and its sort scratch, which live in the same memory.
-    b[MEMORY_TOKENS] = (c->cuda ? 3 : 6) * BT * TOKEN_BYTES;
+    // the inputs, the order and its sort scratch, which live in the same memory. A document mask
+    // adds the bounds of the full sequences (starts and ends) and their host copy; positions
+    // within documents, each local row's and the rows sorted by them, and a host copy with the
+    // sort's scratch (gpt_set_documents).
+    const size_t BT_full = BT * (size_t)c->pq * c->pkv;
+    b[MEMORY_TOKENS] = ((c->cuda ? 3 : 6) * BT + (c->documents ? (c->cuda ? 2 : 4) * BT_full : 0) +
+                        (c->reset_positions ? (c->cuda ? 2 : 5) * BT : 0)) * TOKEN_BYTES;
     b[MEMORY_SCALARS] = SCALARS * 8;
     b[MEMORY_GRAD_BUCKETS] = 0;
     b[MEMORY_COMM] = c->nccl ? NCCL_SCRATCH : 0;

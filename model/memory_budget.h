@@ -69,6 +69,8 @@ typedef struct {
                               // until a checkpoint is written or read)
     int nccl;                 // the nccl transport (its device scratch)
     int sampler;              // this rank samples (rank 0 with --sample-length > 0)
+    int documents;            // a document mask (--document-mask): the bounds of the sequences
+    int reset_positions;      // positions within documents (--reset-position-ids)
     int flash_kernels;        // the bf16 CUDA attention kernels (0: the CPU and the CUDA fp32
                               // build): the backward's dQ workspace, and the forward merges the
                               // distributed schedules' partials itself (no step scratch)

@@ -15,7 +15,10 @@
 #                                      + ZeRO-1, Ring, Striped and Zigzag:
 #                                      losses, validation losses and sample equal the single-process
 #                                      run's; with a window too, on 2x2; the mask changes the model
-#                                      (unmasked losses differ); bad --document-mask values refused
+#                                      (unmasked losses differ); with --reset-position-ids on 2x2
+#                                      and Zigzag against one process (another model again);
+#                                      bad --document-mask values refused, and --reset-position-ids
+#                                      without a mask
 #   tests/test_dist_train.sh resume    a checkpoint of dp 2 x (2x2) with ZeRO-1 continued on one
 #                                      process, and one of one process continued on dp 2 x (2x2),
 #                                      give the straight run's losses
@@ -391,6 +394,31 @@ print("unmasked vs masked: relative loss differences: smallest %.1e, largest %.1
       "window vs without: largest %.1e" % (min(d), max(d), max(e)))
 sys.exit(0 if min(d) > 1e-6 and max(d) > 1e-3 and max(e) > 1e-4 else 1)
 PYEOF2
+  # Positions counted from each document's start (--reset-position-ids): one process, then two
+  # schedules whose local tokens sit at other positions (cyclic 2x2, Zigzag's two runs) against
+  # it; another model than the masked one with sequence positions.
+  pos=(--reset-position-ids)
+  single_is_ref=1
+  train ref-p 1 "${docs[@]}" "${pos[@]}" || exit 1
+  single_is_ref=0
+  grep -q 'document, positions counted from its start' "$work/ref-p.out" ||
+    fail "documents: the configuration does not say the positions restart"
+  for run in "p-2x2 4 --pq 2 --pkv 2" "p-zigzag-2x2 4 --pq 2 --pkv 2 --attention zigzag"; do
+    set -- $run
+    train "$1" "$2" "${docs[@]}" "${pos[@]}" "${@:3}" && compare "$1" ref-p
+  done
+  "$PY" - "$work/ref/log.jsonl" "$work/ref-p/log.jsonl" <<'PYEOF2' || fail "documents: resetting the positions did not change the losses"
+import json, sys
+loss = lambda p: [r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "step"]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+d = [abs(x - y) / abs(y) for x, y in zip(a, b)]
+print("positions within documents vs within sequences: relative loss differences: smallest %.1e, "
+      "largest %.1e" % (min(d), max(d)))
+sys.exit(0 if min(d) > 1e-6 and max(d) > 1e-3 else 1)
+PYEOF2
+  bash tests/expect_job_failure.sh "--reset-position-ids: expected --document-mask eot or a token id \(the documents whose positions restart\), found --document-mask none" \
+    timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/bad" \
+    --reset-position-ids || fail "documents: --reset-position-ids without a document mask was not refused"
   # Refusals, one line each, before any training.
   for bad in "eot|--document-mask eot: expected a vocabulary holding GPT-2's end-of-text token 50256, found V=512" \
              "512|--document-mask: expected none, eot or a token id in \\[0, 512\\), found '512'" \

@@ -320,7 +320,8 @@ static void test_encoder(TokenLayout pos, const char* name) {
     c.dy = random_array((long)c.B * c.T * c.C, 1);
     // dwpe written (GRAD_WRITE: NaN unless written, every row of the table), dwte added.
     real *dwte = zeros(V * c.C), *dwpe = nans(maxT * c.C);
-    encoder_backward(dwte, dwpe, c.dy, c.tokens, NULL, c.B, c.T, c.C, c.pos, maxT, GRAD_WRITE);
+    encoder_backward(dwte, dwpe, c.dy, c.tokens, NULL, c.B, c.T, c.C, c.pos, NULL, NULL, maxT,
+                     GRAD_WRITE);
     char what[96];
     snprintf(what, sizeof what, "encoder dwte (%s)", name);
     check(what, c.wte, dwte, V * c.C, enc_loss, &c);

@@ -25,19 +25,22 @@ typedef struct {
     const char* name;
     GPTConfig cfg;
     int B, T;
-    int boundary;   // document masking: the token that begins a document (0: none)
+    int boundary;          // document masking: the token that begins a document (0: none)
+    int reset_positions;   // 1: positions restart at each document (--reset-position-ids)
 } Shape;
 
 // A tiny model with the real GPT-2 vocabulary, one whose T and C are not multiples of any tile
 // size (and whose head size is odd), and that one with sliding-window attention of 7 positions in
 // layers 0 and 2 (GPT-3's alternating banded and dense layers), and the ragged one with document
-// masking (token 5 begins a document; one input in six is a 5).
+// masking (token 5 begins a document; one input in six is a 5), also with the positions counted
+// from each document's start.
 static const Shape shapes[] = {
-    {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32, 0},
-    {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 0},
+    {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32, 0, 0},
+    {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 0, 0},
     {"banded", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45, .window = 7,
-                .window_every = 2}, 3, 37, 0},
-    {"documents", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5},
+                .window_every = 2}, 3, 37, 0, 0},
+    {"documents", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5, 0},
+    {"document-positions", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5, 1},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
     header[1] = 1;
     header[2] = B;
     header[3] = T;
-    header[4] = sh->boundary;   // (0: no document mask)
+    header[4] = sh->boundary;          // (0: no document mask)
+    header[5] = sh->reset_positions;   // (1: positions within documents)
     AtomicFile af;
     snprintf(path, sizeof path, "%s/batch.bin", dir);
     if (atomic_open(&af, path, err, sizeof err) != 0) fail_msg("%s", err);
@@ -125,7 +129,7 @@ int main(int argc, char** argv) {
     for (int s = 0; s < steps || s == 0; s++) {
         gpt_zero_grad(&m);
         gpt_loss_zero(&m);
-        if (sh->boundary) gpt_set_documents(&m, inputs, T, sh->boundary);
+        if (sh->boundary) gpt_set_documents(&m, inputs, T, sh->boundary, sh->reset_positions);
         gpt_forward(&m, inputs, targets);
         // The logits before the backward overwrites them with their gradient.
         if (s == 0) write_or_die(&af, m.acts.logits, sizeof(float) * BT * cfg.Vp);

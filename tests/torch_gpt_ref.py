@@ -135,10 +135,15 @@ class GPT(nn.Module):
                                      for l in range(L)])
         self.lnf = nn.LayerNorm(C, eps=1e-5)
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
+        self.reset_positions = False  # positions within documents (header[5]; Megatron's --reset-position-ids)
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        pos = torch.arange(T).expand_as(idx)
+        if self.reset_positions:  # minus the position of the latest boundary at or before it (0: none)
+            start = torch.where(idx == self.boundary, pos, torch.zeros_like(pos))
+            pos = pos - torch.cummax(start, dim=1).values
+        x = self.wte(idx) + self.wpe(pos)
         same_doc = None
         if self.boundary:  # document masking: a document begins at each boundary token
             doc = torch.cumsum(idx == self.boundary, dim=1)  # (B, T) document number
@@ -214,7 +219,10 @@ def load_batch(path, cfg):
     boundary = int(h[4])  # document masking: the token that begins a document (0: none)
     if not 0 <= boundary < cfg["V"]:
         die(f"batch file {path}: header[4] (document boundary token) = {boundary} outside [0, {cfg['V']})")
-    return torch.from_numpy(toks[0]), torch.from_numpy(toks[1]), boundary
+    reset = int(h[5])  # 1: positions counted from each document's start
+    if reset not in (0, 1) or (reset and not boundary):
+        die(f"batch file {path}: header[5] (reset positions) = {reset}: expected 0, or 1 with a boundary token")
+    return torch.from_numpy(toks[0]), torch.from_numpy(toks[1]), boundary, reset == 1
 
 
 # ----------------------------------------------------------------------------- reference run
@@ -374,7 +382,7 @@ def main():
     torch.set_num_threads(2)
     torch.manual_seed(0)  # nothing random is used; set for good measure
     model, cfg = load_model(a.model)
-    idx, tgt, model.boundary = load_batch(a.batch, cfg)
+    idx, tgt, model.boundary, model.reset_positions = load_batch(a.batch, cfg)
     B, T = idx.shape
     h = header_for(cfg, B, T, a.steps)
     c = read_results(a.results, h, cfg, a.steps) if a.results else None  # check before the run

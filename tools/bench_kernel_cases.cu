@@ -79,7 +79,7 @@ static void prepare_encoder_backward(const Bench* b, const Shape* s, const Case*
 }
 static void run_encoder_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
     encoder_backward_cuda(X(0), X(1), X(2), (const int*)p[3], (const int*)p[5], s->B, s->T, s->C,
-                          token_layout(positions()), s->T, 1, p[4], b->stream);
+                          token_layout(positions()), NULL, NULL, s->T, 1, p[4], b->stream);
 }
 static Case case_encoder_backward(const Shape* s) {
     Case c = new_case("encoder_backward_cuda", kernel_cost_encoder_backward(s->N, s->T, s->C), run_encoder_backward);

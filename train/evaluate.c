@@ -76,7 +76,7 @@ McEvalScore mc_evaluate(Trainer* t) {
     memset(t->mc_row_loss, 0, sizeof(double) * s->rows);
     GPT* m = &t->model;
     // A row is one example, padded past its end: no document mask (the next batch sets it again).
-    gpt_set_documents(m, NULL, 0, 0);
+    gpt_set_documents(m, NULL, 0, 0, 0);
     if (t->mc_attention) {
         AttentionLayer* run_attention = m->attention;
         const int T = s->longest_row, run_T = m->T;

@@ -31,6 +31,7 @@ static const OptSpec specs[] = {
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
     {"document-mask", OPT_STRING, F(document_mask), 0, 0, NULL, "document masking of packed sequences: a document begins at each occurrence of a boundary token and a query sees only the keys of its own document (Megatron's --reset-attention-mask): none, eot (GPT-2's <|endoftext|>, 50256, which llm.c's shards put before every document) or a token id"},
+    {"reset-position-ids", OPT_FLAG, F(reset_position_ids), 0, 1, NULL, "with --document-mask: a token's position embedding is its position within its document, counted from 0 at the boundary token, not within the sequence (Megatron's --reset-position-ids)"},
     {"context", OPT_INT, F(context), 0, 1 << 22, NULL, "context length (position embedding rows; 0 = preset)"},
     {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
     {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 directory (config.json, model.safetensors), instead of a seeded init"},

@@ -11,6 +11,7 @@ typedef struct {
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0
     const char* document_mask; // none | eot | a token id: documents begin at that token
+    int reset_position_ids;    // 1: position embeddings count from each document's start
     const char* init_from;                         // llm.c model file, or NULL: from seed
     long seed;
     // data

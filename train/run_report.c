@@ -45,8 +45,9 @@ void print_config(Trainer* t) {
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
     if (t->doc_boundary >= 0)
         printf("documents: a document begins at each token %d; attention masked to a query's own "
-               "document (training and validation batches; not the mc-eval rows or samples, one "
-               "document each)\n", t->doc_boundary);
+               "document%s (training and validation batches; not the mc-eval rows or samples, one "
+               "document each)\n", t->doc_boundary,
+               t->opt.reset_position_ids ? ", positions counted from its start" : "");
     if (t->mc.examples)
         printf("mc-eval: %d examples, %ld rows of at most %d tokens: %s\n", t->mc.examples,
                t->mc.rows, t->mc.longest_row, t->mc_attention

@@ -121,6 +121,9 @@ static void setup_model_config(Trainer* t) {
     if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
         config_error(t, "--attention-window/--window-every: %s", err);
     t->doc_boundary = parse_document_mask(t, o->document_mask);
+    if (o->reset_position_ids && t->doc_boundary < 0)
+        config_error(t, "--reset-position-ids: expected --document-mask eot or a token id (the "
+                     "documents whose positions restart), found --document-mask none");
     if (o->eval_only && !(o->val_data && o->val_data[0]) && !(o->mc_eval && o->mc_eval[0]))
         config_error(t, "--eval-only: expected --val-data shards or an --mc-eval file to evaluate "
                      "on, found neither");
@@ -275,6 +278,7 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
         .zero = o->zero, .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
+        .documents = t->doc_boundary >= 0, .reset_positions = o->reset_position_ids,
         .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
         .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
         .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0,

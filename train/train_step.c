@@ -25,7 +25,8 @@ void next_batch(Trainer* t, DataLoader* loader) {
                  rc < 0 ? err : "validation data ran out");
     layout_take(t->full_inputs, t->B, t->T, t->positions, t->Tl, t->inputs);
     layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
-    if (t->doc_boundary >= 0) gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary);
+    if (t->doc_boundary >= 0)
+        gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary, t->opt.reset_position_ids);
 }
 
 // The attention pairs of the micro-batch just read, with its document mask and without, for the

@@ -208,26 +208,36 @@ static void reseed(int run) {
 // V distinct tokens at random (V = 1: every row has the same token; repeat > 1: runs of `repeat`
 // rows with one token, so sorted runs span several 32-row segments). write: dwpe written
 // (GRAD_WRITE over a table of extra_rows more rows than the tokens use, which must come out 0),
-// else added to. dwte is always added to.
+// else added to. dwte is always added to. doc_len > 0: per-row positions that restart at
+// documents of doc_len rows on average (random starts; 1: every row at position 0, one run of all
+// B*T rows), summed by their order as dwte is.
 static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, bool write = false,
-                                  int repeat = 1, int extra_rows = 0) {
+                                  int repeat = 1, int extra_rows = 0, int doc_len = 0) {
     const int N = B * T;
     const long P = wpe_rows(pos, T) + extra_rows;
-    std::vector<int> tok(N);
+    std::vector<int> tok(N), row_pos(N);
     for (int n = 0; n < N; n++) tok[n] = n % repeat ? tok[n - 1] : irand(V);
+    for (int n = 0; doc_len && n < N; n++)   // t - its document's start, < T <= P
+        row_pos[n] = n % T == 0 || doc_len == 1 || irand(doc_len) == 0 ? 0 : row_pos[n - 1] + 1;
+    const int* rp = doc_len ? row_pos.data() : NULL;
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
     const Vec dwte0 = rand_vec((size_t)V * C, 1.0f), dwpe0 = rand_vec((size_t)P * C, 1.0f);
     Vec dwte = dwte0, dwpe = dwpe0;
     if (write) std::fill(dwpe.begin(), dwpe.end(), NAN);
-    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), NULL, B, T, C, pos, (int)P,
+    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), NULL, B, T, C, pos, rp, NULL, (int)P,
                      write ? GRAD_WRITE : GRAD_ACCUMULATE);
 
-    std::vector<int> order(N), order_scratch(N);   // the rows by token, as model/gpt.c uploads them
+    std::vector<int> order(N), order_scratch(N), pos_order(N);   // as model/gpt.c uploads them
     token_order(order.data(), order_scratch.data(), tok.data(), (size_t)N);
+    token_order(pos_order.data(), order_scratch.data(), row_pos.data(), (size_t)N);
     int* d_tok = dalloc<int>(N);
     int* d_order = dalloc<int>(N);
+    int* d_row_pos = dalloc<int>(N);
+    int* d_pos_order = dalloc<int>(N);
     CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d_order, order.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_row_pos, row_pos.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_pos_order, pos_order.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     floatX *d_dout = to_dev(dout), *d_dwte = to_dev(dwte0), *d_dwpe = to_dev(dwpe0);
     const size_t scratch_bytes = encoder_backward_scratch_bytes(B, T, C);
     void* scratch = dalloc<char>(scratch_bytes);
@@ -238,8 +248,8 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
         upload(d_dwte, dwte0);
         if (write) poison(d_dwpe, P * C * sizeof(floatX));
         else upload(d_dwpe, dwpe0);
-        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, d_order, B, T, C, pos, (int)P, !write, scratch,
-                              stream);
+        encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, d_order, B, T, C, pos, doc_len ? d_row_pos : NULL,
+                              doc_len ? d_pos_order : NULL, (int)P, !write, scratch, stream);
         sync();
         const Vec w = fetch(d_dwte, (size_t)V * C), p = fetch(d_dwpe, (size_t)P * C);
         if (run == 0) {
@@ -252,16 +262,13 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
         }
     }
     char shape[96];
-    snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d%s%s", B, T, C, V, repeat > 1 ? " runs" : "",
-             write ? " write" : "");
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d%s%s%s", B, T, C, V, repeat > 1 ? " runs" : "",
+             write ? " write" : "", doc_len ? " document positions" : "");
     expect("encoder_backward", shape, "dwte", got_wte, dwte, BOUND_ROUND1);
     expect("encoder_backward", shape, "dwpe", got_wpe, dwpe, BOUND_ROUND1);
-    CUDA_CHECK(cudaFree(d_tok));
-    CUDA_CHECK(cudaFree(d_order));
-    CUDA_CHECK(cudaFree(d_dout));
-    CUDA_CHECK(cudaFree(d_dwte));
-    CUDA_CHECK(cudaFree(d_dwpe));
-    CUDA_CHECK(cudaFree(scratch));
+    for (void* q : {(void*)d_tok, (void*)d_order, (void*)d_row_pos, (void*)d_pos_order, (void*)d_dout,
+                    (void*)d_dwte, (void*)d_dwpe, scratch})
+        CUDA_CHECK(cudaFree(q));
 }
 
 // --- LayerNorm -------------------------------------------------------------------------------------
@@ -447,6 +454,13 @@ static void test_special_shapes(void) {
         test_encoder_backward(5, 32, 45, token_layout(token_positions(64, 1)), 50, true, 1, 3);
         test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 1, true, 1, 1);
     }
+    // Positions that restart at each document (--reset-position-ids), summed by their own order in
+    // a second launch: documents of ~7 and ~50 rows, added and written (a Ring chunk's layout,
+    // extra rows 0, the scalar path); every row at position 0 (one run of 900 rows, 29 segments).
+    test_encoder_backward(4, 160, 72, token_layout(token_positions(0, 1)), 50, false, 1, 0, 7);
+    test_encoder_backward(3, 64, 72, token_layout(token_positions(1, 4)), 50, true, 3, 5, 50);
+    test_encoder_backward(5, 32, 45, token_layout(token_positions(64, 1)), 50, true, 1, 3, 7);
+    test_encoder_backward(3, 300, 16, token_layout(token_positions(0, 1)), 50, true, 1, 2, 1);
     // Fused LayerNorm writing the residual stream in place.
     test_fused_residual_layernorm(37, 72, true);
     // A row over 48 KiB: the forward opts in to more dynamic shared memory.
@@ -511,7 +525,7 @@ static int die_encoder_order(const char* how) {
     void* scratch = dalloc<char>(scratch_bytes);
     CUDA_CHECK(cudaMemset(scratch, 0, scratch_bytes));
     encoder_backward_cuda(d_dwte, d_dwpe, d_dout, d_tok, d_order, B, T, C, token_layout(token_positions(0, 1)),
-                          T, 1, scratch, stream);
+                          NULL, NULL, T, 1, scratch, stream);
     sync();
     printf("encoder_backward_cuda accepted a broken order (%s)\n", how);
     return 0;
