@@ -270,6 +270,20 @@ static void launch_encoder_backward(floatX* dwte, floatX* dwpe, const floatX* do
            dout, order, tokens, partial, tickets, B, T, C, pos, wte_blocks, wpe_units, write_wpe);
 }
 
+// The same, the channel vector width picked at run time: X128_ELEMS where every table is 16-byte
+// aligned and C a multiple of it, else one.
+static void launch_encoder_backward_any(bool vec, floatX* dwte, floatX* dwpe, const floatX* dout,
+                                        const int* order, const int* tokens, float* partial,
+                                        unsigned* tickets, int B, int T, int C, TokenLayout pos,
+                                        int wpe_units, int write_wpe, cudaStream_t stream) {
+    if (vec)
+        launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos,
+                                            wpe_units, write_wpe, stream);
+    else
+        launch_encoder_backward<1>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_units,
+                                   write_wpe, stream);
+}
+
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
                            int B, int T, int C, TokenLayout pos, const int* row_pos, const int* row_pos_order,
                            int wpe_rows, int accumulate_wpe, void* scratch, cudaStream_t stream) {
@@ -288,20 +302,12 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
     const int write = !accumulate_wpe;
     const int wpe_units = row_pos ? 0 : write ? wpe_rows : T;
     const bool vec = C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout);
-    if (vec)
-        launch_encoder_backward<X128_ELEMS>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos,
-                                            wpe_units, write, stream);
-    else
-        launch_encoder_backward<1>(dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_units,
-                                   write, stream);
+    launch_encoder_backward_any(vec, dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_units,
+                                write, stream);
     if (!row_pos) return;
     // Positions that repeat within a sequence: dwpe is a table keyed by rows, as dwte is by token.
     // The same scratch, after the first launch on this stream (which leaves its tickets at 0).
     if (write) CUDA_CHECK(cudaMemsetAsync(dwpe, 0, (size_t)wpe_rows * C * sizeof(floatX), stream));
-    if (vec)
-        launch_encoder_backward<X128_ELEMS>(dwpe, NULL, dout, row_pos_order, row_pos, partial, tickets, B, T, C,
-                                            pos, 0, 0, stream);
-    else
-        launch_encoder_backward<1>(dwpe, NULL, dout, row_pos_order, row_pos, partial, tickets, B, T, C, pos, 0, 0,
-                                   stream);
+    launch_encoder_backward_any(vec, dwpe, NULL, dout, row_pos_order, row_pos, partial, tickets, B, T, C, pos, 0,
+                                0, stream);
 }
