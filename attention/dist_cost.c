@@ -97,17 +97,21 @@ CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, in
 long long attention_visible_pairs(const AttentionProblem* p) {
     long long pairs = 0;
     for (int i = 0; i < p->Tq; i++) {
-        const long rel = p->qpos.off + p->qpos.stride * i - p->kpos.off;
-        if (rel < 0) continue;
-        const long n = rel / p->kpos.stride + 1;
-        pairs += n < p->Tk ? n : p->Tk;
+        const long qp = p->qpos.off + p->qpos.stride * i;
+        const int begin = attention_window_key_begin(p, qp), end = attention_key_end(p, qp);
+        if (end > begin) pairs += end - begin;
     }
     return pairs;
 }
 
-long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T) {
+long long window_visible_pairs(long T, long window) {
+    if (window <= 0 || window >= T) return T * (T + 1) / 2;
+    return window * (window + 1) / 2 + (T - window) * window;
+}
+
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window) {
     AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = (int)(T / pq), .Tk = (int)(T / pkv),
-                          .qpos = {r, pq}, .kpos = {c, pkv}};
+                          .qpos = {r, pq}, .kpos = {c, pkv}, .window = window};
     return attention_visible_pairs(&p);
 }
 
@@ -127,7 +131,7 @@ static int ring_pieces(RingLayout layout, int P, int rank, long T, TokenPosition
     return 1;
 }
 
-long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window) {
     long long pairs = 0;
     TokenPositions q[2], k[2];
     int qlen, klen;
@@ -137,7 +141,7 @@ long long ring_visible_pairs(RingLayout layout, int P, int rank, long T) {
         for (int a = 0; a < nq; a++)
             for (int b = 0; b < nk; b++) {
                 AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = qlen, .Tk = klen,
-                                      .qpos = q[a], .kpos = k[b]};
+                                      .qpos = q[a], .kpos = k[b], .window = window};
                 pairs += attention_visible_pairs(&p);
             }
     }

@@ -75,12 +75,17 @@ CommVolume dist_comm_volume(const DistCommOps* ops);
 long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size);
 long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size);
 
-// Unmasked (query, key) pairs of one sequence and head in a partial-attention problem.
+// Unmasked (query, key) pairs of one sequence and head in a partial-attention problem (the
+// causal mask and p->window; document masks are not counted).
 long long attention_visible_pairs(const AttentionProblem* p);
-// Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens.
-long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T);
+// The same for a whole sequence of T tokens on one rank: T (T+1) / 2 causal; under a sliding
+// window W < T, W (W+1) / 2 for the first W queries and W for each of the T - W after them.
+long long window_visible_pairs(long T, long window);
+// Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens, in a
+// layer with the given window (0: causal).
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window);
 // The same for SP rank `rank` of a ring of P ranks in the given layout (zigzag: T % 2P == 0).
-long long ring_visible_pairs(RingLayout layout, int P, int rank, long T);
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window);
 
 #ifdef __cplusplus
 }

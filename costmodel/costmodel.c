@@ -34,8 +34,16 @@ double costmodel_num_params(const CostShape* s) {
     return kernel_gpt_num_params(s->L, s->C, gpt_padded_vocab(s->V), s->max_T);
 }
 
+// The trainer's configuration of the shape (what model/config.h's functions read).
+static GPTConfig gpt_config_of(const CostShape* s) {
+    return (GPTConfig){.max_T = s->max_T, .V = s->V, .Vp = gpt_padded_vocab(s->V), .L = s->L,
+                       .NH = s->NH, .C = s->C, .window = s->window,
+                       .window_every = s->window_every};
+}
+
 double costmodel_flops_per_token(const CostShape* s, long T) {
-    return 6.0 * costmodel_num_params(s) + 6.0 * s->L * s->C * (double)T;
+    const GPTConfig cfg = gpt_config_of(s);
+    return gpt_flops_per_token(&cfg, costmodel_num_params(s), T);
 }
 
 // --- Kernel times --------------------------------------------------------------------------------
@@ -156,20 +164,51 @@ static double token_local_flops(const CostShape* s, double N) {
 
 // --- Attention compute -----------------------------------------------------------------------------
 
-// Visible pairs per sequence and head of the slowest SP rank. The counts are monotone in the
-// coordinates (a larger query position or a smaller key position sees more), so the slowest
-// rank is known: ATTENTION2D (pq-1, 0), Ring and Striped rank P-1; Zigzag's ranks all see
-// (2P-1) h^2 + h (h+1) pairs (h = T/2P), so any rank is the slowest. tests/test_costmodel.c
-// checks this against the maximum over every rank.
-static long long slowest_rank_pairs(CostAlgorithm a, int pq, int pkv, long T) {
+// Visible pairs per sequence and head of SP rank i (ATTENTION2D: (i % pq, i / pq)) in a layer
+// with the given window (0: causal).
+static long long rank_pairs(CostAlgorithm a, int pq, int pkv, int i, long T, long window) {
     const int P = pq * pkv;
     switch (a) {
     case COST_2D:
-    case COST_2D_OVERLAP: return attention2d_visible_pairs(pq, pkv, pq - 1, 0, T);
-    case COST_RING: return ring_visible_pairs(RING_CONTIGUOUS, P, P - 1, T);
-    case COST_STRIPED: return ring_visible_pairs(RING_CYCLIC, P, P - 1, T);
-    default: return ring_visible_pairs(RING_ZIGZAG, P, 0, T);
+    case COST_2D_OVERLAP: return attention2d_visible_pairs(pq, pkv, i % pq, i / pq, T, window);
+    case COST_RING: return ring_visible_pairs(RING_CONTIGUOUS, P, i, T, window);
+    case COST_STRIPED: return ring_visible_pairs(RING_CYCLIC, P, i, T, window);
+    default: return ring_visible_pairs(RING_ZIGZAG, P, i, T, window);
     }
+}
+
+// Visible pairs per sequence and head of the slowest SP rank. Causal counts are monotone in the
+// coordinates (a larger query position or a smaller key position sees more), so the slowest
+// rank is known: ATTENTION2D (pq-1, 0), Ring and Striped rank P-1; Zigzag's ranks all see
+// (2P-1) h^2 + h (h+1) pairs (h = T/2P), so any rank is the slowest. A window shorter than T
+// caps every query's keys, which breaks the monotony (Ring's last rank sees no more than its
+// middle ones): the most over every rank. tests/test_costmodel.c checks both against the
+// maximum over every rank.
+static long long slowest_rank_pairs(CostAlgorithm a, int pq, int pkv, long T, long window) {
+    const int P = pq * pkv;
+    if (window > 0 && window < T) {
+        long long most = 0;
+        for (int i = 0; i < P; i++) {
+            const long long n = rank_pairs(a, pq, pkv, i, T, window);
+            most = n > most ? n : most;
+        }
+        return most;
+    }
+    switch (a) {
+    case COST_2D:
+    case COST_2D_OVERLAP: return rank_pairs(a, pq, pkv, pq - 1, T, 0);
+    case COST_ZIGZAG: return rank_pairs(a, pq, pkv, 0, T, 0);
+    default: return rank_pairs(a, pq, pkv, P - 1, T, 0);
+    }
+}
+
+// Layers of the shape that are banded: l % window_every == 0 (model/config.h's
+// gpt_layer_window), none without a window.
+static int banded_layers(const CostShape* s) {
+    const GPTConfig cfg = gpt_config_of(s);
+    int n = 0;
+    for (int l = 0; l < s->L; l++) n += gpt_layer_window(&cfg, l) > 0;
+    return n;
 }
 
 // One partial-attention call of Tq queries and Tk keys with `pairs` visible pairs per sequence
@@ -240,6 +279,22 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
                                             kernel_cost_residual_forward(2 * B * Tl * NH * HS),
                                             4.0 / KERNEL_COST_X);
     return w;
+}
+
+// The attention of the layers of one kind (causal or banded) on the slowest and the average rank.
+typedef struct {
+    double layers;             // how many layers of this kind
+    long long pairs;           // visible pairs per sequence and head of the slowest rank
+    AttentionWork w, w_mean;   // one layer's work on the slowest rank and on the average one
+} LayerKind;
+
+static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, long window) {
+    const int P = g->pq * g->pkv;
+    LayerKind k = {.layers = layers,
+                   .pairs = slowest_rank_pairs(g->alg, g->pq, g->pkv, g->T, window)};
+    k.w = attention_work(c, g, (double)k.pairs);
+    k.w_mean = attention_work(c, g, (double)window_visible_pairs(g->T, window) / P);
+    return k;
 }
 
 // --- Topology: which tier each group's traffic crosses ---------------------------------------------
@@ -629,7 +684,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
           "memory_bytes: no schedule named %s", cost_algorithm_name(g->alg));
     const int gpu = c->shared_cores == 0;
     const MemoryConfig m = {
-        .cfg = {s->max_T, s->V, gpt_padded_vocab(s->V), s->L, s->NH, s->C},
+        .cfg = gpt_config_of(s),
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
         .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
@@ -650,6 +705,8 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
         return set_err(err, errlen, "model shape: expected positive L, C, NH, V, context and C "
                        "a multiple of NH, found L=%d C=%d NH=%d V=%d context=%d",
                        s->L, s->C, s->NH, s->V, s->max_T);
+    const GPTConfig cfg = gpt_config_of(s);
+    if (gpt_config_validate(&cfg, err, errlen) != 0) return -1;   // the window
     if (g->B < 1 || g->accum < 1 || g->dp < 1 || g->pq < 1 || g->pkv < 1 || g->T < 1)
         return set_err(err, errlen, "config: expected positive batch, accum, dp, pq, pkv, T, "
                        "found %d, %d, %d, %d, %d, %ld", g->B, g->accum, g->dp, g->pq, g->pkv, g->T);
@@ -688,11 +745,11 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     const Topology topo = topology(c, g);
     const double Tl = (double)g->T / P, N = g->B * Tl;
 
-    // compute: the slowest rank, and the average one (ranks sharing cores pool their work)
-    const long long pairs = slowest_rank_pairs(g->alg, g->pq, g->pkv, g->T);
-    const double mean_pairs = kernel_causal_pairs(1, 1, (double)g->T) / P;
-    const AttentionWork w = attention_work(c, g, (double)pairs);
-    const AttentionWork w_mean = attention_work(c, g, mean_pairs);
+    // compute: the slowest rank, and the average one (ranks sharing cores pool their work), in
+    // the causal layers and in the banded ones
+    const int banded = banded_layers(&g->shape);
+    LayerKind kind[2] = {layer_kind(c, g, g->shape.L - banded, 0),
+                         layer_kind(c, g, banded, g->shape.window)};
     PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
     // recomputation is token-local backward work: it pools, overlaps and shares cores as the rest
     const double recompute = g->shape.L * recompute_layer_seconds(c, &g->shape, N,
@@ -706,8 +763,11 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
                        c->param_bytes / KERNEL_COST_X) +
         kernel_seconds(c, CK_ADAMW, kernel_cost_adamw(shard), 1);
     const double L = g->shape.L, A = g->accum;
-    const double micro = local.forward + local.backward + L * (w.fwd_s + w.bwd_s);
-    const double micro_mean = local.forward + local.backward + L * (w_mean.fwd_s + w_mean.bwd_s);
+    double micro = local.forward + local.backward, micro_mean = micro;
+    for (int k = 0; k < 2; k++) {
+        micro += kind[k].layers * (kind[k].w.fwd_s + kind[k].w.bwd_s);
+        micro_mean += kind[k].layers * (kind[k].w_mean.fwd_s + kind[k].w_mean.bwd_s);
+    }
     // Cores shared by the node's ranks: its work over its cores (the ranks' work pools: a rank
     // that waits yields its core), or the slowest rank, whichever is longer, at the measured
     // aggregate throughput of that many ranks.
@@ -724,18 +784,28 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     const OpList f = attention_ops(g, i, COMM_FORWARD, z), b = attention_ops(g, i, COMM_BACKWARD, z);
 
     const int overlapped = g->overlap && c->async_comm;
-    AttentionWork ws = w;   // the critical rank's work, on shared cores stretched by `share`
-    ws.fwd_s *= share, ws.bwd_s *= share;
-    const LayerSeconds layer =
-        g->alg == COST_2D           ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
-        : g->alg == COST_2D_OVERLAP ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
-                                    : schedule_ring(c, &topo, g, &f, &b, &ws, overlapped);
-    const double last_backward = local.backward * share + L * layer.backward;
+    // The layers' attention: each kind's schedule times its layers (the transfers are the same,
+    // the compute they overlap is not).
+    LayerSeconds layers = {0, 0, 0};
+    double attention_flops = 0;
+    for (int k = 0; k < 2; k++) {
+        AttentionWork ws = kind[k].w;   // the critical rank's work, on shared cores stretched
+        ws.fwd_s *= share, ws.bwd_s *= share;
+        const LayerSeconds one =
+            g->alg == COST_2D           ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
+            : g->alg == COST_2D_OVERLAP ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
+                                        : schedule_ring(c, &topo, g, &f, &b, &ws, overlapped);
+        layers.forward += kind[k].layers * one.forward;
+        layers.backward += kind[k].layers * one.backward;
+        layers.comm += kind[k].layers * one.comm;
+        attention_flops += kind[k].layers * (kind[k].w.fwd_flops + kind[k].w.bwd_flops);
+    }
+    const double last_backward = local.backward * share + layers.backward;
     const GradComm grads = grad_comm(c, &topo, g, overlapped, last_backward,
-                                     local.forward * share + L * layer.forward);
+                                     local.forward * share + layers.forward);
 
-    out->forward_s = A * (local.forward * share + L * layer.forward);
-    out->backward_s = A * (local.backward * share + L * layer.backward);
+    out->forward_s = A * (local.forward * share + layers.forward);
+    out->backward_s = A * (local.backward * share + layers.backward);
     out->optimizer_s = optimizer * opt_share;
     out->grad_wait_s = grads.exposed;
     out->compute_s = A * micro * share + out->optimizer_s;
@@ -744,20 +814,21 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s +
                   out->fixed_s;
     out->exposed_comm_s = out->step_s - out->compute_s - out->fixed_s;
-    out->attention_comm_s = A * L * layer.comm;
+    out->attention_comm_s = A * layers.comm;
     out->grad_comm_s = grads.seconds;
     out->comm_s = out->attention_comm_s + out->grad_comm_s;
     out->attention_bytes = A * L * (list_bytes(&f) + list_bytes(&b));
     out->calls_per_step = A * L * (list_calls(&f) + list_calls(&b));
     out->grad_bytes = grads.bytes;
     out->bytes_per_rank = out->attention_bytes + out->grad_bytes;
-    out->attention_flops = A * L * (w.fwd_flops + w.bwd_flops);
+    out->attention_flops = A * attention_flops;
     out->flops_per_rank = out->attention_flops + A * token_local_flops(&g->shape, N);
     out->tokens_per_s = (double)g->B * g->T * g->dp * g->accum / out->step_s;
     out->mfu = out->tokens_per_s * costmodel_flops_per_token(&g->shape, g->T) /
                ((double)W * c->matmul_flops);
     out->memory_bytes = memory_bytes(c, g);
-    out->max_pairs = pairs;
+    out->max_pairs = kind[0].pairs;
+    out->banded_pairs = banded ? kind[1].pairs : 0;
     out->row_tier = topo.path[g->pkv > 1 ? PATH_ROW : PATH_ROW_HOP].tier;
     out->col_tier = topo.path[g->pq > 1 ? PATH_COL : PATH_COL_HOP].tier;
     out->ring_tier = topo.path[PATH_RING_HOP].tier;

@@ -7,7 +7,8 @@
 //             max(FLOPs / vector rate, bytes / memory bandwidth)); attention from the visible
 //             (query, key) pairs the causal mask leaves the slowest rank
 //             (attention2d_visible_pairs / ring_visible_pairs), 4*HS FLOPs per pair forward and
-//             10*HS backward; AdamW and the gradient norm per step.
+//             10*HS backward, banded layers (--attention-window) apart from causal ones; AdamW
+//             and the gradient norm per step.
 //   comm      the operations of attention/dist_cost.c per layer and phase (attention2d_ops,
 //             ring_ops: the list the counters' volumes are the sums of), each on its mesh group and the
 //             network tier that group crosses for the rank placement of comm/mesh.h; plus the
@@ -44,6 +45,8 @@ typedef struct {
     int L, C, NH;   // layers, channels, heads
     int V;          // vocabulary (padded to a multiple of 128 as the trainer does)
     int max_T;      // rows of the position embedding (trainer --context)
+    int window;         // trainer --attention-window: the banded layers' window (0: none)
+    int window_every;   // trainer --window-every: layers l % window_every == 0 are banded
 } CostShape;
 
 typedef struct {
@@ -81,7 +84,9 @@ typedef struct {
     double flops_per_rank;    // model FLOPs of the slowest rank per step
     double attention_flops;   // of which attention (4*HS + 10*HS per visible pair)
     double memory_bytes;      // per device (shared_cores: per rank)
-    long long max_pairs;      // visible pairs per sequence and head of the slowest rank
+    long long max_pairs;      // visible pairs per sequence and head of the slowest rank in a
+                              // causal layer
+    long long banded_pairs;   // the same in a banded layer (0 without a window)
     Tier row_tier, col_tier, ring_tier, world_tier;   // the tier each group's traffic crosses
 } CostPrediction;
 
@@ -140,7 +145,8 @@ int costmodel_predict_fitting(CostConfig* g, const Cluster* cluster, double limi
 void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N, double Tl,
                                  double* gemm_s, double* other_s);
 
-// FLOPs per token the trainer's MFU uses: 6 * params + 6 * L * C * T.
+// FLOPs per token the trainer's MFU uses (gpt_flops_per_token): 6 * params + 6 * L * C * T
+// with causal layers, fewer with banded ones.
 double costmodel_flops_per_token(const CostShape* s, long T);
 // Parameters of the shape (tools/kernel_costs.c's count).
 double costmodel_num_params(const CostShape* s);

@@ -35,7 +35,7 @@ typedef struct {
     const char *preset, *cluster, *csv, *out_dir, *a100, *h100, *h100_fa2, *collectives, *out;
     const char *report, *base;
     AttentionSource attention_source;
-    int layers, channels, heads, vocab, context;
+    int layers, channels, heads, vocab, context, window, window_every;
     long T;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
     double memory_gb;
@@ -56,6 +56,9 @@ static void usage(void) {
         "  --preset NAME        model shape (%s)\n"
         "  --layers/--channels/--heads/--vocab N   override the preset (vocab: GPT-2's 50257)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
+        "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
+        "                       causal attention in every layer)\n"
+        "  --window-every N     banded layers: l %% N == 0 (default 1: all; needs a window)\n"
         "  --seq-len T          tokens per sequence\n"
         "  --batch B            sequences per micro-batch and data-parallel rank (default 1)\n"
         "  --accum A            micro-batches per optimizer step (default 1)\n"
@@ -111,7 +114,7 @@ static Args parse_args(int argc, char** argv) {
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
-           O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_HELP };
+           O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -131,6 +134,7 @@ static Args parse_args(int argc, char** argv) {
         {"calibrate-gpu", 1, 0, O_CALIBRATE_GPU}, {"base", 1, 0, O_BASE},
         {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
+        {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -176,6 +180,8 @@ static Args parse_args(int argc, char** argv) {
         case O_VALIDATE_GPU: a.mode = MODE_VALIDATE_GPU, a.report = optarg; break;
         case O_H100_FA2: a.h100_fa2 = optarg; break;
         case O_RECOMPUTE: a.recompute = parse_recompute(optarg); break;
+        case O_WINDOW: a.window = (int)flag_long(flag, optarg, 0, 1 << 30); break;
+        case O_WINDOW_EVERY: a.window_every = (int)flag_long(flag, optarg, 1, 4096); break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -199,11 +205,20 @@ static CostShape shape_of(const Args* a) {
     GPTConfig cfg;
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
-    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T};
+    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
     if (s.C % s.NH) fail_msg("--channels %d: expected a multiple of --heads %d", s.C, s.NH);
+    if (a->window_every && !a->window)
+        fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
+                 a->window_every);
+    s.window = a->window;
+    s.window_every = a->window ? (a->window_every ? a->window_every : 1) : 0;
+    if (s.window > s.max_T)
+        fail_msg("--attention-window %d: expected 0 (none) to the context %d", s.window, s.max_T);
+    if (s.window_every > s.L)
+        fail_msg("--window-every %d: expected 1 to the layer count %d", s.window_every, s.L);
     return s;
 }
 
@@ -219,6 +234,12 @@ static unsigned parse_algorithms(const char* list) {
         mask |= 1u << alg;
     }
     return mask;
+}
+
+// model/config.h's words for the banded layers.
+static void window_text(const CostShape* s, char* buf, size_t n) {
+    const GPTConfig cfg = {.L = s->L, .window = s->window, .window_every = s->window_every};
+    gpt_window_text(&cfg, buf, n);
 }
 
 static const char* tier_word(Tier t) { return t == TIER_INTER ? "inter" : "intra"; }
@@ -237,10 +258,12 @@ static int mode_rank(const Args* a) {
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
     if (n < 0) fail_msg("%s", err);
-    printf("%s: L=%d C=%d NH=%d V=%d, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
+    char window[96];
+    window_text(&q.shape, window, sizeof window);
+    printf("%s: L=%d C=%d NH=%d V=%d, %s, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
            "(%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
-           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, q.T, q.B, q.accum, q.world,
-           c.name, c.gpus_per_node,
+           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, window, q.T, q.B, q.accum,
+           q.world, c.name, c.gpus_per_node,
            (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero,
            recompute_word(q.recompute));
     if (n == 0) {
@@ -283,9 +306,11 @@ static int mode_predict(const Args* a) {
     const double limit = a->memory_gb * 1073741824.0;
     const int fits = costmodel_predict_fitting(&g, &c, limit, a->recompute, &p, err, sizeof err);
     if (fits < 0) fail_msg("%s", err);
-    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s on %s\n", a->preset, g.dp,
-           g.pq, g.pkv, cost_algorithm_name(g.alg), g.overlap,
-           gpt_recompute_name((GptRecompute)g.recompute), c.name);
+    char window[96];
+    window_text(&g.shape, window, sizeof window);
+    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s, %s on %s\n", a->preset,
+           g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), g.overlap,
+           gpt_recompute_name((GptRecompute)g.recompute), window, c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);
     printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",
@@ -305,6 +330,9 @@ static int mode_predict(const Args* a) {
     printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %lld pairs\n",
            tier_word(p.row_tier), tier_word(p.col_tier), tier_word(p.ring_tier),
            tier_word(p.world_tier), p.max_pairs);
+    if (p.banded_pairs)
+        printf("banded layers   slowest rank %lld pairs (window %d)\n", p.banded_pairs,
+               g.shape.window);
     return 0;
 }
 

@@ -136,7 +136,7 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     GPTConfig cfg;
     CHECK(gpt_config_preset(MODELS[model], 0, 0, &cfg) == 0, "caller bug", "preset %s", MODELS[model]);
     const long T = 1L << (13 + len);
-    const CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, (int)T};
+    const CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, (int)T, 0, 0};
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);
@@ -565,7 +565,7 @@ static int read_sweep(const char* path, Measured* rows, int max) {
         Measured* m = &rows[n++];
         const double ctx = number_at(fld, nf, c_ctx, path, lineno, "context");
         const CostShape shape = {(int)v[0], (int)v[1], (int)v[2], (int)v[3],
-                                 (int)(isnan(ctx) ? v[4] : ctx)};
+                                 (int)(isnan(ctx) ? v[4] : ctx), 0, 0};
         m->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
                                  (CostAlgorithm)alg, (int)v[9], 0, 0, GPT_RECOMPUTE_NONE};
         m->ranks = (int)(v[6] * v[7] * v[8]);

@@ -134,8 +134,8 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
     static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(sim->s.algo))
-        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T);
-    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T);
+        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, 0);
+    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, 0);
 }
 
 long long rank_bytes(const RankRun* r, CommPhase phase) {

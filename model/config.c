@@ -53,6 +53,15 @@ const char* gpt_config_preset_names(void) {
            "gpt3-175b, d12, d24, d36, d48, tiny, small";
 }
 
+double gpt_flops_per_token(const GPTConfig* c, double num_params, long T) {
+    double pairs = 0;   // visible (query, key) pairs per query, summed over the layers
+    for (int l = 0; l < c->L; l++) {
+        const double W = (double)gpt_layer_window(c, l);
+        pairs += W > 0 && W < T ? W - W * W / (2.0 * T) : T / 2.0;
+    }
+    return 6.0 * num_params + 12.0 * c->C * pairs;
+}
+
 void gpt_window_text(const GPTConfig* c, char* buf, size_t n) {
     if (!c->window) snprintf(buf, n, "no attention window");
     else if (c->window_every == 1) snprintf(buf, n, "attention window %d in every layer", c->window);

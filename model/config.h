@@ -40,6 +40,11 @@ int gpt_padded_vocab(int V);
 // "attention window W in every layer", "... in layers l % N = 0", or "no attention window": the
 // banded layers, for the programs' configuration lines.
 void gpt_window_text(const GPTConfig* cfg, char* buf, size_t n);
+// Training FLOPs per token at sequence length T, llm.c's count: 6 N for the parameters, and per
+// layer 12 C for each (query, key) pair the mask leaves, T/2 per query in a causal layer (llm.c's
+// 6 L C T in all) and W - W^2 / (2T) in a banded one (T W - W^2 / 2 pairs; T/2 again at W = T).
+// The trainer's MFU and the cost model's both use it.
+double gpt_flops_per_token(const GPTConfig* cfg, double num_params, long T);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
 

@@ -14,15 +14,6 @@ static const char* const param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
-double gpt_flops_per_token(const GPTConfig* c, size_t num_params, int T) {
-    double pairs = 0;   // visible (query, key) pairs per query, summed over the layers
-    for (int l = 0; l < c->L; l++) {
-        const double W = (double)gpt_layer_window(c, l);
-        pairs += W > 0 && W < T ? W - W * W / (2.0 * T) : T / 2.0;
-    }
-    return 6.0 * (double)num_params + 12.0 * c->C * pairs;
-}
-
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C;
     s[0] = (size_t)c->Vp * C;

@@ -42,10 +42,6 @@ void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
 const char* gpt_param_name(int tensor);
 int gpt_param_decays(int tensor);
 size_t gpt_num_params(const GPTConfig* cfg);
-// Training FLOPs per token at sequence length T, llm.c's count: 6 N for the parameters, and per
-// layer 12 C for each (query, key) pair the mask leaves, T/2 per query in a causal layer (llm.c's
-// 6 L C T in all) and W - W^2 / (2T) in a banded one (T W - W^2 / 2 pairs; T/2 again at W = T).
-double gpt_flops_per_token(const GPTConfig* cfg, size_t num_params, int T);
 // Points the 16 tensors into a flat buffer of gpt_num_params elements.
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 

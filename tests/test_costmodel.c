@@ -1,5 +1,6 @@
 // The cost model (costmodel/): its bytes equal attention/dist_cost.c's volumes plus the gradient
-// reduction, its attention FLOPs equal 4*HS + 10*HS per visible pair of the slowest rank, a
+// reduction, its attention FLOPs equal 4*HS + 10*HS per visible pair of the slowest rank (causal
+// and banded layers, the pair counts against brute force on every rank), a
 // collective's alpha-beta time on a known answer, the cluster parser's one-line errors, the
 // ranked table, the committed cluster files, and --recompute: the recomputed kernels' time and
 // nothing else, the ranking's choice of the cheapest mode that fits, an explicit one kept.
@@ -38,7 +39,7 @@ static Cluster parse_or_die(const char* name, const char* text) {
     return c;
 }
 
-static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T}; }
+static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0}; }
 
 static CostPrediction predict(const CostConfig* g, const Cluster* c) {
     CostPrediction p;
@@ -105,40 +106,153 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
     }
 }
 
-// The most pairs of any rank, brute force over every rank.
-static long long max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T) {
-    const int P = pq * pkv;
+// Visible pairs of one rank by brute force over absolute positions: the rank's queries are the
+// positions `mine(t)` picks, its keys all T positions (its own and the ones that travel to it);
+// key s is visible to query t if s <= t and, under a window W, t - s < W. Returns the pairs a
+// rank computes: for ATTENTION2D, keys of column c only.
+typedef struct { CostAlgorithm a; int pq, pkv, i; long T; } RankOf;
+
+static int owns_query(const RankOf* r, long t) {
+    const int P = r->pq * r->pkv;
+    const long Tl = r->T / P;
+    switch (r->a) {
+    case COST_2D:
+    case COST_2D_OVERLAP: return t % r->pq == r->i % r->pq;
+    case COST_RING: return t / Tl == r->i;
+    case COST_STRIPED: return t % P == r->i;
+    default: {   // zigzag: chunks i and 2P-1-i of T/2P tokens
+        const long chunk = t / (Tl / 2);
+        return chunk == r->i || chunk == 2 * P - 1 - r->i;
+    }
+    }
+}
+
+static long long brute_pairs(const RankOf* r, long window) {
+    long long n = 0;
+    const int twod = r->a == COST_2D || r->a == COST_2D_OVERLAP;
+    for (long t = 0; t < r->T; t++) {
+        if (!owns_query(r, t)) continue;
+        for (long k = 0; k <= t; k++)
+            n += (!window || t - k < window) && (!twod || k % r->pkv == r->i / r->pq);
+    }
+    return n;
+}
+
+// The most pairs of any rank, brute force over every rank and position.
+static long long max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T, long window) {
     long long most = 0;
-    for (int i = 0; i < P; i++) {
-        long long n;
-        if (a == COST_2D || a == COST_2D_OVERLAP) n = attention2d_visible_pairs(pq, pkv, i % pq, i / pq, T);
-        else n = ring_visible_pairs(a == COST_RING ? RING_CONTIGUOUS : a == COST_STRIPED ? RING_CYCLIC
-                                                                                          : RING_ZIGZAG,
-                                    P, i, T);
+    for (int i = 0; i < pq * pkv; i++) {
+        const RankOf r = {a, pq, pkv, i, T};
+        const long long n = brute_pairs(&r, window);
         most = n > most ? n : most;
     }
     return most;
 }
 
-static void test_attention_flops(const Cluster* c) {
+// The closed counts against brute force on every rank, with and without windows: dist_cost.c's
+// attention2d_visible_pairs / ring_visible_pairs, each rank's count summing to the whole
+// sequence's window_visible_pairs, and its known answers.
+static void test_window_pairs(void) {
+    EXPECT(window_visible_pairs(16, 0) == 136 && window_visible_pairs(16, 16) == 136 &&
+           window_visible_pairs(16, 40) == 136 && window_visible_pairs(16, 4) == 10 + 12 * 4 &&
+           window_visible_pairs(16, 1) == 16,
+           "window_visible_pairs(16, 0 / 16 / 40 / 4 / 1) = %lld %lld %lld %lld %lld, expected "
+           "136 136 136 58 16", window_visible_pairs(16, 0), window_visible_pairs(16, 16),
+           window_visible_pairs(16, 40), window_visible_pairs(16, 4), window_visible_pairs(16, 1));
     const struct { CostAlgorithm a; int pq, pkv; long T; } cases[] = {
-        {COST_2D, 2, 2, 512}, {COST_2D, 2, 3, 768}, {COST_2D, 4, 2, 1024},
-        {COST_2D_OVERLAP, 3, 2, 768}, {COST_RING, 1, 4, 512}, {COST_STRIPED, 1, 6, 768},
-        {COST_ZIGZAG, 1, 4, 512}, {COST_ZIGZAG, 1, 3, 768},
+        {COST_2D, 2, 2, 48}, {COST_2D, 2, 3, 72}, {COST_2D, 3, 1, 36}, {COST_RING, 1, 4, 48},
+        {COST_STRIPED, 1, 3, 48}, {COST_ZIGZAG, 1, 4, 64}, {COST_ZIGZAG, 1, 3, 48},
+    };
+    const long windows[] = {0, 1, 5, 12, 17, 1000};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+            const int P = cases[k].pq * cases[k].pkv;
+            const long T = cases[k].T, W = windows[w];
+            long long sum = 0;
+            for (int i = 0; i < P; i++) {
+                const RankOf r = {cases[k].a, cases[k].pq, cases[k].pkv, i, T};
+                const int twod = cases[k].a == COST_2D;
+                const RingLayout layout = cases[k].a == COST_RING      ? RING_CONTIGUOUS
+                                          : cases[k].a == COST_STRIPED ? RING_CYCLIC
+                                                                       : RING_ZIGZAG;
+                const long long closed =
+                    twod ? attention2d_visible_pairs(cases[k].pq, cases[k].pkv, i % cases[k].pq,
+                                                     i / cases[k].pq, T, W)
+                         : ring_visible_pairs(layout, P, i, T, W);
+                const long long brute = brute_pairs(&r, W);
+                sum += closed;
+                EXPECT(closed == brute, "visible pairs %s %dx%d rank %d T=%ld window %ld: closed "
+                       "%lld, brute force %lld", cost_algorithm_name(cases[k].a), cases[k].pq,
+                       cases[k].pkv, i, T, W, closed, brute);
+            }
+            EXPECT(sum == window_visible_pairs(T, W), "visible pairs %s %dx%d T=%ld window %ld: "
+                   "ranks sum to %lld, the sequence has %lld", cost_algorithm_name(cases[k].a),
+                   cases[k].pq, cases[k].pkv, T, W, sum, window_visible_pairs(T, W));
+        }
+}
+
+// Attention FLOPs: 14*HS per visible pair of the slowest rank (brute force over every rank),
+// causal layers and banded ones apart (tiny_shape's 2 layers: the window in layer 0 only with
+// window_every 2, in both with 1).
+static void test_attention_flops(const Cluster* c) {
+    const struct { CostAlgorithm a; int pq, pkv; long T; int window, every; } cases[] = {
+        {COST_2D, 2, 2, 512, 0, 0}, {COST_2D, 2, 3, 768, 0, 0}, {COST_2D, 4, 2, 1024, 0, 0},
+        {COST_2D_OVERLAP, 3, 2, 768, 0, 0}, {COST_RING, 1, 4, 512, 0, 0},
+        {COST_STRIPED, 1, 6, 768, 0, 0}, {COST_ZIGZAG, 1, 4, 512, 0, 0},
+        {COST_ZIGZAG, 1, 3, 768, 0, 0}, {COST_2D, 2, 2, 512, 64, 2}, {COST_2D, 4, 2, 1024, 100, 1},
+        {COST_2D_OVERLAP, 3, 2, 768, 200, 2}, {COST_RING, 1, 4, 512, 96, 1},
+        {COST_STRIPED, 1, 6, 768, 33, 2}, {COST_ZIGZAG, 1, 4, 512, 70, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const CostShape s = tiny_shape(cases[k].T);
+        CostShape s = tiny_shape(cases[k].T);
+        s.window = cases[k].window, s.window_every = cases[k].every;
         const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
                               GPT_RECOMPUTE_NONE};
         const CostPrediction p = predict(&g, c);
-        const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv, cases[k].T);
+        const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
+                                                      cases[k].T, 0);
+        const long long banded = cases[k].window ? max_pairs_brute_force(cases[k].a, cases[k].pq,
+                                                                          cases[k].pkv, cases[k].T,
+                                                                          cases[k].window)
+                                                 : 0;
+        const int banded_layers = cases[k].window ? (cases[k].every == 1 ? 2 : 1) : 0;
         const double HS = s.C / s.NH;
-        const double want = (double)g.accum * s.L * g.B * s.NH * (4 * HS + 10 * HS) * (double)pairs;
-        EXPECT(p.max_pairs == pairs && p.attention_flops == want,
-               "attention FLOPs %s %dx%d T=%ld: slowest rank %lld pairs (all ranks: %lld), %.0f FLOPs "
-               "(want 14*HS per pair: %.0f)", cost_algorithm_name(cases[k].a), cases[k].pq,
-               cases[k].pkv, cases[k].T, p.max_pairs, pairs, p.attention_flops, want);
+        const double want = (double)g.accum * g.B * s.NH * (4 * HS + 10 * HS) *
+                            ((s.L - banded_layers) * (double)pairs + banded_layers * (double)banded);
+        EXPECT(p.max_pairs == pairs && p.banded_pairs == banded && p.attention_flops == want,
+               "attention FLOPs %s %dx%d T=%ld window %d every %d: slowest rank %lld causal, %lld "
+               "banded pairs (all ranks: %lld, %lld), %.0f FLOPs (want 14*HS per pair: %.0f)",
+               cost_algorithm_name(cases[k].a), cases[k].pq, cases[k].pkv, cases[k].T,
+               cases[k].window, cases[k].every, p.max_pairs, p.banded_pairs, pairs, banded,
+               p.attention_flops, want);
     }
+    // Banded layers cost less, the MFU counts their FLOPs as the trainer does, and a window
+    // longer than the context, or a bad window_every, is refused in one line.
+    CostShape s = tiny_shape(4096);
+    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
+    s.window = 256, s.window_every = 1;
+    CostConfig banded = dense;
+    banded.shape = s;
+    const CostPrediction pd = predict(&dense, c), pb = predict(&banded, c);
+    const GPTConfig cfg = {.max_T = 4096, .V = 512, .Vp = 512, .L = 2, .NH = 4, .C = 64,
+                           .window = 256, .window_every = 1};
+    const double fpt = gpt_flops_per_token(&cfg, costmodel_num_params(&s), 4096);
+    EXPECT(pb.step_s < pd.step_s && pb.attention_flops < pd.attention_flops / 4 &&
+           fabs(pb.mfu - pb.tokens_per_s * fpt / (4 * c->matmul_flops)) < 1e-12,
+           "window 256 of T=4096: step %.6f s (causal %.6f s), attention %.3g FLOPs (causal "
+           "%.3g), MFU %.6f (tokens/s x gpt_flops_per_token: %.6f)", pb.step_s, pd.step_s,
+           pb.attention_flops, pd.attention_flops, pb.mfu,
+           pb.tokens_per_s * fpt / (4 * c->matmul_flops));
+    CostPrediction p;
+    char err[ERR_LEN] = "";
+    banded.shape.window = 5000;
+    EXPECT(costmodel_predict(&banded, c, &p, err, sizeof err) == -1 &&
+           strstr(err, "attention window") && strstr(err, "5000"),
+           "a window of 5000 in a context of 4096: expected a one-line refusal, found '%s'", err);
+    banded.shape.window = 256, banded.shape.window_every = 3;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&banded, c, &p, err, sizeof err) == -1 && strstr(err, "window every"),
+           "window_every 3 of 2 layers: expected a one-line refusal, found '%s'", err);
 }
 
 // 2d on a 1x2 mesh, one GPU per node, nothing overlapped: forward moves a Q all-gather
@@ -283,7 +397,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 // Recompute adds the recomputed kernels' time to backward and nothing else; it saves memory.
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
-    const CostShape s = {4, 256, 4, 512, 1024};
+    const CostShape s = {4, 256, 4, 512, 1024, 0, 0};
     CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
@@ -314,7 +428,7 @@ static void test_merges_in_forward(void) {
     const Cluster flat = flat_cluster();
     Cluster fp32 = flat;
     fp32.param_bytes = 4;
-    const CostShape s = {3, 256, 4, 512, 1024};
+    const CostShape s = {3, 256, 4, 512, 1024, 0, 0};
     const int B = 2, T = 1024;
     const struct { CostAlgorithm alg; int pq, pkv, step_merges; } cases[] = {
         {COST_RING, 1, 4, 3}, {COST_ZIGZAG, 2, 2, 3}, {COST_2D_OVERLAP, 2, 2, 2},
@@ -409,7 +523,7 @@ static void test_committed_clusters(void) {
 // Ring on 16 A100 (4 per node): its hops cross nodes; a 4x4 ATTENTION2D mesh has its columns
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
-    const CostShape s = {24, 1536, 16, 50257, 8192};
+    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0};
     const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE};
     const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
@@ -426,6 +540,7 @@ int main(void) {
     if (cluster_load("costmodel/clusters/a100-4pernode-hdr.cluster", &a100, err, sizeof err) != 0)
         setup_fail("%s", err);
     test_bytes_equal_dist_cost(&a100);
+    test_window_pairs();
     test_attention_flops(&a100);
     test_alpha_beta_known_answer(&free_compute);
     test_parser_errors();

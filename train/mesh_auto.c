@@ -68,7 +68,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
     if (cluster_load(path, &cluster, err, errlen) != 0) return -1;
     CostQuery q;
     memset(&q, 0, sizeof q);
-    q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T};
+    q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
+                          cfg->window_every};
     q.T = o->seq_len;
     q.B = o->batch;
     q.accum = 1;   // ranked by tokens/s, which accumulation leaves (nearly) unchanged
@@ -115,10 +116,6 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
                (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
                                                       : "the cheapest with which it fits");
-        if (o->attention_window)   // (the memory, which decides what fits, is the same)
-            printf("mesh auto: note: the cost model prices causal attention in every layer; the "
-                   "layers banded by --attention-window %d compute less than these times say\n",
-                   o->attention_window);
         if (strcmp(o->document_mask, "none") != 0)
             printf("mesh auto: note: the cost model prices causal attention over the whole "
                    "sequence; under --document-mask %s a query attends within its document only, "
