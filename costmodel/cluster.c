@@ -117,8 +117,10 @@ static int parse_int(const Where* w, const char* text, double min, double max, i
 // "128:0.95 16:0.9 1:0.6 0:0.1": thresholds strictly decreasing down to 0, efficiencies in (0, 1].
 static int parse_curve(const Where* w, const char* text, EfficiencyCurve* c) {
     static const char* expected =
-        "'SIZE:EFFICIENCY' pairs, sizes strictly decreasing to 0, efficiencies in (0, 1]";
+        "'SIZE:EFFICIENCY' pairs, finite sizes strictly decreasing to 0, efficiencies in (0, 1]";
     char buf[512];
+    if (strlen(text) >= sizeof buf)   // never parse a truncated curve
+        return bad_value(w, "a curve of at most 511 characters", text);
     snprintf(buf, sizeof buf, "%s", text);
     c->n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok;
@@ -129,8 +131,8 @@ static int parse_curve(const Where* w, const char* text, EfficiencyCurve* c) {
         char *e1, *e2;
         const double size = strtod(tok, &e1), eff = strtod(colon + 1, &e2);
         const int decreasing = c->n == 0 || size < c->threshold[c->n - 1];
-        if (*e1 || *e2 || e1 == tok || e2 == colon + 1 || !(size >= 0) || !(eff > 0 && eff <= 1) ||
-            !decreasing)
+        if (*e1 || *e2 || e1 == tok || e2 == colon + 1 || !(size >= 0) || !isfinite(size) ||
+            !(eff > 0 && eff <= 1) || !decreasing)
             return bad_value(w, expected, text);
         c->threshold[c->n] = size;
         c->efficiency[c->n++] = eff;
@@ -392,6 +394,7 @@ int cluster_read_fits(const char* path, Cluster* c, char* err, size_t errlen) {
     int lineno = 0, rc = 0, before = c->nfits;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
+        line[strcspn(line, "\r\n")] = 0;   // the error below quotes the line: one line
         if (!strstr(line, "\"type\":\"fit\"")) continue;
         const char *op = strstr(line, "\"op\":\""), *P = strstr(line, "\"P\":"),
                    *al = strstr(line, "\"alpha_s\":"), *be = strstr(line, "\"beta_s_per_byte\":");
@@ -405,7 +408,8 @@ int cluster_read_fits(const char* path, Cluster* c, char* err, size_t errlen) {
                          "beta_s_per_byte, found '%.80s'", path, lineno, line);
             break;
         }
-        if (ranks < 2 || !(beta > 0) || !isfinite(alpha)) continue;   // nothing moved, or no fit
+        if (ranks < 2 || !(beta > 0) || !isfinite(beta) || !isfinite(alpha))
+            continue;   // nothing moved, or no fit
         const int op_index = fit_op_parse(name);
         if (op_index < 0 || c->nfits == CLUSTER_MAX_FITS) continue;
         c->fit[c->nfits++] = (CollectiveFit){(FitOp)op_index, ranks, alpha > 0 ? alpha : 0, beta};

@@ -295,6 +295,11 @@ typedef struct {
     const char* parts[5];   // substrings the message must hold (NULL-terminated)
 } BadCluster;
 
+#define PAIR(size) size ".00000000000000000000:1 "
+#define LONG_CURVE PAIR("20") PAIR("19") PAIR("18") PAIR("17") PAIR("16") PAIR("15") PAIR("14") \
+    PAIR("13") PAIR("12") PAIR("11") PAIR("10") PAIR("9") PAIR("8") PAIR("7") PAIR("6") PAIR("5") \
+    PAIR("4") PAIR("3") PAIR("2") PAIR("1") "0:1"
+
 static void test_parser_errors(void) {
     static const BadCluster cases[] = {
         {"missing key", "inter.hop_latency_us = 1  # s\n", "", "",
@@ -308,6 +313,12 @@ static void test_parser_errors(void) {
         {"curve not ending at 0", "matmul.efficiency = 0:1", "matmul.efficiency = 1:1", "",
          {"matmul.efficiency", "expected 'SIZE:EFFICIENCY' pairs", "found '1:1'", NULL}},
         {"duplicate key", "", "", "node.gpus = 2  # again\n", {"node.gpus", "expected the key once", NULL}},
+        {"infinite curve size", "matmul.efficiency = 0:1", "matmul.efficiency = inf:0.5 0:1", "",
+         {"bad.cluster:8:", "matmul.efficiency", "finite sizes", "found 'inf:0.5 0:1'", NULL}},
+        // 21 pairs in 514 characters: the parser's 512-byte buffer would have cut it to a shorter,
+        // still valid, curve
+        {"long curve", "matmul.efficiency = 0:1", "matmul.efficiency = " LONG_CURVE, "",
+         {"bad.cluster:8:", "matmul.efficiency", "expected a curve of at most 511 characters", NULL}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const BadCluster* b = &cases[k];

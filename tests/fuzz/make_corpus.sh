@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes the seed corpora of the fuzz targets into DIR (default tests/fuzz/corpus, which holds
 # the committed copy): the binary formats from the project's writers (write_seeds), the GPT-2
-# vocabulary from test_bpe's tiny vocabulary, and trainer command lines. Needs
+# vocabulary from test_bpe's tiny vocabulary, trainer command lines and the committed cluster
+# files. Needs
 # `make build/tests/fuzz/write_seeds build/tests/test_bpe`. The fuzz-replay suite checks that
 # the committed copy is what this script writes now.
 set -euo pipefail
@@ -57,3 +58,17 @@ args bad_choice --attention 2d-fast
 args missing_value --lr
 args stray_word --quiet extra
 args equals_form --steps=5 --attention=ring '--sample-prompt="q"\'
+args attention_shape --attention-window 256 --window-every 2 --document-mask eot \
+  --reset-position-ids --recompute selective
+
+# cluster: a cluster file, NUL, a tools/bench_collectives JSONL. The committed files: a
+# datasheet one, a GPU-calibrated one (kernel, head-size and step keys) and this machine's
+# (measured fits); the fits records as bench_collectives writes them, one unfittable (P = 1).
+mkdir -p "$out/cluster"
+fits='{"type":"fit","op":"all_gather","P":2,"transport":"mpi","alpha_s":1.2e-05,"beta_s_per_byte":3.1e-10,"bus_gbs":3.2,"max_rel_err":0.04,"points":9}
+{"type":"fit","op":"send_recv","P":4,"transport":"mpi","alpha_s":8e-06,"beta_s_per_byte":2.5e-10,"bus_gbs":4,"max_rel_err":0.02,"points":9}
+{"type":"fit","op":"all_reduce","P":1,"transport":"mpi","alpha_s":0,"beta_s_per_byte":0,"bus_gbs":0,"max_rel_err":0,"points":9}'
+for c in a100-4pernode-hdr h100-1pernode-ndr cpu-local; do
+  { cat "costmodel/clusters/$c.cluster"; printf '\0%s\n' "$fits"; } > "$out/cluster/$c"
+done
+cat costmodel/clusters/h100-8pernode-datasheet.cluster > "$out/cluster/no_fits"
