@@ -61,14 +61,20 @@ args equals_form --steps=5 --attention=ring '--sample-prompt="q"\'
 args attention_shape --attention-window 256 --window-every 2 --document-mask eot \
   --reset-position-ids --recompute selective
 
-# cluster: a cluster file, NUL, a tools/bench_collectives JSONL. The committed files: a
-# datasheet one, a GPU-calibrated one (kernel, head-size and step keys) and this machine's
-# (measured fits); the fits records as bench_collectives writes them, one unfittable (P = 1).
+# cluster: a cluster file, NUL, a tools/bench_collectives JSONL. The hand-written datasheet
+# files (the calibrated ones change with each GPU report or calibration), one with the keys a
+# calibration adds (fits, kernel, head-size and step lines); the fits records as
+# bench_collectives writes them, one unfittable (P = 1).
 mkdir -p "$out/cluster"
+measured='fit.all_gather.p2 = 1.2e-05 3.1e-10  # seed
+kernel.encoder_forward.efficiency = 125.862:0.6775 0:0.4524   # seed
+attention.hs64.forward_efficiency = 1099.58:0.1702 68.7868:0.1330 0:0.1000   # seed
+attention.hs64.backward_efficiency = 2748.95:0.0388 0:0.0352   # seed
+step.fixed_ms = 1.5   # seed'
 fits='{"type":"fit","op":"all_gather","P":2,"transport":"mpi","alpha_s":1.2e-05,"beta_s_per_byte":3.1e-10,"bus_gbs":3.2,"max_rel_err":0.04,"points":9}
 {"type":"fit","op":"send_recv","P":4,"transport":"mpi","alpha_s":8e-06,"beta_s_per_byte":2.5e-10,"bus_gbs":4,"max_rel_err":0.02,"points":9}
 {"type":"fit","op":"all_reduce","P":1,"transport":"mpi","alpha_s":0,"beta_s_per_byte":0,"bus_gbs":0,"max_rel_err":0,"points":9}'
-for c in a100-4pernode-hdr h100-1pernode-ndr cpu-local; do
-  { cat "costmodel/clusters/$c.cluster"; printf '\0%s\n' "$fits"; } > "$out/cluster/$c"
-done
+{ cat costmodel/clusters/a100-4pernode-hdr.cluster; printf '\0%s\n' "$fits"; } > "$out/cluster/a100"
+{ cat costmodel/clusters/h100-1pernode-ndr-datasheet.cluster; printf '%s\n\0%s\n' "$measured" "$fits"; } \
+  > "$out/cluster/measured_keys"
 cat costmodel/clusters/h100-8pernode-datasheet.cluster > "$out/cluster/no_fits"
