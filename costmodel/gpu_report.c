@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,17 @@ static int number(const Where* w, const char* line, const char* key, double* out
     return 0;
 }
 
+// A count (head size, T, B, heads, ranks): a whole number in [1, INT_MAX].
+static int count(const Where* w, const char* line, const char* key, int* out) {
+    double x;
+    if (number(w, line, key, &x) != 0) return -1;
+    if (!(x >= 1 && x <= INT_MAX && x == floor(x)))
+        return set_err(w->err, w->errlen, "%s:%d: expected a whole number in [1, %d] for \"%s\", "
+                       "found %g", w->path, w->line, INT_MAX, key, x);
+    *out = (int)x;
+    return 0;
+}
+
 static int text(const Where* w, const char* line, const char* key, char* out, size_t len) {
     const char* v = value_of(line, key);
     const char* close = v && *v == '"' ? strchr(v + 1, '"') : NULL;
@@ -59,6 +71,16 @@ static int text(const Where* w, const char* line, const char* key, char* out, si
     return 0;
 }
 
+// The whole number a "B=" or "T=" starts, in [1, max].
+static int whole(const char* s, long max, long* out) {
+    char* end;
+    errno = 0;
+    const long x = strtol(s, &end, 10);
+    if (errno || end == s || x < 1 || x > max) return -1;
+    *out = x;
+    return 0;
+}
+
 int gpu_report_parse_shape(const char* s, char* preset, size_t len, int* B, long* T) {
     char name[64];
     int used = 0;
@@ -66,9 +88,10 @@ int gpu_report_parse_shape(const char* s, char* preset, size_t len, int* B, long
     snprintf(preset, len, "%s", name);
     const char* b = strstr(s + used, "B=");
     const char* t = strstr(s + used, "T=");
-    if (B) *B = b ? atoi(b + 2) : 1;
-    *T = t ? atol(t + 2) : 0;
-    return *T > 0 && (!B || *B > 0) ? 0 : -1;
+    long batch = 1;
+    if ((b && whole(b + 2, INT_MAX, &batch) != 0) || !t || whole(t + 2, LONG_MAX, T) != 0) return -1;
+    if (B) *B = (int)batch;
+    return 0;
 }
 
 // Grows an array of `size`-byte rows by one; returns the new row (zeroed).
@@ -92,17 +115,16 @@ static int read_kernel(const Where* w, const char* line, GpuReport* r) {
 
 static int read_attention(const Where* w, const char* line, GpuReport* r) {
     GpuAttentionRow* a = push((void**)&r->attention, &r->nattention, sizeof *a);
-    double hs, T, B, NH;
-    if (number(w, line, "hs", &hs) || number(w, line, "T", &T) || number(w, line, "B", &B) ||
-        number(w, line, "NH", &NH) || number(w, line, "ours_fwd_ms", &a->ours_fwd_ms) ||
+    return count(w, line, "hs", &a->hs) || count(w, line, "T", &a->T) ||
+                   count(w, line, "B", &a->B) || count(w, line, "NH", &a->NH) ||
+                   number(w, line, "ours_fwd_ms", &a->ours_fwd_ms) ||
         number(w, line, "ours_bwd_ms", &a->ours_bwd_ms) ||
         number(w, line, "sdpa_fwd_ms", &a->sdpa_fwd_ms) ||
         number(w, line, "sdpa_bwd_ms", &a->sdpa_bwd_ms) ||
         number(w, line, "ours_fwd_tflops", &a->ours_fwd_tflops) ||
-        number(w, line, "ours_bwd_tflops", &a->ours_bwd_tflops))
-        return -1;
-    a->hs = (int)hs, a->T = (int)T, a->B = (int)B, a->NH = (int)NH;
-    return 0;
+                   number(w, line, "ours_bwd_tflops", &a->ours_bwd_tflops)
+               ? -1
+               : 0;
 }
 
 static int read_throughput(const Where* w, const char* line, GpuReport* r, const char* file) {
@@ -127,14 +149,12 @@ static int read_throughput(const Where* w, const char* line, GpuReport* r, const
 
 static int read_fit(const Where* w, const char* line, GpuReport* r) {
     GpuFitRow* f = push((void**)&r->fits, &r->nfits, sizeof *f);
-    double P;
-    if (text(w, line, "op", f->op, sizeof f->op) ||
-        text(w, line, "transport", f->transport, sizeof f->transport) || number(w, line, "P", &P) ||
-        number(w, line, "alpha_s", &f->alpha_s) ||
-        number(w, line, "beta_s_per_byte", &f->beta_s_per_byte))
-        return -1;
-    f->P = (int)P;
-    return 0;
+    return text(w, line, "op", f->op, sizeof f->op) ||
+                   text(w, line, "transport", f->transport, sizeof f->transport) ||
+                   count(w, line, "P", &f->P) || number(w, line, "alpha_s", &f->alpha_s) ||
+                   number(w, line, "beta_s_per_byte", &f->beta_s_per_byte)
+               ? -1
+               : 0;
 }
 
 static int read_device(const Where* w, const char* line, GpuReport* r) {

@@ -6,7 +6,8 @@
 //   attention_vs_sdpa  causal attention at head size hs, T, B, NH: ours and PyTorch's flash SDPA
 //   throughput         a trainer run "PRESET B=N T=N, ..." on one GPU: ms per step and its phases
 //   fit                an alpha-beta fit of a collective over P ranks (tools/bench_collectives)
-// Other record types are skipped. Every number read must be present and finite.
+// Other record types are skipped. Every number read must be present and finite, and the counts
+// (hs, T, B, NH, P) whole numbers in [1, INT_MAX].
 #pragma once
 #include <stddef.h>
 
@@ -59,7 +60,8 @@ typedef struct {
 int gpu_report_read(const char* path, GpuReport* r, char* err, size_t errlen);
 void gpu_report_free(GpuReport* r);
 
-// "gpt3-125m T=1024" -> preset and T; "gpt3-125m B=8 T=1024, ..." likewise with B. Returns 0 or -1.
+// "gpt3-125m T=1024" -> preset and T; "gpt3-125m B=8 T=1024, ..." likewise with B (1 when
+// absent). Returns 0, or -1 when T is missing or either is not a whole number in range.
 int gpu_report_parse_shape(const char* text, char* preset, size_t len, int* B, long* T);
 
 #ifdef __cplusplus

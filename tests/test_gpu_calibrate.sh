@@ -110,6 +110,10 @@ errors)
   sed 's/"ms":0.02,/"ms":"fast",/' "$W/report.jsonl" > "$W/badnum.jsonl"
   expect "a kernel row with a bad time" "^error: --calibrate-gpu $W/badnum.jsonl:3: expected a finite number for \"ms\"" \
     "$CM" --calibrate-gpu "$W/badnum.jsonl" --base costmodel/clusters/h100-8pernode-datasheet.cluster --out "$W/x.cluster"
+  sed 's/"hs":128,/"hs":0,/' "$W/report.jsonl" > "$W/badhs.jsonl"
+  n=$(grep -n '"hs":0,' "$W/badhs.jsonl" | cut -d: -f1)
+  expect "an attention row with head size 0" "^error: --calibrate-gpu $W/badhs.jsonl:$n: expected a whole number in \[1, 2147483647\] for \"hs\", found 0$" \
+    "$CM" --calibrate-gpu "$W/badhs.jsonl" --base costmodel/clusters/h100-8pernode-datasheet.cluster --out "$W/x.cluster"
   expect "no --base" "^error: --calibrate-gpu: expected --base FILE" "$CM" --calibrate-gpu "$W/report.jsonl" --out "$W/x.cluster"
   expect "an unknown --attention-source" "^error: --attention-source: expected ours or sdpa, found 'fa3'" \
     "$CM" --calibrate-gpu "$W/report.jsonl" --attention-source fa3

@@ -11,7 +11,7 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 25
 FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab options hf_import mc_eval \
-	cluster
+	cluster gpu_report
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
 	-Wno-unused-parameter -fno-sanitize-recover=all
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
@@ -32,6 +32,8 @@ FUZZ_SRCS_mc_eval = data/mc_eval.c data/whole_file.c
 FUZZ_OBJS_mc_eval = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_cluster = costmodel/cluster.c
 FUZZ_OBJS_cluster = $(FUZZ_BASE_OBJS)
+FUZZ_SRCS_gpu_report = costmodel/gpu_report.c
+FUZZ_OBJS_gpu_report = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
 FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/hf_layout.c checkpoints/safetensors.c \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes the seed corpora of the fuzz targets into DIR (default tests/fuzz/corpus, which holds
 # the committed copy): the binary formats from the project's writers (write_seeds), the GPT-2
-# vocabulary from test_bpe's tiny vocabulary, trainer command lines and the committed cluster
-# files. Needs
+# vocabulary from test_bpe's tiny vocabulary, trainer command lines, the committed cluster
+# files and GPU kit report records. Needs
 # `make build/tests/fuzz/write_seeds build/tests/test_bpe`. The fuzz-replay suite checks that
 # the committed copy is what this script writes now.
 set -euo pipefail
@@ -78,3 +78,15 @@ fits='{"type":"fit","op":"all_gather","P":2,"transport":"mpi","alpha_s":1.2e-05,
 { cat costmodel/clusters/h100-1pernode-ndr-datasheet.cluster; printf '%s\n\0%s\n' "$measured" "$fits"; } \
   > "$out/cluster/measured_keys"
 cat costmodel/clusters/h100-8pernode-datasheet.cluster > "$out/cluster/no_fits"
+
+# gpu_report: records of a committed GPU kit report (results/gpu/ folders are never rewritten),
+# a few of each kind the reader takes and one it skips, within the fuzzer's 16 KB inputs.
+mkdir -p "$out/gpu_report"
+report=results/gpu/h100-2026-11-26-62d7c56
+pick() {   # TYPE COUNT: the first COUNT records of TYPE
+  grep -m "$2" "\"type\":\"$1\"" "$report/gpu_report.jsonl"
+}
+{ pick device 1; pick kernel 4; pick attention_vs_sdpa 2; pick throughput 2; pick check 1;
+  grep -h -m 2 '"type":"fit"' results/gpu/h100-2026-11-26T1125-7123ce3/gpu_report.jsonl; } \
+  > "$out/gpu_report/kit"
+{ pick device 1; cat "$report/side_by_side.jsonl"; } > "$out/gpu_report/by_hand"
