@@ -17,6 +17,11 @@ void block_map_free(BlockMap* map) {
     memset(map, 0, sizeof *map);
 }
 
+// Whether query q sees key k: causal, and within the window when there is one.
+static int visible(const Simulation* sim, long q, long k) {
+    return k <= q && (sim->s.window <= 0 || q - k < sim->s.window);
+}
+
 int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char* err) {
     const long T = sim->s.T;
     const int P = sim->P;
@@ -51,7 +56,7 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
                 const long q = p->qpos.off + p->qpos.stride * a;
                 for (int b = 0; b < p->Tk; b++) {
                     const long k = p->kpos.off + p->kpos.stride * b;
-                    if (k > q) continue;   // the causal mask
+                    if (!visible(sim, q, k)) continue;   // the causal mask and the window
                     const size_t x = (size_t)q * T + k;
                     if (map->owner[x] >= 0)
                         return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by ranks %d and %d",
@@ -65,7 +70,7 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
     }
     for (long q = 0; q < T; q++)
         for (long k = 0; k <= q; k++)
-            if (map->owner[(size_t)q * T + k] < 0)
+            if (visible(sim, q, k) && map->owner[(size_t)q * T + k] < 0)
                 return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by no rank",
                                comm_phase_name(phase), q, k);
     return 0;

@@ -224,8 +224,9 @@ static void print_work(const Simulation* sim, FILE* out) {
         max = w > max ? w : max;
     }
     const double mean = (double)sum / sim->P;
-    fprintf(out, "\n  total %lld = T(T+1)/2, max %lld, mean %.2f, max/mean %.3f\n", sum, max, mean,
-            max / mean);
+    fprintf(out, "\n  total %lld = %s, max %lld, mean %.2f, max/mean %.3f\n", sum,
+            sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W" : "T(T+1)/2", max,
+            mean, max / mean);
 }
 
 static int step_key_equal(const Step* s, const RecordedOp* op, int stage) {
@@ -359,6 +360,9 @@ static void print_header(const Simulation* sim, FILE* out) {
     const ExplainShape* s = &sim->s;
     fprintf(out, "%s, P = %d ranks, T = %ld tokens (%d per rank), B = %d, NH = %d, HS = %d, %zu-byte elements\n",
             explain_algo_title(s->algo), sim->P, s->T, sim->Tl, s->B, s->NH, s->HS, sizeof(real));
+    if (s->window > 0)
+        fprintf(out, "sliding window W = %ld: a query at t sees the keys t-W+1..t; the schedules skip "
+                "the blocks no query's window reaches, and move the same bytes\n", s->window);
     if (s->dp > 1)
         fprintf(out, "dp = %d: each of the %d SP groups does the same on its own sequences; shown: group 0\n",
                 s->dp, s->dp);

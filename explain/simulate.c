@@ -57,9 +57,9 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
     real* dqkv = xmalloc(rows * 3 * C * sizeof(real), "explain dQKV");        // (B, Tl, 3C)
     compute_record_into(rec);
     if (rec) rec->phase = COMM_FORWARD;
-    layer->forward(layer, 0, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse);
+    layer->forward(layer, 0, s->window, s->B, Tl, s->NH, s->HS, qkv, out, lse);
     if (rec) rec->phase = COMM_BACKWARD;
-    layer->backward(layer, 0, 0, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
+    layer->backward(layer, 0, s->window, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
     compute_record_into(NULL);
     free(out);
     free(lse);
@@ -134,8 +134,8 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
     static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(sim->s.algo))
-        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, 0);
-    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, 0);
+        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window);
+    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, sim->s.window);
 }
 
 long long rank_bytes(const RankRun* r, CommPhase phase) {

@@ -14,6 +14,7 @@ typedef struct {
     int dp, pq, pkv;
     long T;              // sequence length
     int B, NH, HS;       // batch, heads, head size (the byte counts scale with them)
+    long window;         // the trainer's --attention-window: 0 causal, W a sliding window
 } ExplainShape;
 
 // One simulated rank of SP group 0.
@@ -57,7 +58,7 @@ void simulation_free(Simulation* sim);
 
 // Unmasked (query, key) pairs of one sequence and head computed by a rank's forward calls.
 long long rank_visible_pairs(const RankRun* r);
-// The closed form of the same (attention2d_visible_pairs / ring_visible_pairs).
+// The closed form of the same (attention2d_visible_pairs / ring_visible_pairs, with the window).
 long long closed_visible_pairs(const Simulation* sim, int sp);
 // Bytes a rank receives in one phase, summed over its recorded operations.
 long long rank_bytes(const RankRun* r, CommPhase phase);
