@@ -118,10 +118,10 @@ static int read_attention(const Where* w, const char* line, GpuReport* r) {
     return count(w, line, "hs", &a->hs) || count(w, line, "T", &a->T) ||
                    count(w, line, "B", &a->B) || count(w, line, "NH", &a->NH) ||
                    number(w, line, "ours_fwd_ms", &a->ours_fwd_ms) ||
-        number(w, line, "ours_bwd_ms", &a->ours_bwd_ms) ||
-        number(w, line, "sdpa_fwd_ms", &a->sdpa_fwd_ms) ||
-        number(w, line, "sdpa_bwd_ms", &a->sdpa_bwd_ms) ||
-        number(w, line, "ours_fwd_tflops", &a->ours_fwd_tflops) ||
+                   number(w, line, "ours_bwd_ms", &a->ours_bwd_ms) ||
+                   number(w, line, "sdpa_fwd_ms", &a->sdpa_fwd_ms) ||
+                   number(w, line, "sdpa_bwd_ms", &a->sdpa_bwd_ms) ||
+                   number(w, line, "ours_fwd_tflops", &a->ours_fwd_tflops) ||
                    number(w, line, "ours_bwd_tflops", &a->ours_bwd_tflops)
                ? -1
                : 0;
