@@ -34,15 +34,14 @@ double costmodel_num_params(const CostShape* s) {
     return kernel_gpt_num_params(s->L, s->C, gpt_padded_vocab(s->V), s->max_T);
 }
 
-// The trainer's configuration of the shape (what model/config.h's functions read).
-static GPTConfig gpt_config_of(const CostShape* s) {
+GPTConfig costmodel_gpt_config(const CostShape* s) {
     return (GPTConfig){.max_T = s->max_T, .V = s->V, .Vp = gpt_padded_vocab(s->V), .L = s->L,
                        .NH = s->NH, .C = s->C, .window = s->window,
                        .window_every = s->window_every};
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
-    const GPTConfig cfg = gpt_config_of(s);
+    const GPTConfig cfg = costmodel_gpt_config(s);
     return gpt_flops_per_token(&cfg, costmodel_num_params(s), T);
 }
 
@@ -205,7 +204,7 @@ static long long slowest_rank_pairs(CostAlgorithm a, int pq, int pkv, long T, lo
 // Layers of the shape that are banded: l % window_every == 0 (model/config.h's
 // gpt_layer_window), none without a window.
 static int banded_layers(const CostShape* s) {
-    const GPTConfig cfg = gpt_config_of(s);
+    const GPTConfig cfg = costmodel_gpt_config(s);
     int n = 0;
     for (int l = 0; l < s->L; l++) n += gpt_layer_window(&cfg, l) > 0;
     return n;
@@ -684,7 +683,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
           "memory_bytes: no schedule named %s", cost_algorithm_name(g->alg));
     const int gpu = c->shared_cores == 0;
     const MemoryConfig m = {
-        .cfg = gpt_config_of(s),
+        .cfg = costmodel_gpt_config(s),
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
         .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
@@ -705,7 +704,7 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
         return set_err(err, errlen, "model shape: expected positive L, C, NH, V, context and C "
                        "a multiple of NH, found L=%d C=%d NH=%d V=%d context=%d",
                        s->L, s->C, s->NH, s->V, s->max_T);
-    const GPTConfig cfg = gpt_config_of(s);
+    const GPTConfig cfg = costmodel_gpt_config(s);
     if (gpt_config_validate(&cfg, err, errlen) != 0) return -1;   // the window
     if (g->B < 1 || g->accum < 1 || g->dp < 1 || g->pq < 1 || g->pkv < 1 || g->T < 1)
         return set_err(err, errlen, "config: expected positive batch, accum, dp, pq, pkv, T, "

@@ -21,6 +21,7 @@
 //             of the local tokens (fewer under recompute) and the attention schedule's scratch.
 #pragma once
 #include "costmodel/cluster.h"
+#include "model/config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,6 +149,8 @@ void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N,
 // FLOPs per token the trainer's MFU uses (gpt_flops_per_token): 6 * params + 6 * L * C * T
 // with causal layers, fewer with banded ones.
 double costmodel_flops_per_token(const CostShape* s, long T);
+// The trainer's configuration of the shape (what model/config.h's functions read and check).
+GPTConfig costmodel_gpt_config(const CostShape* s);
 // Parameters of the shape (tools/kernel_costs.c's count).
 double costmodel_num_params(const CostShape* s);
 

@@ -215,10 +215,10 @@ static CostShape shape_of(const Args* a) {
                  a->window_every);
     s.window = a->window;
     s.window_every = a->window ? (a->window_every ? a->window_every : 1) : 0;
-    if (s.window > s.max_T)
-        fail_msg("--attention-window %d: expected 0 (none) to the context %d", s.window, s.max_T);
-    if (s.window_every > s.L)
-        fail_msg("--window-every %d: expected 1 to the layer count %d", s.window_every, s.L);
+    const GPTConfig cfg_window = costmodel_gpt_config(&s);
+    char err[ERR_LEN];
+    if (gpt_config_validate(&cfg_window, err, sizeof err) != 0)
+        fail_msg("--attention-window/--window-every: %s", err);
     return s;
 }
 
@@ -238,7 +238,7 @@ static unsigned parse_algorithms(const char* list) {
 
 // model/config.h's words for the banded layers.
 static void window_text(const CostShape* s, char* buf, size_t n) {
-    const GPTConfig cfg = {.L = s->L, .window = s->window, .window_every = s->window_every};
+    const GPTConfig cfg = costmodel_gpt_config(s);
     gpt_window_text(&cfg, buf, n);
 }
 
