@@ -5,6 +5,8 @@
 
 #include "comm/fail.h"
 
+#include <stdlib.h>
+
 static void push(DistCommOps* l, CommKind kind, DistAlong along, DistStage stage,
                  long long bytes, long long messages, long long calls) {
     CHECK(l->n < DIST_MAX_OPS, "caller bug", "more than %d operations in one phase", DIST_MAX_OPS);
@@ -98,7 +100,7 @@ long long attention_visible_pairs(const AttentionProblem* p) {
     long long pairs = 0;
     for (int i = 0; i < p->Tq; i++) {
         const long qp = p->qpos.off + p->qpos.stride * i;
-        const int begin = attention_window_key_begin(p, qp), end = attention_key_end(p, qp);
+        const int begin = attention_key_begin(p, 0, qp), end = attention_key_end(p, qp);
         if (end > begin) pairs += end - begin;
     }
     return pairs;
@@ -109,10 +111,40 @@ long long window_visible_pairs(long T, long window) {
     return window * (window + 1) / 2 + (T - window) * window;
 }
 
-long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window) {
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window,
+                                    const int* doc_start) {
     AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = (int)(T / pq), .Tk = (int)(T / pkv),
-                          .qpos = {r, pq}, .kpos = {c, pkv}, .window = window};
+                          .qpos = {r, pq}, .kpos = {c, pkv}, .window = window,
+                          .docs = {.start = doc_start, .T = (int)T}};
     return attention_visible_pairs(&p);
+}
+
+void attention2d_row_visible_pairs(int pq, int pkv, int r, long T, long window,
+                                   const int* doc_start, long long* per_column) {
+    long long every = 0;   // keys each column gives every query so far
+    // +1 / -1 where a run of columns that get one key more begins / ends
+    long long* edge = xcalloc((size_t)pkv + 1, sizeof *edge, "column pair counts");
+    for (long t = r; t < T; t += pq) {
+        long lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+        if (doc_start && doc_start[t] > lo) lo = doc_start[t];
+        const long len = t - lo + 1, extra = len % pkv, first = lo % pkv;
+        every += len / pkv;
+        if (!extra) continue;
+        edge[first]++;
+        if (first + extra <= pkv) {
+            edge[first + extra]--;
+        } else {   // the run wraps past column pkv - 1 to column 0
+            edge[pkv]--;
+            edge[0]++;
+            edge[first + extra - pkv]--;
+        }
+    }
+    long long run = 0;
+    for (int c = 0; c < pkv; c++) {
+        run += edge[c];
+        per_column[c] = every + run;
+    }
+    free(edge);
 }
 
 // Positions of SP rank `rank`'s local tokens in a ring layout, as `pieces` contiguous or strided
@@ -131,19 +163,19 @@ static int ring_pieces(RingLayout layout, int P, int rank, long T, TokenPosition
     return 1;
 }
 
-long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window) {
+// Over the ring's P steps a rank's queries meet every origin's keys once, and the origins'
+// pieces partition the sequence: its pairs are those of its query pieces against all T keys.
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window,
+                             const int* doc_start) {
     long long pairs = 0;
-    TokenPositions q[2], k[2];
-    int qlen, klen;
+    TokenPositions q[2];
+    int qlen;
     const int nq = ring_pieces(layout, P, rank, T, q, &qlen);
-    for (int origin = 0; origin < P; origin++) {
-        const int nk = ring_pieces(layout, P, origin, T, k, &klen);
-        for (int a = 0; a < nq; a++)
-            for (int b = 0; b < nk; b++) {
-                AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = qlen, .Tk = klen,
-                                      .qpos = q[a], .kpos = k[b], .window = window};
-                pairs += attention_visible_pairs(&p);
-            }
+    for (int a = 0; a < nq; a++) {
+        AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = qlen, .Tk = (int)T, .qpos = q[a],
+                              .kpos = {0, 1}, .window = window,
+                              .docs = {.start = doc_start, .T = (int)T}};
+        pairs += attention_visible_pairs(&p);
     }
     return pairs;
 }

@@ -75,17 +75,26 @@ CommVolume dist_comm_volume(const DistCommOps* ops);
 long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size);
 long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size);
 
-// Unmasked (query, key) pairs of one sequence and head in a partial-attention problem (the
-// causal mask and p->window; document masks are not counted).
+// Unmasked (query, key) pairs of one sequence and head in a partial-attention problem: the
+// causal mask, p->window and, where p->docs.start is set, sequence 0's document mask (read on the
+// host: host memory only).
 long long attention_visible_pairs(const AttentionProblem* p);
 // The same for a whole sequence of T tokens on one rank: T (T+1) / 2 causal; under a sliding
 // window W < T, W (W+1) / 2 for the first W queries and W for each of the T - W after them.
 long long window_visible_pairs(long T, long window);
 // Unmasked scores per sequence and head on SP rank (r, c) of a pq x pkv mesh, T tokens, in a
-// layer with the given window (0: causal).
-long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window);
+// layer with the given window (0: causal) and, unless doc_start is NULL, a document mask:
+// doc_start (T) holds each position's document's first position (model/documents.h).
+long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window,
+                                    const int* doc_start);
+// The same for every rank (r, c) of mesh row r at once, per_column[c] for c < pkv, in O(T/pq + pkv)
+// rather than O(T pkv): a query whose visible keys span len = n pkv + e positions from lo sees n
+// keys of every column, and one more of the e columns lo, lo + 1, ... (mod pkv).
+void attention2d_row_visible_pairs(int pq, int pkv, int r, long T, long window,
+                                   const int* doc_start, long long* per_column);
 // The same for SP rank `rank` of a ring of P ranks in the given layout (zigzag: T % 2P == 0).
-long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window);
+long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window,
+                             const int* doc_start);
 
 #ifdef __cplusplus
 }

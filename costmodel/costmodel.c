@@ -163,42 +163,52 @@ static double token_local_flops(const CostShape* s, double N) {
 
 // --- Attention compute -----------------------------------------------------------------------------
 
-// Visible pairs per sequence and head of SP rank i (ATTENTION2D: (i % pq, i / pq)) in a layer
-// with the given window (0: causal).
-static long long rank_pairs(CostAlgorithm a, int pq, int pkv, int i, long T, long window) {
-    const int P = pq * pkv;
-    switch (a) {
-    case COST_2D:
-    case COST_2D_OVERLAP: return attention2d_visible_pairs(pq, pkv, i % pq, i / pq, T, window);
-    case COST_RING: return ring_visible_pairs(RING_CONTIGUOUS, P, i, T, window);
-    case COST_STRIPED: return ring_visible_pairs(RING_CYCLIC, P, i, T, window);
-    default: return ring_visible_pairs(RING_ZIGZAG, P, i, T, window);
+// Adds the visible pairs per sequence and head of every SP rank i (ATTENTION2D: (i % pq, i / pq))
+// in a layer with the given window (0: causal) and document starts (NULL: none) to per_rank.
+static void add_rank_pairs(const CostConfig* g, long window, const int* doc_start,
+                           double* per_rank) {
+    const int pq = g->pq, pkv = g->pkv, P = pq * pkv;
+    if (g->alg == COST_2D || g->alg == COST_2D_OVERLAP) {
+        long long* column = xcalloc((size_t)pkv, sizeof *column, "column pair counts");
+        for (int r = 0; r < pq; r++) {
+            attention2d_row_visible_pairs(pq, pkv, r, g->T, window, doc_start, column);
+            for (int c = 0; c < pkv; c++) per_rank[r + pq * c] += (double)column[c];
+        }
+        free(column);
+        return;
     }
+    const RingLayout layout = g->alg == COST_RING      ? RING_CONTIGUOUS
+                              : g->alg == COST_STRIPED ? RING_CYCLIC
+                                                       : RING_ZIGZAG;
+    for (int i = 0; i < P; i++)
+        per_rank[i] += (double)ring_visible_pairs(layout, P, i, g->T, window, doc_start);
 }
 
-// Visible pairs per sequence and head of the slowest SP rank. Causal counts are monotone in the
-// coordinates (a larger query position or a smaller key position sees more), so the slowest
-// rank is known: ATTENTION2D (pq-1, 0), Ring and Striped rank P-1; Zigzag's ranks all see
-// (2P-1) h^2 + h (h+1) pairs (h = T/2P), so any rank is the slowest. A window shorter than T
-// caps every query's keys, which breaks the monotony (Ring's last rank sees no more than its
-// middle ones): the most over every rank. tests/test_costmodel.c checks both against the
-// maximum over every rank.
-static long long slowest_rank_pairs(CostAlgorithm a, int pq, int pkv, long T, long window) {
-    const int P = pq * pkv;
-    if (window > 0 && window < T) {
-        long long most = 0;
-        for (int i = 0; i < P; i++) {
-            const long long n = rank_pairs(a, pq, pkv, i, T, window);
-            most = n > most ? n : most;
-        }
-        return most;
+void costmodel_fixed_documents(long T, long length, int* start) {
+    for (long t = 0; t < T; t++) start[t] = (int)(t / length * length);
+}
+
+// Visible pairs per sequence and head of the slowest SP rank and (*mean) of the average one:
+// every rank's pairs, averaged over the documents' rows, and the most of them. Causal counts
+// alone are monotone in the coordinates (the slowest is ATTENTION2D's (pq-1, 0), Ring's and
+// Striped's P-1, any of Zigzag's); a window shorter than T, or documents, break that (Ring's last
+// rank sees no more than its middle ones), so every rank is counted, in O(T + P) per row.
+// tests/test_costmodel.c checks the result against brute force on every rank.
+static double slowest_rank_pairs(const CostConfig* g, long window, double* mean) {
+    const int P = g->pq * g->pkv;
+    const long T = g->T;
+    double* per_rank = xcalloc((size_t)P, sizeof *per_rank, "rank pair counts");
+    const int rows = g->docs ? g->docs->rows : 1;
+    for (int r = 0; r < rows; r++)
+        add_rank_pairs(g, window, g->docs ? g->docs->start + (long)r * T : NULL, per_rank);
+    double most = 0, total = 0;
+    for (int i = 0; i < P; i++) {
+        most = per_rank[i] > most ? per_rank[i] : most;
+        total += per_rank[i];
     }
-    switch (a) {
-    case COST_2D:
-    case COST_2D_OVERLAP: return rank_pairs(a, pq, pkv, pq - 1, T, 0);
-    case COST_ZIGZAG: return rank_pairs(a, pq, pkv, 0, T, 0);
-    default: return rank_pairs(a, pq, pkv, P - 1, T, 0);
-    }
+    free(per_rank);
+    *mean = total / rows / P;
+    return most / rows;
 }
 
 // Layers of the shape that are banded: l % window_every == 0 (model/config.h's
@@ -283,16 +293,15 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
 // The attention of the layers of one kind (causal or banded) on the slowest and the average rank.
 typedef struct {
     double layers;             // how many layers of this kind
-    long long pairs;           // visible pairs per sequence and head of the slowest rank
+    double pairs, mean_pairs;  // visible pairs per sequence and head of the slowest rank, the mean
     AttentionWork w, w_mean;   // one layer's work on the slowest rank and on the average one
 } LayerKind;
 
 static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, long window) {
-    const int P = g->pq * g->pkv;
-    LayerKind k = {.layers = layers,
-                   .pairs = slowest_rank_pairs(g->alg, g->pq, g->pkv, g->T, window)};
-    k.w = attention_work(c, g, (double)k.pairs);
-    k.w_mean = attention_work(c, g, (double)window_visible_pairs(g->T, window) / P);
+    LayerKind k = {.layers = layers};
+    k.pairs = slowest_rank_pairs(g, window, &k.mean_pairs);
+    k.w = attention_work(c, g, k.pairs);
+    k.w_mean = attention_work(c, g, k.mean_pairs);
     return k;
 }
 
@@ -698,6 +707,24 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
 
 // --- The prediction ----------------------------------------------------------------------------
 
+// Documents hold rows of T starts, each at or before its position and, within a document, the
+// same: start[t] is t (a document begins) or start[t-1].
+static int check_documents(const CostDocuments* d, long T, char* err, size_t errlen) {
+    if (!d) return 0;
+    if (d->rows < 1 || d->T != T || !d->start)
+        return set_err(err, errlen, "documents: expected at least one row of T = %ld starts, "
+                       "found %d rows of %ld", T, d->rows, d->T);
+    for (int r = 0; r < d->rows; r++)
+        for (long t = 0; t < T; t++) {
+            const int s = d->start[(long)r * T + t];
+            if (s != t && (t == 0 || s != d->start[(long)r * T + t - 1]))
+                return set_err(err, errlen, "documents: row %d position %ld: expected its "
+                               "document's first position (%ld or the previous one's), found %d",
+                               r, t, t, s);
+        }
+    return 0;
+}
+
 static int check_config(const CostConfig* g, char* err, size_t errlen) {
     const CostShape* s = &g->shape;
     if (s->L < 1 || s->C < 1 || s->NH < 1 || s->V < 2 || s->max_T < 1 || s->C % s->NH)
@@ -719,7 +746,7 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->T % step)
         return set_err(err, errlen, "mesh: --seq-len %ld must be a multiple of %ld (%s over P = "
                        "%ld ranks)", g->T, step, cost_algorithm_name(g->alg), P);
-    return 0;
+    return check_documents(g->docs, g->T, err, errlen);
 }
 
 // The SP rank that receives the most bytes in one layer (forward + backward).
@@ -748,7 +775,8 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     // the causal layers and in the banded ones
     const int banded = banded_layers(&g->shape);
     LayerKind kind[2] = {layer_kind(c, g, g->shape.L - banded, 0),
-                         layer_kind(c, g, banded, g->shape.window)};
+                         banded ? layer_kind(c, g, banded, g->shape.window)
+                                : (LayerKind){.layers = 0}};
     PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
     // recomputation is token-local backward work: it pools, overlaps and shares cores as the rest
     const double recompute = g->shape.L * recompute_layer_seconds(c, &g->shape, N,
@@ -827,7 +855,17 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
                ((double)W * c->matmul_flops);
     out->memory_bytes = memory_bytes(c, g);
     out->max_pairs = kind[0].pairs;
-    out->banded_pairs = banded ? kind[1].pairs : 0;
+    out->banded_pairs = kind[1].pairs;
+    out->pair_share = 1;
+    if (g->docs) {   // every rank's pairs against the same layers' without documents
+        double with = 0, without = 0;
+        for (int k = 0; k < 2; k++) {
+            const long window = k ? g->shape.window : 0;
+            with += kind[k].layers * kind[k].mean_pairs * P;
+            without += kind[k].layers * (double)window_visible_pairs(g->T, window);
+        }
+        out->pair_share = with / without;
+    }
     out->row_tier = topo.path[g->pkv > 1 ? PATH_ROW : PATH_ROW_HOP].tier;
     out->col_tier = topo.path[g->pq > 1 ? PATH_COL : PATH_COL_HOP].tier;
     out->ring_tier = topo.path[PATH_RING_HOP].tier;

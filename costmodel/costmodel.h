@@ -7,8 +7,9 @@
 //             max(FLOPs / vector rate, bytes / memory bandwidth)); attention from the visible
 //             (query, key) pairs the causal mask leaves the slowest rank
 //             (attention2d_visible_pairs / ring_visible_pairs), 4*HS FLOPs per pair forward and
-//             10*HS backward, banded layers (--attention-window) apart from causal ones; AdamW
-//             and the gradient norm per step.
+//             10*HS backward, banded layers (--attention-window) apart from causal ones, a
+//             document mask (--document-mask) in every layer; AdamW and the gradient norm per
+//             step.
 //   comm      the operations of attention/dist_cost.c per layer and phase (attention2d_ops,
 //             ring_ops: the list the counters' volumes are the sums of), each on its mesh group and the
 //             network tier that group crosses for the rank placement of comm/mesh.h; plus the
@@ -50,6 +51,19 @@ typedef struct {
     int window_every;   // trainer --window-every: layers l % window_every == 0 are banded
 } CostShape;
 
+// Packed documents (the trainer's --document-mask): every layer's attention sees only a query's
+// own document. The cost model prices each rank's visible pairs averaged over these rows (the
+// trainer's: sequences sampled from its training data; build/costmodel's: one sequence of
+// documents of a fixed length); the slowest rank is the most of any rank.
+typedef struct {
+    const int* start;   // (rows, T): each position's document's first position (document_bounds)
+    int rows;
+    long T;
+} CostDocuments;
+
+// Documents of `length` tokens packed from position 0 (the last one cut at T): start (T).
+void costmodel_fixed_documents(long T, long length, int* start);
+
 typedef struct {
     CostShape shape;
     long T;           // tokens per sequence
@@ -61,6 +75,7 @@ typedef struct {
     int zero;         // ZeRO-1 (optimizer state sharded over all ranks)
     int keep_kv;      // 2d: gathered K/V kept for backward (all layers)
     int recompute;    // trainer --recompute: a GptRecompute (model/activations.h), 0 = none
+    const CostDocuments* docs;   // document mask of every layer (NULL: none)
 } CostConfig;
 
 typedef struct {
@@ -85,9 +100,11 @@ typedef struct {
     double flops_per_rank;    // model FLOPs of the slowest rank per step
     double attention_flops;   // of which attention (4*HS + 10*HS per visible pair)
     double memory_bytes;      // per device (shared_cores: per rank)
-    long long max_pairs;      // visible pairs per sequence and head of the slowest rank in a
-                              // causal layer
-    long long banded_pairs;   // the same in a banded layer (0 without a window)
+    double max_pairs;         // visible pairs per sequence and head of the slowest rank in a
+                              // causal layer (under documents: the mean over their rows)
+    double banded_pairs;      // the same in a banded layer (0 without a window)
+    double pair_share;        // visible pairs of every rank under the documents over those of
+                              // the same layers without them (1 without documents)
     Tier row_tier, col_tier, ring_tier, world_tier;   // the tier each group's traffic crosses
 } CostPrediction;
 
@@ -107,6 +124,7 @@ typedef struct {
     int overlap, zero;
     unsigned algorithms;   // bit (1 << CostAlgorithm) per schedule to consider; 0: all
     int recompute;         // a GptRecompute given explicitly, or COST_RECOMPUTE_AUTO
+    const CostDocuments* docs;   // document mask of every layer (NULL: none)
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

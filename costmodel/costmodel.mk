@@ -28,7 +28,8 @@ SUITES_model += costmodel
 $(BUILD)/costmodel: $(COSTMODEL_PROG_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS)
+# (the test draws its documents with model/documents.c, which the library does not need)
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS) $(BUILD)/model/documents.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # This machine as a cluster: the collectives timed on each number of ranks in $(2)

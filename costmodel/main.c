@@ -36,7 +36,7 @@ typedef struct {
     const char *report, *base;
     AttentionSource attention_source;
     int layers, channels, heads, vocab, context, window, window_every;
-    long T;
+    long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
     double memory_gb;
     const char *attention, *algorithms;
@@ -59,6 +59,8 @@ static void usage(void) {
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
         "  --window-every N     banded layers: l %% N == 0 (default 1: all; needs a window)\n"
+        "  --document-length D  the trainer's --document-mask over documents of D tokens each,\n"
+        "                       packed from position 0 (default 0: no document mask)\n"
         "  --seq-len T          tokens per sequence\n"
         "  --batch B            sequences per micro-batch and data-parallel rank (default 1)\n"
         "  --accum A            micro-batches per optimizer step (default 1)\n"
@@ -114,7 +116,8 @@ static Args parse_args(int argc, char** argv) {
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
-           O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_HELP };
+           O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
+           O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -135,6 +138,7 @@ static Args parse_args(int argc, char** argv) {
         {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
+        {"document-length", 1, 0, O_DOCUMENT_LENGTH},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -182,6 +186,7 @@ static Args parse_args(int argc, char** argv) {
         case O_RECOMPUTE: a.recompute = parse_recompute(optarg); break;
         case O_WINDOW: a.window = (int)flag_long(flag, optarg, 0, 1 << 30); break;
         case O_WINDOW_EVERY: a.window_every = (int)flag_long(flag, optarg, 1, 4096); break;
+        case O_DOCUMENT_LENGTH: a.document_length = flag_long(flag, optarg, 1, 1L << 30); break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -242,6 +247,25 @@ static void window_text(const CostShape* s, char* buf, size_t n) {
     gpt_window_text(&cfg, buf, n);
 }
 
+// --document-length D: one sequence of D-token documents (NULL and no starts without it).
+static const CostDocuments* documents_of(const Args* a, CostDocuments* docs, int** start) {
+    *start = NULL;
+    if (!a->document_length) return NULL;
+    if (a->document_length > a->T)
+        fail_msg("--document-length %ld: expected at most --seq-len %ld (a document within a "
+                 "sequence)", a->document_length, a->T);
+    *start = xmalloc(sizeof(int) * (size_t)a->T, "document starts");
+    costmodel_fixed_documents(a->T, a->document_length, *start);
+    *docs = (CostDocuments){.start = *start, .rows = 1, .T = a->T};
+    return docs;
+}
+
+// The header's words for the documents: "" without them.
+static void documents_text(const Args* a, char* buf, size_t n) {
+    if (!a->document_length) buf[0] = 0;
+    else snprintf(buf, n, ", documents of %ld tokens", a->document_length);
+}
+
 static const char* tier_word(Tier t) { return t == TIER_INTER ? "inter" : "intra"; }
 
 static const char* recompute_word(int r) {
@@ -251,18 +275,23 @@ static const char* recompute_word(int r) {
 static int mode_rank(const Args* a) {
     if (!a->T || !a->gpus) fail_msg("--seq-len and --gpus: expected both (see --help)");
     const Cluster c = load_cluster(a->cluster);
+    CostDocuments docs;
+    int* doc_start;
     const CostQuery q = {shape_of(a), a->T, a->batch, a->accum, a->gpus,
                          a->memory_gb * 1073741824.0, a->overlap, a->zero,
-                         parse_algorithms(a->algorithms), a->recompute};
+                         parse_algorithms(a->algorithms), a->recompute,
+                         documents_of(a, &docs, &doc_start)};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
     if (n < 0) fail_msg("%s", err);
-    char window[96];
+    char window[96], documents[64];
     window_text(&q.shape, window, sizeof window);
-    printf("%s: L=%d C=%d NH=%d V=%d, %s, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
+    documents_text(a, documents, sizeof documents);
+    printf("%s: L=%d C=%d NH=%d V=%d, %s%s, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
            "(%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
-           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, window, q.T, q.B, q.accum,
+           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, window, documents, q.T, q.B,
+           q.accum,
            q.world, c.name, c.gpus_per_node,
            (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero,
            recompute_word(q.recompute));
@@ -270,6 +299,7 @@ static int mode_rank(const Args* a) {
         printf("no feasible mesh: every candidate exceeds the memory limit (with recompute %s) "
                "or does not divide T\n", recompute_word(q.recompute));
         free(out);
+        free(doc_start);
         return 1;
     }
     printf("%4s %4s %9s %-10s %11s %12s %6s %8s %11s %11s %-9s  %s\n", "rank", "dp", "pq x pkv",
@@ -288,6 +318,7 @@ static int mode_rank(const Args* a) {
     }
     if (n > a->top) printf("(%d more feasible; --top %d shows them)\n", n - a->top, n);
     free(out);
+    free(doc_start);
     return 0;
 }
 
@@ -298,19 +329,23 @@ static int mode_predict(const Args* a) {
         fail_msg("--attention: expected 2d, 2d-overlap, ring, striped or zigzag, found '%s'",
                  a->attention);
     if (!a->T) fail_msg("--seq-len: expected a sequence length");
+    CostDocuments docs;
+    int* doc_start;
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
-                    a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE};
+                    a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
+                    documents_of(a, &docs, &doc_start)};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;
     const int fits = costmodel_predict_fitting(&g, &c, limit, a->recompute, &p, err, sizeof err);
     if (fits < 0) fail_msg("%s", err);
-    char window[96];
+    char window[96], documents[64];
     window_text(&g.shape, window, sizeof window);
-    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s, %s on %s\n", a->preset,
+    documents_text(a, documents, sizeof documents);
+    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s, %s%s on %s\n", a->preset,
            g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), g.overlap,
-           gpt_recompute_name((GptRecompute)g.recompute), window, c.name);
+           gpt_recompute_name((GptRecompute)g.recompute), window, documents, c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);
     printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",
@@ -327,12 +362,16 @@ static int mode_predict(const Args* a) {
     printf("memory          %10.3f GiB per device (%.0f bytes; limit %.4g GiB: %s)\n",
            p.memory_bytes / 1073741824.0, p.memory_bytes,
            (limit > 0 ? limit : c.memory_bytes) / 1073741824.0, fits ? "fits" : "does not fit");
-    printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %lld pairs\n",
+    printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %.0f pairs\n",
            tier_word(p.row_tier), tier_word(p.col_tier), tier_word(p.ring_tier),
            tier_word(p.world_tier), p.max_pairs);
     if (p.banded_pairs)
-        printf("banded layers   slowest rank %lld pairs (window %d)\n", p.banded_pairs,
+        printf("banded layers   slowest rank %.0f pairs (window %d)\n", p.banded_pairs,
                g.shape.window);
+    if (g.docs)
+        printf("documents       %.2f%% of the pairs without the document mask (%ld-token "
+               "documents)\n", 100 * p.pair_share, a->document_length);
+    free(doc_start);
     return 0;
 }
 

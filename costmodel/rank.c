@@ -105,7 +105,7 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         if (q->world % dp) continue;
         const int P = q->world / dp;
         CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
-                        0, GPT_RECOMPUTE_NONE};
+                        0, GPT_RECOMPUTE_NONE, q->docs};
         if (P == 1) {
             consider(q, c, g, &list, &n, &cap);
             continue;

@@ -140,7 +140,7 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);
-    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE};
+    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL};
     CostPrediction ring_none, o_none;
     three_schedules(g, cell.side, pc->cluster, &ring_none, &cell.no, &o_none);
     cell.none_gib = largest_memory(&ring_none, &cell.no, &o_none) / 1073741824.0;
@@ -567,7 +567,7 @@ static int read_sweep(const char* path, Measured* rows, int max) {
         const CostShape shape = {(int)v[0], (int)v[1], (int)v[2], (int)v[3],
                                  (int)(isnan(ctx) ? v[4] : ctx), 0, 0};
         m->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
-                                 (CostAlgorithm)alg, (int)v[9], 0, 0, GPT_RECOMPUTE_NONE};
+                                 (CostAlgorithm)alg, (int)v[9], 0, 0, GPT_RECOMPUTE_NONE, NULL};
         m->ranks = (int)(v[6] * v[7] * v[8]);
         m->ms = v[10];
         m->compute_ms = number_at(fld, nf, c_comp, path, lineno, "compute_ms");

@@ -134,8 +134,9 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
     static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(sim->s.algo))
-        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window);
-    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, sim->s.window);
+        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window, NULL);
+    return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, sim->s.window,
+                                     NULL);
 }
 
 long long rank_bytes(const RankRun* r, CommPhase phase) {

@@ -1,11 +1,13 @@
 // The cost model (costmodel/): its bytes equal attention/dist_cost.c's volumes plus the gradient
 // reduction, its attention FLOPs equal 4*HS + 10*HS per visible pair of the slowest rank (causal
-// and banded layers, the pair counts against brute force on every rank), a
+// and banded layers, under document masks too, the pair counts against brute force on every
+// rank), a
 // collective's alpha-beta time on a known answer, the cluster parser's one-line errors, the
 // ranked table, the committed cluster files, and --recompute: the recomputed kernels' time and
 // nothing else, the ranking's choice of the cheapest mode that fits, an explicit one kept.
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention/dist_cost.h"
@@ -14,6 +16,7 @@
 #include "costmodel/costmodel.h"
 #include "model/activations.h"
 #include "model/config.h"
+#include "model/documents.h"
 #include "tests/test_expect.h"
 #include "tools/kernel_costs.h"
 
@@ -85,13 +88,13 @@ static double reference_grad_bytes(const CostConfig* g, double e) {
 
 static void test_bytes_equal_dist_cost(const Cluster* c) {
     const CostConfig cases[] = {
-        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE},
-        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE},
-        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE},
-        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE},
-        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE},
-        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE},
-        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE},
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -108,7 +111,8 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
 
 // Visible pairs of one rank by brute force over absolute positions: the rank's queries are the
 // positions `mine(t)` picks, its keys all T positions (its own and the ones that travel to it);
-// key s is visible to query t if s <= t and, under a window W, t - s < W. Returns the pairs a
+// key s is visible to query t if s <= t, under a window W t - s < W, and under documents
+// (start: (T), each position's document's first position) s >= start[t]. Returns the pairs a
 // rank computes: for ATTENTION2D, keys of column c only.
 typedef struct { CostAlgorithm a; int pq, pkv, i; long T; } RankOf;
 
@@ -127,13 +131,14 @@ static int owns_query(const RankOf* r, long t) {
     }
 }
 
-static long long brute_pairs(const RankOf* r, long window) {
+static long long brute_pairs(const RankOf* r, long window, const int* start) {
     long long n = 0;
     const int twod = r->a == COST_2D || r->a == COST_2D_OVERLAP;
     for (long t = 0; t < r->T; t++) {
         if (!owns_query(r, t)) continue;
         for (long k = 0; k <= t; k++)
-            n += (!window || t - k < window) && (!twod || k % r->pkv == r->i / r->pq);
+            n += (!window || t - k < window) && (!start || k >= start[t]) &&
+                 (!twod || k % r->pkv == r->i / r->pq);
     }
     return n;
 }
@@ -143,7 +148,7 @@ static long long max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T,
     long long most = 0;
     for (int i = 0; i < pq * pkv; i++) {
         const RankOf r = {a, pq, pkv, i, T};
-        const long long n = brute_pairs(&r, window);
+        const long long n = brute_pairs(&r, window, NULL);
         most = n > most ? n : most;
     }
     return most;
@@ -177,9 +182,9 @@ static void test_window_pairs(void) {
                                                                        : RING_ZIGZAG;
                 const long long closed =
                     twod ? attention2d_visible_pairs(cases[k].pq, cases[k].pkv, i % cases[k].pq,
-                                                     i / cases[k].pq, T, W)
-                         : ring_visible_pairs(layout, P, i, T, W);
-                const long long brute = brute_pairs(&r, W);
+                                                     i / cases[k].pq, T, W, NULL)
+                         : ring_visible_pairs(layout, P, i, T, W, NULL);
+                const long long brute = brute_pairs(&r, W, NULL);
                 sum += closed;
                 EXPECT(closed == brute, "visible pairs %s %dx%d rank %d T=%ld window %ld: closed "
                        "%lld, brute force %lld", cost_algorithm_name(cases[k].a), cases[k].pq,
@@ -189,6 +194,150 @@ static void test_window_pairs(void) {
                    "ranks sum to %lld, the sequence has %lld", cost_algorithm_name(cases[k].a),
                    cases[k].pq, cases[k].pkv, T, W, sum, window_visible_pairs(T, W));
         }
+}
+
+// Random documents over `rows` sequences of T: each position after the first begins one with
+// probability 1/mean (a fixed generator, so the same layouts every run). start: (rows, T).
+static void random_documents(int rows, long T, int mean, unsigned seed, int* start) {
+    int* tokens = xmalloc(sizeof(int) * (size_t)(rows * T), "document tokens");
+    int* end = xmalloc(sizeof(int) * (size_t)(rows * T), "document ends");
+    for (long i = 0; i < rows * T; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        tokens[i] = (seed >> 8) % (unsigned)mean == 0;
+    }
+    document_bounds(tokens, rows, (int)T, 1, start, end);
+    free(tokens);
+    free(end);
+}
+
+static RingLayout layout_of(CostAlgorithm a) {
+    return a == COST_RING ? RING_CONTIGUOUS : a == COST_STRIPED ? RING_CYCLIC : RING_ZIGZAG;
+}
+
+// Document masks: each rank's count against brute force under random documents, documents of a
+// fixed length and one document (causal), with and without a window; the ranks sum to the
+// sequence's document_pairs; costmodel_fixed_documents' known answer.
+static void test_document_pairs(void) {
+    int fixed[10];
+    costmodel_fixed_documents(10, 4, fixed);
+    const int want_fixed[10] = {0, 0, 0, 0, 4, 4, 4, 4, 8, 8};
+    EXPECT(!memcmp(fixed, want_fixed, sizeof fixed), "costmodel_fixed_documents(10, 4): %d %d %d "
+           "%d %d %d %d %d %d %d, expected 0 0 0 0 4 4 4 4 8 8", fixed[0], fixed[1], fixed[2],
+           fixed[3], fixed[4], fixed[5], fixed[6], fixed[7], fixed[8], fixed[9]);
+    const struct { CostAlgorithm a; int pq, pkv; long T; } cases[] = {
+        {COST_2D, 2, 2, 48}, {COST_2D, 2, 3, 72}, {COST_2D, 3, 1, 36}, {COST_RING, 1, 4, 48},
+        {COST_STRIPED, 1, 3, 48}, {COST_ZIGZAG, 1, 4, 64}, {COST_ZIGZAG, 1, 3, 48},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const long T = cases[k].T;
+        const int P = cases[k].pq * cases[k].pkv;
+        int start[5][72], drawn[3 * 72];
+        random_documents(3, T, 9, 11u + (unsigned)k, drawn);
+        for (int r = 0; r < 3; r++) memcpy(start[r], drawn + r * T, sizeof(int) * (size_t)T);
+        costmodel_fixed_documents(T, 7, start[3]);
+        costmodel_fixed_documents(T, T, start[4]);
+        for (int d = 0; d < 5; d++)
+            for (long W = 0; W <= 5; W += 5) {
+                long long sum = 0;
+                for (int i = 0; i < P; i++) {
+                    const RankOf r = {cases[k].a, cases[k].pq, cases[k].pkv, i, T};
+                    const long long closed =
+                        cases[k].a == COST_2D
+                            ? attention2d_visible_pairs(cases[k].pq, cases[k].pkv, i % cases[k].pq,
+                                                        i / cases[k].pq, T, W, start[d])
+                            : ring_visible_pairs(layout_of(cases[k].a), P, i, T, W, start[d]);
+                    const long long brute = brute_pairs(&r, W, start[d]);
+                    long long row[3] = {closed};   // 2d: the count of its whole mesh row
+                    const int col = cases[k].a == COST_2D ? i / cases[k].pq : 0;
+                    if (cases[k].a == COST_2D)
+                        attention2d_row_visible_pairs(cases[k].pq, cases[k].pkv, i % cases[k].pq,
+                                                      T, W, start[d], row);
+                    sum += closed;
+                    EXPECT(closed == brute && row[col] == brute,
+                           "document pairs %s %dx%d rank %d T=%ld window %ld, layout %d: counted "
+                           "%lld (2d: with its mesh row %lld), brute force %lld",
+                           cost_algorithm_name(cases[k].a), cases[k].pq, cases[k].pkv, i, T, W,
+                           d, closed, row[col], brute);
+                }
+                const double whole = d == 4 ? (double)window_visible_pairs(T, W)
+                                            : document_pairs(start[d], 1, (int)T, W);
+                EXPECT(sum == whole, "document pairs %s %dx%d T=%ld window %ld, layout %d: ranks "
+                       "sum to %lld, the sequence has %.0f", cost_algorithm_name(cases[k].a),
+                       cases[k].pq, cases[k].pkv, T, W, d, sum, whole);
+            }
+    }
+}
+
+// Predictions under documents: the slowest rank's pairs are the most of any rank averaged over
+// the rows (brute force), the attention FLOPs 14*HS per such pair, the pair share that of the
+// rows; one document per sequence prices as causal attention, shorter ones faster; documents
+// that are not document starts are refused in one line.
+static void test_document_flops(const Cluster* c) {
+    const struct { CostAlgorithm a; int pq, pkv; long T; int window; } cases[] = {
+        {COST_2D, 2, 2, 512, 0}, {COST_2D_OVERLAP, 3, 2, 768, 0}, {COST_RING, 1, 4, 512, 0},
+        {COST_STRIPED, 1, 6, 768, 0}, {COST_ZIGZAG, 1, 4, 512, 0}, {COST_ZIGZAG, 1, 4, 512, 70},
+        {COST_2D, 4, 2, 1024, 100},
+    };
+    enum { ROWS = 2 };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const long T = cases[k].T;
+        int* start = xmalloc(sizeof(int) * ROWS * (size_t)T, "document starts");
+        random_documents(ROWS, T, 100, 5u + (unsigned)k, start);
+        const CostDocuments docs = {start, ROWS, T};
+        CostShape s = tiny_shape(T);
+        s.window = cases[k].window, s.window_every = cases[k].window ? 1 : 0;
+        const CostConfig g = {s, T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
+                              GPT_RECOMPUTE_NONE, &docs};
+        const CostPrediction p = predict(&g, c);
+        double most = 0;
+        for (int i = 0; i < cases[k].pq * cases[k].pkv; i++) {
+            const RankOf r = {cases[k].a, cases[k].pq, cases[k].pkv, i, T};
+            double n = 0;
+            for (int row = 0; row < ROWS; row++)
+                n += (double)brute_pairs(&r, cases[k].window, start + row * T);
+            most = n / ROWS > most ? n / ROWS : most;
+        }
+        const double HS = s.C / s.NH;
+        const double want = (double)g.accum * g.B * s.NH * (4 * HS + 10 * HS) * s.L * most;
+        const double share = document_pairs(start, ROWS, (int)T, cases[k].window) /
+                             (ROWS * (double)window_visible_pairs(T, cases[k].window));
+        const double pairs = cases[k].window ? p.banded_pairs : p.max_pairs;
+        EXPECT(pairs == most && p.attention_flops == want && fabs(p.pair_share - share) < 1e-12,
+               "documents %s %dx%d T=%ld window %d: slowest rank %.1f pairs (brute force %.1f), "
+               "%.0f FLOPs (want %.0f), pair share %.6f (want %.6f)",
+               cost_algorithm_name(cases[k].a), cases[k].pq, cases[k].pkv, T, cases[k].window,
+               pairs, most, p.attention_flops, want, p.pair_share, share);
+        free(start);
+    }
+    int one[4096], short_docs[4096];
+    costmodel_fixed_documents(4096, 4096, one);
+    costmodel_fixed_documents(4096, 256, short_docs);
+    const CostDocuments whole = {one, 1, 4096}, short_ones = {short_docs, 1, 4096};
+    const CostConfig causal = {tiny_shape(4096), 4096, 1, 1, 1, 1, 4, COST_ZIGZAG, 1, 0, 0,
+                               GPT_RECOMPUTE_NONE, NULL};
+    CostConfig g = causal;
+    g.docs = &whole;
+    const CostPrediction pc = predict(&causal, c), pw = predict(&g, c);
+    g.docs = &short_ones;
+    const CostPrediction ps = predict(&g, c);
+    EXPECT(pw.step_s == pc.step_s && pw.max_pairs == pc.max_pairs && pw.pair_share == 1 &&
+           ps.step_s < pc.step_s && ps.pair_share < 0.07,
+           "zigzag 1x4 T=4096: one document %.9f s (causal %.9f s), %.0f pairs (%.0f), share %g; "
+           "256-token documents %.9f s, share %g", pw.step_s, pc.step_s, pw.max_pairs,
+           pc.max_pairs, pw.pair_share, ps.step_s, ps.pair_share);
+    short_docs[300] = 299;   // not a document start, nor the start of 299's document
+    char err[ERR_LEN] = "";
+    CostPrediction p;
+    EXPECT(costmodel_predict(&g, c, &p, err, sizeof err) == -1 &&
+           strstr(err, "documents: row 0 position 300: expected its document's first position "
+                       "(300 or the previous one's), found 299"),
+           "a start that begins no document: expected a one-line refusal, found '%s'", err);
+    const CostDocuments wrong_T = {one, 1, 2048};
+    g.docs = &wrong_T;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&g, c, &p, err, sizeof err) == -1 &&
+           strstr(err, "documents: expected at least one row of T = 4096 starts, found 1 rows of 2048"),
+           "documents of another T: expected a one-line refusal, found '%s'", err);
 }
 
 // Attention FLOPs: 14*HS per visible pair of the slowest rank (brute force over every rank),
@@ -207,7 +356,7 @@ static void test_attention_flops(const Cluster* c) {
         CostShape s = tiny_shape(cases[k].T);
         s.window = cases[k].window, s.window_every = cases[k].every;
         const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
-                              GPT_RECOMPUTE_NONE};
+                              GPT_RECOMPUTE_NONE, NULL};
         const CostPrediction p = predict(&g, c);
         const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
                                                       cases[k].T, 0);
@@ -220,7 +369,7 @@ static void test_attention_flops(const Cluster* c) {
         const double want = (double)g.accum * g.B * s.NH * (4 * HS + 10 * HS) *
                             ((s.L - banded_layers) * (double)pairs + banded_layers * (double)banded);
         EXPECT(p.max_pairs == pairs && p.banded_pairs == banded && p.attention_flops == want,
-               "attention FLOPs %s %dx%d T=%ld window %d every %d: slowest rank %lld causal, %lld "
+               "attention FLOPs %s %dx%d T=%ld window %d every %d: slowest rank %.0f causal, %.0f "
                "banded pairs (all ranks: %lld, %lld), %.0f FLOPs (want 14*HS per pair: %.0f)",
                cost_algorithm_name(cases[k].a), cases[k].pq, cases[k].pkv, cases[k].T,
                cases[k].window, cases[k].every, p.max_pairs, p.banded_pairs, pairs, banded,
@@ -229,7 +378,7 @@ static void test_attention_flops(const Cluster* c) {
     // Banded layers cost less, the MFU counts their FLOPs as the trainer does, and a window
     // longer than the context, or a bad window_every, is refused in one line.
     CostShape s = tiny_shape(4096);
-    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
+    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
     s.window = 256, s.window_every = 1;
     CostConfig banded = dense;
     banded.shape = s;
@@ -261,7 +410,7 @@ static void test_attention_flops(const Cluster* c) {
 // and the loss scalar (8 bytes): each 5 us + 1 us per message + bytes / 10 GB/s.
 static void test_alpha_beta_known_answer(const Cluster* c) {
     const CostShape s = tiny_shape(256);
-    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE};
+    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL};
     const CostPrediction p = predict(&g, c);
     const double S = 128.0 * 64, L = 128.0 * 4, bw = 10e9, call = 5e-6, hop = 1e-6;
     const double layer = (call + hop + S * 2 / bw) + (call + hop + (S + L) * 4 / bw) +
@@ -337,7 +486,7 @@ static void test_parser_errors(void) {
 
 // A small question: tiny model, T = 1024, 8 ranks on A100-like nodes of 4.
 static void test_ranked_table(const Cluster* a100) {
-    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE};
+    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
     CostCandidate out[256];
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
@@ -409,7 +558,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
     const CostShape s = {4, 256, 4, 512, 1024, 0, 0};
-    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE};
+    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
         g.recompute = r;
@@ -446,7 +595,7 @@ static void test_merges_in_forward(void) {
         {COST_2D_OVERLAP, 4, 2, 6}, {COST_2D, 2, 2, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig g = {s, T, B, 1, 1, cases[k].pq, cases[k].pkv, cases[k].alg, 0, 0, 0,
-                              GPT_RECOMPUTE_NONE};
+                              GPT_RECOMPUTE_NONE, NULL};
         const double Tl = (double)T / (cases[k].pq * cases[k].pkv);
         const KernelCost merge = kernel_cost_attention_merge(B, s.NH, s.C / s.NH, Tl);
         const KernelCost in_forward = {0, merge.bytes / 3, 0};
@@ -483,7 +632,7 @@ static int fits_with(const CostCandidate* k, const Cluster* c, double limit, int
 // selective: the ranking picks selective where it is enough, full only where it is not, and
 // shows the price; an explicit recompute is kept.
 static void test_rank_recompute(const Cluster* a100) {
-    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO};
+    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO, NULL};
     const double none = least_memory(q, a100, GPT_RECOMPUTE_NONE);
     const double selective = least_memory(q, a100, GPT_RECOMPUTE_SELECTIVE);
     q.memory_limit = 0.5 * (none + selective);
@@ -535,8 +684,8 @@ static void test_committed_clusters(void) {
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
     const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0};
-    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE};
-    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE};
+    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
     EXPECT(r.ring_tier == TIER_INTER && t.col_tier == TIER_INTRA && t.row_tier == TIER_INTER &&
            t.attention_bytes < r.attention_bytes && t.step_s < r.step_s,
@@ -553,6 +702,8 @@ int main(void) {
     test_bytes_equal_dist_cost(&a100);
     test_window_pairs();
     test_attention_flops(&a100);
+    test_document_pairs();
+    test_document_flops(&a100);
     test_alpha_beta_known_answer(&free_compute);
     test_parser_errors();
     test_ranked_table(&a100);

@@ -27,6 +27,17 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
     f.write(struct.pack("<%dH" % n, *toks))
 EOF
+# Documents of 32 tokens, each begun by token 7 (which nothing else is): every window of 256 starts
+# at a multiple of 32, so each sequence holds the documents `build/costmodel --document-length 32`
+# prices.
+"$PY" - "$W/docs_000.bin" <<'EOF'
+import random, struct, sys
+rng, n = random.Random(4), 20000
+toks = [7 if i % 32 == 0 else rng.randrange(8, 256) for i in range(n)]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *toks))
+EOF
 common=(--preset tiny --layers 2 --channels 64 --heads 4 --vocab 256 --context 256 --seq-len 256
         --batch 1 --steps 2 --warmup 1 --train-data "$W/train_*.bin" --val-data "" --tokenizer ""
         --eval-every 0 --sample-length 0 --no-save --cluster "$CLUSTER" --mesh auto)
@@ -120,11 +131,28 @@ if run win 4 --attention-window 32 && [ "$(chosen win)" = "$(ran win)" ]; then
     ok "--attention-window 32: $(chosen win), $BUILD/costmodel's first row; fastest $tw tokens/s (causal $tc)"
   else bad "--attention-window 32 with --mesh auto: chose '$(chosen win)', $BUILD/costmodel '$first'; fastest $tw tokens/s, causal $tc"; fi
 else bad "--attention-window 32 with --mesh auto: '$(chosen win)'"; tail -n 5 "$W/win.out"; fi
-# A document mask likewise.
-if run docs 4 --document-mask 7 && [ "$(chosen docs)" = "$(chosen auto4)" ] && [ "$(chosen docs)" = "$(ran docs)" ] &&
-   grep -q '^mesh auto: note: the cost model prices causal attention over the whole sequence; under --document-mask 7' "$W/docs.out"; then
-  ok "--document-mask 7: $(chosen docs), with the note"
+# A document mask: the candidates are priced with the documents of the sequences training reads
+# first, here 32 tokens each, so the choice and its predicted tokens/s are build/costmodel's first
+# row with --document-length 32, faster than causal; training data that cannot be read is named.
+first_row() {   # ARGS...: build/costmodel's first row as "CONFIG|TOKENS/S"
+  "$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 \
+    --vocab 256 --context 256 --seq-len 256 --batch 1 --gpus 4 --top 1 "$@" 2>&1 |
+    awk '$1 == "1" { split($3, m, "x"); printf "dp %s x pq %s x pkv %s with --attention %s|%s\n", $2, m[1], m[2], $4, $6 }'
+}
+if run docs 4 --document-mask 7 --train-data "$W/docs_*.bin" && [ "$(chosen docs)" = "$(ran docs)" ]; then
+  want=$(first_row --document-length 32); td=$(first_tps docs); tc=$(first_tps auto4)
+  share=$("$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 \
+            --vocab 256 --context 256 --seq-len 256 --batch 1 --dp 4 --attention 2d \
+            --document-length 32 | sed -n 's/^documents *\([0-9.]*%\) of the pairs.*/\1/p')
+  if [ "$want" = "$(chosen docs)|$td" ] && [ -n "$tc" ] && [ "$td" -gt "$tc" ] && [ "$share" = 12.84% ] &&
+     grep -q "^mesh auto: priced under --document-mask 7 with the documents of the first 16 sequences of --train-data: 32.0 tokens per document, $share of the attention pairs" "$W/docs.out"; then
+    ok "--document-mask 7, 32-token documents: $(chosen docs) at $td tokens/s (causal $tc), $BUILD/costmodel's first row; $share of the pairs"
+  else bad "--document-mask 7 with --mesh auto: chose '$(chosen docs)' at $td tokens/s, $BUILD/costmodel --document-length 32 '$want', causal $tc, share '$share'"; grep '^mesh auto' "$W/docs.out"; fi
 else bad "--document-mask 7 with --mesh auto: '$(chosen docs)'"; tail -n 5 "$W/docs.out"; fi
+want="^error: --train-data .*$W/nodata_\*.bin"
+if ! run nodata 2 --document-mask 7 --train-data "$W/nodata_*.bin" && grep -qE "$want" "$W/nodata.out"; then
+  ok "--document-mask with unreadable training data: the pattern named before any mesh is chosen"
+else bad "--document-mask, --train-data missing: expected '$want'"; tail -n 5 "$W/nodata.out"; fi
 
 # 3. Nothing fits, or no cluster file: one line from rank 0, non-zero, nothing run.
 want='^error: --mesh auto: no configuration of 4 ranks fits'

@@ -79,8 +79,8 @@ static double balance(int sched, const Mesh* m, long T) {
     double max = 0, sum = 0;
     for (int i = 0; i < m->P; i++) {
         const long long pairs =
-            sched == SCHED_2D ? attention2d_visible_pairs(m->pq, m->pkv, i % m->pq, i / m->pq, T, 0)
-                              : ring_visible_pairs(RING_LAYOUT[sched], m->P, i, T, 0);
+            sched == SCHED_2D ? attention2d_visible_pairs(m->pq, m->pkv, i % m->pq, i / m->pq, T, 0, NULL)
+                              : ring_visible_pairs(RING_LAYOUT[sched], m->P, i, T, 0, NULL);
         max = pairs > max ? pairs : max;
         sum += pairs;
     }

@@ -8,8 +8,10 @@
 
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "data/loader.h"
 #include "model/activations.h"
 #include "model/backend.h"
+#include "model/documents.h"
 
 enum { SHOWN = 5 };   // candidates printed
 static const double GIB = 1073741824.0;
@@ -61,11 +63,62 @@ static int query_recompute(const TrainOptions* o, char* err, size_t errlen) {
     return (int)r;
 }
 
-int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int report, char* err,
-                     size_t errlen) {
+// The documents of the first sequences training reads (one data-parallel rank reading one
+// sequence at a time walks the same global order as every mesh): their starts, (rows, T) in
+// *start (caller frees). Returns 0, or -1 with err naming --train-data.
+static int sample_documents(const TrainOptions* o, const GPTConfig* cfg, int boundary,
+                            CostDocuments* docs, int** start, char* err, size_t errlen) {
+    const int T = o->seq_len;
+    const LoaderConfig lc = {.B = 1, .T = T, .dp_rank = 0, .dp_size = 1, .shuffle = 1,
+                             .seed = (uint64_t)o->seed, .vocab_size = cfg->V,
+                             .mode = LOADER_TRAIN};
+    char why[ERR_LEN];
+    DataLoader* loader = loader_open(o->train_data, &lc, why, sizeof why);
+    if (!loader) {
+        snprintf(err, errlen, "--train-data %s", why);
+        return -1;
+    }
+    const int64_t windows = loader_windows_per_epoch(loader);
+    const int rows = windows < MESH_AUTO_SAMPLE ? (int)windows : MESH_AUTO_SAMPLE;
+    int32_t* tokens = xmalloc(sizeof(int32_t) * 2 * (size_t)T, "sampled sequence");
+    int* end = xmalloc(sizeof(int) * (size_t)T, "sampled document ends");
+    *start = xmalloc(sizeof(int) * (size_t)rows * T, "sampled document starts");
+    int rc = 0;
+    for (int r = 0; r < rows && rc == 0; r++) {
+        rc = loader_next(loader, tokens, tokens + T, why, sizeof why);
+        if (rc == 0) document_bounds(tokens, 1, T, boundary, *start + (long)r * T, end);
+    }
+    loader_close(loader);
+    free(tokens);
+    free(end);
+    if (rc != 0) {
+        snprintf(err, errlen, "--train-data %s", why);
+        free(*start);
+        *start = NULL;
+        return -1;
+    }
+    *docs = (CostDocuments){.start = *start, .rows = rows, .T = T};
+    return 0;
+}
+
+// The sampled documents' mean length: tokens over documents (a sequence's first tokens, which
+// continue an earlier document, count as one).
+static double mean_document_length(const CostDocuments* d) {
+    long documents = 0;
+    for (long i = 0; i < d->rows * d->T; i++) documents += d->start[i] == i % d->T;
+    return (double)d->rows * d->T / documents;
+}
+
+int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, int world,
+                     int report, char* err, size_t errlen) {
     const char* path = mesh_auto_cluster_path(o);
     Cluster cluster;
     if (cluster_load(path, &cluster, err, errlen) != 0) return -1;
+    CostDocuments docs;
+    int* doc_start = NULL;
+    if (doc_boundary >= 0 && !o->eval_only &&
+        sample_documents(o, cfg, doc_boundary, &docs, &doc_start, err, errlen) != 0)
+        return -1;
     CostQuery q;
     memset(&q, 0, sizeof q);
     q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
@@ -86,11 +139,14 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
         }
         q.algorithms = 1u << a;
     }
+    q.docs = doc_start ? &docs : NULL;
     q.recompute = query_recompute(o, err, errlen);
-    if (q.recompute == -2) return -1;
     // Every candidate: the first call counts them.
-    const int n = costmodel_rank(&q, &cluster, NULL, 0, err, errlen);
-    if (n < 0) return -1;
+    const int n = q.recompute == -2 ? -1 : costmodel_rank(&q, &cluster, NULL, 0, err, errlen);
+    if (n < 0) {
+        free(doc_start);
+        return -1;
+    }
     CostCandidate* all = xcalloc((size_t)(n > 0 ? n : 1), sizeof *all, "mesh candidates");
     costmodel_rank(&q, &cluster, all, n, err, errlen);
     int kept = 0;
@@ -103,6 +159,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
                  (q.memory_limit > 0 ? q.memory_limit : cluster.memory_bytes) / GIB,
                  path, n);
         free(all);
+        free(doc_start);
         return -1;
     }
     const CostConfig best = all[0].config;
@@ -116,10 +173,11 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
                (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
                                                       : "the cheapest with which it fits");
-        if (strcmp(o->document_mask, "none") != 0)
-            printf("mesh auto: note: the cost model prices causal attention over the whole "
-                   "sequence; under --document-mask %s a query attends within its document only, "
-                   "and computes less than these times say\n", o->document_mask);
+        if (q.docs)
+            printf("mesh auto: priced under --document-mask %s with the documents of the first "
+                   "%d sequences of --train-data: %.1f tokens per document, %.2f%% of the "
+                   "attention pairs without the mask\n", o->document_mask, docs.rows,
+                   mean_document_length(&docs), 100 * all[0].pred.pair_share);
     }
     if (!(o->given & OPT_GIVEN_RECOMPUTE))
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
@@ -128,5 +186,6 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int repor
         o->pq = best.pq, o->pkv = best.pkv;
     if (!(o->given & OPT_GIVEN_ATTENTION)) o->attention = cost_algorithm_name(best.alg);
     free(all);
+    free(doc_start);
     return 0;
 }

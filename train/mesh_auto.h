@@ -14,9 +14,13 @@ const char* mesh_auto_cluster_path(const TrainOptions* o);
 
 // Sets o->dp, o->pq, o->pkv, o->attention and o->recompute (the cheapest mode with which the
 // candidate fits, unless given) to the fastest feasible candidate (most tokens/s)
-// for `world` ranks. Every rank computes the same answer from the same inputs (the cluster file
-// and the options; nothing measured), so no rank has to tell the others. report != 0 prints the
-// top candidates with the reason for each, and the choice. Returns 0, or -1 with a one-line
-// message in err (cluster file unreadable, no candidate fits).
-int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int world, int report, char* err,
-                     size_t errlen);
+// for `world` ranks. Under a document mask (doc_boundary >= 0: the token that begins a
+// document) the candidates are priced with the documents of the first MESH_AUTO_SAMPLE sequences
+// training will read (--train-data, --seed). Every rank computes the same answer from the same
+// inputs (the cluster file, the options and those sequences; nothing timed), so no rank has to
+// tell the others. report != 0 prints the top candidates with the reason for each, and the
+// choice. Returns 0, or -1 with a one-line message in err (cluster file or training data
+// unreadable, no candidate fits).
+enum { MESH_AUTO_SAMPLE = 16 };
+int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, int world,
+                     int report, char* err, size_t errlen);
