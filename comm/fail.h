@@ -15,6 +15,14 @@ extern "C" {
 // reader reports bad input, `return set_err(err, errlen, "%s: magic: expected ...", path);`.
 int set_err(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
+// Where a reader of a line-oriented file stands, for its messages ("PATH:LINE: ...").
+typedef struct {
+    const char* path;
+    int line;
+    char* err;
+    size_t errlen;
+} ReadWhere;
+
 typedef void (*FailHook)(int exit_code);
 
 // Installs the function that ends the job (e.g. one that calls MPI_Abort); NULL restores exit().

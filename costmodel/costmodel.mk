@@ -13,6 +13,7 @@ COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/
 # The program adds the reports and the CPU calibration, which times the CPU kernels
 # (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c).
 COSTMODEL_PROG_OBJS = $(COSTMODEL_OBJ_DIR)/main.o $(COSTMODEL_OBJ_DIR)/reports.o \
+	$(COSTMODEL_OBJ_DIR)/sweep_csv.o \
 	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_report.o \
 	$(COSTMODEL_OBJ_DIR)/gpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_validation.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o $(BUILD)/model/activations.o $(BUILD)/model/memory_budget.o $(BUILD)/attention/dist_scratch.o,$(COSTMODEL_OBJS)) \
 	$(BUILD)/train/peak_flops.o $(MODEL_OBJS)

@@ -14,14 +14,6 @@
 
 #include "comm/fail.h"
 
-// Where a line came from, for messages.
-typedef struct {
-    const char* path;
-    int line;
-    char* err;
-    size_t errlen;
-} Where;
-
 // The value of "key" on the line (after the colon and spaces), or NULL.
 static const char* value_of(const char* line, const char* key) {
     char pat[80];
@@ -37,7 +29,7 @@ static const char* value_of(const char* line, const char* key) {
     return NULL;
 }
 
-static int number(const Where* w, const char* line, const char* key, double* out) {
+static int number(const ReadWhere* w, const char* line, const char* key, double* out) {
     const char* v = value_of(line, key);
     char* end = NULL;
     errno = 0;
@@ -49,7 +41,7 @@ static int number(const Where* w, const char* line, const char* key, double* out
 }
 
 // A count (head size, T, B, heads, ranks): a whole number in [1, INT_MAX].
-static int count(const Where* w, const char* line, const char* key, int* out) {
+static int count(const ReadWhere* w, const char* line, const char* key, int* out) {
     double x;
     if (number(w, line, key, &x) != 0) return -1;
     if (!(x >= 1 && x <= INT_MAX && x == floor(x)))
@@ -59,7 +51,7 @@ static int count(const Where* w, const char* line, const char* key, int* out) {
     return 0;
 }
 
-static int text(const Where* w, const char* line, const char* key, char* out, size_t len) {
+static int text(const ReadWhere* w, const char* line, const char* key, char* out, size_t len) {
     const char* v = value_of(line, key);
     const char* close = v && *v == '"' ? strchr(v + 1, '"') : NULL;
     if (!close || (size_t)(close - v - 1) >= len || memchr(v + 1, '\\', (size_t)(close - v - 1)))
@@ -103,7 +95,7 @@ static void* push(void** rows, int* n, size_t size) {
     return grown + (size_t)(*n)++ * size;
 }
 
-static int read_kernel(const Where* w, const char* line, GpuReport* r) {
+static int read_kernel(const ReadWhere* w, const char* line, GpuReport* r) {
     GpuKernelRow* k = push((void**)&r->kernels, &r->nkernels, sizeof *k);
     return text(w, line, "shape", k->shape, sizeof k->shape) ||
                    text(w, line, "kernel", k->kernel, sizeof k->kernel) ||
@@ -113,7 +105,7 @@ static int read_kernel(const Where* w, const char* line, GpuReport* r) {
                : 0;
 }
 
-static int read_attention(const Where* w, const char* line, GpuReport* r) {
+static int read_attention(const ReadWhere* w, const char* line, GpuReport* r) {
     GpuAttentionRow* a = push((void**)&r->attention, &r->nattention, sizeof *a);
     return count(w, line, "hs", &a->hs) || count(w, line, "T", &a->T) ||
                    count(w, line, "B", &a->B) || count(w, line, "NH", &a->NH) ||
@@ -127,7 +119,7 @@ static int read_attention(const Where* w, const char* line, GpuReport* r) {
                : 0;
 }
 
-static int read_throughput(const Where* w, const char* line, GpuReport* r, const char* file) {
+static int read_throughput(const ReadWhere* w, const char* line, GpuReport* r, const char* file) {
     GpuThroughputRow t = {0};
     if (text(w, line, "run", t.run, sizeof t.run) ||
         number(w, line, "ms_per_step", &t.ms_per_step) ||
@@ -147,7 +139,7 @@ static int read_throughput(const Where* w, const char* line, GpuReport* r, const
     return 0;
 }
 
-static int read_fit(const Where* w, const char* line, GpuReport* r) {
+static int read_fit(const ReadWhere* w, const char* line, GpuReport* r) {
     GpuFitRow* f = push((void**)&r->fits, &r->nfits, sizeof *f);
     return text(w, line, "op", f->op, sizeof f->op) ||
                    text(w, line, "transport", f->transport, sizeof f->transport) ||
@@ -157,7 +149,7 @@ static int read_fit(const Where* w, const char* line, GpuReport* r) {
                : 0;
 }
 
-static int read_device(const Where* w, const char* line, GpuReport* r) {
+static int read_device(const ReadWhere* w, const char* line, GpuReport* r) {
     if (r->gpu[0]) return 0;   // the first device record (the GPU the kit ran on)
     return text(w, line, "name", r->gpu, sizeof r->gpu) ||
                    number(w, line, "bf16_tflops", &r->bf16_tflops) ||
@@ -170,7 +162,7 @@ static int read_file(const char* path, GpuReport* r, char* err, size_t errlen) {
     FILE* f = fopen(path, "r");
     if (!f) return set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     const char* base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    Where w = {path, 0, err, errlen};
+    ReadWhere w = {path, 0, err, errlen};
     char line[8192];
     int rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {

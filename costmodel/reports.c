@@ -10,6 +10,7 @@
 
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
+#include "costmodel/sweep_csv.h"
 #include "model/activations.h"
 #include "model/config.h"
 
@@ -482,105 +483,6 @@ int report_paper(const Cluster* a100, const Cluster* h100, const Cluster* h100_f
 
 // ================================ the CPU validation ============================================
 
-// A sweep CSV (tools/bench_sweep.sh): columns found by header name, extra columns ignored.
-enum { MAX_COLS = 64, MAX_ROWS = 512 };
-typedef struct {
-    int n;
-    char* name[MAX_COLS];
-} Header;
-
-typedef struct {
-    CostConfig config;
-    int ranks;
-    double ms, compute_ms, exposed_ms, bytes;   // measured (NAN when the CSV lacks a column)
-    double peak_gflops;                         // the trainer's one-thread FMA peak (NAN: no column)
-    char preset[32];
-} Measured;
-
-// Splits line (modified in place) at commas; returns the field count.
-static int split_csv(char* line, char** field, int max) {
-    int n = 0;
-    line[strcspn(line, "\r\n")] = 0;
-    for (char* p = line; n < max;) {
-        field[n++] = p;
-        char* comma = strchr(p, ',');
-        if (!comma) break;
-        *comma = 0;
-        p = comma + 1;
-    }
-    return n;
-}
-
-static int column(const Header* h, const char* name) {
-    for (int k = 0; k < h->n; k++)
-        if (!strcmp(h->name[k], name)) return k;
-    return -1;
-}
-
-static int required(const Header* h, const char* path, const char* name) {
-    const int k = column(h, name);
-    if (k < 0) fail_msg("%s:1: expected a column '%s' in the header, found none", path, name);
-    return k;
-}
-
-static double number_at(char** f, int n, int k, const char* path, int line, const char* name) {
-    if (k < 0) return NAN;
-    char* end;
-    const double x = k < n ? strtod(f[k], &end) : NAN;
-    if (k >= n || end == f[k] || *end)
-        fail_msg("%s:%d: column '%s': expected a number, found '%s'", path, line, name,
-                 k < n ? f[k] : "(missing)");
-    return x;
-}
-
-// Reads every run of the sweep; returns how many.
-static int read_sweep(const char* path, Measured* rows, int max) {
-    FILE* f = fopen(path, "r");
-    if (!f) fail_msg("%s: cannot open: %s", path, strerror(errno));
-    static char header_line[4096], line[4096];
-    if (!fgets(header_line, sizeof header_line, f)) fail_msg("%s: expected a header line, found none", path);
-    Header h;
-    h.n = split_csv(header_line, h.name, MAX_COLS);
-    static const char* const NUMS[] = {"layers", "channels", "heads", "vocab", "seq_len", "batch",
-                                       "dp", "pq", "pkv", "overlap", "ms_per_step"};
-    enum { NNUMS = sizeof NUMS / sizeof NUMS[0] };
-    int col[NNUMS];
-    for (int k = 0; k < NNUMS; k++) col[k] = required(&h, path, NUMS[k]);
-    const int c_preset = required(&h, path, "preset"), c_alg = required(&h, path, "algorithm");
-    const int c_ctx = column(&h, "context"), c_comp = column(&h, "compute_ms");
-    const int c_exp = column(&h, "exposed_comm_ms"), c_bytes = column(&h, "comm_bytes_per_rank");
-    const int c_peak = column(&h, "peak_gflops");
-    int n = 0;
-    for (int lineno = 2; fgets(line, sizeof line, f); lineno++) {
-        char* fld[MAX_COLS];
-        const int nf = split_csv(line, fld, MAX_COLS);
-        if (nf == 1 && !fld[0][0]) continue;
-        if (n == max) fail_msg("%s: expected at most %d runs, found more", path, max);
-        double v[NNUMS];
-        for (int k = 0; k < NNUMS; k++) v[k] = number_at(fld, nf, col[k], path, lineno, NUMS[k]);
-        const int alg = c_alg < nf ? cost_algorithm_parse(fld[c_alg]) : -1;
-        if (alg < 0)
-            fail_msg("%s:%d: column 'algorithm': expected 2d, 2d-overlap, ring, striped or zigzag, "
-                     "found '%s'", path, lineno, c_alg < nf ? fld[c_alg] : "(missing)");
-        Measured* m = &rows[n++];
-        const double ctx = number_at(fld, nf, c_ctx, path, lineno, "context");
-        const CostShape shape = {(int)v[0], (int)v[1], (int)v[2], (int)v[3],
-                                 (int)(isnan(ctx) ? v[4] : ctx), 0, 0};
-        m->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
-                                 (CostAlgorithm)alg, (int)v[9], 0, 0, GPT_RECOMPUTE_NONE, NULL};
-        m->ranks = (int)(v[6] * v[7] * v[8]);
-        m->ms = v[10];
-        m->compute_ms = number_at(fld, nf, c_comp, path, lineno, "compute_ms");
-        m->exposed_ms = number_at(fld, nf, c_exp, path, lineno, "exposed_comm_ms");
-        m->bytes = number_at(fld, nf, c_bytes, path, lineno, "comm_bytes_per_rank");
-        m->peak_gflops = number_at(fld, nf, c_peak, path, lineno, "peak_gflops");
-        snprintf(m->preset, sizeof m->preset, "%s", c_preset < nf ? fld[c_preset] : "?");
-    }
-    fclose(f);
-    if (!n) fail_msg("%s: expected at least one run, found none", path);
-    return n;
-}
-
 // The goal of the CPU validation: every point within 20%.
 static const double POINT_GOAL_PCT = 20;
 // A sweep whose measured one-thread peak differs from the cluster file's by more than this ran on
@@ -604,12 +506,12 @@ static void cluster_origin(const char* path, char* out, size_t size) {
 }
 
 // The median of the sweep's measured peaks in GFLOP/s; NAN when the CSV has none.
-static double sweep_peak_gflops(const Measured* rows, int n) {
-    static double v[MAX_ROWS];
+static double sweep_peak_gflops(const SweepRun* rows, int n) {
+    static double v[SWEEP_MAX_ROWS];
     int k = 0;
     for (int i = 0; i < n; i++)
         if (isfinite(rows[i].peak_gflops)) v[k++] = rows[i].peak_gflops;
-    for (int i = 1; i < k; i++)   // insertion sort: at most MAX_ROWS values
+    for (int i = 1; i < k; i++)   // insertion sort: at most SWEEP_MAX_ROWS values
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
             const double t = v[j];
             v[j] = v[j - 1], v[j - 1] = t;
@@ -619,7 +521,7 @@ static double sweep_peak_gflops(const Measured* rows, int n) {
 
 // One panel per sequence length: bytes per rank against P, per algorithm, measured (points) and
 // the formula (lines). Data blocks in (length, algorithm) order, each sorted by P.
-static void plot_bytes(FILE* g, const char* dir, const Measured* rows, const CostPrediction* pred,
+static void plot_bytes(FILE* g, const char* dir, const SweepRun* rows, const CostPrediction* pred,
                        int n) {
     enum { MAX_LENS = 4 };
     long lens[MAX_LENS];
@@ -665,7 +567,7 @@ static void plot_bytes(FILE* g, const char* dir, const Measured* rows, const Cos
 }
 
 // gnuplot reads the data inline; returns its exit status.
-static int plot_validation(const char* dir, const Measured* rows, const CostPrediction* pred, int n) {
+static int plot_validation(const char* dir, const SweepRun* rows, const CostPrediction* pred, int n) {
     FILE* g = popen("gnuplot", "w");
     if (!g) fail_msg("gnuplot: cannot start: %s (run tools/setup.sh)", strerror(errno));
     fprintf(g, "set terminal pngcairo size 900,700 font ',10' noenhanced\n"
@@ -681,15 +583,19 @@ static int plot_validation(const char* dir, const Measured* rows, const CostPred
         fprintf(g, ", $d using ($1 == %d ? $2 : 1/0):3 with points pt 7 ps 1.3 title '%s'", a,
                 cost_algorithm_name((CostAlgorithm)a));
     fprintf(g, "\n");
-    plot_bytes(g, dir, rows, pred, n);    fprintf(g, "\n");
+    // a sweep without comm_bytes_per_rank (NAN in every row) has no measured bytes to draw
+    if (!isnan(rows[0].bytes)) plot_bytes(g, dir, rows, pred, n);
+    fprintf(g, "\n");
     return pclose(g);
 }
 
 int report_validation(const char* csv, const Cluster* c, const char* cluster_path,
                       const char* out_dir) {
-    static Measured rows[MAX_ROWS];
-    static CostPrediction pred[MAX_ROWS];
-    const int n = read_sweep(csv, rows, MAX_ROWS);
+    static SweepRun rows[SWEEP_MAX_ROWS];
+    static CostPrediction pred[SWEEP_MAX_ROWS];
+    char err[ERR_LEN];
+    const int n = sweep_read(csv, rows, SWEEP_MAX_ROWS, err, sizeof err);
+    if (n < 0) fail_msg("%s", err);
     AtomicFile csv_file, md_file;
     FILE* out = open_out(&csv_file, out_dir, "cpu_validation.csv");
     FILE* md = open_out(&md_file, out_dir, "cpu_validation.md");
@@ -727,7 +633,7 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
     char misses[1024] = "";
     double sum_abs = 0, worst = 0;
     for (int k = 0; k < n; k++) {
-        const Measured* m = &rows[k];
+        const SweepRun* m = &rows[k];
         const CostConfig* g = &m->config;
         pred[k] = predict_or_die(g, c);
         const double p_ms = 1e3 * pred[k].step_s, err = pct_error(p_ms, m->ms);
@@ -771,9 +677,10 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
                 "Measured compute / exposed communication are rank 0's timeline fractions times the "
                 "step time (on shared cores a rank's \"exposed communication\" includes the time "
                 "other ranks hold the cores); the predicted ones are the model's critical path.\n\n"
-                "![predicted vs measured](cpu_validation.png)\n\n![bytes per rank](bytes_per_rank.png)\n",
+                "![predicted vs measured](cpu_validation.png)\n%s",
             within, n, POINT_GOAL_PCT, sum_abs / n, worst, misses[0] ? " Misses: " : "", misses,
-            direction, bytes_equal, bytes_known);
+            direction, bytes_equal, bytes_known,
+            isnan(rows[0].bytes) ? "" : "\n![bytes per rank](bytes_per_rank.png)\n");
     report_file_commit(&csv_file);
     report_file_commit(&md_file);
     if (plot_validation(out_dir, rows, pred, n) != 0) fail_msg("gnuplot failed writing %s/*.png", out_dir);

@@ -11,7 +11,7 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 25
 FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab options hf_import mc_eval \
-	cluster gpu_report
+	cluster gpu_report sweep_csv
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
 	-Wno-unused-parameter -fno-sanitize-recover=all
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
@@ -34,6 +34,8 @@ FUZZ_SRCS_cluster = costmodel/cluster.c
 FUZZ_OBJS_cluster = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_gpu_report = costmodel/gpu_report.c
 FUZZ_OBJS_gpu_report = $(FUZZ_BASE_OBJS)
+FUZZ_SRCS_sweep_csv = costmodel/sweep_csv.c
+FUZZ_OBJS_sweep_csv = $(COSTMODEL_OBJS) $(BUILD)/comm/atomic_file.o   # cost_algorithm_parse
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
 FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/hf_layout.c checkpoints/safetensors.c \

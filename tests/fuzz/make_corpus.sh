@@ -90,3 +90,16 @@ pick() {   # TYPE COUNT: the first COUNT records of TYPE
   grep -h -m 2 '"type":"fit"' results/gpu/h100-2026-11-26T1125-7123ce3/gpu_report.jsonl; } \
   > "$out/gpu_report/kit"
 { pick device 1; cat "$report/side_by_side.jsonl"; } > "$out/gpu_report/by_hand"
+
+# sweep_csv: sweeps as tools/bench_sweep.py writes them (its header, two points) and by hand
+# (other column order, an extra column, a context, a blank line, CRLF line ends), written here:
+# the committed results/sweep-cpu/sweep.csv is rewritten by make bench.
+mkdir -p "$out/sweep_csv"
+printf '%s\n' \
+  'preset,layers,channels,heads,vocab,seq_len,batch,dp,pq,pkv,ranks,algorithm,overlap,steps_timed,ms_per_step,tokens_per_s,mfu,compute_ms,exposed_comm_ms,wait_ms,comm_bytes_per_rank,peak_gflops' \
+  'tiny,2,64,4,512,1024,2,1,1,1,1,2d,1,4,93.1917,21976.2,0.173957,93.0524,0,0,0,249.735' \
+  'tiny,2,64,4,512,1024,2,1,2,2,4,2d-overlap,1,4,61.5,33300.1,0.11,40.2,12.7,8.1,1587216,249.735' \
+  > "$out/sweep_csv/bench_sweep"
+printf '%s\r\n' 'ms_per_step,algorithm,preset,layers,channels,heads,vocab,seq_len,context,batch,dp,pq,pkv,overlap,note' \
+  '50.0,zigzag,tiny,2,64,4,512,256,512,1,1,1,4,0,x' '' '60.5,ring,small,4,128,4,50257,512,512,2,2,1,2,1,y' \
+  > "$out/sweep_csv/by_hand"
