@@ -17,9 +17,11 @@ void block_map_free(BlockMap* map) {
     memset(map, 0, sizeof *map);
 }
 
-// Whether query q sees key k: causal, and within the window when there is one.
+// Whether query q sees key k: causal, within the window when there is one, and in q's document
+// when there are documents.
 static int visible(const Simulation* sim, long q, long k) {
-    return k <= q && (sim->s.window <= 0 || q - k < sim->s.window);
+    return k <= q && (sim->s.window <= 0 || q - k < sim->s.window) &&
+           (!sim->docs.start || k >= sim->docs.start[q]);
 }
 
 int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char* err) {

@@ -85,7 +85,8 @@ int explain_check_mpi(const ExplainShape* s, int* argc, char*** argv) {
     for (size_t i = 0; i < nout; i++) dout[i] = (real)((state = state * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1;
     ComputeRecorder calls = {0};
     calls.run_kernels = 1;
-    explain_run_layer(layer, comm, s, qkv, dout, &calls);
+    DocumentBounds docs = explain_documents(s);
+    explain_run_layer(layer, comm, s, docs, qkv, dout, &calls);
 
     Simulation* sim = simulate(s);
     int failures = compare(&m, comm, &calls, &layer->positions, sim);
@@ -98,6 +99,7 @@ int explain_check_mpi(const ExplainShape* s, int* argc, char*** argv) {
     comm_all_reduce_host(comm, MESH_WORLD, &total, 1, COMM_F64);
     simulation_free(sim);
     compute_recorder_free(&calls);
+    explain_documents_free(&docs);
     free(qkv);
     free(dout);
     attention_layer_free(layer);

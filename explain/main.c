@@ -1,7 +1,8 @@
 // build/explain: what a distributed attention schedule does, computed by running it.
 //
 //   explain [--seq-len 16] [--pq 2] [--pkv 2] [--dp 1] [--attention 2d] [--heads 1]
-//           [--head-size 1] [--batch 1] [--attention-window W] [--png DIR] [--check-mpi] [--lse-example]
+//           [--head-size 1] [--batch 1] [--attention-window W] [--document-length D] [--png DIR]
+//           [--check-mpi] [--lse-example]
 //           [--crossover] [--summary] [--help]
 //
 // Each rank of one sequence-parallel group runs the real layer in this process over a recording
@@ -29,6 +30,8 @@ static const char* const usage =
     "  --head-size N    channels per head (default 1)\n"
     "  --batch N        sequences per rank (default 1)\n"
     "  --attention-window W   a sliding window: a query at t sees t-W+1..t (default: none, causal)\n"
+    "  --document-length D    documents of D tokens packed from position 0: a query sees only\n"
+    "                   its own document (the trainer's --document-mask; default: none)\n"
     "  --png DIR        also draw the pictures into DIR with gnuplot (matrix, mesh, transfers,\n"
     "                   bytes per rank against P)\n"
 "  --summary        only the work and the bytes per rank\n"
@@ -49,7 +52,7 @@ static int parse_count(const char* flag, const char* value, long max) {
 }
 
 int main(int argc, char** argv) {
-    ExplainShape s = {ALGO_2D, 1, 2, 2, 16, 1, 1, 1, 0};
+    ExplainShape s = {ALGO_2D, 1, 2, 2, 16, 1, 1, 1, 0, 0};
     const char* png = NULL;
     int check_mpi = 0, lse_example = 0, crossover = 0, summary = 0;
     for (int k = 1; k < argc; k++) {
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "--head-size")) s.HS = parse_count(f, v, 4096);
         else if (!strcmp(f, "--batch")) s.B = parse_count(f, v, 4096);
         else if (!strcmp(f, "--attention-window")) s.window = parse_count(f, v, 1 << 20);
+        else if (!strcmp(f, "--document-length")) s.doc_len = parse_count(f, v, 1 << 20);
         else if (!strcmp(f, "--attention")) {
             if (!v || explain_algo_parse(v, &s.algo))
                 fail_msg("explain: --attention: expected 2d, 2d-overlap, ring, striped or zigzag, found '%s'",

@@ -130,17 +130,22 @@ static int* ring_holdings(const Simulation* sim) {
 }
 
 // Whether a forward call of rank i reads keys of rank o's block.
+// Whether rank i's forward calls rank o's keys: 0 not at all (the schedule skipped them), 1 with
+// visible pairs, 2 only in calls that see none (blocks of other documents).
 static int computes_with(const Simulation* sim, int i, int o) {
     const RankRun* r = &sim->rank[i];
     long* pos = xmalloc((size_t)sim->Tl * sizeof(long), "explain positions");
     token_layout_positions(sim->rank[o].layout, sim->Tl, pos);
-    int found = 0;
-    for (int c = 0; c < r->ncalls && !found; c++) {
+    int called = 0, pairs = 0;
+    for (int c = 0; c < r->ncalls; c++) {
         if (r->call[c].kind != CALL_FORWARD) continue;
+        int found = 0;
         for (int j = 0; j < sim->Tl; j++) found |= pos[j] == r->call[c].p.kpos.off;
+        called |= found;
+        pairs |= found && attention_visible_pairs(&r->call[c].p) > 0;
     }
     free(pos);
-    return found;
+    return pairs ? 1 : called ? 2 : 0;
 }
 
 static void print_tokens(const Simulation* sim, FILE* out) {
@@ -179,11 +184,11 @@ static void print_tokens(const Simulation* sim, FILE* out) {
             snprintf(label, sizeof label, "step %d: K, V in hand", s);
             table_row(&t, label);
             for (int i = 0; i < P; i++) {
-                const int o = hold[i * P + s];
-                if (computes_with(sim, i, o))
+                const int o = hold[i * P + s], with = computes_with(sim, i, o);
+                if (with == 1)
                     format_layout(sim->rank[o].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
                 else
-                    snprintf(table_cell(&t, i), CELL_LEN, "(masked)");
+                    snprintf(table_cell(&t, i), CELL_LEN, with ? "(no pairs)" : "(masked)");
             }
         }
         free(hold);
@@ -225,7 +230,10 @@ static void print_work(const Simulation* sim, FILE* out) {
     }
     const double mean = (double)sum / sim->P;
     fprintf(out, "\n  total %lld = %s, max %lld, mean %.2f, max/mean %.3f\n", sum,
-            sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W" : "T(T+1)/2", max,
+            sim->docs.start                               ? "the pairs within documents"
+            : sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W"
+                                                            : "T(T+1)/2",
+            max,
             mean, max / mean);
 }
 
@@ -363,6 +371,11 @@ static void print_header(const Simulation* sim, FILE* out) {
     if (s->window > 0)
         fprintf(out, "sliding window W = %ld: a query at t sees the keys t-W+1..t; the schedules skip "
                 "the blocks no query's window reaches, and move the same bytes\n", s->window);
+    if (s->doc_len > 0)
+        fprintf(out, "documents of %ld tokens: a query sees only the keys of its own document; the "
+                "schedules run every block (the bounds live in memory they do not read), a block "
+                "of other documents returns an empty partial, and the same bytes move\n",
+                s->doc_len);
     if (s->dp > 1)
         fprintf(out, "dp = %d: each of the %d SP groups does the same on its own sequences; shown: group 0\n",
                 s->dp, s->dp);

@@ -33,6 +33,9 @@ int explain_check_shape(const ExplainShape* s, char* err) {
                        "--seq-len %ld: zigzag splits the sequence into 2P = %d chunks: expected a "
                        "multiple of %d",
                        s->T, 2 * m.P, 2 * m.P);
+    if (s->doc_len > s->T)
+        return set_err(err, ERR_LEN, "--document-length %ld: expected at most --seq-len %ld (a "
+                       "document within a sequence)", s->doc_len, s->T);
     return 0;
 }
 
@@ -48,13 +51,36 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
     }
 }
 
-void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s, const real* qkv,
-                       const real* dout, ComputeRecorder* rec) {
+DocumentBounds explain_documents(const ExplainShape* s) {
+    DocumentBounds d = {NULL, NULL, (int)s->T};
+    if (s->doc_len <= 0) return d;
+    const size_t n = (size_t)s->B * s->T;
+    int* start = xmalloc(n * sizeof(int), "explain document starts");   // (B, T)
+    int* end = xmalloc(n * sizeof(int), "explain document ends");       // (B, T)
+    for (size_t i = 0; i < n; i++) {
+        const long t = (long)(i % (size_t)s->T), first = t / s->doc_len * s->doc_len;
+        start[i] = (int)first;
+        end[i] = (int)(first + s->doc_len < s->T ? first + s->doc_len : s->T);
+    }
+    d.start = start, d.end = end;
+    return d;
+}
+
+void explain_documents_free(DocumentBounds* d) {
+    free((int*)d->start);
+    free((int*)d->end);
+    d->start = d->end = NULL;
+}
+
+void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
+                       DocumentBounds docs, const real* qkv, const real* dout,
+                       ComputeRecorder* rec) {
     const int Tl = (int)(s->T / comm->mesh.P), C = s->NH * s->HS;
     const size_t rows = (size_t)s->B * Tl;
     real* out = xmalloc(rows * C * sizeof(real), "explain output");           // (B, Tl, C)
     real_stat* lse = xmalloc((size_t)s->B * s->NH * Tl * sizeof(real_stat), "explain LSE");
     real* dqkv = xmalloc(rows * 3 * C * sizeof(real), "explain dQKV");        // (B, Tl, 3C)
+    layer->docs = docs;
     compute_record_into(rec);
     if (rec) rec->phase = COMM_FORWARD;
     layer->forward(layer, 0, s->window, s->B, Tl, s->NH, s->HS, qkv, out, lse);
@@ -74,7 +100,7 @@ DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase p
                            s->algo == ALGO_2D_OVERLAP);
 }
 
-static void simulate_rank(const ExplainShape* s, int sp, RankRun* out) {
+static void simulate_rank(const ExplainShape* s, DocumentBounds docs, int sp, RankRun* out) {
     char err[ERR_LEN];
     const int P = s->pq * s->pkv;
     CHECK(mesh_init(&out->mesh, s->dp, s->pq, s->pkv, sp, s->dp * P, err) == 0, "check the mesh", "%s", err);
@@ -86,7 +112,7 @@ static void simulate_rank(const ExplainShape* s, int sp, RankRun* out) {
     out->layout = layer->positions;
     real* qkv = xcalloc((size_t)s->B * Tl * 3 * C, sizeof(real), "explain QKV");
     real* dout = xcalloc((size_t)s->B * Tl * C, sizeof(real), "explain dout");
-    explain_run_layer(layer, comm, s, qkv, dout, &rec);
+    explain_run_layer(layer, comm, s, docs, qkv, dout, &rec);
     for (int ph = 0; ph < 2; ph++) {
         for (int k = 0; k < COMM_NKINDS; k++)
             out->counted[ph].kind[k] = comm_count(comm, 0, (CommPhase)ph, (CommKind)k);
@@ -109,7 +135,8 @@ Simulation* simulate(const ExplainShape* s) {
     sim->P = s->pq * s->pkv;
     sim->Tl = (int)(s->T / sim->P);
     sim->rank = xcalloc((size_t)sim->P, sizeof *sim->rank, "simulated ranks");
-    for (int i = 0; i < sim->P; i++) simulate_rank(s, i, &sim->rank[i]);
+    sim->docs = explain_documents(s);
+    for (int i = 0; i < sim->P; i++) simulate_rank(s, sim->docs, i, &sim->rank[i]);
     return sim;
 }
 
@@ -120,6 +147,7 @@ void simulation_free(Simulation* sim) {
         free(sim->rank[i].call);
     }
     free(sim->rank);
+    explain_documents_free(&sim->docs);
     free(sim);
 }
 
@@ -134,9 +162,10 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
     static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(sim->s.algo))
-        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window, NULL);
+        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window,
+                                  sim->docs.start);
     return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, sim->s.window,
-                                     NULL);
+                                     sim->docs.start);
 }
 
 long long rank_bytes(const RankRun* r, CommPhase phase) {

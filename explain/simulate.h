@@ -15,6 +15,7 @@ typedef struct {
     long T;              // sequence length
     int B, NH, HS;       // batch, heads, head size (the byte counts scale with them)
     long window;         // the trainer's --attention-window: 0 causal, W a sliding window
+    long doc_len;        // --document-length D: documents of D tokens from position 0 (0: none)
 } ExplainShape;
 
 // One simulated rank of SP group 0.
@@ -32,7 +33,8 @@ typedef struct {
 typedef struct {
     ExplainShape s;
     int P, Tl;
-    RankRun* rank;   // P entries, by SP index
+    RankRun* rank;        // P entries, by SP index
+    DocumentBounds docs;  // the document mask the ranks ran under (explain_documents)
 } Simulation;
 
 const char* explain_algo_name(ExplainAlgo a);           // "2d", "2d-overlap", "ring", ...
@@ -43,12 +45,20 @@ int explain_algo_is_ring(ExplainAlgo a);
 // Checks T against the mesh and the algorithm; 0, or -1 with a one-line message naming the flag.
 int explain_check_shape(const ExplainShape* s, char* err);
 
+// The document bounds of s: (B, T) start and end arrays of documents of s->doc_len tokens from
+// position 0, the same in every sequence (start NULL without documents). Free them with
+// explain_documents_free once no recorded call that points at them is read.
+DocumentBounds explain_documents(const ExplainShape* s);
+void explain_documents_free(DocumentBounds* docs);
+
 // The layer the trainer would create for this algorithm on comm (its Comm must have a scope 0).
 AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s);
-// One forward and one backward of layer 0 on (B, Tl, 3C) inputs qkv, dout (B, Tl, C); the
-// outputs land in scratch the function owns. rec (may be NULL) records the partial calls.
-void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s, const real* qkv,
-                       const real* dout, ComputeRecorder* rec);
+// One forward and one backward of layer 0 on (B, Tl, 3C) inputs qkv, dout (B, Tl, C) under the
+// document mask docs; the outputs land in scratch the function owns. rec (may be NULL) records
+// the partial calls.
+void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
+                       DocumentBounds docs, const real* qkv, const real* dout,
+                       ComputeRecorder* rec);
 // dist_cost.c's operations for this rank and phase.
 DistCommOps explain_closed_ops(const Mesh* mesh, const ExplainShape* s, CommPhase phase);
 
@@ -58,7 +68,8 @@ void simulation_free(Simulation* sim);
 
 // Unmasked (query, key) pairs of one sequence and head computed by a rank's forward calls.
 long long rank_visible_pairs(const RankRun* r);
-// The closed form of the same (attention2d_visible_pairs / ring_visible_pairs, with the window).
+// The closed form of the same (attention2d_visible_pairs / ring_visible_pairs, with the window
+// and the documents).
 long long closed_visible_pairs(const Simulation* sim, int sp);
 // Bytes a rank receives in one phase, summed over its recorded operations.
 long long rank_bytes(const RankRun* r, CommPhase phase);
