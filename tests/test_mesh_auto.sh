@@ -133,7 +133,8 @@ if run win 4 --attention-window 32 && [ "$(chosen win)" = "$(ran win)" ]; then
 else bad "--attention-window 32 with --mesh auto: '$(chosen win)'"; tail -n 5 "$W/win.out"; fi
 # A document mask: the candidates are priced with the documents of the sequences training reads
 # first, here 32 tokens each, so the choice and its predicted tokens/s are build/costmodel's first
-# row with --document-length 32, faster than causal; training data that cannot be read is named.
+# row with --document-length 32, faster than causal, and the summary sets the share it priced beside
+# the one training measured (here both exact); training data that cannot be read is named.
 first_row() {   # ARGS...: build/costmodel's first row as "CONFIG|TOKENS/S"
   "$COSTMODEL" --cluster "$CLUSTER" --preset tiny --layers 2 --channels 64 --heads 4 \
     --vocab 256 --context 256 --seq-len 256 --batch 1 --gpus 4 --top 1 "$@" 2>&1 |
@@ -145,6 +146,7 @@ if run docs 4 --document-mask 7 --train-data "$W/docs_*.bin" && [ "$(chosen docs
             --vocab 256 --context 256 --seq-len 256 --batch 1 --dp 4 --attention 2d \
             --document-length 32 | sed -n 's/^documents *\([0-9.]*%\) of the pairs.*/\1/p')
   if [ "$want" = "$(chosen docs)|$td" ] && [ -n "$tc" ] && [ "$td" -gt "$tc" ] && [ "$share" = 12.84% ] &&
+     grep -q "^documents: the mask left 12.84% of the attention pairs the MFU counts (rank 0's training batches) (--mesh auto priced 12.84% from the sequences it sampled);" "$W/docs.out" &&
      grep -q "^mesh auto: priced under --document-mask 7 with the documents of the first 16 sequences of --train-data: 32.0 tokens per document, $share of the attention pairs" "$W/docs.out"; then
     ok "--document-mask 7, 32-token documents: $(chosen docs) at $td tokens/s (causal $tc), $BUILD/costmodel's first row; $share of the pairs"
   else bad "--document-mask 7 with --mesh auto: chose '$(chosen docs)' at $td tokens/s, $BUILD/costmodel --document-length 32 '$want', causal $tc, share '$share'"; grep '^mesh auto' "$W/docs.out"; fi

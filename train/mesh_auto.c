@@ -110,7 +110,7 @@ static double mean_document_length(const CostDocuments* d) {
 }
 
 int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, int world,
-                     int report, char* err, size_t errlen) {
+                     int report, double* pair_share, char* err, size_t errlen) {
     const char* path = mesh_auto_cluster_path(o);
     Cluster cluster;
     if (cluster_load(path, &cluster, err, errlen) != 0) return -1;
@@ -163,6 +163,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
         return -1;
     }
     const CostConfig best = all[0].config;
+    if (pair_share) *pair_share = all[0].pred.pair_share;
     if (report) {
         printf("mesh auto: %d feasible configurations of %d ranks on %s (%s); predicted, "
                "fastest first:\n", kept, world, cluster.name, path);

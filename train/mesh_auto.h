@@ -19,8 +19,10 @@ const char* mesh_auto_cluster_path(const TrainOptions* o);
 // training will read (--train-data, --seed). Every rank computes the same answer from the same
 // inputs (the cluster file, the options and those sequences; nothing timed), so no rank has to
 // tell the others. report != 0 prints the top candidates with the reason for each, and the
-// choice. Returns 0, or -1 with a one-line message in err (cluster file or training data
-// unreadable, no candidate fits).
+// choice. *pair_share (when not NULL) gets the share of the attention pairs the sampled
+// documents leave (1 without documents), for the run's summary to set beside the measured one.
+// Returns 0, or -1 with a one-line message in err (cluster file or training data unreadable, no
+// candidate fits).
 enum { MESH_AUTO_SAMPLE = 16 };
 int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, int world,
-                     int report, char* err, size_t errlen);
+                     int report, double* pair_share, char* err, size_t errlen);

@@ -236,8 +236,13 @@ void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
         char doc_mfu[32];
         const double mfu_pairs = mfu_of(t, tps, flops_per_token - attention * (1 - share), doc_mfu,
                                         sizeof doc_mfu);
-        printf("documents: the mask left %.1f%% of the attention pairs the MFU counts (rank 0's "
-               "training batches); MFU on the pairs computed %s\n", share * 100, doc_mfu);
+        char priced[96] = "";
+        if (t->doc_share_priced > 0)
+            snprintf(priced, sizeof priced, " (--mesh auto priced %.2f%% from the sequences it "
+                     "sampled)", 100 * t->doc_share_priced);
+        printf("documents: the mask left %.2f%% of the attention pairs the MFU counts (rank 0's "
+               "training batches)%s; MFU on the pairs computed %s\n", share * 100, priced,
+               doc_mfu);
         run_log_json(&t->log, "{\"type\":\"documents\",\"step\":%d,\"pair_share\":%.6f,"
                      "\"mfu_pairs\":%.5f}", t->step, share, mfu_pairs);
     }

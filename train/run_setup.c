@@ -425,8 +425,8 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     }
     if (strcmp(t->opt.mesh, "auto") == 0) {
         char err[ERR_LEN];
-        if (mesh_auto_choose(&t->opt, &t->cfg, t->doc_boundary, world_size, t->rank == 0, err,
-                             sizeof err) != 0)
+        if (mesh_auto_choose(&t->opt, &t->cfg, t->doc_boundary, world_size, t->rank == 0,
+                             &t->doc_share_priced, err, sizeof err) != 0)
             config_error(t, "%s", err);
     }
     setup_mesh(t, world_rank, world_size);

@@ -43,6 +43,7 @@ typedef struct {
     int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
     double doc_pairs[2];       // attention pairs of this rank's training batches, summed over the
                                // layers: under the document mask, and causal (the MFU's count)
+    double doc_share_priced;   // --mesh auto: the pair share of the documents it sampled (0: none)
     long tokens_per_step;      // global tokens per optimizer step
     AttentionLayer* attention;
     GPT model;
