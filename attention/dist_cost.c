@@ -53,17 +53,26 @@ DistCommOps attention2d_ops(const Mesh* m, CommPhase phase, int B, int Tl, int N
     return l;
 }
 
-DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span) {
+    if (layout != RING_CONTIGUOUS) return P;
+    long look = (long)P * Tl - 1;   // causal: the first query of the last rank sees T - 1 before
+    if (window > 0 && window - 1 < look) look = window - 1;
+    if (doc_span > 0 && doc_span - 1 < look) look = doc_span - 1;
+    const long steps = 1 + (look + Tl - 1) / Tl;
+    return steps < P ? (int)steps : P;
+}
+
+DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
                      size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
-    const long long P = m->P, S = (long long)B * Tl * NH * HS;
-    if (P == 1) return l;
-    // K|V: P-1 hops (in P-1 batches backward too); dK|dV, backward: P hops (the last brings each
-    // accumulator home), in their own batches (another element type).
-    push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, (P - 1) * 2 * S * act_size, P - 1,
-         P - 1);
+    const long long n = steps, S = (long long)B * Tl * NH * HS;
+    if (n <= 1) return l;
+    // K|V: steps-1 hops (in steps-1 batches backward too); dK|dV, backward: steps hops (the last
+    // brings each accumulator home), in their own batches (another element type).
+    push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, (n - 1) * 2 * S * act_size, n - 1,
+         n - 1);
     if (phase == COMM_BACKWARD)
-        push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, P * 2 * S * acc_size, P, P);
+        push(&l, COMM_SEND_RECV, DIST_ALONG_RING, DIST_STAGE_PASS, n * 2 * S * acc_size, n, n);
     return l;
 }
 
@@ -90,9 +99,9 @@ CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int
     return dist_comm_volume(&l);
 }
 
-CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
                        size_t act_size, size_t acc_size) {
-    const DistCommOps l = ring_ops(m, phase, B, Tl, NH, HS, act_size, acc_size);
+    const DistCommOps l = ring_ops(m, phase, B, Tl, NH, HS, steps, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 

@@ -52,14 +52,22 @@ CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, 
 // column exchange as pq-1 or pkv-1 send/recv calls of one message each.
 CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
                                       int HS, size_t act_size, size_t acc_size);
-// Ring, Striped and Zigzag (the same schedule; the layout does not change the volume).
+// The steps of the ring schedule (attention/ring.c) in a layer with the given window (0: causal)
+// and document span (DocumentBounds.span; 0: none or unknown): P, except that contiguous chunks
+// (Ring) stop once no query reaches back further: a query sees at most
+// look = min(T - 1, W - 1, span - 1) keys before it, so rank i needs the blocks of ranks
+// i - ceil(look / Tl) .. i, 1 + ceil(look / Tl) steps. Striped's cyclic tokens and Zigzag's
+// chunks i and 2P-1-i reach every rank's keys within a few positions: P.
+int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span);
+// Ring, Striped and Zigzag over `steps` ring steps (ring_steps; P for the whole ring): the
+// layout changes nothing else.
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                       size_t act_size, size_t acc_size);
+                       int steps, size_t act_size, size_t acc_size);
 // The operations of those schedules (ring != 0: ATTENTION2D's overlapped schedule, every row or
 // column exchange as n-1 send/recv passes; it keeps no K/V), and their sum per kind.
 DistCommOps attention2d_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                             int keep_kv, size_t act_size, size_t acc_size, int ring);
-DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
                      size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 

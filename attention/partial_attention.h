@@ -47,7 +47,10 @@ static inline TOKEN_LAYOUT_HD long token_layout_position(TokenLayout l, long i) 
 typedef struct {
     const int* start;
     const int* end;
-    int T;   // positions per sequence (the row length of start and end)
+    int T;      // positions per sequence (the row length of start and end)
+    int span;   // the most keys any query's document gives it, max over (b, t) of
+                // t - start[b, t] + 1, computed on the host (document_span): a schedule may skip
+                // the blocks no query reaches back to; 0: unknown (nothing skipped)
 } DocumentBounds;
 
 typedef struct {

@@ -11,10 +11,17 @@
 // K|V blocks travel in the storage type `real` (bf16 on the CUDA bf16 build); the output, its LSE
 // and the dQ, dK|dV accumulators are real_acc (fp32 on CUDA), and so is the travelling dK|dV
 // accumulator, which sums P partials (attention/dist_ops.h).
+//
+// Ring's contiguous chunks stop early where no query reaches back far (a sliding window, or
+// documents: ring_steps of attention/dist_cost.h): n < P steps see every block any query of the
+// rank sees, and each dK|dV accumulator, complete after its n-th rank, goes home in one transfer
+// from rank i + n - 1 to its origin i. Every rank of the ring computes the same n: the window is
+// the layer's and the document span comes from the sequences they all hold.
 #include <stdlib.h>
 
 #include "attention/dist_attention.h"
 #include "attention/dist_bounds.h"
+#include "attention/dist_cost.h"
 #include "attention/dist_ops.h"
 #include "attention/dist_scratch.h"
 #include "comm/fail.h"
@@ -83,12 +90,24 @@ static void swap_acc(real_acc** x, real_acc** y) {
     *y = t;
 }
 
-// Sends `count` elements of `send` to the next rank and receives as many from the previous one.
-static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv, size_t count) {
+// Sends `count` elements of `send` to the rank `hops` ahead and receives as many from the rank
+// `hops` behind (hops 1: the next and the previous one).
+static CommRequest* pass_ahead(RingAttention* a, int hops, CommType t, void* send, void* recv,
+                               size_t count) {
     CommTransfer out, in;
-    out.peer = a->next, out.buf = send, out.count = count;
-    in.peer = a->prev, in.buf = recv, in.count = count;
+    out.peer = (a->i + hops) % a->P, out.buf = send, out.count = count;
+    in.peer = (a->i - hops % a->P + a->P) % a->P, in.buf = recv, in.count = count;
     return comm_start(a->comm, MESH_SP, t, &out, 1, &in, 1);
+}
+
+static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv, size_t count) {
+    return pass_ahead(a, 1, t, send, recv, count);
+}
+
+// The ring steps of this layer call (ring_steps): P, or fewer where Ring's queries reach back
+// less far than the ring is long.
+static int steps_of(const RingAttention* a, long window, int Tl) {
+    return ring_steps(a->layout, a->P, Tl, window, a->base.docs.start ? a->base.docs.span : 0);
 }
 
 static void ring_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
@@ -104,9 +123,10 @@ static void ring_forward(AttentionLayer* self, int layer, long window, int B, in
     const int R = a->runs, n = Tl / R;   // runs are views with R times the row stride
     dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
     int have[2] = {0, 0};   // whether query run r holds a partial output yet
-    for (int s = 0; s < a->P; s++) {
+    const int steps = steps_of(a, window, Tl);
+    for (int s = 0; s < steps; s++) {
         // Pass the block on while computing with it.
-        CommRequest* req = s < a->P - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
+        CommRequest* req = s < steps - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
         const int origin = (a->i - s + a->P) % a->P;
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
@@ -164,8 +184,9 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
     // dkv[1] has arrived; dkv[2]: this rank's part. The parts computed here are added after
     // the wait, so compute never waits for the arriving accumulator. K|V and the accumulators
     // have different types, so they travel in two batches.
-    for (int s = 0; s < a->P; s++) {
-        CommRequest* kv_req = s < a->P - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
+    const int steps = steps_of(a, window, Tl);
+    for (int s = 0; s < steps; s++) {
+        CommRequest* kv_req = s < steps - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
         // the accumulator finished last step moves on with its K|V block
         CommRequest* dkv_req = s > 0 ? pass_on(a, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
 
@@ -195,10 +216,11 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
         }
         swap_real(&a->kv[0], &a->kv[1]);
     }
-    // The accumulator in hand belongs to rank i+1 and is complete: one last hop home.
+    // The accumulator in hand belongs to rank i - steps + 1 (i+1 over the whole ring) and is
+    // complete: one last transfer home.
     const real_acc* mine = a->dkv[0];
-    if (a->P > 1) {
-        comm_wait(comm, pass_on(a, a->at, a->dkv[0], a->dkv[1], S2));
+    if (steps > 1) {
+        comm_wait(comm, pass_ahead(a, a->P - steps + 1, a->at, a->dkv[0], a->dkv[1], S2));
         mine = a->dkv[1];
     }
     dist_acc_to_real(dqkv, 3 * C, a->dq, C, rows, C);

@@ -11,6 +11,7 @@
 #include "comm/mesh.h"
 #include "model/activations.h"
 #include "model/config.h"
+#include "model/documents.h"
 #include "model/param_staging.h"
 #include "model/memory_budget.h"
 #include "tools/kernel_costs.h"
@@ -163,6 +164,10 @@ static double token_local_flops(const CostShape* s, double N) {
 
 // --- Attention compute -----------------------------------------------------------------------------
 
+static RingLayout ring_layout_of(CostAlgorithm a) {
+    return a == COST_RING ? RING_CONTIGUOUS : a == COST_STRIPED ? RING_CYCLIC : RING_ZIGZAG;
+}
+
 // Adds the visible pairs per sequence and head of every SP rank i (ATTENTION2D: (i % pq, i / pq))
 // in a layer with the given window (0: causal) and document starts (NULL: none) to per_rank.
 static void add_rank_pairs(const CostConfig* g, long window, const int* doc_start,
@@ -177,11 +182,9 @@ static void add_rank_pairs(const CostConfig* g, long window, const int* doc_star
         free(column);
         return;
     }
-    const RingLayout layout = g->alg == COST_RING      ? RING_CONTIGUOUS
-                              : g->alg == COST_STRIPED ? RING_CYCLIC
-                                                       : RING_ZIGZAG;
     for (int i = 0; i < P; i++)
-        per_rank[i] += (double)ring_visible_pairs(layout, P, i, g->T, window, doc_start);
+        per_rank[i] += (double)ring_visible_pairs(ring_layout_of(g->alg), P, i, g->T, window,
+                                                  doc_start);
 }
 
 void costmodel_fixed_documents(long T, long length, int* start) {
@@ -261,12 +264,15 @@ static int flash_kernels(const Cluster* c) { return c->shared_cores == 0 && c->p
 
 // The attention work of one layer and micro-batch on a rank that sees `pairs` pairs per sequence
 // and head. Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P (a Tl x Tl block pair
-// each); the ring family P steps of Tl x Tl. Merges: the row's pkv-way merge (2d, 2d-overlap) and
-// one per step after a query block's first (ring: P-1; 2d-overlap: pq-1 for each of pkv blocks).
-static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs) {
+// each); the ring family `steps` steps of Tl x Tl (ring_steps: P, or fewer for Ring under a
+// window or documents). Merges: the row's pkv-way merge (2d, 2d-overlap) and one per step after a
+// query block's first (ring: steps-1; 2d-overlap: pq-1 for each of pkv blocks).
+static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs,
+                                    int steps) {
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
-    const int twod = !cost_algorithm_is_ring(g->alg), calls = g->alg == COST_2D ? 1 : P;
+    const int twod = !cost_algorithm_is_ring(g->alg);
+    const int calls = g->alg == COST_2D ? 1 : twod ? P : steps;
     const double Tq = g->alg == COST_2D ? T / g->pq : Tl, Tk = g->alg == COST_2D ? T / g->pkv : Tl;
     AttentionWork w;
     w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, Tq, Tk, pairs).flops;
@@ -274,7 +280,7 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     w.fwd_s = attention_seconds(c, 0, B, NH, HS, Tq, Tk, pairs, calls);
     w.bwd_s = attention_seconds(c, 1, B, NH, HS, Tq, Tk, pairs, calls);
     const int row_merges = twod ? g->pkv - 1 : 0;
-    const int step_merges = g->alg == COST_2D ? 0 : twod ? P - g->pkv : P - 1;
+    const int step_merges = g->alg == COST_2D ? 0 : twod ? P - g->pkv : steps - 1;
     // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
     // A merge in the forward's epilogue reads O and LSE once more: a third of the kernel's bytes.
     const KernelCost merge = kernel_cost_attention_merge(B, NH, HS, Tl);
@@ -283,8 +289,8 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     w.fwd_s += step_merges * kernel_seconds(c, CK_ATTENTION_MERGE,
                                             flash_kernels(c) ? in_forward : merge, 1);
     w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, Tl));
-    if (!twod)   // the travelling dK|dV accumulator gets this step's part added, P-1 times
-        w.bwd_s += (P - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
+    if (!twod)   // the travelling dK|dV accumulator gets this step's part added, steps-1 times
+        w.bwd_s += (steps - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
                                             kernel_cost_residual_forward(2 * B * Tl * NH * HS),
                                             4.0 / KERNEL_COST_X);
     return w;
@@ -294,14 +300,20 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
 typedef struct {
     double layers;             // how many layers of this kind
     double pairs, mean_pairs;  // visible pairs per sequence and head of the slowest rank, the mean
+    int steps;                 // the ring family's steps (ring_steps; P elsewhere)
     AttentionWork w, w_mean;   // one layer's work on the slowest rank and on the average one
 } LayerKind;
 
 static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, long window) {
-    LayerKind k = {.layers = layers};
+    const int P = g->pq * g->pkv;
+    LayerKind k = {.layers = layers, .steps = P};
+    if (cost_algorithm_is_ring(g->alg)) {   // the longest document of the rows decides
+        const int span = g->docs ? document_span(g->docs->start, g->docs->rows, (int)g->T) : 0;
+        k.steps = ring_steps(ring_layout_of(g->alg), P, (int)(g->T / P), window, span);
+    }
     k.pairs = slowest_rank_pairs(g, window, &k.mean_pairs);
-    k.w = attention_work(c, g, k.pairs);
-    k.w_mean = attention_work(c, g, k.mean_pairs);
+    k.w = attention_work(c, g, k.pairs, k.steps);
+    k.w_mean = attention_work(c, g, k.mean_pairs, k.steps);
     return k;
 }
 
@@ -418,14 +430,14 @@ static Path path_of(const DistCommOp* op) {
 
 // The attention schedule's operations on SP rank i for one layer and phase: dist_cost.c's list
 // (what the comm counters are tested against), each on its path.
-static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z) {
+static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z, int steps) {
     Mesh m;
     char err[ERR_LEN];
     CHECK(mesh_init(&m, 1, g->pq, g->pkv, i, g->pq * g->pkv, err) == 0, "caller bug", "%s", err);
     const int Tl = (int)(g->T / m.P), NH = g->shape.NH, HS = g->shape.C / NH;
     const size_t act = (size_t)z.act, acc = (size_t)z.acc;
     const DistCommOps d = cost_algorithm_is_ring(g->alg)
-                              ? ring_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
+                              ? ring_ops(&m, phase, g->B, Tl, NH, HS, steps, act, acc)
                               : attention2d_ops(&m, phase, g->B, Tl, NH, HS,
                                                 g->alg == COST_2D && g->keep_kv, act, acc,
                                                 g->alg == COST_2D_OVERLAP);
@@ -617,19 +629,18 @@ static LayerSeconds schedule_2d_overlap(const Cluster* c, const Topology* t, con
     return s;
 }
 
-// The ring family: P steps; the K|V pass of step s travels during step s's compute. Backward
-// also passes the dK|dV accumulator finished the step before, and sends it home at the end.
-static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const CostConfig* g,
-                                  const OpList* f, const OpList* b, const AttentionWork* w,
-                                  int overlapped) {
-    const int P = g->pq * g->pkv;
+// The ring family: n steps (P, or ring_steps' fewer); the K|V pass of step s travels during step
+// s's compute. Backward also passes the dK|dV accumulator finished the step before, and sends it
+// home at the end (n-1 ranks back when n < P, timed as a hop of the ring).
+static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const OpList* f,
+                                  const OpList* b, const AttentionWork* w, int overlapped, int n) {
     LayerSeconds s = serial(c, t, f, b, w);
-    if (!overlapped || P == 1) return s;
-    const double kv = op_seconds(c, t, &f->op[0]) / (P - 1);
-    const double dkv = op_seconds(c, t, &b->op[1]) / P;
-    const double cf = w->fwd_s / P, cb = w->bwd_s / P;
-    s.forward = (P - 1) * dmax(cf, kv) + cf;
-    s.backward = dmax(cb, kv) + (P - 2) * dmax(cb, kv + dkv) + dmax(cb, dkv) + dkv;
+    if (!overlapped || n == 1) return s;
+    const double kv = op_seconds(c, t, &f->op[0]) / (n - 1);
+    const double dkv = op_seconds(c, t, &b->op[1]) / n;
+    const double cf = w->fwd_s / n, cb = w->bwd_s / n;
+    s.forward = (n - 1) * dmax(cf, kv) + cf;
+    s.backward = dmax(cb, kv) + (n - 2) * dmax(cb, kv + dkv) + dmax(cb, dkv) + dkv;
     return s;
 }
 
@@ -750,12 +761,13 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
 }
 
 // The SP rank that receives the most bytes in one layer (forward + backward).
-static int busiest_sp_rank(const CostConfig* g, Sizes z) {
+static int busiest_sp_rank(const CostConfig* g, Sizes z, int steps) {
     int best = 0;
     double most = -1;
     const int P = g->pq * g->pkv, ranks = cost_algorithm_is_ring(g->alg) ? 1 : P;
     for (int i = 0; i < ranks; i++) {
-        const OpList f = attention_ops(g, i, COMM_FORWARD, z), b = attention_ops(g, i, COMM_BACKWARD, z);
+        const OpList f = attention_ops(g, i, COMM_FORWARD, z, steps),
+                     b = attention_ops(g, i, COMM_BACKWARD, z, steps);
         const double bytes = list_bytes(&f) + list_bytes(&b);
         if (bytes > most) most = bytes, best = i;
     }
@@ -789,7 +801,7 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
         kernel_seconds(c, CK_GLOBAL_NORM, kernel_cost_global_norm(shard),
                        c->param_bytes / KERNEL_COST_X) +
         kernel_seconds(c, CK_ADAMW, kernel_cost_adamw(shard), 1);
-    const double L = g->shape.L, A = g->accum;
+    const double A = g->accum;
     double micro = local.forward + local.backward, micro_mean = micro;
     for (int k = 0; k < 2; k++) {
         micro += kind[k].layers * (kind[k].w.fwd_s + kind[k].w.bwd_s);
@@ -806,26 +818,29 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
         opt_share = (double)W_node / busy / eff;
     }
 
-    // communication: the busiest rank's operations (dist_cost.c's)
-    const int i = busiest_sp_rank(g, z);
-    const OpList f = attention_ops(g, i, COMM_FORWARD, z), b = attention_ops(g, i, COMM_BACKWARD, z);
-
     const int overlapped = g->overlap && c->async_comm;
-    // The layers' attention: each kind's schedule times its layers (the transfers are the same,
-    // the compute they overlap is not).
+    // The layers' attention: each kind's schedule, on the busiest rank's operations (dist_cost.c's:
+    // the same for both kinds but where Ring stops early), times its layers.
     LayerSeconds layers = {0, 0, 0};
-    double attention_flops = 0;
+    double attention_flops = 0, attention_bytes = 0, attention_calls = 0;
     for (int k = 0; k < 2; k++) {
+        if (kind[k].layers == 0) continue;
+        const int i = busiest_sp_rank(g, z, kind[k].steps);
+        const OpList f = attention_ops(g, i, COMM_FORWARD, z, kind[k].steps),
+                     b = attention_ops(g, i, COMM_BACKWARD, z, kind[k].steps);
         AttentionWork ws = kind[k].w;   // the critical rank's work, on shared cores stretched
         ws.fwd_s *= share, ws.bwd_s *= share;
         const LayerSeconds one =
-            g->alg == COST_2D           ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
-            : g->alg == COST_2D_OVERLAP ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
-                                        : schedule_ring(c, &topo, g, &f, &b, &ws, overlapped);
+            g->alg == COST_2D ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
+            : g->alg == COST_2D_OVERLAP
+                ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
+                : schedule_ring(c, &topo, &f, &b, &ws, overlapped, kind[k].steps);
         layers.forward += kind[k].layers * one.forward;
         layers.backward += kind[k].layers * one.backward;
         layers.comm += kind[k].layers * one.comm;
         attention_flops += kind[k].layers * (kind[k].w.fwd_flops + kind[k].w.bwd_flops);
+        attention_bytes += kind[k].layers * (list_bytes(&f) + list_bytes(&b));
+        attention_calls += kind[k].layers * (list_calls(&f) + list_calls(&b));
     }
     const double last_backward = local.backward * share + layers.backward;
     const GradComm grads = grad_comm(c, &topo, g, overlapped, last_backward,
@@ -844,8 +859,8 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->attention_comm_s = A * layers.comm;
     out->grad_comm_s = grads.seconds;
     out->comm_s = out->attention_comm_s + out->grad_comm_s;
-    out->attention_bytes = A * L * (list_bytes(&f) + list_bytes(&b));
-    out->calls_per_step = A * L * (list_calls(&f) + list_calls(&b));
+    out->attention_bytes = A * attention_bytes;
+    out->calls_per_step = A * attention_calls;
     out->grad_bytes = grads.bytes;
     out->bytes_per_rank = out->attention_bytes + out->grad_bytes;
     out->attention_flops = A * attention_flops;

@@ -9,13 +9,14 @@ COSTMODEL_OBJ_DIR = $(BUILD)/costmodel_obj
 COSTMODEL_CORE_OBJS = $(COSTMODEL_OBJ_DIR)/costmodel.o $(COSTMODEL_OBJ_DIR)/rank.o $(COSTMODEL_OBJ_DIR)/cluster.o
 COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/tools/kernel_costs.o \
 	$(BUILD)/comm/mesh.o $(BUILD)/model/config.o $(BUILD)/model/activations.o \
-	$(BUILD)/model/memory_budget.o $(BUILD)/attention/dist_scratch.o $(FAIL_OBJS)
+	$(BUILD)/model/memory_budget.o $(BUILD)/model/documents.o $(BUILD)/attention/dist_scratch.o \
+	$(FAIL_OBJS)
 # The program adds the reports and the CPU calibration, which times the CPU kernels
 # (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c).
 COSTMODEL_PROG_OBJS = $(COSTMODEL_OBJ_DIR)/main.o $(COSTMODEL_OBJ_DIR)/reports.o \
 	$(COSTMODEL_OBJ_DIR)/sweep_csv.o \
 	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_report.o \
-	$(COSTMODEL_OBJ_DIR)/gpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_validation.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o $(BUILD)/model/activations.o $(BUILD)/model/memory_budget.o $(BUILD)/attention/dist_scratch.o,$(COSTMODEL_OBJS)) \
+	$(COSTMODEL_OBJ_DIR)/gpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_validation.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o $(BUILD)/model/activations.o $(BUILD)/model/memory_budget.o $(BUILD)/model/documents.o $(BUILD)/attention/dist_scratch.o,$(COSTMODEL_OBJS)) \
 	$(BUILD)/train/peak_flops.o $(MODEL_OBJS)
 
 $(COSTMODEL_OBJ_DIR)/%.o: costmodel/%.c
@@ -29,8 +30,7 @@ SUITES_model += costmodel
 $(BUILD)/costmodel: $(COSTMODEL_PROG_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# (the test draws its documents with model/documents.c, which the library does not need)
-$(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS) $(BUILD)/model/documents.o
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/test_costmodel.o $(COSTMODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # This machine as a cluster: the collectives timed on each number of ranks in $(2)

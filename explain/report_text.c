@@ -108,13 +108,23 @@ static void kernel_positions(const RankRun* r, int want_q, long T, unsigned char
     }
 }
 
+// Forward passes of rank 0 (every rank of the ring makes as many): the ring ran one step more.
+static int ring_forward_passes(const RankRun* r) {
+    int n = 0;
+    for (int k = 0; k < r->nops; k++)
+        n += r->op[k].phase == COMM_FORWARD && r->op[k].kind == COMM_SEND_RECV;
+    return n;
+}
+
 // Ring family: the SP rank whose K|V block rank i holds at each forward step, followed through the
-// recorded receives (the block arriving at step s+1 is the one the sender held at step s).
+// recorded receives (the block arriving at step s+1 is the one the sender held at step s); -1 for
+// the steps the ring did not run (Ring stops once no query reaches back further).
 static int* ring_holdings(const Simulation* sim) {
-    const int P = sim->P;
+    const int P = sim->P, steps = ring_forward_passes(&sim->rank[0]) + 1;
     int* hold = xmalloc((size_t)P * P * sizeof(int), "explain ring holdings");   // (P ranks, P steps)
+    for (int i = 0; i < P * P; i++) hold[i] = -1;
     for (int i = 0; i < P; i++) hold[i * P] = i;
-    for (int s = 0; s + 1 < P; s++)
+    for (int s = 0; s + 1 < steps; s++)
         for (int i = 0; i < P; i++) {
             const RankRun* r = &sim->rank[i];
             int seen = 0, from = -1;
@@ -184,8 +194,10 @@ static void print_tokens(const Simulation* sim, FILE* out) {
             snprintf(label, sizeof label, "step %d: K, V in hand", s);
             table_row(&t, label);
             for (int i = 0; i < P; i++) {
-                const int o = hold[i * P + s], with = computes_with(sim, i, o);
-                if (with == 1)
+                const int o = hold[i * P + s], with = o < 0 ? 0 : computes_with(sim, i, o);
+                if (o < 0)
+                    snprintf(table_cell(&t, i), CELL_LEN, "(not run)");
+                else if (with == 1)
                     format_layout(sim->rank[o].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
                 else
                     snprintf(table_cell(&t, i), CELL_LEN, with ? "(no pairs)" : "(masked)");
@@ -368,14 +380,19 @@ static void print_header(const Simulation* sim, FILE* out) {
     const ExplainShape* s = &sim->s;
     fprintf(out, "%s, P = %d ranks, T = %ld tokens (%d per rank), B = %d, NH = %d, HS = %d, %zu-byte elements\n",
             explain_algo_title(s->algo), sim->P, s->T, sim->Tl, s->B, s->NH, s->HS, sizeof(real));
+    const int steps = explain_algo_is_ring(s->algo) ? ring_forward_passes(&sim->rank[0]) + 1 : 0;
     if (s->window > 0)
         fprintf(out, "sliding window W = %ld: a query at t sees the keys t-W+1..t; the schedules skip "
-                "the blocks no query's window reaches, and move the same bytes\n", s->window);
+                "the blocks no query's window reaches\n", s->window);
     if (s->doc_len > 0)
-        fprintf(out, "documents of %ld tokens: a query sees only the keys of its own document; the "
-                "schedules run every block (the bounds live in memory they do not read), a block "
-                "of other documents returns an empty partial, and the same bytes move\n",
-                s->doc_len);
+        fprintf(out, "documents of %ld tokens: a query sees only the keys of its own document; a "
+                "block of other documents returns an empty partial\n", s->doc_len);
+    if (steps && steps < sim->P)
+        fprintf(out, "Ring stops after %d of %d steps: no query reaches back further than the "
+                "blocks they bring, so the later blocks are neither computed nor sent\n", steps,
+                sim->P);
+    else if (s->window > 0 || s->doc_len > 0)
+        fprintf(out, "the same bytes move as without the mask\n");
     if (s->dp > 1)
         fprintf(out, "dp = %d: each of the %d SP groups does the same on its own sequences; shown: group 0\n",
                 s->dp, s->dp);

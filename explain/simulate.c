@@ -52,7 +52,7 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
 }
 
 DocumentBounds explain_documents(const ExplainShape* s) {
-    DocumentBounds d = {NULL, NULL, (int)s->T};
+    DocumentBounds d = {NULL, NULL, (int)s->T, 0};
     if (s->doc_len <= 0) return d;
     const size_t n = (size_t)s->B * s->T;
     int* start = xmalloc(n * sizeof(int), "explain document starts");   // (B, T)
@@ -63,6 +63,7 @@ DocumentBounds explain_documents(const ExplainShape* s) {
         end[i] = (int)(first + s->doc_len < s->T ? first + s->doc_len : s->T);
     }
     d.start = start, d.end = end;
+    d.span = (int)(s->doc_len < s->T ? s->doc_len : s->T);   // document_span of these bounds
     return d;
 }
 
@@ -95,7 +96,12 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    if (explain_algo_is_ring(s->algo)) return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
+    static const RingLayout layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
+    if (explain_algo_is_ring(s->algo)) {
+        const int span = s->doc_len > 0 ? (int)(s->doc_len < s->T ? s->doc_len : s->T) : 0;
+        const int steps = ring_steps(layout[s->algo], m->P, Tl, s->window, span);
+        return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, steps, sr, sa);
+    }
     return attention2d_ops(m, phase, s->B, Tl, s->NH, s->HS, 0, sr, sa,
                            s->algo == ALGO_2D_OVERLAP);
 }

@@ -28,3 +28,12 @@ double document_pairs(const int* start, int B, int T, long window) {
         }
     return pairs;
 }
+
+int document_span(const int* start, int B, int T) {
+    int span = 0;
+    for (long i = 0; i < (long)B * T; i++) {
+        const int n = (int)(i % T) - start[i] + 1;
+        span = n > span ? n : span;
+    }
+    return span;
+}

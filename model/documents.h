@@ -17,6 +17,10 @@ void document_bounds(const int* tokens, int B, int T, int boundary, int* start, 
 // and, under a sliding window W (0: none), t - W + 1, up to t.
 double document_pairs(const int* start, int B, int T, long window);
 
+// The most keys any query's document gives it: max over (b, t) of t - start[b, t] + 1
+// (DocumentBounds.span), from 1 (every token a document) to T.
+int document_span(const int* start, int B, int T);
+
 #ifdef __cplusplus
 }
 #endif

@@ -243,6 +243,7 @@ void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary,
     m->attention->docs.start = m->doc_bounds;
     m->attention->docs.end = m->doc_bounds + n;
     m->attention->docs.T = T_full;
+    m->attention->docs.span = document_span(m->doc_host, m->B, T_full);
     if (reset_positions) set_document_positions(m, T_full);
 }
 

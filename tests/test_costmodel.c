@@ -52,7 +52,8 @@ static CostPrediction predict(const CostConfig* g, const Cluster* c) {
 }
 
 // dist_cost.c's bytes of one layer (forward + backward) for the busiest SP rank.
-static double reference_attention_bytes(const CostConfig* g, size_t act, size_t acc) {
+// steps: the ring family's (ring_steps; P for the whole ring).
+static double reference_attention_bytes(const CostConfig* g, size_t act, size_t acc, int steps) {
     const int P = g->pq * g->pkv, Tl = (int)(g->T / P), NH = g->shape.NH, HS = g->shape.C / NH;
     double most = 0;
     for (int i = 0; i < P; i++) {
@@ -64,7 +65,7 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
             CommVolume v;
             if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
             else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
-            else v = ring_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            else v = ring_volume(&m, ph, g->B, Tl, NH, HS, steps, act, acc);
             for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
         }
         most = bytes > most ? bytes : most;
@@ -100,7 +101,8 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
         const CostConfig* g = &cases[k];
         const CostPrediction p = predict(g, c);
         const double att = g->accum * g->shape.L *
-                           reference_attention_bytes(g, (size_t)c->act_bytes, (size_t)c->acc_bytes);
+                           reference_attention_bytes(g, (size_t)c->act_bytes, (size_t)c->acc_bytes,
+                                                     g->pq * g->pkv);
         const double grad = reference_grad_bytes(g, c->param_bytes);
         EXPECT(p.attention_bytes == att && p.grad_bytes == grad && p.bytes_per_rank == att + grad,
                "bytes %s dp %d x %dx%d (accum %d, zero %d, keep_kv %d): model %.0f + %.0f, "
@@ -194,6 +196,48 @@ static void test_window_pairs(void) {
                    "ranks sum to %lld, the sequence has %lld", cost_algorithm_name(cases[k].a),
                    cases[k].pq, cases[k].pkv, T, W, sum, window_visible_pairs(T, W));
         }
+}
+
+// Ring stops early where no query reaches back (ring_steps): its known answers, and the
+// predicted bytes of banded layers and short documents equal dist_cost.c's over those steps
+// (per layer kind), while Zigzag keeps its P steps.
+static void test_ring_steps(const Cluster* c) {
+    const struct { RingLayout layout; long window; int span, want; } known[] = {
+        {RING_CONTIGUOUS, 0, 0, 4},  {RING_CONTIGUOUS, 16, 0, 2}, {RING_CONTIGUOUS, 17, 0, 2},
+        {RING_CONTIGUOUS, 18, 0, 3}, {RING_CONTIGUOUS, 1, 0, 1},  {RING_CONTIGUOUS, 0, 33, 3},
+        {RING_CONTIGUOUS, 10, 5, 2}, {RING_CONTIGUOUS, 0, 64, 4}, {RING_CYCLIC, 1, 1, 4},
+        {RING_ZIGZAG, 2, 2, 4},
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        const int got = ring_steps(known[k].layout, 4, 16, known[k].window, known[k].span);
+        EXPECT(got == known[k].want, "ring_steps(layout %d, P 4, Tl 16, window %ld, span %d) = "
+               "%d, expected %d", (int)known[k].layout, known[k].window, known[k].span, got,
+               known[k].want);
+    }
+    const struct { CostAlgorithm a; int window, every, doc_len, steps[2]; } cases[] = {
+        {COST_RING, 64, 1, 0, {2, 2}},  {COST_RING, 64, 2, 0, {2, 4}},  {COST_RING, 0, 0, 32, {2, 2}},
+        {COST_RING, 200, 2, 32, {2, 2}}, {COST_ZIGZAG, 64, 1, 32, {4, 4}}, {COST_RING, 0, 0, 0, {4, 4}},
+    };
+    int start[512];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        CostShape s = tiny_shape(512);
+        s.window = cases[k].window, s.window_every = cases[k].every;
+        costmodel_fixed_documents(512, cases[k].doc_len ? cases[k].doc_len : 512, start);
+        const CostDocuments docs = {start, 1, 512};
+        const CostConfig g = {s, 512, 2, 3, 1, 1, 4, cases[k].a, 1, 0, 0, GPT_RECOMPUTE_NONE,
+                              cases[k].doc_len ? &docs : NULL};
+        const CostPrediction p = predict(&g, c);
+        // tiny_shape's 2 layers: layer 0 banded with every 1 or 2, layer 1 with every 1
+        const double want = g.accum *
+            (reference_attention_bytes(&g, (size_t)c->act_bytes, (size_t)c->acc_bytes,
+                                       cases[k].steps[0]) +
+             reference_attention_bytes(&g, (size_t)c->act_bytes, (size_t)c->acc_bytes,
+                                       cases[k].steps[1]));
+        EXPECT(p.attention_bytes == want, "%s 1x4 T=512, window %d every %d, documents of %d: "
+               "%.0f attention bytes, expected %.0f (steps %d and %d)",
+               cost_algorithm_name(cases[k].a), cases[k].window, cases[k].every, cases[k].doc_len,
+               p.attention_bytes, want, cases[k].steps[0], cases[k].steps[1]);
+    }
 }
 
 // Random documents over `rows` sequences of T: each position after the first begins one with
@@ -704,6 +748,7 @@ int main(void) {
     test_attention_flops(&a100);
     test_document_pairs();
     test_document_flops(&a100);
+    test_ring_steps(&a100);
     test_alpha_beta_known_answer(&free_compute);
     test_parser_errors();
     test_ranked_table(&a100);

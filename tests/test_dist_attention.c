@@ -370,7 +370,13 @@ static int same_layout(TokenLayout x, TokenLayout y, int Tl) {
 
 static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, const Args* a) {
     if (s == SCHED_RING || s == SCHED_STRIPED || s == SCHED_ZIGZAG) {
-        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
+        const RingLayout layout = s == SCHED_RING      ? RING_CONTIGUOUS
+                                  : s == SCHED_STRIPED ? RING_CYCLIC
+                                                       : RING_ZIGZAG;
+        const int steps = ring_steps(layout, m->P, a->Tl, a->window,
+                                     a->docs.start ? a->docs.span : 0);
+        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, steps, sizeof(real),
+                           sizeof(real_acc));
     }
     if (s == SCHED_2D_OVERLAP) {
         return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
@@ -530,6 +536,7 @@ int main(int argc, char** argv) {
         document_bounds(tokens, a.B, T, 1, bounds, bounds + n);
         doc_bounds = (int*)on_backend(bounds, 2 * sizeof(int) * n, "document bounds");
         a.docs.start = doc_bounds, a.docs.end = doc_bounds + n, a.docs.T = T;
+        a.docs.span = document_span(bounds, a.B, T);   // Ring stops once no document reaches
         free(tokens);
         free(bounds);
     }

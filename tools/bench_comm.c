@@ -111,8 +111,8 @@ static Row measure(int sched, Comm* comm, const Args* a) {
         vf = attention2d_volume(m, COMM_FORWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
         vb = attention2d_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
     } else {
-        vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
-        vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+        vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
+        vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
     }
     const int ok = same_volume(comm, COMM_FORWARD, &vf) && same_volume(comm, COMM_BACKWARD, &vb);
 

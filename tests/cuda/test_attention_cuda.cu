@@ -307,7 +307,7 @@ static void run_scenario(const Scenario& s) {
     const Vec gl = take_rows(g, B, T, C, s.qoff, s.qstride, nq);
 
     // Document bounds (s.docs): host memory for the CPU twin, device memory for the kernels.
-    DocumentBounds docs_h = {NULL, NULL, 0}, docs_d = {NULL, NULL, 0};
+    DocumentBounds docs_h = {NULL, NULL, 0, 0}, docs_d = {NULL, NULL, 0, 0};
     std::vector<int> doc_start((size_t)B * T), doc_end((size_t)B * T);
     int *doc_start_d = NULL, *doc_end_d = NULL;
     if (s.docs) {
@@ -316,8 +316,9 @@ static void run_scenario(const Scenario& s) {
         CUDA_CHECK(cudaMalloc(&doc_end_d, sizeof(int) * B * T));
         CUDA_CHECK(cudaMemcpy(doc_start_d, doc_start.data(), sizeof(int) * B * T, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(doc_end_d, doc_end.data(), sizeof(int) * B * T, cudaMemcpyHostToDevice));
-        docs_h = {doc_start.data(), doc_end.data(), T};
-        docs_d = {doc_start_d, doc_end_d, T};
+        const int span = document_span(doc_start.data(), B, T);
+        docs_h = {doc_start.data(), doc_end.data(), T, span};
+        docs_d = {doc_start_d, doc_end_d, T, span};
     }
 
     // The queries' final output and statistics: attention over every key of the sequence.
