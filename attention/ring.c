@@ -31,7 +31,7 @@ typedef struct {
     Comm* comm;
     RingLayout layout;
     int runs;             // runs of positions per rank: 1, or 2 for Zigzag
-    int P, i, next, prev;
+    int P, i;             // ranks in the ring, this rank's place
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
     real* kv[RING_KV_BLOCKS];        // (B, Tl, 2C) K|V block in hand and the one arriving
@@ -250,8 +250,6 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->runs = layout == RING_ZIGZAG ? 2 : 1;
     a->P = m->P;
     a->i = m->sp_index;
-    a->next = (a->i + 1) % a->P;
-    a->prev = (a->i - 1 + a->P) % a->P;
     a->max = dist_bounds(names[layout], B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
