@@ -51,6 +51,14 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
     }
 }
 
+// The ring layout of a ring-family algorithm.
+static const RingLayout RING_LAYOUT[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
+
+// The longest document of s's bounds (DocumentBounds.span): doc_len, cut at T; 0 without them.
+static int document_span_of(const ExplainShape* s) {
+    return s->doc_len > 0 ? (int)(s->doc_len < s->T ? s->doc_len : s->T) : 0;
+}
+
 DocumentBounds explain_documents(const ExplainShape* s) {
     DocumentBounds d = {NULL, NULL, (int)s->T, 0};
     if (s->doc_len <= 0) return d;
@@ -63,7 +71,7 @@ DocumentBounds explain_documents(const ExplainShape* s) {
         end[i] = (int)(first + s->doc_len < s->T ? first + s->doc_len : s->T);
     }
     d.start = start, d.end = end;
-    d.span = (int)(s->doc_len < s->T ? s->doc_len : s->T);   // document_span of these bounds
+    d.span = document_span_of(s);
     return d;
 }
 
@@ -96,10 +104,9 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    static const RingLayout layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(s->algo)) {
-        const int span = s->doc_len > 0 ? (int)(s->doc_len < s->T ? s->doc_len : s->T) : 0;
-        const int steps = ring_steps(layout[s->algo], m->P, Tl, s->window, span);
+        const int steps = ring_steps(RING_LAYOUT[s->algo], m->P, Tl, s->window,
+                                     document_span_of(s));
         return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, steps, sr, sa);
     }
     return attention2d_ops(m, phase, s->B, Tl, s->NH, s->HS, 0, sr, sa,
@@ -166,9 +173,8 @@ long long rank_visible_pairs(const RankRun* r) {
 
 long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
-    static const RingLayout ring_layout[ALGO_COUNT] = {0, 0, RING_CONTIGUOUS, RING_CYCLIC, RING_ZIGZAG};
     if (explain_algo_is_ring(sim->s.algo))
-        return ring_visible_pairs(ring_layout[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window,
+        return ring_visible_pairs(RING_LAYOUT[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window,
                                   sim->docs.start);
     return attention2d_visible_pairs(m->pq, m->pkv, m->r, m->c, sim->s.T, sim->s.window,
                                      sim->docs.start);
