@@ -37,6 +37,10 @@ typedef enum {
                        // rank i holding chunks i and 2P-1-i (Tl even)
 } RingLayout;
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
+// Ulysses over the SP group (P = pq * pkv, mesh shape ignored; NH a multiple of P): Striped's
+// cyclic layout, an all-to-all trading the sequence for heads, one single-device attention call
+// on NH / P heads over all T positions, and an all-to-all back (attention/ulysses.c).
+AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int HS);
 // The positions of SP rank `rank`'s Tl local tokens in a layout (zigzag: Tl even).
 TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl);
 

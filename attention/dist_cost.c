@@ -76,6 +76,25 @@ DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int 
     return l;
 }
 
+DistCommOps ulysses_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                        size_t act_size, size_t acc_size) {
+    DistCommOps l = {0};
+    const int P = m->P;
+    // per peer: one shard's rows (B Tl) in the columns of its NH / P heads
+    const long long S = (long long)B * Tl * NH * HS / P, L = (long long)B * NH * Tl / P;
+    const DistAlong SP = DIST_ALONG_SP;
+    if (phase == COMM_FORWARD) {
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_GATHER, P, 3 * S * act_size);   // Q|K|V
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_REDUCE, P, S * act_size);       // O
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_REDUCE, P, L * acc_size);       // LSE
+    } else if (phase == COMM_BACKWARD) {
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_GATHER, P, 5 * S * act_size);   // Q|K|V|O|dO
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_GATHER, P, L * acc_size);       // LSE
+        exchange(&l, 0, COMM_ALL_TO_ALL, SP, DIST_STAGE_REDUCE, P, 3 * S * act_size);   // dQ|dK|dV
+    }
+    return l;
+}
+
 CommVolume dist_comm_volume(const DistCommOps* l) {
     CommVolume v = {0};
     for (int k = 0; k < l->n; k++) {
@@ -96,6 +115,12 @@ CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int
 CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH,
                                       int HS, size_t act_size, size_t acc_size) {
     const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, HS, 0, act_size, acc_size, 1);
+    return dist_comm_volume(&l);
+}
+
+CommVolume ulysses_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+                          size_t act_size, size_t acc_size) {
+    const DistCommOps l = ulysses_ops(m, phase, B, Tl, NH, HS, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 

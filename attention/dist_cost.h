@@ -22,6 +22,7 @@ typedef enum {
     DIST_ALONG_COLUMN,      // the mesh column (MESH_COL, pq ranks)
     DIST_ALONG_TRANSPOSE,   // point-to-point with the transposed mesh position (the permutation)
     DIST_ALONG_RING,        // point-to-point with the next SP rank (the ring family)
+    DIST_ALONG_SP,          // the whole SP group (P ranks): Ulysses' all-to-alls
 } DistAlong;
 typedef enum {
     DIST_STAGE_PERMUTE,   // K|V to the transposed rank, before the column gather
@@ -69,6 +70,14 @@ DistCommOps attention2d_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, in
                             int keep_kv, size_t act_size, size_t acc_size, int ring);
 DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
                      size_t act_size, size_t acc_size);
+// Ulysses (attention/ulysses.c): all-to-alls over the SP group, each rank receiving (P-1)/P of
+// what its heads need. Forward: Q|K|V in (3 S / P per peer, storage type), O back (S / P) and
+// its LSE back (L / P, accumulator type); backward: Q|K|V|O|dO in (5 S / P), the LSE in (L / P)
+// and dQ|dK|dV back (3 S / P, storage type). NH must be a multiple of P.
+DistCommOps ulysses_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                        size_t act_size, size_t acc_size);
+CommVolume ulysses_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                          size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 
 // Bytes SP rank `rank` of P receives per decoded token, per layer and sequence, from the decode

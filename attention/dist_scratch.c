@@ -74,3 +74,13 @@ size_t ring_scratch_total(const RingScratch* s) {
     return RING_KV_BLOCKS * s->kv + RING_DKV_BLOCKS * s->dkv + s->o + s->o_step + s->lse_step +
            s->lse_runs + s->d_own + s->dq;
 }
+
+void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc) {
+    out->send = out->recv = out->heads = real * 5 * S;
+    out->acc = real_acc * 3 * S;
+    out->lse_heads = out->lse_send = out->lse_recv = out->d = real_acc * L;
+}
+
+size_t ulysses_scratch_total(const UlyssesScratch* s) {
+    return s->send + s->recv + s->heads + s->acc + s->lse_heads + s->lse_send + s->lse_recv + s->d;
+}

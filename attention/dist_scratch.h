@@ -1,6 +1,6 @@
 // The device scratch of the distributed attention schedules, buffer by buffer: the one formula
 // their create functions allocate by (attention/attention2d.c, attention/attention2d_overlap.c,
-// attention/ring.c) and the memory budget counts by (model/memory_budget.c). Pure C and free of
+// attention/ring.c, attention/ulysses.c) and the memory budget counts by (model/memory_budget.c). Pure C and free of
 // the backend: the element sizes are inputs, since the schedules are compiled with `real` as
 // float (CPU), double (f64) and floatX (CUDA), and the budget sizes a run it does not build.
 //
@@ -45,6 +45,16 @@ typedef struct {
 void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs,
                   int merges_in_forward);
 size_t ring_scratch_total(const RingScratch* s);
+
+// Ulysses (attention/ulysses.c): the all-to-all staging pair (send, recv) and this rank's heads
+// over the whole sequence (heads), each wide enough for the backward's Q|K|V|O|dO (5 S values);
+// the fp32 partial O, then the dQ|dK|dV sums (acc, 3 S); the heads' LSE and D (L each) and the
+// LSE's all-to-all pair.
+typedef struct {
+    size_t send, recv, heads, acc, lse_heads, lse_send, lse_recv, d;
+} UlyssesScratch;
+void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc);
+size_t ulysses_scratch_total(const UlyssesScratch* s);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ TRANSPORT_OBJS = $(BUILD)/comm/transport.o $(BUILD)/model/backend_transport.o
 TRAIN_COMM_OBJS = $(BUILD)/comm/comm_device_none.o $(LAUNCH_OBJS) $(TRANSPORT_OBJS)
 # The schedules on the CPU backend (attention/dist_ops_cpu.c); the CUDA trainer compiles the same
 # sources as CUDA C++ (train/train_cuda.mk).
-DIST_SCHEDULE_SRCS = attention/attention2d.c attention/attention2d_overlap.c attention/ring.c
+DIST_SCHEDULE_SRCS = attention/attention2d.c attention/attention2d_overlap.c attention/ring.c attention/ulysses.c
 # Their scratch sizes (attention/dist_scratch.c) are plain C, one object for every precision.
 DIST_ATTENTION_OBJS = $(DIST_SCHEDULE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/attention/dist_cost.o \
 	$(BUILD)/attention/dist_scratch.o $(DIST_OPS_CPU_OBJS)

@@ -334,10 +334,11 @@ static double world_max(Comm* comm, double x) {
 }
 
 typedef enum {
-    SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, NSCHED
+    SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG,
+    SCHED_ULYSSES, NSCHED
 } Schedule;
-static const char* SCHED_NAMES[NSCHED] = {"2d",   "2d-keep", "2d-overlap",
-                                          "ring", "striped", "zigzag"};
+static const char* SCHED_NAMES[NSCHED] = {"2d",   "2d-keep", "2d-overlap", "ring",
+                                          "striped", "zigzag", "ulysses"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     // Bounds above the call's B and HS, so a stride taken from the bounds would show.
@@ -348,6 +349,7 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, a->NH, HS);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
     case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, a->NH, HS);
+    case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, a->NH, HS);
     default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
     }
 }
@@ -378,6 +380,8 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
         return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, steps, sizeof(real),
                            sizeof(real_acc));
     }
+    if (s == SCHED_ULYSSES)
+        return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
     if (s == SCHED_2D_OVERLAP) {
         return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
                                           sizeof(real_acc));
@@ -557,12 +561,20 @@ int main(int argc, char** argv) {
             if (rank == 0) printf("skip zigzag: Tl = %d is odd\n", a.Tl);
             continue;
         }
+        if (s == SCHED_ULYSSES && a.NH % mesh.P != 0) {   // heads split over the SP ranks
+            if (strcmp(a.algo, "all") != 0)
+                fail_msg("--algo ulysses: expected a head count divisible by P = %d, found NH = %d",
+                         mesh.P, a.NH);
+            if (rank == 0) printf("skip ulysses: NH = %d is not a multiple of P = %d\n", a.NH, mesh.P);
+            continue;
+        }
         failed |= run_schedule((Schedule)s, comm, &a, &ref,
                                s == SCHED_2D_OVERLAP ? &results_2d : NULL,
                                s == SCHED_2D ? &results_2d : NULL);
         ran++;
     }
-    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped, zigzag or all",
+    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped, zigzag, ulysses "
+                       "or all",
                        a.algo);
     free_results(&results_2d);
     free_reference(&ref);
