@@ -45,11 +45,12 @@ $(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
 		$(BUILD)/comm/comm_device_none.o $(BUILD)/model/documents.o $(FAIL_OBJS)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# Bytes and messages per rank per layer of the three schedules at P = 4, 16, 64, and their
-# causal load balance at T = 4096.
+# Bytes and messages per rank per layer of the schedules at P = 4, 16, 64, and their causal load
+# balance at T = 4096; 64 heads, so that Ulysses (P must divide NH) runs at every P (the ratios
+# of the others depend on the head size alone).
 .PHONY: bench-comm
 bench: bench-comm
 bench-comm: $(BUILD)/tools/bench_comm
-	@bash tests/mpirun.sh 4 $< --pq 2 --pkv 2
-	@bash tests/mpirun.sh 16 $< --pq 4 --pkv 4 --no-header
-	@bash tests/mpirun.sh 64 $< --pq 8 --pkv 8 --no-header
+	@bash tests/mpirun.sh 4 $< --pq 2 --pkv 2 --NH 64
+	@bash tests/mpirun.sh 16 $< --pq 4 --pkv 4 --NH 64 --no-header
+	@bash tests/mpirun.sh 64 $< --pq 8 --pkv 8 --NH 64 --no-header

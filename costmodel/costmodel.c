@@ -16,7 +16,8 @@
 #include "model/memory_budget.h"
 #include "tools/kernel_costs.h"
 
-static const char* const ALG_NAMES[COST_NALGS] = {"2d", "2d-overlap", "ring", "striped", "zigzag"};
+static const char* const ALG_NAMES[COST_NALGS] = {"2d",      "2d-overlap", "ring",
+                                                  "striped", "zigzag",     "ulysses"};
 
 const char* cost_algorithm_name(CostAlgorithm a) {
     return a >= 0 && a < COST_NALGS ? ALG_NAMES[a] : "?";
@@ -28,7 +29,11 @@ int cost_algorithm_parse(const char* name) {
     return -1;
 }
 
-int cost_algorithm_is_ring(CostAlgorithm a) { return a >= COST_RING; }
+int cost_algorithm_is_ring(CostAlgorithm a) { return a >= COST_RING && a <= COST_ZIGZAG; }
+
+int cost_algorithm_ignores_mesh(CostAlgorithm a) {
+    return cost_algorithm_is_ring(a) || a == COST_ULYSSES;
+}
 static double dmax(double a, double b) { return a > b ? a : b; }
 
 double costmodel_num_params(const CostShape* s) {
@@ -182,6 +187,11 @@ static void add_rank_pairs(const CostConfig* g, long window, const int* doc_star
         free(column);
         return;
     }
+    if (g->alg == COST_ULYSSES) {   // every rank: all T queries of NH / P heads
+        const double all = (double)attention2d_visible_pairs(1, 1, 0, 0, g->T, window, doc_start);
+        for (int i = 0; i < P; i++) per_rank[i] += all / P;
+        return;
+    }
     for (int i = 0; i < P; i++)
         per_rank[i] += (double)ring_visible_pairs(ring_layout_of(g->alg), P, i, g->T, window,
                                                   doc_start);
@@ -257,6 +267,28 @@ typedef struct {
     double fwd_s, bwd_s;           // its kernels: attention calls, LSE merges, row dot, sums
 } AttentionWork;
 
+// Ulysses: one call of all T queries on NH / P heads (`pairs` per sequence and head of NH, i.e.
+// P pairs per head of its own), no merges; the row dot over as many rows as the others; and the
+// copies that pack the all-to-alls' blocks and lay them out (attention/ulysses.c: 11 S values
+// moved in the forward, 19 S in the backward, S = B Tl C, each read and written once).
+static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double pairs) {
+    const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
+    const double B = g->B, T = (double)g->T, H = (double)NH / P, S = B * (T / P) * NH * HS;
+    AttentionWork w;
+    // FLOPs as the other schedules count them (per pair and head of NH); time and bytes of the
+    // call as it runs
+    w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, T, T, pairs).flops;
+    w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, T, T, pairs).flops;
+    w.fwd_s = attention_seconds(c, 0, B, H, HS, T, T, pairs * P, 1);
+    w.bwd_s = attention_seconds(c, 1, B, H, HS, T, T, pairs * P, 1);
+    w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, T / P));
+    // a copy reads and writes each value: 2 of the residual kernel's 3 accesses
+    const double scale = c->act_bytes / KERNEL_COST_X;
+    w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(11 * S * 2 / 3), scale);
+    w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(19 * S * 2 / 3), scale);
+    return w;
+}
+
 // A GPU cluster with bf16 storage runs the bf16 CUDA build's attention kernels: their backward
 // keeps a dQ workspace, and their forward merges a ring / 2d-overlap step's partial into the
 // running one in its epilogue (attention/dist_ops.h: dist_attention_merges_in_forward).
@@ -271,6 +303,7 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
                                     int steps) {
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
+    if (g->alg == COST_ULYSSES) return ulysses_work(c, g, pairs);
     const int twod = !cost_algorithm_is_ring(g->alg);
     const int calls = g->alg == COST_2D ? 1 : twod ? P : steps;
     const double Tq = g->alg == COST_2D ? T / g->pq : Tl, Tk = g->alg == COST_2D ? T / g->pkv : Tl;
@@ -320,7 +353,7 @@ static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, l
 // --- Topology: which tier each group's traffic crosses ---------------------------------------------
 
 typedef enum {
-    PATH_ROW, PATH_COL, PATH_WORLD,                         // collectives over a mesh group
+    PATH_ROW, PATH_COL, PATH_WORLD, PATH_SP,                // collectives over a mesh group
     PATH_ROW_HOP, PATH_COL_HOP, PATH_RING_HOP, PATH_PERM,   // point-to-point transfers
     NPATHS
 } Path;
@@ -380,6 +413,7 @@ static Topology topology(const Cluster* c, const CostConfig* g) {
         if (m.c == 0) note_group(c, &m, MESH_ROW, &t.path[PATH_ROW]);
         if (m.r == 0) note_group(c, &m, MESH_COL, &t.path[PATH_COL]);
         if (rank == 0) note_group(c, &m, MESH_WORLD, &t.path[PATH_WORLD]);
+        if (m.sp_index == 0) note_group(c, &m, MESH_SP, &t.path[PATH_SP]);
         const int base = m.dp_index * P;
         if (g->pkv > 1)
             note_hop(c, &m, base + mesh_sp_index(&m, m.r, (m.c + 1) % g->pkv), &t.path[PATH_ROW_HOP]);
@@ -424,6 +458,7 @@ static Path path_of(const DistCommOp* op) {
     case DIST_ALONG_ROW: return hop ? PATH_ROW_HOP : PATH_ROW;
     case DIST_ALONG_COLUMN: return hop ? PATH_COL_HOP : PATH_COL;
     case DIST_ALONG_TRANSPOSE: return PATH_PERM;
+    case DIST_ALONG_SP: return PATH_SP;
     default: return PATH_RING_HOP;
     }
 }
@@ -436,7 +471,9 @@ static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z
     CHECK(mesh_init(&m, 1, g->pq, g->pkv, i, g->pq * g->pkv, err) == 0, "caller bug", "%s", err);
     const int Tl = (int)(g->T / m.P), NH = g->shape.NH, HS = g->shape.C / NH;
     const size_t act = (size_t)z.act, acc = (size_t)z.acc;
-    const DistCommOps d = cost_algorithm_is_ring(g->alg)
+    const DistCommOps d = g->alg == COST_ULYSSES
+                              ? ulysses_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
+                          : cost_algorithm_is_ring(g->alg)
                               ? ring_ops(&m, phase, g->B, Tl, NH, HS, steps, act, acc)
                               : attention2d_ops(&m, phase, g->B, Tl, NH, HS,
                                                 g->alg == COST_2D && g->keep_kv, act, acc,
@@ -757,6 +794,9 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->T % step)
         return set_err(err, errlen, "mesh: --seq-len %ld must be a multiple of %ld (%s over P = "
                        "%ld ranks)", g->T, step, cost_algorithm_name(g->alg), P);
+    if (g->alg == COST_ULYSSES && s->NH % P)
+        return set_err(err, errlen, "mesh: ulysses splits the %d heads over P = %ld ranks; "
+                       "expected P to divide them", s->NH, P);
     return check_documents(g->docs, g->T, err, errlen);
 }
 
@@ -764,7 +804,7 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
 static int busiest_sp_rank(const CostConfig* g, Sizes z, int steps) {
     int best = 0;
     double most = -1;
-    const int P = g->pq * g->pkv, ranks = cost_algorithm_is_ring(g->alg) ? 1 : P;
+    const int P = g->pq * g->pkv, ranks = cost_algorithm_ignores_mesh(g->alg) ? 1 : P;
     for (int i = 0; i < ranks; i++) {
         const OpList f = attention_ops(g, i, COMM_FORWARD, z, steps),
                      b = attention_ops(g, i, COMM_BACKWARD, z, steps);
@@ -834,6 +874,8 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
             g->alg == COST_2D ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
             : g->alg == COST_2D_OVERLAP
                 ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
+            : g->alg == COST_ULYSSES   // each all-to-all waits for or feeds the one call
+                ? serial(c, &topo, &f, &b, &ws)
                 : schedule_ring(c, &topo, &f, &b, &ws, overlapped, kind[k].steps);
         layers.forward += kind[k].layers * one.forward;
         layers.backward += kind[k].layers * one.backward;
@@ -885,5 +927,6 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->col_tier = topo.path[g->pq > 1 ? PATH_COL : PATH_COL_HOP].tier;
     out->ring_tier = topo.path[PATH_RING_HOP].tier;
     out->world_tier = topo.path[PATH_WORLD].tier;
+    out->sp_tier = topo.path[PATH_SP].tier;
     return 0;
 }

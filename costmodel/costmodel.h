@@ -34,6 +34,7 @@ typedef enum {
     COST_RING,         // Ring Attention, contiguous chunks
     COST_STRIPED,      // the ring schedule, cyclic tokens
     COST_ZIGZAG,       // the ring schedule, chunks r and 2P-1-r
+    COST_ULYSSES,      // all-to-alls trading the sequence for heads (NH a multiple of P)
     COST_NALGS
 } CostAlgorithm;
 
@@ -42,6 +43,8 @@ const char* cost_algorithm_name(CostAlgorithm a);
 int cost_algorithm_parse(const char* name);
 // 1 for ring, striped and zigzag: the ring schedule, which uses P = pq * pkv and not the mesh shape.
 int cost_algorithm_is_ring(CostAlgorithm a);
+// 1 for the schedules that use P = pq * pkv and not the mesh shape: the ring family and Ulysses.
+int cost_algorithm_ignores_mesh(CostAlgorithm a);
 
 typedef struct {
     int L, C, NH;   // layers, channels, heads
@@ -106,6 +109,7 @@ typedef struct {
     double pair_share;        // visible pairs of every rank under the documents over those of
                               // the same layers without them (1 without documents)
     Tier row_tier, col_tier, ring_tier, world_tier;   // the tier each group's traffic crosses
+    Tier sp_tier;             // the whole SP group's (Ulysses' all-to-alls)
 } CostPrediction;
 
 // Predicts one configuration. Returns 0, or -1 with a one-line reason in err (the mesh does not

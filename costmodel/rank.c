@@ -31,6 +31,8 @@ static void describe(CostCandidate* k, int chosen) {
     if (g->pq * g->pkv == 1) snprintf(where, sizeof where, "no sequence parallelism");
     else if (cost_algorithm_is_ring(g->alg))
         snprintf(where, sizeof where, "ring hops %s", tier_name(p->ring_tier));
+    else if (g->alg == COST_ULYSSES)
+        snprintf(where, sizeof where, "all-to-alls %s", tier_name(p->sp_tier));
     else
         snprintf(where, sizeof where, "rows %s, columns %s",
                  g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
@@ -113,7 +115,7 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         for (int a = COST_2D; a < COST_NALGS; a++) {
             if (!wanted(q, (CostAlgorithm)a)) continue;
             g.alg = (CostAlgorithm)a;
-            if (cost_algorithm_is_ring(g.alg)) {
+            if (cost_algorithm_ignores_mesh(g.alg)) {   // P alone matters (Ulysses: P | NH)
                 g.pq = 1, g.pkv = P;
                 consider(q, c, g, &list, &n, &cap);
                 continue;

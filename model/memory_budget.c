@@ -38,7 +38,7 @@ const char* memory_format_bytes(size_t bytes, char* out, size_t len) {
 }
 
 int memory_schedule_parse(const char* name, MemorySchedule* out) {
-    static const char* const names[] = {"2d", "2d-overlap", "ring", "striped", "zigzag"};
+    static const char* const names[] = {"2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (strcmp(name, names[i]) == 0) {
             *out = (MemorySchedule)i;
@@ -77,7 +77,7 @@ static size_t layer_workspace(const MemoryConfig* c) {
 }
 
 // The attention layer's scratch for B sequences of T local tokens: the schedules' create functions
-// (attention/attention2d.c, attention2d_overlap.c, ring.c) by attention/dist_scratch.h.
+// (attention/attention2d.c, attention2d_overlap.c, ring.c, ulysses.c) by attention/dist_scratch.h.
 static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     const size_t S = (size_t)B * T * c->cfg.C, L = (size_t)B * c->cfg.NH * T;
     const size_t r = c->real_bytes, a = c->stat_bytes, pq = c->pq, pkv = c->pkv;
@@ -92,6 +92,11 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
         Attention2DOverlapScratch z;
         attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv, c->flash_kernels);
         return attention2d_overlap_scratch_total(&z);
+    }
+    case MEMORY_ATTN_ULYSSES: {
+        UlyssesScratch z;
+        ulysses_scratch(&z, S, L, r, a);
+        return ulysses_scratch_total(&z);
     }
     default: {
         RingScratch z;   // zigzag: two runs of positions per rank
@@ -109,13 +114,16 @@ static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
 }
 
 // The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
-// a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves).
+// a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves);
+// Ulysses all T = P Tl queries of NH / P heads.
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     if (!c->flash_kernels) return 0;
     if (P == 1) return dq_workspace(c, B, T, 1);
     switch (c->schedule) {
     case MEMORY_ATTN_2D: return dq_workspace(c, B, (size_t)c->pkv * T, 0);
     case MEMORY_ATTN_ZIGZAG: return dq_workspace(c, B, T / 2, 0);
+    case MEMORY_ATTN_ULYSSES:   // NH / P heads of all P T queries
+        return flash_bwd_semaphore_bytes(B, c->cfg.NH / P, (size_t)P * T);
     default: return dq_workspace(c, B, T, 0);
     }
 }

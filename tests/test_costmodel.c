@@ -65,6 +65,7 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
             CommVolume v;
             if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
             else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
             else v = ring_volume(&m, ph, g->B, Tl, NH, HS, steps, act, acc);
             for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
         }
@@ -96,6 +97,7 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
         {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL},
         {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
         {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -126,6 +128,7 @@ static int owns_query(const RankOf* r, long t) {
     case COST_2D_OVERLAP: return t % r->pq == r->i % r->pq;
     case COST_RING: return t / Tl == r->i;
     case COST_STRIPED: return t % P == r->i;
+    case COST_ULYSSES: return 1;   // every query, of NH / P heads
     default: {   // zigzag: chunks i and 2P-1-i of T/2P tokens
         const long chunk = t / (Tl / 2);
         return chunk == r->i || chunk == 2 * P - 1 - r->i;
@@ -133,7 +136,8 @@ static int owns_query(const RankOf* r, long t) {
     }
 }
 
-static long long brute_pairs(const RankOf* r, long window, const int* start) {
+// Ulysses: all pairs of NH / P heads, as pairs per head of NH: 1 / P of them.
+static double brute_pairs(const RankOf* r, long window, const int* start) {
     long long n = 0;
     const int twod = r->a == COST_2D || r->a == COST_2D_OVERLAP;
     for (long t = 0; t < r->T; t++) {
@@ -142,15 +146,15 @@ static long long brute_pairs(const RankOf* r, long window, const int* start) {
             n += (!window || t - k < window) && (!start || k >= start[t]) &&
                  (!twod || k % r->pkv == r->i / r->pq);
     }
-    return n;
+    return r->a == COST_ULYSSES ? (double)n / (r->pq * r->pkv) : (double)n;
 }
 
 // The most pairs of any rank, brute force over every rank and position.
-static long long max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T, long window) {
-    long long most = 0;
+static double max_pairs_brute_force(CostAlgorithm a, int pq, int pkv, long T, long window) {
+    double most = 0;
     for (int i = 0; i < pq * pkv; i++) {
         const RankOf r = {a, pq, pkv, i, T};
-        const long long n = brute_pairs(&r, window, NULL);
+        const double n = brute_pairs(&r, window, NULL);
         most = n > most ? n : most;
     }
     return most;
@@ -320,7 +324,7 @@ static void test_document_flops(const Cluster* c) {
     const struct { CostAlgorithm a; int pq, pkv; long T; int window; } cases[] = {
         {COST_2D, 2, 2, 512, 0}, {COST_2D_OVERLAP, 3, 2, 768, 0}, {COST_RING, 1, 4, 512, 0},
         {COST_STRIPED, 1, 6, 768, 0}, {COST_ZIGZAG, 1, 4, 512, 0}, {COST_ZIGZAG, 1, 4, 512, 70},
-        {COST_2D, 4, 2, 1024, 100},
+        {COST_2D, 4, 2, 1024, 100}, {COST_ULYSSES, 1, 4, 512, 0}, {COST_ULYSSES, 2, 1, 768, 70},
     };
     enum { ROWS = 2 };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -338,7 +342,7 @@ static void test_document_flops(const Cluster* c) {
             const RankOf r = {cases[k].a, cases[k].pq, cases[k].pkv, i, T};
             double n = 0;
             for (int row = 0; row < ROWS; row++)
-                n += (double)brute_pairs(&r, cases[k].window, start + row * T);
+                n += brute_pairs(&r, cases[k].window, start + row * T);
             most = n / ROWS > most ? n / ROWS : most;
         }
         const double HS = s.C / s.NH;
@@ -395,6 +399,8 @@ static void test_attention_flops(const Cluster* c) {
         {COST_ZIGZAG, 1, 3, 768, 0, 0}, {COST_2D, 2, 2, 512, 64, 2}, {COST_2D, 4, 2, 1024, 100, 1},
         {COST_2D_OVERLAP, 3, 2, 768, 200, 2}, {COST_RING, 1, 4, 512, 96, 1},
         {COST_STRIPED, 1, 6, 768, 33, 2}, {COST_ZIGZAG, 1, 4, 512, 70, 1},
+        {COST_ULYSSES, 1, 4, 512, 0, 0}, {COST_ULYSSES, 2, 1, 768, 33, 2},
+        {COST_ULYSSES, 2, 2, 1024, 100, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         CostShape s = tiny_shape(cases[k].T);
@@ -402,9 +408,9 @@ static void test_attention_flops(const Cluster* c) {
         const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
                               GPT_RECOMPUTE_NONE, NULL};
         const CostPrediction p = predict(&g, c);
-        const long long pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
+        const double pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
                                                       cases[k].T, 0);
-        const long long banded = cases[k].window ? max_pairs_brute_force(cases[k].a, cases[k].pq,
+        const double banded = cases[k].window ? max_pairs_brute_force(cases[k].a, cases[k].pq,
                                                                           cases[k].pkv, cases[k].T,
                                                                           cases[k].window)
                                                  : 0;
@@ -414,7 +420,7 @@ static void test_attention_flops(const Cluster* c) {
                             ((s.L - banded_layers) * (double)pairs + banded_layers * (double)banded);
         EXPECT(p.max_pairs == pairs && p.banded_pairs == banded && p.attention_flops == want,
                "attention FLOPs %s %dx%d T=%ld window %d every %d: slowest rank %.0f causal, %.0f "
-               "banded pairs (all ranks: %lld, %lld), %.0f FLOPs (want 14*HS per pair: %.0f)",
+               "banded pairs (all ranks: %.1f, %.1f), %.0f FLOPs (want 14*HS per pair: %.0f)",
                cost_algorithm_name(cases[k].a), cases[k].pq, cases[k].pkv, cases[k].T,
                cases[k].window, cases[k].every, p.max_pairs, p.banded_pairs, pairs, banded,
                p.attention_flops, want);
@@ -446,6 +452,12 @@ static void test_attention_flops(const Cluster* c) {
     err[0] = 0;
     EXPECT(costmodel_predict(&banded, c, &p, err, sizeof err) == -1 && strstr(err, "window every"),
            "window_every 3 of 2 layers: expected a one-line refusal, found '%s'", err);
+    CostConfig uly = dense;   // the tiny shape's 4 heads over 8 ranks
+    uly.alg = COST_ULYSSES, uly.pq = 1, uly.pkv = 8;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&uly, c, &p, err, sizeof err) == -1 &&
+           strstr(err, "mesh: ulysses splits the 4 heads over P = 8 ranks; expected P to divide them"),
+           "ulysses with 4 heads on 8 ranks: expected a one-line refusal, found '%s'", err);
 }
 
 // 2d on a 1x2 mesh, one GPU per node, nothing overlapped: forward moves a Q all-gather
@@ -534,8 +546,9 @@ static void test_ranked_table(const Cluster* a100) {
     CostCandidate out[256];
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
-    // dp 1: P = 8: 2d/2d-overlap 4 meshes each + 3 rings; dp 2: P = 4: 3 + 3 + 3; dp 4: P = 2:
-    // 2 + 2 + 3; dp 8: 1 -> 11 + 9 + 7 + 1
+    // dp 1: P = 8: 2d/2d-overlap 4 meshes each + 3 rings (the 4 heads do not split over 8 for
+    // Ulysses); dp 2: P = 4: 3 + 3 + 3 rings + Ulysses; dp 4: P = 2: 2 + 2 + 3 + 1; dp 8: 1
+    // -> 11 + 10 + 8 + 1
     int sorted = 1, fits = 1;
     for (int k = 0; k < n; k++) {
         const CostConfig* g = &out[k].config;
@@ -543,8 +556,8 @@ static void test_ranked_table(const Cluster* a100) {
                out[k].pred.memory_bytes <= a100->memory_bytes && out[k].reason[0];
         if (k) sorted = sorted && out[k - 1].pred.tokens_per_s >= out[k].pred.tokens_per_s;
     }
-    EXPECT(n == 28 && sorted && fits,
-           "ranked table for 8 ranks: %d candidates (28 expected), sorted %d, all fit %d", n, sorted, fits);
+    EXPECT(n == 30 && sorted && fits,
+           "ranked table for 8 ranks: %d candidates (30 expected), sorted %d, all fit %d", n, sorted, fits);
     // A memory limit between the smallest and the largest footprint removes some, keeps the rest.
     double lo = INFINITY, hi = 0;
     for (int k = 0; k < n; k++) {

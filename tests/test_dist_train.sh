@@ -142,7 +142,8 @@ train() {
 }
 
 # every_schedule PREFIX ARGS...: runs ARGS on one process, 2x2, 2d-overlap, dp 2 + ZeRO-1, Ring
-# 1x4, Striped 4x1 and Zigzag 2x2 (PREFIX-1 ... PREFIX-zigzag-2x2), each compared with ref.
+# 1x4, Striped 4x1, Zigzag 2x2 and Ulysses 1x2 (the model's 2 heads over 2 ranks) (PREFIX-1 ...
+# PREFIX-ulysses-1x2), each compared with ref.
 every_schedule() {
   local p=$1
   shift
@@ -153,7 +154,8 @@ every_schedule() {
   train "$p-ring-1x4" 4 "$@" --pkv 4 --attention ring
   train "$p-striped-4x1" 4 "$@" --pq 4 --attention striped
   train "$p-zigzag-2x2" 4 "$@" --pq 2 --pkv 2 --attention zigzag
-  for n in 1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2; do
+  train "$p-ulysses-1x2" 2 "$@" --pkv 2 --attention ulysses
+  for n in 1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2; do
     [ -f "$work/$p-$n/log.jsonl" ] && compare "$p-$n" ref
   done
 }
@@ -592,6 +594,8 @@ mesh)
     4 --seq-len 30 --pq 2 --pkv 2
   expect_once '^error: --seq-len 36: --attention zigzag splits the sequence into 2P = 8 chunks; expected a multiple of 8' \
     4 --seq-len 36 --context 36 --pq 2 --pkv 2 --attention zigzag
+  expect_once '^error: --attention ulysses: the 2 heads split over the P = 4 sequence-parallel ranks \(--pq x --pkv\); expected P to divide the head count' \
+    4 --pq 2 --pkv 2 --attention ulysses
   ;;
 consistency)
   # Two ranks launched as two app contexts (MPMD: mpirun -np 1 PROG ARGS : -np 1 PROG ARGS2),
@@ -691,7 +695,9 @@ schedules)
   train 2d-overlap "$np" "${mesh_args[@]}" --attention 2d-overlap --grad-bucket-mb 0.01 \
     --trace "$work/2d-overlap.json"
   train 2d-overlap-zero "$np" "${mesh_args[@]}" --attention 2d-overlap --zero 1
-  for n in 2d 2d-keep-zero ring-zero striped zigzag 2d-overlap 2d-overlap-zero; do
+  # Ulysses where the model's 2 heads split over the pq x pkv ranks.
+  [ $((2 % (pq * pkv))) = 0 ] && train ulysses-zero "$np" "${mesh_args[@]}" --attention ulysses --zero 1
+  for n in 2d 2d-keep-zero ring-zero striped zigzag 2d-overlap 2d-overlap-zero ulysses-zero; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
   # The overlapped schedule against the plain one (same mesh, same transport).

@@ -49,6 +49,9 @@ case_of() {
     fp32-2d-2x2-zero)   echo "$FP32 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --zero 1 --comm nccl --recompute selective" ;;
     bf16-zigzag-1x4)    echo "$BF16 4 ${mesh[*]} --pq 1 --pkv 4 --attention zigzag --comm nccl --zero 1" ;;
     bf16-ring-dp2-buckets) echo "$BF16 4 ${mesh[*]} --dp 2 --pq 1 --pkv 2 --attention ring --comm nccl --grad-bucket-mb 0.1" ;;
+    # Ulysses: its staging and heads buffers, and the dQ semaphores of NH / P heads over all T.
+    bf16-ulysses-1x2)   echo "$BF16 2 ${mesh[*]} --pq 1 --pkv 2 --attention ulysses --comm nccl --seq-len 160" ;;
+    fp32-ulysses-2x1)   echo "$FP32 2 ${mesh[*]} --pq 2 --pkv 1 --attention ulysses --comm mpi-staged --recompute selective" ;;
     # Document masking's bounds of the full sequences and the positions within documents.
     bf16-documents-2x2) echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --comm nccl --document-mask 7 --reset-position-ids" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
@@ -59,7 +62,7 @@ case_of() {
 }
 CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
-bf16-ring-dp2-buckets bf16-documents-2x2 cpu-125m"
+bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-documents-2x2 cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

@@ -116,6 +116,12 @@ if run zz 4 --attention zigzag && chosen zz | grep -q 'attention zigzag$' &&
    [ "$(chosen zz)" = "$(ran zz)" ]; then
   ok "--attention zigzag kept: $(chosen zz)"
 else bad "--attention zigzag with --mesh auto: '$(chosen zz)'"; tail -n 5 "$W/zz.out"; fi
+# Ulysses splits the 4 heads over the P ranks: on 8 ranks the mesh has P = 1, 2 or 4 (never 8).
+if run uly 8 --attention ulysses && chosen uly | grep -q 'attention ulysses$' &&
+   [ "$(chosen uly)" = "$(ran uly)" ] &&
+   chosen uly | awk '{ exit !(4 % ($5 * $8) == 0 && $5 * $8 > 1) }'; then
+  ok "--attention ulysses kept, P dividing the 4 heads: $(chosen uly)"
+else bad "--attention ulysses with --mesh auto on 8 ranks: '$(chosen uly)'"; tail -n 5 "$W/uly.out"; fi
 # A sliding window: the cost model prices the banded layers (their attention computes less), so
 # the choice is build/costmodel's first row for the same window, and the fastest candidate is
 # predicted faster than the fastest without one.

@@ -41,11 +41,11 @@ static Args parse_args(int argc, char** argv) {
     return a;
 }
 
-enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, NSCHED };
-static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped", "zigzag"};
-// The token layout of each ring schedule (unused for SCHED_2D).
+enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, SCHED_ULYSSES, NSCHED };
+static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped", "zigzag", "ulysses"};
+// The token layout of each ring schedule (unused for SCHED_2D and SCHED_ULYSSES).
 static const RingLayout RING_LAYOUT[NSCHED] = {RING_CONTIGUOUS, RING_CONTIGUOUS, RING_CYCLIC,
-                                               RING_ZIGZAG};
+                                               RING_ZIGZAG, RING_CYCLIC};
 
 typedef struct {
     double fwd_bytes_max, fwd_bytes_mean, fwd_msgs_max, bwd_bytes_max, bwd_bytes_mean,
@@ -76,6 +76,7 @@ static int same_volume(const Comm* comm, CommPhase phase, const CommVolume* v) {
 
 // Unmasked scores per rank over all P ranks of the mesh: max / mean.
 static double balance(int sched, const Mesh* m, long T) {
+    if (sched == SCHED_ULYSSES) return 1;   // every rank: all pairs of NH / P heads
     double max = 0, sum = 0;
     for (int i = 0; i < m->P; i++) {
         const long long pairs =
@@ -90,8 +91,9 @@ static double balance(int sched, const Mesh* m, long T) {
 static Row measure(int sched, Comm* comm, const Args* a) {
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     const Mesh* m = &comm->mesh;
-    AttentionLayer* layer = sched == SCHED_2D
-                                ? attention2d_create(comm, B, Tl, NH, HS, 0)
+    AttentionLayer* layer = sched == SCHED_2D ? attention2d_create(comm, B, Tl, NH, HS, 0)
+                            : sched == SCHED_ULYSSES
+                                ? attention_ulysses_create(comm, B, Tl, NH, HS)
                                 : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, HS);
     real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "bench qkv");
     real* dout = xmalloc(sizeof(real) * B * Tl * C, "bench dout");
@@ -110,6 +112,9 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     if (sched == SCHED_2D) {
         vf = attention2d_volume(m, COMM_FORWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
         vb = attention2d_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
+    } else if (sched == SCHED_ULYSSES) {
+        vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+        vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
     } else {
         vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
         vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
@@ -147,7 +152,9 @@ int main(int argc, char** argv) {
                  2 * mesh.P);
     Comm* comm = comm_mpi_create(&mesh, 1);
     Row rows[NSCHED];
-    for (int s = 0; s < NSCHED; s++) rows[s] = measure(s, comm, &a);
+    // Ulysses splits the heads over the ranks: where P does not divide NH it is left out.
+    const int nsched = a.NH % mesh.P == 0 ? NSCHED : SCHED_ULYSSES;
+    for (int s = 0; s < nsched; s++) rows[s] = measure(s, comm, &a);
 
     if (rank == 0) {
         const double shard = (double)a.B * a.Tl * a.NH * a.HS * sizeof(real);
@@ -162,7 +169,7 @@ int main(int argc, char** argv) {
                    "balance |\n");
             printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         }
-        for (int s = 0; s < NSCHED; s++) {
+        for (int s = 0; s < nsched; s++) {
             const Row* r = &rows[s];
             printf("| %d | %dx%d | %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | "
                    "%s | %.3f |\n",
@@ -175,7 +182,7 @@ int main(int argc, char** argv) {
         }
     }
     int failed = 0;
-    for (int s = 0; s < NSCHED; s++) failed |= !rows[s].formula_ok;
+    for (int s = 0; s < nsched; s++) failed |= !rows[s].formula_ok;
     comm_destroy(comm);
     comm_mpi_finalize();
     return failed;

@@ -23,11 +23,11 @@ const char* mesh_auto_cluster_path(const TrainOptions* o) {
 }
 
 // Whether a candidate agrees with the mesh options given on the command line. Ring-family
-// schedules only use P = pq * pkv, so for them an explicit pq and pkv fix P only. An explicit
+// schedules and Ulysses only use P = pq * pkv, so for them an explicit pq and pkv fix P only. An explicit
 // --attention asks for sequence parallelism with that schedule: P = 1 (no schedule at all) is
 // left out.
 static int agrees(const CostConfig* g, const TrainOptions* o) {
-    const int ring = cost_algorithm_is_ring(g->alg);
+    const int ring = cost_algorithm_ignores_mesh(g->alg);
     const int P = g->pq * g->pkv;
     if ((o->given & OPT_GIVEN_DP) && g->dp != o->dp) return 0;
     if ((o->given & OPT_GIVEN_ATTENTION) && P == 1) return 0;
@@ -183,7 +183,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     if (!(o->given & OPT_GIVEN_RECOMPUTE))
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
     o->dp = best.dp;
-    if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) || !cost_algorithm_is_ring(best.alg))
+    if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) ||
+        !cost_algorithm_ignores_mesh(best.alg))
         o->pq = best.pq, o->pkv = best.pkv;
     if (!(o->given & OPT_GIVEN_ATTENTION)) o->attention = cost_algorithm_name(best.alg);
     free(all);

@@ -76,7 +76,7 @@ static const OptSpec specs[] = {
     {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},
     {"pkv", OPT_INT, F(pkv), 1, 1 << 16, NULL, "ATTENTION2D mesh columns (key/value split)"},
-    {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped|zigzag", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block; zigzag: the ring with Megatron's load-balanced layout, chunks r and 2P-1-r of 2P)"},
+    {"attention", OPT_STRING, F(attention), 0, 0, "2d|2d-overlap|ring|striped|zigzag|ulysses", "sequence-parallel attention schedule (2d-overlap: ATTENTION2D ring-pipelined over the row and column, computing on each arriving block; zigzag: the ring with Megatron's load-balanced layout, chunks r and 2P-1-r of 2P; ulysses: all-to-alls trading the sequence for heads, NH / P heads per rank)"},
     {"mesh", OPT_STRING, F(mesh), 0, 0, "manual|auto", "auto: choose --dp/--pq/--pkv and --attention for the world size with the cost model (costmodel/), printing the top candidates and why; options given explicitly are kept (an explicit --attention: sequence-parallel meshes only)"},
     {"cluster", OPT_STRING, F(cluster), 0, 0, NULL, "cluster description the cost model of --mesh auto predicts on (default costmodel/clusters/cpu-local.cluster on the CPU, h100-8pernode.cluster on GPUs: calibrated from an H100 report of the GPU kit)"},
     {"memory-gb", OPT_DOUBLE, F(memory_gb), 0, 1e6, NULL, "--mesh auto: memory per device in GiB a configuration may use (0 = the cluster's)"},

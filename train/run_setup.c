@@ -146,6 +146,10 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (strcmp(o->attention, "zigzag") == 0 && t->mesh.P > 1 && o->seq_len % (2 * t->mesh.P) != 0)
         config_error(t, "--seq-len %d: --attention zigzag splits the sequence into 2P = %d chunks; "
                      "expected a multiple of %d", o->seq_len, 2 * t->mesh.P, 2 * t->mesh.P);
+    if (strcmp(o->attention, "ulysses") == 0 && t->mesh.P > 1 && t->cfg.NH % t->mesh.P != 0)
+        config_error(t, "--attention ulysses: the %d heads split over the P = %d sequence-parallel "
+                     "ranks (--pq x --pkv); expected P to divide the head count", t->cfg.NH,
+                     t->mesh.P);
     t->B = o->batch;
     t->T = o->seq_len;
     t->Tl = o->seq_len / t->mesh.P;
@@ -248,6 +252,8 @@ static void setup_attention(Trainer* t) {
                                           t->opt.keep_kv ? t->cfg.L : 0);
     } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
         t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
+    } else if (strcmp(t->opt.attention, "ulysses") == 0) {
+        t->attention = attention_ulysses_create(t->comm, t->B, t->Tl, NH, HS);
     } else {
         const char* name = t->opt.attention;
         const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS
