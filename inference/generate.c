@@ -69,7 +69,8 @@ static void usage(FILE* f) {
         "  --seed S              random seed (default 1337)\n"
         "  --stop IDS            comma-separated stop token ids (replaces the default)\n"
         "  --pq N --pkv N        the sequence-parallel mesh (default 1 x 1; pq * pkv = ranks)\n"
-        "  --prefill NAME        2d, 2d-overlap, striped, ring or zigzag (default 2d)\n"
+        "  --prefill NAME        2d, 2d-overlap, striped, ring, zigzag or ulysses (default 2d;\n"
+        "                        ulysses: P = pq x pkv must divide the heads)\n"
         "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
         "  --decode-batch N      sequences decoded together per forward (default 0: all that are\n"
         "                        still generating; 1: one at a time)\n"
@@ -156,7 +157,8 @@ static void parse_options(int argc, char** argv, Options* o) {
             else if (!strcmp(optarg, "striped")) o->prefill = PREFILL_STRIPED;
             else if (!strcmp(optarg, "ring")) o->prefill = PREFILL_RING;
             else if (!strcmp(optarg, "zigzag")) o->prefill = PREFILL_ZIGZAG;
-            else fail_msg("--prefill: expected 2d, 2d-overlap, striped, ring or zigzag, found '%s'",
+            else if (!strcmp(optarg, "ulysses")) o->prefill = PREFILL_ULYSSES;
+            else fail_msg("--prefill: expected 2d, 2d-overlap, striped, ring, zigzag or ulysses, found '%s'",
                           optarg);
             break;
         case DECODE:
@@ -282,6 +284,9 @@ int main(int argc, char** argv) {
         fail_msg("--prefill %s: the model %s has sliding-window attention (window %d), whose "
                  "decoding needs the cyclic layout: use --prefill 2d, 2d-overlap or striped",
                  o.prefill == PREFILL_RING ? "ring" : "zigzag", o.model, cfg.window);
+    if (o.prefill == PREFILL_ULYSSES && mesh.P > 1 && cfg.NH % mesh.P != 0)
+        fail_msg("--prefill ulysses: the model %s has %d heads, which do not split over the "
+                 "P = %d ranks of --pq %d x --pkv %d", o.model, cfg.NH, mesh.P, o.pq, o.pkv);
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
     int device;
@@ -299,7 +304,7 @@ int main(int argc, char** argv) {
                 o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, cfg.window ? ", " : "",
                 cfg.window ? window : "", gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
-        static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag"};
+        static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag", "ulysses"};
         fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "
                 "new tokens, temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n",
                 o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill],

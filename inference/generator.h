@@ -16,6 +16,7 @@ typedef enum {
     PREFILL_2D, PREFILL_2D_OVERLAP, PREFILL_STRIPED,   // the cyclic layout
     PREFILL_RING,                                      // contiguous chunks
     PREFILL_ZIGZAG,                                    // chunks r and 2P-1-r
+    PREFILL_ULYSSES,                                   // the cyclic layout, heads over ranks
 } PrefillSchedule;
 
 typedef struct {

@@ -99,15 +99,21 @@ case "$test_name" in
     $TOOL --write-model "$M" --vocab 512 --context 96 --layers 3
     equal_to_single --model "$M" "${PROMPTS[@]}" --temperature 1 --top-k 100 --top-p 0.9 --seed 5 --max-new-tokens 12 ;;
   equal-schedules)
-    # The other prefill schedules, the ring decode baseline, a bf16 model file.
+    # The other prefill schedules, the ring decode baseline, a bf16 model file (4 heads, which
+    # Ulysses splits over the 4 ranks); Ulysses with too few heads refused in one line.
     $TOOL --write-model "$M" --vocab 512 --context 96 --bf16
-    for extra in "--prefill 2d-overlap" "--prefill striped" "--decode ring"; do
+    for extra in "--prefill 2d-overlap" "--prefill striped" "--prefill ulysses" "--decode ring"; do
       gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 $extra || bad "single $extra"
       cp "$W/out" "$W/single"
       if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 $extra && cmp -s "$W/out" "$W/single"; then
         ok "mesh 2x2 $extra == single process"
       else bad "mesh 2x2 $extra differs from single process: $(tail -n 1 "$W/err")"; fi
-    done ;;
+    done
+    if gen 8 2 4 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses; then
+      bad "--prefill ulysses on 8 ranks with 4 heads was not refused"
+    elif grep -q "^error: rank [0-9]*: --prefill ulysses: the model .* has 4 heads, which do not split over the P = 8 ranks of --pq 2 x --pkv 4$" "$W/err"; then
+      ok "--prefill ulysses with 4 heads on 8 ranks refused in one line"
+    else bad "--prefill ulysses on 8 ranks: $(tail -n 1 "$W/err")"; fi ;;
   equal-layouts)
     # Ring's contiguous and Zigzag's two-chunk prefill (prompts not dividing P or 2P: padded
     # layouts), Tree and Ring decoding: == single process on 1x2, 2x2, 2x4; the program exits
