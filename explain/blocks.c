@@ -48,6 +48,7 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
     }
     free(pos);
     const CallKind want = phase == COMM_FORWARD ? CALL_FORWARD : CALL_BACKWARD;
+    int* heads = xcalloc((size_t)T * T, sizeof(int), "explain head counts");   // (T, T)
     for (int i = 0; i < P; i++) {
         const RankRun* r = &sim->rank[i];
         for (int c = 0; c < r->ncalls; c++) {
@@ -60,10 +61,14 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
                     const long k = p->kpos.off + p->kpos.stride * b;
                     if (!visible(sim, q, k)) continue;   // the causal mask and the window
                     const size_t x = (size_t)q * T + k;
-                    if (map->owner[x] >= 0)
-                        return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by ranks %d and %d",
-                                       comm_phase_name(phase), q, k, map->owner[x], i);
-                    map->owner[x] = i;
+                    if (heads[x] + p->NH > sim->s.NH) {
+                        free(heads);
+                        return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by ranks %d and %d "
+                                       "for more than the %d heads", comm_phase_name(phase), q, k,
+                                       map->owner[x], i, sim->s.NH);
+                    }
+                    heads[x] += p->NH;
+                    map->owner[x] = p->NH == sim->s.NH ? i : BLOCK_EVERY_RANK;
                     map->step[x] = explain_algo_is_ring(sim->s.algo)
                                        ? (i - map->token_rank[k] + P) % P : 0;
                 }
@@ -71,9 +76,14 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
         }
     }
     for (long q = 0; q < T; q++)
-        for (long k = 0; k <= q; k++)
-            if (visible(sim, q, k) && map->owner[(size_t)q * T + k] < 0)
-                return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by no rank",
-                               comm_phase_name(phase), q, k);
+        for (long k = 0; k <= q; k++) {
+            const int n = heads[(size_t)q * T + k];
+            if (visible(sim, q, k) && n < sim->s.NH) {
+                free(heads);
+                return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed for %d of the "
+                               "%d heads", comm_phase_name(phase), q, k, n, sim->s.NH);
+            }
+        }
+    free(heads);
     return 0;
 }

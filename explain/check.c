@@ -13,10 +13,12 @@ const char* dist_stage_name(int stage) {
 }
 
 // Which DistAlong a recorded operation travels: its group, or for the SP group the schedule's
-// point-to-point partner (the ring family's neighbour, ATTENTION2D's transposed rank).
+// point-to-point partner (the ring family's neighbour, ATTENTION2D's transposed rank) or, for
+// Ulysses, the whole group's all-to-all.
 static DistAlong op_along(const Simulation* sim, const RecordedOp* op) {
     if (op->group == MESH_ROW) return DIST_ALONG_ROW;
     if (op->group == MESH_COL) return DIST_ALONG_COLUMN;
+    if (sim->s.algo == ALGO_ULYSSES) return DIST_ALONG_SP;
     return explain_algo_is_ring(sim->s.algo) ? DIST_ALONG_RING : DIST_ALONG_TRANSPOSE;
 }
 

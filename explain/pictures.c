@@ -1,7 +1,9 @@
 // --png DIR: the pictures of a simulation, drawn by gnuplot (pngcairo) from inline data blocks:
-//   matrix-rank.png       the T x T matrix coloured by the rank computing each cell (white: masked)
+//   matrix-rank.png       the T x T matrix coloured by the rank computing each cell (white: masked;
+//                         not drawn for Ulysses, where every rank computes every cell for its heads)
 //   matrix-step.png       ring family: the same coloured by ring step
-//   mesh.png              the pq x pkv mesh with its row and column groups (ring family: the ring)
+//   mesh.png              the pq x pkv mesh with its row and column groups (ring family: the ring;
+//                         Ulysses: the all-to-all among the P ranks)
 //   transfers-forward.png, transfers-backward.png
 //                         one panel per communication step: who sends to whom
 //   bytes-vs-p.png        bytes the busiest rank receives per layer (forward + backward) against P
@@ -71,9 +73,9 @@ static void draw_matrix(const Simulation* sim, const BlockMap* map, int by_step,
     gnuplot_close(gp, "the matrix");
 }
 
-// Where rank i is drawn: its mesh position (c, -r), or a circle for the ring family.
+// Where rank i is drawn: its mesh position (c, -r), or a circle for the ring family and Ulysses.
 static void node_xy(const Simulation* sim, int i, double* x, double* y) {
-    if (explain_algo_is_ring(sim->s.algo)) {
+    if (explain_algo_ignores_mesh(sim->s.algo)) {
         const double a = M_PI / 2 - 2 * M_PI * i / sim->P;
         *x = cos(a), *y = sin(a);
         return;
@@ -87,13 +89,13 @@ static void draw_nodes(FILE* gp, const Simulation* sim) {
         double x, y;
         node_xy(sim, i, &x, &y);
         fprintf(gp, "set object circle at %g,%g size %g fc rgb '#ddeeff' fs solid border lc rgb '#4477aa' front\n",
-                x, y, explain_algo_is_ring(sim->s.algo) ? 0.18 : 0.2);
+                x, y, explain_algo_ignores_mesh(sim->s.algo) ? 0.18 : 0.2);
         fprintf(gp, "set label '%d' at %g,%g center front\n", i, x, y);
     }
 }
 
 static void set_frame(FILE* gp, const Simulation* sim) {
-    if (explain_algo_is_ring(sim->s.algo))
+    if (explain_algo_ignores_mesh(sim->s.algo))
         fprintf(gp, "set xrange [-1.5:1.5]; set yrange [-1.5:1.5]\n");
     else
         fprintf(gp, "set xrange [-0.7:%g]; set yrange [%g:0.7]\n", sim->s.pkv - 0.3, -(sim->s.pq - 0.3));
@@ -104,7 +106,18 @@ static void draw_mesh(const Simulation* sim, const char* dir) {
     FILE* gp = gnuplot_open();
     png_start(gp, dir, sim, "mesh", 560, 520);
     set_frame(gp, sim);
-    if (explain_algo_is_ring(sim->s.algo)) {
+    if (sim->s.algo == ALGO_ULYSSES) {
+        fprintf(gp, "set title 'all-to-all among %d ranks: each sends every other its tokens, for "
+                    "that rank''s %d of the %d heads'\n", sim->P, sim->s.NH / sim->P, sim->s.NH);
+        for (int i = 0; i < sim->P; i++)
+            for (int j = i + 1; j < sim->P; j++) {
+                double x0, y0, x1, y1;
+                node_xy(sim, i, &x0, &y0);
+                node_xy(sim, j, &x1, &y1);
+                fprintf(gp, "set arrow from %g,%g to %g,%g nohead lc rgb '#cc3311' lw 1.5 back\n",
+                        x0, y0, x1, y1);
+            }
+    } else if (explain_algo_is_ring(sim->s.algo)) {
         fprintf(gp, "set title 'ring of %d ranks: K|V travel to the next rank each step'\n", sim->P);
         for (int i = 0; i < sim->P; i++) {
             double x0, y0, x1, y1;
@@ -225,7 +238,7 @@ void explain_pictures(const Simulation* sim, const char* dir) {
     char err[ERR_LEN];
     BlockMap map;
     CHECK(block_map_build(sim, COMM_FORWARD, &map, err) == 0, "a schedule bug", "%s", err);
-    draw_matrix(sim, &map, 0, dir);
+    if (sim->s.algo != ALGO_ULYSSES) draw_matrix(sim, &map, 0, dir);
     if (explain_algo_is_ring(sim->s.algo)) draw_matrix(sim, &map, 1, dir);
     block_map_free(&map);
     draw_mesh(sim, dir);

@@ -16,7 +16,7 @@ long long closed_bytes(const RankRun* r, CommPhase phase) {
     return b;
 }
 
-static char rank_char(int i) { return i < 0 ? '.' : i < 10 ? (char)('0' + i) : i < 36 ? (char)('a' + i - 10) : '#'; }
+static char rank_char(int i) { return i == BLOCK_EVERY_RANK ? '*' : i < 0 ? '.' : i < 10 ? (char)('0' + i) : i < 36 ? (char)('a' + i - 10) : '#'; }
 
 // The positions flagged in held (T flags), space separated; long lists abbreviated.
 static void format_held(const unsigned char* held, long T, char* buf, size_t len) {
@@ -81,6 +81,12 @@ static void table_print(Table* t, FILE* out) {
 
 static void print_mesh(const Simulation* sim, FILE* out) {
     const ExplainShape* s = &sim->s;
+    if (s->algo == ALGO_ULYSSES) {
+        fprintf(out, "ulysses: the %d heads split over the %d ranks, H = %d each (rank i: heads i H .. "
+                "(i+1) H - 1); all-to-alls among the ranks, the mesh shape plays no part\n", s->NH,
+                sim->P, s->NH / sim->P);
+        return;
+    }
     if (explain_algo_is_ring(s->algo)) {
         fprintf(out, "ring: rank i sends to i+1 and receives from i-1 (mod %d), the mesh shape plays no part\n", sim->P);
         return;
@@ -167,7 +173,16 @@ static void print_tokens(const Simulation* sim, FILE* out) {
     for (int i = 0; i < P; i++) snprintf(table_cell(&t, i), CELL_LEN, "rank %d", i);
     table_row(&t, "start: Q, K, V");
     for (int i = 0; i < P; i++) format_layout(sim->rank[i].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
-    if (!explain_algo_is_ring(sim->s.algo)) {
+    if (sim->s.algo == ALGO_ULYSSES) {
+        const int H = sim->s.NH / P;
+        table_row(&t, "Q, K, V after all-to-all");
+        for (int i = 0; i < P; i++) {
+            kernel_positions(&sim->rank[i], 1, T, held);
+            char tokens[CELL_LEN - 32];
+            format_held(held, T, tokens, sizeof tokens);
+            snprintf(table_cell(&t, i), CELL_LEN, "%s, heads %d..%d", tokens, i * H, i * H + H - 1);
+        }
+    } else if (!explain_algo_is_ring(sim->s.algo)) {
         table_row(&t, "K, V after the permutation");
         for (int i = 0; i < P; i++) {
             const RankRun* r = &sim->rank[i];
@@ -205,17 +220,20 @@ static void print_tokens(const Simulation* sim, FILE* out) {
         }
         free(hold);
     }
-    table_row(&t, "O, LSE after the merge");
+    table_row(&t, sim->s.algo == ALGO_ULYSSES ? "O, LSE back to the owners" : "O, LSE after the merge");
     for (int i = 0; i < P; i++) format_layout(sim->rank[i].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
     fprintf(out, "\ntokens per rank (positions in the sequence), forward\n");
     table_print(&t, out);
     free(held);
 }
 
-static void print_matrix(const BlockMap* map, int by_step, FILE* out) {
+// heads_per_rank: Ulysses (every cell on every rank, for a share of the heads).
+static void print_matrix(const BlockMap* map, int by_step, int heads_per_rank, FILE* out) {
     const long T = map->T;
     fprintf(out, "\nattention matrix: row = query, column = key; %s, '.' = masked\n",
-            by_step ? "digit = the ring step computing the cell" : "digit = the rank computing the cell");
+            by_step          ? "digit = the ring step computing the cell"
+            : heads_per_rank ? "'*' = computed by every rank, each for its own heads"
+                             : "digit = the rank computing the cell");
     fprintf(out, "           ");
     for (long k = 0; k < T; k++) fputc(k % 10 == 0 ? (char)('0' + (k / 10) % 10) : ' ', out);
     fprintf(out, "\n           ");
@@ -232,6 +250,15 @@ static void print_matrix(const BlockMap* map, int by_step, FILE* out) {
 }
 
 static void print_work(const Simulation* sim, FILE* out) {
+    if (sim->s.algo == ALGO_ULYSSES) {   // the whole matrix on every rank, a share of the heads
+        fprintf(out, "\nwork: unmasked (query, key) pairs per rank and head: every rank all %lld "
+                "pairs (%s) for each of its heads (%d of %d): max/mean 1.000\n",
+                rank_visible_pairs(&sim->rank[0]),
+                sim->docs.start ? "the pairs within documents"
+                : sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W" : "T(T+1)/2",
+                sim->s.NH / sim->P, sim->s.NH);
+        return;
+    }
     long long max = 0, sum = 0;
     fprintf(out, "\nwork: unmasked (query, key) pairs per rank, one sequence and head\n ");
     for (int i = 0; i < sim->P; i++) {
@@ -413,8 +440,8 @@ void report_text(const Simulation* sim, FILE* out) {
         char err[ERR_LEN];
         BlockMap map;
         CHECK(block_map_build(sim, COMM_FORWARD, &map, err) == 0, "a schedule bug", "%s", err);
-        print_matrix(&map, 0, out);
-        if (explain_algo_is_ring(s->algo)) print_matrix(&map, 1, out);
+        print_matrix(&map, 0, s->algo == ALGO_ULYSSES, out);
+        if (explain_algo_is_ring(s->algo)) print_matrix(&map, 1, 0, out);
         block_map_free(&map);
     } else {
         fprintf(out, "\n(the matrix is drawn for T <= %d; use --png DIR)\n", MATRIX_MAX_T);

@@ -7,7 +7,9 @@
 #include "explain/record_comm.h"
 #include "explain/record_compute.h"
 
-typedef enum { ALGO_2D, ALGO_2D_OVERLAP, ALGO_RING, ALGO_STRIPED, ALGO_ZIGZAG, ALGO_COUNT } ExplainAlgo;
+typedef enum {
+    ALGO_2D, ALGO_2D_OVERLAP, ALGO_RING, ALGO_STRIPED, ALGO_ZIGZAG, ALGO_ULYSSES, ALGO_COUNT
+} ExplainAlgo;
 
 typedef struct {
     ExplainAlgo algo;
@@ -40,7 +42,9 @@ typedef struct {
 const char* explain_algo_name(ExplainAlgo a);           // "2d", "2d-overlap", "ring", ...
 const char* explain_algo_title(ExplainAlgo a);          // "ATTENTION2D", "Ring", ...
 int explain_algo_parse(const char* name, ExplainAlgo* a);   // 0, or -1 for an unknown name
-int explain_algo_is_ring(ExplainAlgo a);
+int explain_algo_is_ring(ExplainAlgo a);   // ring, striped, zigzag
+// The ring family and Ulysses: P ranks, the mesh shape plays no part.
+int explain_algo_ignores_mesh(ExplainAlgo a);
 
 // Checks T against the mesh and the algorithm; 0, or -1 with a one-line message naming the flag.
 int explain_check_shape(const ExplainShape* s, char* err);
@@ -66,7 +70,8 @@ DistCommOps explain_closed_ops(const Mesh* mesh, const ExplainShape* s, CommPhas
 Simulation* simulate(const ExplainShape* s);
 void simulation_free(Simulation* sim);
 
-// Unmasked (query, key) pairs of one sequence and head computed by a rank's forward calls.
+// Unmasked (query, key) pairs of one sequence and head computed by a rank's forward calls (Ulysses:
+// of each of its NH / P heads, every pair of the sequence).
 long long rank_visible_pairs(const RankRun* r);
 // The closed form of the same (attention2d_visible_pairs / ring_visible_pairs, with the window
 // and the documents).
