@@ -532,6 +532,9 @@ static void plot_bytes(FILE* g, const char* dir, const SweepRun* rows, const Cos
         if (!seen && nlens < MAX_LENS) lens[nlens++] = rows[k].config.T;
     }
     int count[MAX_LENS][COST_NALGS] = {{0}};
+    // gnuplot numbers the blocks between double blank lines, and an empty block is no block: only
+    // (length, schedule) pairs with points get one, numbered as written.
+    int index[MAX_LENS][COST_NALGS] = {{0}}, blocks = 0;
     fprintf(g, "$b << EOD\n");
     for (int j = 0; j < nlens; j++)
         for (int a = 0; a < COST_NALGS; a++) {
@@ -543,6 +546,8 @@ static void plot_bytes(FILE* g, const char* dir, const SweepRun* rows, const Cos
                     fprintf(g, "%d %g %g\n", ranks, rows[k].bytes / 1e6, pred[k].bytes_per_rank / 1e6);
                     count[j][a]++;
                 }
+            if (!count[j][a]) continue;
+            index[j][a] = blocks++;
             fprintf(g, "\n\n");
         }
     fprintf(g, "EOD\nset output '%s/bytes_per_rank.png'\nset terminal pngcairo size %d,500 font ',10' "
@@ -555,11 +560,10 @@ static void plot_bytes(FILE* g, const char* dir, const SweepRun* rows, const Cos
         fprintf(g, "set title 'T = %ld'\nplot 1/0 notitle", lens[j]);
         for (int a = 0; a < COST_NALGS; a++) {
             if (!count[j][a]) continue;
-            const int index = j * COST_NALGS + a;
             fprintf(g, ", $b index %d using 1:2 with points pt %d ps 1.4 lc %d title '%s measured', "
                        "$b index %d using 1:3 with lines lc %d title '%s formula'",
-                    index, 5 + 2 * (a % 3), a + 1, cost_algorithm_name((CostAlgorithm)a), index, a + 1,
-                    cost_algorithm_name((CostAlgorithm)a));
+                    index[j][a], 5 + 2 * (a % 3), a + 1, cost_algorithm_name((CostAlgorithm)a),
+                    index[j][a], a + 1, cost_algorithm_name((CostAlgorithm)a));
         }
         fprintf(g, "\n");
     }
@@ -579,9 +583,13 @@ static int plot_validation(const char* dir, const SweepRun* rows, const CostPred
         fprintf(g, "%d %g %g\n", (int)rows[k].config.alg, rows[k].ms, 1e3 * pred[k].step_s);
     fprintf(g, "EOD\nplot x title 'exact' lc rgb 'black', 1.2*x title '+20%%' dt 2 lc rgb 'gray', "
                "0.8*x title '-20%%' dt 2 lc rgb 'gray'");
-    for (int a = 0; a < COST_NALGS; a++)
-        fprintf(g, ", $d using ($1 == %d ? $2 : 1/0):3 with points pt 7 ps 1.3 title '%s'", a,
-                cost_algorithm_name((CostAlgorithm)a));
+    for (int a = 0; a < COST_NALGS; a++) {
+        int rows_of = 0;   // a schedule the sweep did not run has no points to draw
+        for (int k = 0; k < n; k++) rows_of += (int)rows[k].config.alg == a;
+        if (rows_of)
+            fprintf(g, ", $d using ($1 == %d ? $2 : 1/0):3 with points pt 7 ps 1.3 title '%s'", a,
+                    cost_algorithm_name((CostAlgorithm)a));
+    }
     fprintf(g, "\n");
     // a sweep without comm_bytes_per_rank (NAN in every row) has no measured bytes to draw
     if (!isnan(rows[0].bytes)) plot_bytes(g, dir, rows, pred, n);
