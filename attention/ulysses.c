@@ -26,7 +26,7 @@
 typedef struct {
     AttentionLayer base;
     Comm* comm;
-    int P, i;          // ranks in the SP group, this rank's place
+    int P;             // ranks in the SP group
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;   // comm types of real and real_acc
     real* send;        // (P, B, Tl, w) blocks for the peers, w up to 5 H HS
@@ -38,10 +38,14 @@ typedef struct {
     real_acc* d;                      // (B, H, T) rowsum(dO * O) of the heads
 } UlyssesAttention;
 
+static void check_heads(int NH, int P) {
+    CHECK(NH % P == 0, "use a head count divisible by the sequence-parallel ranks",
+          "ulysses attention: %d heads do not split over %d ranks", NH, P);
+}
+
 static void check_call(const UlyssesAttention* a, int B, int Tl, int NH, int HS) {
     dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
-    CHECK(NH % a->P == 0, "use a head count divisible by the sequence-parallel ranks",
-          "ulysses attention: %d heads do not split over %d ranks", NH, a->P);
+    check_heads(NH, a->P);
 }
 
 // Head columns for the peers: column block k (of `parts`, part_ld apart) of rows (B Tl, ld) holds
@@ -185,12 +189,10 @@ static void ulysses_destroy(AttentionLayer* self) {
 
 AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int HS) {
     const Mesh* m = &comm->mesh;
-    CHECK(NH % m->P == 0, "use a head count divisible by the sequence-parallel ranks",
-          "ulysses attention: %d heads do not split over %d ranks", NH, m->P);
+    check_heads(NH, m->P);
     UlyssesAttention* a = (UlyssesAttention*)xcalloc(1, sizeof *a, "ulysses attention layer");
     a->comm = comm;
     a->P = m->P;
-    a->i = m->sp_index;
     a->max = dist_bounds("ulysses", B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
@@ -209,7 +211,7 @@ AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int 
     a->base.forward = ulysses_forward;
     a->base.backward = ulysses_backward;
     a->base.destroy = ulysses_destroy;
-    a->base.positions = token_layout(token_positions(a->i, a->P));
+    a->base.positions = token_layout(token_positions(m->sp_index, a->P));
     a->base.name = "ulysses";
     return &a->base;
 }

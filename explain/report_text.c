@@ -249,14 +249,19 @@ static void print_matrix(const BlockMap* map, int by_step, int heads_per_rank, F
     }
 }
 
+// What the pairs of one sequence and head add up to under the simulation's mask.
+static const char* pairs_formula(const Simulation* sim) {
+    return sim->docs.start                                 ? "the pairs within documents"
+           : sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W"
+                                                           : "T(T+1)/2";
+}
+
 static void print_work(const Simulation* sim, FILE* out) {
     if (sim->s.algo == ALGO_ULYSSES) {   // the whole matrix on every rank, a share of the heads
         fprintf(out, "\nwork: unmasked (query, key) pairs per rank and head: every rank all %lld "
                 "pairs (%s) for each of its heads (%d of %d): max/mean 1.000\n",
-                rank_visible_pairs(&sim->rank[0]),
-                sim->docs.start ? "the pairs within documents"
-                : sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W" : "T(T+1)/2",
-                sim->s.NH / sim->P, sim->s.NH);
+                rank_visible_pairs(&sim->rank[0]), pairs_formula(sim), sim->s.NH / sim->P,
+                sim->s.NH);
         return;
     }
     long long max = 0, sum = 0;
@@ -269,11 +274,7 @@ static void print_work(const Simulation* sim, FILE* out) {
     }
     const double mean = (double)sum / sim->P;
     fprintf(out, "\n  total %lld = %s, max %lld, mean %.2f, max/mean %.3f\n", sum,
-            sim->docs.start                               ? "the pairs within documents"
-            : sim->s.window > 0 && sim->s.window < sim->s.T ? "W(W+1)/2 + (T-W)W"
-                                                            : "T(T+1)/2",
-            max,
-            mean, max / mean);
+            pairs_formula(sim), max, mean, max / mean);
 }
 
 static int step_key_equal(const Step* s, const RecordedOp* op, int stage) {
