@@ -55,6 +55,7 @@ args comm --comm nccl --rendezvous file:/tmp/r --rendezvous-id 7.0 --rendezvous-
   --rank 0 --world-size 4 --local-rank 0 --peak-gflops 1000
 args bad_value --steps 0
 args bad_choice --attention 2d-fast
+args ulysses --attention ulysses --pq 1 --pkv 4 --heads 8
 args missing_value --lr
 args stray_word --quiet extra
 args equals_form --steps=5 --attention=ring '--sample-prompt="q"\'
