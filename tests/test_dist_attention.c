@@ -12,7 +12,7 @@
 // backend's element sizes (bf16 activations, fp32 partials).
 //
 //   test_dist_attention --dp D --pq Q --pkv K
-//                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|all]
+//                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|ulysses|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //                       [--window W]   (sliding-window attention in both layers and the reference)
 //                       [--documents N] (document masking, about one boundary in N positions)
