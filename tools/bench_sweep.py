@@ -16,7 +16,8 @@
                                             positive numbers, every PNG present and non-empty
 
 Points file: one point per line, `preset layers channels heads vocab seq_len batch dp pq pkv
-algorithm [trace]`, '#' starts a comment. ranks = dp * pq * pkv; algorithm is one of ALGORITHMS.
+algorithm [trace]`, '#' starts a comment. ranks = dp * pq * pkv; algorithm is one of ALGORITHMS
+(ulysses: pq * pkv must divide heads).
 The word `trace` marks the point whose run writes a Chrome trace (at most one); unmarked, the
 first point with the most ranks is traced.
 
@@ -46,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 
-ALGORITHMS = ("2d", "2d-overlap", "ring", "striped", "zigzag")
+ALGORITHMS = ("2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses")
 COLUMNS = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch", "dp", "pq", "pkv",
            "ranks", "algorithm", "overlap", "steps_timed", "ms_per_step", "tokens_per_s", "mfu",
            "compute_ms", "exposed_comm_ms", "wait_ms", "comm_bytes_per_rank", "peak_gflops")
@@ -58,7 +59,7 @@ SHAPE = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch")
 KEY = SHAPE + ("dp", "pq", "pkv", "algorithm")
 PNGS = ("throughput.png", "exposed_comm.png", "bytes_per_rank.png")
 COLOURS = {"2d": "#4477aa", "2d-overlap": "#66ccee", "ring": "#cc3311", "striped": "#ee7733",
-           "zigzag": "#aa3377"}
+           "zigzag": "#aa3377", "ulysses": "#228833"}
 
 
 class Fail(Exception):
@@ -95,6 +96,9 @@ def read_points(path):
             raise Fail(f"{where}: algorithm must be one of {', '.join(ALGORITHMS)}, "
                        f"got '{p['algorithm']}'")
         p["ranks"] = p["dp"] * p["pq"] * p["pkv"]
+        if p["algorithm"] == "ulysses" and p["heads"] % (p["pq"] * p["pkv"]) != 0:
+            raise Fail(f"{where}: ulysses splits the heads over pq x pkv = {p['pq'] * p['pkv']} "
+                       f"ranks; expected it to divide heads = {p['heads']}")
         points.append(p)
     if not points:
         raise Fail(f"{path}: no points")
