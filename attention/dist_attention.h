@@ -37,10 +37,19 @@ typedef enum {
                        // rank i holding chunks i and 2P-1-i (Tl even)
 } RingLayout;
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
+// The same ring over the ranks of one mesh group (MESH_SP above; MESH_ROW inside USP), in the
+// layout over that group's ranks.
+AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout layout, int B,
+                                         int Tl, int NH, int HS);
 // Ulysses over the SP group (P = pq * pkv, mesh shape ignored; NH a multiple of P): Striped's
 // cyclic layout, an all-to-all trading the sequence for heads, one single-device attention call
 // on NH / P heads over all T positions, and an all-to-all back (attention/ulysses.c).
 AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int HS);
+// USP, Ulysses inside a ring (pq dividing NH): an all-to-all over the mesh column trades its pq
+// ranks' tokens for NH / pq heads, a Striped ring over the mesh row computes them, and an
+// all-to-all returns the outputs. Rank (r, c) holds the tokens t = c + pkv r (mod P); pq = 1 is
+// Striped, pkv = 1 Ulysses (attention/ulysses.c).
+AttentionLayer* attention_usp_create(Comm* comm, int B, int Tl, int NH, int HS);
 // The positions of SP rank `rank`'s Tl local tokens in a layout (zigzag: Tl even).
 TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl);
 

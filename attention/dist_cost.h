@@ -18,8 +18,8 @@ typedef struct {
 // cost model, costmodel/, times each on the network its group crosses). The volumes below are
 // their sums, so the two cannot drift apart.
 typedef enum {
-    DIST_ALONG_ROW,         // the mesh row (MESH_ROW, pkv ranks)
-    DIST_ALONG_COLUMN,      // the mesh column (MESH_COL, pq ranks)
+    DIST_ALONG_ROW,         // the mesh row (MESH_ROW, pkv ranks; USP's ring passes too)
+    DIST_ALONG_COLUMN,      // the mesh column (MESH_COL, pq ranks; USP's all-to-alls too)
     DIST_ALONG_TRANSPOSE,   // point-to-point with the transposed mesh position (the permutation)
     DIST_ALONG_RING,        // point-to-point with the next SP rank (the ring family)
     DIST_ALONG_SP,          // the whole SP group (P ranks): Ulysses' all-to-alls
@@ -78,6 +78,13 @@ DistCommOps ulysses_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH
                         size_t act_size, size_t acc_size);
 CommVolume ulysses_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
                           size_t act_size, size_t acc_size);
+// USP (attention_usp_create): Ulysses' all-to-alls over the mesh column (pq ranks, NH / pq heads
+// per rank) around Striped's passes over the mesh row (pkv steps of the column's pq Tl tokens:
+// the same 2 S per pass as Striped's over P).
+DistCommOps usp_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                    size_t act_size, size_t acc_size);
+CommVolume usp_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+                      size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 
 // Bytes SP rank `rank` of P receives per decoded token, per layer and sequence, from the decode

@@ -75,10 +75,12 @@ size_t ring_scratch_total(const RingScratch* s) {
            s->lse_runs + s->d_own + s->dq;
 }
 
-void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc) {
+void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc,
+                     int ring_inside) {
     out->send = out->recv = out->heads = real * 5 * S;
-    out->acc = real_acc * 3 * S;
-    out->lse_heads = out->lse_send = out->lse_recv = out->d = real_acc * L;
+    out->acc = ring_inside ? 0 : real_acc * 3 * S;
+    out->lse_heads = out->lse_send = out->lse_recv = real_acc * L;
+    out->d = ring_inside ? 0 : real_acc * L;
 }
 
 size_t ulysses_scratch_total(const UlyssesScratch* s) {

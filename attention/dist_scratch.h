@@ -49,11 +49,14 @@ size_t ring_scratch_total(const RingScratch* s);
 // Ulysses (attention/ulysses.c): the all-to-all staging pair (send, recv) and this rank's heads
 // over the whole sequence (heads), each wide enough for the backward's Q|K|V|O|dO (5 S values);
 // the fp32 partial O, then the dQ|dK|dV sums (acc, 3 S); the heads' LSE and D (L each) and the
-// LSE's all-to-all pair.
+// LSE's all-to-all pair. ring_inside (USP): no acc and no D, the Striped ring over the mesh row
+// computes instead; its scratch is ring_scratch's for the same S and L (the column's pq Tl
+// tokens of NH / pq heads), counted apart.
 typedef struct {
     size_t send, recv, heads, acc, lse_heads, lse_send, lse_recv, d;
 } UlyssesScratch;
-void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc);
+void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc,
+                     int ring_inside);
 size_t ulysses_scratch_total(const UlyssesScratch* s);
 
 #ifdef __cplusplus

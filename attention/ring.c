@@ -1,6 +1,7 @@
 // Ring, Striped and Zigzag attention: one ring schedule, three token layouts. Rank i keeps its
 // queries; at step s it holds the K|V block of origin rank (i - s) mod P and, while computing with
 // it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
+// The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
 //
 // A layout is one run of positions (Ring: contiguous, Striped: cyclic) or two (Zigzag: chunks i
 // and 2P-1-i of Tl/2 tokens, local tokens alternating between them: attention/partial_attention.h,
@@ -31,6 +32,7 @@ typedef struct {
     Comm* comm;
     RingLayout layout;
     int runs;             // runs of positions per rank: 1, or 2 for Zigzag
+    MeshGroup group;      // the ring's ranks: the SP group, or a mesh row inside USP
     int P, i;             // ranks in the ring, this rank's place
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
@@ -97,7 +99,7 @@ static CommRequest* pass_ahead(RingAttention* a, int hops, CommType t, void* sen
     CommTransfer out, in;
     out.peer = (a->i + hops) % a->P, out.buf = send, out.count = count;
     in.peer = (a->i - hops % a->P + a->P) % a->P, in.buf = recv, in.count = count;
-    return comm_start(a->comm, MESH_SP, t, &out, 1, &in, 1);
+    return comm_start(a->comm, a->group, t, &out, 1, &in, 1);
 }
 
 static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv, size_t count) {
@@ -236,8 +238,8 @@ static void ring_destroy(AttentionLayer* self) {
     free(a);
 }
 
-AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH,
-                                      int HS) {
+AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout layout, int B,
+                                         int Tl, int NH, int HS) {
     CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC || layout == RING_ZIGZAG,
           "caller bug", "unknown ring layout %d", (int)layout);
     static const char* const names[] = {"ring", "striped", "zigzag"};
@@ -248,8 +250,9 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->comm = comm;
     a->layout = layout;
     a->runs = layout == RING_ZIGZAG ? 2 : 1;
-    a->P = m->P;
-    a->i = m->sp_index;
+    a->group = group;
+    a->P = mesh_group_size(m, group);
+    a->i = mesh_group_rank(m, group);
     a->max = dist_bounds(names[layout], B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
@@ -275,4 +278,9 @@ AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int 
     a->base.positions = ring_rank_layout(layout, a->P, a->i, Tl);
     a->base.name = names[layout];
     return &a->base;
+}
+
+AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH,
+                                      int HS) {
+    return attention_ring_create_on(comm, MESH_SP, layout, B, Tl, NH, HS);
 }

@@ -47,7 +47,7 @@ $(DIST_PROGS): %: %.o $(DIST_ATTENTION_OBJS) $(ATTENTION_OBJS) $(COMM_OBJS) \
 
 # Bytes and messages per rank per layer of the schedules at P = 4, 16, 64, and their causal load
 # balance at T = 4096; 64 heads, so that Ulysses (P must divide NH) runs at every P (the ratios
-# of the others depend on the head size alone).
+# of the others depend on the head size alone; USP needs pq to divide NH).
 .PHONY: bench-comm
 bench: bench-comm
 bench-comm: $(BUILD)/tools/bench_comm

@@ -38,7 +38,8 @@ const char* memory_format_bytes(size_t bytes, char* out, size_t len) {
 }
 
 int memory_schedule_parse(const char* name, MemorySchedule* out) {
-    static const char* const names[] = {"2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses"};
+    static const char* const names[] = {"2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses",
+                                        "usp"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (strcmp(name, names[i]) == 0) {
             *out = (MemorySchedule)i;
@@ -93,10 +94,14 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
         attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv, c->flash_kernels);
         return attention2d_overlap_scratch_total(&z);
     }
-    case MEMORY_ATTN_ULYSSES: {
+    case MEMORY_ATTN_ULYSSES:
+    case MEMORY_ATTN_USP: {   // USP: no sums of its own, the row's Striped ring on as much
+        const int usp = c->schedule == MEMORY_ATTN_USP;
         UlyssesScratch z;
-        ulysses_scratch(&z, S, L, r, a);
-        return ulysses_scratch_total(&z);
+        RingScratch ring;
+        ulysses_scratch(&z, S, L, r, a, usp);
+        ring_scratch(&ring, S, L, r, a, 1, c->flash_kernels);
+        return ulysses_scratch_total(&z) + (usp ? ring_scratch_total(&ring) : 0);
     }
     default: {
         RingScratch z;   // zigzag: two runs of positions per rank
@@ -115,7 +120,7 @@ static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
 
 // The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
 // a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves);
-// Ulysses all T = P Tl queries of NH / P heads.
+// Ulysses all T = P Tl queries of NH / P heads; USP the ring's pq Tl queries of NH / pq heads.
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     if (!c->flash_kernels) return 0;
     if (P == 1) return dq_workspace(c, B, T, 1);
@@ -124,6 +129,8 @@ static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     case MEMORY_ATTN_ZIGZAG: return dq_workspace(c, B, T / 2, 0);
     case MEMORY_ATTN_ULYSSES:   // NH / P heads of all P T queries
         return flash_bwd_semaphore_bytes(B, c->cfg.NH / P, (size_t)P * T);
+    case MEMORY_ATTN_USP:
+        return flash_bwd_semaphore_bytes(B, c->cfg.NH / c->pq, (size_t)c->pq * T);
     default: return dq_workspace(c, B, T, 0);
     }
 }

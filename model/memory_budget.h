@@ -53,7 +53,8 @@ typedef enum {
     MEMORY_ATTN_RING,
     MEMORY_ATTN_STRIPED,
     MEMORY_ATTN_ZIGZAG,
-    MEMORY_ATTN_ULYSSES
+    MEMORY_ATTN_ULYSSES,
+    MEMORY_ATTN_USP
 } MemorySchedule;
 
 typedef struct {
@@ -95,7 +96,7 @@ MemoryTerm memory_largest_term(const MemoryBudget* b);
 // "12.34 GiB", "5.67 MiB" or "890 bytes" into out (len bytes); returns out.
 const char* memory_format_bytes(size_t bytes, char* out, size_t len);
 // Parses a trainer --attention name ("2d", "2d-overlap", "ring", "striped", "zigzag",
-// "ulysses"); 0 or -1.
+// "ulysses", "usp"); 0 or -1.
 int memory_schedule_parse(const char* name, MemorySchedule* out);
 
 #ifdef __cplusplus

@@ -12,7 +12,7 @@
 // backend's element sizes (bf16 activations, fp32 partials).
 //
 //   test_dist_attention --dp D --pq Q --pkv K
-//                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|ulysses|all]
+//                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|ulysses|usp|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //                       [--window W]   (sliding-window attention in both layers and the reference)
 //                       [--documents N] (document masking, about one boundary in N positions)
@@ -335,10 +335,10 @@ static double world_max(Comm* comm, double x) {
 
 typedef enum {
     SCHED_2D, SCHED_2D_KEEP, SCHED_2D_OVERLAP, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG,
-    SCHED_ULYSSES, NSCHED
+    SCHED_ULYSSES, SCHED_USP, NSCHED
 } Schedule;
-static const char* SCHED_NAMES[NSCHED] = {"2d",   "2d-keep", "2d-overlap", "ring",
-                                          "striped", "zigzag", "ulysses"};
+static const char* SCHED_NAMES[NSCHED] = {"2d",      "2d-keep", "2d-overlap", "ring",
+                                          "striped", "zigzag",  "ulysses",    "usp"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     // Bounds above the call's B and HS, so a stride taken from the bounds would show.
@@ -350,6 +350,7 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
     case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, a->NH, HS);
     case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, a->NH, HS);
+    case SCHED_USP: return attention_usp_create(comm, B, a->Tl, a->NH, HS);
     default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
     }
 }
@@ -357,6 +358,8 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
 // The positions the README and attention2d.md promise, written out here independently.
 static TokenLayout expected_positions(Schedule s, const Mesh* m, int Tl) {
     if (s == SCHED_RING) return token_layout(token_positions((long)m->sp_index * Tl, 1));
+    // USP: cyclic, rank (r, c) at c + pkv r, so that the column's tokens are c (mod pkv)
+    if (s == SCHED_USP) return token_layout(token_positions(m->c + m->pkv * m->r, m->P));
     if (s != SCHED_ZIGZAG) return token_layout(token_positions(m->sp_index, m->P));
     // chunks i and 2P-1-i of Tl/2 tokens, local tokens alternating between them
     TokenLayout z = {{(long)m->sp_index * (Tl / 2), (long)(2 * m->P - 1 - m->sp_index) * (Tl / 2)},
@@ -382,6 +385,8 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
     }
     if (s == SCHED_ULYSSES)
         return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
+    if (s == SCHED_USP)
+        return usp_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
     if (s == SCHED_2D_OVERLAP) {
         return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
                                           sizeof(real_acc));
@@ -561,11 +566,16 @@ int main(int argc, char** argv) {
             if (rank == 0) printf("skip zigzag: Tl = %d is odd\n", a.Tl);
             continue;
         }
-        if (s == SCHED_ULYSSES && a.NH % mesh.P != 0) {   // heads split over the SP ranks
+        // Ulysses splits the heads over the SP ranks, USP over the mesh column.
+        const int split = s == SCHED_ULYSSES ? mesh.P : s == SCHED_USP ? mesh.pq : 1;
+        const char* over = s == SCHED_ULYSSES ? "P" : "pq";
+        if (a.NH % split != 0) {
             if (strcmp(a.algo, "all") != 0)
-                fail_msg("--algo ulysses: expected a head count divisible by P = %d, found NH = %d",
-                         mesh.P, a.NH);
-            if (rank == 0) printf("skip ulysses: NH = %d is not a multiple of P = %d\n", a.NH, mesh.P);
+                fail_msg("--algo %s: expected a head count divisible by %s = %d, found NH = %d",
+                         SCHED_NAMES[s], over, split, a.NH);
+            if (rank == 0)
+                printf("skip %s: NH = %d is not a multiple of %s = %d\n", SCHED_NAMES[s], a.NH,
+                       over, split);
             continue;
         }
         failed |= run_schedule((Schedule)s, comm, &a, &ref,
@@ -573,8 +583,8 @@ int main(int argc, char** argv) {
                                s == SCHED_2D ? &results_2d : NULL);
         ran++;
     }
-    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped, zigzag, ulysses "
-                       "or all",
+    if (!ran) fail_msg("--algo %s: expected 2d, 2d-keep, 2d-overlap, ring, striped, zigzag, ulysses, "
+                       "usp or all",
                        a.algo);
     free_results(&results_2d);
     free_reference(&ref);

@@ -8,7 +8,7 @@
 // sequences of all dp groups, all T tokens. Errors are max |a - b| / max |b| per tensor.
 //
 //   test_dist_model --dp D --pq Q --pkv K
-//                   [--attention 2d|2d-keep|ring|striped|zigzag|ulysses|local|all]
+//                   [--attention 2d|2d-keep|ring|striped|zigzag|ulysses|usp|local|all]
 //                   [--B 2] [--T 32] [--micro 2] [--layers 2] [--channels 32] [--heads 4]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
@@ -164,10 +164,10 @@ static Reference run_reference(const Args* a, const GPTConfig* cfg) {
 
 typedef enum {
     SCHED_LOCAL, SCHED_2D, SCHED_2D_KEEP, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, SCHED_ULYSSES,
-    NSCHED
+    SCHED_USP, NSCHED
 } Schedule;
 static const char* SCHED_NAMES[NSCHED] = {"local", "2d", "2d-keep", "ring", "striped", "zigzag",
-                                          "ulysses"};
+                                          "ulysses", "usp"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a, int Tl) {
     const int HS = a->C / a->NH;
@@ -178,6 +178,7 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a, in
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, a->B, Tl, a->NH, HS);
     case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, a->B, Tl, a->NH, HS);
     case SCHED_ULYSSES: return attention_ulysses_create(comm, a->B, Tl, a->NH, HS);
+    case SCHED_USP: return attention_usp_create(comm, a->B, Tl, a->NH, HS);
     default: return attention_ring_create(comm, RING_CYCLIC, a->B, Tl, a->NH, HS);
     }
 }
@@ -291,20 +292,24 @@ int main(int argc, char** argv) {
             if (rank == 0) printf("skip zigzag: T/P = %d is odd\n", a.T / mesh.P);
             continue;
         }
-        if (s == SCHED_ULYSSES && a.NH % mesh.P != 0) {   // NH / P heads per rank
+        // Ulysses: NH / P heads per rank; USP: NH / pq.
+        const int split = s == SCHED_ULYSSES ? mesh.P : s == SCHED_USP ? mesh.pq : 1;
+        const char* over = s == SCHED_ULYSSES ? "P" : "pq";
+        if (a.NH % split != 0) {
             if (!all)
-                fail_msg("--attention ulysses: expected P = %d to divide --heads, found %d", mesh.P,
-                         a.NH);
+                fail_msg("--attention %s: expected %s = %d to divide --heads, found %d",
+                         SCHED_NAMES[s], over, split, a.NH);
             if (rank == 0)
-                printf("skip ulysses: --heads %d is not a multiple of P = %d\n", a.NH, mesh.P);
+                printf("skip %s: --heads %d is not a multiple of %s = %d\n", SCHED_NAMES[s], a.NH,
+                       over, split);
             continue;
         }
         failed |= run_schedule(s, comm, &a, &cfg, &ref);
         ran++;
     }
     if (!ran)
-        fail_msg("--attention %s: expected 2d, 2d-keep, ring, striped, zigzag, ulysses, local "
-                 "or all", a.attention);
+        fail_msg("--attention %s: expected 2d, 2d-keep, ring, striped, zigzag, ulysses, usp, "
+                 "local or all", a.attention);
     free(ref.grads);
     free(ref.losses);
     comm_destroy(comm);

@@ -142,8 +142,8 @@ train() {
 }
 
 # every_schedule PREFIX ARGS...: runs ARGS on one process, 2x2, 2d-overlap, dp 2 + ZeRO-1, Ring
-# 1x4, Striped 4x1, Zigzag 2x2 and Ulysses 1x2 (the model's 2 heads over 2 ranks) (PREFIX-1 ...
-# PREFIX-ulysses-1x2), each compared with ref.
+# 1x4, Striped 4x1, Zigzag 2x2, Ulysses 1x2 (the model's 2 heads over 2 ranks) and USP 2x2 (over
+# the column's 2 ranks, a ring of 2) (PREFIX-1 ... PREFIX-usp-2x2), each compared with ref.
 every_schedule() {
   local p=$1
   shift
@@ -155,7 +155,8 @@ every_schedule() {
   train "$p-striped-4x1" 4 "$@" --pq 4 --attention striped
   train "$p-zigzag-2x2" 4 "$@" --pq 2 --pkv 2 --attention zigzag
   train "$p-ulysses-1x2" 2 "$@" --pkv 2 --attention ulysses
-  for n in 1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2; do
+  train "$p-usp-2x2" 4 "$@" --pq 2 --pkv 2 --attention usp
+  for n in 1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2 usp-2x2; do
     [ -f "$work/$p-$n/log.jsonl" ] && compare "$p-$n" ref
   done
 }
@@ -596,6 +597,8 @@ mesh)
     4 --seq-len 36 --context 36 --pq 2 --pkv 2 --attention zigzag
   expect_once '^error: --attention ulysses: the 2 heads split over the P = 4 sequence-parallel ranks \(--pq x --pkv\); expected P to divide the head count' \
     4 --pq 2 --pkv 2 --attention ulysses
+  expect_once '^error: --attention usp: the 2 heads split over the --pq 4 ranks of a mesh column; expected --pq to divide the head count' \
+    4 --pq 4 --attention usp
   ;;
 consistency)
   # Two ranks launched as two app contexts (MPMD: mpirun -np 1 PROG ARGS : -np 1 PROG ARGS2),
@@ -697,7 +700,9 @@ schedules)
   train 2d-overlap-zero "$np" "${mesh_args[@]}" --attention 2d-overlap --zero 1
   # Ulysses where the model's 2 heads split over the pq x pkv ranks.
   [ $((2 % (pq * pkv))) = 0 ] && train ulysses-zero "$np" "${mesh_args[@]}" --attention ulysses --zero 1
-  for n in 2d 2d-keep-zero ring-zero striped zigzag 2d-overlap 2d-overlap-zero ulysses-zero; do
+  # USP where they split over the pq ranks of a column.
+  [ $((2 % pq)) = 0 ] && train usp "$np" "${mesh_args[@]}" --attention usp --grad-bucket-mb 0.01
+  for n in 2d 2d-keep-zero ring-zero striped zigzag 2d-overlap 2d-overlap-zero ulysses-zero usp; do
     [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
   done
   # The overlapped schedule against the plain one (same mesh, same transport).

@@ -52,6 +52,9 @@ case_of() {
     # Ulysses: its staging and heads buffers, and the dQ semaphores of NH / P heads over all T.
     bf16-ulysses-1x2)   echo "$BF16 2 ${mesh[*]} --pq 1 --pkv 2 --attention ulysses --comm nccl --seq-len 160" ;;
     fp32-ulysses-2x1)   echo "$FP32 2 ${mesh[*]} --pq 2 --pkv 1 --attention ulysses --comm mpi-staged --recompute selective" ;;
+    # USP: Ulysses' buffers without its sums, the row's Striped ring on pq Tl tokens of NH / pq
+    # heads, its dQ semaphores (T = 160: tiles that do not divide).
+    bf16-usp-2x2)       echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention usp --comm nccl --seq-len 160" ;;
     # Document masking's bounds of the full sequences and the positions within documents.
     bf16-documents-2x2) echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --comm nccl --document-mask 7 --reset-position-ids" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
@@ -62,7 +65,8 @@ case_of() {
 }
 CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
-bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-documents-2x2 cpu-125m"
+bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
+cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

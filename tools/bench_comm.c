@@ -1,4 +1,4 @@
-// Communication volume of ATTENTION2D, Ring and Striped attention on one SP group of P ranks
+// Communication volume of ATTENTION2D, the ring family, Ulysses and USP on one SP group of P ranks
 // (run under mpirun with P = pq * pkv ranks): bytes and messages each rank receives in one
 // layer's forward and backward, measured by the comm counters (and checked against the closed
 // form), the measured ring/2d ratio, and the causal load balance (unmasked scores per rank,
@@ -41,11 +41,11 @@ static Args parse_args(int argc, char** argv) {
     return a;
 }
 
-enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, SCHED_ULYSSES, NSCHED };
-static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped", "zigzag", "ulysses"};
-// The token layout of each ring schedule (unused for SCHED_2D and SCHED_ULYSSES).
+enum { SCHED_2D, SCHED_RING, SCHED_STRIPED, SCHED_ZIGZAG, SCHED_ULYSSES, SCHED_USP, NSCHED };
+static const char* NAMES[NSCHED] = {"attention2d", "ring", "striped", "zigzag", "ulysses", "usp"};
+// The token layout of each ring schedule (unused for SCHED_2D and SCHED_ULYSSES; USP's row ring).
 static const RingLayout RING_LAYOUT[NSCHED] = {RING_CONTIGUOUS, RING_CONTIGUOUS, RING_CYCLIC,
-                                               RING_ZIGZAG, RING_CYCLIC};
+                                               RING_ZIGZAG, RING_CYCLIC, RING_CYCLIC};
 
 typedef struct {
     double fwd_bytes_max, fwd_bytes_mean, fwd_msgs_max, bwd_bytes_max, bwd_bytes_mean,
@@ -77,23 +77,26 @@ static int same_volume(const Comm* comm, CommPhase phase, const CommVolume* v) {
 // Unmasked scores per rank over all P ranks of the mesh: max / mean.
 static double balance(int sched, const Mesh* m, long T) {
     if (sched == SCHED_ULYSSES) return 1;   // every rank: all pairs of NH / P heads
+    // USP: the ranks of a column share their heads' work as Striped over the pkv ranks of a row
+    const int n = sched == SCHED_USP ? m->pkv : m->P;
     double max = 0, sum = 0;
-    for (int i = 0; i < m->P; i++) {
+    for (int i = 0; i < n; i++) {
         const long long pairs =
             sched == SCHED_2D ? attention2d_visible_pairs(m->pq, m->pkv, i % m->pq, i / m->pq, T, 0, NULL)
-                              : ring_visible_pairs(RING_LAYOUT[sched], m->P, i, T, 0, NULL);
+                              : ring_visible_pairs(RING_LAYOUT[sched], n, i, T, 0, NULL);
         max = pairs > max ? pairs : max;
         sum += pairs;
     }
-    return max / (sum / m->P);
+    return max / (sum / n);
 }
 
 static Row measure(int sched, Comm* comm, const Args* a) {
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     const Mesh* m = &comm->mesh;
     AttentionLayer* layer = sched == SCHED_2D ? attention2d_create(comm, B, Tl, NH, HS, 0)
-                            : sched == SCHED_ULYSSES
-                                ? attention_ulysses_create(comm, B, Tl, NH, HS)
+                            : sched == SCHED_ULYSSES ? attention_ulysses_create(comm, B, Tl, NH, HS)
+                            : sched == SCHED_USP
+                                ? attention_usp_create(comm, B, Tl, NH, HS)
                                 : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, HS);
     real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "bench qkv");
     real* dout = xmalloc(sizeof(real) * B * Tl * C, "bench dout");
@@ -115,6 +118,9 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     } else if (sched == SCHED_ULYSSES) {
         vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
         vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+    } else if (sched == SCHED_USP) {
+        vf = usp_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+        vb = usp_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
     } else {
         vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
         vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
@@ -152,9 +158,13 @@ int main(int argc, char** argv) {
                  2 * mesh.P);
     Comm* comm = comm_mpi_create(&mesh, 1);
     Row rows[NSCHED];
-    // Ulysses splits the heads over the ranks: where P does not divide NH it is left out.
-    const int nsched = a.NH % mesh.P == 0 ? NSCHED : SCHED_ULYSSES;
-    for (int s = 0; s < nsched; s++) rows[s] = measure(s, comm, &a);
+    // Ulysses splits the heads over the P ranks, USP over the pq of a column: where they do not
+    // divide NH, the schedule is left out.
+    int run[NSCHED];
+    for (int s = 0; s < NSCHED; s++)
+        run[s] = s == SCHED_ULYSSES ? a.NH % mesh.P == 0 : s == SCHED_USP ? a.NH % mesh.pq == 0 : 1;
+    for (int s = 0; s < NSCHED; s++)
+        if (run[s]) rows[s] = measure(s, comm, &a);
 
     if (rank == 0) {
         const double shard = (double)a.B * a.Tl * a.NH * a.HS * sizeof(real);
@@ -169,7 +179,8 @@ int main(int argc, char** argv) {
                    "balance |\n");
             printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         }
-        for (int s = 0; s < nsched; s++) {
+        for (int s = 0; s < NSCHED; s++) {
+            if (!run[s]) continue;
             const Row* r = &rows[s];
             printf("| %d | %dx%d | %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | "
                    "%s | %.3f |\n",
@@ -182,7 +193,7 @@ int main(int argc, char** argv) {
         }
     }
     int failed = 0;
-    for (int s = 0; s < nsched; s++) failed |= !rows[s].formula_ok;
+    for (int s = 0; s < NSCHED; s++) failed |= run[s] && !rows[s].formula_ok;
     comm_destroy(comm);
     comm_mpi_finalize();
     return failed;

@@ -46,7 +46,7 @@ typedef struct {
     int no_save;               // no checkpoints at all (benchmark runs)
     // distribution
     int dp, pq, pkv;
-    const char* attention;     // 2d | 2d-overlap | ring | striped | zigzag | ulysses
+    const char* attention;     // 2d | 2d-overlap | ring | striped | zigzag | ulysses | usp
     const char* mesh;          // manual | auto (the cost model picks dp, pq, pkv, attention)
     const char* cluster;       // cluster description for --mesh auto ("" = the backend's default)
     double memory_gb;          // --mesh auto: GiB per device (0 = the cluster's)

@@ -150,6 +150,9 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
         config_error(t, "--attention ulysses: the %d heads split over the P = %d sequence-parallel "
                      "ranks (--pq x --pkv); expected P to divide the head count", t->cfg.NH,
                      t->mesh.P);
+    if (strcmp(o->attention, "usp") == 0 && t->mesh.P > 1 && t->cfg.NH % t->mesh.pq != 0)
+        config_error(t, "--attention usp: the %d heads split over the --pq %d ranks of a mesh "
+                     "column; expected --pq to divide the head count", t->cfg.NH, t->mesh.pq);
     t->B = o->batch;
     t->T = o->seq_len;
     t->Tl = o->seq_len / t->mesh.P;
@@ -254,6 +257,8 @@ static void setup_attention(Trainer* t) {
         t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
     } else if (strcmp(t->opt.attention, "ulysses") == 0) {
         t->attention = attention_ulysses_create(t->comm, t->B, t->Tl, NH, HS);
+    } else if (strcmp(t->opt.attention, "usp") == 0) {
+        t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, HS);
     } else {
         const char* name = t->opt.attention;
         const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TrainOptions o;
     // report: the help text and error lines go to stdout / stderr (make fuzz closes both).
     if (train_options_parse(&o, argc, argv, 1) == 0) {
-        expect_choice(o.attention, "2d|2d-overlap|ring|striped|zigzag|ulysses");
+        expect_choice(o.attention, "2d|2d-overlap|ring|striped|zigzag|ulysses|usp");
         expect_choice(o.mesh, "manual|auto");
         expect_choice(o.comm, "auto|mpi|nccl|mpi-staged");
         expect_choice(o.on_nan, "stop|skip");
