@@ -17,7 +17,7 @@
 #include "tools/kernel_costs.h"
 
 static const char* const ALG_NAMES[COST_NALGS] = {"2d",      "2d-overlap", "ring",
-                                                  "striped", "zigzag",     "ulysses"};
+                                                  "striped", "zigzag",     "ulysses", "usp"};
 
 const char* cost_algorithm_name(CostAlgorithm a) {
     return a >= 0 && a < COST_NALGS ? ALG_NAMES[a] : "?";
@@ -192,6 +192,14 @@ static void add_rank_pairs(const CostConfig* g, long window, const int* doc_star
         for (int i = 0; i < P; i++) per_rank[i] += all / P;
         return;
     }
+    if (g->alg == COST_USP) {   // rank (r, c): Striped's rank c of pkv, on NH / pq heads
+        for (int c = 0; c < pkv; c++) {
+            const double pairs = (double)ring_visible_pairs(RING_CYCLIC, pkv, c, g->T, window,
+                                                            doc_start);
+            for (int r = 0; r < pq; r++) per_rank[r + pq * c] += pairs / pq;
+        }
+        return;
+    }
     for (int i = 0; i < P; i++)
         per_rank[i] += (double)ring_visible_pairs(ring_layout_of(g->alg), P, i, g->T, window,
                                                   doc_start);
@@ -304,7 +312,9 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
     if (g->alg == COST_ULYSSES) return ulysses_work(c, g, pairs);
-    const int twod = !cost_algorithm_is_ring(g->alg);
+    // USP's row ring: `steps` = pkv steps of T / pkv tokens on NH / pq heads, as much per call as
+    // the ring family's Tl tokens on NH heads
+    const int twod = !cost_algorithm_is_ring(g->alg) && g->alg != COST_USP;
     const int calls = g->alg == COST_2D ? 1 : twod ? P : steps;
     const double Tq = g->alg == COST_2D ? T / g->pq : Tl, Tk = g->alg == COST_2D ? T / g->pkv : Tl;
     AttentionWork w;
@@ -326,6 +336,12 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
         w.bwd_s += (steps - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
                                             kernel_cost_residual_forward(2 * B * Tl * NH * HS),
                                             4.0 / KERNEL_COST_X);
+    if (g->alg == COST_USP) {   // the copies around the column's all-to-alls (attention/ulysses.c:
+        // 8 S values moved forward, 21 S backward with the split for the ring; S = B Tl C)
+        const double S = B * Tl * NH * HS, scale = c->act_bytes / KERNEL_COST_X;
+        w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(8 * S * 2 / 3), scale);
+        w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(21 * S * 2 / 3), scale);
+    }
     return w;
 }
 
@@ -344,6 +360,7 @@ static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, l
         const int span = g->docs ? document_span(g->docs->start, g->docs->rows, (int)g->T) : 0;
         k.steps = ring_steps(ring_layout_of(g->alg), P, (int)(g->T / P), window, span);
     }
+    if (g->alg == COST_USP) k.steps = g->pkv;   // the row's Striped ring
     k.pairs = slowest_rank_pairs(g, window, &k.mean_pairs);
     k.w = attention_work(c, g, k.pairs, k.steps);
     k.w_mean = attention_work(c, g, k.mean_pairs, k.steps);
@@ -473,6 +490,7 @@ static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z
     const size_t act = (size_t)z.act, acc = (size_t)z.acc;
     const DistCommOps d = g->alg == COST_ULYSSES
                               ? ulysses_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
+                          : g->alg == COST_USP ? usp_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
                           : cost_algorithm_is_ring(g->alg)
                               ? ring_ops(&m, phase, g->B, Tl, NH, HS, steps, act, acc)
                               : attention2d_ops(&m, phase, g->B, Tl, NH, HS,
@@ -681,6 +699,19 @@ static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const OpL
     return s;
 }
 
+// USP: the column's all-to-alls wait for or feed the row's Striped ring, whose passes overlap its
+// steps as the ring family's do (schedule_ring on the passes alone).
+static LayerSeconds schedule_usp(const Cluster* c, const Topology* t, const OpList* f,
+                                 const OpList* b, const AttentionWork* w, int overlapped, int n) {
+    const unsigned passes = BIT(DIST_STAGE_PASS), a2a = BIT(DIST_STAGE_GATHER) | BIT(DIST_STAGE_REDUCE);
+    const OpList fr = select_ops(f, passes, ANY), br = select_ops(b, passes, ANY);
+    const OpList fa = select_ops(f, a2a, ANY), ba = select_ops(b, a2a, ANY);
+    LayerSeconds s = schedule_ring(c, t, &fr, &br, w, overlapped, n);
+    const double cf = list_seconds(c, t, &fa), cb = list_seconds(c, t, &ba);
+    s.forward += cf, s.backward += cb, s.comm += cf + cb;
+    return s;
+}
+
 // --- Gradient reduction and optimizer ----------------------------------------------------------
 
 typedef struct {
@@ -797,6 +828,9 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->alg == COST_ULYSSES && s->NH % P)
         return set_err(err, errlen, "mesh: ulysses splits the %d heads over P = %ld ranks; "
                        "expected P to divide them", s->NH, P);
+    if (g->alg == COST_USP && s->NH % g->pq)
+        return set_err(err, errlen, "mesh: usp splits the %d heads over the pq = %d ranks of a "
+                       "column; expected pq to divide them", s->NH, g->pq);
     return check_documents(g->docs, g->T, err, errlen);
 }
 
@@ -876,6 +910,7 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
                 ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
             : g->alg == COST_ULYSSES   // each all-to-all waits for or feeds the one call
                 ? serial(c, &topo, &f, &b, &ws)
+            : g->alg == COST_USP ? schedule_usp(c, &topo, &f, &b, &ws, overlapped, kind[k].steps)
                 : schedule_ring(c, &topo, &f, &b, &ws, overlapped, kind[k].steps);
         layers.forward += kind[k].layers * one.forward;
         layers.backward += kind[k].layers * one.backward;

@@ -35,6 +35,7 @@ typedef enum {
     COST_STRIPED,      // the ring schedule, cyclic tokens
     COST_ZIGZAG,       // the ring schedule, chunks r and 2P-1-r
     COST_ULYSSES,      // all-to-alls trading the sequence for heads (NH a multiple of P)
+    COST_USP,          // Ulysses over the mesh column inside a Striped ring over the row (pq | NH)
     COST_NALGS
 } CostAlgorithm;
 

@@ -71,7 +71,8 @@ static void usage(void) {
         "  --overlap 0|1        trainer --overlap (default 1)\n"
         "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
-        "                       ulysses (ulysses: where P divides the heads)\n"
+        "                       ulysses,usp (ulysses: where P divides the heads; usp: where pq\n"
+        "                       does)\n"
         "  --recompute MODE     the trainer's --recompute: none, selective, full, or auto (default:\n"
         "                       each configuration the cheapest that fits the memory limit, as\n"
         "                       --mesh auto chooses; a single configuration that fits with none\n"
@@ -236,8 +237,8 @@ static unsigned parse_algorithms(const char* list) {
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const int alg = cost_algorithm_parse(t);
         if (alg < 0)
-            fail_msg("--algorithms: expected names from 2d,2d-overlap,ring,striped,zigzag,ulysses, "
-                     "found '%s'", t);
+            fail_msg("--algorithms: expected names from 2d,2d-overlap,ring,striped,zigzag,ulysses,"
+                     "usp, found '%s'", t);
         mask |= 1u << alg;
     }
     return mask;
@@ -328,8 +329,8 @@ static int mode_predict(const Args* a) {
     const Cluster c = load_cluster(a->cluster);
     const int alg = cost_algorithm_parse(a->attention ? a->attention : "2d");
     if (alg < 0)
-        fail_msg("--attention: expected 2d, 2d-overlap, ring, striped, zigzag or ulysses, found '%s'",
-                 a->attention);
+        fail_msg("--attention: expected 2d, 2d-overlap, ring, striped, zigzag, ulysses or usp, "
+                 "found '%s'", a->attention);
     if (!a->T) fail_msg("--seq-len: expected a sequence length");
     CostDocuments docs;
     int* doc_start;

@@ -33,6 +33,9 @@ static void describe(CostCandidate* k, int chosen) {
         snprintf(where, sizeof where, "ring hops %s", tier_name(p->ring_tier));
     else if (g->alg == COST_ULYSSES)
         snprintf(where, sizeof where, "all-to-alls %s", tier_name(p->sp_tier));
+    else if (g->alg == COST_USP)
+        snprintf(where, sizeof where, "all-to-alls %s, ring hops %s", tier_name(p->col_tier),
+                 tier_name(p->row_tier));
     else
         snprintf(where, sizeof where, "rows %s, columns %s",
                  g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
@@ -121,7 +124,8 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
                 continue;
             }
             for (int pq = 1; pq <= P; pq++) {
-                if (P % pq) continue;
+                // USP's ends, pq = 1 and pkv = 1, are Striped and Ulysses, ranked as themselves
+                if (P % pq || (g.alg == COST_USP && (pq == 1 || pq == P))) continue;
                 g.pq = pq, g.pkv = P / pq;
                 consider(q, c, g, &list, &n, &cap);
             }

@@ -106,7 +106,7 @@ static int read_run(char** f, int n, const Header* h, const int* col, const Read
     const int alg = ka < n ? cost_algorithm_parse(f[ka]) : -1;
     if (alg < 0)
         return set_err(w->err, w->errlen, "%s:%d: column 'algorithm': expected 2d, 2d-overlap, "
-                       "ring, striped, zigzag or ulysses, found '%.40s'", w->path, w->line,
+                       "ring, striped, zigzag, ulysses or usp, found '%.40s'", w->path, w->line,
                        ka < n ? f[ka] : "(no cell)");
     if (kp >= n || !f[kp][0] || strlen(f[kp]) >= sizeof run->preset)
         return set_err(w->err, w->errlen, "%s:%d: column 'preset': expected a name of 1 to %zu "

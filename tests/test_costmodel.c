@@ -66,6 +66,7 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
             if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
             else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
             else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            else if (g->alg == COST_USP) v = usp_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
             else v = ring_volume(&m, ph, g->B, Tl, NH, HS, steps, act, acc);
             for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
         }
@@ -98,6 +99,7 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
         {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
         {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
         {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -129,6 +131,7 @@ static int owns_query(const RankOf* r, long t) {
     case COST_RING: return t / Tl == r->i;
     case COST_STRIPED: return t % P == r->i;
     case COST_ULYSSES: return 1;   // every query, of NH / P heads
+    case COST_USP: return t % r->pkv == r->i / r->pq;   // the column's tokens, of NH / pq heads
     default: {   // zigzag: chunks i and 2P-1-i of T/2P tokens
         const long chunk = t / (Tl / 2);
         return chunk == r->i || chunk == 2 * P - 1 - r->i;
@@ -136,7 +139,8 @@ static int owns_query(const RankOf* r, long t) {
     }
 }
 
-// Ulysses: all pairs of NH / P heads, as pairs per head of NH: 1 / P of them.
+// Ulysses: all pairs of NH / P heads, as pairs per head of NH: 1 / P of them; USP likewise 1 / pq
+// of its column's queries' pairs.
 static double brute_pairs(const RankOf* r, long window, const int* start) {
     long long n = 0;
     const int twod = r->a == COST_2D || r->a == COST_2D_OVERLAP;
@@ -146,7 +150,9 @@ static double brute_pairs(const RankOf* r, long window, const int* start) {
             n += (!window || t - k < window) && (!start || k >= start[t]) &&
                  (!twod || k % r->pkv == r->i / r->pq);
     }
-    return r->a == COST_ULYSSES ? (double)n / (r->pq * r->pkv) : (double)n;
+    return r->a == COST_ULYSSES ? (double)n / (r->pq * r->pkv)
+           : r->a == COST_USP   ? (double)n / r->pq
+                                : (double)n;
 }
 
 // The most pairs of any rank, brute force over every rank and position.
@@ -325,6 +331,7 @@ static void test_document_flops(const Cluster* c) {
         {COST_2D, 2, 2, 512, 0}, {COST_2D_OVERLAP, 3, 2, 768, 0}, {COST_RING, 1, 4, 512, 0},
         {COST_STRIPED, 1, 6, 768, 0}, {COST_ZIGZAG, 1, 4, 512, 0}, {COST_ZIGZAG, 1, 4, 512, 70},
         {COST_2D, 4, 2, 1024, 100}, {COST_ULYSSES, 1, 4, 512, 0}, {COST_ULYSSES, 2, 1, 768, 70},
+        {COST_USP, 2, 2, 512, 0}, {COST_USP, 2, 3, 768, 70},
     };
     enum { ROWS = 2 };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -400,7 +407,8 @@ static void test_attention_flops(const Cluster* c) {
         {COST_2D_OVERLAP, 3, 2, 768, 200, 2}, {COST_RING, 1, 4, 512, 96, 1},
         {COST_STRIPED, 1, 6, 768, 33, 2}, {COST_ZIGZAG, 1, 4, 512, 70, 1},
         {COST_ULYSSES, 1, 4, 512, 0, 0}, {COST_ULYSSES, 2, 1, 768, 33, 2},
-        {COST_ULYSSES, 2, 2, 1024, 100, 1},
+        {COST_ULYSSES, 2, 2, 1024, 100, 1}, {COST_USP, 2, 2, 512, 0, 0},
+        {COST_USP, 4, 2, 1024, 100, 1}, {COST_USP, 2, 3, 768, 33, 2},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         CostShape s = tiny_shape(cases[k].T);
@@ -458,6 +466,12 @@ static void test_attention_flops(const Cluster* c) {
     EXPECT(costmodel_predict(&uly, c, &p, err, sizeof err) == -1 &&
            strstr(err, "mesh: ulysses splits the 4 heads over P = 8 ranks; expected P to divide them"),
            "ulysses with 4 heads on 8 ranks: expected a one-line refusal, found '%s'", err);
+    CostConfig usp = uly;   // the 4 heads over a column of 8
+    usp.alg = COST_USP, usp.pq = 8, usp.pkv = 1;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&usp, c, &p, err, sizeof err) == -1 &&
+           strstr(err, "mesh: usp splits the 4 heads over the pq = 8 ranks of a column"),
+           "usp with 4 heads on a column of 8: expected a one-line refusal, found '%s'", err);
 }
 
 // 2d on a 1x2 mesh, one GPU per node, nothing overlapped: forward moves a Q all-gather
@@ -547,8 +561,9 @@ static void test_ranked_table(const Cluster* a100) {
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
     // dp 1: P = 8: 2d/2d-overlap 4 meshes each + 3 rings (the 4 heads do not split over 8 for
-    // Ulysses); dp 2: P = 4: 3 + 3 + 3 rings + Ulysses; dp 4: P = 2: 2 + 2 + 3 + 1; dp 8: 1
-    // -> 11 + 10 + 8 + 1
+    // Ulysses) + USP 2x4 and 4x2; dp 2: P = 4: 3 + 3 + 3 rings + Ulysses + USP 2x2; dp 4: P = 2:
+    // 2 + 2 + 3 + 1 (USP's 1x2 and 2x1 are Striped and Ulysses, not repeated); dp 8: 1
+    // -> 13 + 11 + 8 + 1
     int sorted = 1, fits = 1;
     for (int k = 0; k < n; k++) {
         const CostConfig* g = &out[k].config;
@@ -556,8 +571,8 @@ static void test_ranked_table(const Cluster* a100) {
                out[k].pred.memory_bytes <= a100->memory_bytes && out[k].reason[0];
         if (k) sorted = sorted && out[k - 1].pred.tokens_per_s >= out[k].pred.tokens_per_s;
     }
-    EXPECT(n == 30 && sorted && fits,
-           "ranked table for 8 ranks: %d candidates (30 expected), sorted %d, all fit %d", n, sorted, fits);
+    EXPECT(n == 33 && sorted && fits,
+           "ranked table for 8 ranks: %d candidates (33 expected), sorted %d, all fit %d", n, sorted, fits);
     // A memory limit between the smallest and the largest footprint removes some, keeps the rest.
     double lo = INFINITY, hi = 0;
     for (int k = 0; k < n; k++) {

@@ -122,6 +122,13 @@ if run uly 8 --attention ulysses && chosen uly | grep -q 'attention ulysses$' &&
    chosen uly | awk '{ exit !(4 % ($5 * $8) == 0 && $5 * $8 > 1) }'; then
   ok "--attention ulysses kept, P dividing the 4 heads: $(chosen uly)"
 else bad "--attention ulysses with --mesh auto on 8 ranks: '$(chosen uly)'"; tail -n 5 "$W/uly.out"; fi
+# USP splits them over the pq ranks of a column, inside a ring over the row: on 8 ranks pq is 2
+# or 4 and pkv > 1 (its ends pq = 1 and pkv = 1 are Striped and Ulysses).
+if run usp 8 --attention usp && chosen usp | grep -q 'attention usp$' &&
+   [ "$(chosen usp)" = "$(ran usp)" ] &&
+   chosen usp | awk '{ exit !(4 % $5 == 0 && $5 > 1 && $8 > 1) }'; then
+  ok "--attention usp kept, pq dividing the 4 heads: $(chosen usp)"
+else bad "--attention usp with --mesh auto on 8 ranks: '$(chosen usp)'"; tail -n 5 "$W/usp.out"; fi
 # A sliding window: the cost model prices the banded layers (their attention computes less), so
 # the choice is build/costmodel's first row for the same window, and the fastest candidate is
 # predicted faster than the fastest without one.
