@@ -12,10 +12,13 @@
 #include "attention/kv_cache.h"
 #include "comm/fail.h"
 
-// Posts one send and one receive (either may be absent: peer < 0 or count 0) and waits.
+// Posts one send and one receive (either may be absent: peer < 0 or count 0) and waits. Peers
+// are cache rank indices (kv_cache_sp_rank gives their SP ranks).
 static void exchange(DecodeLayer* d, CommType t, int send_to, void* sbuf, size_t scount,
                      int recv_from, void* rbuf, size_t rcount) {
-    CommTransfer s = {send_to, sbuf, scount}, r = {recv_from, rbuf, rcount};
+    const KVCache* c = d->cache;
+    CommTransfer s = {send_to >= 0 ? kv_cache_sp_rank(c, send_to) : -1, sbuf, scount},
+                 r = {recv_from >= 0 ? kv_cache_sp_rank(c, recv_from) : -1, rbuf, rcount};
     const int ns = send_to >= 0 && scount > 0, nr = recv_from >= 0 && rcount > 0;
     if (ns || nr) comm_wait(d->comm, comm_start(d->comm, MESH_SP, t, &s, ns, &r, nr));
 }

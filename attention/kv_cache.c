@@ -7,13 +7,14 @@
 #include "comm/fail.h"
 
 void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank,
-                     RingLayout layout) {
+                     RingLayout layout, int usp_pq) {
     CHECK(L >= 1 && B >= 1 && max_T >= 1 && NH >= 1 && HS >= 1 && P >= 1 && rank >= 0 &&
-              rank < P,
-          "caller bug", "kv cache: L=%d B=%d max_T=%d NH=%d HS=%d P=%d rank=%d", L, B, max_T, NH,
-          HS, P, rank);
+              rank < P && usp_pq >= 0 && (usp_pq == 0 || P % usp_pq == 0),
+          "caller bug", "kv cache: L=%d B=%d max_T=%d NH=%d HS=%d P=%d rank=%d usp_pq=%d", L, B,
+          max_T, NH, HS, P, rank, usp_pq);
     memset(c, 0, sizeof *c);
     c->L = L, c->B = B, c->NH = NH, c->HS = HS, c->P = P, c->rank = rank, c->layout = layout;
+    c->usp_pq = usp_pq;
     // Cyclic: every shard holds ceil(T / P) of T tokens. Otherwise a rank may hold a whole
     // prefill chunk (at most ceil(max_T / P) + 1 tokens, zigzag rounding to 2P) and then its
     // cyclic share of the decoded ones.

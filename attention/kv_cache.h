@@ -25,7 +25,9 @@ extern "C" {
 
 typedef struct {
     int L, B, NH, HS;   // layers, sequences, heads, channels per head
-    int P, rank;        // SP ranks and this rank's index among them
+    int P, rank;        // SP ranks and this rank's index among them (its place in the layout)
+    int usp_pq;         // > 0: USP's prefill on pq x (P / pq); index q = c + pkv r is SP rank
+                        // r + pq c (kv_cache_sp_rank); 0: the index is the SP rank
     RingLayout layout;  // the prefill's layout of positions over the ranks
     int cap;            // local rows per (layer, sequence)
     real* kv;           // (L, B, cap, 2C) K|V rows of this rank's tokens, backend memory
@@ -33,6 +35,14 @@ typedef struct {
     int* prefill_len;   // (B) tokens of each sequence the last prefill cached
     int prefill_Tl;     // local tokens per rank of the last prefill (its padded length / P)
 } KVCache;
+
+// The SP rank (comm/mesh.h) of the cache's rank index q: q itself, or under USP's layout
+// (attention_usp_create: rank (r, c) holds t = c + pkv r mod P) the rank r + pq c of q = c + pkv r.
+static inline int kv_cache_sp_rank(const KVCache* c, int q) {
+    if (c->usp_pq == 0) return q;
+    const int pkv = c->P / c->usp_pq;
+    return q / pkv + c->usp_pq * (q % pkv);
+}
 
 // Tokens among the first n of a sequence that SP rank r of P holds (t < n, t mod P == r).
 static inline long kv_cache_local_count(long n, int P, int r) {
@@ -46,9 +56,10 @@ static inline real* kv_cache_rows(const KVCache* c, int layer, int b) {
 // prefill tokens in the cache's layout, then the decoded tokens t with t mod P == r.
 long kv_cache_rank_rows(const KVCache* c, int b, long n, int r);
 
-// layout: the prefill schedule's (RING_CYCLIC for ATTENTION2D, Striped and P = 1).
+// layout: the prefill schedule's (RING_CYCLIC for ATTENTION2D, Striped, Ulysses, USP and P = 1);
+// rank: this rank's index in it (USP: c + pkv r, with usp_pq = pq; otherwise the SP rank, 0).
 void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank,
-                     RingLayout layout);
+                     RingLayout layout, int usp_pq);
 void kv_cache_free(KVCache* c);
 
 // Prefill over the first len[b] tokens of each sequence (the model runs B sequences of Tl local

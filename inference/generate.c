@@ -69,8 +69,8 @@ static void usage(FILE* f) {
         "  --seed S              random seed (default 1337)\n"
         "  --stop IDS            comma-separated stop token ids (replaces the default)\n"
         "  --pq N --pkv N        the sequence-parallel mesh (default 1 x 1; pq * pkv = ranks)\n"
-        "  --prefill NAME        2d, 2d-overlap, striped, ring, zigzag or ulysses (default 2d;\n"
-        "                        ulysses: P = pq x pkv must divide the heads)\n"
+        "  --prefill NAME        2d, 2d-overlap, striped, ring, zigzag, ulysses or usp (default\n"
+        "                        2d; ulysses: P = pq x pkv must divide the heads; usp: pq must)\n"
         "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
         "  --decode-batch N      sequences decoded together per forward (default 0: all that are\n"
         "                        still generating; 1: one at a time)\n"
@@ -158,8 +158,9 @@ static void parse_options(int argc, char** argv, Options* o) {
             else if (!strcmp(optarg, "ring")) o->prefill = PREFILL_RING;
             else if (!strcmp(optarg, "zigzag")) o->prefill = PREFILL_ZIGZAG;
             else if (!strcmp(optarg, "ulysses")) o->prefill = PREFILL_ULYSSES;
-            else fail_msg("--prefill: expected 2d, 2d-overlap, striped, ring, zigzag or ulysses, found '%s'",
-                          optarg);
+            else if (!strcmp(optarg, "usp")) o->prefill = PREFILL_USP;
+            else fail_msg("--prefill: expected 2d, 2d-overlap, striped, ring, zigzag, ulysses or "
+                          "usp, found '%s'", optarg);
             break;
         case DECODE:
             if (!strcmp(optarg, "tree")) o->decode = DECODE_TREE;
@@ -287,6 +288,9 @@ int main(int argc, char** argv) {
     if (o.prefill == PREFILL_ULYSSES && mesh.P > 1 && cfg.NH % mesh.P != 0)
         fail_msg("--prefill ulysses: the model %s has %d heads, which do not split over the "
                  "P = %d ranks of --pq %d x --pkv %d", o.model, cfg.NH, mesh.P, o.pq, o.pkv);
+    if (o.prefill == PREFILL_USP && mesh.P > 1 && cfg.NH % mesh.pq != 0)
+        fail_msg("--prefill usp: the model %s has %d heads, which do not split over the "
+                 "--pq %d ranks of a mesh column", o.model, cfg.NH, o.pq);
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
     int device;
@@ -304,7 +308,8 @@ int main(int argc, char** argv) {
                 o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, cfg.window ? ", " : "",
                 cfg.window ? window : "", gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
-        static const char* prefills[] = {"2d", "2d-overlap", "striped", "ring", "zigzag", "ulysses"};
+        static const char* prefills[] = {"2d",     "2d-overlap", "striped", "ring",
+                                         "zigzag", "ulysses",    "usp"};
         fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "
                 "new tokens, temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n",
                 o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill],

@@ -23,8 +23,10 @@ void generator_create(Generator* g, const GPTConfig* cfg, const float* params, i
     g->P = comm ? comm_size(comm, MESH_SP) : 1;
     g->rank = comm ? comm_rank(comm, MESH_SP) : 0;
     g->prefill = prefill;
+    const int usp = g->P > 1 && prefill == PREFILL_USP;
+    if (usp) g->rank = comm->mesh.c + comm->mesh.pkv * comm->mesh.r;   // attention_usp_create's
     kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank,
-                    prefill_layout(g));
+                    prefill_layout(g), usp ? comm->mesh.pq : 0);
     g->decode = kv_decode_create(&g->cache, comm, decode);
     gpt_create(&g->model, cfg, B, 1, &g->decode->base, 1);
     gpt_params_from_host(&g->model, params);
@@ -53,6 +55,7 @@ static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
     case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, HS);
     case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, HS);
     case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS);
+    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS);
     }
     fail_msg("unknown prefill schedule %d", (int)g->prefill);
 }

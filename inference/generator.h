@@ -17,12 +17,13 @@ typedef enum {
     PREFILL_RING,                                      // contiguous chunks
     PREFILL_ZIGZAG,                                    // chunks r and 2P-1-r
     PREFILL_ULYSSES,                                   // the cyclic layout, heads over ranks
+    PREFILL_USP,   // cyclic, rank (r, c) at c + pkv r; heads over the column, a ring on the row
 } PrefillSchedule;
 
 typedef struct {
     GPTConfig cfg;
     Comm* comm;               // NULL: one process
-    int P, rank;              // SP group
+    int P, rank;              // SP group; rank: this rank's place in the prefill's layout
     PrefillSchedule prefill;  // the schedule over P > 1 ranks (P = 1: the single-device layer)
     KVCache cache;
     DecodeLayer* decode;

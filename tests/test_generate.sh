@@ -100,9 +100,12 @@ case "$test_name" in
     equal_to_single --model "$M" "${PROMPTS[@]}" --temperature 1 --top-k 100 --top-p 0.9 --seed 5 --max-new-tokens 12 ;;
   equal-schedules)
     # The other prefill schedules, the ring decode baseline, a bf16 model file (4 heads, which
-    # Ulysses splits over the 4 ranks); Ulysses with too few heads refused in one line.
+    # Ulysses splits over the 4 ranks, USP over a column of 2, its cache ranks c + 2r of SP ranks
+    # r + 2c: Tree and Ring decoding exchange with them); Ulysses and USP with too few heads
+    # refused in one line.
     $TOOL --write-model "$M" --vocab 512 --context 96 --bf16
-    for extra in "--prefill 2d-overlap" "--prefill striped" "--prefill ulysses" "--decode ring"; do
+    for extra in "--prefill 2d-overlap" "--prefill striped" "--prefill ulysses" "--decode ring" \
+                 "--prefill usp" "--prefill usp --decode ring"; do
       gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 $extra || bad "single $extra"
       cp "$W/out" "$W/single"
       if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 $extra && cmp -s "$W/out" "$W/single"; then
@@ -113,7 +116,12 @@ case "$test_name" in
       bad "--prefill ulysses on 8 ranks with 4 heads was not refused"
     elif grep -q "^error: rank [0-9]*: --prefill ulysses: the model .* has 4 heads, which do not split over the P = 8 ranks of --pq 2 x --pkv 4$" "$W/err"; then
       ok "--prefill ulysses with 4 heads on 8 ranks refused in one line"
-    else bad "--prefill ulysses on 8 ranks: $(tail -n 1 "$W/err")"; fi ;;
+    else bad "--prefill ulysses on 8 ranks: $(tail -n 1 "$W/err")"; fi
+    if gen 8 8 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp; then
+      bad "--prefill usp on a column of 8 with 4 heads was not refused"
+    elif grep -q "^error: rank [0-9]*: --prefill usp: the model .* has 4 heads, which do not split over the --pq 8 ranks of a mesh column$" "$W/err"; then
+      ok "--prefill usp with 4 heads on a column of 8 refused in one line"
+    else bad "--prefill usp on 8x1: $(tail -n 1 "$W/err")"; fi ;;
   equal-layouts)
     # Ring's contiguous and Zigzag's two-chunk prefill (prompts not dividing P or 2P: padded
     # layouts), Tree and Ring decoding: == single process on 1x2, 2x2, 2x4; the program exits
@@ -136,7 +144,8 @@ case "$test_name" in
   banded)
     # A sliding-window model (window 6 in both layers; prompts up to 30 tokens): the KV cache's
     # decoding == recomputation without a cache (tokens; logits within 1e-5), == the single
-    # process on meshes with the cyclic layouts (2d, 2d-overlap, striped; Tree and Ring decoding);
+    # process on meshes with the cyclic layouts (2d, 2d-overlap, striped, USP's permuted one;
+    # Tree and Ring decoding, whose keys' positions the window needs);
     # the window matters (the same weights without it give other logits); Ring's and Zigzag's
     # prefill layouts are refused in one line.
     trained_model "$M" --attention-window 6
@@ -151,7 +160,8 @@ case "$test_name" in
       logits "banded: cache vs recomputation" "$W/cache.logits" "$W/full.logits" 1e-5
     else bad "banded --recompute: $(tail -n 1 "$W/err")"; fi
     equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12
-    for extra in "--prefill 2d-overlap" "--prefill striped --decode ring"; do
+    for extra in "--prefill 2d-overlap" "--prefill striped --decode ring" "--prefill usp" \
+                 "--prefill usp --decode ring"; do
       if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 $extra && cmp -s "$W/out" "$W/cache"; then
         ok "banded: mesh 2x2 $extra == single process"
       else bad "banded: mesh 2x2 $extra differs from single process: $(tail -n 1 "$W/err")"; fi
