@@ -25,8 +25,9 @@ static const char* const usage =
     "  --pq N           mesh rows: query groups of ATTENTION2D (default 2)\n"
     "  --pkv N          mesh columns: key/value groups (default 2); the ring family uses P = pq*pkv\n"
     "  --dp N           data-parallel copies of the mesh (default 1)\n"
-    "  --attention A    2d, 2d-overlap, ring, striped, zigzag or ulysses (default 2d)\n"
-    "  --heads N        heads, for the byte counts (default 1; ulysses: a multiple of P)\n"
+    "  --attention A    2d, 2d-overlap, ring, striped, zigzag, ulysses or usp (default 2d)\n"
+    "  --heads N        heads, for the byte counts (default 1; ulysses: a multiple of P; usp: of\n"
+    "                   pq)\n"
     "  --head-size N    channels per head (default 1)\n"
     "  --batch N        sequences per rank (default 1)\n"
     "  --attention-window W   a sliding window: a query at t sees t-W+1..t (default: none, causal)\n"
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "--document-length")) s.doc_len = parse_count(f, v, 1 << 20);
         else if (!strcmp(f, "--attention")) {
             if (!v || explain_algo_parse(v, &s.algo))
-                fail_msg("explain: --attention: expected 2d, 2d-overlap, ring, striped, zigzag or ulysses, found '%s'",
+                fail_msg("explain: --attention: expected 2d, 2d-overlap, ring, striped, zigzag, ulysses or usp, found '%s'",
                          v ? v : "(nothing)");
         } else if (!strcmp(f, "--png")) {
             if (!v || !*v) fail_msg("explain: --png: expected a directory, found nothing");

@@ -127,8 +127,12 @@ static void draw_mesh(const Simulation* sim, const char* dir) {
                     y0 + 0.2 * (y1 - y0), x1 - 0.2 * (x1 - x0), y1 - 0.2 * (y1 - y0));
         }
     } else {
-        fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; rows (red) gather Q, columns (blue) K|V'\n",
-                sim->s.pq, sim->s.pkv, sim->s.pq);
+        if (sim->s.algo == ALGO_USP)
+            fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; columns (blue) all-to-all "
+                        "for heads, rows (red) a Striped ring'\n", sim->s.pq, sim->s.pkv, sim->s.pq);
+        else
+            fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; rows (red) gather Q, "
+                        "columns (blue) K|V'\n", sim->s.pq, sim->s.pkv, sim->s.pq);
         for (int r = 0; r < sim->s.pq; r++)
             fprintf(gp, "set arrow from %g,%d to %g,%d nohead lc rgb '#cc3311' lw 6 back\n", -0.4, -r,
                     sim->s.pkv - 0.6, -r);
@@ -238,7 +242,8 @@ void explain_pictures(const Simulation* sim, const char* dir) {
     char err[ERR_LEN];
     BlockMap map;
     CHECK(block_map_build(sim, COMM_FORWARD, &map, err) == 0, "a schedule bug", "%s", err);
-    if (sim->s.algo != ALGO_ULYSSES) draw_matrix(sim, &map, 0, dir);
+    // Ulysses and USP: each cell by several ranks, each for its own heads
+    if (sim->s.algo != ALGO_ULYSSES && sim->s.algo != ALGO_USP) draw_matrix(sim, &map, 0, dir);
     if (explain_algo_is_ring(sim->s.algo)) draw_matrix(sim, &map, 1, dir);
     block_map_free(&map);
     draw_mesh(sim, dir);

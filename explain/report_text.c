@@ -87,6 +87,11 @@ static void print_mesh(const Simulation* sim, FILE* out) {
                 sim->P, s->NH / sim->P);
         return;
     }
+    if (s->algo == ALGO_USP)
+        fprintf(out, "usp: the %d heads split over the %d ranks of each column, H = %d each (rank "
+                "(r,c): heads r H .. (r+1) H - 1, tokens t = c + %d r mod %d); all-to-alls within a "
+                "column, then Striped's ring along each row of %d ranks (same heads)\n", s->NH,
+                s->pq, s->NH / s->pq, s->pkv, sim->P, s->pkv);
     if (explain_algo_is_ring(s->algo)) {
         fprintf(out, "ring: rank i sends to i+1 and receives from i-1 (mod %d), the mesh shape plays no part\n", sim->P);
         return;
@@ -173,14 +178,16 @@ static void print_tokens(const Simulation* sim, FILE* out) {
     for (int i = 0; i < P; i++) snprintf(table_cell(&t, i), CELL_LEN, "rank %d", i);
     table_row(&t, "start: Q, K, V");
     for (int i = 0; i < P; i++) format_layout(sim->rank[i].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
-    if (sim->s.algo == ALGO_ULYSSES) {
-        const int H = sim->s.NH / P;
+    if (sim->s.algo == ALGO_ULYSSES || sim->s.algo == ALGO_USP) {
+        // Ulysses: rank i's heads over every token; USP: rank (r,c)'s heads over column c's
+        const int usp = sim->s.algo == ALGO_USP, H = sim->s.NH / (usp ? sim->s.pq : P);
         table_row(&t, "Q, K, V after all-to-all");
         for (int i = 0; i < P; i++) {
             kernel_positions(&sim->rank[i], 1, T, held);
             char tokens[CELL_LEN - 32];
             format_held(held, T, tokens, sizeof tokens);
-            snprintf(table_cell(&t, i), CELL_LEN, "%s, heads %d..%d", tokens, i * H, i * H + H - 1);
+            const int first = (usp ? sim->rank[i].mesh.r : i) * H;
+            snprintf(table_cell(&t, i), CELL_LEN, "%s, heads %d..%d", tokens, first, first + H - 1);
         }
     } else if (!explain_algo_is_ring(sim->s.algo)) {
         table_row(&t, "K, V after the permutation");
@@ -220,7 +227,8 @@ static void print_tokens(const Simulation* sim, FILE* out) {
         }
         free(hold);
     }
-    table_row(&t, sim->s.algo == ALGO_ULYSSES ? "O, LSE back to the owners" : "O, LSE after the merge");
+    table_row(&t, sim->s.algo == ALGO_ULYSSES || sim->s.algo == ALGO_USP ? "O, LSE back to the owners"
+                                                                           : "O, LSE after the merge");
     for (int i = 0; i < P; i++) format_layout(sim->rank[i].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
     fprintf(out, "\ntokens per rank (positions in the sequence), forward\n");
     table_print(&t, out);
@@ -441,7 +449,12 @@ void report_text(const Simulation* sim, FILE* out) {
         char err[ERR_LEN];
         BlockMap map;
         CHECK(block_map_build(sim, COMM_FORWARD, &map, err) == 0, "a schedule bug", "%s", err);
-        print_matrix(&map, 0, s->algo == ALGO_ULYSSES, out);
+        if (s->algo == ALGO_USP)   // checked by the map: each cell once for all heads
+            fprintf(out, "\nattention matrix: every unmasked cell computed once for all %d heads: "
+                    "query t by the %d ranks of column t mod %d, each for its own %d heads\n",
+                    s->NH, s->pq, s->pkv, s->NH / s->pq);
+        else
+            print_matrix(&map, 0, s->algo == ALGO_ULYSSES, out);
         if (explain_algo_is_ring(s->algo)) print_matrix(&map, 1, 0, out);
         block_map_free(&map);
     } else {

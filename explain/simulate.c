@@ -7,10 +7,11 @@
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
 
-static const char* const names[ALGO_COUNT] = {"2d",     "2d-overlap", "ring",
-                                              "striped", "zigzag",     "ulysses"};
+static const char* const names[ALGO_COUNT] = {"2d",     "2d-overlap", "ring", "striped",
+                                              "zigzag", "ulysses",    "usp"};
 static const char* const titles[ALGO_COUNT] = {"ATTENTION2D", "ATTENTION2D (overlapped)", "Ring",
-                                               "Striped",     "Zigzag",                   "Ulysses"};
+                                               "Striped",     "Zigzag",                   "Ulysses",
+                                               "USP"};
 
 const char* explain_algo_name(ExplainAlgo a) { return names[a]; }
 const char* explain_algo_title(ExplainAlgo a) { return titles[a]; }
@@ -39,6 +40,10 @@ int explain_check_shape(const ExplainShape* s, char* err) {
         return set_err(err, ERR_LEN,
                        "--heads %d: ulysses splits the heads over the P = %d ranks: expected a "
                        "multiple of %d", s->NH, m.P, m.P);
+    if (s->algo == ALGO_USP && s->NH % m.pq)
+        return set_err(err, ERR_LEN,
+                       "--heads %d: usp splits the heads over the --pq %d ranks of a column: "
+                       "expected a multiple of %d", s->NH, m.pq, m.pq);
     if (s->doc_len > s->T)
         return set_err(err, ERR_LEN, "--document-length %ld: expected at most --seq-len %ld (a "
                        "document within a sequence)", s->doc_len, s->T);
@@ -54,6 +59,7 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
     case ALGO_STRIPED: return attention_ring_create(comm, RING_CYCLIC, s->B, Tl, s->NH, s->HS);
     case ALGO_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, s->B, Tl, s->NH, s->HS);
     case ALGO_ULYSSES: return attention_ulysses_create(comm, s->B, Tl, s->NH, s->HS);
+    case ALGO_USP: return attention_usp_create(comm, s->B, Tl, s->NH, s->HS);
     default: FAIL("caller bug", "unknown algorithm %d", (int)s->algo);
     }
 }
@@ -112,6 +118,7 @@ DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase p
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
+    if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
     if (explain_algo_is_ring(s->algo)) {
         const int steps = ring_steps(RING_LAYOUT[s->algo], m->P, Tl, s->window,
                                      document_span_of(s));
@@ -183,6 +190,9 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
     if (sim->s.algo == ALGO_ULYSSES)   // all of them, for each of the rank's heads
         return attention2d_visible_pairs(1, 1, 0, 0, sim->s.T, sim->s.window, sim->docs.start);
+    if (sim->s.algo == ALGO_USP)   // Striped's rank c of the row, for each of the rank's heads
+        return ring_visible_pairs(RING_CYCLIC, m->pkv, m->c, sim->s.T, sim->s.window,
+                                  sim->docs.start);
     if (explain_algo_is_ring(sim->s.algo))
         return ring_visible_pairs(RING_LAYOUT[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window,
                                   sim->docs.start);

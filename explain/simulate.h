@@ -8,7 +8,8 @@
 #include "explain/record_compute.h"
 
 typedef enum {
-    ALGO_2D, ALGO_2D_OVERLAP, ALGO_RING, ALGO_STRIPED, ALGO_ZIGZAG, ALGO_ULYSSES, ALGO_COUNT
+    ALGO_2D, ALGO_2D_OVERLAP, ALGO_RING, ALGO_STRIPED, ALGO_ZIGZAG, ALGO_ULYSSES, ALGO_USP,
+    ALGO_COUNT
 } ExplainAlgo;
 
 typedef struct {
