@@ -50,7 +50,7 @@ typedef struct {
 } UlyssesAttention;
 
 static void check_heads(const char* name, int NH, int P) {
-    CHECK(NH % P == 0, "use a head count divisible by the ranks of the all-to-all (P, or pq for usp)",
+    CHECK(NH % P == 0, "use a head count divisible by the all-to-all's ranks (P; usp: pq)",
           "%s attention: %d heads do not split over %d ranks", name, NH, P);
 }
 

@@ -339,8 +339,10 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     if (g->alg == COST_USP) {   // the copies around the column's all-to-alls (attention/ulysses.c:
         // 8 S values moved forward, 21 S backward with the split for the ring; S = B Tl C)
         const double S = B * Tl * NH * HS, scale = c->act_bytes / KERNEL_COST_X;
-        w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(8 * S * 2 / 3), scale);
-        w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(21 * S * 2 / 3), scale);
+        const KernelCost fwd = kernel_cost_residual_forward(8 * S * 2 / 3),
+                         bwd = kernel_cost_residual_forward(21 * S * 2 / 3);
+        w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, fwd, scale);
+        w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, bwd, scale);
     }
     return w;
 }
@@ -703,7 +705,8 @@ static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const OpL
 // steps as the ring family's do (schedule_ring on the passes alone).
 static LayerSeconds schedule_usp(const Cluster* c, const Topology* t, const OpList* f,
                                  const OpList* b, const AttentionWork* w, int overlapped, int n) {
-    const unsigned passes = BIT(DIST_STAGE_PASS), a2a = BIT(DIST_STAGE_GATHER) | BIT(DIST_STAGE_REDUCE);
+    const unsigned passes = BIT(DIST_STAGE_PASS);
+    const unsigned a2a = BIT(DIST_STAGE_GATHER) | BIT(DIST_STAGE_REDUCE);
     const OpList fr = select_ops(f, passes, ANY), br = select_ops(b, passes, ANY);
     const OpList fa = select_ops(f, a2a, ANY), ba = select_ops(b, a2a, ANY);
     LayerSeconds s = schedule_ring(c, t, &fr, &br, w, overlapped, n);

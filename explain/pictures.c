@@ -128,8 +128,9 @@ static void draw_mesh(const Simulation* sim, const char* dir) {
         }
     } else {
         if (sim->s.algo == ALGO_USP)
-            fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; columns (blue) all-to-all "
-                        "for heads, rows (red) a Striped ring'\n", sim->s.pq, sim->s.pkv, sim->s.pq);
+            fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; columns (blue) "
+                        "all-to-all for heads, rows (red) a Striped ring'\n", sim->s.pq, sim->s.pkv,
+                    sim->s.pq);
         else
             fprintf(gp, "set title '%d x %d mesh: SP index i = r + %d c; rows (red) gather Q, "
                         "columns (blue) K|V'\n", sim->s.pq, sim->s.pkv, sim->s.pq);

@@ -88,10 +88,10 @@ static void print_mesh(const Simulation* sim, FILE* out) {
         return;
     }
     if (s->algo == ALGO_USP)
-        fprintf(out, "usp: the %d heads split over the %d ranks of each column, H = %d each (rank "
-                "(r,c): heads r H .. (r+1) H - 1, tokens t = c + %d r mod %d); all-to-alls within a "
-                "column, then Striped's ring along each row of %d ranks (same heads)\n", s->NH,
-                s->pq, s->NH / s->pq, s->pkv, sim->P, s->pkv);
+        fprintf(out, "usp: the %d heads split over the %d ranks of each column, H = %d each "
+                "(rank (r,c): heads r H .. (r+1) H - 1, tokens t = c + %d r mod %d); all-to-alls "
+                "within a column, then Striped's ring along each row of %d ranks (same heads)\n",
+                s->NH, s->pq, s->NH / s->pq, s->pkv, sim->P, s->pkv);
     if (explain_algo_is_ring(s->algo)) {
         fprintf(out, "ring: rank i sends to i+1 and receives from i-1 (mod %d), the mesh shape plays no part\n", sim->P);
         return;
@@ -227,8 +227,8 @@ static void print_tokens(const Simulation* sim, FILE* out) {
         }
         free(hold);
     }
-    table_row(&t, sim->s.algo == ALGO_ULYSSES || sim->s.algo == ALGO_USP ? "O, LSE back to the owners"
-                                                                           : "O, LSE after the merge");
+    const int heads_split = sim->s.algo == ALGO_ULYSSES || sim->s.algo == ALGO_USP;
+    table_row(&t, heads_split ? "O, LSE back to the owners" : "O, LSE after the merge");
     for (int i = 0; i < P; i++) format_layout(sim->rank[i].layout, sim->Tl, T, table_cell(&t, i), CELL_LEN);
     fprintf(out, "\ntokens per rank (positions in the sequence), forward\n");
     table_print(&t, out);

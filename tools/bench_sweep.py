@@ -17,7 +17,7 @@
 
 Points file: one point per line, `preset layers channels heads vocab seq_len batch dp pq pkv
 algorithm [trace]`, '#' starts a comment. ranks = dp * pq * pkv; algorithm is one of ALGORITHMS
-(ulysses: pq * pkv must divide heads).
+(ulysses: pq * pkv must divide heads; usp: pq must).
 The word `trace` marks the point whose run writes a Chrome trace (at most one); unmarked, the
 first point with the most ranks is traced.
 
@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 
-ALGORITHMS = ("2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses")
+ALGORITHMS = ("2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses", "usp")
 COLUMNS = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch", "dp", "pq", "pkv",
            "ranks", "algorithm", "overlap", "steps_timed", "ms_per_step", "tokens_per_s", "mfu",
            "compute_ms", "exposed_comm_ms", "wait_ms", "comm_bytes_per_rank", "peak_gflops")
@@ -59,7 +59,7 @@ SHAPE = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch")
 KEY = SHAPE + ("dp", "pq", "pkv", "algorithm")
 PNGS = ("throughput.png", "exposed_comm.png", "bytes_per_rank.png")
 COLOURS = {"2d": "#4477aa", "2d-overlap": "#66ccee", "ring": "#cc3311", "striped": "#ee7733",
-           "zigzag": "#aa3377", "ulysses": "#228833"}
+           "zigzag": "#aa3377", "ulysses": "#228833", "usp": "#bbbbbb"}
 
 
 class Fail(Exception):
@@ -99,6 +99,9 @@ def read_points(path):
         if p["algorithm"] == "ulysses" and p["heads"] % (p["pq"] * p["pkv"]) != 0:
             raise Fail(f"{where}: ulysses splits the heads over pq x pkv = {p['pq'] * p['pkv']} "
                        f"ranks; expected it to divide heads = {p['heads']}")
+        if p["algorithm"] == "usp" and p["heads"] % p["pq"] != 0:
+            raise Fail(f"{where}: usp splits the heads over the pq = {p['pq']} ranks of a column; "
+                       f"expected pq to divide heads = {p['heads']}")
         points.append(p)
     if not points:
         raise Fail(f"{path}: no points")

@@ -8,10 +8,11 @@
 #
 #   --points FILE   one point per line: preset layers channels heads vocab seq_len batch dp pq pkv
 #                   algorithm [trace]   ('#' comments; algorithm: 2d 2d-overlap ring striped
-#                   zigzag ulysses; ranks = dp*pq*pkv; ring/striped/zigzag/ulysses get --pq/--pkv
-#                   as given and use only their product, which must divide the heads for
-#                   ulysses; `trace` marks the point that writes a Chrome trace, else the first
-#                   point with the most ranks). Examples: tools/sweeps/*.points.
+#                   zigzag ulysses usp; ranks = dp*pq*pkv; ring/striped/zigzag/ulysses get
+#                   --pq/--pkv as given and use only their product, which must divide the heads
+#                   for ulysses; usp uses the mesh, pq dividing the heads; `trace` marks the point
+#                   that writes a Chrome trace, else the first point with the most ranks).
+#                   Examples: tools/sweeps/*.points.
 #   --steps N       optimizer steps per point (default 6); --warm N: the first N are not timed
 #                   (default 2, 1 when N <= 4)
 #   --train PROG    the trainer (default build/train_gpt; on the GPU kit build/train_gpt_cuda with

@@ -536,7 +536,8 @@ done
 
 # Several processes on the one GPU (mpi-staged shares it; NCCL refuses two ranks on one device):
 # every schedule on 2 ranks (1x2) and 4 ranks (2x2) against the single-process CPU run, bf16.
-# Ulysses splits the heads over the ranks: on 4 ranks the model has 4 heads of 16 (its own CPU run).
+# Ulysses splits the heads over the ranks: on 4 ranks the model has 4 heads of 16 (its own CPU run);
+# USP over the column's ranks (1x2: Striped's layout, 2x2: a permuted one) keeps the 2 heads.
 section ""
 section "Several ranks sharing the GPU (\`--comm mpi-staged\`), bf16, $TRAIN_STEPS steps against the single-process CPU run; the step split of the multi-rank run:"
 section ""
@@ -545,7 +546,7 @@ section "|---|---|---|---|---|"
 MPIRUN_SHARED="$GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np"
 for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
   nranks=${np_mesh%%:*}; mesh=${np_mesh#*:}
-  for algo in 2d 2d-keep ring striped zigzag ulysses; do
+  for algo in 2d 2d-keep ring striped zigzag ulysses usp; do
     case "$algo" in 2d-keep) margs="$mesh --attention 2d --keep-kv" ;; *) margs="$mesh --attention $algo" ;; esac
     heads=""; [ "$algo" = ulysses ] && [ "$nranks" -gt 2 ] && heads="--channels $((16 * nranks)) --heads $nranks"
     name="shared_${nranks}_$algo"
