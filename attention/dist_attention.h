@@ -50,6 +50,8 @@ AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int 
 // all-to-all returns the outputs. Rank (r, c) holds the tokens t = c + pkv r (mod P); pq = 1 is
 // Striped, pkv = 1 Ulysses (attention/ulysses.c).
 AttentionLayer* attention_usp_create(Comm* comm, int B, int Tl, int NH, int HS);
+// USP's place of this rank in its cyclic layout: c + pkv r (tokens t = c + pkv r mod P).
+static inline int attention_usp_place(const Mesh* m) { return m->c + m->pkv * m->r; }
 // The positions of SP rank `rank`'s Tl local tokens in a layout (zigzag: Tl even).
 TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl);
 

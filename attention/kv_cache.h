@@ -36,8 +36,8 @@ typedef struct {
     int prefill_Tl;     // local tokens per rank of the last prefill (its padded length / P)
 } KVCache;
 
-// The SP rank (comm/mesh.h) of the cache's rank index q: q itself, or under USP's layout
-// (attention_usp_create: rank (r, c) holds t = c + pkv r mod P) the rank r + pq c of q = c + pkv r.
+// The SP rank (comm/mesh.h) of the cache's rank index q: q itself, or under USP's layout the
+// inverse of attention_usp_place: the rank r + pq c of q = c + pkv r.
 static inline int kv_cache_sp_rank(const KVCache* c, int q) {
     if (c->usp_pq == 0) return q;
     const int pkv = c->P / c->usp_pq;

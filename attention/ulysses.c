@@ -266,6 +266,5 @@ AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int 
 }
 
 AttentionLayer* attention_usp_create(Comm* comm, int B, int Tl, int NH, int HS) {
-    const Mesh* m = &comm->mesh;
-    return create(comm, MESH_COL, "usp", m->c + m->pkv * m->r, B, Tl, NH, HS);
+    return create(comm, MESH_COL, "usp", attention_usp_place(&comm->mesh), B, Tl, NH, HS);
 }

@@ -24,7 +24,7 @@ void generator_create(Generator* g, const GPTConfig* cfg, const float* params, i
     g->rank = comm ? comm_rank(comm, MESH_SP) : 0;
     g->prefill = prefill;
     const int usp = g->P > 1 && prefill == PREFILL_USP;
-    if (usp) g->rank = comm->mesh.c + comm->mesh.pkv * comm->mesh.r;   // attention_usp_create's
+    if (usp) g->rank = attention_usp_place(&comm->mesh);
     kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank,
                     prefill_layout(g), usp ? comm->mesh.pq : 0);
     g->decode = kv_decode_create(&g->cache, comm, decode);
