@@ -772,7 +772,16 @@ struct KernelOp : CudaHostOp {
     CudaHostLaunch launch;
     BlockQueue queue;
     int queued = 0;
-    ~KernelOp() override { launch.release(launch.ctx); }
+    int owns_ctx = 1;  // a graph's replay borrows the arguments of the launch it recorded
+    ~KernelOp() override {
+        if (owns_ctx) launch.release(launch.ctx);
+    }
+    CudaHostOp* clone() const override {
+        KernelOp* k = new KernelOp();
+        k->launch = launch;
+        k->owns_ctx = 0;
+        return k;
+    }
     int step(int split) override {
         if (!queued) queue_init(&queue, &launch, (long)launch.grid.x * launch.grid.y * launch.grid.z);
         queued = 1;
@@ -800,6 +809,5 @@ void cuda_host_launch_blocks(const CudaHostLaunch* l) {
     }
     KernelOp* op = new KernelOp();
     op->launch = *l;
-    cuda_host_enqueue(l->stream, op);
-    cuda_host_count_launch();
+    cuda_host_count_launch(cuda_host_enqueue(l->stream, op));
 }

@@ -172,11 +172,11 @@ static cublasStatus_t gemm(const char* what, cublasHandle_t handle, cublasOperat
                                  !cuda_host_operand_ok(what, "B", B, bt, br, bc, ldb, sb, batch))) ||
         !cuda_host_operand_ok(what, "C", C, ct, m, n, ldc, sc, batch))
         return CUBLAS_STATUS_INVALID_VALUE;
-    cuda_host_enqueue_fn(handle->stream, what, [=] {
+    const CudaHostTicket t = cuda_host_enqueue_fn(handle->stream, what, [=] {
         const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
         run_gemm(ta, tb, m, n, k, a, A, at, lda, sa, B, bt, ldb, sb, b, C, ct, ldc, sc, batch);
     });
-    cuda_host_count_launch();
+    cuda_host_count_launch(t);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -654,10 +654,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     // destroy them once the call returns, as with cuBLASLt.
     const cublasLtMatmulDescOpaque_t d = *desc;
     const cublasLtMatrixLayoutOpaque_t La = *Adesc, Lb = *Bdesc, Lc = *Cdesc, Ld = *Ddesc;
-    cuda_host_enqueue_fn(stream, what, [=] {
+    const CudaHostTicket t = cuda_host_enqueue_fn(stream, what, [=] {
         const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
         run_matmul(p, d, La, Lb, Lc, Ld, a, b, A, B, C, D);
     });
-    cuda_host_count_launch();
+    cuda_host_count_launch(t);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -26,6 +26,14 @@ typedef enum cudaError {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureMerge = 902,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureUnjoined = 904,
+    cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorStreamCaptureImplicit = 906,
+    cudaErrorCapturedEvent = 907,
     cudaErrorUnknown = 999
 } cudaError_t;
 
@@ -180,6 +188,37 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
+// Stream capture and graphs (stream_sched.cpp). Work issued on a capturing stream, or on a stream
+// that joined its capture by waiting for an event recorded in it, is recorded instead of queued;
+// cudaGraphLaunch issues the recorded work again, in its order, the capture's origin stream mapped
+// to the launch's. Global mode only: while a capture is open, a host synchronisation, a query,
+// cudaMalloc or work on the legacy stream ends the job (CUDA refuses the call and invalidates the
+// capture). Kernels, GEMMs, device and pinned copies and memsets, event records and waits are
+// captured; NCCL operations and copies of pageable memory are refused.
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef struct CUgraphNode_st* cudaGraphNode_t;
+typedef enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+} cudaStreamCaptureMode;
+typedef enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2
+} cudaStreamCaptureStatus;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+// The graph's nodes: kernels, GEMMs, copies and memsets (event records and waits are its edges).
+// nodes must be NULL: the host runtime has no node handles.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* num_nodes);
+
 // Kernel attributes, keyed by the kernel's address.
 cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
 template <typename F>
@@ -220,7 +259,8 @@ const char* cuda_host_error_detail(void);
 // synchronisation (model/backend.h: gpt_backend_counters). Counted when a call is made, whether
 // or not work was pending:
 //   launches  kernels (LAUNCH) and cuBLAS/cuBLASLt GEMMs queued (each is a kernel on a GPU);
-//             memsets, copies, event records and NCCL operations are not launches
+//             memsets, copies, event records and NCCL operations are not launches; nor are
+//             kernels recorded by a stream capture: a graph launch runs them (graph_kernels)
 //   d2h       copies out of device memory into host memory (cudaMemcpy/cudaMemcpyAsync of kind
 //             DeviceToHost, or Default between a device source and a host destination;
 //             cudaMemcpyFromSymbol)
@@ -233,6 +273,8 @@ const char* cuda_host_error_detail(void);
 //             from inside stream work.
 typedef struct {
     unsigned long long launches, d2h, syncs;
+    unsigned long long graph_launches;  // cudaGraphLaunch calls
+    unsigned long long graph_kernels;   // kernels and GEMMs those launches ran
 } CudaHostCounters;
 void cuda_host_counters(CudaHostCounters* out);
 

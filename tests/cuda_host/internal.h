@@ -2,6 +2,7 @@
 #pragma once
 #include <stddef.h>
 #include <functional>
+#include <memory>
 #include <vector>
 #include "tests/cuda_host/cuda_host.h"
 
@@ -68,6 +69,11 @@ struct CudaHostOp {
     // event a wait captured, the legacy stream's rules, the streams an NCCL group joins.
     std::vector<CudaHostTicket> deps;
     int started = 0;
+    // A fresh copy of the op as issued (not run), for a graph that replays it; NULL: the op
+    // cannot be captured (a stream capture that meets it ends the job).
+    virtual CudaHostOp* clone() const { return NULL; }
+    // What a replayed op keeps alive (the graph that holds its arguments).
+    std::shared_ptr<void> keep;
 };
 
 // Queues op on stream (NULL, cudaStreamLegacy, cudaStreamPerThread or a created stream; the
@@ -79,6 +85,15 @@ CudaHostTicket cuda_host_enqueue_fn(cudaStream_t stream, const char* what, std::
 // One op on several streams (an NCCL group): it runs on streams[0] after the work issued so far
 // on every one of them, and later work on each of them runs after it.
 CudaHostTicket cuda_host_enqueue_joined(const cudaStream_t* streams, int n, CudaHostOp* op);
+// 1 if stream's work is being recorded by a stream capture (cudaStreamBeginCapture): what is
+// issued on it then is recorded, not queued (cuda_host_enqueue returns a ticket that is done).
+int cuda_host_capturing(cudaStream_t stream);
+// Ends the job if a stream capture is open: `what` (cudaMalloc, a synchronisation, a query) is a
+// call that CUDA refuses in global capture mode, invalidating the capture.
+void cuda_host_capture_forbidden(const char* what);
+// For a call on a capturing stream that CUDA cannot record (cudaFreeAsync, a copy of pageable
+// memory): invalidates the capture and returns cudaErrorStreamCaptureUnsupported with `why`.
+cudaError_t cuda_host_capture_refuse(cudaStream_t stream, const char* why);
 // 1 if the op at t has completed.
 int cuda_host_ticket_done(CudaHostTicket t);
 // Host synchronisation: runs stream work until t is done / until done() / until every stream
@@ -87,10 +102,11 @@ int cuda_host_ticket_done(CudaHostTicket t);
 void cuda_host_wait_ticket(CudaHostTicket t, const char* what);
 void cuda_host_drain_until(const std::function<int()>& done, const char* what);
 void cuda_host_drain_all(const char* what);
-// The counters of cuda_host_counters (host_runtime.h): a kernel or GEMM queued, a copy out of
-// device memory into host memory issued. Host synchronisations are counted by the wait and
-// drain functions above.
-void cuda_host_count_launch(void);
+// The counters of cuda_host_counters (host_runtime.h): a kernel or GEMM issued (t: what
+// cuda_host_enqueue returned; recorded by a capture, it counts when a graph launch runs it), a
+// copy out of device memory into host memory issued. Host synchronisations are counted by the
+// wait and drain functions above.
+void cuda_host_count_launch(CudaHostTicket t);
 void cuda_host_count_d2h(void);
 // A number in [0, n) from the schedule's generator (n >= 1); for ops that split their work.
 unsigned long long cuda_host_schedule_rand(unsigned long long n);

@@ -102,8 +102,15 @@ static cudaError_t release(void* ptr, int pinned, const char* what) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, 0, "cudaMalloc"); }
-cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return allocate(ptr, bytes, 1, "cudaMallocHost"); }
+// Allocations may synchronise the device: CUDA refuses them while a capture is open (global mode).
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+    cuda_host_capture_forbidden("cudaMalloc");
+    return allocate(ptr, bytes, 0, "cudaMalloc");
+}
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+    cuda_host_capture_forbidden("cudaMallocHost");
+    return allocate(ptr, bytes, 1, "cudaMallocHost");
+}
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
     if (flags != cudaHostAllocDefault)
         return cuda_host_fail(cudaErrorInvalidValue, "cudaHostAlloc: flags 0x%x are not supported by "
@@ -133,6 +140,9 @@ static int live_block(const void* ptr, int pinned) {
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync: invalid stream");
+    if (cuda_host_capturing(stream))
+        return cuda_host_capture_refuse(stream, "cudaMallocAsync on a capturing stream: the host "
+                                        "runtime does not record memory nodes");
     return allocate(ptr, bytes, 0, "cudaMallocAsync");
 }
 
@@ -140,6 +150,9 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
     if (!cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: invalid stream");
     if (!ptr) return cudaSuccess;
+    if (cuda_host_capturing(stream))
+        return cuda_host_capture_refuse(stream, "cudaFreeAsync on a capturing stream: the host "
+                                        "runtime does not record memory nodes");
     if (!live_block(ptr, 0))
         return cuda_host_fail(cudaErrorInvalidValue, "cudaFreeAsync(%p): not the start of a live cudaMalloc "
                               "allocation", ptr);
@@ -191,6 +204,9 @@ static cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind
     if (err == cudaSuccess) err = check_side(what, "source", src, bytes, src_dev, any);
     if (err != cudaSuccess) return err;
     const CudaHostMemKind dk = cuda_host_mem_kind(dst, bytes), sk = cuda_host_mem_kind(src, bytes);
+    if ((dk == CUDA_HOST_MEM_UNTRACKED || sk == CUDA_HOST_MEM_UNTRACKED) && cuda_host_capturing(stream))
+        return cuda_host_capture_refuse(stream, "a copy of pageable host memory on a capturing "
+                                        "stream: pin it (cudaMallocHost) to copy it in a graph");
     if (sk == CUDA_HOST_MEM_DEVICE && dk != CUDA_HOST_MEM_DEVICE) cuda_host_count_d2h();
     CudaHostTicket t;
     if (sk == CUDA_HOST_MEM_UNTRACKED && dk != CUDA_HOST_MEM_UNTRACKED) {

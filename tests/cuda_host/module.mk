@@ -25,7 +25,7 @@ $(BUILD)/cuda-host/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_HOST_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
 
-CUDA_HOST_TESTS := test_runtime test_api test_streams test_cublas test_curand test_ptx
+CUDA_HOST_TESTS := test_runtime test_api test_streams test_graphs test_cublas test_curand test_ptx
 CUDA_HOST_TEST_PROGS := $(CUDA_HOST_TESTS:%=$(BUILD)/tests/cuda_host/%) \
                         $(BUILD)/tests/cuda_host/test_runtime_ucontext
 TEST_PROGS += $(CUDA_HOST_TEST_PROGS)

@@ -46,6 +46,7 @@ struct CUstream_st {
     std::deque<CudaHostOp*> queue;  // ops not yet complete, in issue order
     unsigned long long issued, completed;
     int listed;  // in the scheduler's list of streams with work
+    struct Capture* capture;  // the stream capture recording its work, NULL: none
 };
 
 struct CUevent_st {
@@ -55,6 +56,8 @@ struct CUevent_st {
     CudaHostTicket last;      // where the most recent record was issued
     unsigned long long gen;   // records issued
     double when_ms;           // CLOCK_MONOTONIC time at which the record `gen` ran
+    struct Capture* capture;  // last recorded inside this open capture, NULL: not
+    int capture_slot;         // which of its records
 };
 
 // --- Settings from the environment ----------------------------------------------------------------
@@ -238,9 +241,15 @@ static CudaHostTicket push(CUstream_st* s, CudaHostOp* op) {
     return {s, s->issued};
 }
 
+static CudaHostTicket capture_op(CUstream_st* s, CudaHostOp* op);
+static void capture_check_legacy(CUstream_st* s, const CudaHostOp* op);
+
 CudaHostTicket cuda_host_enqueue(cudaStream_t stream, CudaHostOp* op) {
     std::lock_guard<std::recursive_mutex> guard(S().lock);
-    return push(resolve(stream), op);
+    CUstream_st* s = resolve(stream);
+    if (s->capture) return capture_op(s, op);
+    capture_check_legacy(s, op);
+    return push(s, op);
 }
 
 // Work done in one go.
@@ -252,6 +261,7 @@ struct FnOp : CudaHostOp {
         fn();
         return 1;
     }
+    CudaHostOp* clone() const override { return new FnOp(what, fn); }
     void describe(char* buf, size_t len) override { snprintf(buf, len, "%s", what); }
 };
 
@@ -269,6 +279,8 @@ struct WaitOp : CudaHostOp {
 
 CudaHostTicket cuda_host_enqueue_joined(const cudaStream_t* streams, int n, CudaHostOp* op) {
     std::lock_guard<std::recursive_mutex> guard(S().lock);
+    for (int i = 0; i < n; i++)
+        if (resolve(streams[i])->capture) return capture_op(resolve(streams[i]), op);  // refused
     CUstream_st* first = resolve(streams[0]);
     std::vector<CUstream_st*> others;
     for (int i = 1; i < n; i++) {
@@ -371,15 +383,21 @@ static int step_once(void) {
 // --- Counters (host_runtime.h) ---------------------------------------------------------------------
 
 // Atomic: kernels are launched from the host thread, but a failure hook may run on another.
-static std::atomic<unsigned long long> n_launches, n_d2h, n_syncs;
+static std::atomic<unsigned long long> n_launches, n_d2h, n_syncs, n_graph_launches, n_graph_kernels;
+static void capture_count_launch(void);
 
-void cuda_host_count_launch(void) { n_launches++; }
+void cuda_host_count_launch(CudaHostTicket t) {
+    if (t.stream) n_launches++;
+    else capture_count_launch();   // recorded: counted when a graph launch runs it
+}
 void cuda_host_count_d2h(void) { n_d2h++; }
 
 void cuda_host_counters(CudaHostCounters* out) {
     out->launches = n_launches.load();
     out->d2h = n_d2h.load();
     out->syncs = n_syncs.load();
+    out->graph_launches = n_graph_launches.load();
+    out->graph_kernels = n_graph_kernels.load();
 }
 
 // Runs stream work until done(); the public entry points below count one host synchronisation
@@ -409,23 +427,25 @@ static void drain_until(const std::function<int()>& done, const char* what) {
     }
 }
 
-static void count_sync(void) {
-    if (!in_step) n_syncs++;
+static void count_sync(const char* what) {
+    if (in_step) return;
+    cuda_host_capture_forbidden(what);
+    n_syncs++;
 }
 
 void cuda_host_drain_until(const std::function<int()>& done, const char* what) {
-    count_sync();
+    count_sync(what);
     drain_until(done, what);
 }
 
 void cuda_host_wait_ticket(CudaHostTicket t, const char* what) {
-    count_sync();   // a wait for finished work is still a synchronisation point of the program
+    count_sync(what);   // a wait for finished work is still a synchronisation point of the program
     if (cuda_host_ticket_done(t)) return;
     drain_until([t] { return cuda_host_ticket_done(t); }, what);
 }
 
 void cuda_host_drain_all(const char* what) {
-    count_sync();
+    count_sync(what);
     drain_until([] { return S().active.empty() ? 1 : 0; }, what);
 }
 
@@ -437,6 +457,9 @@ void cuda_host_schedule_seed(unsigned long long seed) {
 }
 
 // --- Streams ----------------------------------------------------------------------------------
+
+static cudaError_t capture_wait(CUstream_st* s, cudaEvent_t event);
+static cudaError_t capture_record(CUstream_st* s, cudaEvent_t event);
 
 int cuda_host_stream_valid(cudaStream_t s) {
     return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread || s->magic == STREAM_MAGIC;
@@ -485,7 +508,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 // not-ready answer doubles the steps the next query may run, as a GPU keeps working while the host
 // polls. Without that, a host that sleeps between polls (comm_poll after its spin) would get one
 // step of device work per sleep: 4 ranks on 2 cores then sat idle half the time.
-static cudaError_t query_ticket(const CudaHostTicket& t) {
+static cudaError_t query_ticket(const CudaHostTicket& t, const char* what) {
+    if (!in_step) cuda_host_capture_forbidden(what);
     for (unsigned k = 0; !in_step && k < S().query_budget && !cuda_host_ticket_done(t); k++) {
         const int r = step_once();
         if (r == STEP_NONE) break;
@@ -507,7 +531,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: invalid stream");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
     CUstream_st* s = resolve(stream);
-    return query_ticket({s, s->issued});
+    return query_ticket({s, s->issued}, "cudaStreamQuery");
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -515,6 +539,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: invalid stream or event");
     if (flags != 0) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
+    CUstream_st* s = resolve(stream);
+    if (event->capture || s->capture) return capture_wait(s, event);
     // The record issued last before this call; none (never recorded) or done: nothing to wait for.
     if (!event->recorded || cuda_host_ticket_done(event->last)) return cudaSuccess;
     WaitOp* w = new WaitOp("cudaStreamWaitEvent");
@@ -571,6 +597,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event_valid(event) || !cuda_host_stream_valid(stream))
         return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: invalid event or stream");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
+    if (resolve(stream)->capture) return capture_record(resolve(stream), event);
+    event->capture = NULL;   // its latest record is this one, outside any capture
     RecordOp* op = new RecordOp();
     op->event = event;
     op->gen = ++event->gen;
@@ -582,6 +610,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: invalid event");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
+    if (event->capture)
+        return cuda_host_fail(cudaErrorCapturedEvent, "cudaEventSynchronize: the event was last "
+                              "recorded in a stream capture that is still open");
     if (event->recorded) cuda_host_wait_ticket(event->last, "cudaEventSynchronize");
     return cudaSuccess;
 }
@@ -589,8 +620,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: invalid event");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
+    if (event->capture)
+        return cuda_host_fail(cudaErrorCapturedEvent, "cudaEventQuery: the event was last recorded "
+                              "in a stream capture that is still open");
     if (!event->recorded) return cudaSuccess;
-    return query_ticket(event->last);
+    return query_ticket(event->last, "cudaEventQuery");
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -606,5 +640,318 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     if (!cuda_host_ticket_done(start->last) || !cuda_host_ticket_done(end->last))
         return cudaErrorNotReady;  // as CUDA: a record has not completed yet
     *ms = (float)(end->when_ms - start->when_ms);
+    return cudaSuccess;
+}
+
+// --- Stream capture and graphs --------------------------------------------------------------------
+//
+// A capture records what is issued on its streams, in issue order: ops (copied again for each
+// launch by CudaHostOp::clone), event records and event waits. The records of an open capture are
+// its own (numbered slots): they do not touch the event's state outside the capture, and a wait
+// for one joins the waiting stream to the capture, as CUDA forks a capture into other streams.
+// cudaGraphLaunch issues the recorded entries again in the same order on the same streams (the
+// origin mapped to the launch's stream), each wait depending on the replayed record of its slot:
+// the graph's dependencies, plus the order of each stream's own work outside it, which CUDA does
+// not impose but which only removes schedules, never adds one.
+
+enum { GRAPH_MAGIC = 0x47524150, EXEC_MAGIC = 0x47455845 };
+enum EntryKind { ENTRY_OP, ENTRY_RECORD, ENTRY_WAIT };
+
+struct GraphEntry {
+    EntryKind kind;
+    CUstream_st* stream;
+    std::shared_ptr<CudaHostOp> op;  // ENTRY_OP: as issued, never run
+    int launch;                      // ENTRY_OP: a kernel or GEMM
+    int slot;                        // ENTRY_RECORD, ENTRY_WAIT
+};
+
+struct GraphData {
+    CUstream_st* origin;
+    std::vector<GraphEntry> entries;
+    int slots = 0;
+};
+
+struct Capture {
+    std::shared_ptr<GraphData> graph;
+    std::vector<CUstream_st*> streams;   // the origin, then the streams that joined
+    std::vector<cudaEvent_t> events;     // recorded in the capture
+    cudaError_t error = cudaSuccess;     // not cudaSuccess: invalidated
+    char why[256] = "";
+};
+
+struct CUgraph_st {
+    unsigned magic;
+    std::shared_ptr<GraphData> graph;
+};
+
+struct CUgraphExec_st {
+    unsigned magic;
+    std::shared_ptr<GraphData> graph;
+    CudaHostTicket last;  // the end of its latest launch: launches of one exec run one at a time
+};
+
+static int open_captures;
+static thread_local Capture* last_capture;  // the capture that recorded this thread's last op
+
+int cuda_host_capturing(cudaStream_t stream) {
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    return cuda_host_stream_valid(stream) && resolve(stream)->capture != NULL;
+}
+
+void cuda_host_capture_forbidden(const char* what) {
+    if (open_captures == 0) return;
+    fail_msg("host runtime: %s while a stream capture is open: CUDA refuses it in global capture "
+             "mode (cudaErrorStreamCaptureUnsupported) and invalidates the capture; issue it before "
+             "cudaStreamBeginCapture or after cudaStreamEndCapture", what);
+}
+
+// Work on the legacy stream waits for every blocking stream: for a capturing one, CUDA refuses it.
+static void capture_check_legacy(CUstream_st* s, const CudaHostOp* op) {
+    if (s->kind != STREAM_LEGACY || open_captures == 0) return;
+    char what[256] = "cudaGraphLaunch";
+    if (op) const_cast<CudaHostOp*>(op)->describe(what, sizeof what);
+    fail_msg("host runtime: %s on the legacy default stream while a stream capture is open: CUDA "
+             "refuses it (cudaErrorStreamCaptureImplicit); use a stream of your own", what);
+}
+
+static CudaHostTicket capture_op(CUstream_st* s, CudaHostOp* op) {
+    CudaHostOp* copy = op->clone();
+    if (!copy) {
+        char what[256];
+        op->describe(what, sizeof what);
+        fail_msg("host runtime: %s issued on a capturing stream: the host runtime cannot record it "
+                 "in a graph (kernels, GEMMs, copies of device or pinned memory, memsets and events "
+                 "can be)", what);
+    }
+    delete copy;
+    s->capture->graph->entries.push_back({ENTRY_OP, s, std::shared_ptr<CudaHostOp>(op), 0, 0});
+    last_capture = s->capture;
+    return {NULL, 0};
+}
+
+static void capture_count_launch(void) {
+    if (last_capture && !last_capture->graph->entries.empty())
+        last_capture->graph->entries.back().launch = 1;
+}
+
+static cudaError_t capture_invalidate(Capture* c, cudaError_t err, const char* why) {
+    if (c->error == cudaSuccess) {
+        c->error = err;
+        snprintf(c->why, sizeof c->why, "%s", why);
+    }
+    return cuda_host_fail(err, "%s", why);
+}
+
+cudaError_t cuda_host_capture_refuse(cudaStream_t stream, const char* why) {
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    return capture_invalidate(resolve(stream)->capture, cudaErrorStreamCaptureUnsupported, why);
+}
+
+static cudaError_t capture_record(CUstream_st* s, cudaEvent_t event) {
+    Capture* c = s->capture;
+    const int slot = c->graph->slots++;
+    c->graph->entries.push_back({ENTRY_RECORD, s, NULL, 0, slot});
+    if (!event->capture) c->events.push_back(event);
+    event->capture = c;
+    event->capture_slot = slot;
+    return cudaSuccess;
+}
+
+static cudaError_t capture_wait(CUstream_st* s, cudaEvent_t event) {
+    Capture* c = event->capture;
+    if (!c) {  // a capturing stream waits for work outside its capture
+        if (!event->recorded) return cudaSuccess;   // never recorded: nothing to wait for
+        return capture_invalidate(s->capture, cudaErrorStreamCaptureIsolation,
+                                  "cudaStreamWaitEvent: a capturing stream waits for an event "
+                                  "recorded outside the capture (the graph could not keep that "
+                                  "dependency)");
+    }
+    if (s->capture && s->capture != c)
+        return capture_invalidate(c, cudaErrorStreamCaptureMerge, "cudaStreamWaitEvent: the "
+                                  "stream belongs to another open capture");
+    if (!s->capture) {  // joins the capture (a fork)
+        if (s->kind == STREAM_LEGACY)
+            return capture_invalidate(c, cudaErrorStreamCaptureImplicit, "cudaStreamWaitEvent: "
+                                      "the legacy default stream cannot join a capture");
+        s->capture = c;
+        c->streams.push_back(s);
+    }
+    c->graph->entries.push_back({ENTRY_WAIT, s, NULL, 0, event->capture_slot});
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: invalid stream");
+    if (mode != cudaStreamCaptureModeGlobal)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamBeginCapture: the host runtime "
+                              "supports cudaStreamCaptureModeGlobal only (mode %d)", (int)mode);
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    CUstream_st* s = resolve(stream);
+    if (s->kind == STREAM_LEGACY)
+        return cuda_host_fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the "
+                              "legacy default stream cannot be captured");
+    if (s->capture)
+        return cuda_host_fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the "
+                              "stream is already capturing");
+    Capture* c = new Capture();
+    c->graph = std::make_shared<GraphData>();
+    c->graph->origin = s;
+    c->streams.push_back(s);
+    s->capture = c;
+    open_captures++;
+    return cudaSuccess;
+}
+
+// 1 if every joined stream's last entry comes before the origin's last entry in the graph's order
+// (the stream order of each stream, and each wait after the record of its slot).
+static int capture_joined(const Capture* c) {
+    const std::vector<GraphEntry>& e = c->graph->entries;
+    const int n = (int)e.size();
+    std::vector<int> prev(n, -1), record_of(c->graph->slots, -1), seen(n, 0);
+    std::vector<std::pair<CUstream_st*, int>> last;  // each stream's last entry
+    for (int i = 0; i < n; i++) {
+        for (auto& l : last)
+            if (l.first == e[i].stream) prev[i] = l.second;
+        int found = 0;
+        for (auto& l : last)
+            if (l.first == e[i].stream) l.second = i, found = 1;
+        if (!found) last.push_back({e[i].stream, i});
+        if (e[i].kind == ENTRY_RECORD) record_of[e[i].slot] = i;
+    }
+    int origin_last = -1;
+    for (auto& l : last)
+        if (l.first == c->graph->origin) origin_last = l.second;
+    std::vector<int> todo;
+    if (origin_last >= 0) todo.push_back(origin_last);
+    while (!todo.empty()) {
+        const int i = todo.back();
+        todo.pop_back();
+        if (i < 0 || seen[i]) continue;
+        seen[i] = 1;
+        todo.push_back(prev[i]);
+        if (e[i].kind == ENTRY_WAIT) todo.push_back(record_of[e[i].slot]);
+    }
+    for (auto& l : last)
+        if (l.first != c->graph->origin && !seen[l.second]) return 0;
+    return 1;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+    if (!graph) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamEndCapture: NULL graph");
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamEndCapture: invalid stream");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    *graph = NULL;
+    CUstream_st* s = resolve(stream);
+    Capture* c = s->capture;
+    if (!c)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamEndCapture: the stream is not capturing");
+    if (c->graph->origin != s)
+        return capture_invalidate(c, cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture: the "
+                                  "capture began on another stream");
+    const int joined = capture_joined(c);
+    for (CUstream_st* t : c->streams) t->capture = NULL;
+    for (cudaEvent_t e : c->events) e->capture = NULL;
+    open_captures--;
+    if (last_capture == c) last_capture = NULL;
+    const cudaError_t err = c->error;
+    char why[256];
+    snprintf(why, sizeof why, "%s", c->why);
+    std::shared_ptr<GraphData> g = c->graph;
+    delete c;
+    if (err != cudaSuccess)
+        return cuda_host_fail(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture "
+                              "was invalidated: %s", why);
+    if (!joined)
+        return cuda_host_fail(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture: a stream that "
+                              "joined the capture has work the origin stream never waited for");
+    *graph = new CUgraph_st{GRAPH_MAGIC, g};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+    if (!status) return cuda_host_fail(cudaErrorInvalidValue, "cudaStreamIsCapturing: NULL status");
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing: invalid stream");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    const Capture* c = resolve(stream)->capture;
+    *status = !c ? cudaStreamCaptureStatusNone
+                 : c->error ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+    if (!exec) return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphInstantiate: NULL exec");
+    if (!graph || graph->magic != GRAPH_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphInstantiate: not a live graph");
+    if (flags != 0)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphInstantiate: the host runtime "
+                              "supports flags 0 only (0x%llx)", flags);
+    *exec = new CUgraphExec_st{EXEC_MAGIC, graph->graph, {NULL, 0}};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!exec || exec->magic != EXEC_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphLaunch: not a live executable graph");
+    if (!cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: invalid stream");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    CUstream_st* L = resolve(stream);
+    if (L->capture)
+        return cuda_host_fail(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch: the host runtime "
+                              "does not capture graph launches");
+    capture_check_legacy(L, NULL);
+    const GraphData& g = *exec->graph;
+    std::vector<CudaHostTicket> slots((size_t)g.slots, CudaHostTicket{NULL, 0});
+    WaitOp* start = new WaitOp("the start of cudaGraphLaunch (after the exec's previous launch)");
+    if (!cuda_host_ticket_done(exec->last)) start->deps.push_back(exec->last);
+    CudaHostTicket end = push(L, start);
+    for (const GraphEntry& e : g.entries) {
+        CUstream_st* s = e.stream == g.origin ? L : e.stream;
+        CudaHostOp* op;
+        if (e.kind == ENTRY_OP) {
+            op = e.op->clone();
+            op->keep = exec->graph;
+            if (e.launch) n_graph_kernels++;
+        } else {
+            op = new WaitOp(e.kind == ENTRY_RECORD ? "an event record of a graph" : "an event wait of a graph");
+            if (e.kind == ENTRY_WAIT && slots[(size_t)e.slot].stream) op->deps.push_back(slots[(size_t)e.slot]);
+        }
+        const CudaHostTicket t = push(s, op);
+        if (e.kind == ENTRY_RECORD) slots[(size_t)e.slot] = t;
+        if (s == L) end = t;
+    }
+    exec->last = end;   // every other stream's entries joined the origin before its end
+    n_graph_launches++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (!exec || exec->magic != EXEC_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphExecDestroy: not a live executable graph");
+    exec->magic = DEAD_MAGIC;
+    exec->graph.reset();   // replayed ops still queued keep the recorded arguments alive
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    if (!graph || graph->magic != GRAPH_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphDestroy: not a live graph");
+    graph->magic = DEAD_MAGIC;
+    graph->graph.reset();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* num_nodes) {
+    if (!graph || graph->magic != GRAPH_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphGetNodes: not a live graph");
+    if (nodes || !num_nodes)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphGetNodes: the host runtime counts "
+                              "nodes only (nodes must be NULL, num_nodes not)");
+    size_t n = 0;
+    for (const GraphEntry& e : graph->graph->entries) n += e.kind == ENTRY_OP;
+    *num_nodes = n;
     return cudaSuccess;
 }

@@ -25,21 +25,12 @@
 // cuda-compile-check); the checks of what the host runtime's schedules expose are CUDA_HOST only.
 #include "model/cuda_common.cuh"
 #include "tests/cuda_host/test_check.h"
+#include "tests/cuda_host/test_stream_util.cuh"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { N = 4096, THREADS = 64, BLOCKS = N / THREADS, SEEDS = 20 };
-
-__global__ void produce_kernel(int* buf, int value) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    buf[i] = value + i;
-}
-
-__global__ void consume_kernel(const int* buf, int* out) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    out[i] = 2 * buf[i];
-}
+enum { N = 4096, THREADS = 64, BLOCKS = N / THREADS };
 
 // Appends the kernel's id to a log shared by concurrent kernels, one entry per block.
 __global__ void log_kernel(int* counter, int* log, int id) {
@@ -48,18 +39,6 @@ __global__ void log_kernel(int* counter, int* log, int id) {
 
 static int inorder;  // CUDA_HOST_SCHEDULE=inorder
 
-#ifdef CUDA_HOST
-static void use_seed(int seed) { cuda_host_schedule_seed((unsigned long long)seed); }
-#else
-static void use_seed(int seed) { (void)seed; }
-#endif
-
-static int* dev_ints(int n) {
-    int* d;
-    CUDA_CHECK(cudaMalloc(&d, (size_t)n * sizeof(int)));
-    return d;
-}
-
 // Elements of out (N ints of device memory) that differ from 2 * (value + i).
 static int wrong_consumed(const int* out, int value) {
     static int h[N];
@@ -67,14 +46,6 @@ static int wrong_consumed(const int* out, int value) {
     int bad = 0;
     for (int i = 0; i < N; i++) bad += h[i] != 2 * (value + i);
     return bad;
-}
-
-// Prints the seeds in mask (bit s-1: seed s) after `what`.
-static void print_seeds(const char* what, unsigned mask) {
-    printf("info %s:", what);
-    for (int s = 1; s <= SEEDS; s++)
-        if (mask >> (s - 1) & 1u) printf(" %d", s);
-    printf("%s\n", mask ? "" : " none");
 }
 
 // (a) and (b): producer on A, consumer on B, with and without the event dependency.
@@ -399,7 +370,8 @@ static void test_captured_at_issue(void) {
 static CudaHostCounters counted_since(const CudaHostCounters* a) {
     CudaHostCounters b;
     cuda_host_counters(&b);
-    return {b.launches - a->launches, b.d2h - a->d2h, b.syncs - a->syncs};
+    return {b.launches - a->launches, b.d2h - a->d2h, b.syncs - a->syncs,
+            b.graph_launches - a->graph_launches, b.graph_kernels - a->graph_kernels};
 }
 
 static void expect_counts(const CudaHostCounters* from, unsigned long long launches,
