@@ -38,10 +38,25 @@ void gpt_backend_sync(void);
 // copies from device to host memory, and host synchronisations (calls that block the host until
 // device work is done). Only the CUDA backend on the host runtime (tests/cuda_host) counts them:
 // it returns 1 and fills *out there; 0 on the CPU backend and on a GPU build (no counters).
+// graph_launches: CUDA graph launches; graph_kernels: the kernels and GEMMs they ran (not in
+// launches, which counts what the host issued one by one).
 typedef struct {
-    long long launches, d2h, syncs;
+    long long launches, d2h, syncs, graph_launches, graph_kernels;
 } BackendCounters;
 int gpt_backend_counters(BackendCounters* out);
+
+// CUDA graphs of the backend's stream: the work issued between gpt_graph_begin and gpt_graph_end
+// is captured (recorded, not run) and gpt_graph_launch runs it again, as one launch, with the
+// arguments and buffers of the capture. What runs in between must be device work only (no host
+// synchronisation, allocation or communication). gpt_backend_graphs: 1 when the backend has them
+// (CUDA); the CPU backend has none and fails if asked.
+typedef struct GptGraph GptGraph;
+int gpt_backend_graphs(void);
+void gpt_graph_begin(void);
+GptGraph* gpt_graph_end(const char* what);   // what: for messages, e.g. "micro-batch 1's step"
+void gpt_graph_launch(const GptGraph* g);
+size_t gpt_graph_nodes(const GptGraph* g);  // kernels, GEMMs, copies and memsets
+void gpt_graph_free(GptGraph* g);
 // Picks this process's GPU before any other backend call: device local_rank of the node's
 // (local_size ranks). With share = 1 (a transport that lets ranks share a GPU, mpi-staged) ranks
 // beyond the device count wrap around (local_rank mod count). Returns 0, or -1 with a one-line

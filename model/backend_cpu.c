@@ -39,6 +39,25 @@ int gpt_backend_counters(BackendCounters* out) {
     return 0;   // no device to count calls to
 }
 
+// No graphs on the CPU: the trainer refuses --cuda-graph 1 before any of these is called.
+int gpt_backend_graphs(void) { return 0; }
+static void no_graphs(void) { fail_msg("caller bug: CUDA graphs asked of the CPU backend"); }
+void gpt_graph_begin(void) { no_graphs(); }
+GptGraph* gpt_graph_end(const char* what) {
+    (void)what;
+    no_graphs();
+    return NULL;
+}
+void gpt_graph_launch(const GptGraph* g) {
+    (void)g;
+    no_graphs();
+}
+size_t gpt_graph_nodes(const GptGraph* g) {
+    (void)g;
+    return 0;
+}
+void gpt_graph_free(GptGraph* g) { (void)g; }
+
 int gpt_backend_clock(BackendClock* out) {
     (void)out;
     return 0;   // host memory, host clock: the trainer's own

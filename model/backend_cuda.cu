@@ -78,10 +78,48 @@ int gpt_backend_counters(BackendCounters* out) {
     out->launches = (long long)c.launches;
     out->d2h = (long long)c.d2h;
     out->syncs = (long long)c.syncs;
+    out->graph_launches = (long long)c.graph_launches;
+    out->graph_kernels = (long long)c.graph_kernels;
     return 1;
 #else
     return 0;   // the CUDA runtime counts nothing of the kind
 #endif
+}
+
+struct GptGraph {
+    cudaGraphExec_t exec;
+    size_t nodes;
+};
+
+int gpt_backend_graphs(void) { return 1; }
+
+void gpt_graph_begin(void) {
+    CUDA_CHECK(cudaStreamBeginCapture(cuda_backend_stream(), cudaStreamCaptureModeGlobal));
+}
+
+GptGraph* gpt_graph_end(const char* what) {
+    cudaGraph_t g = NULL;
+    const cudaError_t err = cudaStreamEndCapture(cuda_backend_stream(), &g);
+    if (err != cudaSuccess)
+        FAIL("the work between the capture's begin and end must be device work on the backend's "
+             "stream and streams it forks and joins (no synchronisation, allocation or NCCL call)",
+             "capturing %s as a CUDA graph failed: %s (%s)", what, cudaGetErrorName(err),
+             cudaGetErrorString(err));
+    GptGraph* graph = (GptGraph*)xcalloc(1, sizeof *graph, "CUDA graph");
+    CUDA_CHECK(cudaGraphGetNodes(g, NULL, &graph->nodes));
+    CUDA_CHECK(cudaGraphInstantiate(&graph->exec, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return graph;
+}
+
+void gpt_graph_launch(const GptGraph* g) { CUDA_CHECK(cudaGraphLaunch(g->exec, cuda_backend_stream())); }
+
+size_t gpt_graph_nodes(const GptGraph* g) { return g->nodes; }
+
+void gpt_graph_free(GptGraph* g) {
+    if (!g) return;
+    CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+    free(g);
 }
 
 static const int master_weights = sizeof(floatX) < sizeof(float);

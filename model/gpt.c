@@ -254,18 +254,35 @@ static const int* encoder_row_positions(const GPT* m) {
     return m->reset_positions ? m->doc_positions : NULL;
 }
 
+void gpt_load_batch(GPT* m, const int* inputs, const int* targets) {
+    const size_t BT = (size_t)m->B * m->T;
+    CHECK(m->T >= 1 && m->T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d",
+          m->T, m->max_T);
+    tokens_upload(m->inputs, inputs, BT);
+    if (targets) tokens_upload(m->targets, targets, BT);
+    m->has_targets = targets != NULL;
+    if (m->host_tokens && targets) {
+        // For a backward: the rows by token, for the encoder's fixed-order sums
+        // (model/token_order.h), sorted here on the host while the device still runs the work
+        // issued before, and uploaded now so that the forward and backward are device work only.
+        memcpy(m->host_tokens, inputs, BT * sizeof(int));
+        int* order = m->host_tokens + BT;
+        token_order(order, order + BT, m->host_tokens, BT);
+        tokens_upload(m->input_order, order, BT);
+    }
+}
+
 void gpt_forward(GPT* m, const int* inputs, const int* targets) {
+    gpt_load_batch(m, inputs, targets);
+    gpt_forward_loaded(m);
+}
+
+void gpt_forward_loaded(GPT* m) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH;
     const int BT = B * T;
     ActivationTensors* a = &m->acts;
     const ParameterTensors* p = &m->params;
-    CHECK(T >= 1 && T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d", T,
-          m->max_T);
-    tokens_upload(m->inputs, inputs, (size_t)BT);
-    if (m->host_tokens) memcpy(m->host_tokens, inputs, (size_t)BT * sizeof(int));   // for backward
-    if (targets) tokens_upload(m->targets, targets, (size_t)BT);
-    m->has_targets = targets != NULL;
 
     int begin = mark(m);
     encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions,
@@ -409,11 +426,6 @@ void gpt_backward(GPT* m, double dloss) {
     }
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
-    // The rows by token, sorted here while the device still runs the layers above, for the
-    // encoder's fixed-order sums (model/token_order.h).
-    int* order = m->host_tokens + BT;
-    token_order(order, order + BT, m->host_tokens, (size_t)BT);
-    tokens_upload(m->input_order, order, (size_t)BT);
     const int* row_pos = encoder_row_positions(m);
     encoder_backward(g->wte, g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
                      row_pos, row_pos ? m->doc_positions + BT : NULL, c->max_T, mode);

@@ -147,6 +147,11 @@ void gpt_set_documents(GPT* m, const int* full_tokens, int T_full, int boundary,
 // Forward on local tokens (B, T), given as host arrays, up to the logits. targets (NULL: none) are
 // uploaded for gpt_loss or gpt_backward; no loss is computed here. Nothing waits for the device.
 void gpt_forward(GPT* m, const int* inputs, const int* targets);
+// gpt_forward in two parts: the batch's upload (host work: the tokens go through the backend's
+// staging), then the forward on the uploaded batch (device work only: a CUDA graph can capture
+// it, train/train_step.c).
+void gpt_load_batch(GPT* m, const int* inputs, const int* targets);
+void gpt_forward_loaded(GPT* m);
 // The loss of the last forward (which must have had targets) without a backward (evaluation):
 // the per-token losses, their sum ADDED to m->scalars[GPT_LOSS_SUM]. The logits are kept.
 void gpt_loss(GPT* m);

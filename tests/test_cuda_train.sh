@@ -23,12 +23,21 @@
 #                                         comparison above, and again with 4 micro-batches per step
 #                                         (12 token uploads between two synchronisations) against
 #                                         the CPU trainer on the same options
+#   tests/test_cuda_train.sh graphs-bf16  --cuda-graph 1 against the same run without it
+#   tests/test_cuda_train.sh graphs-fp32  (--timeline 0 both): identical step losses, gradient
+#                                         norms, validation losses and samples, with 2 micro-batches
+#                                         per step (both graphs: the first writes the gradients,
+#                                         the second adds), --recompute selective, evaluation and
+#                                         sampling between steps, and on 2 ranks (dp 2, nccl, ZeRO-1);
+#                                         the counters: the first step launches its kernels one by
+#                                         one, every later step 2 graph launches and no layer
+#                                         launch, no host synchronisation inside any step
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -100,7 +109,56 @@ sync_free() {
   echo "files kept in $W"; exit 1
 }
 
+# graphs PROG: --cuda-graph 1 against the same run without it.
+graphs() {
+  local failures=0 args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512
+    --batch 2 --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --eval-every 2
+    --sample-every 2 --sample-length 4 --no-save --train-data "$W/data/t_train_*.bin"
+    --val-data "$W/data/t_val_*.bin" --tokenizer "" --timeline 0 --recompute selective)
+  # one_pair NAME TOTAL_BATCH_TOKENS LAUNCHER...: the run without and with graphs, compared (2
+  # micro-batches per step: TOTAL = 2 x batch x seq-len x dp).
+  one_pair() {
+    local name=$1 total=$2; shift 2
+    for g in 0 1; do
+      if ! timeout 600 "$@" "${args[@]}" --total-batch-tokens "$total" --cuda-graph $g --out-dir "$W/$name$g" > "$W/$name$g.out" 2>&1; then
+        echo "  FAIL  $name --cuda-graph $g exited non-zero:"; tail -3 "$W/$name$g.out" | sed 's/^/        /'; return 1
+      fi
+    done
+    "$COMPARE" "$W/${name}0/log.jsonl" "$W/${name}1/log.jsonl" --loss-tol 0 --norm-tol 0 --min-entries 9 \
+      | sed 's/^/        /' || return 1
+    if ! diff <(grep '^sample' "$W/${name}0.out") <(grep '^sample' "$W/${name}1.out") > /dev/null ||
+       [ "$(grep -c '^sample' "$W/${name}1.out")" -lt 3 ]; then
+      echo "        the samples differ, or fewer than 3"; return 1
+    fi
+    "$PY" - "$W/${name}1/log.jsonl" <<'EOF'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1], encoding="utf-8")) if r["type"] == "step"]
+assert len(steps) == 6, "%d step records" % len(steps)
+first, later = steps[0], steps[1:]
+assert first["graph_launches"] == 0 and first["launches_per_layer"] > 0, "step 1: %s" % first
+for r in later:
+    assert r["graph_launches"] == 2 and r["graph_kernels"] > 0 and r["launches_per_layer"] == 0 \
+        and r["syncs_in_step"] == 0, "step %(step)d: %(graph_launches)d graph launches, " \
+        "%(graph_kernels)d kernels in them, %(launches_per_layer).1f layer launches per layer, " \
+        "%(syncs_in_step)d syncs" % r
+print("        step 1: %d launches one by one (%.1f per layer); steps 2-6: %d launches, 2 graph "
+      "launches running %d kernels, 0 per layer" % (first["launches"], first["launches_per_layer"],
+                                                      later[-1]["launches"], later[-1]["graph_kernels"]))
+EOF
+  }
+  if one_pair one 64 "$1"; then echo "  ok    one process: identical losses, norms, validation losses and samples; graph launches counted"
+  else echo "  FAIL  one process"; failures=$((failures + 1)); fi
+  printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=2 exec bash tests/mpirun.sh 2 %q "$@" --dp 2 --zero 1 --comm nccl\n' \
+    "$1" > "$W/dp2.sh" && chmod +x "$W/dp2.sh" || exit 1
+  if one_pair dp 128 "$W/dp2.sh"; then echo "  ok    2 ranks (dp 2, nccl, ZeRO-1): identical losses, norms, validation losses and samples"
+  else echo "  FAIL  2 ranks (dp 2, nccl, ZeRO-1)"; failures=$((failures + 1)); fi
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
 case "$part" in
+  graphs-bf16) graphs "$CUDA_BF16" ;;
+  graphs-fp32) graphs "$CUDA_FP32" ;;
   sync-free-bf16) sync_free "$CUDA_BF16" cuda-bf16 2e-2 1e-1 ;;
   sync-free-fp32) sync_free "$CUDA_FP32" cuda-fp32 1e-4 1e-4 ;;
   fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
@@ -114,5 +172,5 @@ case "$part" in
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32" >&2; exit 2 ;;
 esac

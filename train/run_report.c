@@ -280,6 +280,8 @@ void counters_end(const Trainer* t, StepCounters* sc, CounterTotals* tot, int fi
     gpt_backend_counters(&c2);
     sc->launches = c2.launches - sc->c0.launches;
     sc->d2h = c2.d2h - sc->c0.d2h;
+    sc->graph_launches = c2.graph_launches - sc->c0.graph_launches;
+    sc->graph_kernels = c2.graph_kernels - sc->c0.graph_kernels;
     sc->syncs_in_step = sc->c1.syncs - sc->c0.syncs;
     sc->syncs_end = c2.syncs - sc->c1.syncs;
     sc->launches_per_layer = (double)(t->model.layer_launches - sc->layer0) / t->cfg.L;
@@ -291,6 +293,8 @@ void counters_end(const Trainer* t, StepCounters* sc, CounterTotals* tot, int fi
     tot->steps++;
     tot->launches += sc->launches;
     tot->d2h += sc->d2h;
+    tot->graph_launches += sc->graph_launches;
+    tot->graph_kernels += sc->graph_kernels;
     tot->launches_per_layer += sc->launches_per_layer;
     if (sc->syncs_in_step > tot->max_syncs_in_step) tot->max_syncs_in_step = sc->syncs_in_step;
     if (sc->syncs_end > tot->max_syncs_end) tot->max_syncs_end = sc->syncs_end;
@@ -309,14 +313,19 @@ void print_counters(Trainer* t, const CounterTotals* c) {
                "most %lld syncs in a step + %lld at its end", n, n == 1 ? "" : "s",
                (double)c->launches / n, c->launches_per_layer / n, (double)c->d2h / n,
                c->max_syncs_in_step, c->max_syncs_end);
+    if (c->graph_launches > 0)
+        printf("; %.1f CUDA graph launches per step, running %.1f kernels", (double)c->graph_launches / n,
+               (double)c->graph_kernels / n);
     printf(" (rank 0)\n");
     run_log_json(&t->log, "{\"type\":\"counters\",\"step\":%d,\"first_launches\":%lld,"
                  "\"first_launches_per_layer\":%.2f,\"first_d2h\":%lld,\"first_syncs_in_step\":%lld,"
                  "\"first_syncs_end\":%lld,\"steps\":%d,\"launches\":%.2f,\"launches_per_layer\":%.2f,"
-                 "\"d2h\":%.2f,\"max_d2h\":%lld,\"max_syncs_in_step\":%lld,\"max_syncs_end\":%lld}",
+                 "\"d2h\":%.2f,\"max_d2h\":%lld,\"max_syncs_in_step\":%lld,\"max_syncs_end\":%lld,"
+                 "\"graph_launches\":%.2f,\"graph_kernels\":%.2f}",
                  t->step, f->launches, f->launches_per_layer, f->d2h, f->syncs_in_step, f->syncs_end,
                  n, n ? (double)c->launches / n : 0, n ? c->launches_per_layer / n : 0,
-                 n ? (double)c->d2h / n : 0, c->max_d2h, c->max_syncs_in_step, c->max_syncs_end);
+                 n ? (double)c->d2h / n : 0, c->max_d2h, c->max_syncs_in_step, c->max_syncs_end,
+                 n ? (double)c->graph_launches / n : 0, n ? (double)c->graph_kernels / n : 0);
 }
 
 // The timeline: the backend's device clock (CUDA events) or the host clock; the comm layer
@@ -399,12 +408,13 @@ void report_step(Trainer* t, const StepRecord* r) {
         snprintf(phases, sizeof phases, ",\"forward_ms\":%.3f,\"backward_ms\":%.3f,"
                  "\"optimizer_ms\":%.3f", r->phases.forward * 1e3, r->phases.backward * 1e3,
                  r->phases.optimizer * 1e3);
-    char counted[192] = "";
+    char counted[320] = "";
     const StepCounters* sc = r->counters;
     if (sc->counted)
         snprintf(counted, sizeof counted, ",\"launches\":%lld,\"launches_per_layer\":%.2f,"
-                 "\"d2h\":%lld,\"syncs_in_step\":%lld,\"syncs_end\":%lld", sc->launches,
-                 sc->launches_per_layer, sc->d2h, sc->syncs_in_step, sc->syncs_end);
+                 "\"d2h\":%lld,\"syncs_in_step\":%lld,\"syncs_end\":%lld,\"graph_launches\":%lld,"
+                 "\"graph_kernels\":%lld", sc->launches, sc->launches_per_layer, sc->d2h,
+                 sc->syncs_in_step, sc->syncs_end, sc->graph_launches, sc->graph_kernels);
     run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
                  "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
                  t->step, r->loss, r->lr, r->grad_norm, r->seconds * 1e3, r->tokens_per_s, r->mfu,

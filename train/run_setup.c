@@ -173,6 +173,26 @@ static TransportOptions transport_options(const Trainer* t) {
                               o->comm_timeout};
 }
 
+// --cuda-graph 1: a graph replays the device work it captured, so a micro-batch's forward and
+// backward must be device work only, the same in every step.
+static void check_cuda_graph(Trainer* t) {
+    const TrainOptions* o = &t->opt;
+    if (!o->cuda_graph) return;
+    if (!gpt_backend_graphs())
+        config_error(t, "--cuda-graph 1: the %s trainer has no CUDA graphs; expected 0 (the CUDA "
+                     "trainers capture them)", gpt_backend_name());
+    if (o->timeline || o->trace[0])
+        config_error(t, "--cuda-graph 1: expected --timeline 0 and no --trace with it (the "
+                     "timeline's events cannot time the work inside a graph)");
+    if (t->mesh.P > 1)
+        config_error(t, "--cuda-graph 1: expected one sequence-parallel rank (--pq 1 --pkv 1), "
+                     "found --pq %d --pkv %d: the attention's communication is not captured",
+                     t->mesh.pq, t->mesh.pkv);
+    if (t->doc_boundary >= 0)
+        config_error(t, "--cuda-graph 1: expected --document-mask none, found '%s': each batch's "
+                     "documents change the attention's launches", o->document_mask);
+}
+
 // The transport (--comm) for this backend and launch, and this rank's GPU. Before any other
 // backend call: the device is chosen first.
 static void setup_transport(Trainer* t) {
@@ -379,7 +399,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
     t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
     if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
-    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap)
+    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap && !t->opt.cuda_graph)
         t->buckets = grad_buckets_create(&t->cfg, (size_t)(t->opt.grad_bucket_mb * (1 << 20)),
                                          comm_type_size(dist_real_comm_type()));
     const TrainOptions* o = &t->opt;
@@ -441,6 +461,7 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
             config_error(t, "%s", err);
     }
     setup_mesh(t, world_rank, world_size);
+    check_cuda_graph(t);
     setup_transport(t);
     t->comm = create_comm(t);
     comm_set_overlap(t->comm, t->opt.overlap);
@@ -477,6 +498,7 @@ void shut_down(Trainer* t) {
     spike_free(&t->spike);
     tensor_free(t->shard_scratch);
     grad_buckets_free(t->buckets);
+    for (int v = 0; v < 2; v++) gpt_graph_free(t->graphs[v]);
     free(t->host_params); free(t->host_m); free(t->host_v);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);

@@ -194,6 +194,29 @@ static void reduce_gradients(Trainer* t) {
                             COMM_F64);
 }
 
+// --cuda-graph 1, after the first step (which made every one-time allocation and choice): the
+// micro-batch's tokens are uploaded, then its forward and backward run as one graph launch. The
+// graph of this gradient mode (write or add) is captured at its first use: everything between the
+// upload and the gradient reduction is device work on the backend's stream, with the same
+// arguments every step (run_setup.c refuses what would change them).
+static void graphed_micro_batch(Trainer* t, double dloss) {
+    GPT* m = &t->model;
+    gpt_load_batch(m, t->inputs, t->targets);
+    GptGraph** g = &t->graphs[m->grads_write];
+    if (!*g) {
+        gpt_graph_begin();
+        gpt_forward_loaded(m);
+        gpt_backward(m, dloss);
+        *g = gpt_graph_end(m->grads_write ? "the first micro-batch's forward and backward"
+                                          : "a later micro-batch's forward and backward");
+        if (t->rank == 0)
+            printf("cuda graph: captured the forward and backward of a micro-batch that %s the "
+                   "gradients: %zu nodes\n", m->grads_write ? "writes" : "adds to",
+                   gpt_graph_nodes(*g));
+    }
+    gpt_graph_launch(*g);
+}
+
 // One optimizer step, issued without the host waiting for the device: accumulation over
 // micro-batches, gradient reduction, norm and clip factor (or the skip mark: not finite, or
 // above limits), AdamW, and the copy of the step's
@@ -209,6 +232,14 @@ void train_step(Trainer* t, StepLimits limits) {
             params_ready(t);
             gpt_loss_zero(m);
         }
+        // The first micro-batch writes the parameter gradients (no zeroing pass), later ones add.
+        m->grads_write = a == 0;
+        if (t->opt.cuda_graph && t->steps_issued > 0) {
+            graphed_micro_batch(t, dloss);
+            phase_mark(t, 2 * a + 1);
+            phase_mark(t, 2 * a + 2);
+            continue;
+        }
         gpt_forward(m, t->inputs, t->targets);
         if (t->doc_boundary >= 0) count_document_pairs(t);
         phase_mark(t, 2 * a + 1);
@@ -220,8 +251,6 @@ void train_step(Trainer* t, StepLimits limits) {
             m->grads_ready = grad_buckets_ready;
             m->grads_ready_ctx = t->buckets;
         }
-        // The first micro-batch writes the parameter gradients (no zeroing pass), later ones add.
-        m->grads_write = a == 0;
         gpt_backward(m, dloss);   // the classifier's one pass adds this micro-batch's losses
         m->grads_ready = NULL;
         phase_mark(t, 2 * a + 2);
@@ -237,6 +266,7 @@ void train_step(Trainer* t, StepLimits limits) {
     if (t->opt.zero) gather_params(t);
     phase_mark(t, 2 * t->accum + 1);
     gpt_scalars_fetch(m);
+    t->steps_issued++;
 }
 
 // The end of a step: the one wait for the device. Returns the mean loss over the global batch;

@@ -50,6 +50,9 @@ typedef struct {
     Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
     real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard, backend memory
     GradBuckets* buckets;      // gradient all-reduce during backward (NULL: after it)
+    GptGraph* graphs[2];       // --cuda-graph 1: a micro-batch's forward and backward, adding
+                               // to the gradients [0] or writing them [1]; captured at first use
+    int steps_issued;          // steps this process has issued (graphs are captured after one)
     CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
     Timeline* timeline;        // per-step spans (NULL: --timeline 0)
     TimelineHostClock* host_clock;   // its clock on the CPU
@@ -133,11 +136,14 @@ typedef struct {
 //   d2h                 device-to-host copies of the whole step, its end included
 //   syncs_in_step       host synchronisations while the step's work is issued (the target: 0)
 //   syncs_end           host synchronisations of the end-of-step read
+//   graph_launches      CUDA graph launches of the step (--cuda-graph 1: one per micro-batch)
+//   graph_kernels       the kernels and GEMMs those launches ran (not in launches)
 typedef struct {
     int counted;
     BackendCounters c0, c1;
     long long layer0;
     long long launches, d2h, syncs_in_step, syncs_end;
+    long long graph_launches, graph_kernels;   // --cuda-graph 1: launches and the kernels they ran
     double launches_per_layer;
 } StepCounters;
 
@@ -146,6 +152,7 @@ typedef struct {
     int steps;                     // counted steps after the first
     StepCounters first;
     long long launches, d2h;       // sums over the steps after the first
+    long long graph_launches, graph_kernels;
     double launches_per_layer;
     long long max_syncs_in_step, max_syncs_end, max_d2h;
     int have_first;
