@@ -32,12 +32,15 @@
 #                                         the counters: the first step launches its kernels one by
 #                                         one, every later step 2 graph launches and no layer
 #                                         launch, no host synchronisation inside any step
+#   tests/test_cuda_train.sh resume-graphs-bf16  the resume check with --cuda-graph 1 --timeline 0
+#                                         (the resumed process runs its first step eagerly, then
+#                                         captures again): the same bits as the straight run
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -167,10 +170,14 @@ case "$part" in
           --loss-tol 2e-2 --norm-tol 1e-1 ;;
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
+  resume-graphs-bf16)
+    printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
+      chmod +x "$W/graphs.sh" || exit 1
+    checks resume --test "$W/graphs.sh" ;;
   resume-bf16-zero)
     # trainer_checks.sh runs one program: this one starts the 3 ranks.
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16" >&2; exit 2 ;;
 esac

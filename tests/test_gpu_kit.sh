@@ -225,8 +225,8 @@ EOF
   check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
   check "the report has the eight sections" \
     eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. The real NCCL transport" "## 6. Generation" "## 7. Kernel times" "## 8. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
-  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the sm_80 kernels, and test_ptx's five groups (the PTX wrappers' known answers, one process each)" \
-    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ]'
+  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the sm_80 kernels, test_ptx's five groups (the PTX wrappers' known answers, one process each) and test_graphs" \
+    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ] && [ "$(grep -cE "^\| test_graphs \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 1 ]'
   check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
     eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
   check "long sequences: 2 lengths x 2 head sizes x 2 precisions against the CPU trainer, all ok" \
@@ -312,8 +312,8 @@ t_hopper_check() {
   local rc=$?
   check "gpu_hopper_check.sh on the host bundle: every step passes (exit $rc), summary.txt and logs.tgz back" \
     eval '[ $rc = 0 ] && grep -q "done: 0 step(s) failed" "$o/summary.txt" && tar tzf "$o/logs.tgz" | grep -q tests-bwd-sm90.log'
-  check "each test_ptx group and the seven kernel choices ran and passed" \
-    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-ds2|bwd-q128)): exit 0" "$o/summary.txt")" = 12 ]'
+  check "each test_ptx group, test_graphs and the seven kernel choices ran and passed" \
+    eval '[ "$(grep -cE "^\[[0-9]+s\] (test_ptx-(base|mbarrier-named|tma|store|wgmma)|test_graphs|tests-(default|sm80|fwd-sm90|bwd-sm90|sm90-next|bwd-ds2|bwd-q128)): exit 0" "$o/summary.txt")" = 13 ]'
   check "the benchmark's table: current, sm80 and sm90-next at HS 64, T 128" \
     eval '[ "$(grep -cE "^(current|sm80|sm90-next) +64 +128 " "$o/attention_table.txt")" = 3 ]'
   check "the sliding-window table: current at HS 64, T 128, window 1024 named" \
@@ -351,8 +351,8 @@ t_hopper_check() {
       grep -A1 "ncu: not found" "$sn" | grep -q "attention-bench-forms: exit 0"'
   [ $rc = 1 ] || tail -n 20 "$W/hopper-next.out" | sed 's/^/        | /'
   timeout 120 bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/hopper-late" --steps ptx --deadline 5 > "$W/hopper-late.out" 2>&1
-  check "a deadline already past: every step skipped and said so" \
-    eval '[ "$(grep -c "skipped (deadline)" "$W/hopper-late/summary.txt")" = 5 ]'
+  check "a deadline already past: every step (test_ptx's five groups, test_graphs) skipped and said so" \
+    eval '[ "$(grep -c "skipped (deadline)" "$W/hopper-late/summary.txt")" = 6 ]'
   bash tools/gpu_hopper_check.sh --bundle "$HB" --out "$W/x" --deadline soon > "$W/hopper-bad.out" 2>&1
   rc=$?
   check "a bad --deadline: exit 2 and one line naming it" \

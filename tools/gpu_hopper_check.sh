@@ -17,7 +17,8 @@
 #                    ones that serve it, and under documents of 1024 tokens (rows "documents"),
 #                    into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
-#                    Hopper kernels' next forms (sm90-next) where tests ran and passed them, and
+#                    Hopper kernels' next forms (sm90-next) where tests ran and passed them,
+#                    gpt3-125m at T = 1024 with and without --cuda-graph 1, and
 #                    gpt3-2.7b at T = 8192 with --attention-window 1024 in every second layer; kit:
 #                    gpu_check.sh --bench, the trainer beside PyTorch eager and torch.compile,
 #                    its report copied to --out as kit_bench_report.md and .jsonl)
@@ -104,6 +105,8 @@ if wants ptx; then
   # One process per group: a faulting wrapper (a sticky error) leaves the other groups checked.
   RC_STORE=0
   for g in base mbarrier,named tma store wgmma; do step "test_ptx-${g/,/-}" 60 "$X/test_ptx" --only "$g"; [ "$g" = store ] && RC_STORE=$RC; done
+  # Stream capture and graphs on the hardware, which the trainer's --cuda-graph 1 relies on.
+  step test_graphs 60 "$X/test_graphs"
   # A failed store group: one store per process (SWIZZLE C0 C1 REDUCE), to find the rule it breaks.
   if [ "$RC_STORE" != 0 ] && [ "$RC_STORE" != skipped ]; then
     for c in "0 20 15 0" "3 0 3 0" "3 4 3 0" "3 -4 3 0" "0 -4 3 0" "3 4 6 1" "3 -4 3 1" "0 28 -2 1" "0 -4 3 1" "3 0 -2 0"; do
@@ -219,6 +222,16 @@ if wants train; then
       s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
       say "    $preset B=$b T=$t kernels $k: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
     done
+  done
+  # CUDA graphs (--cuda-graph 1) beside the same run without, both without the timeline (which
+  # graphs need), the default kernels: where the host's launch rate sets the pace, gpt3-125m at
+  # T = 1024, graphs should show.
+  for g in 0 1; do
+    name=train-gpt3-125m-1024-graph$g
+    step "$name" 120 "$X/train_gpt_cuda" --preset gpt3-125m --context 1024 --batch 8 --seq-len 1024 --steps 20 \
+      --timeline 0 --cuda-graph $g "${fort[@]}" --out-dir "$LOGS/$name"
+    s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
+    say "    gpt3-125m B=8 T=1024 --timeline 0 --cuda-graph $g: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
   done
   # Banded layers, as GPT-3's: a window of 1024 in every second layer, beside the dense run above
   # (MFU on the pairs the mask leaves).

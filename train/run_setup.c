@@ -186,8 +186,9 @@ static void check_cuda_graph(Trainer* t) {
                      "timeline's events cannot time the work inside a graph)");
     if (t->mesh.P > 1)
         config_error(t, "--cuda-graph 1: expected one sequence-parallel rank (--pq 1 --pkv 1), "
-                     "found --pq %d --pkv %d: the attention's communication is not captured",
-                     t->mesh.pq, t->mesh.pkv);
+                     "found --pq %d --pkv %d%s: the attention's communication is not captured",
+                     t->mesh.pq, t->mesh.pkv, strcmp(o->mesh, "auto") == 0
+                     ? " (chosen by --mesh auto: give it --pq 1 --pkv 1)" : "");
     if (t->doc_boundary >= 0)
         config_error(t, "--cuda-graph 1: expected --document-mask none, found '%s': each batch's "
                      "documents change the attention's launches", o->document_mask);
