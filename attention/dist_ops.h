@@ -46,6 +46,10 @@ void dist_to_host(void* host, const void* src, size_t bytes);
 
 // dst (rows, w) with row stride ldd  <-  src (rows, w) with row stride lds; esize bytes per element.
 void dist_copy_rows(void* dst, long ldd, const void* src, long lds, long rows, int w, size_t esize);
+// n such copies, copy i from src + i sstep to dst + i dstep (elements): one launch on a device,
+// where n calls of dist_copy_rows would be n (Ulysses' all-to-all blocks, one per peer).
+void dist_copy_rows_batch(void* dst, long ldd, long dstep, const void* src, long lds, long sstep,
+                          int n, long rows, int w, size_t esize);
 // blocks: G blocks of (B, Tl, w) at stride bstride (elements)  ->  rows: (B, G*Tl, w), row stride
 // ld; block g row (b, j) lands on row (b, g + G*j).
 void dist_blocks_to_rows(void* rows, long ld, const void* blocks, long bstride, int G, int B,

@@ -31,6 +31,13 @@ void dist_copy_rows(void* dst, long ldd, const void* src, long lds, long rows, i
         memcpy(d + (size_t)(i * ldd) * esize, s + (size_t)(i * lds) * esize, esize * (size_t)w);
 }
 
+void dist_copy_rows_batch(void* dst, long ldd, long dstep, const void* src, long lds, long sstep,
+                          int n, long rows, int w, size_t esize) {
+    for (int i = 0; i < n; i++)
+        dist_copy_rows((char*)dst + (size_t)(i * dstep) * esize, ldd,
+                       (const char*)src + (size_t)(i * sstep) * esize, lds, rows, w, esize);
+}
+
 // Sequence b of block g holds the rows g, g + G, g + 2G, ... of sequence b of the rows side: one
 // strided row copy per (g, b), the rows side at stride G * ld, the block side tight (stride w).
 // Byte offsets of the first of those rows on each side:

@@ -73,12 +73,13 @@ static unsigned grid_for(long n) {
 
 // --- Row copies and packings, in units of T (strides and widths in units) ------------------------
 
-// dst (rows, w) row stride ldd  <-  src (rows, w) row stride lds.
+// n copies: dst + k dstep (rows, w) row stride ldd  <-  src + k sstep (rows, w) row stride lds.
 template <typename T>
-__global__ void copy_rows_kernel(T* dst, long ldd, const T* src, long lds, long rows, long w) {
-    GRID_STRIDE_LOOP(e, rows * w) {
-        const long i = e / w, c = e % w;
-        dst[i * ldd + c] = src[i * lds + c];
+__global__ void copy_rows_kernel(T* dst, long ldd, long dstep, const T* src, long lds, long sstep,
+                                 long n, long rows, long w) {
+    GRID_STRIDE_LOOP(e, n * rows * w) {
+        const long i = e / w, c = e % w, k = i / rows, r = i % rows;
+        dst[k * dstep + r * ldd + c] = src[k * sstep + r * lds + c];
     }
 }
 
@@ -120,18 +121,19 @@ typedef struct {
     void* dst;
     const void* src;
     long ldd, lds, bstride;  // elements, then units
+    long dstep, sstep, n;    // row copies: n copies, dstep and sstep apart (elements, then units)
     int G, B, Tl;            // packings only
     long rows, w;            // elements, then units
 } RowCopy;
 
 template <typename T>
 static void launch_copy(const RowCopy* c) {
-    const long n = c->rows * c->w;
+    const long n = c->n * c->rows * c->w;
     cudaStream_t s = cuda_backend_stream();
     switch (c->kind) {
     case COPY_ROWS:
-        LAUNCH(copy_rows_kernel<T>, grid_for(n), DIST_THREADS, 0, s, (T*)c->dst, c->ldd,
-               (const T*)c->src, c->lds, c->rows, c->w);
+        LAUNCH(copy_rows_kernel<T>, grid_for(n), DIST_THREADS, 0, s, (T*)c->dst, c->ldd, c->dstep,
+               (const T*)c->src, c->lds, c->sstep, c->n, c->rows, c->w);
         break;
     case BLOCKS_TO_ROWS:
         LAUNCH(blocks_to_rows_kernel<T>, grid_for(n), DIST_THREADS, 0, s, (T*)c->dst, c->ldd,
@@ -149,14 +151,15 @@ static void launch_copy(const RowCopy* c) {
 static void run_copy(RowCopy c, size_t esize) {
     if (esize != 2 && esize != 4 && esize != 8)
         FAIL("caller bug", "dist row copy of %zu-byte elements (2, 4 or 8 expected)", esize);
-    if (c.rows <= 0 || c.w <= 0) return;
+    if (c.n <= 0 || c.rows <= 0 || c.w <= 0) return;
     const uintptr_t bits = (uintptr_t)c.dst | (uintptr_t)c.src | (uintptr_t)(c.ldd * esize) |
                            (uintptr_t)(c.lds * esize) | (uintptr_t)(c.bstride * esize) |
+                           (uintptr_t)(c.dstep * esize) | (uintptr_t)(c.sstep * esize) |
                            (uintptr_t)(c.w * esize);
     size_t unit = 16;
     while (unit > esize && (bits & (unit - 1))) unit /= 2;
     const long k = (long)(unit / esize);  // elements per unit
-    c.ldd /= k, c.lds /= k, c.bstride /= k, c.w /= k;
+    c.ldd /= k, c.lds /= k, c.bstride /= k, c.dstep /= k, c.sstep /= k, c.w /= k;
     switch (unit) {
     case 2: launch_copy<unsigned short>(&c); break;
     case 4: launch_copy<unsigned int>(&c); break;
@@ -169,12 +172,20 @@ static RowCopy row_copy(CopyKind kind, void* dst, long ldd, const void* src, lon
                         int w) {
     RowCopy c;
     c.kind = kind, c.dst = dst, c.src = src, c.ldd = ldd, c.lds = lds, c.bstride = 0;
+    c.dstep = 0, c.sstep = 0, c.n = 1;
     c.G = 1, c.B = 1, c.Tl = 1, c.rows = rows, c.w = w;
     return c;
 }
 
 void dist_copy_rows(void* dst, long ldd, const void* src, long lds, long rows, int w, size_t esize) {
     run_copy(row_copy(COPY_ROWS, dst, ldd, src, lds, rows, w), esize);
+}
+
+void dist_copy_rows_batch(void* dst, long ldd, long dstep, const void* src, long lds, long sstep,
+                          int n, long rows, int w, size_t esize) {
+    RowCopy c = row_copy(COPY_ROWS, dst, ldd, src, lds, rows, w);
+    c.dstep = dstep, c.sstep = sstep, c.n = n;
+    run_copy(c, esize);
 }
 
 void dist_blocks_to_rows(void* rows, long ld, const void* blocks, long bstride, int G, int B,

@@ -61,25 +61,23 @@ static void check_call(const UlyssesAttention* a, int B, int Tl, int NH, int HS)
 
 // Head columns for the peers: column block k (of `parts`, part_ld apart) of rows (B Tl, ld) holds
 // peer d's heads in columns [d w, (d+1) w); they go to block d of (P, B Tl, width w) at column
-// (first + k) w. The all-to-all's blocks are built from several tensors this way, side by side.
+// (first + k) w. The all-to-all's blocks are built from several tensors this way, side by side:
+// one batched copy per column block, the P peers' blocks in one launch.
 static void pack_heads(const UlyssesAttention* a, real* blocks, int width, int first,
                        const real* rows, long ld, long part_ld, int parts, long nrows, int w) {
-    const size_t block = (size_t)nrows * width * w;
-    for (int d = 0; d < a->P; d++)
-        for (int k = 0; k < parts; k++)
-            dist_copy_rows(blocks + d * block + (size_t)(first + k) * w, (long)width * w,
-                           rows + k * part_ld + (size_t)d * w, ld, nrows, w, sizeof(real));
+    const long block = nrows * width * w;
+    for (int k = 0; k < parts; k++)
+        dist_copy_rows_batch(blocks + (size_t)(first + k) * w, (long)width * w, block,
+                             rows + k * part_ld, ld, w, a->P, nrows, w, sizeof(real));
 }
 
 // The inverse: block d of (P, B Tl, parts w) into columns [d w, (d+1) w) of each column block.
 static void unpack_heads(const UlyssesAttention* a, real* rows, long ld, long part_ld,
                          const real* blocks, int parts, long nrows, int w) {
-    const size_t block = (size_t)nrows * parts * w;
-    for (int d = 0; d < a->P; d++)
-        for (int k = 0; k < parts; k++)
-            dist_copy_rows(rows + k * part_ld + (size_t)d * w, ld,
-                           blocks + d * block + (size_t)k * w, (long)parts * w, nrows, w,
-                           sizeof(real));
+    const long block = nrows * parts * w;
+    for (int k = 0; k < parts; k++)
+        dist_copy_rows_batch(rows + k * part_ld, ld, w, blocks + (size_t)k * w, (long)parts * w,
+                             block, a->P, nrows, w, sizeof(real));
 }
 
 // The layer's (B, NH, Tl) LSE and the peers' blocks (P, B, H, Tl): head d H + h of row b is
@@ -87,17 +85,15 @@ static void unpack_heads(const UlyssesAttention* a, real* rows, long ld, long pa
 static void lse_to_blocks(const UlyssesAttention* a, real_acc* blocks, const real_acc* lse, int B,
                           int NH, int Tl) {
     const int H = NH / a->P;
-    for (int d = 0; d < a->P; d++)
-        dist_copy_rows(blocks + (size_t)d * B * H * Tl, (long)H * Tl, lse + (size_t)d * H * Tl,
-                       (long)NH * Tl, B, H * Tl, sizeof(real_acc));
+    dist_copy_rows_batch(blocks, (long)H * Tl, (long)B * H * Tl, lse, (long)NH * Tl, (long)H * Tl,
+                         a->P, B, H * Tl, sizeof(real_acc));
 }
 
 static void blocks_to_lse(const UlyssesAttention* a, real_acc* lse, const real_acc* blocks, int B,
                           int NH, int Tl) {
     const int H = NH / a->P;
-    for (int d = 0; d < a->P; d++)
-        dist_copy_rows(lse + (size_t)d * H * Tl, (long)NH * Tl, blocks + (size_t)d * B * H * Tl,
-                       (long)H * Tl, B, H * Tl, sizeof(real_acc));
+    dist_copy_rows_batch(lse, (long)NH * Tl, (long)H * Tl, blocks, (long)H * Tl, (long)B * H * Tl,
+                         a->P, B, H * Tl, sizeof(real_acc));
 }
 
 // All T positions of this rank's H heads: one single-device problem.

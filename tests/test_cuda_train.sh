@@ -32,6 +32,10 @@
 #                                         the counters: the first step launches its kernels one by
 #                                         one, every later step 2 graph launches and no layer
 #                                         launch, no host synchronisation inside any step
+#   tests/test_cuda_train.sh ulysses-launches  the bf16 trainer with --attention ulysses on 2 and 4
+#                                         ranks (nccl, 4 heads): the same launches per layer (the
+#                                         all-to-alls' blocks are packed and unpacked by one launch
+#                                         per tensor, whatever the number of peers)
 #   tests/test_cuda_train.sh resume-graphs-bf16  the resume check with --cuda-graph 1 --timeline 0
 #                                         (the resumed process runs its first step eagerly, then
 #                                         captures again): the same bits as the straight run
@@ -40,7 +44,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -159,7 +163,24 @@ EOF
   echo "files kept in $W"; exit 1
 }
 
+# ulysses_launches: launches per layer of Ulysses on P = 2 and 4, from the step records.
+ulysses_launches() {
+  local args=(--preset tiny --layers 2 --channels 64 --heads 4 --context 64 --vocab 512 --batch 2
+              --seq-len 64 --steps 2 --lr 1e-2 --warmup 0 --sample-length 0 --eval-every 0 --no-save
+              --train-data "$W/data/t_train_*.bin" --val-data "" --tokenizer "" --timeline 0 --quiet --comm nccl)
+  local per=() p
+  for p in 2 4; do
+    CUDA_HOST_DEVICES=4 timeout 600 bash tests/mpirun.sh $p "$CUDA_BF16" "${args[@]}" --attention ulysses \
+      --pkv $p --out-dir "$W/ul$p" > "$W/ul$p.out" 2>&1 || { echo "  FAIL  ulysses on $p ranks:"; tail -3 "$W/ul$p.out"; exit 1; }
+    per+=("$("$PY" -c 'import json,sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"][-1]["launches_per_layer"])' "$W/ul$p/log.jsonl")")
+  done
+  echo "        launches per layer: ${per[0]} on 2 ranks, ${per[1]} on 4"
+  if [ "${per[0]}" = "${per[1]}" ]; then echo "  ok    Ulysses' launches per layer do not grow with P"; rm -rf "$W"; exit 0; fi
+  echo "  FAIL  Ulysses' launches per layer grow with P (files in $W)"; exit 1
+}
+
 case "$part" in
+  ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;
   sync-free-bf16) sync_free "$CUDA_BF16" cuda-bf16 2e-2 1e-1 ;;
@@ -179,5 +200,5 @@ case "$part" in
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16|ulysses-launches" >&2; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 // The CUDA backend of attention/dist_ops.h (attention/dist_ops_cuda.cu) against obvious host loops
 // on host copies. It cannot link the CPU twin (dist_ops_cpu.c defines the same names), so every
 // reference is written here. Random data, odd sizes and layouts:
-//   - row copies and both packings for 2-, 4- and 8-byte elements, widths 1, 5, 64, strides wider
+//   - row copies (one, and n in one call: interleaved columns and blocks apart) and both packings
+//     for 2-, 4- and 8-byte elements, widths 1, 5, 64, strides wider
 //     than the rows, pointers one element off 16-byte alignment (the scalar path) and aligned ones
 //     (the 16-byte path), G = 1, 2, 3 blocks, B = 1, 2, Tl = 1, 3: bit-exact against the loops,
 //     and blocks_to_rows after rows_to_blocks (and the reverse) gives the input back;
@@ -138,6 +139,45 @@ static void test_copy_rows(void) {
                         dist_free(d);
                     }
         check(t.failed == 0, "copy_rows esize %zu: %d of %d cases bit-exact (gaps untouched)", es,
+              t.cases - t.failed, t.cases);
+    }
+}
+
+// n copies in one call, copy i at dst + i dstep and src + i sstep: the blocks of an all-to-all
+// (Ulysses' peers), interleaved (steps smaller than a copy's extent) or apart, against n loops.
+static void test_copy_rows_batch(void) {
+    static const int NS[] = {1, 3, 4};
+    static const int GAPS[][2] = {{0, 0}, {3, 8}};   // lds - w, ldd - w
+    for (size_t es : ESIZES) {
+        Tally t = {0, 0};
+        for (int n : NS)
+            for (int w : WIDTHS)
+                for (const int* gap : GAPS)
+                    for (int interleaved = 0; interleaved < 2; interleaved++)
+                        for (int off = 0; off < 2; off++) {
+                            const long rows = 3, lds = (long)n * w + gap[0], ldd = (long)n * w + gap[1];
+                            // interleaved: copy i in columns [i w, (i+1) w) of shared rows (the
+                            // peers' heads); else each copy's rows after the previous copy's.
+                            const long sstep = interleaved ? w : rows * lds;
+                            const long dstep = interleaved ? w : rows * ldd + 2;
+                            const Bytes src = random_bytes((off + (n - 1) * sstep + (rows - 1) * lds + w) * es);
+                            const Bytes before = random_bytes((off + (n - 1) * dstep + (rows - 1) * ldd + w) * es);
+                            void* sd = upload(src);
+                            void* d = upload(before);
+                            dist_copy_rows_batch((char*)d + off * es, ldd, dstep, (const char*)sd + off * es,
+                                                 lds, sstep, n, rows, w, es);
+                            Bytes want = before;
+                            for (int i = 0; i < n; i++)
+                                ref_copy_rows(&want[(off + i * dstep) * es], ldd, &src[(off + i * sstep) * es],
+                                              lds, rows, w, es);
+                            char what[192];
+                            snprintf(what, sizeof what, "copy_rows_batch esize %zu n %d w %d lds %ld ldd %ld "
+                                     "%s off %d", es, n, w, lds, ldd, interleaved ? "interleaved" : "apart", off);
+                            tally(&t, same_bytes(download(d, before.size()), want, es, what));
+                            dist_free(sd);
+                            dist_free(d);
+                        }
+        check(t.failed == 0, "copy_rows_batch esize %zu: %d of %d cases bit-exact (gaps untouched)", es,
               t.cases - t.failed, t.cases);
     }
 }
@@ -427,6 +467,7 @@ static void test_types_and_empty_calls(void) {
     // Any launch here would have a zero grid: an invalid configuration that ends the job.
     dist_copy_rows(NULL, 4, NULL, 4, 0, 4, 2);
     dist_copy_rows(NULL, 4, NULL, 4, 3, 0, 4);
+    dist_copy_rows_batch(NULL, 4, 4, NULL, 4, 4, 0, 3, 4, 4);
     dist_blocks_to_rows(NULL, 4, NULL, 4, 2, 0, 3, 4, 8);
     dist_rows_to_blocks(NULL, 4, NULL, 4, 2, 2, 0, 4, 2);
     dist_acc_to_real(NULL, 4, NULL, 4, 0, 4);
@@ -443,6 +484,7 @@ int main(void) {
     printf("dist_ops_cuda (%s storage)\n", FLOATX_NAME);
     test_types_and_empty_calls();
     test_copy_rows();
+    test_copy_rows_batch();
     test_packings();
     test_acc_to_real();
     test_zero_add();
