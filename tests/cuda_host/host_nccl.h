@@ -27,6 +27,8 @@
 //   transfers between two ranks match in the order they were issued. A group over several
 //   streams joins them, as NCCL's group launch. Outside a group each is a group of one.
 //   Collectives inside a group are queued when called.
+// - On a capturing stream an operation is recorded in the graph, not issued; each cudaGraphLaunch
+//   issues it again, taking its turn on its communicators at the launch.
 // - Failures of the calls return an ncclResult_t, never abort; ncclGetLastError says what failed
 //   ("ncclAllGather: ..."), printed to stderr as well when NCCL_DEBUG is set. An MPI failure in a
 //   queued operation, after its call returned, ends the job with the operation named.

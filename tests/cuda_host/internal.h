@@ -72,6 +72,9 @@ struct CudaHostOp {
     // A fresh copy of the op as issued (not run), for a graph that replays it; NULL: the op
     // cannot be captured (a stream capture that meets it ends the job).
     virtual CudaHostOp* clone() const { return NULL; }
+    // Called on each copy a graph launch issues, in the graph's order, before it is queued: what
+    // each launch takes afresh (an NCCL operation's turn on its communicators).
+    virtual void replayed(void) {}
     // What a replayed op keeps alive (the graph that holds its arguments).
     std::shared_ptr<void> keep;
 };

@@ -611,6 +611,29 @@ struct NcclOp : CudaHostOp {
             }
     }
     int step(int split) override;
+    // A graph's copy of the call: its arguments, none of a run's state (the recorded op never
+    // runs); its turns are taken at each launch.
+    CudaHostOp* clone() const override {
+        NcclOp* c = new NcclOp(*this);
+        c->deps.clear();
+        c->started = 0;
+        c->keep.reset();
+        c->reqs.clear();
+        c->phase = c->released = 0;
+        c->scratch = NULL;
+        if (scratch && !(c->scratch = malloc(count * size)))
+            fail_msg("host NCCL: out of memory for %zu bytes replaying %s", count * size, fn);
+        return c;
+    }
+    // Each launch of a graph issues its operations again, in the captured order, after what the
+    // process issued on the same communicators before the launch (as NCCL enqueues a graph's
+    // kernels at cudaGraphLaunch): every rank must launch its graphs in the same order.
+    void replayed(void) override {
+        for (auto& t : turns) {
+            t.second = t.first->issued++;
+            if (kind != OP_P2P) t.first->collectives++;
+        }
+    }
 
     // The next op on each comm may post now.
     void release(void) {
@@ -729,10 +752,15 @@ static ncclResult_t issued_on(ncclComm_t comm) {
     return ncclSuccess;
 }
 
-// Queues a collective on comm's order and on the stream.
+// Queues a collective on comm's order and on the stream. In a stream capture it is recorded
+// only: it takes its turn on the communicator at each launch of the graph (NcclOp::replayed).
 static ncclResult_t issue(NcclOp* op, ncclComm_t comm, cudaStream_t stream) {
-    op->turns.push_back({comm, comm->issued++});
-    comm->collectives++;
+    if (cuda_host_capturing(stream)) {
+        op->turns.push_back({comm, 0});
+    } else {
+        op->turns.push_back({comm, comm->issued++});
+        comm->collectives++;
+    }
     cuda_host_enqueue(stream, op);
     return issued_on(comm);
 }
@@ -857,10 +885,11 @@ static ncclResult_t run_group(const char* fn) {
     op->kind = OP_P2P;
     op->p2p.swap(group_ops);
     std::vector<cudaStream_t> streams;
+    const int captured = cuda_host_capturing(op->p2p[0].stream);   // turns taken at each launch
     for (const P2p& o : op->p2p) {
         int seen = 0;
         for (auto& t : op->turns) seen |= t.first == o.comm;
-        if (!seen) op->turns.push_back({o.comm, o.comm->issued++});
+        if (!seen) op->turns.push_back({o.comm, captured ? 0 : o.comm->issued++});
         streams.push_back(o.stream);
     }
     cuda_host_enqueue_joined(streams.data(), (int)streams.size(), op);

@@ -279,9 +279,19 @@ struct WaitOp : CudaHostOp {
 
 CudaHostTicket cuda_host_enqueue_joined(const cudaStream_t* streams, int n, CudaHostOp* op) {
     std::lock_guard<std::recursive_mutex> guard(S().lock);
-    for (int i = 0; i < n; i++)
-        if (resolve(streams[i])->capture) return capture_op(resolve(streams[i]), op);  // refused
     CUstream_st* first = resolve(streams[0]);
+    for (int i = 0; i < n; i++) {
+        if (!resolve(streams[i])->capture) continue;
+        for (int j = 0; j < n; j++)
+            if (resolve(streams[j]) != first) {
+                char what[256];
+                op->describe(what, sizeof what);
+                fail_msg("host runtime: %s joins several streams, one of them capturing: the host "
+                         "runtime records an operation on one stream only (issue the group's "
+                         "transfers on one stream)", what);
+            }
+        return capture_op(first, op);
+    }
     std::vector<CUstream_st*> others;
     for (int i = 1; i < n; i++) {
         CUstream_st* s = resolve(streams[i]);
@@ -803,27 +813,32 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
     return cudaSuccess;
 }
 
-// 1 if every joined stream's last entry comes before the origin's last entry in the graph's order
-// (the stream order of each stream, and each wait after the record of its slot).
+// 1 if every joined stream's last operation comes before the origin's last entry in the graph's
+// order (the stream order of each stream, and each wait after the record of its slot). Event
+// records and waits are not nodes of a CUDA graph: a stream that ends on one is joined if its
+// last operation is.
 static int capture_joined(const Capture* c) {
     const std::vector<GraphEntry>& e = c->graph->entries;
     const int n = (int)e.size();
     std::vector<int> prev(n, -1), record_of(c->graph->slots, -1), seen(n, 0);
-    std::vector<std::pair<CUstream_st*, int>> last;  // each stream's last entry
+    struct Tail { CUstream_st* stream; int entry, op; };   // each stream's last entry and operation
+    std::vector<Tail> tails;
     for (int i = 0; i < n; i++) {
-        for (auto& l : last)
-            if (l.first == e[i].stream) prev[i] = l.second;
-        int found = 0;
-        for (auto& l : last)
-            if (l.first == e[i].stream) l.second = i, found = 1;
-        if (!found) last.push_back({e[i].stream, i});
+        Tail* t = NULL;
+        for (Tail& u : tails)
+            if (u.stream == e[i].stream) t = &u;
+        if (!t) {
+            tails.push_back({e[i].stream, -1, -1});
+            t = &tails.back();
+        }
+        prev[i] = t->entry;
+        t->entry = i;
+        if (e[i].kind == ENTRY_OP) t->op = i;
         if (e[i].kind == ENTRY_RECORD) record_of[e[i].slot] = i;
     }
-    int origin_last = -1;
-    for (auto& l : last)
-        if (l.first == c->graph->origin) origin_last = l.second;
     std::vector<int> todo;
-    if (origin_last >= 0) todo.push_back(origin_last);
+    for (const Tail& t : tails)
+        if (t.stream == c->graph->origin) todo.push_back(t.entry);
     while (!todo.empty()) {
         const int i = todo.back();
         todo.pop_back();
@@ -832,8 +847,8 @@ static int capture_joined(const Capture* c) {
         todo.push_back(prev[i]);
         if (e[i].kind == ENTRY_WAIT) todo.push_back(record_of[e[i].slot]);
     }
-    for (auto& l : last)
-        if (l.first != c->graph->origin && !seen[l.second]) return 0;
+    for (const Tail& t : tails)
+        if (t.stream != c->graph->origin && t.op >= 0 && !seen[t.op]) return 0;
     return 1;
 }
 
@@ -914,6 +929,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
         if (e.kind == ENTRY_OP) {
             op = e.op->clone();
             op->keep = exec->graph;
+            op->replayed();
             if (e.launch) n_graph_kernels++;
         } else {
             op = new WaitOp(e.kind == ENTRY_RECORD ? "an event record of a graph" : "an event wait of a graph");

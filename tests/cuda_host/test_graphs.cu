@@ -267,6 +267,18 @@ static void test_errors(void) {
     check(failed_with(cudaStreamEndCapture(a, &g), cudaErrorStreamCaptureUnjoined) && g == NULL,
           "(d) b's kernel never joined back: cudaErrorStreamCaptureUnjoined");
 
+    // An event record is not a node: b joined back after its kernel, then recorded once more.
+    CUDA_CHECK(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(cudaEventRecord(e, a));
+    CUDA_CHECK(cudaStreamWaitEvent(b, e, 0));
+    LAUNCH(produce_kernel, BLOCKS, THREADS, 0, b, buf, 1);
+    CUDA_CHECK(cudaEventRecord(e, b));
+    CUDA_CHECK(cudaStreamWaitEvent(a, e, 0));
+    CUDA_CHECK(cudaEventRecord(e, b));
+    check(cudaStreamEndCapture(a, &g) == cudaSuccess && g != NULL,
+          "(d) a joined stream that ends on an event record (not a node) is joined");
+    if (g) CUDA_CHECK(cudaGraphDestroy(g));
+
     CUDA_CHECK(cudaEventRecord(outside, b));
     CUDA_CHECK(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal));
     check(failed_with(cudaStreamWaitEvent(a, outside, 0), cudaErrorStreamCaptureIsolation),

@@ -8,6 +8,7 @@
 // abort. Written against NCCL's API
 // only, so that it also compiles with nvcc and the real <nccl.h>; the checks of the shim's own
 // behaviour are under CUDA_HOST.
+// NCCL operations captured in a CUDA graph and launched again, between eager calls.
 // Two communicators used from two streams check that results do not depend on the order in
 // which the host runtime interleaves the streams (the suite runs it under several seeds).
 //   test_nccl [--lazy-mpi]   --lazy-mpi: leave MPI's initialisation and finalization to the shim
@@ -364,6 +365,78 @@ static void test_send_recv(void) {
     }
     void* bufs[] = {da1, da2, ra1, ra2, db, rb, ds, rs};
     for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(bufs[i]));
+}
+
+// --- Operations captured in a CUDA graph ----------------------------------------------------------
+
+// An in-place all-reduce, a ring exchange (a group of a send and a receive), an all-gather and an
+// in-place reduce-scatter, captured on a stream of their own and launched three times with new inputs, with an eager
+// all-reduce on the same communicator from another stream before each launch: the capture runs
+// nothing and takes no turn on the communicator (the first eager call would wait for it forever),
+// and each launch issues its operations in order after the calls made before it.
+static void test_graph_capture(void) {
+    enum { n = 5, launches = 3 };
+    const int next = (me + 1) % N, prev = (me + N - 1) % N;
+    float* host = (float*)malloc(sizeof(float) * N * n);   // N * n >= n: every buffer's values
+    float *x = (float*)dev_alloc(n * 4), *a = (float*)dev_alloc(n * 4), *r = (float*)dev_alloc(n * 4),
+          *g = (float*)dev_alloc(N * n * 4), *y = (float*)dev_alloc(n * 4), *z = (float*)dev_alloc(N * n * 4);
+    for (int j = 0; j < n; j++) host[j] = -1.0f;
+    to_dev(x, host, n * 4);
+    cudaStream_t cs;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+    NCCL_OK(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, world, cs));
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclSend(a, n, ncclFloat32, next, world, cs));
+    NCCL_OK(ncclRecv(r, n, ncclFloat32, prev, world, cs));
+    NCCL_OK(ncclGroupEnd());
+    NCCL_OK(ncclAllGather(r, g, n, ncclFloat32, world, cs));
+    NCCL_OK(ncclReduceScatter(z, z + me * n, n, ncclFloat32, ncclSum, world, cs));
+    CUDA_CHECK(cudaStreamEndCapture(cs, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    from_dev(host, x, n * 4);
+    expect(host[0] == -1.0f && host[n - 1] == -1.0f, "a capture of NCCL operations runs none of them");
+    for (int i = 0; i < launches; i++) {
+        for (int j = 0; j < n; j++) host[j] = (float)((i + 1) * value(me, (size_t)j));
+        to_dev(y, host, n * 4);
+        NCCL_OK(ncclAllReduce(y, y, n, ncclFloat32, ncclSum, world, stream));   // before the launch
+        to_dev(x, host, n * 4);
+        for (int j = 0; j < n; j++) host[j] = (float)(me * 100 + i * 10 + j);
+        to_dev(a, host, n * 4);
+        for (int j = 0; j < N * n; j++) host[j] = (float)((i + 1) * value(me, (size_t)j));
+        to_dev(z, host, N * n * 4);
+        CUDA_CHECK(cudaGraphLaunch(exec, cs));
+        CUDA_CHECK(cudaStreamSynchronize(cs));
+        int ok_x = 1, ok_y = 1, ok_g = 1, ok_z = 1;
+        from_dev(host, x, n * 4);
+        for (int j = 0; j < n; j++) ok_x &= host[j] == (float)((i + 1) * sum_known((size_t)j));
+        from_dev(host, y, n * 4);
+        for (int j = 0; j < n; j++) ok_y &= host[j] == (float)((i + 1) * sum_known((size_t)j));
+        from_dev(host, g, N * n * 4);
+        for (int q = 0; q < N; q++)   // rank q received from q - 1
+            for (int j = 0; j < n; j++) ok_g &= host[q * n + j] == (float)(((q + N - 1) % N) * 100 + i * 10 + j);
+        from_dev(host, z, N * n * 4);
+        for (int j = 0; j < n; j++) {   // this rank's block summed, the others as they were
+            double sum = 0;
+            for (int q = 0; q < N; q++) sum += value(q, (size_t)(me * n + j));
+            ok_z &= host[me * n + j] == (float)((i + 1) * sum);
+            for (int q = 0; q < N; q++)
+                if (q != me) ok_z &= host[q * n + j] == (float)((i + 1) * value(me, (size_t)(q * n + j)));
+        }
+        expect(ok_x, "graph launch %d: the captured all-reduce summed this launch's inputs", i + 1);
+        expect(ok_z, "graph launch %d: the captured in-place reduce-scatter", i + 1);
+        expect(ok_y, "graph launch %d: the eager all-reduce issued before it on the comm", i + 1);
+        expect(ok_g, "graph launch %d: the captured ring exchange, then the all-gather of what came from rank %d",
+               i + 1, prev);
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(cs));
+    free(host);
+    void* bufs[] = {x, a, r, g, y, z};
+    for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(bufs[i]));
 }
 
 // --- Two communicators on two streams -------------------------------------------------------------
@@ -835,6 +908,7 @@ int main(int argc, char** argv) {
     test_broadcast();
     test_send_recv();
     test_two_comms();
+    test_graph_capture();
     test_split();
 #ifdef CUDA_HOST
     test_argument_errors();
