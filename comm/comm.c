@@ -33,6 +33,7 @@ void comm_destroy(Comm* comm) {
     free(comm->counts);
     free(comm->trace);
     free(comm->watch);
+    comm_capture_free(comm->capture);
     free(comm);
 }
 
@@ -92,8 +93,48 @@ void comm_reset_counts(Comm* comm) {
     for (size_t i = 0; i < n; i++) comm->counts[i] = (CommCount){0, 0, 0};
 }
 
+void comm_capture_begin(Comm* comm) {
+    CHECK(!comm->capture, "caller bug", "comm_capture_begin: a capture is open already");
+    comm->capture = xcalloc(1, sizeof *comm->capture, "comm capture");
+    comm->capture->counts = xcalloc((size_t)(comm->num_layers + 1) * COMM_NPHASES * COMM_NKINDS,
+                                    sizeof(CommCount), "comm capture counters");
+}
+
+CommCapture* comm_capture_end(Comm* comm) {
+    CommCapture* c = comm->capture;
+    CHECK(c, "caller bug", "comm_capture_end: no capture is open");
+    comm->capture = NULL;
+    CHECK(c->nops == 0 || comm->ops->replayed, "use --comm nccl",
+          "the %s transport cannot run in a CUDA graph, and the capture started %d of its "
+          "operations", comm->name, c->nops);
+    return c;
+}
+
+void comm_replayed(Comm* comm, const CommCapture* c) {
+    const size_t n = (size_t)(comm->num_layers + 1) * COMM_NPHASES * COMM_NKINDS;
+    for (size_t i = 0; i < n; i++) {
+        comm->counts[i].bytes += c->counts[i].bytes;
+        comm->counts[i].messages += c->counts[i].messages;
+        comm->counts[i].calls += c->counts[i].calls;
+    }
+    comm_watch_replay(comm, c->ops, c->nops);
+}
+
+int comm_capture_ops(const CommCapture* c) { return c->nops; }
+
+int comm_capturable(const Comm* comm) { return comm->ops->replayed != NULL; }
+
+void comm_capture_free(CommCapture* c) {
+    if (!c) return;
+    free(c->counts);
+    free(c->ops);
+    free(c);
+}
+
+// The counters of this scope, or of the open capture's.
 static long long tally(Comm* comm, CommKind kind, long long bytes, long long messages) {
     CommCount* c = counter(comm, comm->layer, comm->phase, kind);
+    if (comm->capture) c = comm->capture->counts + (c - comm->counts);
     c->bytes += bytes;
     c->messages += messages;
     c->calls += 1;

@@ -114,6 +114,11 @@ typedef struct {
     // in order) are known complete, a lower bound that only grows.
     CommRequest* (*fence)(void* ctx);
     unsigned long long (*completed)(void* ctx, MeshGroup g);
+    // Device transports whose operations can be captured in a CUDA graph (nccl), NULL elsewhere.
+    // Operations started while the compute stream is capturing are not counted by completed;
+    // replayed counts one operation of group g that a launch of the graph issued, complete once
+    // the compute stream has done the launch.
+    void (*replayed)(void* ctx, MeshGroup g);
 } CommOps;
 
 typedef struct {
@@ -130,6 +135,7 @@ typedef struct {
     int serial;                // 1: every operation is waited for as it starts (comm_set_overlap)
     double timeout_s;          // watchdog limit of a host wait (comm_set_timeout); 0: none
     struct CommWatch* watch;   // operations started and in flight, for the watchdog's message
+    struct CommCapture* capture;   // an open capture (comm_capture_begin), NULL: none
 } Comm;
 
 // For transports: wraps ops and ctx into a Comm that counts. comm_destroy calls ops->destroy.
@@ -194,6 +200,21 @@ int comm_poll(int (*done)(void* arg), int (*expired)(void* arg), void* arg, doub
 void comm_wait_compute(Comm* comm);
 // Bytes counted so far over every scope and kind.
 long long comm_count_bytes(const Comm* comm);
+
+// CUDA graphs. Between comm_capture_begin and comm_capture_end the backend's compute stream is
+// being captured: the operations started meanwhile are recorded in the graph, not run, so what
+// they count goes to the capture instead of the counters, and the watchdog does not wait for
+// them. After each launch of the graph, comm_replayed adds the capture's counts and tells the
+// watchdog of its operations, in their order, complete once the compute stream has done the
+// launch. The transport must have CommOps.replayed when the capture started any operation
+// (comm_capture_end refuses it otherwise).
+typedef struct CommCapture CommCapture;
+void comm_capture_begin(Comm* comm);
+CommCapture* comm_capture_end(Comm* comm);
+void comm_replayed(Comm* comm, const CommCapture* capture);
+int comm_capture_ops(const CommCapture* capture);   // operations it started
+int comm_capturable(const Comm* comm);   // 1: the transport's operations can be captured
+void comm_capture_free(CommCapture* capture);
 
 // Asynchronous forms: start, then comm_wait (device-ordered: work enqueued later on the comm's
 // stream sees the result, the host goes on) or comm_wait_host (the host waits). Until then the

@@ -4,8 +4,27 @@
 #pragma once
 #include "comm/comm.h"
 
+// What an operation was, for the watchdog's message.
+typedef struct {
+    CommKind kind;
+    MeshGroup group;
+    int layer;
+    CommPhase phase;
+    unsigned long long order;   // operations started before it, over every group
+} WatchedOp;
+
+// What a stream capture started (comm_capture_begin .. comm_capture_end), added again at each
+// launch of its graph (comm_replayed).
+struct CommCapture {
+    CommCount* counts;   // what its operations counted, laid out as Comm.counts
+    WatchedOp* ops;      // its operations in the order started (order unused)
+    int nops, cap;
+};
+
 // --- comm_watchdog.c -------------------------------------------------------------------------------
 struct CommWatch* comm_watch_create(void);
+// The operations a graph launch issued (comm_replayed), started in this order.
+void comm_watch_replay(Comm* comm, const WatchedOp* ops, int n);
 // Notes the operation just started on g, and its request (NULL: complete already).
 void comm_watch_start(Comm* comm, CommKind kind, MeshGroup g, CommRequest* req);
 // Waits for req, under the watchdog wherever the host waits (host = 1, or a transport whose

@@ -270,11 +270,22 @@ static CommRequest* take_request(NcclComm* n, cudaStream_t stream) {
     return req;
 }
 
-// The request of the operation just enqueued on group g's stream, which counts as started there.
+// The request of the operation just enqueued on group g's stream, which counts as started there;
+// in a capture of the compute stream it starts at each launch of the graph instead (nccl_replayed).
 static CommRequest* end(NcclComm* n, MeshGroup g) {
     CommRequest* req = take_request(n, n->streams[g]);
-    CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->streams[g]));
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(n->compute, &capture));
+    if (capture == cudaStreamCaptureStatusNone)
+        CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->streams[g]));
     return req;
+}
+
+// An operation of group g that a graph launch just issued: the graph's streams are its own, so
+// it is known complete when the compute stream has done the launch.
+static void nccl_replayed(void* ctx, MeshGroup g) {
+    NcclComm* n = (NcclComm*)ctx;
+    CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->compute));
 }
 
 // Operations of group g known complete: the ring's events in order (an operation whose event was
@@ -458,7 +469,7 @@ static const CommOps nccl_ops = {
     nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum,      nccl_all_to_all,
     nccl_send_recv,  nccl_broadcast,          nccl_wait,                nccl_test,
     nccl_all_reduce_host_sum,                 nccl_barrier,             nccl_destroy,
-    nccl_stream,     nccl_fence,              nccl_completed,
+    nccl_stream,     nccl_fence,              nccl_completed,          nccl_replayed,
 };
 
 // Each communicator must be the mesh's group: its size and this rank's place in it (ranks that

@@ -9,15 +9,6 @@
 #include "comm/comm_internal.h"
 #include "comm/fail.h"
 
-// What an operation was, for the watchdog's message.
-typedef struct {
-    CommKind kind;
-    MeshGroup group;
-    int layer;
-    CommPhase phase;
-    unsigned long long order;   // operations started before it, over every group
-} WatchedOp;
-
 struct CommWatch {
     unsigned long long started[MESH_NGROUPS];   // operations started on each group
     unsigned long long order;                   // ... on all groups
@@ -65,11 +56,38 @@ int comm_poll(int (*done)(void* arg), int (*expired)(void* arg), void* arg, doub
     return 0;
 }
 
+// Notes op as started on its group.
+static void watch_started(struct CommWatch* w, WatchedOp op) {
+    op.order = w->order++;
+    w->recent[op.group][w->started[op.group]++ % COMM_WATCH_OPS] = op;
+}
+
+// An operation recorded in a stream capture: started at each launch of its graph instead.
+static void capture_note(struct CommCapture* c, WatchedOp op) {
+    if (c->nops == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        WatchedOp* grown = realloc(c->ops, (size_t)c->cap * sizeof *c->ops);
+        CHECK(grown, "free host memory", "out of memory for %d captured comm operations", c->cap);
+        c->ops = grown;
+    }
+    c->ops[c->nops++] = op;
+}
+
+void comm_watch_replay(Comm* comm, const WatchedOp* ops, int n) {
+    for (int i = 0; i < n; i++) {
+        watch_started(comm->watch, ops[i]);
+        comm->ops->replayed(comm->ctx, ops[i].group);
+    }
+}
+
 // Notes the operation just started on g, and its request (NULL: complete already).
 void comm_watch_start(Comm* comm, CommKind kind, MeshGroup g, CommRequest* req) {
     struct CommWatch* w = comm->watch;
-    const WatchedOp op = {kind, g, comm->layer, comm->phase, w->order++};
-    w->recent[g][w->started[g]++ % COMM_WATCH_OPS] = op;
+    const WatchedOp op = {kind, g, comm->layer, comm->phase, 0};
+    if (comm->capture)
+        capture_note(comm->capture, op);
+    else
+        watch_started(w, op);
     if (!req) return;
     for (int i = 0; i < COMM_MAX_INFLIGHT; i++) {
         if (!w->inflight[i].req) {

@@ -28,10 +28,14 @@
 #                                         norms, validation losses and samples, with 2 micro-batches
 #                                         per step (both graphs: the first writes the gradients,
 #                                         the second adds), --recompute selective, evaluation and
-#                                         sampling between steps, and on 2 ranks (dp 2, nccl, ZeRO-1);
+#                                         sampling between steps, and on 2 ranks (dp 2, nccl, ZeRO-1;
+#                                         and with gradient buckets, captured in the last graph);
 #                                         the counters: the first step launches its kernels one by
 #                                         one, every later step 2 graph launches and no layer
 #                                         launch, no host synchronisation inside any step
+#   tests/test_cuda_train.sh graphs-sp-bf16  the same on sequence-parallel meshes (the graphs hold
+#                                         the attention's NCCL operations): 2d-overlap on 2x2,
+#                                         ulysses on 2 ranks with dp 2 and ZeRO-1
 #   tests/test_cuda_train.sh ulysses-launches  the bf16 trainer with --attention ulysses on 2 and 4
 #                                         ranks (nccl, 4 heads): the same launches per layer (the
 #                                         all-to-alls' blocks are packed and unpacked by one launch
@@ -44,7 +48,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -116,18 +120,18 @@ sync_free() {
   echo "files kept in $W"; exit 1
 }
 
-# graphs PROG: --cuda-graph 1 against the same run without it.
-graphs() {
-  local failures=0 args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512
-    --batch 2 --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --eval-every 2
-    --sample-every 2 --sample-length 4 --no-save --train-data "$W/data/t_train_*.bin"
-    --val-data "$W/data/t_val_*.bin" --tokenizer "" --timeline 0 --recompute selective)
-  # one_pair NAME TOTAL_BATCH_TOKENS LAUNCHER...: the run without and with graphs, compared (2
-  # micro-batches per step: TOTAL = 2 x batch x seq-len x dp).
-  one_pair() {
+# The options of the --cuda-graph comparisons.
+graph_args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512
+  --batch 2 --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --eval-every 2
+  --sample-every 2 --sample-length 4 --no-save --train-data "$W/data/t_train_*.bin"
+  --val-data "$W/data/t_val_*.bin" --tokenizer "" --timeline 0 --recompute selective)
+
+# graph_pair NAME TOTAL_BATCH_TOKENS LAUNCHER...: the run without and with graphs, compared (2
+# micro-batches per step: TOTAL = 2 x batch x seq-len x dp).
+graph_pair() {
     local name=$1 total=$2; shift 2
     for g in 0 1; do
-      if ! timeout 600 "$@" "${args[@]}" --total-batch-tokens "$total" --cuda-graph $g --out-dir "$W/$name$g" > "$W/$name$g.out" 2>&1; then
+      if ! timeout 600 "$@" "${graph_args[@]}" --total-batch-tokens "$total" --cuda-graph $g --out-dir "$W/$name$g" > "$W/$name$g.out" 2>&1; then
         echo "  FAIL  $name --cuda-graph $g exited non-zero:"; tail -3 "$W/$name$g.out" | sed 's/^/        /'; return 1
       fi
     done
@@ -152,13 +156,43 @@ print("        step 1: %d launches one by one (%.1f per layer); steps 2-6: %d la
       "launches running %d kernels, 0 per layer" % (first["launches"], first["launches_per_layer"],
                                                       later[-1]["launches"], later[-1]["graph_kernels"]))
 EOF
-  }
-  if one_pair one 64 "$1"; then echo "  ok    one process: identical losses, norms, validation losses and samples; graph launches counted"
+}
+
+# launcher NAME RANKS OPTIONS...: $W/NAME.sh starts PROG ($prog) on RANKS ranks with OPTIONS.
+launcher() {
+  local name=$1 ranks=$2; shift 2
+  printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=%d exec bash tests/mpirun.sh %d %q "$@"%s\n' "$ranks" "$ranks" \
+    "$prog" "$(printf ' %q' "$@")" > "$W/$name.sh" && chmod +x "$W/$name.sh" || exit 1
+}
+
+# graphs PROG: --cuda-graph 1 against the same run without it, on one process and dp 2.
+graphs() {
+  local failures=0 prog=$1
+  if graph_pair one 64 "$1"; then echo "  ok    one process: identical losses, norms, validation losses and samples; graph launches counted"
   else echo "  FAIL  one process"; failures=$((failures + 1)); fi
-  printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=2 exec bash tests/mpirun.sh 2 %q "$@" --dp 2 --zero 1 --comm nccl\n' \
-    "$1" > "$W/dp2.sh" && chmod +x "$W/dp2.sh" || exit 1
-  if one_pair dp 128 "$W/dp2.sh"; then echo "  ok    2 ranks (dp 2, nccl, ZeRO-1): identical losses, norms, validation losses and samples"
+  launcher dp2 2 --dp 2 --zero 1 --comm nccl
+  if graph_pair dp 128 "$W/dp2.sh"; then echo "  ok    2 ranks (dp 2, nccl, ZeRO-1): identical losses, norms, validation losses and samples"
   else echo "  FAIL  2 ranks (dp 2, nccl, ZeRO-1)"; failures=$((failures + 1)); fi
+  # Without ZeRO-1 the gradients are reduced in buckets during the last micro-batch's backward:
+  # its graph holds the buckets' all-reduces and their waits.
+  launcher buckets 2 --dp 2 --comm nccl --grad-bucket-mb 0.01
+  if graph_pair buckets 128 "$W/buckets.sh" && grep -q "and reduces them: .* [1-9][0-9]* communication operations" "$W/buckets1.out"
+  then echo "  ok    2 ranks (dp 2, nccl, gradient buckets in the graph): identical losses, norms, validation losses and samples"
+  else echo "  FAIL  2 ranks (dp 2, nccl, gradient buckets in the graph)"; failures=$((failures + 1)); fi
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
+# graphs_sp PROG: the same comparison on sequence-parallel meshes, whose graphs hold the attention's
+# NCCL operations: ATTENTION2D overlapped on 2x2, Ulysses on 2 ranks with dp 2 and ZeRO-1.
+graphs_sp() {
+  local failures=0 prog=$1
+  launcher mesh2x2 4 --pq 2 --pkv 2 --attention 2d-overlap --comm nccl
+  if graph_pair mesh2x2 64 "$W/mesh2x2.sh"; then echo "  ok    2d-overlap on a 2x2 mesh (nccl): identical losses, norms, validation losses and samples"
+  else echo "  FAIL  2d-overlap on a 2x2 mesh"; failures=$((failures + 1)); fi
+  launcher ulysses 4 --dp 2 --pkv 2 --attention ulysses --zero 1 --comm nccl
+  if graph_pair ulysses 128 "$W/ulysses.sh"; then echo "  ok    ulysses on 2 ranks, dp 2, ZeRO-1 (nccl): identical losses, norms, validation losses and samples"
+  else echo "  FAIL  ulysses on 2 ranks, dp 2, ZeRO-1"; failures=$((failures + 1)); fi
   [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
 }
@@ -183,6 +217,7 @@ case "$part" in
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;
+  graphs-sp-bf16) graphs_sp "$CUDA_BF16" ;;
   sync-free-bf16) sync_free "$CUDA_BF16" cuda-bf16 2e-2 1e-1 ;;
   sync-free-fp32) sync_free "$CUDA_FP32" cuda-fp32 1e-4 1e-4 ;;
   fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
@@ -200,5 +235,5 @@ case "$part" in
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|resume-graphs-bf16|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|ulysses-launches" >&2; exit 2 ;;
 esac

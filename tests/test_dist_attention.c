@@ -16,6 +16,10 @@
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //                       [--window W]   (sliding-window attention in both layers and the reference)
 //                       [--documents N] (document masking, about one boundary in N positions)
+//                       [--graph]  (CUDA build, nccl: each schedule runs once, then both layers'
+//                                   forward and backward are captured in a CUDA graph, which must
+//                                   count nothing; one launch must give the eager run's bits and
+//                                   the closed-form counters, added by comm_replayed)
 //   test_dist_attention ... --fail-rank R --fail-file PATH   (rank R reads a bad input file)
 #include <errno.h>
 #include <float.h>
@@ -62,6 +66,7 @@ typedef struct {
     int fail_rank;
     const char* fail_file;
     const char* comm;   // transport of the CUDA build
+    int graph;          // 1: the layers run as a CUDA graph, after one eager run
 } Args;
 
 static int parse_int(const char* flag, const char* value) {
@@ -86,6 +91,10 @@ static Args parse_args(int argc, char** argv) {
         if (!strcmp(f, "--algo") && v) a.algo = v;
         else if (!strcmp(f, "--fail-file") && v) a.fail_file = v;
         else if (!strcmp(f, "--comm") && v) a.comm = v;
+        else if (!strcmp(f, "--graph")) {
+            a.graph = 1;
+            continue;   // takes no value
+        }
         else if (!strcmp(f, "--dp")) a.dp = parse_int(f, v);
         else if (!strcmp(f, "--pq")) a.pq = parse_int(f, v);
         else if (!strcmp(f, "--pkv")) a.pkv = parse_int(f, v);
@@ -397,6 +406,76 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
 
 // Runs one schedule for NUM_LAYERS layers and checks it, against `vs` too when it has results;
 // keeps its results in `keep` when not NULL. Returns 1 on failure (on every rank).
+// Both layers' forwards, then both backwards, as in training: kept K/V must not mix layers.
+static void run_layers(AttentionLayer* layer, const Args* a, const real* qkv, const real* dout,
+                       real* out[NUM_LAYERS], real_acc* lse[NUM_LAYERS], real* dqkv[NUM_LAYERS]) {
+    const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS;
+    for (int l = 0; l < NUM_LAYERS; l++)
+        layer->forward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l]);
+    for (int l = NUM_LAYERS - 1; l >= 0; l--)
+        layer->backward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
+}
+
+#ifdef GPT_BACKEND_CUDA
+// --graph, after the eager run (which made the schedule's one-time allocations): the layers are
+// captured, which must count nothing, the outputs poisoned, and the graph launched once with
+// comm_replayed, so that the checks that follow see its results and counters. Returns 1 if the
+// capture counted, or the launch's bits differ from the eager run's.
+static int run_graph(Comm* comm, AttentionLayer* layer, const Args* a, const real* qkv, const real* dout,
+                     real* out[NUM_LAYERS], real_acc* lse[NUM_LAYERS], real* dqkv[NUM_LAYERS],
+                     real* poison) {
+    static const char* names[3] = {"output", "LSE", "dQKV"};
+    const size_t n1 = (size_t)a->B * a->Tl * a->NH * a->HS, n3 = 3 * n1;
+    const size_t nl = (size_t)a->B * a->NH * a->Tl;
+    const size_t bytes[3] = {sizeof(real) * n1, sizeof(real_acc) * nl, sizeof(real) * n3};
+    void* eager[3][NUM_LAYERS];
+    for (int l = 0; l < NUM_LAYERS; l++) {
+        void* dev[3] = {out[l], lse[l], dqkv[l]};
+        for (int k = 0; k < 3; k++) {
+            eager[k][l] = xmalloc(bytes[k], "eager results");
+            dist_to_host(eager[k][l], dev[k], bytes[k]);
+        }
+    }
+    const long long counted = comm_count_bytes(comm);
+    comm_reset_counts(comm);
+    comm_capture_begin(comm);
+    gpt_graph_begin();
+    run_layers(layer, a, qkv, dout, out, lse, dqkv);
+    GptGraph* graph = gpt_graph_end("the attention layers' forward and backward");
+    CommCapture* capture = comm_capture_end(comm);
+    int bad = comm_count_bytes(comm) != 0 || (counted > 0) != (comm_capture_ops(capture) > 0);
+    if (bad)
+        fprintf(stderr, "rank %d: %s: the capture counted %lld bytes (must be 0) and started %d "
+                "operations (the eager run counted %lld bytes)\n", comm->mesh.world_rank,
+                layer->name, comm_count_bytes(comm), comm_capture_ops(capture), counted);
+    for (int l = 0; l < NUM_LAYERS; l++) {   // what the launch must write
+        for (size_t e = 0; e < n3; e++) poison[e] = (real)NAN;
+        dist_to_backend(out[l], poison, bytes[0]);
+        dist_to_backend(lse[l], poison, bytes[1] <= bytes[2] ? bytes[1] : bytes[2]);
+        dist_to_backend(dqkv[l], poison, bytes[2]);
+    }
+    gpt_graph_launch(graph);
+    comm_replayed(comm, capture);
+    void* host = xmalloc(bytes[2] > bytes[1] ? bytes[2] : bytes[1], "graph results");
+    for (int l = 0; l < NUM_LAYERS; l++) {
+        const void* dev[3] = {out[l], lse[l], dqkv[l]};
+        for (int k = 0; k < 3; k++) {
+            dist_to_host(host, dev[k], bytes[k]);
+            if (memcmp(host, eager[k][l], bytes[k]) != 0) {
+                fprintf(stderr, "rank %d: %s: the graph's %s of layer %d differs from the eager "
+                        "run's\n", comm->mesh.world_rank, layer->name, names[k], l);
+                bad = 1;
+            }
+            free(eager[k][l]);
+        }
+    }
+    free(host);
+    gpt_graph_free(graph);
+    comm_capture_free(capture);
+    return bad;
+}
+#endif
+
 static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* ref,
                         const Results* vs, Results* keep) {
     const Mesh* m = &comm->mesh;
@@ -425,17 +504,16 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     real* out[NUM_LAYERS];
     real_acc* lse[NUM_LAYERS];
     real* dqkv[NUM_LAYERS];
-    comm_reset_counts(comm);
-    // Both forwards before both backwards, as in training: kept K/V must not mix layers.
     for (int l = 0; l < NUM_LAYERS; l++) {
         out[l] = (real*)dist_alloc(sizeof(real) * n1, "local out");
         lse[l] = (real_acc*)dist_alloc(sizeof(real_acc) * nl, "local lse");
         dqkv[l] = (real*)on_backend(host_dqkv, sizeof(real) * n3, "local dqkv");
-        layer->forward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l]);
     }
-    for (int l = NUM_LAYERS - 1; l >= 0; l--) {
-        layer->backward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
-    }
+    comm_reset_counts(comm);
+    run_layers(layer, a, qkv, dout, out, lse, dqkv);
+#ifdef GPT_BACKEND_CUDA
+    if (a->graph) bad |= run_graph(comm, layer, a, qkv, dout, out, lse, dqkv, host_dqkv);
+#endif
     double err[NERR] = {0}, err_vs[NERR] = {0};
     for (int l = 0; l < NUM_LAYERS; l++) {
         dist_to_host(host_out, out[l], sizeof(real) * n1);
@@ -487,6 +565,7 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
         for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err[k]);
         printf(" | max bytes/rank/layer fwd %.0f bwd %.0f, %s", fwd_max, bwd_max,
                volume_bad ? "COUNTERS DIFFER FROM THE CLOSED FORM" : "counters = closed form");
+        if (a->graph) printf(" | as a CUDA graph");
         if (vs && vs->have) {
             printf(" | vs 2d:");
             for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err_vs[k]);
@@ -516,6 +595,9 @@ int main(int argc, char** argv) {
     if (a.T == 0) a.T = a.Tl * mesh.P;
     if (mesh_check_seq_len(&mesh, a.T, err) != 0) fail_msg("%s", err);
     a.Tl = a.T / mesh.P;
+#ifndef GPT_BACKEND_CUDA
+    if (a.graph) fail_msg("--graph: expected the CUDA build of this test (CUDA graphs)");
+#endif
     Comm* comm;
     if (dist_host_memory()) {
         comm = comm_mpi_create(&mesh, NUM_LAYERS);

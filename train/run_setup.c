@@ -184,11 +184,11 @@ static void check_cuda_graph(Trainer* t) {
     if (o->timeline || o->trace[0])
         config_error(t, "--cuda-graph 1: expected --timeline 0 and no --trace with it (the "
                      "timeline's events cannot time the work inside a graph)");
-    if (t->mesh.P > 1)
-        config_error(t, "--cuda-graph 1: expected one sequence-parallel rank (--pq 1 --pkv 1), "
-                     "found --pq %d --pkv %d%s: the attention's communication is not captured",
-                     t->mesh.pq, t->mesh.pkv, strcmp(o->mesh, "auto") == 0
-                     ? " (chosen by --mesh auto: give it --pq 1 --pkv 1)" : "");
+    if (t->mesh.P > 1 && strcmp(o->comm, "nccl") != 0 && strcmp(o->comm, "auto") != 0)
+        config_error(t, "--cuda-graph 1 on a sequence-parallel mesh (--pq %d --pkv %d): expected "
+                     "--comm nccl, found '%s' (the attention's communication runs inside the "
+                     "graph, and only NCCL's operations can be captured)", t->mesh.pq, t->mesh.pkv,
+                     o->comm);
     if (t->doc_boundary >= 0)
         config_error(t, "--cuda-graph 1: expected --document-mask none, found '%s': each batch's "
                      "documents change the attention's launches", o->document_mask);
@@ -400,7 +400,9 @@ static void setup_model_and_optimizer(Trainer* t) {
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
     t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
     if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
-    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap && !t->opt.cuda_graph)
+    // Buckets inside a CUDA graph need a transport whose operations can be captured.
+    if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap &&
+        (!t->opt.cuda_graph || comm_capturable(t->comm)))
         t->buckets = grad_buckets_create(&t->cfg, (size_t)(t->opt.grad_bucket_mb * (1 << 20)),
                                          comm_type_size(dist_real_comm_type()));
     const TrainOptions* o = &t->opt;
@@ -499,7 +501,10 @@ void shut_down(Trainer* t) {
     spike_free(&t->spike);
     tensor_free(t->shard_scratch);
     grad_buckets_free(t->buckets);
-    for (int v = 0; v < 2; v++) gpt_graph_free(t->graphs[v]);
+    for (int v = 0; v < 4; v++) {
+        gpt_graph_free(t->graphs[v]);
+        comm_capture_free(t->graph_comm[v]);
+    }
     free(t->host_params); free(t->host_m); free(t->host_v);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);

@@ -169,7 +169,7 @@ StepPhases step_phases(const Trainer* t) {
 // step's scalars on the backend: the sum of squares of the (shard's) gradient, and the loss sum
 // and (ZeRO-1: each rank holds a shard) the sum of squares summed over all ranks in one
 // all-reduce of backend memory. Nothing waits for the device.
-static void reduce_gradients(Trainer* t) {
+static void reduce_gradients(Trainer* t, int graphed) {
     GPT* m = &t->model;
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     // Gradients travel in the backend's storage type (bf16 on the CUDA bf16 build).
@@ -182,7 +182,7 @@ static void reduce_gradients(Trainer* t) {
         gpt_grad_sum_squares(m, t->shard_begin, t->shard_count, sumsq);
     } else {
         if (t->buckets) {
-            grad_buckets_finish(t->buckets);
+            if (!graphed) grad_buckets_finish(t->buckets);   // else the graph waited for them
         } else if (t->mesh.world_size > 1) {
             comm_all_reduce_sum(t->comm, MESH_WORLD, m->grads_memory, m->num_params, gt);
         }
@@ -198,23 +198,41 @@ static void reduce_gradients(Trainer* t) {
 // micro-batch's tokens are uploaded, then its forward and backward run as one graph launch. The
 // graph of this gradient mode (write or add) is captured at its first use: everything between the
 // upload and the gradient reduction is device work on the backend's stream, with the same
-// arguments every step (run_setup.c refuses what would change them).
-static void graphed_micro_batch(Trainer* t, double dloss) {
+// arguments every step (run_setup.c refuses what would change them). On a sequence-parallel mesh
+// that includes the attention's NCCL operations, and in the bucketed micro-batch the gradient
+// buckets' all-reduces and their waits (so the reduction overlaps the backward inside the graph);
+// every rank captures and launches the same graphs in the same order, as NCCL requires.
+// The gradient buckets start their all-reduces as the coming backward completes each group.
+static void arm_buckets(Trainer* t) {
+    GPT* m = &t->model;
+    grad_buckets_begin(t->buckets, t->comm, MESH_WORLD, m->grads_memory, dist_real_comm_type());
+    m->grads_ready = grad_buckets_ready;
+    m->grads_ready_ctx = t->buckets;
+}
+
+static void graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
     GPT* m = &t->model;
     gpt_load_batch(m, t->inputs, t->targets);
-    GptGraph** g = &t->graphs[m->grads_write];
-    if (!*g) {
+    const int v = m->grads_write + 2 * bucketed;
+    if (!t->graphs[v]) {
+        comm_capture_begin(t->comm);
         gpt_graph_begin();
         gpt_forward_loaded(m);
+        if (bucketed) arm_buckets(t);
         gpt_backward(m, dloss);
-        *g = gpt_graph_end(m->grads_write ? "the first micro-batch's forward and backward"
-                                          : "a later micro-batch's forward and backward");
+        m->grads_ready = NULL;
+        if (bucketed) grad_buckets_finish(t->buckets);   // the reductions join the graph
+        t->graphs[v] = gpt_graph_end(m->grads_write ? "the first micro-batch's forward and backward"
+                                                    : "a later micro-batch's forward and backward");
+        t->graph_comm[v] = comm_capture_end(t->comm);
         if (t->rank == 0)
             printf("cuda graph: captured the forward and backward of a micro-batch that %s the "
-                   "gradients: %zu nodes\n", m->grads_write ? "writes" : "adds to",
-                   gpt_graph_nodes(*g));
+                   "gradients%s: %zu nodes, %d communication operations\n",
+                   m->grads_write ? "writes" : "adds to", bucketed ? " and reduces them" : "",
+                   gpt_graph_nodes(t->graphs[v]), comm_capture_ops(t->graph_comm[v]));
     }
-    gpt_graph_launch(*g);
+    gpt_graph_launch(t->graphs[v]);
+    comm_replayed(t->comm, t->graph_comm[v]);
 }
 
 // One optimizer step, issued without the host waiting for the device: accumulation over
@@ -224,6 +242,7 @@ static void graphed_micro_batch(Trainer* t, double dloss) {
 void train_step(Trainer* t, StepLimits limits) {
     GPT* m = &t->model;
     const double dloss = 1.0 / t->tokens_per_step;
+    const int graphed = t->opt.cuda_graph && t->steps_issued > 0;   // the first step runs eagerly
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     phase_mark(t, 0);
     for (int a = 0; a < t->accum; a++) {
@@ -234,8 +253,10 @@ void train_step(Trainer* t, StepLimits limits) {
         }
         // The first micro-batch writes the parameter gradients (no zeroing pass), later ones add.
         m->grads_write = a == 0;
-        if (t->opt.cuda_graph && t->steps_issued > 0) {
-            graphed_micro_batch(t, dloss);
+        // The last micro-batch's backward completes the gradients: reduce them as it goes.
+        const int bucketed = t->buckets && a == t->accum - 1;
+        if (graphed) {
+            graphed_micro_batch(t, dloss, bucketed);
             phase_mark(t, 2 * a + 1);
             phase_mark(t, 2 * a + 2);
             continue;
@@ -243,19 +264,12 @@ void train_step(Trainer* t, StepLimits limits) {
         gpt_forward(m, t->inputs, t->targets);
         if (t->doc_boundary >= 0) count_document_pairs(t);
         phase_mark(t, 2 * a + 1);
-        // The last micro-batch's backward completes the gradients: reduce them as it goes.
-        const int bucketed = t->buckets && a == t->accum - 1;
-        if (bucketed) {
-            grad_buckets_begin(t->buckets, t->comm, MESH_WORLD, m->grads_memory,
-                               dist_real_comm_type());
-            m->grads_ready = grad_buckets_ready;
-            m->grads_ready_ctx = t->buckets;
-        }
+        if (bucketed) arm_buckets(t);
         gpt_backward(m, dloss);   // the classifier's one pass adds this micro-batch's losses
         m->grads_ready = NULL;
         phase_mark(t, 2 * a + 2);
     }
-    reduce_gradients(t);
+    reduce_gradients(t, graphed);
     gpt_clip_scale(m, t->opt.grad_clip, limits);
     const int begin = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
     optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,

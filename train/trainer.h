@@ -50,8 +50,10 @@ typedef struct {
     Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
     real* shard_scratch;       // (shard_count) ZeRO-1 gradient / parameter shard, backend memory
     GradBuckets* buckets;      // gradient all-reduce during backward (NULL: after it)
-    GptGraph* graphs[2];       // --cuda-graph 1: a micro-batch's forward and backward, adding
-                               // to the gradients [0] or writing them [1]; captured at first use
+    GptGraph* graphs[4];       // --cuda-graph 1: a micro-batch's forward and backward, adding
+                               // to the gradients [0] or writing them [1], and reducing them in
+                               // buckets too [2], [3]; captured at first use
+    CommCapture* graph_comm[4];  // the communication each graph holds
     int steps_issued;          // steps this process has issued (graphs are captured after one)
     CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
     Timeline* timeline;        // per-step spans (NULL: --timeline 0)
