@@ -43,12 +43,14 @@
 #   tests/test_cuda_train.sh resume-graphs-bf16  the resume check with --cuda-graph 1 --timeline 0
 #                                         (the resumed process runs its first step eagerly, then
 #                                         captures again): the same bits as the straight run
+#   tests/test_cuda_train.sh resume-graphs-2x2  the same on a 2x2 mesh (2d-overlap, nccl): the
+#                                         graphs hold the attention's NCCL operations
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -230,10 +232,15 @@ case "$part" in
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
       chmod +x "$W/graphs.sh" || exit 1
     checks resume --test "$W/graphs.sh" ;;
+  resume-graphs-2x2)
+    # Graphs holding the attention's NCCL operations, captured again by the resumed processes.
+    printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=4 exec bash tests/mpirun.sh 4 %q "$@" --pq 2 --pkv 2 --attention 2d-overlap --comm nccl --cuda-graph 1 --timeline 0\n' \
+      "$CUDA_BF16" > "$W/graphs2x2.sh" && chmod +x "$W/graphs2x2.sh" || exit 1
+    checks resume --test "$W/graphs2x2.sh" ;;
   resume-bf16-zero)
     # trainer_checks.sh runs one program: this one starts the 3 ranks.
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac
