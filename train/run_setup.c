@@ -181,6 +181,13 @@ static void check_cuda_graph(Trainer* t) {
     if (!gpt_backend_graphs())
         config_error(t, "--cuda-graph 1: the %s trainer has no CUDA graphs; expected 0 (the CUDA "
                      "trainers capture them)", gpt_backend_name());
+    // The timeline is on by default: off without a word only when the user did not ask for it.
+    if (o->timeline && !(o->given & OPT_GIVEN_TIMELINE) && !o->trace[0]) {
+        t->opt.timeline = 0;
+        if (t->rank == 0)
+            printf("--cuda-graph 1: the timeline is off (its events cannot time the work inside a "
+                   "graph)\n");
+    }
     if (o->timeline || o->trace[0])
         config_error(t, "--cuda-graph 1: expected --timeline 0 and no --trace with it (the "
                      "timeline's events cannot time the work inside a graph)");
