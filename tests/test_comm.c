@@ -1,5 +1,5 @@
 // The mesh groups and every comm primitive, with their counters, under mpirun:
-//   test_comm --dp D --pq Q --pkv K
+//   test_comm --dp D --pq Q --pkv K [--die-capture]
 // Each primitive runs on each mesh group (counted under scope layer = group) with values that
 // name the sending world rank, so a wrong group, order or block shows.
 #include <stdint.h>
@@ -217,10 +217,36 @@ static void test_poll(void) {
     EXPECT(cpu < 0.6, "comm_poll: %.2f s of CPU in a %.2f s wait (spin 0.2 s, then sleeps)", cpu, wall);
 }
 
+// A capture (CUDA graphs) on the mpi transport, which cannot be captured: one that started no
+// operation is empty and adds nothing when replayed.
+static void test_empty_capture(Comm* comm) {
+    EXPECT(!comm_capturable(comm), "the %s transport says its operations can be captured", comm->name);
+    const long long before = comm_count_bytes(comm);
+    comm_capture_begin(comm);
+    CommCapture* c = comm_capture_end(comm);
+    EXPECT(comm_capture_ops(c) == 0, "an empty capture holds %d operations", comm_capture_ops(c));
+    comm_replayed(comm, c);
+    comm_replayed(comm, c);
+    EXPECT(comm_count_bytes(comm) == before, "replaying an empty capture counted %lld bytes",
+           comm_count_bytes(comm) - before);
+    comm_capture_free(c);
+}
+
+// --die-capture: an all-reduce started in a capture on the mpi transport; its end must refuse it.
+static void die_capture(Comm* comm) {
+    int x = 1;
+    comm_capture_begin(comm);
+    comm_all_reduce_sum(comm, MESH_WORLD, &x, 1, COMM_I32);
+    comm_capture_end(comm);
+    fail_msg("comm_capture_end accepted an operation of the mpi transport");
+}
+
 int main(int argc, char** argv) {
     int rank = 0, size = 1, dims[3] = {1, 1, 1};
     comm_mpi_init(&argc, &argv, &rank, &size);
     const char* flags[3] = {"--dp", "--pq", "--pkv"};
+    int die = 0;
+    if (argc > 1 && !strcmp(argv[argc - 1], "--die-capture")) die = 1, argc--;
     for (int k = 1; k + 1 < argc; k += 2) {
         int f = 0;
         while (f < 3 && strcmp(argv[k], flags[f])) f++;
@@ -231,7 +257,9 @@ int main(int argc, char** argv) {
     char err[ERR_LEN];
     if (mesh_init(&mesh, dims[0], dims[1], dims[2], rank, size, err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, MESH_NGROUPS);
+    if (die) die_capture(comm);
     test_poll();
+    test_empty_capture(comm);
     for (int g = 0; g < MESH_NGROUPS; g++) {
         check_group_members(&mesh, g);
         test_group(comm, g);
