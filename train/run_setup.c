@@ -196,9 +196,6 @@ static void check_cuda_graph(Trainer* t) {
                      "--comm nccl, found '%s' (the attention's communication runs inside the "
                      "graph, and only NCCL's operations can be captured)", t->mesh.pq, t->mesh.pkv,
                      o->comm);
-    if (t->doc_boundary >= 0)
-        config_error(t, "--cuda-graph 1: expected --document-mask none, found '%s': each batch's "
-                     "documents change the attention's launches", o->document_mask);
 }
 
 // The transport (--comm) for this backend and launch, and this rank's GPU. Before any other

@@ -25,8 +25,12 @@ void next_batch(Trainer* t, DataLoader* loader) {
                  rc < 0 ? err : "validation data ran out");
     layout_take(t->full_inputs, t->B, t->T, t->positions, t->Tl, t->inputs);
     layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
-    if (t->doc_boundary >= 0)
+    if (t->doc_boundary >= 0) {
         gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary, t->opt.reset_position_ids);
+        // The bounds live in device memory a graph reads; but Ring's early stop (after the longest
+        // document's span) would change its launches batch by batch: with graphs it runs every step.
+        if (t->opt.cuda_graph) t->model.attention->docs.span = 0;
+    }
 }
 
 // The attention pairs of the micro-batch just read, with its document mask and without, for the
@@ -257,6 +261,7 @@ void train_step(Trainer* t, StepLimits limits) {
         const int bucketed = t->buckets && a == t->accum - 1;
         if (graphed) {
             graphed_micro_batch(t, dloss, bucketed);
+            if (t->doc_boundary >= 0) count_document_pairs(t);
             phase_mark(t, 2 * a + 1);
             phase_mark(t, 2 * a + 2);
             continue;
