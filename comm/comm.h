@@ -116,9 +116,9 @@ typedef struct {
     unsigned long long (*completed)(void* ctx, MeshGroup g);
     // Device transports whose operations can be captured in a CUDA graph (nccl), NULL elsewhere.
     // Operations started while the compute stream is capturing are not counted by completed;
-    // replayed counts one operation of group g that a launch of the graph issued, complete once
-    // the compute stream has done the launch.
-    void (*replayed)(void* ctx, MeshGroup g);
+    // replayed counts the ops operations of group g that a launch of the graph issued, complete
+    // once the compute stream has done the launch.
+    void (*replayed)(void* ctx, MeshGroup g, int ops);
 } CommOps;
 
 typedef struct {

@@ -147,9 +147,14 @@ typedef struct {
     int32_t barrier_value;             // a barrier sums this
     double timeout_s;                  // bound on ncclInProgress
     CommRequest pool[COMM_MAX_INFLIGHT];
-    // Completion of each group's operations: operation i of group g records progress[g][i %
-    // COMM_WATCH_OPS]; the first done[g] are known complete (CommOps.completed).
+    // Completion of each group's operations, by marks: mark k of group g is the event
+    // progress[g][k % COMM_WATCH_OPS], after which the first mark_end[g][k % COMM_WATCH_OPS]
+    // operations of g are complete. An operation started eagerly is a mark of its own; the
+    // operations of g that one graph launch issued share one. The first done[g] operations are
+    // known complete (CommOps.completed).
     cudaEvent_t progress[MESH_NGROUPS][COMM_WATCH_OPS];
+    unsigned long long mark_end[MESH_NGROUPS][COMM_WATCH_OPS];
+    unsigned long long marks[MESH_NGROUPS], marks_done[MESH_NGROUPS];
     unsigned long long started[MESH_NGROUPS], done[MESH_NGROUPS];
 } NcclComm;
 
@@ -270,39 +275,46 @@ static CommRequest* take_request(NcclComm* n, cudaStream_t stream) {
     return req;
 }
 
+// ops more operations of group g started, complete when `stream` reaches this point: a mark.
+static void mark(NcclComm* n, MeshGroup g, int ops, cudaStream_t stream) {
+    n->started[g] += (unsigned long long)ops;
+    const unsigned long long k = n->marks[g]++ % COMM_WATCH_OPS;
+    n->mark_end[g][k] = n->started[g];
+    CUDA_CHECK(cudaEventRecord(n->progress[g][k], stream));
+}
+
 // The request of the operation just enqueued on group g's stream, which counts as started there;
 // in a capture of the compute stream it starts at each launch of the graph instead (nccl_replayed).
 static CommRequest* end(NcclComm* n, MeshGroup g) {
     CommRequest* req = take_request(n, n->streams[g]);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(n->compute, &capture));
-    if (capture == cudaStreamCaptureStatusNone)
-        CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->streams[g]));
+    if (capture == cudaStreamCaptureStatusNone) mark(n, g, 1, n->streams[g]);
     return req;
 }
 
-// An operation of group g that a graph launch just issued: the graph's streams are its own, so
-// it is known complete when the compute stream has done the launch.
-static void nccl_replayed(void* ctx, MeshGroup g) {
-    NcclComm* n = (NcclComm*)ctx;
-    CUDA_CHECK(cudaEventRecord(n->progress[g][n->started[g]++ % COMM_WATCH_OPS], n->compute));
+// The ops operations of group g that a graph launch just issued: the graph's streams are its own,
+// so they are known complete when the compute stream has done the launch. One mark for them all:
+// one event record per group and launch, whatever the graph holds.
+static void nccl_replayed(void* ctx, MeshGroup g, int ops) {
+    mark((NcclComm*)ctx, g, ops, ((NcclComm*)ctx)->compute);
 }
 
-// Operations of group g known complete: the ring's events in order (an operation whose event was
+// Operations of group g known complete: the marks' events in order (a mark whose slot was
 // recorded again by a later one is complete when that one is).
 static unsigned long long nccl_completed(void* ctx, MeshGroup g) {
     NcclComm* n = (NcclComm*)ctx;
-    unsigned long long* done = &n->done[g];
-    const unsigned long long started = n->started[g];
-    while (*done < started) {
-        const unsigned long long i =
-            started - *done > COMM_WATCH_OPS ? started - COMM_WATCH_OPS : *done;
-        const cudaError_t e = cudaEventQuery(n->progress[g][i % COMM_WATCH_OPS]);
+    unsigned long long* done = &n->marks_done[g];
+    const unsigned long long marks = n->marks[g];
+    while (*done < marks) {
+        const unsigned long long k = marks - *done > COMM_WATCH_OPS ? marks - COMM_WATCH_OPS : *done;
+        const cudaError_t e = cudaEventQuery(n->progress[g][k % COMM_WATCH_OPS]);
         if (e == cudaErrorNotReady) break;
         CUDA_CHECK(e);
-        *done = i + 1;
+        n->done[g] = n->mark_end[g][k % COMM_WATCH_OPS];
+        *done = k + 1;
     }
-    return *done;
+    return n->done[g];
 }
 
 static CommRequest* nccl_all_gather(void* ctx, MeshGroup g, const void* send, void* recv,

@@ -74,10 +74,13 @@ static void capture_note(struct CommCapture* c, WatchedOp op) {
 }
 
 void comm_watch_replay(Comm* comm, const WatchedOp* ops, int n) {
+    int per_group[MESH_NGROUPS] = {0};
     for (int i = 0; i < n; i++) {
         watch_started(comm->watch, ops[i]);
-        comm->ops->replayed(comm->ctx, ops[i].group);
+        per_group[ops[i].group]++;
     }
+    for (int g = 0; g < MESH_NGROUPS; g++)
+        if (per_group[g]) comm->ops->replayed(comm->ctx, (MeshGroup)g, per_group[g]);
 }
 
 // Notes the operation just started on g, and its request (NULL: complete already).
