@@ -198,14 +198,6 @@ static void reduce_gradients(Trainer* t, int graphed) {
                             COMM_F64);
 }
 
-// --cuda-graph 1, after the first step (which made every one-time allocation and choice): the
-// micro-batch's tokens are uploaded, then its forward and backward run as one graph launch. The
-// graph of this gradient mode (write or add) is captured at its first use: everything between the
-// upload and the gradient reduction is device work on the backend's stream, with the same
-// arguments every step (run_setup.c refuses what would change them). On a sequence-parallel mesh
-// that includes the attention's NCCL operations, and in the bucketed micro-batch the gradient
-// buckets' all-reduces and their waits (so the reduction overlaps the backward inside the graph);
-// every rank captures and launches the same graphs in the same order, as NCCL requires.
 // The gradient buckets start their all-reduces as the coming backward completes each group.
 static void arm_buckets(Trainer* t) {
     GPT* m = &t->model;
@@ -214,6 +206,15 @@ static void arm_buckets(Trainer* t) {
     m->grads_ready_ctx = t->buckets;
 }
 
+// --cuda-graph 1, after the first step (which made every one-time allocation and choice): the
+// micro-batch's tokens are uploaded, then its forward and backward run as one graph launch. The
+// graph of this gradient mode (write or add) is captured at its first use: everything between the
+// upload and the gradient reduction is device work on the backend's stream, with the same
+// arguments every step (run_setup.c refuses what would change them; next_batch keeps Ring's
+// steps fixed under document masks). On a sequence-parallel mesh that includes the attention's
+// NCCL operations, and in the bucketed micro-batch the gradient buckets' all-reduces and their
+// waits (so the reduction overlaps the backward inside the graph); every rank captures and
+// launches the same graphs in the same order, as NCCL requires.
 static void graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
     GPT* m = &t->model;
     gpt_load_batch(m, t->inputs, t->targets);
