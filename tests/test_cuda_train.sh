@@ -129,10 +129,10 @@ graph_args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --voca
   --sample-every 2 --sample-length 4 --no-save --train-data "$W/data/t_train_*.bin"
   --val-data "$W/data/t_val_*.bin" --tokenizer "" --timeline 0 --recompute selective)
 
-# graph_pair NAME TOTAL_BATCH_TOKENS LAUNCHER...: the run without and with graphs, compared (2
-# micro-batches per step: TOTAL = 2 x batch x seq-len x dp).
+# graph_pair NAME TOTAL_BATCH_TOKENS LAUNCHER...: the run without and with graphs, compared
+# (GRAPH_MICRO micro-batches per step, default 2: TOTAL = GRAPH_MICRO x batch x seq-len x dp).
 graph_pair() {
-    local name=$1 total=$2; shift 2
+    local name=$1 total=$2 micro=${GRAPH_MICRO:-2}; shift 2
     for g in 0 1; do
       if ! timeout 600 "$@" "${graph_args[@]}" --total-batch-tokens "$total" --cuda-graph $g --out-dir "$W/$name$g" > "$W/$name$g.out" 2>&1; then
         echo "  FAIL  $name --cuda-graph $g exited non-zero:"; tail -3 "$W/$name$g.out" | sed 's/^/        /'; return 1
@@ -144,20 +144,21 @@ graph_pair() {
        [ "$(grep -c '^sample' "$W/${name}1.out")" -lt 3 ]; then
       echo "        the samples differ, or fewer than 3"; return 1
     fi
-    "$PY" - "$W/${name}1/log.jsonl" <<'EOF'
+    "$PY" - "$W/${name}1/log.jsonl" "$micro" <<'EOF'
 import json, sys
+micro = int(sys.argv[2])
 steps = [r for r in map(json.loads, open(sys.argv[1], encoding="utf-8")) if r["type"] == "step"]
 assert len(steps) == 6, "%d step records" % len(steps)
 first, later = steps[0], steps[1:]
 assert first["graph_launches"] == 0 and first["launches_per_layer"] > 0, "step 1: %s" % first
 for r in later:
-    assert r["graph_launches"] == 2 and r["graph_kernels"] > 0 and r["launches_per_layer"] == 0 \
+    assert r["graph_launches"] == micro and r["graph_kernels"] > 0 and r["launches_per_layer"] == 0 \
         and r["syncs_in_step"] == 0, "step %(step)d: %(graph_launches)d graph launches, " \
         "%(graph_kernels)d kernels in them, %(launches_per_layer).1f layer launches per layer, " \
         "%(syncs_in_step)d syncs" % r
-print("        step 1: %d launches one by one (%.1f per layer); steps 2-6: %d launches, 2 graph "
+print("        step 1: %d launches one by one (%.1f per layer); steps 2-6: %d launches, %d graph "
       "launches running %d kernels, 0 per layer" % (first["launches"], first["launches_per_layer"],
-                                                      later[-1]["launches"], later[-1]["graph_kernels"]))
+                                                      later[-1]["launches"], micro, later[-1]["graph_kernels"]))
 EOF
 }
 
@@ -177,9 +178,10 @@ graphs() {
   if graph_pair dp 128 "$W/dp2.sh"; then echo "  ok    2 ranks (dp 2, nccl, ZeRO-1): identical losses, norms, validation losses and samples"
   else echo "  FAIL  2 ranks (dp 2, nccl, ZeRO-1)"; failures=$((failures + 1)); fi
   # Without ZeRO-1 the gradients are reduced in buckets during the last micro-batch's backward:
-  # its graph holds the buckets' all-reduces and their waits.
+  # its graph holds the buckets' all-reduces and their waits. 3 micro-batches: the middle one adds
+  # without reducing, the last adds and reduces (a graph of its own).
   launcher buckets 2 --dp 2 --comm nccl --grad-bucket-mb 0.01
-  if graph_pair buckets 128 "$W/buckets.sh" && grep -q "and reduces them: .* [1-9][0-9]* communication operations" "$W/buckets1.out"
+  if GRAPH_MICRO=3 graph_pair buckets 192 "$W/buckets.sh" && grep -q "and reduces them: .* [1-9][0-9]* communication operations" "$W/buckets1.out"
   then echo "  ok    2 ranks (dp 2, nccl, gradient buckets in the graph): identical losses, norms, validation losses and samples"
   else echo "  FAIL  2 ranks (dp 2, nccl, gradient buckets in the graph)"; failures=$((failures + 1)); fi
   [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
