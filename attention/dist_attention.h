@@ -44,12 +44,15 @@ AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout
 // Ulysses over the SP group (P = pq * pkv, mesh shape ignored; NH a multiple of P): Striped's
 // cyclic layout, an all-to-all trading the sequence for heads, one single-device attention call
 // on NH / P heads over all T positions, and an all-to-all back (attention/ulysses.c).
-AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int HS);
+// chunks (1..ULYSSES_MAX_CHUNKS, dividing NH / P): the heads run in that many chunks, each
+// chunk's all-to-alls travelling while another chunk computes (1: in, compute, out).
+enum { ULYSSES_MAX_CHUNKS = 8 };
+AttentionLayer* attention_ulysses_create(Comm* comm, int B, int Tl, int NH, int HS, int chunks);
 // USP, Ulysses inside a ring (pq dividing NH): an all-to-all over the mesh column trades its pq
 // ranks' tokens for NH / pq heads, a Striped ring over the mesh row computes them, and an
 // all-to-all returns the outputs. Rank (r, c) holds the tokens t = c + pkv r (mod P); pq = 1 is
-// Striped, pkv = 1 Ulysses (attention/ulysses.c).
-AttentionLayer* attention_usp_create(Comm* comm, int B, int Tl, int NH, int HS);
+// Striped, pkv = 1 Ulysses (attention/ulysses.c). chunks as Ulysses', dividing NH / pq.
+AttentionLayer* attention_usp_create(Comm* comm, int B, int Tl, int NH, int HS, int chunks);
 // USP's place of this rank in its cyclic layout: c + pkv r (tokens t = c + pkv r mod P).
 static inline int attention_usp_place(const Mesh* m) { return m->c + m->pkv * m->r; }
 // The positions of SP rank `rank`'s Tl local tokens in a layout (zigzag: Tl even).

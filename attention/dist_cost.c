@@ -64,59 +64,70 @@ int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span) {
 
 // The ring family's passes of `steps` steps along `along`: K|V, steps-1 hops (in steps-1
 // batches backward too); dK|dV, backward: steps hops (the last brings each accumulator home), in
-// their own batches (another element type).
+// their own batches (another element type). `runs` rings (USP's chunks of heads) share the
+// bytes, each making its own hops.
 static void ring_passes(DistCommOps* l, DistAlong along, CommPhase phase, int B, int Tl, int NH,
-                        int HS, int steps, size_t act_size, size_t acc_size) {
-    const long long n = steps, S = (long long)B * Tl * NH * HS;
+                        int HS, int steps, int runs, size_t act_size, size_t acc_size) {
+    const long long n = steps, r = runs, S = (long long)B * Tl * NH * HS;
     if (n <= 1) return;
-    push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, (n - 1) * 2 * S * act_size, n - 1, n - 1);
+    push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, (n - 1) * 2 * S * act_size, r * (n - 1),
+         r * (n - 1));
     if (phase == COMM_BACKWARD)
-        push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, n * 2 * S * acc_size, n, n);
+        push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, n * 2 * S * acc_size, r * n, r * n);
 }
 
 DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
                      size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
-    ring_passes(&l, DIST_ALONG_RING, phase, B, Tl, NH, HS, steps, act_size, acc_size);
+    ring_passes(&l, DIST_ALONG_RING, phase, B, Tl, NH, HS, steps, 1, act_size, acc_size);
     return l;
+}
+
+// One exchange of Ulysses: (P-1) blocks of `block` bytes per rank, in `chunks` all-to-alls.
+static void all_to_alls(DistCommOps* l, DistAlong along, DistStage stage, int P, int chunks,
+                        long long block) {
+    if (P > 1)
+        push(l, COMM_ALL_TO_ALL, along, stage, (P - 1) * block, (long long)(P - 1) * chunks, chunks);
 }
 
 // Ulysses' all-to-alls over a group of P ranks (`along`), a phase's inputs (`in`: before the
 // heads' computation) or its outputs (the rest). Per peer: one shard's rows (B Tl) in the columns
 // of its NH / P heads.
 static void ulysses_exchanges(DistCommOps* l, DistAlong along, int P, CommPhase phase, int in,
-                              int B, int Tl, int NH, int HS, size_t act_size, size_t acc_size) {
+                              int B, int Tl, int NH, int HS, int chunks, size_t act_size,
+                              size_t acc_size) {
     const long long S = (long long)B * Tl * NH * HS / P, L = (long long)B * NH * Tl / P;
-    const CommKind A2A = COMM_ALL_TO_ALL;
+    const DistStage GATHER = DIST_STAGE_GATHER, REDUCE = DIST_STAGE_REDUCE;
     if (phase == COMM_FORWARD && in) {
-        exchange(l, 0, A2A, along, DIST_STAGE_GATHER, P, 3 * S * act_size);   // Q|K|V
+        all_to_alls(l, along, GATHER, P, chunks, 3 * S * act_size);   // Q|K|V
     } else if (phase == COMM_FORWARD) {
-        exchange(l, 0, A2A, along, DIST_STAGE_REDUCE, P, S * act_size);       // O
-        exchange(l, 0, A2A, along, DIST_STAGE_REDUCE, P, L * acc_size);       // LSE
+        all_to_alls(l, along, REDUCE, P, chunks, S * act_size);       // O
+        all_to_alls(l, along, REDUCE, P, chunks, L * acc_size);       // LSE
     } else if (phase == COMM_BACKWARD && in) {
-        exchange(l, 0, A2A, along, DIST_STAGE_GATHER, P, 5 * S * act_size);   // Q|K|V|O|dO
-        exchange(l, 0, A2A, along, DIST_STAGE_GATHER, P, L * acc_size);       // LSE
+        all_to_alls(l, along, GATHER, P, chunks, 5 * S * act_size);   // Q|K|V|O|dO
+        all_to_alls(l, along, GATHER, P, chunks, L * acc_size);       // LSE
     } else if (phase == COMM_BACKWARD) {
-        exchange(l, 0, A2A, along, DIST_STAGE_REDUCE, P, 3 * S * act_size);   // dQ|dK|dV
+        all_to_alls(l, along, REDUCE, P, chunks, 3 * S * act_size);   // dQ|dK|dV
     }
 }
 
-DistCommOps ulysses_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+DistCommOps ulysses_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
                         size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
     for (int in = 1; in >= 0; in--)
-        ulysses_exchanges(&l, DIST_ALONG_SP, m->P, phase, in, B, Tl, NH, HS, act_size, acc_size);
+        ulysses_exchanges(&l, DIST_ALONG_SP, m->P, phase, in, B, Tl, NH, HS, chunks, act_size,
+                          acc_size);
     return l;
 }
 
-DistCommOps usp_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+DistCommOps usp_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
                     size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
     const DistAlong COL = DIST_ALONG_COLUMN;
-    ulysses_exchanges(&l, COL, m->pq, phase, 1, B, Tl, NH, HS, act_size, acc_size);
-    ring_passes(&l, DIST_ALONG_ROW, phase, B, m->pq * Tl, NH / m->pq, HS, m->pkv, act_size,
-                acc_size);
-    ulysses_exchanges(&l, COL, m->pq, phase, 0, B, Tl, NH, HS, act_size, acc_size);
+    ulysses_exchanges(&l, COL, m->pq, phase, 1, B, Tl, NH, HS, chunks, act_size, acc_size);
+    ring_passes(&l, DIST_ALONG_ROW, phase, B, m->pq * Tl, NH / m->pq, HS, m->pkv, chunks,
+                act_size, acc_size);
+    ulysses_exchanges(&l, COL, m->pq, phase, 0, B, Tl, NH, HS, chunks, act_size, acc_size);
     return l;
 }
 
@@ -144,14 +155,14 @@ CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int
 }
 
 CommVolume ulysses_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                          size_t act_size, size_t acc_size) {
-    const DistCommOps l = ulysses_ops(m, phase, B, Tl, NH, HS, act_size, acc_size);
+                          int chunks, size_t act_size, size_t acc_size) {
+    const DistCommOps l = ulysses_ops(m, phase, B, Tl, NH, HS, chunks, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 
-CommVolume usp_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+CommVolume usp_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
                       size_t act_size, size_t acc_size) {
-    const DistCommOps l = usp_ops(m, phase, B, Tl, NH, HS, act_size, acc_size);
+    const DistCommOps l = usp_ops(m, phase, B, Tl, NH, HS, chunks, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 

@@ -73,18 +73,20 @@ DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, i
 // Ulysses (attention/ulysses.c): all-to-alls over the SP group, each rank receiving (P-1)/P of
 // what its heads need. Forward: Q|K|V in (3 S / P per peer, storage type), O back (S / P) and
 // its LSE back (L / P, accumulator type); backward: Q|K|V|O|dO in (5 S / P), the LSE in (L / P)
-// and dQ|dK|dV back (3 S / P, storage type). NH must be a multiple of P.
+// and dQ|dK|dV back (3 S / P, storage type). NH must be a multiple of P. In `chunks` chunks of
+// heads each exchange is that many all-to-alls of 1 / chunks of its bytes.
 DistCommOps ulysses_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                        size_t act_size, size_t acc_size);
+                        int chunks, size_t act_size, size_t acc_size);
 CommVolume ulysses_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                          size_t act_size, size_t acc_size);
+                          int chunks, size_t act_size, size_t acc_size);
 // USP (attention_usp_create): Ulysses' all-to-alls over the mesh column (pq ranks, NH / pq heads
 // per rank) around Striped's passes over the mesh row (pkv steps of the column's pq Tl tokens:
-// the same 2 S per pass as Striped's over P).
-DistCommOps usp_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+// the same 2 S per pass as Striped's over P). In `chunks` chunks of heads, the ring runs once
+// per chunk: its passes and the all-to-alls are that many calls of 1 / chunks of the bytes.
+DistCommOps usp_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
                     size_t act_size, size_t acc_size);
 CommVolume usp_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                      size_t act_size, size_t acc_size);
+                      int chunks, size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 
 // Bytes SP rank `rank` of P receives per decoded token, per layer and sequence, from the decode

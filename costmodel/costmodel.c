@@ -490,9 +490,10 @@ static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z
     CHECK(mesh_init(&m, 1, g->pq, g->pkv, i, g->pq * g->pkv, err) == 0, "caller bug", "%s", err);
     const int Tl = (int)(g->T / m.P), NH = g->shape.NH, HS = g->shape.C / NH;
     const size_t act = (size_t)z.act, acc = (size_t)z.acc;
+    const int G = cost_chunks(g);
     const DistCommOps d = g->alg == COST_ULYSSES
-                              ? ulysses_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
-                          : g->alg == COST_USP ? usp_ops(&m, phase, g->B, Tl, NH, HS, act, acc)
+                              ? ulysses_ops(&m, phase, g->B, Tl, NH, HS, G, act, acc)
+                          : g->alg == COST_USP ? usp_ops(&m, phase, g->B, Tl, NH, HS, G, act, acc)
                           : cost_algorithm_is_ring(g->alg)
                               ? ring_ops(&m, phase, g->B, Tl, NH, HS, steps, act, acc)
                               : attention2d_ops(&m, phase, g->B, Tl, NH, HS,
@@ -576,17 +577,23 @@ static double list_seconds(const Cluster* c, const Topology* t, const OpList* l)
     return s;
 }
 
+// The seconds of the busiest tier (each tier one resource) under the transfers of n lists.
+static double busiest_tier_seconds(const Cluster* c, const Topology* t, const OpList* const* lists,
+                                   int n) {
+    double load[TIER_COUNT] = {0};
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < lists[j]->n; k++)
+            load[t->path[lists[j]->op[k].path].tier] += op_seconds(c, t, &lists[j]->op[k]);
+    return dmax(load[TIER_INTRA], load[TIER_INTER]);
+}
+
 // Two chains of transfers in flight together: each tier is one resource they share, so the
 // time is the longer chain or the busiest tier, whichever is more.
 static double concurrent_seconds(const Cluster* c, const Topology* t, const OpList* a,
                                  const OpList* b) {
-    double load[TIER_COUNT] = {0};
     const OpList* both[2] = {a, b};
-    for (int j = 0; j < 2; j++)
-        for (int k = 0; k < both[j]->n; k++)
-            load[t->path[both[j]->op[k].path].tier] += op_seconds(c, t, &both[j]->op[k]);
     return dmax(dmax(list_seconds(c, t, a), list_seconds(c, t, b)),
-                dmax(load[TIER_INTRA], load[TIER_INTER]));
+                busiest_tier_seconds(c, t, both, 2));
 }
 
 // The operations of `l` with a stage in `stages` and a path in `paths` (bit masks).
@@ -640,13 +647,28 @@ static int round_pairs(int s, int pq, int pkv) {
     return now - before;
 }
 
-// One ring pass of each exchange of `l` (a round of 2d-overlap).
-static OpList one_pass(const OpList* l) {
+// 1 / n of each operation of `l`: its bytes, messages and calls (n = its calls: one ring pass
+// of each exchange, a round of 2d-overlap; n = chunks: one chunk of Ulysses' heads).
+static OpList op_share(const OpList* l, long long n) {
     OpList out = {0};
     for (int k = 0; k < l->n; k++) {
         const CommOp* op = &l->op[k];
-        if (op->calls) out.op[out.n++] = (CommOp){op->kind, op->path, op->stage, op->bytes / op->calls, 1, 1};
+        if (op->calls >= n)
+            out.op[out.n++] = (CommOp){op->kind, op->path, op->stage, op->bytes / n,
+                                       op->messages / n, op->calls / n};
     }
+    return out;
+}
+
+// One ring pass of each exchange of `l` (a round of 2d-overlap): each operation's share of one
+// call.
+static OpList one_pass(const OpList* l) {
+    OpList out = {0};
+    for (int k = 0; k < l->n; k++)
+        if (l->op[k].calls) {
+            const OpList one = {1, {l->op[k]}};
+            out.op[out.n++] = op_share(&one, l->op[k].calls).op[0];
+        }
     return out;
 }
 
@@ -701,17 +723,52 @@ static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const OpL
     return s;
 }
 
-// USP: the column's all-to-alls wait for or feed the row's Striped ring, whose passes overlap its
-// steps as the ring family's do (schedule_ring on the passes alone).
-static LayerSeconds schedule_usp(const Cluster* c, const Topology* t, const OpList* f,
-                                 const OpList* b, const AttentionWork* w, int overlapped, int n) {
+// One phase of Ulysses or USP in G chunks of heads (ulysses.c): every chunk's all-to-all in
+// (`in` seconds each) is issued at once on the group's links, chunk g computes when its own has
+// arrived, and its all-to-all out (`out`) follows on the same links behind what they still carry.
+// G = 1 is in + compute + out. (USP's caller also bounds it by the busiest tier: the row ring's
+// passes inside `compute` share a tier with the all-to-alls where both cross it.)
+static double chunk_pipeline(int G, double in, double compute, double out) {
+    double links = G * in, done = 0;   // when the links and the compute are next free
+    for (int g = 0; g < G; g++) {
+        done = dmax(done, (g + 1) * in) + compute;
+        links = dmax(links, done) + out;
+    }
+    return links;
+}
+
+// Ulysses and USP: each all-to-all waits for or feeds the heads' computation (Ulysses: one local
+// call; USP: the row's Striped ring, whose passes overlap its steps as the ring family's do:
+// schedule_ring on the passes alone), chunk by chunk (--a2a-chunks): the chunks' all-to-alls
+// travel while other chunks compute, when the transfers overlap at all.
+static LayerSeconds schedule_all_to_all(const Cluster* c, const Topology* t, const OpList* f,
+                                        const OpList* b, const AttentionWork* w, int overlapped,
+                                        int n, int G) {
     const unsigned passes = BIT(DIST_STAGE_PASS);
-    const unsigned a2a = BIT(DIST_STAGE_GATHER) | BIT(DIST_STAGE_REDUCE);
-    const OpList fr = select_ops(f, passes, ANY), br = select_ops(b, passes, ANY);
-    const OpList fa = select_ops(f, a2a, ANY), ba = select_ops(b, a2a, ANY);
-    LayerSeconds s = schedule_ring(c, t, &fr, &br, w, overlapped, n);
-    const double cf = list_seconds(c, t, &fa), cb = list_seconds(c, t, &ba);
-    s.forward += cf, s.backward += cb, s.comm += cf + cb;
+    const unsigned in = BIT(DIST_STAGE_GATHER), out = BIT(DIST_STAGE_REDUCE);
+    const OpList all_fr = select_ops(f, passes, ANY), all_br = select_ops(b, passes, ANY);
+    const OpList fr = op_share(&all_fr, G), br = op_share(&all_br, G);
+    const OpList fi = select_ops(f, in, ANY), fo = select_ops(f, out, ANY);
+    const OpList bi = select_ops(b, in, ANY), bo = select_ops(b, out, ANY);
+    const OpList fic = op_share(&fi, G), foc = op_share(&fo, G);
+    const OpList bic = op_share(&bi, G), boc = op_share(&bo, G);
+    const AttentionWork wc = {.fwd_s = w->fwd_s / G, .bwd_s = w->bwd_s / G};
+    const LayerSeconds inner = schedule_ring(c, t, &fr, &br, &wc, overlapped, fr.n ? n : 1);
+    const double fin = list_seconds(c, t, &fic), fout = list_seconds(c, t, &foc);
+    const double bin = list_seconds(c, t, &bic), bout = list_seconds(c, t, &boc);
+    LayerSeconds s;
+    s.comm = G * (fin + fout + bin + bout + inner.comm);
+    if (overlapped) {
+        const OpList* fall[1] = {f};
+        const OpList* ball[1] = {b};
+        s.forward = dmax(chunk_pipeline(G, fin, inner.forward, fout),
+                         busiest_tier_seconds(c, t, fall, 1));
+        s.backward = dmax(chunk_pipeline(G, bin, inner.backward, bout),
+                          busiest_tier_seconds(c, t, ball, 1));
+    } else {
+        s.forward = G * (fin + inner.forward + fout);
+        s.backward = G * (bin + inner.backward + bout);
+    }
     return s;
 }
 
@@ -834,6 +891,13 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->alg == COST_USP && s->NH % g->pq)
         return set_err(err, errlen, "mesh: usp splits the %d heads over the pq = %d ranks of a "
                        "column; expected pq to divide them", s->NH, g->pq);
+    const int split = g->alg == COST_ULYSSES ? (int)P : g->pq;
+    if (cost_chunks(g) > 1 && (g->alg != COST_ULYSSES && g->alg != COST_USP))
+        return set_err(err, errlen, "--a2a-chunks %d: chunks of heads are for ulysses and usp, "
+                       "found %s", g->chunks, cost_algorithm_name(g->alg));
+    if (cost_chunks(g) > 1 && (s->NH / split) % g->chunks)
+        return set_err(err, errlen, "--a2a-chunks %d: expected a divisor of the %d heads per "
+                       "rank of %s", g->chunks, s->NH / split, cost_algorithm_name(g->alg));
     return check_documents(g->docs, g->T, err, errlen);
 }
 
@@ -911,9 +975,9 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
             g->alg == COST_2D ? schedule_2d(c, &topo, &f, &b, &ws, overlapped)
             : g->alg == COST_2D_OVERLAP
                 ? schedule_2d_overlap(c, &topo, g, &f, &b, &ws, overlapped)
-            : g->alg == COST_ULYSSES   // each all-to-all waits for or feeds the one call
-                ? serial(c, &topo, &f, &b, &ws)
-            : g->alg == COST_USP ? schedule_usp(c, &topo, &f, &b, &ws, overlapped, kind[k].steps)
+            : g->alg == COST_ULYSSES || g->alg == COST_USP
+                ? schedule_all_to_all(c, &topo, &f, &b, &ws, overlapped, kind[k].steps,
+                                      cost_chunks(g))
                 : schedule_ring(c, &topo, &f, &b, &ws, overlapped, kind[k].steps);
         layers.forward += kind[k].layers * one.forward;
         layers.backward += kind[k].layers * one.backward;

@@ -80,7 +80,11 @@ typedef struct {
     int keep_kv;      // 2d: gathered K/V kept for backward (all layers)
     int recompute;    // trainer --recompute: a GptRecompute (model/activations.h), 0 = none
     const CostDocuments* docs;   // document mask of every layer (NULL: none)
+    int chunks;       // ulysses, usp: trainer --a2a-chunks, the heads' chunks (0 or 1: one)
 } CostConfig;
+
+// The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
+static inline int cost_chunks(const CostConfig* g) { return g->chunks > 1 ? g->chunks : 1; }
 
 typedef struct {
     double step_s;            // one optimizer step = forward + backward + optimizer + grad wait
@@ -130,6 +134,8 @@ typedef struct {
     unsigned algorithms;   // bit (1 << CostAlgorithm) per schedule to consider; 0: all
     int recompute;         // a GptRecompute given explicitly, or COST_RECOMPUTE_AUTO
     const CostDocuments* docs;   // document mask of every layer (NULL: none)
+    int chunks;            // --a2a-chunks: > 1 ranks only Ulysses and USP candidates (those
+                           // whose heads per rank it does not divide are left out); 0 or 1: one
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_attention.h"
 #include "comm/fail.h"
 #include "comm/flag_values.h"
 #include "costmodel/costmodel.h"
@@ -37,7 +38,7 @@ typedef struct {
     AttentionSource attention_source;
     int layers, channels, heads, vocab, context, window, window_every;
     long T, document_length;
-    int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv;
+    int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -78,6 +79,9 @@ static void usage(void) {
         "                       --mesh auto chooses; a single configuration that fits with none\n"
         "                       of them is predicted with full)\n"
         "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
+        "  --a2a-chunks N       trainer --a2a-chunks: ulysses and usp run their heads in N\n"
+        "                       chunks, all-to-alls pipelined with the chunks' computation\n"
+        "                       (ranking: only ulysses and usp, where N divides their heads)\n"
         "  --paper              write DIR/paper_comparison.md and .csv (A100 and H100 clusters)\n"
         "  --a100 FILE, --h100 FILE   clusters of --paper (default costmodel/clusters/...)\n"
         "  --h100-fa2 FILE      --paper's H100 with FlashAttention-2's attention (its second\n"
@@ -113,13 +117,13 @@ static Args parse_args(int argc, char** argv) {
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
               .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster",
               .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster",
-              .recompute = COST_RECOMPUTE_AUTO};
+              .recompute = COST_RECOMPUTE_AUTO, .chunks = 1};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_HELP };
+           O_CHUNKS, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -140,7 +144,7 @@ static Args parse_args(int argc, char** argv) {
         {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
-        {"document-length", 1, 0, O_DOCUMENT_LENGTH},
+        {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -189,6 +193,7 @@ static Args parse_args(int argc, char** argv) {
         case O_WINDOW: a.window = (int)flag_long(flag, optarg, 0, 1 << 30); break;
         case O_WINDOW_EVERY: a.window_every = (int)flag_long(flag, optarg, 1, 4096); break;
         case O_DOCUMENT_LENGTH: a.document_length = flag_long(flag, optarg, 1, 1L << 30); break;
+        case O_CHUNKS: a.chunks = (int)flag_long(flag, optarg, 1, ULYSSES_MAX_CHUNKS); break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -282,8 +287,10 @@ static int mode_rank(const Args* a) {
     int* doc_start;
     const CostQuery q = {shape_of(a), a->T, a->batch, a->accum, a->gpus,
                          a->memory_gb * 1073741824.0, a->overlap, a->zero,
-                         parse_algorithms(a->algorithms), a->recompute,
-                         documents_of(a, &docs, &doc_start)};
+                         a->chunks > 1 && !a->algorithms
+                             ? 1u << COST_ULYSSES | 1u << COST_USP
+                             : parse_algorithms(a->algorithms),
+                         a->recompute, documents_of(a, &docs, &doc_start), a->chunks};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -337,7 +344,7 @@ static int mode_predict(const Args* a) {
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
-                    documents_of(a, &docs, &doc_start)};
+                    documents_of(a, &docs, &doc_start), a->chunks};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;
@@ -346,8 +353,10 @@ static int mode_predict(const Args* a) {
     char window[96], documents[64];
     window_text(&g.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
-    printf("%s dp %d x pq %d x pkv %d, %s, overlap %d, recompute %s, %s%s on %s\n", a->preset,
-           g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), g.overlap,
+    char chunks[48] = "";
+    if (cost_chunks(&g) > 1) snprintf(chunks, sizeof chunks, " in %d chunks of heads", g.chunks);
+    printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s, %s%s on %s\n", a->preset,
+           g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), chunks, g.overlap,
            gpt_recompute_name((GptRecompute)g.recompute), window, documents, c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);

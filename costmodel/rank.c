@@ -110,14 +110,15 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         if (q->world % dp) continue;
         const int P = q->world / dp;
         CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
-                        0, GPT_RECOMPUTE_NONE, q->docs};
-        if (P == 1) {
-            consider(q, c, g, &list, &n, &cap);
+                        0, GPT_RECOMPUTE_NONE, q->docs, 1};
+        if (P == 1) {   // no sequence parallelism (unless chunks of heads ask for Ulysses or USP)
+            if (q->chunks <= 1) consider(q, c, g, &list, &n, &cap);
             continue;
         }
         for (int a = COST_2D; a < COST_NALGS; a++) {
             if (!wanted(q, (CostAlgorithm)a)) continue;
             g.alg = (CostAlgorithm)a;
+            g.chunks = a == COST_ULYSSES || a == COST_USP ? q->chunks : 0;
             if (cost_algorithm_ignores_mesh(g.alg)) {   // P alone matters (Ulysses: P | NH)
                 g.pq = 1, g.pkv = P;
                 consider(q, c, g, &list, &n, &cap);

@@ -2,6 +2,7 @@
 //
 //   explain [--seq-len 16] [--pq 2] [--pkv 2] [--dp 1] [--attention 2d] [--heads 1]
 //           [--head-size 1] [--batch 1] [--attention-window W] [--document-length D] [--png DIR]
+//           [--a2a-chunks G]
 //           [--check-mpi] [--lse-example]
 //           [--crossover] [--summary] [--help]
 //
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_attention.h"
 #include "comm/fail.h"
 #include "explain/check.h"
 #include "explain/explain_modes.h"
@@ -33,6 +35,8 @@ static const char* const usage =
     "  --attention-window W   a sliding window: a query at t sees t-W+1..t (default: none, causal)\n"
     "  --document-length D    documents of D tokens packed from position 0: a query sees only\n"
     "                   its own document (the trainer's --document-mask; default: none)\n"
+    "  --a2a-chunks G   ulysses and usp: each rank's heads in G chunks, whose all-to-alls travel\n"
+    "                   while another chunk computes (the trainer's --a2a-chunks; default 1)\n"
     "  --png DIR        also draw the pictures into DIR with gnuplot (matrix, mesh, transfers,\n"
     "                   bytes per rank against P)\n"
 "  --summary        only the work and the bytes per rank\n"
@@ -53,7 +57,7 @@ static int parse_count(const char* flag, const char* value, long max) {
 }
 
 int main(int argc, char** argv) {
-    ExplainShape s = {ALGO_2D, 1, 2, 2, 16, 1, 1, 1, 0, 0};
+    ExplainShape s = {ALGO_2D, 1, 2, 2, 16, 1, 1, 1, 0, 0, 1};
     const char* png = NULL;
     int check_mpi = 0, lse_example = 0, crossover = 0, summary = 0;
     for (int k = 1; k < argc; k++) {
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "--batch")) s.B = parse_count(f, v, 4096);
         else if (!strcmp(f, "--attention-window")) s.window = parse_count(f, v, 1 << 20);
         else if (!strcmp(f, "--document-length")) s.doc_len = parse_count(f, v, 1 << 20);
+        else if (!strcmp(f, "--a2a-chunks")) s.chunks = parse_count(f, v, ULYSSES_MAX_CHUNKS);
         else if (!strcmp(f, "--attention")) {
             if (!v || explain_algo_parse(v, &s.algo))
                 fail_msg("explain: --attention: expected 2d, 2d-overlap, ring, striped, zigzag, ulysses or usp, found '%s'",

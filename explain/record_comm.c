@@ -20,6 +20,7 @@ static RecordedOp* record(CommRecorder* r, MeshGroup g, CommKind kind, CommType 
     op->layer = comm->layer, op->phase = comm->phase, op->kind = kind, op->group = g;
     op->group_size = comm_size(comm, g), op->group_rank = comm_rank(comm, g);
     op->type = t, op->count = count;
+    op->calls_before = r->calls ? *r->calls : -1;
     // This call's share of the counter: the counter now minus what earlier calls of the same
     // scope and kind recorded.
     CommCount now = comm_count(comm, comm->layer, comm->phase, kind);

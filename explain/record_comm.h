@@ -19,12 +19,15 @@ typedef struct {
     int send_peer[COMM_MAX_TRANSFERS], recv_peer[COMM_MAX_TRANSFERS];
     size_t send_count[COMM_MAX_TRANSFERS], recv_count[COMM_MAX_TRANSFERS];
     long long bytes, messages;          // what comm.c counted for this call
+    int calls_before;                   // compute calls recorded before it was issued (the
+                                        // overlap: what it travels beside), -1: not recorded
 } RecordedOp;
 
 typedef struct {
     Comm* comm;        // the counting wrapper around this transport
     RecordedOp* op;    // in issue order
     int n, cap;
+    const int* calls;  // compute calls so far (a ComputeRecorder's n), NULL: not recorded
 } CommRecorder;
 
 // A Comm over the recording transport for `mesh` with scopes 0..num_layers-1; *rec receives the

@@ -265,17 +265,22 @@ static const char* pairs_formula(const Simulation* sim) {
 }
 
 static void print_work(const Simulation* sim, FILE* out) {
+    // Ulysses and USP compute each pair once per chunk of their heads (--a2a-chunks)
+    const int chunks = sim->s.algo == ALGO_ULYSSES || sim->s.algo == ALGO_USP ? sim->s.chunks : 1;
+    char in_chunks[64] = "";
+    if (chunks > 1) snprintf(in_chunks, sizeof in_chunks, ", in %d chunks of heads", chunks);
     if (sim->s.algo == ALGO_ULYSSES) {   // the whole matrix on every rank, a share of the heads
         fprintf(out, "\nwork: unmasked (query, key) pairs per rank and head: every rank all %lld "
-                "pairs (%s) for each of its heads (%d of %d): max/mean 1.000\n",
-                rank_visible_pairs(&sim->rank[0]), pairs_formula(sim), sim->s.NH / sim->P,
-                sim->s.NH);
+                "pairs (%s) for each of its heads (%d of %d%s): max/mean 1.000\n",
+                rank_visible_pairs(&sim->rank[0]) / chunks, pairs_formula(sim),
+                sim->s.NH / sim->P, sim->s.NH, in_chunks);
         return;
     }
     long long max = 0, sum = 0;
-    fprintf(out, "\nwork: unmasked (query, key) pairs per rank, one sequence and head\n ");
+    fprintf(out, "\nwork: unmasked (query, key) pairs per rank, one sequence and head%s\n ",
+            in_chunks);
     for (int i = 0; i < sim->P; i++) {
-        const long long w = rank_visible_pairs(&sim->rank[i]);
+        const long long w = rank_visible_pairs(&sim->rank[i]) / chunks;
         fprintf(out, " rank %d: %lld", i, w);
         sum += w;
         max = w > max ? w : max;
@@ -374,28 +379,49 @@ static void format_peers(const Simulation* sim, const Step* st, char* buf, size_
     else if (used) buf[used - 1] = 0;
 }
 
+// The compute calls rank r made in this phase before it issued op k (its calls_before, less the
+// forward's calls for a backward operation).
+static long long calls_before(const RankRun* r, int k) {
+    const RecordedOp* op = &r->op[k];
+    long long before = op->calls_before;
+    if (op->phase == COMM_BACKWARD)
+        for (int c = 0; c < r->ncalls; c++) before -= r->call[c].phase == COMM_FORWARD;
+    return before;
+}
+
+// "lo" or "lo..hi" of a value over the ranks that take part in a step.
+static void step_range(const Simulation* sim, const Step* st, long long (*value)(const RankRun*, int),
+                       char* buf, size_t len) {
+    long long lo = -1, hi = -1;
+    for (int i = 0; i < sim->P; i++) {
+        if (st->op[i] < 0) continue;
+        const long long v = value(&sim->rank[i], st->op[i]);
+        lo = lo < 0 || v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    if (lo == hi) snprintf(buf, len, "%lld", lo);
+    else snprintf(buf, len, "%lld..%lld", lo, hi);
+}
+
+static long long op_bytes(const RankRun* r, int k) { return r->op[k].bytes; }
+
 static void print_comm(const Simulation* sim, CommPhase phase, FILE* out) {
     int n;
     Step* steps = align_steps(sim, phase, &n);
-    fprintf(out, "\n%s communication, in the order the schedule issues it (bytes: received per rank)\n",
-            comm_phase_name(phase));
-    fprintf(out, "  %2s  %-8s %-15s %-5s %9s %11s  %s\n", "#", "stage", "kind", "group", "elements",
-            "bytes/rank", "ranks (group members, or sender->receiver)");
+    fprintf(out, "\n%s communication, in the order the schedule issues it (bytes: received per rank;"
+            " after: the phase's compute calls issued before it, so it travels beside the later "
+            "ones)\n", comm_phase_name(phase));
+    fprintf(out, "  %2s  %-8s %-15s %-5s %9s %11s %5s  %s\n", "#", "stage", "kind", "group",
+            "elements", "bytes/rank", "after", "ranks (group members, or sender->receiver)");
     for (int j = 0; j < n; j++) {
         const Step* st = &steps[j];
-        long long lo = -1, hi = -1;
-        for (int i = 0; i < sim->P; i++) {
-            if (st->op[i] < 0) continue;
-            const long long b = sim->rank[i].op[st->op[i]].bytes;
-            lo = lo < 0 || b < lo ? b : lo;
-            hi = b > hi ? b : hi;
-        }
-        char bytes[48], peers[CELL_LEN * 2];
-        if (lo == hi) snprintf(bytes, sizeof bytes, "%lld", lo);
-        else snprintf(bytes, sizeof bytes, "%lld..%lld", lo, hi);
+        char bytes[48], after[48], peers[CELL_LEN * 2];
+        step_range(sim, st, op_bytes, bytes, sizeof bytes);
+        step_range(sim, st, calls_before, after, sizeof after);
         format_peers(sim, st, peers, sizeof peers);
-        fprintf(out, "  %2d  %-8s %-15s %-5s %9zu %11s  %s\n", j + 1, dist_stage_name(st->stage),
-                comm_kind_name(st->kind), mesh_group_name(st->group), st->count, bytes, peers);
+        fprintf(out, "  %2d  %-8s %-15s %-5s %9zu %11s %5s  %s\n", j + 1,
+                dist_stage_name(st->stage), comm_kind_name(st->kind), mesh_group_name(st->group),
+                st->count, bytes, after, peers);
     }
     if (!n) fprintf(out, "  (none: one rank)\n");
     steps_free(steps, n);

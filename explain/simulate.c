@@ -44,6 +44,13 @@ int explain_check_shape(const ExplainShape* s, char* err) {
         return set_err(err, ERR_LEN,
                        "--heads %d: usp splits the heads over the --pq %d ranks of a column: "
                        "expected a multiple of %d", s->NH, m.pq, m.pq);
+    const int split = s->algo == ALGO_ULYSSES ? m.P : m.pq;
+    if (s->chunks > 1 && s->algo != ALGO_ULYSSES && s->algo != ALGO_USP)
+        return set_err(err, ERR_LEN, "--a2a-chunks %d: chunks of heads are for ulysses and usp, "
+                       "found %s", s->chunks, explain_algo_name(s->algo));
+    if (s->chunks > 1 && (s->NH / split) % s->chunks)
+        return set_err(err, ERR_LEN, "--a2a-chunks %d: expected a divisor of the %d heads per "
+                       "rank of %s", s->chunks, s->NH / split, explain_algo_name(s->algo));
     if (s->doc_len > s->T)
         return set_err(err, ERR_LEN, "--document-length %ld: expected at most --seq-len %ld (a "
                        "document within a sequence)", s->doc_len, s->T);
@@ -58,8 +65,8 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
     case ALGO_RING: return attention_ring_create(comm, RING_CONTIGUOUS, s->B, Tl, s->NH, s->HS);
     case ALGO_STRIPED: return attention_ring_create(comm, RING_CYCLIC, s->B, Tl, s->NH, s->HS);
     case ALGO_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, s->B, Tl, s->NH, s->HS);
-    case ALGO_ULYSSES: return attention_ulysses_create(comm, s->B, Tl, s->NH, s->HS);
-    case ALGO_USP: return attention_usp_create(comm, s->B, Tl, s->NH, s->HS);
+    case ALGO_ULYSSES: return attention_ulysses_create(comm, s->B, Tl, s->NH, s->HS, s->chunks);
+    case ALGO_USP: return attention_usp_create(comm, s->B, Tl, s->NH, s->HS, s->chunks);
     default: FAIL("caller bug", "unknown algorithm %d", (int)s->algo);
     }
 }
@@ -117,8 +124,8 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
-    if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->HS, sr, sa);
+    if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
+    if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
     if (explain_algo_is_ring(s->algo)) {
         const int steps = ring_steps(RING_LAYOUT[s->algo], m->P, Tl, s->window,
                                      document_span_of(s));
@@ -136,6 +143,7 @@ static void simulate_rank(const ExplainShape* s, DocumentBounds docs, int sp, Ra
     CommRecorder* cr;
     Comm* comm = record_comm_create(&out->mesh, 1, &cr);
     ComputeRecorder rec = {0};
+    cr->calls = &rec.n;
     AttentionLayer* layer = explain_layer_create(comm, s);
     out->layout = layer->positions;
     real* qkv = xcalloc((size_t)s->B * Tl * 3 * C, sizeof(real), "explain QKV");
@@ -188,11 +196,13 @@ long long rank_visible_pairs(const RankRun* r) {
 
 long long closed_visible_pairs(const Simulation* sim, int sp) {
     const Mesh* m = &sim->rank[sp].mesh;
+    // Ulysses and USP: once per chunk of the rank's heads (the calls count pairs per head)
     if (sim->s.algo == ALGO_ULYSSES)   // all of them, for each of the rank's heads
-        return attention2d_visible_pairs(1, 1, 0, 0, sim->s.T, sim->s.window, sim->docs.start);
+        return sim->s.chunks *
+               attention2d_visible_pairs(1, 1, 0, 0, sim->s.T, sim->s.window, sim->docs.start);
     if (sim->s.algo == ALGO_USP)   // Striped's rank c of the row, for each of the rank's heads
-        return ring_visible_pairs(RING_CYCLIC, m->pkv, m->c, sim->s.T, sim->s.window,
-                                  sim->docs.start);
+        return sim->s.chunks * ring_visible_pairs(RING_CYCLIC, m->pkv, m->c, sim->s.T,
+                                                  sim->s.window, sim->docs.start);
     if (explain_algo_is_ring(sim->s.algo))
         return ring_visible_pairs(RING_LAYOUT[sim->s.algo], sim->P, sp, sim->s.T, sim->s.window,
                                   sim->docs.start);

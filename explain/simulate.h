@@ -19,6 +19,7 @@ typedef struct {
     int B, NH, HS;       // batch, heads, head size (the byte counts scale with them)
     long window;         // the trainer's --attention-window: 0 causal, W a sliding window
     long doc_len;        // --document-length D: documents of D tokens from position 0 (0: none)
+    int chunks;          // --a2a-chunks G: ulysses and usp run their heads in G chunks
 } ExplainShape;
 
 // One simulated rank of SP group 0.

@@ -54,8 +54,8 @@ static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
     case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, HS);
     case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, HS);
     case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, HS);
-    case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS);
-    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS);
+    case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS, 1);
+    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS, 1);
     }
     fail_msg("unknown prefill schedule %d", (int)g->prefill);
 }

@@ -65,8 +65,8 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
             CommVolume v;
             if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
             else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
-            else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
-            else if (g->alg == COST_USP) v = usp_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
+            else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, HS, cost_chunks(g), act, acc);
+            else if (g->alg == COST_USP) v = usp_volume(&m, ph, g->B, Tl, NH, HS, cost_chunks(g), act, acc);
             else v = ring_volume(&m, ph, g->B, Tl, NH, HS, steps, act, acc);
             for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
         }
@@ -91,15 +91,17 @@ static double reference_grad_bytes(const CostConfig* g, double e) {
 
 static void test_bytes_equal_dist_cost(const Cluster* c) {
     const CostConfig cases[] = {
-        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL},
-        {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL},
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_shape(512), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 2},
+        {tiny_shape(512), 512, 1, 2, 1, 2, 2, COST_USP, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 2},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -235,7 +237,7 @@ static void test_ring_steps(const Cluster* c) {
         costmodel_fixed_documents(512, cases[k].doc_len ? cases[k].doc_len : 512, start);
         const CostDocuments docs = {start, 1, 512};
         const CostConfig g = {s, 512, 2, 3, 1, 1, 4, cases[k].a, 1, 0, 0, GPT_RECOMPUTE_NONE,
-                              cases[k].doc_len ? &docs : NULL};
+                              cases[k].doc_len ? &docs : NULL, 1};
         const CostPrediction p = predict(&g, c);
         // tiny_shape's 2 layers: layer 0 banded with every 1 or 2, layer 1 with every 1
         const double want = g.accum *
@@ -342,7 +344,7 @@ static void test_document_flops(const Cluster* c) {
         CostShape s = tiny_shape(T);
         s.window = cases[k].window, s.window_every = cases[k].window ? 1 : 0;
         const CostConfig g = {s, T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
-                              GPT_RECOMPUTE_NONE, &docs};
+                              GPT_RECOMPUTE_NONE, &docs, 1};
         const CostPrediction p = predict(&g, c);
         double most = 0;
         for (int i = 0; i < cases[k].pq * cases[k].pkv; i++) {
@@ -369,7 +371,7 @@ static void test_document_flops(const Cluster* c) {
     costmodel_fixed_documents(4096, 256, short_docs);
     const CostDocuments whole = {one, 1, 4096}, short_ones = {short_docs, 1, 4096};
     const CostConfig causal = {tiny_shape(4096), 4096, 1, 1, 1, 1, 4, COST_ZIGZAG, 1, 0, 0,
-                               GPT_RECOMPUTE_NONE, NULL};
+                               GPT_RECOMPUTE_NONE, NULL, 1};
     CostConfig g = causal;
     g.docs = &whole;
     const CostPrediction pc = predict(&causal, c), pw = predict(&g, c);
@@ -414,7 +416,7 @@ static void test_attention_flops(const Cluster* c) {
         CostShape s = tiny_shape(cases[k].T);
         s.window = cases[k].window, s.window_every = cases[k].every;
         const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
-                              GPT_RECOMPUTE_NONE, NULL};
+                              GPT_RECOMPUTE_NONE, NULL, 1};
         const CostPrediction p = predict(&g, c);
         const double pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
                                                       cases[k].T, 0);
@@ -436,7 +438,7 @@ static void test_attention_flops(const Cluster* c) {
     // Banded layers cost less, the MFU counts their FLOPs as the trainer does, and a window
     // longer than the context, or a bad window_every, is refused in one line.
     CostShape s = tiny_shape(4096);
-    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     s.window = 256, s.window_every = 1;
     CostConfig banded = dense;
     banded.shape = s;
@@ -480,7 +482,7 @@ static void test_attention_flops(const Cluster* c) {
 // and the loss scalar (8 bytes): each 5 us + 1 us per message + bytes / 10 GB/s.
 static void test_alpha_beta_known_answer(const Cluster* c) {
     const CostShape s = tiny_shape(256);
-    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction p = predict(&g, c);
     const double S = 128.0 * 64, L = 128.0 * 4, bw = 10e9, call = 5e-6, hop = 1e-6;
     const double layer = (call + hop + S * 2 / bw) + (call + hop + (S + L) * 4 / bw) +
@@ -556,7 +558,7 @@ static void test_parser_errors(void) {
 
 // A small question: tiny model, T = 1024, 8 ranks on A100-like nodes of 4.
 static void test_ranked_table(const Cluster* a100) {
-    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     CostCandidate out[256];
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
@@ -630,7 +632,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
     const CostShape s = {4, 256, 4, 512, 1024, 0, 0};
-    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
         g.recompute = r;
@@ -667,7 +669,7 @@ static void test_merges_in_forward(void) {
         {COST_2D_OVERLAP, 4, 2, 6}, {COST_2D, 2, 2, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig g = {s, T, B, 1, 1, cases[k].pq, cases[k].pkv, cases[k].alg, 0, 0, 0,
-                              GPT_RECOMPUTE_NONE, NULL};
+                              GPT_RECOMPUTE_NONE, NULL, 1};
         const double Tl = (double)T / (cases[k].pq * cases[k].pkv);
         const KernelCost merge = kernel_cost_attention_merge(B, s.NH, s.C / s.NH, Tl);
         const KernelCost in_forward = {0, merge.bytes / 3, 0};
@@ -704,7 +706,7 @@ static int fits_with(const CostCandidate* k, const Cluster* c, double limit, int
 // selective: the ranking picks selective where it is enough, full only where it is not, and
 // shows the price; an explicit recompute is kept.
 static void test_rank_recompute(const Cluster* a100) {
-    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO, NULL};
+    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO, NULL, 1};
     const double none = least_memory(q, a100, GPT_RECOMPUTE_NONE);
     const double selective = least_memory(q, a100, GPT_RECOMPUTE_SELECTIVE);
     q.memory_limit = 0.5 * (none + selective);
@@ -756,8 +758,8 @@ static void test_committed_clusters(void) {
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
     const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0};
-    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
-    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL};
+    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
     EXPECT(r.ring_tier == TIER_INTER && t.col_tier == TIER_INTRA && t.row_tier == TIER_INTER &&
            t.attention_bytes < r.attention_bytes && t.step_s < r.step_s,
@@ -765,7 +767,84 @@ static void test_topology(const Cluster* a100) {
            r.ring_tier, t.row_tier, t.col_tier, t.attention_bytes, r.attention_bytes, t.step_s, r.step_s);
 }
 
+// Ulysses in G chunks of heads (--a2a-chunks) on 1x2, one GPU per node (the inter link: 5 us per
+// call, 1 us per message, 10 GB/s). Free compute: nothing to hide under, so G chunks add only the
+// G - 1 extra calls of each of the layer's 6 all-to-alls (Q|K|V; O, LSE; Q|K|V|O|dO, LSE;
+// dQ|dK|dV), one message each. With compute (flat cluster, T long enough that each chunk's
+// attention outlasts its transfers), every transfer but the first chunk's inputs and the last
+// chunk's outputs hides: per layer the forward saves (G-1)/G of its bytes' time, bytes in and out.
+// Without overlap chunks only cost. USP takes the same path (its ring per chunk inside).
+static void test_chunk_pipeline(void) {
+    const Cluster free_c = parse_or_die("free-compute", FREE_COMPUTE), flat = flat_cluster();
+    const CostShape s = tiny_shape(256);
+    CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+    const double call = 5e-6, hop = 1e-6;
+    // Ulysses 1x2 (2 heads per rank): 6 all-to-alls per layer; USP 2x2 (2 heads per column
+    // rank): the same 6 over the column and the row ring's passes once per chunk (forward 1,
+    // backward 1 K|V + 2 dK|dV hops).
+    const struct { CostAlgorithm a; int pq, pkv, calls; } cases[] = {
+        {COST_ULYSSES, 1, 2, 6}, {COST_USP, 2, 2, 6 + 1 + 3}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int G = 2;
+        g.alg = cases[k].a, g.pq = cases[k].pq, g.pkv = cases[k].pkv;
+        g.chunks = 1;
+        const CostPrediction one = predict(&g, &free_c);
+        g.chunks = G;
+        const CostPrediction many = predict(&g, &free_c);
+        const double want = s.L * (G - 1) * cases[k].calls * (call + hop);
+        EXPECT(fabs(many.comm_s - one.comm_s - want) < 1e-9 &&
+                   fabs(many.exposed_comm_s - one.exposed_comm_s - want) < 1e-9 &&
+                   many.attention_bytes == one.attention_bytes &&
+                   many.calls_per_step - one.calls_per_step == s.L * (G - 1) * cases[k].calls,
+               "%s %d chunks, free compute: comm +%.9f s, exposed +%.9f s (expected +%.9f), "
+               "bytes %.0f / %.0f, calls %.0f / %.0f", cost_algorithm_name(g.alg), G,
+               many.comm_s - one.comm_s, many.exposed_comm_s - one.exposed_comm_s, want,
+               many.attention_bytes, one.attention_bytes, many.calls_per_step,
+               one.calls_per_step);
+    }
+    // Chunks refused where they do not apply: another schedule, a count not dividing the heads.
+    const struct { CostAlgorithm a; int chunks; const char* msg; } bad[] = {
+        {COST_RING, 2, "--a2a-chunks 2: chunks of heads are for ulysses and usp, found ring"},
+        {COST_ULYSSES, 4, "--a2a-chunks 4: expected a divisor of the 2 heads per rank of ulysses"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CostConfig x = g;
+        x.alg = bad[k].a, x.pq = 1, x.pkv = 2, x.chunks = bad[k].chunks;
+        CostPrediction p;
+        char e[ERR_LEN] = "";
+        const int rc = costmodel_predict(&x, &free_c, &p, e, sizeof e);
+        EXPECT(rc != 0 && strcmp(e, bad[k].msg) == 0, "chunks refused: rc %d, '%s'", rc, e);
+    }
+    const CostShape big = {2, 256, 4, 512, 16384, 0, 0};
+    CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+    const CostPrediction one = predict(&h, &flat);
+    h.chunks = 2;
+    const CostPrediction two = predict(&h, &flat);
+    h.overlap = 0;
+    const CostPrediction plain2 = predict(&h, &flat);
+    h.chunks = 1;
+    const CostPrediction plain1 = predict(&h, &flat);
+    Mesh m;
+    char err[ERR_LEN];
+    if (mesh_init(&m, 1, 1, 2, 0, 2, err) != 0) setup_fail("%s", err);
+    double bytes[2] = {0, 0};
+    for (int ph = 0; ph < 2; ph++) {
+        const CommVolume v = ulysses_volume(&m, (CommPhase)ph, 1, 8192, 4, 64, 1, 2, 4);
+        for (int k = 0; k < COMM_NKINDS; k++) bytes[ph] += (double)v.kind[k].bytes;
+    }
+    const double bw = 10e9, saved_f = big.L * bytes[0] / 2 / bw, saved_b = big.L * bytes[1] / 2 / bw;
+    EXPECT(fabs(one.forward_s - two.forward_s - saved_f) < 1e-9 &&
+               fabs(one.backward_s - two.backward_s - saved_b) < 1e-9,
+           "ulysses 2 chunks, compute-bound: forward %.9f -> %.9f s (expected %.9f less), "
+           "backward %.9f -> %.9f s (expected %.9f less)", one.forward_s, two.forward_s, saved_f,
+           one.backward_s, two.backward_s, saved_b);
+    const double extra = big.L * 6 * (call + hop);
+    EXPECT(fabs(plain2.step_s - plain1.step_s - extra) < 1e-9,
+           "ulysses 2 chunks, --overlap 0: step %.9f -> %.9f s (expected %.9f more: the calls)",
+           plain1.step_s, plain2.step_s, extra);
+}
+
 int main(void) {
+    test_chunk_pipeline();
     const Cluster free_compute = parse_or_die("free-compute", FREE_COMPUTE);
     Cluster a100;
     char err[ERR_LEN];

@@ -16,6 +16,8 @@
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
 //                       [--window W]   (sliding-window attention in both layers and the reference)
 //                       [--documents N] (document masking, about one boundary in N positions)
+//                       [--chunks G]   (ulysses and usp: the heads in G chunks, all-to-alls
+//                                       pipelined with the chunks' computation; default 1)
 //                       [--graph]  (CUDA build, nccl: each schedule runs once, then both layers'
 //                                   forward and backward are captured in a CUDA graph, which must
 //                                   count nothing; one launch must give the eager run's bits and
@@ -61,6 +63,7 @@ typedef struct {
     int dp, pq, pkv, B, Tl, T, NH, HS;   // T: sequence length, 0 for Tl * P
     int window;                          // 0: causal; W: sliding window
     int documents;                       // 0: none; N: document masking, ~1 boundary in N
+    int chunks;                          // ulysses and usp: head chunks
     DocumentBounds docs;                 // its bounds on the backend (docs.start NULL: none)
     const char* algo;
     int fail_rank;
@@ -83,6 +86,7 @@ static Args parse_args(int argc, char** argv) {
     a.dp = a.pq = a.pkv = 1;
     a.B = 2, a.Tl = 3, a.NH = 2, a.HS = 4;
     a.algo = "all";
+    a.chunks = 1;
     a.fail_rank = -1;
     a.comm = "nccl";
     for (int k = 1; k < argc; k++) {
@@ -105,6 +109,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--HS")) a.HS = parse_int(f, v);
         else if (!strcmp(f, "--window")) a.window = parse_int(f, v);
         else if (!strcmp(f, "--documents")) a.documents = parse_int(f, v);
+        else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
         else if (!strcmp(f, "--fail-rank")) a.fail_rank = parse_int(f, v);
         else fail_msg("unknown or incomplete argument '%s'", f);
         k++;
@@ -358,8 +363,8 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, a->NH, HS);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
     case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, a->NH, HS);
-    case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, a->NH, HS);
-    case SCHED_USP: return attention_usp_create(comm, B, a->Tl, a->NH, HS);
+    case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, a->NH, HS, a->chunks);
+    case SCHED_USP: return attention_usp_create(comm, B, a->Tl, a->NH, HS, a->chunks);
     default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
     }
 }
@@ -393,9 +398,11 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
                            sizeof(real_acc));
     }
     if (s == SCHED_ULYSSES)
-        return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
+        return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->HS, a->chunks, sizeof(real),
+                              sizeof(real_acc));
     if (s == SCHED_USP)
-        return usp_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real), sizeof(real_acc));
+        return usp_volume(m, phase, a->B, a->Tl, a->NH, a->HS, a->chunks, sizeof(real),
+                          sizeof(real_acc));
     if (s == SCHED_2D_OVERLAP) {
         return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
                                           sizeof(real_acc));
@@ -658,6 +665,15 @@ int main(int argc, char** argv) {
             if (rank == 0)
                 printf("skip %s: NH = %d is not a multiple of %s = %d\n", SCHED_NAMES[s], a.NH,
                        over, split);
+            continue;
+        }
+        if ((s == SCHED_ULYSSES || s == SCHED_USP) && (a.NH / split) % a.chunks != 0) {
+            if (strcmp(a.algo, "all") != 0)
+                fail_msg("--chunks %d: expected a divisor of the %d heads per rank of %s",
+                         a.chunks, a.NH / split, SCHED_NAMES[s]);
+            if (rank == 0)
+                printf("skip %s: %d heads per rank in %d chunks\n", SCHED_NAMES[s], a.NH / split,
+                       a.chunks);
             continue;
         }
         failed |= run_schedule((Schedule)s, comm, &a, &ref,

@@ -30,6 +30,7 @@ static const uint64_t SEED = 20240520;
 
 typedef struct {
     int dp, pq, pkv, B, T, micro, L, C, NH, V, context, verbose;
+    int chunks;   // ulysses and usp: head chunks
     const char* attention;
 } Args;
 
@@ -44,7 +45,7 @@ static int parse_int(const char* flag, const char* value) {
 
 static Args parse_args(int argc, char** argv) {
     Args a = {.dp = 1, .pq = 1, .pkv = 1, .B = 2, .T = 32, .micro = 2, .L = 2, .C = 32,
-              .NH = 4, .V = 300, .context = 0, .verbose = 0, .attention = "all"};
+              .NH = 4, .V = 300, .context = 0, .verbose = 0, .chunks = 1, .attention = "all"};
     for (int k = 1; k < argc; k++) {
         const char* f = argv[k];
         const char* v = k + 1 < argc ? argv[k + 1] : NULL;
@@ -61,6 +62,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--heads")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--vocab")) a.V = parse_int(f, v);
         else if (!strcmp(f, "--context")) a.context = parse_int(f, v);
+        else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
         else fail_msg("unknown or incomplete argument '%s'", f);
         k++;
     }
@@ -177,8 +179,8 @@ static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a, in
     case SCHED_2D_KEEP: return attention2d_create(comm, a->B, Tl, a->NH, HS, a->L);
     case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, a->B, Tl, a->NH, HS);
     case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, a->B, Tl, a->NH, HS);
-    case SCHED_ULYSSES: return attention_ulysses_create(comm, a->B, Tl, a->NH, HS);
-    case SCHED_USP: return attention_usp_create(comm, a->B, Tl, a->NH, HS);
+    case SCHED_ULYSSES: return attention_ulysses_create(comm, a->B, Tl, a->NH, HS, a->chunks);
+    case SCHED_USP: return attention_usp_create(comm, a->B, Tl, a->NH, HS, a->chunks);
     default: return attention_ring_create(comm, RING_CYCLIC, a->B, Tl, a->NH, HS);
     }
 }
@@ -295,13 +297,13 @@ int main(int argc, char** argv) {
         // Ulysses: NH / P heads per rank; USP: NH / pq.
         const int split = s == SCHED_ULYSSES ? mesh.P : s == SCHED_USP ? mesh.pq : 1;
         const char* over = s == SCHED_ULYSSES ? "P" : "pq";
-        if (a.NH % split != 0) {
+        if (a.NH % split != 0 || ((s == SCHED_ULYSSES || s == SCHED_USP) && a.NH / split % a.chunks)) {
             if (!all)
-                fail_msg("--attention %s: expected %s = %d to divide --heads, found %d",
-                         SCHED_NAMES[s], over, split, a.NH);
+                fail_msg("--attention %s: expected %s = %d times --chunks %d to divide --heads, "
+                         "found %d", SCHED_NAMES[s], over, split, a.chunks, a.NH);
             if (rank == 0)
-                printf("skip %s: --heads %d is not a multiple of %s = %d\n", SCHED_NAMES[s], a.NH,
-                       over, split);
+                printf("skip %s: --heads %d is not a multiple of %s = %d times %d chunks\n",
+                       SCHED_NAMES[s], a.NH, over, split, a.chunks);
             continue;
         }
         failed |= run_schedule(s, comm, &a, &cfg, &ref);

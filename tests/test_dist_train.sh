@@ -59,6 +59,9 @@
 #                                      per step): the same bits (every logged loss, gradient norm
 #                                      and validation loss, the model files, and each rank's
 #                                      optimizer state but its informational configuration text)
+#   tests/test_dist_train.sh chunks    --a2a-chunks 2 against 1 for Ulysses (1x2, --overlap 0, dp 2
+#                                      with ZeRO-1) and USP (2x2): the same bits (losses, norms,
+#                                      validation losses, model file)
 #   tests/test_dist_train.sh seeds MESH   the 2d-overlap trainer under CUDA_HOST_SCHEDULE_SEED
 #                                      1, 2, 3 (the host runtime's random stream interleavings):
 #                                      identical losses and norms, and equal to the reference
@@ -599,6 +602,44 @@ mesh)
     4 --pq 2 --pkv 2 --attention ulysses
   expect_once '^error: --attention usp: the 2 heads split over the --pq 4 ranks of a mesh column; expected --pq to divide the head count' \
     4 --pq 4 --attention usp
+  expect_once '^error: --a2a-chunks 2: expected a divisor of the 1 heads per rank of --attention ulysses$' \
+    2 --pkv 2 --attention ulysses --a2a-chunks 2
+  expect_once '^error: --a2a-chunks 2: only --attention ulysses and usp run their heads in chunks, found --attention ring$' \
+    2 --pkv 2 --attention ring --a2a-chunks 2
+  ;;
+chunks)
+  # --a2a-chunks: 4 heads of 16, Ulysses on 1x2 (2 heads per rank) and USP on 2x2 (2 per rank of
+  # a column, a ring of 2 over the row), two micro-batches per step, validation at steps 4 and 8.
+  # 2 chunks give 1 chunk's bits: every logged loss, gradient norm and validation loss, and the
+  # model file; Ulysses also with --overlap 0 and on dp 2 with ZeRO-1.
+  make_shards
+  common+=(--heads 4 --channels 64 --steps 8 --val-data "$work/val_*.bin" --eval-every 4
+           --eval-batches 2)
+  runs=("ulysses-1x2|2|--pkv 2 --attention ulysses --total-batch-tokens 128"
+        "ulysses-plain-1x2|2|--pkv 2 --attention ulysses --overlap 0 --total-batch-tokens 128"
+        "ulysses-dp2-1x2|4|--dp 2 --pkv 2 --attention ulysses --zero 1 --total-batch-tokens 256"
+        "usp-2x2|4|--pq 2 --pkv 2 --attention usp --total-batch-tokens 128")
+  for r in "${runs[@]}"; do
+    name=${r%%|*} rest=${r#*|}
+    n=${rest%%|*}
+    read -r -a extra <<< "${rest#*|}"
+    for g in 1 2; do train "$name-$g" "$n" "${extra[@]}" --a2a-chunks "$g" || continue; done
+    a=$work/$name-1 b=$work/$name-2
+    [ -f "$a/log.jsonl" ] && [ -f "$b/log.jsonl" ] || continue
+    steps=$(grep -c '"type":"step"' "$b/log.jsonl")
+    [ "$steps" = 8 ] || { fail "$name: $steps steps logged, expected 8"; continue; }
+    if ! diff <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$a/log.jsonl") \
+              <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$b/log.jsonl") > /dev/null; then
+      fail "$name --a2a-chunks 2: the logged losses or norms differ from 1 chunk's"; continue
+    fi
+    cmp -s "$a/model_00000008.bin" "$b/model_00000008.bin" ||
+      { fail "$name --a2a-chunks 2: the model file differs from 1 chunk's"; continue; }
+    grep -q '"a2a-chunks":2' "$b/log.jsonl" ||
+      { fail "$name: the log's configuration does not record --a2a-chunks 2"; continue; }
+    grep -q '^mesh: .*; attention [a-z]*; heads in 2 chunks, all-to-alls pipelined;' "$b.out" ||
+      { fail "$name: the mesh line does not name the chunks"; continue; }
+    echo "ok   $name --a2a-chunks 2: the same losses, norms, validation losses and model as 1 chunk"
+  done
   ;;
 consistency)
   # Two ranks launched as two app contexts (MPMD: mpirun -np 1 PROG ARGS : -np 1 PROG ARGS2),
@@ -786,7 +827,7 @@ seeds)
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|consistency|schedules MESH|seeds MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

@@ -129,6 +129,13 @@ if run usp 8 --attention usp && chosen usp | grep -q 'attention usp$' &&
    chosen usp | awk '{ exit !(4 % $5 == 0 && $5 > 1 && $8 > 1) }'; then
   ok "--attention usp kept, pq dividing the 4 heads: $(chosen usp)"
 else bad "--attention usp with --mesh auto on 8 ranks: '$(chosen usp)'"; tail -n 5 "$W/usp.out"; fi
+# --a2a-chunks 2 alone: only Ulysses and USP with their heads per rank (4 / P, 4 / pq) in 2 chunks,
+# never a mesh without sequence parallelism; the trainer runs what was chosen.
+if run chunks 4 --a2a-chunks 2 && chosen chunks | grep -q 'attention \(ulysses\|usp\)$' &&
+   [ "$(chosen chunks)" = "$(ran chunks)" ] &&
+   chosen chunks | awk '{ s = $NF == "usp" ? $5 : $5 * $8; exit !($5 * $8 > 1 && (4 / s) % 2 == 0) }'; then
+  ok "--a2a-chunks 2: an all-to-all schedule whose heads per rank split in 2: $(chosen chunks)"
+else bad "--a2a-chunks 2 with --mesh auto on 4 ranks: '$(chosen chunks)'"; tail -n 5 "$W/chunks.out"; fi
 # A sliding window: the cost model prices the banded layers (their attention computes less), so
 # the choice is build/costmodel's first row for the same window, and the fastest candidate is
 # predicted faster than the fastest without one.

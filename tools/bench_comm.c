@@ -94,9 +94,9 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     const Mesh* m = &comm->mesh;
     AttentionLayer* layer = sched == SCHED_2D ? attention2d_create(comm, B, Tl, NH, HS, 0)
-                            : sched == SCHED_ULYSSES ? attention_ulysses_create(comm, B, Tl, NH, HS)
+                            : sched == SCHED_ULYSSES ? attention_ulysses_create(comm, B, Tl, NH, HS, 1)
                             : sched == SCHED_USP
-                                ? attention_usp_create(comm, B, Tl, NH, HS)
+                                ? attention_usp_create(comm, B, Tl, NH, HS, 1)
                                 : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, HS);
     real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "bench qkv");
     real* dout = xmalloc(sizeof(real) * B * Tl * C, "bench dout");
@@ -116,11 +116,11 @@ static Row measure(int sched, Comm* comm, const Args* a) {
         vf = attention2d_volume(m, COMM_FORWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
         vb = attention2d_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
     } else if (sched == SCHED_ULYSSES) {
-        vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
-        vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+        vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
+        vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
     } else if (sched == SCHED_USP) {
-        vf = usp_volume(m, COMM_FORWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
-        vb = usp_volume(m, COMM_BACKWARD, B, Tl, NH, HS, sizeof(real), sizeof(real));
+        vf = usp_volume(m, COMM_FORWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
+        vb = usp_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
     } else {
         vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
         vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));

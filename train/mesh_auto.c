@@ -130,6 +130,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.memory_limit = o->memory_gb * GIB;
     q.overlap = o->overlap;
     q.zero = o->zero;
+    q.chunks = o->a2a_chunks;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);
         if (a < 0) {
@@ -138,6 +139,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
             return -1;
         }
         q.algorithms = 1u << a;
+    } else if (o->a2a_chunks > 1) {   // chunks of heads: the all-to-all schedules alone
+        q.algorithms = 1u << COST_ULYSSES | 1u << COST_USP;
     }
     q.docs = doc_start ? &docs : NULL;
     q.recompute = query_recompute(o, err, errlen);

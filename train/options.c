@@ -1,5 +1,6 @@
 #include "train/options.h"
 
+#include "attention/dist_attention.h"
 #include "comm/comm.h"
 #include "model/backend.h"
 
@@ -87,6 +88,7 @@ static const OptSpec specs[] = {
     {"trace", OPT_STRING, F(trace), 0, 0, NULL, "write a Chrome trace-event JSON of every rank's compute, communication and wait spans (open in Perfetto); also adds time fractions to the log"},
     {"recompute", OPT_STRING, F(recompute), 0, 0, "none|selective|full", "activations backward recomputes instead of keeping (same results; bitwise on the CPU): selective keeps each layer's attention output, LSE and residual stream (3 C per token instead of 16) and recomputes the LayerNorms, the QKV and FC projections and GELU, about a third of the layer's forward matmuls again; full keeps only the attention output, LSE and the layer's output (2 C) and also recomputes the output projection; the attention itself is never recomputed"},
     {"cuda-graph", OPT_INT, F(cuda_graph), 0, 1, NULL, "CUDA trainer: 1 captures each micro-batch's forward and backward as a CUDA graph in the second step and launches it from then on, one launch instead of one per kernel (same results); turns the timeline off unless --timeline 1 is given (refused: its events cannot time work inside a graph); with --document-mask the Ring schedule runs all its steps (no early stop); on sequence-parallel meshes needs --comm nccl (the attention's NCCL operations are captured too); gradient buckets are captured over nccl, else the gradients are reduced after the graph"},
+    {"a2a-chunks", OPT_INT, F(a2a_chunks), 1, ULYSSES_MAX_CHUNKS, NULL, "ulysses and usp: run each rank's heads in this many chunks, the all-to-alls of one chunk travelling while another computes (dividing the heads per rank; same results; 1: all heads at once)"},
     {"keep-kv", OPT_FLAG, F(keep_kv), 0, 1, NULL, "ATTENTION2D: keep gathered K/V for backward instead of gathering again"},
     {"comm", OPT_STRING, F(comm), 0, 0, "auto|mpi|nccl|mpi-staged", "transport: mpi moves host memory (CPU trainer); nccl and mpi-staged (through pinned host buffers, lets ranks share a GPU) move device memory (CUDA trainer); auto picks mpi on the CPU, nccl on GPUs (mpi-staged for one rank)"},
     {"rendezvous", OPT_STRING, F(rendezvous), 0, 0, NULL, "how rank 0's NCCL id reaches the others: mpi, file:PATH (a shared file system) or tcp:HOST:PORT (rank 0 listens); with file or tcp no MPI is started and rank, size and local rank come from the launcher's environment (Slurm, Open MPI, MPICH, torchrun) or --rank/--world-size/--local-rank"},
@@ -154,6 +156,7 @@ static void set_defaults(TrainOptions* o) {
     o->trace = "";
     o->timeline = 1;
     o->overlap = 1;
+    o->a2a_chunks = 1;
     o->comm = "auto";
     o->rendezvous = "mpi";
     o->rendezvous_id = "";

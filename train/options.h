@@ -57,6 +57,7 @@ typedef struct {
     int timeline;              // 0: no timeline (no fractions, no trace)
     int overlap;               // 0: the plain schedules (comm_set_overlap)
     int keep_kv;
+    int a2a_chunks;            // ulysses, usp: chunks of heads whose all-to-alls pipeline
     int cuda_graph;            // 1: each micro-batch's forward and backward as a CUDA graph
     const char* recompute;     // none | selective | full (model/activations.h)
     const char* comm;          // auto | mpi | nccl | mpi-staged

@@ -36,9 +36,13 @@ void print_config(Trainer* t) {
            "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.C / t->cfg.NH, t->cfg.max_T,
            t->cfg.V, t->cfg.Vp, t->cfg.window ? window : "", t->cfg.window ? ", " : "",
            t->model.num_params, gpt_backend_name());
-    printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s; %d local tokens per sequence "
+    char chunks[64] = "";
+    if (t->opt.a2a_chunks > 1 && t->mesh.P > 1)
+        snprintf(chunks, sizeof chunks, " heads in %d chunks, all-to-alls pipelined;",
+                 t->opt.a2a_chunks);
+    printf("mesh: world %d = dp %d x pq %d x pkv %d; attention %s;%s %d local tokens per sequence "
            "per rank; transport %s (launch: %s)\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq,
-           t->mesh.pkv, t->attention->name, t->Tl, t->comm->name,
+           t->mesh.pkv, t->attention->name, chunks, t->Tl, t->comm->name,
            t->use_mpi ? "MPI" : t->opt.rendezvous);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,

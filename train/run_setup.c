@@ -153,6 +153,14 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (strcmp(o->attention, "usp") == 0 && t->mesh.P > 1 && t->cfg.NH % t->mesh.pq != 0)
         config_error(t, "--attention usp: the %d heads split over the --pq %d ranks of a mesh "
                      "column; expected --pq to divide the head count", t->cfg.NH, t->mesh.pq);
+    const int usp = strcmp(o->attention, "usp") == 0;
+    if (o->a2a_chunks > 1 && strcmp(o->attention, "ulysses") != 0 && !usp)
+        config_error(t, "--a2a-chunks %d: only --attention ulysses and usp run their heads in "
+                     "chunks, found --attention %s", o->a2a_chunks, o->attention);
+    const int per_rank = t->cfg.NH / (usp ? t->mesh.pq : t->mesh.P);
+    if (o->a2a_chunks > 1 && t->mesh.P > 1 && per_rank % o->a2a_chunks != 0)
+        config_error(t, "--a2a-chunks %d: expected a divisor of the %d heads per rank of "
+                     "--attention %s", o->a2a_chunks, per_rank, o->attention);
     t->B = o->batch;
     t->T = o->seq_len;
     t->Tl = o->seq_len / t->mesh.P;
@@ -281,9 +289,9 @@ static void setup_attention(Trainer* t) {
     } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
         t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
     } else if (strcmp(t->opt.attention, "ulysses") == 0) {
-        t->attention = attention_ulysses_create(t->comm, t->B, t->Tl, NH, HS);
+        t->attention = attention_ulysses_create(t->comm, t->B, t->Tl, NH, HS, t->opt.a2a_chunks);
     } else if (strcmp(t->opt.attention, "usp") == 0) {
-        t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, HS);
+        t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, HS, t->opt.a2a_chunks);
     } else {
         const char* name = t->opt.attention;
         const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS
