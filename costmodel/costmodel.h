@@ -135,12 +135,16 @@ typedef struct {
     int recompute;         // a GptRecompute given explicitly, or COST_RECOMPUTE_AUTO
     const CostDocuments* docs;   // document mask of every layer (NULL: none)
     int chunks;            // --a2a-chunks: > 1 ranks only Ulysses and USP candidates (those
-                           // whose heads per rank it does not divide are left out); 0 or 1: one
+                           // whose heads per rank it does not divide are left out); 0 or 1: one;
+                           // COST_CHUNKS_AUTO: each Ulysses or USP candidate its fastest
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,
 // else full); a candidate that fits with none of them is left out.
 enum { COST_RECOMPUTE_AUTO = -1 };
+// CostQuery.chunks (and costmodel_predict_chunks): the fastest chunk count of each Ulysses or USP
+// configuration, among those dividing its heads per rank up to ULYSSES_MAX_CHUNKS.
+enum { COST_CHUNKS_AUTO = -1 };
 
 typedef struct {
     CostConfig config;
@@ -168,6 +172,12 @@ int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* 
 // not (out: the prediction with the given mode, or with full), -1 with err if g is invalid.
 int costmodel_predict_fitting(CostConfig* g, const Cluster* cluster, double limit, int recompute,
                               CostPrediction* out, char* err, size_t errlen);
+// costmodel_predict_fitting with `chunks` for Ulysses and USP: a count (> 1 on another schedule
+// is refused), or COST_CHUNKS_AUTO for the fastest count (ties: the fewest chunks; other
+// schedules: none), set in g->chunks. The
+// chunks leave memory unchanged, so whether it fits does not depend on them.
+int costmodel_predict_chunks(CostConfig* g, const Cluster* cluster, double limit, int recompute,
+                             int chunks, CostPrediction* out, char* err, size_t errlen);
 
 // Seconds of the token-local kernels (everything but attention, AdamW and communication) of one
 // micro-batch of N local tokens, Tl per sequence: GEMMs and the rest. For the calibration, which

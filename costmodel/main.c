@@ -79,9 +79,11 @@ static void usage(void) {
         "                       --mesh auto chooses; a single configuration that fits with none\n"
         "                       of them is predicted with full)\n"
         "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
-        "  --a2a-chunks N       trainer --a2a-chunks: ulysses and usp run their heads in N\n"
+        "  --a2a-chunks N|auto  trainer --a2a-chunks: ulysses and usp run their heads in N\n"
         "                       chunks, all-to-alls pipelined with the chunks' computation\n"
-        "                       (ranking: only ulysses and usp, where N divides their heads)\n"
+        "                       (ranking: only ulysses and usp, where N divides their heads);\n"
+        "                       auto: each its fastest count (default: auto when ranking, as\n"
+        "                       --mesh auto; 1 for one configuration)\n"
         "  --paper              write DIR/paper_comparison.md and .csv (A100 and H100 clusters)\n"
         "  --a100 FILE, --h100 FILE   clusters of --paper (default costmodel/clusters/...)\n"
         "  --h100-fa2 FILE      --paper's H100 with FlashAttention-2's attention (its second\n"
@@ -117,7 +119,7 @@ static Args parse_args(int argc, char** argv) {
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
               .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster",
               .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster",
-              .recompute = COST_RECOMPUTE_AUTO, .chunks = 1};
+              .recompute = COST_RECOMPUTE_AUTO};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
@@ -193,7 +195,11 @@ static Args parse_args(int argc, char** argv) {
         case O_WINDOW: a.window = (int)flag_long(flag, optarg, 0, 1 << 30); break;
         case O_WINDOW_EVERY: a.window_every = (int)flag_long(flag, optarg, 1, 4096); break;
         case O_DOCUMENT_LENGTH: a.document_length = flag_long(flag, optarg, 1, 1L << 30); break;
-        case O_CHUNKS: a.chunks = (int)flag_long(flag, optarg, 1, ULYSSES_MAX_CHUNKS); break;
+        case O_CHUNKS:
+            a.chunks = strcmp(optarg, "auto") == 0
+                           ? COST_CHUNKS_AUTO
+                           : (int)flag_long(flag, optarg, 1, ULYSSES_MAX_CHUNKS);
+            break;
         case O_HELP: usage(); exit(0);
         case ':': fail_msg("%s: missing value (see --help)", argv[optind - 1]);
         default: fail_msg("unknown option '%s' (see --help)", argv[optind - 1]);
@@ -290,7 +296,8 @@ static int mode_rank(const Args* a) {
                          a->chunks > 1 && !a->algorithms
                              ? 1u << COST_ULYSSES | 1u << COST_USP
                              : parse_algorithms(a->algorithms),
-                         a->recompute, documents_of(a, &docs, &doc_start), a->chunks};
+                         a->recompute, documents_of(a, &docs, &doc_start),
+                         a->chunks ? a->chunks : COST_CHUNKS_AUTO};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -344,11 +351,12 @@ static int mode_predict(const Args* a) {
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
-                    documents_of(a, &docs, &doc_start), a->chunks};
+                    documents_of(a, &docs, &doc_start), 0};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;
-    const int fits = costmodel_predict_fitting(&g, &c, limit, a->recompute, &p, err, sizeof err);
+    const int fits = costmodel_predict_chunks(&g, &c, limit, a->recompute, a->chunks ? a->chunks : 1,
+                                              &p, err, sizeof err);
     if (fits < 0) fail_msg("%s", err);
     char window[96], documents[64];
     window_text(&g.shape, window, sizeof window);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "attention/dist_attention.h"
 #include "comm/fail.h"
 #include "costmodel/costmodel.h"
 #include "model/activations.h"
@@ -27,15 +28,16 @@ static void describe(CostCandidate* k, int chosen) {
     const CostPrediction* p = &k->pred;
     const CostConfig* g = &k->config;
     const double comm_frac = p->exposed_comm_s / p->step_s;
-    char where[96], recompute[96] = "";
+    char where[96], recompute[96] = "", in_chunks[32] = "";
+    if (cost_chunks(g) > 1) snprintf(in_chunks, sizeof in_chunks, " in %d chunks", g->chunks);
     if (g->pq * g->pkv == 1) snprintf(where, sizeof where, "no sequence parallelism");
     else if (cost_algorithm_is_ring(g->alg))
         snprintf(where, sizeof where, "ring hops %s", tier_name(p->ring_tier));
     else if (g->alg == COST_ULYSSES)
-        snprintf(where, sizeof where, "all-to-alls %s", tier_name(p->sp_tier));
+        snprintf(where, sizeof where, "all-to-alls %s%s", tier_name(p->sp_tier), in_chunks);
     else if (g->alg == COST_USP)
-        snprintf(where, sizeof where, "all-to-alls %s, ring hops %s", tier_name(p->col_tier),
-                 tier_name(p->row_tier));
+        snprintf(where, sizeof where, "all-to-alls %s%s, ring hops %s", tier_name(p->col_tier),
+                 in_chunks, tier_name(p->row_tier));
     else
         snprintf(where, sizeof where, "rows %s, columns %s",
                  g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
@@ -76,12 +78,37 @@ int costmodel_predict_fitting(CostConfig* g, const Cluster* c, double limit, int
     return 0;
 }
 
+int costmodel_predict_chunks(CostConfig* g, const Cluster* c, double limit, int recompute,
+                             int chunks, CostPrediction* out, char* err, size_t errlen) {
+    const int a2a = g->alg == COST_ULYSSES || g->alg == COST_USP;
+    if (!a2a || chunks != COST_CHUNKS_AUTO) {   // a count > 1 on another schedule: refused
+        g->chunks = chunks > 1 ? chunks : 0;
+        return costmodel_predict_fitting(g, c, limit, recompute, out, err, errlen);
+    }
+    const int split = g->alg == COST_ULYSSES ? g->pq * g->pkv : g->pq;
+    const int heads = g->shape.NH % split ? 1 : g->shape.NH / split;   // else the check refuses
+    int fits = -1;
+    CostConfig best = *g;
+    for (int G = 1; G <= ULYSSES_MAX_CHUNKS && G <= heads; G++) {
+        if (heads % G) continue;
+        CostConfig tried = *g;
+        CostPrediction p;
+        tried.chunks = G;
+        const int r = costmodel_predict_fitting(&tried, c, limit, recompute, &p, err, errlen);
+        if (r < 0) return -1;
+        if (fits < 0 || p.step_s < out->step_s) best = tried, *out = p, fits = r;
+    }
+    *g = best;
+    return fits;
+}
+
 // Appends the candidate if it is valid and fits in memory.
 static void consider(const CostQuery* q, const Cluster* c, CostConfig g, CostCandidate** list,
                      int* n, int* cap) {
     CostPrediction p;
     char err[ERR_LEN];
-    if (costmodel_predict_fitting(&g, c, q->memory_limit, q->recompute, &p, err, sizeof err) != 1)
+    if (costmodel_predict_chunks(&g, c, q->memory_limit, q->recompute, q->chunks, &p, err,
+                                 sizeof err) != 1)
         return;
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
@@ -112,13 +139,12 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
                         0, GPT_RECOMPUTE_NONE, q->docs, 1};
         if (P == 1) {   // no sequence parallelism (unless chunks of heads ask for Ulysses or USP)
-            if (q->chunks <= 1) consider(q, c, g, &list, &n, &cap);
+            if (q->chunks <= 1) consider(q, c, g, &list, &n, &cap);   // AUTO included
             continue;
         }
         for (int a = COST_2D; a < COST_NALGS; a++) {
             if (!wanted(q, (CostAlgorithm)a)) continue;
             g.alg = (CostAlgorithm)a;
-            g.chunks = a == COST_ULYSSES || a == COST_USP ? q->chunks : 0;
             if (cost_algorithm_ignores_mesh(g.alg)) {   // P alone matters (Ulysses: P | NH)
                 g.pq = 1, g.pkv = P;
                 consider(q, c, g, &list, &n, &cap);

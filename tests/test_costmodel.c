@@ -814,6 +814,32 @@ static void test_chunk_pipeline(void) {
         const int rc = costmodel_predict(&x, &free_c, &p, e, sizeof e);
         EXPECT(rc != 0 && strcmp(e, bad[k].msg) == 0, "chunks refused: rc %d, '%s'", rc, e);
     }
+    // COST_CHUNKS_AUTO: every Ulysses or USP candidate of the ranking takes the fastest of the
+    // counts dividing its heads per rank (none faster among them), the others none.
+    {
+        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0};
+        const CostQuery q = {wide, 16384, 1, 1, 4, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
+                             COST_CHUNKS_AUTO};
+        CostCandidate out[64];
+        char e[ERR_LEN];
+        const int n = costmodel_rank(&q, &flat, out, 64, e, sizeof e);
+        int a2a = 0, bad = n < 1;
+        for (int k = 0; k < n && k < 64; k++) {
+            CostConfig x = out[k].config;
+            const int is_a2a = x.alg == COST_ULYSSES || x.alg == COST_USP;
+            if (!is_a2a) { bad |= x.chunks > 1; continue; }
+            a2a++;
+            const int heads = 16 / (x.alg == COST_ULYSSES ? x.pq * x.pkv : x.pq);
+            bad |= heads % cost_chunks(&x) != 0;
+            for (int G = 1; G <= 8; G++) {
+                if (heads % G) continue;
+                x.chunks = G;
+                bad |= predict(&x, &flat).step_s < out[k].pred.step_s;
+            }
+        }
+        EXPECT(!bad && a2a > 0, "chunks auto: %d candidates, %d Ulysses or USP, each with its "
+               "fastest count dividing its heads per rank", n, a2a);
+    }
     const CostShape big = {2, 256, 4, 512, 16384, 0, 0};
     CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction one = predict(&h, &flat);

@@ -122,6 +122,13 @@ if run uly 8 --attention ulysses && chosen uly | grep -q 'attention ulysses$' &&
    chosen uly | awk '{ exit !(4 % ($5 * $8) == 0 && $5 * $8 > 1) }'; then
   ok "--attention ulysses kept, P dividing the 4 heads: $(chosen uly)"
 else bad "--attention ulysses with --mesh auto on 8 ranks: '$(chosen uly)'"; tail -n 5 "$W/uly.out"; fi
+# Without --a2a-chunks the cost model chose the chunks too: a count dividing the heads per rank,
+# printed, and the trainer ran it (named on the mesh line when more than one).
+g=$(sed -n 's/^mesh auto: --a2a-chunks \([0-9]*\) (the fastest count dividing the heads per rank)$/\1/p' "$W/uly.out")
+if [ -n "$g" ] && chosen uly | awk -v g="$g" '{ exit !((4 / ($5 * $8)) % g == 0) }' &&
+   { [ "$g" = 1 ] || grep -q "^mesh: .*; attention ulysses; heads in $g chunks, all-to-alls pipelined;" "$W/uly.out"; }; then
+  ok "--attention ulysses without --a2a-chunks: the cost model's count ($g), run"
+else bad "--attention ulysses without --a2a-chunks: chunks '$g'"; grep '^mesh' "$W/uly.out"; fi
 # USP splits them over the pq ranks of a column, inside a ring over the row: on 8 ranks pq is 2
 # or 4 and pkv > 1 (its ends pq = 1 and pkv = 1 are Striped and Ulysses).
 if run usp 8 --attention usp && chosen usp | grep -q 'attention usp$' &&
@@ -134,6 +141,8 @@ else bad "--attention usp with --mesh auto on 8 ranks: '$(chosen usp)'"; tail -n
 if run chunks 4 --a2a-chunks 2 && chosen chunks | grep -q 'attention \(ulysses\|usp\)$' &&
    [ "$(chosen chunks)" = "$(ran chunks)" ] &&
    chosen chunks | awk '{ s = $NF == "usp" ? $5 : $5 * $8; exit !($5 * $8 > 1 && (4 / s) % 2 == 0) }'; then
+  grep -q '^mesh auto: --a2a-chunks 2 (given)$' "$W/chunks.out" ||
+    bad "--a2a-chunks 2 with --mesh auto: not printed as given"
   ok "--a2a-chunks 2: an all-to-all schedule whose heads per rank split in 2: $(chosen chunks)"
 else bad "--a2a-chunks 2 with --mesh auto on 4 ranks: '$(chosen chunks)'"; tail -n 5 "$W/chunks.out"; fi
 # A sliding window: the cost model prices the banded layers (their attention computes less), so

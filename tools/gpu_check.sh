@@ -538,6 +538,8 @@ done
 # every schedule on 2 ranks (1x2) and 4 ranks (2x2) against the single-process CPU run, bf16.
 # Ulysses splits the heads over the ranks: on 4 ranks the model has 4 heads of 16 (its own CPU run);
 # USP over the column's ranks (1x2: Striped's layout, 2x2: a permuted one) keeps the 2 heads.
+# In chunks of heads (--a2a-chunks 2, each rank's 2 heads one per chunk): Ulysses on 2 ranks with
+# 4 heads, USP on 2x2 with 4.
 section ""
 section "Several ranks sharing the GPU (\`--comm mpi-staged\`), bf16, $TRAIN_STEPS steps against the single-process CPU run; the step split of the multi-rank run:"
 section ""
@@ -546,9 +548,14 @@ section "|---|---|---|---|---|"
 MPIRUN_SHARED="$GPU_BUNDLE/bin/mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np"
 for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
   nranks=${np_mesh%%:*}; mesh=${np_mesh#*:}
-  for algo in 2d 2d-keep ring striped zigzag ulysses usp; do
-    case "$algo" in 2d-keep) margs="$mesh --attention 2d --keep-kv" ;; *) margs="$mesh --attention $algo" ;; esac
+  chunked=ulysses-chunks; [ "$nranks" -gt 2 ] && chunked=usp-chunks
+  for algo in 2d 2d-keep ring striped zigzag ulysses usp $chunked; do
     heads=""; [ "$algo" = ulysses ] && [ "$nranks" -gt 2 ] && heads="--channels $((16 * nranks)) --heads $nranks"
+    case "$algo" in
+      2d-keep) margs="$mesh --attention 2d --keep-kv" ;;
+      *-chunks) margs="$mesh --attention ${algo%-chunks} --a2a-chunks 2"; heads="--channels 64 --heads 4" ;;
+      *) margs="$mesh --attention $algo" ;;
+    esac
     name="shared_${nranks}_$algo"
     compared "$name" trainer "$nranks ranks $algo mpi-staged" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
       --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \

@@ -130,7 +130,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.memory_limit = o->memory_gb * GIB;
     q.overlap = o->overlap;
     q.zero = o->zero;
-    q.chunks = o->a2a_chunks;
+    q.chunks = (o->given & OPT_GIVEN_A2A_CHUNKS) ? o->a2a_chunks : COST_CHUNKS_AUTO;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);
         if (a < 0) {
@@ -139,7 +139,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
             return -1;
         }
         q.algorithms = 1u << a;
-    } else if (o->a2a_chunks > 1) {   // chunks of heads: the all-to-all schedules alone
+    } else if (q.chunks > 1) {   // chunks of heads asked for: the all-to-all schedules alone
         q.algorithms = 1u << COST_ULYSSES | 1u << COST_USP;
     }
     q.docs = doc_start ? &docs : NULL;
@@ -177,6 +177,11 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
                (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
                                                       : "the cheapest with which it fits");
+        const int a2a = best.alg == COST_ULYSSES || best.alg == COST_USP;
+        printf("mesh auto: --a2a-chunks %d (%s)\n", cost_chunks(&best),
+               (o->given & OPT_GIVEN_A2A_CHUNKS) ? "given"
+               : a2a && best.pq * best.pkv > 1 ? "the fastest count dividing the heads per rank"
+                                               : "not an all-to-all schedule");
         if (q.docs)
             printf("mesh auto: priced under --document-mask %s with the documents of the first "
                    "%d sequences of --train-data: %.1f tokens per document, %.2f%% of the "
@@ -185,6 +190,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     }
     if (!(o->given & OPT_GIVEN_RECOMPUTE))
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
+    if (!(o->given & OPT_GIVEN_A2A_CHUNKS)) o->a2a_chunks = cost_chunks(&best);
     o->dp = best.dp;
     if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) ||
         !cost_algorithm_ignores_mesh(best.alg))
