@@ -38,6 +38,7 @@ typedef struct {
     int stop[MAX_STOPS], nstops, stops_given;
     int pq, pkv;
     PrefillSchedule prefill;
+    int a2a_chunks;           // ulysses and usp prefill: chunks of heads
     DecodeAlgorithm decode;
     int decode_batch;         // sequences per decode forward (0: all active ones)
     int print_ids;
@@ -71,6 +72,9 @@ static void usage(FILE* f) {
         "  --pq N --pkv N        the sequence-parallel mesh (default 1 x 1; pq * pkv = ranks)\n"
         "  --prefill NAME        2d, 2d-overlap, striped, ring, zigzag, ulysses or usp (default\n"
         "                        2d; ulysses: P = pq x pkv must divide the heads; usp: pq must)\n"
+        "  --a2a-chunks N        ulysses and usp prefill: each rank's heads in N chunks, whose\n"
+        "                        all-to-alls travel while another computes (default 1; N must\n"
+        "                        divide the heads per rank, at most %d)\n"
         "  --decode NAME         tree (default) or ring (the baseline: K/V shards rotated)\n"
         "  --decode-batch N      sequences decoded together per forward (default 0: all that are\n"
         "                        still generating; 1: one at a time)\n"
@@ -81,7 +85,7 @@ static void usage(FILE* f) {
         "  --comm NAME           auto (default), mpi (CPU), nccl or mpi-staged (CUDA builds)\n"
         "  --comm-timeout S      seconds a wait for communication may last (default 300, as the trainer; 0: none)\n"
         "  --help                this text\n",
-        MAX_PROMPTS);
+        MAX_PROMPTS, ULYSSES_MAX_CHUNKS);
 }
 
 // Comma-separated ids below V into ids (at most max); returns how many.
@@ -103,7 +107,7 @@ static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) 
 
 static void parse_options(int argc, char** argv, Options* o) {
     enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
-           SEED, STOP, PQ, PKV, PREFILL, DECODE, DECODE_BATCH, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT,
+           SEED, STOP, PQ, PKV, PREFILL, DECODE, DECODE_BATCH, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT, A2A_CHUNKS,
            HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
@@ -118,6 +122,7 @@ static void parse_options(int argc, char** argv, Options* o) {
         {"decode-batch", required_argument, 0, DECODE_BATCH}, {"print", required_argument, 0, PRINT},
         {"recompute", no_argument, 0, RECOMPUTE}, {"logits-out", required_argument, 0, LOGITS_OUT},
         {"comm", required_argument, 0, COMM}, {"comm-timeout", required_argument, 0, COMM_TIMEOUT},
+        {"a2a-chunks", required_argument, 0, A2A_CHUNKS},
         {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->vocab_dir = DEFAULT_VOCAB_DIR;
@@ -125,6 +130,7 @@ static void parse_options(int argc, char** argv, Options* o) {
     o->sampling = (SamplingConfig){1.0, 0, 1.0};
     o->seed = 1337;
     o->pq = o->pkv = 1;
+    o->a2a_chunks = 1;
     o->print_ids = -1;
     o->comm = "auto";
     o->comm_timeout = COMM_DEFAULT_TIMEOUT_S;
@@ -177,6 +183,9 @@ static void parse_options(int argc, char** argv, Options* o) {
             break;
         case RECOMPUTE: o->recompute = 1; break;
         case LOGITS_OUT: o->logits_out = optarg; break;
+        case A2A_CHUNKS:
+            o->a2a_chunks = (int)flag_long("a2a-chunks", optarg, 1, ULYSSES_MAX_CHUNKS);
+            break;
         case COMM:
             if (strcmp(optarg, "auto") && strcmp(optarg, "mpi") && strcmp(optarg, "nccl") &&
                 strcmp(optarg, "mpi-staged"))
@@ -291,6 +300,14 @@ int main(int argc, char** argv) {
     if (o.prefill == PREFILL_USP && mesh.P > 1 && cfg.NH % mesh.pq != 0)
         fail_msg("--prefill usp: the model %s has %d heads, which do not split over the "
                  "--pq %d ranks of a mesh column", o.model, cfg.NH, o.pq);
+    const int a2a = o.prefill == PREFILL_ULYSSES || o.prefill == PREFILL_USP;
+    if (o.a2a_chunks > 1 && !a2a)
+        fail_msg("--a2a-chunks %d: only --prefill ulysses and usp run their heads in chunks",
+                 o.a2a_chunks);
+    const int per_rank = cfg.NH / (o.prefill == PREFILL_USP ? mesh.pq : mesh.P);
+    if (o.a2a_chunks > 1 && mesh.P > 1 && per_rank % o.a2a_chunks != 0)
+        fail_msg("--a2a-chunks %d: expected a divisor of the %d heads per rank of --prefill %s",
+                 o.a2a_chunks, per_rank, o.prefill == PREFILL_USP ? "usp" : "ulysses");
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
     int device;
@@ -310,15 +327,18 @@ int main(int argc, char** argv) {
         fprintf(stderr, "  transport %s\n", transport);
         static const char* prefills[] = {"2d",     "2d-overlap", "striped", "ring",
                                          "zigzag", "ulysses",    "usp"};
-        fprintf(stderr, "  mesh %d x %d, prefill %s, decode %s (batch %d); %d prompt(s), max %d "
+        char chunks[40] = "";
+        if (P > 1 && o.a2a_chunks > 1)
+            snprintf(chunks, sizeof chunks, " (heads in %d chunks)", o.a2a_chunks);
+        fprintf(stderr, "  mesh %d x %d, prefill %s%s, decode %s (batch %d); %d prompt(s), max %d "
                 "new tokens, temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n",
-                o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill],
+                o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill], chunks,
                 o.recompute ? "recompute (no cache)" : o.decode == DECODE_TREE ? "tree" : "ring",
                 o.recompute ? 1 : o.decode_batch ? o.decode_batch : B, B, o.max_new,
                 o.sampling.temperature, o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);
     }
     Generator g;
-    generator_create(&g, &cfg, params, B, comm, o.prefill, o.decode);
+    generator_create(&g, &cfg, params, B, comm, o.prefill, o.a2a_chunks, o.decode);
     free(params);
 
     // Prefill everything but each prompt's last token, which the first decode step feeds (its

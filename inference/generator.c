@@ -16,10 +16,11 @@ static RingLayout prefill_layout(const Generator* g) {
 }
 
 void generator_create(Generator* g, const GPTConfig* cfg, const float* params, int B, Comm* comm,
-                      PrefillSchedule prefill, DecodeAlgorithm decode) {
+                      PrefillSchedule prefill, int a2a_chunks, DecodeAlgorithm decode) {
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
     g->comm = comm;
+    g->a2a_chunks = a2a_chunks;
     g->P = comm ? comm_size(comm, MESH_SP) : 1;
     g->rank = comm ? comm_rank(comm, MESH_SP) : 0;
     g->prefill = prefill;
@@ -54,8 +55,8 @@ static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
     case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, HS);
     case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, HS);
     case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, HS);
-    case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS, 1);
-    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS, 1);
+    case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS, g->a2a_chunks);
+    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS, g->a2a_chunks);
     }
     fail_msg("unknown prefill schedule %d", (int)g->prefill);
 }

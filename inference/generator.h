@@ -25,6 +25,7 @@ typedef struct {
     Comm* comm;               // NULL: one process
     int P, rank;              // SP group; rank: this rank's place in the prefill's layout
     PrefillSchedule prefill;  // the schedule over P > 1 ranks (P = 1: the single-device layer)
+    int a2a_chunks;           // ulysses and usp: chunks of heads (attention_ulysses_create)
     KVCache cache;
     DecodeLayer* decode;
     GPT model;                // owns the parameters; decodes one token of up to B sequences (T = 1)
@@ -35,7 +36,7 @@ typedef struct {
 
 // B: sequences the cache holds; params: gpt_num_params(cfg) floats on the host.
 void generator_create(Generator* g, const GPTConfig* cfg, const float* params, int B, Comm* comm,
-                      PrefillSchedule prefill, DecodeAlgorithm decode);
+                      PrefillSchedule prefill, int a2a_chunks, DecodeAlgorithm decode);
 void generator_free(Generator* g);
 // Prefills sequence b with tokens[b][0 .. len[b]) (len[b] >= 0, < max_T) on every rank together;
 // the cache then holds their K/V. Replaces what the cache held.

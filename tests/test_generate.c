@@ -56,7 +56,7 @@ static void compare(const GPTConfig* cfg, int B, const int* len, int max_new,
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(cfg), "params");
     gpt_init_params(cfg, 7, params);
     Generator g;
-    generator_create(&g, cfg, params, B, NULL, PREFILL_2D, DECODE_TREE);
+    generator_create(&g, cfg, params, B, NULL, PREFILL_2D, 1, DECODE_TREE);
     int *prompt[8], *a[8], *b2[8];
     for (int b = 0; b < B; b++) {
         prompt[b] = (int*)xmalloc(sizeof(int) * len[b], "prompt");

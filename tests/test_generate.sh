@@ -112,6 +112,22 @@ case "$test_name" in
         ok "mesh 2x2 $extra == single process"
       else bad "mesh 2x2 $extra differs from single process: $(tail -n 1 "$W/err")"; fi
     done
+    # In chunks of heads (--a2a-chunks): USP on 2x2 (2 heads per column rank), Ulysses on 1x2
+    # (2 per rank), each the single process's tokens; a count not dividing them refused.
+    for m in "4 2 2 --prefill usp" "2 1 2 --prefill ulysses"; do
+      gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 || bad "single"
+      cp "$W/out" "$W/single"
+      # shellcheck disable=SC2086  # the mesh and the schedule are words
+      if gen $m --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 10 --a2a-chunks 2 &&
+         cmp -s "$W/out" "$W/single" && grep -q ' (heads in 2 chunks), decode' "$W/err"; then
+        ok "ranks/pq/pkv $m --a2a-chunks 2 == single process"
+      else bad "$m --a2a-chunks 2 differs from single process: $(tail -n 1 "$W/err")"; fi
+    done
+    if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp --a2a-chunks 4; then
+      bad "--prefill usp --a2a-chunks 4 with 2 heads per rank was not refused"
+    elif grep -q "^error: rank [0-9]*: --a2a-chunks 4: expected a divisor of the 2 heads per rank of --prefill usp$" "$W/err"; then
+      ok "--a2a-chunks 4 with 2 heads per rank refused in one line"
+    else bad "--prefill usp --a2a-chunks 4: $(tail -n 1 "$W/err")"; fi
     if gen 8 2 4 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses; then
       bad "--prefill ulysses on 8 ranks with 4 heads was not refused"
     elif grep -q "^error: rank [0-9]*: --prefill ulysses: the model .* has 4 heads, which do not split over the P = 8 ranks of --pq 2 x --pkv 4$" "$W/err"; then
