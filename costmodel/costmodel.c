@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_bounds.h"
 #include "attention/dist_cost.h"
 #include "comm/fail.h"
 #include "comm/mesh.h"
@@ -647,28 +648,25 @@ static int round_pairs(int s, int pq, int pkv) {
     return now - before;
 }
 
-// 1 / n of each operation of `l`: its bytes, messages and calls (n = its calls: one ring pass
-// of each exchange, a round of 2d-overlap; n = chunks: one chunk of Ulysses' heads).
+// 1 / n of an operation: its bytes, messages and calls.
+static CommOp op_part(const CommOp* op, long long n) {
+    return (CommOp){op->kind, op->path, op->stage, op->bytes / n, op->messages / n,
+                    op->calls / n};
+}
+
+// One chunk of Ulysses' heads: 1 / n of each operation of `l` (those of at least n calls).
 static OpList op_share(const OpList* l, long long n) {
     OpList out = {0};
-    for (int k = 0; k < l->n; k++) {
-        const CommOp* op = &l->op[k];
-        if (op->calls >= n)
-            out.op[out.n++] = (CommOp){op->kind, op->path, op->stage, op->bytes / n,
-                                       op->messages / n, op->calls / n};
-    }
+    for (int k = 0; k < l->n; k++)
+        if (l->op[k].calls >= n) out.op[out.n++] = op_part(&l->op[k], n);
     return out;
 }
 
-// One ring pass of each exchange of `l` (a round of 2d-overlap): each operation's share of one
-// call.
+// One ring pass of each exchange of `l` (a round of 2d-overlap): each operation's one call.
 static OpList one_pass(const OpList* l) {
     OpList out = {0};
     for (int k = 0; k < l->n; k++)
-        if (l->op[k].calls) {
-            const OpList one = {1, {l->op[k]}};
-            out.op[out.n++] = op_share(&one, l->op[k].calls).op[0];
-        }
+        if (l->op[k].calls) out.op[out.n++] = op_part(&l->op[k], l->op[k].calls);
     return out;
 }
 
@@ -892,12 +890,9 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
         return set_err(err, errlen, "mesh: usp splits the %d heads over the pq = %d ranks of a "
                        "column; expected pq to divide them", s->NH, g->pq);
     const int split = g->alg == COST_ULYSSES ? (int)P : g->pq;
-    if (cost_chunks(g) > 1 && (g->alg != COST_ULYSSES && g->alg != COST_USP))
-        return set_err(err, errlen, "--a2a-chunks %d: chunks of heads are for ulysses and usp, "
-                       "found %s", g->chunks, cost_algorithm_name(g->alg));
-    if (cost_chunks(g) > 1 && (s->NH / split) % g->chunks)
-        return set_err(err, errlen, "--a2a-chunks %d: expected a divisor of the %d heads per "
-                       "rank of %s", g->chunks, s->NH / split, cost_algorithm_name(g->alg));
+    if (dist_chunks_check(g->chunks, g->alg == COST_ULYSSES || g->alg == COST_USP, s->NH / split,
+                          cost_algorithm_name(g->alg), err, errlen))
+        return -1;
     return check_documents(g->docs, g->T, err, errlen);
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
 #include "comm/fail.h"
 
@@ -45,12 +46,9 @@ int explain_check_shape(const ExplainShape* s, char* err) {
                        "--heads %d: usp splits the heads over the --pq %d ranks of a column: "
                        "expected a multiple of %d", s->NH, m.pq, m.pq);
     const int split = s->algo == ALGO_ULYSSES ? m.P : m.pq;
-    if (s->chunks > 1 && s->algo != ALGO_ULYSSES && s->algo != ALGO_USP)
-        return set_err(err, ERR_LEN, "--a2a-chunks %d: chunks of heads are for ulysses and usp, "
-                       "found %s", s->chunks, explain_algo_name(s->algo));
-    if (s->chunks > 1 && (s->NH / split) % s->chunks)
-        return set_err(err, ERR_LEN, "--a2a-chunks %d: expected a divisor of the %d heads per "
-                       "rank of %s", s->chunks, s->NH / split, explain_algo_name(s->algo));
+    if (dist_chunks_check(s->chunks, s->algo == ALGO_ULYSSES || s->algo == ALGO_USP,
+                          s->NH / split, explain_algo_name(s->algo), err, ERR_LEN))
+        return -1;
     if (s->doc_len > s->T)
         return set_err(err, ERR_LEN, "--document-length %ld: expected at most --seq-len %ld (a "
                        "document within a sequence)", s->doc_len, s->T);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention/dist_bounds.h"
 #include "checkpoints/model_source.h"
 #include "comm/comm_mpi.h"
 #include "comm/fail.h"
@@ -24,6 +25,8 @@
 
 #define DEFAULT_VOCAB_DIR BPE_DEFAULT_VOCAB_DIR
 enum { MAX_PROMPTS = 64, MAX_STOPS = 16 };
+static const char* const PREFILL_NAMES[] = {"2d",     "2d-overlap", "striped", "ring",
+                                            "zigzag", "ulysses",    "usp"};   // PrefillSchedule
 
 typedef struct {
     const char* model;
@@ -300,14 +303,12 @@ int main(int argc, char** argv) {
     if (o.prefill == PREFILL_USP && mesh.P > 1 && cfg.NH % mesh.pq != 0)
         fail_msg("--prefill usp: the model %s has %d heads, which do not split over the "
                  "--pq %d ranks of a mesh column", o.model, cfg.NH, o.pq);
-    const int a2a = o.prefill == PREFILL_ULYSSES || o.prefill == PREFILL_USP;
-    if (o.a2a_chunks > 1 && !a2a)
-        fail_msg("--a2a-chunks %d: only --prefill ulysses and usp run their heads in chunks",
-                 o.a2a_chunks);
-    const int per_rank = cfg.NH / (o.prefill == PREFILL_USP ? mesh.pq : mesh.P);
-    if (o.a2a_chunks > 1 && mesh.P > 1 && per_rank % o.a2a_chunks != 0)
-        fail_msg("--a2a-chunks %d: expected a divisor of the %d heads per rank of --prefill %s",
-                 o.a2a_chunks, per_rank, o.prefill == PREFILL_USP ? "usp" : "ulysses");
+    char what[64];
+    snprintf(what, sizeof what, "--prefill %s", PREFILL_NAMES[o.prefill]);
+    if (dist_chunks_check(o.a2a_chunks, o.prefill == PREFILL_ULYSSES || o.prefill == PREFILL_USP,
+                          cfg.NH / (o.prefill == PREFILL_USP ? mesh.pq : mesh.P), what, err,
+                          sizeof err))
+        fail_msg("%s", err);
     // The transport and this rank's device, before any other backend call.
     const TransportOptions to = {o.comm, "mpi", NULL, 60, o.comm_timeout};
     int device;
@@ -325,14 +326,12 @@ int main(int argc, char** argv) {
                 o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, cfg.window ? ", " : "",
                 cfg.window ? window : "", gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
-        static const char* prefills[] = {"2d",     "2d-overlap", "striped", "ring",
-                                         "zigzag", "ulysses",    "usp"};
         char chunks[40] = "";
         if (P > 1 && o.a2a_chunks > 1)
             snprintf(chunks, sizeof chunks, " (heads in %d chunks)", o.a2a_chunks);
         fprintf(stderr, "  mesh %d x %d, prefill %s%s, decode %s (batch %d); %d prompt(s), max %d "
                 "new tokens, temperature %g top-k %d top-p %g seed %llu, %d stop token(s)\n",
-                o.pq, o.pkv, P == 1 ? "local" : prefills[o.prefill], chunks,
+                o.pq, o.pkv, P == 1 ? "local" : PREFILL_NAMES[o.prefill], chunks,
                 o.recompute ? "recompute (no cache)" : o.decode == DECODE_TREE ? "tree" : "ring",
                 o.recompute ? 1 : o.decode_batch ? o.decode_batch : B, B, o.max_new,
                 o.sampling.temperature, o.sampling.top_k, o.sampling.top_p, o.seed, o.nstops);

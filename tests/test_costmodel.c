@@ -804,7 +804,7 @@ static void test_chunk_pipeline(void) {
     }
     // Chunks refused where they do not apply: another schedule, a count not dividing the heads.
     const struct { CostAlgorithm a; int chunks; const char* msg; } bad[] = {
-        {COST_RING, 2, "--a2a-chunks 2: chunks of heads are for ulysses and usp, found ring"},
+        {COST_RING, 2, "--a2a-chunks 2: only ulysses and usp run their heads in chunks, found ring"},
         {COST_ULYSSES, 4, "--a2a-chunks 4: expected a divisor of the 2 heads per rank of ulysses"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         CostConfig x = g;

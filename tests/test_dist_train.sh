@@ -604,7 +604,7 @@ mesh)
     4 --pq 4 --attention usp
   expect_once '^error: --a2a-chunks 2: expected a divisor of the 1 heads per rank of --attention ulysses$' \
     2 --pkv 2 --attention ulysses --a2a-chunks 2
-  expect_once '^error: --a2a-chunks 2: only --attention ulysses and usp run their heads in chunks, found --attention ring$' \
+  expect_once '^error: --a2a-chunks 2: only ulysses and usp run their heads in chunks, found --attention ring$' \
     2 --pkv 2 --attention ring --a2a-chunks 2
   ;;
 chunks)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_bounds.h"
 #include "attention/dist_ops.h"
 #include "checkpoints/checkpoint_dir.h"
 #include "checkpoints/model_source.h"
@@ -154,13 +155,12 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
         config_error(t, "--attention usp: the %d heads split over the --pq %d ranks of a mesh "
                      "column; expected --pq to divide the head count", t->cfg.NH, t->mesh.pq);
     const int usp = strcmp(o->attention, "usp") == 0;
-    if (o->a2a_chunks > 1 && strcmp(o->attention, "ulysses") != 0 && !usp)
-        config_error(t, "--a2a-chunks %d: only --attention ulysses and usp run their heads in "
-                     "chunks, found --attention %s", o->a2a_chunks, o->attention);
-    const int per_rank = t->cfg.NH / (usp ? t->mesh.pq : t->mesh.P);
-    if (o->a2a_chunks > 1 && t->mesh.P > 1 && per_rank % o->a2a_chunks != 0)
-        config_error(t, "--a2a-chunks %d: expected a divisor of the %d heads per rank of "
-                     "--attention %s", o->a2a_chunks, per_rank, o->attention);
+    const int a2a = usp || strcmp(o->attention, "ulysses") == 0;
+    char what[64];
+    snprintf(what, sizeof what, "--attention %s", o->attention);
+    if (dist_chunks_check(o->a2a_chunks, a2a, t->cfg.NH / (usp ? t->mesh.pq : t->mesh.P), what,
+                          err, sizeof err))
+        config_error(t, "%s", err);
     t->B = o->batch;
     t->T = o->seq_len;
     t->Tl = o->seq_len / t->mesh.P;
