@@ -119,6 +119,11 @@ typedef struct {
     // replayed counts the ops operations of group g that a launch of the graph issued, complete
     // once the compute stream has done the launch.
     void (*replayed)(void* ctx, MeshGroup g, int ops);
+    // Device transports (nccl), NULL elsewhere: req, the operation of group g started last, is
+    // complete only once g's stream reaches its current end, after what the caller enqueued there
+    // since (a timeline mark), so that a wait for req waits for that too: a graph capture must
+    // join every node it holds, the marks included.
+    void (*complete_here)(void* ctx, MeshGroup g, CommRequest* req);
 } CommOps;
 
 typedef struct {

@@ -477,11 +477,16 @@ static void nccl_destroy(void* ctx) {
 
 static void* nccl_stream(void* ctx, MeshGroup g) { return ((NcclComm*)ctx)->streams[g]; }
 
+static void nccl_complete_here(void* ctx, MeshGroup g, CommRequest* req) {
+    CUDA_CHECK(cudaEventRecord(req->done, ((NcclComm*)ctx)->streams[g]));
+}
+
 static const CommOps nccl_ops = {
     nccl_all_gather, nccl_reduce_scatter_sum, nccl_all_reduce_sum,      nccl_all_to_all,
     nccl_send_recv,  nccl_broadcast,          nccl_wait,                nccl_test,
     nccl_all_reduce_host_sum,                 nccl_barrier,             nccl_destroy,
     nccl_stream,     nccl_fence,              nccl_completed,          nccl_replayed,
+    nccl_complete_here,
 };
 
 // Each communicator must be the mesh's group: its size and this rank's place in it (ranks that

@@ -70,6 +70,8 @@ static CommRequest* record_issue(Comm* comm, IssueMarks m, CommKind kind, MeshGr
     timeline_span(tr->tl, TL_COMM_ISSUE, tr->host, m.issue, timeline_mark(tr->tl, tr->host), &label);
     if (tr->device_streams || !req) {
         const int end = timeline_mark(tr->tl, req ? tr->group_track[g] : tr->host);
+        // The request completes after the mark, so that waiting for it joins the mark's node.
+        if (req && end >= 0 && comm->ops->complete_here) comm->ops->complete_here(comm->ctx, g, req);
         timeline_span(tr->tl, TL_COMM_FLIGHT, tr->group_track[g], m.flight, end, &label);
         p.flight_begin = -1;
     }

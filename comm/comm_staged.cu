@@ -206,7 +206,7 @@ static const CommOps staged_ops = {
     staged_all_gather,  staged_reduce_scatter_sum, staged_all_reduce_sum, staged_all_to_all,
     staged_send_recv,   staged_broadcast,          staged_wait,           staged_test,
     staged_all_reduce_host_sum, staged_barrier,    staged_destroy,        NULL,
-    NULL,               NULL,                      NULL,
+    NULL,               NULL,                      NULL,                  NULL,
 };
 
 Comm* comm_staged_create(const Mesh* mesh, int num_layers, cudaStream_t compute) {

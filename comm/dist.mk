@@ -8,7 +8,7 @@ MPICC ?= mpicc
 # COMM_OBJS before that fragment is included), which writes its trace atomically.
 COMM_OBJS = $(BUILD)/comm/mesh.o $(BUILD)/comm/comm.o $(BUILD)/comm/comm_watchdog.o \
 	$(BUILD)/comm/comm_spans.o $(BUILD)/comm/comm_names.o $(BUILD)/comm/comm_mpi.o $(BUILD)/comm/timeline.o \
-	$(BUILD)/comm/timeline_trace.o $(BUILD)/comm/atomic_file.o
+	$(BUILD)/comm/timeline_capture.o $(BUILD)/comm/timeline_trace.o $(BUILD)/comm/atomic_file.o
 # Choosing and creating the transport (comm/transport.h: the trainer and build/generate), and a
 # program's transport and device under MPI (model/backend_transport.h: generate, bench_collectives).
 TRANSPORT_OBJS = $(BUILD)/comm/transport.o $(BUILD)/model/backend_transport.o

@@ -66,7 +66,7 @@ static void host_reserve(void* ctx, int n) {
     hc->cap = n;
 }
 
-const TimelineClock timeline_host_clock = {host_mark, host_resolve, host_reserve};
+const TimelineClock timeline_host_clock = {host_mark, host_resolve, host_reserve, NULL};
 
 TimelineHostClock* timeline_host_clock_create(void) {
     return xcalloc(1, sizeof(TimelineHostClock), "host clock");
@@ -108,6 +108,7 @@ Timeline* timeline_create(const TimelineClock* clock, void* clock_ctx, int rank,
 
 void timeline_destroy(Timeline* tl) {
     if (!tl) return;
+    timeline_capture_free(tl->capture);
     for (int i = 0; i < tl->ntracks; i++) free(tl->tracks[i].name);
     for (size_t i = 0; i < tl->strings_cap; i++) free(tl->strings[i]);
     free(tl->tracks);
@@ -226,6 +227,7 @@ int timeline_mark(Timeline* tl, int track) {
     if (!tl) return -1;
     check_track(tl, track, "timeline_mark");
     if (!tl->in_step) return -1;
+    if (tl->capture) return timeline_capture_mark(tl, track);
     // The last slot is the step-end mark's.
     if (tl->nmarks >= tl->marks_cap - 1) {
         tl->dropped_marks++;
@@ -234,24 +236,33 @@ int timeline_mark(Timeline* tl, int track) {
     return take_mark(tl, track);
 }
 
+void timeline_push_span(Span** spans, int* n, int* cap, Span s) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *spans = timeline_grow(*spans, (size_t)*cap, sizeof **spans, "timeline spans");
+    }
+    (*spans)[(*n)++] = s;
+}
+
 void timeline_span(Timeline* tl, TimelineKind kind, int track, int begin_slot, int end_slot,
                    const TimelineLabel* label) {
     if (!tl) return;
     CHECK(kind >= 0 && kind < TL_NKINDS, "", "timeline_span: kind %d", (int)kind);
     check_track(tl, track, "timeline_span");
     if (begin_slot < 0 || end_slot < 0) return;
+    const TimelineLabel none = {NULL, NULL, NULL, 0, -1, NULL};
+    if (!label) label = &none;
+    const Span s = {kind, track, begin_slot, end_slot, label->layer, label->bytes,
+                    intern(tl, label->name), intern(tl, label->comm_kind),
+                    intern(tl, label->group), intern(tl, label->phase)};
+    if (begin_slot >= CAPTURED_SLOT_BASE || end_slot >= CAPTURED_SLOT_BASE) {
+        timeline_capture_span(tl, s);
+        return;
+    }
     CHECK(tl->in_step && begin_slot < tl->nmarks && end_slot < tl->nmarks,
           "spans name marks of the current step", "timeline_span: slots %d..%d of %d marks%s",
           begin_slot, end_slot, tl->nmarks, tl->in_step ? "" : " (outside a step)");
-    if (tl->nspans == tl->spans_cap) {
-        tl->spans_cap = tl->spans_cap ? 2 * tl->spans_cap : 64;
-        tl->spans = timeline_grow(tl->spans, (size_t)tl->spans_cap, sizeof *tl->spans, "timeline spans");
-    }
-    const TimelineLabel none = {NULL, NULL, NULL, 0, -1, NULL};
-    if (!label) label = &none;
-    tl->spans[tl->nspans++] = (Span){kind, track, begin_slot, end_slot, label->layer, label->bytes,
-                                     intern(tl, label->name), intern(tl, label->comm_kind),
-                                     intern(tl, label->group), intern(tl, label->phase)};
+    timeline_push_span(&tl->spans, &tl->nspans, &tl->spans_cap, s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -370,6 +381,7 @@ TimelineStep timeline_step_end(Timeline* tl) {
     TimelineStep r = {0};
     if (!tl) return r;
     CHECK(tl->in_step, "start every step with timeline_step_begin", "timeline_step_end outside a step");
+    CHECK(!tl->capture, "end the capture first", "timeline_step_end inside a capture");
     take_mark(tl, TIMELINE_COMPUTE_TRACK);   // marks_cap - 1 was kept for it
     tl->clock->resolve(tl->clock_ctx, tl->nmarks, tl->seconds);
     double S = 0;

@@ -38,6 +38,18 @@
 // is left out of the trace whole (counted in the part's "dropped_events"), its fractions still
 // count.
 //
+// CUDA GRAPHS. A graph's device work is captured once and replayed at each launch, and so are
+// the marks it takes: between timeline_capture_begin and timeline_capture_end (inside a step,
+// around the capture) timeline_mark asks the clock for a captured mark (capture_mark: the CUDA
+// clock records an event record node) and returns a captured slot, which timeline_span takes like
+// any other; the spans naming captured slots make the capture's template, not the step's. A mark
+// the clock cannot take inside a graph (the host's: no host code runs at a launch) is -1, so the
+// spans naming it (the host's issue spans) are left out. At each launch timeline_replay gives the
+// template's marks the step's next slots and adds its spans with them; the clock records those
+// slots when the graph runs (the CUDA backend points the graph's event record nodes at the slots'
+// events before the launch: gpt_graph_launch). A step without room for the template drops all
+// its marks and spans (counted in dropped_marks) and the graph records into the capture's own events.
+//
 // TRACE. Each rank writes its part (timeline_write_part: TRACE.rank<N>, atomically); the caller
 // makes every rank wait (a barrier); rank 0 merges the parts into one Chrome trace JSON file,
 // atomically, and removes them (timeline_merge_parts). In the trace: per rank a process (pid =
@@ -65,7 +77,8 @@ typedef enum { TL_COMPUTE, TL_COMM_ISSUE, TL_COMM_FLIGHT, TL_WAIT, TL_NKINDS } T
 
 // Where marks come from. `track` is opaque to the timeline (a cudaStream_t on CUDA; ignored by the
 // host clock). The timeline calls mark() with slots 0, 1, 2, ... in order within a step (slot 0
-// first: the origin), always below the n of the last reserve().
+// first: the origin), always below the n of the last reserve(); it skips the slots it gives a
+// graph's launch (timeline_replay), which the graph's own nodes record.
 typedef struct {
     // Records mark number `slot` at the current point of `track` (host clock: now).
     void (*mark)(void* ctx, void* track, int slot);
@@ -74,6 +87,11 @@ typedef struct {
     void (*resolve)(void* ctx, int n, double* seconds);
     // Room for at least n marks; called between steps, never inside one.
     void (*reserve)(void* ctx, int n);
+    // Optional (device clocks, NULL on the host's): records captured mark `index` (0, 1, ... in
+    // each capture) at the current point of `track`, which is being captured into a graph.
+    // Returns 1 when taken, 0 when the track cannot be marked inside a graph (the host's), -1
+    // when index is beyond the room (as many captured marks as the last reserve() gave marks).
+    int (*capture_mark)(void* ctx, void* track, int index);
 } TimelineClock;
 
 // The host clock: CLOCK_MONOTONIC, `track` ignored. Its ctx comes from timeline_host_clock_create
@@ -160,6 +178,22 @@ int timeline_write_part(const Timeline* tl, const char* trace_path, char* err, s
 // trace JSON document, atomically) and removes the parts. Returns 0, or -1 with a one-line message
 // naming the file when a part is missing or malformed (trace_path then untouched, parts kept).
 int timeline_merge_parts(const char* trace_path, int world_size, char* err, size_t errlen);
+
+// The marks and spans taken while a graph is captured (CUDA GRAPHS above).
+typedef struct TimelineCapture TimelineCapture;
+// Starts a capture (inside a step; the clock must have capture_mark). A no-op when tl is NULL.
+void timeline_capture_begin(Timeline* tl);
+// Ends it: the template of its marks and spans (NULL when tl is NULL).
+TimelineCapture* timeline_capture_end(Timeline* tl);
+// Marks of the template (0 for NULL).
+int timeline_capture_marks(const TimelineCapture* cap);
+// At a launch of the captured graph: the step slot of the template's first mark (its mark k is
+// slot first + k), or -1 (tl or cap NULL, outside a step, or no room: the marks are dropped).
+int timeline_replay(Timeline* tl, const TimelineCapture* cap);
+// The step slot of a captured slot (what timeline_mark returned during the capture) at the
+// launch whose template starts at `first`; -1 when either is -1.
+int timeline_replayed_slot(int first, int captured_slot);
+void timeline_capture_free(TimelineCapture* cap);
 
 // The name of a kind, as the trace's cat: "compute", "comm-issue", "comm-flight", "wait".
 const char* timeline_kind_name(TimelineKind kind);

@@ -2,7 +2,7 @@
 # (comm/timeline.h): plain C, no MPI or CUDA. It writes its files with comm/atomic_file.c and
 # reports caller bugs through comm/fail.c, so a program that links TIMELINE_OBJS also links
 # $(BUILD)/comm/atomic_file.o (in LAUNCH_OBJS and CHECKPOINT_OBJS already) and FAIL_OBJS.
-TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_trace.o
+TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_capture.o $(BUILD)/comm/timeline_trace.o
 
 # Fractions on a scripted clock, reserve growth, parts of two ranks merged and checked by
 # tools/check_trace.py, missing and malformed parts, the host clock.

@@ -31,6 +31,18 @@ typedef struct {
     double a, b;
 } Interval;
 
+// Captured slots (timeline_mark inside a capture) are CAPTURED_SLOT_BASE + the template's index.
+#define CAPTURED_SLOT_BASE (1 << 28)
+
+// The template of a capture (timeline_capture.c): marks' tracks and spans naming mark indices.
+struct TimelineCapture {
+    int* track;
+    int nmarks, marks_cap;
+    Span* spans;
+    int nspans, spans_cap;
+    int dropped;   // marks beyond the clock's room
+};
+
 struct Timeline {
     const TimelineClock* clock;
     void* clock_ctx;
@@ -54,6 +66,7 @@ struct Timeline {
     // The trace.
     Event* events;
     long nevents, events_cap, max_events, dropped_events;
+    TimelineCapture* capture;   // open capture (timeline_capture_begin), NULL: none
     // Sums over the steps ended.
     int steps, last_step;
     double sum_step_s, sum_busy_s, sum_wait_s, sum_exposed_s;
@@ -62,3 +75,9 @@ struct Timeline {
 
 // realloc that ends the job on failure, naming what grew (as xmalloc does).
 void* timeline_grow(void* p, size_t count, size_t size, const char* what);
+// Appends s to an array of spans grown by doubling.
+void timeline_push_span(Span** spans, int* n, int* cap, Span s);
+// Inside a capture (timeline_capture.c): a captured mark on track (a captured slot, or -1), and
+// a span naming captured slots added to the template.
+int timeline_capture_mark(Timeline* tl, int track);
+void timeline_capture_span(Timeline* tl, Span s);

@@ -50,12 +50,17 @@ int gpt_backend_counters(BackendCounters* out);
 // arguments and buffers of the capture. What runs in between must be device work only (no host
 // synchronisation, allocation or communication). gpt_backend_graphs: 1 when the backend has them
 // (CUDA); the CPU backend has none and fails if asked.
+// Timeline marks taken while capturing (timeline_capture_begin .. timeline_capture_end, with the
+// backend's clock) are event record nodes of the graph; first_mark is the step slot of the first
+// of them at this launch (timeline_replay), so that the launch records its own marks, or -1 (no
+// timeline, or no room in the step: they record into events nothing reads).
 typedef struct GptGraph GptGraph;
 int gpt_backend_graphs(void);
 void gpt_graph_begin(void);
 GptGraph* gpt_graph_end(const char* what);   // what: for messages, e.g. "micro-batch 1's step"
-void gpt_graph_launch(const GptGraph* g);
-size_t gpt_graph_nodes(const GptGraph* g);  // kernels, GEMMs, copies and memsets
+void gpt_graph_launch(GptGraph* g, int first_mark);
+size_t gpt_graph_nodes(const GptGraph* g);  // kernels, GEMMs, copies, memsets, timeline marks
+int gpt_graph_marks(const GptGraph* g);     // the timeline's marks among them
 void gpt_graph_free(GptGraph* g);
 // Picks this process's GPU before any other backend call: device local_rank of the node's
 // (local_size ranks). With share = 1 (a transport that lets ranks share a GPU, mpi-staged) ranks

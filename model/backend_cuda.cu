@@ -17,6 +17,7 @@
 
 #include "model/backend.h"
 #include "model/backend_kernels_cuda.cuh"
+#include "model/timeline_clock_cuda.cuh"
 #include "train/gpu_peaks.h"
 #include "model/layers.h"
 #include "model/optim_cuda.cuh"
@@ -87,8 +88,13 @@ int gpt_backend_counters(BackendCounters* out) {
 }
 
 struct GptGraph {
+    cudaGraph_t graph;            // kept: its node handles name the timeline's nodes in exec
     cudaGraphExec_t exec;
     size_t nodes;
+    int marks;                    // event record nodes of the timeline's captured marks
+    cudaGraphNode_t* mark_nodes;  // (marks)
+    int* mark_index;              // (marks) the captured mark each records
+    int bound;                    // 1: the nodes record into step slots (cuda_clock_bind)
 };
 
 int gpt_backend_graphs(void) { return 1; }
@@ -106,19 +112,48 @@ GptGraph* gpt_graph_end(const char* what) {
              "capturing %s as a CUDA graph failed: %s (%s)", what, cudaGetErrorName(err),
              cudaGetErrorString(err));
     GptGraph* graph = (GptGraph*)xcalloc(1, sizeof *graph, "CUDA graph");
+    graph->graph = g;
     CUDA_CHECK(cudaGraphGetNodes(g, NULL, &graph->nodes));
+    // The timeline's marks (comm/timeline.h, "CUDA GRAPHS"): the event record nodes it captured.
+    cudaGraphNode_t* nodes = (cudaGraphNode_t*)xcalloc(graph->nodes + 1, sizeof *nodes, "graph nodes");
+    size_t n = graph->nodes;
+    CUDA_CHECK(cudaGraphGetNodes(g, nodes, &n));
+    graph->mark_nodes = (cudaGraphNode_t*)xcalloc(n + 1, sizeof *graph->mark_nodes, "graph marks");
+    graph->mark_index = (int*)xcalloc(n + 1, sizeof *graph->mark_index, "graph marks");
+    for (size_t i = 0; i < n; i++) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+        if (type != cudaGraphNodeTypeEventRecord) continue;
+        cudaEvent_t event;
+        CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(nodes[i], &event));
+        const int k = cuda_clock_captured_index(event);
+        if (k < 0) continue;
+        graph->mark_nodes[graph->marks] = nodes[i];
+        graph->mark_index[graph->marks++] = k;
+    }
+    free(nodes);
     CUDA_CHECK(cudaGraphInstantiate(&graph->exec, g, 0));
-    CUDA_CHECK(cudaGraphDestroy(g));
     return graph;
 }
 
-void gpt_graph_launch(const GptGraph* g) { CUDA_CHECK(cudaGraphLaunch(g->exec, cuda_backend_stream())); }
+void gpt_graph_launch(GptGraph* g, int first_mark) {
+    if (g->marks > 0 && (first_mark >= 0 || g->bound)) {
+        cuda_clock_bind(g->exec, g->mark_nodes, g->mark_index, g->marks, first_mark);
+        g->bound = first_mark >= 0;
+    }
+    CUDA_CHECK(cudaGraphLaunch(g->exec, cuda_backend_stream()));
+}
+
+int gpt_graph_marks(const GptGraph* g) { return g->marks; }
 
 size_t gpt_graph_nodes(const GptGraph* g) { return g->nodes; }
 
 void gpt_graph_free(GptGraph* g) {
     if (!g) return;
     CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+    CUDA_CHECK(cudaGraphDestroy(g->graph));
+    free(g->mark_nodes);
+    free(g->mark_index);
     free(g);
 }
 

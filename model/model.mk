@@ -3,7 +3,7 @@ MODEL_SRCS = model/config.c model/layers.c model/token_order.c model/documents.c
 	model/blas_kernels.c model/backend_cpu.c
 # The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
 # trace atomically; both named directly (this fragment is read before comm/timeline.mk).
-MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_trace.o \
+MODEL_TIMELINE_OBJS = $(BUILD)/comm/timeline.o $(BUILD)/comm/timeline_capture.o $(BUILD)/comm/timeline_trace.o \
 	$(BUILD)/comm/atomic_file.o
 # The memory budget sizes the distributed schedules' scratch by their formulas
 # (attention/dist_scratch.c: element sizes are inputs, so one object serves every precision).

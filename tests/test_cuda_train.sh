@@ -46,12 +46,19 @@
 #                                         captures again): the same bits as the straight run
 #   tests/test_cuda_train.sh resume-graphs-2x2  the same on a 2x2 mesh (2d-overlap, nccl): the
 #                                         graphs hold the attention's NCCL operations
+#   tests/test_cuda_train.sh graphs-timeline  --cuda-graph 1 with --timeline 1 and --trace against
+#                                         the same run without graphs, on one process and on a 2x2
+#                                         mesh (2d-overlap, nccl): identical losses and norms; from
+#                                         step 2 on, per rank and step, the same compute spans (per
+#                                         layer and phase), flights, waits and bytes as without
+#                                         graphs, host issue spans only outside the graphs, and
+#                                         phase times and fractions in every step record
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -219,6 +226,64 @@ EOF
   echo "files kept in $W"; exit 1
 }
 
+# graphs_timeline PROG: the timeline inside graphs (event record nodes pointed at each step's
+# events), against the same timeline without graphs.
+graphs_timeline() {
+  local failures=0 prog=$1 name run total ranks ok
+  local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --steps 4 --lr 1e-2 --warmup 0 --eval-every 0 --sample-length 0 --no-save
+              --train-data "$W/data/t_train_*.bin" --val-data "" --tokenizer "" --timeline 1)
+  printf '#!/usr/bin/env bash\nexec %q "$@"\n' "$prog" > "$W/one.sh" && chmod +x "$W/one.sh" || exit 1
+  launcher mesh2x2 4 --pq 2 --pkv 2 --attention 2d-overlap --comm nccl
+  for name in one:64:1 mesh2x2:64:4; do
+    IFS=: read -r run total ranks <<< "$name"
+    ok=1
+    for g in 0 1; do
+      if ! timeout 600 "$W/$run.sh" "${args[@]}" --total-batch-tokens "$total" --cuda-graph $g \
+           --trace "$W/$run$g.json" --out-dir "$W/$run$g" > "$W/$run$g.out" 2>&1; then
+        echo "  FAIL  $run --cuda-graph $g exited non-zero:"; tail -3 "$W/$run$g.out" | sed 's/^/        /'; ok=0
+      fi
+    done
+    [ $ok = 1 ] && { "$COMPARE" "$W/${run}0/log.jsonl" "$W/${run}1/log.jsonl" --loss-tol 0 --norm-tol 0 \
+      --min-entries 4 | sed 's/^/        /'; [ "${PIPESTATUS[0]}" = 0 ]; } || ok=0
+    [ $ok = 1 ] && grep -q "timeline marks" "$W/${run}1.out" && "$PY" - "$W/$run" "$ranks" <<'EOF' || ok=0
+import collections, json, sys
+base, ranks = sys.argv[1], int(sys.argv[2])
+steps = [r for r in map(json.loads, open(base + "1/log.jsonl", encoding="utf-8")) if r["type"] == "step"]
+for r in steps[1:]:
+    assert r["graph_launches"] == 2, "step %(step)d: %(graph_launches)d graph launches" % r
+    for k in ("forward_ms", "backward_ms", "optimizer_ms", "compute_frac"):
+        assert r.get(k, 0) > 0, "step %d: %s %s" % (r["step"], k, r.get(k))
+def spans(path):
+    c, b = collections.Counter(), collections.Counter()
+    for e in json.load(open(path, encoding="utf-8"))["traceEvents"]:
+        if e.get("ph") != "X": continue
+        a = e["args"]
+        c[(e["pid"], a["step"], e["cat"], a.get("layer"), a.get("phase"), a.get("comm"), a.get("group"))] += 1
+        if e["cat"] == "comm-flight": b[(e["pid"], a["step"])] += a.get("bytes", 0)
+    return c, b
+(c0, b0), (c1, b1) = spans(base + "0.json"), spans(base + "1.json")
+issue = lambda c, r, s: sum(v for k, v in c.items() if k[:3] == (r, s, "comm-issue"))
+for rank in range(ranks):
+    for s in range(2, len(steps) + 1):
+        for kind in ("compute", "comm-flight", "wait"):
+            want = {k: v for k, v in c0.items() if k[:3] == (rank, s, kind)}
+            got = {k: v for k, v in c1.items() if k[:3] == (rank, s, kind)}
+            assert want == got, "rank %d step %d %s spans: %s without graphs, %s with" % (rank, s, kind, want, got)
+        assert b0[(rank, s)] == b1[(rank, s)], "rank %d step %d: %d bytes without graphs, %d with" % (rank, s, b0[(rank, s)], b1[(rank, s)])
+        assert issue(c1, rank, s) < issue(c0, rank, s) or issue(c0, rank, s) == 0, \
+            "rank %d step %d: %d issue spans with graphs, %d without" % (rank, s, issue(c1, rank, s), issue(c0, rank, s))
+n = sum(v for k, v in c1.items() if k[:2] == (0, 2))
+print("        step 2, rank 0: %d spans with graphs (host issue spans: %d without graphs, %d with); the same compute spans, flights, waits and %d bytes"
+      % (n, issue(c0, 0, 2), issue(c1, 0, 2), b1[(0, 2)]))
+EOF
+    if [ $ok = 1 ]; then echo "  ok    $run: identical losses and norms; the graphs' spans and bytes those of the run without graphs; phase times and fractions"
+    else echo "  FAIL  $run (files in $W)"; failures=$((failures + 1)); fi
+  done
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
 # ulysses_launches: launches per layer of Ulysses on P = 2 and 4, from the step records.
 ulysses_launches() {
   local args=(--preset tiny --layers 2 --channels 64 --heads 4 --context 64 --vocab 512 --batch 2
@@ -240,6 +305,7 @@ case "$part" in
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;
   graphs-sp-bf16) graphs_sp "$CUDA_BF16" ;;
+  graphs-timeline) graphs_timeline "$CUDA_BF16" ;;
   sync-free-bf16) sync_free "$CUDA_BF16" cuda-bf16 2e-2 1e-1 ;;
   sync-free-fp32) sync_free "$CUDA_FP32" cuda-fp32 1e-4 1e-4 ;;
   fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
@@ -262,5 +328,5 @@ case "$part" in
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac

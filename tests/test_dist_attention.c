@@ -461,7 +461,7 @@ static int run_graph(Comm* comm, AttentionLayer* layer, const Args* a, const rea
         dist_to_backend(lse[l], poison, bytes[1] <= bytes[2] ? bytes[1] : bytes[2]);
         dist_to_backend(dqkv[l], poison, bytes[2]);
     }
-    gpt_graph_launch(graph);
+    gpt_graph_launch(graph, -1);
     comm_replayed(comm, capture);
     void* host = xmalloc(bytes[2] > bytes[1] ? bytes[2] : bytes[1], "graph results");
     for (int l = 0; l < NUM_LAYERS; l++) {

@@ -5,9 +5,12 @@
 // marks outside a step as no-ops, marks beyond the reserved room dropped and the room grown
 // between steps only, the trace's event cap, two ranks' parts merged into one Chrome trace (left
 // in OUT/trace.json with the expected bytes in OUT/bytes.json for tools/check_trace.py), missing,
-// malformed, truncated and foreign parts refused with the file named, and the host clock.
+// malformed, truncated and foreign parts refused with the file named, the host clock, and the
+// marks and spans of a captured CUDA graph replayed at each launch (host marks left out, a step
+// without room for a launch dropping its marks, the room grown for the next).
 // Usage: test_timeline [--out DIR] (default build/tmp/timeline; created if missing)
-//        test_timeline --die nested-step|stale-slot|bad-track|bad-kind: a caller bug, which must end
+//        test_timeline --die nested-step|stale-slot|bad-track|bad-kind|mixed-capture|capture-host-clock:
+//        a caller bug, which must end
 //        the process with a one-line error (tests/suites/timeline.list).
 #include "comm/timeline.h"
 
@@ -69,7 +72,16 @@ static void fake_reserve(void* ctx, int n) {
     fc->cap = n;
 }
 
-static const TimelineClock fake_clock = {fake_mark, fake_resolve, fake_reserve};
+// Marks inside a graph: any track but the host's (fake_host_tag), up to the room reserved.
+static char fake_host_tag;
+
+static int fake_capture_mark(void* ctx, void* track, int index) {
+    FakeClock* fc = ctx;
+    if (track == &fake_host_tag) return 0;
+    return index < fc->cap ? 1 : -1;
+}
+
+static const TimelineClock fake_clock = {fake_mark, fake_resolve, fake_reserve, fake_capture_mark};
 
 // Points the clock at the script of the next step.
 static void fake_script(FakeClock* fc, const double* script, int n) {
@@ -315,6 +327,91 @@ static void test_reserve_growth(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A captured graph: the marks taken while it is captured make a template; each launch replays it
+// into the step's slots, which the test then sets as the graph's event record nodes would.
+
+// One launch of a 4-mark template at times c0 (compute begins), f0 (a transfer starts), f1 (it
+// ends on the row's stream), c1 (compute ends); returns the first slot.
+static int launch_at(Timeline* tl, FakeClock* fc, const TimelineCapture* cap, double c0, double f0,
+                     double f1, double c1) {
+    const int first = timeline_replay(tl, cap);
+    if (first >= 0) {
+        fc->t[first] = c0, fc->t[first + 1] = f0, fc->t[first + 2] = f1, fc->t[first + 3] = c1;
+    }
+    return first;
+}
+
+static void test_capture(void) {
+    printf("a captured graph's marks and spans, replayed at each launch\n");
+    FakeClock fc = {0};
+    Timeline* tl = timeline_create(&fake_clock, &fc, 0, 1);
+    const int compute = timeline_track(tl, "compute", NULL);
+    const int row = timeline_track(tl, "comm row", NULL);
+    const int host = timeline_track(tl, "host", &fake_host_tag);
+    static const double script[] = {0, 0.5, 10};   // origin, one eager mark, the step's end
+    fake_script(&fc, script, 3);
+    timeline_step_begin(tl, 0);
+    const int eager = timeline_mark(tl, compute);
+    timeline_capture_begin(tl);
+    const int c0 = timeline_mark(tl, compute);
+    const int issue = timeline_mark(tl, host);   // no host code runs at a launch
+    const int f0 = timeline_mark(tl, compute);
+    const int f1 = timeline_mark(tl, row);
+    const int c1 = timeline_mark(tl, compute);
+    const TimelineLabel layer = {NULL, NULL, NULL, 0, 0, "forward"};
+    const TimelineLabel ag = {NULL, "all-gather", "row", 64, 0, "forward"};
+    timeline_span(tl, TL_COMPUTE, compute, c0, c1, &layer);
+    timeline_span(tl, TL_COMM_ISSUE, host, f0, issue, &ag);   // -1: left out
+    timeline_span(tl, TL_COMM_FLIGHT, row, f0, f1, &ag);
+    TimelineCapture* cap = timeline_capture_end(tl);
+    EXPECT(issue == -1 && c0 >= 0 && f1 >= 0 && timeline_capture_marks(cap) == 4,
+           "4 captured marks, the host's left out (%d)", issue);
+    EXPECT(fc.next == 2, "the capture took none of the step's marks (%d taken)", fc.next);
+    // Launch 1: compute [1,4], flight [2,5]; launch 2: compute [5,9], flight [6,7].
+    const int first1 = launch_at(tl, &fc, cap, 1, 2, 5, 4);
+    const int first2 = launch_at(tl, &fc, cap, 5, 6, 7, 9);
+    EXPECT(first1 == eager + 1 && first2 == first1 + 4, "launches at slots %d and %d", first1, first2);
+    EXPECT(timeline_replayed_slot(first2, c1) == first2 + 3 && timeline_replayed_slot(-1, c1) == -1 &&
+           timeline_replayed_slot(first2, -1) == -1, "captured slots map to the launch's slots");
+    const TimelineStep st = timeline_step_end(tl);
+    //   busy = [1,4] + [5,9] = 7; flight minus busy = [4,5] = 1; S = 10; bytes 2 x 64
+    EXPECT(near(st.step_s, 10) && near(st.compute_frac, 0.7) && near(st.exposed_comm_frac, 0.1) &&
+           st.comm_bytes == 128 && st.dropped_marks == 0,
+           "two launches: step %g, compute_frac %g (0.7), exposed %g (0.1), bytes %lld (128), "
+           "dropped %d", st.step_s, st.compute_frac, st.exposed_comm_frac, st.comm_bytes,
+           st.dropped_marks);
+    EXPECT(near(timeline_mark_seconds(tl, timeline_replayed_slot(first2, c1)), 9),
+           "the second launch's last mark resolves to 9 s");
+
+    // A template of 200 marks: two launches overflow the room of a first step; the timeline then
+    // grows, and the next step holds both.
+    timeline_step_begin(tl, 1);
+    timeline_capture_begin(tl);
+    int prev = timeline_mark(tl, compute);
+    for (int i = 1; i < 200; i++) {
+        const int m = timeline_mark(tl, compute);
+        timeline_span(tl, TL_COMPUTE, compute, prev, m, &layer);
+        prev = m;
+    }
+    TimelineCapture* big = timeline_capture_end(tl);
+    const int room = fc.cap;
+    const int a = timeline_replay(tl, big), b = timeline_replay(tl, big);
+    const TimelineStep s1 = timeline_step_end(tl);
+    EXPECT(room < 403 && a == 1 && b == -1 && s1.dropped_marks == 200,
+           "room %d: the first launch fits, the second's 200 marks dropped (%d)", room,
+           s1.dropped_marks);
+    timeline_step_begin(tl, 2);
+    const int a2 = timeline_replay(tl, big), b2 = timeline_replay(tl, big);
+    const TimelineStep s2 = timeline_step_end(tl);
+    EXPECT(a2 == 1 && b2 == 201 && s2.dropped_marks == 0 && fc.reserves_in_step == 0,
+           "the next step holds both launches (%d, %d), grown between steps", a2, b2);
+    timeline_capture_free(cap);
+    timeline_capture_free(big);
+    timeline_destroy(tl);
+    free(fc.t);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Parts and the merge.
 
 static char* read_text(const char* path) {
@@ -545,6 +642,15 @@ static void die(const char* what) {
         timeline_mark(tl, 9);
     } else if (strcmp(what, "bad-kind") == 0) {
         timeline_span(tl, TL_NKINDS, k.row, 0, m, NULL);
+    } else if (strcmp(what, "mixed-capture") == 0) {
+        timeline_capture_begin(tl);
+        timeline_span(tl, TL_COMM_FLIGHT, k.row, m, timeline_mark(tl, k.row), NULL);
+    } else if (strcmp(what, "capture-host-clock") == 0) {
+        TimelineHostClock* hc = timeline_host_clock_create();
+        Timeline* host = timeline_create(&timeline_host_clock, hc, 0, 1);
+        timeline_track(host, "compute", NULL);
+        timeline_step_begin(host, 0);
+        timeline_capture_begin(host);
     } else {
         setup_fail("--die %s: unknown case", what);
     }
@@ -569,6 +675,7 @@ int main(int argc, char** argv) {
     test_event_cap(out);
     test_bad_parts(out);
     test_host_clock();
+    test_capture();
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

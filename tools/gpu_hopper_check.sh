@@ -18,7 +18,8 @@
 #                    into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
 #                    Hopper kernels' next forms (sm90-next) where tests ran and passed them,
-#                    gpt3-125m at T = 1024 with and without --cuda-graph 1, and
+#                    gpt3-125m at T = 1024 with and without --cuda-graph 1 (and with it and
+#                    --timeline 1), and
 #                    gpt3-2.7b at T = 8192 with --attention-window 1024 in every second layer; kit:
 #                    gpu_check.sh --bench, the trainer beside PyTorch eager and torch.compile,
 #                    its report copied to --out as kit_bench_report.md and .jsonl)
@@ -223,15 +224,17 @@ if wants train; then
       say "    $preset B=$b T=$t kernels $k: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
     done
   done
-  # CUDA graphs (--cuda-graph 1) beside the same run without, both without the timeline (which
-  # graphs need), the default kernels: where the host's launch rate sets the pace, gpt3-125m at
-  # T = 1024, graphs should show.
-  for g in 0 1; do
-    name=train-gpt3-125m-1024-graph$g
+  # CUDA graphs (--cuda-graph 1) beside the same run without, both without the timeline, the
+  # default kernels: where the host's launch rate sets the pace, gpt3-125m at T = 1024, graphs
+  # should show. Then graphs with the timeline inside them (event record nodes pointed at each
+  # step's events before every launch): what timing the graphs costs.
+  for gt in 0:0 1:0 1:1; do
+    IFS=: read -r g tl <<< "$gt"
+    name=train-gpt3-125m-1024-graph$g-timeline$tl
     step "$name" 120 "$X/train_gpt_cuda" --preset gpt3-125m --context 1024 --batch 8 --seq-len 1024 --steps 20 \
-      --timeline 0 --cuda-graph $g "${fort[@]}" --out-dir "$LOGS/$name"
+      --timeline "$tl" --cuda-graph $g "${fort[@]}" --out-dir "$LOGS/$name"
     s=$(grep '"type":"summary"' "$LOGS/$name/log.jsonl" 2> /dev/null | tail -n 1)
-    say "    gpt3-125m B=8 T=1024 --timeline 0 --cuda-graph $g: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
+    say "    gpt3-125m B=8 T=1024 --timeline $tl --cuda-graph $g: $(printf '%s' "$s" | grep -oE '"(tokens_per_s|ms_per_step|forward_ms|backward_ms|mfu)":[-0-9.e+]*' | tr '\n' ' ')"
   done
   # Banded layers, as GPT-3's: a window of 1024 in every second layer, beside the dense run above
   # (MFU on the pairs the mask leaves).

@@ -189,16 +189,13 @@ static void check_cuda_graph(Trainer* t) {
     if (!gpt_backend_graphs())
         config_error(t, "--cuda-graph 1: the %s trainer has no CUDA graphs; expected 0 (the CUDA "
                      "trainers capture them)", gpt_backend_name());
-    // The timeline is on by default: off without a word only when the user did not ask for it.
+    // The timeline is on by default, but inside a graph each mark is a node more: off unless asked.
     if (o->timeline && !(o->given & OPT_GIVEN_TIMELINE) && !o->trace[0]) {
         t->opt.timeline = 0;
         if (t->rank == 0)
-            printf("--cuda-graph 1: the timeline is off (its events cannot time the work inside a "
-                   "graph)\n");
+            printf("--cuda-graph 1: the timeline is off (--timeline 1 or --trace times the work "
+                   "inside the graphs through event record nodes)\n");
     }
-    if (o->timeline || o->trace[0])
-        config_error(t, "--cuda-graph 1: expected --timeline 0 and no --trace with it (the "
-                     "timeline's events cannot time the work inside a graph)");
     if (t->mesh.P > 1 && strcmp(o->comm, "nccl") != 0 && strcmp(o->comm, "auto") != 0)
         config_error(t, "--cuda-graph 1 on a sequence-parallel mesh (--pq %d --pkv %d): expected "
                      "--comm nccl, found '%s' (the attention's communication runs inside the "
@@ -516,6 +513,7 @@ void shut_down(Trainer* t) {
     for (int v = 0; v < 4; v++) {
         gpt_graph_free(t->graphs[v]);
         comm_capture_free(t->graph_comm[v]);
+        timeline_capture_free(t->graph_marks[v]);
     }
     free(t->host_params); free(t->host_m); free(t->host_v);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);

@@ -214,30 +214,38 @@ static void arm_buckets(Trainer* t) {
 // steps fixed under document masks). On a sequence-parallel mesh that includes the attention's
 // NCCL operations, and in the bucketed micro-batch the gradient buckets' all-reduces and their
 // waits (so the reduction overlaps the backward inside the graph); every rank captures and
-// launches the same graphs in the same order, as NCCL requires.
-static void graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
+// launches the same graphs in the same order, as NCCL requires. With a timeline, its marks and
+// spans are captured too (event record nodes) and each launch replays them into the step's
+// slots; returns the slot of the micro-batch's end of forward (-1: none).
+static int graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
     GPT* m = &t->model;
     gpt_load_batch(m, t->inputs, t->targets);
     const int v = m->grads_write + 2 * bucketed;
     if (!t->graphs[v]) {
         comm_capture_begin(t->comm);
         gpt_graph_begin();
+        timeline_capture_begin(t->timeline);
         gpt_forward_loaded(m);
+        t->graph_forward_end[v] = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
         if (bucketed) arm_buckets(t);
         gpt_backward(m, dloss);
         m->grads_ready = NULL;
         if (bucketed) grad_buckets_finish(t->buckets);   // the reductions join the graph
+        t->graph_marks[v] = timeline_capture_end(t->timeline);
         t->graphs[v] = gpt_graph_end(m->grads_write ? "the first micro-batch's forward and backward"
                                                     : "a later micro-batch's forward and backward");
         t->graph_comm[v] = comm_capture_end(t->comm);
         if (t->rank == 0)
             printf("cuda graph: captured the forward and backward of a micro-batch that %s the "
-                   "gradients%s: %zu nodes, %d communication operations\n",
+                   "gradients%s: %zu nodes (%d timeline marks), %d communication operations\n",
                    m->grads_write ? "writes" : "adds to", bucketed ? " and reduces them" : "",
-                   gpt_graph_nodes(t->graphs[v]), comm_capture_ops(t->graph_comm[v]));
+                   gpt_graph_nodes(t->graphs[v]), gpt_graph_marks(t->graphs[v]),
+                   comm_capture_ops(t->graph_comm[v]));
     }
-    gpt_graph_launch(t->graphs[v]);
+    const int first = timeline_replay(t->timeline, t->graph_marks[v]);
+    gpt_graph_launch(t->graphs[v], first);
     comm_replayed(t->comm, t->graph_comm[v]);
+    return timeline_replayed_slot(first, t->graph_forward_end[v]);
 }
 
 // One optimizer step, issued without the host waiting for the device: accumulation over
@@ -261,9 +269,10 @@ void train_step(Trainer* t, StepLimits limits) {
         // The last micro-batch's backward completes the gradients: reduce them as it goes.
         const int bucketed = t->buckets && a == t->accum - 1;
         if (graphed) {
-            graphed_micro_batch(t, dloss, bucketed);
+            const int forward_end = graphed_micro_batch(t, dloss, bucketed);
             if (t->doc_boundary >= 0) count_document_pairs(t);
-            phase_mark(t, 2 * a + 1);
+            if (t->timeline) t->phase_slot[2 * a + 1] = forward_end;
+            else phase_mark(t, 2 * a + 1);
             phase_mark(t, 2 * a + 2);
             continue;
         }

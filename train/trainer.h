@@ -54,6 +54,8 @@ typedef struct {
                                // to the gradients [0] or writing them [1], and reducing them in
                                // buckets too [2], [3]; captured at first use
     CommCapture* graph_comm[4];  // the communication each graph holds
+    TimelineCapture* graph_marks[4];   // the timeline's marks and spans each graph holds
+    int graph_forward_end[4];  // the captured slot of each graph's end of forward (phase times)
     int steps_issued;          // steps this process has issued (graphs are captured after one)
     CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
     Timeline* timeline;        // per-step spans (NULL: --timeline 0)

@@ -102,6 +102,8 @@ typedef struct CUevent_st* cudaEvent_t;
 #define cudaEventDefault 0x0
 #define cudaEventBlockingSync 0x1
 #define cudaEventDisableTiming 0x2
+#define cudaEventRecordDefault 0x0
+#define cudaEventRecordExternal 0x1
 #define cudaHostAllocDefault 0x0
 
 // Limits checked at launch, as on sm_80/sm_90.
@@ -184,6 +186,10 @@ cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+// cudaEventRecordExternal: inside a stream capture the record becomes an event record node of the
+// graph (each launch records the event the executable graph holds for it, timing included);
+// outside one, the same as cudaEventRecord.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream = 0, unsigned int flags = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
@@ -215,9 +221,30 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
-// The graph's nodes: kernels, GEMMs, copies and memsets (event records and waits are its edges).
-// nodes must be NULL: the host runtime has no node handles.
+// The graph's nodes: kernels, GEMMs, copies, memsets, NCCL operations and external event records
+// (other event records and waits are its edges), in capture order. nodes NULL: the count; else up
+// to *num_nodes handles (the same handles on every call), the rest NULL, *num_nodes the number
+// returned.
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* num_nodes);
+typedef enum cudaGraphNodeType {
+    cudaGraphNodeTypeKernel = 0x00,
+    cudaGraphNodeTypeMemcpy = 0x01,
+    cudaGraphNodeTypeMemset = 0x02,
+    cudaGraphNodeTypeHost = 0x03,
+    cudaGraphNodeTypeGraph = 0x04,
+    cudaGraphNodeTypeEmpty = 0x05,
+    cudaGraphNodeTypeWaitEvent = 0x06,
+    cudaGraphNodeTypeEventRecord = 0x07
+} cudaGraphNodeType;
+// cudaGraphNodeTypeEventRecord for an external event record; cudaGraphNodeTypeKernel for every
+// other node (the host runtime does not tell kernels from copies, memsets and NCCL operations).
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type);
+// The event an event record node records (as captured); cudaErrorInvalidValue for other nodes.
+cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event);
+// The event that node (of the graph exec was instantiated from) records in the launches of exec
+// issued from now on; launches already issued keep theirs.
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaEvent_t event);
 
 // Kernel attributes, keyed by the kernel's address.
 cudaError_t cuda_host_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);

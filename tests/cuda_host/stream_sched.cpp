@@ -617,6 +617,20 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return cudaSuccess;
 }
 
+static cudaError_t capture_event_node(CUstream_st* s, cudaEvent_t event);
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+    if (flags & ~(unsigned)cudaEventRecordExternal)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaEventRecordWithFlags: unknown flags 0x%x", flags);
+    if (!(flags & cudaEventRecordExternal)) return cudaEventRecord(event, stream);
+    if (!event_valid(event) || !cuda_host_stream_valid(stream))
+        return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventRecordWithFlags: invalid "
+                              "event or stream");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    if (resolve(stream)->capture) return capture_event_node(resolve(stream), event);
+    return cudaEventRecord(event, stream);
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event_valid(event)) return cuda_host_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: invalid event");
     std::lock_guard<std::recursive_mutex> guard(S().lock);
@@ -662,10 +676,12 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // cudaGraphLaunch issues the recorded entries again in the same order on the same streams (the
 // origin mapped to the launch's stream), each wait depending on the replayed record of its slot:
 // the graph's dependencies, plus the order of each stream's own work outside it, which CUDA does
-// not impose but which only removes schedules, never adds one.
+// not impose but which only removes schedules, never adds one. A record with
+// cudaEventRecordExternal is a node instead (ENTRY_EVENT_NODE): each launch records the event the
+// executable graph holds for that node (cudaGraphExecEventRecordNodeSetEvent changes it).
 
-enum { GRAPH_MAGIC = 0x47524150, EXEC_MAGIC = 0x47455845 };
-enum EntryKind { ENTRY_OP, ENTRY_RECORD, ENTRY_WAIT };
+enum { GRAPH_MAGIC = 0x47524150, EXEC_MAGIC = 0x47455845, NODE_MAGIC = 0x4e4f4445 };
+enum EntryKind { ENTRY_OP, ENTRY_RECORD, ENTRY_WAIT, ENTRY_EVENT_NODE };
 
 struct GraphEntry {
     EntryKind kind;
@@ -673,12 +689,23 @@ struct GraphEntry {
     std::shared_ptr<CudaHostOp> op;  // ENTRY_OP: as issued, never run
     int launch;                      // ENTRY_OP: a kernel or GEMM
     int slot;                        // ENTRY_RECORD, ENTRY_WAIT
+    cudaEvent_t event;               // ENTRY_EVENT_NODE: the event it records, as captured
 };
+
+// A node handle (cudaGraphGetNodes): entry `entry` of its graph; valid while the graph lives.
+struct CUgraphNode_st {
+    unsigned magic;
+    struct GraphData* graph;
+    int entry;
+};
+
+static int entry_is_node(const GraphEntry& e) { return e.kind == ENTRY_OP || e.kind == ENTRY_EVENT_NODE; }
 
 struct GraphData {
     CUstream_st* origin;
     std::vector<GraphEntry> entries;
     int slots = 0;
+    std::vector<std::unique_ptr<CUgraphNode_st>> nodes;   // made by the first cudaGraphGetNodes
 };
 
 struct Capture {
@@ -698,6 +725,7 @@ struct CUgraphExec_st {
     unsigned magic;
     std::shared_ptr<GraphData> graph;
     CudaHostTicket last;  // the end of its latest launch: launches of one exec run one at a time
+    std::vector<cudaEvent_t> events;   // per entry: what an ENTRY_EVENT_NODE records at launch
 };
 
 static int open_captures;
@@ -734,7 +762,7 @@ static CudaHostTicket capture_op(CUstream_st* s, CudaHostOp* op) {
                  "can be)", what);
     }
     delete copy;
-    s->capture->graph->entries.push_back({ENTRY_OP, s, std::shared_ptr<CudaHostOp>(op), 0, 0});
+    s->capture->graph->entries.push_back({ENTRY_OP, s, std::shared_ptr<CudaHostOp>(op), 0, 0, NULL});
     last_capture = s->capture;
     return {NULL, 0};
 }
@@ -760,10 +788,16 @@ cudaError_t cuda_host_capture_refuse(cudaStream_t stream, const char* why) {
 static cudaError_t capture_record(CUstream_st* s, cudaEvent_t event) {
     Capture* c = s->capture;
     const int slot = c->graph->slots++;
-    c->graph->entries.push_back({ENTRY_RECORD, s, NULL, 0, slot});
+    c->graph->entries.push_back({ENTRY_RECORD, s, NULL, 0, slot, NULL});
     if (!event->capture) c->events.push_back(event);
     event->capture = c;
     event->capture_slot = slot;
+    return cudaSuccess;
+}
+
+// An external record: a node of the graph, not an edge; other captured work cannot wait for it.
+static cudaError_t capture_event_node(CUstream_st* s, cudaEvent_t event) {
+    s->capture->graph->entries.push_back({ENTRY_EVENT_NODE, s, NULL, 0, 0, event});
     return cudaSuccess;
 }
 
@@ -786,7 +820,7 @@ static cudaError_t capture_wait(CUstream_st* s, cudaEvent_t event) {
         s->capture = c;
         c->streams.push_back(s);
     }
-    c->graph->entries.push_back({ENTRY_WAIT, s, NULL, 0, event->capture_slot});
+    c->graph->entries.push_back({ENTRY_WAIT, s, NULL, 0, event->capture_slot, NULL});
     return cudaSuccess;
 }
 
@@ -833,7 +867,7 @@ static int capture_joined(const Capture* c) {
         }
         prev[i] = t->entry;
         t->entry = i;
-        if (e[i].kind == ENTRY_OP) t->op = i;
+        if (entry_is_node(e[i])) t->op = i;
         if (e[i].kind == ENTRY_RECORD) record_of[e[i].slot] = i;
     }
     std::vector<int> todo;
@@ -903,7 +937,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
     if (flags != 0)
         return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphInstantiate: the host runtime "
                               "supports flags 0 only (0x%llx)", flags);
-    *exec = new CUgraphExec_st{EXEC_MAGIC, graph->graph, {NULL, 0}};
+    *exec = new CUgraphExec_st{EXEC_MAGIC, graph->graph, {NULL, 0}, {}};
+    for (const GraphEntry& e : graph->graph->entries) (*exec)->events.push_back(e.event);
     return cudaSuccess;
 }
 
@@ -923,10 +958,22 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     WaitOp* start = new WaitOp("the start of cudaGraphLaunch (after the exec's previous launch)");
     if (!cuda_host_ticket_done(exec->last)) start->deps.push_back(exec->last);
     CudaHostTicket end = push(L, start);
-    for (const GraphEntry& e : g.entries) {
+    for (size_t i = 0; i < g.entries.size(); i++) {
+        const GraphEntry& e = g.entries[i];
         CUstream_st* s = e.stream == g.origin ? L : e.stream;
         CudaHostOp* op;
-        if (e.kind == ENTRY_OP) {
+        if (e.kind == ENTRY_EVENT_NODE) {
+            cudaEvent_t ev = exec->events[i];
+            if (!event_valid(ev))
+                fail_msg("host runtime: cudaGraphLaunch: an event record node's event %p was "
+                         "destroyed (set a live one with cudaGraphExecEventRecordNodeSetEvent)", (void*)ev);
+            RecordOp* r = new RecordOp();
+            r->event = ev;
+            r->gen = ++ev->gen;
+            ev->recorded = 1;
+            ev->capture = NULL;
+            op = r;
+        } else if (e.kind == ENTRY_OP) {
             op = e.op->clone();
             op->keep = exec->graph;
             op->replayed();
@@ -936,6 +983,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
             if (e.kind == ENTRY_WAIT && slots[(size_t)e.slot].stream) op->deps.push_back(slots[(size_t)e.slot]);
         }
         const CudaHostTicket t = push(s, op);
+        if (e.kind == ENTRY_EVENT_NODE) exec->events[i]->last = t;
         if (e.kind == ENTRY_RECORD) slots[(size_t)e.slot] = t;
         if (s == L) end = t;
     }
@@ -963,11 +1011,58 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* num_nodes) {
     if (!graph || graph->magic != GRAPH_MAGIC)
         return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphGetNodes: not a live graph");
-    if (nodes || !num_nodes)
-        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphGetNodes: the host runtime counts "
-                              "nodes only (nodes must be NULL, num_nodes not)");
+    if (!num_nodes) return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphGetNodes: NULL num_nodes");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    GraphData& g = *graph->graph;
+    if (g.nodes.empty())
+        for (size_t i = 0; i < g.entries.size(); i++)
+            if (entry_is_node(g.entries[i]))
+                g.nodes.emplace_back(new CUgraphNode_st{NODE_MAGIC, &g, (int)i});
+    if (!nodes) {
+        *num_nodes = g.nodes.size();
+        return cudaSuccess;
+    }
     size_t n = 0;
-    for (const GraphEntry& e : graph->graph->entries) n += e.kind == ENTRY_OP;
+    for (; n < *num_nodes && n < g.nodes.size(); n++) nodes[n] = g.nodes[n].get();
+    for (size_t i = n; i < *num_nodes; i++) nodes[i] = NULL;
     *num_nodes = n;
+    return cudaSuccess;
+}
+
+static const GraphEntry* node_entry(cudaGraphNode_t node) {
+    if (!node || node->magic != NODE_MAGIC) return NULL;
+    return &node->graph->entries[(size_t)node->entry];
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+    const GraphEntry* e = node_entry(node);
+    if (!e || !type) return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphNodeGetType: not a live node");
+    *type = e->kind == ENTRY_EVENT_NODE ? cudaGraphNodeTypeEventRecord : cudaGraphNodeTypeKernel;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event) {
+    const GraphEntry* e = node_entry(node);
+    if (!e || !event || e->kind != ENTRY_EVENT_NODE)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphEventRecordNodeGetEvent: not an "
+                              "event record node");
+    *event = e->event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaEvent_t event) {
+    if (!exec || exec->magic != EXEC_MAGIC)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphExecEventRecordNodeSetEvent: not a "
+                              "live executable graph");
+    const GraphEntry* e = node_entry(node);
+    if (!e || node->graph != exec->graph.get() || e->kind != ENTRY_EVENT_NODE)
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphExecEventRecordNodeSetEvent: not an "
+                              "event record node of the graph the exec was instantiated from");
+    if (!event_valid(event))
+        return cuda_host_fail(cudaErrorInvalidValue, "cudaGraphExecEventRecordNodeSetEvent: not a "
+                              "live event");
+    std::lock_guard<std::recursive_mutex> guard(S().lock);
+    exec->events[(size_t)node->entry] = event;
     return cudaSuccess;
 }

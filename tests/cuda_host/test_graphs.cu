@@ -14,7 +14,11 @@
 //       cudaErrorStreamCaptureInvalidated at the end), a copy of pageable memory, ending on the
 //       wrong stream, cudaStreamIsCapturing, cudaGraphGetNodes, a query of a captured event;
 //   (e) the counters: captured kernels are no launches; each graph launch counts itself and the
-//       kernels and GEMMs it runs.
+//       kernels and GEMMs it runs;
+//   (f) external event records (cudaEventRecordWithFlags, cudaEventRecordExternal) are nodes,
+//       also on a forked stream; cudaGraphExecEventRecordNodeSetEvent gives each launch its own
+//       events, which time it: each launch's in order, each launch after the one before, events
+//       set for a launch not yet issued left unrecorded.
 // `test_graphs --die sync|malloc|legacy` does what CUDA refuses while a capture is open (the
 // suite expects the host runtime to end the job naming it). Under nvcc the file compiles (make
 // cuda-compile-check) and (a)-(c) hold on a GPU; the seeds and counters are CUDA_HOST only.
@@ -304,6 +308,120 @@ static void test_errors(void) {
     CUDA_CHECK(cudaStreamDestroy(b));
 }
 
+// (f) Event record nodes, each launch recording its own events.
+static void test_event_nodes(void) {
+    enum { LAUNCHES = 3, MARKS = 3 };
+    cudaStream_t a, b;
+    cudaEvent_t fork, join, captured[MARKS], mine[LAUNCHES + 1][MARKS];
+    CUDA_CHECK(cudaStreamCreate(&a));
+    CUDA_CHECK(cudaStreamCreate(&b));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    for (int j = 0; j < MARKS; j++) CUDA_CHECK(cudaEventCreate(&captured[j]));
+    for (int k = 0; k <= LAUNCHES; k++)
+        for (int j = 0; j < MARKS; j++) CUDA_CHECK(cudaEventCreate(&mine[k][j]));
+    int *buf = dev_ints(N), *out = dev_ints(N);
+
+    // a: mark 0, kernel, fork; b: kernel, mark 1, join; a: mark 2.
+    CUDA_CHECK(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(cudaEventRecordWithFlags(captured[0], a, cudaEventRecordExternal));
+    LAUNCH(produce_kernel, BLOCKS, THREADS, 0, a, buf, 7);
+    CUDA_CHECK(cudaEventRecord(fork, a));
+    CUDA_CHECK(cudaStreamWaitEvent(b, fork, 0));
+    LAUNCH(consume_kernel, BLOCKS, THREADS, 0, b, buf, out);
+    CUDA_CHECK(cudaEventRecordWithFlags(captured[1], b, cudaEventRecordExternal));
+    CUDA_CHECK(cudaEventRecord(join, b));
+    CUDA_CHECK(cudaStreamWaitEvent(a, join, 0));
+    CUDA_CHECK(cudaEventRecordWithFlags(captured[2], a, cudaEventRecordExternal));
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamEndCapture(a, &g));
+    size_t n = 0;
+    CUDA_CHECK(cudaGraphGetNodes(g, NULL, &n));
+    check(n == 2 + MARKS, "(f) 2 kernels and %d event record nodes: %zu nodes", MARKS, n);
+    cudaGraphNode_t nodes[8], node_of[MARKS] = {NULL, NULL, NULL};
+    size_t got = 8;
+    CUDA_CHECK(cudaGraphGetNodes(g, nodes, &got));
+    int records = 0;
+    for (size_t i = 0; i < got; i++) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+        if (type != cudaGraphNodeTypeEventRecord) continue;
+        cudaEvent_t ev;
+        CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(nodes[i], &ev));
+        for (int j = 0; j < MARKS; j++)
+            if (ev == captured[j]) node_of[j] = nodes[i], records++;
+    }
+    check(got == n && records == MARKS, "(f) cudaGraphGetNodes returns %zu handles, %d of them "
+          "event record nodes of the captured events", got, records);
+    cudaGraphExec_t x;
+    CUDA_CHECK(cudaGraphInstantiate(&x, g, 0));   // g stays: the node handles belong to it
+#ifdef CUDA_HOST
+    cudaGraphNode_t kernel = NULL;
+    for (size_t i = 0; i < got; i++) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+        if (type == cudaGraphNodeTypeKernel) kernel = nodes[i];
+    }
+    cudaEvent_t ev;
+    check(kernel && failed_with(cudaGraphEventRecordNodeGetEvent(kernel, &ev), cudaErrorInvalidValue) &&
+          failed_with(cudaGraphExecEventRecordNodeSetEvent(x, kernel, mine[0][0]), cudaErrorInvalidValue),
+          "(f) a kernel node has no event to get or set: cudaErrorInvalidValue");
+#endif
+    if (records == MARKS) {
+        for (int k = 0; k < LAUNCHES; k++) {
+            for (int j = 0; j < MARKS; j++)
+                CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(x, node_of[j], mine[k][j]));
+            CUDA_CHECK(cudaGraphLaunch(x, a));
+        }
+        // Set for a launch that is never issued: those events stay unrecorded.
+        for (int j = 0; j < MARKS; j++)
+            CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(x, node_of[j], mine[LAUNCHES][j]));
+        CUDA_CHECK(cudaStreamSynchronize(a));
+        int ordered = 1;
+        float ms;
+        for (int k = 0; k < LAUNCHES; k++) {
+            for (int j = 1; j < MARKS; j++) {
+                CUDA_CHECK(cudaEventElapsedTime(&ms, mine[k][0], mine[k][j]));
+                ordered &= ms >= 0;
+            }
+            if (k > 0) {
+                CUDA_CHECK(cudaEventElapsedTime(&ms, mine[k - 1][2], mine[k][0]));
+                ordered &= ms >= 0;
+            }
+        }
+        check(ordered, "(f) each of %d launches recorded its own events: marks 1 and 2 after its "
+              "mark 0, its mark 0 after the previous launch's mark 2", LAUNCHES);
+        check(failed_with(cudaEventElapsedTime(&ms, mine[LAUNCHES][0], mine[LAUNCHES][2]),
+                          cudaErrorInvalidResourceHandle),
+              "(f) events set after the last launch were never recorded");
+        int h[N];
+        to_host(h, out, N);
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += h[i] != 2 * (7 + i);
+        check(bad == 0, "(f) the graph's kernels ran as captured (%d wrong)", bad);
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(x));
+    CUDA_CHECK(cudaGraphDestroy(g));
+#ifdef CUDA_HOST
+    // A stream whose last node is an external record must still join.
+    CUDA_CHECK(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(cudaEventRecord(fork, a));
+    CUDA_CHECK(cudaStreamWaitEvent(b, fork, 0));
+    CUDA_CHECK(cudaEventRecordWithFlags(captured[1], b, cudaEventRecordExternal));
+    check(failed_with(cudaStreamEndCapture(a, &g), cudaErrorStreamCaptureUnjoined),
+          "(f) an external record is a node: a stream ending on one must join back");
+#endif
+    CUDA_CHECK(cudaFree(buf));
+    CUDA_CHECK(cudaFree(out));
+    for (int j = 0; j < MARKS; j++) CUDA_CHECK(cudaEventDestroy(captured[j]));
+    for (int k = 0; k <= LAUNCHES; k++)
+        for (int j = 0; j < MARKS; j++) CUDA_CHECK(cudaEventDestroy(mine[k][j]));
+    CUDA_CHECK(cudaEventDestroy(fork));
+    CUDA_CHECK(cudaEventDestroy(join));
+    CUDA_CHECK(cudaStreamDestroy(a));
+    CUDA_CHECK(cudaStreamDestroy(b));
+}
+
 #ifdef CUDA_HOST
 // (e) What the counters count.
 static void test_counters(void) {
@@ -357,6 +475,7 @@ int main(int argc, char** argv) {
     test_fork_join();
     test_launch_streams();
     test_errors();
+    test_event_nodes();
 #ifdef CUDA_HOST
     test_counters();
 #endif
