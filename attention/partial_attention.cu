@@ -164,9 +164,9 @@ void check_problem(const AttentionProblem* p, const char* who) {
 }
 
 void check_head_size(int HS, const char* who) {
-    CHECK(HS % 16 == 0 && HS >= 16 && HS <= 128,
+    CHECK(attention_cuda_head_size_ok(HS),
           "the tensor-core tiles are 16 wide: pad the head to a multiple of 16",
-          "%s: head size %d is not supported (a multiple of 16 in [16, 128])", who, HS);
+          "%s: head size %d is not supported (" ATTENTION_CUDA_HEAD_SIZES ")", who, HS);
 }
 
 bool aligned16(const void* ptr, int ld) {
@@ -510,6 +510,8 @@ template <int HS> size_t smem_backward() {
     }
 
 }  // namespace
+
+int attention_cuda_head_size_ok(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
 
 // The arguments of a forward call (outputs set by the caller).
 static AttnArgs forward_args(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,

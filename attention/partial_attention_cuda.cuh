@@ -87,6 +87,11 @@ void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq
 void attention_merge_cuda(int B, int NH, int HS, int T, float* o_a, int lda, float* lse_a,
                           const float* o_b, int ldb, const float* lse_b, cudaStream_t stream);
 
+// The head sizes every kernel here serves: 1 for HS a multiple of 16 in [16, 128] (the
+// tensor-core tiles are 16 wide), else 0; ATTENTION_CUDA_HEAD_SIZES says so in words.
+#define ATTENTION_CUDA_HEAD_SIZES "a multiple of 16 in [16, 128]"
+int attention_cuda_head_size_ok(int HS);
+
 // The key splits the forwards use for p (1: none; always 1 in the fp32 build).
 int attention_cuda_forward_splits(const AttentionProblem* p);
 

@@ -278,6 +278,8 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     const char* model_kind;
     if (model_source_config(o.model, &cfg, &model_kind, err, sizeof err) != 0) fail_msg("%s", err);
+    if (gpt_backend_head_size(cfg.C / cfg.NH, err, sizeof err) != 0)
+        fail_msg("--model %s: %s", o.model, err);
     TokenTable table = {0};
     const int has_table = o.tokenizer != NULL;
     if (has_table) {

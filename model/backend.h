@@ -68,6 +68,9 @@ void gpt_graph_free(GptGraph* g);
 // message in err (ERR_LEN bytes) when the node has fewer GPUs than ranks and share = 0. The CPU
 // backend has nothing to pick and returns 0. *device gets the device index (-1 on the CPU).
 int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err);
+// 0 when the backend's attention serves head size HS (the CPU: any; CUDA: the tensor-core
+// kernels' sizes), else -1 with a one-line message in err naming what it serves.
+int gpt_backend_head_size(int HS, char* err, size_t errlen);
 // 1 when the model's buffers (parameters, gradients, activations) are host memory that the MPI
 // comm layer can move (CPU); 0 for device memory (CUDA), which needs a device-memory transport.
 int gpt_backend_host_memory(void);

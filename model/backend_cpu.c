@@ -16,6 +16,12 @@ struct Optimizer {
 };
 
 const char* gpt_backend_name(void) { return "cpu"; }
+int gpt_backend_head_size(int HS, char* err, size_t errlen) {
+    (void)HS;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
 int gpt_backend_host_memory(void) { return 1; }
 size_t gpt_backend_param_chunk(void) { return 0; }
 

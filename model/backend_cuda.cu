@@ -18,6 +18,7 @@
 #include "model/backend.h"
 #include "model/backend_kernels_cuda.cuh"
 #include "model/timeline_clock_cuda.cuh"
+#include "attention/partial_attention_cuda.cuh"
 #include "train/gpu_peaks.h"
 #include "model/layers.h"
 #include "model/optim_cuda.cuh"
@@ -30,6 +31,13 @@ struct Optimizer {
 };
 
 const char* gpt_backend_name(void) { return "cuda-" FLOATX_NAME; }
+
+int gpt_backend_head_size(int HS, char* err, size_t errlen) {
+    if (attention_cuda_head_size_ok(HS)) return 0;
+    snprintf(err, errlen, "head size %d: the %s attention kernels take " ATTENTION_CUDA_HEAD_SIZES
+             " (the tensor-core tiles are 16 wide)", HS, gpt_backend_name());
+    return -1;
+}
 
 int gpt_backend_host_memory(void) { return 0; }
 

@@ -121,6 +121,10 @@ static void setup_model_config(Trainer* t) {
     }
     if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
         config_error(t, "--attention-window/--window-every: %s", err);
+    if (gpt_backend_head_size(t->cfg.C / t->cfg.NH, err, sizeof err) != 0) {
+        if (o->init_from && o->init_from[0]) config_error(t, "--init-from %s: %s", o->init_from, err);
+        config_error(t, "--channels %d --heads %d: %s", t->cfg.C, t->cfg.NH, err);
+    }
     t->doc_boundary = parse_document_mask(t, o->document_mask);
     if (o->reset_position_ids && t->doc_boundary < 0)
         config_error(t, "--reset-position-ids: expected --document-mask eot or a token id (the "
