@@ -246,7 +246,9 @@ graphs_timeline() {
     done
     [ $ok = 1 ] && { "$COMPARE" "$W/${run}0/log.jsonl" "$W/${run}1/log.jsonl" --loss-tol 0 --norm-tol 0 \
       --min-entries 4 | sed 's/^/        /'; [ "${PIPESTATUS[0]}" = 0 ]; } || ok=0
-    [ $ok = 1 ] && grep -q "timeline marks" "$W/${run}1.out" && "$PY" - "$W/$run" "$ranks" <<'EOF' || ok=0
+    [ $ok = 1 ] && grep -q "timeline marks" "$W/${run}1.out" &&
+      "$PY" tools/check_trace.py "$W/${run}1.json" --ranks "$ranks" > "$W/${run}1.check" &&
+      "$PY" - "$W/$run" "$ranks" <<'EOF' || ok=0
 import collections, json, sys
 base, ranks = sys.argv[1], int(sys.argv[2])
 steps = [r for r in map(json.loads, open(base + "1/log.jsonl", encoding="utf-8")) if r["type"] == "step"]
