@@ -106,6 +106,13 @@ Timeline* timeline_create(const TimelineClock* clock, void* clock_ctx, int rank,
     return tl;
 }
 
+void timeline_capture_free(TimelineCapture* cap) {
+    if (!cap) return;
+    free(cap->track);
+    free(cap->spans);
+    free(cap);
+}
+
 void timeline_destroy(Timeline* tl) {
     if (!tl) return;
     timeline_capture_free(tl->capture);
@@ -209,6 +216,20 @@ static int take_mark(Timeline* tl, int track) {
     return slot;
 }
 
+// Inside a capture: a captured mark on track (a captured slot), or -1 where the clock took none.
+static int capture_mark(Timeline* tl, int track) {
+    TimelineCapture* c = tl->capture;
+    const int taken = tl->clock->capture_mark(tl->clock_ctx, tl->tracks[track].clock_track, c->nmarks);
+    if (taken < 0) c->dropped++;
+    if (taken <= 0) return -1;
+    if (c->nmarks == c->marks_cap) {
+        c->marks_cap = c->marks_cap ? 2 * c->marks_cap : 64;
+        c->track = timeline_grow(c->track, (size_t)c->marks_cap, sizeof *c->track, "captured marks");
+    }
+    c->track[c->nmarks] = track;
+    return CAPTURED_SLOT_BASE + c->nmarks++;
+}
+
 void timeline_step_begin(Timeline* tl, int step) {
     if (!tl) return;
     CHECK(!tl->in_step, "end every step with timeline_step_end",
@@ -227,7 +248,7 @@ int timeline_mark(Timeline* tl, int track) {
     if (!tl) return -1;
     check_track(tl, track, "timeline_mark");
     if (!tl->in_step) return -1;
-    if (tl->capture) return timeline_capture_mark(tl, track);
+    if (tl->capture) return capture_mark(tl, track);
     // The last slot is the step-end mark's.
     if (tl->nmarks >= tl->marks_cap - 1) {
         tl->dropped_marks++;
@@ -244,6 +265,19 @@ void timeline_push_span(Span** spans, int* n, int* cap, Span s) {
     (*spans)[(*n)++] = s;
 }
 
+// Inside a capture: a span naming captured slots, added to the template.
+static void capture_span(Timeline* tl, Span s) {
+    TimelineCapture* c = tl->capture;
+    // A span from before a capture into it (or out of it) would belong to no single launch.
+    CHECK(c && s.begin >= CAPTURED_SLOT_BASE && s.end >= CAPTURED_SLOT_BASE &&
+          s.begin < CAPTURED_SLOT_BASE + c->nmarks && s.end < CAPTURED_SLOT_BASE + c->nmarks,
+          "spans name marks of one capture", "timeline_span: slots %d..%d are not both marks of "
+          "the open capture", s.begin, s.end);
+    s.begin -= CAPTURED_SLOT_BASE;
+    s.end -= CAPTURED_SLOT_BASE;
+    timeline_push_span(&c->spans, &c->nspans, &c->spans_cap, s);
+}
+
 void timeline_span(Timeline* tl, TimelineKind kind, int track, int begin_slot, int end_slot,
                    const TimelineLabel* label) {
     if (!tl) return;
@@ -256,7 +290,7 @@ void timeline_span(Timeline* tl, TimelineKind kind, int track, int begin_slot, i
                     intern(tl, label->name), intern(tl, label->comm_kind),
                     intern(tl, label->group), intern(tl, label->phase)};
     if (begin_slot >= CAPTURED_SLOT_BASE || end_slot >= CAPTURED_SLOT_BASE) {
-        timeline_capture_span(tl, s);
+        capture_span(tl, s);
         return;
     }
     CHECK(tl->in_step && begin_slot < tl->nmarks && end_slot < tl->nmarks,

@@ -1,7 +1,7 @@
-// The timeline of work captured into a CUDA graph (comm/timeline.h, "CUDA GRAPHS"): the marks
-// and spans taken during the capture make a template, and each launch of the graph replays it
-// into the step's slots. A template's spans hold the timeline's interned labels, so it must not
-// outlive its timeline.
+// The timeline of work captured into a CUDA graph (comm/timeline.h, "CUDA GRAPHS"): a capture's
+// begin and end, and each launch's replay of its template (the marks and spans timeline.c took
+// while it was open) into the step's slots. A template's spans hold the timeline's interned
+// labels, so it must not outlive its timeline.
 #include <stdlib.h>
 
 #include "comm/fail.h"
@@ -14,31 +14,6 @@ void timeline_capture_begin(Timeline* tl) {
     CHECK(tl->in_step && !tl->capture, "capture inside a step, one capture at a time",
           "timeline_capture_begin %s", tl->capture ? "inside another capture" : "outside a step");
     tl->capture = xcalloc(1, sizeof *tl->capture, "timeline capture");
-}
-
-int timeline_capture_mark(Timeline* tl, int track) {
-    TimelineCapture* c = tl->capture;
-    const int taken = tl->clock->capture_mark(tl->clock_ctx, tl->tracks[track].clock_track, c->nmarks);
-    if (taken < 0) c->dropped++;
-    if (taken <= 0) return -1;
-    if (c->nmarks == c->marks_cap) {
-        c->marks_cap = c->marks_cap ? 2 * c->marks_cap : 64;
-        c->track = timeline_grow(c->track, (size_t)c->marks_cap, sizeof *c->track, "captured marks");
-    }
-    c->track[c->nmarks] = track;
-    return CAPTURED_SLOT_BASE + c->nmarks++;
-}
-
-void timeline_capture_span(Timeline* tl, Span s) {
-    TimelineCapture* c = tl->capture;
-    // A span from before a capture into it (or out of it) would belong to no single launch.
-    CHECK(c && s.begin >= CAPTURED_SLOT_BASE && s.end >= CAPTURED_SLOT_BASE &&
-          s.begin < CAPTURED_SLOT_BASE + c->nmarks && s.end < CAPTURED_SLOT_BASE + c->nmarks,
-          "spans name marks of one capture", "timeline_span: slots %d..%d are not both marks of "
-          "the open capture", s.begin, s.end);
-    s.begin -= CAPTURED_SLOT_BASE;
-    s.end -= CAPTURED_SLOT_BASE;
-    timeline_push_span(&c->spans, &c->nspans, &c->spans_cap, s);
 }
 
 TimelineCapture* timeline_capture_end(Timeline* tl) {
@@ -77,11 +52,4 @@ int timeline_replayed_slot(int first, int captured_slot) {
     CHECK(captured_slot >= CAPTURED_SLOT_BASE, "caller bug", "timeline_replayed_slot: slot %d was "
           "not taken inside a capture", captured_slot);
     return first + captured_slot - CAPTURED_SLOT_BASE;
-}
-
-void timeline_capture_free(TimelineCapture* cap) {
-    if (!cap) return;
-    free(cap->track);
-    free(cap->spans);
-    free(cap);
 }

@@ -77,7 +77,3 @@ struct Timeline {
 void* timeline_grow(void* p, size_t count, size_t size, const char* what);
 // Appends s to an array of spans grown by doubling.
 void timeline_push_span(Span** spans, int* n, int* cap, Span s);
-// Inside a capture (timeline_capture.c): a captured mark on track (a captured slot, or -1), and
-// a span naming captured slots added to the template.
-int timeline_capture_mark(Timeline* tl, int track);
-void timeline_capture_span(Timeline* tl, Span s);
