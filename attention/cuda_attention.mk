@@ -74,10 +74,13 @@ $(BUILD)/tests/cuda/test_attention_cuda_unordered: $(BUILD)/cuda-host/tests/cuda
 # the next panel, and bwd-hs80-lbo the same for dV and dK's dO and Q (lines changed);
 # bwd-q128-panel, the q128 form's consumers both reading dS^T's first 64 queries for dQ (a line
 # changed); bwd-ds2-one-buffer, the ds2 schedule writing every tile's dS^T into its first buffer
-# (without the barrier that one buffer needs: a line changed).
+# (without the barrier that one buffer needs: a line changed). Under a sliding window or a document
+# mask (the LOWER instances): lower-mask, the forward's masked tiles without the rows' lower edges;
+# bwd-query-end, the backward's P^T without the keys' query ends (both lines changed).
 HOPPER_MUTANTS := no-pv-fence no-v-wait no-s-wait no-first-turn bwd-no-kv-wait bwd-no-dq-wait bwd-register-split \
                   bwd-overlap-no-dp-wait bwd-early-no-s-wait bwd-pingpong-no-first-turn bwd-regs-layout pv80-lbo \
-                  bwd-hs80-lbo persistent-no-q-wait bwd-q128-panel bwd-ds2-one-buffer bwd-no-dq-empty-wait
+                  bwd-hs80-lbo persistent-no-q-wait bwd-q128-panel bwd-ds2-one-buffer bwd-no-dq-empty-wait \
+                  lower-mask bwd-query-end
 HOPPER_MUTANT_SED_no-pv-fence := /P and the rescaled O, ready for the asynchronous MMA/d
 HOPPER_MUTANT_SED_no-v-wait := /hop_wait(F::v_full(bar, pst), pph);/d
 HOPPER_MUTANT_SED_no-s-wait := /S has landed; P V may still be in flight/d
@@ -94,6 +97,8 @@ HOPPER_MUTANT_SED_pv80-lbo := s/F::TK::PANEL \* sizeof(floatX), 1024, 128)/2048,
 HOPPER_MUTANT_SED_bwd-q128-panel := s/hop_desc(dST + qpanel \* F::TS::PANEL + kr0 \* 64)/hop_desc(dST + kr0 * 64)/
 HOPPER_MUTANT_SED_bwd-no-dq-empty-wait := /if (i >= 2) named_barrier_sync(HOP_BWD_DQ_EMPTY + i % 2, HOP_BWD_DQ_THREADS);/d
 HOPPER_MUTANT_SED_bwd-ds2-one-buffer := s/dSTs + (i % F::DS_STAGES) \* F::TS::ELEMS;/dSTs;/
+HOPPER_MUTANT_SED_lower-mask := s/ || (LOWER \&\& j < lo\[hi\])//
+HOPPER_MUTANT_SED_bwd-query-end := s/q >= qe_lo)/q >= a.Tq)/;s/q >= qe_hi)/q >= a.Tq)/
 HOPPER_MUTANT_SED_bwd-regs-layout := s/chunk(kr + 8 \* (e & 1), 2 \* kk + (e >> 1))/chunk(kr + 8 * (e >> 1), 2 * kk + (e \& 1))/
 hopper_mutant_file = $(if $(filter bwd-%,$(1)),hopper_backward.cuh,hopper_forward.cuh)
 # The attention objects of mutant $(1): the launchers that include its file rebuilt, the others real.

@@ -38,10 +38,10 @@ static bool hopper_backward_q128(int sched, int HS, int Tq) {
     return sched == HOP_BWD_Q128 && HS == 64 && Tq % 128 == 0;
 }
 
-template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ> struct HopperBackwardSchedule {
+template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ, bool LOWER = false> struct HopperBackwardSchedule {
     static void launch(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
         typedef HopBwdOf<HS, SCHED, BQ> F;
-        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN, BQ>), F::SMEM, "head size", HS);
+        CUDA_RAISE_DYNAMIC_SMEM((hopper_backward_kernel<HS, SCHED, DN, BQ, LOWER>), F::SMEM, "head size", HS);
         const int C = NH * HS;
         const long long kr = (long long)a.B * a.Tk, qr = (long long)a.B * a.Tq, heads = (long long)a.B * NH;
         const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, kr, a.ldk, F::BK, "K");
@@ -55,12 +55,18 @@ template <int HS, int SCHED, int DN, int BQ = FA_BWD_BQ> struct HopperBackwardSc
         float* dq = a.dq_acc ? a.dq_acc : a.dq;
         const CUtensorMap dqm = tma_map_heads(dq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), HS, NH, qr,
                                               a.dq_acc ? C : a.lddq, F::HP, F::BQ, CU_TENSOR_MAP_SWIZZLE_NONE, "dQ");
-        LAUNCH((hopper_backward_kernel<HS, SCHED, DN, BQ>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm,
+        LAUNCH((hopper_backward_kernel<HS, SCHED, DN, BQ, LOWER>), blocks, F::THREADS, F::SMEM, stream, km, vm, qm, gm, lm, dm,
                dqm, a, NH);
     }
 };
 template <int HS, int DN> void launch_hopper_backward_dn(unsigned blocks, cudaStream_t stream, const AttnArgs& a, int NH) {
     int sched = hopper_backward_schedule();
+    // A call under a sliding window or a document mask (masked_below): the LOWER instance of the
+    // default schedule (the others are timing experiments on causal calls).
+    if (masked_below(a)) {
+        HopperBackwardSchedule<HS, HOP_BWD_SERIAL, DN, FA_BWD_BQ, true>::launch(blocks, stream, a, NH);
+        return;
+    }
     // (pingpong's turns are HS 64's: elsewhere it is early, one instance fewer to compile; q128's
     // tiles too: elsewhere, and where Tq is not a multiple of 128, it is overlap)
     if constexpr (HS == 64) {

@@ -49,7 +49,9 @@
 // past the head; HopBwd).
 // Inputs: 16-byte aligned rows (a.vec), lse and D of 4-row chunks (a.vec_stats) and Tq a multiple
 // of 64 (a dQ box never reaches into the next sequence); the launcher runs the sm_80 kernels
-// otherwise. Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body.
+// otherwise. Under a sliding window or a document mask the LOWER instance of the serial schedule:
+// a block walks only the query tiles that see its keys, each key's queries bounded from above too.
+// Under nvcc only the sm_90a pass (CUDA_PTX_HAS_SM90A) has a body.
 #pragma once
 #include "attention/flash_backward.cuh"
 #include "attention/hopper_forward.cuh"
@@ -109,16 +111,16 @@ enum { HOP_BWD_DS = 6, HOP_BWD_DQ_PART = 7, HOP_BWD_DQ = 8, HOP_BWD_DQ_FULL = 9,
 enum { HOP_BWD_OWN = 1 };
 constexpr int HOP_BWD_DQ_THREADS = 256 + 32;
 
-// The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. nqt - 1, once the
+// The reducer (warp 1 of the producer warpgroup): per query tile qt0 .. qend - 1, once the
 // consumers have staged its dQ tile, lane 0 waits for the key tile's turn on the query tile (the
 // semaphores of flash_backward.cuh), adds the tile into the fp32 accumulator with one
 // cp.reduce.async.bulk.tensor, waits for it, and passes the turn on; then the staging is free.
 template <typename F>
-__device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwdBlock& k, const CUtensorMap* dqmap,
+__device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwdBlock& k, int qend, const CUtensorMap* dqmap,
                                                   const float* dQs) {
     constexpr int BQ = F::BQ, BK = F::BK;
     int last_kt = k.kt;   // the last key tile that sees the current query tile (it adds first)
-    for (int qt = k.qt0; qt < k.nqt; qt++) {
+    for (int qt = k.qt0; qt < qend; qt++) {
         fa_advance_last_kt<BK, BQ>(a, k, qt, last_kt);
         const int buf = (qt - k.qt0) % 2;
         named_barrier_sync(HOP_BWD_DQ_FULL + buf, HOP_BWD_DQ_THREADS);
@@ -130,7 +132,7 @@ __device__ __forceinline__ void hop_bwd_reduce_dq(const AttnArgs& a, const FaBwd
             fa_dq_release(k.sem + qt);
         }
         __syncwarp();
-        if (qt + 2 < k.nqt) named_barrier_arrive(HOP_BWD_DQ_EMPTY + buf, HOP_BWD_DQ_THREADS);   // tile qt + 2's
+        if (qt + 2 < qend) named_barrier_arrive(HOP_BWD_DQ_EMPTY + buf, HOP_BWD_DQ_THREADS);   // tile qt + 2's
     }
 }
 
@@ -189,8 +191,11 @@ ATTN_UNROLL
 // (a.dq_acc, or a.dq) over B Tq rows with HP x 1 x BQ boxes (no swizzle); lse and D over (B NH
 // rows, Tq columns) with BQ x 1 boxes. dK, dV as flash_backward_kernel. DN: the columns per wgmma of
 // dV += P^T dO and dK += dS^T Q (hop_head_cols: 64, or 80 at HS 80). BQ: queries per tile, 64, or
-// 128 at HS 64 in the overlap schedule (Tq a multiple of 128).
-template <int HS, int SCHED, int DN, int BQ>
+// 128 at HS 64 in the overlap schedule (Tq a multiple of 128). LOWER: the instance for calls under
+// a sliding window or a document mask (masked_below): the block walks only the query tiles that
+// see its keys (FaBwdBlock's qt0 .. qt1 - 1, as flash_backward.cuh; the dQ order is the same), and
+// a key's queries are bounded from above too (query_end).
+template <int HS, int SCHED, int DN, int BQ, bool LOWER = false>
 __global__ void __launch_bounds__(HopBwdOf<HS, SCHED, BQ>::THREADS, 1)
     hopper_backward_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                            const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap gmap,
@@ -220,7 +225,8 @@ __global__ void __launch_bounds__(HopBwdOf<HS, SCHED, BQ>::THREADS, 1)
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + F::OFF_BAR);
     uint64_t* kv_full = bar;
     const FaBwdBlock k = fa_bwd_block<HS, F::BK, BQ>(a, NH);
-    const int nqt = k.nqt, b = k.b, h = k.h, j0 = k.j0, qt0 = k.qt0;
+    // nqt: one past the last query tile the block walks (every one past qt0 without LOWER).
+    const int nqt = LOWER ? k.qt1 : k.nqt, b = k.b, h = k.h, j0 = k.j0, qt0 = k.qt0;
     const int wg = threadIdx.x / 128;
     if (qt0 >= nqt && !a.dkx) return;   // no query sees the key tile, and dK, dV are added: done
 
@@ -236,7 +242,7 @@ __global__ void __launch_bounds__(HopBwdOf<HS, SCHED, BQ>::THREADS, 1)
 
     if (wg == 0) {   // the producer (thread 0) and the reducer (warp 1)
         setmaxnreg_dec<F::PRODUCER_REGS>();
-        if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<F>(a, k, &dqmap, dQs);
+        if (threadIdx.x / 32 == 1) hop_bwd_reduce_dq<F>(a, k, nqt, &dqmap, dQs);
         if (threadIdx.x != 0 || qt0 >= nqt) return;
         mbarrier_arrive_expect_tx(kv_full, (unsigned)(2 * F::KV));
         for (int p = 0; p < F::HP / 64; p++) {
@@ -264,6 +270,9 @@ __global__ void __launch_bounds__(HopBwdOf<HS, SCHED, BQ>::THREADS, 1)
     const int kr = 64 * c + 16 * ((threadIdx.x / 32) % 4) + g;
     const int fq_lo = j0 + kr < a.Tk ? first_query(a, j0 + kr) : a.Tq;   // the first query each key sees
     const int fq_hi = j0 + kr + 8 < a.Tk ? first_query(a, j0 + kr + 8) : a.Tq;
+    // One past the last query each key sees: a.Tq, or with LOWER the window's or document's end.
+    const int qe_lo = LOWER && j0 + kr < a.Tk ? query_end(a, b, j0 + kr) : a.Tq;
+    const int qe_hi = LOWER && j0 + kr + 8 < a.Tk ? query_end(a, b, j0 + kr + 8) : a.Tq;
     const floatX* Kc = Ks + 64 * c * 64;   // the warpgroup's 64 keys of every panel
     const floatX* Vc = Vs + 64 * c * 64;
     constexpr int DC = hop_head_cols<HS, DN>();   // dK's and dV's columns in registers
@@ -342,8 +351,8 @@ ATTN_UNROLL
                 const float l2 = Lt[qi] * LOG2E;   // lse in log2 units
                 float p_lo = ex2_approx_ftz(fmaf(s[4 * n + e], a.scale_log2, -l2));
                 float p_hi = ex2_approx_ftz(fmaf(s[4 * n + 2 + e], a.scale_log2, -l2));
-                if (q < fq_lo || q >= a.Tq) p_lo = 0.0f;
-                if (q < fq_hi || q >= a.Tq) p_hi = 0.0f;
+                if (q < fq_lo || q >= qe_lo) p_lo = 0.0f;
+                if (q < fq_hi || q >= qe_hi) p_hi = 0.0f;
                 s[4 * n + e] = p_lo;
                 s[4 * n + 2 + e] = p_hi;
             }

@@ -36,12 +36,24 @@ static bool positions_fit_32(const AttnArgs& a) {
            a.qstride * a.Tq < lim && a.kstride < lim;
 }
 
+// The forward's tensor maps: Q in boxes of the form's query rows, K and V of its key tiles.
+struct HopFwdMaps {
+    CUtensorMap q, k, v;
+};
+template <int HS, int NC> HopFwdMaps hopper_forward_maps(const AttnArgs& a, int B, int NH) {
+    typedef HopFwd<HS, NC> F;
+    HopFwdMaps m;
+    m.q = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
+    m.k = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
+    m.v = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
+    return m;
+}
+
 template <int HS, int NS, int NC, int PV>
 void launch_hopper_forward_form(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     typedef HopFwd<HS, NC> F;
-    const CUtensorMap qm = hopper_tensor_map(a.q, HS, NH, (long long)B * a.Tq, a.ldq, F::BQ, "Q");
-    const CUtensorMap km = hopper_tensor_map(a.k, HS, NH, (long long)B * a.Tk, a.ldk, F::BK, "K");
-    const CUtensorMap vm = hopper_tensor_map(a.v, HS, NH, (long long)B * a.Tk, a.ldv, F::BK, "V");
+    const HopFwdMaps maps = hopper_forward_maps<HS, NC>(a, B, NH);
+    const CUtensorMap &qm = maps.q, &km = maps.k, &vm = maps.v;
     const unsigned qtiles = (unsigned)((a.Tq + F::BQ - 1) / F::BQ);
     if (hopper_forward_persistent() && (a.ox || F::PERSISTENT_FP32) && positions_fit_32(a)) {
         // One block per SM (a block fills one: __launch_bounds__(THREADS, 1), and its registers).
@@ -70,9 +82,27 @@ template <int HS, int NC, int PV> void launch_hopper_forward_nc(const AttnArgs& 
     else launch_hopper_forward_form<HS, 64, NC, PV>(a, B, NH, stream);
 }
 
+// A call under a sliding window or a document mask (masked_below): the LOWER instance, in the
+// default form (S by wgmmas of 64 keys, 128 rows, the grid of tiles) with P V as ATTENTION_HOPPER_HS80
+// asks; the other forms are timing experiments on causal calls.
+template <int HS, int PV> void launch_hopper_forward_bounded(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
+    typedef HopFwd<HS, 2> F;
+    const HopFwdMaps m = hopper_forward_maps<HS, 2>(a, B, NH);
+    CUDA_RAISE_DYNAMIC_SMEM((hopper_forward_kernel<HS, 64, 2, PV, false, true>), F::SMEM, "head size", HS);
+    LAUNCH((hopper_forward_kernel<HS, 64, 2, PV, false, true>), dim3((unsigned)((a.Tq + F::BQ - 1) / F::BQ), (unsigned)NH, (unsigned)B),
+           F::THREADS, F::SMEM, stream, m.q, m.k, m.v, a, NH);
+}
+
 // The form the environment asks for (each knob read at every HS, so a bad value is always refused).
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const bool three = hopper_forward_three_consumers(), exact = hopper_hs80_exact();
+    (void)hopper_forward_wide_s();
+    (void)hopper_forward_persistent();
+    if (masked_below(a)) {
+        if (HS == 80 && exact) launch_hopper_forward_bounded<HS, HS == 80 ? 80 : 64>(a, B, NH, stream);
+        else launch_hopper_forward_bounded<HS, 64>(a, B, NH, stream);
+        return;
+    }
     if constexpr (HS == 64) {
         if (three) launch_hopper_forward_nc<HS, 3, 64>(a, B, NH, stream);
         else launch_hopper_forward_nc<HS, 2, 64>(a, B, NH, stream);

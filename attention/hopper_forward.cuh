@@ -19,7 +19,9 @@
 // and tile j's softmax runs while P V is in flight (O is rescaled after it lands); between the two
 // consumers, named barriers make them take turns issuing (hop_turn_wait), so one's softmax runs
 // under the other's GEMMs.
-// Key tiles every row sees whole skip the mask code (as flash_forward.cuh). The epilogue is the
+// Key tiles every row sees whole skip the mask code (as flash_forward.cuh). Under a sliding window
+// or a document mask (the LOWER instance, grid of tiles) a tile's key tiles start at the one holding
+// its first row's first visible key, and the masked ones cut each row from below too. The epilogue is the
 // sm_80 kernel's: O normalised and staged through shared memory, written in 16-byte rows, the LSE
 // per row, and with a.merge merged into the (o, lse) already there.
 //
@@ -147,10 +149,11 @@ ATTN_UNROLL
 
 // The online softmax of key tile kt's scores s (m in scaled log2 units, as flash_forward.cuh): s
 // becomes P, m and l move on, and corr[hi] is the factor O's row must take before P V. MASK: key
-// j is -inf for rows whose visible count vis[hi] <= j.
-template <int HS, bool MASK>
+// j is -inf for rows whose visible count vis[hi] <= j, and with LOWER (a sliding window or a
+// document mask) for rows whose first visible key lo[hi] > j.
+template <int HS, bool MASK, bool LOWER>
 __device__ __forceinline__ void hop_softmax(float* s, float (&m)[2], float (&l)[2], float (&corr)[2], const AttnArgs& a,
-                                            int kt, const int (&vis)[2]) {
+                                            int kt, const int (&vis)[2], const int (&lo)[2]) {
     constexpr int BK = HopFwd<HS>::BK;
     const int t = threadIdx.x % 4;
 ATTN_UNROLL
@@ -161,7 +164,8 @@ ATTN_UNROLL
 ATTN_UNROLL
             for (int e = 0; e < 2; e++) {
                 float& x = s[4 * n + 2 * hi + e];
-                if (MASK && kt * BK + 8 * n + 2 * t + e >= vis[hi]) x = -INFINITY;
+                const int j = kt * BK + 8 * n + 2 * t + e;
+                if (MASK && (j >= vis[hi] || (LOWER && j < lo[hi]))) x = -INFINITY;
                 mx = fmaxf(mx, x);
             }
         }
@@ -198,17 +202,18 @@ template <int NC> __device__ __forceinline__ void hop_turn_pass(int c) {
     named_barrier_arrive(HOP_TURN + (c + 1) % NC, 256);
 }
 
-// Key tile kt (kt >= 1) of a consumer's 64 rows, overlapped: in its turn it issues S of tile kt
-// and O += P V of tile kt - 1 (P in pa), then runs tile kt's softmax while P V is in flight,
-// rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after S, V
-// tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V). it:
-// tile kt's place in the block's stream of key tiles (kt, or past earlier query tiles' with the
-// persistent grid), which picks the stage and its phase.
-template <int HS, int NC, int NS, int PV, bool MASK>
+// Key tile kt (past the tile's first) of a consumer's 64 rows, overlapped: in its turn it issues S
+// of tile kt and O += P V of the tile before (P in pa), then runs tile kt's softmax while P V is in
+// flight, rescales O once P V has landed and packs tile kt's P into pa. K tiles are released after
+// S, V tiles after P V (their own empty mbarriers, so the producer refills K a tile ahead of V).
+// it: the tile's place in the block's stream of key tiles (from 0, or past earlier query tiles'
+// with the persistent grid), which picks the stage and its phase; kt is the key tile itself (keys
+// kt BK ..), which the mask reads.
+template <int HS, int NC, int NS, int PV, bool MASK, bool LOWER>
 __device__ __forceinline__ void hop_forward_step(float* o, float* s, uint32_t (*pa)[4], float (&m)[2], float (&l)[2],
                                                  const AttnArgs& a, int kt, int c, const floatX* Qc,
                                                  const floatX* Ks, const floatX* Vs, uint64_t* bar,
-                                                 const int (&vis)[2], int it) {
+                                                 const int (&vis)[2], const int (&lo)[2], int it) {
     typedef HopFwd<HS, NC> F;
     const int st = it % F::STAGES, pst = (it - 1) % F::STAGES;
     const unsigned ph = (unsigned)(it / F::STAGES) & 1u, pph = (unsigned)((it - 1) / F::STAGES) & 1u;
@@ -228,7 +233,7 @@ ATTN_UNROLL
     for (int i = 0; i < F::BK / 2; i++) wgmma_fence_operand(s[i]);
     mbarrier_arrive(F::k_empty(bar, st));
     float corr[2];
-    hop_softmax<HS, MASK>(s, m, l, corr, a, kt, vis);
+    hop_softmax<HS, MASK, LOWER>(s, m, l, corr, a, kt, vis, lo);
     wgmma_wait<0>();
 ATTN_UNROLL
     for (int i = 0; i < hop_head_cols<HS, PV>() / 2; i++) wgmma_fence_operand(o[i]);
@@ -260,20 +265,33 @@ ATTN_UNROLL
     fa_copy_o<HS>(Os, og, ldo, nq, wts, threadIdx.x - 128, nthreads);
 }
 
-// One query tile of a block: head h of sequence b, rows [i0, i0 + nq), which see nkt key tiles,
-// the first nfull of them whole. Tile x ends at Tq - x BQ, so a partial tile is the first rows',
-// which see the fewest keys (a 192-row tile at T = 1024 would otherwise compute 128 empty rows
-// against every key).
+// One query tile of a block: head h of sequence b, rows [i0, i0 + nq), which see the nkt key tiles
+// from kt0 on; of those (counted from kt0) the tiles [nlow, nfull) are seen whole by every row.
+// kt0 and nlow are 0 without LOWER; with it (a sliding window or a document mask: masked_below)
+// kt0 is the tile holding the first row's first visible key and nlow the first tile no row's lower
+// edge cuts (both edges grow with the row, so the first row's is the tile's lowest and the last
+// row's its highest). Tile x ends at Tq - x BQ, so a partial tile is the first rows', which see
+// the fewest keys (a 192-row tile at T = 1024 would otherwise compute 128 empty rows against every
+// key).
 struct HopTile {
-    int h, b, i0, nq, nkt, nfull;
+    int h, b, i0, nq, kt0, nkt, nlow, nfull;
 };
-template <int BQ, int BK, bool NARROW>
+template <int BQ, int BK, bool NARROW, bool LOWER>
 __device__ __forceinline__ HopTile hop_tile(const AttnArgs& a, int x, int h, int b) {
     HopTile tl;
     const int iend = a.Tq - x * BQ;
     tl.h = h, tl.b = b, tl.i0 = max(0, iend - BQ), tl.nq = iend - tl.i0;
-    tl.nkt = (visible_keys_as<NARROW>(a, tl.i0 + tl.nq - 1) + BK - 1) / BK;   // up to what the last query sees
-    tl.nfull = visible_keys_as<NARROW>(a, tl.i0) / BK;                        // seen whole by every row
+    const int last = tl.i0 + tl.nq - 1;
+    const int nseen = (visible_keys_as<NARROW>(a, last) + BK - 1) / BK;   // up to what the last query sees
+    const int whole = visible_keys_as<NARROW>(a, tl.i0) / BK;             // seen whole by every row
+    if constexpr (LOWER) {
+        tl.kt0 = first_visible_key(a, b, tl.i0) / BK;
+        tl.nkt = max(0, nseen - tl.kt0);
+        tl.nlow = min(tl.nkt, max(0, (first_visible_key(a, b, last) + BK - 1) / BK - tl.kt0));
+        tl.nfull = max(0, whole - tl.kt0);
+    } else {
+        tl.kt0 = 0, tl.nkt = nseen, tl.nlow = 0, tl.nfull = whole;
+    }
     return tl;
 }
 
@@ -281,10 +299,11 @@ __device__ __forceinline__ HopTile hop_tile(const AttnArgs& a, int x, int h, int
 // persistent grid (PERSISTENT: min(tiles, SMs) blocks) tiles blockIdx.x, + gridDim.x, ... in
 // the order latest query tile first (x outer, then heads, then sequences), so each round of blocks
 // takes tiles of about the same length, the longest first. False past the block's last tile.
-template <int BQ, int BK, bool PERSISTENT>
+template <int BQ, int BK, bool PERSISTENT, bool LOWER>
 __device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n, HopTile& tl) {
+    static_assert(!(PERSISTENT && LOWER), "lower edges on the grid of tiles only");
     if constexpr (!PERSISTENT) {
-        tl = hop_tile<BQ, BK, false>(a, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);
+        tl = hop_tile<BQ, BK, false, LOWER>(a, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);
         return n == 0;
     }
     // (32-bit, as the tile's visible keys (visible_keys_as): a 64-bit division is a call, and the
@@ -292,7 +311,7 @@ __device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n,
     const int tile = (int)blockIdx.x + n * (int)gridDim.x, per_x = NH * a.B;
     if (tile >= (a.Tq + BQ - 1) / BQ * per_x) return false;
     const int x = tile / per_x, hb = tile - x * per_x, b = hb / NH;
-    tl = hop_tile<BQ, BK, true>(a, x, hb - b * NH, b);
+    tl = hop_tile<BQ, BK, true, false>(a, x, hb - b * NH, b);
     return true;
 }
 
@@ -303,7 +322,9 @@ __device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n,
 // head's 16 columns and zeros, never the next head's. Outputs as flash_forward_kernel without
 // splits: o (fp32, or floatX into a.ox) and lse, or with a.merge merged into them. NS: the keys per
 // wgmma of S (hop_issue_s); NC: the consumer warpgroups (HopFwd); PV: the columns per wgmma of P V
-// (hop_issue_pv).
+// (hop_issue_pv). LOWER: the instance for calls under a sliding window or a document mask
+// (masked_below), on the grid of tiles: a tile's key tiles start at the one holding its first row's
+// first visible key (HopTile.kt0), and the masked tiles cut each row from below too.
 // The persistent grid keeps the pipeline running from one query tile into the next: key tiles
 // flow through the stages in one stream (their mbarrier phases run on), the producer loads the
 // next Q tile once the consumers have issued their last S (q_empty) and its first key tiles as
@@ -312,7 +333,7 @@ __device__ __forceinline__ bool hop_block_tile(const AttnArgs& a, int NH, int n,
 // block is launched or set up twice on an SM (FlashAttention-3's persistent kernel, with a static
 // schedule: the forward needs no order). Its own instances (PERSISTENT), so the grid of tiles
 // keeps its code; the same register split.
-template <int HS, int NS, int NC, int PV, bool PERSISTENT>
+template <int HS, int NS, int NC, int PV, bool PERSISTENT, bool LOWER = false>
 __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     hopper_forward_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                           const __grid_constant__ CUtensorMap vmap, const AttnArgs a, const int NH) {
@@ -348,7 +369,7 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
         if (threadIdx.x != 0) return;
         // n: the block's tiles so far, each with its Q tile (with the persistent grid even where it
         // sees no key: one counter fewer); it: key tiles loaded so far (the stream's position).
-        for (int n = 0, it = 0; hop_block_tile<F::BQ, BK, PERSISTENT>(a, NH, n, tl); n++) {
+        for (int n = 0, it = 0; hop_block_tile<F::BQ, BK, PERSISTENT, LOWER>(a, NH, n, tl); n++) {
             if constexpr (!PERSISTENT) {   // one tile: no loop (its state would cost registers)
                 if (tl.nkt == 0) break;   // (a tile that sees no key loads nothing)
             }
@@ -357,7 +378,7 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
             for (int p = 0; p < F::HP / 64; p++)
                 tma_load_3d(Qs + p * F::TQ::PANEL, &qmap, 64 * p, tl.h, tl.b * a.Tq + tl.i0, q_full);
             for (int kt = 0; kt < tl.nkt; kt++, it++) {
-                const int st = it % F::STAGES, row = tl.b * a.Tk + kt * BK;
+                const int st = it % F::STAGES, row = tl.b * a.Tk + (tl.kt0 + kt) * BK;
                 const unsigned free_ph = (unsigned)(it / F::STAGES - 1) & 1u;   // the phase that freed stage st
                 if (it >= F::STAGES) hop_wait(F::k_empty(bar, st), free_ph);
                 mbarrier_arrive_expect_tx(F::k_full(bar, st), (unsigned)F::KV);
@@ -380,7 +401,7 @@ __global__ void __launch_bounds__(HopFwd<HS, NC>::THREADS, 1)
     const floatX* Qc = Qs + 64 * c * 64;   // the warpgroup's 64 rows of every panel
     constexpr int OC = hop_head_cols<HS, PV>();   // O's columns in registers
     // it0: the stream position of the tile's first key tile; n: the block's tiles so far (Q tiles).
-    for (int n = 0, it0 = 0; hop_block_tile<F::BQ, BK, PERSISTENT>(a, NH, n, tl); n++) {
+    for (int n = 0, it0 = 0; hop_block_tile<F::BQ, BK, PERSISTENT, LOWER>(a, NH, n, tl); n++) {
         const int nkt = tl.nkt, nfull = tl.nfull, nq = tl.nq;
         float o[OC / 2], s[BK / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
         uint32_t pa[BK / 16][4];
@@ -388,10 +409,13 @@ ATTN_UNROLL
         for (int i = 0; i < OC / 2; i++) o[i] = 0.0f;
 ATTN_UNROLL
         for (int i = 0; i < BK / 2; i++) s[i] = 0.0f;
-        int vis[2];
+        int vis[2], lo[2];   // this lane's rows see the keys [lo[hi], vis[hi]) (lo 0 without LOWER)
 ATTN_UNROLL
-        for (int hi = 0; hi < 2; hi++)
-            vis[hi] = r0 + 8 * hi + g < nq ? visible_keys_as<PERSISTENT>(a, tl.i0 + r0 + 8 * hi + g) : 0;
+        for (int hi = 0; hi < 2; hi++) {
+            const int row = r0 + 8 * hi + g;
+            vis[hi] = row < nq ? visible_keys_as<PERSISTENT>(a, tl.i0 + row) : 0;
+            lo[hi] = LOWER && row < nq ? first_visible_key(a, tl.b, tl.i0 + row) : 0;
+        }
         if (nkt > 0) {
             // Tile 0's S and softmax, then tiles 1 .. nkt - 1 overlapped, then the last tile's P V.
             // Consumer 0 takes the first turn, which the last consumer opens; that one gives up its
@@ -409,14 +433,26 @@ ATTN_UNROLL
             for (int i = 0; i < BK / 2; i++) wgmma_fence_operand(s[i]);
             mbarrier_arrive(F::k_empty(bar, st0));
             float corr[2];   // O is 0: nothing to rescale
-            if (nfull > 0) hop_softmax<HS, false>(s, m, l, corr, a, 0, vis);
-            else hop_softmax<HS, true>(s, m, l, corr, a, 0, vis);
+            const int kt0 = tl.kt0, nlow = tl.nlow;
+            if (nlow == 0 && nfull > 0) hop_softmax<HS, false, false>(s, m, l, corr, a, kt0, vis, lo);
+            else hop_softmax<HS, true, LOWER>(s, m, l, corr, a, kt0, vis, lo);
             hop_pack_a<F::BK>(pa, s);
             int kt = 1;
-            for (; kt < min(nfull, nkt); kt++)
-                hop_forward_step<HS, NC, NS, PV, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, it0 + kt);
-            for (; kt < nkt; kt++)
-                hop_forward_step<HS, NC, NS, PV, true>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, it0 + kt);
+            if constexpr (LOWER) {
+                // One loop: the tiles every row sees whole ([nlow, nfull)) unmasked, the others masked
+                // from both sides (one inlined copy of each step).
+                for (; kt < nkt; kt++) {
+                    if (kt >= nlow && kt < nfull)
+                        hop_forward_step<HS, NC, NS, PV, false, false>(o, s, pa, m, l, a, kt0 + kt, c, Qc, Ks, Vs, bar, vis, lo, it0 + kt);
+                    else
+                        hop_forward_step<HS, NC, NS, PV, true, true>(o, s, pa, m, l, a, kt0 + kt, c, Qc, Ks, Vs, bar, vis, lo, it0 + kt);
+                }
+            } else {
+                for (; kt < min(nfull, nkt); kt++)
+                    hop_forward_step<HS, NC, NS, PV, false, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, lo, it0 + kt);
+                for (; kt < nkt; kt++)
+                    hop_forward_step<HS, NC, NS, PV, true, false>(o, s, pa, m, l, a, kt, c, Qc, Ks, Vs, bar, vis, lo, it0 + kt);
+            }
             // Every S has landed: the producer may load the next Q tile (the persistent grid's).
             if (PERSISTENT) mbarrier_arrive(F::q_empty(bar));
             const int pit = it0 + nkt - 1, pst = pit % F::STAGES;

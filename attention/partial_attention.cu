@@ -20,8 +20,9 @@
 // sees the key tile's first key, and warps whose keys see none of a query tile skip it. A sliding
 // window and a document mask bound each query's keys from below as well (first_visible_key) and
 // each key's queries from above (query_end); both bounds grow with the position, so tiles keep
-// contiguous ranges. Such calls (masked_below) run the sm_80-class kernels only. The document
-// bounds live in device memory: kernels read them, the host (launcher, planning) never does.
+// contiguous ranges. Such calls (masked_below) run the split forward and the key-tile backward of
+// the sm_80 class, or the Hopper kernels' LOWER instances; never the FA2-layout backward. The
+// document bounds live in device memory: kernels read them, the host (launcher, planning) never does.
 //
 // Every kernel is deterministic: each output element has one writer per launch, but for the bf16
 // backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
@@ -303,22 +304,19 @@ static bool hopper_kernel_wanted(const char* env_name, const char* pass) {
 // The head sizes the Hopper kernels serve (80 padded to 128).
 static bool hopper_head_size(int HS) { return HS == 64 || HS == 80 || HS == 128; }
 
-// The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV), and
-// no sliding window or document mask: those calls (masked_below) run the sm_80 kernel
-// (flash_forward.cuh), whatever ATTENTION_FWD_KERNEL says.
+// The Hopper forward takes 16-byte aligned inputs and no decoding step (those keep split-KV);
+// under a sliding window or a document mask (masked_below) its LOWER instance.
 static bool use_hopper_forward(const AttnArgs& a, int HS) {
-    return !masked_below(a) && hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec &&
-           !a.decode;
+    return hopper_kernel_wanted("ATTENTION_FWD_KERNEL", "forward") && hopper_head_size(HS) && a.vec && !a.decode;
 }
 
 // The Hopper backward takes 16-byte aligned inputs, lse and D in 4-row chunks, Tq a multiple of
 // its 64-query tiles, and a dQ destination whose rows TMA can address (the fp32 accumulator of a
-// floatX dQ always is); no sliding window or document mask: those calls (masked_below) run the
-// sm_80 key-tile kernel (flash_backward.cuh), whatever ATTENTION_BWD_KERNEL and
-// ATTENTION_BWD_LAYOUT say.
+// floatX dQ always is); under a sliding window or a document mask (masked_below) its LOWER
+// instance.
 static bool use_hopper_backward(const AttnArgs& a, int HS, bool floatx_dq) {
     const bool dq_ok = floatx_dq || (a.lddq % 4 == 0 && (uintptr_t)a.dq % 16 == 0);
-    return !masked_below(a) && hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
+    return hopper_kernel_wanted("ATTENTION_BWD_KERNEL", "backward") && hopper_head_size(HS) && a.vec &&
            a.vec_stats && a.Tq % FA_BWD_BQ == 0 && dq_ok;
 }
 
@@ -697,7 +695,7 @@ const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floa
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, 0, 0);
     a.dq = const_cast<float*>(dq);
     if (!use_hopper_backward(a, p->HS, dq == NULL)) return "sm80";
-    return hopper_backward_takes_q128(p->HS, a.Tq) ? "sm90-q128" : "sm90";
+    return !masked_below(a) && hopper_backward_takes_q128(p->HS, a.Tq) ? "sm90-q128" : "sm90";
 #endif
 }
 

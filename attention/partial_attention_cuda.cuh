@@ -97,18 +97,19 @@ int attention_cuda_forward_splits(const AttentionProblem* p);
 
 // The kernel a forward of p on these inputs runs: "sm90" (the Hopper kernel,
 // attention/hopper_forward.cuh: ATTENTION_FWD_KERNEL=sm90, or auto (the default) on a compute
-// capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, not a decoding step, no sliding
-// window, no document mask), "sm80" (the bf16 build's other calls) or "fma" (the fp32 build).
+// capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, not a decoding step; under a
+// sliding window or a document mask too), "sm80" (the bf16 build's other calls) or "fma" (the fp32
+// build).
 const char* attention_cuda_forward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
                                           int ldk, const floatX* v, int ldv);
 
 // The kernel a backward of p on these inputs runs: "sm90" (the Hopper kernel,
 // attention/hopper_backward.cuh: ATTENTION_BWD_KERNEL=sm90, or auto (the default) on a compute
 // capability 9.0 device, HS 64, 80 or 128, 16-byte aligned inputs, lse and d 16-byte aligned, Tq
-// a multiple of 64, dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows, no sliding
-// window and no document mask; "sm90-q128"
-// where it takes 128-query tiles: ATTENTION_BWD_HOPPER=q128, HS 64, Tq a multiple of 128), "sm80"
-// or "fma" (the fp32 build).
+// a multiple of 64, dq NULL (a floatX dQ) or an fp32 dq with 16-byte aligned rows; under a sliding
+// window or a document mask too); "sm90-q128" where it takes 128-query tiles
+// (ATTENTION_BWD_HOPPER=q128, HS 64, Tq a multiple of 128, no window or document mask), "sm80" or
+// "fma" (the fp32 build).
 const char* attention_cuda_backward_kernel(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k,
                                            int ldk, const floatX* v, int ldv, const floatX* dout, int lddo,
                                            const float* lse, const float* d, const float* dq, int lddq);

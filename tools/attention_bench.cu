@@ -303,7 +303,8 @@ static const char* const USAGE =
     "  --reps R         timed calls, median and min reported (default 20)\n"
     "  --warmup W       untimed calls first (default 3)\n"
     "  --window W       sliding-window attention, a query at t seeing t-W+1 .. t (default 0: causal); the\n"
-    "                   variants that serve it only (not fa2 and sm90*: causal kernels), TFLOP/s on its pairs\n"
+    "                   variants that serve it only (not fa2, and of the Hopper ones sm90 and sm90-hs80: the\n"
+    "                   other forms are causal only), TFLOP/s on its pairs\n"
     "  --documents L    document masking, every sequence packed with documents of L tokens (a query sees its\n"
     "                   own document's keys only; default 0: none); the variants --window allows, TFLOP/s on\n"
     "                   the pairs left\n"
@@ -363,10 +364,15 @@ static void list_variants(void) {
     exit(0);
 }
 
-// Whether a variant's kernels serve sliding windows: the Hopper ones and the FA2-layout backward are
-// causal only (partial_attention.cu sends windowed calls to the sm_80 key-tile kernels), so under
-// --window those variants would time other kernels than their names say. The same for document masks.
-static int variant_takes_window(const Variant* v) { return strncmp(v->name, "sm90", 4) != 0 && strcmp(v->name, "fa2") != 0; }
+// Whether a variant's kernels serve sliding windows: the FA2-layout backward is causal only
+// (partial_attention.cu sends windowed calls to the sm_80 key-tile kernels), and the Hopper kernels
+// serve them in their default form only (ATTENTION_HOPPER_HS80 honoured: sm90 and sm90-hs80), so
+// under --window the other variants would time other kernels than their names say. The same for
+// document masks.
+static int variant_takes_window(const Variant* v) {
+    if (!strncmp(v->name, "sm90", 4)) return !strcmp(v->name, "sm90") || !strcmp(v->name, "sm90-hs80");
+    return strcmp(v->name, "fa2") != 0;
+}
 
 // The head sizes of the kernels (attention/partial_attention_cuda.cuh): 16, 32, ..., 96, 128.
 static int head_size_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128 && HS != 112; }
@@ -416,7 +422,7 @@ static Options parse_options(int argc, char** argv) {
         for (int i = 0; (o.window || o.documents) && i < o.nvariant; i++)
             if (!variant_takes_window(&VARIANTS[o.variant[i]]))
                 usage_error("--variants %s: its kernels serve causal calls only (a window or a document mask runs "
-                            "the sm_80 key-tile kernels: current, sm80 and their backward variants), found it with "
+                            "current, sm80 and its backward variants but fa2, sm90 and sm90-hs80), found it with "
                             "--%s %d", VARIANTS[o.variant[i]].name, o.window ? "window" : "documents",
                             o.window ? o.window : o.documents);
     } else {

@@ -13,9 +13,9 @@
 #                    the steps take about 330 s when everything passes, kit-bench, last, about 140)
 #   --steps LIST     comma-separated, from info,ptx,tests,sanitize,bench,window,train,ncu,kit
 #                    (default all; sanitize runs only when a Hopper test failed; window: the
-#                    benchmark's current kernels under a sliding window of 1024 tokens, the sm_80
-#                    ones that serve it, and under documents of 1024 tokens (rows "documents"),
-#                    into attention_table_window.txt; train: the trainer's
+#                    benchmark's current kernels (the Hopper ones) and the sm_80 ones under a
+#                    sliding window of 1024 tokens, and under documents of 1024 tokens (rows
+#                    "documents" and "docs-sm80"), into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
 #                    Hopper kernels' next forms (sm90-next) where tests ran and passed them,
 #                    gpt3-125m at T = 1024 with and without --cuda-graph 1 (and with it and
@@ -191,17 +191,17 @@ if wants bench; then
 fi
 
 if wants window; then
-  # Sliding-window attention (the trainer's --attention-window): windowed calls run the sm_80
-  # key-tile kernels (the Hopper ones and the FA2 layout are causal only), TFLOP/s on the window's
-  # pairs; beside the causal rows of the benchmark above.
-  step attention-bench-window 90 "$X/attention_bench" --window 1024 --variants current --hs "$hs" --T "$Ts" \
+  # Sliding-window attention (the trainer's --attention-window): the current kernels (on an H100 or
+  # H200 the Hopper kernels' LOWER instances) beside the sm_80 key-tile kernels that served windowed
+  # calls before them, TFLOP/s on the window's pairs; beside the causal rows of the benchmark above.
+  step attention-bench-window 120 "$X/attention_bench" --window 1024 --variants current,sm80 --hs "$hs" --T "$Ts" \
     --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-window.jsonl"
-  grep -E '^(variant|current) ' "$LOGS/attention-bench-window.log" > "$out/attention_table_window.txt"
+  grep -E '^(variant|current|sm80) ' "$LOGS/attention-bench-window.log" > "$out/attention_table_window.txt"
   # Document masking (the trainer's --document-mask), packed documents of 1024 tokens: the same
-  # kernels, TFLOP/s on the pairs left.
-  step attention-bench-documents 90 "$X/attention_bench" --documents 1024 --variants current --hs "$hs" --T "$Ts" \
+  # kernels, TFLOP/s on the pairs left (rows "documents" and "docs-sm80").
+  step attention-bench-documents 120 "$X/attention_bench" --documents 1024 --variants current,sm80 --hs "$hs" --T "$Ts" \
     --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-documents.jsonl"
-  grep -E '^current ' "$LOGS/attention-bench-documents.log" | sed 's/^current  /documents/' \
+  grep -E '^(current|sm80) ' "$LOGS/attention-bench-documents.log" | sed 's/^current  /documents/; s/^sm80     /docs-sm80/' \
     >> "$out/attention_table_window.txt"
 fi
 

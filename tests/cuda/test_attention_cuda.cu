@@ -12,8 +12,9 @@
 // accumulated, into poisoned buffers) are checked too. The backward is run twice on the first
 // part and must give the same bits (no atomics whose order varies). The merge of the partials over split key
 // sets must give the attention over all keys. Sliding-window scenarios (AttentionProblem.window,
-// in every call of the scenario, the CPU twin's too) run the same checks on the sm_80-class
-// kernels, which every windowed call must take, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL say.
+// in every call of the scenario, the CPU twin's too) run the same checks on the kernels that serve
+// them: the Hopper kernels' LOWER instances where they serve the call, else the sm_80-class split
+// forward and key-tile backward.
 // Document-masked scenarios (AttentionProblem.docs: bounds from model/documents.c on tokens with a
 // boundary token, in host memory for the CPU twin and device memory for the kernels) likewise:
 // boundaries inside and at the edges of tiles, one-token documents, a first document continued
@@ -228,13 +229,15 @@ static std::vector<int> doc_tokens(int pattern, int B, int T) {
 // with ATTENTION_FWD_KERNEL=sm90 or auto (the host runtime is a compute capability 9.0 device) every call
 // of HS 64, 80 or 128 on 16-byte aligned inputs that is not a decoding step, else none. The same for
 // the backward under ATTENTION_BWD_KERNEL: every call of HS 64, 80 or 128 on 16-byte aligned inputs,
-// lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows. Neither
-// Hopper kernel takes a sliding window: windowed calls (counted apart) run sm80 in every setting.
+// lse and d, Tq a multiple of 64 and a floatX dQ or an fp32 one with 16-byte aligned rows. Sliding
+// windows and document masks do not change that (their LOWER instances); their calls are counted
+// apart too, so that the test fails if no scenario gives them to the Hopper kernels where those run.
 static int fwd_calls = 0, fwd_sm90 = 0, fwd_unexpected = 0;
-static int win_fwd_calls = 0, win_bwd_calls = 0, win_not_sm80 = 0;
-static int doc_fwd_calls = 0, doc_bwd_calls = 0, doc_not_sm80 = 0;   // (document-masked calls, likewise)
+static int win_fwd_calls = 0, win_bwd_calls = 0, win_fwd_sm90 = 0, win_bwd_sm90 = 0;
+static int doc_fwd_calls = 0, doc_bwd_calls = 0, doc_fwd_sm90 = 0, doc_bwd_sm90 = 0;   // (document-masked calls)
 // Under ATTENTION_BWD_HOPPER=q128 the Hopper calls of HS 64 with Tq a multiple of 128 take 128-query
-// tiles ("sm90-q128"), and no others.
+// tiles ("sm90-q128"), and no others: not those under a window or a document mask (the default
+// schedule's LOWER instance).
 static int bwd_calls = 0, bwd_sm90 = 0, bwd_q128 = 0, bwd_unexpected = 0;
 // env_name=sm90, or auto (also when unset: the default) on a compute capability 9.0 device (bf16
 // build).
@@ -256,16 +259,16 @@ static void count_forward_kernel(const AttentionProblem* p, const floatX* q, int
                                  const floatX* v) {
     const bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0 && ldq % 8 == 0 && ldk % 8 == 0;
     const bool want = hopper_selected("ATTENTION_FWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
-                      aligned && !p->decode && !p->window && !p->docs.start;
+                      aligned && !p->decode;
     const char* kernel = attention_cuda_forward_kernel(p, q, ldq, k, ldk, v, ldk);
     const bool sm90 = !strcmp(kernel, "sm90");
     if (p->window) {
         win_fwd_calls++;
-        win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+        win_fwd_sm90 += sm90;
     }
     if (p->docs.start) {
         doc_fwd_calls++;
-        doc_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+        doc_fwd_sm90 += sm90;
     }
     fwd_calls++;
     fwd_sm90 += sm90;
@@ -280,18 +283,19 @@ static void count_backward_kernel(const AttentionProblem* p, const floatX* q, in
     const bool stats = ((uintptr_t)lse | (uintptr_t)d) % 16 == 0 && p->Tq % 64 == 0;
     const bool dq_ok = !dq || ((uintptr_t)dq % 16 == 0 && ld % 4 == 0);
     const bool want = hopper_selected("ATTENTION_BWD_KERNEL") && (p->HS == 64 || p->HS == 80 || p->HS == 128) &&
-                      aligned && stats && dq_ok && !p->window && !p->docs.start;
+                      aligned && stats && dq_ok;
     const char* kernel = attention_cuda_backward_kernel(p, q, ldq, k, ldk, v, ldk, g, ld, lse, d, dq, ld);
+    const bool sm90 = !strcmp(kernel, "sm90") || !strcmp(kernel, "sm90-q128"), q128 = !strcmp(kernel, "sm90-q128");
     if (p->window) {
         win_bwd_calls++;
-        win_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+        win_bwd_sm90 += sm90;
     }
     if (p->docs.start) {
         doc_bwd_calls++;
-        doc_not_sm80 += strcmp(kernel, FUSED_MERGE ? "sm80" : "fma") != 0;
+        doc_bwd_sm90 += sm90;
     }
-    const bool sm90 = !strcmp(kernel, "sm90") || !strcmp(kernel, "sm90-q128"), q128 = !strcmp(kernel, "sm90-q128");
-    const bool want_q128 = want && hopper_q128_selected() && p->HS == 64 && p->Tq % 128 == 0;
+    const bool want_q128 = want && hopper_q128_selected() && p->HS == 64 && p->Tq % 128 == 0 && !p->window &&
+                           !p->docs.start;
     bwd_calls++;
     bwd_sm90 += sm90;
     bwd_q128 += q128;
@@ -849,14 +853,16 @@ int main(int argc, char** argv) {
           "backward kernel (ATTENTION_BWD_KERNEL=%s): the Hopper kernel ran %d of %d backward calls (%d with "
           "128-query tiles), exactly where expected (%d elsewhere)",
           bwd_kernel ? bwd_kernel : "", bwd_sm90, bwd_calls, bwd_q128, bwd_unexpected);
-    check(win_not_sm80 == 0 && win_fwd_calls > 0 && win_bwd_calls > 0,
-          "sliding window: every windowed call ran the %s kernels, whatever ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL "
-          "say (%d forward and %d backward calls, %d others)",
-          FUSED_MERGE ? "sm80" : "fma", win_fwd_calls, win_bwd_calls, win_not_sm80);
-    check(doc_not_sm80 == 0 && doc_fwd_calls > 0 && doc_bwd_calls > 0,
-          "document masks: every document-masked call ran the %s kernels, whatever "
-          "ATTENTION_FWD_KERNEL/ATTENTION_BWD_KERNEL say (%d forward and %d backward calls, %d others)",
-          FUSED_MERGE ? "sm80" : "fma", doc_fwd_calls, doc_bwd_calls, doc_not_sm80);
+    // (exactly where expected: the two checks above; here, that the masked scenarios reached them)
+    const bool fwd90 = hopper_selected("ATTENTION_FWD_KERNEL"), bwd90 = hopper_selected("ATTENTION_BWD_KERNEL");
+    check(win_fwd_calls > 0 && win_bwd_calls > 0 && (win_fwd_sm90 > 0) == fwd90 && (win_bwd_sm90 > 0) == bwd90,
+          "sliding window: the Hopper kernels ran %d of %d windowed forward calls and %d of %d backward calls "
+          "(expected some of each where they are selected, else none)",
+          win_fwd_sm90, win_fwd_calls, win_bwd_sm90, win_bwd_calls);
+    check(doc_fwd_calls > 0 && doc_bwd_calls > 0 && (doc_fwd_sm90 > 0) == fwd90 && (doc_bwd_sm90 > 0) == bwd90,
+          "document masks: the Hopper kernels ran %d of %d document-masked forward calls and %d of %d backward "
+          "calls (expected some of each where they are selected, else none)",
+          doc_fwd_sm90, doc_fwd_calls, doc_bwd_sm90, doc_bwd_calls);
     const Bound bounds[] = {B_O, B_LSE, B_D, B_GRAD, B_MERGE};
     bounds_report("attention-" FLOATX_NAME, bounds, 5);
     return test_finish("test_attention_cuda (" FLOATX_NAME ")");
