@@ -53,12 +53,21 @@
 #                                         layer and phase), flights, waits and bytes as without
 #                                         graphs, host issue spans only outside the graphs, and
 #                                         phase times and fractions in every step record
+#   tests/test_cuda_train.sh hopper-masked  the bf16 trainer at head size 64 (T = 128) with every
+#                                         layer's attention under a document mask, and a window in
+#                                         every second layer: with the default kernels (on the host
+#                                         runtime's compute capability 9.0 the Hopper kernels'
+#                                         LOWER instances) and with the sm_80 ones, each against the
+#                                         CPU trainer within the bf16 bounds; the two CUDA runs'
+#                                         losses differ (other kernels ran: before the Hopper
+#                                         kernels served masks, every masked call ran sm80 and the
+#                                         bits were the same)
 # The runs and comparisons are tools/trainer_checks.sh (shared with the GPU check), on the
 # learnable token stream of tools/stream_shards.py.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -302,7 +311,34 @@ ulysses_launches() {
   echo "  FAIL  Ulysses' launches per layer grow with P (files in $W)"; exit 1
 }
 
+# The bf16 trainer with every attention call bounded from below (documents; a window too in every
+# second layer) at head size 64, where the Hopper kernels serve them, against the CPU trainer: with
+# the default kernels and with ATTENTION_*_KERNEL=sm80, and the two CUDA runs not the same bits.
+# (lr 2e-3: at 1e-2 the bf16 gradient norms of this wider model part from the CPU's by 15-30%
+# within 10 steps whatever the kernels, the causal ones too.)
+hopper_masked() {
+  local model="--channels 128 --heads 2 --document-mask 26 --attention-window 40 --window-every 2 --lr 2e-3"
+  local failures=0 k
+  for k in auto sm80; do
+    ATTENTION_FWD_KERNEL=$k ATTENTION_BWD_KERNEL=$k bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" \
+      --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" --loss-tol 2e-2 --norm-tol 1e-1 \
+      --data "$W/data" --work "$W/$k" --seq-len 128 --model "$model" || failures=$((failures + 1))
+  done
+  if "$PY" - "$W/auto/test/log.jsonl" "$W/sm80/test/log.jsonl" <<'EOF'
+import json, sys
+loss = lambda p: [r["loss"] for r in map(json.loads, open(p, encoding="utf-8")) if r["type"] == "step"]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+print("        default kernels against sm80: %d of %d step losses differ" % (sum(x != y for x, y in zip(a, b)), len(a)))
+sys.exit(0 if len(a) == len(b) == 10 and a != b else 1)
+EOF
+  then echo "  ok    the default kernels are not the sm_80 ones on these masked calls"
+  else echo "  FAIL  the default kernels gave the sm_80 kernels' bits: the Hopper kernels did not run"; failures=$((failures + 1)); fi
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
 case "$part" in
+  hopper-masked) hopper_masked ;;
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;
