@@ -96,10 +96,9 @@ template <int HS, int PV> void launch_hopper_forward_bounded(const AttnArgs& a, 
 // The form the environment asks for (each knob read at every HS, so a bad value is always refused).
 template <int HS> void launch_hopper_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const bool three = hopper_forward_three_consumers(), exact = hopper_hs80_exact();
-    (void)hopper_forward_wide_s();
-    (void)hopper_forward_persistent();
     if (masked_below(a)) {
-        if (HS == 80 && exact) launch_hopper_forward_bounded<HS, HS == 80 ? 80 : 64>(a, B, NH, stream);
+        (void)hopper_forward_wide_s(), (void)hopper_forward_persistent();   // (refused if bad, unused)
+        if (exact) launch_hopper_forward_bounded<HS, HS == 80 ? 80 : 64>(a, B, NH, stream);
         else launch_hopper_forward_bounded<HS, 64>(a, B, NH, stream);
         return;
     }
