@@ -54,12 +54,26 @@ DistCommOps attention2d_ops(const Mesh* m, CommPhase phase, int B, int Tl, int N
 }
 
 int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span) {
-    if (layout != RING_CONTIGUOUS) return P;
+    if (layout == RING_CYCLIC) return P;
     long look = (long)P * Tl - 1;   // causal: the first query of the last rank sees T - 1 before
     if (window > 0 && window - 1 < look) look = window - 1;
     if (doc_span > 0 && doc_span - 1 < look) look = doc_span - 1;
-    const long steps = 1 + (look + Tl - 1) / Tl;
+    const long chunk = layout == RING_ZIGZAG ? Tl / 2 : Tl;
+    const long reach = (look + chunk - 1) / chunk;   // the chunks before a query's own it reaches
+    const long steps = layout == RING_ZIGZAG ? 1 + 2 * reach : 1 + reach;
     return steps < P ? (int)steps : P;
+}
+
+int ring_step_offset(RingLayout layout, int P, int steps, int s) {
+    if (layout != RING_ZIGZAG || steps >= P) return -s;
+    const int reach = (steps - 1) / 2;
+    return s <= reach ? -s : s - reach;
+}
+
+int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin) {
+    for (int s = 0; s < steps; s++)
+        if (((rank + ring_step_offset(layout, P, steps, s)) % P + P) % P == origin) return s;
+    return -1;
 }
 
 // The ring family's passes of `steps` steps along `along`: K|V, steps-1 hops (in steps-1

@@ -54,12 +54,23 @@ CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, 
 CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
                                       int HS, size_t act_size, size_t acc_size);
 // The steps of the ring schedule (attention/ring.c) in a layer with the given window (0: causal)
-// and document span (DocumentBounds.span; 0: none or unknown): P, except that contiguous chunks
-// (Ring) stop once no query reaches back further: a query sees at most
-// look = min(T - 1, W - 1, span - 1) keys before it, so rank i needs the blocks of ranks
-// i - ceil(look / Tl) .. i, 1 + ceil(look / Tl) steps. Striped's cyclic tokens and Zigzag's
-// chunks i and 2P-1-i reach every rank's keys within a few positions: P.
+// and document span (DocumentBounds.span; 0: none or unknown). A query sees at most
+// look = min(T - 1, W - 1, span - 1) keys before it, so a rank needs only the blocks within
+// reach = ceil(look / chunk) chunks of its own:
+// - Ring (contiguous chunks of Tl): ranks i - reach .. i, 1 + reach steps;
+// - Zigzag (chunks i and 2P-1-i of Tl/2): chunk i reaches back into ranks i - 1 .. i - reach and
+//   chunk 2P-1-i into ranks i + 1 .. i + reach (and, past the middle, into first chunks of ranks
+//   no further away), 1 + 2 reach steps of a two-way tour (ring_step_offset);
+// - Striped's cyclic tokens reach every rank's keys within a few positions.
+// P where that is not fewer: the whole one-way ring.
 int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span);
+// The block a rank holds at step s (0 <= s < steps) of a ring of `steps` steps: the rank at this
+// offset from it (mod P). The one-way ring: -s. Zigzag's two-way tour (steps < P): 0, -1, ..,
+// -reach, then +1, .., +reach. Every rank makes the same tour, so each block travels from the
+// rank that held it at step s to the one holding it at s + 1, d(s) - d(s + 1) ranks on.
+int ring_step_offset(RingLayout layout, int P, int steps, int s);
+// The step at which `rank` holds the block of `origin` in that tour; -1 if it never does.
+int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin);
 // Ring, Striped and Zigzag over `steps` ring steps (ring_steps; P for the whole ring): the
 // layout changes nothing else.
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,

@@ -1,6 +1,6 @@
 // Ring, Striped and Zigzag attention: one ring schedule, three token layouts. Rank i keeps its
-// queries; at step s it holds the K|V block of origin rank (i - s) mod P and, while computing with
-// it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
+// queries; at step s of the whole ring it holds the K|V block of origin rank (i - s) mod P and,
+// while computing with it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
 // The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
 //
 // A layout is one run of positions (Ring: contiguous, Striped: cyclic) or two (Zigzag: chunks i
@@ -13,11 +13,15 @@
 // and the dQ, dK|dV accumulators are real_acc (fp32 on CUDA), and so is the travelling dK|dV
 // accumulator, which sums P partials (attention/dist_ops.h).
 //
-// Ring's contiguous chunks stop early where no query reaches back far (a sliding window, or
-// documents: ring_steps of attention/dist_cost.h): n < P steps see every block any query of the
-// rank sees, and each dK|dV accumulator, complete after its n-th rank, goes home in one transfer
-// from rank i + n - 1 to its origin i. Every rank of the ring computes the same n: the window is
-// the layer's and the document span comes from the sequences they all hold.
+// Under a window or documents the ring stops early where no query reaches back far (ring_steps
+// of attention/dist_cost.h): n < P steps see every block any query of the rank sees. Ring's
+// contiguous chunks need the blocks of ranks i - n + 1 .. i, the one-way ring's first n steps.
+// Zigzag's chunk i reaches back into ranks i - 1, i - 2, .. and its chunk 2P-1-i into ranks
+// i + 1, i + 2, ..: a two-way tour, blocks from behind, then from ahead (ring_step_offset), each
+// block passed on from the rank that held it the step before (the turn is one transfer of
+// reach + 1 ranks back). A dK|dV accumulator follows its block and, complete at the block's last
+// rank, goes home in one transfer. Every rank of the ring computes the same n and tour: the window
+// is the layer's and the document span comes from the sequences they all hold.
 #include <stdlib.h>
 
 #include "attention/dist_attention.h"
@@ -93,23 +97,37 @@ static void swap_acc(real_acc** x, real_acc** y) {
 }
 
 // Sends `count` elements of `send` to the rank `hops` ahead and receives as many from the rank
-// `hops` behind (hops 1: the next and the previous one).
+// `hops` behind (hops 1: the next and the previous one; negative: the other way).
 static CommRequest* pass_ahead(RingAttention* a, int hops, CommType t, void* send, void* recv,
                                size_t count) {
+    hops = (hops % a->P + a->P) % a->P;
     CommTransfer out, in;
     out.peer = (a->i + hops) % a->P, out.buf = send, out.count = count;
-    in.peer = (a->i - hops % a->P + a->P) % a->P, in.buf = recv, in.count = count;
+    in.peer = (a->i - hops + a->P) % a->P, in.buf = recv, in.count = count;
     return comm_start(a->comm, a->group, t, &out, 1, &in, 1);
 }
 
-static CommRequest* pass_on(RingAttention* a, CommType t, void* send, void* recv, size_t count) {
-    return pass_ahead(a, 1, t, send, recv, count);
-}
-
-// The ring steps of this layer call (ring_steps): P, or fewer where Ring's queries reach back
-// less far than the ring is long.
+// The ring steps of this layer call (ring_steps): P, or fewer where the queries reach back less
+// far than the ring is long.
 static int steps_of(const RingAttention* a, long window, int Tl) {
     return ring_steps(a->layout, a->P, Tl, window, a->base.docs.start ? a->base.docs.span : 0);
+}
+
+static int offset_of(const RingAttention* a, int steps, int s) {
+    return ring_step_offset(a->layout, a->P, steps, s);
+}
+
+// The rank whose block this rank holds at step s.
+static int origin_of(const RingAttention* a, int steps, int s) {
+    return ((a->i + offset_of(a, steps, s)) % a->P + a->P) % a->P;
+}
+
+// Passes the block held at step s (and, in the backward, its accumulator one step later) to the
+// rank that holds it at step s + 1, receiving the next one: 1 rank ahead on the one-way ring.
+static CommRequest* pass_on(RingAttention* a, int steps, int s, CommType t, void* send,
+                            void* recv, size_t count) {
+    return pass_ahead(a, offset_of(a, steps, s) - offset_of(a, steps, s + 1), t, send, recv,
+                      count);
 }
 
 static void ring_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
@@ -128,8 +146,9 @@ static void ring_forward(AttentionLayer* self, int layer, long window, int B, in
     const int steps = steps_of(a, window, Tl);
     for (int s = 0; s < steps; s++) {
         // Pass the block on while computing with it.
-        CommRequest* req = s < steps - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
-        const int origin = (a->i - s + a->P) % a->P;
+        CommRequest* req = s < steps - 1 ? pass_on(a, steps, s, a->rt, a->kv[0], a->kv[1], S2)
+                                         : NULL;
+        const int origin = origin_of(a, steps, s);
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
                 const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
@@ -182,17 +201,19 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
     }
     dist_zero_acc(a->dq, (size_t)rows * C);
     dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
-    // dkv[0]: accumulator of the block in hand's origin, complete for ranks origin..i-1 once
-    // dkv[1] has arrived; dkv[2]: this rank's part. The parts computed here are added after
+    // dkv[0]: accumulator of the block in hand's origin, complete for the ranks that held the
+    // block before this one once dkv[1] has arrived; dkv[2]: this rank's part. The parts computed here are added after
     // the wait, so compute never waits for the arriving accumulator. K|V and the accumulators
     // have different types, so they travel in two batches.
     const int steps = steps_of(a, window, Tl);
     for (int s = 0; s < steps; s++) {
-        CommRequest* kv_req = s < steps - 1 ? pass_on(a, a->rt, a->kv[0], a->kv[1], S2) : NULL;
-        // the accumulator finished last step moves on with its K|V block
-        CommRequest* dkv_req = s > 0 ? pass_on(a, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
+        CommRequest* kv_req =
+            s < steps - 1 ? pass_on(a, steps, s, a->rt, a->kv[0], a->kv[1], S2) : NULL;
+        // the accumulator finished last step moves on the way its K|V block went
+        CommRequest* dkv_req =
+            s > 0 ? pass_on(a, steps, s - 1, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
 
-        const int origin = (a->i - s + a->P) % a->P;
+        const int origin = origin_of(a, steps, s);
         real_acc* part = a->dkv[2];
         dist_zero_acc(part, S2);
         for (int qr = 0; qr < R; qr++)
@@ -218,11 +239,13 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
         }
         swap_real(&a->kv[0], &a->kv[1]);
     }
-    // The accumulator in hand belongs to rank i - steps + 1 (i+1 over the whole ring) and is
-    // complete: one last transfer home.
+    // The accumulator in hand belongs to the last step's origin (i - steps + 1 on the one-way
+    // ring, i + reach on Zigzag's tour) and is complete: one last transfer home, which brings
+    // this rank's own from the rank at the opposite offset.
     const real_acc* mine = a->dkv[0];
     if (steps > 1) {
-        comm_wait(comm, pass_ahead(a, a->P - steps + 1, a->at, a->dkv[0], a->dkv[1], S2));
+        comm_wait(comm, pass_ahead(a, offset_of(a, steps, steps - 1), a->at, a->dkv[0],
+                                   a->dkv[1], S2));
         mine = a->dkv[1];
     }
     dist_acc_to_real(dqkv, 3 * C, a->dq, C, rows, C);

@@ -305,8 +305,8 @@ static int flash_kernels(const Cluster* c) { return c->shared_cores == 0 && c->p
 
 // The attention work of one layer and micro-batch on a rank that sees `pairs` pairs per sequence
 // and head. Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P (a Tl x Tl block pair
-// each); the ring family `steps` steps of Tl x Tl (ring_steps: P, or fewer for Ring under a
-// window or documents). Merges: the row's pkv-way merge (2d, 2d-overlap) and one per step after a
+// each); the ring family `steps` steps of Tl x Tl (ring_steps: P, or fewer for Ring and Zigzag
+// under a window or documents). Merges: the row's pkv-way merge (2d, 2d-overlap) and one per step after a
 // query block's first (ring: steps-1; 2d-overlap: pq-1 for each of pkv blocks).
 static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs,
                                     int steps) {
@@ -708,7 +708,8 @@ static LayerSeconds schedule_2d_overlap(const Cluster* c, const Topology* t, con
 
 // The ring family: n steps (P, or ring_steps' fewer); the K|V pass of step s travels during step
 // s's compute. Backward also passes the dK|dV accumulator finished the step before, and sends it
-// home at the end (n-1 ranks back when n < P, timed as a hop of the ring).
+// home at the end. The transfers that skip ranks (the home transfer when n < P, Zigzag's turn
+// of its two-way tour) are timed as hops of the ring.
 static LayerSeconds schedule_ring(const Cluster* c, const Topology* t, const OpList* f,
                                   const OpList* b, const AttentionWork* w, int overlapped, int n) {
     LayerSeconds s = serial(c, t, f, b, w);

@@ -70,7 +70,7 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
                     heads[x] += p->NH;
                     map->owner[x] = p->NH == sim->s.NH ? i : BLOCK_EVERY_RANK;
                     map->step[x] = explain_algo_is_ring(sim->s.algo)
-                                       ? (i - map->token_rank[k] + P) % P : 0;
+                                       ? explain_ring_step(sim, i, map->token_rank[k]) : 0;
                 }
             }
         }

@@ -79,6 +79,14 @@ static void table_print(Table* t, FILE* out) {
     free(t->cell);
 }
 
+// Forward passes of rank 0 (every rank of the ring makes as many): the ring ran one step more.
+static int ring_forward_passes(const RankRun* r) {
+    int n = 0;
+    for (int k = 0; k < r->nops; k++)
+        n += r->op[k].phase == COMM_FORWARD && r->op[k].kind == COMM_SEND_RECV;
+    return n;
+}
+
 static void print_mesh(const Simulation* sim, FILE* out) {
     const ExplainShape* s = &sim->s;
     if (s->algo == ALGO_ULYSSES) {
@@ -92,7 +100,20 @@ static void print_mesh(const Simulation* sim, FILE* out) {
                 "(rank (r,c): heads r H .. (r+1) H - 1, tokens t = c + %d r mod %d); all-to-alls "
                 "within a column, then Striped's ring along each row of %d ranks (same heads)\n",
                 s->NH, s->pq, s->NH / s->pq, s->pkv, sim->P, s->pkv);
-    if (explain_algo_is_ring(s->algo)) {
+    const int steps = explain_algo_is_ring(s->algo) ? ring_forward_passes(&sim->rank[0]) + 1 : 0;
+    if (s->algo == ALGO_ZIGZAG && steps < sim->P) {
+        const int reach = (steps - 1) / 2;
+        char behind[32] = "rank i-1", ahead[32] = "rank i+1";
+        if (reach > 1) {
+            snprintf(behind, sizeof behind, "ranks i-1 .. i-%d", reach);
+            snprintf(ahead, sizeof ahead, "ranks i+1 .. i+%d", reach);
+        }
+        fprintf(out, "zigzag's two-way tour: rank i holds the blocks of %s, then of %s (mod %d), "
+                "each passed on by the rank that held it the step before (at the turn, %d ranks "
+                "back); the mesh shape plays no part\n", behind, ahead, sim->P, reach + 1);
+        return;
+    }
+    if (steps) {
         fprintf(out, "ring: rank i sends to i+1 and receives from i-1 (mod %d), the mesh shape plays no part\n", sim->P);
         return;
     }
@@ -117,14 +138,6 @@ static void kernel_positions(const RankRun* r, int want_q, long T, unsigned char
         if (want_q) mark_positions(call->p.qpos, call->p.Tq, held);
         else mark_positions(call->p.kpos, call->p.Tk, held);
     }
-}
-
-// Forward passes of rank 0 (every rank of the ring makes as many): the ring ran one step more.
-static int ring_forward_passes(const RankRun* r) {
-    int n = 0;
-    for (int k = 0; k < r->nops; k++)
-        n += r->op[k].phase == COMM_FORWARD && r->op[k].kind == COMM_SEND_RECV;
-    return n;
 }
 
 // Ring family: the SP rank whose K|V block rank i holds at each forward step, followed through the
@@ -449,7 +462,11 @@ static void print_header(const Simulation* sim, FILE* out) {
     if (s->doc_len > 0)
         fprintf(out, "documents of %ld tokens: a query sees only the keys of its own document; a "
                 "block of other documents returns an empty partial\n", s->doc_len);
-    if (steps && steps < sim->P)
+    if (steps && steps < sim->P && s->algo == ALGO_ZIGZAG)
+        fprintf(out, "Zigzag runs %d of %d steps: a query's chunk reaches back only into the "
+                "chunks of the ranks next to it, before and after (chunks i and 2P-1-i), so the "
+                "other blocks are neither computed nor sent\n", steps, sim->P);
+    else if (steps && steps < sim->P)
         fprintf(out, "Ring stops after %d of %d steps: no query reaches back further than the "
                 "blocks they bring, so the later blocks are neither computed nor sent\n", steps,
                 sim->P);

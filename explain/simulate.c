@@ -119,15 +119,22 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
     free(dqkv);
 }
 
+static int explain_ring_steps(const ExplainShape* s, int P) {
+    return ring_steps(RING_LAYOUT[s->algo], P, (int)(s->T / P), s->window, document_span_of(s));
+}
+
+int explain_ring_step(const Simulation* sim, int rank, int origin) {
+    return ring_step_of(RING_LAYOUT[sim->s.algo], sim->P, explain_ring_steps(&sim->s, sim->P),
+                        rank, origin);
+}
+
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
     if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
     if (explain_algo_is_ring(s->algo)) {
-        const int steps = ring_steps(RING_LAYOUT[s->algo], m->P, Tl, s->window,
-                                     document_span_of(s));
-        return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, steps, sr, sa);
+        return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, explain_ring_steps(s, m->P), sr, sa);
     }
     return attention2d_ops(m, phase, s->B, Tl, s->NH, s->HS, 0, sr, sa,
                            s->algo == ALGO_2D_OVERLAP);

@@ -210,25 +210,49 @@ static void test_window_pairs(void) {
         }
 }
 
-// Ring stops early where no query reaches back (ring_steps): its known answers, and the
-// predicted bytes of banded layers and short documents equal dist_cost.c's over those steps
-// (per layer kind), while Zigzag keeps its P steps.
+// Ring and Zigzag stop early where no query reaches back (ring_steps): their known answers and
+// Zigzag's two-way tour, and the predicted bytes of banded layers and short documents equal
+// dist_cost.c's over those steps (per layer kind).
 static void test_ring_steps(const Cluster* c) {
-    const struct { RingLayout layout; long window; int span, want; } known[] = {
-        {RING_CONTIGUOUS, 0, 0, 4},  {RING_CONTIGUOUS, 16, 0, 2}, {RING_CONTIGUOUS, 17, 0, 2},
-        {RING_CONTIGUOUS, 18, 0, 3}, {RING_CONTIGUOUS, 1, 0, 1},  {RING_CONTIGUOUS, 0, 33, 3},
-        {RING_CONTIGUOUS, 10, 5, 2}, {RING_CONTIGUOUS, 0, 64, 4}, {RING_CYCLIC, 1, 1, 4},
-        {RING_ZIGZAG, 2, 2, 4},
+    const struct { RingLayout layout; int P; long window; int span, want; } known[] = {
+        {RING_CONTIGUOUS, 4, 0, 0, 4},  {RING_CONTIGUOUS, 4, 16, 0, 2}, {RING_CONTIGUOUS, 4, 17, 0, 2},
+        {RING_CONTIGUOUS, 4, 18, 0, 3}, {RING_CONTIGUOUS, 4, 1, 0, 1},  {RING_CONTIGUOUS, 4, 0, 33, 3},
+        {RING_CONTIGUOUS, 4, 10, 5, 2}, {RING_CONTIGUOUS, 4, 0, 64, 4}, {RING_CYCLIC, 4, 1, 1, 4},
+        // Zigzag's chunks of Tl / 2 = 8: 1 + 2 ceil(look / 8) steps where that is under P
+        {RING_ZIGZAG, 4, 2, 2, 3},      {RING_ZIGZAG, 4, 0, 0, 4},      {RING_ZIGZAG, 4, 10, 0, 4},
+        {RING_ZIGZAG, 4, 1, 0, 1},      {RING_ZIGZAG, 8, 9, 0, 3},      {RING_ZIGZAG, 8, 17, 0, 5},
+        {RING_ZIGZAG, 8, 0, 25, 7},     {RING_ZIGZAG, 8, 26, 0, 8},     {RING_ZIGZAG, 3, 5, 0, 3},
+        {RING_CYCLIC, 8, 2, 0, 8},
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
-        const int got = ring_steps(known[k].layout, 4, 16, known[k].window, known[k].span);
-        EXPECT(got == known[k].want, "ring_steps(layout %d, P 4, Tl 16, window %ld, span %d) = "
-               "%d, expected %d", (int)known[k].layout, known[k].window, known[k].span, got,
-               known[k].want);
+        const int got = ring_steps(known[k].layout, known[k].P, 16, known[k].window, known[k].span);
+        EXPECT(got == known[k].want, "ring_steps(layout %d, P %d, Tl 16, window %ld, span %d) = "
+               "%d, expected %d", (int)known[k].layout, known[k].P, known[k].window,
+               known[k].span, got, known[k].want);
     }
+    // the tours: Zigzag's two-way one under P steps, the one-way ring otherwise
+    const struct { RingLayout layout; int P, steps, offset[8]; } tours[] = {
+        {RING_ZIGZAG, 8, 5, {0, -1, -2, 1, 2}}, {RING_ZIGZAG, 8, 3, {0, -1, 1}},
+        {RING_ZIGZAG, 4, 4, {0, -1, -2, -3}},   {RING_CONTIGUOUS, 8, 3, {0, -1, -2}},
+        {RING_ZIGZAG, 8, 1, {0}},
+    };
+    for (size_t k = 0; k < sizeof tours / sizeof tours[0]; k++)
+        for (int s = 0; s < tours[k].steps; s++) {
+            const int P = tours[k].P, want = tours[k].offset[s];
+            const int got = ring_step_offset(tours[k].layout, P, tours[k].steps, s);
+            EXPECT(got == want, "ring_step_offset(layout %d, P %d, %d steps, step %d) = %d, "
+                   "expected %d", (int)tours[k].layout, P, tours[k].steps, s, got, want);
+            const int rank = 3, origin = ((rank + want) % P + P) % P;
+            const int back = ring_step_of(tours[k].layout, P, tours[k].steps, rank, origin);
+            EXPECT(back == s, "ring_step_of(layout %d, P %d, %d steps, rank 3, origin %d) = %d, "
+                   "expected %d", (int)tours[k].layout, P, tours[k].steps, origin, back, s);
+        }
+    EXPECT(ring_step_of(RING_ZIGZAG, 8, 3, 3, 6) == -1,
+           "ring_step_of: rank 6 is not on rank 3's tour of 3 steps");
     const struct { CostAlgorithm a; int window, every, doc_len, steps[2]; } cases[] = {
         {COST_RING, 64, 1, 0, {2, 2}},  {COST_RING, 64, 2, 0, {2, 4}},  {COST_RING, 0, 0, 32, {2, 2}},
-        {COST_RING, 200, 2, 32, {2, 2}}, {COST_ZIGZAG, 64, 1, 32, {4, 4}}, {COST_RING, 0, 0, 0, {4, 4}},
+        {COST_RING, 200, 2, 32, {2, 2}}, {COST_ZIGZAG, 64, 1, 32, {3, 3}}, {COST_RING, 0, 0, 0, {4, 4}},
+        {COST_ZIGZAG, 64, 2, 0, {3, 4}}, {COST_ZIGZAG, 100, 1, 0, {4, 4}},
     };
     int start[512];
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

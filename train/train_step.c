@@ -27,8 +27,9 @@ void next_batch(Trainer* t, DataLoader* loader) {
     layout_take(t->full_targets, t->B, t->T, t->positions, t->Tl, t->targets);
     if (t->doc_boundary >= 0) {
         gpt_set_documents(&t->model, t->full_inputs, t->T, t->doc_boundary, t->opt.reset_position_ids);
-        // The bounds live in device memory a graph reads; but Ring's early stop (after the longest
-        // document's span) would change its launches batch by batch: with graphs it runs every step.
+        // The bounds live in device memory a graph reads; but Ring's and Zigzag's early stop (after
+        // the longest document's span) would change their launches batch by batch: with graphs
+        // they run every step.
         if (t->opt.cuda_graph) t->model.attention->docs.span = 0;
     }
 }
