@@ -48,6 +48,11 @@ mv "$tmp/2x2/2d-bytes-vs-p.png" "$figures/bytes-vs-p.png"
 rm -f "$tmp"/*/*bytes-vs-p.png
 for f in "$tmp"/2x2/*.png; do cp "$f" "$figures/$(basename "$f")"; done
 for f in "$tmp"/4x4/*.png; do cp "$f" "$figures/4x4-$(basename "$f")"; done
+# Zigzag under a window on 8 ranks: its two-way tour, the step computing each cell and the passes.
+mkdir -p "$tmp/window"
+"$explain" --seq-len 64 --attention zigzag --pq 2 --pkv 4 --attention-window 6 --heads 16 \
+  --head-size 64 --png "$tmp/window" > /dev/null
+for f in matrix-step transfers-forward; do cp "$tmp/window/zigzag-$f.png" "$figures/window-zigzag-$f.png"; done
 
 # A real run: 4 ranks on a 2x2 mesh, tiny model, 3 steps of ATTENTION2D (overlapped), traced.
 run=$tmp/run

@@ -58,15 +58,23 @@ static void draw_matrix(const Simulation* sim, const BlockMap* map, int by_step,
             sim->P, by_step ? "ring step computing each cell" : "rank computing each cell");
     fprintf(gp, "set xlabel 'key position'; set ylabel 'query position'\n");
     fprintf(gp, "set yrange [%ld:%ld] reverse; set xrange [%ld:%ld]\n", T - 0.5 > 0 ? T : 1, -1L, -1L, T);
-    // One colour per rank or step: a step function over [0, P], cell value v drawn at v + 0.5.
+    // One colour per rank or step: a step function over [0, n], cell value v drawn at v + 0.5.
+    // n: the P ranks, or the steps up to the last that computes a cell (a ring stopped early runs
+    // fewer than P).
+    int n = sim->P;
+    if (by_step) {
+        n = 1;
+        for (size_t x = 0; x < (size_t)T * T; x++)
+            if (map->step[x] + 1 > n) n = map->step[x] + 1;
+    }
     static const char* const colours[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44",
                                           "#66ccee", "#aa3377", "#bbbbbb", "#000000"};
     fprintf(gp, "set palette defined (");
-    for (int j = 0; j < sim->P; j++)
+    for (int j = 0; j < n; j++)
         fprintf(gp, "%s%d '%s', %d '%s'", j ? ", " : "", j, colours[j % 8], j + 1, colours[j % 8]);
-    fprintf(gp, ")\nset cbrange [0:%d]; set cblabel '%s'\n", sim->P, by_step ? "step" : "rank");
+    fprintf(gp, ")\nset cbrange [0:%d]; set cblabel '%s' offset 1,0\n", n, by_step ? "step" : "rank");
     fprintf(gp, "set cbtics (");
-    for (int j = 0; j < sim->P; j += sim->P > 16 ? sim->P / 8 : 1) fprintf(gp, "%s'%d' %d.5", j ? ", " : "", j, j);
+    for (int j = 0; j < n; j += n > 16 ? n / 8 : 1) fprintf(gp, "%s'%d' %d.5", j ? ", " : "", j, j);
     fprintf(gp, ")\n");
     fprintf(gp, "set size square\n");
     fprintf(gp, "plot $cells using 1:2:($3 + 0.5) with image pixels notitle\n");
