@@ -29,7 +29,8 @@ AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, in
 
 // Ring schedule over the SP group (P = pq * pkv, mesh shape ignored): Q stays, K/V rotate in
 // P-1 steps overlapped with compute; backward rotates K, V and the dK, dV accumulators. The three
-// layouts share the schedule and its volume; they differ in which (query, key) blocks are masked.
+// layouts share the schedule and its volume; they differ in which (query, key) blocks are masked,
+// and in the steps a window or documents leave (ring_steps, attention/dist_cost.h).
 typedef enum {
     RING_CONTIGUOUS,   // Ring Attention: rank i holds tokens [i*Tl, (i+1)*Tl)
     RING_CYCLIC,       // Striped Attention: token t on rank t mod P
@@ -37,6 +38,9 @@ typedef enum {
                        // rank i holding chunks i and 2P-1-i (Tl even)
 } RingLayout;
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH, int HS);
+// The layout of a ring schedule's name ("ring", "striped", "zigzag", as the trainer's
+// --attention): 0, or -1 for another name.
+int ring_layout_parse(const char* name, RingLayout* out);
 // The same ring over the ranks of one mesh group (MESH_SP above; MESH_ROW inside USP), in the
 // layout over that group's ranks.
 AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout layout, int B,

@@ -5,6 +5,7 @@
 
 #include "comm/fail.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static void push(DistCommOps* l, CommKind kind, DistAlong along, DistStage stage,
@@ -68,6 +69,22 @@ int ring_step_offset(RingLayout layout, int P, int steps, int s) {
     if (layout != RING_ZIGZAG || steps >= P) return -s;
     const int reach = (steps - 1) / 2;
     return s <= reach ? -s : s - reach;
+}
+
+void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n) {
+    if (steps <= 1) {
+        snprintf(buf, n, "its own block only");
+        return;
+    }
+    const int two_way = layout == RING_ZIGZAG && steps < P, reach = two_way ? (steps - 1) / 2
+                                                                            : steps - 1;
+    char behind[40], ahead[40];
+    if (reach == 1) snprintf(behind, sizeof behind, "rank i-1");
+    else snprintf(behind, sizeof behind, "ranks i-1 .. i-%d", reach);
+    if (reach == 1) snprintf(ahead, sizeof ahead, "rank i+1");
+    else snprintf(ahead, sizeof ahead, "ranks i+1 .. i+%d", reach);
+    if (two_way) snprintf(buf, n, "its own block, then those of %s, then of %s", behind, ahead);
+    else snprintf(buf, n, "its own block, then those of %s", behind);
 }
 
 int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin) {

@@ -69,6 +69,10 @@ int ring_steps(RingLayout layout, int P, int Tl, long window, int doc_span);
 // -reach, then +1, .., +reach. Every rank makes the same tour, so each block travels from the
 // rank that held it at step s to the one holding it at s + 1, d(s) - d(s + 1) ranks on.
 int ring_step_offset(RingLayout layout, int P, int steps, int s);
+// That tour in words, for rank i of P: "its own block, then those of ranks i-1 .. i-3", "its own
+// block, then those of rank i-1, then of rank i+1" (Zigzag's two-way tour), "its own block only"
+// (steps 1); n bytes at buf.
+void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n);
 // The step at which `rank` holds the block of `origin` in that tour; -1 if it never does.
 int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin);
 // Ring, Striped and Zigzag over `steps` ring steps (ring_steps; P for the whole ring): the

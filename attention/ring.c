@@ -23,6 +23,7 @@
 // rank, goes home in one transfer. Every rank of the ring computes the same n and tour: the window
 // is the layer's and the document span comes from the sequences they all hold.
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention/dist_attention.h"
 #include "attention/dist_bounds.h"
@@ -261,11 +262,21 @@ static void ring_destroy(AttentionLayer* self) {
     free(a);
 }
 
+static const char* const RING_NAMES[] = {"ring", "striped", "zigzag"};   // by RingLayout
+
+int ring_layout_parse(const char* name, RingLayout* out) {
+    for (int k = 0; k < 3; k++)
+        if (strcmp(name, RING_NAMES[k]) == 0) {
+            *out = (RingLayout)k;
+            return 0;
+        }
+    return -1;
+}
+
 AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout layout, int B,
                                          int Tl, int NH, int HS) {
     CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC || layout == RING_ZIGZAG,
           "caller bug", "unknown ring layout %d", (int)layout);
-    static const char* const names[] = {"ring", "striped", "zigzag"};
     CHECK(layout != RING_ZIGZAG || Tl % 2 == 0, "use a sequence length divisible by 2P",
           "zigzag attention: %d local tokens do not split into two chunks", Tl);
     RingAttention* a = (RingAttention*)xcalloc(1, sizeof *a, "ring attention layer");
@@ -276,7 +287,7 @@ AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout
     a->group = group;
     a->P = mesh_group_size(m, group);
     a->i = mesh_group_rank(m, group);
-    a->max = dist_bounds(names[layout], B, Tl, NH, HS);
+    a->max = dist_bounds(RING_NAMES[layout], B, Tl, NH, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
@@ -299,7 +310,7 @@ AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout
     a->base.backward = ring_backward;
     a->base.destroy = ring_destroy;
     a->base.positions = ring_rank_layout(layout, a->P, a->i, Tl);
-    a->base.name = names[layout];
+    a->base.name = RING_NAMES[layout];
     return &a->base;
 }
 

@@ -102,15 +102,11 @@ static void print_mesh(const Simulation* sim, FILE* out) {
                 s->NH, s->pq, s->NH / s->pq, s->pkv, sim->P, s->pkv);
     const int steps = explain_algo_is_ring(s->algo) ? ring_forward_passes(&sim->rank[0]) + 1 : 0;
     if (s->algo == ALGO_ZIGZAG && steps < sim->P) {
-        const int reach = (steps - 1) / 2;
-        char behind[32] = "rank i-1", ahead[32] = "rank i+1";
-        if (reach > 1) {
-            snprintf(behind, sizeof behind, "ranks i-1 .. i-%d", reach);
-            snprintf(ahead, sizeof ahead, "ranks i+1 .. i+%d", reach);
-        }
-        fprintf(out, "zigzag's two-way tour: rank i holds the blocks of %s, then of %s (mod %d), "
-                "each passed on by the rank that held it the step before (at the turn, %d ranks "
-                "back); the mesh shape plays no part\n", behind, ahead, sim->P, reach + 1);
+        char tour[128];
+        ring_tour_text(RING_ZIGZAG, sim->P, steps, tour, sizeof tour);
+        fprintf(out, "zigzag's two-way tour: rank i holds %s (mod %d), each passed on by the rank "
+                "that held it the step before (at the turn, %d ranks back); the mesh shape plays "
+                "no part\n", tour, sim->P, (steps - 1) / 2 + 1);
         return;
     }
     if (steps) {

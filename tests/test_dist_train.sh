@@ -339,6 +339,13 @@ banded)
   grep -q 'attention window 2 in layers l % 2 = 0,' "$work/ref.out" ||
     fail "banded: the configuration does not name the window"
   every_schedule b "${banded[@]}"
+  # The start-up line names the steps a 2-token window leaves (T 32 on 4 ranks): Ring 2 of 4,
+  # Zigzag's two-way tour 3 of 4; Striped, whose tokens are cyclic, none.
+  grep -q '^ring steps: 2 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1), 4 in the others; K|V passes per banded layer 1 instead of 3$' "$work/b-ring-1x4.out" ||
+    fail "banded: Ring's start-up line does not give its 2 of 4 steps"
+  grep -q '^ring steps: 3 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1, then of rank i+1), 4 in the others; K|V passes per banded layer 2 instead of 3$' "$work/b-zigzag-2x2.out" ||
+    fail "banded: Zigzag's start-up line does not give its two-way tour of 3 steps"
+  ! grep -q '^ring steps:' "$work/b-striped-4x1.out" || fail "banded: Striped names steps it runs all of"
   # The same run without the window is another model: its losses must differ from step 2 on
   # (both runs on the reference trainer).
   single_is_ref=1

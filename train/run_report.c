@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/dist_cost.h"
 #include "data/bpe.h"
 #include "model/blas_kernels.h"
 #include "train/peak_flops.h"
@@ -24,6 +25,21 @@ static void print_memory_budget(const Trainer* t) {
         printf("  %-22s %14zu bytes  %s\n", i < MEMORY_NTERMS ? memory_term_name((MemoryTerm)i)
                : "total", b, b >= (1 << 20) ? memory_format_bytes(b, text, sizeof text) : "");
     }
+}
+
+// The ring family's steps in the banded layers, where their window stops the ring early
+// (ring_steps; documents stop it batch by batch, after the longest one).
+static void print_ring_steps(const Trainer* t) {
+    RingLayout layout;
+    if (t->mesh.P == 1 || !t->cfg.window || ring_layout_parse(t->opt.attention, &layout) != 0)
+        return;
+    const int P = t->mesh.P, steps = ring_steps(layout, P, t->Tl, t->cfg.window, 0);
+    if (steps >= P) return;
+    char tour[128];
+    ring_tour_text(layout, P, steps, tour, sizeof tour);
+    printf("ring steps: %d of %d in the banded layers (window %d: rank i holds %s), %d in the "
+           "others; K|V passes per banded layer %d instead of %d\n", steps, P, t->cfg.window,
+           tour, ring_steps(layout, P, t->Tl, 0, 0), steps - 1, P - 1);
 }
 
 void print_config(Trainer* t) {
@@ -44,6 +60,7 @@ void print_config(Trainer* t) {
            "per rank; transport %s (launch: %s)\n", t->mesh.world_size, t->mesh.dp, t->mesh.pq,
            t->mesh.pkv, t->attention->name, chunks, t->Tl, t->comm->name,
            t->use_mpi ? "MPI" : t->opt.rendezvous);
+    print_ring_steps(t);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);

@@ -294,10 +294,9 @@ static void setup_attention(Trainer* t) {
     } else if (strcmp(t->opt.attention, "usp") == 0) {
         t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, HS, t->opt.a2a_chunks);
     } else {
-        const char* name = t->opt.attention;
-        const RingLayout layout = strcmp(name, "ring") == 0      ? RING_CONTIGUOUS
-                                  : strcmp(name, "zigzag") == 0 ? RING_ZIGZAG
-                                                                : RING_CYCLIC;
+        RingLayout layout = RING_CYCLIC;
+        CHECK(ring_layout_parse(t->opt.attention, &layout) == 0, "caller bug",
+              "--attention %s: not a schedule", t->opt.attention);
         t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, HS);
     }
 }
