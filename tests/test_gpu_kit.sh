@@ -233,6 +233,8 @@ EOF
     eval '[ "$(grep -cE "^\| (64|128) \| (16|32) \| (fp32|bf16) \| ok \| loss [0-9.e+-]+; norm" "$r")" = 8 ]'
   check "several ranks on one GPU: the seven schedules on 2 and 4 ranks (mpi-staged), Ulysses on 2 and USP on 4 in chunks of heads, against the CPU trainer, all ok" \
     eval '[ "$(grep -cE "^\| (2|4) \| (2d|2d-keep|ring|striped|zigzag|ulysses|usp) \| ok \| loss [0-9.e+-]+; norm" "$r")" = 14 ] && grep -qE "^\| 2 \| ulysses-chunks \| ok \| loss" "$r" && grep -qE "^\| 4 \| usp-chunks \| ok \| loss" "$r"'
+  check "several ranks on one GPU: Zigzag's two-way tour under a window in every second layer, 4 ranks, against the CPU trainer, ok" \
+    grep -qE "^\| 4 \| zigzag, window 3 every 2 layers \(3 of 4 ring steps in the banded ones\) \| ok \| loss [0-9.e+-]+; norm" "$r"
   check "NCCL: one rank under mpirun and alone against the CPU trainer, two ranks on one GPU refused, mpirun quiet" \
     eval 'grep -q "^| 1 rank on nccl under mpirun, against the CPU trainer | ok |" "$r" && grep -q "^| 1 rank on nccl without a launcher, against the CPU trainer | ok |" "$r" && grep -qE "^\| 2 ranks on one GPU, .--comm nccl. \| ok \| .*2 ranks on this node but 1 GPU visible" "$r" && grep -q "^| the bundle.s .mpirun., 2 CPU ranks: .* | ok |" "$r"'
   check "generation: the KV cache gives the recomputation's tokens and logits within 1/64, on varied continuations, and its decode rate" \

@@ -565,6 +565,16 @@ for np_mesh in "2:--pkv 2" "4:--pq 2 --pkv 2"; do
     section "| $nranks | $algo | $R | $DIFFS | $split |"
   done
 done
+# Zigzag's two-way tour under GPT-3's pattern: a 3-token window in every second layer, chunks of
+# 2 tokens on 4 ranks, so the banded layers run 3 of the 4 ring steps (the ranks on both sides,
+# the turn 2 ranks back) and the dense ones all 4.
+REQUIRE="ring steps: 3 of 4 in the banded layers" compared shared_4_zigzag_window trainer \
+  "4 ranks zigzag, window 3 every 2 layers, mpi-staged" dist --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+  --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+  --work "$LOGS/shared-window" --steps "$TRAIN_STEPS" --np 4 --mesh "--pq 2 --pkv 2 --attention zigzag" \
+  --test-args "--comm mpi-staged" --mpirun "$MPIRUN_SHARED" --model "--attention-window 3 --window-every 2"
+split=$(sed -n 's/^ *summary: [0-9]* timed steps* ([^)]*): \([^;]*\);.*/\1/p' "$LOGS/shared_4_zigzag_window.log" | head -n 1)
+section "| 4 | zigzag, window 3 every 2 layers (3 of 4 ring steps in the banded ones) | $R | $DIFFS | $split |"
 
 fi
 

@@ -18,7 +18,8 @@
 #       options ARGS (--pq/--pkv/--attention/--zero/--keep-kv; dp 1) and --test-args (e.g.
 #       --comm mpi-staged), against the single-process reference (--cpu, e.g. the CPU trainer):
 #       compared as vs-cpu does; the test run must also name its transport, and its summary line
-#       (the forward / backward / optimizer split of a step) is printed. --mpirun none: the test
+#       (the forward / backward / optimizer split of a step) is printed, and its "ring steps:"
+#       line where a window stops the ring early. --mpirun none: the test
 #       trainer runs alone, without a launcher (one rank).
 #   Every mode: --model "ARGS" adds model and batch options after the defaults below (e.g.
 #   "--channels 256 --heads 2 --batch 1"; the context follows --seq-len). The reference run of
@@ -122,6 +123,7 @@ dist() {
   rc=$?
   printf '%s\n' "$report" | sed 's/^/        /'
   grep -m1 '^summary:' "$work/test.out" | sed 's/^/        /'
+  grep -m1 '^ring steps:' "$work/test.out" | sed 's/^/        /'   # a window's early stop
   [ "$rc" -eq 0 ] && ok "$backend, $np ranks ($mesh $test_args): $steps steps against the reference" ||
     fail "$backend, $np ranks ($mesh $test_args): losses or gradient norms differ beyond the bounds"
 }
