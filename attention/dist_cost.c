@@ -78,11 +78,11 @@ void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n) {
     }
     const int two_way = layout == RING_ZIGZAG && steps < P, reach = two_way ? (steps - 1) / 2
                                                                             : steps - 1;
-    char behind[40], ahead[40];
-    if (reach == 1) snprintf(behind, sizeof behind, "rank i-1");
-    else snprintf(behind, sizeof behind, "ranks i-1 .. i-%d", reach);
-    if (reach == 1) snprintf(ahead, sizeof ahead, "rank i+1");
-    else snprintf(ahead, sizeof ahead, "ranks i+1 .. i+%d", reach);
+    char behind[40] = "rank i-1", ahead[40] = "rank i+1";
+    if (reach > 1) {
+        snprintf(behind, sizeof behind, "ranks i-1 .. i-%d", reach);
+        snprintf(ahead, sizeof ahead, "ranks i+1 .. i+%d", reach);
+    }
     if (two_way) snprintf(buf, n, "its own block, then those of %s, then of %s", behind, ahead);
     else snprintf(buf, n, "its own block, then those of %s", behind);
 }

@@ -1,7 +1,7 @@
 // Ring, Striped and Zigzag attention: one ring schedule, three token layouts. Rank i keeps its
 // queries; at step s of the whole ring it holds the K|V block of origin rank (i - s) mod P and,
-// while computing with it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C elements per shard.
-// The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
+// while computing with it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C
+// elements per shard. The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
 //
 // A layout is one run of positions (Ring: contiguous, Striped: cyclic) or two (Zigzag: chunks i
 // and 2P-1-i of Tl/2 tokens, local tokens alternating between them: attention/partial_attention.h,
@@ -203,9 +203,9 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
     dist_zero_acc(a->dq, (size_t)rows * C);
     dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
     // dkv[0]: accumulator of the block in hand's origin, complete for the ranks that held the
-    // block before this one once dkv[1] has arrived; dkv[2]: this rank's part. The parts computed here are added after
-    // the wait, so compute never waits for the arriving accumulator. K|V and the accumulators
-    // have different types, so they travel in two batches.
+    // block before this one once dkv[1] has arrived; dkv[2]: this rank's part. The parts
+    // computed here are added after the wait, so compute never waits for the arriving
+    // accumulator. K|V and the accumulators have different types, so they travel in two batches.
     const int steps = steps_of(a, window, Tl);
     for (int s = 0; s < steps; s++) {
         CommRequest* kv_req =
