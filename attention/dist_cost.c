@@ -87,10 +87,8 @@ void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n) {
     else snprintf(buf, n, "its own block, then those of %s", behind);
 }
 
-int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin) {
-    for (int s = 0; s < steps; s++)
-        if (((rank + ring_step_offset(layout, P, steps, s)) % P + P) % P == origin) return s;
-    return -1;
+int ring_step_origin(RingLayout layout, int P, int steps, int rank, int s) {
+    return ((rank + ring_step_offset(layout, P, steps, s)) % P + P) % P;
 }
 
 // The ring family's passes of `steps` steps along `along`: K|V, steps-1 hops (in steps-1

@@ -73,8 +73,8 @@ int ring_step_offset(RingLayout layout, int P, int steps, int s);
 // block, then those of rank i-1, then of rank i+1" (Zigzag's two-way tour), "its own block only"
 // (steps 1); n bytes at buf.
 void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n);
-// The step at which `rank` holds the block of `origin` in that tour; -1 if it never does.
-int ring_step_of(RingLayout layout, int P, int steps, int rank, int origin);
+// The rank whose block `rank` holds at step s of that tour: rank + ring_step_offset, mod P.
+int ring_step_origin(RingLayout layout, int P, int steps, int rank, int s);
 // Ring, Striped and Zigzag over `steps` ring steps (ring_steps; P for the whole ring): the
 // layout changes nothing else.
 CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,

@@ -118,11 +118,6 @@ static int offset_of(const RingAttention* a, int steps, int s) {
     return ring_step_offset(a->layout, a->P, steps, s);
 }
 
-// The rank whose block this rank holds at step s.
-static int origin_of(const RingAttention* a, int steps, int s) {
-    return ((a->i + offset_of(a, steps, s)) % a->P + a->P) % a->P;
-}
-
 // Passes the block held at step s (and, in the backward, its accumulator one step later) to the
 // rank that holds it at step s + 1, receiving the next one: 1 rank ahead on the one-way ring.
 static CommRequest* pass_on(RingAttention* a, int steps, int s, CommType t, void* send,
@@ -149,7 +144,7 @@ static void ring_forward(AttentionLayer* self, int layer, long window, int B, in
         // Pass the block on while computing with it.
         CommRequest* req = s < steps - 1 ? pass_on(a, steps, s, a->rt, a->kv[0], a->kv[1], S2)
                                          : NULL;
-        const int origin = origin_of(a, steps, s);
+        const int origin = ring_step_origin(a->layout, a->P, steps, a->i, s);
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
                 const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
@@ -214,7 +209,7 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
         CommRequest* dkv_req =
             s > 0 ? pass_on(a, steps, s - 1, a->at, a->dkv[0], a->dkv[1], S2) : NULL;
 
-        const int origin = origin_of(a, steps, s);
+        const int origin = ring_step_origin(a->layout, a->P, steps, a->i, s);
         real_acc* part = a->dkv[2];
         dist_zero_acc(part, S2);
         for (int qr = 0; qr < R; qr++)

@@ -49,6 +49,8 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
     free(pos);
     const CallKind want = phase == COMM_FORWARD ? CALL_FORWARD : CALL_BACKWARD;
     int* heads = xcalloc((size_t)T * T, sizeof(int), "explain head counts");   // (T, T)
+    // the ring family: the step at which rank i holds rank o's keys, at [i P + o]
+    int* ring_step = explain_algo_is_ring(sim->s.algo) ? explain_ring_step_table(sim) : NULL;
     for (int i = 0; i < P; i++) {
         const RankRun* r = &sim->rank[i];
         for (int c = 0; c < r->ncalls; c++) {
@@ -63,14 +65,14 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
                     const size_t x = (size_t)q * T + k;
                     if (heads[x] + p->NH > sim->s.NH) {
                         free(heads);
+                        free(ring_step);
                         return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed by ranks %d and %d "
                                        "for more than the %d heads", comm_phase_name(phase), q, k,
                                        map->owner[x], i, sim->s.NH);
                     }
                     heads[x] += p->NH;
                     map->owner[x] = p->NH == sim->s.NH ? i : BLOCK_EVERY_RANK;
-                    map->step[x] = explain_algo_is_ring(sim->s.algo)
-                                       ? explain_ring_step(sim, i, map->token_rank[k]) : 0;
+                    map->step[x] = ring_step ? ring_step[i * P + map->token_rank[k]] : 0;
                 }
             }
         }
@@ -80,10 +82,12 @@ int block_map_build(const Simulation* sim, CommPhase phase, BlockMap* map, char*
             const int n = heads[(size_t)q * T + k];
             if (visible(sim, q, k) && n < sim->s.NH) {
                 free(heads);
+                free(ring_step);
                 return set_err(err, ERR_LEN, "%s cell (query %ld, key %ld) computed for %d of the "
                                "%d heads", comm_phase_name(phase), q, k, n, sim->s.NH);
             }
         }
     free(heads);
+    free(ring_step);
     return 0;
 }

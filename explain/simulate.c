@@ -123,9 +123,14 @@ static int explain_ring_steps(const ExplainShape* s, int P) {
     return ring_steps(RING_LAYOUT[s->algo], P, (int)(s->T / P), s->window, document_span_of(s));
 }
 
-int explain_ring_step(const Simulation* sim, int rank, int origin) {
-    return ring_step_of(RING_LAYOUT[sim->s.algo], sim->P, explain_ring_steps(&sim->s, sim->P),
-                        rank, origin);
+int* explain_ring_step_table(const Simulation* sim) {
+    const int P = sim->P, steps = explain_ring_steps(&sim->s, P);
+    int* step = xmalloc((size_t)P * P * sizeof(int), "explain ring step table");   // (P, P)
+    for (int x = 0; x < P * P; x++) step[x] = -1;
+    for (int i = 0; i < P; i++)
+        for (int s = 0; s < steps; s++)
+            step[i * P + ring_step_origin(RING_LAYOUT[sim->s.algo], P, steps, i, s)] = s;
+    return step;
 }
 
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {

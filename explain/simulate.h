@@ -65,9 +65,9 @@ AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s);
 void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
                        DocumentBounds docs, const real* qkv, const real* dout,
                        ComputeRecorder* rec);
-// The ring family: the step at which `rank` holds the K|V block of `origin` (ring_step_of over
-// the steps of the simulated shape); -1 if it never does.
-int explain_ring_step(const Simulation* sim, int rank, int origin);
+// The ring family: (P, P) the step at which rank i holds the K|V block of rank o, at [i P + o]
+// (ring_step_origin over the steps of the simulated shape), -1 where it never does. Free it.
+int* explain_ring_step_table(const Simulation* sim);
 // dist_cost.c's operations for this rank and phase.
 DistCommOps explain_closed_ops(const Mesh* mesh, const ExplainShape* s, CommPhase phase);
 

@@ -242,13 +242,14 @@ static void test_ring_steps(const Cluster* c) {
             const int got = ring_step_offset(tours[k].layout, P, tours[k].steps, s);
             EXPECT(got == want, "ring_step_offset(layout %d, P %d, %d steps, step %d) = %d, "
                    "expected %d", (int)tours[k].layout, P, tours[k].steps, s, got, want);
-            const int rank = 3, origin = ((rank + want) % P + P) % P;
-            const int back = ring_step_of(tours[k].layout, P, tours[k].steps, rank, origin);
-            EXPECT(back == s, "ring_step_of(layout %d, P %d, %d steps, rank 3, origin %d) = %d, "
-                   "expected %d", (int)tours[k].layout, P, tours[k].steps, origin, back, s);
         }
-    EXPECT(ring_step_of(RING_ZIGZAG, 8, 3, 3, 6) == -1,
-           "ring_step_of: rank 6 is not on rank 3's tour of 3 steps");
+    // the origins, mod P: rank 0 holds rank 7's block at step 1 and rank 7 rank 0's at step 2;
+    // the turn of 5 steps brings rank 3 the block of rank 4 at step 3
+    EXPECT(ring_step_origin(RING_ZIGZAG, 8, 3, 0, 1) == 7 &&
+               ring_step_origin(RING_ZIGZAG, 8, 3, 7, 2) == 0 &&
+               ring_step_origin(RING_ZIGZAG, 8, 5, 3, 3) == 4 &&
+               ring_step_origin(RING_CONTIGUOUS, 8, 3, 1, 2) == 7,
+           "ring_step_origin: a tour's origins (mod P) are not the known ones");
     const struct { CostAlgorithm a; int window, every, doc_len, steps[2]; } cases[] = {
         {COST_RING, 64, 1, 0, {2, 2}},  {COST_RING, 64, 2, 0, {2, 4}},  {COST_RING, 0, 0, 32, {2, 2}},
         {COST_RING, 200, 2, 32, {2, 2}}, {COST_ZIGZAG, 64, 1, 32, {3, 3}}, {COST_RING, 0, 0, 0, {4, 4}},
