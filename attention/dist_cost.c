@@ -285,6 +285,74 @@ long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long wi
     return pairs;
 }
 
+long long attention_tile_pairs(const AttentionProblem* p, AttentionTile tile) {
+    long long pairs = 0;
+    for (int i0 = 0; i0 < p->Tq; i0 += tile.rows) {
+        const int nq = p->Tq - i0 < tile.rows ? p->Tq - i0 : tile.rows;
+        int begin, end;
+        attention_tile_keys(p, 0, i0, nq, &begin, &end);
+        if (end <= begin) continue;
+        begin -= begin % tile.keys;
+        end += (tile.keys - end % tile.keys) % tile.keys;
+        pairs += (long long)nq * ((end < p->Tk ? end : p->Tk) - begin);
+    }
+    return pairs;
+}
+
+long long attention_causal_tile_pairs(long n, AttentionTile tile) {
+    const AttentionProblem p = attention_problem(1, 1, 1, (int)n, (int)n, token_positions(0, 1),
+                                                 token_positions(0, 1));
+    return attention_tile_pairs(&p, tile);
+}
+
+// The partial-attention call of one sequence and head under the window and documents.
+static AttentionProblem pair_call(int Tq, int Tk, TokenPositions q, TokenPositions k, long T,
+                                  long window, const int* doc_start) {
+    AttentionProblem p = attention_problem(1, 1, 1, Tq, Tk, q, k);
+    p.window = window;
+    p.docs.start = doc_start;
+    p.docs.T = (int)T;
+    return p;
+}
+
+long long attention2d_tile_pairs(int pq, int pkv, int r, int c, long T, long window,
+                                 const int* doc_start, int overlap, AttentionTile tile) {
+    if (!overlap) {
+        const AttentionProblem p = pair_call((int)(T / pq), (int)(T / pkv), token_positions(r, pq),
+                                             token_positions(c, pkv), T, window, doc_start);
+        return attention_any_visible(&p) ? attention_tile_pairs(&p, tile) : 0;
+    }
+    // attention/attention2d_overlap.c: Q block g of row r (positions r + pq g, stride P) against
+    // K|V block h of column c (c + pkv h, stride P), every g < pkv and h < pq
+    const int P = pq * pkv, Tl = (int)(T / P);
+    long long pairs = 0;
+    for (int g = 0; g < pkv; g++)
+        for (int h = 0; h < pq; h++) {
+            const AttentionProblem p = pair_call(Tl, Tl, token_positions(r + (long)pq * g, P),
+                                                 token_positions(c + (long)pkv * h, P), T, window,
+                                                 doc_start);
+            if (attention_any_visible(&p)) pairs += attention_tile_pairs(&p, tile);
+        }
+    return pairs;
+}
+
+long long ring_tile_pairs(RingLayout layout, int P, int rank, int steps, long T, long window,
+                          const int* doc_start, AttentionTile tile) {
+    TokenPositions q[2], k[2];
+    int n;
+    const int runs = ring_pieces(layout, P, rank, T, q, &n);
+    long long pairs = 0;
+    for (int s = 0; s < steps; s++) {
+        ring_pieces(layout, P, ring_step_origin(layout, P, steps, rank, s), T, k, &n);
+        for (int a = 0; a < runs; a++)
+            for (int b = 0; b < runs; b++) {
+                const AttentionProblem p = pair_call(n, n, q[a], k[b], T, window, doc_start);
+                if (attention_any_visible(&p)) pairs += attention_tile_pairs(&p, tile);
+            }
+    }
+    return pairs;
+}
+
 long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size) {
     const long long part = ((long long)NH * HS + NH) * (long long)acc_size;
     int P2 = 1, steps = 0;

@@ -137,6 +137,33 @@ void attention2d_row_visible_pairs(int pq, int pkv, int r, long T, long window,
 long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long window,
                              const int* doc_start);
 
+// What a kernel computes rather than what is visible: it takes queries `rows` at a time (local
+// queries 0 .., rows, ...) and computes each such tile's scores against the keys of
+// attention_tile_keys (the first its first query sees to the last its last query sees), widened
+// to whole tiles of `keys` keys (tile edges at local keys 0, keys, ...; 1: not widened). The CPU
+// kernel: {ATTENTION_CPU_TILE_ROWS, 1}; the CUDA kernels: their query and key tiles. {1, 1}
+// computes the visible pairs exactly.
+typedef struct {
+    int rows, keys;
+} AttentionTile;
+
+// Scores one sequence and head of a partial-attention call computes under `tile` (p->docs read on
+// the host, as attention_visible_pairs). At least attention_visible_pairs(p).
+long long attention_tile_pairs(const AttentionProblem* p, AttentionTile tile);
+// The same for causal attention over n tokens (positions 0 .. n-1 on both sides): what a kernel
+// computes where the GPU kernels' attention was measured.
+long long attention_causal_tile_pairs(long n, AttentionTile tile);
+// The scores SP rank (r, c) of a pq x pkv mesh computes per sequence and head in one layer under
+// `tile`, as attention2d_visible_pairs: ATTENTION2D's one call of its row's T/pq queries against
+// its column's T/pkv keys; `overlap`: the overlapped schedule's P calls of Tl x Tl, one per (query
+// block, K|V block) pair (blocks that no query sees are skipped, as the schedule skips them).
+long long attention2d_tile_pairs(int pq, int pkv, int r, int c, long T, long window,
+                                 const int* doc_start, int overlap, AttentionTile tile);
+// The same for SP rank `rank` of a ring of P ranks over `steps` steps (ring_steps): a call per
+// step and pair of query and key runs that any query sees (Zigzag: two runs of Tl/2 each).
+long long ring_tile_pairs(RingLayout layout, int P, int rank, int steps, long T, long window,
+                          const int* doc_start, AttentionTile tile);
+
 #ifdef __cplusplus
 }
 #endif

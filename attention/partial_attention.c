@@ -9,7 +9,7 @@
 
 #include "comm/fail.h"
 
-enum { TILE_Q = 64, TILE_K = 64 };
+enum { TILE_Q = ATTENTION_CPU_TILE_ROWS, TILE_K = 64 };
 
 static long query_position(const AttentionProblem* p, int i) { return p->qpos.off + p->qpos.stride * i; }
 
@@ -60,8 +60,9 @@ void attention_partial_forward(const AttentionProblem* p,
         // Keys beyond what the last (latest) query sees, and under a window or a document mask
         // those before what the first (earliest) sees, are masked for the whole tile: skip. (Both
         // lower edges grow with the position, so the first query's is the tile's lowest.)
-        const int kend = attention_key_end(p, query_position(p, i0 + nq - 1));
-        for (int j0 = nlo[0]; j0 < kend; j0 += TILE_K) {
+        int kbegin, kend;
+        attention_tile_keys(p, b, i0, nq, &kbegin, &kend);
+        for (int j0 = kbegin; j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
             // s = scale * Q K^T: (nq, nk)
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HS, scale,
@@ -143,11 +144,12 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
 
     for (int i0 = 0; i0 < Tq; i0 += TILE_Q) {
         const int nq = Tq - i0 < TILE_Q ? Tq - i0 : TILE_Q;
-        const int kend = attention_key_end(p, query_position(p, i0 + nq - 1));
+        int kbegin, kend;
+        attention_tile_keys(p, b, i0, nq, &kbegin, &kend);
         const real* qi = q + (qrow + i0) * ldq + hoff;
         const real* gi = dout + (qrow + i0) * lddo + hoff;
         real* dqi = dq + (qrow + i0) * lddq + hoff;
-        for (int j0 = attention_key_begin(p, b, query_position(p, i0)); j0 < kend; j0 += TILE_K) {
+        for (int j0 = kbegin; j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
             const real* kj = k + (krow + j0) * ldk + hoff;
             const real* vj = v + (krow + j0) * ldv + hoff;

@@ -145,6 +145,20 @@ static inline int attention_any_visible(const AttentionProblem* p) {
     return 0;
 }
 
+// The CPU kernel's query tile: it computes the scores of ATTENTION_CPU_TILE_ROWS queries at once,
+// against every key of attention_tile_keys (the cost model prices the masked scores it computes).
+enum { ATTENTION_CPU_TILE_ROWS = 64 };
+
+// The keys [*begin, *end) a tile of queries i0 .. i0 + nq - 1 of sequence b is computed against:
+// from the first key its first (earliest) query sees to the last its last query sees. Both edges
+// grow with the position, so no query of the tile sees a key outside; the scores of the keys a
+// query does not see inside are computed and masked. Reads p->docs (kernel memory).
+static inline void attention_tile_keys(const AttentionProblem* p, int b, int i0, int nq, int* begin,
+                                       int* end) {
+    *begin = attention_key_begin(p, b, p->qpos.off + p->qpos.stride * i0);
+    *end = attention_key_end(p, p->qpos.off + p->qpos.stride * (i0 + nq - 1));
+}
+
 // o:   (B, Tq, NH*HS) rows of stride ldo: softmax over the visible local keys, applied to V.
 // lse: (B, NH, Tq) log-sum-exp of the scaled scores of the visible keys; -INFINITY (and o = 0)
 //      for a query that sees no local key, which merges as an empty partial.

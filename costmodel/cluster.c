@@ -270,6 +270,31 @@ static int parse_measured(const Where* w, const char* key, const char* text, Clu
     return 1;
 }
 
+// attention.tiles = ROWSxKEYS ROWSxKEYS (forward, backward), each from 1 to 4096.
+static int parse_tiles(const Where* w, const char* text, Cluster* c) {
+    AttentionTile t[2];
+    int used = 0;
+    if (sscanf(text, "%dx%d %dx%d%n", &t[0].rows, &t[0].keys, &t[1].rows, &t[1].keys, &used) != 4 ||
+        text[used])
+        return bad_value(w, "'ROWSxKEYS ROWSxKEYS' (forward, backward tiles)", text);
+    for (int k = 0; k < 2; k++)
+        if (t[k].rows < 1 || t[k].rows > 4096 || t[k].keys < 1 || t[k].keys > 4096)
+            return bad_value(w, "tile rows and keys from 1 to 4096", text);
+    c->attention_tile[0] = t[0], c->attention_tile[1] = t[1];
+    return 0;
+}
+
+// attention.masked_cost = F B (forward, backward), each in [0, 1].
+static int parse_masked_cost(const Where* w, const char* text, Cluster* c) {
+    double f, b;
+    int used = 0;
+    if (sscanf(text, "%lf %lf%n", &f, &b, &used) != 2 || text[used] || !(f >= 0 && f <= 1) ||
+        !(b >= 0 && b <= 1))
+        return bad_value(w, "'F B' (forward, backward), each in [0, 1]", text);
+    c->attention_masked_cost[0] = f, c->attention_masked_cost[1] = b;
+    return 0;
+}
+
 static const KeySpec* find_key(const char* key) {
     for (int k = 0; k < NKEYS; k++)
         if (!strcmp(KEYS[k].key, key)) return &KEYS[k];
@@ -281,6 +306,7 @@ typedef struct {
     int key[NKEYS];
     int kernel[CK_COUNT + 1];
     int head_size[2 * CLUSTER_MAX_HEAD_SIZES];
+    int tiles, masked_cost;
 } Seen;
 
 // One non-blank line: `key = value  # source`.
@@ -301,6 +327,10 @@ static int parse_line(const Where* at, char* line, Cluster* c, Seen* seen) {
     if (!has_source && strcmp(key, "name") != 0)
         return bad_value(&w, "a '# source' comment after the value", value);
     if (!strncmp(key, "fit.", 4)) return parse_fit(&w, key, value, c);
+    if (!strcmp(key, "attention.tiles"))
+        return once(&w, &seen->tiles) != 0 ? -1 : parse_tiles(&w, value, c);
+    if (!strcmp(key, "attention.masked_cost"))
+        return once(&w, &seen->masked_cost) != 0 ? -1 : parse_masked_cost(&w, value, c);
     const int measured = parse_measured(&w, key, value, c, seen->kernel, seen->head_size);
     if (measured <= 0) return measured;
     const KeySpec* k = find_key(key);
@@ -314,6 +344,8 @@ static int parse_line(const Where* at, char* line, Cluster* c, Seen* seen) {
 
 int cluster_parse(const char* path, const char* text, Cluster* c, char* err, size_t errlen) {
     memset(c, 0, sizeof *c);
+    c->attention_tile[0] = c->attention_tile[1] = (AttentionTile){1, 1};
+    c->attention_masked_cost[0] = c->attention_masked_cost[1] = 1;
     Seen seen;
     memset(&seen, 0, sizeof seen);
     Where at = {path, 0, "", err, errlen};

@@ -22,10 +22,20 @@
 //                  bytes / (bandwidth x efficiency); kernels without one use memory.efficiency
 //   step.fixed_ms  milliseconds per optimizer step outside the forward, backward and optimizer
 //                  (the host's part of a step: data, logging, synchronisation)
+// Optional, with the kernels' source as its source:
+//   attention.tiles   `ROWSxKEYS ROWSxKEYS`: the attention kernels' tiles, forward then backward
+//                  (attention/dist_cost.h AttentionTile: query rows per tile, keys widened to
+//                  whole tiles of KEYS); attention calls are priced by the scores those tiles
+//                  compute (costmodel/README.md). Absent: 1x1 1x1, the visible pairs.
+//   attention.masked_cost   `F B`: what a score those tiles compute but mask costs against a
+//                  visible pair, forward and backward, in [0, 1]. Absent: 1 1 (a GPU tile
+//                  computes every score alike); the CPU kernel exponentiates only visible ones.
 // Errors are one line: "FILE:LINE: key 'KEY': expected WHAT, found 'TEXT'" (or "FILE: key 'KEY':
 // expected a line 'KEY = ...', found none" for a missing key).
 #pragma once
 #include <stddef.h>
+
+#include "attention/dist_cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +101,9 @@ typedef struct {
     EfficiencyCurve matmul_eff;      // by GFLOP of one GEMM
     EfficiencyCurve attention_fwd_eff;   // fused attention forward, of matmul_flops, by GFLOP per call
     EfficiencyCurve attention_bwd_eff;   // its backward (model FLOPs: 4*HS and 10*HS per pair)
+    AttentionTile attention_tile[2];     // the kernels' tiles, forward and backward ({1, 1}:
+                                         // priced by the visible pairs)
+    double attention_masked_cost[2];     // a masked score's cost over a visible pair's (1)
     double vector_flops;   // peak FLOP/s of the non-GEMM units (CUDA cores)
     EfficiencyCurve vector_eff;      // by GFLOP of one kernel
     double memory_bw;      // bytes/s of device memory

@@ -210,6 +210,88 @@ void costmodel_fixed_documents(long T, long length, int* start) {
     for (long t = 0; t < T; t++) start[t] = (int)(t / length * length);
 }
 
+// Queries per sequence and head of each of the schedule's partial-attention calls: ATTENTION2D's
+// row (T / pq), a Tl block (2d-overlap, Ring, Striped), Zigzag's runs of Tl / 2, Ulysses' whole
+// sequence, USP's row ring's blocks of T / pkv.
+static long call_queries(const CostConfig* g) {
+    const long P = (long)g->pq * g->pkv;
+    switch (g->alg) {
+    case COST_2D: return g->T / g->pq;
+    case COST_ZIGZAG: return g->T / P / 2;
+    case COST_ULYSSES: return g->T;
+    case COST_USP: return g->T / g->pkv;
+    default: return g->T / P;
+    }
+}
+
+// Adds the scores every SP rank's kernels compute per sequence and head under `tile` (ring_steps
+// `steps` for the ring family) to per_rank, as add_rank_pairs adds the visible pairs.
+static void add_rank_tile_pairs(const CostConfig* g, long window, int steps, const int* doc_start,
+                                AttentionTile tile, double* per_rank) {
+    const int pq = g->pq, pkv = g->pkv, P = pq * pkv;
+    for (int i = 0; i < P; i++) {
+        const int r = i % pq, c = i / pq;
+        double pairs;
+        if (g->alg == COST_ULYSSES) {   // all T queries of NH / P heads
+            AttentionProblem p = attention_problem(1, 1, 1, (int)g->T, (int)g->T,
+                                                   token_positions(0, 1), token_positions(0, 1));
+            p.window = window;
+            p.docs.start = doc_start;
+            p.docs.T = (int)g->T;
+            pairs = (double)attention_tile_pairs(&p, tile) / P;
+        } else if (g->alg == COST_USP) {   // Striped's rank c of pkv, on NH / pq heads
+            pairs = (double)ring_tile_pairs(RING_CYCLIC, pkv, c, pkv, g->T, window, doc_start,
+                                            tile) / pq;
+        } else if (cost_algorithm_is_ring(g->alg)) {
+            pairs = (double)ring_tile_pairs(ring_layout_of(g->alg), P, i, steps, g->T, window,
+                                            doc_start, tile);
+        } else {
+            pairs = (double)attention2d_tile_pairs(pq, pkv, r, c, g->T, window, doc_start,
+                                                   g->alg == COST_2D_OVERLAP, tile);
+        }
+        per_rank[i] += pairs;
+    }
+}
+
+// costmodel.h: what an attention call is priced as (its visible pairs, its computed scores).
+double costmodel_priced_pairs(double visible, double computed, long n, AttentionTile tile,
+                              double masked) {
+    const double w = (double)attention_causal_tile_pairs(n, tile) / ((double)n * (n + 1) / 2);
+    return (visible + masked * (computed - visible)) / (1 + masked * (w - 1));
+}
+
+// What the slowest rank's attention (and *mean, the average one's) is priced as in one pass:
+// costmodel_priced_pairs of each rank's visible pairs and the scores its kernels compute under
+// the cluster's tile, a masked score costing `masked` of a visible pair (1 on a GPU: its tiles
+// compute every score alike). A causal call alone is priced at its visible pairs; a ring step's
+// fully visible block a little under them (no masked scores); a call that computes its band's
+// edges in whole tiles above, by as much as the tiles waste (a sliding window over Striped's
+// cyclic tokens leaves each query W / P keys of each step's block, in tiles of ROWS queries and
+// the keys between them).
+static double slowest_rank_priced(const CostConfig* g, long window, int steps, AttentionTile tile,
+                                  double masked, double* mean) {
+    const int P = g->pq * g->pkv;
+    const long n = call_queries(g);
+    double* tiles = xcalloc((size_t)P, sizeof *tiles, "rank tile counts");
+    double* pairs = xcalloc((size_t)P, sizeof *pairs, "rank pair counts");
+    const int rows = g->docs ? g->docs->rows : 1;
+    for (int r = 0; r < rows; r++) {
+        const int* doc_start = g->docs ? g->docs->start + (long)r * g->T : NULL;
+        add_rank_tile_pairs(g, window, steps, doc_start, tile, tiles);
+        add_rank_pairs(g, window, doc_start, pairs);
+    }
+    double most = 0, total = 0;
+    for (int i = 0; i < P; i++) {
+        const double priced = costmodel_priced_pairs(pairs[i], tiles[i], n, tile, masked);
+        most = priced > most ? priced : most;
+        total += priced;
+    }
+    free(tiles);
+    free(pairs);
+    *mean = total / rows / P;
+    return most / rows;
+}
+
 // Visible pairs per sequence and head of the slowest SP rank and (*mean) of the average one:
 // every rank's pairs, averaged over the documents' rows, and the most of them. Causal counts
 // alone are monotone in the coordinates (the slowest is ATTENTION2D's (pq-1, 0), Ring's and
@@ -258,10 +340,9 @@ static KernelCost attention_call_cost(const Cluster* c, int backward, double B, 
     return cost;
 }
 
-// Seconds of `calls` equal attention calls that together have `pairs` visible pairs: the
-// attention curve by the GFLOP of one call, or memory, whichever is slower.
-static double attention_seconds(const Cluster* c, int backward, double B, double NH, double HS,
-                                double Tq, double Tk, double pairs, int calls) {
+// costmodel.h: the seconds of equal attention calls, by the curve or memory.
+double costmodel_attention_seconds(const Cluster* c, int backward, double B, double NH,
+                                   double HS, double Tq, double Tk, double pairs, int calls) {
     const KernelCost one = attention_call_cost(c, backward, B, NH, HS, Tq, Tk, pairs / calls);
     const EfficiencyCurve *fwd_curve, *bwd_curve;
     cluster_attention_curves(c, (int)HS, &fwd_curve, &bwd_curve);
@@ -277,10 +358,12 @@ typedef struct {
 } AttentionWork;
 
 // Ulysses: one call of all T queries on NH / P heads (`pairs` per sequence and head of NH, i.e.
-// P pairs per head of its own), no merges; the row dot over as many rows as the others; and the
-// copies that pack the all-to-alls' blocks and lay them out (attention/ulysses.c: 11 S values
-// moved in the forward, 19 S in the backward, S = B Tl C, each read and written once).
-static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double pairs) {
+// P pairs per head of its own; `priced` likewise), no merges; the row dot over as many rows as
+// the others; and the copies that pack the all-to-alls' blocks and lay them out
+// (attention/ulysses.c: 11 S values moved in the forward, 19 S in the backward, S = B Tl C, each
+// read and written once).
+static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double pairs,
+                                  const double* priced) {
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, H = (double)NH / P, S = B * (T / P) * NH * HS;
     AttentionWork w;
@@ -288,8 +371,8 @@ static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double 
     // call as it runs
     w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, T, T, pairs).flops;
     w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, T, T, pairs).flops;
-    w.fwd_s = attention_seconds(c, 0, B, H, HS, T, T, pairs * P, 1);
-    w.bwd_s = attention_seconds(c, 1, B, H, HS, T, T, pairs * P, 1);
+    w.fwd_s = costmodel_attention_seconds(c, 0, B, H, HS, T, T, priced[0] * P, 1);
+    w.bwd_s = costmodel_attention_seconds(c, 1, B, H, HS, T, T, priced[1] * P, 1);
     w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, T / P));
     // a copy reads and writes each value: 2 of the residual kernel's 3 accesses
     const double scale = c->act_bytes / KERNEL_COST_X;
@@ -304,15 +387,17 @@ static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double 
 static int flash_kernels(const Cluster* c) { return c->shared_cores == 0 && c->param_bytes < 4; }
 
 // The attention work of one layer and micro-batch on a rank that sees `pairs` pairs per sequence
-// and head. Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P (a Tl x Tl block pair
-// each); the ring family `steps` steps of Tl x Tl (ring_steps: P, or fewer for Ring and Zigzag
-// under a window or documents). Merges: the row's pkv-way merge (2d, 2d-overlap) and one per step after a
-// query block's first (ring: steps-1; 2d-overlap: pq-1 for each of pkv blocks).
+// and head (its FLOPs), priced as priced[0] and priced[1] pairs in the forward and the backward
+// (slowest_rank_priced: its time). Calls: ATTENTION2D one (Tq = T/pq, Tk = T/pkv); 2d-overlap P
+// (a Tl x Tl block pair each); the ring family `steps` steps of Tl x Tl (ring_steps: P, or fewer
+// for Ring and Zigzag under a window or documents). Merges: the row's pkv-way merge (2d,
+// 2d-overlap) and one per step after a query block's first (ring: steps-1; 2d-overlap: pq-1 for
+// each of pkv blocks).
 static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs,
-                                    int steps) {
+                                    const double* priced, int steps) {
     const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
-    if (g->alg == COST_ULYSSES) return ulysses_work(c, g, pairs);
+    if (g->alg == COST_ULYSSES) return ulysses_work(c, g, pairs, priced);
     // USP's row ring: `steps` = pkv steps of T / pkv tokens on NH / pq heads, as much per call as
     // the ring family's Tl tokens on NH heads
     const int twod = !cost_algorithm_is_ring(g->alg) && g->alg != COST_USP;
@@ -321,8 +406,8 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     AttentionWork w;
     w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, Tq, Tk, pairs).flops;
     w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, Tq, Tk, pairs).flops;
-    w.fwd_s = attention_seconds(c, 0, B, NH, HS, Tq, Tk, pairs, calls);
-    w.bwd_s = attention_seconds(c, 1, B, NH, HS, Tq, Tk, pairs, calls);
+    w.fwd_s = costmodel_attention_seconds(c, 0, B, NH, HS, Tq, Tk, priced[0], calls);
+    w.bwd_s = costmodel_attention_seconds(c, 1, B, NH, HS, Tq, Tk, priced[1], calls);
     const int row_merges = twod ? g->pkv - 1 : 0;
     const int step_merges = g->alg == COST_2D ? 0 : twod ? P - g->pkv : steps - 1;
     // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
@@ -352,6 +437,7 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
 typedef struct {
     double layers;             // how many layers of this kind
     double pairs, mean_pairs;  // visible pairs per sequence and head of the slowest rank, the mean
+    double priced[2], mean_priced[2];   // the same priced in the kernels' tiles, forward, backward
     int steps;                 // the ring family's steps (ring_steps; P elsewhere)
     AttentionWork w, w_mean;   // one layer's work on the slowest rank and on the average one
 } LayerKind;
@@ -365,8 +451,17 @@ static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, l
     }
     if (g->alg == COST_USP) k.steps = g->pkv;   // the row's Striped ring
     k.pairs = slowest_rank_pairs(g, window, &k.mean_pairs);
-    k.w = attention_work(c, g, k.pairs, k.steps);
-    k.w_mean = attention_work(c, g, k.mean_pairs, k.steps);
+    for (int pass = 0; pass < 2; pass++) {
+        const AttentionTile t = c->attention_tile[pass];
+        if (t.rows == 1 && t.keys == 1) {   // the visible pairs themselves
+            k.priced[pass] = k.pairs, k.mean_priced[pass] = k.mean_pairs;
+            continue;
+        }
+        k.priced[pass] = slowest_rank_priced(g, window, k.steps, t, c->attention_masked_cost[pass],
+                                             &k.mean_priced[pass]);
+    }
+    k.w = attention_work(c, g, k.pairs, k.priced, k.steps);
+    k.w_mean = attention_work(c, g, k.mean_pairs, k.mean_priced, k.steps);
     return k;
 }
 
@@ -1011,6 +1106,8 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->memory_bytes = memory_bytes(c, g);
     out->max_pairs = kind[0].pairs;
     out->banded_pairs = kind[1].pairs;
+    out->max_priced = kind[0].priced[0];
+    out->banded_priced = kind[1].priced[0];
     out->pair_share = 1;
     if (g->docs) {   // every rank's pairs against the same layers' without documents
         double with = 0, without = 0;

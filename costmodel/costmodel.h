@@ -111,11 +111,27 @@ typedef struct {
     double max_pairs;         // visible pairs per sequence and head of the slowest rank in a
                               // causal layer (under documents: the mean over their rows)
     double banded_pairs;      // the same in a banded layer (0 without a window)
+    double max_priced;        // what the slowest rank's forward is priced as, in the pairs of
+    double banded_priced;     // causal calls (costmodel.c: slowest_rank_priced), in a causal
+                              // and in a banded layer (the pairs where the cluster has no tile)
     double pair_share;        // visible pairs of every rank under the documents over those of
                               // the same layers without them (1 without documents)
     Tier row_tier, col_tier, ring_tier, world_tier;   // the tier each group's traffic crosses
     Tier sp_tier;             // the whole SP group's (Ulysses' all-to-alls)
 } CostPrediction;
+
+// What an attention call of `visible` pairs whose kernel computes `computed` scores (the tile's:
+// attention_tile_pairs) is priced as, in the visible pairs of the causal calls the attention
+// curves are measured on: visible + masked (computed - visible) over the same for a causal call
+// of as many queries, n (masked: the cluster's attention_masked_cost, what a computed but masked
+// score costs against a visible pair). Equals `visible` for a causal call of n queries.
+double costmodel_priced_pairs(double visible, double computed, long n, AttentionTile tile,
+                              double masked);
+// Seconds of `calls` equal attention calls (B sequences, NH heads of HS, Tq queries and Tk keys
+// each) that together are priced as `pairs` (costmodel_priced_pairs): the cluster's attention
+// curve by the GFLOP of one call, or memory, whichever is slower.
+double costmodel_attention_seconds(const Cluster* c, int backward, double B, double NH,
+                                   double HS, double Tq, double Tk, double pairs, int calls);
 
 // Predicts one configuration. Returns 0, or -1 with a one-line reason in err (the mesh does not
 // divide T, zigzag needs T % 2P == 0, a shape is not positive, ...).

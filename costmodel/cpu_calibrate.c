@@ -178,6 +178,18 @@ typedef struct {
     int C, backward;
 } AttnCtx;
 
+// Random Q, K, V, O, dO and gradient buffers, with LSE and D, for one sequence of up to T
+// tokens of NH heads of HS, in arena m.
+static AttnCtx attention_buffers(Arena* m, int T, int NH, int HS) {
+    const size_t n = (size_t)T * NH * HS;
+    AttnCtx a = {.q = random_tensor(m, n), .k = random_tensor(m, n), .v = random_tensor(m, n),
+                 .o = random_tensor(m, n), .dout = random_tensor(m, n), .dq = random_tensor(m, n),
+                 .dk = random_tensor(m, n), .dv = random_tensor(m, n),
+                 .lse = arena_keep(m, stat_alloc((size_t)NH * T, "lse")),
+                 .d = arena_keep(m, stat_alloc((size_t)NH * T, "d")), .C = NH * HS};
+    return a;
+}
+
 static void run_attention(void* ptr) {
     AttnCtx* a = ptr;
     const int C = a->C;
@@ -190,36 +202,106 @@ static void run_attention(void* ptr) {
 
 // The partial-attention kernel on T' x T' blocks, causal (a diagonal block) and fully visible
 // (a ring step's earlier block), 4 heads of HS channels: efficiency by GFLOP per call, forward
-// and backward apart (per model FLOP the forward's softmax costs more than the backward's).
-static void measure_attention(double peak, int HS, Points* fwd, Points* bwd) {
-    enum { MAXT = 2048, NH = 4 };
+// and backward apart (per model FLOP the forward's softmax costs more than the backward's), and
+// masked[pass], what a score the kernel computes but masks costs against a visible pair.
+//
+// The kernel's GEMMs compute every score of its tiles (attention_tile_pairs), its exponentials
+// only the visible ones: a call of V visible pairs and C computed scores takes a V + b C. A full
+// block (C = V) gives a + b, a causal one a second equation, so each T' gives masked = b / (a +
+// b) (the median of T' >= 128, where the timings are long enough). FLOPs as the model prices
+// them (costmodel.c slowest_rank_priced): V + masked (C - V) over 1 + masked (w - 1), w the
+// causal block's computed scores per visible pair: a causal block's visible pairs, a full
+// block's T'^2 over what the causal block's masked scores add.
+static void measure_attention(double peak, int HS, Points* fwd, Points* bwd, double* masked) {
+    enum { MAXT = 2048, NH = 4, SIZES = 8 };   // T' = 16 .. 2048
     Arena m = {.seed = 2};
-    const size_t n = (size_t)MAXT * NH * HS;
-    AttnCtx a = {.q = random_tensor(&m, n), .k = random_tensor(&m, n), .v = random_tensor(&m, n),
-                 .o = random_tensor(&m, n), .dout = random_tensor(&m, n), .dq = random_tensor(&m, n),
-                 .dk = random_tensor(&m, n), .dv = random_tensor(&m, n),
-                 .lse = arena_keep(&m, stat_alloc((size_t)NH * MAXT, "lse")),
-                 .d = arena_keep(&m, stat_alloc((size_t)NH * MAXT, "d")), .C = NH * HS};
-    fwd->n = bwd->n = 0;
-    for (int T = 16; T <= MAXT; T *= 2)
+    AttnCtx a = attention_buffers(&m, MAXT, NH, HS);
+    const AttentionTile tile = {ATTENTION_CPU_TILE_ROWS, 1};   // cpu_calibrate's c
+    double secs[SIZES][2][2], vis[SIZES][2], tiles[SIZES][2];  // [size][full][backward]
+    for (int k = 0, T = 16; k < SIZES; k++, T *= 2)
         for (int full = 0; full < 2; full++) {
             // fully visible: every key before every query
             a.p = attention_problem(1, NH, HS, T, T, token_positions(full ? T : 0, 1),
                                     token_positions(0, 1));
-            const double pairs = (double)attention_visible_pairs(&a.p);
+            vis[k][full] = (double)attention_visible_pairs(&a.p);
+            tiles[k][full] = (double)attention_tile_pairs(&a.p, tile);
             a.backward = 0;
             run_attention(&a);   // the LSE and D backward reads
             attention_row_dot(&a.p, a.o, a.C, a.dout, a.C, a.d);
             for (int back = 0; back < 2; back++) {
                 a.backward = back;
-                const double flops = (back ? 10.0 : 4.0) * HS * NH * pairs;
-                const double t = seconds_per_call(run_attention, &a);
+                secs[k][full][back] = seconds_per_call(run_attention, &a);
+            }
+        }
+    for (int back = 0; back < 2; back++) {
+        double share[SIZES];
+        int ns = 0;
+        for (int k = 0; k < SIZES; k++) {
+            if (16 << k < 128) continue;
+            // full: (a + b) V_f = t_f; causal: a V_c + b C_c = t_c
+            const double sum = secs[k][1][back] / vis[k][1];
+            const double b = (secs[k][0][back] - sum * vis[k][0]) / (tiles[k][0] - vis[k][0]);
+            share[ns++] = fmin(1, fmax(0, b / sum));
+        }
+        qsort(share, (size_t)ns, sizeof *share, by_value);
+        masked[back] = ns % 2 ? share[ns / 2] : (share[ns / 2 - 1] + share[ns / 2]) / 2;
+    }
+    for (int k = 0, T = 16; k < SIZES; k++, T *= 2)
+        for (int full = 0; full < 2; full++)
+            for (int back = 0; back < 2; back++) {
+                const double pairs = costmodel_priced_pairs(vis[k][full], tiles[k][full], T,
+                                                            tile, masked[back]),
+                             flops = (back ? 10.0 : 4.0) * HS * NH * pairs,
+                             t = secs[k][full][back];
                 add_point(back ? bwd : fwd, flops / 1e9, flops / t / peak);
                 printf("  attention %-8s HS=%d T'=%4d %-6s: %9.3f ms, %6.2f GFLOP/s\n",
                        back ? "backward" : "forward", HS, T, full ? "full" : "causal", 1e3 * t,
                        flops / t / 1e9);
             }
+    printf("  attention: a masked score costs %.3f (forward) and %.3f (backward) of a visible "
+           "pair\n", masked[0], masked[1]);
+    arena_free(&m);
+}
+
+// Calls under a sliding window, timed against what the model prices them at with the curves
+// just measured (c): the forward and backward of one ring step's block of Striped and Zigzag,
+// and ATTENTION2D's call, at T = 2048 under a 64-token window (the CPU validation's windowed
+// points), and a fully visible Ring block. Printed, not fitted: the check of the tile pricing on
+// the kernel alone, without the trainer around it.
+static void check_masked_calls(const Cluster* c, int HS) {
+    enum { NH = 4, T = 2048, W = 64 };
+    const struct { const char* what; int Tq, Tk; TokenPositions q, k; long window; } calls[] = {
+        {"striped P=8, a step's block", T / 8, T / 8, {5, 8}, {2, 8}, W},
+        {"striped P=16, a step's block", T / 16, T / 16, {9, 16}, {3, 16}, W},
+        {"zigzag P=4, own first chunk", T / 8, T / 8, {0, 1}, {0, 1}, W},
+        {"2d 2x4, rank (1, 2)", T / 2, T / 4, {1, 2}, {2, 4}, W},
+        {"ring P=8, an earlier block", T / 8, T / 8, {T / 2, 1}, {0, 1}, 0},
+    };
+    Arena m = {.seed = 4};
+    AttnCtx a = attention_buffers(&m, T, NH, HS);
+    printf("  masked calls, predicted / measured ms (pairs priced as pairs, then by tiles):\n");
+    for (size_t k = 0; k < sizeof calls / sizeof calls[0]; k++) {
+        a.p = attention_problem(1, NH, HS, calls[k].Tq, calls[k].Tk, calls[k].q, calls[k].k);
+        a.p.window = calls[k].window;
+        const double vis = (double)attention_visible_pairs(&a.p);
+        a.backward = 0;
+        run_attention(&a);
+        attention_row_dot(&a.p, a.o, a.C, a.dout, a.C, a.d);
+        for (int back = 0; back < 2; back++) {
+            a.backward = back;
+            const double t = seconds_per_call(run_attention, &a),
+                         priced = costmodel_priced_pairs(
+                             vis, (double)attention_tile_pairs(&a.p, c->attention_tile[back]),
+                             calls[k].Tq, c->attention_tile[back], c->attention_masked_cost[back]);
+            const double by_pairs = costmodel_attention_seconds(c, back, 1, NH, HS, calls[k].Tq,
+                                                                calls[k].Tk, vis, 1),
+                         by_tiles = costmodel_attention_seconds(c, back, 1, NH, HS, calls[k].Tq,
+                                                                calls[k].Tk, priced, 1);
+            printf("    %-30s %-8s %8.3f ms: pairs %8.3f (%+5.0f%%), tiles %8.3f (%+5.0f%%)\n",
+                   calls[k].what, back ? "backward" : "forward", 1e3 * t, 1e3 * by_pairs,
+                   100 * (by_pairs / t - 1), 1e3 * by_tiles, 100 * (by_tiles / t - 1));
         }
+    }
     arena_free(&m);
 }
 
@@ -461,6 +543,8 @@ static void write_cluster(const char* path, const Cluster* c, const CollectiveFi
             "matmul.efficiency = %s   # measured: OpenBLAS sgemm via model/layers.c, layer shapes C = 64..256, N = 16..4096\n"
             "attention.forward_efficiency = %s   # measured: attention_partial_forward, 4 heads of %d, T' = 16..2048, causal and full blocks\n"
             "attention.backward_efficiency = %s   # measured: attention_partial_backward, as the forward\n"
+            "attention.tiles = %dx%d %dx%d         # attention/partial_attention.c: ATTENTION_CPU_TILE_ROWS queries a tile, keys from the first one visible\n"
+            "attention.masked_cost = %.3f %.3f     # measured: a masked score the kernel computes (its GEMMs) against a visible pair (GEMMs and exponential), causal against full blocks\n"
             "vector.peak_tflops = %.6f         # measured: the same FMA units (train/peak_flops.c)\n"
             "vector.efficiency = %s   # fitted: the rate making the non-GEMM kernels of a measured layer add up, per N\n"
             "memory.bandwidth_gbs = %.3f       # measured: residual_forward, the fastest size\n"
@@ -481,6 +565,8 @@ static void write_cluster(const char* path, const Cluster* c, const CollectiveFi
             "inter.hop_latency_us = 0          # as intra\n",
             date, cpu, cores, blas_kernel_name(), jsonl, c->shared_cores, sh,
             c->memory_bytes / 1073741824.0, c->matmul_flops / 1e12, mm, af, ATTENTION_HS, ab,
+            c->attention_tile[0].rows, c->attention_tile[0].keys, c->attention_tile[1].rows,
+            c->attention_tile[1].keys, c->attention_masked_cost[0], c->attention_masked_cost[1],
             c->vector_flops / 1e12, vec, c->memory_bw / 1e9, mem, l->bandwidth / 1e9, link_fit->P,
             l->bandwidth / 1e9, link_fit->P, 1e6 * l->call_latency, link_fit->P,
             l->bandwidth / 1e9, 1e6 * l->call_latency);
@@ -504,6 +590,7 @@ int cpu_calibrate(char** argv, const char* jsonl, const char* out) {
     static Cluster c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "cpu-local");
+    c.attention_tile[0] = c.attention_tile[1] = (AttentionTile){ATTENTION_CPU_TILE_ROWS, 1};
     const long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
     CHECK(cores > 0 && pages > 0, "sysconf failed", "cores %ld, pages %ld", cores, pages);
     c.shared_cores = (int)cores;
@@ -518,11 +605,12 @@ int cpu_calibrate(char** argv, const char* jsonl, const char* out) {
     const Points gemm = measure_gemms(peak);
     c.matmul_eff = curve_from_points(&gemm, 1.0 / (1 << 16));
     static Points fwd, bwd;
-    measure_attention(peak, ATTENTION_HS, &fwd, &bwd);
+    measure_attention(peak, ATTENTION_HS, &fwd, &bwd, c.attention_masked_cost);
     c.attention_fwd_eff = curve_from_points(&fwd, 1.0 / (1 << 16));
     c.attention_bwd_eff = curve_from_points(&bwd, 1.0 / (1 << 16));
     const Points mem = measure_memory(&c.memory_bw);
     c.memory_eff = curve_from_points(&mem, 1.0 / 256);
+    check_masked_calls(&c, ATTENTION_HS);
     c.vector_eff = (EfficiencyCurve){1, {0}, {1}};
     const Points vec = measure_vector(&c, peak, 128, 512);
     c.vector_eff = curve_from_points(&vec, 1.0 / (1 << 16));

@@ -385,9 +385,17 @@ static int mode_predict(const Args* a) {
     printf("tiers           row %s, column %s, ring hop %s, gradients %s; slowest rank %.0f pairs\n",
            tier_word(p.row_tier), tier_word(p.col_tier), tier_word(p.ring_tier),
            tier_word(p.world_tier), p.max_pairs);
+    const AttentionTile tile = c.attention_tile[0], back = c.attention_tile[1];
+    const int tiled = tile.rows * tile.keys > 1 || back.rows * back.keys > 1;
+    if (tiled)   // what the forward kernel's tiles compute, priced
+        printf("kernel tiles    forward %d x %d, backward %d x %d: the slowest rank's forward "
+               "priced as %.0f causal pairs (%.3fx its pairs)\n", tile.rows, tile.keys,
+               back.rows, back.keys, p.max_priced, p.max_priced / p.max_pairs);
     if (p.banded_pairs)
-        printf("banded layers   slowest rank %.0f pairs (window %d)\n", p.banded_pairs,
-               g.shape.window);
+        printf("banded layers   slowest rank %.0f pairs (window %d)%s", p.banded_pairs,
+               g.shape.window, tiled ? "" : "\n");
+    if (p.banded_pairs && tiled)
+        printf(", priced as %.0f (%.3fx)\n", p.banded_priced, p.banded_priced / p.banded_pairs);
     if (g.docs)
         printf("documents       %.2f%% of the pairs without the document mask (%ld-token "
                "documents)\n", 100 * p.pair_share, a->document_length);

@@ -95,6 +95,20 @@ int explain_check(const Simulation* sim, FILE* out, int verbose) {
                     pairs, closed);
             failures++;
         }
+        // What the kernels compute, as the cost model prices it: the CPU kernel's tiles and a
+        // CUDA kernel's (the sm_80 forward's 128 x 64)
+        const AttentionTile tiles[] = {{ATTENTION_CPU_TILE_ROWS, 1}, {128, 64}};
+        for (int t = 0; t < 2; t++) {
+            const long long closed_tiles = closed_tile_pairs(sim, i, tiles[t]);
+            for (int kind = CALL_FORWARD; kind <= CALL_BACKWARD; kind++) {
+                const long long got = rank_tile_pairs(r, (CallKind)kind, tiles[t]);
+                if (got == closed_tiles) continue;
+                fprintf(out, "check failed: rank %d %s computes %lld scores in %d x %d tiles, the "
+                        "closed form %lld\n", i, kind == CALL_FORWARD ? "forward" : "backward", got,
+                        tiles[t].rows, tiles[t].keys, closed_tiles);
+                failures++;
+            }
+        }
     }
     // The cell map takes 8 T^2 bytes: checked up to T = 4096.
     for (int ph = 0; ph < 2 && sim->s.T <= 4096; ph++) {
@@ -108,7 +122,7 @@ int explain_check(const Simulation* sim, FILE* out, int verbose) {
     }
     if (!failures && verbose)
         fprintf(out, "checks: every operation matches dist_cost.c one to one, counters equal the closed "
-                     "forms, pairs equal the closed form, every unmasked cell computed once "
+                     "forms, pairs and tile scores equal the closed forms, every unmasked cell computed once "
                      "(forward and backward)\n");
     return failures;
 }

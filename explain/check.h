@@ -1,7 +1,8 @@
 // What the explain tool asserts about a simulation before it shows anything: the recorded
 // operations of every rank match dist_cost.c's closed-form operations one to one (kind, group,
 // bytes per call), the comm counters equal dist_comm_volume of those, every rank's unmasked
-// (query, key) pairs equal attention2d_visible_pairs / ring_visible_pairs, and the forward and
+// (query, key) pairs equal attention2d_visible_pairs / ring_visible_pairs, the scores its calls
+// compute in a kernel's tiles equal attention2d_tile_pairs / ring_tile_pairs, and the forward and
 // backward calls together cover every unmasked cell of the T x T matrix exactly once.
 #pragma once
 #include <stdio.h>

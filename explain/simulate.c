@@ -220,6 +220,35 @@ long long closed_visible_pairs(const Simulation* sim, int sp) {
                                      sim->docs.start);
 }
 
+long long rank_tile_pairs(const RankRun* r, CallKind kind, AttentionTile tile) {
+    long long pairs = 0;
+    for (int k = 0; k < r->ncalls; k++)
+        if (r->call[k].kind == kind && attention_any_visible(&r->call[k].p))
+            pairs += attention_tile_pairs(&r->call[k].p, tile);
+    return pairs;
+}
+
+long long closed_tile_pairs(const Simulation* sim, int sp, AttentionTile tile) {
+    const Mesh* m = &sim->rank[sp].mesh;
+    const ExplainShape* s = &sim->s;
+    if (s->algo == ALGO_ULYSSES) {   // one call of the whole sequence per chunk of heads
+        AttentionProblem p = attention_problem(1, 1, 1, (int)s->T, (int)s->T,
+                                               token_positions(0, 1), token_positions(0, 1));
+        p.window = s->window;
+        p.docs.start = sim->docs.start;
+        p.docs.T = (int)s->T;
+        return s->chunks * attention_tile_pairs(&p, tile);
+    }
+    if (s->algo == ALGO_USP)   // Striped's ring of the mesh row, per chunk
+        return s->chunks * ring_tile_pairs(RING_CYCLIC, m->pkv, m->c, m->pkv, s->T, s->window,
+                                           sim->docs.start, tile);
+    if (explain_algo_is_ring(s->algo))
+        return ring_tile_pairs(RING_LAYOUT[s->algo], sim->P, sp, explain_ring_steps(s, sim->P),
+                               s->T, s->window, sim->docs.start, tile);
+    return attention2d_tile_pairs(m->pq, m->pkv, m->r, m->c, s->T, s->window, sim->docs.start,
+                                  s->algo == ALGO_2D_OVERLAP, tile);
+}
+
 long long rank_bytes(const RankRun* r, CommPhase phase) {
     long long bytes = 0;
     for (int k = 0; k < r->nops; k++)

@@ -81,5 +81,11 @@ long long rank_visible_pairs(const RankRun* r);
 // The closed form of the same (attention2d_visible_pairs / ring_visible_pairs, with the window
 // and the documents).
 long long closed_visible_pairs(const Simulation* sim, int sp);
+// The scores a rank's calls of one kind (CALL_FORWARD or CALL_BACKWARD) compute per sequence and
+// head under a kernel's tile (attention_tile_pairs), calls that no query sees counting nothing;
+// and the closed form of the same (attention2d_tile_pairs / ring_tile_pairs, what the cost model
+// prices).
+long long rank_tile_pairs(const RankRun* r, CallKind kind, AttentionTile tile);
+long long closed_tile_pairs(const Simulation* sim, int sp, AttentionTile tile);
 // Bytes a rank receives in one phase, summed over its recorded operations.
 long long rank_bytes(const RankRun* r, CommPhase phase);

@@ -210,6 +210,114 @@ static void test_window_pairs(void) {
         }
 }
 
+// What the kernels compute (attention_tile_pairs): known answers of the tile rule, the closed
+// per-rank sums equal to the visible pairs under the 1 x 1 tile (every schedule, window and
+// rank), at least the visible pairs under any tile; and the price: a causal call alone is priced
+// at its pairs, a sliding window over Striped's cyclic tokens (W / P keys of each query in each
+// step's block) several times its pairs, and the cluster's tiles change nothing else.
+static void test_tile_pairs(const Cluster* a100) {
+    const AttentionProblem causal8 = attention_problem(1, 1, 1, 8, 8, token_positions(0, 1),
+                                                       token_positions(0, 1));
+    AttentionProblem window16 = attention_problem(1, 1, 1, 16, 16, token_positions(0, 1),
+                                                  token_positions(0, 1));
+    window16.window = 4;
+    // causal 8, 4-row tiles: rows 0-3 keys [0, 4), rows 4-7 [0, 8) = 48; keys in tiles of 3:
+    // [0, 6) and [0, 9) clipped to 8 = 56. Window 4 over 16: [0, 4), [1, 8), [5, 12), [9, 16):
+    // 16 + 3 x 28 = 100 (58 visible).
+    const long long got[] = {
+        attention_tile_pairs(&causal8, (AttentionTile){1, 1}),
+        attention_tile_pairs(&causal8, (AttentionTile){4, 1}),
+        attention_tile_pairs(&causal8, (AttentionTile){4, 4}),
+        attention_tile_pairs(&causal8, (AttentionTile){4, 3}),
+        attention_tile_pairs(&window16, (AttentionTile){4, 1}),
+        attention_tile_pairs(&window16, (AttentionTile){1, 1}),
+        attention_causal_tile_pairs(8, (AttentionTile){4, 3}),
+    };
+    const long long want[] = {36, 48, 48, 56, 100, 58, 56};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        EXPECT(got[k] == want[k], "attention_tile_pairs known answer %zu: %lld, expected %lld", k,
+               got[k], want[k]);
+    const AttentionTile tiles[] = {{1, 1}, {4, 1}, {8, 4}, {3, 5}};
+    const long windows[] = {0, 1, 5, 12, 1000};
+    for (int pq = 1; pq <= 3; pq++)
+        for (int pkv = 1; pkv <= 3; pkv++)
+            for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++)
+                for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+                    const int P = pq * pkv;
+                    const long T = 12L * P * 2, W = windows[w];
+                    for (int i = 0; i < P; i++) {
+                        const long long vis2d = attention2d_visible_pairs(pq, pkv, i % pq, i / pq,
+                                                                          T, W, NULL);
+                        for (int layout = 0; layout < 3; layout++) {
+                            const long long vis = ring_visible_pairs((RingLayout)layout, P, i, T,
+                                                                     W, NULL),
+                                tile = ring_tile_pairs((RingLayout)layout, P, i, P, T, W, NULL,
+                                                       tiles[t]);
+                            EXPECT(t ? tile >= vis : tile == vis, "ring_tile_pairs layout %d P=%d "
+                                   "rank %d T=%ld window %ld tile %dx%d: %lld, visible %lld",
+                                   layout, P, i, T, W, tiles[t].rows, tiles[t].keys, tile, vis);
+                        }
+                        for (int overlap = 0; overlap < 2; overlap++) {
+                            const long long tile = attention2d_tile_pairs(
+                                pq, pkv, i % pq, i / pq, T, W, NULL, overlap, tiles[t]);
+                            EXPECT(t ? tile >= vis2d : tile == vis2d, "attention2d_tile_pairs "
+                                   "%dx%d rank %d overlap %d T=%ld window %ld tile %dx%d: %lld, "
+                                   "visible %lld", pq, pkv, i, overlap, T, W, tiles[t].rows,
+                                   tiles[t].keys, tile, vis2d);
+                        }
+                    }
+                }
+    // The same cluster without its tiles prices the visible pairs.
+    Cluster pairs_only = *a100;
+    pairs_only.attention_tile[0] = pairs_only.attention_tile[1] = (AttentionTile){1, 1};
+    CostShape s = tiny_shape(4096);
+    const CostConfig one = {s, 4096, 1, 1, 1, 1, 1, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+    const CostPrediction a = predict(&one, a100), b = predict(&one, &pairs_only);
+    EXPECT(a.step_s == b.step_s && a.max_priced == a.max_pairs,
+           "one device, causal: step %.9f s with tiles, %.9f s without; priced %.0f of %.0f pairs",
+           a.step_s, b.step_s, a.max_priced, a.max_pairs);
+    s.window = 64, s.window_every = 1;
+    const CostConfig striped = {s, 4096, 1, 1, 1, 1, 8, COST_STRIPED, 1, 0, 0, GPT_RECOMPUTE_NONE,
+                                NULL, 1};
+    const CostPrediction c = predict(&striped, a100), d = predict(&striped, &pairs_only);
+    // Each rank: every step's block of 512 x 512 (stride 8), 8 keys per query at most; the
+    // forward's 128-row tiles span 16 + 8 keys of the block, widened to 64-key tiles.
+    double most = 0;
+    for (int i = 0; i < 8; i++) {
+        const double tile = (double)ring_tile_pairs(RING_CYCLIC, 8, i, 8, 4096, 64, NULL,
+                                                    a100->attention_tile[0]);
+        most = tile > most ? tile : most;
+    }
+    const double causal = (double)attention_causal_tile_pairs(512, a100->attention_tile[0]) /
+                          (512.0 * 513 / 2);
+    EXPECT(fabs(c.banded_priced - most / causal) < 1e-6 * c.banded_priced &&
+           c.banded_priced > 4 * c.banded_pairs && c.compute_s > d.compute_s &&
+           c.banded_pairs == d.banded_pairs && d.banded_priced == d.banded_pairs &&
+           c.attention_flops == d.attention_flops,
+           "striped 1x8 window 64: priced %.0f (closed %.0f) of %.0f pairs, compute %.6f s with "
+           "tiles, %.6f s without, FLOPs %.6g and %.6g", c.banded_priced, most / causal,
+           c.banded_pairs, c.compute_s, d.compute_s, c.attention_flops, d.attention_flops);
+    // A masked score at half a visible pair's cost (the CPU kernel exponentiates only visible
+    // ones): V + (C - V) / 2 over 1 + (w - 1) / 2 on the rank where that is most; at no cost,
+    // the visible pairs.
+    Cluster half = *a100, free_mask = *a100;
+    half.attention_masked_cost[0] = half.attention_masked_cost[1] = 0.5;
+    free_mask.attention_masked_cost[0] = free_mask.attention_masked_cost[1] = 0;
+    double most_half = 0;
+    for (int i = 0; i < 8; i++) {
+        const double tile = (double)ring_tile_pairs(RING_CYCLIC, 8, i, 8, 4096, 64, NULL,
+                                                    a100->attention_tile[0]),
+                     vis = (double)ring_visible_pairs(RING_CYCLIC, 8, i, 4096, 64, NULL);
+        most_half = fmax(most_half, (vis + 0.5 * (tile - vis)) / (1 + 0.5 * (causal - 1)));
+    }
+    const CostPrediction e = predict(&striped, &half), f = predict(&striped, &free_mask);
+    EXPECT(fabs(e.banded_priced - most_half) < 1e-6 * most_half &&
+           f.banded_priced == f.banded_pairs && f.compute_s == d.compute_s && d.compute_s < e.compute_s && e.compute_s < c.compute_s,
+           "striped 1x8 window 64, masked scores at 0.5: priced %.0f (closed %.0f); at 0: %.0f of "
+           "%.0f pairs; compute %.6f < %.6f < %.6f s (0, 0.5, 1)", e.banded_priced, most_half,
+           f.banded_priced, f.banded_pairs, f.compute_s, e.compute_s, c.compute_s);
+}
+
 // Ring and Zigzag stop early where no query reaches back (ring_steps): their known answers and
 // Zigzag's two-way tour, and the predicted bytes of banded layers and short documents equal
 // dist_cost.c's over those steps (per layer kind).
@@ -559,6 +667,14 @@ static void test_parser_errors(void) {
         {"curve not ending at 0", "matmul.efficiency = 0:1", "matmul.efficiency = 1:1", "",
          {"matmul.efficiency", "expected 'SIZE:EFFICIENCY' pairs", "found '1:1'", NULL}},
         {"duplicate key", "", "", "node.gpus = 2  # again\n", {"node.gpus", "expected the key once", NULL}},
+        {"bad tiles", "", "", "attention.tiles = 128x64 64  # kernels\n",
+         {"bad.cluster:29:", "attention.tiles", "expected 'ROWSxKEYS ROWSxKEYS'", "found '128x64 64'", NULL}},
+        {"zero tile", "", "", "attention.tiles = 128x0 64x128  # kernels\n",
+         {"attention.tiles", "from 1 to 4096", "found '128x0 64x128'", NULL}},
+        {"tiles twice", "", "", "attention.tiles = 1x1 1x1  # a\nattention.tiles = 1x1 1x1  # b\n",
+         {"bad.cluster:30:", "attention.tiles", "expected the key once", NULL}},
+        {"masked cost out of range", "", "", "attention.masked_cost = 0.5 1.5  # measured\n",
+         {"bad.cluster:29:", "attention.masked_cost", "each in [0, 1]", "found '0.5 1.5'", NULL}},
         {"infinite curve size", "matmul.efficiency = 0:1", "matmul.efficiency = inf:0.5 0:1", "",
          {"bad.cluster:8:", "matmul.efficiency", "finite sizes", "found 'inf:0.5 0:1'", NULL}},
         // 21 pairs in 514 characters: the parser's 512-byte buffer would have cut it to a shorter,
@@ -907,6 +1023,7 @@ int main(void) {
     test_document_pairs();
     test_document_flops(&a100);
     test_ring_steps(&a100);
+    test_tile_pairs(&a100);
     test_alpha_beta_known_answer(&free_compute);
     test_parser_errors();
     test_ranked_table(&a100);

@@ -2,7 +2,8 @@
 // sweep.csv). Input: one sweep.csv. An accepted sweep has 1 to MAX_RUNS runs (a longer one is
 // refused), each with counts that are whole numbers from 1 within the reader's bounds, ranks
 // their product, a known schedule, overlap 0 or 1, a positive finite time, the optional
-// measurements finite and not negative or NAN (column absent), and a named preset.
+// measurements finite and not negative or NAN (column absent), a window of every layer or none,
+// and a named preset.
 #include <math.h>
 #include <string.h>
 
@@ -25,7 +26,10 @@ static void check_run(const SweepRun* r) {
                           s->L <= 1 << 30 && s->C <= 1 << 30 && s->NH <= 1 << 30 &&
                           s->V <= 1 << 30 && s->max_T <= 1 << 30 && g->T <= 1 << 30 &&
                           g->B <= 1 << 30;
-    fuzz_expect(counts_ok && g->accum == 1 && !s->window && !s->window_every && !g->docs,
+    // a window in every layer, or none
+    const int window_ok = s->window >= 0 && s->window <= 1 << 30 &&
+                          s->window_every == (s->window ? 1 : 0);
+    fuzz_expect(counts_ok && window_ok && g->accum == 1 && !g->docs,
                 "sweep_read accepted a run with a count out of its bounds");
     fuzz_expect((long long)g->dp * g->pq * g->pkv == r->ranks && r->ranks <= 1 << 20,
                 "sweep_read's ranks are not dp x pq x pkv within 2^20");

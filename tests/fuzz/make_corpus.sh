@@ -64,14 +64,15 @@ args attention_shape --attention-window 256 --window-every 2 --document-mask eot
 
 # cluster: a cluster file, NUL, a tools/bench_collectives JSONL. The hand-written datasheet
 # files (the calibrated ones change with each GPU report or calibration), one with the keys a
-# calibration adds (fits, kernel, head-size and step lines); the fits records as
+# calibration adds (fits, kernel, head-size, step and masked-cost lines); the fits records as
 # bench_collectives writes them, one unfittable (P = 1).
 mkdir -p "$out/cluster"
 measured='fit.all_gather.p2 = 1.2e-05 3.1e-10  # seed
 kernel.encoder_forward.efficiency = 125.862:0.6775 0:0.4524   # seed
 attention.hs64.forward_efficiency = 1099.58:0.1702 68.7868:0.1330 0:0.1000   # seed
 attention.hs64.backward_efficiency = 2748.95:0.0388 0:0.0352   # seed
-step.fixed_ms = 1.5   # seed'
+step.fixed_ms = 1.5   # seed
+attention.masked_cost = 0.4 0.75   # seed'
 fits='{"type":"fit","op":"all_gather","P":2,"transport":"mpi","alpha_s":1.2e-05,"beta_s_per_byte":3.1e-10,"bus_gbs":3.2,"max_rel_err":0.04,"points":9}
 {"type":"fit","op":"send_recv","P":4,"transport":"mpi","alpha_s":8e-06,"beta_s_per_byte":2.5e-10,"bus_gbs":4,"max_rel_err":0.02,"points":9}
 {"type":"fit","op":"all_reduce","P":1,"transport":"mpi","alpha_s":0,"beta_s_per_byte":0,"bus_gbs":0,"max_rel_err":0,"points":9}'
@@ -92,14 +93,14 @@ pick() {   # TYPE COUNT: the first COUNT records of TYPE
   > "$out/gpu_report/kit"
 { pick device 1; cat "$report/side_by_side.jsonl"; } > "$out/gpu_report/by_hand"
 
-# sweep_csv: sweeps as tools/bench_sweep.py writes them (its header, two points) and by hand
-# (other column order, an extra column, a context, a blank line, CRLF line ends), written here:
-# the committed results/sweep-cpu/sweep.csv is rewritten by make bench.
+# sweep_csv: sweeps as tools/bench_sweep.py writes them (its header, two points, one under a
+# window) and by hand (other column order, an extra column, a context, a blank line, CRLF line
+# ends), written here: the committed results/sweep-cpu/sweep.csv is rewritten by make bench.
 mkdir -p "$out/sweep_csv"
 printf '%s\n' \
-  'preset,layers,channels,heads,vocab,seq_len,batch,dp,pq,pkv,ranks,algorithm,overlap,steps_timed,ms_per_step,tokens_per_s,mfu,compute_ms,exposed_comm_ms,wait_ms,comm_bytes_per_rank,peak_gflops' \
-  'tiny,2,64,4,512,1024,2,1,1,1,1,2d,1,4,93.1917,21976.2,0.173957,93.0524,0,0,0,249.735' \
-  'tiny,2,64,4,512,1024,2,1,2,2,4,2d-overlap,1,4,61.5,33300.1,0.11,40.2,12.7,8.1,1587216,249.735' \
+  'preset,layers,channels,heads,vocab,seq_len,batch,dp,pq,pkv,ranks,algorithm,overlap,steps_timed,ms_per_step,tokens_per_s,mfu,compute_ms,exposed_comm_ms,wait_ms,comm_bytes_per_rank,peak_gflops,window' \
+  'tiny,2,64,4,512,1024,2,1,1,1,1,2d,1,4,93.1917,21976.2,0.173957,93.0524,0,0,0,249.735,0' \
+  'tiny,2,64,4,512,1024,2,1,2,2,4,2d-overlap,1,4,61.5,33300.1,0.11,40.2,12.7,8.1,1587216,249.735,64' \
   > "$out/sweep_csv/bench_sweep"
 printf '%s\r\n' 'ms_per_step,algorithm,preset,layers,channels,heads,vocab,seq_len,context,batch,dp,pq,pkv,overlap,note' \
   '50.0,zigzag,tiny,2,64,4,512,256,512,1,1,1,4,0,x' '' '60.5,ring,small,4,128,4,50257,512,512,2,2,1,2,1,y' \
