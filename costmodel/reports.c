@@ -610,7 +610,7 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
     fprintf(out, "preset,layers,channels,heads,vocab,seq_len,batch,dp,pq,pkv,ranks,algorithm,overlap,"
                  "measured_ms,predicted_ms,error_pct,measured_compute_ms,predicted_compute_ms,"
                  "measured_exposed_comm_ms,predicted_exposed_comm_ms,measured_bytes_per_rank,"
-                 "formula_bytes_per_rank\n");
+                 "formula_bytes_per_rank,window\n");
     char origin[512];
     cluster_origin(cluster_path, origin, sizeof origin);
     fprintf(md, "# The cost model against measured CPU runs on this machine\n\n"
@@ -638,7 +638,7 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
                 "error | compute ms meas. / pred. | exposed comm ms meas. / pred. | bytes/rank meas. / formula | "
                 "attention comm calls / step |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int within = 0, short_misses = 0, bytes_equal = 0, bytes_known = 0;
-    char misses[1024] = "";
+    char misses[2048] = "";
     double sum_abs = 0, worst = 0;
     for (int k = 0; k < n; k++) {
         const SweepRun* m = &rows[k];
@@ -650,23 +650,25 @@ int report_validation(const char* csv, const Cluster* c, const char* cluster_pat
         sum_abs += fabs(err);
         worst = fabs(err) > worst ? fabs(err) : worst;
         if (!isnan(m->bytes)) bytes_known++, bytes_equal += fabs(m->bytes - pred[k].bytes_per_rank) < 0.5;
-        fprintf(out, "%s,%d,%d,%d,%d,%ld,%d,%d,%d,%d,%d,%s,%d,%.3f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f\n",
+        fprintf(out, "%s,%d,%d,%d,%d,%ld,%d,%d,%d,%d,%d,%s,%d,%.3f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%d\n",
                 m->preset, g->shape.L, g->shape.C, g->shape.NH, g->shape.V, g->T, g->B, g->dp, g->pq,
                 g->pkv, m->ranks, cost_algorithm_name(g->alg), g->overlap, m->ms, p_ms, err,
                 m->compute_ms, 1e3 * pred[k].compute_s, m->exposed_ms, 1e3 * pred[k].exposed_comm_s,
-                m->bytes, pred[k].bytes_per_rank);
+                m->bytes, pred[k].bytes_per_rank, g->shape.window);
+        char algo[48];   // the schedule, and the window of every layer
+        snprintf(algo, sizeof algo, g->shape.window ? "%s, window %d" : "%s",
+                 cost_algorithm_name(g->alg), g->shape.window);
         fprintf(md, "| %s | %d | %d | %ld | %d | %dx%dx%d | %s | %.1f | %.1f | %+.1f%%%s | %.1f / %.1f | "
                     "%.1f / %.1f | %.0f / %.0f | %.0f |\n",
-                m->preset, g->shape.L, g->shape.C, g->T, g->B, g->dp, g->pq, g->pkv,
-                cost_algorithm_name(g->alg), m->ms, p_ms, err,
+                m->preset, g->shape.L, g->shape.C, g->T, g->B, g->dp, g->pq, g->pkv, algo,
+                m->ms, p_ms, err,
                 fabs(err) > POINT_GOAL_PCT ? " **miss**" : "", m->compute_ms,
                 1e3 * pred[k].compute_s, m->exposed_ms, 1e3 * pred[k].exposed_comm_s, m->bytes,
                 pred[k].bytes_per_rank, pred[k].calls_per_step);
         if (fabs(err) > POINT_GOAL_PCT) {
             const size_t used = strlen(misses);
             snprintf(misses + used, sizeof misses - used, "%s%s %dx%d T=%ld (%+.1f%%, %.0f calls)",
-                     used ? ", " : "", cost_algorithm_name(g->alg), g->pq, g->pkv, g->T, err,
-                     pred[k].calls_per_step);
+                     used ? ", " : "", algo, g->pq, g->pkv, g->T, err, pred[k].calls_per_step);
         }
     }
     // Which way the misses go, in words: short ones have a known cause, long ones do not.

@@ -83,10 +83,11 @@ static int read_run(char** f, int n, const Header* h, const int* col, const Read
     double v[9];
     for (int k = 0; k < 9; k++)
         if (cell(f, n, col[k], COUNTS[k], k == 3 ? 2 : 1, MAX_COUNT, 1, w, &v[k]) != 0) return -1;
-    double overlap, ms, context;
+    double overlap, ms, context, window;
     if (cell(f, n, col[9], "overlap", 0, 1, 1, w, &overlap) != 0 ||
         cell(f, n, col[10], "ms_per_step", 0, DBL_MAX, 0, w, &ms) != 0 ||
         cell(f, n, column(h, "context"), "context", 1, MAX_COUNT, 1, w, &context) != 0 ||
+        cell(f, n, column(h, "window"), "window", 0, MAX_COUNT, 1, w, &window) != 0 ||
         cell(f, n, column(h, "compute_ms"), "compute_ms", 0, DBL_MAX, 0, w, &run->compute_ms) != 0 ||
         cell(f, n, column(h, "exposed_comm_ms"), "exposed_comm_ms", 0, DBL_MAX, 0, w,
              &run->exposed_ms) != 0 ||
@@ -113,8 +114,10 @@ static int read_run(char** f, int n, const Header* h, const int* col, const Read
                        "characters, found '%.40s'", w->path, w->line, sizeof run->preset - 1,
                        kp < n ? f[kp] : "(no cell)");
     snprintf(run->preset, sizeof run->preset, "%s", f[kp]);
+    // window: the trainer's --attention-window in every layer (0 or no column: causal)
+    const int W = isnan(window) ? 0 : (int)window;
     const CostShape shape = {(int)v[0], (int)v[1], (int)v[2], (int)v[3],
-                             (int)(isnan(context) ? v[4] : context), 0, 0};
+                             (int)(isnan(context) ? v[4] : context), W, W ? 1 : 0};
     run->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
                                (CostAlgorithm)alg, (int)overlap, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     run->ranks = (int)(v[6] * v[7] * v[8]);

@@ -26,10 +26,11 @@ typedef struct {
 
 // Reads every run of the sweep at `path` into rows (at most max). A run needs the columns
 // preset, layers, channels, heads, vocab, seq_len, batch, dp, pq, pkv, algorithm, overlap and
-// ms_per_step; context, compute_ms, exposed_comm_ms, comm_bytes_per_rank and peak_gflops are
-// read where the header has them. Counts are whole numbers from 1 (vocab from 2) up to 2^30,
-// dp x pq x pkv at most 2^20 ranks, overlap 0 or 1, times, bytes and peaks finite and not
-// negative (ms_per_step positive). Blank lines are skipped. Returns how many runs (at least
+// ms_per_step; context, window (the --attention-window of every layer), compute_ms,
+// exposed_comm_ms, comm_bytes_per_rank and peak_gflops are read where the header has them.
+// Counts are whole numbers from 1 (vocab from 2) up to 2^30 (window from 0), dp x pq x pkv at
+// most 2^20 ranks, overlap 0 or 1, times, bytes and peaks finite and not negative (ms_per_step
+// positive). Blank lines are skipped. Returns how many runs (at least
 // one), or -1 with one line in err naming the file, the line and the column, and what was
 // expected and found.
 int sweep_read(const char* path, SweepRun* rows, int max, char* err, size_t errlen);

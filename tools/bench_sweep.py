@@ -16,8 +16,9 @@
                                             positive numbers, every PNG present and non-empty
 
 Points file: one point per line, `preset layers channels heads vocab seq_len batch dp pq pkv
-algorithm [trace]`, '#' starts a comment. ranks = dp * pq * pkv; algorithm is one of ALGORITHMS
-(ulysses: pq * pkv must divide heads; usp: pq must).
+algorithm [window=W] [trace]`, '#' starts a comment. ranks = dp * pq * pkv; algorithm is one of
+ALGORITHMS (ulysses: pq * pkv must divide heads; usp: pq must). `window=W` runs the point with the
+trainer's --attention-window W in every layer (0, the default: causal).
 The word `trace` marks the point whose run writes a Chrome trace (at most one); unmarked, the
 first point with the most ranks is traced.
 
@@ -50,12 +51,13 @@ import tempfile
 ALGORITHMS = ("2d", "2d-overlap", "ring", "striped", "zigzag", "ulysses", "usp")
 COLUMNS = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch", "dp", "pq", "pkv",
            "ranks", "algorithm", "overlap", "steps_timed", "ms_per_step", "tokens_per_s", "mfu",
-           "compute_ms", "exposed_comm_ms", "wait_ms", "comm_bytes_per_rank", "peak_gflops")
+           "compute_ms", "exposed_comm_ms", "wait_ms", "comm_bytes_per_rank", "peak_gflops",
+           "window")
 # What `points` prints per point, tab-separated, in this order (bench_sweep.sh reads it).
 POINT_FIELDS = ("index", "preset", "layers", "channels", "heads", "vocab", "seq_len", "batch", "dp",
-                "pq", "pkv", "ranks", "algorithm", "trace")
-INT_FIELDS = POINT_FIELDS[2:12]
-SHAPE = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch")
+                "pq", "pkv", "ranks", "algorithm", "trace", "window")
+INT_FIELDS = POINT_FIELDS[2:12] + ("window",)
+SHAPE = ("preset", "layers", "channels", "heads", "vocab", "seq_len", "batch", "window")
 KEY = SHAPE + ("dp", "pq", "pkv", "algorithm")
 PNGS = ("throughput.png", "exposed_comm.png", "bytes_per_rank.png")
 COLOURS = {"2d": "#4477aa", "2d-overlap": "#66ccee", "ring": "#cc3311", "striped": "#ee7733",
@@ -82,12 +84,18 @@ def read_points(path):
         if not words:
             continue
         where = f"{path}:{number}"
-        trace = len(words) == 12 and words[11] == "trace"
-        if len(words) != 11 and not trace:
+        extra = words[11:]
+        trace = extra.count("trace")
+        windows = [w for w in extra if w.startswith("window=")]
+        if len(words) < 11 or trace > 1 or len(windows) > 1 or trace + len(windows) != len(extra):
             raise Fail(f"{where}: expected 'preset layers channels heads vocab seq_len batch dp pq "
-                       f"pkv algorithm [trace]', got {len(words)} fields: {line.strip()}")
+                       f"pkv algorithm [window=W] [trace]', got {len(words)} fields: "
+                       f"{line.strip()}")
+        window = windows[0][len("window="):] if windows else "0"
+        if not window.isdigit():
+            raise Fail(f"{where}: window must be a whole number of tokens, got '{window}'")
         p = {"index": len(points) + 1, "preset": words[0], "algorithm": words[10],
-             "trace": int(trace), "line": where}
+             "trace": int(trace), "window": int(window), "line": where}
         for name, word in zip(INT_FIELDS[:-1], words[1:10]):
             if not word.isdigit() or int(word) < 1:
                 raise Fail(f"{where}: {name} must be a positive integer, got '{word}'")
@@ -252,7 +260,8 @@ def run_gnuplot(script):
 
 
 def panel_title(shape):
-    return "%s L=%d C=%d H=%d V=%d, T=%d, B=%d" % tuple(shape)
+    title = "%s L=%d C=%d H=%d V=%d, T=%d, B=%d" % tuple(shape[:7])
+    return title + (", window %d" % shape[7] if shape[7] else "")
 
 
 def series_of(rows):
@@ -294,7 +303,7 @@ FIGURES = (
 def cmd_plot(args):
     rows = read_rows(args.dir)
     shapes = sorted({tuple(r[k] for k in SHAPE) for r in rows},
-                    key=lambda s: (s[0], s[1], s[2], s[5], s[6], s[3], s[4]))
+                    key=lambda s: (s[0], s[1], s[2], s[5], s[6], s[3], s[4], s[7]))
     ranks = sorted({r["ranks"] for r in rows})
     cols = 1 if len(shapes) == 1 else 2
     nrows = (len(shapes) + cols - 1) // cols

@@ -7,7 +7,8 @@
 #                        [--extra "FLAGS"] [--work DIR] [--peak-gflops X]
 #
 #   --points FILE   one point per line: preset layers channels heads vocab seq_len batch dp pq pkv
-#                   algorithm [trace]   ('#' comments; algorithm: 2d 2d-overlap ring striped
+#                   algorithm [window=W] [trace]   (window=W: --attention-window W in every
+#                   layer; '#' comments; algorithm: 2d 2d-overlap ring striped
 #                   zigzag ulysses usp; ranks = dp*pq*pkv; ring/striped/zigzag/ulysses get
 #                   --pq/--pkv as given and use only their product, which must divide the heads
 #                   for ulysses; usp uses the mesh, pq dividing the heads; `trace` marks the point
@@ -77,13 +78,17 @@ rm -f "$out/sweep.csv" "$out/sweep.jsonl" "$out"/*.png "$out/run_info.txt"
 start=$SECONDS trace_file="" trace_label="" load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for line in "${points[@]}"; do
   IFS=$'\t' read -r idx preset layers channels heads vocab seq batch dp pq pkv ranks algo trace \
-    <<< "$line"
+    window <<< "$line"
   label="$algo, dp $dp x pq $pq x pkv $pkv (P=$ranks), $preset L=$layers C=$channels T=$seq"
   label+=" B=$batch"
   run=$(printf '%s/%03d-%s-%dx%dx%d-L%dC%dT%d' "$work" "$idx" "$algo" "$dp" "$pq" "$pkv" \
         "$layers" "$channels" "$seq")
-  echo "[$idx/${#points[@]}] $label"
   flags=()
+  if [ "$window" -gt 0 ]; then
+    label+=" window $window" run+="W$window"
+    flags+=(--attention-window "$window")
+  fi
+  echo "[$idx/${#points[@]}] $label"
   [ -n "$peak" ] && flags+=(--peak-gflops "$peak")
   if [ "$trace" = 1 ]; then
     trace_file=$run.trace.json trace_label=$label
