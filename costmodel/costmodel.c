@@ -229,28 +229,31 @@ static long call_queries(const CostConfig* g) {
 static void add_rank_tile_pairs(const CostConfig* g, long window, int steps, const int* doc_start,
                                 AttentionTile tile, double* per_rank) {
     const int pq = g->pq, pkv = g->pkv, P = pq * pkv;
-    for (int i = 0; i < P; i++) {
-        const int r = i % pq, c = i / pq;
-        double pairs;
-        if (g->alg == COST_ULYSSES) {   // all T queries of NH / P heads
-            AttentionProblem p = attention_problem(1, 1, 1, (int)g->T, (int)g->T,
-                                                   token_positions(0, 1), token_positions(0, 1));
-            p.window = window;
-            p.docs.start = doc_start;
-            p.docs.T = (int)g->T;
-            pairs = (double)attention_tile_pairs(&p, tile) / P;
-        } else if (g->alg == COST_USP) {   // Striped's rank c of pkv, on NH / pq heads
-            pairs = (double)ring_tile_pairs(RING_CYCLIC, pkv, c, pkv, g->T, window, doc_start,
-                                            tile) / pq;
-        } else if (cost_algorithm_is_ring(g->alg)) {
-            pairs = (double)ring_tile_pairs(ring_layout_of(g->alg), P, i, steps, g->T, window,
-                                            doc_start, tile);
-        } else {
-            pairs = (double)attention2d_tile_pairs(pq, pkv, r, c, g->T, window, doc_start,
-                                                   g->alg == COST_2D_OVERLAP, tile);
-        }
-        per_rank[i] += pairs;
+    if (g->alg == COST_ULYSSES) {   // every rank: all T queries of NH / P heads
+        AttentionProblem p = attention_problem(1, 1, 1, (int)g->T, (int)g->T,
+                                               token_positions(0, 1), token_positions(0, 1));
+        p.window = window;
+        p.docs.start = doc_start;
+        p.docs.T = (int)g->T;
+        const double all = (double)attention_tile_pairs(&p, tile);
+        for (int i = 0; i < P; i++) per_rank[i] += all / P;
+        return;
     }
+    if (g->alg == COST_USP) {   // rank (r, c): Striped's rank c of pkv, on NH / pq heads
+        for (int c = 0; c < pkv; c++) {
+            const double pairs = (double)ring_tile_pairs(RING_CYCLIC, pkv, c, pkv, g->T, window,
+                                                         doc_start, tile);
+            for (int r = 0; r < pq; r++) per_rank[r + pq * c] += pairs / pq;
+        }
+        return;
+    }
+    for (int i = 0; i < P; i++)
+        per_rank[i] += cost_algorithm_is_ring(g->alg)
+                           ? (double)ring_tile_pairs(ring_layout_of(g->alg), P, i, steps, g->T,
+                                                     window, doc_start, tile)
+                           : (double)attention2d_tile_pairs(pq, pkv, i % pq, i / pq, g->T, window,
+                                                            doc_start, g->alg == COST_2D_OVERLAP,
+                                                            tile);
 }
 
 // costmodel.h: what an attention call is priced as (its visible pairs, its computed scores).
@@ -267,52 +270,49 @@ double costmodel_priced_pairs(double visible, double computed, long n, Attention
 // fully visible block a little under them (no masked scores); a call that computes its band's
 // edges in whole tiles above, by as much as the tiles waste (a sliding window over Striped's
 // cyclic tokens leaves each query W / P keys of each step's block, in tiles of ROWS queries and
-// the keys between them).
+// the keys between them). pairs: each rank's visible pairs (slowest_rank_pairs' per_rank).
 static double slowest_rank_priced(const CostConfig* g, long window, int steps, AttentionTile tile,
-                                  double masked, double* mean) {
+                                  double masked, const double* pairs, double* mean) {
     const int P = g->pq * g->pkv;
     const long n = call_queries(g);
     double* tiles = xcalloc((size_t)P, sizeof *tiles, "rank tile counts");
-    double* pairs = xcalloc((size_t)P, sizeof *pairs, "rank pair counts");
     const int rows = g->docs ? g->docs->rows : 1;
-    for (int r = 0; r < rows; r++) {
-        const int* doc_start = g->docs ? g->docs->start + (long)r * g->T : NULL;
-        add_rank_tile_pairs(g, window, steps, doc_start, tile, tiles);
-        add_rank_pairs(g, window, doc_start, pairs);
-    }
+    for (int r = 0; r < rows; r++)
+        add_rank_tile_pairs(g, window, steps, g->docs ? g->docs->start + (long)r * g->T : NULL,
+                            tile, tiles);
     double most = 0, total = 0;
     for (int i = 0; i < P; i++) {
-        const double priced = costmodel_priced_pairs(pairs[i], tiles[i], n, tile, masked);
+        const double priced = costmodel_priced_pairs(pairs[i], tiles[i] / rows, n, tile, masked);
         most = priced > most ? priced : most;
         total += priced;
     }
     free(tiles);
-    free(pairs);
-    *mean = total / rows / P;
-    return most / rows;
+    *mean = total / P;
+    return most;
 }
 
 // Visible pairs per sequence and head of the slowest SP rank and (*mean) of the average one:
-// every rank's pairs, averaged over the documents' rows, and the most of them. Causal counts
+// every rank's pairs (per_rank, P zeroed entries: filled), averaged over the documents' rows,
+// and the most of them. Causal counts
 // alone are monotone in the coordinates (the slowest is ATTENTION2D's (pq-1, 0), Ring's and
 // Striped's P-1, any of Zigzag's); a window shorter than T, or documents, break that (Ring's last
 // rank sees no more than its middle ones), so every rank is counted, in O(T + P) per row.
 // tests/test_costmodel.c checks the result against brute force on every rank.
-static double slowest_rank_pairs(const CostConfig* g, long window, double* mean) {
+static double slowest_rank_pairs(const CostConfig* g, long window, double* per_rank,
+                                 double* mean) {
     const int P = g->pq * g->pkv;
     const long T = g->T;
-    double* per_rank = xcalloc((size_t)P, sizeof *per_rank, "rank pair counts");
     const int rows = g->docs ? g->docs->rows : 1;
     for (int r = 0; r < rows; r++)
         add_rank_pairs(g, window, g->docs ? g->docs->start + (long)r * T : NULL, per_rank);
     double most = 0, total = 0;
     for (int i = 0; i < P; i++) {
+        per_rank[i] /= rows;
         most = per_rank[i] > most ? per_rank[i] : most;
         total += per_rank[i];
     }
-    free(per_rank);
-    *mean = total / rows / P;
-    return most / rows;
+    *mean = total / P;
+    return most;
 }
 
 // Layers of the shape that are banded: l % window_every == 0 (model/config.h's
@@ -450,7 +450,8 @@ static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, l
         k.steps = ring_steps(ring_layout_of(g->alg), P, (int)(g->T / P), window, span);
     }
     if (g->alg == COST_USP) k.steps = g->pkv;   // the row's Striped ring
-    k.pairs = slowest_rank_pairs(g, window, &k.mean_pairs);
+    double* pairs = xcalloc((size_t)P, sizeof *pairs, "rank pair counts");
+    k.pairs = slowest_rank_pairs(g, window, pairs, &k.mean_pairs);
     for (int pass = 0; pass < 2; pass++) {
         const AttentionTile t = c->attention_tile[pass];
         if (t.rows == 1 && t.keys == 1) {   // the visible pairs themselves
@@ -458,8 +459,9 @@ static LayerKind layer_kind(const Cluster* c, const CostConfig* g, int layers, l
             continue;
         }
         k.priced[pass] = slowest_rank_priced(g, window, k.steps, t, c->attention_masked_cost[pass],
-                                             &k.mean_priced[pass]);
+                                             pairs, &k.mean_priced[pass]);
     }
+    free(pairs);
     k.w = attention_work(c, g, k.pairs, k.priced, k.steps);
     k.w_mean = attention_work(c, g, k.mean_pairs, k.mean_priced, k.steps);
     return k;
