@@ -243,9 +243,12 @@ def read_rows(out):
     path = os.path.join(out, "sweep.jsonl")
     try:
         with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            rows = [json.loads(line) for line in f if line.strip()]
     except OSError as e:
         raise Fail(f"{path}: cannot read: {e.strerror}")
+    for r in rows:   # sweeps written before the window column ran causal
+        r.setdefault("window", 0)
+    return rows
 
 
 # ------------------------------------------------------------------------------------ plot
