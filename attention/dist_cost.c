@@ -299,12 +299,6 @@ long long attention_tile_pairs(const AttentionProblem* p, AttentionTile tile) {
     return pairs;
 }
 
-long long attention_causal_tile_pairs(long n, AttentionTile tile) {
-    const AttentionProblem p = attention_problem(1, 1, 1, (int)n, (int)n, token_positions(0, 1),
-                                                 token_positions(0, 1));
-    return attention_tile_pairs(&p, tile);
-}
-
 // The partial-attention call of one sequence and head under the window and documents.
 static AttentionProblem pair_call(int Tq, int Tk, TokenPositions q, TokenPositions k, long T,
                                   long window, const int* doc_start) {
@@ -334,6 +328,10 @@ long long attention2d_tile_pairs(int pq, int pkv, int r, int c, long T, long win
             if (attention_any_visible(&p)) pairs += attention_tile_pairs(&p, tile);
         }
     return pairs;
+}
+
+long long attention_causal_tile_pairs(long n, AttentionTile tile) {
+    return attention2d_tile_pairs(1, 1, 0, 0, n, 0, NULL, 0, tile);
 }
 
 long long ring_tile_pairs(RingLayout layout, int P, int rank, int steps, long T, long window,

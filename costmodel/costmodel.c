@@ -175,35 +175,50 @@ static RingLayout ring_layout_of(CostAlgorithm a) {
 }
 
 // Adds the visible pairs per sequence and head of every SP rank i (ATTENTION2D: (i % pq, i / pq))
-// in a layer with the given window (0: causal) and document starts (NULL: none) to per_rank.
-static void add_rank_pairs(const CostConfig* g, long window, const int* doc_start,
-                           double* per_rank) {
+// in a layer with the given window (0: causal) and document starts (NULL: none) to per_rank; or,
+// given a kernel's `tile`, the scores its calls compute (attention2d_tile_pairs, ring_tile_pairs
+// over the ring family's `steps`).
+static void add_rank_pairs(const CostConfig* g, long window, int steps, const int* doc_start,
+                           const AttentionTile* tile, double* per_rank) {
     const int pq = g->pq, pkv = g->pkv, P = pq * pkv;
-    if (g->alg == COST_2D || g->alg == COST_2D_OVERLAP) {
-        long long* column = xcalloc((size_t)pkv, sizeof *column, "column pair counts");
-        for (int r = 0; r < pq; r++) {
-            attention2d_row_visible_pairs(pq, pkv, r, g->T, window, doc_start, column);
-            for (int c = 0; c < pkv; c++) per_rank[r + pq * c] += (double)column[c];
-        }
-        free(column);
-        return;
-    }
     if (g->alg == COST_ULYSSES) {   // every rank: all T queries of NH / P heads
-        const double all = (double)attention2d_visible_pairs(1, 1, 0, 0, g->T, window, doc_start);
+        const double all =
+            tile ? (double)attention2d_tile_pairs(1, 1, 0, 0, g->T, window, doc_start, 0, *tile)
+                 : (double)attention2d_visible_pairs(1, 1, 0, 0, g->T, window, doc_start);
         for (int i = 0; i < P; i++) per_rank[i] += all / P;
         return;
     }
     if (g->alg == COST_USP) {   // rank (r, c): Striped's rank c of pkv, on NH / pq heads
         for (int c = 0; c < pkv; c++) {
-            const double pairs = (double)ring_visible_pairs(RING_CYCLIC, pkv, c, g->T, window,
-                                                            doc_start);
+            const double pairs =
+                tile ? (double)ring_tile_pairs(RING_CYCLIC, pkv, c, pkv, g->T, window, doc_start,
+                                               *tile)
+                     : (double)ring_visible_pairs(RING_CYCLIC, pkv, c, g->T, window, doc_start);
             for (int r = 0; r < pq; r++) per_rank[r + pq * c] += pairs / pq;
         }
         return;
     }
-    for (int i = 0; i < P; i++)
-        per_rank[i] += (double)ring_visible_pairs(ring_layout_of(g->alg), P, i, g->T, window,
-                                                  doc_start);
+    if (cost_algorithm_is_ring(g->alg)) {
+        for (int i = 0; i < P; i++)
+            per_rank[i] += tile ? (double)ring_tile_pairs(ring_layout_of(g->alg), P, i, steps, g->T,
+                                                          window, doc_start, *tile)
+                                : (double)ring_visible_pairs(ring_layout_of(g->alg), P, i, g->T,
+                                                             window, doc_start);
+        return;
+    }
+    if (tile) {   // ATTENTION2D: one call per rank, or 2d-overlap's P
+        for (int i = 0; i < P; i++)
+            per_rank[i] += (double)attention2d_tile_pairs(pq, pkv, i % pq, i / pq, g->T, window,
+                                                          doc_start, g->alg == COST_2D_OVERLAP,
+                                                          *tile);
+        return;
+    }
+    long long* column = xcalloc((size_t)pkv, sizeof *column, "column pair counts");
+    for (int r = 0; r < pq; r++) {   // a row's columns at once: the pairs of both ATTENTION2Ds
+        attention2d_row_visible_pairs(pq, pkv, r, g->T, window, doc_start, column);
+        for (int c = 0; c < pkv; c++) per_rank[r + pq * c] += (double)column[c];
+    }
+    free(column);
 }
 
 void costmodel_fixed_documents(long T, long length, int* start) {
@@ -222,38 +237,6 @@ static long call_queries(const CostConfig* g) {
     case COST_USP: return g->T / g->pkv;
     default: return g->T / P;
     }
-}
-
-// Adds the scores every SP rank's kernels compute per sequence and head under `tile` (ring_steps
-// `steps` for the ring family) to per_rank, as add_rank_pairs adds the visible pairs.
-static void add_rank_tile_pairs(const CostConfig* g, long window, int steps, const int* doc_start,
-                                AttentionTile tile, double* per_rank) {
-    const int pq = g->pq, pkv = g->pkv, P = pq * pkv;
-    if (g->alg == COST_ULYSSES) {   // every rank: all T queries of NH / P heads
-        AttentionProblem p = attention_problem(1, 1, 1, (int)g->T, (int)g->T,
-                                               token_positions(0, 1), token_positions(0, 1));
-        p.window = window;
-        p.docs.start = doc_start;
-        p.docs.T = (int)g->T;
-        const double all = (double)attention_tile_pairs(&p, tile);
-        for (int i = 0; i < P; i++) per_rank[i] += all / P;
-        return;
-    }
-    if (g->alg == COST_USP) {   // rank (r, c): Striped's rank c of pkv, on NH / pq heads
-        for (int c = 0; c < pkv; c++) {
-            const double pairs = (double)ring_tile_pairs(RING_CYCLIC, pkv, c, pkv, g->T, window,
-                                                         doc_start, tile);
-            for (int r = 0; r < pq; r++) per_rank[r + pq * c] += pairs / pq;
-        }
-        return;
-    }
-    for (int i = 0; i < P; i++)
-        per_rank[i] += cost_algorithm_is_ring(g->alg)
-                           ? (double)ring_tile_pairs(ring_layout_of(g->alg), P, i, steps, g->T,
-                                                     window, doc_start, tile)
-                           : (double)attention2d_tile_pairs(pq, pkv, i % pq, i / pq, g->T, window,
-                                                            doc_start, g->alg == COST_2D_OVERLAP,
-                                                            tile);
 }
 
 // costmodel.h: what an attention call is priced as (its visible pairs, its computed scores).
@@ -278,8 +261,8 @@ static double slowest_rank_priced(const CostConfig* g, long window, int steps, A
     double* tiles = xcalloc((size_t)P, sizeof *tiles, "rank tile counts");
     const int rows = g->docs ? g->docs->rows : 1;
     for (int r = 0; r < rows; r++)
-        add_rank_tile_pairs(g, window, steps, g->docs ? g->docs->start + (long)r * g->T : NULL,
-                            tile, tiles);
+        add_rank_pairs(g, window, steps, g->docs ? g->docs->start + (long)r * g->T : NULL, &tile,
+                       tiles);
     double most = 0, total = 0;
     for (int i = 0; i < P; i++) {
         const double priced = costmodel_priced_pairs(pairs[i], tiles[i] / rows, n, tile, masked);
@@ -304,7 +287,8 @@ static double slowest_rank_pairs(const CostConfig* g, long window, double* per_r
     const long T = g->T;
     const int rows = g->docs ? g->docs->rows : 1;
     for (int r = 0; r < rows; r++)
-        add_rank_pairs(g, window, g->docs ? g->docs->start + (long)r * T : NULL, per_rank);
+        add_rank_pairs(g, window, 0, g->docs ? g->docs->start + (long)r * T : NULL, NULL,
+                       per_rank);
     double most = 0, total = 0;
     for (int i = 0; i < P; i++) {
         per_rank[i] /= rows;

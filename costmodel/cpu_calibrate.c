@@ -203,7 +203,8 @@ static void run_attention(void* ptr) {
 // The partial-attention kernel on T' x T' blocks, causal (a diagonal block) and fully visible
 // (a ring step's earlier block), 4 heads of HS channels: efficiency by GFLOP per call, forward
 // and backward apart (per model FLOP the forward's softmax costs more than the backward's), and
-// masked[pass], what a score the kernel computes but masks costs against a visible pair.
+// masked[pass], what a score the kernel computes (in `tile`) but masks costs against a visible
+// pair.
 //
 // The kernel's GEMMs compute every score of its tiles (attention_tile_pairs), its exponentials
 // only the visible ones: a call of V visible pairs and C computed scores takes a V + b C. A full
@@ -212,11 +213,11 @@ static void run_attention(void* ptr) {
 // them (costmodel.c slowest_rank_priced): V + masked (C - V) over 1 + masked (w - 1), w the
 // causal block's computed scores per visible pair: a causal block's visible pairs, a full
 // block's T'^2 over what the causal block's masked scores add.
-static void measure_attention(double peak, int HS, Points* fwd, Points* bwd, double* masked) {
+static void measure_attention(double peak, int HS, AttentionTile tile, Points* fwd, Points* bwd,
+                              double* masked) {
     enum { MAXT = 2048, NH = 4, SIZES = 8 };   // T' = 16 .. 2048
     Arena m = {.seed = 2};
     AttnCtx a = attention_buffers(&m, MAXT, NH, HS);
-    const AttentionTile tile = {ATTENTION_CPU_TILE_ROWS, 1};   // cpu_calibrate's c
     double secs[SIZES][2][2], vis[SIZES][2], tiles[SIZES][2];  // [size][full][backward]
     for (int k = 0, T = 16; k < SIZES; k++, T *= 2)
         for (int full = 0; full < 2; full++) {
@@ -605,7 +606,7 @@ int cpu_calibrate(char** argv, const char* jsonl, const char* out) {
     const Points gemm = measure_gemms(peak);
     c.matmul_eff = curve_from_points(&gemm, 1.0 / (1 << 16));
     static Points fwd, bwd;
-    measure_attention(peak, ATTENTION_HS, &fwd, &bwd, c.attention_masked_cost);
+    measure_attention(peak, ATTENTION_HS, c.attention_tile[0], &fwd, &bwd, c.attention_masked_cost);
     c.attention_fwd_eff = curve_from_points(&fwd, 1.0 / (1 << 16));
     c.attention_bwd_eff = curve_from_points(&bwd, 1.0 / (1 << 16));
     const Points mem = measure_memory(&c.memory_bw);

@@ -231,14 +231,9 @@ long long rank_tile_pairs(const RankRun* r, CallKind kind, AttentionTile tile) {
 long long closed_tile_pairs(const Simulation* sim, int sp, AttentionTile tile) {
     const Mesh* m = &sim->rank[sp].mesh;
     const ExplainShape* s = &sim->s;
-    if (s->algo == ALGO_ULYSSES) {   // one call of the whole sequence per chunk of heads
-        AttentionProblem p = attention_problem(1, 1, 1, (int)s->T, (int)s->T,
-                                               token_positions(0, 1), token_positions(0, 1));
-        p.window = s->window;
-        p.docs.start = sim->docs.start;
-        p.docs.T = (int)s->T;
-        return s->chunks * attention_tile_pairs(&p, tile);
-    }
+    if (s->algo == ALGO_ULYSSES)   // one call of the whole sequence per chunk of heads
+        return s->chunks * attention2d_tile_pairs(1, 1, 0, 0, s->T, s->window, sim->docs.start,
+                                                  0, tile);
     if (s->algo == ALGO_USP)   // Striped's ring of the mesh row, per chunk
         return s->chunks * ring_tile_pairs(RING_CYCLIC, m->pkv, m->c, m->pkv, s->T, s->window,
                                            sim->docs.start, tile);
