@@ -2,8 +2,9 @@
 // attention2d.md generalised to rectangular meshes. Collectives on different groups that do not
 // depend on each other run concurrently (the Q row all-gather with the K/V permutation and column
 // all-gather; the dQ row reduce-scatter with the dK|dV column one): each has its own buffers. Rank (r, c), SP index i = r + pq*c, holds the
-// tokens t = i + P*j (cyclic). Shapes below: S = B*Tl*C reals (one shard), L = B*NH*Tl (one LSE
-// shard), Tq = pkv*Tl queries of row r at positions r + pq*m, Tk = pq*Tl keys of column c at
+// tokens t = i + P*j (cyclic). Shapes below: S = B*Tl*C reals (one shard), KVC = NKV*HS the
+// channels of K (and of V: C, or fewer under grouped-query attention), W = C + 2 KVC the qkv row,
+// L = B*NH*Tl (one LSE shard), Tq = pkv*Tl queries of row r at positions r + pq*m, Tk = pq*Tl keys of column c at
 // positions c + pkv*n.
 #include <stdlib.h>
 
@@ -29,13 +30,13 @@ typedef struct {
     void* recv;        // blocks a row collective receives
     real_acc* stats_send;   // (2L) LSE | D of the local queries (backward row all-gather)
     real_acc* stats_recv;   // pkv x (2L)
-    real* kv_recv;          // pq x (B, Tl, 2C) the column all-gather of K|V
-    real_acc* dkv_send;     // pq x (B, Tl, 2C) partial dK|dV blocks (column reduce-scatter)
-    real_acc* dkv_recv;     // (B, Tl, 2C) their sum for the permuted shard
-    real* kv_own;      // (B, Tl, 2C) this rank's K|V rows (permutation send)
-    real* kv_perm;     // (B, Tl, 2C) the permuted K|V shard this rank holds
-    real* kv_full;     // (B, Tk, 2C) K|V of column c (when not kept)
-    real* kept;        // keep_layers x (B, Tk, 2C)
+    real* kv_recv;          // pq x (B, Tl, 2KVC) the column all-gather of K|V
+    real_acc* dkv_send;     // pq x (B, Tl, 2KVC) partial dK|dV blocks (column reduce-scatter)
+    real_acc* dkv_recv;     // (B, Tl, 2KVC) their sum for the permuted shard
+    real* kv_own;      // (B, Tl, 2KVC) this rank's K|V rows (permutation send)
+    real* kv_perm;     // (B, Tl, 2KVC) the permuted K|V shard this rank holds
+    real* kv_full;     // (B, Tk, 2KVC) K|V of column c (when not kept)
+    real* kept;        // keep_layers x (B, Tk, 2KVC)
     real* q_full;      // (B, Tq, C) queries of row r
     real* do_full;     // (B, Tq, C) dout of row r
     real_acc* o_full;     // (B, Tq, C) partial output of row r
@@ -44,15 +45,16 @@ typedef struct {
     real_acc* d_full;     // (B, NH, Tq) rowsum(dout * out) of row r
     real_acc* d_own;      // (B, NH, Tl) the same for the local queries
     real_acc* dq_part;    // (B, Tq, C) partial dQ of row r
-    real_acc* dkv_part;   // (B, Tk, 2C) partial dK|dV of column c
-    real_acc* dkv_own;    // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
+    real_acc* dkv_part;   // (B, Tk, 2KVC) partial dK|dV of column c
+    real_acc* dkv_own;    // (B, Tl, 2KVC) dK|dV of the local keys (inverse permutation receive)
 } Attention2D;
 
-static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int HS,
-                                        long window) {
+static AttentionProblem row_col_problem(const Attention2D* a, int B, int Tl, int NH, int NKV,
+                                        int HS, long window) {
     AttentionProblem p = attention_problem(B, NH, HS, a->g.pkv * Tl, a->g.pq * Tl,
                                            token_positions(a->g.r, a->g.pq),
                                            token_positions(a->g.c, a->g.pkv));
+    p.NKV = NKV;
     p.window = window;
     p.docs = a->base.docs;
     return p;
@@ -92,23 +94,24 @@ static void permute(Attention2D* a, void* from, void* to, int peer_send, int pee
     comm_wait(a->comm, comm_start(a->comm, MESH_SP, t, &send, 1, &recv, 1));
 }
 
-// K/V of column c: pack own K|V, permute, start the all-gather along the column; returns where
-// the pq blocks of (B, Tl, 2C) will be (*req: wait before reading).
-static const void* gather_kv_start(Attention2D* a, int B, int Tl, int C, const real* qkv,
-                                   CommRequest** req) {
-    const size_t S2 = (size_t)B * Tl * 2 * C;
+// K/V of column c: pack own K|V (the columns after the C of Q in rows of W), permute, start the
+// all-gather along the column; returns where the pq blocks of (B, Tl, 2KVC) will be (*req: wait
+// before reading).
+static const void* gather_kv_start(Attention2D* a, int B, int Tl, int C, int KVC, int W,
+                                   const real* qkv, CommRequest** req) {
+    const size_t S2 = (size_t)B * Tl * 2 * KVC;
     const long rows = (long)B * Tl;
-    dist_copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
-    permute(a, a->kv_own, a->kv_perm, a->g.perm_dst, a->g.perm_src, rows, 2 * C, a->rt);
+    dist_copy_rows(a->kv_own, 2 * KVC, qkv + C, W, rows, 2 * KVC, sizeof(real));
+    permute(a, a->kv_own, a->kv_perm, a->g.perm_dst, a->g.perm_src, rows, 2 * KVC, a->rt);
     return gather_start(a, MESH_COL, a->kv_perm, a->kv_recv, S2, a->rt, req);
 }
 
-// The gathered column blocks interleaved into kv_full, (B, Tk, 2C).
-static void gather_kv_finish(Attention2D* a, int B, int Tl, int C, const void* blocks,
+// The gathered column blocks interleaved into kv_full, (B, Tk, 2KVC).
+static void gather_kv_finish(Attention2D* a, int B, int Tl, int KVC, const void* blocks,
                              CommRequest* req, real* kv_full) {
     comm_wait(a->comm, req);
-    dist_blocks_to_rows(kv_full, 2 * C, blocks, (size_t)B * Tl * 2 * C, a->g.pq, B, Tl, 2 * C,
-                        sizeof(real));
+    dist_blocks_to_rows(kv_full, 2 * KVC, blocks, (size_t)B * Tl * 2 * KVC, a->g.pq, B, Tl,
+                        2 * KVC, sizeof(real));
 }
 
 // Where the column K/V of a layer live: the shared buffer, or the layer's kept copy.
@@ -116,33 +119,34 @@ static real* kv_for_layer(Attention2D* a, int layer) {
     if (a->keep_layers == 0) return a->kv_full;
     CHECK(layer >= 0 && layer < a->keep_layers, "create attention2d with keep_kv_layers >= layers",
           "attention2d keeps K/V of %d layers, called for layer %d", a->keep_layers, layer);
-    return a->kept + (size_t)layer * a->max.B * a->g.pq * a->max.Tl * 2 * a->max.NH * a->max.HS;
+    return a->kept + (size_t)layer * a->max.B * a->g.pq * a->max.Tl * 2 * a->max.NKV * a->max.HS;
 }
 
-static void attention2d_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                                const real* qkv, real* out, real_stat* lse) {
+static void attention2d_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                                int NKV, int HS, const real* qkv, real* out, real_stat* lse) {
     Attention2D* a = (Attention2D*)self;
-    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, NKV, HS);
     Comm* comm = a->comm;
-    const int C = NH * HS;
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const long rows = (long)B * Tl;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS, window);
+    const AttentionProblem p = row_col_problem(a, B, Tl, NH, NKV, HS, window);
 
-    // Queries of row r, (B, Tq, C), and keys and values of column c, (B, Tk, 2C), gathered
+    // Queries of row r, (B, Tq, C), and keys and values of column c, (B, Tk, 2KVC), gathered
     // concurrently.
     CommRequest *q_req, *kv_req;
-    dist_copy_rows(a->send, C, qkv, 3 * C, rows, C, sr);
+    dist_copy_rows(a->send, C, qkv, W, rows, C, sr);
     const void* q_blocks = gather_start(a, MESH_ROW, a->send, a->recv, S, a->rt, &q_req);
-    const void* kv_blocks = gather_kv_start(a, B, Tl, C, qkv, &kv_req);
+    const void* kv_blocks = gather_kv_start(a, B, Tl, C, KVC, W, qkv, &kv_req);
     comm_wait(comm, q_req);
     dist_blocks_to_rows(a->q_full, C, q_blocks, S, a->g.pkv, B, Tl, C, sr);
     real* kv = kv_for_layer(a, layer);
-    gather_kv_finish(a, B, Tl, C, kv_blocks, kv_req, kv);
+    gather_kv_finish(a, B, Tl, KVC, kv_blocks, kv_req, kv);
 
-    dist_attention_forward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->o_full, C, a->lse_full);
+    dist_attention_forward(&p, a->q_full, C, kv, 2 * KVC, kv + KVC, 2 * KVC, a->o_full, C,
+                           a->lse_full);
 
     // LSE-merge reduce-scatter along the row: all-to-all of (O | LSE) blocks, block g holding
     // the partials of row member g's queries, then a local pkv-way merge.
@@ -167,18 +171,18 @@ static void attention2d_forward(AttentionLayer* self, int layer, long window, in
     comm_leave_scope(comm, saved);
 }
 
-static void attention2d_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                                 const real* qkv, const real* out, const real_stat* lse,
-                                 const real* dout, real* dqkv) {
+static void attention2d_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                                 int NKV, int HS, const real* qkv, const real* out,
+                                 const real_stat* lse, const real* dout, real* dqkv) {
     Attention2D* a = (Attention2D*)self;
-    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, NKV, HS);
     Comm* comm = a->comm;
-    const int C = NH * HS;
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
     const size_t S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
     const long rows = (long)B * Tl;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    const AttentionProblem p = row_col_problem(a, B, Tl, NH, HS, window);
+    const AttentionProblem p = row_col_problem(a, B, Tl, NH, NKV, HS, window);
     const TokenPositions mine = token_positions(a->g.i, a->g.pq * a->g.pkv);
     const AttentionProblem own = attention_problem(B, NH, HS, Tl, Tl, mine, mine);
 
@@ -186,7 +190,7 @@ static void attention2d_backward(AttentionLayer* self, int layer, long window, i
     // concurrent with the K/V permutation and column all-gather.
     dist_attention_row_dot(&own, out, C, dout, C, a->d_own);
     real* qdo = (real*)a->send;
-    dist_copy_rows(qdo, C, qkv, 3 * C, rows, C, sr);
+    dist_copy_rows(qdo, C, qkv, W, rows, C, sr);
     dist_copy_rows(qdo + S, C, dout, C, rows, C, sr);
     CommRequest *qdo_req, *stats_req, *kv_req = NULL;
     const real* qdo_rows =
@@ -197,21 +201,23 @@ static void attention2d_backward(AttentionLayer* self, int layer, long window, i
     const real_acc* stats_rows = (const real_acc*)gather_start(a, MESH_ROW, stats, a->stats_recv,
                                                                2 * L, a->at, &stats_req);
     real* kv = kv_for_layer(a, layer);
-    const void* kv_blocks = a->keep_layers == 0 ? gather_kv_start(a, B, Tl, C, qkv, &kv_req) : NULL;
+    const void* kv_blocks =
+        a->keep_layers == 0 ? gather_kv_start(a, B, Tl, C, KVC, W, qkv, &kv_req) : NULL;
     comm_wait(comm, qdo_req);
     dist_blocks_to_rows(a->q_full, C, qdo_rows, 2 * S, a->g.pkv, B, Tl, C, sr);
     dist_blocks_to_rows(a->do_full, C, qdo_rows + S, 2 * S, a->g.pkv, B, Tl, C, sr);
     comm_wait(comm, stats_req);
     dist_blocks_to_rows(a->lse_full, 1, stats_rows, 2 * L, a->g.pkv, B * NH, Tl, 1, sa);
     dist_blocks_to_rows(a->d_full, 1, stats_rows + L, 2 * L, a->g.pkv, B * NH, Tl, 1, sa);
-    if (kv_blocks) gather_kv_finish(a, B, Tl, C, kv_blocks, kv_req, kv);
+    if (kv_blocks) gather_kv_finish(a, B, Tl, KVC, kv_blocks, kv_req, kv);
 
-    const size_t Sq = (size_t)a->g.pkv * S, Sk = (size_t)a->g.pq * S;
+    const size_t Skv = (size_t)B * Tl * KVC;
+    const size_t Sq = (size_t)a->g.pkv * S, Sk = (size_t)a->g.pq * Skv;
     dist_zero_acc(a->dq_part, Sq);
     dist_zero_acc(a->dkv_part, 2 * Sk);
-    dist_attention_backward(&p, a->q_full, C, kv, 2 * C, kv + C, 2 * C, a->do_full, C,
-                            a->lse_full, a->d_full, a->dq_part, C, a->dkv_part, 2 * C,
-                            a->dkv_part + C, 2 * C);
+    dist_attention_backward(&p, a->q_full, C, kv, 2 * KVC, kv + KVC, 2 * KVC, a->do_full, C,
+                            a->lse_full, a->d_full, a->dq_part, C, a->dkv_part, 2 * KVC,
+                            a->dkv_part + KVC, 2 * KVC);
 
     // dQ: reduce-scatter along the row -> the local queries; concurrently dK|dV: reduce-scatter
     // along the column -> the permuted shard, then back to its owner.
@@ -219,14 +225,14 @@ static void attention2d_backward(AttentionLayer* self, int layer, long window, i
     dist_rows_to_blocks(a->send, S, a->dq_part, C, a->g.pkv, B, Tl, C, sa);
     const real_acc* dq =
         reduce_scatter_start(a, MESH_ROW, (real_acc*)a->send, (real_acc*)a->recv, S, &dq_req);
-    dist_rows_to_blocks(a->dkv_send, 2 * S, a->dkv_part, 2 * C, a->g.pq, B, Tl, 2 * C, sa);
+    dist_rows_to_blocks(a->dkv_send, 2 * Skv, a->dkv_part, 2 * KVC, a->g.pq, B, Tl, 2 * KVC, sa);
     real_acc* dkv_perm =
-        reduce_scatter_start(a, MESH_COL, a->dkv_send, a->dkv_recv, 2 * S, &dkv_req);
+        reduce_scatter_start(a, MESH_COL, a->dkv_send, a->dkv_recv, 2 * Skv, &dkv_req);
     comm_wait(comm, dq_req);
-    dist_acc_to_real(dqkv, 3 * C, dq, C, rows, C);
+    dist_acc_to_real(dqkv, W, dq, C, rows, C);
     comm_wait(comm, dkv_req);
-    permute(a, dkv_perm, a->dkv_own, a->g.perm_src, a->g.perm_dst, rows, 2 * C, a->at);
-    dist_acc_to_real(dqkv + C, 3 * C, a->dkv_own, 2 * C, rows, 2 * C);
+    permute(a, dkv_perm, a->dkv_own, a->g.perm_src, a->g.perm_dst, rows, 2 * KVC, a->at);
+    dist_acc_to_real(dqkv + C, W, a->dkv_own, 2 * KVC, rows, 2 * KVC);
     comm_leave_scope(comm, saved);
 }
 
@@ -241,22 +247,24 @@ static void attention2d_destroy(AttentionLayer* self) {
     free(a);
 }
 
-AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int HS, int keep_kv_layers) {
+AttentionLayer* attention2d_create(Comm* comm, int B, int Tl, int NH, int NKV, int HS,
+                                   int keep_kv_layers) {
     CHECK(keep_kv_layers >= 0, "caller bug", "attention2d_create: keep_kv_layers=%d",
           keep_kv_layers);
     Attention2D* a = (Attention2D*)xcalloc(1, sizeof *a, "attention2d layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->g = attention2d_grid(m);
-    a->max = dist_bounds("attention2d", B, Tl, NH, HS);
+    a->max = dist_bounds("attention2d", B, Tl, NH, NKV, HS);
     a->keep_layers = keep_kv_layers;
 
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
 
-    const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
+    const size_t S = (size_t)B * Tl * NH * HS, Skv = (size_t)B * Tl * NKV * HS;
+    const size_t L = (size_t)B * NH * Tl;
     Attention2DScratch z;   // bytes of each buffer (attention/dist_scratch.h)
-    attention2d_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
+    attention2d_scratch(&z, S, Skv, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
                         keep_kv_layers);
     a->send = dist_alloc(z.send, "attention2d send blocks");
     a->recv = dist_alloc(z.recv, "attention2d receive blocks");

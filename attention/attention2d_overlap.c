@@ -4,7 +4,9 @@
 // computed with as soon as it is in hand, while the next ones travel.
 //
 // Rank (r, c), SP index i = r + pq*c, holds the tokens t = i + P*j (cyclic). S = B*Tl*C elements
-// (one shard), L = B*NH*Tl (one LSE shard). Blocks are named by RELATIVE index, the order in
+// (one shard), L = B*NH*Tl (one LSE shard). K and V have KVC = NKV*HS channels each (C, or fewer
+// under grouped-query attention), so a K|V block is 2Skv = 2 B*Tl*KVC elements; the byte and
+// memory formulas below are those of multi-head attention (Skv = S). Blocks are named by RELATIVE index, the order in
 // which they arrive: Q block a is the one of row member g = (c - a) mod pkv (queries at
 // positions i_g + P*j, i_g = r + pq*g), K|V block b the permuted shard held by column member
 // h = (r - b) mod pq (the shard of SP rank c + pkv*h, keys at c + pkv*h + P*j). Block 0 is the
@@ -72,8 +74,9 @@ typedef enum { REDUCE_MERGE, REDUCE_SUM } ReduceOp;
 
 // Shapes of one call.
 typedef struct {
-    int B, Tl, NH, HS, C;
-    size_t S, L;
+    int B, Tl, NH, NKV, HS, C;
+    int KVC, W;       // channels of K (and of V), of a qkv row
+    size_t S, Skv, L; // elements of a Q shard, of a K (or V) shard, of an LSE shard
     long rows;   // B * Tl
     long window; // the layer's sliding window (0: causal)
 } Shape;
@@ -103,23 +106,25 @@ typedef struct {
     int* q_done;       // pkv flags: Q block complete in this call
     int* kv_done;      // pq flags: K|V block complete
     // scratch, sized at the bounds, in the backend's memory; blocks at the call's stride
-    real* kv_own;       // (B, Tl, 2C) this rank's K|V rows (permutation send)
+    real* kv_own;       // (B, Tl, 2KVC) this rank's K|V rows (permutation send)
     real* rows;         // pkv x Q (S) in forward, pkv x (Q | dO) (2S) in backward
     real_acc* stats;    // pkv x (LSE | D) (2L)
-    real* kv;           // pq x (B, Tl, 2C) K|V blocks of column c
+    real* kv;           // pq x (B, Tl, 2KVC) K|V blocks of column c
     real_acc* part;     // pkv x partial (O | LSE) (S+L) in forward, pkv x dQ (S) in backward
-    real_acc* dkv;      // pq x (B, Tl, 2C) dK|dV
+    real_acc* dkv;      // pq x (B, Tl, 2KVC) dK|dV
     real_acc* step;     // (O | LSE) of one pair before it is merged (NULL: merged in the forward)
     real_acc* row_in;   // (S+L) what a row reduce step receives
-    real_acc* col_in;   // (2S) what a column reduce step receives
-    real_acc* dkv_own;  // (B, Tl, 2C) dK|dV of the local keys (inverse permutation receive)
+    real_acc* col_in;   // (2Skv) what a column reduce step receives
+    real_acc* dkv_own;  // (B, Tl, 2KVC) dK|dV of the local keys (inverse permutation receive)
 } Attention2DOverlap;
 
-static Shape call_shape(int B, int Tl, int NH, int HS, long window) {
+static Shape call_shape(int B, int Tl, int NH, int NKV, int HS, long window) {
     Shape s;
     s.window = window;
-    s.B = B, s.Tl = Tl, s.NH = NH, s.HS = HS, s.C = NH * HS;
+    s.B = B, s.Tl = Tl, s.NH = NH, s.NKV = NKV, s.HS = HS, s.C = NH * HS;
+    s.KVC = NKV * HS, s.W = attention_qkv_width(NH, NKV, HS);
     s.S = (size_t)B * Tl * s.C;
+    s.Skv = (size_t)B * Tl * s.KVC;
     s.L = (size_t)B * NH * Tl;
     s.rows = (long)B * Tl;
     return s;
@@ -133,6 +138,7 @@ static AttentionProblem pair_problem(const Attention2DOverlap* a, const Shape* s
     AttentionProblem p = attention_problem(sh->B, sh->NH, sh->HS, sh->Tl, sh->Tl,
                                            token_positions(a->g.r + a->g.pq * g, a->g.P),
                                            token_positions(a->g.c + a->g.pkv * h, a->g.P));
+    p.NKV = sh->NKV;
     p.window = sh->window;
     p.docs = a->base.docs;
     return p;
@@ -228,7 +234,7 @@ static int start_passes(Attention2DOverlap* a, const Shape* sh, CommPhase phase,
         }
     }
     if (s < a->g.pq - 1) {
-        const size_t kv = 2 * sh->S;
+        const size_t kv = 2 * sh->Skv;
         req[n++] = pass_on(a->comm, MESH_COL, a->rt, a->kv + s * kv, a->kv + (s + 1) * kv, kv);
     }
     return n;
@@ -239,14 +245,14 @@ static int start_passes(Attention2DOverlap* a, const Shape* sh, CommPhase phase,
 // merged in, and skipped when masked for every query.
 static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr) {
     const AttentionProblem p = pair_problem(a, sh, pr->a, pr->b);
-    const int C = sh->C;
+    const int C = sh->C, KVC = sh->KVC;
     const real* q = a->rows + pr->a * sh->S;
-    const real* kv = a->kv + pr->b * 2 * sh->S;
+    const real* kv = a->kv + pr->b * 2 * sh->Skv;
     real_acc* o = a->part + pr->a * (sh->S + sh->L);
     if (pr->q_first) {
-        dist_attention_forward(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S);
+        dist_attention_forward(&p, q, C, kv, 2 * KVC, kv + KVC, 2 * KVC, o, C, o + sh->S);
     } else if (attention_any_visible(&p)) {
-        dist_attention_forward_merge(&p, q, C, kv, 2 * C, kv + C, 2 * C, o, C, o + sh->S,
+        dist_attention_forward_merge(&p, q, C, kv, 2 * KVC, kv + KVC, 2 * KVC, o, C, o + sh->S,
                                      a->step, a->step ? a->step + sh->S : NULL);
     }
 }
@@ -255,14 +261,14 @@ static void forward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr)
 static void backward_pair(Attention2DOverlap* a, const Shape* sh, const Pair* pr) {
     const AttentionProblem p = pair_problem(a, sh, pr->a, pr->b);
     if (!attention_any_visible(&p)) return;
-    const int C = sh->C;
+    const int C = sh->C, KVC = sh->KVC;
     const real* qdo = a->rows + pr->a * 2 * sh->S;
     const real_acc* st = a->stats + pr->a * 2 * sh->L;
-    const real* kv = a->kv + pr->b * 2 * sh->S;
+    const real* kv = a->kv + pr->b * 2 * sh->Skv;
     real_acc* dq = a->part + pr->a * sh->S;
-    real_acc* dkv = a->dkv + pr->b * 2 * sh->S;
-    dist_attention_backward(&p, qdo, C, kv, 2 * C, kv + C, 2 * C, qdo + sh->S, C, st,
-                            st + sh->L, dq, C, dkv, 2 * C, dkv + C, 2 * C);
+    real_acc* dkv = a->dkv + pr->b * 2 * sh->Skv;
+    dist_attention_backward(&p, qdo, C, kv, 2 * KVC, kv + KVC, 2 * KVC, qdo + sh->S, C, st,
+                            st + sh->L, dq, C, dkv, 2 * KVC, dkv + KVC, 2 * KVC);
 }
 
 // The rounds of one phase: gather passes, the pairs that became available, and the reduces
@@ -296,18 +302,18 @@ static void run_rounds(Attention2DOverlap* a, const Shape* sh, CommPhase phase,
           "schedule bug", "attention2d-overlap: a ring reduce-scatter did not finish");
 }
 
-static void overlap_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                            const real* qkv, real* out, real_stat* lse) {
+static void overlap_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                            int NKV, int HS, const real* qkv, real* out, real_stat* lse) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
-    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, NKV, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_FORWARD);
-    const Shape sh = call_shape(B, Tl, NH, HS, window);
-    const int C = sh.C;
+    const Shape sh = call_shape(B, Tl, NH, NKV, HS, window);
+    const int C = sh.C, KVC = sh.KVC;
 
     // Own blocks: Q block 0, and K|V block 0 after the permutation.
-    dist_copy_rows(a->rows, C, qkv, 3 * C, sh.rows, C, sizeof(real));
-    dist_copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, sh.rows, 2 * C, sizeof(real));
-    permute(a, a->kv_own, a->kv, a->g.perm_dst, a->g.perm_src, sh.rows, 2 * C, a->rt);
+    dist_copy_rows(a->rows, C, qkv, sh.W, sh.rows, C, sizeof(real));
+    dist_copy_rows(a->kv_own, 2 * KVC, qkv + C, sh.W, sh.rows, 2 * KVC, sizeof(real));
+    permute(a, a->kv_own, a->kv, a->g.perm_dst, a->g.perm_src, sh.rows, 2 * KVC, a->rt);
 
     RingReduce o_reduce =
         ring_reduce(a->comm, MESH_ROW, REDUCE_MERGE, a->part, sh.S + sh.L, a->row_in, &sh);
@@ -319,38 +325,38 @@ static void overlap_forward(AttentionLayer* self, int layer, long window, int B,
     comm_leave_scope(a->comm, saved);
 }
 
-static void overlap_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                             const real* qkv, const real* out, const real_stat* lse,
-                             const real* dout, real* dqkv) {
+static void overlap_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                             int NKV, int HS, const real* qkv, const real* out,
+                             const real_stat* lse, const real* dout, real* dqkv) {
     Attention2DOverlap* a = (Attention2DOverlap*)self;
-    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, NKV, HS);
     const CommScope saved = comm_enter_scope(a->comm, layer, COMM_BACKWARD);
-    const Shape sh = call_shape(B, Tl, NH, HS, window);
-    const int C = sh.C;
+    const Shape sh = call_shape(B, Tl, NH, NKV, HS, window);
+    const int C = sh.C, KVC = sh.KVC;
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
     const TokenPositions mine = token_positions(a->g.i, a->g.P);
     const AttentionProblem own = attention_problem(B, NH, HS, Tl, Tl, mine, mine);
 
     // Own blocks: (Q | dO) and (LSE | D) of the local queries, the permuted K|V.
-    dist_copy_rows(a->rows, C, qkv, 3 * C, sh.rows, C, sr);
+    dist_copy_rows(a->rows, C, qkv, sh.W, sh.rows, C, sr);
     dist_copy_rows(a->rows + sh.S, C, dout, C, sh.rows, C, sr);
     dist_copy_rows(a->stats, (long)sh.L, lse, (long)sh.L, 1, (int)sh.L, sa);
     dist_attention_row_dot(&own, out, C, dout, C, a->stats + sh.L);
-    dist_copy_rows(a->kv_own, 2 * C, qkv + C, 3 * C, sh.rows, 2 * C, sr);
-    permute(a, a->kv_own, a->kv, a->g.perm_dst, a->g.perm_src, sh.rows, 2 * C, a->rt);
+    dist_copy_rows(a->kv_own, 2 * KVC, qkv + C, sh.W, sh.rows, 2 * KVC, sr);
+    permute(a, a->kv_own, a->kv, a->g.perm_dst, a->g.perm_src, sh.rows, 2 * KVC, a->rt);
     dist_zero_acc(a->part, a->g.pkv * sh.S);
-    dist_zero_acc(a->dkv, a->g.pq * 2 * sh.S);
+    dist_zero_acc(a->dkv, a->g.pq * 2 * sh.Skv);
 
     RingReduce dq_reduce =
         ring_reduce(a->comm, MESH_ROW, REDUCE_SUM, a->part, sh.S, a->row_in, &sh);
     RingReduce dkv_reduce =
-        ring_reduce(a->comm, MESH_COL, REDUCE_SUM, a->dkv, 2 * sh.S, a->col_in, &sh);
+        ring_reduce(a->comm, MESH_COL, REDUCE_SUM, a->dkv, 2 * sh.Skv, a->col_in, &sh);
     run_rounds(a, &sh, COMM_BACKWARD, &dq_reduce, &dkv_reduce);
 
     // Block 0 of each: dQ of the local queries; dK|dV of the permuted shard, back to its owner.
-    dist_acc_to_real(dqkv, 3 * C, a->part, C, sh.rows, C);
-    permute(a, a->dkv, a->dkv_own, a->g.perm_src, a->g.perm_dst, sh.rows, 2 * C, a->at);
-    dist_acc_to_real(dqkv + C, 3 * C, a->dkv_own, 2 * C, sh.rows, 2 * C);
+    dist_acc_to_real(dqkv, sh.W, a->part, C, sh.rows, C);
+    permute(a, a->dkv, a->dkv_own, a->g.perm_src, a->g.perm_dst, sh.rows, 2 * KVC, a->at);
+    dist_acc_to_real(dqkv + C, sh.W, a->dkv_own, 2 * KVC, sh.rows, 2 * KVC);
     comm_leave_scope(a->comm, saved);
 }
 
@@ -412,13 +418,13 @@ static Pair* overlap_order(int pq, int pkv) {
     return order;
 }
 
-AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, int HS) {
+AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, int NKV, int HS) {
     Attention2DOverlap* a =
         (Attention2DOverlap*)xcalloc(1, sizeof *a, "attention2d-overlap layer");
     const Mesh* m = &comm->mesh;
     a->comm = comm;
     a->g = attention2d_grid(m);
-    a->max = dist_bounds("attention2d-overlap", B, Tl, NH, HS);
+    a->max = dist_bounds("attention2d-overlap", B, Tl, NH, NKV, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
     a->rounds = a->g.pq > a->g.pkv ? a->g.pq : a->g.pkv;
@@ -426,9 +432,10 @@ AttentionLayer* attention2d_overlap_create(Comm* comm, int B, int Tl, int NH, in
     a->q_done = (int*)xcalloc(a->g.pkv, sizeof(int), "attention2d-overlap Q blocks done");
     a->kv_done = (int*)xcalloc(a->g.pq, sizeof(int), "attention2d-overlap K/V blocks done");
 
-    const size_t C = (size_t)NH * HS, S = (size_t)B * Tl * C, L = (size_t)B * NH * Tl;
+    const size_t S = (size_t)B * Tl * NH * HS, Skv = (size_t)B * Tl * NKV * HS;
+    const size_t L = (size_t)B * NH * Tl;
     Attention2DOverlapScratch z;   // bytes of each buffer (attention/dist_scratch.h)
-    attention2d_overlap_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
+    attention2d_overlap_scratch(&z, S, Skv, L, sizeof(real), sizeof(real_acc), a->g.pq, a->g.pkv,
                                 dist_attention_merges_in_forward());
     a->kv_own = (real*)dist_alloc(z.kv_own, "attention2d-overlap own K/V");
     a->rows = (real*)dist_alloc(z.rows, "attention2d-overlap row Q|dO blocks");

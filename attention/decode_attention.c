@@ -24,11 +24,11 @@ static void exchange(DecodeLayer* d, CommType t, int send_to, void* sbuf, size_t
 }
 
 // out (C), lse (NH): the partial attention of a new token at position pos (qkv row) over n
-// cached K|V rows.
+// cached K|V rows (2KVC each).
 static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows, long n,
                     int origin, long window, real_acc* out, real_acc* lse) {
     const KVCache* c = d->cache;
-    const int C = c->NH * c->HS;
+    const int C = c->NH * c->HS, KVC = c->NKV * c->HS, W = attention_qkv_width(c->NH, c->NKV, c->HS);
     if (n == 0) {   // an empty partial: merges as nothing
         dist_zero_acc(out, C);
         dist_to_backend(lse, d->neg_inf, sizeof(real_acc) * c->NH);
@@ -39,9 +39,10 @@ static void partial(DecodeLayer* d, const real* qkv, long pos, const real* rows,
     // (rows of SP rank `origin` at origin, origin + P, ...: decode_forward checks the layout).
     AttentionProblem p = attention_problem(1, c->NH, c->HS, 1, (int)n, token_positions(pos, 1),
                                            window ? token_positions(origin, c->P) : token_positions(0, 1));
+    p.NKV = c->NKV;
     p.window = window;
     p.decode = 1;   // NH blocks over a long cache: the CUDA forward splits the keys
-    dist_attention_forward(&p, qkv, 3 * C, rows, 2 * C, rows + C, 2 * C, out, C, lse);
+    dist_attention_forward(&p, qkv, W, rows, 2 * KVC, rows + KVC, 2 * KVC, out, C, lse);
 }
 
 // into (rows, C) | (rows, NH) += from, the same layout: the LSE merge of rows partials.
@@ -78,7 +79,7 @@ static void tree_merge(DecodeLayer* d) {
 static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, const real* own,
                       long window) {
     const KVCache* c = d->cache;
-    const int P = c->P, i = c->rank, NH = c->NH, HS = c->HS, C = NH * HS;
+    const int P = c->P, i = c->rank, NH = c->NH, HS = c->HS, C = NH * HS, KVC = c->NKV * HS;
     const long n = pos + 1;   // tokens cached, the new one included
     const real* held = own;   // the shard sent next, from SP rank (i - s + 1) mod P
     real_acc* out = d->part + (size_t)r * C;
@@ -87,39 +88,42 @@ static void ring_pass(DecodeLayer* d, const real* qkv, int r, int b, long pos, c
         const int from = (i - s + P) % P, sent = (i - s + 1 + P) % P;
         const long nrecv = kv_cache_rank_rows(c, b, n, from), nsend = kv_cache_rank_rows(c, b, n, sent);
         real* into = d->shard[s & 1];
-        exchange(d, d->rt, (i + 1) % P, (void*)held, (size_t)nsend * 2 * C, (i - 1 + P) % P, into,
-                 (size_t)nrecv * 2 * C);
+        exchange(d, d->rt, (i + 1) % P, (void*)held, (size_t)nsend * 2 * KVC, (i - 1 + P) % P,
+                 into, (size_t)nrecv * 2 * KVC);
         partial(d, qkv, pos, into, nrecv, from, window, d->other, d->other + C);
         dist_attention_merge(1, NH, HS, 1, out, C, lse, d->other, C, d->other + C);
         held = into;
     }
 }
 
-static void decode_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                           const real* qkv, real* out, real_stat* lse) {
+static void decode_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                           int NKV, int HS, const real* qkv, real* out, real_stat* lse) {
     DecodeLayer* d = (DecodeLayer*)self;
     KVCache* c = d->cache;
-    CHECK(B == d->n && Tl == 1 && NH == c->NH && HS == c->HS && layer >= 0 && layer < c->L,
+    CHECK(B == d->n && Tl == 1 && NH == c->NH && NKV == c->NKV && HS == c->HS && layer >= 0 &&
+              layer < c->L,
           "decode one token of each of the kv_decode_at sequences per forward",
-          "decode layer called with B=%d Tl=%d NH=%d HS=%d layer %d (set for %d rows; cache "
-          "NH=%d HS=%d L=%d)", B, Tl, NH, HS, layer, d->n, c->NH, c->HS, c->L);
+          "decode layer called with B=%d Tl=%d NH=%d NKV=%d HS=%d layer %d (set for %d rows; "
+          "cache NH=%d NKV=%d HS=%d L=%d)", B, Tl, NH, NKV, HS, layer, d->n, c->NH, c->NKV,
+          c->HS, c->L);
     CHECK(!self->docs.start, "caller bug",
           "decoding under a document mask (a decoded sequence is one document: leave docs unset)");
     CHECK(!window || c->P == 1 || c->layout == RING_CYCLIC,
           "prefill a sliding-window model with ATTENTION2D or Striped attention (or on one rank)",
           "decoding a sliding-window layer needs the cyclic prefill layout (token t on rank t mod "
           "P), found another over %d ranks", c->P);
-    const int C = NH * HS;
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     CommScope saved = {0, COMM_OTHER};
     if (d->comm) saved = comm_enter_scope(d->comm, layer, COMM_FORWARD);
     for (int r = 0; r < B; r++) {
         const int b = d->seq[r];
         const long pos = d->pos[r];
-        const real* q = qkv + (size_t)r * 3 * C;
+        const real* q = qkv + (size_t)r * W;
         real* rows = kv_cache_rows(c, layer, b);
         if (pos % c->P == c->rank) {   // this rank owns the new token: append its K|V
             const long at = kv_cache_rank_rows(c, b, pos, c->rank);
-            dist_copy_rows(rows + (size_t)at * 2 * C, 2 * C, q + C, 3 * C, 1, 2 * C, sizeof(real));
+            dist_copy_rows(rows + (size_t)at * 2 * KVC, 2 * KVC, q + C, W, 1, 2 * KVC,
+                           sizeof(real));
         }
         partial(d, q, pos, rows, kv_cache_rank_rows(c, b, pos + 1, c->rank), c->rank, window,
                 d->part + (size_t)r * C, d->part + (size_t)B * C + (size_t)r * NH);
@@ -128,7 +132,7 @@ static void decode_forward(AttentionLayer* self, int layer, long window, int B, 
         if (d->algo == DECODE_TREE) tree_merge(d);
         else
             for (int r = 0; r < B; r++)
-                ring_pass(d, qkv + (size_t)r * 3 * C, r, d->seq[r], d->pos[r],
+                ring_pass(d, qkv + (size_t)r * W, r, d->seq[r], d->pos[r],
                           kv_cache_rows(c, layer, d->seq[r]), window);
     }
     dist_acc_to_real(out, C, d->part, C, B, C);
@@ -136,8 +140,8 @@ static void decode_forward(AttentionLayer* self, int layer, long window, int B, 
     if (d->comm) comm_leave_scope(d->comm, saved);
 }
 
-static void decode_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                            const real* qkv, const real* out, const real_stat* lse,
+static void decode_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                            int NKV, int HS, const real* qkv, const real* out, const real_stat* lse,
                             const real* dout, real* dqkv) {
     fail_msg("the decode attention layer has no backward (generation only)");
 }
@@ -175,7 +179,8 @@ DecodeLayer* kv_decode_create(KVCache* cache, Comm* comm, DecodeAlgorithm algo) 
                                      "decode partner partials");
     if (algo == DECODE_RING && cache->P > 1) {
         for (int k = 0; k < 2; k++)
-            d->shard[k] = (real*)dist_alloc(sizeof(real) * cache->cap * 2 * C, "decode ring shard");
+            d->shard[k] = (real*)dist_alloc(sizeof(real) * cache->cap * 2 * cache->NKV * cache->HS,
+                                            "decode ring shard");
     }
     d->neg_inf = (real_acc*)xmalloc(sizeof(real_acc) * cache->NH, "empty LSE");
     for (int h = 0; h < cache->NH; h++) d->neg_inf[h] = (real_acc)-INFINITY;

@@ -7,23 +7,23 @@
 #include "comm/fail.h"
 
 typedef struct {
-    int B, Tl, NH, HS;
+    int B, Tl, NH, NKV, HS;   // NKV: key/value heads, dividing NH (grouped-query attention)
 } DistBounds;
 
-static inline DistBounds dist_bounds(const char* layer, int B, int Tl, int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1, "caller bug",
-          "%s created with B=%d Tl=%d NH=%d HS=%d", layer, B, Tl, NH, HS);
-    DistBounds b = {B, Tl, NH, HS};
+static inline DistBounds dist_bounds(const char* layer, int B, int Tl, int NH, int NKV, int HS) {
+    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && NKV >= 1 && NH % NKV == 0 && HS >= 1, "caller bug",
+          "%s created with B=%d Tl=%d NH=%d NKV=%d HS=%d", layer, B, Tl, NH, NKV, HS);
+    DistBounds b = {B, Tl, NH, NKV, HS};
     return b;
 }
 
 static inline void dist_bounds_check(const DistBounds* max, const char* layer, int B, int Tl,
-                                     int NH, int HS) {
-    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && HS >= 1 && B <= max->B && Tl <= max->Tl &&
-              NH <= max->NH && HS <= max->HS,
+                                     int NH, int NKV, int HS) {
+    CHECK(B >= 1 && Tl >= 1 && NH >= 1 && NKV >= 1 && NH % NKV == 0 && HS >= 1 && B <= max->B &&
+              Tl <= max->Tl && NH <= max->NH && NKV <= max->NKV && HS <= max->HS,
           "create the layer with bounds that cover every call",
-          "%s called with B=%d Tl=%d NH=%d HS=%d, bounds %d %d %d %d", layer, B, Tl, NH, HS,
-          max->B, max->Tl, max->NH, max->HS);
+          "%s called with B=%d Tl=%d NH=%d NKV=%d HS=%d, bounds %d %d %d %d %d", layer, B, Tl, NH,
+          NKV, HS, max->B, max->Tl, max->NH, max->NKV, max->HS);
 }
 
 // --a2a-chunks for a schedule (`what`, as the caller's flag names it: "--attention ring",

@@ -1,5 +1,6 @@
 // The formulas of attention2d.md (forward) and the derived backward, in bytes received per rank.
-// S = B*Tl*C elements (one shard of Q, K, V, O or their gradients), L = B*NH*Tl (one LSE or D
+// S = B*Tl*C elements (one shard of Q, O or their gradients), Skv = B*Tl*NKV*HS (one shard of K
+// or V or their gradients: S but under grouped-query attention), L = B*NH*Tl (one LSE or D
 // shard); a group of n ranks adds (n-1) blocks per gather, reduce-scatter or all-to-all.
 #include "attention/dist_cost.h"
 
@@ -26,30 +27,32 @@ static void exchange(DistCommOps* l, int ring, CommKind kind, DistAlong along, D
     else push(l, kind, along, stage, (n - 1) * block, n - 1, 1);
 }
 
-DistCommOps attention2d_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                            int keep_kv, size_t act_size, size_t acc_size, int ring) {
+DistCommOps attention2d_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV,
+                            int HS, int keep_kv, size_t act_size, size_t acc_size, int ring) {
     DistCommOps l = {0};
     const long long S = (long long)B * Tl * NH * HS, L = (long long)B * NH * Tl;
+    const long long Skv = (long long)B * Tl * NKV * HS;
     const long long Sa = S * act_size, Sc = S * acc_size, Lc = L * acc_size;
+    const long long Ka = Skv * act_size, Kc = Skv * acc_size;
     const DistAlong ROW = DIST_ALONG_ROW, COL = DIST_ALONG_COLUMN, T = DIST_ALONG_TRANSPOSE;
     // The permutation fixes rank i iff its row-major position is itself: i = c' + pkv*r' with
     // (r', c') = (i mod pq, i div pq), i.e. the diagonal of a square mesh.
     const int i = m->sp_index, moves = i != i / m->pq + m->pkv * (i % m->pq);
     if (phase == COMM_FORWARD) {
-        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Sa, 1, 1);   // K, V
+        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Ka, 1, 1);   // K, V
         exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, Sa);        // Q
-        exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Sa);     // K|V
+        exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Ka);     // K|V
         exchange(&l, ring, COMM_ALL_TO_ALL, ROW, DIST_STAGE_REDUCE, m->pkv, Sc + Lc);   // O|LSE
     } else if (phase == COMM_BACKWARD) {
         exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, 2 * Sa);    // Q|dO
         exchange(&l, ring, COMM_ALL_GATHER, ROW, DIST_STAGE_GATHER, m->pkv, 2 * Lc);    // LSE|D
         if (!keep_kv) {
-            if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Sa, 1, 1);
-            exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Sa);
+            if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_PERMUTE, 2 * Ka, 1, 1);
+            exchange(&l, ring, COMM_ALL_GATHER, COL, DIST_STAGE_GATHER, m->pq, 2 * Ka);
         }
         exchange(&l, ring, COMM_REDUCE_SCATTER, ROW, DIST_STAGE_REDUCE, m->pkv, Sc);     // dQ
-        exchange(&l, ring, COMM_REDUCE_SCATTER, COL, DIST_STAGE_REDUCE, m->pq, 2 * Sc);  // dK|dV
-        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_RETURN, 2 * Sc, 1, 1);   // to the owner
+        exchange(&l, ring, COMM_REDUCE_SCATTER, COL, DIST_STAGE_REDUCE, m->pq, 2 * Kc);  // dK|dV
+        if (moves) push(&l, COMM_SEND_RECV, T, DIST_STAGE_RETURN, 2 * Kc, 1, 1);   // to the owner
     }
     return l;
 }
@@ -95,9 +98,9 @@ int ring_step_origin(RingLayout layout, int P, int steps, int rank, int s) {
 // batches backward too); dK|dV, backward: steps hops (the last brings each accumulator home), in
 // their own batches (another element type). `runs` rings (USP's chunks of heads) share the
 // bytes, each making its own hops.
-static void ring_passes(DistCommOps* l, DistAlong along, CommPhase phase, int B, int Tl, int NH,
+static void ring_passes(DistCommOps* l, DistAlong along, CommPhase phase, int B, int Tl, int NKV,
                         int HS, int steps, int runs, size_t act_size, size_t acc_size) {
-    const long long n = steps, r = runs, S = (long long)B * Tl * NH * HS;
+    const long long n = steps, r = runs, S = (long long)B * Tl * NKV * HS;   // a K (or V) shard
     if (n <= 1) return;
     push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, (n - 1) * 2 * S * act_size, r * (n - 1),
          r * (n - 1));
@@ -105,10 +108,10 @@ static void ring_passes(DistCommOps* l, DistAlong along, CommPhase phase, int B,
         push(l, COMM_SEND_RECV, along, DIST_STAGE_PASS, n * 2 * S * acc_size, r * n, r * n);
 }
 
-DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
-                     size_t act_size, size_t acc_size) {
+DistCommOps ring_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                     int steps, size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
-    ring_passes(&l, DIST_ALONG_RING, phase, B, Tl, NH, HS, steps, 1, act_size, acc_size);
+    ring_passes(&l, DIST_ALONG_RING, phase, B, Tl, NKV, HS, steps, 1, act_size, acc_size);
     return l;
 }
 
@@ -121,42 +124,43 @@ static void all_to_alls(DistCommOps* l, DistAlong along, DistStage stage, int P,
 
 // Ulysses' all-to-alls over a group of P ranks (`along`), a phase's inputs (`in`: before the
 // heads' computation) or its outputs (the rest). Per peer: one shard's rows (B Tl) in the columns
-// of its NH / P heads.
+// of its NH / P query heads (S) and NKV / P key/value heads (K).
 static void ulysses_exchanges(DistCommOps* l, DistAlong along, int P, CommPhase phase, int in,
-                              int B, int Tl, int NH, int HS, int chunks, size_t act_size,
+                              int B, int Tl, int NH, int NKV, int HS, int chunks, size_t act_size,
                               size_t acc_size) {
     const long long S = (long long)B * Tl * NH * HS / P, L = (long long)B * NH * Tl / P;
+    const long long K = (long long)B * Tl * NKV * HS / P;
     const DistStage GATHER = DIST_STAGE_GATHER, REDUCE = DIST_STAGE_REDUCE;
     if (phase == COMM_FORWARD && in) {
-        all_to_alls(l, along, GATHER, P, chunks, 3 * S * act_size);   // Q|K|V
+        all_to_alls(l, along, GATHER, P, chunks, (S + 2 * K) * act_size);       // Q|K|V
     } else if (phase == COMM_FORWARD) {
-        all_to_alls(l, along, REDUCE, P, chunks, S * act_size);       // O
-        all_to_alls(l, along, REDUCE, P, chunks, L * acc_size);       // LSE
+        all_to_alls(l, along, REDUCE, P, chunks, S * act_size);                 // O
+        all_to_alls(l, along, REDUCE, P, chunks, L * acc_size);                 // LSE
     } else if (phase == COMM_BACKWARD && in) {
-        all_to_alls(l, along, GATHER, P, chunks, 5 * S * act_size);   // Q|K|V|O|dO
-        all_to_alls(l, along, GATHER, P, chunks, L * acc_size);       // LSE
+        all_to_alls(l, along, GATHER, P, chunks, (3 * S + 2 * K) * act_size);   // Q|K|V|O|dO
+        all_to_alls(l, along, GATHER, P, chunks, L * acc_size);                 // LSE
     } else if (phase == COMM_BACKWARD) {
-        all_to_alls(l, along, REDUCE, P, chunks, 3 * S * act_size);   // dQ|dK|dV
+        all_to_alls(l, along, REDUCE, P, chunks, (S + 2 * K) * act_size);       // dQ|dK|dV
     }
 }
 
-DistCommOps ulysses_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
-                        size_t act_size, size_t acc_size) {
+DistCommOps ulysses_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                        int chunks, size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
     for (int in = 1; in >= 0; in--)
-        ulysses_exchanges(&l, DIST_ALONG_SP, m->P, phase, in, B, Tl, NH, HS, chunks, act_size,
-                          acc_size);
+        ulysses_exchanges(&l, DIST_ALONG_SP, m->P, phase, in, B, Tl, NH, NKV, HS, chunks,
+                          act_size, acc_size);
     return l;
 }
 
-DistCommOps usp_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
-                    size_t act_size, size_t acc_size) {
+DistCommOps usp_ops(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                    int chunks, size_t act_size, size_t acc_size) {
     DistCommOps l = {0};
     const DistAlong COL = DIST_ALONG_COLUMN;
-    ulysses_exchanges(&l, COL, m->pq, phase, 1, B, Tl, NH, HS, chunks, act_size, acc_size);
-    ring_passes(&l, DIST_ALONG_ROW, phase, B, m->pq * Tl, NH / m->pq, HS, m->pkv, chunks,
+    ulysses_exchanges(&l, COL, m->pq, phase, 1, B, Tl, NH, NKV, HS, chunks, act_size, acc_size);
+    ring_passes(&l, DIST_ALONG_ROW, phase, B, m->pq * Tl, NKV / m->pq, HS, m->pkv, chunks,
                 act_size, acc_size);
-    ulysses_exchanges(&l, COL, m->pq, phase, 0, B, Tl, NH, HS, chunks, act_size, acc_size);
+    ulysses_exchanges(&l, COL, m->pq, phase, 0, B, Tl, NH, NKV, HS, chunks, act_size, acc_size);
     return l;
 }
 
@@ -171,33 +175,34 @@ CommVolume dist_comm_volume(const DistCommOps* l) {
     return v;
 }
 
-CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
-                              int keep_kv, size_t act_size, size_t acc_size) {
-    const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, HS, keep_kv, act_size, acc_size, 0);
+CommVolume attention2d_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV,
+                              int HS, int keep_kv, size_t act_size, size_t acc_size) {
+    const DistCommOps l =
+        attention2d_ops(m, phase, B, Tl, NH, NKV, HS, keep_kv, act_size, acc_size, 0);
     return dist_comm_volume(&l);
 }
 
 CommVolume attention2d_overlap_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH,
-                                      int HS, size_t act_size, size_t acc_size) {
-    const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, HS, 0, act_size, acc_size, 1);
+                                      int NKV, int HS, size_t act_size, size_t acc_size) {
+    const DistCommOps l = attention2d_ops(m, phase, B, Tl, NH, NKV, HS, 0, act_size, acc_size, 1);
     return dist_comm_volume(&l);
 }
 
-CommVolume ulysses_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS,
+CommVolume ulysses_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
                           int chunks, size_t act_size, size_t acc_size) {
-    const DistCommOps l = ulysses_ops(m, phase, B, Tl, NH, HS, chunks, act_size, acc_size);
+    const DistCommOps l = ulysses_ops(m, phase, B, Tl, NH, NKV, HS, chunks, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 
-CommVolume usp_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
-                      size_t act_size, size_t acc_size) {
-    const DistCommOps l = usp_ops(m, phase, B, Tl, NH, HS, chunks, act_size, acc_size);
+CommVolume usp_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                      int chunks, size_t act_size, size_t acc_size) {
+    const DistCommOps l = usp_ops(m, phase, B, Tl, NH, NKV, HS, chunks, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 
-CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
-                       size_t act_size, size_t acc_size) {
-    const DistCommOps l = ring_ops(m, phase, B, Tl, NH, HS, steps, act_size, acc_size);
+CommVolume ring_volume(const Mesh* m, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                       int steps, size_t act_size, size_t acc_size) {
+    const DistCommOps l = ring_ops(m, phase, B, Tl, NH, NKV, HS, steps, act_size, acc_size);
     return dist_comm_volume(&l);
 }
 
@@ -218,7 +223,7 @@ long long window_visible_pairs(long T, long window) {
 
 long long attention2d_visible_pairs(int pq, int pkv, int r, int c, long T, long window,
                                     const int* doc_start) {
-    AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = (int)(T / pq), .Tk = (int)(T / pkv),
+    AttentionProblem p = {.B = 1, .NH = 1, .NKV = 1, .HS = 1, .Tq = (int)(T / pq), .Tk = (int)(T / pkv),
                           .qpos = {r, pq}, .kpos = {c, pkv}, .window = window,
                           .docs = {.start = doc_start, .T = (int)T}};
     return attention_visible_pairs(&p);
@@ -277,7 +282,7 @@ long long ring_visible_pairs(RingLayout layout, int P, int rank, long T, long wi
     int qlen;
     const int nq = ring_pieces(layout, P, rank, T, q, &qlen);
     for (int a = 0; a < nq; a++) {
-        AttentionProblem p = {.B = 1, .NH = 1, .HS = 1, .Tq = qlen, .Tk = (int)T, .qpos = q[a],
+        AttentionProblem p = {.B = 1, .NH = 1, .NKV = 1, .HS = 1, .Tq = qlen, .Tk = (int)T, .qpos = q[a],
                               .kpos = {0, 1}, .window = window,
                               .docs = {.start = doc_start, .T = (int)T}};
         pairs += attention_visible_pairs(&p);
@@ -359,6 +364,6 @@ long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size) {
     return steps * part + (rank + P2 < P ? part : 0);
 }
 
-long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size) {
-    return (n - n_rank) * 2LL * NH * HS * (long long)act_size;
+long long ring_decode_bytes(long n, long n_rank, int NKV, int HS, size_t act_size) {
+    return (n - n_rank) * 2LL * NKV * HS * (long long)act_size;
 }

@@ -46,13 +46,14 @@ typedef struct {
 // Element sizes in bytes: act_size of the activations (Q, K, V, dO: the storage type, 2 for the
 // CUDA bf16 build), acc_size of what is merged or summed (partial O, LSE, D, dQ/dK/dV partial
 // sums: 4 on CUDA); both sizeof(real) on the CPU. keep_kv: the layer keeps gathered K/V for
-// backward.
-CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                              int keep_kv, size_t act_size, size_t acc_size);
+// backward. NKV: key/value heads (NH; fewer under grouped-query attention, whose K, V and their
+// gradients move NKV / NH of the bytes).
+CommVolume attention2d_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV,
+                              int HS, int keep_kv, size_t act_size, size_t acc_size);
 // The overlapped ATTENTION2D: attention2d's bytes and messages without kept K/V, every row or
 // column exchange as pq-1 or pkv-1 send/recv calls of one message each.
 CommVolume attention2d_overlap_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH,
-                                      int HS, size_t act_size, size_t acc_size);
+                                      int NKV, int HS, size_t act_size, size_t acc_size);
 // The steps of the ring schedule (attention/ring.c) in a layer with the given window (0: causal)
 // and document span (DocumentBounds.span; 0: none or unknown). A query sees at most
 // look = min(T - 1, W - 1, span - 1) keys before it, so a rank needs only the blocks within
@@ -77,30 +78,31 @@ void ring_tour_text(RingLayout layout, int P, int steps, char* buf, size_t n);
 int ring_step_origin(RingLayout layout, int P, int steps, int rank, int s);
 // Ring, Striped and Zigzag over `steps` ring steps (ring_steps; P for the whole ring): the
 // layout changes nothing else.
-CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+CommVolume ring_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
                        int steps, size_t act_size, size_t acc_size);
 // The operations of those schedules (ring != 0: ATTENTION2D's overlapped schedule, every row or
 // column exchange as n-1 send/recv passes; it keeps no K/V), and their sum per kind.
-DistCommOps attention2d_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                            int keep_kv, size_t act_size, size_t acc_size, int ring);
-DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS, int steps,
-                     size_t act_size, size_t acc_size);
+DistCommOps attention2d_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV,
+                            int HS, int keep_kv, size_t act_size, size_t acc_size, int ring);
+DistCommOps ring_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                     int steps, size_t act_size, size_t acc_size);
 // Ulysses (attention/ulysses.c): all-to-alls over the SP group, each rank receiving (P-1)/P of
 // what its heads need. Forward: Q|K|V in (3 S / P per peer, storage type), O back (S / P) and
 // its LSE back (L / P, accumulator type); backward: Q|K|V|O|dO in (5 S / P), the LSE in (L / P)
-// and dQ|dK|dV back (3 S / P, storage type). NH must be a multiple of P. In `chunks` chunks of
-// heads each exchange is that many all-to-alls of 1 / chunks of its bytes.
-DistCommOps ulysses_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+// and dQ|dK|dV back (3 S / P, storage type); under grouped-query attention each K, V or their
+// gradient counts Skv = S NKV / NH instead of S. NKV must be a multiple of P. In `chunks` chunks
+// of heads each exchange is that many all-to-alls of 1 / chunks of its bytes.
+DistCommOps ulysses_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
                         int chunks, size_t act_size, size_t acc_size);
-CommVolume ulysses_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
-                          int chunks, size_t act_size, size_t acc_size);
+CommVolume ulysses_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV,
+                          int HS, int chunks, size_t act_size, size_t acc_size);
 // USP (attention_usp_create): Ulysses' all-to-alls over the mesh column (pq ranks, NH / pq heads
 // per rank) around Striped's passes over the mesh row (pkv steps of the column's pq Tl tokens:
 // the same 2 S per pass as Striped's over P). In `chunks` chunks of heads, the ring runs once
 // per chunk: its passes and the all-to-alls are that many calls of 1 / chunks of the bytes.
-DistCommOps usp_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS, int chunks,
-                    size_t act_size, size_t acc_size);
-CommVolume usp_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int HS,
+DistCommOps usp_ops(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
+                    int chunks, size_t act_size, size_t acc_size);
+CommVolume usp_volume(const Mesh* mesh, CommPhase phase, int B, int Tl, int NH, int NKV, int HS,
                       int chunks, size_t act_size, size_t acc_size);
 CommVolume dist_comm_volume(const DistCommOps* ops);
 
@@ -110,11 +112,11 @@ CommVolume dist_comm_volume(const DistCommOps* ops);
 // P2 receive the result once, and the ranks they fold into one partial more than the P2 ranks'
 // log2(P2)); independent of the context. A step decoding n sequences together receives n times
 // that in as many exchanges. Ring: every other rank's shard of the n cached tokens (the new one
-// included) as K|V rows in the storage type, (n - n_rank) * 2C where the rank holds n_rank of
+// included) as K|V rows in the storage type, (n - n_rank) * 2 NKV HS where the rank holds n_rank of
 // them (kv_cache_rank_rows: its prefill layout's share and its cyclic share of the decoded
 // tokens), linear in n.
 long long tree_decode_bytes(int P, int rank, int NH, int HS, size_t acc_size);
-long long ring_decode_bytes(long n, long n_rank, int NH, int HS, size_t act_size);
+long long ring_decode_bytes(long n, long n_rank, int NKV, int HS, size_t act_size);
 
 // Unmasked (query, key) pairs of one sequence and head in a partial-attention problem: the
 // causal mask, p->window and, where p->docs.start is set, sequence 0's document mask (read on the

@@ -3,7 +3,7 @@
 
 static size_t max_size(size_t x, size_t y) { return x > y ? x : y; }
 
-void attention2d_scratch(Attention2DScratch* out, size_t S, size_t L, size_t real,
+void attention2d_scratch(Attention2DScratch* out, size_t S, size_t Skv, size_t L, size_t real,
                          size_t real_acc, size_t pq, size_t pkv, size_t keep_kv_layers) {
     const size_t r = real, a = real_acc;
     // The largest block set the row collectives move (Q, Q|dO, O|LSE, dQ).
@@ -12,13 +12,13 @@ void attention2d_scratch(Attention2DScratch* out, size_t S, size_t L, size_t rea
         max_size(max_size(pkv * S * r, pkv * (S + L) * a), max_size(2 * pkv * S * r, S * a));
     out->stats_send = a * 2 * L;
     out->stats_recv = a * 2 * pkv * L;
-    out->kv_recv = r * 2 * pq * S;
-    out->dkv_send = a * 2 * pq * S;
-    out->dkv_recv = a * 2 * S;
-    out->kv_own = r * 2 * S;
-    out->kv_perm = r * 2 * S;
-    out->kv_full = keep_kv_layers == 0 ? r * 2 * pq * S : 0;
-    out->kept = r * keep_kv_layers * 2 * pq * S;
+    out->kv_recv = r * 2 * pq * Skv;
+    out->dkv_send = a * 2 * pq * Skv;
+    out->dkv_recv = a * 2 * Skv;
+    out->kv_own = r * 2 * Skv;
+    out->kv_perm = r * 2 * Skv;
+    out->kv_full = keep_kv_layers == 0 ? r * 2 * pq * Skv : 0;
+    out->kept = r * keep_kv_layers * 2 * pq * Skv;
     out->q_full = r * pkv * S;
     out->do_full = r * pkv * S;
     out->o_full = a * pkv * S;
@@ -27,8 +27,8 @@ void attention2d_scratch(Attention2DScratch* out, size_t S, size_t L, size_t rea
     out->d_full = a * pkv * L;
     out->d_own = a * L;
     out->dq_part = a * pkv * S;
-    out->dkv_part = a * 2 * pq * S;
-    out->dkv_own = a * 2 * S;
+    out->dkv_part = a * 2 * pq * Skv;
+    out->dkv_own = a * 2 * Skv;
 }
 
 size_t attention2d_scratch_total(const Attention2DScratch* s) {
@@ -38,19 +38,20 @@ size_t attention2d_scratch_total(const Attention2DScratch* s) {
            s->dkv_own;
 }
 
-void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_t L, size_t real,
-                                 size_t real_acc, size_t pq, size_t pkv, int merges_in_forward) {
+void attention2d_overlap_scratch(Attention2DOverlapScratch* out, size_t S, size_t Skv, size_t L,
+                                 size_t real, size_t real_acc, size_t pq, size_t pkv,
+                                 int merges_in_forward) {
     const size_t r = real, a = real_acc;
-    out->kv_own = r * 2 * S;
+    out->kv_own = r * 2 * Skv;
     out->rows = r * pkv * 2 * S;
     out->stats = a * pkv * 2 * L;
-    out->kv = r * pq * 2 * S;
+    out->kv = r * pq * 2 * Skv;
     out->part = a * pkv * (S + L);
-    out->dkv = a * pq * 2 * S;
+    out->dkv = a * pq * 2 * Skv;
     out->step = merges_in_forward ? 0 : a * (S + L);
     out->row_in = a * (S + L);
-    out->col_in = a * 2 * S;
-    out->dkv_own = a * 2 * S;
+    out->col_in = a * 2 * Skv;
+    out->dkv_own = a * 2 * Skv;
 }
 
 size_t attention2d_overlap_scratch_total(const Attention2DOverlapScratch* s) {
@@ -58,10 +59,10 @@ size_t attention2d_overlap_scratch_total(const Attention2DOverlapScratch* s) {
            s->col_in + s->dkv_own;
 }
 
-void ring_scratch(RingScratch* out, size_t S, size_t L, size_t real, size_t real_acc, int runs,
-                  int merges_in_forward) {
-    out->kv = real * 2 * S;
-    out->dkv = real_acc * 2 * S;
+void ring_scratch(RingScratch* out, size_t S, size_t Skv, size_t L, size_t real, size_t real_acc,
+                  int runs, int merges_in_forward) {
+    out->kv = real * 2 * Skv;
+    out->dkv = real_acc * 2 * Skv;
     out->o = real_acc * S;
     out->o_step = merges_in_forward ? 0 : real_acc * S;
     out->lse_step = merges_in_forward ? 0 : real_acc * L;
@@ -75,10 +76,10 @@ size_t ring_scratch_total(const RingScratch* s) {
            s->lse_runs + s->d_own + s->dq;
 }
 
-void ulysses_scratch(UlyssesScratch* out, size_t S, size_t L, size_t real, size_t real_acc,
-                     int ring_inside) {
-    out->send = out->recv = out->heads = real * 5 * S;
-    out->acc = ring_inside ? 0 : real_acc * 3 * S;
+void ulysses_scratch(UlyssesScratch* out, size_t S, size_t Skv, size_t L, size_t real,
+                     size_t real_acc, int ring_inside) {
+    out->send = out->recv = out->heads = real * (3 * S + 2 * Skv);
+    out->acc = ring_inside ? 0 : real_acc * (S + 2 * Skv);
     out->lse_heads = out->lse_send = out->lse_recv = real_acc * L;
     out->d = ring_inside ? 0 : real_acc * L;
 }

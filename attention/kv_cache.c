@@ -6,21 +6,22 @@
 
 #include "comm/fail.h"
 
-void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank,
-                     RingLayout layout, int usp_pq) {
-    CHECK(L >= 1 && B >= 1 && max_T >= 1 && NH >= 1 && HS >= 1 && P >= 1 && rank >= 0 &&
-              rank < P && usp_pq >= 0 && (usp_pq == 0 || P % usp_pq == 0),
-          "caller bug", "kv cache: L=%d B=%d max_T=%d NH=%d HS=%d P=%d rank=%d usp_pq=%d", L, B,
-          max_T, NH, HS, P, rank, usp_pq);
+void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int NKV, int HS, int P,
+                     int rank, RingLayout layout, int usp_pq) {
+    CHECK(L >= 1 && B >= 1 && max_T >= 1 && NH >= 1 && NKV >= 1 && NH % NKV == 0 && HS >= 1 &&
+              P >= 1 && rank >= 0 && rank < P && usp_pq >= 0 && (usp_pq == 0 || P % usp_pq == 0),
+          "caller bug", "kv cache: L=%d B=%d max_T=%d NH=%d NKV=%d HS=%d P=%d rank=%d usp_pq=%d",
+          L, B, max_T, NH, NKV, HS, P, rank, usp_pq);
     memset(c, 0, sizeof *c);
-    c->L = L, c->B = B, c->NH = NH, c->HS = HS, c->P = P, c->rank = rank, c->layout = layout;
+    c->L = L, c->B = B, c->NH = NH, c->NKV = NKV, c->HS = HS, c->P = P, c->rank = rank;
+    c->layout = layout;
     c->usp_pq = usp_pq;
     // Cyclic: every shard holds ceil(T / P) of T tokens. Otherwise a rank may hold a whole
     // prefill chunk (at most ceil(max_T / P) + 1 tokens, zigzag rounding to 2P) and then its
     // cyclic share of the decoded ones.
     const int share = (max_T + P - 1) / P;
     c->cap = layout == RING_CYCLIC ? share : 2 * share + 1;
-    c->kv = (real*)dist_alloc(sizeof(real) * L * B * c->cap * 2 * NH * HS, "KV cache");
+    c->kv = (real*)dist_alloc(sizeof(real) * L * B * c->cap * 2 * NKV * HS, "KV cache");
     c->len = (int*)xcalloc((size_t)B, sizeof(int), "KV cache lengths");
     c->prefill_len = (int*)xcalloc((size_t)B, sizeof(int), "KV cache prefill lengths");
 }
@@ -60,15 +61,16 @@ typedef struct {
     int* row_pos;   // (B, Tl) backend memory: the rows' positions, padding clamped
 } PrefillLayer;
 
-static void prefill_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                            const real* qkv, real* out, real_stat* lse) {
+static void prefill_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                            int NKV, int HS, const real* qkv, real* out, real_stat* lse) {
     PrefillLayer* a = (PrefillLayer*)self;
     KVCache* c = a->cache;
-    CHECK(B <= c->B && layer < c->L && NH == c->NH && HS == c->HS && Tl == a->Tl, "caller bug",
-          "prefill of B=%d Tl=%d layer %d NH=%d HS=%d into a cache of B=%d L=%d NH=%d HS=%d "
-          "(Tl %d)", B, Tl, layer, NH, HS, c->B, c->L, c->NH, c->HS, a->Tl);
-    a->inner->forward(a->inner, layer, window, B, Tl, NH, HS, qkv, out, lse);
-    const int C = NH * HS;
+    CHECK(B <= c->B && layer < c->L && NH == c->NH && NKV == c->NKV && HS == c->HS && Tl == a->Tl,
+          "caller bug", "prefill of B=%d Tl=%d layer %d NH=%d NKV=%d HS=%d into a cache of B=%d "
+          "L=%d NH=%d NKV=%d HS=%d (Tl %d)", B, Tl, layer, NH, NKV, HS, c->B, c->L, c->NH, c->NKV,
+          c->HS, a->Tl);
+    a->inner->forward(a->inner, layer, window, B, Tl, NH, NKV, HS, qkv, out, lse);
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     // Run g of the local tokens is rows g, g + chunks, ...: its real tokens are a prefix of it.
     const TokenLayout l = self->positions;
     for (int b = 0; b < B; b++) {
@@ -78,9 +80,9 @@ static void prefill_forward(AttentionLayer* self, int layer, long window, int B,
             CHECK(at + n <= c->cap, "caller bug", "prefill of %d tokens in %d local rows",
                   a->len[b], c->cap);
             if (n > 0)
-                dist_copy_rows(kv_cache_rows(c, layer, b) + (size_t)at * 2 * C, 2 * C,
-                               qkv + ((size_t)b * Tl + g) * 3 * C + C, (long)l.chunks * 3 * C, n,
-                               2 * C, sizeof(real));
+                dist_copy_rows(kv_cache_rows(c, layer, b) + (size_t)at * 2 * KVC, 2 * KVC,
+                               qkv + ((size_t)b * Tl + g) * W + C, (long)l.chunks * W, n,
+                               2 * KVC, sizeof(real));
             at += n;
         }
     }
@@ -91,8 +93,8 @@ static void prefill_forward(AttentionLayer* self, int layer, long window, int B,
     }
 }
 
-static void prefill_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                             const real* qkv, const real* out, const real_stat* lse,
+static void prefill_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                             int NKV, int HS, const real* qkv, const real* out, const real_stat* lse,
                              const real* dout, real* dqkv) {
     fail_msg("the prefill attention layer has no backward (generation only)");
 }

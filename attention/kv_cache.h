@@ -25,12 +25,14 @@ extern "C" {
 
 typedef struct {
     int L, B, NH, HS;   // layers, sequences, heads, channels per head
+    int NKV;            // key/value heads (NH, or fewer under grouped-query attention)
     int P, rank;        // SP ranks and this rank's index among them (its place in the layout)
     int usp_pq;         // > 0: USP's prefill on pq x (P / pq); index q = c + pkv r is SP rank
                         // r + pq c (kv_cache_sp_rank); 0: the index is the SP rank
     RingLayout layout;  // the prefill's layout of positions over the ranks
     int cap;            // local rows per (layer, sequence)
-    real* kv;           // (L, B, cap, 2C) K|V rows of this rank's tokens, backend memory
+    real* kv;           // (L, B, cap, 2KVC) K|V rows of this rank's tokens (KVC = NKV*HS),
+                        // backend memory
     int* len;           // (B) tokens of each sequence whose K/V are cached (over all ranks)
     int* prefill_len;   // (B) tokens of each sequence the last prefill cached
     int prefill_Tl;     // local tokens per rank of the last prefill (its padded length / P)
@@ -48,9 +50,9 @@ static inline int kv_cache_sp_rank(const KVCache* c, int q) {
 static inline long kv_cache_local_count(long n, int P, int r) {
     return n > r ? (n - r + P - 1) / P : 0;
 }
-// K|V rows of (layer, sequence b): cap rows of 2C.
+// K|V rows of (layer, sequence b): cap rows of 2KVC.
 static inline real* kv_cache_rows(const KVCache* c, int layer, int b) {
-    return c->kv + ((size_t)layer * c->B + b) * c->cap * 2 * c->NH * c->HS;
+    return c->kv + ((size_t)layer * c->B + b) * c->cap * 2 * c->NKV * c->HS;
 }
 // Rows SP rank r holds of the first n tokens of sequence b (n >= its prefill length): its
 // prefill tokens in the cache's layout, then the decoded tokens t with t mod P == r.
@@ -58,8 +60,8 @@ long kv_cache_rank_rows(const KVCache* c, int b, long n, int r);
 
 // layout: the prefill schedule's (RING_CYCLIC for ATTENTION2D, Striped, Ulysses, USP and P = 1);
 // rank: this rank's index in it (USP: c + pkv r, with usp_pq = pq; otherwise the SP rank, 0).
-void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int HS, int P, int rank,
-                     RingLayout layout, int usp_pq);
+void kv_cache_create(KVCache* c, int L, int B, int max_T, int NH, int NKV, int HS, int P,
+                     int rank, RingLayout layout, int usp_pq);
 void kv_cache_free(KVCache* c);
 
 // Prefill over the first len[b] tokens of each sequence (the model runs B sequences of Tl local
@@ -84,7 +86,7 @@ typedef struct {
     CommType rt, at;
     real_acc* part;        // (n, C) outputs then (n, NH) LSEs of this rank, merged in place
     real_acc* other;       // the same for a partner's partials
-    real* shard[2];        // ring: (cap, 2C) K|V shards in flight
+    real* shard[2];        // ring: (cap, 2KVC) K|V shards in flight
     real_acc* neg_inf;     // (NH) host memory: the LSE of an empty partial
 } DecodeLayer;
 

@@ -17,6 +17,8 @@ static void check_problem(const AttentionProblem* p) {
     CHECK(p->B > 0 && p->NH > 0 && p->HS > 0 && p->Tq >= 0 && p->Tk >= 0, "caller bug",
           "attention problem has a non-positive size (B=%d NH=%d HS=%d Tq=%d Tk=%d)",
           p->B, p->NH, p->HS, p->Tq, p->Tk);
+    CHECK(p->NKV > 0 && p->NH % p->NKV == 0, "caller bug",
+          "attention problem: %d key/value heads do not divide %d query heads", p->NKV, p->NH);
     CHECK(p->qpos.stride > 0 && p->kpos.stride > 0, "positions must increase with the local index",
           "attention strides must be positive (q stride %ld, k stride %ld)",
           p->qpos.stride, p->kpos.stride);
@@ -42,8 +44,9 @@ void attention_partial_forward(const AttentionProblem* p,
         const int i0 = qt * TILE_Q;
         const int nq = Tq - i0 < TILE_Q ? Tq - i0 : TILE_Q;
         const real* qb = q + ((long)b * Tq + i0) * ldq + (long)h * HS;      // (nq, HS) ld ldq
-        const real* kb = k + (long)b * p->Tk * ldk + (long)h * HS;          // (Tk, HS) ld ldk
-        const real* vb = v + (long)b * p->Tk * ldv + (long)h * HS;          // (Tk, HS) ld ldv
+        const long kvoff = (long)attention_kv_head(p->NH, p->NKV, h) * HS;
+        const real* kb = k + (long)b * p->Tk * ldk + kvoff;                 // (Tk, HS) ld ldk
+        const real* vb = v + (long)b * p->Tk * ldv + kvoff;                 // (Tk, HS) ld ldv
         real* ob = o + ((long)b * Tq + i0) * ldo + (long)h * HS;            // (nq, HS) ld ldo
         real* lseb = lse + ((long)b * p->NH + h) * Tq + i0;                 // (nq)
 
@@ -137,6 +140,7 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
     const int HS = p->HS, Tq = p->Tq, Tk = p->Tk;
     const real scale = (real)1 / rsqrt((real)HS);
     const long qrow = (long)b * Tq, krow = (long)b * Tk, hoff = (long)h * HS;
+    const long kvoff = (long)attention_kv_head(p->NH, p->NKV, h) * HS;
     const real* lseh = lse + ((long)b * p->NH + h) * Tq;
     const real* dh = d + ((long)b * p->NH + h) * Tq;
     real pt[TILE_Q * TILE_K];   // probabilities P of one tile (nq, nk)
@@ -151,8 +155,8 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
         real* dqi = dq + (qrow + i0) * lddq + hoff;
         for (int j0 = kbegin; j0 < kend; j0 += TILE_K) {
             const int nk = kend - j0 < TILE_K ? kend - j0 : TILE_K;
-            const real* kj = k + (krow + j0) * ldk + hoff;
-            const real* vj = v + (krow + j0) * ldv + hoff;
+            const real* kj = k + (krow + j0) * ldk + kvoff;
+            const real* vj = v + (krow + j0) * ldv + kvoff;
             // P = exp(scale * Q K^T - lse), zero where masked
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HS, scale,
                         qi, ldq, kj, ldk, 0, pt, TILE_K);
@@ -170,7 +174,7 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
             }
             // dV += P^T dO: (nk, HS)
             cblas_rgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HS, nq, 1,
-                        pt, TILE_K, gi, lddo, 1, dv + (krow + j0) * lddv + hoff, lddv);
+                        pt, TILE_K, gi, lddo, 1, dv + (krow + j0) * lddv + kvoff, lddv);
             // dP = dO V^T: (nq, nk); dS = P * (dP - D)
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HS, 1,
                         gi, lddo, vj, ldv, 0, dst, TILE_K);
@@ -184,7 +188,7 @@ static void backward_one_head(const AttentionProblem* p, int b, int h,
             cblas_rgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, nk, scale,
                         dst, TILE_K, kj, ldk, 1, dqi, lddq);
             cblas_rgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HS, nq, scale,
-                        dst, TILE_K, qi, ldq, 1, dk + (krow + j0) * lddk + hoff, lddk);
+                        dst, TILE_K, qi, ldq, 1, dk + (krow + j0) * lddk + kvoff, lddk);
         }
     }
 }
@@ -195,12 +199,16 @@ void attention_partial_backward(const AttentionProblem* p,
                                 const real* lse, const real* d,
                                 real* dq, int lddq, real* dk, int lddk, real* dv, int lddv) {
     check_problem(p);
-    // One task per (sequence, head): its dq, dk, dv slices are disjoint from every other task's.
+    // One task per (sequence, K/V head): its dq, dk, dv slices are disjoint from every other
+    // task's. The query heads of a group add into their dk, dv one after another, in head order.
+    const int group = p->NH / p->NKV;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < p->B; b++) {
-        for (int h = 0; h < p->NH; h++) {
-            backward_one_head(p, b, h, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d,
-                              dq, lddq, dk, lddk, dv, lddv);
+        for (int kvh = 0; kvh < p->NKV; kvh++) {
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                backward_one_head(p, b, h, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d,
+                                  dq, lddq, dk, lddk, dv, lddv);
+            }
         }
     }
 }

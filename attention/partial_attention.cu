@@ -28,6 +28,7 @@
 // backward's dQ, whose atomic adds take turns in a fixed order (flash_backward.cuh).
 #include "attention/attention_args.cuh"
 #include "attention/attention_env.h"
+#include "attention/flash_workspace.h"
 #include "attention/hopper_launch.h"
 
 #include <math.h>
@@ -98,6 +99,36 @@ attention_merge_kernel(int B, int NH, int HS, int T, float* o_a, int lda, float*
     if (lane == 0) lse_a[li] = w.lse;
 }
 
+// ---- grouped-query attention: widened K/V, gradients summed over each group ---------------------
+// y (rows, NH*HS) <- x (rows, NKV*HS, row stride ldx): every query head gets its K/V head
+// (attention_kv_head), so the kernels below run one K/V head per query head.
+__global__ void __launch_bounds__(256)
+gqa_widen_kernel(const floatX* x, int ldx, floatX* y, int NH, int NKV, int HS, long long rows) {
+    const long long C = (long long)NH * HS;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;   // (row, h, c)
+    if (idx >= rows * C) return;
+    const long long row = idx / C;
+    const int h = (int)(idx % C) / HS, c = (int)(idx % C) % HS;
+    y[idx] = x[row * ldx + (long long)attention_kv_head(NH, NKV, h) * HS + c];
+}
+
+// For each (row, K/V head, channel) the sum of x (rows, NH*HS) over the group's query heads, in
+// head order: added to acc (fp32, row stride ld) or, where acc is NULL, written to out (floatX).
+// NKV = NH converts (a group of one).
+__global__ void __launch_bounds__(256)
+gqa_group_sum_kernel(const float* x, int NH, int NKV, int HS, long long rows, float* acc, floatX* out, int ld) {
+    const int KVC = NKV * HS, G = NH / NKV;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;   // (row, kv head, c)
+    if (idx >= rows * KVC) return;
+    const long long row = idx / KVC;
+    const int j = (int)(idx % KVC), kvh = j / HS, c = j % HS;
+    const float* xr = x + row * NH * HS + (long long)kvh * G * HS + c;
+    float sum = 0.0f;
+    for (int g = 0; g < G; g++) sum += xr[(long long)g * HS];
+    if (acc) acc[row * ld + j] += sum;
+    else out[row * ld + j] = from_float<floatX>(sum);
+}
+
 #ifndef GPT_CUDA_FP32
 // Split-KV's merge of the S partials of flash_forward_kernel<HS, true> (partial (b, s) is sequence
 // b * S + s of part_o (B * S, Tq, NH*HS) and part_lse (B * S, NH, Tq)) into row (b, t, h) of o
@@ -149,6 +180,8 @@ void check_problem(const AttentionProblem* p, const char* who) {
           p->kpos.stride);
     CHECK(p->B <= 65535 && p->NH <= 65535, "split the batch", "%s: B=%d or NH=%d over the grid limit 65535",
           who, p->B, p->NH);
+    CHECK(p->NKV > 0 && p->NH % p->NKV == 0, "caller bug",
+          "%s: %d key/value heads do not divide %d query heads", who, p->NKV, p->NH);
     if (p->docs.start) {
         // Host-side arithmetic only: the bounds themselves are device memory.
         CHECK(p->docs.end && p->docs.T > 0, "caller bug",
@@ -194,6 +227,43 @@ AttnArgs make_args(const AttentionProblem* p) {
     return a;
 }
 
+// The kernels' workspaces, one buffer per (device, stream, slot), kept between calls and grown in
+// stream order when a call needs more: after the first step nothing is allocated. Calls on one
+// stream run in order, so they can share a slot; the module holds at most 16 buffers.
+enum WorkspaceSlot {
+    WS_KERNELS,   // the backward's (the fp32 dQ accumulator, then the semaphores, zeroed by each
+                  // call) and split-KV's partials (decoding only)
+    WS_GQA,       // grouped-query attention's widened K|V and dQ|dK|dV (gqa_* below), which hold
+                  // a call's inputs while its kernels use WS_KERNELS
+};
+unsigned char* attention_workspace(WorkspaceSlot slot, size_t bytes, cudaStream_t stream) {
+    struct Workspace {
+        int device, slot;
+        cudaStream_t stream;
+        unsigned char* ptr;
+        size_t bytes;
+    };
+    static Workspace ws[16];
+    static int n = 0;
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    Workspace* w = NULL;
+    for (int i = 0; i < n && !w; i++)
+        if (ws[i].device == dev && ws[i].stream == stream && ws[i].slot == slot) w = &ws[i];
+    if (!w) {
+        CHECK(n < 16, "issue the attention kernels on fewer streams",
+              "attention: workspaces for more than 16 (device, stream, slot) triples");
+        w = &ws[n++];
+        w->device = dev, w->slot = slot, w->stream = stream, w->ptr = NULL, w->bytes = 0;
+    }
+    if (w->bytes < bytes) {   // stream-ordered: no host synchronisation
+        if (w->ptr) CUDA_CHECK(cudaFreeAsync(w->ptr, stream));
+        CUDA_CHECK(cudaMallocAsync((void**)&w->ptr, bytes, stream));
+        w->bytes = bytes;
+    }
+    return w->ptr;
+}
+
 #ifdef GPT_CUDA_FP32
 template <int HS> void launch_forward(const AttnArgs& a, int B, int NH, cudaStream_t stream) {
     const size_t smem = Layout<HS>::FWD;
@@ -219,7 +289,6 @@ template <int HS> void launch_backward(const AttnArgs& a, int B, int NH, cudaStr
 template <int HS> size_t smem_forward() { return Layout<HS>::FWD; }
 template <int HS> size_t smem_backward() { return Layout<HS>::BWD; }
 #else
-unsigned char* attention_workspace(size_t bytes, cudaStream_t stream);
 
 // Split-KV, the forward's key tiles cut over several blocks per query tile: for a decoding step
 // (a.decode) whose grid of `blocks` is under two waves of the kernel's 2 blocks per SM
@@ -342,7 +411,7 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
     // Split-KV: the partials into the stream's workspace (shared with the backward's dQ), then merged.
     AttnArgs part = a;
     const size_t prows = (size_t)a.splits * B * a.Tq;
-    part.o = (float*)attention_workspace(prows * NH * (HS + 1) * sizeof(float), stream);
+    part.o = (float*)attention_workspace(WS_KERNELS, prows * NH * (HS + 1) * sizeof(float), stream);
     part.lse = part.o + prows * NH * HS;
     part.ox = nullptr;
     part.ldo = NH * HS;
@@ -353,38 +422,6 @@ template <int HS> void launch_forward(AttnArgs a, int B, int NH, cudaStream_t st
            a.Tq, NH, HS, a.splits, part.o, part.lse, a.o, a.ox, a.ldo, a.lse);
 }
 
-// The kernels' workspace: the backward's (the fp32 dQ accumulator, then the semaphores, zeroed by
-// each call) and split-KV's partials (decoding only), one buffer per (device, stream), kept
-// between calls and grown in stream order when a call needs more: after the first step nothing is
-// allocated. Calls on one stream run in order, so they can share it; the module holds at most 16
-// streams.
-unsigned char* attention_workspace(size_t bytes, cudaStream_t stream) {
-    struct Workspace {
-        int device;
-        cudaStream_t stream;
-        unsigned char* ptr;
-        size_t bytes;
-    };
-    static Workspace ws[16];
-    static int n = 0;
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    Workspace* w = NULL;
-    for (int i = 0; i < n && !w; i++)
-        if (ws[i].device == dev && ws[i].stream == stream) w = &ws[i];
-    if (!w) {
-        CHECK(n < 16, "issue the attention kernels on fewer streams",
-              "attention: workspaces for more than 16 (device, stream) pairs");
-        w = &ws[n++];
-        w->device = dev, w->stream = stream, w->ptr = NULL, w->bytes = 0;
-    }
-    if (w->bytes < bytes) {   // stream-ordered: no host synchronisation
-        if (w->ptr) CUDA_CHECK(cudaFreeAsync(w->ptr, stream));
-        CUDA_CHECK(cudaMallocAsync((void**)&w->ptr, bytes, stream));
-        w->bytes = bytes;
-    }
-    return w->ptr;
-}
 
 // Heads per group of the backward's block order (flash_backward.cuh): 1 by default, so that the
 // blocks resident at once share one or a few heads' Q, dO and dQ accumulator in L2;
@@ -440,7 +477,7 @@ void launch_backward_tiles(const AttnArgs& args, int B, int NH, cudaStream_t str
     const size_t acc = flash_bwd_accumulator_bytes(B, a.Tq, (size_t)NH * HS, a.dqx != NULL);
     const size_t sems = flash_bwd_semaphore_bytes(B, NH, a.Tq);
     if (acc + sems > 0) {
-        unsigned char* ws = attention_workspace(acc + sems, stream);
+        unsigned char* ws = attention_workspace(WS_KERNELS, acc + sems, stream);
         CUDA_CHECK(cudaMemsetAsync(ws, 0, acc + sems, stream));
         a.dq_acc = acc ? reinterpret_cast<float*>(ws) : NULL;
         a.dq_sem = reinterpret_cast<unsigned*>(ws + acc);
@@ -511,6 +548,48 @@ template <int HS> size_t smem_backward() {
 
 int attention_cuda_head_size_ok(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
 
+// ---- grouped-query attention ---------------------------------------------------------------------
+// A call with NKV < NH runs the kernels on K and V widened to NH heads in the WS_GQA workspace
+// (each K/V head repeated for its group), and its backward sums the widened dK and dV over each
+// group, in head order (so the bits repeat). That costs passes over B*Tk*NH*HS elements, small
+// beside a call's Tq*Tk scores at training lengths; kernels that read a group's K/V head in place
+// (FlashAttention-2's way) would save them and are not written yet.
+struct GqaCall {
+    AttentionProblem p;     // the call with NKV = NH
+    const floatX *k, *v;    // (B, Tk, NH*HS) rows of stride ld
+    int ld;
+    unsigned char* rest;    // `extra` bytes after them, for the backward's gradients
+};
+
+static long long gqa_blocks(long long n) { return (n + 255) / 256; }
+
+static GqaCall gqa_widen(const AttentionProblem* p, const floatX* k, int ldk, const floatX* v, int ldv, size_t extra,
+                         cudaStream_t stream) {
+    const long long rows = (long long)p->B * p->Tk, C = (long long)p->NH * p->HS;
+    const size_t kv_bytes = gqa_kv_bytes(p->B, p->Tk, p->NH, p->HS, sizeof(floatX));
+    unsigned char* ws = attention_workspace(WS_GQA, kv_bytes + extra, stream);
+    GqaCall g;
+    g.p = *p;
+    g.p.NKV = p->NH;
+    floatX* kw = (floatX*)ws;
+    floatX* vw = kw + rows * C;
+    if (rows > 0) {
+        LAUNCH(gqa_widen_kernel, (unsigned)gqa_blocks(rows * C), 256, 0, stream, k, ldk, kw, p->NH, p->NKV, p->HS,
+               rows);
+        LAUNCH(gqa_widen_kernel, (unsigned)gqa_blocks(rows * C), 256, 0, stream, v, ldv, vw, p->NH, p->NKV, p->HS,
+               rows);
+    }
+    g.k = kw, g.v = vw, g.ld = (int)C, g.rest = ws + kv_bytes;
+    return g;
+}
+
+// x (rows, NH*HS) summed over the groups of NH / NKV heads into acc (+=) or out (written).
+static void gqa_group_sum(const float* x, int NH, int NKV, int HS, long long rows, float* acc, floatX* out, int ld,
+                          cudaStream_t stream) {
+    const long long n = rows * NKV * HS;
+    if (n > 0) LAUNCH(gqa_group_sum_kernel, (unsigned)gqa_blocks(n), 256, 0, stream, x, NH, NKV, HS, rows, acc, out, ld);
+}
+
 // The arguments of a forward call (outputs set by the caller).
 static AttnArgs forward_args(const AttentionProblem* p, const floatX* q, int ldq, const floatX* k, int ldk,
                              const floatX* v, int ldv, int ldo, float* lse) {
@@ -535,6 +614,11 @@ static void partial_forward(const AttentionProblem* p, const floatX* q, int ldq,
     check_problem(p, who);
     check_head_size(p->HS, who);
     if (p->Tq == 0) return;
+    if (p->NKV != p->NH) {
+        const GqaCall g = gqa_widen(p, k, ldk, v, ldv, 0, stream);
+        partial_forward(&g.p, q, ldq, g.k, g.ld, g.v, g.ld, o, ldo, lse, merge, stream, who);
+        return;
+    }
     AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
     a.o = o;
     a.merge = merge;
@@ -561,6 +645,11 @@ void attention_forward_cuda(const AttentionProblem* p, const floatX* q, int ldq,
     check_problem(p, __func__);
     check_head_size(p->HS, __func__);
     if (p->Tq == 0) return;
+    if (p->NKV != p->NH) {
+        const GqaCall g = gqa_widen(p, k, ldk, v, ldv, 0, stream);
+        attention_forward_cuda(&g.p, q, ldq, g.k, g.ld, g.v, g.ld, o, ldo, lse, stream);
+        return;
+    }
     AttnArgs a = forward_args(p, q, ldq, k, ldk, v, ldv, ldo, lse);
 #ifdef GPT_CUDA_FP32
     a.o = o;   // floatX is float
@@ -611,6 +700,19 @@ void attention_partial_backward_cuda(const AttentionProblem* p,
     check_problem(p, __func__);
     check_head_size(p->HS, __func__);
     if (p->Tq == 0 || p->Tk == 0) return;   // nothing is visible: every gradient += 0
+    if (p->NKV != p->NH) {
+        const long long rows = (long long)p->B * p->Tk, C = (long long)p->NH * p->HS;
+        const size_t grads = gqa_grad_bytes(p->B, p->Tq, p->Tk, p->NH, p->HS, 0);
+        const GqaCall g = gqa_widen(p, k, ldk, v, ldv, grads, stream);
+        float* dkw = (float*)g.rest;   // (B, Tk, C) each
+        float* dvw = dkw + rows * C;
+        CUDA_CHECK(cudaMemsetAsync(dkw, 0, grads, stream));
+        attention_partial_backward_cuda(&g.p, q, ldq, g.k, g.ld, g.v, g.ld, dout, lddo, lse, d, dq, lddq, dkw,
+                                        (int)C, dvw, (int)C, stream);
+        gqa_group_sum(dkw, p->NH, p->NKV, p->HS, rows, dk, NULL, lddk, stream);
+        gqa_group_sum(dvw, p->NH, p->NKV, p->HS, rows, dv, NULL, lddv, stream);
+        return;
+    }
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, lddk, lddv);
     a.dq = dq;
     a.dk = dk;
@@ -627,12 +729,28 @@ void attention_backward_cuda(const AttentionProblem* p, const floatX* q, int ldq
 #ifdef GPT_CUDA_FP32
     // floatX is float: zero, then the accumulating kernels.
     zero_heads(dq, lddq, (long long)p->B * p->Tq, p->NH * p->HS, stream);
-    zero_heads(dk, lddk, (long long)p->B * p->Tk, p->NH * p->HS, stream);
-    zero_heads(dv, lddv, (long long)p->B * p->Tk, p->NH * p->HS, stream);
+    zero_heads(dk, lddk, (long long)p->B * p->Tk, p->NKV * p->HS, stream);
+    zero_heads(dv, lddv, (long long)p->B * p->Tk, p->NKV * p->HS, stream);
     attention_partial_backward_cuda(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, dq, lddq, dk, lddk, dv, lddv,
                                     stream);
 #else
     if (p->Tq == 0 && p->Tk == 0) return;
+    if (p->NKV != p->NH) {
+        // The fp32 gradients of the widened call, summed (dK, dV) and rounded once into floatX.
+        const long long qrows = (long long)p->B * p->Tq, rows = (long long)p->B * p->Tk, C = (long long)p->NH * p->HS;
+        const size_t grads = gqa_grad_bytes(p->B, p->Tq, p->Tk, p->NH, p->HS, 1);
+        const GqaCall g = gqa_widen(p, k, ldk, v, ldv, grads, stream);
+        float* dqw = (float*)g.rest;   // (B, Tq, C), then (B, Tk, C) twice
+        float* dkw = dqw + qrows * C;
+        float* dvw = dkw + rows * C;
+        CUDA_CHECK(cudaMemsetAsync(dqw, 0, grads, stream));
+        attention_partial_backward_cuda(&g.p, q, ldq, g.k, g.ld, g.v, g.ld, dout, lddo, lse, d, dqw, (int)C, dkw,
+                                        (int)C, dvw, (int)C, stream);
+        gqa_group_sum(dqw, p->NH, p->NH, p->HS, qrows, NULL, dq, lddq, stream);
+        gqa_group_sum(dkw, p->NH, p->NKV, p->HS, rows, NULL, dk, lddk, stream);
+        gqa_group_sum(dvw, p->NH, p->NKV, p->HS, rows, NULL, dv, lddv, stream);
+        return;
+    }
     AttnArgs a = backward_args(p, q, ldq, k, ldk, v, ldv, dout, lddo, lse, d, lddq, lddk, lddv);
     a.dqx = dq;
     a.dkx = dk;

@@ -54,7 +54,7 @@ typedef struct {
 } DocumentBounds;
 
 typedef struct {
-    int B, NH, HS;           // sequences, heads, channels per head
+    int B, NH, HS;           // sequences, query heads, channels per head
     int Tq, Tk;              // local queries and keys per sequence
     TokenPositions qpos;     // positions of the queries
     TokenPositions kpos;     // positions of the keys; key j is visible to query i iff kpos(j) <= qpos(i)
@@ -65,6 +65,9 @@ typedef struct {
     int decode;              // a decoding step (attention/decode_attention.c: a few queries, a long
                              // cache): the CUDA forward may split the keys over blocks and merge
                              // the partials (split-KV) when its grid is under two waves; 0 elsewhere
+    int NKV;                 // key/value heads (grouped-query attention): query head h reads K/V
+                             // head h / (NH / NKV) (attention_kv_head); NKV = NH (the default):
+                             // one K/V head per query head. k, v and dk, dv rows hold NKV heads.
 } AttentionProblem;
 
 // Constructors that C and the C++ builds of the same sources (CUDA) both accept.
@@ -94,12 +97,17 @@ static inline AttentionProblem attention_problem(int B, int NH, int HS, int Tq, 
                                                  TokenPositions qpos, TokenPositions kpos) {
     AttentionProblem p;
     p.B = B, p.NH = NH, p.HS = HS, p.Tq = Tq, p.Tk = Tk, p.qpos = qpos, p.kpos = kpos;
+    p.NKV = NH;
     p.window = 0;
     p.docs.start = p.docs.end = NULL;
     p.docs.T = 0;
     p.decode = 0;
     return p;
 }
+
+// The K/V head query head h reads: the NH / NKV query heads of a group share one, in order
+// (heads 0 .. NH/NKV - 1 read K/V head 0), as Megatron-LM's and Hugging Face's GQA do.
+static inline TOKEN_LAYOUT_HD int attention_kv_head(int NH, int NKV, int h) { return h / (NH / NKV); }
 
 // Local keys visible to a query at absolute position qp: j < attention_key_end  <=>
 // kpos.off + kpos.stride * j <= qp, i.e. j <= floor((qp - off) / stride), clipped to [0, Tk].
@@ -172,6 +180,7 @@ void attention_row_dot(const AttentionProblem* p, const real* o, int ldo,
 
 // Backward of the partial attention given the final (merged) lse and d of each query:
 // recomputes P = exp(scale*QK^T - lse) on the visible keys and ACCUMULATES (+=) into dq, dk, dv.
+// Under grouped-query attention dk, dv (NKV heads) sum their group's query heads in head order.
 void attention_partial_backward(const AttentionProblem* p,
                                 const real* q, int ldq, const real* k, int ldk,
                                 const real* v, int ldv, const real* dout, int lddo,

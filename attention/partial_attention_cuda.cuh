@@ -13,7 +13,9 @@
 // Layout as in partial_attention.h: rows are tokens, heads are contiguous slices of a row. For
 // sequence b and local query i, head h starts at q + (b*Tq + i)*ldq + h*HS (the same for k, v, o,
 // dout, dq, dk, dv with their own row strides, in elements), so Q, K, V can be read straight out
-// of a fused (B, T, 3C) QKV activation. lse and d are (B, NH, Tq).
+// of a fused (B, T, 3C) QKV activation. lse and d are (B, NH, Tq). Under grouped-query attention
+// (p->NKV < p->NH) k, v, dk, dv hold NKV heads: the kernels then run on K and V widened to NH heads
+// in a per-stream workspace, and the backward sums dK and dV over each group (partial_attention.cu).
 //
 // HS must be a multiple of 16 in [16, 128] (16, 32, 48, 64, 80, 96, 128): the bf16 path runs on
 // mma.sync m16n8k16 tensor-core tiles (k-steps of 16), so HS = 80 (gpt3-2.7b) is five k-steps of 16. Other HS fail

@@ -1,7 +1,8 @@
 // Ring, Striped and Zigzag attention: one ring schedule, three token layouts. Rank i keeps its
 // queries; at step s of the whole ring it holds the K|V block of origin rank (i - s) mod P and,
 // while computing with it, sends it to rank i+1 and receives the next from rank i-1. S = B*Tl*C
-// elements per shard. The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
+// elements per shard; a K|V block is B*Tl*2KVC, KVC = NKV*HS (C, or less under grouped-query
+// attention), and W = C + 2 KVC is the qkv row. The ring is the SP group, or one mesh row inside USP (attention/ulysses.c).
 //
 // A layout is one run of positions (Ring: contiguous, Striped: cyclic) or two (Zigzag: chunks i
 // and 2P-1-i of Tl/2 tokens, local tokens alternating between them: attention/partial_attention.h,
@@ -41,8 +42,8 @@ typedef struct {
     int P, i;             // ranks in the ring, this rank's place
     DistBounds max;    // shapes the scratch is sized for
     CommType rt, at;      // comm types of real and real_acc
-    real* kv[RING_KV_BLOCKS];        // (B, Tl, 2C) K|V block in hand and the one arriving
-    real_acc* dkv[RING_DKV_BLOCKS];  // (B, Tl, 2C) dK|dV: travelling accumulator, arriving one,
+    real* kv[RING_KV_BLOCKS];        // (B, Tl, 2KVC) K|V block in hand and the one arriving
+    real_acc* dkv[RING_DKV_BLOCKS];  // (B, Tl, 2KVC) dK|dV: travelling accumulator, arriving one,
                                      // this step's part
     real_acc* o;          // (B, Tl, C) merged output of the local queries
     real_acc* o_step;     // (B, Tl, C) one step's partial output (NULL: merged in the forward)
@@ -63,8 +64,8 @@ TokenLayout ring_rank_layout(RingLayout layout, int P, int rank, int Tl) {
     return z;
 }
 
-static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
-    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, HS);
+static void check_call(const RingAttention* a, int B, int Tl, int NH, int NKV, int HS) {
+    dist_bounds_check(&a->max, a->base.name, B, Tl, NH, NKV, HS);
     // Contiguous chunks start at a multiple of Tl: another Tl would move the tokens away from
     // the positions the layer advertises.
     CHECK(a->layout == RING_CYCLIC || Tl == a->max.Tl, "create the ring layer for this length",
@@ -73,12 +74,13 @@ static void check_call(const RingAttention* a, int B, int Tl, int NH, int HS) {
 
 // Query run qrun of the local tokens against key run krun of the K|V block of rank `origin`.
 static AttentionProblem run_problem(const RingAttention* a, int qrun, int origin, int krun, int B,
-                                    int Tl, int NH, int HS, long window) {
+                                    int Tl, int NH, int NKV, int HS, long window) {
     const int n = Tl / a->runs;
     AttentionProblem p =
         attention_problem(B, NH, HS, n, n,
                           token_layout_run(ring_rank_layout(a->layout, a->P, a->i, Tl), qrun),
                           token_layout_run(ring_rank_layout(a->layout, a->P, origin, Tl), krun));
+    p.NKV = NKV;
     p.window = window;
     p.docs = a->base.docs;
     return p;
@@ -126,18 +128,18 @@ static CommRequest* pass_on(RingAttention* a, int steps, int s, CommType t, void
                       count);
 }
 
-static void ring_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                         const real* qkv, real* out, real_stat* lse) {
+static void ring_forward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int NKV,
+                         int HS, const real* qkv, real* out, real_stat* lse) {
     RingAttention* a = (RingAttention*)self;
-    check_call(a, B, Tl, NH, HS);
+    check_call(a, B, Tl, NH, NKV, HS);
     Comm* comm = a->comm;
-    const int C = NH * HS;
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     const CommScope saved = comm_enter_scope(comm, layer, COMM_FORWARD);
-    const size_t S2 = (size_t)B * Tl * 2 * C;
+    const size_t S2 = (size_t)B * Tl * 2 * KVC;
     const long rows = (long)B * Tl;
 
     const int R = a->runs, n = Tl / R;   // runs are views with R times the row stride
-    dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
+    dist_copy_rows(a->kv[0], 2 * KVC, qkv + C, W, rows, 2 * KVC, sizeof(real));
     int have[2] = {0, 0};   // whether query run r holds a partial output yet
     const int steps = steps_of(a, window, Tl);
     for (int s = 0; s < steps; s++) {
@@ -147,21 +149,22 @@ static void ring_forward(AttentionLayer* self, int layer, long window, int B, in
         const int origin = ring_step_origin(a->layout, a->P, steps, a->i, s);
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
-                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
+                const AttentionProblem p =
+                    run_problem(a, qr, origin, kr, B, Tl, NH, NKV, HS, window);
                 if (!attention_any_visible(&p)) continue;
-                const real* q = qkv + (size_t)qr * 3 * C;
-                const real* k = a->kv[0] + (size_t)kr * 2 * C;
+                const real* q = qkv + (size_t)qr * W;
+                const real* k = a->kv[0] + (size_t)kr * 2 * KVC;
                 real_acc* o = a->o + (size_t)qr * C;
                 // the layer's LSE itself with one run, else run qr of the scratch
                 real_acc* run_lse = R == 1 ? lse : a->lse_runs + (size_t)qr * B * NH * n;
                 if (!have[qr]) {   // the first visible block (the diagonal: a query sees itself)
-                    dist_attention_forward(&p, q, R * 3 * C, k, R * 2 * C, k + C, R * 2 * C, o,
-                                           R * C, run_lse);
+                    dist_attention_forward(&p, q, R * W, k, R * 2 * KVC, k + KVC, R * 2 * KVC,
+                                           o, R * C, run_lse);
                     have[qr] = 1;
                 } else {
                     real_acc* o_step = a->o_step ? a->o_step + (size_t)qr * C : NULL;
-                    dist_attention_forward_merge(&p, q, R * 3 * C, k, R * 2 * C, k + C,
-                                                 R * 2 * C, o, R * C, run_lse, o_step,
+                    dist_attention_forward_merge(&p, q, R * W, k, R * 2 * KVC, k + KVC,
+                                                 R * 2 * KVC, o, R * C, run_lse, o_step,
                                                  a->lse_step);
                 }
             }
@@ -175,15 +178,15 @@ static void ring_forward(AttentionLayer* self, int layer, long window, int B, in
     comm_leave_scope(comm, saved);
 }
 
-static void ring_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH, int HS,
-                          const real* qkv, const real* out, const real_stat* lse, const real* dout,
-                          real* dqkv) {
+static void ring_backward(AttentionLayer* self, int layer, long window, int B, int Tl, int NH,
+                          int NKV, int HS, const real* qkv, const real* out, const real_stat* lse,
+                          const real* dout, real* dqkv) {
     RingAttention* a = (RingAttention*)self;
-    check_call(a, B, Tl, NH, HS);
+    check_call(a, B, Tl, NH, NKV, HS);
     Comm* comm = a->comm;
-    const int C = NH * HS;
+    const int C = NH * HS, KVC = NKV * HS, W = attention_qkv_width(NH, NKV, HS);
     const CommScope saved = comm_enter_scope(comm, layer, COMM_BACKWARD);
-    const size_t S2 = (size_t)B * Tl * 2 * C;
+    const size_t S2 = (size_t)B * Tl * 2 * KVC;
     const long rows = (long)B * Tl;
 
     const int R = a->runs, n = Tl / R;
@@ -191,12 +194,12 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
         dist_rows_to_blocks(a->lse_runs, (long)B * NH * n, lse, 1, R, B * NH, n, 1,
                             sizeof(real_acc));
     for (int qr = 0; qr < R; qr++) {
-        const AttentionProblem own = run_problem(a, qr, a->i, qr, B, Tl, NH, HS, window);
+        const AttentionProblem own = run_problem(a, qr, a->i, qr, B, Tl, NH, NKV, HS, window);
         dist_attention_row_dot(&own, out + (size_t)qr * C, R * C, dout + (size_t)qr * C, R * C,
                                a->d_own + (size_t)qr * B * NH * n);
     }
     dist_zero_acc(a->dq, (size_t)rows * C);
-    dist_copy_rows(a->kv[0], 2 * C, qkv + C, 3 * C, rows, 2 * C, sizeof(real));
+    dist_copy_rows(a->kv[0], 2 * KVC, qkv + C, W, rows, 2 * KVC, sizeof(real));
     // dkv[0]: accumulator of the block in hand's origin, complete for the ranks that held the
     // block before this one once dkv[1] has arrived; dkv[2]: this rank's part. The parts
     // computed here are added after the wait, so compute never waits for the arriving
@@ -214,16 +217,17 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
         dist_zero_acc(part, S2);
         for (int qr = 0; qr < R; qr++)
             for (int kr = 0; kr < R; kr++) {
-                const AttentionProblem p = run_problem(a, qr, origin, kr, B, Tl, NH, HS, window);
+                const AttentionProblem p =
+                    run_problem(a, qr, origin, kr, B, Tl, NH, NKV, HS, window);
                 if (!attention_any_visible(&p)) continue;
-                const real* k = a->kv[0] + (size_t)kr * 2 * C;
-                real_acc* dk = part + (size_t)kr * 2 * C;
+                const real* k = a->kv[0] + (size_t)kr * 2 * KVC;
+                real_acc* dk = part + (size_t)kr * 2 * KVC;
                 const size_t qo = (size_t)qr * C;
-                dist_attention_backward(&p, qkv + 3 * qo, R * 3 * C, k, R * 2 * C, k + C,
-                                        R * 2 * C, dout + qo, R * C,
+                dist_attention_backward(&p, qkv + (size_t)qr * W, R * W, k, R * 2 * KVC, k + KVC,
+                                        R * 2 * KVC, dout + qo, R * C,
                                         R == 1 ? lse : a->lse_runs + (size_t)qr * B * NH * n,
                                         a->d_own + (size_t)qr * B * NH * n, a->dq + qo, R * C, dk,
-                                        R * 2 * C, dk + C, R * 2 * C);
+                                        R * 2 * KVC, dk + KVC, R * 2 * KVC);
             }
         comm_wait(comm, kv_req);
         comm_wait(comm, dkv_req);
@@ -244,8 +248,8 @@ static void ring_backward(AttentionLayer* self, int layer, long window, int B, i
                                    a->dkv[1], S2));
         mine = a->dkv[1];
     }
-    dist_acc_to_real(dqkv, 3 * C, a->dq, C, rows, C);
-    dist_acc_to_real(dqkv + C, 3 * C, mine, 2 * C, rows, 2 * C);
+    dist_acc_to_real(dqkv, W, a->dq, C, rows, C);
+    dist_acc_to_real(dqkv + C, W, mine, 2 * KVC, rows, 2 * KVC);
     comm_leave_scope(comm, saved);
 }
 
@@ -269,7 +273,7 @@ int ring_layout_parse(const char* name, RingLayout* out) {
 }
 
 AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout layout, int B,
-                                         int Tl, int NH, int HS) {
+                                         int Tl, int NH, int NKV, int HS) {
     CHECK(layout == RING_CONTIGUOUS || layout == RING_CYCLIC || layout == RING_ZIGZAG,
           "caller bug", "unknown ring layout %d", (int)layout);
     CHECK(layout != RING_ZIGZAG || Tl % 2 == 0, "use a sequence length divisible by 2P",
@@ -282,12 +286,13 @@ AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout
     a->group = group;
     a->P = mesh_group_size(m, group);
     a->i = mesh_group_rank(m, group);
-    a->max = dist_bounds(RING_NAMES[layout], B, Tl, NH, HS);
+    a->max = dist_bounds(RING_NAMES[layout], B, Tl, NH, NKV, HS);
     a->rt = dist_real_comm_type();
     a->at = dist_acc_comm_type();
-    const size_t S = (size_t)B * Tl * NH * HS, L = (size_t)B * NH * Tl;
+    const size_t S = (size_t)B * Tl * NH * HS, Skv = (size_t)B * Tl * NKV * HS;
+    const size_t L = (size_t)B * NH * Tl;
     RingScratch z;   // bytes of each buffer (attention/dist_scratch.h)
-    ring_scratch(&z, S, L, sizeof(real), sizeof(real_acc), a->runs,
+    ring_scratch(&z, S, Skv, L, sizeof(real), sizeof(real_acc), a->runs,
                  dist_attention_merges_in_forward());
     for (int k = 0; k < RING_KV_BLOCKS; k++) a->kv[k] = (real*)dist_alloc(z.kv, "ring K/V block");
     for (int k = 0; k < RING_DKV_BLOCKS; k++)
@@ -310,6 +315,6 @@ AttentionLayer* attention_ring_create_on(Comm* comm, MeshGroup group, RingLayout
 }
 
 AttentionLayer* attention_ring_create(Comm* comm, RingLayout layout, int B, int Tl, int NH,
-                                      int HS) {
-    return attention_ring_create_on(comm, MESH_SP, layout, B, Tl, NH, HS);
+                                      int NKV, int HS) {
+    return attention_ring_create_on(comm, MESH_SP, layout, B, Tl, NH, NKV, HS);
 }

@@ -3,7 +3,9 @@
 // and llm.c's files (e.g. gpt2_124M.bin) load here. Two header fields llm.c leaves 0 hold a
 // sliding-window model's attention window and its layer pattern (header[8] window, header[9]
 // window_every: GPTConfig); llm.c reads such a file as the dense model it is not, so
-// build/export_hf refuses it and the README says so.
+// build/export_hf refuses it and the README says so. A third, header[10], holds a grouped-query
+// attention model's key/value heads (GPTConfig.kv_heads; 0 for one per head, as llm.c writes);
+// such a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either.
 #pragma once
 #include <stddef.h>
 

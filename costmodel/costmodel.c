@@ -37,14 +37,22 @@ int cost_algorithm_ignores_mesh(CostAlgorithm a) {
 }
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-double costmodel_num_params(const CostShape* s) {
-    return kernel_gpt_num_params(s->L, s->C, gpt_padded_vocab(s->V), s->max_T);
-}
-
 GPTConfig costmodel_gpt_config(const CostShape* s) {
     return (GPTConfig){.max_T = s->max_T, .V = s->V, .Vp = gpt_padded_vocab(s->V), .L = s->L,
                        .NH = s->NH, .C = s->C, .window = s->window,
-                       .window_every = s->window_every};
+                       .window_every = s->window_every, .kv_heads = s->kv_heads};
+}
+
+// Key/value heads (NH without grouped-query attention) and the qkv projection's width
+// (C + 2 NKV HS: 3C without it), as model/config.h counts them.
+static int kv_heads(const CostShape* s) { return s->kv_heads > 0 ? s->kv_heads : s->NH; }
+static double qkv_width(const CostShape* s) {
+    const GPTConfig cfg = costmodel_gpt_config(s);
+    return gpt_qkv_width(&cfg);
+}
+
+double costmodel_num_params(const CostShape* s) {
+    return kernel_gpt_num_params_qkv(s->L, s->C, qkv_width(s), gpt_padded_vocab(s->V), s->max_T);
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -104,11 +112,11 @@ static void add_gemm_backward(Tally* t, const Cluster* c, double N, double IC, d
 // dinp GEMM; the classifier's one fused pass counted in forward).
 static void token_local_tally(const Cluster* c, const CostShape* s, double N, double Tl,
                               Tally* fwd, Tally* bwd) {
-    const double C = s->C, Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
+    const double C = s->C, W = qkv_width(s), Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
     *fwd = *bwd = (Tally){0, 0};
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, 1, 0), L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
         kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
@@ -122,7 +130,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add(bwd, c, CK_GELU_BACKWARD, kernel_cost_gelu_backward(4 * N * C), L);
     add_gemm_backward(bwd, c, N, C, 4 * C, 1, L);
     add_gemm_backward(bwd, c, N, C, C, 1, L);
-    add_gemm_backward(bwd, c, N, C, 3 * C, 1, L);
+    add_gemm_backward(bwd, c, N, C, W, 1, L);
     add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
 
@@ -150,7 +158,7 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     const double C = s->C;
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 3 * C, 1, 0), 1);
+    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), 1, 0), 1);
     if (r == GPT_RECOMPUTE_FULL) {
         add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), 1);
         add(&t, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
@@ -162,10 +170,12 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     return t.gemm + t.other;
 }
 
-// Token-local model FLOPs of one micro-batch (GEMMs; what MFU counts besides attention).
+// Token-local model FLOPs of one micro-batch (GEMMs; what MFU counts besides attention): per
+// layer 12 C^2 with a qkv projection of 3C columns, less C (3C - W) for the key/value columns
+// grouped-query attention leaves out (none without it).
 static double token_local_flops(const CostShape* s, double N) {
-    const double C = s->C, Vp = gpt_padded_vocab(s->V);
-    return 3 * (s->L * 2 * N * 12 * C * C + 2 * N * C * Vp);
+    const double C = s->C, Vp = gpt_padded_vocab(s->V), W = qkv_width(s);
+    return 3 * (s->L * 2 * N * 12 * C * C - s->L * 2 * N * C * (3 * C - W) + 2 * N * C * Vp);
 }
 
 // --- Attention compute -----------------------------------------------------------------------------
@@ -309,13 +319,14 @@ static int banded_layers(const CostShape* s) {
 }
 
 // One partial-attention call of Tq queries and Tk keys with `pairs` visible pairs per sequence
-// and head: kernel_costs' attention formulas with Tq and Tk apart (they equal
-// kernel_cost_attention_forward / _backward when Tq = Tk = T and pairs = T (T+1) / 2).
+// and head, on NH query heads reading NKV key/value heads: kernel_costs' attention formulas with
+// Tq and Tk apart (they equal kernel_cost_attention_forward / _backward when Tq = Tk = T, NKV =
+// NH and pairs = T (T+1) / 2). The FLOPs count every query head's pairs whatever NKV is.
 static KernelCost attention_call_cost(const Cluster* c, int backward, double B, double NH,
-                                      double HS, double Tq, double Tk, double pairs) {
+                                      double NKV, double HS, double Tq, double Tk, double pairs) {
     const double per_pair = backward ? kernel_cost_attention_backward(1, 1, HS, 1).flops
                                      : kernel_cost_attention_forward(1, 1, HS, 1).flops;
-    const double q = B * Tq * NH * HS, k = B * Tk * NH * HS, rows = B * NH * Tq;
+    const double q = B * Tq * NH * HS, k = B * Tk * NKV * HS, rows = B * NH * Tq;
     KernelCost cost = {per_pair * B * NH * pairs, 0, 1};
     // forward: Q, K, V read, O (fp32) and LSE written; backward: Q, dO, K, V, LSE, D read, dQ,
     // dK, dV (fp32) read and written.
@@ -324,16 +335,48 @@ static KernelCost attention_call_cost(const Cluster* c, int backward, double B, 
     return cost;
 }
 
-// costmodel.h: the seconds of equal attention calls, by the curve or memory.
-double costmodel_attention_seconds(const Cluster* c, int backward, double B, double NH,
-                                   double HS, double Tq, double Tk, double pairs, int calls) {
-    const KernelCost one = attention_call_cost(c, backward, B, NH, HS, Tq, Tk, pairs / calls);
+// A cluster without shared cores runs the CUDA kernels (attention/partial_attention.cu), whose
+// grouped-query calls widen K and V to NH heads first and run the multi-head kernels on them.
+static int cuda_kernels(const Cluster* c) { return c->shared_cores == 0; }
+
+// Seconds of the CUDA kernels' grouped-query passes around one call over B*Tk key rows: K and V
+// widened; backward also the widened fp32 dK, dV zeroed and summed over each group into the
+// call's accumulators. None with NKV = NH, or on the CPU, whose kernels read a group's head in
+// place.
+static double gqa_pass_seconds(const Cluster* c, int backward, double B, double NH, double NKV,
+                               double HS, double Tk) {
+    if (NKV >= NH || !cuda_kernels(c)) return 0;
+    const double rows = B * Tk;
+    double s = 2 * kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_gqa_widen(rows, NH, NKV, HS),
+                                  c->act_bytes / KERNEL_COST_X);
+    if (backward) {   // the sums and the memset run on fp32 words: no storage scale
+        const KernelCost zero = {0, 2 * 4 * rows * NH * HS, 0};
+        s += kernel_seconds(c, CK_RESIDUAL_FORWARD, zero, 1);
+        s += 2 * kernel_seconds(c, CK_RESIDUAL_FORWARD,
+                                kernel_cost_gqa_group_sum(rows, NH, NKV, HS, 1), 1);
+    }
+    return s;
+}
+
+// The seconds of `calls` equal attention calls on NH query heads and NKV key/value heads, by the
+// curve or memory, and their grouped-query passes (the CUDA kernels then read widened K and V).
+static double attention_seconds(const Cluster* c, int backward, double B, double NH, double NKV,
+                                double HS, double Tq, double Tk, double pairs, int calls) {
+    const double read = NKV < NH && cuda_kernels(c) ? NH : NKV;
+    const KernelCost one = attention_call_cost(c, backward, B, NH, read, HS, Tq, Tk, pairs / calls);
     const EfficiencyCurve *fwd_curve, *bwd_curve;
     cluster_attention_curves(c, (int)HS, &fwd_curve, &bwd_curve);
     const EfficiencyCurve* curve = backward ? bwd_curve : fwd_curve;
     const double rate = c->matmul_flops * curve_efficiency(curve, one.flops / 1e9);
     const double bw = c->memory_bw * curve_efficiency(&c->memory_eff, one.bytes / 1e6);
-    return calls * kernel_floor_seconds(one, rate, 0, bw, NULL);
+    return calls * (kernel_floor_seconds(one, rate, 0, bw, NULL) +
+                    gqa_pass_seconds(c, backward, B, NH, NKV, HS, Tk));
+}
+
+// costmodel.h: the seconds of equal attention calls (one key/value head per query head).
+double costmodel_attention_seconds(const Cluster* c, int backward, double B, double NH,
+                                   double HS, double Tq, double Tk, double pairs, int calls) {
+    return attention_seconds(c, backward, B, NH, NH, HS, Tq, Tk, pairs, calls);
 }
 
 typedef struct {
@@ -342,26 +385,31 @@ typedef struct {
 } AttentionWork;
 
 // Ulysses: one call of all T queries on NH / P heads (`pairs` per sequence and head of NH, i.e.
-// P pairs per head of its own; `priced` likewise), no merges; the row dot over as many rows as
-// the others; and the copies that pack the all-to-alls' blocks and lay them out
-// (attention/ulysses.c: 11 S values moved in the forward, 19 S in the backward, S = B Tl C, each
-// read and written once).
+// P pairs per head of its own; `priced` likewise) and their NKV / P key/value heads, no merges;
+// the row dot over as many rows as the others; and the copies that pack the all-to-alls' blocks
+// and lay them out (attention/ulysses.c: 7 S + 4 Skv values moved in the forward, 9 S + 10 Skv
+// in the backward, S = B Tl C, Skv = S NKV / NH the values of K or V: 11 S and 19 S without
+// grouped-query attention; each read and written once).
 static AttentionWork ulysses_work(const Cluster* c, const CostConfig* g, double pairs,
                                   const double* priced) {
-    const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
-    const double B = g->B, T = (double)g->T, H = (double)NH / P, S = B * (T / P) * NH * HS;
+    const int P = g->pq * g->pkv, NH = g->shape.NH, NKV = kv_heads(&g->shape), HS = g->shape.C / NH;
+    const double B = g->B, T = (double)g->T, H = (double)NH / P, Hk = (double)NKV / P,
+                 S = B * (T / P) * NH * HS, Skv = B * (T / P) * NKV * HS;
     AttentionWork w;
     // FLOPs as the other schedules count them (per pair and head of NH); time and bytes of the
     // call as it runs
-    w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, T, T, pairs).flops;
-    w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, T, T, pairs).flops;
-    w.fwd_s = costmodel_attention_seconds(c, 0, B, H, HS, T, T, priced[0] * P, 1);
-    w.bwd_s = costmodel_attention_seconds(c, 1, B, H, HS, T, T, priced[1] * P, 1);
+    w.fwd_flops = attention_call_cost(c, 0, B, NH, NH, HS, T, T, pairs).flops;
+    w.bwd_flops = attention_call_cost(c, 1, B, NH, NH, HS, T, T, pairs).flops;
+    w.fwd_s = attention_seconds(c, 0, B, H, Hk, HS, T, T, priced[0] * P, 1);
+    w.bwd_s = attention_seconds(c, 1, B, H, Hk, HS, T, T, priced[1] * P, 1);
     w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, T / P));
     // a copy reads and writes each value: 2 of the residual kernel's 3 accesses
     const double scale = c->act_bytes / KERNEL_COST_X;
-    w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(11 * S * 2 / 3), scale);
-    w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(19 * S * 2 / 3), scale);
+    const double fwd = 7 * S + 4 * Skv, bwd = 9 * S + 10 * Skv;   // (exact: integers below 2^53)
+    w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(fwd * 2 / 3),
+                              scale);
+    w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, kernel_cost_residual_forward(bwd * 2 / 3),
+                              scale);
     return w;
 }
 
@@ -379,7 +427,7 @@ static int flash_kernels(const Cluster* c) { return c->shared_cores == 0 && c->p
 // each of pkv blocks).
 static AttentionWork attention_work(const Cluster* c, const CostConfig* g, double pairs,
                                     const double* priced, int steps) {
-    const int P = g->pq * g->pkv, NH = g->shape.NH, HS = g->shape.C / NH;
+    const int P = g->pq * g->pkv, NH = g->shape.NH, NKV = kv_heads(&g->shape), HS = g->shape.C / NH;
     const double B = g->B, T = (double)g->T, Tl = T / P;
     if (g->alg == COST_ULYSSES) return ulysses_work(c, g, pairs, priced);
     // USP's row ring: `steps` = pkv steps of T / pkv tokens on NH / pq heads, as much per call as
@@ -388,10 +436,10 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     const int calls = g->alg == COST_2D ? 1 : twod ? P : steps;
     const double Tq = g->alg == COST_2D ? T / g->pq : Tl, Tk = g->alg == COST_2D ? T / g->pkv : Tl;
     AttentionWork w;
-    w.fwd_flops = attention_call_cost(c, 0, B, NH, HS, Tq, Tk, pairs).flops;
-    w.bwd_flops = attention_call_cost(c, 1, B, NH, HS, Tq, Tk, pairs).flops;
-    w.fwd_s = costmodel_attention_seconds(c, 0, B, NH, HS, Tq, Tk, priced[0], calls);
-    w.bwd_s = costmodel_attention_seconds(c, 1, B, NH, HS, Tq, Tk, priced[1], calls);
+    w.fwd_flops = attention_call_cost(c, 0, B, NH, NH, HS, Tq, Tk, pairs).flops;
+    w.bwd_flops = attention_call_cost(c, 1, B, NH, NH, HS, Tq, Tk, pairs).flops;
+    w.fwd_s = attention_seconds(c, 0, B, NH, NKV, HS, Tq, Tk, priced[0], calls);
+    w.bwd_s = attention_seconds(c, 1, B, NH, NKV, HS, Tq, Tk, priced[1], calls);
     const int row_merges = twod ? g->pkv - 1 : 0;
     const int step_merges = g->alg == COST_2D ? 0 : twod ? P - g->pkv : steps - 1;
     // merges and sums run on fp32 partials: kernel_costs already counts them in 4-byte words.
@@ -402,15 +450,19 @@ static AttentionWork attention_work(const Cluster* c, const CostConfig* g, doubl
     w.fwd_s += step_merges * kernel_seconds(c, CK_ATTENTION_MERGE,
                                             flash_kernels(c) ? in_forward : merge, 1);
     w.bwd_s += ks(c, CK_ATTENTION_ROW_DOT, kernel_cost_attention_row_dot(B, NH, HS, Tl));
-    if (!twod)   // the travelling dK|dV accumulator gets this step's part added, steps-1 times
+    if (!twod)   // the travelling dK|dV accumulator (NKV heads) gets this step's part added,
+                 // steps-1 times
         w.bwd_s += (steps - 1) * kernel_seconds(c, CK_RESIDUAL_FORWARD,
-                                            kernel_cost_residual_forward(2 * B * Tl * NH * HS),
+                                            kernel_cost_residual_forward(2 * B * Tl * NKV * HS),
                                             4.0 / KERNEL_COST_X);
     if (g->alg == COST_USP) {   // the copies around the column's all-to-alls (attention/ulysses.c:
-        // 8 S values moved forward, 21 S backward with the split for the ring; S = B Tl C)
-        const double S = B * Tl * NH * HS, scale = c->act_bytes / KERNEL_COST_X;
-        const KernelCost fwd = kernel_cost_residual_forward(8 * S * 2 / 3),
-                         bwd = kernel_cost_residual_forward(21 * S * 2 / 3);
+        // 4 S + 4 Skv values moved forward, 11 S + 10 Skv backward with the split for the ring;
+        // S = B Tl C, Skv = S NKV / NH: 8 S and 21 S without grouped-query attention)
+        const double S = B * Tl * NH * HS, Skv = B * Tl * NKV * HS;
+        const double scale = c->act_bytes / KERNEL_COST_X;
+        const double moved_f = 4 * S + 4 * Skv, moved_b = 11 * S + 10 * Skv;
+        const KernelCost fwd = kernel_cost_residual_forward(moved_f * 2 / 3),
+                         bwd = kernel_cost_residual_forward(moved_b * 2 / 3);
         w.fwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, fwd, scale);
         w.bwd_s += kernel_seconds(c, CK_RESIDUAL_FORWARD, bwd, scale);
     }
@@ -571,14 +623,15 @@ static OpList attention_ops(const CostConfig* g, int i, CommPhase phase, Sizes z
     char err[ERR_LEN];
     CHECK(mesh_init(&m, 1, g->pq, g->pkv, i, g->pq * g->pkv, err) == 0, "caller bug", "%s", err);
     const int Tl = (int)(g->T / m.P), NH = g->shape.NH, HS = g->shape.C / NH;
+    const int NKV = g->shape.kv_heads > 0 ? g->shape.kv_heads : NH;
     const size_t act = (size_t)z.act, acc = (size_t)z.acc;
     const int G = cost_chunks(g);
     const DistCommOps d = g->alg == COST_ULYSSES
-                              ? ulysses_ops(&m, phase, g->B, Tl, NH, HS, G, act, acc)
-                          : g->alg == COST_USP ? usp_ops(&m, phase, g->B, Tl, NH, HS, G, act, acc)
+                              ? ulysses_ops(&m, phase, g->B, Tl, NH, NKV, HS, G, act, acc)
+                          : g->alg == COST_USP ? usp_ops(&m, phase, g->B, Tl, NH, NKV, HS, G, act, acc)
                           : cost_algorithm_is_ring(g->alg)
-                              ? ring_ops(&m, phase, g->B, Tl, NH, HS, steps, act, acc)
-                              : attention2d_ops(&m, phase, g->B, Tl, NH, HS,
+                              ? ring_ops(&m, phase, g->B, Tl, NH, NKV, HS, steps, act, acc)
+                              : attention2d_ops(&m, phase, g->B, Tl, NH, NKV, HS,
                                                 g->alg == COST_2D && g->keep_kv, act, acc,
                                                 g->alg == COST_2D_OVERLAP);
     OpList l = {0};
@@ -965,15 +1018,22 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->T % step)
         return set_err(err, errlen, "mesh: --seq-len %ld must be a multiple of %ld (%s over P = "
                        "%ld ranks)", g->T, step, cost_algorithm_name(g->alg), P);
-    if (g->alg == COST_ULYSSES && s->NH % P)
-        return set_err(err, errlen, "mesh: ulysses splits the %d heads over P = %ld ranks; "
-                       "expected P to divide them", s->NH, P);
-    if (g->alg == COST_USP && s->NH % g->pq)
-        return set_err(err, errlen, "mesh: usp splits the %d heads over the pq = %d ranks of a "
-                       "column; expected pq to divide them", s->NH, g->pq);
+    // The all-to-alls split the key/value heads too (attention/ulysses.c): under grouped-query
+    // attention those, fewer than the heads, decide which P and chunks fit.
+    const int NKV = kv_heads(s), gqa = NKV < s->NH;
+    const char* heads = gqa ? "key/value heads" : "heads";
+    if (g->alg == COST_ULYSSES && NKV % P)
+        return set_err(err, errlen, "mesh: ulysses splits the %d %s over P = %ld ranks; "
+                       "expected P to divide them", NKV, heads, P);
+    if (g->alg == COST_USP && NKV % g->pq)
+        return set_err(err, errlen, "mesh: usp splits the %d %s over the pq = %d ranks of a "
+                       "column; expected pq to divide them", NKV, heads, g->pq);
+    const int a2a = g->alg == COST_ULYSSES || g->alg == COST_USP;
     const int split = g->alg == COST_ULYSSES ? (int)P : g->pq;
-    if (dist_chunks_check(g->chunks, g->alg == COST_ULYSSES || g->alg == COST_USP, s->NH / split,
-                          cost_algorithm_name(g->alg), err, errlen))
+    if (gqa && a2a && g->chunks > 1 && (NKV / split) % g->chunks)
+        return set_err(err, errlen, "--a2a-chunks %d: expected a divisor of the %d key/value "
+                       "heads per rank of %s", g->chunks, NKV / split, cost_algorithm_name(g->alg));
+    if (dist_chunks_check(g->chunks, a2a, NKV / split, cost_algorithm_name(g->alg), err, errlen))
         return -1;
     return check_documents(g->docs, g->T, err, errlen);
 }

@@ -34,8 +34,8 @@ typedef enum {
     COST_RING,         // Ring Attention, contiguous chunks
     COST_STRIPED,      // the ring schedule, cyclic tokens
     COST_ZIGZAG,       // the ring schedule, chunks r and 2P-1-r
-    COST_ULYSSES,      // all-to-alls trading the sequence for heads (NH a multiple of P)
-    COST_USP,          // Ulysses over the mesh column inside a Striped ring over the row (pq | NH)
+    COST_ULYSSES,      // all-to-alls trading the sequence for heads (NKV a multiple of P)
+    COST_USP,          // Ulysses over the mesh column inside a Striped ring over the row (pq | NKV)
     COST_NALGS
 } CostAlgorithm;
 
@@ -53,6 +53,7 @@ typedef struct {
     int max_T;      // rows of the position embedding (trainer --context)
     int window;         // trainer --attention-window: the banded layers' window (0: none)
     int window_every;   // trainer --window-every: layers l % window_every == 0 are banded
+    int kv_heads;       // trainer --kv-heads: grouped-query attention's K/V heads (0: NH)
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

@@ -36,7 +36,7 @@ typedef struct {
     const char *preset, *cluster, *csv, *out_dir, *a100, *h100, *h100_fa2, *collectives, *out;
     const char *report, *base;
     AttentionSource attention_source;
-    int layers, channels, heads, vocab, context, window, window_every;
+    int layers, channels, heads, kv_heads, vocab, context, window, window_every;
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -56,6 +56,8 @@ static void usage(void) {
         "Predicts training step times of the trainer (build/train_gpt) on a cluster description.\n"
         "  --preset NAME        model shape (%s)\n"
         "  --layers/--channels/--heads/--vocab N   override the preset (vocab: GPT-2's 50257)\n"
+        "  --kv-heads N         grouped-query attention: N key/value heads, a divisor of the\n"
+        "                       heads (default 0: one per head)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
@@ -72,8 +74,8 @@ static void usage(void) {
         "  --overlap 0|1        trainer --overlap (default 1)\n"
         "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
-        "                       ulysses,usp (ulysses: where P divides the heads; usp: where pq\n"
-        "                       does)\n"
+        "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
+        "                       usp: where pq does)\n"
         "  --recompute MODE     the trainer's --recompute: none, selective, full, or auto (default:\n"
         "                       each configuration the cheapest that fits the memory limit, as\n"
         "                       --mesh auto chooses; a single configuration that fits with none\n"
@@ -125,7 +127,7 @@ static Args parse_args(int argc, char** argv) {
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_CHUNKS, O_HELP };
+           O_CHUNKS, O_KV_HEADS, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -147,6 +149,7 @@ static Args parse_args(int argc, char** argv) {
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
         {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
+        {"kv-heads", 1, 0, O_KV_HEADS},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -157,6 +160,7 @@ static Args parse_args(int argc, char** argv) {
         case O_LAYERS: a.layers = (int)flag_long(flag, optarg, 1, 4096); break;
         case O_CHANNELS: a.channels = (int)flag_long(flag, optarg, 1, 1 << 20); break;
         case O_HEADS: a.heads = (int)flag_long(flag, optarg, 1, 1 << 16); break;
+        case O_KV_HEADS: a.kv_heads = (int)flag_long(flag, optarg, 0, 1 << 16); break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -223,11 +227,15 @@ static CostShape shape_of(const Args* a) {
     GPTConfig cfg;
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
-    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0};
+    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
     if (s.C % s.NH) fail_msg("--channels %d: expected a multiple of --heads %d", s.C, s.NH);
+    if (a->kv_heads && s.NH % a->kv_heads)
+        fail_msg("--kv-heads: expected a divisor of the %d heads (0: one key/value head per "
+                 "head), found %d", s.NH, a->kv_heads);
+    s.kv_heads = a->kv_heads < s.NH ? a->kv_heads : 0;   // as many as the heads: no grouping
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);
@@ -280,6 +288,16 @@ static void documents_text(const Args* a, char* buf, size_t n) {
     else snprintf(buf, n, ", documents of %ld tokens", a->document_length);
 }
 
+// The headers' words for grouped-query attention: `with` around the key/value heads, "" without
+// it (outputs of multi-head models unchanged).
+static void kv_heads_text(const CostShape* s, const char* before, const char* after, char* buf,
+                          size_t n) {
+    if (s->kv_heads > 0 && s->kv_heads < s->NH)
+        snprintf(buf, n, "%s%d%s", before, s->kv_heads, after);
+    else
+        buf[0] = 0;
+}
+
 static const char* tier_word(Tier t) { return t == TIER_INTER ? "inter" : "intra"; }
 
 static const char* recompute_word(int r) {
@@ -302,12 +320,13 @@ static int mode_rank(const Args* a) {
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
     if (n < 0) fail_msg("%s", err);
-    char window[96], documents[64];
+    char window[96], documents[64], kv[48];
     window_text(&q.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
-    printf("%s: L=%d C=%d NH=%d V=%d, %s%s, T=%ld, batch %d x accum %d per dp rank, %d ranks on %s "
-           "(%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
-           a->preset, q.shape.L, q.shape.C, q.shape.NH, q.shape.V, window, documents, q.T, q.B,
+    kv_heads_text(&q.shape, " (", " key/value)", kv, sizeof kv);
+    printf("%s: L=%d C=%d NH=%d%s V=%d, %s%s, T=%ld, batch %d x accum %d per dp rank, %d ranks on "
+           "%s (%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
+           a->preset, q.shape.L, q.shape.C, q.shape.NH, kv, q.shape.V, window, documents, q.T, q.B,
            q.accum,
            q.world, c.name, c.gpus_per_node,
            (q.memory_limit > 0 ? q.memory_limit : c.memory_bytes) / 1073741824.0, q.overlap, q.zero,
@@ -358,14 +377,17 @@ static int mode_predict(const Args* a) {
     const int fits = costmodel_predict_chunks(&g, &c, limit, a->recompute, a->chunks ? a->chunks : 1,
                                               &p, err, sizeof err);
     if (fits < 0) fail_msg("%s", err);
-    char window[96], documents[64];
+    char window[96], documents[64], kv[64];
     window_text(&g.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
+    char heads_of[32];
+    snprintf(heads_of, sizeof heads_of, " key/value heads of %d", g.shape.NH);
+    kv_heads_text(&g.shape, ", ", heads_of, kv, sizeof kv);
     char chunks[48] = "";
     if (cost_chunks(&g) > 1) snprintf(chunks, sizeof chunks, " in %d chunks of heads", g.chunks);
-    printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s, %s%s on %s\n", a->preset,
+    printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s, %s%s%s on %s\n", a->preset,
            g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), chunks, g.overlap,
-           gpt_recompute_name((GptRecompute)g.recompute), window, documents, c.name);
+           gpt_recompute_name((GptRecompute)g.recompute), window, documents, kv, c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);
     printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",

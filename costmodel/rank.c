@@ -85,8 +85,10 @@ int costmodel_predict_chunks(CostConfig* g, const Cluster* c, double limit, int 
         g->chunks = chunks > 1 ? chunks : 0;
         return costmodel_predict_fitting(g, c, limit, recompute, out, err, errlen);
     }
+    // chunks divide the key/value heads per rank (the heads without grouped-query attention)
     const int split = g->alg == COST_ULYSSES ? g->pq * g->pkv : g->pq;
-    const int heads = g->shape.NH % split ? 1 : g->shape.NH / split;   // else the check refuses
+    const int NKV = g->shape.kv_heads > 0 ? g->shape.kv_heads : g->shape.NH;
+    const int heads = NKV % split ? 1 : NKV / split;   // else the check refuses
     int fits = -1;
     CostConfig best = *g;
     for (int G = 1; G <= ULYSSES_MAX_CHUNKS && G <= heads; G++) {
@@ -145,7 +147,7 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         for (int a = COST_2D; a < COST_NALGS; a++) {
             if (!wanted(q, (CostAlgorithm)a)) continue;
             g.alg = (CostAlgorithm)a;
-            if (cost_algorithm_ignores_mesh(g.alg)) {   // P alone matters (Ulysses: P | NH)
+            if (cost_algorithm_ignores_mesh(g.alg)) {   // P alone matters (Ulysses: P | NKV)
                 g.pq = 1, g.pkv = P;
                 consider(q, c, g, &list, &n, &cap);
                 continue;

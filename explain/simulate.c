@@ -58,13 +58,13 @@ int explain_check_shape(const ExplainShape* s, char* err) {
 AttentionLayer* explain_layer_create(Comm* comm, const ExplainShape* s) {
     const int Tl = (int)(s->T / comm->mesh.P);
     switch (s->algo) {
-    case ALGO_2D: return attention2d_create(comm, s->B, Tl, s->NH, s->HS, 0);
-    case ALGO_2D_OVERLAP: return attention2d_overlap_create(comm, s->B, Tl, s->NH, s->HS);
-    case ALGO_RING: return attention_ring_create(comm, RING_CONTIGUOUS, s->B, Tl, s->NH, s->HS);
-    case ALGO_STRIPED: return attention_ring_create(comm, RING_CYCLIC, s->B, Tl, s->NH, s->HS);
-    case ALGO_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, s->B, Tl, s->NH, s->HS);
-    case ALGO_ULYSSES: return attention_ulysses_create(comm, s->B, Tl, s->NH, s->HS, s->chunks);
-    case ALGO_USP: return attention_usp_create(comm, s->B, Tl, s->NH, s->HS, s->chunks);
+    case ALGO_2D: return attention2d_create(comm, s->B, Tl, s->NH, s->NH, s->HS, 0);
+    case ALGO_2D_OVERLAP: return attention2d_overlap_create(comm, s->B, Tl, s->NH, s->NH, s->HS);
+    case ALGO_RING: return attention_ring_create(comm, RING_CONTIGUOUS, s->B, Tl, s->NH, s->NH, s->HS);
+    case ALGO_STRIPED: return attention_ring_create(comm, RING_CYCLIC, s->B, Tl, s->NH, s->NH, s->HS);
+    case ALGO_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, s->B, Tl, s->NH, s->NH, s->HS);
+    case ALGO_ULYSSES: return attention_ulysses_create(comm, s->B, Tl, s->NH, s->NH, s->HS, s->chunks);
+    case ALGO_USP: return attention_usp_create(comm, s->B, Tl, s->NH, s->NH, s->HS, s->chunks);
     default: FAIL("caller bug", "unknown algorithm %d", (int)s->algo);
     }
 }
@@ -110,9 +110,9 @@ void explain_run_layer(AttentionLayer* layer, Comm* comm, const ExplainShape* s,
     layer->docs = docs;
     compute_record_into(rec);
     if (rec) rec->phase = COMM_FORWARD;
-    layer->forward(layer, 0, s->window, s->B, Tl, s->NH, s->HS, qkv, out, lse);
+    layer->forward(layer, 0, s->window, s->B, Tl, s->NH, s->NH, s->HS, qkv, out, lse);
     if (rec) rec->phase = COMM_BACKWARD;
-    layer->backward(layer, 0, s->window, s->B, Tl, s->NH, s->HS, qkv, out, lse, dout, dqkv);
+    layer->backward(layer, 0, s->window, s->B, Tl, s->NH, s->NH, s->HS, qkv, out, lse, dout, dqkv);
     compute_record_into(NULL);
     free(out);
     free(lse);
@@ -136,12 +136,12 @@ int* explain_ring_step_table(const Simulation* sim) {
 DistCommOps explain_closed_ops(const Mesh* m, const ExplainShape* s, CommPhase phase) {
     const int Tl = (int)(s->T / m->P);
     const size_t sr = sizeof(real), sa = sizeof(real_acc);
-    if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
-    if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->HS, s->chunks, sr, sa);
+    if (s->algo == ALGO_ULYSSES) return ulysses_ops(m, phase, s->B, Tl, s->NH, s->NH, s->HS, s->chunks, sr, sa);
+    if (s->algo == ALGO_USP) return usp_ops(m, phase, s->B, Tl, s->NH, s->NH, s->HS, s->chunks, sr, sa);
     if (explain_algo_is_ring(s->algo)) {
-        return ring_ops(m, phase, s->B, Tl, s->NH, s->HS, explain_ring_steps(s, m->P), sr, sa);
+        return ring_ops(m, phase, s->B, Tl, s->NH, s->NH, s->HS, explain_ring_steps(s, m->P), sr, sa);
     }
-    return attention2d_ops(m, phase, s->B, Tl, s->NH, s->HS, 0, sr, sa,
+    return attention2d_ops(m, phase, s->B, Tl, s->NH, s->NH, s->HS, 0, sr, sa,
                            s->algo == ALGO_2D_OVERLAP);
 }
 

@@ -299,16 +299,19 @@ int main(int argc, char** argv) {
         fail_msg("--prefill %s: the model %s has sliding-window attention (window %d), whose "
                  "decoding needs the cyclic layout: use --prefill 2d, 2d-overlap or striped",
                  o.prefill == PREFILL_RING ? "ring" : "zigzag", o.model, cfg.window);
-    if (o.prefill == PREFILL_ULYSSES && mesh.P > 1 && cfg.NH % mesh.P != 0)
-        fail_msg("--prefill ulysses: the model %s has %d heads, which do not split over the "
-                 "P = %d ranks of --pq %d x --pkv %d", o.model, cfg.NH, mesh.P, o.pq, o.pkv);
-    if (o.prefill == PREFILL_USP && mesh.P > 1 && cfg.NH % mesh.pq != 0)
-        fail_msg("--prefill usp: the model %s has %d heads, which do not split over the "
-                 "--pq %d ranks of a mesh column", o.model, cfg.NH, o.pq);
+    // Ulysses and USP split the key/value heads with their query heads (the heads under MHA).
+    const int nkv = gpt_kv_heads(&cfg);
+    const char* heads = nkv == cfg.NH ? "heads" : "key/value heads";
+    if (o.prefill == PREFILL_ULYSSES && mesh.P > 1 && nkv % mesh.P != 0)
+        fail_msg("--prefill ulysses: the model %s has %d %s, which do not split over the "
+                 "P = %d ranks of --pq %d x --pkv %d", o.model, nkv, heads, mesh.P, o.pq, o.pkv);
+    if (o.prefill == PREFILL_USP && mesh.P > 1 && nkv % mesh.pq != 0)
+        fail_msg("--prefill usp: the model %s has %d %s, which do not split over the "
+                 "--pq %d ranks of a mesh column", o.model, nkv, heads, o.pq);
     char what[64];
     snprintf(what, sizeof what, "--prefill %s", PREFILL_NAMES[o.prefill]);
     if (dist_chunks_check(o.a2a_chunks, o.prefill == PREFILL_ULYSSES || o.prefill == PREFILL_USP,
-                          cfg.NH / (o.prefill == PREFILL_USP ? mesh.pq : mesh.P), what, err,
+                          nkv / (o.prefill == PREFILL_USP ? mesh.pq : mesh.P), what, err,
                           sizeof err))
         fail_msg("%s", err);
     // The transport and this rank's device, before any other backend call.

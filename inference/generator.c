@@ -26,8 +26,8 @@ void generator_create(Generator* g, const GPTConfig* cfg, const float* params, i
     g->prefill = prefill;
     const int usp = g->P > 1 && prefill == PREFILL_USP;
     if (usp) g->rank = attention_usp_place(&comm->mesh);
-    kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, cfg->C / cfg->NH, g->P, g->rank,
-                    prefill_layout(g), usp ? comm->mesh.pq : 0);
+    kv_cache_create(&g->cache, cfg->L, B, cfg->max_T, cfg->NH, gpt_kv_heads(cfg), cfg->C / cfg->NH,
+                    g->P, g->rank, prefill_layout(g), usp ? comm->mesh.pq : 0);
     g->decode = kv_decode_create(&g->cache, comm, decode);
     gpt_create(&g->model, cfg, B, 1, &g->decode->base, 1);
     gpt_params_from_host(&g->model, params);
@@ -47,16 +47,17 @@ void generator_free(Generator* g) {
 }
 
 static AttentionLayer* prefill_schedule(const Generator* g, int B, int Tl) {
-    const int NH = g->cfg.NH, HS = g->cfg.C / g->cfg.NH;
-    if (g->P == 1) return attention_local_create(B, Tl, NH, HS);
+    const int NH = g->cfg.NH, NKV = gpt_kv_heads(&g->cfg), HS = g->cfg.C / g->cfg.NH;
+    if (g->P == 1) return attention_local_create(B, Tl, NH, NKV, HS);
     switch (g->prefill) {
-    case PREFILL_2D: return attention2d_create(g->comm, B, Tl, NH, HS, 0);
-    case PREFILL_2D_OVERLAP: return attention2d_overlap_create(g->comm, B, Tl, NH, HS);
-    case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, HS);
-    case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, HS);
-    case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, HS);
-    case PREFILL_ULYSSES: return attention_ulysses_create(g->comm, B, Tl, NH, HS, g->a2a_chunks);
-    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, HS, g->a2a_chunks);
+    case PREFILL_2D: return attention2d_create(g->comm, B, Tl, NH, NKV, HS, 0);
+    case PREFILL_2D_OVERLAP: return attention2d_overlap_create(g->comm, B, Tl, NH, NKV, HS);
+    case PREFILL_STRIPED: return attention_ring_create(g->comm, RING_CYCLIC, B, Tl, NH, NKV, HS);
+    case PREFILL_RING: return attention_ring_create(g->comm, RING_CONTIGUOUS, B, Tl, NH, NKV, HS);
+    case PREFILL_ZIGZAG: return attention_ring_create(g->comm, RING_ZIGZAG, B, Tl, NH, NKV, HS);
+    case PREFILL_ULYSSES:
+        return attention_ulysses_create(g->comm, B, Tl, NH, NKV, HS, g->a2a_chunks);
+    case PREFILL_USP: return attention_usp_create(g->comm, B, Tl, NH, NKV, HS, g->a2a_chunks);
     }
     fail_msg("unknown prefill schedule %d", (int)g->prefill);
 }
@@ -124,7 +125,8 @@ const float* generator_full_logits(Generator* g, const int* tokens, int n) {
     CHECK(g->P == 1, "caller bug", "the no-cache reference runs on one process");
     CHECK(n >= 1 && n <= g->cfg.max_T, "caller bug", "%d tokens, context %d", n, g->cfg.max_T);
     if (!g->full_attention) {
-        g->full_attention = attention_local_create(1, g->cfg.max_T, g->cfg.NH, g->cfg.C / g->cfg.NH);
+        g->full_attention = attention_local_create(1, g->cfg.max_T, g->cfg.NH, gpt_kv_heads(&g->cfg),
+                                                   g->cfg.C / g->cfg.NH);
         gpt_create_shared(&g->full, &g->model, 1, g->cfg.max_T, g->full_attention);
     }
     g->full.T = n;
@@ -139,7 +141,7 @@ long long generator_decode_bytes(const Generator* g, int b, int pos) {
     // Ring: the shard this rank holds of the pos + 1 tokens, in the prefill's layout.
     const long long per_layer = g->decode->algo == DECODE_TREE
         ? tree_decode_bytes(g->P, g->rank, NH, HS, sizeof(real_acc))
-        : ring_decode_bytes(pos + 1, kv_cache_rank_rows(&g->cache, b, pos + 1, g->rank), NH, HS,
-                            sizeof(real));
+        : ring_decode_bytes(pos + 1, kv_cache_rank_rows(&g->cache, b, pos + 1, g->rank),
+                            gpt_kv_heads(&g->cfg), HS, sizeof(real));
     return g->cfg.L * per_layer;
 }

@@ -25,12 +25,13 @@ int gpt_recompute_layers(GptRecompute r) { return r != GPT_RECOMPUTE_NONE; }
 enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
 static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
 
-// Token widths (in C) and the modes that keep each per-layer tensor of real type.
+// Token widths (in C; 0: the qkv projection's, gpt_qkv_width) and the modes that keep each
+// per-layer tensor of real type.
 #define KEEP_ALL (KEPT_NONE | KEPT_SELECTIVE | KEPT_FULL)
 typedef struct { size_t offset_of; int width; int modes; } LayerField;
 static const LayerField real_fields[] = {
     {offsetof(LayerActs, ln1), 1, KEPT_NONE},
-    {offsetof(LayerActs, qkv), 3, KEPT_NONE},
+    {offsetof(LayerActs, qkv), 0, KEPT_NONE},
     {offsetof(LayerActs, atty), 1, KEEP_ALL},
     {offsetof(LayerActs, residual2), 1, KEPT_NONE | KEPT_SELECTIVE},
     {offsetof(LayerActs, ln2), 1, KEPT_NONE},
@@ -49,6 +50,9 @@ static const LayerField stat_fields[] = {
 enum { NREAL_FIELDS = sizeof real_fields / sizeof real_fields[0],
        NSTAT_FIELDS = sizeof stat_fields / sizeof stat_fields[0] };
 
+static size_t real_width(const GPTConfig* c, int i) {
+    return real_fields[i].width ? (size_t)real_fields[i].width * c->C : (size_t)gpt_qkv_width(c);
+}
 static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
 static real_stat** stat_slot(LayerActs* x, int i) {
     return (real_stat**)((char*)x + stat_fields[i].offset_of);
@@ -65,7 +69,7 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
     total += BT * C;
     for (int i = 0; i < NREAL_FIELDS; i++) {
         if (base) *real_slot(x, i) = base + total;
-        total += (kept(real_fields[i].modes, r) ? L : 1) * BT * real_fields[i].width * C;
+        total += (kept(real_fields[i].modes, r) ? L : 1) * BT * real_width(c, i);
     }
     if (base) a->lnf = base + total, a->logits = base + total + BT * C;
     total += BT * C + BT * (size_t)c->Vp;
@@ -83,10 +87,10 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
 
 LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* c, int B, int T,
                          GptRecompute r, int l) {
-    const size_t BT = (size_t)B * T, C = c->C;
+    const size_t BT = (size_t)B * T;
     LayerActs x = a->layers;
     for (int i = 0; i < NREAL_FIELDS; i++)
-        if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_fields[i].width * C;
+        if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_width(c, i);
     for (int i = 0; i < NSTAT_FIELDS; i++) {
         const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
         if (kept(stat_fields[i].modes, r)) *stat_slot(&x, i) += (size_t)l * BT * width;

@@ -43,6 +43,7 @@ int gpt_config_preset(const char* name, int max_T, int V, GPTConfig* cfg) {
         cfg->V = V > 0 ? V : GPT2_VOCAB;
         cfg->Vp = gpt_padded_vocab(cfg->V);
         cfg->window = cfg->window_every = 0;   // the presets are causal in every layer
+        cfg->kv_heads = 0;                     // and have one key/value head per query head
         return 0;
     }
     return -1;
@@ -88,6 +89,11 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     if (c->window < 0 || c->window > c->max_T) {
         snprintf(err, errlen, "attention window: expected 0 (none) to the context %d, found %d",
                  c->max_T, c->window);
+        return -1;
+    }
+    if (c->kv_heads < 0 || c->kv_heads > c->NH || (c->kv_heads > 0 && c->NH % c->kv_heads != 0)) {
+        snprintf(err, errlen, "key/value heads: expected a divisor of the %d heads (0: one per "
+                 "head), found %d", c->NH, c->kv_heads);
         return -1;
     }
     if (c->window > 0 ? c->window_every < 1 || c->window_every > c->L : c->window_every != 0) {

@@ -19,7 +19,21 @@ typedef struct {
     // l % window_every == 0 (1: every layer; 2: layers 0, 2, 4, ... alternate with dense ones).
     int window;
     int window_every;   // 0 when window is 0
+    // Grouped-query attention (Ainslie et al. 2023, Megatron-LM's --num-query-groups): 0 (the
+    // default, llm.c's) for one key/value head per query head; G >= 1 dividing NH for G key/value
+    // heads, each read by NH / G consecutive query heads. The qkv projection is then C + 2 G HS
+    // wide (gpt_qkv_width) and every schedule moves G / NH of the K/V bytes.
+    int kv_heads;
 } GPTConfig;
+
+// Key/value heads: NH, or kv_heads under grouped-query attention.
+static inline int gpt_kv_heads(const GPTConfig* cfg) {
+    return cfg->kv_heads > 0 ? cfg->kv_heads : cfg->NH;
+}
+// Columns of the qkv projection: C of queries, then the K and V heads (3C without GQA).
+static inline int gpt_qkv_width(const GPTConfig* cfg) {
+    return cfg->C + 2 * gpt_kv_heads(cfg) * (cfg->C / cfg->NH);
+}
 
 // The attention window of layer l: cfg->window for a banded layer, 0 (causal) otherwise.
 static inline long gpt_layer_window(const GPTConfig* cfg, int l) {

@@ -15,13 +15,13 @@ static const char* const param_names[NUM_PARAM_TENSORS] = {
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
-    const size_t L = c->L, C = c->C;
+    const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
     s[0] = (size_t)c->Vp * C;
     s[1] = (size_t)c->max_T * C;
     s[2] = L * C;
     s[3] = L * C;
-    s[4] = L * 3 * C * C;
-    s[5] = L * 3 * C;
+    s[4] = L * W * C;
+    s[5] = L * W;
     s[6] = L * C * C;
     s[7] = L * C;
     s[8] = L * C;
@@ -193,9 +193,9 @@ typedef struct {
         *fcprojb;
 } LayerParams;
 
-static LayerParams layer_params(const ParameterTensors* p, int l, int C) {
+static LayerParams layer_params(const ParameterTensors* p, int l, int C, int W) {
     const size_t lc = (size_t)l * C;
-    LayerParams w = {p->ln1w + lc, p->ln1b + lc, p->qkvw + lc * 3 * C, p->qkvb + lc * 3,
+    LayerParams w = {p->ln1w + lc, p->ln1b + lc, p->qkvw + lc * W, p->qkvb + (size_t)l * W,
                      p->attprojw + lc * C, p->attprojb + lc, p->ln2w + lc, p->ln2b + lc,
                      p->fcw + lc * 4 * C, p->fcb + lc * 4, p->fcprojw + lc * 4 * C,
                      p->fcprojb + lc};
@@ -279,7 +279,8 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
 
 void gpt_forward_loaded(GPT* m) {
     const GPTConfig* c = &m->cfg;
-    const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH;
+    const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, NKV = gpt_kv_heads(c);
+    const int W = gpt_qkv_width(c);
     const int BT = B * T;
     ActivationTensors* a = &m->acts;
     const ParameterTensors* p = &m->params;
@@ -292,13 +293,13 @@ void gpt_forward_loaded(GPT* m) {
     const real* residual = a->encoded;
     for (int l = 0; l < c->L; l++) {
         begin = mark(m);
-        LayerParams w = layer_params(p, l, C);
+        LayerParams w = layer_params(p, l, C, W);
         LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
         // Only layer 0's ln1 stands alone: every other LayerNorm (ln2, the next layer's ln1, lnf)
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
-        matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
-        m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, HS, x.qkv, x.atty,
+        matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, W);
+        m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                               x.att_lse);
         // The output projection lands in residual2, then the residual is added in place.
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
@@ -308,7 +309,7 @@ void gpt_forward_loaded(GPT* m) {
         matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
         // residual3 += residual2, normalised by the next layer's ln1, or by lnf after the last.
         if (l + 1 < c->L) {
-            LayerParams wn = layer_params(p, l + 1, C);
+            LayerParams wn = layer_params(p, l + 1, C, W);
             LayerActs xn = gpt_layer_acts(a, c, B, T, m->recompute, l + 1);
             fused_residual_layernorm_forward(x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
                                              x.residual3, x.residual2, wn.ln1w, wn.ln1b, BT, C);
@@ -350,7 +351,7 @@ double gpt_loss_read(const GPT* m) {
 static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real* residual) {
     const int BT = m->B * m->T, C = m->cfg.C;
     layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
-    matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+    matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, gpt_qkv_width(&m->cfg));
     if (m->recompute == GPT_RECOMPUTE_FULL) {   // residual2 too: the output projection, the add
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
         fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
@@ -364,6 +365,7 @@ static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real
 void gpt_backward(GPT* m, double dloss) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, L = c->L;
+    const int NKV = gpt_kv_heads(c), W = gpt_qkv_width(c);
     const int BT = B * T;
     const size_t btc = (size_t)BT * C;
     ActivationTensors* a = &m->acts;
@@ -396,7 +398,7 @@ void gpt_backward(GPT* m, double dloss) {
 
     for (int l = L - 1; l >= 0; l--) {
         begin = mark(m);
-        LayerParams w = layer_params(p, l, C), dw = layer_params(g, l, C);
+        LayerParams w = layer_params(p, l, C, W), dw = layer_params(g, l, C, W);
         LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
         const real* residual =
             l > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, l - 1).residual3 : a->encoded;
@@ -414,11 +416,11 @@ void gpt_backward(GPT* m, double dloss) {
         real* datty = m->dbuf_c;
         matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C,
                                   mode);
-        real* dqkv = m->dbuf_4c_a;   // (B, T, 3C), overwritten by the attention layer
-        m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, HS, x.qkv, x.atty,
+        real* dqkv = m->dbuf_4c_a;   // (B, T, W), overwritten by the attention layer
+        m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                                x.att_lse, datty, dqkv);
         real* dln1 = m->dbuf_c;
-        matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, 3 * C, mode);
+        matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, W, mode);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
                            x.ln1_rstd, BT, C, mode);
         compute_span(m, begin, NULL, l, "backward");

@@ -15,7 +15,7 @@ static const char* const term_names[MEMORY_NTERMS] = {
     "parameters", "gradients", "fp32 master weights", "AdamW m, v", "ZeRO-1 shard scratch",
     "parameter staging",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
-    "attention dQ workspace", "tokens",
+    "attention dQ workspace", "attention GQA workspace", "tokens",
     "step scalars", "gradient buckets", "transport scratch", "sampler (rank 0)",
     "cuBLASLt workspace", "host parameter copy"};
 
@@ -58,10 +58,11 @@ enum {
     SCALARS = 3                       // GPT_NUM_SCALARS doubles
 };
 
-// model/gpt.c gpt_num_params in closed form: wte, wpe, 12 C^2 + 13 C per layer, lnf.
+// model/gpt.c gpt_num_params in closed form: wte, wpe, per layer the qkv projection (W = 3C
+// without grouped-query attention) C W + W and the rest 9 C^2 + 10 C, lnf.
 static size_t num_params(const GPTConfig* g) {
-    const size_t C = g->C, L = g->L;
-    return (size_t)g->Vp * C + (size_t)g->max_T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    const size_t C = g->C, L = g->L, W = gpt_qkv_width(g);
+    return (size_t)g->Vp * C + (size_t)g->max_T * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -81,17 +82,18 @@ static size_t layer_workspace(const MemoryConfig* c) {
 // (attention/attention2d.c, attention2d_overlap.c, ring.c, ulysses.c) by attention/dist_scratch.h.
 static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
     const size_t S = (size_t)B * T * c->cfg.C, L = (size_t)B * c->cfg.NH * T;
+    const size_t Skv = S / c->cfg.NH * gpt_kv_heads(&c->cfg);
     const size_t r = c->real_bytes, a = c->stat_bytes, pq = c->pq, pkv = c->pkv;
     if (P == 1) return L * a;   // local: the backward's rowsum(dO * O)
     switch (c->schedule) {
     case MEMORY_ATTN_2D: {
         Attention2DScratch z;   // the 2d create keeps every layer's K/V, or one column's
-        attention2d_scratch(&z, S, L, r, a, pq, pkv, c->keep_kv ? (size_t)c->cfg.L : 0);
+        attention2d_scratch(&z, S, Skv, L, r, a, pq, pkv, c->keep_kv ? (size_t)c->cfg.L : 0);
         return attention2d_scratch_total(&z);
     }
     case MEMORY_ATTN_2D_OVERLAP: {
         Attention2DOverlapScratch z;
-        attention2d_overlap_scratch(&z, S, L, r, a, pq, pkv, c->flash_kernels);
+        attention2d_overlap_scratch(&z, S, Skv, L, r, a, pq, pkv, c->flash_kernels);
         return attention2d_overlap_scratch_total(&z);
     }
     case MEMORY_ATTN_ULYSSES:
@@ -99,13 +101,14 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
         const int usp = c->schedule == MEMORY_ATTN_USP;
         UlyssesScratch z;
         RingScratch ring;
-        ulysses_scratch(&z, S, L, r, a, usp);
-        ring_scratch(&ring, S, L, r, a, 1, c->flash_kernels);
+        ulysses_scratch(&z, S, Skv, L, r, a, usp);
+        ring_scratch(&ring, S, Skv, L, r, a, 1, c->flash_kernels);
         return ulysses_scratch_total(&z) + (usp ? ring_scratch_total(&ring) : 0);
     }
     default: {
         RingScratch z;   // zigzag: two runs of positions per rank
-        ring_scratch(&z, S, L, r, a, c->schedule == MEMORY_ATTN_ZIGZAG ? 2 : 1, c->flash_kernels);
+        ring_scratch(&z, S, Skv, L, r, a, c->schedule == MEMORY_ATTN_ZIGZAG ? 2 : 1,
+                     c->flash_kernels);
         return ring_scratch_total(&z);
     }
     }
@@ -123,7 +126,9 @@ static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
 // Ulysses all T = P Tl queries of NH / P heads; USP the ring's pq Tl queries of NH / pq heads.
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     if (!c->flash_kernels) return 0;
-    if (P == 1) return dq_workspace(c, B, T, 1);
+    // (local under grouped-query attention: the widened call's partial form, whose fp32 dQ is the
+    // GQA workspace's, attention_gqa)
+    if (P == 1) return dq_workspace(c, B, T, gpt_kv_heads(&c->cfg) == c->cfg.NH);
     switch (c->schedule) {
     case MEMORY_ATTN_2D: return dq_workspace(c, B, (size_t)c->pkv * T, 0);
     case MEMORY_ATTN_ZIGZAG: return dq_workspace(c, B, T / 2, 0);
@@ -133,6 +138,26 @@ static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
         return flash_bwd_semaphore_bytes(B, c->cfg.NH / c->pq, (size_t)c->pq * T);
     default: return dq_workspace(c, B, T, 0);
     }
+}
+
+// Grouped-query attention on CUDA (attention/flash_workspace.h): the largest call's K|V widened
+// to its query heads and, for the backward, its widened fp32 gradients (with dQ in the
+// single-device bf16 form); the calls as attention_dq's (Ulysses unchunked). One workspace per
+// stream, so the sampler's forward (1 x context, all heads) shares it: the larger of the two.
+static size_t attention_gqa(const MemoryConfig* c, int B, int T, int P) {
+    const GPTConfig* g = &c->cfg;
+    if (!c->cuda || gpt_kv_heads(g) == g->NH) return 0;
+    const size_t HS = g->C / g->NH, r = c->real_bytes;
+    size_t NH = g->NH, Tq = T, Tk = T;
+    int floatx_dq = 0;
+    if (P == 1) floatx_dq = c->flash_kernels;
+    else if (c->schedule == MEMORY_ATTN_2D) Tq = (size_t)c->pkv * T, Tk = (size_t)c->pq * T;
+    else if (c->schedule == MEMORY_ATTN_ZIGZAG) Tq = Tk = T / 2;
+    else if (c->schedule == MEMORY_ATTN_ULYSSES) NH /= P, Tq = Tk = (size_t)P * T;
+    else if (c->schedule == MEMORY_ATTN_USP) NH /= c->pq, Tq = Tk = (size_t)c->pq * T;
+    const size_t train = gqa_kv_bytes(B, Tk, NH, HS, r) + gqa_grad_bytes(B, Tq, Tk, NH, HS, floatx_dq);
+    const size_t sampler = c->sampler ? gqa_kv_bytes(1, g->max_T, g->NH, HS, r) : 0;
+    return train > sampler ? train : sampler;
 }
 
 // Saved activations of B x T tokens, real and statistics, as model/activations.c lays them out.
@@ -177,6 +202,7 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     b[MEMORY_LAYER_WORKSPACE] = layer_workspace(c);
     b[MEMORY_ATTENTION] = attention_scratch(c, c->B, c->T, c->pq * c->pkv);
     b[MEMORY_ATTENTION_DQ] = attention_dq(c, c->B, c->T, c->pq * c->pkv);
+    b[MEMORY_ATTENTION_GQA] = attention_gqa(c, c->B, c->T, c->pq * c->pkv);
     // inputs, targets, the inputs' rows by token (model/gpt.c); on the CPU also the host copy of
     // the inputs, the order and its sort scratch, which live in the same memory. A document mask
     // adds the bounds of the full sequences (starts and ends) and their host copy; positions

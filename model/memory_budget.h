@@ -35,6 +35,8 @@ typedef enum {
     MEMORY_ATTENTION,         // the attention schedule's scratch
     MEMORY_ATTENTION_DQ,      // the bf16 CUDA attention backward's dQ workspace: the fp32 dQ
                               // accumulator and the query tiles' semaphores (partial_attention.cu)
+    MEMORY_ATTENTION_GQA,     // grouped-query attention on CUDA: the kernels' K|V widened to the
+                              // query heads and the widened fp32 gradients (partial_attention.cu)
     MEMORY_TOKENS,            // input and target token ids, the inputs' rows by token
     MEMORY_SCALARS,           // the step's loss / norm / clip doubles
     MEMORY_GRAD_BUCKETS,      // gradient buckets: reduced in place, nothing of their own

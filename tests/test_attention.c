@@ -160,7 +160,7 @@ static void check_split(int T, long window, long qoff, long sq, int nq, int part
                         const long* koff, long sk, int nk, const char* label) {
     float *q = random_rows(T), *k = random_rows(T), *v = random_rows(T), *g = random_rows(T);
     // Full single-device reference.
-    AttentionProblem full = {.B = B, .NH = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
+    AttentionProblem full = {.B = B, .NH = NH, .NKV = NH, .HS = HS, .Tq = T, .Tk = T, .qpos = {0, 1},
                              .kpos = {0, 1}, .window = window, .docs = test_docs};
     double* o_full = calloc((size_t)B * T * C, sizeof(double));
     double* lse_full = calloc((size_t)B * NH * T, sizeof(double));
@@ -187,7 +187,7 @@ static void check_split(int T, long window, long qoff, long sq, int nq, int part
     float *merged_o = NULL, *merged_lse = NULL;
     float* dq_sum = calloc((size_t)B * nq * C, sizeof(float));
     for (int part = 0; part < parts; part++) {
-        AttentionProblem p = {.B = B, .NH = NH, .HS = HS, .Tq = nq, .Tk = nk,
+        AttentionProblem p = {.B = B, .NH = NH, .NKV = NH, .HS = HS, .Tq = nq, .Tk = nk,
                               .qpos = {qoff, sq}, .kpos = {koff[part], sk}, .window = window,
                               .docs = test_docs};
         float *kl = take_rows(k, T, koff[part], sk, nk), *vl = take_rows(v, T, koff[part], sk, nk);
@@ -238,6 +238,81 @@ static void check_split(int T, long window, long qoff, long sq, int nq, int part
     free(ql); free(gl); free(lse_l); free(d_l); free(lse_lf); free(d_lf);
     free(q); free(k); free(v); free(g); free(o_full); free(lse_full); free(d_full);
     free(dq_full); free(dk_full); free(dv_full);
+}
+
+// Grouped-query attention: NQ query heads over NKV key/value heads (query head h reads K/V head
+// h / (NQ / NKV)), against a naive double reference written from that definition alone: the
+// forward, and the backward whose dK, dV sum the group's query heads. Queries at qoff + sq i (a
+// mesh row's or Ring chunk's), keys at 0, 1, 2, ...; dq, dk, dv start at 1 (the kernel adds).
+static void check_gqa(int NQ, int NKV, int T, long window, long qoff, long sq, int nq) {
+    char label[64];
+    snprintf(label, sizeof label, "gqa %d/%d T%d window %ld q %ld+%ld", NQ, NKV, T, window, qoff, sq);
+    const int G = NQ / NKV, CQ = NQ * HS, CK = NKV * HS;
+    const long nqr = (long)B * nq * CQ, nkr = (long)B * T * CK, nl = (long)B * NQ * nq;
+    float *q = malloc(sizeof(float) * nqr), *g = malloc(sizeof(float) * nqr);
+    float *k = malloc(sizeof(float) * nkr), *v = malloc(sizeof(float) * nkr);
+    for (long i = 0; i < nqr; i++) q[i] = uniform(), g[i] = uniform();
+    for (long i = 0; i < nkr; i++) k[i] = uniform(), v[i] = uniform();
+    AttentionProblem p = attention_problem(B, NQ, HS, nq, T, token_positions(qoff, sq),
+                                           token_positions(0, 1));
+    p.NKV = NKV;
+    p.window = window;
+    float *o = poisoned(nqr), *lse = poisoned(nl), *d = poisoned(nl);
+    attention_partial_forward(&p, q, CQ, k, CK, v, CK, o, CQ, lse);
+    attention_row_dot(&p, o, CQ, g, CQ, d);
+    float *dq = malloc(sizeof(float) * nqr), *dk = malloc(sizeof(float) * nkr);
+    float* dv = malloc(sizeof(float) * nkr);
+    for (long i = 0; i < nqr; i++) dq[i] = 1;
+    for (long i = 0; i < nkr; i++) dk[i] = dv[i] = 1;
+    attention_partial_backward(&p, q, CQ, k, CK, v, CK, g, CQ, lse, d, dq, CQ, dk, CK, dv, CK);
+
+    double *o_ref = calloc(nqr, sizeof(double)), *lse_ref = calloc(nl, sizeof(double));
+    double *dq_ref = calloc(nqr, sizeof(double)), *dk_ref = calloc(nkr, sizeof(double));
+    double* dv_ref = calloc(nkr, sizeof(double));
+    for (long i = 0; i < nqr; i++) dq_ref[i] = 1;
+    for (long i = 0; i < nkr; i++) dk_ref[i] = dv_ref[i] = 1;
+    double* w = malloc(sizeof(double) * T);   // one row's probabilities
+    const double scale = 1 / sqrt((double)HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NQ; h++)
+            for (int i = 0; i < nq; i++) {
+                const long qp = qoff + sq * i, qr = ((long)b * nq + i) * CQ + h * HS;
+                double m = -INFINITY, sum = 0, dsum = 0;
+                for (int j = 0; j < T; j++) {
+                    const long kr = ((long)b * T + j) * CK + (h / G) * HS;
+                    double acc = 0;
+                    for (int c = 0; c < HS; c++) acc += (double)q[qr + c] * k[kr + c];
+                    w[j] = j <= qp && (window == 0 || j > qp - window) ? acc * scale : -INFINITY;
+                    m = w[j] > m ? w[j] : m;
+                }
+                for (int j = 0; j < T; j++) sum += w[j] == -INFINITY ? 0 : exp(w[j] - m);
+                lse_ref[((long)b * NQ + h) * nq + i] = m + log(sum);
+                for (int j = 0; j < T; j++) {
+                    w[j] = w[j] == -INFINITY ? 0 : exp(w[j] - m) / sum;
+                    const long kr = ((long)b * T + j) * CK + (h / G) * HS;
+                    for (int c = 0; c < HS; c++) o_ref[qr + c] += w[j] * v[kr + c];
+                }
+                for (int c = 0; c < HS; c++) dsum += o_ref[qr + c] * g[qr + c];
+                for (int j = 0; j < T; j++) {
+                    if (w[j] == 0) continue;
+                    const long kr = ((long)b * T + j) * CK + (h / G) * HS;
+                    double dp = 0;
+                    for (int c = 0; c < HS; c++) dp += (double)g[qr + c] * v[kr + c];
+                    const double ds = w[j] * (dp - dsum) * scale;
+                    for (int c = 0; c < HS; c++) {
+                        dq_ref[qr + c] += ds * k[kr + c];
+                        dk_ref[kr + c] += ds * q[qr + c];
+                        dv_ref[kr + c] += w[j] * g[qr + c];
+                    }
+                }
+            }
+    expect("gqa o", label, rel_error(o, o_ref, nqr), &worst_out);
+    expect("gqa lse", label, rel_error(lse, lse_ref, nl), &worst_out);
+    expect("gqa dq", label, rel_error(dq, dq_ref, nqr), &worst_grad);
+    expect("gqa dk", label, rel_error(dk, dk_ref, nkr), &worst_grad);
+    expect("gqa dv", label, rel_error(dv, dv_ref, nkr), &worst_grad);
+    void* all[] = {q, g, k, v, o, lse, d, dq, dk, dv, o_ref, lse_ref, dq_ref, dk_ref, dv_ref, w};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
 
 int main(void) {
@@ -341,6 +416,12 @@ int main(void) {
     }
     test_docs = (DocumentBounds){0};
     free(doc_tokens); free(doc_start); free(doc_end);
+    // Grouped-query attention: groups of 2 and 4 query heads and multi-query (one K/V head), on
+    // one device (causal, and a window across tiles), a mesh row's strided queries, a Ring chunk.
+    check_gqa(4, 2, 131, 0, 0, 1, 131);
+    check_gqa(4, 1, 131, 70, 0, 1, 131);
+    check_gqa(8, 2, 96, 0, 1, 3, 32);
+    check_gqa(4, 2, 120, 5, 60, 1, 30);
     // The pairs the trainer's summary counts (document_pairs): documents [0, 3), [3, 5), [5, 6).
     const int six[6] = {0, 0, 0, 3, 3, 5};
     const double pairs[4] = {document_pairs(six, 1, 6, 0), document_pairs(six, 1, 6, 2),

@@ -4,7 +4,9 @@
 // rank), a
 // collective's alpha-beta time on a known answer, the cluster parser's one-line errors, the
 // ranked table, the committed cluster files, and --recompute: the recomputed kernels' time and
-// nothing else, the ranking's choice of the cheapest mode that fits, an explicit one kept.
+// nothing else, the ranking's choice of the cheapest mode that fits, an explicit one kept; and
+// grouped-query attention: the parameters and GEMMs of the narrower qkv projection, K/V bytes,
+// the CUDA kernels' widening passes, Ulysses' and USP's split of the key/value heads.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,13 @@ static Cluster parse_or_die(const char* name, const char* text) {
     return c;
 }
 
-static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0}; }
+static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0, 0}; }
+// The same with grouped-query attention: kv of its 4 heads' key/value heads.
+static CostShape tiny_gqa(long T, int kv) {
+    CostShape s = tiny_shape(T);
+    s.kv_heads = kv;
+    return s;
+}
 
 static CostPrediction predict(const CostConfig* g, const Cluster* c) {
     CostPrediction p;
@@ -55,6 +63,7 @@ static CostPrediction predict(const CostConfig* g, const Cluster* c) {
 // steps: the ring family's (ring_steps; P for the whole ring).
 static double reference_attention_bytes(const CostConfig* g, size_t act, size_t acc, int steps) {
     const int P = g->pq * g->pkv, Tl = (int)(g->T / P), NH = g->shape.NH, HS = g->shape.C / NH;
+    const int NKV = g->shape.kv_heads ? g->shape.kv_heads : NH;
     double most = 0;
     for (int i = 0; i < P; i++) {
         Mesh m;
@@ -63,11 +72,11 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
         double bytes = 0;
         for (int ph = COMM_FORWARD; ph <= COMM_BACKWARD; ph++) {
             CommVolume v;
-            if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, HS, g->keep_kv, act, acc);
-            else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, HS, act, acc);
-            else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, HS, cost_chunks(g), act, acc);
-            else if (g->alg == COST_USP) v = usp_volume(&m, ph, g->B, Tl, NH, HS, cost_chunks(g), act, acc);
-            else v = ring_volume(&m, ph, g->B, Tl, NH, HS, steps, act, acc);
+            if (g->alg == COST_2D) v = attention2d_volume(&m, ph, g->B, Tl, NH, NKV, HS, g->keep_kv, act, acc);
+            else if (g->alg == COST_2D_OVERLAP) v = attention2d_overlap_volume(&m, ph, g->B, Tl, NH, NKV, HS, act, acc);
+            else if (g->alg == COST_ULYSSES) v = ulysses_volume(&m, ph, g->B, Tl, NH, NKV, HS, cost_chunks(g), act, acc);
+            else if (g->alg == COST_USP) v = usp_volume(&m, ph, g->B, Tl, NH, NKV, HS, cost_chunks(g), act, acc);
+            else v = ring_volume(&m, ph, g->B, Tl, NH, NKV, HS, steps, act, acc);
             for (int k = 0; k < COMM_NKINDS; k++) bytes += (double)v.kind[k].bytes;
         }
         most = bytes > most ? bytes : most;
@@ -77,16 +86,20 @@ static double reference_attention_bytes(const CostConfig* g, size_t act, size_t 
 
 // The gradient reduction as train.c does it and comm.h counts it: an all-reduce of the
 // parameters (or ZeRO-1's reduce-scatter + all-gather of padded shards) and the loss scalars.
-static double reference_grad_bytes(const CostConfig* g, double e) {
+// n: the model's parameters.
+static double reference_grad_bytes_of(const CostConfig* g, double e, long long n) {
     const long long W = (long long)g->dp * g->pq * g->pkv;
     if (W == 1) return 0;
-    const long long n = (long long)costmodel_num_params(&g->shape);
     const long long scalars = 2 * (W - 1) * (g->zero ? 2 : 1) * 8 / W;
     if (g->zero) {
         const long long shard = (n + W - 1) / W;
         return (double)(2 * (W - 1) * shard * (long long)e + scalars);
     }
     return (double)(2 * (W - 1) * n * (long long)e / W + scalars);
+}
+
+static double reference_grad_bytes(const CostConfig* g, double e) {
+    return reference_grad_bytes_of(g, e, (long long)costmodel_num_params(&g->shape));
 }
 
 static void test_bytes_equal_dist_cost(const Cluster* c) {
@@ -102,6 +115,15 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
         {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
         {tiny_shape(512), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 2},
         {tiny_shape(512), 512, 1, 2, 1, 2, 2, COST_USP, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 2},
+        // grouped-query attention: K, V and their gradients move kv / 4 of the bytes
+        {tiny_gqa(256, 2), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_gqa(384, 1), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_gqa(512, 2), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
+         1},
+        {tiny_gqa(256, 1), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_gqa(512, 2), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_gqa(512, 2), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1},
+        {tiny_gqa(512, 2), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -111,9 +133,10 @@ static void test_bytes_equal_dist_cost(const Cluster* c) {
                                                      g->pq * g->pkv);
         const double grad = reference_grad_bytes(g, c->param_bytes);
         EXPECT(p.attention_bytes == att && p.grad_bytes == grad && p.bytes_per_rank == att + grad,
-               "bytes %s dp %d x %dx%d (accum %d, zero %d, keep_kv %d): model %.0f + %.0f, "
-               "dist_cost %.0f + gradients %.0f", cost_algorithm_name(g->alg), g->dp, g->pq,
-               g->pkv, g->accum, g->zero, g->keep_kv, p.attention_bytes, p.grad_bytes, att, grad);
+               "bytes %s dp %d x %dx%d (accum %d, zero %d, keep_kv %d, key/value heads %d): model "
+               "%.0f + %.0f, dist_cost %.0f + gradients %.0f", cost_algorithm_name(g->alg), g->dp,
+               g->pq, g->pkv, g->accum, g->zero, g->keep_kv, g->shape.kv_heads, p.attention_bytes,
+               p.grad_bytes, att, grad);
     }
 }
 
@@ -772,7 +795,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 // Recompute adds the recomputed kernels' time to backward and nothing else; it saves memory.
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
-    const CostShape s = {4, 256, 4, 512, 1024, 0, 0};
+    const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0};
     CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
@@ -803,7 +826,7 @@ static void test_merges_in_forward(void) {
     const Cluster flat = flat_cluster();
     Cluster fp32 = flat;
     fp32.param_bytes = 4;
-    const CostShape s = {3, 256, 4, 512, 1024, 0, 0};
+    const CostShape s = {3, 256, 4, 512, 1024, 0, 0, 0};
     const int B = 2, T = 1024;
     const struct { CostAlgorithm alg; int pq, pkv, step_merges; } cases[] = {
         {COST_RING, 1, 4, 3}, {COST_ZIGZAG, 2, 2, 3}, {COST_2D_OVERLAP, 2, 2, 2},
@@ -821,6 +844,198 @@ static void test_merges_in_forward(void) {
                "expected %d step merges x %d layers: %.9g s", cost_algorithm_name(cases[k].alg),
                cases[k].pq, cases[k].pkv, got, cases[k].step_merges, s.L, want);
     }
+}
+
+// --- Grouped-query attention -------------------------------------------------------------------
+
+// model/gpt.c's 16 tensors (gpt_param_sizes) counted one by one, the qkv projection W = C + 2 NKV
+// HS wide (NKV = NH without grouped-query attention).
+static double params_by_hand(const CostShape* s) {
+    const double C = s->C, L = s->L, NKV = s->kv_heads ? s->kv_heads : s->NH;
+    const double W = C + 2 * NKV * (C / s->NH), Vp = gpt_padded_vocab(s->V);
+    const double sizes[16] = {Vp * C,    s->max_T * C, L * C,         L * C,
+                              L * W * C, L * W,        L * C * C,     L * C,
+                              L * C,     L * C,        L * 4 * C * C, L * 4 * C,
+                              L * C * 4 * C, L * C,    C,             C};
+    double n = 0;
+    for (int k = 0; k < 16; k++) n += sizes[k];
+    return n;
+}
+
+// The parameter count takes the narrower qkv projection (C + 2 NKV HS columns, 3C without
+// grouped-query attention), and so do the trainer's MFU FLOPs per token.
+static void test_gqa_params(void) {
+    const CostShape shapes[] = {{3, 256, 8, 1000, 512, 0, 0, 2}, {3, 256, 8, 1000, 512, 0, 0, 1},
+                                {3, 256, 8, 1000, 512, 0, 0, 0}, {3, 256, 8, 1000, 512, 0, 0, 8},
+                                {32, 2560, 32, 50257, 131072, 0, 0, 8}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const CostShape* s = &shapes[k];
+        const GPTConfig cfg = costmodel_gpt_config(s);
+        const double got = costmodel_num_params(s), want = params_by_hand(s);
+        EXPECT(got == want && costmodel_flops_per_token(s, 512) ==
+                                  gpt_flops_per_token(&cfg, want, 512),
+               "parameters of L=%d C=%d NH=%d with %d key/value heads: %.0f (the 16 tensors: "
+               "%.0f)", s->L, s->C, s->NH, s->kv_heads, got, want);
+    }
+    const CostShape mha = shapes[2];
+    EXPECT(costmodel_num_params(&mha) == kernel_gpt_num_params(3, 256, 1024, 512) &&
+               costmodel_num_params(&shapes[3]) == costmodel_num_params(&mha),
+           "without grouped-query attention (0 or NH key/value heads): kernel_gpt_num_params");
+}
+
+// The GEMMs of a micro-batch: the qkv projection's forward and both backward GEMMs N x C x W,
+// every other kernel as without grouped-query attention (flat rates: each its kernel_costs floor).
+static void test_gqa_gemms(void) {
+    const Cluster flat = flat_cluster();
+    const CostShape gqa = {3, 256, 8, 1000, 512, 0, 0, 2}, mha = {3, 256, 8, 1000, 512, 0, 0, 0};
+    const double N = 2048, Tl = 1024, C = 256, W = 256 + 2 * 2 * 32, Vp = 1024, L = 3;
+    double gemm, other, gemm_mha, other_mha;
+    costmodel_token_local_split(&flat, &gqa, N, Tl, &gemm, &other);
+    costmodel_token_local_split(&flat, &mha, N, Tl, &gemm_mha, &other_mha);
+    const double widths[4][2] = {{C, W}, {C, C}, {C, 4 * C}, {4 * C, C}};
+    double want = floor_s(kernel_cost_matmul_forward(N, C, 4 * C, 1, 1)) -
+                  floor_s(kernel_cost_matmul_forward(N, C, 4 * C, 1, 0));   // the fused GELU
+    for (int k = 0; k < 4; k++) {
+        const double ic = widths[k][0], oc = widths[k][1];
+        want += floor_s(kernel_cost_matmul_forward(N, ic, oc, 1, 0)) +
+                floor_s(kernel_cost_matmul_backward_dinp(N, ic, oc)) +
+                floor_s(kernel_cost_matmul_backward_dweight(N, ic, oc, 1));
+    }
+    want = L * want + floor_s(kernel_cost_matmul_forward(N, C, Vp, 0, 0)) +
+           floor_s(kernel_cost_matmul_backward_dinp(N, C, Vp)) +
+           floor_s(kernel_cost_matmul_backward_dweight(N, C, Vp, 0));
+    EXPECT(fabs(gemm - want) <= 1e-12 * want && gemm < gemm_mha && other == other_mha,
+           "GEMMs of 2 of 8 key/value heads (qkv %.0f columns): %.9g s (by hand %.9g s; 3C: "
+           "%.9g s), the rest %.9g s (3C: %.9g s)", W, gemm, want, gemm_mha, other, other_mha);
+}
+
+// Communication: a ring moves only K|V blocks and their gradients, all kv / NH as many bytes; 2d
+// also gathers Q, which keeps its size. The gradients' all-reduce is of the smaller model; the
+// FLOPs lose the qkv GEMMs' 6 N C (3C - W) per layer; the step is shorter.
+static void test_gqa_comm(const Cluster* c) {
+    const struct { CostAlgorithm a; int pq, pkv; } cases[] = {
+        {COST_RING, 1, 4}, {COST_ZIGZAG, 1, 4}, {COST_2D, 2, 2}, {COST_2D_OVERLAP, 2, 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const CostConfig mha = {tiny_shape(1024), 1024, 2, 2, 2, cases[k].pq, cases[k].pkv,
+                                cases[k].a, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+        CostConfig gqa = mha;
+        gqa.shape.kv_heads = 1;
+        const CostPrediction pm = predict(&mha, c), pg = predict(&gqa, c);
+        const int ring = cost_algorithm_is_ring(cases[k].a);
+        const double C = 64, W = 64 + 2 * 16, N = 2.0 * 1024 / 4;
+        const double fewer = 2 * 3 * 2 * N * C * (3 * C - W) * 2;   // accum x L x 3 passes x 2 N C
+        const double grad = reference_grad_bytes_of(&gqa, c->param_bytes,
+                                                    (long long)params_by_hand(&gqa.shape));
+        EXPECT((ring ? pg.attention_bytes * 4 == pm.attention_bytes
+                     : pg.attention_bytes < pm.attention_bytes &&
+                           pg.attention_bytes > pm.attention_bytes / 4) &&
+                   pg.grad_bytes == grad && pg.grad_bytes < pm.grad_bytes &&
+                   pg.exposed_comm_s < pm.exposed_comm_s && pg.step_s < pm.step_s &&
+                   fabs(pm.flops_per_rank - pg.flops_per_rank - fewer) <= 1e-12 * fewer &&
+                   pg.attention_flops == pm.attention_flops,
+               "%s %dx%d with 1 of 4 key/value heads: attention %.0f bytes (%s of %.0f), "
+               "gradients %.0f (the smaller model's: %.0f), exposed comm %.6g s (%.6g s), step "
+               "%.6g s (%.6g s), %.0f fewer FLOPs (%.0f expected)", cost_algorithm_name(cases[k].a),
+               cases[k].pq, cases[k].pkv, pg.attention_bytes, ring ? "1/4" : "between 1/4 and 1",
+               pm.attention_bytes, pg.grad_bytes, grad, pg.exposed_comm_s, pm.exposed_comm_s,
+               pg.step_s, pm.step_s, pm.flops_per_rank - pg.flops_per_rank, fewer);
+    }
+}
+
+// The attention call of one device (2d on 1x1). The CUDA kernels (a cluster of its own cores)
+// widen K and V to the NH heads before each call and, in the backward, zero the widened fp32 dK,
+// dV and sum each group's heads into the call's accumulators; the CPU's read the group's head in
+// place: its call reads NKV / NH of the K, V bytes (memory-bound at 10 GB/s). Each pass is the
+// difference of the forward or backward beside the qkv GEMMs'.
+static void test_gqa_attention_passes(void) {
+    const Cluster gpu = flat_cluster();
+    Cluster cpu = gpu;
+    cpu.shared_cores = 1, cpu.memory_bw = 1e10;
+    const CostConfig mha = {tiny_shape(1024), 1024, 2, 1, 1, 1, 1, COST_2D, 0, 0, 0,
+                            GPT_RECOMPUTE_NONE, NULL, 1};
+    CostConfig gqa = mha;
+    gqa.shape.kv_heads = 1;
+    const double B = 2, T = 1024, N = B * T, C = 64, W = 64 + 2 * 16, NH = 4, HS = 16, L = 2;
+    // GEMMs at the flat cluster's rates, or the CPU's 10 GB/s
+    const double bws[2] = {1e12, 1e10};
+    double fwd_gemm[2], bwd_gemm[2];
+    for (int k = 0; k < 2; k++) {
+#define FL(x) kernel_floor_seconds(x, 100e12, 10e12, bws[k], NULL)
+        fwd_gemm[k] = FL(kernel_cost_matmul_forward(N, C, W, 1, 0)) -
+                      FL(kernel_cost_matmul_forward(N, C, 3 * C, 1, 0));
+        bwd_gemm[k] = FL(kernel_cost_matmul_backward_dinp(N, C, W)) +
+                      FL(kernel_cost_matmul_backward_dweight(N, C, W, 1)) -
+                      FL(kernel_cost_matmul_backward_dinp(N, C, 3 * C)) -
+                      FL(kernel_cost_matmul_backward_dweight(N, C, 3 * C, 1));
+#undef FL
+    }
+    const double widen = floor_s(kernel_cost_gqa_widen(N, NH, 1, HS));
+    const KernelCost zero = {0, 2 * 4 * N * NH * HS, 0};
+    const double sums = floor_s(zero) + 2 * floor_s(kernel_cost_gqa_group_sum(N, NH, 1, HS, 1));
+    const CostPrediction gm = predict(&mha, &gpu), gg = predict(&gqa, &gpu);
+    const double want_f = L * (fwd_gemm[0] + 2 * widen);
+    const double want_b = L * (bwd_gemm[0] + 2 * widen + sums);
+    const double got_f = gg.forward_s - gm.forward_s, got_b = gg.backward_s - gm.backward_s;
+    EXPECT(fabs(got_f - want_f) <= 1e-9 * gm.forward_s &&
+               fabs(got_b - want_b) <= 1e-9 * gm.backward_s,
+           "CUDA kernels, 1 of 4 key/value heads: forward %+.9g s (qkv GEMM and 2 widenings: "
+           "%+.9g s), backward %+.9g s (GEMMs, widenings, zeroed and summed gradients: %+.9g s)",
+           got_f, want_f, got_b, want_b);
+    // the CPU's call: K and V read (act bytes, forward) and, backward, read with their fp32
+    // gradients read and written: the same with NKV heads for NH
+    const double k_mha = B * T * NH * HS, k_gqa = B * T * 1 * HS, act = cpu.act_bytes;
+    const double call_f = act * 2 * (k_gqa - k_mha) / 1e10,
+                 call_b = (act * 2 * (k_gqa - k_mha) + 8 * 2 * (k_gqa - k_mha)) / 1e10;
+    const CostPrediction cm = predict(&mha, &cpu), cg = predict(&gqa, &cpu);
+    const double cf = cg.forward_s - cm.forward_s, cb = cg.backward_s - cm.backward_s;
+    EXPECT(fabs(cf - L * (fwd_gemm[1] + call_f)) <= 1e-9 * cm.forward_s &&
+               fabs(cb - L * (bwd_gemm[1] + call_b)) <= 1e-9 * cm.backward_s,
+           "CPU kernels, 1 of 4 key/value heads: forward %+.9g s (qkv GEMM and the call's K, V "
+           "bytes: %+.9g s), backward %+.9g s (%+.9g s)", cf, L * (fwd_gemm[1] + call_f), cb,
+           L * (bwd_gemm[1] + call_b));
+}
+
+// Ulysses and USP split the key/value heads over their all-to-all ranks: with 2 of the tiny
+// shape's 4, P = 4 (or a column of 4) is refused in one line naming them, P = 2 runs in one
+// chunk only; the ranking leaves those out (and, choosing chunks, keeps Ulysses on 2).
+static void test_gqa_ulysses(const Cluster* a100) {
+    const CostShape s = tiny_gqa(1024, 2);
+    CostConfig g = {s, 1024, 1, 1, 1, 1, 4, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
+    CostPrediction p;
+    char err[ERR_LEN] = "";
+    EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == -1 &&
+               !strcmp(err, "mesh: ulysses splits the 2 key/value heads over P = 4 ranks; "
+                            "expected P to divide them"),
+           "ulysses, 2 key/value heads on 4 ranks: '%s'", err);
+    g.alg = COST_USP, g.pq = 4, g.pkv = 2;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == -1 &&
+               !strcmp(err, "mesh: usp splits the 2 key/value heads over the pq = 4 ranks of a "
+                            "column; expected pq to divide them"),
+           "usp, 2 key/value heads on a column of 4: '%s'", err);
+    g.alg = COST_ULYSSES, g.pq = 1, g.pkv = 2, g.chunks = 2;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == -1 &&
+               !strcmp(err, "--a2a-chunks 2: expected a divisor of the 1 key/value heads per "
+                            "rank of ulysses"),
+           "ulysses on 2 ranks in 2 chunks of its 1 key/value head per rank: '%s'", err);
+    g.chunks = 1;
+    err[0] = 0;
+    EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == 0, "ulysses on 2 ranks%s", err);
+    // test_ranked_table's 33 less Ulysses on 4 and USP 4x2
+    const CostQuery q = {s, 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, COST_CHUNKS_AUTO};
+    CostCandidate out[256];
+    const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
+    int split = 1, ulysses2 = 0;
+    for (int k = 0; k < n; k++) {
+        const CostConfig* h = &out[k].config;
+        if (h->alg == COST_ULYSSES) split = split && 2 % (h->pq * h->pkv) == 0;
+        if (h->alg == COST_USP) split = split && 2 % h->pq == 0;
+        ulysses2 += h->alg == COST_ULYSSES && h->pq * h->pkv == 2 && cost_chunks(h) == 1;
+    }
+    EXPECT(n == 31 && split && ulysses2 == 1,
+           "ranked table for 8 ranks with 2 key/value heads: %d candidates (31 expected), all "
+           "all-to-alls dividing them %d, Ulysses on 2 ranks %d", n, split, ulysses2);
 }
 
 // The smallest memory of any candidate of q ranked with a fixed recompute r (no limit).
@@ -898,7 +1113,7 @@ static void test_committed_clusters(void) {
 // Ring on 16 A100 (4 per node): its hops cross nodes; a 4x4 ATTENTION2D mesh has its columns
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
-    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0};
+    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0};
     const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
@@ -958,7 +1173,7 @@ static void test_chunk_pipeline(void) {
     // COST_CHUNKS_AUTO: every Ulysses or USP candidate of the ranking takes the fastest of the
     // counts dividing its heads per rank (none faster among them), the others none.
     {
-        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0};
+        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0};
         const CostQuery q = {wide, 16384, 1, 1, 4, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
                              COST_CHUNKS_AUTO};
         CostCandidate out[64];
@@ -981,7 +1196,7 @@ static void test_chunk_pipeline(void) {
         EXPECT(!bad && a2a > 0, "chunks auto: %d candidates, %d Ulysses or USP, each with its "
                "fastest count dividing its heads per rank", n, a2a);
     }
-    const CostShape big = {2, 256, 4, 512, 16384, 0, 0};
+    const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0};
     CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction one = predict(&h, &flat);
     h.chunks = 2;
@@ -995,7 +1210,7 @@ static void test_chunk_pipeline(void) {
     if (mesh_init(&m, 1, 1, 2, 0, 2, err) != 0) setup_fail("%s", err);
     double bytes[2] = {0, 0};
     for (int ph = 0; ph < 2; ph++) {
-        const CommVolume v = ulysses_volume(&m, (CommPhase)ph, 1, 8192, 4, 64, 1, 2, 4);
+        const CommVolume v = ulysses_volume(&m, (CommPhase)ph, 1, 8192, 4, 4, 64, 1, 2, 4);
         for (int k = 0; k < COMM_NKINDS; k++) bytes[ph] += (double)v.kind[k].bytes;
     }
     const double bw = 10e9, saved_f = big.L * bytes[0] / 2 / bw, saved_b = big.L * bytes[1] / 2 / bw;
@@ -1032,6 +1247,11 @@ int main(void) {
     test_recompute_time_and_memory();
     test_merges_in_forward();
     test_rank_recompute(&a100);
+    test_gqa_params();
+    test_gqa_gemms();
+    test_gqa_comm(&free_compute);
+    test_gqa_attention_passes();
+    test_gqa_ulysses(&a100);
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

@@ -53,6 +53,9 @@
 #                                         layer and phase), flights, waits and bytes as without
 #                                         graphs, host issue spans only outside the graphs, and
 #                                         phase times and fractions in every step record
+#   tests/test_cuda_train.sh gqa-bf16     grouped-query attention (--kv-heads 2 of 4 heads of 16)
+#   tests/test_cuda_train.sh gqa-fp32     against the CPU trainer, within the bounds of bf16 and
+#                                         fp32 above
 #   tests/test_cuda_train.sh hopper-masked  the bf16 trainer at head size 64 (T = 128) with every
 #                                         layer's attention under a document mask, and a window in
 #                                         every second layer: with the default kernels (on the host
@@ -339,6 +342,12 @@ EOF
 
 case "$part" in
   hopper-masked) hopper_masked ;;
+  # Grouped-query attention (4 heads of 16 over 2 key/value heads; the kernels' widened K|V and the
+  # summed dK, dV) against the CPU trainer, which tests/torch_gpt_ref.py checks.
+  gqa-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
+              --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2" ;;
+  gqa-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
+              --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2" ;;
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;
@@ -366,5 +375,5 @@ case "$part" in
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac

@@ -14,6 +14,8 @@
 //   test_dist_attention --dp D --pq Q --pkv K
 //                       [--algo 2d|2d-keep|2d-overlap|ring|striped|zigzag|ulysses|usp|all]
 //                       [--B 2] [--Tl 3 | --T tokens] [--NH 2] [--HS 4] [--comm nccl|mpi-staged]
+//                       [--NKV N]      (grouped-query attention: N key/value heads, dividing NH;
+//                                       default NH)
 //                       [--window W]   (sliding-window attention in both layers and the reference)
 //                       [--documents N] (document masking, about one boundary in N positions)
 //                       [--chunks G]   (ulysses and usp: the heads in G chunks, all-to-alls
@@ -61,6 +63,7 @@ static const uint32_t INPUT_MAGIC = 20250315;
 
 typedef struct {
     int dp, pq, pkv, B, Tl, T, NH, HS;   // T: sequence length, 0 for Tl * P
+    int NKV;                             // key/value heads (0 on the command line: NH)
     int window;                          // 0: causal; W: sliding window
     int documents;                       // 0: none; N: document masking, ~1 boundary in N
     int chunks;                          // ulysses and usp: head chunks
@@ -107,6 +110,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--T")) a.T = parse_int(f, v);
         else if (!strcmp(f, "--NH")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--HS")) a.HS = parse_int(f, v);
+        else if (!strcmp(f, "--NKV")) a.NKV = parse_int(f, v);
         else if (!strcmp(f, "--window")) a.window = parse_int(f, v);
         else if (!strcmp(f, "--documents")) a.documents = parse_int(f, v);
         else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
@@ -114,6 +118,8 @@ static Args parse_args(int argc, char** argv) {
         else fail_msg("unknown or incomplete argument '%s'", f);
         k++;
     }
+    if (a.NKV == 0) a.NKV = a.NH;
+    if (a.NH % a.NKV) fail_msg("--NKV %d: expected a divisor of --NH %d", a.NKV, a.NH);
     return a;
 }
 
@@ -150,19 +156,20 @@ static void* on_backend(const void* host, size_t bytes, const char* what) {
 // The full problem of one dp group and its single-process reference (host memory), computed by
 // this backend's kernels on the whole sequence, as the single-device attention layer does.
 typedef struct {
-    int B, T, NH, HS, C;
-    real *qkv, *dout;           // (B, T, 3C), (B, T, C)
+    int B, T, NH, NKV, HS, C, KVC, W;   // W = C + 2 KVC: a qkv row
+    real *qkv, *dout;           // (B, T, W), (B, T, C)
     real* out;                  // (B, T, C)
     real_acc* lse;              // (B, NH, T)
-    real* dqkv;                 // (B, T, 3C)
+    real* dqkv;                 // (B, T, W)
 } Reference;
 
-static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long window,
+static Reference make_reference(int dp_index, int B, int T, int NH, int NKV, int HS, long window,
                                 DocumentBounds docs) {
     Reference r;
-    r.B = B, r.T = T, r.NH = NH, r.HS = HS, r.C = NH * HS;
-    const int C = r.C;
-    const size_t n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    r.B = B, r.T = T, r.NH = NH, r.NKV = NKV, r.HS = HS, r.C = NH * HS, r.KVC = NKV * HS;
+    r.W = r.C + 2 * r.KVC;
+    const int C = r.C, KVC = r.KVC, W = r.W;
+    const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     r.qkv = (real*)xmalloc(sizeof(real) * n3, "reference qkv");
     r.dout = (real*)xmalloc(sizeof(real) * n1, "reference dout");
     r.out = (real*)xmalloc(sizeof(real) * n1, "reference out");
@@ -181,15 +188,16 @@ static Reference make_reference(int dp_index, int B, int T, int NH, int HS, long
     real* dqkv = (real*)dist_alloc(sizeof(real) * n3, "reference dqkv");
     AttentionProblem p = attention_problem(B, NH, HS, T, T, token_positions(0, 1),
                                            token_positions(0, 1));
+    p.NKV = NKV;
     p.window = window;
     p.docs = docs;
-    dist_attention_forward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, o, C, lse);
+    dist_attention_forward(&p, qkv, W, qkv + C, W, qkv + C + KVC, W, o, C, lse);
     dist_acc_to_real(out, C, o, C, (long)B * T, C);
     dist_attention_row_dot(&p, out, C, dout, C, d);
     dist_zero_acc(g, n3);
-    dist_attention_backward(&p, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, dout, C, lse, d,
-                            g, 3 * C, g + C, 3 * C, g + 2 * C, 3 * C);
-    dist_acc_to_real(dqkv, 3 * C, g, 3 * C, (long)B * T, 3 * C);
+    dist_attention_backward(&p, qkv, W, qkv + C, W, qkv + C + KVC, W, dout, C, lse, d, g, W,
+                            g + C, W, g + C + KVC, W);
+    dist_acc_to_real(dqkv, W, g, W, (long)B * T, W);
     dist_to_host(r.out, out, sizeof(real) * n1);
     dist_to_host(r.lse, lse, sizeof(real_acc) * nl);
     dist_to_host(r.dqkv, dqkv, sizeof(real) * n3);
@@ -266,14 +274,15 @@ static const char* ERR_NAMES[NERR] = {"out", "lse", "dq", "dk", "dv"};
 // schedule's results as a Reference of T = Tl at pos (0, 1)), scaled by max |ref|.
 static void compare(double err[NERR], const Reference* ref, const Reference* other, int Tl,
                     TokenLayout pos, const real* out, const real_acc* lse, const real* dqkv) {
-    const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH, To = other->T;
+    const int B = ref->B, T = ref->T, C = ref->C, NH = ref->NH, To = other->T, W = ref->W;
     err[ERR_OUT] = row_error(out, other->out, B, To, Tl, C, 0, C, pos) /
                    max_abs_cols(ref->out, (long)B * T, C, 0, C);
     err[ERR_LSE] = lse_error(lse, other->lse, B * NH, To, Tl, pos) /
                    max_abs_acc(ref->lse, (long)B * NH * T);
-    for (int part = 0; part < 3; part++) {
-        err[ERR_DQ + part] = row_error(dqkv, other->dqkv, B, To, Tl, 3 * C, part * C, C, pos) /
-                             max_abs_cols(ref->dqkv, (long)B * T, 3 * C, part * C, C);
+    for (int part = 0; part < 3; part++) {   // dQ (C columns), dK, dV (KVC each)
+        const int col = part == 0 ? 0 : C + (part - 1) * ref->KVC, w = part == 0 ? C : ref->KVC;
+        err[ERR_DQ + part] = row_error(dqkv, other->dqkv, B, To, Tl, W, col, w, pos) /
+                             max_abs_cols(ref->dqkv, (long)B * T, W, col, w);
     }
 }
 
@@ -357,15 +366,16 @@ static const char* SCHED_NAMES[NSCHED] = {"2d",      "2d-keep", "2d-overlap", "r
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a) {
     // Bounds above the call's B and HS, so a stride taken from the bounds would show.
     const int B = a->B + 1, HS = a->HS + 1;
+    const int NH = a->NH, NKV = a->NKV;
     switch (s) {
-    case SCHED_2D: return attention2d_create(comm, B, a->Tl, a->NH, HS, 0);
-    case SCHED_2D_KEEP: return attention2d_create(comm, B, a->Tl, a->NH, HS, NUM_LAYERS);
-    case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, a->NH, HS);
-    case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, a->NH, HS);
-    case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, a->NH, HS);
-    case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, a->NH, HS, a->chunks);
-    case SCHED_USP: return attention_usp_create(comm, B, a->Tl, a->NH, HS, a->chunks);
-    default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, a->NH, HS);
+    case SCHED_2D: return attention2d_create(comm, B, a->Tl, NH, NKV, HS, 0);
+    case SCHED_2D_KEEP: return attention2d_create(comm, B, a->Tl, NH, NKV, HS, NUM_LAYERS);
+    case SCHED_2D_OVERLAP: return attention2d_overlap_create(comm, B, a->Tl, NH, NKV, HS);
+    case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, B, a->Tl, NH, NKV, HS);
+    case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, B, a->Tl, NH, NKV, HS);
+    case SCHED_ULYSSES: return attention_ulysses_create(comm, B, a->Tl, NH, NKV, HS, a->chunks);
+    case SCHED_USP: return attention_usp_create(comm, B, a->Tl, NH, NKV, HS, a->chunks);
+    default: return attention_ring_create(comm, RING_CYCLIC, B, a->Tl, NH, NKV, HS);
     }
 }
 
@@ -394,20 +404,20 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
                                                        : RING_ZIGZAG;
         const int steps = ring_steps(layout, m->P, a->Tl, a->window,
                                      a->docs.start ? a->docs.span : 0);
-        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->HS, steps, sizeof(real),
+        return ring_volume(m, phase, a->B, a->Tl, a->NH, a->NKV, a->HS, steps, sizeof(real),
                            sizeof(real_acc));
     }
     if (s == SCHED_ULYSSES)
-        return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->HS, a->chunks, sizeof(real),
+        return ulysses_volume(m, phase, a->B, a->Tl, a->NH, a->NKV, a->HS, a->chunks, sizeof(real),
                               sizeof(real_acc));
     if (s == SCHED_USP)
-        return usp_volume(m, phase, a->B, a->Tl, a->NH, a->HS, a->chunks, sizeof(real),
+        return usp_volume(m, phase, a->B, a->Tl, a->NH, a->NKV, a->HS, a->chunks, sizeof(real),
                           sizeof(real_acc));
     if (s == SCHED_2D_OVERLAP) {
-        return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->HS, sizeof(real),
+        return attention2d_overlap_volume(m, phase, a->B, a->Tl, a->NH, a->NKV, a->HS, sizeof(real),
                                           sizeof(real_acc));
     }
-    return attention2d_volume(m, phase, a->B, a->Tl, a->NH, a->HS, s == SCHED_2D_KEEP,
+    return attention2d_volume(m, phase, a->B, a->Tl, a->NH, a->NKV, a->HS, s == SCHED_2D_KEEP,
                               sizeof(real), sizeof(real_acc));
 }
 
@@ -416,11 +426,12 @@ static CommVolume expected_volume(Schedule s, const Mesh* m, CommPhase phase, co
 // Both layers' forwards, then both backwards, as in training: kept K/V must not mix layers.
 static void run_layers(AttentionLayer* layer, const Args* a, const real* qkv, const real* dout,
                        real* out[NUM_LAYERS], real_acc* lse[NUM_LAYERS], real* dqkv[NUM_LAYERS]) {
-    const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS;
+    const int B = a->B, Tl = a->Tl, NH = a->NH, NKV = a->NKV, HS = a->HS;
     for (int l = 0; l < NUM_LAYERS; l++)
-        layer->forward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l]);
+        layer->forward(layer, l, a->window, B, Tl, NH, NKV, HS, qkv, out[l], lse[l]);
     for (int l = NUM_LAYERS - 1; l >= 0; l--)
-        layer->backward(layer, l, a->window, B, Tl, NH, HS, qkv, out[l], lse[l], dout, dqkv[l]);
+        layer->backward(layer, l, a->window, B, Tl, NH, NKV, HS, qkv, out[l], lse[l], dout,
+                        dqkv[l]);
 }
 
 #ifdef GPT_BACKEND_CUDA
@@ -432,7 +443,8 @@ static int run_graph(Comm* comm, AttentionLayer* layer, const Args* a, const rea
                      real* out[NUM_LAYERS], real_acc* lse[NUM_LAYERS], real* dqkv[NUM_LAYERS],
                      real* poison) {
     static const char* names[3] = {"output", "LSE", "dQKV"};
-    const size_t n1 = (size_t)a->B * a->Tl * a->NH * a->HS, n3 = 3 * n1;
+    const size_t n1 = (size_t)a->B * a->Tl * a->NH * a->HS;
+    const size_t n3 = (size_t)a->B * a->Tl * (a->NH + 2 * a->NKV) * a->HS;
     const size_t nl = (size_t)a->B * a->NH * a->Tl;
     const size_t bytes[3] = {sizeof(real) * n1, sizeof(real_acc) * nl, sizeof(real) * n3};
     void* eager[3][NUM_LAYERS];
@@ -486,7 +498,7 @@ static int run_graph(Comm* comm, AttentionLayer* layer, const Args* a, const rea
 static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* ref,
                         const Results* vs, Results* keep) {
     const Mesh* m = &comm->mesh;
-    const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
+    const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS, W = ref->W;
     AttentionLayer* layer = create_schedule(s, comm, a);
     layer->docs = a->docs;
     const TokenLayout pos = layer->positions, want = expected_positions(s, m, Tl);
@@ -497,13 +509,13 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
                 want.off[0], want.off[1], want.stride, want.chunks);
     }
 
-    const size_t n3 = (size_t)B * Tl * 3 * C, n1 = (size_t)B * Tl * C, nl = (size_t)B * NH * Tl;
+    const size_t n3 = (size_t)B * Tl * W, n1 = (size_t)B * Tl * C, nl = (size_t)B * NH * Tl;
     real* host_qkv = (real*)xmalloc(sizeof(real) * n3, "local qkv");
     real* host_dout = (real*)xmalloc(sizeof(real) * n1, "local dout");
     real* host_out = (real*)xmalloc(sizeof(real) * n1, "local out");
     real_acc* host_lse = (real_acc*)xmalloc(sizeof(real_acc) * nl, "local lse");
     real* host_dqkv = (real*)xmalloc(sizeof(real) * n3, "local dqkv");
-    slice_rows(host_qkv, ref->qkv, B, ref->T, Tl, 3 * C, 0, 3 * C, pos);
+    slice_rows(host_qkv, ref->qkv, B, ref->T, Tl, W, 0, W, pos);
     slice_rows(host_dout, ref->dout, B, ref->T, Tl, C, 0, C, pos);
     for (size_t e = 0; e < n3; e++) host_dqkv[e] = (real)NAN;   // unwritten shows
     real* qkv = (real*)on_backend(host_qkv, sizeof(real) * n3, "local qkv");
@@ -567,8 +579,10 @@ static int run_schedule(Schedule s, Comm* comm, const Args* a, const Reference* 
     const double fwd_max = world_max(comm, (double)fwd.bytes);
     const double bwd_max = world_max(comm, (double)bwd.bytes);
     if (m->world_rank == 0) {
-        printf("%-4s %-10s %s %s dp %d mesh %dx%d T %d:", bad ? "FAIL" : "ok", SCHED_NAMES[s],
+        printf("%-4s %-10s %s %s dp %d mesh %dx%d T %d", bad ? "FAIL" : "ok", SCHED_NAMES[s],
                comm->name, REAL_NAME, m->dp, m->pq, m->pkv, Tl * m->P);
+        if (a->NKV != a->NH) printf(" heads %d kv %d", a->NH, a->NKV);
+        printf(":");
         for (int k = 0; k < NERR; k++) printf(" %s %.1e", ERR_NAMES[k], err[k]);
         printf(" | max bytes/rank/layer fwd %.0f bwd %.0f, %s", fwd_max, bwd_max,
                volume_bad ? "COUNTERS DIFFER FROM THE CLOSED FORM" : "counters = closed form");
@@ -638,7 +652,8 @@ int main(int argc, char** argv) {
         free(tokens);
         free(bounds);
     }
-    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.HS, a.window, a.docs);
+    Reference ref = make_reference(mesh.dp_index, a.B, a.Tl * mesh.P, a.NH, a.NKV, a.HS, a.window,
+                                   a.docs);
     int failed = 0, ran = 0;
     // 2d-overlap is compared with 2d, which runs first (also when only 2d-overlap is asked for).
     Results results_2d;
@@ -658,22 +673,26 @@ int main(int argc, char** argv) {
         // Ulysses splits the heads over the SP ranks, USP over the mesh column.
         const int split = s == SCHED_ULYSSES ? mesh.P : s == SCHED_USP ? mesh.pq : 1;
         const char* over = s == SCHED_ULYSSES ? "P" : "pq";
-        if (a.NH % split != 0) {
+        // (the key/value heads: the query heads' groups split with them)
+        const int gqa = a.NKV != a.NH;
+        const char* kv = gqa ? "key/value " : "";
+        const char* nkv = gqa ? "NKV" : "NH";
+        if (a.NKV % split != 0) {
             if (strcmp(a.algo, "all") != 0)
-                fail_msg("--algo %s: expected a head count divisible by %s = %d, found NH = %d",
-                         SCHED_NAMES[s], over, split, a.NH);
+                fail_msg("--algo %s: expected a %shead count divisible by %s = %d, found %s = %d",
+                         SCHED_NAMES[s], kv, over, split, nkv, a.NKV);
             if (rank == 0)
-                printf("skip %s: NH = %d is not a multiple of %s = %d\n", SCHED_NAMES[s], a.NH,
-                       over, split);
+                printf("skip %s: %s = %d is not a multiple of %s = %d\n", SCHED_NAMES[s], nkv,
+                       a.NKV, over, split);
             continue;
         }
-        if ((s == SCHED_ULYSSES || s == SCHED_USP) && (a.NH / split) % a.chunks != 0) {
+        if ((s == SCHED_ULYSSES || s == SCHED_USP) && (a.NKV / split) % a.chunks != 0) {
             if (strcmp(a.algo, "all") != 0)
-                fail_msg("--chunks %d: expected a divisor of the %d heads per rank of %s",
-                         a.chunks, a.NH / split, SCHED_NAMES[s]);
+                fail_msg("--chunks %d: expected a divisor of the %d %sheads per rank of %s",
+                         a.chunks, a.NKV / split, kv, SCHED_NAMES[s]);
             if (rank == 0)
-                printf("skip %s: %d heads per rank in %d chunks\n", SCHED_NAMES[s], a.NH / split,
-                       a.chunks);
+                printf("skip %s: %d %sheads per rank in %d chunks\n", SCHED_NAMES[s],
+                       a.NKV / split, kv, a.chunks);
             continue;
         }
         failed |= run_schedule((Schedule)s, comm, &a, &ref,

@@ -10,6 +10,7 @@
 //   test_dist_model --dp D --pq Q --pkv K
 //                   [--attention 2d|2d-keep|ring|striped|zigzag|ulysses|usp|local|all]
 //                   [--B 2] [--T 32] [--micro 2] [--layers 2] [--channels 32] [--heads 4]
+//                   [--kv-heads 0 (= heads; fewer: grouped-query attention)]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
 #include <math.h>
@@ -30,6 +31,7 @@ static const uint64_t SEED = 20240520;
 
 typedef struct {
     int dp, pq, pkv, B, T, micro, L, C, NH, V, context, verbose;
+    int NKV;      // key/value heads (--kv-heads; 0: NH)
     int chunks;   // ulysses and usp: head chunks
     const char* attention;
 } Args;
@@ -60,6 +62,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--layers")) a.L = parse_int(f, v);
         else if (!strcmp(f, "--channels")) a.C = parse_int(f, v);
         else if (!strcmp(f, "--heads")) a.NH = parse_int(f, v);
+        else if (!strcmp(f, "--kv-heads")) a.NKV = parse_int(f, v);
         else if (!strcmp(f, "--vocab")) a.V = parse_int(f, v);
         else if (!strcmp(f, "--context")) a.context = parse_int(f, v);
         else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
@@ -137,7 +140,7 @@ typedef struct {
 
 static Reference run_reference(const Args* a, const GPTConfig* cfg) {
     const int rows = a->dp * a->B, T = a->T;
-    AttentionLayer* local = attention_local_create(rows, T, a->NH, a->C / a->NH);
+    AttentionLayer* local = attention_local_create(rows, T, a->NH, gpt_kv_heads(cfg), a->C / a->NH);
     GPT m;
     gpt_create(&m, cfg, rows, T, local, 1);
     init_params(cfg, &m);
@@ -172,16 +175,16 @@ static const char* SCHED_NAMES[NSCHED] = {"local", "2d", "2d-keep", "ring", "str
                                           "ulysses", "usp"};
 
 static AttentionLayer* create_schedule(Schedule s, Comm* comm, const Args* a, int Tl) {
-    const int HS = a->C / a->NH;
+    const int HS = a->C / a->NH, NKV = a->NKV ? a->NKV : a->NH;
     switch (s) {
-    case SCHED_LOCAL: return attention_local_create(a->B, Tl, a->NH, HS);
-    case SCHED_2D: return attention2d_create(comm, a->B, Tl, a->NH, HS, 0);
-    case SCHED_2D_KEEP: return attention2d_create(comm, a->B, Tl, a->NH, HS, a->L);
-    case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, a->B, Tl, a->NH, HS);
-    case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, a->B, Tl, a->NH, HS);
-    case SCHED_ULYSSES: return attention_ulysses_create(comm, a->B, Tl, a->NH, HS, a->chunks);
-    case SCHED_USP: return attention_usp_create(comm, a->B, Tl, a->NH, HS, a->chunks);
-    default: return attention_ring_create(comm, RING_CYCLIC, a->B, Tl, a->NH, HS);
+    case SCHED_LOCAL: return attention_local_create(a->B, Tl, a->NH, NKV, HS);
+    case SCHED_2D: return attention2d_create(comm, a->B, Tl, a->NH, NKV, HS, 0);
+    case SCHED_2D_KEEP: return attention2d_create(comm, a->B, Tl, a->NH, NKV, HS, a->L);
+    case SCHED_RING: return attention_ring_create(comm, RING_CONTIGUOUS, a->B, Tl, a->NH, NKV, HS);
+    case SCHED_ZIGZAG: return attention_ring_create(comm, RING_ZIGZAG, a->B, Tl, a->NH, NKV, HS);
+    case SCHED_ULYSSES: return attention_ulysses_create(comm, a->B, Tl, a->NH, NKV, HS, a->chunks);
+    case SCHED_USP: return attention_usp_create(comm, a->B, Tl, a->NH, NKV, HS, a->chunks);
+    default: return attention_ring_create(comm, RING_CYCLIC, a->B, Tl, a->NH, NKV, HS);
     }
 }
 
@@ -275,7 +278,7 @@ int main(int argc, char** argv) {
     if (mesh_init(&mesh, a.dp, a.pq, a.pkv, rank, size, err) != 0) fail_msg("%s", err);
     if (mesh_check_seq_len(&mesh, a.T, err) != 0) fail_msg("%s", err);
     GPTConfig cfg = {.max_T = a.context, .V = a.V, .Vp = gpt_padded_vocab(a.V), .L = a.L,
-                     .NH = a.NH, .C = a.C};
+                     .NH = a.NH, .C = a.C, .kv_heads = a.NKV};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 
@@ -294,16 +297,17 @@ int main(int argc, char** argv) {
             if (rank == 0) printf("skip zigzag: T/P = %d is odd\n", a.T / mesh.P);
             continue;
         }
-        // Ulysses: NH / P heads per rank; USP: NH / pq.
+        // Ulysses: NKV / P key/value heads per rank; USP: NKV / pq.
         const int split = s == SCHED_ULYSSES ? mesh.P : s == SCHED_USP ? mesh.pq : 1;
         const char* over = s == SCHED_ULYSSES ? "P" : "pq";
-        if (a.NH % split != 0 || ((s == SCHED_ULYSSES || s == SCHED_USP) && a.NH / split % a.chunks)) {
+        const int nkv = gpt_kv_heads(&cfg);
+        if (nkv % split != 0 || ((s == SCHED_ULYSSES || s == SCHED_USP) && nkv / split % a.chunks)) {
             if (!all)
-                fail_msg("--attention %s: expected %s = %d times --chunks %d to divide --heads, "
-                         "found %d", SCHED_NAMES[s], over, split, a.chunks, a.NH);
+                fail_msg("--attention %s: expected %s = %d times --chunks %d to divide the "
+                         "key/value heads, found %d", SCHED_NAMES[s], over, split, a.chunks, nkv);
             if (rank == 0)
-                printf("skip %s: --heads %d is not a multiple of %s = %d times %d chunks\n",
-                       SCHED_NAMES[s], a.NH, over, split, a.chunks);
+                printf("skip %s: %d key/value heads are not a multiple of %s = %d times %d "
+                       "chunks\n", SCHED_NAMES[s], nkv, over, split, a.chunks);
             continue;
         }
         failed |= run_schedule(s, comm, &a, &cfg, &ref);

@@ -87,6 +87,30 @@ logits() { "$PY" tests/generate_logits_check.py "$1" 512 "${@:2}" || fails=$((fa
 # The bytes line: "first F last L; ... (all ranks): M"
 bytes_field() { sed -n 's/.*first \([0-9]*\) last \([0-9]*\);.*: \([0-9]*\)$/\1 \2 \3/p' "$W/err"; }
 
+# cache_vs_recompute NAME: $M from the KV cache, one process (output in $W/cache, and $W/err
+# kept for the caller), against recomputation without a cache: the same tokens, the logits within
+# 1e-5 of the largest.
+cache_vs_recompute() {
+  gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/cache.logits" \
+    || bad "single: $(tail -n 1 "$W/err")"
+  cp "$W/out" "$W/cache"
+  cp "$W/err" "$W/cache.err"
+  if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --recompute --logits-out "$W/full.logits"; then
+    cmp -s "$W/out" "$W/cache" && ok "$1: KV cache tokens == recomputation without a cache" \
+      || { bad "$1: tokens differ from recomputation"; diff "$W/out" "$W/cache" | head -5; }
+    logits "$1: cache vs recomputation" "$W/cache.logits" "$W/full.logits" 1e-5
+  else bad "$1 --recompute: $(tail -n 1 "$W/err")"; fi
+}
+
+# refused WHAT REGEX NP PQ PKV ARGS...: generate on that mesh must fail, a line of its stderr
+# matching REGEX (grep).
+refused() {
+  local what=$1 want=$2; shift 2
+  if gen "$@"; then bad "$what was not refused"
+  elif grep -q "$want" "$W/err"; then ok "$what refused in one line"
+  else bad "$what: $(tail -n 1 "$W/err")"; fi
+}
+
 M=$W/m.bin
 PROMPTS=(--prompt-ids "$(ids 5 1)" --prompt-ids 7 --prompt-ids "$(ids 11 2)" --prompt-ids "$(ids 30 3)")
 case "$test_name" in
@@ -123,21 +147,15 @@ case "$test_name" in
         ok "ranks/pq/pkv $m --a2a-chunks 2 == single process"
       else bad "$m --a2a-chunks 2 differs from single process: $(tail -n 1 "$W/err")"; fi
     done
-    if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp --a2a-chunks 4; then
-      bad "--prefill usp --a2a-chunks 4 with 2 heads per rank was not refused"
-    elif grep -q "^error: rank [0-9]*: --a2a-chunks 4: expected a divisor of the 2 heads per rank of --prefill usp$" "$W/err"; then
-      ok "--a2a-chunks 4 with 2 heads per rank refused in one line"
-    else bad "--prefill usp --a2a-chunks 4: $(tail -n 1 "$W/err")"; fi
-    if gen 8 2 4 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses; then
-      bad "--prefill ulysses on 8 ranks with 4 heads was not refused"
-    elif grep -q "^error: rank [0-9]*: --prefill ulysses: the model .* has 4 heads, which do not split over the P = 8 ranks of --pq 2 x --pkv 4$" "$W/err"; then
-      ok "--prefill ulysses with 4 heads on 8 ranks refused in one line"
-    else bad "--prefill ulysses on 8 ranks: $(tail -n 1 "$W/err")"; fi
-    if gen 8 8 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp; then
-      bad "--prefill usp on a column of 8 with 4 heads was not refused"
-    elif grep -q "^error: rank [0-9]*: --prefill usp: the model .* has 4 heads, which do not split over the --pq 8 ranks of a mesh column$" "$W/err"; then
-      ok "--prefill usp with 4 heads on a column of 8 refused in one line"
-    else bad "--prefill usp on 8x1: $(tail -n 1 "$W/err")"; fi ;;
+    refused "--prefill usp --a2a-chunks 4 with 2 heads per rank" \
+      "^error: rank [0-9]*: --a2a-chunks 4: expected a divisor of the 2 heads per rank of --prefill usp$" \
+      4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp --a2a-chunks 4
+    refused "--prefill ulysses with 4 heads on 8 ranks" \
+      "^error: rank [0-9]*: --prefill ulysses: the model .* has 4 heads, which do not split over the P = 8 ranks of --pq 2 x --pkv 4$" \
+      8 2 4 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses
+    refused "--prefill usp with 4 heads on a column of 8" \
+      "^error: rank [0-9]*: --prefill usp: the model .* has 4 heads, which do not split over the --pq 8 ranks of a mesh column$" \
+      8 8 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill usp ;;
   equal-layouts)
     # Ring's contiguous and Zigzag's two-chunk prefill (prompts not dividing P or 2P: padded
     # layouts), Tree and Ring decoding: == single process on 1x2, 2x2, 2x4; the program exits
@@ -165,16 +183,9 @@ case "$test_name" in
     # the window matters (the same weights without it give other logits); Ring's and Zigzag's
     # prefill layouts are refused in one line.
     trained_model "$M" --attention-window 6
-    gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/cache.logits" \
-      || bad "single: $(tail -n 1 "$W/err")"
-    grep -q 'attention window 6 in every layer' "$W/err" && ok "generate names the window" \
-      || bad "generate does not name the window: $(head -n 1 "$W/err")"
-    cp "$W/out" "$W/cache"
-    if gen 1 1 1 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --recompute --logits-out "$W/full.logits"; then
-      cmp -s "$W/out" "$W/cache" && ok "banded: KV cache tokens == recomputation without a cache" \
-        || { bad "banded: tokens differ from recomputation"; diff "$W/out" "$W/cache" | head -5; }
-      logits "banded: cache vs recomputation" "$W/cache.logits" "$W/full.logits" 1e-5
-    else bad "banded --recompute: $(tail -n 1 "$W/err")"; fi
+    cache_vs_recompute banded
+    grep -q 'attention window 6 in every layer' "$W/cache.err" && ok "generate names the window" \
+      || bad "generate does not name the window: $(head -n 1 "$W/cache.err")"
     equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12
     for extra in "--prefill 2d-overlap" "--prefill striped --decode ring" "--prefill usp" \
                  "--prefill usp --decode ring"; do
@@ -196,6 +207,31 @@ case "$test_name" in
         ok "banded: --prefill $layout refused in one line"
       else bad "banded: --prefill $layout: $(tail -n 1 "$W/err")"; fi
     done ;;
+  gqa)
+    # Grouped-query attention (4 heads of 8 over 2 key/value heads, trained; the cache holds the 2):
+    # the KV cache == recomputation without a cache (tokens; logits within 1e-5); distributed ==
+    # single process (2d on 1x2, 2x2, 2x4; Striped prefill with Ring decoding; Ulysses splitting
+    # the key/value heads over 2 ranks); Ring decoding's bytes per token are the cache rows rank 0
+    # of 2x2 does not hold, 2 layers x 2 key/value heads of 8 x (K, V) x 4 bytes each.
+    trained_model "$M" --heads 4 --kv-heads 2
+    cache_vs_recompute gqa
+    equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12
+    for run in "4 2 2 --prefill striped --decode ring" "2 1 2 --prefill ulysses"; do
+      set -- $run
+      if gen $1 $2 $3 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 "${@:4}" && cmp -s "$W/out" "$W/cache"; then
+        ok "gqa: mesh $2x$3 ${*:4} == single process"
+      else bad "gqa: mesh $2x$3 ${*:4}: $(tail -n 1 "$W/err")"; fi
+    done
+    if gen 4 2 2 --model "$M" --prompt-ids "$(ids 30 3)" --greedy --max-new-tokens 4 --decode ring; then
+      read -r first last mism <<<"$(bytes_field)"
+      want=$(( 2 * (30 - 8) * 2 * 16 * 4 )); wlast=$(( 2 * (33 - 9) * 2 * 16 * 4 ))
+      [ "$mism" = 0 ] && [ "$first" = "$want" ] && [ "$last" = "$wlast" ] \
+        && ok "gqa ring decode: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last" \
+        || bad "gqa ring decode: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
+    else bad "gqa ring decode: $(tail -n 1 "$W/err")"; fi
+    refused "gqa: --prefill ulysses with 2 key/value heads on 4 ranks" \
+      "^error: rank [0-9]*: --prefill ulysses: the model .* has 2 key/value heads, which do not split over the P = 4 ranks" \
+      4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses ;;
   batched|cuda-batched)
     # All sequences of a step in one forward (the default) against one forward per sequence
     # (--decode-batch 1, the reference): prompts of 4 lengths, two of them stopped early by stop
@@ -380,6 +416,6 @@ case "$test_name" in
         && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
         || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
     done ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

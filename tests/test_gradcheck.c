@@ -382,7 +382,7 @@ static double attn_loss(void* ptr) {
 
 static void test_attention(int Tq, int Tk, TokenPositions qpos, TokenPositions kpos,
                            const char* label) {
-    AttnCase c = {.p = {.B = 2, .NH = 2, .HS = 3, .Tq = Tq, .Tk = Tk, .qpos = qpos,
+    AttnCase c = {.p = {.B = 2, .NH = 2, .NKV = 2, .HS = 3, .Tq = Tq, .Tk = Tk, .qpos = qpos,
                         .kpos = kpos}};
     const AttentionProblem* p = &c.p;
     const int C = p->NH * p->HS;
@@ -425,7 +425,7 @@ static double model_loss(void* p) {
 static void test_model(void) {
     GPTConfig cfg = {.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6};
     const int B = 2, T = 7;
-    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, cfg.C / cfg.NH);
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 7, m.params_memory);

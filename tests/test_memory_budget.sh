@@ -57,6 +57,13 @@ case_of() {
     bf16-usp-2x2)       echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention usp --comm nccl --seq-len 160" ;;
     # Document masking's bounds of the full sequences and the positions within documents.
     bf16-documents-2x2) echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --comm nccl --document-mask 7 --reset-position-ids" ;;
+    # Grouped-query attention: the narrower qkv projection and K/V scratch, and the kernels'
+    # widened K|V and fp32 gradients (the sampler's forward sharing the workspace): one rank in
+    # bf16 (2 key/value heads of 4) and fp32 (multi-query), the 2x2 ring, Ulysses 1x2.
+    bf16-gqa)           echo "$BF16 1 ${one[*]} --kv-heads 2 --recompute selective" ;;
+    fp32-mqa)           echo "$FP32 1 ${one[*]} --kv-heads 1 --sample-length 0" ;;
+    bf16-gqa-ring-2x2)  echo "$BF16 4 ${mesh[*]} --heads 4 --kv-heads 2 --pq 2 --pkv 2 --attention ring --comm nccl" ;;
+    fp32-gqa-ulysses-1x2) echo "$FP32 2 ${mesh[*]} --heads 4 --kv-heads 2 --pq 1 --pkv 2 --attention ulysses --comm mpi-staged" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
     # the C library keeps (tens of MiB), so a model of gigabytes (gpt3-125m) and the 5% bound.
     cpu-125m)           echo "$BUILD/train_gpt 1 --preset gpt3-125m --context 256 --batch 1 --seq-len 256 --sample-length 0" ;;
@@ -66,7 +73,7 @@ case_of() {
 CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
 bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
-cpu-125m"
+bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

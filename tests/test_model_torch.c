@@ -33,7 +33,8 @@ typedef struct {
 // size (and whose head size is odd), and that one with sliding-window attention of 7 positions in
 // layers 0 and 2 (GPT-3's alternating banded and dense layers), and the ragged one with document
 // masking (token 5 begins a document; one input in six is a 5), also with the positions counted
-// from each document's start.
+// from each document's start; grouped-query attention, 6 heads of 8 over 2 key/value heads, and
+// multi-query attention (one key/value head) under a window of 5 in layer 0.
 static const Shape shapes[] = {
     {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32, 0, 0},
     {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 0, 0},
@@ -41,6 +42,9 @@ static const Shape shapes[] = {
                 .window_every = 2}, 3, 37, 0, 0},
     {"documents", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5, 0},
     {"document-positions", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 5, 1},
+    {"gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2}, 3, 37, 0, 0},
+    {"mqa-banded", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 4, .C = 40, .window = 5,
+                    .window_every = 2, .kv_heads = 1}, 2, 29, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
 
     const GPTConfig cfg = sh->cfg;
     const int B = sh->B, T = sh->T, BT = B * T;
-    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, cfg.C / cfg.NH);
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 1337, m.params_memory);

@@ -82,6 +82,19 @@ same_text() { [ "$1" = "$2" ]; }
 has() { grep -Eq -- "$2" "$W/$1"; }   # has FILE-IN-W REGEX
 newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | sed 's/^0*//;s/^$/0/'; }
 
+# refused "ARGS|^REGEX"...: the trainer on TINY plus each ARGS (split into words) exits non-zero,
+# its first line of stderr matching REGEX.
+refused() {
+  local c
+  for c in "$@"; do
+    local args=${c%%|^*} want=${c#*|}
+    # shellcheck disable=SC2086
+    train refuse "${TINY[@]}" $args --out-dir "$W/refuse"
+    check "$args: refused ($(head -n 1 "$W/refuse.err"))" eval \
+      "[ \$(rc_of refuse) != 0 ] && head -n 1 '$W/refuse.err' | grep -qE -- '$want'"
+  done
+}
+
 # ---- 1. resume is bit exact ----
 
 # t_resume EXTRA...: 20 steps straight == 10 steps, stop, resume, 10 more.
@@ -494,7 +507,7 @@ t_config() {
     "--total-batch-tokens 48|^error: --total-batch-tokens 48: expected a multiple of"
     "--total-batch-tokens 16|^error: --total-batch-tokens 16: expected a multiple of"
     "--preset gpt5|^error: --preset: expected one of"
-    "--channels 33|^error: --preset/--layers/--channels/--heads: "
+    "--channels 33|^error: --preset/--layers/--channels/--heads/--kv-heads: "
     "--pq 2|pq 2"
     "--dp 2|dp 2"
     "--zero 2|^error: --zero: "
@@ -943,16 +956,9 @@ t_lr_schedules() {
     check "$out" test $rc = 0
   done
   check "the configuration line names the schedule" has wsd.out "warmup 4 steps, then wsd;"
-  local c
-  for c in "--decay-frac 0.3|^error: --decay-frac 0.3: only --lr-schedule wsd has a decay phase of its own" \
-           "--lr-schedule constant --final-lr-frac 0.2|^error: --final-lr-frac 0.2: --lr-schedule constant never decays" \
-           "--lr-schedule step|^error: --lr-schedule: expected one of cosine|linear|constant|wsd"; do
-    local args=${c%%|^*} want=${c#*|}
-    # shellcheck disable=SC2086
-    train refuse "${TINY[@]}" $args --out-dir "$W/refuse"
-    check "$args: refused ($(head -n 1 "$W/refuse.err"))" eval \
-      "[ \$(rc_of refuse) != 0 ] && head -n 1 '$W/refuse.err' | grep -qE -- '$want'"
-  done
+  refused "--decay-frac 0.3|^error: --decay-frac 0.3: only --lr-schedule wsd has a decay phase of its own" \
+          "--lr-schedule constant --final-lr-frac 0.2|^error: --final-lr-frac 0.2: --lr-schedule constant never decays" \
+          "--lr-schedule step|^error: --lr-schedule: expected one of cosine|linear|constant|wsd"
 }
 
 # --attention-window: the configuration names it, the model file carries it (header[8..9]) and
@@ -978,17 +984,43 @@ sys.exit(struct.unpack_from("<ii", open(sys.argv[1], "rb").read(), 32) != (3, 2)
     --attention-window 0 --eval-every 0 --out-dir "$W/from-dense"
   expect_rc from-dense 0
   check "--attention-window 0 trains it dense" eval "! grep -q 'attention window' '$W/from-dense.out'"
-  local c
-  for c in "--window-every 2|^error: --window-every 2: expected --attention-window W >= 1 with it, found no window" \
-           "--attention-window 33|^error: --attention-window/--window-every: attention window: expected 0 \(none\) to the context 32, found 33" \
-           "--attention-window 4 --window-every 3|^error: --attention-window/--window-every: window every: expected 1 to the layer count, found 3" \
-           "--attention-window -1|^error: --attention-window"; do
-    local args=${c%%|^*} want=${c#*|}
-    # shellcheck disable=SC2086
-    train refuse "${TINY[@]}" --layers 2 $args --out-dir "$W/refuse"
-    check "$args: refused ($(head -n 1 "$W/refuse.err"))" eval \
-      "[ \$(rc_of refuse) != 0 ] && head -n 1 '$W/refuse.err' | grep -qE -- '$want'"
-  done
+  refused "--layers 2 --window-every 2|^error: --window-every 2: expected --attention-window W >= 1 with it, found no window" \
+          "--layers 2 --attention-window 33|^error: --attention-window/--window-every: attention window: expected 0 \(none\) to the context 32, found 33" \
+          "--layers 2 --attention-window 4 --window-every 3|^error: --attention-window/--window-every: window every: expected 1 to the layer count, found 3" \
+          "--layers 2 --attention-window -1|^error: --attention-window"
+}
+
+# --kv-heads (grouped-query attention): the configuration names it, the model file carries it
+# (header[10]), --init-from brings it along and refuses a new one, the export to Hugging Face and
+# bad values are refused in one line; on a 1x2 mesh Ulysses needs the key/value heads to divide.
+t_gqa() {
+  make_data
+  train gqa "${TINY[@]}" --heads 4 --kv-heads 2 --steps 4 --eval-every 0 --out-dir "$W/gqa"
+  expect_rc gqa 0
+  check "the configuration names the key/value heads" has gqa.out "NH=4 \(grouped-query: 2 key/value heads\) HS=8"
+  check "the model file's header[10] holds 2" "$PY" -c 'import struct, sys
+sys.exit(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 40) != (2,))' "$W/gqa/model_00000004.bin"
+  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
+                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
+  train from "${noshape[@]}" --steps 2 --init-from "$W/gqa/model_00000004.bin" --eval-every 0 \
+    --out-dir "$W/from"
+  expect_rc from 0
+  check "--init-from keeps the model's key/value heads" has from.out "NH=4 \(grouped-query: 2 key/value heads\)"
+  train dense "${TINY[@]}" --heads 4 --kv-heads 4 --steps 1 --eval-every 0 --out-dir "$W/dense"
+  check "--kv-heads equal to --heads is plain attention (header[10] 0)" "$PY" -c 'import struct, sys
+sys.exit(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 40) != (0,))' "$W/dense/model_00000001.bin"
+  "$BUILD/export_hf" --model "$W/gqa/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2> "$W/export.err"
+  echo $? > "$W/export.rc"
+  check "export_hf refuses it ($(head -n 1 "$W/export.err"))" eval \
+    "[ \$(rc_of export) != 0 ] && grep -q 'grouped-query attention (2 key/value heads for 4 heads) has no GPT-2 equivalent' '$W/export.err'"
+  refused "--heads 4 --kv-heads 3|^error: --preset/--layers/--channels/--heads/--kv-heads: key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3" \
+          "--kv-heads 8|^error: --preset/--layers/--channels/--heads/--kv-heads: key/value heads: expected a divisor of the 2 heads" \
+          "--kv-heads -1|^error: --kv-heads" \
+          "--kv-heads 1 --init-from $W/gqa/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab"
+  timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" --heads 4 --kv-heads 1 --pkv 2 \
+    --attention ulysses --out-dir "$W/ulysses" > "$W/ulysses.out" 2> "$W/ulysses.err"
+  check "ulysses over 2 ranks refuses 1 key/value head" eval \
+    "grep -q 'error: --attention ulysses: the 1 key/value heads (--kv-heads) split over the P = 2 sequence-parallel ranks' '$W/ulysses.err'"
 }
 
 # ---- main ----
@@ -1016,6 +1048,8 @@ case $test_name in
   lr-schedules) t_lr_schedules ;;
   resume-wsd) t_resume --lr-schedule wsd --decay-frac 0.5 ;;
   window) t_window ;;
+  gqa) t_gqa ;;
+  resume-gqa) t_resume --heads 4 --kv-heads 1 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
   *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|spike|disk-full"

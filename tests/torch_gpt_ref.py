@@ -58,28 +58,33 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0):
+    W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
     return {"wte": Vp * C, "wpe": maxT * C, "ln1w": L * C, "ln1b": L * C,
-            "qkvw": L * 3 * C * C, "qkvb": L * 3 * C, "attprojw": L * C * C, "attprojb": L * C,
+            "qkvw": L * W * C, "qkvb": L * W, "attprojw": L * C * C, "attprojb": L * C,
             "ln2w": L * C, "ln2b": L * C, "fcw": L * 4 * C * C, "fcb": L * 4 * C,
             "fcprojw": L * C * 4 * C, "fcprojb": L * C, "lnfw": C, "lnfb": C}
 
 
 # ----------------------------------------------------------------------------- model
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, window=0):
+    def __init__(self, C, NH, window=0, KV=0):
         super().__init__()
         self.NH = NH
+        self.KV = KV or NH  # key/value heads: grouped-query attention when fewer than NH
         self.window = window  # 0: causal; W: a query at t sees only keys t-W+1 .. t
-        self.qkv = nn.Linear(C, 3 * C)
+        self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH))
         self.proj = nn.Linear(C, C)
 
     def forward(self, x, same_doc=None):
         B, T, C = x.shape
         hs = C // self.NH
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # heads are contiguous slices of hs channels: (B, T, NH, hs) -> (B, NH, T, hs)
-        q, k, v = (t.view(B, T, self.NH, hs).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.qkv(x).split([C, self.KV * hs, self.KV * hs], dim=2)
+        # heads are contiguous slices of hs channels: (B, T, heads, hs) -> (B, heads, T, hs)
+        q = q.view(B, T, self.NH, hs).transpose(1, 2)
+        k, v = (t.view(B, T, self.KV, hs).transpose(1, 2) for t in (k, v))
+        # grouped-query attention: query head h reads key/value head h // (NH // KV)
+        k, v = (t.repeat_interleave(self.NH // self.KV, dim=1) for t in (k, v))
         if self.window or same_doc is not None:
             # the causal mask, under a sliding window the band 0 <= t - s < W of it, and under
             # document masking only the pairs of one document (same_doc: (B, 1, T, T))
@@ -112,10 +117,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, window=0):
+    def __init__(self, C, NH, window=0, KV=0):
         super().__init__()
         self.ln1 = nn.LayerNorm(C, eps=1e-5)
-        self.attn = CausalSelfAttention(C, NH, window)
+        self.attn = CausalSelfAttention(C, NH, window, KV)
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.mlp = MLP(C)
 
@@ -125,13 +130,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0):
+    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0):
         super().__init__()
         self.V = V
         self.wte = nn.Embedding(Vp, C)
         self.wpe = nn.Embedding(maxT, C)
-        # banded layers: l % window_every == 0 (header[8] window, header[9] window_every)
-        self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0)
+        # banded layers: l % window_every == 0 (header[8] window, header[9] window_every);
+        # KV: the key/value heads (header[10]; 0: one per head)
+        self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV)
                                      for l in range(L)])
         self.lnf = nn.LayerNorm(C, eps=1e-5)
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
@@ -186,19 +192,22 @@ def load_model(path):
     window, window_every = int(h[8]), int(h[9])
     if not (0 <= window <= maxT) or (window_every != 0 if window == 0 else not 1 <= window_every <= L):
         die(f"model file {path}: header[8..9] (window, window_every) = {window}, {window_every} out of range")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp)
+    KV = int(h[10])
+    if not (0 <= KV <= NH) or (KV and NH % KV):
+        die(f"model file {path}: header[10] (key/value heads) = {KV}: expected 0 or a divisor of NH = {NH}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
-    model = GPT(maxT, V, L, NH, C, Vp, window, window_every)
+    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
             for p in groups[name]:
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
-    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp)
+    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV)
 
 
 def load_batch(path, cfg):
@@ -291,7 +300,8 @@ def read_results(path, expect_h, cfg, steps):
             die(f"results file {path}: header[{i}] ({fields[i]}) expected {expect_h[i]} "
                 f"(from model/batch/--steps), found {h[i]}")
     B, T = int(h[2]), int(h[3])
-    sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"])[n] for n in NAMES]
+    sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"])[n]
+             for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
         die(f"results file {path}: expected {HEADER_BYTES + 4 * sum(counts)} bytes, found {HEADER_BYTES + len(body)}")
@@ -330,8 +340,9 @@ def compare(c, r, cfg, B, T, a):
     # updates. Check what is defined: that both gradients there are ~0 relative to the rest of
     # qkvb's gradient, and compare the final q and v thirds of qkvb; every other tensor whole.
     L, C = cfg["L"], cfg["C"]
-    key = np.zeros((L, 3 * C), dtype=bool)
-    key[:, C:2 * C] = True
+    KVC = (cfg["KV"] or cfg["NH"]) * (C // cfg["NH"])  # the key columns (C, fewer under GQA)
+    key = np.zeros((L, C + 2 * KVC), dtype=bool)
+    key[:, C:C + KVC] = True
     key = key.reshape(-1)
     qi = NAMES.index("qkvb")
     for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])):

@@ -93,11 +93,11 @@ static double balance(int sched, const Mesh* m, long T) {
 static Row measure(int sched, Comm* comm, const Args* a) {
     const int B = a->B, Tl = a->Tl, NH = a->NH, HS = a->HS, C = NH * HS;
     const Mesh* m = &comm->mesh;
-    AttentionLayer* layer = sched == SCHED_2D ? attention2d_create(comm, B, Tl, NH, HS, 0)
-                            : sched == SCHED_ULYSSES ? attention_ulysses_create(comm, B, Tl, NH, HS, 1)
+    AttentionLayer* layer = sched == SCHED_2D ? attention2d_create(comm, B, Tl, NH, NH, HS, 0)
+                            : sched == SCHED_ULYSSES ? attention_ulysses_create(comm, B, Tl, NH, NH, HS, 1)
                             : sched == SCHED_USP
-                                ? attention_usp_create(comm, B, Tl, NH, HS, 1)
-                                : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, HS);
+                                ? attention_usp_create(comm, B, Tl, NH, NH, HS, 1)
+                                : attention_ring_create(comm, RING_LAYOUT[sched], B, Tl, NH, NH, HS);
     real* qkv = xmalloc(sizeof(real) * B * Tl * 3 * C, "bench qkv");
     real* dout = xmalloc(sizeof(real) * B * Tl * C, "bench dout");
     real* out = xmalloc(sizeof(real) * B * Tl * C, "bench out");
@@ -107,23 +107,23 @@ static Row measure(int sched, Comm* comm, const Args* a) {
     for (long e = 0; e < (long)B * Tl * C; e++) dout[e] = (real)((e * 104729 % 201) - 100) / 100;
 
     comm_reset_counts(comm);
-    layer->forward(layer, 0, 0, B, Tl, NH, HS, qkv, out, lse);
-    layer->backward(layer, 0, 0, B, Tl, NH, HS, qkv, out, lse, dout, dqkv);
+    layer->forward(layer, 0, 0, B, Tl, NH, NH, HS, qkv, out, lse);
+    layer->backward(layer, 0, 0, B, Tl, NH, NH, HS, qkv, out, lse, dout, dqkv);
     const CommCount fwd = comm_count_total(comm, 0, COMM_FORWARD);
     const CommCount bwd = comm_count_total(comm, 0, COMM_BACKWARD);
     CommVolume vf, vb;
     if (sched == SCHED_2D) {
-        vf = attention2d_volume(m, COMM_FORWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
-        vb = attention2d_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 0, sizeof(real), sizeof(real));
+        vf = attention2d_volume(m, COMM_FORWARD, B, Tl, NH, NH, HS, 0, sizeof(real), sizeof(real));
+        vb = attention2d_volume(m, COMM_BACKWARD, B, Tl, NH, NH, HS, 0, sizeof(real), sizeof(real));
     } else if (sched == SCHED_ULYSSES) {
-        vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
-        vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
+        vf = ulysses_volume(m, COMM_FORWARD, B, Tl, NH, NH, HS, 1, sizeof(real), sizeof(real));
+        vb = ulysses_volume(m, COMM_BACKWARD, B, Tl, NH, NH, HS, 1, sizeof(real), sizeof(real));
     } else if (sched == SCHED_USP) {
-        vf = usp_volume(m, COMM_FORWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
-        vb = usp_volume(m, COMM_BACKWARD, B, Tl, NH, HS, 1, sizeof(real), sizeof(real));
+        vf = usp_volume(m, COMM_FORWARD, B, Tl, NH, NH, HS, 1, sizeof(real), sizeof(real));
+        vb = usp_volume(m, COMM_BACKWARD, B, Tl, NH, NH, HS, 1, sizeof(real), sizeof(real));
     } else {
-        vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
-        vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, HS, m->P, sizeof(real), sizeof(real));
+        vf = ring_volume(m, COMM_FORWARD, B, Tl, NH, NH, HS, m->P, sizeof(real), sizeof(real));
+        vb = ring_volume(m, COMM_BACKWARD, B, Tl, NH, NH, HS, m->P, sizeof(real), sizeof(real));
     }
     const int ok = same_volume(comm, COMM_FORWARD, &vf) && same_volume(comm, COMM_BACKWARD, &vb);
 

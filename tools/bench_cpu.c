@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
            "%.0f MHz = %.1f GFLOP/s (MFU below uses the measured peak)\n",
            peak * 1e-9, threads, peak_flops_vector_lanes(), mhz, nominal * 1e-9);
 
-    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, cfg.C / cfg.NH);
+    AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     gpt_init_params(&cfg, 1, m.params_memory);

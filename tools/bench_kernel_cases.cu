@@ -45,7 +45,7 @@ static TokenPositions positions(void) {
 static AttentionProblem causal_problem(const Shape* s) {
     AttentionProblem p;
     memset(&p, 0, sizeof p);
-    p.B = s->B, p.NH = s->NH, p.HS = s->HS, p.Tq = s->T, p.Tk = s->T;
+    p.B = s->B, p.NH = s->NH, p.NKV = s->NH, p.HS = s->HS, p.Tq = s->T, p.Tk = s->T;
     p.qpos = positions(), p.kpos = positions();
     return p;
 }

@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
                  "GPT-2 equivalent in Hugging Face transformers; expected a model without "
                  "--attention-window", path, cfg.window, cfg.window_every);
+    // GPT-2's c_attn is 3C wide: grouped-query attention has no GPT2LMHeadModel form either.
+    if (gpt_kv_heads(&cfg) != cfg.NH)
+        fail_msg("--model %s: grouped-query attention (%d key/value heads for %d heads) has no "
+                 "GPT-2 equivalent in Hugging Face transformers; expected a model without "
+                 "--kv-heads", path, gpt_kv_heads(&cfg), cfg.NH);
     const SafetensorsDtype dtype =
         !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
             ? SAFETENSORS_BF16 : SAFETENSORS_F32;

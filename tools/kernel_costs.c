@@ -144,10 +144,28 @@ KernelCost kernel_cost_attention_merge(double B, double NH, double HS, double T)
     return cost(3 * n, 3 * 4 * n + 3 * 4 * r, 0);
 }
 
+KernelCost kernel_cost_gqa_widen(double rows, double NH, double NKV, double HS) {
+    // NKV heads read, NH written, x each; a copy (no FLOPs).
+    return cost(0, X * rows * (NKV + NH) * HS, 0);
+}
+
+KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double HS,
+                                     int accumulate) {
+    // The widened fp32 gradient read 4*rows*NH*HS; the group's sum added to an fp32 accumulator
+    // (read and written 8 per element) or written in the storage type (x); an add per element.
+    const double n = rows * NH * HS, out = rows * NKV * HS;
+    return cost(n, F32 * n + (accumulate ? 2 * F32 : X) * out, 0);
+}
+
 // --- Model size and floors ----------------------------------------------------------------------
 
+double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T) {
+    // per block: ln1 2C, qkv C W + W, attproj C^2 + C, ln2 2C, fc 4C^2 + 4C, fcproj 4C^2 + C
+    return Vp * C + max_T * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
+}
+
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T) {
-    return Vp * C + max_T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    return kernel_gpt_num_params_qkv(L, C, 3 * C, Vp, max_T);
 }
 
 double kernel_floor_seconds(KernelCost c, double tensor_flops_per_s, double cuda_core_flops_per_s,

@@ -65,11 +65,20 @@ KernelCost kernel_cost_attention_row_dot(double B, double NH, double HS, double 
 KernelCost kernel_cost_attention_backward(double B, double NH, double HS, double T);
 // One LSE merge of two fp32 partials of T rows per sequence.
 KernelCost kernel_cost_attention_merge(double B, double NH, double HS, double T);
+// Grouped-query attention's passes around a call of NH query heads on NKV < NH key/value heads
+// (attention/partial_attention.cu, gqa_*), over `rows` = B*Tk key rows: one K or V tensor widened
+// to NH heads (read NKV, written NH), and one widened fp32 dK or dV summed over each group of
+// NH / NKV heads, added to an fp32 accumulator (accumulate) or written in the storage type.
+KernelCost kernel_cost_gqa_widen(double rows, double NH, double NKV, double HS);
+KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double HS, int accumulate);
 
 // --- Model size and floors ----------------------------------------------------------------------
 
 // Parameters of the GPT (model/gpt.c's 16 tensors): wte Vp*C, wpe max_T*C, L blocks of
-// 12 C^2 + 13 C, the final LayerNorm 2 C.
+// C W + W + 9 C^2 + 10 C (W: the qkv projection's width, C + 2 NKV HS: 3C without grouped-query
+// attention), the final LayerNorm 2 C.
+double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T);
+// The same with W = 3C (one key/value head per query head: 12 C^2 + 13 C per block).
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T);
 
 // Floor of a call in seconds: max(flops / peak, bytes / bandwidth), peak = tensor_flops_per_s

@@ -114,6 +114,11 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  t->cfg.max_T);
         return -2;
     }
+    if (gpt_kv_heads(c) != gpt_kv_heads(&t->cfg)) {
+        snprintf(err, errlen, "%.300s: %d key/value heads differ from this run's %d (resume with "
+                 "the same --kv-heads)", path, gpt_kv_heads(c), gpt_kv_heads(&t->cfg));
+        return -2;
+    }
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

@@ -121,8 +121,10 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
         return -1;
     CostQuery q;
     memset(&q, 0, sizeof q);
+    // kv_heads: the cost model prices grouped-query attention's narrower qkv projection and K/V
+    // traffic, and leaves out Ulysses and USP where the all-to-all ranks do not divide them
     q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
-                          cfg->window_every};
+                          cfg->window_every, cfg->kv_heads};
     q.T = o->seq_len;
     q.B = o->batch;
     q.accum = 1;   // ranked by tokens/s, which accumulation leaves (nearly) unchanged
@@ -178,10 +180,13 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
                                                       : "the cheapest with which it fits");
         const int a2a = best.alg == COST_ULYSSES || best.alg == COST_USP;
+        const int gqa = cfg->kv_heads > 0 && cfg->kv_heads < cfg->NH;
         printf("mesh auto: --a2a-chunks %d (%s)\n", cost_chunks(&best),
                (o->given & OPT_GIVEN_A2A_CHUNKS) ? "given"
-               : a2a && best.pq * best.pkv > 1 ? "the fastest count dividing the heads per rank"
-                                               : "not an all-to-all schedule");
+               : a2a && best.pq * best.pkv > 1
+                   ? gqa ? "the fastest count dividing the key/value heads per rank"
+                         : "the fastest count dividing the heads per rank"
+                   : "not an all-to-all schedule");
         if (q.docs)
             printf("mesh auto: priced under --document-mask %s with the documents of the first "
                    "%d sequences of --train-data: %.1f tokens per document, %.2f%% of the "

@@ -7,6 +7,7 @@ typedef struct {
     // model
     const char* preset;
     int layers, channels, heads, context, vocab;   // 0: from the preset / data
+    int kv_heads;              // grouped-query attention's key/value heads (0: one per head)
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0

@@ -94,8 +94,9 @@ static void setup_model_config(Trainer* t) {
     if (o->init_from && o->init_from[0]) {
         if (model_source_config(o->init_from, &t->cfg, NULL, err, sizeof err) != 0)
             config_error(t, "--init-from %s", err);
-        if (o->layers || o->channels || o->heads || o->vocab)
-            config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/--vocab");
+        if (o->layers || o->channels || o->heads || o->kv_heads || o->vocab)
+            config_error(t, "--init-from fixes the model shape: drop "
+                         "--layers/--channels/--heads/--kv-heads/--vocab");
         if (o->context && o->context != t->cfg.max_T)
             config_error(t, "--context %d: the model file %s has context %d", o->context,
                          o->init_from, t->cfg.max_T);
@@ -106,8 +107,9 @@ static void setup_model_config(Trainer* t) {
         if (o->layers) t->cfg.L = o->layers;
         if (o->channels) t->cfg.C = o->channels;
         if (o->heads) t->cfg.NH = o->heads;
+        t->cfg.kv_heads = o->kv_heads == t->cfg.NH ? 0 : o->kv_heads;   // N = heads: plain MHA
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
-            config_error(t, "--preset/--layers/--channels/--heads: %s", err);
+            config_error(t, "--preset/--layers/--channels/--heads/--kv-heads: %s", err);
     }
     // The window: the model file's (a preset has none), unless the options give one.
     if (o->given & (OPT_GIVEN_WINDOW | OPT_GIVEN_WINDOW_EVERY)) {
@@ -151,19 +153,24 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (strcmp(o->attention, "zigzag") == 0 && t->mesh.P > 1 && o->seq_len % (2 * t->mesh.P) != 0)
         config_error(t, "--seq-len %d: --attention zigzag splits the sequence into 2P = %d chunks; "
                      "expected a multiple of %d", o->seq_len, 2 * t->mesh.P, 2 * t->mesh.P);
-    if (strcmp(o->attention, "ulysses") == 0 && t->mesh.P > 1 && t->cfg.NH % t->mesh.P != 0)
-        config_error(t, "--attention ulysses: the %d heads split over the P = %d sequence-parallel "
-                     "ranks (--pq x --pkv); expected P to divide the head count", t->cfg.NH,
-                     t->mesh.P);
-    if (strcmp(o->attention, "usp") == 0 && t->mesh.P > 1 && t->cfg.NH % t->mesh.pq != 0)
-        config_error(t, "--attention usp: the %d heads split over the --pq %d ranks of a mesh "
-                     "column; expected --pq to divide the head count", t->cfg.NH, t->mesh.pq);
+    // Ulysses and USP split the key/value heads with their query heads (the heads under MHA).
+    const int nkv = gpt_kv_heads(&t->cfg);
+    const int gqa = nkv != t->cfg.NH;
+    const char* heads = gqa ? "key/value heads (--kv-heads)" : "heads";
+    const char* count = gqa ? "key/value head count" : "head count";
+    if (strcmp(o->attention, "ulysses") == 0 && t->mesh.P > 1 && nkv % t->mesh.P != 0)
+        config_error(t, "--attention ulysses: the %d %s split over the P = %d sequence-parallel "
+                     "ranks (--pq x --pkv); expected P to divide the %s", nkv, heads, t->mesh.P,
+                     count);
+    if (strcmp(o->attention, "usp") == 0 && t->mesh.P > 1 && nkv % t->mesh.pq != 0)
+        config_error(t, "--attention usp: the %d %s split over the --pq %d ranks of a mesh "
+                     "column; expected --pq to divide the %s", nkv, heads, t->mesh.pq, count);
     const int usp = strcmp(o->attention, "usp") == 0;
     const int a2a = usp || strcmp(o->attention, "ulysses") == 0;
     char what[64];
     snprintf(what, sizeof what, "--attention %s", o->attention);
-    if (dist_chunks_check(o->a2a_chunks, a2a, t->cfg.NH / (usp ? t->mesh.pq : t->mesh.P), what,
-                          err, sizeof err))
+    if (dist_chunks_check(o->a2a_chunks, a2a, nkv / (usp ? t->mesh.pq : t->mesh.P), what, err,
+                          sizeof err))
         config_error(t, "%s", err);
     t->B = o->batch;
     t->T = o->seq_len;
@@ -281,23 +288,24 @@ static void check_config_across_ranks(Trainer* t) {
 }
 
 static void setup_attention(Trainer* t) {
-    const int NH = t->cfg.NH, HS = t->cfg.C / NH;
+    const int NH = t->cfg.NH, NKV = gpt_kv_heads(&t->cfg), HS = t->cfg.C / NH;
     if (t->mesh.P == 1) {
-        t->attention = attention_local_create(t->B, t->T, NH, HS);
+        t->attention = attention_local_create(t->B, t->T, NH, NKV, HS);
     } else if (strcmp(t->opt.attention, "2d") == 0) {
-        t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, HS,
+        t->attention = attention2d_create(t->comm, t->B, t->Tl, NH, NKV, HS,
                                           t->opt.keep_kv ? t->cfg.L : 0);
     } else if (strcmp(t->opt.attention, "2d-overlap") == 0) {
-        t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, HS);
+        t->attention = attention2d_overlap_create(t->comm, t->B, t->Tl, NH, NKV, HS);
     } else if (strcmp(t->opt.attention, "ulysses") == 0) {
-        t->attention = attention_ulysses_create(t->comm, t->B, t->Tl, NH, HS, t->opt.a2a_chunks);
+        t->attention =
+            attention_ulysses_create(t->comm, t->B, t->Tl, NH, NKV, HS, t->opt.a2a_chunks);
     } else if (strcmp(t->opt.attention, "usp") == 0) {
-        t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, HS, t->opt.a2a_chunks);
+        t->attention = attention_usp_create(t->comm, t->B, t->Tl, NH, NKV, HS, t->opt.a2a_chunks);
     } else {
         RingLayout layout = RING_CYCLIC;
         CHECK(ring_layout_parse(t->opt.attention, &layout) == 0, "caller bug",
               "--attention %s: not a schedule", t->opt.attention);
-        t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, HS);
+        t->attention = attention_ring_create(t->comm, layout, t->B, t->Tl, NH, NKV, HS);
     }
 }
 
@@ -443,7 +451,7 @@ static void setup_batches(Trainer* t) {
         // Rows that fit the local tokens skip the mesh (train/evaluate.c).
         if (t->mc.longest_row <= t->Tl)
             t->mc_attention = attention_local_create(t->B, t->mc.longest_row, t->cfg.NH,
-                                                     t->cfg.C / t->cfg.NH);
+                                                     gpt_kv_heads(&t->cfg), t->cfg.C / t->cfg.NH);
         t->mc_full_mask = xmalloc(sizeof(int32_t) * full, "eval mask");
         t->mc_mask = xmalloc(sizeof(int32_t) * local, "local eval mask");
         t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");

@@ -10,8 +10,8 @@ void sampler_create(Sampler* s, const GPT* trainer_model, int max_len) {
     memset(s, 0, sizeof *s);
     const int V = trainer_model->cfg.V;
     s->max_len = max_len < trainer_model->cfg.max_T ? max_len : trainer_model->cfg.max_T;
-    s->attention = attention_local_create(1, s->max_len, trainer_model->cfg.NH,
-                                         trainer_model->cfg.C / trainer_model->cfg.NH);
+    const GPTConfig* cfg = &trainer_model->cfg;
+    s->attention = attention_local_create(1, s->max_len, cfg->NH, gpt_kv_heads(cfg), cfg->C / cfg->NH);
     gpt_create_shared(&s->model, trainer_model, 1, s->max_len, s->attention);
     s->tokens = xmalloc(sizeof(int) * s->max_len, "sample tokens");
     s->logits = xmalloc(sizeof(float) * V, "sample logits");

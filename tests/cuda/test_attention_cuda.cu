@@ -326,7 +326,7 @@ static void run_scenario(const Scenario& s) {
     }
 
     // The queries' final output and statistics: attention over every key of the sequence.
-    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, docs_h, s.decode};
+    AttentionProblem all = {B, NH, HS, nq, T, {s.qoff, s.qstride}, {0, 1}, s.window, docs_h, s.decode, NH};
     Vec o_fin((size_t)B * nq * C), lse_fin((size_t)B * NH * nq), d_fin((size_t)B * NH * nq);
     attention_partial_forward(&all, ql.data(), C, k.data(), C, v.data(), C, o_fin.data(), C, lse_fin.data());
     Vec o_fin_x(o_fin);
@@ -336,7 +336,7 @@ static void run_scenario(const Scenario& s) {
     bool nondeterministic = false;
     double e_o = 0, e_lse = 0, e_d = 0, e_dk = 0, e_dv = 0, e_mo, e_ml, e_mk = 0, e_dq;
     double e_ox = 0, e_gx = 0;   // the single-call forms (floatX outputs), when parts == 1
-    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, docs_d, s.decode};
+    AttentionProblem p0 = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[0], s.kstride}, s.window, docs_d, s.decode, NH};
     {   // row-dot on the device
         floatX* o_d = upload<floatX>(o_fin_x, (long)B * nq, C, ld);
         floatX* g_d = upload<floatX>(gl, (long)B * nq, C, ld);
@@ -378,7 +378,8 @@ static void run_scenario(const Scenario& s) {
 
     for (int part = 0; part < s.parts; part++) {
         // p: the CPU twin's (host bounds); pd: the kernels' (device bounds).
-        const AttentionProblem p = {B, NH, HS, nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride}, s.window, docs_h, s.decode};
+        const AttentionProblem p = {B,      NH,       HS,     nq, nk, {s.qoff, s.qstride}, {s.koff[part], s.kstride},
+                                    s.window, docs_h, s.decode, NH};
         AttentionProblem pd = p;
         pd.docs = docs_d;
         const Vec kl = take_rows(k, B, T, C, s.koff[part], s.kstride, nk);
@@ -559,6 +560,82 @@ static Scenario windowed(Scenario s, long W) {
 static Scenario with_docs(Scenario s, int pattern) {
     s.docs = pattern;
     return s;
+}
+
+// Grouped-query attention (p->NKV < p->NH: the kernels run on K and V widened to the query heads,
+// the backward sums dK and dV over each group) against the CPU twin, which tests/test_attention.c
+// checks against a naive reference: the partial forward, the fused forward+merge (bf16), the
+// single-call floatX forward, the accumulating backward (onto random values) and the single-call
+// floatX backward, for a query set at (qoff, qstride) against keys 0, 1, 2, ... (window W).
+static void run_gqa(const char* label, int B, int NH, int NKV, int HS, int T, long qoff, long qstride, int nq,
+                    long window) {
+    const int C = NH * HS, CK = NKV * HS;
+    const Vec ql = random_rows((long)B * nq, C, 1.0f), gl = random_rows((long)B * nq, C, 1.0f);
+    const Vec k = random_rows((long)B * T, CK, 1.0f), v = random_rows((long)B * T, CK, 1.0f);
+    AttentionProblem p = attention_problem(B, NH, HS, nq, T, token_positions(qoff, qstride), token_positions(0, 1));
+    p.NKV = NKV;
+    p.window = window;
+    Vec o_ref((size_t)B * nq * C), lse_ref((size_t)B * NH * nq), d_ref((size_t)B * NH * nq);
+    attention_partial_forward(&p, ql.data(), C, k.data(), CK, v.data(), CK, o_ref.data(), C, lse_ref.data());
+    Vec o_x(o_ref);
+    for (float& x : o_x) x = round_x(x);
+    attention_row_dot(&p, o_x.data(), C, gl.data(), C, d_ref.data());
+    const Vec dq0 = random_rows((long)B * nq, C, 0.5f), dk0 = random_rows((long)B * T, CK, 0.5f);
+    const Vec dv0 = random_rows((long)B * T, CK, 0.5f);
+    Vec dq_ref(dq0), dk_ref(dk0), dv_ref(dv0);
+    attention_partial_backward(&p, ql.data(), C, k.data(), CK, v.data(), CK, gl.data(), C, lse_ref.data(),
+                               d_ref.data(), dq_ref.data(), C, dk_ref.data(), CK, dv_ref.data(), CK);
+    Vec zq((size_t)B * nq * C, 0.0f), zk((size_t)B * T * CK, 0.0f);   // the single-call gradients
+    Vec dq1(zq), dk1(zk), dv1(zk);
+    attention_partial_backward(&p, ql.data(), C, k.data(), CK, v.data(), CK, gl.data(), C, lse_ref.data(),
+                               d_ref.data(), dq1.data(), C, dk1.data(), CK, dv1.data(), CK);
+
+    floatX *q_d = upload<floatX>(ql, (long)B * nq, C, C), *g_d = upload<floatX>(gl, (long)B * nq, C, C);
+    floatX *k_d = upload<floatX>(k, (long)B * T, CK, CK), *v_d = upload<floatX>(v, (long)B * T, CK, CK);
+    float *o_d = poisoned((long)B * nq * C), *lse_d = poisoned((long)B * NH * nq);
+    attention_partial_forward_cuda(&p, q_d, C, k_d, CK, v_d, CK, o_d, C, lse_d, 0);
+    const double e_o = rel_err(download(o_d, (long)B * nq * C), C, o_ref, NULL, (long)B * nq, C);
+    const double e_lse = lse_err(download(lse_d, (long)B * NH * nq), lse_ref);
+    double e_fm = 0;
+#ifndef GPT_CUDA_FP32
+    {   // merged into an empty partial: the partial itself
+        float* fo = poisoned((long)B * nq * C);
+        CUDA_CHECK(cudaMemset(fo, 0, sizeof(float) * B * nq * C));
+        Vec empty((size_t)B * NH * nq, -INFINITY);
+        float* fl = upload<float>(empty, 1, B * NH * nq, B * NH * nq);
+        attention_partial_forward_merge_cuda(&p, q_d, C, k_d, CK, v_d, CK, fo, C, fl, 0);
+        e_fm = rel_err(download(fo, (long)B * nq * C), C, o_ref, NULL, (long)B * nq, C);
+        CUDA_CHECK(cudaFree(fo));
+        CUDA_CHECK(cudaFree(fl));
+    }
+#endif
+    floatX* ox_d = poisoned_x((long)B * nq * C);
+    attention_forward_cuda(&p, q_d, C, k_d, CK, v_d, CK, ox_d, C, lse_d, 0);
+    const double e_ox = rel_err(download_x(ox_d, (long)B * nq * C), C, o_ref, NULL, (long)B * nq, C);
+    float* lse_fin_d = upload<float>(lse_ref, 1, B * NH * nq, B * NH * nq);
+    float* d_fin_d = upload<float>(d_ref, 1, B * NH * nq, B * NH * nq);
+    float *dq_d = upload<float>(dq0, (long)B * nq, C, C), *dk_d = upload<float>(dk0, (long)B * T, CK, CK);
+    float* dv_d = upload<float>(dv0, (long)B * T, CK, CK);
+    attention_partial_backward_cuda(&p, q_d, C, k_d, CK, v_d, CK, g_d, C, lse_fin_d, d_fin_d, dq_d, C, dk_d, CK,
+                                    dv_d, CK, 0);
+    const double e_dq = rel_err(download(dq_d, (long)B * nq * C), C, dq_ref, &dq0, (long)B * nq, C);
+    const double e_dk = rel_err(download(dk_d, (long)B * T * CK), CK, dk_ref, &dk0, (long)B * T, CK);
+    const double e_dv = rel_err(download(dv_d, (long)B * T * CK), CK, dv_ref, &dv0, (long)B * T, CK);
+    floatX *dqx = poisoned_x((long)B * nq * C), *dkx = poisoned_x((long)B * T * CK);
+    floatX* dvx = poisoned_x((long)B * T * CK);
+    attention_backward_cuda(&p, q_d, C, k_d, CK, v_d, CK, g_d, C, lse_fin_d, d_fin_d, dqx, C, dkx, CK, dvx, CK, 0);
+    double e_gx = rel_err(download_x(dqx, (long)B * nq * C), C, dq1, NULL, (long)B * nq, C);
+    keep(&e_gx, rel_err(download_x(dkx, (long)B * T * CK), CK, dk1, NULL, (long)B * T, CK));
+    keep(&e_gx, rel_err(download_x(dvx, (long)B * T * CK), CK, dv1, NULL, (long)B * T, CK));
+    printf("%-34s o %.1e lse %.1e fused %.1e ox %.1e dq %.1e dk %.1e dv %.1e gx %.1e\n", label, e_o, e_lse, e_fm,
+           e_ox, e_dq, e_dk, e_dv, e_gx);
+    check(bound_seen(&B_O, e_o) && bound_seen(&B_O, e_fm) && bound_seen(&B_O, e_ox), "%s: GQA output within %.0e",
+          label, bound_limit(&B_O));
+    check(bound_seen(&B_LSE, e_lse), "%s: GQA lse within %.0e", label, bound_limit(&B_LSE));
+    check(bound_seen(&B_GRAD, e_dq) && bound_seen(&B_GRAD, e_dk) && bound_seen(&B_GRAD, e_dv) && bound_seen(&B_GRAD, e_gx),
+          "%s: GQA gradients within %.0e", label, bound_limit(&B_GRAD));
+    void* bufs[] = {q_d, g_d, k_d, v_d, o_d, lse_d, ox_d, lse_fin_d, d_fin_d, dq_d, dk_d, dv_d, dqx, dkx, dvx};
+    for (void* b : bufs) CUDA_CHECK(cudaFree(b));
 }
 
 int main(int argc, char** argv) {
@@ -845,6 +922,11 @@ int main(int argc, char** argv) {
            "merge kernel %.2e floatX o %.2e floatX grads %.2e\n",
            worst.o, worst.lse, worst.d, worst.dq, worst.dk, worst.dv, worst.merged_o, worst.merged_lse,
            worst.merge_kernel, worst.ox, worst.gx);
+    // Grouped-query attention: a group of 2 (HS 64: the Hopper kernels where they serve), multi-query
+    // attention at HS 32 under a window, a mesh row's strided queries at HS 80.
+    run_gqa("gqa 4/2 single T131 HS64", 2, 4, 2, 64, 131, 0, 1, 131, 0);
+    if (!quick) run_gqa("gqa 4/1 single T100 HS32 w17", 1, 4, 1, 32, 100, 0, 1, 100, 17);
+    if (!quick) run_gqa("gqa 6/3 row 1 of 3 T96 HS80", 2, 6, 3, 80, 96, 1, 3, 32, 0);
     printf("info gradient bits %016llx\n", grad_bits);
     const char* fwd_kernel = getenv("ATTENTION_FWD_KERNEL");
     check(fwd_unexpected == 0 && (fwd_sm90 > 0) == hopper_selected("ATTENTION_FWD_KERNEL"),
