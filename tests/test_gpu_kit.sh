@@ -326,6 +326,10 @@ t_hopper_check() {
     eval '[ "$(grep -cE "^(documents|docs-sm80) +64 +128 " "$o/attention_table_window.txt")" = 2 ] &&
       grep -q "attention-bench-documents: exit 0" "$o/summary.txt" &&
       tar xzf "$o/logs.tgz" -O ./attention-bench-documents.log | grep -q "documents of 1024 tokens"'
+  check "the grouped-query rows in the same table: gqa-8 at HS 64, T 128, 8 key/value heads named" \
+    eval '[ "$(grep -cE "^gqa-8 +64 +128 " "$o/attention_table_window.txt")" = 1 ] &&
+      grep -q "attention-bench-gqa: exit 0" "$o/summary.txt" &&
+      tar xzf "$o/logs.tgz" -O ./attention-bench-gqa.log | grep -q "8 key/value heads (grouped-query)"'
   check "the forms' own table, after the benchmark (sm90-next passed): sm90 and sm90-persistent" \
     eval '[ "$(grep -cE "^(sm90|sm90-persistent) +64 +128 " "$o/attention_table_forms.txt")" = 2 ] &&
       grep -A1 "attention-bench:" "$o/summary.txt" | grep -q "attention-bench-forms: exit 0"'

@@ -3,9 +3,9 @@
 // beside PyTorch's flash and cuDNN SDPA: tools/attention_bench.sh (with tools/attention_bench_sdpa.py).
 // Variants, their predictions and their results: attention/cuda_perf_attention.md, "Variants".
 //
-//   attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]
-//                   [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE] [--no-check]
-//                   [--list] [--help]
+//   attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--kv-heads G]
+//                   [--reps R] [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE]
+//                   [--no-check] [--list] [--help]
 //
 // Built by nvcc alone, from the repository root (or `make attention-bench`: build/attention_bench):
 //   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
@@ -16,7 +16,9 @@
 //
 // A shape is (HS, T): B = N / T sequences of T tokens (N = --tokens, default 16384, the GPU kit's),
 // NH heads (--heads; default 2048 / HS rounded, but 32 at HS 80: gpt3-2.7b). Q, K, V are read from
-// a fused (B*T, 3C) activation and dQ, dK, dV written into one, as the trainer does (C = NH*HS).
+// a fused (B*T, W) activation and dQ, dK, dV written into one, as the trainer does (C = NH*HS, W =
+// C + 2 KVC: 3C, or with --kv-heads G grouped-query attention's K and V of KVC = G*HS channels,
+// which the launchers widen to the query heads around the kernels: its cost is in every row).
 // Forward: the variant's forward alone. Backward: the variant's backward, its preprocessing
 // (rowsum(dO * O)) included, as SDPA's backward includes its own. TFLOP/s on model FLOPs
 // (tools/kernel_costs.c, as the kit): 4*HS (forward) and 10*HS (backward) per visible pair,
@@ -52,13 +54,13 @@ static const double TOLERANCE = sizeof(floatX) == 2 ? 2e-2 : 1e-4;
 // qkv, dout, out and lse, may use d as scratch, and writes every element of dqkv.
 typedef struct {
     AttentionProblem p;   // causal: queries and keys at positions 0, 1, 2, ...
-    int C;                // NH * HS
-    floatX* qkv;          // (B*T, 3C): Q | K | V per row
+    int C, KVC, W;        // NH * HS; NKV * HS (the K and V channels); C + 2 KVC (a qkv row)
+    floatX* qkv;          // (B*T, W): Q | K | V per row
     floatX* dout;         // (B*T, C)
     floatX* out;          // (B*T, C)
     float* lse;           // (B, NH, T)
     float* d;             // (B, NH, T)
-    floatX* dqkv;         // (B*T, 3C): dQ | dK | dV per row
+    floatX* dqkv;         // (B*T, W): dQ | dK | dV per row
 } AttnCall;
 
 typedef void (*AttnFn)(const AttnCall* a, cudaStream_t stream);
@@ -72,14 +74,14 @@ typedef struct {
 
 // The trainer's calls (attention/attention_local_cuda.cu).
 static void current_forward(const AttnCall* a, cudaStream_t s) {
-    const int C = a->C;
-    attention_forward_cuda(&a->p, a->qkv, 3 * C, a->qkv + C, 3 * C, a->qkv + 2 * C, 3 * C, a->out, C, a->lse, s);
+    const int C = a->C, K = a->KVC, W = a->W;
+    attention_forward_cuda(&a->p, a->qkv, W, a->qkv + C, W, a->qkv + C + K, W, a->out, C, a->lse, s);
 }
 static void current_backward(const AttnCall* a, cudaStream_t s) {
-    const int C = a->C;
+    const int C = a->C, K = a->KVC, W = a->W;
     attention_row_dot_cuda(&a->p, a->out, C, a->dout, C, a->d, s);
-    attention_backward_cuda(&a->p, a->qkv, 3 * C, a->qkv + C, 3 * C, a->qkv + 2 * C, 3 * C, a->dout, C, a->lse,
-                            a->d, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C, s);
+    attention_backward_cuda(&a->p, a->qkv, W, a->qkv + C, W, a->qkv + C + K, W, a->dout, C, a->lse, a->d, a->dqkv,
+                            W, a->dqkv + C, W, a->dqkv + C + K, W, s);
 }
 
 // The trainer's sm_80 backward with one of its launcher settings changed: the launcher reads
@@ -284,6 +286,7 @@ typedef struct {
     int hs[MAX_LIST], nhs;
     int T[MAX_LIST], nT;
     int tokens, heads, reps, warmup, check;
+    int kv_heads;   // 0: one key/value head per head; G: grouped-query attention (dividing the heads)
     int window;   // 0: causal; W: sliding-window attention (AttentionProblem.window)
     int documents;   // 0: none; L: document masking, documents of L tokens (AttentionProblem.docs)
     const char* csv;
@@ -291,15 +294,17 @@ typedef struct {
 } Options;
 
 static const char* const USAGE =
-    "usage: attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--reps R]\n"
-    "                       [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE] [--no-check]\n"
-    "                       [--list] [--help]\n"
+    "usage: attention_bench [--variants LIST] [--hs LIST] [--T LIST] [--tokens N] [--heads N] [--kv-heads G]\n"
+    "                       [--reps R] [--warmup W] [--window W] [--documents L] [--csv FILE] [--jsonl FILE]\n"
+    "                       [--no-check] [--list] [--help]\n"
     "Times causal attention variants (forward; backward with its row-dot) at every (HS, T), B = N / T.\n"
     "  --variants LIST  comma-separated names (default: every listed variant; --list shows them)\n"
     "  --hs LIST        head sizes, each a multiple of 16 in [16, 128] but 112 (default 64,80,128)\n"
     "  --T LIST         sequence lengths, each dividing N (default 1024,2048,4096,8192,16384)\n"
     "  --tokens N       B*T tokens per call (default 16384)\n"
     "  --heads N        heads per sequence (default 2048/HS rounded; 32 at HS 80, gpt3-2.7b)\n"
+    "  --kv-heads G     grouped-query attention: G key/value heads, dividing every shape's heads (default 0:\n"
+    "                   one per head); the launchers widen K and V around the kernels, timed with them\n"
     "  --reps R         timed calls, median and min reported (default 20)\n"
     "  --warmup W       untimed calls first (default 3)\n"
     "  --window W       sliding-window attention, a query at t seeing t-W+1 .. t (default 0: causal); the\n"
@@ -395,13 +400,13 @@ static Options parse_options(int argc, char** argv) {
             o.check = 0;
             continue;
         }
-        const char* const valued[] = {"--variants", "--hs", "--T", "--tokens", "--heads", "--reps", "--warmup",
-                                      "--window", "--documents", "--csv", "--jsonl"};
+        const char* const valued[] = {"--variants", "--hs", "--T",      "--tokens",    "--heads", "--kv-heads",
+                                      "--reps",     "--warmup", "--window", "--documents", "--csv",   "--jsonl"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
         if (!known)
-            usage_error("unknown option '%s' (expected one of --variants --hs --T --tokens --heads --reps --warmup "
-                        "--window --documents --csv --jsonl --no-check --list --help)", a);
+            usage_error("unknown option '%s' (expected one of --variants --hs --T --tokens --heads --kv-heads --reps "
+                        "--warmup --window --documents --csv --jsonl --no-check --list --help)", a);
         if (i + 1 >= argc) usage_error("%s: expected a value, found the end of the command line", a);
         const char* v = argv[++i];
         if (!v[0]) usage_error("%s: expected a value, found an empty string", a);
@@ -410,6 +415,7 @@ static Options parse_options(int argc, char** argv) {
         else if (!strcmp(a, "--T")) T = v;
         else if (!strcmp(a, "--tokens")) o.tokens = parse_int(a, v, 1, 1 << 22);
         else if (!strcmp(a, "--heads")) o.heads = parse_int(a, v, 1, 65535);
+        else if (!strcmp(a, "--kv-heads")) o.kv_heads = parse_int(a, v, 0, 65535);
         else if (!strcmp(a, "--reps")) o.reps = parse_int(a, v, 1, 100000);
         else if (!strcmp(a, "--warmup")) o.warmup = parse_int(a, v, 0, 100000);
         else if (!strcmp(a, "--window")) o.window = parse_int(a, v, 0, 1 << 22);
@@ -529,8 +535,8 @@ static int default_heads(int HS) {
 }
 
 static size_t call_bytes(const AttnCall* a) {
-    const size_t n = (size_t)a->p.B * a->p.Tq * a->C, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
-    return (3 + 1 + 1 + 3) * n * sizeof(floatX) + 2 * rows * sizeof(float);
+    const size_t tokens = (size_t)a->p.B * a->p.Tq, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
+    return tokens * (2 * a->W + 2 * a->C) * sizeof(floatX) + 2 * rows * sizeof(float);
 }
 
 static void* device_alloc(size_t bytes) {
@@ -539,23 +545,30 @@ static void* device_alloc(size_t bytes) {
     return p;
 }
 
-static AttnCall alloc_call(const Bench* b, int B, int NH, int HS, int T, int window, DocumentBounds docs,
-                           unsigned long long seed) {
+// The problem and row widths of a shape (NKV key/value heads).
+static AttnCall call_shape(int B, int NH, int NKV, int HS, int T, int window, DocumentBounds docs) {
     AttnCall a;
     memset(&a, 0, sizeof a);
     a.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
+    a.p.NKV = NKV;
     a.p.window = window;
     a.p.docs = docs;
-    a.C = NH * HS;
-    const size_t n = (size_t)B * T * a.C, rows = (size_t)B * NH * T;
-    a.qkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
+    a.C = NH * HS, a.KVC = NKV * HS, a.W = a.C + 2 * a.KVC;
+    return a;
+}
+
+static AttnCall alloc_call(const Bench* b, int B, int NH, int NKV, int HS, int T, int window, DocumentBounds docs,
+                           unsigned long long seed) {
+    AttnCall a = call_shape(B, NH, NKV, HS, T, window, docs);
+    const size_t tokens = (size_t)B * T, n = tokens * a.C, rows = (size_t)B * NH * T;
+    a.qkv = (floatX*)device_alloc(tokens * a.W * sizeof(floatX));
     a.dout = (floatX*)device_alloc(n * sizeof(floatX));
     a.out = (floatX*)device_alloc(n * sizeof(floatX));
-    a.dqkv = (floatX*)device_alloc(3 * n * sizeof(floatX));
+    a.dqkv = (floatX*)device_alloc(tokens * a.W * sizeof(floatX));
     a.lse = (float*)device_alloc(rows * sizeof(float));
     a.d = (float*)device_alloc(rows * sizeof(float));
     // As the kit's fills: |x| in [0.25, 1), random signs.
-    bench_fill_floatx(a.qkv, 3 * n, seed, 0.25f, 1.0f, 1, b->stream);
+    bench_fill_floatx(a.qkv, tokens * a.W, seed, 0.25f, 1.0f, 1, b->stream);
     bench_fill_floatx(a.dout, n, seed + 1, 0.25f, 1.0f, 1, b->stream);
     return a;
 }
@@ -627,27 +640,31 @@ static double max_rel_diff(const Bench* b, const T* x, const T* ref, long long r
 // Forward (O, LSE) and backward (worst of dQ, dK, dV) differences of x's outputs from ref's.
 static void call_diff(const Bench* b, const AttnCall* x, const AttnCall* ref, double* fwd, double* bwd) {
     const long long rows = (long long)x->p.B * x->p.Tq, lse_rows = rows * x->p.NH;
-    const int C = x->C;
+    const int C = x->C, K = x->KVC, W = x->W;
     *fwd = fmax(max_rel_diff(b, x->out, ref->out, rows, C, C), max_rel_diff(b, x->lse, ref->lse, lse_rows, 1, 1));
     *bwd = 0;
-    for (int part = 0; part < 3; part++)
-        *bwd = fmax(*bwd, max_rel_diff(b, x->dqkv + part * C, ref->dqkv + part * C, rows, C, 3 * C));
+    for (int part = 0; part < 3; part++) {   // dQ (C columns), dK and dV (KVC each)
+        const int col = part == 0 ? 0 : C + (part - 1) * K, w = part == 0 ? C : K;
+        *bwd = fmax(*bwd, max_rel_diff(b, x->dqkv + col, ref->dqkv + col, rows, w, W));
+    }
 }
 
 // Every output of a call set to NaN (0xFF bytes), so that an output a variant leaves unwritten fails.
 static void poison(const Bench* b, const AttnCall* a) {
-    const size_t n = (size_t)a->p.B * a->p.Tq * a->C, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
-    CUDA_CHECK(cudaMemsetAsync(a->out, 0xFF, n * sizeof(floatX), b->stream));
-    CUDA_CHECK(cudaMemsetAsync(a->dqkv, 0xFF, 3 * n * sizeof(floatX), b->stream));
+    const size_t tokens = (size_t)a->p.B * a->p.Tq, rows = (size_t)a->p.B * a->p.NH * a->p.Tq;
+    CUDA_CHECK(cudaMemsetAsync(a->out, 0xFF, tokens * a->C * sizeof(floatX), b->stream));
+    CUDA_CHECK(cudaMemsetAsync(a->dqkv, 0xFF, tokens * a->W * sizeof(floatX), b->stream));
     CUDA_CHECK(cudaMemsetAsync(a->lse, 0xFF, rows * sizeof(float), b->stream));
     CUDA_CHECK(cudaMemsetAsync(a->d, 0xFF, rows * sizeof(float), b->stream));
 }
 
 // The outputs of one call (out, lse, dqkv) copied into another's.
 static void copy_outputs(const Bench* b, const AttnCall* dst, const AttnCall* src) {
-    const size_t n = (size_t)src->p.B * src->p.Tq * src->C, rows = (size_t)src->p.B * src->p.NH * src->p.Tq;
-    CUDA_CHECK(cudaMemcpyAsync(dst->out, src->out, n * sizeof(floatX), cudaMemcpyDeviceToDevice, b->stream));
-    CUDA_CHECK(cudaMemcpyAsync(dst->dqkv, src->dqkv, 3 * n * sizeof(floatX), cudaMemcpyDeviceToDevice, b->stream));
+    const size_t tokens = (size_t)src->p.B * src->p.Tq, rows = (size_t)src->p.B * src->p.NH * src->p.Tq;
+    CUDA_CHECK(cudaMemcpyAsync(dst->out, src->out, tokens * src->C * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                               b->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst->dqkv, src->dqkv, tokens * src->W * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                               b->stream));
     CUDA_CHECK(cudaMemcpyAsync(dst->lse, src->lse, rows * sizeof(float), cudaMemcpyDeviceToDevice, b->stream));
 }
 
@@ -696,21 +713,24 @@ static DocumentBounds documents_of(int B, int T, int L, int W, double* pairs) {
 // One shape: the reference outputs, then every variant checked and timed. Returns the failed checks.
 static int run_shape(const Bench* b, const Options* o, int HS, int T, FILE* csv, FILE* jsonl) {
     const int B = o->tokens / T, NH = o->heads ? o->heads : default_heads(HS);
+    const int NKV = o->kv_heads ? o->kv_heads : NH;
+    if (NH % NKV) usage_error("--kv-heads %d: expected a divisor of the %d heads at HS %d", NKV, NH, HS);
     AttnCall calls[MAX_COPIES], ref, run1;
-    AttnCall probe;
-    probe.p = attention_problem(B, NH, HS, T, T, token_positions(0, 1), token_positions(0, 1));
-    probe.C = NH * HS;
+    DocumentBounds none;
+    memset(&none, 0, sizeof none);
+    const AttnCall probe = call_shape(B, NH, NKV, HS, T, 0, none);
     const int copies = call_copies(b, call_bytes(&probe), o->check ? 2 : 0);
     double pairs;
     const DocumentBounds docs = documents_of(B, T, o->documents, o->window, &pairs);
-    for (int k = 0; k < copies; k++) calls[k] = alloc_call(b, B, NH, HS, T, o->window, docs, 1000ull * (k + 1));
+    for (int k = 0; k < copies; k++)
+        calls[k] = alloc_call(b, B, NH, NKV, HS, T, o->window, docs, 1000ull * (k + 1));
     // Model FLOPs per visible pair: a window's or document mask's share of the causal pairs.
     const double share = pairs / (T * (T + 1.0) / 2);
     const double fwd_flops = kernel_cost_attention_forward(B, NH, HS, T).flops * share;
     const double bwd_flops = kernel_cost_attention_backward(B, NH, HS, T).flops * share;
     if (o->check) {   // the current kernels' outputs on copy 0, and room for a second run's
-        ref = alloc_call(b, B, NH, HS, T, o->window, docs, 7ull);
-        run1 = alloc_call(b, B, NH, HS, T, o->window, docs, 8ull);
+        ref = alloc_call(b, B, NH, NKV, HS, T, o->window, docs, 7ull);
+        run1 = alloc_call(b, B, NH, NKV, HS, T, o->window, docs, 8ull);
         run_both(b, &VARIANTS[0], &calls[0]);
         copy_outputs(b, &ref, &calls[0]);
     }
@@ -763,13 +783,17 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamCreate(&b.stream));
     b.sink = (float*)device_alloc(sizeof(float));
     b.partial = (float*)device_alloc(2 * DIFF_BLOCKS * sizeof(float));
-    char mask[96] = "causal";
+    char mask[160] = "causal";
     if (o.window && o.documents)
         snprintf(mask, sizeof mask, "sliding window %d, documents of %d tokens", o.window, o.documents);
     else if (o.window)
         snprintf(mask, sizeof mask, "sliding window %d", o.window);
     else if (o.documents)
         snprintf(mask, sizeof mask, "documents of %d tokens", o.documents);
+    if (o.kv_heads) {
+        const size_t used = strlen(mask);
+        snprintf(mask + used, sizeof mask - used, ", %d key/value heads (grouped-query)", o.kv_heads);
+    }
     printf("attention_bench: %s, sm_%d%d, %d SMs, L2 %d MiB; %s, %s, N = B*T = %d tokens\n", b.prop.name,
            b.prop.major, b.prop.minor, b.prop.multiProcessorCount, b.prop.l2CacheSize >> 20, FLOATX_NAME, mask,
            o.tokens);

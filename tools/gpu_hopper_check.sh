@@ -15,7 +15,8 @@
 #                    (default all; sanitize runs only when a Hopper test failed; window: the
 #                    benchmark's current kernels (the Hopper ones) and the sm_80 ones under a
 #                    sliding window of 1024 tokens, and under documents of 1024 tokens (rows
-#                    "documents" and "docs-sm80"), into attention_table_window.txt; train: the trainer's
+#                    "documents" and "docs-sm80"), and the current kernels with 8 key/value heads
+#                    (grouped-query attention, rows "gqa-8"), into attention_table_window.txt; train: the trainer's
 #                    tokens/s with the sm_80 kernels, with ATTENTION_*_KERNEL=auto, and with the
 #                    Hopper kernels' next forms (sm90-next) where tests ran and passed them,
 #                    gpt3-125m at T = 1024 with and without --cuda-graph 1 (and with it and
@@ -203,6 +204,12 @@ if wants window; then
     --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-documents.jsonl"
   grep -E '^(current|sm80) ' "$LOGS/attention-bench-documents.log" | sed 's/^current  /documents/; s/^sm80     /docs-sm80/' \
     >> "$out/attention_table_window.txt"
+  # Grouped-query attention (the trainer's --kv-heads), 8 key/value heads: the current kernels with
+  # the launchers' widening of K and V and summing of dK and dV around them (rows "gqa-8"), to set
+  # beside the causal rows of the same shapes: what the widening costs.
+  step attention-bench-gqa 120 "$X/attention_bench" --kv-heads 8 --variants current --hs "$hs" --T "$Ts" \
+    --tokens "$tokens" --reps 10 --warmup 2 --jsonl "$LOGS/attention-bench-gqa.jsonl"
+  grep -E '^current ' "$LOGS/attention-bench-gqa.log" | sed 's/^current  /gqa-8    /' >> "$out/attention_table_window.txt"
 fi
 
 if wants train; then
