@@ -229,7 +229,10 @@ AttnArgs make_args(const AttentionProblem* p) {
 
 // The kernels' workspaces, one buffer per (device, stream, slot), kept between calls and grown in
 // stream order when a call needs more: after the first step nothing is allocated. Calls on one
-// stream run in order, so they can share a slot; the module holds at most 16 buffers.
+// stream run in order, so they can share a slot; the module holds at most 16 buffers. A CUDA graph
+// captures the buffer's address: growing inside a capture is refused, and a buffer a capture has
+// used is kept when a later (uncaptured, larger) call grows the slot, since the graph still reads it
+// (say, the sampler's forward over a context longer than the training calls, under --kv-heads).
 enum WorkspaceSlot {
     WS_KERNELS,   // the backward's (the fp32 dQ accumulator, then the semaphores, zeroed by each
                   // call) and split-KV's partials (decoding only)
@@ -242,6 +245,7 @@ unsigned char* attention_workspace(WorkspaceSlot slot, size_t bytes, cudaStream_
         cudaStream_t stream;
         unsigned char* ptr;
         size_t bytes;
+        int captured;   // a graph capture took ptr
     };
     static Workspace ws[16];
     static int n = 0;
@@ -255,12 +259,20 @@ unsigned char* attention_workspace(WorkspaceSlot slot, size_t bytes, cudaStream_
               "attention: workspaces for more than 16 (device, stream, slot) triples");
         w = &ws[n++];
         w->device = dev, w->slot = slot, w->stream = stream, w->ptr = NULL, w->bytes = 0;
+        w->captured = 0;
     }
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (w->bytes < bytes) {   // stream-ordered: no host synchronisation
-        if (w->ptr) CUDA_CHECK(cudaFreeAsync(w->ptr, stream));
+        CHECK(capture == cudaStreamCaptureStatusNone, "run the calls once before capturing them",
+              "attention: workspace %d would grow from %zu to %zu bytes inside a CUDA graph capture",
+              (int)slot, w->bytes, bytes);
+        if (w->ptr && !w->captured) CUDA_CHECK(cudaFreeAsync(w->ptr, stream));
         CUDA_CHECK(cudaMallocAsync((void**)&w->ptr, bytes, stream));
         w->bytes = bytes;
+        w->captured = 0;
     }
+    if (capture != cudaStreamCaptureStatusNone) w->captured = 1;
     return w->ptr;
 }
 

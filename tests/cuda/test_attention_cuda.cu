@@ -28,7 +28,8 @@
 // tensor-core products).
 //
 // `--die bad-head-size` must end with the launcher's diagnostic (HS = 24 is refused), `--die
-// decode-docs` with the refusal of a decoding step under a document mask.
+// decode-docs` with the refusal of a decoding step under a document mask, `--die capture-grow` with
+// the refusal of a workspace growing inside a CUDA graph capture.
 #include "attention/partial_attention_cuda.cuh"
 #include "model/documents.h"
 #include "tests/cuda/bounds.h"
@@ -656,6 +657,23 @@ int main(int argc, char** argv) {
         printf("--die decode-docs: the program was expected to end with a diagnostic\n");
         return 1;
     }
+    if (argc == 3 && !strcmp(argv[1], "--die") && !strcmp(argv[2], "capture-grow")) {
+        // A grouped-query call whose workspace would first grow inside a CUDA graph capture (the
+        // graph would keep a buffer the next growth frees) is refused before any launch.
+        cudaStream_t s;
+        CUDA_CHECK(cudaStreamCreate(&s));
+        AttentionProblem p = attention_problem(1, 2, 16, 8, 8, token_positions(0, 1), token_positions(0, 1));
+        p.NKV = 1;
+        float *o, *lse;
+        floatX* x;
+        CUDA_CHECK(cudaMalloc(&x, sizeof(floatX) * 8 * 32));
+        CUDA_CHECK(cudaMalloc(&o, sizeof(float) * 8 * 32));
+        CUDA_CHECK(cudaMalloc(&lse, sizeof(float) * 16));
+        CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        attention_partial_forward_cuda(&p, x, 32, x, 32, x, 32, o, 32, lse, s);
+        printf("--die capture-grow: the program was expected to end with a diagnostic\n");
+        return 1;
+    }
     // --quick: a subset that still reaches every kernel, head sizes 64, 80 and 128, a mesh and a
     // ring (for compute-sanitizer, which slows every launch by orders of magnitude).
     const bool quick = argc == 2 && !strcmp(argv[1], "--quick");
@@ -663,7 +681,8 @@ int main(int argc, char** argv) {
     // and 128 (several seconds each; make test-sweep).
     const bool long_heads = argc == 2 && !strcmp(argv[1], "--long-heads");
     if (argc > 1 && !quick && !long_heads) {
-        printf("usage: %s [--quick | --long-heads | --die bad-head-size | --die decode-docs]\n", argv[0]);
+        printf("usage: %s [--quick | --long-heads | --die bad-head-size | --die decode-docs | --die capture-grow]\n",
+               argv[0]);
         return 2;
     }
     printf("precision: %s inputs, fp32 o/lse/d/dq/dk/dv; %s bounds o %.0e lse %.0e d %.0e grads %.0e merge %.0e\n",
