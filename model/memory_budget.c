@@ -117,45 +117,45 @@ static size_t attention_scratch(const MemoryConfig* c, int B, int T, int P) {
 // attention/flash_workspace.h: a backward call of Tq queries (local: the single-device call,
 // which writes floatX dQ through an fp32 accumulator). The workspace grows to the largest call's
 // and stays.
-static size_t dq_workspace(const MemoryConfig* c, int B, size_t Tq, int local) {
-    return flash_bwd_accumulator_bytes(B, Tq, c->cfg.C, local) + flash_bwd_semaphore_bytes(B, c->cfg.NH, Tq);
+// The largest attention call of the schedule (heads, queries, keys): local T x T; 2d one row of
+// pkv Tl queries against a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks
+// (zigzag: halves); Ulysses all T = P Tl positions of NH / P heads (unchunked); USP the ring's
+// pq Tl positions of NH / pq heads.
+typedef struct {
+    size_t NH, Tq, Tk;
+} LargestCall;
+static LargestCall largest_call(const MemoryConfig* c, int T, int P) {
+    LargestCall k = {(size_t)c->cfg.NH, (size_t)T, (size_t)T};
+    if (P == 1) return k;
+    if (c->schedule == MEMORY_ATTN_2D) k.Tq = (size_t)c->pkv * T, k.Tk = (size_t)c->pq * T;
+    else if (c->schedule == MEMORY_ATTN_ZIGZAG) k.Tq = k.Tk = (size_t)T / 2;
+    else if (c->schedule == MEMORY_ATTN_ULYSSES) k.NH /= P, k.Tq = k.Tk = (size_t)P * T;
+    else if (c->schedule == MEMORY_ATTN_USP) k.NH /= c->pq, k.Tq = k.Tk = (size_t)c->pq * T;
+    return k;
 }
 
-// The largest backward call of the schedule: local T x T; 2d one row of pkv Tl queries against
-// a column of pq Tl keys; 2d-overlap Tl x Tl pairs; the ring Tl x Tl blocks (zigzag: halves);
-// Ulysses all T = P Tl queries of NH / P heads; USP the ring's pq Tl queries of NH / pq heads.
+// The bf16 backward's dQ workspace for that call: its semaphores, and the fp32 dQ accumulator of
+// the single-device form, which writes floatX dQ (not under grouped-query attention: the widened
+// call's partial form, whose fp32 dQ is the GQA workspace's, attention_gqa).
 static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     if (!c->flash_kernels) return 0;
-    // (local under grouped-query attention: the widened call's partial form, whose fp32 dQ is the
-    // GQA workspace's, attention_gqa)
-    if (P == 1) return dq_workspace(c, B, T, gpt_kv_heads(&c->cfg) == c->cfg.NH);
-    switch (c->schedule) {
-    case MEMORY_ATTN_2D: return dq_workspace(c, B, (size_t)c->pkv * T, 0);
-    case MEMORY_ATTN_ZIGZAG: return dq_workspace(c, B, T / 2, 0);
-    case MEMORY_ATTN_ULYSSES:   // NH / P heads of all P T queries
-        return flash_bwd_semaphore_bytes(B, c->cfg.NH / P, (size_t)P * T);
-    case MEMORY_ATTN_USP:
-        return flash_bwd_semaphore_bytes(B, c->cfg.NH / c->pq, (size_t)c->pq * T);
-    default: return dq_workspace(c, B, T, 0);
-    }
+    const LargestCall k = largest_call(c, T, P);
+    const int local = P == 1 && gpt_kv_heads(&c->cfg) == c->cfg.NH;
+    const size_t HS = c->cfg.C / c->cfg.NH;
+    return flash_bwd_accumulator_bytes(B, k.Tq, k.NH * HS, local) + flash_bwd_semaphore_bytes(B, k.NH, k.Tq);
 }
 
 // Grouped-query attention on CUDA (attention/flash_workspace.h): the largest call's K|V widened
 // to its query heads and, for the backward, its widened fp32 gradients (with dQ in the
-// single-device bf16 form); the calls as attention_dq's (Ulysses unchunked). One workspace per
-// stream, so the sampler's forward (1 x context, all heads) shares it: the larger of the two.
+// single-device bf16 form). One workspace per stream, so the sampler's forward (1 x context, all
+// heads) shares it: the larger of the two.
 static size_t attention_gqa(const MemoryConfig* c, int B, int T, int P) {
     const GPTConfig* g = &c->cfg;
     if (!c->cuda || gpt_kv_heads(g) == g->NH) return 0;
     const size_t HS = g->C / g->NH, r = c->real_bytes;
-    size_t NH = g->NH, Tq = T, Tk = T;
-    int floatx_dq = 0;
-    if (P == 1) floatx_dq = c->flash_kernels;
-    else if (c->schedule == MEMORY_ATTN_2D) Tq = (size_t)c->pkv * T, Tk = (size_t)c->pq * T;
-    else if (c->schedule == MEMORY_ATTN_ZIGZAG) Tq = Tk = T / 2;
-    else if (c->schedule == MEMORY_ATTN_ULYSSES) NH /= P, Tq = Tk = (size_t)P * T;
-    else if (c->schedule == MEMORY_ATTN_USP) NH /= c->pq, Tq = Tk = (size_t)c->pq * T;
-    const size_t train = gqa_kv_bytes(B, Tk, NH, HS, r) + gqa_grad_bytes(B, Tq, Tk, NH, HS, floatx_dq);
+    const LargestCall k = largest_call(c, T, P);
+    const int floatx_dq = P == 1 && c->flash_kernels;
+    const size_t train = gqa_kv_bytes(B, k.Tk, k.NH, HS, r) + gqa_grad_bytes(B, k.Tq, k.Tk, k.NH, HS, floatx_dq);
     const size_t sampler = c->sampler ? gqa_kv_bytes(1, g->max_T, g->NH, HS, r) : 0;
     return train > sampler ? train : sampler;
 }
