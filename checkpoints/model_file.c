@@ -47,7 +47,8 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
             return field_error(err, errlen, path, names[i - 2], "a value in 1..16777216", h[i]);
     }
     GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
-                   .window = h[8], .window_every = h[9], .kv_heads = h[10]};
+                   .window = h[8], .window_every = h[9], .kv_heads = h[10],
+                   .rope_theta = h[11]};
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
     if (c.Vp < c.V)
@@ -55,6 +56,10 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     if (c.kv_heads < 0 || c.kv_heads > c.NH || (c.kv_heads > 0 && c.NH % c.kv_heads != 0))
         return field_error(err, errlen, path, "header[10] (key/value heads)",
                            "0 (one per head) or a divisor of num_heads", c.kv_heads);
+    if (c.rope_theta < 0 || c.rope_theta == 1 || (c.rope_theta > 0 && (c.C / c.NH) % 2 != 0))
+        return field_error(err, errlen, path, "header[11] (rope theta)",
+                           "0 (learned positions) or at least 2 with an even head size",
+                           c.rope_theta);
     if (c.window < 0 || c.window > c.max_T)
         return field_error(err, errlen, path, "header[8] (attention window)",
                            "0 (none) to max_seq_len", c.window);
@@ -90,11 +95,13 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
     if (model_file_read_header(path, &c, &version, err, errlen) != 0) return -1;
     if (expect && (expect->max_T != c.max_T || expect->V != c.V || expect->Vp != c.Vp ||
                    expect->L != c.L || expect->NH != c.NH || expect->C != c.C ||
-                   gpt_kv_heads(expect) != gpt_kv_heads(&c))) {
-        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, found "
-                 "T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d", path, expect->max_T, expect->V,
-                 expect->Vp, expect->L, expect->NH, gpt_kv_heads(expect), expect->C, c.max_T, c.V,
-                 c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C);
+                   gpt_kv_heads(expect) != gpt_kv_heads(&c) ||
+                   expect->rope_theta != c.rope_theta)) {
+        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d rope=%d, "
+                 "found T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d rope=%d", path, expect->max_T,
+                 expect->V, expect->Vp, expect->L, expect->NH, gpt_kv_heads(expect), expect->C,
+                 expect->rope_theta, c.max_T, c.V, c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C,
+                 c.rope_theta);
         return -1;
     }
     FILE* f = fopen(path, "rb");
@@ -150,6 +157,7 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[8] = cfg->window;
     h[9] = cfg->window_every;
     h[10] = gpt_kv_heads(cfg) == cfg->NH ? 0 : cfg->kv_heads;   // 0: llm.c's own files
+    h[11] = cfg->rope_theta;                                     // 0: learned positions
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

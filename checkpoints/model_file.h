@@ -5,7 +5,9 @@
 // window_every: GPTConfig); llm.c reads such a file as the dense model it is not, so
 // build/export_hf refuses it and the README says so. A third, header[10], holds a grouped-query
 // attention model's key/value heads (GPTConfig.kv_heads; 0 for one per head, as llm.c writes);
-// such a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either.
+// such a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either. A fourth,
+// header[11], holds a rotary-position model's theta (GPTConfig.rope_theta; 0 for learned
+// positions): such a file has no wpe tensor (0 rows), which llm.c cannot read either.
 #pragma once
 #include <stddef.h>
 

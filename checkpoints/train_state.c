@@ -20,6 +20,7 @@ enum {
     TS_B = 16, TS_T = 17, TS_ACCUM = 18,
     TS_RNG = 20,                                   // u64
     TS_KV_HEADS = 22,                              // GPTConfig.kv_heads (0: one per head)
+    TS_ROPE_THETA = 23,                            // GPTConfig.rope_theta (0: learned positions)
     TS_LD_EPOCH = 30, TS_LD_NEXT = 32, TS_LD_SEED = 34,   // u64 each
     TS_LD_SHUFFLE = 36, TS_LD_NFILES = 37, TS_LD_B = 38, TS_LD_T = 39,
     TS_NPARAMS = 40, TS_SHARD_BEGIN = 42, TS_SHARD_COUNT = 44,   // u64 each
@@ -108,6 +109,7 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_WINDOW] = s->model.window;
     h[TS_WINDOW_EVERY] = s->model.window_every;
     h[TS_KV_HEADS] = s->model.kv_heads;
+    h[TS_ROPE_THETA] = s->model.rope_theta;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -136,7 +138,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->zero_stage = h[TS_ZERO];
     s->model = (GPTConfig){.max_T = h[TS_MAXT], .V = h[TS_V], .L = h[TS_L], .NH = h[TS_NH],
                            .C = h[TS_C], .Vp = h[TS_VP], .window = h[TS_WINDOW],
-                           .window_every = h[TS_WINDOW_EVERY], .kv_heads = h[TS_KV_HEADS]};
+                           .window_every = h[TS_WINDOW_EVERY], .kv_heads = h[TS_KV_HEADS],
+                           .rope_theta = h[TS_ROPE_THETA]};
     s->B = h[TS_B];
     s->T = h[TS_T];
     s->accum_steps = h[TS_ACCUM];

@@ -40,7 +40,8 @@ static double dmax(double a, double b) { return a > b ? a : b; }
 GPTConfig costmodel_gpt_config(const CostShape* s) {
     return (GPTConfig){.max_T = s->max_T, .V = s->V, .Vp = gpt_padded_vocab(s->V), .L = s->L,
                        .NH = s->NH, .C = s->C, .window = s->window,
-                       .window_every = s->window_every, .kv_heads = s->kv_heads};
+                       .window_every = s->window_every, .kv_heads = s->kv_heads,
+                       .rope_theta = s->rope_theta};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -52,7 +53,9 @@ static double qkv_width(const CostShape* s) {
 }
 
 double costmodel_num_params(const CostShape* s) {
-    return kernel_gpt_num_params_qkv(s->L, s->C, qkv_width(s), gpt_padded_vocab(s->V), s->max_T);
+    const GPTConfig cfg = costmodel_gpt_config(s);   // no position table under rotary positions
+    return kernel_gpt_num_params_qkv(s->L, s->C, qkv_width(s), gpt_padded_vocab(s->V),
+                                     gpt_position_rows(&cfg));
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -107,6 +110,14 @@ static void add_gemm_backward(Tally* t, const Cluster* c, double N, double IC, d
     add(t, c, CK_GEMM, kernel_cost_matmul_backward_dweight(N, IC, OC, bias), times);
 }
 
+// Rotary positions' pass over the query and key heads of N rows, `times` times (none with learned
+// positions), priced as the elementwise residual add is: memory-bound, in place.
+static void add_rope(Tally* t, const Cluster* c, const CostShape* s, double N, double times) {
+    if (!s->rope_theta) return;
+    add(t, c, CK_RESIDUAL_FORWARD, kernel_cost_rope(N, s->NH, kv_heads(s), (double)s->C / s->NH),
+        times);
+}
+
 // Every token-local kernel of one micro-batch of N = B*Tl local tokens (model/gpt.c's sequence:
 // fused residual + LayerNorm, GELU fused into the fc GEMM forward, gelu_backward beside fcproj's
 // dinp GEMM; the classifier's one fused pass counted in forward).
@@ -117,6 +128,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, 1, 0), L);
+    add_rope(fwd, c, s, N, L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
         kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
@@ -130,6 +142,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add(bwd, c, CK_GELU_BACKWARD, kernel_cost_gelu_backward(4 * N * C), L);
     add_gemm_backward(bwd, c, N, C, 4 * C, 1, L);
     add_gemm_backward(bwd, c, N, C, C, 1, L);
+    add_rope(bwd, c, s, N, L);
     add_gemm_backward(bwd, c, N, C, W, 1, L);
     add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
@@ -159,6 +172,7 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), 1, 0), 1);
+    add_rope(&t, c, s, N, 1);
     if (r == GPT_RECOMPUTE_FULL) {
         add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), 1);
         add(&t, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,

@@ -54,6 +54,7 @@ typedef struct {
     int window;         // trainer --attention-window: the banded layers' window (0: none)
     int window_every;   // trainer --window-every: layers l % window_every == 0 are banded
     int kv_heads;       // trainer --kv-heads: grouped-query attention's K/V heads (0: NH)
+    int rope_theta;     // trainer --position-embedding rope: its theta (0: learned positions)
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

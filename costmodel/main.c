@@ -37,6 +37,7 @@ typedef struct {
     const char *report, *base;
     AttentionSource attention_source;
     int layers, channels, heads, kv_heads, vocab, context, window, window_every;
+    int rope;        // --position-embedding rope: 1
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -58,6 +59,9 @@ static void usage(void) {
         "  --layers/--channels/--heads/--vocab N   override the preset (vocab: GPT-2's 50257)\n"
         "  --kv-heads N         grouped-query attention: N key/value heads, a divisor of the\n"
         "                       heads (default 0: one per head)\n"
+        "  --position-embedding learned|rope   the trainer's: a learned table of --context rows\n"
+        "                       (default), or rotary positions (no table; a rotation pass over the\n"
+        "                       queries and keys in forward and backward)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
@@ -127,7 +131,7 @@ static Args parse_args(int argc, char** argv) {
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_CHUNKS, O_KV_HEADS, O_HELP };
+           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -149,7 +153,7 @@ static Args parse_args(int argc, char** argv) {
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
         {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
-        {"kv-heads", 1, 0, O_KV_HEADS},
+        {"kv-heads", 1, 0, O_KV_HEADS},   {"position-embedding", 1, 0, O_POSITIONS},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -161,6 +165,11 @@ static Args parse_args(int argc, char** argv) {
         case O_CHANNELS: a.channels = (int)flag_long(flag, optarg, 1, 1 << 20); break;
         case O_HEADS: a.heads = (int)flag_long(flag, optarg, 1, 1 << 16); break;
         case O_KV_HEADS: a.kv_heads = (int)flag_long(flag, optarg, 0, 1 << 16); break;
+        case O_POSITIONS:
+            if (strcmp(optarg, "learned") && strcmp(optarg, "rope"))
+                fail_msg("--position-embedding: expected learned or rope, found '%s'", optarg);
+            a.rope = !strcmp(optarg, "rope");
+            break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -227,7 +236,7 @@ static CostShape shape_of(const Args* a) {
     GPTConfig cfg;
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
-    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0, 0};
+    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
@@ -236,6 +245,7 @@ static CostShape shape_of(const Args* a) {
         fail_msg("--kv-heads: expected a divisor of the %d heads (0: one key/value head per "
                  "head), found %d", s.NH, a->kv_heads);
     s.kv_heads = a->kv_heads < s.NH ? a->kv_heads : 0;   // as many as the heads: no grouping
+    s.rope_theta = a->rope ? 10000 : 0;   // theta changes no cost: the trainer's default
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);
@@ -264,9 +274,12 @@ static unsigned parse_algorithms(const char* list) {
 }
 
 // model/config.h's words for the banded layers.
+// The window, and ", rotary positions" after it under --position-embedding rope (learned
+// positions' outputs unchanged).
 static void window_text(const CostShape* s, char* buf, size_t n) {
     const GPTConfig cfg = costmodel_gpt_config(s);
     gpt_window_text(&cfg, buf, n);
+    if (s->rope_theta) strncat(buf, ", rotary positions", n - strlen(buf) - 1);
 }
 
 // --document-length D: one sequence of D-token documents (NULL and no starts without it).
@@ -324,6 +337,7 @@ static int mode_rank(const Args* a) {
     window_text(&q.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
     kv_heads_text(&q.shape, " (", " key/value)", kv, sizeof kv);
+
     printf("%s: L=%d C=%d NH=%d%s V=%d, %s%s, T=%ld, batch %d x accum %d per dp rank, %d ranks on "
            "%s (%d per node); memory limit %.1f GiB; overlap %d, zero %d; recompute %s\n",
            a->preset, q.shape.L, q.shape.C, q.shape.NH, kv, q.shape.V, window, documents, q.T, q.B,
@@ -383,6 +397,7 @@ static int mode_predict(const Args* a) {
     char heads_of[32];
     snprintf(heads_of, sizeof heads_of, " key/value heads of %d", g.shape.NH);
     kv_heads_text(&g.shape, ", ", heads_of, kv, sizeof kv);
+
     char chunks[48] = "";
     if (cost_chunks(&g) > 1) snprintf(chunks, sizeof chunks, " in %d chunks of heads", g.chunks);
     printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s, %s%s%s on %s\n", a->preset,

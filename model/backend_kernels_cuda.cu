@@ -134,6 +134,16 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
                           wpe_rows, wpe_mode == GRAD_ACCUMULATE, scratch, c->stream);
 }
 
+void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                  const int* row_pos, int theta) {
+    rope_cuda(qkv, B, T, NH, NKV, HS, pos, row_pos, theta, 1, cuda_backend_stream());
+}
+
+void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                   const int* row_pos, int theta) {
+    rope_cuda(dqkv, B, T, NH, NKV, HS, pos, row_pos, theta, -1, cuda_backend_stream());
+}
+
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C) {
     layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, cuda_backend_stream());

@@ -69,6 +69,11 @@ void gpt_window_text(const GPTConfig* c, char* buf, size_t n) {
     else snprintf(buf, n, "attention window %d in layers l %% %d = 0", c->window, c->window_every);
 }
 
+void gpt_position_text(const GPTConfig* c, char* buf, size_t n) {
+    if (c->rope_theta > 0) snprintf(buf, n, "rotary positions (theta %d)", c->rope_theta);
+    else snprintf(buf, n, "learned positions");
+}
+
 int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     if (c->L < 1 || c->C < 1 || c->NH < 1 || c->max_T < 1 || c->V < 2) {
         snprintf(err, errlen, "model shape: expected positive layers, channels, heads, context "
@@ -94,6 +99,16 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     if (c->kv_heads < 0 || c->kv_heads > c->NH || (c->kv_heads > 0 && c->NH % c->kv_heads != 0)) {
         snprintf(err, errlen, "key/value heads: expected a divisor of the %d heads (0: one per "
                  "head), found %d", c->NH, c->kv_heads);
+        return -1;
+    }
+    if (c->rope_theta < 0 || c->rope_theta == 1) {
+        snprintf(err, errlen, "rope theta: expected 0 (learned positions) or at least 2, found %d",
+                 c->rope_theta);
+        return -1;
+    }
+    if (c->rope_theta > 0 && (c->C / c->NH) % 2 != 0) {
+        snprintf(err, errlen, "rotary positions: expected an even head size, found %d (channels "
+                 "%d over %d heads)", c->C / c->NH, c->C, c->NH);
         return -1;
     }
     if (c->window > 0 ? c->window_every < 1 || c->window_every > c->L : c->window_every != 0) {

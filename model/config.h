@@ -24,6 +24,13 @@ typedef struct {
     // heads, each read by NH / G consecutive query heads. The qkv projection is then C + 2 G HS
     // wide (gpt_qkv_width) and every schedule moves G / NH of the K/V bytes.
     int kv_heads;
+    // Position encoding: 0 (the default, llm.c's and GPT-3's) for learned absolute positions, the
+    // wpe table of max_T rows added to the token embeddings; theta >= 2 for rotary embeddings
+    // (RoPE, Su et al. 2021, in GPT-NeoX's and Llama's half-split layout) with base theta:
+    // every query and key head's channel pairs (i, i + HS/2) are rotated by p theta^(-2i/HS) at
+    // position p after the qkv projection, and the model has no wpe (0 rows). Nothing else
+    // changes: every attention schedule sees rotated queries and keys at their own positions.
+    int rope_theta;
 } GPTConfig;
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
@@ -33,6 +40,11 @@ static inline int gpt_kv_heads(const GPTConfig* cfg) {
 // Columns of the qkv projection: C of queries, then the K and V heads (3C without GQA).
 static inline int gpt_qkv_width(const GPTConfig* cfg) {
     return cfg->C + 2 * gpt_kv_heads(cfg) * (cfg->C / cfg->NH);
+}
+
+// Rows of the learned position table wpe: max_T, or 0 under rotary embeddings.
+static inline int gpt_position_rows(const GPTConfig* cfg) {
+    return cfg->rope_theta > 0 ? 0 : cfg->max_T;
 }
 
 // The attention window of layer l: cfg->window for a banded layer, 0 (causal) otherwise.
@@ -59,6 +71,8 @@ void gpt_window_text(const GPTConfig* cfg, char* buf, size_t n);
 // 6 L C T in all) and W - W^2 / (2T) in a banded one (T W - W^2 / 2 pairs; T/2 again at W = T).
 // The trainer's MFU and the cost model's both use it.
 double gpt_flops_per_token(const GPTConfig* cfg, double num_params, long T);
+// "learned positions" or "rotary positions (theta 10000)", for the configuration lines.
+void gpt_position_text(const GPTConfig* cfg, char* buf, size_t n);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
 

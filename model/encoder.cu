@@ -26,8 +26,12 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
     const int c = (int)(idx - n * per_row) * VEC;
     const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
     const PackX<VEC> we = load_packx<VEC>(wte + (long)tokens[n] * C + c);
-    const PackX<VEC> pe = load_packx<VEC>(wpe + p * C + c);
     PackX<VEC> o;
+    if (!wpe) {   // rotary positions: the token embedding alone
+        store_packx<VEC>(out + n * C + c, we);
+        return;
+    }
+    const PackX<VEC> pe = load_packx<VEC>(wpe + p * C + c);
     UNROLL
     for (int k = 0; k < VEC; k++) o.v[k] = from_float<floatX>(to_float(we.v[k]) + to_float(pe.v[k]));
     store_packx<VEC>(out + n * C + c, o);
@@ -293,18 +297,18 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
         FAIL("the positions of the local tokens must be distinct", "encoder_backward_cuda: pos.stride is 0 with T = %d", T);
     if (!aligned16(scratch))
         FAIL("pass memory from cudaMalloc", "encoder_backward_cuda: scratch %p is not 16-byte aligned", scratch);
-    CHECK(accumulate_wpe || wpe_rows > 0, "caller bug", "encoder_backward_cuda: writing dwpe needs wpe_rows > 0");
+    CHECK(!dwpe || accumulate_wpe || wpe_rows > 0, "caller bug", "encoder_backward_cuda: writing dwpe needs wpe_rows > 0");
     CHECK(order != NULL, "upload token_order's rows (model/token_order.h)", "encoder_backward_cuda: order is NULL");
     CHECK(!row_pos || row_pos_order, "upload token_order's rows of the positions (model/token_order.h)",
           "encoder_backward_cuda: row_pos_order is NULL beside row_pos");
     float* partial = (float*)scratch;
     unsigned* tickets = (unsigned*)((char*)partial + enc_partial_bytes(N, C));
     const int write = !accumulate_wpe;
-    const int wpe_units = row_pos ? 0 : write ? wpe_rows : T;
+    const int wpe_units = row_pos || !dwpe ? 0 : write ? wpe_rows : T;
     const bool vec = C % X128_ELEMS == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout);
     launch_encoder_backward_any(vec, dwte, dwpe, dout, order, tokens, partial, tickets, B, T, C, pos, wpe_units,
                                 write, stream);
-    if (!row_pos) return;
+    if (!row_pos || !dwpe) return;
     // Positions that repeat within a sequence: dwpe is a table keyed by rows, as dwte is by token.
     // The same scratch, after the first launch on this stream (which leaves its tickets at 0).
     if (write) CUDA_CHECK(cudaMemsetAsync(dwpe, 0, (size_t)wpe_rows * C * sizeof(floatX), stream));

@@ -17,7 +17,7 @@ static const char* const param_names[NUM_PARAM_TENSORS] = {
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
     s[0] = (size_t)c->Vp * C;
-    s[1] = (size_t)c->max_T * C;
+    s[1] = (size_t)gpt_position_rows(c) * C;   // 0 rows under rotary embeddings
     s[2] = L * C;
     s[3] = L * C;
     s[4] = L * W * C;
@@ -254,6 +254,16 @@ static const int* encoder_row_positions(const GPT* m) {
     return m->reset_positions ? m->doc_positions : NULL;
 }
 
+// Rotary embeddings on a layer's qkv (direction 1) or the transpose on its dqkv (-1), at the
+// encoder's positions.
+static void rope(const GPT* m, real* qkv, int direction) {
+    const GPTConfig* c = &m->cfg;
+    void (*apply)(real*, int, int, int, int, int, TokenLayout, const int*, int) =
+        direction > 0 ? rope_forward : rope_backward;
+    apply(qkv, m->B, m->T, c->NH, gpt_kv_heads(c), c->C / c->NH, m->attention->positions,
+          encoder_row_positions(m), c->rope_theta);
+}
+
 void gpt_load_batch(GPT* m, const int* inputs, const int* targets) {
     const size_t BT = (size_t)m->B * m->T;
     CHECK(m->T >= 1 && m->T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d",
@@ -286,8 +296,8 @@ void gpt_forward_loaded(GPT* m) {
     const ParameterTensors* p = &m->params;
 
     int begin = mark(m);
-    encoder_forward(a->encoded, m->inputs, p->wte, p->wpe, B, T, C, m->attention->positions,
-                    encoder_row_positions(m));
+    encoder_forward(a->encoded, m->inputs, p->wte, c->rope_theta ? NULL : p->wpe, B, T, C,
+                    m->attention->positions, encoder_row_positions(m));
     compute_span(m, begin, "embedding forward", -1, "forward");
     const long long layers_from = launches_now();
     const real* residual = a->encoded;
@@ -299,6 +309,7 @@ void gpt_forward_loaded(GPT* m) {
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
         matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, W);
+        if (c->rope_theta) rope(m, x.qkv, 1);
         m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                               x.att_lse);
         // The output projection lands in residual2, then the residual is added in place.
@@ -352,6 +363,7 @@ static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real
     const int BT = m->B * m->T, C = m->cfg.C;
     layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
     matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, gpt_qkv_width(&m->cfg));
+    if (m->cfg.rope_theta) rope(m, x.qkv, 1);
     if (m->recompute == GPT_RECOMPUTE_FULL) {   // residual2 too: the output projection, the add
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
         fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
@@ -419,6 +431,7 @@ void gpt_backward(GPT* m, double dloss) {
         real* dqkv = m->dbuf_4c_a;   // (B, T, W), overwritten by the attention layer
         m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                                x.att_lse, datty, dqkv);
+        if (c->rope_theta) rope(m, dqkv, -1);
         real* dln1 = m->dbuf_c;
         matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, W, mode);
         layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
@@ -429,7 +442,7 @@ void gpt_backward(GPT* m, double dloss) {
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
     const int* row_pos = encoder_row_positions(m);
-    encoder_backward(g->wte, g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
+    encoder_backward(g->wte, c->rope_theta ? NULL : g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
                      row_pos, row_pos ? m->doc_positions + BT : NULL, c->max_T, mode);
     compute_span(m, begin, "embedding backward", -1, "backward");
     grads_ready(m, GPT_GRADS_EMBEDDINGS);

@@ -2,6 +2,7 @@
 #include "model/layers.h"
 
 #include "model/fast_math.h"
+#include "model/rope_angles.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,8 +18,12 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
     for (long n = 0; n < (long)B * T; n++) {
         const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
         const real* we = wte + (long)tokens[n] * C;
-        const real* pe = wpe + p * C;
         real* o = out + n * C;
+        if (!wpe) {
+            for (int c = 0; c < C; c++) o[c] = we[c];
+            continue;
+        }
+        const real* pe = wpe + p * C;
         for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
     }
 }
@@ -28,19 +33,60 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
                       const int* row_pos_order, int wpe_rows, GradMode wpe_mode) {
     (void)order, (void)row_pos_order;   // rows in row order: the order those list per token or position
     // GRAD_WRITE: a small table (max_T rows), zeroed, then summed into as GRAD_ACCUMULATE does.
-    if (wpe_mode == GRAD_WRITE) memset(dwpe, 0, sizeof(real) * (size_t)wpe_rows * C);
+    if (dwpe && wpe_mode == GRAD_WRITE) memset(dwpe, 0, sizeof(real) * (size_t)wpe_rows * C);
     // Serial over rows: two rows may share a token (or a position across sequences), and a
     // fixed order keeps the sums deterministic. Channels vectorise.
     for (long n = 0; n < (long)B * T; n++) {
         const long t = n % T;
         const real* g = dout + n * C;
         real* we = dwte + (long)tokens[n] * C;
+        if (!dwpe) {
+            for (int c = 0; c < C; c++) we[c] += g[c];
+            continue;
+        }
         real* pe = dwpe + (row_pos ? row_pos[n] : token_layout_position(pos, t)) * C;
         for (int c = 0; c < C; c++) {
             we[c] += g[c];
             pe[c] += g[c];
         }
     }
+}
+
+// The rotation of rope_forward (sign +1) or its transpose (sign -1) on one row's query and key
+// heads: cos and sin of each pair's angle once, then every head.
+static void rope_row(real* row, int heads, int HS, long p, int theta, int sign) {
+    const int half = HS / 2;
+    for (int i = 0; i < half; i++) {
+        float c, s;
+        rope_cos_sin(p, i, HS, theta, &c, &s);
+        const real sn = (real)(sign * s), cs = (real)c;
+        for (int h = 0; h < heads; h++) {
+            real* x = row + (long)h * HS;
+            const real x0 = x[i], x1 = x[i + half];
+            x[i] = x0 * cs - x1 * sn;
+            x[i + half] = x1 * cs + x0 * sn;
+        }
+    }
+}
+
+static void rope_apply(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                       const int* row_pos, int theta, int sign) {
+    const long W = (long)(NH + 2 * NKV) * HS;
+#pragma omp parallel for
+    for (long n = 0; n < (long)B * T; n++) {
+        const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
+        rope_row(qkv + n * W, NH + NKV, HS, p, theta, sign);   // query then key heads: adjacent
+    }
+}
+
+void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                  const int* row_pos, int theta) {
+    rope_apply(qkv, B, T, NH, NKV, HS, pos, row_pos, theta, 1);
+}
+
+void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                   const int* row_pos, int theta) {
+    rope_apply(dqkv, B, T, NH, NKV, HS, pos, row_pos, theta, -1);
 }
 
 // One row: out = (x - mean) * rstd * weight + bias; returns the statistics through m, s.

@@ -22,7 +22,8 @@ typedef enum { GRAD_WRITE = 0, GRAD_ACCUMULATE = 1 } GradMode;
 
 // out[n] = wte[token[n]] + wpe[position of local token t]; rows n = b*T + t, position
 // token_layout_position(pos, t), or row_pos[n] where row_pos (B*T, backend memory) is not NULL
-// (sequences decoded together, each at its own position).   out: (B, T, C)
+// (sequences decoded together, each at its own position). wpe NULL (a model with rotary
+// positions): out[n] = wte[token[n]].   out: (B, T, C)
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
                      int B, int T, int C, TokenLayout pos, const int* row_pos);
 // Backward: dwte[token[n]] += the sum of the token's rows of dout (always added: the tied
@@ -34,9 +35,23 @@ void encoder_forward(real* out, const int* tokens, const real* wte, const real* 
 // row_pos (B*T, backend memory, or NULL): each row's position, as in encoder_forward (positions
 // that restart per document, so rows of one sequence may share one); row_pos_order then lists
 // the rows sorted by (row_pos, row), as order does by token (the CPU backend may be given NULL).
+// dwpe NULL (no wpe: rotary positions): only dwte.
 void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* tokens, const int* order,
                       int B, int T, int C, TokenLayout pos, const int* row_pos,
                       const int* row_pos_order, int wpe_rows, GradMode wpe_mode);
+
+// Rotary position embeddings on the query and key heads of qkv (N = B*T rows of W = (NH + 2 NKV)
+// HS columns: NH query heads, NKV key heads, NKV value heads), in place: in every query and key
+// head the channel pair (i, i + HS/2), i < HS/2, is rotated by the angle p / theta^(2i/HS), p the
+// row's position as the encoder's (token_layout_position(pos, t), or row_pos[n] when row_pos is
+// not NULL). The value heads are untouched. Angles and their cosines and sines are computed in
+// double and rounded to fp32 once, so the tables of both backends agree at any position.
+// rope_backward applies the transpose (the rotation by -angle) to the query and key columns of
+// dqkv: the gradient of the unrotated projection. Both overwrite their argument (not +=).
+void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                  const int* row_pos, int theta);
+void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+                   const int* row_pos, int theta);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

@@ -21,7 +21,8 @@
 // --- Encoder (model/encoder.cu) -------------------------------------------------------------------
 
 // out (B*T, C) = wte[tokens[n]] + wpe[token_layout_position(pos, t)] for row n = b*T + t, or
-// wpe[row_pos[n]] where row_pos (B*T, device memory) is not NULL.
+// wpe[row_pos[n]] where row_pos (B*T, device memory) is not NULL; wpe NULL (rotary positions):
+// out = wte[tokens[n]].
 void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
                           int B, int T, int C, TokenLayout pos, const int* row_pos,
                           cudaStream_t stream);
@@ -40,10 +41,18 @@ void encoder_forward_cuda(floatX* out, const int* tokens, const floatX* wte, con
 // token_order of the host positions), in a second launch, after zeroing dwpe when it is written.
 // scratch: encoder_backward_scratch_bytes bytes of device memory, 16-byte aligned (cudaMalloc),
 // ZEROED ONCE when allocated (it holds tickets that every call leaves at zero); calls sharing it
-// must be ordered (one stream).
+// must be ordered (one stream). dwpe NULL (rotary positions): dwte only.
 void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const int* tokens, const int* order,
                            int B, int T, int C, TokenLayout pos, const int* row_pos, const int* row_pos_order,
                            int wpe_rows, int accumulate_wpe, void* scratch, cudaStream_t stream);
+
+// --- Rotary position embeddings (model/rope.cu) ------------------------------------------------------
+
+// rope_forward / rope_backward of model/layers.h on device memory: qkv (B*T, (NH + 2 NKV) HS) in
+// place, the query and key heads rotated by +angle (direction 1) or -angle (-1, the backward's
+// transpose), the cosines and sines of model/rope_angles.h. row_pos: device memory or NULL.
+void rope_cuda(floatX* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
+               const int* row_pos, int theta, int direction, cudaStream_t stream);
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
 

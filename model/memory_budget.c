@@ -58,11 +58,11 @@ enum {
     SCALARS = 3                       // GPT_NUM_SCALARS doubles
 };
 
-// model/gpt.c gpt_num_params in closed form: wte, wpe, per layer the qkv projection (W = 3C
+// model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv projection (W = 3C
 // without grouped-query attention) C W + W and the rest 9 C^2 + 10 C, lnf.
 static size_t num_params(const GPTConfig* g) {
     const size_t C = g->C, L = g->L, W = gpt_qkv_width(g);
-    return (size_t)g->Vp * C + (size_t)g->max_T * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
+    return (size_t)g->Vp * C + (size_t)gpt_position_rows(g) * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }

@@ -44,7 +44,7 @@ static Cluster parse_or_die(const char* name, const char* text) {
     return c;
 }
 
-static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0, 0}; }
+static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0, 0, 0}; }
 // The same with grouped-query attention: kv of its 4 heads' key/value heads.
 static CostShape tiny_gqa(long T, int kv) {
     CostShape s = tiny_shape(T);
@@ -795,7 +795,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 // Recompute adds the recomputed kernels' time to backward and nothing else; it saves memory.
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
-    const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0};
+    const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0, 0};
     CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
@@ -826,7 +826,7 @@ static void test_merges_in_forward(void) {
     const Cluster flat = flat_cluster();
     Cluster fp32 = flat;
     fp32.param_bytes = 4;
-    const CostShape s = {3, 256, 4, 512, 1024, 0, 0, 0};
+    const CostShape s = {3, 256, 4, 512, 1024, 0, 0, 0, 0};
     const int B = 2, T = 1024;
     const struct { CostAlgorithm alg; int pq, pkv, step_merges; } cases[] = {
         {COST_RING, 1, 4, 3}, {COST_ZIGZAG, 2, 2, 3}, {COST_2D_OVERLAP, 2, 2, 2},
@@ -853,7 +853,8 @@ static void test_merges_in_forward(void) {
 static double params_by_hand(const CostShape* s) {
     const double C = s->C, L = s->L, NKV = s->kv_heads ? s->kv_heads : s->NH;
     const double W = C + 2 * NKV * (C / s->NH), Vp = gpt_padded_vocab(s->V);
-    const double sizes[16] = {Vp * C,    s->max_T * C, L * C,         L * C,
+    const double rows = s->rope_theta ? 0 : s->max_T;   // no position table under RoPE
+    const double sizes[16] = {Vp * C,    rows * C,     L * C,         L * C,
                               L * W * C, L * W,        L * C * C,     L * C,
                               L * C,     L * C,        L * 4 * C * C, L * 4 * C,
                               L * C * 4 * C, L * C,    C,             C};
@@ -865,9 +866,9 @@ static double params_by_hand(const CostShape* s) {
 // The parameter count takes the narrower qkv projection (C + 2 NKV HS columns, 3C without
 // grouped-query attention), and so do the trainer's MFU FLOPs per token.
 static void test_gqa_params(void) {
-    const CostShape shapes[] = {{3, 256, 8, 1000, 512, 0, 0, 2}, {3, 256, 8, 1000, 512, 0, 0, 1},
-                                {3, 256, 8, 1000, 512, 0, 0, 0}, {3, 256, 8, 1000, 512, 0, 0, 8},
-                                {32, 2560, 32, 50257, 131072, 0, 0, 8}};
+    const CostShape shapes[] = {{3, 256, 8, 1000, 512, 0, 0, 2, 0}, {3, 256, 8, 1000, 512, 0, 0, 1, 0},
+                                {3, 256, 8, 1000, 512, 0, 0, 0, 0}, {3, 256, 8, 1000, 512, 0, 0, 8, 0},
+                                {32, 2560, 32, 50257, 131072, 0, 0, 8, 0}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const CostShape* s = &shapes[k];
         const GPTConfig cfg = costmodel_gpt_config(s);
@@ -887,7 +888,7 @@ static void test_gqa_params(void) {
 // every other kernel as without grouped-query attention (flat rates: each its kernel_costs floor).
 static void test_gqa_gemms(void) {
     const Cluster flat = flat_cluster();
-    const CostShape gqa = {3, 256, 8, 1000, 512, 0, 0, 2}, mha = {3, 256, 8, 1000, 512, 0, 0, 0};
+    const CostShape gqa = {3, 256, 8, 1000, 512, 0, 0, 2, 0}, mha = {3, 256, 8, 1000, 512, 0, 0, 0, 0};
     const double N = 2048, Tl = 1024, C = 256, W = 256 + 2 * 2 * 32, Vp = 1024, L = 3;
     double gemm, other, gemm_mha, other_mha;
     costmodel_token_local_split(&flat, &gqa, N, Tl, &gemm, &other);
@@ -907,6 +908,43 @@ static void test_gqa_gemms(void) {
     EXPECT(fabs(gemm - want) <= 1e-12 * want && gemm < gemm_mha && other == other_mha,
            "GEMMs of 2 of 8 key/value heads (qkv %.0f columns): %.9g s (by hand %.9g s; 3C: "
            "%.9g s), the rest %.9g s (3C: %.9g s)", W, gemm, want, gemm_mha, other, other_mha);
+}
+
+// Rotary positions: no position table (max_T C fewer parameters, whatever the head grouping), a
+// rotation pass over the query and key heads in every layer's forward and backward (and in the
+// recomputed forward), nothing else; a long context's memory falls by the table's parameters,
+// gradients and optimizer state.
+static void test_rope(const Cluster* c) {
+    const Cluster flat = flat_cluster();
+    const CostShape learned = {3, 256, 8, 1000, 512, 0, 0, 2, 0};
+    CostShape rope = learned;
+    rope.rope_theta = 10000;
+    EXPECT(costmodel_num_params(&rope) == params_by_hand(&rope) &&
+               costmodel_num_params(&learned) - costmodel_num_params(&rope) == 512.0 * 256,
+           "parameters with rotary positions: %.0f, learned %.0f (by hand: the table's 512 x 256 "
+           "fewer)", costmodel_num_params(&rope), costmodel_num_params(&learned));
+    const double N = 2048, Tl = 1024, L = 3;
+    double gemm, other, gemm_l, other_l;
+    costmodel_token_local_split(&flat, &rope, N, Tl, &gemm, &other);
+    costmodel_token_local_split(&flat, &learned, N, Tl, &gemm_l, &other_l);
+    const double pass = floor_s(kernel_cost_rope(N, 8, 2, 32));
+    EXPECT(gemm == gemm_l && fabs(other - other_l - 2 * L * pass) <= 1e-12 * other,
+           "token-local seconds with rotary positions: other kernels %.9g s = learned %.9g s + 2 L "
+           "rotation passes of %.9g s; GEMMs unchanged (%.9g s, %.9g s)", other, other_l, pass,
+           gemm, gemm_l);
+    const KernelCost k = kernel_cost_rope(10, 4, 2, 8);
+    EXPECT(k.bytes == 2 * KERNEL_COST_X * 10 * 6 * 8 && k.flops == 3 * 10 * 6 * 8,
+           "a rotation pass over 10 rows of 4 + 2 heads of 8: %.0f bytes (read and written in "
+           "place), %.0f FLOPs", k.bytes, k.flops);
+    CostConfig g = {{32, 2560, 32, 50257, 131072, 0, 0, 8, 0}, 131072, 1, 1, 1, 1, 16, COST_ZIGZAG,
+                    1, 1, 0, GPT_RECOMPUTE_SELECTIVE, NULL, 1};
+    const CostPrediction pl = predict(&g, c);
+    g.shape.rope_theta = 10000;
+    const CostPrediction pr = predict(&g, c);
+    EXPECT(pr.memory_bytes < pl.memory_bytes && pr.step_s > pl.step_s * 0.99,
+           "gpt3-2.7b, T 131072, zigzag 1x16, ZeRO-1: %.2f GiB per device with rotary positions, "
+           "%.2f learned; step %.1f ms, %.1f ms", pr.memory_bytes / 1073741824.0,
+           pl.memory_bytes / 1073741824.0, 1e3 * pr.step_s, 1e3 * pl.step_s);
 }
 
 // Communication: a ring moves only K|V blocks and their gradients, all kv / NH as many bytes; 2d
@@ -1113,7 +1151,7 @@ static void test_committed_clusters(void) {
 // Ring on 16 A100 (4 per node): its hops cross nodes; a 4x4 ATTENTION2D mesh has its columns
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
-    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0};
+    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0, 0};
     const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
@@ -1173,7 +1211,7 @@ static void test_chunk_pipeline(void) {
     // COST_CHUNKS_AUTO: every Ulysses or USP candidate of the ranking takes the fastest of the
     // counts dividing its heads per rank (none faster among them), the others none.
     {
-        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0};
+        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0, 0};
         const CostQuery q = {wide, 16384, 1, 1, 4, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
                              COST_CHUNKS_AUTO};
         CostCandidate out[64];
@@ -1196,7 +1234,7 @@ static void test_chunk_pipeline(void) {
         EXPECT(!bad && a2a > 0, "chunks auto: %d candidates, %d Ulysses or USP, each with its "
                "fastest count dividing its heads per rank", n, a2a);
     }
-    const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0};
+    const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0, 0};
     CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction one = predict(&h, &flat);
     h.chunks = 2;
@@ -1250,6 +1288,7 @@ int main(void) {
     test_gqa_params();
     test_gqa_gemms();
     test_gqa_comm(&free_compute);
+    test_rope(&a100);
     test_gqa_attention_passes();
     test_gqa_ulysses(&a100);
     printf("%s\n", failures ? "FAILED" : "all passed");

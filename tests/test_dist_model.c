@@ -11,6 +11,7 @@
 //                   [--attention 2d|2d-keep|ring|striped|zigzag|ulysses|usp|local|all]
 //                   [--B 2] [--T 32] [--micro 2] [--layers 2] [--channels 32] [--heads 4]
 //                   [--kv-heads 0 (= heads; fewer: grouped-query attention)]
+//                   [--rope-theta 0 (learned positions; N: rotary positions, base N)]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
 #include <math.h>
@@ -32,6 +33,7 @@ static const uint64_t SEED = 20240520;
 typedef struct {
     int dp, pq, pkv, B, T, micro, L, C, NH, V, context, verbose;
     int NKV;      // key/value heads (--kv-heads; 0: NH)
+    int rope;     // rotary positions' theta (--rope-theta; 0: learned positions)
     int chunks;   // ulysses and usp: head chunks
     const char* attention;
 } Args;
@@ -63,6 +65,7 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--channels")) a.C = parse_int(f, v);
         else if (!strcmp(f, "--heads")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--kv-heads")) a.NKV = parse_int(f, v);
+        else if (!strcmp(f, "--rope-theta")) a.rope = parse_int(f, v);
         else if (!strcmp(f, "--vocab")) a.V = parse_int(f, v);
         else if (!strcmp(f, "--context")) a.context = parse_int(f, v);
         else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
@@ -278,7 +281,8 @@ int main(int argc, char** argv) {
     if (mesh_init(&mesh, a.dp, a.pq, a.pkv, rank, size, err) != 0) fail_msg("%s", err);
     if (mesh_check_seq_len(&mesh, a.T, err) != 0) fail_msg("%s", err);
     GPTConfig cfg = {.max_T = a.context, .V = a.V, .Vp = gpt_padded_vocab(a.V), .L = a.L,
-                     .NH = a.NH, .C = a.C, .kv_heads = a.NKV};
+                     .NH = a.NH, .C = a.C, .kv_heads = a.NKV,
+                     .rope_theta = a.rope};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 

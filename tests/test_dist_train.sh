@@ -364,6 +364,27 @@ PYEOF2
     timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/ref" \
     --resume || fail "banded: a checkpoint resumed without its window was not refused"
   ;;
+rope)
+  # Rotary positions on every schedule, each rank turning its own tokens' queries and keys at their
+  # positions in the sequence (4 heads of 16 over 2 key/value heads: Ulysses splits the 2 over its 2
+  # ranks), against the reference trainer on one process; and with positions that restart at each
+  # document (--reset-position-ids: the rotation by the position within the document) on 2x2.
+  make_shards docs
+  common+=(--total-batch-tokens 384 --val-data "$work/val_*.bin" --eval-every 10 --eval-batches 6
+           --lr 3e-3)
+  awk -v t="$TOL" 'BEGIN { exit !(t <= 1e-4) }' && common+=(--sample-length 8)
+  rope=(--position-embedding rope --channels 64 --heads 4 --kv-heads 2)
+  train ref 1 "${rope[@]}" || exit 1
+  grep -q 'rotary positions (theta 10000)' "$work/ref.out" ||
+    fail "rope: the configuration does not name the rotary positions"
+  every_schedule r "${rope[@]}"
+  docs=(--document-mask 511 --reset-position-ids)
+  single_is_ref=1
+  train ref-docs 1 "${rope[@]}" "${docs[@]}" || exit 1
+  single_is_ref=0
+  train docs-zigzag-2x2 4 "${rope[@]}" "${docs[@]}" --pq 2 --pkv 2 --attention zigzag &&
+    compare docs-zigzag-2x2 ref-docs
+  ;;
 documents)
   make_shards docs
   # (--lr 3e-3: at 1e-2 the frequent boundary token's embedding makes this data's trajectory
@@ -776,8 +797,10 @@ recompute)
            --eval-every 4 --eval-batches 2)
   runs=("2d|--attention 2d --grad-bucket-mb 0.01" "2d-keep-zero|--attention 2d --keep-kv --zero 1"
         "ring-zero|--attention ring --zero 1" "zigzag|--attention zigzag"
-        "2d-overlap|--attention 2d-overlap --grad-bucket-mb 0.01")
-  [ "$np" = 1 ] && runs=("one|" "one-zero|--zero 1")
+        "2d-overlap|--attention 2d-overlap --grad-bucket-mb 0.01"
+        "zigzag-rope|--attention zigzag --position-embedding rope")
+  # (rope: the recomputed qkv is rotated again at its positions)
+  [ "$np" = 1 ] && runs=("one|" "one-zero|--zero 1" "one-rope|--position-embedding rope")
   for r in "${runs[@]}"; do
     name=${r%%|*}
     read -r -a extra <<< "${r#*|}"
@@ -834,7 +857,7 @@ seeds)
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|resume|refuse|kill|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|banded|documents|rope|resume|refuse|kill|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

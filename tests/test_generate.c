@@ -113,7 +113,7 @@ static void sampler_limits(void) {
 
 static int write_model(int argc, char** argv) {
     const char* path = NULL;
-    GPTConfig cfg = {64, 512, 0, 2, 4, 64, 0, 0, 0};
+    GPTConfig cfg = {64, 512, 0, 2, 4, 64, 0, 0, 0, 0};
     int seed = 1, version = MODEL_VERSION_FP32;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -125,6 +125,7 @@ static int write_model(int argc, char** argv) {
         else if (!strcmp(a, "--channels")) cfg.C = atoi(v), i++;
         else if (!strcmp(a, "--heads")) cfg.NH = atoi(v), i++;
         else if (!strcmp(a, "--kv-heads")) cfg.kv_heads = atoi(v), i++;
+        else if (!strcmp(a, "--rope-theta")) cfg.rope_theta = atoi(v), i++;
         else if (!strcmp(a, "--seed")) seed = atoi(v), i++;
         else if (!strcmp(a, "--bf16")) version = MODEL_VERSION_BF16;
         else fail_msg("%s: unknown option", a);
@@ -141,22 +142,29 @@ static int write_model(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc > 1) return write_model(argc, argv);
-    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32, 0, 0, 0};   // head size 16 (CUDA tiles)
+    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32, 0, 0, 0, 0};   // head size 16 (CUDA tiles)
     const int len3[3] = {1, 6, 17};
     const SamplingConfig greedy = {0, 0, 1}, sampled = {0.9, 40, 0.95};
     compare(&cfg, 3, len3, 12, &greedy, "greedy, prompts of 1, 6, 17 tokens");
     compare(&cfg, 3, len3, 12, &sampled, "temperature 0.9 top-k 40 top-p 0.95");
     const int len1[1] = {40};
     compare(&cfg, 1, len1, 7, &greedy, "greedy up to the context (48)");
-    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64, 0, 0, 0};
+    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64, 0, 0, 0, 0};
     const int len2[2] = {9, 2};
     compare(&deep, 2, len2, 10, &greedy, "3 layers, 2 heads of 32");
     // Grouped-query attention: a cache of 2 key/value heads for 4 query heads of 16, and
     // multi-query attention under a window of 5 in every second layer.
-    GPTConfig gqa = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 0, 0, 2};
+    GPTConfig gqa = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 0, 0, 2, 0};
     compare(&gqa, 3, len3, 12, &greedy, "grouped-query: 4 heads, 2 key/value heads");
-    GPTConfig mqa = {48, 300, gpt_padded_vocab(300), 3, 4, 64, 5, 2, 1};
+    GPTConfig mqa = {48, 300, gpt_padded_vocab(300), 3, 4, 64, 5, 2, 1, 0};
     compare(&mqa, 2, len2, 10, &greedy, "multi-query, window 5 in layers 0 and 2");
+    // Rotary positions: the cache holds rotated keys, each decoded token is rotated at its own
+    // position (the decoding layer's row positions), and a batch of prompts of different lengths
+    // decodes at different positions per row.
+    GPTConfig rope = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 0, 0, 0, 10000};
+    compare(&rope, 3, len3, 12, &greedy, "rotary positions, theta 10000");
+    GPTConfig rope_gqa = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 5, 2, 2, 500000};
+    compare(&rope_gqa, 3, len3, 12, &sampled, "rotary positions, 2 key/value heads, window 5");
     sampler_limits();
     printf("%s\n", failures ? "FAILED" : "passed");
     return failures != 0;

@@ -232,6 +232,34 @@ case "$test_name" in
     refused "gqa: --prefill ulysses with 2 key/value heads on 4 ranks" \
       "^error: rank [0-9]*: --prefill ulysses: the model .* has 2 key/value heads, which do not split over the P = 4 ranks" \
       4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 2 --prefill ulysses ;;
+  rope)
+    # Rotary positions (trained; the cache holds rotated keys, each new token turned at its own
+    # position): the KV cache == recomputation without a cache (tokens; logits within 1e-5);
+    # distributed == single process (2d on 1x2, 2x2, 2x4; Zigzag and Striped prefill, whose ranks
+    # hold positions out of order, with Ring and Tree decoding; Ulysses on 2 ranks); and the
+    # positions matter: the same weights read as learned positions (header[11] 0, a zero table
+    # appended) decode other logits.
+    trained_model "$M" --heads 4 --position-embedding rope
+    cache_vs_recompute rope
+    equal_to_single --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12
+    for run in "4 2 2 --prefill zigzag --decode ring" "4 2 2 --prefill striped --decode tree" "2 1 2 --prefill ulysses"; do
+      set -- $run
+      if gen $1 $2 $3 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 "${@:4}" && cmp -s "$W/out" "$W/cache"; then
+        ok "rope: mesh $2x$3 ${*:4} == single process"
+      else bad "rope: mesh $2x$3 ${*:4}: $(tail -n 1 "$W/err")"; fi
+    done
+    # The learned-positions copy: header[11] = 0 and a zero wpe (64 x 32 floats) after wte.
+    "$PY" -c 'import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[44:48] = bytes(4)
+wte_end = 1024 + 4 * 512 * 32
+b[wte_end:wte_end] = bytes(4 * 64 * 32)
+open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
+    gen 1 1 1 --model "$W/learned.bin" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/learned.logits" \
+      || bad "learned copy: $(tail -n 1 "$W/err")"
+    if "$PY" tests/generate_logits_check.py "learned vs rope" 512 "$W/learned.logits" "$W/cache.logits" 1e-3 >/dev/null; then
+      bad "rope: the rotation does not change the logits"
+    else ok "rope: without its rotation the model gives other logits"; fi ;;
   batched|cuda-batched)
     # All sequences of a step in one forward (the default) against one forward per sequence
     # (--decode-batch 1, the reference): prompts of 4 lengths, two of them stopped early by stop
@@ -416,6 +444,6 @@ case "$test_name" in
         && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
         || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
     done ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|rope|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

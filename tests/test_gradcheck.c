@@ -329,6 +329,39 @@ static void test_encoder(TokenLayout pos, const char* name) {
     check(what, c.wpe, dwpe, maxT * c.C, enc_loss, &c);
 }
 
+// ---- rotary position embeddings ----
+typedef struct {
+    int B, T, NH, NKV, HS, theta;
+    TokenLayout pos;
+    const int* row_pos;
+    real *x, *y, *dy;
+} RopeCase;
+
+static double rope_loss(void* p) {
+    RopeCase* c = p;
+    const long n = (long)c->B * c->T * (c->NH + 2 * c->NKV) * c->HS;
+    memcpy(c->y, c->x, sizeof(real) * n);   // in place: rotate a copy
+    rope_forward(c->y, c->B, c->T, c->NH, c->NKV, c->HS, c->pos, c->row_pos, c->theta);
+    return weighted_sum(c->y, c->dy, n);
+}
+
+// Queries, keys and (untouched) values of 3 heads over 1 key/value head, at positions from a
+// layout or per row.
+static void test_rope(TokenLayout pos, const int* row_pos, const char* name) {
+    RopeCase c = {.B = 2, .T = 3, .NH = 3, .NKV = 1, .HS = 6, .theta = 100, .pos = pos,
+                  .row_pos = row_pos};
+    const long n = (long)c.B * c.T * (c.NH + 2 * c.NKV) * c.HS;
+    c.x = random_array(n, 1);
+    c.y = zeros(n);
+    c.dy = random_array(n, 1);
+    real* dx = zeros(n);
+    memcpy(dx, c.dy, sizeof(real) * n);
+    rope_backward(dx, c.B, c.T, c.NH, c.NKV, c.HS, c.pos, c.row_pos, c.theta);
+    char what[96];
+    snprintf(what, sizeof what, "rope dqkv (%s)", name);
+    check(what, c.x, dx, n, rope_loss, &c);
+}
+
 // ---- cross-entropy ----
 typedef struct {
     int N, V, Vp;
@@ -480,6 +513,10 @@ int main(void) {
     // [2, 4) and [7, 9): local tokens 2, 7, 3, 8); tokens repeat on purpose.
     test_encoder(token_layout(token_positions(2, 3)), "offset 2, stride 3");
     test_encoder((TokenLayout){.off = {2, 7}, .stride = 1, .chunks = 2}, "zigzag chunks 2 and 7");
+    test_rope(token_layout(token_positions(0, 1)), NULL, "positions 0..2");
+    test_rope((TokenLayout){.off = {5, 40}, .stride = 1, .chunks = 2}, NULL, "zigzag chunks 5, 40");
+    static const int rows[6] = {0, 1, 0, 7, 3, 2};
+    test_rope(token_layout(token_positions(0, 1)), rows, "per-row positions");
     test_crossentropy();
     test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");
     // ATTENTION2D 2x3 mesh, rank (r=1, c=2): queries 1, 3, 5, ..., keys 2, 5, 8, ...

@@ -34,7 +34,10 @@ typedef struct {
 // layers 0 and 2 (GPT-3's alternating banded and dense layers), and the ragged one with document
 // masking (token 5 begins a document; one input in six is a 5), also with the positions counted
 // from each document's start; grouped-query attention, 6 heads of 8 over 2 key/value heads, and
-// multi-query attention (one key/value head) under a window of 5 in layer 0.
+// multi-query attention (one key/value head) under a window of 5 in layer 0; rotary positions
+// (theta 10000, no wpe) over the ragged shape's positions 0..36 (head size 16: the odd 15 of the
+// ragged shape has no pairs), with grouped-query attention, and with positions that restart at
+// each document (rotated by the position within the document).
 static const Shape shapes[] = {
     {"gpt2vocab", {.max_T = 64, .V = 50257, .Vp = 50304, .L = 2, .NH = 4, .C = 64}, 2, 32, 0, 0},
     {"ragged", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 45}, 3, 37, 0, 0},
@@ -45,6 +48,12 @@ static const Shape shapes[] = {
     {"gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2}, 3, 37, 0, 0},
     {"mqa-banded", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 4, .C = 40, .window = 5,
                     .window_every = 2, .kv_heads = 1}, 2, 29, 0, 0},
+    {"rope", {.max_T = 48, .V = 333, .Vp = 384, .L = 3, .NH = 3, .C = 48, .rope_theta = 10000},
+     3, 37, 0, 0},
+    {"rope-gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+                  .rope_theta = 500000}, 3, 37, 0, 0},
+    {"rope-document-positions", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
+                                 .rope_theta = 10000}, 3, 37, 5, 1},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -66,7 +75,7 @@ int main(int argc, char** argv) {
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents] [--out-dir DIR] [--steps N]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|...] [--out-dir DIR] [--steps N]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }

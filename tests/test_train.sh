@@ -95,6 +95,33 @@ refused() {
   done
 }
 
+# NOSHAPE: the data and run options of a trainer started from a model file (no shape options).
+NOSHAPE=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
+         --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
+
+# header_holds FILE I V...: the int32 header fields I, I+1, ... of a model file are V...
+header_holds() {
+  "$PY" -c 'import struct, sys
+want = tuple(int(v) for v in sys.argv[3:])
+sys.exit(struct.unpack_from("<%di" % len(want), open(sys.argv[1], "rb").read(), 4 * int(sys.argv[2])) != want)' "$@"
+}
+
+# from_model MODEL WHAT REGEX: 2 steps from MODEL (--init-from, no shape options) whose
+# configuration matches REGEX: the model's WHAT is kept.
+from_model() {
+  train from "${NOSHAPE[@]}" --steps 2 --init-from "$1" --eval-every 0 --out-dir "$W/from"
+  expect_rc from 0
+  check "--init-from keeps the model's $2" has from.out "$3"
+}
+
+# export_refused MODEL TEXT: build/export_hf fails on MODEL with TEXT in its error.
+export_refused() {
+  "$BUILD/export_hf" --model "$1" --out "$W/hf" > "$W/export.out" 2> "$W/export.err"
+  echo $? > "$W/export.rc"
+  check "export_hf refuses it ($(head -n 1 "$W/export.err"))" eval \
+    "[ \$(rc_of export) != 0 ] && grep -qF '$2' '$W/export.err'"
+}
+
 # ---- 1. resume is bit exact ----
 
 # t_resume EXTRA...: 20 steps straight == 10 steps, stop, resume, 10 more.
@@ -249,8 +276,7 @@ t_init_from() {
   train base "${TINY[@]}" --steps 3 --out-dir "$W/base"
   expect_rc base 0
   local good=$W/base/model_00000003.bin
-  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
-                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet --steps 2)
+  local noshape=("${NOSHAPE[@]}" --steps 2)
   train good "${noshape[@]}" --init-from "$good" --out-dir "$W/good"
   expect_rc good 0
   train shape "${noshape[@]}" --init-from "$good" --out-dir "$W/shape" --layers 3
@@ -507,7 +533,7 @@ t_config() {
     "--total-batch-tokens 48|^error: --total-batch-tokens 48: expected a multiple of"
     "--total-batch-tokens 16|^error: --total-batch-tokens 16: expected a multiple of"
     "--preset gpt5|^error: --preset: expected one of"
-    "--channels 33|^error: --preset/--layers/--channels/--heads/--kv-heads: "
+    "--channels 33|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: "
     "--pq 2|pq 2"
     "--dp 2|dp 2"
     "--zero 2|^error: --zero: "
@@ -969,18 +995,12 @@ t_window() {
     --eval-every 0 --out-dir "$W/banded"
   expect_rc banded 0
   check "the configuration names the window" has banded.out "attention window 3 in layers l % 2 = 0,"
-  check "the model file's header[8..9] hold 3 and 2" "$PY" -c 'import struct, sys
-sys.exit(struct.unpack_from("<ii", open(sys.argv[1], "rb").read(), 32) != (3, 2))' "$W/banded/model_00000004.bin"
-  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
-                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
-  train from "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
-    --eval-every 0 --out-dir "$W/from"
-  expect_rc from 0
-  check "--init-from keeps the model's window" has from.out "attention window 3 in layers l % 2 = 0,"
-  train from-all "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
+  check "the model file's header[8..9] hold 3 and 2" header_holds "$W/banded/model_00000004.bin" 8 3 2
+  from_model "$W/banded/model_00000004.bin" window "attention window 3 in layers l % 2 = 0,"
+  train from-all "${NOSHAPE[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
     --window-every 1 --eval-every 0 --out-dir "$W/from-all"
   check "--window-every overrides the model's pattern" has from-all.out "attention window 3 in every layer,"
-  train from-dense "${noshape[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
+  train from-dense "${NOSHAPE[@]}" --steps 2 --init-from "$W/banded/model_00000004.bin" \
     --attention-window 0 --eval-every 0 --out-dir "$W/from-dense"
   expect_rc from-dense 0
   check "--attention-window 0 trains it dense" eval "! grep -q 'attention window' '$W/from-dense.out'"
@@ -998,29 +1018,49 @@ t_gqa() {
   train gqa "${TINY[@]}" --heads 4 --kv-heads 2 --steps 4 --eval-every 0 --out-dir "$W/gqa"
   expect_rc gqa 0
   check "the configuration names the key/value heads" has gqa.out "NH=4 \(grouped-query: 2 key/value heads\) HS=8"
-  check "the model file's header[10] holds 2" "$PY" -c 'import struct, sys
-sys.exit(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 40) != (2,))' "$W/gqa/model_00000004.bin"
-  local noshape=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
-                 --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
-  train from "${noshape[@]}" --steps 2 --init-from "$W/gqa/model_00000004.bin" --eval-every 0 \
-    --out-dir "$W/from"
-  expect_rc from 0
-  check "--init-from keeps the model's key/value heads" has from.out "NH=4 \(grouped-query: 2 key/value heads\)"
+  check "the model file's header[10] holds 2" header_holds "$W/gqa/model_00000004.bin" 10 2
+  from_model "$W/gqa/model_00000004.bin" "key/value heads" "NH=4 \(grouped-query: 2 key/value heads\)"
   train dense "${TINY[@]}" --heads 4 --kv-heads 4 --steps 1 --eval-every 0 --out-dir "$W/dense"
-  check "--kv-heads equal to --heads is plain attention (header[10] 0)" "$PY" -c 'import struct, sys
-sys.exit(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 40) != (0,))' "$W/dense/model_00000001.bin"
-  "$BUILD/export_hf" --model "$W/gqa/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2> "$W/export.err"
-  echo $? > "$W/export.rc"
-  check "export_hf refuses it ($(head -n 1 "$W/export.err"))" eval \
-    "[ \$(rc_of export) != 0 ] && grep -q 'grouped-query attention (2 key/value heads for 4 heads) has no GPT-2 equivalent' '$W/export.err'"
-  refused "--heads 4 --kv-heads 3|^error: --preset/--layers/--channels/--heads/--kv-heads: key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3" \
-          "--kv-heads 8|^error: --preset/--layers/--channels/--heads/--kv-heads: key/value heads: expected a divisor of the 2 heads" \
+  check "--kv-heads equal to --heads is plain attention (header[10] 0)" header_holds "$W/dense/model_00000001.bin" 10 0
+  export_refused "$W/gqa/model_00000004.bin" "grouped-query attention (2 key/value heads for 4 heads) has no GPT-2 equivalent"
+  refused "--heads 4 --kv-heads 3|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3" \
+          "--kv-heads 8|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: key/value heads: expected a divisor of the 2 heads" \
           "--kv-heads -1|^error: --kv-heads" \
-          "--kv-heads 1 --init-from $W/gqa/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab"
+          "--kv-heads 1 --init-from $W/gqa/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/"
   timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" --heads 4 --kv-heads 1 --pkv 2 \
     --attention ulysses --out-dir "$W/ulysses" > "$W/ulysses.out" 2> "$W/ulysses.err"
   check "ulysses over 2 ranks refuses 1 key/value head" eval \
     "grep -q 'error: --attention ulysses: the 1 key/value heads (--kv-heads) split over the P = 2 sequence-parallel ranks' '$W/ulysses.err'"
+}
+
+# Rotary positions: named in the configuration, carried by the model file (header[11], no wpe:
+# context x channels fewer parameters) and by --init-from, refused by the Hugging Face export and
+# by a resume with learned positions; bad values refused in one line.
+t_rope() {
+  make_data
+  train rope "${TINY[@]}" --position-embedding rope --steps 4 --eval-every 0 --out-dir "$W/rope"
+  expect_rc rope 0
+  train learned "${TINY[@]}" --steps 4 --eval-every 0 --out-dir "$W/learned"
+  expect_rc learned 0
+  check "the configuration names them" has rope.out "\(padded 512\), rotary positions \(theta 10000\), "
+  check "learned positions are named too" has learned.out "\(padded 512\), learned positions, "
+  local pr pl
+  pr=$(grep -o '[0-9]* parameters' "$W/rope.out" | head -n 1 | cut -d' ' -f1)
+  pl=$(grep -o '[0-9]* parameters' "$W/learned.out" | head -n 1 | cut -d' ' -f1)
+  check "no position table: $pl - $pr parameters = context 32 x channels 32" test "$((pl - pr))" = 1024
+  check "the model file's header[11] holds 10000" header_holds "$W/rope/model_00000004.bin" 11 10000
+  check "the losses differ from learned positions' (the rotation is applied)" eval \
+    "[ \"\$(losses '$W/rope/log.jsonl')\" != \"\$(losses '$W/learned/log.jsonl')\" ]"
+  from_model "$W/rope/model_00000004.bin" "rotary positions" "rotary positions \(theta 10000\)"
+  export_refused "$W/rope/model_00000004.bin" "rotary position embeddings (theta 10000) have no GPT-2 equivalent"
+  train resume-learned "${TINY[@]}" --steps 6 --resume --out-dir "$W/rope"
+  check "a resume with learned positions is refused ($(grep -m 1 'rotary' "$W/resume-learned.err"))" eval \
+    "[ \$(rc_of resume-learned) != 0 ] && grep -q 'rotary positions (theta 10000) differ from this run.s learned positions' '$W/resume-learned.err'"
+  refused "--rope-theta 500|^error: --rope-theta 500: expected --position-embedding rope with it, found learned" \
+          "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
+          "--position-embedding absolute|^error: --position-embedding" \
+          "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: rotary positions: expected an even head size, found 15" \
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--rope-theta"
 }
 
 # ---- main ----
@@ -1050,9 +1090,11 @@ case $test_name in
   window) t_window ;;
   gqa) t_gqa ;;
   resume-gqa) t_resume --heads 4 --kv-heads 1 ;;
+  rope) t_rope ;;
+  resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -10,7 +10,11 @@ Metric per tensor: max|c - ref| / max(max|ref|, 1e-30); losses: |c - ref| / |ref
 Exit status: 0 all within tolerance, 1 some comparison failed, 2 bad input file/arguments.
 The key third of qkvb has an exactly-zero gradient (softmax ignores a per-query constant), so in
 fp32 it is rounding noise that AdamW turns into small updates: for it we check that both gradients
-are ~0 and compare only the q and v thirds of the final qkvb (see compare()).
+are ~0 and compare only the q and v thirds of the final qkvb (see compare()). Under rotary
+positions (header[11] theta) the key bias is rotated by each key's position and its gradient is
+defined, so the gradient of qkvb is compared whole; but the slow pairs of a head barely turn over
+a short sequence (at theta 500000, head size 8, pair 3 by 5e-5 rad per position), so their
+gradients are nearly 0 too, and the final key bias is left out as before.
 """
 import argparse
 import math
@@ -58,15 +62,31 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp, KV=0):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
-    return {"wte": Vp * C, "wpe": maxT * C, "ln1w": L * C, "ln1b": L * C,
+    # no position table under rotary positions
+    return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * C,
             "qkvw": L * W * C, "qkvb": L * W, "attprojw": L * C * C, "attprojb": L * C,
             "ln2w": L * C, "ln2b": L * C, "fcw": L * 4 * C * C, "fcb": L * 4 * C,
             "fcprojw": L * C * 4 * C, "fcprojb": L * C, "lnfw": C, "lnfb": C}
 
 
 # ----------------------------------------------------------------------------- model
+def rope_cos_sin(pos, hs, theta):
+    """fp32 cos, sin (B, 1, T, hs/2) of the angles pos / theta^(2i/hs), computed in float64."""
+    i = torch.arange(hs // 2, dtype=torch.float64)
+    angle = pos.to(torch.float64)[..., None] * torch.pow(float(theta), -2.0 * i / hs)
+    return angle.cos().float().unsqueeze(1), angle.sin().float().unsqueeze(1)
+
+
+def rope_rotate(x, cs):
+    """Rotary embeddings, GPT-NeoX's half-split layout: pair (i, i + hs/2) of each head turned."""
+    cos, sin = cs
+    half = x.shape[-1] // 2
+    x0, x1 = x[..., :half], x[..., half:]
+    return torch.cat([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, C, NH, window=0, KV=0):
         super().__init__()
@@ -76,13 +96,15 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH))
         self.proj = nn.Linear(C, C)
 
-    def forward(self, x, same_doc=None):
+    def forward(self, x, same_doc=None, rope=None):
         B, T, C = x.shape
         hs = C // self.NH
         q, k, v = self.qkv(x).split([C, self.KV * hs, self.KV * hs], dim=2)
         # heads are contiguous slices of hs channels: (B, T, heads, hs) -> (B, heads, T, hs)
         q = q.view(B, T, self.NH, hs).transpose(1, 2)
         k, v = (t.view(B, T, self.KV, hs).transpose(1, 2) for t in (k, v))
+        if rope is not None:  # rotary positions: queries and keys turned, values not
+            q, k = rope_rotate(q, rope), rope_rotate(k, rope)
         # grouped-query attention: query head h reads key/value head h // (NH // KV)
         k, v = (t.repeat_interleave(self.NH // self.KV, dim=1) for t in (k, v))
         if self.window or same_doc is not None:
@@ -124,17 +146,19 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.mlp = MLP(C)
 
-    def forward(self, x, same_doc=None):
-        x = x + self.attn(self.ln1(x), same_doc)
+    def forward(self, x, same_doc=None, rope=None):
+        x = x + self.attn(self.ln1(x), same_doc, rope)
         return x + self.mlp(self.ln2(x))
 
 
 class GPT(nn.Module):
-    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0):
+    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0):
         super().__init__()
         self.V = V
+        self.hs = C // NH
+        self.rope = rope  # rotary positions' theta (header[11]); 0: the learned table wpe
         self.wte = nn.Embedding(Vp, C)
-        self.wpe = nn.Embedding(maxT, C)
+        self.wpe = None if rope else nn.Embedding(maxT, C)
         # banded layers: l % window_every == 0 (header[8] window, header[9] window_every);
         # KV: the key/value heads (header[10]; 0: one per head)
         self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV)
@@ -149,13 +173,14 @@ class GPT(nn.Module):
         if self.reset_positions:  # minus the position of the latest boundary at or before it (0: none)
             start = torch.where(idx == self.boundary, pos, torch.zeros_like(pos))
             pos = pos - torch.cummax(start, dim=1).values
-        x = self.wte(idx) + self.wpe(pos)
+        x = self.wte(idx) if self.rope else self.wte(idx) + self.wpe(pos)
+        rope = rope_cos_sin(pos, self.hs, self.rope) if self.rope else None
         same_doc = None
         if self.boundary:  # document masking: a document begins at each boundary token
             doc = torch.cumsum(idx == self.boundary, dim=1)  # (B, T) document number
             same_doc = (doc[:, :, None] == doc[:, None, :]).unsqueeze(1)
         for blk in self.blocks:
-            x = blk(x, same_doc)
+            x = blk(x, same_doc, rope)
         logits = self.lnf(x) @ self.wte.weight.t()  # tied LM head over all Vp rows
         loss = F.cross_entropy(logits[..., :self.V].reshape(-1, self.V), targets.reshape(-1))
         return logits, loss
@@ -163,7 +188,7 @@ class GPT(nn.Module):
     def groups(self):
         """name -> list of nn.Parameter whose concatenation (flattened) is that file tensor."""
         bl = self.blocks
-        return {"wte": [self.wte.weight], "wpe": [self.wpe.weight],
+        return {"wte": [self.wte.weight], "wpe": [self.wpe.weight] if self.wpe else [],
                 "ln1w": [b.ln1.weight for b in bl], "ln1b": [b.ln1.bias for b in bl],
                 "qkvw": [b.attn.qkv.weight for b in bl], "qkvb": [b.attn.qkv.bias for b in bl],
                 "attprojw": [b.attn.proj.weight for b in bl], "attprojb": [b.attn.proj.bias for b in bl],
@@ -174,6 +199,8 @@ class GPT(nn.Module):
 
 
 def flat(tensors):
+    if not tensors:
+        return np.zeros(0, dtype=np.float32)
     return torch.cat([t.detach().reshape(-1) for t in tensors]).numpy().astype(np.float32)
 
 
@@ -195,19 +222,22 @@ def load_model(path):
     KV = int(h[10])
     if not (0 <= KV <= NH) or (KV and NH % KV):
         die(f"model file {path}: header[10] (key/value heads) = {KV}: expected 0 or a divisor of NH = {NH}")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV)
+    rope = int(h[11])
+    if rope < 0 or rope == 1 or (rope and (C // NH) % 2):
+        die(f"model file {path}: header[11] (rope theta) = {rope}: expected 0 or >= 2 with an even head size")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
-    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV)
+    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
             for p in groups[name]:
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
-    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV)
+    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope)
 
 
 def load_batch(path, cfg):
@@ -300,7 +330,8 @@ def read_results(path, expect_h, cfg, steps):
             die(f"results file {path}: header[{i}] ({fields[i]}) expected {expect_h[i]} "
                 f"(from model/batch/--steps), found {h[i]}")
     B, T = int(h[2]), int(h[3])
-    sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"])[n]
+    sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
+                         cfg["rope"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -345,7 +376,7 @@ def compare(c, r, cfg, B, T, a):
     key[:, C:C + KVC] = True
     key = key.reshape(-1)
     qi = NAMES.index("qkvb")
-    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])):
+    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] else ():
         g = np.asarray(g, dtype=np.float64)
         rows.append((f"grad.qkvb[k]~0 ({who})",
                      float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),

@@ -179,6 +179,17 @@ static Case case_residual_forward(const Shape* s) {
     return c;
 }
 
+// Rotary positions on the qkv projection's query and key heads, in place (a model with
+// --position-embedding rope; timed beside the others so the kit shows its share).
+static void run_rope(const Bench* b, const Shape* s, const Case* c, void* const* p) {
+    rope_cuda(X(0), s->B, s->T, s->NH, s->NH, s->HS, token_layout(positions()), NULL, 10000, 1, b->stream);
+}
+static Case case_rope(const Shape* s) {
+    Case c = new_case("rope_cuda", kernel_cost_rope((double)s->N, s->NH, s->NH, s->HS), run_rope);
+    add_buf(&c, ELEM_X, 3 * NC(s), FILL_RANDOM);                  // qkv (N, 3C), in place
+    return c;
+}
+
 // GEMMs: one layer of the model, inp (N, IC) -> out (N, OC).
 
 static void run_matmul_forward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
@@ -356,6 +367,7 @@ int shape_cases(const Shape* s, Case* cases) {
     cases[n++] = case_encoder_forward(s);
     cases[n++] = case_layernorm_forward(s);
     cases[n++] = case_matmul_forward(s, "qkv", C, 3 * C, 1, 0);
+    cases[n++] = case_rope(s);
     cases[n++] = case_attention_forward(s);
     cases[n++] = case_attention_merge(s);
     cases[n++] = case_matmul_forward(s, "attproj", C, C, 1, 0);

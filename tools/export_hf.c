@@ -128,6 +128,11 @@ int main(int argc, char** argv) {
         fail_msg("--model %s: grouped-query attention (%d key/value heads for %d heads) has no "
                  "GPT-2 equivalent in Hugging Face transformers; expected a model without "
                  "--kv-heads", path, gpt_kv_heads(&cfg), cfg.NH);
+    // GPT-2 adds a learned position table: rotary positions have no GPT2LMHeadModel form.
+    if (cfg.rope_theta)
+        fail_msg("--model %s: rotary position embeddings (theta %d) have no GPT-2 equivalent in "
+                 "Hugging Face transformers; expected a model with learned positions (no "
+                 "--position-embedding rope)", path, cfg.rope_theta);
     const SafetensorsDtype dtype =
         !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
             ? SAFETENSORS_BF16 : SAFETENSORS_F32;

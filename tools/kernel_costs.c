@@ -144,6 +144,13 @@ KernelCost kernel_cost_attention_merge(double B, double NH, double HS, double T)
     return cost(3 * n, 3 * 4 * n + 3 * 4 * r, 0);
 }
 
+KernelCost kernel_cost_rope(double rows, double NH, double NKV, double HS) {
+    // The query and key heads read and written in place, x each; per element 2 multiplies and an
+    // add (x0 c - x1 s); the angles (a few per row) are not counted.
+    const double n = rows * (NH + NKV) * HS;
+    return cost(3 * n, 2 * X * n, 0);
+}
+
 KernelCost kernel_cost_gqa_widen(double rows, double NH, double NKV, double HS) {
     // NKV heads read, NH written, x each; a copy (no FLOPs).
     return cost(0, X * rows * (NKV + NH) * HS, 0);

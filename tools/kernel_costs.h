@@ -69,6 +69,8 @@ KernelCost kernel_cost_attention_merge(double B, double NH, double HS, double T)
 // (attention/partial_attention.cu, gqa_*), over `rows` = B*Tk key rows: one K or V tensor widened
 // to NH heads (read NKV, written NH), and one widened fp32 dK or dV summed over each group of
 // NH / NKV heads, added to an fp32 accumulator (accumulate) or written in the storage type.
+// Rotary positions (model/rope.cu) on rows of NH query and NKV key heads, in place.
+KernelCost kernel_cost_rope(double rows, double NH, double NKV, double HS);
 KernelCost kernel_cost_gqa_widen(double rows, double NH, double NKV, double HS);
 KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double HS, int accumulate);
 

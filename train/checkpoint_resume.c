@@ -119,6 +119,14 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  "the same --kv-heads)", path, gpt_kv_heads(c), gpt_kv_heads(&t->cfg));
         return -2;
     }
+    if (c->rope_theta != t->cfg.rope_theta) {
+        char was[64], now[64];
+        gpt_position_text(c, was, sizeof was);
+        gpt_position_text(&t->cfg, now, sizeof now);
+        snprintf(err, errlen, "%.200s: %s differ from this run's %s (resume with the same "
+                 "--position-embedding and --rope-theta)", path, was, now);
+        return -2;
+    }
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

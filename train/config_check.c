@@ -80,8 +80,10 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
     train_options_each(o, add_option, items);
     char kv[32] = "";   // (named only under grouped-query attention)
     if (gpt_kv_heads(cfg) != cfg->NH) snprintf(kv, sizeof kv, " KV=%d", gpt_kv_heads(cfg));
-    config_items_add(items, "the model shape", "L=%d C=%d NH=%d%s V=%d (padded %d) context=%d",
-                     cfg->L, cfg->C, cfg->NH, kv, cfg->V, cfg->Vp, cfg->max_T);
+    char rope[32] = "";   // (named only under rotary positions)
+    if (cfg->rope_theta) snprintf(rope, sizeof rope, " rope=%d", cfg->rope_theta);
+    config_items_add(items, "the model shape", "L=%d C=%d NH=%d%s V=%d (padded %d) context=%d%s",
+                     cfg->L, cfg->C, cfg->NH, kv, cfg->V, cfg->Vp, cfg->max_T, rope);
     if (o->init_from && o->init_from[0]) add_file(items, "--init-from (file)", o->init_from);
     add_loader_files(items, "--train-data", train);
     add_loader_files(items, "--val-data", val);

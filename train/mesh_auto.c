@@ -122,9 +122,10 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     CostQuery q;
     memset(&q, 0, sizeof q);
     // kv_heads: the cost model prices grouped-query attention's narrower qkv projection and K/V
-    // traffic, and leaves out Ulysses and USP where the all-to-all ranks do not divide them
+    // traffic, and leaves out Ulysses and USP where the all-to-all ranks do not divide them;
+    // rope_theta: rotary positions' missing position table and their rotation kernel
     q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
-                          cfg->window_every, cfg->kv_heads};
+                          cfg->window_every, cfg->kv_heads, cfg->rope_theta};
     q.T = o->seq_len;
     q.B = o->batch;
     q.accum = 1;   // ranked by tokens/s, which accumulation leaves (nearly) unchanged

@@ -30,6 +30,8 @@ static const OptSpec specs[] = {
     {"channels", OPT_INT, F(channels), 0, 1 << 16, NULL, "override the preset's channels"},
     {"heads", OPT_INT, F(heads), 0, 4096, NULL, "override the preset's heads"},
     {"kv-heads", OPT_INT, F(kv_heads), 0, 4096, NULL, "grouped-query attention: this many key/value heads, a divisor of the heads, each shared by heads / N consecutive query heads (Megatron-LM's --num-query-groups; 1 = multi-query attention): the qkv projection narrows to C + 2 N C / heads, and every sequence-parallel schedule moves N / heads of the K/V bytes (ulysses and usp need N divisible by their all-to-all ranks); 0 = one per head (default; GPT-2 and GPT-3), as the --init-from model's"},
+    {"position-embedding", OPT_STRING, F(position_embedding), 0, 0, "learned|rope", "how the model knows positions: learned (GPT-2's and GPT-3's table of --context rows added to the token embeddings; the default, or the --init-from model's) or rope (rotary embeddings, Su et al. 2021, in GPT-NeoX's and Llama's half-split layout, Megatron-LM's --position-embedding-type rope: every query and key head rotated by its token's position after the qkv projection; no position table, so C x --context fewer parameters)"},
+    {"rope-theta", OPT_INT, F(rope_theta), 2, 2147483647, NULL, "--position-embedding rope: the rotation base theta (Megatron-LM's --rotary-base; pair i of a head turns by position / theta^(2i/head size))"},
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
     {"document-mask", OPT_STRING, F(document_mask), 0, 0, NULL, "document masking of packed sequences: a document begins at each occurrence of a boundary token and a query sees only the keys of its own document (Megatron's --reset-attention-mask): none, eot (GPT-2's <|endoftext|>, 50256, which llm.c's shards put before every document) or a token id"},
@@ -151,6 +153,8 @@ static void set_defaults(TrainOptions* o) {
     o->recompute = "none";
     o->window_every = 1;
     o->document_mask = "none";
+    o->position_embedding = "learned";
+    o->rope_theta = 10000;
     o->mesh = "manual";
     o->cluster = "";
     o->grad_bucket_mb = 25;
@@ -330,6 +334,8 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, window_every)) o->given |= OPT_GIVEN_WINDOW_EVERY;
         if (s->offset == offsetof(TrainOptions, timeline)) o->given |= OPT_GIVEN_TIMELINE;
         if (s->offset == offsetof(TrainOptions, a2a_chunks)) o->given |= OPT_GIVEN_A2A_CHUNKS;
+        if (s->offset == offsetof(TrainOptions, position_embedding)) o->given |= OPT_GIVEN_POSITIONS;
+        if (s->offset == offsetof(TrainOptions, rope_theta)) o->given |= OPT_GIVEN_ROPE_THETA;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;

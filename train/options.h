@@ -8,6 +8,8 @@ typedef struct {
     const char* preset;
     int layers, channels, heads, context, vocab;   // 0: from the preset / data
     int kv_heads;              // grouped-query attention's key/value heads (0: one per head)
+    const char* position_embedding;   // learned | rope
+    int rope_theta;            // rope: the rotation base
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0
@@ -80,7 +82,7 @@ typedef struct {
 enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8,
        OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64,
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
-       OPT_GIVEN_A2A_CHUNKS = 1024 };
+       OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

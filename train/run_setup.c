@@ -94,9 +94,10 @@ static void setup_model_config(Trainer* t) {
     if (o->init_from && o->init_from[0]) {
         if (model_source_config(o->init_from, &t->cfg, NULL, err, sizeof err) != 0)
             config_error(t, "--init-from %s", err);
-        if (o->layers || o->channels || o->heads || o->kv_heads || o->vocab)
-            config_error(t, "--init-from fixes the model shape: drop "
-                         "--layers/--channels/--heads/--kv-heads/--vocab");
+        if (o->layers || o->channels || o->heads || o->kv_heads || o->vocab ||
+            (o->given & (OPT_GIVEN_POSITIONS | OPT_GIVEN_ROPE_THETA)))
+            config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/"
+                         "--kv-heads/--vocab/--position-embedding/--rope-theta");
         if (o->context && o->context != t->cfg.max_T)
             config_error(t, "--context %d: the model file %s has context %d", o->context,
                          o->init_from, t->cfg.max_T);
@@ -108,8 +109,14 @@ static void setup_model_config(Trainer* t) {
         if (o->channels) t->cfg.C = o->channels;
         if (o->heads) t->cfg.NH = o->heads;
         t->cfg.kv_heads = o->kv_heads == t->cfg.NH ? 0 : o->kv_heads;   // N = heads: plain MHA
+        const int rope = strcmp(o->position_embedding, "rope") == 0;
+        if ((o->given & OPT_GIVEN_ROPE_THETA) && !rope)
+            config_error(t, "--rope-theta %d: expected --position-embedding rope with it, found %s",
+                         o->rope_theta, o->position_embedding);
+        t->cfg.rope_theta = rope ? o->rope_theta : 0;
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
-            config_error(t, "--preset/--layers/--channels/--heads/--kv-heads: %s", err);
+            config_error(t, "--preset/--layers/--channels/--heads/--kv-heads/--position-embedding: "
+                         "%s", err);
     }
     // The window: the model file's (a preset has none), unless the options give one.
     if (o->given & (OPT_GIVEN_WINDOW | OPT_GIVEN_WINDOW_EVERY)) {

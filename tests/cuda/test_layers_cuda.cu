@@ -194,6 +194,75 @@ static void test_encoder_forward(int B, int T, int C, TokenLayout pos) {
     CUDA_CHECK(cudaFree(d_out));
 }
 
+// A model with rotary positions has no wpe: the encoder is the token embedding alone, and the
+// backward sums dwte only (nothing else is written: a poisoned wpe-sized buffer stays poisoned).
+static void test_encoder_no_wpe(int B, int T, int C) {
+    const int N = B * T, V = 50;
+    std::vector<int> tok(N), order(N), scratch(N);
+    for (int& t : tok) t = irand(V);
+    token_order(order.data(), scratch.data(), tok.data(), (size_t)N);
+    const Vec wte = rand_vec((size_t)V * C, 1.0f), dout = rand_vec((size_t)N * C, 1.0f);
+    Vec want((size_t)N * C), dwte_want((size_t)V * C, 0.0f);
+    const TokenLayout pos = token_layout(token_positions(0, 1));
+    encoder_forward(want.data(), tok.data(), wte.data(), NULL, B, T, C, pos, NULL);
+    encoder_backward(dwte_want.data(), NULL, dout.data(), tok.data(), NULL, B, T, C, pos, NULL, NULL, 0,
+                     GRAD_WRITE);
+    int *d_tok = dalloc<int>(N), *d_order = dalloc<int>(N);
+    CUDA_CHECK(cudaMemcpy(d_tok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_order, order.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    floatX *d_wte = to_dev(wte), *d_out = dalloc<floatX>((size_t)N * C), *d_dout = to_dev(dout);
+    floatX* d_dwte = to_dev(Vec((size_t)V * C, 0.0f));
+    const size_t sbytes = encoder_backward_scratch_bytes(B, T, C);
+    void* d_scratch = dalloc<char>(sbytes);
+    CUDA_CHECK(cudaMemset(d_scratch, 0, sbytes));
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    encoder_forward_cuda(d_out, d_tok, d_wte, NULL, B, T, C, pos, NULL, stream);
+    encoder_backward_cuda(d_dwte, NULL, d_dout, d_tok, d_order, B, T, C, pos, NULL, NULL, 0, 0, d_scratch,
+                          stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d no wpe", B, T, C);
+    expect("encoder_forward", shape, "out", fetch(d_out, (size_t)N * C), want, BOUND_ROUND1);
+    expect("encoder_backward", shape, "dwte", fetch(d_dwte, (size_t)V * C), dwte_want, BOUND_ROUND1);
+    for (void* d : {(void*)d_tok, (void*)d_order, (void*)d_wte, (void*)d_out, (void*)d_dout, (void*)d_dwte,
+                    d_scratch})
+        CUDA_CHECK(cudaFree(d));
+}
+
+// --- Rotary position embeddings ---------------------------------------------------------------------
+
+// rope_cuda against rope_forward / rope_backward on the same floatX inputs: the query and key
+// heads within one rounding, the value heads bit for bit untouched. row_pos: per-row positions
+// (restarting every 5 rows) instead of the layout's.
+static void test_rope(int B, int T, int NH, int NKV, int HS, TokenLayout pos, bool rows, int theta) {
+    const int N = B * T, W = (NH + 2 * NKV) * HS;
+    const Vec x = rand_vec((size_t)N * W, 1.0f);
+    std::vector<int> row_pos(N);
+    for (int n = 0; n < N; n++) row_pos[n] = (n % T) % 5 + 3 * (n / T);
+    const int* rp = rows ? row_pos.data() : NULL;
+    int* d_rp = dalloc<int>(N);
+    CUDA_CHECK(cudaMemcpy(d_rp, row_pos.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    char shape[80];
+    snprintf(shape, sizeof shape, "N=%d H=%d+%d HS=%d %s th=%d", N, NH, NKV, HS,
+             rows ? "rows" : pos.chunks == 2 ? "zigzag" : "layout", theta);
+    for (int direction : {1, -1}) {
+        Vec want = x;
+        (direction > 0 ? rope_forward : rope_backward)(want.data(), B, T, NH, NKV, HS, pos, rp, theta);
+        floatX* d_x = to_dev(x);
+        rope_cuda(d_x, B, T, NH, NKV, HS, pos, rows ? d_rp : NULL, theta, direction, stream);
+        sync();
+        const Vec got = fetch(d_x, (size_t)N * W);
+        expect(direction > 0 ? "rope_forward" : "rope_backward", shape, "qkv", got, want, BOUND_ROUND1);
+        bool values_same = true;
+        for (int n = 0; n < N; n++)
+            for (int c = (NH + NKV) * HS; c < W; c++) values_same &= got[(size_t)n * W + c] == x[(size_t)n * W + c];
+        check(values_same, "%-26s %-22s value heads untouched", direction > 0 ? "rope_forward" : "rope_backward",
+              shape);
+        CUDA_CHECK(cudaFree(d_x));
+    }
+    CUDA_CHECK(cudaFree(d_rp));
+}
+
 // The runs of a test: the first twice with the same schedule, then under other schedules of the
 // host runtime (CUDA_HOST_SCHEDULE_SEED): every one must give the first's bits.
 static const int SCHEDULE_RUNS = 4;
@@ -559,6 +628,16 @@ int main(int argc, char** argv) {
         }
     if (quick) test_quick_shapes();
     else test_special_shapes();
+    // Rotary positions: head sizes 64, 128, 80 and a small ragged 6; layouts contiguous, zigzag
+    // far into a long sequence (positions near 2^17, where an fp32 angle would be off) and per
+    // row; grouped and multi-query key heads; theta 10000 and Llama 3's 500000.
+    TokenLayout far = token_layout(token_positions(0, 1));
+    far.off[0] = 5, far.off[1] = 131000, far.chunks = 2;
+    test_rope(2, 37, 4, 4, 64, token_layout(token_positions(0, 1)), false, 10000);
+    test_rope(1, 64, 4, 2, 128, far, false, 500000);
+    test_rope(2, 16, 2, 1, 80, token_layout(token_positions(3, 4)), true, 10000);
+    if (!quick) test_rope(3, 7, 3, 3, 6, far, false, 2);
+    test_encoder_no_wpe(2, 37, 72);
 
     printf("\nworst error per kernel output (%s build):\n", FLOATX_NAME);
     for (int i = 0; i < n_worst; i++)
