@@ -1053,6 +1053,28 @@ t_rope() {
     "[ \"\$(losses '$W/rope/log.jsonl')\" != \"\$(losses '$W/learned/log.jsonl')\" ]"
   from_model "$W/rope/model_00000004.bin" "rotary positions" "rotary positions \(theta 10000\)"
   export_refused "$W/rope/model_00000004.bin" "rotary position embeddings (theta 10000) have no GPT-2 equivalent"
+  # Context extension: no parameter depends on the context, so the model evaluates the same at a
+  # longer one, trains on at sequences of 64 (its file now says context 64), and takes a larger
+  # theta (which changes the loss); a learned model's context and theta stay refused.
+  local from=(--init-from "$W/rope/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
+  val_last() { "$PY" -c 'import json, sys
+v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
+print(v[-1] if v else "none")' "$1"; }
+  train ev32 "${TINY[@]}" "${from[@]}" --eval-only --out-dir "$W/ev32"
+  train ev64 "${TINY[@]}" "${from[@]}" --eval-only --context 64 --out-dir "$W/ev64"
+  train evtheta "${TINY[@]}" "${from[@]}" --eval-only --rope-theta 500000 --out-dir "$W/evtheta"
+  local v32 v64 vth
+  v32=$(val_last "$W/ev32/log.jsonl"); v64=$(val_last "$W/ev64/log.jsonl"); vth=$(val_last "$W/evtheta/log.jsonl")
+  check "--context 64 evaluates the same ($v64 = $v32 at the file's 32)" eval "[ '$v32' != none ] && [ '$v64' = '$v32' ]"
+  check "--rope-theta 500000 replaces the file's ($vth, not $v32)" eval \
+    "[ '$vth' != none ] && [ '$vth' != '$v32' ] && grep -q 'rotary positions (theta 500000)' '$W/evtheta.out'"
+  train long "${TINY[@]}" "${from[@]}" --context 64 --seq-len 64 --steps 2 --eval-every 0 --out-dir "$W/long"
+  expect_rc long 0
+  check "trained on at context 64: the file's header[2] is 64, header[11] 10000" \
+    header_holds "$W/long/model_00000002.bin" 2 64
+  check "... and header[11] still 10000" header_holds "$W/long/model_00000002.bin" 11 10000
+  refused "--init-from $W/learned/model_00000004.bin --preset '' --layers 0 --channels 0 --heads 0 --vocab 0 --context 64|^error: --context 64: the model file .* has context 32 \(learned positions: a table of that many rows\)" \
+          "--init-from $W/learned/model_00000004.bin --preset '' --layers 0 --channels 0 --heads 0 --vocab 0 --rope-theta 20000|^error: --rope-theta 20000: the model file .* has learned positions"
   train resume-learned "${TINY[@]}" --steps 6 --resume --out-dir "$W/rope"
   check "a resume with learned positions is refused ($(grep -m 1 'rotary' "$W/resume-learned.err"))" eval \
     "[ \$(rc_of resume-learned) != 0 ] && grep -q 'rotary positions (theta 10000) differ from this run.s learned positions' '$W/resume-learned.err'"
@@ -1060,7 +1082,7 @@ t_rope() {
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
           "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--rope-theta"
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding$"
 }
 
 # ---- main ----

@@ -94,13 +94,23 @@ static void setup_model_config(Trainer* t) {
     if (o->init_from && o->init_from[0]) {
         if (model_source_config(o->init_from, &t->cfg, NULL, err, sizeof err) != 0)
             config_error(t, "--init-from %s", err);
+        t->init_cfg = t->cfg;
         if (o->layers || o->channels || o->heads || o->kv_heads || o->vocab ||
-            (o->given & (OPT_GIVEN_POSITIONS | OPT_GIVEN_ROPE_THETA)))
+            (o->given & OPT_GIVEN_POSITIONS))
             config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/"
-                         "--kv-heads/--vocab/--position-embedding/--rope-theta");
-        if (o->context && o->context != t->cfg.max_T)
-            config_error(t, "--context %d: the model file %s has context %d", o->context,
-                         o->init_from, t->cfg.max_T);
+                         "--kv-heads/--vocab/--position-embedding");
+        // A rotary model has no parameter that depends on the context or theta, so it may go on
+        // at another context (context extension: pretrain short, then train long) and another
+        // theta (the larger base of extended Llama and Code Llama models). A learned table has
+        // as many rows as the context.
+        if (o->context && o->context != t->cfg.max_T && !t->cfg.rope_theta)
+            config_error(t, "--context %d: the model file %s has context %d (learned positions: "
+                         "a table of that many rows)", o->context, o->init_from, t->cfg.max_T);
+        if ((o->given & OPT_GIVEN_ROPE_THETA) && !t->cfg.rope_theta)
+            config_error(t, "--rope-theta %d: the model file %s has learned positions",
+                         o->rope_theta, o->init_from);
+        if (o->context) t->cfg.max_T = o->context;
+        if (o->given & OPT_GIVEN_ROPE_THETA) t->cfg.rope_theta = o->rope_theta;
     } else {
         if (gpt_config_preset(o->preset, o->context, o->vocab, &t->cfg) != 0)
             config_error(t, "--preset: expected one of %s, found '%s'", gpt_config_preset_names(),
@@ -418,7 +428,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     char err[ERR_LEN];
     t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
     if (t->opt.init_from && t->opt.init_from[0]) {
-        if (model_source_load(t->opt.init_from, &t->cfg, t->host_params, err, sizeof err))
+        if (model_source_load(t->opt.init_from, &t->init_cfg, t->host_params, err, sizeof err))
             fail_msg("--init-from %s", err);
     } else {
         gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
