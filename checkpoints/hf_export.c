@@ -11,13 +11,40 @@
 #include "comm/fail.h"
 #include "model/gpt.h"
 
-// The safetensors entries of the whole model, from the layout table: a vector, a row-major
-// matrix as it is, or the transpose of llm.c's (cols, rows) one (a swap of the strides).
-static void hf_tensors(const float* params, const HfTensor* h, int n, SafetensorsTensor* t) {
+// GPT-NeoX's query_key_value: llm.c's 3C rows [q | k | v] of `cols` values (head h at rows
+// h HS .. of each third) regrouped per head, [q_h | k_h | v_h], into out. cols 1: the bias.
+static void interleave_heads(float* out, const float* in, size_t C, size_t HS, size_t cols) {
+    for (size_t h = 0; h < C / HS; h++)
+        for (size_t s = 0; s < 3; s++)
+            memcpy(out + (h * 3 + s) * HS * cols, in + (s * C + h * HS) * cols,
+                   sizeof(float) * HS * cols);
+}
+
+// Floats of the regrouped copies a layout needs (its interleaved tensors).
+static size_t interleaved_floats(const HfTensor* h, int n) {
+    size_t total = 0;
     for (int k = 0; k < n; k++)
+        if (h[k].interleave) total += (h[k].rows ? h[k].rows : 1) * h[k].cols;
+    return total;
+}
+
+// The safetensors entries of the whole model, from the layout table: a vector, a row-major
+// matrix as it is, the transpose of llm.c's (cols, rows) one (a swap of the strides), or an
+// interleaved copy in `copies` (interleaved_floats of them).
+static void hf_tensors(const float* params, const HfTensor* h, int n, float* copies,
+                       SafetensorsTensor* t) {
+    for (int k = 0; k < n; k++) {
+        const float* data = params + h[k].offset;
+        if (h[k].interleave) {
+            const size_t rows = h[k].rows ? h[k].rows : h[k].cols, cols = h[k].rows ? h[k].cols : 1;
+            interleave_heads(copies, data, rows / 3, (size_t)h[k].interleave, cols);
+            data = copies;
+            copies += rows * cols;
+        }
         t[k] = (SafetensorsTensor){h[k].name, h[k].rows ? 2 : 1, h[k].rows ? h[k].rows : 1,
-                                   h[k].cols, params + h[k].offset,
+                                   h[k].cols, data,
                                    h[k].transposed ? 1 : h[k].cols, h[k].transposed ? h[k].rows : 1};
+    }
 }
 
 // A small text file DIR/NAME, written atomically: open_text, fprintf to af->f, commit_text.
@@ -41,14 +68,31 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
     AtomicFile af;
     if (!open_text(&af, dir, "config.json", err, errlen)) return -1;
     // Dropout 0: the trainer has none. The end-of-text id only where the vocabulary says it.
-    fprintf(af.f,
-            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-            "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
-            "  \"n_head\": %d,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
-            "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
-            "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n"
-            "  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
-            cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH);
+    if (cfg->rope_theta) {
+        // GPT-NeoX with the trainer's block: rotary on every channel of a head (rotary_pct 1),
+        // the residual adds in sequence (no parallel residual), GPT-2's tanh GELU, biases, an
+        // untied output matrix (written). theta under both names transformers has used for it.
+        fprintf(af.f,
+                "{\n  \"architectures\": [\"GPTNeoXForCausalLM\"],\n  \"model_type\": \"gpt_neox\",\n"
+                "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
+                "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+                "  \"intermediate_size\": %d,\n  \"hidden_act\": \"gelu_new\",\n"
+                "  \"rotary_pct\": 1.0,\n  \"rotary_emb_base\": %d,\n  \"rope_theta\": %d,\n"
+                "  \"use_parallel_residual\": false,\n  \"attention_bias\": true,\n"
+                "  \"layer_norm_eps\": 1e-05,\n  \"attention_dropout\": 0.0,\n  \"hidden_dropout\": 0.0,\n"
+                "  \"tie_word_embeddings\": false,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
+                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, 4 * cfg->C, cfg->rope_theta,
+                cfg->rope_theta);
+    } else {
+        fprintf(af.f,
+                "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+                "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
+                "  \"n_head\": %d,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
+                "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+                "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n"
+                "  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
+                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH);
+    }
     if (eot_id >= 0) fprintf(af.f, "  \"bos_token_id\": %ld,\n  \"eos_token_id\": %ld,\n", eot_id, eot_id);
     fprintf(af.f, "  \"torch_dtype\": \"%s\"\n}\n", dtype == SAFETENSORS_BF16 ? "bfloat16" : "float32");
     return commit_text(&af, err, errlen);
@@ -109,11 +153,18 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = hf_layout(cfg, "transformer.", layout);
-    hf_tensors(params, layout, n, t);
+    const int n = cfg->rope_theta ? hf_layout_neox(cfg, layout) : hf_layout(cfg, "transformer.", layout);
+    float* copies = malloc(sizeof(float) * (interleaved_floats(layout, n) + 1));
+    if (!copies) {
+        free(layout), free(t);
+        snprintf(err, errlen, "%s: out of memory for the regrouped query_key_value tensors", dir);
+        return -1;
+    }
+    hf_tensors(params, layout, n, copies, t);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int rc = safetensors_write(path, t, n, o->dtype, err, errlen);
+    free(copies);
     free(t);
     free(layout);
     if (rc == 0) rc = write_config(dir, cfg, o->dtype, o->vocab_dir ? o->eot_id : -1, err, errlen);

@@ -4,7 +4,10 @@
 // (learned positions, pre-LayerNorm with eps 1e-5, tanh GELU = "gelu_new", the classifier tied
 // to wte); what differs is the layout: transformers' Conv1D keeps a linear layer's weight as
 // (in, out) where llm.c keeps (out, in), so the four weight matrices of each layer are transposed,
-// and wte loses llm.c's padding rows (Vp -> V).
+// and wte loses llm.c's padding rows (Vp -> V). A model with rotary positions is written as
+// GPT-NeoX (GPTNeoXForCausalLM: the same block with rotary positions in the half-split layout,
+// rotary_pct 1, use_parallel_residual false), whose nn.Linear weights keep llm.c's (out, in),
+// whose query_key_value rows are grouped per head, and whose embed_out is written (untied).
 #pragma once
 #include <stddef.h>
 

@@ -1,5 +1,6 @@
 // GPT-2's tensors as transformers names them, and where each lives in llm.c's flat parameters:
-// the one table the Hugging Face export and import both read.
+// the one table the Hugging Face export and import both read; and GPT-NeoX's, which the export
+// writes for a model with rotary positions.
 #pragma once
 #include <stddef.h>
 
@@ -10,9 +11,16 @@ typedef struct {
     size_t rows, cols;   // its shape in transformers; rows 0: a vector of cols
     size_t offset;       // of llm.c's tensor in the flat parameters
     int transposed;      // a Conv1D weight: llm.c keeps it as (cols, rows)
+    int interleave;      // HS: llm.c's rows [q | k | v] (C each) regrouped per head, [q_h k_h v_h]
+                         // (GPT-NeoX's query_key_value); 0: the rows as they are
 } HfTensor;
 
 // The 4 + 12 L tensors of GPT-2 (wte, wpe, the layers, ln_f) into t; returns how many. wte has
 // V rows: llm.c's padding rows (Vp - V) are not a tensor of transformers.
 int hf_layout(const GPTConfig* cfg, const char* prefix, HfTensor* t);
 #define HF_LAYOUT_TENSORS(L) (4 + 12 * (L))
+// GPT-NeoX's 4 + 12 L tensors (GPTNeoXForCausalLM: embed_in, the layers, final_layer_norm,
+// embed_out) of a model with rotary positions: nn.Linear weights (out, in) as llm.c keeps them,
+// query_key_value's rows and bias interleaved per head, embed_out a second copy of wte's V rows
+// (llm.c ties them; GPT-NeoX's config unties them by default).
+int hf_layout_neox(const GPTConfig* cfg, HfTensor* t);

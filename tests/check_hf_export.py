@@ -13,6 +13,11 @@ in Debian):
   3. A forward written as transformers' GPT-2 computes it (x @ W + b, gelu_new, eps 1e-5, the
      classifier tied to wte) on the exported tensors gives the logits of tests/torch_gpt_ref.py's
      model (llm.c's layout) on the model file's parameters.
+  A model with rotary positions (header[11] theta) is checked as the GPT-NeoX directory the
+  export writes instead: GPTNeoXForCausalLM's names, nn.Linear weights as (out, in),
+  query_key_value's rows grouped per head, embed_out a copy of wte; its forward written as
+  transformers' modeling_gpt_neox.py computes it (rotary angles in fp32 from inv_freq, rotate_half
+  over all channels, the residual adds in sequence).
   4. With --vocab-dir, vocab.json and merges.txt are that directory's encoder.json and vocab.bpe
      byte for byte, and tokenizer_config.json names GPT2Tokenizer and the context length.
 
@@ -48,7 +53,8 @@ def read_model_file(path):
     if h[0] != ref.MODEL_MAGIC or h[1] not in (3, 5):
         ref.die(f"{path}: not an llm.c model file (magic {h[0]}, version {h[1]})")
     maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp)
+    rope = int(h[11])  # rotary positions' theta: no wpe
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, 0, rope)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -60,7 +66,7 @@ def read_model_file(path):
     for name in ref.NAMES:
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
-    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, version=int(h[1])), params
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, rope=rope, version=int(h[1])), params
 
 
 def read_safetensors(path):
@@ -118,22 +124,91 @@ def hf_expected(cfg, params):
     return out
 
 
-def hf_forward(t, cfg, idx):
-    """GPT-2 as transformers computes it, on the exported tensors (widened to fp32)."""
-    W = {k: v.float() for k, v in t.items()}
-    B, T = idx.shape
-    C, NH = cfg["n_embd"], cfg["n_head"]
+def neox_expected(cfg, params):
+    """transformers' GPT-NeoX names -> float32 tensors in its layout, from llm.c's."""
+    V, L, NH, C = cfg["V"], cfg["L"], cfg["NH"], cfg["C"]
     hs = C // NH
-    eps = cfg["layer_norm_epsilon"]
+    P = {k: torch.from_numpy(v) for k, v in params.items()}
+    wte = P["wte"].view(cfg["Vp"], C)[:V]
+    out = {"gpt_neox.embed_in.weight": wte, "embed_out.weight": wte,
+           "gpt_neox.final_layer_norm.weight": P["lnfw"], "gpt_neox.final_layer_norm.bias": P["lnfb"]}
+    per_layer = [  # (hf name, llm.c name, llm.c shape per layer): nn.Linear (out, in) as llm.c's
+        ("input_layernorm.weight", "ln1w", (C,)), ("input_layernorm.bias", "ln1b", (C,)),
+        ("attention.dense.weight", "attprojw", (C, C)), ("attention.dense.bias", "attprojb", (C,)),
+        ("post_attention_layernorm.weight", "ln2w", (C,)), ("post_attention_layernorm.bias", "ln2b", (C,)),
+        ("mlp.dense_h_to_4h.weight", "fcw", (4 * C, C)), ("mlp.dense_h_to_4h.bias", "fcb", (4 * C,)),
+        ("mlp.dense_4h_to_h.weight", "fcprojw", (C, 4 * C)), ("mlp.dense_4h_to_h.bias", "fcprojb", (C,))]
+    for l in range(L):
+        p = f"gpt_neox.layers.{l}."
+        for hf, name, shape in per_layer:
+            out[p + hf] = P[name].view(L, *shape)[l]
+        # llm.c's rows [q | k | v], head h at rows h*hs of each; GPT-NeoX's [q_h k_h v_h] per head
+        w = P["qkvw"].view(L, 3, NH, hs, C)[l]
+        out[p + "attention.query_key_value.weight"] = w.permute(1, 0, 2, 3).reshape(3 * C, C)
+        b = P["qkvb"].view(L, 3, NH, hs)[l]
+        out[p + "attention.query_key_value.bias"] = b.permute(1, 0, 2).reshape(3 * C)
+    return out
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def widened(t, C, eps):
+    """The exported tensors widened to fp32, and a LayerNorm of C channels over them."""
+    W = {k: v.float() for k, v in t.items()}
 
     def ln(x, p):
         return torch.nn.functional.layer_norm(x, (C,), W[p + ".weight"], W[p + ".bias"], eps)
+    return W, ln
+
+
+def neox_forward(t, cfg, idx):
+    """GPT-NeoX as transformers' modeling_gpt_neox.py computes it, on the exported tensors."""
+    B, T = idx.shape
+    C, NH = cfg["hidden_size"], cfg["num_attention_heads"]
+    hs = C // NH
+    dim = int(hs * cfg["rotary_pct"])
+    W, ln = widened(t, C, cfg["layer_norm_eps"])
+
+    def linear(x, p):  # nn.Linear: weight (out, in)
+        return x @ W[p + ".weight"].t() + W[p + ".bias"]
+
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+
+    # GPTNeoXRotaryEmbedding: fp32 inverse frequencies and angles, each frequency twice
+    inv_freq = 1.0 / (cfg["rotary_emb_base"] ** (torch.arange(0, dim, 2).float() / dim))
+    freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    x = W["gpt_neox.embed_in.weight"][idx]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"gpt_neox.layers.{l}."
+        qkv = linear(ln(x, p + "input_layernorm"), p + "attention.query_key_value").view(B, T, NH, 3 * hs)
+        q, k, v = (qkv[..., i * hs:(i + 1) * hs].permute(0, 2, 1, 3) for i in range(3))
+        q = torch.cat((q[..., :dim] * cos + rotate_half(q[..., :dim]) * sin, q[..., dim:]), dim=-1)
+        k = torch.cat((k[..., :dim] * cos + rotate_half(k[..., :dim]) * sin, k[..., dim:]), dim=-1)
+        att = (q @ k.transpose(-2, -1)) * hs ** -0.5
+        y = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1) @ v
+        x = x + linear(y.permute(0, 2, 1, 3).reshape(B, T, C), p + "attention.dense")
+        if cfg["use_parallel_residual"]:
+            ref.die("use_parallel_residual: the export writes false")
+        x = x + linear(gelu_new(linear(ln(x, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h")),
+                       p + "mlp.dense_4h_to_h")
+    return ln(x, "gpt_neox.final_layer_norm") @ W["embed_out.weight"].t()
+
+
+def hf_forward(t, cfg, idx):
+    """GPT-2 as transformers computes it, on the exported tensors (widened to fp32)."""
+    B, T = idx.shape
+    C, NH = cfg["n_embd"], cfg["n_head"]
+    hs = C // NH
+    W, ln = widened(t, C, cfg["layer_norm_epsilon"])
 
     def conv1d(x, p):  # transformers' Conv1D: weight (in, out)
         return x @ W[p + ".weight"] + W[p + ".bias"]
-
-    def gelu_new(x):
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
     x = W["transformer.wte.weight"][idx] + W["transformer.wpe.weight"][torch.arange(T)]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
@@ -161,16 +236,29 @@ def main():
           f"Vp={cfg['Vp']} maxT={cfg['maxT']}, version {cfg['version']}) against {args.hf}")
 
     conf = json.load(open(os.path.join(args.hf, "config.json")))
-    for key, want in [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
-                      ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
-                      ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
-                      ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", True),
-                      ("torch_dtype", "float32" if args.dtype == "F32" else "bfloat16")]:
+    torch_dtype = ("torch_dtype", "float32" if args.dtype == "F32" else "bfloat16")
+    neox = cfg["rope"] != 0
+    if neox:
+        keys = [("model_type", "gpt_neox"), ("architectures", ["GPTNeoXForCausalLM"]),
+                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
+                ("hidden_size", cfg["C"]), ("num_hidden_layers", cfg["L"]),
+                ("num_attention_heads", cfg["NH"]), ("intermediate_size", 4 * cfg["C"]),
+                ("hidden_act", "gelu_new"), ("rotary_pct", 1.0), ("rotary_emb_base", cfg["rope"]),
+                ("rope_theta", cfg["rope"]), ("use_parallel_residual", False),
+                ("attention_bias", True), ("layer_norm_eps", 1e-5),
+                ("tie_word_embeddings", False), torch_dtype]
+    else:
+        keys = [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
+                ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
+                ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
+                ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", True), torch_dtype]
+    for key, want in keys:
         check(conf.get(key) == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
 
     header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
-    expected = hf_expected(cfg, params)
-    check(set(header) == set(expected), f"the {len(expected)} names of GPT2LMHeadModel's state dict "
+    expected = neox_expected(cfg, params) if neox else hf_expected(cfg, params)
+    arch = "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel"
+    check(set(header) == set(expected), f"the {len(expected)} names of {arch}'s state dict "
           f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
     dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
     exact = [n for n in expected if n in tensors and tensors[n].dtype == dtype and
@@ -181,7 +269,7 @@ def main():
 
     # The same tokens through both layouts: the reference on the parameters as stored.
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
-    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"])
+    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], rope=cfg["rope"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0
@@ -192,11 +280,11 @@ def main():
         T = min(cfg["maxT"], 64)
         idx = torch.randint(0, cfg["V"], (2, T), generator=g)
         want, _ = model(idx, idx)
-        got = hf_forward(tensors, conf, idx)
+        got = neox_forward(tensors, conf, idx) if neox else hf_forward(tensors, conf, idx)
     want = want[..., :cfg["V"]]
     err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
     check(got.shape == want.shape and err < 1e-5,
-          f"logits of transformers' GPT-2 forward on the export = the reference's on the model "
+          f"logits of transformers' {'GPT-NeoX' if neox else 'GPT-2'} forward on the export = the reference's on the model "
           f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")
 
     if args.vocab_dir:

@@ -106,6 +106,24 @@ expect_failure() {
   else bad "$name: exit $rc, expected a one-line error matching: $re"; sed 's/^/        | /' "$W/$name.out" | tail -n 3; fi
 }
 
+# A model with rotary positions (no wpe): exported as GPT-NeoX (GPTNeoXForCausalLM), fp32 and
+# bf16, checked as transformers' modeling_gpt_neox.py computes it (query_key_value grouped per
+# head, fp32 rotary angles, embed_out written); a grouped-query one refused; the directory is not
+# one the import reads (GPT-2 only).
+t_rope() {
+  train rope 500 --position-embedding rope --rope-theta 500000
+  local model=$W/rope/model_00000003.bin pair
+  for pair in fp32:F32 bf16:BF16; do   # (bf16: rounded to nearest even)
+    check "exports it in ${pair%:*}" export_hf "r-${pair%:*}" --model "$model" --out "$W/hf-${pair%:*}" --dtype "${pair%:*}"
+    verify "GPT-NeoX ${pair%:*} export: layout, names, shapes, bits, forward" "$model" "$W/hf-${pair%:*}" "${pair#*:}"
+  done
+  check "names the format" has r-fp32 "^  format +GPT-NeoX \(GPTNeoXForCausalLM: rotary positions\)$"
+  train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
+  fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
+    --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"
+  fails_import neox-import 'model_type: expected "gpt2", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+}
+
 t_errors() {
   train run 500
   local model=$W/run/model_00000003.bin
@@ -288,9 +306,10 @@ case "$test_name" in
   bf16) t_bf16 ;;
   tokenizer) t_tokenizer ;;
   errors) t_errors ;;
+  rope) t_rope ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
   init-from-hf) t_init_from_hf ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|import|import-errors|init-from-hf" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

@@ -1034,8 +1034,8 @@ t_gqa() {
 }
 
 # Rotary positions: named in the configuration, carried by the model file (header[11], no wpe:
-# context x channels fewer parameters) and by --init-from, refused by the Hugging Face export and
-# by a resume with learned positions; bad values refused in one line.
+# context x channels fewer parameters), by --init-from and by the Hugging Face export (GPT-NeoX),
+# refused by a resume with learned positions; bad values refused in one line.
 t_rope() {
   make_data
   train rope "${TINY[@]}" --position-embedding rope --steps 4 --eval-every 0 --out-dir "$W/rope"
@@ -1052,7 +1052,8 @@ t_rope() {
   check "the losses differ from learned positions' (the rotation is applied)" eval \
     "[ \"\$(losses '$W/rope/log.jsonl')\" != \"\$(losses '$W/learned/log.jsonl')\" ]"
   from_model "$W/rope/model_00000004.bin" "rotary positions" "rotary positions \(theta 10000\)"
-  export_refused "$W/rope/model_00000004.bin" "rotary position embeddings (theta 10000) have no GPT-2 equivalent"
+  "$BUILD/export_hf" --model "$W/rope/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2>&1
+  check "export_hf writes it as GPT-NeoX (the export suite checks it)" grep -q '"model_type": "gpt_neox"' "$W/hf/config.json"
   # Context extension: no parameter depends on the context, so the model evaluates the same at a
   # longer one, trains on at sequences of 64 (its file now says context 64), and takes a larger
   # theta (which changes the loss); a learned model's context and theta stay refused.

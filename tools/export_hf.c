@@ -1,7 +1,8 @@
 // export_hf: a model file of this trainer (llm.c's format), or a checkpoint directory's newest
 // complete step, as a Hugging Face GPT-2 model directory (checkpoints/hf_export.h) that
 // transformers loads with GPT2LMHeadModel.from_pretrained(DIR) and GPT2TokenizerFast or
-// GPT2Tokenizer.from_pretrained(DIR).
+// GPT2Tokenizer.from_pretrained(DIR); a model with rotary positions as a GPT-NeoX directory
+// (GPTNeoXForCausalLM).
 //
 //   export_hf --model FILE|CHECKPOINT_DIR --out DIR [--dtype auto|fp32|bf16]
 //             [--vocab-dir DIR | --no-tokenizer]
@@ -35,7 +36,9 @@ static void usage(FILE* f) {
         "Writes a Hugging Face GPT-2 model directory (config.json, model.safetensors and the\n"
         "tokenizer's vocab.json, merges.txt, tokenizer_config.json) from a model file of this\n"
         "trainer or llm.c (model_00001000.bin, gpt2_124M.bin), or from a checkpoint directory's\n"
-        "newest complete step. transformers loads it with GPT2LMHeadModel.from_pretrained(DIR).\n"
+        "newest complete step. transformers loads it with GPT2LMHeadModel.from_pretrained(DIR);\n"
+        "a model with rotary positions (--position-embedding rope) is written as GPT-NeoX\n"
+        "(GPTNeoXForCausalLM.from_pretrained(DIR)).\n"
         "\n"
         "  --model PATH        a model file, or a trainer's --out-dir (its newest complete step)\n"
         "  --out DIR           the directory to write (created if missing; files replaced\n"
@@ -128,11 +131,6 @@ int main(int argc, char** argv) {
         fail_msg("--model %s: grouped-query attention (%d key/value heads for %d heads) has no "
                  "GPT-2 equivalent in Hugging Face transformers; expected a model without "
                  "--kv-heads", path, gpt_kv_heads(&cfg), cfg.NH);
-    // GPT-2 adds a learned position table: rotary positions have no GPT2LMHeadModel form.
-    if (cfg.rope_theta)
-        fail_msg("--model %s: rotary position embeddings (theta %d) have no GPT-2 equivalent in "
-                 "Hugging Face transformers; expected a model with learned positions (no "
-                 "--position-embedding rope)", path, cfg.rope_theta);
     const SafetensorsDtype dtype =
         !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
             ? SAFETENSORS_BF16 : SAFETENSORS_F32;
@@ -141,6 +139,10 @@ int main(int argc, char** argv) {
     printf("export_hf configuration:\n");
     printf("  model        %s (%s, L=%d C=%d NH=%d V=%d max_T=%d)\n", path,
            version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T);
+    // Rotary positions: GPT-NeoX is transformers' GPT-2 block with rotary positions instead of
+    // a table (checkpoints/hf_layout.h).
+    printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
+                                                  : "GPT-2 (GPT2LMHeadModel)");
     printf("  out          %s\n", o.out);
     printf("  dtype        %s\n", safetensors_dtype_name(dtype));
     if (tokenizer) printf("  tokenizer    from %s\n", o.vocab_dir);
