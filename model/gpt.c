@@ -442,8 +442,9 @@ void gpt_backward(GPT* m, double dloss) {
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
     const int* row_pos = encoder_row_positions(m);
-    encoder_backward(g->wte, c->rope_theta ? NULL : g->wpe, dres, m->inputs, m->input_order, B, T, C, m->attention->positions,
-                     row_pos, row_pos ? m->doc_positions + BT : NULL, c->max_T, mode);
+    encoder_backward(g->wte, c->rope_theta ? NULL : g->wpe, dres, m->inputs, m->input_order, B, T,
+                     C, m->attention->positions, row_pos, row_pos ? m->doc_positions + BT : NULL,
+                     c->max_T, mode);
     compute_span(m, begin, "embedding backward", -1, "backward");
     grads_ready(m, GPT_GRADS_EMBEDDINGS);
 }
