@@ -153,7 +153,8 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = cfg->rope_theta ? hf_layout_neox(cfg, layout) : hf_layout(cfg, "transformer.", layout);
+    const int n = cfg->rope_theta ? hf_layout_neox(cfg, layout)
+                                  : hf_layout(cfg, "transformer.", layout);
     float* copies = malloc(sizeof(float) * (interleaved_floats(layout, n) + 1));
     if (!copies) {
         free(layout), free(t);

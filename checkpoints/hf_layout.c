@@ -51,30 +51,28 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* w) {
     const size_t C = (size_t)cfg->C;
     const int HS = cfg->C / cfg->NH;
     int n = 0;
-#define WANT(tensor_, at_, rows_, cols_, ...) \
+#define WANT(tensor_, at_, rows_, cols_, il_, ...) \
     (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = rows_, w[n].cols = cols_, \
-     w[n].offset = start[tensor_] + (at_), w[n].transposed = 0, w[n].interleave = 0, n++)
-    WANT(WTE, 0, (size_t)cfg->V, C, "gpt_neox.embed_in.weight");
+     w[n].offset = start[tensor_] + (at_), w[n].transposed = 0, w[n].interleave = il_, n++)
+    WANT(WTE, 0, (size_t)cfg->V, C, 0, "gpt_neox.embed_in.weight");
     for (size_t l = 0; l < (size_t)cfg->L; l++) {
         const char* p = "gpt_neox.layers.";
-        WANT(LN1W, l * C, 0, C, "%s%zu.input_layernorm.weight", p, l);
-        WANT(LN1B, l * C, 0, C, "%s%zu.input_layernorm.bias", p, l);
-        WANT(QKVW, l * 3 * C * C, 3 * C, C, "%s%zu.attention.query_key_value.weight", p, l);
-        w[n - 1].interleave = HS;
-        WANT(QKVB, l * 3 * C, 0, 3 * C, "%s%zu.attention.query_key_value.bias", p, l);
-        w[n - 1].interleave = HS;
-        WANT(ATTPROJW, l * C * C, C, C, "%s%zu.attention.dense.weight", p, l);
-        WANT(ATTPROJB, l * C, 0, C, "%s%zu.attention.dense.bias", p, l);
-        WANT(LN2W, l * C, 0, C, "%s%zu.post_attention_layernorm.weight", p, l);
-        WANT(LN2B, l * C, 0, C, "%s%zu.post_attention_layernorm.bias", p, l);
-        WANT(FCW, l * 4 * C * C, 4 * C, C, "%s%zu.mlp.dense_h_to_4h.weight", p, l);
-        WANT(FCB, l * 4 * C, 0, 4 * C, "%s%zu.mlp.dense_h_to_4h.bias", p, l);
-        WANT(FCPROJW, l * 4 * C * C, C, 4 * C, "%s%zu.mlp.dense_4h_to_h.weight", p, l);
-        WANT(FCPROJB, l * C, 0, C, "%s%zu.mlp.dense_4h_to_h.bias", p, l);
+        WANT(LN1W, l * C, 0, C, 0, "%s%zu.input_layernorm.weight", p, l);
+        WANT(LN1B, l * C, 0, C, 0, "%s%zu.input_layernorm.bias", p, l);
+        WANT(QKVW, l * 3 * C * C, 3 * C, C, HS, "%s%zu.attention.query_key_value.weight", p, l);
+        WANT(QKVB, l * 3 * C, 0, 3 * C, HS, "%s%zu.attention.query_key_value.bias", p, l);
+        WANT(ATTPROJW, l * C * C, C, C, 0, "%s%zu.attention.dense.weight", p, l);
+        WANT(ATTPROJB, l * C, 0, C, 0, "%s%zu.attention.dense.bias", p, l);
+        WANT(LN2W, l * C, 0, C, 0, "%s%zu.post_attention_layernorm.weight", p, l);
+        WANT(LN2B, l * C, 0, C, 0, "%s%zu.post_attention_layernorm.bias", p, l);
+        WANT(FCW, l * 4 * C * C, 4 * C, C, 0, "%s%zu.mlp.dense_h_to_4h.weight", p, l);
+        WANT(FCB, l * 4 * C, 0, 4 * C, 0, "%s%zu.mlp.dense_h_to_4h.bias", p, l);
+        WANT(FCPROJW, l * 4 * C * C, C, 4 * C, 0, "%s%zu.mlp.dense_4h_to_h.weight", p, l);
+        WANT(FCPROJB, l * C, 0, C, 0, "%s%zu.mlp.dense_4h_to_h.bias", p, l);
     }
-    WANT(LNFW, 0, 0, C, "gpt_neox.final_layer_norm.weight");
-    WANT(LNFB, 0, 0, C, "gpt_neox.final_layer_norm.bias");
-    WANT(WTE, 0, (size_t)cfg->V, C, "embed_out.weight");
+    WANT(LNFW, 0, 0, C, 0, "gpt_neox.final_layer_norm.weight");
+    WANT(LNFB, 0, 0, C, 0, "gpt_neox.final_layer_norm.bias");
+    WANT(WTE, 0, (size_t)cfg->V, C, 0, "embed_out.weight");
 #undef WANT
     return n;
 }

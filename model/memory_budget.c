@@ -58,11 +58,13 @@ enum {
     SCALARS = 3                       // GPT_NUM_SCALARS doubles
 };
 
-// model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv projection (W = 3C
+// model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv
+// projection (W = 3C
 // without grouped-query attention) C W + W and the rest 9 C^2 + 10 C, lnf.
 static size_t num_params(const GPTConfig* g) {
     const size_t C = g->C, L = g->L, W = gpt_qkv_width(g);
-    return (size_t)g->Vp * C + (size_t)gpt_position_rows(g) * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
+    return (size_t)g->Vp * C + (size_t)gpt_position_rows(g) * C +
+           L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -142,7 +144,8 @@ static size_t attention_dq(const MemoryConfig* c, int B, int T, int P) {
     const LargestCall k = largest_call(c, T, P);
     const int local = P == 1 && gpt_kv_heads(&c->cfg) == c->cfg.NH;
     const size_t HS = c->cfg.C / c->cfg.NH;
-    return flash_bwd_accumulator_bytes(B, k.Tq, k.NH * HS, local) + flash_bwd_semaphore_bytes(B, k.NH, k.Tq);
+    return flash_bwd_accumulator_bytes(B, k.Tq, k.NH * HS, local) +
+           flash_bwd_semaphore_bytes(B, k.NH, k.Tq);
 }
 
 // Grouped-query attention on CUDA (attention/flash_workspace.h): the largest call's K|V widened
@@ -155,7 +158,8 @@ static size_t attention_gqa(const MemoryConfig* c, int B, int T, int P) {
     const size_t HS = g->C / g->NH, r = c->real_bytes;
     const LargestCall k = largest_call(c, T, P);
     const int floatx_dq = P == 1 && c->flash_kernels;
-    const size_t train = gqa_kv_bytes(B, k.Tk, k.NH, HS, r) + gqa_grad_bytes(B, k.Tq, k.Tk, k.NH, HS, floatx_dq);
+    const size_t train = gqa_kv_bytes(B, k.Tk, k.NH, HS, r) +
+                         gqa_grad_bytes(B, k.Tq, k.Tk, k.NH, HS, floatx_dq);
     const size_t sampler = c->sampler ? gqa_kv_bytes(1, g->max_T, g->NH, HS, r) : 0;
     return train > sampler ? train : sampler;
 }
