@@ -24,8 +24,12 @@ def shard(path, n, x):
         f.write(struct.pack("<%dH" % n, *toks))
 
 
-if len(sys.argv) not in (2, 4):
-    sys.exit("usage: stream_shards.py DIR [TRAIN_TOKENS VAL_TOKENS]")
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0)
+if len(sys.argv) not in (2, 4) or sys.argv[1].startswith("-"):
+    sys.exit("usage: stream_shards.py DIR [TRAIN_TOKENS VAL_TOKENS] (DIR not an option: found %s)"
+             % (sys.argv[1] if len(sys.argv) > 1 else "none"))
 sizes = (12000, 1000)
 if len(sys.argv) == 4:
     try:
