@@ -83,6 +83,18 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 "  \"tie_word_embeddings\": false,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
                 cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, 4 * cfg->C, cfg->rope_theta,
                 cfg->rope_theta);
+        // Context extension: transformers' rope_scaling under both key names it has used for the
+        // type; Llama 3.1's fixed low and high frequency factors written out.
+        const char* kind = rope_scaling_name(cfg->rope_scaling);
+        if (cfg->rope_scaling == ROPE_SCALING_LINEAR)
+            fprintf(af.f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
+                    "\"factor\": %.9g},\n", kind, kind, cfg->rope_factor);
+        else if (cfg->rope_scaling)
+            fprintf(af.f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
+                    "\"factor\": %.9g, \"original_max_position_embeddings\": %d%s},\n", kind, kind,
+                    cfg->rope_factor, cfg->rope_original_T,
+                    cfg->rope_scaling == ROPE_SCALING_LLAMA3
+                        ? ", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0" : "");
     } else {
         fprintf(af.f,
                 "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"

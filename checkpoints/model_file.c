@@ -48,7 +48,8 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     }
     GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
                    .window = h[8], .window_every = h[9], .kv_heads = h[10],
-                   .rope_theta = h[11]};
+                   .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14]};
+    memcpy(&c.rope_factor, h + 13, 4);
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
     if (c.Vp < c.V)
@@ -60,6 +61,12 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
         return field_error(err, errlen, path, "header[11] (rope theta)",
                            "0 (learned positions) or at least 2 with an even head size",
                            c.rope_theta);
+    char why[256];
+    if (gpt_rope_scaling_validate(&c, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s: header[12..14] (rope scaling, factor, original context): %s",
+                 path, why);
+        return -1;
+    }
     if (c.window < 0 || c.window > c.max_T)
         return field_error(err, errlen, path, "header[8] (attention window)",
                            "0 (none) to max_seq_len", c.window);
@@ -95,13 +102,14 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
     if (model_file_read_header(path, &c, &version, err, errlen) != 0) return -1;
     if (expect && (expect->max_T != c.max_T || expect->V != c.V || expect->Vp != c.Vp ||
                    expect->L != c.L || expect->NH != c.NH || expect->C != c.C ||
-                   gpt_kv_heads(expect) != gpt_kv_heads(&c) ||
-                   expect->rope_theta != c.rope_theta)) {
-        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d rope=%d, "
-                 "found T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d rope=%d", path, expect->max_T,
+                   gpt_kv_heads(expect) != gpt_kv_heads(&c) || !gpt_same_positions(expect, &c))) {
+        char want_pos[96], found_pos[96];
+        gpt_position_text(expect, want_pos, sizeof want_pos);
+        gpt_position_text(&c, found_pos, sizeof found_pos);
+        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s, "
+                 "found T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s", path, expect->max_T,
                  expect->V, expect->Vp, expect->L, expect->NH, gpt_kv_heads(expect), expect->C,
-                 expect->rope_theta, c.max_T, c.V, c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C,
-                 c.rope_theta);
+                 want_pos, c.max_T, c.V, c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C, found_pos);
         return -1;
     }
     FILE* f = fopen(path, "rb");
@@ -158,6 +166,9 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[9] = cfg->window_every;
     h[10] = gpt_kv_heads(cfg) == cfg->NH ? 0 : cfg->kv_heads;   // 0: llm.c's own files
     h[11] = cfg->rope_theta;                                     // 0: learned positions
+    h[12] = cfg->rope_scaling;                                   // 0: none
+    memcpy(h + 13, &cfg->rope_factor, 4);                        // fp32 bits (0 without scaling)
+    h[14] = cfg->rope_original_T;
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

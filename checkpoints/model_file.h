@@ -7,7 +7,9 @@
 // attention model's key/value heads (GPTConfig.kv_heads; 0 for one per head, as llm.c writes);
 // such a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either. A fourth,
 // header[11], holds a rotary-position model's theta (GPTConfig.rope_theta; 0 for learned
-// positions): such a file has no wpe tensor (0 rows), which llm.c cannot read either.
+// positions): such a file has no wpe tensor (0 rows), which llm.c cannot read either; and
+// header[12..14] its context-extension scaling (GPTConfig.rope_scaling, rope_factor as fp32 bits,
+// rope_original_T; all 0 without).
 #pragma once
 #include <stddef.h>
 

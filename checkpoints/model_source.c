@@ -18,7 +18,7 @@ static int is_directory(const char* path) {
 static int same_shape(const GPTConfig* a, const GPTConfig* b) {
     return a->L == b->L && a->C == b->C && a->NH == b->NH && a->V == b->V && a->Vp == b->Vp &&
            a->max_T == b->max_T && gpt_kv_heads(a) == gpt_kv_heads(b) &&
-           a->rope_theta == b->rope_theta;
+           gpt_same_positions(a, b);
 }
 
 int model_source_config(const char* path, GPTConfig* cfg, const char** kind, char* err,

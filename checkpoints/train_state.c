@@ -21,6 +21,8 @@ enum {
     TS_RNG = 20,                                   // u64
     TS_KV_HEADS = 22,                              // GPTConfig.kv_heads (0: one per head)
     TS_ROPE_THETA = 23,                            // GPTConfig.rope_theta (0: learned positions)
+    TS_ROPE_SCALING = 24, TS_ROPE_FACTOR = 25,     // GPTConfig.rope_scaling, rope_factor (fp32 bits)
+    TS_ROPE_ORIGINAL_T = 26,                       // GPTConfig.rope_original_T
     TS_LD_EPOCH = 30, TS_LD_NEXT = 32, TS_LD_SEED = 34,   // u64 each
     TS_LD_SHUFFLE = 36, TS_LD_NFILES = 37, TS_LD_B = 38, TS_LD_T = 39,
     TS_NPARAMS = 40, TS_SHARD_BEGIN = 42, TS_SHARD_COUNT = 44,   // u64 each
@@ -110,6 +112,9 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_WINDOW_EVERY] = s->model.window_every;
     h[TS_KV_HEADS] = s->model.kv_heads;
     h[TS_ROPE_THETA] = s->model.rope_theta;
+    h[TS_ROPE_SCALING] = s->model.rope_scaling;
+    memcpy(h + TS_ROPE_FACTOR, &s->model.rope_factor, 4);
+    h[TS_ROPE_ORIGINAL_T] = s->model.rope_original_T;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -139,7 +144,9 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->model = (GPTConfig){.max_T = h[TS_MAXT], .V = h[TS_V], .L = h[TS_L], .NH = h[TS_NH],
                            .C = h[TS_C], .Vp = h[TS_VP], .window = h[TS_WINDOW],
                            .window_every = h[TS_WINDOW_EVERY], .kv_heads = h[TS_KV_HEADS],
-                           .rope_theta = h[TS_ROPE_THETA]};
+                           .rope_theta = h[TS_ROPE_THETA], .rope_scaling = h[TS_ROPE_SCALING],
+                           .rope_original_T = h[TS_ROPE_ORIGINAL_T]};
+    memcpy(&s->model.rope_factor, h + TS_ROPE_FACTOR, 4);
     s->B = h[TS_B];
     s->T = h[TS_T];
     s->accum_steps = h[TS_ACCUM];

@@ -49,6 +49,10 @@ typedef struct {
     const char* logits_out;   // every decode step's logits (V float32 each), rank 0
     const char* comm;         // --comm (comm/transport.h)
     double comm_timeout;
+    int context;              // a rotary model's context for this run (0: the file's)
+    const char* rope_scaling; // --rope-scaling (NULL: the file's)
+    double rope_factor;       // --rope-scaling-factor (0: context / original context)
+    int rope_original;        // --rope-original-context (0: from the file)
 } Options;
 
 static void usage(FILE* f) {
@@ -87,6 +91,13 @@ static void usage(FILE* f) {
         "  --logits-out FILE     writes each step's logits (V float32) to FILE, in decode order\n"
         "  --comm NAME           auto (default), mpi (CPU), nccl or mpi-staged (CUDA builds)\n"
         "  --comm-timeout S      seconds a wait for communication may last (default 300, as the trainer; 0: none)\n"
+        "  --context N           a rotary model's context for this run, past the file's too\n"
+        "                        (default 0: the file's; learned positions keep theirs)\n"
+        "  --rope-scaling NAME   a rotary model's frequencies for a longer context: linear, yarn\n"
+        "                        or llama3 (as the trainer's), none (default: the file's)\n"
+        "  --rope-scaling-factor X  the factor, >= 1 (default 0: --context / the original context)\n"
+        "  --rope-original-context N  the context the frequencies were trained at (default 0:\n"
+        "                        the file's context, or its original one when already scaled)\n"
         "  --help                this text\n",
         MAX_PROMPTS, ULYSSES_MAX_CHUNKS);
 }
@@ -111,7 +122,7 @@ static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) 
 static void parse_options(int argc, char** argv, Options* o) {
     enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
            SEED, STOP, PQ, PKV, PREFILL, DECODE, DECODE_BATCH, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT, A2A_CHUNKS,
-           HELP };
+           CONTEXT, ROPE_SCALING, ROPE_FACTOR, ROPE_ORIGINAL, HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
         {"vocab-dir", required_argument, 0, VOCAB}, {"prompt", required_argument, 0, PROMPT},
@@ -126,6 +137,9 @@ static void parse_options(int argc, char** argv, Options* o) {
         {"recompute", no_argument, 0, RECOMPUTE}, {"logits-out", required_argument, 0, LOGITS_OUT},
         {"comm", required_argument, 0, COMM}, {"comm-timeout", required_argument, 0, COMM_TIMEOUT},
         {"a2a-chunks", required_argument, 0, A2A_CHUNKS},
+        {"context", required_argument, 0, CONTEXT}, {"rope-scaling", required_argument, 0, ROPE_SCALING},
+        {"rope-scaling-factor", required_argument, 0, ROPE_FACTOR},
+        {"rope-original-context", required_argument, 0, ROPE_ORIGINAL},
         {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->vocab_dir = DEFAULT_VOCAB_DIR;
@@ -196,6 +210,12 @@ static void parse_options(int argc, char** argv, Options* o) {
             o->comm = optarg;
             break;
         case COMM_TIMEOUT: o->comm_timeout = flag_double("comm-timeout", optarg, 0, 1e9); break;
+        case CONTEXT: o->context = (int)flag_long("context", optarg, 0, 1 << 22); break;
+        case ROPE_SCALING: o->rope_scaling = optarg; break;
+        case ROPE_FACTOR: o->rope_factor = flag_double("rope-scaling-factor", optarg, 0, 65536); break;
+        case ROPE_ORIGINAL:
+            o->rope_original = (int)flag_long("rope-original-context", optarg, 0, 1 << 22);
+            break;
         case HELP: usage(stdout); exit(0);
         default:
             fail_msg("%s: unknown option or missing value (see --help)", argv[optind - 1]);
@@ -210,6 +230,21 @@ static void parse_options(int argc, char** argv, Options* o) {
     }
     if (o->print_ids < 0) o->print_ids = o->tokenizer == NULL;
     if (o->print_ids == 0 && !o->tokenizer) fail_msg("--print text: expected --tokenizer FILE, found none");
+}
+
+// --context and --rope-scaling on the model file's shape: a rotary model has no parameter that
+// depends on the context, so it may run at a longer one, with its frequencies scaled (context
+// extension, as the trainer's --init-from); a learned table has as many rows as its context.
+static void extend_context(const Options* o, GPTConfig* cfg) {
+    const GPTConfig file = *cfg;
+    if (o->context && o->context != cfg->max_T && !cfg->rope_theta)
+        fail_msg("--context %d: the model %s has context %d (learned positions: a table of that "
+                 "many rows)", o->context, o->model, cfg->max_T);
+    if (o->context) cfg->max_T = o->context;
+    char err[ERR_LEN];
+    if (gpt_rope_scaling_apply(cfg, &file, o->rope_scaling, o->rope_factor, o->rope_original, err,
+                               sizeof err) != 0)
+        fail_msg("%s", err);
 }
 
 static double now_s(void) {
@@ -278,6 +313,8 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     const char* model_kind;
     if (model_source_config(o.model, &cfg, &model_kind, err, sizeof err) != 0) fail_msg("%s", err);
+    const GPTConfig file_cfg = cfg;   // the file's shape, which loading checks
+    extend_context(&o, &cfg);
     if (gpt_backend_head_size(cfg.C / cfg.NH, err, sizeof err) != 0)
         fail_msg("--model %s: %s", o.model, err);
     TokenTable table = {0};
@@ -321,11 +358,11 @@ int main(int argc, char** argv) {
     int* len = (int*)xmalloc(sizeof(int) * o.nprompts, "prompt lengths");
     int** tokens = encode_prompts(&o, &cfg, len);
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "model parameters");
-    if (model_source_load(o.model, &cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
+    if (model_source_load(o.model, &file_cfg, params, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
-        char window[96], positions[64];
+        char window[96], positions[96];
         gpt_window_text(&cfg, window, sizeof window);
         gpt_position_text(&cfg, positions, sizeof positions);
         fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d, %s%s%s), backend "

@@ -135,13 +135,13 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
 }
 
 void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                  const int* row_pos, int theta) {
-    rope_cuda(qkv, B, T, NH, NKV, HS, pos, row_pos, theta, 1, cuda_backend_stream());
+                  const int* row_pos, RopeSpec rope) {
+    rope_cuda(qkv, B, T, NH, NKV, HS, pos, row_pos, rope, 1, cuda_backend_stream());
 }
 
 void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                   const int* row_pos, int theta) {
-    rope_cuda(dqkv, B, T, NH, NKV, HS, pos, row_pos, theta, -1, cuda_backend_stream());
+                   const int* row_pos, RopeSpec rope) {
+    rope_cuda(dqkv, B, T, NH, NKV, HS, pos, row_pos, rope, -1, cuda_backend_stream());
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

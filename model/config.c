@@ -70,8 +70,92 @@ void gpt_window_text(const GPTConfig* c, char* buf, size_t n) {
 }
 
 void gpt_position_text(const GPTConfig* c, char* buf, size_t n) {
-    if (c->rope_theta > 0) snprintf(buf, n, "rotary positions (theta %d)", c->rope_theta);
+    if (c->rope_theta > 0 && c->rope_scaling)
+        snprintf(buf, n, "rotary positions (theta %d, %s x%g from %d)", c->rope_theta,
+                 rope_scaling_name(c->rope_scaling), c->rope_factor, c->rope_original_T);
+    else if (c->rope_theta > 0) snprintf(buf, n, "rotary positions (theta %d)", c->rope_theta);
     else snprintf(buf, n, "learned positions");
+}
+
+static const char* const rope_scaling_names[] = {"none", "linear", "yarn", "llama3"};
+
+const char* rope_scaling_name(int scaling) {
+    return scaling >= 0 && scaling <= ROPE_SCALING_LLAMA3 ? rope_scaling_names[scaling] : NULL;
+}
+
+int rope_scaling_parse(const char* name) {
+    for (int i = 0; i <= ROPE_SCALING_LLAMA3; i++)
+        if (!strcmp(name, rope_scaling_names[i])) return i;
+    return -1;
+}
+
+int gpt_rope_scaling_apply(GPTConfig* c, const GPTConfig* file, const char* scaling,
+                           double factor, int original, char* err, size_t errlen) {
+    const int s = scaling ? rope_scaling_parse(scaling) : -1;
+    if (scaling && s < 0) {
+        snprintf(err, errlen, "--rope-scaling: expected none, linear, yarn or llama3, found '%s'",
+                 scaling);
+        return -1;
+    }
+    if (s <= ROPE_SCALING_NONE) {   // not given, or none
+        if (factor > 0 || original > 0) {
+            snprintf(err, errlen, "--rope-scaling-factor/--rope-original-context: expected "
+                     "--rope-scaling linear, yarn or llama3 with them, found %s",
+                     scaling ? "none" : "no --rope-scaling");
+            return -1;
+        }
+        if (s == ROPE_SCALING_NONE) c->rope_scaling = 0, c->rope_factor = 0, c->rope_original_T = 0;
+        return 0;
+    }
+    if (!c->rope_theta) {
+        snprintf(err, errlen, "--rope-scaling %s: expected rotary positions (--position-embedding "
+                 "rope, or a model file with them), found learned positions", scaling);
+        return -1;
+    }
+    if (!original && file) original = file->rope_scaling ? file->rope_original_T : file->max_T;
+    if (!original) {
+        snprintf(err, errlen, "--rope-scaling %s: expected --rope-original-context (the context the "
+                 "frequencies were trained at) without a model file, found none", scaling);
+        return -1;
+    }
+    const int default_factor = factor == 0;
+    if (default_factor) factor = (double)c->max_T / original;
+    if (factor < 1) {
+        snprintf(err, errlen, "--rope-scaling %s: expected a factor of at least 1, found %g (%s)",
+                 scaling, factor, default_factor ? "the context / the original context"
+                                                 : "--rope-scaling-factor");
+        return -1;
+    }
+    c->rope_scaling = s;
+    c->rope_factor = (float)factor;
+    c->rope_original_T = original;
+    if (gpt_rope_scaling_validate(c, err, errlen) == 0) return 0;
+    char why[200];
+    snprintf(why, sizeof why, "%s", err);
+    snprintf(err, errlen, "--rope-scaling/--rope-scaling-factor/--rope-original-context: %s", why);
+    return -1;
+}
+
+int gpt_rope_scaling_validate(const GPTConfig* c, char* err, size_t errlen) {
+    if (c->rope_scaling != ROPE_SCALING_NONE && (!rope_scaling_name(c->rope_scaling) ||
+                                                 !c->rope_theta)) {
+        snprintf(err, errlen, "rope scaling: expected 0 (none)%s, found %d",
+                 c->rope_theta ? " to 3 (llama3)" : " without rotary positions", c->rope_scaling);
+        return -1;
+    }
+    if (c->rope_scaling != ROPE_SCALING_NONE &&
+        (!(c->rope_factor >= 1 && c->rope_factor <= 65536) || c->rope_original_T < 1)) {
+        snprintf(err, errlen, "rope scaling %s: expected a factor in [1, 65536] and an original "
+                 "context of at least 1, found factor %g, original context %d",
+                 rope_scaling_name(c->rope_scaling), c->rope_factor, c->rope_original_T);
+        return -1;
+    }
+    if (c->rope_scaling == ROPE_SCALING_NONE && (c->rope_factor != 0 || c->rope_original_T != 0)) {
+        snprintf(err, errlen, "rope scaling none: expected factor and original context 0, found "
+                 "%g and %d", c->rope_factor, c->rope_original_T);
+        return -1;
+    }
+    return 0;
 }
 
 int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
@@ -111,6 +195,7 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
                  "%d over %d heads)", c->C / c->NH, c->C, c->NH);
         return -1;
     }
+    if (gpt_rope_scaling_validate(c, err, errlen) != 0) return -1;
     if (c->window > 0 ? c->window_every < 1 || c->window_every > c->L : c->window_every != 0) {
         snprintf(err, errlen, "window every: expected %s, found %d",
                  c->window > 0 ? "1 to the layer count" : "0 without a window", c->window_every);

@@ -2,6 +2,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "model/rope_angles.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,6 +33,12 @@ typedef struct {
     // position p after the qkv projection, and the model has no wpe (0 rows). Nothing else
     // changes: every attention schedule sees rotated queries and keys at their own positions.
     int rope_theta;
+    // Context extension of rotary positions (model/rope_angles.h ROPE_SCALING_*): 0 for none, else
+    // the frequencies scaled by rope_factor >= 1 from a model trained at rope_original_T
+    // positions (position interpolation, YaRN or Llama 3.1's); both 0 without scaling.
+    int rope_scaling;
+    float rope_factor;
+    int rope_original_T;
 } GPTConfig;
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
@@ -45,6 +53,18 @@ static inline int gpt_qkv_width(const GPTConfig* cfg) {
 // Rows of the learned position table wpe: max_T, or 0 under rotary embeddings.
 static inline int gpt_position_rows(const GPTConfig* cfg) {
     return cfg->rope_theta > 0 ? 0 : cfg->max_T;
+}
+
+// The rotation of a rotary model (cfg->rope_theta > 0), for the rope layers.
+static inline RopeSpec gpt_rope(const GPTConfig* cfg) {
+    RopeSpec r = {cfg->rope_theta, cfg->rope_scaling, cfg->rope_factor, cfg->rope_original_T};
+    return r;
+}
+
+// Whether two shapes encode positions alike: the same table, or the same rotation and scaling.
+static inline int gpt_same_positions(const GPTConfig* a, const GPTConfig* b) {
+    return a->rope_theta == b->rope_theta && a->rope_scaling == b->rope_scaling &&
+           a->rope_factor == b->rope_factor && a->rope_original_T == b->rope_original_T;
 }
 
 // The attention window of layer l: cfg->window for a banded layer, 0 (causal) otherwise.
@@ -71,8 +91,24 @@ void gpt_window_text(const GPTConfig* cfg, char* buf, size_t n);
 // 6 L C T in all) and W - W^2 / (2T) in a banded one (T W - W^2 / 2 pairs; T/2 again at W = T).
 // The trainer's MFU and the cost model's both use it.
 double gpt_flops_per_token(const GPTConfig* cfg, double num_params, long T);
-// "learned positions" or "rotary positions (theta 10000)", for the configuration lines.
+// "learned positions", "rotary positions (theta 10000)" or "rotary positions (theta 10000, yarn
+// x4 from 2048)", for the configuration lines.
 void gpt_position_text(const GPTConfig* cfg, char* buf, size_t n);
+// The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
+// of a name, or -1.
+const char* rope_scaling_name(int scaling);
+int rope_scaling_parse(const char* name);
+// Context extension's scaling, as the programs' --rope-scaling, --rope-scaling-factor and
+// --rope-original-context give it, on cfg (whose max_T and rope_theta are this run's): scaling
+// NULL keeps cfg's (factor and original must then be 0), "none" removes it, linear, yarn or
+// llama3 set it with the factor (0: max_T / the original context) and the original context (0:
+// file's context, or its own original one when it is already scaled; file NULL: none, an error).
+// Returns 0, or -1 with a one-line reason naming the flags in err.
+int gpt_rope_scaling_apply(GPTConfig* cfg, const GPTConfig* file, const char* scaling,
+                           double factor, int original, char* err, size_t errlen);
+// Checks the rotary scaling fields (rope_scaling, rope_factor, rope_original_T); returns 0, or -1
+// with a one-line reason in err.
+int gpt_rope_scaling_validate(const GPTConfig* cfg, char* err, size_t errlen);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
 

@@ -258,10 +258,10 @@ static const int* encoder_row_positions(const GPT* m) {
 // encoder's positions.
 static void rope(const GPT* m, real* qkv, int direction) {
     const GPTConfig* c = &m->cfg;
-    void (*apply)(real*, int, int, int, int, int, TokenLayout, const int*, int) =
+    void (*apply)(real*, int, int, int, int, int, TokenLayout, const int*, RopeSpec) =
         direction > 0 ? rope_forward : rope_backward;
     apply(qkv, m->B, m->T, c->NH, gpt_kv_heads(c), c->C / c->NH, m->attention->positions,
-          encoder_row_positions(m), c->rope_theta);
+          encoder_row_positions(m), gpt_rope(c));
 }
 
 void gpt_load_batch(GPT* m, const int* inputs, const int* targets) {

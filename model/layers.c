@@ -54,11 +54,11 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
 
 // The rotation of rope_forward (sign +1) or its transpose (sign -1) on one row's query and key
 // heads: cos and sin of each pair's angle once, then every head.
-static void rope_row(real* row, int heads, int HS, long p, int theta, int sign) {
+static void rope_row(real* row, int heads, int HS, long p, RopeSpec rope, int sign) {
     const int half = HS / 2;
     for (int i = 0; i < half; i++) {
         float c, s;
-        rope_cos_sin(p, i, HS, theta, &c, &s);
+        rope_cos_sin(p, i, HS, rope, &c, &s);
         const real sn = (real)(sign * s), cs = (real)c;
         for (int h = 0; h < heads; h++) {
             real* x = row + (long)h * HS;
@@ -70,23 +70,23 @@ static void rope_row(real* row, int heads, int HS, long p, int theta, int sign) 
 }
 
 static void rope_apply(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                       const int* row_pos, int theta, int sign) {
+                       const int* row_pos, RopeSpec rope, int sign) {
     const long W = (long)(NH + 2 * NKV) * HS;
 #pragma omp parallel for
     for (long n = 0; n < (long)B * T; n++) {
         const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
-        rope_row(qkv + n * W, NH + NKV, HS, p, theta, sign);   // query then key heads: adjacent
+        rope_row(qkv + n * W, NH + NKV, HS, p, rope, sign);   // query then key heads: adjacent
     }
 }
 
 void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                  const int* row_pos, int theta) {
-    rope_apply(qkv, B, T, NH, NKV, HS, pos, row_pos, theta, 1);
+                  const int* row_pos, RopeSpec rope) {
+    rope_apply(qkv, B, T, NH, NKV, HS, pos, row_pos, rope, 1);
 }
 
 void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                   const int* row_pos, int theta) {
-    rope_apply(dqkv, B, T, NH, NKV, HS, pos, row_pos, theta, -1);
+                   const int* row_pos, RopeSpec rope) {
+    rope_apply(dqkv, B, T, NH, NKV, HS, pos, row_pos, rope, -1);
 }
 
 // One row: out = (x - mean) * rstd * weight + bias; returns the statistics through m, s.

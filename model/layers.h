@@ -10,6 +10,7 @@
 #pragma once
 #include "attention/partial_attention.h"
 #include "model/real.h"
+#include "model/rope_angles.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,16 +43,18 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
 
 // Rotary position embeddings on the query and key heads of qkv (N = B*T rows of W = (NH + 2 NKV)
 // HS columns: NH query heads, NKV key heads, NKV value heads), in place: in every query and key
-// head the channel pair (i, i + HS/2), i < HS/2, is rotated by the angle p / theta^(2i/HS), p the
-// row's position as the encoder's (token_layout_position(pos, t), or row_pos[n] when row_pos is
-// not NULL). The value heads are untouched. Angles and their cosines and sines are computed in
-// double and rounded to fp32 once, so the tables of both backends agree at any position.
-// rope_backward applies the transpose (the rotation by -angle) to the query and key columns of
+// head the channel pair (i, i + HS/2), i < HS/2, is rotated by the angle p f_i (f_i =
+// theta^(-2i/HS), or its context-extension scaling: model/rope_angles.h), p the row's position as
+// the encoder's (token_layout_position(pos, t), or row_pos[n] when row_pos is not NULL), and
+// multiplied by the scaling's amplitude (1 but under YaRN). The value heads are untouched. Angles
+// and their cosines and sines are computed in double and rounded to fp32 once, so the tables of
+// both backends agree at any position.
+// rope_backward applies the transpose (the rotation by -angle, same amplitude) to the query and key columns of
 // dqkv: the gradient of the unrotated projection. Both overwrite their argument (not +=).
 void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                  const int* row_pos, int theta);
+                  const int* row_pos, RopeSpec rope);
 void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-                   const int* row_pos, int theta);
+                   const int* row_pos, RopeSpec rope);
 
 // LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,

@@ -15,6 +15,7 @@
 #include "attention/partial_attention.h"  // TokenPositions
 #include "model/cuda_precision.cuh"
 #include "model/layer_scratch.h"
+#include "model/rope_angles.h"
 
 #include <stddef.h>
 
@@ -52,7 +53,7 @@ void encoder_backward_cuda(floatX* dwte, floatX* dwpe, const floatX* dout, const
 // place, the query and key heads rotated by +angle (direction 1) or -angle (-1, the backward's
 // transpose), the cosines and sines of model/rope_angles.h. row_pos: device memory or NULL.
 void rope_cuda(floatX* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-               const int* row_pos, int theta, int direction, cudaStream_t stream);
+               const int* row_pos, RopeSpec rope, int direction, cudaStream_t stream);
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
 

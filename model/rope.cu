@@ -10,7 +10,7 @@
 static constexpr int ROPE_THREADS = 256;
 
 __global__ void rope_kernel(floatX* qkv, long N, int T, int heads, int W, int HS, TokenLayout pos,
-                            const int* row_pos, int theta, float sign) {
+                            const int* row_pos, RopeSpec rope, float sign) {
     const int half = HS / 2;
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const long n = idx / half;
@@ -18,7 +18,7 @@ __global__ void rope_kernel(floatX* qkv, long N, int T, int heads, int W, int HS
     const int i = (int)(idx - n * half);
     const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
     float c, s;
-    rope_cos_sin(p, i, HS, theta, &c, &s);
+    rope_cos_sin(p, i, HS, rope, &c, &s);
     s *= sign;
     floatX* row = qkv + n * W;
     for (int h = 0; h < heads; h++) {   // query heads, then key heads: adjacent columns
@@ -30,11 +30,12 @@ __global__ void rope_kernel(floatX* qkv, long N, int T, int heads, int W, int HS
 }
 
 void rope_cuda(floatX* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
-               const int* row_pos, int theta, int direction, cudaStream_t stream) {
+               const int* row_pos, RopeSpec rope, int direction, cudaStream_t stream) {
     const long N = (long)B * T;
     if (N <= 0 || HS < 2) return;
-    CHECK(HS % 2 == 0 && theta >= 2, "caller bug", "rope_cuda: head size %d, theta %d", HS, theta);
+    CHECK(HS % 2 == 0 && rope.theta >= 2, "caller bug", "rope_cuda: head size %d, theta %d", HS,
+          rope.theta);
     const long threads = N * (HS / 2);
     LAUNCH(rope_kernel, (unsigned)ceil_div_long(threads, ROPE_THREADS), ROPE_THREADS, 0, stream, qkv,
-           N, T, NH + NKV, (NH + 2 * NKV) * HS, HS, pos, row_pos, theta, direction > 0 ? 1.0f : -1.0f);
+           N, T, NH + NKV, (NH + 2 * NKV) * HS, HS, pos, row_pos, rope, direction > 0 ? 1.0f : -1.0f);
 }

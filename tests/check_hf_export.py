@@ -54,6 +54,7 @@ def read_model_file(path):
         ref.die(f"{path}: not an llm.c model file (magic {h[0]}, version {h[1]})")
     maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
     rope = int(h[11])  # rotary positions' theta: no wpe
+    scaling = (int(h[12]), float(h[13:14].view("<f4")[0]), int(h[14]))  # header[12..14]
     sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, 0, rope)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
@@ -66,7 +67,8 @@ def read_model_file(path):
     for name in ref.NAMES:
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
-    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, rope=rope, version=int(h[1])), params
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, rope=rope, scaling=scaling,
+                version=int(h[1])), params
 
 
 def read_safetensors(path):
@@ -177,11 +179,20 @@ def neox_forward(t, cfg, idx):
     def rotate_half(x):
         return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
 
-    # GPTNeoXRotaryEmbedding: fp32 inverse frequencies and angles, each frequency twice
+    # GPTNeoXRotaryEmbedding: fp32 inverse frequencies and angles, each frequency twice; under
+    # rope_scaling the frequencies and attention scaling of its rope type (modeling_rope_utils, as
+    # written out in torch_gpt_ref.rope_inv_freq), cos and sin times the scaling
     inv_freq = 1.0 / (cfg["rotary_emb_base"] ** (torch.arange(0, dim, 2).float() / dim))
+    scaling = 1.0
+    rs = cfg.get("rope_scaling")
+    if rs:
+        kind = {"linear": 1, "yarn": 2, "llama3": 3}[rs["rope_type"]]
+        inv, scaling = ref.rope_inv_freq(dim, cfg["rotary_emb_base"],
+                                         (kind, rs["factor"], rs.get("original_max_position_embeddings", 0)))
+        inv_freq = inv.float()
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin = emb.cos() * scaling, emb.sin() * scaling
     x = W["gpt_neox.embed_in.weight"][idx]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     for l in range(cfg["num_hidden_layers"]):
@@ -247,6 +258,14 @@ def main():
                 ("rope_theta", cfg["rope"]), ("use_parallel_residual", False),
                 ("attention_bias", True), ("layer_norm_eps", 1e-5),
                 ("tie_word_embeddings", False), torch_dtype]
+        kind, factor, orig = cfg["scaling"]
+        name = ref.ROPE_SCALINGS[kind]
+        want = None if not kind else {"rope_type": name, "type": name, "factor": factor}
+        if kind >= 2:
+            want["original_max_position_embeddings"] = orig
+        if kind == 3:
+            want.update(low_freq_factor=1.0, high_freq_factor=4.0)
+        keys.append(("rope_scaling", want))
     else:
         keys = [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
                 ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
@@ -269,7 +288,8 @@ def main():
 
     # The same tokens through both layouts: the reference on the parameters as stored.
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
-    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], rope=cfg["rope"])
+    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], rope=cfg["rope"],
+                    rope_scaling=cfg["scaling"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0

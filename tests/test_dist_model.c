@@ -12,6 +12,7 @@
 //                   [--B 2] [--T 32] [--micro 2] [--layers 2] [--channels 32] [--heads 4]
 //                   [--kv-heads 0 (= heads; fewer: grouped-query attention)]
 //                   [--rope-theta 0 (learned positions; N: rotary positions, base N)]
+//                   [--rope-scaling none|linear|yarn|llama3 (x4 from T/2 positions)]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
 #include <math.h>
@@ -34,6 +35,7 @@ typedef struct {
     int dp, pq, pkv, B, T, micro, L, C, NH, V, context, verbose;
     int NKV;      // key/value heads (--kv-heads; 0: NH)
     int rope;     // rotary positions' theta (--rope-theta; 0: learned positions)
+    int scaling;  // ROPE_SCALING_* (--rope-scaling: factor 4 from T/2 positions)
     int chunks;   // ulysses and usp: head chunks
     const char* attention;
 } Args;
@@ -66,6 +68,8 @@ static Args parse_args(int argc, char** argv) {
         else if (!strcmp(f, "--heads")) a.NH = parse_int(f, v);
         else if (!strcmp(f, "--kv-heads")) a.NKV = parse_int(f, v);
         else if (!strcmp(f, "--rope-theta")) a.rope = parse_int(f, v);
+        else if (!strcmp(f, "--rope-scaling") && v && rope_scaling_parse(v) >= 0)
+            a.scaling = rope_scaling_parse(v);
         else if (!strcmp(f, "--vocab")) a.V = parse_int(f, v);
         else if (!strcmp(f, "--context")) a.context = parse_int(f, v);
         else if (!strcmp(f, "--chunks")) a.chunks = parse_int(f, v);
@@ -282,7 +286,8 @@ int main(int argc, char** argv) {
     if (mesh_check_seq_len(&mesh, a.T, err) != 0) fail_msg("%s", err);
     GPTConfig cfg = {.max_T = a.context, .V = a.V, .Vp = gpt_padded_vocab(a.V), .L = a.L,
                      .NH = a.NH, .C = a.C, .kv_heads = a.NKV,
-                     .rope_theta = a.rope};
+                     .rope_theta = a.rope, .rope_scaling = a.scaling,
+                     .rope_factor = a.scaling ? 4.0f : 0, .rope_original_T = a.scaling ? a.T / 2 : 0};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 

@@ -118,6 +118,15 @@ t_rope() {
     verify "GPT-NeoX ${pair%:*} export: layout, names, shapes, bits, forward" "$model" "$W/hf-${pair%:*}" "${pair#*:}"
   done
   check "names the format" has r-fp32 "^  format +GPT-NeoX \(GPTNeoXForCausalLM: rotary positions\)$"
+  # Context extension: rope_scaling in config.json (yarn x2 from 16, llama3 x2.5 from 16), the
+  # forward with transformers' scaled frequencies and yarn's attention scaling.
+  local s
+  for s in "yarn --rope-original-context 16" "llama3 --rope-original-context 16 --rope-scaling-factor 2.5"; do
+    # shellcheck disable=SC2086
+    train "rope-${s%% *}" 500 --position-embedding rope --rope-scaling $s
+    check "exports rope-${s%% *}" export_hf "r-${s%% *}" --model "$W/rope-${s%% *}/model_00000003.bin" --out "$W/hf-${s%% *}"
+    verify "GPT-NeoX ${s%% *} export: rope_scaling, forward" "$W/rope-${s%% *}/model_00000003.bin" "$W/hf-${s%% *}" F32
+  done
   train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
   fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
     --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"

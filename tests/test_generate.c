@@ -111,9 +111,17 @@ static void sampler_limits(void) {
     token_sampler_free(&s);
 }
 
+// A test shape: context, vocabulary (padded), layers, heads, channels, window and its layers,
+// key/value heads (0: one per head), rope theta (0: learned positions).
+static GPTConfig shape(int max_T, int V, int L, int NH, int C, int window, int every, int kv,
+                       int theta) {
+    const GPTConfig c = {max_T, V, gpt_padded_vocab(V), L, NH, C, window, every, kv, theta, 0, 0, 0};
+    return c;   // (every field: this file is C++ in the CUDA build too)
+}
+
 static int write_model(int argc, char** argv) {
     const char* path = NULL;
-    GPTConfig cfg = {64, 512, 0, 2, 4, 64, 0, 0, 0, 0};
+    GPTConfig cfg = shape(64, 512, 2, 4, 64, 0, 0, 0, 0);
     int seed = 1, version = MODEL_VERSION_FP32;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -126,7 +134,12 @@ static int write_model(int argc, char** argv) {
         else if (!strcmp(a, "--heads")) cfg.NH = atoi(v), i++;
         else if (!strcmp(a, "--kv-heads")) cfg.kv_heads = atoi(v), i++;
         else if (!strcmp(a, "--rope-theta")) cfg.rope_theta = atoi(v), i++;
-        else if (!strcmp(a, "--seed")) seed = atoi(v), i++;
+        else if (!strcmp(a, "--rope-yarn")) {   // FACTOR:ORIGINAL_CONTEXT
+            cfg.rope_scaling = ROPE_SCALING_YARN;
+            if (sscanf(v, "%f:%d", &cfg.rope_factor, &cfg.rope_original_T) != 2)
+                fail_msg("--rope-yarn: expected FACTOR:ORIGINAL_CONTEXT, found '%s'", v);
+            i++;
+        } else if (!strcmp(a, "--seed")) seed = atoi(v), i++;
         else if (!strcmp(a, "--bf16")) version = MODEL_VERSION_BF16;
         else fail_msg("%s: unknown option", a);
     }
@@ -142,29 +155,34 @@ static int write_model(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc > 1) return write_model(argc, argv);
-    GPTConfig cfg = {48, 300, gpt_padded_vocab(300), 2, 2, 32, 0, 0, 0, 0};   // head size 16 (CUDA tiles)
+    GPTConfig cfg = shape(48, 300, 2, 2, 32, 0, 0, 0, 0);   // head size 16 (CUDA tiles)
     const int len3[3] = {1, 6, 17};
     const SamplingConfig greedy = {0, 0, 1}, sampled = {0.9, 40, 0.95};
     compare(&cfg, 3, len3, 12, &greedy, "greedy, prompts of 1, 6, 17 tokens");
     compare(&cfg, 3, len3, 12, &sampled, "temperature 0.9 top-k 40 top-p 0.95");
     const int len1[1] = {40};
     compare(&cfg, 1, len1, 7, &greedy, "greedy up to the context (48)");
-    GPTConfig deep = {40, 200, gpt_padded_vocab(200), 3, 2, 64, 0, 0, 0, 0};
+    GPTConfig deep = shape(40, 200, 3, 2, 64, 0, 0, 0, 0);
     const int len2[2] = {9, 2};
     compare(&deep, 2, len2, 10, &greedy, "3 layers, 2 heads of 32");
     // Grouped-query attention: a cache of 2 key/value heads for 4 query heads of 16, and
     // multi-query attention under a window of 5 in every second layer.
-    GPTConfig gqa = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 0, 0, 2, 0};
+    GPTConfig gqa = shape(48, 300, 2, 4, 64, 0, 0, 2, 0);
     compare(&gqa, 3, len3, 12, &greedy, "grouped-query: 4 heads, 2 key/value heads");
-    GPTConfig mqa = {48, 300, gpt_padded_vocab(300), 3, 4, 64, 5, 2, 1, 0};
+    GPTConfig mqa = shape(48, 300, 3, 4, 64, 5, 2, 1, 0);
     compare(&mqa, 2, len2, 10, &greedy, "multi-query, window 5 in layers 0 and 2");
     // Rotary positions: the cache holds rotated keys, each decoded token is rotated at its own
     // position (the decoding layer's row positions), and a batch of prompts of different lengths
     // decodes at different positions per row.
-    GPTConfig rope = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 0, 0, 0, 10000};
+    GPTConfig rope = shape(48, 300, 2, 4, 64, 0, 0, 0, 10000);
     compare(&rope, 3, len3, 12, &greedy, "rotary positions, theta 10000");
-    GPTConfig rope_gqa = {48, 300, gpt_padded_vocab(300), 2, 4, 64, 5, 2, 2, 500000};
+    GPTConfig rope_gqa = shape(48, 300, 2, 4, 64, 5, 2, 2, 500000);
     compare(&rope_gqa, 3, len3, 12, &sampled, "rotary positions, 2 key/value heads, window 5");
+    // YaRN's context extension from 12 positions: scaled frequencies and amplitude on every
+    // decoded row too.
+    GPTConfig yarn = shape(48, 300, 2, 4, 64, 0, 0, 0, 10000);
+    yarn.rope_scaling = ROPE_SCALING_YARN, yarn.rope_factor = 4, yarn.rope_original_T = 12;
+    compare(&yarn, 3, len3, 12, &greedy, "rotary positions, yarn x4 from 12");
     sampler_limits();
     printf("%s\n", failures ? "FAILED" : "passed");
     return failures != 0;

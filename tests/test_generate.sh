@@ -260,6 +260,49 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     if "$PY" tests/generate_logits_check.py "learned vs rope" 512 "$W/learned.logits" "$W/cache.logits" 1e-3 >/dev/null; then
       bad "rope: the rotation does not change the logits"
     else ok "rope: without its rotation the model gives other logits"; fi ;;
+  rope-yarn)
+    # YaRN-scaled rotary positions (x4 from 16 positions; the file's header[12..14]): cache ==
+    # recomputation, 2x2 with Zigzag prefill and Tree decoding == the single process, and the
+    # scaling matters: the same file with header[12..14] zeroed decodes other logits.
+    trained_model "$M" --heads 4 --position-embedding rope --rope-scaling yarn --rope-original-context 16
+    cache_vs_recompute rope-yarn
+    if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --prefill zigzag --decode tree &&
+       cmp -s "$W/out" "$W/cache"; then ok "rope-yarn: mesh 2x2 zigzag/tree == single process"
+    else bad "rope-yarn: mesh 2x2 zigzag/tree: $(tail -n 1 "$W/err")"; fi
+    "$PY" -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[48:60] = bytes(12); open(sys.argv[2], "wb").write(b)' \
+      "$M" "$W/unscaled.bin"
+    gen 1 1 1 --model "$W/unscaled.bin" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --logits-out "$W/unscaled.logits" \
+      || bad "unscaled copy: $(tail -n 1 "$W/err")"
+    if "$PY" tests/generate_logits_check.py "unscaled vs yarn" 512 "$W/unscaled.logits" "$W/cache.logits" 1e-3 >/dev/null; then
+      bad "rope-yarn: the scaling does not change the logits"
+    else ok "rope-yarn: without its scaling the model gives other logits"; fi
+    # Past the file's context 64: a 40-token prompt and 60 new tokens stop at the context, but run
+    # whole with --context 128 (yarn x8 from the file's original 16), where the cache still equals
+    # recomputation; a learned model's context stays refused.
+    long=(--context 128 --rope-scaling yarn)
+    prompt=$(ids 40 9)
+    gen 1 1 1 --model "$M" --prompt-ids "$prompt" --greedy --max-new-tokens 60 || bad "at the file's context: $(tail -n 1 "$W/err")"
+    short=$(($(wc -w < "$W/out") - 1))
+    if gen 1 1 1 --model "$M" --prompt-ids "$prompt" --greedy --max-new-tokens 60 "${long[@]}" --logits-out "$W/long.logits" &&
+       grep -q 'context 128, rotary positions (theta 10000, yarn x8 from 16)' "$W/err"; then
+      cp "$W/out" "$W/long"
+      [ "$short" -lt 60 ] && [ "$(($(wc -w < "$W/long") - 1))" = 60 ] &&
+        ok "rope-yarn: --context 128 generates 60 tokens past the file's context 64 ($short there)" ||
+        bad "rope-yarn: $short tokens at context 64, $(($(wc -w < "$W/long") - 1)) at 128 (expected < 60 and 60)"
+      if gen 1 1 1 --model "$M" --prompt-ids "$prompt" --greedy --max-new-tokens 60 "${long[@]}" --recompute --logits-out "$W/long-full.logits"; then
+        cmp -s "$W/out" "$W/long" && ok "rope-yarn: --context 128: KV cache tokens == recomputation" || bad "rope-yarn: --context 128: tokens differ from recomputation"
+        logits "rope-yarn --context 128: cache vs recomputation" "$W/long.logits" "$W/long-full.logits" 1e-5
+      else bad "rope-yarn --context 128 --recompute: $(tail -n 1 "$W/err")"; fi
+    else bad "rope-yarn --context 128: $(tail -n 2 "$W/err")"; fi
+    $TOOL --write-model "$W/learned.bin" --vocab 512 --context 64
+    for args in "--context 128|--context 128: the model .* has context 64 \(learned positions: a table of that many rows\)" \
+                "--rope-scaling yarn|--rope-scaling yarn: expected rotary positions" \
+                "--rope-scaling-factor 2|--rope-scaling-factor/--rope-original-context: expected --rope-scaling linear, yarn or llama3 with them"; do
+      # shellcheck disable=SC2086
+      if ! gen 1 1 1 --model "$W/learned.bin" --prompt-ids 1,2 ${args%%|*} && grep -Eq -- "${args#*|}" "$W/err"; then
+        ok "refused: $(tail -n 1 "$W/err")"
+      else bad "${args%%|*}: expected '${args#*|}', found: $(tail -n 1 "$W/err")"; fi
+    done ;;
   batched|cuda-batched)
     # All sequences of a step in one forward (the default) against one forward per sequence
     # (--decode-batch 1, the reference): prompts of 4 lengths, two of them stopped early by stop
@@ -444,6 +487,6 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
         && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
         || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
     done ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|rope|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|rope|rope-yarn|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

@@ -331,7 +331,8 @@ static void test_encoder(TokenLayout pos, const char* name) {
 
 // ---- rotary position embeddings ----
 typedef struct {
-    int B, T, NH, NKV, HS, theta;
+    int B, T, NH, NKV, HS;
+    RopeSpec rope;
     TokenLayout pos;
     const int* row_pos;
     real *x, *y, *dy;
@@ -341,14 +342,14 @@ static double rope_loss(void* p) {
     RopeCase* c = p;
     const long n = (long)c->B * c->T * (c->NH + 2 * c->NKV) * c->HS;
     memcpy(c->y, c->x, sizeof(real) * n);   // in place: rotate a copy
-    rope_forward(c->y, c->B, c->T, c->NH, c->NKV, c->HS, c->pos, c->row_pos, c->theta);
+    rope_forward(c->y, c->B, c->T, c->NH, c->NKV, c->HS, c->pos, c->row_pos, c->rope);
     return weighted_sum(c->y, c->dy, n);
 }
 
 // Queries, keys and (untouched) values of 3 heads over 1 key/value head, at positions from a
-// layout or per row.
-static void test_rope(TokenLayout pos, const int* row_pos, const char* name) {
-    RopeCase c = {.B = 2, .T = 3, .NH = 3, .NKV = 1, .HS = 6, .theta = 100, .pos = pos,
+// layout or per row, under a rotation (YaRN's scales the vectors too).
+static void test_rope(TokenLayout pos, const int* row_pos, RopeSpec rope, const char* name) {
+    RopeCase c = {.B = 2, .T = 3, .NH = 3, .NKV = 1, .HS = 6, .rope = rope, .pos = pos,
                   .row_pos = row_pos};
     const long n = (long)c.B * c.T * (c.NH + 2 * c.NKV) * c.HS;
     c.x = random_array(n, 1);
@@ -356,7 +357,7 @@ static void test_rope(TokenLayout pos, const int* row_pos, const char* name) {
     c.dy = random_array(n, 1);
     real* dx = zeros(n);
     memcpy(dx, c.dy, sizeof(real) * n);
-    rope_backward(dx, c.B, c.T, c.NH, c.NKV, c.HS, c.pos, c.row_pos, c.theta);
+    rope_backward(dx, c.B, c.T, c.NH, c.NKV, c.HS, c.pos, c.row_pos, c.rope);
     char what[96];
     snprintf(what, sizeof what, "rope dqkv (%s)", name);
     check(what, c.x, dx, n, rope_loss, &c);
@@ -513,10 +514,20 @@ int main(void) {
     // [2, 4) and [7, 9): local tokens 2, 7, 3, 8); tokens repeat on purpose.
     test_encoder(token_layout(token_positions(2, 3)), "offset 2, stride 3");
     test_encoder((TokenLayout){.off = {2, 7}, .stride = 1, .chunks = 2}, "zigzag chunks 2 and 7");
-    test_rope(token_layout(token_positions(0, 1)), NULL, "positions 0..2");
-    test_rope((TokenLayout){.off = {5, 40}, .stride = 1, .chunks = 2}, NULL, "zigzag chunks 5, 40");
+    const RopeSpec plain = {.theta = 100};
+    test_rope(token_layout(token_positions(0, 1)), NULL, plain, "positions 0..2");
+    test_rope((TokenLayout){.off = {5, 40}, .stride = 1, .chunks = 2}, NULL, plain,
+              "zigzag chunks 5, 40");
     static const int rows[6] = {0, 1, 0, 7, 3, 2};
-    test_rope(token_layout(token_positions(0, 1)), rows, "per-row positions");
+    test_rope(token_layout(token_positions(0, 1)), rows, plain, "per-row positions");
+    // Context extension at HS 6 from 16 positions: YaRN's ramp keeps pair 0 and interpolates
+    // pairs 1-2 (and scales by 0.1 ln 4 + 1); Llama 3.1's blends pair 0 and interpolates 1-2.
+    test_rope((TokenLayout){.off = {5, 40}, .stride = 1, .chunks = 2}, NULL,
+              (RopeSpec){100, ROPE_SCALING_YARN, 4.0f, 16}, "yarn x4 from 16");
+    test_rope(token_layout(token_positions(0, 1)), rows,
+              (RopeSpec){100, ROPE_SCALING_LLAMA3, 4.0f, 16}, "llama3 x4 from 16");
+    test_rope(token_layout(token_positions(3, 2)), NULL,
+              (RopeSpec){100, ROPE_SCALING_LINEAR, 2.5f, 16}, "linear x2.5");
     test_crossentropy();
     test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");
     // ATTENTION2D 2x3 mesh, rank (r=1, c=2): queries 1, 3, 5, ..., keys 2, 5, 8, ...

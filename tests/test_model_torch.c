@@ -54,6 +54,17 @@ static const Shape shapes[] = {
                   .rope_theta = 500000}, 3, 37, 0, 0},
     {"rope-document-positions", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
                                  .rope_theta = 10000}, 3, 37, 5, 1},
+    // Context extension from 12 positions x4; theta 50 puts YaRN's ramp mid-head (pair 1 half
+    // interpolated) and Llama 3.1's blend on pairs 0-1.
+    {"rope-yarn", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 50,
+                   .rope_scaling = ROPE_SCALING_YARN, .rope_factor = 4, .rope_original_T = 12},
+     3, 37, 0, 0},
+    {"rope-llama3", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 40,
+                     .rope_scaling = ROPE_SCALING_LLAMA3, .rope_factor = 4, .rope_original_T = 12},
+     3, 37, 0, 0},
+    {"rope-linear-gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+                         .rope_theta = 10000, .rope_scaling = ROPE_SCALING_LINEAR,
+                         .rope_factor = 2.5f, .rope_original_T = 16}, 3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {

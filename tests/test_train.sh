@@ -1086,6 +1086,60 @@ print(v[-1] if v else "none")' "$1"; }
           "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding$"
 }
 
+# --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64
+# with yarn takes the factor 64 / 32 and the original context 32 from the file, changes the loss
+# (the frequencies and the amplitude), trains on and writes them into header[12..14]; a second
+# extension keeps the first's original context; --init-from keeps the file's scaling unless
+# --rope-scaling replaces it (none removes it); a resume with another scaling and bad values are
+# refused in one line.
+t_rope_scaling() {
+  make_data
+  train rope "${TINY[@]}" --position-embedding rope --steps 4 --eval-every 0 --out-dir "$W/rope"
+  expect_rc rope 0
+  local from=(--init-from "$W/rope/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
+  val_last() { "$PY" -c 'import json, sys
+v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
+print(v[-1] if v else "none")' "$1"; }
+  train ev64 "${TINY[@]}" "${from[@]}" --eval-only --context 64 --out-dir "$W/ev64"
+  train evyarn "${TINY[@]}" "${from[@]}" --eval-only --context 64 --rope-scaling yarn --out-dir "$W/evyarn"
+  train evlin "${TINY[@]}" "${from[@]}" --eval-only --context 64 --rope-scaling linear --out-dir "$W/evlin"
+  local v64 vy vl
+  v64=$(val_last "$W/ev64/log.jsonl"); vy=$(val_last "$W/evyarn/log.jsonl"); vl=$(val_last "$W/evlin/log.jsonl")
+  check "yarn: factor 64 / 32 from the file's context 32 (the configuration names it)" has evyarn.out \
+    "rotary positions \(theta 10000, yarn x2 from 32\)"
+  check "yarn and linear change the loss ($vy, $vl; unscaled $v64)" eval \
+    "[ '$v64' != none ] && [ '$vy' != none ] && [ '$vl' != none ] && [ '$vy' != '$v64' ] && [ '$vl' != '$v64' ] && [ '$vy' != '$vl' ]"
+  train long "${TINY[@]}" "${from[@]}" --context 64 --seq-len 64 --rope-scaling yarn --steps 2 \
+    --eval-every 0 --out-dir "$W/long"
+  expect_rc long 0
+  # header[11..14]: theta 10000, scaling 2 (yarn), factor 2.0f (0x40000000), original context 32
+  check "the model file's header[11..14] hold 10000, yarn, 2.0f, 32" \
+    header_holds "$W/long/model_00000002.bin" 11 10000 2 1073741824 32
+  local twice=(--init-from "$W/long/model_00000002.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
+  train keep "${TINY[@]}" "${twice[@]}" --eval-only --context 64 --out-dir "$W/keep"
+  check "--init-from keeps the file's scaling" has keep.out "rotary positions \(theta 10000, yarn x2 from 32\)"
+  train again "${TINY[@]}" "${twice[@]}" --eval-only --context 128 --rope-scaling llama3 --out-dir "$W/again"
+  check "a second extension to 128 keeps the original context 32 (x4)" has again.out \
+    "rotary positions \(theta 10000, llama3 x4 from 32\)"
+  train unscaled "${TINY[@]}" "${twice[@]}" --eval-only --rope-scaling none --out-dir "$W/unscaled"
+  check "--rope-scaling none removes it" has unscaled.out "rotary positions \(theta 10000\), "
+  train scratch "${TINY[@]}" --position-embedding rope --rope-scaling linear --rope-scaling-factor 2.5 \
+    --rope-original-context 16 --steps 1 --eval-every 0 --out-dir "$W/scratch"
+  check "from scratch with the factor and original context given: header[12..14] linear, 2.5f, 16" \
+    header_holds "$W/scratch/model_00000001.bin" 12 1 1075838976 16
+  train resume-other "${TINY[@]}" --position-embedding rope --context 64 --seq-len 64 \
+    --rope-scaling linear --rope-original-context 32 --steps 4 --resume --out-dir "$W/long"
+  check "a resume with another scaling is refused ($(grep -m 1 'differ' "$W/resume-other.err"))" eval \
+    "[ \$(rc_of resume-other) != 0 ] && grep -q 'yarn x2 from 32) differ from this run.s rotary positions (theta 10000, linear x2 from 32)' '$W/resume-other.err'"
+  refused "--rope-scaling yarn|^error: --rope-scaling yarn: expected rotary positions \(--position-embedding rope, or a model file with them\), found learned positions$" \
+          "--position-embedding rope --rope-scaling yarn|^error: --rope-scaling yarn: expected --rope-original-context \(the context the frequencies were trained at\) without a model file, found none$" \
+          "--position-embedding rope --rope-scaling-factor 2|^error: --rope-scaling-factor/--rope-original-context: expected --rope-scaling linear, yarn or llama3 with them, found no --rope-scaling$" \
+          "--position-embedding rope --rope-scaling yarn --rope-original-context 64|^error: --rope-scaling yarn: expected a factor of at least 1, found 0.5 \(the context / the original context\)$" \
+          "--position-embedding rope --rope-scaling llama3 --rope-original-context 16 --rope-scaling-factor 0.5|^error: --rope-scaling llama3: expected a factor of at least 1, found 0.5 \(--rope-scaling-factor\)$" \
+          "--position-embedding rope --rope-scaling ntk|^error: --rope-scaling" \
+          "--init-from $W/rope/model_00000004.bin --preset '' --layers 0 --channels 0 --heads 0 --vocab 0 --context 64 --rope-scaling none --rope-original-context 16|^error: --rope-scaling-factor/--rope-original-context: expected --rope-scaling linear, yarn or llama3 with them, found none$"
+}
+
 # ---- main ----
 
 if [ ! -x "$TRAIN" ] || [ ! -x "$CKPT" ]; then
@@ -1114,10 +1168,12 @@ case $test_name in
   gqa) t_gqa ;;
   resume-gqa) t_resume --heads 4 --kv-heads 1 ;;
   rope) t_rope ;;
-  resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 ;;
+  rope-scaling) t_rope_scaling ;;
+  resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
+    --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -72,11 +72,43 @@ def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0):
 
 
 # ----------------------------------------------------------------------------- model
-def rope_cos_sin(pos, hs, theta):
-    """fp32 cos, sin (B, 1, T, hs/2) of the angles pos / theta^(2i/hs), computed in float64."""
-    i = torch.arange(hs // 2, dtype=torch.float64)
-    angle = pos.to(torch.float64)[..., None] * torch.pow(float(theta), -2.0 * i / hs)
-    return angle.cos().float().unsqueeze(1), angle.sin().float().unsqueeze(1)
+ROPE_SCALINGS = {0: "none", 1: "linear", 2: "yarn", 3: "llama3"}  # header[12]
+
+
+def rope_inv_freq(hs, theta, scaling=(0, 0.0, 0)):
+    """float64 (hs/2) frequencies and the amplitude of Hugging Face's rope types (transformers'
+    modeling_rope_utils: default, linear, yarn with beta_fast 32 and beta_slow 1, llama3 with
+    low_freq_factor 1 and high_freq_factor 4), written from that code, vectorised."""
+    kind, factor, orig = scaling
+    inv = 1.0 / float(theta) ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    if kind == 1:
+        return inv / factor, 1.0
+    if kind == 2:
+        def corr_dim(rot):
+            return hs * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+        low, high = max(math.floor(corr_dim(32)), 0), min(math.ceil(corr_dim(1)), hs - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(hs // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        extrapolation = 1 - ramp
+        amplitude = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+        return inv / factor * (1 - extrapolation) + inv * extrapolation, amplitude
+    if kind == 3:
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > orig / 1.0, inv / factor, inv)
+        smooth = (orig / wavelen - 1.0) / (4.0 - 1.0)
+        medium = (wavelen >= orig / 4.0) & (wavelen <= orig / 1.0)
+        return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled), 1.0
+    return inv, 1.0
+
+
+def rope_cos_sin(pos, hs, theta, scaling=(0, 0.0, 0)):
+    """fp32 cos, sin (B, 1, T, hs/2) of the angles pos * f_i (f_i = theta^(-2i/hs) or its scaling,
+    header[12..14]), times the scaling's amplitude, computed in float64."""
+    inv, amplitude = rope_inv_freq(hs, theta, scaling)
+    angle = pos.to(torch.float64)[..., None] * inv
+    return ((amplitude * angle.cos()).float().unsqueeze(1),
+            (amplitude * angle.sin()).float().unsqueeze(1))
 
 
 def rope_rotate(x, cs):
@@ -152,8 +184,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0):
+    def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
+                 rope_scaling=(0, 0.0, 0)):
         super().__init__()
+        self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
         self.hs = C // NH
         self.rope = rope  # rotary positions' theta (header[11]); 0: the learned table wpe
@@ -174,7 +208,7 @@ class GPT(nn.Module):
             start = torch.where(idx == self.boundary, pos, torch.zeros_like(pos))
             pos = pos - torch.cummax(start, dim=1).values
         x = self.wte(idx) if self.rope else self.wte(idx) + self.wpe(pos)
-        rope = rope_cos_sin(pos, self.hs, self.rope) if self.rope else None
+        rope = rope_cos_sin(pos, self.hs, self.rope, self.rope_scaling) if self.rope else None
         same_doc = None
         if self.boundary:  # document masking: a document begins at each boundary token
             doc = torch.cumsum(idx == self.boundary, dim=1)  # (B, T) document number
@@ -225,12 +259,18 @@ def load_model(path):
     rope = int(h[11])
     if rope < 0 or rope == 1 or (rope and (C // NH) % 2):
         die(f"model file {path}: header[11] (rope theta) = {rope}: expected 0 or >= 2 with an even head size")
+    kind, orig = int(h[12]), int(h[14])
+    factor = float(np.frombuffer(h[13:14].astype("<i4").tobytes(), dtype="<f4")[0])
+    if kind not in ROPE_SCALINGS or (kind and (not rope or not factor >= 1 or orig < 1)) or \
+            (not kind and (factor != 0 or orig != 0)):
+        die(f"model file {path}: header[12..14] (rope scaling, factor, original context) = {kind}, "
+            f"{factor}, {orig}: expected 0, 0, 0 or 1..3 (rotary models), >= 1, >= 1")
     sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
-    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope)
+    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig))
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
@@ -381,11 +421,30 @@ def compare(c, r, cfg, B, T, a):
         rows.append((f"grad.qkvb[k]~0 ({who})",
                      float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),
                      a.tol_grad))
-    for n, cp, rp in zip(NAMES, c["params"], r["params"]):
+    # Likewise an element whose first gradient cancels to within a few fp32 roundings of zero
+    # (|g| < 1e-6 max|g| of its tensor, and the two programs' values more than 1% apart): AdamW's
+    # first update g / (|g| + eps) turns that noise into an lr-sized difference when |g| is near
+    # eps (1e-8). Such elements occur by chance (a few in 10^5); they are left out of the final
+    # comparison and counted, and must stay that rare (at most 1 in 1000). Small gradients both
+    # programs agree on (the rows of tokens the batch lacks) are compared.
+    noise, total = 0, 0
+    for n, cp, rp, cg, rg in zip(NAMES, c["params"], r["params"], c["grads"], r["grads"]):
+        cg, rg = np.asarray(cg, dtype=np.float64), np.asarray(rg, dtype=np.float64)
+        top = float(np.max(np.abs(rg))) if rg.size else 0.0
+        keep = ~((np.abs(rg) < 1e-6 * top) & (np.abs(cg - rg) > 1e-2 * np.abs(rg)))
         if n == "qkvb":
-            rows.append(("final.qkvb[q,v]", rel_max(cp[~key], np.asarray(rp)[~key]), a.tol_weights))
+            keep[key] = False  # (reported above)
+            noise += int(np.sum(~keep & ~key))
+            rows.append(("final.qkvb[q,v]", rel_max(np.asarray(cp)[keep], np.asarray(rp)[keep]),
+                         a.tol_weights))
         else:
-            rows.append((f"final.{n}", rel_max(cp, rp), a.tol_weights))
+            noise += int(np.sum(~keep))
+            rows.append((f"final.{n}", rel_max(np.asarray(cp)[keep], np.asarray(rp)[keep]),
+                         a.tol_weights))
+        total += rg.size
+    print(f"final parameters: {noise} of {total} elements left out (first gradient within fp32 "
+          f"noise of 0)")
+    rows.append(("final: noise-gradient frac", noise / max(total, 1), 1e-3))
     print("metric: tensors max|c-ref|/max|ref|; losses max |c-ref|/|ref|")
     print(f"{'quantity':<22} {'metric':>12} {'tol':>9}  result")
     nfail = 0

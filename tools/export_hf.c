@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
     // a table (checkpoints/hf_layout.h).
     printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
                                                   : "GPT-2 (GPT2LMHeadModel)");
+    char positions[96];
+    gpt_position_text(&cfg, positions, sizeof positions);
+    printf("  positions    %s\n", positions);
     printf("  out          %s\n", o.out);
     printf("  dtype        %s\n", safetensors_dtype_name(dtype));
     if (tokenizer) printf("  tokenizer    from %s\n", o.vocab_dir);

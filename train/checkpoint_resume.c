@@ -119,12 +119,12 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  "the same --kv-heads)", path, gpt_kv_heads(c), gpt_kv_heads(&t->cfg));
         return -2;
     }
-    if (c->rope_theta != t->cfg.rope_theta) {
-        char was[64], now[64];
+    if (!gpt_same_positions(c, &t->cfg)) {
+        char was[96], now[96];
         gpt_position_text(c, was, sizeof was);
         gpt_position_text(&t->cfg, now, sizeof now);
         snprintf(err, errlen, "%.200s: %s differ from this run's %s (resume with the same "
-                 "--position-embedding and --rope-theta)", path, was, now);
+                 "--position-embedding, --rope-theta and --rope-scaling)", path, was, now);
         return -2;
     }
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {

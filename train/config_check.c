@@ -80,8 +80,11 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
     train_options_each(o, add_option, items);
     char kv[32] = "";   // (named only under grouped-query attention)
     if (gpt_kv_heads(cfg) != cfg->NH) snprintf(kv, sizeof kv, " KV=%d", gpt_kv_heads(cfg));
-    char rope[32] = "";   // (named only under rotary positions)
-    if (cfg->rope_theta) snprintf(rope, sizeof rope, " rope=%d", cfg->rope_theta);
+    char rope[80] = "";   // (named only under rotary positions)
+    if (cfg->rope_scaling)
+        snprintf(rope, sizeof rope, " rope=%d %s x%g from %d", cfg->rope_theta,
+                 rope_scaling_name(cfg->rope_scaling), cfg->rope_factor, cfg->rope_original_T);
+    else if (cfg->rope_theta) snprintf(rope, sizeof rope, " rope=%d", cfg->rope_theta);
     config_items_add(items, "the model shape", "L=%d C=%d NH=%d%s V=%d (padded %d) context=%d%s",
                      cfg->L, cfg->C, cfg->NH, kv, cfg->V, cfg->Vp, cfg->max_T, rope);
     if (o->init_from && o->init_from[0]) add_file(items, "--init-from (file)", o->init_from);

@@ -32,6 +32,9 @@ static const OptSpec specs[] = {
     {"kv-heads", OPT_INT, F(kv_heads), 0, 4096, NULL, "grouped-query attention: this many key/value heads, a divisor of the heads, each shared by heads / N consecutive query heads (Megatron-LM's --num-query-groups; 1 = multi-query attention): the qkv projection narrows to C + 2 N C / heads, and every sequence-parallel schedule moves N / heads of the K/V bytes (ulysses and usp need N divisible by their all-to-all ranks); 0 = one per head (default; GPT-2 and GPT-3), as the --init-from model's"},
     {"position-embedding", OPT_STRING, F(position_embedding), 0, 0, "learned|rope", "how the model knows positions: learned (GPT-2's and GPT-3's table of --context rows added to the token embeddings; the default, or the --init-from model's) or rope (rotary embeddings, Su et al. 2021, in GPT-NeoX's and Llama's half-split layout, Megatron-LM's --position-embedding-type rope: every query and key head rotated by its token's position after the qkv projection; no position table, so C x --context fewer parameters)"},
     {"rope-theta", OPT_INT, F(rope_theta), 2, 2147483647, NULL, "--position-embedding rope: the rotation base theta (Megatron-LM's --rotary-base; pair i of a head turns by position / theta^(2i/head size)); with --init-from of a rotary model it replaces the file's (a larger base for context extension)"},
+    {"rope-scaling", OPT_STRING, F(rope_scaling), 0, 0, "none|linear|yarn|llama3", "context extension of rotary positions, Hugging Face's rope_scaling types: linear (position interpolation, Chen et al. 2023: every frequency divided by the factor), yarn (Peng et al. 2023: the frequencies that turn less than once over the original context divided by the factor, those that turn 32 times or more kept, a ramp between, and queries and keys scaled by 0.1 ln(factor) + 1) or llama3 (Llama 3.1's: wavelengths above the original context interpolated, below a quarter of it kept); none (the default, or the --init-from model's) removes it"},
+    {"rope-scaling-factor", OPT_DOUBLE, F(rope_scaling_factor), 0, 65536, NULL, "--rope-scaling's factor, at least 1 (Megatron-LM's --rope-scaling-factor; 0 = --context / --rope-original-context)"},
+    {"rope-original-context", OPT_INT, F(rope_original_context), 0, 1 << 22, NULL, "--rope-scaling: the context the model's frequencies were trained at (0 = the --init-from model's context, or its own original context when it is already scaled)"},
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
     {"document-mask", OPT_STRING, F(document_mask), 0, 0, NULL, "document masking of packed sequences: a document begins at each occurrence of a boundary token and a query sees only the keys of its own document (Megatron's --reset-attention-mask): none, eot (GPT-2's <|endoftext|>, 50256, which llm.c's shards put before every document) or a token id"},
@@ -155,6 +158,7 @@ static void set_defaults(TrainOptions* o) {
     o->document_mask = "none";
     o->position_embedding = "learned";
     o->rope_theta = 10000;
+    o->rope_scaling = "none";
     o->mesh = "manual";
     o->cluster = "";
     o->grad_bucket_mb = 25;
@@ -336,6 +340,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, a2a_chunks)) o->given |= OPT_GIVEN_A2A_CHUNKS;
         if (s->offset == offsetof(TrainOptions, position_embedding)) o->given |= OPT_GIVEN_POSITIONS;
         if (s->offset == offsetof(TrainOptions, rope_theta)) o->given |= OPT_GIVEN_ROPE_THETA;
+        if (s->offset == offsetof(TrainOptions, rope_scaling)) o->given |= OPT_GIVEN_ROPE_SCALING;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;

@@ -10,6 +10,9 @@ typedef struct {
     int kv_heads;              // grouped-query attention's key/value heads (0: one per head)
     const char* position_embedding;   // learned | rope
     int rope_theta;            // rope: the rotation base
+    const char* rope_scaling;  // none | linear | yarn | llama3: context extension's frequencies
+    double rope_scaling_factor;   // 0: --context / the original context
+    int rope_original_context;    // 0: the --init-from model's (before this run's --context)
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0
@@ -82,7 +85,8 @@ typedef struct {
 enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTION = 8,
        OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64,
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
-       OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096 };
+       OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
+       OPT_GIVEN_ROPE_SCALING = 8192 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

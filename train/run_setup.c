@@ -88,6 +88,17 @@ static int parse_document_mask(Trainer* t, const char* s) {
     return (int)id;
 }
 
+// --rope-scaling and its factor and original context on t->cfg; file: the --init-from model's
+// shape, or NULL. Not given, the file's scaling stays (a preset has none).
+static void setup_rope_scaling(Trainer* t, const GPTConfig* file) {
+    const TrainOptions* o = &t->opt;
+    char err[ERR_LEN];
+    if (gpt_rope_scaling_apply(&t->cfg, file, o->given & OPT_GIVEN_ROPE_SCALING ? o->rope_scaling
+                               : NULL, o->rope_scaling_factor, o->rope_original_context, err,
+                               sizeof err) != 0)
+        config_error(t, "%s", err);
+}
+
 static void setup_model_config(Trainer* t) {
     const TrainOptions* o = &t->opt;
     char err[ERR_LEN];
@@ -111,6 +122,7 @@ static void setup_model_config(Trainer* t) {
                          o->rope_theta, o->init_from);
         if (o->context) t->cfg.max_T = o->context;
         if (o->given & OPT_GIVEN_ROPE_THETA) t->cfg.rope_theta = o->rope_theta;
+        setup_rope_scaling(t, &t->init_cfg);
     } else {
         if (gpt_config_preset(o->preset, o->context, o->vocab, &t->cfg) != 0)
             config_error(t, "--preset: expected one of %s, found '%s'", gpt_config_preset_names(),
@@ -124,6 +136,7 @@ static void setup_model_config(Trainer* t) {
             config_error(t, "--rope-theta %d: expected --position-embedding rope with it, found %s",
                          o->rope_theta, o->position_embedding);
         t->cfg.rope_theta = rope ? o->rope_theta : 0;
+        setup_rope_scaling(t, NULL);
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
             config_error(t, "--preset/--layers/--channels/--heads/--kv-heads/--position-embedding: "
                          "%s", err);

@@ -40,7 +40,8 @@ typedef struct {
     int rank;                  // world rank; rank 0 logs, samples and writes model files
     GPTConfig cfg;
     GPTConfig init_cfg;        // --init-from: the file's shape (cfg, but for a rotary model's
-                               // context and theta, which --context and --rope-theta may change)
+                               // context, theta and scaling, which --context, --rope-theta and
+                               // --rope-scaling may change)
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
     int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
     double doc_pairs[2];       // attention pairs of this rank's training batches, summed over the

@@ -234,7 +234,7 @@ static void test_encoder_no_wpe(int B, int T, int C) {
 // rope_cuda against rope_forward / rope_backward on the same floatX inputs: the query and key
 // heads within one rounding, the value heads bit for bit untouched. row_pos: per-row positions
 // (restarting every 5 rows) instead of the layout's.
-static void test_rope(int B, int T, int NH, int NKV, int HS, TokenLayout pos, bool rows, int theta) {
+static void test_rope(int B, int T, int NH, int NKV, int HS, TokenLayout pos, bool rows, RopeSpec rope) {
     const int N = B * T, W = (NH + 2 * NKV) * HS;
     const Vec x = rand_vec((size_t)N * W, 1.0f);
     std::vector<int> row_pos(N);
@@ -243,13 +243,14 @@ static void test_rope(int B, int T, int NH, int NKV, int HS, TokenLayout pos, bo
     int* d_rp = dalloc<int>(N);
     CUDA_CHECK(cudaMemcpy(d_rp, row_pos.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     char shape[80];
-    snprintf(shape, sizeof shape, "N=%d H=%d+%d HS=%d %s th=%d", N, NH, NKV, HS,
-             rows ? "rows" : pos.chunks == 2 ? "zigzag" : "layout", theta);
+    const char* scaling[] = {"", " linear", " yarn", " llama3"};
+    snprintf(shape, sizeof shape, "N=%d H=%d+%d HS=%d %s th=%d%s", N, NH, NKV, HS,
+             rows ? "rows" : pos.chunks == 2 ? "zigzag" : "layout", rope.theta, scaling[rope.scaling]);
     for (int direction : {1, -1}) {
         Vec want = x;
-        (direction > 0 ? rope_forward : rope_backward)(want.data(), B, T, NH, NKV, HS, pos, rp, theta);
+        (direction > 0 ? rope_forward : rope_backward)(want.data(), B, T, NH, NKV, HS, pos, rp, rope);
         floatX* d_x = to_dev(x);
-        rope_cuda(d_x, B, T, NH, NKV, HS, pos, rows ? d_rp : NULL, theta, direction, stream);
+        rope_cuda(d_x, B, T, NH, NKV, HS, pos, rows ? d_rp : NULL, rope, direction, stream);
         sync();
         const Vec got = fetch(d_x, (size_t)N * W);
         expect(direction > 0 ? "rope_forward" : "rope_backward", shape, "qkv", got, want, BOUND_ROUND1);
@@ -630,13 +631,18 @@ int main(int argc, char** argv) {
     else test_special_shapes();
     // Rotary positions: head sizes 64, 128, 80 and a small ragged 6; layouts contiguous, zigzag
     // far into a long sequence (positions near 2^17, where an fp32 angle would be off) and per
-    // row; grouped and multi-query key heads; theta 10000 and Llama 3's 500000.
+    // row; grouped and multi-query key heads; theta 10000 and Llama 3's 500000; and the three
+    // context-extension scalings (YaRN's amplitude 0.1 ln 8 + 1 on top).
     TokenLayout far = token_layout(token_positions(0, 1));
     far.off[0] = 5, far.off[1] = 131000, far.chunks = 2;
-    test_rope(2, 37, 4, 4, 64, token_layout(token_positions(0, 1)), false, 10000);
-    test_rope(1, 64, 4, 2, 128, far, false, 500000);
-    test_rope(2, 16, 2, 1, 80, token_layout(token_positions(3, 4)), true, 10000);
-    if (!quick) test_rope(3, 7, 3, 3, 6, far, false, 2);
+    test_rope(2, 37, 4, 4, 64, token_layout(token_positions(0, 1)), false, {10000});
+    test_rope(1, 64, 4, 2, 128, far, false, {500000});
+    test_rope(2, 16, 2, 1, 80, token_layout(token_positions(3, 4)), true, {10000});
+    if (!quick) test_rope(3, 7, 3, 3, 6, far, false, {2});
+    test_rope(1, 64, 4, 2, 128, far, false, {500000, ROPE_SCALING_YARN, 8.0f, 16384});
+    test_rope(2, 16, 2, 1, 64, token_layout(token_positions(3, 4)), true,
+              {500000, ROPE_SCALING_LLAMA3, 8.0f, 8192});
+    if (!quick) test_rope(2, 37, 4, 4, 64, far, false, {10000, ROPE_SCALING_LINEAR, 4.0f, 2048});
     test_encoder_no_wpe(2, 37, 72);
 
     printf("\nworst error per kernel output (%s build):\n", FLOATX_NAME);
