@@ -72,7 +72,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|rope-yarn-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -371,6 +371,23 @@ case "$part" in
                --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --lr 3e-3" ;;
   rope-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --lr 3e-3" ;;
+  # YaRN-scaled rotary positions (x2 from 8 of the 16 positions) with --eval-positions 4: the
+  # kernel's scaled frequencies and amplitude through training, and the per-range validation
+  # losses of both evaluations within the fp32 bound of the CPU trainer's.
+  rope-yarn-fp32)
+    bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
+      --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \
+      --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-scaling yarn --rope-original-context 8 --lr 3e-3 --eval-positions 4" &&
+    "$PY" - "$W/run/cpu/log.jsonl" "$W/run/test/log.jsonl" <<'EOF' && { rm -rf "$W"; exit 0; }
+import json, sys
+pos = lambda p: [r for r in map(json.loads, open(p)) if r["type"] == "eval_positions"]
+a, b = pos(sys.argv[1]), pos(sys.argv[2])
+assert len(a) == len(b) == 2 and all(len(x["val_loss"]) == 4 for x in a + b), (a, b)
+worst = max(abs(x - y) / y for ra, rb in zip(a, b) for x, y in zip(rb["val_loss"], ra["val_loss"]))
+assert worst <= 1e-4, worst
+print("  ok    --eval-positions 4: 2 evaluations x 4 ranges within %.1e of the CPU trainer's (bound 1e-4)" % worst)
+EOF
+    echo "files kept in $W"; exit 1 ;;
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;

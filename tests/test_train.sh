@@ -963,6 +963,56 @@ assert abs(a - b) <= 1e-5 * abs(b), (a, b)' "$(val_of "$W/mesh/log.jsonl")" "$wa
     same_text "$(grep -c '^error: --eval-only: no model to evaluate' "$W/none.err")" 1
 }
 
+# --eval-positions: the validation loss per range of positions, logged with each evaluation; the
+# ranges' mean is the validation loss (equal ranges); a 1x2 Zigzag mesh (whose ranks hold
+# positions out of order) and 2 data-parallel ranks give the same losses per range; uneven ranges
+# weigh by their size; tools/plot_positions.sh draws them; bad values refused in one line.
+t_eval_positions() {
+  make_data
+  train run "${TINY[@]}" --steps 4 --eval-every 2 --eval-positions 4 --out-dir "$W/run"
+  expect_rc run 0
+  check "the configuration line of an evaluation" has run.out \
+    "^eval: step 4 val loss by position: 0-3 [0-9.]+ 4-7 [0-9.]+ 8-11 [0-9.]+ 12-15 [0-9.]+$"
+  pos_check() {   # pos_check LOG [REF_LOG TOL]: the last eval_positions entry of LOG
+    "$PY" -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+pos = [r for r in rows if r["type"] == "eval_positions"]
+val = [r["val_loss"] for r in rows if r["type"] == "eval"]
+assert len(pos) == len(val) and pos, (len(pos), len(val))
+p = pos[-1]
+sizes = [b - a for a, b in p["ranges"]]
+assert p["ranges"][0][0] == 0 and p["ranges"][-1][1] == 16 and all(
+    x[1] == y[0] for x, y in zip(p["ranges"], p["ranges"][1:])), p["ranges"]
+mean = sum(s * l for s, l in zip(sizes, p["val_loss"])) / sum(sizes)
+assert abs(mean - val[-1]) <= 1e-6 * val[-1], (mean, val[-1])
+if len(sys.argv) > 2:
+    ref = [r for r in map(json.loads, open(sys.argv[2])) if r["type"] == "eval_positions"][-1]
+    worst = max(abs(a - b) / b for a, b in zip(p["val_loss"], ref["val_loss"]))
+    assert ref["ranges"] == p["ranges"] and worst <= float(sys.argv[3]), (worst, p, ref)
+print("ranges %s: the mean by size %.6f = val loss %.6f" % (p["ranges"], mean, val[-1]))' "$@"; }
+  check "4 ranges of 4 positions; their mean is the validation loss" pos_check "$W/run/log.jsonl"
+  local from=(--init-from "$W/run/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
+  train one "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 4 --out-dir "$W/one"
+  timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 4 \
+    --pkv 2 --attention zigzag --out-dir "$W/zigzag" > "$W/zigzag.out" 2>&1
+  check "--eval-only on a 1x2 Zigzag mesh: the same losses per range within 1e-5" \
+    pos_check "$W/zigzag/log.jsonl" "$W/one/log.jsonl" 1e-5
+  timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 4 \
+    --dp 2 --out-dir "$W/dp" > "$W/dp.out" 2>&1
+  check "--eval-only on 2 data-parallel ranks: the same losses per range within 1e-5" \
+    pos_check "$W/dp/log.jsonl" "$W/one/log.jsonl" 1e-5
+  train uneven "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 3 --out-dir "$W/uneven"
+  check "3 uneven ranges (5, 5, 6 positions) weigh by their size" pos_check "$W/uneven/log.jsonl"
+  bash tools/plot_positions.sh "$W/run/log.jsonl" "$W/pos.png" run 8 2> "$W/plot.err"
+  check "tools/plot_positions.sh draws a PNG ($(cat "$W/plot.err"))" "$PY" -c 'import sys
+assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$W/pos.png"
+  train noval "${TINY[@]}" --eval-positions 2 --val-data "" --out-dir "$W/noval"
+  check "--eval-positions without --val-data: refused ($(head -n 1 "$W/noval.err"))" eval \
+    "[ \$(rc_of noval) != 0 ] && head -n 1 '$W/noval.err' | grep -q -- '^error: --eval-positions 2: expected --val-data shards to evaluate on, found none$'"
+  refused "--eval-positions 17|^error: --eval-positions 17: expected at most --seq-len 16 ranges of positions$" \
+          "--eval-positions 257|^error: --eval-positions"
+}
+
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {
@@ -1169,11 +1219,12 @@ case $test_name in
   resume-gqa) t_resume --heads 4 --kv-heads 1 ;;
   rope) t_rope ;;
   rope-scaling) t_rope_scaling ;;
+  eval-positions) t_eval_positions ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|eval-positions|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

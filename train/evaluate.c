@@ -2,31 +2,78 @@
 // multiple-choice accuracy (--mc-eval, data/mc_eval.h), on any mesh.
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "data/bpe.h"
 #include "train/trainer.h"
 
+// Range k of K over the T positions of a sequence: [k T / K, (k + 1) T / K), rounded down.
+static long position_range_begin(int k, int K, int T) { return (long)k * T / K; }
+
+// --eval-positions: adds this batch's per-token losses (read back, which waits for them) to the
+// sums of their positions' ranges; the rank's tokens sit at t->positions in the sequence.
+static void add_position_losses(Trainer* t, double* sums) {
+    const int K = t->opt.eval_positions;
+    gpt_losses_to_host(&t->model, t->mc_losses);
+    for (int b = 0; b < t->B; b++)
+        for (int j = 0; j < t->Tl; j++)
+            sums[t->positions[j] * K / t->T] += t->mc_losses[(size_t)b * t->Tl + j];
+}
+
 // The validation loss over the first --eval-batches micro-batches of the validation pass (all of
 // it if shorter), the same batches on every mesh: dp rank d evaluates global batches d, d + dp, ...
 // of them (the loader's order), every rank sums the losses of its tokens on the backend (without
 // dlogits), read once at the end, and the sum over all ranks is divided by the tokens evaluated.
+// Under --eval-positions each rank also sums its tokens' losses per range of positions on the host
+// (a read-back per batch), summed over all ranks into t->position_loss and divided likewise.
 double evaluate(Trainer* t) {
     params_ready(t);
     const long n = loader_global_batches(t->val_loader);
     const long total = t->opt.eval_batches < n ? t->opt.eval_batches : n;
-    const int dp = t->mesh.dp, d = t->mesh.dp_index;
+    const int dp = t->mesh.dp, d = t->mesh.dp_index, K = t->opt.eval_positions;
     const long batches = total / dp + (d < total % dp);
+    if (K) memset(t->position_loss, 0, sizeof(double) * K);
     loader_reset(t->val_loader);
     gpt_loss_zero(&t->model);
     for (long i = 0; i < batches; i++) {
         next_batch(t, t->val_loader);
         gpt_forward(&t->model, t->inputs, t->targets);
         gpt_loss(&t->model);
+        if (K) add_position_losses(t, t->position_loss);
     }
     comm_wait_compute(t->comm);
     const double sum = gpt_loss_read(&t->model);
+    if (K) {
+        comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+        comm_all_reduce_host(t->comm, MESH_WORLD, t->position_loss, K, COMM_F64);
+        for (int k = 0; k < K; k++)
+            t->position_loss[k] /= (double)total * t->B *
+                (position_range_begin(k + 1, K, t->T) - position_range_begin(k, K, t->T));
+    }
     return all_reduce_scalar(t, sum) / ((double)total * t->B * t->T);
+}
+
+// The --eval-positions line and log entry: the loss per range of positions.
+static void report_positions(Trainer* t) {
+    const int K = t->opt.eval_positions;
+    printf("eval: step %d val loss by position:", t->step);
+    // At most 40 bytes an entry: "[%ld,%ld]," with positions under 2^22, "%.9g," of a loss.
+    const size_t cap = (size_t)K * 40 + 1;
+    char* ranges = xmalloc(cap, "position ranges");
+    char* losses = xmalloc(cap, "position losses");
+    size_t r = 0, l = 0;
+    for (int k = 0; k < K; k++) {
+        const long a = position_range_begin(k, K, t->T), b = position_range_begin(k + 1, K, t->T);
+        printf(" %ld-%ld %.4f", a, b - 1, t->position_loss[k]);
+        r += (size_t)snprintf(ranges + r, cap - r, "%s[%ld,%ld]", k ? "," : "", a, b);
+        l += (size_t)snprintf(losses + l, cap - l, "%s%.9g", k ? "," : "", t->position_loss[k]);
+    }
+    printf("\n");
+    run_log_json(&t->log, "{\"type\":\"eval_positions\",\"step\":%d,\"ranges\":[%s],"
+                 "\"val_loss\":[%s]}", t->step, ranges, losses);
+    free(ranges);
+    free(losses);
 }
 
 // Prints and logs a validation loss (the same on every rank). One that is not finite (weights
@@ -39,6 +86,7 @@ void report_eval(Trainer* t, double val) {
     if (t->rank != 0) return;
     printf("eval: step %d val loss %.4f\n", t->step, val);
     run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f}", t->step, val);
+    if (t->opt.eval_positions) report_positions(t);
 }
 
 // Adds row r0 + b's losses over its mask to its sum, for the batch's rows in the set (mask and

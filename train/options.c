@@ -63,6 +63,7 @@ static const OptSpec specs[] = {
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
     {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},
     {"eval-every", OPT_INT, F(eval_every), 0, 1e9, NULL, "validation loss and --mc-eval accuracy every k steps (0 = only at the end)"},
+    {"eval-positions", OPT_INT, F(eval_positions), 0, 256, NULL, "the validation loss also in this many equal ranges of positions in the sequence (0 = off), printed and logged with each evaluation: whether the model uses its context, e.g. past the original context after --rope-scaling (tools/plot_positions.sh draws it)"},
     {"eval-batches", OPT_INT, F(eval_batches), 1, 1e9, NULL, "validation micro-batches per evaluation, in all: the first N of the validation set (all of it if shorter), the same on every mesh; the dp ranks split them, the first N mod dp ranks taking one more"},
     {"mc-eval", OPT_STRING, F(mc_eval), 0, 0, NULL, "multiple-choice eval file in llm.c's format (llm.c's hellaswag_val.bin, or build/tokenize_mc's): accuracy with every validation loss, '' = none"},
     {"mc-eval-examples", OPT_INT, F(mc_eval_examples), 0, 1 << 30, NULL, "the first N examples of --mc-eval (0 = all); each costs one forward row of --seq-len tokens per completion"},

@@ -37,6 +37,7 @@ typedef struct {
     int warmup;                // warmup steps; -1: from warmup_frac
     // evaluation and sampling
     int eval_every, eval_batches;
+    int eval_positions;        // the validation loss also per this many ranges of positions (0: no)
     const char* mc_eval;       // llm.c multiple-choice eval file ("" = none), data/mc_eval.h
     int mc_eval_examples;      // its first N examples (0 = all)
     int sample_every, sample_length, top_k;

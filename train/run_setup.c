@@ -167,6 +167,12 @@ static void setup_model_config(Trainer* t) {
     if (o->seq_len > t->cfg.max_T)
         config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
                      o->seq_len, t->cfg.max_T);
+    if (o->eval_positions > o->seq_len)
+        config_error(t, "--eval-positions %d: expected at most --seq-len %d ranges of positions",
+                     o->eval_positions, o->seq_len);
+    if (o->eval_positions && !(o->val_data && o->val_data[0]))
+        config_error(t, "--eval-positions %d: expected --val-data shards to evaluate on, found none",
+                     o->eval_positions);
     // Checked now, not when the first sample is drawn hours later.
     int* prompt = xmalloc(sizeof(int) * t->cfg.max_T, "prompt");
     const int np = parse_prompt(t, prompt, t->cfg.max_T, err, sizeof err);
@@ -477,6 +483,10 @@ static void setup_batches(Trainer* t) {
     t->targets = xmalloc(sizeof(int32_t) * local, "local target tokens");
     t->positions = xmalloc(sizeof(long) * t->Tl, "local token positions");
     token_layout_positions(t->attention->positions, t->Tl, t->positions);
+    if (t->mc.examples || t->opt.eval_positions)
+        t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");
+    if (t->opt.eval_positions)
+        t->position_loss = xmalloc(sizeof(double) * t->opt.eval_positions, "position losses");
     if (t->mc.examples) {
         // Rows that fit the local tokens skip the mesh (train/evaluate.c).
         if (t->mc.longest_row <= t->Tl)
@@ -484,7 +494,6 @@ static void setup_batches(Trainer* t) {
                                                      gpt_kv_heads(&t->cfg), t->cfg.C / t->cfg.NH);
         t->mc_full_mask = xmalloc(sizeof(int32_t) * full, "eval mask");
         t->mc_mask = xmalloc(sizeof(int32_t) * local, "local eval mask");
-        t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");
         t->mc_row_loss = xmalloc(sizeof(double) * t->mc.rows, "eval row losses");
     }
 }

@@ -73,6 +73,7 @@ typedef struct {
     int32_t* mc_full_mask;     // (B, T) which positions' losses count, as filled
     int32_t* mc_mask;          // (B, Tl) this rank's part
     float* mc_losses;          // (B, Tl) per-token losses of a batch, on the host
+    double* position_loss;     // (--eval-positions) the validation loss per range of positions
     double* mc_row_loss;       // (mc.rows) each row's summed loss over its mask
     AttentionLayer* mc_attention;   // single-device attention for rows as long as the longest,
                                     // where it fits the local tokens (NULL: rows on the mesh)
@@ -208,7 +209,7 @@ void eval_only(Trainer* t);
 void train_loop(Trainer* t);
 
 // --- evaluate.c ----------------------------------------------------------------------------------
-double evaluate(Trainer* t);
+double evaluate(Trainer* t);   // also fills position_loss under --eval-positions
 void report_eval(Trainer* t, double val);
 McEvalScore mc_evaluate(Trainer* t);
 void report_mc_eval(Trainer* t, McEvalScore r);
