@@ -59,7 +59,7 @@ static const Shape shapes[] = {
     {"rope-yarn", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 50,
                    .rope_scaling = ROPE_SCALING_YARN, .rope_factor = 4, .rope_original_T = 12},
      3, 37, 0, 0},
-    {"rope-llama3", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 40,
+    {"rope-llama3", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 50,
                      .rope_scaling = ROPE_SCALING_LLAMA3, .rope_factor = 4, .rope_original_T = 12},
      3, 37, 0, 0},
     {"rope-linear-gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
