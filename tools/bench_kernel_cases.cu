@@ -182,8 +182,8 @@ static Case case_residual_forward(const Shape* s) {
 // Rotary positions on the qkv projection's query and key heads, in place (a model with
 // --position-embedding rope; timed beside the others so the kit shows its share).
 static void run_rope(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    rope_cuda(X(0), s->B, s->T, s->NH, s->NH, s->HS, token_layout(positions()), NULL, RopeSpec{10000},
-              1, b->stream);
+    rope_cuda(X(0), s->B, s->T, s->NH, s->NH, s->HS, token_layout(positions()), NULL,
+              RopeSpec{10000, ROPE_SCALING_NONE, 0, 0}, 1, b->stream);
 }
 static Case case_rope(const Shape* s) {
     Case c = new_case("rope_cuda", kernel_cost_rope((double)s->N, s->NH, s->NH, s->HS), run_rope);

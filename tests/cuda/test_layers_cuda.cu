@@ -635,10 +635,10 @@ int main(int argc, char** argv) {
     // context-extension scalings (YaRN's amplitude 0.1 ln 8 + 1 on top).
     TokenLayout far = token_layout(token_positions(0, 1));
     far.off[0] = 5, far.off[1] = 131000, far.chunks = 2;
-    test_rope(2, 37, 4, 4, 64, token_layout(token_positions(0, 1)), false, {10000});
-    test_rope(1, 64, 4, 2, 128, far, false, {500000});
-    test_rope(2, 16, 2, 1, 80, token_layout(token_positions(3, 4)), true, {10000});
-    if (!quick) test_rope(3, 7, 3, 3, 6, far, false, {2});
+    test_rope(2, 37, 4, 4, 64, token_layout(token_positions(0, 1)), false, {10000, ROPE_SCALING_NONE, 0, 0});
+    test_rope(1, 64, 4, 2, 128, far, false, {500000, ROPE_SCALING_NONE, 0, 0});
+    test_rope(2, 16, 2, 1, 80, token_layout(token_positions(3, 4)), true, {10000, ROPE_SCALING_NONE, 0, 0});
+    if (!quick) test_rope(3, 7, 3, 3, 6, far, false, {2, ROPE_SCALING_NONE, 0, 0});
     test_rope(1, 64, 4, 2, 128, far, false, {500000, ROPE_SCALING_YARN, 8.0f, 16384});
     test_rope(2, 16, 2, 1, 64, token_layout(token_positions(3, 4)), true,
               {500000, ROPE_SCALING_LLAMA3, 8.0f, 8192});
