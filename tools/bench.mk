@@ -77,7 +77,7 @@ $(BUILD)/tools/bench_collectives: $(BENCH_COLLECTIVES_C_OBJS) $(DIST_OPS_CPU_OBJ
 # Context extension (tools/bench_context_extension.sh): a small rotary model pretrained on the
 # fortunes corpus at 64 tokens, run at 256 with each --rope-scaling, as pretrained and after 40
 # steps there; the validation loss by position (--eval-positions). CSV, table and PNG in
-# results/context-extension (committed; about 20 minutes on 2 cores).
+# results/context-extension (committed; about 3 minutes on 2 cores).
 .PHONY: bench-context-extension
 bench: bench-context-extension
 bench-context-extension: setup $(BUILD)/train_gpt

@@ -7,14 +7,16 @@
 # the pretraining context and past it.
 #
 #   tools/bench_context_extension.sh [OUT_DIR]   (env: TRAIN, SHORT=64, FACTOR=4, STEPS=300,
-#                                                 TUNE=40, DATA_DIR=data/cache)
-# Writes OUT_DIR/context_extension.csv (scaling, phase, range, val_loss), .md (the table) and .png
-# (loss by position, zero-shot and after continued training), and each run's log under OUT_DIR.
+#                                                 TUNE=40, DATA_DIR=data/cache, WORK)
+# Writes OUT_DIR/context_extension.csv (scaling, phase, range, val_loss), .md (the table), .png
+# (loss by position, zero-shot and after continued training) and run_info.txt; the runs (model
+# files, logs) go to WORK (default build/bench/context-extension).
 # Figures, not a test: the differences between scalings are those of a 2-core toy run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 out=${1:-$BUILD/bench/context-extension}
+work=${WORK:-$BUILD/bench/context-extension}
 TRAIN=${TRAIN:-$BUILD/train_gpt}
 SHORT=${SHORT:-64}
 FACTOR=${FACTOR:-4}
@@ -27,21 +29,23 @@ LONG=$((SHORT * FACTOR))
 ls "$DATA_DIR"/fortunes_train_*.bin "$DATA_DIR"/fortunes_val_*.bin > /dev/null 2>&1 ||
   { echo "error: $DATA_DIR: expected fortunes_train_*.bin and fortunes_val_*.bin (make $DATA_DIR/fortunes_val_000000.bin)" >&2; exit 2; }
 command -v gnuplot >/dev/null || { echo "error: gnuplot not found (run tools/setup.sh)" >&2; exit 2; }
-mkdir -p "$out"
+mkdir -p "$out" "$work"
 data=(--train-data "$DATA_DIR/fortunes_train_*.bin" --val-data "$DATA_DIR/fortunes_val_*.bin"
-      --tokenizer "" --sample-every 0 --sample-length 0 --quiet --eval-batches 16)
-run() {   # run NAME ARGS...: the trainer, output in OUT/NAME.out, stopping the script on failure
+      --tokenizer "" --sample-every 0 --sample-length 0 --quiet --eval-batches 32)
+run() {   # run NAME ARGS...: the trainer, output in WORK/NAME.out, stopping the script on failure
   local name=$1; shift
   echo "== $name: $TRAIN $*" >&2
-  "$TRAIN" "$@" "${data[@]}" --out-dir "$out/$name" > "$out/$name.out" 2>&1 ||
-    { echo "error: $name failed:" >&2; tail -n 5 "$out/$name.out" >&2; exit 1; }
+  rm -rf "${work:?}/$name"
+  "$TRAIN" "$@" "${data[@]}" --out-dir "$work/$name" > "$work/$name.out" 2>&1 ||
+    { echo "error: $name failed:" >&2; tail -n 5 "$work/$name.out" >&2; exit 1; }
 }
+start=$(date +%s)
 
 # Pretraining at the short context (its validation loss by position as the baseline).
 run pretrain --preset tiny --layers 4 --channels 128 --heads 4 --position-embedding rope \
   --context "$SHORT" --seq-len "$SHORT" --batch 16 --steps "$STEPS" --lr 3e-3 --warmup 20 \
   --eval-every 0 --eval-positions 8
-model=$out/pretrain/model_$(printf '%08d' "$STEPS").bin
+model=$work/pretrain/model_$(printf '%08d' "$STEPS").bin
 from=(--init-from "$model" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
 for s in none linear yarn llama3; do
   # As pretrained, at the long context; then TUNE steps of continued training there.
@@ -51,11 +55,11 @@ for s in none linear yarn llama3; do
     --lr 1e-3 --warmup 5 --rope-scaling "$s" --eval-every 0 --eval-positions 8 --no-save
 done
 
-"$PY" - "$out" "$SHORT" "$LONG" "$FACTOR" "$STEPS" "$TUNE" <<'PY'
+"$PY" - "$out" "$work" "$SHORT" "$LONG" "$FACTOR" "$STEPS" "$TUNE" <<'PY'
 import json, os, sys
-out, short, long_, factor, steps, tune = sys.argv[1], *map(int, sys.argv[2:])
+out, work, short, long_, factor, steps, tune = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 def last_positions(name):
-    rows = [json.loads(l) for l in open(os.path.join(out, name, "log.jsonl"))]
+    rows = [json.loads(l) for l in open(os.path.join(work, name, "log.jsonl"))]
     pos = [r for r in rows if r["type"] == "eval_positions"]
     val = [r["val_loss"] for r in rows if r["type"] == "eval"]
     return pos[-1]["ranges"], pos[-1]["val_loss"], val[-1]
@@ -82,7 +86,7 @@ for s, phase, v, a, b in table:
                                                  "-" if b is None else "%.4f" % b))
 open(os.path.join(out, "context_extension.md"), "w").write("\n".join(md) + "\n")
 for prefix, cs in curves.items():
-    with open(os.path.join(out, prefix + ".dat"), "w") as f:
+    with open(os.path.join(work, prefix + ".dat"), "w") as f:
         for s, r, l in cs:
             f.write("# %s\n" % s + "".join("%g %.6f\n" % ((a + b - 1) / 2, x) for (a, b), x in zip(r, l)) + "\n\n")
 print("\n".join(md))
@@ -98,9 +102,15 @@ set grid
 set key top left
 set arrow from $SHORT, graph 0 to $SHORT, graph 1 nohead dt 2 lc rgb '#555555'
 set title 'as pretrained (--eval-only)'
-plot for [i=0:3] '$out/zero.dat' index i using 1:2 with linespoints lw 2 pt 7 title word('none linear yarn llama3', i + 1)
+plot for [i=0:3] '$work/zero.dat' index i using 1:2 with linespoints lw 2 pt 7 title word('none linear yarn llama3', i + 1)
 set title 'after $TUNE steps at $LONG'
-plot for [i=0:3] '$out/tuned.dat' index i using 1:2 with linespoints lw 2 pt 7 title word('none linear yarn llama3', i + 1)
+plot for [i=0:3] '$work/tuned.dat' index i using 1:2 with linespoints lw 2 pt 7 title word('none linear yarn llama3', i + 1)
 unset multiplot
 GP
-echo "wrote $out/context_extension.csv, .md, .png" >&2
+{ echo "command: tools/bench_context_extension.sh $out (SHORT=$SHORT FACTOR=$FACTOR STEPS=$STEPS TUNE=$TUNE)"
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - start )) s"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!'"$out" 2>/dev/null || echo ' with uncommitted changes')"
+  echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
+  grep -m 1 '^summary:' "$work/pretrain.out" | sed 's/^/pretraining /'
+} > "$out/run_info.txt"
+echo "wrote $out/context_extension.csv, .md, .png, run_info.txt" >&2
