@@ -571,4 +571,5 @@ void shut_down(Trainer* t) {
     mc_eval_free(&t->mc);
     attention_layer_free(t->mc_attention);
     free(t->mc_full_mask); free(t->mc_mask); free(t->mc_losses); free(t->mc_row_loss);
+    free(t->position_loss);
 }
