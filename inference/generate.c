@@ -237,11 +237,9 @@ static void parse_options(int argc, char** argv, Options* o) {
 // extension, as the trainer's --init-from); a learned table has as many rows as its context.
 static void extend_context(const Options* o, GPTConfig* cfg) {
     const GPTConfig file = *cfg;
-    if (o->context && o->context != cfg->max_T && !cfg->rope_theta)
-        fail_msg("--context %d: the model %s has context %d (learned positions: a table of that "
-                 "many rows)", o->context, o->model, cfg->max_T);
-    if (o->context) cfg->max_T = o->context;
-    char err[ERR_LEN];
+    char err[ERR_LEN], model[ERR_LEN];
+    snprintf(model, sizeof model, "the model %s", o->model);
+    if (gpt_context_apply(cfg, o->context, model, err, sizeof err) != 0) fail_msg("%s", err);
     if (gpt_rope_scaling_apply(cfg, &file, o->rope_scaling, o->rope_factor, o->rope_original, err,
                                sizeof err) != 0)
         fail_msg("%s", err);

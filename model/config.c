@@ -89,6 +89,16 @@ int rope_scaling_parse(const char* name) {
     return -1;
 }
 
+int gpt_context_apply(GPTConfig* c, int context, const char* model, char* err, size_t errlen) {
+    if (context && context != c->max_T && !c->rope_theta) {
+        snprintf(err, errlen, "--context %d: %s has context %d (learned positions: a table of "
+                 "that many rows)", context, model, c->max_T);
+        return -1;
+    }
+    if (context) c->max_T = context;
+    return 0;
+}
+
 int gpt_rope_scaling_apply(GPTConfig* c, const GPTConfig* file, const char* scaling,
                            double factor, int original, char* err, size_t errlen) {
     const int s = scaling ? rope_scaling_parse(scaling) : -1;

@@ -98,6 +98,10 @@ void gpt_position_text(const GPTConfig* cfg, char* buf, size_t n);
 // of a name, or -1.
 const char* rope_scaling_name(int scaling);
 int rope_scaling_parse(const char* name);
+// --context on a model file's shape (0: keep it): a rotary model may take another (no parameter
+// depends on it), a learned table has max_T rows. Returns 0, or -1 with "--context N: MODEL has
+// context T (learned positions: ...)" in err, MODEL naming the file ("the model file m.bin").
+int gpt_context_apply(GPTConfig* cfg, int context, const char* model, char* err, size_t errlen);
 // Context extension's scaling, as the programs' --rope-scaling, --rope-scaling-factor and
 // --rope-original-context give it, on cfg (whose max_T and rope_theta are this run's): scaling
 // NULL keeps cfg's (factor and original must then be 0), "none" removes it, linear, yarn or

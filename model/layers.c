@@ -53,12 +53,14 @@ void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* token
 }
 
 // The rotation of rope_forward (sign +1) or its transpose (sign -1) on one row's query and key
-// heads: cos and sin of each pair's angle once, then every head.
-static void rope_row(real* row, int heads, int HS, long p, RopeSpec rope, int sign) {
+// heads: cos and sin of each pair's angle once (freq: the pairs' frequencies, amp: the
+// amplitude), then every head.
+static void rope_row(real* row, int heads, int HS, long p, const double* freq, double amp,
+                     int sign) {
     const int half = HS / 2;
     for (int i = 0; i < half; i++) {
         float c, s;
-        rope_cos_sin(p, i, HS, rope, &c, &s);
+        rope_cos_sin(p, freq[i], amp, &c, &s);
         const real sn = (real)(sign * s), cs = (real)c;
         for (int h = 0; h < heads; h++) {
             real* x = row + (long)h * HS;
@@ -72,11 +74,17 @@ static void rope_row(real* row, int heads, int HS, long p, RopeSpec rope, int si
 static void rope_apply(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
                        const int* row_pos, RopeSpec rope, int sign) {
     const long W = (long)(NH + 2 * NKV) * HS;
+    // The frequencies once per call, not per row (on the stack up to head size 1024).
+    double stack[512];
+    double* freq = HS / 2 <= 512 ? stack : xmalloc(sizeof(double) * (HS / 2), "rope frequencies");
+    for (int i = 0; i < HS / 2; i++) freq[i] = rope_frequency(rope, i, HS);
+    const double amp = rope_amplitude(rope);
 #pragma omp parallel for
     for (long n = 0; n < (long)B * T; n++) {
         const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
-        rope_row(qkv + n * W, NH + NKV, HS, p, rope, sign);   // query then key heads: adjacent
+        rope_row(qkv + n * W, NH + NKV, HS, p, freq, amp, sign);   // query, key heads: adjacent
     }
+    if (freq != stack) free(freq);
 }
 
 void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,

@@ -18,7 +18,7 @@ __global__ void rope_kernel(floatX* qkv, long N, int T, int heads, int W, int HS
     const int i = (int)(idx - n * half);
     const long p = row_pos ? row_pos[n] : token_layout_position(pos, n % T);
     float c, s;
-    rope_cos_sin(p, i, HS, rope, &c, &s);
+    rope_cos_sin(p, rope_frequency(rope, i, HS), rope_amplitude(rope), &c, &s);
     s *= sign;
     floatX* row = qkv + n * W;
     for (int h = 0; h < heads; h++) {   // query heads, then key heads: adjacent columns

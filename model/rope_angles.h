@@ -33,14 +33,16 @@ typedef struct {
     int original_T;   // with scaling: the context the frequencies were trained at (0 without)
 } RopeSpec;
 
+#define ROPE_TWO_PI 6.283185307179586
+
 // YaRN's pair index (fractional) whose wavelength turns `rotations` times over original_T
 // positions: HS ln(original_T / (2 pi rotations)) / (2 ln theta).
 static inline ROPE_HD double rope_yarn_pair(RopeSpec r, int HS, double rotations) {
-    const double two_pi = 6.283185307179586;
-    return HS * log(r.original_T / (two_pi * rotations)) / (2.0 * log((double)r.theta));
+    return HS * log(r.original_T / (ROPE_TWO_PI * rotations)) / (2.0 * log((double)r.theta));
 }
 
-// The frequency f_i of pair i (radians per position).
+// The frequency f_i of pair i (radians per position): the same for every position, so a caller
+// that rotates many rows computes it once per pair.
 static inline ROPE_HD double rope_frequency(RopeSpec r, int i, int HS) {
     const double f = pow((double)r.theta, -2.0 * i / HS);
     const double s = r.factor;
@@ -59,8 +61,7 @@ static inline ROPE_HD double rope_frequency(RopeSpec r, int i, int HS) {
     case ROPE_SCALING_LLAMA3: {
         // Llama 3.1's low and high frequency factors 1 and 4: wavelengths past original_T are
         // interpolated, those under original_T / 4 kept, a smooth blend between.
-        const double two_pi = 6.283185307179586;
-        const double wavelength = two_pi / f;
+        const double wavelength = ROPE_TWO_PI / f;
         if (wavelength < r.original_T / 4.0) return f;
         if (wavelength > r.original_T / 1.0) return f / s;
         const double smooth = (r.original_T / wavelength - 1.0) / (4.0 - 1.0);
@@ -77,10 +78,10 @@ static inline ROPE_HD double rope_amplitude(RopeSpec r) {
     return r.scaling == ROPE_SCALING_YARN && r.factor > 1 ? 0.1 * log((double)r.factor) + 1.0 : 1.0;
 }
 
-// cos and sin of pair i's angle at position p, times the amplitude, rounded to fp32 once.
-static inline ROPE_HD void rope_cos_sin(long p, int i, int HS, RopeSpec r, float* c, float* s) {
-    const double angle = (double)p * rope_frequency(r, i, HS);
-    const double a = rope_amplitude(r);
+// cos and sin of the angle p f at position p of a pair of frequency f (rope_frequency), times
+// the amplitude a (rope_amplitude), rounded to fp32 once.
+static inline ROPE_HD void rope_cos_sin(long p, double f, double a, float* c, float* s) {
+    const double angle = (double)p * f;
     *c = (float)(a * cos(angle));
     *s = (float)(a * sin(angle));
 }

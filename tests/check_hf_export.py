@@ -186,7 +186,7 @@ def neox_forward(t, cfg, idx):
     scaling = 1.0
     rs = cfg.get("rope_scaling")
     if rs:
-        kind = {"linear": 1, "yarn": 2, "llama3": 3}[rs["rope_type"]]
+        kind = {name: k for k, name in ref.ROPE_SCALINGS.items()}[rs["rope_type"]]
         inv, scaling = ref.rope_inv_freq(dim, cfg["rotary_emb_base"],
                                          (kind, rs["factor"], rs.get("original_max_position_embeddings", 0)))
         inv_freq = inv.float()

@@ -99,6 +99,11 @@ refused() {
 NOSHAPE=(--preset tiny --context 32 --batch 2 --seq-len 16 --train-data "$DATA/t_train_*.bin"
          --val-data "" --tokenizer "" --peak-gflops 1 --sample-length 0 --quiet)
 
+# val_last LOG: the last validation loss of a trainer's JSONL log ("none" if it has none).
+val_last() { "$PY" -c 'import json, sys
+v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
+print(v[-1] if v else "none")' "$1"; }
+
 # header_holds FILE I V...: the int32 header fields I, I+1, ... of a model file are V...
 header_holds() {
   "$PY" -c 'import struct, sys
@@ -937,19 +942,16 @@ t_eval_only() {
   make_data
   train run "${TINY[@]}" --steps 5 --out-dir "$W/run"
   expect_rc run 0
-  val_of() { "$PY" -c 'import json, sys
-v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
-print(v[-1] if v else "none")' "$1"; }
-  local want; want=$(val_of "$W/run/log.jsonl")
+  local want; want=$(val_last "$W/run/log.jsonl")
   train ck "${TINY[@]}" --eval-only --resume --out-dir "$W/run" --log "$W/ck.jsonl"
   expect_rc ck 0
   check "--eval-only --resume: the checkpoint's validation loss is the run's final one ($want)" \
-    same_text "$(val_of "$W/ck.jsonl")" "$want"
+    same_text "$(val_last "$W/ck.jsonl")" "$want"
   train mf "${TINY[@]}" --eval-only --init-from "$W/run/model_00000005.bin" --preset "" \
     --layers 0 --channels 0 --heads 0 --vocab 0 --out-dir "$W/mf"
   expect_rc mf 0
   check "--eval-only --init-from: the model file's validation loss is the same" \
-    same_text "$(val_of "$W/mf/log.jsonl")" "$want"
+    same_text "$(val_last "$W/mf/log.jsonl")" "$want"
   check "--eval-only: nothing written but the log" \
     eval '[ "$(ls "$W/mf")" = log.jsonl ]'
   timeout 60 bash tests/mpirun.sh 4 "$TRAIN" "${TINY[@]}" --eval-only --pq 2 --pkv 2 \
@@ -957,7 +959,7 @@ print(v[-1] if v else "none")' "$1"; }
     --vocab 0 --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
   check "--eval-only on a 2x2 mesh: the same loss within 1e-5" "$PY" -c 'import sys
 a, b = float(sys.argv[1]), float(sys.argv[2])
-assert abs(a - b) <= 1e-5 * abs(b), (a, b)' "$(val_of "$W/mesh/log.jsonl")" "$want"
+assert abs(a - b) <= 1e-5 * abs(b), (a, b)' "$(val_last "$W/mesh/log.jsonl")" "$want"
   train none "${TINY[@]}" --eval-only --out-dir "$W/none"
   check "--eval-only without a model: one clear error" \
     same_text "$(grep -c '^error: --eval-only: no model to evaluate' "$W/none.err")" 1
@@ -1108,9 +1110,6 @@ t_rope() {
   # longer one, trains on at sequences of 64 (its file now says context 64), and takes a larger
   # theta (which changes the loss); a learned model's context and theta stay refused.
   local from=(--init-from "$W/rope/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
-  val_last() { "$PY" -c 'import json, sys
-v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
-print(v[-1] if v else "none")' "$1"; }
   train ev32 "${TINY[@]}" "${from[@]}" --eval-only --out-dir "$W/ev32"
   train ev64 "${TINY[@]}" "${from[@]}" --eval-only --context 64 --out-dir "$W/ev64"
   train evtheta "${TINY[@]}" "${from[@]}" --eval-only --rope-theta 500000 --out-dir "$W/evtheta"
@@ -1147,9 +1146,6 @@ t_rope_scaling() {
   train rope "${TINY[@]}" --position-embedding rope --steps 4 --eval-every 0 --out-dir "$W/rope"
   expect_rc rope 0
   local from=(--init-from "$W/rope/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
-  val_last() { "$PY" -c 'import json, sys
-v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "\"type\":\"eval\"" in l]
-print(v[-1] if v else "none")' "$1"; }
   train ev64 "${TINY[@]}" "${from[@]}" --eval-only --context 64 --out-dir "$W/ev64"
   train evyarn "${TINY[@]}" "${from[@]}" --eval-only --context 64 --rope-scaling yarn --out-dir "$W/evyarn"
   train evlin "${TINY[@]}" "${from[@]}" --eval-only --context 64 --rope-scaling linear --out-dir "$W/evlin"

@@ -114,13 +114,13 @@ static void setup_model_config(Trainer* t) {
         // at another context (context extension: pretrain short, then train long) and another
         // theta (the larger base of extended Llama and Code Llama models). A learned table has
         // as many rows as the context.
-        if (o->context && o->context != t->cfg.max_T && !t->cfg.rope_theta)
-            config_error(t, "--context %d: the model file %s has context %d (learned positions: "
-                         "a table of that many rows)", o->context, o->init_from, t->cfg.max_T);
+        char model[ERR_LEN];
+        snprintf(model, sizeof model, "the model file %s", o->init_from);
+        if (gpt_context_apply(&t->cfg, o->context, model, err, sizeof err) != 0)
+            config_error(t, "%s", err);
         if ((o->given & OPT_GIVEN_ROPE_THETA) && !t->cfg.rope_theta)
             config_error(t, "--rope-theta %d: the model file %s has learned positions",
                          o->rope_theta, o->init_from);
-        if (o->context) t->cfg.max_T = o->context;
         if (o->given & OPT_GIVEN_ROPE_THETA) t->cfg.rope_theta = o->rope_theta;
         setup_rope_scaling(t, &t->init_cfg);
     } else {
