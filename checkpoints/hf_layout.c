@@ -76,3 +76,45 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* w) {
 #undef WANT
     return n;
 }
+
+int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias, int mlp_bias,
+                    HfTensor* w) {
+    size_t start[NUM_PARAM_TENSORS];
+    tensor_starts(cfg, start);
+    const size_t C = (size_t)cfg->C, KV = (size_t)gpt_kv_heads(cfg) * (size_t)(cfg->C / cfg->NH),
+                 W = (size_t)gpt_qkv_width(cfg), F = (size_t)gpt_ffn_hidden(cfg);
+    int n = 0;
+#define WANT(tensor_, at_, rows_, cols_, ...) \
+    (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = rows_, w[n].cols = cols_, \
+     w[n].offset = start[tensor_] + (at_), w[n].transposed = 0, w[n].interleave = 0, n++)
+    WANT(WTE, 0, (size_t)cfg->V, C, "%sembed_tokens.weight", prefix);
+    for (size_t l = 0; l < (size_t)cfg->L; l++) {
+        WANT(LN1W, l * C, 0, C, "%slayers.%zu.input_layernorm.weight", prefix, l);
+        // llm.c's qkv rows [q (C) | k (KV) | v (KV)], and their biases
+        static const char* const qkv[] = {"q_proj", "k_proj", "v_proj"};
+        const size_t first[] = {0, C, C + KV}, rows[] = {C, KV, KV};
+        for (int s = 0; s < 3; s++) {
+            WANT(QKVW, (l * W + first[s]) * C, rows[s], C, "%slayers.%zu.self_attn.%s.weight",
+                 prefix, l, qkv[s]);
+            if (attention_bias)
+                WANT(QKVB, l * W + first[s], 0, rows[s], "%slayers.%zu.self_attn.%s.bias", prefix,
+                     l, qkv[s]);
+        }
+        WANT(ATTPROJW, l * C * C, C, C, "%slayers.%zu.self_attn.o_proj.weight", prefix, l);
+        if (attention_bias)
+            WANT(ATTPROJB, l * C, 0, C, "%slayers.%zu.self_attn.o_proj.bias", prefix, l);
+        WANT(LN2W, l * C, 0, C, "%slayers.%zu.post_attention_layernorm.weight", prefix, l);
+        // fc's rows [gate (F) | up (F)]
+        static const char* const fc[] = {"gate_proj", "up_proj"};
+        for (size_t s = 0; s < 2; s++) {
+            WANT(FCW, (l * 2 + s) * F * C, F, C, "%slayers.%zu.mlp.%s.weight", prefix, l, fc[s]);
+            if (mlp_bias)
+                WANT(FCB, (l * 2 + s) * F, 0, F, "%slayers.%zu.mlp.%s.bias", prefix, l, fc[s]);
+        }
+        WANT(FCPROJW, l * C * F, C, F, "%slayers.%zu.mlp.down_proj.weight", prefix, l);
+        if (mlp_bias) WANT(FCPROJB, l * C, 0, C, "%slayers.%zu.mlp.down_proj.bias", prefix, l);
+    }
+    WANT(LNFW, 0, 0, C, "%snorm.weight", prefix);
+#undef WANT
+    return n;
+}

@@ -1,6 +1,7 @@
 // GPT-2's tensors as transformers names them, and where each lives in llm.c's flat parameters:
-// the one table the Hugging Face export and import both read; and GPT-NeoX's, which the export
-// writes for a model with rotary positions.
+// the one table the Hugging Face export and import both read; GPT-NeoX's, which the export
+// writes for a model with rotary positions; and Llama's, which both read for a model with
+// RMSNorm, SwiGLU and rotary positions.
 #pragma once
 #include <stddef.h>
 
@@ -24,3 +25,13 @@ int hf_layout(const GPTConfig* cfg, const char* prefix, HfTensor* t);
 // query_key_value's rows and bias interleaved per head, embed_out a second copy of wte's V rows
 // (llm.c ties them; GPT-NeoX's config unties them by default).
 int hf_layout_neox(const GPTConfig* cfg, HfTensor* t);
+// Llama's 2 + 16 L tensors (LlamaForCausalLM: embed_tokens, the layers, norm) of a model with
+// RMSNorm, SwiGLU and rotary positions, after prefix ("model."; "" for LlamaModel): nn.Linear
+// weights (out, in) as llm.c keeps them, q_proj, k_proj and v_proj the three row blocks of llm.c's
+// qkv projection (C, NKV HS, NKV HS rows), gate_proj and up_proj the two halves of fc (F gate
+// rows, then F up rows); no lm_head (tied to embed_tokens). attention_bias, mlp_bias 0: without
+// the biases of q/k/v/o_proj or gate/up/down_proj (transformers' attention_bias and mlp_bias
+// false), 9 + 4 + 3 tensors a layer with both.
+int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias, int mlp_bias,
+                    HfTensor* t);
+#define HF_LAYOUT_LLAMA_TENSORS(L) (2 + 16 * (L))

@@ -48,7 +48,8 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     }
     GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
                    .window = h[8], .window_every = h[9], .kv_heads = h[10],
-                   .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14]};
+                   .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14],
+                   .norm = h[15], .mlp = h[16], .ffn_hidden = h[17]};
     memcpy(&c.rope_factor, h + 13, 4);
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
@@ -67,6 +68,14 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
                  path, why);
         return -1;
     }
+    if (c.norm != GPT_NORM_LAYERNORM && c.norm != GPT_NORM_RMSNORM)
+        return field_error(err, errlen, path, "header[15] (norm)",
+                           "0 (layernorm) or 1 (rmsnorm)", c.norm);
+    if (c.mlp != GPT_MLP_GELU && c.mlp != GPT_MLP_SWIGLU)
+        return field_error(err, errlen, path, "header[16] (mlp)", "0 (gelu) or 1 (swiglu)", c.mlp);
+    if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 24))
+        return field_error(err, errlen, path, "header[17] (MLP hidden width)",
+                           "0 (4 x channels) to 16777216", c.ffn_hidden);
     if (c.window < 0 || c.window > c.max_T)
         return field_error(err, errlen, path, "header[8] (attention window)",
                            "0 (none) to max_seq_len", c.window);
@@ -74,9 +83,11 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
         return field_error(err, errlen, path, "header[9] (window every)",
                            c.window ? "1 to num_layers" : "0 without a window", c.window_every);
     // gpt_num_params sums size_t products that wrap for absurd shapes. No tensor has more than
-    // max(4 L C^2, Vp C, T C) elements; at most 2^44 keeps the 16 tensors' sum below 2^48 and
-    // its byte count far from overflow (and still far above any real file).
-    const double largest = fmax(4.0 * c.L * c.C * (double)c.C,
+    // max(L C max(W, FC), Vp C, T C) elements (W <= 3C, FC <= 2 x 2^24); at most 2^44 keeps the
+    // 16 tensors' sum below 2^48 and its byte count far from overflow (and still far above any
+    // real file).
+    const double widest = fmax(3.0 * c.C, (double)gpt_fc_width(&c));
+    const double largest = fmax((double)c.L * c.C * widest,
                                 fmax((double)c.Vp, (double)c.max_T) * c.C);
     if (largest > 0x1p44) {
         snprintf(err, errlen, "%s: shape: expected at most 2^44 elements per tensor, found L=%d "
@@ -102,14 +113,18 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
     if (model_file_read_header(path, &c, &version, err, errlen) != 0) return -1;
     if (expect && (expect->max_T != c.max_T || expect->V != c.V || expect->Vp != c.Vp ||
                    expect->L != c.L || expect->NH != c.NH || expect->C != c.C ||
-                   gpt_kv_heads(expect) != gpt_kv_heads(&c) || !gpt_same_positions(expect, &c))) {
-        char want_pos[96], found_pos[96];
+                   gpt_kv_heads(expect) != gpt_kv_heads(&c) || !gpt_same_positions(expect, &c) ||
+                   !gpt_same_block(expect, &c))) {
+        char want_pos[96], found_pos[96], want_block[64], found_block[64];
         gpt_position_text(expect, want_pos, sizeof want_pos);
         gpt_position_text(&c, found_pos, sizeof found_pos);
-        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s, "
-                 "found T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s", path, expect->max_T,
+        gpt_block_text(expect, want_block, sizeof want_block);
+        gpt_block_text(&c, found_block, sizeof found_block);
+        snprintf(err, errlen, "%s: shape: expected T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s, %s, "
+                 "found T=%d V=%d Vp=%d L=%d NH=%d KV=%d C=%d, %s, %s", path, expect->max_T,
                  expect->V, expect->Vp, expect->L, expect->NH, gpt_kv_heads(expect), expect->C,
-                 want_pos, c.max_T, c.V, c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C, found_pos);
+                 want_pos, want_block, c.max_T, c.V, c.Vp, c.L, c.NH, gpt_kv_heads(&c), c.C,
+                 found_pos, found_block);
         return -1;
     }
     FILE* f = fopen(path, "rb");
@@ -169,6 +184,9 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[12] = cfg->rope_scaling;                                   // 0: none
     memcpy(h + 13, &cfg->rope_factor, 4);                        // fp32 bits (0 without scaling)
     h[14] = cfg->rope_original_T;
+    h[15] = cfg->norm;                                           // 0: LayerNorm
+    h[16] = cfg->mlp;                                            // 0: GELU
+    h[17] = cfg->ffn_hidden;                                     // 0: 4C
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

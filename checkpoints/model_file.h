@@ -9,7 +9,9 @@
 // header[11], holds a rotary-position model's theta (GPTConfig.rope_theta; 0 for learned
 // positions): such a file has no wpe tensor (0 rows), which llm.c cannot read either; and
 // header[12..14] its context-extension scaling (GPTConfig.rope_scaling, rope_factor as fp32 bits,
-// rope_original_T; all 0 without).
+// rope_original_T; all 0 without). header[15..17] hold the block's form (GPTConfig.norm, mlp,
+// ffn_hidden; all 0 for GPT's LayerNorm, GELU and 4C): an RMSNorm file has no ln1b, ln2b, lnfb
+// (0 elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c.
 #pragma once
 #include <stddef.h>
 

@@ -23,6 +23,7 @@ enum {
     TS_ROPE_THETA = 23,                            // GPTConfig.rope_theta (0: learned positions)
     TS_ROPE_SCALING = 24, TS_ROPE_FACTOR = 25,     // GPTConfig.rope_scaling, rope_factor (fp32 bits)
     TS_ROPE_ORIGINAL_T = 26,                       // GPTConfig.rope_original_T
+    TS_NORM = 27, TS_MLP = 28, TS_FFN_HIDDEN = 29, // GPTConfig.norm, mlp, ffn_hidden (0: GPT's)
     TS_LD_EPOCH = 30, TS_LD_NEXT = 32, TS_LD_SEED = 34,   // u64 each
     TS_LD_SHUFFLE = 36, TS_LD_NFILES = 37, TS_LD_B = 38, TS_LD_T = 39,
     TS_NPARAMS = 40, TS_SHARD_BEGIN = 42, TS_SHARD_COUNT = 44,   // u64 each
@@ -115,6 +116,9 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_ROPE_SCALING] = s->model.rope_scaling;
     memcpy(h + TS_ROPE_FACTOR, &s->model.rope_factor, 4);
     h[TS_ROPE_ORIGINAL_T] = s->model.rope_original_T;
+    h[TS_NORM] = s->model.norm;
+    h[TS_MLP] = s->model.mlp;
+    h[TS_FFN_HIDDEN] = s->model.ffn_hidden;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -145,7 +149,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
                            .C = h[TS_C], .Vp = h[TS_VP], .window = h[TS_WINDOW],
                            .window_every = h[TS_WINDOW_EVERY], .kv_heads = h[TS_KV_HEADS],
                            .rope_theta = h[TS_ROPE_THETA], .rope_scaling = h[TS_ROPE_SCALING],
-                           .rope_original_T = h[TS_ROPE_ORIGINAL_T]};
+                           .rope_original_T = h[TS_ROPE_ORIGINAL_T], .norm = h[TS_NORM],
+                           .mlp = h[TS_MLP], .ffn_hidden = h[TS_FFN_HIDDEN]};
     memcpy(&s->model.rope_factor, h + TS_ROPE_FACTOR, 4);
     s->B = h[TS_B];
     s->T = h[TS_T];

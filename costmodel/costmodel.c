@@ -41,7 +41,8 @@ GPTConfig costmodel_gpt_config(const CostShape* s) {
     return (GPTConfig){.max_T = s->max_T, .V = s->V, .Vp = gpt_padded_vocab(s->V), .L = s->L,
                        .NH = s->NH, .C = s->C, .window = s->window,
                        .window_every = s->window_every, .kv_heads = s->kv_heads,
-                       .rope_theta = s->rope_theta};
+                       .rope_theta = s->rope_theta, .norm = s->norm, .mlp = s->mlp,
+                       .ffn_hidden = s->ffn_hidden};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -54,8 +55,9 @@ static double qkv_width(const CostShape* s) {
 
 double costmodel_num_params(const CostShape* s) {
     const GPTConfig cfg = costmodel_gpt_config(s);   // no position table under rotary positions
-    return kernel_gpt_num_params_qkv(s->L, s->C, qkv_width(s), gpt_padded_vocab(s->V),
-                                     gpt_position_rows(&cfg));
+    return kernel_gpt_num_params_block(s->L, s->C, qkv_width(s), gpt_ffn_hidden(&cfg),
+                                       gpt_fc_width(&cfg), gpt_norm_bias(&cfg),
+                                       gpt_padded_vocab(s->V), gpt_position_rows(&cfg));
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -118,12 +120,25 @@ static void add_rope(Tally* t, const Cluster* c, const CostShape* s, double N, d
         times);
 }
 
+// The MLP's first layer and its activation, forward, for N tokens: the fc GEMM with GELU in its
+// epilogue, or the fc GEMM then SwiGLU's pass (model/gpt.c mlp_up_forward).
+static void add_mlp_up(Tally* t, const Cluster* c, const CostShape* s, double N, double times) {
+    const GPTConfig cfg = costmodel_gpt_config(s);
+    const int swiglu = s->mlp == GPT_MLP_SWIGLU;
+    add(t, c, CK_GEMM, kernel_cost_matmul_forward(N, s->C, gpt_fc_width(&cfg), 1, !swiglu), times);
+    if (swiglu)
+        add(t, c, CK_GELU_BACKWARD, kernel_cost_swiglu_forward(N, gpt_ffn_hidden(&cfg)), times);
+}
+
 // Every token-local kernel of one micro-batch of N = B*Tl local tokens (model/gpt.c's sequence:
 // fused residual + LayerNorm, GELU fused into the fc GEMM forward, gelu_backward beside fcproj's
-// dinp GEMM; the classifier's one fused pass counted in forward).
+// dinp GEMM; the classifier's one fused pass counted in forward). RMSNorm is priced as the
+// LayerNorm (the same bytes), SwiGLU's passes at the GELU backward's rate (both elementwise).
 static void token_local_tally(const Cluster* c, const CostShape* s, double N, double Tl,
                               Tally* fwd, Tally* bwd) {
     const double C = s->C, W = qkv_width(s), Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
+    const GPTConfig cfg = costmodel_gpt_config(s);
+    const double F = gpt_ffn_hidden(&cfg), FC = gpt_fc_width(&cfg);
     *fwd = *bwd = (Tally){0, 0};
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
@@ -132,15 +147,16 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
         kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), L);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, 4 * C, C, 1, 0), L);
+    add_mlp_up(fwd, c, s, N, L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, F, C, 1, 0), L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, Vp, 0, 0), 1);
     add(fwd, c, CK_CLASSIFIER, kernel_cost_classifier(N, V, Vp), 1);
     add_gemm_backward(bwd, c, N, C, Vp, 0, 1);
     add(bwd, c, CK_LAYERNORM_BACKWARD, kernel_cost_layernorm_backward(N, C), 1 + 2 * L);
-    add_gemm_backward(bwd, c, N, 4 * C, C, 1, L);
-    add(bwd, c, CK_GELU_BACKWARD, kernel_cost_gelu_backward(4 * N * C), L);
-    add_gemm_backward(bwd, c, N, C, 4 * C, 1, L);
+    add_gemm_backward(bwd, c, N, F, C, 1, L);
+    add(bwd, c, CK_GELU_BACKWARD, s->mlp == GPT_MLP_SWIGLU ? kernel_cost_swiglu_backward(N, F)
+                                                           : kernel_cost_gelu_backward(N * F), L);
+    add_gemm_backward(bwd, c, N, C, FC, 1, L);
     add_gemm_backward(bwd, c, N, C, C, 1, L);
     add_rope(bwd, c, s, N, L);
     add_gemm_backward(bwd, c, N, C, W, 1, L);
@@ -180,16 +196,18 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     } else {
         add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     }
-    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, 4 * C, 1, 1), 1);
+    add_mlp_up(&t, c, s, N, 1);
     return t.gemm + t.other;
 }
 
 // Token-local model FLOPs of one micro-batch (GEMMs; what MFU counts besides attention): per
-// layer 12 C^2 with a qkv projection of 3C columns, less C (3C - W) for the key/value columns
-// grouped-query attention leaves out (none without it).
+// layer the qkv projection C W, the output projection C^2, the MLP C FC + F C (12 C^2 in all
+// for GPT's W = 3C and FC = F = 4C), forward and backward.
 static double token_local_flops(const CostShape* s, double N) {
+    const GPTConfig cfg = costmodel_gpt_config(s);
     const double C = s->C, Vp = gpt_padded_vocab(s->V), W = qkv_width(s);
-    return 3 * (s->L * 2 * N * 12 * C * C - s->L * 2 * N * C * (3 * C - W) + 2 * N * C * Vp);
+    const double per_layer = C * W + C * C + C * gpt_fc_width(&cfg) + gpt_ffn_hidden(&cfg) * C;
+    return 3 * (s->L * 2 * N * per_layer + 2 * N * C * Vp);
 }
 
 // --- Attention compute -----------------------------------------------------------------------------

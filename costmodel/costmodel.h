@@ -55,6 +55,8 @@ typedef struct {
     int window_every;   // trainer --window-every: layers l % window_every == 0 are banded
     int kv_heads;       // trainer --kv-heads: grouped-query attention's K/V heads (0: NH)
     int rope_theta;     // trainer --position-embedding rope: its theta (0: learned positions)
+    int norm, mlp;      // trainer --normalization, --mlp: GPT_NORM_*, GPT_MLP_* (0: GPT's)
+    int ffn_hidden;     // trainer --ffn-hidden: the MLP's hidden width (0: 4C)
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

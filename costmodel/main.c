@@ -38,6 +38,7 @@ typedef struct {
     AttentionSource attention_source;
     int layers, channels, heads, kv_heads, vocab, context, window, window_every;
     int rope;        // --position-embedding rope: 1
+    int norm, mlp, ffn_hidden;   // --normalization, --mlp (GPT_NORM_*, GPT_MLP_*), --ffn-hidden
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -62,6 +63,9 @@ static void usage(void) {
         "  --position-embedding learned|rope   the trainer's: a learned table of --context rows\n"
         "                       (default), or rotary positions (no table; a rotation pass over the\n"
         "                       queries and keys in forward and backward)\n"
+        "  --normalization layernorm|rmsnorm, --mlp gelu|swiglu, --ffn-hidden N   the trainer's\n"
+        "                       block (default GPT's: layernorm, gelu, 4C; under swiglu the\n"
+        "                       trainer's default width, 2/3 of 4C in multiples of 64)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
@@ -131,7 +135,7 @@ static Args parse_args(int argc, char** argv) {
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_HELP };
+           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -154,6 +158,8 @@ static Args parse_args(int argc, char** argv) {
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
         {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
         {"kv-heads", 1, 0, O_KV_HEADS},   {"position-embedding", 1, 0, O_POSITIONS},
+        {"normalization", 1, 0, O_NORM},  {"mlp", 1, 0, O_MLP},
+        {"ffn-hidden", 1, 0, O_FFN_HIDDEN},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -170,6 +176,15 @@ static Args parse_args(int argc, char** argv) {
                 fail_msg("--position-embedding: expected learned or rope, found '%s'", optarg);
             a.rope = !strcmp(optarg, "rope");
             break;
+        case O_NORM:
+            if ((a.norm = gpt_norm_parse(optarg)) < 0)
+                fail_msg("--normalization: expected layernorm or rmsnorm, found '%s'", optarg);
+            break;
+        case O_MLP:
+            if ((a.mlp = gpt_mlp_parse(optarg)) < 0)
+                fail_msg("--mlp: expected gelu or swiglu, found '%s'", optarg);
+            break;
+        case O_FFN_HIDDEN: a.ffn_hidden = (int)flag_long(flag, optarg, 0, 1 << 24); break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -236,7 +251,8 @@ static CostShape shape_of(const Args* a) {
     GPTConfig cfg;
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
-    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T, 0, 0, 0, 0};
+    CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T,
+                   0, 0, 0, 0, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
@@ -246,6 +262,9 @@ static CostShape shape_of(const Args* a) {
                  "head), found %d", s.NH, a->kv_heads);
     s.kv_heads = a->kv_heads < s.NH ? a->kv_heads : 0;   // as many as the heads: no grouping
     s.rope_theta = a->rope ? 10000 : 0;   // theta changes no cost: the trainer's default
+    GPTConfig block = {.C = s.C};   // the trainer's defaults (swiglu's width)
+    gpt_block_apply(&block, a->norm, a->mlp, a->ffn_hidden);
+    s.norm = block.norm, s.mlp = block.mlp, s.ffn_hidden = block.ffn_hidden;
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);
@@ -274,12 +293,18 @@ static unsigned parse_algorithms(const char* list) {
 }
 
 // model/config.h's words for the banded layers.
-// The window, and ", rotary positions" after it under --position-embedding rope (learned
-// positions' outputs unchanged).
+// The window, ", rotary positions" after it under --position-embedding rope, and the block where
+// it is not GPT's (", RMSNorm, SwiGLU MLP of 2 x 6784"; GPT's outputs unchanged).
 static void window_text(const CostShape* s, char* buf, size_t n) {
     const GPTConfig cfg = costmodel_gpt_config(s);
     gpt_window_text(&cfg, buf, n);
     if (s->rope_theta) strncat(buf, ", rotary positions", n - strlen(buf) - 1);
+    if (s->norm || s->mlp || s->ffn_hidden) {   // the block, where it is not GPT's
+        char block[64];
+        gpt_block_text(&cfg, block, sizeof block);
+        strncat(buf, ", ", n - strlen(buf) - 1);
+        strncat(buf, block, n - strlen(buf) - 1);
+    }
 }
 
 // --document-length D: one sequence of D-token documents (NULL and no starts without it).
@@ -333,7 +358,7 @@ static int mode_rank(const Args* a) {
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
     if (n < 0) fail_msg("%s", err);
-    char window[96], documents[64], kv[48];
+    char window[160], documents[64], kv[48];
     window_text(&q.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
     kv_heads_text(&q.shape, " (", " key/value)", kv, sizeof kv);
@@ -391,7 +416,7 @@ static int mode_predict(const Args* a) {
     const int fits = costmodel_predict_chunks(&g, &c, limit, a->recompute, a->chunks ? a->chunks : 1,
                                               &p, err, sizeof err);
     if (fits < 0) fail_msg("%s", err);
-    char window[96], documents[64], kv[64];
+    char window[160], documents[64], kv[64];
     window_text(&g.shape, window, sizeof window);
     documents_text(a, documents, sizeof documents);
     char heads_of[32];

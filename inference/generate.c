@@ -360,12 +360,14 @@ int main(int argc, char** argv) {
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
-        char window[96], positions[96];
+        char window[96], positions[96], block[64];
         gpt_window_text(&cfg, window, sizeof window);
         gpt_position_text(&cfg, positions, sizeof positions);
-        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d, %s%s%s), backend "
-                "%s\n", o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T, positions,
-                cfg.window ? ", " : "", cfg.window ? window : "", gpt_backend_name());
+        gpt_block_text(&cfg, block, sizeof block);
+        fprintf(stderr, "generate: model %s (%s, L=%d C=%d NH=%d V=%d context %d, %s, %s%s%s), "
+                "backend %s\n", o.model, model_kind, cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T,
+                positions, block, cfg.window ? ", " : "", cfg.window ? window : "",
+                gpt_backend_name());
         fprintf(stderr, "  transport %s\n", transport);
         char chunks[40] = "";
         if (P > 1 && o.a2a_chunks > 1)

@@ -25,19 +25,21 @@ int gpt_recompute_layers(GptRecompute r) { return r != GPT_RECOMPUTE_NONE; }
 enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
 static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
 
-// Token widths (in C; 0: the qkv projection's, gpt_qkv_width) and the modes that keep each
-// per-layer tensor of real type.
+// Token widths (C; the qkv projection's, gpt_qkv_width; the MLP's first layer's, gpt_fc_width;
+// its hidden width, gpt_ffn_hidden: 4C and 4C in GPT) and the modes that keep each per-layer
+// tensor of real type.
 #define KEEP_ALL (KEPT_NONE | KEPT_SELECTIVE | KEPT_FULL)
+enum { WIDTH_C, WIDTH_QKV, WIDTH_FC, WIDTH_FFN };
 typedef struct { size_t offset_of; int width; int modes; } LayerField;
 static const LayerField real_fields[] = {
-    {offsetof(LayerActs, ln1), 1, KEPT_NONE},
-    {offsetof(LayerActs, qkv), 0, KEPT_NONE},
-    {offsetof(LayerActs, atty), 1, KEEP_ALL},
-    {offsetof(LayerActs, residual2), 1, KEPT_NONE | KEPT_SELECTIVE},
-    {offsetof(LayerActs, ln2), 1, KEPT_NONE},
-    {offsetof(LayerActs, fch), 4, KEPT_NONE},
-    {offsetof(LayerActs, fch_gelu), 4, KEPT_NONE},
-    {offsetof(LayerActs, residual3), 1, KEEP_ALL},
+    {offsetof(LayerActs, ln1), WIDTH_C, KEPT_NONE},
+    {offsetof(LayerActs, qkv), WIDTH_QKV, KEPT_NONE},
+    {offsetof(LayerActs, atty), WIDTH_C, KEEP_ALL},
+    {offsetof(LayerActs, residual2), WIDTH_C, KEPT_NONE | KEPT_SELECTIVE},
+    {offsetof(LayerActs, ln2), WIDTH_C, KEPT_NONE},
+    {offsetof(LayerActs, fch), WIDTH_FC, KEPT_NONE},
+    {offsetof(LayerActs, fch_gelu), WIDTH_FFN, KEPT_NONE},
+    {offsetof(LayerActs, residual3), WIDTH_C, KEEP_ALL},
 };
 // Statistics: per token (width 1) or per token and head (width 0: NH).
 static const LayerField stat_fields[] = {
@@ -51,7 +53,12 @@ enum { NREAL_FIELDS = sizeof real_fields / sizeof real_fields[0],
        NSTAT_FIELDS = sizeof stat_fields / sizeof stat_fields[0] };
 
 static size_t real_width(const GPTConfig* c, int i) {
-    return real_fields[i].width ? (size_t)real_fields[i].width * c->C : (size_t)gpt_qkv_width(c);
+    switch (real_fields[i].width) {
+    case WIDTH_QKV: return (size_t)gpt_qkv_width(c);
+    case WIDTH_FC: return (size_t)gpt_fc_width(c);
+    case WIDTH_FFN: return (size_t)gpt_ffn_hidden(c);
+    default: return (size_t)c->C;
+    }
 }
 static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
 static real_stat** stat_slot(LayerActs* x, int i) {

@@ -3,8 +3,9 @@
 // (model/memory_budget.h) and the cost model to count them.
 //
 //   none       every layer keeps all 16 C per token (ln1, qkv, atty, residual2, ln2, fch,
-//              fch_gelu, residual3; less under grouped-query attention, whose qkv is narrower)
-//              and its LayerNorm statistics and LSE
+//              fch_gelu, residual3; less under grouped-query attention, whose qkv is narrower;
+//              fch and fch_gelu are F and F wide, or 2F and F under SwiGLU, F = 4C in GPT)
+//              and its LayerNorm statistics and LSE (RMSNorm leaves the means unused)
 //   selective  every layer keeps its attention output and LSE and the residual stream
 //              (residual2, residual3): 3 C per token; the LayerNorms, the QKV projection, the
 //              FC layer and GELU are recomputed in backward into one layer's scratch
@@ -49,8 +50,9 @@ typedef struct {
     real* encoded;    // (B, T, C)
     LayerActs layers; // layer 0 of the per-layer tensors, each L or 1 deep by the mode: ln1,
                       // atty, residual2, ln2, residual3 (B, T, C), qkv (B, T, gpt_qkv_width: 3C
-                      // without grouped-query attention), fch, fch_gelu
-                      // (B, T, 4C), the LayerNorm statistics (B, T), att_lse (B, NH, T)
+                      // without grouped-query attention), fch (B, T, gpt_fc_width), fch_gelu
+                      // (B, T, gpt_ffn_hidden): 4C each in GPT; the LayerNorm statistics (B,
+                      // T), att_lse (B, NH, T)
     real* lnf;        // (B, T, C)
     real_stat* lnf_mean;   // (B, T)
     real_stat* lnf_rstd;   // (B, T)

@@ -103,12 +103,13 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
     return &c->matmul;
 }
 
-void layers_reserve(int B, int T, int C) {
+void layers_reserve(int B, int T, int C, int widest_bias) {
     CudaBackendContext* c = cuda_backend_context();
     grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes, encoder_backward_scratch_bytes(B, T, C));
+    // One buffer for both norms: rmsnorm_backward_cuda needs no more than the LayerNorm's bytes.
     grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
                 layernorm_backward_scratch_bytes(B * T, C));
-    matmul_ctx(4 * C);   // the widest bias gradient: the MLP's first matmul
+    matmul_ctx(widest_bias);   // the widest bias gradient: the MLP's first matmul in GPT
 }
 
 // --- fp32 -> floatX ------------------------------------------------------------------------------
@@ -166,6 +167,25 @@ void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_sta
                                           cuda_backend_stream());
 }
 
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C) {
+    rmsnorm_forward_cuda(out, rstd, inp, weight, N, C, cuda_backend_stream());
+}
+
+void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
+                                    const real* b, const real* weight, int N, int C) {
+    fused_residual_rmsnorm_forward_cuda(residual_out, out, rstd, a, b, weight, N, C, cuda_backend_stream());
+}
+
+// The LayerNorm's scratch (model/layers_cuda.cuh: its bytes cover RMSNorm's partials and tickets).
+void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
+                      const real* weight, const real_stat* rstd, int N, int C, GradMode mode) {
+    CudaBackendContext* c = cuda_backend_context();
+    void* scratch = grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
+                                layernorm_backward_scratch_bytes(N, C));
+    rmsnorm_backward_cuda(dinp, dweight, scratch, dout, inp, weight, rstd, N, C, mode == GRAD_ACCUMULATE,
+                          c->stream);
+}
+
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
                     int N, int IC, int OC) {
     matmul_forward_cuda(matmul_ctx(0), out, NULL, inp, weight, bias, N, IC, OC,
@@ -209,6 +229,14 @@ void gelu_forward(real* out, const real* inp, long n) {
 
 void gelu_backward(real* dinp, const real* inp, const real* dout, long n) {
     gelu_backward_cuda(dinp, inp, dout, n, cuda_backend_stream());
+}
+
+void swiglu_forward(real* out, const real* inp, int N, int F) {
+    swiglu_forward_cuda(out, inp, N, F, cuda_backend_stream());
+}
+
+void swiglu_backward(real* dinp, const real* inp, const real* dout, int N, int F) {
+    swiglu_backward_cuda(dinp, inp, dout, N, F, cuda_backend_stream());
 }
 
 void residual_forward(real* out, const real* a, const real* b, long n) {

@@ -79,6 +79,46 @@ void gpt_position_text(const GPTConfig* c, char* buf, size_t n) {
 
 static const char* const rope_scaling_names[] = {"none", "linear", "yarn", "llama3"};
 
+static const char* const norm_names[] = {"layernorm", "rmsnorm"};
+static const char* const mlp_names[] = {"gelu", "swiglu"};
+
+const char* gpt_norm_name(int norm) { return norm >= 0 && norm <= 1 ? norm_names[norm] : NULL; }
+const char* gpt_mlp_name(int mlp) { return mlp >= 0 && mlp <= 1 ? mlp_names[mlp] : NULL; }
+
+int gpt_norm_parse(const char* name) {
+    for (int i = 0; i <= 1; i++)
+        if (strcmp(name, norm_names[i]) == 0) return i;
+    return -1;
+}
+
+int gpt_mlp_parse(const char* name) {
+    for (int i = 0; i <= 1; i++)
+        if (strcmp(name, mlp_names[i]) == 0) return i;
+    return -1;
+}
+
+void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
+    const int F = gpt_ffn_hidden(c);
+    char hidden[32];
+    if (F == 4 * c->C) snprintf(hidden, sizeof hidden, "4C");
+    else snprintf(hidden, sizeof hidden, "%d", F);
+    snprintf(buf, n, "%s, %s MLP of %s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+             c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
+             hidden);
+}
+
+void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden) {
+    c->norm = norm;
+    c->mlp = mlp;
+    int F = ffn_hidden;
+    if (F == 0 && mlp == GPT_MLP_SWIGLU) F = gpt_swiglu_default_hidden(c->C);
+    c->ffn_hidden = F == 4 * c->C ? 0 : F;
+}
+
+int gpt_same_block(const GPTConfig* a, const GPTConfig* b) {
+    return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b);
+}
+
 const char* rope_scaling_name(int scaling) {
     return scaling >= 0 && scaling <= ROPE_SCALING_LLAMA3 ? rope_scaling_names[scaling] : NULL;
 }
@@ -206,6 +246,16 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
         return -1;
     }
     if (gpt_rope_scaling_validate(c, err, errlen) != 0) return -1;
+    if (!gpt_norm_name(c->norm) || !gpt_mlp_name(c->mlp)) {
+        snprintf(err, errlen, "block: expected norm 0 (layernorm) or 1 (rmsnorm) and mlp 0 (gelu) "
+                 "or 1 (swiglu), found norm %d, mlp %d", c->norm, c->mlp);
+        return -1;
+    }
+    if (c->ffn_hidden < 0 || c->ffn_hidden > (1 << 24)) {
+        snprintf(err, errlen, "MLP hidden width: expected 0 (4C) to 16777216, found %d",
+                 c->ffn_hidden);
+        return -1;
+    }
     if (c->window > 0 ? c->window_every < 1 || c->window_every > c->L : c->window_every != 0) {
         snprintf(err, errlen, "window every: expected %s, found %d",
                  c->window > 0 ? "1 to the layer count" : "0 without a window", c->window_every);

@@ -39,6 +39,15 @@ typedef struct {
     int rope_scaling;
     float rope_factor;
     int rope_original_T;
+    // The block's form, Llama's where they are not 0 (Touvron et al. 2023; Megatron-LM's
+    // --normalization RMSNorm, --swiglu, --ffn-hidden-size). norm: GPT_NORM_LAYERNORM (0, GPT's:
+    // weight and bias) or GPT_NORM_RMSNORM (x / sqrt(mean(x^2) + eps) * weight: no mean, no bias,
+    // so ln1b, ln2b and lnfb have 0 elements). mlp: GPT_MLP_GELU (0, GPT's: fc, GELU, fcproj) or
+    // GPT_MLP_SWIGLU (Shazeer 2020: fc is 2F wide, F gate columns then F up columns, and fcproj
+    // reads silu(gate) * up). ffn_hidden: F, the MLP's hidden width (0: 4C, GPT's).
+    int norm;
+    int mlp;
+    int ffn_hidden;
 } GPTConfig;
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
@@ -48,6 +57,34 @@ static inline int gpt_kv_heads(const GPTConfig* cfg) {
 // Columns of the qkv projection: C of queries, then the K and V heads (3C without GQA).
 static inline int gpt_qkv_width(const GPTConfig* cfg) {
     return cfg->C + 2 * gpt_kv_heads(cfg) * (cfg->C / cfg->NH);
+}
+
+enum { GPT_NORM_LAYERNORM = 0, GPT_NORM_RMSNORM = 1 };
+enum { GPT_MLP_GELU = 0, GPT_MLP_SWIGLU = 1 };
+
+// The MLP's hidden width F (ffn_hidden, or GPT's 4C), and the width of its first layer's output:
+// F, or 2F under SwiGLU (gate and up).
+static inline int gpt_ffn_hidden(const GPTConfig* cfg) {
+    return cfg->ffn_hidden > 0 ? cfg->ffn_hidden : 4 * cfg->C;
+}
+static inline int gpt_fc_width(const GPTConfig* cfg) {
+    return (cfg->mlp == GPT_MLP_SWIGLU ? 2 : 1) * gpt_ffn_hidden(cfg);
+}
+// Elements of one LayerNorm's bias: C, or 0 under RMSNorm.
+static inline int gpt_norm_bias(const GPTConfig* cfg) {
+    return cfg->norm == GPT_NORM_RMSNORM ? 0 : cfg->C;
+}
+// The widest row of a layer's activations and bias gradients: the qkv projection's or the MLP's
+// first layer's (4C in GPT: backward's wide scratch buffers and the CUDA bias-gradient scratch).
+static inline int gpt_widest_row(const GPTConfig* cfg) {
+    const int w = gpt_qkv_width(cfg), f = gpt_fc_width(cfg);
+    return w > f ? w : f;
+}
+// Megatron-LM's default hidden width of a SwiGLU MLP: 2/3 of 4C (the same parameters as GPT's
+// 4C GELU MLP), rounded down to a multiple of 64, at least 64.
+static inline int gpt_swiglu_default_hidden(int C) {
+    const int f = (int)(8.0 * C / 3 / 64) * 64;
+    return f > 64 ? f : 64;
 }
 
 // Rows of the learned position table wpe: max_T, or 0 under rotary embeddings.
@@ -94,6 +131,20 @@ double gpt_flops_per_token(const GPTConfig* cfg, double num_params, long T);
 // "learned positions", "rotary positions (theta 10000)" or "rotary positions (theta 10000, yarn
 // x4 from 2048)", for the configuration lines.
 void gpt_position_text(const GPTConfig* cfg, char* buf, size_t n);
+// The block's names: gpt_norm_name (layernorm, rmsnorm), gpt_mlp_name (gelu, swiglu), NULL for an
+// unknown number; their parsers return the number of a name, or -1.
+const char* gpt_norm_name(int norm);
+const char* gpt_mlp_name(int mlp);
+int gpt_norm_parse(const char* name);
+int gpt_mlp_parse(const char* name);
+// "LayerNorm, GELU MLP of 4C" or "RMSNorm, SwiGLU MLP of 2 x 5504", for the configuration lines.
+void gpt_block_text(const GPTConfig* cfg, char* buf, size_t n);
+// The block from the programs' --normalization, --mlp and --ffn-hidden on cfg (its C set):
+// ffn_hidden 0 is 4C, or gpt_swiglu_default_hidden under SwiGLU; GPT's 4C is stored as 0, so
+// that such a model file stays llm.c's.
+void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden);
+// Whether two shapes have the same block: norm, MLP and its hidden width.
+int gpt_same_block(const GPTConfig* a, const GPTConfig* b);
 // The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
 // of a name, or -1.
 const char* rope_scaling_name(int scaling);

@@ -16,22 +16,24 @@ static const char* const param_names[NUM_PARAM_TENSORS] = {
 
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
+    const size_t F = gpt_ffn_hidden(c), FC = gpt_fc_width(c);  // 4C, 4C in GPT; F, 2F: SwiGLU
+    const size_t NB = gpt_norm_bias(c);                       // C; 0 under RMSNorm
     s[0] = (size_t)c->Vp * C;
     s[1] = (size_t)gpt_position_rows(c) * C;   // 0 rows under rotary embeddings
     s[2] = L * C;
-    s[3] = L * C;
+    s[3] = L * NB;
     s[4] = L * W * C;
     s[5] = L * W;
     s[6] = L * C * C;
     s[7] = L * C;
     s[8] = L * C;
-    s[9] = L * C;
-    s[10] = L * 4 * C * C;
-    s[11] = L * 4 * C;
-    s[12] = L * C * 4 * C;
+    s[9] = L * NB;
+    s[10] = L * FC * C;
+    s[11] = L * FC;
+    s[12] = L * C * F;
     s[13] = L * C;
     s[14] = C;
-    s[15] = C;
+    s[15] = NB;
 }
 
 const char* gpt_param_name(int tensor) { return param_names[tensor]; }
@@ -145,11 +147,12 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
     const size_t BTC = (size_t)B * T * cfg->C;
     m->dresidual = tensor_alloc(BTC, "residual gradient");
     m->dbuf_c = tensor_alloc(BTC, "backward scratch");
-    m->dbuf_4c_a = tensor_alloc(4 * BTC, "backward scratch");
-    m->dbuf_4c_b = tensor_alloc(4 * BTC, "backward scratch");
+    const size_t wide = (size_t)B * T * gpt_widest_row(cfg);
+    m->dbuf_wide_a = tensor_alloc(wide, "backward scratch");
+    m->dbuf_wide_b = tensor_alloc(wide, "backward scratch");
     m->input_order = tokens_alloc((size_t)B * T, "input rows by token");
     m->host_tokens = (int*)xmalloc(3 * (size_t)B * T * sizeof(int), "host copy of the input tokens");
-    layers_reserve(B, T, cfg->C);   // the first step then allocates nothing
+    layers_reserve(B, T, cfg->C, gpt_widest_row(cfg));   // the first step then allocates nothing
 }
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
@@ -180,8 +183,8 @@ void gpt_free(GPT* m) {
     tensor_free(m->scalars);
     tensor_free(m->dresidual);
     tensor_free(m->dbuf_c);
-    tensor_free(m->dbuf_4c_a);
-    tensor_free(m->dbuf_4c_b);
+    tensor_free(m->dbuf_wide_a);
+    tensor_free(m->dbuf_wide_b);
     memset(m, 0, sizeof *m);
 }
 
@@ -193,13 +196,54 @@ typedef struct {
         *fcprojb;
 } LayerParams;
 
-static LayerParams layer_params(const ParameterTensors* p, int l, int C, int W) {
-    const size_t lc = (size_t)l * C;
-    LayerParams w = {p->ln1w + lc, p->ln1b + lc, p->qkvw + lc * W, p->qkvb + (size_t)l * W,
-                     p->attprojw + lc * C, p->attprojb + lc, p->ln2w + lc, p->ln2b + lc,
-                     p->fcw + lc * 4 * C, p->fcb + lc * 4, p->fcprojw + lc * 4 * C,
-                     p->fcprojb + lc};
+static LayerParams layer_params(const ParameterTensors* p, const GPTConfig* c, int l) {
+    const size_t lc = (size_t)l * c->C, W = gpt_qkv_width(c), FC = gpt_fc_width(c);
+    const size_t F = gpt_ffn_hidden(c), NB = gpt_norm_bias(c);
+    LayerParams w = {p->ln1w + lc, p->ln1b + l * NB, p->qkvw + lc * W, p->qkvb + l * W,
+                     p->attprojw + lc * c->C, p->attprojb + lc, p->ln2w + lc, p->ln2b + l * NB,
+                     p->fcw + lc * FC, p->fcb + l * FC, p->fcprojw + lc * F, p->fcprojb + lc};
     return w;
+}
+
+// The block's normalisations, LayerNorm or RMSNorm (no mean, no bias: cfg->norm), over BT rows.
+static void norm_forward(const GPT* m, real* out, real_stat* mean, real_stat* rstd,
+                         const real* inp, const real* weight, const real* bias) {
+    const int BT = m->B * m->T, C = m->cfg.C;
+    if (m->cfg.norm == GPT_NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, weight, BT, C);
+    else layernorm_forward(out, mean, rstd, inp, weight, bias, BT, C);
+}
+
+static void fused_residual_norm_forward(const GPT* m, real* residual_out, real* out,
+                                        real_stat* mean, real_stat* rstd, const real* a,
+                                        const real* b, const real* weight, const real* bias) {
+    const int BT = m->B * m->T, C = m->cfg.C;
+    if (m->cfg.norm == GPT_NORM_RMSNORM)
+        fused_residual_rmsnorm_forward(residual_out, out, rstd, a, b, weight, BT, C);
+    else
+        fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, BT, C);
+}
+
+static void norm_backward(const GPT* m, real* dinp, real* dweight, real* dbias, const real* dout,
+                          const real* inp, const real* weight, const real_stat* mean,
+                          const real_stat* rstd, GradMode mode) {
+    const int BT = m->B * m->T, C = m->cfg.C;
+    if (m->cfg.norm == GPT_NORM_RMSNORM)
+        rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, BT, C, mode);
+    else
+        layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, BT, C, mode);
+}
+
+// The MLP's first layer and its activation: fch (BT, gpt_fc_width) = ln2 @ fcw^T + fcb, then
+// fch_gelu (BT, F) = gelu(fch) (one GEMM with the GELU in its epilogue on CUDA) or
+// silu(gate) * up under SwiGLU.
+static void mlp_up_forward(const GPT* m, LayerParams w, LayerActs x) {
+    const int BT = m->B * m->T, C = m->cfg.C, F = gpt_ffn_hidden(&m->cfg);
+    if (m->cfg.mlp == GPT_MLP_SWIGLU) {
+        matmul_forward(x.fch, x.ln2, w.fcw, w.fcb, BT, C, 2 * F);
+        swiglu_forward(x.fch_gelu, x.fch, BT, F);
+    } else {
+        matmul_forward_gelu(x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, BT, C, F);
+    }
 }
 
 // The local rows' positions within their documents (the bounds just computed), and the rows
@@ -290,7 +334,7 @@ void gpt_forward(GPT* m, const int* inputs, const int* targets) {
 void gpt_forward_loaded(GPT* m) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, NKV = gpt_kv_heads(c);
-    const int W = gpt_qkv_width(c);
+    const int W = gpt_qkv_width(c), F = gpt_ffn_hidden(c);
     const int BT = B * T;
     ActivationTensors* a = &m->acts;
     const ParameterTensors* p = &m->params;
@@ -303,30 +347,30 @@ void gpt_forward_loaded(GPT* m) {
     const real* residual = a->encoded;
     for (int l = 0; l < c->L; l++) {
         begin = mark(m);
-        LayerParams w = layer_params(p, l, C, W);
+        LayerParams w = layer_params(p, c, l);
         LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
         // Only layer 0's ln1 stands alone: every other LayerNorm (ln2, the next layer's ln1, lnf)
         // is fused with the residual add before it, which still stores the residual stream.
-        if (l == 0) layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
+        if (l == 0) norm_forward(m, x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b);
         matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, W);
         if (c->rope_theta) rope(m, x.qkv, 1);
         m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                               x.att_lse);
         // The output projection lands in residual2, then the residual is added in place.
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
-        fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
-                                         residual, w.ln2w, w.ln2b, BT, C);
-        matmul_forward_gelu(x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
-        matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+        fused_residual_norm_forward(m, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
+                                    residual, w.ln2w, w.ln2b);
+        mlp_up_forward(m, w, x);
+        matmul_forward(x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, F, C);
         // residual3 += residual2, normalised by the next layer's ln1, or by lnf after the last.
         if (l + 1 < c->L) {
-            LayerParams wn = layer_params(p, l + 1, C, W);
+            LayerParams wn = layer_params(p, c, l + 1);
             LayerActs xn = gpt_layer_acts(a, c, B, T, m->recompute, l + 1);
-            fused_residual_layernorm_forward(x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
-                                             x.residual3, x.residual2, wn.ln1w, wn.ln1b, BT, C);
+            fused_residual_norm_forward(m, x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
+                                        x.residual3, x.residual2, wn.ln1w, wn.ln1b);
         } else {
-            fused_residual_layernorm_forward(x.residual3, a->lnf, a->lnf_mean, a->lnf_rstd,
-                                             x.residual3, x.residual2, p->lnfw, p->lnfb, BT, C);
+            fused_residual_norm_forward(m, x.residual3, a->lnf, a->lnf_mean, a->lnf_rstd,
+                                        x.residual3, x.residual2, p->lnfw, p->lnfb);
         }
         residual = x.residual3;
         compute_span(m, begin, NULL, l, "forward");
@@ -334,7 +378,7 @@ void gpt_forward_loaded(GPT* m) {
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
     if (c->L == 0)  // else the last layer's fused residual add computed lnf
-        layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, BT, C);
+        norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
     compute_span(m, begin, "head forward", -1, "forward");
 }
@@ -361,23 +405,23 @@ double gpt_loss_read(const GPT* m) {
 // no schedule communicates again.
 static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real* residual) {
     const int BT = m->B * m->T, C = m->cfg.C;
-    layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b, BT, C);
+    norm_forward(m, x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b);
     matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, gpt_qkv_width(&m->cfg));
     if (m->cfg.rope_theta) rope(m, x.qkv, 1);
     if (m->recompute == GPT_RECOMPUTE_FULL) {   // residual2 too: the output projection, the add
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
-        fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
-                                         residual, w.ln2w, w.ln2b, BT, C);
+        fused_residual_norm_forward(m, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2,
+                                    residual, w.ln2w, w.ln2b);
     } else {
-        layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
+        norm_forward(m, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b);
     }
-    matmul_forward_gelu(x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+    mlp_up_forward(m, w, x);
 }
 
 void gpt_backward(GPT* m, double dloss) {
     const GPTConfig* c = &m->cfg;
     const int B = m->B, T = m->T, C = c->C, NH = c->NH, HS = C / NH, L = c->L;
-    const int NKV = gpt_kv_heads(c), W = gpt_qkv_width(c);
+    const int NKV = gpt_kv_heads(c), W = gpt_qkv_width(c), F = gpt_ffn_hidden(c);
     const int BT = B * T;
     const size_t btc = (size_t)BT * C;
     ActivationTensors* a = &m->acts;
@@ -402,40 +446,49 @@ void gpt_backward(GPT* m, double dloss) {
                               mode);
     const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;
     tensor_zero(dres, btc);
-    layernorm_backward(dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean,
-                       a->lnf_rstd, BT, C, mode);
+    norm_backward(m, dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd,
+                  mode);
     compute_span(m, begin, "head backward", -1, "backward");
     grads_ready(m, GPT_GRADS_LNF);
     const long long layers_from = launches_now();
 
     for (int l = L - 1; l >= 0; l--) {
         begin = mark(m);
-        LayerParams w = layer_params(p, l, C, W), dw = layer_params(g, l, C, W);
+        LayerParams w = layer_params(p, c, l), dw = layer_params(g, c, l);
         LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
         const real* residual =
             l > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, l - 1).residual3 : a->encoded;
         if (gpt_recompute_layers(m->recompute)) recompute_layer(m, w, x, residual);
         // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2. The
         // input gradients are written, not accumulated (no zeroing passes); the GELU backward
-        // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)).
-        real* dfch = m->dbuf_4c_b;
-        matmul_backward_gelu(dfch, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, x.fch, w.fcprojw, BT,
-                             4 * C, C, mode);
-        matmul_backward_overwrite(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C, 4 * C, mode);
-        layernorm_backward(dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
-                           x.ln2_rstd, BT, C, mode);
+        // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)); SwiGLU's follows
+        // it (dfch, 2F wide, from the gradient of silu(gate) * up).
+        real* dfch = m->dbuf_wide_b;
+        if (c->mlp == GPT_MLP_SWIGLU) {
+            real* dact = m->dbuf_wide_a;   // (B, T, F)
+            matmul_backward_overwrite(dact, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, w.fcprojw,
+                                      BT, F, C, mode);
+            swiglu_backward(dfch, x.fch, dact, BT, F);
+        } else {
+            matmul_backward_gelu(dfch, dw.fcprojw, dw.fcprojb, dres, x.fch_gelu, x.fch, w.fcprojw,
+                                 BT, F, C, mode);
+        }
+        matmul_backward_overwrite(m->dbuf_c, dw.fcw, dw.fcb, dfch, x.ln2, w.fcw, BT, C,
+                                  gpt_fc_width(c), mode);
+        norm_backward(m, dres, dw.ln2w, dw.ln2b, m->dbuf_c, x.residual2, w.ln2w, x.ln2_mean,
+                      x.ln2_rstd, mode);
         // Attention branch: dres is now the gradient of residual2 and of the block input.
         real* datty = m->dbuf_c;
         matmul_backward_overwrite(datty, dw.attprojw, dw.attprojb, dres, x.atty, w.attprojw, BT, C, C,
                                   mode);
-        real* dqkv = m->dbuf_4c_a;   // (B, T, W), overwritten by the attention layer
+        real* dqkv = m->dbuf_wide_a;   // (B, T, W), overwritten by the attention layer
         m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                                x.att_lse, datty, dqkv);
         if (c->rope_theta) rope(m, dqkv, -1);
         real* dln1 = m->dbuf_c;
         matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, W, mode);
-        layernorm_backward(dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean,
-                           x.ln1_rstd, BT, C, mode);
+        norm_backward(m, dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean, x.ln1_rstd,
+                      mode);
         compute_span(m, begin, NULL, l, "backward");
         grads_ready(m, l);
     }

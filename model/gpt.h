@@ -19,18 +19,18 @@ enum { NUM_PARAM_TENSORS = 16 };
 // Pointers into one flat buffer, in llm.c's file order. Each per-layer tensor holds all L layers.
 typedef struct {
     real* wte;       // (Vp, C)
-    real* wpe;       // (max_T, C)
+    real* wpe;       // (max_T, C); (0, C) under rotary positions
     real* ln1w;      // (L, C)
-    real* ln1b;      // (L, C)
-    real* qkvw;      // (L, 3C, C)
+    real* ln1b;      // (L, C); (L, 0) under RMSNorm, as ln2b and lnfb
+    real* qkvw;      // (L, 3C, C); (L, W, C) under GQA, W = gpt_qkv_width
     real* qkvb;      // (L, 3C)
     real* attprojw;  // (L, C, C)
     real* attprojb;  // (L, C)
     real* ln2w;      // (L, C)
     real* ln2b;      // (L, C)
-    real* fcw;       // (L, 4C, C)
-    real* fcb;       // (L, 4C)
-    real* fcprojw;   // (L, C, 4C)
+    real* fcw;       // (L, 4C, C); (L, FC, C) with FC = gpt_fc_width: F, or 2F under SwiGLU
+    real* fcb;       // (L, 4C); (L, FC)
+    real* fcprojw;   // (L, C, 4C); (L, C, F), F = gpt_ffn_hidden
     real* fcprojb;   // (L, C)
     real* lnfw;      // (C)
     real* lnfb;      // (C)
@@ -104,8 +104,8 @@ typedef struct {
     double* scalars;           // (GPT_NUM_SCALARS) in backend memory
     real* dresidual;           // (B, T, C) backward scratch: gradient of the residual stream
     real* dbuf_c;              // (B, T, C)
-    real* dbuf_4c_a;           // (B, T, 4C)
-    real* dbuf_4c_b;           // (B, T, 4C)
+    real* dbuf_wide_a;         // (B, T, gpt_widest_row): dqkv, SwiGLU's dact
+    real* dbuf_wide_b;         // (B, T, gpt_widest_row): dfch
 
     AttentionLayer* attention; // owned by the caller; decides the token positions
     GptGradsReady grads_ready; // NULL, or called as gradient groups complete (e.g. to start

@@ -97,58 +97,83 @@ void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayou
     rope_apply(dqkv, B, T, NH, NKV, HS, pos, row_pos, rope, -1);
 }
 
-// One row: out = (x - mean) * rstd * weight + bias; returns the statistics through m, s.
-static void layernorm_row(real* o, real_stat* mean, real_stat* rstd, const real* x,
-                          const real* weight, const real* bias, int C) {
+// One row: out = (x - mean) * rstd * weight + bias (LayerNorm), or with mean NULL out = x * rstd
+// * weight (RMSNorm: no mean, no bias); returns the statistics through mean, rstd.
+static void norm_row(real* o, real_stat* mean, real_stat* rstd, const real* x, const real* weight,
+                     const real* bias, int C) {
     real m = 0;
-    for (int c = 0; c < C; c++) m += x[c];
-    m /= C;
+    if (mean) {
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        *mean = m;
+    }
     real var = 0;
     for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
     var /= C;
     const real s = 1 / rsqrt(var + (real)LAYERNORM_EPS);
-    for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
-    *mean = m;
+    if (mean)
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    else
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
     *rstd = s;
+}
+
+// Both norms, alone (a NULL) or after the residual add (residual_out = a + b, normalised row by
+// row while it is still in cache); mean NULL: RMSNorm.
+static void norm_forward_rows(real* residual_out, real* out, real_stat* mean, real_stat* rstd,
+                              const real* a, const real* b, const real* weight, const real* bias,
+                              int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = a + (long)n * C;
+        if (b) {
+            real* r = residual_out + (long)n * C;
+            const real* y = b + (long)n * C;
+            for (int c = 0; c < C; c++) r[c] = x[c] + y[c];
+            x = r;
+        }
+        norm_row(out + (long)n * C, mean ? &mean[n] : NULL, &rstd[n], x, weight, bias, C);
+    }
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
                        const real* weight, const real* bias, int N, int C) {
-#pragma omp parallel for
-    for (int n = 0; n < N; n++)
-        layernorm_row(out + (long)n * C, &mean[n], &rstd[n], inp + (long)n * C, weight, bias, C);
+    norm_forward_rows(NULL, out, mean, rstd, inp, NULL, weight, bias, N, C);
 }
 
-// Row by row, so the sum is normalised while it is still in cache.
 void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
                                       real_stat* rstd, const real* a, const real* b,
                                       const real* weight, const real* bias, int N, int C) {
-#pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        real* r = residual_out + (long)n * C;
-        const real *x = a + (long)n * C, *y = b + (long)n * C;
-        for (int c = 0; c < C; c++) r[c] = x[c] + y[c];
-        layernorm_row(ln_out + (long)n * C, &mean[n], &rstd[n], r, weight, bias, C);
-    }
+    norm_forward_rows(residual_out, ln_out, mean, rstd, a, b, weight, bias, N, C);
 }
 
-void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
-                        const real* inp, const real* weight, const real_stat* mean,
-                        const real_stat* rstd, int N, int C, GradMode mode) {
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C) {
+    norm_forward_rows(NULL, out, NULL, rstd, inp, NULL, weight, NULL, N, C);
+}
+
+void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
+                                    const real* b, const real* weight, int N, int C) {
+    norm_forward_rows(residual_out, out, NULL, rstd, a, b, weight, NULL, N, C);
+}
+
+// Both norms' backward; mean NULL: RMSNorm (the mean's term and dbias dropped).
+static void norm_backward_rows(real* dinp, real* dweight, real* dbias, const real* dout,
+                               const real* inp, const real* weight, const real_stat* mean,
+                               const real_stat* rstd, int N, int C, GradMode mode) {
     // Input gradients row-parallel; weight and bias gradients reduced over rows in a second,
     // channel-parallel pass so no two threads write the same element.
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const real* x = inp + (long)n * C;
         const real* g = dout + (long)n * C;
-        const real m = mean[n], s = rstd[n];
+        const real m = mean ? mean[n] : 0, s = rstd[n];
         real sum_g = 0, sum_gx = 0;   // sums of dnorm and dnorm * xhat
         for (int c = 0; c < C; c++) {
             const real dn = g[c] * weight[c];
             sum_g += dn;
             sum_gx += dn * (x[c] - m) * s;
         }
-        sum_g /= C;
+        sum_g = mean ? sum_g / C : 0;
         sum_gx /= C;
         real* dx = dinp + (long)n * C;
         for (int c = 0; c < C; c++) {
@@ -164,7 +189,7 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
         for (int n = 0; n < N; n++) {
             const real* x = inp + (long)n * C;
             const real* g = dout + (long)n * C;
-            const real m = mean[n], s = rstd[n];
+            const real m = mean ? mean[n] : 0, s = rstd[n];
             for (int c = c0; c < c1; c++) {
                 dw[c - c0] += g[c] * (x[c] - m) * s;
                 db[c - c0] += g[c];
@@ -172,9 +197,20 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
         }
         for (int c = c0; c < c1; c++) {
             dweight[c] = mode == GRAD_WRITE ? dw[c - c0] : dweight[c] + dw[c - c0];
-            dbias[c] = mode == GRAD_WRITE ? db[c - c0] : dbias[c] + db[c - c0];
+            if (dbias) dbias[c] = mode == GRAD_WRITE ? db[c - c0] : dbias[c] + db[c - c0];
         }
     }
+}
+
+void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
+                        const real* inp, const real* weight, const real_stat* mean,
+                        const real_stat* rstd, int N, int C, GradMode mode) {
+    norm_backward_rows(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, mode);
+}
+
+void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
+                      const real* weight, const real_stat* rstd, int N, int C, GradMode mode) {
+    norm_backward_rows(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C, mode);
 }
 
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
@@ -265,6 +301,36 @@ void matmul_backward_gelu(real* dpre, real* dweight, real* dbias, const real* do
     for (long i = 0; i < n; i++) dpre[i] *= gelu_grad(pre_gelu[i]);
 }
 
+static inline real sigmoid(real x) { return 1 / (1 + fast_exp(-x)); }
+
+void swiglu_forward(real* out, const real* inp, int N, int F) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* gate = inp + (long)n * 2 * F;
+        const real* up = gate + F;
+        real* o = out + (long)n * F;
+#pragma omp simd
+        for (int f = 0; f < F; f++) o[f] = gate[f] * sigmoid(gate[f]) * up[f];
+    }
+}
+
+void swiglu_backward(real* dinp, const real* inp, const real* dout, int N, int F) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* gate = inp + (long)n * 2 * F;
+        const real* up = gate + F;
+        const real* g = dout + (long)n * F;
+        real* dgate = dinp + (long)n * 2 * F;
+        real* dup = dgate + F;
+#pragma omp simd
+        for (int f = 0; f < F; f++) {
+            const real x = gate[f], sg = sigmoid(x);
+            dgate[f] = g[f] * up[f] * sg * (1 + x * (1 - sg));
+            dup[f] = g[f] * x * sg;
+        }
+    }
+}
+
 void residual_forward(real* out, const real* a, const real* b, long n) {
 #pragma omp parallel for simd
     for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
@@ -323,4 +389,6 @@ void tokens_upload(int* dst, const int* host_src, size_t n) { memcpy(dst, host_s
 double* scalars_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(double), what); }
 void scalars_zero(double* p, size_t n) { memset(p, 0, sizeof(double) * n); }
 void scalars_to_host(double* host, const double* p, size_t n) { memcpy(host, p, sizeof(double) * n); }
-void layers_reserve(int B, int T, int C) { (void)B, (void)T, (void)C; }   // nothing grows
+void layers_reserve(int B, int T, int C, int widest_bias) {   // nothing grows
+    (void)B, (void)T, (void)C, (void)widest_bias;
+}

@@ -71,6 +71,23 @@ void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_sta
                                       real_stat* rstd, const real* a, const real* b,
                                       const real* weight, const real* bias, int N, int C);
 
+// RMSNorm (Zhang and Sennrich 2019, Llama's) over the last dimension (eps 1e-5): out = inp * rstd
+// * weight, rstd = 1 / sqrt(mean(inp^2) + eps) (N) saved for backward. No mean, no bias.
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C);
+// residual_out = a + b, then out = rmsnorm(residual_out): as fused_residual_layernorm_forward.
+void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
+                                    const real* b, const real* weight, int N, int C);
+// dinp += dL/dinp; dweight per mode.
+void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
+                      const real* weight, const real_stat* rstd, int N, int C, GradMode mode);
+
+// SwiGLU (Shazeer 2020): every row of inp (N, 2F) is F gate columns then F up columns; out (N, F)
+// = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+void swiglu_forward(real* out, const real* inp, int N, int F);
+// Backward: dinp (N, 2F) OVERWRITTEN (not +=): dgate = dout * up * silu'(gate), dup = dout *
+// silu(gate), silu'(x) = s (1 + x (1 - s)), s = 1 / (1 + exp(-x)).
+void swiglu_backward(real* dinp, const real* inp, const real* dout, int N, int F);
+
 // out (N, OC) = inp (N, IC) @ weight^T + bias; weight is (OC, IC) as nn.Linear. bias may be NULL.
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
                     int N, int IC, int OC);
@@ -121,9 +138,10 @@ double* scalars_alloc(size_t n, const char* what);
 void scalars_zero(double* p, size_t n);
 void scalars_to_host(double* host, const double* p, size_t n);
 // Grows the backend's scratch for passes over B x T tokens of C channels now (CUDA: the
-// backward's scratch buffers and the bias-gradient scratch of the matmuls), so that the first
-// training step allocates nothing and never waits for the device; nothing on the CPU.
-void layers_reserve(int B, int T, int C);
+// backward's scratch buffers and the bias-gradient scratch of the matmuls, for biases up to
+// widest_bias columns: gpt_widest_row), so that the first training step allocates nothing and
+// never waits for the device; nothing on the CPU.
+void layers_reserve(int B, int T, int C, int widest_bias);
 
 // Cross-entropy over the first V of Vp logits per row, N rows. losses: (N) per-token loss. Their
 // sum, added in a fixed order (the same bits on every run and schedule), is ADDED to *loss_sum

@@ -1,16 +1,17 @@
-// CUDA kernels of the token-local layers (encoder, LayerNorm, GELU, residual), the twins of the CPU
-// layers in model/layers.h. Each launcher takes device pointers and a stream, launches one or a
-// few kernels, checks the launch (cudaGetLastError) and returns: no allocation, no host
-// synchronisation. Activations, parameters and parameter gradients are floatX (bf16 by default,
-// fp32 with -DGPT_CUDA_FP32); LayerNorm statistics are fp32. All arithmetic is fp32; a floatX
-// result is rounded once when it is stored. As on the CPU, every backward ACCUMULATES (+=) into
-// its input gradients and writes or adds its parameter gradients (accumulate: GradMode of
-// model/layers.h), and every reduction over rows runs in a fixed order, so results are bitwise
-// reproducible from run to run (no float atomics).
+// CUDA kernels of the token-local layers (encoder, LayerNorm, RMSNorm, GELU, SwiGLU, residual), the
+// twins of the CPU layers in model/layers.h. Each launcher takes device pointers and a stream,
+// launches one or a few kernels, checks the launch (cudaGetLastError) and returns: no allocation,
+// no host synchronisation. Activations, parameters and parameter gradients are floatX (bf16 by
+// default, fp32 with -DGPT_CUDA_FP32); LayerNorm and RMSNorm statistics are fp32. All arithmetic is
+// fp32; a floatX result is rounded once when it is stored. As on the CPU, every backward
+// ACCUMULATES (+=) into its input gradients (but SwiGLU's, which overwrites, as on the CPU) and
+// writes or adds its parameter gradients (accumulate: GradMode of model/layers.h), and every
+// reduction over rows runs in a fixed order, so results are bitwise reproducible from run to run
+// (no float atomics).
 //
-// Vectorisation: rows are read and written as 16-byte x128 vectors when C (or n) is a multiple of
-// X128_ELEMS and the pointers are 16-byte aligned; otherwise a scalar path with the same
-// arithmetic runs. Shapes, bytes and timings: model/cuda_perf_layers.md.
+// Vectorisation: rows are read and written as 16-byte x128 vectors when C (or n, or SwiGLU's F) is
+// a multiple of X128_ELEMS and the pointers are 16-byte aligned; otherwise a scalar path with the
+// same arithmetic runs. Shapes, bytes and timings: model/cuda_perf_layers.md.
 #pragma once
 #include "attention/partial_attention.h"  // TokenPositions
 #include "model/cuda_precision.cuh"
@@ -88,6 +89,30 @@ void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void*
                              const float* mean, const float* rstd, int N, int C, int accumulate,
                              cudaStream_t stream);
 
+// --- RMSNorm (model/layernorm.cu: the LayerNorm kernels with their RMS flag) ----------------------
+
+// out (N, C) = inp * rstd * weight over each row, rstd = 1 / sqrt(mean(inp^2) + 1e-5): (N) fp32,
+// saved for the backward. No mean, no bias. As layernorm_forward_cuda otherwise (one warp per row,
+// the row staged in shared memory).
+void rmsnorm_forward_cuda(floatX* out, float* rstd, const floatX* inp, const floatX* weight, int N, int C,
+                          cudaStream_t stream);
+
+// residual_out = a + b (rounded to floatX), then out = rmsnorm(residual_out) as above.
+// residual_out may alias a (in-place residual stream); it must not alias out.
+void fused_residual_rmsnorm_forward_cuda(floatX* residual_out, floatX* out, float* rstd, const floatX* a,
+                                         const floatX* b, const floatX* weight, int N, int C,
+                                         cudaStream_t stream);
+
+// dinp += (dout * w - xhat * mean(dout * w * xhat)) * rstd with xhat = inp * rstd; dweight = sum
+// over rows of dout * xhat, added to it when accumulate is non-zero, written otherwise. The
+// LayerNorm backward's launch, scheme and determinism (its partials C wide instead of 2C). scratch:
+// layernorm_backward_scratch_bytes(N, C) bytes (the LayerNorm's suffices; one buffer may serve
+// both norms), ZEROED ONCE when allocated, as for layernorm_backward_cuda; calls sharing it must
+// be ordered (one stream).
+void rmsnorm_backward_cuda(floatX* dinp, floatX* dweight, void* scratch, const floatX* dout,
+                           const floatX* inp, const floatX* weight, const float* rstd, int N, int C,
+                           int accumulate, cudaStream_t stream);
+
 // --- GELU and residual (model/gelu.cu) ------------------------------------------------------------
 
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
@@ -102,7 +127,18 @@ void residual_forward_cuda(floatX* out, const floatX* a, const floatX* b, long n
 // gradients, master weights) stored as activations or parameters.
 void float_to_floatx_cuda(floatX* out, const float* in, size_t n, cudaStream_t stream);
 
-// --- Helpers shared by the kernels above (device code of encoder.cu, layernorm.cu, gelu.cu) -------
+// --- SwiGLU (model/swiglu.cu) ---------------------------------------------------------------------
+
+// out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)), where each row of inp (N, 2F) is F gate
+// columns then F up columns (the MLP's first layer, 2F wide).
+void swiglu_forward_cuda(floatX* out, const floatX* inp, int N, int F, cudaStream_t stream);
+// dinp (N, 2F) OVERWRITTEN (not +=): dgate = dout * up * s (1 + gate (1 - s)), dup = dout *
+// silu(gate), s = sigmoid(gate). dinp may alias inp (each thread reads its elements before it
+// writes them), not dout.
+void swiglu_backward_cuda(floatX* dinp, const floatX* inp, const floatX* dout, int N, int F,
+                          cudaStream_t stream);
+
+// --- Helpers shared by the kernels above (device code of encoder.cu, layernorm.cu, gelu.cu, ...) --
 
 // `#pragma unroll` for nvcc; g++ (host runtime) would warn about the unknown pragma.
 #if defined(__CUDACC__)

@@ -59,25 +59,28 @@ enum {
 };
 
 // model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv
-// projection (W = 3C
-// without grouped-query attention) C W + W and the rest 9 C^2 + 10 C, lnf.
+// projection (W = 3C without grouped-query attention) C W + W, the output projection C^2 + C,
+// the MLP C FC + FC + F C + C (FC = F, or 2F under SwiGLU; F = 4C in GPT: 8 C^2 + 5C) and two
+// norms of C weights and NB biases (C; none under RMSNorm); lnf.
 static size_t num_params(const GPTConfig* g) {
-    const size_t C = g->C, L = g->L, W = gpt_qkv_width(g);
+    const size_t C = g->C, L = g->L, W = gpt_qkv_width(g), F = gpt_ffn_hidden(g);
+    const size_t FC = gpt_fc_width(g), NB = gpt_norm_bias(g);
     return (size_t)g->Vp * C + (size_t)gpt_position_rows(g) * C +
-           L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
+           L * (C * W + W + C * C + C + C * FC + FC + F * C + C + 2 * (C + NB)) + C + NB;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // model/backend_kernels_cuda.cu layers_reserve: the encoder backward's scratch and the LayerNorm
-// backward partials (model/layer_scratch.h), the bias-gradient scratch of the widest bias (4C:
-// one floatX row and DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's partials (first step).
+// backward partials (model/layer_scratch.h), the bias-gradient scratch of the widest bias
+// (gpt_widest_row, 4C in GPT: one floatX row and DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's
+// partials (first step).
 static size_t layer_workspace(const MemoryConfig* c) {
     if (!c->cuda) return 0;   // the CPU layers allocate nothing
-    const size_t C4 = 4 * (size_t)c->cfg.C;
+    const size_t wide = (size_t)gpt_widest_row(&c->cfg);
     return encoder_backward_scratch_bytes(c->B, c->T, c->cfg.C) +
-           layernorm_backward_scratch_bytes(c->B * c->T, c->cfg.C) + C4 * c->real_bytes +
-           DBIAS_MAX_CHUNKS * C4 * 4 + NORM_PARTIALS * 8;
+           layernorm_backward_scratch_bytes(c->B * c->T, c->cfg.C) + wide * c->real_bytes +
+           DBIAS_MAX_CHUNKS * wide * 4 + NORM_PARTIALS * 8;
 }
 
 // The attention layer's scratch for B sequences of T local tokens: the schedules' create functions
@@ -202,7 +205,8 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     const size_t BT = (size_t)c->B * c->T, BTC = BT * c->cfg.C;
     optimizer_terms(c, b);
     b[MEMORY_ACTIVATIONS] = activation_bytes(c, c->B, c->T, c->recompute);
-    b[MEMORY_BACKWARD] = (1 + 1 + 4 + 4) * BTC * c->real_bytes;
+    // dresidual, dbuf_c (C each), dbuf_wide_a, dbuf_wide_b (gpt_widest_row each)
+    b[MEMORY_BACKWARD] = (2 * BTC + 2 * BT * gpt_widest_row(&c->cfg)) * c->real_bytes;
     b[MEMORY_LAYER_WORKSPACE] = layer_workspace(c);
     b[MEMORY_ATTENTION] = attention_scratch(c, c->B, c->T, c->pq * c->pkv);
     b[MEMORY_ATTENTION_DQ] = attention_dq(c, c->B, c->T, c->pq * c->pkv);

@@ -29,7 +29,7 @@ typedef enum {
     MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
     MEMORY_PARAM_STAGING,     // with master weights: the parameter staging (model/param_staging.h)
     MEMORY_ACTIVATIONS,       // saved for backward under the recompute mode, statistics included
-    MEMORY_BACKWARD,          // backward scratch: dresidual, dbuf_c, dbuf_4c_a, dbuf_4c_b
+    MEMORY_BACKWARD,          // backward scratch: dresidual, dbuf_c, dbuf_wide_a, dbuf_wide_b
     MEMORY_LAYER_WORKSPACE,   // what the backend reserves for the layers (CUDA: encoder and
                               // LayerNorm backward scratch, bias-gradient scratch, norm partials)
     MEMORY_ATTENTION,         // the attention schedule's scratch

@@ -13,6 +13,7 @@
 //                   [--kv-heads 0 (= heads; fewer: grouped-query attention)]
 //                   [--rope-theta 0 (learned positions; N: rotary positions, base N)]
 //                   [--rope-scaling none|linear|yarn|llama3 (x4 from T/2 positions)]
+//                   [--llama (RMSNorm, SwiGLU MLP of hidden width 48)]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
 #include <math.h>
@@ -37,6 +38,7 @@ typedef struct {
     int rope;     // rotary positions' theta (--rope-theta; 0: learned positions)
     int scaling;  // ROPE_SCALING_* (--rope-scaling: factor 4 from T/2 positions)
     int chunks;   // ulysses and usp: head chunks
+    int llama;    // Llama's block: RMSNorm and a SwiGLU MLP (--llama)
     const char* attention;
 } Args;
 
@@ -56,6 +58,7 @@ static Args parse_args(int argc, char** argv) {
         const char* f = argv[k];
         const char* v = k + 1 < argc ? argv[k + 1] : NULL;
         if (!strcmp(f, "--verbose")) { a.verbose = 1; continue; }
+        if (!strcmp(f, "--llama")) { a.llama = 1; continue; }
         if (!strcmp(f, "--attention") && v) a.attention = v;
         else if (!strcmp(f, "--dp")) a.dp = parse_int(f, v);
         else if (!strcmp(f, "--pq")) a.pq = parse_int(f, v);
@@ -287,7 +290,9 @@ int main(int argc, char** argv) {
     GPTConfig cfg = {.max_T = a.context, .V = a.V, .Vp = gpt_padded_vocab(a.V), .L = a.L,
                      .NH = a.NH, .C = a.C, .kv_heads = a.NKV,
                      .rope_theta = a.rope, .rope_scaling = a.scaling,
-                     .rope_factor = a.scaling ? 4.0f : 0, .rope_original_T = a.scaling ? a.T / 2 : 0};
+                     .rope_factor = a.scaling ? 4.0f : 0, .rope_original_T = a.scaling ? a.T / 2 : 0,
+                     .norm = a.llama ? GPT_NORM_RMSNORM : GPT_NORM_LAYERNORM,
+                     .mlp = a.llama ? GPT_MLP_SWIGLU : GPT_MLP_GELU, .ffn_hidden = a.llama ? 48 : 0};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 

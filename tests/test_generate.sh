@@ -260,6 +260,19 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     if "$PY" tests/generate_logits_check.py "learned vs rope" 512 "$W/learned.logits" "$W/cache.logits" 1e-3 >/dev/null; then
       bad "rope: the rotation does not change the logits"
     else ok "rope: without its rotation the model gives other logits"; fi ;;
+  llama)
+    # Llama's block (RMSNorm, SwiGLU, rotary positions, 2 key/value heads of 4; header[15..17]):
+    # cache == recomputation, 2x2 with Zigzag prefill and Tree decoding == the single process,
+    # and the configuration line names the block.
+    trained_model "$M" --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm \
+      --mlp swiglu --ffn-hidden 48
+    cache_vs_recompute llama
+    grep -q 'rotary positions (theta 10000), RMSNorm, SwiGLU MLP of 2 x 48' "$W/cache.err" &&
+      ok "llama: the configuration names the block" || bad "llama: $(head -n 1 "$W/cache.err")"
+    if gen 4 2 2 --model "$M" "${PROMPTS[@]}" --greedy --max-new-tokens 12 --prefill zigzag --decode tree &&
+       cmp -s "$W/out" "$W/cache"; then ok "llama: mesh 2x2 zigzag/tree == single process"
+    else bad "llama: mesh 2x2 zigzag/tree: $(tail -n 1 "$W/err")"; fi
+    ;;
   rope-yarn)
     # YaRN-scaled rotary positions (x4 from 16 positions; the file's header[12..14]): cache ==
     # recomputation, 2x2 with Zigzag prefill and Tree decoding == the single process, and the
@@ -487,6 +500,6 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
         && ok "$algo: bytes per token = formula on every rank; rank 0 first $first (= $want) last $last (= $wlast)" \
         || bad "$algo: first $first last $last (expected $want, $wlast), $mism token(s) off the formula"
     done ;;
-  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|rope|rope-yarn|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
+  *) echo "usage: tests/test_generate.sh equal-greedy|equal-sampled|equal-schedules|equal-layouts|gqa|rope|rope-yarn|llama|batched|cuda-batched|bytes|text|errors|cuda-fp32-cpu|cuda-bf16|cuda-dist-nccl|cuda-dist-staged|cuda-bytes"; exit 2 ;;
 esac
 finish

@@ -272,6 +272,82 @@ static void test_fused_residual_layernorm(void) {
     if (!same) failures++;
 }
 
+// ---- rmsnorm ----
+static double rms_loss(void* p) {   // the LayerNorm case's fields; b is the residual's other term
+    FRLCase* c = p;
+    fused_residual_rmsnorm_forward(c->res, c->y, c->rstd, c->a, c->b, c->w, c->N, c->C);
+    const long n = (long)c->N * c->C;
+    return weighted_sum(c->y, c->dy, n) + weighted_sum(c->res, c->dres, n);
+}
+
+static double rms_plain_loss(void* p) {
+    FRLCase* c = p;
+    rmsnorm_forward(c->y, c->rstd, c->a, c->w, c->N, c->C);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->C);
+}
+
+static void test_rmsnorm(void) {
+    FRLCase c = {.N = 5, .C = 7};
+    const long n = (long)c.N * c.C;
+    c.a = random_array(n, 1);
+    c.b = random_array(n, 1);
+    c.w = random_array(c.C, 1);
+    c.res = zeros(n);
+    c.y = zeros(n);
+    c.rstd = zeros(c.N);
+    c.dy = random_array(n, 1);
+    c.dres = random_array(n, 1);
+    // Alone: GRAD_WRITE over NaN weight gradients.
+    real *dx = zeros(n), *dw = nans(c.C);
+    rms_plain_loss(&c);
+    rmsnorm_backward(dx, dw, c.dy, c.a, c.w, c.rstd, c.N, c.C, GRAD_WRITE);
+    check("rmsnorm dinp", c.a, dx, n, rms_plain_loss, &c);
+    check("rmsnorm dweight", c.w, dw, c.C, rms_plain_loss, &c);
+    // Fused with the residual add: d(a) = d(b) = dres + the RMSNorm backward at residual_out.
+    rms_loss(&c);
+    real *dsum = new_array(n), *dw2 = random_array(c.C, 1), *dw_start = new_array(c.C);
+    memcpy(dsum, c.dres, sizeof(real) * n);
+    memcpy(dw_start, dw2, sizeof(real) * c.C);
+    rmsnorm_backward(dsum, dw2, c.dy, c.res, c.w, c.rstd, c.N, c.C, GRAD_ACCUMULATE);
+    for (int i = 0; i < c.C; i++) dw2[i] -= dw_start[i];   // what GRAD_ACCUMULATE added
+    check("fused residual+rmsnorm da", c.a, dsum, n, rms_loss, &c);
+    check("fused residual+rmsnorm db", c.b, dsum, n, rms_loss, &c);
+    check("fused residual+rmsnorm dweight", c.w, dw2, c.C, rms_loss, &c);
+    // Equal to the two separate layers, with residual_out written over a (in place).
+    real *res2 = zeros(n), *y2 = zeros(n), *r2 = zeros(c.N), *a_copy = new_array(n);
+    residual_forward(res2, c.a, c.b, n);
+    rmsnorm_forward(y2, r2, res2, c.w, c.N, c.C);
+    memcpy(a_copy, c.a, sizeof(real) * n);
+    fused_residual_rmsnorm_forward(a_copy, c.y, c.rstd, a_copy, c.b, c.w, c.N, c.C);
+    const int same = !memcmp(res2, a_copy, sizeof(real) * n) && !memcmp(y2, c.y, sizeof(real) * n) &&
+                     !memcmp(r2, c.rstd, sizeof(real) * c.N);
+    printf("%-4s %-34s bitwise equal to residual_forward + rmsnorm_forward\n", same ? "ok" : "FAIL",
+           "fused residual+rmsnorm in place");
+    if (!same) failures++;
+}
+
+// ---- swiglu ----
+typedef struct {
+    int N, F;
+    real *x, *y, *dy;
+} SwigluCase;
+
+static double swiglu_loss(void* p) {
+    SwigluCase* c = p;
+    swiglu_forward(c->y, c->x, c->N, c->F);
+    return weighted_sum(c->y, c->dy, (long)c->N * c->F);
+}
+
+static void test_swiglu(void) {
+    SwigluCase c = {.N = 4, .F = 9};
+    c.x = random_array(2L * c.N * c.F, 4);   // gates over the sigmoid's curved range
+    c.y = zeros((long)c.N * c.F);
+    c.dy = random_array((long)c.N * c.F, 1);
+    real* dx = nans(2L * c.N * c.F);   // overwritten: a missed element stays NaN
+    swiglu_backward(dx, c.x, c.dy, c.N, c.F);
+    check("swiglu dinp", c.x, dx, 2L * c.N * c.F, swiglu_loss, &c);
+}
+
 // ---- gelu ----
 typedef struct {
     long n;
@@ -456,8 +532,7 @@ static double model_loss(void* p) {
     return gpt_loss_read(c->m) / (c->m->B * c->m->T);
 }
 
-static void test_model(void) {
-    GPTConfig cfg = {.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6};
+static void test_model(GPTConfig cfg) {
     const int B = 2, T = 7;
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
@@ -489,6 +564,7 @@ static void test_model(void) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         char name[64];
         snprintf(name, sizeof name, "model d%s", gpt_param_name(t));
+        if (m.param_sizes[t] == 0) continue;   // no wpe under rope, no norm biases under RMSNorm
         if (t == 0) {   // wte: only the real vocabulary rows carry gradient; check those
             check(name, m.params_memory, analytic, (long)cfg.V * cfg.C, model_loss, &c);
         } else {
@@ -510,6 +586,8 @@ int main(void) {
     test_gelu();
     test_gelu_matmuls();
     test_fused_residual_layernorm();
+    test_rmsnorm();
+    test_swiglu();
     // Local tokens 2, 5, 8, 11 of each sequence (a cyclic shard), then a zigzag shard (chunks
     // [2, 4) and [7, 9): local tokens 2, 7, 3, 8); tokens repeat on purpose.
     test_encoder(token_layout(token_positions(2, 3)), "offset 2, stride 3");
@@ -537,7 +615,12 @@ int main(void) {
     test_attention(20, 20, (TokenPositions){20, 1}, (TokenPositions){20, 1}, "ring diagonal");
     // Early queries see no key at all (empty partial rows).
     test_attention(9, 9, (TokenPositions){0, 4}, (TokenPositions){3, 4}, "empty rows");
-    test_model();
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6});
+    // Llama's block: RMSNorm, SwiGLU of hidden width 10, rotary positions, 3 heads on 1 K/V head.
+    printf("llama block: rmsnorm, swiglu F=10, rope, 1 key/value head\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
+                           .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                           .ffn_hidden = 10});
     free_arrays();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

@@ -68,6 +68,11 @@ case_of() {
     # weights C x context smaller); one rank, and Zigzag 1x2 with ZeRO-1.
     bf16-rope)          echo "$BF16 1 ${one[*]} --position-embedding rope" ;;
     fp32-rope-zigzag-1x2) echo "$FP32 2 ${mesh[*]} --position-embedding rope --pq 1 --pkv 2 --attention zigzag --zero 1 --comm mpi-staged" ;;
+    # Llama's block: no norm biases, the SwiGLU MLP's 2F-wide fc and activations, and the wide
+    # backward scratch (F = 1200: fc 2400 wide, past 4C = 1024, its bias-gradient scratch too);
+    # one rank under selective, and Ring 1x2 with ZeRO-1.
+    bf16-llama)         echo "$BF16 1 ${one[*]} --normalization rmsnorm --mlp swiglu --ffn-hidden 1200 --position-embedding rope --kv-heads 2 --recompute selective" ;;
+    fp32-llama-ring-1x2) echo "$FP32 2 ${mesh[*]} --normalization rmsnorm --mlp swiglu --position-embedding rope --pq 1 --pkv 2 --attention ring --zero 1 --comm mpi-staged" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
     # the C library keeps (tens of MiB), so a model of gigabytes (gpt3-125m) and the 5% bound.
     cpu-125m)           echo "$BUILD/train_gpt 1 --preset gpt3-125m --context 256 --batch 1 --seq-len 256 --sample-length 0" ;;
@@ -77,7 +82,8 @@ case_of() {
 CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
 bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
-bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 bf16-rope fp32-rope-zigzag-1x2 cpu-125m"
+bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 bf16-rope fp32-rope-zigzag-1x2 bf16-llama
+fp32-llama-ring-1x2 cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

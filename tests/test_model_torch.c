@@ -65,6 +65,19 @@ static const Shape shapes[] = {
     {"rope-linear-gqa", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
                          .rope_theta = 10000, .rope_scaling = ROPE_SCALING_LINEAR,
                          .rope_factor = 2.5f, .rope_original_T = 16}, 3, 37, 0, 0},
+    // Llama's block options: RMSNorm (no norm biases) with learned positions and GELU; SwiGLU with
+    // a hidden width of 40 (fc 80 wide: 40 gate, 40 up columns) under LayerNorm; both with rotary
+    // positions and grouped-query attention (6 heads over 2), SwiGLU 128 wide; and GELU with a
+    // hidden width of 72, not 4C.
+    {"rmsnorm", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
+                 .norm = GPT_NORM_RMSNORM}, 3, 37, 0, 0},
+    {"swiglu", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
+                .mlp = GPT_MLP_SWIGLU, .ffn_hidden = 40}, 3, 37, 0, 0},
+    {"llama", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+               .rope_theta = 10000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+               .ffn_hidden = 128}, 3, 37, 0, 0},
+    {"gelu-ffn", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .ffn_hidden = 72},
+     3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -86,14 +99,20 @@ int main(int argc, char** argv) {
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|...] [--out-dir DIR] [--steps N]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
     const Shape* sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (strcmp(shapes[i].name, shape_name) == 0) sh = &shapes[i];
-    if (!sh) fail_msg("--shape: expected gpt2vocab, ragged, banded or documents, found '%s'", shape_name);
+    if (!sh) {
+        char names[1024] = "";
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     shapes[i].name);
+        fail_msg("--shape: expected one of %s, found '%s'", names, shape_name);
+    }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: cannot create: %s", dir, strerror(errno));
 
     const GPTConfig cfg = sh->cfg;

@@ -538,7 +538,7 @@ t_config() {
     "--total-batch-tokens 48|^error: --total-batch-tokens 48: expected a multiple of"
     "--total-batch-tokens 16|^error: --total-batch-tokens 16: expected a multiple of"
     "--preset gpt5|^error: --preset: expected one of"
-    "--channels 33|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: "
+    "--channels 33|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: "
     "--pq 2|pq 2"
     "--dp 2|dp 2"
     "--zero 2|^error: --zero: "
@@ -1075,8 +1075,8 @@ t_gqa() {
   train dense "${TINY[@]}" --heads 4 --kv-heads 4 --steps 1 --eval-every 0 --out-dir "$W/dense"
   check "--kv-heads equal to --heads is plain attention (header[10] 0)" header_holds "$W/dense/model_00000001.bin" 10 0
   export_refused "$W/gqa/model_00000004.bin" "grouped-query attention (2 key/value heads for 4 heads) has no GPT-2 equivalent"
-  refused "--heads 4 --kv-heads 3|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3" \
-          "--kv-heads 8|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: key/value heads: expected a divisor of the 2 heads" \
+  refused "--heads 4 --kv-heads 3|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3" \
+          "--kv-heads 8|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: key/value heads: expected a divisor of the 2 heads" \
           "--kv-heads -1|^error: --kv-heads" \
           "--kv-heads 1 --init-from $W/gqa/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/"
   timeout 60 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" --heads 4 --kv-heads 1 --pkv 2 \
@@ -1131,8 +1131,44 @@ t_rope() {
   refused "--rope-theta 500|^error: --rope-theta 500: expected --position-embedding rope with it, found learned" \
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
-          "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding$"
+          "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: rotary positions: expected an even head size, found 15" \
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden$"
+}
+
+# Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden): named in the configuration,
+# the parameter count in closed form, carried by the model file (header[15..17]) and by
+# --init-from; Megatron's default hidden width under swiglu (2/3 of 4C, multiples of 64);
+# --recompute selective and full give none's losses bit for bit; a resume with another block,
+# the Hugging Face export and bad values are refused in one line.
+t_llama() {
+  make_data
+  local block=(--normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope --heads 4 --kv-heads 2)
+  train llama "${TINY[@]}" "${block[@]}" --steps 4 --eval-every 0 --out-dir "$W/llama"
+  expect_rc llama 0
+  check "the configuration names the block" has llama.out "rotary positions \(theta 10000\), RMSNorm, SwiGLU MLP of 2 x 48, "
+  # V C + L (C (C + 2 x 16) + (C + 32) + C C + C + C 96 + 96 + 48 C + C + 2 C) + C, C = 32, L = 1
+  check "parameters: no norm biases, fc 2 x 48 wide, fcproj 48 ($(grep -o '[0-9]* parameters' "$W/llama.out" | head -n 1))" \
+    has llama.out " $((512 * 32 + (32 * 64 + 64 + 32 * 32 + 32 + 32 * 96 + 96 + 48 * 32 + 32 + 2 * 32) + 32)) parameters"
+  check "the model file's header[15..17] hold 1 1 48" header_holds "$W/llama/model_00000004.bin" 15 1 1 48
+  from_model "$W/llama/model_00000004.bin" "block" "RMSNorm, SwiGLU MLP of 2 x 48"
+  train default-hidden "${TINY[@]}" --mlp swiglu --channels 64 --steps 1 --eval-every 0 --out-dir "$W/default-hidden"
+  check "swiglu's default hidden width: 8 x 64 / 3 = 170 rounded down to 128" has default-hidden.out "LayerNorm, SwiGLU MLP of 2 x 128, "
+  train gelu-4c "${TINY[@]}" --ffn-hidden 128 --steps 1 --eval-every 0 --out-dir "$W/gelu-4c"
+  check "--ffn-hidden 4C is GPT's (header[17] 0: llm.c's file)" header_holds "$W/gelu-4c/model_00000001.bin" 15 0 0 0
+  local r
+  for r in selective full; do
+    train "llama-$r" "${TINY[@]}" "${block[@]}" --steps 4 --eval-every 0 --recompute "$r" --out-dir "$W/llama-$r"
+    check "--recompute $r: the losses of none, bit for bit" eval \
+      "[ -n \"\$(losses '$W/llama/log.jsonl')\" ] && [ \"\$(losses '$W/llama-$r/log.jsonl')\" = \"\$(losses '$W/llama/log.jsonl')\" ]"
+  done
+  train resume-gelu "${TINY[@]}" --position-embedding rope --heads 4 --kv-heads 2 --steps 6 --resume --out-dir "$W/llama"
+  check "a resume with GPT's block is refused ($(grep -m 1 'RMSNorm' "$W/resume-gelu.err"))" eval \
+    "[ \$(rc_of resume-gelu) != 0 ] && grep -q 'RMSNorm, SwiGLU MLP of 2 x 48 differ from this run.s LayerNorm, GELU MLP of 4C' '$W/resume-gelu.err'"
+  export_refused "$W/llama/model_00000004.bin" "the block (RMSNorm, SwiGLU MLP of 2 x 48) has no GPT-2 or GPT-NeoX equivalent"
+  refused "--normalization batchnorm|^error: --normalization" \
+          "--mlp relu|^error: --mlp" \
+          "--ffn-hidden -4|^error: --ffn-hidden" \
+          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden$"
 }
 
 # --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64
@@ -1215,12 +1251,14 @@ case $test_name in
   resume-gqa) t_resume --heads 4 --kv-heads 1 ;;
   rope) t_rope ;;
   rope-scaling) t_rope_scaling ;;
+  llama) t_llama ;;
+  resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 ;;
   eval-positions) t_eval_positions ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|eval-positions|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|eval-positions|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

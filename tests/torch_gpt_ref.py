@@ -15,6 +15,16 @@ positions (header[11] theta) the key bias is rotated by each key's position and 
 defined, so the gradient of qkvb is compared whole; but the slow pairs of a head barely turn over
 a short sequence (at theta 500000, head size 8, pair 3 by 5e-5 rad per position), so their
 gradients are nearly 0 too, and the final key bias is left out as before.
+
+The block's form (Llama's where not 0; all three are 0 in llm.c's and every earlier file):
+  header[15] norm: 0 LayerNorm (weight and bias), 1 RMSNorm, y = x / sqrt(mean(x^2) + 1e-5) *
+             weight over the last dimension, no bias: ln1b, ln2b and lnfb then have 0 elements.
+  header[16] mlp: 0 GELU (tanh approximation): fcw (L, F, C), fcb (L, F), fcprojw (L, C, F);
+             1 SwiGLU: fcw (L, 2F, C), fcb (L, 2F), h = x fcw^T + fcb, a = silu(h[:F]) * h[F:]
+             (F gate columns, then F up columns), out = a fcprojw^T + fcprojb, fcprojw (L, C, F).
+  header[17] ffn_hidden: F, the MLP's hidden width; 0 means 4C (GPT's).
+Tensors with 0 elements (wpe under rotary positions, the norm biases under RMSNorm) are not
+compared (they are listed as such).
 """
 import argparse
 import math
@@ -62,13 +72,16 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
+    Fh = ffn or 4 * C  # the MLP's hidden width (header[17]; 0: 4C)
+    Fw = 2 * Fh if mlp == 1 else Fh  # the MLP's first layer: gate and up columns under SwiGLU
+    nb = 0 if norm == 1 else C  # a norm's bias: none under RMSNorm
     # no position table under rotary positions
-    return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * C,
+    return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * nb,
             "qkvw": L * W * C, "qkvb": L * W, "attprojw": L * C * C, "attprojb": L * C,
-            "ln2w": L * C, "ln2b": L * C, "fcw": L * 4 * C * C, "fcb": L * 4 * C,
-            "fcprojw": L * C * 4 * C, "fcprojb": L * C, "lnfw": C, "lnfb": C}
+            "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw,
+            "fcprojw": L * C * Fh, "fcprojb": L * C, "lnfw": C, "lnfb": nb}
 
 
 # ----------------------------------------------------------------------------- model
@@ -160,23 +173,45 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
-class MLP(nn.Module):
-    def __init__(self, C):
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2, last dim) + eps) * weight (header[15] = 1): no mean, no bias."""
+    def __init__(self, C, eps=1e-5):
         super().__init__()
-        self.fc = nn.Linear(C, 4 * C)
-        self.proj = nn.Linear(4 * C, C)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(C))
+        self.bias = None  # (ln1b, ln2b and lnfb have 0 elements)
 
     def forward(self, x):
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(C, norm):
+    return RMSNorm(C, eps=1e-5) if norm == 1 else nn.LayerNorm(C, eps=1e-5)
+
+
+class MLP(nn.Module):
+    def __init__(self, C, mlp=0, ffn=0):
+        super().__init__()
+        self.swiglu = mlp == 1  # header[16]: 0 GELU, 1 SwiGLU
+        self.hidden = ffn or 4 * C  # header[17]: F (0: 4C)
+        self.fc = nn.Linear(C, 2 * self.hidden if self.swiglu else self.hidden)
+        self.proj = nn.Linear(self.hidden, C)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.swiglu:  # F gate columns, then F up columns
+            gate, up = h.split([self.hidden, self.hidden], dim=-1)
+            return self.proj(F.silu(gate) * up)
+        return self.proj(F.gelu(h, approximate="tanh"))
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0):
+    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0):
         super().__init__()
-        self.ln1 = nn.LayerNorm(C, eps=1e-5)
+        self.ln1 = make_norm(C, norm)
         self.attn = CausalSelfAttention(C, NH, window, KV)
-        self.ln2 = nn.LayerNorm(C, eps=1e-5)
-        self.mlp = MLP(C)
+        self.ln2 = make_norm(C, norm)
+        self.mlp = MLP(C, mlp, ffn)
 
     def forward(self, x, same_doc=None, rope=None):
         x = x + self.attn(self.ln1(x), same_doc, rope)
@@ -185,7 +220,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
-                 rope_scaling=(0, 0.0, 0)):
+                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0):
         super().__init__()
         self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
@@ -194,10 +229,11 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(Vp, C)
         self.wpe = None if rope else nn.Embedding(maxT, C)
         # banded layers: l % window_every == 0 (header[8] window, header[9] window_every);
-        # KV: the key/value heads (header[10]; 0: one per head)
-        self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV)
+        # KV: the key/value heads (header[10]; 0: one per head); norm, mlp, ffn: header[15..17]
+        self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV,
+                                           norm, mlp, ffn)
                                      for l in range(L)])
-        self.lnf = nn.LayerNorm(C, eps=1e-5)
+        self.lnf = make_norm(C, norm)
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
         self.reset_positions = False  # positions within documents (header[5]; Megatron's --reset-position-ids)
 
@@ -220,16 +256,20 @@ class GPT(nn.Module):
         return logits, loss
 
     def groups(self):
-        """name -> list of nn.Parameter whose concatenation (flattened) is that file tensor."""
+        """name -> list of nn.Parameter whose concatenation (flattened) is that file tensor
+        (empty for a 0-element one: wpe under rotary positions, the norm biases under RMSNorm)."""
         bl = self.blocks
+
+        def some(ps):
+            return [p for p in ps if p is not None]
         return {"wte": [self.wte.weight], "wpe": [self.wpe.weight] if self.wpe else [],
-                "ln1w": [b.ln1.weight for b in bl], "ln1b": [b.ln1.bias for b in bl],
+                "ln1w": [b.ln1.weight for b in bl], "ln1b": some(b.ln1.bias for b in bl),
                 "qkvw": [b.attn.qkv.weight for b in bl], "qkvb": [b.attn.qkv.bias for b in bl],
                 "attprojw": [b.attn.proj.weight for b in bl], "attprojb": [b.attn.proj.bias for b in bl],
-                "ln2w": [b.ln2.weight for b in bl], "ln2b": [b.ln2.bias for b in bl],
+                "ln2w": [b.ln2.weight for b in bl], "ln2b": some(b.ln2.bias for b in bl),
                 "fcw": [b.mlp.fc.weight for b in bl], "fcb": [b.mlp.fc.bias for b in bl],
                 "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": [b.mlp.proj.bias for b in bl],
-                "lnfw": [self.lnf.weight], "lnfb": [self.lnf.bias]}
+                "lnfw": [self.lnf.weight], "lnfb": some([self.lnf.bias])}
 
 
 def flat(tensors):
@@ -265,19 +305,29 @@ def load_model(path):
             (not kind and (factor != 0 or orig != 0)):
         die(f"model file {path}: header[12..14] (rope scaling, factor, original context) = {kind}, "
             f"{factor}, {orig}: expected 0, 0, 0 or 1..3 (rotary models), >= 1, >= 1")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope)
+    norm, mlp, ffn = int(h[15]), int(h[16]), int(h[17])
+    if norm not in (0, 1):
+        die(f"model file {path}: header[15] (norm) expected 0 (LayerNorm) or 1 (RMSNorm), found {norm}")
+    if mlp not in (0, 1):
+        die(f"model file {path}: header[16] (mlp) expected 0 (GELU) or 1 (SwiGLU), found {mlp}")
+    if ffn < 0:
+        die(f"model file {path}: header[17] (ffn_hidden) expected 0 (4C) or >= 1, found {ffn}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
-    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig))
+    model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig),
+                norm, mlp, ffn)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
+            assert sum(p.numel() for p in groups[name]) == sizes[name], name
             for p in groups[name]:
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
-    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope)
+    return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, norm=norm, mlp=mlp,
+                       ffn=ffn)
 
 
 def load_batch(path, cfg):
@@ -371,7 +421,7 @@ def read_results(path, expect_h, cfg, steps):
                 f"(from model/batch/--steps), found {h[i]}")
     B, T = int(h[2]), int(h[3])
     sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
-                         cfg["rope"])[n]
+                         cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -403,7 +453,10 @@ def compare(c, r, cfg, B, T, a):
     rows = [("logits[:V]", rel_max(c["logits"].reshape(B, T, Vp)[..., :V],
                                    r["logits"].reshape(B, T, Vp)[..., :V]), a.tol_grad),
             ("loss", rel_each(c["loss"], r["loss"]), a.tol_loss)]
-    rows += [(f"grad.{n}", rel_max(cg, rg), a.tol_grad) for n, cg, rg in zip(NAMES, c["grads"], r["grads"])]
+    # 0-element tensors (wpe under rotary positions, ln1b/ln2b/lnfb under RMSNorm): nothing to compare
+    empty = [n for n, rg in zip(NAMES, r["grads"]) if np.asarray(rg).size == 0]
+    rows += [(f"grad.{n}", rel_max(cg, rg), a.tol_grad) for n, cg, rg in zip(NAMES, c["grads"], r["grads"])
+             if n not in empty]
     rows.append((f"losses[{a.steps}]", rel_each(c["losses"], r["losses"]), a.tol_loss))
     # The key third of qkvb has an exactly-zero gradient (a per-query constant added to every
     # score leaves the softmax unchanged), so its fp32 gradient is rounding noise in both
@@ -429,6 +482,8 @@ def compare(c, r, cfg, B, T, a):
     # programs agree on (the rows of tokens the batch lacks) are compared.
     noise, total = 0, 0
     for n, cp, rp, cg, rg in zip(NAMES, c["params"], r["params"], c["grads"], r["grads"]):
+        if n in empty:
+            continue
         cg, rg = np.asarray(cg, dtype=np.float64), np.asarray(rg, dtype=np.float64)
         top = float(np.max(np.abs(rg))) if rg.size else 0.0
         keep = ~((np.abs(rg) < 1e-6 * top) & (np.abs(cg - rg) > 1e-2 * np.abs(rg)))
@@ -442,6 +497,8 @@ def compare(c, r, cfg, B, T, a):
             rows.append((f"final.{n}", rel_max(np.asarray(cp)[keep], np.asarray(rp)[keep]),
                          a.tol_weights))
         total += rg.size
+    if empty:
+        print(f"0-element tensors (not compared): {', '.join(empty)}")
     print(f"final parameters: {noise} of {total} elements left out (first gradient within fp32 "
           f"noise of 0)")
     rows.append(("final: noise-gradient frac", noise / max(total, 1), 1e-3))

@@ -2,6 +2,7 @@
 // one shape, with the buffers it reads and writes, its FLOPs and bytes (tools/kernel_costs.c) and
 // the call that is timed.
 #include "attention/partial_attention_cuda.cuh"
+#include "model/config.h"
 #include "model/layers_cuda.cuh"
 #include "model/optim_cuda.cuh"
 #include "model/token_order.h"
@@ -165,6 +166,33 @@ static Case case_gelu_backward(const Shape* s) {
     add_buf(&c, ELEM_X, 4 * NC(s), FILL_RANDOM);                  // dinp (N, 4C), +=
     add_buf(&c, ELEM_X, 4 * NC(s), FILL_RANDOM);                  // inp (N, 4C)
     add_buf(&c, ELEM_X, 4 * NC(s), FILL_RANDOM);                  // dout (N, 4C)
+    return c;
+}
+
+// SwiGLU (Llama's MLP, --mlp swiglu) at the trainer's default hidden width for C.
+static size_t swiglu_hidden(const Shape* s) { return (size_t)gpt_swiglu_default_hidden(s->C); }
+static void run_swiglu_forward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
+    swiglu_forward_cuda(X(0), X(1), s->N, (int)swiglu_hidden(s), b->stream);
+}
+static Case case_swiglu_forward(const Shape* s) {
+    const size_t F = swiglu_hidden(s);
+    Case c = new_case("swiglu_forward_cuda", kernel_cost_swiglu_forward(s->N, (double)F),
+                      run_swiglu_forward);
+    add_buf(&c, ELEM_X, s->N * F, FILL_NONE);                     // out (N, F)
+    add_buf(&c, ELEM_X, 2 * s->N * F, FILL_RANDOM);               // inp (N, 2F): gate, up
+    return c;
+}
+
+static void run_swiglu_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
+    swiglu_backward_cuda(X(0), X(1), X(2), s->N, (int)swiglu_hidden(s), b->stream);
+}
+static Case case_swiglu_backward(const Shape* s) {
+    const size_t F = swiglu_hidden(s);
+    Case c = new_case("swiglu_backward_cuda", kernel_cost_swiglu_backward(s->N, (double)F),
+                      run_swiglu_backward);
+    add_buf(&c, ELEM_X, 2 * s->N * F, FILL_NONE);                 // dinp (N, 2F), overwritten
+    add_buf(&c, ELEM_X, 2 * s->N * F, FILL_RANDOM);               // inp (N, 2F)
+    add_buf(&c, ELEM_X, s->N * F, FILL_RANDOM);                   // dout (N, F)
     return c;
 }
 
@@ -391,5 +419,8 @@ int shape_cases(const Shape* s, Case* cases) {
     cases[n++] = case_encoder_backward(s);
     cases[n++] = case_global_norm(s);
     cases[n++] = case_adamw(s);
+    // Not in GPT's step: the SwiGLU passes of Llama's block (--mlp swiglu).
+    cases[n++] = case_swiglu_forward(s);
+    cases[n++] = case_swiglu_backward(s);
     return n;
 }

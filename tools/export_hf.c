@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     int version;
     if (model_file_read_header(path, &cfg, &version, err, sizeof err) != 0) fail_msg("--model: %s", err);
+    // GPT-2 and GPT-NeoX blocks are LayerNorm and GELU of 4C.
+    if (cfg.norm != GPT_NORM_LAYERNORM || cfg.mlp != GPT_MLP_GELU || gpt_ffn_hidden(&cfg) != 4 * cfg.C) {
+        char block[64];
+        gpt_block_text(&cfg, block, sizeof block);
+        fail_msg("--model %s: the block (%s) has no GPT-2 or GPT-NeoX equivalent in Hugging Face "
+                 "transformers; expected LayerNorm and a GELU MLP of 4C (--normalization layernorm "
+                 "--mlp gelu --ffn-hidden 0)", path, block);
+    }
     // GPT2LMHeadModel attends every earlier position: a banded model would load and run wrong.
     if (cfg.window)
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "

@@ -63,6 +63,16 @@ KernelCost kernel_cost_gelu_backward(double n) {
     return cost(40 * n, 4 * n * X, 0);
 }
 
+KernelCost kernel_cost_swiglu_forward(double N, double F) {
+    // gate and up read, out written; ~25 ops per element (expf counted as ~20).
+    return cost(25 * N * F, 3 * N * F * X, 0);
+}
+
+KernelCost kernel_cost_swiglu_backward(double N, double F) {
+    // gate, up, dout read, dgate and dup written (overwritten); ~30 ops per element.
+    return cost(30 * N * F, 5 * N * F * X, 0);
+}
+
 KernelCost kernel_cost_residual_forward(double n) {
     // a, b read, out written; one add per element.
     return cost(n, 3 * n * X, 0);
@@ -166,9 +176,15 @@ KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double 
 
 // --- Model size and floors ----------------------------------------------------------------------
 
+double kernel_gpt_num_params_block(double L, double C, double W, double F, double FC, double NB,
+                                   double Vp, double max_T) {
+    // per block: ln1 C + NB, qkv C W + W, attproj C^2 + C, ln2 C + NB, fc C FC + FC, fcproj F C + C
+    return Vp * C + max_T * C + L * (C * W + W + C * C + C + C * FC + FC + F * C + C + 2 * (C + NB)) +
+           C + NB;
+}
+
 double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T) {
-    // per block: ln1 2C, qkv C W + W, attproj C^2 + C, ln2 2C, fc 4C^2 + 4C, fcproj 4C^2 + C
-    return Vp * C + max_T * C + L * (C * W + W + 9 * C * C + 10 * C) + 2 * C;
+    return kernel_gpt_num_params_block(L, C, W, 4 * C, 4 * C, C, Vp, max_T);
 }
 
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T) {

@@ -35,6 +35,9 @@ KernelCost kernel_cost_layernorm_backward(double N, double C);
 // n elements (the MLP's hidden activation: n = 4*N*C).
 KernelCost kernel_cost_gelu_forward(double n);
 KernelCost kernel_cost_gelu_backward(double n);
+// SwiGLU (model/swiglu.cu) on N rows of F hidden columns (2F in, F out).
+KernelCost kernel_cost_swiglu_forward(double N, double F);
+KernelCost kernel_cost_swiglu_backward(double N, double F);
 KernelCost kernel_cost_residual_forward(double n);
 // Blocks of layernorm_backward_cuda for N rows (mirrors ln_bwd_rows_per_block in layernorm.cu).
 long kernel_layernorm_backward_blocks(long N);
@@ -80,6 +83,10 @@ KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double 
 // C W + W + 9 C^2 + 10 C (W: the qkv projection's width, C + 2 NKV HS: 3C without grouped-query
 // attention), the final LayerNorm 2 C.
 double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T);
+// Any block: an MLP of hidden width F whose first layer is FC wide (F, or 2F under SwiGLU), norms
+// with NB bias elements (C, or 0 under RMSNorm).
+double kernel_gpt_num_params_block(double L, double C, double W, double F, double FC, double NB,
+                                   double Vp, double max_T);
 // The same with W = 3C (one key/value head per query head: 12 C^2 + 13 C per block).
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T);
 

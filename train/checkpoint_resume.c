@@ -96,6 +96,19 @@ void save_checkpoint(Trainer* t) {
     }
 }
 
+// "PATH: the checkpoint's WHAT differ from this run's WHAT (resume with the same FLAGS)", WHAT in
+// the words of `text`; returns -2.
+static int differs(char* err, size_t errlen, const char* path,
+                   void (*text)(const GPTConfig*, char*, size_t), const GPTConfig* was,
+                   const GPTConfig* now, const char* flags) {
+    char a[96], b[96];
+    text(was, a, sizeof a);
+    text(now, b, sizeof b);
+    snprintf(err, errlen, "%.200s: %s differ from this run's %s (resume with the same %s)", path,
+             a, b, flags);
+    return -2;
+}
+
 // Loads checkpoint `step` into this rank; any mesh works: the optimizer moments of this rank's
 // shard are gathered from whichever old ranks' files hold them. Returns 0; -1 with err set when
 // a file is unreadable or corrupt; -2 with err set when the checkpoint is sound but does not fit
@@ -119,14 +132,12 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  "the same --kv-heads)", path, gpt_kv_heads(c), gpt_kv_heads(&t->cfg));
         return -2;
     }
-    if (!gpt_same_positions(c, &t->cfg)) {
-        char was[96], now[96];
-        gpt_position_text(c, was, sizeof was);
-        gpt_position_text(&t->cfg, now, sizeof now);
-        snprintf(err, errlen, "%.200s: %s differ from this run's %s (resume with the same "
-                 "--position-embedding, --rope-theta and --rope-scaling)", path, was, now);
-        return -2;
-    }
+    if (!gpt_same_positions(c, &t->cfg))
+        return differs(err, errlen, path, gpt_position_text, c, &t->cfg,
+                       "--position-embedding, --rope-theta and --rope-scaling");
+    if (!gpt_same_block(c, &t->cfg))
+        return differs(err, errlen, path, gpt_block_text, c, &t->cfg,
+                       "--normalization, --mlp and --ffn-hidden");
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

@@ -123,9 +123,11 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     memset(&q, 0, sizeof q);
     // kv_heads: the cost model prices grouped-query attention's narrower qkv projection and K/V
     // traffic, and leaves out Ulysses and USP where the all-to-all ranks do not divide them;
-    // rope_theta: rotary positions' missing position table and their rotation kernel
+    // rope_theta: rotary positions' missing position table and their rotation kernel; norm, mlp,
+    // ffn_hidden: the block's parameters and MLP widths
     q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
-                          cfg->window_every, cfg->kv_heads, cfg->rope_theta};
+                          cfg->window_every, cfg->kv_heads, cfg->rope_theta, cfg->norm, cfg->mlp,
+                          cfg->ffn_hidden};
     q.T = o->seq_len;
     q.B = o->batch;
     q.accum = 1;   // ranked by tokens/s, which accumulation leaves (nearly) unchanged

@@ -35,6 +35,9 @@ static const OptSpec specs[] = {
     {"rope-scaling", OPT_STRING, F(rope_scaling), 0, 0, "none|linear|yarn|llama3", "context extension of rotary positions, Hugging Face's rope_scaling types: linear (position interpolation, Chen et al. 2023: every frequency divided by the factor), yarn (Peng et al. 2023: the frequencies that turn less than once over the original context divided by the factor, those that turn 32 times or more kept, a ramp between, and queries and keys scaled by 0.1 ln(factor) + 1) or llama3 (Llama 3.1's: wavelengths above the original context interpolated, below a quarter of it kept); none (the default, or the --init-from model's) removes it"},
     {"rope-scaling-factor", OPT_DOUBLE, F(rope_scaling_factor), 0, 65536, NULL, "--rope-scaling's factor, at least 1 (Megatron-LM's --rope-scaling-factor; 0 = --context / --rope-original-context)"},
     {"rope-original-context", OPT_INT, F(rope_original_context), 0, 1 << 22, NULL, "--rope-scaling: the context the model's frequencies were trained at (0 = the --init-from model's context, or its own original context when it is already scaled)"},
+    {"normalization", OPT_STRING, F(normalization), 0, 0, "layernorm|rmsnorm", "the block's normalisation (Megatron-LM's --normalization): layernorm (GPT-2's and GPT-3's: mean and variance, weight and bias; the default) or rmsnorm (Llama's, Zhang and Sennrich 2019: x / sqrt(mean(x^2) + 1e-5) * weight, no mean, no bias)"},
+    {"mlp", OPT_STRING, F(mlp), 0, 0, "gelu|swiglu", "the block's MLP: gelu (GPT's: C -> hidden, GELU, -> C; the default) or swiglu (Llama's, Shazeer 2020, Megatron-LM's --swiglu: C -> 2 x hidden, silu(gate) * up, -> C)"},
+    {"ffn-hidden", OPT_INT, F(ffn_hidden), 0, 1 << 24, NULL, "the MLP's hidden width (Megatron-LM's --ffn-hidden-size; 0 = 4 x channels, or under --mlp swiglu Megatron's 2/3 of it rounded down to a multiple of 64: about the parameters of the GELU MLP)"},
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
     {"document-mask", OPT_STRING, F(document_mask), 0, 0, NULL, "document masking of packed sequences: a document begins at each occurrence of a boundary token and a query sees only the keys of its own document (Megatron's --reset-attention-mask): none, eot (GPT-2's <|endoftext|>, 50256, which llm.c's shards put before every document) or a token id"},
@@ -160,6 +163,8 @@ static void set_defaults(TrainOptions* o) {
     o->position_embedding = "learned";
     o->rope_theta = 10000;
     o->rope_scaling = "none";
+    o->normalization = "layernorm";
+    o->mlp = "gelu";
     o->mesh = "manual";
     o->cluster = "";
     o->grad_bucket_mb = 25;
@@ -342,6 +347,9 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, position_embedding)) o->given |= OPT_GIVEN_POSITIONS;
         if (s->offset == offsetof(TrainOptions, rope_theta)) o->given |= OPT_GIVEN_ROPE_THETA;
         if (s->offset == offsetof(TrainOptions, rope_scaling)) o->given |= OPT_GIVEN_ROPE_SCALING;
+        if (s->offset == offsetof(TrainOptions, normalization) ||
+            s->offset == offsetof(TrainOptions, mlp) || s->offset == offsetof(TrainOptions, ffn_hidden))
+            o->given |= OPT_GIVEN_BLOCK;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;

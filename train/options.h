@@ -13,6 +13,9 @@ typedef struct {
     const char* rope_scaling;  // none | linear | yarn | llama3: context extension's frequencies
     double rope_scaling_factor;   // 0: --context / the original context
     int rope_original_context;    // 0: the --init-from model's (before this run's --context)
+    const char* normalization; // layernorm | rmsnorm
+    const char* mlp;           // gelu | swiglu
+    int ffn_hidden;            // the MLP's hidden width (0: 4C, or Megatron's 8C/3 under swiglu)
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0
@@ -87,7 +90,7 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64,
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
-       OPT_GIVEN_ROPE_SCALING = 8192 };
+       OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

@@ -46,15 +46,16 @@ void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
     train_options_print(&t->opt, print_line);
-    char window[96], kv[64] = "", positions[64];
+    char window[96], kv[64] = "", positions[64], block[64];
     gpt_window_text(&t->cfg, window, sizeof window);
     gpt_position_text(&t->cfg, positions, sizeof positions);
+    gpt_block_text(&t->cfg, block, sizeof block);
     if (gpt_kv_heads(&t->cfg) != t->cfg.NH)
         snprintf(kv, sizeof kv, " (grouped-query: %d key/value heads)", gpt_kv_heads(&t->cfg));
-    printf("model: L=%d C=%d NH=%d%s HS=%d context=%d V=%d (padded %d), %s, %s%s%zu parameters; "
-           "backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, kv, t->cfg.C / t->cfg.NH, t->cfg.max_T,
-           t->cfg.V, t->cfg.Vp, positions, t->cfg.window ? window : "", t->cfg.window ? ", " : "",
-           t->model.num_params, gpt_backend_name());
+    printf("model: L=%d C=%d NH=%d%s HS=%d context=%d V=%d (padded %d), %s, %s, %s%s%zu "
+           "parameters; backend %s\n", t->cfg.L, t->cfg.C, t->cfg.NH, kv, t->cfg.C / t->cfg.NH,
+           t->cfg.max_T, t->cfg.V, t->cfg.Vp, positions, block, t->cfg.window ? window : "",
+           t->cfg.window ? ", " : "", t->model.num_params, gpt_backend_name());
     char chunks[64] = "";
     if (t->opt.a2a_chunks > 1 && t->mesh.P > 1)
         snprintf(chunks, sizeof chunks, " heads in %d chunks, all-to-alls pipelined;",

@@ -107,9 +107,10 @@ static void setup_model_config(Trainer* t) {
             config_error(t, "--init-from %s", err);
         t->init_cfg = t->cfg;
         if (o->layers || o->channels || o->heads || o->kv_heads || o->vocab ||
-            (o->given & OPT_GIVEN_POSITIONS))
+            (o->given & (OPT_GIVEN_POSITIONS | OPT_GIVEN_BLOCK)))
             config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/"
-                         "--kv-heads/--vocab/--position-embedding");
+                         "--kv-heads/--vocab/--position-embedding/--normalization/--mlp/"
+                         "--ffn-hidden");
         // A rotary model has no parameter that depends on the context or theta, so it may go on
         // at another context (context extension: pretrain short, then train long) and another
         // theta (the larger base of extended Llama and Code Llama models). A learned table has
@@ -137,9 +138,12 @@ static void setup_model_config(Trainer* t) {
                          o->rope_theta, o->position_embedding);
         t->cfg.rope_theta = rope ? o->rope_theta : 0;
         setup_rope_scaling(t, NULL);
+        // The option table checked the names.
+        gpt_block_apply(&t->cfg, gpt_norm_parse(o->normalization), gpt_mlp_parse(o->mlp),
+                        o->ffn_hidden);
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
-            config_error(t, "--preset/--layers/--channels/--heads/--kv-heads/--position-embedding: "
-                         "%s", err);
+            config_error(t, "--preset/--layers/--channels/--heads/--kv-heads/--position-embedding/"
+                         "--ffn-hidden: %s", err);
     }
     // The window: the model file's (a preset has none), unless the options give one.
     if (o->given & (OPT_GIVEN_WINDOW | OPT_GIVEN_WINDOW_EVERY)) {

@@ -1,4 +1,5 @@
-// The token-local CUDA kernels (model/layers_cuda.cuh) against their CPU twins (model/layers.c)
+// The token-local CUDA kernels (model/layers_cuda.cuh: encoder, rotary positions, LayerNorm,
+// RMSNorm, GELU, SwiGLU, residual) against their CPU twins (model/layers.c)
 // on random inputs, at shapes that are and are not multiples of the vector and block sizes. Built
 // twice: with -DGPT_CUDA_FP32 and in bf16, each with a bound per kind of output that has a column
 // for the host runtime and one for a GPU (below; tests/cuda/bounds.h). `--quick` runs a subset
@@ -27,25 +28,29 @@ typedef std::vector<float> Vec;
 
 // --- Bounds ----------------------------------------------------------------------------------------
 
-// Bounds per kind of output (tests/cuda/bounds.h): host runtime and GPU columns.
+// Bounds per kind of output (tests/cuda/bounds.h): host runtime and GPU columns. The LayerNorm
+// bounds also serve RMSNorm (the same kernels with fewer terms), and "elementwise" SwiGLU.
 #ifdef GPT_CUDA_FP32
 // Measured on the host: at most 4.4e-6 (LayerNorm statistics of the fused kernel).
 static Bound BOUND_ROUND1 = {"elementwise", 1e-5, 3e-5,
-                             "GPU: tanhf (2 ulp) and FMA contraction in GELU; sums are exact otherwise", 0};
+                             "GPU: tanhf and expf (2 ulp) and FMA contraction in GELU and SwiGLU; sums "
+                             "are exact otherwise", 0};
 static Bound BOUND_LN = {"layernorm-out", 1e-5, 3e-5, "GPU: rsqrtf (2 ulp) and FMA contraction", 0};
 static Bound BOUND_LN_BWD = {"layernorm-bwd", 1e-5, 5e-5,
                              "GPU: rsqrtf and FMA in every term of sums over up to 4133 rows", 0};
 #else
 // bf16 keeps 8 significant bits: storing an fp32 result rounds it by at most half an ulp, 2^-8 =
 // 3.9e-3 of its magnitude, hence of max|cpu|. The bounds leave room for that one rounding plus
-// the fp32 differences of the kernel (summation order, rsqrtf, tanhf).
+// the fp32 differences of the kernel (summation order, rsqrtf, tanhf, expf).
 static Bound BOUND_ROUND1 = {"elementwise", 6e-3, 6e-3,
                              "same: one bf16 rounding (3.9e-3) dominates; the GPU's fp32 differences can "
                              "only flip a rounding, which stays within it", 0};
 static Bound BOUND_LN = {"layernorm-out", 1e-2, 1e-2, "same: one bf16 rounding of values up to a few units", 0};
 static Bound BOUND_LN_BWD = {"layernorm-bwd", 1e-2, 1e-2, "same: fp32 sums, one bf16 rounding", 0};
 #endif
-// fp32 outputs (mean, rstd) in both builds.
+// fp32 outputs (mean, rstd) in both builds. Measured on the host: at most 6.8e-6, RMSNorm's rstd at
+// C = 24608 in bf16, nearly all of it the CPU twin's (its sequential fp32 sum of 24608 squares is
+// 6.0e-6 off a double reference there, the kernel's per-lane sums and butterfly 7.6e-7).
 static Bound BOUND_STATS = {"layernorm-stats", 1e-5, 3e-5, "GPU: rsqrtf (2 ulp) and FMA in the fp32 statistics", 0};
 
 // Worst error per kernel output over all shapes, for the summary at the end.
@@ -449,6 +454,153 @@ static void test_layernorm_backward(int N, int C, bool write = false) {
         CUDA_CHECK(cudaFree(p));
 }
 
+// --- RMSNorm ---------------------------------------------------------------------------------------
+
+// The LayerNorm kernels with their RMS flag: the same inputs as the LayerNorm tests (rows of mean
+// 0.5, so that a mean subtracted by mistake shows), no bias, no mean.
+static void test_rmsnorm_forward(int N, int C) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f);
+    Vec out((size_t)N * C), rstd(N);
+    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C);
+
+    floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_out = dalloc<floatX>((size_t)N * C);
+    float* d_rstd = dalloc<float>(N);
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    poison(d_rstd, N * sizeof(float));
+    rmsnorm_forward_cuda(d_out, d_rstd, d_x, d_w, N, C, stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    expect("rmsnorm_forward", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
+    expect("rmsnorm_forward", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
+    for (void* p : {(void*)d_x, (void*)d_w, (void*)d_out, (void*)d_rstd}) CUDA_CHECK(cudaFree(p));
+}
+
+// in_place: residual_out is the buffer of a (the residual stream updated in place).
+static void test_fused_residual_rmsnorm(int N, int C, bool in_place) {
+    const Vec a = rand_vec((size_t)N * C, 2.0f, 0.5f), bb = rand_vec((size_t)N * C, 1.0f);
+    const Vec w = rand_vec(C, 0.2f, 1.0f);
+    Vec res((size_t)N * C), out((size_t)N * C), rstd(N);
+    residual_forward(res.data(), a.data(), bb.data(), (long)N * C);
+    round_all(res);  // the kernel stores the sum as floatX and normalises what it stored
+    rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C);
+
+    floatX *d_a = to_dev(a), *d_bb = to_dev(bb), *d_w = to_dev(w);
+    floatX *d_res = in_place ? d_a : dalloc<floatX>((size_t)N * C), *d_out = dalloc<floatX>((size_t)N * C);
+    float* d_rstd = dalloc<float>(N);
+    if (!in_place) poison(d_res, (size_t)N * C * sizeof(floatX));
+    poison(d_out, (size_t)N * C * sizeof(floatX));
+    poison(d_rstd, N * sizeof(float));
+    fused_residual_rmsnorm_forward_cuda(d_res, d_out, d_rstd, d_a, d_bb, d_w, N, C, stream);
+    sync();
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, in_place ? " in-place" : "");
+    expect("fused_residual_rmsnorm", shape, "residual", fetch(d_res, (size_t)N * C), res, BOUND_ROUND1);
+    expect("fused_residual_rmsnorm", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
+    expect("fused_residual_rmsnorm", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
+    for (void* p : {(void*)d_a, (void*)d_bb, (void*)d_w, (void*)d_out, (void*)d_rstd})
+        CUDA_CHECK(cudaFree(p));
+    if (!in_place) CUDA_CHECK(cudaFree(d_res));
+}
+
+// write: dweight written (GRAD_WRITE, NaN beforehand on both sides), else added to. The scratch is
+// layernorm_backward_scratch_bytes(N, C), as the backend reserves for both norms, and run 1 follows
+// a LayerNorm backward on the same scratch (as in a model mixing them on the backend's one buffer):
+// the tickets it leaves must not change RMSNorm's bits.
+static void test_rmsnorm_backward(int N, int C, bool write = false) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f);
+    const Vec dout = rand_vec((size_t)N * C, 1.0f);
+    const Vec dinp0 = rand_vec((size_t)N * C, 1.0f), dw0 = rand_vec(C, 1.0f);
+    Vec out((size_t)N * C), rstd(N);
+    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C);
+    Vec dinp = dinp0, dw = dw0;
+    if (write) std::fill(dw.begin(), dw.end(), NAN);
+    rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C,
+                     write ? GRAD_WRITE : GRAD_ACCUMULATE);
+
+    floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_dout = to_dev(dout);
+    floatX *d_dinp = to_dev(dinp0), *d_dw = to_dev(dw0);
+    float* d_rstd = dalloc<float>(N);
+    CUDA_CHECK(cudaMemcpy(d_rstd, rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    // The LayerNorm backward of run 1, into buffers of its own (its mean: the rows' true means).
+    Vec mean(N, 0.0f);
+    for (int n = 0; n < N; n++) {
+        for (int c = 0; c < C; c++) mean[n] += x[(size_t)n * C + c];
+        mean[n] /= C;
+    }
+    float* d_mean = dalloc<float>(N);
+    CUDA_CHECK(cudaMemcpy(d_mean, mean.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    floatX *d_ln_dinp = to_dev(dinp0), *d_ln_dw = to_dev(dw0), *d_ln_db = to_dev(dw0);
+    const size_t scratch_bytes = layernorm_backward_scratch_bytes(N, C);
+    void* scratch = dalloc<char>(scratch_bytes);
+    CUDA_CHECK(cudaMemset(scratch, 0, scratch_bytes));  // once: the calls leave the tickets at 0
+    Vec got_dinp, got_dw;
+    for (int run = 0; run < SCHEDULE_RUNS; run++) {  // later runs, other schedules: the same bits
+        reseed(run);
+        upload(d_dinp, dinp0);
+        if (write) poison(d_dw, C * sizeof(floatX));
+        else upload(d_dw, dw0);
+        if (run == 1)
+            layernorm_backward_cuda(d_ln_dinp, d_ln_dw, d_ln_db, scratch, d_dout, d_x, d_w, d_mean, d_rstd,
+                                    N, C, 1, stream);
+        rmsnorm_backward_cuda(d_dinp, d_dw, scratch, d_dout, d_x, d_w, d_rstd, N, C, !write, stream);
+        sync();
+        const Vec a = fetch(d_dinp, (size_t)N * C), bw = fetch(d_dw, C);
+        if (run == 0) {
+            got_dinp = a;
+            got_dw = bw;
+        } else {
+            check(bitwise_equal(a, got_dinp) && bitwise_equal(bw, got_dw),
+                  "rmsnorm_backward N=%d C=%d%s: run %d%s gives bitwise the same dinp, dweight", N, C,
+                  write ? " write" : "", run, run == 1 ? " (after a LayerNorm backward)" : "");
+        }
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, write ? " write" : "");
+    expect("rmsnorm_backward", shape, "dinp", got_dinp, dinp, BOUND_LN_BWD);
+    expect("rmsnorm_backward", shape, "dweight", got_dw, dw, BOUND_LN_BWD);
+    for (void* p : {(void*)d_x, (void*)d_w, (void*)d_dout, (void*)d_dinp, (void*)d_dw, (void*)d_rstd,
+                    (void*)d_mean, (void*)d_ln_dinp, (void*)d_ln_dw, (void*)d_ln_db, scratch})
+        CUDA_CHECK(cudaFree(p));
+}
+
+// --- SwiGLU ----------------------------------------------------------------------------------------
+
+// inp (N, 2F): gates of scale 6 (silu's curved part and both tails), ups of scale 1. off: the
+// element offset of every pointer (1 makes them misaligned: the scalar path, whatever F).
+// in_place: the backward writes dinp over inp (allowed: each element is read before written).
+static void test_swiglu(int N, int F, int off, bool in_place = false) {
+    const long n = (long)N * F;
+    Vec inp(2 * n);
+    for (int r = 0; r < N; r++)
+        for (int f = 0; f < 2 * F; f++) inp[(size_t)r * 2 * F + f] = round_x((f < F ? 6.0f : 1.0f) * frand());
+    const Vec dout = rand_vec(n, 1.0f);
+    Vec out(n), dinp(2 * n);
+    swiglu_forward(out.data(), inp.data(), N, F);
+    swiglu_backward(dinp.data(), inp.data(), dout.data(), N, F);
+
+    floatX *bi = dalloc<floatX>(2 * n + off), *bo = dalloc<floatX>(n + off), *bg = dalloc<floatX>(n + off);
+    floatX *bd = in_place ? bi : dalloc<floatX>(2 * n + off);
+    floatX *d_inp = bi + off, *d_out = bo + off, *d_dout = bg + off, *d_dinp = bd + off;
+    upload(d_inp, inp);
+    upload(d_dout, dout);
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d F=%d%s%s", N, F, off ? " misaligned" : "",
+             in_place ? " in-place" : "");
+
+    poison(bo, (n + off) * sizeof(floatX));
+    swiglu_forward_cuda(d_out, d_inp, N, F, stream);
+    sync();
+    expect("swiglu_forward", shape, "out", fetch(d_out, n), out, BOUND_ROUND1);
+
+    if (!in_place) poison(bd, (2 * n + off) * sizeof(floatX));  // overwritten, never read
+    swiglu_backward_cuda(d_dinp, d_inp, d_dout, N, F, stream);
+    sync();
+    expect("swiglu_backward", shape, "dinp", fetch(d_dinp, 2 * n), dinp, BOUND_ROUND1);
+    for (void* p : {(void*)bi, (void*)bo, (void*)bg}) CUDA_CHECK(cudaFree(p));
+    if (!in_place) CUDA_CHECK(cudaFree(bd));
+}
+
 // --- GELU and residual -----------------------------------------------------------------------------
 
 // off: the element offset of every pointer (1 makes them misaligned: the scalar path).
@@ -556,10 +708,41 @@ static void test_special_shapes(void) {
     // Element-wise kernels: tails after the last full vector, and misaligned pointers.
     for (long n : {1L, 37L, 45L * 37, 256L * 768 + 5}) test_elementwise(n, 0);
     test_elementwise(1001, 1);
+    // RMSNorm (the LayerNorm kernels' RMS flag): C = 36 and 100 (multiples of 4, not 8: the x128
+    // path in fp32, the scalar one in bf16) at ragged N; in place; a row over 48 KiB; and the
+    // backward at the LayerNorm backward's configurations (several steps and 22 groups at N =
+    // 4133, CPT x threads on both paths), its dweight added and written.
+    for (int C : {36, 100})
+        for (int N : {1, 37, 1000}) {
+            test_rmsnorm_forward(N, C);
+            test_fused_residual_rmsnorm(N, C, false);
+            test_rmsnorm_backward(N, C, N == 37);
+        }
+    test_fused_residual_rmsnorm(37, 72, true);
+    test_fused_residual_rmsnorm(37, 100, true);
+    test_rmsnorm_forward(3, 24608);
+    test_fused_residual_rmsnorm(3, 24608, false);
+    test_rmsnorm_backward(4133, 72);
+    test_rmsnorm_backward(4133, 100, true);
+    test_rmsnorm_backward(37, 2560);
+    test_rmsnorm_backward(37, 4104, true);
+#ifndef GPT_CUDA_FP32
+    test_rmsnorm_backward(3, 8200);
+#endif
+    for (int C : {301, 601, 1999, 4001, 4105}) test_rmsnorm_backward(5, C, C == 601);
+    // SwiGLU: F a multiple of the x128 vector (768, 72; 36 and 100 in fp32 only) or not (45, 1, 7),
+    // N = 1, 37, 256; misaligned pointers (the scalar path at F = 768); the backward in place.
+    for (int F : {768, 72, 36, 100, 45, 1, 7})
+        for (int N : {1, 37, 256}) test_swiglu(N, F, 0);
+    test_swiglu(37, 768, 1);
+    test_swiglu(37, 100, 1);
+    test_swiglu(37, 72, 0, true);
+    test_swiglu(5, 45, 1, true);
 }
 
 // --quick: every kernel and path once (vector and scalar rows, thousands of sorted rows, a row over
-// 48 KiB, two LayerNorm backward variants, misaligned element-wise pointers).
+// 48 KiB, two LayerNorm and two RMSNorm backward variants, misaligned element-wise pointers; the
+// RMSNorm forwards at N = 256 come from the grid in main).
 static void test_quick_shapes(void) {
     test_encoder_backward(2, 2100, 16, token_layout(token_positions(1, 2)), 300);
     test_layernorm_forward(3, 24608);
@@ -568,6 +751,12 @@ static void test_quick_shapes(void) {
     test_encoder_backward(4, 160, 72, token_layout(token_positions(0, 1)), 5, true, 40, 3);
     test_elementwise(45L * 37, 0);
     test_elementwise(1001, 1);
+    test_fused_residual_rmsnorm(37, 100, true);
+    test_rmsnorm_backward(37, 2560, true);
+    test_rmsnorm_backward(1000, 100);
+    test_swiglu(37, 768, 0);
+    test_swiglu(37, 100, 1, true);
+    test_swiglu(37, 45, 0);
 }
 
 // --die ORDER: the encoder backward given a broken order of its rows ("swapped": two adjacent
@@ -626,6 +815,9 @@ int main(int argc, char** argv) {
             test_layernorm_forward(N, C);
             test_fused_residual_layernorm(N, C, false);
             test_layernorm_backward(N, C);
+            test_rmsnorm_forward(N, C);
+            test_fused_residual_rmsnorm(N, C, false);
+            test_rmsnorm_backward(N, C, shape % 2 == 0);
         }
     if (quick) test_quick_shapes();
     else test_special_shapes();
