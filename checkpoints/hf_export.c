@@ -63,12 +63,43 @@ static int commit_text(AtomicFile* af, char* err, size_t errlen) {
     return atomic_commit(af, err, errlen);
 }
 
+// Context extension: transformers' rope_scaling under both key names it has used for the type;
+// Llama 3.1's fixed low and high frequency factors written out. Nothing without a scaling.
+static void write_rope_scaling(FILE* f, const GPTConfig* cfg) {
+    const char* kind = rope_scaling_name(cfg->rope_scaling);
+    if (cfg->rope_scaling == ROPE_SCALING_LINEAR)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
+                "\"factor\": %.9g},\n", kind, kind, cfg->rope_factor);
+    else if (cfg->rope_scaling)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
+                "\"factor\": %.9g, \"original_max_position_embeddings\": %d%s},\n", kind, kind,
+                cfg->rope_factor, cfg->rope_original_T,
+                cfg->rope_scaling == ROPE_SCALING_LLAMA3
+                    ? ", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0" : "");
+}
+
 static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype dtype, long eot_id,
                         char* err, size_t errlen) {
     AtomicFile af;
     if (!open_text(&af, dir, "config.json", err, errlen)) return -1;
     // Dropout 0: the trainer has none. The end-of-text id only where the vocabulary says it.
-    if (cfg->rope_theta) {
+    if (cfg->norm == GPT_NORM_RMSNORM) {
+        // Llama with the trainer's block: RMSNorm with its fixed eps, SwiGLU (silu) of F, grouped
+        // key/value heads, rotary positions (half-split, as rotate_half), biases on every linear
+        // layer (attention_bias, mlp_bias), the classifier tied to embed_tokens.
+        fprintf(af.f,
+                "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+                "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
+                "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                "  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n  \"rope_theta\": %d,\n",
+                cfg->V, cfg->max_T, cfg->C, gpt_ffn_hidden(cfg), cfg->L, cfg->NH,
+                gpt_kv_heads(cfg), cfg->C / cfg->NH, cfg->rope_theta);
+        write_rope_scaling(af.f, cfg);
+        fprintf(af.f,
+                "  \"attention_bias\": true,\n  \"mlp_bias\": true,\n  \"attention_dropout\": 0.0,\n"
+                "  \"tie_word_embeddings\": true,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n");
+    } else if (cfg->rope_theta) {
         // GPT-NeoX with the trainer's block: rotary on every channel of a head (rotary_pct 1),
         // the residual adds in sequence (no parallel residual), GPT-2's tanh GELU, biases, an
         // untied output matrix (written). theta under both names transformers has used for it.
@@ -83,18 +114,7 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 "  \"tie_word_embeddings\": false,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
                 cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, 4 * cfg->C, cfg->rope_theta,
                 cfg->rope_theta);
-        // Context extension: transformers' rope_scaling under both key names it has used for the
-        // type; Llama 3.1's fixed low and high frequency factors written out.
-        const char* kind = rope_scaling_name(cfg->rope_scaling);
-        if (cfg->rope_scaling == ROPE_SCALING_LINEAR)
-            fprintf(af.f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
-                    "\"factor\": %.9g},\n", kind, kind, cfg->rope_factor);
-        else if (cfg->rope_scaling)
-            fprintf(af.f, "  \"rope_scaling\": {\"rope_type\": \"%s\", \"type\": \"%s\", "
-                    "\"factor\": %.9g, \"original_max_position_embeddings\": %d%s},\n", kind, kind,
-                    cfg->rope_factor, cfg->rope_original_T,
-                    cfg->rope_scaling == ROPE_SCALING_LLAMA3
-                        ? ", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0" : "");
+        write_rope_scaling(af.f, cfg);
     } else {
         fprintf(af.f,
                 "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -157,7 +177,8 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "--out: %s", why);
         return -1;
     }
-    const int max_tensors = HF_LAYOUT_TENSORS(cfg->L);
+    const int llama = cfg->norm == GPT_NORM_RMSNORM;
+    const int max_tensors = llama ? HF_LAYOUT_LLAMA_TENSORS(cfg->L) : HF_LAYOUT_TENSORS(cfg->L);
     HfTensor* layout = malloc(sizeof *layout * (size_t)max_tensors);
     SafetensorsTensor* t = malloc(sizeof *t * (size_t)max_tensors);
     if (!layout || !t) {
@@ -165,8 +186,8 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = cfg->rope_theta ? hf_layout_neox(cfg, layout)
-                                  : hf_layout(cfg, "transformer.", layout);
+    const int n = llama ? hf_layout_llama(cfg, "model.", 1, 1, layout)
+                : cfg->rope_theta ? hf_layout_neox(cfg, layout) : hf_layout(cfg, "transformer.", layout);
     float* copies = malloc(sizeof(float) * (interleaved_floats(layout, n) + 1));
     if (!copies) {
         free(layout), free(t);

@@ -7,7 +7,12 @@
 // and wte loses llm.c's padding rows (Vp -> V). A model with rotary positions is written as
 // GPT-NeoX (GPTNeoXForCausalLM: the same block with rotary positions in the half-split layout,
 // rotary_pct 1, use_parallel_residual false), whose nn.Linear weights keep llm.c's (out, in),
-// whose query_key_value rows are grouped per head, and whose embed_out is written (untied).
+// whose query_key_value rows are grouped per head, and whose embed_out is written (untied). A
+// model with Llama's block (RMSNorm, SwiGLU, rotary positions; grouped-query attention or not)
+// is written as Llama (LlamaForCausalLM): the qkv projection split into q_proj, k_proj and v_proj,
+// fc into gate_proj and up_proj, nn.Linear weights as llm.c keeps them, every bias written
+// (attention_bias, mlp_bias true), rms_norm_eps 1e-5, the classifier tied to embed_tokens (no
+// lm_head.weight, as transformers saves a tied model). The caller has refused other mixtures.
 #pragma once
 #include <stddef.h>
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "checkpoints/hf_layout.h"
+#include "checkpoints/hf_llama_config.h"
 #include "checkpoints/json_read.h"
 #include "checkpoints/safetensors.h"
 #include "comm/fail.h"
@@ -33,10 +34,15 @@ static char* read_text(const char* path, size_t max, char* err, size_t errlen) {
     return text;
 }
 
-// config.json: the sizes, and every setting this model cannot follow refused.
-static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errlen) {
-    char* text = read_text(path, MAX_CONFIG, err, errlen);
-    if (!text) return -1;
+// What config.json says of the file's tensors besides the shape.
+typedef struct {
+    int llama;       // model_type "llama": Llama's names (hf_layout_llama)
+    HfLlamaForm l;   // its biases and tie_word_embeddings
+} HfForm;
+
+// A GPT-2 config.json (text): the sizes, and every setting this model cannot follow refused.
+static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, char* err,
+                            size_t errlen) {
     JsonCursor c;
     json_init(&c, text);
     unsigned long long C = 0, L = 0, NH = 0, T = 0, ctx = 0, V = 0, inner = 0;
@@ -82,7 +88,6 @@ static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errle
     }
     if (rc == 0 && (more < 0 || json_end(&c) != 0))
         rc = set_err(err, errlen, "%s: %s", path, c.err);
-    free(text);
     if (rc != 0) return -1;
     if (!T) T = ctx;
     const char* missing = !C ? "n_embd" : !L ? "n_layer" : !NH ? "n_head" : !T ? "n_positions"
@@ -96,6 +101,42 @@ static int read_config(const char* path, GPTConfig* cfg, char* err, size_t errle
     char why[ERR_LEN];
     if (gpt_config_validate(cfg, why, sizeof why) != 0) return set_err(err, errlen, "%s: %s", path, why);
     return 0;
+}
+
+// config.json's model_type, wherever it stands in the object: "" when it has none (GPT-2's
+// older files). Returns 0, or -1 with err set.
+static int model_type(const char* text, const char* path, char* type, size_t n, char* err,
+                      size_t errlen) {
+    JsonCursor c;
+    json_init(&c, text);
+    char key[64];
+    int more = json_object_begin(&c);
+    type[0] = 0;
+    while (more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1)
+        more = !strcmp(key, "model_type") ? json_string(&c, type, n) : json_skip(&c);
+    if (more < 0) return set_err(err, errlen, "%s: %s", path, c.err);
+    for (char* q = type; *q; q++)   // printed below: one line, whatever the file holds
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+    return 0;
+}
+
+// config.json: GPT-2's (model_type "gpt2" or none) or Llama's (checkpoints/hf_llama_config.h).
+static int read_config(const char* path, GPTConfig* cfg, HfForm* form, char* err, size_t errlen) {
+    char* text = read_text(path, MAX_CONFIG, err, errlen);
+    if (!text) return -1;
+    char type[64];
+    int rc = model_type(text, path, type, sizeof type, err, errlen);
+    memset(form, 0, sizeof *form);
+    form->llama = rc == 0 && !strcmp(type, "llama");
+    if (rc == 0 && form->llama)
+        rc = hf_llama_config(text, path, cfg, &form->l, err, errlen);
+    else if (rc == 0 && (!type[0] || !strcmp(type, "gpt2")))
+        rc = read_gpt2_config(text, path, cfg, err, errlen);
+    else if (rc == 0)
+        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\" or \"llama\", found \"%s\"",
+                     path, type);
+    free(text);
+    return rc;
 }
 
 static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, const HfTensor* w,
@@ -114,27 +155,41 @@ static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, cons
                    "found [%s]", f->path, w->name, w->rows, w->cols, got);
 }
 
-// A tensor of the file that is not one of the wanted: transformers' attention-mask buffers are
-// skipped and lm_head.weight is left for check_lm_head; anything else is refused.
+// A tensor of the file that is not one of the wanted: transformers' buffers (GPT-2's attention
+// masks, older Llama's rotary inv_freq) are skipped and lm_head.weight is left for
+// check_lm_head; anything else is refused.
 static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const char* prefix,
-                        const GPTConfig* cfg, char* err, size_t errlen) {
+                        const GPTConfig* cfg, const HfForm* form, char* err, size_t errlen) {
     const char* rest = !strncmp(e->name, prefix, strlen(prefix)) ? e->name + strlen(prefix) : NULL;
-    static const char* const buffers[] = {"h.%u.attn.bias%n", "h.%u.attn.masked_bias%n"};
-    for (int k = 0; rest && k < 2; k++) {
+    static const char* const gpt2_buffers[] = {"h.%u.attn.bias%n", "h.%u.attn.masked_bias%n"};
+    static const char* const llama_buffers[] = {"layers.%u.self_attn.rotary_emb.inv_freq%n"};
+    const char* const* buffers = form->llama ? llama_buffers : gpt2_buffers;
+    for (int k = 0; rest && k < (form->llama ? 1 : 2); k++) {
         unsigned layer;
         int end = 0;
         if (sscanf(rest, buffers[k], &layer, &end) == 1 && end && !rest[end] && layer < (unsigned)cfg->L)
             return 0;
     }
     if (!strcmp(e->name, "lm_head.weight")) return 0;
+    if (form->llama)
+        return set_err(err, errlen, "%s: tensor '%s': expected only Llama's tensors (with "
+                       "config.json's attention_bias %s, mlp_bias %s), found one it does not have",
+                       f->path, e->name, form->l.attention_bias ? "true" : "false",
+                       form->l.mlp_bias ? "true" : "false");
     return set_err(err, errlen, "%s: tensor '%s': expected only GPT-2's tensors, found one it "
                    "does not have", f->path, e->name);
 }
 
-// GPT-2 ties the classifier to wte: an lm_head.weight must hold wte's values.
-static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const float* wte,
-                         char* err, size_t errlen) {
+// This model ties the classifier to wte: an lm_head.weight must hold wte's values, and Llama's
+// config without tie_word_embeddings must have one.
+static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const HfForm* form,
+                         const float* wte, char* err, size_t errlen) {
     const SafetensorsEntry* e = safetensors_find(f, "lm_head.weight");
+    const char* name = form->llama ? "embed_tokens" : "wte";
+    if (!e && form->llama && !form->l.tied)
+        return set_err(err, errlen, "%s: expected a tensor 'lm_head.weight' equal to embed_tokens "
+                       "(config.json's tie_word_embeddings is false, and this model ties the "
+                       "classifier to the embedding), found none", f->path);
     if (!e) return 0;
     const size_t n = (size_t)cfg->V * (size_t)cfg->C;
     int same = e->ndim == 2 && e->shape[0] == (unsigned long long)cfg->V &&
@@ -147,9 +202,9 @@ static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const f
     }
     same = same && !memcmp(head, wte, n * sizeof *head);
     free(head);
-    return same ? 0 : set_err(err, errlen, "%s: tensor 'lm_head.weight': expected it equal to wte "
-                              "(GPT-2 ties the classifier to the embedding), found another tensor",
-                              f->path);
+    return same ? 0 : set_err(err, errlen, "%s: tensor 'lm_head.weight': expected it equal to %s "
+                              "(%s ties the classifier to the embedding), found another tensor",
+                              f->path, name, form->llama ? "this model" : "GPT-2");
 }
 
 // Reads tensor w into the flat parameters; a non-finite value is refused.
@@ -176,6 +231,7 @@ typedef struct {
     int n;                            // tensors wanted (hf_layout)
     HfTensor* w;                      // [n] where each goes in llm.c's layout
     const SafetensorsEntry** entry;   // [n] the file's tensor for each
+    HfForm form;                      // config.json's model_type, Llama's biases and tie
 } HfWeights;
 
 static void weights_close(HfWeights* h) {
@@ -185,51 +241,69 @@ static void weights_close(HfWeights* h) {
     memset(h, 0, sizeof *h);
 }
 
-static int weights_check(const char* path, const GPTConfig* cfg, HfWeights* h, char* err,
-                         size_t errlen) {
+static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* form, HfWeights* h,
+                         char* err, size_t errlen) {
     memset(h, 0, sizeof *h);
+    h->form = *form;
     SafetensorsFile* f = &h->f;
     if (safetensors_open(path, f, err, errlen) != 0) return -1;
-    const char* prefix = safetensors_find(f, "transformer.wte.weight") ? "transformer." : "";
-    // GPT-2 has 4 + 12 L tensors: a larger n_layer than the file can hold is refused first.
-    if (cfg->L > (f->n - 4) / 12) {
-        set_err(err, errlen, "%s: expected the 4 + 12 x %d tensors of GPT-2 with config.json's "
-                "n_layer = %d, found %d", path, cfg->L, cfg->L, f->n);
+    const int llama = form->llama;
+    const char* prefix = llama ? (safetensors_find(f, "model.embed_tokens.weight") ? "model." : "")
+                       : safetensors_find(f, "transformer.wte.weight") ? "transformer." : "";
+    // GPT-2 has 4 + 12 L tensors, Llama 2 + 9 L and the biases: a larger layer count than the
+    // file can hold is refused first.
+    const int fixed = llama ? 2 : 4,
+              per = llama ? 9 + 4 * form->l.attention_bias + 3 * form->l.mlp_bias : 12;
+    if (cfg->L > (f->n - fixed) / per) {
+        set_err(err, errlen, "%s: expected the %d + %d x %d tensors of %s with config.json's "
+                "%s = %d, found %d", path, fixed, per, cfg->L, llama ? "Llama" : "GPT-2",
+                llama ? "num_hidden_layers" : "n_layer", cfg->L, f->n);
         weights_close(h);
         return -1;
     }
-    const int max = HF_LAYOUT_TENSORS(cfg->L);
+    const int max = llama ? HF_LAYOUT_LLAMA_TENSORS(cfg->L) : HF_LAYOUT_TENSORS(cfg->L);
     h->w = malloc(sizeof *h->w * (size_t)max);
     h->entry = malloc(sizeof *h->entry * (size_t)max);
     char* used = calloc((size_t)f->n, 1);
     int rc = (h->w && h->entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
-    h->n = rc == 0 ? hf_layout(cfg, prefix, h->w) : 0;
+    h->n = rc != 0 ? 0 : llama ? hf_layout_llama(cfg, prefix, form->l.attention_bias,
+                                                 form->l.mlp_bias, h->w)
+                               : hf_layout(cfg, prefix, h->w);
     for (int k = 0; k < h->n && rc == 0; k++) {
         h->entry[k] = safetensors_find(f, h->w[k].name);
-        if (!h->entry[k])
+        if (!h->entry[k] && llama)
+            rc = set_err(err, errlen, "%s: expected a tensor '%s' (Llama with config.json's "
+                         "num_hidden_layers = %d, attention_bias %s, mlp_bias %s), found none", path,
+                         h->w[k].name, cfg->L, form->l.attention_bias ? "true" : "false",
+                         form->l.mlp_bias ? "true" : "false");
+        else if (!h->entry[k])
             rc = set_err(err, errlen, "%s: expected a tensor '%s' (GPT-2 with config.json's "
                          "n_layer = %d), found none", path, h->w[k].name, cfg->L);
         else
             used[h->entry[k] - f->entries] = 1, rc = check_shape(f, h->entry[k], &h->w[k], err, errlen);
     }
     for (int k = 0; k < f->n && rc == 0; k++)
-        if (!used[k]) rc = extra_tensor(f, &f->entries[k], prefix, cfg, err, errlen);
+        if (!used[k]) rc = extra_tensor(f, &f->entries[k], prefix, cfg, form, err, errlen);
     free(used);
     if (rc != 0) weights_close(h);
     return rc;
 }
 
-// Fills params (gpt_num_params(cfg) floats) from a checked file, wte's padding rows zero. Every
-// tensor is in the file with config.json's shape: the sizes are the file's, no larger.
+// Fills params (gpt_num_params(cfg) floats) from a checked file, wte's padding rows zero (and
+// the biases a Llama file leaves out). Every tensor is in the file with config.json's shape: the
+// sizes are the file's, no larger.
 static int weights_read(const HfWeights* h, const GPTConfig* cfg, float* params, char* err,
                         size_t errlen) {
     memset(params, 0, sizeof *params * gpt_num_params(cfg));   // wte's padding rows
-    float* tmp = malloc(sizeof *tmp * 4 * (size_t)cfg->C * (size_t)cfg->C);
-    int rc = tmp ? 0 : set_err(err, errlen, "%s: out of memory for a %d x %d tensor", h->f.path,
-                               4 * cfg->C, cfg->C);
+    size_t most = 0;   // the largest transposed tensor (GPT-2's Conv1D: 4C x C)
+    for (int k = 0; k < h->n; k++)
+        if (h->w[k].transposed && h->w[k].rows * h->w[k].cols > most) most = h->w[k].rows * h->w[k].cols;
+    float* tmp = most ? malloc(sizeof *tmp * most) : NULL;
+    int rc = tmp || !most ? 0 : set_err(err, errlen, "%s: out of memory for a %d x %d tensor",
+                                        h->f.path, 4 * cfg->C, cfg->C);
     for (int k = 0; k < h->n && rc == 0; k++)
         rc = read_tensor(&h->f, h->entry[k], &h->w[k], params, tmp, err, errlen);
-    if (rc == 0) rc = check_lm_head(&h->f, cfg, params, err, errlen);
+    if (rc == 0) rc = check_lm_head(&h->f, cfg, &h->form, params, err, errlen);
     free(tmp);
     return rc;
 }
@@ -238,18 +312,27 @@ static void weights_path(const char* dir, char* path, size_t len) {
     snprintf(path, len, "%s/model.safetensors", dir);
 }
 
-int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) {
+static int config_form(const char* dir, GPTConfig* cfg, HfForm* form, char* err, size_t errlen) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return read_config(path, cfg, err, errlen);
+    return read_config(path, cfg, form, err, errlen);
+}
+
+int hf_import_config(const char* dir, GPTConfig* cfg, char* err, size_t errlen) {
+    HfForm form;
+    return config_form(dir, cfg, &form, err, errlen);
 }
 
 int hf_import_weights(const char* dir, const GPTConfig* cfg, float* params, char* err,
                       size_t errlen) {
+    // The form again (the caller has the shape): which names, biases and lm_head to expect.
+    GPTConfig again;
+    HfForm form;
+    if (config_form(dir, &again, &form, err, errlen) != 0) return -1;
     char path[4096];
     weights_path(dir, path, sizeof path);
     HfWeights h;
-    if (weights_check(path, cfg, &h, err, errlen) != 0) return -1;
+    if (weights_check(path, cfg, &form, &h, err, errlen) != 0) return -1;
     const int rc = weights_read(&h, cfg, params, err, errlen);
     weights_close(&h);
     return rc;
@@ -257,13 +340,14 @@ int hf_import_weights(const char* dir, const GPTConfig* cfg, float* params, char
 
 int hf_import(const char* dir, GPTConfig* cfg, float** params, char* err, size_t errlen) {
     *params = NULL;
-    if (hf_import_config(dir, cfg, err, errlen) != 0) return -1;
+    HfForm form;
+    if (config_form(dir, cfg, &form, err, errlen) != 0) return -1;
     // The parameters are allocated only once the file is known to hold them: config.json alone
     // may name any size gpt_config_validate accepts.
     char path[4096];
     weights_path(dir, path, sizeof path);
     HfWeights h;
-    if (weights_check(path, cfg, &h, err, errlen) != 0) return -1;
+    if (weights_check(path, cfg, &form, &h, err, errlen) != 0) return -1;
     float* p = malloc(sizeof *p * gpt_num_params(cfg));
     int rc = p ? weights_read(&h, cfg, p, err, errlen)
                : set_err(err, errlen, "%s: out of memory for %zu parameters", dir, gpt_num_params(cfg));

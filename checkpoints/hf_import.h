@@ -7,6 +7,12 @@
 // an MLP width other than 4C, an lm_head that differs from wte, a tensor GPT-2 does not have, a
 // value that is not finite. The file's tensors are checked against config.json's shapes before
 // anything of their size is allocated.
+// A Llama directory (model_type "llama": LlamaForCausalLM, or LlamaModel without the "model."
+// prefix) is read the same way into a model with RMSNorm, SwiGLU and rotary positions
+// (checkpoints/hf_llama_config.h for its config.json): q_proj, k_proj and v_proj stacked into the
+// qkv projection, gate_proj and up_proj into fc, zero biases where attention_bias or mlp_bias is
+// false, older versions' rotary_emb.inv_freq buffers skipped, and an lm_head.weight (required
+// when tie_word_embeddings is false) equal to embed_tokens.
 #pragma once
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-// An llm.c model file or a Hugging Face GPT-2 directory, whichever the path is
+// An llm.c model file or a Hugging Face GPT-2 or Llama directory, whichever the path is
 // (checkpoints/model_source.h).
 #include "checkpoints/model_source.h"
 
@@ -18,7 +18,7 @@ static int is_directory(const char* path) {
 static int same_shape(const GPTConfig* a, const GPTConfig* b) {
     return a->L == b->L && a->C == b->C && a->NH == b->NH && a->V == b->V && a->Vp == b->Vp &&
            a->max_T == b->max_T && gpt_kv_heads(a) == gpt_kv_heads(b) &&
-           gpt_same_positions(a, b);
+           gpt_same_positions(a, b) && gpt_same_block(a, b);
 }
 
 int model_source_config(const char* path, GPTConfig* cfg, const char** kind, char* err,
@@ -30,8 +30,8 @@ int model_source_config(const char* path, GPTConfig* cfg, const char** kind, cha
         snprintf(config, sizeof config, "%s/config.json", path);
         if (access(config, F_OK) != 0)
             return set_err(err, errlen, "%s: directory: expected an llm.c model file or a Hugging "
-                           "Face GPT-2 directory (config.json, model.safetensors), found no "
-                           "config.json", path);
+                           "Face GPT-2 or Llama directory (config.json, model.safetensors), found "
+                           "no config.json", path);
         rc = hf_import_config(path, cfg, err, errlen);
     } else {
         rc = model_file_read_header(path, cfg, &version, err, errlen);

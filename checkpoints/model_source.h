@@ -1,5 +1,6 @@
 // What a program may start from: an llm.c model file (checkpoints/model_file.h) or a Hugging Face
-// GPT-2 directory (checkpoints/hf_import.h), told apart by whether the path is a directory.
+// GPT-2 or Llama directory (checkpoints/hf_import.h), told apart by whether the path is a
+// directory.
 #pragma once
 #include <stddef.h>
 

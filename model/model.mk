@@ -13,7 +13,8 @@ MODEL_OBJS_F64 = $(MODEL_SRCS:%.c=$(BUILD)/f64/%.o) $(ATTENTION_OBJS_F64) $(FAIL
 	$(MODEL_TIMELINE_OBJS) $(BUILD)/attention/dist_scratch.o
 CHECKPOINT_OBJS = $(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/model_file.o \
 	$(BUILD)/checkpoints/model_source.o $(BUILD)/checkpoints/hf_import.o \
-	$(BUILD)/checkpoints/hf_layout.o $(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
+	$(BUILD)/checkpoints/hf_llama_config.o $(BUILD)/checkpoints/hf_layout.o \
+	$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
 	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Checks a Hugging Face GPT-2 directory written by build/export_hf against the model file it
-came from, reading both independently of the C code (numpy and torch only; transformers is not
-in Debian):
+"""Checks a Hugging Face GPT-2, GPT-NeoX or Llama directory written by build/export_hf against
+the model file it came from, reading both independently of the C code (numpy and torch only;
+transformers is not in Debian):
 
   1. model.safetensors is well formed: an 8-byte little-endian header length, a JSON header
      padded with spaces to a multiple of 8, "__metadata__" {"format": "pt"}, and byte ranges that
@@ -18,6 +18,12 @@ in Debian):
   query_key_value's rows grouped per head, embed_out a copy of wte; its forward written as
   transformers' modeling_gpt_neox.py computes it (rotary angles in fp32 from inv_freq, rotate_half
   over all channels, the residual adds in sequence).
+  A model with Llama's block (header[15..17]: RMSNorm, SwiGLU, with rotary positions) is checked
+  as the Llama directory the export writes: LlamaForCausalLM's names, q_proj, k_proj and v_proj
+  the row blocks of llm.c's qkv projection (num_key_value_heads of them for k and v), gate_proj
+  and up_proj the halves of fc, no lm_head (tied); its forward written as transformers'
+  modeling_llama.py computes it (RMSNorm in fp32 then the weight, inv_freq in fp32 from
+  modeling_rope_utils' init of the rope type, rotate_half, repeat_kv, silu(gate) * up, biases).
   4. With --vocab-dir, vocab.json and merges.txt are that directory's encoder.json and vocab.bpe
      byte for byte, and tokenizer_config.json names GPT2Tokenizer and the context length.
 
@@ -53,9 +59,11 @@ def read_model_file(path):
     if h[0] != ref.MODEL_MAGIC or h[1] not in (3, 5):
         ref.die(f"{path}: not an llm.c model file (magic {h[0]}, version {h[1]})")
     maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
+    KV = int(h[10])  # key/value heads (0: one per head)
     rope = int(h[11])  # rotary positions' theta: no wpe
     scaling = (int(h[12]), float(h[13:14].view("<f4")[0]), int(h[14]))  # header[12..14]
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, 0, rope)
+    norm, mlp, ffn = (int(v) for v in h[15:18])  # the block: RMSNorm, SwiGLU, F (0: 4C)
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -67,8 +75,8 @@ def read_model_file(path):
     for name in ref.NAMES:
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
-    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, rope=rope, scaling=scaling,
-                version=int(h[1])), params
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, scaling=scaling,
+                norm=norm, mlp=mlp, ffn=ffn, version=int(h[1])), params
 
 
 def read_safetensors(path):
@@ -152,6 +160,33 @@ def neox_expected(cfg, params):
     return out
 
 
+def llama_expected(cfg, params):
+    """transformers' Llama names -> float32 tensors in its layout, from llm.c's."""
+    V, L, NH, C = cfg["V"], cfg["L"], cfg["NH"], cfg["C"]
+    hs, F = C // NH, cfg["ffn"] or 4 * C
+    kv = (cfg["KV"] or NH) * hs  # rows of k_proj and of v_proj
+    P = {k: torch.from_numpy(v) for k, v in params.items()}
+    out = {"model.embed_tokens.weight": P["wte"].view(cfg["Vp"], C)[:V], "model.norm.weight": P["lnfw"]}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        out[p + "input_layernorm.weight"] = P["ln1w"].view(L, C)[l]
+        out[p + "post_attention_layernorm.weight"] = P["ln2w"].view(L, C)[l]
+        # llm.c's qkv rows [q (C) | k (kv) | v (kv)]: three nn.Linear (out, in)
+        w = P["qkvw"].view(L, C + 2 * kv, C)[l].split([C, kv, kv])
+        b = P["qkvb"].view(L, C + 2 * kv)[l].split([C, kv, kv])
+        for i, name in enumerate(["q_proj", "k_proj", "v_proj"]):
+            out[p + f"self_attn.{name}.weight"], out[p + f"self_attn.{name}.bias"] = w[i], b[i]
+        out[p + "self_attn.o_proj.weight"] = P["attprojw"].view(L, C, C)[l]
+        out[p + "self_attn.o_proj.bias"] = P["attprojb"].view(L, C)[l]
+        # fc's rows [gate (F) | up (F)]
+        w, b = P["fcw"].view(L, 2, F, C)[l], P["fcb"].view(L, 2, F)[l]
+        out[p + "mlp.gate_proj.weight"], out[p + "mlp.gate_proj.bias"] = w[0], b[0]
+        out[p + "mlp.up_proj.weight"], out[p + "mlp.up_proj.bias"] = w[1], b[1]
+        out[p + "mlp.down_proj.weight"] = P["fcprojw"].view(L, C, F)[l]
+        out[p + "mlp.down_proj.bias"] = P["fcprojb"].view(L, C)[l]
+    return out
+
+
 def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
@@ -211,6 +246,101 @@ def neox_forward(t, cfg, idx):
     return ln(x, "gpt_neox.final_layer_norm") @ W["embed_out.weight"].t()
 
 
+def llama_rope_init(conf, dim):
+    """inv_freq (fp32, dim/2) and attention_scaling as transformers' modeling_rope_utils computes
+    them for config.json's rope type: _compute_default_rope_parameters, _linear_scaling_...,
+    _yarn_... (beta_fast 32, beta_slow 1, get_mscale) and _llama3_..., each in fp32 as there."""
+    base = conf["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    rs = conf.get("rope_scaling")
+    kind = rs and rs.get("rope_type", rs.get("type"))
+    if not kind or kind == "default":
+        return inv_freq, 1.0
+    factor = rs["factor"]
+    if kind == "linear":
+        return inv_freq / factor, 1.0
+    if kind == "yarn":
+        orig = rs.get("original_max_position_embeddings") or conf["max_position_embeddings"]
+        attention_factor = rs.get("attention_factor") or (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+        beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def find_correction_dim(num_rotations):
+            return (dim * math.log(orig / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+        low = max(math.floor(find_correction_dim(beta_fast)), 0)
+        high = min(math.ceil(find_correction_dim(beta_slow)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+        extrapolation = 1 - ramp
+        inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+        return inv, attention_factor
+    if kind == "llama3":
+        low_ff, high_ff = rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / low_ff, old / high_ff
+        wavelen = 2 * math.pi / inv_freq
+        inv = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low_ff) / (high_ff - low_ff)
+        smoothed = (1 - smooth) * inv / factor + smooth * inv
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, inv), 1.0
+    ref.die(f"rope_scaling {kind}: not one the export writes")
+
+
+def llama_forward(t, cfg, idx):
+    """Llama as transformers' modeling_llama.py computes it, on the exported tensors."""
+    B, T = idx.shape
+    C, NH = cfg["hidden_size"], cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or NH
+    hd = cfg.get("head_dim") or C // NH
+    eps = cfg["rms_norm_eps"]
+    W = {k: v.float() for k, v in t.items()}
+
+    def rms_norm(x, p):  # LlamaRMSNorm: variance in fp32, then the weight
+        x32 = x.to(torch.float32)
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        return W[p + ".weight"] * x32.to(x.dtype)
+
+    def linear(x, p, bias):  # nn.Linear: weight (out, in)
+        return x @ W[p + ".weight"].t() + W[p + ".bias"] if bias else x @ W[p + ".weight"].t()
+
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+
+    def repeat_kv(x, n_rep):  # (B, KV, T, hd) -> (B, KV n_rep, T, hd), each head n_rep times
+        b, kv, s, d = x.shape
+        return x[:, :, None, :, :].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+    # LlamaRotaryEmbedding: fp32 inv_freq times the positions, each frequency twice, cos and sin
+    # times the rope type's attention_scaling
+    inv_freq, scaling = llama_rope_init(cfg, hd)
+    position_ids = torch.arange(T)[None, :]
+    freqs = (inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = (emb.cos() * scaling).unsqueeze(1), (emb.sin() * scaling).unsqueeze(1)
+    ab, mb = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
+    mask = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)  # additive causal mask
+    x = W["model.embed_tokens.weight"][idx]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, p + "input_layernorm")
+        q = linear(h, p + "self_attn.q_proj", ab).view(B, T, -1, hd).transpose(1, 2)
+        k = linear(h, p + "self_attn.k_proj", ab).view(B, T, -1, hd).transpose(1, 2)
+        v = linear(h, p + "self_attn.v_proj", ab).view(B, T, -1, hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, NH // KV), repeat_kv(v, NH // KV)
+        att = torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5 + mask
+        att = torch.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, -1)
+        x = x + linear(y, p + "self_attn.o_proj", ab)
+        h = rms_norm(x, p + "post_attention_layernorm")
+        x = x + linear(torch.nn.functional.silu(linear(h, p + "mlp.gate_proj", mb)) *
+                       linear(h, p + "mlp.up_proj", mb), p + "mlp.down_proj", mb)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return rms_norm(x, "model.norm") @ head.t()
+
+
 def hf_forward(t, cfg, idx):
     """GPT-2 as transformers computes it, on the exported tensors (widened to fp32)."""
     B, T = idx.shape
@@ -248,8 +378,25 @@ def main():
 
     conf = json.load(open(os.path.join(args.hf, "config.json")))
     torch_dtype = ("torch_dtype", "float32" if args.dtype == "F32" else "bfloat16")
-    neox = cfg["rope"] != 0
-    if neox:
+    llama = cfg["norm"] == 1
+    neox = cfg["rope"] != 0 and not llama
+    kind, factor, orig = cfg["scaling"]
+    name = ref.ROPE_SCALINGS[kind]
+    scaling = None if not kind else {"rope_type": name, "type": name, "factor": factor}
+    if kind >= 2:
+        scaling["original_max_position_embeddings"] = orig
+    if kind == 3:
+        scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
+    if llama:
+        keys = [("model_type", "llama"), ("architectures", ["LlamaForCausalLM"]),
+                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
+                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
+                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
+                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
+                ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
+                ("rope_scaling", scaling), ("attention_bias", True), ("mlp_bias", True),
+                ("tie_word_embeddings", True), torch_dtype]
+    elif neox:
         keys = [("model_type", "gpt_neox"), ("architectures", ["GPTNeoXForCausalLM"]),
                 ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
                 ("hidden_size", cfg["C"]), ("num_hidden_layers", cfg["L"]),
@@ -257,15 +404,7 @@ def main():
                 ("hidden_act", "gelu_new"), ("rotary_pct", 1.0), ("rotary_emb_base", cfg["rope"]),
                 ("rope_theta", cfg["rope"]), ("use_parallel_residual", False),
                 ("attention_bias", True), ("layer_norm_eps", 1e-5),
-                ("tie_word_embeddings", False), torch_dtype]
-        kind, factor, orig = cfg["scaling"]
-        name = ref.ROPE_SCALINGS[kind]
-        want = None if not kind else {"rope_type": name, "type": name, "factor": factor}
-        if kind >= 2:
-            want["original_max_position_embeddings"] = orig
-        if kind == 3:
-            want.update(low_freq_factor=1.0, high_freq_factor=4.0)
-        keys.append(("rope_scaling", want))
+                ("tie_word_embeddings", False), torch_dtype, ("rope_scaling", scaling)]
     else:
         keys = [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
                 ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
@@ -275,8 +414,8 @@ def main():
         check(conf.get(key) == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
 
     header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
-    expected = neox_expected(cfg, params) if neox else hf_expected(cfg, params)
-    arch = "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel"
+    expected = (llama_expected if llama else neox_expected if neox else hf_expected)(cfg, params)
+    arch = "LlamaForCausalLM" if llama else "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel"
     check(set(header) == set(expected), f"the {len(expected)} names of {arch}'s state dict "
           f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
     dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
@@ -288,8 +427,9 @@ def main():
 
     # The same tokens through both layouts: the reference on the parameters as stored.
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
-    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], rope=cfg["rope"],
-                    rope_scaling=cfg["scaling"])
+    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], KV=cfg["KV"],
+                    rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
+                    ffn=cfg["ffn"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0
@@ -300,11 +440,12 @@ def main():
         T = min(cfg["maxT"], 64)
         idx = torch.randint(0, cfg["V"], (2, T), generator=g)
         want, _ = model(idx, idx)
-        got = neox_forward(tensors, conf, idx) if neox else hf_forward(tensors, conf, idx)
+        got = (llama_forward if llama else neox_forward if neox else hf_forward)(tensors, conf, idx)
     want = want[..., :cfg["V"]]
     err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
+    arch = "Llama" if llama else "GPT-NeoX" if neox else "GPT-2"
     check(got.shape == want.shape and err < 1e-5,
-          f"logits of transformers' {'GPT-NeoX' if neox else 'GPT-2'} forward on the export = the reference's on the model "
+          f"logits of transformers' {arch} forward on the export = the reference's on the model "
           f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")
 
     if args.vocab_dir:

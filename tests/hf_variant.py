@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Writes a variant of a Hugging Face GPT-2 directory, for build/import_hf's tests: the forms
-transformers itself writes (no "transformer." prefix as GPT2Model saves, the attention-mask
-buffers of older versions, an explicit lm_head.weight, F16 or BF16 weights) and damaged ones
-(a config this model cannot follow, a missing, extra or misshapen tensor, a broken header).
+"""Writes a variant of a Hugging Face GPT-2 or Llama directory, for build/import_hf's tests: the
+forms transformers itself writes (no "transformer." or "model." prefix as GPT2Model and
+LlamaModel save, the attention-mask or rotary inv_freq buffers of older versions, an explicit
+lm_head.weight, F16 or BF16 weights, Llama without biases) and damaged ones (a config this model
+cannot follow, a missing, extra or misshapen tensor, a broken header).
 
   hf_variant.py SRC DST [--strip-prefix] [--buffers] [--lm-head same|other] [--dtype F32|F16|BF16]
-                [--config KEY=JSON]... [--drop NAME] [--extra NAME] [--reshape NAME]
-                [--break length|json|overlap|dtype|truncate|twice]
+                [--config KEY=JSON]... [--drop NAME] [--drop-matching REGEX] [--zero-matching REGEX]
+                [--extra NAME] [--reshape NAME] [--break length|json|overlap|dtype|truncate|twice]
 SRC holds config.json and an F32 or BF16 model.safetensors; DST gets both (and nothing else).
 numpy only (no torch import: the refusal tests write many variants); F16 and BF16 are rounded to
 nearest even, as PyTorch rounds.
@@ -14,6 +15,7 @@ nearest even, as PyTorch rounds.
 import argparse
 import json
 import os
+import re
 import struct
 
 import numpy as np
@@ -83,6 +85,8 @@ def main():
     a.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     a.add_argument("--config", action="append", default=[])
     a.add_argument("--drop")
+    a.add_argument("--drop-matching")
+    a.add_argument("--zero-matching")
     a.add_argument("--extra")
     a.add_argument("--reshape")
     a.add_argument("--break", dest="brk", choices=["length", "json", "overlap", "dtype", "truncate", "twice"])
@@ -95,19 +99,30 @@ def main():
         else:
             conf[k] = json.loads(v)
     t = read(os.path.join(args.src, "model.safetensors"))
+    llama = conf.get("model_type") == "llama"
+    full = "model." if llama else "transformer."
     if args.strip_prefix:
-        t = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in t.items()}
-    prefix = "" if args.strip_prefix else "transformer."
-    T = t[prefix + "wpe.weight"].shape[0]
-    if args.buffers:
+        t = {k[len(full):] if k.startswith(full) else k: v for k, v in t.items()}
+    prefix = "" if args.strip_prefix else full
+    if args.buffers and llama:  # LlamaRotaryEmbedding's inv_freq, as older versions saved it
+        hd = conf["hidden_size"] // conf["num_attention_heads"]
+        inv = 1.0 / (conf["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float32) / hd))
+        for l in range(conf["num_hidden_layers"]):
+            t[f"{prefix}layers.{l}.self_attn.rotary_emb.inv_freq"] = inv.astype(np.float32)
+    elif args.buffers:
+        T = t[prefix + "wpe.weight"].shape[0]
         for l in range(conf["n_layer"]):
             t[f"{prefix}h.{l}.attn.bias"] = np.tril(np.ones((T, T), np.float32)).reshape(1, 1, T, T)
             t[f"{prefix}h.{l}.attn.masked_bias"] = np.array(-1e4, np.float32)
     if args.lm_head:
-        wte = t[prefix + "wte.weight"]
+        wte = t[prefix + ("embed_tokens.weight" if llama else "wte.weight")]
         t["lm_head.weight"] = wte.copy() if args.lm_head == "same" else wte * 2
     if args.drop:
         del t[args.drop]
+    if args.drop_matching:
+        t = {k: v for k, v in t.items() if not re.fullmatch(args.drop_matching, k)}
+    if args.zero_matching:
+        t = {k: np.zeros_like(v) if re.fullmatch(args.zero_matching, k) else v for k, v in t.items()}
     if args.extra:
         t[args.extra] = np.zeros(4, np.float32)
     if args.reshape:

@@ -5,8 +5,8 @@
 # logits, the tokenizer files), from fp32 and bf16 model files and checkpoint directories; the
 # way back (the same parameters, the same evaluation loss, the same export again), from the forms
 # transformers writes (tests/hf_variant.py); and the one-line errors for bad input of both.
-#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, import, import-errors,
-#                                     init-from-hf)
+#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, rope, llama, import,
+#                                     import-errors, init-from-hf)
 # Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
 set -u
 cd "$(dirname "$0")/.."
@@ -109,7 +109,7 @@ expect_failure() {
 # A model with rotary positions (no wpe): exported as GPT-NeoX (GPTNeoXForCausalLM), fp32 and
 # bf16, checked as transformers' modeling_gpt_neox.py computes it (query_key_value grouped per
 # head, fp32 rotary angles, embed_out written); a grouped-query one refused; the directory is not
-# one the import reads (GPT-2 only).
+# one the import reads (GPT-2 and Llama only).
 t_rope() {
   train rope 500 --position-embedding rope --rope-theta 500000
   local model=$W/rope/model_00000003.bin pair
@@ -130,7 +130,118 @@ t_rope() {
   train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
   fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
     --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"
-  fails_import neox-import 'model_type: expected "gpt2", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+  fails_import neox-import 'model_type: expected "gpt2" or "llama", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+}
+
+# Llama's block (RMSNorm, SwiGLU of F = 48, rotary positions, 2 key/value heads for 4 heads)
+# as LlamaForCausalLM, from fp32 and bf16 model files, with yarn and llama3 rope_scaling: checked
+# as transformers' modeling_llama.py computes it (q/k/v_proj split from qkv, gate/up_proj from
+# fc, repeat_kv, fp32 inv_freq of the rope type, no lm_head); the way back to the same files, the
+# same evaluation loss, --init-from and build/generate from the directory; transformers' other
+# forms (LlamaModel's names, inv_freq buffers, lm_head, F16, no biases); the refusals of the
+# mixtures with no transformers equivalent and of the configs this model cannot follow.
+t_llama() {
+  local block=(--heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope)
+  train llama 500 "${block[@]}" --rope-theta 500000
+  train llama-yarn 500 "${block[@]}" --rope-scaling yarn --rope-original-context 16 --save-bf16
+  train llama-l3 500 "${block[@]}" --rope-scaling llama3 --rope-original-context 16 --rope-scaling-factor 2.5
+  local model=$W/llama/model_00000003.bin yarn=$W/llama-yarn/model_00000003.bin l3=$W/llama-l3/model_00000003.bin
+  check "exports it (fp32)" export_hf l --model "$model" --out "$W/hf"
+  check "names the format" has l "^  format +Llama \(LlamaForCausalLM: RMSNorm, SwiGLU MLP of 2 x 48, 2 key/value heads\)$"
+  verify "Llama fp32 export: layout, names, shapes, bits, forward" "$model" "$W/hf" F32
+  check "exports it in bf16" export_hf l16 --model "$model" --out "$W/hf16" --dtype bf16
+  verify "Llama bf16 export of an fp32 file: rounded to nearest even, forward" "$model" "$W/hf16" BF16
+  check "exports the yarn model (bf16 file)" export_hf ly --model "$yarn" --out "$W/hf-yarn"
+  verify "Llama yarn bf16 export: rope_scaling, the file's bits, forward" "$yarn" "$W/hf-yarn" BF16
+  check "exports the llama3 model" export_hf l3 --model "$l3" --out "$W/hf-l3"
+  verify "Llama llama3 export: rope_scaling, forward" "$l3" "$W/hf-l3" F32
+
+  # The way back: the model files themselves, bit for bit, and the same evaluation loss.
+  check "imports the fp32 export" import_hf i --hf "$W/hf" --out "$W/back.bin"
+  check "  the same parameters and header" same_params "$model" "$W/back.bin"
+  check "imports the bf16 yarn export to bf16: the model file byte for byte" \
+    eval "import_hf iy --hf '$W/hf-yarn' --out '$W/back-yarn.bin' --dtype bf16 && cmp -s '$yarn' '$W/back-yarn.bin'"
+  import_hf i3 --hf "$W/hf-l3" --out "$W/back-l3.bin" || bad "import of the llama3 export"
+  check "imports the llama3 export: the same parameters and header" same_params "$l3" "$W/back-l3.bin"
+  local a b c
+  a=$(val_loss "$model" eval-a); b=$(val_loss "$W/back.bin" eval-b); c=$(val_loss "$W/hf" eval-c)
+  check "the same evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
+  check "--eval-only --init-from DIR: the model file's evaluation loss, bit for bit" test -n "$a" -a "$a" = "$c"
+  a=$(val_loss "$l3" eval-l3); b=$(val_loss "$W/hf-l3" eval-l3-dir)
+  check "  and of the llama3 model ($a)" test -n "$a" -a "$a" = "$b"
+  local gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
+  "$BUILD/generate" --model "$model" "${gen[@]}" > "$W/gf.out" 2> "$W/gf.err"
+  "$BUILD/generate" --model "$W/hf" "${gen[@]}" > "$W/gd.out" 2> "$W/gd.err"
+  check "build/generate --model DIR: the model file's tokens ($(head -c 60 "$W/gf.out"))" \
+    eval "[ -s '$W/gf.out' ] && cmp -s '$W/gf.out' '$W/gd.out'"
+  export_hf e2 --model "$W/back.bin" --out "$W/hf2" || bad "export of the import"
+  check "exporting the import gives the same model.safetensors and config.json" \
+    eval "cmp -s '$W/hf/model.safetensors' '$W/hf2/model.safetensors' && cmp -s '$W/hf/config.json' '$W/hf2/config.json'"
+
+  # What transformers writes: LlamaModel's names, older versions' inv_freq buffers, lm_head
+  # beside embed_tokens (tied or not), F16; attention_bias and mlp_bias false without biases.
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v1" --strip-prefix --buffers --lm-head same --config tie_word_embeddings=false
+  check "LlamaModel's names, inv_freq buffers, untied lm_head = embed_tokens" import_hf v1 --hf "$W/v1" --out "$W/v1.bin"
+  check "  the same parameters" same_params "$model" "$W/v1.bin"
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v2" --dtype F16 --config rope_scaling=null --config head_dim=null
+  check "F16 weights, rope_scaling and head_dim null" import_hf v2 --hf "$W/v2" --out "$W/v2.bin"
+  check "  the parameters rounded to F16, to nearest even" same_params "$model" "$W/v2.bin" f16
+  local biases='.*(_proj)\.bias'
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v3" --drop-matching "$biases" --config attention_bias=DELETE --config mlp_bias=false
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v4" --zero-matching "$biases"
+  import_hf v4 --hf "$W/v4" --out "$W/v4.bin" || bad "import of zero biases"
+  check "no biases (attention_bias absent, mlp_bias false): zero ones, as the same directory's with zero biases" \
+    eval "import_hf v3 --hf '$W/v3' --out '$W/v3.bin' && cmp -s '$W/v3.bin' '$W/v4.bin'"
+
+  # The mixtures transformers has no architecture for are refused in one line, naming the block.
+  train rms-gelu 500 --normalization rmsnorm --position-embedding rope
+  fails rms-gelu "^error: --model $W/rms-gelu/model_00000003.bin: the block \(RMSNorm, GELU MLP of 4C\) has no GPT-2, GPT-NeoX or Llama equivalent" \
+    --model "$W/rms-gelu/model_00000003.bin" --out "$W/x"
+  train ln-swiglu 500 --mlp swiglu --ffn-hidden 48 --position-embedding rope
+  fails ln-swiglu "the block \(LayerNorm, SwiGLU MLP of 2 x 48\) has no GPT-2, GPT-NeoX or Llama equivalent" \
+    --model "$W/ln-swiglu/model_00000003.bin" --out "$W/x"
+  train gelu-48 500 --ffn-hidden 48
+  fails gelu-48 "the block \(LayerNorm, GELU MLP of 48\) has no GPT-2, GPT-NeoX or Llama equivalent" \
+    --model "$W/gelu-48/model_00000003.bin" --out "$W/x"
+  train llama-learned 500 --normalization rmsnorm --mlp swiglu --ffn-hidden 48
+  fails llama-learned "the block \(RMSNorm, SwiGLU MLP of 2 x 48\) with learned positions has no Llama equivalent" \
+    --model "$W/llama-learned/model_00000003.bin" --out "$W/x"
+  train llama-window 500 "${block[@]}" --attention-window 8
+  fails llama-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Llama equivalent" \
+    --model "$W/llama-window/model_00000003.bin" --out "$W/x"
+  check "nothing written for the refused exports" test ! -e "$W/x"
+
+  # Configs this model cannot follow, refused in one line naming the key.
+  local v=0
+  lfails() {
+    local re=$1; shift; v=$((v + 1))
+    "$PY" tests/hf_variant.py "$W/hf-yarn" "$W/bad$v" "$@"
+    fails_import "lbad$v" "$re" --hf "$W/bad$v" --out "$W/bad$v.bin"
+    [ ! -e "$W/bad$v.bin" ] || bad "lbad$v: a model file was written"
+  }
+  lfails 'hidden_act: expected "silu" \(SwiGLU.s gate\), found "gelu"$' --config hidden_act='"gelu"'
+  lfails "rms_norm_eps: expected 1e-05 \(the RMSNorm kernels' fixed epsilon\), found 1e-06$" --config rms_norm_eps=1e-6
+  lfails "rms_norm_eps: expected 1e-05 .*, found none, transformers' default 1e-06$" --config rms_norm_eps=DELETE
+  lfails "head_dim: expected hidden_size / num_attention_heads = 8, found 16$" --config head_dim=16
+  lfails "key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3$" --config num_key_value_heads=3
+  lfails "rope_theta: expected a whole number from 2 to 2147483647 \(the model file keeps an integer\), found 10000.5$" --config rope_theta=10000.5
+  lfails 'rope_scaling: rope_type: expected "default", "linear", "yarn" or "llama3", found "dynamic"$' \
+    --config rope_scaling='{"rope_type": "dynamic", "factor": 2.0}'
+  lfails "rope_scaling: low_freq_factor: expected 1 \(this model's fixed value\), found 2$" \
+    --config rope_scaling='{"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 16, "low_freq_factor": 2.0, "high_freq_factor": 4.0}'
+  lfails 'rope_scaling: expected only rope_type, .*, found "mscale"$' \
+    --config rope_scaling='{"rope_type": "yarn", "factor": 2.0, "mscale": 0.707}'
+  lfails "rope_scaling: attention_factor: expected 1.06931472 \(YaRN's 0.1 ln\(factor\) \+ 1\), found 1$" \
+    --config rope_scaling='{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "attention_factor": 1.0}'
+  lfails "expected a tensor 'lm_head.weight' equal to embed_tokens \(config.json's tie_word_embeddings is false" \
+    --config tie_word_embeddings=DELETE
+  lfails "tensor 'lm_head.weight': expected it equal to embed_tokens" --lm-head other
+  lfails "tensor 'model.layers.0.self_attn.q_proj.bias': expected only Llama's tensors \(with config.json's attention_bias false, mlp_bias true\)" \
+    --config attention_bias=false
+  lfails "expected the 2 \+ 16 x 2 tensors of Llama with config.json's num_hidden_layers = 2, found 33$" --drop model.layers.1.mlp.up_proj.weight
+  lfails "expected a tensor 'model.layers.1.mlp.up_proj.weight' \(Llama with config.json's num_hidden_layers = 2, attention_bias true, mlp_bias true\), found none$" \
+    --drop model.layers.1.mlp.up_proj.weight --extra model.layers.1.mlp.up_proj.weight_renamed
+  lfails "tensor 'model.layers.0.mlp.gate_proj.weight': shape: expected \[48, 32\] \(config.json's sizes\), found \[1535\]$" --reshape model.layers.0.mlp.gate_proj.weight
 }
 
 t_errors() {
@@ -176,9 +287,10 @@ t_errors() {
   check "--help names every option of the parser${missing:+ (missing:$missing)}" test -z "$missing"
 }
 
-# same_params A B [f16|bf16]: two model files of one shape hold the same parameters, bit for bit
-# (wte's padding rows aside: an import makes them zero), or B holds A's rounded to F16 or BF16
-# (to nearest even, as PyTorch rounds when it writes them).
+# same_params A B [f16|bf16]: two model files of one shape (header[2..17]: the sizes, window,
+# key/value heads, positions and block) hold the same parameters, bit for bit (wte's padding rows
+# aside: an import makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as
+# PyTorch rounds when it writes them).
 same_params() {
   "$PY" - "$@" <<'PYEOF'
 import sys
@@ -189,7 +301,7 @@ def load(path):
     h = np.frombuffer(d[:1024], dtype="<i4")
     p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
         (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    return h[:8].tolist(), p
+    return h[:18].tolist(), p
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 rounding = sys.argv[3] if len(sys.argv) > 3 else None
 if rounding:
@@ -197,7 +309,7 @@ if rounding:
 maxT, V, L, NH, C, Vp = ha[2:8]
 pad = np.zeros(a.size, dtype=bool)
 pad[V * C:Vp * C] = True
-same = ha[2:8] == hb[2:8] and np.array_equal(a[~pad], b[~pad])
+same = ha[2:18] == hb[2:18] and np.array_equal(a[~pad], b[~pad])
 ok = same and not b[pad].any()
 print(f"shape {ha[2:8]} vs {hb[2:8]}, equal{' after ' + rounding + ' rounding' if rounding else ''}: {same}, padding rows zero: {not b[pad].any()}")
 sys.exit(0 if ok else 1)
@@ -272,7 +384,7 @@ t_init_from_hf() {
   mkdir -p "$W/empty"
   "$TRAIN" --init-from "$W/empty" "${go[@]}" --out-dir "$W/te" > /dev/null 2> "$W/te.err"
   check "--init-from a directory without config.json: one line ($(head -n 1 "$W/te.err"))" \
-    eval "[ \$(grep -vc '^note: ' '$W/te.err') = 1 ] && grep -q '^error: --init-from $W/empty: directory: expected an llm.c model file or a Hugging Face GPT-2 directory' '$W/te.err'"
+    eval "[ \$(grep -vc '^note: ' '$W/te.err') = 1 ] && grep -q '^error: --init-from $W/empty: directory: expected an llm.c model file or a Hugging Face GPT-2 or Llama directory' '$W/te.err'"
 }
 
 t_import_errors() {
@@ -290,7 +402,7 @@ t_import_errors() {
   ifails "layer_norm_epsilon: expected 1e-05, found 1e-06$" --config layer_norm_epsilon=1e-6
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
   ifails "tie_word_embeddings: expected true, found false$" --config tie_word_embeddings=false
-  ifails 'model_type: expected "gpt2", found "llama"$' --config model_type='"llama"'
+  ifails 'model_type: expected "gpt2" or "llama", found "bert"$' --config model_type='"bert"'
   ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
   ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
   ifails "tensor 'lm_head.weight': expected it equal to wte" --lm-head other
@@ -316,9 +428,10 @@ case "$test_name" in
   tokenizer) t_tokenizer ;;
   errors) t_errors ;;
   rope) t_rope ;;
+  llama) t_llama ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
   init-from-hf) t_init_from_hf ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|import|import-errors|init-from-hf" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

@@ -1137,9 +1137,9 @@ t_rope() {
 
 # Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden): named in the configuration,
 # the parameter count in closed form, carried by the model file (header[15..17]) and by
-# --init-from; Megatron's default hidden width under swiglu (2/3 of 4C, multiples of 64);
-# --recompute selective and full give none's losses bit for bit; a resume with another block,
-# the Hugging Face export and bad values are refused in one line.
+# --init-from and by the Hugging Face export (Llama); Megatron's default hidden width under swiglu
+# (2/3 of 4C, multiples of 64); --recompute selective and full give none's losses bit for bit; a
+# resume with another block and bad values are refused in one line.
 t_llama() {
   make_data
   local block=(--normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope --heads 4 --kv-heads 2)
@@ -1164,7 +1164,8 @@ t_llama() {
   train resume-gelu "${TINY[@]}" --position-embedding rope --heads 4 --kv-heads 2 --steps 6 --resume --out-dir "$W/llama"
   check "a resume with GPT's block is refused ($(grep -m 1 'RMSNorm' "$W/resume-gelu.err"))" eval \
     "[ \$(rc_of resume-gelu) != 0 ] && grep -q 'RMSNorm, SwiGLU MLP of 2 x 48 differ from this run.s LayerNorm, GELU MLP of 4C' '$W/resume-gelu.err'"
-  export_refused "$W/llama/model_00000004.bin" "the block (RMSNorm, SwiGLU MLP of 2 x 48) has no GPT-2 or GPT-NeoX equivalent"
+  "$BUILD/export_hf" --model "$W/llama/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2>&1
+  check "export_hf writes it as Llama (the export suite checks it)" grep -q '"model_type": "llama"' "$W/hf/config.json"
   refused "--normalization batchnorm|^error: --normalization" \
           "--mlp relu|^error: --mlp" \
           "--ffn-hidden -4|^error: --ffn-hidden" \

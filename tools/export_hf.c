@@ -2,7 +2,8 @@
 // complete step, as a Hugging Face GPT-2 model directory (checkpoints/hf_export.h) that
 // transformers loads with GPT2LMHeadModel.from_pretrained(DIR) and GPT2TokenizerFast or
 // GPT2Tokenizer.from_pretrained(DIR); a model with rotary positions as a GPT-NeoX directory
-// (GPTNeoXForCausalLM).
+// (GPTNeoXForCausalLM), and one with Llama's block (RMSNorm, SwiGLU, rotary positions, grouped
+// key/value heads or not) as a Llama directory (LlamaForCausalLM).
 //
 //   export_hf --model FILE|CHECKPOINT_DIR --out DIR [--dtype auto|fp32|bf16]
 //             [--vocab-dir DIR | --no-tokenizer]
@@ -38,7 +39,8 @@ static void usage(FILE* f) {
         "trainer or llm.c (model_00001000.bin, gpt2_124M.bin), or from a checkpoint directory's\n"
         "newest complete step. transformers loads it with GPT2LMHeadModel.from_pretrained(DIR);\n"
         "a model with rotary positions (--position-embedding rope) is written as GPT-NeoX\n"
-        "(GPTNeoXForCausalLM.from_pretrained(DIR)).\n"
+        "(GPTNeoXForCausalLM.from_pretrained(DIR)), one with Llama's block as well\n"
+        "(--normalization rmsnorm --mlp swiglu) as Llama (LlamaForCausalLM.from_pretrained(DIR)).\n"
         "\n"
         "  --model PATH        a model file, or a trainer's --out-dir (its newest complete step)\n"
         "  --out DIR           the directory to write (created if missing; files replaced\n"
@@ -121,24 +123,36 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     int version;
     if (model_file_read_header(path, &cfg, &version, err, sizeof err) != 0) fail_msg("--model: %s", err);
-    // GPT-2 and GPT-NeoX blocks are LayerNorm and GELU of 4C.
-    if (cfg.norm != GPT_NORM_LAYERNORM || cfg.mlp != GPT_MLP_GELU || gpt_ffn_hidden(&cfg) != 4 * cfg.C) {
-        char block[64];
-        gpt_block_text(&cfg, block, sizeof block);
-        fail_msg("--model %s: the block (%s) has no GPT-2 or GPT-NeoX equivalent in Hugging Face "
-                 "transformers; expected LayerNorm and a GELU MLP of 4C (--normalization layernorm "
-                 "--mlp gelu --ffn-hidden 0)", path, block);
-    }
-    // GPT2LMHeadModel attends every earlier position: a banded model would load and run wrong.
+    // GPT-2 and GPT-NeoX blocks are LayerNorm and GELU of 4C; Llama's RMSNorm and SwiGLU of any
+    // width, with rotary positions. Any other mixture has no transformers architecture.
+    const int llama = cfg.norm == GPT_NORM_RMSNORM && cfg.mlp == GPT_MLP_SWIGLU;
+    char block[64];
+    gpt_block_text(&cfg, block, sizeof block);
+    if (!llama && (cfg.norm != GPT_NORM_LAYERNORM || cfg.mlp != GPT_MLP_GELU ||
+                   gpt_ffn_hidden(&cfg) != 4 * cfg.C))
+        fail_msg("--model %s: the block (%s) has no GPT-2, GPT-NeoX or Llama equivalent in Hugging "
+                 "Face transformers; expected LayerNorm and a GELU MLP of 4C (--normalization "
+                 "layernorm --mlp gelu --ffn-hidden 0), or RMSNorm and a SwiGLU MLP (--normalization "
+                 "rmsnorm --mlp swiglu)", path, block);
+    // LlamaForCausalLM rotates: it has no position table.
+    if (llama && !cfg.rope_theta)
+        fail_msg("--model %s: the block (%s) with learned positions has no Llama equivalent in "
+                 "Hugging Face transformers (LlamaForCausalLM has rotary positions only); expected "
+                 "--position-embedding rope", path, block);
+    const char* format = llama ? "Llama" : cfg.rope_theta ? "GPT-NeoX" : "GPT-2";
+    // transformers' GPT-2, GPT-NeoX and Llama attend every earlier position: a banded model would
+    // load and run wrong.
     if (cfg.window)
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
-                 "GPT-2 equivalent in Hugging Face transformers; expected a model without "
-                 "--attention-window", path, cfg.window, cfg.window_every);
-    // GPT-2's c_attn is 3C wide: grouped-query attention has no GPT2LMHeadModel form either.
-    if (gpt_kv_heads(&cfg) != cfg.NH)
+                 "%s equivalent in Hugging Face transformers; expected a model without "
+                 "--attention-window", path, cfg.window, cfg.window_every, format);
+    // GPT-2's c_attn is 3C wide: grouped-query attention has no GPT2LMHeadModel form either (nor
+    // GPT-NeoX's query_key_value); Llama's k_proj and v_proj have num_key_value_heads.
+    if (!llama && gpt_kv_heads(&cfg) != cfg.NH)
         fail_msg("--model %s: grouped-query attention (%d key/value heads for %d heads) has no "
-                 "GPT-2 equivalent in Hugging Face transformers; expected a model without "
-                 "--kv-heads", path, gpt_kv_heads(&cfg), cfg.NH);
+                 "%s equivalent in Hugging Face transformers; expected a model without "
+                 "--kv-heads, or Llama's block (--normalization rmsnorm --mlp swiglu "
+                 "--position-embedding rope)", path, gpt_kv_heads(&cfg), cfg.NH, format);
     const SafetensorsDtype dtype =
         !strcmp(o.dtype, "bf16") || (!strcmp(o.dtype, "auto") && version == MODEL_VERSION_BF16)
             ? SAFETENSORS_BF16 : SAFETENSORS_F32;
@@ -148,9 +162,13 @@ int main(int argc, char** argv) {
     printf("  model        %s (%s, L=%d C=%d NH=%d V=%d max_T=%d)\n", path,
            version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T);
     // Rotary positions: GPT-NeoX is transformers' GPT-2 block with rotary positions instead of
-    // a table (checkpoints/hf_layout.h).
-    printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
-                                                  : "GPT-2 (GPT2LMHeadModel)");
+    // a table; Llama's block is Llama's (checkpoints/hf_layout.h).
+    if (llama)
+        printf("  format       Llama (LlamaForCausalLM: %s, %d key/value heads)\n", block,
+               gpt_kv_heads(&cfg));
+    else
+        printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
+                                                      : "GPT-2 (GPT2LMHeadModel)");
     char positions[96];
     gpt_position_text(&cfg, positions, sizeof positions);
     printf("  positions    %s\n", positions);

@@ -1,6 +1,7 @@
 // import_hf: a Hugging Face GPT-2 directory (transformers' save_pretrained of GPT2LMHeadModel or
 // GPT2Model, or build/export_hf's) as an llm.c model file, for --init-from, build/generate or
-// llm.c (checkpoints/hf_import.h).
+// llm.c; a Llama directory (LlamaForCausalLM or LlamaModel) as a model file of Llama's block
+// (checkpoints/hf_import.h).
 //
 //   import_hf --hf DIR --out FILE [--dtype fp32|bf16]
 #include <getopt.h>
@@ -17,8 +18,9 @@ static void usage(FILE* f) {
     fprintf(f,
         "usage: import_hf --hf DIR --out FILE [--dtype fp32|bf16]\n"
         "\n"
-        "Reads a Hugging Face GPT-2 directory (config.json and model.safetensors, F32, BF16 or\n"
-        "F16) and writes an llm.c model file that --init-from, build/generate and llm.c load.\n"
+        "Reads a Hugging Face GPT-2 or Llama directory (config.json and model.safetensors, F32,\n"
+        "BF16 or F16) and writes a model file that --init-from and build/generate load (llm.c\n"
+        "too, for GPT-2; a Llama model has RMSNorm, SwiGLU and rotary positions).\n"
         "\n"
         "  --hf DIR            the directory\n"
         "  --out FILE          the model file (written atomically)\n"

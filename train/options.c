@@ -44,7 +44,7 @@ static const OptSpec specs[] = {
     {"reset-position-ids", OPT_FLAG, F(reset_position_ids), 0, 1, NULL, "with --document-mask: a token's position embedding is its position within its document, counted from 0 at the boundary token, not within the sequence (Megatron's --reset-position-ids)"},
     {"context", OPT_INT, F(context), 0, 1 << 22, NULL, "context length: the position table's rows, or with rotary positions only the longest sequence (0 = the preset's, or the --init-from model's; a rotary model's may be changed: context extension)"},
     {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
-    {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 directory (config.json, model.safetensors), instead of a seeded init"},
+    {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 or Llama directory (config.json, model.safetensors), instead of a seeded init"},
     {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
     {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards (glob pattern of llm.c .bin files)"},
     {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards (glob pattern; empty = no evaluation)"},

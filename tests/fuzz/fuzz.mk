@@ -38,8 +38,8 @@ FUZZ_SRCS_sweep_csv = costmodel/sweep_csv.c
 FUZZ_OBJS_sweep_csv = $(COSTMODEL_OBJS) $(BUILD)/comm/atomic_file.o   # cost_algorithm_parse
 FUZZ_SRCS_options = train/options.c
 FUZZ_OBJS_options = $(MODEL_OBJS)   # gpt_backend_name / gpt_backend_host_memory (--help)
-FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/hf_layout.c checkpoints/safetensors.c \
-	checkpoints/json_read.c
+FUZZ_SRCS_hf_import = checkpoints/hf_import.c checkpoints/hf_llama_config.c checkpoints/hf_layout.c \
+	checkpoints/safetensors.c checkpoints/json_read.c
 # hf_export writes the round trip.
 FUZZ_OBJS_hf_import = $(BUILD)/checkpoints/hf_export.o $(BUILD)/checkpoints/checkpoint_dir.o \
 	$(MODEL_OBJS)

@@ -135,14 +135,14 @@ static void tokenizer_seeds(void) {
     variant("tokenizer_file", "v2", "v2_vocab_large", size, 8, 1u << 24);
 }
 
-// hf_import: config.json, NUL, model.safetensors, as build/export_hf writes them.
-static void hf_seed(const char* name, SafetensorsDtype dtype) {
+// hf_import: config.json, NUL, model.safetensors, as build/export_hf writes them: GPT-2's, and
+// Llama's (RMSNorm, SwiGLU, rotary positions with YaRN, a key/value head for 2 heads).
+static void hf_seed(const char* name, const GPTConfig* c, SafetensorsDtype dtype) {
     char err[ERR_LEN] = "", dir[600], path[700];
-    const GPTConfig c = tiny_config();
-    float* p = some_params(gpt_num_params(&c));
+    float* p = some_params(gpt_num_params(c));
     snprintf(dir, sizeof dir, "%s/hf_%s", fuzz_dir(), name);
     const HfExportOptions o = {dtype, NULL, -1};
-    check_written(hf_export(dir, &c, p, &o, err, sizeof err), err);
+    check_written(hf_export(dir, c, p, &o, err, sizeof err), err);
     size_t nc = 0, nm = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     uint8_t* config = fuzz_read(path, &nc);
@@ -159,8 +159,14 @@ static void hf_seed(const char* name, SafetensorsDtype dtype) {
 }
 
 static void hf_seeds(void) {
-    hf_seed("f32", SAFETENSORS_F32);
-    hf_seed("bf16", SAFETENSORS_BF16);
+    const GPTConfig gpt2 = tiny_config();
+    GPTConfig llama = {.max_T = 4, .V = 5, .Vp = 8, .L = 1, .NH = 2, .C = 4, .kv_heads = 1,
+                       .rope_theta = 10000, .rope_scaling = ROPE_SCALING_YARN, .rope_factor = 2,
+                       .rope_original_T = 2};
+    gpt_block_apply(&llama, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, 6);
+    hf_seed("f32", &gpt2, SAFETENSORS_F32);
+    hf_seed("bf16", &gpt2, SAFETENSORS_BF16);
+    hf_seed("llama", &llama, SAFETENSORS_F32);
     size_t size = 0;
     uint8_t* data = fuzz_read(seed_path("hf_import", "f32"), &size);
     CHECK(data, "", "cannot read the f32 seed back");
