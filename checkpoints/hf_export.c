@@ -86,7 +86,7 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
     if (cfg->norm == GPT_NORM_RMSNORM) {
         // Llama with the trainer's block: RMSNorm with its fixed eps, SwiGLU (silu) of F, grouped
         // key/value heads, rotary positions (half-split, as rotate_half), biases on every linear
-        // layer (attention_bias, mlp_bias), the classifier tied to embed_tokens.
+        // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens.
         fprintf(af.f,
                 "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
@@ -96,9 +96,11 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 cfg->V, cfg->max_T, cfg->C, gpt_ffn_hidden(cfg), cfg->L, cfg->NH,
                 gpt_kv_heads(cfg), cfg->C / cfg->NH, cfg->rope_theta);
         write_rope_scaling(af.f, cfg);
+        const char* bias = gpt_linear_bias(cfg) ? "true" : "false";
         fprintf(af.f,
-                "  \"attention_bias\": true,\n  \"mlp_bias\": true,\n  \"attention_dropout\": 0.0,\n"
-                "  \"tie_word_embeddings\": true,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n");
+                "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n  \"attention_dropout\": 0.0,\n"
+                "  \"tie_word_embeddings\": true,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
+                bias, bias);
     } else if (cfg->rope_theta) {
         // GPT-NeoX with the trainer's block: rotary on every channel of a head (rotary_pct 1),
         // the residual adds in sequence (no parallel residual), GPT-2's tanh GELU, biases, an
@@ -186,7 +188,8 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = llama ? hf_layout_llama(cfg, "model.", 1, 1, layout)
+    const int n = llama ? hf_layout_llama(cfg, "model.", gpt_linear_bias(cfg), gpt_linear_bias(cfg),
+                                          layout)
                 : cfg->rope_theta ? hf_layout_neox(cfg, layout) : hf_layout(cfg, "transformer.", layout);
     float* copies = malloc(sizeof(float) * (interleaved_floats(layout, n) + 1));
     if (!copies) {

@@ -230,7 +230,10 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     *cfg = (GPTConfig){.max_T = (int)T, .V = (int)V, .Vp = gpt_padded_vocab((int)V), .L = (int)L,
                        .NH = (int)NH, .C = (int)C, .rope_theta = (int)theta,
                        .kv_heads = has_kv && KV != NH ? (int)KV : 0};
-    gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F);
+    // Neither kind of bias: a model without linear biases (Llama's own); one kind: the other's
+    // biases read as zeros.
+    gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F,
+                    !form->attention_bias && !form->mlp_bias);
     char why[ERR_LEN];
     if (gpt_config_validate(cfg, why, sizeof why) != 0)
         return set_err(err, errlen, "%s: %s", path, why);

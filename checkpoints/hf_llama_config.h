@@ -11,8 +11,11 @@
 #include "model/config.h"
 
 typedef struct {
-    int attention_bias;   // q_proj, k_proj, v_proj and o_proj have biases (false: zero ones)
-    int mlp_bias;         // gate_proj, up_proj and down_proj have biases (false: zero ones)
+    // q_proj, k_proj, v_proj and o_proj have biases; gate_proj, up_proj and down_proj have biases.
+    // Both false: a model without linear biases (GPTConfig.no_linear_bias); one false: its
+    // biases read as zeros.
+    int attention_bias;
+    int mlp_bias;
     int tied;             // tie_word_embeddings (false: lm_head.weight must equal embed_tokens)
 } HfLlamaForm;
 

@@ -49,7 +49,7 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
                    .window = h[8], .window_every = h[9], .kv_heads = h[10],
                    .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14],
-                   .norm = h[15], .mlp = h[16], .ffn_hidden = h[17]};
+                   .norm = h[15], .mlp = h[16], .ffn_hidden = h[17], .no_linear_bias = h[18]};
     memcpy(&c.rope_factor, h + 13, 4);
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
@@ -73,6 +73,9 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
                            "0 (layernorm) or 1 (rmsnorm)", c.norm);
     if (c.mlp != GPT_MLP_GELU && c.mlp != GPT_MLP_SWIGLU)
         return field_error(err, errlen, path, "header[16] (mlp)", "0 (gelu) or 1 (swiglu)", c.mlp);
+    if (c.no_linear_bias != 0 && c.no_linear_bias != 1)
+        return field_error(err, errlen, path, "header[18] (no linear biases)",
+                           "0 (biases) or 1 (none)", c.no_linear_bias);
     if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 24))
         return field_error(err, errlen, path, "header[17] (MLP hidden width)",
                            "0 (4 x channels) to 16777216", c.ffn_hidden);
@@ -187,6 +190,7 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[15] = cfg->norm;                                           // 0: LayerNorm
     h[16] = cfg->mlp;                                            // 0: GELU
     h[17] = cfg->ffn_hidden;                                     // 0: 4C
+    h[18] = cfg->no_linear_bias;                                 // 0: biases
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

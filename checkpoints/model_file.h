@@ -11,7 +11,9 @@
 // header[12..14] its context-extension scaling (GPTConfig.rope_scaling, rope_factor as fp32 bits,
 // rope_original_T; all 0 without). header[15..17] hold the block's form (GPTConfig.norm, mlp,
 // ffn_hidden; all 0 for GPT's LayerNorm, GELU and 4C): an RMSNorm file has no ln1b, ln2b, lnfb
-// (0 elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c.
+// (0 elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c; header[18]
+// is 1 for a model without linear biases (GPTConfig.no_linear_bias: no qkvb, attprojb, fcb,
+// fcprojb).
 #pragma once
 #include <stddef.h>
 

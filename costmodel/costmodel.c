@@ -42,7 +42,7 @@ GPTConfig costmodel_gpt_config(const CostShape* s) {
                        .NH = s->NH, .C = s->C, .window = s->window,
                        .window_every = s->window_every, .kv_heads = s->kv_heads,
                        .rope_theta = s->rope_theta, .norm = s->norm, .mlp = s->mlp,
-                       .ffn_hidden = s->ffn_hidden};
+                       .ffn_hidden = s->ffn_hidden, .no_linear_bias = s->no_linear_bias};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -57,7 +57,8 @@ double costmodel_num_params(const CostShape* s) {
     const GPTConfig cfg = costmodel_gpt_config(s);   // no position table under rotary positions
     return kernel_gpt_num_params_block(s->L, s->C, qkv_width(s), gpt_ffn_hidden(&cfg),
                                        gpt_fc_width(&cfg), gpt_norm_bias(&cfg),
-                                       gpt_padded_vocab(s->V), gpt_position_rows(&cfg));
+                                       gpt_linear_bias(&cfg), gpt_padded_vocab(s->V),
+                                       gpt_position_rows(&cfg));
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -124,8 +125,8 @@ static void add_rope(Tally* t, const Cluster* c, const CostShape* s, double N, d
 // epilogue, or the fc GEMM then SwiGLU's pass (model/gpt.c mlp_up_forward).
 static void add_mlp_up(Tally* t, const Cluster* c, const CostShape* s, double N, double times) {
     const GPTConfig cfg = costmodel_gpt_config(s);
-    const int swiglu = s->mlp == GPT_MLP_SWIGLU;
-    add(t, c, CK_GEMM, kernel_cost_matmul_forward(N, s->C, gpt_fc_width(&cfg), 1, !swiglu), times);
+    const int swiglu = s->mlp == GPT_MLP_SWIGLU, lb = gpt_linear_bias(&cfg);
+    add(t, c, CK_GEMM, kernel_cost_matmul_forward(N, s->C, gpt_fc_width(&cfg), lb, !swiglu), times);
     if (swiglu)
         add(t, c, CK_GELU_BACKWARD, kernel_cost_swiglu_forward(N, gpt_ffn_hidden(&cfg)), times);
 }
@@ -139,27 +140,28 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     const double C = s->C, W = qkv_width(s), Vp = gpt_padded_vocab(s->V), V = s->V, L = s->L;
     const GPTConfig cfg = costmodel_gpt_config(s);
     const double F = gpt_ffn_hidden(&cfg), FC = gpt_fc_width(&cfg);
+    const int lb = gpt_linear_bias(&cfg);   // the linear layers' biases (0: none)
     *fwd = *bwd = (Tally){0, 0};
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, lb, 0), L);
     add_rope(fwd, c, s, N, L);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
         kernel_cost_fused_residual_layernorm_forward(N, C), 2 * L);
     add_mlp_up(fwd, c, s, N, L);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, F, C, 1, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, F, C, lb, 0), L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, Vp, 0, 0), 1);
     add(fwd, c, CK_CLASSIFIER, kernel_cost_classifier(N, V, Vp), 1);
     add_gemm_backward(bwd, c, N, C, Vp, 0, 1);
     add(bwd, c, CK_LAYERNORM_BACKWARD, kernel_cost_layernorm_backward(N, C), 1 + 2 * L);
-    add_gemm_backward(bwd, c, N, F, C, 1, L);
+    add_gemm_backward(bwd, c, N, F, C, lb, L);
     add(bwd, c, CK_GELU_BACKWARD, s->mlp == GPT_MLP_SWIGLU ? kernel_cost_swiglu_backward(N, F)
                                                            : kernel_cost_gelu_backward(N * F), L);
-    add_gemm_backward(bwd, c, N, C, FC, 1, L);
-    add_gemm_backward(bwd, c, N, C, C, 1, L);
+    add_gemm_backward(bwd, c, N, C, FC, lb, L);
+    add_gemm_backward(bwd, c, N, C, C, lb, L);
     add_rope(bwd, c, s, N, L);
-    add_gemm_backward(bwd, c, N, C, W, 1, L);
+    add_gemm_backward(bwd, c, N, C, W, lb, L);
     add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
 
@@ -185,12 +187,13 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
                                       GptRecompute r) {
     if (!gpt_recompute_layers(r)) return 0;
     const double C = s->C;
+    const int lb = !s->no_linear_bias;
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), 1, 0), 1);
+    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), lb, 0), 1);
     add_rope(&t, c, s, N, 1);
     if (r == GPT_RECOMPUTE_FULL) {
-        add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, 1, 0), 1);
+        add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), 1);
         add(&t, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
             kernel_cost_fused_residual_layernorm_forward(N, C), 1);
     } else {

@@ -39,6 +39,7 @@ typedef struct {
     int layers, channels, heads, kv_heads, vocab, context, window, window_every;
     int rope;        // --position-embedding rope: 1
     int norm, mlp, ffn_hidden;   // --normalization, --mlp (GPT_NORM_*, GPT_MLP_*), --ffn-hidden
+    int no_linear_bias;          // --disable-bias-linear: 1
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -63,9 +64,10 @@ static void usage(void) {
         "  --position-embedding learned|rope   the trainer's: a learned table of --context rows\n"
         "                       (default), or rotary positions (no table; a rotation pass over the\n"
         "                       queries and keys in forward and backward)\n"
-        "  --normalization layernorm|rmsnorm, --mlp gelu|swiglu, --ffn-hidden N   the trainer's\n"
-        "                       block (default GPT's: layernorm, gelu, 4C; under swiglu the\n"
-        "                       trainer's default width, 2/3 of 4C in multiples of 64)\n"
+        "  --normalization layernorm|rmsnorm, --mlp gelu|swiglu, --ffn-hidden N,\n"
+        "  --disable-bias-linear  the trainer's block (default GPT's: layernorm, gelu, 4C, biases;\n"
+        "                       under swiglu the trainer's default width, 2/3 of 4C in multiples\n"
+        "                       of 64)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
@@ -135,7 +137,7 @@ static Args parse_args(int argc, char** argv) {
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_HELP };
+           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -159,7 +161,7 @@ static Args parse_args(int argc, char** argv) {
         {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
         {"kv-heads", 1, 0, O_KV_HEADS},   {"position-embedding", 1, 0, O_POSITIONS},
         {"normalization", 1, 0, O_NORM},  {"mlp", 1, 0, O_MLP},
-        {"ffn-hidden", 1, 0, O_FFN_HIDDEN},
+        {"ffn-hidden", 1, 0, O_FFN_HIDDEN}, {"disable-bias-linear", 0, 0, O_NO_BIAS},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -185,6 +187,7 @@ static Args parse_args(int argc, char** argv) {
                 fail_msg("--mlp: expected gelu or swiglu, found '%s'", optarg);
             break;
         case O_FFN_HIDDEN: a.ffn_hidden = (int)flag_long(flag, optarg, 0, 1 << 24); break;
+        case O_NO_BIAS: a.no_linear_bias = 1; break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -252,7 +255,7 @@ static CostShape shape_of(const Args* a) {
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
     CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T,
-                   0, 0, 0, 0, 0, 0, 0};
+                   0, 0, 0, 0, 0, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
@@ -263,8 +266,9 @@ static CostShape shape_of(const Args* a) {
     s.kv_heads = a->kv_heads < s.NH ? a->kv_heads : 0;   // as many as the heads: no grouping
     s.rope_theta = a->rope ? 10000 : 0;   // theta changes no cost: the trainer's default
     GPTConfig block = {.C = s.C};   // the trainer's defaults (swiglu's width)
-    gpt_block_apply(&block, a->norm, a->mlp, a->ffn_hidden);
+    gpt_block_apply(&block, a->norm, a->mlp, a->ffn_hidden, a->no_linear_bias);
     s.norm = block.norm, s.mlp = block.mlp, s.ffn_hidden = block.ffn_hidden;
+    s.no_linear_bias = block.no_linear_bias;
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);

@@ -102,21 +102,23 @@ void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
     char hidden[32];
     if (F == 4 * c->C) snprintf(hidden, sizeof hidden, "4C");
     else snprintf(hidden, sizeof hidden, "%d", F);
-    snprintf(buf, n, "%s, %s MLP of %s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+    snprintf(buf, n, "%s, %s MLP of %s%s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
              c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
-             hidden);
+             hidden, c->no_linear_bias ? ", no linear biases" : "");
 }
 
-void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden) {
+void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_linear_bias) {
     c->norm = norm;
     c->mlp = mlp;
+    c->no_linear_bias = no_linear_bias;
     int F = ffn_hidden;
     if (F == 0 && mlp == GPT_MLP_SWIGLU) F = gpt_swiglu_default_hidden(c->C);
     c->ffn_hidden = F == 4 * c->C ? 0 : F;
 }
 
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b) {
-    return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b);
+    return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b) &&
+           a->no_linear_bias == b->no_linear_bias;
 }
 
 const char* rope_scaling_name(int scaling) {
@@ -249,6 +251,11 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     if (!gpt_norm_name(c->norm) || !gpt_mlp_name(c->mlp)) {
         snprintf(err, errlen, "block: expected norm 0 (layernorm) or 1 (rmsnorm) and mlp 0 (gelu) "
                  "or 1 (swiglu), found norm %d, mlp %d", c->norm, c->mlp);
+        return -1;
+    }
+    if (c->no_linear_bias != 0 && c->no_linear_bias != 1) {
+        snprintf(err, errlen, "linear biases: expected 0 (biases) or 1 (none), found %d",
+                 c->no_linear_bias);
         return -1;
     }
     if (c->ffn_hidden < 0 || c->ffn_hidden > (1 << 24)) {

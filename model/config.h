@@ -48,6 +48,9 @@ typedef struct {
     int norm;
     int mlp;
     int ffn_hidden;
+    // 1: the linear layers have no biases (Megatron-LM's --disable-bias-linear; Llama's): qkvb,
+    // attprojb, fcb and fcprojb have 0 elements. 0 (GPT's): every linear layer has its bias.
+    int no_linear_bias;
 } GPTConfig;
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
@@ -70,6 +73,8 @@ static inline int gpt_ffn_hidden(const GPTConfig* cfg) {
 static inline int gpt_fc_width(const GPTConfig* cfg) {
     return (cfg->mlp == GPT_MLP_SWIGLU ? 2 : 1) * gpt_ffn_hidden(cfg);
 }
+// 1 when the linear layers have biases (GPT's), 0 without (no_linear_bias).
+static inline int gpt_linear_bias(const GPTConfig* cfg) { return !cfg->no_linear_bias; }
 // Elements of one LayerNorm's bias: C, or 0 under RMSNorm.
 static inline int gpt_norm_bias(const GPTConfig* cfg) {
     return cfg->norm == GPT_NORM_RMSNORM ? 0 : cfg->C;
@@ -137,13 +142,14 @@ const char* gpt_norm_name(int norm);
 const char* gpt_mlp_name(int mlp);
 int gpt_norm_parse(const char* name);
 int gpt_mlp_parse(const char* name);
-// "LayerNorm, GELU MLP of 4C" or "RMSNorm, SwiGLU MLP of 2 x 5504", for the configuration lines.
+// "LayerNorm, GELU MLP of 4C" or "RMSNorm, SwiGLU MLP of 2 x 5504, no linear biases", for the
+// configuration lines.
 void gpt_block_text(const GPTConfig* cfg, char* buf, size_t n);
-// The block from the programs' --normalization, --mlp and --ffn-hidden on cfg (its C set):
-// ffn_hidden 0 is 4C, or gpt_swiglu_default_hidden under SwiGLU; GPT's 4C is stored as 0, so
-// that such a model file stays llm.c's.
-void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden);
-// Whether two shapes have the same block: norm, MLP and its hidden width.
+// The block from the programs' --normalization, --mlp, --ffn-hidden and --disable-bias-linear on
+// cfg (its C set): ffn_hidden 0 is 4C, or gpt_swiglu_default_hidden under SwiGLU; GPT's 4C is
+// stored as 0, so that such a model file stays llm.c's.
+void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden, int no_linear_bias);
+// Whether two shapes have the same block: norm, MLP and its hidden width, linear biases.
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b);
 // The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
 // of a name, or -1.

@@ -18,20 +18,21 @@ void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
     const size_t F = gpt_ffn_hidden(c), FC = gpt_fc_width(c);  // 4C, 4C in GPT; F, 2F: SwiGLU
     const size_t NB = gpt_norm_bias(c);                       // C; 0 under RMSNorm
+    const size_t LB = gpt_linear_bias(c);                     // 1; 0 without linear biases
     s[0] = (size_t)c->Vp * C;
     s[1] = (size_t)gpt_position_rows(c) * C;   // 0 rows under rotary embeddings
     s[2] = L * C;
     s[3] = L * NB;
     s[4] = L * W * C;
-    s[5] = L * W;
+    s[5] = L * W * LB;
     s[6] = L * C * C;
-    s[7] = L * C;
+    s[7] = L * C * LB;
     s[8] = L * C;
     s[9] = L * NB;
     s[10] = L * FC * C;
-    s[11] = L * FC;
+    s[11] = L * FC * LB;
     s[12] = L * C * F;
-    s[13] = L * C;
+    s[13] = L * C * LB;
     s[14] = C;
     s[15] = NB;
 }
@@ -202,6 +203,8 @@ static LayerParams layer_params(const ParameterTensors* p, const GPTConfig* c, i
     LayerParams w = {p->ln1w + lc, p->ln1b + l * NB, p->qkvw + lc * W, p->qkvb + l * W,
                      p->attprojw + lc * c->C, p->attprojb + lc, p->ln2w + lc, p->ln2b + l * NB,
                      p->fcw + lc * FC, p->fcb + l * FC, p->fcprojw + lc * F, p->fcprojb + lc};
+    if (!gpt_linear_bias(c))   // no bias tensors: the matmuls add none and write no gradient
+        w.qkvb = w.attprojb = w.fcb = w.fcprojb = NULL;
     return w;
 }
 

@@ -63,7 +63,8 @@ def read_model_file(path):
     rope = int(h[11])  # rotary positions' theta: no wpe
     scaling = (int(h[12]), float(h[13:14].view("<f4")[0]), int(h[14]))  # header[12..14]
     norm, mlp, ffn = (int(v) for v in h[15:18])  # the block: RMSNorm, SwiGLU, F (0: 4C)
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn)
+    nobias = int(h[18])  # 1: no linear biases
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -76,7 +77,7 @@ def read_model_file(path):
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, scaling=scaling,
-                norm=norm, mlp=mlp, ffn=ffn, version=int(h[1])), params
+                norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, version=int(h[1])), params
 
 
 def read_safetensors(path):
@@ -166,6 +167,7 @@ def llama_expected(cfg, params):
     hs, F = C // NH, cfg["ffn"] or 4 * C
     kv = (cfg["KV"] or NH) * hs  # rows of k_proj and of v_proj
     P = {k: torch.from_numpy(v) for k, v in params.items()}
+    bias = not cfg["nobias"]  # without linear biases: no .bias tensor at all
     out = {"model.embed_tokens.weight": P["wte"].view(cfg["Vp"], C)[:V], "model.norm.weight": P["lnfw"]}
     for l in range(L):
         p = f"model.layers.{l}."
@@ -173,17 +175,22 @@ def llama_expected(cfg, params):
         out[p + "post_attention_layernorm.weight"] = P["ln2w"].view(L, C)[l]
         # llm.c's qkv rows [q (C) | k (kv) | v (kv)]: three nn.Linear (out, in)
         w = P["qkvw"].view(L, C + 2 * kv, C)[l].split([C, kv, kv])
-        b = P["qkvb"].view(L, C + 2 * kv)[l].split([C, kv, kv])
+        b = P["qkvb"].view(L, C + 2 * kv)[l].split([C, kv, kv]) if bias else None
         for i, name in enumerate(["q_proj", "k_proj", "v_proj"]):
-            out[p + f"self_attn.{name}.weight"], out[p + f"self_attn.{name}.bias"] = w[i], b[i]
+            out[p + f"self_attn.{name}.weight"] = w[i]
+            if bias:
+                out[p + f"self_attn.{name}.bias"] = b[i]
         out[p + "self_attn.o_proj.weight"] = P["attprojw"].view(L, C, C)[l]
-        out[p + "self_attn.o_proj.bias"] = P["attprojb"].view(L, C)[l]
+        if bias:
+            out[p + "self_attn.o_proj.bias"] = P["attprojb"].view(L, C)[l]
         # fc's rows [gate (F) | up (F)]
-        w, b = P["fcw"].view(L, 2, F, C)[l], P["fcb"].view(L, 2, F)[l]
-        out[p + "mlp.gate_proj.weight"], out[p + "mlp.gate_proj.bias"] = w[0], b[0]
-        out[p + "mlp.up_proj.weight"], out[p + "mlp.up_proj.bias"] = w[1], b[1]
+        w = P["fcw"].view(L, 2, F, C)[l]
+        out[p + "mlp.gate_proj.weight"], out[p + "mlp.up_proj.weight"] = w[0], w[1]
         out[p + "mlp.down_proj.weight"] = P["fcprojw"].view(L, C, F)[l]
-        out[p + "mlp.down_proj.bias"] = P["fcprojb"].view(L, C)[l]
+        if bias:
+            b = P["fcb"].view(L, 2, F)[l]
+            out[p + "mlp.gate_proj.bias"], out[p + "mlp.up_proj.bias"] = b[0], b[1]
+            out[p + "mlp.down_proj.bias"] = P["fcprojb"].view(L, C)[l]
     return out
 
 
@@ -394,7 +401,8 @@ def main():
                 ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
                 ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
                 ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
-                ("rope_scaling", scaling), ("attention_bias", True), ("mlp_bias", True),
+                ("rope_scaling", scaling), ("attention_bias", not cfg["nobias"]),
+                ("mlp_bias", not cfg["nobias"]),
                 ("tie_word_embeddings", True), torch_dtype]
     elif neox:
         keys = [("model_type", "gpt_neox"), ("architectures", ["GPTNeoXForCausalLM"]),
@@ -429,7 +437,7 @@ def main():
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
     model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], KV=cfg["KV"],
                     rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
-                    ffn=cfg["ffn"])
+                    ffn=cfg["ffn"], nobias=cfg["nobias"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0

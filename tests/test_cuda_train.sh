@@ -377,7 +377,7 @@ case "$part" in
   llama-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
                --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --lr 3e-3" ;;
   llama-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
-               --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --lr 3e-3" ;;
+               --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --lr 3e-3" ;;
   rope-yarn-fp32)
     bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
       --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \

@@ -13,7 +13,7 @@
 //                   [--kv-heads 0 (= heads; fewer: grouped-query attention)]
 //                   [--rope-theta 0 (learned positions; N: rotary positions, base N)]
 //                   [--rope-scaling none|linear|yarn|llama3 (x4 from T/2 positions)]
-//                   [--llama (RMSNorm, SwiGLU MLP of hidden width 48)]
+//                   [--llama (RMSNorm, SwiGLU MLP of hidden width 48)] [--no-linear-bias]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
 #include <math.h>
@@ -39,6 +39,7 @@ typedef struct {
     int scaling;  // ROPE_SCALING_* (--rope-scaling: factor 4 from T/2 positions)
     int chunks;   // ulysses and usp: head chunks
     int llama;    // Llama's block: RMSNorm and a SwiGLU MLP (--llama)
+    int no_bias;  // linear layers without biases (--no-linear-bias)
     const char* attention;
 } Args;
 
@@ -59,6 +60,7 @@ static Args parse_args(int argc, char** argv) {
         const char* v = k + 1 < argc ? argv[k + 1] : NULL;
         if (!strcmp(f, "--verbose")) { a.verbose = 1; continue; }
         if (!strcmp(f, "--llama")) { a.llama = 1; continue; }
+        if (!strcmp(f, "--no-linear-bias")) { a.no_bias = 1; continue; }
         if (!strcmp(f, "--attention") && v) a.attention = v;
         else if (!strcmp(f, "--dp")) a.dp = parse_int(f, v);
         else if (!strcmp(f, "--pq")) a.pq = parse_int(f, v);
@@ -292,7 +294,8 @@ int main(int argc, char** argv) {
                      .rope_theta = a.rope, .rope_scaling = a.scaling,
                      .rope_factor = a.scaling ? 4.0f : 0, .rope_original_T = a.scaling ? a.T / 2 : 0,
                      .norm = a.llama ? GPT_NORM_RMSNORM : GPT_NORM_LAYERNORM,
-                     .mlp = a.llama ? GPT_MLP_SWIGLU : GPT_MLP_GELU, .ffn_hidden = a.llama ? 48 : 0};
+                     .mlp = a.llama ? GPT_MLP_SWIGLU : GPT_MLP_GELU, .ffn_hidden = a.llama ? 48 : 0,
+                     .no_linear_bias = a.no_bias};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 

@@ -144,7 +144,8 @@ t_llama() {
   local block=(--heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope)
   train llama 500 "${block[@]}" --rope-theta 500000
   train llama-yarn 500 "${block[@]}" --rope-scaling yarn --rope-original-context 16 --save-bf16
-  train llama-l3 500 "${block[@]}" --rope-scaling llama3 --rope-original-context 16 --rope-scaling-factor 2.5
+  train llama-l3 500 "${block[@]}" --rope-scaling llama3 --rope-original-context 16 --rope-scaling-factor 2.5 \
+    --disable-bias-linear
   local model=$W/llama/model_00000003.bin yarn=$W/llama-yarn/model_00000003.bin l3=$W/llama-l3/model_00000003.bin
   check "exports it (fp32)" export_hf l --model "$model" --out "$W/hf"
   check "names the format" has l "^  format +Llama \(LlamaForCausalLM: RMSNorm, SwiGLU MLP of 2 x 48, 2 key/value heads\)$"
@@ -154,7 +155,7 @@ t_llama() {
   check "exports the yarn model (bf16 file)" export_hf ly --model "$yarn" --out "$W/hf-yarn"
   verify "Llama yarn bf16 export: rope_scaling, the file's bits, forward" "$yarn" "$W/hf-yarn" BF16
   check "exports the llama3 model" export_hf l3 --model "$l3" --out "$W/hf-l3"
-  verify "Llama llama3 export: rope_scaling, forward" "$l3" "$W/hf-l3" F32
+  verify "Llama llama3 export without linear biases: rope_scaling, no bias tensors, forward" "$l3" "$W/hf-l3" F32
 
   # The way back: the model files themselves, bit for bit, and the same evaluation loss.
   check "imports the fp32 export" import_hf i --hf "$W/hf" --out "$W/back.bin"
@@ -190,8 +191,14 @@ t_llama() {
   "$PY" tests/hf_variant.py "$W/hf" "$W/v3" --drop-matching "$biases" --config attention_bias=DELETE --config mlp_bias=false
   "$PY" tests/hf_variant.py "$W/hf" "$W/v4" --zero-matching "$biases"
   import_hf v4 --hf "$W/v4" --out "$W/v4.bin" || bad "import of zero biases"
-  check "no biases (attention_bias absent, mlp_bias false): zero ones, as the same directory's with zero biases" \
-    eval "import_hf v3 --hf '$W/v3' --out '$W/v3.bin' && cmp -s '$W/v3.bin' '$W/v4.bin'"
+  check "no biases (attention_bias absent, mlp_bias false): a model without linear biases (header[18] 1), the zero-bias directory's tensors less its biases" \
+    eval "import_hf v3 --hf '$W/v3' --out '$W/v3.bin' && same_but_biases '$W/v3.bin' '$W/v4.bin'"
+  "$PY" tests/hf_variant.py "$W/v4" "$W/v5" --drop-matching '.*mlp.*(_proj)\.bias' --config mlp_bias=false
+  check "only the MLP's biases left out (attention_bias true, mlp_bias false): zero ones, as the zero-bias directory's" \
+    eval "import_hf v5 --hf '$W/v5' --out '$W/v5.bin' && cmp -s '$W/v5.bin' '$W/v4.bin'"
+  "$BUILD/export_hf" --model "$W/v3.bin" --out "$W/hf3" > /dev/null 2>&1
+  check "  exported again: attention_bias and mlp_bias false, no bias tensors" eval \
+    "grep -q '\"attention_bias\": false' '$W/hf3/config.json' && grep -q '\"mlp_bias\": false' '$W/hf3/config.json' && ! grep -q 'proj.bias' '$W/hf3/model.safetensors'"
 
   # The mixtures transformers has no architecture for are refused in one line, naming the block.
   train rms-gelu 500 --normalization rmsnorm --position-embedding rope
@@ -291,6 +298,39 @@ t_errors() {
 # key/value heads, positions and block) hold the same parameters, bit for bit (wte's padding rows
 # aside: an import makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as
 # PyTorch rounds when it writes them).
+# same_but_biases NOBIAS ZEROBIAS: two model files of one shape, the first without linear biases
+# (header[18] 1), the second with zero ones: the same header otherwise and the same tensors but
+# the biases, which are all zero in the second.
+same_but_biases() {
+  "$PY" - "$@" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+from torch_gpt_ref import NAMES, param_sizes
+def load(path):
+    d = open(path, "rb").read()
+    h = np.frombuffer(d[:1024], dtype="<i4")
+    p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
+        (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    return h, p
+def split(h, p):
+    s = param_sizes(*(int(v) for v in h[2:8]), int(h[10]), int(h[11]), int(h[15]), int(h[16]),
+                    int(h[17]), int(h[18]))
+    out, at = {}, 0
+    for n in NAMES:
+        out[n] = p[at:at + s[n]]
+        at += s[n]
+    assert at == p.size, (at, p.size)
+    return out
+(ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
+assert ha[18] == 1 and hb[18] == 0 and list(ha[:18]) == list(hb[:18]), (ha[:19], hb[:19])
+ta, tb = split(ha, a), split(hb, b)
+biases = ("qkvb", "attprojb", "fcb", "fcprojb")
+assert all(ta[n].size == 0 and tb[n].size > 0 and not tb[n].any() for n in biases)
+assert all(np.array_equal(ta[n], tb[n]) for n in NAMES if n not in biases)
+PYEOF
+}
+
 same_params() {
   "$PY" - "$@" <<'PYEOF'
 import sys
@@ -301,7 +341,7 @@ def load(path):
     h = np.frombuffer(d[:1024], dtype="<i4")
     p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
         (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    return h[:18].tolist(), p
+    return h[:19].tolist(), p
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 rounding = sys.argv[3] if len(sys.argv) > 3 else None
 if rounding:

@@ -564,7 +564,7 @@ static void test_model(GPTConfig cfg) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         char name[64];
         snprintf(name, sizeof name, "model d%s", gpt_param_name(t));
-        if (m.param_sizes[t] == 0) continue;   // no wpe under rope, no norm biases under RMSNorm
+        if (m.param_sizes[t] == 0) continue;   // no wpe under rope, no biases where absent
         if (t == 0) {   // wte: only the real vocabulary rows carry gradient; check those
             check(name, m.params_memory, analytic, (long)cfg.V * cfg.C, model_loss, &c);
         } else {
@@ -621,6 +621,10 @@ int main(void) {
     test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
                            .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
                            .ffn_hidden = 10});
+    printf("llama block without linear biases\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
+                           .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                           .ffn_hidden = 10, .no_linear_bias = 1});
     free_arrays();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

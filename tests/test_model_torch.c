@@ -78,6 +78,12 @@ static const Shape shapes[] = {
                .ffn_hidden = 128}, 3, 37, 0, 0},
     {"gelu-ffn", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .ffn_hidden = 72},
      3, 37, 0, 0},
+    // Linear layers without biases (--disable-bias-linear): Llama's whole block, and GPT's.
+    {"llama-nobias", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+                      .rope_theta = 10000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                      .ffn_hidden = 128, .no_linear_bias = 1}, 3, 37, 0, 0},
+    {"gelu-nobias", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
+                     .no_linear_bias = 1}, 3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {

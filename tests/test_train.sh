@@ -1132,13 +1132,14 @@ t_rope() {
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
           "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden$"
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear$"
 }
 
-# Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden): named in the configuration,
-# the parameter count in closed form, carried by the model file (header[15..17]) and by
-# --init-from and by the Hugging Face export (Llama); Megatron's default hidden width under swiglu
-# (2/3 of 4C, multiples of 64); --recompute selective and full give none's losses bit for bit; a
+# Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden, --disable-bias-linear): named
+# in the configuration, the parameter count in closed form, carried by the model file
+# (header[15..18]) and by --init-from and by the Hugging Face export (Llama); Megatron's default
+# hidden width under swiglu (2/3 of 4C, multiples of 64); --recompute selective and full give
+# none's losses bit for bit; a
 # resume with another block and bad values are refused in one line.
 t_llama() {
   make_data
@@ -1153,6 +1154,13 @@ t_llama() {
   from_model "$W/llama/model_00000004.bin" "block" "RMSNorm, SwiGLU MLP of 2 x 48"
   train default-hidden "${TINY[@]}" --mlp swiglu --channels 64 --steps 1 --eval-every 0 --out-dir "$W/default-hidden"
   check "swiglu's default hidden width: 8 x 64 / 3 = 170 rounded down to 128" has default-hidden.out "LayerNorm, SwiGLU MLP of 2 x 128, "
+  train nobias "${TINY[@]}" "${block[@]}" --disable-bias-linear --steps 2 --eval-every 0 --out-dir "$W/nobias"
+  check "--disable-bias-linear: named, and W + C + 2 x 48 + C = 224 parameters fewer ($(grep -o '[0-9]* parameters' "$W/nobias.out" | head -n 1))" \
+    has nobias.out "SwiGLU MLP of 2 x 48, no linear biases, $((512 * 32 + (32 * 64 + 32 * 32 + 32 * 96 + 48 * 32 + 2 * 32) + 32)) parameters"
+  check "  the model file's header[18] holds 1" header_holds "$W/nobias/model_00000002.bin" 15 1 1 48 1
+  from_model "$W/nobias/model_00000002.bin" "linear biases (none)" "no linear biases"
+  "$BUILD/export_hf" --model "$W/nobias/model_00000002.bin" --out "$W/hf-nobias" > "$W/export-nobias.out" 2>&1
+  check "  exported as Llama without biases" grep -q '"attention_bias": false' "$W/hf-nobias/config.json"
   train gelu-4c "${TINY[@]}" --ffn-hidden 128 --steps 1 --eval-every 0 --out-dir "$W/gelu-4c"
   check "--ffn-hidden 4C is GPT's (header[17] 0: llm.c's file)" header_holds "$W/gelu-4c/model_00000001.bin" 15 0 0 0
   local r
@@ -1169,7 +1177,7 @@ t_llama() {
   refused "--normalization batchnorm|^error: --normalization" \
           "--mlp relu|^error: --mlp" \
           "--ffn-hidden -4|^error: --ffn-hidden" \
-          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden$"
+          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear$"
 }
 
 # --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64
@@ -1253,7 +1261,8 @@ case $test_name in
   rope) t_rope ;;
   rope-scaling) t_rope_scaling ;;
   llama) t_llama ;;
-  resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 ;;
+  resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
+    --disable-bias-linear ;;
   eval-positions) t_eval_positions ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;

@@ -23,6 +23,8 @@ The block's form (Llama's where not 0; all three are 0 in llm.c's and every earl
              1 SwiGLU: fcw (L, 2F, C), fcb (L, 2F), h = x fcw^T + fcb, a = silu(h[:F]) * h[F:]
              (F gate columns, then F up columns), out = a fcprojw^T + fcprojb, fcprojw (L, C, F).
   header[17] ffn_hidden: F, the MLP's hidden width; 0 means 4C (GPT's).
+  header[18] no_linear_bias: 1 for linear layers without biases (qkvb, attprojb, fcb, fcprojb
+             have 0 elements); 0 (GPT's) with them.
 Tensors with 0 elements (wpe under rotary positions, the norm biases under RMSNorm) are not
 compared (they are listed as such).
 """
@@ -72,16 +74,17 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
     Fh = ffn or 4 * C  # the MLP's hidden width (header[17]; 0: 4C)
     Fw = 2 * Fh if mlp == 1 else Fh  # the MLP's first layer: gate and up columns under SwiGLU
     nb = 0 if norm == 1 else C  # a norm's bias: none under RMSNorm
+    lb = 0 if nobias else 1  # the linear layers' biases (header[18])
     # no position table under rotary positions
     return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * nb,
-            "qkvw": L * W * C, "qkvb": L * W, "attprojw": L * C * C, "attprojb": L * C,
-            "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw,
-            "fcprojw": L * C * Fh, "fcprojb": L * C, "lnfw": C, "lnfb": nb}
+            "qkvw": L * W * C, "qkvb": L * W * lb, "attprojw": L * C * C, "attprojb": L * C * lb,
+            "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw * lb,
+            "fcprojw": L * C * Fh, "fcprojb": L * C * lb, "lnfw": C, "lnfb": nb}
 
 
 # ----------------------------------------------------------------------------- model
@@ -133,13 +136,13 @@ def rope_rotate(x, cs):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0):
+    def __init__(self, C, NH, window=0, KV=0, bias=True):
         super().__init__()
         self.NH = NH
         self.KV = KV or NH  # key/value heads: grouped-query attention when fewer than NH
         self.window = window  # 0: causal; W: a query at t sees only keys t-W+1 .. t
-        self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH))
-        self.proj = nn.Linear(C, C)
+        self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH), bias=bias)
+        self.proj = nn.Linear(C, C, bias=bias)
 
     def forward(self, x, same_doc=None, rope=None):
         B, T, C = x.shape
@@ -190,12 +193,12 @@ def make_norm(C, norm):
 
 
 class MLP(nn.Module):
-    def __init__(self, C, mlp=0, ffn=0):
+    def __init__(self, C, mlp=0, ffn=0, bias=True):
         super().__init__()
         self.swiglu = mlp == 1  # header[16]: 0 GELU, 1 SwiGLU
         self.hidden = ffn or 4 * C  # header[17]: F (0: 4C)
-        self.fc = nn.Linear(C, 2 * self.hidden if self.swiglu else self.hidden)
-        self.proj = nn.Linear(self.hidden, C)
+        self.fc = nn.Linear(C, 2 * self.hidden if self.swiglu else self.hidden, bias=bias)
+        self.proj = nn.Linear(self.hidden, C, bias=bias)
 
     def forward(self, x):
         h = self.fc(x)
@@ -206,12 +209,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0):
+    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0, bias=True):
         super().__init__()
         self.ln1 = make_norm(C, norm)
-        self.attn = CausalSelfAttention(C, NH, window, KV)
+        self.attn = CausalSelfAttention(C, NH, window, KV, bias)
         self.ln2 = make_norm(C, norm)
-        self.mlp = MLP(C, mlp, ffn)
+        self.mlp = MLP(C, mlp, ffn, bias)
 
     def forward(self, x, same_doc=None, rope=None):
         x = x + self.attn(self.ln1(x), same_doc, rope)
@@ -220,7 +223,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
-                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0):
+                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0):
         super().__init__()
         self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
@@ -229,9 +232,10 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(Vp, C)
         self.wpe = None if rope else nn.Embedding(maxT, C)
         # banded layers: l % window_every == 0 (header[8] window, header[9] window_every);
-        # KV: the key/value heads (header[10]; 0: one per head); norm, mlp, ffn: header[15..17]
+        # KV: the key/value heads (header[10]; 0: one per head); norm, mlp, ffn: header[15..17];
+        # nobias: header[18]
         self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV,
-                                           norm, mlp, ffn)
+                                           norm, mlp, ffn, not nobias)
                                      for l in range(L)])
         self.lnf = make_norm(C, norm)
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
@@ -257,18 +261,19 @@ class GPT(nn.Module):
 
     def groups(self):
         """name -> list of nn.Parameter whose concatenation (flattened) is that file tensor
-        (empty for a 0-element one: wpe under rotary positions, the norm biases under RMSNorm)."""
+        (empty for a 0-element one: wpe under rotary positions, the norm biases under RMSNorm, the
+        linear biases without them)."""
         bl = self.blocks
 
         def some(ps):
             return [p for p in ps if p is not None]
         return {"wte": [self.wte.weight], "wpe": [self.wpe.weight] if self.wpe else [],
                 "ln1w": [b.ln1.weight for b in bl], "ln1b": some(b.ln1.bias for b in bl),
-                "qkvw": [b.attn.qkv.weight for b in bl], "qkvb": [b.attn.qkv.bias for b in bl],
-                "attprojw": [b.attn.proj.weight for b in bl], "attprojb": [b.attn.proj.bias for b in bl],
+                "qkvw": [b.attn.qkv.weight for b in bl], "qkvb": some(b.attn.qkv.bias for b in bl),
+                "attprojw": [b.attn.proj.weight for b in bl], "attprojb": some(b.attn.proj.bias for b in bl),
                 "ln2w": [b.ln2.weight for b in bl], "ln2b": some(b.ln2.bias for b in bl),
-                "fcw": [b.mlp.fc.weight for b in bl], "fcb": [b.mlp.fc.bias for b in bl],
-                "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": [b.mlp.proj.bias for b in bl],
+                "fcw": [b.mlp.fc.weight for b in bl], "fcb": some(b.mlp.fc.bias for b in bl),
+                "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": some(b.mlp.proj.bias for b in bl),
                 "lnfw": [self.lnf.weight], "lnfb": some([self.lnf.bias])}
 
 
@@ -305,20 +310,22 @@ def load_model(path):
             (not kind and (factor != 0 or orig != 0)):
         die(f"model file {path}: header[12..14] (rope scaling, factor, original context) = {kind}, "
             f"{factor}, {orig}: expected 0, 0, 0 or 1..3 (rotary models), >= 1, >= 1")
-    norm, mlp, ffn = int(h[15]), int(h[16]), int(h[17])
+    norm, mlp, ffn, nobias = int(h[15]), int(h[16]), int(h[17]), int(h[18])
     if norm not in (0, 1):
         die(f"model file {path}: header[15] (norm) expected 0 (LayerNorm) or 1 (RMSNorm), found {norm}")
     if mlp not in (0, 1):
         die(f"model file {path}: header[16] (mlp) expected 0 (GELU) or 1 (SwiGLU), found {mlp}")
     if ffn < 0:
         die(f"model file {path}: header[17] (ffn_hidden) expected 0 (4C) or >= 1, found {ffn}")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn)
+    if nobias not in (0, 1):
+        die(f"model file {path}: header[18] (no linear biases) expected 0 or 1, found {nobias}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
     model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig),
-                norm, mlp, ffn)
+                norm, mlp, ffn, nobias)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
@@ -327,7 +334,7 @@ def load_model(path):
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
     return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, norm=norm, mlp=mlp,
-                       ffn=ffn)
+                       ffn=ffn, nobias=nobias)
 
 
 def load_batch(path, cfg):
@@ -421,7 +428,7 @@ def read_results(path, expect_h, cfg, steps):
                 f"(from model/batch/--steps), found {h[i]}")
     B, T = int(h[2]), int(h[3])
     sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
-                         cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"])[n]
+                         cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"], cfg["nobias"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -469,7 +476,7 @@ def compare(c, r, cfg, B, T, a):
     key[:, C:C + KVC] = True
     key = key.reshape(-1)
     qi = NAMES.index("qkvb")
-    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] else ():
+    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] and not cfg["nobias"] else ():
         g = np.asarray(g, dtype=np.float64)
         rows.append((f"grad.qkvb[k]~0 ({who})",
                      float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),

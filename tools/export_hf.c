@@ -129,11 +129,11 @@ int main(int argc, char** argv) {
     char block[64];
     gpt_block_text(&cfg, block, sizeof block);
     if (!llama && (cfg.norm != GPT_NORM_LAYERNORM || cfg.mlp != GPT_MLP_GELU ||
-                   gpt_ffn_hidden(&cfg) != 4 * cfg.C))
+                   gpt_ffn_hidden(&cfg) != 4 * cfg.C || !gpt_linear_bias(&cfg)))
         fail_msg("--model %s: the block (%s) has no GPT-2, GPT-NeoX or Llama equivalent in Hugging "
-                 "Face transformers; expected LayerNorm and a GELU MLP of 4C (--normalization "
-                 "layernorm --mlp gelu --ffn-hidden 0), or RMSNorm and a SwiGLU MLP (--normalization "
-                 "rmsnorm --mlp swiglu)", path, block);
+                 "Face transformers; expected LayerNorm and a GELU MLP of 4C with linear biases "
+                 "(--normalization layernorm --mlp gelu --ffn-hidden 0), or RMSNorm and a SwiGLU "
+                 "MLP (--normalization rmsnorm --mlp swiglu)", path, block);
     // LlamaForCausalLM rotates: it has no position table.
     if (llama && !cfg.rope_theta)
         fail_msg("--model %s: the block (%s) with learned positions has no Llama equivalent in "

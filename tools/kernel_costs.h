@@ -84,9 +84,9 @@ KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double 
 // attention), the final LayerNorm 2 C.
 double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T);
 // Any block: an MLP of hidden width F whose first layer is FC wide (F, or 2F under SwiGLU), norms
-// with NB bias elements (C, or 0 under RMSNorm).
+// with NB bias elements (C, or 0 under RMSNorm), linear layers with biases (LB 1) or without (0).
 double kernel_gpt_num_params_block(double L, double C, double W, double F, double FC, double NB,
-                                   double Vp, double max_T);
+                                   double LB, double Vp, double max_T);
 // The same with W = 3C (one key/value head per query head: 12 C^2 + 13 C per block).
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T);
 

@@ -137,7 +137,7 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                        "--position-embedding, --rope-theta and --rope-scaling");
     if (!gpt_same_block(c, &t->cfg))
         return differs(err, errlen, path, gpt_block_text, c, &t->cfg,
-                       "--normalization, --mlp and --ffn-hidden");
+                       "--normalization, --mlp, --ffn-hidden and --disable-bias-linear");
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

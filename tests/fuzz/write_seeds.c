@@ -163,7 +163,7 @@ static void hf_seeds(void) {
     GPTConfig llama = {.max_T = 4, .V = 5, .Vp = 8, .L = 1, .NH = 2, .C = 4, .kv_heads = 1,
                        .rope_theta = 10000, .rope_scaling = ROPE_SCALING_YARN, .rope_factor = 2,
                        .rope_original_T = 2};
-    gpt_block_apply(&llama, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, 6);
+    gpt_block_apply(&llama, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, 6, 0);
     hf_seed("f32", &gpt2, SAFETENSORS_F32);
     hf_seed("bf16", &gpt2, SAFETENSORS_BF16);
     hf_seed("llama", &llama, SAFETENSORS_F32);
