@@ -74,6 +74,16 @@ $(BUILD)/tools/bench_collectives: $(BENCH_COLLECTIVES_C_OBJS) $(DIST_OPS_CPU_OBJ
 		$(filter-out $(BENCH_COLLECTIVES_C_OBJS),$(MODEL_OBJS))
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# GPT's block against Llama's (tools/bench_block.sh): one small model trained on the fortunes
+# corpus with each change in turn (rotary positions, RMSNorm, SwiGLU, no linear biases, grouped-
+# query attention); parameters, validation loss and tokens/s. CSV, table and PNG in results/block
+# (committed; about 10 minutes on 2 cores).
+.PHONY: bench-block
+bench: bench-block
+bench-block: setup $(BUILD)/train_gpt
+	@$(MAKE) --no-print-directory $(DEFAULT_DATA)
+	bash tools/bench_block.sh results/block
+
 # Context extension (tools/bench_context_extension.sh): a small rotary model pretrained on the
 # fortunes corpus at 64 tokens, run at 256 with each --rope-scaling, as pretrained and after 40
 # steps there; the validation loss by position (--eval-positions). CSV, table and PNG in
