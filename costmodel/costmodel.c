@@ -187,7 +187,8 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
                                       GptRecompute r) {
     if (!gpt_recompute_layers(r)) return 0;
     const double C = s->C;
-    const int lb = !s->no_linear_bias;
+    const GPTConfig cfg = costmodel_gpt_config(s);
+    const int lb = gpt_linear_bias(&cfg);
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), lb, 0), 1);

@@ -220,12 +220,7 @@ t_llama() {
 
   # Configs this model cannot follow, refused in one line naming the key.
   local v=0
-  lfails() {
-    local re=$1; shift; v=$((v + 1))
-    "$PY" tests/hf_variant.py "$W/hf-yarn" "$W/bad$v" "$@"
-    fails_import "lbad$v" "$re" --hf "$W/bad$v" --out "$W/bad$v.bin"
-    [ ! -e "$W/bad$v.bin" ] || bad "lbad$v: a model file was written"
-  }
+  lfails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf-yarn" "lbad$v" "$re" "$@"; }
   lfails 'hidden_act: expected "silu" \(SwiGLU.s gate\), found "gelu"$' --config hidden_act='"gelu"'
   lfails "rms_norm_eps: expected 1e-05 \(the RMSNorm kernels' fixed epsilon\), found 1e-06$" --config rms_norm_eps=1e-6
   lfails "rms_norm_eps: expected 1e-05 .*, found none, transformers' default 1e-06$" --config rms_norm_eps=DELETE
@@ -298,6 +293,16 @@ t_errors() {
 # key/value heads, positions and block) hold the same parameters, bit for bit (wte's padding rows
 # aside: an import makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as
 # PyTorch rounds when it writes them).
+# variant_fails SRC NAME REGEX VARIANT-FLAGS...: the variant NAME of the directory SRC
+# (tests/hf_variant.py) is refused by the import with one line matching REGEX, and no model file
+# is written.
+variant_fails() {
+  local src=$1 name=$2 re=$3; shift 3
+  "$PY" tests/hf_variant.py "$src" "$W/$name" "$@"
+  fails_import "$name" "$re" --hf "$W/$name" --out "$W/$name.bin"
+  [ ! -e "$W/$name.bin" ] || bad "$name: a model file was written"
+}
+
 # same_but_biases NOBIAS ZEROBIAS: two model files of one shape, the first without linear biases
 # (header[18] 1), the second with zero ones: the same header otherwise and the same tensors but
 # the biases, which are all zero in the second.
@@ -432,12 +437,7 @@ t_import_errors() {
   export_hf e --model "$W/run/model_00000003.bin" --out "$W/hf" || bad "export"
   local v=0
   # ifails REGEX VARIANT-FLAGS...: the variant is refused with one line matching REGEX.
-  ifails() {
-    local re=$1; shift; v=$((v + 1))
-    "$PY" tests/hf_variant.py "$W/hf" "$W/bad$v" "$@"
-    fails_import "bad$v" "$re" --hf "$W/bad$v" --out "$W/bad$v.bin"
-    [ ! -e "$W/bad$v.bin" ] || bad "bad$v: a model file was written"
-  }
+  ifails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf" "bad$v" "$re" "$@"; }
   ifails 'activation_function: expected "gelu_new" or "gelu_pytorch_tanh" \(the tanh GELU\), found "gelu"$' --config activation_function='"gelu"'
   ifails "layer_norm_epsilon: expected 1e-05, found 1e-06$" --config layer_norm_epsilon=1e-6
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
