@@ -82,11 +82,12 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                         char* err, size_t errlen) {
     AtomicFile af;
     if (!open_text(&af, dir, "config.json", err, errlen)) return -1;
+    const char* tied = cfg->untied_classifier ? "false" : "true";
     // Dropout 0: the trainer has none. The end-of-text id only where the vocabulary says it.
     if (cfg->norm == GPT_NORM_RMSNORM) {
         // Llama with the trainer's block: RMSNorm with its fixed eps, SwiGLU (silu) of F, grouped
         // key/value heads, rotary positions (half-split, as rotate_half), biases on every linear
-        // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens.
+        // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens or not.
         fprintf(af.f,
                 "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
@@ -99,12 +100,13 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
         const char* bias = gpt_linear_bias(cfg) ? "true" : "false";
         fprintf(af.f,
                 "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n  \"attention_dropout\": 0.0,\n"
-                "  \"tie_word_embeddings\": true,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
-                bias, bias);
+                "  \"tie_word_embeddings\": %s,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
+                bias, bias, tied);
     } else if (cfg->rope_theta) {
         // GPT-NeoX with the trainer's block: rotary on every channel of a head (rotary_pct 1),
         // the residual adds in sequence (no parallel residual), GPT-2's tanh GELU, biases, an
-        // untied output matrix (written). theta under both names transformers has used for it.
+        // untied output matrix (the classifier, or a copy of wte for a tied model). theta under
+        // both names transformers has used for it.
         fprintf(af.f,
                 "{\n  \"architectures\": [\"GPTNeoXForCausalLM\"],\n  \"model_type\": \"gpt_neox\",\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
@@ -123,9 +125,9 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
                 "  \"n_head\": %d,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
                 "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
-                "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n"
+                "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": %s,\n"
                 "  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
-                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH);
+                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, tied);
     }
     if (eot_id >= 0) fprintf(af.f, "  \"bos_token_id\": %ld,\n  \"eos_token_id\": %ld,\n", eot_id, eot_id);
     fprintf(af.f, "  \"torch_dtype\": \"%s\"\n}\n", dtype == SAFETENSORS_BF16 ? "bfloat16" : "float32");

@@ -46,7 +46,7 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
     JsonCursor c;
     json_init(&c, text);
     unsigned long long C = 0, L = 0, NH = 0, T = 0, ctx = 0, V = 0, inner = 0;
-    int more = json_object_begin(&c), flag, rc = 0;
+    int more = json_object_begin(&c), flag, rc = 0, tied = 1;   // GPT2Config's default: tied
     char key[64], str[64] = "";
     while (rc == 0 && more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
         unsigned long long* count = !strcmp(key, "n_embd") ? &C : !strcmp(key, "n_layer") ? &L
@@ -75,7 +75,12 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
             more = json_literal(&c, &flag);
             if (more == 0 && flag != -1) more = -1;
             if (more != 0) c.p = at, c.err[0] = 0, more = json_count(&c, 1u << 30, &inner);
-        } else if (!strcmp(key, "tie_word_embeddings") || !strcmp(key, "scale_attn_weights") ||
+        } else if (!strcmp(key, "tie_word_embeddings")) {   // false: lm_head.weight, untied
+            more = json_literal(&c, &flag);
+            if (more == 0 && flag < 0)
+                rc = set_err(err, errlen, "%s: %s: expected true or false, found null", path, key);
+            tied = flag;
+        } else if (!strcmp(key, "scale_attn_weights") ||
                    !strcmp(key, "scale_attn_by_inverse_layer_idx")) {
             more = json_literal(&c, &flag);
             const int want = strcmp(key, "scale_attn_by_inverse_layer_idx") ? 1 : 0;
@@ -97,7 +102,7 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
         return set_err(err, errlen, "%s: n_inner: expected null or 4 x n_embd = %llu, found %llu",
                        path, 4 * C, inner);
     *cfg = (GPTConfig){.max_T = (int)T, .V = (int)V, .Vp = gpt_padded_vocab((int)V), .L = (int)L,
-                       .NH = (int)NH, .C = (int)C};
+                       .NH = (int)NH, .C = (int)C, .untied_classifier = !tied};
     char why[ERR_LEN];
     if (gpt_config_validate(cfg, why, sizeof why) != 0) return set_err(err, errlen, "%s: %s", path, why);
     return 0;
@@ -156,7 +161,7 @@ static int check_shape(const SafetensorsFile* f, const SafetensorsEntry* e, cons
 }
 
 // A tensor of the file that is not one of the wanted: transformers' buffers (GPT-2's attention
-// masks, older Llama's rotary inv_freq) are skipped and lm_head.weight is left for
+// masks, older Llama's rotary inv_freq) are skipped and a tied model's lm_head.weight is left for
 // check_lm_head; anything else is refused.
 static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, const char* prefix,
                         const GPTConfig* cfg, const HfForm* form, char* err, size_t errlen) {
@@ -180,17 +185,13 @@ static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, con
                    "does not have", f->path, e->name);
 }
 
-// This model ties the classifier to wte: an lm_head.weight must hold wte's values, and Llama's
-// config without tie_word_embeddings must have one.
+// A tied model (config.json's tie_word_embeddings true): an lm_head.weight, which transformers
+// may write beside the embedding, must hold wte's values. An untied model read it as a tensor.
 static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const HfForm* form,
                          const float* wte, char* err, size_t errlen) {
     const SafetensorsEntry* e = safetensors_find(f, "lm_head.weight");
     const char* name = form->llama ? "embed_tokens" : "wte";
-    if (!e && form->llama && !form->l.tied)
-        return set_err(err, errlen, "%s: expected a tensor 'lm_head.weight' equal to embed_tokens "
-                       "(config.json's tie_word_embeddings is false, and this model ties the "
-                       "classifier to the embedding), found none", f->path);
-    if (!e) return 0;
+    if (!e || cfg->untied_classifier) return 0;
     const size_t n = (size_t)cfg->V * (size_t)cfg->C;
     int same = e->ndim == 2 && e->shape[0] == (unsigned long long)cfg->V &&
                e->shape[1] == (unsigned long long)cfg->C;
@@ -251,7 +252,8 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
     const char* prefix = llama ? (safetensors_find(f, "model.embed_tokens.weight") ? "model." : "")
                        : safetensors_find(f, "transformer.wte.weight") ? "transformer." : "";
     // GPT-2 has 4 + 12 L tensors, Llama 2 + 9 L and the biases: a larger layer count than the
-    // file can hold is refused first.
+    // file can hold is refused first (an untied model's lm_head.weight, not counted here, is
+    // named below when it is missing).
     const int fixed = llama ? 2 : 4,
               per = llama ? 9 + 4 * form->l.attention_bias + 3 * form->l.mlp_bias : 12;
     if (cfg->L > (f->n - fixed) / per) {
@@ -271,7 +273,11 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
                                : hf_layout(cfg, prefix, h->w);
     for (int k = 0; k < h->n && rc == 0; k++) {
         h->entry[k] = safetensors_find(f, h->w[k].name);
-        if (!h->entry[k] && llama)
+        if (!h->entry[k] && !strcmp(h->w[k].name, "lm_head.weight"))
+            rc = set_err(err, errlen, "%s: expected a tensor 'lm_head.weight' (config.json's "
+                         "tie_word_embeddings is false%s: an untied classifier), found none", path,
+                         llama ? " or absent, LlamaConfig's default" : "");
+        else if (!h->entry[k] && llama)
             rc = set_err(err, errlen, "%s: expected a tensor '%s' (Llama with config.json's "
                          "num_hidden_layers = %d, attention_bias %s, mlp_bias %s), found none", path,
                          h->w[k].name, cfg->L, form->l.attention_bias ? "true" : "false",

@@ -5,9 +5,9 @@
 #include "model/gpt.h"
 
 enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-       FCPROJB, LNFW, LNFB };
+       FCPROJB, LNFW, LNFB, CLASSIFIER };
 
-// Where each of the 16 tensors begins in the flat parameters.
+// Where each of the 17 tensors begins in the flat parameters.
 static void tensor_starts(const GPTConfig* cfg, size_t start[NUM_PARAM_TENSORS]) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, sizes);
@@ -41,6 +41,7 @@ int hf_layout(const GPTConfig* cfg, const char* prefix, HfTensor* w) {
     }
     WANT(LNFW, 0, 0, C, 0, "%sln_f.weight", prefix);
     WANT(LNFB, 0, 0, C, 0, "%sln_f.bias", prefix);
+    if (cfg->untied_classifier) WANT(CLASSIFIER, 0, (size_t)cfg->V, C, 0, "lm_head.weight");
 #undef WANT
     return n;
 }
@@ -72,7 +73,7 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* w) {
     }
     WANT(LNFW, 0, 0, C, 0, "gpt_neox.final_layer_norm.weight");
     WANT(LNFB, 0, 0, C, 0, "gpt_neox.final_layer_norm.bias");
-    WANT(WTE, 0, (size_t)cfg->V, C, 0, "embed_out.weight");
+    WANT(cfg->untied_classifier ? CLASSIFIER : WTE, 0, (size_t)cfg->V, C, 0, "embed_out.weight");
 #undef WANT
     return n;
 }
@@ -115,6 +116,7 @@ int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias
         if (mlp_bias) WANT(FCPROJB, l * C, 0, C, "%slayers.%zu.mlp.down_proj.bias", prefix, l);
     }
     WANT(LNFW, 0, 0, C, "%snorm.weight", prefix);
+    if (cfg->untied_classifier) WANT(CLASSIFIER, 0, (size_t)cfg->V, C, "lm_head.weight");
 #undef WANT
     return n;
 }

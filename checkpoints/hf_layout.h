@@ -16,22 +16,23 @@ typedef struct {
                          // (GPT-NeoX's query_key_value); 0: the rows as they are
 } HfTensor;
 
-// The 4 + 12 L tensors of GPT-2 (wte, wpe, the layers, ln_f) into t; returns how many. wte has
-// V rows: llm.c's padding rows (Vp - V) are not a tensor of transformers.
+// The 4 + 12 L tensors of GPT-2 (wte, wpe, the layers, ln_f) into t, and lm_head.weight (no
+// prefix: GPT2LMHeadModel's) for an untied classifier; returns how many. wte and lm_head have V
+// rows: llm.c's padding rows (Vp - V) are not a tensor of transformers.
 int hf_layout(const GPTConfig* cfg, const char* prefix, HfTensor* t);
-#define HF_LAYOUT_TENSORS(L) (4 + 12 * (L))
+#define HF_LAYOUT_TENSORS(L) (5 + 12 * (L))
 // GPT-NeoX's 4 + 12 L tensors (GPTNeoXForCausalLM: embed_in, the layers, final_layer_norm,
 // embed_out) of a model with rotary positions: nn.Linear weights (out, in) as llm.c keeps them,
-// query_key_value's rows and bias interleaved per head, embed_out a second copy of wte's V rows
-// (llm.c ties them; GPT-NeoX's config unties them by default).
+// query_key_value's rows and bias interleaved per head, embed_out the untied classifier's V rows,
+// or a second copy of wte's for a tied model (GPT-NeoX's config unties them by default).
 int hf_layout_neox(const GPTConfig* cfg, HfTensor* t);
 // Llama's 2 + 16 L tensors (LlamaForCausalLM: embed_tokens, the layers, norm) of a model with
 // RMSNorm, SwiGLU and rotary positions, after prefix ("model."; "" for LlamaModel): nn.Linear
 // weights (out, in) as llm.c keeps them, q_proj, k_proj and v_proj the three row blocks of llm.c's
 // qkv projection (C, NKV HS, NKV HS rows), gate_proj and up_proj the two halves of fc (F gate
-// rows, then F up rows); no lm_head (tied to embed_tokens). attention_bias, mlp_bias 0: without
-// the biases of q/k/v/o_proj or gate/up/down_proj (transformers' attention_bias and mlp_bias
-// false), 9 + 4 + 3 tensors a layer with both.
+// rows, then F up rows); lm_head.weight (no prefix) for an untied classifier, none for a tied
+// one. attention_bias, mlp_bias 0: without the biases of q/k/v/o_proj or gate/up/down_proj
+// (transformers' attention_bias and mlp_bias false), 9 + 4 + 3 tensors a layer with both.
 int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias, int mlp_bias,
                     HfTensor* t);
-#define HF_LAYOUT_LLAMA_TENSORS(L) (2 + 16 * (L))
+#define HF_LAYOUT_LLAMA_TENSORS(L) (3 + 16 * (L))

@@ -234,6 +234,7 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     // biases read as zeros.
     gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F,
                     !form->attention_bias && !form->mlp_bias);
+    cfg->untied_classifier = !form->tied;
     char why[ERR_LEN];
     if (gpt_config_validate(cfg, why, sizeof why) != 0)
         return set_err(err, errlen, "%s: %s", path, why);

@@ -49,7 +49,8 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     GPTConfig c = {.max_T = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7],
                    .window = h[8], .window_every = h[9], .kv_heads = h[10],
                    .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14],
-                   .norm = h[15], .mlp = h[16], .ffn_hidden = h[17], .no_linear_bias = h[18]};
+                   .norm = h[15], .mlp = h[16], .ffn_hidden = h[17], .no_linear_bias = h[18],
+                   .untied_classifier = h[19]};
     memcpy(&c.rope_factor, h + 13, 4);
     if (c.C % c.NH != 0)
         return field_error(err, errlen, path, "channels", "a multiple of num_heads", c.C);
@@ -76,6 +77,9 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
     if (c.no_linear_bias != 0 && c.no_linear_bias != 1)
         return field_error(err, errlen, path, "header[18] (no linear biases)",
                            "0 (biases) or 1 (none)", c.no_linear_bias);
+    if (c.untied_classifier != 0 && c.untied_classifier != 1)
+        return field_error(err, errlen, path, "header[19] (untied classifier)",
+                           "0 (tied to wte) or 1 (its own matrix)", c.untied_classifier);
     if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 24))
         return field_error(err, errlen, path, "header[17] (MLP hidden width)",
                            "0 (4 x channels) to 16777216", c.ffn_hidden);
@@ -87,7 +91,7 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
                            c.window ? "1 to num_layers" : "0 without a window", c.window_every);
     // gpt_num_params sums size_t products that wrap for absurd shapes. No tensor has more than
     // max(L C max(W, FC), Vp C, T C) elements (W <= 3C, FC <= 2 x 2^24); at most 2^44 keeps the
-    // 16 tensors' sum below 2^48 and its byte count far from overflow (and still far above any
+    // 17 tensors' sum below 2^48 and its byte count far from overflow (and still far above any
     // real file).
     const double widest = fmax(3.0 * c.C, (double)gpt_fc_width(&c));
     const double largest = fmax((double)c.L * c.C * widest,
@@ -118,7 +122,7 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
                    expect->L != c.L || expect->NH != c.NH || expect->C != c.C ||
                    gpt_kv_heads(expect) != gpt_kv_heads(&c) || !gpt_same_positions(expect, &c) ||
                    !gpt_same_block(expect, &c))) {
-        char want_pos[96], found_pos[96], want_block[64], found_block[64];
+        char want_pos[96], found_pos[96], want_block[GPT_BLOCK_TEXT_LEN], found_block[GPT_BLOCK_TEXT_LEN];
         gpt_position_text(expect, want_pos, sizeof want_pos);
         gpt_position_text(&c, found_pos, sizeof found_pos);
         gpt_block_text(expect, want_block, sizeof want_block);
@@ -191,6 +195,7 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[16] = cfg->mlp;                                            // 0: GELU
     h[17] = cfg->ffn_hidden;                                     // 0: 4C
     h[18] = cfg->no_linear_bias;                                 // 0: biases
+    h[19] = cfg->untied_classifier;                              // 0: tied to wte
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

@@ -29,6 +29,7 @@ enum {
     TS_NPARAMS = 40, TS_SHARD_BEGIN = 42, TS_SHARD_COUNT = 44,   // u64 each
     TS_CONFIG_BYTES = 46,
     TS_NO_LINEAR_BIAS = 47,                        // GPTConfig.no_linear_bias
+    TS_UNTIED_CLASSIFIER = 48,                     // GPTConfig.untied_classifier
     TS_CHECKSUM = 50,                              // u64
 };
 
@@ -121,6 +122,7 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_MLP] = s->model.mlp;
     h[TS_FFN_HIDDEN] = s->model.ffn_hidden;
     h[TS_NO_LINEAR_BIAS] = s->model.no_linear_bias;
+    h[TS_UNTIED_CLASSIFIER] = s->model.untied_classifier;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -153,7 +155,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
                            .rope_theta = h[TS_ROPE_THETA], .rope_scaling = h[TS_ROPE_SCALING],
                            .rope_original_T = h[TS_ROPE_ORIGINAL_T], .norm = h[TS_NORM],
                            .mlp = h[TS_MLP], .ffn_hidden = h[TS_FFN_HIDDEN],
-                           .no_linear_bias = h[TS_NO_LINEAR_BIAS]};
+                           .no_linear_bias = h[TS_NO_LINEAR_BIAS],
+                           .untied_classifier = h[TS_UNTIED_CLASSIFIER]};
     memcpy(&s->model.rope_factor, h + TS_ROPE_FACTOR, 4);
     s->B = h[TS_B];
     s->T = h[TS_T];

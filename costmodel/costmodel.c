@@ -42,7 +42,8 @@ GPTConfig costmodel_gpt_config(const CostShape* s) {
                        .NH = s->NH, .C = s->C, .window = s->window,
                        .window_every = s->window_every, .kv_heads = s->kv_heads,
                        .rope_theta = s->rope_theta, .norm = s->norm, .mlp = s->mlp,
-                       .ffn_hidden = s->ffn_hidden, .no_linear_bias = s->no_linear_bias};
+                       .ffn_hidden = s->ffn_hidden, .no_linear_bias = s->no_linear_bias,
+                       .untied_classifier = s->untied_classifier};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -55,10 +56,11 @@ static double qkv_width(const CostShape* s) {
 
 double costmodel_num_params(const CostShape* s) {
     const GPTConfig cfg = costmodel_gpt_config(s);   // no position table under rotary positions
+    const double classifier = s->untied_classifier ? (double)gpt_padded_vocab(s->V) * s->C : 0;
     return kernel_gpt_num_params_block(s->L, s->C, qkv_width(s), gpt_ffn_hidden(&cfg),
                                        gpt_fc_width(&cfg), gpt_norm_bias(&cfg),
                                        gpt_linear_bias(&cfg), gpt_padded_vocab(s->V),
-                                       gpt_position_rows(&cfg));
+                                       gpt_position_rows(&cfg)) + classifier;
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -1111,10 +1113,16 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     const double n = costmodel_num_params(&g->shape);
     const double shard = g->zero ? ceil(n / W) : n;
     // AdamW's 28 bytes per parameter hold for both builds (bf16 + fp32 master, or fp32 alone)
-    const double optimizer =
+    double optimizer =
         kernel_seconds(c, CK_GLOBAL_NORM, kernel_cost_global_norm(shard),
                        c->param_bytes / KERNEL_COST_X) +
         kernel_seconds(c, CK_ADAMW, kernel_cost_adamw(shard), 1);
+    // An untied model's wte gradient, which only the encoder adds to, is zeroed once a step
+    // (model/gpt.c): one write of Vp C gradients.
+    if (g->shape.untied_classifier) {
+        const KernelCost zero = {0, KERNEL_COST_X * gpt_padded_vocab(g->shape.V) * (double)g->shape.C, 0};
+        optimizer += kernel_seconds(c, CK_RESIDUAL_FORWARD, zero, c->param_bytes / KERNEL_COST_X);
+    }
     const double A = g->accum;
     double micro = local.forward + local.backward, micro_mean = micro;
     for (int k = 0; k < 2; k++) {

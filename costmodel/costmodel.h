@@ -58,6 +58,7 @@ typedef struct {
     int norm, mlp;      // trainer --normalization, --mlp: GPT_NORM_*, GPT_MLP_* (0: GPT's)
     int ffn_hidden;     // trainer --ffn-hidden: the MLP's hidden width (0: 4C)
     int no_linear_bias; // trainer --disable-bias-linear: 1
+    int untied_classifier;  // trainer --untie-embeddings-and-output-weights: 1
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

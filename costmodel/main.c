@@ -40,6 +40,7 @@ typedef struct {
     int rope;        // --position-embedding rope: 1
     int norm, mlp, ffn_hidden;   // --normalization, --mlp (GPT_NORM_*, GPT_MLP_*), --ffn-hidden
     int no_linear_bias;          // --disable-bias-linear: 1
+    int untied_classifier;       // --untie-embeddings-and-output-weights: 1
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -68,6 +69,8 @@ static void usage(void) {
         "  --disable-bias-linear  the trainer's block (default GPT's: layernorm, gelu, 4C, biases;\n"
         "                       under swiglu the trainer's default width, 2/3 of 4C in multiples\n"
         "                       of 64)\n"
+        "  --untie-embeddings-and-output-weights   the trainer's: the classifier's own V x C\n"
+        "                       matrix (its parameters, gradients and optimizer state)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
         "                       causal attention in every layer)\n"
@@ -137,7 +140,7 @@ static Args parse_args(int argc, char** argv) {
            O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
-           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_HELP };
+           O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED, O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
         {"channels", 1, 0, O_CHANNELS},   {"heads", 1, 0, O_HEADS},
@@ -162,6 +165,7 @@ static Args parse_args(int argc, char** argv) {
         {"kv-heads", 1, 0, O_KV_HEADS},   {"position-embedding", 1, 0, O_POSITIONS},
         {"normalization", 1, 0, O_NORM},  {"mlp", 1, 0, O_MLP},
         {"ffn-hidden", 1, 0, O_FFN_HIDDEN}, {"disable-bias-linear", 0, 0, O_NO_BIAS},
+        {"untie-embeddings-and-output-weights", 0, 0, O_UNTIED},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -188,6 +192,7 @@ static Args parse_args(int argc, char** argv) {
             break;
         case O_FFN_HIDDEN: a.ffn_hidden = (int)flag_long(flag, optarg, 0, 1 << 24); break;
         case O_NO_BIAS: a.no_linear_bias = 1; break;
+        case O_UNTIED: a.untied_classifier = 1; break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -255,7 +260,7 @@ static CostShape shape_of(const Args* a) {
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
     CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T,
-                   0, 0, 0, 0, 0, 0, 0, 0};
+                   0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
@@ -269,6 +274,7 @@ static CostShape shape_of(const Args* a) {
     gpt_block_apply(&block, a->norm, a->mlp, a->ffn_hidden, a->no_linear_bias);
     s.norm = block.norm, s.mlp = block.mlp, s.ffn_hidden = block.ffn_hidden;
     s.no_linear_bias = block.no_linear_bias;
+    s.untied_classifier = a->untied_classifier;
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);
@@ -303,8 +309,8 @@ static void window_text(const CostShape* s, char* buf, size_t n) {
     const GPTConfig cfg = costmodel_gpt_config(s);
     gpt_window_text(&cfg, buf, n);
     if (s->rope_theta) strncat(buf, ", rotary positions", n - strlen(buf) - 1);
-    if (s->norm || s->mlp || s->ffn_hidden) {   // the block, where it is not GPT's
-        char block[64];
+    if (s->norm || s->mlp || s->ffn_hidden || s->untied_classifier) {   // where it is not GPT's
+        char block[GPT_BLOCK_TEXT_LEN];
         gpt_block_text(&cfg, block, sizeof block);
         strncat(buf, ", ", n - strlen(buf) - 1);
         strncat(buf, block, n - strlen(buf) - 1);

@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
     Comm* comm = transport_create(&mesh, cfg.L, transport, &to);
     const int B = o.nprompts, P = mesh.P, rank0 = world_rank == 0;
     if (rank0) {
-        char window[96], positions[96], block[64];
+        char window[96], positions[96], block[GPT_BLOCK_TEXT_LEN];
         gpt_window_text(&cfg, window, sizeof window);
         gpt_position_text(&cfg, positions, sizeof positions);
         gpt_block_text(&cfg, block, sizeof block);

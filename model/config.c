@@ -60,7 +60,10 @@ double gpt_flops_per_token(const GPTConfig* c, double num_params, long T) {
         const double W = (double)gpt_layer_window(c, l);
         pairs += W > 0 && W < T ? W - W * W / (2.0 * T) : T / 2.0;
     }
-    return 6.0 * num_params + 12.0 * c->C * pairs;
+    // An untied model's wte is only looked up: its classifier's matmul is counted once, through
+    // the classifier's parameters, as a tied model's is through wte's.
+    const double lookup_only = c->untied_classifier ? (double)c->Vp * c->C : 0;
+    return 6.0 * (num_params - lookup_only) + 12.0 * c->C * pairs;
 }
 
 void gpt_window_text(const GPTConfig* c, char* buf, size_t n) {
@@ -102,9 +105,10 @@ void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
     char hidden[32];
     if (F == 4 * c->C) snprintf(hidden, sizeof hidden, "4C");
     else snprintf(hidden, sizeof hidden, "%d", F);
-    snprintf(buf, n, "%s, %s MLP of %s%s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+    snprintf(buf, n, "%s, %s MLP of %s%s%s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
              c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
-             hidden, c->no_linear_bias ? ", no linear biases" : "");
+             hidden, c->no_linear_bias ? ", no linear biases" : "",
+             c->untied_classifier ? ", untied classifier" : "");
 }
 
 void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_linear_bias) {
@@ -118,7 +122,7 @@ void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_lin
 
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b) {
     return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b) &&
-           a->no_linear_bias == b->no_linear_bias;
+           a->no_linear_bias == b->no_linear_bias && a->untied_classifier == b->untied_classifier;
 }
 
 const char* rope_scaling_name(int scaling) {
@@ -256,6 +260,11 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     if (c->no_linear_bias != 0 && c->no_linear_bias != 1) {
         snprintf(err, errlen, "linear biases: expected 0 (biases) or 1 (none), found %d",
                  c->no_linear_bias);
+        return -1;
+    }
+    if (c->untied_classifier != 0 && c->untied_classifier != 1) {
+        snprintf(err, errlen, "classifier: expected 0 (tied to wte) or 1 (untied), found %d",
+                 c->untied_classifier);
         return -1;
     }
     if (c->ffn_hidden < 0 || c->ffn_hidden > (1 << 24)) {

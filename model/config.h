@@ -51,6 +51,10 @@ typedef struct {
     // 1: the linear layers have no biases (Megatron-LM's --disable-bias-linear; Llama's): qkvb,
     // attprojb, fcb and fcprojb have 0 elements. 0 (GPT's): every linear layer has its bias.
     int no_linear_bias;
+    // 1: the classifier has its own (Vp, C) matrix, the tensor `classifier` (Megatron-LM's
+    // --untie-embeddings-and-output-weights; Llama's and GPT-NeoX's). 0 (GPT's, llm.c's): the
+    // logits are lnf @ wte^T, and `classifier` has 0 elements.
+    int untied_classifier;
 } GPTConfig;
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
@@ -128,7 +132,8 @@ int gpt_padded_vocab(int V);
 // "attention window W in every layer", "... in layers l % N = 0", or "no attention window": the
 // banded layers, for the programs' configuration lines.
 void gpt_window_text(const GPTConfig* cfg, char* buf, size_t n);
-// Training FLOPs per token at sequence length T, llm.c's count: 6 N for the parameters, and per
+// Training FLOPs per token at sequence length T, llm.c's count: 6 N for the parameters (less an
+// untied model's wte, which is only looked up: the classifier is counted once either way), and per
 // layer 12 C for each (query, key) pair the mask leaves, T/2 per query in a causal layer (llm.c's
 // 6 L C T in all) and W - W^2 / (2T) in a banded one (T W - W^2 / 2 pairs; T/2 again at W = T).
 // The trainer's MFU and the cost model's both use it.
@@ -145,11 +150,15 @@ int gpt_mlp_parse(const char* name);
 // "LayerNorm, GELU MLP of 4C" or "RMSNorm, SwiGLU MLP of 2 x 5504, no linear biases", for the
 // configuration lines.
 void gpt_block_text(const GPTConfig* cfg, char* buf, size_t n);
+// Room for the longest gpt_block_text ("RMSNorm, SwiGLU MLP of 2 x 16777216, no linear biases,
+// untied classifier").
+enum { GPT_BLOCK_TEXT_LEN = 96 };
 // The block from the programs' --normalization, --mlp, --ffn-hidden and --disable-bias-linear on
 // cfg (its C set): ffn_hidden 0 is 4C, or gpt_swiglu_default_hidden under SwiGLU; GPT's 4C is
 // stored as 0, so that such a model file stays llm.c's.
 void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden, int no_linear_bias);
-// Whether two shapes have the same block: norm, MLP and its hidden width, linear biases.
+// Whether two shapes have the same block: norm, MLP and its hidden width, linear biases, and the
+// classifier tied or not.
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b);
 // The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
 // of a name, or -1.

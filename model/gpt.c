@@ -12,7 +12,7 @@
 
 static const char* const param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier"};
 
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
@@ -35,13 +35,14 @@ void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     s[13] = L * C * LB;
     s[14] = C;
     s[15] = NB;
+    s[16] = c->untied_classifier ? (size_t)c->Vp * C : 0;
 }
 
 const char* gpt_param_name(int tensor) { return param_names[tensor]; }
 
 int gpt_param_decays(int tensor) {
     return tensor == 0 || tensor == 1 || tensor == 4 || tensor == 6 || tensor == 10 ||
-           tensor == 12;
+           tensor == 12 || tensor == 16;
 }
 
 size_t gpt_num_params(const GPTConfig* cfg) {
@@ -56,7 +57,8 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
     gpt_param_sizes(cfg, s);
     real** ptrs[NUM_PARAM_TENSORS] = {
         &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
-        &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb};
+        &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
+        &t->classifier};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         *ptrs[i] = flat;
         flat += s[i];
@@ -70,10 +72,14 @@ int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], siz
         start[i] = at;
         at += s[i];
     }
-    if (group == GPT_GRADS_EMBEDDINGS || group == GPT_GRADS_LNF) {
-        const int first = group == GPT_GRADS_EMBEDDINGS ? 0 : 14;   // wte, wpe / lnfw, lnfb
-        offset[0] = start[first];
-        count[0] = s[first] + s[first + 1];   // adjacent in the flat order
+    if (group == GPT_GRADS_EMBEDDINGS) {   // wte, wpe
+        offset[0] = start[0];
+        count[0] = s[0] + s[1];   // adjacent in the flat order
+        return 1;
+    }
+    if (group == GPT_GRADS_LNF) {   // lnfw, lnfb, classifier: the last three
+        offset[0] = start[14];
+        count[0] = s[14] + s[15] + s[16];
         return 1;
     }
     CHECK(group >= 0 && group < cfg->L, "caller bug", "parameter group %d of a %d-layer model",
@@ -85,6 +91,11 @@ int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], siz
         offset[n] = start[i] + (size_t)group * count[n];
     }
     return n;
+}
+
+// The classifier's (Vp, C) matrix in t (parameters or gradients): wte, or the untied one.
+static real* classifier_of(const GPTConfig* c, const ParameterTensors* t) {
+    return c->untied_classifier ? t->classifier : t->wte;
 }
 
 // Compute spans of the timeline (nothing when m->timeline is NULL).
@@ -382,7 +393,7 @@ void gpt_forward_loaded(GPT* m) {
     begin = mark(m);
     if (c->L == 0)  // else the last layer's fused residual add computed lnf
         norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, c->Vp);
+    matmul_forward(a->logits, a->lnf, classifier_of(c, p), NULL, BT, C, c->Vp);
     compute_span(m, begin, "head forward", -1, "forward");
 }
 
@@ -437,16 +448,17 @@ void gpt_backward(GPT* m, double dloss) {
     CHECK(m->has_targets, "caller bug", "gpt_backward after a forward without targets");
 
     // Every parameter gradient is written by the first backward below that reaches it (GRAD_WRITE:
-    // no zeroing pass) or added to (GRAD_ACCUMULATE). wte gets two: the classifier's (the mode)
-    // and the encoder's, always added; the encoder writes all of wpe.
+    // no zeroing pass) or added to (GRAD_ACCUMULATE). A tied wte gets two: the classifier's (the
+    // mode) and the encoder's, always added; an untied one only the encoder's, so it is zeroed
+    // first under GRAD_WRITE. The encoder writes all of wpe.
     const GradMode mode = m->grads_write ? GRAD_WRITE : GRAD_ACCUMULATE;
 
     int begin = mark(m);
     // The classifier's only pass: losses (summed into the step's scalar) and dlogits.
     crossentropy_forward_backward(a->logits, a->losses, m->targets, (real_stat)dloss, BT, c->V,
                                   c->Vp, m->scalars + GPT_LOSS_SUM);
-    matmul_backward_overwrite(m->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, c->Vp,
-                              mode);
+    matmul_backward_overwrite(m->dbuf_c, classifier_of(c, g), NULL, a->logits, a->lnf,
+                              classifier_of(c, p), BT, C, c->Vp, mode);
     const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;
     tensor_zero(dres, btc);
     norm_backward(m, dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd,
@@ -498,6 +510,7 @@ void gpt_backward(GPT* m, double dloss) {
     m->layer_launches += launches_now() - layers_from;
     begin = mark(m);
     const int* row_pos = encoder_row_positions(m);
+    if (c->untied_classifier && mode == GRAD_WRITE) tensor_zero(g->wte, (size_t)c->Vp * C);
     encoder_backward(g->wte, c->rope_theta ? NULL : g->wpe, dres, m->inputs, m->input_order, B, T,
                      C, m->attention->positions, row_pos, row_pos ? m->doc_positions + BT : NULL,
                      c->max_T, mode);

@@ -1,4 +1,5 @@
-// The GPT model on the CPU backend: parameters in llm.c's 16-tensor order in one flat buffer,
+// The GPT model on the CPU backend: parameters in llm.c's 16-tensor order (and an untied
+// classifier after them) in one flat buffer,
 // activations for the local tokens of B sequences, hand-written forward and backward.
 #pragma once
 #include <stddef.h>
@@ -14,9 +15,10 @@
 extern "C" {
 #endif
 
-enum { NUM_PARAM_TENSORS = 16 };
+enum { NUM_PARAM_TENSORS = 17 };
 
-// Pointers into one flat buffer, in llm.c's file order. Each per-layer tensor holds all L layers.
+// Pointers into one flat buffer, in llm.c's file order, then the untied classifier (0 elements
+// when tied, so that a tied model's file is llm.c's). Each per-layer tensor holds all L layers.
 typedef struct {
     real* wte;       // (Vp, C)
     real* wpe;       // (max_T, C); (0, C) under rotary positions
@@ -34,15 +36,16 @@ typedef struct {
     real* fcprojb;   // (L, C)
     real* lnfw;      // (C)
     real* lnfb;      // (C)
+    real* classifier;  // (Vp, C) under GPTConfig.untied_classifier; (0, C): the logits use wte
 } ParameterTensors;
 
-// Element counts of the 16 tensors, their names ("wte", ...), and whether AdamW decays them
-// (the 2-D matrices and the embeddings).
+// Element counts of the 17 tensors, their names ("wte", ...), and whether AdamW decays them
+// (the 2-D matrices, the embeddings and the classifier).
 void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
 const char* gpt_param_name(int tensor);
 int gpt_param_decays(int tensor);
 size_t gpt_num_params(const GPTConfig* cfg);
-// Points the 16 tensors into a flat buffer of gpt_num_params elements.
+// Points the 17 tensors into a flat buffer of gpt_num_params elements.
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 
 // The scalars of a training step, doubles in backend memory (GPT.scalars), so that the step's
@@ -56,8 +59,9 @@ enum {
 };
 
 // Parameter groups whose gradients complete together in backward, in the order they complete:
-// the final layernorm, layers L-1 .. 0 (a layer index), then the embeddings (wte is tied to the
-// classifier, so its gradient is complete only after the encoder's backward).
+// the final layernorm (and an untied classifier), layers L-1 .. 0 (a layer index), then the
+// embeddings (a tied wte is also the classifier, so its gradient is complete only after the
+// encoder's backward).
 enum { GPT_GRADS_LNF = -1, GPT_GRADS_EMBEDDINGS = -2 };
 // Called by gpt_backward (in stream order on CUDA: the gradients are complete for work enqueued
 // after the call) once the group's gradients of this micro-batch are accumulated.

@@ -41,7 +41,8 @@ void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t star
         const size_t e = start + i;
         if (is_ln_weight) out[i] = 1;
         else if (is_bias) out[i] = 0;
-        else if (tensor == 0 && e >= (size_t)cfg->V * cfg->C) out[i] = 0;   // padded vocab rows
+        else if ((tensor == 0 || tensor == 16) && e >= (size_t)cfg->V * cfg->C)
+            out[i] = 0;   // padded vocab rows
         else out[i] = (real)(std * counter_normal(seed, (uint64_t)tensor, e));
     }
 }

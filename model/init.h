@@ -14,10 +14,11 @@ extern "C" {
 #endif
 
 // Fills out[0..count) with elements [start, start + count) of parameter tensor `tensor`
-// (0..15, llm.c order). Rows V..Vp-1 of wte are zero.
+// (0..15 in llm.c's order, 16 the untied classifier). Rows V..Vp-1 of wte and of the classifier
+// are zero; the classifier is drawn as wte is (N(0, 0.02^2)), from its own stream.
 void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t start, size_t count,
                     real* out);
-// Fills a flat parameter buffer (all 16 tensors).
+// Fills a flat parameter buffer (all 17 tensors).
 void gpt_init_params(const GPTConfig* cfg, uint64_t seed, real* flat);
 // The standard normal value, and 64 uniform bits, of counter `index` in stream `stream`.
 double counter_normal(uint64_t seed, uint64_t stream, uint64_t index);

@@ -15,7 +15,7 @@ transformers is not in Debian):
      model (llm.c's layout) on the model file's parameters.
   A model with rotary positions (header[11] theta) is checked as the GPT-NeoX directory the
   export writes instead: GPTNeoXForCausalLM's names, nn.Linear weights as (out, in),
-  query_key_value's rows grouped per head, embed_out a copy of wte; its forward written as
+  query_key_value's rows grouped per head, embed_out a copy of wte (tied); its forward written as
   transformers' modeling_gpt_neox.py computes it (rotary angles in fp32 from inv_freq, rotate_half
   over all channels, the residual adds in sequence).
   A model with Llama's block (header[15..17]: RMSNorm, SwiGLU, with rotary positions) is checked
@@ -24,6 +24,9 @@ transformers is not in Debian):
   and up_proj the halves of fc, no lm_head (tied); its forward written as transformers'
   modeling_llama.py computes it (RMSNorm in fp32 then the weight, inv_freq in fp32 from
   modeling_rope_utils' init of the rope type, rotate_half, repeat_kv, silu(gate) * up, biases).
+  An untied classifier (header[19]) is lm_head.weight (GPT-2, Llama) or embed_out.weight
+  (GPT-NeoX) holding the file's classifier tensor, with tie_word_embeddings false; each forward
+  then reads the logits through it.
   4. With --vocab-dir, vocab.json and merges.txt are that directory's encoder.json and vocab.bpe
      byte for byte, and tokenizer_config.json names GPT2Tokenizer and the context length.
 
@@ -64,7 +67,8 @@ def read_model_file(path):
     scaling = (int(h[12]), float(h[13:14].view("<f4")[0]), int(h[14]))  # header[12..14]
     norm, mlp, ffn = (int(v) for v in h[15:18])  # the block: RMSNorm, SwiGLU, F (0: 4C)
     nobias = int(h[18])  # 1: no linear biases
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias)
+    untied = int(h[19])  # 1: the classifier's own matrix
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -77,7 +81,12 @@ def read_model_file(path):
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, scaling=scaling,
-                norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, version=int(h[1])), params
+                norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, untied=untied, version=int(h[1])), params
+
+
+def classifier_rows(cfg, P):
+    """The classifier's V rows (llm.c's padding rows dropped): the untied tensor, or wte."""
+    return P["classifier" if cfg["untied"] else "wte"].view(cfg["Vp"], cfg["C"])[:cfg["V"]]
 
 
 def read_safetensors(path):
@@ -132,6 +141,8 @@ def hf_expected(cfg, params):
         for hf, name, shape, conv in per_layer:
             t = P[name].view(L, *shape)[l]
             out[f"transformer.h.{l}.{hf}"] = t.t().contiguous() if conv else t
+    if cfg["untied"]:
+        out["lm_head.weight"] = classifier_rows(cfg, P)
     return out
 
 
@@ -141,7 +152,7 @@ def neox_expected(cfg, params):
     hs = C // NH
     P = {k: torch.from_numpy(v) for k, v in params.items()}
     wte = P["wte"].view(cfg["Vp"], C)[:V]
-    out = {"gpt_neox.embed_in.weight": wte, "embed_out.weight": wte,
+    out = {"gpt_neox.embed_in.weight": wte, "embed_out.weight": classifier_rows(cfg, P),
            "gpt_neox.final_layer_norm.weight": P["lnfw"], "gpt_neox.final_layer_norm.bias": P["lnfb"]}
     per_layer = [  # (hf name, llm.c name, llm.c shape per layer): nn.Linear (out, in) as llm.c's
         ("input_layernorm.weight", "ln1w", (C,)), ("input_layernorm.bias", "ln1b", (C,)),
@@ -169,6 +180,8 @@ def llama_expected(cfg, params):
     P = {k: torch.from_numpy(v) for k, v in params.items()}
     bias = not cfg["nobias"]  # without linear biases: no .bias tensor at all
     out = {"model.embed_tokens.weight": P["wte"].view(cfg["Vp"], C)[:V], "model.norm.weight": P["lnfw"]}
+    if cfg["untied"]:
+        out["lm_head.weight"] = classifier_rows(cfg, P)
     for l in range(L):
         p = f"model.layers.{l}."
         out[p + "input_layernorm.weight"] = P["ln1w"].view(L, C)[l]
@@ -369,7 +382,8 @@ def hf_forward(t, cfg, idx):
         x = x + conv1d(y.transpose(1, 2).reshape(B, T, C), p + "attn.c_proj")
         m = gelu_new(conv1d(ln(x, p + "ln_2"), p + "mlp.c_fc"))
         x = x + conv1d(m, p + "mlp.c_proj")
-    return ln(x, "transformer.ln_f") @ W["transformer.wte.weight"].t()
+    head = W["transformer.wte.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return ln(x, "transformer.ln_f") @ head.t()
 
 
 def main():
@@ -403,7 +417,7 @@ def main():
                 ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
                 ("rope_scaling", scaling), ("attention_bias", not cfg["nobias"]),
                 ("mlp_bias", not cfg["nobias"]),
-                ("tie_word_embeddings", True), torch_dtype]
+                ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
     elif neox:
         keys = [("model_type", "gpt_neox"), ("architectures", ["GPTNeoXForCausalLM"]),
                 ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
@@ -417,7 +431,7 @@ def main():
         keys = [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
                 ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
                 ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
-                ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", True), torch_dtype]
+                ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
     for key, want in keys:
         check(conf.get(key) == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
 
@@ -437,7 +451,7 @@ def main():
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
     model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], KV=cfg["KV"],
                     rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
-                    ffn=cfg["ffn"], nobias=cfg["nobias"])
+                    ffn=cfg["ffn"], nobias=cfg["nobias"], untied=cfg["untied"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0

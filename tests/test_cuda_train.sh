@@ -217,6 +217,13 @@ graphs() {
   if graph_pair rope 64 "$prog"; then echo "  ok    rotary positions: identical losses, norms, validation losses and samples"
   else echo "  FAIL  rotary positions under CUDA graphs"; failures=$((failures + 1)); fi
   graph_args=("${saved[@]}")
+  # Llama's whole architecture: the RMSNorm and SwiGLU kernels, and the untied classifier, whose
+  # first micro-batch's graph zeroes wte's gradient before the encoder adds to it.
+  graph_args+=(--channels 64 --heads 4 --position-embedding rope --normalization rmsnorm --mlp swiglu
+               --disable-bias-linear --untie-embeddings-and-output-weights)
+  if graph_pair llama 64 "$prog"; then echo "  ok    Llama's block with an untied classifier: identical losses, norms, validation losses and samples"
+  else echo "  FAIL  Llama's block with an untied classifier under CUDA graphs"; failures=$((failures + 1)); fi
+  graph_args=("${saved[@]}")
   [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
 }
@@ -377,7 +384,7 @@ case "$part" in
   llama-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
                --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --lr 3e-3" ;;
   llama-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
-               --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --lr 3e-3" ;;
+               --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --untie-embeddings-and-output-weights --lr 3e-3" ;;
   rope-yarn-fp32)
     bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
       --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \

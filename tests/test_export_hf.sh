@@ -5,7 +5,7 @@
 # logits, the tokenizer files), from fp32 and bf16 model files and checkpoint directories; the
 # way back (the same parameters, the same evaluation loss, the same export again), from the forms
 # transformers writes (tests/hf_variant.py); and the one-line errors for bad input of both.
-#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, rope, llama, import,
+#   tests/test_export_hf.sh TEST      (TEST: fp32, bf16, tokenizer, errors, rope, llama, untied, import,
 #                                     import-errors, init-from-hf)
 # Prints one "ok"/"FAIL" line per check; exits non-zero on any failure, keeping its files.
 set -u
@@ -180,9 +180,9 @@ t_llama() {
     eval "cmp -s '$W/hf/model.safetensors' '$W/hf2/model.safetensors' && cmp -s '$W/hf/config.json' '$W/hf2/config.json'"
 
   # What transformers writes: LlamaModel's names, older versions' inv_freq buffers, lm_head
-  # beside embed_tokens (tied or not), F16; attention_bias and mlp_bias false without biases.
-  "$PY" tests/hf_variant.py "$W/hf" "$W/v1" --strip-prefix --buffers --lm-head same --config tie_word_embeddings=false
-  check "LlamaModel's names, inv_freq buffers, untied lm_head = embed_tokens" import_hf v1 --hf "$W/v1" --out "$W/v1.bin"
+  # beside a tied embed_tokens, F16; attention_bias and mlp_bias false without biases.
+  "$PY" tests/hf_variant.py "$W/hf" "$W/v1" --strip-prefix --buffers --lm-head same
+  check "LlamaModel's names, inv_freq buffers, tied lm_head = embed_tokens" import_hf v1 --hf "$W/v1" --out "$W/v1.bin"
   check "  the same parameters" same_params "$model" "$W/v1.bin"
   "$PY" tests/hf_variant.py "$W/hf" "$W/v2" --dtype F16 --config rope_scaling=null --config head_dim=null
   check "F16 weights, rope_scaling and head_dim null" import_hf v2 --hf "$W/v2" --out "$W/v2.bin"
@@ -235,7 +235,7 @@ t_llama() {
     --config rope_scaling='{"rope_type": "yarn", "factor": 2.0, "mscale": 0.707}'
   lfails "rope_scaling: attention_factor: expected 1.06931472 \(YaRN's 0.1 ln\(factor\) \+ 1\), found 1$" \
     --config rope_scaling='{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "attention_factor": 1.0}'
-  lfails "expected a tensor 'lm_head.weight' equal to embed_tokens \(config.json's tie_word_embeddings is false" \
+  lfails "expected a tensor 'lm_head.weight' \(config.json's tie_word_embeddings is false or absent, LlamaConfig's default: an untied classifier\), found none$" \
     --config tie_word_embeddings=DELETE
   lfails "tensor 'lm_head.weight': expected it equal to embed_tokens" --lm-head other
   lfails "tensor 'model.layers.0.self_attn.q_proj.bias': expected only Llama's tensors \(with config.json's attention_bias false, mlp_bias true\)" \
@@ -244,6 +244,66 @@ t_llama() {
   lfails "expected a tensor 'model.layers.1.mlp.up_proj.weight' \(Llama with config.json's num_hidden_layers = 2, attention_bias true, mlp_bias true\), found none$" \
     --drop model.layers.1.mlp.up_proj.weight --extra model.layers.1.mlp.up_proj.weight_renamed
   lfails "tensor 'model.layers.0.mlp.gate_proj.weight': shape: expected \[48, 32\] \(config.json's sizes\), found \[1535\]$" --reshape model.layers.0.mlp.gate_proj.weight
+}
+
+# An untied classifier (--untie-embeddings-and-output-weights) in each format: GPT-2 and Llama
+# write lm_head.weight with tie_word_embeddings false, GPT-NeoX its embed_out; checked as
+# transformers computes them; imported back to the same model file and evaluation loss (Llama's
+# directory also through --init-from and generate); a tied directory whose config unties it
+# imports its lm_head as the classifier.
+t_untied() {
+  local untie=--untie-embeddings-and-output-weights
+  train gpt 500 "$untie"
+  train neox 500 "$untie" --position-embedding rope
+  train llama 500 "$untie" --heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 \
+    --position-embedding rope --disable-bias-linear
+  local f
+  for f in gpt neox llama; do
+    check "exports the $f model" export_hf "e-$f" --model "$W/$f/model_00000003.bin" --out "$W/hf-$f"
+    verify "$f export with an untied classifier: layout, names, bits, forward" "$W/$f/model_00000003.bin" "$W/hf-$f" F32
+  done
+  check "GPT-2 and Llama: tie_word_embeddings false" eval \
+    "grep -q '\"tie_word_embeddings\": false' '$W/hf-gpt/config.json' && grep -q '\"tie_word_embeddings\": false' '$W/hf-llama/config.json'"
+  check "exports the Llama model in bf16" export_hf e-l16 --model "$W/llama/model_00000003.bin" --out "$W/hf-l16" --dtype bf16
+  verify "Llama bf16 export with an untied classifier: rounded to nearest even, forward" "$W/llama/model_00000003.bin" "$W/hf-l16" BF16
+  local a b
+  for f in gpt llama; do
+    check "imports the $f export" import_hf "i-$f" --hf "$W/hf-$f" --out "$W/back-$f.bin"
+    check "  the same parameters and header (header[19] 1)" same_params "$W/$f/model_00000003.bin" "$W/back-$f.bin"
+    a=$(val_loss "$W/$f/model_00000003.bin" "ev-$f"); b=$(val_loss "$W/hf-$f" "ev-$f-dir")
+    check "  --init-from DIR: the same evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
+  done
+  local gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
+  "$BUILD/generate" --model "$W/llama/model_00000003.bin" "${gen[@]}" > "$W/gf.out" 2> "$W/gf.err"
+  "$BUILD/generate" --model "$W/hf-llama" "${gen[@]}" > "$W/gd.out" 2> "$W/gd.err"
+  check "build/generate --model DIR: the model file's tokens ($(head -c 60 "$W/gf.out"))" \
+    eval "[ -s '$W/gf.out' ] && cmp -s '$W/gf.out' '$W/gd.out'"
+  # A tied export whose config says untied, with an lm_head of other values (twice wte):
+  # imported as an untied model whose classifier is that lm_head.
+  train tied 500
+  export_hf e-tied --model "$W/tied/model_00000003.bin" --out "$W/hf-tied" || bad "export of the tied model"
+  "$PY" tests/hf_variant.py "$W/hf-tied" "$W/v-untie" --lm-head other --config tie_word_embeddings=false
+  check "an lm_head.weight with tie_word_embeddings false: imported as the classifier" \
+    import_hf i-untie --hf "$W/v-untie" --out "$W/untie.bin"
+  check "  the model file's header[19] holds 1" "$PY" -c \
+    'import struct, sys; sys.exit(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 76)[0] != 1)' "$W/untie.bin"
+  export_hf e-untie --model "$W/untie.bin" --out "$W/hf-untie" || bad "export of the import"
+  check "  exported again: its lm_head.weight is the directory's, bit for bit" lm_head_same "$W/v-untie" "$W/hf-untie"
+  verify "  and checks against the model file" "$W/untie.bin" "$W/hf-untie" F32
+}
+
+# lm_head_same DIR1 DIR2: the two directories' lm_head.weight have the same dtype, shape and bytes.
+lm_head_same() {
+  "$PY" - "$@" <<'PYEOF'
+import json, struct, sys
+def tensor(d, name):
+    data = open(d + "/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    e = json.loads(data[8:8 + n])[name]
+    b, end = e["data_offsets"]
+    return e["dtype"], e["shape"], data[8 + n + b:8 + n + end]
+sys.exit(tensor(sys.argv[1], "lm_head.weight") != tensor(sys.argv[2], "lm_head.weight"))
+PYEOF
 }
 
 t_errors() {
@@ -290,9 +350,10 @@ t_errors() {
 }
 
 # same_params A B [f16|bf16]: two model files of one shape (header[2..17]: the sizes, window,
-# key/value heads, positions and block) hold the same parameters, bit for bit (wte's padding rows
-# aside: an import makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as
-# PyTorch rounds when it writes them).
+# key/value heads, positions and block; header[19]: the untied classifier) hold the same
+# parameters, bit for bit (the padding rows of wte and of an untied classifier aside: an import
+# makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as PyTorch rounds
+# when it writes them).
 # variant_fails SRC NAME REGEX VARIANT-FLAGS...: the variant NAME of the directory SRC
 # (tests/hf_variant.py) is refused by the import with one line matching REGEX, and no model file
 # is written.
@@ -320,7 +381,7 @@ def load(path):
     return h, p
 def split(h, p):
     s = param_sizes(*(int(v) for v in h[2:8]), int(h[10]), int(h[11]), int(h[15]), int(h[16]),
-                    int(h[17]), int(h[18]))
+                    int(h[17]), int(h[18]), int(h[19]))
     out, at = {}, 0
     for n in NAMES:
         out[n] = p[at:at + s[n]]
@@ -346,7 +407,7 @@ def load(path):
     h = np.frombuffer(d[:1024], dtype="<i4")
     p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
         (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    return h[:19].tolist(), p
+    return h[:20].tolist(), p
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 rounding = sys.argv[3] if len(sys.argv) > 3 else None
 if rounding:
@@ -354,7 +415,9 @@ if rounding:
 maxT, V, L, NH, C, Vp = ha[2:8]
 pad = np.zeros(a.size, dtype=bool)
 pad[V * C:Vp * C] = True
-same = ha[2:18] == hb[2:18] and np.array_equal(a[~pad], b[~pad])
+if ha[19]:   # an untied classifier, the last Vp x C: its padding rows too
+    pad[a.size - (Vp - V) * C:] = True
+same = ha[2:18] == hb[2:18] and ha[19] == hb[19] and a.size == b.size and np.array_equal(a[~pad], b[~pad])
 ok = same and not b[pad].any()
 print(f"shape {ha[2:8]} vs {hb[2:8]}, equal{' after ' + rounding + ' rounding' if rounding else ''}: {same}, padding rows zero: {not b[pad].any()}")
 sys.exit(0 if ok else 1)
@@ -441,7 +504,8 @@ t_import_errors() {
   ifails 'activation_function: expected "gelu_new" or "gelu_pytorch_tanh" \(the tanh GELU\), found "gelu"$' --config activation_function='"gelu"'
   ifails "layer_norm_epsilon: expected 1e-05, found 1e-06$" --config layer_norm_epsilon=1e-6
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
-  ifails "tie_word_embeddings: expected true, found false$" --config tie_word_embeddings=false
+  ifails "expected a tensor 'lm_head.weight' \(config.json's tie_word_embeddings is false: an untied classifier\), found none$" --config tie_word_embeddings=false
+  ifails "tie_word_embeddings: expected true or false, found null$" --config tie_word_embeddings=null
   ifails 'model_type: expected "gpt2" or "llama", found "bert"$' --config model_type='"bert"'
   ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
   ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
@@ -469,9 +533,10 @@ case "$test_name" in
   errors) t_errors ;;
   rope) t_rope ;;
   llama) t_llama ;;
+  untied) t_untied ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
   init-from-hf) t_init_from_hf ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|import|import-errors|init-from-hf" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|untied|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

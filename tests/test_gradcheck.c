@@ -625,6 +625,15 @@ int main(void) {
     test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
                            .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
                            .ffn_hidden = 10, .no_linear_bias = 1});
+    // An untied classifier: its own gradient, and wte's from the encoder alone (written over
+    // NaN: the backward zeroes it before the encoder adds to it).
+    printf("untied classifier\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6,
+                           .untied_classifier = 1});
+    printf("llama block without linear biases, untied classifier\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
+                           .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                           .ffn_hidden = 10, .no_linear_bias = 1, .untied_classifier = 1});
     free_arrays();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

@@ -70,9 +70,10 @@ case_of() {
     fp32-rope-zigzag-1x2) echo "$FP32 2 ${mesh[*]} --position-embedding rope --pq 1 --pkv 2 --attention zigzag --zero 1 --comm mpi-staged" ;;
     # Llama's block: no norm biases, the SwiGLU MLP's 2F-wide fc and activations, and the wide
     # backward scratch (F = 1200: fc 2400 wide, past 4C = 1024, its bias-gradient scratch too);
-    # one rank under selective, and Ring 1x2 with ZeRO-1 without linear biases.
+    # one rank under selective, and Ring 1x2 with ZeRO-1 without linear biases and with an untied
+    # classifier (its Vp x C in the parameters, gradients, optimizer shards and master weights).
     bf16-llama)         echo "$BF16 1 ${one[*]} --normalization rmsnorm --mlp swiglu --ffn-hidden 1200 --position-embedding rope --kv-heads 2 --recompute selective" ;;
-    fp32-llama-ring-1x2) echo "$FP32 2 ${mesh[*]} --normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --pq 1 --pkv 2 --attention ring --zero 1 --comm mpi-staged" ;;
+    fp32-llama-ring-1x2) echo "$FP32 2 ${mesh[*]} --normalization rmsnorm --mlp swiglu --disable-bias-linear --untie-embeddings-and-output-weights --position-embedding rope --pq 1 --pkv 2 --attention ring --zero 1 --comm mpi-staged" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
     # the C library keeps (tens of MiB), so a model of gigabytes (gpt3-125m) and the 5% bound.
     cpu-125m)           echo "$BUILD/train_gpt 1 --preset gpt3-125m --context 256 --batch 1 --seq-len 256 --sample-length 0" ;;

@@ -1,6 +1,6 @@
 // The C half of the whole-model comparison with PyTorch (tests/torch_gpt_ref.py): writes the
 // initial weights as an llm.c model file and a batch file, then runs the CPU model on them
-// and writes its results: logits, loss, all 16 gradients at the initial weights, and the
+// and writes its results: logits, loss, all 17 gradients at the initial weights, and the
 // losses and final weights of `steps` AdamW steps with clipping and the LR schedule.
 #include <errno.h>
 #include <math.h>
@@ -84,6 +84,14 @@ static const Shape shapes[] = {
                       .ffn_hidden = 128, .no_linear_bias = 1}, 3, 37, 0, 0},
     {"gelu-nobias", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
                      .no_linear_bias = 1}, 3, 37, 0, 0},
+    // An untied classifier (--untie-embeddings-and-output-weights): GPT's block, and Llama's
+    // whole (Llama 2's and 3's form).
+    {"untied", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48,
+                .untied_classifier = 1}, 3, 37, 0, 0},
+    {"llama-untied", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+                      .rope_theta = 10000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                      .ffn_hidden = 128, .no_linear_bias = 1, .untied_classifier = 1},
+     3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {
@@ -132,6 +140,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < m.num_params; i++)
         m.params_memory[i] += (float)(0.02 * counter_normal(99, 0, i));
     for (size_t i = (size_t)cfg.V * cfg.C; i < m.param_sizes[0]; i++) m.params_memory[i] = 0;
+    for (size_t i = (size_t)cfg.V * cfg.C; i < m.param_sizes[16]; i++) m.params.classifier[i] = 0;
 
     char path[4096], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/model.bin", dir);

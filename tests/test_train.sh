@@ -1132,7 +1132,7 @@ t_rope() {
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
           "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear$"
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--untie-embeddings-and-output-weights$"
 }
 
 # Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden, --disable-bias-linear): named
@@ -1177,7 +1177,39 @@ t_llama() {
   refused "--normalization batchnorm|^error: --normalization" \
           "--mlp relu|^error: --mlp" \
           "--ffn-hidden -4|^error: --ffn-hidden" \
-          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear$"
+          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--untie-embeddings-and-output-weights$"
+}
+
+# --untie-embeddings-and-output-weights: named in the configuration, V x C = 512 x 32 more
+# parameters, header[19] 1 (a tied model's file keeps 0 and llm.c's size), kept by --init-from;
+# with gradient accumulation (the first micro-batch writes the gradients: wte's, which only the
+# encoder adds to, is zeroed) --recompute selective gives none's losses bit for bit; a resume
+# with a tied classifier is refused in one line; the export writes lm_head.
+t_untied() {
+  make_data
+  local untie=--untie-embeddings-and-output-weights acc=(--total-batch-tokens 128 --steps 4 --eval-every 0)
+  train tied "${TINY[@]}" "${acc[@]}" --out-dir "$W/tied"
+  train untied "${TINY[@]}" "${acc[@]}" "$untie" --out-dir "$W/untied"
+  expect_rc untied 0
+  local nt nu
+  nt=$(grep -o '[0-9]* parameters' "$W/tied.out" | head -n 1 | cut -d' ' -f1)
+  nu=$(grep -o '[0-9]* parameters' "$W/untied.out" | head -n 1 | cut -d' ' -f1)
+  check "named, and 512 x 32 parameters more ($nt tied, $nu untied)" eval     "[ -n '$nt' ] && [ '$nu' = \$(($nt + 512 * 32)) ] && grep -q 'LayerNorm, GELU MLP of 4C, untied classifier' '$W/untied.out'"
+  check "the model file's header[19] holds 1, and its size the 17th tensor's" eval     "header_holds '$W/untied/model_00000004.bin' 19 1 && [ \$(stat -c %s '$W/untied/model_00000004.bin') = \$((1024 + 4 * $nu)) ]"
+  check "a tied model's header[19] holds 0 and its file llm.c's size" eval     "header_holds '$W/tied/model_00000004.bin' 19 0 && [ \$(stat -c %s '$W/tied/model_00000004.bin') = \$((1024 + 4 * $nt)) ]"
+  check "the losses differ from the tied model's" eval \
+    "[ -n \"\$(losses '$W/untied/log.jsonl')\" ] && [ \"\$(losses '$W/untied/log.jsonl')\" != \"\$(losses '$W/tied/log.jsonl')\" ]"
+  from_model "$W/untied/model_00000004.bin" "classifier" "untied classifier"
+  train untied-sel "${TINY[@]}" "${acc[@]}" "$untie" --recompute selective --out-dir "$W/untied-sel"
+  check "--recompute selective with accumulation: the losses of none, bit for bit" eval \
+    "[ \"\$(losses '$W/untied-sel/log.jsonl')\" = \"\$(losses '$W/untied/log.jsonl')\" ]"
+  train resume-tied "${TINY[@]}" "${acc[@]}" --steps 6 --resume --out-dir "$W/untied"
+  check "a resume with a tied classifier is refused ($(grep -m 1 'differ' "$W/resume-tied.err"))" eval \
+    "[ \$(rc_of resume-tied) != 0 ] && grep -q 'GELU MLP of 4C, untied classifier differ from this run.s LayerNorm, GELU MLP of 4C' '$W/resume-tied.err'"
+  "$BUILD/export_hf" --model "$W/untied/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2>&1
+  check "export_hf writes GPT-2 with lm_head.weight, tie_word_embeddings false (the export suite checks it)" eval \
+    "grep -q '\"tie_word_embeddings\": false' '$W/hf/config.json' && grep -q 'lm_head.weight' '$W/hf/model.safetensors'"
+  refused "$untie --init-from $W/tied/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--disable-bias-linear/--untie-embeddings-and-output-weights$"
 }
 
 # --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64
@@ -1261,6 +1293,8 @@ case $test_name in
   rope) t_rope ;;
   rope-scaling) t_rope_scaling ;;
   llama) t_llama ;;
+  untied) t_untied ;;
+  resume-untied) t_resume --untie-embeddings-and-output-weights --zero 1 --total-batch-tokens 128 ;;
   resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
     --disable-bias-linear ;;
   eval-positions) t_eval_positions ;;

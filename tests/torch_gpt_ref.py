@@ -25,6 +25,9 @@ The block's form (Llama's where not 0; all three are 0 in llm.c's and every earl
   header[17] ffn_hidden: F, the MLP's hidden width; 0 means 4C (GPT's).
   header[18] no_linear_bias: 1 for linear layers without biases (qkvb, attprojb, fcb, fcprojb
              have 0 elements); 0 (GPT's) with them.
+  header[19] untied_classifier: 1 for a classifier of its own, a 17th tensor `classifier` (Vp, C)
+             after lnfb: logits = lnf(x) classifier^T; 0 (GPT's, llm.c's): logits = lnf(x) wte^T
+             and the 17th tensor has 0 elements.
 Tensors with 0 elements (wpe under rotary positions, the norm biases under RMSNorm) are not
 compared (they are listed as such).
 """
@@ -43,10 +46,11 @@ BATCH_MAGIC, BATCH_VERSION = 20261101, 1
 RESULTS_MAGIC, RESULTS_VERSION = 20261102, 1
 HEADER_BYTES = 256 * 4
 
-# The 16 parameter tensors in file order.  (Weight-decayed ones are the matrices/embeddings.)
+# The 17 parameter tensors in file order: llm.c's 16, then the untied classifier (0 elements when
+# tied).  (Weight-decayed ones are the matrices/embeddings.)
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
-DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier"]
+DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw", "classifier"}
 
 
 def die(msg):
@@ -74,7 +78,7 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0, untied=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
     Fh = ffn or 4 * C  # the MLP's hidden width (header[17]; 0: 4C)
     Fw = 2 * Fh if mlp == 1 else Fh  # the MLP's first layer: gate and up columns under SwiGLU
@@ -84,7 +88,8 @@ def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobia
     return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * nb,
             "qkvw": L * W * C, "qkvb": L * W * lb, "attprojw": L * C * C, "attprojb": L * C * lb,
             "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw * lb,
-            "fcprojw": L * C * Fh, "fcprojb": L * C * lb, "lnfw": C, "lnfb": nb}
+            "fcprojw": L * C * Fh, "fcprojb": L * C * lb, "lnfw": C, "lnfb": nb,
+            "classifier": Vp * C if untied else 0}
 
 
 # ----------------------------------------------------------------------------- model
@@ -223,7 +228,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
-                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0):
+                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0, untied=0):
         super().__init__()
         self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
@@ -238,6 +243,8 @@ class GPT(nn.Module):
                                            norm, mlp, ffn, not nobias)
                                      for l in range(L)])
         self.lnf = make_norm(C, norm)
+        # untied: header[19], the classifier's own (Vp, C) matrix; None: tied to wte
+        self.classifier = nn.Parameter(torch.zeros(Vp, C)) if untied else None
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
         self.reset_positions = False  # positions within documents (header[5]; Megatron's --reset-position-ids)
 
@@ -255,7 +262,8 @@ class GPT(nn.Module):
             same_doc = (doc[:, :, None] == doc[:, None, :]).unsqueeze(1)
         for blk in self.blocks:
             x = blk(x, same_doc, rope)
-        logits = self.lnf(x) @ self.wte.weight.t()  # tied LM head over all Vp rows
+        head = self.wte.weight if self.classifier is None else self.classifier
+        logits = self.lnf(x) @ head.t()  # the LM head over all Vp rows
         loss = F.cross_entropy(logits[..., :self.V].reshape(-1, self.V), targets.reshape(-1))
         return logits, loss
 
@@ -274,7 +282,8 @@ class GPT(nn.Module):
                 "ln2w": [b.ln2.weight for b in bl], "ln2b": some(b.ln2.bias for b in bl),
                 "fcw": [b.mlp.fc.weight for b in bl], "fcb": some(b.mlp.fc.bias for b in bl),
                 "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": some(b.mlp.proj.bias for b in bl),
-                "lnfw": [self.lnf.weight], "lnfb": some([self.lnf.bias])}
+                "lnfw": [self.lnf.weight], "lnfb": some([self.lnf.bias]),
+                "classifier": some([self.classifier])}
 
 
 def flat(tensors):
@@ -319,13 +328,16 @@ def load_model(path):
         die(f"model file {path}: header[17] (ffn_hidden) expected 0 (4C) or >= 1, found {ffn}")
     if nobias not in (0, 1):
         die(f"model file {path}: header[18] (no linear biases) expected 0 or 1, found {nobias}")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias)
+    untied = int(h[19])
+    if untied not in (0, 1):
+        die(f"model file {path}: header[19] (untied classifier) expected 0 or 1, found {untied}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
     model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig),
-                norm, mlp, ffn, nobias)
+                norm, mlp, ffn, nobias, untied)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
@@ -334,7 +346,7 @@ def load_model(path):
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
     return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, norm=norm, mlp=mlp,
-                       ffn=ffn, nobias=nobias)
+                       ffn=ffn, nobias=nobias, untied=untied)
 
 
 def load_batch(path, cfg):
@@ -371,7 +383,7 @@ def lr_at(s, a):
 
 
 def reference(model, idx, tgt, a):
-    """Returns dict of float32 numpy arrays: logits, loss, grads[16], losses, params[16]."""
+    """Returns dict of float32 numpy arrays: logits, loss, grads[17], losses, params[17]."""
     groups = model.groups()
     params = [p for n in NAMES for p in groups[n]]
     decay = [p for n in NAMES if n in DECAYED for p in groups[n]]
@@ -428,7 +440,8 @@ def read_results(path, expect_h, cfg, steps):
                 f"(from model/batch/--steps), found {h[i]}")
     B, T = int(h[2]), int(h[3])
     sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
-                         cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"], cfg["nobias"])[n]
+                         cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"], cfg["nobias"],
+                         cfg["untied"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -438,8 +451,9 @@ def read_results(path, expect_h, cfg, steps):
     for n in counts:
         arrs.append(data[off:off + n].astype(np.float64))
         off += n
-    return {"logits": arrs[0], "loss": arrs[1], "grads": arrs[2:18], "losses": arrs[18],
-            "params": arrs[19:35]}
+    k = len(NAMES)
+    return {"logits": arrs[0], "loss": arrs[1], "grads": arrs[2:2 + k], "losses": arrs[2 + k],
+            "params": arrs[3 + k:3 + 2 * k]}
 
 
 # ----------------------------------------------------------------------------- comparison

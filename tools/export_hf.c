@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     // GPT-2 and GPT-NeoX blocks are LayerNorm and GELU of 4C; Llama's RMSNorm and SwiGLU of any
     // width, with rotary positions. Any other mixture has no transformers architecture.
     const int llama = cfg.norm == GPT_NORM_RMSNORM && cfg.mlp == GPT_MLP_SWIGLU;
-    char block[64];
+    char block[GPT_BLOCK_TEXT_LEN];
     gpt_block_text(&cfg, block, sizeof block);
     if (!llama && (cfg.norm != GPT_NORM_LAYERNORM || cfg.mlp != GPT_MLP_GELU ||
                    gpt_ffn_hidden(&cfg) != 4 * cfg.C || !gpt_linear_bias(&cfg)))
@@ -186,9 +186,14 @@ int main(int argc, char** argv) {
     if (model_file_load(path, &cfg, params, err, sizeof err) != 0) fail_msg("--model: %s", err);
     const HfExportOptions e = {dtype, tokenizer ? o.vocab_dir : NULL, eot_id};
     if (hf_export(o.out, &cfg, params, &e, err, sizeof err) != 0) fail_msg("%s", err);
-    printf("export_hf: wrote %s/model.safetensors (%zu parameters without wte's %d padding rows, "
-           "%s) and config.json%s\n", o.out, n - (size_t)(cfg.Vp - cfg.V) * (size_t)cfg.C,
-           cfg.Vp - cfg.V, safetensors_dtype_name(dtype),
+    // The values written: the padding rows of wte (and of an untied classifier) left out, and a
+    // tied GPT-NeoX's embed_out a second copy of wte's V rows.
+    const size_t pad = (size_t)(cfg.Vp - cfg.V) * (size_t)cfg.C * (1 + (size_t)cfg.untied_classifier);
+    const size_t copy = !llama && cfg.rope_theta && !cfg.untied_classifier ? (size_t)cfg.V * cfg.C : 0;
+    printf("export_hf: wrote %s/model.safetensors (%zu values: the parameters without the %d "
+           "padding rows of wte%s%s, %s) and config.json%s\n", o.out, n - pad + copy,
+           cfg.Vp - cfg.V, cfg.untied_classifier ? " and of the classifier" : "",
+           copy ? ", embed_out a copy of wte" : "", safetensors_dtype_name(dtype),
            tokenizer ? ", vocab.json, merges.txt, tokenizer_config.json" : "");
     free(params);
     return 0;

@@ -104,7 +104,7 @@ static int differs(char* err, size_t errlen, const char* path,
     char a[96], b[96];
     text(was, a, sizeof a);
     text(now, b, sizeof b);
-    snprintf(err, errlen, "%.200s: %s differ from this run's %s (resume with the same %s)", path,
+    snprintf(err, errlen, "%.150s: %s differ from this run's %s (resume with the same %s)", path,
              a, b, flags);
     return -2;
 }
@@ -137,7 +137,7 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                        "--position-embedding, --rope-theta and --rope-scaling");
     if (!gpt_same_block(c, &t->cfg))
         return differs(err, errlen, path, gpt_block_text, c, &t->cfg,
-                       "--normalization, --mlp, --ffn-hidden and --disable-bias-linear");
+                       "--normalization, --mlp, --ffn-hidden, --disable-bias-linear and --untie-embeddings-and-output-weights");
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

@@ -17,6 +17,7 @@ typedef struct {
     const char* mlp;           // gelu | swiglu
     int ffn_hidden;            // the MLP's hidden width (0: 4C, or Megatron's 8C/3 under swiglu)
     int disable_bias_linear;   // 1: linear layers without biases
+    int untie_embeddings;      // 1: an untied classifier (--untie-embeddings-and-output-weights)
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0

@@ -46,7 +46,7 @@ void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
     train_options_print(&t->opt, print_line);
-    char window[96], kv[64] = "", positions[64], block[64];
+    char window[96], kv[64] = "", positions[64], block[GPT_BLOCK_TEXT_LEN];
     gpt_window_text(&t->cfg, window, sizeof window);
     gpt_position_text(&t->cfg, positions, sizeof positions);
     gpt_block_text(&t->cfg, block, sizeof block);
