@@ -4,7 +4,8 @@
 # at a time: GPT-3's (learned positions, LayerNorm, GELU MLP of 4C, biases), rotary positions,
 # then RMSNorm, then the SwiGLU MLP (Megatron's default width, 2/3 of 4C in multiples of 64), then
 # no linear biases (Llama's whole block), then 2 key/value heads of 4 (Llama 3's grouped-query
-# attention). Each run logs its validation loss every EVAL steps.
+# attention), then an untied classifier (Llama 3 8B's). Each run logs its validation loss every
+# EVAL steps.
 #
 #   tools/bench_block.sh [OUT_DIR]   (env: TRAIN, STEPS=300, EVAL=50, SEQ=128, DATA_DIR=data/cache,
 #                                     WORK)
@@ -40,6 +41,7 @@ variants=(
   "swiglu|--position-embedding rope --normalization rmsnorm --mlp swiglu"
   "llama|--position-embedding rope --normalization rmsnorm --mlp swiglu --disable-bias-linear"
   "llama-gqa|--position-embedding rope --normalization rmsnorm --mlp swiglu --disable-bias-linear --kv-heads 2"
+  "llama-untied|--position-embedding rope --normalization rmsnorm --mlp swiglu --disable-bias-linear --kv-heads 2 --untie-embeddings-and-output-weights"
 )
 start=$(date +%s)
 names=()
