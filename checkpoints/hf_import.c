@@ -186,7 +186,7 @@ static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, con
 }
 
 // A tied model (config.json's tie_word_embeddings true): an lm_head.weight, which transformers
-// may write beside the embedding, must hold wte's values. An untied model read it as a tensor.
+// may write beside the embedding, must hold wte's values. An untied model reads it as a tensor.
 static int check_lm_head(const SafetensorsFile* f, const GPTConfig* cfg, const HfForm* form,
                          const float* wte, char* err, size_t errlen) {
     const SafetensorsEntry* e = safetensors_find(f, "lm_head.weight");

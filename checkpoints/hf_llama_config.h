@@ -16,7 +16,7 @@ typedef struct {
     // biases read as zeros.
     int attention_bias;
     int mlp_bias;
-    int tied;             // tie_word_embeddings (false: GPTConfig.untied_classifier, lm_head.weight)
+    int tied;             // tie_word_embeddings (false: untied_classifier, from lm_head.weight)
 } HfLlamaForm;
 
 // text: the whole of config.json, path its name for the messages. Fills *cfg (checked by

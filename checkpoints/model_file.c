@@ -122,7 +122,8 @@ int model_file_load(const char* path, const GPTConfig* expect, float* params, ch
                    expect->L != c.L || expect->NH != c.NH || expect->C != c.C ||
                    gpt_kv_heads(expect) != gpt_kv_heads(&c) || !gpt_same_positions(expect, &c) ||
                    !gpt_same_block(expect, &c))) {
-        char want_pos[96], found_pos[96], want_block[GPT_BLOCK_TEXT_LEN], found_block[GPT_BLOCK_TEXT_LEN];
+        char want_pos[96], found_pos[96];
+        char want_block[GPT_BLOCK_TEXT_LEN], found_block[GPT_BLOCK_TEXT_LEN];
         gpt_position_text(expect, want_pos, sizeof want_pos);
         gpt_position_text(&c, found_pos, sizeof found_pos);
         gpt_block_text(expect, want_block, sizeof want_block);

@@ -1,20 +1,20 @@
-// llm.c's model file: 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; max T,
-// V, L, NH, C, Vp) followed by the 16 parameter tensors in order (17: below). Files we write load in llm.c
-// and llm.c's files (e.g. gpt2_124M.bin) load here. Two header fields llm.c leaves 0 hold a
+// llm.c's model file: 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; max T, V, L,
+// NH, C, Vp) followed by the 16 parameter tensors in order (a 17th: below). Files we write load in
+// llm.c and llm.c's files (e.g. gpt2_124M.bin) load here. Two header fields llm.c leaves 0 hold a
 // sliding-window model's attention window and its layer pattern (header[8] window, header[9]
 // window_every: GPTConfig); llm.c reads such a file as the dense model it is not, so
 // build/export_hf refuses it and the README says so. A third, header[10], holds a grouped-query
-// attention model's key/value heads (GPTConfig.kv_heads; 0 for one per head, as llm.c writes);
-// such a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either. A fourth,
+// attention model's key/value heads (GPTConfig.kv_heads; 0 for one per head, as llm.c writes); such
+// a file's qkv tensors are C + 2 kv_heads HS wide, which llm.c cannot read either. A fourth,
 // header[11], holds a rotary-position model's theta (GPTConfig.rope_theta; 0 for learned
 // positions): such a file has no wpe tensor (0 rows), which llm.c cannot read either; and
 // header[12..14] its context-extension scaling (GPTConfig.rope_scaling, rope_factor as fp32 bits,
 // rope_original_T; all 0 without). header[15..17] hold the block's form (GPTConfig.norm, mlp,
-// ffn_hidden; all 0 for GPT's LayerNorm, GELU and 4C): an RMSNorm file has no ln1b, ln2b, lnfb
-// (0 elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c; header[18]
-// is 1 for a model without linear biases (GPTConfig.no_linear_bias: no qkvb, attprojb, fcb,
-// fcprojb); header[19] is 1 for an untied classifier (GPTConfig.untied_classifier): a 17th
-// tensor of (Vp, C) after lnfb, which llm.c does not read either.
+// ffn_hidden; all 0 for GPT's LayerNorm, GELU and 4C): an RMSNorm file has no ln1b, ln2b, lnfb (0
+// elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c; header[18] is 1
+// for a model without linear biases (GPTConfig.no_linear_bias: no qkvb, attprojb, fcb, fcprojb);
+// header[19] is 1 for an untied classifier (GPTConfig.untied_classifier): a 17th tensor of (Vp, C)
+// after lnfb, which llm.c does not read either.
 #pragma once
 #include <stddef.h>
 

@@ -1120,7 +1120,8 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     // An untied model's wte gradient, which only the encoder adds to, is zeroed once a step
     // (model/gpt.c): one write of Vp C gradients.
     if (g->shape.untied_classifier) {
-        const KernelCost zero = {0, KERNEL_COST_X * gpt_padded_vocab(g->shape.V) * (double)g->shape.C, 0};
+        const double n_wte = (double)gpt_padded_vocab(g->shape.V) * g->shape.C;
+        const KernelCost zero = {0, KERNEL_COST_X * n_wte, 0};
         optimizer += kernel_seconds(c, CK_RESIDUAL_FORWARD, zero, c->param_bytes / KERNEL_COST_X);
     }
     const double A = g->accum;

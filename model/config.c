@@ -105,7 +105,8 @@ void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
     char hidden[32];
     if (F == 4 * c->C) snprintf(hidden, sizeof hidden, "4C");
     else snprintf(hidden, sizeof hidden, "%d", F);
-    snprintf(buf, n, "%s, %s MLP of %s%s%s%s", c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+    snprintf(buf, n, "%s, %s MLP of %s%s%s%s",
+             c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
              c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
              hidden, c->no_linear_bias ? ", no linear biases" : "",
              c->untied_classifier ? ", untied classifier" : "");
