@@ -175,7 +175,7 @@ static int write_tokenizer(const char* dir, const GPTConfig* cfg, const char* vo
 }
 
 int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const HfExportOptions* o,
-              char* err, size_t errlen) {
+              size_t* values, char* err, size_t errlen) {
     char why[ERR_LEN];
     if (checkpoint_make_dir(dir, why, sizeof why) != 0) {
         snprintf(err, errlen, "--out: %s", why);
@@ -200,6 +200,9 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         return -1;
     }
     hf_tensors(params, layout, n, copies, t);
+    size_t written = 0;
+    for (int k = 0; k < n; k++) written += (layout[k].rows ? layout[k].rows : 1) * layout[k].cols;
+    if (values) *values = written;
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int rc = safetensors_write(path, t, n, o->dtype, err, errlen);

@@ -1,18 +1,20 @@
 // A model in Hugging Face's GPT-2 layout (transformers' GPT2LMHeadModel, which `from_pretrained`
 // loads): DIR/config.json and DIR/model.safetensors, and with a vocabulary the tokenizer files
 // (vocab.json, merges.txt, tokenizer_config.json). The architecture is the same as llm.c's
-// (learned positions, pre-LayerNorm with eps 1e-5, tanh GELU = "gelu_new", the classifier tied
-// to wte); what differs is the layout: transformers' Conv1D keeps a linear layer's weight as
-// (in, out) where llm.c keeps (out, in), so the four weight matrices of each layer are transposed,
-// and wte loses llm.c's padding rows (Vp -> V). A model with rotary positions is written as
-// GPT-NeoX (GPTNeoXForCausalLM: the same block with rotary positions in the half-split layout,
-// rotary_pct 1, use_parallel_residual false), whose nn.Linear weights keep llm.c's (out, in),
-// whose query_key_value rows are grouped per head, and whose embed_out is written (untied). A
-// model with Llama's block (RMSNorm, SwiGLU, rotary positions; grouped-query attention or not)
-// is written as Llama (LlamaForCausalLM): the qkv projection split into q_proj, k_proj and v_proj,
-// fc into gate_proj and up_proj, nn.Linear weights as llm.c keeps them, every bias written
-// (attention_bias, mlp_bias true), rms_norm_eps 1e-5, the classifier tied to embed_tokens (no
-// lm_head.weight, as transformers saves a tied model). The caller has refused other mixtures.
+// (learned positions, pre-LayerNorm with eps 1e-5, tanh GELU = "gelu_new"); what differs is the
+// layout: transformers' Conv1D keeps a linear layer's weight as (in, out) where llm.c keeps
+// (out, in), so the four weight matrices of each layer are transposed, and wte loses llm.c's
+// padding rows (Vp -> V). A model with rotary positions is written as GPT-NeoX
+// (GPTNeoXForCausalLM: the same block with rotary positions in the half-split layout, rotary_pct
+// 1, use_parallel_residual false), whose nn.Linear weights keep llm.c's (out, in), whose
+// query_key_value rows are grouped per head, and whose embed_out is always written. A model with
+// Llama's block (RMSNorm, SwiGLU, rotary positions; grouped-query attention or not) is written as
+// Llama (LlamaForCausalLM): the qkv projection split into q_proj, k_proj and v_proj, fc into
+// gate_proj and up_proj, nn.Linear weights as llm.c keeps them, the linear biases written or none
+// (attention_bias, mlp_bias), rms_norm_eps 1e-5. The classifier is tied (tie_word_embeddings true,
+// no lm_head.weight, as transformers saves a tied model), or under GPTConfig.untied_classifier
+// lm_head.weight (GPT-NeoX: embed_out) with tie_word_embeddings false. The caller has refused
+// other mixtures.
 #pragma once
 #include <stddef.h>
 
@@ -29,6 +31,7 @@ typedef struct {
 } HfExportOptions;
 
 // Writes the files (each atomically) into DIR, created if missing, from params
-// (gpt_num_params(cfg) floats in llm.c's order). Returns 0, or -1 with a one-line message in err.
+// (gpt_num_params(cfg) floats in llm.c's order). values (NULL: not wanted) gets how many values
+// model.safetensors holds. Returns 0, or -1 with a one-line message in err.
 int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const HfExportOptions* o,
-              char* err, size_t errlen);
+              size_t* values, char* err, size_t errlen);

@@ -185,15 +185,12 @@ int main(int argc, char** argv) {
     float* params = xmalloc(n * sizeof *params, "parameters");
     if (model_file_load(path, &cfg, params, err, sizeof err) != 0) fail_msg("--model: %s", err);
     const HfExportOptions e = {dtype, tokenizer ? o.vocab_dir : NULL, eot_id};
-    if (hf_export(o.out, &cfg, params, &e, err, sizeof err) != 0) fail_msg("%s", err);
-    // The values written: the padding rows of wte (and of an untied classifier) left out, and a
-    // tied GPT-NeoX's embed_out a second copy of wte's V rows.
-    const size_t pad = (size_t)(cfg.Vp - cfg.V) * (size_t)cfg.C * (1 + (size_t)cfg.untied_classifier);
-    const size_t copy = !llama && cfg.rope_theta && !cfg.untied_classifier ? (size_t)cfg.V * cfg.C : 0;
-    printf("export_hf: wrote %s/model.safetensors (%zu values: the parameters without the %d "
-           "padding rows of wte%s%s, %s) and config.json%s\n", o.out, n - pad + copy,
-           cfg.Vp - cfg.V, cfg.untied_classifier ? " and of the classifier" : "",
-           copy ? ", embed_out a copy of wte" : "", safetensors_dtype_name(dtype),
+    size_t values = 0;
+    if (hf_export(o.out, &cfg, params, &e, &values, err, sizeof err) != 0) fail_msg("%s", err);
+    // The padding rows of wte (and of an untied classifier) are not written; a tied GPT-NeoX's
+    // embed_out is a second copy of wte's V rows.
+    printf("export_hf: wrote %s/model.safetensors (%zu values of the model's %zu parameters, %s) "
+           "and config.json%s\n", o.out, values, n, safetensors_dtype_name(dtype),
            tokenizer ? ", vocab.json, merges.txt, tokenizer_config.json" : "");
     free(params);
     return 0;

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     char again[600];
     snprintf(again, sizeof again, "%s/again", dir);
     const HfExportOptions o = {SAFETENSORS_F32, NULL, -1};
-    fuzz_expect(hf_export(again, &cfg, params, &o, err, sizeof err) == 0,
+    fuzz_expect(hf_export(again, &cfg, params, &o, NULL, err, sizeof err) == 0,
                 "hf_export failed on what hf_import read");
     GPTConfig cfg2;
     float* params2 = NULL;

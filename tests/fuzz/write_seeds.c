@@ -142,7 +142,7 @@ static void hf_seed(const char* name, const GPTConfig* c, SafetensorsDtype dtype
     float* p = some_params(gpt_num_params(c));
     snprintf(dir, sizeof dir, "%s/hf_%s", fuzz_dir(), name);
     const HfExportOptions o = {dtype, NULL, -1};
-    check_written(hf_export(dir, c, p, &o, err, sizeof err), err);
+    check_written(hf_export(dir, c, p, &o, NULL, err, sizeof err), err);
     size_t nc = 0, nm = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     uint8_t* config = fuzz_read(path, &nc);
