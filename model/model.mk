@@ -17,10 +17,14 @@ CHECKPOINT_OBJS = $(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/model_file.o 
 	$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
-	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order
+	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order $(BUILD)/tests/blas_coretype
 SUITES_model += model
 
 $(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_F64)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The OPENBLAS_CORETYPE the programs restart into here, which tests/run_suites.sh sets.
+$(BUILD)/tests/blas_coretype: $(BUILD)/tests/blas_coretype.o $(BUILD)/model/blas_kernels.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_token_order: $(BUILD)/tests/test_token_order.o $(BUILD)/model/token_order.o $(FAIL_OBJS)

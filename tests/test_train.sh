@@ -621,6 +621,28 @@ t_data() {
     eval '[ "$(rc_of logdir)" -ge 1 ] && [ "$(rc_of logdir)" -le 2 ] && has logdir.err "^error: .*--log .*no/such/dir"'
 }
 
+# Where OpenBLAS does not recognise the CPU (and falls back to its SSE3 kernels), the trainer
+# restarts itself with the vector kernels (model/blas_kernels.h): a note, then a run on them. The
+# suites run with OPENBLAS_CORETYPE set (tests/run_suites.sh); here it is taken away.
+t_blas_restart() {
+  make_data
+  local want; want=$(env -u OPENBLAS_CORETYPE "$BUILD/tests/blas_coretype")
+  env -u OPENBLAS_CORETYPE timeout 60 "$TRAIN" "${TINY[@]}" --steps 1 --peak-gflops 0 \
+    --out-dir "$W/b" > "$W/b.out" 2> "$W/b.err" < /dev/null
+  check "exit 0" test $? = 0
+  if [ -n "$want" ]; then
+    check "this CPU: a note, then a restart with OPENBLAS_CORETYPE=$want" grep -qx \
+      "note: OpenBLAS chose its [A-Za-z0-9]* kernels for this CPU; restarting with OPENBLAS_CORETYPE=$want (set OPENBLAS_CORETYPE yourself to override)" "$W/b.err"
+    check "the run uses $want's kernels" grep -q "BLAS kernels: OpenBLAS $want)" "$W/b.out"
+  else
+    check "this CPU: OpenBLAS's own kernels, no note ($(grep -o 'BLAS kernels: OpenBLAS [A-Za-z0-9]*' "$W/b.out"))" \
+      eval '! grep -q "^note: OpenBLAS" "$W/b.err" && grep -q "BLAS kernels: OpenBLAS" "$W/b.out"'
+  fi
+  OPENBLAS_CORETYPE=Haswell timeout 60 "$TRAIN" "${TINY[@]}" --steps 1 --peak-gflops 0 \
+    --out-dir "$W/h" > "$W/h.out" 2> "$W/h.err" < /dev/null
+  check "a user's OPENBLAS_CORETYPE is kept: no note" eval '! grep -q "^note: OpenBLAS" "$W/h.err"'
+}
+
 # ---- 6. --help matches the parser ----
 
 t_help() {
@@ -1281,6 +1303,7 @@ case $test_name in
   config) t_config ;;
   data) t_data ;;
   help) t_help ;;
+  blas-restart) t_blas_restart ;;
   log) t_log ;;
   no-save) t_no_save ;;
   on-nan) t_on_nan ;;
