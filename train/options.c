@@ -50,7 +50,7 @@ static const OptSpec specs[] = {
     {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
     {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards (glob pattern of llm.c .bin files)"},
     {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards (glob pattern; empty = no evaluation)"},
-    {"tokenizer", OPT_STRING, F(tokenizer), 0, 0, NULL, "llm.c tokenizer file for decoding samples (empty = print ids)"},
+    {"tokenizer", OPT_STRING, F(tokenizer), 0, 0, NULL, "llm.c tokenizer file, or a tokenizer.json or its directory, for decoding samples (empty = print ids)"},
     {"batch", OPT_INT, F(batch), 1, 1 << 20, NULL, "micro-batch: sequences per data-parallel rank"},
     {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},
     {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},

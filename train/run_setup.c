@@ -13,6 +13,7 @@
 #include "comm/comm_mpi.h"
 #include "comm/launch.h"
 #include "comm/transport.h"
+#include "data/bpe.h"
 #include "data/tokenizer_file.h"
 #include "model/init.h"
 #include "train/config_check.h"
@@ -310,7 +311,7 @@ static void open_data(Trainer* t) {
                      t->mc.longest_example, t->mc.longest_row, t->T);
     }
     if (t->rank == 0 && t->opt.tokenizer && t->opt.tokenizer[0]) {
-        if (tokenizer_file_read(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
+        if (bpe_token_table_load(t->opt.tokenizer, &t->tokens, err, sizeof err) == 0)
             t->has_tokens = 1;
         else
             fprintf(stderr, "warning: --tokenizer %s; samples are printed as token ids\n", err);

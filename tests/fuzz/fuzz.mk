@@ -10,8 +10,8 @@
 # Only the reader under test (and the harness) is instrumented; the rest is the usual objects.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 25
-FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab options hf_import mc_eval \
-	cluster gpu_report sweep_csv
+FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab hf_tokenizer options \
+	hf_import mc_eval cluster gpu_report sweep_csv
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
 	-Wno-unused-parameter -fno-sanitize-recover=all
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
@@ -26,8 +26,12 @@ FUZZ_SRCS_train_state = checkpoints/train_state.c
 FUZZ_OBJS_train_state = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_tokenizer_file = data/tokenizer_file.c
 FUZZ_OBJS_tokenizer_file = $(FUZZ_BASE_OBJS)
-FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/tokenizer_file.c data/whole_file.c
+FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/bpe_tokens.c data/hf_tokenizer.c \
+	data/tokenizer_file.c data/whole_file.c checkpoints/json_read.c
 FUZZ_OBJS_bpe_vocab = $(FUZZ_BASE_OBJS)
+FUZZ_SRCS_hf_tokenizer = data/hf_tokenizer.c data/bpe.c data/bpe_vocab.c data/bpe_tokens.c \
+	data/tokenizer_file.c data/whole_file.c checkpoints/json_read.c
+FUZZ_OBJS_hf_tokenizer = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_mc_eval = data/mc_eval.c data/whole_file.c
 FUZZ_OBJS_mc_eval = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_cluster = costmodel/cluster.c

@@ -7,27 +7,10 @@
 #include "comm/fail.h"
 #include "data/bpe.h"
 #include "data/bpe_vocab.h"
+#include "tests/fuzz/fuzz_bpe_check.h"
 #include "tests/fuzz/fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
-
-static void check_vocab(const BpeVocab* v) {
-    const uint32_t n = v->table.vocab_size;
-    fuzz_expect(v->table.eot_id < n, "the end-of-text id is not a token");
-    for (int b = 0; b < 256; b++) {
-        const uint32_t id = v->byte_token[b];
-        fuzz_expect(id < n && v->table.offset[id + 1] - v->table.offset[id] == 1 &&
-                    v->table.bytes[v->table.offset[id]] == b, "a byte token is not that byte");
-    }
-    for (size_t i = 0; i < v->nrules; i++) {
-        const BpeRule* r = &v->rules[i];
-        fuzz_expect(r->left < n && r->right < n && r->merged < n, "a rule names no token");
-        const uint32_t ll = v->table.offset[r->left + 1] - v->table.offset[r->left];
-        const uint32_t lr = v->table.offset[r->right + 1] - v->table.offset[r->right];
-        const uint32_t lm = v->table.offset[r->merged + 1] - v->table.offset[r->merged];
-        fuzz_expect(ll + lr == lm, "a rule's merged token is not its two parts");
-    }
-}
 
 static void check_encoder(const char* dir, const uint8_t* text, size_t len) {
     char err[ERR_LEN] = "";
@@ -58,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz_expect_error_line(err);
         return 0;
     }
-    check_vocab(&v);
+    fuzz_expect(v.table.eot_id < v.table.vocab_size, "the end-of-text id is not a token");
+    fuzz_check_vocab(&v);
     bpe_vocab_free(&v);
     check_encoder(fuzz_dir(), nparts > 2 ? part[2] : data, len[2]);
     return 0;

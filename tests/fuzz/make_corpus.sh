@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Writes the seed corpora of the fuzz targets into DIR (default tests/fuzz/corpus, which holds
 # the committed copy): the binary formats from the project's writers (write_seeds), the GPT-2
-# vocabulary from test_bpe's tiny vocabulary, trainer command lines, the committed cluster
-# files and GPU kit report records. Needs
-# `make build/tests/fuzz/write_seeds build/tests/test_bpe`. The fuzz-replay suite checks that
+# vocabulary from test_bpe's tiny vocabulary, test_hf_tokenizer's tokenizer.json files, trainer
+# command lines, the committed cluster files and GPU kit report records. Needs
+# `make build/tests/fuzz/write_seeds build/tests/test_bpe build/tests/test_hf_tokenizer`. The fuzz-replay suite checks that
 # the committed copy is what this script writes now.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +26,18 @@ printf '#version: 0.2\n! ,\nq\n' > "$tmp/one_symbol.bpe"
 vocab_seed merge_one_symbol "$tmp/one_symbol.bpe" 'x'
 printf '#version: 0.2\nyz y\n\n, ?\n' > "$tmp/blank_line.bpe"
 vocab_seed merge_blank_line "$tmp/blank_line.bpe" $'yzy, ?\xff\xc3\xa9 caf\xc3\xa9 \xe2\x82\xac'
+
+# hf_tokenizer: tokenizer.json, NUL, tokenizer_config.json, NUL, text to encode: test_hf_tokenizer's
+# small files (GPT-2's pattern, ignore_merges, merges as pairs, Llama 3's pattern).
+"$build/tests/test_hf_tokenizer" known > /dev/null
+mkdir -p "$out/hf_tokenizer"
+hf=$build/test-data/tokenizer/hf
+for name in default ignore_merges merge_pairs split_llama3; do
+  { cat "$hf/$name/tokenizer.json"; printf '\0'; printf '\0xyxy xy\n.\n\xc2\x85 <|doc|>'; } \
+    > "$out/hf_tokenizer/$name"
+done
+{ cat "$hf/cfg_bos_object/tokenizer.json"; printf '\0'; cat "$hf/cfg_bos_object/tokenizer_config.json"
+  printf '\0xyx'; } > "$out/hf_tokenizer/config"
 
 # options: the trainer's arguments, NUL-separated.
 mkdir -p "$out/options"

