@@ -255,9 +255,8 @@ static inline void push_pair(MergeWork* w, const PairTable* pairs, uint32_t a, u
     if (s) heap_push(w, (HeapEntry){s->rank, a, w->sym[a], w->sym[b], s->merged});
 }
 
-// Merges the piece's bytes; returns the number of ids, left in w->sym[0 .. count).
-static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* byte_token,
-                          int one_at_a_time, const uint8_t* p, size_t n) {
+// Room for n symbols in w->sym.
+static void work_reserve(MergeWork* w, size_t n) {
     if (n > w->cap) {
         size_t cap = w->cap ? w->cap : 256;
         while (cap < n) cap *= 2;
@@ -269,8 +268,11 @@ static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* 
         w->prev = xmalloc(cap * sizeof *w->prev, "merge links");
         w->cap = cap;
     }
+}
+
+// Merges the n symbols in w->sym; returns the number of ids, left in w->sym[0 .. count).
+static size_t merge_symbols(MergeWork* w, const PairTable* pairs, int one_at_a_time, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        w->sym[i] = byte_token[p[i]];
         w->next[i] = (uint32_t)(i + 1);
         w->prev[i] = (uint32_t)i - 1;  // DEAD (UINT32_MAX) for the first
     }
@@ -315,6 +317,8 @@ static size_t merge_piece(MergeWork* w, const PairTable* pairs, const uint32_t* 
 
 struct BpeEncoder {
     BpeVocab vocab;
+    uint8_t* norm;  // SentencePiece-style: the text with "\u2581" for its spaces
+    size_t norm_cap;
     PairTable pairs;
     PieceCache cache;
     MergeWork work;
@@ -329,6 +333,7 @@ struct BpeEncoder {
 void bpe_encoder_free(BpeEncoder* enc) {
     if (!enc) return;
     bpe_vocab_free(&enc->vocab);
+    free(enc->norm);
     free(enc->pairs.slot);
     cache_free(&enc->cache);
     free(enc->work.sym);
@@ -383,7 +388,7 @@ static int vocab_open(const char* source, BpeVocab* vocab, char* err, size_t err
 BpeEncoder* bpe_encoder_load(const char* source, char* err, size_t errlen) {
     BpeEncoder* enc = xcalloc(1, sizeof *enc, "BPE encoder");
     if (vocab_open(source, &enc->vocab, err, errlen) != 0 ||
-        compile_pattern(enc, source, err, errlen) != 0) {
+        (!enc->vocab.sentencepiece && compile_pattern(enc, source, err, errlen) != 0)) {
         bpe_encoder_free(enc);
         return NULL;
     }
@@ -406,6 +411,10 @@ int bpe_token_table_load(const char* path, TokenTable* table, char* err, size_t 
 
 const char* bpe_encoder_description(const BpeEncoder* enc) { return enc->vocab.description; }
 
+const char* bpe_encoder_decoded_prefix(const BpeEncoder* enc) {
+    return enc->vocab.sentencepiece ? " " : "";
+}
+
 const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc) { return &enc->vocab.table; }
 
 BpeStats bpe_encoder_stats(const BpeEncoder* enc) { return enc->stats; }
@@ -419,9 +428,36 @@ void bpe_unicode_version(char* unicode, size_t unicode_len, char* pcre2, size_t 
     snprintf(pcre2, pcre2_len, "%s", v > 0 ? buf : "unknown");
 }
 
+// A piece's symbols into enc->work.sym: its bytes' tokens (byte-level), or its characters'
+// tokens, a character outside the vocabulary (or a byte of invalid UTF-8) as its bytes' byte
+// fallback tokens (SentencePiece-style). Returns how many.
+static size_t piece_symbols(BpeEncoder* enc, const uint8_t* p, size_t n) {
+    MergeWork* w = &enc->work;
+    const BpeVocab* v = &enc->vocab;
+    work_reserve(w, n);
+    if (!v->sentencepiece) {
+        for (size_t i = 0; i < n; i++) w->sym[i] = v->byte_token[p[i]];
+        return n;
+    }
+    size_t count = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        const int k = bpe_utf8_decode(p + i, p + n, &cp);
+        const long id = k > 0 ? token_index_find(&v->index, p + i, (size_t)k) : -1;
+        if (k == 0) enc->stats.invalid_bytes++;
+        if (id >= 0) {
+            w->sym[count++] = (uint32_t)id;
+        } else {
+            for (int b = 0; b < (k > 0 ? k : 1); b++) w->sym[count++] = v->byte_token[p[i + b]];
+        }
+        i += k > 0 ? (size_t)k : 1;
+    }
+    return count;
+}
+
 static void encode_piece(BpeEncoder* enc, const uint8_t* p, size_t n, TokenBuf* out) {
     enc->stats.pieces++;
-    if (n == 1) {
+    if (n == 1 && !enc->vocab.sentencepiece) {
         token_buf_push(out, enc->vocab.byte_token[p[0]]);
         return;
     }
@@ -446,16 +482,57 @@ static void encode_piece(BpeEncoder* enc, const uint8_t* p, size_t n, TokenBuf* 
         }
         return;
     }
-    size_t count = merge_piece(&enc->work, &enc->pairs, enc->vocab.byte_token,
-                               enc->vocab.merge_one_at_a_time, p, n);
+    size_t count = merge_symbols(&enc->work, &enc->pairs, enc->vocab.merge_one_at_a_time,
+                                 piece_symbols(enc, p, n));
     token_buf_reserve(out, count);
     memcpy(out->ids + out->n, enc->work.sym, count * sizeof *out->ids);
     out->n += count;
     if (n <= CACHE_MAX_PIECE) cache_insert(&enc->cache, h, p, n, enc->work.sym, count);
 }
 
+#define SP_SPACE "\xe2\x96\x81"
+
+static int is_sp_space(const uint8_t* p) { return memcmp(p, SP_SPACE, 3) == 0; }
+
+// SentencePiece-style: "\u2581" + the text with each space as "\u2581", then pieces (a run of
+// "\u2581" and the word after it, sp_words) or the whole of it.
+static void encode_sentencepiece(BpeEncoder* enc, const uint8_t* text, size_t len,
+                                 TokenBuf* out) {
+    if (len == 0) return;
+    size_t need = 3 + len;
+    for (size_t i = 0; i < len; i++) need += text[i] == ' ' ? 2 : 0;
+    if (need > enc->norm_cap) {
+        free(enc->norm);
+        enc->norm = xmalloc(need, "normalized text");
+        enc->norm_cap = need;
+    }
+    uint8_t* t = enc->norm;
+    size_t n = 3;
+    memcpy(t, SP_SPACE, 3);
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(t + n, SP_SPACE, 3);
+            n += 3;
+        } else {
+            t[n++] = text[i];
+        }
+    }
+    size_t start = 0;
+    for (size_t i = 3; enc->vocab.sp_words && i + 3 <= n; i++)
+        if (is_sp_space(t + i) && !is_sp_space(t + i - 3)) {  // t[0..3) is a space: i > start
+            encode_piece(enc, t + start, i - start, out);
+            start = i;
+        }
+    encode_piece(enc, t + start, n - start, out);
+    enc->stats.bytes += len;
+}
+
 int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, char* err,
                size_t errlen) {
+    if (enc->vocab.sentencepiece) {
+        encode_sentencepiece(enc, text, len, out);
+        return 0;
+    }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(enc->match);
     size_t pos = 0;
     while (pos < len) {

@@ -63,6 +63,9 @@ const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc);
 // What was loaded, e.g. "tokenizer.json, byte-level BPE, Llama 3's pattern".
 const char* bpe_encoder_description(const BpeEncoder* enc);
 BpeStats bpe_encoder_stats(const BpeEncoder* enc);
+// decode(encode(text)) is text, preceded for a non-empty text by this: " " for a
+// SentencePiece-style tokenizer, which begins every text with "\u2581"; "" otherwise.
+const char* bpe_encoder_decoded_prefix(const BpeEncoder* enc);
 
 // Appends the ids of text[0 .. len) to out (no end-of-text token). Returns 0, or -1 with err
 // set if the regular expression engine fails (e.g. out of JIT stack); out then holds the ids

@@ -437,5 +437,7 @@ void bpe_vocab_free(BpeVocab* vocab) {
     token_index_free(&vocab->index);
     free(vocab->rules);
     free(vocab->pattern);
+    free(vocab->piece_offset);
+    free(vocab->piece_bytes);
     memset(vocab, 0, sizeof *vocab);
 }

@@ -41,9 +41,18 @@ typedef struct BpeVocab {
     // every occurrence of the lowest-ranked pair merged in one step. A tokenizer.json: its own
     // pattern (PCRE2 syntax, \s as Unicode White_Space), the lowest (rank, position) pair merged
     // one at a time, as Hugging Face's tokenizers library does.
-    char* pattern;        // NULL: GPT-2's, as gpt-3-encoder runs it
+    char* pattern;        // NULL: GPT-2's, as gpt-3-encoder runs it (byte-level vocabularies)
     int merge_one_at_a_time;
     int ignore_merges;    // a piece that is itself a token is that token (Llama 3)
+    // SentencePiece-style (Llama 2, Mistral): no pattern; the text is "\u2581" then itself with
+    // each space as "\u2581", the symbols are characters (one outside the vocabulary: the byte
+    // fallback tokens of its bytes, byte_token), and the whole text is one piece, or (sp_words)
+    // one piece per run of "\u2581" and the word after it. The index looks up the tokens as
+    // pieces spell them (piece_offset, piece_bytes: "\u2581the"); the table holds what they
+    // decode to (" the", <0x0A> as the byte 0x0A).
+    int sentencepiece, sp_words;
+    uint32_t* piece_offset;
+    uint8_t* piece_bytes;
     BpeChunkRule chunk_rule;
     char description[96]; // e.g. "gpt-3-encoder (GPT-2 BPE)", for configuration lines
 } BpeVocab;

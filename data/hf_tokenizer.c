@@ -1,4 +1,5 @@
-// tokenizer.json (and tokenizer_config.json's document token) -> BpeVocab.
+// tokenizer.json (read by data/hf_tokenizer_json.c) and tokenizer_config.json's document token ->
+// BpeVocab: which form the file is, its pieces, table, index and merge rules.
 #include "data/hf_tokenizer.h"
 
 #include <stdarg.h>
@@ -9,13 +10,10 @@
 
 #include "checkpoints/json_read.h"
 #include "comm/fail.h"
+#include "data/hf_tokenizer_json.h"
 #include "data/whole_file.h"
 
-#define MAX_TOKENIZER_FILE_BYTES (256u << 20)
-// One token's JSON string (its UTF-8, twice its bytes at most in the byte alphabet), a pattern.
-#define MAX_TOKEN_JSON 4096
-#define MAX_PATTERN 8192
-#define MAX_SEQUENCE 4
+#define MAX_CONFIG_FILE_BYTES (16u << 20)
 
 // Unicode's White_Space, which \s is in Oniguruma (the tokenizers library) and in Rust's regex.
 #define WHITE_SPACE "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}" \
@@ -91,508 +89,337 @@ int hf_tokenizer_locate(const char* path, char* out, size_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Parsing tokenizer.json
+// Which of the two forms a file is
 
-typedef struct Entry {
-    uint32_t id, off, len;  // token bytes at arena[off .. off + len)
-} Entry;
+// SentencePiece's space, U+2581 LOWER ONE EIGHTH BLOCK.
+#define SP_SPACE "\xe2\x96\x81"
 
-typedef struct MergeText {
-    uint32_t left_off, left_len, right_off, right_len;
-} MergeText;
+typedef struct Form {
+    int sentencepiece;
+    const char* pattern;  // byte-level: the pre-tokenizer's pattern, as the file spells it
+} Form;
 
-typedef struct PreTokenizer {
-    char type[32];
-    char* regex;          // a Split's pattern.Regex (malloc'd)
-    int string_pattern;   // a Split's pattern was a String
-    char behavior[32];
-    int invert, add_prefix_space, use_regex;  // -1 when absent
-} PreTokenizer;
+static int is_type(const HfStep* s, const char* type) { return strcmp(s->type, type) == 0; }
 
-typedef struct Parse {
-    const char* path;
-    JsonCursor c;
-    int16_t cp_to_byte[BPE_ALPHABET_CODE_POINTS];
-    uint8_t* arena;
-    size_t arena_len, arena_cap;
-    Entry *vocab, *added;
-    size_t nvocab, vocab_cap, nadded, added_cap;
-    MergeText* merges;
-    size_t nmerges, merges_cap;
-    PreTokenizer pre;                    // the pre_tokenizer itself
-    PreTokenizer steps[MAX_SEQUENCE];    // a Sequence's pretokenizers
-    int nsteps;
-    char model_type[32];
-    int have_model, have_pre, have_decoder, ignore_merges;
-    char* err;
-    size_t errlen;
-    char buf[MAX_TOKEN_JSON];
-} Parse;
-
-static void* grow_array(void* p, size_t* cap, size_t need, size_t elem, const char* what) {
-    if (need <= *cap) return p;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    void* q = realloc(p, c * elem);
-    CHECK(q, "", "out of memory for %zu %s", c, what);
-    *cap = c;
-    return q;
+static int is_byte_level(const HfStep* s, int use_regex) {
+    return is_type(s, "ByteLevel") && s->add_prefix_space != 1 &&
+           (use_regex ? s->use_regex != 0 : s->use_regex == 0);
 }
 
-// The cursor's one-line reason, with the file and the key being read.
-static int jfail(Parse* ps, const char* where) {
-    return set_err(ps->err, ps->errlen, "%s: %s: %s", ps->path, where, ps->c.err);
+// Llama 2's normalizer: Sequence [Prepend "▁", Replace " " with "▁"].
+static int is_sp_normalizer(const HfComponent* c) {
+    const HfStep* s = c->steps;
+    return c->present && is_type(&c->top, "Sequence") && c->nsteps == 2 &&
+           is_type(&s[0], "Prepend") && strcmp(s[0].prepend, SP_SPACE) == 0 &&
+           is_type(&s[1], "Replace") && s[1].has_string && strcmp(s[1].string, " ") == 0 &&
+           strcmp(s[1].content, SP_SPACE) == 0;
 }
 
-static char peek(const Parse* ps) {
-    const char* p = ps->c.p;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return *p;
+// The same as a pre-tokenizer (the library's newer form): Metaspace "▁", not split at spaces.
+static int is_sp_metaspace(const HfComponent* c) {
+    const HfStep* s = &c->top;
+    const int prepends = strcmp(s->prepend_scheme, "always") == 0 ||
+                         strcmp(s->prepend_scheme, "first") == 0 ||
+                         (!s->prepend_scheme[0] && s->add_prefix_space == 1);
+    return c->present && is_type(s, "Metaspace") && strcmp(s->replacement, SP_SPACE) == 0 &&
+           s->split == 0 && prepends;
 }
 
-// A token's text s as raw bytes appended to the arena: each character through the byte
-// alphabet (byte_level), or the text's own UTF-8.
-static int token_bytes(Parse* ps, const char* where, const char* s, int byte_level,
-                       uint32_t* off, uint32_t* len) {
-    const size_t n = strlen(s);
-    if (n == 0)
-        return set_err(ps->err, ps->errlen, "%s: %s: expected a non-empty token, found \"\"",
-                       ps->path, where);
-    ps->arena = grow_array(ps->arena, &ps->arena_cap, ps->arena_len + n, 1, "token bytes");
-    *off = (uint32_t)ps->arena_len;
-    if (!byte_level) {
-        memcpy(ps->arena + ps->arena_len, s, n);
-        ps->arena_len += n;
-    } else {
-        const uint8_t *p = (const uint8_t*)s, *end = p + n;
-        while (p < end) {
-            uint32_t cp = 0;
-            const int k = bpe_utf8_decode(p, end, &cp);
-            if (k == 0 || cp >= BPE_ALPHABET_CODE_POINTS || ps->cp_to_byte[cp] < 0) {
-                char found[32];
-                if (k == 0) snprintf(found, sizeof found, "invalid UTF-8");
-                else snprintf(found, sizeof found, "U+%04X", cp);
-                return set_err(ps->err, ps->errlen, "%s: %s: token \"%.40s\": expected "
-                               "characters of the byte-level alphabet (GPT-2's), found %s "
-                               "(SentencePiece-style vocabularies are not supported)", ps->path,
-                               where, s, found);
-            }
-            ps->arena[ps->arena_len++] = (uint8_t)ps->cp_to_byte[cp];
-            p += k;
-        }
-    }
-    *len = (uint32_t)(ps->arena_len - *off);
-    return 0;
+// Sequence [Replace "▁" with " ", ByteFallback, Fuse (, Strip)], or Metaspace.
+static int is_sp_decoder(const HfComponent* c) {
+    const HfStep* s = c->steps;
+    if (c->present && is_type(&c->top, "Metaspace")) return 1;
+    return c->present && is_type(&c->top, "Sequence") && (c->nsteps == 3 || c->nsteps == 4) &&
+           is_type(&s[0], "Replace") && s[0].has_string &&
+           strcmp(s[0].string, SP_SPACE) == 0 && strcmp(s[0].content, " ") == 0 &&
+           is_type(&s[1], "ByteFallback") && is_type(&s[2], "Fuse") &&
+           (c->nsteps == 3 || is_type(&s[3], "Strip"));
 }
 
-static int read_string(Parse* ps, const char* where, char* out, size_t n) {
-    return json_string(&ps->c, out, n) == 0 ? 0 : jfail(ps, where);
-}
-
-// true, false or null into *out (1, 0, -1).
-static int read_literal(Parse* ps, const char* where, int* out) {
-    return json_literal(&ps->c, out) == 0 ? 0 : jfail(ps, where);
-}
-
-// An object's "type", the rest skipped (for naming what is refused).
-static int read_type_only(Parse* ps, const char* where, char* type, size_t n) {
-    char key[64];
-    int more;
-    snprintf(type, n, "an object without \"type\"");
-    if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
-    while ((more = json_object_next(&ps->c, key, sizeof key)) == 1) {
-        if (strcmp(key, "type") == 0) {
-            if (read_string(ps, where, type, n) != 0) return -1;
-        } else if (json_skip(&ps->c) != 0) {
-            return jfail(ps, where);
-        }
-    }
-    return more == 0 ? 0 : jfail(ps, where);
-}
-
-static int parse_vocab(Parse* ps) {
-    int more;
-    if (json_object_begin(&ps->c) != 0) return jfail(ps, "model.vocab");
-    while ((more = json_object_next(&ps->c, ps->buf, sizeof ps->buf)) == 1) {
-        Entry e;
-        unsigned long long id;
-        if (token_bytes(ps, "model.vocab", ps->buf, 1, &e.off, &e.len) != 0) return -1;
-        if (json_count(&ps->c, TOKENIZER_MAX_VOCAB - 1, &id) != 0)
-            return jfail(ps, "model.vocab");
-        e.id = (uint32_t)id;
-        ps->vocab = grow_array(ps->vocab, &ps->vocab_cap, ps->nvocab + 1, sizeof *ps->vocab,
-                               "vocabulary entries");
-        ps->vocab[ps->nvocab++] = e;
-    }
-    return more == 0 ? 0 : jfail(ps, "model.vocab");
-}
-
-// One merge: "A B" (the library's older form) or ["A", "B"].
-static int parse_merge(Parse* ps, MergeText* m) {
-    char where[48];
-    snprintf(where, sizeof where, "model.merges[%zu]", ps->nmerges);
-    if (peek(ps) == '[') {
-        char* second = ps->buf + MAX_TOKEN_JSON / 2;
-        if (json_array_begin(&ps->c) != 0 || json_array_next(&ps->c) != 1 ||
-            json_string(&ps->c, ps->buf, MAX_TOKEN_JSON / 2) != 0 ||
-            json_array_next(&ps->c) != 1 || json_string(&ps->c, second, MAX_TOKEN_JSON / 2) != 0)
-            return ps->c.err[0] ? jfail(ps, where)
-                   : set_err(ps->err, ps->errlen, "%s: %s: expected two tokens, found fewer",
-                             ps->path, where);
-        const int more = json_array_next(&ps->c);
-        if (more != 0)
-            return more < 0 ? jfail(ps, where)
-                   : set_err(ps->err, ps->errlen, "%s: %s: expected two tokens, found more",
-                             ps->path, where);
-        return token_bytes(ps, where, ps->buf, 1, &m->left_off, &m->left_len) != 0 ||
-               token_bytes(ps, where, second, 1, &m->right_off, &m->right_len) != 0 ? -1 : 0;
-    }
-    if (read_string(ps, where, ps->buf, sizeof ps->buf) != 0) return -1;
-    char* space = strchr(ps->buf, ' ');
-    if (!space || strchr(space + 1, ' '))
-        return set_err(ps->err, ps->errlen, "%s: %s: expected \"A B\" (two tokens and one "
-                       "space), found \"%.40s\"", ps->path, where, ps->buf);
-    *space = 0;
-    return token_bytes(ps, where, ps->buf, 1, &m->left_off, &m->left_len) != 0 ||
-           token_bytes(ps, where, space + 1, 1, &m->right_off, &m->right_len) != 0 ? -1 : 0;
-}
-
-static int parse_merges(Parse* ps) {
-    int more;
-    if (json_array_begin(&ps->c) != 0) return jfail(ps, "model.merges");
-    while ((more = json_array_next(&ps->c)) == 1) {
-        ps->merges = grow_array(ps->merges, &ps->merges_cap, ps->nmerges + 1,
-                                sizeof *ps->merges, "merges");
-        if (parse_merge(ps, &ps->merges[ps->nmerges]) != 0) return -1;
-        ps->nmerges++;
-    }
-    return more == 0 ? 0 : jfail(ps, "model.merges");
-}
-
-// A key that must be null or "" (continuing_subword_prefix, end_of_word_suffix).
-static int expect_no_affix(Parse* ps, const char* key) {
-    char where[80], text[64];
-    snprintf(where, sizeof where, "model.%s", key);
-    if (peek(ps) == 'n') {
-        int v;
-        return read_literal(ps, where, &v);
-    }
-    if (read_string(ps, where, text, sizeof text) != 0) return -1;
-    if (text[0])
-        return set_err(ps->err, ps->errlen, "%s: %s: expected null or \"\", found \"%s\" "
-                       "(word prefixes and suffixes are not supported)", ps->path, where, text);
-    return 0;
-}
-
-static int parse_model(Parse* ps) {
-    char key[64];
-    int more;
-    if (json_object_begin(&ps->c) != 0) return jfail(ps, "model");
-    while ((more = json_object_next(&ps->c, key, sizeof key)) == 1) {
-        int v = 0;
-        if (strcmp(key, "type") == 0) {
-            if (read_string(ps, "model.type", ps->model_type, sizeof ps->model_type) != 0)
-                return -1;
-        } else if (strcmp(key, "vocab") == 0) {
-            if (parse_vocab(ps) != 0) return -1;
-        } else if (strcmp(key, "merges") == 0) {
-            if (parse_merges(ps) != 0) return -1;
-        } else if (strcmp(key, "ignore_merges") == 0) {
-            if (read_literal(ps, "model.ignore_merges", &v) != 0) return -1;
-            ps->ignore_merges = v == 1;
-        } else if (strcmp(key, "byte_fallback") == 0) {
-            if (read_literal(ps, "model.byte_fallback", &v) != 0) return -1;
-            if (v == 1)
-                return set_err(ps->err, ps->errlen, "%s: model.byte_fallback: expected false, "
-                               "found true (SentencePiece-style vocabularies with byte "
-                               "fallback, e.g. Llama 2's, are not supported)", ps->path);
-        } else if (strcmp(key, "dropout") == 0) {
-            if (peek(ps) != 'n')
-                return set_err(ps->err, ps->errlen, "%s: model.dropout: expected null, found "
-                               "a value (BPE dropout is not supported)", ps->path);
-            if (read_literal(ps, "model.dropout", &v) != 0) return -1;
-        } else if (strcmp(key, "continuing_subword_prefix") == 0 ||
-                   strcmp(key, "end_of_word_suffix") == 0) {
-            if (expect_no_affix(ps, key) != 0) return -1;
-        } else if (json_skip(&ps->c) != 0) {  // unk_token, fuse_unk: a byte-level BPE has no
-            return jfail(ps, "model");       // unknown text
-        }
-    }
-    if (more != 0) return jfail(ps, "model");
-    if (strcmp(ps->model_type, "BPE") != 0)
-        return set_err(ps->err, ps->errlen, "%s: model.type: expected \"BPE\", found \"%s\"",
-                       ps->path, ps->model_type[0] ? ps->model_type : "none");
-    ps->have_model = 1;
-    return 0;
-}
-
-static int parse_added_tokens(Parse* ps) {
-    int more;
-    if (json_array_begin(&ps->c) != 0) return jfail(ps, "added_tokens");
-    while ((more = json_array_next(&ps->c)) == 1) {
-        char key[64], where[48];
-        snprintf(where, sizeof where, "added_tokens[%zu]", ps->nadded);
-        Entry e = {0};
-        int have_id = 0, have_content = 0, special = -1, m;
-        unsigned long long id = 0;
-        if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
-        while ((m = json_object_next(&ps->c, key, sizeof key)) == 1) {
-            if (strcmp(key, "id") == 0) {
-                if (json_count(&ps->c, TOKENIZER_MAX_VOCAB - 1, &id) != 0)
-                    return jfail(ps, where);
-                have_id = 1;
-            } else if (strcmp(key, "content") == 0) {
-                if (read_string(ps, where, ps->buf, sizeof ps->buf) != 0 ||
-                    token_bytes(ps, where, ps->buf, 0, &e.off, &e.len) != 0)
-                    return -1;
-                have_content = 1;
-            } else if (strcmp(key, "special") == 0) {
-                if (read_literal(ps, where, &special) != 0) return -1;
-            } else if (json_skip(&ps->c) != 0) {
-                return jfail(ps, where);
-            }
-        }
-        if (m != 0) return jfail(ps, where);
-        if (!have_id || !have_content)
-            return set_err(ps->err, ps->errlen, "%s: %s: expected \"id\" and \"content\", "
-                           "found no %s", ps->path, where, have_id ? "content" : "id");
-        if (special != 1)
-            return set_err(ps->err, ps->errlen, "%s: %s \"%.*s\": special: expected true, "
-                           "found %s (added tokens that split text are not supported)",
-                           ps->path, where, (int)e.len, (const char*)ps->arena + e.off,
-                           special == 0 ? "false" : "none");
-        e.id = (uint32_t)id;
-        ps->added = grow_array(ps->added, &ps->added_cap, ps->nadded + 1, sizeof *ps->added,
-                               "added tokens");
-        ps->added[ps->nadded++] = e;
-    }
-    return more == 0 ? 0 : jfail(ps, "added_tokens");
-}
-
-static int parse_pre_object(Parse* ps, PreTokenizer* t, int top);
-
-static int parse_sequence(Parse* ps) {
-    int more;
-    if (json_array_begin(&ps->c) != 0) return jfail(ps, "pre_tokenizer.pretokenizers");
-    while ((more = json_array_next(&ps->c)) == 1) {
-        if (ps->nsteps == MAX_SEQUENCE)
-            return set_err(ps->err, ps->errlen, "%s: pre_tokenizer.pretokenizers: expected at "
-                           "most %d, found more", ps->path, MAX_SEQUENCE);
-        if (parse_pre_object(ps, &ps->steps[ps->nsteps++], 0) != 0) return -1;
-    }
-    return more == 0 ? 0 : jfail(ps, "pre_tokenizer.pretokenizers");
-}
-
-static int parse_pre_object(Parse* ps, PreTokenizer* t, int top) {
-    const char* where = top ? "pre_tokenizer" : "pre_tokenizer.pretokenizers";
-    char key[64];
-    int more;
-    t->invert = t->add_prefix_space = t->use_regex = -1;
-    if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
-    while ((more = json_object_next(&ps->c, key, sizeof key)) == 1) {
-        if (strcmp(key, "type") == 0) {
-            if (read_string(ps, where, t->type, sizeof t->type) != 0) return -1;
-        } else if (strcmp(key, "behavior") == 0) {
-            if (read_string(ps, where, t->behavior, sizeof t->behavior) != 0) return -1;
-        } else if (strcmp(key, "invert") == 0) {
-            if (read_literal(ps, where, &t->invert) != 0) return -1;
-        } else if (strcmp(key, "add_prefix_space") == 0) {
-            if (read_literal(ps, where, &t->add_prefix_space) != 0) return -1;
-        } else if (strcmp(key, "use_regex") == 0) {
-            if (read_literal(ps, where, &t->use_regex) != 0) return -1;
-        } else if (strcmp(key, "pretokenizers") == 0 && top) {
-            if (parse_sequence(ps) != 0) return -1;
-        } else if (strcmp(key, "pattern") == 0) {
-            char pkey[16];
-            int m;
-            if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
-            while ((m = json_object_next(&ps->c, pkey, sizeof pkey)) == 1) {
-                if (strcmp(pkey, "Regex") == 0 && !t->regex) {
-                    char* text = xmalloc(MAX_PATTERN, "pattern");
-                    if (read_string(ps, where, text, MAX_PATTERN) != 0) { free(text); return -1; }
-                    t->regex = text;
-                } else {
-                    t->string_pattern |= strcmp(pkey, "String") == 0;
-                    if (json_skip(&ps->c) != 0) return jfail(ps, where);
-                }
-            }
-            if (m != 0) return jfail(ps, where);
-        } else if (json_skip(&ps->c) != 0) {
-            return jfail(ps, where);
-        }
-    }
-    return more == 0 ? 0 : jfail(ps, where);
-}
-
-static int is_byte_level(const PreTokenizer* t, int use_regex) {
-    return strcmp(t->type, "ByteLevel") == 0 && t->add_prefix_space != 1 &&
-           (use_regex ? t->use_regex != 0 : t->use_regex == 0);
-}
-
-// The pre-tokenizer's pattern (tokenizer.json's spelling), or NULL with err set.
-static const char* pre_tokenizer_pattern(Parse* ps) {
-    if (!ps->have_pre) {
-        set_err(ps->err, ps->errlen, "%s: pre_tokenizer: expected a ByteLevel pre-tokenizer, "
-                "found none", ps->path);
-        return NULL;
-    }
-    if (is_byte_level(&ps->pre, 1)) return gpt2_pattern;
-    const PreTokenizer* split = &ps->steps[0];
-    if (strcmp(ps->pre.type, "Sequence") == 0 && ps->nsteps == 2 &&
-        strcmp(split->type, "Split") == 0 && split->regex && !split->string_pattern &&
-        strcmp(split->behavior, "Isolated") == 0 && split->invert != 1 &&
-        is_byte_level(&ps->steps[1], 0))
-        return split->regex;
+static int file_form(const char* path, const HfTokenizerFile* f, Form* form, char* err,
+                     size_t errlen) {
     char found[160];
-    if (strcmp(ps->pre.type, "Sequence") == 0) {
-        int n = snprintf(found, sizeof found, "Sequence [");
-        for (int i = 0; i < ps->nsteps && n < (int)sizeof found; i++)
-            n += snprintf(found + n, sizeof found - (size_t)n, "%s%s", i ? ", " : "",
-                          ps->steps[i].type);
-        if (n < (int)sizeof found) snprintf(found + n, sizeof found - (size_t)n, "]");
+    const HfComponent *norm = &f->normalizer, *pre = &f->pre_tokenizer, *dec = &f->decoder;
+    form->sentencepiece = 0;
+    form->pattern = NULL;
+    if (norm->present) {
+        hf_component_describe(norm, found, sizeof found);
+        if (!is_sp_normalizer(norm) || pre->present)
+            return set_err(err, errlen, "%s: normalizer: expected null, or SentencePiece's "
+                           "Sequence [Prepend \"" SP_SPACE "\", Replace \" \" with \"" SP_SPACE
+                           "\"] (Llama 2's) without a pre-tokenizer, found %s%s", path, found,
+                           pre->present ? " with a pre-tokenizer" : "");
+        form->sentencepiece = 1;
+    } else if (is_sp_metaspace(pre)) {
+        form->sentencepiece = 1;
+    } else if (pre->present && is_byte_level(&pre->top, 1)) {
+        form->pattern = gpt2_pattern;
+    } else if (pre->present && is_type(&pre->top, "Sequence") && pre->nsteps == 2 &&
+               is_type(&pre->steps[0], "Split") && pre->steps[0].regex &&
+               !pre->steps[0].has_string && strcmp(pre->steps[0].behavior, "Isolated") == 0 &&
+               pre->steps[0].invert != 1 && is_byte_level(&pre->steps[1], 0)) {
+        form->pattern = pre->steps[0].regex;
     } else {
-        snprintf(found, sizeof found, "%s", ps->pre.type);
+        hf_component_describe(pre, found, sizeof found);
+        return set_err(err, errlen, "%s: pre_tokenizer: expected ByteLevel (use_regex true, "
+                       "add_prefix_space false), a Sequence of a Split by a Regex (Isolated) "
+                       "and ByteLevel (use_regex false, add_prefix_space false), or Metaspace "
+                       "(\"" SP_SPACE "\", split false), found %s", path, found);
     }
-    set_err(ps->err, ps->errlen, "%s: pre_tokenizer: expected ByteLevel (use_regex true, "
-            "add_prefix_space false), or a Sequence of a Split by a Regex (Isolated) and "
-            "ByteLevel (use_regex false, add_prefix_space false), found %s", ps->path, found);
-    return NULL;
+    hf_component_describe(dec, found, sizeof found);
+    if (form->sentencepiece ? !is_sp_decoder(dec) : !(dec->present && is_type(&dec->top,
+                                                                                "ByteLevel")))
+        return set_err(err, errlen, "%s: decoder: expected %s, found %s", path,
+                       form->sentencepiece ? "Sequence [Replace, ByteFallback, Fuse, Strip] or "
+                                             "Metaspace" : "ByteLevel", found);
+    if (!form->sentencepiece && f->byte_fallback == 1)
+        return set_err(err, errlen, "%s: model.byte_fallback: expected false for a byte-level "
+                       "tokenizer, found true", path);
+    if (form->sentencepiece && f->byte_fallback != 1)
+        return set_err(err, errlen, "%s: model.byte_fallback: expected true for a "
+                       "SentencePiece-style tokenizer (characters outside the vocabulary as "
+                       "<0xXX> byte tokens), found %s", path, f->byte_fallback ? "none" : "false");
+    if (form->sentencepiece && f->ignore_merges == 1)
+        return set_err(err, errlen, "%s: model.ignore_merges: expected false for a "
+                       "SentencePiece-style tokenizer, found true", path);
+    return 0;
 }
 
-static int parse_top(Parse* ps) {
-    char key[64], type[64];
-    int more;
-    if (json_object_begin(&ps->c) != 0) return jfail(ps, "the top level");
-    while ((more = json_object_next(&ps->c, key, sizeof key)) == 1) {
-        if (strcmp(key, "model") == 0) {
-            if (parse_model(ps) != 0) return -1;
-        } else if (strcmp(key, "added_tokens") == 0) {
-            if (parse_added_tokens(ps) != 0) return -1;
-        } else if (strcmp(key, "pre_tokenizer") == 0 && peek(ps) == '{') {
-            if (parse_pre_object(ps, &ps->pre, 1) != 0) return -1;
-            ps->have_pre = 1;
-        } else if ((strcmp(key, "normalizer") == 0 || strcmp(key, "decoder") == 0) &&
-                   peek(ps) == '{') {
-            if (read_type_only(ps, key, type, sizeof type) != 0) return -1;
-            if (strcmp(key, "normalizer") == 0)
-                return set_err(ps->err, ps->errlen, "%s: normalizer: expected null, found %s "
-                               "(tokenizers that normalize text first, e.g. Llama 2's "
-                               "SentencePiece-style or Qwen2's NFC, are not supported)",
-                               ps->path, type);
-            if (strcmp(type, "ByteLevel") != 0)
-                return set_err(ps->err, ps->errlen, "%s: decoder: expected ByteLevel, found "
-                               "%s", ps->path, type);
-            ps->have_decoder = 1;
-        } else if (json_skip(&ps->c) != 0) {  // version, truncation, padding, post_processor
-            return jfail(ps, "the top level");
-        }
-    }
-    if (more != 0 || json_end(&ps->c) != 0) return jfail(ps, "the top level");
-    if (!ps->have_model)
-        return set_err(ps->err, ps->errlen, "%s: model: expected a BPE model, found none",
-                       ps->path);
-    if (!ps->have_decoder)
-        return set_err(ps->err, ps->errlen, "%s: decoder: expected ByteLevel, found none",
-                       ps->path);
+// What every file must be: a BPE model without dropout or affixes, special added tokens.
+static int check_model(const char* path, const HfTokenizerFile* f, char* err, size_t errlen) {
+    if (!f->have_model)
+        return set_err(err, errlen, "%s: model: expected a BPE model, found none", path);
+    if (strcmp(f->model_type, "BPE") != 0)
+        return set_err(err, errlen, "%s: model.type: expected \"BPE\", found \"%s\"", path,
+                       f->model_type[0] ? f->model_type : "none");
+    if (f->dropout)
+        return set_err(err, errlen, "%s: model.dropout: expected null, found a value (BPE "
+                       "dropout is not supported)", path);
+    if (f->affix[0])
+        return set_err(err, errlen, "%s: model.%s: expected null or \"\" (word prefixes and "
+                       "suffixes are not supported)", path, f->affix);
+    if (f->nvocab == 0)
+        return set_err(err, errlen, "%s: model.vocab: expected tokens, found none", path);
+    for (size_t i = 0; i < f->nadded; i++)
+        if (f->added[i].special != 1)
+            return set_err(err, errlen, "%s: added_tokens[%zu] \"%.*s\": special: expected true, "
+                           "found %s (added tokens that split text are not supported)", path, i,
+                           (int)f->added[i].text.len, (const char*)f->text + f->added[i].text.off,
+                           f->added[i].special == 0 ? "false" : "none");
     return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
-// The vocabulary from the parsed entries
+// The vocabulary
 
-static int build_table(Parse* ps, BpeVocab* v) {
+// Growing bytes with each token's (off, len) in them.
+typedef struct Spelled {
+    uint8_t* bytes;
+    size_t len, cap;
+} Spelled;
+
+static void spelled_add(Spelled* s, const void* p, size_t n) {
+    if (s->len + n > s->cap) {
+        size_t cap = s->cap ? s->cap : 1 << 16;
+        while (cap < s->len + n) cap *= 2;
+        s->bytes = realloc(s->bytes, cap);
+        CHECK(s->bytes, "", "out of memory for %zu token bytes", cap);
+        s->cap = cap;
+    }
+    memcpy(s->bytes + s->len, p, n);
+    s->len += n;
+}
+
+// A vocabulary or merge text as the encoder sees it: through the byte alphabet (byte-level), or
+// as the file spells it (SentencePiece-style: "▁the").
+static int piece_of(const char* path, const char* where, const HfTokenizerFile* f, HfText t,
+                    const Form* form, const int16_t* cp_to_byte, Spelled* out, HfText* piece,
+                    char* err, size_t errlen) {
+    const uint8_t *p = f->text + t.off, *end = p + t.len;
+    piece->off = (uint32_t)out->len;
+    if (form->sentencepiece) {
+        spelled_add(out, p, t.len);
+    } else {
+        while (p < end) {
+            uint32_t cp = 0;
+            const int k = bpe_utf8_decode(p, end, &cp);
+            if (k == 0 || cp >= BPE_ALPHABET_CODE_POINTS || cp_to_byte[cp] < 0) {
+                char found[32];
+                if (k == 0) snprintf(found, sizeof found, "invalid UTF-8");
+                else snprintf(found, sizeof found, "U+%04X", cp);
+                return set_err(err, errlen, "%s: %s: token \"%.*s\": expected characters of the "
+                               "byte-level alphabet (GPT-2's), found %s", path, where,
+                               (int)(t.len < 40 ? t.len : 40), (const char*)f->text + t.off,
+                               found);
+            }
+            const uint8_t byte = (uint8_t)cp_to_byte[cp];
+            spelled_add(out, &byte, 1);
+            p += k;
+        }
+    }
+    piece->len = (uint32_t)(out->len - piece->off);
+    return 0;
+}
+
+static int hex_digit(uint8_t c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+// A SentencePiece-style token's decoded bytes: "<0xXX>" is byte XX, "▁" a space.
+static void decode_sp(const uint8_t* p, size_t n, Spelled* out) {
+    if (n == 6 && memcmp(p, "<0x", 3) == 0 && p[5] == '>' && hex_digit(p[3]) >= 0 &&
+        hex_digit(p[4]) >= 0) {
+        const uint8_t byte = (uint8_t)(hex_digit(p[3]) * 16 + hex_digit(p[4]));
+        spelled_add(out, &byte, 1);
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        if (n - i >= 3 && memcmp(p + i, SP_SPACE, 3) == 0) {
+            spelled_add(out, " ", 1);
+            i += 3;
+        } else {
+            spelled_add(out, p + i, 1);
+            i++;
+        }
+    }
+}
+
+// Fills the table (decoded bytes), the pieces (SentencePiece-style: the spelled ones), the index
+// of the vocabulary's pieces and the byte tokens. vocab_piece[i]: vocabulary entry i's piece.
+static int build_tokens(const char* path, const HfTokenizerFile* f, const Form* form,
+                        const Spelled* pieces, const HfText* vocab_piece, BpeVocab* v,
+                        char* err, size_t errlen) {
     uint32_t V = 0;
-    for (size_t i = 0; i < ps->nvocab; i++) V = ps->vocab[i].id + 1 > V ? ps->vocab[i].id + 1 : V;
-    for (size_t i = 0; i < ps->nadded; i++) V = ps->added[i].id + 1 > V ? ps->added[i].id + 1 : V;
-    if (ps->nvocab == 0)
-        return set_err(ps->err, ps->errlen, "%s: model.vocab: expected tokens, found none",
-                       ps->path);
-    if (V > ps->nvocab + ps->nadded)  // a gap, found before anything of V's size is allocated
-        return set_err(ps->err, ps->errlen, "%s: model.vocab and added_tokens: expected the ids "
-                       "0..%zu of their %zu tokens, found id %u", ps->path,
-                       ps->nvocab + ps->nadded - 1, ps->nvocab + ps->nadded, V - 1);
-    const Entry** of = xcalloc(V, sizeof *of, "token id index");
+    for (size_t i = 0; i < f->nvocab; i++) V = f->vocab[i].id + 1 > V ? f->vocab[i].id + 1 : V;
+    for (size_t i = 0; i < f->nadded; i++) V = f->added[i].id + 1 > V ? f->added[i].id + 1 : V;
+    const size_t entries = f->nvocab + f->nadded;
+    if (V > entries)  // a gap, found before anything of V's size is allocated
+        return set_err(err, errlen, "%s: model.vocab and added_tokens: expected the ids 0..%zu "
+                       "of their %zu tokens, found id %u", path, entries - 1, entries, V - 1);
+    // Each id's piece: a vocabulary entry's, or an added token's text.
+    const uint8_t** at = xcalloc(V, sizeof *at, "token pieces");
+    uint32_t* len = xcalloc(V, sizeof *len, "token lengths");
     uint8_t* added = xcalloc(V, 1, "added token flags");
     int rc = 0;
-    for (size_t i = 0; i < ps->nvocab && rc == 0; i++) {
-        const Entry* e = &ps->vocab[i];
-        if (of[e->id])
-            rc = set_err(ps->err, ps->errlen, "%s: model.vocab: id %u: expected each id once, "
-                         "found it twice", ps->path, e->id);
-        of[e->id] = e;
+    for (size_t i = 0; i < f->nvocab && rc == 0; i++) {
+        const uint32_t id = f->vocab[i].id;
+        if (at[id])
+            rc = set_err(err, errlen, "%s: model.vocab: id %u: expected each id once, found it "
+                         "twice", path, id);
+        at[id] = pieces->bytes + vocab_piece[i].off;
+        len[id] = vocab_piece[i].len;
     }
-    for (size_t i = 0; i < ps->nadded && rc == 0; i++) {  // the vocabulary's own token, or new
-        const Entry* e = &ps->added[i];
-        const Entry* had = of[e->id];
-        if (had && (added[e->id] || had->len != e->len ||
-                    memcmp(ps->arena + had->off, ps->arena + e->off, e->len) != 0))
-            rc = set_err(ps->err, ps->errlen, "%s: added_tokens: id %u \"%.*s\": expected a "
-                         "new id or the vocabulary's token of that id, found another", ps->path,
-                         e->id, (int)e->len, (const char*)ps->arena + e->off);
-        if (!had) of[e->id] = e;
+    for (size_t i = 0; i < f->nadded && rc == 0; i++) {  // the vocabulary's own token, or new
+        const HfEntry* e = &f->added[i];
+        const uint8_t* text = f->text + e->text.off;
+        if (at[e->id] && (added[e->id] || len[e->id] != e->text.len ||
+                          memcmp(at[e->id], text, e->text.len) != 0))
+            rc = set_err(err, errlen, "%s: added_tokens: id %u \"%.*s\": expected a new id or the "
+                         "vocabulary's token of that id, found another", path, e->id,
+                         (int)e->text.len, (const char*)text);
+        if (!at[e->id]) {
+            at[e->id] = text;
+            len[e->id] = e->text.len;
+        }
         added[e->id] = 1;
     }
     for (uint32_t id = 0; id < V && rc == 0; id++)
-        if (!of[id])
-            rc = set_err(ps->err, ps->errlen, "%s: model.vocab and added_tokens: expected every "
-                         "id 0..%u, found none for %u", ps->path, V - 1, id);
+        if (!at[id])
+            rc = set_err(err, errlen, "%s: model.vocab and added_tokens: expected every id "
+                         "0..%u, found none for %u", path, V - 1, id);
     if (rc == 0) {
+        Spelled table = {0}, spelled = {0};
         TokenTable* t = &v->table;
         t->vocab_size = V;
         t->eot_id = TOKENIZER_NO_EOT;
         t->offset = xmalloc(((size_t)V + 1) * sizeof *t->offset, "token offsets");
-        t->bytes = xmalloc(ps->arena_len + 1, "token bytes");
-        size_t pos = 0;
+        if (form->sentencepiece)
+            v->piece_offset = xmalloc(((size_t)V + 1) * sizeof *v->piece_offset, "piece offsets");
         for (uint32_t id = 0; id < V; id++) {
-            memcpy(t->bytes + pos, ps->arena + of[id]->off, of[id]->len);
-            t->offset[id] = (uint32_t)pos;
-            pos += of[id]->len;
+            t->offset[id] = (uint32_t)table.len;
+            if (!form->sentencepiece) {
+                spelled_add(&table, at[id], len[id]);
+                continue;
+            }
+            v->piece_offset[id] = (uint32_t)spelled.len;
+            spelled_add(&spelled, at[id], len[id]);
+            if (added[id]) spelled_add(&table, at[id], len[id]);
+            else decode_sp(at[id], len[id], &table);
         }
-        t->offset[V] = (uint32_t)pos;
-        token_index_init(&v->index, t, ps->nvocab);
-        for (size_t i = 0; i < ps->nvocab && rc == 0; i++)
-            if (token_index_insert(&v->index, ps->vocab[i].id) != 0)
-                rc = set_err(ps->err, ps->errlen, "%s: model.vocab: token id %u: expected each "
-                             "token once, found a repeat", ps->path, ps->vocab[i].id);
+        t->offset[V] = (uint32_t)table.len;
+        spelled_add(&table, "", 1);  // never empty
+        t->bytes = table.bytes;
+        TokenTable index_of = *t;  // the index looks pieces up
+        if (form->sentencepiece) {
+            v->piece_offset[V] = (uint32_t)spelled.len;
+            spelled_add(&spelled, "", 1);
+            v->piece_bytes = spelled.bytes;
+            index_of.offset = v->piece_offset;
+            index_of.bytes = v->piece_bytes;
+        }
+        token_index_init(&v->index, &index_of, f->nvocab);
+        for (size_t i = 0; i < f->nvocab && rc == 0; i++)
+            if (token_index_insert(&v->index, f->vocab[i].id) != 0)
+                rc = set_err(err, errlen, "%s: model.vocab: token id %u: expected each token "
+                             "once, found a repeat", path, f->vocab[i].id);
     }
-    free(of);
+    free(at);
+    free(len);
     free(added);
-    for (int b = 0; b < 256 && rc == 0; b++) {
+    for (int b = 0; b < 256 && rc == 0; b++) {  // a byte's token, or its byte fallback token
+        char name[8];
         const uint8_t byte = (uint8_t)b;
-        const long id = token_index_find(&v->index, &byte, 1);
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        const long id = form->sentencepiece ? token_index_find(&v->index, (uint8_t*)name, 6)
+                                            : token_index_find(&v->index, &byte, 1);
         if (id < 0)
-            rc = set_err(ps->err, ps->errlen, "%s: model.vocab: expected every single byte as a "
-                         "token, found none for byte 0x%02X", ps->path, b);
+            rc = set_err(err, errlen, "%s: model.vocab: expected every %s as a token, found none "
+                         "for byte 0x%02X", path, form->sentencepiece ? "byte fallback token "
+                         "<0xXX>" : "single byte", b);
         else v->byte_token[b] = (uint32_t)id;
     }
     return rc;
 }
 
-static int build_rules(Parse* ps, BpeVocab* v) {
-    v->rules = xmalloc((ps->nmerges ? ps->nmerges : 1) * sizeof *v->rules, "merge rules");
-    uint8_t* joined = xmalloc(2 * MAX_TOKEN_JSON, "merged token");
+static int build_rules(const char* path, const HfTokenizerFile* f, const Spelled* pieces,
+                       const HfMerge* merge_piece, BpeVocab* v, char* err, size_t errlen) {
+    v->rules = xmalloc((f->nmerges ? f->nmerges : 1) * sizeof *v->rules, "merge rules");
+    Spelled joined = {0};
     int rc = 0;
-    for (size_t r = 0; r < ps->nmerges && rc == 0; r++) {
-        const MergeText* m = &ps->merges[r];
-        const uint8_t *a = ps->arena + m->left_off, *b = ps->arena + m->right_off;
-        const long left = token_index_find(&v->index, a, m->left_len);
-        const long right = token_index_find(&v->index, b, m->right_len);
-        memcpy(joined, a, m->left_len);
-        memcpy(joined + m->left_len, b, m->right_len);
-        const long merged = token_index_find(&v->index, joined, m->left_len + m->right_len);
+    for (size_t r = 0; r < f->nmerges && rc == 0; r++) {
+        const HfMerge* m = &merge_piece[r];
+        const uint8_t *a = pieces->bytes + m->left.off, *b = pieces->bytes + m->right.off;
+        const long left = token_index_find(&v->index, a, m->left.len);
+        const long right = token_index_find(&v->index, b, m->right.len);
+        joined.len = 0;
+        spelled_add(&joined, a, m->left.len);
+        spelled_add(&joined, b, m->right.len);
+        const long merged = token_index_find(&v->index, joined.bytes, joined.len);
         if (left < 0 || right < 0 || merged < 0)
-            rc = set_err(ps->err, ps->errlen, "%s: model.merges[%zu]: expected %s of the "
-                         "vocabulary, found \"%.*s\" that is not one", ps->path, r,
+            rc = set_err(err, errlen, "%s: model.merges[%zu]: expected %s of the vocabulary, "
+                         "found \"%.*s\" that is not one", path, r,
                          merged < 0 && left >= 0 && right >= 0 ? "the merge to be a token"
                                                                : "two tokens",
-                         (int)(left < 0 ? m->left_len : right < 0 ? m->right_len
-                                                       : m->left_len + m->right_len),
-                         (const char*)(left < 0 ? a : right < 0 ? b : joined));
+                         (int)(left < 0 ? m->left.len : right < 0 ? m->right.len : joined.len),
+                         (const char*)(left < 0 ? a : right < 0 ? b : joined.bytes));
         else v->rules[v->nrules++] = (BpeRule){(uint32_t)left, (uint32_t)right,
                                                (uint32_t)merged, (uint32_t)r};
     }
-    free(joined);
+    free(joined.bytes);
     return rc;
+}
+
+// SentencePiece-style: text may be split into words before each run of "▁" that follows another
+// character when no token has a "▁" after another character (Llama 2's and Mistral's have none).
+static int sp_words_split(const BpeVocab* v) {
+    for (uint32_t id = 0; id < v->table.vocab_size; id++) {
+        const uint8_t *p = v->piece_bytes + v->piece_offset[id];
+        const uint8_t* end = v->piece_bytes + v->piece_offset[id + 1];
+        while (end - p >= 3 && memcmp(p, SP_SPACE, 3) == 0) p += 3;
+        for (; end - p >= 3; p++)
+            if (memcmp(p, SP_SPACE, 3) == 0) return 0;
+    }
+    return 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,7 +462,7 @@ static int document_token(const char* path, TokenTable* t, char* err, size_t err
     if (stat(config, &st) == 0) {
         uint8_t* text = NULL;
         size_t len = 0;
-        if (whole_file_read(config, MAX_TOKENIZER_FILE_BYTES, "tokenizer config", &text, &len,
+        if (whole_file_read(config, MAX_CONFIG_FILE_BYTES, "tokenizer config", &text, &len,
                             err, errlen) != 0)
             return -1;
         JsonCursor c;
@@ -667,55 +494,60 @@ static int document_token(const char* path, TokenTable* t, char* err, size_t err
 
 // ---------------------------------------------------------------------------------------------
 
-static void parse_free(Parse* ps) {
-    free(ps->arena);
-    free(ps->vocab);
-    free(ps->added);
-    free(ps->merges);
-    free(ps->pre.regex);
-    for (int i = 0; i < ps->nsteps; i++) free(ps->steps[i].regex);
-}
-
 int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errlen) {
     memset(vocab, 0, sizeof *vocab);
-    Parse* ps = xcalloc(1, sizeof *ps, "tokenizer.json parser");
-    ps->path = path;
-    ps->err = err;
-    ps->errlen = errlen;
-    bpe_alphabet_decoder(ps->cp_to_byte);
+    HfTokenizerFile f;
+    if (hf_tokenizer_file_read(path, &f, err, errlen) != 0) return -1;
     BpeVocab v = {0};
-    uint8_t* text = NULL;
-    size_t len = 0;
-    int rc = whole_file_read(path, MAX_TOKENIZER_FILE_BYTES, "tokenizer file", &text, &len, err,
-                             errlen);
-    if (rc == 0) {
-        json_init(&ps->c, (const char*)text);
-        rc = parse_top(ps);
-    }
-    const char* pattern = rc == 0 ? pre_tokenizer_pattern(ps) : NULL;
-    if (rc == 0 && !pattern) rc = -1;
-    if (rc == 0 && hf_pattern_to_pcre2(pattern, &v.pattern, err, errlen) != 0) {
+    Form form = {0};
+    Spelled pieces = {0};
+    HfText* vocab_piece = xmalloc((f.nvocab + 1) * sizeof *vocab_piece, "vocabulary pieces");
+    HfMerge* merge_piece = xmalloc((f.nmerges + 1) * sizeof *merge_piece, "merge pieces");
+    int16_t cp_to_byte[BPE_ALPHABET_CODE_POINTS];
+    bpe_alphabet_decoder(cp_to_byte);
+    int rc = check_model(path, &f, err, errlen);
+    if (rc == 0) rc = file_form(path, &f, &form, err, errlen);
+    if (rc == 0 && form.pattern && hf_pattern_to_pcre2(form.pattern, &v.pattern, err, errlen) != 0) {
         char reason[256];
         snprintf(reason, sizeof reason, "%s", err);
         rc = set_err(err, errlen, "%s: pre_tokenizer: %s", path, reason);
     }
-    if (rc == 0) rc = build_table(ps, &v);
-    if (rc == 0) rc = build_rules(ps, &v);
+    for (size_t i = 0; i < f.nvocab && rc == 0; i++)
+        rc = piece_of(path, "model.vocab", &f, f.vocab[i].text, &form, cp_to_byte, &pieces,
+                      &vocab_piece[i], err, errlen);
+    for (size_t r = 0; r < f.nmerges && rc == 0; r++) {
+        char where[48];
+        snprintf(where, sizeof where, "model.merges[%zu]", r);
+        rc = piece_of(path, where, &f, f.merges[r].left, &form, cp_to_byte, &pieces,
+                      &merge_piece[r].left, err, errlen);
+        if (rc == 0)
+            rc = piece_of(path, where, &f, f.merges[r].right, &form, cp_to_byte, &pieces,
+                          &merge_piece[r].right, err, errlen);
+    }
+    if (rc == 0) rc = build_tokens(path, &f, &form, &pieces, vocab_piece, &v, err, errlen);
+    if (rc == 0) rc = build_rules(path, &f, &pieces, merge_piece, &v, err, errlen);
     if (rc == 0) rc = document_token(path, &v.table, err, errlen);
     if (rc == 0) {
         v.merge_one_at_a_time = 1;
-        v.ignore_merges = ps->ignore_merges;
-        const int gpt2 = strcmp(pattern, gpt2_pattern) == 0;
-        const int llama3 = strcmp(pattern, llama3_pattern) == 0;
+        v.ignore_merges = f.ignore_merges == 1;
+        v.sentencepiece = form.sentencepiece;
+        v.sp_words = form.sentencepiece && sp_words_split(&v);
+        const int gpt2 = form.pattern && strcmp(form.pattern, gpt2_pattern) == 0;
+        const int llama3 = form.pattern && strcmp(form.pattern, llama3_pattern) == 0;
         v.chunk_rule = gpt2 ? BPE_CHUNK_GPT2 : llama3 ? BPE_CHUNK_LLAMA3 : BPE_CHUNK_NONE;
-        snprintf(v.description, sizeof v.description, "tokenizer.json, byte-level BPE, %s "
-                 "pattern", gpt2 ? "GPT-2's" : llama3 ? "Llama 3's" : "its own");
+        if (form.sentencepiece)
+            snprintf(v.description, sizeof v.description, "tokenizer.json, SentencePiece-style "
+                     "BPE with byte fallback");
+        else
+            snprintf(v.description, sizeof v.description, "tokenizer.json, byte-level BPE, %s "
+                     "pattern", gpt2 ? "GPT-2's" : llama3 ? "Llama 3's" : "its own");
         *vocab = v;
     } else {
         bpe_vocab_free(&v);
     }
-    parse_free(ps);
-    free(ps);
-    free(text);
+    free(pieces.bytes);
+    free(vocab_piece);
+    free(merge_piece);
+    hf_tokenizer_file_free(&f);
     return rc;
 }

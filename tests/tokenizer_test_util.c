@@ -113,9 +113,13 @@ void expect_roundtrip(BpeEncoder* enc, const uint8_t* text, size_t len, const ch
     int rc = bpe_decode(bpe_encoder_tokens(enc), ids.ids, ids.n, &back, &back_len, err,
                         sizeof err);
     EXPECT(rc == 0, "%s: decode failed: %s", what, err);
+    const char* prefix = len ? bpe_encoder_decoded_prefix(enc) : "";
+    const size_t np = strlen(prefix);
     if (rc == 0) {
-        EXPECT(back_len == len && memcmp(back, text, len) == 0,
-               "%s: decode(encode(x)) != x (%zu bytes in, %zu out)", what, len, back_len);
+        EXPECT(back_len == np + len && memcmp(back, prefix, np) == 0 &&
+               memcmp(back + np, text, len) == 0,
+               "%s: decode(encode(x)) != \"%s\" x (%zu bytes in, %zu out)", what, prefix, len,
+               back_len);
         free(back);
     }
     token_buf_free(&ids);

