@@ -88,8 +88,13 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
         // Llama with the trainer's block: RMSNorm with its fixed eps, SwiGLU (silu) of F, grouped
         // key/value heads, rotary positions (half-split, as rotate_half), biases on every linear
         // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens or not.
+        // With a sliding window in every layer (and no biases) it is Mistral: the same names,
+        // and sliding_window (a query sees the keys q - W < k <= q, as --attention-window).
+        const int mistral = cfg->window > 0;
+        fprintf(af.f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
+                mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama");
+        if (mistral) fprintf(af.f, "  \"sliding_window\": %d,\n", cfg->window);
         fprintf(af.f,
-                "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
                 "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                 "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
@@ -98,10 +103,11 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 gpt_kv_heads(cfg), cfg->C / cfg->NH, cfg->rope_theta);
         write_rope_scaling(af.f, cfg);
         const char* bias = gpt_linear_bias(cfg) ? "true" : "false";
+        if (!mistral)  // MistralConfig has no biases to name
+            fprintf(af.f, "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n", bias, bias);
         fprintf(af.f,
-                "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n  \"attention_dropout\": 0.0,\n"
-                "  \"tie_word_embeddings\": %s,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
-                bias, bias, tied);
+                "  \"attention_dropout\": 0.0,\n  \"tie_word_embeddings\": %s,\n"
+                "  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n", tied);
     } else if (cfg->rope_theta) {
         // GPT-NeoX with the trainer's block: rotary on every channel of a head (rotary_pct 1),
         // the residual adds in sequence (no parallel residual), GPT-2's tanh GELU, biases, an

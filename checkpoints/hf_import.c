@@ -36,7 +36,7 @@ static char* read_text(const char* path, size_t max, char* err, size_t errlen) {
 
 // What config.json says of the file's tensors besides the shape.
 typedef struct {
-    int llama;       // model_type "llama": Llama's names (hf_layout_llama)
+    int llama;       // model_type "llama" or "mistral": Llama's names (hf_layout_llama)
     HfLlamaForm l;   // its biases and tie_word_embeddings
 } HfForm;
 
@@ -132,14 +132,14 @@ static int read_config(const char* path, GPTConfig* cfg, HfForm* form, char* err
     char type[64];
     int rc = model_type(text, path, type, sizeof type, err, errlen);
     memset(form, 0, sizeof *form);
-    form->llama = rc == 0 && !strcmp(type, "llama");
+    form->llama = rc == 0 && (!strcmp(type, "llama") || !strcmp(type, "mistral"));
     if (rc == 0 && form->llama)
         rc = hf_llama_config(text, path, cfg, &form->l, err, errlen);
     else if (rc == 0 && (!type[0] || !strcmp(type, "gpt2")))
         rc = read_gpt2_config(text, path, cfg, err, errlen);
     else if (rc == 0)
-        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\" or \"llama\", found \"%s\"",
-                     path, type);
+        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", \"llama\" or \"mistral\", "
+                     "found \"%s\"", path, type);
     free(text);
     return rc;
 }

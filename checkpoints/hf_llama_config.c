@@ -150,11 +150,12 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     JsonCursor c;
     json_init(&c, text);
     unsigned long long C = 0, L = 0, NH = 0, KV = 0, T = 0, V = 0, F = 0, HD = 0;
-    double eps = 1e-6, theta = 10000;   // LlamaConfig's defaults
-    int has_eps = 0, has_theta = 0, has_kv = 0, has_hd = 0, flag;
+    unsigned long long window = 4096;   // MistralConfig's default sliding_window
+    double eps = 1e-6, theta = 10000;   // LlamaConfig's (and MistralConfig's) defaults
+    int has_eps = 0, has_theta = 0, has_kv = 0, has_hd = 0, has_window = 1, flag;
     Rope rope = {0};
     const char* rope_key = "rope_scaling";
-    *form = (HfLlamaForm){0, 0, 0};   // LlamaConfig's: no biases, untied
+    *form = (HfLlamaForm){0, 0, 0, 0};   // LlamaConfig's: no biases, untied
     char key[64], str[64];
     int more = json_object_begin(&c);
     while (more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
@@ -171,6 +172,8 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
             more = null_or_count(&c, &KV, &has_kv);
         } else if (!strcmp(key, "head_dim")) {
             more = null_or_count(&c, &HD, &has_hd);
+        } else if (!strcmp(key, "sliding_window")) {   // Mistral's (null: none)
+            more = null_or_count(&c, &window, &has_window);
         } else if (flag_of) {
             more = json_literal(&c, &flag);
             if (more == 0 && flag < 0)
@@ -181,9 +184,11 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
             if (more != 0) break;
             printable(str);
             const int type = !strcmp(key, "model_type");
-            if (strcmp(str, type ? "llama" : "silu"))
-                return set_err(err, errlen, "%s: %s: expected \"%s\"%s, found \"%s\"", path, key,
-                               type ? "llama" : "silu", type ? "" : " (SwiGLU's gate)", str);
+            if (type) form->mistral = !strcmp(str, "mistral");
+            if (type ? strcmp(str, "llama") && !form->mistral : strcmp(str, "silu") != 0)
+                return set_err(err, errlen, "%s: %s: expected %s, found \"%s\"", path, key,
+                               type ? "\"llama\" or \"mistral\"" : "\"silu\" (SwiGLU's gate)",
+                               str);
         } else if (!strcmp(key, "rms_norm_eps")) {
             more = json_number(&c, &eps);
             has_eps = 1;
@@ -227,9 +232,18 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     if (!(theta >= 2 && theta <= INT_MAX) || theta != floor(theta))
         return set_err(err, errlen, "%s: rope_theta: expected a whole number from 2 to %d (the "
                        "model file keeps an integer), found %g", path, INT_MAX, theta);
+    if (form->mistral)   // MistralAttention and MistralMLP have no biases, whatever config says
+        form->attention_bias = form->mlp_bias = 0;
+    if (form->mistral && has_window && (window == 0 || window > INT_MAX))
+        return set_err(err, errlen, "%s: sliding_window: expected null or 1 to %d, found %llu", path,
+                       INT_MAX, window);
     *cfg = (GPTConfig){.max_T = (int)T, .V = (int)V, .Vp = gpt_padded_vocab((int)V), .L = (int)L,
                        .NH = (int)NH, .C = (int)C, .rope_theta = (int)theta,
                        .kv_heads = has_kv && KV != NH ? (int)KV : 0};
+    if (form->mistral && has_window && window < T) {   // every layer, a query seeing q - W < k <= q;
+        cfg->window = (int)window;                       // a window of the context or more bounds
+        cfg->window_every = 1;                           // nothing: causal attention
+    }
     // Neither kind of bias: a model without linear biases (Llama's own); one kind: the other's
     // biases read as zeros.
     gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F,

@@ -1,6 +1,8 @@
 // config.json of a Hugging Face Llama directory (transformers' LlamaForCausalLM or LlamaModel,
-// what build/export_hf writes for a model with RMSNorm, SwiGLU and rotary positions) read into
-// this model's shape: the Llama half of checkpoints/hf_import.h. What the model cannot follow is
+// what build/export_hf writes for a model with RMSNorm, SwiGLU and rotary positions), or Mistral's
+// (MistralForCausalLM: Llama without biases, with sliding_window in every layer; MistralConfig's
+// default 4096 when the key is absent, none when null), read into this model's shape: the Llama
+// half of checkpoints/hf_import.h. What the model cannot follow is
 // refused in one line naming the key: an activation other than silu, an RMSNorm epsilon other
 // than the kernels' fixed 1e-5, a head_dim other than hidden_size / num_attention_heads, a
 // rope_theta that is not a whole number, a rope type other than default, linear, yarn (beta_fast
@@ -17,6 +19,7 @@ typedef struct {
     int attention_bias;
     int mlp_bias;
     int tied;             // tie_word_embeddings (false: untied_classifier, from lm_head.weight)
+    int mistral;          // model_type "mistral"
 } HfLlamaForm;
 
 // text: the whole of config.json, path its name for the messages. Fills *cfg (checked by

@@ -24,6 +24,9 @@ transformers is not in Debian):
   and up_proj the halves of fc, no lm_head (tied); its forward written as transformers'
   modeling_llama.py computes it (RMSNorm in fp32 then the weight, inv_freq in fp32 from
   modeling_rope_utils' init of the rope type, rotate_half, repeat_kv, silu(gate) * up, biases).
+  With a sliding window in every layer (header[8], Llama's block without biases) it is checked as
+  MistralForCausalLM: Llama's names, sliding_window and no bias keys in config.json, the forward
+  with modeling_mistral's mask (a query at q sees the keys q - W < k <= q).
   An untied classifier (header[19]) is lm_head.weight (GPT-2, Llama) or embed_out.weight
   (GPT-NeoX) holding the file's classifier tensor, with tie_word_embeddings false; each forward
   then reads the logits through it.
@@ -62,6 +65,7 @@ def read_model_file(path):
     if h[0] != ref.MODEL_MAGIC or h[1] not in (3, 5):
         ref.die(f"{path}: not an llm.c model file (magic {h[0]}, version {h[1]})")
     maxT, V, L, NH, C, Vp = (int(v) for v in h[2:8])
+    window, window_every = int(h[8]), int(h[9])  # sliding window in layers l % every == 0
     KV = int(h[10])  # key/value heads (0: one per head)
     rope = int(h[11])  # rotary positions' theta: no wpe
     scaling = (int(h[12]), float(h[13:14].view("<f4")[0]), int(h[14]))  # header[12..14]
@@ -80,7 +84,8 @@ def read_model_file(path):
     for name in ref.NAMES:
         params[name] = flat[off:off + sizes[name]].copy()
         off += sizes[name]
-    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, scaling=scaling,
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, window=window, window_every=window_every,
+                KV=KV, rope=rope, scaling=scaling,
                 norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, untied=untied, version=int(h[1])), params
 
 
@@ -341,6 +346,9 @@ def llama_forward(t, cfg, idx):
     cos, sin = (emb.cos() * scaling).unsqueeze(1), (emb.sin() * scaling).unsqueeze(1)
     ab, mb = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
     mask = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)  # additive causal mask
+    if cfg.get("sliding_window"):  # Mistral: a query at q sees the keys q - W < k <= q
+        q_idx, kv_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        mask = mask.masked_fill(kv_idx <= q_idx - cfg["sliding_window"], torch.finfo(torch.float32).min)
     x = W["model.embed_tokens.weight"][idx]
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
@@ -408,7 +416,17 @@ def main():
         scaling["original_max_position_embeddings"] = orig
     if kind == 3:
         scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
-    if llama:
+    mistral = llama and cfg["window"] > 0
+    if mistral:  # Llama's names and keys, sliding_window, no bias keys
+        keys = [("model_type", "mistral"), ("architectures", ["MistralForCausalLM"]),
+                ("sliding_window", cfg["window"]), ("attention_bias", None), ("mlp_bias", None),
+                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
+                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
+                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
+                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
+                ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
+                ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+    elif llama:
         keys = [("model_type", "llama"), ("architectures", ["LlamaForCausalLM"]),
                 ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
                 ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
@@ -437,7 +455,8 @@ def main():
 
     header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
     expected = (llama_expected if llama else neox_expected if neox else hf_expected)(cfg, params)
-    arch = "LlamaForCausalLM" if llama else "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel"
+    arch = ("MistralForCausalLM" if mistral else "LlamaForCausalLM" if llama else
+            "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel")
     check(set(header) == set(expected), f"the {len(expected)} names of {arch}'s state dict "
           f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
     dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
@@ -449,7 +468,8 @@ def main():
 
     # The same tokens through both layouts: the reference on the parameters as stored.
     stored = {k: torch.from_numpy(v).to(dtype).float().numpy() for k, v in params.items()}
-    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], KV=cfg["KV"],
+    model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"],
+                    window=cfg["window"], window_every=cfg["window_every"], KV=cfg["KV"],
                     rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
                     ffn=cfg["ffn"], nobias=cfg["nobias"], untied=cfg["untied"])
     with torch.no_grad():
@@ -465,7 +485,7 @@ def main():
         got = (llama_forward if llama else neox_forward if neox else hf_forward)(tensors, conf, idx)
     want = want[..., :cfg["V"]]
     err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
-    arch = "Llama" if llama else "GPT-NeoX" if neox else "GPT-2"
+    arch = "Mistral" if mistral else "Llama" if llama else "GPT-NeoX" if neox else "GPT-2"
     check(got.shape == want.shape and err < 1e-5,
           f"logits of transformers' {arch} forward on the export = the reference's on the model "
           f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")

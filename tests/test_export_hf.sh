@@ -130,7 +130,7 @@ t_rope() {
   train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
   fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
     --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"
-  fails_import neox-import 'model_type: expected "gpt2" or "llama", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+  fails_import neox-import 'model_type: expected "gpt2", "llama" or "mistral", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
 }
 
 # Llama's block (RMSNorm, SwiGLU of F = 48, rotary positions, 2 key/value heads for 4 heads)
@@ -200,6 +200,30 @@ t_llama() {
   check "  exported again: attention_bias and mlp_bias false, no bias tensors" eval \
     "grep -q '\"attention_bias\": false' '$W/hf3/config.json' && grep -q '\"mlp_bias\": false' '$W/hf3/config.json' && ! grep -q 'proj.bias' '$W/hf3/model.safetensors'"
 
+  # Mistral: Llama's block without biases, a sliding window in every layer. The forward with
+  # modeling_mistral's mask, the way back, the evaluation loss and generation from the directory.
+  train mistral 500 "${block[@]}" --disable-bias-linear --attention-window 8 --untie-embeddings-and-output-weights
+  local mis=$W/mistral/model_00000003.bin
+  check "exports a Llama block with a window in every layer as Mistral" export_hf m --model "$mis" --out "$W/hf-m"
+  check "  names the format" has m "^  format +Mistral \(MistralForCausalLM: RMSNorm, SwiGLU MLP of 2 x 48, no linear biases, untied classifier, 2 key/value heads, sliding window 8\)$"
+  verify "Mistral export: sliding_window 8, no bias keys, Llama's names, forward with the window" "$mis" "$W/hf-m" F32
+  import_hf im --hf "$W/hf-m" --out "$W/back-m.bin" || bad "import of the Mistral export"
+  check "imports it: the same parameters and header (the window included)" same_params "$mis" "$W/back-m.bin"
+  a=$(val_loss "$mis" eval-m); b=$(val_loss "$W/hf-m" eval-m-dir)
+  check "--eval-only --init-from DIR: the model file's evaluation loss ($a)" test -n "$a" -a "$a" = "$b"
+  "$BUILD/generate" --model "$mis" "${gen[@]}" > "$W/gm.out" 2> "$W/gm.err"
+  "$BUILD/generate" --model "$W/hf-m" "${gen[@]}" > "$W/gmd.out" 2> "$W/gmd.err"
+  check "build/generate --model DIR: the model file's tokens" eval "[ -s '$W/gm.out' ] && cmp -s '$W/gm.out' '$W/gmd.out'"
+  "$PY" tests/hf_variant.py "$W/hf-m" "$W/m1" --config sliding_window=null
+  "$PY" tests/hf_variant.py "$W/hf-m" "$W/m2" --config sliding_window=DELETE
+  "$PY" tests/hf_variant.py "$W/hf-m" "$W/m3" --config sliding_window=32
+  check "sliding_window null, absent (MistralConfig's 4096) or the context's 32: no window (header[8] 0)" \
+    eval "import_hf m1 --hf '$W/m1' --out '$W/m1.bin' && import_hf m2 --hf '$W/m2' --out '$W/m2.bin' &&
+          import_hf m3 --hf '$W/m3' --out '$W/m3.bin' && [ \"\$(od -A n -t d4 -j 32 -N 4 '$W/m1.bin' | tr -d ' ')\" = 0 ] &&
+          cmp -s '$W/m1.bin' '$W/m2.bin' && cmp -s '$W/m1.bin' '$W/m3.bin'"
+  a=$(val_loss "$W/m1.bin" eval-m1)
+  check "  which evaluates otherwise than the windowed model ($a)" test -n "$a" -a "$a" != "$b"
+
   # The mixtures transformers has no architecture for are refused in one line, naming the block.
   train rms-gelu 500 --normalization rmsnorm --position-embedding rope
   fails rms-gelu "^error: --model $W/rms-gelu/model_00000003.bin: the block \(RMSNorm, GELU MLP of 4C\) has no GPT-2, GPT-NeoX or Llama equivalent" \
@@ -214,8 +238,11 @@ t_llama() {
   fails llama-learned "the block \(RMSNorm, SwiGLU MLP of 2 x 48\) with learned positions has no Llama equivalent" \
     --model "$W/llama-learned/model_00000003.bin" --out "$W/x"
   train llama-window 500 "${block[@]}" --attention-window 8
-  fails llama-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Llama equivalent" \
+  fails llama-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Mistral equivalent .* no linear biases \(--disable-bias-linear\)$" \
     --model "$W/llama-window/model_00000003.bin" --out "$W/x"
+  train llama-window2 500 "${block[@]}" --attention-window 8 --window-every 2 --disable-bias-linear
+  fails llama-window2 "sliding-window attention \(window 8 in layers l % 2 = 0\) has no Llama equivalent .*\(--window-every 1\)" \
+    --model "$W/llama-window2/model_00000003.bin" --out "$W/x"
   check "nothing written for the refused exports" test ! -e "$W/x"
 
   # Configs this model cannot follow, refused in one line naming the key.
@@ -506,7 +533,7 @@ t_import_errors() {
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
   ifails "expected a tensor 'lm_head.weight' \(config.json's tie_word_embeddings is false: an untied classifier\), found none$" --config tie_word_embeddings=false
   ifails "tie_word_embeddings: expected true or false, found null$" --config tie_word_embeddings=null
-  ifails 'model_type: expected "gpt2" or "llama", found "bert"$' --config model_type='"bert"'
+  ifails 'model_type: expected "gpt2", "llama" or "mistral", found "bert"$' --config model_type='"bert"'
   ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
   ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
   ifails "tensor 'lm_head.weight': expected it equal to wte" --lm-head other

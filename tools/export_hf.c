@@ -141,11 +141,14 @@ int main(int argc, char** argv) {
                  "--position-embedding rope", path, block);
     const char* format = llama ? "Llama" : cfg.rope_theta ? "GPT-NeoX" : "GPT-2";
     // transformers' GPT-2, GPT-NeoX and Llama attend every earlier position: a banded model would
-    // load and run wrong.
-    if (cfg.window)
+    // load and run wrong. Mistral is Llama's block with a window in every layer and no biases.
+    const int mistral = llama && cfg.window;
+    if (cfg.window && !(llama && cfg.window_every == 1 && !gpt_linear_bias(&cfg)))
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
                  "%s equivalent in Hugging Face transformers; expected a model without "
-                 "--attention-window", path, cfg.window, cfg.window_every, format);
+                 "--attention-window, or Mistral's: Llama's block with the window in every layer "
+                 "(--window-every 1) and no linear biases (--disable-bias-linear)", path,
+                 cfg.window, cfg.window_every, llama && gpt_linear_bias(&cfg) ? "Mistral" : format);
     // GPT-2's c_attn is 3C wide: grouped-query attention has no GPT2LMHeadModel form either (nor
     // GPT-NeoX's query_key_value); Llama's k_proj and v_proj have num_key_value_heads.
     if (!llama && gpt_kv_heads(&cfg) != cfg.NH)
@@ -163,7 +166,10 @@ int main(int argc, char** argv) {
            version == MODEL_VERSION_BF16 ? "bf16" : "fp32", cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T);
     // Rotary positions: GPT-NeoX is transformers' GPT-2 block with rotary positions instead of
     // a table; Llama's block is Llama's (checkpoints/hf_layout.h).
-    if (llama)
+    if (mistral)
+        printf("  format       Mistral (MistralForCausalLM: %s, %d key/value heads, sliding window "
+               "%d)\n", block, gpt_kv_heads(&cfg), cfg.window);
+    else if (llama)
         printf("  format       Llama (LlamaForCausalLM: %s, %d key/value heads)\n", block,
                gpt_kv_heads(&cfg));
     else
