@@ -507,7 +507,8 @@ int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errle
     bpe_alphabet_decoder(cp_to_byte);
     int rc = check_model(path, &f, err, errlen);
     if (rc == 0) rc = file_form(path, &f, &form, err, errlen);
-    if (rc == 0 && form.pattern && hf_pattern_to_pcre2(form.pattern, &v.pattern, err, errlen) != 0) {
+    if (rc == 0 && form.pattern &&
+        hf_pattern_to_pcre2(form.pattern, &v.pattern, err, errlen) != 0) {
         char reason[256];
         snprintf(reason, sizeof reason, "%s", err);
         rc = set_err(err, errlen, "%s: pre_tokenizer: %s", path, reason);

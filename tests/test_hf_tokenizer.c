@@ -46,7 +46,8 @@ typedef struct Tiny {
 } Tiny;
 
 static const char gpt2_regex[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+    "|\\\\s+(?!\\\\S)|\\\\s+";
 static const char llama3_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
@@ -153,14 +154,14 @@ static const char* write_tiny_sp(void) {
     const char* dir = scratch("/hf/sp_tiny");
     mkdirs(dir);
     Bytes j = {0};
-    bytes_str(&j, "{\"added_tokens\": [{\"id\": 262, \"content\": \"<s>\", \"special\": true}],\n"
-                  "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", "
-                  "\"prepend\": \"\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
-                  "\"content\": \"\u2581\"}]},\n\"pre_tokenizer\": null,\n"
+    bytes_str(&j, "{\"added_tokens\": [{\"id\": 262, \"content\": \"<s>\", \"special\": "
+                  "true}],\n\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": "
+                  "\"Prepend\", \"prepend\": \"\u2581\"}, {\"type\": \"Replace\", \"pattern\": "
+                  "{\"String\": \" \"}, \"content\": \"\u2581\"}]},\n\"pre_tokenizer\": null,\n"
                   "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", "
                   "\"pattern\": {\"String\": \"\u2581\"}, \"content\": \" \"}, {\"type\": "
-                  "\"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", "
-                  "\"start\": 1, \"stop\": 0}]},\n"
+                  "\"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
+                  "\" \", \"start\": 1, \"stop\": 0}]},\n"
                   "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
                   "\"fuse_unk\": true, \"byte_fallback\": true, \"vocab\": {");
     for (int byte = 0; byte < 256; byte++) {
@@ -339,14 +340,14 @@ typedef struct Refusal {
 #define SPLIT(regex, behavior) \
     "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": " regex \
     ", \"behavior\": \"" behavior "\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}"
-#define EXPECTED_PRE "pre_tokenizer: expected ByteLevel (use_regex true, add_prefix_space false), " \
-    "a Sequence of a Split by a Regex (Isolated) and ByteLevel (use_regex false, " \
+#define EXPECTED_PRE "pre_tokenizer: expected ByteLevel (use_regex true, add_prefix_space " \
+    "false), a Sequence of a Split by a Regex (Isolated) and ByteLevel (use_regex false, " \
     "add_prefix_space false), or Metaspace (\"\xe2\x96\x81\", split false), found "
 
 static const Refusal refusals[] = {
     {"normalizer", NORMALIZER, "{\"type\": \"NFC\"}", "normalizer: expected null, or "
-     "SentencePiece's Sequence [Prepend \"\xe2\x96\x81\", Replace \" \" with \"\xe2\x96\x81\"] (Llama "
-     "2's) without a pre-tokenizer, found NFC"},
+     "SentencePiece's Sequence [Prepend \"\xe2\x96\x81\", Replace \" \" with \"\xe2\x96\x81\"] "
+     "(Llama 2's) without a pre-tokenizer, found NFC"},
     {"metaspace", PRE, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}",
      EXPECTED_PRE "Metaspace"},
     {"prefix_space", PRE, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}",
