@@ -140,7 +140,9 @@ void put_utf8(Bytes* b, uint32_t cp) {
     uint8_t u[4];
     size_t n;
     if (cp < 0x80) { u[0] = (uint8_t)cp; n = 1; }
-    else if (cp < 0x800) { u[0] = (uint8_t)(0xC0 | cp >> 6); u[1] = (uint8_t)(0x80 | (cp & 63)); n = 2; }
+    else if (cp < 0x800) {
+        u[0] = (uint8_t)(0xC0 | cp >> 6); u[1] = (uint8_t)(0x80 | (cp & 63)); n = 2;
+    }
     else if (cp < 0x10000) {
         u[0] = (uint8_t)(0xE0 | cp >> 12); u[1] = (uint8_t)(0x80 | (cp >> 6 & 63));
         u[2] = (uint8_t)(0x80 | (cp & 63)); n = 3;
@@ -162,7 +164,7 @@ void random_text(uint64_t* rng, Bytes* b, size_t len) {
         if (kind < 3) {  // any byte at all
             uint8_t c = (uint8_t)rng_next(rng);
             bytes_add(b, &c, 1);
-        } else if (kind < 4) {  // broken sequences: lone continuation, truncated, overlong, surrogate
+        } else if (kind < 4) {  // broken: lone continuation, truncated, overlong, surrogate
             static const char* broken[] = {"\x80", "\xc3", "\xe6\x97", "\xf0\x9f\x98", "\xc0\xaf",
                                            "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "\xfe"};
             bytes_str(b, broken[rng_below(rng, sizeof broken / sizeof broken[0])]);
