@@ -425,14 +425,6 @@ static int sp_words_split(const BpeVocab* v) {
 // ---------------------------------------------------------------------------------------------
 // tokenizer_config.json: the document token
 
-static long find_text(const TokenTable* t, const char* s) {
-    const size_t n = strlen(s);
-    for (uint32_t id = 0; id < t->vocab_size; id++)
-        if (t->offset[id + 1] - t->offset[id] == n && memcmp(t->bytes + t->offset[id], s, n) == 0)
-            return id;
-    return -1;
-}
-
 // A special token entry: a string, {"content": ...} (older files' AddedToken) or null ("").
 static int read_token_name(JsonCursor* c, char* out, size_t n) {
     out[0] = 0;
@@ -479,7 +471,7 @@ static int document_token(const char* path, TokenTable* t, char* err, size_t err
         if (rc != 0) return set_err(err, errlen, "%s: %s", config, c.err);
         const char* name = bos[0] ? bos : eos;
         if (name[0]) {
-            const long id = find_text(t, name);
+            const long id = token_table_find(t, name, strlen(name));
             if (id < 0)
                 return set_err(err, errlen, "%s: %s \"%s\": expected a token of %s, found none",
                                config, bos[0] ? "bos_token" : "eos_token", name, path);
@@ -487,7 +479,7 @@ static int document_token(const char* path, TokenTable* t, char* err, size_t err
             return 0;
         }
     }
-    const long id = find_text(t, "<|endoftext|>");
+    const long id = token_table_find(t, "<|endoftext|>", 13);
     t->eot_id = id < 0 ? TOKENIZER_NO_EOT : (uint32_t)id;
     return 0;
 }

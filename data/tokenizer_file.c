@@ -26,6 +26,14 @@ void token_table_free(TokenTable* table) {
     memset(table, 0, sizeof *table);
 }
 
+long token_table_find(const TokenTable* table, const void* text, size_t len) {
+    for (uint32_t id = 0; id < table->vocab_size; id++)
+        if (table->offset[id + 1] - table->offset[id] == len &&
+            memcmp(table->bytes + table->offset[id], text, len) == 0)
+            return id;
+    return -1;
+}
+
 // Reads exactly n bytes at offset; a short file is reported by the caller's size checks, so a
 // short read here means the file changed underneath us or the device failed.
 static int read_at(int fd, void* buf, size_t n, off_t offset, const char* path, char* err,

@@ -31,3 +31,7 @@ int tokenizer_file_read(const char* path, TokenTable* table, char* err, size_t e
 int tokenizer_file_write(const char* path, const TokenTable* table, char* err, size_t errlen);
 
 void token_table_free(TokenTable* table);
+
+// The id whose bytes are text[0 .. len), the lowest if several, or -1 (a linear search: for a
+// lookup at start-up, such as a document token named on the command line).
+long token_table_find(const TokenTable* table, const void* text, size_t len);

@@ -608,12 +608,7 @@ int main(int argc, char** argv) {
     TokenTable tokens = *bpe_encoder_tokens(enc);
     o.wide_shards = tokens.vocab_size > 65536;
     if (o.doc_token) {
-        long id = -1;
-        for (uint32_t t = 0; t < tokens.vocab_size && id < 0; t++) {
-            size_t n = 0;
-            const uint8_t* b = bpe_token_bytes(&tokens, t, &n);
-            if (n == strlen(o.doc_token) && memcmp(b, o.doc_token, n) == 0) id = t;
-        }
+        const long id = token_table_find(&tokens, o.doc_token, strlen(o.doc_token));
         if (id < 0)
             fail_msg("--doc-token \"%s\": expected a token of %s, found none", o.doc_token,
                      o.tokenizer);
