@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "comm/fail.h"
+#include "data/bpe_added.h"
+#include "data/bpe_nfc.h"
 #include "data/bpe_vocab.h"
 #include "data/hf_tokenizer.h"
 
@@ -327,6 +329,7 @@ struct BpeEncoder {
     pcre2_match_context* match_ctx;
     pcre2_jit_stack* jit_stack;
     int jit;  // the pattern compiled to machine code
+    BpeNfc* nfc;  // the normalizer NFC (vocab.nfc), else NULL
     BpeStats stats;
 };
 
@@ -345,6 +348,7 @@ void bpe_encoder_free(BpeEncoder* enc) {
     pcre2_match_context_free(enc->match_ctx);
     pcre2_jit_stack_free(enc->jit_stack);
     pcre2_code_free(enc->pattern);
+    bpe_nfc_free(enc->nfc);
     free(enc);
 }
 
@@ -388,7 +392,8 @@ static int vocab_open(const char* source, BpeVocab* vocab, char* err, size_t err
 BpeEncoder* bpe_encoder_load(const char* source, char* err, size_t errlen) {
     BpeEncoder* enc = xcalloc(1, sizeof *enc, "BPE encoder");
     if (vocab_open(source, &enc->vocab, err, errlen) != 0 ||
-        (!enc->vocab.sentencepiece && compile_pattern(enc, source, err, errlen) != 0)) {
+        (!enc->vocab.sentencepiece && compile_pattern(enc, source, err, errlen) != 0) ||
+        (enc->vocab.nfc && !(enc->nfc = bpe_nfc_open(err, errlen)))) {
         bpe_encoder_free(enc);
         return NULL;
     }
@@ -527,12 +532,9 @@ static void encode_sentencepiece(BpeEncoder* enc, const uint8_t* text, size_t le
     enc->stats.bytes += len;
 }
 
-int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, char* err,
-               size_t errlen) {
-    if (enc->vocab.sentencepiece) {
-        encode_sentencepiece(enc, text, len, out);
-        return 0;
-    }
+// Pre-tokenizes text with the pattern and merges each piece.
+static int encode_pieces(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out,
+                         char* err, size_t errlen) {
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(enc->match);
     size_t pos = 0;
     while (pos < len) {
@@ -560,14 +562,54 @@ int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, 
         if (end > start) encode_piece(enc, text + start, end - start, out);
         pos = end;
     }
-    enc->stats.bytes += len;
     return 0;
+}
+
+// A text between added tokens: normalized (NFC), then its pieces.
+static int encode_between(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out,
+                          char* err, size_t errlen) {
+    if (enc->nfc && bpe_nfc_apply(enc->nfc, text, len, &text, &len, err, errlen) != 0) return -1;
+    return encode_pieces(enc, text, len, out, err, errlen);
+}
+
+// The text split around the added tokens (data/bpe_added.h): each token's id, and the ids of
+// the text between them encoded alone, as the tokenizers library encodes it.
+static int encode_split(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out,
+                        char* err, size_t errlen) {
+    size_t pos = 0, from = 0;  // the end of the last match; where the search goes on
+    BpeAddedMatch m;
+    while (from < len && bpe_added_find(&enc->vocab, text, len, from, pos, &m)) {
+        const size_t start = m.start > pos ? m.start : pos;
+        if (encode_between(enc, text + pos, start - pos, out, err, errlen) != 0) return -1;
+        token_buf_push(out, m.id);
+        pos = m.end > start ? m.end : start;
+        from = m.next;
+    }
+    return encode_between(enc, text + pos, len - pos, out, err, errlen);
+}
+
+int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, char* err,
+               size_t errlen) {
+    if (enc->vocab.sentencepiece) {
+        encode_sentencepiece(enc, text, len, out);
+        return 0;
+    }
+    const int rc = enc->vocab.nadded ? encode_split(enc, text, len, out, err, errlen)
+                                     : encode_between(enc, text, len, out, err, errlen);
+    if (rc == 0) enc->stats.bytes += len;
+    return rc;
 }
 
 static inline int ascii_space(uint8_t c) {
     return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
+// Both rules cut before ASCII white space that follows an ASCII non-space, which also keeps NFC
+// whole: ICU has a boundary before each of those characters (no character composes with one or
+// reorders around it; tests/test_hf_tokenizer.c checks it), and the ASCII character before the
+// cut ends the NFC of the first part (it composes with nothing that precedes it), so the pattern
+// sees the same characters around the cut as in the NFC of the whole. A cut also keeps every
+// added token's match whole (bpe_added_cut_ok).
 size_t bpe_chunk_end(const BpeEncoder* enc, const uint8_t* text, size_t len, size_t min_len) {
     const BpeChunkRule rule = enc->vocab.chunk_rule;
     if (rule == BPE_CHUNK_NONE) return len;
@@ -575,7 +617,9 @@ size_t bpe_chunk_end(const BpeEncoder* enc, const uint8_t* text, size_t len, siz
         const int cut_here = rule == BPE_CHUNK_GPT2 ? ascii_space(text[i])
                            : text[i] == ' ' || text[i] == '\t' || text[i] == '\v' ||
                              text[i] == '\f';
-        if (cut_here && text[i - 1] < 0x80 && !ascii_space(text[i - 1])) return i;
+        if (cut_here && text[i - 1] < 0x80 && !ascii_space(text[i - 1]) &&
+            (!enc->vocab.nadded || bpe_added_cut_ok(&enc->vocab, text, len, i)))
+            return i;
     }
     return len;
 }

@@ -9,8 +9,10 @@
 //   \s also takes U+0085 and U+180E and leaves out U+FEFF);
 // - merges by rank, where like gpt-3-encoder a step merges every occurrence of the lowest-ranked
 //   pair (the last one in the word when two pairs tie) and ranks are keyed by the string "A,B".
-// With a tokenizer.json it follows Hugging Face's tokenizers library: the file's pattern with \s
-// as Unicode's White_Space, merges one at a time by (rank, position), ignore_merges.
+// With a tokenizer.json it follows Hugging Face's tokenizers library: the text split around the
+// added tokens that are not special (data/bpe_added.h), each piece between them normalized
+// (NFC, data/bpe_nfc.h, when the file has it) and pre-tokenized with the file's pattern (\s as
+// Unicode's White_Space), merges one at a time by (rank, position), ignore_merges.
 // \p{L} and \p{N} come from each engine's Unicode tables: Unicode 14 in PCRE2 10.42, newer in
 // Node (16 in Node 20.20) and in the tokenizers library. Letters and digits assigned after
 // Unicode 14 (14,049 code points then, e.g. CJK Extensions H and I, Kawi, Garay) are symbols
@@ -20,7 +22,8 @@
 // into U+FFFD): the pattern runs with PCRE2_MATCH_INVALID_UTF, which never lets a match include
 // an invalid byte; each maximal run of bytes between two matches becomes a piece of its own and
 // is merged like any other piece. So every byte string encodes, and decode(encode(x)) == x for
-// arbitrary bytes x.
+// arbitrary bytes x, unless the file changes text: NFC (which keeps invalid bytes as they are
+// and normalizes the valid UTF-8 between them) and added tokens' lstrip and rstrip.
 //
 // An encoder owns scratch buffers and a cache of encoded pieces: use one per thread.
 #pragma once
@@ -77,7 +80,8 @@ int bpe_encode(BpeEncoder* enc, const uint8_t* text, size_t len, TokenBuf* out, 
 // as encoding it whole: the first position i >= min_len (and >= 1) allowed by the vocabulary's
 // chunk rule (bpe_vocab.h; GPT-2's: text[i] is ASCII whitespace and text[i - 1] an ASCII
 // character that is not). No match of the pattern spans such a point and none before it looks
-// past it. Returns len when there is none, and always for a pattern of unknown reach.
+// past it; NFC has a boundary there, and no added token's match spans it. Returns len when there
+// is none, and always for a pattern of unknown reach.
 size_t bpe_chunk_end(const BpeEncoder* enc, const uint8_t* text, size_t len, size_t min_len);
 
 // The decoding table of PATH: llm.c's tokenizer file, or a tokenizer.json (or a directory

@@ -439,5 +439,7 @@ void bpe_vocab_free(BpeVocab* vocab) {
     free(vocab->pattern);
     free(vocab->piece_offset);
     free(vocab->piece_bytes);
+    free(vocab->added);
+    free(vocab->added_text);
     memset(vocab, 0, sizeof *vocab);
 }

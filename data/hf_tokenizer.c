@@ -10,6 +10,7 @@
 
 #include "checkpoints/json_read.h"
 #include "comm/fail.h"
+#include "data/bpe_added.h"
 #include "data/hf_tokenizer_json.h"
 #include "data/whole_file.h"
 
@@ -24,6 +25,20 @@ static const char gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char llama3_pattern[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen2's (and Qwen2.5's): Llama 3's with each digit a piece of its own. Llama 3's chunk rule
+// holds for it. A cut at i has text[i] a space, tab, VT or FF and text[i - 1] an ASCII non-space.
+// No match crosses i: the contractions, \p{L}+ and \p{N} hold no white space; the optional
+// first character of [^\r\n\p{L}\p{N}]?\p{L}+ and the " ?" of the symbol run begin a match,
+// so a match holding text[i] there starts at i; the symbol run's [\r\n]* takes no space, tab,
+// VT or FF; \s*[\r\n]+, \s+(?!\S) and \s+ would need text[i - 1] to be white space. No match
+// before i looks past it either: each alternative that stops at i stops because text[i] is not
+// in its class, as it would at the end of the text, and the one lookahead, (?!\S), follows
+// white space, which text[i - 1] is not. The pattern has no lookbehind, so matching from i
+// alone gives the matches of the whole from there. The same cut keeps NFC and the added tokens
+// whole: see bpe_chunk_end (data/bpe.c).
+static const char qwen2_pattern[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 int hf_pattern_to_pcre2(const char* pattern, char** out, char* err, size_t errlen) {
@@ -96,6 +111,7 @@ int hf_tokenizer_locate(const char* path, char* out, size_t n) {
 
 typedef struct Form {
     int sentencepiece;
+    int nfc;              // byte-level: the normalizer NFC
     const char* pattern;  // byte-level: the pre-tokenizer's pattern, as the file spells it
 } Form;
 
@@ -142,15 +158,18 @@ static int file_form(const char* path, const HfTokenizerFile* f, Form* form, cha
     const HfComponent *norm = &f->normalizer, *pre = &f->pre_tokenizer, *dec = &f->decoder;
     form->sentencepiece = 0;
     form->pattern = NULL;
-    if (norm->present) {
+    // NFC (Qwen2's) goes with a byte-level pre-tokenizer; SentencePiece's normalizer alone.
+    form->nfc = norm->present && is_type(&norm->top, "NFC");
+    if (norm->present && !form->nfc) {
         hf_component_describe(norm, found, sizeof found);
         if (!is_sp_normalizer(norm) || pre->present)
-            return set_err(err, errlen, "%s: normalizer: expected null, or SentencePiece's "
-                           "Sequence [Prepend \"" SP_SPACE "\", Replace \" \" with \"" SP_SPACE
-                           "\"] (Llama 2's) without a pre-tokenizer, found %s%s", path, found,
+            return set_err(err, errlen, "%s: normalizer: expected null, NFC (Qwen2's) with a "
+                           "byte-level pre-tokenizer, or SentencePiece's Sequence [Prepend \""
+                           SP_SPACE "\", Replace \" \" with \"" SP_SPACE "\"] (Llama 2's) without "
+                           "a pre-tokenizer, found %s%s", path, found,
                            pre->present ? " with a pre-tokenizer" : "");
         form->sentencepiece = 1;
-    } else if (is_sp_metaspace(pre)) {
+    } else if (!form->nfc && is_sp_metaspace(pre)) {
         form->sentencepiece = 1;
     } else if (pre->present && is_byte_level(&pre->top, 1)) {
         form->pattern = gpt2_pattern;
@@ -163,8 +182,9 @@ static int file_form(const char* path, const HfTokenizerFile* f, Form* form, cha
         hf_component_describe(pre, found, sizeof found);
         return set_err(err, errlen, "%s: pre_tokenizer: expected ByteLevel (use_regex true, "
                        "add_prefix_space false), a Sequence of a Split by a Regex (Isolated) "
-                       "and ByteLevel (use_regex false, add_prefix_space false), or Metaspace "
-                       "(\"" SP_SPACE "\", split false), found %s", path, found);
+                       "and ByteLevel (use_regex false, add_prefix_space false)%s, found %s",
+                       path, form->nfc ? " after the normalizer NFC"
+                                       : ", or Metaspace (\"" SP_SPACE "\", split false)", found);
     }
     hf_component_describe(dec, found, sizeof found);
     if (form->sentencepiece ? !is_sp_decoder(dec) : !(dec->present && is_type(&dec->top,
@@ -185,7 +205,7 @@ static int file_form(const char* path, const HfTokenizerFile* f, Form* form, cha
     return 0;
 }
 
-// What every file must be: a BPE model without dropout or affixes, special added tokens.
+// What every file must be: a BPE model without dropout or affixes.
 static int check_model(const char* path, const HfTokenizerFile* f, char* err, size_t errlen) {
     if (!f->have_model)
         return set_err(err, errlen, "%s: model: expected a BPE model, found none", path);
@@ -200,12 +220,84 @@ static int check_model(const char* path, const HfTokenizerFile* f, char* err, si
                        "suffixes are not supported)", path, f->affix);
     if (f->nvocab == 0)
         return set_err(err, errlen, "%s: model.vocab: expected tokens, found none", path);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Added tokens that are not special: the text is split around them (data/bpe_added.h)
+
+static const char* flag_name(int v) { return v == 1 ? "true" : v == 0 ? "false" : "none"; }
+
+// One line naming the file, the token and the flag that is not as expected.
+static int refuse_flag(const char* path, const HfTokenizerFile* f, size_t i, const char* flag,
+                       const char* expected, int found, const char* why, char* err,
+                       size_t errlen) {
+    const HfEntry* e = &f->added[i];
+    return set_err(err, errlen, "%s: added_tokens[%zu] \"%.*s\": %s: expected %s, found %s (%s)",
+                   path, i, (int)(e->text.len < 40 ? e->text.len : 40),
+                   (const char*)f->text + e->text.off, flag, expected, flag_name(found), why);
+}
+
+// The flags this encoder follows as the library does, checked against transformers.js: special
+// (true or false), lstrip, rstrip; normalized false (matched in the raw text; transformers.js
+// matches every added token there, so the library's matching in normalized text is
+// unverified), single_word false (transformers.js ignores it). Not in SentencePiece's form,
+// whose "\u2581" the library would put before each piece between the tokens.
+static int check_added_token(const char* path, const HfTokenizerFile* f, const Form* form,
+                             size_t i, int any_strip, char* err, size_t errlen) {
+    const HfEntry* e = &f->added[i];
+    if (e->special != 1 && e->special != 0)
+        return refuse_flag(path, f, i, "special", "true or false", e->special, "the library "
+                           "needs it", err, errlen);
+    if (e->special) return 0;
+    if (form->sentencepiece)
+        return refuse_flag(path, f, i, "special", "true in a SentencePiece-style tokenizer", 0,
+                           "added tokens that split its text are not supported", err, errlen);
+    if (e->single_word == 1)
+        return refuse_flag(path, f, i, "single_word", "false or none", 1, "whole-word matching "
+                           "is not supported", err, errlen);
+    if (e->normalized != 0)
+        return refuse_flag(path, f, i, "normalized", "false", e->normalized, "tokens matched "
+                           "in the normalized text are not supported", err, errlen);
+    if (any_strip && bpe_added_space_at_ends(f->text + e->text.off, e->text.len))
+        return set_err(err, errlen, "%s: added_tokens[%zu] \"%.*s\": content: expected no white "
+                       "space at either end beside tokens with lstrip or rstrip, found some "
+                       "(a strip would overlap the token)", path, i, (int)e->text.len,
+                       (const char*)f->text + e->text.off);
+    return 0;
+}
+
+// v->added: every added token matched in the raw text (special ones too: a match of one hides
+// the text it covers from the others, as in the library), when some token is not special.
+static int build_added(const char* path, const HfTokenizerFile* f, const Form* form,
+                       BpeVocab* v, char* err, size_t errlen) {
+    size_t splitting = 0;
+    int any_strip = 0;
     for (size_t i = 0; i < f->nadded; i++)
-        if (f->added[i].special != 1)
-            return set_err(err, errlen, "%s: added_tokens[%zu] \"%.*s\": special: expected true, "
-                           "found %s (added tokens that split text are not supported)", path, i,
-                           (int)f->added[i].text.len, (const char*)f->text + f->added[i].text.off,
-                           f->added[i].special == 0 ? "false" : "none");
+        if (f->added[i].special == 0) {
+            splitting++;
+            any_strip |= f->added[i].lstrip == 1 || f->added[i].rstrip == 1;
+        }
+    for (size_t i = 0; i < f->nadded; i++)
+        if (check_added_token(path, f, form, i, any_strip, err, errlen) != 0) return -1;
+    if (splitting == 0) return 0;
+    v->added = xcalloc(f->nadded, sizeof *v->added, "added tokens");
+    v->added_text = xmalloc(f->text_len + 1, "added token text");
+    memcpy(v->added_text, f->text, f->text_len);
+    for (size_t i = 0; i < f->nadded; i++) {
+        const HfEntry* e = &f->added[i];
+        if (e->special && e->normalized == 1) continue;  // matched in normalized text, skipped
+        for (size_t k = 0; k < v->nadded; k++)
+            if (v->added[k].len == e->text.len &&
+                memcmp(f->text + v->added[k].off, f->text + e->text.off, e->text.len) == 0)
+                return set_err(err, errlen, "%s: added_tokens: \"%.*s\": expected each text "
+                               "once, found it for ids %u and %u", path, (int)e->text.len,
+                               (const char*)f->text + e->text.off, v->added[k].id, e->id);
+        v->added[v->nadded++] = (BpeAddedToken){e->id, e->text.off, e->text.len,
+                                                (uint8_t)e->special, e->lstrip == 1,
+                                                e->rstrip == 1};
+    }
+    bpe_added_index(v);
     return 0;
 }
 
@@ -486,6 +578,29 @@ static int document_token(const char* path, TokenTable* t, char* err, size_t err
 
 // ---------------------------------------------------------------------------------------------
 
+// The chunk rule and the description line of a loaded vocabulary.
+static void describe(const Form* form, BpeVocab* v) {
+    const char* p = form->pattern;
+    const int gpt2 = p && strcmp(p, gpt2_pattern) == 0;
+    const int llama3 = p && strcmp(p, llama3_pattern) == 0;
+    const int qwen2 = p && strcmp(p, qwen2_pattern) == 0;
+    v->chunk_rule = gpt2 ? BPE_CHUNK_GPT2 : llama3 || qwen2 ? BPE_CHUNK_LLAMA3 : BPE_CHUNK_NONE;
+    if (form->sentencepiece) {
+        snprintf(v->description, sizeof v->description, "tokenizer.json, SentencePiece-style "
+                 "BPE with byte fallback");
+        return;
+    }
+    char split[64] = "";
+    if (v->nadded) {
+        size_t n = 0;
+        for (size_t k = 0; k < v->nadded; k++) n += !v->added[k].special;
+        snprintf(split, sizeof split, ", %zu added token%s split out", n, n == 1 ? "" : "s");
+    }
+    snprintf(v->description, sizeof v->description, "tokenizer.json, byte-level BPE, %s%s "
+             "pattern%s", v->nfc ? "NFC, " : "", gpt2 ? "GPT-2's" : llama3 ? "Llama 3's"
+             : qwen2 ? "Qwen2's" : "its own", split);
+}
+
 int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errlen) {
     memset(vocab, 0, sizeof *vocab);
     HfTokenizerFile f;
@@ -519,21 +634,15 @@ int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errle
     }
     if (rc == 0) rc = build_tokens(path, &f, &form, &pieces, vocab_piece, &v, err, errlen);
     if (rc == 0) rc = build_rules(path, &f, &pieces, merge_piece, &v, err, errlen);
+    if (rc == 0) rc = build_added(path, &f, &form, &v, err, errlen);
     if (rc == 0) rc = document_token(path, &v.table, err, errlen);
     if (rc == 0) {
         v.merge_one_at_a_time = 1;
         v.ignore_merges = f.ignore_merges == 1;
         v.sentencepiece = form.sentencepiece;
         v.sp_words = form.sentencepiece && sp_words_split(&v);
-        const int gpt2 = form.pattern && strcmp(form.pattern, gpt2_pattern) == 0;
-        const int llama3 = form.pattern && strcmp(form.pattern, llama3_pattern) == 0;
-        v.chunk_rule = gpt2 ? BPE_CHUNK_GPT2 : llama3 ? BPE_CHUNK_LLAMA3 : BPE_CHUNK_NONE;
-        if (form.sentencepiece)
-            snprintf(v.description, sizeof v.description, "tokenizer.json, SentencePiece-style "
-                     "BPE with byte fallback");
-        else
-            snprintf(v.description, sizeof v.description, "tokenizer.json, byte-level BPE, %s "
-                     "pattern", gpt2 ? "GPT-2's" : llama3 ? "Llama 3's" : "its own");
+        v.nfc = form.nfc;
+        describe(&form, &v);
         *vocab = v;
     } else {
         bpe_vocab_free(&v);

@@ -1,18 +1,21 @@
 // Hugging Face's tokenizer.json (the file of the `tokenizers` library, as transformers saves it
 // next to a model) for BPE, in its two forms:
-//   byte-level (GPT-2's, Llama 3's): the pre-tokenizer ByteLevel (use_regex true, add_prefix_space
-//     false: GPT-2's pattern), or Sequence [Split (a Regex, Isolated), ByteLevel (use_regex false)]
-//     (Llama 3's and others' own pattern); the decoder ByteLevel;
+//   byte-level (GPT-2's, Llama 3's, Qwen2's): the pre-tokenizer ByteLevel (use_regex true,
+//     add_prefix_space false: GPT-2's pattern), or Sequence [Split (a Regex, Isolated), ByteLevel
+//     (use_regex false)] (Llama 3's, Qwen2's and others' own pattern); the normalizer null or NFC
+//     (Qwen2's: data/bpe_nfc.h); the decoder ByteLevel;
 //   SentencePiece-style (Llama 2's, Mistral 7B's): the normalizer Sequence [Prepend "\u2581",
 //     Replace " " with "\u2581"] and no pre-tokenizer, or the pre-tokenizer Metaspace ("\u2581",
 //     split false); byte_fallback with the 256 <0xXX> tokens; the decoder Sequence [Replace
 //     "\u2581" with " ", ByteFallback, Fuse (, Strip)] or Metaspace.
 // Read: the model (vocab, merges in either of the library's two forms, ignore_merges) and the
-// special added tokens (they decode to their text and, as with tiktoken's encode_ordinary, text
-// that spells one is encoded as ordinary text). Refused, each with one line naming the file and
-// key: other normalizers (e.g. Qwen2's NFC), pre-tokenizers and decoders, BPE dropout, word
-// prefixes or suffixes, added tokens that are not special (the library would split text around
-// them). The JSON itself is read by data/hf_tokenizer_json.c.
+// added tokens. Special ones decode to their text and, as with tiktoken's encode_ordinary, text
+// that spells one is encoded as ordinary text; the text is split around the others, as the
+// library does (data/bpe_added.h: lstrip, rstrip; normalized false). Refused, each with one line
+// naming the file and key: other normalizers, pre-tokenizers and decoders, BPE dropout, word
+// prefixes or suffixes, added tokens that are not special with single_word or normalized true
+// (transformers.js, the reference, cannot check them) or in the SentencePiece-style form. The
+// JSON itself is read by data/hf_tokenizer_json.c.
 //
 // The pattern's \s and \S are Unicode's White_Space, as in the library's regular expression
 // engine (Oniguruma) and in tiktoken; JavaScript's \s differs at U+0085 and U+FEFF.

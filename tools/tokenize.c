@@ -18,6 +18,7 @@
 #include "checkpoints/json_read.h"
 #include "comm/fail.h"
 #include "data/bpe.h"
+#include "data/bpe_nfc.h"
 #include "data/bpe_vocab.h"
 #include "data/shard.h"
 #include "data/tokenizer_file.h"
@@ -48,8 +49,9 @@ typedef struct Options {
 } Options;
 
 static void usage(FILE* f) {
-    char unicode[64], pcre2[64];
+    char unicode[64], pcre2[64], icu[32], icu_unicode[32];
     bpe_unicode_version(unicode, sizeof unicode, pcre2, sizeof pcre2);
+    bpe_nfc_versions(icu, sizeof icu, icu_unicode, sizeof icu_unicode);
     fprintf(f,
         "usage: tokenize [options] FILE...\n"
         "Encodes UTF-8 text files with GPT-2's BPE, or a Hugging Face tokenizer.json (Llama 3's\n"
@@ -86,7 +88,8 @@ static void usage(FILE* f) {
         "Pre-tokenization uses PCRE2 %s with Unicode %s tables for letters and digits. Code\n"
         "points assigned in later Unicode versions (e.g. U+1371A, an Egyptian hieroglyph of\n"
         "Unicode 16) are symbols here: next to letters they split off as their own piece, where\n"
-        "the JavaScript gpt-3-encoder on a newer Node reads them as letters.\n", pcre2, unicode);
+        "the JavaScript gpt-3-encoder on a newer Node reads them as letters. A tokenizer.json's\n"
+        "NFC normalizer (Qwen2's) uses ICU %s, Unicode %s.\n", pcre2, unicode, icu, icu_unicode);
 }
 
 static int hex_digit(char c) {

@@ -26,11 +26,13 @@ FUZZ_SRCS_train_state = checkpoints/train_state.c
 FUZZ_OBJS_train_state = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_tokenizer_file = data/tokenizer_file.c
 FUZZ_OBJS_tokenizer_file = $(FUZZ_BASE_OBJS)
-FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/bpe_tokens.c data/hf_tokenizer.c \
+FUZZ_SRCS_bpe_vocab = data/bpe_vocab.c data/bpe.c data/bpe_tokens.c data/bpe_nfc.c \
+	data/bpe_added.c data/hf_tokenizer.c \
 	data/hf_tokenizer_json.c data/tokenizer_file.c data/whole_file.c checkpoints/json_read.c
 FUZZ_OBJS_bpe_vocab = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_hf_tokenizer = data/hf_tokenizer.c data/hf_tokenizer_json.c data/bpe.c data/bpe_vocab.c \
-	data/bpe_tokens.c data/tokenizer_file.c data/whole_file.c checkpoints/json_read.c
+	data/bpe_tokens.c data/bpe_nfc.c data/bpe_added.c data/tokenizer_file.c data/whole_file.c \
+	checkpoints/json_read.c
 FUZZ_OBJS_hf_tokenizer = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_mc_eval = data/mc_eval.c data/whole_file.c
 FUZZ_OBJS_mc_eval = $(FUZZ_BASE_OBJS)

@@ -1,6 +1,8 @@
 // The invariants of an accepted byte-level BPE vocabulary (data/bpe_vocab.h), checked by the fuzz
 // targets of its two readers (fuzz_bpe_vocab.c, fuzz_hf_tokenizer.c).
 #pragma once
+#include <string.h>
+
 #include "data/bpe_vocab.h"
 #include "tests/fuzz/fuzz_file.h"
 
@@ -21,5 +23,14 @@ static inline void fuzz_check_vocab(const BpeVocab* v) {
         const uint32_t lr = v->table.offset[r->right + 1] - v->table.offset[r->right];
         const uint32_t lm = v->table.offset[r->merged + 1] - v->table.offset[r->merged];
         fuzz_expect(ll + lr == lm, "a rule's merged token is not its two parts");
+    }
+    for (size_t k = 0; k < v->nadded; k++) {  // tokens that split text: their ids' texts
+        const BpeAddedToken* t = &v->added[k];
+        fuzz_expect(t->id < n && t->len > 0 && v->added_first[v->added_text[t->off]],
+                    "an added token names no token");
+        fuzz_expect(v->table.offset[t->id + 1] - v->table.offset[t->id] == t->len &&
+                    memcmp(v->table.bytes + v->table.offset[t->id], v->added_text + t->off,
+                           t->len) == 0, "an added token is not its id's text");
+        fuzz_expect(k == 0 || v->added[k - 1].len >= t->len, "added tokens not longest first");
     }
 }

@@ -29,7 +29,7 @@ vocab_seed merge_blank_line "$tmp/blank_line.bpe" $'yzy, ?\xff\xc3\xa9 caf\xc3\x
 
 # hf_tokenizer: tokenizer.json, NUL, tokenizer_config.json, NUL, text to encode: test_hf_tokenizer's
 # small files (GPT-2's pattern, ignore_merges, merges as pairs, Llama 3's pattern, SentencePiece's
-# form).
+# form, NFC with Qwen2's pattern and added tokens that split text).
 "$build/tests/test_hf_tokenizer" known > /dev/null
 mkdir -p "$out/hf_tokenizer"
 hf=$build/test-data/tokenizer/hf
@@ -37,6 +37,9 @@ for name in default ignore_merges merge_pairs split_llama3 sp_tiny; do
   { cat "$hf/$name/tokenizer.json"; printf '\0'; printf '\0xyxy xy\n.\n\xc2\x85 <|doc|>'; } \
     > "$out/hf_tokenizer/$name"
 done
+{ cat "$hf/qwen_form/tokenizer.json"; printf '\0'
+  printf '\0x<e\xcc\x81>y a <t>  b e\xcc\x81\xff\xe1\x84\x80\xe1\x85\xa1 12 <a b>!<a c|> <|doc|>'
+} > "$out/hf_tokenizer/qwen_form"
 { cat "$hf/cfg_bos_object/tokenizer.json"; printf '\0'; cat "$hf/cfg_bos_object/tokenizer_config.json"
   printf '\0xyx'; } > "$out/hf_tokenizer/config"
 

@@ -1,0 +1,85 @@
+// Added tokens in text: leftmost-longest matches, special ones skipped, lstrip and rstrip.
+#include "data/bpe_added.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/bpe_nfc.h"
+#include "data/bpe_tokens.h"
+
+static const uint8_t* text_of(const BpeVocab* v, const BpeAddedToken* t) {
+    return v->added_text + t->off;
+}
+
+// The longest token whose text begins at text[i], or NULL.
+static const BpeAddedToken* longest_at(const BpeVocab* v, const uint8_t* text, size_t len,
+                                       size_t i) {
+    for (size_t k = 0; k < v->nadded; k++) {
+        const BpeAddedToken* t = &v->added[k];
+        if (t->len <= len - i && memcmp(text + i, text_of(v, t), t->len) == 0) return t;
+    }
+    return NULL;
+}
+
+// The length of the White_Space character at p (before end), or 0.
+static size_t space_at(const uint8_t* p, const uint8_t* end) {
+    uint32_t c;
+    const int k = bpe_utf8_decode(p, end, &c);
+    return k > 0 && bpe_white_space(c) ? (size_t)k : 0;
+}
+
+// The length of the White_Space character that ends at text[at] (not before floor), or 0.
+static size_t space_before(const uint8_t* text, size_t floor, size_t at) {
+    size_t j = at;
+    while (j > floor && at - j < 4) {
+        j--;
+        if ((text[j] & 0xC0) != 0x80) break;  // the first byte of the character
+    }
+    return j < at && space_at(text + j, text + at) == at - j ? at - j : 0;
+}
+
+int bpe_added_find(const BpeVocab* v, const uint8_t* text, size_t len, size_t from,
+                   size_t floor, BpeAddedMatch* m) {
+    for (size_t i = from; i < len; i++) {
+        if (!v->added_first[text[i]]) continue;
+        const BpeAddedToken* t = longest_at(v, text, len, i);
+        if (!t) continue;
+        if (t->special) {  // its text stays text; the search goes on after it
+            i += t->len - 1;
+            continue;
+        }
+        size_t start = i, end = i + t->len, k;
+        while (t->lstrip && (k = space_before(text, floor, start)) > 0) start -= k;
+        while (t->rstrip && (k = space_at(text + end, text + len)) > 0) end += k;
+        *m = (BpeAddedMatch){start, end, i + t->len, t->id};
+        return 1;
+    }
+    return 0;
+}
+
+int bpe_added_cut_ok(const BpeVocab* v, const uint8_t* text, size_t len, size_t at) {
+    for (size_t k = 0; k < v->nadded; k++) {
+        const BpeAddedToken* t = &v->added[k];
+        const uint8_t* s = text_of(v, t);
+        for (size_t i = at >= t->len ? at - t->len + 1 : 0; i < at; i++)
+            if (i + t->len <= len && memcmp(text + i, s, t->len) == 0) return 0;
+        if (t->rstrip && !t->special && at >= t->len && memcmp(text + at - t->len, s, t->len) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int longer_first(const void* a, const void* b) {
+    const BpeAddedToken *x = a, *y = b;
+    return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+void bpe_added_index(BpeVocab* v) {
+    qsort(v->added, v->nadded, sizeof *v->added, longer_first);
+    memset(v->added_first, 0, sizeof v->added_first);
+    for (size_t k = 0; k < v->nadded; k++) v->added_first[text_of(v, &v->added[k])[0]] = 1;
+}
+
+int bpe_added_space_at_ends(const uint8_t* p, size_t n) {
+    return n > 0 && (space_at(p, p + n) > 0 || space_before(p, 0, n) > 0);
+}
