@@ -78,32 +78,47 @@ static void write_rope_scaling(FILE* f, const GPTConfig* cfg) {
                     ? ", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0" : "");
 }
 
+// The norms' epsilon in the fewest digits that read back as the model's fp32 value ("1e-05",
+// "1e-06"): transformers adds it in fp32.
+static void format_eps(const GPTConfig* cfg, char* buf, size_t n) {
+    const float eps = (float)gpt_norm_eps(cfg);
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, n, "%.*g", digits, (double)eps);
+        if (strtof(buf, NULL) == eps) return;
+    }
+}
+
 static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype dtype, long eot_id,
                         char* err, size_t errlen) {
     AtomicFile af;
     if (!open_text(&af, dir, "config.json", err, errlen)) return -1;
     const char* tied = cfg->untied_classifier ? "false" : "true";
+    char eps[32];
+    format_eps(cfg, eps, sizeof eps);
     // Dropout 0: the trainer has none. The end-of-text id only where the vocabulary says it.
     if (cfg->norm == GPT_NORM_RMSNORM) {
-        // Llama with the trainer's block: RMSNorm with its fixed eps, SwiGLU (silu) of F, grouped
+        // Llama with the trainer's block: RMSNorm with its epsilon, SwiGLU (silu) of F, grouped
         // key/value heads, rotary positions (half-split, as rotate_half), biases on every linear
         // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens or not.
         // With a sliding window in every layer (and no biases) it is Mistral: the same names,
-        // and sliding_window (a query sees the keys q - W < k <= q, as --attention-window).
-        const int mistral = cfg->window > 0;
+        // and sliding_window (a query sees the keys q - W < k <= q, as --attention-window). With
+        // the qkv projection's bias alone it is Qwen2 (no window: use_sliding_window false).
+        const int mistral = cfg->window > 0, qwen2 = !gpt_linear_bias(cfg) && gpt_qkv_bias(cfg);
         fprintf(af.f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
-                mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama");
+                mistral ? "MistralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                mistral ? "mistral" : qwen2 ? "qwen2" : "llama");
         if (mistral) fprintf(af.f, "  \"sliding_window\": %d,\n", cfg->window);
+        if (qwen2) fprintf(af.f, "  \"use_sliding_window\": false,\n");
         fprintf(af.f,
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
                 "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                 "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
-                "  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n  \"rope_theta\": %d,\n",
+                "  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %d,\n",
                 cfg->V, cfg->max_T, cfg->C, gpt_ffn_hidden(cfg), cfg->L, cfg->NH,
-                gpt_kv_heads(cfg), cfg->C / cfg->NH, cfg->rope_theta);
+                gpt_kv_heads(cfg), cfg->C / cfg->NH, eps, cfg->rope_theta);
         write_rope_scaling(af.f, cfg);
         const char* bias = gpt_linear_bias(cfg) ? "true" : "false";
-        if (!mistral)  // MistralConfig has no biases to name
+        if (!mistral && !qwen2)  // MistralConfig and Qwen2Config have no biases to name
             fprintf(af.f, "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n", bias, bias);
         fprintf(af.f,
                 "  \"attention_dropout\": 0.0,\n  \"tie_word_embeddings\": %s,\n"
@@ -120,20 +135,20 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 "  \"intermediate_size\": %d,\n  \"hidden_act\": \"gelu_new\",\n"
                 "  \"rotary_pct\": 1.0,\n  \"rotary_emb_base\": %d,\n  \"rope_theta\": %d,\n"
                 "  \"use_parallel_residual\": false,\n  \"attention_bias\": true,\n"
-                "  \"layer_norm_eps\": 1e-05,\n  \"attention_dropout\": 0.0,\n  \"hidden_dropout\": 0.0,\n"
+                "  \"layer_norm_eps\": %s,\n  \"attention_dropout\": 0.0,\n  \"hidden_dropout\": 0.0,\n"
                 "  \"tie_word_embeddings\": false,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
                 cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, 4 * cfg->C, cfg->rope_theta,
-                cfg->rope_theta);
+                cfg->rope_theta, eps);
         write_rope_scaling(af.f, cfg);
     } else {
         fprintf(af.f,
                 "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
                 "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
                 "  \"n_head\": %d,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
-                "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+                "  \"layer_norm_epsilon\": %s,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
                 "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": %s,\n"
                 "  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n",
-                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, tied);
+                cfg->V, cfg->max_T, cfg->C, cfg->L, cfg->NH, eps, tied);
     }
     if (eot_id >= 0) fprintf(af.f, "  \"bos_token_id\": %ld,\n  \"eos_token_id\": %ld,\n", eot_id, eot_id);
     fprintf(af.f, "  \"torch_dtype\": \"%s\"\n}\n", dtype == SAFETENSORS_BF16 ? "bfloat16" : "float32");
@@ -196,8 +211,8 @@ int hf_export(const char* dir, const GPTConfig* cfg, const float* params, const 
         snprintf(err, errlen, "%s: out of memory for %d tensor names", dir, max_tensors);
         return -1;
     }
-    const int n = llama ? hf_layout_llama(cfg, "model.", gpt_linear_bias(cfg), gpt_linear_bias(cfg),
-                                          layout)
+    const int n = llama ? hf_layout_llama(cfg, "model.", gpt_qkv_bias(cfg), gpt_linear_bias(cfg),
+                                          gpt_linear_bias(cfg), layout)
                 : cfg->rope_theta ? hf_layout_neox(cfg, layout) : hf_layout(cfg, "transformer.", layout);
     float* copies = malloc(sizeof(float) * (interleaved_floats(layout, n) + 1));
     if (!copies) {

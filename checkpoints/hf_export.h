@@ -1,7 +1,7 @@
 // A model in Hugging Face's GPT-2 layout (transformers' GPT2LMHeadModel, which `from_pretrained`
 // loads): DIR/config.json and DIR/model.safetensors, and with a vocabulary the tokenizer files
 // (vocab.json, merges.txt, tokenizer_config.json). The architecture is the same as llm.c's
-// (learned positions, pre-LayerNorm with eps 1e-5, tanh GELU = "gelu_new"); what differs is the
+// (learned positions, pre-LayerNorm, tanh GELU = "gelu_new"); what differs is the
 // layout: transformers' Conv1D keeps a linear layer's weight as (in, out) where llm.c keeps
 // (out, in), so the four weight matrices of each layer are transposed, and wte loses llm.c's
 // padding rows (Vp -> V). A model with rotary positions is written as GPT-NeoX
@@ -11,7 +11,9 @@
 // Llama's block (RMSNorm, SwiGLU, rotary positions; grouped-query attention or not) is written as
 // Llama (LlamaForCausalLM): the qkv projection split into q_proj, k_proj and v_proj, fc into
 // gate_proj and up_proj, nn.Linear weights as llm.c keeps them, the linear biases written or none
-// (attention_bias, mlp_bias), rms_norm_eps 1e-5. The classifier is tied (tie_word_embeddings true,
+// (attention_bias, mlp_bias); with the qkv projection's bias alone as Qwen2 (Qwen2ForCausalLM:
+// Llama's names, q_proj, k_proj and v_proj with biases). The norms' epsilon is the model's
+// (layer_norm_epsilon, layer_norm_eps, rms_norm_eps). The classifier is tied (tie_word_embeddings true,
 // no lm_head.weight, as transformers saves a tied model), or under GPTConfig.untied_classifier
 // lm_head.weight (GPT-NeoX: embed_out) with tie_word_embeddings false. The caller has refused
 // other mixtures.

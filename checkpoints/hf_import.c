@@ -36,7 +36,7 @@ static char* read_text(const char* path, size_t max, char* err, size_t errlen) {
 
 // What config.json says of the file's tensors besides the shape.
 typedef struct {
-    int llama;       // model_type "llama" or "mistral": Llama's names (hf_layout_llama)
+    int llama;       // model_type "llama", "mistral" or "qwen2": Llama's names (hf_layout_llama)
     HfLlamaForm l;   // its biases and tie_word_embeddings
 } HfForm;
 
@@ -47,6 +47,7 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
     json_init(&c, text);
     unsigned long long C = 0, L = 0, NH = 0, T = 0, ctx = 0, V = 0, inner = 0;
     int more = json_object_begin(&c), flag, rc = 0, tied = 1;   // GPT2Config's default: tied
+    double eps = 1e-5;                                           // and layer_norm_epsilon's
     char key[64], str[64] = "";
     while (rc == 0 && more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
         unsigned long long* count = !strcmp(key, "n_embd") ? &C : !strcmp(key, "n_layer") ? &L
@@ -66,10 +67,7 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
                 rc = set_err(err, errlen, "%s: activation_function: expected \"gelu_new\" or "
                              "\"gelu_pytorch_tanh\" (the tanh GELU), found \"%s\"", path, str);
         } else if (!strcmp(key, "layer_norm_epsilon")) {
-            double eps;
             more = json_number(&c, &eps);
-            if (more == 0 && fabs(eps - 1e-5) > 1e-12)
-                rc = set_err(err, errlen, "%s: layer_norm_epsilon: expected 1e-05, found %g", path, eps);
         } else if (!strcmp(key, "n_inner")) {
             const char* at = c.p;
             more = json_literal(&c, &flag);
@@ -104,7 +102,9 @@ static int read_gpt2_config(const char* text, const char* path, GPTConfig* cfg, 
     *cfg = (GPTConfig){.max_T = (int)T, .V = (int)V, .Vp = gpt_padded_vocab((int)V), .L = (int)L,
                        .NH = (int)NH, .C = (int)C, .untied_classifier = !tied};
     char why[ERR_LEN];
-    if (gpt_config_validate(cfg, why, sizeof why) != 0) return set_err(err, errlen, "%s: %s", path, why);
+    if (gpt_norm_eps_apply(cfg, eps, "layer_norm_epsilon", why, sizeof why) != 0 ||
+        gpt_config_validate(cfg, why, sizeof why) != 0)
+        return set_err(err, errlen, "%s: %s", path, why);
     return 0;
 }
 
@@ -132,14 +132,15 @@ static int read_config(const char* path, GPTConfig* cfg, HfForm* form, char* err
     char type[64];
     int rc = model_type(text, path, type, sizeof type, err, errlen);
     memset(form, 0, sizeof *form);
-    form->llama = rc == 0 && (!strcmp(type, "llama") || !strcmp(type, "mistral"));
+    form->llama = rc == 0 && (!strcmp(type, "llama") || !strcmp(type, "mistral") ||
+                              !strcmp(type, "qwen2"));
     if (rc == 0 && form->llama)
         rc = hf_llama_config(text, path, cfg, &form->l, err, errlen);
     else if (rc == 0 && (!type[0] || !strcmp(type, "gpt2")))
         rc = read_gpt2_config(text, path, cfg, err, errlen);
     else if (rc == 0)
-        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", \"llama\" or \"mistral\", "
-                     "found \"%s\"", path, type);
+        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", \"llama\", \"mistral\" or "
+                     "\"qwen2\", found \"%s\"", path, type);
     free(text);
     return rc;
 }
@@ -176,11 +177,11 @@ static int extra_tensor(const SafetensorsFile* f, const SafetensorsEntry* e, con
             return 0;
     }
     if (!strcmp(e->name, "lm_head.weight")) return 0;
+    char biases[96];
+    hf_llama_bias_text(&form->l, biases, sizeof biases);
     if (form->llama)
-        return set_err(err, errlen, "%s: tensor '%s': expected only Llama's tensors (with "
-                       "config.json's attention_bias %s, mlp_bias %s), found one it does not have",
-                       f->path, e->name, form->l.attention_bias ? "true" : "false",
-                       form->l.mlp_bias ? "true" : "false");
+        return set_err(err, errlen, "%s: tensor '%s': expected only Llama's tensors (with %s), "
+                       "found one it does not have", f->path, e->name, biases);
     return set_err(err, errlen, "%s: tensor '%s': expected only GPT-2's tensors, found one it "
                    "does not have", f->path, e->name);
 }
@@ -255,7 +256,8 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
     // file can hold is refused first (an untied model's lm_head.weight, not counted here, is
     // named below when it is missing).
     const int fixed = llama ? 2 : 4,
-              per = llama ? 9 + 4 * form->l.attention_bias + 3 * form->l.mlp_bias : 12;
+              per = llama ? 9 + 3 * hf_llama_qkv_bias(&form->l) + form->l.attention_bias +
+                            3 * form->l.mlp_bias : 12;
     if (cfg->L > (f->n - fixed) / per) {
         set_err(err, errlen, "%s: expected the %d + %d x %d tensors of %s with config.json's "
                 "%s = %d, found %d", path, fixed, per, cfg->L, llama ? "Llama" : "GPT-2",
@@ -268,9 +270,11 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
     h->entry = malloc(sizeof *h->entry * (size_t)max);
     char* used = calloc((size_t)f->n, 1);
     int rc = (h->w && h->entry && used) ? 0 : set_err(err, errlen, "%s: out of memory", path);
-    h->n = rc != 0 ? 0 : llama ? hf_layout_llama(cfg, prefix, form->l.attention_bias,
-                                                 form->l.mlp_bias, h->w)
+    h->n = rc != 0 ? 0 : llama ? hf_layout_llama(cfg, prefix, hf_llama_qkv_bias(&form->l),
+                                                 form->l.attention_bias, form->l.mlp_bias, h->w)
                                : hf_layout(cfg, prefix, h->w);
+    char biases[96];
+    hf_llama_bias_text(&form->l, biases, sizeof biases);
     for (int k = 0; k < h->n && rc == 0; k++) {
         h->entry[k] = safetensors_find(f, h->w[k].name);
         if (!h->entry[k] && !strcmp(h->w[k].name, "lm_head.weight"))
@@ -278,10 +282,8 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
                          "tie_word_embeddings is false%s: an untied classifier), found none", path,
                          llama ? " or absent, LlamaConfig's default" : "");
         else if (!h->entry[k] && llama)
-            rc = set_err(err, errlen, "%s: expected a tensor '%s' (Llama with config.json's "
-                         "num_hidden_layers = %d, attention_bias %s, mlp_bias %s), found none", path,
-                         h->w[k].name, cfg->L, form->l.attention_bias ? "true" : "false",
-                         form->l.mlp_bias ? "true" : "false");
+            rc = set_err(err, errlen, "%s: expected a tensor '%s' (Llama with num_hidden_layers = "
+                         "%d, %s), found none", path, h->w[k].name, cfg->L, biases);
         else if (!h->entry[k])
             rc = set_err(err, errlen, "%s: expected a tensor '%s' (GPT-2 with config.json's "
                          "n_layer = %d), found none", path, h->w[k].name, cfg->L);

@@ -78,8 +78,8 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* w) {
     return n;
 }
 
-int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias, int mlp_bias,
-                    HfTensor* w) {
+int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int qkv_bias, int o_bias,
+                    int mlp_bias, HfTensor* w) {
     size_t start[NUM_PARAM_TENSORS];
     tensor_starts(cfg, start);
     const size_t C = (size_t)cfg->C, KV = (size_t)gpt_kv_heads(cfg) * (size_t)(cfg->C / cfg->NH),
@@ -97,12 +97,12 @@ int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias
         for (int s = 0; s < 3; s++) {
             WANT(QKVW, (l * W + first[s]) * C, rows[s], C, "%slayers.%zu.self_attn.%s.weight",
                  prefix, l, qkv[s]);
-            if (attention_bias)
+            if (qkv_bias)
                 WANT(QKVB, l * W + first[s], 0, rows[s], "%slayers.%zu.self_attn.%s.bias", prefix,
                      l, qkv[s]);
         }
         WANT(ATTPROJW, l * C * C, C, C, "%slayers.%zu.self_attn.o_proj.weight", prefix, l);
-        if (attention_bias)
+        if (o_bias)
             WANT(ATTPROJB, l * C, 0, C, "%slayers.%zu.self_attn.o_proj.bias", prefix, l);
         WANT(LN2W, l * C, 0, C, "%slayers.%zu.post_attention_layernorm.weight", prefix, l);
         // fc's rows [gate (F) | up (F)]

@@ -31,8 +31,9 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* t);
 // weights (out, in) as llm.c keeps them, q_proj, k_proj and v_proj the three row blocks of llm.c's
 // qkv projection (C, NKV HS, NKV HS rows), gate_proj and up_proj the two halves of fc (F gate
 // rows, then F up rows); lm_head.weight (no prefix) for an untied classifier, none for a tied
-// one. attention_bias, mlp_bias 0: without the biases of q/k/v/o_proj or gate/up/down_proj
-// (transformers' attention_bias and mlp_bias false), 9 + 4 + 3 tensors a layer with both.
-int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int attention_bias, int mlp_bias,
-                    HfTensor* t);
+// one. qkv_bias, o_bias, mlp_bias 0: without the biases of q/k/v_proj, o_proj or
+// gate/up/down_proj (transformers' attention_bias false: the first two; Qwen2: o_proj's alone;
+// mlp_bias false: the MLP's), 9 + 3 + 1 + 3 tensors a layer with all.
+int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int qkv_bias, int o_bias,
+                    int mlp_bias, HfTensor* t);
 #define HF_LAYOUT_LLAMA_TENSORS(L) (3 + 16 * (L))

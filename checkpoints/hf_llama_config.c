@@ -145,17 +145,24 @@ static int apply_rope(const Rope* r, const char* path, const char* name, GPTConf
     return 0;
 }
 
+void hf_llama_bias_text(const HfLlamaForm* f, char* buf, size_t n) {
+    if (f->qwen2) snprintf(buf, n, "Qwen2's biases in q_proj, k_proj, v_proj only");
+    else snprintf(buf, n, "config.json's attention_bias %s, mlp_bias %s",
+                  f->attention_bias ? "true" : "false", f->mlp_bias ? "true" : "false");
+}
+
 int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaForm* form,
                     char* err, size_t errlen) {
     JsonCursor c;
     json_init(&c, text);
     unsigned long long C = 0, L = 0, NH = 0, KV = 0, T = 0, V = 0, F = 0, HD = 0;
     unsigned long long window = 4096;   // MistralConfig's default sliding_window
-    double eps = 1e-6, theta = 10000;   // LlamaConfig's (and MistralConfig's) defaults
-    int has_eps = 0, has_theta = 0, has_kv = 0, has_hd = 0, has_window = 1, flag;
+    double eps = 1e-6, theta = 10000;   // LlamaConfig's (and MistralConfig's, Qwen2Config's)
+    int has_theta = 0, has_kv = 0, has_hd = 0, has_window = 1, flag;
+    int sliding = 0;   // Qwen2's use_sliding_window
     Rope rope = {0};
     const char* rope_key = "rope_scaling";
-    *form = (HfLlamaForm){0, 0, 0, 0};   // LlamaConfig's: no biases, untied
+    *form = (HfLlamaForm){0, 0, 0, 0, 0};   // LlamaConfig's: no biases, untied
     char key[64], str[64];
     int more = json_object_begin(&c);
     while (more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
@@ -174,6 +181,9 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
             more = null_or_count(&c, &HD, &has_hd);
         } else if (!strcmp(key, "sliding_window")) {   // Mistral's (null: none)
             more = null_or_count(&c, &window, &has_window);
+        } else if (!strcmp(key, "use_sliding_window")) {   // Qwen2's (false: no window)
+            more = json_literal(&c, &flag);
+            sliding = more == 0 && flag == 1;
         } else if (flag_of) {
             more = json_literal(&c, &flag);
             if (more == 0 && flag < 0)
@@ -184,14 +194,14 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
             if (more != 0) break;
             printable(str);
             const int type = !strcmp(key, "model_type");
-            if (type) form->mistral = !strcmp(str, "mistral");
-            if (type ? strcmp(str, "llama") && !form->mistral : strcmp(str, "silu") != 0)
+            if (type) form->mistral = !strcmp(str, "mistral"), form->qwen2 = !strcmp(str, "qwen2");
+            if (type ? strcmp(str, "llama") && !form->mistral && !form->qwen2
+                     : strcmp(str, "silu") != 0)
                 return set_err(err, errlen, "%s: %s: expected %s, found \"%s\"", path, key,
-                               type ? "\"llama\" or \"mistral\"" : "\"silu\" (SwiGLU's gate)",
-                               str);
+                               type ? "\"llama\", \"mistral\" or \"qwen2\""
+                                    : "\"silu\" (SwiGLU's gate)", str);
         } else if (!strcmp(key, "rms_norm_eps")) {
-            more = json_number(&c, &eps);
-            has_eps = 1;
+            more = json_number(&c, &eps);   // absent: transformers' default 1e-6
         } else if (!strcmp(key, "rope_theta")) {
             more = json_number(&c, &theta);
             has_theta = 1;
@@ -220,9 +230,10 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     if (has_kv && (KV == 0 || KV > NH))
         return set_err(err, errlen, "%s: num_key_value_heads: expected a divisor of "
                        "num_attention_heads = %llu, found %llu", path, NH, KV);
-    if (fabs(eps - 1e-5) > 1e-12)
-        return set_err(err, errlen, "%s: rms_norm_eps: expected 1e-05 (the RMSNorm kernels' fixed "
-                       "epsilon), found %s%g", path, has_eps ? "" : "none, transformers' default ", eps);
+    if (form->qwen2 && sliding)
+        return set_err(err, errlen, "%s: use_sliding_window: expected false (Qwen2's windows cover "
+                       "the layers from max_window_layers on, which --window-every cannot "
+                       "express), found true", path);
     if (rope.has_theta) {
         if (has_theta && theta != rope.theta)
             return set_err(err, errlen, "%s: rope_theta: expected %s's rope_theta %g, found %g",
@@ -232,8 +243,9 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     if (!(theta >= 2 && theta <= INT_MAX) || theta != floor(theta))
         return set_err(err, errlen, "%s: rope_theta: expected a whole number from 2 to %d (the "
                        "model file keeps an integer), found %g", path, INT_MAX, theta);
-    if (form->mistral)   // MistralAttention and MistralMLP have no biases, whatever config says
-        form->attention_bias = form->mlp_bias = 0;
+    // MistralAttention and MistralMLP have no biases, Qwen2's q_proj, k_proj and v_proj theirs
+    // and nothing else, whatever config.json says.
+    if (form->mistral || form->qwen2) form->attention_bias = form->mlp_bias = 0;
     if (form->mistral && has_window && (window == 0 || window > INT_MAX))
         return set_err(err, errlen, "%s: sliding_window: expected null or 1 to %d, found %llu", path,
                        INT_MAX, window);
@@ -248,8 +260,11 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     // biases read as zeros.
     gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F,
                     !form->attention_bias && !form->mlp_bias);
+    cfg->qkv_bias = form->qwen2;
     cfg->untied_classifier = !form->tied;
     char why[ERR_LEN];
+    if (gpt_norm_eps_apply(cfg, eps, "rms_norm_eps", why, sizeof why) != 0)
+        return set_err(err, errlen, "%s: %s", path, why);
     if (gpt_config_validate(cfg, why, sizeof why) != 0)
         return set_err(err, errlen, "%s: %s", path, why);
     if (has_hd && HD != C / NH)

@@ -14,7 +14,9 @@
 // elements), a SwiGLU file's fcw and fcb are 2F wide, and both are beyond llm.c; header[18] is 1
 // for a model without linear biases (GPTConfig.no_linear_bias: no qkvb, attprojb, fcb, fcprojb);
 // header[19] is 1 for an untied classifier (GPTConfig.untied_classifier): a 17th tensor of (Vp, C)
-// after lnfb, which llm.c does not read either.
+// after lnfb, which llm.c does not read either. header[20] holds the norms' epsilon as fp32 bits
+// (GPTConfig.norm_eps; 0 for llm.c's 1e-5) and header[21] is 1 when the qkv projection keeps its
+// bias in a model without the others (GPTConfig.qkv_bias: qkvb present, Qwen2's block).
 #pragma once
 #include <stddef.h>
 

@@ -30,7 +30,9 @@ enum {
     TS_CONFIG_BYTES = 46,
     TS_NO_LINEAR_BIAS = 47,                        // GPTConfig.no_linear_bias
     TS_UNTIED_CLASSIFIER = 48,                     // GPTConfig.untied_classifier
+    TS_NORM_EPS = 49,                              // GPTConfig.norm_eps (fp32 bits; 0: 1e-5)
     TS_CHECKSUM = 50,                              // u64
+    TS_QKV_BIAS = 52,                              // GPTConfig.qkv_bias
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -123,6 +125,8 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_FFN_HIDDEN] = s->model.ffn_hidden;
     h[TS_NO_LINEAR_BIAS] = s->model.no_linear_bias;
     h[TS_UNTIED_CLASSIFIER] = s->model.untied_classifier;
+    memcpy(h + TS_NORM_EPS, &s->model.norm_eps, 4);
+    h[TS_QKV_BIAS] = s->model.qkv_bias;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -156,8 +160,10 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
                            .rope_original_T = h[TS_ROPE_ORIGINAL_T], .norm = h[TS_NORM],
                            .mlp = h[TS_MLP], .ffn_hidden = h[TS_FFN_HIDDEN],
                            .no_linear_bias = h[TS_NO_LINEAR_BIAS],
-                           .untied_classifier = h[TS_UNTIED_CLASSIFIER]};
+                           .untied_classifier = h[TS_UNTIED_CLASSIFIER],
+                           .qkv_bias = h[TS_QKV_BIAS]};
     memcpy(&s->model.rope_factor, h + TS_ROPE_FACTOR, 4);
+    memcpy(&s->model.norm_eps, h + TS_NORM_EPS, 4);
     s->B = h[TS_B];
     s->T = h[TS_T];
     s->accum_steps = h[TS_ACCUM];

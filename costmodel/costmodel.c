@@ -43,7 +43,7 @@ GPTConfig costmodel_gpt_config(const CostShape* s) {
                        .window_every = s->window_every, .kv_heads = s->kv_heads,
                        .rope_theta = s->rope_theta, .norm = s->norm, .mlp = s->mlp,
                        .ffn_hidden = s->ffn_hidden, .no_linear_bias = s->no_linear_bias,
-                       .untied_classifier = s->untied_classifier};
+                       .untied_classifier = s->untied_classifier, .qkv_bias = s->qkv_bias};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -59,7 +59,8 @@ double costmodel_num_params(const CostShape* s) {
     const double classifier = s->untied_classifier ? (double)gpt_padded_vocab(s->V) * s->C : 0;
     return kernel_gpt_num_params_block(s->L, s->C, qkv_width(s), gpt_ffn_hidden(&cfg),
                                        gpt_fc_width(&cfg), gpt_norm_bias(&cfg),
-                                       gpt_linear_bias(&cfg), gpt_padded_vocab(s->V),
+                                       gpt_qkv_bias(&cfg), gpt_linear_bias(&cfg),
+                                       gpt_padded_vocab(s->V),
                                        gpt_position_rows(&cfg)) + classifier;
 }
 
@@ -143,10 +144,11 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     const GPTConfig cfg = costmodel_gpt_config(s);
     const double F = gpt_ffn_hidden(&cfg), FC = gpt_fc_width(&cfg);
     const int lb = gpt_linear_bias(&cfg);   // the linear layers' biases (0: none)
+    const int qb = gpt_qkv_bias(&cfg);      // the qkv projection's
     *fwd = *bwd = (Tally){0, 0};
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, lb, 0), L);
+    add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, qb, 0), L);
     add_rope(fwd, c, s, N, L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
@@ -163,7 +165,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add_gemm_backward(bwd, c, N, C, FC, lb, L);
     add_gemm_backward(bwd, c, N, C, C, lb, L);
     add_rope(bwd, c, s, N, L);
-    add_gemm_backward(bwd, c, N, C, W, lb, L);
+    add_gemm_backward(bwd, c, N, C, W, qb, L);
     add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
 
@@ -193,7 +195,7 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     const int lb = gpt_linear_bias(&cfg);
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
-    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), lb, 0), 1);
+    add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), gpt_qkv_bias(&cfg), 0), 1);
     add_rope(&t, c, s, N, 1);
     if (r == GPT_RECOMPUTE_FULL) {
         add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), 1);

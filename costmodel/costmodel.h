@@ -59,6 +59,7 @@ typedef struct {
     int ffn_hidden;     // trainer --ffn-hidden: the MLP's hidden width (0: 4C)
     int no_linear_bias; // trainer --disable-bias-linear: 1
     int untied_classifier;  // trainer --untie-embeddings-and-output-weights: 1
+    int qkv_bias;       // trainer --add-qkv-bias: 1 (the qkv projection's bias under no_linear_bias)
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

@@ -359,13 +359,15 @@ static void run_layer(void* p) {
     const TokenLayout pos = token_layout(token_positions(0, 1));
     double loss = 0;
     encoder_forward(l->x, l->tokens, l->wte, l->wpe, 1, N, C, pos, NULL);
-    layernorm_forward(l->ln, l->m1, l->r1, l->x, l->lw, l->lb, N, C);
+    layernorm_forward(l->ln, l->m1, l->r1, l->x, l->lw, l->lb, N, C, GPT_NORM_EPS_DEFAULT);
     matmul_forward(l->qkv, l->ln, l->wqkv, l->bqkv, N, C, 3 * C);
     matmul_forward(l->res2, l->att, l->wproj, l->bproj, N, C, C);
-    fused_residual_layernorm_forward(l->res2, l->ln2, l->m2, l->r2, l->res2, l->x, l->lw, l->lb, N, C);
+    fused_residual_layernorm_forward(l->res2, l->ln2, l->m2, l->r2, l->res2, l->x, l->lw, l->lb, N, C,
+                                     GPT_NORM_EPS_DEFAULT);
     matmul_forward_gelu(l->fchg, l->fch, l->ln2, l->wfc, l->bfc, N, C, 4 * C);
     matmul_forward(l->res3, l->fchg, l->wfcp, l->bfcp, N, 4 * C, C);
-    fused_residual_layernorm_forward(l->res3, l->lnf, l->m3, l->r3, l->res3, l->res2, l->lw, l->lb, N, C);
+    fused_residual_layernorm_forward(l->res3, l->lnf, l->m3, l->r3, l->res3, l->res2, l->lw, l->lb, N, C,
+                                     GPT_NORM_EPS_DEFAULT);
     matmul_forward(l->logits, l->lnf, l->wte, NULL, N, C, l->Vp);
     crossentropy_forward_backward(l->logits, l->losses, l->targets, 1.0f / N, N, l->V, l->Vp, &loss);
     const GradMode acc = GRAD_ACCUMULATE;
@@ -435,7 +437,7 @@ static Points measure_vector(Cluster* c, double peak, int C, int V) {
     for (int N = 16; N <= MAXN; N *= 2) {
         l.N = N;
         const double t = seconds_per_call(run_layer, &l);
-        const CostShape s = {1, C, 4, V, N, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        const CostShape s = {1, C, 4, V, N, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         c->vector_flops = peak;
         double gemm, other;
         costmodel_token_local_split(c, &s, N, N, &gemm, &other);

@@ -146,8 +146,9 @@ void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayou
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
-                       const real* weight, const real* bias, int N, int C) {
-    layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, cuda_backend_stream());
+                       const real* weight, const real* bias, int N, int C, double eps) {
+    layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, (float)eps,
+                           cuda_backend_stream());
 }
 
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
@@ -162,18 +163,21 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
 
 void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
                                       real_stat* rstd, const real* a, const real* b,
-                                      const real* weight, const real* bias, int N, int C) {
+                                      const real* weight, const real* bias, int N, int C,
+                                      double eps) {
     fused_residual_layernorm_forward_cuda(residual_out, ln_out, mean, rstd, a, b, weight, bias, N, C,
-                                          cuda_backend_stream());
+                                          (float)eps, cuda_backend_stream());
 }
 
-void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C) {
-    rmsnorm_forward_cuda(out, rstd, inp, weight, N, C, cuda_backend_stream());
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C,
+                     double eps) {
+    rmsnorm_forward_cuda(out, rstd, inp, weight, N, C, (float)eps, cuda_backend_stream());
 }
 
 void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
-                                    const real* b, const real* weight, int N, int C) {
-    fused_residual_rmsnorm_forward_cuda(residual_out, out, rstd, a, b, weight, N, C, cuda_backend_stream());
+                                    const real* b, const real* weight, int N, int C, double eps) {
+    fused_residual_rmsnorm_forward_cuda(residual_out, out, rstd, a, b, weight, N, C, (float)eps,
+                                        cuda_backend_stream());
 }
 
 // The LayerNorm's scratch (model/layers_cuda.cuh: its bytes cover RMSNorm's partials and tickets).

@@ -105,11 +105,40 @@ void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
     char hidden[32];
     if (F == 4 * c->C) snprintf(hidden, sizeof hidden, "4C");
     else snprintf(hidden, sizeof hidden, "%d", F);
-    snprintf(buf, n, "%s, %s MLP of %s%s%s%s",
-             c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+    char eps[32] = "";
+    if (c->norm_eps > 0) snprintf(eps, sizeof eps, " (eps %g)", c->norm_eps);
+    snprintf(buf, n, "%s%s, %s MLP of %s%s%s%s",
+             c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm", eps,
              c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
-             hidden, c->no_linear_bias ? ", no linear biases" : "",
+             hidden, !c->no_linear_bias ? "" : c->qkv_bias ? ", linear biases in qkv only"
+                                                            : ", no linear biases",
              c->untied_classifier ? ", untied classifier" : "");
+}
+
+int gpt_norm_eps_apply(GPTConfig* c, double eps, const char* name, char* err, size_t errlen) {
+    if (!(eps > 0 && eps <= 0.1) || (float)eps == 0) {
+        snprintf(err, errlen, "%s: expected a number in (0, 0.1] (an fp32 above 0), found %g", name,
+                 eps);
+        return -1;
+    }
+    // The default is stored as 0, so that a model file with it stays llm.c's.
+    c->norm_eps = eps == GPT_NORM_EPS_DEFAULT ? 0 : (float)eps;
+    return 0;
+}
+
+int gpt_block_extras_validate(float norm_eps, int no_linear_bias, int qkv_bias, char* err,
+                              size_t errlen) {
+    if (norm_eps != 0 && !(norm_eps > 0 && norm_eps <= 0.1f)) {
+        snprintf(err, errlen, "norm epsilon: expected 0 (1e-5) or a number in (0, 0.1], found %g",
+                 norm_eps);
+        return -1;
+    }
+    if (qkv_bias != 0 && (qkv_bias != 1 || no_linear_bias != 1)) {
+        snprintf(err, errlen, "qkv bias: expected 0, or 1 with no other linear biases, found %d "
+                 "(linear biases %s)", qkv_bias, no_linear_bias ? "off" : "on");
+        return -1;
+    }
+    return 0;
 }
 
 void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_linear_bias) {
@@ -123,7 +152,8 @@ void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_lin
 
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b) {
     return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b) &&
-           a->no_linear_bias == b->no_linear_bias && a->untied_classifier == b->untied_classifier;
+           a->no_linear_bias == b->no_linear_bias && a->untied_classifier == b->untied_classifier &&
+           a->qkv_bias == b->qkv_bias && gpt_norm_eps(a) == gpt_norm_eps(b);
 }
 
 const char* rope_scaling_name(int scaling) {
@@ -268,6 +298,8 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
                  c->untied_classifier);
         return -1;
     }
+    if (gpt_block_extras_validate(c->norm_eps, c->no_linear_bias, c->qkv_bias, err, errlen) != 0)
+        return -1;
     if (c->ffn_hidden < 0 || c->ffn_hidden > (1 << 24)) {
         snprintf(err, errlen, "MLP hidden width: expected 0 (4C) to 16777216, found %d",
                  c->ffn_hidden);

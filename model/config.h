@@ -55,7 +55,23 @@ typedef struct {
     // --untie-embeddings-and-output-weights; Llama's and GPT-NeoX's). 0 (GPT's, llm.c's): the
     // logits are lnf @ wte^T, and `classifier` has 0 elements.
     int untied_classifier;
+    // The norms' epsilon (Megatron-LM's --norm-epsilon, transformers' rms_norm_eps and
+    // layer_norm_epsilon): 0 for GPT_NORM_EPS_DEFAULT (1e-5, GPT-2's, Llama 2's and 3's, llm.c's),
+    // else the value itself, as fp32 (Qwen2's and Llama 1's 1e-6).
+    float norm_eps;
+    // 1: the qkv projection has its bias although no_linear_bias drops the others (Megatron-LM's
+    // --add-qkv-bias; Qwen2's): qkvb has L W elements, attprojb, fcb and fcprojb none. 0 otherwise
+    // (only meaningful under no_linear_bias: with every bias present it would say nothing).
+    int qkv_bias;
 } GPTConfig;
+
+#define GPT_NORM_EPS_DEFAULT 1e-5
+
+// The norms' epsilon: norm_eps, or 1e-5. A double so the default stays the exact 1e-5 the
+// layers have always added (a float's 1e-5 differs from it in double builds).
+static inline double gpt_norm_eps(const GPTConfig* cfg) {
+    return cfg->norm_eps > 0 ? (double)cfg->norm_eps : GPT_NORM_EPS_DEFAULT;
+}
 
 // Key/value heads: NH, or kv_heads under grouped-query attention.
 static inline int gpt_kv_heads(const GPTConfig* cfg) {
@@ -79,6 +95,10 @@ static inline int gpt_fc_width(const GPTConfig* cfg) {
 }
 // 1 when the linear layers have biases (GPT's), 0 without (no_linear_bias).
 static inline int gpt_linear_bias(const GPTConfig* cfg) { return !cfg->no_linear_bias; }
+// 1 when the qkv projection has its bias: with every linear layer's, or alone under qkv_bias.
+static inline int gpt_qkv_bias(const GPTConfig* cfg) {
+    return gpt_linear_bias(cfg) || cfg->qkv_bias;
+}
 // Elements of one LayerNorm's bias: C, or 0 under RMSNorm.
 static inline int gpt_norm_bias(const GPTConfig* cfg) {
     return cfg->norm == GPT_NORM_RMSNORM ? 0 : cfg->C;
@@ -147,18 +167,25 @@ const char* gpt_norm_name(int norm);
 const char* gpt_mlp_name(int mlp);
 int gpt_norm_parse(const char* name);
 int gpt_mlp_parse(const char* name);
-// "LayerNorm, GELU MLP of 4C" or "RMSNorm, SwiGLU MLP of 2 x 5504, no linear biases", for the
-// configuration lines.
+// "LayerNorm, GELU MLP of 4C" or "RMSNorm (eps 1e-06), SwiGLU MLP of 2 x 5504, no linear
+// biases", for the configuration lines.
 void gpt_block_text(const GPTConfig* cfg, char* buf, size_t n);
-// Room for the longest gpt_block_text ("RMSNorm, SwiGLU MLP of 2 x 16777216, no linear biases,
-// untied classifier").
-enum { GPT_BLOCK_TEXT_LEN = 96 };
+// Room for the longest gpt_block_text ("RMSNorm (eps 1.23456e-06), SwiGLU MLP of 2 x 16777216,
+// linear biases in qkv only, untied classifier").
+enum { GPT_BLOCK_TEXT_LEN = 128 };
+// The norms' epsilon on cfg: eps in (0, 0.1], stored as fp32 (1e-5, the default, as 0). Returns 0,
+// or -1 with a one-line reason in err naming `name` (the flag or key that gave it).
+int gpt_norm_eps_apply(GPTConfig* cfg, double eps, const char* name, char* err, size_t errlen);
+// Checks norm_eps (0, or in (0, 0.1]) and qkv_bias (0, or 1 under no_linear_bias); returns 0, or
+// -1 with a one-line reason in err. gpt_config_validate and the model file's reader use it.
+int gpt_block_extras_validate(float norm_eps, int no_linear_bias, int qkv_bias, char* err,
+                              size_t errlen);
 // The block from the programs' --normalization, --mlp, --ffn-hidden and --disable-bias-linear on
 // cfg (its C set): ffn_hidden 0 is 4C, or gpt_swiglu_default_hidden under SwiGLU; GPT's 4C is
 // stored as 0, so that such a model file stays llm.c's.
 void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden, int no_linear_bias);
-// Whether two shapes have the same block: norm, MLP and its hidden width, linear biases, and the
-// classifier tied or not.
+// Whether two shapes have the same block: norm and its epsilon, MLP and its hidden width, linear
+// biases (the qkv projection's too), and the classifier tied or not.
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b);
 // The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
 // of a name, or -1.

@@ -19,12 +19,13 @@ void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t F = gpt_ffn_hidden(c), FC = gpt_fc_width(c);  // 4C, 4C in GPT; F, 2F: SwiGLU
     const size_t NB = gpt_norm_bias(c);                       // C; 0 under RMSNorm
     const size_t LB = gpt_linear_bias(c);                     // 1; 0 without linear biases
+    const size_t QB = gpt_qkv_bias(c);                        // LB, or 1 under qkv_bias
     s[0] = (size_t)c->Vp * C;
     s[1] = (size_t)gpt_position_rows(c) * C;   // 0 rows under rotary embeddings
     s[2] = L * C;
     s[3] = L * NB;
     s[4] = L * W * C;
-    s[5] = L * W * LB;
+    s[5] = L * W * QB;
     s[6] = L * C * C;
     s[7] = L * C * LB;
     s[8] = L * C;
@@ -215,7 +216,8 @@ static LayerParams layer_params(const ParameterTensors* p, const GPTConfig* c, i
                      p->attprojw + lc * c->C, p->attprojb + lc, p->ln2w + lc, p->ln2b + l * NB,
                      p->fcw + lc * FC, p->fcb + l * FC, p->fcprojw + lc * F, p->fcprojb + lc};
     if (!gpt_linear_bias(c))   // no bias tensors: the matmuls add none and write no gradient
-        w.qkvb = w.attprojb = w.fcb = w.fcprojb = NULL;
+        w.attprojb = w.fcb = w.fcprojb = NULL;
+    if (!gpt_qkv_bias(c)) w.qkvb = NULL;
     return w;
 }
 
@@ -223,18 +225,21 @@ static LayerParams layer_params(const ParameterTensors* p, const GPTConfig* c, i
 static void norm_forward(const GPT* m, real* out, real_stat* mean, real_stat* rstd,
                          const real* inp, const real* weight, const real* bias) {
     const int BT = m->B * m->T, C = m->cfg.C;
-    if (m->cfg.norm == GPT_NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, weight, BT, C);
-    else layernorm_forward(out, mean, rstd, inp, weight, bias, BT, C);
+    const double eps = gpt_norm_eps(&m->cfg);
+    if (m->cfg.norm == GPT_NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, weight, BT, C, eps);
+    else layernorm_forward(out, mean, rstd, inp, weight, bias, BT, C, eps);
 }
 
 static void fused_residual_norm_forward(const GPT* m, real* residual_out, real* out,
                                         real_stat* mean, real_stat* rstd, const real* a,
                                         const real* b, const real* weight, const real* bias) {
     const int BT = m->B * m->T, C = m->cfg.C;
+    const double eps = gpt_norm_eps(&m->cfg);
     if (m->cfg.norm == GPT_NORM_RMSNORM)
-        fused_residual_rmsnorm_forward(residual_out, out, rstd, a, b, weight, BT, C);
+        fused_residual_rmsnorm_forward(residual_out, out, rstd, a, b, weight, BT, C, eps);
     else
-        fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, BT, C);
+        fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, BT, C,
+                                         eps);
 }
 
 static void norm_backward(const GPT* m, real* dinp, real* dweight, real* dbias, const real* dout,

@@ -19,8 +19,6 @@
 // bitwise reproducible.
 #include "model/layers_cuda.cuh"
 
-#define LAYERNORM_EPS 1e-5f
-
 static constexpr int LN_FWD_WARPS = 4;            // rows per block (at most; fewer when a row is large)
 static constexpr int LN_SMEM_DEFAULT = 48 * 1024; // dynamic shared memory available without opting in
 static constexpr int LN_BWD_MAX_THREADS = 512;
@@ -35,7 +33,7 @@ static constexpr int LN_BWD_MAX_THREADS = 512;
 template <int VEC, bool FUSED, bool RMS>
 __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean, float* rstd,
                                          const floatX* a, const floatX* b, const floatX* weight,
-                                         const floatX* bias, int N, int C) {
+                                         const floatX* bias, int N, int C, float eps) {
     DYNAMIC_SHARED(floatX, smem);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = blockIdx.x * (blockDim.x / 32) + warp;
@@ -62,7 +60,7 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
 
     float m = 0.0f, s;
     if (RMS) {
-        s = rsqrtf(warp_sum(sum) / C + LAYERNORM_EPS);
+        s = rsqrtf(warp_sum(sum) / C + eps);
     } else {
         m = warp_sum(sum) / C;
         float var = 0.0f;
@@ -74,7 +72,7 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
                 var += d * d;
             }
         }
-        s = rsqrtf(warp_sum(var) / C + LAYERNORM_EPS);
+        s = rsqrtf(warp_sum(var) / C + eps);
     }
 
     for (int c = lane * VEC; c < C; c += 32 * VEC) {
@@ -101,7 +99,8 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
 template <int VEC, bool FUSED, bool RMS>
 static void launch_layernorm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd,
                                      const floatX* a, const floatX* b, const floatX* weight,
-                                     const floatX* bias, int N, int C, cudaStream_t stream) {
+                                     const floatX* bias, int N, int C, float eps,
+                                     cudaStream_t stream) {
     const size_t row_bytes = (size_t)C * sizeof(floatX);
     int rows = LN_FWD_WARPS;
     while (rows > 1 && rows * row_bytes > LN_SMEM_DEFAULT) rows--;
@@ -110,7 +109,7 @@ static void launch_layernorm_forward(floatX* residual_out, floatX* out, float* m
         CUDA_RAISE_DYNAMIC_SMEM((layernorm_forward_kernel<VEC, FUSED, RMS>), smem, "channels", C);
     const unsigned grid = (unsigned)ceil_div_long(N, rows);
     LAUNCH((layernorm_forward_kernel<VEC, FUSED, RMS>), grid, rows * 32, smem, stream, residual_out, out,
-           mean, rstd, a, b, weight, bias, N, C);
+           mean, rstd, a, b, weight, bias, N, C, eps);
 }
 
 // The x128 path where C is a multiple of the vector and every pointer given is 16-byte aligned
@@ -118,39 +117,40 @@ static void launch_layernorm_forward(floatX* residual_out, floatX* out, float* m
 template <bool FUSED, bool RMS>
 static void norm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd, const floatX* a,
                          const floatX* b, const floatX* weight, const floatX* bias, int N, int C,
-                         cudaStream_t stream) {
+                         float eps, cudaStream_t stream) {
     if (N <= 0) return;
     if (C % X128_ELEMS == 0 && aligned16(residual_out) && aligned16(out) && aligned16(a) && aligned16(b) &&
         aligned16(weight) && aligned16(bias))
         launch_layernorm_forward<X128_ELEMS, FUSED, RMS>(residual_out, out, mean, rstd, a, b, weight, bias,
-                                                         N, C, stream);
+                                                         N, C, eps, stream);
     else
         launch_layernorm_forward<1, FUSED, RMS>(residual_out, out, mean, rstd, a, b, weight, bias, N, C,
-                                                stream);
+                                                eps, stream);
 }
 
 void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX* inp,
-                            const floatX* weight, const floatX* bias, int N, int C,
+                            const floatX* weight, const floatX* bias, int N, int C, float eps,
                             cudaStream_t stream) {
-    norm_forward<false, false>(nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C, stream);
+    norm_forward<false, false>(nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C, eps, stream);
 }
 
 void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, float* mean,
                                            float* rstd, const floatX* a, const floatX* b,
                                            const floatX* weight, const floatX* bias, int N, int C,
-                                           cudaStream_t stream) {
-    norm_forward<true, false>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
+                                           float eps, cudaStream_t stream) {
+    norm_forward<true, false>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, eps, stream);
 }
 
 void rmsnorm_forward_cuda(floatX* out, float* rstd, const floatX* inp, const floatX* weight, int N, int C,
-                          cudaStream_t stream) {
-    norm_forward<false, true>(nullptr, out, nullptr, rstd, inp, nullptr, weight, nullptr, N, C, stream);
+                          float eps, cudaStream_t stream) {
+    norm_forward<false, true>(nullptr, out, nullptr, rstd, inp, nullptr, weight, nullptr, N, C, eps,
+                              stream);
 }
 
 void fused_residual_rmsnorm_forward_cuda(floatX* residual_out, floatX* out, float* rstd, const floatX* a,
                                          const floatX* b, const floatX* weight, int N, int C,
-                                         cudaStream_t stream) {
-    norm_forward<true, true>(residual_out, out, nullptr, rstd, a, b, weight, nullptr, N, C, stream);
+                                         float eps, cudaStream_t stream) {
+    norm_forward<true, true>(residual_out, out, nullptr, rstd, a, b, weight, nullptr, N, C, eps, stream);
 }
 
 // --- Backward ---------------------------------------------------------------------------------------

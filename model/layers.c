@@ -10,7 +10,6 @@
 
 #include "comm/fail.h"
 
-#define LAYERNORM_EPS 1e-5
 
 void encoder_forward(real* out, const int* tokens, const real* wte, const real* wpe,
                      int B, int T, int C, TokenLayout pos, const int* row_pos) {
@@ -100,7 +99,7 @@ void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayou
 // One row: out = (x - mean) * rstd * weight + bias (LayerNorm), or with mean NULL out = x * rstd
 // * weight (RMSNorm: no mean, no bias); returns the statistics through mean, rstd.
 static void norm_row(real* o, real_stat* mean, real_stat* rstd, const real* x, const real* weight,
-                     const real* bias, int C) {
+                     const real* bias, int C, real eps) {
     real m = 0;
     if (mean) {
         for (int c = 0; c < C; c++) m += x[c];
@@ -110,7 +109,7 @@ static void norm_row(real* o, real_stat* mean, real_stat* rstd, const real* x, c
     real var = 0;
     for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
     var /= C;
-    const real s = 1 / rsqrt(var + (real)LAYERNORM_EPS);
+    const real s = 1 / rsqrt(var + eps);
     if (mean)
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
     else
@@ -122,7 +121,7 @@ static void norm_row(real* o, real_stat* mean, real_stat* rstd, const real* x, c
 // row while it is still in cache); mean NULL: RMSNorm.
 static void norm_forward_rows(real* residual_out, real* out, real_stat* mean, real_stat* rstd,
                               const real* a, const real* b, const real* weight, const real* bias,
-                              int N, int C) {
+                              int N, int C, double eps) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const real* x = a + (long)n * C;
@@ -132,28 +131,31 @@ static void norm_forward_rows(real* residual_out, real* out, real_stat* mean, re
             for (int c = 0; c < C; c++) r[c] = x[c] + y[c];
             x = r;
         }
-        norm_row(out + (long)n * C, mean ? &mean[n] : NULL, &rstd[n], x, weight, bias, C);
+        norm_row(out + (long)n * C, mean ? &mean[n] : NULL, &rstd[n], x, weight, bias, C,
+                 (real)eps);
     }
 }
 
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
-                       const real* weight, const real* bias, int N, int C) {
-    norm_forward_rows(NULL, out, mean, rstd, inp, NULL, weight, bias, N, C);
+                       const real* weight, const real* bias, int N, int C, double eps) {
+    norm_forward_rows(NULL, out, mean, rstd, inp, NULL, weight, bias, N, C, eps);
 }
 
 void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
                                       real_stat* rstd, const real* a, const real* b,
-                                      const real* weight, const real* bias, int N, int C) {
-    norm_forward_rows(residual_out, ln_out, mean, rstd, a, b, weight, bias, N, C);
+                                      const real* weight, const real* bias, int N, int C,
+                                      double eps) {
+    norm_forward_rows(residual_out, ln_out, mean, rstd, a, b, weight, bias, N, C, eps);
 }
 
-void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C) {
-    norm_forward_rows(NULL, out, NULL, rstd, inp, NULL, weight, NULL, N, C);
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C,
+                     double eps) {
+    norm_forward_rows(NULL, out, NULL, rstd, inp, NULL, weight, NULL, N, C, eps);
 }
 
 void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
-                                    const real* b, const real* weight, int N, int C) {
-    norm_forward_rows(residual_out, out, NULL, rstd, a, b, weight, NULL, N, C);
+                                    const real* b, const real* weight, int N, int C, double eps) {
+    norm_forward_rows(residual_out, out, NULL, rstd, a, b, weight, NULL, N, C, eps);
 }
 
 // Both norms' backward; mean NULL: RMSNorm (the mean's term and dbias dropped).

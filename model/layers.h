@@ -56,9 +56,10 @@ void rope_forward(real* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout 
 void rope_backward(real* dqkv, int B, int T, int NH, int NKV, int HS, TokenLayout pos,
                    const int* row_pos, RopeSpec rope);
 
-// LayerNorm over the last dimension (eps 1e-5). mean, rstd: (N) saved for backward.
+// LayerNorm over the last dimension, rstd = 1 / sqrt(var + eps) (the model's gpt_norm_eps, 1e-5
+// by default). mean, rstd: (N) saved for backward.
 void layernorm_forward(real* out, real_stat* mean, real_stat* rstd, const real* inp,
-                       const real* weight, const real* bias, int N, int C);
+                       const real* weight, const real* bias, int N, int C, double eps);
 // dinp += dL/dinp; dweight, dbias per mode.
 void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout,
                         const real* inp, const real* weight, const real_stat* mean,
@@ -69,14 +70,16 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
 // as stored, so both stay what backward reads). residual_out may alias a or b; not ln_out.
 void fused_residual_layernorm_forward(real* residual_out, real* ln_out, real_stat* mean,
                                       real_stat* rstd, const real* a, const real* b,
-                                      const real* weight, const real* bias, int N, int C);
+                                      const real* weight, const real* bias, int N, int C,
+                                      double eps);
 
-// RMSNorm (Zhang and Sennrich 2019, Llama's) over the last dimension (eps 1e-5): out = inp * rstd
-// * weight, rstd = 1 / sqrt(mean(inp^2) + eps) (N) saved for backward. No mean, no bias.
-void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C);
+// RMSNorm (Zhang and Sennrich 2019, Llama's) over the last dimension: out = inp * rstd * weight,
+// rstd = 1 / sqrt(mean(inp^2) + eps) (N) saved for backward. No mean, no bias.
+void rmsnorm_forward(real* out, real_stat* rstd, const real* inp, const real* weight, int N, int C,
+                     double eps);
 // residual_out = a + b, then out = rmsnorm(residual_out): as fused_residual_layernorm_forward.
 void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rstd, const real* a,
-                                    const real* b, const real* weight, int N, int C);
+                                    const real* b, const real* weight, int N, int C, double eps);
 // dinp += dL/dinp; dweight per mode.
 void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
                       const real* weight, const real_stat* rstd, int N, int C, GradMode mode);

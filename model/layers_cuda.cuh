@@ -58,11 +58,12 @@ void rope_cuda(floatX* qkv, int B, int T, int NH, int NKV, int HS, TokenLayout p
 
 // --- LayerNorm (model/layernorm.cu) ---------------------------------------------------------------
 
-// out (N, C) = (inp - mean) * rstd * weight + bias over each row, eps 1e-5; mean, rstd: (N) fp32,
+// out (N, C) = (inp - mean) * rstd * weight + bias over each row, rstd = 1 / sqrt(var + eps) (the
+// model's gpt_norm_eps, 1e-5 by default); mean, rstd: (N) fp32,
 // saved for the backward. One warp per row; the row is staged in shared memory and read from
 // global memory once.
 void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX* inp,
-                            const floatX* weight, const floatX* bias, int N, int C,
+                            const floatX* weight, const floatX* bias, int N, int C, float eps,
                             cudaStream_t stream);
 
 // residual_out = a + b (rounded to floatX), then out = layernorm(residual_out) as above: the sum
@@ -71,7 +72,7 @@ void layernorm_forward_cuda(floatX* out, float* mean, float* rstd, const floatX*
 void fused_residual_layernorm_forward_cuda(floatX* residual_out, floatX* out, float* mean,
                                            float* rstd, const floatX* a, const floatX* b,
                                            const floatX* weight, const floatX* bias, int N, int C,
-                                           cudaStream_t stream);
+                                           float eps, cudaStream_t stream);
 
 // Bytes of device scratch layernorm_backward_cuda needs for an (N, C) problem:
 // layernorm_backward_scratch_bytes(N, C) of model/layer_scratch.h.
@@ -91,17 +92,17 @@ void layernorm_backward_cuda(floatX* dinp, floatX* dweight, floatX* dbias, void*
 
 // --- RMSNorm (model/layernorm.cu: the LayerNorm kernels with their RMS flag) ----------------------
 
-// out (N, C) = inp * rstd * weight over each row, rstd = 1 / sqrt(mean(inp^2) + 1e-5): (N) fp32,
+// out (N, C) = inp * rstd * weight over each row, rstd = 1 / sqrt(mean(inp^2) + eps): (N) fp32,
 // saved for the backward. No mean, no bias. As layernorm_forward_cuda otherwise (one warp per row,
 // the row staged in shared memory).
 void rmsnorm_forward_cuda(floatX* out, float* rstd, const floatX* inp, const floatX* weight, int N, int C,
-                          cudaStream_t stream);
+                          float eps, cudaStream_t stream);
 
 // residual_out = a + b (rounded to floatX), then out = rmsnorm(residual_out) as above.
 // residual_out may alias a (in-place residual stream); it must not alias out.
 void fused_residual_rmsnorm_forward_cuda(floatX* residual_out, floatX* out, float* rstd, const floatX* a,
                                          const floatX* b, const floatX* weight, int N, int C,
-                                         cudaStream_t stream);
+                                         float eps, cudaStream_t stream);
 
 // dinp += (dout * w - xhat * mean(dout * w * xhat)) * rstd with xhat = inp * rstd; dweight = sum
 // over rows of dout * xhat, added to it when accumulate is non-zero, written otherwise. The

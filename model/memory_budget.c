@@ -61,14 +61,16 @@ enum {
 // model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv
 // projection (W = 3C without grouped-query attention) C W + W, the output projection C^2 + C,
 // the MLP C FC + FC + F C + C (FC = F, or 2F under SwiGLU; F = 4C in GPT: 8 C^2 + 5C; the
-// biases W, C, FC and C only where the linear layers have them) and two norms of C weights and
-// NB biases (C; none under RMSNorm); lnf; an untied classifier's Vp C.
+// biases W, C, FC and C only where the linear layers have them, W alone under qkv_bias) and two
+// norms of C weights and NB biases (C; none under RMSNorm); lnf; an untied classifier's Vp C.
 static size_t num_params(const GPTConfig* g) {
     const size_t C = g->C, L = g->L, W = gpt_qkv_width(g), F = gpt_ffn_hidden(g);
     const size_t FC = gpt_fc_width(g), NB = gpt_norm_bias(g), LB = gpt_linear_bias(g);
+    const size_t QB = gpt_qkv_bias(g);   // LB, or 1 under qkv_bias
     return (size_t)g->Vp * C * (1 + (size_t)g->untied_classifier) +
            (size_t)gpt_position_rows(g) * C +
-           L * (C * W + C * C + C * FC + F * C + LB * (W + C + FC + C) + 2 * (C + NB)) + C + NB;
+           L * (C * W + C * C + C * FC + F * C + QB * W + LB * (C + FC + C) + 2 * (C + NB)) + C +
+           NB;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }

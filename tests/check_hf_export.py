@@ -10,7 +10,7 @@ transformers is not in Debian):
      sizes (Conv1D weights as (in, out); wte without llm.c's padding rows), config.json matches
      the model file's header, and every tensor equals the model file's in the stored dtype, bit
      for bit (bf16 by round-to-nearest-even where the file is fp32).
-  3. A forward written as transformers' GPT-2 computes it (x @ W + b, gelu_new, eps 1e-5, the
+  3. A forward written as transformers' GPT-2 computes it (x @ W + b, gelu_new, the file's eps, the
      classifier tied to wte) on the exported tensors gives the logits of tests/torch_gpt_ref.py's
      model (llm.c's layout) on the model file's parameters.
   A model with rotary positions (header[11] theta) is checked as the GPT-NeoX directory the
@@ -26,7 +26,10 @@ transformers is not in Debian):
   modeling_rope_utils' init of the rope type, rotate_half, repeat_kv, silu(gate) * up, biases).
   With a sliding window in every layer (header[8], Llama's block without biases) it is checked as
   MistralForCausalLM: Llama's names, sliding_window and no bias keys in config.json, the forward
-  with modeling_mistral's mask (a query at q sees the keys q - W < k <= q).
+  with modeling_mistral's mask (a query at q sees the keys q - W < k <= q). With the qkv
+  projection's bias alone (header[21]) it is checked as Qwen2ForCausalLM: Llama's names with
+  q_proj, k_proj and v_proj biases, use_sliding_window false, no bias keys. The norms' epsilon
+  (header[20]) is config.json's, read as fp32.
   An untied classifier (header[19]) is lm_head.weight (GPT-2, Llama) or embed_out.weight
   (GPT-NeoX) holding the file's classifier tensor, with tie_word_embeddings false; each forward
   then reads the logits through it.
@@ -72,7 +75,9 @@ def read_model_file(path):
     norm, mlp, ffn = (int(v) for v in h[15:18])  # the block: RMSNorm, SwiGLU, F (0: 4C)
     nobias = int(h[18])  # 1: no linear biases
     untied = int(h[19])  # 1: the classifier's own matrix
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied)
+    eps = float(h[20:21].view("<f4")[0]) or 1e-5  # the norms' epsilon (0: 1e-5)
+    qkvbias = int(h[21])  # 1: the qkv projection's bias alone (Qwen2)
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -86,7 +91,8 @@ def read_model_file(path):
         off += sizes[name]
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, window=window, window_every=window_every,
                 KV=KV, rope=rope, scaling=scaling,
-                norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, untied=untied, version=int(h[1])), params
+                norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, untied=untied, eps=eps, qkvbias=qkvbias,
+                version=int(h[1])), params
 
 
 def classifier_rows(cfg, P):
@@ -184,6 +190,7 @@ def llama_expected(cfg, params):
     kv = (cfg["KV"] or NH) * hs  # rows of k_proj and of v_proj
     P = {k: torch.from_numpy(v) for k, v in params.items()}
     bias = not cfg["nobias"]  # without linear biases: no .bias tensor at all
+    qkv_bias = bias or cfg["qkvbias"]  # Qwen2: q_proj, k_proj and v_proj's alone
     out = {"model.embed_tokens.weight": P["wte"].view(cfg["Vp"], C)[:V], "model.norm.weight": P["lnfw"]}
     if cfg["untied"]:
         out["lm_head.weight"] = classifier_rows(cfg, P)
@@ -193,10 +200,10 @@ def llama_expected(cfg, params):
         out[p + "post_attention_layernorm.weight"] = P["ln2w"].view(L, C)[l]
         # llm.c's qkv rows [q (C) | k (kv) | v (kv)]: three nn.Linear (out, in)
         w = P["qkvw"].view(L, C + 2 * kv, C)[l].split([C, kv, kv])
-        b = P["qkvb"].view(L, C + 2 * kv)[l].split([C, kv, kv]) if bias else None
+        b = P["qkvb"].view(L, C + 2 * kv)[l].split([C, kv, kv]) if qkv_bias else None
         for i, name in enumerate(["q_proj", "k_proj", "v_proj"]):
             out[p + f"self_attn.{name}.weight"] = w[i]
-            if bias:
+            if qkv_bias:
                 out[p + f"self_attn.{name}.bias"] = b[i]
         out[p + "self_attn.o_proj.weight"] = P["attprojw"].view(L, C, C)[l]
         if bias:
@@ -345,6 +352,7 @@ def llama_forward(t, cfg, idx):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = (emb.cos() * scaling).unsqueeze(1), (emb.sin() * scaling).unsqueeze(1)
     ab, mb = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
+    qb = ab or cfg["model_type"] == "qwen2"  # Qwen2Attention: q, k, v with biases, o without
     mask = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)  # additive causal mask
     if cfg.get("sliding_window"):  # Mistral: a query at q sees the keys q - W < k <= q
         q_idx, kv_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
@@ -353,9 +361,9 @@ def llama_forward(t, cfg, idx):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, p + "input_layernorm")
-        q = linear(h, p + "self_attn.q_proj", ab).view(B, T, -1, hd).transpose(1, 2)
-        k = linear(h, p + "self_attn.k_proj", ab).view(B, T, -1, hd).transpose(1, 2)
-        v = linear(h, p + "self_attn.v_proj", ab).view(B, T, -1, hd).transpose(1, 2)
+        q = linear(h, p + "self_attn.q_proj", qb).view(B, T, -1, hd).transpose(1, 2)
+        k = linear(h, p + "self_attn.k_proj", qb).view(B, T, -1, hd).transpose(1, 2)
+        v = linear(h, p + "self_attn.v_proj", qb).view(B, T, -1, hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, NH // KV), repeat_kv(v, NH // KV)
         att = torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5 + mask
@@ -417,6 +425,8 @@ def main():
     if kind == 3:
         scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
     mistral = llama and cfg["window"] > 0
+    qwen2 = llama and cfg["nobias"] and cfg["qkvbias"]
+    eps = cfg["eps"]  # the fp32 epsilon: config.json's number must read back as it
     if mistral:  # Llama's names and keys, sliding_window, no bias keys
         keys = [("model_type", "mistral"), ("architectures", ["MistralForCausalLM"]),
                 ("sliding_window", cfg["window"]), ("attention_bias", None), ("mlp_bias", None),
@@ -424,7 +434,16 @@ def main():
                 ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
                 ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
                 ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
-                ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
+                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
+                ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+    elif qwen2:  # Llama's names, no bias keys (Qwen2Attention's q, k, v have theirs), no window
+        keys = [("model_type", "qwen2"), ("architectures", ["Qwen2ForCausalLM"]),
+                ("use_sliding_window", False), ("attention_bias", None), ("mlp_bias", None),
+                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
+                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
+                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
+                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
+                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
                 ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
     elif llama:
         keys = [("model_type", "llama"), ("architectures", ["LlamaForCausalLM"]),
@@ -432,7 +451,7 @@ def main():
                 ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
                 ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
                 ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
-                ("hidden_act", "silu"), ("rms_norm_eps", 1e-5), ("rope_theta", cfg["rope"]),
+                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
                 ("rope_scaling", scaling), ("attention_bias", not cfg["nobias"]),
                 ("mlp_bias", not cfg["nobias"]),
                 ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
@@ -443,20 +462,23 @@ def main():
                 ("num_attention_heads", cfg["NH"]), ("intermediate_size", 4 * cfg["C"]),
                 ("hidden_act", "gelu_new"), ("rotary_pct", 1.0), ("rotary_emb_base", cfg["rope"]),
                 ("rope_theta", cfg["rope"]), ("use_parallel_residual", False),
-                ("attention_bias", True), ("layer_norm_eps", 1e-5),
+                ("attention_bias", True), ("layer_norm_eps", eps),
                 ("tie_word_embeddings", False), torch_dtype, ("rope_scaling", scaling)]
     else:
         keys = [("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"]),
                 ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
                 ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
-                ("layer_norm_epsilon", 1e-5), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+                ("layer_norm_epsilon", eps), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
     for key, want in keys:
-        check(conf.get(key) == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
+        got = conf.get(key)
+        if key.endswith(("_eps", "_epsilon")) and isinstance(got, float):  # as fp32 adds them
+            got, want = float(np.float32(got)), float(np.float32(want))
+        check(got == want, f"config.json {key} = {want!r} (found {conf.get(key)!r})")
 
     header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
     expected = (llama_expected if llama else neox_expected if neox else hf_expected)(cfg, params)
-    arch = ("MistralForCausalLM" if mistral else "LlamaForCausalLM" if llama else
-            "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel")
+    arch = ("MistralForCausalLM" if mistral else "Qwen2ForCausalLM" if qwen2 else
+            "LlamaForCausalLM" if llama else "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel")
     check(set(header) == set(expected), f"the {len(expected)} names of {arch}'s state dict "
           f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
     dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
@@ -471,7 +493,8 @@ def main():
     model = ref.GPT(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"],
                     window=cfg["window"], window_every=cfg["window_every"], KV=cfg["KV"],
                     rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
-                    ffn=cfg["ffn"], nobias=cfg["nobias"], untied=cfg["untied"])
+                    ffn=cfg["ffn"], nobias=cfg["nobias"], untied=cfg["untied"], eps=cfg["eps"],
+                    qkvbias=cfg["qkvbias"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0
@@ -485,7 +508,8 @@ def main():
         got = (llama_forward if llama else neox_forward if neox else hf_forward)(tensors, conf, idx)
     want = want[..., :cfg["V"]]
     err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
-    arch = "Mistral" if mistral else "Llama" if llama else "GPT-NeoX" if neox else "GPT-2"
+    arch = ("Mistral" if mistral else "Qwen2" if qwen2 else "Llama" if llama else
+            "GPT-NeoX" if neox else "GPT-2")
     check(got.shape == want.shape and err < 1e-5,
           f"logits of transformers' {arch} forward on the export = the reference's on the model "
           f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")

@@ -14,6 +14,7 @@
 //                   [--rope-theta 0 (learned positions; N: rotary positions, base N)]
 //                   [--rope-scaling none|linear|yarn|llama3 (x4 from T/2 positions)]
 //                   [--llama (RMSNorm, SwiGLU MLP of hidden width 48)] [--no-linear-bias]
+//                   [--qwen2 (--no-linear-bias but the qkv projection's, the norms' eps 1e-6)]
 //                   [--untied (the classifier's own matrix)]
 //                   [--vocab 300] [--context 0 (= 2T)] [--verbose]
 #include <errno.h>
@@ -41,6 +42,7 @@ typedef struct {
     int chunks;   // ulysses and usp: head chunks
     int llama;    // Llama's block: RMSNorm and a SwiGLU MLP (--llama)
     int no_bias;  // linear layers without biases (--no-linear-bias)
+    int qwen2;    // the qkv projection's bias alone and eps 1e-6 (--qwen2)
     int untied;   // an untied classifier (--untied)
     const char* attention;
 } Args;
@@ -63,6 +65,7 @@ static Args parse_args(int argc, char** argv) {
         if (!strcmp(f, "--verbose")) { a.verbose = 1; continue; }
         if (!strcmp(f, "--llama")) { a.llama = 1; continue; }
         if (!strcmp(f, "--no-linear-bias")) { a.no_bias = 1; continue; }
+        if (!strcmp(f, "--qwen2")) { a.no_bias = a.qwen2 = 1; continue; }
         if (!strcmp(f, "--untied")) { a.untied = 1; continue; }
         if (!strcmp(f, "--attention") && v) a.attention = v;
         else if (!strcmp(f, "--dp")) a.dp = parse_int(f, v);
@@ -298,7 +301,8 @@ int main(int argc, char** argv) {
                      .rope_factor = a.scaling ? 4.0f : 0, .rope_original_T = a.scaling ? a.T / 2 : 0,
                      .norm = a.llama ? GPT_NORM_RMSNORM : GPT_NORM_LAYERNORM,
                      .mlp = a.llama ? GPT_MLP_SWIGLU : GPT_MLP_GELU, .ffn_hidden = a.llama ? 48 : 0,
-                     .no_linear_bias = a.no_bias, .untied_classifier = a.untied};
+                     .no_linear_bias = a.no_bias, .untied_classifier = a.untied,
+                     .norm_eps = a.qwen2 ? 1e-6f : 0, .qkv_bias = a.qwen2};
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     Comm* comm = comm_mpi_create(&mesh, a.L);
 

@@ -130,7 +130,7 @@ t_rope() {
   train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
   fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
     --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"
-  fails_import neox-import 'model_type: expected "gpt2", "llama" or "mistral", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+  fails_import neox-import 'model_type: expected "gpt2", "llama", "mistral" or "qwen2", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
 }
 
 # Llama's block (RMSNorm, SwiGLU of F = 48, rotary positions, 2 key/value heads for 4 heads)
@@ -238,7 +238,7 @@ t_llama() {
   fails llama-learned "the block \(RMSNorm, SwiGLU MLP of 2 x 48\) with learned positions has no Llama equivalent" \
     --model "$W/llama-learned/model_00000003.bin" --out "$W/x"
   train llama-window 500 "${block[@]}" --attention-window 8
-  fails llama-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Mistral equivalent .* no linear biases \(--disable-bias-linear\)$" \
+  fails llama-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Mistral equivalent .* no linear biases \(--disable-bias-linear, no --add-qkv-bias\)$" \
     --model "$W/llama-window/model_00000003.bin" --out "$W/x"
   train llama-window2 500 "${block[@]}" --attention-window 8 --window-every 2 --disable-bias-linear
   fails llama-window2 "sliding-window attention \(window 8 in layers l % 2 = 0\) has no Llama equivalent .*\(--window-every 1\)" \
@@ -249,8 +249,8 @@ t_llama() {
   local v=0
   lfails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf-yarn" "lbad$v" "$re" "$@"; }
   lfails 'hidden_act: expected "silu" \(SwiGLU.s gate\), found "gelu"$' --config hidden_act='"gelu"'
-  lfails "rms_norm_eps: expected 1e-05 \(the RMSNorm kernels' fixed epsilon\), found 1e-06$" --config rms_norm_eps=1e-6
-  lfails "rms_norm_eps: expected 1e-05 .*, found none, transformers' default 1e-06$" --config rms_norm_eps=DELETE
+  lfails "rms_norm_eps: expected a number in \(0, 0.1\] \(an fp32 above 0\), found 0.5$" --config rms_norm_eps=0.5
+  lfails "rms_norm_eps: expected a number in \(0, 0.1\] \(an fp32 above 0\), found 0$" --config rms_norm_eps=0
   lfails "head_dim: expected hidden_size / num_attention_heads = 8, found 16$" --config head_dim=16
   lfails "key/value heads: expected a divisor of the 4 heads \(0: one per head\), found 3$" --config num_key_value_heads=3
   lfails "rope_theta: expected a whole number from 2 to 2147483647 \(the model file keeps an integer\), found 10000.5$" --config rope_theta=10000.5
@@ -268,9 +268,68 @@ t_llama() {
   lfails "tensor 'model.layers.0.self_attn.q_proj.bias': expected only Llama's tensors \(with config.json's attention_bias false, mlp_bias true\)" \
     --config attention_bias=false
   lfails "expected the 2 \+ 16 x 2 tensors of Llama with config.json's num_hidden_layers = 2, found 33$" --drop model.layers.1.mlp.up_proj.weight
-  lfails "expected a tensor 'model.layers.1.mlp.up_proj.weight' \(Llama with config.json's num_hidden_layers = 2, attention_bias true, mlp_bias true\), found none$" \
+  lfails "expected a tensor 'model.layers.1.mlp.up_proj.weight' \(Llama with num_hidden_layers = 2, config.json's attention_bias true, mlp_bias true\), found none$" \
     --drop model.layers.1.mlp.up_proj.weight --extra model.layers.1.mlp.up_proj.weight_renamed
   lfails "tensor 'model.layers.0.mlp.gate_proj.weight': shape: expected \[48, 32\] \(config.json's sizes\), found \[1535\]$" --reshape model.layers.0.mlp.gate_proj.weight
+}
+
+# header_eps MODEL EPS: the model file's header[20] holds EPS as fp32 bits.
+header_eps() {
+  "$PY" -c 'import struct, sys
+sys.exit(struct.unpack_from("<f", open(sys.argv[1], "rb").read(), 80)[0] != struct.unpack("<f", struct.pack("<f", float(sys.argv[2])))[0])' "$@"
+}
+
+# Qwen2: Llama's block without linear biases but the qkv projection's (--add-qkv-bias), the norms'
+# epsilon 1e-6 (--norm-epsilon), theta 1000000, tied: written as Qwen2ForCausalLM and checked as
+# transformers' modeling_qwen2.py computes it (q/k/v_proj with biases, o_proj and the MLP
+# without); the way back bit for bit, the evaluation loss and generation from the directory;
+# rms_norm_eps absent (Qwen2Config's and LlamaConfig's default 1e-6) read as 1e-6, 1e-5 instead
+# another loss; a GPT-2 config's layer_norm_epsilon 1e-6 kept through the way back; Qwen2's
+# sliding windows, a missing bias tensor and a window with --add-qkv-bias refused in one line.
+t_qwen2() {
+  local block=(--heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope)
+  train qwen2 500 "${block[@]}" --rope-theta 1000000 --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6
+  local q=$W/qwen2/model_00000003.bin a b c
+  check "exports it" export_hf q --model "$q" --out "$W/hf-q"
+  check "  names the format" has q "^  format +Qwen2 \(Qwen2ForCausalLM: RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, linear biases in qkv only, 2 key/value heads\)$"
+  check "  rms_norm_eps 1e-06 in config.json" grep -q '"rms_norm_eps": 1e-06,' "$W/hf-q/config.json"
+  verify "Qwen2 export: q/k/v_proj biases alone, rms_norm_eps, no bias keys, forward" "$q" "$W/hf-q" F32
+  check "exports it in bf16" export_hf q16 --model "$q" --out "$W/hf-q16" --dtype bf16
+  verify "Qwen2 bf16 export: rounded to nearest even, forward" "$q" "$W/hf-q16" BF16
+  import_hf iq --hf "$W/hf-q" --out "$W/back-q.bin" || bad "import of the Qwen2 export"
+  check "imports it: the same parameters and header (header[20] 1e-6, header[21] 1)" \
+    eval "same_params '$q' '$W/back-q.bin' && header_eps '$W/back-q.bin' 1e-6"
+  a=$(val_loss "$q" eval-q); b=$(val_loss "$W/hf-q" eval-q-dir)
+  check "--eval-only --init-from DIR: the model file's evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
+  local gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
+  "$BUILD/generate" --model "$q" "${gen[@]}" > "$W/gq.out" 2> "$W/gq.err"
+  "$BUILD/generate" --model "$W/hf-q" "${gen[@]}" > "$W/gqd.out" 2> "$W/gqd.err"
+  check "build/generate --model DIR: the model file's tokens" eval "[ -s '$W/gq.out' ] && cmp -s '$W/gq.out' '$W/gqd.out'"
+  "$PY" tests/hf_variant.py "$W/hf-q" "$W/q1" --config rms_norm_eps=DELETE
+  check "rms_norm_eps absent: transformers' default 1e-6, the same model file" \
+    eval "import_hf q1 --hf '$W/q1' --out '$W/q1.bin' && cmp -s '$W/q1.bin' '$W/back-q.bin'"
+  "$PY" tests/hf_variant.py "$W/hf-q" "$W/q2" --config rms_norm_eps=1e-5
+  c=$(val_loss "$W/q2" eval-q2)
+  check "rms_norm_eps 1e-05 instead: another evaluation loss ($c)" test -n "$c" -a "$c" != "$b"
+  # GPT-2's layer_norm_epsilon through the way back.
+  train ln-eps 500 --norm-epsilon 1e-6
+  export_hf ln --model "$W/ln-eps/model_00000003.bin" --out "$W/hf-ln" || bad "export of the LayerNorm epsilon model"
+  check "GPT-2 with a LayerNorm epsilon of 1e-6: layer_norm_epsilon 1e-06" grep -q '"layer_norm_epsilon": 1e-06,' "$W/hf-ln/config.json"
+  verify "GPT-2 export with layer_norm_epsilon 1e-6: forward" "$W/ln-eps/model_00000003.bin" "$W/hf-ln" F32
+  check "  imported back: the same parameters and header" \
+    eval "import_hf iln --hf '$W/hf-ln' --out '$W/back-ln.bin' && same_params '$W/ln-eps/model_00000003.bin' '$W/back-ln.bin' && header_eps '$W/back-ln.bin' 1e-6"
+  local v=0
+  qfails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf-q" "qbad$v" "$re" "$@"; }
+  qfails "use_sliding_window: expected false \(Qwen2's windows cover the layers from max_window_layers on, which --window-every cannot express\), found true$" \
+    --config use_sliding_window=true
+  qfails "expected a tensor 'model.layers.1.self_attn.k_proj.bias' \(Llama with num_hidden_layers = 2, Qwen2's biases in q_proj, k_proj, v_proj only\), found none$" \
+    --drop model.layers.1.self_attn.k_proj.bias --extra model.layers.1.self_attn.k_proj.bias_renamed
+  qfails "tensor 'model.layers.0.self_attn.o_proj.bias': expected only Llama's tensors \(with Qwen2's biases in q_proj, k_proj, v_proj only\)" \
+    --extra model.layers.0.self_attn.o_proj.bias
+  train qwen2-window 500 "${block[@]}" --disable-bias-linear --add-qkv-bias --attention-window 8
+  fails qwen2-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Mistral equivalent .*\(--disable-bias-linear, no --add-qkv-bias\)$" \
+    --model "$W/qwen2-window/model_00000003.bin" --out "$W/x"
+  check "nothing written for the refused export" test ! -e "$W/x"
 }
 
 # An untied classifier (--untie-embeddings-and-output-weights) in each format: GPT-2 and Llama
@@ -377,7 +436,8 @@ t_errors() {
 }
 
 # same_params A B [f16|bf16]: two model files of one shape (header[2..17]: the sizes, window,
-# key/value heads, positions and block; header[19]: the untied classifier) hold the same
+# key/value heads, positions and block; header[19..21]: the untied classifier, the norms'
+# epsilon, the qkv projection's lone bias) hold the same
 # parameters, bit for bit (the padding rows of wte and of an untied classifier aside: an import
 # makes them zero), or B holds A's rounded to F16 or BF16 (to nearest even, as PyTorch rounds
 # when it writes them).
@@ -434,7 +494,7 @@ def load(path):
     h = np.frombuffer(d[:1024], dtype="<i4")
     p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
         (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    return h[:20].tolist(), p
+    return h[:22].tolist(), p
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 rounding = sys.argv[3] if len(sys.argv) > 3 else None
 if rounding:
@@ -444,7 +504,7 @@ pad = np.zeros(a.size, dtype=bool)
 pad[V * C:Vp * C] = True
 if ha[19]:   # an untied classifier, the last Vp x C: its padding rows too
     pad[a.size - (Vp - V) * C:] = True
-same = ha[2:18] == hb[2:18] and ha[19] == hb[19] and a.size == b.size and np.array_equal(a[~pad], b[~pad])
+same = ha[2:18] == hb[2:18] and ha[19:22] == hb[19:22] and a.size == b.size and np.array_equal(a[~pad], b[~pad])
 ok = same and not b[pad].any()
 print(f"shape {ha[2:8]} vs {hb[2:8]}, equal{' after ' + rounding + ' rounding' if rounding else ''}: {same}, padding rows zero: {not b[pad].any()}")
 sys.exit(0 if ok else 1)
@@ -529,11 +589,11 @@ t_import_errors() {
   # ifails REGEX VARIANT-FLAGS...: the variant is refused with one line matching REGEX.
   ifails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf" "bad$v" "$re" "$@"; }
   ifails 'activation_function: expected "gelu_new" or "gelu_pytorch_tanh" \(the tanh GELU\), found "gelu"$' --config activation_function='"gelu"'
-  ifails "layer_norm_epsilon: expected 1e-05, found 1e-06$" --config layer_norm_epsilon=1e-6
+  ifails "layer_norm_epsilon: expected a number in \(0, 0.1\] \(an fp32 above 0\), found 0.5$" --config layer_norm_epsilon=0.5
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
   ifails "expected a tensor 'lm_head.weight' \(config.json's tie_word_embeddings is false: an untied classifier\), found none$" --config tie_word_embeddings=false
   ifails "tie_word_embeddings: expected true or false, found null$" --config tie_word_embeddings=null
-  ifails 'model_type: expected "gpt2", "llama" or "mistral", found "bert"$' --config model_type='"bert"'
+  ifails 'model_type: expected "gpt2", "llama", "mistral" or "qwen2", found "bert"$' --config model_type='"bert"'
   ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
   ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
   ifails "tensor 'lm_head.weight': expected it equal to wte" --lm-head other
@@ -560,10 +620,11 @@ case "$test_name" in
   errors) t_errors ;;
   rope) t_rope ;;
   llama) t_llama ;;
+  qwen2) t_qwen2 ;;
   untied) t_untied ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
   init-from-hf) t_init_from_hf ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|untied|import|import-errors|init-from-hf" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|qwen2|untied|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

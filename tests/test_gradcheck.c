@@ -90,19 +90,28 @@ static double weighted_sum(const real* y, const real* w, long n) {
 // ---- layernorm ----
 typedef struct {
     int N, C;
+    double eps;   // the norm's epsilon (the model's gpt_norm_eps)
     real *x, *w, *b, *y, *mean, *rstd, *dy;
 } LNCase;
 
 static double ln_loss(void* p) {
     LNCase* c = p;
-    layernorm_forward(c->y, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C);
+    layernorm_forward(c->y, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C, c->eps);
     return weighted_sum(c->y, c->dy, (long)c->N * c->C);
 }
 
 static real* nans(long n);
 
-static void test_layernorm(void) {
-    LNCase c = {.N = 5, .C = 7};
+// Named "layernorm ..." at eps 1e-5, "layernorm eps=E ..." otherwise.
+static const char* norm_name(char* buf, size_t n, const char* norm, double eps, const char* what) {
+    if (eps == 1e-5) snprintf(buf, n, "%s %s", norm, what);
+    else snprintf(buf, n, "%s eps=%g %s", norm, eps, what);
+    return buf;
+}
+
+static void test_layernorm(double eps) {
+    LNCase c = {.N = 5, .C = 7, .eps = eps};
+    char name[64];
     const long n = (long)c.N * c.C;
     c.x = random_array(n, 1);
     c.w = random_array(c.C, 1);
@@ -115,9 +124,9 @@ static void test_layernorm(void) {
     real *dx = zeros(n), *dw = nans(c.C), *db = nans(c.C);
     ln_loss(&c);
     layernorm_backward(dx, dw, db, c.dy, c.x, c.w, c.mean, c.rstd, c.N, c.C, GRAD_WRITE);
-    check("layernorm dinp", c.x, dx, n, ln_loss, &c);
-    check("layernorm dweight", c.w, dw, c.C, ln_loss, &c);
-    check("layernorm dbias", c.b, db, c.C, ln_loss, &c);
+    check(norm_name(name, sizeof name, "layernorm", eps, "dinp"), c.x, dx, n, ln_loss, &c);
+    check(norm_name(name, sizeof name, "layernorm", eps, "dweight"), c.w, dw, c.C, ln_loss, &c);
+    check(norm_name(name, sizeof name, "layernorm", eps, "dbias"), c.b, db, c.C, ln_loss, &c);
 }
 
 // ---- matmul ----
@@ -225,19 +234,20 @@ static void test_gelu_matmuls(void) {
 // loss = sum(dy * ln_out) + sum(dres * residual_out): both stored outputs are differentiated.
 typedef struct {
     int N, C;
+    double eps;
     real *a, *b, *w, *bias, *res, *y, *mean, *rstd, *dy, *dres;
 } FRLCase;
 
 static double frl_loss(void* p) {
     FRLCase* c = p;
     fused_residual_layernorm_forward(c->res, c->y, c->mean, c->rstd, c->a, c->b, c->w, c->bias, c->N,
-                                     c->C);
+                                     c->C, c->eps);
     const long n = (long)c->N * c->C;
     return weighted_sum(c->y, c->dy, n) + weighted_sum(c->res, c->dres, n);
 }
 
 static void test_fused_residual_layernorm(void) {
-    FRLCase c = {.N = 5, .C = 7};
+    FRLCase c = {.N = 5, .C = 7, .eps = 1e-5};
     const long n = (long)c.N * c.C;
     c.a = random_array(n, 1);
     c.b = random_array(n, 1);
@@ -261,10 +271,11 @@ static void test_fused_residual_layernorm(void) {
     // Equal to the two separate layers, also with residual_out written over a (in place).
     real *res2 = zeros(n), *y2 = zeros(n), *m2 = zeros(c.N), *r2 = zeros(c.N);
     residual_forward(res2, c.a, c.b, n);
-    layernorm_forward(y2, m2, r2, res2, c.w, c.bias, c.N, c.C);
+    layernorm_forward(y2, m2, r2, res2, c.w, c.bias, c.N, c.C, c.eps);
     real* a_copy = new_array(n);
     memcpy(a_copy, c.a, sizeof(real) * n);
-    fused_residual_layernorm_forward(a_copy, c.y, c.mean, c.rstd, a_copy, c.b, c.w, c.bias, c.N, c.C);
+    fused_residual_layernorm_forward(a_copy, c.y, c.mean, c.rstd, a_copy, c.b, c.w, c.bias, c.N, c.C,
+                                     c.eps);
     const int same = !memcmp(res2, a_copy, sizeof(real) * n) && !memcmp(y2, c.y, sizeof(real) * n) &&
                      !memcmp(m2, c.mean, sizeof(real) * c.N) && !memcmp(r2, c.rstd, sizeof(real) * c.N);
     printf("%-4s %-34s bitwise equal to residual_forward + layernorm_forward\n", same ? "ok" : "FAIL",
@@ -275,19 +286,20 @@ static void test_fused_residual_layernorm(void) {
 // ---- rmsnorm ----
 static double rms_loss(void* p) {   // the LayerNorm case's fields; b is the residual's other term
     FRLCase* c = p;
-    fused_residual_rmsnorm_forward(c->res, c->y, c->rstd, c->a, c->b, c->w, c->N, c->C);
+    fused_residual_rmsnorm_forward(c->res, c->y, c->rstd, c->a, c->b, c->w, c->N, c->C, c->eps);
     const long n = (long)c->N * c->C;
     return weighted_sum(c->y, c->dy, n) + weighted_sum(c->res, c->dres, n);
 }
 
 static double rms_plain_loss(void* p) {
     FRLCase* c = p;
-    rmsnorm_forward(c->y, c->rstd, c->a, c->w, c->N, c->C);
+    rmsnorm_forward(c->y, c->rstd, c->a, c->w, c->N, c->C, c->eps);
     return weighted_sum(c->y, c->dy, (long)c->N * c->C);
 }
 
-static void test_rmsnorm(void) {
-    FRLCase c = {.N = 5, .C = 7};
+static void test_rmsnorm(double eps) {
+    FRLCase c = {.N = 5, .C = 7, .eps = eps};
+    char name[64];
     const long n = (long)c.N * c.C;
     c.a = random_array(n, 1);
     c.b = random_array(n, 1);
@@ -301,8 +313,9 @@ static void test_rmsnorm(void) {
     real *dx = zeros(n), *dw = nans(c.C);
     rms_plain_loss(&c);
     rmsnorm_backward(dx, dw, c.dy, c.a, c.w, c.rstd, c.N, c.C, GRAD_WRITE);
-    check("rmsnorm dinp", c.a, dx, n, rms_plain_loss, &c);
-    check("rmsnorm dweight", c.w, dw, c.C, rms_plain_loss, &c);
+    check(norm_name(name, sizeof name, "rmsnorm", eps, "dinp"), c.a, dx, n, rms_plain_loss, &c);
+    check(norm_name(name, sizeof name, "rmsnorm", eps, "dweight"), c.w, dw, c.C, rms_plain_loss,
+          &c);
     // Fused with the residual add: d(a) = d(b) = dres + the RMSNorm backward at residual_out.
     rms_loss(&c);
     real *dsum = new_array(n), *dw2 = random_array(c.C, 1), *dw_start = new_array(c.C);
@@ -310,15 +323,18 @@ static void test_rmsnorm(void) {
     memcpy(dw_start, dw2, sizeof(real) * c.C);
     rmsnorm_backward(dsum, dw2, c.dy, c.res, c.w, c.rstd, c.N, c.C, GRAD_ACCUMULATE);
     for (int i = 0; i < c.C; i++) dw2[i] -= dw_start[i];   // what GRAD_ACCUMULATE added
-    check("fused residual+rmsnorm da", c.a, dsum, n, rms_loss, &c);
-    check("fused residual+rmsnorm db", c.b, dsum, n, rms_loss, &c);
-    check("fused residual+rmsnorm dweight", c.w, dw2, c.C, rms_loss, &c);
+    check(norm_name(name, sizeof name, "fused residual+rmsnorm", eps, "da"), c.a, dsum, n, rms_loss,
+          &c);
+    check(norm_name(name, sizeof name, "fused residual+rmsnorm", eps, "db"), c.b, dsum, n, rms_loss,
+          &c);
+    check(norm_name(name, sizeof name, "fused residual+rmsnorm", eps, "dweight"), c.w, dw2, c.C,
+          rms_loss, &c);
     // Equal to the two separate layers, with residual_out written over a (in place).
     real *res2 = zeros(n), *y2 = zeros(n), *r2 = zeros(c.N), *a_copy = new_array(n);
     residual_forward(res2, c.a, c.b, n);
-    rmsnorm_forward(y2, r2, res2, c.w, c.N, c.C);
+    rmsnorm_forward(y2, r2, res2, c.w, c.N, c.C, c.eps);
     memcpy(a_copy, c.a, sizeof(real) * n);
-    fused_residual_rmsnorm_forward(a_copy, c.y, c.rstd, a_copy, c.b, c.w, c.N, c.C);
+    fused_residual_rmsnorm_forward(a_copy, c.y, c.rstd, a_copy, c.b, c.w, c.N, c.C, c.eps);
     const int same = !memcmp(res2, a_copy, sizeof(real) * n) && !memcmp(y2, c.y, sizeof(real) * n) &&
                      !memcmp(r2, c.rstd, sizeof(real) * c.N);
     printf("%-4s %-34s bitwise equal to residual_forward + rmsnorm_forward\n", same ? "ok" : "FAIL",
@@ -580,13 +596,15 @@ static void test_model(GPTConfig cfg) {
 
 int main(void) {
     printf("finite-difference checks in %s, h = 1e-5, tolerance 1e-6\n", REAL_NAME);
-    test_layernorm();
+    test_layernorm(1e-5);
+    test_layernorm(0.1);   // an epsilon near the rows' variance (~1/3): the backward must agree
     test_matmul(0);
     test_matmul(1);
     test_gelu();
     test_gelu_matmuls();
     test_fused_residual_layernorm();
-    test_rmsnorm();
+    test_rmsnorm(1e-5);
+    test_rmsnorm(0.1);
     test_swiglu();
     // Local tokens 2, 5, 8, 11 of each sequence (a cyclic shard), then a zigzag shard (chunks
     // [2, 4) and [7, 9): local tokens 2, 7, 3, 8); tokens repeat on purpose.

@@ -92,6 +92,16 @@ static const Shape shapes[] = {
                       .rope_theta = 10000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
                       .ffn_hidden = 128, .no_linear_bias = 1, .untied_classifier = 1},
      3, 37, 0, 0},
+    // Qwen2's block: Llama's without linear biases but the qkv projection's (--add-qkv-bias), the
+    // norms' epsilon 1e-6 (--norm-epsilon; the residual stream's mean square is ~1e-3 at
+    // initialisation, so 1e-5 instead moves every rstd by ~1%), theta 1000000, a tied classifier;
+    // and GPT's LayerNorm with an epsilon of 1e-3.
+    {"qwen2", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+               .rope_theta = 1000000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+               .ffn_hidden = 128, .no_linear_bias = 1, .norm_eps = 1e-6f, .qkv_bias = 1},
+     3, 37, 0, 0},
+    {"layernorm-eps", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 45,
+                       .norm_eps = 1e-3f}, 3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {

@@ -1172,7 +1172,7 @@ t_rope() {
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
           "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--untie-embeddings-and-output-weights$"
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights$"
 }
 
 # Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden, --disable-bias-linear): named
@@ -1217,7 +1217,41 @@ t_llama() {
   refused "--normalization batchnorm|^error: --normalization" \
           "--mlp relu|^error: --mlp" \
           "--ffn-hidden -4|^error: --ffn-hidden" \
-          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--untie-embeddings-and-output-weights$"
+          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights$"
+}
+
+# Qwen2's block (--disable-bias-linear --add-qkv-bias, --norm-epsilon 1e-6): named in the
+# configuration, W = 64 parameters more than without linear biases (the qkv projection's bias),
+# header[20] the epsilon's fp32 bits and header[21] 1, kept by --init-from; --recompute selective
+# gives none's losses bit for bit; another epsilon gives other losses; a resume with the default
+# epsilon and bad values are refused in one line.
+t_qwen2() {
+  make_data
+  local block=(--normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope --heads 4 --kv-heads 2
+               --disable-bias-linear)
+  train qwen2 "${TINY[@]}" "${block[@]}" --add-qkv-bias --norm-epsilon 1e-6 --steps 4 --eval-every 0 --out-dir "$W/qwen2"
+  expect_rc qwen2 0
+  check "the configuration names the block" has qwen2.out "RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, linear biases in qkv only, "
+  check "  and the option" has qwen2.out "^  norm-epsilon +1e-06$"
+  check "parameters: no linear biases but the qkv projection's W = 64 ($(grep -o '[0-9]* parameters' "$W/qwen2.out" | head -n 1))" \
+    has qwen2.out " $((512 * 32 + (32 * 64 + 64 + 32 * 32 + 32 * 96 + 48 * 32 + 2 * 32) + 32)) parameters"
+  check "the model file's header[18..21] hold 1 0 (fp32 bits of 1e-6) 1" header_holds "$W/qwen2/model_00000004.bin" 18 1 0 897988541 1
+  from_model "$W/qwen2/model_00000004.bin" "block" "RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, linear biases in qkv only"
+  train qwen2-selective "${TINY[@]}" "${block[@]}" --add-qkv-bias --norm-epsilon 1e-6 --steps 4 --eval-every 0 \
+    --recompute selective --out-dir "$W/qwen2-selective"
+  check "--recompute selective: the losses of none, bit for bit" eval \
+    "[ -n \"\$(losses '$W/qwen2/log.jsonl')\" ] && [ \"\$(losses '$W/qwen2-selective/log.jsonl')\" = \"\$(losses '$W/qwen2/log.jsonl')\" ]"
+  train qwen2-eps5 "${TINY[@]}" "${block[@]}" --add-qkv-bias --steps 4 --eval-every 0 --out-dir "$W/qwen2-eps5"
+  check "the default epsilon (header[20] 0, llm.c's) gives other losses" eval \
+    "header_holds '$W/qwen2-eps5/model_00000004.bin' 20 0 && [ \"\$(losses '$W/qwen2-eps5/log.jsonl')\" != \"\$(losses '$W/qwen2/log.jsonl')\" ]"
+  train qwen2-resume "${TINY[@]}" "${block[@]}" --add-qkv-bias --steps 6 --resume --out-dir "$W/qwen2"
+  check "a resume with the default epsilon is refused ($(grep -m 1 'eps' "$W/qwen2-resume.err"))" eval \
+    "[ \$(rc_of qwen2-resume) != 0 ] && grep -q 'RMSNorm (eps 1e-06), SwiGLU MLP of 2 x 48, linear biases in qkv only differ from this run.s RMSNorm, SwiGLU' '$W/qwen2-resume.err'"
+  refused "--add-qkv-bias|^error: --add-qkv-bias: expected --disable-bias-linear with it \(without it every linear layer has its bias already\)$" \
+          "--norm-epsilon 0|^error: --norm-epsilon: expected a number in \(0, 0.1\] \(an fp32 above 0\), found 0$" \
+          "--norm-epsilon 0.5|^error: --norm-epsilon" \
+          "--norm-epsilon tiny|^error: --norm-epsilon" \
+          "--norm-epsilon 1e-6 --init-from $W/qwen2/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--add-qkv-bias/--norm-epsilon/"
 }
 
 # --untie-embeddings-and-output-weights: named in the configuration, V x C = 512 x 32 more
@@ -1249,7 +1283,7 @@ t_untied() {
   "$BUILD/export_hf" --model "$W/untied/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2>&1
   check "export_hf writes GPT-2 with lm_head.weight, tie_word_embeddings false (the export suite checks it)" eval \
     "grep -q '\"tie_word_embeddings\": false' '$W/hf/config.json' && grep -q 'lm_head.weight' '$W/hf/model.safetensors'"
-  refused "$untie --init-from $W/tied/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--disable-bias-linear/--untie-embeddings-and-output-weights$"
+  refused "$untie --init-from $W/tied/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--norm-epsilon/--untie-embeddings-and-output-weights$"
 }
 
 # --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64
@@ -1334,6 +1368,9 @@ case $test_name in
   rope) t_rope ;;
   rope-scaling) t_rope_scaling ;;
   llama) t_llama ;;
+  qwen2) t_qwen2 ;;
+  resume-qwen2) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
+    --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6 ;;
   untied) t_untied ;;
   resume-untied) t_resume --untie-embeddings-and-output-weights --zero 1 --total-batch-tokens 128 ;;
   resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
@@ -1343,7 +1380,7 @@ case $test_name in
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|eval-positions|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

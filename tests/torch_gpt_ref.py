@@ -17,7 +17,7 @@ a short sequence (at theta 500000, head size 8, pair 3 by 5e-5 rad per position)
 gradients are nearly 0 too, and the final key bias is left out as before.
 
 The block's form (Llama's where not 0; all three are 0 in llm.c's and every earlier file):
-  header[15] norm: 0 LayerNorm (weight and bias), 1 RMSNorm, y = x / sqrt(mean(x^2) + 1e-5) *
+  header[15] norm: 0 LayerNorm (weight and bias), 1 RMSNorm, y = x / sqrt(mean(x^2) + eps) *
              weight over the last dimension, no bias: ln1b, ln2b and lnfb then have 0 elements.
   header[16] mlp: 0 GELU (tanh approximation): fcw (L, F, C), fcb (L, F), fcprojw (L, C, F);
              1 SwiGLU: fcw (L, 2F, C), fcb (L, 2F), h = x fcw^T + fcb, a = silu(h[:F]) * h[F:]
@@ -28,6 +28,9 @@ The block's form (Llama's where not 0; all three are 0 in llm.c's and every earl
   header[19] untied_classifier: 1 for a classifier of its own, a 17th tensor `classifier` (Vp, C)
              after lnfb: logits = lnf(x) classifier^T; 0 (GPT's, llm.c's): logits = lnf(x) wte^T
              and the 17th tensor has 0 elements.
+  header[20] the norms' epsilon as fp32 bits (Qwen2's 1e-6); 0 means 1e-5.
+  header[21] qkv_bias: 1 when qkvb is present under header[18] = 1 (Qwen2's block: the qkv
+             projection's bias alone); 0 otherwise.
 Tensors with 0 elements (wpe under rotary positions, the norm biases under RMSNorm) are not
 compared (they are listed as such).
 """
@@ -78,15 +81,17 @@ def check_header(path, what, h, magic, version):
         die(f"{what} file {path}: header[1] (version) expected {version}, found {h[1]}{extra}")
 
 
-def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0, untied=0):
+def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0, untied=0,
+                qkvbias=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
     Fh = ffn or 4 * C  # the MLP's hidden width (header[17]; 0: 4C)
     Fw = 2 * Fh if mlp == 1 else Fh  # the MLP's first layer: gate and up columns under SwiGLU
     nb = 0 if norm == 1 else C  # a norm's bias: none under RMSNorm
     lb = 0 if nobias else 1  # the linear layers' biases (header[18])
+    qb = 1 if lb or qkvbias else 0  # the qkv projection's (header[21])
     # no position table under rotary positions
     return {"wte": Vp * C, "wpe": 0 if rope else maxT * C, "ln1w": L * C, "ln1b": L * nb,
-            "qkvw": L * W * C, "qkvb": L * W * lb, "attprojw": L * C * C, "attprojb": L * C * lb,
+            "qkvw": L * W * C, "qkvb": L * W * qb, "attprojw": L * C * C, "attprojb": L * C * lb,
             "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw * lb,
             "fcprojw": L * C * Fh, "fcprojb": L * C * lb, "lnfw": C, "lnfb": nb,
             "classifier": Vp * C if untied else 0}
@@ -141,12 +146,12 @@ def rope_rotate(x, cs):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0, bias=True):
+    def __init__(self, C, NH, window=0, KV=0, bias=True, qkv_bias=True):
         super().__init__()
         self.NH = NH
         self.KV = KV or NH  # key/value heads: grouped-query attention when fewer than NH
         self.window = window  # 0: causal; W: a query at t sees only keys t-W+1 .. t
-        self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH), bias=bias)
+        self.qkv = nn.Linear(C, C + 2 * self.KV * (C // NH), bias=qkv_bias)
         self.proj = nn.Linear(C, C, bias=bias)
 
     def forward(self, x, same_doc=None, rope=None):
@@ -193,8 +198,8 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
 
 
-def make_norm(C, norm):
-    return RMSNorm(C, eps=1e-5) if norm == 1 else nn.LayerNorm(C, eps=1e-5)
+def make_norm(C, norm, eps=1e-5):
+    return RMSNorm(C, eps=eps) if norm == 1 else nn.LayerNorm(C, eps=eps)
 
 
 class MLP(nn.Module):
@@ -214,11 +219,11 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0, bias=True):
+    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0, bias=True, qkv_bias=True, eps=1e-5):
         super().__init__()
-        self.ln1 = make_norm(C, norm)
-        self.attn = CausalSelfAttention(C, NH, window, KV, bias)
-        self.ln2 = make_norm(C, norm)
+        self.ln1 = make_norm(C, norm, eps)
+        self.attn = CausalSelfAttention(C, NH, window, KV, bias, qkv_bias)
+        self.ln2 = make_norm(C, norm, eps)
         self.mlp = MLP(C, mlp, ffn, bias)
 
     def forward(self, x, same_doc=None, rope=None):
@@ -228,7 +233,8 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
-                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0, untied=0):
+                 rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0, untied=0, eps=1e-5,
+                 qkvbias=0):
         super().__init__()
         self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
@@ -238,11 +244,11 @@ class GPT(nn.Module):
         self.wpe = None if rope else nn.Embedding(maxT, C)
         # banded layers: l % window_every == 0 (header[8] window, header[9] window_every);
         # KV: the key/value heads (header[10]; 0: one per head); norm, mlp, ffn: header[15..17];
-        # nobias: header[18]
+        # nobias: header[18]; eps: header[20]; qkvbias: header[21]
         self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV,
-                                           norm, mlp, ffn, not nobias)
+                                           norm, mlp, ffn, not nobias, not nobias or qkvbias == 1, eps)
                                      for l in range(L)])
-        self.lnf = make_norm(C, norm)
+        self.lnf = make_norm(C, norm, eps)
         # untied: header[19], the classifier's own (Vp, C) matrix; None: tied to wte
         self.classifier = nn.Parameter(torch.zeros(Vp, C)) if untied else None
         self.boundary = 0  # document masking's boundary token (the batch file's header[4]; 0: none)
@@ -331,13 +337,20 @@ def load_model(path):
     untied = int(h[19])
     if untied not in (0, 1):
         die(f"model file {path}: header[19] (untied classifier) expected 0 or 1, found {untied}")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied)
+    eps_bits = float(np.frombuffer(h[20:21].astype("<i4").tobytes(), dtype="<f4")[0])
+    if eps_bits != 0 and not 0 < eps_bits <= 0.1:
+        die(f"model file {path}: header[20] (norm epsilon) expected 0 (1e-5) or a number in (0, 0.1], found {eps_bits}")
+    eps = eps_bits or 1e-5  # fp32's value, as the C program adds it
+    qkvbias = int(h[21])
+    if qkvbias not in (0, 1) or (qkvbias and not nobias):
+        die(f"model file {path}: header[21] (qkv bias) expected 0, or 1 with header[18] = 1, found {qkvbias}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
     model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig),
-                norm, mlp, ffn, nobias, untied)
+                norm, mlp, ffn, nobias, untied, eps, qkvbias)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
@@ -346,7 +359,7 @@ def load_model(path):
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
     return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, norm=norm, mlp=mlp,
-                       ffn=ffn, nobias=nobias, untied=untied)
+                       ffn=ffn, nobias=nobias, untied=untied, qkvbias=qkvbias)
 
 
 def load_batch(path, cfg):
@@ -441,7 +454,7 @@ def read_results(path, expect_h, cfg, steps):
     B, T = int(h[2]), int(h[3])
     sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
                          cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"], cfg["nobias"],
-                         cfg["untied"])[n]
+                         cfg["untied"], cfg["qkvbias"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -490,7 +503,7 @@ def compare(c, r, cfg, B, T, a):
     key[:, C:C + KVC] = True
     key = key.reshape(-1)
     qi = NAMES.index("qkvb")
-    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] and not cfg["nobias"] else ():
+    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] and (not cfg["nobias"] or cfg["qkvbias"]) else ():
         g = np.asarray(g, dtype=np.float64)
         rows.append((f"grad.qkvb[k]~0 ({who})",
                      float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),

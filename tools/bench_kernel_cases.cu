@@ -95,7 +95,7 @@ static Case case_encoder_backward(const Shape* s) {
 }
 
 static void run_layernorm_forward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    layernorm_forward_cuda(X(0), F(1), F(2), X(3), X(4), X(5), s->N, s->C, b->stream);
+    layernorm_forward_cuda(X(0), F(1), F(2), X(3), X(4), X(5), s->N, s->C, 1e-5f, b->stream);
 }
 static Case case_layernorm_forward(const Shape* s) {
     Case c = new_case("layernorm_forward_cuda", kernel_cost_layernorm_forward(s->N, s->C), run_layernorm_forward);
@@ -109,7 +109,8 @@ static Case case_layernorm_forward(const Shape* s) {
 }
 
 static void run_fused_residual_layernorm(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    fused_residual_layernorm_forward_cuda(X(0), X(1), F(2), F(3), X(4), X(5), X(6), X(7), s->N, s->C, b->stream);
+    fused_residual_layernorm_forward_cuda(X(0), X(1), F(2), F(3), X(4), X(5), X(6), X(7), s->N, s->C, 1e-5f,
+                                          b->stream);
 }
 static Case case_fused_residual_layernorm(const Shape* s) {
     Case c = new_case("fused_residual_layernorm_forward_cuda",
@@ -128,7 +129,7 @@ static Case case_fused_residual_layernorm(const Shape* s) {
 // The statistics a real backward gets: a forward over its inp (output into dinp, which then
 // accumulates from there; bias = dbias's random values).
 static void prepare_layernorm_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
-    layernorm_forward_cuda(X(0), F(7), F(8), X(5), X(6), X(2), s->N, s->C, b->stream);
+    layernorm_forward_cuda(X(0), F(7), F(8), X(5), X(6), X(2), s->N, s->C, 1e-5f, b->stream);
 }
 static void run_layernorm_backward(const Bench* b, const Shape* s, const Case* c, void* const* p) {
     layernorm_backward_cuda(X(0), X(1), X(2), p[3], X(4), X(5), X(6), F(7), F(8), s->N, s->C, 1, b->stream);

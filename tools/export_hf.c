@@ -143,12 +143,13 @@ int main(int argc, char** argv) {
     // transformers' GPT-2, GPT-NeoX and Llama attend every earlier position: a banded model would
     // load and run wrong. Mistral is Llama's block with a window in every layer and no biases.
     const int mistral = llama && cfg.window;
-    if (cfg.window && !(llama && cfg.window_every == 1 && !gpt_linear_bias(&cfg)))
+    const int qwen2 = llama && !gpt_linear_bias(&cfg) && gpt_qkv_bias(&cfg);
+    if (cfg.window && !(llama && cfg.window_every == 1 && !gpt_qkv_bias(&cfg)))
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
                  "%s equivalent in Hugging Face transformers; expected a model without "
                  "--attention-window, or Mistral's: Llama's block with the window in every layer "
-                 "(--window-every 1) and no linear biases (--disable-bias-linear)", path,
-                 cfg.window, cfg.window_every, llama && gpt_linear_bias(&cfg) ? "Mistral" : format);
+                 "(--window-every 1) and no linear biases (--disable-bias-linear, no --add-qkv-bias)",
+                 path, cfg.window, cfg.window_every, llama && gpt_qkv_bias(&cfg) ? "Mistral" : format);
     // GPT-2's c_attn is 3C wide: grouped-query attention has no GPT2LMHeadModel form either (nor
     // GPT-NeoX's query_key_value); Llama's k_proj and v_proj have num_key_value_heads.
     if (!llama && gpt_kv_heads(&cfg) != cfg.NH)
@@ -170,8 +171,8 @@ int main(int argc, char** argv) {
         printf("  format       Mistral (MistralForCausalLM: %s, %d key/value heads, sliding window "
                "%d)\n", block, gpt_kv_heads(&cfg), cfg.window);
     else if (llama)
-        printf("  format       Llama (LlamaForCausalLM: %s, %d key/value heads)\n", block,
-               gpt_kv_heads(&cfg));
+        printf("  format       %s (%s: %s, %d key/value heads)\n", qwen2 ? "Qwen2" : "Llama",
+               qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM", block, gpt_kv_heads(&cfg));
     else
         printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
                                                       : "GPT-2 (GPT2LMHeadModel)");

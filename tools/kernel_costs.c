@@ -177,15 +177,16 @@ KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double 
 // --- Model size and floors ----------------------------------------------------------------------
 
 double kernel_gpt_num_params_block(double L, double C, double W, double F, double FC, double NB,
-                                   double LB, double Vp, double max_T) {
+                                   double QB, double LB, double Vp, double max_T) {
     // per block: ln1 C + NB, qkv C W + W, attproj C^2 + C, ln2 C + NB, fc C FC + FC, fcproj F C + C
-    // (the linear layers' biases times LB)
+    // (the qkv projection's bias times QB, the other linear layers' times LB)
     return Vp * C + max_T * C +
-           L * (C * W + C * C + C * FC + F * C + LB * (W + C + FC + C) + 2 * (C + NB)) + C + NB;
+           L * (C * W + C * C + C * FC + F * C + QB * W + LB * (C + FC + C) + 2 * (C + NB)) + C +
+           NB;
 }
 
 double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T) {
-    return kernel_gpt_num_params_block(L, C, W, 4 * C, 4 * C, C, 1, Vp, max_T);
+    return kernel_gpt_num_params_block(L, C, W, 4 * C, 4 * C, C, 1, 1, Vp, max_T);
 }
 
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T) {

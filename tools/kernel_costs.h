@@ -84,9 +84,10 @@ KernelCost kernel_cost_gqa_group_sum(double rows, double NH, double NKV, double 
 // attention), the final LayerNorm 2 C.
 double kernel_gpt_num_params_qkv(double L, double C, double W, double Vp, double max_T);
 // Any block: an MLP of hidden width F whose first layer is FC wide (F, or 2F under SwiGLU), norms
-// with NB bias elements (C, or 0 under RMSNorm), linear layers with biases (LB 1) or without (0).
+// with NB bias elements (C, or 0 under RMSNorm), linear layers with biases (LB 1) or without (0),
+// the qkv projection's own bias apart (QB: LB, or 1 with the others gone, Qwen2's).
 double kernel_gpt_num_params_block(double L, double C, double W, double F, double FC, double NB,
-                                   double LB, double Vp, double max_T);
+                                   double QB, double LB, double Vp, double max_T);
 // The same with W = 3C (one key/value head per query head: 12 C^2 + 13 C per block).
 double kernel_gpt_num_params(double L, double C, double Vp, double max_T);
 

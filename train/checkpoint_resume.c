@@ -101,11 +101,12 @@ void save_checkpoint(Trainer* t) {
 static int differs(char* err, size_t errlen, const char* path,
                    void (*text)(const GPTConfig*, char*, size_t), const GPTConfig* was,
                    const GPTConfig* now, const char* flags) {
-    char a[96], b[96];
+    char a[GPT_BLOCK_TEXT_LEN], b[GPT_BLOCK_TEXT_LEN];   // room for either text
     text(was, a, sizeof a);
     text(now, b, sizeof b);
-    snprintf(err, errlen, "%.150s: %s differ from this run's %s (resume with the same %s)", path,
-             a, b, flags);
+    // Bounded so that the longest texts and flags fit one ERR_LEN line.
+    snprintf(err, errlen, "%.120s: %.90s differ from this run's %.90s (resume with the same %s)",
+             path, a, b, flags);
     return -2;
 }
 
@@ -137,7 +138,8 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                        "--position-embedding, --rope-theta and --rope-scaling");
     if (!gpt_same_block(c, &t->cfg))
         return differs(err, errlen, path, gpt_block_text, c, &t->cfg,
-                       "--normalization, --mlp, --ffn-hidden, --disable-bias-linear and --untie-embeddings-and-output-weights");
+                       "--normalization, --mlp, --ffn-hidden, --disable-bias-linear, --add-qkv-bias, "
+                       "--norm-epsilon and --untie-embeddings-and-output-weights");
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

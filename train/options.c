@@ -39,6 +39,8 @@ static const OptSpec specs[] = {
     {"mlp", OPT_STRING, F(mlp), 0, 0, "gelu|swiglu", "the block's MLP: gelu (GPT's: C -> hidden, GELU, -> C; the default) or swiglu (Llama's, Shazeer 2020, Megatron-LM's --swiglu: C -> 2 x hidden, silu(gate) * up, -> C)"},
     {"ffn-hidden", OPT_INT, F(ffn_hidden), 0, 1 << 24, NULL, "the MLP's hidden width (Megatron-LM's --ffn-hidden-size; 0 = 4 x channels, or under --mlp swiglu Megatron's 2/3 of it rounded down to a multiple of 64: about the parameters of the GELU MLP)"},
     {"disable-bias-linear", OPT_FLAG, F(disable_bias_linear), 0, 1, NULL, "linear layers without biases (Megatron-LM's --disable-bias-linear; Llama's): no bias in the qkv, output, fc and fcproj projections"},
+    {"norm-epsilon", OPT_DOUBLE, F(norm_epsilon), 0, 0.1, NULL, "the norms' epsilon, rstd = 1 / sqrt(variance or mean square + epsilon) (Megatron-LM's --norm-epsilon, transformers' rms_norm_eps; Qwen2's and Llama 1's 1e-6), stored in the model file as fp32"},
+    {"add-qkv-bias", OPT_FLAG, F(add_qkv_bias), 0, 1, NULL, "with --disable-bias-linear: the qkv projection keeps its bias (Megatron-LM's --add-qkv-bias; Qwen2's block)"},
     {"untie-embeddings-and-output-weights", OPT_FLAG, F(untie_embeddings), 0, 1, NULL, "the classifier gets its own vocabulary x channels matrix instead of the token embedding's transpose (Megatron-LM's flag of this name; Llama's and GPT-NeoX's): V x C more parameters; llm.c and GPT-2 tie them"},
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
@@ -166,6 +168,7 @@ static void set_defaults(TrainOptions* o) {
     o->rope_theta = 10000;
     o->rope_scaling = "none";
     o->normalization = "layernorm";
+    o->norm_epsilon = GPT_NORM_EPS_DEFAULT;
     o->mlp = "gelu";
     o->mesh = "manual";
     o->cluster = "";
@@ -352,7 +355,9 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, normalization) ||
             s->offset == offsetof(TrainOptions, mlp) || s->offset == offsetof(TrainOptions, ffn_hidden) ||
             s->offset == offsetof(TrainOptions, disable_bias_linear) ||
-            s->offset == offsetof(TrainOptions, untie_embeddings))
+            s->offset == offsetof(TrainOptions, untie_embeddings) ||
+            s->offset == offsetof(TrainOptions, norm_epsilon) ||
+            s->offset == offsetof(TrainOptions, add_qkv_bias))
             o->given |= OPT_GIVEN_BLOCK;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;

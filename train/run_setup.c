@@ -111,7 +111,8 @@ static void setup_model_config(Trainer* t) {
             (o->given & (OPT_GIVEN_POSITIONS | OPT_GIVEN_BLOCK)))
             config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/"
                          "--kv-heads/--vocab/--position-embedding/--normalization/--mlp/"
-                         "--ffn-hidden/--disable-bias-linear/--untie-embeddings-and-output-weights");
+                         "--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/"
+                         "--untie-embeddings-and-output-weights");
         // A rotary model has no parameter that depends on the context or theta, so it may go on
         // at another context (context extension: pretrain short, then train long) and another
         // theta (the larger base of extended Llama and Code Llama models). A learned table has
@@ -143,6 +144,12 @@ static void setup_model_config(Trainer* t) {
         gpt_block_apply(&t->cfg, gpt_norm_parse(o->normalization), gpt_mlp_parse(o->mlp),
                         o->ffn_hidden, o->disable_bias_linear);
         t->cfg.untied_classifier = o->untie_embeddings;
+        if (o->add_qkv_bias && !o->disable_bias_linear)
+            config_error(t, "--add-qkv-bias: expected --disable-bias-linear with it (without it "
+                         "every linear layer has its bias already)");
+        t->cfg.qkv_bias = o->add_qkv_bias;
+        if (gpt_norm_eps_apply(&t->cfg, o->norm_epsilon, "--norm-epsilon", err, sizeof err) != 0)
+            config_error(t, "%s", err);
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)
             config_error(t, "--preset/--layers/--channels/--heads/--kv-heads/--position-embedding/"
                          "--ffn-hidden: %s", err);

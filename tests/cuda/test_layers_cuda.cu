@@ -348,20 +348,23 @@ static void test_encoder_backward(int B, int T, int C, TokenLayout pos, int V, b
 
 // --- LayerNorm -------------------------------------------------------------------------------------
 
-static void test_layernorm_forward(int N, int C) {
-    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f), b = rand_vec(C, 0.2f);
+// eps: the norm's epsilon; scale: the inputs' (at 0.001 the rows' variance is ~1.3e-6, so an
+// epsilon of 1e-6 and the default 1e-5 give rstd a factor ~2 apart).
+static void test_layernorm_forward(int N, int C, float eps = 1e-5f, float scale = 1.0f) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f * scale, 0.5f * scale), w = rand_vec(C, 0.2f, 1.0f),
+              b = rand_vec(C, 0.2f);
     Vec out((size_t)N * C), mean(N), rstd(N);
-    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
 
     floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_b = to_dev(b), *d_out = dalloc<floatX>((size_t)N * C);
     float *d_mean = dalloc<float>(N), *d_rstd = dalloc<float>(N);
     poison(d_out, (size_t)N * C * sizeof(floatX));
     poison(d_mean, N * sizeof(float));
     poison(d_rstd, N * sizeof(float));
-    layernorm_forward_cuda(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, stream);
+    layernorm_forward_cuda(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, eps, stream);
     sync();
     char shape[64];
-    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    snprintf(shape, sizeof shape, "N=%d C=%d eps=%g", N, C, eps);
     expect("layernorm_forward", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
     expect("layernorm_forward", shape, "mean", fetch_f(d_mean, N), mean, BOUND_STATS);
     expect("layernorm_forward", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
@@ -376,7 +379,7 @@ static void test_fused_residual_layernorm(int N, int C, bool in_place) {
     Vec res((size_t)N * C), out((size_t)N * C), mean(N), rstd(N);
     residual_forward(res.data(), a.data(), bb.data(), (long)N * C);
     round_all(res);  // the kernel stores the sum as floatX and normalises what it stored
-    layernorm_forward(out.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N, C);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N, C, 1e-5);
 
     floatX *d_a = to_dev(a), *d_bb = to_dev(bb), *d_w = to_dev(w), *d_b = to_dev(b);
     floatX *d_res = in_place ? d_a : dalloc<floatX>((size_t)N * C), *d_out = dalloc<floatX>((size_t)N * C);
@@ -385,7 +388,8 @@ static void test_fused_residual_layernorm(int N, int C, bool in_place) {
     poison(d_out, (size_t)N * C * sizeof(floatX));
     poison(d_mean, N * sizeof(float));
     poison(d_rstd, N * sizeof(float));
-    fused_residual_layernorm_forward_cuda(d_res, d_out, d_mean, d_rstd, d_a, d_bb, d_w, d_b, N, C, stream);
+    fused_residual_layernorm_forward_cuda(d_res, d_out, d_mean, d_rstd, d_a, d_bb, d_w, d_b, N, C, 1e-5f,
+                                          stream);
     sync();
     char shape[64];
     snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, in_place ? " in-place" : "");
@@ -405,7 +409,7 @@ static void test_layernorm_backward(int N, int C, bool write = false) {
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
     const Vec dinp0 = rand_vec((size_t)N * C, 1.0f), dw0 = rand_vec(C, 1.0f), db0 = rand_vec(C, 1.0f);
     Vec out((size_t)N * C), mean(N), rstd(N);
-    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5);
     Vec dinp = dinp0, dw = dw0, db = db0;
     if (write) std::fill(dw.begin(), dw.end(), NAN), std::fill(db.begin(), db.end(), NAN);
     layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
@@ -458,19 +462,20 @@ static void test_layernorm_backward(int N, int C, bool write = false) {
 
 // The LayerNorm kernels with their RMS flag: the same inputs as the LayerNorm tests (rows of mean
 // 0.5, so that a mean subtracted by mistake shows), no bias, no mean.
-static void test_rmsnorm_forward(int N, int C) {
-    const Vec x = rand_vec((size_t)N * C, 2.0f, 0.5f), w = rand_vec(C, 0.2f, 1.0f);
+// eps, scale: as test_layernorm_forward's (at 0.001 the rows' mean square is ~1.6e-6).
+static void test_rmsnorm_forward(int N, int C, float eps = 1e-5f, float scale = 1.0f) {
+    const Vec x = rand_vec((size_t)N * C, 2.0f * scale, 0.5f * scale), w = rand_vec(C, 0.2f, 1.0f);
     Vec out((size_t)N * C), rstd(N);
-    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C);
+    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
 
     floatX *d_x = to_dev(x), *d_w = to_dev(w), *d_out = dalloc<floatX>((size_t)N * C);
     float* d_rstd = dalloc<float>(N);
     poison(d_out, (size_t)N * C * sizeof(floatX));
     poison(d_rstd, N * sizeof(float));
-    rmsnorm_forward_cuda(d_out, d_rstd, d_x, d_w, N, C, stream);
+    rmsnorm_forward_cuda(d_out, d_rstd, d_x, d_w, N, C, eps, stream);
     sync();
     char shape[64];
-    snprintf(shape, sizeof shape, "N=%d C=%d", N, C);
+    snprintf(shape, sizeof shape, "N=%d C=%d eps=%g", N, C, eps);
     expect("rmsnorm_forward", shape, "out", fetch(d_out, (size_t)N * C), out, BOUND_LN);
     expect("rmsnorm_forward", shape, "rstd", fetch_f(d_rstd, N), rstd, BOUND_STATS);
     for (void* p : {(void*)d_x, (void*)d_w, (void*)d_out, (void*)d_rstd}) CUDA_CHECK(cudaFree(p));
@@ -483,7 +488,7 @@ static void test_fused_residual_rmsnorm(int N, int C, bool in_place) {
     Vec res((size_t)N * C), out((size_t)N * C), rstd(N);
     residual_forward(res.data(), a.data(), bb.data(), (long)N * C);
     round_all(res);  // the kernel stores the sum as floatX and normalises what it stored
-    rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C);
+    rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C, 1e-6);
 
     floatX *d_a = to_dev(a), *d_bb = to_dev(bb), *d_w = to_dev(w);
     floatX *d_res = in_place ? d_a : dalloc<floatX>((size_t)N * C), *d_out = dalloc<floatX>((size_t)N * C);
@@ -491,7 +496,7 @@ static void test_fused_residual_rmsnorm(int N, int C, bool in_place) {
     if (!in_place) poison(d_res, (size_t)N * C * sizeof(floatX));
     poison(d_out, (size_t)N * C * sizeof(floatX));
     poison(d_rstd, N * sizeof(float));
-    fused_residual_rmsnorm_forward_cuda(d_res, d_out, d_rstd, d_a, d_bb, d_w, N, C, stream);
+    fused_residual_rmsnorm_forward_cuda(d_res, d_out, d_rstd, d_a, d_bb, d_w, N, C, 1e-6f, stream);
     sync();
     char shape[64];
     snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, in_place ? " in-place" : "");
@@ -512,7 +517,7 @@ static void test_rmsnorm_backward(int N, int C, bool write = false) {
     const Vec dout = rand_vec((size_t)N * C, 1.0f);
     const Vec dinp0 = rand_vec((size_t)N * C, 1.0f), dw0 = rand_vec(C, 1.0f);
     Vec out((size_t)N * C), rstd(N);
-    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C);
+    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5);
     Vec dinp = dinp0, dw = dw0;
     if (write) std::fill(dw.begin(), dw.end(), NAN);
     rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C,
@@ -721,6 +726,11 @@ static void test_special_shapes(void) {
     test_fused_residual_rmsnorm(37, 72, true);
     test_fused_residual_rmsnorm(37, 100, true);
     test_rmsnorm_forward(3, 24608);
+    // Rows small enough for the epsilon to matter: Qwen2's 1e-6 and the default.
+    for (float eps : {1e-6f, 1e-5f}) {
+        test_rmsnorm_forward(37, 100, eps, 0.001f);
+        test_layernorm_forward(37, 100, eps, 0.001f);
+    }
     test_fused_residual_rmsnorm(3, 24608, false);
     test_rmsnorm_backward(4133, 72);
     test_rmsnorm_backward(4133, 100, true);
