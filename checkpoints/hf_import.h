@@ -3,12 +3,13 @@
 // "transformer." prefix; what build/export_hf writes) read into llm.c's layout: the inverse of
 // checkpoints/hf_export.h. The Conv1D weights are transposed back to (out, in), wte gains llm.c's
 // padding rows (zero), and the buffers transformers may keep (attn.bias, attn.masked_bias) are
-// skipped. What this model cannot represent is refused: another activation or LayerNorm epsilon,
-// an MLP width other than 4C, an lm_head that differs from wte, a tensor GPT-2 does not have, a
+// skipped; layer_norm_epsilon (GPT2Config's 1e-5 when absent) becomes the model's norm epsilon.
+// What this model cannot represent is refused: another activation, an epsilon outside
+// (0, 0.1], an MLP width other than 4C, an lm_head that differs from wte, a tensor GPT-2 does not have, a
 // value that is not finite. The file's tensors are checked against config.json's shapes before
 // anything of their size is allocated.
 // A Llama directory (model_type "llama": LlamaForCausalLM, or LlamaModel without the "model."
-// prefix) is read the same way into a model with RMSNorm, SwiGLU and rotary positions
+// prefix; "mistral" and "qwen2" with Llama's names) is read the same way into a model with RMSNorm, SwiGLU and rotary positions
 // (checkpoints/hf_llama_config.h for its config.json): q_proj, k_proj and v_proj stacked into the
 // qkv projection, gate_proj and up_proj into fc, zero biases where attention_bias or mlp_bias is
 // false, older versions' rotary_emb.inv_freq buffers skipped, and an lm_head.weight (required

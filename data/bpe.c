@@ -417,7 +417,7 @@ int bpe_token_table_load(const char* path, TokenTable* table, char* err, size_t 
 const char* bpe_encoder_description(const BpeEncoder* enc) { return enc->vocab.description; }
 
 const char* bpe_encoder_decoded_prefix(const BpeEncoder* enc) {
-    return enc->vocab.sentencepiece ? " " : "";
+    return enc->vocab.sentencepiece && !enc->vocab.table.strip_first_space ? " " : "";
 }
 
 const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc) { return &enc->vocab.table; }
@@ -633,6 +633,12 @@ const uint8_t* bpe_token_bytes(const TokenTable* table, uint32_t id, size_t* len
     return table->bytes + table->offset[id];
 }
 
+const uint8_t* bpe_token_text(const TokenTable* table, uint32_t id, int first, size_t* len) {
+    const uint8_t* b = bpe_token_bytes(table, id, len);
+    if (b && first && table->strip_first_space && *len > 0 && b[0] == ' ') b++, (*len)--;
+    return b;
+}
+
 int bpe_decode(const TokenTable* table, const uint32_t* ids, size_t n, uint8_t** out,
                size_t* out_len, char* err, size_t errlen) {
     size_t total = 0;
@@ -646,7 +652,7 @@ int bpe_decode(const TokenTable* table, const uint32_t* ids, size_t n, uint8_t**
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = 0;
-        const uint8_t* b = bpe_token_bytes(table, ids[i], &len);
+        const uint8_t* b = bpe_token_text(table, ids[i], i == 0, &len);
         memcpy(buf + pos, b, len);
         pos += len;
     }

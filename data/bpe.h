@@ -67,7 +67,8 @@ const TokenTable* bpe_encoder_tokens(const BpeEncoder* enc);
 const char* bpe_encoder_description(const BpeEncoder* enc);
 BpeStats bpe_encoder_stats(const BpeEncoder* enc);
 // decode(encode(text)) is text, preceded for a non-empty text by this: " " for a
-// SentencePiece-style tokenizer, which begins every text with "\u2581"; "" otherwise.
+// SentencePiece-style tokenizer whose decoder keeps the "\u2581" its encoder begins every text
+// with (no Strip); "" otherwise (Llama 2's and Mistral's decoders strip it).
 const char* bpe_encoder_decoded_prefix(const BpeEncoder* enc);
 
 // Appends the ids of text[0 .. len) to out (no end-of-text token). Returns 0, or -1 with err
@@ -94,6 +95,9 @@ void bpe_unicode_version(char* unicode, size_t unicode_len, char* pcre2, size_t 
 
 // The bytes of one token, or NULL when id is outside the vocabulary.
 const uint8_t* bpe_token_bytes(const TokenTable* table, uint32_t id, size_t* len);
+// The token's bytes as text: first (the text's first bytes) drops the space a SentencePiece-style
+// decoder strips (TokenTable.strip_first_space), as bpe_decode does; for printing token by token.
+const uint8_t* bpe_token_text(const TokenTable* table, uint32_t id, int first, size_t* len);
 
 // Decodes ids into *out (malloc'd, caller frees; *out_len bytes, plus a terminating 0 that is
 // not counted). Returns 0, or -1 with err set ("token I: id: expected < V, found X") and

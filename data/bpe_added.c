@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/fail.h"
 #include "data/bpe_nfc.h"
 #include "data/bpe_tokens.h"
 
@@ -11,12 +12,14 @@ static const uint8_t* text_of(const BpeVocab* v, const BpeAddedToken* t) {
     return v->added_text + t->off;
 }
 
-// The longest token whose text begins at text[i], or NULL.
+// The longest token whose text begins at text[i], or NULL: one look-up per distinct length,
+// longest first, however many tokens there are.
 static const BpeAddedToken* longest_at(const BpeVocab* v, const uint8_t* text, size_t len,
                                        size_t i) {
-    for (size_t k = 0; k < v->nadded; k++) {
-        const BpeAddedToken* t = &v->added[k];
-        if (t->len <= len - i && memcmp(text + i, text_of(v, t), t->len) == 0) return t;
+    for (size_t k = 0; k < v->nadded_lengths; k++) {
+        const size_t n = v->added_lengths[k];
+        const long at = n <= len - i ? token_index_find(&v->added_index, text + i, n) : -1;
+        if (at >= 0) return &v->added[at];
     }
     return NULL;
 }
@@ -70,14 +73,41 @@ int bpe_added_cut_ok(const BpeVocab* v, const uint8_t* text, size_t len, size_t 
 }
 
 static int longer_first(const void* a, const void* b) {
-    const BpeAddedToken *x = a, *y = b;
-    return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+    const uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
+    return (x < y) - (x > y);
 }
 
-void bpe_added_index(BpeVocab* v) {
-    qsort(v->added, v->nadded, sizeof *v->added, longer_first);
+long bpe_added_index(BpeVocab* v, const uint8_t* text) {
+    // Texts back to back in added[] order, so that index k of the table is added[k].
+    size_t total = 0;
+    for (size_t k = 0; k < v->nadded; k++) total += v->added[k].len;
+    v->added_text = xmalloc(total + 1, "added token text");
+    v->added_offset = xmalloc((v->nadded + 1) * sizeof *v->added_offset, "added token offsets");
+    v->added_lengths = xmalloc((v->nadded + 1) * sizeof *v->added_lengths, "added token lengths");
+    uint32_t at = 0;
+    for (size_t k = 0; k < v->nadded; k++) {
+        BpeAddedToken* t = &v->added[k];
+        memcpy(v->added_text + at, text + t->off, t->len);
+        v->added_offset[k] = at;
+        t->off = at;
+        at += t->len;
+        v->added_lengths[k] = t->len;
+    }
+    v->added_offset[v->nadded] = at;
+    const TokenTable texts = {(uint32_t)v->nadded, TOKENIZER_NO_EOT, v->added_offset,
+                              v->added_text, 0};
+    token_index_init(&v->added_index, &texts, v->nadded);
+    for (size_t k = 0; k < v->nadded; k++)
+        if (token_index_insert(&v->added_index, (uint32_t)k) != 0) return (long)k;
+    qsort(v->added_lengths, v->nadded, sizeof *v->added_lengths, longer_first);
+    size_t distinct = 0;
+    for (size_t k = 0; k < v->nadded; k++)
+        if (distinct == 0 || v->added_lengths[distinct - 1] != v->added_lengths[k])
+            v->added_lengths[distinct++] = v->added_lengths[k];
+    v->nadded_lengths = distinct;
     memset(v->added_first, 0, sizeof v->added_first);
     for (size_t k = 0; k < v->nadded; k++) v->added_first[text_of(v, &v->added[k])[0]] = 1;
+    return -1;
 }
 
 int bpe_added_space_at_ends(const uint8_t* p, size_t n) {

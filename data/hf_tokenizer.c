@@ -111,6 +111,7 @@ int hf_tokenizer_locate(const char* path, char* out, size_t n) {
 
 typedef struct Form {
     int sentencepiece;
+    int strip_first_space;  // sentencepiece: the decoder drops the space before the text
     int nfc;              // byte-level: the normalizer NFC
     const char* pattern;  // byte-level: the pre-tokenizer's pattern, as the file spells it
 } Form;
@@ -142,21 +143,29 @@ static int is_sp_metaspace(const HfComponent* c) {
 }
 
 // Sequence [Replace "▁" with " ", ByteFallback, Fuse (, Strip)], or Metaspace.
-static int is_sp_decoder(const HfComponent* c) {
+// A SentencePiece-style decoder: 2 when it drops the space before the decoded text (Llama 2's
+// Strip(" ", 1, 0) last; Metaspace, unless its prepend_scheme is never), 1 when it keeps it (the
+// same Sequence without Strip), 0 for another.
+static int sp_decoder(const HfComponent* c) {
     const HfStep* s = c->steps;
-    if (c->present && is_type(&c->top, "Metaspace")) return 1;
-    return c->present && is_type(&c->top, "Sequence") && (c->nsteps == 3 || c->nsteps == 4) &&
-           is_type(&s[0], "Replace") && s[0].has_string &&
-           strcmp(s[0].string, SP_SPACE) == 0 && strcmp(s[0].content, " ") == 0 &&
-           is_type(&s[1], "ByteFallback") && is_type(&s[2], "Fuse") &&
-           (c->nsteps == 3 || is_type(&s[3], "Strip"));
+    if (c->present && is_type(&c->top, "Metaspace"))
+        return strcmp(c->top.prepend_scheme, "never") == 0 || c->top.add_prefix_space == 0 ? 1 : 2;
+    const int sequence = c->present && is_type(&c->top, "Sequence") &&
+                         (c->nsteps == 3 || c->nsteps == 4) && is_type(&s[0], "Replace") &&
+                         s[0].has_string && strcmp(s[0].string, SP_SPACE) == 0 &&
+                         strcmp(s[0].content, " ") == 0 && is_type(&s[1], "ByteFallback") &&
+                         is_type(&s[2], "Fuse");
+    if (!sequence) return 0;
+    if (c->nsteps == 3) return 1;
+    return is_type(&s[3], "Strip") && strcmp(s[3].content, " ") == 0 && s[3].start == 1 &&
+                   s[3].stop == 0 ? 2 : 0;
 }
 
 static int file_form(const char* path, const HfTokenizerFile* f, Form* form, char* err,
                      size_t errlen) {
     char found[160];
     const HfComponent *norm = &f->normalizer, *pre = &f->pre_tokenizer, *dec = &f->decoder;
-    form->sentencepiece = 0;
+    form->sentencepiece = form->strip_first_space = 0;
     form->pattern = NULL;
     // NFC (Qwen2's) goes with a byte-level pre-tokenizer; SentencePiece's normalizer alone.
     form->nfc = norm->present && is_type(&norm->top, "NFC");
@@ -187,11 +196,12 @@ static int file_form(const char* path, const HfTokenizerFile* f, Form* form, cha
                                        : ", or Metaspace (\"" SP_SPACE "\", split false)", found);
     }
     hf_component_describe(dec, found, sizeof found);
-    if (form->sentencepiece ? !is_sp_decoder(dec) : !(dec->present && is_type(&dec->top,
-                                                                                "ByteLevel")))
+    const int sp_dec = form->sentencepiece ? sp_decoder(dec) : 0;
+    if (form->sentencepiece ? !sp_dec : !(dec->present && is_type(&dec->top, "ByteLevel")))
         return set_err(err, errlen, "%s: decoder: expected %s, found %s", path,
-                       form->sentencepiece ? "Sequence [Replace, ByteFallback, Fuse, Strip] or "
-                                             "Metaspace" : "ByteLevel", found);
+                       form->sentencepiece ? "Sequence [Replace, ByteFallback, Fuse, Strip(\" \", "
+                                             "1, 0)] or Metaspace" : "ByteLevel", found);
+    form->strip_first_space = sp_dec == 2;
     if (!form->sentencepiece && f->byte_fallback == 1)
         return set_err(err, errlen, "%s: model.byte_fallback: expected false for a byte-level "
                        "tokenizer, found true", path);
@@ -282,22 +292,23 @@ static int build_added(const char* path, const HfTokenizerFile* f, const Form* f
         if (check_added_token(path, f, form, i, any_strip, err, errlen) != 0) return -1;
     if (splitting == 0) return 0;
     v->added = xcalloc(f->nadded, sizeof *v->added, "added tokens");
-    v->added_text = xmalloc(f->text_len + 1, "added token text");
-    memcpy(v->added_text, f->text, f->text_len);
     for (size_t i = 0; i < f->nadded; i++) {
         const HfEntry* e = &f->added[i];
         if (e->special && e->normalized == 1) continue;  // matched in normalized text, skipped
-        for (size_t k = 0; k < v->nadded; k++)
-            if (v->added[k].len == e->text.len &&
-                memcmp(f->text + v->added[k].off, f->text + e->text.off, e->text.len) == 0)
-                return set_err(err, errlen, "%s: added_tokens: \"%.*s\": expected each text "
-                               "once, found it for ids %u and %u", path, (int)e->text.len,
-                               (const char*)f->text + e->text.off, v->added[k].id, e->id);
         v->added[v->nadded++] = (BpeAddedToken){e->id, e->text.off, e->text.len,
                                                 (uint8_t)e->special, e->lstrip == 1,
                                                 e->rstrip == 1};
     }
-    bpe_added_index(v);
+    const long dup = bpe_added_index(v, f->text);
+    if (dup >= 0) {   // the later of two tokens of one text: the earlier named too
+        const BpeAddedToken* t = &v->added[dup];
+        const uint8_t* s = v->added_text + t->off;
+        for (long k = 0; k < dup; k++)
+            if (v->added[k].len == t->len && memcmp(v->added_text + v->added[k].off, s, t->len) == 0)
+                return set_err(err, errlen, "%s: added_tokens: \"%.*s\": expected each text "
+                               "once, found it for ids %u and %u", path, (int)t->len,
+                               (const char*)s, v->added[k].id, t->id);
+    }
     return 0;
 }
 
@@ -640,6 +651,7 @@ int hf_tokenizer_load(const char* path, BpeVocab* vocab, char* err, size_t errle
         v.merge_one_at_a_time = 1;
         v.ignore_merges = f.ignore_merges == 1;
         v.sentencepiece = form.sentencepiece;
+        v.table.strip_first_space = form.strip_first_space;
         v.sp_words = form.sentencepiece && sp_words_split(&v);
         v.nfc = form.nfc;
         describe(&form, &v);

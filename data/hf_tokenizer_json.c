@@ -69,6 +69,14 @@ static int read_literal(Parse* ps, const char* where, int* out) {
     return json_literal(&ps->c, out) == 0 ? 0 : jfail(ps, where);
 }
 
+// A whole number of at most 2^20 (Strip's start and stop).
+static int read_small_count(Parse* ps, const char* where, int* out) {
+    unsigned long long v;
+    if (json_count(&ps->c, 1u << 20, &v) != 0) return jfail(ps, where);
+    *out = (int)v;
+    return 0;
+}
+
 static int parse_vocab(Parse* ps) {
     HfTokenizerFile* f = ps->f;
     int more;
@@ -269,7 +277,8 @@ static int parse_step(Parse* ps, const char* where, HfComponent* c, HfStep* s, i
     };
     char key[64];
     int more;
-    s->invert = s->add_prefix_space = s->use_regex = s->split = -1;
+    struct { const char* key; int* out; } counts[] = {{"start", &s->start}, {"stop", &s->stop}};
+    s->invert = s->add_prefix_space = s->use_regex = s->split = s->start = s->stop = -1;
     if (json_object_begin(&ps->c) != 0) return jfail(ps, where);
     while ((more = json_object_next(&ps->c, key, sizeof key)) == 1) {
         int rc = 1;  // 1: not a key of ours
@@ -278,6 +287,8 @@ static int parse_step(Parse* ps, const char* where, HfComponent* c, HfStep* s, i
                 rc = read_string(ps, where, strings[i].out, strings[i].n);
         for (size_t i = 0; i < sizeof literals / sizeof *literals && rc == 1; i++)
             if (strcmp(key, literals[i].key) == 0) rc = read_literal(ps, where, literals[i].out);
+        for (size_t i = 0; i < sizeof counts / sizeof *counts && rc == 1; i++)
+            if (strcmp(key, counts[i].key) == 0) rc = read_small_count(ps, where, counts[i].out);
         for (size_t i = 0; i < sizeof lists / sizeof *lists && rc == 1 && top; i++)
             if (strcmp(key, lists[i]) == 0) rc = parse_steps(ps, where, c);
         if (rc == 1 && strcmp(key, "pattern") == 0) rc = parse_pattern(ps, where, s);

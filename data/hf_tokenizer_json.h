@@ -32,6 +32,7 @@ typedef struct HfStep {
     int has_string;
     char behavior[32], prepend[16], content[16], replacement[16], prepend_scheme[16];
     int invert, add_prefix_space, use_regex, split;
+    int start, stop;         // Strip's: characters taken from each end (-1 when absent)
 } HfStep;
 
 // A normalizer, pre-tokenizer or decoder: absent (null or missing), one step, or a Sequence.

@@ -18,6 +18,10 @@ typedef struct TokenTable {
     uint32_t eot_id;    // end-of-text id, or TOKENIZER_NO_EOT when the table has none
     uint32_t* offset;   // vocab_size + 1 entries
     uint8_t* bytes;
+    // 1: a decoded text drops the one space it begins with (a SentencePiece-style tokenizer.json
+    // whose decoder ends with Strip(" ", 1, 0) or is Metaspace: the space its encoder put before
+    // the text); 0 for llm.c's files and byte-level tokenizers.
+    int strip_first_space;
 } TokenTable;
 
 // Reads and checks a whole tokenizer file (versions 1 and 2; version 1 has no end-of-text field

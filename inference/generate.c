@@ -313,10 +313,11 @@ static int** encode_prompts(const Options* o, const GPTConfig* cfg, int* len) {
     return ids;
 }
 
-// Writes the bytes of one token to stdout (ids when there is no tokenizer).
-static void print_token(const TokenTable* table, int id) {
+// Writes the bytes of one token to stdout (ids when there is no tokenizer); first: the sequence's
+// first token, whose leading space a SentencePiece-style decoder drops (bpe_token_text).
+static void print_token(const TokenTable* table, int id, int first) {
     size_t n = 0;
-    const uint8_t* bytes = table ? bpe_token_bytes(table, (uint32_t)id, &n) : NULL;
+    const uint8_t* bytes = table ? bpe_token_text(table, (uint32_t)id, first, &n) : NULL;
     if (bytes) fwrite(bytes, 1, n, stdout);
     else printf(" %d", id);
 }
@@ -438,7 +439,7 @@ int main(int argc, char** argv) {
     int* produced = (int*)xcalloc((size_t)B, sizeof(int), "generated counts");
     const int stream = rank0 && B == 1 && !o.print_ids;
     if (stream) {
-        for (int i = 0; i < len[0]; i++) print_token(&table, seq[0][i]);
+        for (int i = 0; i < len[0]; i++) print_token(&table, seq[0][i], i == 0);
         fflush(stdout);
     }
     // Each step decodes every unfinished sequence, per_forward of them per forward (in order, so
@@ -484,7 +485,7 @@ int main(int argc, char** argv) {
                 produced[b]++;
                 decoded++;
                 if (stream) {
-                    print_token(&table, tok);
+                    print_token(&table, tok, 0);
                     fflush(stdout);
                 }
                 int stop = produced[b] >= o.max_new || n[b] + 1 >= cfg.max_T;
@@ -508,7 +509,7 @@ int main(int argc, char** argv) {
                 printf("\n");
             } else {
                 printf("[%d] ", b);
-                for (int i = 0; i < total; i++) print_token(&table, seq[b][i]);
+                for (int i = 0; i < total; i++) print_token(&table, seq[b][i], i == 0);
                 printf("\n");
             }
         }

@@ -48,8 +48,9 @@ typedef struct {
     int norm;
     int mlp;
     int ffn_hidden;
-    // 1: the linear layers have no biases (Megatron-LM's --disable-bias-linear; Llama's): qkvb,
-    // attprojb, fcb and fcprojb have 0 elements. 0 (GPT's): every linear layer has its bias.
+    // 1: the linear layers have no biases (Megatron-LM's --disable-bias-linear; Llama's): qkvb
+    // (unless qkv_bias, below), attprojb, fcb and fcprojb have 0 elements. 0 (GPT's): every
+    // linear layer has its bias.
     int no_linear_bias;
     // 1: the classifier has its own (Vp, C) matrix, the tensor `classifier` (Megatron-LM's
     // --untie-embeddings-and-output-weights; Llama's and GPT-NeoX's). 0 (GPT's, llm.c's): the

@@ -297,7 +297,7 @@ static int test_tokenizer_file(void) {
     // A small table, then variants of its file.
     uint32_t offset[4] = {0, 1, 3, 6};
     uint8_t bytes[6] = {'a', 'b', 'c', 'd', 'e', 'f'};
-    TokenTable small = {3, 2, offset, bytes};
+    TokenTable small = {3, 2, offset, bytes, 0};
     const char* good_path = scratch("/small.bin");
     EXPECT(tokenizer_file_write(good_path, &small, err, sizeof err) == 0, "write: %s", err);
     size_t len;
@@ -353,7 +353,7 @@ static int test_tokenizer_file(void) {
 
     // The writer refuses tables it cannot represent and leaves no file behind.
     uint32_t bad_offset[4] = {0, 1, 1, 6};
-    TokenTable empty_token = {3, 2, bad_offset, bytes};
+    TokenTable empty_token = {3, 2, bad_offset, bytes, 0};
     const char* refused = scratch("/refused.bin");
     unlink(refused);
     EXPECT(tokenizer_file_write(refused, &empty_token, err, sizeof err) != 0 &&
@@ -362,7 +362,7 @@ static int test_tokenizer_file(void) {
     EXPECT(access(refused, F_OK) != 0, "refused write left a file");
     uint8_t* long_bytes = xcalloc(300, 1, "long token");
     uint32_t long_offset[2] = {0, 300};
-    TokenTable long_token = {1, 0, long_offset, long_bytes};
+    TokenTable long_token = {1, 0, long_offset, long_bytes, 0};
     EXPECT(tokenizer_file_write(refused, &long_token, err, sizeof err) != 0 &&
            strstr(err, "found 300"), "300-byte token: \"%s\"", err);
     free(long_bytes);
@@ -632,7 +632,7 @@ static int test_fuzz(void) {
     // Tokenizer files.
     uint32_t offset[6] = {0, 1, 3, 6, 7, 9};
     uint8_t bytes[9] = {'a', 'b', 'c', 'd', 'e', 'f', 0xFF, '\n', 0};
-    TokenTable small = {5, 4, offset, bytes};
+    TokenTable small = {5, 4, offset, bytes, 0};
     const char* good_path = scratch("/fuzz_good.bin");
     CHECK(tokenizer_file_write(good_path, &small, err, sizeof err) == 0, "", "%s", err);
     size_t len;

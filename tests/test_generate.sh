@@ -418,12 +418,18 @@ open(sys.argv[2], "wb").write(b)' "$M" "$W/learned.bin"
     $TOOL --write-model "$W/m2.bin" --vocab 32000 --context 64
     gen 1 1 1 --model "$W/m2.bin" --tokenizer $L2 --prompt "Hello world" --greedy --max-new-tokens 4 \
       --logits-out "$W/sp_text.logits" || bad "Llama 2's form: $(tail -n 1 "$W/err")"
+    # Its decoder's Strip drops the space its encoder put before the text, as transformers.js's
+    # decode does: the prompt streams back as it was given.
+    head -c 11 "$W/out" | grep -qx 'Hello world' && ok "Llama 2's form: the prompt streams back without the leading space" \
+      || bad "Llama 2's form printed: $(head -c 60 "$W/out" | od -c | head -n 2)"
     gen 1 1 1 --model "$W/m2.bin" --prompt-ids 22557,1526 --greedy --max-new-tokens 4 \
       --logits-out "$W/sp_ids.logits" || bad "--prompt-ids 22557,1526: $(tail -n 1 "$W/err")"
     cmp -s "$W/sp_text.logits" "$W/sp_ids.logits" && ok "Llama 2's form: the prompt's logits are those of its ids" \
       || bad "Llama 2's form: the text prompt's logits differ from those of its ids"
     gen 1 1 1 --model "$W/m2.bin" --tokenizer $L2 --prompt "Hello world" --prompt-bos --greedy \
       --max-new-tokens 4 --logits-out "$W/bos_text.logits" || bad "--prompt-bos: $(tail -n 1 "$W/err")"
+    head -c 15 "$W/out" | grep -qx '<s> Hello world' && ok "--prompt-bos: <s> then the text's space, as transformers.js decodes them" \
+      || bad "--prompt-bos printed: $(head -c 60 "$W/out")"
     gen 1 1 1 --model "$W/m2.bin" --prompt-ids 1,22557,1526 --greedy --max-new-tokens 4 \
       --logits-out "$W/bos_ids.logits" || bad "--prompt-ids 1,22557,1526: $(tail -n 1 "$W/err")"
     cmp -s "$W/bos_text.logits" "$W/bos_ids.logits" && ! cmp -s "$W/bos_text.logits" "$W/sp_text.logits" \

@@ -721,7 +721,8 @@ static int test_sentencepiece(const char* dir) {
            "32000 and <s>, 1)", t->vocab_size, t->eot_id);
     EXPECT(strstr(bpe_encoder_description(enc), "SentencePiece-style"), "description \"%s\"",
            bpe_encoder_description(enc));
-    EXPECT(!strcmp(bpe_encoder_decoded_prefix(enc), " "), "decoded prefix");
+    // Its decoder's Strip(" ", 1, 0) drops the space its encoder puts before the text.
+    EXPECT(t->strip_first_space && !strcmp(bpe_encoder_decoded_prefix(enc), ""), "decoded prefix");
     // As transformers.js encodes them: "\u2581" before the text, spaces as "\u2581", a character
     // outside the vocabulary (U+1D518) as its four bytes' <0xXX> tokens (3 + byte).
     const uint32_t hello[] = {22557, 1526};
@@ -768,6 +769,28 @@ static int test_sentencepiece(const char* dir) {
         token_buf_free(&w);
     }
     free(r.p);
+    // Decoding as the library: the space before the text dropped (Strip, and Metaspace with
+    // prepend_scheme first), kept by the decoder without Strip (and by bpe_token_bytes). The
+    // answers are transformers.js's decode (skip_special_tokens false) of the same ids.
+    BpeEncoder* keep = load_encoder(variant(dir, "/hf/sp_keep_space",
+        "d[\"decoder\"][\"decoders\"].pop()"));
+    const uint32_t two_spaces[] = {1, 28705, 22557, 1526};  // <s>, "\u2581", "\u2581Hello", ...
+    const struct { BpeEncoder* enc; const uint32_t* ids; size_t n; const char* want; } dec[] = {
+        {enc, hello, 2, "Hello world"}, {meta, hello, 2, "Hello world"},
+        {keep, hello, 2, " Hello world"}, {enc, two_spaces + 1, 3, " Hello world"},
+        {enc, two_spaces, 4, "<s>  Hello world"}};
+    for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) {
+        uint8_t* out = NULL;
+        size_t out_len = 0;
+        char err[ERR_LEN];
+        EXPECT(bpe_decode(bpe_encoder_tokens(dec[i].enc), dec[i].ids, dec[i].n, &out, &out_len,
+                          err, sizeof err) == 0 && !strcmp((char*)out, dec[i].want),
+               "decode %zu: \"%s\", expected \"%s\"", i, out ? (char*)out : err, dec[i].want);
+        free(out);
+    }
+    EXPECT(!strcmp(bpe_encoder_decoded_prefix(keep), " "), "the decoder without Strip keeps the "
+           "space: decoded prefix \" \"");
+    bpe_encoder_free(keep);
     bpe_encoder_free(meta);
     bpe_encoder_free(whole);
     // What this form must be.
@@ -778,7 +801,9 @@ static int test_sentencepiece(const char* dir) {
          "\"replacement\": \"\\u2581\", \"prepend_scheme\": \"always\", \"split\": True}",
          "found Metaspace"},
         {"sp_decoder", "d[\"decoder\"] = {\"type\": \"ByteLevel\"}", "decoder: expected Sequence "
-         "[Replace, ByteFallback, Fuse, Strip] or Metaspace, found ByteLevel"},
+         "[Replace, ByteFallback, Fuse, Strip(\" \", 1, 0)] or Metaspace, found ByteLevel"},
+        {"sp_strip_two", "d[\"decoder\"][\"decoders\"][3][\"start\"] = 2", "decoder: expected "
+         "Sequence [Replace, ByteFallback, Fuse, Strip(\" \", 1, 0)] or Metaspace, found Sequence"},
         {"sp_no_byte_token", "v = d[\"model\"][\"vocab\"]\nv[\"<0x41>?\"] = v.pop(\"<0x41>\")",
          "expected every byte "
          "fallback token <0xXX> as a token, found none for byte 0x41"},

@@ -338,7 +338,7 @@ def load_model(path):
     if untied not in (0, 1):
         die(f"model file {path}: header[19] (untied classifier) expected 0 or 1, found {untied}")
     eps_bits = float(np.frombuffer(h[20:21].astype("<i4").tobytes(), dtype="<f4")[0])
-    if eps_bits != 0 and not 0 < eps_bits <= 0.1:
+    if eps_bits != 0 and not 0 < eps_bits <= float(np.float32(0.1)):  # (0.1 as fp32 stores it)
         die(f"model file {path}: header[20] (norm epsilon) expected 0 (1e-5) or a number in (0, 0.1], found {eps_bits}")
     eps = eps_bits or 1e-5  # fp32's value, as the C program adds it
     qkvbias = int(h[21])
