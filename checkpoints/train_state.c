@@ -33,6 +33,7 @@ enum {
     TS_NORM_EPS = 49,                              // GPTConfig.norm_eps (fp32 bits; 0: 1e-5)
     TS_CHECKSUM = 50,                              // u64
     TS_QKV_BIAS = 52,                              // GPTConfig.qkv_bias
+    TS_LD_COMPONENTS = 53, TS_LD_BLEND = 54,       // LoaderState.components, blend (u64)
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -138,6 +139,8 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_LD_NFILES] = s->loader.nfiles;
     h[TS_LD_B] = s->loader.B;
     h[TS_LD_T] = s->loader.T;
+    h[TS_LD_COMPONENTS] = s->loader.components;
+    put64(h, TS_LD_BLEND, s->loader.blend);
     put64(h, TS_NPARAMS, s->num_params);
     put64(h, TS_SHARD_BEGIN, s->shard_begin);
     put64(h, TS_SHARD_COUNT, s->shard_count);
@@ -175,6 +178,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->loader.nfiles = h[TS_LD_NFILES];
     s->loader.B = h[TS_LD_B];
     s->loader.T = h[TS_LD_T];
+    s->loader.components = h[TS_LD_COMPONENTS];
+    s->loader.blend = get64(h, TS_LD_BLEND);
     s->num_params = get64(h, TS_NPARAMS);
     s->shard_begin = get64(h, TS_SHARD_BEGIN);
     s->shard_count = get64(h, TS_SHARD_COUNT);

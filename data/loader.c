@@ -8,32 +8,46 @@
 #include <string.h>
 
 #include "comm/fail.h"
+#include "data/blend.h"
 #include "data/shard.h"
 
 // Tags that keep the shard-order and window-order random streams apart.
 #define STREAM_SHARD_ORDER 0x5348415244ull   // "SHARD"
 #define STREAM_WINDOW_ORDER 0x57494e444full  // "WINDO"
+#define STREAM_BLEND 0x424c454e44ull         // "BLEND": the seeds of components 1, 2, ...
 #define NSLOTS 2  // shards kept mapped: a batch that crosses a boundary needs both
 
 // One mapped shard and its window permutation for one epoch.
 typedef struct {
-    int file;            // index into the file list, -1 when the slot is empty
+    int file;            // index into the component's file list, -1 when the slot is empty
     ShardView view;
     int64_t perm_epoch;  // epoch `perm` was drawn for, -1 when none
     uint32_t* perm;      // perm[i] = window read at position i of this shard (shuffled only)
     uint64_t last_use;   // for evicting the least recently used slot
 } ShardSlot;
 
-struct DataLoader {
-    LoaderConfig cfg;
+// One component of the data: its files, their order in an epoch, and its mapped shards. A
+// loader without a blend has one.
+typedef struct {
     int nfiles;
     char** paths;
     int64_t* nwin;        // windows per file
     int64_t total;        // windows per epoch
+    uint64_t seed;        // seeds this component's permutations
     int64_t order_epoch;  // epoch `order` and `cum` belong to, -1 when none
     int* order;           // order[i] = file at position i of the epoch
     int64_t* cum;         // cum[i] = windows before position i (nfiles + 1 entries)
     ShardSlot slots[NSLOTS];
+} ShardSet;
+
+struct DataLoader {
+    LoaderConfig cfg;
+    int nsets;
+    ShardSet* sets;       // (nsets,) the blend's components
+    char** patterns;      // (nsets,) as given, for reports (NULL for loader_open_files)
+    double* weights;      // (nsets,) as given
+    BlendTable blend;
+    int nfiles;           // files of every component
     uint64_t use_clock;
     int64_t n;            // micro-batches this rank has produced since epoch 0 began
 };
@@ -113,11 +127,74 @@ static char* copy_string(const char* s) {
     return out;
 }
 
-DataLoader* loader_open_files(const char* const* paths, int nfiles, const LoaderConfig* cfg,
+static void close_set(ShardSet* S) {
+    for (int i = 0; i < NSLOTS; i++) {
+        shard_unmap(&S->slots[i].view);
+        free(S->slots[i].perm);
+    }
+    if (S->paths)
+        for (int i = 0; i < S->nfiles; i++) free(S->paths[i]);
+    free(S->paths);
+    free(S->nwin);
+    free(S->order);
+    free(S->cum);
+}
+
+// Copies the file list and checks every file's header and size now, so that a bad file fails
+// at start-up rather than hours into training; the tokens themselves are read (and checked)
+// lazily. The caller closes S whatever this returns.
+static int open_set(ShardSet* S, const char* const* paths, int nfiles, int T, char* err,
+                    size_t errlen) {
+    S->order_epoch = -1;
+    for (int i = 0; i < NSLOTS; i++) S->slots[i] = (ShardSlot){.file = -1, .perm_epoch = -1};
+    if (nfiles <= 0 || !paths)
+        return set_err(err, errlen, "loader: file list: expected at least one shard file, "
+                       "found none");
+    S->nfiles = nfiles;
+    S->paths = calloc((size_t)nfiles, sizeof *S->paths);
+    S->nwin = calloc((size_t)nfiles, sizeof *S->nwin);
+    S->order = calloc((size_t)nfiles, sizeof *S->order);
+    S->cum = calloc((size_t)nfiles + 1, sizeof *S->cum);
+    if (!S->paths || !S->nwin || !S->order || !S->cum)
+        return set_err(err, errlen, "loader: out of memory for %d files", nfiles);
+    for (int i = 0; i < nfiles; i++) {
+        if (!paths[i]) return set_err(err, errlen, "loader: file list: entry %d is NULL", i);
+        S->paths[i] = copy_string(paths[i]);
+        if (!S->paths[i]) return set_err(err, errlen, "loader: out of memory");
+        size_t ntok;
+        int width;
+        if (shard_probe(paths[i], &ntok, &width, err, errlen) != 0) return -1;
+        if (ntok < (size_t)T + 1)
+            return set_err(err, errlen, "%s: token count: expected at least T+1 = %lld tokens "
+                           "(one window of T = %d), found %zu", paths[i], (long long)T + 1, T,
+                           ntok);
+        S->nwin[i] = (int64_t)((ntok - 1) / (size_t)T);
+        S->total += S->nwin[i];
+    }
+    return 0;
+}
+
+// Component 0 draws its permutations from the run's seed, as a loader without a blend does;
+// every other component from a seed of its own.
+static void seed_sets(DataLoader* L) {
+    for (int c = 0; c < L->nsets; c++) {
+        ShardSet* S = &L->sets[c];
+        S->seed = c == 0 ? L->cfg.seed : stream_key(L->cfg.seed, STREAM_BLEND, (uint64_t)c, 0);
+        S->order_epoch = -1;
+        for (int i = 0; i < NSLOTS; i++) S->slots[i].perm_epoch = -1;
+    }
+}
+
+DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderConfig* cfg,
                               char* err, size_t errlen) {
     if (check_config(cfg, err, errlen) != 0) return NULL;
-    if (nfiles <= 0 || !paths) {
-        set_err(err, errlen, "loader: file list: expected at least one shard file, found none");
+    if (n < 1 || !comps) {
+        set_err(err, errlen, "loader: components: expected at least one, found %d", n);
+        return NULL;
+    }
+    if (n > 1 && cfg->mode == LOADER_VAL) {
+        set_err(err, errlen, "a blend of %d components: expected one pattern for validation "
+                "data (weights apply to training data; evaluate each set in its own run)", n);
         return NULL;
     }
     DataLoader* L = calloc(1, sizeof *L);
@@ -128,137 +205,179 @@ DataLoader* loader_open_files(const char* const* paths, int nfiles, const Loader
     L->cfg = *cfg;
     if (L->cfg.mode == LOADER_VAL) L->cfg.shuffle = 0;
     L->cfg.shuffle = L->cfg.shuffle != 0;
-    L->nfiles = nfiles;
-    L->order_epoch = -1;
-    for (int i = 0; i < NSLOTS; i++) L->slots[i] = (ShardSlot){.file = -1, .perm_epoch = -1};
-    L->paths = calloc((size_t)nfiles, sizeof *L->paths);
-    L->nwin = calloc((size_t)nfiles, sizeof *L->nwin);
-    L->order = calloc((size_t)nfiles, sizeof *L->order);
-    L->cum = calloc((size_t)nfiles + 1, sizeof *L->cum);
-    if (!L->paths || !L->nwin || !L->order || !L->cum) {
-        set_err(err, errlen, "loader: out of memory for %d files", nfiles);
-        loader_close(L);
+    L->sets = calloc((size_t)n, sizeof *L->sets);
+    L->patterns = calloc((size_t)n, sizeof *L->patterns);
+    L->weights = calloc((size_t)n, sizeof *L->weights);
+    if (!L->sets || !L->patterns || !L->weights) {
+        free(L->sets);
+        free(L->patterns);
+        free(L->weights);
+        free(L);
+        set_err(err, errlen, "loader: out of memory for %d components", n);
         return NULL;
     }
-    // Every file's header and size are checked now, so a bad file fails at start-up rather
-    // than hours into training; the tokens themselves are read (and checked) lazily.
-    for (int i = 0; i < nfiles; i++) {
-        if (!paths[i]) {
-            set_err(err, errlen, "loader: file list: entry %d is NULL", i);
+    L->nsets = n;
+    for (int c = 0; c < n; c++) {
+        L->weights[c] = comps[c].weight;
+        if (comps[c].pattern) L->patterns[c] = copy_string(comps[c].pattern);
+        if (open_set(&L->sets[c], comps[c].paths, comps[c].nfiles, cfg->T, err, errlen) != 0) {
             loader_close(L);
             return NULL;
         }
-        L->paths[i] = copy_string(paths[i]);
-        size_t ntok;
-        int width;
-        if (!L->paths[i]) {
-            set_err(err, errlen, "loader: out of memory");
-        } else if (shard_probe(paths[i], &ntok, &width, err, errlen) == 0) {
-            if (ntok >= (size_t)cfg->T + 1) {
-                L->nwin[i] = (int64_t)((ntok - 1) / (size_t)cfg->T);
-                L->total += L->nwin[i];
-                continue;
-            }
-            set_err(err, errlen, "%s: token count: expected at least T+1 = %lld tokens (one "
-                    "window of T = %d), found %zu", paths[i], (long long)cfg->T + 1, cfg->T,
-                    ntok);
-        }
+        L->nfiles += comps[c].nfiles;
+    }
+    double* w = malloc(sizeof *w * (size_t)n);
+    for (int c = 0; w && c < n; c++) w[c] = comps[c].weight;
+    const int rc = w ? blend_table_build(w, n, &L->blend, err, errlen)
+                     : set_err(err, errlen, "loader: out of memory");
+    free(w);
+    if (rc != 0) {
         loader_close(L);
         return NULL;
     }
+    seed_sets(L);
     if (L->cfg.mode == LOADER_VAL && loader_global_batches(L) == 0) {
         set_err(err, errlen, "loader: validation shards (%d files, first %s): expected at least "
-                "one micro-batch of B = %d windows of T = %d, found %lld windows", nfiles, paths[0],
-                cfg->B, cfg->T, (long long)L->total);
+                "one micro-batch of B = %d windows of T = %d, found %lld windows", L->nfiles,
+                L->sets[0].paths[0], cfg->B, cfg->T, (long long)L->sets[0].total);
         loader_close(L);
         return NULL;
     }
     return L;
 }
 
-DataLoader* loader_open(const char* pattern, const LoaderConfig* cfg, char* err,
+DataLoader* loader_open_files(const char* const* paths, int nfiles, const LoaderConfig* cfg,
+                              char* err, size_t errlen) {
+    const LoaderComponent one = {.paths = paths, .nfiles = nfiles, .weight = 1.0};
+    return loader_open_blend(&one, 1, cfg, err, errlen);
+}
+
+// The files of one pattern: a plain path as is (so that a missing file is reported as
+// missing), else glob's sorted matches.
+typedef struct {
+    const char* single;   // the plain path, or NULL when globbed
+    glob_t g;
+    int globbed;
+} PatternFiles;
+
+static const char* const* pattern_paths(const PatternFiles* f) {
+    return f->globbed ? (const char* const*)f->g.gl_pathv : &f->single;
+}
+
+static int pattern_count(const PatternFiles* f) { return f->globbed ? (int)f->g.gl_pathc : 1; }
+
+// Returns 0 with *f filled (free_pattern releases it), or -1 with err set.
+static int expand_pattern(const char* pattern, PatternFiles* f, char* err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    if (!pattern || !*pattern)
+        return set_err(err, errlen, "loader: file pattern: expected a path or glob pattern, "
+                       "found an empty string");
+    if (!strpbrk(pattern, "*?[")) {
+        f->single = pattern;
+        return 0;
+    }
+    int rc = glob(pattern, 0, NULL, &f->g);
+    f->globbed = 1;
+    if (rc == GLOB_NOMATCH)
+        return set_err(err, errlen, "%s: file pattern: expected at least one matching shard "
+                       "file, found none", pattern);
+    if (rc != 0)
+        return set_err(err, errlen, "%s: file pattern: cannot expand (%s)", pattern,
+                       rc == GLOB_NOSPACE ? "out of memory" : "read error");
+    if (f->g.gl_pathc > (size_t)INT32_MAX)
+        return set_err(err, errlen, "%s: file pattern: too many matches (%zu)", pattern,
+                       f->g.gl_pathc);
+    return 0;
+}
+
+static void free_pattern(PatternFiles* f) {
+    if (f->globbed) globfree(&f->g);
+    memset(f, 0, sizeof *f);
+}
+
+DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err,
                         size_t errlen) {
-    if (!pattern || !*pattern) {
+    if (!value || !*value) {
         set_err(err, errlen, "loader: file pattern: expected a path or glob pattern, found "
                 "an empty string");
         return NULL;
     }
-    // A plain path is opened as is, so that a missing file is reported as missing.
-    if (!strpbrk(pattern, "*?[")) return loader_open_files(&pattern, 1, cfg, err, errlen);
-    glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH) {
-        set_err(err, errlen, "%s: file pattern: expected at least one matching shard file, "
-                "found none", pattern);
-        globfree(&g);
-        return NULL;
+    BlendSpec spec;
+    if (blend_spec_parse(value, &spec, err, errlen) != 0) return NULL;
+    PatternFiles* g = calloc((size_t)spec.n, sizeof *g);
+    LoaderComponent* comps = calloc((size_t)spec.n, sizeof *comps);
+    DataLoader* L = NULL;
+    int expanded = 0;
+    if (!g || !comps) {
+        set_err(err, errlen, "loader: out of memory for %d components", spec.n);
+    } else {
+        for (; expanded < spec.n; expanded++) {
+            const int rc = expand_pattern(spec.pattern[expanded], &g[expanded], err, errlen);
+            if (rc != 0) {
+                free_pattern(&g[expanded]);
+                break;
+            }
+            comps[expanded] = (LoaderComponent){
+                .paths = pattern_paths(&g[expanded]), .nfiles = pattern_count(&g[expanded]),
+                .weight = spec.weight[expanded], .pattern = spec.pattern[expanded]};
+        }
+        if (expanded == spec.n) L = loader_open_blend(comps, spec.n, cfg, err, errlen);
     }
-    if (rc != 0) {
-        set_err(err, errlen, "%s: file pattern: cannot expand (%s)", pattern,
-                rc == GLOB_NOSPACE ? "out of memory" : "read error");
-        globfree(&g);
-        return NULL;
-    }
-    if (g.gl_pathc > (size_t)INT32_MAX) {
-        set_err(err, errlen, "%s: file pattern: too many matches (%zu)", pattern, g.gl_pathc);
-        globfree(&g);
-        return NULL;
-    }
-    DataLoader* L = loader_open_files((const char* const*)g.gl_pathv, (int)g.gl_pathc, cfg,
-                                      err, errlen);
-    globfree(&g);
+    for (int i = 0; i < expanded; i++) free_pattern(&g[i]);
+    free(g);
+    free(comps);
+    blend_spec_free(&spec);
     return L;
 }
 
 void loader_close(DataLoader* L) {
     if (!L) return;
-    for (int i = 0; i < NSLOTS; i++) {
-        shard_unmap(&L->slots[i].view);
-        free(L->slots[i].perm);
+    for (int c = 0; c < L->nsets; c++) {
+        close_set(&L->sets[c]);
+        free(L->patterns[c]);
     }
-    if (L->paths)
-        for (int i = 0; i < L->nfiles; i++) free(L->paths[i]);
-    free(L->paths);
-    free(L->nwin);
-    free(L->order);
-    free(L->cum);
+    free(L->sets);
+    free(L->patterns);
+    free(L->weights);
+    blend_table_free(&L->blend);
     free(L);
 }
 
 // ---- Walking the global order ----
 
-// Makes `order` and `cum` describe epoch e.
-static void ensure_epoch_order(DataLoader* L, int64_t e) {
-    if (L->order_epoch == e) return;
+// Makes `order` and `cum` of component S describe its epoch e.
+static void ensure_epoch_order(const DataLoader* L, ShardSet* S, int64_t e) {
+    if (S->order_epoch == e) return;
     if (L->cfg.shuffle)
-        draw_perm_int(L->order, L->nfiles,
-                      stream_key(L->cfg.seed, STREAM_SHARD_ORDER, (uint64_t)e, 0));
+        draw_perm_int(S->order, S->nfiles,
+                      stream_key(S->seed, STREAM_SHARD_ORDER, (uint64_t)e, 0));
     else
-        for (int i = 0; i < L->nfiles; i++) L->order[i] = i;
-    L->cum[0] = 0;
-    for (int i = 0; i < L->nfiles; i++) L->cum[i + 1] = L->cum[i] + L->nwin[L->order[i]];
-    L->order_epoch = e;
+        for (int i = 0; i < S->nfiles; i++) S->order[i] = i;
+    S->cum[0] = 0;
+    for (int i = 0; i < S->nfiles; i++) S->cum[i + 1] = S->cum[i] + S->nwin[S->order[i]];
+    S->order_epoch = e;
 }
 
-// Returns the slot holding file f mapped, with its window permutation for epoch e.
-static ShardSlot* ensure_shard(DataLoader* L, int f, int64_t e, char* err, size_t errlen) {
+// Returns the slot of S holding its file f mapped, with its window permutation for epoch e.
+static ShardSlot* ensure_shard(DataLoader* L, ShardSet* S, int f, int64_t e, char* err,
+                               size_t errlen) {
     ShardSlot* s = NULL;
     for (int i = 0; i < NSLOTS; i++)
-        if (L->slots[i].file == f) s = &L->slots[i];
+        if (S->slots[i].file == f) s = &S->slots[i];
     if (!s) {
-        s = &L->slots[0];
+        s = &S->slots[0];
         for (int i = 1; i < NSLOTS; i++)
-            if (L->slots[i].last_use < s->last_use) s = &L->slots[i];
+            if (S->slots[i].last_use < s->last_use) s = &S->slots[i];
         shard_unmap(&s->view);
         s->file = -1;
         s->perm_epoch = -1;
         int vocab = L->cfg.vocab_size > 0 ? L->cfg.vocab_size : INT32_MAX;  // ids must fit int32
-        if (shard_map(L->paths[f], vocab, &s->view, err, errlen) != 0) return NULL;
+        if (shard_map(S->paths[f], vocab, &s->view, err, errlen) != 0) return NULL;
         int64_t nwin = s->view.ntok >= (size_t)L->cfg.T + 1
                            ? (int64_t)((s->view.ntok - 1) / (size_t)L->cfg.T) : 0;
-        if (nwin != L->nwin[f]) {
+        if (nwin != S->nwin[f]) {
             set_err(err, errlen, "%s: token count: changed since the loader opened it "
-                    "(%lld windows then, %lld now)", L->paths[f], (long long)L->nwin[f],
+                    "(%lld windows then, %lld now)", S->paths[f], (long long)S->nwin[f],
                     (long long)nwin);
             shard_unmap(&s->view);
             return NULL;
@@ -270,37 +389,42 @@ static ShardSlot* ensure_shard(DataLoader* L, int f, int64_t e, char* err, size_
     s->last_use = ++L->use_clock;
     if (L->cfg.shuffle && s->perm_epoch != e) {
         if (!s->perm) {
-            s->perm = malloc((size_t)L->nwin[f] * sizeof *s->perm);
+            s->perm = malloc((size_t)S->nwin[f] * sizeof *s->perm);
             if (!s->perm) {
-                set_err(err, errlen, "%s: out of memory for %lld window indices", L->paths[f],
-                        (long long)L->nwin[f]);
+                set_err(err, errlen, "%s: out of memory for %lld window indices", S->paths[f],
+                        (long long)S->nwin[f]);
                 return NULL;
             }
         }
-        draw_perm_u32(s->perm, (uint32_t)L->nwin[f],
-                      stream_key(L->cfg.seed, STREAM_WINDOW_ORDER, (uint64_t)e, (uint64_t)f));
+        draw_perm_u32(s->perm, (uint32_t)S->nwin[f],
+                      stream_key(S->seed, STREAM_WINDOW_ORDER, (uint64_t)e, (uint64_t)f));
         s->perm_epoch = e;
     }
     return s;
 }
 
-// Copies window p of the global sequence into one row of inputs and targets.
+// Copies window p of the global sequence (window k of one component's own sequence) into one
+// row of inputs and targets.
 static int fetch_window(DataLoader* L, int64_t p, int32_t* in, int32_t* tgt, char* err,
                         size_t errlen) {
-    int64_t e = p / L->total, r = p % L->total;
-    ensure_epoch_order(L, e);
-    int lo = 0, hi = L->nfiles - 1;  // last position i with cum[i] <= r
+    int c;
+    int64_t k;
+    blend_locate(&L->blend, p, &c, &k);
+    ShardSet* S = &L->sets[c];
+    int64_t e = k / S->total, r = k % S->total;
+    ensure_epoch_order(L, S, e);
+    int lo = 0, hi = S->nfiles - 1;  // last position i with cum[i] <= r
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (L->cum[mid] <= r) lo = mid;
+        if (S->cum[mid] <= r) lo = mid;
         else hi = mid - 1;
     }
-    int f = L->order[lo];
-    ShardSlot* s = ensure_shard(L, f, e, err, errlen);
+    int f = S->order[lo];
+    ShardSlot* s = ensure_shard(L, S, f, e, err, errlen);
     if (!s) return -1;
-    int64_t local = r - L->cum[lo];
-    size_t k = L->cfg.shuffle ? s->perm[local] : (size_t)local;
-    size_t start = k * (size_t)L->cfg.T;
+    int64_t local = r - S->cum[lo];
+    size_t w = L->cfg.shuffle ? s->perm[local] : (size_t)local;
+    size_t start = w * (size_t)L->cfg.T;
     int T = L->cfg.T;
     for (int t = 0; t < T; t++) in[t] = (int32_t)shard_token(&s->view, start + (size_t)t);
     for (int t = 0; t < T; t++) tgt[t] = (int32_t)shard_token(&s->view, start + (size_t)t + 1);
@@ -321,32 +445,82 @@ int loader_next(DataLoader* L, int32_t* inputs, int32_t* targets, char* err, siz
 
 void loader_reset(DataLoader* L) { L->n = 0; }
 
-int64_t loader_windows_per_epoch(const DataLoader* L) { return L->total; }
+int64_t loader_windows_per_epoch(const DataLoader* L) {
+    int64_t total = 0;
+    for (int c = 0; c < L->nsets; c++) total += L->sets[c].total;
+    return total;
+}
 
-int64_t loader_global_batches(const DataLoader* L) { return L->total / L->cfg.B; }
+int64_t loader_global_batches(const DataLoader* L) {
+    return loader_windows_per_epoch(L) / L->cfg.B;
+}
 
 int64_t loader_batches_per_epoch(const DataLoader* L) {
-    return L->total / L->cfg.B / L->cfg.dp_size;
+    return loader_windows_per_epoch(L) / L->cfg.B / L->cfg.dp_size;
 }
 
 int loader_num_files(const DataLoader* L) { return L->nfiles; }
 
-const char* loader_file_path(const DataLoader* L, int i) { return L->paths[i]; }
+const char* loader_file_path(const DataLoader* L, int i) {
+    for (int c = 0; c < L->nsets; c++) {
+        if (i < L->sets[c].nfiles) return L->sets[c].paths[i];
+        i -= L->sets[c].nfiles;
+    }
+    return NULL;
+}
+
+int loader_num_components(const DataLoader* L) { return L->nsets; }
+
+void loader_component_info(const DataLoader* L, int c, LoaderComponentInfo* info) {
+    const ShardSet* S = &L->sets[c];
+    *info = (LoaderComponentInfo){.pattern = L->patterns[c], .weight = L->weights[c],
+                                  .share = (double)L->blend.share[c] / BLEND_PERIOD,
+                                  .nfiles = S->nfiles, .windows = S->total};
+}
+
+void loader_component_reads(const DataLoader* L, int64_t windows, int64_t* counts) {
+    blend_counts(&L->blend, windows, counts);
+}
 
 // ---- Checkpoint state ----
+
+// What a resumed run must share with the one that saved: each component's share of the period
+// and file count (0 without a blend, as in states written before blends).
+static uint64_t blend_fingerprint(const DataLoader* L) {
+    if (L->nsets == 1) return 0;
+    uint64_t h = mix64((uint64_t)L->nsets);
+    for (int c = 0; c < L->nsets; c++)
+        h = mix64(h ^ ((uint64_t)(uint32_t)L->blend.share[c] << 32 |
+                       (uint32_t)L->sets[c].nfiles));
+    return h;
+}
 
 void loader_get_state(const DataLoader* L, LoaderState* st) {
     memset(st, 0, sizeof *st);
     st->next_batch = L->n * L->cfg.dp_size;
-    st->epoch = st->next_batch * L->cfg.B / L->total;
+    st->epoch = st->next_batch * L->cfg.B / loader_windows_per_epoch(L);
     st->seed = L->cfg.seed;
     st->shuffle = L->cfg.shuffle;
     st->nfiles = L->nfiles;
     st->B = L->cfg.B;
     st->T = L->cfg.T;
+    st->components = L->nsets;
+    st->blend = blend_fingerprint(L);
 }
 
 int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
+    const int components = st->components ? st->components : 1;   // 0: written before blends
+    if (components != L->nsets || st->blend != blend_fingerprint(L)) {
+        if (components == 1 && L->nsets == 1)
+            return set_err(err, errlen, "loader state: blend fingerprint: expected 0 for one "
+                           "pattern, found %016llx", (unsigned long long)st->blend);
+        return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
+                       "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
+                       "%016llx); resume with the same weights and patterns, each matching as "
+                       "many files", components, components == 1 ? "" : "s",
+                       (unsigned long long)st->blend, L->nsets,
+                       (unsigned long long)blend_fingerprint(L));
+    }
     if (st->nfiles != L->nfiles)
         return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
                        "found %d", L->nfiles, st->nfiles);
@@ -366,15 +540,15 @@ int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t err
     if (st->next_batch % L->cfg.dp_size != 0)
         return set_err(err, errlen, "loader state: next_batch: expected a multiple of dp_size "
                        "%d, found %lld", L->cfg.dp_size, (long long)st->next_batch);
-    int64_t epoch = st->next_batch * L->cfg.B / L->total;
+    const int64_t total = loader_windows_per_epoch(L);
+    int64_t epoch = st->next_batch * L->cfg.B / total;
     if (st->epoch != epoch)
         return set_err(err, errlen, "loader state: epoch: expected %lld (from next_batch %lld "
                        "and %lld windows per epoch), found %lld", (long long)epoch,
-                       (long long)st->next_batch, (long long)L->total, (long long)st->epoch);
+                       (long long)st->next_batch, (long long)total, (long long)st->epoch);
     L->cfg.seed = st->seed;
     L->cfg.shuffle = st->shuffle;
-    L->order_epoch = -1;  // permutations depend on the seed: draw them again
-    for (int i = 0; i < NSLOTS; i++) L->slots[i].perm_epoch = -1;
+    seed_sets(L);   // permutations depend on the seed: draw them again
     L->n = st->next_batch / L->cfg.dp_size;
     return 0;
 }

@@ -17,6 +17,12 @@
 // exactly the tokens 4 dp ranks see in one step. Every rank reads the same file sequence; only the
 // batches it keeps depend on dp_rank.
 //
+// Blends. Several components (each a list of files with its own epochs and permutations) may
+// be read in fixed proportions: window p of the global sequence is window k of component c's
+// own sequence, as data/blend.h lays them out. Component 0 is ordered exactly as a loader of its
+// files alone; the others draw their permutations from seeds derived from (seed, c). A loader
+// of one pattern is a blend of one component whose window p is its window p.
+//
 // Validation mode: always unshuffled, one pass over epoch 0 of loader_global_batches() micro-batches
 // (windows / B). Rank d gets the pass's global batches n*dp_size + d, as in training, up to its end
 // (the first pass % dp_size ranks get one more), then loader_next returns 1; loader_reset starts the
@@ -54,14 +60,39 @@ typedef struct {
     int32_t shuffle;     // 1 = shuffled
     int32_t nfiles;      // number of shard files (checked on restore)
     int32_t B, T;        // batch geometry the position refers to (checked on restore)
+    int32_t components;  // blend components (0 in states written before blends: one)
+    uint64_t blend;      // fingerprint of the blend's shares and file counts (0: one component)
 } LoaderState;
 
-// Opens every file matching a glob pattern (sorted by name), e.g. "data/fw_train_*.bin".
-// Returns NULL with a one-line message in err when the pattern matches nothing, any file is
-// missing or bad (magic, version, size) or shorter than one window, or the config is invalid.
-DataLoader* loader_open(const char* pattern, const LoaderConfig* cfg, char* err, size_t errlen);
+// One component of a blend: its files in order, its weight (> 0; the weights are normalised)
+// and the pattern they came from (for reports; may be NULL).
+typedef struct {
+    const char* const* paths;
+    int nfiles;
+    double weight;
+    const char* pattern;
+} LoaderComponent;
+
+// A component as the loader holds it: share = its windows' fraction of the blended sequence
+// (its weight's share, to 1 / BLEND_PERIOD); windows = its windows per epoch of its own.
+typedef struct {
+    const char* pattern;
+    double weight, share;
+    int nfiles;
+    int64_t windows;
+} LoaderComponentInfo;
+
+// Opens every file matching a glob pattern (sorted by name), e.g. "data/fw_train_*.bin", or a
+// blend of patterns with weights, "0.7 data/fw_train_*.bin 0.3 data/code_train_*.bin"
+// (data/blend.h says how the value is read). Returns NULL with a one-line message in err when a
+// pattern matches nothing, any file is missing or bad (magic, version, size) or shorter than one
+// window, the blend is malformed, a validation loader is given a blend, or the config is invalid.
+DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err, size_t errlen);
 // The same over an explicit list of nfiles paths (in that order; nfiles == 0 is an error).
 DataLoader* loader_open_files(const char* const* paths, int nfiles, const LoaderConfig* cfg,
+                              char* err, size_t errlen);
+// A blend of n explicit components.
+DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderConfig* cfg,
                               char* err, size_t errlen);
 void loader_close(DataLoader* loader);
 
@@ -73,20 +104,26 @@ int loader_next(DataLoader* loader, int32_t* inputs, int32_t* targets, char* err
 // Back to the first batch of epoch 0 (the state after open).
 void loader_reset(DataLoader* loader);
 
-// Windows in one epoch (all files); the micro-batches of one epoch over all ranks (windows / B,
+// Windows in one epoch (all files; of a blend, one epoch of every component); the micro-batches of one epoch over all ranks (windows / B,
 // rounded down: the validation pass); and those every rank gets from one epoch (windows / B /
 // dp_size, rounded down).
 int64_t loader_windows_per_epoch(const DataLoader* loader);
 int64_t loader_global_batches(const DataLoader* loader);
 int64_t loader_batches_per_epoch(const DataLoader* loader);
 int loader_num_files(const DataLoader* loader);
-// The path of file i (0 <= i < loader_num_files), as the pattern resolved it.
+// The path of file i (0 <= i < loader_num_files, the components' files one after another), as
+// the pattern resolved it.
 const char* loader_file_path(const DataLoader* loader, int i);
+int loader_num_components(const DataLoader* loader);
+void loader_component_info(const DataLoader* loader, int c, LoaderComponentInfo* info);
+// counts[c] (one per component) = windows of component c among the first `windows` of the
+// global sequence: what a data-parallel group has read of each after that many windows.
+void loader_component_reads(const DataLoader* loader, int64_t windows, int64_t* counts);
 
 void loader_get_state(const DataLoader* loader, LoaderState* state);
 // Restores a position saved by loader_get_state (adopting its seed and shuffle flag) so that the
 // following batches are exactly those that followed the save. Returns 0, or -1 with err set when
-// the state does not fit this loader (file count, B, T, epoch, or dp_size divisibility).
+// the state does not fit this loader (blend, file count, B, T, epoch, or dp_size divisibility).
 int loader_set_state(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
 
 // Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local

@@ -1,5 +1,5 @@
 # Token shards and the distributed data loader; linked by every program that reads tokens.
-DATA_OBJS = $(BUILD)/data/shard.o $(BUILD)/data/loader.o $(BUILD)/data/mc_eval.o \
+DATA_OBJS = $(BUILD)/data/shard.o $(BUILD)/data/loader.o $(BUILD)/data/blend.o $(BUILD)/data/mc_eval.o \
 	$(BUILD)/data/whole_file.o $(BUILD)/comm/atomic_file.o
 
 TEST_PROGS += $(BUILD)/tests/test_shard $(BUILD)/tests/test_loader

@@ -20,7 +20,7 @@ SANITIZE_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,flo
 	-fno-sanitize-recover=undefined,float-cast-overflow
 # dist-model: every line but four of the six train-schedules meshes (about 2 minutes under the
 # sanitizers); 2x2, the short distributed training run, and dp2-2x2 stay.
-SANITIZE_DIST_MODEL = mesh-* train-curves train-banded train-resume train-refuse train-kill train-mesh \
+SANITIZE_DIST_MODEL = mesh-* train-curves train-banded train-resume train-blend train-refuse train-kill train-mesh \
 	train-schedules-2x2 train-schedules-dp2-2x2 mesh-auto
 sanitize_space := $() $()
 sanitize_comma := ,

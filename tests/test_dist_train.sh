@@ -22,6 +22,13 @@
 #   tests/test_dist_train.sh resume    a checkpoint of dp 2 x (2x2) with ZeRO-1 continued on one
 #                                      process, and one of one process continued on dp 2 x (2x2),
 #                                      give the straight run's losses
+#   tests/test_dist_train.sh blend     a blend of two training sets (--train-data '0.6 A 0.4 B') on
+#                                      dp 2, dp 4 + ZeRO-1, dp 2 x Zigzag 1x2, and stopped on one
+#                                      process and resumed on dp 2: the single-process run's
+#                                      losses; the data record and configuration name 96 and 64
+#                                      windows read; the first set alone trains otherwise; its
+#                                      checkpoint resumed under other weights or one pattern is
+#                                      refused
 #   tests/test_dist_train.sh refuse    a loader position the new dp size cannot continue, or a
 #                                      checkpoint of another sequence length, is
 #                                      refused with the reason, non-zero, checkpoint kept
@@ -480,6 +487,48 @@ resume)
     compare one-to-dist ref
   grep -q "resume: continuing from step 10" "$work/one-to-dist.out" ||
     fail "one-to-dist: the 8-rank run did not say it continues from step 10"
+  ;;
+blend)
+  make_shards
+  # A blend of two components, 0.6 of train_000 (62 windows of 33 tokens) and 0.4 of train_001
+  # (46), each with its own epochs and order: 256 tokens per step, 4 micro-batches on one process,
+  # 2 per rank on dp 2, 1 on dp 4; 20 steps read 160 windows, 96 and 64 (1.5 and 1.4 epochs).
+  mix=(--train-data "0.6 $work/train_000.bin 0.4 $work/train_001.bin" --total-batch-tokens 256)
+  train ref 1 "${mix[@]}" || exit 1
+  train blend-dp2 2 "${mix[@]}" --dp 2
+  train blend-dp4-zero 4 "${mix[@]}" --dp 4 --zero 1
+  train blend-dp2-zigzag-1x2 4 "${mix[@]}" --dp 2 --pkv 2 --attention zigzag
+  # One process stops after 7 steps, dp 2 continues.
+  train blend-resume 1 "${mix[@]}" --exit-after 7 &&
+    train blend-resume 2 "${mix[@]}" --dp 2 --resume
+  for n in blend-dp2 blend-dp4-zero blend-dp2-zigzag-1x2 blend-resume; do
+    [ -f "$work/$n/log.jsonl" ] && compare "$n" ref
+  done
+  record=$(grep '"type":"data"' "$work/ref/log.jsonl")
+  echo "$record" | grep -q '"weight":0.6,"share":0.60000,"files":1,"windows_per_epoch":62,"windows_read":96,' &&
+    echo "$record" | grep -q '"weight":0.4,"share":0.40000,"files":1,"windows_per_epoch":46,"windows_read":64,' ||
+    fail "blend: the data record does not say 96 and 64 windows read: $record"
+  grep -q '^  60.000% (weight 0.6) .*train_000.bin: 1 file, 62 windows per epoch; 96 read, 1.55 epochs' "$work/ref.out" ||
+    fail "blend: the configuration does not name the first component: $(grep -A2 '^data:' "$work/ref.out")"
+  # The second component is read: the first one alone trains on other data.
+  train first-only 1 --train-data "$work/train_000.bin" --total-batch-tokens 256
+  "$PY" - "$work/first-only/log.jsonl" "$work/ref/log.jsonl" <<'PYEND' || fail "blend: the first component alone gives the blend's losses"
+import json, sys
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "step"] for p in sys.argv[1:])
+diff = max(abs(x - y) for x, y in zip(a, b))
+print("  the first component alone: losses differ by up to %.3g" % diff)
+sys.exit(not (len(a) == len(b) == 20 and diff > 1e-3))
+PYEND
+  # A checkpoint of the blend resumed under other weights, or under one pattern, is refused.
+  bash tests/expect_job_failure.sh 'blend: expected the one the checkpoint was written with \(2 components' \
+    timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" \
+    --out-dir "$work/blend-resume" --total-batch-tokens 256 --steps 30 --resume \
+    --train-data "0.5 $work/train_000.bin 0.5 $work/train_001.bin" ||
+    fail "blend: a checkpoint resumed under other weights was not refused"
+  bash tests/expect_job_failure.sh 'blend: expected the one the checkpoint was written with \(2 components.*found 1 ' \
+    timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" \
+    --out-dir "$work/blend-resume" --total-batch-tokens 256 --steps 30 --resume ||
+    fail "blend: a checkpoint resumed under one pattern was not refused"
   ;;
 refuse)
   make_shards

@@ -1,7 +1,9 @@
 // Data loader tests. Shard f holds token f*10000 + i at position i, so every row of a batch
 // names the window it came from. Usage: test_loader [GROUP] with GROUP one of windows, order,
-// epochs, dp, resume, val, errors, cyclic (no argument: all).
+// epochs, dp, resume, val, errors, cyclic, blend-period, blend-values, blend (no argument: all).
 #include "data/loader.h"
+
+#include <math.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm/fail.h"
+#include "data/blend.h"
 #include "data/shard.h"
 
 #include "tests/test_expect.h"
@@ -490,6 +493,248 @@ static void test_cyclic(void) {
            "T = 10, rank 3 of P = 4: clean fatal error (exit 1), no crash");
 }
 
+// ---- Blends ----
+
+// The period of a blend: exact shares, windows spread evenly, random access equal to walking.
+static void test_blend_table(void) {
+    printf("blend period\n");
+    char err[ERR_LEN] = "";
+    BlendTable t;
+    const double w3[3] = {1, 1, 1}, w2[2] = {0.7, 0.3};
+    int rc = blend_table_build(w3, 3, &t, err, sizeof err);
+    EXPECT(rc == 0 && t.share[0] == 33334 && t.share[1] == 33333 && t.share[2] == 33333,
+           "weights 1 1 1: shares %d %d %d of %d (largest remainder)", rc ? 0 : t.share[0],
+           rc ? 0 : t.share[1], rc ? 0 : t.share[2], BLEND_PERIOD);
+    blend_table_free(&t);
+    rc = blend_table_build(w2, 2, &t, err, sizeof err);
+    EXPECT(rc == 0 && t.share[0] == 70000 && t.share[1] == 30000, "weights 0.7 0.3: 70000 30000");
+    // Walk three periods: window p of component c is its (windows of c before p)-th, every
+    // prefix is within a window of the proportions, and blend_counts agrees.
+    int64_t seen[2] = {0, 0}, worst_index = 0;
+    double worst_dev = 0;
+    int counts_ok = 1;
+    for (int64_t p = 0; p < 3 * BLEND_PERIOD + 17; p++) {
+        if (p % 9973 == 0) {
+            int64_t counts[2];
+            blend_counts(&t, p, counts);
+            counts_ok = counts_ok && counts[0] == seen[0] && counts[1] == seen[1];
+        }
+        int c;
+        int64_t k;
+        blend_locate(&t, p, &c, &k);
+        if (k != seen[c]) worst_index++;
+        seen[c]++;
+        for (int i = 0; i < 2; i++) {
+            const double dev = fabs((double)seen[i] - (double)(p + 1) * w2[i]);
+            if (dev > worst_dev) worst_dev = dev;
+        }
+    }
+    EXPECT(worst_index == 0, "random access: window p is the next window of its component (%lld "
+           "mismatches over 3 periods)", (long long)worst_index);
+    EXPECT(worst_dev < 1, "every prefix within %.3f windows of 0.7 / 0.3", worst_dev);
+    EXPECT(counts_ok, "blend_counts equals the walked counts");
+    blend_table_free(&t);
+    // Seven uneven weights: each period holds exactly the shares; deviation stays small.
+    const double w7[7] = {5, 1e-3, 2.5, 0.25, 1, 1, 0.5};
+    rc = blend_table_build(w7, 7, &t, err, sizeof err);
+    int64_t period[7] = {0};
+    double dev7 = 0, total = 0;
+    for (int i = 0; i < 7; i++) total += w7[i];
+    int64_t run[7] = {0};
+    for (int64_t p = 0; rc == 0 && p < BLEND_PERIOD; p++) {
+        period[t.comp[p]]++;
+        run[t.comp[p]]++;
+        for (int i = 0; i < 7; i++) {
+            const double dev = fabs((double)run[i] - (double)(p + 1) * t.share[i] / BLEND_PERIOD);
+            if (dev > dev7) dev7 = dev;
+        }
+    }
+    int exact = rc == 0;
+    for (int i = 0; exact && i < 7; i++) exact = period[i] == t.share[i];
+    // 1e-3 / 10.251 of 100000 is 9.755: floor 9, and one of the four slots left over.
+    EXPECT(exact && t.share[1] == 10 && t.share[0] == 48776 && fabs(total - 10.251) < 1e-12,
+           "seven weights (one of 1e-3 / 10.251): each period holds exactly the shares (%d for "
+           "1e-3, %d for 5)", rc ? 0 : t.share[1], rc ? 0 : t.share[0]);
+    // Smooth weighted round-robin keeps two components within half a window of the proportions
+    // (above) and more within a window or so (1.12 the worst of random weights up to 16).
+    EXPECT(dev7 < 1.5, "seven weights: every prefix within %.3f windows of the shares", dev7);
+    blend_table_free(&t);
+    // A weight that rounds to nothing, and bad weights, are refused.
+    const double tiny[2] = {1, 1e-6};
+    rc = blend_table_build(tiny, 2, &t, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "component 2: weight 1e-06") && strstr(err, "1/100000"),
+           "a weight below 1/%d of the total refused: \"%s\"", BLEND_PERIOD, err);
+    const double neg[2] = {1, -1};
+    rc = blend_table_build(neg, 2, &t, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "component 2: expected a positive"), "negative weight: \"%s\"",
+           err);
+    // One component: window p is its window p, with no table.
+    const double one[1] = {3};
+    rc = blend_table_build(one, 1, &t, err, sizeof err);
+    int c1;
+    int64_t k1;
+    if (rc == 0) blend_locate(&t, 123456789012LL, &c1, &k1);
+    EXPECT(rc == 0 && !t.comp && c1 == 0 && k1 == 123456789012LL, "one component: the identity");
+    blend_table_free(&t);
+}
+
+// The --train-data value: a pattern (spaces and all), or WEIGHT PATTERN pairs.
+static void test_blend_spec(void) {
+    printf("blend values\n");
+    char err[ERR_LEN] = "";
+    BlendSpec s;
+    int rc = blend_spec_parse("data/my shards/x_*.bin", &s, err, sizeof err);
+    EXPECT(rc == 0 && s.n == 1 && s.weight[0] == 1 && !strcmp(s.pattern[0], "data/my shards/x_*.bin"),
+           "a pattern with a space is one pattern of weight 1");
+    blend_spec_free(&s);
+    rc = blend_spec_parse(" 0.7  web_*.bin\t3e-1 code_*.bin ", &s, err, sizeof err);
+    EXPECT(rc == 0 && s.n == 2 && s.weight[0] == 0.7 && s.weight[1] == 0.3 &&
+           !strcmp(s.pattern[0], "web_*.bin") && !strcmp(s.pattern[1], "code_*.bin"),
+           "'0.7 web 3e-1 code': two components");
+    blend_spec_free(&s);
+    const char* bad[][2] = {{"0.7 a 0.3", "weight '0.3' has no pattern"},
+                            {"0.7 a b c", "word 3: expected a weight"},
+                            {"0.7 a 0 b", "found '0'"},
+                            {"0.7 a -1 b", "found '-1'"},
+                            {"0.7 a inf b", "found 'inf'"},
+                            {"   ", "empty value"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        rc = blend_spec_parse(bad[i][0], &s, err, sizeof err);
+        EXPECT(rc == -1 && strstr(err, bad[i][1]) && s.n == 0, "'%s' refused: \"%s\"", bad[i][0],
+               err);
+    }
+}
+
+// Component of a window id of the test files, with files 0-1 as component A and 2-4 as B.
+static int blend_comp_of(int id) { return file_of(id) >= 2; }
+
+static DataLoader* open_blend_or_die(const LoaderConfig* c, double wa, double wb) {
+    const LoaderComponent comps[2] = {{.paths = paths, .nfiles = 2, .weight = wa, .pattern = "A"},
+                                      {.paths = paths + 2, .nfiles = 3, .weight = wb}};
+    char err[ERR_LEN];
+    DataLoader* L = loader_open_blend(comps, 2, c, err, sizeof err);
+    if (!L) setup_fail("loader_open_blend: %s", err);
+    return L;
+}
+
+// A loader over a blend: component A (10 windows) ordered as a loader of its files alone, B (15)
+// a permutation per epoch of its own, in the table's proportions; the same on any dp size and
+// after a restore; other blends refused by a restore.
+static void test_blend_loader(void) {
+    printf("blend loader\n");
+    enum { B = 4, NB = 30, N = B * NB };
+    int ids[N], a_alone[N];
+    LoaderConfig c = config(B, 0, 1, 1, 77);
+    DataLoader* L = open_blend_or_die(&c, 3, 1);
+    EXPECT(loader_num_components(L) == 2 && loader_num_files(L) == NF &&
+           !strcmp(loader_file_path(L, 3), paths[3]) && loader_windows_per_epoch(L) == NWIN,
+           "2 components, %d files listed in order, %d windows per epoch of each", NF, NWIN);
+    LoaderComponentInfo ia, ib;
+    loader_component_info(L, 0, &ia);
+    loader_component_info(L, 1, &ib);
+    EXPECT(ia.share == 0.75 && ib.share == 0.25 && ia.nfiles == 2 && ib.nfiles == 3 &&
+           ia.windows == 10 && ib.windows == 15 && !strcmp(ia.pattern, "A") && !ib.pattern,
+           "component info: shares %.3f %.3f, files %d %d, windows %lld %lld", ia.share, ib.share,
+           ia.nfiles, ib.nfiles, (long long)ia.windows, (long long)ib.windows);
+    int ok = read_ids(L, B, NB, ids) == 0 && all_valid(ids, N);
+    BlendTable t;
+    char err[ERR_LEN] = "";
+    const double w[2] = {3, 1};
+    ok = ok && blend_table_build(w, 2, &t, err, sizeof err) == 0;
+    int placed = ok;
+    int na = 0, nb = 0, a_seq[N], b_seq[N];
+    for (int p = 0; ok && p < N; p++) {
+        int comp;
+        int64_t k;
+        blend_locate(&t, p, &comp, &k);
+        placed = placed && blend_comp_of(ids[p]) == comp;
+        if (comp == 0) a_seq[na++] = ids[p];
+        else b_seq[nb++] = ids[p];
+    }
+    int64_t reads[2];
+    loader_component_reads(L, N, reads);
+    EXPECT(placed && reads[0] == na && reads[1] == nb && na == 90 && nb == 30,
+           "each row from the component the period names: %d of A, %d of B in %d windows", na, nb,
+           N);
+    // A alone, same seed: the same order (component 0 draws from the run's seed).
+    LoaderConfig c1 = config(1, 0, 1, 1, 77);
+    DataLoader* LA = loader_open_files(paths, 2, &c1, err, sizeof err);
+    ok = LA && read_ids(LA, 1, na, a_alone) == 0;
+    EXPECT(ok && memcmp(a_alone, a_seq, sizeof(int) * (size_t)na) == 0,
+           "component A's windows are those of a loader of its files alone (9 epochs)");
+    loader_close(LA);
+    // B: each epoch of its 15 windows a permutation of them (and epochs differ).
+    int perm_ok = 1, epochs_differ = 0;
+    for (int e = 0; e < 2; e++) {
+        int seen[NWIN] = {0};
+        for (int i = 0; i < 15; i++) seen[b_seq[e * 15 + i]]++;
+        for (int id = 10; id < NWIN; id++) perm_ok = perm_ok && seen[id] == 1;
+    }
+    epochs_differ = memcmp(b_seq, b_seq + 15, 15 * sizeof(int)) != 0;
+    EXPECT(perm_ok && epochs_differ, "component B: each of its 2 epochs a permutation of its 15 "
+           "windows, in different orders");
+    blend_table_free(&t);
+    // dp 3: rank d's micro-batches are global batches n*3 + d.
+    int dp_ok = 1;
+    for (int d = 0; d < 3; d++) {
+        LoaderConfig cd = config(B, d, 3, 1, 77);
+        DataLoader* LD = open_blend_or_die(&cd, 3, 1);
+        int got[9 * B];
+        dp_ok = dp_ok && read_ids(LD, B, 9, got) == 0;
+        for (int n = 0; dp_ok && n < 9; n++)
+            dp_ok = memcmp(got + n * B, ids + (n * 3 + d) * B, sizeof(int) * B) == 0;
+        loader_close(LD);
+    }
+    EXPECT(dp_ok, "dp 3: every rank reads its global batches of the blended sequence");
+    // Restore: the same batches after the saved position, into a fresh loader of another seed.
+    loader_reset(L);
+    int skip[11 * B], want[10 * B], got[10 * B];
+    ok = read_ids(L, B, 11, skip) == 0;
+    LoaderState st;
+    loader_get_state(L, &st);
+    ok = ok && read_ids(L, B, 10, want) == 0;
+    c.seed = 5;
+    DataLoader* L2 = open_blend_or_die(&c, 3, 1);
+    ok = ok && loader_set_state(L2, &st, err, sizeof err) == 0 && read_ids(L2, B, 10, got) == 0;
+    EXPECT(ok && st.components == 2 && st.blend != 0 && memcmp(want, got, sizeof want) == 0,
+           "restored blend reproduces the next 10 batches (state: %d components, fingerprint "
+           "%016llx) %s", st.components, (unsigned long long)st.blend, err);
+    loader_close(L2);
+    // Another blend's position, or one pattern's, is refused, and a blend's by one pattern.
+    L2 = open_blend_or_die(&c, 1, 1);
+    err[0] = 0;
+    int rc = loader_set_state(L2, &st, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "blend: expected the one the checkpoint was written with (2 "
+                              "components"), "other weights refused: \"%s\"", err);
+    LoaderState plain = st;
+    plain.components = 0;   // a state written before blends
+    plain.blend = 0;
+    rc = loader_set_state(L2, &plain, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "(1 component, fingerprint 0000000000000000), found 2"),
+           "a one-pattern state refused by a blend: \"%s\"", err);
+    loader_close(L2);
+    DataLoader* L3 = open_or_die(&c);
+    rc = loader_set_state(L3, &st, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "found 1 "), "a blend's state refused by one pattern: \"%s\"",
+           err);
+    plain.nfiles = NF;
+    err[0] = 0;
+    rc = loader_set_state(L3, &plain, err, sizeof err);
+    EXPECT(rc == 0, "a state written before blends (components 0) restores one pattern %s", err);
+    loader_close(L3);
+    loader_close(L);
+    // Validation takes one pattern.
+    LoaderConfig cv = config(B, 0, 1, 0, 1);
+    cv.mode = LOADER_VAL;
+    const LoaderComponent comps[2] = {{.paths = paths, .nfiles = 2, .weight = 1},
+                                      {.paths = paths + 2, .nfiles = 3, .weight = 1}};
+    err[0] = 0;
+    EXPECT(!loader_open_blend(comps, 2, &cv, err, sizeof err) &&
+           strstr(err, "expected one pattern for validation data"),
+           "a validation blend refused: \"%s\"", err);
+}
+
 int main(int argc, char** argv) {
     const char* only = argc > 1 ? argv[1] : "";
     test_make_tmpdir(tmpdir, sizeof tmpdir, "test_loader");
@@ -499,14 +744,16 @@ int main(int argc, char** argv) {
         void (*fn)(void);
     } groups[] = {{"windows", test_windows}, {"order", test_order}, {"epochs", test_epochs},
                   {"dp", test_dp},           {"resume", test_resume}, {"val", test_val},
-                  {"errors", test_errors},   {"cyclic", test_cyclic}};
+                  {"errors", test_errors},   {"cyclic", test_cyclic},
+                  {"blend-period", test_blend_table}, {"blend-values", test_blend_spec},
+                  {"blend", test_blend_loader}};
     int ran = 0;
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (!*only || !strcmp(only, groups[i].name)) groups[i].fn(), ran++;
     for (int f = 0; f < NF; f++) unlink(paths[f]);
     rmdir(tmpdir);
     if (!ran) {
-        fprintf(stderr, "usage: %s [windows|order|epochs|dp|resume|val|errors|cyclic]\n",
+        fprintf(stderr, "usage: %s [windows|order|epochs|dp|resume|val|errors|cyclic|blend-period|blend-values|blend]\n",
                 argv[0]);
         return 2;
     }

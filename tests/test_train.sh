@@ -593,6 +593,12 @@ t_data() {
     "val:$B/garbage.bin|garbage.bin"
     "val:$B/token.bin|token.bin.*600"
     "val:$B/tiny.bin|tiny.bin"
+    "train:0.5 $DATA/t_train_*.bin 0.5|weight '0.5' has no pattern after it"
+    "train:0.5 $DATA/t_train_*.bin x $DATA/t_val_*.bin|word 3: expected a weight .*found 'x'"
+    "train:1 $DATA/t_train_*.bin 1 $B/nothing_*.bin|nothing_.*found none"
+    "train:1 $DATA/t_train_*.bin 1 $B/token.bin|token.bin.*600"
+    "train:1 $DATA/t_train_*.bin 1e-7 $DATA/t_val_*.bin|component 2: weight 1e-07 .* below the 1/100000"
+    "val:1 $DATA/t_val_*.bin 1 $DATA/t_val_*.bin|a blend of 2 components: expected one pattern for validation data"
   )
   local s
   for s in "${specs[@]}"; do
@@ -731,9 +737,10 @@ t_log() {
   check "the configuration shows given values (steps 12, eval-every 4, lr 0.001, vocab 0)" \
     eval 'echo "$cfg" | grep -Eq "^  steps +12$" && echo "$cfg" | grep -Eq "^  eval-every +4$" &&
           echo "$cfg" | grep -Eq "^  lr +0.001$" && echo "$cfg" | grep -Eq "^  vocab +0$"'
-  check "model, mesh, batch and peak lines follow" \
+  check "model, mesh, batch, data and peak lines follow" \
     eval 'has log.out "^model: L=1 C=32 NH=2 HS=16 context=32 V=50257 \(padded 50304\)" &&
-          has log.out "^mesh: world 1 " && has log.out "^batch: 2 x 16 tokens" && has log.out "^peak: "'
+          has log.out "^mesh: world 1 " && has log.out "^batch: 2 x 16 tokens" && has log.out "^peak: " &&
+          has log.out "^data: [0-9]+ files?, [0-9]+ windows of 17 tokens per epoch; 12 steps read 24 windows, "'
   check "12 step lines on stdout" same_text "$(grep -c '^step ' "$o")" 12
   "$PY" - "$d/log.jsonl" > "$W/log_check.txt" 2>&1 <<'EOF'
 import json, math, sys
@@ -777,8 +784,14 @@ assert all(math.isfinite(o["val_loss"]) for o in of("eval"))
 assert [o["step"] for o in of("sample")] == [6, 12], of("sample")
 assert all(isinstance(o["text"], str) for o in of("sample"))
 assert [o["step"] for o in of("checkpoint")] == [5, 10, 12], of("checkpoint")
-assert {o["type"] for o in objs} == {"config", "step", "eval", "sample", "checkpoint", "summary",
-                                    "timeline"}
+d = of("data")
+assert len(d) == 1 and d[0]["steps"] == 12 and d[0]["window_tokens"] == 17, d
+comp = d[0]["components"]
+assert len(comp) == 1 and comp[0]["pattern"].endswith("/f_train_*.bin") and comp[0]["share"] == 1, d
+assert comp[0]["windows_read"] == 24 and comp[0]["files"] >= 1, d   # 12 steps of 2 windows
+assert abs(comp[0]["epochs"] - 24 / comp[0]["windows_per_epoch"]) < 1e-5 * comp[0]["epochs"], d
+assert {o["type"] for o in objs} == {"config", "data", "step", "eval", "sample", "checkpoint",
+                                    "summary", "timeline"}
 print("%d lines, all JSON: 1 config, %d step, %d eval, %d sample, %d checkpoint, 1 summary objects" % (
     len(objs), len(steps), len(of("eval")), len(of("sample")), len(of("checkpoint"))))
 print("sample text: %r" % of("sample")[0]["text"][:60])
@@ -1347,6 +1360,7 @@ case $test_name in
   resume-accum) t_resume --total-batch-tokens 128 ;;
   resume-zero) t_resume --zero 1 ;;
   resume-many) t_resume_many ;;
+  resume-blend) t_resume --train-data "0.8 $DATA/t_train_000001.bin 0.2 $DATA/t_train_000002.bin" ;;
   corrupt) t_corrupt ;;
   init-from) t_init_from ;;
   kill9) t_kill9 ;;

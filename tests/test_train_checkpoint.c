@@ -85,7 +85,8 @@ static TrainStateInfo sample_info(uint64_t num_params, uint64_t begin, uint64_t 
     info.accum_steps = 4;
     info.sample_rng = 0x0123456789abcdefULL;
     info.loader = (LoaderState){.epoch = 1, .next_batch = 42, .seed = 99, .shuffle = 1,
-                                .nfiles = 2, .B = 2, .T = 8};
+                                .nfiles = 2, .B = 2, .T = 8, .components = 3,
+                                .blend = 0xfedcba9876543210ULL};
     info.num_params = num_params;
     info.shard_begin = begin;
     info.shard_count = count;
@@ -116,6 +117,8 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
         got.loader.next_batch == info->loader.next_batch && got.loader.seed == info->loader.seed &&
         got.loader.shuffle == info->loader.shuffle && got.loader.nfiles == info->loader.nfiles &&
         got.loader.B == info->loader.B && got.loader.T == info->loader.T &&
+        got.loader.components == info->loader.components &&
+        got.loader.blend == info->loader.blend &&
         got.num_params == np && got.shard_begin == info->shard_begin && got.shard_count == nc &&
         !strcmp(got.config_json, info->config_json);
     EXPECT(same_info, "state %s: every header field and the config JSON read back", what);

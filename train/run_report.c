@@ -42,6 +42,58 @@ static void print_ring_steps(const Trainer* t) {
            tour, ring_steps(layout, P, t->Tl, 0, 0), steps - 1, P - 1);
 }
 
+// The training data: files, windows and the epochs this run's steps read of each component of
+// a blend, printed and logged (a "data" record).
+static void print_data(Trainer* t) {
+    const DataLoader* L = t->train_loader;
+    if (!L) return;
+    const int n = loader_num_components(L);
+    const int64_t run_windows = (int64_t)t->opt.steps * (t->tokens_per_step / t->T);
+    int64_t* reads = xmalloc(sizeof *reads * (size_t)n, "component reads");
+    loader_component_reads(L, run_windows, reads);
+    if (n == 1)
+        printf("data: %d file%s, %lld windows of %d tokens per epoch; %d steps read %lld "
+               "windows, %.3g epochs\n", loader_num_files(L), loader_num_files(L) == 1 ? "" : "s",
+               (long long)loader_windows_per_epoch(L),
+               t->T + 1, t->opt.steps, (long long)run_windows,
+               (double)run_windows / (double)loader_windows_per_epoch(L));
+    else
+        printf("data: a blend of %d components; %d steps read %lld windows of %d tokens:\n", n,
+               t->opt.steps, (long long)run_windows, t->T + 1);
+    size_t cap = 64, len = 0;
+    for (int c = 0; c < n; c++) {
+        LoaderComponentInfo info;
+        loader_component_info(L, c, &info);
+        cap += 200 + (info.pattern ? 6 * strlen(info.pattern) : 0);
+    }
+    char* json = xmalloc(cap, "data record");
+    json[0] = 0;
+    for (int c = 0; c < n; c++) {
+        LoaderComponentInfo info;
+        loader_component_info(L, c, &info);
+        const char* pattern = info.pattern ? info.pattern : "";
+        char* escaped = xmalloc(6 * strlen(pattern) + 1, "escaped pattern");
+        json_escape((const unsigned char*)pattern, strlen(pattern), escaped,
+                    6 * strlen(pattern) + 1);
+        const double epochs = (double)reads[c] / (double)info.windows;
+        if (n > 1)
+            printf("  %6.3f%% (weight %g) %s: %d file%s, %lld windows per epoch; %lld read, %.3g "
+                   "epochs\n", 100 * info.share, info.weight, info.pattern ? info.pattern : "",
+                   info.nfiles, info.nfiles == 1 ? "" : "s", (long long)info.windows,
+                   (long long)reads[c], epochs);
+        len += (size_t)snprintf(json + len, cap - len, "%s{\"pattern\":\"%s\",\"weight\":%.9g,"
+                                "\"share\":%.5f,\"files\":%d,\"windows_per_epoch\":%lld,"
+                                "\"windows_read\":%lld,\"epochs\":%.6g}", c ? "," : "", escaped,
+                                info.weight, info.share, info.nfiles, (long long)info.windows,
+                                (long long)reads[c], epochs);
+        free(escaped);
+    }
+    run_log_json(&t->log, "{\"type\":\"data\",\"step\":%d,\"steps\":%d,\"window_tokens\":%d,"
+                 "\"components\":[%s]}", t->step, t->opt.steps, t->T + 1, json);
+    free(json);
+    free(reads);
+}
+
 void print_config(Trainer* t) {
     if (t->rank != 0) return;
     printf("effective configuration:\n");
@@ -68,6 +120,7 @@ void print_config(Trainer* t) {
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
+    print_data(t);
     if (t->doc_boundary >= 0)
         printf("documents: a document begins at each token %d; attention masked to a query's own "
                "document%s (training and validation batches; not the mc-eval rows or samples, one "

@@ -11,7 +11,7 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 25
 FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab hf_tokenizer options \
-	hf_import mc_eval cluster gpu_report sweep_csv
+	hf_import mc_eval cluster gpu_report sweep_csv blend
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
 	-Wno-unused-parameter -fno-sanitize-recover=all
 FUZZ_LIBS = $(TOKENIZER_LIBS) $(LDLIBS) -lgomp -lpthread
@@ -34,6 +34,8 @@ FUZZ_SRCS_hf_tokenizer = data/hf_tokenizer.c data/hf_tokenizer_json.c data/bpe.c
 	data/bpe_tokens.c data/bpe_nfc.c data/bpe_added.c data/tokenizer_file.c data/whole_file.c \
 	checkpoints/json_read.c
 FUZZ_OBJS_hf_tokenizer = $(FUZZ_BASE_OBJS)
+FUZZ_SRCS_blend = data/blend.c
+FUZZ_OBJS_blend = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_mc_eval = data/mc_eval.c data/whole_file.c
 FUZZ_OBJS_mc_eval = $(FUZZ_BASE_OBJS)
 FUZZ_SRCS_cluster = costmodel/cluster.c

@@ -121,3 +121,13 @@ printf '%s\n' \
 printf '%s\r\n' 'ms_per_step,algorithm,preset,layers,channels,heads,vocab,seq_len,context,batch,dp,pq,pkv,overlap,note' \
   '50.0,zigzag,tiny,2,64,4,512,256,512,1,1,1,4,0,x' '' '60.5,ring,small,4,128,4,50257,512,512,2,2,1,2,1,y' \
   > "$out/sweep_csv/by_hand"
+
+# blend: --train-data values: one pattern (with a space), pairs, seven uneven weights, and
+# refused ones (a weight without a pattern, a weight of 0, one below the period's resolution).
+mkdir -p "$out/blend"
+printf '%s' 'data/my shards/web_train_*.bin' > "$out/blend/pattern"
+printf '%s' '0.7 web_train_*.bin 0.3 code_train_*.bin' > "$out/blend/pairs"
+printf '%s' $'5 a 1e-3 b\t2.5 c 0.25 d 1 e 1 f 0.5 g' > "$out/blend/seven"
+printf '%s' '0.7 web_train_*.bin 0.3' > "$out/blend/odd"
+printf '%s' '1 a 0 b' > "$out/blend/zero"
+printf '%s' '1 a 1e-9 b' > "$out/blend/tiny"
