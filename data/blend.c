@@ -53,20 +53,27 @@ static void spec_add(BlendSpec* s, double weight, char* pattern) {
     s->n++;
 }
 
+void blend_spec_single(const char* pattern, BlendSpec* s) {
+    memset(s, 0, sizeof *s);
+    char* whole = xmalloc(strlen(pattern) + 1, "shard pattern");
+    strcpy(whole, pattern);
+    spec_add(s, 1.0, whole);
+}
+
 int blend_spec_parse(const char* value, BlendSpec* s, char* err, size_t errlen) {
     memset(s, 0, sizeof *s);
     const char* p = value ? value : "";
     char* first = next_word(&p);
     if (!first)
-        return set_err(err, errlen, "expected a shard pattern or WEIGHT PATTERN pairs, found an "
-                       "empty value");
+        return set_err(err, errlen, "blend: expected a shard pattern or WEIGHT PATTERN pairs, "
+                       "found an empty value");
     int ok;
     parse_number(first, &ok);
     free(first);
-    if (!ok) {   // one pattern, taken whole (a path may hold spaces)
-        char* whole = xmalloc(strlen(value) + 1, "shard pattern");
-        strcpy(whole, value);
-        spec_add(s, 1.0, whole);
+    char* second = next_word(&p);
+    free(second);
+    if (!ok || !second) {   // one pattern, taken whole (a path may hold spaces or be a number)
+        blend_spec_single(value, s);
         return 0;
     }
     p = value;
@@ -115,16 +122,23 @@ void blend_table_free(BlendTable* t) {
     memset(t, 0, sizeof *t);
 }
 
-// Largest-remainder apportionment of BLEND_PERIOD slots to the weights (ties to the lower index).
-static void apportion(const double* weight, int n, int32_t* share) {
-    double total = 0;
-    for (int c = 0; c < n; c++) total += weight[c];
+// The exact shares: weight / total x BLEND_PERIOD, the weights first divided by the largest so
+// that their sum stays finite however large they are written.
+static void exact_shares(const double* weight, int n, double* exact) {
+    double largest = 0, total = 0;
+    for (int c = 0; c < n; c++) largest = weight[c] > largest ? weight[c] : largest;
+    for (int c = 0; c < n; c++) total += weight[c] / largest;
+    for (int c = 0; c < n; c++) exact[c] = weight[c] / largest / total * BLEND_PERIOD;
+}
+
+// Largest-remainder apportionment of BLEND_PERIOD slots to the exact shares (ties to the lower
+// index).
+static void apportion(const double* exact, int n, int32_t* share) {
     double* rest = xmalloc(sizeof *rest * (size_t)n, "blend remainders");
     int64_t given = 0;
     for (int c = 0; c < n; c++) {
-        const double exact = weight[c] / total * BLEND_PERIOD;
-        share[c] = (int32_t)floor(exact);
-        rest[c] = exact - share[c];
+        share[c] = (int32_t)floor(exact[c]);
+        rest[c] = exact[c] - share[c];
         given += share[c];
     }
     for (; given < BLEND_PERIOD; given++) {
@@ -152,17 +166,19 @@ int blend_table_build(const double* weight, int n, BlendTable* t, char* err, siz
         t->share[0] = BLEND_PERIOD;
         return 0;
     }
-    apportion(weight, n, t->share);
+    double* exact = xmalloc(sizeof *exact * (size_t)n, "blend shares");
+    exact_shares(weight, n, exact);
     for (int c = 0; c < n; c++)
-        if (t->share[c] == 0) {
-            double total = 0;
-            for (int i = 0; i < n; i++) total += weight[i];
-            set_err(err, errlen, "blend: component %d: weight %g is %.3g of the total %g, "
-                    "below the 1/%d a component needs; raise it or leave the component out",
-                    c + 1, weight[c], weight[c] / total, total, BLEND_PERIOD);
+        if (exact[c] < 1) {   // a share rounded up to one slot would not be the weight asked for
+            set_err(err, errlen, "blend: component %d: weight %g is %.3g of the total, below "
+                    "the 1/%d a component needs; raise it or leave the component out", c + 1,
+                    weight[c], exact[c] / BLEND_PERIOD, BLEND_PERIOD);
+            free(exact);
             blend_table_free(t);
             return -1;
         }
+    apportion(exact, n, t->share);
+    free(exact);
     t->comp = xmalloc(sizeof *t->comp * BLEND_PERIOD, "blend period");
     t->before = xmalloc(sizeof *t->before * BLEND_PERIOD, "blend period");
     int64_t* credit = calloc((size_t)n, sizeof *credit);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/fail.h"
 #include "data/blend.h"
@@ -219,7 +220,11 @@ DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderC
     L->nsets = n;
     for (int c = 0; c < n; c++) {
         L->weights[c] = comps[c].weight;
-        if (comps[c].pattern) L->patterns[c] = copy_string(comps[c].pattern);
+        if (comps[c].pattern && !(L->patterns[c] = copy_string(comps[c].pattern))) {
+            set_err(err, errlen, "loader: out of memory");
+            loader_close(L);
+            return NULL;
+        }
         if (open_set(&L->sets[c], comps[c].paths, comps[c].nfiles, cfg->T, err, errlen) != 0) {
             loader_close(L);
             return NULL;
@@ -295,6 +300,18 @@ static void free_pattern(PatternFiles* f) {
     memset(f, 0, sizeof *f);
 }
 
+// Whether a value of several words names files as a whole (a path with spaces, or a pattern
+// with matches): then it is one pattern, as before blends, whatever its first word looks like.
+static int names_files(const char* value) {
+    if (!strpbrk(value, " \t\n\v\f\r")) return 0;
+    PatternFiles f;
+    char why[ERR_LEN];
+    const int found = expand_pattern(value, &f, why, sizeof why) == 0 &&
+                      (f.globbed || access(value, F_OK) == 0);
+    free_pattern(&f);
+    return found;
+}
+
 DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err,
                         size_t errlen) {
     if (!value || !*value) {
@@ -303,7 +320,8 @@ DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err,
         return NULL;
     }
     BlendSpec spec;
-    if (blend_spec_parse(value, &spec, err, errlen) != 0) return NULL;
+    if (names_files(value)) blend_spec_single(value, &spec);
+    else if (blend_spec_parse(value, &spec, err, errlen) != 0) return NULL;
     PatternFiles* g = calloc((size_t)spec.n, sizeof *g);
     LoaderComponent* comps = calloc((size_t)spec.n, sizeof *comps);
     DataLoader* L = NULL;
@@ -484,14 +502,17 @@ void loader_component_reads(const DataLoader* L, int64_t windows, int64_t* count
 
 // ---- Checkpoint state ----
 
-// What a resumed run must share with the one that saved: each component's share of the period
-// and file count (0 without a blend, as in states written before blends).
+// What a resumed run must share with the one that saved: each component's share of the period,
+// file count and windows per epoch, in order (0 without a blend, as in states written before
+// blends: one pattern's files are checked by their count alone, as they always were).
 static uint64_t blend_fingerprint(const DataLoader* L) {
     if (L->nsets == 1) return 0;
     uint64_t h = mix64((uint64_t)L->nsets);
-    for (int c = 0; c < L->nsets; c++)
+    for (int c = 0; c < L->nsets; c++) {
         h = mix64(h ^ ((uint64_t)(uint32_t)L->blend.share[c] << 32 |
                        (uint32_t)L->sets[c].nfiles));
+        h = mix64(h ^ (uint64_t)L->sets[c].total);
+    }
     return h;
 }
 
@@ -516,8 +537,8 @@ int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t err
                            "pattern, found %016llx", (unsigned long long)st->blend);
         return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
                        "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
-                       "%016llx); resume with the same weights and patterns, each matching as "
-                       "many files", components, components == 1 ? "" : "s",
+                       "%016llx); resume with the same weights and patterns, in the same order, "
+                       "over the same files", components, components == 1 ? "" : "s",
                        (unsigned long long)st->blend, L->nsets,
                        (unsigned long long)blend_fingerprint(L));
     }

@@ -559,6 +559,19 @@ static void test_blend_table(void) {
     // (above) and more within a window or so (1.12 the worst of random weights up to 16).
     EXPECT(dev7 < 1.5, "seven weights: every prefix within %.3f windows of the shares", dev7);
     blend_table_free(&t);
+    // Weights near DBL_MAX: normalised by the largest before they are summed.
+    const double huge[3] = {1e308, 1e308, 5e307};
+    rc = blend_table_build(huge, 3, &t, err, sizeof err);
+    EXPECT(rc == 0 && t.share[0] == 40000 && t.share[1] == 40000 && t.share[2] == 20000,
+           "weights 1e308 1e308 5e307: shares 40000 40000 20000 %s", err);
+    blend_table_free(&t);
+    // A weight whose exact share is under one slot is refused, even where rounding would give
+    // it one (0.6 of 100000 slots here).
+    const double under[2] = {99999.4, 0.6};
+    err[0] = 0;
+    rc = blend_table_build(under, 2, &t, err, sizeof err);
+    EXPECT(rc == -1 && strstr(err, "component 2: weight 0.6"), "a share of 0.6 slots refused: "
+           "\"%s\"", err);
     // A weight that rounds to nothing, and bad weights, are refused.
     const double tiny[2] = {1, 1e-6};
     rc = blend_table_build(tiny, 2, &t, err, sizeof err);
@@ -586,6 +599,10 @@ static void test_blend_spec(void) {
     int rc = blend_spec_parse("data/my shards/x_*.bin", &s, err, sizeof err);
     EXPECT(rc == 0 && s.n == 1 && s.weight[0] == 1 && !strcmp(s.pattern[0], "data/my shards/x_*.bin"),
            "a pattern with a space is one pattern of weight 1");
+    blend_spec_free(&s);
+    rc = blend_spec_parse("2024", &s, err, sizeof err);
+    EXPECT(rc == 0 && s.n == 1 && !strcmp(s.pattern[0], "2024"), "one word that is a number is "
+           "one pattern (a file named 2024)");
     blend_spec_free(&s);
     rc = blend_spec_parse(" 0.7  web_*.bin\t3e-1 code_*.bin ", &s, err, sizeof err);
     EXPECT(rc == 0 && s.n == 2 && s.weight[0] == 0.7 && s.weight[1] == 0.3 &&
@@ -714,6 +731,22 @@ static void test_blend_loader(void) {
     EXPECT(rc == -1 && strstr(err, "(1 component, fingerprint 0000000000000000), found 2"),
            "a one-pattern state refused by a blend: \"%s\"", err);
     loader_close(L2);
+    // The same shares and file counts in the other order (files 0-1 hold 10 windows, 3-4 14):
+    // refused.
+    const LoaderComponent swapped[2] = {{.paths = paths + 3, .nfiles = 2, .weight = 1},
+                                        {.paths = paths, .nfiles = 2, .weight = 1}};
+    const LoaderComponent straight[2] = {{.paths = paths, .nfiles = 2, .weight = 1},
+                                         {.paths = paths + 3, .nfiles = 2, .weight = 1}};
+    DataLoader* LS = loader_open_blend(straight, 2, &c, err, sizeof err);
+    DataLoader* LW = loader_open_blend(swapped, 2, &c, err, sizeof err);
+    LoaderState sst;
+    if (LS) loader_get_state(LS, &sst);
+    err[0] = 0;
+    rc = LS && LW ? loader_set_state(LW, &sst, err, sizeof err) : 0;
+    EXPECT(rc == -1 && strstr(err, "in the same order, over the same files"),
+           "the components swapped (equal shares and file counts, other windows): \"%s\"", err);
+    loader_close(LS);
+    loader_close(LW);
     DataLoader* L3 = open_or_die(&c);
     rc = loader_set_state(L3, &st, err, sizeof err);
     EXPECT(rc == -1 && strstr(err, "found 1 "), "a blend's state refused by one pattern: \"%s\"",
@@ -724,6 +757,21 @@ static void test_blend_loader(void) {
     EXPECT(rc == 0, "a state written before blends (components 0) restores one pattern %s", err);
     loader_close(L3);
     loader_close(L);
+    // A value that names a file as a whole is one pattern, though its first word is a number.
+    char cwd[1024];
+    const int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+    char spaced[600];
+    snprintf(spaced, sizeof spaced, "%s/3 ld.bin", tmpdir);
+    int linked = have_cwd && link(paths[0], spaced) == 0 && chdir(tmpdir) == 0;
+    DataLoader* LN = linked ? loader_open("3 ld.bin", &c, err, sizeof err) : NULL;
+    EXPECT(LN && loader_num_components(LN) == 1 && loader_windows_per_epoch(LN) == shard_nwin[0],
+           "'3 ld.bin', an existing file: one pattern, not weight 3 of ld.bin %s", LN ? "" : err);
+    loader_close(LN);
+    LN = linked ? loader_open("3 ld.b*", &c, err, sizeof err) : NULL;
+    EXPECT(LN && loader_num_components(LN) == 1, "'3 ld.b*', a glob with a match: one pattern");
+    loader_close(LN);
+    if (have_cwd && chdir(cwd) != 0) setup_fail("chdir back to %s", cwd);
+    unlink(spaced);
     // Validation takes one pattern.
     LoaderConfig cv = config(B, 0, 1, 0, 1);
     cv.mode = LOADER_VAL;

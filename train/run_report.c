@@ -64,7 +64,7 @@ static void print_data(Trainer* t) {
     for (int c = 0; c < n; c++) {
         LoaderComponentInfo info;
         loader_component_info(L, c, &info);
-        cap += 200 + (info.pattern ? 6 * strlen(info.pattern) : 0);
+        cap += 216 + (info.pattern ? 6 * strlen(info.pattern) : 0);
     }
     char* json = xmalloc(cap, "data record");
     json[0] = 0;
@@ -72,9 +72,9 @@ static void print_data(Trainer* t) {
         LoaderComponentInfo info;
         loader_component_info(L, c, &info);
         const char* pattern = info.pattern ? info.pattern : "";
-        char* escaped = xmalloc(6 * strlen(pattern) + 1, "escaped pattern");
-        json_escape((const unsigned char*)pattern, strlen(pattern), escaped,
-                    6 * strlen(pattern) + 1);
+        const size_t escaped_len = 6 * strlen(pattern) + 16;   // json_escape's worst case
+        char* escaped = xmalloc(escaped_len, "escaped pattern");
+        json_escape((const unsigned char*)pattern, strlen(pattern), escaped, escaped_len);
         const double epochs = (double)reads[c] / (double)info.windows;
         if (n > 1)
             printf("  %6.3f%% (weight %g) %s: %d file%s, %lld windows per epoch; %lld read, %.3g "

@@ -1,7 +1,8 @@
 // A --train-data value (data/blend.c). Input: the value's bytes (cut at the first NUL). An
 // accepted value has 1..BLEND_MAX_COMPONENTS components with positive finite weights and
 // non-empty patterns; a refused one says why in one line. With up to 8 components the period is
-// built: shares of at least 1 summing to the period, each slot's index within its component
+// built: shares of at least 1, each within a slot of its weight's exact share, summing to the
+// period, each slot's index within its component
 // counted right, and blend_counts equal to the walked counts.
 #include <math.h>
 #include <stdlib.h>
@@ -21,8 +22,13 @@ static void check_table(const BlendSpec* s) {
         return;
     }
     int64_t total = 0, taken[8] = {0};
+    double largest = 0, sum = 0;
+    for (int c = 0; c < s->n; c++) largest = s->weight[c] > largest ? s->weight[c] : largest;
+    for (int c = 0; c < s->n; c++) sum += s->weight[c] / largest;
     for (int c = 0; c < s->n; c++) {
         fuzz_expect(t.share[c] >= 1, "a component with no share of the period");
+        const double exact = s->weight[c] / largest / sum * BLEND_PERIOD;
+        fuzz_expect(fabs(t.share[c] - exact) < 1, "a share a slot or more from its weight's");
         total += t.share[c];
     }
     fuzz_expect(total == BLEND_PERIOD, "the shares do not sum to the period");
