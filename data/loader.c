@@ -231,12 +231,7 @@ DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderC
         }
         L->nfiles += comps[c].nfiles;
     }
-    double* w = malloc(sizeof *w * (size_t)n);
-    for (int c = 0; w && c < n; c++) w[c] = comps[c].weight;
-    const int rc = w ? blend_table_build(w, n, &L->blend, err, errlen)
-                     : set_err(err, errlen, "loader: out of memory");
-    free(w);
-    if (rc != 0) {
+    if (blend_table_build(L->weights, n, &L->blend, err, errlen) != 0) {
         loader_close(L);
         return NULL;
     }
@@ -531,17 +526,13 @@ void loader_get_state(const DataLoader* L, LoaderState* st) {
 
 int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
     const int components = st->components ? st->components : 1;   // 0: written before blends
-    if (components != L->nsets || st->blend != blend_fingerprint(L)) {
-        if (components == 1 && L->nsets == 1)
-            return set_err(err, errlen, "loader state: blend fingerprint: expected 0 for one "
-                           "pattern, found %016llx", (unsigned long long)st->blend);
+    if (components != L->nsets || st->blend != blend_fingerprint(L))
         return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
                        "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
                        "%016llx); resume with the same weights and patterns, in the same order, "
                        "over the same files", components, components == 1 ? "" : "s",
                        (unsigned long long)st->blend, L->nsets,
                        (unsigned long long)blend_fingerprint(L));
-    }
     if (st->nfiles != L->nfiles)
         return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
                        "found %d", L->nfiles, st->nfiles);
