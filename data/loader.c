@@ -307,6 +307,14 @@ static int names_files(const char* value) {
     return found;
 }
 
+int loader_parse_value(const char* value, BlendSpec* spec, char* err, size_t errlen) {
+    if (names_files(value)) {
+        blend_spec_single(value, spec);
+        return 0;
+    }
+    return blend_spec_parse(value, spec, err, errlen);
+}
+
 DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err,
                         size_t errlen) {
     if (!value || !*value) {
@@ -315,8 +323,7 @@ DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err,
         return NULL;
     }
     BlendSpec spec;
-    if (names_files(value)) blend_spec_single(value, &spec);
-    else if (blend_spec_parse(value, &spec, err, errlen) != 0) return NULL;
+    if (loader_parse_value(value, &spec, err, errlen) != 0) return NULL;
     PatternFiles* g = calloc((size_t)spec.n, sizeof *g);
     LoaderComponent* comps = calloc((size_t)spec.n, sizeof *comps);
     DataLoader* L = NULL;

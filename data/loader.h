@@ -35,6 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/blend.h"
+
 typedef struct DataLoader DataLoader;
 
 typedef enum { LOADER_TRAIN = 0, LOADER_VAL = 1 } LoaderMode;
@@ -88,6 +90,10 @@ typedef struct {
 // pattern matches nothing, any file is missing or bad (magic, version, size) or shorter than one
 // window, the blend is malformed, a validation loader is given a blend, or the config is invalid.
 DataLoader* loader_open(const char* value, const LoaderConfig* cfg, char* err, size_t errlen);
+// How loader_open reads a value: one pattern, or weights and patterns (data/blend.h), a value
+// of several words that names files as a whole being one pattern. Returns 0 (spec filled; free it
+// with blend_spec_free), or -1 with a one-line message in err.
+int loader_parse_value(const char* value, BlendSpec* spec, char* err, size_t errlen);
 // The same over an explicit list of nfiles paths (in that order; nfiles == 0 is an error).
 DataLoader* loader_open_files(const char* const* paths, int nfiles, const LoaderConfig* cfg,
                               char* err, size_t errlen);

@@ -598,7 +598,7 @@ t_data() {
     "train:1 $DATA/t_train_*.bin 1 $B/nothing_*.bin|nothing_.*found none"
     "train:1 $DATA/t_train_*.bin 1 $B/token.bin|token.bin.*600"
     "train:1 $DATA/t_train_*.bin 1e-7 $DATA/t_val_*.bin|component 2: weight 1e-07 .* below the 1/100000"
-    "val:1 $DATA/t_val_*.bin 1 $DATA/t_val_*.bin|a blend of 2 components: expected one pattern for validation data"
+    "val:1 $DATA/t_val_*.bin 1 $B/token.bin|token.bin: token 20: .*600"
   )
   local s
   for s in "${specs[@]}"; do
@@ -1068,6 +1068,80 @@ assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$W/pos.png"
           "--eval-positions 257|^error: --eval-positions"
 }
 
+# --val-data with several sets: each evaluated on its own, equal to a run given that set alone
+# (the same batches, the same model: identical text in the log); the validation loss and the
+# losses per range of positions are the weighted means; the same on a dp 2 x Zigzag 1x2 mesh;
+# the configuration lines, the val_data record, the plot; refusals naming the set.
+t_val_sets() {
+  make_data
+  write_shard "$DATA/u_val_000000.bin" 900 512 10
+  local A="$DATA/t_val_*.bin" U="$DATA/u_val_000000.bin"
+  local run=("${TINY[@]}" --steps 4 --eval-every 2 --eval-positions 2 --eval-batches 3)
+  train sets "${run[@]}" --val-data "0.25 $A 0.75 $U" --out-dir "$W/sets"
+  train a "${run[@]}" --val-data "$A" --out-dir "$W/a"
+  train u "${run[@]}" --val-data "$U" --out-dir "$W/u"
+  expect_rc sets 0; expect_rc a 0; expect_rc u 0
+  sets_check() {   # sets_check LOG LOG_A LOG_U TOL: every evaluation of LOG against the sets alone
+    "$PY" -c 'import json, sys
+def of(path, kind): return [r for r in map(json.loads, open(path)) if r["type"] == kind]
+sets, a, u, tol = of(sys.argv[1], "eval"), of(sys.argv[2], "eval"), of(sys.argv[3], "eval"), float(sys.argv[4])
+assert len(sets) == len(a) == len(u) > 0, (len(sets), len(a), len(u))
+worst = 0
+for s, x, y in zip(sets, a, u):
+    assert s["step"] == x["step"] == y["step"] and len(s["val_sets"]) == 2, (s, x, y)
+    for got, want in zip(s["val_sets"], (x["val_loss"], y["val_loss"])):
+        worst = max(worst, abs(got - want) / want)
+    mean = 0.25 * s["val_sets"][0] + 0.75 * s["val_sets"][1]
+    assert abs(mean - s["val_loss"]) <= 2e-8, (mean, s)
+assert worst <= tol, worst
+pos = of(sys.argv[1], "eval_positions")[-1]["val_loss"]
+pa, pu = of(sys.argv[2], "eval_positions")[-1]["val_loss"], of(sys.argv[3], "eval_positions")[-1]["val_loss"]
+pw = max(abs(p - (0.25 * x + 0.75 * y)) / p for p, x, y in zip(pos, pa, pu))
+assert pw <= max(tol, 1e-7), (pos, pa, pu)
+print("%d evaluations: each set within %.2g of it alone, the val loss their 0.25/0.75 mean, "
+      "positions within %.2g" % (len(sets), worst, pw))' "$@"; }
+  check "two sets: each set's losses are those of a run given it alone (exactly)" \
+    sets_check "$W/sets/log.jsonl" "$W/a/log.jsonl" "$W/u/log.jsonl" 0
+  check "the evaluation line names each set's loss" has sets.out \
+    "^eval: step 4 val loss [0-9.]+ \(by set: [0-9.]+ [0-9.]+\)$"
+  check "the val data lines: two sets, their weights, micro-batches evaluated" \
+    eval 'has sets.out "^val data: 2 sets, each evaluated on its own; the val loss is their weighted mean:$" &&
+          has sets.out "^  1: weight 0.25 .*/t_val_\*\.bin: 1 file, 62 windows; 3 of its 31 micro-batches evaluated$" &&
+          has sets.out "^  2: weight 0.75 .*/u_val_000000\.bin: 1 file, 56 windows; 3 of its 28 micro-batches evaluated$"'
+  check "the val_data record" "$PY" -c 'import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "val_data"]
+assert len(r) == 1 and [(s["weight"], s["files"], s["windows"], s["batches"]) for s in r[0]["sets"]] == \
+    [(0.25, 1, 62, 3), (0.75, 1, 56, 3)], r
+assert r[0]["sets"][0]["pattern"].endswith("/t_val_*.bin"), r' "$W/sets/log.jsonl"
+  check "one set: no val_data record, no val_sets" eval '! grep -q "val_data\|val_sets" "$W/a/log.jsonl"'
+  # From the model file, on 4 ranks: dp 2 x Zigzag 1x2.
+  local from=(--init-from "$W/sets/model_00000004.bin" --preset "" --layers 0 --channels 0 --heads 0 --vocab 0)
+  for s in a u; do
+    local v=$A; [ $s = u ] && v=$U
+    train "one-$s" "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 2 --eval-batches 3 \
+      --val-data "$v" --out-dir "$W/one-$s"
+  done
+  timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 2 \
+    --eval-batches 3 --dp 2 --pkv 2 --attention zigzag --val-data "0.25 $A 0.75 $U" \
+    --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  check "--eval-only on dp 2 x Zigzag 1x2: each set within 1e-5 of one process given it alone" \
+    sets_check "$W/mesh/log.jsonl" "$W/one-a/log.jsonl" "$W/one-u/log.jsonl" 1e-5
+  bash tools/plot_loss.sh "$W/sets/log.jsonl" "$W/sets.png" sets 2> "$W/plot.err"
+  check "tools/plot_loss.sh draws each set ($(cat "$W/plot.err"))" "$PY" -c 'import sys
+assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$W/sets.png"
+  check "tools/plot_loss.sh counts the sets" has plot.err "2 validation sets"
+  write_shard "$W/short_val.bin" 20 512 11
+  local bad=("1 $A 1 $W/short_val.bin|--val-data set 2 of 2: .*short_val.bin"
+             "1 $A 1 $W/nothing_*.bin|--val-data set 2 of 2: .*nothing_.*found none"
+             "1 $A x $U|--val-data .*word 3: expected a weight")
+  local c
+  for c in "${bad[@]}"; do
+    train vbad "${TINY[@]}" --steps 1 --val-data "${c%%|*}" --out-dir "$W/vbad"
+    check "--val-data '${c%%|*}': refused in one line ($(err_lines "$W/vbad.err" | head -n 1 | sed "s|$W/||g"))" eval \
+      "[ \$(rc_of vbad) != 0 ] && [ \$(err_lines '$W/vbad.err' | grep -c .) = 1 ] && grep -qE -- '^error: .*${c#*|}' '$W/vbad.err'"
+  done
+}
+
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {
@@ -1390,11 +1464,12 @@ case $test_name in
   resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
     --disable-bias-linear ;;
   eval-positions) t_eval_positions ;;
+  val-sets) t_val_sets ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Draws the loss curve (training loss per step, validation loss per evaluation) of a trainer's
 # JSONL log as a PNG with gnuplot, with an optional horizontal reference line (e.g. the unigram
-# baseline), and, where the run had --mc-eval, its acc_norm on the right-hand axis.
+# baseline), each validation set's loss where --val-data named several, and, where the run had
+# --mc-eval, its acc_norm on the right-hand axis.
 #   usage: tools/plot_loss.sh LOG.jsonl OUT.png [TITLE [BASELINE]]
 set -euo pipefail
 if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
@@ -28,9 +29,27 @@ extract() {   # $1 = type, $2 = field
 extract step loss > "$tmp/train.dat"
 extract eval val_loss > "$tmp/val.dat"
 extract mc_eval acc_norm > "$tmp/mc.dat"
+# Several validation sets: "step loss1 loss2 ..." per evaluation, and each set's pattern, one a line.
+awk 'index($0, "\"type\":\"eval\"") && index($0, "\"val_sets\":[") {
+       s = $0; step = substr(s, index(s, "\"step\":") + 7) + 0
+       l = substr(s, index(s, "\"val_sets\":[") + 12); l = substr(l, 1, index(l, "]") - 1)
+       gsub(",", " ", l); v[step] = l; if (!(step in seen)) { seen[step] = 1; order[n++] = step }
+     }
+     END { for (k = 0; k < n; k++) print order[k], v[order[k]] }' "$log" | sort -n > "$tmp/sets.dat"
+nsets=$(awk 'NR == 1 { print NF - 1 }' "$tmp/sets.dat")
+[ -n "$nsets" ] && awk 'index($0, "\"type\":\"val_data\"") {
+       s = $0
+       while ((i = index(s, "\"pattern\":\"")) > 0) {
+         s = substr(s, i + 11); print substr(s, 1, index(s, "\"") - 1)
+       }
+     }' "$log" | tail -n "$nsets" > "$tmp/sets.txt"
 [ -s "$tmp/train.dat" ] || { echo "error: $log: no step records" >&2; exit 2; }
 plots="'$tmp/train.dat' using 1:2 with lines lw 1 lc rgb '#4477aa' title 'train'"
 [ -s "$tmp/val.dat" ] && plots="$plots, '$tmp/val.dat' using 1:2 with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'validation'"
+for ((c = 1; c <= ${nsets:-0}; c++)); do
+  name=$(sed -n "${c}p" "$tmp/sets.txt" | sed "s|.*/||; s|'||g")
+  plots="$plots, '$tmp/sets.dat' using 1:$((c + 1)) with linespoints dt 2 lw 1 pt 6 title 'validation set $c${name:+ ($name)}'"
+done
 y2=""
 if [ -s "$tmp/mc.dat" ]; then
   plots="$plots, '$tmp/mc.dat' using 1:2 axes x1y2 with linespoints lw 2 pt 5 lc rgb '#228833' title 'mc-eval acc_norm (right)'"
@@ -51,4 +70,4 @@ set key top right
 $y2
 plot $plots
 GP
-echo "wrote $out ($(wc -l < "$tmp/train.dat") steps, $(wc -l < "$tmp/val.dat") validation losses, $(wc -l < "$tmp/mc.dat") accuracies)" >&2
+echo "wrote $out ($(wc -l < "$tmp/train.dat") steps, $(wc -l < "$tmp/val.dat") validation losses${nsets:+ of $nsets validation sets}, $(wc -l < "$tmp/mc.dat") accuracies)" >&2

@@ -76,7 +76,7 @@ static void add_loader_files(ConfigItems* items, const char* flag, const DataLoa
 }
 
 void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTConfig* cfg,
-                         const DataLoader* train, const DataLoader* val) {
+                         const DataLoader* train, const DataLoader* const* val, int nval) {
     train_options_each(o, add_option, items);
     char kv[32] = "";   // (named only under grouped-query attention)
     if (gpt_kv_heads(cfg) != cfg->NH) snprintf(kv, sizeof kv, " KV=%d", gpt_kv_heads(cfg));
@@ -97,7 +97,12 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
                      cfg->L, cfg->C, cfg->NH, kv, cfg->V, cfg->Vp, cfg->max_T, rope, block);
     if (o->init_from && o->init_from[0]) add_file(items, "--init-from (file)", o->init_from);
     add_loader_files(items, "--train-data", train);
-    add_loader_files(items, "--val-data", val);
+    for (int c = 0; c < nval; c++) {
+        char flag[48];
+        if (nval == 1) snprintf(flag, sizeof flag, "--val-data");
+        else snprintf(flag, sizeof flag, "--val-data set %d", c + 1);
+        add_loader_files(items, flag, val[c]);
+    }
     if (o->tokenizer && o->tokenizer[0]) add_file(items, "--tokenizer (file)", o->tokenizer);
     if (o->mc_eval && o->mc_eval[0]) add_file(items, "--mc-eval (file)", o->mc_eval);
 }

@@ -26,9 +26,10 @@ void config_items_add(ConfigItems* items, const char* name, const char* fmt, ...
     __attribute__((format(printf, 3, 4)));
 void config_items_free(ConfigItems* items);
 
-// This rank's items: options, data files (either loader may be NULL: not read), the model shape.
+// This rank's items: options, data files (train may be NULL: not read; nval validation sets,
+// maybe none), the model shape.
 void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTConfig* cfg,
-                         const DataLoader* train, const DataLoader* val);
+                         const DataLoader* train, const DataLoader* const* val, int nval);
 
 // Collective over MESH_WORLD, through host all-reduces (every transport). Returns 0 when every
 // rank's items equal rank 0's; else 1 with msg set, the same on every rank:

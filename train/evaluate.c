@@ -21,37 +21,53 @@ static void add_position_losses(Trainer* t, double* sums) {
             sums[t->positions[j] * K / t->T] += t->mc_losses[(size_t)b * t->Tl + j];
 }
 
-// The validation loss over the first --eval-batches micro-batches of the validation pass (all of
-// it if shorter), the same batches on every mesh: dp rank d evaluates global batches d, d + dp, ...
-// of them (the loader's order), every rank sums the losses of its tokens on the backend (without
+// One validation set's loss over the first --eval-batches micro-batches of its pass (all of it if
+// shorter), the same batches on every mesh: dp rank d evaluates global batches d, d + dp, ... of
+// them (the loader's order), every rank sums the losses of its tokens on the backend (without
 // dlogits), read once at the end, and the sum over all ranks is divided by the tokens evaluated.
 // Under --eval-positions each rank also sums its tokens' losses per range of positions on the host
-// (a read-back per batch), summed over all ranks into t->position_loss and divided likewise.
-double evaluate(Trainer* t) {
-    params_ready(t);
-    const long n = loader_global_batches(t->val_loader);
+// (a read-back per batch), summed over all ranks into t->set_position_loss and divided likewise.
+static double evaluate_set(Trainer* t, DataLoader* loader) {
+    const long n = loader_global_batches(loader);
     const long total = t->opt.eval_batches < n ? t->opt.eval_batches : n;
     const int dp = t->mesh.dp, d = t->mesh.dp_index, K = t->opt.eval_positions;
     const long batches = total / dp + (d < total % dp);
-    if (K) memset(t->position_loss, 0, sizeof(double) * K);
-    loader_reset(t->val_loader);
+    if (K) memset(t->set_position_loss, 0, sizeof(double) * K);
+    loader_reset(loader);
     gpt_loss_zero(&t->model);
     for (long i = 0; i < batches; i++) {
-        next_batch(t, t->val_loader);
+        next_batch(t, loader);
         gpt_forward(&t->model, t->inputs, t->targets);
         gpt_loss(&t->model);
-        if (K) add_position_losses(t, t->position_loss);
+        if (K) add_position_losses(t, t->set_position_loss);
     }
     comm_wait_compute(t->comm);
     const double sum = gpt_loss_read(&t->model);
     if (K) {
         comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-        comm_all_reduce_host(t->comm, MESH_WORLD, t->position_loss, K, COMM_F64);
+        comm_all_reduce_host(t->comm, MESH_WORLD, t->set_position_loss, K, COMM_F64);
         for (int k = 0; k < K; k++)
-            t->position_loss[k] /= (double)total * t->B *
+            t->set_position_loss[k] /= (double)total * t->B *
                 (position_range_begin(k + 1, K, t->T) - position_range_begin(k, K, t->T));
     }
     return all_reduce_scalar(t, sum) / ((double)total * t->B * t->T);
+}
+
+// The validation loss: every set's (kept in t->val.loss) and their weighted mean, returned (of
+// one set, its loss exactly: its weight is 1). Under --eval-positions t->position_loss is the
+// sets' losses per range, weighted alike.
+double evaluate(Trainer* t) {
+    params_ready(t);
+    const int K = t->opt.eval_positions;
+    if (K) memset(t->position_loss, 0, sizeof(double) * K);
+    double val = 0;
+    for (int c = 0; c < t->val.n; c++) {
+        const double w = t->val.weight[c];
+        t->val.loss[c] = evaluate_set(t, t->val.loader[c]);
+        val += w * t->val.loss[c];
+        for (int k = 0; k < K; k++) t->position_loss[k] += w * t->set_position_loss[k];
+    }
+    return val;
 }
 
 // The --eval-positions line and log entry: the loss per range of positions.
@@ -84,8 +100,25 @@ void report_eval(Trainer* t, double val) {
         config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
                      "checkpoint", t->step, val);
     if (t->rank != 0) return;
-    printf("eval: step %d val loss %.4f\n", t->step, val);
-    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f}", t->step, val);
+    printf("eval: step %d val loss %.4f", t->step, val);
+    // Several sets: each one's loss too, in --val-data's order. Each is finite (their weighted
+    // mean is) and a mean of float losses, under 2^128: at most 50 bytes in "%.8f,".
+    const int n = t->val.n > 1 ? t->val.n : 0;
+    const size_t cap = (size_t)n * 64 + 16;
+    char* sets = xmalloc(cap, "validation set losses");
+    size_t len = (size_t)snprintf(sets, cap, "%s", n ? ",\"val_sets\":[" : "");
+    for (int c = 0; c < n; c++) {
+        printf("%s%.4f", c ? " " : " (by set: ", t->val.loss[c]);
+        len += (size_t)snprintf(sets + len, cap - len, "%s%.8f", c ? "," : "", t->val.loss[c]);
+    }
+    if (n) {
+        printf(")");
+        snprintf(sets + len, cap - len, "]");
+    }
+    printf("\n");
+    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f%s}", t->step,
+                 val, sets);
+    free(sets);
     if (t->opt.eval_positions) report_positions(t);
 }
 
@@ -163,6 +196,6 @@ void report_mc_eval(Trainer* t, McEvalScore r) {
 
 // Every evaluation the run has: the validation loss, then the multiple-choice accuracy.
 void run_evals(Trainer* t) {
-    if (t->val_loader) report_eval(t, evaluate(t));
+    if (t->val.n) report_eval(t, evaluate(t));
     if (t->mc.examples) report_mc_eval(t, mc_evaluate(t));
 }

@@ -51,7 +51,7 @@ static const OptSpec specs[] = {
     {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 or Llama directory (config.json, model.safetensors), instead of a seeded init"},
     {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
     {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards: a glob pattern of llm.c .bin files, or a blend of several read in fixed proportions, WEIGHT PATTERN pairs as Megatron-LM's --data-path (e.g. '0.7 web_train_*.bin 0.3 code_train_*.bin': weights normalised, each pattern its own epochs and order)"},
-    {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards (one glob pattern, no blend; empty = no evaluation)"},
+    {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards: a glob pattern, or weights and patterns as --train-data takes them ('0.7 A 0.3 B'), each set evaluated on its own --eval-batches and logged, the val loss their weighted mean; empty = no evaluation"},
     {"tokenizer", OPT_STRING, F(tokenizer), 0, 0, NULL, "llm.c tokenizer file, or a tokenizer.json or its directory, for decoding samples (empty = print ids)"},
     {"batch", OPT_INT, F(batch), 1, 1 << 20, NULL, "micro-batch: sequences per data-parallel rank"},
     {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},

@@ -42,6 +42,15 @@ static void print_ring_steps(const Trainer* t) {
            tour, ring_steps(layout, P, t->Tl, 0, 0), steps - 1, P - 1);
 }
 
+// A component's pattern as a JSON string's contents (malloc'd).
+static char* escaped_pattern(const LoaderComponentInfo* info) {
+    const char* pattern = info->pattern ? info->pattern : "";
+    const size_t escaped_len = 6 * strlen(pattern) + 16;   // json_escape's worst case
+    char* escaped = xmalloc(escaped_len, "escaped pattern");
+    json_escape((const unsigned char*)pattern, strlen(pattern), escaped, escaped_len);
+    return escaped;
+}
+
 // The training data: files, windows and the epochs this run's steps read of each component of
 // a blend, printed and logged (a "data" record).
 static void print_data(Trainer* t) {
@@ -71,10 +80,7 @@ static void print_data(Trainer* t) {
     for (int c = 0; c < n; c++) {
         LoaderComponentInfo info;
         loader_component_info(L, c, &info);
-        const char* pattern = info.pattern ? info.pattern : "";
-        const size_t escaped_len = 6 * strlen(pattern) + 16;   // json_escape's worst case
-        char* escaped = xmalloc(escaped_len, "escaped pattern");
-        json_escape((const unsigned char*)pattern, strlen(pattern), escaped, escaped_len);
+        char* escaped = escaped_pattern(&info);
         const double epochs = (double)reads[c] / (double)info.windows;
         if (n > 1)
             printf("  %6.3f%% (weight %g) %s: %d file%s, %lld windows per epoch; %lld read, %.3g "
@@ -92,6 +98,42 @@ static void print_data(Trainer* t) {
                  "\"components\":[%s]}", t->step, t->opt.steps, t->T + 1, json);
     free(json);
     free(reads);
+}
+
+// Several validation sets: each one's weight, files and the micro-batches an evaluation reads
+// of it, printed and logged (a "val_data" record). One set is not reported: as before blends.
+static void print_val_data(Trainer* t) {
+    const ValSets* v = &t->val;
+    if (v->n < 2) return;
+    printf("val data: %d sets, each evaluated on its own; the val loss is their weighted mean:\n",
+           v->n);
+    size_t cap = 64, len = 0;
+    for (int c = 0; c < v->n; c++) {
+        LoaderComponentInfo info;
+        loader_component_info(v->loader[c], 0, &info);
+        cap += 160 + (info.pattern ? 6 * strlen(info.pattern) : 0);
+    }
+    char* json = xmalloc(cap, "val_data record");
+    json[0] = 0;
+    for (int c = 0; c < v->n; c++) {
+        LoaderComponentInfo info;
+        loader_component_info(v->loader[c], 0, &info);
+        const int64_t batches = loader_global_batches(v->loader[c]);
+        const int64_t evaluated = t->opt.eval_batches < batches ? t->opt.eval_batches : batches;
+        printf("  %d: weight %.6g %s: %d file%s, %lld windows; %lld of its %lld micro-batches "
+               "evaluated\n", c + 1, v->weight[c], info.pattern ? info.pattern : "", info.nfiles,
+               info.nfiles == 1 ? "" : "s", (long long)info.windows, (long long)evaluated,
+               (long long)batches);
+        char* escaped = escaped_pattern(&info);
+        len += (size_t)snprintf(json + len, cap - len, "%s{\"pattern\":\"%s\",\"weight\":%.9g,"
+                                "\"files\":%d,\"windows\":%lld,\"batches\":%lld}", c ? "," : "",
+                                escaped, v->weight[c], info.nfiles, (long long)info.windows,
+                                (long long)evaluated);
+        free(escaped);
+    }
+    run_log_json(&t->log, "{\"type\":\"val_data\",\"step\":%d,\"sets\":[%s]}", t->step,
+                 json);
+    free(json);
 }
 
 void print_config(Trainer* t) {
@@ -121,6 +163,7 @@ void print_config(Trainer* t) {
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
            t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
     print_data(t);
+    print_val_data(t);
     if (t->doc_boundary >= 0)
         printf("documents: a document begins at each token %d; attention masked to a query's own "
                "document%s (training and validation batches; not the mc-eval rows or samples, one "

@@ -2,6 +2,7 @@
 // configuration checked on every rank, the mesh and transport, the data, the attention layer, the
 // model and optimizer, the timeline and the token buffers; and what frees them at the end.
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,37 @@ static Comm* create_comm(Trainer* t) {
     return transport_create(&t->mesh, t->cfg.L, t->transport, &to);
 }
 
+// --val-data's sets, a validation loader each, their weights normalised (by the largest first,
+// so that weights near DBL_MAX do not sum to infinity).
+static void open_val_sets(Trainer* t, const LoaderConfig* lc) {
+    char err[ERR_LEN];
+    BlendSpec spec;
+    if (loader_parse_value(t->opt.val_data, &spec, err, sizeof err) != 0)
+        fail_msg("--val-data %s", err);
+    ValSets* v = &t->val;
+    v->n = spec.n;
+    v->loader = xmalloc(sizeof *v->loader * (size_t)spec.n, "validation loaders");
+    v->weight = xmalloc(sizeof *v->weight * (size_t)spec.n, "validation weights");
+    v->loss = xmalloc(sizeof *v->loss * (size_t)spec.n, "validation losses");
+    double largest = 0, sum = 0;
+    for (int c = 0; c < spec.n; c++) largest = spec.weight[c] > largest ? spec.weight[c] : largest;
+    for (int c = 0; c < spec.n; c++) sum += spec.weight[c] / largest;
+    for (int c = 0; c < spec.n; c++) {
+        v->weight[c] = spec.weight[c] / largest / sum;
+        v->loss[c] = NAN;
+        v->loader[c] = loader_open(spec.pattern[c], lc, err, sizeof err);
+        if (!v->loader[c]) {
+            if (spec.n > 1) fail_msg("--val-data set %d of %d: %s", c + 1, spec.n, err);
+            fail_msg("--val-data %s", err);
+        }
+        if (loader_global_batches(v->loader[c]) < 1)
+            fail_msg("--val-data %s: expected at least one micro-batch of %d x %d tokens, found "
+                     "%lld windows", spec.pattern[c], t->B, t->T + 1,
+                     (long long)loader_windows_per_epoch(v->loader[c]));
+    }
+    blend_spec_free(&spec);
+}
+
 // The training and validation loaders (and rank 0's tokenizer): before the model, so that the
 // cross-rank check compares the files every rank resolved before anything large is allocated.
 static void open_data(Trainer* t) {
@@ -301,12 +333,7 @@ static void open_data(Trainer* t) {
     if (t->opt.val_data && t->opt.val_data[0]) {
         lc.mode = LOADER_VAL;
         lc.shuffle = 0;
-        t->val_loader = loader_open(t->opt.val_data, &lc, err, sizeof err);
-        if (!t->val_loader) fail_msg("--val-data %s", err);
-        if (loader_global_batches(t->val_loader) < 1)
-            fail_msg("--val-data %s: expected at least one micro-batch of %d x %d tokens, found %lld "
-                     "windows", t->opt.val_data, t->B, t->T + 1,
-                     (long long)loader_windows_per_epoch(t->val_loader));
+        open_val_sets(t, &lc);
     }
     if (t->opt.mc_eval && t->opt.mc_eval[0]) {   // small (HellaSwag's: 3.6 MB): every rank reads it
         if (mc_eval_read(t->opt.mc_eval, t->opt.mc_eval_examples, t->cfg.V, &t->mc, err,
@@ -329,7 +356,8 @@ static void open_data(Trainer* t) {
 // naming the first differing item.
 static void check_config_across_ranks(Trainer* t) {
     ConfigItems items = {0};
-    config_items_of_run(&items, &t->opt, &t->cfg, t->train_loader, t->val_loader);
+    config_items_of_run(&items, &t->opt, &t->cfg, t->train_loader,
+                        (const DataLoader* const*)t->val.loader, t->val.n);
     char msg[2 * ERR_LEN];
     const int differs = config_items_compare(t->comm, &t->mesh, &items, msg, sizeof msg);
     config_items_free(&items);
@@ -498,8 +526,11 @@ static void setup_batches(Trainer* t) {
     token_layout_positions(t->attention->positions, t->Tl, t->positions);
     if (t->mc.examples || t->opt.eval_positions)
         t->mc_losses = xmalloc(sizeof(float) * local, "eval losses");
-    if (t->opt.eval_positions)
+    if (t->opt.eval_positions) {
         t->position_loss = xmalloc(sizeof(double) * t->opt.eval_positions, "position losses");
+        t->set_position_loss = xmalloc(sizeof(double) * t->opt.eval_positions,
+                                       "one set's position losses");
+    }
     if (t->mc.examples) {
         // Rows that fit the local tokens skip the mesh (train/evaluate.c).
         if (t->mc.longest_row <= t->Tl)
@@ -559,7 +590,10 @@ void shut_down(Trainer* t) {
     params_ready(t);
     run_log_close(&t->log);
     loader_close(t->train_loader);
-    loader_close(t->val_loader);
+    for (int c = 0; c < t->val.n; c++) loader_close(t->val.loader[c]);
+    free(t->val.loader);
+    free(t->val.weight);
+    free(t->val.loss);
     if (t->sample_out) sampler_free(&t->sampler);
     free(t->sample_prompt);
     free(t->sample_out);
@@ -585,4 +619,5 @@ void shut_down(Trainer* t) {
     attention_layer_free(t->mc_attention);
     free(t->mc_full_mask); free(t->mc_mask); free(t->mc_losses); free(t->mc_row_loss);
     free(t->position_loss);
+    free(t->set_position_loss);
 }

@@ -29,6 +29,16 @@
 #include "train/sampler.h"
 #include "train/spike.h"
 
+// --val-data's sets: one pattern, or weights and patterns as --train-data takes them. Each set
+// is evaluated on its own (its first --eval-batches micro-batches) and the validation loss is
+// their weighted mean: the loss of the mixture they stand for.
+typedef struct {
+    int n;                 // 0: no evaluation
+    DataLoader** loader;   // (n,) a validation pass each
+    double* weight;        // (n,) normalised to sum to 1
+    double* loss;          // (n,) each set's loss at the last evaluation
+} ValSets;
+
 typedef struct {
     TrainOptions opt;
     Mesh mesh;
@@ -68,12 +78,13 @@ typedef struct {
     float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
-    DataLoader* val_loader;    // NULL: no evaluation
+    ValSets val;               // --val-data's sets (val.n 0: no evaluation)
     McEvalSet mc;              // --mc-eval's examples (none: mc.examples 0)
     int32_t* mc_full_mask;     // (B, T) which positions' losses count, as filled
     int32_t* mc_mask;          // (B, Tl) this rank's part
     float* mc_losses;          // (B, Tl) per-token losses of a batch, on the host
     double* position_loss;     // (--eval-positions) the validation loss per range of positions
+    double* set_position_loss; // (--eval-positions) one validation set's, before weighting
     double* mc_row_loss;       // (mc.rows) each row's summed loss over its mask
     AttentionLayer* mc_attention;   // single-device attention for rows as long as the longest,
                                     // where it fits the local tokens (NULL: rows on the mesh)
