@@ -34,6 +34,8 @@ enum {
     TS_CHECKSUM = 50,                              // u64
     TS_QKV_BIAS = 52,                              // GPTConfig.qkv_bias
     TS_LD_COMPONENTS = 53, TS_LD_BLEND = 54,       // LoaderState.components, blend (u64)
+    TS_LD_PHASE = 56, TS_LD_PHASE_START = 57,      // LoaderState.phase, phase_start (u64)
+    TS_LD_DATA = 59,                               // LoaderState.data (u64)
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -141,6 +143,9 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_LD_T] = s->loader.T;
     h[TS_LD_COMPONENTS] = s->loader.components;
     put64(h, TS_LD_BLEND, s->loader.blend);
+    h[TS_LD_PHASE] = s->loader.phase;
+    put64(h, TS_LD_PHASE_START, (uint64_t)s->loader.phase_start);
+    put64(h, TS_LD_DATA, s->loader.data);
     put64(h, TS_NPARAMS, s->num_params);
     put64(h, TS_SHARD_BEGIN, s->shard_begin);
     put64(h, TS_SHARD_COUNT, s->shard_count);
@@ -180,6 +185,9 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->loader.T = h[TS_LD_T];
     s->loader.components = h[TS_LD_COMPONENTS];
     s->loader.blend = get64(h, TS_LD_BLEND);
+    s->loader.phase = h[TS_LD_PHASE];
+    s->loader.phase_start = (int64_t)get64(h, TS_LD_PHASE_START);
+    s->loader.data = get64(h, TS_LD_DATA);
     s->num_params = get64(h, TS_NPARAMS);
     s->shard_begin = get64(h, TS_SHARD_BEGIN);
     s->shard_count = get64(h, TS_SHARD_COUNT);

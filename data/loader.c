@@ -16,6 +16,7 @@
 #define STREAM_SHARD_ORDER 0x5348415244ull   // "SHARD"
 #define STREAM_WINDOW_ORDER 0x57494e444full  // "WINDO"
 #define STREAM_BLEND 0x424c454e44ull         // "BLEND": the seeds of components 1, 2, ...
+#define STREAM_PHASE 0x5048415345ull         // "PHASE": every component's seed after a phase
 #define NSLOTS 2  // shards kept mapped: a batch that crosses a boundary needs both
 
 // One mapped shard and its window permutation for one epoch.
@@ -51,6 +52,8 @@ struct DataLoader {
     int nfiles;           // files of every component
     uint64_t use_clock;
     int64_t n;            // micro-batches this rank has produced since epoch 0 began
+    int32_t phase;        // data phases begun (loader_begin_phase); 0: the run's first data
+    int64_t phase_start;  // global window where the phase began
 };
 
 // ---- Deterministic permutations: splitmix64 streams keyed by (seed, tag, a, b). ----
@@ -176,11 +179,14 @@ static int open_set(ShardSet* S, const char* const* paths, int nfiles, int T, ch
 }
 
 // Component 0 draws its permutations from the run's seed, as a loader without a blend does;
-// every other component from a seed of its own.
+// every other component from a seed of its own. After a phase change every component draws
+// from a seed of (seed, phase, component).
 static void seed_sets(DataLoader* L) {
     for (int c = 0; c < L->nsets; c++) {
         ShardSet* S = &L->sets[c];
-        S->seed = c == 0 ? L->cfg.seed : stream_key(L->cfg.seed, STREAM_BLEND, (uint64_t)c, 0);
+        S->seed = L->phase ? stream_key(L->cfg.seed, STREAM_PHASE, (uint64_t)L->phase, (uint64_t)c)
+                  : c == 0 ? L->cfg.seed
+                           : stream_key(L->cfg.seed, STREAM_BLEND, (uint64_t)c, 0);
         S->order_epoch = -1;
         for (int i = 0; i < NSLOTS; i++) S->slots[i].perm_epoch = -1;
     }
@@ -195,7 +201,7 @@ DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderC
     }
     if (n > 1 && cfg->mode == LOADER_VAL) {
         set_err(err, errlen, "a blend of %d components: expected one pattern for validation "
-                "data (weights apply to training data; evaluate each set in its own run)", n);
+                "data (each validation set is a loader of its own)", n);
         return NULL;
     }
     DataLoader* L = calloc(1, sizeof *L);
@@ -429,7 +435,7 @@ static int fetch_window(DataLoader* L, int64_t p, int32_t* in, int32_t* tgt, cha
                         size_t errlen) {
     int c;
     int64_t k;
-    blend_locate(&L->blend, p, &c, &k);
+    blend_locate(&L->blend, p - L->phase_start, &c, &k);
     ShardSet* S = &L->sets[c];
     int64_t e = k / S->total, r = k % S->total;
     ensure_epoch_order(L, S, e);
@@ -463,7 +469,14 @@ int loader_next(DataLoader* L, int32_t* inputs, int32_t* targets, char* err, siz
     return 0;
 }
 
-void loader_reset(DataLoader* L) { L->n = 0; }
+void loader_reset(DataLoader* L) {
+    L->n = 0;
+    if (L->phase) {   // the state after open: the first phase
+        L->phase = 0;
+        L->phase_start = 0;
+        seed_sets(L);
+    }
+}
 
 int64_t loader_windows_per_epoch(const DataLoader* L) {
     int64_t total = 0;
@@ -499,7 +512,12 @@ void loader_component_info(const DataLoader* L, int c, LoaderComponentInfo* info
 }
 
 void loader_component_reads(const DataLoader* L, int64_t windows, int64_t* counts) {
-    blend_counts(&L->blend, windows, counts);
+    blend_counts(&L->blend, windows > L->phase_start ? windows - L->phase_start : 0, counts);
+}
+
+int loader_phase(const DataLoader* L, int64_t* start) {
+    *start = L->phase_start;
+    return L->phase;
 }
 
 // ---- Checkpoint state ----
@@ -518,10 +536,22 @@ static uint64_t blend_fingerprint(const DataLoader* L) {
     return h;
 }
 
+// Every component's share, file count and windows per epoch, in order, one component's too;
+// never 0 (which marks a state written before phases).
+static uint64_t data_fingerprint(const DataLoader* L) {
+    uint64_t h = mix64((uint64_t)L->nsets ^ 0x44415441ull);   // "DATA"
+    for (int c = 0; c < L->nsets; c++) {
+        h = mix64(h ^ ((uint64_t)(uint32_t)L->blend.share[c] << 32 |
+                       (uint32_t)L->sets[c].nfiles));
+        h = mix64(h ^ (uint64_t)L->sets[c].total);
+    }
+    return h ? h : 1;
+}
+
 void loader_get_state(const DataLoader* L, LoaderState* st) {
     memset(st, 0, sizeof *st);
     st->next_batch = L->n * L->cfg.dp_size;
-    st->epoch = st->next_batch * L->cfg.B / loader_windows_per_epoch(L);
+    st->epoch = (st->next_batch * L->cfg.B - L->phase_start) / loader_windows_per_epoch(L);
     st->seed = L->cfg.seed;
     st->shuffle = L->cfg.shuffle;
     st->nfiles = L->nfiles;
@@ -529,20 +559,20 @@ void loader_get_state(const DataLoader* L, LoaderState* st) {
     st->T = L->cfg.T;
     st->components = L->nsets;
     st->blend = blend_fingerprint(L);
+    st->phase = L->phase;
+    st->phase_start = L->phase_start;
+    st->data = data_fingerprint(L);
 }
 
-int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
+int loader_state_same_data(const DataLoader* L, const LoaderState* st) {
     const int components = st->components ? st->components : 1;   // 0: written before blends
-    if (components != L->nsets || st->blend != blend_fingerprint(L))
-        return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
-                       "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
-                       "%016llx); resume with the same weights and patterns, in the same order, "
-                       "over the same files", components, components == 1 ? "" : "s",
-                       (unsigned long long)st->blend, L->nsets,
-                       (unsigned long long)blend_fingerprint(L));
-    if (st->nfiles != L->nfiles)
-        return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
-                       "found %d", L->nfiles, st->nfiles);
+    return components == L->nsets && st->blend == blend_fingerprint(L) &&
+           st->nfiles == L->nfiles && (st->data == 0 || st->data == data_fingerprint(L));
+}
+
+// What any saved position must fit, whatever data it was saved over: B, T, the shuffle flag, a
+// next batch in range that this dp_size can continue.
+static int check_position(const DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
     if (st->B != L->cfg.B || st->T != L->cfg.T)
         return set_err(err, errlen, "loader state: B x T: expected %d x %d (this run), found "
                        "%d x %d", L->cfg.B, L->cfg.T, st->B, st->T);
@@ -559,15 +589,56 @@ int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t err
     if (st->next_batch % L->cfg.dp_size != 0)
         return set_err(err, errlen, "loader state: next_batch: expected a multiple of dp_size "
                        "%d, found %lld", L->cfg.dp_size, (long long)st->next_batch);
+    return 0;
+}
+
+int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
+    const int components = st->components ? st->components : 1;   // 0: written before blends
+    // The blend's fingerprint where it differs, else (one set's files) the data's.
+    const int blend_differs = components != L->nsets || st->blend != blend_fingerprint(L);
+    if (blend_differs || (st->data != 0 && st->data != data_fingerprint(L)))
+        return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
+                       "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
+                       "%016llx); resume with the same weights and patterns, in the same order, "
+                       "over the same files", components, components == 1 ? "" : "s",
+                       (unsigned long long)(blend_differs ? st->blend : st->data), L->nsets,
+                       (unsigned long long)(blend_differs ? blend_fingerprint(L)
+                                                          : data_fingerprint(L)));
+    if (st->nfiles != L->nfiles)
+        return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
+                       "found %d", L->nfiles, st->nfiles);
+    if (check_position(L, st, err, errlen) != 0) return -1;
+    const int64_t at = st->next_batch * L->cfg.B;
+    if (st->phase < 0 || st->phase_start < 0 || st->phase_start > at ||
+        st->phase_start % L->cfg.B != 0 || (st->phase == 0 && st->phase_start != 0))
+        return set_err(err, errlen, "loader state: phase %d from window %lld: expected a phase "
+                       ">= 0 begun at a batch boundary up to the position, window %lld (phase 0 "
+                       "at window 0)", st->phase, (long long)st->phase_start, (long long)at);
     const int64_t total = loader_windows_per_epoch(L);
-    int64_t epoch = st->next_batch * L->cfg.B / total;
+    int64_t epoch = (at - st->phase_start) / total;
     if (st->epoch != epoch)
         return set_err(err, errlen, "loader state: epoch: expected %lld (from next_batch %lld "
                        "and %lld windows per epoch), found %lld", (long long)epoch,
                        (long long)st->next_batch, (long long)total, (long long)st->epoch);
     L->cfg.seed = st->seed;
     L->cfg.shuffle = st->shuffle;
-    seed_sets(L);   // permutations depend on the seed: draw them again
+    L->phase = st->phase;
+    L->phase_start = st->phase_start;
+    seed_sets(L);   // permutations depend on the seed and the phase: draw them again
+    L->n = st->next_batch / L->cfg.dp_size;
+    return 0;
+}
+
+int loader_begin_phase(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
+    if (check_position(L, st, err, errlen) != 0) return -1;
+    if (st->phase < 0 || st->phase == INT32_MAX)
+        return set_err(err, errlen, "loader state: phase: expected 0..%d, found %d",
+                       INT32_MAX - 1, st->phase);
+    L->cfg.seed = st->seed;
+    L->cfg.shuffle = st->shuffle;
+    L->phase = st->phase + 1;
+    L->phase_start = st->next_batch * L->cfg.B;
+    seed_sets(L);
     L->n = st->next_batch / L->cfg.dp_size;
     return 0;
 }

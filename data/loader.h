@@ -23,6 +23,11 @@
 // files alone; the others draw their permutations from seeds derived from (seed, c). A loader
 // of one pattern is a blend of one component whose window p is its window p.
 //
+// Phases. A run may go on under other data (loader_begin_phase): from the global window where
+// the phase begins, window p is window p - phase_start of this loader's blend, every component
+// ordered by permutations drawn from seeds derived from (seed, phase), so no set repeats the order
+// it had in an earlier phase.
+//
 // Validation mode: always unshuffled, one pass over epoch 0 of loader_global_batches() micro-batches
 // (windows / B). Rank d gets the pass's global batches n*dp_size + d, as in training, up to its end
 // (the first pass % dp_size ranks get one more), then loader_next returns 1; loader_reset starts the
@@ -64,6 +69,10 @@ typedef struct {
     int32_t B, T;        // batch geometry the position refers to (checked on restore)
     int32_t components;  // blend components (0 in states written before blends: one)
     uint64_t blend;      // fingerprint of the blend's shares and file counts (0: one component)
+    int32_t phase;       // data phases begun since the run started (0: the first data)
+    int64_t phase_start; // global window where the phase began (0 in the first)
+    uint64_t data;       // fingerprint of every set's share, files and windows, one set's too
+                         // (0 in states written before phases)
 } LoaderState;
 
 // One component of a blend: its files in order, its weight (> 0; the weights are normalised)
@@ -123,14 +132,25 @@ const char* loader_file_path(const DataLoader* loader, int i);
 int loader_num_components(const DataLoader* loader);
 void loader_component_info(const DataLoader* loader, int c, LoaderComponentInfo* info);
 // counts[c] (one per component) = windows of component c among the first `windows` of the
-// global sequence: what a data-parallel group has read of each after that many windows.
+// global sequence that belong to the current phase: what a data-parallel group has read of each
+// in this phase after that many windows of the run.
 void loader_component_reads(const DataLoader* loader, int64_t windows, int64_t* counts);
 
 void loader_get_state(const DataLoader* loader, LoaderState* state);
-// Restores a position saved by loader_get_state (adopting its seed and shuffle flag) so that the
-// following batches are exactly those that followed the save. Returns 0, or -1 with err set when
-// the state does not fit this loader (blend, file count, B, T, epoch, or dp_size divisibility).
+// Restores a position saved by loader_get_state (adopting its seed, shuffle flag and phase) so
+// that the following batches are exactly those that followed the save. Returns 0, or -1 with err
+// set when the state does not fit this loader (blend, file count, B, T, epoch, phase, or dp_size
+// divisibility).
 int loader_set_state(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
+// Whether a state was saved over this loader's data: the same components, shares, files (by
+// count) and windows. (A state written before phases is judged by what it recorded.)
+int loader_state_same_data(const DataLoader* loader, const LoaderState* state);
+// Goes on from a position saved over other data: the next batches begin phase state->phase + 1
+// at the saved position (adopting its seed and shuffle flag). Returns 0, or -1 with err set when
+// B, T, the position or dp_size divisibility do not fit.
+int loader_begin_phase(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
+// The current phase and the global window where it began.
+int loader_phase(const DataLoader* loader, int64_t* start);
 
 // Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local
 // token i being full token pos[i] (its absolute position, for position embeddings and the causal

@@ -724,8 +724,9 @@ static void test_blend_loader(void) {
     EXPECT(rc == -1 && strstr(err, "blend: expected the one the checkpoint was written with (2 "
                               "components"), "other weights refused: \"%s\"", err);
     LoaderState plain = st;
-    plain.components = 0;   // a state written before blends
+    plain.components = 0;   // a state written before blends (and phases)
     plain.blend = 0;
+    plain.data = 0;
     rc = loader_set_state(L2, &plain, err, sizeof err);
     EXPECT(rc == -1 && strstr(err, "(1 component, fingerprint 0000000000000000), found 2"),
            "a one-pattern state refused by a blend: \"%s\"", err);
@@ -782,6 +783,122 @@ static void test_blend_loader(void) {
            "a validation blend refused: \"%s\"", err);
 }
 
+// Data phases: a position saved over files 0-1 continued over files 3-4 (other data) as phase 1;
+// its first epoch each of their windows once, in an order of its own (not the files' phase-0
+// order), resumable within the phase, split over dp 2 as the global order; phase 2 another order;
+// bad phase fields and another geometry refused; a reset back to phase 0.
+static DataLoader* open_files_or_die(int first, int n, const LoaderConfig* c) {
+    char err[ERR_LEN];
+    DataLoader* L = loader_open_files(paths + first, n, c, err, sizeof err);
+    if (!L) {
+        fprintf(stderr, "loader_open_files: %s\n", err);
+        exit(2);
+    }
+    return L;
+}
+
+static void test_phase(void) {
+    printf("data phases\n");
+    enum { B = 2, NY = 14 };   // files 3 and 4: 9 + 5 windows
+    char err[ERR_LEN] = "";
+    LoaderConfig c = config(B, 0, 1, 1, 77);
+    DataLoader* LX = open_files_or_die(0, 2, &c);
+    int skip[8 * B];
+    int ok = read_ids(LX, B, 8, skip) == 0;   // 16 windows: into X's second epoch
+    LoaderState st;
+    loader_get_state(LX, &st);
+    DataLoader* LY = open_files_or_die(3, 2, &c);
+    EXPECT(ok && loader_state_same_data(LX, &st) && !loader_state_same_data(LY, &st) &&
+           st.phase == 0 && st.phase_start == 0 && st.data != 0,
+           "a state over files 0-1 is the same data for them, not for files 3-4");
+    int64_t start = -1;
+    ok = loader_begin_phase(LY, &st, err, sizeof err) == 0;
+    const int phase = loader_phase(LY, &start);
+    int ids[NY + 10 * B], fresh[NY];
+    ok = ok && read_ids(LY, B, NY / B, ids) == 0 && all_valid(ids, NY);
+    int seen[NWIN] = {0}, once = ok;
+    for (int i = 0; ok && i < NY; i++) seen[ids[i]]++;
+    for (int id = 0; ok && id < NWIN; id++) once = once && seen[id] == (file_of(id) >= 3);
+    EXPECT(ok && once && phase == 1 && start == 16,
+           "phase 1 from window %lld: its first %d windows each window of files 3-4 once %s",
+           (long long)start, NY, err);
+    DataLoader* LY0 = open_files_or_die(3, 2, &c);
+    ok = read_ids(LY0, B, NY / B, fresh) == 0;
+    EXPECT(ok && memcmp(fresh, ids, sizeof fresh) != 0,
+           "in an order of the phase's own, not the files' phase-0 order");
+    int64_t reads[1];
+    loader_component_reads(LY, 16 + 10, reads);
+    EXPECT(reads[0] == 10, "windows read in the phase after 26 of the run: %lld, expected 10",
+           (long long)reads[0]);
+    // Saved within the phase and restored into a loader of another seed: the same next batches.
+    LoaderState st1;
+    loader_get_state(LY, &st1);
+    int want[5 * B], got[5 * B];
+    ok = read_ids(LY, B, 5, want) == 0;
+    c.seed = 5;
+    DataLoader* LY2 = open_files_or_die(3, 2, &c);
+    ok = ok && loader_set_state(LY2, &st1, err, sizeof err) == 0 && read_ids(LY2, B, 5, got) == 0;
+    EXPECT(ok && st1.phase == 1 && st1.phase_start == 16 && st1.epoch == 1 &&
+           loader_state_same_data(LY2, &st1) && memcmp(want, got, sizeof want) == 0,
+           "restored within phase 1 (position %lld, epoch %lld): the same next 5 batches %s",
+           (long long)st1.next_batch, (long long)st1.epoch, err);
+    for (int i = 0; i < 5 * B; i++) ids[NY + i] = want[i];
+    // dp 2: rank d's n-th micro-batch is global batch 8 + 2n + d, the phase's batch 2n + d.
+    int dp_ok = 1;
+    for (int d = 0; d < 2; d++) {
+        LoaderConfig cd = config(B, d, 2, 1, 77);
+        DataLoader* LD = open_files_or_die(3, 2, &cd);
+        int mine[6 * B];
+        dp_ok = dp_ok && loader_begin_phase(LD, &st, err, sizeof err) == 0 &&
+                read_ids(LD, B, 6, mine) == 0;
+        for (int n = 0; dp_ok && n < 6; n++)
+            dp_ok = memcmp(mine + n * B, ids + (2 * n + d) * B, sizeof(int) * B) == 0;
+        loader_close(LD);
+    }
+    EXPECT(dp_ok, "dp 2: each rank reads its global batches of the phase %s", err);
+    // The phase's state is not files 0-1's; a phase 2 over the same files is another order.
+    err[0] = 0;
+    EXPECT(!loader_state_same_data(LX, &st1) && loader_set_state(LX, &st1, err, sizeof err) == -1 &&
+           strstr(err, "blend: expected the one"), "files 0-1 refuse phase 1's state: \"%s\"", err);
+    DataLoader* LZ = open_files_or_die(3, 2, &c);
+    int second[NY];
+    ok = loader_begin_phase(LZ, &st1, err, sizeof err) == 0 && loader_phase(LZ, &start) == 2 &&
+         start == 16 + NY && read_ids(LZ, B, NY / B, second) == 0;
+    EXPECT(ok && memcmp(second, ids, sizeof second) != 0 && memcmp(second, fresh, sizeof second),
+           "phase 2 from window %lld: an order of its own again", (long long)start);
+    // Bad phase fields, another batch geometry: refused.
+    struct {
+        const char* what;
+        int phase;
+        int64_t start;
+    } bad[] = {{"phase 0 begun past window 0", 0, 16},
+               {"a start off the batch boundary", 1, 17},
+               {"a start past the position", 1, st1.next_batch * B + B},
+               {"a negative phase", -1, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        LoaderState b = st1;
+        b.phase = bad[i].phase;
+        b.phase_start = bad[i].start;
+        err[0] = 0;
+        EXPECT(loader_set_state(LY2, &b, err, sizeof err) == -1 && strstr(err, "loader state: "),
+               "%s refused: \"%s\"", bad[i].what, err);
+    }
+    LoaderState g = st;
+    g.B = 3;
+    err[0] = 0;
+    EXPECT(loader_begin_phase(LZ, &g, err, sizeof err) == -1 && strstr(err, "B x T"),
+           "a phase from a position of another B refused: \"%s\"", err);
+    // A reset is the state after open: phase 0.
+    loader_reset(LY);
+    ok = read_ids(LY, B, NY / B, ids) == 0 && loader_phase(LY, &start) == 0;
+    EXPECT(ok && start == 0, "a reset goes back to phase 0");
+    loader_close(LX);
+    loader_close(LY);
+    loader_close(LY0);
+    loader_close(LY2);
+    loader_close(LZ);
+}
+
 int main(int argc, char** argv) {
     const char* only = argc > 1 ? argv[1] : "";
     test_make_tmpdir(tmpdir, sizeof tmpdir, "test_loader");
@@ -793,7 +910,7 @@ int main(int argc, char** argv) {
                   {"dp", test_dp},           {"resume", test_resume}, {"val", test_val},
                   {"errors", test_errors},   {"cyclic", test_cyclic},
                   {"blend-period", test_blend_table}, {"blend-values", test_blend_spec},
-                  {"blend", test_blend_loader}};
+                  {"blend", test_blend_loader}, {"phase", test_phase}};
     int ran = 0;
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (!*only || !strcmp(only, groups[i].name)) groups[i].fn(), ran++;

@@ -1142,6 +1142,60 @@ assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$W/sets.png"
   done
 }
 
+# --new-data-phase: a run on one shard stopped at step 10 and resumed on a blend of two others as
+# a new phase: the blend's windows from step 10 on (the data record), in two stops with the flag
+# kept the same run to the bit (the second resume continues the phase), on dp 2 within 1e-5;
+# other losses than going on with the first shard; without the flag refused, naming it.
+t_data_phase() {
+  make_data
+  local X="$DATA/t_train_000001.bin" Y="0.6 $DATA/t_train_000002.bin 0.4 $DATA/t_val_000000.bin"
+  local run=("${TINY[@]}" --steps 20 --total-batch-tokens 64 --checkpoint-every 5 --keep-last 10)
+  train first "${run[@]}" --train-data "$X" --out-dir "$W/p" --exit-after 10
+  expect_rc first 0
+  cp -r "$W/p" "$W/q"; cp -r "$W/p" "$W/r"; cp -r "$W/p" "$W/d"
+  train norefuse "${run[@]}" --train-data "$Y" --resume --out-dir "$W/r"
+  check "other --train-data without --new-data-phase: refused, naming it ($(err_lines "$W/norefuse.err" | head -n 1 | cut -c 1-120)...)" \
+    eval '[ "$(rc_of norefuse)" = 2 ] && has norefuse.err "^error: rank 0: --resume: checkpoint step 10: loader state: blend: .*; or add --new-data-phase to read this --train-data from step 10 on$"'
+  train p2 "${run[@]}" --train-data "$Y" --resume --new-data-phase --out-dir "$W/p"
+  expect_rc p2 0
+  check "the resume says a phase begins" \
+    has p2.out "^resume: --train-data is not the checkpoint's: data phase 1 begins at step 10, every set in a fresh order$"
+  check "the data line: phase 1 from step 10, 40 windows of the blend in its 10 steps" \
+    has p2.out "^data: a blend of 2 components; phase 1 from step 10: its 10 steps read 40 windows of 17 tokens:$"
+  check "the data record: phase 1 from step 10, 24 and 16 windows read" "$PY" -c 'import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "data"][-1]
+assert r["phase"] == 1 and r["phase_step"] == 10, r
+assert [c["windows_read"] for c in r["components"]] == [24, 16], r' "$W/p/log.jsonl"
+  train q2 "${run[@]}" --train-data "$Y" --resume --new-data-phase --out-dir "$W/q" --exit-after 5
+  train q3 "${run[@]}" --train-data "$Y" --resume --new-data-phase --out-dir "$W/q"
+  expect_rc q2 0; expect_rc q3 0
+  check "resumed again with the flag kept: phase 1 goes on from step 15 (no new phase)" \
+    eval 'has q3.out "^resume: continuing from step 15 in " && ! has q3.out "data phase" &&
+          has q3.out "^data: a blend of 2 components; phase 1 from step 10: "'
+  check "losses identical as text (one resume vs two)" \
+    same_text "$(losses "$W/p/log.jsonl")" "$(losses "$W/q/log.jsonl")"
+  check "final weights byte-identical (model_00000020.bin)" \
+    cmp "$W/p/model_00000020.bin" "$W/q/model_00000020.bin"
+  train same "${run[@]}" --train-data "$X" --resume --new-data-phase --out-dir "$W/r"
+  check "the first shard's own data with the flag: phase 0 goes on (no new phase)" \
+    eval '[ "$(rc_of same)" = 0 ] && ! has same.out "data phase" && has same.out "^data: 1 file, 749 windows .*; 20 steps read"'
+  check "its losses from step 11 differ from the new phase's" "$PY" -c 'import json, sys
+def tail(p): return [r["loss"] for r in map(json.loads, open(p)) if r["type"] == "step" and r["step"] > 10]
+a, b = tail(sys.argv[1]), tail(sys.argv[2])
+assert len(a) == len(b) == 10 and all(x != y for x, y in zip(a, b)), (a, b)' "$W/p/log.jsonl" "$W/r/log.jsonl"
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${run[@]}" --train-data "$Y" --resume --new-data-phase \
+    --dp 2 --out-dir "$W/d" > "$W/d.out" 2>&1
+  check "the phase on dp 2: losses within 1e-5 of one process" "$PY" -c 'import json, sys
+def tail(p): return [r["loss"] for r in map(json.loads, open(p)) if r["type"] == "step" and r["step"] > 10]
+a, b = tail(sys.argv[1]), tail(sys.argv[2])
+worst = max(abs(x - y) / y for x, y in zip(a, b))
+assert len(a) == len(b) == 10 and worst <= 1e-5, (worst, a, b)
+print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.jsonl"
+  train noresume "${run[@]}" --new-data-phase --out-dir "$W/n"
+  check "--new-data-phase without --resume: refused ($(err_lines "$W/noresume.err" | head -n 1))" \
+    eval '[ "$(rc_of noresume)" != 0 ] && has noresume.err "^error: --new-data-phase: expected --resume"'
+}
+
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {
@@ -1465,11 +1519,12 @@ case $test_name in
     --disable-bias-linear ;;
   eval-positions) t_eval_positions ;;
   val-sets) t_val_sets ;;
+  data-phase) t_data_phase ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -86,7 +86,8 @@ static TrainStateInfo sample_info(uint64_t num_params, uint64_t begin, uint64_t 
     info.sample_rng = 0x0123456789abcdefULL;
     info.loader = (LoaderState){.epoch = 1, .next_batch = 42, .seed = 99, .shuffle = 1,
                                 .nfiles = 2, .B = 2, .T = 8, .components = 3,
-                                .blend = 0xfedcba9876543210ULL};
+                                .blend = 0xfedcba9876543210ULL, .phase = 2,
+                                .phase_start = 0x123456789aLL, .data = 0x0f1e2d3c4b5a6978ULL};
     info.num_params = num_params;
     info.shard_begin = begin;
     info.shard_count = count;
@@ -118,7 +119,9 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
         got.loader.shuffle == info->loader.shuffle && got.loader.nfiles == info->loader.nfiles &&
         got.loader.B == info->loader.B && got.loader.T == info->loader.T &&
         got.loader.components == info->loader.components &&
-        got.loader.blend == info->loader.blend &&
+        got.loader.blend == info->loader.blend && got.loader.phase == info->loader.phase &&
+        got.loader.phase_start == info->loader.phase_start &&
+        got.loader.data == info->loader.data &&
         got.num_params == np && got.shard_begin == info->shard_begin && got.shard_count == nc &&
         !strcmp(got.config_json, info->config_json);
     EXPECT(same_info, "state %s: every header field and the config JSON read back", what);

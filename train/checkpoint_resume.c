@@ -198,8 +198,22 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     free(tm);
     free(tv);
     if (rc != 0) return -1;
-    if (t->train_loader && loader_set_state(t->train_loader, &info.loader, err, errlen) != 0)
-        return -2;
+    if (t->train_loader) {
+        // Other data: a new phase where the run asks for one, else refused with the way out.
+        const int same = loader_state_same_data(t->train_loader, &info.loader);
+        t->new_phase = !same && t->opt.new_data_phase;
+        const int rc = t->new_phase
+                           ? loader_begin_phase(t->train_loader, &info.loader, err, errlen)
+                           : loader_set_state(t->train_loader, &info.loader, err, errlen);
+        if (rc != 0) {
+            if (!same && !t->opt.new_data_phase) {
+                const size_t len = strlen(err);
+                snprintf(err + len, errlen - len, "; or add --new-data-phase to read this "
+                         "--train-data from step %d on", info.step);
+            }
+            return -2;
+        }
+    }
     gpt_params_from_host(&t->model, t->host_params);
     optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);
     t->step = info.step;
@@ -237,6 +251,12 @@ void resume(Trainer* t) {
                 params_ready(t);
             }
             if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
+            if (t->rank == 0 && t->new_phase) {
+                int64_t start;
+                printf("resume: --train-data is not the checkpoint's: data phase %d begins at step "
+                       "%d, every set in a fresh order\n", loader_phase(t->train_loader, &start),
+                       t->step);
+            }
         } else {
             if (rc != 0) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
                                  t->rank, steps[i], err);

@@ -85,6 +85,7 @@ static const OptSpec specs[] = {
     {"keep-every", OPT_INT, F(keep_every), 0, 1e9, NULL, "also keep every checkpoint whose step is a multiple of M (0 = none)"},
     {"exit-after", OPT_INT, F(exit_after), 0, 1e9, NULL, "stop with a checkpoint after N steps of this run (0 = never)"},
     {"resume", OPT_FLAG, F(resume), 0, 1, NULL, "continue from the newest complete checkpoint in --out-dir"},
+    {"new-data-phase", OPT_FLAG, F(new_data_phase), 0, 1, NULL, "with --resume from a checkpoint written over other --train-data (other files, weights or sets): read the new data from the resumed step on, every set in a fresh order (e.g. a decay phase on another mixture); a checkpoint written over this --train-data resumes as usual, so the flag may stay in a restart script"},
     {"log", OPT_STRING, F(log_file), 0, 0, NULL, "JSONL log (default OUT-DIR/log.jsonl)"},
     {"save-bf16", OPT_FLAG, F(save_bf16), 0, 1, NULL, "write model files as bf16 (llm.c version 5) instead of fp32"},
     {"no-save", OPT_FLAG, F(no_save), 0, 1, NULL, "write no checkpoint or model file, not even at the end (benchmarks)"},

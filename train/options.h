@@ -54,6 +54,7 @@ typedef struct {
     const char* out_dir;
     int checkpoint_every, keep_last, keep_every;
     int resume;
+    int new_data_phase;        // --resume over other --train-data: a new data phase
     int exit_after;            // stop with a checkpoint after this many steps of this run
     const char* log_file;
     int save_bf16;             // also model file version: 0 fp32 (3), 1 bf16 (5)

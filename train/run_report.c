@@ -52,23 +52,34 @@ static char* escaped_pattern(const LoaderComponentInfo* info) {
 }
 
 // The training data: files, windows and the epochs this run's steps read of each component of
-// a blend, printed and logged (a "data" record).
+// a blend (in a phase begun by --new-data-phase, the steps from its start), printed and logged
+// (a "data" record).
 static void print_data(Trainer* t) {
     const DataLoader* L = t->train_loader;
     if (!L) return;
     const int n = loader_num_components(L);
-    const int64_t run_windows = (int64_t)t->opt.steps * (t->tokens_per_step / t->T);
+    const int64_t step_windows = t->tokens_per_step / t->T;
+    const int64_t run_windows = (int64_t)t->opt.steps * step_windows;
+    int64_t start;
+    const int phase = loader_phase(L, &start);
+    const int first_step = (int)(start / step_windows);
+    const int64_t windows = run_windows > start ? run_windows - start : 0;
     int64_t* reads = xmalloc(sizeof *reads * (size_t)n, "component reads");
     loader_component_reads(L, run_windows, reads);
-    if (n == 1)
-        printf("data: %d file%s, %lld windows of %d tokens per epoch; %d steps read %lld "
-               "windows, %.3g epochs\n", loader_num_files(L), loader_num_files(L) == 1 ? "" : "s",
-               (long long)loader_windows_per_epoch(L),
-               t->T + 1, t->opt.steps, (long long)run_windows,
-               (double)run_windows / (double)loader_windows_per_epoch(L));
+    char steps[96];
+    if (phase)
+        snprintf(steps, sizeof steps, "phase %d from step %d: its %d steps read", phase,
+                 first_step, t->opt.steps - first_step);
     else
-        printf("data: a blend of %d components; %d steps read %lld windows of %d tokens:\n", n,
-               t->opt.steps, (long long)run_windows, t->T + 1);
+        snprintf(steps, sizeof steps, "%d steps read", t->opt.steps);
+    if (n == 1)
+        printf("data: %d file%s, %lld windows of %d tokens per epoch; %s %lld windows, %.3g "
+               "epochs\n", loader_num_files(L), loader_num_files(L) == 1 ? "" : "s",
+               (long long)loader_windows_per_epoch(L), t->T + 1, steps, (long long)windows,
+               (double)windows / (double)loader_windows_per_epoch(L));
+    else
+        printf("data: a blend of %d components; %s %lld windows of %d tokens:\n", n, steps,
+               (long long)windows, t->T + 1);
     size_t cap = 64, len = 0;
     for (int c = 0; c < n; c++) {
         LoaderComponentInfo info;
@@ -95,7 +106,8 @@ static void print_data(Trainer* t) {
         free(escaped);
     }
     run_log_json(&t->log, "{\"type\":\"data\",\"step\":%d,\"steps\":%d,\"window_tokens\":%d,"
-                 "\"components\":[%s]}", t->step, t->opt.steps, t->T + 1, json);
+                 "\"phase\":%d,\"phase_step\":%d,\"components\":[%s]}", t->step, t->opt.steps,
+                 t->T + 1, phase, first_step, json);
     free(json);
     free(reads);
 }

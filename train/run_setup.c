@@ -184,6 +184,9 @@ static void setup_model_config(Trainer* t) {
     if (o->eval_positions > o->seq_len)
         config_error(t, "--eval-positions %d: expected at most --seq-len %d ranges of positions",
                      o->eval_positions, o->seq_len);
+    if (o->new_data_phase && !o->resume)
+        config_error(t, "--new-data-phase: expected --resume (a new phase of the data begins where "
+                     "a checkpoint left off), found none");
     if (o->eval_positions && !(o->val_data && o->val_data[0]))
         config_error(t, "--eval-positions %d: expected --val-data shards to evaluate on, found none",
                      o->eval_positions);

@@ -78,6 +78,7 @@ typedef struct {
     float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
+    int new_phase;             // the resume began a data phase (--new-data-phase over other data)
     ValSets val;               // --val-data's sets (val.n 0: no evaluation)
     McEvalSet mc;              // --mc-eval's examples (none: mc.examples 0)
     int32_t* mc_full_mask;     // (B, T) which positions' losses count, as filled
