@@ -522,12 +522,8 @@ int loader_phase(const DataLoader* L, int64_t* start) {
 
 // ---- Checkpoint state ----
 
-// What a resumed run must share with the one that saved: each component's share of the period,
-// file count and windows per epoch, in order (0 without a blend, as in states written before
-// blends: one pattern's files are checked by their count alone, as they always were).
-static uint64_t blend_fingerprint(const DataLoader* L) {
-    if (L->nsets == 1) return 0;
-    uint64_t h = mix64((uint64_t)L->nsets);
+// Each component's share of the period, file count and windows per epoch, in order, hashed from h.
+static uint64_t fingerprint_sets(const DataLoader* L, uint64_t h) {
     for (int c = 0; c < L->nsets; c++) {
         h = mix64(h ^ ((uint64_t)(uint32_t)L->blend.share[c] << 32 |
                        (uint32_t)L->sets[c].nfiles));
@@ -536,15 +532,17 @@ static uint64_t blend_fingerprint(const DataLoader* L) {
     return h;
 }
 
-// Every component's share, file count and windows per epoch, in order, one component's too;
-// never 0 (which marks a state written before phases).
+// What a resumed run must share with the one that saved: the components, in order (0 without a
+// blend, as in states written before blends: one pattern's files are checked by their count
+// alone, as they always were).
+static uint64_t blend_fingerprint(const DataLoader* L) {
+    return L->nsets == 1 ? 0 : fingerprint_sets(L, mix64((uint64_t)L->nsets));
+}
+
+// The same of one component too; never 0 (which marks a state written before phases).
 static uint64_t data_fingerprint(const DataLoader* L) {
-    uint64_t h = mix64((uint64_t)L->nsets ^ 0x44415441ull);   // "DATA"
-    for (int c = 0; c < L->nsets; c++) {
-        h = mix64(h ^ ((uint64_t)(uint32_t)L->blend.share[c] << 32 |
-                       (uint32_t)L->sets[c].nfiles));
-        h = mix64(h ^ (uint64_t)L->sets[c].total);
-    }
+    const uint64_t data_tag = 0x44415441ull;   // "DATA"
+    const uint64_t h = fingerprint_sets(L, mix64((uint64_t)L->nsets ^ data_tag));
     return h ? h : 1;
 }
 
