@@ -36,6 +36,7 @@ enum {
     TS_LD_COMPONENTS = 53, TS_LD_BLEND = 54,       // LoaderState.components, blend (u64)
     TS_LD_PHASE = 56, TS_LD_PHASE_START = 57,      // LoaderState.phase, phase_start (u64)
     TS_LD_DATA = 59,                               // LoaderState.data (u64)
+    TS_TRAIN_DATA_HASH = 61, TS_PHASE_STEP = 63,   // train_data_hash (u64), phase_step
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -102,7 +103,7 @@ static size_t config_bytes(const TrainStateInfo* info) {
 static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t* h) {
     memset(h, 0, HEADER_BYTES);
     h[TS_MAGIC] = STATE_MAGIC;
-    h[TS_VERSION] = STATE_VERSION;
+    h[TS_VERSION] = s->loader.phase ? STATE_VERSION_PHASES : STATE_VERSION;
     h[TS_STEP] = s->step;
     h[TS_WORLD] = s->world_size;
     h[TS_RANK] = s->rank;
@@ -146,6 +147,8 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_LD_PHASE] = s->loader.phase;
     put64(h, TS_LD_PHASE_START, (uint64_t)s->loader.phase_start);
     put64(h, TS_LD_DATA, s->loader.data);
+    put64(h, TS_TRAIN_DATA_HASH, s->train_data_hash);
+    h[TS_PHASE_STEP] = s->phase_step;
     put64(h, TS_NPARAMS, s->num_params);
     put64(h, TS_SHARD_BEGIN, s->shard_begin);
     put64(h, TS_SHARD_COUNT, s->shard_count);
@@ -188,6 +191,8 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->loader.phase = h[TS_LD_PHASE];
     s->loader.phase_start = (int64_t)get64(h, TS_LD_PHASE_START);
     s->loader.data = get64(h, TS_LD_DATA);
+    s->train_data_hash = get64(h, TS_TRAIN_DATA_HASH);
+    s->phase_step = h[TS_PHASE_STEP];
     s->num_params = get64(h, TS_NPARAMS);
     s->shard_begin = get64(h, TS_SHARD_BEGIN);
     s->shard_count = get64(h, TS_SHARD_COUNT);
@@ -280,9 +285,18 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
         snprintf(err, errlen, "%s: magic: expected %d, found %d", path, STATE_MAGIC, h[TS_MAGIC]);
         goto out;
     }
-    if (h[TS_VERSION] != STATE_VERSION) {
-        snprintf(err, errlen, "%s: version: expected %d, found %d", path, STATE_VERSION,
-                 h[TS_VERSION]);
+    if (h[TS_VERSION] != STATE_VERSION && h[TS_VERSION] != STATE_VERSION_PHASES) {
+        snprintf(err, errlen, "%s: version: expected %d or %d, found %d", path, STATE_VERSION,
+                 STATE_VERSION_PHASES, h[TS_VERSION]);
+        goto out;
+    }
+    if ((h[TS_VERSION] == STATE_VERSION_PHASES) != (h[TS_LD_PHASE] != 0) ||
+        h[TS_PHASE_STEP] < 0 || h[TS_PHASE_STEP] > h[TS_STEP] ||
+        (h[TS_LD_PHASE] == 0 && h[TS_PHASE_STEP] != 0)) {
+        snprintf(err, errlen, "%s: header: data phase %d from step %d in a version %d file of "
+                 "step %d: expected version %d for a phase > 0, begun at a step up to the file's "
+                 "(phase 0 at step 0)", path, h[TS_LD_PHASE], h[TS_PHASE_STEP], h[TS_VERSION],
+                 h[TS_STEP], STATE_VERSION_PHASES);
         goto out;
     }
     info_from_header(h, info);

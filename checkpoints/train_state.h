@@ -15,6 +15,9 @@
 
 #define STATE_MAGIC 20261120
 #define STATE_VERSION 1
+// Written by a run in a data phase (loader.phase > 0), so that a program that does not know phases
+// refuses the file rather than reading the phase's data in the order of the first; read are both.
+#define STATE_VERSION_PHASES 2
 
 typedef struct {
     int32_t step;              // optimizer steps completed
@@ -26,6 +29,8 @@ typedef struct {
     int32_t accum_steps;
     uint64_t sample_rng;       // state of the sampling generator
     LoaderState loader;
+    int32_t phase_step;        // the step where the loader's data phase began (0 in the first)
+    uint64_t train_data_hash;  // hash of the --train-data value (0 in states written before it)
     uint64_t num_params;
     uint64_t shard_begin, shard_count;   // optimizer moments held by this rank
     char config_json[4096];    // effective run configuration (informational, NUL-terminated)

@@ -859,7 +859,8 @@ static void test_phase(void) {
     // The phase's state is not files 0-1's; a phase 2 over the same files is another order.
     err[0] = 0;
     EXPECT(!loader_state_same_data(LX, &st1) && loader_set_state(LX, &st1, err, sizeof err) == -1 &&
-           strstr(err, "blend: expected the one"), "files 0-1 refuse phase 1's state: \"%s\"", err);
+           strstr(err, "data: expected the files the checkpoint was written with"),
+           "files 0-1 refuse phase 1's state: \"%s\"", err);
     DataLoader* LZ = open_files_or_die(3, 2, &c);
     int second[NY];
     ok = loader_begin_phase(LZ, &st1, err, sizeof err) == 0 && loader_phase(LZ, &start) == 2 &&
@@ -888,10 +889,11 @@ static void test_phase(void) {
     err[0] = 0;
     EXPECT(loader_begin_phase(LZ, &g, err, sizeof err) == -1 && strstr(err, "B x T"),
            "a phase from a position of another B refused: \"%s\"", err);
-    // A reset is the state after open: phase 0.
+    // A reset is the state after open: phase 0, its order.
     loader_reset(LY);
     ok = read_ids(LY, B, NY / B, ids) == 0 && loader_phase(LY, &start) == 0;
-    EXPECT(ok && start == 0, "a reset goes back to phase 0");
+    EXPECT(ok && start == 0 && memcmp(ids, fresh, sizeof fresh) == 0,
+           "a reset goes back to phase 0 and its order");
     loader_close(LX);
     loader_close(LY);
     loader_close(LY0);

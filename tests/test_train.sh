@@ -187,14 +187,15 @@ p, o = sys.argv[1], int(sys.argv[2])
 b = bytearray(open(p, "rb").read()); b[o] ^= 0x10; open(p, "wb").write(b)' "$1" "$2"
 }
 header_int() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }   # FILE INDEX
-# FILE OFFSET VALUE: writes the float32 VALUE at OFFSET of a training state file and recomputes
-# its checksum (header int 50, u64; the 64-bit word hash of checkpoints/train_state.c over the file
-# with that field zero), so the forged file passes the checksum and only its values are wrong.
-forge_state_float() {
+# forge_state FILE OFFSET HEX: writes the bytes HEX at OFFSET of a training state file and
+# recomputes its checksum (header int 50, u64; the 64-bit word hash of checkpoints/train_state.c
+# over the file with that field zero), so the forged file passes the checksum and only its values
+# are wrong.
+forge_state() {
   "$PY" -c 'import struct, sys
-p, o, x = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+p, o, x = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
 b = bytearray(open(p, "rb").read())
-b[o:o + 4] = struct.pack("<f", x)
+b[o:o + len(x)] = x
 b[200:208] = bytes(8)
 h, mask = 0xcbf29ce484222325, (1 << 64) - 1
 padded = bytes(b) + bytes(-len(b) % 8)
@@ -203,6 +204,10 @@ for (w,) in struct.iter_unpack("<Q", padded):
     h ^= h >> 29
 b[200:208] = struct.pack("<Q", h)
 open(p, "wb").write(b)' "$1" "$2" "$3"
+}
+# FILE OFFSET VALUE: the float32 VALUE at OFFSET.
+forge_state_float() {
+  forge_state "$1" "$2" "$("$PY" -c 'import struct, sys; print(struct.pack("<f", float(sys.argv[1])).hex())' "$3")"
 }
 
 t_corrupt() {
@@ -1070,14 +1075,14 @@ assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$W/pos.png"
 
 # --val-data with several sets: each evaluated on its own, equal to a run given that set alone
 # (the same batches, the same model: identical text in the log); the validation loss and the
-# losses per range of positions are the weighted means; the same on a dp 2 x Zigzag 1x2 mesh;
+# losses per range of positions are the weighted means (weights 1 and 3: 0.25 and 0.75); the same on a dp 2 x Zigzag 1x2 mesh;
 # the configuration lines, the val_data record, the plot; refusals naming the set.
 t_val_sets() {
   make_data
   write_shard "$DATA/u_val_000000.bin" 900 512 10
   local A="$DATA/t_val_*.bin" U="$DATA/u_val_000000.bin"
   local run=("${TINY[@]}" --steps 4 --eval-every 2 --eval-positions 2 --eval-batches 3)
-  train sets "${run[@]}" --val-data "0.25 $A 0.75 $U" --out-dir "$W/sets"
+  train sets "${run[@]}" --val-data "1 $A 3 $U" --out-dir "$W/sets"
   train a "${run[@]}" --val-data "$A" --out-dir "$W/a"
   train u "${run[@]}" --val-data "$U" --out-dir "$W/u"
   expect_rc sets 0; expect_rc a 0; expect_rc u 0
@@ -1122,7 +1127,7 @@ assert r[0]["sets"][0]["pattern"].endswith("/t_val_*.bin"), r' "$W/sets/log.json
       --val-data "$v" --out-dir "$W/one-$s"
   done
   timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${TINY[@]}" "${from[@]}" --eval-only --eval-positions 2 \
-    --eval-batches 3 --dp 2 --pkv 2 --attention zigzag --val-data "0.25 $A 0.75 $U" \
+    --eval-batches 3 --dp 2 --pkv 2 --attention zigzag --val-data "1 $A 3 $U" \
     --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
   check "--eval-only on dp 2 x Zigzag 1x2: each set within 1e-5 of one process given it alone" \
     sets_check "$W/mesh/log.jsonl" "$W/one-a/log.jsonl" "$W/one-u/log.jsonl" 1e-5
@@ -1176,6 +1181,10 @@ assert [c["windows_read"] for c in r["components"]] == [24, 16], r' "$W/p/log.js
     same_text "$(losses "$W/p/log.jsonl")" "$(losses "$W/q/log.jsonl")"
   check "final weights byte-identical (model_00000020.bin)" \
     cmp "$W/p/model_00000020.bin" "$W/q/model_00000020.bin"
+  cp -r "$W/p" "$W/b"; rm -rf "$W/b"/*00000020*
+  train bigger "${run[@]}" --train-data "$Y" --resume --out-dir "$W/b" --total-batch-tokens 128 --no-save
+  check "resumed at step 15 with twice the tokens per step: phase 1 still from step 10, 20 + 40 windows" \
+    has bigger.out "^data: a blend of 2 components; phase 1 from step 10: its 10 steps read 60 windows of 17 tokens:$"
   train same "${run[@]}" --train-data "$X" --resume --new-data-phase --out-dir "$W/r"
   check "the first shard's own data with the flag: phase 0 goes on (no new phase)" \
     eval '[ "$(rc_of same)" = 0 ] && ! has same.out "data phase" && has same.out "^data: 1 file, 749 windows .*; 20 steps read"'
@@ -1191,6 +1200,22 @@ a, b = tail(sys.argv[1]), tail(sys.argv[2])
 worst = max(abs(x - y) / y for x, y in zip(a, b))
 assert len(a) == len(b) == 10 and worst <= 1e-5, (worst, a, b)
 print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.jsonl"
+  # Other files of the same shape (as llm.c's shards of one size are): another value is other
+  # data; so too from a checkpoint written before phases (its header's phase fields zero,
+  # version 1), judged by the --train-data its configuration recorded.
+  write_shard "$DATA/x_train_000001.bin" 12000 512 70
+  local X2="$DATA/x_train_000001.bin"
+  cp -r "$W/q" "$W/s"; rm -rf "$W/s"/*00000015* "$W/s"/*00000020*
+  train swap "${run[@]}" --train-data "$X2" --resume --new-data-phase --out-dir "$W/s" --exit-after 1
+  cp -r "$W/r" "$W/o"; rm -rf "$W/o"/*00000015* "$W/o"/*00000020*
+  local f
+  for f in "$W/o"/state_00000010_*.bin; do forge_state "$f" 4 01000000; forge_state "$f" 224 "$(printf '0%.0s' {1..64})"; done
+  cp -r "$W/o" "$W/o2"
+  train legacy "${run[@]}" --train-data "$X2" --resume --new-data-phase --out-dir "$W/o" --exit-after 1
+  train legacysame "${run[@]}" --train-data "$X" --resume --new-data-phase --out-dir "$W/o2" --exit-after 1
+  check "same-shaped other files: a new phase; from a pre-phase checkpoint too; its own data there goes on" \
+    eval 'has swap.out "^resume: .*data phase 1 begins at step 10" && has legacy.out "^resume: .*data phase 1 begins at step 10" &&
+          [ "$(rc_of legacysame)" = 0 ] && ! has legacysame.out "data phase"'
   train noresume "${run[@]}" --new-data-phase --out-dir "$W/n"
   check "--new-data-phase without --resume: refused ($(err_lines "$W/noresume.err" | head -n 1))" \
     eval '[ "$(rc_of noresume)" != 0 ] && has noresume.err "^error: --new-data-phase: expected --resume"'

@@ -88,6 +88,8 @@ static TrainStateInfo sample_info(uint64_t num_params, uint64_t begin, uint64_t 
                                 .nfiles = 2, .B = 2, .T = 8, .components = 3,
                                 .blend = 0xfedcba9876543210ULL, .phase = 2,
                                 .phase_start = 0x123456789aLL, .data = 0x0f1e2d3c4b5a6978ULL};
+    info.phase_step = 5;
+    info.train_data_hash = 0x8877665544332211ULL;
     info.num_params = num_params;
     info.shard_begin = begin;
     info.shard_count = count;
@@ -121,7 +123,8 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
         got.loader.components == info->loader.components &&
         got.loader.blend == info->loader.blend && got.loader.phase == info->loader.phase &&
         got.loader.phase_start == info->loader.phase_start &&
-        got.loader.data == info->loader.data &&
+        got.loader.data == info->loader.data && got.phase_step == info->phase_step &&
+        got.train_data_hash == info->train_data_hash &&
         got.num_params == np && got.shard_begin == info->shard_begin && got.shard_count == nc &&
         !strcmp(got.config_json, info->config_json);
     EXPECT(same_info, "state %s: every header field and the config JSON read back", what);
@@ -160,6 +163,28 @@ static void test_state(void) {
     size_t n;
     unsigned char* good = read_all(path, &n);
     EXPECT(n == size, "state: file of %zu bytes", n);
+    // A state in a data phase is version 2 (a program without phases refuses it), else 1; a
+    // phase begun after the file's step is refused.
+    int32_t version;
+    memcpy(&version, good + 4, 4);
+    TrainStateInfo first = sample_info(37, 0, 37);
+    first.loader.phase = 0;
+    first.loader.phase_start = 0;
+    first.phase_step = 0;
+    state_roundtrip(copy, &first, "phase 0");
+    unsigned char* plain = read_all(copy, &n);
+    int32_t plain_version;
+    memcpy(&plain_version, plain + 4, 4);
+    free(plain);
+    EXPECT(version == STATE_VERSION_PHASES && plain_version == STATE_VERSION,
+           "state: version %d in a data phase, %d in the first", version, plain_version);
+    TrainStateInfo later = sample_info(37, 0, 37);
+    later.phase_step = later.step + 1;
+    EXPECT(train_state_save(copy, &later, (float[37]){0}, (float[37]){0}, (float[37]){0}, err,
+                            sizeof err) == 0 &&
+           state_rejected(copy, 37, 37, err, sizeof err) && strstr(err, "data phase 2 from step 8"),
+           "state: a phase begun after the file's step refused: %s", err);
+    n = size;
     // A single flipped bit anywhere: header, config JSON, weights, moments, checksum.
     int missed = 0, tried = 0;
     char first_err[ERR_LEN] = "", missed_at[64] = "";

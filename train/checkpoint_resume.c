@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include "checkpoints/checkpoint_dir.h"
+#include "checkpoints/json_read.h"
 #include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"
+#include "train/config_check.h"
 #include "train/trainer.h"
 
 static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
@@ -26,6 +28,8 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->accum_steps = t->accum;
     info->sample_rng = t->sample_rng;
     loader_get_state(t->train_loader, &info->loader);
+    info->phase_step = t->phase_step;
+    info->train_data_hash = t->opt.train_data ? config_text_hash(t->opt.train_data) : 0;
     // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
     // real parameters only (the padding's stay zero), or it could not be read back.
     const size_t n = t->model.num_params;
@@ -108,6 +112,29 @@ static int differs(char* err, size_t errlen, const char* path,
     snprintf(err, errlen, "%.120s: %.90s differ from this run's %.90s (resume with the same %s)",
              path, a, b, flags);
     return -2;
+}
+
+// Whether a checkpoint was written over another --train-data value: by its hash, or in a state
+// written before the hash by the configuration it recorded (one that cannot be read counts as
+// another).
+static int other_train_data(const TrainStateInfo* info, const char* value) {
+    if (info->train_data_hash) return info->train_data_hash != config_text_hash(value);
+    JsonCursor c;
+    json_init(&c, info->config_json);
+    if (json_object_begin(&c) != 0) return 1;
+    char key[64];
+    while (json_object_next(&c, key, sizeof key) == 1) {
+        if (strcmp(key, "train-data") != 0) {
+            if (json_skip(&c) != 0) return 1;
+            continue;
+        }
+        char* saved = xmalloc(sizeof info->config_json, "the checkpoint's --train-data");
+        const int other = json_string(&c, saved, sizeof info->config_json) != 0 ||
+                          strcmp(saved, value) != 0;
+        free(saved);
+        return other;
+    }
+    return 1;
 }
 
 // Loads checkpoint `step` into this rank; any mesh works: the optimizer moments of this rank's
@@ -200,7 +227,9 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     if (rc != 0) return -1;
     if (t->train_loader) {
         // Other data: a new phase where the run asks for one, else refused with the way out.
-        const int same = loader_state_same_data(t->train_loader, &info.loader);
+        // Asked for, another --train-data value is other data too (files of the same shape).
+        const int same = loader_state_same_data(t->train_loader, &info.loader) &&
+                         !(t->opt.new_data_phase && other_train_data(&info, t->opt.train_data));
         t->new_phase = !same && t->opt.new_data_phase;
         const int rc = t->new_phase
                            ? loader_begin_phase(t->train_loader, &info.loader, err, errlen)
@@ -213,6 +242,7 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
             }
             return -2;
         }
+        t->phase_step = t->new_phase ? info.step : info.phase_step;
     }
     gpt_params_from_host(&t->model, t->host_params);
     optimizer_moments_from_host(t->optimizer, t->host_m, t->host_v);

@@ -118,6 +118,11 @@ static uint64_t hash_bytes(uint64_t h, const char* s, size_t n) {
     return h;
 }
 
+uint64_t config_text_hash(const char* s) {
+    const uint64_t h = hash_bytes(0xcbf29ce484222325ULL, s, strlen(s));
+    return h ? h : 1;
+}
+
 static uint64_t hash_item(const ConfigItems* items, int i) {
     uint64_t h = 0xcbf29ce484222325ULL;
     if (i >= items->n) return h;   // an item this rank does not have

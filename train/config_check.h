@@ -11,6 +11,7 @@
 // fail or hang before it.)
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/comm.h"
 #include "data/loader.h"
@@ -36,3 +37,6 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
 // "--seq-len is 64 on rank 0 but 128 on rank 1".
 int config_items_compare(Comm* comm, const Mesh* mesh, const ConfigItems* items, char* msg,
                          size_t msglen);
+
+// A 64-bit hash of an option's text, never 0 (which marks a checkpoint field written before it).
+uint64_t config_text_hash(const char* s);

@@ -58,14 +58,17 @@ static void print_data(Trainer* t) {
     const DataLoader* L = t->train_loader;
     if (!L) return;
     const int n = loader_num_components(L);
-    const int64_t step_windows = t->tokens_per_step / t->T;
-    const int64_t run_windows = (int64_t)t->opt.steps * step_windows;
+    // Where the loader stands (a resumed run: where the checkpoint left it, whatever the batch
+    // then) and the windows of the steps left.
+    LoaderState at;
+    loader_get_state(L, &at);
     int64_t start;
     const int phase = loader_phase(L, &start);
-    const int first_step = (int)(start / step_windows);
-    const int64_t windows = run_windows > start ? run_windows - start : 0;
+    const int first_step = phase ? t->phase_step : 0;
+    const int64_t steps_left = t->opt.steps > t->step ? t->opt.steps - t->step : 0;
+    const int64_t windows = at.next_batch * t->B - start + steps_left * (t->tokens_per_step / t->T);
     int64_t* reads = xmalloc(sizeof *reads * (size_t)n, "component reads");
-    loader_component_reads(L, run_windows, reads);
+    loader_component_reads(L, start + windows, reads);
     char steps[96];
     if (phase)
         snprintf(steps, sizeof steps, "phase %d from step %d: its %d steps read", phase,

@@ -79,6 +79,7 @@ typedef struct {
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
     int new_phase;             // the resume began a data phase (--new-data-phase over other data)
+    int phase_step;            // the step where the training data's phase began (0: the first)
     ValSets val;               // --val-data's sets (val.n 0: no evaluation)
     McEvalSet mc;              // --mc-eval's examples (none: mc.examples 0)
     int32_t* mc_full_mask;     // (B, T) which positions' losses count, as filled
