@@ -786,7 +786,8 @@ static void test_blend_loader(void) {
 // Data phases: a position saved over files 0-1 continued over files 3-4 (other data) as phase 1;
 // its first epoch each of their windows once, in an order of its own (not the files' phase-0
 // order), resumable within the phase, split over dp 2 as the global order; phase 2 another order;
-// bad phase fields and another geometry refused; a reset back to phase 0.
+// bad phase fields and another geometry refused; a phase over a blend laid out from its start;
+// a reset back to phase 0.
 static DataLoader* open_files_or_die(int first, int n, const LoaderConfig* c) {
     char err[ERR_LEN];
     DataLoader* L = loader_open_files(paths + first, n, c, err, sizeof err);
@@ -889,6 +890,35 @@ static void test_phase(void) {
     err[0] = 0;
     EXPECT(loader_begin_phase(LZ, &g, err, sizeof err) == -1 && strstr(err, "B x T"),
            "a phase from a position of another B refused: \"%s\"", err);
+    // A phase over a blend (A 7 : B 3, a pattern of 10 slots) from window 16: its window p is
+    // window p - 16 of the blend, so each row comes from the component the period names at
+    // p - 16 (at p it would differ), and its first 10 windows of A are each of A's windows once.
+    DataLoader* LB = open_blend_or_die(&c, 7, 3);
+    enum { NBL = 40 };
+    int blended[NBL];
+    BlendTable table;
+    const double w[2] = {7, 3};
+    err[0] = 0;
+    ok = loader_begin_phase(LB, &st, err, sizeof err) == 0 &&
+         read_ids(LB, B, NBL / B, blended) == 0 && all_valid(blended, NBL) &&
+         blend_table_build(w, 2, &table, err, sizeof err) == 0;
+    int placed = ok, unshifted = ok, a_seen[NWIN] = {0}, a_count = 0;
+    for (int p = 0; ok && p < NBL; p++) {
+        int comp, comp_at;
+        int64_t k;
+        blend_locate(&table, p, &comp, &k);
+        placed = placed && blend_comp_of(blended[p]) == comp;
+        blend_locate(&table, p + 16, &comp_at, &k);
+        unshifted = unshifted && blend_comp_of(blended[p]) == comp_at;
+        if (comp == 0 && a_count < 10) a_seen[blended[p]]++, a_count++;
+    }
+    int a_once = a_count == 10;
+    for (int id = 0; id < 10; id++) a_once = a_once && a_seen[id] == 1;
+    EXPECT(placed && !unshifted && a_once, "a phase over a blend: its rows from the components of "
+           "windows 0..%d of the period (not of 16..%d), A's first 10 each of its windows once %s",
+           NBL - 1, NBL + 15, err);
+    if (ok) blend_table_free(&table);
+    loader_close(LB);
     // A reset is the state after open: phase 0, its order.
     loader_reset(LY);
     ok = read_ids(LY, B, NY / B, ids) == 0 && loader_phase(LY, &start) == 0;
