@@ -562,10 +562,34 @@ void loader_get_state(const DataLoader* L, LoaderState* st) {
     st->data = data_fingerprint(L);
 }
 
-int loader_state_same_data(const DataLoader* L, const LoaderState* st) {
+// Whether a state was saved over this loader's data (its blend, file count and, in states that
+// record it, every set's shape): 0, or -1 with err set.
+static int check_data(const DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
     const int components = st->components ? st->components : 1;   // 0: written before blends
-    return components == L->nsets && st->blend == blend_fingerprint(L) &&
-           st->nfiles == L->nfiles && (st->data == 0 || st->data == data_fingerprint(L));
+    if (components != L->nsets || st->blend != blend_fingerprint(L))
+        return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
+                       "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
+                       "%016llx); resume with the same weights and patterns, in the same order, "
+                       "over the same files", components, components == 1 ? "" : "s",
+                       (unsigned long long)st->blend, L->nsets,
+                       (unsigned long long)blend_fingerprint(L));
+    if (st->nfiles != L->nfiles)
+        return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
+                       "found %d", L->nfiles, st->nfiles);
+    // One set's files of other sizes (a blend's are in its fingerprint already).
+    if (st->data != 0 && st->data != data_fingerprint(L))
+        return set_err(err, errlen, "loader state: data: expected the files the checkpoint was "
+                       "written with (fingerprint %016llx of their count and windows), found "
+                       "others (%d files, %lld windows per epoch: fingerprint %016llx); resume "
+                       "over the same files", (unsigned long long)st->data, L->nfiles,
+                       (long long)loader_windows_per_epoch(L),
+                       (unsigned long long)data_fingerprint(L));
+    return 0;
+}
+
+int loader_state_same_data(const DataLoader* L, const LoaderState* st) {
+    char why[ERR_LEN];
+    return check_data(L, st, why, sizeof why) == 0;
 }
 
 // What any saved position must fit, whatever data it was saved over: B, T, the shuffle flag, a
@@ -591,25 +615,7 @@ static int check_position(const DataLoader* L, const LoaderState* st, char* err,
 }
 
 int loader_set_state(DataLoader* L, const LoaderState* st, char* err, size_t errlen) {
-    const int components = st->components ? st->components : 1;   // 0: written before blends
-    if (components != L->nsets || st->blend != blend_fingerprint(L))
-        return set_err(err, errlen, "loader state: blend: expected the one the checkpoint was "
-                       "written with (%d component%s, fingerprint %016llx), found %d (fingerprint "
-                       "%016llx); resume with the same weights and patterns, in the same order, "
-                       "over the same files", components, components == 1 ? "" : "s",
-                       (unsigned long long)st->blend, L->nsets,
-                       (unsigned long long)blend_fingerprint(L));
-    if (st->nfiles != L->nfiles)
-        return set_err(err, errlen, "loader state: nfiles: expected %d (files given now), "
-                       "found %d", L->nfiles, st->nfiles);
-    // One set's files of other sizes (a blend's are in its fingerprint already).
-    if (st->data != 0 && st->data != data_fingerprint(L))
-        return set_err(err, errlen, "loader state: data: expected the files the checkpoint was "
-                       "written with (fingerprint %016llx of their count and windows), found "
-                       "others (%d files, %lld windows per epoch: fingerprint %016llx); resume "
-                       "over the same files", (unsigned long long)st->data, L->nfiles,
-                       (long long)loader_windows_per_epoch(L),
-                       (unsigned long long)data_fingerprint(L));
+    if (check_data(L, st, err, errlen) != 0) return -1;
     if (check_position(L, st, err, errlen) != 0) return -1;
     const int64_t at = st->next_batch * L->cfg.B;
     if (st->phase < 0 || st->phase_start < 0 || st->phase_start > at ||
