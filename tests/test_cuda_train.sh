@@ -165,15 +165,17 @@ graph_pair() {
        [ "$(grep -c '^sample' "$W/${name}1.out")" -lt 3 ]; then
       echo "        the samples differ, or fewer than 3"; return 1
     fi
-    "$PY" - "$W/${name}1/log.jsonl" "$micro" <<'EOF'
+    "$PY" - "$W/${name}1/log.jsonl" "$micro" "$((total / micro))" <<'EOF'
 import json, sys
-micro = int(sys.argv[2])
+micro, micro_tokens = int(sys.argv[2]), int(sys.argv[3])
 steps = [r for r in map(json.loads, open(sys.argv[1], encoding="utf-8")) if r["type"] == "step"]
 assert len(steps) == 6, "%d step records" % len(steps)
 first, later = steps[0], steps[1:]
 assert first["graph_launches"] == 0 and first["launches_per_layer"] > 0, "step 1: %s" % first
 for r in later:
-    assert r["graph_launches"] == micro and r["graph_kernels"] > 0 and r["launches_per_layer"] == 0 \
+    # Under --rampup-batch-tokens a step launches one graph per micro-batch of its own batch.
+    want = r["batch_tokens"] // micro_tokens if "batch_tokens" in r else micro
+    assert r["graph_launches"] == want and r["graph_kernels"] > 0 and r["launches_per_layer"] == 0 \
         and r["syncs_in_step"] == 0, "step %(step)d: %(graph_launches)d graph launches, " \
         "%(graph_kernels)d kernels in them, %(launches_per_layer).1f layer launches per layer, " \
         "%(syncs_in_step)d syncs" % r
@@ -205,6 +207,14 @@ graphs() {
   if GRAPH_MICRO=3 graph_pair buckets 192 "$W/buckets.sh" && grep -q "and reduces them: .* [1-9][0-9]* communication operations" "$W/buckets1.out"
   then echo "  ok    2 ranks (dp 2, nccl, gradient buckets in the graph): identical losses, norms, validation losses and samples"
   else echo "  FAIL  2 ranks (dp 2, nccl, gradient buckets in the graph)"; failures=$((failures + 1)); fi
+  # A batch ramp-up (64, 128, then 192 tokens per step): each new batch scales the loss by another
+  # 1 / tokens, an argument of the captured kernels, so its graphs are captured again, the one
+  # holding the gradient buckets' all-reduces among them.
+  launcher ramp 2 --dp 2 --comm nccl --grad-bucket-mb 0.01 --rampup-batch-tokens '64 64 128'
+  if GRAPH_MICRO=3 graph_pair ramp 192 "$W/ramp.sh" &&
+     [ "$(grep -c "^cuda graph: captured" "$W/ramp1.out")" = 5 ]
+  then echo "  ok    2 ranks, a batch ramp-up (64, 128, 192 tokens; 2 then 3 graphs captured): identical losses, norms, validation losses and samples"
+  else echo "  FAIL  2 ranks with a batch ramp-up under CUDA graphs"; failures=$((failures + 1)); fi
   # Grouped-query attention: the graphs hold the attention's GQA workspace, which the sampler's
   # forward over 200 tokens (after the capture) outgrows; the captured buffer must stay alive.
   local saved=("${graph_args[@]}")

@@ -79,6 +79,15 @@ losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+
 # The eval and sample objects of a log (no timings in them).
 evals_samples() { grep -E '"type":"(eval|sample)"' "$1"; }
 same_text() { [ "$1" = "$2" ]; }
+# same_runs DIR_A DIR_B STEP: two runs' losses, evaluations and samples identical as logged text,
+# and their final weights (model_STEP.bin) byte-identical.
+same_runs() {
+  local step; step=$(printf %08d "$3")
+  check "losses identical as text" same_text "$(losses "$1/log.jsonl")" "$(losses "$2/log.jsonl")"
+  check "eval and sample lines identical" \
+    same_text "$(evals_samples "$1/log.jsonl")" "$(evals_samples "$2/log.jsonl")"
+  check "final weights byte-identical (model_$step.bin)" cmp "$1/model_$step.bin" "$2/model_$step.bin"
+}
 has() { grep -Eq -- "$2" "$W/$1"; }   # has FILE-IN-W REGEX
 newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | sed 's/^0*//;s/^$/0/'; }
 
@@ -169,12 +178,7 @@ t_resume_many() {
   done
   check "the stop on the last step ends the run as usual (final eval and checkpoint)" \
     test -f "$W/split/DONE_00000020" -a -f "$W/split/model_00000020.bin"
-  check "losses identical as text" \
-    same_text "$(losses "$W/straight/log.jsonl")" "$(losses "$W/split/log.jsonl")"
-  check "eval and sample lines identical" \
-    same_text "$(evals_samples "$W/straight/log.jsonl")" "$(evals_samples "$W/split/log.jsonl")"
-  check "final weights byte-identical" \
-    cmp "$W/straight/model_00000020.bin" "$W/split/model_00000020.bin"
+  same_runs "$W/straight" "$W/split" 20
   check "pruned to the newest 2 complete checkpoints" \
     same_text "$(ls "$W/split" | grep -c '^DONE_')" 2
 }
@@ -1221,6 +1225,69 @@ print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.json
     eval '[ "$(rc_of noresume)" != 0 ] && has noresume.err "^error: --new-data-phase: expected --resume"'
 }
 
+# --rampup-batch-tokens: each step's batch follows Megatron-LM's ramp-up formula in tokens
+# (computed here independently from the log); the run is, bit for bit, the chain of fixed-batch
+# runs it stands for (2 steps of 32 tokens, 1 of 64, 1 of 96, then 128, each stop a checkpoint and
+# --resume); a stop inside the ramp resumes with the batch the straight run takes; dp 2 within
+# 1e-5 of one process; the configuration and data lines; bad values refused in one line.
+t_batch_rampup() {
+  make_data
+  local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --warmup 2 --keep-last 10)
+  local ramp=(--rampup-batch-tokens '32 32 192')
+  train ramp "${run[@]}" "${ramp[@]}" --out-dir "$W/ramp"
+  expect_rc ramp 0
+  check "each step's batch_tokens: START + INCREMENT x min(n, trained // (TOKENS // n)), n = 3: 32 32 64 96 128..." "$PY" -c 'import json, sys
+start, inc, tokens, total = 32, 32, 192, 128
+n = (total - start) // inc
+trained, want = 0, []
+for s in range(12):
+    b = start + min(n, trained // (tokens // n)) * inc
+    want.append(b)
+    trained += b
+got = [r["batch_tokens"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"]
+assert got == want and want[:5] == [32, 32, 64, 96, 128], (got, want)' "$W/ramp/log.jsonl"
+  check "the batch line names the ramp" \
+    has ramp.out "^batch: 2 x 16 tokens per micro-batch, 4 accumulation steps, 128 tokens per step \(ramped up: 32 tokens per step at first, 32 more every 64 trained tokens, all 128 from 192 trained tokens on: steps 1-4 smaller\); "
+  check "the data line counts the ramp's steps: (32 + 32 + 64 + 96 + 8 x 128) / 16 = 78 windows" \
+    has ramp.out "^data: .*; 12 steps read 78 windows"
+  local loud=() a
+  for a in "${run[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
+  train loud "${loud[@]}" "${ramp[@]}" --steps 3 --no-save --out-dir "$W/loud"
+  check "the progress line says the step's batch" has loud.out "^step +3/3 \| .* \| batch 64 tok \| "
+  train c1 "${run[@]}" --total-batch-tokens 32 --out-dir "$W/chain" --exit-after 2
+  train c2 "${run[@]}" --total-batch-tokens 64 --out-dir "$W/chain" --resume --exit-after 1
+  train c3 "${run[@]}" --total-batch-tokens 96 --out-dir "$W/chain" --resume --exit-after 1
+  train c4 "${run[@]}" --out-dir "$W/chain" --resume
+  expect_rc c4 0
+  echo "  the ramp against the chain of fixed batches:"
+  same_runs "$W/ramp" "$W/chain" 12
+  train s1 "${run[@]}" "${ramp[@]}" --out-dir "$W/stop" --exit-after 3
+  train s2 "${run[@]}" "${ramp[@]}" --out-dir "$W/stop" --resume
+  expect_rc s2 0
+  check "stopped at step 3 inside the ramp and resumed: losses and batches as the straight run's" \
+    same_text "$(grep '"type":"step"' "$W/ramp/log.jsonl" | sed -E 's/,"ms":.*//')" \
+              "$(grep '"type":"step"' "$W/stop/log.jsonl" | sed -E 's/,"ms":.*//')"
+  check "final weights byte-identical" cmp "$W/ramp/model_00000012.bin" "$W/stop/model_00000012.bin"
+  # dp 2 (micro-batches of 64 tokens over the ranks): 64, 128, then 256 tokens per step.
+  local wide=("${TINY[@]}" --steps 6 --total-batch-tokens 256 --rampup-batch-tokens '64,64,128' --no-save)
+  train one "${wide[@]}" --out-dir "$W/one"
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${wide[@]}" --dp 2 --out-dir "$W/two" > "$W/two.out" 2>&1
+  check "dp 2: the batches 64 128 256 256 256 256, losses within 1e-5 of one process" "$PY" -c 'import json, sys
+def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+assert [r["batch_tokens"] for r in a] == [r["batch_tokens"] for r in b] == [64, 128, 256, 256, 256, 256], (a, b)
+worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
+assert worst <= 1e-5, (worst, a, b)
+print("worst relative difference %.2g" % worst)' "$W/two/log.jsonl" "$W/one/log.jsonl"
+  refused "--total-batch-tokens 128 --rampup-batch-tokens 48,32,192|^error: --rampup-batch-tokens: START 48 and INCREMENT 32: expected positive multiples of batch x seq-len x dp = 32 tokens" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 128,32,192|^error: --rampup-batch-tokens: START 128: expected fewer tokens than --total-batch-tokens 128" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,64,192|^error: --rampup-batch-tokens: INCREMENT 64: expected a divisor of --total-batch-tokens - START = 128 - 32 = 96" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,2|^error: --rampup-batch-tokens: TOKENS 2: expected at least the 3 increments" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32|^error: --rampup-batch-tokens .32,32.: expected three whole numbers START INCREMENT TOKENS .*, found 2 numbers$" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,1e9|^error: --rampup-batch-tokens .32,32,1e9.: expected three whole numbers .*, found .1e9.$" \
+    "--rampup-batch-tokens 32,32,96|^error: --rampup-batch-tokens: START 32: expected fewer tokens than --total-batch-tokens 32"
+}
+
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {
@@ -1545,11 +1612,12 @@ case $test_name in
   eval-positions) t_eval_positions ;;
   val-sets) t_val_sets ;;
   data-phase) t_data_phase ;;
+  batch-rampup) t_batch_rampup ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

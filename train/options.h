@@ -35,6 +35,7 @@ typedef struct {
     int batch;                 // micro-batch sequences per data-parallel rank
     int seq_len;
     long total_batch_tokens;   // 0: batch * seq_len * dp (no accumulation)
+    const char* rampup_batch_tokens;   // 'START INCREMENT TOKENS' (train/batch_rampup.h); "": none
     int steps;
     int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer

@@ -66,7 +66,8 @@ static void print_data(Trainer* t) {
     const int phase = loader_phase(L, &start);
     const int first_step = phase ? t->phase_step : 0;
     const int64_t steps_left = t->opt.steps > t->step ? t->opt.steps - t->step : 0;
-    const int64_t windows = at.next_batch * t->B - start + steps_left * (t->tokens_per_step / t->T);
+    const int64_t windows = at.next_batch * t->B - start + batch_rampup_tokens_of_steps(
+        &t->rampup, trained_tokens(t), steps_left) / t->T;
     int64_t* reads = xmalloc(sizeof *reads * (size_t)n, "component reads");
     loader_component_reads(L, start + windows, reads);
     char steps[96];
@@ -174,9 +175,17 @@ void print_config(Trainer* t) {
            t->mesh.pkv, t->attention->name, chunks, t->Tl, t->comm->name,
            t->use_mpi ? "MPI" : t->opt.rendezvous);
     print_ring_steps(t);
-    printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step; "
-           "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->accum, t->tokens_per_step,
-           t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
+    char ramp[256] = "";
+    if (batch_rampup_on(&t->rampup))
+        snprintf(ramp, sizeof ramp, " (ramped up: %lld tokens per step at first, %lld more every "
+                 "%lld trained tokens, all %ld from %lld trained tokens on: steps 1-%lld smaller)",
+                 (long long)t->rampup.start, (long long)t->rampup.increment,
+                 (long long)t->rampup.per_increment, (long)t->rampup.total,
+                 (long long)(t->rampup.increments * t->rampup.per_increment),
+                 (long long)batch_rampup_steps(&t->rampup));
+    printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step%s; "
+           "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->max_accum,
+           (long)t->rampup.total, ramp, t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
     print_data(t);
     print_val_data(t);
     if (t->doc_boundary >= 0)
@@ -340,7 +349,7 @@ void report_memory(Trainer* t, const RunTotals* r) {
 
 void print_summary(Trainer* t, const RunTotals* r, double flops_per_token) {
     if (t->rank != 0 || r->steps == 0) return;
-    const double per = r->seconds / r->steps, tps = t->tokens_per_step / per;
+    const double per = r->seconds / r->steps, tps = r->tokens / r->seconds;
     char mfu_text[32];
     const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
     const double gib = 1.0 / (1 << 30);
@@ -530,10 +539,17 @@ void report_timeline(Trainer* t) {
 // The progress line of a step and its record in the log (rank 0).
 void report_step(Trainer* t, const StepRecord* r) {
     if (t->rank != 0) return;
+    // Under --rampup-batch-tokens every step says its batch.
+    const int ramp = batch_rampup_on(&t->rampup);
+    char batch[48] = "", batch_json[48] = "";
+    if (ramp) {
+        snprintf(batch, sizeof batch, " | batch %ld tok", t->tokens_per_step);
+        snprintf(batch_json, sizeof batch_json, ",\"batch_tokens\":%ld", t->tokens_per_step);
+    }
     if (!t->opt.quiet)
-        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.0f ms | %.0f tok/s | "
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f%s | %.0f ms | %.0f tok/s | "
                "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, r->lr, r->grad_norm,
-               r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
+               batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
     char fractions[160] = "";
     if (t->timeline)
         snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"
@@ -552,8 +568,8 @@ void report_step(Trainer* t, const StepRecord* r) {
                  "\"graph_kernels\":%lld", sc->launches, sc->launches_per_layer, sc->d2h,
                  sc->syncs_in_step, sc->syncs_end, sc->graph_launches, sc->graph_kernels);
     run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
-                 "\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
-                 t->step, r->loss, r->lr, r->grad_norm, r->seconds * 1e3, r->tokens_per_s, r->mfu,
-                 phases, fractions, counted);
+                 "\"grad_norm\":%.9g%s,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
+                 t->step, r->loss, r->lr, r->grad_norm, batch_json, r->seconds * 1e3,
+                 r->tokens_per_s, r->mfu, phases, fractions, counted);
     fflush(stdout);
 }

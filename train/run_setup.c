@@ -233,10 +233,13 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (total % micro != 0)
         config_error(t, "--total-batch-tokens %ld: expected a multiple of batch x seq-len x dp = "
                      "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
-    t->accum = (int)(total / micro);
+    if (batch_rampup_parse(o->rampup_batch_tokens, micro, total, &t->rampup, err, sizeof err) != 0)
+        config_error(t, "%s", err);
+    t->max_accum = (int)(total / micro);
+    t->accum = t->max_accum;   // step_batch sets each step's
     t->tokens_per_step = total;
-    t->phase_slot = xcalloc((size_t)2 * t->accum + 2, sizeof(int), "phase marks");
-    t->phase_host = xcalloc((size_t)2 * t->accum + 2, sizeof(double), "phase times");
+    t->phase_slot = xcalloc((size_t)2 * t->max_accum + 2, sizeof(int), "phase marks");
+    t->phase_host = xcalloc((size_t)2 * t->max_accum + 2, sizeof(double), "phase times");
 }
 
 static TransportOptions transport_options(const Trainer* t) {
@@ -610,11 +613,7 @@ void shut_down(Trainer* t) {
     spike_free(&t->spike);
     tensor_free(t->shard_scratch);
     grad_buckets_free(t->buckets);
-    for (int v = 0; v < 4; v++) {
-        gpt_graph_free(t->graphs[v]);
-        comm_capture_free(t->graph_comm[v]);
-        timeline_capture_free(t->graph_marks[v]);
-    }
+    free_graphs(t);
     free(t->host_params); free(t->host_m); free(t->host_v);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);

@@ -6,6 +6,7 @@ TRAIN_PROGRAM_SRCS = train/train.c train/run_end.c train/run_setup.c train/train
 	train/evaluate.c
 TRAIN_PROGRAM_OBJS = $(TRAIN_PROGRAM_SRCS:%.c=$(BUILD)/%.o)
 TRAIN_SRCS = $(TRAIN_PROGRAM_SRCS) train/options.c train/config_check.c train/spike.c train/grad_buckets.c \
+	train/batch_rampup.c \
 	train/sampler.c model/sampling.c train/run_log.c train/peak_flops.c train/gpu_peaks.c \
 	train/mesh_auto.c checkpoints/checkpoint_dir.c checkpoints/train_state.c
 # --mesh auto links the cost model (costmodel/costmodel.mk) and the kernel cost formulas it

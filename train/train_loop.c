@@ -33,7 +33,7 @@ void eval_only(Trainer* t) {
 void train_loop(Trainer* t) {
     const double flops_per_token = gpt_flops_per_token(&t->cfg, t->model.num_params, t->T);
     const int start = t->step;
-    double elapsed = 0;
+    double elapsed = 0, elapsed_tokens = 0;
     int stop = 0;
     int skips_in_a_row = 0;   // steps in a row not applied (not finite, or spikes)
     RunTotals totals;
@@ -51,6 +51,7 @@ void train_loop(Trainer* t) {
         StepCounters sc;
         counters_begin(t, &sc);
         timeline_step_begin(t->timeline, t->step + 1);
+        step_batch(t);
         train_step(t, spike_limits(&t->spike, t->tokens_per_step));
         counters_mark(&sc);
         int applied;
@@ -71,6 +72,7 @@ void train_loop(Trainer* t) {
         const double lr = lr_at_step(&t->sched, t->step);
         t->step++;
         elapsed += dt;
+        elapsed_tokens += t->tokens_per_step;
         if (t->step - start == 1) {
             note_memory(&totals);
             totals.memory_first = totals.memory_used;
@@ -78,6 +80,7 @@ void train_loop(Trainer* t) {
         } else {
             totals.steps++;
             totals.seconds += dt;
+            totals.tokens += t->tokens_per_step;
             totals.phases += ph.measured;
             totals.sum.forward += ph.forward;
             totals.sum.backward += ph.backward;
@@ -87,8 +90,11 @@ void train_loop(Trainer* t) {
         char mfu_text[32];
         const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
         if (applied) {
+            // The steps left at this run's pace per token (steps differ under a ramp-up).
+            const double tokens_left = (double)batch_rampup_tokens_of_steps(
+                &t->rampup, trained_tokens(t), t->opt.steps - t->step);
             const StepRecord record = {loss, lr, norm, dt, tps, mfu,
-                                       elapsed / (t->step - start) * (t->opt.steps - t->step),
+                                       elapsed / elapsed_tokens * tokens_left,
                                        mfu_text, ts, ph, &sc};
             report_step(t, &record);
         }

@@ -249,6 +249,28 @@ static int graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
     return timeline_replayed_slot(first, t->graph_forward_end[v]);
 }
 
+int64_t trained_tokens(const Trainer* t) {
+    LoaderState at;
+    loader_get_state(t->train_loader, &at);
+    return at.next_batch * t->B * t->T;
+}
+
+void step_batch(Trainer* t) {
+    t->tokens_per_step = (long)batch_rampup_step_tokens(&t->rampup, trained_tokens(t));
+    t->accum = (int)(t->tokens_per_step / ((long)t->B * t->T * t->mesh.dp));
+}
+
+void free_graphs(Trainer* t) {
+    for (int v = 0; v < 4; v++) {
+        gpt_graph_free(t->graphs[v]);
+        comm_capture_free(t->graph_comm[v]);
+        timeline_capture_free(t->graph_marks[v]);
+        t->graphs[v] = NULL;
+        t->graph_comm[v] = NULL;
+        t->graph_marks[v] = NULL;
+    }
+}
+
 // One optimizer step, issued without the host waiting for the device: accumulation over
 // micro-batches, gradient reduction, norm and clip factor (or the skip mark: not finite, or
 // above limits), AdamW, and the copy of the step's
@@ -257,6 +279,10 @@ void train_step(Trainer* t, StepLimits limits) {
     GPT* m = &t->model;
     const double dloss = 1.0 / t->tokens_per_step;
     const int graphed = t->opt.cuda_graph && t->steps_issued > 0;   // the first step runs eagerly
+    if (graphed && t->graph_tokens != t->tokens_per_step) {   // graphs of another loss scale
+        free_graphs(t);
+        t->graph_tokens = t->tokens_per_step;
+    }
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
     phase_mark(t, 0);
     for (int a = 0; a < t->accum; a++) {

@@ -23,6 +23,7 @@
 #include "model/layers.h"
 #include "model/memory_budget.h"
 #include "model/optimizer.h"
+#include "train/batch_rampup.h"
 #include "train/grad_buckets.h"
 #include "train/options.h"
 #include "train/run_log.h"
@@ -53,11 +54,14 @@ typedef struct {
                                // context, theta and scaling, which --context, --rope-theta and
                                // --rope-scaling may change)
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
+                               // (of the step under way: --rampup-batch-tokens changes it)
+    int max_accum;             // accumulation of --total-batch-tokens: the most a step takes
+    BatchRampup rampup;        // --rampup-batch-tokens (train/batch_rampup.h)
     int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
     double doc_pairs[2];       // attention pairs of this rank's training batches, summed over the
                                // layers: under the document mask, and causal (the MFU's count)
     double doc_share_priced;   // --mesh auto: the pair share of the documents it sampled (0: none)
-    long tokens_per_step;      // global tokens per optimizer step
+    long tokens_per_step;      // global tokens of the step under way (set by step_batch)
     AttentionLayer* attention;
     GPT model;
     Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
@@ -69,6 +73,8 @@ typedef struct {
     CommCapture* graph_comm[4];  // the communication each graph holds
     TimelineCapture* graph_marks[4];   // the timeline's marks and spans each graph holds
     int graph_forward_end[4];  // the captured slot of each graph's end of forward (phase times)
+    long graph_tokens;         // the tokens per step the graphs scale the loss by (1 / tokens is
+                               // an argument of their kernels): a ramp-up's next batch recaptures
     int steps_issued;          // steps this process has issued (graphs are captured after one)
     CommRequest* param_gather; // ZeRO-1: the parameter all-gather in flight (params_ready waits)
     Timeline* timeline;        // per-step spans (NULL: --timeline 0)
@@ -109,8 +115,8 @@ typedef struct {
     char config_json[4096];
     SpikeDetector spike;       // --spike-zscore: bounds for the coming step from the last steps
     int skipped_spike, skipped_nonfinite;   // steps of this run not applied
-    int* phase_slot;           // (2 accum + 2) timeline slots of a step's phase boundaries
-    double* phase_host;        // (2 accum + 2) their host-clock times (no timeline)
+    int* phase_slot;           // (2 max_accum + 2) timeline slots of a step's phase boundaries
+    double* phase_host;        // (2 max_accum + 2) their host-clock times (no timeline)
 } Trainer;
 
 static inline double seconds_now(void) {
@@ -139,6 +145,7 @@ typedef struct {
 typedef struct {
     int steps;
     double seconds;
+    double tokens;    // trained by those steps (all alike but under --rampup-batch-tokens)
     int phases;       // steps whose phases were measured (all or none)
     StepPhases sum;
     size_t memory_used, memory_total;
@@ -206,7 +213,13 @@ void next_batch(Trainer* t, DataLoader* loader);
 double all_reduce_scalar(Trainer* t, double x);
 void params_ready(Trainer* t);
 void gather_params(Trainer* t);
+// Tokens trained so far in the whole run (resumed runs included): the training loader's position.
+int64_t trained_tokens(const Trainer* t);
+// The coming step's tokens and accumulation (t->tokens_per_step, t->accum): --total-batch-tokens,
+// or under --rampup-batch-tokens the batch of the tokens trained so far.
+void step_batch(Trainer* t);
 void train_step(Trainer* t, StepLimits limits);
+void free_graphs(Trainer* t);   // the captured graphs, to be captured again at their next use
 double finish_step(Trainer* t, double* grad_norm, int* applied);
 StepPhases step_phases(const Trainer* t);
 int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row);
