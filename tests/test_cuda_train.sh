@@ -209,12 +209,16 @@ graphs() {
   else echo "  FAIL  2 ranks (dp 2, nccl, gradient buckets in the graph)"; failures=$((failures + 1)); fi
   # A batch ramp-up (64, 128, then 192 tokens per step): each new batch scales the loss by another
   # 1 / tokens, an argument of the captured kernels, so its graphs are captured again, the one
-  # holding the gradient buckets' all-reduces among them.
+  # holding the gradient buckets' all-reduces among them, and their timeline marks.
+  local before=("${graph_args[@]}")
+  graph_args+=(--timeline 1)
   launcher ramp 2 --dp 2 --comm nccl --grad-bucket-mb 0.01 --rampup-batch-tokens '64 64 128'
   if GRAPH_MICRO=3 graph_pair ramp 192 "$W/ramp.sh" &&
-     [ "$(grep -c "^cuda graph: captured" "$W/ramp1.out")" = 5 ]
-  then echo "  ok    2 ranks, a batch ramp-up (64, 128, 192 tokens; 2 then 3 graphs captured): identical losses, norms, validation losses and samples"
+     [ "$(grep -c "^cuda graph: captured .*([1-9][0-9]* timeline marks" "$W/ramp1.out")" = 5 ] &&
+     grep -q '"step":6,.*"forward_ms"' "$W/ramp1/log.jsonl"
+  then echo "  ok    2 ranks, a batch ramp-up (64, 128, 192 tokens; 2 then 3 graphs captured, timeline on): identical losses, norms, validation losses and samples; phase times"
   else echo "  FAIL  2 ranks with a batch ramp-up under CUDA graphs"; failures=$((failures + 1)); fi
+  graph_args=("${before[@]}")
   # Grouped-query attention: the graphs hold the attention's GQA workspace, which the sampler's
   # forward over 200 tokens (after the capture) outgrows; the captured buffer must stay alive.
   local saved=("${graph_args[@]}")

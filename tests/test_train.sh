@@ -1226,68 +1226,87 @@ print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.json
 }
 
 # --rampup-batch-tokens: each step's batch follows Megatron-LM's ramp-up formula in tokens
-# (computed here independently from the log); the run is, bit for bit, the chain of fixed-batch
-# runs it stands for (2 steps of 32 tokens, 1 of 64, 1 of 96, then 128, each stop a checkpoint and
-# --resume); a stop inside the ramp resumes with the batch the straight run takes; dp 2 within
-# 1e-5 of one process; the configuration and data lines; bad values refused in one line.
+# (computed here independently from the log, TOKENS not a multiple of the increments); the run is,
+# bit for bit, the chain of fixed-batch runs it stands for (4 steps of 32 tokens, 2 of 64, 1 of
+# 96, then 128, each stop a checkpoint and --resume); a stop inside the ramp resumes with the batch
+# the straight run takes; dp 2 (gradient buckets), and a one-process checkpoint inside the ramp
+# resumed on dp 2 with ZeRO-1, within 1e-5 of one process; the configuration, data and progress
+# lines; bad values refused in one line.
 t_batch_rampup() {
   make_data
   local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --warmup 2 --keep-last 10)
-  local ramp=(--rampup-batch-tokens '32 32 192')
+  local ramp=(--rampup-batch-tokens '32 32 290')
   train ramp "${run[@]}" "${ramp[@]}" --out-dir "$W/ramp"
   expect_rc ramp 0
-  check "each step's batch_tokens: START + INCREMENT x min(n, trained // (TOKENS // n)), n = 3: 32 32 64 96 128..." "$PY" -c 'import json, sys
-start, inc, tokens, total = 32, 32, 192, 128
+  check "each step's batch_tokens: Megatron's rampup formula in tokens: 32 32 32 32 64 64 96 128..." "$PY" -c 'import json, sys
+start, inc, tokens, total = 32, 32, 290, 128
 n = (total - start) // inc
+per = tokens / n   # Megatron: rampup_samples_per_increment, in floating point
 trained, want = 0, []
 for s in range(12):
-    b = start + min(n, trained // (tokens // n)) * inc
+    b = total if trained > tokens else start + int(trained / per) * inc
     want.append(b)
     trained += b
 got = [r["batch_tokens"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"]
-assert got == want and want[:5] == [32, 32, 64, 96, 128], (got, want)' "$W/ramp/log.jsonl"
+assert got == want and want[:8] == [32, 32, 32, 32, 64, 64, 96, 128], (got, want)' "$W/ramp/log.jsonl"
   check "the batch line names the ramp" \
-    has ramp.out "^batch: 2 x 16 tokens per micro-batch, 4 accumulation steps, 128 tokens per step \(ramped up: 32 tokens per step at first, 32 more every 64 trained tokens, all 128 from 192 trained tokens on: steps 1-4 smaller\); "
-  check "the data line counts the ramp's steps: (32 + 32 + 64 + 96 + 8 x 128) / 16 = 78 windows" \
-    has ramp.out "^data: .*; 12 steps read 78 windows"
+    has ramp.out "^batch: 2 x 16 tokens per micro-batch, 4 accumulation steps, 128 tokens per step \(ramped up: 32 tokens per step at first, 32 more after each 1/3 of the first 290 trained tokens: steps 1-7 smaller\); "
+  check "the data line counts the ramp's steps: (4 x 32 + 2 x 64 + 96 + 5 x 128) / 16 = 62 windows" \
+    has ramp.out "^data: .*; 12 steps read 62 windows"
   local loud=() a
   for a in "${run[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
-  train loud "${loud[@]}" "${ramp[@]}" --steps 3 --no-save --out-dir "$W/loud"
-  check "the progress line says the step's batch" has loud.out "^step +3/3 \| .* \| batch 64 tok \| "
-  train c1 "${run[@]}" --total-batch-tokens 32 --out-dir "$W/chain" --exit-after 2
-  train c2 "${run[@]}" --total-batch-tokens 64 --out-dir "$W/chain" --resume --exit-after 1
+  train loud "${loud[@]}" "${ramp[@]}" --steps 5 --no-save --out-dir "$W/loud"
+  check "the progress line says the step's batch" has loud.out "^step +5/5 \| .* \| batch 64 tok \| "
+  train c1 "${run[@]}" --total-batch-tokens 32 --out-dir "$W/chain" --exit-after 4
+  train c2 "${run[@]}" --total-batch-tokens 64 --out-dir "$W/chain" --resume --exit-after 2
   train c3 "${run[@]}" --total-batch-tokens 96 --out-dir "$W/chain" --resume --exit-after 1
   train c4 "${run[@]}" --out-dir "$W/chain" --resume
   expect_rc c4 0
   echo "  the ramp against the chain of fixed batches:"
   same_runs "$W/ramp" "$W/chain" 12
-  train s1 "${run[@]}" "${ramp[@]}" --out-dir "$W/stop" --exit-after 3
+  train s1 "${run[@]}" "${ramp[@]}" --out-dir "$W/stop" --exit-after 5
   train s2 "${run[@]}" "${ramp[@]}" --out-dir "$W/stop" --resume
   expect_rc s2 0
-  check "stopped at step 3 inside the ramp and resumed: losses and batches as the straight run's" \
+  check "stopped at step 5 inside the ramp and resumed: losses and batches as the straight run's" \
     same_text "$(grep '"type":"step"' "$W/ramp/log.jsonl" | sed -E 's/,"ms":.*//')" \
               "$(grep '"type":"step"' "$W/stop/log.jsonl" | sed -E 's/,"ms":.*//')"
   check "final weights byte-identical" cmp "$W/ramp/model_00000012.bin" "$W/stop/model_00000012.bin"
   # dp 2 (micro-batches of 64 tokens over the ranks): 64, 128, then 256 tokens per step.
-  local wide=("${TINY[@]}" --steps 6 --total-batch-tokens 256 --rampup-batch-tokens '64,64,128' --no-save)
-  train one "${wide[@]}" --out-dir "$W/one"
-  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${wide[@]}" --dp 2 --out-dir "$W/two" > "$W/two.out" 2>&1
-  check "dp 2: the batches 64 128 256 256 256 256, losses within 1e-5 of one process" "$PY" -c 'import json, sys
+  local wide=("${TINY[@]}" --steps 6 --total-batch-tokens 256 --rampup-batch-tokens '64,64,128')
+  train one "${wide[@]}" --out-dir "$W/one" --no-save
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${wide[@]}" --dp 2 --grad-bucket-mb 0.001 --no-save \
+    --out-dir "$W/two" > "$W/two.out" 2>&1
+  train first "${wide[@]}" --out-dir "$W/moved" --exit-after 1
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${wide[@]}" --dp 2 --zero 1 --resume \
+    --out-dir "$W/moved" > "$W/moved.out" 2>&1
+  local d
+  for d in two moved; do
+    check "dp 2 ($d): the batches 64 128 256 256 256 256, losses within 1e-5 of one process" "$PY" -c 'import json, sys
 def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
 a, b = steps(sys.argv[1]), steps(sys.argv[2])
 assert [r["batch_tokens"] for r in a] == [r["batch_tokens"] for r in b] == [64, 128, 256, 256, 256, 256], (a, b)
 worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
 assert worst <= 1e-5, (worst, a, b)
-print("worst relative difference %.2g" % worst)' "$W/two/log.jsonl" "$W/one/log.jsonl"
+print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.jsonl"
+  done
+  train far "${TINY[@]}" --steps 2 --total-batch-tokens 64 --rampup-batch-tokens '32 32 1000000000000000000' \
+    --no-save --out-dir "$W/far"
+  check "the longest ramp accepted (1e18 tokens): two steps of 32 tokens, no hang" \
+    eval '[ "$(rc_of far)" = 0 ] && [ "$(grep -c "\"batch_tokens\":32," "$W/far/log.jsonl")" = 2 ]'
   refused "--total-batch-tokens 128 --rampup-batch-tokens 48,32,192|^error: --rampup-batch-tokens: START 48 and INCREMENT 32: expected positive multiples of batch x seq-len x dp = 32 tokens" \
-    "--total-batch-tokens 128 --rampup-batch-tokens 128,32,192|^error: --rampup-batch-tokens: START 128: expected fewer tokens than --total-batch-tokens 128" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 128,32,192|^error: --rampup-batch-tokens: START 128: expected fewer tokens than --total-batch-tokens 128, the batch" \
+    "--rampup-batch-tokens 32,32,96|^error: --rampup-batch-tokens: START 32: expected fewer tokens than --total-batch-tokens 32 \(its default: batch x seq-len x dp\)" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,64,192|^error: --rampup-batch-tokens: INCREMENT 64: expected a divisor of --total-batch-tokens - START = 128 - 32 = 96" \
+    "--total-batch-tokens 32000064 --rampup-batch-tokens 32,32,4000000000|^error: --rampup-batch-tokens: INCREMENT 32: expected at most 1000000 increments from START 32 to --total-batch-tokens 32000064, found 1000001$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,2|^error: --rampup-batch-tokens: TOKENS 2: expected at least the 3 increments" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32|^error: --rampup-batch-tokens .32,32.: expected three whole numbers START INCREMENT TOKENS .*, found 2 numbers$" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,192,5|^error: --rampup-batch-tokens .32,32,192,5.: expected three whole numbers .*, found a fourth, .5.$" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,x,192|^error: --rampup-batch-tokens .32,x,192.: expected three whole numbers .*, found .x.$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,1e9|^error: --rampup-batch-tokens .32,32,1e9.: expected three whole numbers .*, found .1e9.$" \
-    "--rampup-batch-tokens 32,32,96|^error: --rampup-batch-tokens: START 32: expected fewer tokens than --total-batch-tokens 32"
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,-5|^error: --rampup-batch-tokens .32,32,-5.: expected three whole numbers .*, found .-5.$" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,99999999999999999999|^error: --rampup-batch-tokens .32,32,99999999999999999999.: expected numbers up to 1000000000000000000, found .99999999999999999999.$" \
+    "--total-batch-tokens 128 --rampup-batch-tokens 32,32,1000000000000000001|^error: --rampup-batch-tokens .32,32,1000000000000000001.: expected numbers up to 1000000000000000000"
 }
-
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {

@@ -25,7 +25,7 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->model = t->cfg;
     info->B = t->B;
     info->T = t->T;
-    info->accum_steps = t->accum;
+    info->accum_steps = t->accum;   // the last step's (a ramp-up changes it); for messages only
     info->sample_rng = t->sample_rng;
     loader_get_state(t->train_loader, &info->loader);
     info->phase_step = t->phase_step;

@@ -56,7 +56,7 @@ static const OptSpec specs[] = {
     {"batch", OPT_INT, F(batch), 1, 1 << 20, NULL, "micro-batch: sequences per data-parallel rank"},
     {"seq-len", OPT_INT, F(seq_len), 1, 1 << 22, NULL, "tokens per sequence"},
     {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},
-    {"rampup-batch-tokens", OPT_STRING, F(rampup_batch_tokens), 0, 0, NULL, "batch-size ramp-up, as GPT-3 trained (Megatron-LM's --rampup-batch-size, in tokens): 'START INCREMENT TOKENS' steps of START tokens first, INCREMENT more every TOKENS / n trained tokens (n = (--total-batch-tokens - START) / INCREMENT increments), --total-batch-tokens from TOKENS trained tokens on (START and INCREMENT multiples of batch*seq-len*dp; --steps counts the smaller steps too); '' = none"},
+    {"rampup-batch-tokens", OPT_STRING, F(rampup_batch_tokens), 0, 0, NULL, "batch-size ramp-up, as GPT-3 trained (Megatron-LM's --rampup-batch-size, in tokens): 'START INCREMENT TOKENS' trains steps of START tokens first and INCREMENT more after each n-th of the first TOKENS trained tokens (n = (--total-batch-tokens - START) / INCREMENT), --total-batch-tokens from then on; START and INCREMENT multiples of batch*seq-len*dp; --steps counts the smaller steps too; '' = none"},
     {"steps", OPT_INT, F(steps), 1, 1e9, NULL, "optimizer steps"},
     {"eval-only", OPT_FLAG, F(eval_only), 0, 1, NULL, "no training: the validation loss of --init-from's model file or of --resume's newest checkpoint in --out-dir on --val-data (--eval-batches micro-batches, any mesh) and its --mc-eval accuracy, printed and logged; --train-data is not read"},
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},

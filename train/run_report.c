@@ -177,11 +177,10 @@ void print_config(Trainer* t) {
     print_ring_steps(t);
     char ramp[256] = "";
     if (batch_rampup_on(&t->rampup))
-        snprintf(ramp, sizeof ramp, " (ramped up: %lld tokens per step at first, %lld more every "
-                 "%lld trained tokens, all %ld from %lld trained tokens on: steps 1-%lld smaller)",
+        snprintf(ramp, sizeof ramp, " (ramped up: %lld tokens per step at first, %lld more after "
+                 "each 1/%lld of the first %lld trained tokens: steps 1-%lld smaller)",
                  (long long)t->rampup.start, (long long)t->rampup.increment,
-                 (long long)t->rampup.per_increment, (long)t->rampup.total,
-                 (long long)(t->rampup.increments * t->rampup.per_increment),
+                 (long long)t->rampup.increments, (long long)t->rampup.tokens,
                  (long long)batch_rampup_steps(&t->rampup));
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step%s; "
            "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->max_accum,

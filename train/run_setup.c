@@ -233,7 +233,8 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (total % micro != 0)
         config_error(t, "--total-batch-tokens %ld: expected a multiple of batch x seq-len x dp = "
                      "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
-    if (batch_rampup_parse(o->rampup_batch_tokens, micro, total, &t->rampup, err, sizeof err) != 0)
+    if (batch_rampup_parse(o->rampup_batch_tokens, micro, total, o->total_batch_tokens != 0,
+                           &t->rampup, err, sizeof err) != 0)
         config_error(t, "%s", err);
     t->max_accum = (int)(total / micro);
     t->accum = t->max_accum;   // step_batch sets each step's
