@@ -12,10 +12,17 @@ int lr_schedule_kind(const char* name) {
     return -1;
 }
 
+// The rate at `ratio` (0..1, clamped) of the decay from lr to lr_min.
+static double decayed(const LRSchedule* s, double ratio) {
+    const double min_lr = s->lr * s->final_frac;
+    if (ratio > 1) ratio = 1;
+    if (s->kind == LR_COSINE) return min_lr + 0.5 * (1 + cos(M_PI * ratio)) * (s->lr - min_lr);
+    return min_lr + (1 - ratio) * (s->lr - min_lr);   // linear, and wsd's decay
+}
+
 double lr_at_step(const LRSchedule* s, int step) {
     if (step < s->warmup_steps) return s->lr * (step + 1) / s->warmup_steps;
     if (s->kind == LR_CONSTANT) return s->lr;
-    const double min_lr = s->lr * s->final_frac;
     // The decay's first step and length: all steps after warmup, or wsd's last share of them.
     int begin = s->warmup_steps, steps = s->total_steps - s->warmup_steps;
     if (s->kind == LR_WSD) {
@@ -24,10 +31,19 @@ double lr_at_step(const LRSchedule* s, int step) {
         steps = decay;
         if (step < begin) return s->lr;
     }
-    double ratio = steps > 0 ? (double)(step - begin) / steps : 0;
-    if (ratio > 1) ratio = 1;
-    if (s->kind == LR_COSINE) return min_lr + 0.5 * (1 + cos(M_PI * ratio)) * (s->lr - min_lr);
-    return min_lr + (1 - ratio) * (s->lr - min_lr);   // linear, and wsd's decay
+    return decayed(s, steps > 0 ? (double)(step - begin) / steps : 0);
+}
+
+double lr_at_tokens(const LRSchedule* s, double tokens) {
+    if (s->warmup_tokens > 0 && tokens <= s->warmup_tokens) return s->lr * tokens / s->warmup_tokens;
+    if (s->kind == LR_CONSTANT) return s->lr;
+    double begin = s->warmup_tokens, length = s->decay_tokens - s->warmup_tokens;
+    if (s->kind == LR_WSD) {
+        begin = s->decay_tokens - s->decay_frac * length;
+        length = s->decay_frac * length;
+        if (tokens <= begin) return s->lr;
+    }
+    return decayed(s, length > 0 ? (tokens - begin) / length : 1);
 }
 
 double grad_sum_squares(const real* g, size_t n) {

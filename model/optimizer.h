@@ -28,6 +28,10 @@ typedef struct {
     double final_frac;    // lr_min = lr * final_frac (not constant)
     LRScheduleKind kind;
     double decay_frac;    // wsd: the decay's share of the steps after warmup
+    // A schedule in trained tokens instead of steps (Megatron-LM's sample-based one): 0 for
+    // steps; else the decay ends after decay_tokens trained tokens (then lr_min on) and the warmup
+    // takes the first warmup_tokens (lr_at_tokens).
+    double warmup_tokens, decay_tokens;
 } LRSchedule;
 
 // "cosine", "linear", "constant", "wsd" -> the kind; -1 for another name.
@@ -38,6 +42,11 @@ typedef struct {
 } AdamWConfig;
 
 double lr_at_step(const LRSchedule* s, int step);
+// The rate of a step after which `tokens` tokens are trained (its own included), for a schedule
+// in tokens: lr tokens / warmup_tokens while tokens <= warmup_tokens, then the decay over
+// (warmup_tokens, decay_tokens] (wsd: its last decay_frac), lr_min beyond; Megatron-LM's
+// get_lr with samples counted as tokens.
+double lr_at_tokens(const LRSchedule* s, double tokens);
 
 // Sum of squares of n gradient elements (accumulated in double).
 double grad_sum_squares(const real* g, size_t n);

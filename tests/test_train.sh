@@ -1298,6 +1298,7 @@ print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.j
     "--rampup-batch-tokens 32,32,96|^error: --rampup-batch-tokens: START 32: expected fewer tokens than --total-batch-tokens 32 \(its default: batch x seq-len x dp\)" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,64,192|^error: --rampup-batch-tokens: INCREMENT 64: expected a divisor of --total-batch-tokens - START = 128 - 32 = 96" \
     "--total-batch-tokens 32000064 --rampup-batch-tokens 32,32,4000000000|^error: --rampup-batch-tokens: INCREMENT 32: expected at most 1000000 increments from START 32 to --total-batch-tokens 32000064, found 1000001$" \
+    "--total-batch-tokens 1000000000000000|^error: --total-batch-tokens 1000000000000000: expected at most 1048576 micro-batches of batch x seq-len x dp = 32 tokens per step, found 31250000000000$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,2|^error: --rampup-batch-tokens: TOKENS 2: expected at least the 3 increments" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32|^error: --rampup-batch-tokens .32,32.: expected three whole numbers START INCREMENT TOKENS .*, found 2 numbers$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,192,5|^error: --rampup-batch-tokens .32,32,192,5.: expected three whole numbers .*, found a fourth, .5.$" \
@@ -1307,6 +1308,59 @@ print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.j
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,99999999999999999999|^error: --rampup-batch-tokens .32,32,99999999999999999999.: expected numbers up to 1000000000000000000, found .99999999999999999999.$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,1000000000000000001|^error: --rampup-batch-tokens .32,32,1000000000000000001.: expected numbers up to 1000000000000000000"
 }
+# --lr-decay-tokens, --lr-warmup-tokens: a schedule in trained tokens (GPT-3's: warmup over 375M
+# tokens, cosine to 10% over 260B), under a batch ramp-up: every schedule's logged rates against
+# Megatron-LM's get_lr with its consumed samples counted as tokens (the step's own included),
+# the decay ending inside the run; stopped and resumed, the same rates; the combinations that
+# mix steps and tokens refused.
+t_lr_tokens() {
+  make_data
+  local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --rampup-batch-tokens '32 32 290'
+             --lr 2e-3 --lr-warmup-tokens 100 --lr-decay-tokens 800 --keep-last 10)
+  local sc extra
+  for sc in cosine linear constant wsd; do
+    extra=()
+    [ $sc = wsd ] && extra+=(--decay-frac 0.3)
+    [ $sc = constant ] || extra+=(--final-lr-frac 0.05)
+    train "$sc" "${run[@]}" --lr-schedule $sc "${extra[@]}" --out-dir "$W/$sc"
+    check "--lr-schedule $sc in tokens: the logged rates are Megatron's get_lr at the tokens trained" "$PY" -c 'import json, math, sys
+kind, path = sys.argv[1], sys.argv[2]
+lr, W, D = 2e-3, 100, 800
+floor = 1.0 if kind == "constant" else 0.05
+frac = 0.3
+steps = [r for r in map(json.loads, open(path)) if r["type"] == "step"]
+n, worst = 0, 0
+for r in steps:
+    n += r["batch_tokens"]           # consumed, this step included
+    min_lr = lr * floor
+    if n <= W: want = lr * n / W
+    elif kind == "constant": want = lr
+    elif kind == "wsd" and n <= D - frac * (D - W): want = lr
+    elif n > D: want = min_lr
+    else:
+        begin, length = (D - frac * (D - W), frac * (D - W)) if kind == "wsd" else (W, D - W)
+        ratio = (n - begin) / length
+        coeff = 0.5 * (math.cos(math.pi * ratio) + 1) if kind == "cosine" else 1 - ratio
+        want = min_lr + coeff * (lr - min_lr)
+    worst = max(worst, abs(r["lr"] - want) / lr)
+assert len(steps) == 12 and n == 992 and worst <= 1e-8, (worst, n, [r["lr"] for r in steps])
+print("worst difference %.2g of --lr" % worst)' "$sc" "$W/$sc/log.jsonl"
+  done
+  check "the batch line names the schedule in tokens" \
+    has cosine.out "; warmup 100 tokens, then cosine to 800 trained tokens \(a schedule in tokens\); "
+  train s1 "${run[@]}" --lr-schedule cosine --final-lr-frac 0.05 --out-dir "$W/split" --exit-after 5
+  train s2 "${run[@]}" --lr-schedule cosine --final-lr-frac 0.05 --out-dir "$W/split" --resume
+  expect_rc s2 0
+  same_runs "$W/cosine" "$W/split" 12
+  check "the same rates as text" \
+    same_text "$(grep '"type":"step"' "$W/cosine/log.jsonl" | grep -o '"lr":[^,]*')" \
+              "$(grep '"type":"step"' "$W/split/log.jsonl" | grep -o '"lr":[^,]*')"
+  refused "--lr-warmup-tokens 100|^error: --lr-warmup-tokens 100: a warmup in tokens belongs to a schedule in tokens; add --lr-decay-tokens, or give --warmup in steps$" \
+    "--lr-decay-tokens 800 --warmup 2|^error: --lr-decay-tokens 800: the schedule counts tokens, so its warmup is --lr-warmup-tokens; drop --warmup and --warmup-frac$" \
+    "--lr-decay-tokens 800 --warmup-frac 0.1|^error: --lr-decay-tokens 800: the schedule counts tokens" \
+    "--lr-decay-tokens 800 --lr-warmup-tokens 800|^error: --lr-warmup-tokens 800: expected fewer tokens than --lr-decay-tokens 800$"
+}
+
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
 # (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
 t_lr_schedules() {
@@ -1632,11 +1686,12 @@ case $test_name in
   val-sets) t_val_sets ;;
   data-phase) t_data_phase ;;
   batch-rampup) t_batch_rampup ;;
+  lr-tokens) t_lr_tokens ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

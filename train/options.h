@@ -43,6 +43,7 @@ typedef struct {
     const char* lr_schedule;   // cosine | linear | constant | wsd (model/optimizer.h)
     double decay_frac;         // wsd: the decay's share of the steps after warmup
     int warmup;                // warmup steps; -1: from warmup_frac
+    long lr_warmup_tokens, lr_decay_tokens;   // a schedule in trained tokens (0: in steps)
     // evaluation and sampling
     int eval_every, eval_batches;
     int eval_positions;        // the validation loss also per this many ranges of positions (0: no)
@@ -96,7 +97,7 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_RECOMPUTE = 16, OPT_GIVEN_FINAL_LR_FRAC = 32, OPT_GIVEN_DECAY_FRAC = 64,
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
-       OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384 };
+       OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384, OPT_GIVEN_WARMUP = 32768 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

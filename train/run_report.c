@@ -182,9 +182,17 @@ void print_config(Trainer* t) {
                  (long long)t->rampup.start, (long long)t->rampup.increment,
                  (long long)t->rampup.increments, (long long)t->rampup.tokens,
                  (long long)batch_rampup_steps(&t->rampup));
+    char schedule[160];
+    if (t->sched.decay_tokens > 0)
+        snprintf(schedule, sizeof schedule, "warmup %ld tokens, then %s to %ld trained tokens "
+                 "(a schedule in tokens)", t->opt.lr_warmup_tokens, t->opt.lr_schedule,
+                 t->opt.lr_decay_tokens);
+    else
+        snprintf(schedule, sizeof schedule, "warmup %d steps, then %s", t->sched.warmup_steps,
+                 t->opt.lr_schedule);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step%s; "
-           "warmup %d steps, then %s; ZeRO stage %d\n", t->B, t->T, t->max_accum,
-           (long)t->rampup.total, ramp, t->sched.warmup_steps, t->opt.lr_schedule, t->opt.zero);
+           "%s; ZeRO stage %d\n", t->B, t->T, t->max_accum, (long)t->rampup.total, ramp,
+           schedule, t->opt.zero);
     print_data(t);
     print_val_data(t);
     if (t->doc_boundary >= 0)

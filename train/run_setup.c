@@ -233,6 +233,11 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (total % micro != 0)
         config_error(t, "--total-batch-tokens %ld: expected a multiple of batch x seq-len x dp = "
                      "%d x %d x %d = %ld", total, t->B, t->T, t->mesh.dp, micro);
+    // The step's phase marks hold two per micro-batch: bound the accumulation.
+    if (total / micro > MAX_ACCUMULATION)
+        config_error(t, "--total-batch-tokens %ld: expected at most %d micro-batches of batch x "
+                     "seq-len x dp = %ld tokens per step, found %ld", total, MAX_ACCUMULATION,
+                     micro, total / micro);
     if (batch_rampup_parse(o->rampup_batch_tokens, micro, total, o->total_batch_tokens != 0,
                            &t->rampup, err, sizeof err) != 0)
         config_error(t, "%s", err);
@@ -516,7 +521,10 @@ static void setup_model_and_optimizer(Trainer* t) {
                             .total_steps = o->steps,
                             .final_frac = o->final_lr_frac,
                             .kind = (LRScheduleKind)lr_schedule_kind(o->lr_schedule),
-                            .decay_frac = o->decay_frac};
+                            .decay_frac = o->decay_frac,
+                            .warmup_tokens = (double)o->lr_warmup_tokens,
+                            .decay_tokens = (double)o->lr_decay_tokens};
+    if (o->lr_decay_tokens) t->sched.warmup_steps = 0;   // the warmup is in tokens
     t->adam = (AdamWConfig){o->beta1, o->beta2, o->eps, o->weight_decay};
     t->sample_rng = (uint64_t)o->seed ^ 0x5a5a5a5a5a5a5a5aULL;
     spike_init(&t->spike, o->spike_zscore, o->spike_window);
@@ -558,6 +566,17 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
         config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
                      "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);
+    if (t->opt.lr_warmup_tokens && !t->opt.lr_decay_tokens)
+        config_error(t, "--lr-warmup-tokens %ld: a warmup in tokens belongs to a schedule in "
+                     "tokens; add --lr-decay-tokens, or give --warmup in steps",
+                     t->opt.lr_warmup_tokens);
+    if (t->opt.lr_decay_tokens && (t->opt.given & OPT_GIVEN_WARMUP))
+        config_error(t, "--lr-decay-tokens %ld: the schedule counts tokens, so its warmup is "
+                     "--lr-warmup-tokens; drop --warmup and --warmup-frac",
+                     t->opt.lr_decay_tokens);
+    if (t->opt.lr_decay_tokens && t->opt.lr_warmup_tokens >= t->opt.lr_decay_tokens)
+        config_error(t, "--lr-warmup-tokens %ld: expected fewer tokens than --lr-decay-tokens %ld",
+                     t->opt.lr_warmup_tokens, t->opt.lr_decay_tokens);
     if (strcmp(t->opt.mesh, "auto") != 0) {
         if (t->opt.cluster && t->opt.cluster[0])
             config_error(t, "--cluster %s: only --mesh auto reads a cluster description; add "

@@ -69,7 +69,7 @@ void train_loop(Trainer* t) {
         const StepPhases ph = step_phases(t);
         t->step_comm_bytes += comm_count_bytes(t->comm) - bytes0;
         const double dt = seconds_now() - t0;
-        const double lr = lr_at_step(&t->sched, t->step);
+        const double lr = step_lr(t);
         t->step++;
         elapsed += dt;
         elapsed_tokens += t->tokens_per_step;

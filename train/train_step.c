@@ -256,8 +256,15 @@ int64_t trained_tokens(const Trainer* t) {
 }
 
 void step_batch(Trainer* t) {
-    t->tokens_per_step = (long)batch_rampup_step_tokens(&t->rampup, trained_tokens(t));
+    const int64_t trained = trained_tokens(t);
+    t->tokens_per_step = (long)batch_rampup_step_tokens(&t->rampup, trained);
     t->accum = (int)(t->tokens_per_step / ((long)t->B * t->T * t->mesh.dp));
+    t->trained_after_step = trained + t->tokens_per_step;
+}
+
+double step_lr(const Trainer* t) {
+    return t->sched.decay_tokens > 0 ? lr_at_tokens(&t->sched, (double)t->trained_after_step)
+                                     : lr_at_step(&t->sched, t->step);
 }
 
 void free_graphs(Trainer* t) {
@@ -314,7 +321,7 @@ void train_step(Trainer* t, StepLimits limits) {
     reduce_gradients(t, graphed);
     gpt_clip_scale(m, t->opt.grad_clip, limits);
     const int begin = timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK);
-    optimizer_step(t->optimizer, m, t->step + 1, lr_at_step(&t->sched, t->step), &t->adam,
+    optimizer_step(t->optimizer, m, t->step + 1, step_lr(t), &t->adam,
                    m->scalars + GPT_CLIP_SCALE);
     const TimelineLabel label = {"optimizer", NULL, NULL, 0, -1, "other"};
     timeline_span(t->timeline, TL_COMPUTE, TIMELINE_COMPUTE_TRACK, begin,

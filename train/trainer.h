@@ -56,12 +56,14 @@ typedef struct {
     int B, T, Tl, accum;       // micro-batch, global and local sequence length, accumulation
                                // (of the step under way: --rampup-batch-tokens changes it)
     int max_accum;             // accumulation of --total-batch-tokens: the most a step takes
+                               // (at most MAX_ACCUMULATION)
     BatchRampup rampup;        // --rampup-batch-tokens (train/batch_rampup.h)
     int doc_boundary;          // --document-mask: the token that begins a document (-1: none)
     double doc_pairs[2];       // attention pairs of this rank's training batches, summed over the
                                // layers: under the document mask, and causal (the MFU's count)
     double doc_share_priced;   // --mesh auto: the pair share of the documents it sampled (0: none)
     long tokens_per_step;      // global tokens of the step under way (set by step_batch)
+    int64_t trained_after_step;   // tokens trained once the step under way is done (step_batch)
     AttentionLayer* attention;
     GPT model;
     Optimizer* optimizer;      // AdamW on this rank's shard, in backend memory
@@ -118,6 +120,9 @@ typedef struct {
     int* phase_slot;           // (2 max_accum + 2) timeline slots of a step's phase boundaries
     double* phase_host;        // (2 max_accum + 2) their host-clock times (no timeline)
 } Trainer;
+
+// Micro-batches per step at most (--total-batch-tokens / (batch x seq-len x dp)).
+#define MAX_ACCUMULATION (1 << 20)
 
 static inline double seconds_now(void) {
     struct timespec ts;
@@ -218,6 +223,9 @@ int64_t trained_tokens(const Trainer* t);
 // The coming step's tokens and accumulation (t->tokens_per_step, t->accum): --total-batch-tokens,
 // or under --rampup-batch-tokens the batch of the tokens trained so far.
 void step_batch(Trainer* t);
+// The learning rate of the step under way: by its number, or under --lr-decay-tokens by the tokens
+// trained once it is done.
+double step_lr(const Trainer* t);
 void train_step(Trainer* t, StepLimits limits);
 void free_graphs(Trainer* t);   // the captured graphs, to be captured again at their next use
 double finish_step(Trainer* t, double* grad_norm, int* applied);
