@@ -44,8 +44,10 @@ typedef struct {
 double lr_at_step(const LRSchedule* s, int step);
 // The rate of a step after which `tokens` tokens are trained (its own included), for a schedule
 // in tokens: lr tokens / warmup_tokens while tokens <= warmup_tokens, then the decay over
-// (warmup_tokens, decay_tokens] (wsd: its last decay_frac), lr_min beyond; Megatron-LM's
-// get_lr with samples counted as tokens.
+// (warmup_tokens, decay_tokens] (wsd: its last decay_frac), lr_min beyond. Megatron-LM's get_lr
+// with samples counted as tokens, at the count after the step: the rate Megatron logs for a step
+// (it applies the one before its increment, one step behind), as lr_at_step's (step + 1) /
+// warmup counts the step itself.
 double lr_at_tokens(const LRSchedule* s, double tokens);
 
 // Sum of squares of n gradient elements (accumulated in double).

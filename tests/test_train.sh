@@ -1299,6 +1299,7 @@ print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.j
     "--total-batch-tokens 128 --rampup-batch-tokens 32,64,192|^error: --rampup-batch-tokens: INCREMENT 64: expected a divisor of --total-batch-tokens - START = 128 - 32 = 96" \
     "--total-batch-tokens 32000064 --rampup-batch-tokens 32,32,4000000000|^error: --rampup-batch-tokens: INCREMENT 32: expected at most 1000000 increments from START 32 to --total-batch-tokens 32000064, found 1000001$" \
     "--total-batch-tokens 1000000000000000|^error: --total-batch-tokens 1000000000000000: expected at most 1048576 micro-batches of batch x seq-len x dp = 32 tokens per step, found 31250000000000$" \
+    "--total-batch-tokens 33554464|^error: --total-batch-tokens 33554464: expected at most 1048576 micro-batches .*, found 1048577$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,2|^error: --rampup-batch-tokens: TOKENS 2: expected at least the 3 increments" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32|^error: --rampup-batch-tokens .32,32.: expected three whole numbers START INCREMENT TOKENS .*, found 2 numbers$" \
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,192,5|^error: --rampup-batch-tokens .32,32,192,5.: expected three whole numbers .*, found a fourth, .5.$" \
@@ -1310,9 +1311,10 @@ print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.j
 }
 # --lr-decay-tokens, --lr-warmup-tokens: a schedule in trained tokens (GPT-3's: warmup over 375M
 # tokens, cosine to 10% over 260B), under a batch ramp-up: every schedule's logged rates against
-# Megatron-LM's get_lr with its consumed samples counted as tokens (the step's own included),
-# the decay ending inside the run; stopped and resumed, the same rates; the combinations that
-# mix steps and tokens refused.
+# Megatron-LM's get_lr formula with its consumed samples counted as tokens, the step's own
+# included, the decay ending inside the run; a warmup of 96 tokens at 32 per step is --warmup 3's
+# run bit for bit (the rate AdamW applies, not only the logged one); stopped and resumed, the same
+# run; the combinations that mix steps and tokens refused.
 t_lr_tokens() {
   make_data
   local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --rampup-batch-tokens '32 32 290'
@@ -1323,7 +1325,7 @@ t_lr_tokens() {
     [ $sc = wsd ] && extra+=(--decay-frac 0.3)
     [ $sc = constant ] || extra+=(--final-lr-frac 0.05)
     train "$sc" "${run[@]}" --lr-schedule $sc "${extra[@]}" --out-dir "$W/$sc"
-    check "--lr-schedule $sc in tokens: the logged rates are Megatron's get_lr at the tokens trained" "$PY" -c 'import json, math, sys
+    check "--lr-schedule $sc in tokens: the logged rates are Megatron's get_lr formula at the tokens trained" "$PY" -c 'import json, math, sys
 kind, path = sys.argv[1], sys.argv[2]
 lr, W, D = 2e-3, 100, 800
 floor = 1.0 if kind == "constant" else 0.05
@@ -1346,8 +1348,13 @@ for r in steps:
 assert len(steps) == 12 and n == 992 and worst <= 1e-8, (worst, n, [r["lr"] for r in steps])
 print("worst difference %.2g of --lr" % worst)' "$sc" "$W/$sc/log.jsonl"
   done
-  check "the batch line names the schedule in tokens" \
-    has cosine.out "; warmup 100 tokens, then cosine to 800 trained tokens \(a schedule in tokens\); "
+  check "the batch line names the schedule in tokens and the tokens --steps train" \
+    has cosine.out "; warmup 100 tokens, then cosine to 800 trained tokens \(a schedule in tokens; --steps 12 train 992\); "
+  local flat=("${TINY[@]}" --steps 6 --total-batch-tokens 32 --lr 2e-3 --lr-schedule constant)
+  train w3 "${flat[@]}" --warmup 3 --out-dir "$W/w3"
+  train w96 "${flat[@]}" --lr-warmup-tokens 96 --lr-decay-tokens 100000 --out-dir "$W/w96"
+  echo "  a warmup of 96 tokens against --warmup 3 (32 tokens per step):"
+  same_runs "$W/w3" "$W/w96" 6
   train s1 "${run[@]}" --lr-schedule cosine --final-lr-frac 0.05 --out-dir "$W/split" --exit-after 5
   train s2 "${run[@]}" --lr-schedule cosine --final-lr-frac 0.05 --out-dir "$W/split" --resume
   expect_rc s2 0
@@ -1356,8 +1363,9 @@ print("worst difference %.2g of --lr" % worst)' "$sc" "$W/$sc/log.jsonl"
     same_text "$(grep '"type":"step"' "$W/cosine/log.jsonl" | grep -o '"lr":[^,]*')" \
               "$(grep '"type":"step"' "$W/split/log.jsonl" | grep -o '"lr":[^,]*')"
   refused "--lr-warmup-tokens 100|^error: --lr-warmup-tokens 100: a warmup in tokens belongs to a schedule in tokens; add --lr-decay-tokens, or give --warmup in steps$" \
-    "--lr-decay-tokens 800 --warmup 2|^error: --lr-decay-tokens 800: the schedule counts tokens, so its warmup is --lr-warmup-tokens; drop --warmup and --warmup-frac$" \
-    "--lr-decay-tokens 800 --warmup-frac 0.1|^error: --lr-decay-tokens 800: the schedule counts tokens" \
+    "--lr-decay-tokens 800 --warmup 2|^error: --lr-decay-tokens 800: expected no warmup in steps \(the schedule counts tokens: its warmup is --lr-warmup-tokens\), found --warmup 2$" \
+    "--lr-decay-tokens 800 --warmup-frac 0.1|^error: --lr-decay-tokens 800: expected no warmup in steps .*, found --warmup-frac 0.1$" \
+    "--lr-decay-tokens 1000000000000000001|^error: --lr-decay-tokens: expected an integer in 0..1000000000000000000, found 1000000000000000001$" \
     "--lr-decay-tokens 800 --lr-warmup-tokens 800|^error: --lr-warmup-tokens 800: expected fewer tokens than --lr-decay-tokens 800$"
 }
 

@@ -62,11 +62,11 @@ static const OptSpec specs[] = {
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
     {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
     {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},
-    {"lr-decay-tokens", OPT_LONG, F(lr_decay_tokens), 0, 1e18, NULL, "the schedule in trained tokens instead of steps (Megatron-LM's --lr-decay-samples, in tokens; GPT-3's 260e9): --lr-schedule's decay ends after this many trained tokens, --final-lr-frac of --lr from then on; a step's rate is that of the tokens trained once it is done (0 = the schedule counts steps, to --steps)"},
-    {"lr-warmup-tokens", OPT_LONG, F(lr_warmup_tokens), 0, 1e18, NULL, "with --lr-decay-tokens: linear warmup over the first N trained tokens (Megatron-LM's --lr-warmup-samples, in tokens; GPT-3's 375e6), instead of --warmup steps"},
-    {"lr-schedule", OPT_STRING, F(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "after the warmup: cosine or linear decay to the floor, constant, or wsd (warmup-stable-decay: --lr until the last --decay-frac of the steps, then linear to the floor)"},
+    {"lr-decay-tokens", OPT_LONG, F(lr_decay_tokens), 0, 1e18, NULL, "the schedule in trained tokens instead of steps (Megatron-LM's --lr-decay-samples, in tokens; GPT-3's 260000000000): --lr-schedule's decay ends after this many trained tokens, --final-lr-frac of --lr from then on; a step's rate is that of the tokens trained once it is done; with --lr-schedule constant it only bounds --lr-warmup-tokens (0 = the schedule counts steps, to --steps)"},
+    {"lr-warmup-tokens", OPT_LONG, F(lr_warmup_tokens), 0, 1e18, NULL, "with --lr-decay-tokens: linear warmup over the first N trained tokens (Megatron-LM's --lr-warmup-samples, in tokens; GPT-3's 375000000), instead of --warmup steps"},
+    {"lr-schedule", OPT_STRING, F(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "after the warmup: cosine or linear decay to the floor, constant, or wsd (warmup-stable-decay: --lr until the last --decay-frac of the steps, then linear to the floor); over --steps, or under --lr-decay-tokens over trained tokens"},
     {"final-lr-frac", OPT_DOUBLE, F(final_lr_frac), 0, 1, NULL, "the decay's floor as a fraction of --lr (not --lr-schedule constant)"},
-    {"decay-frac", OPT_DOUBLE, F(decay_frac), 0, 1, NULL, "--lr-schedule wsd: the decay's share of the steps after warmup"},
+    {"decay-frac", OPT_DOUBLE, F(decay_frac), 0, 1, NULL, "--lr-schedule wsd: the decay's share of the steps (under --lr-decay-tokens, the tokens) after warmup"},
     {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
     {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
@@ -256,7 +256,8 @@ static int parse_value(const OptSpec* s, const char* text, TrainOptions* o, FILE
             fprintf(errs, "error: --%s: expected an integer, found '%s'\n", s->name, text);
             return -1;
         }
-        if (v < s->min || v > s->max) {
+        // In integers: a double's 53 bits would let 1e18 + 1 pass a bound of 1e18.
+        if (v < (long long)s->min || v > (long long)s->max) {
             fprintf(errs, "error: --%s: expected an integer in %.0f..%.0f, found %lld\n",
                     s->name, s->min, s->max, v);
             return -1;
@@ -367,9 +368,8 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;
-        if (s->offset == offsetof(TrainOptions, warmup) ||
-            s->offset == offsetof(TrainOptions, warmup_frac))
-            o->given |= OPT_GIVEN_WARMUP;
+        if (s->offset == offsetof(TrainOptions, warmup)) o->given |= OPT_GIVEN_WARMUP;
+        if (s->offset == offsetof(TrainOptions, warmup_frac)) o->given |= OPT_GIVEN_WARMUP_FRAC;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",

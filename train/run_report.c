@@ -182,11 +182,12 @@ void print_config(Trainer* t) {
                  (long long)t->rampup.start, (long long)t->rampup.increment,
                  (long long)t->rampup.increments, (long long)t->rampup.tokens,
                  (long long)batch_rampup_steps(&t->rampup));
-    char schedule[160];
+    char schedule[224];
     if (t->sched.decay_tokens > 0)
         snprintf(schedule, sizeof schedule, "warmup %ld tokens, then %s to %ld trained tokens "
-                 "(a schedule in tokens)", t->opt.lr_warmup_tokens, t->opt.lr_schedule,
-                 t->opt.lr_decay_tokens);
+                 "(a schedule in tokens; --steps %d train %lld)", t->opt.lr_warmup_tokens,
+                 t->opt.lr_schedule, t->opt.lr_decay_tokens, t->opt.steps,
+                 (long long)batch_rampup_tokens_of_steps(&t->rampup, 0, t->opt.steps));
     else
         snprintf(schedule, sizeof schedule, "warmup %d steps, then %s", t->sched.warmup_steps,
                  t->opt.lr_schedule);

@@ -570,10 +570,14 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
         config_error(t, "--lr-warmup-tokens %ld: a warmup in tokens belongs to a schedule in "
                      "tokens; add --lr-decay-tokens, or give --warmup in steps",
                      t->opt.lr_warmup_tokens);
-    if (t->opt.lr_decay_tokens && (t->opt.given & OPT_GIVEN_WARMUP))
-        config_error(t, "--lr-decay-tokens %ld: the schedule counts tokens, so its warmup is "
-                     "--lr-warmup-tokens; drop --warmup and --warmup-frac",
-                     t->opt.lr_decay_tokens);
+    if (t->opt.lr_decay_tokens && (t->opt.given & (OPT_GIVEN_WARMUP | OPT_GIVEN_WARMUP_FRAC))) {
+        char found[64];
+        if (t->opt.given & OPT_GIVEN_WARMUP) snprintf(found, sizeof found, "--warmup %d", t->opt.warmup);
+        else snprintf(found, sizeof found, "--warmup-frac %g", t->opt.warmup_frac);
+        config_error(t, "--lr-decay-tokens %ld: expected no warmup in steps (the schedule counts "
+                     "tokens: its warmup is --lr-warmup-tokens), found %s", t->opt.lr_decay_tokens,
+                     found);
+    }
     if (t->opt.lr_decay_tokens && t->opt.lr_warmup_tokens >= t->opt.lr_decay_tokens)
         config_error(t, "--lr-warmup-tokens %ld: expected fewer tokens than --lr-decay-tokens %ld",
                      t->opt.lr_warmup_tokens, t->opt.lr_decay_tokens);

@@ -60,6 +60,8 @@ args data --train-data 'data/x_train_*.bin' --val-data '' --tokenizer t.bin --ba
 args optimizer --lr 3e-4 --warmup 5 --warmup-frac 0.1 --final-lr-frac 0 --weight-decay 0.1 \
   --grad-clip 1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --on-nan skip --max-skips 3 \
   --lr-schedule wsd --decay-frac 0.3
+args token-schedule --lr-decay-tokens 260000000000 --lr-warmup-tokens 375000000 \
+  --rampup-batch-tokens '32768 32768 4000000000' --total-batch-tokens 524288
 args sampling --eval-every 5 --eval-batches 2 --sample-every 5 --sample-length 16 \
   --sample-prompt 1,2,3 --temperature 0.8 --top-k 10
 args evaluation --mc-eval hellaswag_val.bin --mc-eval-examples 500 --eval-only
