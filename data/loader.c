@@ -520,6 +520,8 @@ int loader_phase(const DataLoader* L, int64_t* start) {
     return L->phase;
 }
 
+int64_t loader_windows_read(const DataLoader* L) { return L->n * L->cfg.dp_size * L->cfg.B; }
+
 // ---- Checkpoint state ----
 
 // Each component's share of the period, file count and windows per epoch, in order, hashed from h.
@@ -549,7 +551,7 @@ static uint64_t data_fingerprint(const DataLoader* L) {
 void loader_get_state(const DataLoader* L, LoaderState* st) {
     memset(st, 0, sizeof *st);
     st->next_batch = L->n * L->cfg.dp_size;
-    st->epoch = (st->next_batch * L->cfg.B - L->phase_start) / loader_windows_per_epoch(L);
+    st->epoch = (loader_windows_read(L) - L->phase_start) / loader_windows_per_epoch(L);
     st->seed = L->cfg.seed;
     st->shuffle = L->cfg.shuffle;
     st->nfiles = L->nfiles;

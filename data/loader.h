@@ -151,6 +151,9 @@ int loader_state_same_data(const DataLoader* loader, const LoaderState* state);
 int loader_begin_phase(DataLoader* loader, const LoaderState* state, char* err, size_t errlen);
 // The current phase and the global window where it began.
 int loader_phase(const DataLoader* loader, int64_t* start);
+// Windows the data-parallel group has read in the whole run, every phase and resume included
+// (the saved position's next_batch x B): a training run's trained tokens over T.
+int64_t loader_windows_read(const DataLoader* loader);
 
 // Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local
 // token i being full token pos[i] (its absolute position, for position embeddings and the causal

@@ -60,13 +60,11 @@ static void print_data(Trainer* t) {
     const int n = loader_num_components(L);
     // Where the loader stands (a resumed run: where the checkpoint left it, whatever the batch
     // then) and the windows of the steps left.
-    LoaderState at;
-    loader_get_state(L, &at);
     int64_t start;
     const int phase = loader_phase(L, &start);
     const int first_step = phase ? t->phase_step : 0;
     const int64_t steps_left = t->opt.steps > t->step ? t->opt.steps - t->step : 0;
-    const int64_t windows = at.next_batch * t->B - start + batch_rampup_tokens_of_steps(
+    const int64_t windows = loader_windows_read(L) - start + batch_rampup_tokens_of_steps(
         &t->rampup, trained_tokens(t), steps_left) / t->T;
     int64_t* reads = xmalloc(sizeof *reads * (size_t)n, "component reads");
     loader_component_reads(L, start + windows, reads);

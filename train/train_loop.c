@@ -92,7 +92,7 @@ void train_loop(Trainer* t) {
         if (applied) {
             // The steps left at this run's pace per token (steps differ under a ramp-up).
             const double tokens_left = (double)batch_rampup_tokens_of_steps(
-                &t->rampup, trained_tokens(t), t->opt.steps - t->step);
+                &t->rampup, t->trained_after_step, t->opt.steps - t->step);
             const StepRecord record = {loss, lr, norm, dt, tps, mfu,
                                        elapsed / elapsed_tokens * tokens_left,
                                        mfu_text, ts, ph, &sc};

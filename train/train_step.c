@@ -249,11 +249,7 @@ static int graphed_micro_batch(Trainer* t, double dloss, int bucketed) {
     return timeline_replayed_slot(first, t->graph_forward_end[v]);
 }
 
-int64_t trained_tokens(const Trainer* t) {
-    LoaderState at;
-    loader_get_state(t->train_loader, &at);
-    return at.next_batch * t->B * t->T;
-}
+int64_t trained_tokens(const Trainer* t) { return loader_windows_read(t->train_loader) * t->T; }
 
 void step_batch(Trainer* t) {
     const int64_t trained = trained_tokens(t);
