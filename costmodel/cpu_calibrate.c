@@ -369,7 +369,8 @@ static void run_layer(void* p) {
     fused_residual_layernorm_forward(l->res3, l->lnf, l->m3, l->r3, l->res3, l->res2, l->lw, l->lb, N, C,
                                      GPT_NORM_EPS_DEFAULT);
     matmul_forward(l->logits, l->lnf, l->wte, NULL, N, C, l->Vp);
-    crossentropy_forward_backward(l->logits, l->losses, l->targets, 1.0f / N, N, l->V, l->Vp, &loss);
+    crossentropy_forward_backward(l->logits, l->losses, l->targets, 1.0f / N, N, l->V, l->Vp, &loss,
+                                  (ZLoss){0, NULL, NULL});
     const GradMode acc = GRAD_ACCUMULATE;
     matmul_backward(l->dln, l->dwte, NULL, l->logits, l->lnf, l->wte, N, C, l->Vp, acc);
     layernorm_backward(l->dres, l->dlw, l->dlb, l->dln, l->res3, l->lw, l->m3, l->r3, N, C, acc);

@@ -86,8 +86,8 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
         stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * width;
     }
     if (sbase) a->lnf_mean = sbase + stotal, a->lnf_rstd = sbase + stotal + BT,
-               a->losses = sbase + stotal + 2 * BT;
-    stotal += 3 * BT;
+               a->losses = sbase + stotal + 2 * BT, a->z_losses = sbase + stotal + 3 * BT;
+    stotal += 4 * BT;
     *nreal = total;
     *nstat = stotal;
 }

@@ -58,6 +58,7 @@ typedef struct {
     real_stat* lnf_rstd;   // (B, T)
     real* logits;     // (B, T, Vp); backward overwrites it with dlogits
     real_stat* losses;     // (B, T) per-token loss (gpt_loss, gpt_backward)
+    real_stat* z_losses;   // (B, T) per-token z-loss (gpt_backward under GPT.z_loss > 0)
 } ActivationTensors;
 
 

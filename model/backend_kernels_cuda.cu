@@ -255,15 +255,18 @@ void crossentropy_forward(real_stat* losses, const real* logits, const int* targ
                           int Vp, double* loss_sum) {
     cudaStream_t s = cuda_backend_stream();
     // write_dlogits = 0: the logits are only read.
-    classifier_forward_backward_cuda(const_cast<floatX*>(logits), losses, targets, 0.0f, N, V, Vp, 0, s);
+    classifier_forward_backward_cuda(const_cast<floatX*>(logits), losses, targets, 0.0f, N, V, Vp, 0,
+                                     0.0f, NULL, s);
     loss_sum_cuda(loss_sum, losses, N, s);
 }
 
 void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp, double* loss_sum) {
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum, ZLoss z) {
     cudaStream_t s = cuda_backend_stream();
-    classifier_forward_backward_cuda(logits, losses, targets, to_float(dloss), N, V, Vp, 1, s);
+    classifier_forward_backward_cuda(logits, losses, targets, to_float(dloss), N, V, Vp, 1, z.coef,
+                                     z.losses, s);
     loss_sum_cuda(loss_sum, losses, N, s);
+    if (z.coef > 0) loss_sum_cuda(z.sum, z.losses, N, s);
 }
 
 // --- Memory --------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@
 // of exp) per thread, rescaling the sum when the max grows (online softmax, fp32); each warp
 // merges its lanes' pairs by a butterfly, and then every warp merges the warps' pairs by the same
 // butterfly (5 merges a thread, not one per warp). Pass 2 re-reads the row (from L2: a 50304-wide
-// bf16 row is 100 KB) and overwrites it with dloss * (exp(z - lse) - onehot). The probabilities
-// are never stored, so HBM traffic is one read and one write of the logits.
+// bf16 row is 100 KB) and overwrites it with dloss * (exp(z - lse) g - onehot), g = 1 + 2 c lse
+// under the z-loss c lse^2 (g = 1 exactly without it). The probabilities are never stored, so HBM
+// traffic is one read and one write of the logits.
 #include "model/matmul_cuda.cuh"
 
 #include <float.h>
@@ -42,7 +43,7 @@ __device__ __forceinline__ void butterfly_maxsum(float& m, float& s) {
 
 __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
     classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
-                      int write_dlogits) {
+                      int write_dlogits, float z_coef, float* z_losses) {
     __shared__ float warp_m[CLS_WARPS], warp_s[CLS_WARPS];
     const int threads = blockDim.x, warps = threads / 32;
     floatX* z = logits + (size_t)blockIdx.x * Vp;
@@ -82,7 +83,10 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
     butterfly_maxsum(m, s);
     const float lse = m + logf(s);
     if (threadIdx.x == 0) losses[blockIdx.x] = target_ok ? lse - z_target : __int_as_float(0x7fc00000);
+    if (threadIdx.x == 0 && z_coef > 0.0f) z_losses[blockIdx.x] = z_coef * lse * lse;
     if (!write_dlogits) return;
+    // d(c lse^2)/dz = 2 c lse softmax(z): the softmax's factor, exactly 1 without the z-loss.
+    const float g = 1.0f + 2.0f * z_coef * lse;
 
     // Pass 2: dlogits over the row, 0 on the padded columns (whose values are never used).
     for (int i = threadIdx.x * X128_ELEMS; i < Vp; i += threads * X128_ELEMS) {
@@ -92,7 +96,8 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
         for (int k = 0; k < X128_ELEMS; k++) {
             const int col = i + k;
             float d = 0.0f;
-            if (col < V) d = dloss * (__expf(to_float(x.v[k]) - lse) - (col == target ? 1.0f : 0.0f));
+            if (col < V)
+                d = dloss * (__expf(to_float(x.v[k]) - lse) * g - (col == target ? 1.0f : 0.0f));
             out.v[k] = from_float<floatX>(d);
         }
         store128(z + i, out);
@@ -101,15 +106,18 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
 
 void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* targets,
                                       float dloss, int N, int V, int Vp, int write_dlogits,
-                                      cudaStream_t stream) {
+                                      float z_coef, float* z_losses, cudaStream_t stream) {
     CHECK(N >= 0 && V > 0 && V <= Vp && Vp % X128_ELEMS == 0, "pad the vocabulary to a multiple of 128",
           "classifier_forward_backward_cuda: bad shape N=%d V=%d Vp=%d (need 0 < V <= Vp, Vp %% %d == 0)",
           N, V, Vp, (int)X128_ELEMS);
     CHECK((uintptr_t)logits % 16 == 0, "caller bug",
           "classifier_forward_backward_cuda: logits must be 16-byte aligned");
+    CHECK(z_coef >= 0.0f && (z_coef == 0.0f || z_losses), "caller bug",
+          "classifier_forward_backward_cuda: z-loss coefficient %g (need >= 0, with z_losses)",
+          (double)z_coef);
     if (N == 0) return;
     LAUNCH(classifier_kernel, N, classifier_threads(Vp), 0, stream, logits, losses, targets, dloss, V, Vp,
-           write_dlogits);
+           write_dlogits, z_coef, z_losses);
 }
 
 // --- The losses' sum -----------------------------------------------------------------------------

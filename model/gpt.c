@@ -410,12 +410,18 @@ void gpt_loss(GPT* m) {
     compute_span(m, begin, "loss", -1, "forward");
 }
 
-void gpt_loss_zero(GPT* m) { scalars_zero(m->scalars + GPT_LOSS_SUM, 1); }
+void gpt_loss_zero(GPT* m) { scalars_zero(m->scalars + GPT_Z_LOSS_SUM, 2); }
 
 double gpt_loss_read(const GPT* m) {
     double loss = 0;
     scalars_to_host(&loss, m->scalars + GPT_LOSS_SUM, 1);
     return loss;
+}
+
+double gpt_z_loss_read(const GPT* m) {
+    double z = 0;
+    scalars_to_host(&z, m->scalars + GPT_Z_LOSS_SUM, 1);
+    return z;
 }
 
 // Refills the activations of one layer that the recompute mode did not keep (its scratch), from
@@ -459,9 +465,11 @@ void gpt_backward(GPT* m, double dloss) {
     const GradMode mode = m->grads_write ? GRAD_WRITE : GRAD_ACCUMULATE;
 
     int begin = mark(m);
-    // The classifier's only pass: losses (summed into the step's scalar) and dlogits.
+    // The classifier's only pass: losses (summed into the step's scalar) and dlogits; under the
+    // z-loss its per-token values too, and the gradient includes it.
+    const ZLoss z = {(real_stat)m->z_loss, a->z_losses, m->scalars + GPT_Z_LOSS_SUM};
     crossentropy_forward_backward(a->logits, a->losses, m->targets, (real_stat)dloss, BT, c->V,
-                                  c->Vp, m->scalars + GPT_LOSS_SUM);
+                                  c->Vp, m->scalars + GPT_LOSS_SUM, z);
     matmul_backward_overwrite(m->dbuf_c, classifier_of(c, g), NULL, a->logits, a->lnf,
                               classifier_of(c, p), BT, C, c->Vp, mode);
     const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;

@@ -51,11 +51,14 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 // The scalars of a training step, doubles in backend memory (GPT.scalars), so that the step's
 // loss, gradient norm and clipping are computed and used on the backend without the host waiting
 // for the device (the trainer reads them once, at the end of the step: model/backend.h).
+// The three sums a step reduces over ranks are adjacent (z-loss, loss, gradient), so that one
+// all-reduce takes the ones in use.
 enum {
-    GPT_LOSS_SUM = 0,     // sum of per-token losses: gpt_loss and gpt_backward add to it
-    GPT_GRAD_SUMSQ = 1,   // sum of squares of the gradient (gpt_grad_sum_squares)
-    GPT_CLIP_SCALE = 2,   // the factor AdamW multiplies the gradients by (gpt_clip_scale)
-    GPT_NUM_SCALARS = 3
+    GPT_Z_LOSS_SUM = 0,   // sum of per-token z-losses (GPT.z_loss > 0): gpt_backward adds to it
+    GPT_LOSS_SUM = 1,     // sum of per-token losses: gpt_loss and gpt_backward add to it
+    GPT_GRAD_SUMSQ = 2,   // sum of squares of the gradient (gpt_grad_sum_squares)
+    GPT_CLIP_SCALE = 3,   // the factor AdamW multiplies the gradients by (gpt_clip_scale)
+    GPT_NUM_SCALARS = 4
 };
 
 // Parameter groups whose gradients complete together in backward, in the order they complete:
@@ -87,6 +90,9 @@ typedef struct {
                                // may be lowered below max_T between passes (sampling)
     int max_T;                 // local tokens the activation buffers hold
     GptRecompute recompute;    // which layer activations backward recomputes (model/activations.h)
+    float z_loss;              // 0, or the z-loss coefficient c: gpt_backward's objective adds
+                               // c lse^2 per token (model/layers.h ZLoss); the losses stay the
+                               // cross-entropy's, the z-losses' sum goes to GPT_Z_LOSS_SUM
     real* acts_memory;
     real_stat* stats_memory;   // the real_stat activations (statistics)
     ActivationTensors acts;
@@ -167,10 +173,12 @@ void gpt_loss(GPT* m);
 // across all ranks).
 // With m->grads_ready set, reports each parameter group as its gradients complete.
 void gpt_backward(GPT* m, double dloss);
-// Zeroes m->scalars[GPT_LOSS_SUM] (in stream order), and reads it: the host waits for the device
-// (evaluation and tests; a training step reads it with gpt_scalars_fetch, model/backend.h).
+// Zeroes m->scalars[GPT_LOSS_SUM] and [GPT_Z_LOSS_SUM] (in stream order), and reads the first:
+// the host waits for the device (evaluation and tests; a training step reads both with
+// gpt_scalars_fetch, model/backend.h). gpt_z_loss_read reads the z-losses' sum.
 void gpt_loss_zero(GPT* m);
 double gpt_loss_read(const GPT* m);
+double gpt_z_loss_read(const GPT* m);
 // The ranges of the flat parameter buffer (element offset, count) that group `group` (a layer, or
 // GPT_GRADS_LNF / GPT_GRADS_EMBEDDINGS) occupies; returns how many (at most NUM_PARAM_TENSORS).
 int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], size_t count[]);

@@ -367,18 +367,22 @@ void crossentropy_forward(real_stat* losses, const real* logits, const int* targ
 }
 
 void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp, double* loss_sum) {
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum, ZLoss z) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
-        real* z = logits + (long)n * Vp;
-        const real l = row_lse(z, V);
-        losses[n] = l - z[targets[n]];
+        real* zn = logits + (long)n * Vp;
+        const real l = row_lse(zn, V);
+        losses[n] = l - zn[targets[n]];
+        if (z.coef > 0) z.losses[n] = z.coef * l * l;
+        // d(coef lse^2)/dz = 2 coef lse softmax(z): dloss exactly without the z-loss.
+        const real scale = dloss * (1 + 2 * z.coef * l);
 #pragma omp simd
-        for (int v = 0; v < V; v++) z[v] = dloss * fast_exp(z[v] - l);
-        z[targets[n]] -= dloss;
-        for (int v = V; v < Vp; v++) z[v] = 0;
+        for (int v = 0; v < V; v++) zn[v] = scale * fast_exp(zn[v] - l);
+        zn[targets[n]] -= dloss;
+        for (int v = V; v < Vp; v++) zn[v] = 0;
     }
     add_losses(loss_sum, losses, N);
+    if (z.coef > 0) add_losses(z.sum, z.losses, N);
 }
 
 real* tensor_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(real), what); }

@@ -152,10 +152,20 @@ void layers_reserve(int B, int T, int C, int widest_bias);
 // crossentropy_forward only reads the logits (evaluation: a loss without a backward).
 void crossentropy_forward(real_stat* losses, const real* logits, const int* targets, int N, int V,
                           int Vp, double* loss_sum);
+// PaLM's z-loss (Chowdhery et al. 2022: coef 1e-4): coef * lse^2 per token, lse the row's
+// log-sum-exp, added to the training objective (not to the cross-entropy `losses`), which keeps
+// the softmax's normalizer near 1. coef 0: none, and losses and sum are not touched (may be NULL).
+typedef struct {
+    real_stat coef;
+    real_stat* losses;   // (N) coef * lse^2 per token
+    double* sum;         // their sum ADDED to it, in row order (a fixed order, as loss_sum)
+} ZLoss;
 // The training step's classifier, once per micro-batch: the losses as above, and the logits
-// overwritten with dlogits = dloss * (softmax - onehot(target)), 0 on the padded columns.
+// overwritten with dlogits = dloss * (softmax (1 + 2 z.coef lse) - onehot(target)), the gradient
+// of the cross-entropy plus the z-loss (bitwise the cross-entropy's alone at z.coef 0), 0 on the
+// padded columns.
 void crossentropy_forward_backward(real* logits, real_stat* losses, const int* targets,
-                                   real_stat dloss, int N, int V, int Vp, double* loss_sum);
+                                   real_stat dloss, int N, int V, int Vp, double* loss_sum, ZLoss z);
 
 #ifdef __cplusplus
 }

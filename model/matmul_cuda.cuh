@@ -102,11 +102,14 @@ void matmul_backward_cuda(MatmulContext* ctx, floatX* dinp, floatX* dweight, flo
 //   losses[n] = logsumexp(logits[n, :V]) - logits[n, targets[n]]   (fp32; NaN if the target is
 //               out of range)
 // and, when write_dlogits is non-zero, logits[n, :] is overwritten with
-//   dloss * (softmax(logits[n, :V]) - onehot(targets[n])), and 0 on the padded columns [V, Vp).
+//   dloss * (softmax(logits[n, :V]) (1 + 2 z_coef lse) - onehot(targets[n])), and 0 on the
+//   padded columns [V, Vp): the gradient of the cross-entropy plus z_coef lse^2 (the z-loss).
+// With z_coef > 0, z_losses[n] = z_coef lse^2 (fp32); with z_coef 0 z_losses is not touched
+// (may be NULL) and the gradient is bitwise that of the cross-entropy alone.
 // Padded columns are never read. Vp must be a multiple of 8 (the vocabulary is padded to 128).
 void classifier_forward_backward_cuda(floatX* logits, float* losses, const int* targets,
                                       float dloss, int N, int V, int Vp, int write_dlogits,
-                                      cudaStream_t stream);
+                                      float z_coef, float* z_losses, cudaStream_t stream);
 // *sum (device, one double) += losses[0] + ... + losses[N-1], summed in double in a fixed order
 // (the same bits on every run): the step's loss stays on the device until its one read.
 void loss_sum_cuda(double* sum, const float* losses, int N, cudaStream_t stream);

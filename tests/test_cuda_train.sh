@@ -58,6 +58,8 @@
 #                                         fp32 above
 #   tests/test_cuda_train.sh rope-bf16    rotary positions (--position-embedding rope, with 2 key/
 #   tests/test_cuda_train.sh rope-fp32    value heads) against the CPU trainer, the same bounds
+#   tests/test_cuda_train.sh z-loss-fp32  --z-loss 1e-2 against the CPU trainer: fp32's bounds on
+#                                         the losses and norms, and on every step's z_loss
 #   tests/test_cuda_train.sh hopper-masked  the bf16 trainer at head size 64 (T = 128) with every
 #                                         layer's attention under a document mask, and a window in
 #                                         every second layer: with the default kernels (on the host
@@ -72,7 +74,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -90,11 +92,24 @@ checks() {
   echo "files kept in $W"; exit 1
 }
 
+# fp32_vs_cpu_then MODEL-OPTIONS <<'EOF' ... EOF: the fp32 CUDA trainer against the CPU trainer
+# with MODEL-OPTIONS (fp32's bounds), then the Python check on stdin (json and sys imported) with
+# the CPU run's and the CUDA run's logs as argv 1 and 2.
+fp32_vs_cpu_then() {
+  local check; check="import json, sys
+$(cat)"
+  bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
+    --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \
+    --model "$1" &&
+    "$PY" -c "$check" "$W/run/cpu/log.jsonl" "$W/run/test/log.jsonl" && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
 # counters_ok LOG STEPS: every one of the STEPS step records of LOG (the CUDA trainer on the host
 # runtime) has counters, no host synchronisation while the step was issued, exactly one at its
 # end (gpt_scalars_wait: the timeline resolves its marks with queries) and at most one
-# device-to-host copy (the step's scalars: loss sum, gradient sum of squares, clip factor, in one
-# copy); the end-of-run counters record agrees.
+# device-to-host copy (the step's scalars: loss sum, gradient sum of squares, clip factor, z-loss
+# sum, in one copy); the end-of-run counters record agrees.
 counters_ok() {
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
@@ -392,21 +407,16 @@ case "$part" in
                --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --lr 3e-3" ;;
   rope-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --lr 3e-3" ;;
-  # YaRN-scaled rotary positions (x2 from 8 of the 16 positions) with --eval-positions 4: the
-  # kernel's scaled frequencies and amplitude through training, and the per-range validation
-  # losses of both evaluations within the fp32 bound of the CPU trainer's.
   llama-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
                --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --lr 3e-3" ;;
   llama-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --untie-embeddings-and-output-weights --lr 3e-3" ;;
   qwen2-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-theta 1000000 --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6 --lr 3e-3" ;;
-  rope-yarn-fp32)
-    bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
-      --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \
-      --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-scaling yarn --rope-original-context 8 --lr 3e-3 --eval-positions 4" &&
-    "$PY" - "$W/run/cpu/log.jsonl" "$W/run/test/log.jsonl" <<'EOF' && { rm -rf "$W"; exit 0; }
-import json, sys
+  # YaRN-scaled rotary positions (x2 from 8 of the 16 positions) with --eval-positions 4: the
+  # kernel's scaled frequencies and amplitude through training, and the per-range validation
+  # losses of both evaluations within the fp32 bound of the CPU trainer's.
+  rope-yarn-fp32) fp32_vs_cpu_then "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-scaling yarn --rope-original-context 8 --lr 3e-3 --eval-positions 4" <<'EOF' ;;
 pos = lambda p: [r for r in map(json.loads, open(p)) if r["type"] == "eval_positions"]
 a, b = pos(sys.argv[1]), pos(sys.argv[2])
 assert len(a) == len(b) == 2 and all(len(x["val_loss"]) == 4 for x in a + b), (a, b)
@@ -414,7 +424,16 @@ worst = max(abs(x - y) / y for ra, rb in zip(a, b) for x, y in zip(rb["val_loss"
 assert worst <= 1e-4, worst
 print("  ok    --eval-positions 4: 2 evaluations x 4 ranges within %.1e of the CPU trainer's (bound 1e-4)" % worst)
 EOF
-    echo "files kept in $W"; exit 1 ;;
+  # --z-loss 1e-2 (the softmax's gradient grows by ~12% at lse ~ ln 512): the classifier kernel's
+  # z-losses and gradient through training, every step's z_loss within the fp32 bound too.
+  z-loss-fp32) fp32_vs_cpu_then "--z-loss 1e-2" <<'EOF' ;;
+steps = lambda p: [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+assert len(a) == len(b) > 0 and all(r["z_loss"] > 0 for r in a + b), (a, b)
+worst = max(abs(x["z_loss"] - y["z_loss"]) / y["z_loss"] for x, y in zip(b, a))
+assert worst <= 1e-4, worst
+print("  ok    --z-loss: %d steps' z_loss within %.1e of the CPU trainer's (bound 1e-4)" % (len(a), worst))
+EOF
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;

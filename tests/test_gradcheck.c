@@ -483,13 +483,63 @@ static void test_crossentropy(void) {
     memcpy(grad, c.logits, sizeof(real) * n);
     real* losses = zeros(c.N);
     double sum = 0.5;   // added to, not overwritten
-    crossentropy_forward_backward(grad, losses, c.targets, dloss, c.N, c.V, c.Vp, &sum);
+    crossentropy_forward_backward(grad, losses, c.targets, dloss, c.N, c.V, c.Vp, &sum,
+                                  (ZLoss){0, NULL, NULL});
     const int same = sum == 0.5 + loss && !memcmp(losses, c.losses, sizeof(real) * c.N);
     printf("%-4s %-34s the losses and their sum of crossentropy_forward\n", same ? "ok" : "FAIL",
            "cross-entropy forward+backward");
     if (!same) failures++;
     for (long i = 0; i < n; i++) grad[i] /= dloss;   // check d(sum of losses)/dlogits
     check("cross-entropy dlogits", c.logits, grad, n, ce_loss, &c);
+}
+
+// The objective under the z-loss: the cross-entropy plus coef lse^2 per row, lse recovered as
+// the row's loss plus its target's logit.
+typedef struct {
+    CECase ce;
+    real coef;
+} ZCase;
+
+static double z_objective(void* p) {
+    ZCase* c = p;
+    double sum = ce_loss(&c->ce);
+    for (int n = 0; n < c->ce.N; n++) {
+        const double lse = c->ce.losses[n] + c->ce.logits[(long)n * c->ce.Vp + c->ce.targets[n]];
+        sum += c->coef * lse * lse;
+    }
+    return sum;
+}
+
+// PaLM's z-loss at a coefficient large enough (0.3) that its gradient is not lost in the
+// cross-entropy's: the training pass's dlogits against the objective's finite differences, the
+// cross-entropy losses unchanged by it, and the per-row z-losses and their sum.
+static void test_crossentropy_z_loss(void) {
+    ZCase c = {.ce = {.N = 4, .V = 7, .Vp = 9}, .coef = 0.3};
+    int targets[4] = {0, 6, 3, 3};
+    c.ce.targets = targets;
+    const long n = (long)c.ce.N * c.ce.Vp;
+    c.ce.logits = random_array(n, 4);
+    for (long i = 0; i < n; i++) c.ce.logits[i] += 1.5;   // lse away from 0: the z term matters
+    c.ce.losses = zeros(c.ce.N);
+    const double ce = ce_loss(&c.ce), objective = z_objective(&c);
+    real* grad = zeros(n);
+    memcpy(grad, c.ce.logits, sizeof(real) * n);
+    real* losses = zeros(c.ce.N);
+    real* zl = zeros(c.ce.N);
+    double sum = 0.25, zsum = 0.5;   // both added to
+    const real dloss = 0.7;
+    crossentropy_forward_backward(grad, losses, c.ce.targets, dloss, c.ce.N, c.ce.V, c.ce.Vp, &sum,
+                                  (ZLoss){(real_stat)c.coef, zl, &zsum});
+    double zsum_ref = 0;
+    for (int i = 0; i < c.ce.N; i++) zsum_ref += zl[i];
+    const double zrel = fabs((zsum - 0.5) - (objective - ce)) / (objective - ce);
+    const int same = sum == 0.25 + ce && !memcmp(losses, c.ce.losses, sizeof(real) * c.ce.N) &&
+                     zsum == 0.5 + zsum_ref && zrel < 1e-5 && objective - ce > 1.0;
+    printf("%-4s %-34s cross-entropy losses unchanged, z-losses sum to the objective's z term "
+           "(rel %.1e)\n", same ? "ok" : "FAIL", "z-loss forward+backward", zrel);
+    if (!same) failures++;
+    for (long i = 0; i < n; i++) grad[i] /= dloss;
+    check("z-loss dlogits", c.ce.logits, grad, n, z_objective, &c);
 }
 
 // ---- partial attention with positions ----
@@ -625,6 +675,7 @@ int main(void) {
     test_rope(token_layout(token_positions(3, 2)), NULL,
               (RopeSpec){100, ROPE_SCALING_LINEAR, 2.5f, 16}, "linear x2.5");
     test_crossentropy();
+    test_crossentropy_z_loss();
     test_attention(70, 70, (TokenPositions){0, 1}, (TokenPositions){0, 1}, "single device");
     // ATTENTION2D 2x3 mesh, rank (r=1, c=2): queries 1, 3, 5, ..., keys 2, 5, 8, ...
     test_attention(40, 27, (TokenPositions){1, 2}, (TokenPositions){2, 3}, "mesh 2x3 (1,2)");

@@ -1,7 +1,9 @@
 // The C half of the whole-model comparison with PyTorch (tests/torch_gpt_ref.py): writes the
 // initial weights as an llm.c model file and a batch file, then runs the CPU model on them
 // and writes its results: logits, loss, all 17 gradients at the initial weights, and the
-// losses and final weights of `steps` AdamW steps with clipping and the LR schedule.
+// losses and final weights of `steps` AdamW steps with clipping and the LR schedule. With
+// --z-loss C the objective adds C * lse^2 per token (the reference's --z-loss C); the losses
+// written stay the cross-entropy's.
 #include <errno.h>
 #include <math.h>
 #include <getopt.h>
@@ -113,7 +115,9 @@ int main(int argc, char** argv) {
     const char* shape_name = "gpt2vocab";
     const char* dir = "build/tmp/torch";
     int steps = 10;
+    double z_loss = 0;
     static const struct option opts[] = {{"shape", required_argument, 0, 's'},
+                                         {"z-loss", required_argument, 0, 'z'},
                                          {"out-dir", required_argument, 0, 'o'},
                                          {"steps", required_argument, 0, 'n'},
                                          {"help", no_argument, 0, 'h'},
@@ -122,8 +126,9 @@ int main(int argc, char** argv) {
         if (c == 's') shape_name = optarg;
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
+        else if (c == 'z') z_loss = atof(optarg);
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N] [--z-loss C]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
                      shapes[i].name);
         fail_msg("--shape: expected one of %s, found '%s'", names, shape_name);
     }
+    if (!(z_loss >= 0 && z_loss <= 1)) fail_msg("--z-loss: expected a number in [0, 1], found %g", z_loss);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: cannot create: %s", dir, strerror(errno));
 
     const GPTConfig cfg = sh->cfg;
@@ -144,6 +150,7 @@ int main(int argc, char** argv) {
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
+    m.z_loss = (float)z_loss;
     gpt_init_params(&cfg, 1337, m.params_memory);
     // GPT-2's init leaves biases at 0 and LayerNorm weights at 1, which would hide a bias or
     // LayerNorm-parameter bug: perturb every parameter slightly (deterministically).

@@ -89,6 +89,17 @@ same_runs() {
   check "final weights byte-identical (model_$step.bin)" cmp "$1/model_$step.bin" "$2/model_$step.bin"
 }
 has() { grep -Eq -- "$2" "$W/$1"; }   # has FILE-IN-W REGEX
+# near_steps LOG REF N KEY...: LOG and REF hold N step records each, every KEY of every step within
+# 1e-5 relative of REF's (prints the worst): a distributed run against one process.
+near_steps() {
+  "$PY" -c 'import json, sys
+def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+a, b, n, keys = steps(sys.argv[1]), steps(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+assert len(a) == len(b) == n, (len(a), len(b), n)
+worst = max(abs(x[k] - y[k]) / y[k] for x, y in zip(a, b) for k in keys)
+assert worst <= 1e-5, (worst, a, b)
+print("worst relative difference %.2g" % worst)' "$@"
+}
 newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | sed 's/^0*//;s/^$/0/'; }
 
 # refused "ARGS|^REGEX"...: the trainer on TINY plus each ARGS (split into words) exits non-zero,
@@ -1225,6 +1236,47 @@ print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.json
     eval '[ "$(rc_of noresume)" != 0 ] && has noresume.err "^error: --new-data-phase: expected --resume"'
 }
 
+# --z-loss (PaLM's): the objective adds c lse^2 per token; the logged loss stays the cross-entropy.
+# --z-loss 0 is the default run bit for bit; under 1e-3 step 1's loss (before any update) is the
+# default run's to the bit and the later ones differ (the gradient changed); every step logs
+# z_loss, at step 1 within 1% of c ln(512)^2 (initial logits are near 0, so lse ~ ln V); the batch
+# and progress lines say it; dp 2 with ZeRO-1 (the loss, z-loss and gradient sums in one
+# all-reduce) and a 2x2 ATTENTION2D mesh (each rank's tokens' sums) within 1e-5 of one process.
+t_z_loss() {
+  make_data
+  local run=("${TINY[@]}" --steps 6 --total-batch-tokens 64 --warmup 2 --eval-every 3 --sample-every 3)
+  train base "${run[@]}" --out-dir "$W/base"
+  train zero "${run[@]}" --z-loss 0 --out-dir "$W/zero"
+  train z "${run[@]}" --z-loss 1e-3 --out-dir "$W/z"
+  expect_rc z 0
+  echo "  --z-loss 0 against the default:"
+  same_runs "$W/base" "$W/zero" 6
+  check "--z-loss 1e-3: step 1's loss the default's bit for bit, steps 2-6 differ; z_loss every step, step 1's c ln(512)^2 within 1%" "$PY" -c 'import json, math, sys
+def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+base, z = steps(sys.argv[1]), steps(sys.argv[2])
+assert len(base) == len(z) == 6 and all("z_loss" not in r for r in base), (base, z)
+assert z[0]["loss"] == base[0]["loss"], (z[0], base[0])
+assert all(a["loss"] != b["loss"] for a, b in zip(z[1:], base[1:])), (z, base)
+want = 1e-3 * math.log(512) ** 2
+rel = abs(z[0]["z_loss"] - want) / want
+assert rel < 0.01 and all(0 < r["z_loss"] < 2 * want for r in z), (rel, z)
+print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], want, rel))' "$W/base/log.jsonl" "$W/z/log.jsonl"
+  check "the batch line says the z-loss" has z.out '; z-loss 0\.001 x lse\^2 per token in the objective$'
+  local loud=() a
+  for a in "${run[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
+  train loud "${loud[@]}" --z-loss 1e-3 --steps 2 --no-save --out-dir "$W/loud"
+  check "the progress line says the step's z-loss" has loud.out '^step +2/2 \| loss [0-9.]+ \| z-loss [0-9.]+e-02 \| lr '
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${run[@]}" --z-loss 1e-3 --dp 2 --zero 1 --no-save \
+    --out-dir "$W/dp2" > "$W/dp2.out" 2>&1
+  timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${run[@]}" --z-loss 1e-3 --pq 2 --pkv 2 --no-save \
+    --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  local d
+  for d in dp2 mesh; do
+    check "$d: losses and z-losses within 1e-5 of one process" \
+      near_steps "$W/$d/log.jsonl" "$W/z/log.jsonl" 6 loss z_loss
+  done
+}
+
 # --rampup-batch-tokens: each step's batch follows Megatron-LM's ramp-up formula in tokens
 # (computed here independently from the log, TOKENS not a multiple of the increments); the run is,
 # bit for bit, the chain of fixed-batch runs it stands for (4 steps of 32 tokens, 2 of 64, 1 of
@@ -1279,15 +1331,12 @@ assert got == want and want[:8] == [32, 32, 32, 32, 64, 64, 96, 128], (got, want
   train first "${wide[@]}" --out-dir "$W/moved" --exit-after 1
   timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${wide[@]}" --dp 2 --zero 1 --resume \
     --out-dir "$W/moved" > "$W/moved.out" 2>&1
+  check "one process: the batches 64 128 256 256 256 256" same_text \
+    "$(grep -o '"batch_tokens":[0-9]*' "$W/one/log.jsonl" | cut -d: -f2 | tr '\n' ' ')" "64 128 256 256 256 256 "
   local d
   for d in two moved; do
-    check "dp 2 ($d): the batches 64 128 256 256 256 256, losses within 1e-5 of one process" "$PY" -c 'import json, sys
-def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
-a, b = steps(sys.argv[1]), steps(sys.argv[2])
-assert [r["batch_tokens"] for r in a] == [r["batch_tokens"] for r in b] == [64, 128, 256, 256, 256, 256], (a, b)
-worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
-assert worst <= 1e-5, (worst, a, b)
-print("worst relative difference %.2g" % worst)' "$W/$d/log.jsonl" "$W/one/log.jsonl"
+    check "dp 2 ($d): the same batches, losses within 1e-5 of one process" \
+      near_steps "$W/$d/log.jsonl" "$W/one/log.jsonl" 6 batch_tokens loss
   done
   train far "${TINY[@]}" --steps 2 --total-batch-tokens 64 --rampup-batch-tokens '32 32 1000000000000000000' \
     --no-save --out-dir "$W/far"
@@ -1695,11 +1744,12 @@ case $test_name in
   data-phase) t_data_phase ;;
   batch-rampup) t_batch_rampup ;;
   lr-tokens) t_lr_tokens ;;
+  z-loss) t_z_loss ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -409,7 +409,13 @@ def reference(model, idx, tgt, a):
     def forward_backward():
         opt.zero_grad(set_to_none=False)
         logits, loss = model(idx, tgt)
-        loss.backward()
+        # --z-loss c: the objective adds c * mean(lse^2) (PaLM's z-loss); the loss reported stays
+        # the cross-entropy.
+        objective = loss
+        if a.z_loss > 0:
+            lse = torch.logsumexp(logits[..., :model.V], dim=-1)
+            objective = loss + a.z_loss * (lse * lse).mean()
+        objective.backward()
         if "loss" not in out:  # initial-weight quantities; gradients BEFORE clipping
             out["logits"] = logits.detach().numpy().astype(np.float32).reshape(-1)
             out["loss"] = np.array([loss.item()], dtype=np.float32)
@@ -562,12 +568,14 @@ def main():
     p.add_argument("--beta2", type=float, default=0.95)
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--z-loss", type=float, default=0.0,
+                   help="z-loss coefficient c: the training objective adds c * mean(logsumexp(logits)^2)")
     p.add_argument("--tol-grad", type=float, default=1e-4, help="logits and gradients")
     p.add_argument("--tol-loss", type=float, default=1e-5, help="initial loss and step losses")
     p.add_argument("--tol-weights", type=float, default=1e-4, help="final parameters")
     a = p.parse_args()
-    if a.steps < 0 or a.warmup < 0:
-        die("--steps and --warmup must be >= 0")
+    if a.steps < 0 or a.warmup < 0 or not a.z_loss >= 0:
+        die("--steps, --warmup and --z-loss must be >= 0")
     if not a.results and not a.write:
         die("nothing to do: give --results and/or --write")
 

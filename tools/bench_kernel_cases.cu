@@ -348,7 +348,7 @@ static Case case_attention_merge(const Shape* s) {
 
 static void run_classifier(const Bench* b, const Shape* s, const Case* c, void* const* p) {
     classifier_forward_backward_cuda(X(0), F(1), (const int*)p[2], 1.0f / (float)s->N, s->N, s->V, s->Vp, 1,
-                                     b->stream);
+                                     0.0f, NULL, b->stream);
 }
 static Case case_classifier(const Shape* s) {
     Case c = new_case("classifier_forward_backward_cuda", kernel_cost_classifier(s->N, s->V, s->Vp), run_classifier);

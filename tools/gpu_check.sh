@@ -512,6 +512,12 @@ for prec in fp32 bf16; do
   check_result trainer "$prec resume" "$r"
   section "| $prec stop and resume | bit-exact | $r | $(grep -c '^  ok ' "$LOGS/resume_$prec.log") of 5 checks identical |"
 done
+# The z-loss through the bf16 classifier kernel (its factor 1 + 2 c lse on the softmax), against the
+# CPU trainer with the same --z-loss.
+compared "vs_cpu_z_loss" trainer "bf16 --z-loss vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+  --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+  --work "$LOGS/vs_cpu_z_loss" --steps "$TRAIN_STEPS" --model "--z-loss 1e-2"
+section "| bf16 with --z-loss 1e-2 against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
 
 # Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
 # head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger

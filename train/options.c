@@ -69,6 +69,7 @@ static const OptSpec specs[] = {
     {"decay-frac", OPT_DOUBLE, F(decay_frac), 0, 1, NULL, "--lr-schedule wsd: the decay's share of the steps (under --lr-decay-tokens, the tokens) after warmup"},
     {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
     {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
+    {"z-loss", OPT_DOUBLE, F(z_loss), 0, 1, NULL, "PaLM's z-loss: the training objective adds this coefficient times each token's squared log-sum-exp of its logits, so that the softmax's normalizer stays near 1 (PaLM's 1e-4); the logged loss stays the cross-entropy, the z-loss is logged beside it (0 = off)"},
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
     {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},

@@ -39,7 +39,7 @@ typedef struct {
     int steps;
     int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer
-    double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, beta1, beta2, eps;
+    double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, z_loss, beta1, beta2, eps;
     const char* lr_schedule;   // cosine | linear | constant | wsd (model/optimizer.h)
     double decay_frac;         // wsd: the decay's share of the steps after warmup
     int warmup;                // warmup steps; -1: from warmup_frac

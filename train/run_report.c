@@ -189,9 +189,13 @@ void print_config(Trainer* t) {
     else
         snprintf(schedule, sizeof schedule, "warmup %d steps, then %s", t->sched.warmup_steps,
                  t->opt.lr_schedule);
+    char z_loss[64] = "";
+    if (t->opt.z_loss > 0)
+        snprintf(z_loss, sizeof z_loss, "; z-loss %g x lse^2 per token in the objective",
+                 t->opt.z_loss);
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step%s; "
-           "%s; ZeRO stage %d\n", t->B, t->T, t->max_accum, (long)t->rampup.total, ramp,
-           schedule, t->opt.zero);
+           "%s; ZeRO stage %d%s\n", t->B, t->T, t->max_accum, (long)t->rampup.total, ramp,
+           schedule, t->opt.zero, z_loss);
     print_data(t);
     print_val_data(t);
     if (t->doc_boundary >= 0)
@@ -552,9 +556,15 @@ void report_step(Trainer* t, const StepRecord* r) {
         snprintf(batch, sizeof batch, " | batch %ld tok", t->tokens_per_step);
         snprintf(batch_json, sizeof batch_json, ",\"batch_tokens\":%ld", t->tokens_per_step);
     }
+    // Under --z-loss the step's mean z-loss, beside the cross-entropy.
+    char z[48] = "", z_json[48] = "";
+    if (t->opt.z_loss > 0) {
+        snprintf(z, sizeof z, " | z-loss %.3e", r->z_loss);
+        snprintf(z_json, sizeof z_json, ",\"z_loss\":%.9g", r->z_loss);
+    }
     if (!t->opt.quiet)
-        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f%s | %.0f ms | %.0f tok/s | "
-               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, r->lr, r->grad_norm,
+        printf("step %5d/%d | loss %.6f%s | lr %.3e | norm %.4f%s | %.0f ms | %.0f tok/s | "
+               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, z, r->lr, r->grad_norm,
                batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
     char fractions[160] = "";
     if (t->timeline)
@@ -573,9 +583,9 @@ void report_step(Trainer* t, const StepRecord* r) {
                  "\"d2h\":%lld,\"syncs_in_step\":%lld,\"syncs_end\":%lld,\"graph_launches\":%lld,"
                  "\"graph_kernels\":%lld", sc->launches, sc->launches_per_layer, sc->d2h,
                  sc->syncs_in_step, sc->syncs_end, sc->graph_launches, sc->graph_kernels);
-    run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,"
+    run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g%s,\"lr\":%.9g,"
                  "\"grad_norm\":%.9g%s,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
-                 t->step, r->loss, r->lr, r->grad_norm, batch_json, r->seconds * 1e3,
+                 t->step, r->loss, z_json, r->lr, r->grad_norm, batch_json, r->seconds * 1e3,
                  r->tokens_per_s, r->mfu, phases, fractions, counted);
     fflush(stdout);
 }

@@ -492,6 +492,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     const GptRecompute recompute = recompute_of(t);
     gpt_create_recompute(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1,
                          recompute);
+    t->model.z_loss = (float)t->opt.z_loss;
     // Every backend buffer first (the optimizer's included): a model that does not fit the device
     // fails here, in seconds, not after the parameters have been initialised on the host.
     t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;

@@ -55,7 +55,8 @@ void train_loop(Trainer* t) {
         train_step(t, spike_limits(&t->spike, t->tokens_per_step));
         counters_mark(&sc);
         int applied;
-        const double loss = finish_step(t, &norm, &applied);
+        double z_loss;
+        const double loss = finish_step(t, &norm, &z_loss, &applied);
         // Not applied (the device dropped the update): not finite, go on (skip) or stop; else a
         // spike. Applied steps feed the spike detector's window.
         const int finite = isfinite(loss) && isfinite(norm);
@@ -94,7 +95,7 @@ void train_loop(Trainer* t) {
             const double tokens_left = (double)batch_rampup_tokens_of_steps(
                 &t->rampup, t->trained_after_step, t->opt.steps - t->step);
             const StepRecord record = {loss, lr, norm, dt, tps, mfu,
-                                       elapsed / elapsed_tokens * tokens_left,
+                                       elapsed / elapsed_tokens * tokens_left, z_loss,
                                        mfu_text, ts, ph, &sc};
             report_step(t, &record);
         }

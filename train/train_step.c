@@ -193,10 +193,12 @@ static void reduce_gradients(Trainer* t, int graphed) {
         }
         gpt_grad_sum_squares(m, 0, m->num_params, sumsq);
     }
-    // GPT_LOSS_SUM and GPT_GRAD_SUMSQ are adjacent: one all-reduce of one or both, in fp64.
+    // GPT_Z_LOSS_SUM, GPT_LOSS_SUM and GPT_GRAD_SUMSQ are adjacent: one all-reduce, in fp64, of
+    // the loss and those of the other two in use.
+    const int z = m->z_loss > 0;
     if (t->mesh.world_size > 1)
-        comm_all_reduce_sum(t->comm, MESH_WORLD, m->scalars + GPT_LOSS_SUM, t->opt.zero ? 2 : 1,
-                            COMM_F64);
+        comm_all_reduce_sum(t->comm, MESH_WORLD, m->scalars + GPT_LOSS_SUM - z,
+                            (size_t)(z + 1 + (t->opt.zero ? 1 : 0)), COMM_F64);
 }
 
 // The gradient buckets start their all-reduces as the coming backward completes each group.
@@ -329,13 +331,14 @@ void train_step(Trainer* t, StepLimits limits) {
 }
 
 // The end of a step: the one wait for the device. Returns the mean loss over the global batch;
-// *grad_norm gets the norm before clipping, *applied whether AdamW applied the update (the clip
-// factor the device computed is no skip mark).
-double finish_step(Trainer* t, double* grad_norm, int* applied) {
+// *grad_norm gets the norm before clipping, *z_loss the mean z-loss (0 without --z-loss),
+// *applied whether AdamW applied the update (the clip factor the device computed is no skip mark).
+double finish_step(Trainer* t, double* grad_norm, double* z_loss, int* applied) {
     double sc[GPT_NUM_SCALARS];
     comm_wait_compute(t->comm);   // the host's wait for the step, under the comm watchdog
     gpt_scalars_wait(sc);
     *grad_norm = sqrt(sc[GPT_GRAD_SUMSQ]);
     *applied = sc[GPT_CLIP_SCALE] != OPTIMIZER_SKIP;
+    *z_loss = sc[GPT_Z_LOSS_SUM] / t->tokens_per_step;
     return sc[GPT_LOSS_SUM] / t->tokens_per_step;
 }

@@ -194,6 +194,7 @@ typedef struct {
 // What report_step prints and logs of a step that was applied.
 typedef struct {
     double loss, lr, grad_norm, seconds, tokens_per_s, mfu, eta_s;
+    double z_loss;   // the mean z-loss per token (--z-loss; 0 without it)
     const char* mfu_text;
     TimelineStep timeline;
     StepPhases phases;
@@ -228,7 +229,7 @@ void step_batch(Trainer* t);
 double step_lr(const Trainer* t);
 void train_step(Trainer* t, StepLimits limits);
 void free_graphs(Trainer* t);   // the captured graphs, to be captured again at their next use
-double finish_step(Trainer* t, double* grad_norm, int* applied);
+double finish_step(Trainer* t, double* grad_norm, double* z_loss, int* applied);
 StepPhases step_phases(const Trainer* t);
 int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row);
 void spike_step(Trainer* t, int step, double loss, double norm, int in_a_row);

@@ -430,7 +430,8 @@ static void test_classifier(int N, int V, int Vp) {
     double cpu_sum = 0, cpu_sum2 = 0;
     crossentropy_forward(losses, logits, targets, N, V, Vp, &cpu_sum);
     float* dlogits = copy_of(logits, n);
-    crossentropy_forward_backward(dlogits, losses2, targets, dloss, N, V, Vp, &cpu_sum2);
+    crossentropy_forward_backward(dlogits, losses2, targets, dloss, N, V, Vp, &cpu_sum2,
+                                  (ZLoss){0, NULL, NULL});
 
     floatX* d_logits = upload_x(logits, n);
     int* d_targets;
@@ -441,7 +442,7 @@ static void test_classifier(int N, int V, int Vp) {
 
     // losses only: the logits stay as they are
     poison(d_losses, N * sizeof(float));
-    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, 0);
+    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, 0.0f, NULL, 0);
     float* got_losses = download_f(d_losses, N);
     float* same = download_x(d_logits, n);
     snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: losses (no dlogits)", N, V, Vp);
@@ -451,7 +452,7 @@ static void test_classifier(int N, int V, int Vp) {
 
     // losses and dlogits in place
     poison(d_losses, N * sizeof(float));
-    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    classifier_forward_backward_cuda(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0.0f, NULL, 0);
     got_losses = download_f(d_losses, N);
     float* got = download_x(d_logits, n);
     snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d: losses", N, V, Vp);
@@ -481,6 +482,39 @@ static void test_classifier(int N, int V, int Vp) {
           "crossentropy_forward_backward (CPU) N=%d: the losses and sum of crossentropy_forward", N);
     CUDA_CHECK(cudaFree(d_sum));
     free(got_losses), free(got);
+
+    // Under the z-loss (coefficient 1e-2: these rows' lse reach ~50, so the softmax's factor
+    // 1 + 2 c lse reaches 2): the per-row z-losses and dlogits against the CPU twin's, the losses
+    // unchanged, the z-losses' sum in row order; without the coefficient's factor the dlogits
+    // would miss by half (far outside the bound).
+    const float zc = 1e-2f;
+    float* zl = (float*)malloc(N * sizeof(float));
+    float* zdlogits = copy_of(logits, n);
+    double cpu_z = 0.5, cpu_sum3 = 0;
+    crossentropy_forward_backward(zdlogits, losses2, targets, dloss, N, V, Vp, &cpu_sum3,
+                                  (ZLoss){zc, zl, &cpu_z});
+    double zl_sum = 0.5;
+    for (int r = 0; r < N; r++) zl_sum += zl[r];
+    check(cpu_sum3 == cpu_sum && memcmp(losses, losses2, N * sizeof(float)) == 0 && cpu_z == zl_sum,
+          "crossentropy_forward_backward (CPU) N=%d under the z-loss: the same losses and sum, the "
+          "z-losses' sum in row order", N);
+    floatX* d_zlogits = upload_x(logits, n);
+    float* d_z;
+    CUDA_CHECK(cudaMalloc(&d_z, N * sizeof(float)));
+    poison(d_losses, N * sizeof(float));
+    poison(d_z, N * sizeof(float));
+    classifier_forward_backward_cuda(d_zlogits, d_losses, d_targets, dloss, N, V, Vp, 1, zc, d_z, 0);
+    got_losses = download_f(d_losses, N);
+    float* got_z = download_f(d_z, N);
+    got = download_x(d_zlogits, n);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d z-loss 1e-2: losses", N, V, Vp);
+    check_err(what, rel_err(got_losses, losses, N), &B_LOSS);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d z-loss 1e-2: z-losses", N, V, Vp);
+    check_err(what, rel_err(got_z, zl, N), &B_LOSS);
+    snprintf(what, sizeof what, "classifier N=%d V=%d Vp=%d z-loss 1e-2: dlogits", N, V, Vp);
+    check_err(what, rel_err(got, zdlogits, n), &B_DLOGITS);
+    free(got_losses), free(got_z), free(got), free(zl), free(zdlogits);
+    CUDA_CHECK(cudaFree(d_zlogits)), CUDA_CHECK(cudaFree(d_z));
 
     free(logits), free(targets), free(losses), free(losses2), free(dlogits);
     CUDA_CHECK(cudaFree(d_logits)), CUDA_CHECK(cudaFree(d_targets)), CUDA_CHECK(cudaFree(d_losses));
