@@ -5,24 +5,46 @@
 
 #include "model/gpt.h"
 
-int lr_schedule_kind(const char* name) {
-    static const char* names[] = {"cosine", "linear", "constant", "wsd"};
-    for (int i = 0; i < 4; i++)
+static int name_index(const char* name, const char* const* names, int n) {
+    for (int i = 0; i < n; i++)
         if (strcmp(name, names[i]) == 0) return i;
     return -1;
+}
+
+int lr_schedule_kind(const char* name) {
+    static const char* const names[] = {"cosine", "linear", "constant", "wsd", "inverse-sqrt"};
+    return name_index(name, names, 5);
+}
+
+int wsd_decay_style(const char* name) {
+    static const char* const names[] = {"linear", "cosine", "exponential", "minus-sqrt"};
+    return name_index(name, names, 4);
 }
 
 // The rate at `ratio` (0..1, clamped) of the decay from lr to lr_min.
 static double decayed(const LRSchedule* s, double ratio) {
     const double min_lr = s->lr * s->final_frac;
     if (ratio > 1) ratio = 1;
-    if (s->kind == LR_COSINE) return min_lr + 0.5 * (1 + cos(M_PI * ratio)) * (s->lr - min_lr);
-    return min_lr + (1 - ratio) * (s->lr - min_lr);   // linear, and wsd's decay
+    const int style = s->kind == LR_WSD ? (int)s->wsd_style
+                      : s->kind == LR_COSINE ? WSD_COSINE : WSD_LINEAR;
+    double c = 1 - ratio;   // linear
+    if (style == WSD_COSINE) c = 0.5 * (1 + cos(M_PI * ratio));
+    else if (style == WSD_EXPONENTIAL) c = 2 * pow(0.5, ratio) - 1;
+    else if (style == WSD_MINUS_SQRT) c = 1 - sqrt(ratio);
+    return min_lr + c * (s->lr - min_lr);
+}
+
+// inverse-sqrt after its warmup: lr sqrt(max(warmup, 1) / max(count, 1)), at least lr_min.
+static double inverse_sqrt(const LRSchedule* s, double warmup, double count) {
+    const double lr = s->lr * sqrt((warmup > 1 ? warmup : 1) / (count > 1 ? count : 1));
+    const double min_lr = s->lr * s->final_frac;
+    return lr > min_lr ? lr : min_lr;
 }
 
 double lr_at_step(const LRSchedule* s, int step) {
     if (step < s->warmup_steps) return s->lr * (step + 1) / s->warmup_steps;
     if (s->kind == LR_CONSTANT) return s->lr;
+    if (s->kind == LR_INVERSE_SQRT) return inverse_sqrt(s, s->warmup_steps, step);
     // The decay's first step and length: all steps after warmup, or wsd's last share of them.
     int begin = s->warmup_steps, steps = s->total_steps - s->warmup_steps;
     if (s->kind == LR_WSD) {
@@ -37,6 +59,9 @@ double lr_at_step(const LRSchedule* s, int step) {
 double lr_at_tokens(const LRSchedule* s, double tokens) {
     if (s->warmup_tokens > 0 && tokens <= s->warmup_tokens) return s->lr * tokens / s->warmup_tokens;
     if (s->kind == LR_CONSTANT) return s->lr;
+    if (s->kind == LR_INVERSE_SQRT)
+        return tokens > s->decay_tokens ? s->lr * s->final_frac
+                                        : inverse_sqrt(s, s->warmup_tokens, tokens);
     double begin = s->warmup_tokens, length = s->decay_tokens - s->warmup_tokens;
     if (s->kind == LR_WSD) {
         begin = s->decay_tokens - s->decay_frac * length;

@@ -12,14 +12,22 @@ extern "C" {
 #endif
 
 // After the warmup, over the steps [warmup, total) with r = (step - warmup) / (total - warmup):
-//   cosine    lr_min + (lr - lr_min) (1 + cos(pi r)) / 2    (llm.c's, the default)
-//   linear    lr_min + (lr - lr_min) (1 - r)
-//   constant  lr
-//   wsd       warmup-stable-decay: lr until the last decay_frac of the steps after warmup
-//             (D = ceil(decay_frac (total - warmup)) steps), then linear to lr_min over them
-// with lr_min = lr * final_frac. Every schedule is torch.optim.lr_scheduler's of the same name
-// (LinearLR, CosineAnnealingLR, ConstantLR chained by SequentialLR); tests/lr_schedule_ref.py.
-typedef enum { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT, LR_WSD } LRScheduleKind;
+//   cosine       lr_min + (lr - lr_min) (1 + cos(pi r)) / 2    (llm.c's, the default)
+//   linear       lr_min + (lr - lr_min) (1 - r)
+//   constant     lr
+//   wsd          warmup-stable-decay: lr until the last decay_frac of the steps after warmup
+//                (D = ceil(decay_frac (total - warmup)) steps), then lr_min + (lr - lr_min) c(r)
+//                over them, r counted over the D steps, c the wsd_style's coefficient (below)
+//   inverse-sqrt lr sqrt(max(warmup, 1) / max(step, 1)), at least lr_min (fairseq's and
+//                Megatron-LM's inverse-square-root; the step index counts the updates before it)
+// with lr_min = lr * final_frac. cosine, linear, constant and the linear wsd are
+// torch.optim.lr_scheduler's of the same name (LinearLR, CosineAnnealingLR, ConstantLR chained by
+// SequentialLR); the other forms Megatron-LM's formulas; tests/lr_schedule_ref.py.
+typedef enum { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT, LR_WSD, LR_INVERSE_SQRT } LRScheduleKind;
+// The coefficient c(r) of wsd's decay, from 1 at r = 0 to 0 at r = 1 (Megatron-LM's
+// --lr-wsd-decay-style): linear 1 - r; cosine (1 + cos(pi r)) / 2; exponential 2 (1/2)^r - 1
+// (MiniCPM's); minus-sqrt 1 - sqrt(r) (Haegele et al. 2024's "1-sqrt" cooldown).
+typedef enum { WSD_LINEAR = 0, WSD_COSINE, WSD_EXPONENTIAL, WSD_MINUS_SQRT } WsdDecayStyle;
 
 typedef struct {
     double lr;            // peak learning rate
@@ -28,14 +36,17 @@ typedef struct {
     double final_frac;    // lr_min = lr * final_frac (not constant)
     LRScheduleKind kind;
     double decay_frac;    // wsd: the decay's share of the steps after warmup
+    WsdDecayStyle wsd_style;   // wsd: the decay's form
     // A schedule in trained tokens instead of steps (Megatron-LM's sample-based one): 0 for
     // steps; else the decay ends after decay_tokens trained tokens (then lr_min on) and the warmup
     // takes the first warmup_tokens (lr_at_tokens).
     double warmup_tokens, decay_tokens;
 } LRSchedule;
 
-// "cosine", "linear", "constant", "wsd" -> the kind; -1 for another name.
+// "cosine", "linear", "constant", "wsd", "inverse-sqrt" -> the kind; -1 for another name.
 int lr_schedule_kind(const char* name);
+// "linear", "cosine", "exponential", "minus-sqrt" -> the wsd decay style; -1 for another name.
+int wsd_decay_style(const char* name);
 
 typedef struct {
     double beta1, beta2, eps, weight_decay;
@@ -44,7 +55,8 @@ typedef struct {
 double lr_at_step(const LRSchedule* s, int step);
 // The rate of a step after which `tokens` tokens are trained (its own included), for a schedule
 // in tokens: lr tokens / warmup_tokens while tokens <= warmup_tokens, then the decay over
-// (warmup_tokens, decay_tokens] (wsd: its last decay_frac), lr_min beyond. Megatron-LM's get_lr
+// (warmup_tokens, decay_tokens] (wsd: its last decay_frac; inverse-sqrt:
+// lr sqrt(max(warmup_tokens, 1) / tokens), at least lr_min), lr_min beyond. Megatron-LM's get_lr
 // with samples counted as tokens, at the count after the step: the rate Megatron logs for a step
 // (it applies the one before its increment, one step behind), as lr_at_step's (step + 1) /
 // warmup counts the step itself.

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """The trainer's learning-rate schedules against PyTorch's own schedulers.
 
-  lr_schedule_ref.py LOG --schedule cosine|linear|constant|wsd --lr X --warmup N --steps N
-                         [--final-frac F] [--decay-frac F] [--tol T]
+  lr_schedule_ref.py LOG --schedule cosine|linear|constant|wsd|inverse-sqrt --lr X --warmup N
+                         --steps N [--final-frac F] [--decay-frac F]
+                         [--wsd-style linear|cosine|exponential|minus-sqrt] [--tol T]
 
 Reads the "lr" of every step record of a trainer's JSONL log (step s is logged as s + 1) and
 compares it with the learning rate torch.optim.lr_scheduler gives the same step: LinearLR for the
 warmup (from lr / warmup up to lr), then CosineAnnealingLR, LinearLR, ConstantLR or, for wsd,
-ConstantLR followed by LinearLR over the last ceil(decay_frac * (steps - warmup)) steps, chained
-by SequentialLR. Exits 1 when any step differs by more than tol * lr.
+ConstantLR followed by the decay over the last ceil(decay_frac * (steps - warmup)) steps, chained
+by SequentialLR. wsd's decay is LinearLR or CosineAnnealingLR; its exponential and minus-sqrt
+forms, which torch does not have, are Megatron-LM's coefficients (2 * 0.5^r - 1, 1 - sqrt(r)) in a
+LambdaLR, and inverse-sqrt is fairseq's rule in a LambdaLR: lr * sqrt(warmup) / sqrt(updates
+done), warmup and updates at least 1, never under the floor lr * final_frac. Exits 1 when any
+step differs by more than tol * lr.
 """
 import argparse
 import json
@@ -29,10 +34,22 @@ def reference(a):
         main = [S.LinearLR(opt, start_factor=1.0, end_factor=a.final_frac, total_iters=after)]
     elif a.schedule == "constant":
         main = [S.ConstantLR(opt, factor=1.0, total_iters=after)]
+    elif a.schedule == "inverse-sqrt":   # counts every update, the warmup's too
+        w = max(a.warmup, 1)
+        rule = lambda k: max(a.final_frac, math.sqrt(w / max(k + a.warmup, 1)))
+        main = [S.LambdaLR(opt, rule)]
     else:
         decay = math.ceil(a.decay_frac * after - 1e-9)
-        main = [S.ConstantLR(opt, factor=1.0, total_iters=after - decay),
-                S.LinearLR(opt, start_factor=1.0, end_factor=a.final_frac, total_iters=decay)]
+        floor = a.final_frac
+        coeff = {"exponential": lambda r: 2 * 0.5 ** r - 1, "minus-sqrt": lambda r: 1 - math.sqrt(r)}
+        if a.wsd_style == "linear":
+            tail = S.LinearLR(opt, start_factor=1.0, end_factor=floor, total_iters=decay)
+        elif a.wsd_style == "cosine":
+            tail = S.CosineAnnealingLR(opt, T_max=decay, eta_min=a.lr * floor)
+        else:
+            c = coeff[a.wsd_style]
+            tail = S.LambdaLR(opt, lambda k: floor + (1 - floor) * c(min(k / decay, 1.0)))
+        main = [S.ConstantLR(opt, factor=1.0, total_iters=after - decay), tail]
     parts, milestones = main, []
     if a.warmup > 0:
         parts = [S.LinearLR(opt, start_factor=1.0 / a.warmup, end_factor=1.0,
@@ -52,7 +69,10 @@ def reference(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("log")
-    p.add_argument("--schedule", required=True, choices=["cosine", "linear", "constant", "wsd"])
+    p.add_argument("--schedule", required=True,
+                   choices=["cosine", "linear", "constant", "wsd", "inverse-sqrt"])
+    p.add_argument("--wsd-style", default="linear",
+                   choices=["linear", "cosine", "exponential", "minus-sqrt"])
     p.add_argument("--lr", type=float, required=True)
     p.add_argument("--warmup", type=int, required=True)
     p.add_argument("--steps", type=int, required=True)
@@ -71,7 +91,8 @@ def main():
         sys.exit(f"{a.log}: expected step records 1..{a.steps}, found {len(got)}")
     worst = max(range(a.steps), key=lambda s: abs(got[s] - ref[s]))
     err = abs(got[worst] - ref[worst]) / a.lr
-    print(f"{a.schedule}: {a.steps} steps, worst |lr - torch| / lr = {err:.2e} at step {worst} "
+    name = a.schedule + (f" ({a.wsd_style} decay)" if a.schedule == "wsd" else "")
+    print(f"{name}: {a.steps} steps, worst |lr - torch| / lr = {err:.2e} at step {worst} "
           f"(ours {got[worst]:.9g}, torch {ref[worst]:.9g}); first/last "
           f"{got[0]:.6g} .. {got[a.steps - 1]:.6g}")
     sys.exit(0 if err <= a.tol else 1)

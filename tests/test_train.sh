@@ -1359,7 +1359,8 @@ assert got == want and want[:8] == [32, 32, 32, 32, 64, 64, 96, 128], (got, want
     "--total-batch-tokens 128 --rampup-batch-tokens 32,32,1000000000000000001|^error: --rampup-batch-tokens .32,32,1000000000000000001.: expected numbers up to 1000000000000000000"
 }
 # --lr-decay-tokens, --lr-warmup-tokens: a schedule in trained tokens (GPT-3's: warmup over 375M
-# tokens, cosine to 10% over 260B), under a batch ramp-up: every schedule's logged rates against
+# tokens, cosine to 10% over 260B), under a batch ramp-up: every schedule's logged rates (wsd's
+# exponential and minus-sqrt decays and inverse-sqrt too) against
 # Megatron-LM's get_lr formula with its consumed samples counted as tokens, the step's own
 # included, the decay ending inside the run; a warmup of 96 tokens at 32 per step is --warmup 3's
 # run bit for bit (the rate AdamW applies, not only the logged one); stopped and resumed, the same
@@ -1368,14 +1369,17 @@ t_lr_tokens() {
   make_data
   local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --rampup-batch-tokens '32 32 290'
              --lr 2e-3 --lr-warmup-tokens 100 --lr-decay-tokens 800 --keep-last 10)
-  local sc extra
-  for sc in cosine linear constant wsd; do
+  local c sc style extra
+  for c in cosine linear constant wsd wsd:exponential wsd:minus-sqrt inverse-sqrt; do
+    sc=${c%%:*}
+    style=linear
     extra=()
     [ $sc = wsd ] && extra+=(--decay-frac 0.3)
+    [ "$c" = "${c#wsd:}" ] || { style=${c#wsd:}; extra+=(--wsd-decay-style "$style"); }
     [ $sc = constant ] || extra+=(--final-lr-frac 0.05)
-    train "$sc" "${run[@]}" --lr-schedule $sc "${extra[@]}" --out-dir "$W/$sc"
-    check "--lr-schedule $sc in tokens: the logged rates are Megatron's get_lr formula at the tokens trained" "$PY" -c 'import json, math, sys
-kind, path = sys.argv[1], sys.argv[2]
+    train "${c/:/-}" "${run[@]}" --lr-schedule $sc "${extra[@]}" --out-dir "$W/${c/:/-}"
+    check "--lr-schedule $c in tokens: the logged rates are Megatron's get_lr formula at the tokens trained" "$PY" -c 'import json, math, sys
+kind, style, path = sys.argv[1], sys.argv[2], sys.argv[3]
 lr, W, D = 2e-3, 100, 800
 floor = 1.0 if kind == "constant" else 0.05
 frac = 0.3
@@ -1388,14 +1392,17 @@ for r in steps:
     elif kind == "constant": want = lr
     elif kind == "wsd" and n <= D - frac * (D - W): want = lr
     elif n > D: want = min_lr
+    elif kind == "inverse-sqrt": want = max(min_lr, lr * max(W, 1) ** 0.5 / max(n, 1) ** 0.5)
     else:
         begin, length = (D - frac * (D - W), frac * (D - W)) if kind == "wsd" else (W, D - W)
         ratio = (n - begin) / length
-        coeff = 0.5 * (math.cos(math.pi * ratio) + 1) if kind == "cosine" else 1 - ratio
+        form = style if kind == "wsd" else kind
+        coeff = {"cosine": 0.5 * (math.cos(math.pi * ratio) + 1), "linear": 1 - ratio,
+                 "exponential": 2 * 0.5 ** ratio - 1, "minus-sqrt": 1 - math.sqrt(ratio)}[form]
         want = min_lr + coeff * (lr - min_lr)
     worst = max(worst, abs(r["lr"] - want) / lr)
 assert len(steps) == 12 and n == 992 and worst <= 1e-8, (worst, n, [r["lr"] for r in steps])
-print("worst difference %.2g of --lr" % worst)' "$sc" "$W/$sc/log.jsonl"
+print("worst difference %.2g of --lr" % worst)' "$sc" "$style" "$W/${c/:/-}/log.jsonl"
   done
   check "the batch line names the schedule in tokens and the tokens --steps train" \
     has cosine.out "; warmup 100 tokens, then cosine to 800 trained tokens \(a schedule in tokens; --steps 12 train 992\); "
@@ -1419,27 +1426,45 @@ print("worst difference %.2g of --lr" % worst)' "$sc" "$W/$sc/log.jsonl"
 }
 
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
-# (tests/lr_schedule_ref.py), and the options a schedule does not use refused.
+# (tests/lr_schedule_ref.py; wsd's exponential and minus-sqrt decays and inverse-sqrt, which torch
+# does not have, as Megatron-LM's and fairseq's formulas in a LambdaLR), inverse-sqrt with and
+# without a warmup and down to its floor, and the options a schedule does not use refused.
 t_lr_schedules() {
   make_data
-  local sc extra
-  for sc in cosine linear constant wsd; do
+  local c sc style extra
+  for c in cosine linear constant wsd wsd:cosine wsd:exponential wsd:minus-sqrt inverse-sqrt \
+           inverse-sqrt:floor inverse-sqrt:nowarmup; do
+    sc=${c%%:*}
+    style=linear
+    local warmup=4 floor=0.05 name=${c/:/-}
     extra=()
-    [ $sc = wsd ] && extra+=(--decay-frac 0.3)
-    [ $sc = constant ] || extra+=(--final-lr-frac 0.05)
-    train "$sc" "${TINY[@]}" --steps 23 --warmup 4 --lr 2e-3 --lr-schedule $sc "${extra[@]}" \
-      --eval-every 0 --out-dir "$W/$sc"
-    expect_rc "$sc" 0
+    case $c in
+      wsd*) extra+=(--decay-frac 0.3); [ "$c" = wsd ] || { style=${c#wsd:}; extra+=(--wsd-decay-style "$style"); } ;;
+      inverse-sqrt:floor) floor=0.6 ;;   # from step index 12 on: sqrt(4 / 12) = 0.577
+      inverse-sqrt:nowarmup) warmup=0 ;;
+    esac
+    [ $sc = constant ] || extra+=(--final-lr-frac $floor)
+    train "$name" "${TINY[@]}" --steps 23 --warmup $warmup --lr 2e-3 --lr-schedule $sc "${extra[@]}" \
+      --eval-every 0 --out-dir "$W/$name"
+    expect_rc "$name" 0
     local out rc
-    out=$("$PY" tests/lr_schedule_ref.py "$W/$sc/log.jsonl" --schedule $sc --lr 2e-3 --warmup 4 \
-      --steps 23 --final-frac 0.05 --decay-frac 0.3 2>&1)
+    out=$("$PY" tests/lr_schedule_ref.py "$W/$name/log.jsonl" --schedule $sc --lr 2e-3 \
+      --warmup $warmup --steps 23 --final-frac $floor --decay-frac 0.3 --wsd-style $style 2>&1)
     rc=$?
     check "$out" test $rc = 0
   done
-  check "the configuration line names the schedule" has wsd.out "warmup 4 steps, then wsd;"
+  check "the configuration line names the schedule" \
+    has wsd.out "warmup 4 steps, then wsd \(linear decay over the last 0.3\);"
+  check "... and wsd's form of decay" \
+    has wsd-minus-sqrt.out "warmup 4 steps, then wsd \(minus-sqrt decay over the last 0.3\);"
+  check "inverse-sqrt reaches its floor: the last 11 rates are 0.6 --lr" \
+    eval '[ "$(grep -c "\"lr\":0.0012," "$W/inverse-sqrt-floor/log.jsonl")" = 11 ]'
   refused "--decay-frac 0.3|^error: --decay-frac 0.3: only --lr-schedule wsd has a decay phase of its own" \
           "--lr-schedule constant --final-lr-frac 0.2|^error: --final-lr-frac 0.2: --lr-schedule constant never decays" \
-          "--lr-schedule step|^error: --lr-schedule: expected one of cosine|linear|constant|wsd"
+          "--lr-schedule step|^error: --lr-schedule: expected one of cosine|linear|constant|wsd|inverse-sqrt" \
+          "--wsd-decay-style cosine|^error: --wsd-decay-style cosine: only --lr-schedule wsd has a decay phase of its own; add --lr-schedule wsd, or drop --wsd-decay-style$" \
+          "--lr-schedule inverse-sqrt --decay-frac 0.3|^error: --decay-frac 0.3: only --lr-schedule wsd" \
+          "--lr-schedule wsd --wsd-decay-style sqrt|^error: --wsd-decay-style: expected one of linear|cosine|exponential|minus-sqrt, found .sqrt."
 }
 
 # --attention-window: the configuration names it, the model file carries it (header[8..9]) and

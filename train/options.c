@@ -64,9 +64,10 @@ static const OptSpec specs[] = {
     {"warmup-frac", OPT_DOUBLE, F(warmup_frac), 0, 1, NULL, "warmup as a fraction of steps when --warmup is -1"},
     {"lr-decay-tokens", OPT_LONG, F(lr_decay_tokens), 0, 1e18, NULL, "the schedule in trained tokens instead of steps (Megatron-LM's --lr-decay-samples, in tokens; GPT-3's 260000000000): --lr-schedule's decay ends after this many trained tokens, --final-lr-frac of --lr from then on; a step's rate is that of the tokens trained once it is done; with --lr-schedule constant it only bounds --lr-warmup-tokens (0 = the schedule counts steps, to --steps)"},
     {"lr-warmup-tokens", OPT_LONG, F(lr_warmup_tokens), 0, 1e18, NULL, "with --lr-decay-tokens: linear warmup over the first N trained tokens (Megatron-LM's --lr-warmup-samples, in tokens; GPT-3's 375000000), instead of --warmup steps"},
-    {"lr-schedule", OPT_STRING, F(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "after the warmup: cosine or linear decay to the floor, constant, or wsd (warmup-stable-decay: --lr until the last --decay-frac of the steps, then linear to the floor); over --steps, or under --lr-decay-tokens over trained tokens"},
+    {"lr-schedule", OPT_STRING, F(lr_schedule), 0, 0, "cosine|linear|constant|wsd|inverse-sqrt", "after the warmup: cosine or linear decay to the floor, constant, wsd (warmup-stable-decay: --lr until the last --decay-frac of the steps, then --wsd-decay-style to the floor), or inverse-sqrt (--lr x sqrt(warmup / step), at least the floor); over --steps, or under --lr-decay-tokens over trained tokens (inverse-sqrt: the floor after them)"},
     {"final-lr-frac", OPT_DOUBLE, F(final_lr_frac), 0, 1, NULL, "the decay's floor as a fraction of --lr (not --lr-schedule constant)"},
     {"decay-frac", OPT_DOUBLE, F(decay_frac), 0, 1, NULL, "--lr-schedule wsd: the decay's share of the steps (under --lr-decay-tokens, the tokens) after warmup"},
+    {"wsd-decay-style", OPT_STRING, F(wsd_decay_style), 0, 0, "linear|cosine|exponential|minus-sqrt", "--lr-schedule wsd: the decay's form over its share r = 0..1 (Megatron-LM's --lr-wsd-decay-style): linear 1 - r, cosine, exponential 2 x 0.5^r - 1, minus-sqrt 1 - sqrt(r), from --lr to the floor"},
     {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
     {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
     {"z-loss", OPT_DOUBLE, F(z_loss), 0, 1, NULL, "PaLM's z-loss: the training objective adds this coefficient times each token's squared log-sum-exp of its logits, so that the softmax's normalizer stays near 1 (PaLM's 1e-4); the logged loss stays the cross-entropy, the z-loss is logged beside it (0 = off)"},
@@ -144,6 +145,7 @@ static void set_defaults(TrainOptions* o) {
     o->lr_schedule = "cosine";
     o->final_lr_frac = 0.1;
     o->decay_frac = 0.2;
+    o->wsd_decay_style = "linear";
     o->weight_decay = 0.1;
     o->grad_clip = 1.0;
     o->beta1 = 0.9;
@@ -369,6 +371,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;
         if (s->offset == offsetof(TrainOptions, decay_frac)) o->given |= OPT_GIVEN_DECAY_FRAC;
+        if (s->offset == offsetof(TrainOptions, wsd_decay_style)) o->given |= OPT_GIVEN_WSD_DECAY_STYLE;
         if (s->offset == offsetof(TrainOptions, warmup)) o->given |= OPT_GIVEN_WARMUP;
         if (s->offset == offsetof(TrainOptions, warmup_frac)) o->given |= OPT_GIVEN_WARMUP_FRAC;
     }

@@ -40,8 +40,9 @@ typedef struct {
     int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer
     double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, z_loss, beta1, beta2, eps;
-    const char* lr_schedule;   // cosine | linear | constant | wsd (model/optimizer.h)
+    const char* lr_schedule;   // cosine | linear | constant | wsd | inverse-sqrt (model/optimizer.h)
     double decay_frac;         // wsd: the decay's share of the steps after warmup
+    const char* wsd_decay_style;   // wsd: linear | cosine | exponential | minus-sqrt
     int warmup;                // warmup steps; -1: from warmup_frac
     long lr_warmup_tokens, lr_decay_tokens;   // a schedule in trained tokens (0: in steps)
     // evaluation and sampling
@@ -98,7 +99,7 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
        OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384, OPT_GIVEN_WARMUP = 32768,
-       OPT_GIVEN_WARMUP_FRAC = 65536 };
+       OPT_GIVEN_WARMUP_FRAC = 65536, OPT_GIVEN_WSD_DECAY_STYLE = 131072 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

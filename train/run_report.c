@@ -180,15 +180,21 @@ void print_config(Trainer* t) {
                  (long long)t->rampup.start, (long long)t->rampup.increment,
                  (long long)t->rampup.increments, (long long)t->rampup.tokens,
                  (long long)batch_rampup_steps(&t->rampup));
-    char schedule[224];
+    // The schedule's name, wsd's with the form of its decay.
+    char kind[64];
+    snprintf(kind, sizeof kind, "%s", t->opt.lr_schedule);
+    if (t->sched.kind == LR_WSD)
+        snprintf(kind, sizeof kind, "wsd (%s decay over the last %g)", t->opt.wsd_decay_style,
+                 t->opt.decay_frac);
+    char schedule[256];
     if (t->sched.decay_tokens > 0)
         snprintf(schedule, sizeof schedule, "warmup %ld tokens, then %s to %ld trained tokens "
-                 "(a schedule in tokens; --steps %d train %lld)", t->opt.lr_warmup_tokens,
-                 t->opt.lr_schedule, t->opt.lr_decay_tokens, t->opt.steps,
+                 "(a schedule in tokens; --steps %d train %lld)", t->opt.lr_warmup_tokens, kind,
+                 t->opt.lr_decay_tokens, t->opt.steps,
                  (long long)batch_rampup_tokens_of_steps(&t->rampup, 0, t->opt.steps));
     else
         snprintf(schedule, sizeof schedule, "warmup %d steps, then %s", t->sched.warmup_steps,
-                 t->opt.lr_schedule);
+                 kind);
     char z_loss[64] = "";
     if (t->opt.z_loss > 0)
         snprintf(z_loss, sizeof z_loss, "; z-loss %g x lse^2 per token in the objective",

@@ -523,6 +523,7 @@ static void setup_model_and_optimizer(Trainer* t) {
                             .final_frac = o->final_lr_frac,
                             .kind = (LRScheduleKind)lr_schedule_kind(o->lr_schedule),
                             .decay_frac = o->decay_frac,
+                            .wsd_style = (WsdDecayStyle)wsd_decay_style(o->wsd_decay_style),
                             .warmup_tokens = (double)o->lr_warmup_tokens,
                             .decay_tokens = (double)o->lr_decay_tokens};
     if (o->lr_decay_tokens) t->sched.warmup_steps = 0;   // the warmup is in tokens
@@ -564,6 +565,9 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     if ((t->opt.given & OPT_GIVEN_DECAY_FRAC) && strcmp(t->opt.lr_schedule, "wsd") != 0)
         config_error(t, "--decay-frac %g: only --lr-schedule wsd has a decay phase of its own; add "
                      "--lr-schedule wsd, or drop --decay-frac", t->opt.decay_frac);
+    if ((t->opt.given & OPT_GIVEN_WSD_DECAY_STYLE) && strcmp(t->opt.lr_schedule, "wsd") != 0)
+        config_error(t, "--wsd-decay-style %s: only --lr-schedule wsd has a decay phase of its own; "
+                     "add --lr-schedule wsd, or drop --wsd-decay-style", t->opt.wsd_decay_style);
     if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
         config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
                      "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);

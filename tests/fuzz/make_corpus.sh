@@ -59,7 +59,7 @@ args data --train-data 'data/x_train_*.bin' --val-data '' --tokenizer t.bin --ba
   --seq-len 128 --total-batch-tokens 4096 --steps 10 --eval-only
 args optimizer --lr 3e-4 --warmup 5 --warmup-frac 0.1 --final-lr-frac 0 --weight-decay 0.1 \
   --grad-clip 1 --z-loss 1e-4 --beta1 0.9 --beta2 0.95 --eps 1e-8 --on-nan skip --max-skips 3 \
-  --lr-schedule wsd --decay-frac 0.3
+  --lr-schedule wsd --decay-frac 0.3 --wsd-decay-style minus-sqrt
 args token-schedule --lr-decay-tokens 260000000000 --lr-warmup-tokens 375000000 \
   --rampup-batch-tokens '32768 32768 4000000000' --total-batch-tokens 524288
 args sampling --eval-every 5 --eval-batches 2 --sample-every 5 --sample-length 16 \
