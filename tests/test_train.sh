@@ -1281,9 +1281,9 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
 # (computed here independently from the log, TOKENS not a multiple of the increments); the run is,
 # bit for bit, the chain of fixed-batch runs it stands for (4 steps of 32 tokens, 2 of 64, 1 of
 # 96, then 128, each stop a checkpoint and --resume); a stop inside the ramp resumes with the batch
-# the straight run takes; dp 2 (gradient buckets), and a one-process checkpoint inside the ramp
-# resumed on dp 2 with ZeRO-1, within 1e-5 of one process; the configuration, data and progress
-# lines; bad values refused in one line.
+# the straight run takes; dp 2 (gradient buckets), a one-process checkpoint inside the ramp resumed
+# on dp 2 with ZeRO-1, and a 2x2 ATTENTION2D mesh, within 1e-5 of one process; the configuration,
+# data and progress lines; bad values refused in one line.
 t_batch_rampup() {
   make_data
   local run=("${TINY[@]}" --steps 12 --total-batch-tokens 128 --warmup 2 --keep-last 10)
@@ -1333,9 +1333,12 @@ assert got == want and want[:8] == [32, 32, 32, 32, 64, 64, 96, 128], (got, want
     --out-dir "$W/moved" > "$W/moved.out" 2>&1
   check "one process: the batches 64 128 256 256 256 256" same_text \
     "$(grep -o '"batch_tokens":[0-9]*' "$W/one/log.jsonl" | cut -d: -f2 | tr '\n' ' ')" "64 128 256 256 256 256 "
+  # A 2x2 ATTENTION2D mesh (sequence parallel, dp 1): 2, 4, then 8 micro-batches a step.
+  timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${wide[@]}" --pq 2 --pkv 2 --no-save \
+    --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
   local d
-  for d in two moved; do
-    check "dp 2 ($d): the same batches, losses within 1e-5 of one process" \
+  for d in two moved mesh; do
+    check "$d: the same batches, losses within 1e-5 of one process" \
       near_steps "$W/$d/log.jsonl" "$W/one/log.jsonl" 6 batch_tokens loss
   done
   train far "${TINY[@]}" --steps 2 --total-batch-tokens 64 --rampup-batch-tokens '32 32 1000000000000000000' \
