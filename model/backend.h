@@ -122,6 +122,11 @@ void gpt_losses_to_host(const GPT* m, float* host);
 // backend memory (m->scalars + GPT_GRAD_SUMSQ): the host does not wait. Deterministic (a fixed
 // order of summation).
 void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out);
+// Sum of squares of parameters [begin, begin + count) as the optimizer holds them: the fp32 master
+// weights where the backend keeps a master copy (which must cover the range: under ZeRO-1 the
+// shard), the parameters themselves elsewhere; in double, written to *out in backend memory
+// (m->scalars + GPT_PARAM_SUMSQ), the host does not wait. Deterministic, as the gradients' sum.
+void gpt_param_sum_squares(const GPT* m, size_t begin, size_t count, double* out);
 // m->scalars[GPT_CLIP_SCALE] = step_grad_scale(loss sum, grad sum of squares, max_norm, limits)
 // (model/optimizer.h: the clip factor, or OPTIMIZER_SKIP when either is not finite or above its
 // limit), computed on the backend in double: what optimizer_step's grad_scale reads.

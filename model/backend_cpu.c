@@ -109,6 +109,10 @@ void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out)
     *out = grad_sum_squares(m->grads_memory + begin, count);
 }
 
+void gpt_param_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
+    *out = grad_sum_squares(m->params_memory + begin, count);   // a sum of squares of any reals
+}
+
 void gpt_clip_scale(GPT* m, double max_norm, StepLimits limits) {
     m->scalars[GPT_CLIP_SCALE] =
         step_grad_scale(m->scalars[GPT_LOSS_SUM], m->scalars[GPT_GRAD_SUMSQ], max_norm, limits);

@@ -339,15 +339,36 @@ void gpt_losses_to_host(const GPT* m, float* host) {   // real_stat is float her
 
 // --- Gradient norm, clip factor and the step's read -----------------------------------------------
 
+// The norm kernels' partials (allocated at the first call, the first step, and kept for the
+// process), or NULL after *out = 0 for an empty range.
+static double* norm_partials(CudaBackendContext* c, size_t count, double* out) {
+    if (!c->norm_partials)
+        CUDA_CHECK(cudaMalloc((void**)&c->norm_partials, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
+    if (count > 0) return c->norm_partials;
+    CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), c->stream));
+    return NULL;
+}
+
 void gpt_grad_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
     CudaBackendContext* c = cuda_backend_context();
-    if (!c->norm_partials)   // allocated at the first call (the first step), kept for the process
-        CUDA_CHECK(cudaMalloc((void**)&c->norm_partials, GLOBAL_NORM_MAX_BLOCKS * sizeof(double)));
-    if (count == 0) {
-        CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), c->stream));
+    double* partials = norm_partials(c, count, out);
+    if (partials)
+        global_norm_squared_cuda(out, m->grads_memory + begin, count, partials, 0, c->stream);
+}
+
+void gpt_param_sum_squares(const GPT* m, size_t begin, size_t count, double* out) {
+    CudaBackendContext* c = cuda_backend_context();
+    double* partials = norm_partials(c, count, out);
+    if (!partials) return;
+    if (!m->master_params) {   // fp32 storage: the parameters are their own master copy
+        global_norm_squared_cuda(out, m->params_memory + begin, count, partials, 0, c->stream);
         return;
     }
-    global_norm_squared_cuda(out, m->grads_memory + begin, count, c->norm_partials, 0, c->stream);
+    CHECK(begin >= m->master_begin && begin + count <= m->master_begin + m->master_count,
+          "caller bug", "gpt_param_sum_squares: elements [%zu, %zu) outside the master copy's "
+          "[%zu, %zu)", begin, begin + count, m->master_begin, m->master_begin + m->master_count);
+    global_norm_squared_f32_cuda(out, m->master_params + (begin - m->master_begin), count,
+                                 partials, 0, c->stream);
 }
 
 void gpt_clip_scale(GPT* m, double max_norm, StepLimits limits) {

@@ -16,27 +16,35 @@ __device__ __forceinline__ double block_sum(double x, double* warp_sums) {
     return total;
 }
 
+// 16 bytes of T, read with one load.
+template <typename T> struct __align__(16) Pack16 {
+    T v[16 / sizeof(T)];
+};
+
 // partial[block] = sum of squares of the elements this block's threads visit (grid-stride).
-// vec: grads is 16-byte aligned, so groups of X128_ELEMS are read with one 16-byte load.
+// vec: grads is 16-byte aligned, so groups of 16 bytes are read with one load. T: the gradients'
+// floatX, or fp32 (the master weights' norm).
+template <typename T>
 __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
-    global_norm_partial_kernel(double* partial, const floatX* grads, size_t n, int vec) {
+    global_norm_partial_kernel(double* partial, const T* grads, size_t n, int vec) {
     __shared__ double warp_sums[GLOBAL_NORM_THREADS / 32];
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    constexpr int ELEMS = 16 / sizeof(T);
     double acc = 0.0;
     size_t tail = 0;
     if (vec) {
-        const size_t groups = n / X128_ELEMS;
+        const size_t groups = n / ELEMS;
         for (size_t q = tid; q < groups; q += stride) {
-            const x128 x = load128(grads + q * X128_ELEMS);
+            const Pack16<T> x = *reinterpret_cast<const Pack16<T>*>(grads + q * ELEMS);
             float s = 0.0f;  // 8 squares of bf16 (each exact in fp32) or 4 of fp32
-            for (int k = 0; k < X128_ELEMS; k++) {
+            for (int k = 0; k < ELEMS; k++) {
                 const float f = to_float(x.v[k]);
                 s += f * f;
             }
             acc += s;
         }
-        tail = groups * X128_ELEMS;
+        tail = groups * ELEMS;
     }
     for (size_t i = tail + tid; i < n; i += stride) {
         const double f = to_float(grads[i]);
@@ -55,18 +63,29 @@ __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
     if (threadIdx.x == 0) *out = accumulate ? *out + total : total;
 }
 
-void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
-                              int accumulate, cudaStream_t stream) {
+template <typename T>
+static void global_norm_squared(double* out_sumsq, const T* x, size_t n, double* scratch,
+                                int accumulate, cudaStream_t stream) {
     // Enough blocks to fill an H100 with 4 16-byte loads per thread at least; a function of n only.
-    const size_t per_block = (size_t)GLOBAL_NORM_THREADS * X128_ELEMS * 4;
+    const size_t per_block = (size_t)GLOBAL_NORM_THREADS * (16 / sizeof(T)) * 4;
     size_t blocks = (n + per_block - 1) / per_block;
     if (blocks < 1) blocks = 1;
     if (blocks > GLOBAL_NORM_MAX_BLOCKS) blocks = GLOBAL_NORM_MAX_BLOCKS;
-    const int vec = (uintptr_t)grads % 16 == 0;
-    LAUNCH(global_norm_partial_kernel, (unsigned int)blocks, GLOBAL_NORM_THREADS, 0, stream, scratch,
-           grads, n, vec);
+    const int vec = (uintptr_t)x % 16 == 0;
+    LAUNCH((global_norm_partial_kernel<T>), (unsigned int)blocks, GLOBAL_NORM_THREADS, 0, stream,
+           scratch, x, n, vec);
     LAUNCH(global_norm_finish_kernel, 1, GLOBAL_NORM_THREADS, 0, stream, out_sumsq,
            (const double*)scratch, (int)blocks, accumulate);
+}
+
+void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
+                              int accumulate, cudaStream_t stream) {
+    global_norm_squared(out_sumsq, grads, n, scratch, accumulate, stream);
+}
+
+void global_norm_squared_f32_cuda(double* out_sumsq, const float* x, size_t n, double* scratch,
+                                  int accumulate, cudaStream_t stream) {
+    global_norm_squared(out_sumsq, x, n, scratch, accumulate, stream);
 }
 
 // One thread: the clip factor of model/optimizer.c's clip_factor, in double as there (sqrt and

@@ -58,7 +58,8 @@ enum {
     GPT_LOSS_SUM = 1,     // sum of per-token losses: gpt_loss and gpt_backward add to it
     GPT_GRAD_SUMSQ = 2,   // sum of squares of the gradient (gpt_grad_sum_squares)
     GPT_CLIP_SCALE = 3,   // the factor AdamW multiplies the gradients by (gpt_clip_scale)
-    GPT_NUM_SCALARS = 4
+    GPT_PARAM_SUMSQ = 4,  // sum of squares of the parameters (gpt_param_sum_squares)
+    GPT_NUM_SCALARS = 5
 };
 
 // Parameter groups whose gradients complete together in backward, in the order they complete:

@@ -55,7 +55,7 @@ enum {
     NORM_PARTIALS = 1024,             // model/optim_cuda.cuh GLOBAL_NORM_MAX_BLOCKS (doubles)
     NCCL_SCRATCH = 1 << 16,           // comm/comm_nccl.cu NCCL_HOST_SCRATCH_BYTES
     TOKEN_BYTES = 4,                  // int token ids
-    SCALARS = 4                       // GPT_NUM_SCALARS doubles
+    SCALARS = 5                       // GPT_NUM_SCALARS doubles
 };
 
 // model/gpt.c gpt_num_params in closed form: wte, wpe (none under RoPE), per layer the qkv

@@ -52,6 +52,10 @@ enum { GLOBAL_NORM_THREADS = 512, GLOBAL_NORM_MAX_BLOCKS = 1024 };
 // factor is clip_factor(norm, max_norm) as on the CPU.
 void global_norm_squared_cuda(double* out_sumsq, const floatX* grads, size_t n, double* scratch,
                               int accumulate, cudaStream_t stream);
+// The same over fp32 values (the master weights' norm, gpt_param_sum_squares): 4 squares per
+// 16-byte group.
+void global_norm_squared_f32_cuda(double* out_sumsq, const float* x, size_t n, double* scratch,
+                                  int accumulate, cudaStream_t stream);
 // *scale (device) = step_grad_scale(*loss_sum, *sumsq, max_norm, limits) as model/optimizer.c
 // computes it, on the device: OPTIMIZER_SKIP (-1) when either is not finite or above its limit
 // (loss_sum may be NULL: not checked), else 1 when max_norm <= 0, else

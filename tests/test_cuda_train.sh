@@ -60,6 +60,9 @@
 #   tests/test_cuda_train.sh rope-fp32    value heads) against the CPU trainer, the same bounds
 #   tests/test_cuda_train.sh z-loss-fp32  --z-loss 1e-2 against the CPU trainer: fp32's bounds on
 #                                         the losses and norms, and on every step's z_loss
+#   tests/test_cuda_train.sh params-norm-bf16  --log-params-norm against the CPU trainer: the last
+#   tests/test_cuda_train.sh params-norm-fp32  step's norm is the final model file's, every step's
+#                                         within 1e-2 (bf16) or 1e-4 (fp32) of the CPU trainer's
 #   tests/test_cuda_train.sh hopper-masked  the bf16 trainer at head size 64 (T = 128) with every
 #                                         layer's attention under a document mask, and a window in
 #                                         every second layer: with the default kernels (on the host
@@ -74,7 +77,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -92,16 +95,18 @@ checks() {
   echo "files kept in $W"; exit 1
 }
 
-# fp32_vs_cpu_then MODEL-OPTIONS <<'EOF' ... EOF: the fp32 CUDA trainer against the CPU trainer
-# with MODEL-OPTIONS (fp32's bounds), then the Python check on stdin (json and sys imported) with
-# the CPU run's and the CUDA run's logs as argv 1 and 2.
-fp32_vs_cpu_then() {
+# vs_cpu_then fp32|bf16 MODEL-OPTIONS <<'EOF' ... EOF: the CUDA trainer of that precision against
+# the CPU trainer with MODEL-OPTIONS (the precision's bounds, as the fp32 and bf16 cases), then the
+# Python check on stdin (json and sys imported) with the CPU run's and the CUDA run's directories
+# as argv 1 and 2 (each holds log.jsonl and the final model file).
+vs_cpu_then() {
   local check; check="import json, sys
 $(cat)"
-  bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 \
-    --compare "$COMPARE" --loss-tol 1e-4 --norm-tol 1e-4 --data "$W/data" --work "$W/run" \
-    --model "$1" &&
-    "$PY" -c "$check" "$W/run/cpu/log.jsonl" "$W/run/test/log.jsonl" && { rm -rf "$W"; exit 0; }
+  local prog=$CUDA_FP32 tols=(--loss-tol 1e-4 --norm-tol 1e-4)
+  [ "$1" = bf16 ] && prog=$CUDA_BF16 tols=(--loss-tol 2e-2 --norm-tol 1e-1)
+  bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$prog" --backend "cuda-$1" \
+    --compare "$COMPARE" "${tols[@]}" --data "$W/data" --work "$W/run" --model "$2" &&
+    "$PY" -c "$check" "$W/run/cpu" "$W/run/test" && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
 }
 
@@ -109,7 +114,7 @@ $(cat)"
 # runtime) has counters, no host synchronisation while the step was issued, exactly one at its
 # end (gpt_scalars_wait: the timeline resolves its marks with queries) and at most one
 # device-to-host copy (the step's scalars: loss sum, gradient sum of squares, clip factor, z-loss
-# sum, in one copy); the end-of-run counters record agrees.
+# sum, parameters' sum of squares, in one copy); the end-of-run counters record agrees.
 counters_ok() {
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
@@ -142,11 +147,12 @@ sync_free() {
   if counters_ok "$W/run/test/log.jsonl" 10; then echo "  ok    no host synchronisation inside the steps (1 micro-batch)"
   else echo "  FAIL  host synchronisation inside a step, or a missing counter (1 micro-batch)"; failures=$((failures + 1)); fi
   # 4 micro-batches per step: 12 token uploads between two host synchronisations (the staging
-  # ring grows instead of waiting), the loss summed over them on the device.
+  # ring grows instead of waiting), the loss summed over them on the device; with the z-loss and
+  # the parameters' norm, whose sums stay on the device too.
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
               --seq-len 16 --total-batch-tokens 128 --steps 6 --lr 1e-2 --warmup 0 --sample-length 0
               --eval-every 0 --quiet --no-save --train-data "$W/data/t_train_*.bin"
-              --val-data "$W/data/t_val_*.bin" --tokenizer "")
+              --val-data "$W/data/t_val_*.bin" --tokenizer "" --z-loss 1e-4 --log-params-norm)
   if timeout 600 "$CPU" "${args[@]}" --out-dir "$W/accum/cpu" > "$W/accum_cpu.out" 2>&1 &&
      timeout 600 "$1" "${args[@]}" --out-dir "$W/accum/test" > "$W/accum_test.out" 2>&1 &&
      "$COMPARE" "$W/accum/cpu/log.jsonl" "$W/accum/test/log.jsonl" --loss-tol "$3" --norm-tol "$4" \
@@ -416,8 +422,8 @@ case "$part" in
   # YaRN-scaled rotary positions (x2 from 8 of the 16 positions) with --eval-positions 4: the
   # kernel's scaled frequencies and amplitude through training, and the per-range validation
   # losses of both evaluations within the fp32 bound of the CPU trainer's.
-  rope-yarn-fp32) fp32_vs_cpu_then "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-scaling yarn --rope-original-context 8 --lr 3e-3 --eval-positions 4" <<'EOF' ;;
-pos = lambda p: [r for r in map(json.loads, open(p)) if r["type"] == "eval_positions"]
+  rope-yarn-fp32) vs_cpu_then fp32 "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-scaling yarn --rope-original-context 8 --lr 3e-3 --eval-positions 4" <<'EOF' ;;
+pos = lambda d: [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "eval_positions"]
 a, b = pos(sys.argv[1]), pos(sys.argv[2])
 assert len(a) == len(b) == 2 and all(len(x["val_loss"]) == 4 for x in a + b), (a, b)
 worst = max(abs(x - y) / y for ra, rb in zip(a, b) for x, y in zip(rb["val_loss"], ra["val_loss"]))
@@ -426,13 +432,34 @@ print("  ok    --eval-positions 4: 2 evaluations x 4 ranges within %.1e of the C
 EOF
   # --z-loss 1e-2 (the softmax's gradient grows by ~12% at lse ~ ln 512): the classifier kernel's
   # z-losses and gradient through training, every step's z_loss within the fp32 bound too.
-  z-loss-fp32) fp32_vs_cpu_then "--z-loss 1e-2" <<'EOF' ;;
-steps = lambda p: [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+  z-loss-fp32) vs_cpu_then fp32 "--z-loss 1e-2" <<'EOF' ;;
+steps = lambda d: [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "step"]
 a, b = steps(sys.argv[1]), steps(sys.argv[2])
 assert len(a) == len(b) > 0 and all(r["z_loss"] > 0 for r in a + b), (a, b)
 worst = max(abs(x["z_loss"] - y["z_loss"]) / y["z_loss"] for x, y in zip(b, a))
 assert worst <= 1e-4, worst
 print("  ok    --z-loss: %d steps' z_loss within %.1e of the CPU trainer's (bound 1e-4)" % (len(a), worst))
+EOF
+  # --log-params-norm: the last step's params_norm is the norm of the final model file each run
+  # wrote (the fp32 master weights of the bf16 run, summed by the f32 norm kernel; fp32: the
+  # parameters themselves), and every step's within bf16's and fp32's bounds of the CPU trainer's.
+  params-norm-bf16|params-norm-fp32) PREC=${part#params-norm-} vs_cpu_then "${part#params-norm-}" "--log-params-norm" <<'EOF' ;;
+import glob, math, os, struct
+def steps(d): return [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "step"]
+def file_norm(d):
+    path = sorted(glob.glob(d + "/model_*.bin"))[-1]
+    body = open(path, "rb").read()[1024:]
+    return math.sqrt(sum(x * x for x in struct.unpack("<%df" % (len(body) // 4), body)))
+cpu, test = steps(sys.argv[1]), steps(sys.argv[2])
+tol = {"bf16": 1e-2, "fp32": 1e-4}[os.environ["PREC"]]   # the precisions' loss bounds
+for name, d, s, bound in (("CPU", sys.argv[1], cpu, 1e-6), ("CUDA", sys.argv[2], test, 1e-5)):
+    want = file_norm(d)
+    rel = abs(s[-1]["params_norm"] - want) / want
+    assert rel <= bound, (name, rel, s[-1]["params_norm"], want)
+    print("  ok    %s: the last step's params_norm %.7g is the final model file's norm (rel %.1e, bound %.0e)" % (name, want, rel, bound))
+worst = max(abs(a["params_norm"] - b["params_norm"]) / a["params_norm"] for a, b in zip(cpu, test))
+print("  %s    every step's params_norm within %.1e of the CPU trainer's (bound %.0e)" % ("ok" if worst <= tol else "FAIL", worst, tol))
+assert len(cpu) == len(test) > 0 and worst <= tol, worst
 EOF
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;

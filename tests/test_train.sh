@@ -1277,6 +1277,43 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
   done
 }
 
+# --log-params-norm: each step's params_norm is the norm of the model file written at that step
+# (read here), the progress line says it, a run without the flag logs none; dp 2 (every rank sums
+# all the parameters) and a 2x2 mesh with ZeRO-1 (each rank its shard, all-reduced) within 1e-5 of
+# one process.
+t_params_norm() {
+  make_data
+  local run=("${TINY[@]}" --steps 4 --total-batch-tokens 64 --checkpoint-every 2 --keep-last 10
+             --eval-every 0)
+  train one "${run[@]}" --log-params-norm --out-dir "$W/one"
+  expect_rc one 0
+  check "params_norm at steps 2 and 4: the norms of model_00000002.bin and model_00000004.bin" "$PY" -c 'import json, math, struct, sys
+d = sys.argv[1]
+norm = {r["step"]: r["params_norm"] for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "step"}
+assert sorted(norm) == [1, 2, 3, 4], norm
+for step in (2, 4):
+    body = open("%s/model_%08d.bin" % (d, step), "rb").read()[1024:]
+    want = math.sqrt(sum(x * x for x in struct.unpack("<%df" % (len(body) // 4), body)))
+    rel = abs(norm[step] - want) / want
+    assert rel <= 1e-8, (step, norm[step], want)   # the log holds 9 significant digits
+    print("step %d: %.9g, the file %.9g (rel %.1e)" % (step, norm[step], want, rel))' "$W/one"
+  local loud=() a
+  for a in "${run[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
+  train loud "${loud[@]}" --log-params-norm --steps 2 --no-save --out-dir "$W/loud"
+  check "the progress line says the parameters' norm" has loud.out '^step +2/2 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+ \| params [0-9.]+ \| '
+  train none "${run[@]}" --no-save --out-dir "$W/none"
+  check "without the flag no params_norm" eval "! grep -q params_norm '$W/none/log.jsonl'"
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${run[@]}" --log-params-norm --dp 2 --no-save \
+    --out-dir "$W/dp2" > "$W/dp2.out" 2>&1
+  timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${run[@]}" --log-params-norm --pq 2 --pkv 2 --zero 1 \
+    --no-save --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  local d
+  for d in dp2 mesh; do
+    check "$d: the parameters' norms within 1e-5 of one process" \
+      near_steps "$W/$d/log.jsonl" "$W/one/log.jsonl" 4 params_norm loss
+  done
+}
+
 # --rampup-batch-tokens: each step's batch follows Megatron-LM's ramp-up formula in tokens
 # (computed here independently from the log, TOKENS not a multiple of the increments); the run is,
 # bit for bit, the chain of fixed-batch runs it stands for (4 steps of 32 tokens, 2 of 64, 1 of
@@ -1773,11 +1810,12 @@ case $test_name in
   batch-rampup) t_batch_rampup ;;
   lr-tokens) t_lr_tokens ;;
   z-loss) t_z_loss ;;
+  params-norm) t_params_norm ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

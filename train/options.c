@@ -120,6 +120,7 @@ static const OptSpec specs[] = {
     {"local-rank", OPT_INT, F(launch_local_rank), -1, 1 << 20, NULL, "rank on this node (picks the GPU; -1 = from MPI or the launcher's environment)"},
     {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
+    {"log-params-norm", OPT_FLAG, F(log_params_norm), 0, 1, NULL, "the L2 norm of the parameters after each step's update (the fp32 master weights where the backend keeps them), in the progress line and the step record (Megatron-LM's --log-params-norm): one more sum over the parameters a step, and under ZeRO-1 one all-reduce of 8 bytes"},
     {"on-nan", OPT_STRING, F(on_nan), 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite (checked on every rank) never updates the weights; stop: exit non-zero naming the step and the first tensor with a non-finite gradient, writing nothing; skip: drop the step, count it and go on"},
     {"max-skips", OPT_INT, F(max_skips), 1, 1e9, NULL, "stop (as --on-nan stop) after this many skipped steps in a row (non-finite ones under --on-nan skip, and spikes)"},
     {"spike-zscore", OPT_DOUBLE, F(spike_zscore), 0, 1e6, NULL, "loss-spike detector: skip (as --on-nan skip, logged with reason \"spike\" and the z-scores) a step whose loss or gradient norm is more than this many standard deviations above the mean of the last --spike-window applied steps (0 = off)"},

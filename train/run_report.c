@@ -568,10 +568,16 @@ void report_step(Trainer* t, const StepRecord* r) {
         snprintf(z, sizeof z, " | z-loss %.3e", r->z_loss);
         snprintf(z_json, sizeof z_json, ",\"z_loss\":%.9g", r->z_loss);
     }
+    // Under --log-params-norm the parameters' norm after the update, beside the gradient's.
+    char params[48] = "", params_json[48] = "";
+    if (t->opt.log_params_norm) {
+        snprintf(params, sizeof params, " | params %.4f", r->params_norm);
+        snprintf(params_json, sizeof params_json, ",\"params_norm\":%.9g", r->params_norm);
+    }
     if (!t->opt.quiet)
-        printf("step %5d/%d | loss %.6f%s | lr %.3e | norm %.4f%s | %.0f ms | %.0f tok/s | "
+        printf("step %5d/%d | loss %.6f%s | lr %.3e | norm %.4f%s%s | %.0f ms | %.0f tok/s | "
                "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, z, r->lr, r->grad_norm,
-               batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
+               params, batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
     char fractions[160] = "";
     if (t->timeline)
         snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"
@@ -590,8 +596,8 @@ void report_step(Trainer* t, const StepRecord* r) {
                  "\"graph_kernels\":%lld", sc->launches, sc->launches_per_layer, sc->d2h,
                  sc->syncs_in_step, sc->syncs_end, sc->graph_launches, sc->graph_kernels);
     run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g%s,\"lr\":%.9g,"
-                 "\"grad_norm\":%.9g%s,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
-                 t->step, r->loss, z_json, r->lr, r->grad_norm, batch_json, r->seconds * 1e3,
+                 "\"grad_norm\":%.9g%s%s,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
+                 t->step, r->loss, z_json, r->lr, r->grad_norm, params_json, batch_json, r->seconds * 1e3,
                  r->tokens_per_s, r->mfu, phases, fractions, counted);
     fflush(stdout);
 }

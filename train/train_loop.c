@@ -46,7 +46,6 @@ void train_loop(Trainer* t) {
         if (t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 && t->step > 0) run_evals(t);
         if (t->opt.sample_every > 0 && t->step % t->opt.sample_every == 0 && t->step > 0) sample(t);
         const double t0 = seconds_now();
-        double norm;
         const long long bytes0 = comm_count_bytes(t->comm);
         StepCounters sc;
         counters_begin(t, &sc);
@@ -54,9 +53,9 @@ void train_loop(Trainer* t) {
         step_batch(t);
         train_step(t, spike_limits(&t->spike, t->tokens_per_step));
         counters_mark(&sc);
-        int applied;
-        double z_loss;
-        const double loss = finish_step(t, &norm, &z_loss, &applied);
+        const StepResult result = finish_step(t);
+        const double loss = result.loss, norm = result.grad_norm;
+        const int applied = result.applied;
         // Not applied (the device dropped the update): not finite, go on (skip) or stop; else a
         // spike. Applied steps feed the spike detector's window.
         const int finite = isfinite(loss) && isfinite(norm);
@@ -95,8 +94,8 @@ void train_loop(Trainer* t) {
             const double tokens_left = (double)batch_rampup_tokens_of_steps(
                 &t->rampup, t->trained_after_step, t->opt.steps - t->step);
             const StepRecord record = {loss, lr, norm, dt, tps, mfu,
-                                       elapsed / elapsed_tokens * tokens_left, z_loss,
-                                       mfu_text, ts, ph, &sc};
+                                       elapsed / elapsed_tokens * tokens_left, result.z_loss,
+                                       result.params_norm, mfu_text, ts, ph, &sc};
             report_step(t, &record);
         }
         // Every rank stops at the same step: agree on any rank's signal.

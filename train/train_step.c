@@ -324,21 +324,24 @@ void train_step(Trainer* t, StepLimits limits) {
     const TimelineLabel label = {"optimizer", NULL, NULL, 0, -1, "other"};
     timeline_span(t->timeline, TL_COMPUTE, TIMELINE_COMPUTE_TRACK, begin,
                   timeline_mark(t->timeline, TIMELINE_COMPUTE_TRACK), &label);
+    if (t->opt.log_params_norm) {   // this rank's shard (all of them without ZeRO-1), updated
+        gpt_param_sum_squares(m, t->shard_begin, t->shard_count, m->scalars + GPT_PARAM_SUMSQ);
+        if (t->opt.zero && t->mesh.world_size > 1)
+            comm_all_reduce_sum(t->comm, MESH_WORLD, m->scalars + GPT_PARAM_SUMSQ, 1, COMM_F64);
+    }
     if (t->opt.zero) gather_params(t);
     phase_mark(t, 2 * t->accum + 1);
     gpt_scalars_fetch(m);
     t->steps_issued++;
 }
 
-// The end of a step: the one wait for the device. Returns the mean loss over the global batch;
-// *grad_norm gets the norm before clipping, *z_loss the mean z-loss (0 without --z-loss),
-// *applied whether AdamW applied the update (the clip factor the device computed is no skip mark).
-double finish_step(Trainer* t, double* grad_norm, double* z_loss, int* applied) {
+// The end of a step: the one wait for the device.
+StepResult finish_step(Trainer* t) {
     double sc[GPT_NUM_SCALARS];
     comm_wait_compute(t->comm);   // the host's wait for the step, under the comm watchdog
     gpt_scalars_wait(sc);
-    *grad_norm = sqrt(sc[GPT_GRAD_SUMSQ]);
-    *applied = sc[GPT_CLIP_SCALE] != OPTIMIZER_SKIP;
-    *z_loss = sc[GPT_Z_LOSS_SUM] / t->tokens_per_step;
-    return sc[GPT_LOSS_SUM] / t->tokens_per_step;
+    StepResult r = {sc[GPT_LOSS_SUM] / t->tokens_per_step, sqrt(sc[GPT_GRAD_SUMSQ]),
+                    sc[GPT_Z_LOSS_SUM] / t->tokens_per_step, 0, sc[GPT_CLIP_SCALE] != OPTIMIZER_SKIP};
+    if (t->opt.log_params_norm) r.params_norm = sqrt(sc[GPT_PARAM_SUMSQ]);
+    return r;
 }

@@ -738,6 +738,30 @@ static void test_global_norm(size_t n, size_t misalign) {
     snprintf(what, sizeof what, "global norm^2 n=%zu as two accumulated halves", n);
     const double acc_err = fabs(acc - want) / want;
     check_err(what, acc_err == acc_err ? acc_err : INFINITY, &B_NORM);
+    // The fp32 form (the master weights' norm, --log-params-norm) on fp32 values not rounded to
+    // the storage type: 4 squares per 16-byte load, or one by one when misaligned.
+    float* f = (float*)malloc((n + misalign) * sizeof(float));
+    for (size_t i = 0; i < n + misalign; i++) f[i] = frand();
+    float* d_f;
+    CUDA_CHECK(cudaMalloc(&d_f, (n + misalign) * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d_f, f, (n + misalign) * sizeof(float), cudaMemcpyHostToDevice));
+    const float* exact = f + misalign;
+    double want_f = 0;
+    for (size_t i = 0; i < n; i++) want_f += (double)exact[i] * exact[i];
+    double got_f[2];
+    for (int rep = 0; rep < 2; rep++) {
+        poison(d_out, sizeof(double));
+        global_norm_squared_f32_cuda(d_out, d_f + misalign, n, d_scratch, 0, 0);
+        CUDA_CHECK(cudaMemcpy(&got_f[rep], d_out, sizeof(double), cudaMemcpyDeviceToHost));
+    }
+    const double err_f = fabs(got_f[0] - want_f) / want_f;
+    snprintf(what, sizeof what, "global norm^2 of fp32 n=%zu%s: %.6g vs %.6g", n,
+             misalign ? " (unaligned)" : "", got_f[0], want_f);
+    check_err(what, err_f == err_f ? err_f : INFINITY, &B_NORM);
+    check(memcmp(&got_f[0], &got_f[1], sizeof(double)) == 0,
+          "global norm^2 of fp32 n=%zu: bitwise equal on a second run", n);
+    CUDA_CHECK(cudaFree(d_f));
+    free(f);
     // The clip factor on the device: bitwise the host's clip_factor(sqrt(sum), max) of the same
     // sum, clipping (max below the norm), not clipping, and off (max 0).
     double* d_scale;
