@@ -955,7 +955,9 @@ typedef struct {
 
 // All-reduce of the gradients over every rank (bucketed during the last backward when
 // overlapping), or ZeRO-1's reduce-scatter and parameter all-gather (the latter in flight during
-// the next forward); plus the loss (and ZeRO: gradient norm) scalars in one fp64 all-reduce.
+// the next forward); plus the loss (and ZeRO: gradient norm) scalars in one fp64 all-reduce. The
+// trainer's options that add 8 bytes to it or one more (--z-loss; --log-params-norm under ZeRO-1)
+// are not modelled: the all-reduce is latency-bound either way.
 static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig* g, int overlapped,
                           double last_backward_s, double first_forward_s) {
     GradComm r = {0, 0, 0};

@@ -7,8 +7,8 @@
 // merges its lanes' pairs by a butterfly, and then every warp merges the warps' pairs by the same
 // butterfly (5 merges a thread, not one per warp). Pass 2 re-reads the row (from L2: a 50304-wide
 // bf16 row is 100 KB) and overwrites it with dloss * (exp(z - lse) g - onehot), g = 1 + 2 c lse
-// under the z-loss c lse^2 (g = 1 exactly without it). The probabilities are never stored, so HBM
-// traffic is one read and one write of the logits.
+// under the z-loss c lse^2 (g = 1 exactly without it, lse finite). The probabilities are never
+// stored, so HBM traffic is one read and one write of the logits.
 #include "model/matmul_cuda.cuh"
 
 #include <float.h>
@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(CLS_THREADS, CLS_MIN_BLOCKS)
     if (threadIdx.x == 0) losses[blockIdx.x] = target_ok ? lse - z_target : __int_as_float(0x7fc00000);
     if (threadIdx.x == 0 && z_coef > 0.0f) z_losses[blockIdx.x] = z_coef * lse * lse;
     if (!write_dlogits) return;
-    // d(c lse^2)/dz = 2 c lse softmax(z): the softmax's factor, exactly 1 without the z-loss.
+    // d(c lse^2)/dz = 2 c lse softmax(z): the softmax's factor, exactly 1 without the z-loss
+    // (lse finite; an infinite one makes the row NaN either way: the step is not applied).
     const float g = 1.0f + 2.0f * z_coef * lse;
 
     // Pass 2: dlogits over the row, 0 on the padded columns (whose values are never used).

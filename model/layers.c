@@ -374,7 +374,8 @@ void crossentropy_forward_backward(real* logits, real_stat* losses, const int* t
         const real l = row_lse(zn, V);
         losses[n] = l - zn[targets[n]];
         if (z.coef > 0) z.losses[n] = z.coef * l * l;
-        // d(coef lse^2)/dz = 2 coef lse softmax(z): dloss exactly without the z-loss.
+        // d(coef lse^2)/dz = 2 coef lse softmax(z): dloss exactly without the z-loss (for a finite
+        // lse; an infinite one makes the row NaN either way, a step that is never applied).
         const real scale = dloss * (1 + 2 * z.coef * l);
 #pragma omp simd
         for (int v = 0; v < V; v++) zn[v] = scale * fast_exp(zn[v] - l);

@@ -26,7 +26,7 @@ extern "C" {
 typedef enum { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT, LR_WSD, LR_INVERSE_SQRT } LRScheduleKind;
 // The coefficient c(r) of wsd's decay, from 1 at r = 0 to 0 at r = 1 (Megatron-LM's
 // --lr-wsd-decay-style): linear 1 - r; cosine (1 + cos(pi r)) / 2; exponential 2 (1/2)^r - 1
-// (MiniCPM's); minus-sqrt 1 - sqrt(r) (Haegele et al. 2024's "1-sqrt" cooldown).
+// (Megatron's own form); minus-sqrt 1 - sqrt(r) (Haegele et al. 2024's "1-sqrt" cooldown).
 typedef enum { WSD_LINEAR = 0, WSD_COSINE, WSD_EXPONENTIAL, WSD_MINUS_SQRT } WsdDecayStyle;
 
 typedef struct {

@@ -1237,11 +1237,13 @@ print("worst relative difference %.2g" % worst)' "$W/d/log.jsonl" "$W/p/log.json
 }
 
 # --z-loss (PaLM's): the objective adds c lse^2 per token; the logged loss stays the cross-entropy.
-# --z-loss 0 is the default run bit for bit; under 1e-3 step 1's loss (before any update) is the
+# --z-loss 0 is off (the default run's losses, evaluations, samples and weights, no z_loss logged);
+# under 1e-3 step 1's loss (before any update) is the
 # default run's to the bit and the later ones differ (the gradient changed); every step logs
 # z_loss, at step 1 within 1% of c ln(512)^2 (initial logits are near 0, so lse ~ ln V); the batch
 # and progress lines say it; dp 2 with ZeRO-1 (the loss, z-loss and gradient sums in one
-# all-reduce) and a 2x2 ATTENTION2D mesh (each rank's tokens' sums) within 1e-5 of one process.
+# all-reduce) and a 2x2 ATTENTION2D mesh (each rank's tokens' sums) within 1e-5 of one process,
+# the gradient norms too (the ZeRO-1 sum of squares rides the same all-reduce).
 t_z_loss() {
   make_data
   local run=("${TINY[@]}" --steps 6 --total-batch-tokens 64 --warmup 2 --eval-every 3 --sample-every 3)
@@ -1251,6 +1253,7 @@ t_z_loss() {
   expect_rc z 0
   echo "  --z-loss 0 against the default:"
   same_runs "$W/base" "$W/zero" 6
+  check "--z-loss 0 logs no z_loss" eval "! grep -q z_loss '$W/zero/log.jsonl'"
   check "--z-loss 1e-3: step 1's loss the default's bit for bit, steps 2-6 differ; z_loss every step, step 1's c ln(512)^2 within 1%" "$PY" -c 'import json, math, sys
 def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
 base, z = steps(sys.argv[1]), steps(sys.argv[2])
@@ -1272,8 +1275,8 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
     --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
   local d
   for d in dp2 mesh; do
-    check "$d: losses and z-losses within 1e-5 of one process" \
-      near_steps "$W/$d/log.jsonl" "$W/z/log.jsonl" 6 loss z_loss
+    check "$d: losses, z-losses and gradient norms within 1e-5 of one process" \
+      near_steps "$W/$d/log.jsonl" "$W/z/log.jsonl" 6 loss z_loss grad_norm
   done
 }
 
@@ -1310,7 +1313,7 @@ for step in (2, 4):
   local d
   for d in dp2 mesh; do
     check "$d: the parameters' norms within 1e-5 of one process" \
-      near_steps "$W/$d/log.jsonl" "$W/one/log.jsonl" 4 params_norm loss
+      near_steps "$W/$d/log.jsonl" "$W/one/log.jsonl" 4 params_norm loss grad_norm
   done
 }
 
@@ -1462,7 +1465,8 @@ print("worst difference %.2g of --lr" % worst)' "$sc" "$style" "$W/${c/:/-}/log.
     "--lr-decay-tokens 800 --warmup 2|^error: --lr-decay-tokens 800: expected no warmup in steps \(the schedule counts tokens: its warmup is --lr-warmup-tokens\), found --warmup 2$" \
     "--lr-decay-tokens 800 --warmup-frac 0.1|^error: --lr-decay-tokens 800: expected no warmup in steps .*, found --warmup-frac 0.1$" \
     "--lr-decay-tokens 1000000000000000001|^error: --lr-decay-tokens: expected an integer in 0..1000000000000000000, found 1000000000000000001$" \
-    "--lr-decay-tokens 800 --lr-warmup-tokens 800|^error: --lr-warmup-tokens 800: expected fewer tokens than --lr-decay-tokens 800$"
+    "--lr-decay-tokens 800 --lr-warmup-tokens 800|^error: --lr-warmup-tokens 800: expected fewer tokens than --lr-decay-tokens 800$" \
+    "--lr-schedule inverse-sqrt --lr-decay-tokens 800|^error: --lr-schedule inverse-sqrt --lr-decay-tokens 800: expected --lr-warmup-tokens N \(the rate is --lr x sqrt\(N / trained tokens\) after it\), found none$"
 }
 
 # --lr-schedule: every schedule's learning rates, as logged, against PyTorch's schedulers
@@ -1491,7 +1495,7 @@ t_lr_schedules() {
     out=$("$PY" tests/lr_schedule_ref.py "$W/$name/log.jsonl" --schedule $sc --lr 2e-3 \
       --warmup $warmup --steps 23 --final-frac $floor --decay-frac 0.3 --wsd-style $style 2>&1)
     rc=$?
-    check "$out" test $rc = 0
+    check "$name: $out" test $rc = 0
   done
   check "the configuration line names the schedule" \
     has wsd.out "warmup 4 steps, then wsd \(linear decay over the last 0.3\);"

@@ -571,6 +571,13 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
         config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
                      "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);
+    // inverse-sqrt divides by the warmup's length: in tokens, without one, step 1's rate would be
+    // --lr / sqrt(its tokens) (lr / 724 at 524288 tokens a step), the floor from the start.
+    if (t->opt.lr_decay_tokens && !t->opt.lr_warmup_tokens &&
+        strcmp(t->opt.lr_schedule, "inverse-sqrt") == 0)
+        config_error(t, "--lr-schedule inverse-sqrt --lr-decay-tokens %ld: expected "
+                     "--lr-warmup-tokens N (the rate is --lr x sqrt(N / trained tokens) after it), "
+                     "found none", t->opt.lr_decay_tokens);
     if (t->opt.lr_warmup_tokens && !t->opt.lr_decay_tokens)
         config_error(t, "--lr-warmup-tokens %ld: a warmup in tokens belongs to a schedule in "
                      "tokens; add --lr-decay-tokens, or give --warmup in steps",
