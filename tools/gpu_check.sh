@@ -513,11 +513,20 @@ for prec in fp32 bf16; do
   section "| $prec stop and resume | bit-exact | $r | $(grep -c '^  ok ' "$LOGS/resume_$prec.log") of 5 checks identical |"
 done
 # The z-loss through the bf16 classifier kernel (its factor 1 + 2 c lse on the softmax), against the
-# CPU trainer with the same --z-loss.
+# CPU trainer with the same --z-loss: losses and norms, then every step's z_loss within the loss
+# bound (2e-2).
 compared "vs_cpu_z_loss" trainer "bf16 --z-loss vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
   --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
   --work "$LOGS/vs_cpu_z_loss" --steps "$TRAIN_STEPS" --model "--z-loss 1e-2"
-section "| bf16 with --z-loss 1e-2 against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
+z_losses() { grep '"type":"step"' "$1" 2> /dev/null | sed -n 's/.*"z_loss":\([-0-9.e+]*\).*/\1/p'; }
+z_worst=$(paste <(z_losses "$LOGS/vs_cpu_z_loss/cpu/log.jsonl") <(z_losses "$LOGS/vs_cpu_z_loss/test/log.jsonl") |
+  awk 'NF == 2 && $1 > 0 {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
+       END {if (n == '"$TRAIN_STEPS"') printf "%.2g", w; else print "missing"}')
+z_result=FAIL
+awk -v w="$z_worst" 'BEGIN {exit !(w != "missing" && w + 0 <= 2e-2)}' && z_result=ok
+check_result trainer "bf16 --z-loss: each step's z_loss vs CPU" "$z_result" "z_loss $z_worst"
+[ "$z_result" = ok ] || R=FAIL
+section "| bf16 with --z-loss 1e-2 against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1, z_loss 2e-2; the same | $R | $DIFFS; z_loss $z_worst |"
 
 # Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
 # head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger
