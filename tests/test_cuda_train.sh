@@ -63,6 +63,8 @@
 #   tests/test_cuda_train.sh params-norm-bf16  --log-params-norm against the CPU trainer: the last
 #   tests/test_cuda_train.sh params-norm-fp32  step's norm is the final model file's, every step's
 #                                         within 1e-2 (bf16) or 1e-4 (fp32) of the CPU trainer's
+#   tests/test_cuda_train.sh params-norm-bf16-zero  the same on 3 ranks with ZeRO-1 (nccl): each
+#                                         rank's master shard, the padding on the last
 #   tests/test_cuda_train.sh hopper-masked  the bf16 trainer at head size 64 (T = 128) with every
 #                                         layer's attention under a document mask, and a window in
 #                                         every second layer: with the default kernels (on the host
@@ -77,7 +79,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -95,19 +97,45 @@ checks() {
   echo "files kept in $W"; exit 1
 }
 
-# vs_cpu_then fp32|bf16 MODEL-OPTIONS <<'EOF' ... EOF: the CUDA trainer of that precision against
-# the CPU trainer with MODEL-OPTIONS (the precision's bounds, as the fp32 and bf16 cases), then the
-# Python check on stdin (json and sys imported) with the CPU run's and the CUDA run's directories
-# as argv 1 and 2 (each holds log.jsonl and the final model file).
+# vs_cpu_then fp32|bf16 MODEL-OPTIONS <<'EOF' ... EOF: the CUDA trainer of that precision (or
+# TEST_PROG, a launcher of it) against the CPU trainer with MODEL-OPTIONS (the precision's bounds,
+# as the fp32 and bf16 cases), then the Python check on stdin (json and sys imported) with the CPU
+# run's and the CUDA run's directories as argv 1 and 2 (each holds log.jsonl and the final model
+# file).
 vs_cpu_then() {
   local check; check="import json, sys
 $(cat)"
   local prog=$CUDA_FP32 tols=(--loss-tol 1e-4 --norm-tol 1e-4)
   [ "$1" = bf16 ] && prog=$CUDA_BF16 tols=(--loss-tol 2e-2 --norm-tol 1e-1)
+  prog=${TEST_PROG:-$prog}
   bash tools/trainer_checks.sh vs-cpu --cpu "$CPU" --test "$prog" --backend "cuda-$1" \
     --compare "$COMPARE" "${tols[@]}" --data "$W/data" --work "$W/run" --model "$2" &&
     "$PY" -c "$check" "$W/run/cpu" "$W/run/test" && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
+}
+
+# The check of the params-norm cases (for vs_cpu_then; PREC names the precision): the last step's
+# params_norm of either run is its final model file's norm, every step's within the precision's
+# loss bound of the CPU trainer's.
+params_norm_check() {
+  cat <<'EOF'
+import glob, math, os, struct
+def steps(d): return [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "step"]
+def file_norm(d):
+    path = sorted(glob.glob(d + "/model_*.bin"))[-1]
+    body = open(path, "rb").read()[1024:]
+    return math.sqrt(sum(x * x for x in struct.unpack("<%df" % (len(body) // 4), body)))
+cpu, test = steps(sys.argv[1]), steps(sys.argv[2])
+tol = {"bf16": 1e-2, "fp32": 1e-4}[os.environ["PREC"]]   # the precisions' loss bounds
+for name, d, s in (("CPU", sys.argv[1], cpu), ("CUDA", sys.argv[2], test)):
+    want = file_norm(d)
+    rel = abs(s[-1]["params_norm"] - want) / want
+    assert rel <= 1e-7, (name, rel, s[-1]["params_norm"], want)   # the log holds 9 digits
+    print("  ok    %s: the last step's params_norm %.7g is the final model file's norm (rel %.1e, bound 1e-7)" % (name, want, rel))
+worst = max(abs(a["params_norm"] - b["params_norm"]) / a["params_norm"] for a, b in zip(cpu, test))
+print("  %s    every step's params_norm within %.1e of the CPU trainer's (bound %.0e)" % ("ok" if worst <= tol else "FAIL", worst, tol))
+assert len(cpu) == len(test) > 0 and worst <= tol, worst
+EOF
 }
 
 # counters_ok LOG STEPS: every one of the STEPS step records of LOG (the CUDA trainer on the host
@@ -443,24 +471,16 @@ EOF
   # --log-params-norm: the last step's params_norm is the norm of the final model file each run
   # wrote (the fp32 master weights of the bf16 run, summed by the f32 norm kernel; fp32: the
   # parameters themselves), and every step's within bf16's and fp32's bounds of the CPU trainer's.
-  params-norm-bf16|params-norm-fp32) PREC=${part#params-norm-} vs_cpu_then "${part#params-norm-}" "--log-params-norm" <<'EOF' ;;
-import glob, math, os, struct
-def steps(d): return [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "step"]
-def file_norm(d):
-    path = sorted(glob.glob(d + "/model_*.bin"))[-1]
-    body = open(path, "rb").read()[1024:]
-    return math.sqrt(sum(x * x for x in struct.unpack("<%df" % (len(body) // 4), body)))
-cpu, test = steps(sys.argv[1]), steps(sys.argv[2])
-tol = {"bf16": 1e-2, "fp32": 1e-4}[os.environ["PREC"]]   # the precisions' loss bounds
-for name, d, s, bound in (("CPU", sys.argv[1], cpu, 1e-6), ("CUDA", sys.argv[2], test, 1e-5)):
-    want = file_norm(d)
-    rel = abs(s[-1]["params_norm"] - want) / want
-    assert rel <= bound, (name, rel, s[-1]["params_norm"], want)
-    print("  ok    %s: the last step's params_norm %.7g is the final model file's norm (rel %.1e, bound %.0e)" % (name, want, rel, bound))
-worst = max(abs(a["params_norm"] - b["params_norm"]) / a["params_norm"] for a, b in zip(cpu, test))
-print("  %s    every step's params_norm within %.1e of the CPU trainer's (bound %.0e)" % ("ok" if worst <= tol else "FAIL", worst, tol))
-assert len(cpu) == len(test) > 0 and worst <= tol, worst
-EOF
+  params-norm-bf16|params-norm-fp32)
+    PREC=${part#params-norm-} vs_cpu_then "${part#params-norm-}" "--log-params-norm" < <(params_norm_check) ;;
+  # The same on 3 ranks with ZeRO-1 (dp 3, nccl): each rank sums its master shard, which starts
+  # past element 0 and, on the last rank, holds the padding (30176 parameters in 3 x 10059), and one
+  # all-reduce adds them; against the CPU trainer on the same global batch (3 micro-batches a step).
+  params-norm-bf16-zero)
+    printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=3 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
+      "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
+    PREC=bf16 TEST_PROG="$W/zero3.sh" vs_cpu_then bf16 "--log-params-norm --total-batch-tokens 96" \
+      < <(params_norm_check) ;;
   ulysses-launches) ulysses_launches ;;
   graphs-bf16) graphs "$CUDA_BF16" ;;
   graphs-fp32) graphs "$CUDA_FP32" ;;

@@ -1280,8 +1280,8 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
   done
 }
 
-# --log-params-norm: each step's params_norm is the norm of the model file written at that step
-# (read here), the progress line says it, a run without the flag logs none; dp 2 (every rank sums
+# --log-params-norm: the params_norm of steps 2 and 4 are the norms of the model files written
+# there (read here), the progress line says it, a run without the flag logs none; dp 2 (every rank sums
 # all the parameters) and a 2x2 mesh with ZeRO-1 (each rank its shard, all-reduced) within 1e-5 of
 # one process.
 t_params_norm() {

@@ -278,8 +278,9 @@ void free_graphs(Trainer* t) {
 
 // One optimizer step, issued without the host waiting for the device: accumulation over
 // micro-batches, gradient reduction, norm and clip factor (or the skip mark: not finite, or
-// above limits), AdamW, and the copy of the step's
-// scalars to the host (gpt_scalars_fetch), which the caller waits for (finish_step).
+// above limits), AdamW, under --log-params-norm the parameters' sum of squares (all-reduced
+// under ZeRO-1), and the copy of the step's scalars to the host (gpt_scalars_fetch), which the
+// caller waits for (finish_step).
 void train_step(Trainer* t, StepLimits limits) {
     GPT* m = &t->model;
     const double dloss = 1.0 / t->tokens_per_step;

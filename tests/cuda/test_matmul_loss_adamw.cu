@@ -56,7 +56,8 @@ static Bound B_LOSS = {"loss", 1e-4, 1e-4,
 static Bound B_ADAMW = {"adamw", 1e-5, 1e-5,
                         "same: sqrtf and division are correctly rounded by default; FMA moves m and v by at "
                         "most 1 ulp", 0};
-static Bound B_NORM = {"global-norm", 1e-5, 1e-5, "same: fp32 squares summed in double, fixed order", 0};
+static Bound B_NORM = {"global-norm", 1e-5, 1e-5,
+                       "same: squares summed in fp32 per 16-byte load (8 of bf16, 4 of fp32), then in double, fixed order", 0};
 
 // --- Host helpers --------------------------------------------------------------------------------
 
@@ -843,6 +844,7 @@ int main(int argc, char** argv) {
 
     if (!quick) test_global_norm(1, 0);
     if (!quick) test_global_norm(1000, 0);
+    if (!quick) test_global_norm(1001, 0);   // 16-byte loads, then a tail of one
     if (!quick) test_global_norm(100003, 1);
     test_global_norm(300000, 0);
     const Bound bounds[] = {B_MATMUL, B_DLOGITS, B_LOSS, B_ADAMW, B_NORM};
