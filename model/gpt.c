@@ -418,12 +418,6 @@ double gpt_loss_read(const GPT* m) {
     return loss;
 }
 
-double gpt_z_loss_read(const GPT* m) {
-    double z = 0;
-    scalars_to_host(&z, m->scalars + GPT_Z_LOSS_SUM, 1);
-    return z;
-}
-
 // Refills the activations of one layer that the recompute mode did not keep (its scratch), from
 // the layer's input `residual` and what was kept, with the forward's own kernels on the same
 // inputs: the same values, bitwise on the CPU. The attention output and LSE are always kept, so

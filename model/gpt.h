@@ -176,10 +176,9 @@ void gpt_loss(GPT* m);
 void gpt_backward(GPT* m, double dloss);
 // Zeroes m->scalars[GPT_LOSS_SUM] and [GPT_Z_LOSS_SUM] (in stream order), and reads the first:
 // the host waits for the device (evaluation and tests; a training step reads both with
-// gpt_scalars_fetch, model/backend.h). gpt_z_loss_read reads the z-losses' sum.
+// gpt_scalars_fetch, model/backend.h).
 void gpt_loss_zero(GPT* m);
 double gpt_loss_read(const GPT* m);
-double gpt_z_loss_read(const GPT* m);
 // The ranges of the flat parameter buffer (element offset, count) that group `group` (a layer, or
 // GPT_GRADS_LNF / GPT_GRADS_EMBEDDINGS) occupies; returns how many (at most NUM_PARAM_TENSORS).
 int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], size_t count[]);

@@ -555,6 +555,7 @@ void report_timeline(Trainer* t) {
 // The progress line of a step and its record in the log (rank 0).
 void report_step(Trainer* t, const StepRecord* r) {
     if (t->rank != 0) return;
+    const StepResult* s = &r->result;
     // Under --rampup-batch-tokens every step says its batch.
     const int ramp = batch_rampup_on(&t->rampup);
     char batch[48] = "", batch_json[48] = "";
@@ -565,18 +566,18 @@ void report_step(Trainer* t, const StepRecord* r) {
     // Under --z-loss the step's mean z-loss, beside the cross-entropy.
     char z[48] = "", z_json[48] = "";
     if (t->opt.z_loss > 0) {
-        snprintf(z, sizeof z, " | z-loss %.3e", r->z_loss);
-        snprintf(z_json, sizeof z_json, ",\"z_loss\":%.9g", r->z_loss);
+        snprintf(z, sizeof z, " | z-loss %.3e", s->z_loss);
+        snprintf(z_json, sizeof z_json, ",\"z_loss\":%.9g", s->z_loss);
     }
     // Under --log-params-norm the parameters' norm after the update, beside the gradient's.
     char params[48] = "", params_json[48] = "";
     if (t->opt.log_params_norm) {
-        snprintf(params, sizeof params, " | params %.4f", r->params_norm);
-        snprintf(params_json, sizeof params_json, ",\"params_norm\":%.9g", r->params_norm);
+        snprintf(params, sizeof params, " | params %.4f", s->params_norm);
+        snprintf(params_json, sizeof params_json, ",\"params_norm\":%.9g", s->params_norm);
     }
     if (!t->opt.quiet)
         printf("step %5d/%d | loss %.6f%s | lr %.3e | norm %.4f%s%s | %.0f ms | %.0f tok/s | "
-               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, r->loss, z, r->lr, r->grad_norm,
+               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, s->loss, z, r->lr, s->grad_norm,
                params, batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
     char fractions[160] = "";
     if (t->timeline)
@@ -597,7 +598,7 @@ void report_step(Trainer* t, const StepRecord* r) {
                  sc->syncs_in_step, sc->syncs_end, sc->graph_launches, sc->graph_kernels);
     run_log_json(&t->log, "{\"type\":\"step\",\"step\":%d,\"loss\":%.9g%s,\"lr\":%.9g,"
                  "\"grad_norm\":%.9g%s%s,\"ms\":%.3f,\"tokens_per_s\":%.3f,\"mfu\":%.5f%s%s%s}",
-                 t->step, r->loss, z_json, r->lr, r->grad_norm, params_json, batch_json, r->seconds * 1e3,
-                 r->tokens_per_s, r->mfu, phases, fractions, counted);
+                 t->step, s->loss, z_json, r->lr, s->grad_norm, params_json, batch_json,
+                 r->seconds * 1e3, r->tokens_per_s, r->mfu, phases, fractions, counted);
     fflush(stdout);
 }

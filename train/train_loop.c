@@ -93,9 +93,9 @@ void train_loop(Trainer* t) {
             // The steps left at this run's pace per token (steps differ under a ramp-up).
             const double tokens_left = (double)batch_rampup_tokens_of_steps(
                 &t->rampup, t->trained_after_step, t->opt.steps - t->step);
-            const StepRecord record = {loss, lr, norm, dt, tps, mfu,
-                                       elapsed / elapsed_tokens * tokens_left, result.z_loss,
-                                       result.params_norm, mfu_text, ts, ph, &sc};
+            const StepRecord record = {result, lr, dt, tps, mfu,
+                                       elapsed / elapsed_tokens * tokens_left, mfu_text, ts, ph,
+                                       &sc};
             report_step(t, &record);
         }
         // Every rank stops at the same step: agree on any rank's signal.

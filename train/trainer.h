@@ -191,11 +191,19 @@ typedef struct {
     int have_first;
 } CounterTotals;
 
+// What a step computed, read at its end (finish_step).
+typedef struct {
+    double loss;          // the mean loss over the global batch
+    double grad_norm;     // before clipping
+    double z_loss;        // the mean z-loss (0 without --z-loss)
+    double params_norm;   // after the update (0 without --log-params-norm)
+    int applied;          // whether AdamW applied the update (the device's clip factor no skip mark)
+} StepResult;
+
 // What report_step prints and logs of a step that was applied.
 typedef struct {
-    double loss, lr, grad_norm, seconds, tokens_per_s, mfu, eta_s;
-    double z_loss;        // the mean z-loss per token (--z-loss; 0 without it)
-    double params_norm;   // the parameters' norm after the update (--log-params-norm; else 0)
+    StepResult result;
+    double lr, seconds, tokens_per_s, mfu, eta_s;
     const char* mfu_text;
     TimelineStep timeline;
     StepPhases phases;
@@ -230,14 +238,6 @@ void step_batch(Trainer* t);
 double step_lr(const Trainer* t);
 void train_step(Trainer* t, StepLimits limits);
 void free_graphs(Trainer* t);   // the captured graphs, to be captured again at their next use
-// What a step computed, read at its end (finish_step).
-typedef struct {
-    double loss;          // the mean loss over the global batch
-    double grad_norm;     // before clipping
-    double z_loss;        // the mean z-loss (0 without --z-loss)
-    double params_norm;   // after the update (0 without --log-params-norm)
-    int applied;          // whether AdamW applied the update (the device's clip factor no skip mark)
-} StepResult;
 StepResult finish_step(Trainer* t);
 StepPhases step_phases(const Trainer* t);
 int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row);
