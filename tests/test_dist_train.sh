@@ -81,6 +81,11 @@
 # NORM_TOL bound the relative differences (the norms over the first NORM_STEPS steps, default all),
 # EVAL_TOL the validation losses of eval-mesh,
 # WORK names the work directory.
+# SCHEDULES (banded, documents, rope) names the runs of every_schedule to make, from
+# "1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2 usp-2x2" (the default: all);
+# a part's other runs on one of those meshes (documents' dw-2x2 and p-2x2, its and rope's Zigzag
+# runs with positions that restart, banded's check of a schedule's start-up line) go with it, so
+# that two lines with complementary lists run each check once (make test and make test-sweep).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -96,6 +101,16 @@ TOL=${TOL:-1e-5}
 NORM_TOL=${NORM_TOL:-1e-4}
 EVAL_TOL=${EVAL_TOL:-1e-6}
 NORM_STEPS=${NORM_STEPS:-1000000}
+all_schedules=(1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2 usp-2x2)
+read -r -a schedules <<< "${SCHEDULES:-${all_schedules[*]}}"
+for sched in "${schedules[@]}"; do
+  case " ${all_schedules[*]} " in *" $sched "*) ;; *)
+    echo "test_dist_train: SCHEDULES: expected names among '${all_schedules[*]}', found '$sched'" >&2; exit 2 ;;
+  esac
+done
+[ ${#schedules[@]} -gt 0 ] || { echo "test_dist_train: SCHEDULES: expected at least one name, found none" >&2; exit 2; }
+# scheduled NAME: NAME is among the SCHEDULES to run.
+scheduled() { case " ${schedules[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
 work=$BUILD/tests/dist_train/${WORK:-$part}
 rm -rf "$work"
 mkdir -p "$work"
@@ -153,22 +168,24 @@ train() {
 
 # every_schedule PREFIX ARGS...: runs ARGS on one process, 2x2, 2d-overlap, dp 2 + ZeRO-1, Ring
 # 1x4, Striped 4x1, Zigzag 2x2, Ulysses 1x2 (the model's 2 heads over 2 ranks) and USP 2x2 (over
-# the column's 2 ranks, a ring of 2) (PREFIX-1 ... PREFIX-usp-2x2), each compared with ref.
+# the column's 2 ranks, a ring of 2) (PREFIX-1 ... PREFIX-usp-2x2; those of SCHEDULES), each
+# compared with ref.
 every_schedule() {
-  local p=$1
+  local p=$1 n
   shift
-  train "$p-1" 1 "$@"
-  train "$p-2x2" 4 "$@" --pq 2 --pkv 2
-  train "$p-2x2-overlap" 4 "$@" --pq 2 --pkv 2 --attention 2d-overlap
-  train "$p-dp2-1x2" 4 "$@" --dp 2 --pkv 2 --zero 1
-  train "$p-ring-1x4" 4 "$@" --pkv 4 --attention ring
-  train "$p-striped-4x1" 4 "$@" --pq 4 --attention striped
-  train "$p-zigzag-2x2" 4 "$@" --pq 2 --pkv 2 --attention zigzag
-  train "$p-ulysses-1x2" 2 "$@" --pkv 2 --attention ulysses
-  train "$p-usp-2x2" 4 "$@" --pq 2 --pkv 2 --attention usp
-  for n in 1 2x2 2x2-overlap dp2-1x2 ring-1x4 striped-4x1 zigzag-2x2 ulysses-1x2 usp-2x2; do
+  scheduled 1 && train "$p-1" 1 "$@"
+  scheduled 2x2 && train "$p-2x2" 4 "$@" --pq 2 --pkv 2
+  scheduled 2x2-overlap && train "$p-2x2-overlap" 4 "$@" --pq 2 --pkv 2 --attention 2d-overlap
+  scheduled dp2-1x2 && train "$p-dp2-1x2" 4 "$@" --dp 2 --pkv 2 --zero 1
+  scheduled ring-1x4 && train "$p-ring-1x4" 4 "$@" --pkv 4 --attention ring
+  scheduled striped-4x1 && train "$p-striped-4x1" 4 "$@" --pq 4 --attention striped
+  scheduled zigzag-2x2 && train "$p-zigzag-2x2" 4 "$@" --pq 2 --pkv 2 --attention zigzag
+  scheduled ulysses-1x2 && train "$p-ulysses-1x2" 2 "$@" --pkv 2 --attention ulysses
+  scheduled usp-2x2 && train "$p-usp-2x2" 4 "$@" --pq 2 --pkv 2 --attention usp
+  for n in "${schedules[@]}"; do
     [ -f "$work/$p-$n/log.jsonl" ] && compare "$p-$n" ref
   done
+  return 0
 }
 
 # compare NAME REF: the log of NAME has exactly steps 1..STEPS (default 20) once each, every step's loss equals
@@ -348,11 +365,14 @@ banded)
   every_schedule b "${banded[@]}"
   # The start-up line names the steps a 2-token window leaves (T 32 on 4 ranks): Ring 2 of 4,
   # Zigzag's two-way tour 3 of 4; Striped, whose tokens are cyclic, none.
-  grep -q '^ring steps: 2 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1), 4 in the others; K|V passes per banded layer 1 instead of 3$' "$work/b-ring-1x4.out" ||
+  ! scheduled ring-1x4 ||
+    grep -q '^ring steps: 2 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1), 4 in the others; K|V passes per banded layer 1 instead of 3$' "$work/b-ring-1x4.out" ||
     fail "banded: Ring's start-up line does not give its 2 of 4 steps"
-  grep -q '^ring steps: 3 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1, then of rank i+1), 4 in the others; K|V passes per banded layer 2 instead of 3$' "$work/b-zigzag-2x2.out" ||
+  ! scheduled zigzag-2x2 ||
+    grep -q '^ring steps: 3 of 4 in the banded layers (window 2: rank i holds its own block, then those of rank i-1, then of rank i+1), 4 in the others; K|V passes per banded layer 2 instead of 3$' "$work/b-zigzag-2x2.out" ||
     fail "banded: Zigzag's start-up line does not give its two-way tour of 3 steps"
-  ! grep -q '^ring steps:' "$work/b-striped-4x1.out" || fail "banded: Striped names steps it runs all of"
+  ! scheduled striped-4x1 || ! grep -q '^ring steps:' "$work/b-striped-4x1.out" ||
+    fail "banded: Striped names steps it runs all of"
   # The same run without the window is another model: its losses must differ from step 2 on
   # (both runs on the reference trainer).
   single_is_ref=1
@@ -389,8 +409,9 @@ rope)
   single_is_ref=1
   train ref-docs 1 "${rope[@]}" "${docs[@]}" || exit 1
   single_is_ref=0
-  train docs-zigzag-2x2 4 "${rope[@]}" "${docs[@]}" --pq 2 --pkv 2 --attention zigzag &&
-    compare docs-zigzag-2x2 ref-docs
+  ! scheduled zigzag-2x2 ||
+    { train docs-zigzag-2x2 4 "${rope[@]}" "${docs[@]}" --pq 2 --pkv 2 --attention zigzag &&
+      compare docs-zigzag-2x2 ref-docs; }
   ;;
 documents)
   make_shards docs
@@ -418,8 +439,9 @@ PYEOF2
   single_is_ref=1
   train ref-w 1 "${docs[@]}" --attention-window 3 --window-every 2 || exit 1
   single_is_ref=0
-  train dw-2x2 4 "${docs[@]}" --attention-window 3 --window-every 2 --pq 2 --pkv 2 &&
-    compare dw-2x2 ref-w
+  ! scheduled 2x2 ||
+    { train dw-2x2 4 "${docs[@]}" --attention-window 3 --window-every 2 --pq 2 --pkv 2 &&
+      compare dw-2x2 ref-w; }
   # Without the mask the same data trains another model: its losses differ from step 1 on (the
   # first forward already sees across documents), as do the window's.
   single_is_ref=1
@@ -444,9 +466,10 @@ PYEOF2
   single_is_ref=0
   grep -q 'document, positions counted from its start' "$work/ref-p.out" ||
     fail "documents: the configuration does not say the positions restart"
-  for run in "p-2x2 4 --pq 2 --pkv 2" "p-zigzag-2x2 4 --pq 2 --pkv 2 --attention zigzag"; do
+  for run in "2x2 p-2x2 4 --pq 2 --pkv 2" "zigzag-2x2 p-zigzag-2x2 4 --pq 2 --pkv 2 --attention zigzag"; do
     set -- $run
-    train "$1" "$2" "${docs[@]}" "${pos[@]}" "${@:3}" && compare "$1" ref-p
+    scheduled "$1" || continue
+    train "$2" "$3" "${docs[@]}" "${pos[@]}" "${@:4}" && compare "$2" ref-p
   done
   "$PY" - "$work/ref/log.jsonl" "$work/ref-p/log.jsonl" <<'PYEOF2' || fail "documents: resetting the positions did not change the losses"
 import json, sys
