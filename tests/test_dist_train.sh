@@ -33,6 +33,9 @@
 #                                      checkpoint of another sequence length, is
 #                                      refused with the reason, non-zero, checkpoint kept
 #   tests/test_dist_train.sh kill      SIGKILL of one rank ends every rank within 30 s
+#   tests/test_dist_train.sh stop      SIGTERM to one rank of four: every rank stops after the same
+#                                      step with a checkpoint, exit 0, rank 0 naming another
+#                                      rank's stop; the job resumes from it
 #   tests/test_dist_train.sh stall     SIGSTOP of one rank: with --comm-timeout 3 the others end
 #                                      the job within 30 s, naming rank, operation, group and
 #                                      layer (nccl: and aborting their communicators)
@@ -583,6 +586,35 @@ kill)
   [ "$rc" -ne 0 ] || fail "kill: the job exited 0 although rank 2 was killed"
   check_ranks_gone kill
   ;;
+stop)
+  # SIGTERM to rank 2 alone: every rank finishes the same step, a complete checkpoint is written,
+  # the job exits 0 with rank 0 naming the other rank's stop (the step's agreement), and a resumed
+  # job continues from that step.
+  make_shards
+  start_job stop --steps 1000000 --checkpoint-every 0 || exit 1
+  echo "  training ($(steps_logged stop) steps logged); SIGTERM to rank 2 (pid $victim)"
+  kill -TERM "$victim"
+  await_job stop
+  [ "$rc" -eq 0 ] || { fail "stop: the job exited $rc after SIGTERM to rank 2"; tail -n 20 "$work/stop.out"; }
+  check_ranks_gone stop
+  last=$(steps_logged stop)
+  grep -q '^stop: another rank.s (a signal there)$' "$work/stop.out" ||
+    fail "stop: rank 0 does not name the other rank's stop"
+  grep -q "^stopping early at step $last (checkpoint written)$" "$work/stop.out" ||
+    fail "stop: no 'stopping early at step $last' after $last logged steps"
+  grep -q "{\"type\":\"stop\",\"step\":$last,\"reason\":\"other-rank\"," "$work/stop/log.jsonl" ||
+    fail "stop: the log has no stop record at step $last naming another rank"
+  [ -f "$work/stop/DONE_$(printf %08d "$last")" ] || fail "stop: no complete checkpoint at step $last"
+  if timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${common[@]}" "${test_args[@]}" --pq 2 --pkv 2 \
+      --total-batch-tokens 64 --out-dir "$work/stop" --steps $((last + 2)) --resume > "$work/stop2.out" 2>&1; then
+    grep -q "^resume: continuing from step $last in " "$work/stop2.out" ||
+      fail "stop: the resumed job does not continue from step $last"
+    [ "$(steps_logged stop)" = $((last + 2)) ] || fail "stop: the resumed job did not log 2 more steps"
+  else
+    fail "stop: the resumed job failed"; tail -n 20 "$work/stop2.out"
+  fi
+  echo "  stopped at step $last on every rank, resumed to $((last + 2))"
+  ;;
 stall)
   # The hang watchdog: rank 2 stopped (SIGSTOP) for good; the others give up after
   # --comm-timeout 3 s naming the operation, its group and layer, and take the job down.
@@ -929,7 +961,7 @@ seeds)
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|banded|documents|rope|resume|refuse|kill|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|banded|documents|rope|resume|refuse|kill|stop|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

@@ -838,6 +838,43 @@ assert [o["step"] for o in objs if o["type"] == "resume"] == [12]' "$d/log.jsonl
     same_text "$(err_lines "$W/full.err" | grep -cE '^error: (rank 0: )?--log /dev/full: writing the log failed: No space left on device')" 1
 }
 
+# --exit-after-minutes 0.05 (3 s) on a run of a million steps: it stops with a checkpoint (exit 0)
+# at a step from whose end one more step as long would pass the limit, says so, and logs a stop
+# record whose minutes and last step's time show it; resumed, it continues as a straight run does.
+# A limit the run does not reach changes nothing.
+t_exit_minutes() {
+  make_data
+  local long=(--steps 1000000 --checkpoint-every 0)
+  train timed "${TINY[@]}" "${long[@]}" --exit-after-minutes 0.05 --out-dir "$W/timed"
+  expect_rc timed 0
+  local last; last=$(losses "$W/timed/log.jsonl" | tail -n 1 | cut -d' ' -f1)
+  check "--exit-after-minutes 0.05: stopped early, at step $last (of 1000000)" \
+    has timed.out "^stopping early at step $last \(checkpoint written\)$"
+  check "--exit-after-minutes 0.05: the stop line names the limit, the time run and the step's" \
+    has timed.out "^stop: --exit-after-minutes 0.05: [0-9.]+ minutes since the start, and one more step of [0-9.]+ s would end past them$"
+  check "the stop record: step $last, reason exit-after-minutes, its minutes plus the last step's time past 3 s" \
+    "$PY" -c 'import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+stop = [r for r in recs if r["type"] == "stop"]
+steps = [r for r in recs if r["type"] == "step"]
+print("stop record", stop, "last step ms", steps[-1]["ms"])
+sys.exit(0 if len(stop) == 1 and stop[0]["step"] == int(sys.argv[2]) == steps[-1]["step"] and
+         stop[0]["reason"] == "exit-after-minutes" and
+         stop[0]["minutes"] * 60 + steps[-1]["ms"] / 1e3 > 3 else 1)' "$W/timed/log.jsonl" "$last"
+  check "a complete checkpoint at step $last" test -f "$W/timed/DONE_$(printf %08d "$last")"
+  train timed2 "${TINY[@]}" "${long[@]}" --out-dir "$W/timed" --resume --exit-after 3
+  expect_rc timed2 0
+  train straight "${TINY[@]}" "${long[@]}" --out-dir "$W/tstraight" --exit-after $((last + 3))
+  expect_rc straight 0
+  same_runs "$W/tstraight" "$W/timed" $((last + 3))
+  train roomy "${TINY[@]}" --steps 6 --exit-after-minutes 60 --out-dir "$W/roomy"
+  expect_rc roomy 0
+  check "--exit-after-minutes 60 on a 6-step run: no stop, the final model written" \
+    eval '! grep -q "^stop" "$W/roomy.out" && test -f "$W/roomy/model_00000006.bin"'
+  refused "--exit-after-minutes -1|^error: --exit-after-minutes: expected a number in \[0, 1e\+09\], found -1" \
+          "--exit-after-minutes x|^error: --exit-after-minutes: expected a number"
+}
+
 # ---- 8. --no-save: benchmark runs write nothing but the log ----
 
 t_no_save() {
@@ -1784,6 +1821,7 @@ case $test_name in
   init-from) t_init_from ;;
   kill9) t_kill9 ;;
   signal) t_signal ;;
+  exit-minutes) t_exit_minutes ;;
   flags) t_flags ;;
   config) t_config ;;
   data) t_data ;;

@@ -89,6 +89,7 @@ static const OptSpec specs[] = {
     {"keep-last", OPT_INT, F(keep_last), 1, 1e6, NULL, "keep the newest K checkpoints"},
     {"keep-every", OPT_INT, F(keep_every), 0, 1e9, NULL, "also keep every checkpoint whose step is a multiple of M (0 = none)"},
     {"exit-after", OPT_INT, F(exit_after), 0, 1e9, NULL, "stop with a checkpoint after N steps of this run (0 = never)"},
+    {"exit-after-minutes", OPT_DOUBLE, F(exit_after_minutes), 0, 1e9, NULL, "stop with a checkpoint before this many minutes since the start pass, for a job's time limit: after the first step from whose end one more step as long would end past them (Megatron-LM's --exit-duration-in-mins, which stops after the first step past them; the checkpoint's and an evaluation's time are not counted: leave them a margin; 0 = never)"},
     {"resume", OPT_FLAG, F(resume), 0, 1, NULL, "continue from the newest complete checkpoint in --out-dir"},
     {"new-data-phase", OPT_FLAG, F(new_data_phase), 0, 1, NULL, "with --resume from a checkpoint written over other --train-data (other files, weights or sets): read the new data from the resumed step on, every set in a fresh order (e.g. a decay phase on another mixture); a checkpoint written over this --train-data resumes as usual, so the flag may stay in a restart script"},
     {"log", OPT_STRING, F(log_file), 0, 0, NULL, "JSONL log (default OUT-DIR/log.jsonl)"},

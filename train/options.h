@@ -59,6 +59,7 @@ typedef struct {
     int resume;
     int new_data_phase;        // --resume over other --train-data: a new data phase
     int exit_after;            // stop with a checkpoint after this many steps of this run
+    double exit_after_minutes; // ... or before this many minutes since the start pass (0: never)
     const char* log_file;
     int save_bf16;             // also model file version: 0 fp32 (3), 1 bf16 (5)
     int no_save;               // no checkpoints at all (benchmark runs)

@@ -33,6 +33,7 @@ static const char* rendezvous_arg(int argc, char** argv) {
 // Where this process sits in the job: from MPI, or (file or tcp rendezvous) from the launcher's
 // environment and the --rank/--world-size/--local-rank flags. Parses the options.
 int launch_run(Trainer* t, int* argc, char*** argv, int* world_rank, int* world_size) {
+    t->started_at = seconds_now();
     t->use_mpi = strcmp(rendezvous_arg(*argc, *argv), "mpi") == 0;
     LaunchInfo li;
     char err[ERR_LEN];

@@ -30,6 +30,28 @@ void eval_only(Trainer* t) {
     run_evals(t);
 }
 
+// Why this rank asks the run to stop after the step just done (steps_done of this run, the last
+// taking dt seconds): a signal, --exit-after's steps, or --exit-after-minutes when one more step as
+// long would end past them. Returns the reason's name for the log, its words in why; NULL: none.
+static const char* stop_reason(const Trainer* t, int steps_done, double dt, char* why, size_t len) {
+    const TrainOptions* o = &t->opt;
+    if (stop_requested) {
+        snprintf(why, len, "%s", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
+        return "signal";
+    }
+    if (o->exit_after > 0 && steps_done >= o->exit_after) {
+        snprintf(why, len, "--exit-after %d (steps of this run)", o->exit_after);
+        return "exit-after";
+    }
+    const double ran = seconds_now() - t->started_at;
+    if (o->exit_after_minutes > 0 && ran + dt > 60 * o->exit_after_minutes) {
+        snprintf(why, len, "--exit-after-minutes %g: %.3f minutes since the start, and one more "
+                 "step of %.3f s would end past them", o->exit_after_minutes, ran / 60, dt);
+        return "exit-after-minutes";
+    }
+    return NULL;
+}
+
 void train_loop(Trainer* t) {
     const double flops_per_token = gpt_flops_per_token(&t->cfg, t->model.num_params, t->T);
     const int start = t->step;
@@ -98,10 +120,19 @@ void train_loop(Trainer* t) {
                                        &sc};
             report_step(t, &record);
         }
-        // Every rank stops at the same step: agree on any rank's signal.
-        const int local_stop = stop_requested != 0 ||
-                               (t->opt.exit_after > 0 && t->step - start >= t->opt.exit_after);
-        stop = all_reduce_scalar(t, local_stop) > 0;
+        // Every rank stops at the same step: agree on any rank's reason (its clock, its signal).
+        char why[160];
+        const char* reason = stop_reason(t, t->step - start, dt, why, sizeof why);
+        stop = all_reduce_scalar(t, reason != NULL) > 0;
+        if (stop && !reason) {
+            reason = "other-rank";
+            snprintf(why, sizeof why, "another rank's (a signal there)");
+        }
+        if (stop && t->step < t->opt.steps) {   // (a stop after the last step is no early stop)
+            if (t->rank == 0) printf("stop: %s\n", why);
+            run_log_json(&t->log, "{\"type\":\"stop\",\"step\":%d,\"reason\":\"%s\",\"minutes\":%.4f}",
+                         t->step, reason, (seconds_now() - t->started_at) / 60);
+        }
         const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
         if ((ck_due || stop) && t->step < t->opt.steps) save_checkpoint(t);
     }

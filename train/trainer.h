@@ -119,6 +119,7 @@ typedef struct {
     int skipped_spike, skipped_nonfinite;   // steps of this run not applied
     int* phase_slot;           // (2 max_accum + 2) timeline slots of a step's phase boundaries
     double* phase_host;        // (2 max_accum + 2) their host-clock times (no timeline)
+    double started_at;         // seconds_now() as the run began (--exit-after-minutes counts from it)
 } Trainer;
 
 // Micro-batches per step at most (--total-batch-tokens / (batch x seq-len x dp)).
