@@ -29,14 +29,14 @@ double counter_normal(uint64_t seed, uint64_t stream, uint64_t index) {
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);   // Box-Muller, one value per index
 }
 
-void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t start, size_t count,
-                    real* out) {
+void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, double weight_std, int tensor, size_t start,
+                    size_t count, real* out) {
     const int is_ln_weight = tensor == 2 || tensor == 8 || tensor == 14;
     const int is_bias = tensor == 3 || tensor == 5 || tensor == 7 || tensor == 9 ||
                         tensor == 11 || tensor == 13 || tensor == 15;
     const int is_residual_proj = tensor == 6 || tensor == 12;
-    double std = 0.02;
-    if (is_residual_proj) std = 0.02 / sqrt(2.0 * cfg->L);
+    double std = weight_std;
+    if (is_residual_proj) std = weight_std / sqrt(2.0 * cfg->L);
     for (size_t i = 0; i < count; i++) {
         const size_t e = start + i;
         if (is_ln_weight) out[i] = 1;
@@ -47,7 +47,7 @@ void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, int tensor, size_t star
     }
 }
 
-void gpt_init_params(const GPTConfig* cfg, uint64_t seed, real* flat) {
+void gpt_init_params(const GPTConfig* cfg, uint64_t seed, double std, real* flat) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, sizes);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -55,7 +55,7 @@ void gpt_init_params(const GPTConfig* cfg, uint64_t seed, real* flat) {
         // Chunks in parallel: the counter makes the result independent of the split.
 #pragma omp parallel for schedule(static)
         for (size_t c = 0; c < n; c += 65536) {
-            gpt_init_slice(cfg, seed, t, c, n - c < 65536 ? n - c : 65536, flat + c);
+            gpt_init_slice(cfg, seed, std, t, c, n - c < 65536 ? n - c : 65536, flat + c);
         }
         flat += n;
     }

@@ -122,7 +122,7 @@ static void fill_windows(const Args* a, int micro, int d0, int ngroups, int32_t*
 // attention is far from uniform and the logits far from flat (at the plain init every softmax
 // row is nearly flat, the loss is nearly log V, and a wrong mask or merge barely shows).
 static void init_params(const GPTConfig* cfg, GPT* m) {
-    gpt_init_params(cfg, SEED, m->params_memory);
+    gpt_init_params(cfg, SEED, GPT_INIT_STD, m->params_memory);
     for (size_t e = 0; e < m->param_sizes[4]; e++) m->params.qkvw[e] *= 10;
     for (size_t e = 0; e < m->param_sizes[0]; e++) m->params.wte[e] *= 10;
 }

@@ -54,7 +54,7 @@ static int run(Generator* g, int cached, int B, int* const* prompt, const int* l
 static void compare(const GPTConfig* cfg, int B, const int* len, int max_new,
                     const SamplingConfig* sc, const char* what) {
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(cfg), "params");
-    gpt_init_params(cfg, 7, params);
+    gpt_init_params(cfg, 7, GPT_INIT_STD, params);
     Generator g;
     generator_create(&g, cfg, params, B, NULL, PREFILL_2D, 1, DECODE_TREE);
     int *prompt[8], *a[8], *b2[8];
@@ -148,7 +148,7 @@ static int write_model(int argc, char** argv) {
     char err[ERR_LEN];
     if (gpt_config_validate(&cfg, err, sizeof err) != 0) fail_msg("%s", err);
     float* params = (float*)xmalloc(sizeof(float) * gpt_num_params(&cfg), "params");
-    gpt_init_params(&cfg, (uint64_t)seed, params);
+    gpt_init_params(&cfg, (uint64_t)seed, GPT_INIT_STD, params);
     if (model_file_save(path, &cfg, params, version, err, sizeof err) != 0) fail_msg("%s", err);
     free(params);
     return 0;

@@ -603,7 +603,7 @@ static void test_model(GPTConfig cfg) {
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
-    gpt_init_params(&cfg, 7, m.params_memory);
+    gpt_init_params(&cfg, 7, GPT_INIT_STD, m.params_memory);
     // Non-trivial biases and LayerNorm parameters, so that every path carries gradient.
     for (size_t i = 0; i < m.num_params; i++) m.params_memory[i] += 0.1 * uniform();
     int inputs[14], targets[14];

@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
     m.z_loss = (float)z_loss;
-    gpt_init_params(&cfg, 1337, m.params_memory);
+    gpt_init_params(&cfg, 1337, GPT_INIT_STD, m.params_memory);
     // GPT-2's init leaves biases at 0 and LayerNorm weights at 1, which would hide a bias or
     // LayerNorm-parameter bug: perturb every parameter slightly (deterministically).
     for (size_t i = 0; i < m.num_params; i++)

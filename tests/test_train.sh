@@ -875,6 +875,35 @@ sys.exit(0 if len(stop) == 1 and stop[0]["step"] == int(sys.argv[2]) == steps[-1
           "--exit-after-minutes x|^error: --exit-after-minutes: expected a number"
 }
 
+# --init-std 0.01: the seeded initialisation with every weight half of the default's (0.02), bit
+# for bit (the same draws, scaled: residual projections by 0.01 / sqrt(2L) where the default has
+# 0.02 / sqrt(2L)), and norm weights 1 and biases 0 as before; seen in the model file of a step at
+# lr 0 (AdamW moves nothing). Refused with --init-from, whose file gives the weights.
+t_init_std() {
+  make_data
+  local still=(--steps 1 --lr 0 --eval-every 0 --sample-every 0 --sample-length 0)
+  train std2 "${TINY[@]}" "${still[@]}" --out-dir "$W/std2"
+  train std1 "${TINY[@]}" "${still[@]}" --init-std 0.01 --out-dir "$W/std1"
+  expect_rc std2 0
+  expect_rc std1 0
+  check "the configuration names --init-std 0.01" has std1.out "^  init-std +0.01$"
+  check "--init-std 0.01: every drawn weight half of the default's, bit for bit; norm weights 1, biases 0" \
+    "$PY" -c 'import sys, numpy as np
+a = np.fromfile(sys.argv[1], dtype="<f4", offset=1024)
+b = np.fromfile(sys.argv[2], dtype="<f4", offset=1024)
+fixed = (a == 0) | (a == 1)          # biases, padded rows; norm weights
+drawn = ~fixed
+print("%d elements: %d drawn, std %.5f -> %.5f; %d ones, %d zeros" % (a.size, drawn.sum(),
+      a[drawn].std(), b[drawn].std(), (a == 1).sum(), (a == 0).sum()))
+sys.exit(0 if a.size == b.size and drawn.sum() > 0.9 * a.size and np.array_equal(b[fixed], a[fixed])
+         and np.array_equal(b[drawn] * 2, a[drawn]) else 1)' "$W/std2/model_00000001.bin" "$W/std1/model_00000001.bin"
+  refused "--init-std 0|^error: --init-std: expected a number in \[1e-06, 1\], found 0" \
+          "--init-std 2|^error: --init-std: expected a number in \[1e-06, 1\], found 2"
+  train fromstd "${NOSHAPE[@]}" --steps 2 --init-from "$W/std2/model_00000001.bin" --init-std 0.01 --out-dir "$W/fromstd"
+  check "--init-std with --init-from: refused ($(head -n 1 "$W/fromstd.err"))" eval \
+    "[ \$(rc_of fromstd) != 0 ] && grep -q '^error: --init-std 0.01: the weights come from --init-from.s file .*model_00000001.bin, not a seeded initialisation (drop --init-std)$' '$W/fromstd.err'"
+}
+
 # ---- 8. --no-save: benchmark runs write nothing but the log ----
 
 t_no_save() {
@@ -1822,6 +1851,7 @@ case $test_name in
   kill9) t_kill9 ;;
   signal) t_signal ;;
   exit-minutes) t_exit_minutes ;;
+  init-std) t_init_std ;;
   flags) t_flags ;;
   config) t_config ;;
   data) t_data ;;

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     AttentionLayer* attn = attention_local_create(B, T, cfg.NH, gpt_kv_heads(&cfg), cfg.C / cfg.NH);
     GPT m;
     gpt_create(&m, &cfg, B, T, attn, 1);
-    gpt_init_params(&cfg, 1, m.params_memory);
+    gpt_init_params(&cfg, 1, GPT_INIT_STD, m.params_memory);
     int* inputs = xmalloc(sizeof(int) * B * T, "inputs");
     int* targets = xmalloc(sizeof(int) * B * T, "targets");
     for (int i = 0; i < B * T; i++) {

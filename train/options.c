@@ -3,6 +3,7 @@
 #include "attention/dist_attention.h"
 #include "comm/comm.h"
 #include "model/backend.h"
+#include "model/init.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -50,6 +51,7 @@ static const OptSpec specs[] = {
     {"vocab", OPT_INT, F(vocab), 0, 1 << 24, NULL, "vocabulary size (0 = GPT-2's 50257)"},
     {"init-from", OPT_STRING, F(init_from), 0, 0, NULL, "start from an llm.c model file, or a Hugging Face GPT-2 or Llama directory (config.json, model.safetensors), instead of a seeded init"},
     {"seed", OPT_LONG, F(seed), 0, 9.2e18, NULL, "seed of the initialisation, data order and sampling"},
+    {"init-std", OPT_DOUBLE, F(init_std), 1e-6, 1, NULL, "the seeded initialisation's standard deviation of the weights (Megatron-LM's --init-method-std): embeddings and matrices N(0, X^2), the residual output projections (attention's and the MLP's) N(0, (X / sqrt(2 layers))^2), biases 0, norm weights 1; 0.02 is GPT-2's and GPT-3's small models', Megatron-LM's GPT-3 175B used 0.006; not with --init-from"},
     {"train-data", OPT_STRING, F(train_data), 0, 0, NULL, "training shards: a glob pattern of llm.c .bin files, or a blend of several read in fixed proportions, WEIGHT PATTERN pairs as Megatron-LM's --data-path (e.g. '0.7 web_train_*.bin 0.3 code_train_*.bin': weights normalised, each pattern its own epochs and order)"},
     {"val-data", OPT_STRING, F(val_data), 0, 0, NULL, "validation shards: a glob pattern, or weights and patterns as --train-data takes them ('0.7 A 0.3 B'), each set evaluated on its own --eval-batches and logged, the val loss their weighted mean; empty = no evaluation"},
     {"tokenizer", OPT_STRING, F(tokenizer), 0, 0, NULL, "llm.c tokenizer file, or a tokenizer.json or its directory, for decoding samples (empty = print ids)"},
@@ -134,6 +136,7 @@ static void set_defaults(TrainOptions* o) {
     memset(o, 0, sizeof *o);
     o->preset = "tiny";
     o->seed = 1337;
+    o->init_std = GPT_INIT_STD;
     o->train_data = "data/cache/fortunes_train_*.bin";
     o->val_data = "data/cache/fortunes_val_*.bin";
     o->tokenizer = "data/cache/gpt2_tokenizer.bin";
@@ -362,6 +365,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, a2a_chunks)) o->given |= OPT_GIVEN_A2A_CHUNKS;
         if (s->offset == offsetof(TrainOptions, position_embedding)) o->given |= OPT_GIVEN_POSITIONS;
         if (s->offset == offsetof(TrainOptions, rope_theta)) o->given |= OPT_GIVEN_ROPE_THETA;
+        if (s->offset == offsetof(TrainOptions, init_std)) o->given |= OPT_GIVEN_INIT_STD;
         if (s->offset == offsetof(TrainOptions, rope_scaling)) o->given |= OPT_GIVEN_ROPE_SCALING;
         if (s->offset == offsetof(TrainOptions, normalization) ||
             s->offset == offsetof(TrainOptions, mlp) || s->offset == offsetof(TrainOptions, ffn_hidden) ||

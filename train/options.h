@@ -27,6 +27,7 @@ typedef struct {
     int reset_position_ids;    // 1: position embeddings count from each document's start
     const char* init_from;                         // llm.c model file, or NULL: from seed
     long seed;
+    double init_std;           // the seeded initialisation's std of the weights (model/init.h)
     // data
     const char* train_data;
     const char* val_data;
@@ -101,7 +102,8 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_WINDOW = 128, OPT_GIVEN_WINDOW_EVERY = 256, OPT_GIVEN_TIMELINE = 512,
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
        OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384, OPT_GIVEN_WARMUP = 32768,
-       OPT_GIVEN_WARMUP_FRAC = 65536, OPT_GIVEN_WSD_DECAY_STYLE = 131072 };
+       OPT_GIVEN_WARMUP_FRAC = 65536, OPT_GIVEN_WSD_DECAY_STYLE = 131072,
+       OPT_GIVEN_INIT_STD = 262144 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

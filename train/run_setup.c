@@ -123,6 +123,9 @@ static void setup_model_config(Trainer* t) {
         snprintf(model, sizeof model, "the model file %s", o->init_from);
         if (gpt_context_apply(&t->cfg, o->context, model, err, sizeof err) != 0)
             config_error(t, "%s", err);
+        if (o->given & OPT_GIVEN_INIT_STD)
+            config_error(t, "--init-std %g: the weights come from --init-from's file %s, not a "
+                         "seeded initialisation (drop --init-std)", o->init_std, o->init_from);
         if ((o->given & OPT_GIVEN_ROPE_THETA) && !t->cfg.rope_theta)
             config_error(t, "--rope-theta %d: the model file %s has learned positions",
                          o->rope_theta, o->init_from);
@@ -505,7 +508,7 @@ static void setup_model_and_optimizer(Trainer* t) {
         if (model_source_load(t->opt.init_from, &t->init_cfg, t->host_params, err, sizeof err))
             fail_msg("--init-from %s", err);
     } else {
-        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->host_params);
+        gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->opt.init_std, t->host_params);
     }
     gpt_params_from_host(&t->model, t->host_params);
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
