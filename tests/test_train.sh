@@ -904,6 +904,35 @@ sys.exit(0 if a.size == b.size and drawn.sum() > 0.9 * a.size and np.array_equal
     "[ \$(rc_of fromstd) != 0 ] && grep -q '^error: --init-std 0.01: the weights come from --init-from.s file .*model_00000001.bin, not a seeded initialisation (drop --init-std)$' '$W/fromstd.err'"
 }
 
+# --train-tokens N: the fewest steps that train N tokens. 100 tokens at 32 a step: 4 steps, the
+# same run as --steps 4; under a ramp-up (steps of 32, 64, then 96 tokens) the logged steps' batches
+# reach N with the last step and not before; both lengths at once, or more than 1e9 steps, refused.
+t_train_tokens() {
+  make_data
+  train tok "${TINY[@]}" --train-tokens 100 --out-dir "$W/tok"
+  expect_rc tok 0
+  train steps4 "${TINY[@]}" --steps 4 --out-dir "$W/steps4"
+  expect_rc steps4 0
+  check "the batch line: --train-tokens 100 is 4 steps of 32 tokens, 128 in all" \
+    has tok.out "^batch: .*; --train-tokens 100: 4 steps, which train 128$"
+  same_runs "$W/steps4" "$W/tok" 4
+  local ramp=(--total-batch-tokens 96 --rampup-batch-tokens "32 32 128")
+  local n
+  for n in 32 33 500 1000; do
+    train ramp$n "${TINY[@]}" "${ramp[@]}" --train-tokens $n --out-dir "$W/ramp$n"
+    expect_rc ramp$n 0
+    check "--train-tokens $n under the ramp-up: the steps' batches reach $n with the last step only" \
+      "$PY" -c 'import json, sys
+b = [r["batch_tokens"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"]
+n = int(sys.argv[2])
+print("%d steps of %s tokens: %d" % (len(b), ",".join(map(str, b)), sum(b)))
+sys.exit(0 if sum(b) >= n > sum(b) - b[-1] else 1)' "$W/ramp$n/log.jsonl" $n
+  done
+  refused "--train-tokens 100 --steps 4|^error: --train-tokens 100: the run.s length is given in steps too \(--steps 4\); drop one" \
+          "--train-tokens 1000000000000000|^error: --train-tokens 1000000000000000: expected at most 1e9 steps of 32 tokens, found 31250000000000 steps" \
+          "--train-tokens -1|^error: --train-tokens: expected an integer in"
+}
+
 # ---- 8. --no-save: benchmark runs write nothing but the log ----
 
 t_no_save() {
@@ -1852,6 +1881,7 @@ case $test_name in
   signal) t_signal ;;
   exit-minutes) t_exit_minutes ;;
   init-std) t_init_std ;;
+  train-tokens) t_train_tokens ;;
   flags) t_flags ;;
   config) t_config ;;
   data) t_data ;;

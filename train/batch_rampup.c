@@ -132,6 +132,19 @@ int64_t batch_rampup_tokens_of_steps(const BatchRampup* r, int64_t trained, int6
     return sum;
 }
 
+int64_t batch_rampup_steps_for_tokens(const BatchRampup* r, int64_t tokens) {
+    // The tokens of the first s steps grow with s (every step trains some): double s until they
+    // reach `tokens` (each step trains one at least, so s stays under 2 tokens), then bisect.
+    int64_t lo = 1, hi = 1;
+    while (batch_rampup_tokens_of_steps(r, 0, hi) < tokens) hi *= 2;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (batch_rampup_tokens_of_steps(r, 0, mid) >= tokens) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
 int64_t batch_rampup_steps(const BatchRampup* r) {
     int64_t steps = 0, trained = 0, k;
     while ((k = steps_at_batch(r, trained)) > 0) {

@@ -36,3 +36,5 @@ int64_t batch_rampup_step_tokens(const BatchRampup* r, int64_t trained);
 int64_t batch_rampup_tokens_of_steps(const BatchRampup* r, int64_t trained, int64_t steps);
 // The steps of a run from its start that train fewer tokens than --total-batch-tokens (0: none).
 int64_t batch_rampup_steps(const BatchRampup* r);
+// The fewest steps from a run's start that train at least `tokens` (> 0) tokens (--train-tokens).
+int64_t batch_rampup_steps_for_tokens(const BatchRampup* r, int64_t tokens);

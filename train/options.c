@@ -60,6 +60,7 @@ static const OptSpec specs[] = {
     {"total-batch-tokens", OPT_LONG, F(total_batch_tokens), 0, 1e15, NULL, "tokens per optimizer step (0 = batch*seq-len*dp; must be a multiple of it)"},
     {"rampup-batch-tokens", OPT_STRING, F(rampup_batch_tokens), 0, 0, NULL, "batch-size ramp-up, as GPT-3 trained (Megatron-LM's --rampup-batch-size, in tokens): 'START INCREMENT TOKENS' trains steps of START tokens first and INCREMENT more after each n-th of the first TOKENS trained tokens (n = (--total-batch-tokens - START) / INCREMENT), --total-batch-tokens from then on; START and INCREMENT multiples of batch*seq-len*dp; --steps counts the smaller steps too; '' = none"},
     {"steps", OPT_INT, F(steps), 1, 1e9, NULL, "optimizer steps"},
+    {"train-tokens", OPT_LONG, F(train_tokens), 0, 1e18, NULL, "the run's length in trained tokens instead of --steps (Megatron-LM's --train-samples, in tokens; GPT-3's 300 billion): the fewest steps that train at least N tokens, the smaller steps of a --rampup-batch-tokens ramp counted as they train; 0 = --steps"},
     {"eval-only", OPT_FLAG, F(eval_only), 0, 1, NULL, "no training: the validation loss of --init-from's model file or of --resume's newest checkpoint in --out-dir on --val-data (--eval-batches micro-batches, any mesh) and its --mc-eval accuracy, printed and logged; --train-data is not read"},
     {"lr", OPT_DOUBLE, F(lr), 0, 10, NULL, "peak learning rate"},
     {"warmup", OPT_INT, F(warmup), -1, 1e9, NULL, "linear warmup steps (-1 = warmup-frac of steps)"},
@@ -366,6 +367,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, position_embedding)) o->given |= OPT_GIVEN_POSITIONS;
         if (s->offset == offsetof(TrainOptions, rope_theta)) o->given |= OPT_GIVEN_ROPE_THETA;
         if (s->offset == offsetof(TrainOptions, init_std)) o->given |= OPT_GIVEN_INIT_STD;
+        if (s->offset == offsetof(TrainOptions, steps)) o->given |= OPT_GIVEN_STEPS;
         if (s->offset == offsetof(TrainOptions, rope_scaling)) o->given |= OPT_GIVEN_ROPE_SCALING;
         if (s->offset == offsetof(TrainOptions, normalization) ||
             s->offset == offsetof(TrainOptions, mlp) || s->offset == offsetof(TrainOptions, ffn_hidden) ||

@@ -38,6 +38,7 @@ typedef struct {
     long total_batch_tokens;   // 0: batch * seq_len * dp (no accumulation)
     const char* rampup_batch_tokens;   // 'START INCREMENT TOKENS' (train/batch_rampup.h); "": none
     int steps;
+    long train_tokens;         // > 0: the run's length in tokens; steps then follow from it
     int eval_only;             // the validation loss of a model file or checkpoint, then exit
     // optimizer
     double lr, warmup_frac, final_lr_frac, weight_decay, grad_clip, z_loss, beta1, beta2, eps;
@@ -103,7 +104,7 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
        OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384, OPT_GIVEN_WARMUP = 32768,
        OPT_GIVEN_WARMUP_FRAC = 65536, OPT_GIVEN_WSD_DECAY_STYLE = 131072,
-       OPT_GIVEN_INIT_STD = 262144 };
+       OPT_GIVEN_INIT_STD = 262144, OPT_GIVEN_STEPS = 524288 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

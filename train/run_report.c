@@ -199,9 +199,14 @@ void print_config(Trainer* t) {
     if (t->opt.z_loss > 0)
         snprintf(z_loss, sizeof z_loss, "; z-loss %g x lse^2 per token in the objective",
                  t->opt.z_loss);
+    char length[128] = "";
+    if (t->opt.train_tokens > 0)
+        snprintf(length, sizeof length, "; --train-tokens %ld: %d steps, which train %lld",
+                 t->opt.train_tokens, t->opt.steps,
+                 (long long)batch_rampup_tokens_of_steps(&t->rampup, 0, t->opt.steps));
     printf("batch: %d x %d tokens per micro-batch, %d accumulation steps, %ld tokens per step%s; "
-           "%s; ZeRO stage %d%s\n", t->B, t->T, t->max_accum, (long)t->rampup.total, ramp,
-           schedule, t->opt.zero, z_loss);
+           "%s; ZeRO stage %d%s%s\n", t->B, t->T, t->max_accum, (long)t->rampup.total, ramp,
+           schedule, t->opt.zero, z_loss, length);
     print_data(t);
     print_val_data(t);
     if (t->doc_boundary >= 0)

@@ -245,6 +245,16 @@ static void setup_mesh(Trainer* t, int world_rank, int world_size) {
     if (batch_rampup_parse(o->rampup_batch_tokens, micro, total, o->total_batch_tokens != 0,
                            &t->rampup, err, sizeof err) != 0)
         config_error(t, "%s", err);
+    if (o->train_tokens > 0) {
+        if (o->given & OPT_GIVEN_STEPS)
+            config_error(t, "--train-tokens %ld: the run's length is given in steps too (--steps %d); "
+                         "drop one", o->train_tokens, o->steps);
+        const int64_t steps = batch_rampup_steps_for_tokens(&t->rampup, o->train_tokens);
+        if (steps > 1000000000)
+            config_error(t, "--train-tokens %ld: expected at most 1e9 steps of %ld tokens, found "
+                         "%lld steps", o->train_tokens, total, (long long)steps);
+        t->opt.steps = (int)steps;
+    }
     t->max_accum = (int)(total / micro);
     t->accum = t->max_accum;   // step_batch sets each step's
     t->tokens_per_step = total;
