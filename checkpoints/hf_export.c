@@ -102,13 +102,17 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
         // layer or none (attention_bias, mlp_bias), the classifier tied to embed_tokens or not.
         // With a sliding window in every layer (and no biases) it is Mistral: the same names,
         // and sliding_window (a query sees the keys q - W < k <= q, as --attention-window). With
-        // the qkv projection's bias alone it is Qwen2 (no window: use_sliding_window false).
+        // the qkv projection's bias alone it is Qwen2 (no window: use_sliding_window false); with
+        // QK-norm (and no biases) Qwen3: q_norm and k_norm, attention_bias false.
         const int mistral = cfg->window > 0, qwen2 = !gpt_linear_bias(cfg) && gpt_qkv_bias(cfg);
+        const int qwen3 = cfg->qk_norm;
         fprintf(af.f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
-                mistral ? "MistralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
-                mistral ? "mistral" : qwen2 ? "qwen2" : "llama");
+                mistral ? "MistralForCausalLM" : qwen2 ? "Qwen2ForCausalLM"
+                : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM",
+                mistral ? "mistral" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama");
         if (mistral) fprintf(af.f, "  \"sliding_window\": %d,\n", cfg->window);
-        if (qwen2) fprintf(af.f, "  \"use_sliding_window\": false,\n");
+        if (qwen2 || qwen3) fprintf(af.f, "  \"use_sliding_window\": false,\n");
+        if (qwen3) fprintf(af.f, "  \"attention_bias\": false,\n");
         fprintf(af.f,
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"hidden_size\": %d,\n"
                 "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
@@ -118,7 +122,7 @@ static int write_config(const char* dir, const GPTConfig* cfg, SafetensorsDtype 
                 gpt_kv_heads(cfg), cfg->C / cfg->NH, eps, cfg->rope_theta);
         write_rope_scaling(af.f, cfg);
         const char* bias = gpt_linear_bias(cfg) ? "true" : "false";
-        if (!mistral && !qwen2)  // MistralConfig and Qwen2Config have no biases to name
+        if (!mistral && !qwen2 && !qwen3)  // Mistral's, Qwen2's and Qwen3's keys say it
             fprintf(af.f, "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n", bias, bias);
         fprintf(af.f,
                 "  \"attention_dropout\": 0.0,\n  \"tie_word_embeddings\": %s,\n"

@@ -36,7 +36,7 @@ static char* read_text(const char* path, size_t max, char* err, size_t errlen) {
 
 // What config.json says of the file's tensors besides the shape.
 typedef struct {
-    int llama;       // model_type "llama", "mistral" or "qwen2": Llama's names (hf_layout_llama)
+    int llama;       // model_type "llama", "mistral", "qwen2" or "qwen3": Llama's names (hf_layout_llama)
     HfLlamaForm l;   // its biases and tie_word_embeddings
 } HfForm;
 
@@ -133,14 +133,14 @@ static int read_config(const char* path, GPTConfig* cfg, HfForm* form, char* err
     int rc = model_type(text, path, type, sizeof type, err, errlen);
     memset(form, 0, sizeof *form);
     form->llama = rc == 0 && (!strcmp(type, "llama") || !strcmp(type, "mistral") ||
-                              !strcmp(type, "qwen2"));
+                              !strcmp(type, "qwen2") || !strcmp(type, "qwen3"));
     if (rc == 0 && form->llama)
         rc = hf_llama_config(text, path, cfg, &form->l, err, errlen);
     else if (rc == 0 && (!type[0] || !strcmp(type, "gpt2")))
         rc = read_gpt2_config(text, path, cfg, err, errlen);
     else if (rc == 0)
-        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", \"llama\", \"mistral\" or "
-                     "\"qwen2\", found \"%s\"", path, type);
+        rc = set_err(err, errlen, "%s: model_type: expected \"gpt2\", \"llama\", \"mistral\", "
+                     "\"qwen2\" or \"qwen3\", found \"%s\"", path, type);
     free(text);
     return rc;
 }
@@ -257,7 +257,7 @@ static int weights_check(const char* path, const GPTConfig* cfg, const HfForm* f
     // named below when it is missing).
     const int fixed = llama ? 2 : 4,
               per = llama ? 9 + 3 * hf_llama_qkv_bias(&form->l) + form->l.attention_bias +
-                            3 * form->l.mlp_bias : 12;
+                            3 * form->l.mlp_bias + 2 * form->l.qwen3 : 12;
     if (cfg->L > (f->n - fixed) / per) {
         set_err(err, errlen, "%s: expected the %d + %d x %d tensors of %s with config.json's "
                 "%s = %d, found %d", path, fixed, per, cfg->L, llama ? "Llama" : "GPT-2",

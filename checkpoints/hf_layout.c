@@ -5,9 +5,9 @@
 #include "model/gpt.h"
 
 enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-       FCPROJB, LNFW, LNFB, CLASSIFIER };
+       FCPROJB, LNFW, LNFB, CLASSIFIER, QNORMW, QNORMB, KNORMW, KNORMB };
 
-// Where each of the 17 tensors begins in the flat parameters.
+// Where each of the 21 tensors begins in the flat parameters.
 static void tensor_starts(const GPTConfig* cfg, size_t start[NUM_PARAM_TENSORS]) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, sizes);
@@ -100,6 +100,11 @@ int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int qkv_bias, int 
             if (qkv_bias)
                 WANT(QKVB, l * W + first[s], 0, rows[s], "%slayers.%zu.self_attn.%s.bias", prefix,
                      l, qkv[s]);
+        }
+        if (cfg->qk_norm) {   // Qwen3's q_norm and k_norm: RMSNorm weights of head_dim
+            const size_t HS = (size_t)(cfg->C / cfg->NH);
+            WANT(QNORMW, l * HS, 0, HS, "%slayers.%zu.self_attn.q_norm.weight", prefix, l);
+            WANT(KNORMW, l * HS, 0, HS, "%slayers.%zu.self_attn.k_norm.weight", prefix, l);
         }
         WANT(ATTPROJW, l * C * C, C, C, "%slayers.%zu.self_attn.o_proj.weight", prefix, l);
         if (o_bias)

@@ -33,7 +33,8 @@ int hf_layout_neox(const GPTConfig* cfg, HfTensor* t);
 // rows, then F up rows); lm_head.weight (no prefix) for an untied classifier, none for a tied
 // one. qkv_bias, o_bias, mlp_bias 0: without the biases of q/k/v_proj, o_proj or
 // gate/up/down_proj (transformers' attention_bias false: the first two; Qwen2: o_proj's alone;
-// mlp_bias false: the MLP's), 9 + 3 + 1 + 3 tensors a layer with all.
+// mlp_bias false: the MLP's), 9 + 3 + 1 + 3 tensors a layer with all; under QK-norm (Qwen3's
+// block, RMSNorm) also self_attn.q_norm and self_attn.k_norm, head_dim each.
 int hf_layout_llama(const GPTConfig* cfg, const char* prefix, int qkv_bias, int o_bias,
                     int mlp_bias, HfTensor* t);
-#define HF_LAYOUT_LLAMA_TENSORS(L) (3 + 16 * (L))
+#define HF_LAYOUT_LLAMA_TENSORS(L) (3 + 18 * (L))

@@ -147,6 +147,9 @@ static int apply_rope(const Rope* r, const char* path, const char* name, GPTConf
 
 void hf_llama_bias_text(const HfLlamaForm* f, char* buf, size_t n) {
     if (f->qwen2) snprintf(buf, n, "Qwen2's biases in q_proj, k_proj, v_proj only");
+    else if (f->qwen3)
+        snprintf(buf, n, "Qwen3's q_norm and k_norm, config.json's attention_bias %s, no MLP "
+                 "biases", f->attention_bias ? "true" : "false");
     else snprintf(buf, n, "config.json's attention_bias %s, mlp_bias %s",
                   f->attention_bias ? "true" : "false", f->mlp_bias ? "true" : "false");
 }
@@ -162,7 +165,7 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     int sliding = 0;   // Qwen2's use_sliding_window
     Rope rope = {0};
     const char* rope_key = "rope_scaling";
-    *form = (HfLlamaForm){0, 0, 0, 0, 0};   // LlamaConfig's: no biases, untied
+    *form = (HfLlamaForm){0, 0, 0, 0, 0, 0};   // LlamaConfig's: no biases, untied
     char key[64], str[64];
     int more = json_object_begin(&c);
     while (more == 0 && (more = json_object_next(&c, key, sizeof key)) == 1) {
@@ -194,11 +197,13 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
             if (more != 0) break;
             printable(str);
             const int type = !strcmp(key, "model_type");
-            if (type) form->mistral = !strcmp(str, "mistral"), form->qwen2 = !strcmp(str, "qwen2");
-            if (type ? strcmp(str, "llama") && !form->mistral && !form->qwen2
+            if (type)
+                form->mistral = !strcmp(str, "mistral"), form->qwen2 = !strcmp(str, "qwen2"),
+                form->qwen3 = !strcmp(str, "qwen3");
+            if (type ? strcmp(str, "llama") && !form->mistral && !form->qwen2 && !form->qwen3
                      : strcmp(str, "silu") != 0)
                 return set_err(err, errlen, "%s: %s: expected %s, found \"%s\"", path, key,
-                               type ? "\"llama\", \"mistral\" or \"qwen2\""
+                               type ? "\"llama\", \"mistral\", \"qwen2\" or \"qwen3\""
                                     : "\"silu\" (SwiGLU's gate)", str);
         } else if (!strcmp(key, "rms_norm_eps")) {
             more = json_number(&c, &eps);   // absent: transformers' default 1e-6
@@ -230,10 +235,10 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     if (has_kv && (KV == 0 || KV > NH))
         return set_err(err, errlen, "%s: num_key_value_heads: expected a divisor of "
                        "num_attention_heads = %llu, found %llu", path, NH, KV);
-    if (form->qwen2 && sliding)
-        return set_err(err, errlen, "%s: use_sliding_window: expected false (Qwen2's windows cover "
+    if ((form->qwen2 || form->qwen3) && sliding)
+        return set_err(err, errlen, "%s: use_sliding_window: expected false (%s's windows cover "
                        "the layers from max_window_layers on, which --window-every cannot "
-                       "express), found true", path);
+                       "express), found true", path, form->qwen2 ? "Qwen2" : "Qwen3");
     if (rope.has_theta) {
         if (has_theta && theta != rope.theta)
             return set_err(err, errlen, "%s: rope_theta: expected %s's rope_theta %g, found %g",
@@ -246,6 +251,7 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     // MistralAttention and MistralMLP have no biases, Qwen2's q_proj, k_proj and v_proj theirs
     // and nothing else, whatever config.json says.
     if (form->mistral || form->qwen2) form->attention_bias = form->mlp_bias = 0;
+    if (form->qwen3) form->mlp_bias = 0;   // Qwen3MLP has none; its attention per attention_bias
     if (form->mistral && has_window && (window == 0 || window > INT_MAX))
         return set_err(err, errlen, "%s: sliding_window: expected null or 1 to %d, found %llu", path,
                        INT_MAX, window);
@@ -261,6 +267,7 @@ int hf_llama_config(const char* text, const char* path, GPTConfig* cfg, HfLlamaF
     gpt_block_apply(cfg, GPT_NORM_RMSNORM, GPT_MLP_SWIGLU, (int)F,
                     !form->attention_bias && !form->mlp_bias);
     cfg->qkv_bias = form->qwen2;
+    cfg->qk_norm = form->qwen3;
     cfg->untied_classifier = !form->tied;
     char why[ERR_LEN];
     if (gpt_norm_eps_apply(cfg, eps, "rms_norm_eps", why, sizeof why) != 0)

@@ -2,7 +2,9 @@
 // what build/export_hf writes for a model with RMSNorm, SwiGLU and rotary positions), Mistral's
 // (MistralForCausalLM: Llama without biases, with sliding_window in every layer; MistralConfig's
 // default 4096 when the key is absent, none when null) or Qwen2's (Qwen2ForCausalLM: Llama with
-// biases in q_proj, k_proj and v_proj only; no sliding window), read into this model's shape: the
+// biases in q_proj, k_proj and v_proj only; no sliding window) or Qwen3's (Qwen3ForCausalLM: Llama
+// with RMSNorm on every query and key head, q_norm and k_norm, before the rotation: QK-norm; the
+// attention's biases per attention_bias, none in the MLP), read into this model's shape: the
 // Llama half of checkpoints/hf_import.h. rms_norm_eps becomes the model's norm epsilon (as fp32,
 // the width transformers adds it in). What the model cannot follow is refused in one line naming
 // the key: an activation other than silu, an epsilon outside (0, 0.1], a head_dim other than
@@ -24,6 +26,7 @@ typedef struct {
     int tied;             // tie_word_embeddings (false: untied_classifier, from lm_head.weight)
     int mistral;          // model_type "mistral"
     int qwen2;            // model_type "qwen2": q_proj, k_proj, v_proj biases, whatever the above
+    int qwen3;            // model_type "qwen3": QK-norm (q_norm, k_norm), no MLP biases
 } HfLlamaForm;
 
 // Whether q_proj, k_proj and v_proj have biases: attention_bias's, or Qwen2's always.

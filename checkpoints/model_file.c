@@ -50,7 +50,7 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
                    .window = h[8], .window_every = h[9], .kv_heads = h[10],
                    .rope_theta = h[11], .rope_scaling = h[12], .rope_original_T = h[14],
                    .norm = h[15], .mlp = h[16], .ffn_hidden = h[17], .no_linear_bias = h[18],
-                   .untied_classifier = h[19], .qkv_bias = h[21]};
+                   .untied_classifier = h[19], .qkv_bias = h[21], .qk_norm = h[22]};
     memcpy(&c.rope_factor, h + 13, 4);
     memcpy(&c.norm_eps, h + 20, 4);
     if (c.C % c.NH != 0)
@@ -85,6 +85,8 @@ int model_file_read_header(const char* path, GPTConfig* cfg, int* version, char*
         snprintf(err, errlen, "%s: header[20..21] (norm epsilon, qkv bias): %s", path, why);
         return -1;
     }
+    if (c.qk_norm != 0 && c.qk_norm != 1)
+        return field_error(err, errlen, path, "header[22] (QK-norm)", "0 (none) or 1", c.qk_norm);
     if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 24))
         return field_error(err, errlen, path, "header[17] (MLP hidden width)",
                            "0 (4 x channels) to 16777216", c.ffn_hidden);
@@ -204,6 +206,7 @@ int model_file_save(const char* path, const GPTConfig* cfg, const float* params,
     h[19] = cfg->untied_classifier;                              // 0: tied to wte
     memcpy(h + 20, &cfg->norm_eps, 4);                           // fp32 bits (0: 1e-5)
     h[21] = cfg->qkv_bias;                                       // 0: as header[18] says
+    h[22] = cfg->qk_norm;                                        // 0: none
     AtomicFile af;
     if (atomic_open(&af, path, err, errlen) != 0) return -1;
     if (atomic_write(&af, h, sizeof h, err, errlen) != 0) return -1;

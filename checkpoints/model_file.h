@@ -17,6 +17,8 @@
 // after lnfb, which llm.c does not read either. header[20] holds the norms' epsilon as fp32 bits
 // (GPTConfig.norm_eps; 0 for llm.c's 1e-5) and header[21] is 1 when the qkv projection keeps its
 // bias in a model without the others (GPTConfig.qkv_bias: qkvb present, Qwen2's block).
+// header[22] is 1 under QK-norm (GPTConfig.qk_norm): four tensors of (L, HS) after the
+// classifier's place (qnormw, qnormb, knormw, knormb; no biases under RMSNorm), beyond llm.c.
 #pragma once
 #include <stddef.h>
 

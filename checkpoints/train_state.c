@@ -37,6 +37,7 @@ enum {
     TS_LD_PHASE = 56, TS_LD_PHASE_START = 57,      // LoaderState.phase, phase_start (u64)
     TS_LD_DATA = 59,                               // LoaderState.data (u64)
     TS_TRAIN_DATA_HASH = 61, TS_PHASE_STEP = 63,   // train_data_hash (u64), phase_step
+    TS_QK_NORM = 64,                               // GPTConfig.qk_norm
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -131,6 +132,7 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     h[TS_UNTIED_CLASSIFIER] = s->model.untied_classifier;
     memcpy(h + TS_NORM_EPS, &s->model.norm_eps, 4);
     h[TS_QKV_BIAS] = s->model.qkv_bias;
+    h[TS_QK_NORM] = s->model.qk_norm;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -172,7 +174,7 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
                            .mlp = h[TS_MLP], .ffn_hidden = h[TS_FFN_HIDDEN],
                            .no_linear_bias = h[TS_NO_LINEAR_BIAS],
                            .untied_classifier = h[TS_UNTIED_CLASSIFIER],
-                           .qkv_bias = h[TS_QKV_BIAS]};
+                           .qkv_bias = h[TS_QKV_BIAS], .qk_norm = h[TS_QK_NORM]};
     memcpy(&s->model.rope_factor, h + TS_ROPE_FACTOR, 4);
     memcpy(&s->model.norm_eps, h + TS_NORM_EPS, 4);
     s->B = h[TS_B];

@@ -43,7 +43,8 @@ GPTConfig costmodel_gpt_config(const CostShape* s) {
                        .window_every = s->window_every, .kv_heads = s->kv_heads,
                        .rope_theta = s->rope_theta, .norm = s->norm, .mlp = s->mlp,
                        .ffn_hidden = s->ffn_hidden, .no_linear_bias = s->no_linear_bias,
-                       .untied_classifier = s->untied_classifier, .qkv_bias = s->qkv_bias};
+                       .untied_classifier = s->untied_classifier, .qkv_bias = s->qkv_bias,
+                       .qk_norm = s->qk_norm};
 }
 
 // Key/value heads (NH without grouped-query attention) and the qkv projection's width
@@ -57,11 +58,13 @@ static double qkv_width(const CostShape* s) {
 double costmodel_num_params(const CostShape* s) {
     const GPTConfig cfg = costmodel_gpt_config(s);   // no position table under rotary positions
     const double classifier = s->untied_classifier ? (double)gpt_padded_vocab(s->V) * s->C : 0;
+    // QK-norm: a weight (and a LayerNorm's bias) of HS for the queries and for the keys per layer
+    const double qk_norm = 2.0 * s->L * (gpt_qk_norm_weight(&cfg) + gpt_qk_norm_bias(&cfg));
     return kernel_gpt_num_params_block(s->L, s->C, qkv_width(s), gpt_ffn_hidden(&cfg),
                                        gpt_fc_width(&cfg), gpt_norm_bias(&cfg),
                                        gpt_qkv_bias(&cfg), gpt_linear_bias(&cfg),
                                        gpt_padded_vocab(s->V),
-                                       gpt_position_rows(&cfg)) + classifier;
+                                       gpt_position_rows(&cfg)) + classifier + qk_norm;
 }
 
 double costmodel_flops_per_token(const CostShape* s, long T) {
@@ -124,6 +127,17 @@ static void add_rope(Tally* t, const Cluster* c, const CostShape* s, double N, d
         times);
 }
 
+// QK-norm's pass over the query and key heads of N tokens (model/qk_norm.cu), priced as a
+// LayerNorm over rows of their (NH + NKV) HS channels (the same bytes; its raw copy is the
+// backward's read): forward, or backward.
+static void add_qk_norm(Tally* t, const Cluster* c, const CostShape* s, double N, int backward,
+                        double times) {
+    if (!s->qk_norm) return;
+    const double width = (double)(s->NH + kv_heads(s)) * (s->C / s->NH);
+    if (backward) add(t, c, CK_LAYERNORM_BACKWARD, kernel_cost_layernorm_backward(N, width), times);
+    else add(t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, width), times);
+}
+
 // The MLP's first layer and its activation, forward, for N tokens: the fc GEMM with GELU in its
 // epilogue, or the fc GEMM then SwiGLU's pass (model/gpt.c mlp_up_forward).
 static void add_mlp_up(Tally* t, const Cluster* c, const CostShape* s, double N, double times) {
@@ -149,6 +163,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add(fwd, c, CK_ENCODER_FORWARD, kernel_cost_encoder_forward(N, Tl, C), 1);
     add(fwd, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, W, qb, 0), L);
+    add_qk_norm(fwd, c, s, N, 0, L);
     add_rope(fwd, c, s, N, L);
     add(fwd, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), L);
     add(fwd, c, CK_FUSED_RESIDUAL_LAYERNORM_FORWARD,
@@ -165,6 +180,7 @@ static void token_local_tally(const Cluster* c, const CostShape* s, double N, do
     add_gemm_backward(bwd, c, N, C, FC, lb, L);
     add_gemm_backward(bwd, c, N, C, C, lb, L);
     add_rope(bwd, c, s, N, L);
+    add_qk_norm(bwd, c, s, N, 1, L);
     add_gemm_backward(bwd, c, N, C, W, qb, L);
     add(bwd, c, CK_ENCODER_BACKWARD, kernel_cost_encoder_backward(N, Tl, C), 1);
 }
@@ -196,6 +212,7 @@ static double recompute_layer_seconds(const Cluster* c, const CostShape* s, doub
     Tally t = {0, 0};
     add(&t, c, CK_LAYERNORM_FORWARD, kernel_cost_layernorm_forward(N, C), 1);
     add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, qkv_width(s), gpt_qkv_bias(&cfg), 0), 1);
+    add_qk_norm(&t, c, s, N, 0, 1);
     add_rope(&t, c, s, N, 1);
     if (r == GPT_RECOMPUTE_FULL) {
         add(&t, c, CK_GEMM, kernel_cost_matmul_forward(N, C, C, lb, 0), 1);

@@ -60,6 +60,7 @@ typedef struct {
     int no_linear_bias; // trainer --disable-bias-linear: 1
     int untied_classifier;  // trainer --untie-embeddings-and-output-weights: 1
     int qkv_bias;       // trainer --add-qkv-bias: 1 (the qkv projection's bias under no_linear_bias)
+    int qk_norm;        // trainer --qk-layernorm: 1
 } CostShape;
 
 // Packed documents (the trainer's --document-mask): every layer's attention sees only a query's

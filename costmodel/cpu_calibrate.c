@@ -438,7 +438,7 @@ static Points measure_vector(Cluster* c, double peak, int C, int V) {
     for (int N = 16; N <= MAXN; N *= 2) {
         l.N = N;
         const double t = seconds_per_call(run_layer, &l);
-        const CostShape s = {1, C, 4, V, N, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        const CostShape s = {1, C, 4, V, N, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         c->vector_flops = peak;
         double gemm, other;
         costmodel_token_local_split(c, &s, N, N, &gemm, &other);

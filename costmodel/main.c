@@ -42,6 +42,7 @@ typedef struct {
     int no_linear_bias;          // --disable-bias-linear: 1
     int untied_classifier;       // --untie-embeddings-and-output-weights: 1
     int qkv_bias;                // --add-qkv-bias: 1
+    int qk_norm;                 // --qk-layernorm: 1
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     double memory_gb;
@@ -73,6 +74,7 @@ static void usage(void) {
         "  --untie-embeddings-and-output-weights   the trainer's: the classifier's own V x C\n"
         "                       matrix (its parameters, gradients and optimizer state)\n"
         "  --add-qkv-bias       with --disable-bias-linear: the qkv projection keeps its bias\n"
+        "  --qk-layernorm       QK-norm: every query and key head normalised (by --normalization)\n"
         "                       (the trainer's; Qwen2's block)\n"
         "  --context N          position embedding rows (default: --seq-len)\n"
         "  --attention-window W the trainer's sliding window of the banded layers (default 0:\n"
@@ -144,7 +146,7 @@ static Args parse_args(int argc, char** argv) {
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
-           O_QKV_BIAS,
+           O_QKV_BIAS, O_QK_NORM,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -171,7 +173,7 @@ static Args parse_args(int argc, char** argv) {
         {"normalization", 1, 0, O_NORM},  {"mlp", 1, 0, O_MLP},
         {"ffn-hidden", 1, 0, O_FFN_HIDDEN}, {"disable-bias-linear", 0, 0, O_NO_BIAS},
         {"untie-embeddings-and-output-weights", 0, 0, O_UNTIED},
-        {"add-qkv-bias", 0, 0, O_QKV_BIAS},
+        {"add-qkv-bias", 0, 0, O_QKV_BIAS}, {"qk-layernorm", 0, 0, O_QK_NORM},
         {0, 0, 0, 0}};
     opterr = 0;
     int which = 0;
@@ -200,6 +202,7 @@ static Args parse_args(int argc, char** argv) {
         case O_NO_BIAS: a.no_linear_bias = 1; break;
         case O_UNTIED: a.untied_classifier = 1; break;
         case O_QKV_BIAS: a.qkv_bias = 1; break;
+        case O_QK_NORM: a.qk_norm = 1; break;
         case O_VOCAB: a.vocab = (int)flag_long(flag, optarg, 2, 1 << 24); break;
         case O_CONTEXT: a.context = (int)flag_long(flag, optarg, 1, 1 << 30); break;
         case O_SEQ: a.T = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -267,7 +270,7 @@ static CostShape shape_of(const Args* a) {
     if (gpt_config_preset(a->preset, 0, a->vocab, &cfg) != 0)
         fail_msg("--preset: expected one of %s, found '%s'", gpt_config_preset_names(), a->preset);
     CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, a->context ? a->context : (int)a->T,
-                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (a->layers) s.L = a->layers;
     if (a->channels) s.C = a->channels;
     if (a->heads) s.NH = a->heads;
@@ -286,6 +289,7 @@ static CostShape shape_of(const Args* a) {
         fail_msg("--add-qkv-bias: expected --disable-bias-linear with it (without it every linear "
                  "layer has its bias already)");
     s.qkv_bias = a->qkv_bias;
+    s.qk_norm = a->qk_norm;
     if (a->window_every && !a->window)
         fail_msg("--window-every %d: expected --attention-window W >= 1 with it, found no window",
                  a->window_every);
@@ -320,7 +324,7 @@ static void window_text(const CostShape* s, char* buf, size_t n) {
     const GPTConfig cfg = costmodel_gpt_config(s);
     gpt_window_text(&cfg, buf, n);
     if (s->rope_theta) strncat(buf, ", rotary positions", n - strlen(buf) - 1);
-    if (s->norm || s->mlp || s->ffn_hidden || s->untied_classifier) {   // where it is not GPT's
+    if (s->norm || s->mlp || s->ffn_hidden || s->untied_classifier || s->qk_norm) {   // not GPT's
         char block[GPT_BLOCK_TEXT_LEN];
         gpt_block_text(&cfg, block, sizeof block);
         strncat(buf, ", ", n - strlen(buf) - 1);

@@ -137,7 +137,7 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     GPTConfig cfg;
     CHECK(gpt_config_preset(MODELS[model], 0, 0, &cfg) == 0, "caller bug", "preset %s", MODELS[model]);
     const long T = 1L << (13 + len);
-    const CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, (int)T, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape s = {cfg.L, cfg.C, cfg.NH, cfg.V, (int)T, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);

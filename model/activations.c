@@ -26,10 +26,10 @@ enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
 static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
 
 // Token widths (C; the qkv projection's, gpt_qkv_width; the MLP's first layer's, gpt_fc_width;
-// its hidden width, gpt_ffn_hidden: 4C and 4C in GPT) and the modes that keep each per-layer
-// tensor of real type.
+// its hidden width, gpt_ffn_hidden: 4C and 4C in GPT; QK-norm's query and key heads, (NH + NKV)
+// HS, 0 without it) and the modes that keep each per-layer tensor of real type.
 #define KEEP_ALL (KEPT_NONE | KEPT_SELECTIVE | KEPT_FULL)
-enum { WIDTH_C, WIDTH_QKV, WIDTH_FC, WIDTH_FFN };
+enum { WIDTH_C, WIDTH_QKV, WIDTH_FC, WIDTH_FFN, WIDTH_QK };
 typedef struct { size_t offset_of; int width; int modes; } LayerField;
 static const LayerField real_fields[] = {
     {offsetof(LayerActs, ln1), WIDTH_C, KEPT_NONE},
@@ -40,24 +40,41 @@ static const LayerField real_fields[] = {
     {offsetof(LayerActs, fch), WIDTH_FC, KEPT_NONE},
     {offsetof(LayerActs, fch_gelu), WIDTH_FFN, KEPT_NONE},
     {offsetof(LayerActs, residual3), WIDTH_C, KEEP_ALL},
+    {offsetof(LayerActs, qk_raw), WIDTH_QK, KEPT_NONE},
 };
-// Statistics: per token (width 1) or per token and head (width 0: NH).
+// Statistics: per token, per token and head (NH), or per token and query or key head (QK-norm's:
+// NH + NKV, 0 without it).
+enum { STAT_TOKEN, STAT_HEAD, STAT_QK_HEAD };
 static const LayerField stat_fields[] = {
-    {offsetof(LayerActs, ln1_mean), 1, KEPT_NONE},
-    {offsetof(LayerActs, ln1_rstd), 1, KEPT_NONE},
-    {offsetof(LayerActs, att_lse), 0, KEEP_ALL},
-    {offsetof(LayerActs, ln2_mean), 1, KEPT_NONE},
-    {offsetof(LayerActs, ln2_rstd), 1, KEPT_NONE},
+    {offsetof(LayerActs, ln1_mean), STAT_TOKEN, KEPT_NONE},
+    {offsetof(LayerActs, ln1_rstd), STAT_TOKEN, KEPT_NONE},
+    {offsetof(LayerActs, att_lse), STAT_HEAD, KEEP_ALL},
+    {offsetof(LayerActs, ln2_mean), STAT_TOKEN, KEPT_NONE},
+    {offsetof(LayerActs, ln2_rstd), STAT_TOKEN, KEPT_NONE},
+    {offsetof(LayerActs, qk_mean), STAT_QK_HEAD, KEPT_NONE},
+    {offsetof(LayerActs, qk_rstd), STAT_QK_HEAD, KEPT_NONE},
 };
 enum { NREAL_FIELDS = sizeof real_fields / sizeof real_fields[0],
        NSTAT_FIELDS = sizeof stat_fields / sizeof stat_fields[0] };
 
+// Query and key heads per token under QK-norm (NH + NKV), 0 without it.
+static size_t qk_heads(const GPTConfig* c) {
+    return c->qk_norm ? (size_t)(c->NH + gpt_kv_heads(c)) : 0;
+}
 static size_t real_width(const GPTConfig* c, int i) {
     switch (real_fields[i].width) {
     case WIDTH_QKV: return (size_t)gpt_qkv_width(c);
     case WIDTH_FC: return (size_t)gpt_fc_width(c);
     case WIDTH_FFN: return (size_t)gpt_ffn_hidden(c);
+    case WIDTH_QK: return qk_heads(c) * (size_t)(c->C / c->NH);
     default: return (size_t)c->C;
+    }
+}
+static size_t stat_width(const GPTConfig* c, int i) {
+    switch (stat_fields[i].width) {
+    case STAT_HEAD: return (size_t)c->NH;
+    case STAT_QK_HEAD: return qk_heads(c);
+    default: return 1;
     }
 }
 static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
@@ -82,8 +99,7 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
     total += BT * C + BT * (size_t)c->Vp;
     for (int i = 0; i < NSTAT_FIELDS; i++) {
         if (sbase) *stat_slot(x, i) = sbase + stotal;
-        const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
-        stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * width;
+        stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * stat_width(c, i);
     }
     if (sbase) a->lnf_mean = sbase + stotal, a->lnf_rstd = sbase + stotal + BT,
                a->losses = sbase + stotal + 2 * BT, a->z_losses = sbase + stotal + 3 * BT;
@@ -98,9 +114,7 @@ LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* c, int B, 
     LayerActs x = a->layers;
     for (int i = 0; i < NREAL_FIELDS; i++)
         if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_width(c, i);
-    for (int i = 0; i < NSTAT_FIELDS; i++) {
-        const size_t width = stat_fields[i].width ? (size_t)stat_fields[i].width : (size_t)c->NH;
-        if (kept(stat_fields[i].modes, r)) *stat_slot(&x, i) += (size_t)l * BT * width;
-    }
+    for (int i = 0; i < NSTAT_FIELDS; i++)
+        if (kept(stat_fields[i].modes, r)) *stat_slot(&x, i) += (size_t)l * BT * stat_width(c, i);
     return x;
 }

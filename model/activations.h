@@ -5,10 +5,11 @@
 //   none       every layer keeps all 16 C per token (ln1, qkv, atty, residual2, ln2, fch,
 //              fch_gelu, residual3; less under grouped-query attention, whose qkv is narrower;
 //              fch and fch_gelu are F and F wide, or 2F and F under SwiGLU, F = 4C in GPT)
-//              and its LayerNorm statistics and LSE (RMSNorm leaves the means unused)
+//              and its LayerNorm statistics and LSE (RMSNorm leaves the means unused); under
+//              QK-norm also the query and key heads before it and their statistics
 //   selective  every layer keeps its attention output and LSE and the residual stream
-//              (residual2, residual3): 3 C per token; the LayerNorms, the QKV projection, the
-//              FC layer and GELU are recomputed in backward into one layer's scratch
+//              (residual2, residual3): 3 C per token; the LayerNorms, the QKV projection (and its
+//              QK-norm), the FC layer and GELU are recomputed in backward into one layer's scratch
 //   full       every layer keeps its attention output and LSE and its output (residual3, the
 //              next layer's input): 2 C per token; backward recomputes the whole local forward
 //              of the layer (never the attention, whose distributed schedule communicates)
@@ -40,7 +41,9 @@ int gpt_recompute_parse(const char* name, GptRecompute* out);
 // One layer's view of the per-layer activations.
 typedef struct {
     real *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    real* qk_raw;   // QK-norm: the query and key heads before it (B, T, NH + NKV, HS); else none
     real_stat *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
+    real_stat *qk_mean, *qk_rstd;   // QK-norm: (B, T, NH + NKV) per head; else none
 } LayerActs;
 
 // Activations saved by forward for backward, for B sequences of T local tokens each. The

@@ -62,6 +62,7 @@ void cuda_backend_shutdown(void) {
     matmul_context_destroy(&g_ctx.matmul);
     CUDA_CHECK(cudaFree(g_ctx.encoder_scratch));
     CUDA_CHECK(cudaFree(g_ctx.layernorm_scratch));
+    CUDA_CHECK(cudaFree(g_ctx.qk_norm_scratch));
     CUDA_CHECK(cudaFree(g_ctx.norm_partials));
     if (g_ctx.host_scalars) {
         CUDA_CHECK(cudaFreeHost(g_ctx.host_scalars));
@@ -103,13 +104,17 @@ static MatmulContext* matmul_ctx(int OC_with_bias) {
     return &c->matmul;
 }
 
-void layers_reserve(int B, int T, int C, int widest_bias) {
+void layers_reserve(const GPTConfig* cfg, int B, int T) {
     CudaBackendContext* c = cuda_backend_context();
+    const int C = cfg->C;
     grow_device(&c->encoder_scratch, &c->encoder_scratch_bytes, encoder_backward_scratch_bytes(B, T, C));
     // One buffer for both norms: rmsnorm_backward_cuda needs no more than the LayerNorm's bytes.
     grow_device(&c->layernorm_scratch, &c->layernorm_scratch_bytes,
                 layernorm_backward_scratch_bytes(B * T, C));
-    matmul_ctx(widest_bias);   // the widest bias gradient: the MLP's first matmul in GPT
+    if (cfg->qk_norm)
+        grow_device(&c->qk_norm_scratch, &c->qk_norm_scratch_bytes,
+                    qk_norm_backward_scratch_bytes(B * T, C / cfg->NH));
+    matmul_ctx(gpt_widest_row(cfg));   // the widest bias gradient: the MLP's first matmul in GPT
 }
 
 // --- fp32 -> floatX ------------------------------------------------------------------------------
@@ -188,6 +193,23 @@ void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* i
                                 layernorm_backward_scratch_bytes(N, C));
     rmsnorm_backward_cuda(dinp, dweight, scratch, dout, inp, weight, rstd, N, C, mode == GRAD_ACCUMULATE,
                           c->stream);
+}
+
+void qk_norm_forward(real* qkv, real* raw, real_stat* mean, real_stat* rstd, const real* qw,
+                     const real* qb, const real* kw, const real* kb, int N, int NH, int NKV,
+                     int HS, double eps) {
+    qk_norm_forward_cuda(qkv, raw, mean, rstd, qw, qb, kw, kb, N, NH, NKV, HS, (float)eps,
+                         cuda_backend_stream());
+}
+
+void qk_norm_backward(real* dqkv, real* dqw, real* dqb, real* dkw, real* dkb, const real* raw,
+                      const real* qw, const real* kw, const real_stat* mean, const real_stat* rstd,
+                      int N, int NH, int NKV, int HS, GradMode mode) {
+    CudaBackendContext* c = cuda_backend_context();
+    void* scratch = grow_device(&c->qk_norm_scratch, &c->qk_norm_scratch_bytes,
+                                qk_norm_backward_scratch_bytes(N, HS));
+    qk_norm_backward_cuda(dqkv, dqw, dqb, dkw, dkb, scratch, raw, qw, kw, mean, rstd, N, NH, NKV,
+                          HS, mode == GRAD_ACCUMULATE, c->stream);
 }
 
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,

@@ -37,6 +37,8 @@ typedef struct {
     size_t encoder_scratch_bytes;
     void* layernorm_scratch;     // layernorm_backward_cuda
     size_t layernorm_scratch_bytes;
+    void* qk_norm_scratch;       // qk_norm_backward_cuda
+    size_t qk_norm_scratch_bytes;
     double* norm_partials;       // (GLOBAL_NORM_MAX_BLOCKS) gpt_grad_sum_squares's first pass
     // gpt_scalars_fetch / gpt_scalars_wait: the pinned copy and its event.
     double* host_scalars;        // (GPT_NUM_SCALARS) pinned

@@ -107,12 +107,12 @@ void gpt_block_text(const GPTConfig* c, char* buf, size_t n) {
     else snprintf(hidden, sizeof hidden, "%d", F);
     char eps[32] = "";
     if (c->norm_eps > 0) snprintf(eps, sizeof eps, " (eps %g)", c->norm_eps);
-    snprintf(buf, n, "%s%s, %s MLP of %s%s%s%s",
+    snprintf(buf, n, "%s%s, %s MLP of %s%s%s%s%s",
              c->norm == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm", eps,
              c->mlp == GPT_MLP_SWIGLU ? "SwiGLU" : "GELU", c->mlp == GPT_MLP_SWIGLU ? "2 x " : "",
              hidden, !c->no_linear_bias ? "" : c->qkv_bias ? ", linear biases in qkv only"
                                                             : ", no linear biases",
-             c->untied_classifier ? ", untied classifier" : "");
+             c->untied_classifier ? ", untied classifier" : "", c->qk_norm ? ", QK-norm" : "");
 }
 
 int gpt_norm_eps_apply(GPTConfig* c, double eps, const char* name, char* err, size_t errlen) {
@@ -153,7 +153,8 @@ void gpt_block_apply(GPTConfig* c, int norm, int mlp, int ffn_hidden, int no_lin
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b) {
     return a->norm == b->norm && a->mlp == b->mlp && gpt_ffn_hidden(a) == gpt_ffn_hidden(b) &&
            a->no_linear_bias == b->no_linear_bias && a->untied_classifier == b->untied_classifier &&
-           a->qkv_bias == b->qkv_bias && gpt_norm_eps(a) == gpt_norm_eps(b);
+           a->qkv_bias == b->qkv_bias && gpt_norm_eps(a) == gpt_norm_eps(b) &&
+           a->qk_norm == b->qk_norm;
 }
 
 const char* rope_scaling_name(int scaling) {
@@ -300,6 +301,10 @@ int gpt_config_validate(const GPTConfig* c, char* err, size_t errlen) {
     }
     if (gpt_block_extras_validate(c->norm_eps, c->no_linear_bias, c->qkv_bias, err, errlen) != 0)
         return -1;
+    if (c->qk_norm != 0 && c->qk_norm != 1) {
+        snprintf(err, errlen, "QK-norm: expected 0 (none) or 1, found %d", c->qk_norm);
+        return -1;
+    }
     if (c->ffn_hidden < 0 || c->ffn_hidden > (1 << 24)) {
         snprintf(err, errlen, "MLP hidden width: expected 0 (4C) to 16777216, found %d",
                  c->ffn_hidden);

@@ -64,6 +64,12 @@ typedef struct {
     // --add-qkv-bias; Qwen2's): qkvb has L W elements, attprojb, fcb and fcprojb none. 0 otherwise
     // (only meaningful under no_linear_bias: with every bias present it would say nothing).
     int qkv_bias;
+    // 1: every query and key head is normalised over its HS channels after the qkv projection and
+    // before the rotary embedding (QK-norm, Megatron-LM's --qk-layernorm; OLMo's, Qwen3's, Gemma
+    // 3's), by the block's norm: LayerNorm with a weight and bias of HS each, or RMSNorm with a
+    // weight, one pair per layer for the queries (qnormw, qnormb) and one for the keys (knormw,
+    // knormb), shared by the heads. 0 (GPT's): none, and those tensors have 0 elements.
+    int qk_norm;
 } GPTConfig;
 
 #define GPT_NORM_EPS_DEFAULT 1e-5
@@ -99,6 +105,14 @@ static inline int gpt_linear_bias(const GPTConfig* cfg) { return !cfg->no_linear
 // 1 when the qkv projection has its bias: with every linear layer's, or alone under qkv_bias.
 static inline int gpt_qkv_bias(const GPTConfig* cfg) {
     return gpt_linear_bias(cfg) || cfg->qkv_bias;
+}
+// Elements per layer of QK-norm's query (or key) weight: HS under qk_norm, else 0; and of its bias:
+// HS under qk_norm with LayerNorm, else 0.
+static inline int gpt_qk_norm_weight(const GPTConfig* cfg) {
+    return cfg->qk_norm ? cfg->C / cfg->NH : 0;
+}
+static inline int gpt_qk_norm_bias(const GPTConfig* cfg) {
+    return cfg->norm == GPT_NORM_RMSNORM ? 0 : gpt_qk_norm_weight(cfg);
 }
 // Elements of one LayerNorm's bias: C, or 0 under RMSNorm.
 static inline int gpt_norm_bias(const GPTConfig* cfg) {
@@ -169,11 +183,11 @@ const char* gpt_mlp_name(int mlp);
 int gpt_norm_parse(const char* name);
 int gpt_mlp_parse(const char* name);
 // "LayerNorm, GELU MLP of 4C" or "RMSNorm (eps 1e-06), SwiGLU MLP of 2 x 5504, no linear
-// biases", for the configuration lines.
+// biases, QK-norm", for the configuration lines.
 void gpt_block_text(const GPTConfig* cfg, char* buf, size_t n);
 // Room for the longest gpt_block_text ("RMSNorm (eps 1.23456e-06), SwiGLU MLP of 2 x 16777216,
-// linear biases in qkv only, untied classifier").
-enum { GPT_BLOCK_TEXT_LEN = 128 };
+// linear biases in qkv only, untied classifier, QK-norm").
+enum { GPT_BLOCK_TEXT_LEN = 144 };
 // The norms' epsilon on cfg: eps in (0, 0.1], stored as fp32 (1e-5, the default, as 0). Returns 0,
 // or -1 with a one-line reason in err naming `name` (the flag or key that gave it).
 int gpt_norm_eps_apply(GPTConfig* cfg, double eps, const char* name, char* err, size_t errlen);
@@ -186,7 +200,7 @@ int gpt_block_extras_validate(float norm_eps, int no_linear_bias, int qkv_bias, 
 // stored as 0, so that such a model file stays llm.c's.
 void gpt_block_apply(GPTConfig* cfg, int norm, int mlp, int ffn_hidden, int no_linear_bias);
 // Whether two shapes have the same block: norm and its epsilon, MLP and its hidden width, linear
-// biases (the qkv projection's too), and the classifier tied or not.
+// biases (the qkv projection's too), the classifier tied or not, and QK-norm.
 int gpt_same_block(const GPTConfig* a, const GPTConfig* b);
 // The scaling's name (none, linear, yarn, llama3), or NULL for an unknown number; and the number
 // of a name, or -1.

@@ -1,7 +1,8 @@
 # CUDA kernels of the token-local layers (model/layers_cuda.cuh: encoder.cu, rope.cu, layernorm.cu
-# with RMSNorm, gelu.cu, swiglu.cu) and their test against the CPU twins, run on the host runtime
+# with RMSNorm, qk_norm.cu, gelu.cu, swiglu.cu) and their test against the CPU twins, run on the host runtime
 # (tests/cuda_host) in both storage precisions: bf16 (default) and fp32 (-DGPT_CUDA_FP32).
-CUDA_LAYERS_SRCS := model/encoder.cu model/rope.cu model/layernorm.cu model/gelu.cu model/swiglu.cu
+CUDA_LAYERS_SRCS := model/encoder.cu model/rope.cu model/layernorm.cu model/qk_norm.cu \
+                    model/gelu.cu model/swiglu.cu
 # Host-runtime objects of the kernels (bf16 and fp32 storage), for programs built from them.
 CUDA_LAYERS_OBJS := $(CUDA_LAYERS_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
 CUDA_LAYERS_OBJS_FP32 := $(CUDA_LAYERS_SRCS:%.cu=$(BUILD)/cuda-host-fp32/%.o)

@@ -12,7 +12,8 @@
 
 static const char* const param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier",
+    "qnormw", "qnormb", "knormw", "knormb"};
 
 void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
@@ -37,6 +38,10 @@ void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
     s[14] = C;
     s[15] = NB;
     s[16] = c->untied_classifier ? (size_t)c->Vp * C : 0;
+    s[17] = L * gpt_qk_norm_weight(c);
+    s[18] = L * gpt_qk_norm_bias(c);
+    s[19] = L * gpt_qk_norm_weight(c);
+    s[20] = L * gpt_qk_norm_bias(c);
 }
 
 const char* gpt_param_name(int tensor) { return param_names[tensor]; }
@@ -59,7 +64,7 @@ void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
     real** ptrs[NUM_PARAM_TENSORS] = {
         &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
-        &t->classifier};
+        &t->classifier, &t->qnormw, &t->qnormb, &t->knormw, &t->knormb};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         *ptrs[i] = flat;
         flat += s[i];
@@ -85,11 +90,14 @@ int gpt_param_group_ranges(const GPTConfig* cfg, int group, size_t offset[], siz
     }
     CHECK(group >= 0 && group < cfg->L, "caller bug", "parameter group %d of a %d-layer model",
           group, cfg->L);
-    // Tensors 2..13 hold all L layers each; layer `group` is one slice of every one of them.
+    // Tensors 2..13 and QK-norm's 17..20 hold all L layers each; layer `group` is one slice of
+    // every one of them.
     int n = 0;
-    for (int i = 2; i < 14; i++, n++) {
+    for (int i = 2; i < NUM_PARAM_TENSORS; i++) {
+        if (i >= 14 && i < 17) continue;   // lnfw, lnfb, classifier: GPT_GRADS_LNF
         count[n] = s[i] / cfg->L;
         offset[n] = start[i] + (size_t)group * count[n];
+        n++;
     }
     return n;
 }
@@ -165,7 +173,7 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
     m->dbuf_wide_b = tensor_alloc(wide, "backward scratch");
     m->input_order = tokens_alloc((size_t)B * T, "input rows by token");
     m->host_tokens = (int*)xmalloc(3 * (size_t)B * T * sizeof(int), "host copy of the input tokens");
-    layers_reserve(B, T, cfg->C, gpt_widest_row(cfg));   // the first step then allocates nothing
+    layers_reserve(cfg, B, T);   // the first step then allocates nothing
 }
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
@@ -206,15 +214,19 @@ void gpt_zero_grad(GPT* m) { tensor_zero(m->grads_memory, m->padded_params); }
 // Per-layer views of the parameters, gradients and activations.
 typedef struct {
     real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
-        *fcprojb;
+        *fcprojb, *qnormw, *qnormb, *knormw, *knormb;
 } LayerParams;
 
 static LayerParams layer_params(const ParameterTensors* p, const GPTConfig* c, int l) {
     const size_t lc = (size_t)l * c->C, W = gpt_qkv_width(c), FC = gpt_fc_width(c);
     const size_t F = gpt_ffn_hidden(c), NB = gpt_norm_bias(c);
+    const size_t QW = gpt_qk_norm_weight(c), QB = gpt_qk_norm_bias(c);
     LayerParams w = {p->ln1w + lc, p->ln1b + l * NB, p->qkvw + lc * W, p->qkvb + l * W,
                      p->attprojw + lc * c->C, p->attprojb + lc, p->ln2w + lc, p->ln2b + l * NB,
-                     p->fcw + lc * FC, p->fcb + l * FC, p->fcprojw + lc * F, p->fcprojb + lc};
+                     p->fcw + lc * FC, p->fcb + l * FC, p->fcprojw + lc * F, p->fcprojb + lc,
+                     p->qnormw + l * QW, p->qnormb + l * QB, p->knormw + l * QW,
+                     p->knormb + l * QB};
+    if (!QB) w.qnormb = w.knormb = NULL;   // RMSNorm (or no QK-norm): no bias
     if (!gpt_linear_bias(c))   // no bias tensors: the matmuls add none and write no gradient
         w.attprojb = w.fcb = w.fcprojb = NULL;
     if (!gpt_qkv_bias(c)) w.qkvb = NULL;
@@ -327,6 +339,25 @@ static void rope(const GPT* m, real* qkv, int direction) {
           encoder_row_positions(m), gpt_rope(c));
 }
 
+// QK-norm on a layer's qkv (in place), the raw heads and their statistics into x; its backward on
+// the layer's dqkv (in place), the parameter gradients into dw per mode.
+static void qk_norm(const GPT* m, LayerParams w, LayerActs x) {
+    const GPTConfig* c = &m->cfg;
+    const int rms = c->norm == GPT_NORM_RMSNORM;
+    qk_norm_forward(x.qkv, x.qk_raw, rms ? NULL : x.qk_mean, x.qk_rstd, w.qnormw, w.qnormb,
+                    w.knormw, w.knormb, m->B * m->T, c->NH, gpt_kv_heads(c), c->C / c->NH,
+                    gpt_norm_eps(c));
+}
+
+static void qk_norm_grad(const GPT* m, real* dqkv, LayerParams w, LayerParams dw, LayerActs x,
+                         GradMode mode) {
+    const GPTConfig* c = &m->cfg;
+    const int rms = c->norm == GPT_NORM_RMSNORM;
+    qk_norm_backward(dqkv, dw.qnormw, dw.qnormb, dw.knormw, dw.knormb, x.qk_raw, w.qnormw,
+                     w.knormw, rms ? NULL : x.qk_mean, x.qk_rstd, m->B * m->T, c->NH,
+                     gpt_kv_heads(c), c->C / c->NH, mode);
+}
+
 void gpt_load_batch(GPT* m, const int* inputs, const int* targets) {
     const size_t BT = (size_t)m->B * m->T;
     CHECK(m->T >= 1 && m->T <= m->max_T, "caller bug", "forward on %d tokens, buffers hold %d",
@@ -372,6 +403,7 @@ void gpt_forward_loaded(GPT* m) {
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) norm_forward(m, x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b);
         matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, W);
+        if (c->qk_norm) qk_norm(m, w, x);
         if (c->rope_theta) rope(m, x.qkv, 1);
         m->attention->forward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                               x.att_lse);
@@ -426,6 +458,7 @@ static void recompute_layer(const GPT* m, LayerParams w, LayerActs x, const real
     const int BT = m->B * m->T, C = m->cfg.C;
     norm_forward(m, x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b);
     matmul_forward(x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, gpt_qkv_width(&m->cfg));
+    if (m->cfg.qk_norm) qk_norm(m, w, x);
     if (m->cfg.rope_theta) rope(m, x.qkv, 1);
     if (m->recompute == GPT_RECOMPUTE_FULL) {   // residual2 too: the output projection, the add
         matmul_forward(x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C);
@@ -507,6 +540,7 @@ void gpt_backward(GPT* m, double dloss) {
         m->attention->backward(m->attention, l, gpt_layer_window(c, l), B, T, NH, NKV, HS, x.qkv, x.atty,
                                x.att_lse, datty, dqkv);
         if (c->rope_theta) rope(m, dqkv, -1);
+        if (c->qk_norm) qk_norm_grad(m, dqkv, w, dw, x, mode);
         real* dln1 = m->dbuf_c;
         matmul_backward_overwrite(dln1, dw.qkvw, dw.qkvb, dqkv, x.ln1, w.qkvw, BT, C, W, mode);
         norm_backward(m, dres, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, x.ln1_mean, x.ln1_rstd,

@@ -15,10 +15,11 @@
 extern "C" {
 #endif
 
-enum { NUM_PARAM_TENSORS = 17 };
+enum { NUM_PARAM_TENSORS = 21 };
 
 // Pointers into one flat buffer, in llm.c's file order, then the untied classifier (0 elements
-// when tied, so that a tied model's file is llm.c's). Each per-layer tensor holds all L layers.
+// when tied, so that a tied model's file is llm.c's) and QK-norm's four (0 elements without it).
+// Each per-layer tensor holds all L layers.
 typedef struct {
     real* wte;       // (Vp, C)
     real* wpe;       // (max_T, C); (0, C) under rotary positions
@@ -37,15 +38,19 @@ typedef struct {
     real* lnfw;      // (C)
     real* lnfb;      // (C)
     real* classifier;  // (Vp, C) under GPTConfig.untied_classifier; (0, C): the logits use wte
+    real* qnormw;    // (L, HS) under GPTConfig.qk_norm: the query heads' norm weight; else (L, 0)
+    real* qnormb;    // (L, HS) under qk_norm with LayerNorm: its bias; else (L, 0)
+    real* knormw;    // (L, HS), as qnormw, for the key heads
+    real* knormb;    // (L, HS), as qnormb
 } ParameterTensors;
 
-// Element counts of the 17 tensors, their names ("wte", ...), and whether AdamW decays them
+// Element counts of the 21 tensors, their names ("wte", ...), and whether AdamW decays them
 // (the 2-D matrices, the embeddings and the classifier).
 void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
 const char* gpt_param_name(int tensor);
 int gpt_param_decays(int tensor);
 size_t gpt_num_params(const GPTConfig* cfg);
-// Points the 17 tensors into a flat buffer of gpt_num_params elements.
+// Points the 21 tensors into a flat buffer of gpt_num_params elements.
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 
 // The scalars of a training step, doubles in backend memory (GPT.scalars), so that the step's

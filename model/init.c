@@ -31,9 +31,11 @@ double counter_normal(uint64_t seed, uint64_t stream, uint64_t index) {
 
 void gpt_init_slice(const GPTConfig* cfg, uint64_t seed, double weight_std, int tensor, size_t start,
                     size_t count, real* out) {
-    const int is_ln_weight = tensor == 2 || tensor == 8 || tensor == 14;
+    const int is_ln_weight = tensor == 2 || tensor == 8 || tensor == 14 || tensor == 17 ||
+                             tensor == 19;
     const int is_bias = tensor == 3 || tensor == 5 || tensor == 7 || tensor == 9 ||
-                        tensor == 11 || tensor == 13 || tensor == 15;
+                        tensor == 11 || tensor == 13 || tensor == 15 || tensor == 18 ||
+                        tensor == 20;
     const int is_residual_proj = tensor == 6 || tensor == 12;
     double std = weight_std;
     if (is_residual_proj) std = weight_std / sqrt(2.0 * cfg->L);

@@ -15,6 +15,8 @@ static const int LN_BWD_TARGET_BLOCKS = 512;
 static const int LN_BWD_GROUP = 16;
 // Encoder backward: rows per segment of a token's run of sorted rows (one row per lane).
 static const int ENC_SEG = 32;
+// QK-norm backward: tokens per block (every query and key head of them).
+static const int QK_BWD_TOKENS = 16;
 
 static inline long layer_scratch_ceil_div(long a, long b) { return (a + b - 1) / b; }
 
@@ -40,6 +42,13 @@ static inline size_t layernorm_backward_scratch_bytes(int N, int C) {
     const long blocks = layer_scratch_ceil_div(N, ln_bwd_rows_per_block(N));
     const long groups = layer_scratch_ceil_div(blocks, LN_BWD_GROUP);
     return ln_bwd_partial_bytes(N, C) + (size_t)layer_scratch_ceil_div(groups + 1, 4) * 16;
+}
+
+// Bytes of device scratch qk_norm_backward_cuda needs for N tokens of head size HS: each block's
+// fp32 partials of the four parameter gradients (dqw, dqb, dkw, dkb), HS each.
+static inline size_t qk_norm_backward_scratch_bytes(int N, int HS) {
+    if (N <= 0 || HS <= 0) return 0;
+    return (size_t)layer_scratch_ceil_div(N, QK_BWD_TOKENS) * 4 * (size_t)HS * sizeof(float);
 }
 
 // Encoder backward scratch: the segment sums (2 rows of C floats per ENC_SEG slots) and the

@@ -158,6 +158,26 @@ void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rs
     norm_forward_rows(residual_out, out, NULL, rstd, a, b, weight, NULL, N, C, eps);
 }
 
+// One row's input gradient: dx = (g w - mean(g w) - xhat mean(g w xhat)) rstd with xhat = (x - m)
+// rstd, added to dx (add) or written; has_mean 0: RMSNorm (m = 0, no mean(g w) term). dx may be g
+// when written (each element is read before it is written).
+static void norm_row_backward(real* dx, const real* g, const real* x, const real* weight, real m,
+                              real s, int has_mean, int C, int add) {
+    real sum_g = 0, sum_gx = 0;   // sums of dnorm and dnorm * xhat
+    for (int c = 0; c < C; c++) {
+        const real dn = g[c] * weight[c];
+        sum_g += dn;
+        sum_gx += dn * (x[c] - m) * s;
+    }
+    sum_g = has_mean ? sum_g / C : 0;
+    sum_gx /= C;
+    for (int c = 0; c < C; c++) {
+        const real xhat = (x[c] - m) * s;
+        const real d = (g[c] * weight[c] - sum_g - xhat * sum_gx) * s;
+        dx[c] = add ? dx[c] + d : d;
+    }
+}
+
 // Both norms' backward; mean NULL: RMSNorm (the mean's term and dbias dropped).
 static void norm_backward_rows(real* dinp, real* dweight, real* dbias, const real* dout,
                                const real* inp, const real* weight, const real_stat* mean,
@@ -165,24 +185,9 @@ static void norm_backward_rows(real* dinp, real* dweight, real* dbias, const rea
     // Input gradients row-parallel; weight and bias gradients reduced over rows in a second,
     // channel-parallel pass so no two threads write the same element.
 #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const real* x = inp + (long)n * C;
-        const real* g = dout + (long)n * C;
-        const real m = mean ? mean[n] : 0, s = rstd[n];
-        real sum_g = 0, sum_gx = 0;   // sums of dnorm and dnorm * xhat
-        for (int c = 0; c < C; c++) {
-            const real dn = g[c] * weight[c];
-            sum_g += dn;
-            sum_gx += dn * (x[c] - m) * s;
-        }
-        sum_g = mean ? sum_g / C : 0;
-        sum_gx /= C;
-        real* dx = dinp + (long)n * C;
-        for (int c = 0; c < C; c++) {
-            const real xhat = (x[c] - m) * s;
-            dx[c] += (g[c] * weight[c] - sum_g - xhat * sum_gx) * s;
-        }
-    }
+    for (int n = 0; n < N; n++)
+        norm_row_backward(dinp + (long)n * C, dout + (long)n * C, inp + (long)n * C, weight,
+                          mean ? mean[n] : 0, rstd[n], mean != NULL, C, 1);
     enum { CHUNK = 64 };
 #pragma omp parallel for
     for (int c0 = 0; c0 < C; c0 += CHUNK) {
@@ -213,6 +218,59 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
 void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
                       const real* weight, const real_stat* rstd, int N, int C, GradMode mode) {
     norm_backward_rows(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C, mode);
+}
+
+// QK-norm's rows: row r of the N (NH + NKV) query and key heads is head j = r % (NH + NKV) of token
+// n = r / (NH + NKV), at qkv + n W + j HS (W = (NH + 2 NKV) HS) and raw + r HS.
+void qk_norm_forward(real* qkv, real* raw, real_stat* mean, real_stat* rstd, const real* qw,
+                     const real* qb, const real* kw, const real* kb, int N, int NH, int NKV,
+                     int HS, double eps) {
+    const int H = NH + NKV;
+    const long W = (long)(NH + 2 * NKV) * HS;
+#pragma omp parallel for
+    for (long r = 0; r < (long)N * H; r++) {
+        const int j = (int)(r % H);
+        real* x = qkv + (r / H) * W + (long)j * HS;
+        real* saved = raw + r * HS;
+        memcpy(saved, x, sizeof(real) * HS);
+        norm_row(x, mean ? &mean[r] : NULL, &rstd[r], saved, j < NH ? qw : kw,
+                 j < NH ? qb : kb, HS, (real)eps);
+    }
+}
+
+void qk_norm_backward(real* dqkv, real* dqw, real* dqb, real* dkw, real* dkb, const real* raw,
+                      const real* qw, const real* kw, const real_stat* mean, const real_stat* rstd,
+                      int N, int NH, int NKV, int HS, GradMode mode) {
+    const int H = NH + NKV;
+    const long W = (long)(NH + 2 * NKV) * HS;
+    // The parameter gradients first, from the gradient of the normalised heads (which the input
+    // gradient then overwrites): queries (k = 0) and keys (k = 1), each channel's sum over its
+    // heads' rows in row order.
+#pragma omp parallel for collapse(2)
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < HS; c++) {
+            real dw = 0, db = 0;
+            for (long n = 0; n < N; n++)
+                for (int j = k ? NH : 0; j < (k ? H : NH); j++) {
+                    const long r = n * H + j;
+                    const real g = dqkv[n * W + (long)j * HS + c];
+                    const real m = mean ? mean[r] : 0;
+                    dw += g * (raw[r * HS + c] - m) * rstd[r];
+                    db += g;
+                }
+            real* w = k == 0 ? dqw : dkw;
+            real* b = k == 0 ? dqb : dkb;
+            w[c] = mode == GRAD_WRITE ? dw : w[c] + dw;
+            if (b) b[c] = mode == GRAD_WRITE ? db : b[c] + db;
+        }
+    // The input gradient, row by row in place (written over the normalised heads' gradient).
+#pragma omp parallel for
+    for (long r = 0; r < (long)N * H; r++) {
+        const int j = (int)(r % H);
+        real* g = dqkv + (r / H) * W + (long)j * HS;
+        norm_row_backward(g, g, raw + r * HS, j < NH ? qw : kw, mean ? mean[r] : 0, rstd[r],
+                          mean != NULL, HS, 0);
+    }
 }
 
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias,
@@ -396,6 +454,6 @@ void tokens_upload(int* dst, const int* host_src, size_t n) { memcpy(dst, host_s
 double* scalars_alloc(size_t n, const char* what) { return xcalloc(n, sizeof(double), what); }
 void scalars_zero(double* p, size_t n) { memset(p, 0, sizeof(double) * n); }
 void scalars_to_host(double* host, const double* p, size_t n) { memcpy(host, p, sizeof(double) * n); }
-void layers_reserve(int B, int T, int C, int widest_bias) {   // nothing grows
-    (void)B, (void)T, (void)C, (void)widest_bias;
+void layers_reserve(const GPTConfig* cfg, int B, int T) {   // nothing grows
+    (void)cfg, (void)B, (void)T;
 }

@@ -9,6 +9,7 @@
 // N = number of token rows (B * T). Pointers are the backend's memory (device memory for CUDA).
 #pragma once
 #include "attention/partial_attention.h"
+#include "model/config.h"
 #include "model/real.h"
 #include "model/rope_angles.h"
 
@@ -84,6 +85,23 @@ void fused_residual_rmsnorm_forward(real* residual_out, real* out, real_stat* rs
 void rmsnorm_backward(real* dinp, real* dweight, const real* dout, const real* inp,
                       const real* weight, const real_stat* rstd, int N, int C, GradMode mode);
 
+// QK-norm (GPTConfig.qk_norm, Megatron-LM's --qk-layernorm): every query and key head of qkv (N
+// rows of W = (NH + 2 NKV) HS columns: NH query heads, NKV key heads, then the value heads)
+// normalised over its HS channels IN PLACE, the query heads with qw (and qb), the key heads with
+// kw (and kb): LayerNorm as layernorm_forward, or RMSNorm where mean is NULL (qb and kb NULL too).
+// raw (N, NH + NKV, HS) gets the heads as they were, mean and rstd (N, NH + NKV) their statistics,
+// for backward. The value heads are untouched.
+void qk_norm_forward(real* qkv, real* raw, real_stat* mean, real_stat* rstd, const real* qw,
+                     const real* qb, const real* kw, const real* kb, int N, int NH, int NKV,
+                     int HS, double eps);
+// Backward IN PLACE: the query and key columns of dqkv, the gradient of the normalised heads, are
+// OVERWRITTEN with the gradient of the raw ones (the value columns untouched); dqw, dqb, dkw, dkb
+// (the biases NULL under RMSNorm, with mean NULL) per mode, each summed over its heads' rows in
+// row order.
+void qk_norm_backward(real* dqkv, real* dqw, real* dqb, real* dkw, real* dkb, const real* raw,
+                      const real* qw, const real* kw, const real_stat* mean, const real_stat* rstd,
+                      int N, int NH, int NKV, int HS, GradMode mode);
+
 // SwiGLU (Shazeer 2020): every row of inp (N, 2F) is F gate columns then F up columns; out (N, F)
 // = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
 void swiglu_forward(real* out, const real* inp, int N, int F);
@@ -140,11 +158,11 @@ void tokens_upload(int* dst, const int* host_src, size_t n);
 double* scalars_alloc(size_t n, const char* what);
 void scalars_zero(double* p, size_t n);
 void scalars_to_host(double* host, const double* p, size_t n);
-// Grows the backend's scratch for passes over B x T tokens of C channels now (CUDA: the
-// backward's scratch buffers and the bias-gradient scratch of the matmuls, for biases up to
-// widest_bias columns: gpt_widest_row), so that the first training step allocates nothing and
-// never waits for the device; nothing on the CPU.
-void layers_reserve(int B, int T, int C, int widest_bias);
+// Grows the backend's scratch for passes of model cfg over B x T tokens now (CUDA: the backward's
+// scratch buffers, QK-norm's included, and the bias-gradient scratch of the matmuls, for biases
+// up to gpt_widest_row columns), so that the first training step allocates nothing and never
+// waits for the device; nothing on the CPU.
+void layers_reserve(const GPTConfig* cfg, int B, int T);
 
 // Cross-entropy over the first V of Vp logits per row, N rows. losses: (N) per-token loss. Their
 // sum, added in a fixed order (the same bits on every run and schedule), is ADDED to *loss_sum

@@ -114,6 +114,24 @@ void rmsnorm_backward_cuda(floatX* dinp, floatX* dweight, void* scratch, const f
                            const floatX* inp, const floatX* weight, const float* rstd, int N, int C,
                            int accumulate, cudaStream_t stream);
 
+// --- QK-norm (model/qk_norm.cu) ----------------------------------------------------------------------
+
+// qk_norm_forward / qk_norm_backward of model/layers.h on device memory: every query and key head
+// of qkv (N rows of (NH + 2 NKV) HS) normalised in place, LayerNorm, or RMSNorm where mean is NULL
+// (qb, kb unused); raw (N, NH + NKV, HS) and mean, rstd (N, NH + NKV) saved. HS <= 256. One warp
+// per head.
+void qk_norm_forward_cuda(floatX* qkv, floatX* raw, float* mean, float* rstd, const floatX* qw,
+                          const floatX* qb, const floatX* kw, const floatX* kb, int N, int NH,
+                          int NKV, int HS, float eps, cudaStream_t stream);
+// The backward in place on dqkv's query and key columns (overwritten); dqw, dqb, dkw, dkb written,
+// or added to when accumulate is non-zero (the biases unused under RMSNorm, mean NULL). Two
+// launches: per-block partials in a fixed order, then their sums in block order. scratch:
+// qk_norm_backward_scratch_bytes(N, HS) bytes of device memory (model/layer_scratch.h).
+void qk_norm_backward_cuda(floatX* dqkv, floatX* dqw, floatX* dqb, floatX* dkw, floatX* dkb,
+                           void* scratch, const floatX* raw, const floatX* qw, const floatX* kw,
+                           const float* mean, const float* rstd, int N, int NH, int NKV, int HS,
+                           int accumulate, cudaStream_t stream);
+
 // --- GELU and residual (model/gelu.cu) ------------------------------------------------------------
 
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.

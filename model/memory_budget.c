@@ -62,28 +62,32 @@ enum {
 // projection (W = 3C without grouped-query attention) C W + W, the output projection C^2 + C,
 // the MLP C FC + FC + F C + C (FC = F, or 2F under SwiGLU; F = 4C in GPT: 8 C^2 + 5C; the
 // biases W, C, FC and C only where the linear layers have them, W alone under qkv_bias) and two
-// norms of C weights and NB biases (C; none under RMSNorm); lnf; an untied classifier's Vp C.
+// norms of C weights and NB biases (C; none under RMSNorm), and QK-norm's two of HS weights and
+// biases (none without it; no biases under RMSNorm); lnf; an untied classifier's Vp C.
 static size_t num_params(const GPTConfig* g) {
     const size_t C = g->C, L = g->L, W = gpt_qkv_width(g), F = gpt_ffn_hidden(g);
     const size_t FC = gpt_fc_width(g), NB = gpt_norm_bias(g), LB = gpt_linear_bias(g);
     const size_t QB = gpt_qkv_bias(g);   // LB, or 1 under qkv_bias
+    const size_t QK = (size_t)gpt_qk_norm_weight(g) + (size_t)gpt_qk_norm_bias(g);
     return (size_t)g->Vp * C * (1 + (size_t)g->untied_classifier) +
            (size_t)gpt_position_rows(g) * C +
-           L * (C * W + C * C + C * FC + F * C + QB * W + LB * (C + FC + C) + 2 * (C + NB)) + C +
-           NB;
+           L * (C * W + C * C + C * FC + F * C + QB * W + LB * (C + FC + C) + 2 * (C + NB) +
+                2 * QK) + C + NB;
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // model/backend_kernels_cuda.cu layers_reserve: the encoder backward's scratch and the LayerNorm
-// backward partials (model/layer_scratch.h), the bias-gradient scratch of the widest bias
+// backward partials (model/layer_scratch.h), QK-norm's backward partials (under it), the bias-gradient scratch of the widest bias
 // (gpt_widest_row, 4C in GPT: one floatX row and DBIAS_MAX_CHUNKS fp32 rows); the gradient norm's
 // partials (first step).
 static size_t layer_workspace(const MemoryConfig* c) {
     if (!c->cuda) return 0;   // the CPU layers allocate nothing
     const size_t wide = (size_t)gpt_widest_row(&c->cfg);
+    const size_t qk = c->cfg.qk_norm
+                          ? qk_norm_backward_scratch_bytes(c->B * c->T, c->cfg.C / c->cfg.NH) : 0;
     return encoder_backward_scratch_bytes(c->B, c->T, c->cfg.C) +
-           layernorm_backward_scratch_bytes(c->B * c->T, c->cfg.C) + wide * c->real_bytes +
+           layernorm_backward_scratch_bytes(c->B * c->T, c->cfg.C) + qk + wide * c->real_bytes +
            DBIAS_MAX_CHUNKS * wide * 4 + NORM_PARTIALS * 8;
 }
 

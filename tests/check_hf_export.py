@@ -28,8 +28,11 @@ transformers is not in Debian):
   MistralForCausalLM: Llama's names, sliding_window and no bias keys in config.json, the forward
   with modeling_mistral's mask (a query at q sees the keys q - W < k <= q). With the qkv
   projection's bias alone (header[21]) it is checked as Qwen2ForCausalLM: Llama's names with
-  q_proj, k_proj and v_proj biases, use_sliding_window false, no bias keys. The norms' epsilon
-  (header[20]) is config.json's, read as fp32.
+  q_proj, k_proj and v_proj biases, use_sliding_window false, no bias keys. With QK-norm
+  (header[22], Llama's block without biases) it is checked as Qwen3ForCausalLM: Llama's names
+  with self_attn.q_norm and k_norm, use_sliding_window and attention_bias false, the forward
+  with modeling_qwen3's RMSNorm of every query and key head before the rotation. The norms'
+  epsilon (header[20]) is config.json's, read as fp32.
   An untied classifier (header[19]) is lm_head.weight (GPT-2, Llama) or embed_out.weight
   (GPT-NeoX) holding the file's classifier tensor, with tie_word_embeddings false; each forward
   then reads the logits through it.
@@ -77,7 +80,9 @@ def read_model_file(path):
     untied = int(h[19])  # 1: the classifier's own matrix
     eps = float(h[20:21].view("<f4")[0]) or 1e-5  # the norms' epsilon (0: 1e-5)
     qkvbias = int(h[21])  # 1: the qkv projection's bias alone (Qwen2)
-    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias)
+    qknorm = int(h[22])  # 1: QK-norm (Qwen3)
+    sizes = ref.param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias,
+                            qknorm)
     if h[1] == 3:
         flat = np.frombuffer(data[1024:], dtype="<f4")
     else:
@@ -92,7 +97,7 @@ def read_model_file(path):
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, window=window, window_every=window_every,
                 KV=KV, rope=rope, scaling=scaling,
                 norm=norm, mlp=mlp, ffn=ffn, nobias=nobias, untied=untied, eps=eps, qkvbias=qkvbias,
-                version=int(h[1])), params
+                qknorm=qknorm, version=int(h[1])), params
 
 
 def classifier_rows(cfg, P):
@@ -205,6 +210,9 @@ def llama_expected(cfg, params):
             out[p + f"self_attn.{name}.weight"] = w[i]
             if qkv_bias:
                 out[p + f"self_attn.{name}.bias"] = b[i]
+        if cfg["qknorm"]:  # Qwen3: the heads' RMSNorm weights (head_dim each)
+            out[p + "self_attn.q_norm.weight"] = P["qnormw"].view(L, hs)[l]
+            out[p + "self_attn.k_norm.weight"] = P["knormw"].view(L, hs)[l]
         out[p + "self_attn.o_proj.weight"] = P["attprojw"].view(L, C, C)[l]
         if bias:
             out[p + "self_attn.o_proj.bias"] = P["attprojb"].view(L, C)[l]
@@ -361,8 +369,11 @@ def llama_forward(t, cfg, idx):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, p + "input_layernorm")
-        q = linear(h, p + "self_attn.q_proj", qb).view(B, T, -1, hd).transpose(1, 2)
-        k = linear(h, p + "self_attn.k_proj", qb).view(B, T, -1, hd).transpose(1, 2)
+        q = linear(h, p + "self_attn.q_proj", qb).view(B, T, -1, hd)
+        k = linear(h, p + "self_attn.k_proj", qb).view(B, T, -1, hd)
+        if cfg["model_type"] == "qwen3":  # Qwen3Attention: q_norm, k_norm per head, then rotation
+            q, k = rms_norm(q, p + "self_attn.q_norm"), rms_norm(k, p + "self_attn.k_norm")
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = linear(h, p + "self_attn.v_proj", qb).view(B, T, -1, hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, NH // KV), repeat_kv(v, NH // KV)
@@ -426,35 +437,27 @@ def main():
         scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
     mistral = llama and cfg["window"] > 0
     qwen2 = llama and cfg["nobias"] and cfg["qkvbias"]
+    qwen3 = llama and cfg["qknorm"]
     eps = cfg["eps"]  # the fp32 epsilon: config.json's number must read back as it
+    # The keys every Llama-family config.json carries, then each architecture's own.
+    llama_keys = [("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
+                  ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
+                  ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
+                  ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
+                  ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
+                  ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
     if mistral:  # Llama's names and keys, sliding_window, no bias keys
         keys = [("model_type", "mistral"), ("architectures", ["MistralForCausalLM"]),
-                ("sliding_window", cfg["window"]), ("attention_bias", None), ("mlp_bias", None),
-                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
-                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
-                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
-                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
-                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
-                ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+                ("sliding_window", cfg["window"]), ("attention_bias", None), ("mlp_bias", None)]
     elif qwen2:  # Llama's names, no bias keys (Qwen2Attention's q, k, v have theirs), no window
         keys = [("model_type", "qwen2"), ("architectures", ["Qwen2ForCausalLM"]),
-                ("use_sliding_window", False), ("attention_bias", None), ("mlp_bias", None),
-                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
-                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
-                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
-                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
-                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
-                ("rope_scaling", scaling), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+                ("use_sliding_window", False), ("attention_bias", None), ("mlp_bias", None)]
+    elif qwen3:  # Llama's names with q_norm, k_norm; attention_bias false, no mlp_bias, no window
+        keys = [("model_type", "qwen3"), ("architectures", ["Qwen3ForCausalLM"]),
+                ("use_sliding_window", False), ("attention_bias", False), ("mlp_bias", None)]
     elif llama:
         keys = [("model_type", "llama"), ("architectures", ["LlamaForCausalLM"]),
-                ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
-                ("hidden_size", cfg["C"]), ("intermediate_size", cfg["ffn"] or 4 * cfg["C"]),
-                ("num_hidden_layers", cfg["L"]), ("num_attention_heads", cfg["NH"]),
-                ("num_key_value_heads", cfg["KV"] or cfg["NH"]), ("head_dim", cfg["C"] // cfg["NH"]),
-                ("hidden_act", "silu"), ("rms_norm_eps", eps), ("rope_theta", cfg["rope"]),
-                ("rope_scaling", scaling), ("attention_bias", not cfg["nobias"]),
-                ("mlp_bias", not cfg["nobias"]),
-                ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
+                ("attention_bias", not cfg["nobias"]), ("mlp_bias", not cfg["nobias"])]
     elif neox:
         keys = [("model_type", "gpt_neox"), ("architectures", ["GPTNeoXForCausalLM"]),
                 ("vocab_size", cfg["V"]), ("max_position_embeddings", cfg["maxT"]),
@@ -469,7 +472,7 @@ def main():
                 ("vocab_size", cfg["V"]), ("n_positions", cfg["maxT"]), ("n_embd", cfg["C"]),
                 ("n_layer", cfg["L"]), ("n_head", cfg["NH"]), ("activation_function", "gelu_new"),
                 ("layer_norm_epsilon", eps), ("tie_word_embeddings", not cfg["untied"]), torch_dtype]
-    for key, want in keys:
+    for key, want in keys + (llama_keys if llama else []):
         got = conf.get(key)
         if key.endswith(("_eps", "_epsilon")) and isinstance(got, float):  # as fp32 adds them
             got, want = float(np.float32(got)), float(np.float32(want))
@@ -478,7 +481,8 @@ def main():
     header, tensors = read_safetensors(os.path.join(args.hf, "model.safetensors"))
     expected = (llama_expected if llama else neox_expected if neox else hf_expected)(cfg, params)
     arch = ("MistralForCausalLM" if mistral else "Qwen2ForCausalLM" if qwen2 else
-            "LlamaForCausalLM" if llama else "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel")
+            "Qwen3ForCausalLM" if qwen3 else "LlamaForCausalLM" if llama else
+            "GPTNeoXForCausalLM" if neox else "GPT2LMHeadModel")
     check(set(header) == set(expected), f"the {len(expected)} names of {arch}'s state dict "
           f"(missing {sorted(set(expected) - set(header))[:3]}, extra {sorted(set(header) - set(expected))[:3]})")
     dtype = torch.float32 if args.dtype == "F32" else torch.bfloat16
@@ -494,7 +498,7 @@ def main():
                     window=cfg["window"], window_every=cfg["window_every"], KV=cfg["KV"],
                     rope=cfg["rope"], rope_scaling=cfg["scaling"], norm=cfg["norm"], mlp=cfg["mlp"],
                     ffn=cfg["ffn"], nobias=cfg["nobias"], untied=cfg["untied"], eps=cfg["eps"],
-                    qkvbias=cfg["qkvbias"])
+                    qkvbias=cfg["qkvbias"], qknorm=cfg["qknorm"])
     with torch.no_grad():
         for name, group in model.groups().items():
             off = 0
@@ -508,8 +512,8 @@ def main():
         got = (llama_forward if llama else neox_forward if neox else hf_forward)(tensors, conf, idx)
     want = want[..., :cfg["V"]]
     err = (got - want).abs().max().item() / max(want.abs().max().item(), 1.0)
-    arch = ("Mistral" if mistral else "Qwen2" if qwen2 else "Llama" if llama else
-            "GPT-NeoX" if neox else "GPT-2")
+    arch = ("Mistral" if mistral else "Qwen2" if qwen2 else "Qwen3" if qwen3 else
+            "Llama" if llama else "GPT-NeoX" if neox else "GPT-2")
     check(got.shape == want.shape and err < 1e-5,
           f"logits of transformers' {arch} forward on the export = the reference's on the model "
           f"file: max |difference| / max(max |logit|, 1) = {err:.2e} (bound 1e-5)")

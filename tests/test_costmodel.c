@@ -44,7 +44,7 @@ static Cluster parse_or_die(const char* name, const char* text) {
     return c;
 }
 
-static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; }
+static CostShape tiny_shape(long T) { return (CostShape){2, 64, 4, 512, (int)T, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; }
 // The same with grouped-query attention: kv of its 4 heads' key/value heads.
 static CostShape tiny_gqa(long T, int kv) {
     CostShape s = tiny_shape(T);
@@ -795,7 +795,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 // Recompute adds the recomputed kernels' time to backward and nothing else; it saves memory.
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
-    const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
@@ -826,7 +826,7 @@ static void test_merges_in_forward(void) {
     const Cluster flat = flat_cluster();
     Cluster fp32 = flat;
     fp32.param_bytes = 4;
-    const CostShape s = {3, 256, 4, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape s = {3, 256, 4, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const int B = 2, T = 1024;
     const struct { CostAlgorithm alg; int pq, pkv, step_merges; } cases[] = {
         {COST_RING, 1, 4, 3}, {COST_ZIGZAG, 2, 2, 3}, {COST_2D_OVERLAP, 2, 2, 2},
@@ -848,8 +848,9 @@ static void test_merges_in_forward(void) {
 
 // --- Grouped-query attention -------------------------------------------------------------------
 
-// model/gpt.c's 17 tensors (gpt_param_sizes) counted one by one, the qkv projection W = C + 2 NKV
-// HS wide (NKV = NH without grouped-query attention).
+// model/gpt.c's 21 tensors (gpt_param_sizes) counted one by one, the qkv projection W = C + 2 NKV
+// HS wide (NKV = NH without grouped-query attention), QK-norm's four of L HS (its biases only
+// under LayerNorm).
 static double params_by_hand(const CostShape* s) {
     const double C = s->C, L = s->L, NKV = s->kv_heads ? s->kv_heads : s->NH;
     const double W = C + 2 * NKV * (C / s->NH), Vp = gpt_padded_vocab(s->V);
@@ -860,13 +861,16 @@ static double params_by_hand(const CostShape* s) {
     const double LB = s->no_linear_bias ? 0 : 1;                // no linear biases
     const double QB = LB || s->qkv_bias ? 1 : 0;                // the qkv projection's
     const double UC = s->untied_classifier ? 1 : 0;             // the classifier's own matrix
-    const double sizes[17] = {Vp * C,    rows * C,     L * C,         L * NB,
+    const double QK = s->qk_norm ? C / s->NH : 0;               // a QK-norm weight per layer
+    const double QKB = s->norm == GPT_NORM_RMSNORM ? 0 : QK;    // and a LayerNorm's bias
+    const double sizes[21] = {Vp * C,    rows * C,     L * C,         L * NB,
                               L * W * C, L * W * QB,   L * C * C,     L * C * LB,
                               L * C,     L * NB,       L * FC * C,    L * FC * LB,
                               L * C * F, L * C * LB,   C,             NB,
-                              UC * Vp * C};
+                              UC * Vp * C, L * QK,     L * QKB,       L * QK,
+                              L * QKB};
     double n = 0;
-    for (int k = 0; k < 17; k++) n += sizes[k];
+    for (int k = 0; k < 21; k++) n += sizes[k];
     return n;
 }
 
@@ -874,22 +878,25 @@ static double params_by_hand(const CostShape* s) {
 // grouped-query attention), and so do the trainer's MFU FLOPs per token.
 static void test_gqa_params(void) {
     const CostShape shapes[] = {
-        {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0},
-        {32, 2560, 32, 50257, 131072, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+        {32, 2560, 32, 50257, 131072, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
         // Llama's block (RMSNorm, SwiGLU of 6912), and each part alone
-        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 0, 0, 0},
-        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 1, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 1, 640, 0, 0, 0},
-        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0},
+        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 0, 0, 0, 0},
+        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 1, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 1, 640, 0, 0, 0, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0, 0},
         // an untied classifier, alone and with Llama's block
-        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
-        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 1, 1, 0},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+        {32, 2560, 32, 50257, 131072, 0, 0, 8, 500000, 1, 1, 6912, 1, 1, 0, 0},
         // Qwen2's block: Llama's with the qkv projection's bias (2 key/value heads: W = C + 4 HS)
-        {24, 896, 14, 151936, 32768, 0, 0, 2, 1000000, 1, 1, 4864, 1, 0, 1}};
+        {24, 896, 14, 151936, 32768, 0, 0, 2, 1000000, 1, 1, 4864, 1, 0, 1, 0},
+        // QK-norm: Qwen3's block (RMSNorm: weights alone), and GPT's (LayerNorm: and biases)
+        {28, 2048, 16, 151936, 32768, 0, 0, 8, 1000000, 1, 1, 6144, 1, 0, 0, 1},
+        {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const CostShape* s = &shapes[k];
         const GPTConfig cfg = costmodel_gpt_config(s);
@@ -897,9 +904,9 @@ static void test_gqa_params(void) {
         EXPECT(got == want && costmodel_flops_per_token(s, 512) ==
                                   gpt_flops_per_token(&cfg, want, 512),
                "parameters of L=%d C=%d NH=%d with %d key/value heads, norm %d, mlp %d, F %d, no "
-               "bias %d, untied %d, qkv bias %d: %.0f (the 17 tensors: %.0f)", s->L, s->C, s->NH,
-               s->kv_heads, s->norm, s->mlp, s->ffn_hidden, s->no_linear_bias,
-               s->untied_classifier, s->qkv_bias, got, want);
+               "bias %d, untied %d, qkv bias %d, QK-norm %d: %.0f (the 21 tensors: %.0f)", s->L,
+               s->C, s->NH, s->kv_heads, s->norm, s->mlp, s->ffn_hidden, s->no_linear_bias,
+               s->untied_classifier, s->qkv_bias, s->qk_norm, got, want);
     }
     const CostShape mha = shapes[2];
     EXPECT(costmodel_num_params(&mha) == kernel_gpt_num_params(3, 256, 1024, 512) &&
@@ -926,8 +933,8 @@ static double gemms_by_hand(double N, double C, double Vp, double L, const doubl
 // every other kernel as without grouped-query attention (flat rates: each its kernel_costs floor).
 static void test_gqa_gemms(void) {
     const Cluster flat = flat_cluster();
-    const CostShape gqa = {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
-    const CostShape mha = {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape gqa = {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape mha = {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const double N = 2048, Tl = 1024, C = 256, W = 256 + 2 * 2 * 32, Vp = 1024, L = 3;
     double gemm, other, gemm_mha, other_mha;
     costmodel_token_local_split(&flat, &gqa, N, Tl, &gemm, &other);
@@ -946,7 +953,7 @@ static void test_gqa_gemms(void) {
 // for the rest); RMSNorm is priced as the LayerNorm. Flat rates: each its kernel_costs floor.
 static void test_swiglu_costs(void) {
     const Cluster flat = flat_cluster();
-    const CostShape gelu = {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0};
+    const CostShape gelu = {3, 256, 8, 1000, 512, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0, 0};
     CostShape swiglu = gelu, rms = gelu;
     swiglu.mlp = GPT_MLP_SWIGLU;
     rms.norm = GPT_NORM_RMSNORM;
@@ -974,7 +981,7 @@ static void test_swiglu_costs(void) {
 // gradients and optimizer state.
 static void test_rope(const Cluster* c) {
     const Cluster flat = flat_cluster();
-    const CostShape learned = {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape learned = {3, 256, 8, 1000, 512, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0};
     CostShape rope = learned;
     rope.rope_theta = 10000;
     EXPECT(costmodel_num_params(&rope) == params_by_hand(&rope) &&
@@ -994,7 +1001,7 @@ static void test_rope(const Cluster* c) {
     EXPECT(k.bytes == 2 * KERNEL_COST_X * 10 * 6 * 8 && k.flops == 3 * 10 * 6 * 8,
            "a rotation pass over 10 rows of 4 + 2 heads of 8: %.0f bytes (read and written in "
            "place), %.0f FLOPs", k.bytes, k.flops);
-    CostConfig g = {{32, 2560, 32, 50257, 131072, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0}, 131072, 1, 1, 1, 1, 16, COST_ZIGZAG,
+    CostConfig g = {{32, 2560, 32, 50257, 131072, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0}, 131072, 1, 1, 1, 1, 16, COST_ZIGZAG,
                     1, 1, 0, GPT_RECOMPUTE_SELECTIVE, NULL, 1};
     const CostPrediction pl = predict(&g, c);
     g.shape.rope_theta = 10000;
@@ -1209,7 +1216,7 @@ static void test_committed_clusters(void) {
 // Ring on 16 A100 (4 per node): its hops cross nodes; a 4x4 ATTENTION2D mesh has its columns
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
-    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
@@ -1269,7 +1276,7 @@ static void test_chunk_pipeline(void) {
     // COST_CHUNKS_AUTO: every Ulysses or USP candidate of the ranking takes the fastest of the
     // counts dividing its heads per rank (none faster among them), the others none.
     {
-        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         const CostQuery q = {wide, 16384, 1, 1, 4, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
                              COST_CHUNKS_AUTO};
         CostCandidate out[64];
@@ -1292,7 +1299,7 @@ static void test_chunk_pipeline(void) {
         EXPECT(!bad && a2a > 0, "chunks auto: %d candidates, %d Ulysses or USP, each with its "
                "fastest count dividing its heads per rank", n, a2a);
     }
-    const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1};
     const CostPrediction one = predict(&h, &flat);
     h.chunks = 2;

@@ -79,7 +79,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -447,6 +447,12 @@ case "$part" in
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --untie-embeddings-and-output-weights --lr 3e-3" ;;
   qwen2-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
                --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-theta 1000000 --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6 --lr 3e-3" ;;
+  # QK-norm: Qwen3's block (Qwen2's without the qkv bias, RMSNorm on every query and key head)
+  # in fp32, and GPT's LayerNorm block with it (weights and biases per head norm) in bf16.
+  qwen3-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
+               --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --position-embedding rope --rope-theta 1000000 --normalization rmsnorm --mlp swiglu --ffn-hidden 96 --disable-bias-linear --norm-epsilon 1e-6 --qk-layernorm --lr 3e-3" ;;
+  qk-norm-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
+               --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --qk-layernorm --lr 3e-3" ;;
   # YaRN-scaled rotary positions (x2 from 8 of the 16 positions) with --eval-positions 4: the
   # kernel's scaled frequencies and amplitude through training, and the per-range validation
   # losses of both evaluations within the fp32 bound of the CPU trainer's.
@@ -508,5 +514,5 @@ EOF
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac

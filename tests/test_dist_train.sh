@@ -32,6 +32,8 @@
 #   tests/test_dist_train.sh refuse    a loader position the new dp size cannot continue, or a
 #                                      checkpoint of another sequence length, is
 #                                      refused with the reason, non-zero, checkpoint kept
+#   tests/test_dist_train.sh qk-norm   QK-norm (Qwen3's block) on one process and every schedule,
+#                                      GPT's block with it on 2x2: the single-process run's losses
 #   tests/test_dist_train.sh kill      SIGKILL of one rank ends every rank within 30 s
 #   tests/test_dist_train.sh stop      SIGTERM to one rank of four: every rank stops after the same
 #                                      step with a checkpoint, exit 0, rank 0 naming another
@@ -393,6 +395,23 @@ PYEOF2
   bash tests/expect_job_failure.sh 'attention window 2 \(every 2 layers\) differs from this run.s 0 \(every 0\)' \
     timeout 60 bash tests/mpirun.sh 1 "$TRAIN" "${common[@]}" "${test_args[@]}" --out-dir "$work/ref" \
     --resume || fail "banded: a checkpoint resumed without its window was not refused"
+  ;;
+qk-norm)
+  # QK-norm on every schedule (Qwen3's block: RMSNorm on every query and key head before the
+  # rotation, 4 heads over 2 key/value heads; Ulysses and USP split the heads after it), and GPT's
+  # LayerNorm block with it on 2x2, against the reference trainer on one process.
+  make_shards
+  common+=(--total-batch-tokens 384 --val-data "$work/val_*.bin" --eval-every 10 --eval-batches 6
+           --lr 3e-3)
+  qwen3=(--position-embedding rope --channels 64 --heads 4 --kv-heads 2 --normalization rmsnorm
+         --mlp swiglu --disable-bias-linear --qk-layernorm)
+  train ref 1 "${qwen3[@]}" || exit 1
+  grep -q 'QK-norm' "$work/ref.out" || fail "qk-norm: the configuration does not name QK-norm"
+  every_schedule q "${qwen3[@]}"
+  single_is_ref=1
+  train ref-ln 1 --qk-layernorm || exit 1
+  single_is_ref=0
+  ! scheduled 2x2 || { train ln-2x2 4 --qk-layernorm --pq 2 --pkv 2 && compare ln-2x2 ref-ln; }
   ;;
 rope)
   # Rotary positions on every schedule, each rank turning its own tokens' queries and keys at their
@@ -961,7 +980,7 @@ seeds)
   done
   ;;
 *)
-  echo "usage: tests/test_dist_train.sh curves|banded|documents|rope|resume|refuse|kill|stop|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
+  echo "usage: tests/test_dist_train.sh curves|banded|documents|rope|qk-norm|resume|refuse|kill|stop|mesh|consistency|chunks|schedules MESH|seeds MESH" >&2
   exit 2
   ;;
 esac

@@ -279,6 +279,31 @@ header_eps() {
 sys.exit(struct.unpack_from("<f", open(sys.argv[1], "rb").read(), 80)[0] != struct.unpack("<f", struct.pack("<f", float(sys.argv[2])))[0])' "$@"
 }
 
+# round_trip NAME MODEL ARCH FORMAT WHAT HEADER: MODEL (epsilon 1e-6) exported to $W/hf-NAME in
+# fp32 and bf16, the format line naming ARCH (FORMAT), each checked with a forward as transformers
+# computes ARCH (WHAT: what it holds); imported back to the same parameters and header (HEADER:
+# the fields that say ARCH); its evaluation loss and generated tokens from the directory the
+# model file's. Sets dir_loss to the directory's evaluation loss.
+dir_loss=
+round_trip() {
+  local name=$1 model=$2 arch=$3 format=$4 what=$5 header=$6 a b
+  local dir=$W/hf-$name gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
+  check "exports it" export_hf "$name" --model "$model" --out "$dir"
+  check "  names the format" has "$name" "^  format +$arch \($format\)$"
+  verify "$arch export: $what, forward" "$model" "$dir" F32
+  check "exports it in bf16" export_hf "${name}16" --model "$model" --out "$dir-bf16" --dtype bf16
+  verify "$arch bf16 export: rounded to nearest even, forward" "$model" "$dir-bf16" BF16
+  import_hf "i$name" --hf "$dir" --out "$W/back-$name.bin" || bad "import of the $arch export"
+  check "imports it: the same parameters and header ($header)" \
+    eval "same_params '$model' '$W/back-$name.bin' && header_eps '$W/back-$name.bin' 1e-6"
+  a=$(val_loss "$model" "eval-$name"); b=$(val_loss "$dir" "eval-$name-dir")
+  check "--eval-only --init-from DIR: the model file's evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
+  dir_loss=$b
+  "$BUILD/generate" --model "$model" "${gen[@]}" > "$W/g$name.out" 2> "$W/g$name.err"
+  "$BUILD/generate" --model "$dir" "${gen[@]}" > "$W/g${name}d.out" 2> "$W/g${name}d.err"
+  check "build/generate --model DIR: the model file's tokens" eval "[ -s '$W/g$name.out' ] && cmp -s '$W/g$name.out' '$W/g${name}d.out'"
+}
+
 # Qwen2: Llama's block without linear biases but the qkv projection's (--add-qkv-bias), the norms'
 # epsilon 1e-6 (--norm-epsilon), theta 1000000, tied: written as Qwen2ForCausalLM and checked as
 # transformers' modeling_qwen2.py computes it (q/k/v_proj with biases, o_proj and the MLP
@@ -289,28 +314,16 @@ sys.exit(struct.unpack_from("<f", open(sys.argv[1], "rb").read(), 80)[0] != stru
 t_qwen2() {
   local block=(--heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope)
   train qwen2 500 "${block[@]}" --rope-theta 1000000 --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6
-  local q=$W/qwen2/model_00000003.bin a b c
-  check "exports it" export_hf q --model "$q" --out "$W/hf-q"
-  check "  names the format" has q "^  format +Qwen2 \(Qwen2ForCausalLM: RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, linear biases in qkv only, 2 key/value heads\)$"
+  local q=$W/qwen2/model_00000003.bin c
+  round_trip q "$q" Qwen2 "Qwen2ForCausalLM: RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, linear biases in qkv only, 2 key/value heads" \
+    "q/k/v_proj biases alone, rms_norm_eps, no bias keys" "header[20] 1e-6, header[21] 1"
   check "  rms_norm_eps 1e-06 in config.json" grep -q '"rms_norm_eps": 1e-06,' "$W/hf-q/config.json"
-  verify "Qwen2 export: q/k/v_proj biases alone, rms_norm_eps, no bias keys, forward" "$q" "$W/hf-q" F32
-  check "exports it in bf16" export_hf q16 --model "$q" --out "$W/hf-q16" --dtype bf16
-  verify "Qwen2 bf16 export: rounded to nearest even, forward" "$q" "$W/hf-q16" BF16
-  import_hf iq --hf "$W/hf-q" --out "$W/back-q.bin" || bad "import of the Qwen2 export"
-  check "imports it: the same parameters and header (header[20] 1e-6, header[21] 1)" \
-    eval "same_params '$q' '$W/back-q.bin' && header_eps '$W/back-q.bin' 1e-6"
-  a=$(val_loss "$q" eval-q); b=$(val_loss "$W/hf-q" eval-q-dir)
-  check "--eval-only --init-from DIR: the model file's evaluation loss, bit for bit ($a)" test -n "$a" -a "$a" = "$b"
-  local gen=(--prompt-ids 1,2,3 --max-new-tokens 8 --greedy)
-  "$BUILD/generate" --model "$q" "${gen[@]}" > "$W/gq.out" 2> "$W/gq.err"
-  "$BUILD/generate" --model "$W/hf-q" "${gen[@]}" > "$W/gqd.out" 2> "$W/gqd.err"
-  check "build/generate --model DIR: the model file's tokens" eval "[ -s '$W/gq.out' ] && cmp -s '$W/gq.out' '$W/gqd.out'"
   "$PY" tests/hf_variant.py "$W/hf-q" "$W/q1" --config rms_norm_eps=DELETE
   check "rms_norm_eps absent: transformers' default 1e-6, the same model file" \
     eval "import_hf q1 --hf '$W/q1' --out '$W/q1.bin' && cmp -s '$W/q1.bin' '$W/back-q.bin'"
   "$PY" tests/hf_variant.py "$W/hf-q" "$W/q2" --config rms_norm_eps=1e-5
   c=$(val_loss "$W/q2" eval-q2)
-  check "rms_norm_eps 1e-05 instead: another evaluation loss ($c)" test -n "$c" -a "$c" != "$b"
+  check "rms_norm_eps 1e-05 instead: another evaluation loss ($c)" test -n "$c" -a "$c" != "$dir_loss"
   # GPT-2's layer_norm_epsilon through the way back.
   train ln-eps 500 --norm-epsilon 1e-6
   export_hf ln --model "$W/ln-eps/model_00000003.bin" --out "$W/hf-ln" || bad "export of the LayerNorm epsilon model"
@@ -330,6 +343,38 @@ t_qwen2() {
   fails qwen2-window "sliding-window attention \(window 8 in layers l % 1 = 0\) has no Mistral equivalent .*\(--disable-bias-linear, no --add-qkv-bias\)$" \
     --model "$W/qwen2-window/model_00000003.bin" --out "$W/x"
   check "nothing written for the refused export" test ! -e "$W/x"
+}
+
+# Qwen3: Llama's block without linear biases, with QK-norm (--qk-layernorm: RMSNorm on every query
+# and key head before the rotation), theta 1000000, untied: written as Qwen3ForCausalLM and
+# checked as transformers' modeling_qwen3.py computes it (q_norm and k_norm per head); in bf16
+# too; the way back bit for bit (header[22] 1), the evaluation loss and generation from the
+# directory; QK-norm with GPT's block, with the qkv bias or with a window refused in one line,
+# writing nothing; a Qwen3 directory without a k_norm tensor, or with use_sliding_window true,
+# refused on the way in.
+t_qwen3() {
+  local block=(--heads 4 --kv-heads 2 --normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope
+               --disable-bias-linear --qk-layernorm)
+  train qwen3 500 "${block[@]}" --rope-theta 1000000 --norm-epsilon 1e-6 --untie-embeddings-and-output-weights
+  local q=$W/qwen3/model_00000003.bin
+  round_trip q3 "$q" Qwen3 "Qwen3ForCausalLM: RMSNorm \(eps 1e-06\), SwiGLU MLP of 2 x 48, no linear biases, untied classifier, QK-norm, 2 key/value heads" \
+    "q_norm and k_norm, attention_bias false, untied" "header[22] 1"
+  local v=0
+  q3fails() { local re=$1; shift; v=$((v + 1)); variant_fails "$W/hf-q3" "q3bad$v" "$re" "$@"; }
+  q3fails "expected a tensor 'model.layers.1.self_attn.k_norm.weight' \(Llama with num_hidden_layers = 2, Qwen3's q_norm and k_norm, config.json's attention_bias false, no MLP biases\), found none$" \
+    --drop model.layers.1.self_attn.k_norm.weight --extra model.layers.1.self_attn.k_norm.weight_renamed
+  q3fails "use_sliding_window: expected false \(Qwen3's windows cover the layers from max_window_layers on, which --window-every cannot express\), found true$" \
+    --config use_sliding_window=true
+  train gpt-qk 500 --qk-layernorm
+  fails gpt-qk "QK-norm with this block \(LayerNorm, GELU MLP of 4C, QK-norm\) has no GPT-2 equivalent .*no --add-qkv-bias or --attention-window\)$" \
+    --model "$W/gpt-qk/model_00000003.bin" --out "$W/x"
+  train qwen3-bias 500 "${block[@]}" --add-qkv-bias
+  fails qwen3-bias "QK-norm with this block \(RMSNorm, SwiGLU MLP of 2 x 48, linear biases in qkv only, QK-norm\) has no Qwen3 equivalent" \
+    --model "$W/qwen3-bias/model_00000003.bin" --out "$W/x"
+  train qwen3-window 500 "${block[@]}" --attention-window 8
+  fails qwen3-window "QK-norm with this block \(RMSNorm, SwiGLU MLP of 2 x 48, no linear biases, QK-norm, a sliding window\) has no Qwen3 equivalent" \
+    --model "$W/qwen3-window/model_00000003.bin" --out "$W/x"
+  check "nothing written for the refused exports" test ! -e "$W/x"
 }
 
 # An untied classifier (--untie-embeddings-and-output-weights) in each format: GPT-2 and Llama
@@ -494,7 +539,7 @@ def load(path):
     h = np.frombuffer(d[:1024], dtype="<i4")
     p = np.frombuffer(d[1024:], dtype="<f4") if h[1] == 3 else \
         (np.frombuffer(d[1024:], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    return h[:22].tolist(), p
+    return h[:23].tolist(), p
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 rounding = sys.argv[3] if len(sys.argv) > 3 else None
 if rounding:
@@ -502,9 +547,10 @@ if rounding:
 maxT, V, L, NH, C, Vp = ha[2:8]
 pad = np.zeros(a.size, dtype=bool)
 pad[V * C:Vp * C] = True
-if ha[19]:   # an untied classifier, the last Vp x C: its padding rows too
-    pad[a.size - (Vp - V) * C:] = True
-same = ha[2:18] == hb[2:18] and ha[19:22] == hb[19:22] and a.size == b.size and np.array_equal(a[~pad], b[~pad])
+qk = ha[22] * 2 * L * (C // NH) * (2 if ha[15] == 0 else 1)   # QK-norm's tensors after it
+if ha[19]:   # an untied classifier, Vp x C before them: its padding rows too
+    pad[a.size - qk - (Vp - V) * C:a.size - qk] = True
+same = ha[2:18] == hb[2:18] and ha[19:23] == hb[19:23] and a.size == b.size and np.array_equal(a[~pad], b[~pad])
 ok = same and not b[pad].any()
 print(f"shape {ha[2:8]} vs {hb[2:8]}, equal{' after ' + rounding + ' rounding' if rounding else ''}: {same}, padding rows zero: {not b[pad].any()}")
 sys.exit(0 if ok else 1)
@@ -593,7 +639,7 @@ t_import_errors() {
   ifails "n_inner: expected null or 4 x n_embd = 128, found 100$" --config n_inner=100
   ifails "expected a tensor 'lm_head.weight' \(config.json's tie_word_embeddings is false: an untied classifier\), found none$" --config tie_word_embeddings=false
   ifails "tie_word_embeddings: expected true or false, found null$" --config tie_word_embeddings=null
-  ifails 'model_type: expected "gpt2", "llama", "mistral" or "qwen2", found "bert"$' --config model_type='"bert"'
+  ifails 'model_type: expected "gpt2", "llama", "mistral", "qwen2" or "qwen3", found "bert"$' --config model_type='"bert"'
   ifails "config.json: expected a positive n_head, found none$" --config n_head=DELETE
   ifails "config.json: at byte [0-9]+: expected a whole number in \[0, 1073741824\], found '-'$" --config n_layer=-2
   ifails "tensor 'lm_head.weight': expected it equal to wte" --lm-head other
@@ -621,10 +667,11 @@ case "$test_name" in
   rope) t_rope ;;
   llama) t_llama ;;
   qwen2) t_qwen2 ;;
+  qwen3) t_qwen3 ;;
   untied) t_untied ;;
   import) t_import ;;
   import-errors) t_import_errors ;;
   init-from-hf) t_init_from_hf ;;
-  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|qwen2|untied|import|import-errors|init-from-hf" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|tokenizer|errors|rope|llama|qwen2|qwen3|untied|import|import-errors|init-from-hf" >&2; exit 2 ;;
 esac
 finish

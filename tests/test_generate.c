@@ -116,7 +116,7 @@ static void sampler_limits(void) {
 static GPTConfig shape(int max_T, int V, int L, int NH, int C, int window, int every, int kv,
                        int theta) {
     const GPTConfig c = {max_T, V, gpt_padded_vocab(V), L, NH, C, window, every, kv, theta,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     return c;   // (every field: this file is C++ in the CUDA build too)
 }
 

@@ -703,6 +703,21 @@ int main(void) {
     test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 3, .C = 6, .kv_heads = 1,
                            .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
                            .ffn_hidden = 10, .no_linear_bias = 1, .untied_classifier = 1});
+    // QK-norm (heads of 4: a LayerNorm over 2 channels would leave only the sign): GPT's block with
+    // LayerNorm (weights and biases per layer) and rotary positions (without them the keys' bias
+    // adds q.b to every score of a query, which the softmax ignores: its gradient is 0), and
+    // Qwen3's: RMSNorm, rotary positions after the norm, 2 query heads on 1 key/value head, no
+    // linear biases.
+    // The norms' epsilon 1e-3: these small projections give heads of 4 channels variances near
+    // 1e-3, where 1e-5's curvature brings the central difference's own error (h = 1e-5) to the
+    // 1e-6 bound (dwte 1.3e-6 at 1e-5; every QK-norm gradient within 4e-8 either way).
+    printf("qk-norm, layernorm (eps 1e-3), rope\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 2, .C = 8,
+                           .rope_theta = 100, .norm_eps = 1e-3f, .qk_norm = 1});
+    printf("qk-norm, qwen3 block: rmsnorm, swiglu F=10, rope, 1 key/value head, no linear biases\n");
+    test_model((GPTConfig){.max_T = 9, .V = 23, .Vp = 32, .L = 2, .NH = 2, .C = 8, .kv_heads = 1,
+                           .rope_theta = 100, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+                           .ffn_hidden = 10, .no_linear_bias = 1, .qk_norm = 1});
     free_arrays();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

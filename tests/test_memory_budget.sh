@@ -77,6 +77,12 @@ case_of() {
     # Qwen2's block: the qkv projection's bias alone (its L W elements in the parameters,
     # gradients, optimizer shards and master weights, its bias-gradient scratch), Ring 1x2, ZeRO-1.
     fp32-qwen2-ring-1x2) echo "$FP32 2 ${mesh[*]} --normalization rmsnorm --mlp swiglu --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6 --position-embedding rope --kv-heads 2 --pq 1 --pkv 2 --attention ring --zero 1 --comm mpi-staged" ;;
+    # QK-norm: its per-layer weights (and LayerNorm's biases) in every copy of the parameters, the
+    # raw heads and their statistics kept per layer (one layer's scratch under selective), and its
+    # backward's partials in the layers' workspace: Qwen3's block on one rank, and GPT's with
+    # LayerNorm under selective recomputation.
+    bf16-qwen3)         echo "$BF16 1 ${one[*]} --normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --kv-heads 2 --qk-layernorm" ;;
+    fp32-qk-norm-selective) echo "$FP32 1 ${one[*]} --qk-layernorm --recompute selective" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
     # the C library keeps (tens of MiB), so a model of gigabytes (gpt3-125m) and the 5% bound.
     cpu-125m)           echo "$BUILD/train_gpt 1 --preset gpt3-125m --context 256 --batch 1 --seq-len 256 --sample-length 0" ;;
@@ -87,7 +93,7 @@ CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf1
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
 bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
 bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 bf16-rope fp32-rope-zigzag-1x2 bf16-llama
-fp32-llama-ring-1x2 fp32-qwen2-ring-1x2 cpu-125m"
+fp32-llama-ring-1x2 fp32-qwen2-ring-1x2 bf16-qwen3 fp32-qk-norm-selective cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

@@ -104,6 +104,15 @@ static const Shape shapes[] = {
      3, 37, 0, 0},
     {"layernorm-eps", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 45,
                        .norm_eps = 1e-3f}, 3, 37, 0, 0},
+    // QK-norm (--qk-layernorm): GPT's LayerNorm block with rotary positions (each head's norm
+    // weight and bias before the rotation), and Qwen3's block: Qwen2's without the qkv bias, with
+    // RMSNorm on every query and key head.
+    {"qk-norm", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 3, .C = 48, .rope_theta = 10000,
+                 .qk_norm = 1}, 3, 37, 0, 0},
+    {"qwen3", {.max_T = 48, .V = 333, .Vp = 384, .L = 2, .NH = 6, .C = 48, .kv_heads = 2,
+               .rope_theta = 1000000, .norm = GPT_NORM_RMSNORM, .mlp = GPT_MLP_SWIGLU,
+               .ffn_hidden = 128, .no_linear_bias = 1, .norm_eps = 1e-6f, .qk_norm = 1},
+     3, 37, 0, 0},
 };
 
 static void write_or_die(AtomicFile* af, const void* p, size_t n) {

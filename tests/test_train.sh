@@ -1781,6 +1781,42 @@ t_qwen2() {
           "--norm-epsilon 1e-6 --init-from $W/qwen2/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--add-qkv-bias/--norm-epsilon/"
 }
 
+# --qk-layernorm (QK-norm): Qwen3's block (RMSNorm on every query and key head, one weight of HS
+# = 8 for the queries and one for the keys per layer) and GPT's (LayerNorm: weights and biases of
+# HS = 16) named, their parameter counts, header[22] 1 (0 without it), kept by --init-from;
+# --recompute selective gives none's losses bit for bit; without QK-norm another model; a resume
+# without the flag, and the flag with --init-from, refused in one line.
+t_qk_norm() {
+  make_data
+  local block=(--normalization rmsnorm --mlp swiglu --ffn-hidden 48 --position-embedding rope --heads 4 --kv-heads 2
+               --disable-bias-linear)
+  train qwen3 "${TINY[@]}" "${block[@]}" --qk-layernorm --steps 4 --eval-every 0 --out-dir "$W/qwen3"
+  expect_rc qwen3 0
+  check "the configuration names the block" has qwen3.out "RMSNorm, SwiGLU MLP of 2 x 48, no linear biases, QK-norm, "
+  check "  and the option" has qwen3.out "^  qk-layernorm +true$"
+  check "parameters: Qwen2's less the qkv bias, 2 x 8 more ($(grep -o '[0-9]* parameters' "$W/qwen3.out" | head -n 1))" \
+    has qwen3.out " $((512 * 32 + (32 * 64 + 32 * 32 + 32 * 96 + 48 * 32 + 2 * 32 + 2 * 8) + 32)) parameters"
+  check "the model file's header[22] holds 1" header_holds "$W/qwen3/model_00000004.bin" 22 1
+  from_model "$W/qwen3/model_00000004.bin" "block" "RMSNorm, SwiGLU MLP of 2 x 48, no linear biases, QK-norm"
+  train qwen3-selective "${TINY[@]}" "${block[@]}" --qk-layernorm --steps 4 --eval-every 0 \
+    --recompute selective --out-dir "$W/qwen3-selective"
+  train qwen3-full "${TINY[@]}" "${block[@]}" --qk-layernorm --steps 4 --eval-every 0 \
+    --recompute full --out-dir "$W/qwen3-full"
+  check "--recompute selective and full: the losses of none, bit for bit" eval \
+    "[ -n \"\$(losses '$W/qwen3/log.jsonl')\" ] && [ \"\$(losses '$W/qwen3-selective/log.jsonl')\" = \"\$(losses '$W/qwen3/log.jsonl')\" ] && [ \"\$(losses '$W/qwen3-full/log.jsonl')\" = \"\$(losses '$W/qwen3/log.jsonl')\" ]"
+  train qwen3-none "${TINY[@]}" "${block[@]}" --steps 4 --eval-every 0 --out-dir "$W/qwen3-none"
+  check "without QK-norm: header[22] 0 and other losses" eval \
+    "header_holds '$W/qwen3-none/model_00000004.bin' 22 0 && [ \"\$(losses '$W/qwen3-none/log.jsonl')\" != \"\$(losses '$W/qwen3/log.jsonl')\" ]"
+  train gptqk "${TINY[@]}" --qk-layernorm --steps 4 --eval-every 0 --out-dir "$W/gptqk"
+  train gpt "${TINY[@]}" --steps 4 --eval-every 0 --out-dir "$W/gpt"
+  check "GPT's block with LayerNorm QK-norm: 2 x 2 x 16 more parameters" eval \
+    "[ \$(grep -o '[0-9]* parameters' '$W/gptqk.out' | head -n 1 | cut -d' ' -f1) = \$((\$(grep -o '[0-9]* parameters' '$W/gpt.out' | head -n 1 | cut -d' ' -f1) + 64)) ]"
+  train qwen3-resume "${TINY[@]}" "${block[@]}" --steps 6 --resume --out-dir "$W/qwen3"
+  check "a resume without --qk-layernorm is refused ($(grep -m 1 'QK-norm' "$W/qwen3-resume.err"))" eval \
+    "[ \$(rc_of qwen3-resume) != 0 ] && grep -q 'no linear biases, QK-norm differ from this run.s RMSNorm, SwiGLU MLP of 2 x 48, no linear biases' '$W/qwen3-resume.err'"
+  refused "--qk-layernorm --init-from $W/qwen3/model_00000004.bin|^error: --init-from fixes the model shape: drop .*/--qk-layernorm$"
+}
+
 # --untie-embeddings-and-output-weights: named in the configuration, V x C = 512 x 32 more
 # parameters, header[19] 1 (a tied model's file keeps 0 and llm.c's size), kept by --init-from;
 # with gradient accumulation (the first micro-batch writes the gradients: wte's, which only the
@@ -1902,6 +1938,9 @@ case $test_name in
   qwen2) t_qwen2 ;;
   resume-qwen2) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \
     --disable-bias-linear --add-qkv-bias --norm-epsilon 1e-6 ;;
+  qk-norm) t_qk_norm ;;
+  resume-qk-norm) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 \
+    --kv-heads 2 --disable-bias-linear --qk-layernorm --zero 1 --total-batch-tokens 64 ;;
   untied) t_untied ;;
   resume-untied) t_resume --untie-embeddings-and-output-weights --zero 1 --total-batch-tokens 128 ;;
   resume-llama) t_resume --normalization rmsnorm --mlp swiglu --ffn-hidden 40 --position-embedding rope --heads 4 --kv-heads 2 \

@@ -31,6 +31,10 @@ The block's form (Llama's where not 0; all three are 0 in llm.c's and every earl
   header[20] the norms' epsilon as fp32 bits (Qwen2's 1e-6); 0 means 1e-5.
   header[21] qkv_bias: 1 when qkvb is present under header[18] = 1 (Qwen2's block: the qkv
              projection's bias alone); 0 otherwise.
+  header[22] qk_norm: 1 for QK-norm (Megatron-LM's --qk-layernorm, Qwen3's block): every query
+             head, and every key head, normalised over its hs channels by the block's norm
+             before the rotary embedding; tensors 18-21 qnormw, qnormb, knormw, knormb (L, hs)
+             (the biases only under LayerNorm), 0 elements without it.
 Tensors with 0 elements (wpe under rotary positions, the norm biases under RMSNorm) are not
 compared (they are listed as such).
 """
@@ -52,7 +56,8 @@ HEADER_BYTES = 256 * 4
 # The 17 parameter tensors in file order: llm.c's 16, then the untied classifier (0 elements when
 # tied).  (Weight-decayed ones are the matrices/embeddings.)
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier"]
+         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier",
+         "qnormw", "qnormb", "knormw", "knormb"]
 DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw", "classifier"}
 
 
@@ -82,7 +87,7 @@ def check_header(path, what, h, magic, version):
 
 
 def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobias=0, untied=0,
-                qkvbias=0):
+                qkvbias=0, qknorm=0):
     W = C + 2 * (KV or NH) * (C // NH)  # the qkv projection: 3C, narrower under GQA
     Fh = ffn or 4 * C  # the MLP's hidden width (header[17]; 0: 4C)
     Fw = 2 * Fh if mlp == 1 else Fh  # the MLP's first layer: gate and up columns under SwiGLU
@@ -94,7 +99,10 @@ def param_sizes(maxT, V, L, NH, C, Vp, KV=0, rope=0, norm=0, mlp=0, ffn=0, nobia
             "qkvw": L * W * C, "qkvb": L * W * qb, "attprojw": L * C * C, "attprojb": L * C * lb,
             "ln2w": L * C, "ln2b": L * nb, "fcw": L * Fw * C, "fcb": L * Fw * lb,
             "fcprojw": L * C * Fh, "fcprojb": L * C * lb, "lnfw": C, "lnfb": nb,
-            "classifier": Vp * C if untied else 0}
+            "classifier": Vp * C if untied else 0,
+            # QK-norm (header[22]): a weight (and a LayerNorm's bias) of hs per layer, each kind
+            "qnormw": L * (C // NH) * qknorm, "qnormb": L * (C // NH) * qknorm * (norm == 0),
+            "knormw": L * (C // NH) * qknorm, "knormb": L * (C // NH) * qknorm * (norm == 0)}
 
 
 # ----------------------------------------------------------------------------- model
@@ -146,8 +154,11 @@ def rope_rotate(x, cs):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0, bias=True, qkv_bias=True):
+    def __init__(self, C, NH, window=0, KV=0, bias=True, qkv_bias=True, qk_norm=None):
         super().__init__()
+        # QK-norm: (norm, eps) of the block's norm over a head's hs channels; None: none
+        self.q_norm = make_norm(C // NH, *qk_norm) if qk_norm else None
+        self.k_norm = make_norm(C // NH, *qk_norm) if qk_norm else None
         self.NH = NH
         self.KV = KV or NH  # key/value heads: grouped-query attention when fewer than NH
         self.window = window  # 0: causal; W: a query at t sees only keys t-W+1 .. t
@@ -161,6 +172,8 @@ class CausalSelfAttention(nn.Module):
         # heads are contiguous slices of hs channels: (B, T, heads, hs) -> (B, heads, T, hs)
         q = q.view(B, T, self.NH, hs).transpose(1, 2)
         k, v = (t.view(B, T, self.KV, hs).transpose(1, 2) for t in (k, v))
+        if self.q_norm is not None:  # QK-norm: every head over its channels, before the rotation
+            q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:  # rotary positions: queries and keys turned, values not
             q, k = rope_rotate(q, rope), rope_rotate(k, rope)
         # grouped-query attention: query head h reads key/value head h // (NH // KV)
@@ -219,10 +232,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0, bias=True, qkv_bias=True, eps=1e-5):
+    def __init__(self, C, NH, window=0, KV=0, norm=0, mlp=0, ffn=0, bias=True, qkv_bias=True, eps=1e-5,
+                 qk_norm=False):
         super().__init__()
         self.ln1 = make_norm(C, norm, eps)
-        self.attn = CausalSelfAttention(C, NH, window, KV, bias, qkv_bias)
+        self.attn = CausalSelfAttention(C, NH, window, KV, bias, qkv_bias,
+                                        (norm, eps) if qk_norm else None)
         self.ln2 = make_norm(C, norm, eps)
         self.mlp = MLP(C, mlp, ffn, bias)
 
@@ -234,7 +249,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, maxT, V, L, NH, C, Vp, window=0, window_every=0, KV=0, rope=0,
                  rope_scaling=(0, 0.0, 0), norm=0, mlp=0, ffn=0, nobias=0, untied=0, eps=1e-5,
-                 qkvbias=0):
+                 qkvbias=0, qknorm=0):
         super().__init__()
         self.rope_scaling = rope_scaling  # (kind, factor, original context): header[12..14]
         self.V = V
@@ -246,7 +261,8 @@ class GPT(nn.Module):
         # KV: the key/value heads (header[10]; 0: one per head); norm, mlp, ffn: header[15..17];
         # nobias: header[18]; eps: header[20]; qkvbias: header[21]
         self.blocks = nn.ModuleList([Block(C, NH, window if window and l % window_every == 0 else 0, KV,
-                                           norm, mlp, ffn, not nobias, not nobias or qkvbias == 1, eps)
+                                           norm, mlp, ffn, not nobias, not nobias or qkvbias == 1, eps,
+                                           qknorm == 1)
                                      for l in range(L)])
         self.lnf = make_norm(C, norm, eps)
         # untied: header[19], the classifier's own (Vp, C) matrix; None: tied to wte
@@ -289,7 +305,11 @@ class GPT(nn.Module):
                 "fcw": [b.mlp.fc.weight for b in bl], "fcb": some(b.mlp.fc.bias for b in bl),
                 "fcprojw": [b.mlp.proj.weight for b in bl], "fcprojb": some(b.mlp.proj.bias for b in bl),
                 "lnfw": [self.lnf.weight], "lnfb": some([self.lnf.bias]),
-                "classifier": some([self.classifier])}
+                "classifier": some([self.classifier]),
+                "qnormw": some(b.attn.q_norm and b.attn.q_norm.weight for b in bl),
+                "qnormb": some(b.attn.q_norm and b.attn.q_norm.bias for b in bl),
+                "knormw": some(b.attn.k_norm and b.attn.k_norm.weight for b in bl),
+                "knormb": some(b.attn.k_norm and b.attn.k_norm.bias for b in bl)}
 
 
 def flat(tensors):
@@ -344,13 +364,17 @@ def load_model(path):
     qkvbias = int(h[21])
     if qkvbias not in (0, 1) or (qkvbias and not nobias):
         die(f"model file {path}: header[21] (qkv bias) expected 0, or 1 with header[18] = 1, found {qkvbias}")
-    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias)
+    qknorm = int(h[22])
+    if qknorm not in (0, 1):
+        die(f"model file {path}: header[22] (QK-norm) expected 0 or 1, found {qknorm}")
+    sizes = param_sizes(maxT, V, L, NH, C, Vp, KV, rope, norm, mlp, ffn, nobias, untied, qkvbias,
+                        qknorm)
     total = sum(sizes.values())
     if len(body) != 4 * total:
         die(f"model file {path}: expected {HEADER_BYTES + 4 * total} bytes for these sizes, found {HEADER_BYTES + len(body)}")
     data = np.frombuffer(body, dtype="<f4")
     model = GPT(maxT, V, L, NH, C, Vp, window, window_every, KV, rope, (kind, factor, orig),
-                norm, mlp, ffn, nobias, untied, eps, qkvbias)
+                norm, mlp, ffn, nobias, untied, eps, qkvbias, qknorm)
     groups, off = model.groups(), 0
     with torch.no_grad():
         for name in NAMES:
@@ -359,7 +383,7 @@ def load_model(path):
                 p.copy_(torch.from_numpy(data[off:off + p.numel()].copy()).view_as(p))
                 off += p.numel()
     return model, dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, KV=KV, rope=rope, norm=norm, mlp=mlp,
-                       ffn=ffn, nobias=nobias, untied=untied, qkvbias=qkvbias)
+                       ffn=ffn, nobias=nobias, untied=untied, qkvbias=qkvbias, qknorm=qknorm)
 
 
 def load_batch(path, cfg):
@@ -460,7 +484,7 @@ def read_results(path, expect_h, cfg, steps):
     B, T = int(h[2]), int(h[3])
     sizes = [param_sizes(cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"], cfg["KV"],
                          cfg["rope"], cfg["norm"], cfg["mlp"], cfg["ffn"], cfg["nobias"],
-                         cfg["untied"], cfg["qkvbias"])[n]
+                         cfg["untied"], cfg["qkvbias"], cfg["qknorm"])[n]
              for n in NAMES]
     counts = [B * T * cfg["Vp"], 1, *sizes, steps, *sizes]
     if len(body) != 4 * sum(counts):
@@ -509,7 +533,9 @@ def compare(c, r, cfg, B, T, a):
     key[:, C:C + KVC] = True
     key = key.reshape(-1)
     qi = NAMES.index("qkvb")
-    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not cfg["rope"] and (not cfg["nobias"] or cfg["qkvbias"]) else ():
+    # (Under QK-norm the key bias moves the normalised keys: its gradient is defined.)
+    defined = cfg["rope"] or cfg["qknorm"]
+    for who, g in (("c", c["grads"][qi]), ("ref", r["grads"][qi])) if not defined and (not cfg["nobias"] or cfg["qkvbias"]) else ():
         g = np.asarray(g, dtype=np.float64)
         rows.append((f"grad.qkvb[k]~0 ({who})",
                      float(np.max(np.abs(g[key])) / max(float(np.max(np.abs(g[~key]))), 1e-30)),

@@ -42,7 +42,8 @@ static void usage(FILE* f) {
         "(GPTNeoXForCausalLM.from_pretrained(DIR)), one with Llama's block as well\n"
         "(--normalization rmsnorm --mlp swiglu) as Llama (LlamaForCausalLM.from_pretrained(DIR)):\n"
         "as Mistral with --attention-window in every layer and no linear biases, as Qwen2 with\n"
-        "the qkv projection's bias alone (--disable-bias-linear --add-qkv-bias).\n"
+        "the qkv projection's bias alone (--disable-bias-linear --add-qkv-bias), as Qwen3 with\n"
+        "QK-norm and no linear biases (--disable-bias-linear --qk-layernorm).\n"
         "\n"
         "  --model PATH        a model file, or a trainer's --out-dir (its newest complete step)\n"
         "  --out DIR           the directory to write (created if missing; files replaced\n"
@@ -146,6 +147,17 @@ int main(int argc, char** argv) {
     // load and run wrong. Mistral is Llama's block with a window in every layer and no biases.
     const int mistral = llama && cfg.window;
     const int qwen2 = llama && !gpt_linear_bias(&cfg) && gpt_qkv_bias(&cfg);
+    // QK-norm is Qwen3's (Qwen3ForCausalLM: Llama's names with q_norm and k_norm, RMSNorm before
+    // the rotation); its MLP has no biases and attention_bias covers o_proj too, so no linear
+    // biases at all; no window. GPT-2 and GPT-NeoX have none.
+    if (cfg.qk_norm && !(llama && !gpt_linear_bias(&cfg) && !gpt_qkv_bias(&cfg) && !cfg.window))
+        fail_msg("--model %s: QK-norm with this block (%s%s) has no %s equivalent in Hugging Face "
+                 "transformers; expected Qwen3's: RMSNorm, a SwiGLU MLP, rotary positions, no "
+                 "linear biases and no window (--normalization rmsnorm --mlp swiglu "
+                 "--position-embedding rope --disable-bias-linear --qk-layernorm, no "
+                 "--add-qkv-bias or --attention-window)", path, block,
+                 cfg.window ? ", a sliding window" : "", llama ? "Qwen3" : format);
+    const int qwen3 = llama && cfg.qk_norm;
     if (cfg.window && !(llama && cfg.window_every == 1 && !gpt_qkv_bias(&cfg)))
         fail_msg("--model %s: sliding-window attention (window %d in layers l %% %d = 0) has no "
                  "%s equivalent in Hugging Face transformers; expected a model without "
@@ -173,8 +185,10 @@ int main(int argc, char** argv) {
         printf("  format       Mistral (MistralForCausalLM: %s, %d key/value heads, sliding window "
                "%d)\n", block, gpt_kv_heads(&cfg), cfg.window);
     else if (llama)
-        printf("  format       %s (%s: %s, %d key/value heads)\n", qwen2 ? "Qwen2" : "Llama",
-               qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM", block, gpt_kv_heads(&cfg));
+        printf("  format       %s (%s: %s, %d key/value heads)\n",
+               qwen2 ? "Qwen2" : qwen3 ? "Qwen3" : "Llama",
+               qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM", block,
+               gpt_kv_heads(&cfg));
     else
         printf("  format       %s\n", cfg.rope_theta ? "GPT-NeoX (GPTNeoXForCausalLM: rotary positions)"
                                                       : "GPT-2 (GPT2LMHeadModel)");

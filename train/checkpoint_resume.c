@@ -166,7 +166,7 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     if (!gpt_same_block(c, &t->cfg))
         return differs(err, errlen, path, gpt_block_text, c, &t->cfg,
                        "--normalization, --mlp, --ffn-hidden, --disable-bias-linear, --add-qkv-bias, "
-                       "--norm-epsilon and --untie-embeddings-and-output-weights");
+                       "--norm-epsilon, --untie-embeddings-and-output-weights and --qk-layernorm");
     if (c->window != t->cfg.window || c->window_every != t->cfg.window_every) {
         snprintf(err, errlen, "%.300s: attention window %d (every %d layers) differs from this "
                  "run's %d (every %d) (resume with the same --attention-window and "

@@ -85,14 +85,14 @@ void config_items_of_run(ConfigItems* items, const TrainOptions* o, const GPTCon
         snprintf(rope, sizeof rope, " rope=%d %s x%g from %d", cfg->rope_theta,
                  rope_scaling_name(cfg->rope_scaling), cfg->rope_factor, cfg->rope_original_T);
     else if (cfg->rope_theta) snprintf(rope, sizeof rope, " rope=%d", cfg->rope_theta);
-    char block[80] = "", eps[24] = "";   // (named only where it is not GPT's)
+    char block[96] = "", eps[24] = "";   // (named only where it is not GPT's)
     if (cfg->norm_eps > 0) snprintf(eps, sizeof eps, " eps=%g", cfg->norm_eps);
     if (cfg->norm || cfg->mlp || cfg->ffn_hidden || cfg->no_linear_bias || cfg->untied_classifier ||
-        cfg->norm_eps > 0)
-        snprintf(block, sizeof block, " %s%s %s F=%d%s%s", gpt_norm_name(cfg->norm), eps,
+        cfg->norm_eps > 0 || cfg->qk_norm)
+        snprintf(block, sizeof block, " %s%s %s F=%d%s%s%s", gpt_norm_name(cfg->norm), eps,
                  gpt_mlp_name(cfg->mlp), gpt_ffn_hidden(cfg),
                  !cfg->no_linear_bias ? "" : cfg->qkv_bias ? " qkvbias" : " nobias",
-                 cfg->untied_classifier ? " untied" : "");
+                 cfg->untied_classifier ? " untied" : "", cfg->qk_norm ? " qknorm" : "");
     config_items_add(items, "the model shape", "L=%d C=%d NH=%d%s V=%d (padded %d) context=%d%s%s",
                      cfg->L, cfg->C, cfg->NH, kv, cfg->V, cfg->Vp, cfg->max_T, rope, block);
     if (o->init_from && o->init_from[0]) add_file(items, "--init-from (file)", o->init_from);

@@ -128,7 +128,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.shape = (CostShape){cfg->L, cfg->C, cfg->NH, cfg->V, cfg->max_T, cfg->window,
                           cfg->window_every, cfg->kv_heads, cfg->rope_theta, cfg->norm, cfg->mlp,
                           cfg->ffn_hidden, cfg->no_linear_bias, cfg->untied_classifier,
-                          cfg->qkv_bias};
+                          cfg->qkv_bias, cfg->qk_norm};
     q.T = o->seq_len;
     q.B = o->batch;
     q.accum = 1;   // ranked by tokens/s, which accumulation leaves (nearly) unchanged

@@ -42,6 +42,7 @@ static const OptSpec specs[] = {
     {"disable-bias-linear", OPT_FLAG, F(disable_bias_linear), 0, 1, NULL, "linear layers without biases (Megatron-LM's --disable-bias-linear; Llama's): no bias in the qkv (unless --add-qkv-bias), output, fc and fcproj projections"},
     {"norm-epsilon", OPT_DOUBLE, F(norm_epsilon), 0, 0.1, NULL, "the norms' epsilon, rstd = 1 / sqrt(variance or mean square + epsilon) (Megatron-LM's --norm-epsilon, transformers' rms_norm_eps; Qwen2's and Llama 1's 1e-6), stored in the model file as fp32"},
     {"add-qkv-bias", OPT_FLAG, F(add_qkv_bias), 0, 1, NULL, "with --disable-bias-linear: the qkv projection keeps its bias (Megatron-LM's --add-qkv-bias; Qwen2's block)"},
+    {"qk-layernorm", OPT_FLAG, F(qk_layernorm), 0, 1, NULL, "QK-norm (Megatron-LM's --qk-layernorm; OLMo's, Qwen3's and Gemma 3's, against attention logit growth): every query and key head normalised over its head size after the qkv projection and before the rotary embedding, by the block's --normalization (LayerNorm: a weight and a bias of head size; RMSNorm: a weight), one for the queries and one for the keys per layer, shared by the heads"},
     {"untie-embeddings-and-output-weights", OPT_FLAG, F(untie_embeddings), 0, 1, NULL, "the classifier gets its own vocabulary x channels matrix instead of the token embedding's transpose (Megatron-LM's flag of this name; Llama's and GPT-NeoX's): V x C more parameters; llm.c and GPT-2 tie them"},
     {"attention-window", OPT_INT, F(attention_window), 0, 1 << 22, NULL, "sliding-window (banded) attention, as GPT-3's locally banded layers: a query at position t sees only t-W+1..t in the banded layers (0 = none: every earlier position; default: none, or the --init-from model's)"},
     {"window-every", OPT_INT, F(window_every), 1, 1024, NULL, "which layers are banded under --attention-window: layer l when l % N == 0 (1 = all; 2 = 0, 2, 4, ... alternating with dense layers, as GPT-3)"},
@@ -374,7 +375,8 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
             s->offset == offsetof(TrainOptions, disable_bias_linear) ||
             s->offset == offsetof(TrainOptions, untie_embeddings) ||
             s->offset == offsetof(TrainOptions, norm_epsilon) ||
-            s->offset == offsetof(TrainOptions, add_qkv_bias))
+            s->offset == offsetof(TrainOptions, add_qkv_bias) ||
+            s->offset == offsetof(TrainOptions, qk_layernorm))
             o->given |= OPT_GIVEN_BLOCK;
         // What a schedule that does not use them must refuse.
         if (s->offset == offsetof(TrainOptions, final_lr_frac)) o->given |= OPT_GIVEN_FINAL_LR_FRAC;

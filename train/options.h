@@ -20,6 +20,7 @@ typedef struct {
     int untie_embeddings;      // 1: an untied classifier (--untie-embeddings-and-output-weights)
     double norm_epsilon;       // the norms' epsilon (1e-5: GPT's and Llama's)
     int add_qkv_bias;          // 1: the qkv projection keeps its bias under --disable-bias-linear
+    int qk_layernorm;          // 1: QK-norm (GPTConfig.qk_norm)
     int attention_window;      // sliding window of the banded layers (0: none); given, it
                                // overrides an --init-from model's
     int window_every;          // banded layers: l % window_every == 0

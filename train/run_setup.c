@@ -114,7 +114,7 @@ static void setup_model_config(Trainer* t) {
             config_error(t, "--init-from fixes the model shape: drop --layers/--channels/--heads/"
                          "--kv-heads/--vocab/--position-embedding/--normalization/--mlp/"
                          "--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/"
-                         "--untie-embeddings-and-output-weights");
+                         "--untie-embeddings-and-output-weights/--qk-layernorm");
         // A rotary model has no parameter that depends on the context or theta, so it may go on
         // at another context (context extension: pretrain short, then train long) and another
         // theta (the larger base of extended Llama and Code Llama models). A learned table has
@@ -153,6 +153,7 @@ static void setup_model_config(Trainer* t) {
             config_error(t, "--add-qkv-bias: expected --disable-bias-linear with it (without it "
                          "every linear layer has its bias already)");
         t->cfg.qkv_bias = o->add_qkv_bias;
+        t->cfg.qk_norm = o->qk_layernorm;
         if (gpt_norm_eps_apply(&t->cfg, o->norm_epsilon, "--norm-epsilon", err, sizeof err) != 0)
             config_error(t, "%s", err);
         if (gpt_config_validate(&t->cfg, err, sizeof err) != 0)

@@ -1,5 +1,5 @@
 // The token-local CUDA kernels (model/layers_cuda.cuh: encoder, rotary positions, LayerNorm,
-// RMSNorm, GELU, SwiGLU, residual) against their CPU twins (model/layers.c)
+// RMSNorm, QK-norm, GELU, SwiGLU, residual) against their CPU twins (model/layers.c)
 // on random inputs, at shapes that are and are not multiples of the vector and block sizes. Built
 // twice: with -DGPT_CUDA_FP32 and in bf16, each with a bound per kind of output that has a column
 // for the host runtime and one for a GPU (below; tests/cuda/bounds.h). `--quick` runs a subset
@@ -58,7 +58,8 @@ struct Worst {
     char name[64];
     double bound, err;
 };
-static Worst worst[32];
+enum { MAX_WORST = 64 };
+static Worst worst[MAX_WORST];
 static int n_worst;
 
 static void record(const char* name, double bound, double err) {
@@ -67,6 +68,10 @@ static void record(const char* name, double bound, double err) {
             if (!(err <= worst[i].err)) worst[i].err = err;
             return;
         }
+    if (n_worst == MAX_WORST) {
+        printf("FAIL record %s: more kernel outputs than the %d the summary holds\n", name, MAX_WORST);
+        exit(1);
+    }
     Worst& w = worst[n_worst++];
     snprintf(w.name, sizeof w.name, "%s", name);
     w.bound = bound;
@@ -569,6 +574,111 @@ static void test_rmsnorm_backward(int N, int C, bool write = false) {
         CUDA_CHECK(cudaFree(p));
 }
 
+// --- QK-norm ---------------------------------------------------------------------------------------
+
+// QK-norm on N tokens of NH query and NKV key heads of HS (qkv rows of (NH + 2 NKV) HS), LayerNorm
+// or RMSNorm (rms), forward and backward against the CPU twins. The forward's outputs are poisoned
+// (raw, mean, rstd) or random (qkv, normalised in place: its value columns must come back as they
+// were); the backward runs on the CPU forward's raw rows and statistics, its dqkv in place
+// (overwritten in the query and key columns, the value columns unchanged), the four parameter
+// gradients added to random values or written over NaN (write), under SCHEDULE_RUNS schedules of
+// the host runtime: the same bits every run.
+static void test_qk_norm(int N, int NH, int NKV, int HS, bool rms, bool write = false) {
+    const int H = NH + NKV, W = (NH + 2 * NKV) * HS;
+    const size_t nq = (size_t)N * W, nr = (size_t)N * H * HS, ns = (size_t)N * H;
+    const Vec qkv0 = rand_vec(nq, 2.0f, 0.5f), dqkv0 = rand_vec(nq, 1.0f);
+    const Vec qw = rand_vec(HS, 0.2f, 1.0f), kw = rand_vec(HS, 0.2f, 1.0f);
+    const Vec qb = rand_vec(HS, 0.2f), kb = rand_vec(HS, 0.2f);
+    Vec qkv = qkv0, raw(nr), mean(ns), rstd(ns);
+    qk_norm_forward(qkv.data(), raw.data(), rms ? NULL : mean.data(), rstd.data(), qw.data(),
+                    rms ? NULL : qb.data(), kw.data(), rms ? NULL : kb.data(), N, NH, NKV, HS,
+                    1e-5);
+    const Vec g0[4] = {rand_vec(HS, 1.0f), rand_vec(HS, 1.0f), rand_vec(HS, 1.0f), rand_vec(HS, 1.0f)};
+    Vec g[4], dqkv = dqkv0;
+    for (int i = 0; i < 4; i++) {
+        g[i] = g0[i];
+        if (write) std::fill(g[i].begin(), g[i].end(), NAN);
+    }
+    qk_norm_backward(dqkv.data(), g[0].data(), rms ? NULL : g[1].data(), g[2].data(),
+                     rms ? NULL : g[3].data(), raw.data(), qw.data(), kw.data(),
+                     rms ? NULL : mean.data(), rstd.data(), N, NH, NKV, HS,
+                     write ? GRAD_WRITE : GRAD_ACCUMULATE);
+
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d %d+%d heads of %d %s%s", N, NH, NKV, HS,
+             rms ? "rms" : "ln", write ? " write" : "");
+    floatX *d_qkv = to_dev(qkv0), *d_raw = dalloc<floatX>(nr);
+    floatX *d_qw = to_dev(qw), *d_kw = to_dev(kw), *d_qb = to_dev(qb), *d_kb = to_dev(kb);
+    float *d_mean = dalloc<float>(ns), *d_rstd = dalloc<float>(ns);
+    poison(d_raw, nr * sizeof(floatX));
+    poison(d_mean, ns * sizeof(float));
+    poison(d_rstd, ns * sizeof(float));
+    qk_norm_forward_cuda(d_qkv, d_raw, rms ? nullptr : d_mean, d_rstd, d_qw, rms ? nullptr : d_qb,
+                         d_kw, rms ? nullptr : d_kb, N, NH, NKV, HS, 1e-5f, stream);
+    sync();
+    expect("qk_norm_forward", shape, "qkv", fetch(d_qkv, nq), qkv, BOUND_LN);
+    check(bitwise_equal(fetch(d_raw, nr), raw), "qk_norm_forward %s: the raw heads, bit for bit", shape);
+    if (!rms) expect("qk_norm_forward", shape, "mean", fetch_f(d_mean, ns), mean, BOUND_STATS);
+    expect("qk_norm_forward", shape, "rstd", fetch_f(d_rstd, ns), rstd, BOUND_STATS);
+    Vec vcols_gpu = fetch(d_qkv, nq), vcols_cpu = qkv0;   // the value columns: untouched
+    bool values_kept = true;
+    for (int n = 0; n < N; n++)
+        for (int c = H * HS; c < W; c++)
+            values_kept &= vcols_gpu[(size_t)n * W + c] == round_x(vcols_cpu[(size_t)n * W + c]);
+    check(values_kept, "qk_norm_forward %s: the value columns unchanged", shape);
+
+    // The backward on the CPU's raw rows and statistics.
+    upload(d_raw, raw);
+    CUDA_CHECK(cudaMemcpy(d_mean, mean.data(), ns * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_rstd, rstd.data(), ns * sizeof(float), cudaMemcpyHostToDevice));
+    floatX* d_dqkv = to_dev(dqkv0);
+    floatX* d_g[4];
+    for (int i = 0; i < 4; i++) d_g[i] = to_dev(g0[i]);
+    const size_t scratch_bytes = qk_norm_backward_scratch_bytes(N, HS);
+    void* scratch = dalloc<char>(scratch_bytes);
+    Vec got_dqkv, got_g[4];
+    for (int run = 0; run < SCHEDULE_RUNS; run++) {
+        reseed(run);
+        upload(d_dqkv, dqkv0);
+        for (int i = 0; i < 4; i++) {
+            if (write) poison(d_g[i], HS * sizeof(floatX));
+            else upload(d_g[i], g0[i]);
+        }
+        poison(scratch, scratch_bytes);   // every partial is written before it is read
+        qk_norm_backward_cuda(d_dqkv, d_g[0], rms ? nullptr : d_g[1], d_g[2], rms ? nullptr : d_g[3],
+                              scratch, d_raw, d_qw, d_kw, rms ? nullptr : d_mean, d_rstd, N, NH, NKV,
+                              HS, !write, stream);
+        sync();
+        const Vec a = fetch(d_dqkv, nq);
+        Vec gg[4];
+        for (int i = 0; i < 4; i++) gg[i] = fetch(d_g[i], HS);
+        if (run == 0) {
+            got_dqkv = a;
+            for (int i = 0; i < 4; i++) got_g[i] = gg[i];
+            continue;
+        }
+        bool same = bitwise_equal(a, got_dqkv);
+        for (int i = 0; i < 4; i++) same &= bitwise_equal(gg[i], got_g[i]);
+        check(same, "qk_norm_backward %s: run %d gives bitwise the same dqkv and parameter gradients",
+              shape, run);
+    }
+    expect("qk_norm_backward", shape, "dqkv", got_dqkv, dqkv, BOUND_LN_BWD);
+    static const char* const names[4] = {"dqw", "dqb", "dkw", "dkb"};
+    for (int i = 0; i < 4; i++) {
+        if (rms && (i == 1 || i == 3)) {   // no biases: left as they were
+            check(write ? std::all_of(got_g[i].begin(), got_g[i].end(), [](float v) { return isnan(v); })
+                        : bitwise_equal(got_g[i], fetch(d_g[i], HS)),
+                  "qk_norm_backward %s: %s untouched under RMSNorm", shape, names[i]);
+            continue;
+        }
+        expect("qk_norm_backward", shape, names[i], got_g[i], g[i], BOUND_LN_BWD);
+    }
+    for (void* p : {(void*)d_qkv, (void*)d_raw, (void*)d_qw, (void*)d_kw, (void*)d_qb, (void*)d_kb,
+                    (void*)d_mean, (void*)d_rstd, (void*)d_dqkv, scratch})
+        CUDA_CHECK(cudaFree(p));
+    for (int i = 0; i < 4; i++) CUDA_CHECK(cudaFree(d_g[i]));
+}
+
 // --- SwiGLU ----------------------------------------------------------------------------------------
 
 // inp (N, 2F): gates of scale 6 (silu's curved part and both tails), ups of scale 1. off: the
@@ -748,6 +858,17 @@ static void test_special_shapes(void) {
     test_swiglu(37, 100, 1);
     test_swiglu(37, 72, 0, true);
     test_swiglu(5, 45, 1, true);
+    // QK-norm: head sizes under a warp (16, 24), of one to eight values per lane (64, 80, 128,
+    // 256), multi-head, grouped and multi-query key heads, token counts that fill no block of 16
+    // (37, 1000: 63 blocks), both norms, the gradients added and written.
+    for (bool rms : {false, true}) {
+        test_qk_norm(37, 3, 3, 16, rms);
+        test_qk_norm(1000, 4, 2, 64, rms, true);
+        test_qk_norm(37, 6, 2, 80, rms);
+        test_qk_norm(5, 2, 1, 128, rms, true);
+        test_qk_norm(3, 2, 2, 256, rms);
+        test_qk_norm(17, 3, 1, 24, rms, true);
+    }
 }
 
 // --quick: every kernel and path once (vector and scalar rows, thousands of sorted rows, a row over
@@ -767,6 +888,8 @@ static void test_quick_shapes(void) {
     test_swiglu(37, 768, 0);
     test_swiglu(37, 100, 1, true);
     test_swiglu(37, 45, 0);
+    test_qk_norm(37, 4, 2, 64, false, true);
+    test_qk_norm(17, 3, 1, 24, true);
 }
 
 // --die ORDER: the encoder backward given a broken order of its rows ("swapped": two adjacent

@@ -832,7 +832,7 @@ int main(int argc, char** argv) {
     test_classifier(2, 9000, 9088);  // several 16-byte chunks per thread: the online rescaling
 
     // max_T, V, Vp, L, NH, C: tensor boundaries off multiples of 8 (every field: -Werror under nvcc)
-    GPTConfig cfg = {8, 50, 64, 2, 2, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    GPTConfig cfg = {8, 50, 64, 2, 2, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const size_t n = gpt_num_params(&cfg);
     test_adamw(&cfg, 0, n, 1);       // everything (16-byte path, partial last group)
     if (!quick) {
