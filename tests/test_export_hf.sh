@@ -130,7 +130,7 @@ t_rope() {
   train rope-gqa 500 --position-embedding rope --heads 4 --kv-heads 2
   fails rope-gqa "^error: --model $W/rope-gqa/model_00000003.bin: grouped-query attention \(2 key/value heads for 4 heads\)" \
     --model "$W/rope-gqa/model_00000003.bin" --out "$W/x"
-  fails_import neox-import 'model_type: expected "gpt2", "llama", "mistral" or "qwen2", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
+  fails_import neox-import 'model_type: expected "gpt2", "llama", "mistral", "qwen2" or "qwen3", found "gpt_neox"' --hf "$W/hf-fp32" --out "$W/back.bin"
 }
 
 # Llama's block (RMSNorm, SwiGLU of F = 48, rotary positions, 2 key/value heads for 4 heads)

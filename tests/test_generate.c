@@ -184,6 +184,16 @@ int main(int argc, char** argv) {
     GPTConfig yarn = shape(48, 300, 2, 4, 64, 0, 0, 0, 10000);
     yarn.rope_scaling = ROPE_SCALING_YARN, yarn.rope_factor = 4, yarn.rope_original_T = 12;
     compare(&yarn, 3, len3, 12, &greedy, "rotary positions, yarn x4 from 12");
+    // QK-norm: each decoded token's query and key heads normalised before the rotation and the
+    // cache, as the prefill's were: GPT's block (LayerNorm), and Qwen3's (RMSNorm, SwiGLU, no
+    // linear biases, 2 key/value heads).
+    GPTConfig qk = shape(48, 300, 2, 4, 64, 0, 0, 0, 10000);
+    qk.qk_norm = 1;
+    compare(&qk, 3, len3, 12, &greedy, "QK-norm, layernorm");
+    GPTConfig qwen3 = shape(48, 300, 2, 4, 64, 0, 0, 2, 1000000);
+    qwen3.norm = GPT_NORM_RMSNORM, qwen3.mlp = GPT_MLP_SWIGLU, qwen3.no_linear_bias = 1;
+    qwen3.qk_norm = 1;
+    compare(&qwen3, 3, len3, 12, &sampled, "QK-norm, Qwen3's block");
     sampler_limits();
     printf("%s\n", failures ? "FAILED" : "passed");
     return failures != 0;

@@ -1699,7 +1699,7 @@ t_rope() {
           "--position-embedding rope --rope-theta 1|^error: --rope-theta" \
           "--position-embedding absolute|^error: --position-embedding" \
           "--position-embedding rope --channels 30 --heads 2|^error: --preset/--layers/--channels/--heads/--kv-heads/--position-embedding/--ffn-hidden: rotary positions: expected an even head size, found 15" \
-          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights$"
+          "--position-embedding rope --init-from $W/rope/model_00000004.bin|^error: --init-from fixes the model shape: drop --layers/--channels/--heads/--kv-heads/--vocab/--position-embedding/--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights/--qk-layernorm$"
 }
 
 # Llama's block (--normalization rmsnorm, --mlp swiglu, --ffn-hidden, --disable-bias-linear): named
@@ -1744,7 +1744,7 @@ t_llama() {
   refused "--normalization batchnorm|^error: --normalization" \
           "--mlp relu|^error: --mlp" \
           "--ffn-hidden -4|^error: --ffn-hidden" \
-          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights$"
+          "--mlp swiglu --init-from $W/llama/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--normalization/--mlp/--ffn-hidden/--disable-bias-linear/--add-qkv-bias/--norm-epsilon/--untie-embeddings-and-output-weights/--qk-layernorm$"
 }
 
 # Qwen2's block (--disable-bias-linear --add-qkv-bias, --norm-epsilon 1e-6): named in the
@@ -1846,7 +1846,7 @@ t_untied() {
   "$BUILD/export_hf" --model "$W/untied/model_00000004.bin" --out "$W/hf" > "$W/export.out" 2>&1
   check "export_hf writes GPT-2 with lm_head.weight, tie_word_embeddings false (the export suite checks it)" eval \
     "grep -q '\"tie_word_embeddings\": false' '$W/hf/config.json' && grep -q 'lm_head.weight' '$W/hf/model.safetensors'"
-  refused "$untie --init-from $W/tied/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--norm-epsilon/--untie-embeddings-and-output-weights$"
+  refused "$untie --init-from $W/tied/model_00000004.bin|^error: --init-from fixes the model shape: drop .*--norm-epsilon/--untie-embeddings-and-output-weights/--qk-layernorm$"
 }
 
 # --rope-scaling (context extension of a rotary model): from a model of context 32, --context 64

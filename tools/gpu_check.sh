@@ -527,6 +527,13 @@ awk -v w="$z_worst" 'BEGIN {exit !(w != "missing" && w + 0 <= 2e-2)}' && z_resul
 check_result trainer "bf16 --z-loss: each step's z_loss vs CPU" "$z_result" "z_loss $z_worst"
 [ "$z_result" = ok ] || R=FAIL
 section "| bf16 with --z-loss 1e-2 against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1, z_loss 2e-2; the same | $R | $DIFFS; z_loss $z_worst |"
+# QK-norm through the bf16 kernels (model/qk_norm.cu) in Qwen3's block (RMSNorm on every query and
+# key head before the rotation, SwiGLU, no linear biases), against the CPU trainer.
+compared "vs_cpu_qk_norm" trainer "bf16 --qk-layernorm vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+  --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+  --work "$LOGS/vs_cpu_qk_norm" --steps "$TRAIN_STEPS" \
+  --model "--normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --qk-layernorm"
+section "| bf16 Qwen3 block (--qk-layernorm) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
 
 # Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
 # head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger
