@@ -134,7 +134,7 @@ int64_t batch_rampup_tokens_of_steps(const BatchRampup* r, int64_t trained, int6
 
 int64_t batch_rampup_steps_for_tokens(const BatchRampup* r, int64_t tokens) {
     // The tokens of the first s steps grow with s (every step trains some): double s until they
-    // reach `tokens` (each step trains one at least, so s stays under 2 tokens), then bisect.
+    // reach `tokens` (each step trains one at least, so s stays under 2 x tokens), then bisect.
     int64_t lo = 1, hi = 1;
     while (batch_rampup_tokens_of_steps(r, 0, hi) < tokens) hi *= 2;
     while (lo < hi) {

@@ -126,7 +126,8 @@ void train_loop(Trainer* t) {
         stop = all_reduce_scalar(t, reason != NULL) > 0;
         if (stop && !reason) {
             reason = "other-rank";
-            snprintf(why, sizeof why, "another rank's (a signal there)");
+            // (its signal, or its clock under --exit-after-minutes: each rank reads its own)
+            snprintf(why, sizeof why, "another rank's (its signal or its clock)");
         }
         if (stop && t->step < t->opt.steps) {   // (a stop after the last step is no early stop)
             if (t->rank == 0) printf("stop: %s\n", why);
