@@ -38,6 +38,7 @@ enum {
     TS_LD_DATA = 59,                               // LoaderState.data (u64)
     TS_TRAIN_DATA_HASH = 61, TS_PHASE_STEP = 63,   // train_data_hash (u64), phase_step
     TS_QK_NORM = 64,                               // GPTConfig.qk_norm
+    TS_OPTIMIZER = 65,                             // optimizer (0 in files written before it)
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -133,6 +134,7 @@ static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t*
     memcpy(h + TS_NORM_EPS, &s->model.norm_eps, 4);
     h[TS_QKV_BIAS] = s->model.qkv_bias;
     h[TS_QK_NORM] = s->model.qk_norm;
+    h[TS_OPTIMIZER] = s->optimizer;
     h[TS_B] = s->B;
     h[TS_T] = s->T;
     h[TS_ACCUM] = s->accum_steps;
@@ -166,6 +168,7 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->pq = h[TS_PQ];
     s->pkv = h[TS_PKV];
     s->zero_stage = h[TS_ZERO];
+    s->optimizer = h[TS_OPTIMIZER];
     s->model = (GPTConfig){.max_T = h[TS_MAXT], .V = h[TS_V], .L = h[TS_L], .NH = h[TS_NH],
                            .C = h[TS_C], .Vp = h[TS_VP], .window = h[TS_WINDOW],
                            .window_every = h[TS_WINDOW_EVERY], .kv_heads = h[TS_KV_HEADS],
@@ -316,6 +319,11 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
         snprintf(err, errlen, "%s: header: batch geometry: expected B >= 1, 1 <= T <= context %d "
                  "and accumulation >= 1, found B=%d T=%d accumulation %d", path,
                  info->model.max_T, info->B, info->T, info->accum_steps);
+        goto out;
+    }
+    if (info->optimizer != TRAIN_STATE_ADAMW && info->optimizer != TRAIN_STATE_MUON) {
+        snprintf(err, errlen, "%s: header: optimizer: expected %d (AdamW) or %d (Muon), found %d",
+                 path, TRAIN_STATE_ADAMW, TRAIN_STATE_MUON, info->optimizer);
         goto out;
     }
     const long long want = HEADER_BYTES + (long long)cb +

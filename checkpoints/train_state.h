@@ -19,11 +19,15 @@
 // refuses the file rather than reading the phase's data in the order of the first; read are both.
 #define STATE_VERSION_PHASES 2
 
+enum { TRAIN_STATE_ADAMW = 0, TRAIN_STATE_MUON = 1 };
+
 typedef struct {
     int32_t step;              // optimizer steps completed
     int32_t world_size, rank;  // the mesh this file was written on
     int32_t dp, pq, pkv;
     int32_t zero_stage;        // 0: every rank holds all moments; 1: sharded
+    int32_t optimizer;         // TRAIN_STATE_ADAMW, or TRAIN_STATE_MUON: m of the hidden matrices
+                               // is Muon's momentum (their v is 0)
     GPTConfig model;
     int32_t B, T;              // micro-batch geometry (global T)
     int32_t accum_steps;

@@ -11,6 +11,7 @@
 #include "comm/fail.h"
 #include "comm/mesh.h"
 #include "model/activations.h"
+#include "model/muon.h"
 #include "model/config.h"
 #include "model/documents.h"
 #include "model/param_staging.h"
@@ -1007,6 +1008,26 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
     return r;
 }
 
+// Muon's Newton-Schulz GEMMs, on every rank (Muon has no ZeRO-1 shard): per matrix X (r x c,
+// r = min(rows, cols)) and each of ns_steps iterations, X X^T, A A and B X. In fp32 from TF32 tensor cores on a
+// GPU, half the rate of the bf16 GEMMs the cluster's CK_GEMM describes (A100 156 of 312, H100 495
+// of 989 TFLOP/s dense), the CPU's fp32 GEMM at its own. The element-wise passes (momentum,
+// normalisation, update) are left in the AdamW kernel's count over every parameter, which they
+// replace for the matrices at about the same bytes.
+static double muon_seconds(const Cluster* c, const CostShape* s, int ns_steps) {
+    const GPTConfig cfg = costmodel_gpt_config(s);
+    const long C = s->C;
+    const long other[4] = {gpt_qkv_width(&cfg), C, gpt_fc_width(&cfg), gpt_ffn_hidden(&cfg)};
+    double t = 0;
+    for (int i = 0; i < 4; i++) {
+        const long r = other[i] < C ? other[i] : C, k = other[i] < C ? C : other[i];
+        t += kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
+             kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
+             kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1);
+    }
+    return (c->shared_cores == 0 ? 2 : 1) * ns_steps * s->L * t;
+}
+
 // --- Memory --------------------------------------------------------------------------------------
 
 // Bytes per device: the trainer's own budget (model/memory_budget.h) in the cluster's element
@@ -1026,7 +1047,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
         .cfg = costmodel_gpt_config(s),
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
-        .zero = g->zero, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
+        .zero = g->zero, .muon = g->muon, .cuda = gpu, .nccl = gpu && g->dp * P > 1, .sampler = 0,
         .flash_kernels = flash_kernels(c),
         .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
         .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0,
@@ -1145,6 +1166,7 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
         const KernelCost zero = {0, KERNEL_COST_X * n_wte, 0};
         optimizer += kernel_seconds(c, CK_RESIDUAL_FORWARD, zero, c->param_bytes / KERNEL_COST_X);
     }
+    if (g->muon) optimizer += muon_seconds(c, &g->shape, g->muon);
     const double A = g->accum;
     double micro = local.forward + local.backward, micro_mean = micro;
     for (int k = 0; k < 2; k++) {

@@ -89,6 +89,8 @@ typedef struct {
     int recompute;    // trainer --recompute: a GptRecompute (model/activations.h), 0 = none
     const CostDocuments* docs;   // document mask of every layer (NULL: none)
     int chunks;       // ulysses, usp: trainer --a2a-chunks, the heads' chunks (0 or 1: one)
+    int muon;         // trainer --optimizer muon: its Newton-Schulz iterations (its GEMMs and
+                      // scratch); 0: AdamW
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -161,6 +163,7 @@ typedef struct {
     int chunks;            // --a2a-chunks: > 1 ranks only Ulysses and USP candidates (those
                            // whose heads per rank it does not divide are left out); 0 or 1: one;
                            // COST_CHUNKS_AUTO: each Ulysses or USP candidate its fastest
+    int muon;              // trainer --optimizer muon: CostConfig.muon
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

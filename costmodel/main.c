@@ -45,6 +45,7 @@ typedef struct {
     int qk_norm;                 // --qk-layernorm: 1
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
+    int muon;        // --optimizer muon: its 5 Newton-Schulz iterations (CostConfig.muon)
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -91,6 +92,8 @@ static void usage(void) {
         "  --top N              rows of the ranked table (default 20)\n"
         "  --overlap 0|1        trainer --overlap (default 1)\n"
         "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
+        "  --optimizer NAME     the trainer's --optimizer: adamw (default) or muon (its Newton-Schulz\n"
+        "                       GEMMs and scratch on every rank; not with --zero 1)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -142,7 +145,7 @@ static Args parse_args(int argc, char** argv) {
               .recompute = COST_RECOMPUTE_AUTO};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
-           O_PKV, O_ATTENTION, O_KEEP_KV, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
+           O_PKV, O_ATTENTION, O_KEEP_KV, O_OPTIMIZER, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
@@ -160,6 +163,7 @@ static Args parse_args(int argc, char** argv) {
         {"dp", 1, 0, O_DP},               {"pq", 1, 0, O_PQ},
         {"pkv", 1, 0, O_PKV},             {"attention", 1, 0, O_ATTENTION},
         {"keep-kv", 0, 0, O_KEEP_KV},     {"paper", 0, 0, O_PAPER},
+        {"optimizer", 1, 0, O_OPTIMIZER},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -220,6 +224,11 @@ static Args parse_args(int argc, char** argv) {
         case O_PKV: a.pkv = (int)flag_long(flag, optarg, 1, 1 << 20); break;
         case O_ATTENTION: a.attention = optarg; break;
         case O_KEEP_KV: a.keep_kv = 1; break;
+        case O_OPTIMIZER:
+            if (strcmp(optarg, "adamw") != 0 && strcmp(optarg, "muon") != 0)
+                fail_msg("--optimizer: expected adamw or muon, found '%s'", optarg);
+            a.muon = strcmp(optarg, "muon") == 0 ? 5 : 0;
+            break;
         case O_PAPER: a.mode = MODE_PAPER; break;
         case O_A100: a.a100 = optarg; break;
         case O_H100: a.h100 = optarg; break;
@@ -252,6 +261,9 @@ static Args parse_args(int argc, char** argv) {
         }
     }
     if (optind < argc) fail_msg("unexpected argument '%s' (see --help)", argv[optind]);
+    if (a.muon && a.zero)
+        fail_msg("--optimizer muon with --zero 1: the trainer refuses it (Muon updates whole "
+                 "matrices, which a ZeRO-1 shard cuts through); drop one");
     if (a.mode == MODE_RANK && (a.dp || a.pq || a.pkv || a.attention)) a.mode = MODE_PREDICT;
     return a;
 }
@@ -378,7 +390,7 @@ static int mode_rank(const Args* a) {
                              ? 1u << COST_ULYSSES | 1u << COST_USP
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
-                         a->chunks ? a->chunks : COST_CHUNKS_AUTO};
+                         a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -434,7 +446,7 @@ static int mode_predict(const Args* a) {
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
-                    documents_of(a, &docs, &doc_start), 0};
+                    documents_of(a, &docs, &doc_start), 0, a->muon};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;

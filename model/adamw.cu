@@ -9,37 +9,19 @@
 // one Philox4x32-10 output (4 x 32 random bits = 8 x 16 bits).
 #include "model/optim_cuda.cuh"
 
-// cuRAND's device API (Philox) here only: curand_kernel.h defines ~400 KB of device tables for the
-// other generators, which every translation unit that includes it would carry in its fatbin.
-#if defined(__CUDACC__)
-#include <curand_kernel.h>
-#endif
+#include "model/stochastic_round.cuh"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { ADAMW_THREADS = 256, ADAMW_GROUP = X128_ELEMS, SR_SPAN = 8 };
+enum { ADAMW_THREADS = 256, ADAMW_GROUP = X128_ELEMS };
 
 typedef struct {
     float lr, b1, b2, eps, decay_lr, c1, c2;
     const double* scale;   // device memory; NULL: 1
     unsigned long long seed, offset;
 } AdamWArgs;
-
-// fp32 -> floatX given 16 random bits. fp32: exact. bf16: adds the random bits below the bf16
-// ulp and truncates, so x rounds up (in magnitude) with probability equal to its fraction of an
-// ulp: unbiased. Inf and NaN round to nearest.
-template <typename T> __device__ __forceinline__ T round_stochastic(float x, unsigned int r16);
-template <> __device__ __forceinline__ float round_stochastic<float>(float x, unsigned int r16) {
-    return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 round_stochastic<__nv_bfloat16>(float x, unsigned int r16) {
-    const unsigned int bits = __float_as_uint(x);
-    if ((bits & 0x7f800000u) == 0x7f800000u) return __float2bfloat16_rn(x);
-    return __ushort_as_bfloat16((unsigned short)((bits + (r16 & 0xffffu)) >> 16));
-}
 
 // 1 if element i lies in a decayed tensor; *k is a cursor (tensors are visited in order).
 __device__ __forceinline__ bool decayed_at(const AdamWTensorTable& table, unsigned long long i, int* k) {
@@ -97,28 +79,9 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
         p[k] -= decay * p[k] + a.lr * mhat / (sqrtf(vhat) + a.eps);
     }
 
-    // 16 random bits per element i: half (i % 2) of word (i % 8) / 2 of the Philox output for
-    // subsequence i / 8 at this step's offset. Only bf16 storage rounds.
     floatX out[ADAMW_GROUP];
-    const bool stochastic = sizeof(floatX) < sizeof(float);
-    unsigned long long span = ~0ull;
-    uint4 r = make_uint4(0, 0, 0, 0);
-    for (int k = 0; k < n; k++) {
-        unsigned int r16 = 0;
-        if (stochastic) {
-            const unsigned long long i = i0 + k;
-            if (i / SR_SPAN != span) {
-                span = i / SR_SPAN;
-                curandStatePhilox4_32_10_t state;
-                curand_init(a.seed, span, a.offset, &state);
-                r = curand4(&state);
-            }
-            const unsigned int lane = (unsigned int)(i % SR_SPAN);
-            const unsigned int word = lane / 2 == 0 ? r.x : lane / 2 == 1 ? r.y : lane / 2 == 2 ? r.z : r.w;
-            r16 = lane % 2 ? word >> 16 : word & 0xffffu;
-        }
-        out[k] = round_stochastic<floatX>(p[k], r16);
-    }
+    SrBits bits = SR_BITS_INIT;
+    for (int k = 0; k < n; k++) out[k] = round_stochastic<floatX>(p[k], sr_bits16(&bits, a.seed, a.offset, i0 + k));
 
     if (full) {
         x128 px;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "model/gpt.h"
+#include "model/muon.h"
 #include "model/optimizer.h"
 
 #ifdef __cplusplus
@@ -141,11 +142,14 @@ void gpt_scalars_wait(double out[GPT_NUM_SCALARS]);
 // AdamW state for parameter elements [begin, begin + count) of a model (ZeRO-1 shards it).
 // Allocates everything the optimizer will use, the CUDA bf16 build's fp32 master weights included
 // (of [begin, begin + count) only: the master copy then holds the shard), so that a model too
-// large for the device fails here, before the parameters are initialised.
+// large for the device fails here, before the parameters are initialised. muon (NULL: AdamW
+// everywhere) makes it Muon's for the hidden matrices (model/muon.h), AdamW's for the rest; it
+// needs every parameter (begin 0, no ZeRO-1 shard) and adds the Newton-Schulz scratch. The
+// moments keep their layout: Muon's momentum is m of its matrices, whose v stays 0.
 typedef struct Optimizer Optimizer;
-Optimizer* optimizer_create(GPT* m, size_t begin, size_t count);
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig* muon);
 void optimizer_free(Optimizer* o);
-// One AdamW step (t = 1, 2, ...) on the optimizer's range; gradients scaled by *grad_scale, one
+// One AdamW (or Muon and AdamW) step (t = 1, 2, ...) on the optimizer's range; gradients scaled by *grad_scale, one
 // double in BACKEND memory (m->scalars + GPT_CLIP_SCALE), read by the update itself: the host
 // never learns the clip factor.
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,

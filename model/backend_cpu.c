@@ -9,10 +9,14 @@
 #include <sys/resource.h>
 
 #include "comm/fail.h"
+#include "model/muon.h"
 
 struct Optimizer {
     size_t begin, count;
-    real *m, *v;
+    real *m, *v;          // AdamW's moments; under Muon m is its momentum for the matrices
+    int muon;             // 1: Muon for the hidden matrices (model/muon.h)
+    MuonConfig muon_cfg;
+    MuonScratch scratch;  // real buffers
 };
 
 const char* gpt_backend_name(void) { return "cpu"; }
@@ -126,12 +130,21 @@ void gpt_scalars_fetch(const GPT* m) { memcpy(fetched, m->scalars, sizeof fetche
 
 void gpt_scalars_wait(double out[GPT_NUM_SCALARS]) { memcpy(out, fetched, sizeof fetched); }
 
-Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig* muon) {
     Optimizer* o = xcalloc(1, sizeof *o, "optimizer");
     o->begin = begin;
     o->count = count;
     o->m = xcalloc(count, sizeof(real), "AdamW first moments");
     o->v = xcalloc(count, sizeof(real), "AdamW second moments");
+    if (muon) {
+        CHECK(begin == 0 && count >= m->num_params, "caller bug",
+              "optimizer_create: Muon needs every parameter, not [%zu, +%zu)", begin, count);
+        o->muon = 1;
+        o->muon_cfg = *muon;
+        const size_t n = muon_scratch_elements(&m->cfg);
+        o->scratch = muon_scratch_split(&m->cfg, xcalloc(n ? n : 1, sizeof(real), "Muon's scratch"),
+                                        sizeof(real));
+    }
     return o;
 }
 
@@ -139,15 +152,91 @@ void optimizer_free(Optimizer* o) {
     if (!o) return;
     free(o->m);
     free(o->v);
+    free(o->scratch.u);
     free(o);
 }
+
+// --- Muon's steps on host buffers (model/muon.h) ---
+
+typedef struct {
+    GPT* model;
+    Optimizer* o;
+    real scale;   // the clip factor
+} CpuMuon;
+
+static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
+    CpuMuon* q = ctx;
+    const real beta = (real)c->momentum, *g = q->model->grads_memory + offset;
+    real *mom = q->o->m + offset, *u = q->o->scratch.u;
+    for (size_t i = 0; i < n; i++) {
+        const real gi = g[i] * q->scale;
+        mom[i] = beta * mom[i] + (1 - beta) * gi;
+        u[i] = c->nesterov ? (1 - beta) * gi + beta * mom[i] : mom[i];
+    }
+}
+
+static void cpu_muon_normalize(void* ctx, int rows, int cols) {
+    CpuMuon* q = ctx;
+    const real* u = q->o->scratch.u;
+    real* x = q->o->scratch.x;
+    const size_t n = (size_t)rows * cols;
+    double sumsq = 0;
+    for (size_t i = 0; i < n; i++) sumsq += (double)u[i] * u[i];
+    const real d = (real)(sqrt(sumsq) + MUON_NORM_EPS);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            const size_t to = rows <= cols ? (size_t)i * cols + j : (size_t)j * rows + i;
+            x[to] = u[(size_t)i * cols + j] / d;
+        }
+}
+
+static void cpu_muon_gemm(void* ctx, int ta, int tb, int M, int N, int K, double alpha,
+                          const void* A, int lda, const void* B, int ldb, double beta, void* C, int ldc) {
+    (void)ctx;
+    cblas_rgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, (real)alpha, A, lda, B, ldb, (real)beta, C, ldc);
+}
+
+static void cpu_muon_copy(void* ctx, void* dst, const void* src, size_t n) {
+    (void)ctx;
+    memcpy(dst, src, n * sizeof(real));
+}
+
+static void cpu_muon_update(void* ctx, size_t offset, int rows, int cols, const void* xv, double step,
+                            double decay) {
+    CpuMuon* q = ctx;
+    const real* x = xv;
+    real* w = q->model->params_memory + offset;
+    const real s = (real)step, d = (real)decay;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            const real xi = rows <= cols ? x[(size_t)i * cols + j] : x[(size_t)j * rows + i];
+            real* wi = w + (size_t)i * cols + j;
+            *wi -= d * *wi + s * xi;
+        }
+}
+
+static const MuonOps cpu_muon_ops = {cpu_muon_momentum, cpu_muon_normalize, cpu_muon_gemm,
+                                     cpu_muon_copy, cpu_muon_update};
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
                     const double* grad_scale) {
     // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
     const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
-    adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m, o->v, o->begin, end, t, lr,
-                 cfg, *grad_scale);
+    if (!o->muon) {
+        adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m, o->v, o->begin, end, t, lr,
+                     cfg, *grad_scale);
+        return;
+    }
+    if (*grad_scale < 0) return;   // OPTIMIZER_SKIP: a non-finite step is dropped
+    // AdamW for the tensors Muon leaves (the optimizer covers every parameter from 0).
+    size_t lo = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++)
+        if (!gpt_param_muon(k) && m->param_sizes[k])
+            adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m + lo, o->v + lo, lo,
+                         lo + m->param_sizes[k], t, lr, cfg, *grad_scale);
+    CpuMuon q = {m, o, (real)*grad_scale};
+    muon_step(&cpu_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
 }
 
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {

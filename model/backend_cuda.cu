@@ -28,6 +28,12 @@ struct Optimizer {
     size_t begin, count;
     float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory
     AdamWTensorTable table;    // which elements are weight-decayed
+    // Muon (model/muon.h): its momentum is m of the matrices; fp32 scratch in device memory.
+    int muon;
+    MuonConfig muon_cfg;
+    MuonScratch scratch;
+    double* muon_sumsq;        // U's sum of squares (device)
+    cublasHandle_t blas;       // the Newton-Schulz GEMMs, on the backend's stream
 };
 
 const char* gpt_backend_name(void) { return "cuda-" FLOATX_NAME; }
@@ -400,7 +406,7 @@ void gpt_scalars_wait(double out[GPT_NUM_SCALARS]) {
 
 // --- AdamW ---------------------------------------------------------------------------------------
 
-Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
+Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig* muon) {
     Optimizer* o = (Optimizer*)xcalloc(1, sizeof *o, "optimizer");
     o->begin = begin;
     o->count = count;
@@ -416,6 +422,19 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count) {
     int decays[NUM_PARAM_TENSORS];
     for (int k = 0; k < NUM_PARAM_TENSORS; k++) decays[k] = gpt_param_decays(k);
     o->table = adamw_tensor_table(m->param_sizes, decays, NUM_PARAM_TENSORS);
+    if (muon) {
+        CHECK(begin == 0 && count >= m->num_params, "caller bug",
+              "optimizer_create: Muon needs every parameter, not [%zu, +%zu)", begin, count);
+        o->muon = 1;
+        o->muon_cfg = *muon;
+        // The scratch, then U's sum of squares (a double: after an even number of floats).
+        const size_t n = (muon_scratch_elements(&m->cfg) + 1) / 2 * 2;
+        float* block = alloc_f32(n + 2, "Muon's Newton-Schulz scratch");
+        o->scratch = muon_scratch_split(&m->cfg, block, sizeof(float));
+        o->muon_sumsq = (double*)(block + n);
+        CUDA_CHECK(cublasCreate(&o->blas));
+        CUDA_CHECK(cublasSetStream(o->blas, cuda_backend_stream()));
+    }
     cuda_backend_sync();
     return o;
 }
@@ -424,8 +443,62 @@ void optimizer_free(Optimizer* o) {
     if (!o) return;
     tensor_free(o->m);
     tensor_free(o->v);
+    if (o->muon) {
+        tensor_free(o->scratch.u);
+        CUDA_CHECK(cublasDestroy(o->blas));
+    }
     free(o);
 }
+
+// --- Muon's steps on device buffers (model/muon.h) ---
+
+typedef struct {
+    GPT* model;
+    Optimizer* o;
+    const double* grad_scale;   // device
+    int t;
+} CudaMuon;
+
+static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
+    CudaMuon* q = (CudaMuon*)ctx;
+    muon_momentum_cuda(q->o->m + offset, (float*)q->o->scratch.u, q->model->grads_memory + offset, n,
+                       c->momentum, c->nesterov, q->grad_scale, cuda_backend_stream());
+}
+
+static void cuda_muon_normalize(void* ctx, int rows, int cols) {
+    CudaMuon* q = (CudaMuon*)ctx;
+    CudaBackendContext* c = cuda_backend_context();
+    const size_t n = (size_t)rows * cols;
+    double* partials = norm_partials(c, n, q->o->muon_sumsq);
+    if (partials)
+        global_norm_squared_f32_cuda(q->o->muon_sumsq, (const float*)q->o->scratch.u, n, partials, 0,
+                                     c->stream);
+    muon_normalize_cuda((float*)q->o->scratch.x, (const float*)q->o->scratch.u, rows, cols,
+                        q->o->muon_sumsq, c->stream);
+}
+
+static void cuda_muon_gemm(void* ctx, int ta, int tb, int M, int N, int K, double alpha,
+                           const void* A, int lda, const void* B, int ldb, double beta, void* C, int ldc) {
+    muon_gemm_cuda(((CudaMuon*)ctx)->o->blas, ta, tb, M, N, K, alpha, (const float*)A, lda,
+                   (const float*)B, ldb, beta, (float*)C, ldc);
+}
+
+static void cuda_muon_copy(void* ctx, void* dst, const void* src, size_t n) {
+    (void)ctx;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                               cuda_backend_stream()));
+}
+
+static void cuda_muon_update(void* ctx, size_t offset, int rows, int cols, const void* x, double step,
+                             double decay) {
+    CudaMuon* q = (CudaMuon*)ctx;
+    // The master copy covers every parameter from 0 (Muon has no ZeRO-1 shard).
+    muon_update_cuda(q->model->params_memory, q->model->master_params, (const float*)x, offset, rows,
+                     cols, step, decay, q->grad_scale, adamw_seed(q->t), q->t, cuda_backend_stream());
+}
+
+static const MuonOps cuda_muon_ops = {cuda_muon_momentum, cuda_muon_normalize, cuda_muon_gemm,
+                                      cuda_muon_copy, cuda_muon_update};
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
                     const double* grad_scale) {
@@ -434,9 +507,22 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
     if (end <= o->begin) return;
     // master, m and v are indexed from the shard's first element (model/optim_cuda.cuh).
     float* master = m->master_params ? m->master_params + (o->begin - m->master_begin) : NULL;
-    adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
-                      &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
-                      grad_scale, adamw_seed(t), cuda_backend_stream());
+    if (!o->muon) {
+        adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
+                          &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
+                          grad_scale, adamw_seed(t), cuda_backend_stream());
+        return;
+    }
+    // AdamW for the tensors Muon leaves (the optimizer covers every parameter from 0).
+    size_t lo = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++)
+        if (!gpt_param_muon(k) && m->param_sizes[k])
+            adamw_update_cuda(m->params_memory, master ? master + lo : NULL, m->grads_memory,
+                              o->m + lo, o->v + lo, lo, lo + m->param_sizes[k], &o->table, t, lr,
+                              cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale,
+                              adamw_seed(t), cuda_backend_stream());
+    CudaMuon q = {m, o, grad_scale, t};
+    muon_step(&cuda_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
 }
 
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {

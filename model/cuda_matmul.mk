@@ -2,7 +2,7 @@
 # (model/matmul.cu, classifier.cu, adamw.cu, global_norm.cu), tested against their CPU twins under
 # the host runtime (tests/cuda_host) in both storage precisions: bf16 (default) and fp32
 # (-DGPT_CUDA_FP32, objects under $(BUILD)/cuda-matmul-fp32/).
-CUDA_MATMUL_SRCS := model/matmul.cu model/classifier.cu model/adamw.cu model/global_norm.cu
+CUDA_MATMUL_SRCS := model/matmul.cu model/classifier.cu model/adamw.cu model/muon.cu model/global_norm.cu
 # Host-runtime objects of the kernels, for programs built from them.
 CUDA_MATMUL_OBJS := $(CUDA_MATMUL_SRCS:%.cu=$(BUILD)/cuda-host/%.o)
 CUDA_MATMUL_OBJS_FP32 := $(CUDA_MATMUL_SRCS:%.cu=$(BUILD)/cuda-matmul-fp32/%.o)

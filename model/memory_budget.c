@@ -9,10 +9,11 @@
 
 #include "attention/dist_scratch.h"
 #include "model/layer_scratch.h"
+#include "model/muon.h"
 #include "model/param_staging.h"
 
 static const char* const term_names[MEMORY_NTERMS] = {
-    "parameters", "gradients", "fp32 master weights", "AdamW m, v", "ZeRO-1 shard scratch",
+    "parameters", "gradients", "fp32 master weights", "AdamW m, v", "Muon scratch", "ZeRO-1 shard scratch",
     "parameter staging",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
     "attention dQ workspace", "attention GQA workspace", "tokens",
@@ -204,6 +205,9 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
     b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
     b[MEMORY_ADAMW] = 2 * shard * 4;
+    // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
+    const size_t ns = muon_scratch_elements(&c->cfg);
+    if (c->muon) b[MEMORY_MUON] = c->cuda ? ((ns + 1) / 2 * 2 + 2) * 4 : (ns ? ns : 1) * c->real_bytes;
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }
 

@@ -1,5 +1,5 @@
 # The CPU model: layer kernels, the GPT layer sequence, initialisation, optimizer, model files.
-MODEL_SRCS = model/config.c model/layers.c model/token_order.c model/documents.c model/activations.c model/memory_budget.c model/gpt.c model/init.c model/optimizer.c \
+MODEL_SRCS = model/config.c model/layers.c model/token_order.c model/documents.c model/activations.c model/memory_budget.c model/gpt.c model/init.c model/optimizer.c model/muon.c \
 	model/blas_kernels.c model/backend_cpu.c
 # The layer sequence records compute spans into a timeline (comm/timeline.h), which writes its
 # trace atomically; both named directly (this fragment is read before comm/timeline.mk).

@@ -1,5 +1,5 @@
-// CUDA backend, optimizer: AdamW with fp32 master weights and stochastic rounding, and the
-// global gradient norm. Host-side launchers on device pointers. CPU twins: adamw_update,
+// CUDA backend, optimizer: AdamW with fp32 master weights and stochastic rounding, Muon's steps,
+// and the global gradient norm. Host-side launchers on device pointers. CPU twins: adamw_update,
 // grad_sum_squares, clip_factor in model/optimizer.h.
 #pragma once
 #include <stddef.h>
@@ -38,6 +38,30 @@ void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float
                        size_t begin, size_t end, const AdamWTensorTable* table, int t, double lr,
                        double beta1, double beta2, double eps, double weight_decay,
                        const double* grad_scale, unsigned long long seed, cudaStream_t stream);
+
+// --- Muon (model/muon.h; the step is model/muon.c's) ----------------------------------------------
+
+// Over n elements (grads and mom from the matrix's first element): g = grads[i] * *grad_scale;
+// mom = beta mom + (1 - beta) g; u = nesterov ? (1 - beta) g + beta mom : mom. Nothing when
+// *grad_scale < 0 (OPTIMIZER_SKIP); grad_scale NULL means 1.
+void muon_momentum_cuda(float* mom, float* u, const floatX* grads, size_t n, double beta, int nesterov,
+                        const double* grad_scale, cudaStream_t stream);
+// x = u (rows x cols, row-major), transposed when rows > cols, over (sqrt(*sumsq) + 1e-7): *sumsq
+// (device) from global_norm_squared_f32_cuda over u.
+void muon_normalize_cuda(float* x, const float* u, int rows, int cols, const double* sumsq,
+                         cudaStream_t stream);
+// W (rows x cols at element offset of params, and of master where not NULL) -= decay W + step X
+// (x transposed back when rows > cols), in fp32 on the master weights, then rounded into params
+// as adamw_update_cuda rounds step t (the same random bits for an element). Nothing when
+// *grad_scale < 0.
+void muon_update_cuda(floatX* params, float* master, const float* x, size_t offset, int rows,
+                      int cols, double step, double decay, const double* grad_scale,
+                      unsigned long long seed, int t, cudaStream_t stream);
+// Row-major C = alpha op(A) op(B) + beta C in fp32 (MuonOps.gemm): cuBLAS with TF32 tensor cores
+// in the bf16 build, exact fp32 products in the fp32 one.
+void muon_gemm_cuda(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K,
+                    double alpha, const float* A, int lda, const float* B, int ldb, double beta,
+                    float* C, int ldc);
 
 // --- Global gradient norm ------------------------------------------------------------------------
 

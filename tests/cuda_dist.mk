@@ -15,7 +15,7 @@ SUITES_sweep += cuda-dist-sweep
 # What the CUDA objects of the trainer need from the C side, the trainer itself excepted.
 CUDA_DIST_TEST_C_OBJS = $(BUILD)/attention/dist_cost.o $(BUILD)/attention/dist_scratch.o \
 	$(BUILD)/attention/partial_attention.o \
-	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o blas_kernels.o) $(BUILD)/train/gpu_peaks.o \
+	$(addprefix $(BUILD)/model/,config.o init.o optimizer.o muon.o blas_kernels.o) $(BUILD)/train/gpu_peaks.o \
 	$(COMM_OBJS) $(LAUNCH_OBJS) $(FAIL_OBJS)
 
 .SECONDEXPANSION:

@@ -79,7 +79,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -474,6 +474,15 @@ worst = max(abs(x["z_loss"] - y["z_loss"]) / y["z_loss"] for x, y in zip(b, a))
 assert worst <= 1e-4, worst
 print("  ok    --z-loss: %d steps' z_loss within %.1e of the CPU trainer's (bound 1e-4)" % (len(a), worst))
 EOF
+  # --optimizer muon (Nesterov, 3 Newton-Schulz iterations, Moonlight's 0.2 x spectral scale)
+  # against the CPU trainer: the momentum, normalisation, GEMMs and update kernels (fp32: exact fp32
+  # products; bf16: the master weights' stochastic rounding) through training, in each precision's
+  # bounds; both runs' logs name the optimizer.
+  muon-fp32|muon-bf16) vs_cpu_then "${part#muon-}" "--optimizer muon --muon-use-nesterov --muon-num-ns-steps 3 --muon-extra-scale-factor 0.2 --lr 1e-2" <<'EOF' ;;
+opts = lambda d: [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "config"][0]["options"]
+assert all(opts(d)["optimizer"] == "muon" for d in sys.argv[1:3]), [opts(d) for d in sys.argv[1:3]]
+print("  ok    both runs trained with --optimizer muon")
+EOF
   # --log-params-norm: the last step's params_norm is the norm of the final model file each run
   # wrote (the fp32 master weights of the bf16 run, summed by the f32 norm kernel; fp32: the
   # parameters themselves), and every step's within bf16's and fp32's bounds of the CPU trainer's.
@@ -500,6 +509,12 @@ EOF
           --loss-tol 2e-2 --norm-tol 1e-1 ;;
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
+  # Muon's state (its momentum in m, the master weights' rounding by its update kernel) resumed
+  # bit for bit.
+  resume-muon-bf16)
+    printf '#!/usr/bin/env bash\nexec %q "$@" --optimizer muon --lr 1e-2\n' "$CUDA_BF16" > "$W/muon.sh" &&
+      chmod +x "$W/muon.sh" || exit 1
+    checks resume --test "$W/muon.sh" ;;
   resume-graphs-bf16)
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
       chmod +x "$W/graphs.sh" || exit 1
@@ -514,5 +529,5 @@ EOF
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac

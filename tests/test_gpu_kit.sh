@@ -233,6 +233,8 @@ EOF
     grep -qE "^\| bf16 with --z-loss 1e-2 against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm .*; z_loss [0-9.e+-]+ \|$" "$r"
   check "the bf16 trainer in Qwen3's block (--qk-layernorm) against the CPU trainer, ok" \
     grep -qE "^\| bf16 Qwen3 block \(--qk-layernorm\) against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm " "$r"
+  check "the bf16 trainer with --optimizer muon against the CPU trainer, ok" \
+    grep -qE "^\| bf16 with --optimizer muon \(TF32 Newton-Schulz\) against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm " "$r"
   check "long sequences: 2 lengths x 2 head sizes x 2 precisions against the CPU trainer, all ok" \
     eval '[ "$(grep -cE "^\| (64|128) \| (16|32) \| (fp32|bf16) \| ok \| loss [0-9.e+-]+; norm" "$r")" = 8 ]'
   check "several ranks on one GPU: the seven schedules on 2 and 4 ranks (mpi-staged), Ulysses on 2 and USP on 4 in chunks of heads, against the CPU trainer, all ok" \

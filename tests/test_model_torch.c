@@ -17,6 +17,7 @@
 #include "comm/atomic_file.h"
 #include "checkpoints/model_file.h"
 #include "comm/fail.h"
+#include "model/backend.h"
 #include "model/gpt.h"
 #include "model/init.h"
 #include "model/optimizer.h"
@@ -125,8 +126,10 @@ int main(int argc, char** argv) {
     const char* dir = "build/tmp/torch";
     int steps = 10;
     double z_loss = 0;
+    int muon = 0;
     static const struct option opts[] = {{"shape", required_argument, 0, 's'},
                                          {"z-loss", required_argument, 0, 'z'},
+                                         {"muon", no_argument, 0, 'm'},
                                          {"out-dir", required_argument, 0, 'o'},
                                          {"steps", required_argument, 0, 'n'},
                                          {"help", no_argument, 0, 'h'},
@@ -136,8 +139,9 @@ int main(int argc, char** argv) {
         else if (c == 'o') dir = optarg;
         else if (c == 'n') steps = atoi(optarg);
         else if (c == 'z') z_loss = atof(optarg);
+        else if (c == 'm') muon = 1;
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N] [--z-loss C]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N] [--z-loss C] [--muon]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
@@ -209,6 +213,11 @@ int main(int argc, char** argv) {
     const AdamWConfig opt = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     float* mom = xcalloc(m.num_params, sizeof(float), "adam m");
     float* vel = xcalloc(m.num_params, sizeof(float), "adam v");
+    // --muon: the backend's optimizer with Muon for the hidden matrices (Nesterov, Moonlight's
+    // 0.2 x spectral scale), as torch_gpt_ref.py --muon computes it.
+    const MuonConfig muon_cfg = {.momentum = 0.95, .nesterov = 1, .ns_steps = 5,
+                                 .scale_mode = MUON_SCALE_SPECTRAL, .extra_scale = 0.2};
+    Optimizer* optimizer = muon ? optimizer_create(&m, 0, m.num_params, &muon_cfg) : NULL;
     float* losses = xmalloc(sizeof(float) * (steps ? steps : 1), "losses");
     for (int s = 0; s < steps || s == 0; s++) {
         gpt_zero_grad(&m);
@@ -226,8 +235,10 @@ int main(int argc, char** argv) {
         }
         if (s >= steps) break;
         const double norm = sqrt(grad_sum_squares(m.grads_memory, m.num_params));
-        adamw_update(&cfg, m.params_memory, m.grads_memory, mom, vel, 0, m.num_params, s + 1,
-                     lr_at_step(&sched, s), &opt, clip_factor(norm, 1.0));
+        const double scale = clip_factor(norm, 1.0);
+        if (optimizer) optimizer_step(optimizer, &m, s + 1, lr_at_step(&sched, s), &opt, &scale);
+        else adamw_update(&cfg, m.params_memory, m.grads_memory, mom, vel, 0, m.num_params, s + 1,
+                          lr_at_step(&sched, s), &opt, scale);
         printf("step %2d loss %.6f grad norm %.4f lr %.3e\n", s, loss, norm,
                lr_at_step(&sched, s));
     }
@@ -236,6 +247,7 @@ int main(int argc, char** argv) {
     if (atomic_commit(&af, err, sizeof err) != 0) fail_msg("%s", err);
     printf("wrote %s/{model,batch,results}.bin (shape %s: B=%d T=%d V=%d L=%d NH=%d C=%d)\n",
            dir, sh->name, B, T, cfg.V, cfg.L, cfg.NH, cfg.C);
+    optimizer_free(optimizer);
     free(mom); free(vel); free(losses); free(inputs); free(targets);
     gpt_free(&m);
     attention_layer_free(attn);

@@ -1375,6 +1375,44 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
   done
 }
 
+# --optimizer muon: step 1's loss AdamW's bit for bit (no update before it), the later ones not;
+# dp 2 (every rank the same Newton-Schulz on the all-reduced gradients) and a 2x2 mesh within 1e-5 of
+# one process; what does not fit refused: --zero 1, Muon's options without it, and a checkpoint
+# of the other optimizer under --resume (either way), naming both.
+t_muon() {
+  make_data
+  local run=("${TINY[@]}" --steps 6 --total-batch-tokens 64 --warmup 2 --lr 1e-2)
+  local muon=(--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2)
+  train adamw "${run[@]}" --out-dir "$W/adamw"
+  train muon "${run[@]}" "${muon[@]}" --out-dir "$W/muon"
+  expect_rc adamw 0
+  expect_rc muon 0
+  check "the configuration names --optimizer muon" has muon.out "^  optimizer +muon$"
+  check "step 1's loss AdamW's bit for bit, steps 2-6 differ" "$PY" -c 'import json, sys
+def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
+a, m = steps(sys.argv[1]), steps(sys.argv[2])
+assert len(a) == len(m) == 6 and a[0]["loss"] == m[0]["loss"], (a, m)
+assert all(x["loss"] != y["loss"] for x, y in zip(a[1:], m[1:])), (a, m)' "$W/adamw/log.jsonl" "$W/muon/log.jsonl"
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${run[@]}" "${muon[@]}" --dp 2 --no-save \
+    --out-dir "$W/dp2" > "$W/dp2.out" 2>&1
+  timeout 120 bash tests/mpirun.sh 4 "$TRAIN" "${run[@]}" "${muon[@]}" --pq 2 --pkv 2 --no-save \
+    --out-dir "$W/mesh" > "$W/mesh.out" 2>&1
+  local d
+  for d in dp2 mesh; do
+    check "$d: losses and gradient norms within 1e-5 of one process" \
+      near_steps "$W/$d/log.jsonl" "$W/muon/log.jsonl" 6 loss grad_norm
+  done
+  refused "--optimizer muon --zero 1|^error: --optimizer muon with --zero 1: Muon updates whole matrices" \
+          "--muon-momentum 0.9|^error: --muon-\* options: they set Muon.s update, and --optimizer is adamw" \
+          "--optimizer muon --muon-scale-mode spectral2|^error: --muon-scale-mode: expected one of"
+  train toadamw "${run[@]}" --steps 8 --resume --out-dir "$W/muon"
+  check "an AdamW run resuming Muon's checkpoint: refused ($(head -n 1 "$W/toadamw.err"))" eval \
+    "[ \$(rc_of toadamw) != 0 ] && grep -q 'the optimizer state is muon.s, this run.s --optimizer is adamw (resume with --optimizer muon' '$W/toadamw.err'"
+  train tomuon "${run[@]}" "${muon[@]}" --steps 8 --resume --out-dir "$W/adamw"
+  check "a Muon run resuming AdamW's checkpoint: refused ($(head -n 1 "$W/tomuon.err"))" eval \
+    "[ \$(rc_of tomuon) != 0 ] && grep -q 'the optimizer state is adamw.s, this run.s --optimizer is muon (resume with --optimizer adamw' '$W/tomuon.err'"
+}
+
 # --log-params-norm: the params_norm of steps 2 and 4 are the norms of the model files written
 # there (read here), the progress line says it, a run without the flag logs none; dp 2 (every rank sums
 # all the parameters) and a 2x2 mesh with ZeRO-1 (each rank its shard, all-reduced) within 1e-5 of
@@ -1952,11 +1990,14 @@ case $test_name in
   lr-tokens) t_lr_tokens ;;
   z-loss) t_z_loss ;;
   params-norm) t_params_norm ;;
+  muon) t_muon ;;
+  # Muon's momentum (m of its matrices) through the checkpoint, and its Newton-Schulz on a mesh.
+  resume-muon) t_resume --optimizer muon --lr 1e-2 --muon-use-nesterov ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|resume-muon|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch (CPU, fp32) reference of the GPT-2 model and its AdamW training.
+"""Independent PyTorch (CPU, fp32) reference of the GPT-2 model and its AdamW (or Muon) training.
 
 Reads an llm.c model file (version 3, fp32) and a batch file, computes logits, loss,
 parameter gradients and `--steps` AdamW steps on that same batch, then either writes
@@ -419,12 +419,50 @@ def lr_at(s, a):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * r)) * (a.lr - min_lr)
 
 
+# Muon (--muon): each layer's qkv, attention output, fc and fc projection matrix is updated by
+# its momentum orthogonalized with the quintic Newton-Schulz iteration, every other tensor by
+# AdamW (Keller Jordan's Muon as Megatron-LM's --optimizer muon runs it: the momentum an average
+# of the gradients, Nesterov's form, the update scaled by 0.2 sqrt(max(rows, cols)), decoupled
+# weight decay with the same lr).
+MUON = {"qkvw", "attprojw", "fcw", "fcprojw"}
+MUON_NS = (3.4445, -4.7750, 2.0315)
+
+
+def orthogonalize(u, steps):
+    tall = u.shape[0] > u.shape[1]
+    x = u.t() if tall else u
+    x = x / (x.norm() + 1e-7)
+    qa, qb, qc = MUON_NS
+    for _ in range(steps):
+        g = x @ x.t()
+        x = qa * x + (qb * g + qc * g @ g) @ x
+    return x.t() if tall else x
+
+
+class Muon:
+    def __init__(self, params, a):
+        self.params, self.a = params, a
+        self.momentum = [torch.zeros_like(p) for p in params]
+
+    def step(self, lr):
+        beta = self.a.muon_momentum
+        with torch.no_grad():
+            for p, m in zip(self.params, self.momentum):
+                m.mul_(beta).add_(p.grad, alpha=1 - beta)
+                u = (1 - beta) * p.grad + beta * m
+                scale = 0.2 * math.sqrt(max(p.shape))
+                p.mul_(1 - lr * self.a.wd)
+                p.add_(orthogonalize(u, self.a.muon_ns_steps), alpha=-lr * scale)
+
+
 def reference(model, idx, tgt, a):
     """Returns dict of float32 numpy arrays: logits, loss, grads[17], losses, params[17]."""
     groups = model.groups()
     params = [p for n in NAMES for p in groups[n]]
-    decay = [p for n in NAMES if n in DECAYED for p in groups[n]]
-    no_decay = [p for n in NAMES if n not in DECAYED for p in groups[n]]
+    muon = Muon([p for n in NAMES if n in MUON for p in groups[n]], a) if a.muon else None
+    adam = [n for n in NAMES if not (muon and n in MUON)]
+    decay = [p for n in adam if n in DECAYED for p in groups[n]]
+    no_decay = [p for n in adam if n not in DECAYED for p in groups[n]]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
@@ -432,6 +470,8 @@ def reference(model, idx, tgt, a):
 
     def forward_backward():
         opt.zero_grad(set_to_none=False)
+        for p in muon.params if muon else ():  # (not in opt's groups)
+            p.grad = None
         logits, loss = model(idx, tgt)
         # --z-loss c: the objective adds c * mean(lse^2) (PaLM's z-loss); the loss reported stays
         # the cross-entropy.
@@ -452,6 +492,8 @@ def reference(model, idx, tgt, a):
         for g in opt.param_groups:
             g["lr"] = lr_at(s, a)
         opt.step()
+        if muon:
+            muon.step(lr_at(s, a))
     if a.steps == 0:  # still report initial logits/loss/grads
         forward_backward()
     out["losses"] = np.array(out["losses"], dtype=np.float32)
@@ -596,6 +638,10 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--z-loss", type=float, default=0.0,
                    help="z-loss coefficient c: the training objective adds c * mean(logsumexp(logits)^2)")
+    p.add_argument("--muon", action="store_true",
+                   help="Muon for the hidden matrices (Nesterov, 0.2 x spectral scale), AdamW for the rest")
+    p.add_argument("--muon-momentum", type=float, default=0.95)
+    p.add_argument("--muon-ns-steps", type=int, default=5)
     p.add_argument("--tol-grad", type=float, default=1e-4, help="logits and gradients")
     p.add_argument("--tol-loss", type=float, default=1e-5, help="initial loss and step losses")
     p.add_argument("--tol-weights", type=float, default=1e-4, help="final parameters")

@@ -534,6 +534,13 @@ compared "vs_cpu_qk_norm" trainer "bf16 --qk-layernorm vs CPU" vs-cpu --cpu "$X/
   --work "$LOGS/vs_cpu_qk_norm" --steps "$TRAIN_STEPS" \
   --model "--normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --qk-layernorm"
 section "| bf16 Qwen3 block (--qk-layernorm) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
+# Muon (model/muon.cu: the momentum, normalisation and update kernels, the Newton-Schulz GEMMs by
+# cuBLAS on TF32 tensor cores, which the host runtime computes in fp32) against the CPU trainer.
+compared "vs_cpu_muon" trainer "bf16 --optimizer muon vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
+  --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
+  --work "$LOGS/vs_cpu_muon" --steps "$TRAIN_STEPS" \
+  --model "--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2 --lr 1e-2"
+section "| bf16 with --optimizer muon (TF32 Newton-Schulz) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
 
 # Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
 # head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger

@@ -22,6 +22,7 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->pq = t->mesh.pq;
     info->pkv = t->mesh.pkv;
     info->zero_stage = t->opt.zero;
+    info->optimizer = t->muon ? TRAIN_STATE_MUON : TRAIN_STATE_ADAMW;
     info->model = t->cfg;
     info->B = t->B;
     info->T = t->T;
@@ -153,6 +154,14 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  "L=%d C=%d NH=%d V=%d T=%d (resume with the same model options)", path, c->L,
                  c->C, c->NH, c->V, c->max_T, t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V,
                  t->cfg.max_T);
+        return -2;
+    }
+    // The moments mean other things: Muon's momentum of the matrices has no second moment.
+    if (info.optimizer != (t->muon ? TRAIN_STATE_MUON : TRAIN_STATE_ADAMW)) {
+        snprintf(err, errlen, "%.300s: the optimizer state is %s's, this run's --optimizer is %s "
+                 "(resume with --optimizer %s; or start a new run from its weights with --init-from "
+                 "on its model file)", path, info.optimizer == TRAIN_STATE_MUON ? "muon" : "adamw",
+                 t->opt.optimizer, info.optimizer == TRAIN_STATE_MUON ? "muon" : "adamw");
         return -2;
     }
     if (gpt_kv_heads(c) != gpt_kv_heads(&t->cfg)) {

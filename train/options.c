@@ -75,6 +75,12 @@ static const OptSpec specs[] = {
     {"weight-decay", OPT_DOUBLE, F(weight_decay), 0, 10, NULL, "AdamW weight decay (matrices and embeddings only)"},
     {"grad-clip", OPT_DOUBLE, F(grad_clip), 0, 1e6, NULL, "global gradient-norm clip (0 = off)"},
     {"z-loss", OPT_DOUBLE, F(z_loss), 0, 1, NULL, "PaLM's z-loss: the training objective adds this coefficient times each token's squared log-sum-exp of its logits, so that the softmax's normalizer stays near 1 (PaLM's 1e-4); the logged loss stays the cross-entropy, the z-loss is logged beside it (0 = off)"},
+    {"optimizer", OPT_STRING, F(optimizer), 0, 0, "adamw|muon", "adamw (GPT-3's: every tensor), or muon (Megatron-LM's --optimizer muon; Jordan et al. 2024, Moonlight): the hidden layers' matrices (qkv, attention output, fc, fc projection) by momentum orthogonalized with Newton-Schulz iterations, the embeddings, classifier, norms and biases by AdamW, one --lr and --weight-decay; keeps every parameter's optimizer state on every rank, so not with --zero 1 (as Megatron-LM's)"},
+    {"muon-momentum", OPT_DOUBLE, F(muon_momentum), 0, 0.999999, NULL, "--optimizer muon: the momentum's beta, an average of the gradients (Megatron-LM's --muon-momentum)"},
+    {"muon-use-nesterov", OPT_FLAG, F(muon_nesterov), 0, 1, NULL, "--optimizer muon: Nesterov's momentum, (1 - beta) g + beta m orthogonalized instead of m (Megatron-LM's --muon-use-nesterov; Keller Jordan's default)"},
+    {"muon-num-ns-steps", OPT_INT, F(muon_ns_steps), 1, 100, NULL, "--optimizer muon: Newton-Schulz iterations, each three GEMMs of the matrix's size (Megatron-LM's --muon-num-ns-steps)"},
+    {"muon-scale-mode", OPT_STRING, F(muon_scale_mode), 0, 0, "spectral|shape_scaling|unit_rms_norm", "--optimizer muon: the orthogonalized update's scale for a rows x cols matrix (Megatron-LM's --muon-scale-mode): spectral sqrt(max(rows, cols)), shape_scaling sqrt(max(1, rows / cols)) (Keller Jordan's), unit_rms_norm sqrt(rows / cols)"},
+    {"muon-extra-scale-factor", OPT_DOUBLE, F(muon_extra_scale), 1e-6, 1000, NULL, "--optimizer muon: multiplies --muon-scale-mode's factor (Megatron-LM's --muon-extra-scale-factor; Moonlight's 0.2 with spectral gives updates of AdamW's RMS, so AdamW's --lr and --weight-decay carry over)"},
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
     {"eps", OPT_DOUBLE, F(eps), 1e-30, 1, NULL, "AdamW epsilon"},
@@ -155,6 +161,11 @@ static void set_defaults(TrainOptions* o) {
     o->wsd_decay_style = "linear";
     o->weight_decay = 0.1;
     o->grad_clip = 1.0;
+    o->optimizer = "adamw";
+    o->muon_momentum = 0.95;
+    o->muon_ns_steps = 5;
+    o->muon_scale_mode = "spectral";
+    o->muon_extra_scale = 1.0;
     o->beta1 = 0.9;
     o->beta2 = 0.95;
     o->eps = 1e-8;
@@ -384,6 +395,7 @@ static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* 
         if (s->offset == offsetof(TrainOptions, wsd_decay_style)) o->given |= OPT_GIVEN_WSD_DECAY_STYLE;
         if (s->offset == offsetof(TrainOptions, warmup)) o->given |= OPT_GIVEN_WARMUP;
         if (s->offset == offsetof(TrainOptions, warmup_frac)) o->given |= OPT_GIVEN_WARMUP_FRAC;
+        if (!strncmp(s->name, "muon-", 5)) o->given |= OPT_GIVEN_MUON;
     }
     if (optind < argc) {
         fprintf(errs, "error: unexpected argument '%s' (options are --name value; see --help)\n",

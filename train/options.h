@@ -48,6 +48,10 @@ typedef struct {
     const char* wsd_decay_style;   // wsd: linear | cosine | exponential | minus-sqrt
     int warmup;                // warmup steps; -1: from warmup_frac
     long lr_warmup_tokens, lr_decay_tokens;   // a schedule in trained tokens (0: in steps)
+    const char* optimizer;     // adamw | muon (model/muon.h)
+    double muon_momentum, muon_extra_scale;
+    int muon_nesterov, muon_ns_steps;
+    const char* muon_scale_mode;   // spectral | shape_scaling | unit_rms_norm
     // evaluation and sampling
     int eval_every, eval_batches;
     int eval_positions;        // the validation loss also per this many ranges of positions (0: no)
@@ -105,7 +109,7 @@ enum { OPT_GIVEN_DP = 1, OPT_GIVEN_PQ = 2, OPT_GIVEN_PKV = 4, OPT_GIVEN_ATTENTIO
        OPT_GIVEN_A2A_CHUNKS = 1024, OPT_GIVEN_POSITIONS = 2048, OPT_GIVEN_ROPE_THETA = 4096,
        OPT_GIVEN_ROPE_SCALING = 8192, OPT_GIVEN_BLOCK = 16384, OPT_GIVEN_WARMUP = 32768,
        OPT_GIVEN_WARMUP_FRAC = 65536, OPT_GIVEN_WSD_DECAY_STYLE = 131072,
-       OPT_GIVEN_INIT_STD = 262144, OPT_GIVEN_STEPS = 524288 };
+       OPT_GIVEN_INIT_STD = 262144, OPT_GIVEN_STEPS = 524288, OPT_GIVEN_MUON = 1048576 };
 
 // Parses argv into *o (defaults first). On --help prints the usage and returns 1; on a bad
 // flag or value prints one line naming the flag, what was expected and what was found, and

@@ -432,7 +432,7 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
     const MemoryConfig c = {
         .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .dp = t->mesh.dp,
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
-        .zero = o->zero, .cuda = !gpt_backend_host_memory(),
+        .zero = o->zero, .muon = !strcmp(o->optimizer, "muon"), .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
         .documents = t->doc_boundary >= 0, .reset_positions = o->reset_position_ids,
         .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
@@ -512,7 +512,12 @@ static void setup_model_and_optimizer(Trainer* t) {
     // fails here, in seconds, not after the parameters have been initialised on the host.
     t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
     t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
-    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count);
+    t->muon = !strcmp(t->opt.optimizer, "muon");
+    t->muon_cfg = (MuonConfig){t->opt.muon_momentum, t->opt.muon_nesterov, t->opt.muon_ns_steps,
+                               (MuonScaleMode)muon_scale_mode(t->opt.muon_scale_mode),
+                               t->opt.muon_extra_scale};
+    t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count,
+                                    t->muon ? &t->muon_cfg : NULL);
     char err[ERR_LEN];
     t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
     if (t->opt.init_from && t->opt.init_from[0]) {
@@ -583,6 +588,15 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     if ((t->opt.given & OPT_GIVEN_WSD_DECAY_STYLE) && strcmp(t->opt.lr_schedule, "wsd") != 0)
         config_error(t, "--wsd-decay-style %s: only --lr-schedule wsd has a decay phase of its own; "
                      "add --lr-schedule wsd, or drop --wsd-decay-style", t->opt.wsd_decay_style);
+    if ((t->opt.given & OPT_GIVEN_MUON) && strcmp(t->opt.optimizer, "muon") != 0)
+        config_error(t, "--muon-* options: they set Muon's update, and --optimizer is %s; add "
+                     "--optimizer muon, or drop them", t->opt.optimizer);
+    // Muon orthogonalizes whole matrices: a ZeRO-1 shard cuts through them (Megatron-LM refuses
+    // its distributed optimizer with Muon too).
+    if (!strcmp(t->opt.optimizer, "muon") && t->opt.zero)
+        config_error(t, "--optimizer muon with --zero %d: Muon updates whole matrices, which a ZeRO-1 "
+                     "shard of the optimizer state cuts through; drop --zero (every rank then keeps "
+                     "the whole state), or use --optimizer adamw", t->opt.zero);
     if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
         config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
                      "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);

@@ -33,7 +33,7 @@ CUDA_KERNEL_SRCS := $(CUDA_LAYERS_SRCS) $(CUDA_MATMUL_SRCS) $(CUDA_ATTENTION_SRC
 # C objects shared with the CPU trainer (everything of TRAIN_OBJS but the CPU backend).
 CUDA_TRAIN_C_OBJS = $(TRAIN_SRCS:%.c=$(BUILD)/%.o) $(TRAIN_COSTMODEL_OBJS) $(BUILD)/attention/dist_cost.o \
 	$(BUILD)/attention/dist_scratch.o \
-	$(addprefix $(BUILD)/model/,config.o memory_budget.o init.o optimizer.o blas_kernels.o) \
+	$(addprefix $(BUILD)/model/,config.o memory_budget.o init.o optimizer.o muon.o blas_kernels.o) \
 	$(BUILD)/attention/partial_attention.o $(CHECKPOINT_OBJS) $(DATA_OBJS) $(TOKENIZER_OBJS) \
 	$(COMM_OBJS) $(LAUNCH_OBJS) $(TRANSPORT_OBJS) $(FAIL_OBJS)
 

@@ -103,6 +103,8 @@ typedef struct {
     long* positions;                       // (Tl) their positions in the sequence
     LRSchedule sched;
     AdamWConfig adam;
+    int muon;                  // --optimizer muon: muon_cfg for the hidden matrices
+    MuonConfig muon_cfg;
     int step;                  // optimizer steps completed
     uint64_t sample_rng;
     RunLog log;

@@ -1,0 +1,90 @@
+// Muon's element-wise steps and its Newton-Schulz GEMMs on the GPU (contract in
+// model/optim_cuda.cuh; the step itself is model/muon.c's, the CPU twin's ops are in
+// model/backend_cpu.c and follow the same arithmetic in fp32).
+#include "model/optim_cuda.cuh"
+
+#include "model/muon.h"
+#include "model/stochastic_round.cuh"
+
+enum { MUON_THREADS = 256 };
+
+static unsigned int blocks_for(size_t n) {
+    const size_t b = (n + MUON_THREADS - 1) / MUON_THREADS;
+    CHECK(b <= 0x7fffffff, "caller bug", "muon: %zu elements is too many", n);
+    return (unsigned int)b;
+}
+
+__global__ void __launch_bounds__(MUON_THREADS)
+    muon_momentum_kernel(float* mom, float* u, const floatX* grads, size_t n, float beta,
+                         int nesterov, const double* grad_scale) {
+    if (grad_scale && *grad_scale < 0.0) return;   // OPTIMIZER_SKIP: the momentum stays
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float g = to_float(grads[i]) * (grad_scale ? (float)*grad_scale : 1.0f);
+    const float m = beta * mom[i] + (1.0f - beta) * g;
+    mom[i] = m;
+    u[i] = nesterov ? (1.0f - beta) * g + beta * m : m;
+}
+
+__global__ void __launch_bounds__(MUON_THREADS)
+    muon_normalize_kernel(float* x, const float* u, int rows, int cols, const double* sumsq) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // element of U, row-major
+    if (i >= (size_t)rows * cols) return;
+    const size_t r = i / cols, c = i % cols;
+    const float d = (float)(sqrt(*sumsq) + MUON_NORM_EPS);
+    x[rows <= cols ? i : c * rows + r] = u[i] / d;
+}
+
+__global__ void __launch_bounds__(MUON_THREADS)
+    muon_update_kernel(floatX* params, float* master, const float* x, size_t offset, int rows,
+                       int cols, float step, float decay, const double* grad_scale,
+                       unsigned long long seed, unsigned long long sr_offset) {
+    if (grad_scale && *grad_scale < 0.0) return;   // OPTIMIZER_SKIP: the parameters stay
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // element of W, row-major
+    if (i >= (size_t)rows * cols) return;
+    const size_t r = i / cols, c = i % cols;
+    const float xi = x[rows <= cols ? i : c * rows + r];
+    float p = master ? master[offset + i] : to_float(params[offset + i]);
+    p -= decay * p + step * xi;
+    if (master) master[offset + i] = p;
+    SrBits bits = SR_BITS_INIT;
+    params[offset + i] = round_stochastic<floatX>(p, sr_bits16(&bits, seed, sr_offset, offset + i));
+}
+
+void muon_momentum_cuda(float* mom, float* u, const floatX* grads, size_t n, double beta, int nesterov,
+                        const double* grad_scale, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(muon_momentum_kernel, blocks_for(n), MUON_THREADS, 0, stream, mom, u, grads, n,
+           (float)beta, nesterov, grad_scale);
+}
+
+void muon_normalize_cuda(float* x, const float* u, int rows, int cols, const double* sumsq,
+                         cudaStream_t stream) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    LAUNCH(muon_normalize_kernel, blocks_for(n), MUON_THREADS, 0, stream, x, u, rows, cols, sumsq);
+}
+
+void muon_update_cuda(floatX* params, float* master, const float* x, size_t offset, int rows,
+                      int cols, double step, double decay, const double* grad_scale,
+                      unsigned long long seed, int t, cudaStream_t stream) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    LAUNCH(muon_update_kernel, blocks_for(n), MUON_THREADS, 0, stream, params, master, x, offset,
+           rows, cols, (float)step, (float)decay, grad_scale, seed, 4ull * (unsigned long long)t);
+}
+
+void muon_gemm_cuda(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K,
+                    double alpha, const float* A, int lda, const float* B, int ldb, double beta,
+                    float* C, int ldc) {
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap.
+    const float al = (float)alpha, be = (float)beta;
+#if defined(GPT_CUDA_FP32)
+    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;   // the fp32 twin: exact fp32 products
+#else
+    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F_FAST_TF32;   // tensor cores, fp32 in/out
+#endif
+    CUDA_CHECK(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &al, B, CUDA_R_32F, ldb, A,
+                            CUDA_R_32F, lda, &be, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+}
