@@ -168,6 +168,7 @@ static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConf
     CpuMuon* q = ctx;
     const real beta = (real)c->momentum, *g = q->model->grads_memory + offset;
     real *mom = q->o->m + offset, *u = q->o->scratch.u;
+#pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         const real gi = g[i] * q->scale;
         mom[i] = beta * mom[i] + (1 - beta) * gi;
@@ -180,9 +181,10 @@ static void cpu_muon_normalize(void* ctx, int rows, int cols) {
     const real* u = q->o->scratch.u;
     real* x = q->o->scratch.x;
     const size_t n = (size_t)rows * cols;
-    double sumsq = 0;
+    double sumsq = 0;   // in order, one thread: the same bits whatever the thread count
     for (size_t i = 0; i < n; i++) sumsq += (double)u[i] * u[i];
     const real d = (real)(sqrt(sumsq) + MUON_NORM_EPS);
+#pragma omp parallel for
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             const size_t to = rows <= cols ? (size_t)i * cols + j : (size_t)j * rows + i;
@@ -208,6 +210,7 @@ static void cpu_muon_update(void* ctx, size_t offset, int rows, int cols, const 
     const real* x = xv;
     real* w = q->model->params_memory + offset;
     const real s = (real)step, d = (real)decay;
+#pragma omp parallel for
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             const real xi = rows <= cols ? x[(size_t)i * cols + j] : x[(size_t)j * rows + i];

@@ -13,8 +13,8 @@
 #include "model/param_staging.h"
 
 static const char* const term_names[MEMORY_NTERMS] = {
-    "parameters", "gradients", "fp32 master weights", "AdamW m, v", "Muon scratch", "ZeRO-1 shard scratch",
-    "parameter staging",
+    "parameters", "gradients", "fp32 master weights", "AdamW m, v", "Muon scratch",
+    "ZeRO-1 shard scratch", "parameter staging",
     "activations (saved)", "backward scratch", "layer workspace", "attention scratch",
     "attention dQ workspace", "attention GQA workspace", "tokens",
     "step scalars", "gradient buckets", "transport scratch", "sampler (rank 0)",
@@ -207,7 +207,8 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_ADAMW] = 2 * shard * 4;
     // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
     const size_t ns = muon_scratch_elements(&c->cfg);
-    if (c->muon) b[MEMORY_MUON] = c->cuda ? ((ns + 1) / 2 * 2 + 2) * 4 : (ns ? ns : 1) * c->real_bytes;
+    if (c->muon)
+        b[MEMORY_MUON] = c->cuda ? ((ns + 1) / 2 * 2 + 2) * 4 : (ns ? ns : 1) * c->real_bytes;
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }
 

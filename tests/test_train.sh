@@ -446,6 +446,7 @@ flag_case() {
   [ "$kind" = missing ] && args=("--$flag") value="(none)" want="error: --$flag: expected a value"
   # A flag that only one setting of another uses is tried under that setting.
   [ "$flag" = decay-frac ] && args=(--lr-schedule wsd "${args[@]}")
+  [[ $flag == muon-* ]] && args=(--optimizer muon "${args[@]}")
   # A value that must be refused is refused by the same parser with or without MPI: those cases
   # run as a one-process job without MPI (its start is ~0.4 s of the case's 0.45), except for the
   # flags that choose how the job starts.
