@@ -60,6 +60,9 @@
 #   tests/test_cuda_train.sh rope-fp32    value heads) against the CPU trainer, the same bounds
 #   tests/test_cuda_train.sh z-loss-fp32  --z-loss 1e-2 against the CPU trainer: fp32's bounds on
 #                                         the losses and norms, and on every step's z_loss
+#   tests/test_cuda_train.sh muon-bf16    --optimizer muon against the CPU trainer, the bounds of
+#   tests/test_cuda_train.sh muon-fp32    bf16 and fp32 above
+#   tests/test_cuda_train.sh resume-muon-bf16  Muon's momentum and rounding: a bit-exact resume
 #   tests/test_cuda_train.sh params-norm-bf16  --log-params-norm against the CPU trainer: the last
 #   tests/test_cuda_train.sh params-norm-fp32  step's norm is the final model file's, every step's
 #                                         within 1e-2 (bf16) or 1e-4 (fp32) of the CPU trainer's
