@@ -1016,11 +1016,12 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
 // replace for the matrices at about the same bytes.
 static double muon_seconds(const Cluster* c, const CostShape* s, int ns_steps) {
     const GPTConfig cfg = costmodel_gpt_config(s);
-    const long C = s->C;
-    const long other[4] = {gpt_qkv_width(&cfg), C, gpt_fc_width(&cfg), gpt_ffn_hidden(&cfg)};
+    const int ids[] = MUON_TENSOR_IDS;
     double t = 0;
     for (int i = 0; i < 4; i++) {
-        const long r = other[i] < C ? other[i] : C, k = other[i] < C ? C : other[i];
+        int rows, cols;
+        muon_tensor_shape(&cfg, ids[i], &rows, &cols);
+        const double r = rows < cols ? rows : cols, k = rows < cols ? cols : rows;
         t += kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
              kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
              kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1);

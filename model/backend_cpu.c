@@ -162,6 +162,9 @@ typedef struct {
     GPT* model;
     Optimizer* o;
     real scale;   // the clip factor
+    int t;        // AdamW's step and settings, for the tensors Muon leaves
+    double lr;
+    const AdamWConfig* adam;
 } CpuMuon;
 
 static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
@@ -185,11 +188,7 @@ static void cpu_muon_normalize(void* ctx, int rows, int cols) {
     for (size_t i = 0; i < n; i++) sumsq += (double)u[i] * u[i];
     const real d = (real)(sqrt(sumsq) + MUON_NORM_EPS);
 #pragma omp parallel for
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            const size_t to = rows <= cols ? (size_t)i * cols + j : (size_t)j * rows + i;
-            x[to] = u[(size_t)i * cols + j] / d;
-        }
+    for (size_t i = 0; i < n; i++) x[muon_x_index(i, rows, cols)] = u[i] / d;
 }
 
 static void cpu_muon_gemm(void* ctx, int ta, int tb, int M, int N, int K, double alpha,
@@ -210,17 +209,19 @@ static void cpu_muon_update(void* ctx, size_t offset, int rows, int cols, const 
     const real* x = xv;
     real* w = q->model->params_memory + offset;
     const real s = (real)step, d = (real)decay;
+    const size_t n = (size_t)rows * cols;
 #pragma omp parallel for
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            const real xi = rows <= cols ? x[(size_t)i * cols + j] : x[(size_t)j * rows + i];
-            real* wi = w + (size_t)i * cols + j;
-            *wi -= d * *wi + s * xi;
-        }
+    for (size_t i = 0; i < n; i++) w[i] -= d * w[i] + s * x[muon_x_index(i, rows, cols)];
+}
+
+static void cpu_muon_adamw(void* ctx, size_t begin, size_t end) {
+    CpuMuon* q = ctx;   // the optimizer covers every parameter from 0
+    adamw_update(&q->model->cfg, q->model->params_memory, q->model->grads_memory, q->o->m + begin,
+                 q->o->v + begin, begin, end, q->t, q->lr, q->adam, q->scale);
 }
 
 static const MuonOps cpu_muon_ops = {cpu_muon_momentum, cpu_muon_normalize, cpu_muon_gemm,
-                                     cpu_muon_copy, cpu_muon_update};
+                                     cpu_muon_copy, cpu_muon_update, cpu_muon_adamw};
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
                     const double* grad_scale) {
@@ -232,13 +233,7 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
         return;
     }
     if (*grad_scale < 0) return;   // OPTIMIZER_SKIP: a non-finite step is dropped
-    // AdamW for the tensors Muon leaves (the optimizer covers every parameter from 0).
-    size_t lo = 0;
-    for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++)
-        if (!gpt_param_muon(k) && m->param_sizes[k])
-            adamw_update(&m->cfg, m->params_memory, m->grads_memory, o->m + lo, o->v + lo, lo,
-                         lo + m->param_sizes[k], t, lr, cfg, *grad_scale);
-    CpuMuon q = {m, o, (real)*grad_scale};
+    CpuMuon q = {m, o, (real)*grad_scale, t, lr, cfg};
     muon_step(&cpu_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
 }
 

@@ -456,7 +456,9 @@ typedef struct {
     GPT* model;
     Optimizer* o;
     const double* grad_scale;   // device
-    int t;
+    int t;                      // AdamW's step and settings, for the tensors Muon leaves
+    double lr;
+    const AdamWConfig* adam;
 } CudaMuon;
 
 static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
@@ -497,32 +499,34 @@ static void cuda_muon_update(void* ctx, size_t offset, int rows, int cols, const
                      cols, step, decay, q->grad_scale, adamw_seed(q->t), q->t, cuda_backend_stream());
 }
 
+static void cuda_muon_adamw(void* ctx, size_t begin, size_t end) {
+    CudaMuon* q = (CudaMuon*)ctx;   // the optimizer and the master copy cover every parameter
+    GPT* m = q->model;
+    const AdamWConfig* a = q->adam;
+    adamw_update_cuda(m->params_memory, m->master_params ? m->master_params + begin : NULL,
+                      m->grads_memory, q->o->m + begin, q->o->v + begin, begin, end, &q->o->table,
+                      q->t, q->lr, a->beta1, a->beta2, a->eps, a->weight_decay, q->grad_scale,
+                      adamw_seed(q->t), cuda_backend_stream());
+}
+
 static const MuonOps cuda_muon_ops = {cuda_muon_momentum, cuda_muon_normalize, cuda_muon_gemm,
-                                      cuda_muon_copy, cuda_muon_update};
+                                      cuda_muon_copy, cuda_muon_update, cuda_muon_adamw};
 
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
                     const double* grad_scale) {
     // The range may reach into the zero padding past the last parameter (ZeRO-1 shards).
     const size_t end = o->begin + o->count < m->num_params ? o->begin + o->count : m->num_params;
     if (end <= o->begin) return;
-    // master, m and v are indexed from the shard's first element (model/optim_cuda.cuh).
-    float* master = m->master_params ? m->master_params + (o->begin - m->master_begin) : NULL;
-    if (!o->muon) {
-        adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
-                          &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
-                          grad_scale, adamw_seed(t), cuda_backend_stream());
+    if (o->muon) {
+        CudaMuon q = {m, o, grad_scale, t, lr, cfg};
+        muon_step(&cuda_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
         return;
     }
-    // AdamW for the tensors Muon leaves (the optimizer covers every parameter from 0).
-    size_t lo = 0;
-    for (int k = 0; k < NUM_PARAM_TENSORS; lo += m->param_sizes[k], k++)
-        if (!gpt_param_muon(k) && m->param_sizes[k])
-            adamw_update_cuda(m->params_memory, master ? master + lo : NULL, m->grads_memory,
-                              o->m + lo, o->v + lo, lo, lo + m->param_sizes[k], &o->table, t, lr,
-                              cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale,
-                              adamw_seed(t), cuda_backend_stream());
-    CudaMuon q = {m, o, grad_scale, t};
-    muon_step(&cuda_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
+    // master, m and v are indexed from the shard's first element (model/optim_cuda.cuh).
+    float* master = m->master_params ? m->master_params + (o->begin - m->master_begin) : NULL;
+    adamw_update_cuda(m->params_memory, master, m->grads_memory, o->m, o->v, o->begin, end,
+                      &o->table, t, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
+                      grad_scale, adamw_seed(t), cuda_backend_stream());
 }
 
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {

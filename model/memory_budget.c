@@ -206,9 +206,10 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
     b[MEMORY_ADAMW] = 2 * shard * 4;
     // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
-    const size_t ns = muon_scratch_elements(&c->cfg);
-    if (c->muon)
+    if (c->muon) {
+        const size_t ns = muon_scratch_elements(&c->cfg);
         b[MEMORY_MUON] = c->cuda ? ((ns + 1) / 2 * 2 + 2) * 4 : (ns ? ns : 1) * c->real_bytes;
+    }
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }
 

@@ -24,27 +24,6 @@ double muon_scale_factor(const MuonConfig* c, int rows, int cols) {
     return c->extra_scale * s;
 }
 
-int gpt_param_muon(int tensor) { return tensor == 4 || tensor == 6 || tensor == 10 || tensor == 12; }
-
-int muon_matrices(const GPTConfig* cfg, MuonMatrix* out) {
-    size_t sizes[NUM_PARAM_TENSORS];
-    gpt_param_sizes(cfg, sizes);
-    const int C = cfg->C;
-    int n = 0;
-    size_t at = 0;
-    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
-        if (!gpt_param_muon(k) || sizes[k] == 0) continue;
-        int rows = 0, cols = 0;   // one layer's (rows, cols)
-        if (k == 4) rows = gpt_qkv_width(cfg), cols = C;
-        if (k == 6) rows = C, cols = C;
-        if (k == 10) rows = gpt_fc_width(cfg), cols = C;
-        if (k == 12) rows = C, cols = gpt_ffn_hidden(cfg);
-        for (int l = 0; l < cfg->L; l++, n++)
-            if (out) out[n] = (MuonMatrix){at + (size_t)l * rows * cols, rows, cols};
-    }
-    return n;
-}
-
 MuonScratch muon_scratch_split(const GPTConfig* cfg, void* base, size_t elem_size) {
     size_t matrix, gram;
     muon_scratch_sizes(cfg, &matrix, &gram);
@@ -72,17 +51,26 @@ static void* newton_schulz(const MuonOps* ops, void* ctx, void* x, void* xn, voi
 
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay) {
-    MuonMatrix mats[4 * 1024];
-    const int n = muon_matrices(cfg, mats);
-    for (int i = 0; i < n; i++) {
-        const MuonMatrix* w = &mats[i];
-        const int r = w->rows < w->cols ? w->rows : w->cols, k = w->rows < w->cols ? w->cols : w->rows;
-        ops->momentum(ctx, w->offset, (size_t)w->rows * w->cols, c);
-        ops->normalize(ctx, w->rows, w->cols);
-        // U is spent once X holds it: its buffer is the iterate's second copy.
-        const void* x = newton_schulz(ops, ctx, scratch->x, scratch->u, scratch->a, scratch->b, r,
-                                      k, c->ns_steps);
-        ops->update(ctx, w->offset, w->rows, w->cols, x,
-                    lr * muon_scale_factor(c, w->rows, w->cols), lr * weight_decay);
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt_param_sizes(cfg, sizes);
+    size_t at = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
+        int rows, cols;
+        if (!sizes[k]) continue;
+        if (!muon_tensor_shape(cfg, k, &rows, &cols)) {
+            ops->adamw(ctx, at, at + sizes[k]);
+            continue;
+        }
+        const int r = rows < cols ? rows : cols, wide = rows < cols ? cols : rows;
+        const double step = lr * muon_scale_factor(c, rows, cols);
+        for (int l = 0; l < cfg->L; l++) {
+            const size_t w = at + (size_t)l * rows * cols;
+            ops->momentum(ctx, w, (size_t)rows * cols, c);
+            ops->normalize(ctx, rows, cols);
+            // U is spent once X holds it: its buffer is the iterate's second copy.
+            const void* x = newton_schulz(ops, ctx, scratch->x, scratch->u, scratch->a,
+                                          scratch->b, r, wide, c->ns_steps);
+            ops->update(ctx, w, rows, cols, x, step, lr * weight_decay);
+        }
     }
 }

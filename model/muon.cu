@@ -30,25 +30,27 @@ __global__ void __launch_bounds__(MUON_THREADS)
     muon_normalize_kernel(float* x, const float* u, int rows, int cols, const double* sumsq) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // element of U, row-major
     if (i >= (size_t)rows * cols) return;
-    const size_t r = i / cols, c = i % cols;
     const float d = (float)(sqrt(*sumsq) + MUON_NORM_EPS);
-    x[rows <= cols ? i : c * rows + r] = u[i] / d;
+    x[muon_x_index(i, rows, cols)] = u[i] / d;
 }
 
+// One thread per SR_SPAN elements of the flat parameter vector that share a Philox draw (their
+// first at a multiple of SR_SPAN), as AdamW's kernel draws them.
 __global__ void __launch_bounds__(MUON_THREADS)
     muon_update_kernel(floatX* params, float* master, const float* x, size_t offset, int rows,
                        int cols, float step, float decay, const double* grad_scale,
                        unsigned long long seed, unsigned long long sr_offset) {
     if (grad_scale && *grad_scale < 0.0) return;   // OPTIMIZER_SKIP: the parameters stay
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // element of W, row-major
-    if (i >= (size_t)rows * cols) return;
-    const size_t r = i / cols, c = i % cols;
-    const float xi = x[rows <= cols ? i : c * rows + r];
-    float p = master ? master[offset + i] : to_float(params[offset + i]);
-    p -= decay * p + step * xi;
-    if (master) master[offset + i] = p;
+    const size_t n = (size_t)rows * cols;
+    const size_t first = offset / SR_SPAN * SR_SPAN + ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * SR_SPAN;
     SrBits bits = SR_BITS_INIT;
-    params[offset + i] = round_stochastic<floatX>(p, sr_bits16(&bits, seed, sr_offset, offset + i));
+    for (size_t e = first; e < first + SR_SPAN; e++) {   // e: element of the flat vector
+        if (e < offset || e >= offset + n) continue;
+        float p = master ? master[e] : to_float(params[e]);
+        p -= decay * p + step * x[muon_x_index(e - offset, rows, cols)];
+        if (master) master[e] = p;
+        params[e] = round_stochastic<floatX>(p, sr_bits16(&bits, seed, sr_offset, e));
+    }
 }
 
 void muon_momentum_cuda(float* mom, float* u, const floatX* grads, size_t n, double beta, int nesterov,
@@ -70,7 +72,8 @@ void muon_update_cuda(floatX* params, float* master, const float* x, size_t offs
                       unsigned long long seed, int t, cudaStream_t stream) {
     const size_t n = (size_t)rows * cols;
     if (n == 0) return;
-    LAUNCH(muon_update_kernel, blocks_for(n), MUON_THREADS, 0, stream, params, master, x, offset,
+    const size_t spans = (offset % SR_SPAN + n + SR_SPAN - 1) / SR_SPAN;
+    LAUNCH(muon_update_kernel, blocks_for(spans), MUON_THREADS, 0, stream, params, master, x, offset,
            rows, cols, (float)step, (float)decay, grad_scale, seed, 4ull * (unsigned long long)t);
 }
 

@@ -44,31 +44,42 @@ double muon_scale_factor(const MuonConfig* c, int rows, int cols);
 #define MUON_NS_C 2.0315
 #define MUON_NORM_EPS 1e-7
 
-// 1 for the parameter tensors Muon updates: the hidden layers' matrices qkvw, attprojw, fcw and
-// fcprojw (each layer's slice one matrix; the qkv projection's Q, K and V rows together, as
-// Megatron-LM's default). The embeddings and the untied classifier stay with AdamW.
-int gpt_param_muon(int tensor);
+// One layer's matrix (rows x cols) of parameter tensor k where Muon updates it, returning 1: the
+// hidden layers' qkvw, attprojw, fcw and fcprojw (each layer's slice one matrix; the qkv
+// projection's Q, K and V rows together, as Megatron-LM's default); 0 (and 0 x 0) for the tensors
+// AdamW keeps: the embeddings, the untied classifier, the norms, the biases. Inline: the memory
+// budget and the cost model use it without the model.
+static inline int muon_tensor_shape(const GPTConfig* cfg, int k, int* rows, int* cols) {
+    const int C = cfg->C;
+    *rows = *cols = 0;
+    if (k == 4) *rows = gpt_qkv_width(cfg), *cols = C;        // qkvw (W, C)
+    if (k == 6) *rows = C, *cols = C;                         // attprojw (C, C)
+    if (k == 10) *rows = gpt_fc_width(cfg), *cols = C;        // fcw (FC, C)
+    if (k == 12) *rows = C, *cols = gpt_ffn_hidden(cfg);      // fcprojw (C, F)
+    return *rows > 0;
+}
+// The parameter tensors muon_tensor_shape can name (the four above).
+#define MUON_TENSOR_IDS {4, 6, 10, 12}
 
-// One matrix of the flat parameter vector: elements [offset, offset + rows x cols), row-major.
-typedef struct {
-    size_t offset;
-    int rows, cols;
-} MuonMatrix;
-// The model's Muon matrices in parameter order into out (NULL: only counted); returns how many
-// (4 per layer).
-int muon_matrices(const GPTConfig* cfg, MuonMatrix* out);
-// The largest matrix's elements and the largest r x r Gram matrix's (r = min(rows, cols)) of
-// one layer's four (inline: the memory budget and the cost model use it without the model).
+// The largest matrix's elements and the largest r x r Gram matrix's (r = min(rows, cols)).
 static inline void muon_scratch_sizes(const GPTConfig* cfg, size_t* matrix, size_t* gram) {
-    const size_t C = (size_t)cfg->C;
-    const size_t other[4] = {(size_t)gpt_qkv_width(cfg), C, (size_t)gpt_fc_width(cfg),
-                             (size_t)gpt_ffn_hidden(cfg)};   // each matrix's dimension besides C
+    const int ids[] = MUON_TENSOR_IDS;
     *matrix = *gram = 0;
     for (int i = 0; i < 4; i++) {
-        const size_t r = other[i] < C ? other[i] : C;
-        if (other[i] * C > *matrix) *matrix = other[i] * C;
+        int rows, cols;
+        muon_tensor_shape(cfg, ids[i], &rows, &cols);
+        const size_t r = (size_t)(rows < cols ? rows : cols), e = (size_t)rows * cols;
+        if (e > *matrix) *matrix = e;
         if (r * r > *gram) *gram = r * r;
     }
+}
+// Where element i (row-major) of a rows x cols matrix lies in its iterate X (r x c, row-major:
+// the matrix itself, or its transpose when rows > cols).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+static inline size_t muon_x_index(size_t i, int rows, int cols) {
+    return rows <= cols ? i : (i % (size_t)cols) * (size_t)rows + i / (size_t)cols;
 }
 // Scratch one Newton-Schulz needs, in elements: two buffers of the largest matrix (U, then the
 // iterate's two copies) and two of the largest Gram matrix.
@@ -102,9 +113,12 @@ typedef struct {
     // W (rows x cols at offset) -= decay W + step X, X (r x c) transposed back when rows > cols.
     void (*update)(void* ctx, size_t offset, int rows, int cols, const void* x, double step,
                    double decay);
+    // The backend's AdamW step on parameter elements [begin, end) (a tensor Muon leaves).
+    void (*adamw)(void* ctx, size_t begin, size_t end);
 } MuonOps;
 
-// One Muon step of every matrix of the model (the AdamW part is the backend's).
+// One optimizer step under Muon: AdamW for the tensors Muon leaves, Muon for every layer's
+// matrices, in parameter order.
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay);
 

@@ -480,11 +480,23 @@ EOF
   # --optimizer muon (Nesterov, 3 Newton-Schulz iterations, Moonlight's 0.2 x spectral scale)
   # against the CPU trainer: the momentum, normalisation, GEMMs and update kernels (fp32: exact fp32
   # products; bf16: the master weights' stochastic rounding) through training, in each precision's
-  # bounds; both runs' logs name the optimizer.
-  muon-fp32|muon-bf16) vs_cpu_then "${part#muon-}" "--optimizer muon --muon-use-nesterov --muon-num-ns-steps 3 --muon-extra-scale-factor 0.2 --lr 1e-2" <<'EOF' ;;
+  # bounds, and in fp32 the final weights; both runs' logs name the optimizer. An MLP 45 wide makes fc 45 x 32 (a tall matrix,
+  # orthogonalized through its transpose) and puts fcprojw off the 8-element spans of the update
+  # kernel's threads (the partial first and last spans).
+  muon-fp32|muon-bf16) PREC=${part#muon-} vs_cpu_then "${part#muon-}" "--optimizer muon --muon-use-nesterov --muon-num-ns-steps 3 --muon-extra-scale-factor 0.2 --ffn-hidden 45 --lr 1e-2" <<'EOF' ;;
+import glob, os, struct
 opts = lambda d: [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "config"][0]["options"]
 assert all(opts(d)["optimizer"] == "muon" for d in sys.argv[1:3]), [opts(d) for d in sys.argv[1:3]]
 print("  ok    both runs trained with --optimizer muon")
+if os.environ["PREC"] == "fp32":   # (bf16's forward moves the weights apart by more)
+    def weights(d):
+        body = open(sorted(glob.glob(d + "/model_*.bin"))[-1], "rb").read()[1024:]
+        return struct.unpack("<%df" % (len(body) // 4), body)
+    a, b = weights(sys.argv[1]), weights(sys.argv[2])
+    worst = max(abs(x - y) for x, y in zip(a, b))
+    assert len(a) == len(b) and worst <= 2e-4, (len(a), len(b), worst)
+    print("  ok    final weights within %.1e of the CPU trainer's (bound 2e-4; a weight Muon left "
+          "alone would be about 1e-2 off)" % worst)
 EOF
   # --log-params-norm: the last step's params_norm is the norm of the final model file each run
   # wrote (the fp32 master weights of the bf16 run, summed by the f32 norm kernel; fp32: the
@@ -513,9 +525,10 @@ EOF
   resume-bf16) checks resume --test "$CUDA_BF16" ;;
   resume-fp32) checks resume --test "$CUDA_FP32" ;;
   # Muon's state (its momentum in m, the master weights' rounding by its update kernel) resumed
-  # bit for bit.
+  # bit for bit; an MLP 45 wide puts fcprojw's matrices off the 8-element spans of the rounding's
+  # random draws (the update kernel's partial first and last spans).
   resume-muon-bf16)
-    printf '#!/usr/bin/env bash\nexec %q "$@" --optimizer muon --lr 1e-2\n' "$CUDA_BF16" > "$W/muon.sh" &&
+    printf '#!/usr/bin/env bash\nexec %q "$@" --optimizer muon --ffn-hidden 45 --lr 1e-2\n' "$CUDA_BF16" > "$W/muon.sh" &&
       chmod +x "$W/muon.sh" || exit 1
     checks resume --test "$W/muon.sh" ;;
   resume-graphs-bf16)
