@@ -721,7 +721,8 @@ static FitOp fit_op_of(CommKind kind) {
     case COMM_REDUCE_SCATTER: return FIT_REDUCE_SCATTER;
     case COMM_ALL_REDUCE: return FIT_ALL_REDUCE;
     case COMM_SEND_RECV: return FIT_SEND_RECV;
-    default: return FIT_ALL_GATHER;   // all-to-all: the all-gather's fit (same bytes per rank)
+    default: return FIT_ALL_GATHER;   // all-to-all, broadcast: the all-gather's fit (by bytes
+                                      // received per rank)
     }
 }
 
@@ -1008,25 +1009,51 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
     return r;
 }
 
-// Muon's Newton-Schulz GEMMs, on every rank (Muon has no ZeRO-1 shard): per matrix X (r x c,
-// r = min(rows, cols)) and each of ns_steps iterations, X X^T, A A and B X. In fp32 from TF32 tensor cores on a
-// GPU, half the rate of the bf16 GEMMs the cluster's CK_GEMM describes (A100 156 of 312, H100 495
-// of 989 TFLOP/s dense), the CPU's fp32 GEMM at its own. The element-wise passes (momentum,
+// Muon's Newton-Schulz GEMMs: per matrix X (r x c, r = min(rows, cols)) and each of the
+// iterations, X X^T, A A and B X. In fp32 from TF32 tensor cores on a GPU, half the rate of the
+// bf16 GEMMs the cluster's CK_GEMM describes (A100 156 of 312, H100 495 of 989 TFLOP/s dense), the
+// CPU's fp32 GEMM at its own. --optimizer muon: every rank all 4L matrices; dist_muon
+// (muon_split): model/muon.c's rounds of W matrices, one per rank, each round as long as its
+// slowest (muon_broadcast_op prices the results' broadcasts). The element-wise passes (momentum,
 // normalisation, update) are left in the AdamW kernel's count over every parameter, which they
 // replace for the matrices at about the same bytes.
-static double muon_seconds(const Cluster* c, const CostShape* s, int ns_steps) {
-    const GPTConfig cfg = costmodel_gpt_config(s);
-    const int ids[] = MUON_TENSOR_IDS;
-    double t = 0;
+static double muon_seconds(const Cluster* c, const CostConfig* g, int W) {
+    const GPTConfig cfg = costmodel_gpt_config(&g->shape);
+    const int ids[] = MUON_TENSOR_IDS, L = g->shape.L, ranks = g->muon_split ? W : 1;
+    double ns[4];
     for (int i = 0; i < 4; i++) {
         int rows, cols;
         muon_tensor_shape(&cfg, ids[i], &rows, &cols);
         const double r = rows < cols ? rows : cols, k = rows < cols ? cols : rows;
-        t += kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
-             kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
-             kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1);
+        ns[i] = (c->shared_cores == 0 ? 2 : 1) * g->muon *
+                (kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
+                 kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
+                 kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1));
     }
-    return (c->shared_cores == 0 ? 2 : 1) * ns_steps * s->L * t;
+    double seconds = 0;
+    for (int first = 0; first < 4 * L; first += ranks) {
+        double slowest = 0;
+        for (int j = first; j < first + ranks && j < 4 * L; j++) slowest = dmax(slowest, ns[j / L]);
+        seconds += slowest;
+    }
+    return seconds;
+}
+
+// dist_muon's broadcasts over the world: every matrix's fp32 result from its owner, a rank
+// receiving all but its own (on average (W - 1) / W of them); priced by the all-gather's cost per
+// byte received, a pipelined ring's. Blocking, between the updates: exposed.
+static CommOp muon_broadcast_op(const CostConfig* g, int W) {
+    const GPTConfig cfg = costmodel_gpt_config(&g->shape);
+    const int ids[] = MUON_TENSOR_IDS;
+    double bytes = 0;
+    for (int i = 0; i < 4; i++) {
+        int rows, cols;
+        muon_tensor_shape(&cfg, ids[i], &rows, &cols);
+        bytes += 4.0 * rows * cols * g->shape.L;
+    }
+    const long long calls = g->muon_split && W > 1 ? 4LL * g->shape.L : 0;
+    return (CommOp){COMM_BROADCAST, PATH_WORLD, DIST_STAGE_REDUCE, calls ? bytes * (W - 1) / W : 0,
+                    calls * (W - 1), calls};
 }
 
 // --- Memory --------------------------------------------------------------------------------------
@@ -1167,7 +1194,9 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
         const KernelCost zero = {0, KERNEL_COST_X * n_wte, 0};
         optimizer += kernel_seconds(c, CK_RESIDUAL_FORWARD, zero, c->param_bytes / KERNEL_COST_X);
     }
-    if (g->muon) optimizer += muon_seconds(c, &g->shape, g->muon);
+    if (g->muon) optimizer += muon_seconds(c, g, W);
+    const CommOp muon_bcast = muon_broadcast_op(g, W);
+    const double muon_comm = op_seconds(c, &topo, &muon_bcast);
     const double A = g->accum;
     double micro = local.forward + local.backward, micro_mean = micro;
     for (int k = 0; k < 2; k++) {
@@ -1218,9 +1247,9 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
 
     out->forward_s = A * (local.forward * share + layers.forward);
     out->backward_s = A * (local.backward * share + layers.backward);
-    out->optimizer_s = optimizer * opt_share;
+    out->optimizer_s = optimizer * opt_share + muon_comm;
     out->grad_wait_s = grads.exposed;
-    out->compute_s = A * micro * share + out->optimizer_s;
+    out->compute_s = A * micro * share + out->optimizer_s - muon_comm;
     out->fixed_s = c->step_fixed_s;
     out->recompute_s = A * recompute * share;
     out->step_s = out->forward_s + out->backward_s + out->optimizer_s + out->grad_wait_s +
@@ -1228,11 +1257,13 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
     out->exposed_comm_s = out->step_s - out->compute_s - out->fixed_s;
     out->attention_comm_s = A * layers.comm;
     out->grad_comm_s = grads.seconds;
-    out->comm_s = out->attention_comm_s + out->grad_comm_s;
+    out->muon_comm_s = muon_comm;
+    out->comm_s = out->attention_comm_s + out->grad_comm_s + out->muon_comm_s;
     out->attention_bytes = A * attention_bytes;
     out->calls_per_step = A * attention_calls;
     out->grad_bytes = grads.bytes;
-    out->bytes_per_rank = out->attention_bytes + out->grad_bytes;
+    out->muon_bytes = muon_bcast.bytes;
+    out->bytes_per_rank = out->attention_bytes + out->grad_bytes + out->muon_bytes;
     out->attention_flops = A * attention_flops;
     out->flops_per_rank = out->attention_flops + A * token_local_flops(&g->shape, N);
     out->tokens_per_s = (double)g->B * g->T * g->dp * g->accum / out->step_s;

@@ -91,6 +91,8 @@ typedef struct {
     int chunks;       // ulysses, usp: trainer --a2a-chunks, the heads' chunks (0 or 1: one)
     int muon;         // trainer --optimizer muon: its Newton-Schulz iterations (its GEMMs and
                       // scratch); 0: AdamW
+    int muon_split;   // trainer --optimizer dist_muon: the iterations split over the ranks in
+                      // rounds, each matrix's result broadcast by its owner (model/muon.h)
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -100,7 +102,7 @@ typedef struct {
     double step_s;            // one optimizer step = forward + backward + optimizer + grad wait
                               // + fixed
     double forward_s, backward_s;   // of which the micro-batches' passes (their transfers included)
-    double optimizer_s;       // gradient norm and AdamW
+    double optimizer_s;       // gradient norm and AdamW (or Muon, with dist_muon's broadcasts)
     double grad_wait_s;       // the gradient reduction the step waits for
     double fixed_s;           // the host's part of a step (the cluster's step.fixed_ms)
     double recompute_s;       // of backward_s, the forward kernels recomputed (0 under none)
@@ -109,12 +111,14 @@ typedef struct {
     double comm_s;            // every transfer's time, as if none overlapped
     double attention_comm_s;  // of which the attention schedule's
     double grad_comm_s;       // of which the gradient reduction's
+    double muon_comm_s;       // of which dist_muon's broadcasts (in optimizer_s, exposed)
     double tokens_per_s;      // B * T * dp * accum / step_s
     double mfu;               // tokens/s * (6N + 6LCT) / (world * matrix peak), as train.c
     double bytes_per_rank;    // counted bytes received per step, the most of any rank
     double calls_per_step;    // communication calls of that rank per step (attention's)
     double attention_bytes;   // of which attention (dist_cost.c)
     double grad_bytes;        // of which the gradient reduction and the loss scalars
+    double muon_bytes;        // of which dist_muon's Newton-Schulz results
     double flops_per_rank;    // model FLOPs of the slowest rank per step
     double attention_flops;   // of which attention (4*HS + 10*HS per visible pair)
     double memory_bytes;      // per device (shared_cores: per rank)
@@ -164,6 +168,7 @@ typedef struct {
                            // whose heads per rank it does not divide are left out); 0 or 1: one;
                            // COST_CHUNKS_AUTO: each Ulysses or USP candidate its fastest
     int muon;              // trainer --optimizer muon: CostConfig.muon
+    int muon_split;        // trainer --optimizer dist_muon: CostConfig.muon_split
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

@@ -46,6 +46,7 @@ typedef struct {
     long T, document_length;
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     int muon;        // --optimizer muon: its 5 Newton-Schulz iterations (CostConfig.muon)
+    int muon_split;  // --optimizer dist_muon: CostConfig.muon_split
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -92,8 +93,9 @@ static void usage(void) {
         "  --top N              rows of the ranked table (default 20)\n"
         "  --overlap 0|1        trainer --overlap (default 1)\n"
         "  --zero 0|1           ZeRO-1 optimizer sharding (default 0)\n"
-        "  --optimizer NAME     the trainer's --optimizer: adamw (default) or muon (its Newton-Schulz\n"
-        "                       GEMMs and scratch on every rank; not with --zero 1)\n"
+        "  --optimizer NAME     the trainer's --optimizer: adamw (default), muon (its Newton-Schulz\n"
+        "                       GEMMs and scratch on every rank; not with --zero 1) or dist_muon\n"
+        "                       (the GEMMs split over the ranks, their results broadcast)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -225,9 +227,10 @@ static Args parse_args(int argc, char** argv) {
         case O_ATTENTION: a.attention = optarg; break;
         case O_KEEP_KV: a.keep_kv = 1; break;
         case O_OPTIMIZER:
-            if (strcmp(optarg, "adamw") != 0 && strcmp(optarg, "muon") != 0)
-                fail_msg("--optimizer: expected adamw or muon, found '%s'", optarg);
-            a.muon = strcmp(optarg, "muon") == 0 ? 5 : 0;
+            if (strcmp(optarg, "adamw") && strcmp(optarg, "muon") && strcmp(optarg, "dist_muon"))
+                fail_msg("--optimizer: expected adamw, muon or dist_muon, found '%s'", optarg);
+            a.muon = strcmp(optarg, "adamw") != 0 ? 5 : 0;
+            a.muon_split = strcmp(optarg, "dist_muon") == 0;
             break;
         case O_PAPER: a.mode = MODE_PAPER; break;
         case O_A100: a.a100 = optarg; break;
@@ -262,8 +265,9 @@ static Args parse_args(int argc, char** argv) {
     }
     if (optind < argc) fail_msg("unexpected argument '%s' (see --help)", argv[optind]);
     if (a.muon && a.zero)
-        fail_msg("--optimizer muon with --zero 1: the trainer refuses it (Muon updates whole "
-                 "matrices, which a ZeRO-1 shard cuts through); drop one");
+        fail_msg("--optimizer %s with --zero 1: the trainer refuses it (Muon updates whole "
+                 "matrices, which a ZeRO-1 shard cuts through); drop one",
+                 a.muon_split ? "dist_muon" : "muon");
     if (a.mode == MODE_RANK && (a.dp || a.pq || a.pkv || a.attention)) a.mode = MODE_PREDICT;
     return a;
 }
@@ -390,7 +394,7 @@ static int mode_rank(const Args* a) {
                              ? 1u << COST_ULYSSES | 1u << COST_USP
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
-                         a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon};
+                         a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -446,7 +450,7 @@ static int mode_predict(const Args* a) {
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
-                    documents_of(a, &docs, &doc_start), 0, a->muon};
+                    documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;
@@ -471,10 +475,16 @@ static int mode_predict(const Args* a) {
            1e3 * p.forward_s, 1e3 * p.backward_s, 1e3 * p.optimizer_s, 1e3 * p.grad_wait_s);
     printf("compute         %10.3f ms   (attention %.3g GFLOP of %.3g GFLOP per rank)\n",
            1e3 * p.compute_s, p.attention_flops / 1e9, p.flops_per_rank / 1e9);
-    printf("exposed comm    %10.3f ms   (all transfers %.3f ms: attention %.3f, gradients %.3f)\n",
-           1e3 * p.exposed_comm_s, 1e3 * p.comm_s, 1e3 * p.attention_comm_s, 1e3 * p.grad_comm_s);
-    printf("bytes per rank  %10.0f      (attention %.0f, gradients and scalars %.0f)\n",
-           p.bytes_per_rank, p.attention_bytes, p.grad_bytes);
+    char muon_comm[64] = "", muon_bytes[64] = "";
+    if (p.muon_bytes > 0) {
+        snprintf(muon_comm, sizeof muon_comm, ", dist_muon results %.3f", 1e3 * p.muon_comm_s);
+        snprintf(muon_bytes, sizeof muon_bytes, ", dist_muon results %.0f", p.muon_bytes);
+    }
+    printf("exposed comm    %10.3f ms   (all transfers %.3f ms: attention %.3f, gradients %.3f%s)\n",
+           1e3 * p.exposed_comm_s, 1e3 * p.comm_s, 1e3 * p.attention_comm_s, 1e3 * p.grad_comm_s,
+           muon_comm);
+    printf("bytes per rank  %10.0f      (attention %.0f, gradients and scalars %.0f%s)\n",
+           p.bytes_per_rank, p.attention_bytes, p.grad_bytes, muon_bytes);
     printf("  of which backward's recomputed forward kernels %.3f ms (recompute %s%s)\n",
            1e3 * p.recompute_s, gpt_recompute_name((GptRecompute)g.recompute),
            a->recompute == COST_RECOMPUTE_AUTO ? ", the cheapest that fits" : "");

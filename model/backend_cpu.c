@@ -167,15 +167,15 @@ typedef struct {
     const AdamWConfig* adam;
 } CpuMuon;
 
-static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
+static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* uv) {
     CpuMuon* q = ctx;
     const real beta = (real)c->momentum, *g = q->model->grads_memory + offset;
-    real *mom = q->o->m + offset, *u = q->o->scratch.u;
+    real *mom = q->o->m + offset, *u = uv;
 #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         const real gi = g[i] * q->scale;
         mom[i] = beta * mom[i] + (1 - beta) * gi;
-        u[i] = c->nesterov ? (1 - beta) * gi + beta * mom[i] : mom[i];
+        if (u) u[i] = c->nesterov ? (1 - beta) * gi + beta * mom[i] : mom[i];
     }
 }
 
@@ -232,7 +232,9 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
                      cfg, *grad_scale);
         return;
     }
-    if (*grad_scale < 0) return;   // OPTIMIZER_SKIP: a non-finite step is dropped
+    // OPTIMIZER_SKIP: a non-finite step is dropped, on every rank alike (the scale comes from
+    // the all-reduced norm), so dist_muon's broadcasts are skipped together.
+    if (*grad_scale < 0) return;
     CpuMuon q = {m, o, (real)*grad_scale, t, lr, cfg};
     muon_step(&cpu_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
 }

@@ -461,9 +461,9 @@ typedef struct {
     const AdamWConfig* adam;
 } CudaMuon;
 
-static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c) {
+static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* u) {
     CudaMuon* q = (CudaMuon*)ctx;
-    muon_momentum_cuda(q->o->m + offset, (float*)q->o->scratch.u, q->model->grads_memory + offset, n,
+    muon_momentum_cuda(q->o->m + offset, (float*)u, q->model->grads_memory + offset, n,
                        c->momentum, c->nesterov, q->grad_scale, cuda_backend_stream());
 }
 

@@ -17,7 +17,8 @@ CHECKPOINT_OBJS = $(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/model_file.o 
 	$(BUILD)/checkpoints/safetensors.o $(BUILD)/checkpoints/json_read.o
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
-	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order $(BUILD)/tests/blas_coretype
+	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order $(BUILD)/tests/blas_coretype \
+	$(BUILD)/tests/test_muon_share
 SUITES_model += model
 
 $(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_F64)
@@ -28,6 +29,9 @@ $(BUILD)/tests/blas_coretype: $(BUILD)/tests/blas_coretype.o $(BUILD)/model/blas
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_token_order: $(BUILD)/tests/test_token_order.o $(BUILD)/model/token_order.o $(FAIL_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_muon_share: $(BUILD)/tests/test_muon_share.o $(MODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(MODEL_OBJS)

@@ -29,7 +29,7 @@ MuonScratch muon_scratch_split(const GPTConfig* cfg, void* base, size_t elem_siz
     muon_scratch_sizes(cfg, &matrix, &gram);
     char* p = base;
     return (MuonScratch){p, p + matrix * elem_size, p + 2 * matrix * elem_size,
-                         p + (2 * matrix + gram) * elem_size};
+                         p + (2 * matrix + gram) * elem_size, elem_size};
 }
 
 // X (r x c, r <= c) through `steps` quintic iterations; returns the buffer holding the result
@@ -49,6 +49,22 @@ static void* newton_schulz(const MuonOps* ops, void* ctx, void* x, void* xn, voi
     return x;
 }
 
+// Matrix j of the step's order (tensor by tensor, each tensor's L layers): where it starts in the
+// parameters and its shape.
+typedef struct {
+    size_t offset;
+    int rows, cols;
+} MuonMatrix;
+
+static MuonMatrix muon_matrix(const GPTConfig* cfg, const size_t* sizes, int j) {
+    const int ids[] = MUON_TENSOR_IDS, k = ids[j / cfg->L], l = j % cfg->L;
+    MuonMatrix x = {0, 0, 0};
+    for (int i = 0; i < k; i++) x.offset += sizes[i];
+    muon_tensor_shape(cfg, k, &x.rows, &x.cols);
+    x.offset += (size_t)l * x.rows * x.cols;
+    return x;
+}
+
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay) {
     size_t sizes[NUM_PARAM_TENSORS];
@@ -56,21 +72,42 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
     size_t at = 0;
     for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
         int rows, cols;
-        if (!sizes[k]) continue;
-        if (!muon_tensor_shape(cfg, k, &rows, &cols)) {
+        if (sizes[k] && !muon_tensor_shape(cfg, k, &rows, &cols))
             ops->adamw(ctx, at, at + sizes[k]);
-            continue;
-        }
-        const int r = rows < cols ? rows : cols, wide = rows < cols ? cols : rows;
-        const double step = lr * muon_scale_factor(c, rows, cols);
-        for (int l = 0; l < cfg->L; l++) {
-            const size_t w = at + (size_t)l * rows * cols;
-            ops->momentum(ctx, w, (size_t)rows * cols, c);
-            ops->normalize(ctx, rows, cols);
+    }
+    const MuonShare* share = &c->share;
+    const int ranks = share->ranks > 1 ? share->ranks : 1, me = ranks > 1 ? share->rank : 0;
+    const int count = 4 * cfg->L;
+    // Rounds of `ranks` matrices, rank i orthogonalizing the round's i-th: consecutive matrices
+    // are mostly of one shape, so a round's ranks finish together. At most one result lives on a
+    // rank at a time, in one of the iterate's buffers; the other receives the owners' results.
+    for (int first = 0; first < count; first += ranks) {
+        const int last = first + ranks < count ? first + ranks : count, mine = first + me;
+        for (int j = first; j < last; j++)
+            if (j != mine) {
+                const MuonMatrix w = muon_matrix(cfg, sizes, j);
+                ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, NULL);
+            }
+        void* result = scratch->x;
+        if (mine < last) {
+            const MuonMatrix w = muon_matrix(cfg, sizes, mine);
+            const int r = w.rows < w.cols ? w.rows : w.cols;
+            const int wide = w.rows < w.cols ? w.cols : w.rows;
+            ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, scratch->u);
+            ops->normalize(ctx, w.rows, w.cols);
             // U is spent once X holds it: its buffer is the iterate's second copy.
-            const void* x = newton_schulz(ops, ctx, scratch->x, scratch->u, scratch->a,
-                                          scratch->b, r, wide, c->ns_steps);
-            ops->update(ctx, w, rows, cols, x, step, lr * weight_decay);
+            result = newton_schulz(ops, ctx, scratch->x, scratch->u, scratch->a, scratch->b, r,
+                                   wide, c->ns_steps);
+        }
+        void* received = result == scratch->x ? scratch->u : scratch->x;
+        for (int j = first; j < last; j++) {
+            const MuonMatrix w = muon_matrix(cfg, sizes, j);
+            void* x = j == mine ? result : received;
+            if (ranks > 1)
+                share->broadcast(share->ctx, x, (size_t)w.rows * w.cols * scratch->elem_size,
+                                 j - first);
+            const double step = lr * muon_scale_factor(c, w.rows, w.cols);
+            ops->update(ctx, w.offset, w.rows, w.cols, x, step, lr * weight_decay);
         }
     }
 }

@@ -26,12 +26,27 @@ extern "C" {
 // unit_rms_norm sqrt(rows / cols) (Bernstein's).
 typedef enum { MUON_SCALE_SPECTRAL = 0, MUON_SCALE_SHAPE, MUON_SCALE_UNIT_RMS } MuonScaleMode;
 
+// Newton-Schulz split over ranks that hold the same parameters and gradients (Megatron-LM's
+// --optimizer dist_muon, its layer-wise distributed optimizer): the matrices go in rounds of
+// `ranks`, rank i orthogonalizing the round's i-th, and each result reaches every rank by a
+// broadcast from its owner; every rank then applies every update as before. The momentum stays
+// whole on every rank, so the results, the state and the checkpoints are those of the replicated
+// step bit for bit. Every sharing rank runs the same steps (a skipped step too: the broadcasts
+// pair up). ranks <= 1: every rank orthogonalizes every matrix itself.
+typedef void (*MuonBroadcast)(void* ctx, void* buf, size_t bytes, int root);
+typedef struct {
+    int rank, ranks;           // this rank among those sharing the work
+    MuonBroadcast broadcast;   // bytes of the backend's memory from rank `root` to all
+    void* ctx;
+} MuonShare;
+
 typedef struct {
     double momentum;      // beta
     int nesterov;         // 1: Nesterov's form of the momentum
     int ns_steps;         // Newton-Schulz iterations
     MuonScaleMode scale_mode;
     double extra_scale;   // multiplies the scale mode's factor
+    MuonShare share;      // zero: no sharing
 } MuonConfig;
 
 // "spectral", "shape_scaling", "unit_rms_norm" -> the mode; -1 for another name.
@@ -93,6 +108,7 @@ static inline size_t muon_scratch_elements(const GPTConfig* cfg) {
 // (muon_scratch_elements' two largest-matrix buffers), a and b a Gram matrix each.
 typedef struct {
     void *u, *x, *a, *b;
+    size_t elem_size;   // bytes per element
 } MuonScratch;
 // The four buffers in one block of muon_scratch_elements elements of elem_size bytes at base.
 MuonScratch muon_scratch_split(const GPTConfig* cfg, void* base, size_t elem_size);
@@ -101,8 +117,9 @@ MuonScratch muon_scratch_split(const GPTConfig* cfg, void* base, size_t elem_siz
 // clip factor, or OPTIMIZER_SKIP) is read by momentum and update themselves, so that a skipped
 // step changes neither the momentum nor the parameters.
 typedef struct {
-    // Momentum of elements [offset, offset + n) from the gradients; U into scratch->u.
-    void (*momentum)(void* ctx, size_t offset, size_t n, const MuonConfig* c);
+    // Momentum of elements [offset, offset + n) from the gradients; U into u (NULL: the momentum
+    // alone, for a matrix another rank orthogonalizes).
+    void (*momentum)(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* u);
     // scratch->x = scratch->u (rows x cols), transposed when rows > cols, over (|U|_F + 1e-7).
     void (*normalize)(void* ctx, int rows, int cols);
     // C = alpha op(A) op(B) + beta C; op(A) M x K, op(B) K x N, C M x N; leading dimensions are
@@ -117,8 +134,8 @@ typedef struct {
     void (*adamw)(void* ctx, size_t begin, size_t end);
 } MuonOps;
 
-// One optimizer step under Muon: AdamW for the tensors Muon leaves, Muon for every layer's
-// matrices, in parameter order.
+// One optimizer step under Muon: AdamW for the tensors Muon leaves, then Muon for every layer's
+// matrices in parameter order (tensor by tensor, each tensor's layers), shared as c->share says.
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay);
 

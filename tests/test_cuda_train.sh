@@ -63,6 +63,10 @@
 #   tests/test_cuda_train.sh muon-bf16    --optimizer muon against the CPU trainer, the bounds of
 #   tests/test_cuda_train.sh muon-fp32    bf16 and fp32 above
 #   tests/test_cuda_train.sh resume-muon-bf16  Muon's momentum and rounding: a bit-exact resume
+#   tests/test_cuda_train.sh dist-muon-bf16  --optimizer dist_muon against muon on 3 ranks (dp 3,
+#   tests/test_cuda_train.sh dist-muon-fp32  nccl): losses, norms, evaluations, samples and final
+#                                         weights bit for bit (the device broadcasts of the
+#                                         Newton-Schulz results)
 #   tests/test_cuda_train.sh params-norm-bf16  --log-params-norm against the CPU trainer: the last
 #   tests/test_cuda_train.sh params-norm-fp32  step's norm is the final model file's, every step's
 #                                         within 1e-2 (bf16) or 1e-4 (fp32) of the CPU trainer's
@@ -82,7 +86,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -194,6 +198,34 @@ sync_free() {
   fi
   [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
+}
+
+# dist_muon PROG: --optimizer dist_muon against --optimizer muon on 3 ranks (dp 3, nccl; 2 layers:
+# 8 matrices in rounds of 3, 3 and 2, each result broadcast from its owner's device): the losses,
+# norms, evaluations and samples identical, and the final model files byte-identical.
+dist_muon() {
+  local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --steps 6 --total-batch-tokens 96 --lr 1e-2 --warmup 0 --eval-every 2
+              --sample-every 2 --sample-length 4 --train-data "$W/data/t_train_*.bin"
+              --val-data "$W/data/t_val_*.bin" --tokenizer "" --ffn-hidden 45 --muon-use-nesterov
+              --dp 3 --comm nccl)
+  local o
+  for o in muon dist_muon; do
+    if ! CUDA_HOST_DEVICES=3 timeout 600 bash tests/mpirun.sh 3 "$1" "${args[@]}" --optimizer "$o" \
+           --out-dir "$W/$o" > "$W/$o.out" 2>&1; then
+      echo "  FAIL  --optimizer $o exited non-zero:"; tail -3 "$W/$o.out" | sed 's/^/        /'
+      echo "files kept in $W"; exit 1
+    fi
+  done
+  if "$COMPARE" "$W/muon/log.jsonl" "$W/dist_muon/log.jsonl" --loss-tol 0 --norm-tol 0 \
+       --min-entries 9 | sed 's/^/        /' &&
+     diff <(grep '^sample' "$W/muon.out") <(grep '^sample' "$W/dist_muon.out") > /dev/null &&
+     [ "$(grep -c '^sample' "$W/dist_muon.out")" -ge 3 ] &&
+     cmp "$W/muon/model_00000006.bin" "$W/dist_muon/model_00000006.bin"; then
+    echo "  ok    dp 3 (nccl): identical losses, norms, validation losses, samples and final weights"
+    rm -rf "$W"; exit 0
+  fi
+  echo "  FAIL  --optimizer dist_muon differs from muon (files kept in $W)"; exit 1
 }
 
 # The options of the --cuda-graph comparisons.
@@ -531,6 +563,8 @@ EOF
     printf '#!/usr/bin/env bash\nexec %q "$@" --optimizer muon --ffn-hidden 45 --lr 1e-2\n' "$CUDA_BF16" > "$W/muon.sh" &&
       chmod +x "$W/muon.sh" || exit 1
     checks resume --test "$W/muon.sh" ;;
+  dist-muon-bf16) dist_muon "$CUDA_BF16" ;;
+  dist-muon-fp32) dist_muon "$CUDA_FP32" ;;
   resume-graphs-bf16)
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
       chmod +x "$W/graphs.sh" || exit 1
@@ -545,5 +579,5 @@ EOF
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
 esac

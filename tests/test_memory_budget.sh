@@ -84,9 +84,11 @@ case_of() {
     bf16-qwen3)         echo "$BF16 1 ${one[*]} --normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --kv-heads 2 --qk-layernorm" ;;
     fp32-qk-norm-selective) echo "$FP32 1 ${one[*]} --qk-layernorm --recompute selective" ;;
     # Muon's Newton-Schulz scratch (the largest matrix twice, its Gram matrix twice, the norm's
-    # double): SwiGLU's 2F x C fc is the largest matrix; and dp 2 with the whole state on each rank.
+    # double): SwiGLU's 2F x C fc is the largest matrix; and dp 2 with the whole state on each rank,
+    # also under dist_muon (whose broadcasts land in that scratch: not a byte more).
     bf16-muon)          echo "$BF16 1 ${one[*]} --optimizer muon --mlp swiglu" ;;
     fp32-muon-dp2)      echo "$FP32 2 ${one[*]} --optimizer muon --dp 2" ;;
+    bf16-dist-muon-dp2) echo "$BF16 2 ${one[*]} --optimizer dist_muon --dp 2 --comm nccl" ;;
     # The CPU trainer: its peak resident set also holds the program, OpenBLAS, MPI and the pages
     # the C library keeps (tens of MiB), so a model of gigabytes (gpt3-125m) and the 5% bound.
     cpu-125m)           echo "$BUILD/train_gpt 1 --preset gpt3-125m --context 256 --batch 1 --seq-len 256 --sample-length 0" ;;
@@ -97,7 +99,7 @@ CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf1
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
 bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
 bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 bf16-rope fp32-rope-zigzag-1x2 bf16-llama
-fp32-llama-ring-1x2 fp32-qwen2-ring-1x2 bf16-qwen3 fp32-qk-norm-selective bf16-muon fp32-muon-dp2 cpu-125m"
+fp32-llama-ring-1x2 fp32-qwen2-ring-1x2 bf16-qwen3 fp32-qk-norm-selective bf16-muon fp32-muon-dp2 bf16-dist-muon-dp2 cpu-125m"
 
 mkdir -p "$BUILD/tmp"
 W=$(mktemp -d "$BUILD/tmp/test_memory_budget.$part.XXXXXX")

@@ -1414,6 +1414,54 @@ assert all(x["loss"] != y["loss"] for x, y in zip(a[1:], m[1:])), (a, m)' "$W/ad
     "[ \$(rc_of tomuon) != 0 ] && grep -q 'the optimizer state is adamw.s, this run.s --optimizer is muon (resume with --optimizer adamw' '$W/tomuon.err'"
 }
 
+# --optimizer dist_muon: the Newton-Schulz work split over the ranks, each result broadcast by its
+# owner. At dp 3 (2 layers: 8 matrices in rounds of 3, 3 and 2) and on a 2x2 mesh (rounds of 4) the
+# losses, evaluations, samples and final weights of --optimizer muon bit for bit, each rank's
+# traffic muon's plus exactly the fp32 results it did not compute, every step; either optimizer
+# resumes the other's checkpoint, the two continuations bit-identical; --zero 1 refused.
+t_dist_muon() {
+  make_data
+  local run=("${TINY[@]}" --layers 2 --steps 6 --total-batch-tokens 96 --warmup 2 --lr 1e-2
+             --muon-use-nesterov --muon-extra-scale-factor 0.2)
+  local mesh o
+  for mesh in "dp3 3 --dp 3" "mesh 4 --pq 2 --pkv 2"; do
+    read -r name np flags <<< "$mesh"
+    for o in muon dist_muon; do
+      # shellcheck disable=SC2086
+      timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "${run[@]}" $flags --optimizer "$o" \
+        --out-dir "$W/$name-$o" > "$W/$name-$o.out" 2>&1
+    done
+    check "$name: the configuration names --optimizer dist_muon" has "$name-dist_muon.out" "^  optimizer +dist_muon$"
+    same_runs "$W/$name-muon" "$W/$name-dist_muon" 6
+    check "$name: each rank receives muon's bytes plus the results of the others' matrices" "$PY" -c 'import json, sys
+def rec(p, t): return [r for r in map(json.loads, open(p)) if r["type"] == t][-1]
+a, b = (rec(p, "timeline")["step_comm_bytes_per_rank"] for p in sys.argv[1:3])
+W, C, L = rec(sys.argv[2], "config")["world"], 32, 2
+shapes = [(3 * C, C)] * L + [(C, C)] * L + [(4 * C, C)] * L + [(C, 4 * C)] * L  # parameter order
+total = sum(r * c for r, c in shapes)
+own = [sum(r * c for j, (r, c) in enumerate(shapes) if j % W == rank) for rank in range(W)]
+want = [6 * 4 * (total - own[rank]) for rank in range(W)]
+got = [y - x for x, y in zip(a, b)]
+assert got == want, (got, want)
+print("extra bytes per rank", got)' "$W/$name-muon/log.jsonl" "$W/$name-dist_muon/log.jsonl"
+  done
+  # each optimizer continues each one's checkpoint (steps 7-8): one result
+  for o in muon dist_muon; do
+    local from
+    for from in muon dist_muon; do
+      rm -rf "$W/cont-$from-$o" && cp -r "$W/dp3-$from" "$W/cont-$from-$o"
+      timeout 120 bash tests/mpirun.sh 3 "$TRAIN" "${run[@]}" --dp 3 --steps 8 --resume \
+        --optimizer "$o" --out-dir "$W/cont-$from-$o" > "$W/cont-$from-$o.out" 2>&1
+      check "--optimizer $o resumes $from's checkpoint" has "cont-$from-$o.out" "^resume: continuing from step 6 in "
+    done
+  done
+  for d in cont-muon-dist_muon cont-dist_muon-muon cont-dist_muon-dist_muon; do
+    check "$d: model_00000008.bin identical to muon continuing its own" \
+      cmp "$W/cont-muon-muon/model_00000008.bin" "$W/$d/model_00000008.bin"
+  done
+  refused "--optimizer dist_muon --zero 1|^error: --optimizer dist_muon with --zero 1: Muon updates whole matrices"
+}
+
 # --log-params-norm: the params_norm of steps 2 and 4 are the norms of the model files written
 # there (read here), the progress line says it, a run without the flag logs none; dp 2 (every rank sums
 # all the parameters) and a 2x2 mesh with ZeRO-1 (each rank its shard, all-reduced) within 1e-5 of
@@ -1992,13 +2040,14 @@ case $test_name in
   z-loss) t_z_loss ;;
   params-norm) t_params_norm ;;
   muon) t_muon ;;
+  dist-muon) t_dist_muon ;;
   # Muon's momentum (m of its matrices) through the checkpoint, and its Newton-Schulz on a mesh.
   resume-muon) t_resume --optimizer muon --lr 1e-2 --muon-use-nesterov ;;
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|resume-muon|resume-rope|spike|disk-full"
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

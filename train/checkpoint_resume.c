@@ -156,12 +156,13 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                  t->cfg.max_T);
         return -2;
     }
-    // The moments mean other things: Muon's momentum of the matrices has no second moment.
+    // The moments mean other things: Muon's momentum of the matrices has no second moment (muon
+    // and dist_muon keep one state, so either resumes the other's).
     if (info.optimizer != (t->muon ? TRAIN_STATE_MUON : TRAIN_STATE_ADAMW)) {
         snprintf(err, errlen, "%.300s: the optimizer state is %s's, this run's --optimizer is %s "
                  "(resume with --optimizer %s; or start a new run from its weights with --init-from "
                  "on its model file)", path, info.optimizer == TRAIN_STATE_MUON ? "muon" : "adamw",
-                 t->opt.optimizer, info.optimizer == TRAIN_STATE_MUON ? "muon" : "adamw");
+                 t->opt.optimizer, info.optimizer == TRAIN_STATE_MUON ? "muon or dist_muon" : "adamw");
         return -2;
     }
     if (gpt_kv_heads(c) != gpt_kv_heads(&t->cfg)) {

@@ -136,7 +136,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.memory_limit = o->memory_gb * GIB;
     q.overlap = o->overlap;
     q.zero = o->zero;
-    q.muon = strcmp(o->optimizer, "muon") == 0 ? o->muon_ns_steps : 0;
+    q.muon = options_muon(o) ? o->muon_ns_steps : 0;
+    q.muon_split = strcmp(o->optimizer, "dist_muon") == 0;
     q.chunks = (o->given & OPT_GIVEN_A2A_CHUNKS) ? o->a2a_chunks : COST_CHUNKS_AUTO;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);

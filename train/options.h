@@ -2,6 +2,7 @@
 // (and JSON) effective configuration, so the three can never disagree.
 #pragma once
 #include <stddef.h>
+#include <string.h>
 
 typedef struct {
     // model
@@ -48,7 +49,7 @@ typedef struct {
     const char* wsd_decay_style;   // wsd: linear | cosine | exponential | minus-sqrt
     int warmup;                // warmup steps; -1: from warmup_frac
     long lr_warmup_tokens, lr_decay_tokens;   // a schedule in trained tokens (0: in steps)
-    const char* optimizer;     // adamw | muon (model/muon.h)
+    const char* optimizer;     // adamw | muon | dist_muon (model/muon.h; options_muon)
     double muon_momentum, muon_extra_scale;
     int muon_nesterov, muon_ns_steps;
     const char* muon_scale_mode;   // spectral | shape_scaling | unit_rms_norm
@@ -100,6 +101,12 @@ typedef struct {
     double spike_zscore;       // loss-spike detector: skip a step this many deviations up (0 = off)
     int spike_window;          // its window of accepted steps
 } TrainOptions;
+
+// --optimizer muon or dist_muon: one update and one state, dist_muon's Newton-Schulz split over
+// the ranks (MuonShare).
+static inline int options_muon(const TrainOptions* o) {
+    return !strcmp(o->optimizer, "muon") || !strcmp(o->optimizer, "dist_muon");
+}
 
 // Bits of TrainOptions.given: which of the options --mesh auto chooses were given explicitly
 // (an explicit value always wins), and the schedule options a schedule may not use.

@@ -432,7 +432,7 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
     const MemoryConfig c = {
         .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .dp = t->mesh.dp,
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
-        .zero = o->zero, .muon = !strcmp(o->optimizer, "muon"), .cuda = !gpt_backend_host_memory(),
+        .zero = o->zero, .muon = options_muon(o), .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
         .documents = t->doc_boundary >= 0, .reset_positions = o->reset_position_ids,
         .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
@@ -501,6 +501,14 @@ static void check_memory(Trainer* t) {
                  memory_format_bytes((size_t)limit, has, sizeof has), fits);
 }
 
+// --optimizer dist_muon: a Newton-Schulz result of the backend's scratch from its owner to every
+// rank (MuonShare).
+static void muon_broadcast(void* ctx, void* buf, size_t bytes, int root) {
+    Trainer* t = ctx;
+    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
+    comm_broadcast(t->comm, MESH_WORLD, buf, bytes, COMM_U8, root);
+}
+
 static void setup_model_and_optimizer(Trainer* t) {
     const int world = t->mesh.world_size;
     const int zero = t->opt.zero;
@@ -512,10 +520,13 @@ static void setup_model_and_optimizer(Trainer* t) {
     // fails here, in seconds, not after the parameters have been initialised on the host.
     t->shard_count = zero ? t->model.padded_params / world : t->model.num_params;
     t->shard_begin = zero ? t->shard_count * t->mesh.world_rank : 0;
-    t->muon = !strcmp(t->opt.optimizer, "muon");
-    t->muon_cfg = (MuonConfig){t->opt.muon_momentum, t->opt.muon_nesterov, t->opt.muon_ns_steps,
-                               (MuonScaleMode)muon_scale_mode(t->opt.muon_scale_mode),
-                               t->opt.muon_extra_scale};
+    t->muon = options_muon(&t->opt);
+    t->muon_cfg = (MuonConfig){.momentum = t->opt.muon_momentum, .nesterov = t->opt.muon_nesterov,
+                               .ns_steps = t->opt.muon_ns_steps,
+                               .scale_mode = (MuonScaleMode)muon_scale_mode(t->opt.muon_scale_mode),
+                               .extra_scale = t->opt.muon_extra_scale};
+    if (!strcmp(t->opt.optimizer, "dist_muon"))   // every rank holds the same parameters
+        t->muon_cfg.share = (MuonShare){t->mesh.world_rank, world, muon_broadcast, t};
     t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count,
                                     t->muon ? &t->muon_cfg : NULL);
     char err[ERR_LEN];
@@ -588,15 +599,15 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
     if ((t->opt.given & OPT_GIVEN_WSD_DECAY_STYLE) && strcmp(t->opt.lr_schedule, "wsd") != 0)
         config_error(t, "--wsd-decay-style %s: only --lr-schedule wsd has a decay phase of its own; "
                      "add --lr-schedule wsd, or drop --wsd-decay-style", t->opt.wsd_decay_style);
-    if ((t->opt.given & OPT_GIVEN_MUON) && strcmp(t->opt.optimizer, "muon") != 0)
+    if ((t->opt.given & OPT_GIVEN_MUON) && !options_muon(&t->opt))
         config_error(t, "--muon-* options: they set Muon's update, and --optimizer is %s; add "
-                     "--optimizer muon, or drop them", t->opt.optimizer);
+                     "--optimizer muon (or dist_muon), or drop them", t->opt.optimizer);
     // Muon orthogonalizes whole matrices: a ZeRO-1 shard cuts through them (Megatron-LM refuses
     // its distributed optimizer with Muon too).
-    if (!strcmp(t->opt.optimizer, "muon") && t->opt.zero)
-        config_error(t, "--optimizer muon with --zero %d: Muon updates whole matrices, which a ZeRO-1 "
+    if (options_muon(&t->opt) && t->opt.zero)
+        config_error(t, "--optimizer %s with --zero %d: Muon updates whole matrices, which a ZeRO-1 "
                      "shard of the optimizer state cuts through; drop --zero (every rank then keeps "
-                     "the whole state), or use --optimizer adamw", t->opt.zero);
+                     "the whole state), or use --optimizer adamw", t->opt.optimizer, t->opt.zero);
     if ((t->opt.given & OPT_GIVEN_FINAL_LR_FRAC) && strcmp(t->opt.lr_schedule, "constant") == 0)
         config_error(t, "--final-lr-frac %g: --lr-schedule constant never decays; drop "
                      "--final-lr-frac, or choose another --lr-schedule", t->opt.final_lr_frac);
