@@ -13,7 +13,10 @@
 
 struct Optimizer {
     size_t begin, count;
-    real *m, *v;          // AdamW's moments; under Muon m is its momentum for the matrices
+    real *m, *v;          // AdamW's moments; under Muon m is its momentum for the matrices and
+                          // v the compact second moment of the other tensors (v_count)
+    size_t v_count;
+    GPTConfig cfg;
     int muon;             // 1: Muon for the hidden matrices (model/muon.h)
     MuonConfig muon_cfg;
     MuonScratch scratch;  // real buffers
@@ -134,8 +137,10 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     Optimizer* o = xcalloc(1, sizeof *o, "optimizer");
     o->begin = begin;
     o->count = count;
+    o->cfg = m->cfg;
+    o->v_count = muon ? m->num_params - muon_matrix_elements(&m->cfg) : count;
     o->m = xcalloc(count, sizeof(real), "AdamW first moments");
-    o->v = xcalloc(count, sizeof(real), "AdamW second moments");
+    o->v = xcalloc(o->v_count ? o->v_count : 1, sizeof(real), "AdamW second moments");
     if (muon) {
         CHECK(begin == 0 && count >= m->num_params, "caller bug",
               "optimizer_create: Muon needs every parameter, not [%zu, +%zu)", begin, count);
@@ -214,10 +219,10 @@ static void cpu_muon_update(void* ctx, size_t offset, int rows, int cols, const 
     for (size_t i = 0; i < n; i++) w[i] -= d * w[i] + s * x[muon_x_index(i, rows, cols)];
 }
 
-static void cpu_muon_adamw(void* ctx, size_t begin, size_t end) {
+static void cpu_muon_adamw(void* ctx, size_t begin, size_t end, size_t v_slot) {
     CpuMuon* q = ctx;   // the optimizer covers every parameter from 0
     adamw_update(&q->model->cfg, q->model->params_memory, q->model->grads_memory, q->o->m + begin,
-                 q->o->v + begin, begin, end, q->t, q->lr, q->adam, q->scale);
+                 q->o->v + v_slot, begin, end, q->t, q->lr, q->adam, q->scale);
 }
 
 static const MuonOps cpu_muon_ops = {cpu_muon_momentum, cpu_muon_normalize, cpu_muon_gemm,
@@ -241,10 +246,24 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
 
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
     to_float(m, o->m, o->count);
-    to_float(v, o->v, o->count);
+    if (!o->muon) {
+        to_float(v, o->v, o->count);
+        return;
+    }
+    float* compact = xmalloc(o->v_count * sizeof(float) + 1, "second moments");
+    to_float(compact, o->v, o->v_count);
+    muon_v_expand(&o->cfg, compact, v, o->count);
+    free(compact);
 }
 
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
     from_float(o->m, m, o->count);
-    from_float(o->v, v, o->count);
+    if (!o->muon) {
+        from_float(o->v, v, o->count);
+        return;
+    }
+    float* compact = xmalloc(o->v_count * sizeof(float) + 1, "second moments");
+    muon_v_compact(&o->cfg, v, compact);
+    from_float(o->v, compact, o->v_count);
+    free(compact);
 }

@@ -26,7 +26,10 @@
 
 struct Optimizer {
     size_t begin, count;
-    float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory
+    float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory;
+                               // under Muon v is the compact second moment (v_count, muon.h)
+    size_t v_count;
+    GPTConfig cfg;
     AdamWTensorTable table;    // which elements are weight-decayed
     // Muon (model/muon.h): its momentum is m of the matrices; fp32 scratch in device memory.
     int muon;
@@ -410,8 +413,10 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     Optimizer* o = (Optimizer*)xcalloc(1, sizeof *o, "optimizer");
     o->begin = begin;
     o->count = count;
+    o->cfg = m->cfg;
+    o->v_count = muon ? m->num_params - muon_matrix_elements(&m->cfg) : count;
     o->m = alloc_f32(count, "AdamW first moments");
-    o->v = alloc_f32(count, "AdamW second moments");
+    o->v = alloc_f32(o->v_count, "AdamW second moments");
     // The master weights of the optimizer's range only: under ZeRO-1 the shard (the bf16
     // parameters of the others arrive by the all-gather after each step).
     if (master_weights && !m->master_params) alloc_master(m, begin, count);
@@ -499,12 +504,12 @@ static void cuda_muon_update(void* ctx, size_t offset, int rows, int cols, const
                      cols, step, decay, q->grad_scale, adamw_seed(q->t), q->t, cuda_backend_stream());
 }
 
-static void cuda_muon_adamw(void* ctx, size_t begin, size_t end) {
+static void cuda_muon_adamw(void* ctx, size_t begin, size_t end, size_t v_slot) {
     CudaMuon* q = (CudaMuon*)ctx;   // the optimizer and the master copy cover every parameter
     GPT* m = q->model;
     const AdamWConfig* a = q->adam;
     adamw_update_cuda(m->params_memory, m->master_params ? m->master_params + begin : NULL,
-                      m->grads_memory, q->o->m + begin, q->o->v + begin, begin, end, &q->o->table,
+                      m->grads_memory, q->o->m + begin, q->o->v + v_slot, begin, end, &q->o->table,
                       q->t, q->lr, a->beta1, a->beta2, a->eps, a->weight_decay, q->grad_scale,
                       adamw_seed(q->t), cuda_backend_stream());
 }
@@ -532,13 +537,26 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
     cudaStream_t s = cuda_backend_stream();
     CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaMemcpyAsync(v, o->v, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
+    // Muon: the compact second moment, spread over its tensors' places (0 for the matrices).
+    float* compact = o->muon ? (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments") : v;
+    CUDA_CHECK(cudaMemcpyAsync(compact, o->v, o->v_count * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
+    if (o->muon) {
+        muon_v_expand(&o->cfg, compact, v, o->count);
+        free(compact);
+    }
 }
 
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
     cudaStream_t s = cuda_backend_stream();
     CUDA_CHECK(cudaMemcpyAsync(o->m, m, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaMemcpyAsync(o->v, v, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
+    float* compact = NULL;
+    if (o->muon) {
+        compact = (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments");
+        muon_v_compact(&o->cfg, v, compact);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(o->v, compact ? compact : v, o->v_count * sizeof(float),
+                               cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
+    free(compact);
 }

@@ -204,7 +204,8 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_GRADS] = padded * c->real_bytes;
     b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
     b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
-    b[MEMORY_ADAMW] = 2 * shard * 4;
+    // m of every parameter; v of every parameter, or under Muon of the tensors AdamW keeps
+    b[MEMORY_ADAMW] = (shard + (c->muon ? n - muon_matrix_elements(&c->cfg) : shard)) * 4;
     // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
     if (c->muon) {
         const size_t ns = muon_scratch_elements(&c->cfg);

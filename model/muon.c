@@ -65,16 +65,56 @@ static MuonMatrix muon_matrix(const GPTConfig* cfg, const size_t* sizes, int j) 
     return x;
 }
 
+void muon_v_spans(const GPTConfig* cfg, MuonVSpan span, void* ctx) {
+    size_t sizes[NUM_PARAM_TENSORS], at = 0, slot = 0;
+    gpt_param_sizes(cfg, sizes);
+    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
+        int rows, cols;
+        if (!sizes[k] || muon_tensor_shape(cfg, k, &rows, &cols)) continue;
+        span(ctx, at, sizes[k], slot);
+        slot += sizes[k];
+    }
+}
+
+typedef struct {
+    const float* from;
+    float* to;
+    int expand;   // 1: compact -> full; 0: full -> compact
+} VCopy;
+
+static void copy_span(void* ctx, size_t begin, size_t n, size_t slot) {
+    VCopy* c = ctx;
+    if (c->expand) memcpy(c->to + begin, c->from + slot, n * sizeof(float));
+    else memcpy(c->to + slot, c->from + begin, n * sizeof(float));
+}
+
+void muon_v_expand(const GPTConfig* cfg, const float* compact, float* full, size_t count) {
+    memset(full, 0, count * sizeof(float));
+    VCopy c = {compact, full, 1};
+    muon_v_spans(cfg, copy_span, &c);
+}
+
+void muon_v_compact(const GPTConfig* cfg, const float* full, float* compact) {
+    VCopy c = {full, compact, 0};
+    muon_v_spans(cfg, copy_span, &c);
+}
+
+typedef struct {
+    const MuonOps* ops;
+    void* ctx;
+} AdamWSpans;
+
+static void adamw_span(void* ctx, size_t begin, size_t n, size_t slot) {
+    AdamWSpans* a = ctx;
+    a->ops->adamw(a->ctx, begin, begin + n, slot);
+}
+
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, sizes);
-    size_t at = 0;
-    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
-        int rows, cols;
-        if (sizes[k] && !muon_tensor_shape(cfg, k, &rows, &cols))
-            ops->adamw(ctx, at, at + sizes[k]);
-    }
+    AdamWSpans spans = {ops, ctx};
+    muon_v_spans(cfg, adamw_span, &spans);
     const MuonShare* share = &c->share;
     const int ranks = share->ranks > 1 ? share->ranks : 1, me = ranks > 1 ? share->rank : 0;
     const int count = 4 * cfg->L;

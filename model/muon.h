@@ -88,6 +88,28 @@ static inline void muon_scratch_sizes(const GPTConfig* cfg, size_t* matrix, size
         if (r * r > *gram) *gram = r * r;
     }
 }
+// Elements of the matrices Muon updates (the four tensors' L layers each).
+static inline size_t muon_matrix_elements(const GPTConfig* cfg) {
+    const int ids[] = MUON_TENSOR_IDS;
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        int rows, cols;
+        muon_tensor_shape(cfg, ids[i], &rows, &cols);
+        n += (size_t)rows * cols * cfg->L;
+    }
+    return n;
+}
+// Under Muon a second moment exists only for the tensors AdamW keeps (the matrices have their
+// momentum alone): one compact buffer of num_params - muon_matrix_elements elements, the tensors
+// in parameter order. span(ctx, begin, n, slot) for each: its parameters [begin, begin + n) and
+// their first slot in that buffer.
+typedef void (*MuonVSpan)(void* ctx, size_t begin, size_t n, size_t slot);
+void muon_v_spans(const GPTConfig* cfg, MuonVSpan span, void* ctx);
+// The compact second moment to the checkpoint's full one (count parameters, 0 for the matrices),
+// and back.
+void muon_v_expand(const GPTConfig* cfg, const float* compact, float* full, size_t count);
+void muon_v_compact(const GPTConfig* cfg, const float* full, float* compact);
+
 // Where element i (row-major) of a rows x cols matrix lies in its iterate X (r x c, row-major:
 // the matrix itself, or its transpose when rows > cols).
 #if defined(__CUDACC__)
@@ -130,8 +152,9 @@ typedef struct {
     // W (rows x cols at offset) -= decay W + step X, X (r x c) transposed back when rows > cols.
     void (*update)(void* ctx, size_t offset, int rows, int cols, const void* x, double step,
                    double decay);
-    // The backend's AdamW step on parameter elements [begin, end) (a tensor Muon leaves).
-    void (*adamw)(void* ctx, size_t begin, size_t end);
+    // The backend's AdamW step on parameter elements [begin, end) (a tensor Muon leaves), its
+    // second moment from slot v_slot of the compact buffer (muon_v_spans).
+    void (*adamw)(void* ctx, size_t begin, size_t end, size_t v_slot);
 } MuonOps;
 
 // One optimizer step under Muon: AdamW for the tensors Muon leaves, then Muon for every layer's

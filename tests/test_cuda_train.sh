@@ -202,7 +202,8 @@ sync_free() {
 
 # dist_muon PROG: --optimizer dist_muon against --optimizer muon on 3 ranks (dp 3, nccl; 2 layers:
 # 8 matrices in rounds of 3, 3 and 2, each result broadcast from its owner's device): the losses,
-# norms, evaluations and samples identical, and the final model files byte-identical.
+# norms, evaluations and samples identical, and the final model files byte-identical; a state
+# file's second moment 0 at every matrix element (the device keeps none there), AdamW's elsewhere.
 dist_muon() {
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
               --seq-len 16 --steps 6 --total-batch-tokens 96 --lr 1e-2 --warmup 0 --eval-every 2
@@ -221,7 +222,8 @@ dist_muon() {
        --min-entries 9 | sed 's/^/        /' &&
      diff <(grep '^sample' "$W/muon.out") <(grep '^sample' "$W/dist_muon.out") > /dev/null &&
      [ "$(grep -c '^sample' "$W/dist_muon.out")" -ge 3 ] &&
-     cmp "$W/muon/model_00000006.bin" "$W/dist_muon/model_00000006.bin"; then
+     cmp "$W/muon/model_00000006.bin" "$W/dist_muon/model_00000006.bin" &&
+     "$PY" tests/check_muon_state.py "$W/dist_muon/state_00000006_00001.bin"; then
     echo "  ok    dp 3 (nccl): identical losses, norms, validation losses, samples and final weights"
     rm -rf "$W"; exit 0
   fi

@@ -1,11 +1,12 @@
 // muon_step's split of the Newton-Schulz work over ranks (MuonShare, --optimizer dist_muon),
 // through ops that record what each rank does instead of computing it. For every rank count and
 // rank: every matrix's momentum advanced and its update applied once, in parameter order, and
-// AdamW over exactly the other tensors; each matrix orthogonalized on exactly one rank, which
-// broadcasts the very buffer its last GEMM wrote, of the matrix's bytes, before every rank's update
-// reads it; a received result never lands in the buffer of one still to be sent (with an odd and
-// an even number of iterations, so either buffer holds it); the ranks' GEMMs balanced within one
-// matrix; no broadcast without sharing.
+// AdamW over exactly the other tensors, their second moments in consecutive compact slots; each
+// matrix orthogonalized on exactly one rank, which broadcasts the very buffer its last GEMM
+// wrote, of the matrix's bytes, before every rank's update reads it; a received result never
+// lands in the buffer of one still to be sent (with an odd and an even number of iterations, so
+// either buffer holds it); the ranks' GEMMs balanced within one matrix; no broadcast without
+// sharing.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,8 +108,10 @@ static void rec_update(void* ctx, size_t offset, int rows, int cols, const void*
     if (x == q->pending) q->pending = NULL;
 }
 
-static void rec_adamw(void* ctx, size_t begin, size_t end) {
+static void rec_adamw(void* ctx, size_t begin, size_t end, size_t v_slot) {
     Recorder* q = ctx;
+    // the compact second moment: the AdamW tensors' elements one after another
+    if (v_slot != q->adamw_elements) fail(q, "AdamW's second moment not in the next slots", -1);
     q->adamw_elements += end - begin;
     if (matrix_at(q, begin) >= 0) fail(q, "AdamW on a Muon matrix", matrix_at(q, begin));
 }

@@ -1418,7 +1418,8 @@ assert all(x["loss"] != y["loss"] for x, y in zip(a[1:], m[1:])), (a, m)' "$W/ad
 # owner. At dp 3 (2 layers: 8 matrices in rounds of 3, 3 and 2) and on a 2x2 mesh (rounds of 4) the
 # losses, evaluations, samples and final weights of --optimizer muon bit for bit, each rank's
 # traffic muon's plus exactly the fp32 results it did not compute, every step; either optimizer
-# resumes the other's checkpoint, the two continuations bit-identical; --zero 1 refused.
+# resumes the other's checkpoint, the two continuations bit-identical; the state files' second
+# moment 0 at every matrix element (Muon keeps none there), AdamW's elsewhere; --zero 1 refused.
 t_dist_muon() {
   make_data
   local run=("${TINY[@]}" --layers 2 --steps 6 --total-batch-tokens 96 --warmup 2 --lr 1e-2
@@ -1433,6 +1434,8 @@ t_dist_muon() {
     done
     check "$name: the configuration names --optimizer dist_muon" has "$name-dist_muon.out" "^  optimizer +dist_muon$"
     same_runs "$W/$name-muon" "$W/$name-dist_muon" 6
+    check "$name: rank 0's state: no second moment at the matrices, AdamW's elsewhere" \
+      "$PY" tests/check_muon_state.py "$W/$name-dist_muon/state_00000006_00000.bin"
     check "$name: each rank receives muon's bytes plus the results of the others' matrices" "$PY" -c 'import json, sys
 def rec(p, t): return [r for r in map(json.loads, open(p)) if r["type"] == t][-1]
 a, b = (rec(p, "timeline")["step_comm_bytes_per_rank"] for p in sys.argv[1:3])
