@@ -1012,29 +1012,29 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
 // Muon's Newton-Schulz GEMMs: per matrix X (r x c, r = min(rows, cols)) and each of the
 // iterations, X X^T, A A and B X. In fp32 from TF32 tensor cores on a GPU, half the rate of the
 // bf16 GEMMs the cluster's CK_GEMM describes (A100 156 of 312, H100 495 of 989 TFLOP/s dense), the
-// CPU's fp32 GEMM at its own. --optimizer muon: every rank all 4L matrices; dist_muon
+// CPU's fp32 GEMM at its own. Each of muon_matrix_shape's matrices (qkv as Q, K and V unless
+// muon_whole_qkv). --optimizer muon: every rank all of them; dist_muon
 // (muon_split): model/muon.c's rounds of W matrices, one per rank, each round as long as its
 // slowest (muon_broadcast_op prices the results' broadcasts). The element-wise passes (momentum,
 // normalisation, update) are left in the AdamW kernel's count over every parameter, which they
 // replace for the matrices at about the same bytes.
 static double muon_seconds(const Cluster* c, const CostConfig* g, int W) {
     const GPTConfig cfg = costmodel_gpt_config(&g->shape);
-    const int ids[] = MUON_TENSOR_IDS, L = g->shape.L, ranks = g->muon_split ? W : 1;
-    double ns[4];
-    for (int i = 0; i < 4; i++) {
-        int rows, cols;
-        muon_tensor_shape(&cfg, ids[i], &rows, &cols);
-        const double r = rows < cols ? rows : cols, k = rows < cols ? cols : rows;
-        ns[i] = (c->shared_cores == 0 ? 2 : 1) * g->muon *
-                (kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
-                 kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
-                 kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1));
-    }
-    double seconds = 0;
-    for (int first = 0; first < 4 * L; first += ranks) {
-        double slowest = 0;
-        for (int j = first; j < first + ranks && j < 4 * L; j++) slowest = dmax(slowest, ns[j / L]);
-        seconds += slowest;
+    const int split = !g->muon_whole_qkv, count = muon_matrix_count(&cfg, split);
+    const int ranks = g->muon_split ? W : 1;
+    double seconds = 0, slowest = 0;
+    for (int j = 0; j < count; j++) {
+        const MuonMatrixShape s = muon_matrix_shape(&cfg, split, j);
+        const double r = s.rows < s.cols ? s.rows : s.cols, k = s.rows < s.cols ? s.cols : s.rows;
+        const double ns = (c->shared_cores == 0 ? 2 : 1) * g->muon *
+                          (kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
+                           kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
+                           kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1));
+        slowest = dmax(slowest, ns);
+        if ((j + 1) % ranks == 0 || j + 1 == count) {   // a round ends
+            seconds += slowest;
+            slowest = 0;
+        }
     }
     return seconds;
 }
@@ -1044,14 +1044,8 @@ static double muon_seconds(const Cluster* c, const CostConfig* g, int W) {
 // byte received, a pipelined ring's. Blocking, between the updates: exposed.
 static CommOp muon_broadcast_op(const CostConfig* g, int W) {
     const GPTConfig cfg = costmodel_gpt_config(&g->shape);
-    const int ids[] = MUON_TENSOR_IDS;
-    double bytes = 0;
-    for (int i = 0; i < 4; i++) {
-        int rows, cols;
-        muon_tensor_shape(&cfg, ids[i], &rows, &cols);
-        bytes += 4.0 * rows * cols * g->shape.L;
-    }
-    const long long calls = g->muon_split && W > 1 ? 4LL * g->shape.L : 0;
+    const double bytes = 4.0 * (double)muon_matrix_elements(&cfg);
+    const long long calls = g->muon_split && W > 1 ? muon_matrix_count(&cfg, !g->muon_whole_qkv) : 0;
     return (CommOp){COMM_BROADCAST, PATH_WORLD, DIST_STAGE_REDUCE, calls ? bytes * (W - 1) / W : 0,
                     calls * (W - 1), calls};
 }

@@ -93,6 +93,7 @@ typedef struct {
                       // scratch); 0: AdamW
     int muon_split;   // trainer --optimizer dist_muon: the iterations split over the ranks in
                       // rounds, each matrix's result broadcast by its owner (model/muon.h)
+    int muon_whole_qkv;   // trainer --muon-no-split-qkv: qkv orthogonalized whole, not as Q, K, V
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -169,6 +170,7 @@ typedef struct {
                            // COST_CHUNKS_AUTO: each Ulysses or USP candidate its fastest
     int muon;              // trainer --optimizer muon: CostConfig.muon
     int muon_split;        // trainer --optimizer dist_muon: CostConfig.muon_split
+    int muon_whole_qkv;    // trainer --muon-no-split-qkv: CostConfig.muon_whole_qkv
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

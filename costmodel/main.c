@@ -47,6 +47,7 @@ typedef struct {
     int batch, accum, gpus, top, overlap, zero, keep_kv, dp, pq, pkv, chunks;
     int muon;        // --optimizer muon: its 5 Newton-Schulz iterations (CostConfig.muon)
     int muon_split;  // --optimizer dist_muon: CostConfig.muon_split
+    int muon_whole_qkv;   // --muon-no-split-qkv: CostConfig.muon_whole_qkv
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -96,6 +97,7 @@ static void usage(void) {
         "  --optimizer NAME     the trainer's --optimizer: adamw (default), muon (its Newton-Schulz\n"
         "                       GEMMs and scratch on every rank; not with --zero 1) or dist_muon\n"
         "                       (the GEMMs split over the ranks, their results broadcast)\n"
+        "  --muon-no-split-qkv  the trainer's: qkv orthogonalized whole (default: Q, K, V apart)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -151,7 +153,7 @@ static Args parse_args(int argc, char** argv) {
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
-           O_QKV_BIAS, O_QK_NORM,
+           O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -165,7 +167,7 @@ static Args parse_args(int argc, char** argv) {
         {"dp", 1, 0, O_DP},               {"pq", 1, 0, O_PQ},
         {"pkv", 1, 0, O_PKV},             {"attention", 1, 0, O_ATTENTION},
         {"keep-kv", 0, 0, O_KEEP_KV},     {"paper", 0, 0, O_PAPER},
-        {"optimizer", 1, 0, O_OPTIMIZER},
+        {"optimizer", 1, 0, O_OPTIMIZER}, {"muon-no-split-qkv", 0, 0, O_MUON_WHOLE_QKV},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -232,6 +234,7 @@ static Args parse_args(int argc, char** argv) {
             a.muon = strcmp(optarg, "adamw") != 0 ? 5 : 0;
             a.muon_split = strcmp(optarg, "dist_muon") == 0;
             break;
+        case O_MUON_WHOLE_QKV: a.muon_whole_qkv = 1; break;
         case O_PAPER: a.mode = MODE_PAPER; break;
         case O_A100: a.a100 = optarg; break;
         case O_H100: a.h100 = optarg; break;
@@ -394,7 +397,8 @@ static int mode_rank(const Args* a) {
                              ? 1u << COST_ULYSSES | 1u << COST_USP
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
-                         a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split};
+                         a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split,
+                         a->muon_whole_qkv};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -450,7 +454,8 @@ static int mode_predict(const Args* a) {
     CostConfig g = {shape_of(a), a->T, a->batch, a->accum, a->dp ? a->dp : 1,
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
-                    documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split};
+                    documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split,
+                    a->muon_whole_qkv};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;

@@ -49,19 +49,20 @@ static void* newton_schulz(const MuonOps* ops, void* ctx, void* x, void* xn, voi
     return x;
 }
 
-// Matrix j of the step's order (tensor by tensor, each tensor's L layers): where it starts in the
-// parameters and its shape.
+// Matrix j of the step's order (muon_matrix_shape): where it starts in the parameters and its
+// shape.
 typedef struct {
     size_t offset;
     int rows, cols;
 } MuonMatrix;
 
-static MuonMatrix muon_matrix(const GPTConfig* cfg, const size_t* sizes, int j) {
-    const int ids[] = MUON_TENSOR_IDS, k = ids[j / cfg->L], l = j % cfg->L;
-    MuonMatrix x = {0, 0, 0};
-    for (int i = 0; i < k; i++) x.offset += sizes[i];
-    muon_tensor_shape(cfg, k, &x.rows, &x.cols);
-    x.offset += (size_t)l * x.rows * x.cols;
+static MuonMatrix muon_matrix(const GPTConfig* cfg, const size_t* sizes, int split_qkv, int j) {
+    const MuonMatrixShape s = muon_matrix_shape(cfg, split_qkv, j);
+    int rows, cols;   // the whole layer's matrix
+    muon_tensor_shape(cfg, s.k, &rows, &cols);
+    MuonMatrix x = {0, s.rows, s.cols};
+    for (int i = 0; i < s.k; i++) x.offset += sizes[i];
+    x.offset += ((size_t)s.l * rows + s.row0) * cols;
     return x;
 }
 
@@ -117,7 +118,7 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
     muon_v_spans(cfg, adamw_span, &spans);
     const MuonShare* share = &c->share;
     const int ranks = share->ranks > 1 ? share->ranks : 1, me = ranks > 1 ? share->rank : 0;
-    const int count = 4 * cfg->L;
+    const int count = muon_matrix_count(cfg, c->split_qkv);
     // Rounds of `ranks` matrices, rank i orthogonalizing the round's i-th: consecutive matrices
     // are mostly of one shape, so a round's ranks finish together. At most one result lives on a
     // rank at a time, in one of the iterate's buffers; the other receives the owners' results.
@@ -125,12 +126,12 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
         const int last = first + ranks < count ? first + ranks : count, mine = first + me;
         for (int j = first; j < last; j++)
             if (j != mine) {
-                const MuonMatrix w = muon_matrix(cfg, sizes, j);
+                const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, j);
                 ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, NULL);
             }
         void* result = scratch->x;
         if (mine < last) {
-            const MuonMatrix w = muon_matrix(cfg, sizes, mine);
+            const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, mine);
             const int r = w.rows < w.cols ? w.rows : w.cols;
             const int wide = w.rows < w.cols ? w.cols : w.rows;
             ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, scratch->u);
@@ -141,7 +142,7 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
         }
         void* received = result == scratch->x ? scratch->u : scratch->x;
         for (int j = first; j < last; j++) {
-            const MuonMatrix w = muon_matrix(cfg, sizes, j);
+            const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, j);
             void* x = j == mine ? result : received;
             if (ranks > 1)
                 share->broadcast(share->ctx, x, (size_t)w.rows * w.cols * scratch->elem_size,

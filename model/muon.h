@@ -46,6 +46,7 @@ typedef struct {
     int ns_steps;         // Newton-Schulz iterations
     MuonScaleMode scale_mode;
     double extra_scale;   // multiplies the scale mode's factor
+    int split_qkv;        // 1: Q, K and V orthogonalized apart (muon_matrix_shape)
     MuonShare share;      // zero: no sharing
 } MuonConfig;
 
@@ -88,6 +89,37 @@ static inline void muon_scratch_sizes(const GPTConfig* cfg, size_t* matrix, size
         if (r * r > *gram) *gram = r * r;
     }
 }
+// The matrices Muon orthogonalizes, in the step's order: tensor by tensor (MUON_TENSOR_IDS), each
+// tensor's L layers; with split_qkv (Megatron-LM's default, --muon-split-qkv) each layer's qkv
+// matrix as three, its Q, K and V rows (C, then the key/value heads' twice), each orthogonalized
+// and scaled by its own shape. (Megatron-LM's interleaved qkv rows give the same result: the
+// iteration commutes with a permutation of the rows.)
+static inline int muon_matrix_count(const GPTConfig* cfg, int split_qkv) {
+    return (split_qkv ? 6 : 4) * cfg->L;
+}
+typedef struct {
+    int k, l;         // parameter tensor and layer
+    int row0;         // first row within the layer's matrix
+    int rows, cols;
+} MuonMatrixShape;
+static inline MuonMatrixShape muon_matrix_shape(const GPTConfig* cfg, int split_qkv, int j) {
+    const int ids[] = MUON_TENSOR_IDS, parts = split_qkv ? 3 : 1, L = cfg->L;
+    MuonMatrixShape s = {ids[0], j / parts, 0, 0, 0};
+    if (j < parts * L) {   // the qkv projection's
+        muon_tensor_shape(cfg, s.k, &s.rows, &s.cols);
+        if (parts == 3) {
+            const int part = j % 3, kv = (s.rows - cfg->C) / 2;
+            s.row0 = part == 0 ? 0 : part == 1 ? cfg->C : cfg->C + kv;
+            s.rows = part == 0 ? cfg->C : kv;
+        }
+        return s;
+    }
+    j -= parts * L;
+    s.k = ids[1 + j / L], s.l = j % L;
+    muon_tensor_shape(cfg, s.k, &s.rows, &s.cols);
+    return s;
+}
+
 // Elements of the matrices Muon updates (the four tensors' L layers each).
 static inline size_t muon_matrix_elements(const GPTConfig* cfg) {
     const int ids[] = MUON_TENSOR_IDS;

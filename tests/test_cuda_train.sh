@@ -201,7 +201,8 @@ sync_free() {
 }
 
 # dist_muon PROG: --optimizer dist_muon against --optimizer muon on 3 ranks (dp 3, nccl; 2 layers:
-# 8 matrices in rounds of 3, 3 and 2, each result broadcast from its owner's device): the losses,
+# 12 matrices, qkv as Q, K and V, in rounds of 3, each result broadcast from its owner's device;
+# the 45-wide MLP makes fc and fc projection 45 x 32 and 32 x 45): the losses,
 # norms, evaluations and samples identical, and the final model files byte-identical; a state
 # file's second moment 0 at every matrix element (the device keeps none there), AdamW's elsewhere.
 dist_muon() {

@@ -6,7 +6,8 @@
 // wrote, of the matrix's bytes, before every rank's update reads it; a received result never
 // lands in the buffer of one still to be sent (with an odd and an even number of iterations, so
 // either buffer holds it); the ranks' GEMMs balanced within one matrix; no broadcast without
-// sharing.
+// sharing. Each layer's qkv matrix whole, and as its Q, K and V rows (Megatron-LM's default;
+// grouped-query here, so K and V are narrower than Q).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,7 @@ static const MuonOps recording_ops = {rec_momentum, rec_normalize, rec_gemm, rec
 
 // One rank count: every rank's step recorded and checked. Returns the failures.
 static int check_ranks(const GPTConfig* cfg, const Matrix* mats, int count, size_t adamw_elements,
-                       int ranks, int ns) {
+                       int ranks, int ns, int split_qkv) {
     int owner[MAX_MATRICES], root[MAX_MATRICES], failures = 0, most = 0, least = 1 << 30;
     for (int j = 0; j < count; j++) owner[j] = root[j] = -1;
     void* block = calloc(muon_scratch_elements(cfg), sizeof(float));
@@ -141,7 +142,7 @@ static int check_ranks(const GPTConfig* cfg, const Matrix* mats, int count, size
         static Recorder q;
         memset(&q, 0, sizeof q);
         q.scratch = &scratch, q.rank = r, q.matrices = mats, q.count = count;
-        MuonConfig c = {.momentum = 0.9, .ns_steps = ns, .extra_scale = 1};
+        MuonConfig c = {.momentum = 0.9, .ns_steps = ns, .extra_scale = 1, .split_qkv = split_qkv};
         if (ranks > 1) c.share = (MuonShare){r, ranks, rec_broadcast, &q};
         muon_step(&recording_ops, &q, &scratch, cfg, &c, 1e-2, 0.1);
         int mine = 0;
@@ -179,36 +180,58 @@ static int check_ranks(const GPTConfig* cfg, const Matrix* mats, int count, size
         printf("FAIL ranks %d: %d to %d matrices per rank\n", ranks, least, most);
         failures++;
     }
-    printf("%s %d rank%s, %d iterations: %d matrices, %d to %d orthogonalized per rank, %s\n",
-           failures ? "FAIL" : "ok  ", ranks, ranks > 1 ? "s" : "", ns, count, least, most,
+    printf("%s %d rank%s, %d iterations, qkv %s: %d matrices, %d to %d orthogonalized per rank, "
+           "%s\n", failures ? "FAIL" : "ok  ", ranks, ranks > 1 ? "s" : "", ns,
+           split_qkv ? "as Q, K, V" : "whole", count, least, most,
            ranks > 1 ? "each result broadcast by its owner before every rank's update"
                      : "no broadcast");
     free(block);
     return failures;
 }
 
+// The matrices muon_step must visit, in order: each tensor's layers; with split_qkv each layer's
+// qkv matrix as its C query rows, then its key rows and its value rows (kv each).
+static int expected_matrices(const GPTConfig* cfg, int split_qkv, Matrix* mats, size_t* adamw) {
+    size_t sizes[NUM_PARAM_TENSORS], at = 0;
+    gpt_param_sizes(cfg, sizes);
+    int count = 0;
+    *adamw = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
+        int rows, cols;
+        if (!muon_tensor_shape(cfg, k, &rows, &cols)) {
+            *adamw += sizes[k];
+            continue;
+        }
+        for (int l = 0; l < cfg->L; l++) {
+            const size_t w = at + (size_t)l * rows * cols;
+            if (k != 4 || !split_qkv) {
+                mats[count++] = (Matrix){w, rows, cols};
+                continue;
+            }
+            const int C = cfg->C, kv = (rows - C) / 2;
+            mats[count++] = (Matrix){w, C, cols};
+            mats[count++] = (Matrix){w + (size_t)C * cols, kv, cols};
+            mats[count++] = (Matrix){w + (size_t)(C + kv) * cols, kv, cols};
+        }
+    }
+    return count;
+}
+
 int main(void) {
     GPTConfig cfg;
     if (gpt_config_preset("tiny", 0, 0, &cfg) != 0) return 1;
     cfg.L = 3;
-    size_t sizes[NUM_PARAM_TENSORS], at = 0, adamw = 0;
-    gpt_param_sizes(&cfg, sizes);
-    Matrix mats[MAX_MATRICES];
-    int count = 0;
-    for (int k = 0; k < NUM_PARAM_TENSORS; at += sizes[k], k++) {
-        int rows, cols;
-        if (!muon_tensor_shape(&cfg, k, &rows, &cols)) {
-            adamw += sizes[k];
-            continue;
-        }
-        for (int l = 0; l < cfg.L; l++)
-            mats[count++] = (Matrix){at + (size_t)l * rows * cols, rows, cols};
-    }
+    cfg.kv_heads = cfg.NH / 2;   // grouped-query: the key and value blocks narrower than Q's
     int failures = 0;
     const int rank_counts[] = {1, 2, 3, 4, 5, 12, 13, 40};
-    // an odd and an even number of iterations: the result ends in either of the iterate's buffers
-    for (int ns = 3; ns <= 4; ns++)
-        for (size_t i = 0; i < sizeof rank_counts / sizeof *rank_counts; i++)
-            failures += check_ranks(&cfg, mats, count, adamw, rank_counts[i], ns);
+    for (int split = 0; split <= 1; split++) {
+        Matrix mats[MAX_MATRICES];
+        size_t adamw;
+        const int count = expected_matrices(&cfg, split, mats, &adamw);
+        // an odd and an even number of iterations: the result ends in either iterate buffer
+        for (int ns = 3; ns <= 4; ns++)
+            for (size_t i = 0; i < sizeof rank_counts / sizeof *rank_counts; i++)
+                failures += check_ranks(&cfg, mats, count, adamw, rank_counts[i], ns, split);
+    }
     return failures != 0;
 }

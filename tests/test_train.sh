@@ -1415,9 +1415,11 @@ assert all(x["loss"] != y["loss"] for x, y in zip(a[1:], m[1:])), (a, m)' "$W/ad
 }
 
 # --optimizer dist_muon: the Newton-Schulz work split over the ranks, each result broadcast by its
-# owner. At dp 3 (2 layers: 8 matrices in rounds of 3, 3 and 2) and on a 2x2 mesh (rounds of 4) the
-# losses, evaluations, samples and final weights of --optimizer muon bit for bit, each rank's
-# traffic muon's plus exactly the fp32 results it did not compute, every step; either optimizer
+# owner. At dp 3 (2 layers: 12 matrices, qkv as Q, K and V, in rounds of 3), on a 2x2 mesh (rounds
+# of 4) and at dp 3 with --muon-no-split-qkv (8 matrices: rounds of 3, 3 and 2) the losses,
+# evaluations, samples and final weights of --optimizer muon bit for bit, each rank's traffic
+# muon's plus exactly the fp32 results it did not compute, every step; the split and the whole
+# qkv train differently; either optimizer
 # resumes the other's checkpoint, the two continuations bit-identical; the state files' second
 # moment 0 at every matrix element (Muon keeps none there), AdamW's elsewhere; --zero 1 refused.
 t_dist_muon() {
@@ -1425,7 +1427,7 @@ t_dist_muon() {
   local run=("${TINY[@]}" --layers 2 --steps 6 --total-batch-tokens 96 --warmup 2 --lr 1e-2
              --muon-use-nesterov --muon-extra-scale-factor 0.2)
   local mesh o
-  for mesh in "dp3 3 --dp 3" "mesh 4 --pq 2 --pkv 2"; do
+  for mesh in "dp3 3 --dp 3" "mesh 4 --pq 2 --pkv 2" "whole 3 --dp 3 --muon-no-split-qkv"; do
     read -r name np flags <<< "$mesh"
     for o in muon dist_muon; do
       # shellcheck disable=SC2086
@@ -1440,7 +1442,10 @@ t_dist_muon() {
 def rec(p, t): return [r for r in map(json.loads, open(p)) if r["type"] == t][-1]
 a, b = (rec(p, "timeline")["step_comm_bytes_per_rank"] for p in sys.argv[1:3])
 W, C, L = rec(sys.argv[2], "config")["world"], 32, 2
-shapes = [(3 * C, C)] * L + [(C, C)] * L + [(4 * C, C)] * L + [(C, 4 * C)] * L  # parameter order
+split = not rec(sys.argv[2], "config")["options"]["muon-no-split-qkv"]
+# parameter order, each qkv matrix as its Q, K and V rows unless whole
+qkv = [(C, C)] * 3 * L if split else [(3 * C, C)] * L
+shapes = qkv + [(C, C)] * L + [(4 * C, C)] * L + [(C, 4 * C)] * L
 total = sum(r * c for r, c in shapes)
 own = [sum(r * c for j, (r, c) in enumerate(shapes) if j % W == rank) for rank in range(W)]
 want = [6 * 4 * (total - own[rank]) for rank in range(W)]
@@ -1448,6 +1453,11 @@ got = [y - x for x, y in zip(a, b)]
 assert got == want, (got, want)
 print("extra bytes per rank", got)' "$W/$name-muon/log.jsonl" "$W/$name-dist_muon/log.jsonl"
   done
+  check "--muon-no-split-qkv: steps 2-6 differ from Q, K and V apart" "$PY" -c 'import json, sys
+def steps(p): return [r["loss"] for r in map(json.loads, open(p)) if r["type"] == "step"]
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+assert len(a) == len(b) == 6 and a[0] == b[0] and all(x != y for x, y in zip(a[1:], b[1:])), (a, b)' \
+    "$W/dp3-muon/log.jsonl" "$W/whole-muon/log.jsonl"
   # each optimizer continues each one's checkpoint (steps 7-8): one result
   for o in muon dist_muon; do
     local from

@@ -423,7 +423,8 @@ def lr_at(s, a):
 # its momentum orthogonalized with the quintic Newton-Schulz iteration, every other tensor by
 # AdamW (Keller Jordan's Muon as Megatron-LM's --optimizer muon runs it: the momentum an average
 # of the gradients, Nesterov's form, the update scaled by 0.2 sqrt(max(rows, cols)), decoupled
-# weight decay with the same lr).
+# weight decay with the same lr). The qkv matrix's query, key and value rows are orthogonalized
+# and scaled apart (Megatron-LM's default --muon-split-qkv), or whole (--muon-no-split-qkv).
 MUON = {"qkvw", "attprojw", "fcw", "fcprojw"}
 MUON_NS = (3.4445, -4.7750, 2.0315)
 
@@ -440,9 +441,14 @@ def orthogonalize(u, steps):
 
 
 class Muon:
-    def __init__(self, params, a):
+    def __init__(self, params, qkv, a):
         self.params, self.a = params, a
+        self.qkv = {id(p) for p in qkv}   # the qkv projections' matrices
         self.momentum = [torch.zeros_like(p) for p in params]
+
+    def update(self, u):
+        """The orthogonalized, scaled update of one matrix's (or block's) U."""
+        return 0.2 * math.sqrt(max(u.shape)) * orthogonalize(u, self.a.muon_ns_steps)
 
     def step(self, lr):
         beta = self.a.muon_momentum
@@ -450,16 +456,21 @@ class Muon:
             for p, m in zip(self.params, self.momentum):
                 m.mul_(beta).add_(p.grad, alpha=1 - beta)
                 u = (1 - beta) * p.grad + beta * m
-                scale = 0.2 * math.sqrt(max(p.shape))
+                if id(p) in self.qkv and not self.a.muon_no_split_qkv:
+                    C = p.shape[1]
+                    kv = (p.shape[0] - C) // 2   # rows: C queries, then the K and V heads
+                    o = torch.cat([self.update(b) for b in u.split([C, kv, kv], dim=0)], dim=0)
+                else:
+                    o = self.update(u)
                 p.mul_(1 - lr * self.a.wd)
-                p.add_(orthogonalize(u, self.a.muon_ns_steps), alpha=-lr * scale)
+                p.add_(o, alpha=-lr)
 
 
 def reference(model, idx, tgt, a):
     """Returns dict of float32 numpy arrays: logits, loss, grads[17], losses, params[17]."""
     groups = model.groups()
     params = [p for n in NAMES for p in groups[n]]
-    muon = Muon([p for n in NAMES if n in MUON for p in groups[n]], a) if a.muon else None
+    muon = Muon([p for n in NAMES if n in MUON for p in groups[n]], groups["qkvw"], a) if a.muon else None
     adam = [n for n in NAMES if not (muon and n in MUON)]
     decay = [p for n in adam if n in DECAYED for p in groups[n]]
     no_decay = [p for n in adam if n not in DECAYED for p in groups[n]]
@@ -642,6 +653,8 @@ def main():
                    help="Muon for the hidden matrices (Nesterov, 0.2 x spectral scale), AdamW for the rest")
     p.add_argument("--muon-momentum", type=float, default=0.95)
     p.add_argument("--muon-ns-steps", type=int, default=5)
+    p.add_argument("--muon-no-split-qkv", action="store_true",
+                   help="the qkv matrix orthogonalized whole (default: its Q, K and V rows apart)")
     p.add_argument("--tol-grad", type=float, default=1e-4, help="logits and gradients")
     p.add_argument("--tol-loss", type=float, default=1e-5, help="initial loss and step losses")
     p.add_argument("--tol-weights", type=float, default=1e-4, help="final parameters")

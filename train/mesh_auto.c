@@ -138,6 +138,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.zero = o->zero;
     q.muon = options_muon(o) ? o->muon_ns_steps : 0;
     q.muon_split = strcmp(o->optimizer, "dist_muon") == 0;
+    q.muon_whole_qkv = o->muon_no_split_qkv;
     q.chunks = (o->given & OPT_GIVEN_A2A_CHUNKS) ? o->a2a_chunks : COST_CHUNKS_AUTO;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);

@@ -52,6 +52,7 @@ typedef struct {
     const char* optimizer;     // adamw | muon | dist_muon (model/muon.h; options_muon)
     double muon_momentum, muon_extra_scale;
     int muon_nesterov, muon_ns_steps;
+    int muon_no_split_qkv;     // 1: the qkv matrix orthogonalized whole (muon_matrix_shape)
     const char* muon_scale_mode;   // spectral | shape_scaling | unit_rms_norm
     // evaluation and sampling
     int eval_every, eval_batches;

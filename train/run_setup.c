@@ -524,7 +524,8 @@ static void setup_model_and_optimizer(Trainer* t) {
     t->muon_cfg = (MuonConfig){.momentum = t->opt.muon_momentum, .nesterov = t->opt.muon_nesterov,
                                .ns_steps = t->opt.muon_ns_steps,
                                .scale_mode = (MuonScaleMode)muon_scale_mode(t->opt.muon_scale_mode),
-                               .extra_scale = t->opt.muon_extra_scale};
+                               .extra_scale = t->opt.muon_extra_scale,
+                               .split_qkv = !t->opt.muon_no_split_qkv};
     if (!strcmp(t->opt.optimizer, "dist_muon"))   // every rank holds the same parameters
         t->muon_cfg.share = (MuonShare){t->mesh.world_rank, world, muon_broadcast, t};
     t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count,
