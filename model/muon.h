@@ -3,7 +3,8 @@
 // Newton-Schulz iterations, every other tensor by AdamW (the embeddings, the classifier, the
 // norms, the biases), with one learning rate and weight decay.
 //
-// For a matrix W (rows x cols) with gradient G (already multiplied by the clip factor):
+// For a matrix W (rows x cols; each layer's qkv projection as its Q, K and V rows unless
+// split_qkv is 0: muon_matrix_shape) with gradient G (already multiplied by the clip factor):
 //   M  = beta M + (1 - beta) G                       (momentum, an EMA as Megatron-LM's)
 //   U  = nesterov ? (1 - beta) G + beta M : M
 //   X  = U / (|U|_F + 1e-7), transposed when rows > cols (X is r x c, r = min, c = max)
@@ -61,8 +62,8 @@ double muon_scale_factor(const MuonConfig* c, int rows, int cols);
 #define MUON_NORM_EPS 1e-7
 
 // One layer's matrix (rows x cols) of parameter tensor k where Muon updates it, returning 1: the
-// hidden layers' qkvw, attprojw, fcw and fcprojw (each layer's slice one matrix; the qkv
-// projection's Q, K and V rows together, as Megatron-LM's default); 0 (and 0 x 0) for the tensors
+// hidden layers' qkvw, attprojw, fcw and fcprojw (each layer's slice, whole: muon_matrix_shape
+// splits the qkv projection's); 0 (and 0 x 0) for the tensors
 // AdamW keeps: the embeddings, the untied classifier, the norms, the biases. Inline: the memory
 // budget and the cost model use it without the model.
 static inline int muon_tensor_shape(const GPTConfig* cfg, int k, int* rows, int* cols) {
@@ -189,8 +190,8 @@ typedef struct {
     void (*adamw)(void* ctx, size_t begin, size_t end, size_t v_slot);
 } MuonOps;
 
-// One optimizer step under Muon: AdamW for the tensors Muon leaves, then Muon for every layer's
-// matrices in parameter order (tensor by tensor, each tensor's layers), shared as c->share says.
+// One optimizer step under Muon: AdamW for the tensors Muon leaves, then Muon for every matrix in
+// muon_matrix_shape's order, shared as c->share says.
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay);
 
