@@ -138,9 +138,9 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->begin = begin;
     o->count = count;
     o->cfg = m->cfg;
-    o->v_count = muon ? m->num_params - muon_matrix_elements(&m->cfg) : count;
+    o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
     o->m = xcalloc(count, sizeof(real), "AdamW first moments");
-    o->v = xcalloc(o->v_count ? o->v_count : 1, sizeof(real), "AdamW second moments");
+    o->v = xcalloc(o->v_count, sizeof(real), "AdamW second moments");
     if (muon) {
         CHECK(begin == 0 && count >= m->num_params, "caller bug",
               "optimizer_create: Muon needs every parameter, not [%zu, +%zu)", begin, count);

@@ -414,7 +414,7 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->begin = begin;
     o->count = count;
     o->cfg = m->cfg;
-    o->v_count = muon ? m->num_params - muon_matrix_elements(&m->cfg) : count;
+    o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
     o->m = alloc_f32(count, "AdamW first moments");
     o->v = alloc_f32(o->v_count, "AdamW second moments");
     // The master weights of the optimizer's range only: under ZeRO-1 the shard (the bf16

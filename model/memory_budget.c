@@ -205,7 +205,7 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
     b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
     // m of every parameter; v of every parameter, or under Muon of the tensors AdamW keeps
-    b[MEMORY_ADAMW] = (shard + (c->muon ? n - muon_matrix_elements(&c->cfg) : shard)) * 4;
+    b[MEMORY_ADAMW] = (shard + (c->muon ? muon_v_elements(&c->cfg, n) : shard)) * 4;
     // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
     if (c->muon) {
         const size_t ns = muon_scratch_elements(&c->cfg);

@@ -133,9 +133,12 @@ static inline size_t muon_matrix_elements(const GPTConfig* cfg) {
     return n;
 }
 // Under Muon a second moment exists only for the tensors AdamW keeps (the matrices have their
-// momentum alone): one compact buffer of num_params - muon_matrix_elements elements, the tensors
-// in parameter order. span(ctx, begin, n, slot) for each: its parameters [begin, begin + n) and
-// their first slot in that buffer.
+// momentum alone): one compact buffer of muon_v_elements, the tensors in parameter order.
+// span(ctx, begin, n, slot) for each: its parameters [begin, begin + n) and their first slot in
+// that buffer.
+static inline size_t muon_v_elements(const GPTConfig* cfg, size_t num_params) {
+    return num_params - muon_matrix_elements(cfg);
+}
 typedef void (*MuonVSpan)(void* ctx, size_t begin, size_t n, size_t slot);
 void muon_v_spans(const GPTConfig* cfg, MuonVSpan span, void* ctx);
 // The compact second moment to the checkpoint's full one (count parameters, 0 for the matrices),
