@@ -13,9 +13,10 @@
 
 struct Optimizer {
     size_t begin, count;
-    real *m, *v;          // AdamW's moments; under Muon m is its momentum for the matrices and
-                          // v the compact second moment of the other tensors (v_count)
-    size_t v_count;
+    real *m, *v;          // AdamW's moments; under Muon the compact ones (model/muon.h): m the
+                          // other tensors' and the owned matrices' momenta (m_count), v the
+                          // other tensors' (v_count)
+    size_t m_count, v_count;
     GPTConfig cfg;
     int muon;             // 1: Muon for the hidden matrices (model/muon.h)
     MuonConfig muon_cfg;
@@ -139,7 +140,8 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->count = count;
     o->cfg = m->cfg;
     o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
-    o->m = xcalloc(count, sizeof(real), "AdamW first moments");
+    o->m_count = muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count;
+    o->m = xcalloc(o->m_count, sizeof(real), "AdamW first moments");
     o->v = xcalloc(o->v_count, sizeof(real), "AdamW second moments");
     if (muon) {
         CHECK(begin == 0 && count >= m->num_params, "caller bug",
@@ -172,15 +174,16 @@ typedef struct {
     const AdamWConfig* adam;
 } CpuMuon;
 
-static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* uv) {
+static void cpu_muon_momentum(void* ctx, size_t offset, size_t n, size_t m_slot, const MuonConfig* c,
+                              void* uv) {
     CpuMuon* q = ctx;
     const real beta = (real)c->momentum, *g = q->model->grads_memory + offset;
-    real *mom = q->o->m + offset, *u = uv;
+    real *mom = q->o->m + m_slot, *u = uv;
 #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         const real gi = g[i] * q->scale;
         mom[i] = beta * mom[i] + (1 - beta) * gi;
-        if (u) u[i] = c->nesterov ? (1 - beta) * gi + beta * mom[i] : mom[i];
+        u[i] = c->nesterov ? (1 - beta) * gi + beta * mom[i] : mom[i];
     }
 }
 
@@ -219,10 +222,10 @@ static void cpu_muon_update(void* ctx, size_t offset, int rows, int cols, const 
     for (size_t i = 0; i < n; i++) w[i] -= d * w[i] + s * x[muon_x_index(i, rows, cols)];
 }
 
-static void cpu_muon_adamw(void* ctx, size_t begin, size_t end, size_t v_slot) {
-    CpuMuon* q = ctx;   // the optimizer covers every parameter from 0
-    adamw_update(&q->model->cfg, q->model->params_memory, q->model->grads_memory, q->o->m + begin,
-                 q->o->v + v_slot, begin, end, q->t, q->lr, q->adam, q->scale);
+static void cpu_muon_adamw(void* ctx, size_t begin, size_t end, size_t slot) {
+    CpuMuon* q = ctx;
+    adamw_update(&q->model->cfg, q->model->params_memory, q->model->grads_memory, q->o->m + slot,
+                 q->o->v + slot, begin, end, q->t, q->lr, q->adam, q->scale);
 }
 
 static const MuonOps cpu_muon_ops = {cpu_muon_momentum, cpu_muon_normalize, cpu_muon_gemm,
@@ -244,12 +247,25 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
     muon_step(&cpu_muon_ops, &q, &o->scratch, &m->cfg, &o->muon_cfg, lr, cfg->weight_decay);
 }
 
+static void cpu_to_host(void* ctx, float* dst, const void* src, size_t n) {
+    (void)ctx;
+    to_float(dst, src, n);
+}
+
+static void cpu_from_host(void* ctx, void* dst, const float* src, size_t n) {
+    (void)ctx;
+    from_float(dst, src, n);
+}
+
+static const MuonHostOps cpu_host_ops = {cpu_to_host, cpu_from_host};
+
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
-    to_float(m, o->m, o->count);
     if (!o->muon) {
+        to_float(m, o->m, o->count);
         to_float(v, o->v, o->count);
         return;
     }
+    muon_m_to_host(&cpu_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m, o->count);
     float* compact = xmalloc(o->v_count * sizeof(float) + 1, "second moments");
     to_float(compact, o->v, o->v_count);
     muon_v_expand(&o->cfg, compact, v, o->count);
@@ -257,11 +273,12 @@ void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
 }
 
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
-    from_float(o->m, m, o->count);
     if (!o->muon) {
+        from_float(o->m, m, o->count);
         from_float(o->v, v, o->count);
         return;
     }
+    muon_m_from_host(&cpu_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m);
     float* compact = xmalloc(o->v_count * sizeof(float) + 1, "second moments");
     muon_v_compact(&o->cfg, v, compact);
     from_float(o->v, compact, o->v_count);

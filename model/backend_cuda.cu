@@ -27,11 +27,13 @@
 struct Optimizer {
     size_t begin, count;
     float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory;
-                               // under Muon v is the compact second moment (v_count, muon.h)
-    size_t v_count;
+                               // under Muon the compact ones (model/muon.h): m the other tensors'
+                               // and the owned matrices' momenta (m_count), v the other tensors'
+                               // (v_count)
+    size_t m_count, v_count;
     GPTConfig cfg;
     AdamWTensorTable table;    // which elements are weight-decayed
-    // Muon (model/muon.h): its momentum is m of the matrices; fp32 scratch in device memory.
+    // Muon (model/muon.h): fp32 scratch in device memory.
     int muon;
     MuonConfig muon_cfg;
     MuonScratch scratch;
@@ -415,7 +417,8 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->count = count;
     o->cfg = m->cfg;
     o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
-    o->m = alloc_f32(count, "AdamW first moments");
+    o->m_count = muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count;
+    o->m = alloc_f32(o->m_count, "AdamW first moments");
     o->v = alloc_f32(o->v_count, "AdamW second moments");
     // The master weights of the optimizer's range only: under ZeRO-1 the shard (the bf16
     // parameters of the others arrive by the all-gather after each step).
@@ -466,9 +469,10 @@ typedef struct {
     const AdamWConfig* adam;
 } CudaMuon;
 
-static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* u) {
+static void cuda_muon_momentum(void* ctx, size_t offset, size_t n, size_t m_slot, const MuonConfig* c,
+                               void* u) {
     CudaMuon* q = (CudaMuon*)ctx;
-    muon_momentum_cuda(q->o->m + offset, (float*)u, q->model->grads_memory + offset, n,
+    muon_momentum_cuda(q->o->m + m_slot, (float*)u, q->model->grads_memory + offset, n,
                        c->momentum, c->nesterov, q->grad_scale, cuda_backend_stream());
 }
 
@@ -504,12 +508,12 @@ static void cuda_muon_update(void* ctx, size_t offset, int rows, int cols, const
                      cols, step, decay, q->grad_scale, adamw_seed(q->t), q->t, cuda_backend_stream());
 }
 
-static void cuda_muon_adamw(void* ctx, size_t begin, size_t end, size_t v_slot) {
-    CudaMuon* q = (CudaMuon*)ctx;   // the optimizer and the master copy cover every parameter
+static void cuda_muon_adamw(void* ctx, size_t begin, size_t end, size_t slot) {
+    CudaMuon* q = (CudaMuon*)ctx;   // the master copy covers every parameter
     GPT* m = q->model;
     const AdamWConfig* a = q->adam;
     adamw_update_cuda(m->params_memory, m->master_params ? m->master_params + begin : NULL,
-                      m->grads_memory, q->o->m + begin, q->o->v + v_slot, begin, end, &q->o->table,
+                      m->grads_memory, q->o->m + slot, q->o->v + slot, begin, end, &q->o->table,
                       q->t, q->lr, a->beta1, a->beta2, a->eps, a->weight_decay, q->grad_scale,
                       adamw_seed(q->t), cuda_backend_stream());
 }
@@ -534,9 +538,30 @@ void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* c
                       grad_scale, adamw_seed(t), cuda_backend_stream());
 }
 
+// Muon's first moment between the device and the host (muon_m_to_host), a span at a time: each
+// copy is complete before the next broadcast reuses the scratch it may read.
+static void cuda_to_host(void* ctx, float* dst, const void* src, size_t n) {
+    (void)ctx;
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+static void cuda_from_host(void* ctx, void* dst, const float* src, size_t n) {
+    (void)ctx;
+    cudaStream_t s = cuda_backend_stream();
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+static const MuonHostOps cuda_host_ops = {cuda_to_host, cuda_from_host};
+
 void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
     cudaStream_t s = cuda_backend_stream();
-    CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
+    if (o->muon)
+        muon_m_to_host(&cuda_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m, o->count);
+    else
+        CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
     // Muon: the compact second moment, spread over its tensors' places (0 for the matrices).
     float* compact = o->muon ? (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments") : v;
     CUDA_CHECK(cudaMemcpyAsync(compact, o->v, o->v_count * sizeof(float), cudaMemcpyDeviceToHost, s));
@@ -549,7 +574,10 @@ void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
 
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {
     cudaStream_t s = cuda_backend_stream();
-    CUDA_CHECK(cudaMemcpyAsync(o->m, m, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (o->muon)
+        muon_m_from_host(&cuda_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m);
+    else
+        CUDA_CHECK(cudaMemcpyAsync(o->m, m, o->count * sizeof(float), cudaMemcpyHostToDevice, s));
     float* compact = NULL;
     if (o->muon) {
         compact = (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments");

@@ -204,8 +204,20 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     b[MEMORY_GRADS] = padded * c->real_bytes;
     b[MEMORY_MASTER] = shard * c->master_bytes;   // ZeRO-1: the optimizer's shard only
     b[MEMORY_PARAM_STAGING] = c->master_bytes ? param_staging_floats(padded, c->param_chunk) * sizeof(float) : 0;
-    // m of every parameter; v of every parameter, or under Muon of the tensors AdamW keeps
-    b[MEMORY_ADAMW] = (shard + (c->muon ? muon_v_elements(&c->cfg, n) : shard)) * 4;
+    // m and v of every parameter; under Muon both of the tensors AdamW keeps, and m of the
+    // matrices: under dist_muon of muon_rank's, or of the rank that owns the most
+    b[MEMORY_ADAMW] = 2 * shard * 4;
+    if (c->muon) {
+        const int split = !c->muon_whole_qkv, count = muon_matrix_count(&c->cfg, split);
+        const int ranks = c->muon_ranks > 1 ? c->muon_ranks : 1;
+        size_t owned = 0;
+        for (int r = 0; r < ranks && r < count; r++) {
+            if (c->muon_rank >= 0 && r != c->muon_rank % ranks) continue;
+            const size_t e = muon_owned_elements(&c->cfg, split, r, ranks);
+            owned = e > owned ? e : owned;
+        }
+        b[MEMORY_ADAMW] = (2 * muon_v_elements(&c->cfg, n) + owned) * 4;
+    }
     // CUDA: fp32, an even count, then U's sum of squares (a double); CPU: real, at least one.
     if (c->muon) {
         const size_t ns = muon_scratch_elements(&c->cfg);

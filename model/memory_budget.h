@@ -25,8 +25,9 @@ typedef enum {
     MEMORY_PARAMS,            // parameters (padded to the ZeRO-1 shard multiple)
     MEMORY_GRADS,             // their gradients
     MEMORY_MASTER,            // fp32 master weights (bf16 storage only), ZeRO-1: this rank's shard
-    MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard; under Muon m of
-                              // every parameter, v of the tensors AdamW keeps (model/muon.h)
+    MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard; under Muon m and
+                              // v of the tensors AdamW keeps and the momenta of the matrices (of
+                              // this rank's under dist_muon; model/muon.h)
     MEMORY_MUON,              // --optimizer muon: the Newton-Schulz scratch (model/muon.h)
     MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
     MEMORY_PARAM_STAGING,     // with master weights: the parameter staging (model/param_staging.h)
@@ -70,6 +71,11 @@ typedef struct {
     int keep_kv;              // 2d: gathered K/V of every layer kept for backward
     int zero;                 // ZeRO-1: AdamW state sharded over all dp * pq * pkv ranks
     int muon;                 // --optimizer muon: its Newton-Schulz scratch, no v for the matrices
+    int muon_ranks;           // --optimizer dist_muon: the world, over which the matrices' momenta
+                              // are spread; 0, 1: every rank keeps them all
+    int muon_rank;            // dist_muon: the rank whose momenta count; -1: the rank that keeps
+                              // the most
+    int muon_whole_qkv;       // --muon-no-split-qkv: which matrices there are to spread
     int cuda;                 // the CUDA backend (layer workspace, cuBLASLt workspace); else the
                               // backend's memory is the host's, which the trainer's host copy of
                               // the parameters shares (its AdamW moment copies stay untouched

@@ -66,6 +66,13 @@ static MuonMatrix muon_matrix(const GPTConfig* cfg, const size_t* sizes, int spl
     return x;
 }
 
+// The compact first moment's slot of the first owned matrix: after the AdamW tensors' moments.
+static size_t first_matrix_slot(const GPTConfig* cfg, const size_t* sizes) {
+    size_t total = 0;
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++) total += sizes[k];
+    return muon_v_elements(cfg, total);
+}
+
 void muon_v_spans(const GPTConfig* cfg, MuonVSpan span, void* ctx) {
     size_t sizes[NUM_PARAM_TENSORS], at = 0, slot = 0;
     gpt_param_sizes(cfg, sizes);
@@ -119,22 +126,20 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
     const MuonShare* share = &c->share;
     const int ranks = share->ranks > 1 ? share->ranks : 1, me = ranks > 1 ? share->rank : 0;
     const int count = muon_matrix_count(cfg, c->split_qkv);
-    // Rounds of `ranks` matrices, rank i orthogonalizing the round's i-th: consecutive matrices
-    // are mostly of one shape, so a round's ranks finish together. At most one result lives on a
-    // rank at a time, in one of the iterate's buffers; the other receives the owners' results.
+    size_t m_slot = first_matrix_slot(cfg, sizes);
+    // Rounds of `ranks` matrices, rank i orthogonalizing the round's i-th (muon_matrix_owner):
+    // consecutive matrices are mostly of one shape, so a round's ranks finish together. At most
+    // one result lives on a rank at a time, in one of the iterate's buffers; the other receives
+    // the owners' results.
     for (int first = 0; first < count; first += ranks) {
         const int last = first + ranks < count ? first + ranks : count, mine = first + me;
-        for (int j = first; j < last; j++)
-            if (j != mine) {
-                const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, j);
-                ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, NULL);
-            }
         void* result = scratch->x;
         if (mine < last) {
             const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, mine);
             const int r = w.rows < w.cols ? w.rows : w.cols;
             const int wide = w.rows < w.cols ? w.cols : w.rows;
-            ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, c, scratch->u);
+            ops->momentum(ctx, w.offset, (size_t)w.rows * w.cols, m_slot, c, scratch->u);
+            m_slot += (size_t)w.rows * w.cols;
             ops->normalize(ctx, w.rows, w.cols);
             // U is spent once X holds it: its buffer is the iterate's second copy.
             result = newton_schulz(ops, ctx, scratch->x, scratch->u, scratch->a, scratch->b, r,
@@ -146,9 +151,65 @@ void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const 
             void* x = j == mine ? result : received;
             if (ranks > 1)
                 share->broadcast(share->ctx, x, (size_t)w.rows * w.cols * scratch->elem_size,
-                                 j - first);
+                                 muon_matrix_owner(share, j));
             const double step = lr * muon_scale_factor(c, w.rows, w.cols);
             ops->update(ctx, w.offset, w.rows, w.cols, x, step, lr * weight_decay);
         }
     }
+}
+
+// The AdamW tensors' first moments between their compact slots and their places.
+typedef struct {
+    const MuonHostOps* ops;
+    void* ctx;
+    char* m;
+    float* full;
+    size_t elem_size;
+    int to_host;
+} MomentSpans;
+
+static void moment_span(void* ctx, size_t begin, size_t n, size_t slot) {
+    MomentSpans* s = ctx;
+    if (s->to_host) s->ops->to_host(s->ctx, s->full + begin, s->m + slot * s->elem_size, n);
+    else s->ops->from_host(s->ctx, s->m + slot * s->elem_size, s->full + begin, n);
+}
+
+// Both directions: the AdamW tensors' spans, then every matrix in muon_step's order, the owned
+// ones from their slots.
+static void muon_m_copy(const MuonHostOps* ops, void* ctx, const MuonScratch* scratch,
+                        const GPTConfig* cfg, const MuonConfig* c, char* m, float* full,
+                        int to_host) {
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt_param_sizes(cfg, sizes);
+    MomentSpans spans = {ops, ctx, m, full, scratch->elem_size, to_host};
+    muon_v_spans(cfg, moment_span, &spans);
+    const MuonShare* share = &c->share;
+    const int me = share->ranks > 1 ? share->rank : 0, count = muon_matrix_count(cfg, c->split_qkv);
+    size_t slot = first_matrix_slot(cfg, sizes);
+    for (int j = 0; j < count; j++) {
+        const MuonMatrix w = muon_matrix(cfg, sizes, c->split_qkv, j);
+        const size_t n = (size_t)w.rows * w.cols;
+        const int owner = muon_matrix_owner(share, j);
+        void* mine = owner == me ? m + slot * scratch->elem_size : NULL;
+        if (mine) slot += n;
+        if (!to_host) {
+            if (mine) ops->from_host(ctx, mine, full + w.offset, n);
+            continue;
+        }
+        void* buf = mine ? mine : scratch->u;
+        if (share->ranks > 1) share->broadcast(share->ctx, buf, n * scratch->elem_size, owner);
+        ops->to_host(ctx, full + w.offset, buf, n);
+    }
+}
+
+void muon_m_to_host(const MuonHostOps* ops, void* ctx, const MuonScratch* scratch,
+                    const GPTConfig* cfg, const MuonConfig* c, const void* m, float* full,
+                    size_t count) {
+    memset(full, 0, count * sizeof(float));   // the padding past the parameters, if any
+    muon_m_copy(ops, ctx, scratch, cfg, c, (char*)m, full, 1);
+}
+
+void muon_m_from_host(const MuonHostOps* ops, void* ctx, const MuonScratch* scratch,
+                      const GPTConfig* cfg, const MuonConfig* c, void* m, const float* full) {
+    muon_m_copy(ops, ctx, scratch, cfg, c, m, (float*)full, 0);
 }

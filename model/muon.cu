@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(MUON_THREADS)
     const float g = to_float(grads[i]) * (grad_scale ? (float)*grad_scale : 1.0f);
     const float m = beta * mom[i] + (1.0f - beta) * g;
     mom[i] = m;
-    if (u) u[i] = nesterov ? (1.0f - beta) * g + beta * m : m;
+    u[i] = nesterov ? (1.0f - beta) * g + beta * m : m;
 }
 
 __global__ void __launch_bounds__(MUON_THREADS)

@@ -30,10 +30,12 @@ typedef enum { MUON_SCALE_SPECTRAL = 0, MUON_SCALE_SHAPE, MUON_SCALE_UNIT_RMS } 
 // Newton-Schulz split over ranks that hold the same parameters and gradients (Megatron-LM's
 // --optimizer dist_muon, its layer-wise distributed optimizer): the matrices go in rounds of
 // `ranks`, rank i orthogonalizing the round's i-th, and each result reaches every rank by a
-// broadcast from its owner; every rank then applies every update as before. The momentum stays
-// whole on every rank, so the results, the state and the checkpoints are those of the replicated
-// step bit for bit. Every sharing rank runs the same steps (a skipped step too: the broadcasts
-// pair up). ranks <= 1: every rank orthogonalizes every matrix itself.
+// broadcast from its owner; every rank then applies every update as before. A matrix's momentum
+// lives on its owner alone (muon_m_elements; Megatron-LM's dist_muon shards its state too), and
+// the owner advances it exactly as the replicated step would, so the results and the checkpoints
+// (muon_m_to_host gathers every momentum) are those of the replicated step bit for bit. Every
+// sharing rank runs the same steps (a skipped step too: the broadcasts pair up). ranks <= 1:
+// every rank orthogonalizes every matrix itself.
 typedef void (*MuonBroadcast)(void* ctx, void* buf, size_t bytes, int root);
 typedef struct {
     int rank, ranks;           // this rank among those sharing the work
@@ -139,12 +141,36 @@ static inline size_t muon_matrix_elements(const GPTConfig* cfg) {
 static inline size_t muon_v_elements(const GPTConfig* cfg, size_t num_params) {
     return num_params - muon_matrix_elements(cfg);
 }
+// The AdamW tensors' first moments take the same slots of the compact first moment (below).
 typedef void (*MuonVSpan)(void* ctx, size_t begin, size_t n, size_t slot);
 void muon_v_spans(const GPTConfig* cfg, MuonVSpan span, void* ctx);
 // The compact second moment to the checkpoint's full one (count parameters, 0 for the matrices),
 // and back.
 void muon_v_expand(const GPTConfig* cfg, const float* compact, float* full, size_t count);
 void muon_v_compact(const GPTConfig* cfg, const float* full, float* compact);
+
+// The rank that orthogonalizes matrix j (muon_matrix_shape's order) and keeps its momentum: the
+// round's i-th matrix is rank i's (muon_step).
+static inline int muon_matrix_owner(const MuonShare* s, int j) {
+    return s->ranks > 1 ? j % s->ranks : 0;
+}
+// Elements of the matrices rank `rank` of `ranks` owns (all of them for ranks <= 1).
+static inline size_t muon_owned_elements(const GPTConfig* cfg, int split_qkv, int rank, int ranks) {
+    const int count = muon_matrix_count(cfg, split_qkv), step = ranks > 1 ? ranks : 1;
+    size_t n = 0;
+    for (int j = ranks > 1 ? rank : 0; j < count; j += step) {
+        const MuonMatrixShape s = muon_matrix_shape(cfg, split_qkv, j);
+        n += (size_t)s.rows * s.cols;
+    }
+    return n;
+}
+// The compact first moment of a rank: the AdamW tensors' (muon_v_spans' slots), then the momenta
+// of the matrices the rank owns, in muon_matrix_shape's order; every matrix's without sharing.
+static inline size_t muon_m_elements(const GPTConfig* cfg, const MuonConfig* c,
+                                     size_t num_params) {
+    return muon_v_elements(cfg, num_params) +
+           muon_owned_elements(cfg, c->split_qkv, c->share.rank, c->share.ranks);
+}
 
 // Where element i (row-major) of a rows x cols matrix lies in its iterate X (r x c, row-major:
 // the matrix itself, or its transpose when rows > cols).
@@ -175,9 +201,10 @@ MuonScratch muon_scratch_split(const GPTConfig* cfg, void* base, size_t elem_siz
 // clip factor, or OPTIMIZER_SKIP) is read by momentum and update themselves, so that a skipped
 // step changes neither the momentum nor the parameters.
 typedef struct {
-    // Momentum of elements [offset, offset + n) from the gradients; U into u (NULL: the momentum
-    // alone, for a matrix another rank orthogonalizes).
-    void (*momentum)(void* ctx, size_t offset, size_t n, const MuonConfig* c, void* u);
+    // The momentum of the matrix at parameters [offset, offset + n), at slot m_slot of the compact
+    // first moment, from its gradients; U into u.
+    void (*momentum)(void* ctx, size_t offset, size_t n, size_t m_slot, const MuonConfig* c,
+                     void* u);
     // scratch->x = scratch->u (rows x cols), transposed when rows > cols, over (|U|_F + 1e-7).
     void (*normalize)(void* ctx, int rows, int cols);
     // C = alpha op(A) op(B) + beta C; op(A) M x K, op(B) K x N, C M x N; leading dimensions are
@@ -189,14 +216,29 @@ typedef struct {
     void (*update)(void* ctx, size_t offset, int rows, int cols, const void* x, double step,
                    double decay);
     // The backend's AdamW step on parameter elements [begin, end) (a tensor Muon leaves), its
-    // second moment from slot v_slot of the compact buffer (muon_v_spans).
-    void (*adamw)(void* ctx, size_t begin, size_t end, size_t v_slot);
+    // moments from slot `slot` of the compact buffers (muon_v_spans).
+    void (*adamw)(void* ctx, size_t begin, size_t end, size_t slot);
 } MuonOps;
 
 // One optimizer step under Muon: AdamW for the tensors Muon leaves, then Muon for every matrix in
 // muon_matrix_shape's order, shared as c->share says.
 void muon_step(const MuonOps* ops, void* ctx, const MuonScratch* scratch, const GPTConfig* cfg,
                const MuonConfig* c, double lr, double weight_decay);
+
+// A backend's copies between its memory (its element type) and host floats, n elements.
+typedef struct {
+    void (*to_host)(void* ctx, float* dst, const void* src, size_t n);
+    void (*from_host)(void* ctx, void* dst, const float* src, size_t n);
+} MuonHostOps;
+// The compact first moment m (muon_m_elements of the scratch's element type, backend memory) to
+// the checkpoint's full layout (count floats, every parameter's place), and back. To the host, a
+// shared step's matrices travel from their owners by c->share's broadcast, received in
+// scratch->u: every sharing rank calls it. From the host each rank takes its own.
+void muon_m_to_host(const MuonHostOps* ops, void* ctx, const MuonScratch* scratch,
+                    const GPTConfig* cfg, const MuonConfig* c, const void* m, float* full,
+                    size_t count);
+void muon_m_from_host(const MuonHostOps* ops, void* ctx, const MuonScratch* scratch,
+                      const GPTConfig* cfg, const MuonConfig* c, void* m, const float* full);
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,7 @@ void adamw_update_cuda(floatX* params, float* master, const floatX* grads, float
 // --- Muon (model/muon.h; the step is model/muon.c's) ----------------------------------------------
 
 // Over n elements (grads and mom from the matrix's first element): g = grads[i] * *grad_scale;
-// mom = beta mom + (1 - beta) g; u = nesterov ? (1 - beta) g + beta mom : mom (u NULL: mom
-// alone). Nothing when *grad_scale < 0 (OPTIMIZER_SKIP); grad_scale NULL means 1.
+// mom = beta mom + (1 - beta) g; u = nesterov ? (1 - beta) g + beta mom : mom. Nothing when *grad_scale < 0 (OPTIMIZER_SKIP); grad_scale NULL means 1.
 void muon_momentum_cuda(float* mom, float* u, const floatX* grads, size_t n, double beta, int nesterov,
                         const double* grad_scale, cudaStream_t stream);
 // x = u (rows x cols, row-major), transposed when rows > cols, over (sqrt(*sumsq) + 1e-7): *sumsq

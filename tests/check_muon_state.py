@@ -2,7 +2,11 @@
 updates (qkv, attention output, fc and fc projection of every layer) and not all 0 elsewhere (the
 tensors AdamW keeps), so the compact second moment was spread back to its tensors' places.
 
-usage: check_muon_state.py STATE_FILE   (GPT's block: LayerNorm, GELU, learned positions, biases)
+With a second state file, the two hold the same moments m and v, bit for bit (a dist_muon rank's
+gathered first moment against muon's).
+
+usage: check_muon_state.py STATE_FILE [SAME_MOMENTS_AS]   (GPT's block: LayerNorm, GELU, learned
+       positions, biases)
 """
 import struct
 import sys
@@ -31,3 +35,16 @@ for size, muon in sizes:
 assert other > 0, "no second moment anywhere"
 print("  ok    %s: v 0 at all %d matrix elements, nonzero at %d of the %d others"
       % (path.split("/")[-1], matrix, other, n - matrix))
+
+def moments(p):
+    b = open(p, "rb").read()
+    h = struct.unpack_from("<256i", b)
+    n, at = h[40] | h[41] << 32, 1024 + (h[46] + 7) // 8 * 8
+    return b[at + 4 * n:at + 12 * n], n
+
+if len(sys.argv) > 2:
+    (mine, n), (theirs, k) = moments(path), moments(sys.argv[2])
+    assert n == k and len(mine) == 8 * n, (n, k, len(mine))
+    assert mine == theirs, "the moments differ from %s's" % sys.argv[2]
+    print("  ok    %s: m and v (%d bytes) identical to %s's" % (path.split("/")[-1], len(mine),
+                                                             sys.argv[2].split("/")[-2]))

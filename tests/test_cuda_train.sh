@@ -204,18 +204,32 @@ sync_free() {
 # 12 matrices, qkv as Q, K and V, in rounds of 3, each result broadcast from its owner's device;
 # the 45-wide MLP makes fc and fc projection 45 x 32 and 32 x 45): the losses,
 # norms, evaluations and samples identical, and the final model files byte-identical; a state
-# file's second moment 0 at every matrix element (the device keeps none there), AdamW's elsewhere.
+# file's second moment 0 at every matrix element (the device keeps none there), AdamW's elsewhere;
+# every rank's state file holds muon's moments (each rank keeps its own matrices' momenta, and
+# gathers the others' from their owners to write it); dist_muon continuing its checkpoint (each
+# rank taking its own momenta back) to step 8 writes muon's model file.
 dist_muon() {
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
               --seq-len 16 --steps 6 --total-batch-tokens 96 --lr 1e-2 --warmup 0 --eval-every 2
               --sample-every 2 --sample-length 4 --train-data "$W/data/t_train_*.bin"
               --val-data "$W/data/t_val_*.bin" --tokenizer "" --ffn-hidden 45 --muon-use-nesterov
               --dp 3 --comm nccl)
-  local o
+  local o r
   for o in muon dist_muon; do
     if ! CUDA_HOST_DEVICES=3 timeout 600 bash tests/mpirun.sh 3 "$1" "${args[@]}" --optimizer "$o" \
            --out-dir "$W/$o" > "$W/$o.out" 2>&1; then
       echo "  FAIL  --optimizer $o exited non-zero:"; tail -3 "$W/$o.out" | sed 's/^/        /'
+      echo "files kept in $W"; exit 1
+    fi
+  done
+  for r in 0 1 2; do
+    "$PY" tests/check_muon_state.py "$W/dist_muon/state_00000006_0000$r.bin" \
+      "$W/muon/state_00000006_0000$r.bin" || { echo "  FAIL  rank $r's state (files kept in $W)"; exit 1; }
+  done
+  for o in muon dist_muon; do
+    if ! CUDA_HOST_DEVICES=3 timeout 600 bash tests/mpirun.sh 3 "$1" "${args[@]}" --optimizer "$o" \
+           --steps 8 --resume --out-dir "$W/$o" > "$W/$o-resumed.out" 2>&1; then
+      echo "  FAIL  --optimizer $o --resume exited non-zero:"; tail -3 "$W/$o-resumed.out" | sed 's/^/        /'
       echo "files kept in $W"; exit 1
     fi
   done
@@ -224,8 +238,10 @@ dist_muon() {
      diff <(grep '^sample' "$W/muon.out") <(grep '^sample' "$W/dist_muon.out") > /dev/null &&
      [ "$(grep -c '^sample' "$W/dist_muon.out")" -ge 3 ] &&
      cmp "$W/muon/model_00000006.bin" "$W/dist_muon/model_00000006.bin" &&
+     grep -q "^resume: continuing from step 6 in " "$W/dist_muon-resumed.out" &&
+     cmp "$W/muon/model_00000008.bin" "$W/dist_muon/model_00000008.bin" &&
      "$PY" tests/check_muon_state.py "$W/dist_muon/state_00000006_00001.bin"; then
-    echo "  ok    dp 3 (nccl): identical losses, norms, validation losses, samples and final weights"
+    echo "  ok    dp 3 (nccl): identical losses, norms, validation losses, samples, final weights and, resumed, step 8's"
     rm -rf "$W"; exit 0
   fi
   echo "  FAIL  --optimizer dist_muon differs from muon (files kept in $W)"; exit 1

@@ -1438,7 +1438,7 @@ t_dist_muon() {
     same_runs "$W/$name-muon" "$W/$name-dist_muon" 6
     check "$name: rank 0's state: no second moment at the matrices, AdamW's elsewhere" \
       "$PY" tests/check_muon_state.py "$W/$name-dist_muon/state_00000006_00000.bin"
-    check "$name: each rank receives muon's bytes plus the results of the others' matrices" "$PY" -c 'import json, sys
+    check "$name: each rank receives muon's bytes plus the results of the others' matrices; rank 0 keeps its own matrices' momenta alone" "$PY" -c 'import json, sys
 def rec(p, t): return [r for r in map(json.loads, open(p)) if r["type"] == t][-1]
 a, b = (rec(p, "timeline")["step_comm_bytes_per_rank"] for p in sys.argv[1:3])
 W, C, L = rec(sys.argv[2], "config")["world"], 32, 2
@@ -1451,7 +1451,16 @@ own = [sum(r * c for j, (r, c) in enumerate(shapes) if j % W == rank) for rank i
 want = [6 * 4 * (total - own[rank]) for rank in range(W)]
 got = [y - x for x, y in zip(a, b)]
 assert got == want, (got, want)
-print("extra bytes per rank", got)' "$W/$name-muon/log.jsonl" "$W/$name-dist_muon/log.jsonl"
+print("extra bytes per rank", got)
+m, d = (rec(p, "summary")["memory_predicted_bytes"] for p in sys.argv[1:3])
+assert m - d == 4 * (total - own[0]), (m, d, total, own)
+print("rank 0 predicted %d bytes, muon %d: the momenta of %d of %d matrix elements fewer" % (d, m, total - own[0], total))' "$W/$name-muon/log.jsonl" "$W/$name-dist_muon/log.jsonl"
+    local r
+    for ((r = 0; r < np; r++)); do
+      check "$name: rank $r's state holds muon's moments (each momentum gathered from its owner)" \
+        "$PY" tests/check_muon_state.py "$W/$name-dist_muon/state_00000006_$(printf %05d $r).bin" \
+        "$W/$name-muon/state_00000006_$(printf %05d $r).bin"
+    done
   done
   check "--muon-no-split-qkv: steps 2-6 differ from Q, K and V apart" "$PY" -c 'import json, sys
 def steps(p): return [r["loss"] for r in map(json.loads, open(p)) if r["type"] == "step"]

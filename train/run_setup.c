@@ -423,7 +423,8 @@ static GptRecompute recompute_of(const Trainer* t) {
 // The memory budget of this run under recompute mode r, with or without rank 0's sampler: the
 // element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
 // fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
-static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, MemoryBudget* b) {
+static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int muon_rank,
+                              MemoryBudget* b) {
     const TrainOptions* o = &t->opt;
     MemorySchedule schedule = MEMORY_ATTN_2D;
     if (t->mesh.P > 1 && memory_schedule_parse(o->attention, &schedule) != 0)
@@ -432,7 +433,9 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, Mem
     const MemoryConfig c = {
         .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .dp = t->mesh.dp,
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
-        .zero = o->zero, .muon = options_muon(o), .cuda = !gpt_backend_host_memory(),
+        .zero = o->zero, .muon = options_muon(o),
+        .muon_ranks = strcmp(o->optimizer, "dist_muon") == 0 ? t->mesh.world_size : 1,
+        .muon_whole_qkv = o->muon_no_split_qkv, .muon_rank = muon_rank, .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
         .documents = t->doc_boundary >= 0, .reset_positions = o->reset_position_ids,
         .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
@@ -464,14 +467,14 @@ static void what_fits(const Trainer* t, GptRecompute now, int sampler, double li
     for (int drop = 0; drop <= sampler; drop++)
         for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
             if (!drop && r == (int)now) continue;
-            run_memory_budget(t, (GptRecompute)r, sampler && !drop, &b);
+            run_memory_budget(t, (GptRecompute)r, sampler && !drop, -1, &b);
             if (b.total > limit) continue;
             snprintf(out, len, "--recompute %s%s would fit (%s)", gpt_recompute_name((GptRecompute)r),
                      drop ? " with --sample-length 0 (no sampler on rank 0)" : "",
                      memory_format_bytes(b.total, text, sizeof text));
             return;
         }
-    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, &b);
+    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, -1, &b);
     snprintf(out, len, "no --recompute mode fits (full, without the sampler: %s): a larger mesh is "
              "needed (more ranks: --pq/--pkv split the sequence, --zero 1 the optimizer state)",
              memory_format_bytes(b.total, text, sizeof text));
@@ -485,11 +488,11 @@ static void check_memory(Trainer* t) {
     const int sampler = t->opt.sample_length > 0;
     BackendDevice d;
     gpt_backend_device(&d);
-    run_memory_budget(t, r, sampler && t->rank == 0, &t->memory);
+    run_memory_budget(t, r, sampler && t->rank == 0, t->rank, &t->memory);
     if (gpt_backend_host_memory()) return;   // the CPU: no device to refuse on
     const double limit = smallest_device(t, (double)d.memory_total);
     MemoryBudget worst;
-    run_memory_budget(t, r, sampler, &worst);
+    run_memory_budget(t, r, sampler, -1, &worst);
     if (worst.total <= limit) return;
     const MemoryTerm big = memory_largest_term(&worst);
     char need[32], has[32], term[32], fits[ERR_LEN];
