@@ -1009,10 +1009,20 @@ static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig*
     return r;
 }
 
+// One Newton-Schulz GEMM (M x K by K x N) at the precision's rate on a GPU (muon_prec): bf16
+// tensor cores at the GEMMs' curve (medium), TF32 at half that rate (high: A100 156 of 312, H100
+// 495 of 989 TFLOP/s dense), the fp32 cores at the vector peak (highest); the CPU's fp32 GEMM at
+// its own whatever the precision (it rounds the inputs, element-wise, then multiplies in fp32).
+static double muon_gemm_seconds(const Cluster* c, const CostConfig* g, double M, double N,
+                                double K) {
+    const int gpu = c->shared_cores == 0;
+    KernelCost k = kernel_cost_matmul_forward(M, K, N, 0, 0);
+    if (gpu && g->muon_prec == MUON_PREC_HIGHEST) k.tensor = 0;
+    return (gpu && g->muon_prec == MUON_PREC_HIGH ? 2 : 1) * kernel_seconds(c, CK_GEMM, k, 1);
+}
+
 // Muon's Newton-Schulz GEMMs: per matrix X (r x c, r = min(rows, cols)) and each of the
-// iterations, X X^T, A A and B X. In fp32 from TF32 tensor cores on a GPU, half the rate of the
-// bf16 GEMMs the cluster's CK_GEMM describes (A100 156 of 312, H100 495 of 989 TFLOP/s dense), the
-// CPU's fp32 GEMM at its own. Each of muon_matrix_shape's matrices (qkv as Q, K and V unless
+// iterations, X X^T, A A and B X (muon_gemm_seconds). Each of muon_matrix_shape's matrices (qkv as Q, K and V unless
 // muon_whole_qkv). --optimizer muon: every rank all of them; dist_muon
 // (muon_split): model/muon.c's rounds of W matrices, one per rank, each round as long as its
 // slowest (muon_broadcast_op prices the results' broadcasts). The element-wise passes (momentum,
@@ -1026,10 +1036,9 @@ static double muon_seconds(const Cluster* c, const CostConfig* g, int W) {
     for (int j = 0; j < count; j++) {
         const MuonMatrixShape s = muon_matrix_shape(&cfg, split, j);
         const double r = s.rows < s.cols ? s.rows : s.cols, k = s.rows < s.cols ? s.cols : s.rows;
-        const double ns = (c->shared_cores == 0 ? 2 : 1) * g->muon *
-                          (kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, k, r, 0, 0), 1) +
-                           kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, r, 0, 0), 1) +
-                           kernel_seconds(c, CK_GEMM, kernel_cost_matmul_forward(r, r, k, 0, 0), 1));
+        const double ns = g->muon * (muon_gemm_seconds(c, g, r, r, k) +   // X X^T
+                                     muon_gemm_seconds(c, g, r, r, r) +   // A A
+                                     muon_gemm_seconds(c, g, r, k, r));   // B X
         slowest = dmax(slowest, ns);
         if ((j + 1) % ranks == 0 || j + 1 == count) {   // a round ends
             seconds += slowest;

@@ -94,6 +94,7 @@ typedef struct {
     int muon_split;   // trainer --optimizer dist_muon: the iterations split over the ranks in
                       // rounds, each matrix's result broadcast by its owner (model/muon.h)
     int muon_whole_qkv;   // trainer --muon-no-split-qkv: qkv orthogonalized whole, not as Q, K, V
+    int muon_prec;    // trainer --muon-fp32-matmul-prec: a MuonMatmulPrec (0: highest)
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -171,6 +172,7 @@ typedef struct {
     int muon;              // trainer --optimizer muon: CostConfig.muon
     int muon_split;        // trainer --optimizer dist_muon: CostConfig.muon_split
     int muon_whole_qkv;    // trainer --muon-no-split-qkv: CostConfig.muon_whole_qkv
+    int muon_prec;         // trainer --muon-fp32-matmul-prec: CostConfig.muon_prec
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

@@ -20,6 +20,7 @@
 #include "comm/fail.h"
 #include "comm/flag_values.h"
 #include "costmodel/costmodel.h"
+#include "model/muon.h"
 #include "costmodel/cpu_calibrate.h"
 #include "costmodel/gpu_calibrate.h"
 #include "costmodel/reports.h"
@@ -48,6 +49,7 @@ typedef struct {
     int muon;        // --optimizer muon: its 5 Newton-Schulz iterations (CostConfig.muon)
     int muon_split;  // --optimizer dist_muon: CostConfig.muon_split
     int muon_whole_qkv;   // --muon-no-split-qkv: CostConfig.muon_whole_qkv
+    int muon_prec;        // --muon-fp32-matmul-prec: CostConfig.muon_prec
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -98,6 +100,8 @@ static void usage(void) {
         "                       GEMMs and scratch on every rank; not with --zero 1) or dist_muon\n"
         "                       (the GEMMs split over the ranks, their results broadcast)\n"
         "  --muon-no-split-qkv  the trainer's: qkv orthogonalized whole (default: Q, K, V apart)\n"
+        "  --muon-fp32-matmul-prec P  the trainer's: the Newton-Schulz GEMMs on a GPU from bf16\n"
+        "                       (medium, the default), TF32 (high) or fp32 (highest) inputs\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -146,14 +150,14 @@ static Args parse_args(int argc, char** argv) {
               .out_dir = "costmodel", .a100 = "costmodel/clusters/a100-4pernode-hdr.cluster",
               .h100 = "costmodel/clusters/h100-1pernode-ndr.cluster",
               .h100_fa2 = "costmodel/clusters/h100-1pernode-ndr-fa2.cluster",
-              .recompute = COST_RECOMPUTE_AUTO};
+              .recompute = COST_RECOMPUTE_AUTO, .muon_prec = MUON_PREC_MEDIUM};
     enum { O_PRESET = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_CONTEXT, O_SEQ, O_BATCH,
            O_ACCUM, O_GPUS, O_CLUSTER, O_MEMORY, O_TOP, O_OVERLAP, O_ZERO, O_ALGS, O_DP, O_PQ,
            O_PKV, O_ATTENTION, O_KEEP_KV, O_OPTIMIZER, O_PAPER, O_A100, O_H100, O_VALIDATE, O_OUT_DIR,
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
-           O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV,
+           O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -168,6 +172,7 @@ static Args parse_args(int argc, char** argv) {
         {"pkv", 1, 0, O_PKV},             {"attention", 1, 0, O_ATTENTION},
         {"keep-kv", 0, 0, O_KEEP_KV},     {"paper", 0, 0, O_PAPER},
         {"optimizer", 1, 0, O_OPTIMIZER}, {"muon-no-split-qkv", 0, 0, O_MUON_WHOLE_QKV},
+        {"muon-fp32-matmul-prec", 1, 0, O_MUON_PREC},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -235,6 +240,11 @@ static Args parse_args(int argc, char** argv) {
             a.muon_split = strcmp(optarg, "dist_muon") == 0;
             break;
         case O_MUON_WHOLE_QKV: a.muon_whole_qkv = 1; break;
+        case O_MUON_PREC:
+            if ((a.muon_prec = muon_matmul_prec(optarg)) < 0)
+                fail_msg("--muon-fp32-matmul-prec: expected highest, high or medium, found '%s'",
+                         optarg);
+            break;
         case O_PAPER: a.mode = MODE_PAPER; break;
         case O_A100: a.a100 = optarg; break;
         case O_H100: a.h100 = optarg; break;
@@ -398,7 +408,7 @@ static int mode_rank(const Args* a) {
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
                          a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split,
-                         a->muon_whole_qkv};
+                         a->muon_whole_qkv, a->muon_prec};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -455,7 +465,7 @@ static int mode_predict(const Args* a) {
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
                     documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split,
-                    a->muon_whole_qkv};
+                    a->muon_whole_qkv, a->muon_prec};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;

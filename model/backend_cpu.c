@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "comm/bf16.h"
 #include "comm/fail.h"
 #include "model/muon.h"
 
@@ -21,6 +22,10 @@ struct Optimizer {
     int muon;             // 1: Muon for the hidden matrices (model/muon.h)
     MuonConfig muon_cfg;
     MuonScratch scratch;  // real buffers
+    // Below --muon-fp32-matmul-prec highest: a GEMM's inputs rounded, in a Gram matrix's and the
+    // largest matrix's elements (round_gram, then round_matrix, one block).
+    real *round_gram, *round_matrix;
+    size_t gram_elements, matrix_elements;
 };
 
 const char* gpt_backend_name(void) { return "cpu"; }
@@ -151,6 +156,12 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
         const size_t n = muon_scratch_elements(&m->cfg);
         o->scratch = muon_scratch_split(&m->cfg, xcalloc(n ? n : 1, sizeof(real), "Muon's scratch"),
                                         sizeof(real));
+        muon_scratch_sizes(&m->cfg, &o->matrix_elements, &o->gram_elements);
+        if (muon->matmul_prec != MUON_PREC_HIGHEST) {
+            o->round_gram = xcalloc(o->gram_elements + o->matrix_elements, sizeof(real),
+                                    "Muon's rounded GEMM inputs");
+            o->round_matrix = o->round_gram + o->gram_elements;
+        }
     }
     return o;
 }
@@ -160,6 +171,7 @@ void optimizer_free(Optimizer* o) {
     free(o->m);
     free(o->v);
     free(o->scratch.u);
+    free(o->round_gram);
     free(o);
 }
 
@@ -199,9 +211,39 @@ static void cpu_muon_normalize(void* ctx, int rows, int cols) {
     for (size_t i = 0; i < n; i++) x[muon_x_index(i, rows, cols)] = u[i] / d;
 }
 
+// n elements of src rounded to `bits` mantissa bits into dst (MuonMatmulPrec).
+static const real* rounded(const real* src, size_t n, real* dst, int bits) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) dst[i] = (real)float_round_mantissa((float)src[i], bits);
+    return dst;
+}
+
+// A row-major operand's extent: rows of ld elements, the last one cols long.
+static size_t operand_extent(int rows, int cols, int ld) {
+    return rows ? (size_t)(rows - 1) * ld + cols : 0;
+}
+
 static void cpu_muon_gemm(void* ctx, int ta, int tb, int M, int N, int K, double alpha,
                           const void* A, int lda, const void* B, int ldb, double beta, void* C, int ldc) {
-    (void)ctx;
+    const Optimizer* o = ((CpuMuon*)ctx)->o;
+    const int bits = muon_prec_mantissa_bits(o->muon_cfg.matmul_prec);
+    // The inputs as tensor cores read them, rounded copies: one operand read twice (X X^T, A A) or
+    // the larger of two in the matrix buffer, the smaller (a Gram matrix) in the Gram buffer.
+    if (bits < 23) {
+        const size_t na = operand_extent(ta ? K : M, ta ? M : K, lda);
+        const size_t nb = operand_extent(tb ? N : K, tb ? K : N, ldb);
+        const size_t small = A == B ? 0 : na < nb ? na : nb, large = na < nb ? nb : na;
+        CHECK(small <= o->gram_elements && large <= o->matrix_elements, "caller bug",
+              "Muon GEMM inputs of %zu and %zu elements: rounding buffers of %zu and %zu", na, nb,
+              o->gram_elements, o->matrix_elements);
+        if (A == B) {
+            A = B = rounded(A, na, o->round_matrix, bits);
+        } else {
+            real* to_a = na < nb ? o->round_gram : o->round_matrix;
+            A = rounded(A, na, to_a, bits);
+            B = rounded(B, nb, to_a == o->round_gram ? o->round_matrix : o->round_gram, bits);
+        }
+    }
     cblas_rgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
                 K, (real)alpha, A, lda, B, ldb, (real)beta, C, ldc);
 }

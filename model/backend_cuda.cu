@@ -490,7 +490,8 @@ static void cuda_muon_normalize(void* ctx, int rows, int cols) {
 
 static void cuda_muon_gemm(void* ctx, int ta, int tb, int M, int N, int K, double alpha,
                            const void* A, int lda, const void* B, int ldb, double beta, void* C, int ldc) {
-    muon_gemm_cuda(((CudaMuon*)ctx)->o->blas, ta, tb, M, N, K, alpha, (const float*)A, lda,
+    const Optimizer* o = ((CudaMuon*)ctx)->o;
+    muon_gemm_cuda(o->blas, o->muon_cfg.matmul_prec, ta, tb, M, N, K, alpha, (const float*)A, lda,
                    (const float*)B, ldb, beta, (float*)C, ldc);
 }
 

@@ -222,6 +222,10 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     if (c->muon) {
         const size_t ns = muon_scratch_elements(&c->cfg);
         b[MEMORY_MUON] = c->cuda ? ((ns + 1) / 2 * 2 + 2) * 4 : (ns ? ns : 1) * c->real_bytes;
+        size_t matrix, gram;   // the CPU's rounded inputs: a Gram matrix and a matrix
+        muon_scratch_sizes(&c->cfg, &matrix, &gram);
+        if (!c->cuda && c->muon_prec != MUON_PREC_HIGHEST)
+            b[MEMORY_MUON] += (gram + matrix) * c->real_bytes;
     }
     b[MEMORY_ZERO_SHARD] = c->zero ? shard * c->real_bytes : 0;
 }

@@ -28,7 +28,8 @@ typedef enum {
     MEMORY_ADAMW,             // AdamW m and v, fp32, ZeRO-1: this rank's shard; under Muon m and
                               // v of the tensors AdamW keeps and the momenta of the matrices (of
                               // this rank's under dist_muon; model/muon.h)
-    MEMORY_MUON,              // --optimizer muon: the Newton-Schulz scratch (model/muon.h)
+    MEMORY_MUON,              // --optimizer muon: the Newton-Schulz scratch (model/muon.h); on the
+                              // CPU below highest precision also its rounded GEMM inputs
     MEMORY_ZERO_SHARD,        // ZeRO-1 gradient/parameter shard scratch
     MEMORY_PARAM_STAGING,     // with master weights: the parameter staging (model/param_staging.h)
     MEMORY_ACTIVATIONS,       // saved for backward under the recompute mode, statistics included
@@ -76,6 +77,8 @@ typedef struct {
     int muon_rank;            // dist_muon: the rank whose momenta count; -1: the rank that keeps
                               // the most
     int muon_whole_qkv;       // --muon-no-split-qkv: which matrices there are to spread
+    int muon_prec;            // --muon-fp32-matmul-prec (a MuonMatmulPrec): on the CPU, below
+                              // highest, the rounded GEMM inputs' buffers
     int cuda;                 // the CUDA backend (layer workspace, cuBLASLt workspace); else the
                               // backend's memory is the host's, which the trainer's host copy of
                               // the parameters shares (its AdamW moment copies stay untouched

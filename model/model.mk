@@ -18,7 +18,7 @@ CHECKPOINT_OBJS = $(BUILD)/comm/atomic_file.o $(BUILD)/checkpoints/model_file.o 
 
 TEST_PROGS += $(BUILD)/tests/test_gradcheck $(BUILD)/tests/test_attention \
 	$(BUILD)/tests/test_model_torch $(BUILD)/tests/test_token_order $(BUILD)/tests/blas_coretype \
-	$(BUILD)/tests/test_muon_share
+	$(BUILD)/tests/test_muon_share $(BUILD)/tests/test_float_round
 SUITES_model += model
 
 $(BUILD)/tests/test_gradcheck: $(BUILD)/f64/tests/test_gradcheck.o $(MODEL_OBJS_F64)
@@ -33,6 +33,9 @@ $(BUILD)/tests/test_token_order: $(BUILD)/tests/test_token_order.o $(BUILD)/mode
 
 $(BUILD)/tests/test_muon_share: $(BUILD)/tests/test_muon_share.o $(MODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_float_round: $(BUILD)/tests/test_float_round.o
+	$(CC) $(CFLAGS) $^ -o $@ -lm
 
 $(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(MODEL_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

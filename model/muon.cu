@@ -77,16 +77,16 @@ void muon_update_cuda(floatX* params, float* master, const float* x, size_t offs
            rows, cols, (float)step, (float)decay, grad_scale, seed, 4ull * (unsigned long long)t);
 }
 
-void muon_gemm_cuda(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K,
+void muon_gemm_cuda(cublasHandle_t handle, int prec, int trans_a, int trans_b, int M, int N, int K,
                     double alpha, const float* A, int lda, const float* B, int ldb, double beta,
                     float* C, int ldc) {
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap.
     const float al = (float)alpha, be = (float)beta;
-#if defined(GPT_CUDA_FP32)
-    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;   // the fp32 twin: exact fp32 products
-#else
-    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F_FAST_TF32;   // tensor cores, fp32 in/out
-#endif
+    // fp32 in and out; the products from fp32, or from the inputs rounded to TF32 or bf16 on the
+    // tensor cores (MuonMatmulPrec)
+    const cublasComputeType_t compute = prec == MUON_PREC_MEDIUM ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                        : prec == MUON_PREC_HIGH ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                 : CUBLAS_COMPUTE_32F;
     CUDA_CHECK(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &al, B, CUDA_R_32F, ldb, A,
                             CUDA_R_32F, lda, &be, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));

@@ -14,6 +14,7 @@
 // and a row-major GEMM on its own buffers (MuonOps).
 #pragma once
 #include <stddef.h>
+#include <string.h>
 
 #include "model/config.h"
 
@@ -26,6 +27,14 @@ extern "C" {
 // update's RMS then matches AdamW's), shape_scaling sqrt(max(1, rows / cols)) (Keller Jordan's),
 // unit_rms_norm sqrt(rows / cols) (Bernstein's).
 typedef enum { MUON_SCALE_SPECTRAL = 0, MUON_SCALE_SHAPE, MUON_SCALE_UNIT_RMS } MuonScaleMode;
+
+// The Newton-Schulz GEMMs' precision on fp32 buffers (Megatron-LM's --muon-fp32-matmul-prec,
+// PyTorch's float32 matmul precision): highest fp32 products; high the inputs rounded to TF32 (10
+// mantissa bits), medium to bf16 (7: Megatron-LM's default and the original Muon's), the products
+// summed in fp32 either way. On a GPU cuBLAS's fp32 cores, TF32 or bf16 tensor cores (an H100's
+// dense peaks: 67, 495 and 989 TFLOP/s); on the CPU the inputs rounded to nearest even before
+// OpenBLAS's fp32 GEMM: a twin of those numerics, not faster.
+typedef enum { MUON_PREC_HIGHEST = 0, MUON_PREC_HIGH, MUON_PREC_MEDIUM } MuonMatmulPrec;
 
 // Newton-Schulz split over ranks that hold the same parameters and gradients (Megatron-LM's
 // --optimizer dist_muon, its layer-wise distributed optimizer): the matrices go in rounds of
@@ -50,11 +59,23 @@ typedef struct {
     MuonScaleMode scale_mode;
     double extra_scale;   // multiplies the scale mode's factor
     int split_qkv;        // 1: Q, K and V orthogonalized apart (muon_matrix_shape)
+    MuonMatmulPrec matmul_prec;
     MuonShare share;      // zero: no sharing
 } MuonConfig;
 
 // "spectral", "shape_scaling", "unit_rms_norm" -> the mode; -1 for another name.
 int muon_scale_mode(const char* name);
+// "highest", "high", "medium" -> the precision; -1 for another name. Inline: the cost model's.
+static inline int muon_matmul_prec(const char* name) {
+    if (!strcmp(name, "highest")) return MUON_PREC_HIGHEST;
+    if (!strcmp(name, "high")) return MUON_PREC_HIGH;
+    if (!strcmp(name, "medium")) return MUON_PREC_MEDIUM;
+    return -1;
+}
+// The mantissa bits a precision keeps of a GEMM's fp32 inputs (23: all).
+static inline int muon_prec_mantissa_bits(MuonMatmulPrec p) {
+    return p == MUON_PREC_MEDIUM ? 7 : p == MUON_PREC_HIGH ? 10 : 23;
+}
 double muon_scale_factor(const MuonConfig* c, int rows, int cols);
 
 // The quintic Newton-Schulz coefficients (Keller Jordan's; Megatron-LM's "quintic").

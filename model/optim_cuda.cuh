@@ -56,9 +56,9 @@ void muon_normalize_cuda(float* x, const float* u, int rows, int cols, const dou
 void muon_update_cuda(floatX* params, float* master, const float* x, size_t offset, int rows,
                       int cols, double step, double decay, const double* grad_scale,
                       unsigned long long seed, int t, cudaStream_t stream);
-// Row-major C = alpha op(A) op(B) + beta C in fp32 (MuonOps.gemm): cuBLAS with TF32 tensor cores
-// in the bf16 build, exact fp32 products in the fp32 one.
-void muon_gemm_cuda(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K,
+// Row-major C = alpha op(A) op(B) + beta C in fp32 (MuonOps.gemm) by cuBLAS, the products at
+// precision prec (a MuonMatmulPrec): fp32, or TF32 or bf16 tensor cores.
+void muon_gemm_cuda(cublasHandle_t handle, int prec, int trans_a, int trans_b, int M, int N, int K,
                     double alpha, const float* A, int lda, const float* B, int ldb, double beta,
                     float* C, int ldc);
 

@@ -63,6 +63,8 @@
 #   tests/test_cuda_train.sh muon-bf16    --optimizer muon against the CPU trainer, the bounds of
 #   tests/test_cuda_train.sh muon-fp32    bf16 and fp32 above
 #   tests/test_cuda_train.sh resume-muon-bf16  Muon's momentum and rounding: a bit-exact resume
+#   tests/test_cuda_train.sh muon-precisions  --muon-fp32-matmul-prec medium, high and highest
+#                                         train apart, within bf16's bound of each other
 #   tests/test_cuda_train.sh dist-muon-bf16  --optimizer dist_muon against muon on 3 ranks (dp 3,
 #   tests/test_cuda_train.sh dist-muon-fp32  nccl): losses, norms, evaluations, samples and final
 #                                         weights bit for bit (the device broadcasts of the
@@ -86,7 +88,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|muon-precisions|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -245,6 +247,35 @@ dist_muon() {
     rm -rf "$W"; exit 0
   fi
   echo "  FAIL  --optimizer dist_muon differs from muon (files kept in $W)"; exit 1
+}
+
+# muon_precisions: the bf16 trainer under --muon-fp32-matmul-prec medium, high and highest (cuBLAS's
+# FAST_16BF, FAST_TF32 and 32F compute types, whose fp32 inputs the host runtime rounds as tensor
+# cores read them): step 1 alike, steps 2-6 differ pairwise (the precision reaches the GEMMs),
+# within bf16's bound (2e-2) of each other.
+muon_precisions() {
+  local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --eval-every 0 --sample-length 0
+              --no-save --train-data "$W/data/t_train_*.bin" --val-data "" --tokenizer ""
+              --optimizer muon)
+  local p
+  for p in medium high highest; do
+    if ! timeout 600 "$CUDA_BF16" "${args[@]}" --muon-fp32-matmul-prec "$p" --out-dir "$W/$p" \
+           > "$W/$p.out" 2>&1; then
+      echo "  FAIL  --muon-fp32-matmul-prec $p exited non-zero:"; tail -3 "$W/$p.out" | sed 's/^/        /'
+      echo "files kept in $W"; exit 1
+    fi
+  done
+  local out
+  out=$("$PY" tests/check_muon_precisions.py 2e-2 "$W/medium/log.jsonl" "$W/high/log.jsonl" \
+          "$W/highest/log.jsonl" 2>&1)
+  local rc=$?
+  echo "$out" | sed 's/^/        /'
+  if [ $rc = 0 ]; then
+    echo "  ok    medium, high and highest train apart from step 2 on, within 2e-2 of each other"
+    rm -rf "$W"; exit 0
+  fi
+  echo "  FAIL  the precisions (files kept in $W)"; exit 1
 }
 
 # The options of the --cuda-graph comparisons.
@@ -534,7 +565,9 @@ EOF
   # bounds, and in fp32 the final weights; both runs' logs name the optimizer. An MLP 45 wide makes fc 45 x 32 (a tall matrix,
   # orthogonalized through its transpose) and puts fcprojw off the 8-element spans of the update
   # kernel's threads (the partial first and last spans).
-  muon-fp32|muon-bf16) PREC=${part#muon-} vs_cpu_then "${part#muon-}" "--optimizer muon --muon-use-nesterov --muon-num-ns-steps 3 --muon-extra-scale-factor 0.2 --ffn-hidden 45 --lr 1e-2" <<'EOF' ;;
+  # fp32: the products from fp32 inputs on both (medium's bf16 inputs would turn the two programs'
+  # last-bit differences into bf16-sized ones); bf16: the default medium on both.
+  muon-fp32|muon-bf16) PREC=${part#muon-} vs_cpu_then "${part#muon-}" "--optimizer muon --muon-use-nesterov --muon-num-ns-steps 3 --muon-extra-scale-factor 0.2 --ffn-hidden 45 --lr 1e-2$([ "$part" = muon-fp32 ] && echo ' --muon-fp32-matmul-prec highest')" <<'EOF' ;;
 import glob, os, struct
 opts = lambda d: [r for r in map(json.loads, open(d + "/log.jsonl")) if r["type"] == "config"][0]["options"]
 assert all(opts(d)["optimizer"] == "muon" for d in sys.argv[1:3]), [opts(d) for d in sys.argv[1:3]]
@@ -583,6 +616,7 @@ EOF
       chmod +x "$W/muon.sh" || exit 1
     checks resume --test "$W/muon.sh" ;;
   dist-muon-bf16) dist_muon "$CUDA_BF16" ;;
+  muon-precisions) muon_precisions ;;
   dist-muon-fp32) dist_muon "$CUDA_FP32" ;;
   resume-graphs-bf16)
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&

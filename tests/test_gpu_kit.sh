@@ -225,8 +225,8 @@ EOF
   check "the report's verdict is PASS" grep -q '^\*\*Verdict: PASS\*\*' "$r"
   check "the report has the eight sections" \
     eval 'for s in "## 1. Device" "## 2. Kernel tests" "## 3. compute-sanitizer" "## 4. The CUDA trainer" "## 5. The real NCCL transport" "## 6. Generation" "## 7. Kernel times" "## 8. Trainer throughput"; do grep -q "^$s" "$r" || exit 1; done'
-  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the sm_80 kernels, test_ptx's five groups (the PTX wrappers' known answers, one process each) and test_graphs" \
-    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ] && [ "$(grep -cE "^\| test_graphs \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 1 ]'
+  check "the kernel-test table has all six kernel tests passed, test_attention_cuda again with the sm_80 kernels, test_ptx's five groups (the PTX wrappers' known answers, one process each), test_graphs and test_cublas's fast inputs" \
+    eval '[ "$(grep -cE "^\| test_(attention_cuda|layers_cuda|matmul_loss_adamw)(_fp32)? \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 6 ] && [ "$(grep -cE "^\| test_attention_cuda ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80 \| [0-9]+ \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_ptx --only (base|mbarrier,named|tma|store|wgmma) \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 5 ] && [ "$(grep -cE "^\| test_graphs \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 1 ] && [ "$(grep -cE "^\| test_cublas --only fast-inputs \| [1-9][0-9]* \| 0 \| .* \| ok \|$" "$r")" = 1 ]'
   check "the tolerance table lists every kernel test's bounds with a host and a GPU column" \
     eval '[ "$(grep -c "^| attention-\|^| layers-\|^| matmul-" "$r")" -ge 14 ]'
   check "the bf16 trainer with --z-loss 1e-2 against the CPU trainer, ok" \
@@ -234,7 +234,7 @@ EOF
   check "the bf16 trainer in Qwen3's block (--qk-layernorm) against the CPU trainer, ok" \
     grep -qE "^\| bf16 Qwen3 block \(--qk-layernorm\) against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm " "$r"
   check "the bf16 trainer with --optimizer muon against the CPU trainer, ok" \
-    grep -qE "^\| bf16 with --optimizer muon \(TF32 Newton-Schulz\) against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm " "$r"
+    grep -qE "^\| bf16 with --optimizer muon \(bf16-input Newton-Schulz\) against CPU, [0-9]+ steps \| .* \| ok \| loss [0-9.e+-]+; norm " "$r"
   check "long sequences: 2 lengths x 2 head sizes x 2 precisions against the CPU trainer, all ok" \
     eval '[ "$(grep -cE "^\| (64|128) \| (16|32) \| (fp32|bf16) \| ok \| loss [0-9.e+-]+; norm" "$r")" = 8 ]'
   check "several ranks on one GPU: the seven schedules on 2 and 4 ranks (mpi-staged), Ulysses on 2 and USP on 4 in chunks of heads, against the CPU trainer, all ok" \

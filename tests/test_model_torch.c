@@ -126,11 +126,13 @@ int main(int argc, char** argv) {
     const char* dir = "build/tmp/torch";
     int steps = 10;
     double z_loss = 0;
-    int muon = 0, muon_whole_qkv = 0;
+    int muon = 0, muon_whole_qkv = 0, muon_prec = MUON_PREC_HIGHEST, muon_ns_steps = 5;
     static const struct option opts[] = {{"shape", required_argument, 0, 's'},
                                          {"z-loss", required_argument, 0, 'z'},
                                          {"muon", no_argument, 0, 'm'},
                                          {"muon-no-split-qkv", no_argument, 0, 'w'},
+                                         {"muon-fp32-matmul-prec", required_argument, 0, 'p'},
+                                         {"muon-ns-steps", required_argument, 0, 'k'},
                                          {"out-dir", required_argument, 0, 'o'},
                                          {"steps", required_argument, 0, 'n'},
                                          {"help", no_argument, 0, 'h'},
@@ -142,8 +144,10 @@ int main(int argc, char** argv) {
         else if (c == 'z') z_loss = atof(optarg);
         else if (c == 'm') muon = 1;
         else if (c == 'w') muon_whole_qkv = 1;
+        else if (c == 'p' && (muon_prec = muon_matmul_prec(optarg)) >= 0) continue;
+        else if (c == 'k' && (muon_ns_steps = atoi(optarg)) > 0) continue;
         else {
-            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N] [--z-loss C] [--muon [--muon-no-split-qkv]]\n", argv[0]);
+            printf("usage: %s [--shape gpt2vocab|ragged|banded|documents|gqa|rope|llama|...] [--out-dir DIR] [--steps N] [--z-loss C] [--muon [--muon-no-split-qkv] [--muon-fp32-matmul-prec highest|high|medium] [--muon-ns-steps N]]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
@@ -216,11 +220,12 @@ int main(int argc, char** argv) {
     float* mom = xcalloc(m.num_params, sizeof(float), "adam m");
     float* vel = xcalloc(m.num_params, sizeof(float), "adam v");
     // --muon: the backend's optimizer with Muon for the hidden matrices (Nesterov, Moonlight's
-    // 0.2 x spectral scale, Q, K and V apart unless --muon-no-split-qkv), as torch_gpt_ref.py
-    // --muon computes it.
-    const MuonConfig muon_cfg = {.momentum = 0.95, .nesterov = 1, .ns_steps = 5,
+    // 0.2 x spectral scale, Q, K and V apart unless --muon-no-split-qkv, fp32 GEMMs unless
+    // --muon-fp32-matmul-prec), as torch_gpt_ref.py --muon computes it.
+    const MuonConfig muon_cfg = {.momentum = 0.95, .nesterov = 1, .ns_steps = muon_ns_steps,
                                  .scale_mode = MUON_SCALE_SPECTRAL, .extra_scale = 0.2,
-                                 .split_qkv = !muon_whole_qkv};
+                                 .split_qkv = !muon_whole_qkv,
+                                 .matmul_prec = (MuonMatmulPrec)muon_prec};
     Optimizer* optimizer = muon ? optimizer_create(&m, 0, m.num_params, &muon_cfg) : NULL;
     float* losses = xmalloc(sizeof(float) * (steps ? steps : 1), "losses");
     for (int s = 0; s < steps || s == 0; s++) {

@@ -1378,17 +1378,27 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
 
 # --optimizer muon: step 1's loss AdamW's bit for bit (no update before it), the later ones not;
 # dp 2 (every rank the same Newton-Schulz on the all-reduced gradients) and a 2x2 mesh within 1e-5 of
-# one process; what does not fit refused: --zero 1, Muon's options without it, and a checkpoint
-# of the other optimizer under --resume (either way), naming both.
+# one process, with fp32 Newton-Schulz products (--muon-fp32-matmul-prec highest: bf16 inputs turn
+# the ranks' last-bit differences in the summed gradients into bf16-sized ones); the default medium
+# (bf16 inputs), high (TF32) and highest train differently from step 2 on, within 1e-2 of each
+# other; what does not fit refused: --zero 1, Muon's options without it, an unknown precision, and
+# a checkpoint of the other optimizer under --resume (either way), naming both.
 t_muon() {
   make_data
   local run=("${TINY[@]}" --steps 6 --total-batch-tokens 64 --warmup 2 --lr 1e-2)
-  local muon=(--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2)
+  local muon=(--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2
+              --muon-fp32-matmul-prec highest)
   train adamw "${run[@]}" --out-dir "$W/adamw"
   train muon "${run[@]}" "${muon[@]}" --out-dir "$W/muon"
+  train medium "${run[@]}" "${muon[@]:0:5}" --no-save --out-dir "$W/medium"
+  train high "${run[@]}" "${muon[@]:0:5}" --muon-fp32-matmul-prec high --no-save --out-dir "$W/high"
   expect_rc adamw 0
   expect_rc muon 0
   check "the configuration names --optimizer muon" has muon.out "^  optimizer +muon$"
+  check "the configuration names the default precision medium" has medium.out "^  muon-fp32-matmul-prec +medium$"
+  check "medium, high and highest: step 1 alike, steps 2-6 differ pairwise, within 1e-2" \
+    "$PY" tests/check_muon_precisions.py 1e-2 "$W/medium/log.jsonl" "$W/high/log.jsonl" \
+    "$W/muon/log.jsonl"
   check "step 1's loss AdamW's bit for bit, steps 2-6 differ" "$PY" -c 'import json, sys
 def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
 a, m = steps(sys.argv[1]), steps(sys.argv[2])
@@ -1405,7 +1415,8 @@ assert all(x["loss"] != y["loss"] for x, y in zip(a[1:], m[1:])), (a, m)' "$W/ad
   done
   refused "--optimizer muon --zero 1|^error: --optimizer muon with --zero 1: Muon updates whole matrices" \
           "--muon-momentum 0.9|^error: --muon-\* options: they set Muon.s update, and --optimizer is adamw" \
-          "--optimizer muon --muon-scale-mode spectral2|^error: --muon-scale-mode: expected one of"
+          "--optimizer muon --muon-scale-mode spectral2|^error: --muon-scale-mode: expected one of" \
+          "--optimizer muon --muon-fp32-matmul-prec low|^error: --muon-fp32-matmul-prec: expected one of highest|high|medium"
   train toadamw "${run[@]}" --steps 8 --resume --out-dir "$W/muon"
   check "an AdamW run resuming Muon's checkpoint: refused ($(head -n 1 "$W/toadamw.err"))" eval \
     "[ \$(rc_of toadamw) != 0 ] && grep -q 'the optimizer state is muon.s, this run.s --optimizer is adamw (resume with --optimizer muon' '$W/toadamw.err'"

@@ -424,19 +424,35 @@ def lr_at(s, a):
 # AdamW (Keller Jordan's Muon as Megatron-LM's --optimizer muon runs it: the momentum an average
 # of the gradients, Nesterov's form, the update scaled by 0.2 sqrt(max(rows, cols)), decoupled
 # weight decay with the same lr). The qkv matrix's query, key and value rows are orthogonalized
-# and scaled apart (Megatron-LM's default --muon-split-qkv), or whole (--muon-no-split-qkv).
+# and scaled apart (Megatron-LM's default --muon-split-qkv), or whole (--muon-no-split-qkv). The
+# Newton-Schulz products from fp32 inputs, or (--muon-fp32-matmul-prec) inputs rounded to nearest
+# even at TF32's 10 mantissa bits (high) or to bf16 (medium), as tensor cores read them, summed in
+# fp32 either way.
 MUON = {"qkvw", "attprojw", "fcw", "fcprojw"}
 MUON_NS = (3.4445, -4.7750, 2.0315)
 
 
-def orthogonalize(u, steps):
+def tensor_core_input(x, prec):
+    """x (float32) as a GEMM under the precision reads it."""
+    if prec == "medium":
+        return x.to(torch.bfloat16).to(torch.float32)   # torch's own rounding, nearest even
+    if prec == "high":   # TF32: 13 low mantissa bits rounded off, to nearest even
+        u = x.contiguous().numpy().view(np.uint32).astype(np.uint64)
+        u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
+        return torch.from_numpy(u.astype(np.uint32).view(np.float32).copy())
+    return x
+
+
+def orthogonalize(u, steps, prec="highest"):
+    def mm(a, b):
+        return tensor_core_input(a, prec) @ tensor_core_input(b, prec)
     tall = u.shape[0] > u.shape[1]
     x = u.t() if tall else u
     x = x / (x.norm() + 1e-7)
     qa, qb, qc = MUON_NS
     for _ in range(steps):
-        g = x @ x.t()
-        x = qa * x + (qb * g + qc * g @ g) @ x
+        g = mm(x, x.t())
+        x = qa * x + mm(qb * g + qc * mm(g, g), x)
     return x.t() if tall else x
 
 
@@ -448,7 +464,8 @@ class Muon:
 
     def update(self, u):
         """The orthogonalized, scaled update of one matrix's (or block's) U."""
-        return 0.2 * math.sqrt(max(u.shape)) * orthogonalize(u, self.a.muon_ns_steps)
+        return 0.2 * math.sqrt(max(u.shape)) * orthogonalize(u, self.a.muon_ns_steps,
+                                                               self.a.muon_fp32_matmul_prec)
 
     def step(self, lr):
         beta = self.a.muon_momentum
@@ -613,8 +630,8 @@ def compare(c, r, cfg, B, T, a):
                          a.tol_weights))
         else:
             noise += int(np.sum(~keep))
-            rows.append((f"final.{n}", rel_max(np.asarray(cp)[keep], np.asarray(rp)[keep]),
-                         a.tol_weights))
+            tol = a.tol_muon if a.tol_muon and a.muon and n in MUON else a.tol_weights
+            rows.append((f"final.{n}", rel_max(np.asarray(cp)[keep], np.asarray(rp)[keep]), tol))
         total += rg.size
     if empty:
         print(f"0-element tensors (not compared): {', '.join(empty)}")
@@ -653,11 +670,16 @@ def main():
                    help="Muon for the hidden matrices (Nesterov, 0.2 x spectral scale), AdamW for the rest")
     p.add_argument("--muon-momentum", type=float, default=0.95)
     p.add_argument("--muon-ns-steps", type=int, default=5)
+    p.add_argument("--muon-fp32-matmul-prec", choices=["highest", "high", "medium"],
+                   default="highest", help="the Newton-Schulz products' inputs: fp32, TF32 or bf16")
     p.add_argument("--muon-no-split-qkv", action="store_true",
                    help="the qkv matrix orthogonalized whole (default: its Q, K and V rows apart)")
     p.add_argument("--tol-grad", type=float, default=1e-4, help="logits and gradients")
     p.add_argument("--tol-loss", type=float, default=1e-5, help="initial loss and step losses")
     p.add_argument("--tol-weights", type=float, default=1e-4, help="final parameters")
+    p.add_argument("--tol-muon", type=float, default=0.0,
+                   help="with --muon, the final Muon matrices (qkvw, attprojw, fcw, fcprojw); "
+                        "0: --tol-weights")
     a = p.parse_args()
     if a.steps < 0 or a.warmup < 0 or not a.z_loss >= 0:
         die("--steps, --warmup and --z-loss must be >= 0")

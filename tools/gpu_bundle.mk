@@ -75,6 +75,14 @@ $(BUILD)/gpu/test_graphs: $(NVCC_BUILD)/cuda/tests/cuda_host/test_graphs.o $(FAI
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)
 
+# cuBLAS's FAST_16BF and FAST_TF32 compute types on fp32 inputs (tests/cuda_host/test_cublas.cu,
+# `--only fast-inputs`): the host runtime rounds the inputs to nearest even as Muon's
+# --muon-fp32-matmul-prec assumes; known answers that tell that from truncation and from fp32.
+$(BUILD)/gpu/test_cublas: $(NVCC_BUILD)/cuda/tests/cuda_host/test_cublas.o $(FAIL_OBJS)
+	$(CUDA_LIB_CHECK)
+	@mkdir -p $(dir $@)
+	$(GPU_LINK)
+
 $(BUILD)/gpu/gpu_info: $(NVCC_BUILD)/cuda/tools/gpu_info.o $(BUILD)/train/gpu_peaks.o $(FAIL_OBJS)
 	$(CUDA_LIB_CHECK)
 	@mkdir -p $(dir $@)
@@ -83,12 +91,14 @@ $(BUILD)/gpu/gpu_info: $(NVCC_BUILD)/cuda/tools/gpu_info.o $(BUILD)/train/gpu_pe
 # Every program of the bundle (the kernel benchmark adds itself in tools/bench_kernels.mk).
 GPU_PROGRAMS += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda $(BUILD)/train_gpt_cuda_fp32 $(BUILD)/generate_cuda \
 	$(BUILD)/tools/bench_collectives_cuda $(GPU_TESTS) \
-	$(BUILD)/gpu/test_ptx $(BUILD)/gpu/test_graphs $(BUILD)/gpu/gpu_info $(GPU_KIT_C_PROGS)
+	$(BUILD)/gpu/test_ptx $(BUILD)/gpu/test_graphs $(BUILD)/gpu/test_cublas $(BUILD)/gpu/gpu_info \
+	$(GPU_KIT_C_PROGS)
 # The same programs built for the host runtime (the self-test's bundle), in the same order.
 GPU_PROGRAMS_HOST += $(BUILD)/train_gpt $(BUILD)/train_gpt_cuda_host $(BUILD)/train_gpt_cuda_host_fp32 \
 	$(BUILD)/generate_cuda_host $(BUILD)/tools/bench_collectives_cuda_host \
 	$(foreach t,test_attention_cuda test_layers_cuda test_matmul_loss_adamw,$(BUILD)/tests/cuda/$(t) $(BUILD)/tests/cuda/$(t)_fp32) \
-	$(BUILD)/tests/cuda_host/test_ptx $(BUILD)/tests/cuda_host/test_graphs $(GPU_INFO_HOST) $(GPU_KIT_C_PROGS)
+	$(BUILD)/tests/cuda_host/test_ptx $(BUILD)/tests/cuda_host/test_graphs \
+	$(BUILD)/tests/cuda_host/test_cublas $(GPU_INFO_HOST) $(GPU_KIT_C_PROGS)
 
 .PHONY: gpu-programs gpu-bundle gpu-bundle-host
 ifeq ($(CUDA_NVCC),)

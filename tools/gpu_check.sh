@@ -85,7 +85,7 @@ dry_run() {
   for p in $(manifest programs); do
     [ -x "$GPU_BUNDLE/libexec/$p" ] && [ -x "$GPU_BUNDLE/bin/$p" ] || missing="$missing $p"
   done
-  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda bench_collectives_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx test_graphs gpu_info bench_kernels_cuda attention_bench compare_logs"
+  local want="train_gpt train_gpt_cuda train_gpt_cuda_fp32 generate_cuda bench_collectives_cuda test_attention_cuda test_attention_cuda_fp32 test_layers_cuda test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx test_graphs test_cublas gpu_info bench_kernels_cuda attention_bench compare_logs"
   for p in $want; do case " $(manifest programs) " in *" $p "*) ;; *) missing="$missing $p" ;; esac; done
   [ -z "$missing" ] && ok "all $(echo $want | wc -w) programs, each with its bin/ wrapper: $want" || bad "programs missing:$missing"
 
@@ -365,7 +365,7 @@ say "[2/8] kernel tests (the sources of make test-cuda, built with nvcc) against
 section "## 2. Kernel tests against their CPU twins"
 section ""
 if [ "$flavor" = nvcc ]; then built="compiled by nvcc, run on the GPU"; else built="built for the host runtime (self-test)"; fi
-section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch; on an H100/H200 \`test_attention_cuda\` runs the Hopper forward and backward by default (attention/hopper_forward.cuh, attention/hopper_backward.cuh: TMA, mbarriers, \`wgmma\`, the backward's dQ by \`cp.reduce.async.bulk\` in the semaphores' order) for HS 64, 80 and 128 and checks where they ran, then a second time with \`ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80\`, the A100 kernels everywhere. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts, and with A from registers); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware. Last \`test_graphs\` (tests/cuda_host/test_graphs.cu): stream capture and CUDA graphs as the trainer's \`--cuda-graph 1\` uses them (replays with the captured arguments, forks and joins, launches on other streams one after another, the capture errors CUDA returns), which the host runtime's twin models."
+section "The test programs of \`make test-cuda\`, $built${TEST_ARGS[0]:+, with ${TEST_ARGS[*]}}: every kernel against its CPU twin on random inputs, outputs poisoned before each launch; on an H100/H200 \`test_attention_cuda\` runs the Hopper forward and backward by default (attention/hopper_forward.cuh, attention/hopper_backward.cuh: TMA, mbarriers, \`wgmma\`, the backward's dQ by \`cp.reduce.async.bulk\` in the semaphores' order) for HS 64, 80 and 128 and checks where they ran, then a second time with \`ATTENTION_FWD_KERNEL=sm80 ATTENTION_BWD_KERNEL=sm80\`, the A100 kernels everywhere. Then \`test_ptx\` (tests/cuda_host/test_ptx.cu): known answers of the PTX wrappers of model/cuda_ptx.cuh (\`mma.sync\` m16n8k16, \`ldmatrix\`, \`cp.async\`, \`ex2.approx.ftz\`, \`red.global.add\` (.v2 on sm_90), a semaphore-ordered accumulation with \`ld.acquire\`/\`red.release\`/\`__nanosleep\` bit-identical to the block-order sum) and, on an H100/H200 (sm_90a code), of model/cuda_ptx_sm90.cuh (mbarrier phases and transaction bytes, named barriers, \`setmaxnreg\`, TMA boxes bit-exact under each swizzle with zero fill, \`wgmma\` descriptors and m64n64k16 in K- and MN-major layouts, and with A from registers); on a GPU it checks the host runtime's twins of those instructions, and their fragment layouts, against the hardware. Then \`test_graphs\` (tests/cuda_host/test_graphs.cu): stream capture and CUDA graphs as the trainer's \`--cuda-graph 1\` uses them (replays with the captured arguments, forks and joins, launches on other streams one after another, the capture errors CUDA returns), which the host runtime's twin models. Last \`test_cublas --only fast-inputs\`: cuBLAS's \`CUBLAS_COMPUTE_32F_FAST_16BF\` and \`_FAST_TF32\` on fp32 inputs (Muon's \`--muon-fp32-matmul-prec\` medium and high), sums whose known answer tells inputs rounded to nearest even (what the host runtime and the CPU trainer do) from truncated and from fp32 ones."
 section ""
 section "| program | checks | failed | seconds | result |"
 section "|---|---|---|---|---|"
@@ -376,7 +376,8 @@ section "|---|---|---|---|---|"
 # default, auto, runs the Hopper kernels on an H100/H200; this pass checks the A100 kernels there).
 for entry in test_attention_cuda test_attention_cuda@sm80 test_attention_cuda_fp32 test_layers_cuda \
              test_layers_cuda_fp32 test_matmul_loss_adamw test_matmul_loss_adamw_fp32 test_ptx:base \
-             test_ptx:mbarrier,named test_ptx:tma test_ptx:store test_ptx:wgmma test_graphs; do
+             test_ptx:mbarrier,named test_ptx:tma test_ptx:store test_ptx:wgmma test_graphs \
+             test_cublas:fast-inputs; do
   prog=${entry%%[:@]*} args=("${TEST_ARGS[@]}") t=${entry%%[:@]*} envs=()
   if [ "${entry#*:}" != "$entry" ]; then args=(--only "${entry#*:}"); t="$prog --only ${entry#*:}"; fi
   if [ "${entry#*@}" != "$entry" ]; then
@@ -535,12 +536,13 @@ compared "vs_cpu_qk_norm" trainer "bf16 --qk-layernorm vs CPU" vs-cpu --cpu "$X/
   --model "--normalization rmsnorm --mlp swiglu --disable-bias-linear --position-embedding rope --qk-layernorm"
 section "| bf16 Qwen3 block (--qk-layernorm) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
 # Muon (model/muon.cu: the momentum, normalisation and update kernels, the Newton-Schulz GEMMs by
-# cuBLAS on TF32 tensor cores, which the host runtime computes in fp32) against the CPU trainer.
+# cuBLAS from bf16 inputs on the tensor cores, --muon-fp32-matmul-prec medium, the default, whose
+# rounding the CPU trainer applies too) against the CPU trainer.
 compared "vs_cpu_muon" trainer "bf16 --optimizer muon vs CPU" vs-cpu --cpu "$X/train_gpt" --test "$X/train_gpt_cuda" \
   --backend cuda-bf16 --compare "$X/compare_logs" --loss-tol 2e-2 --norm-tol 1e-1 --data "$DATA/stream" \
   --work "$LOGS/vs_cpu_muon" --steps "$TRAIN_STEPS" \
   --model "--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2 --lr 1e-2"
-section "| bf16 with --optimizer muon (TF32 Newton-Schulz) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
+section "| bf16 with --optimizer muon (bf16-input Newton-Schulz) against CPU, $TRAIN_STEPS steps | loss 2e-2, norm 1e-1; the same | $R | $DIFFS |"
 
 # Long sequences: T = 2048 and 4096 (the tiny model's T = 16 never reaches a second attention tile),
 # head sizes 64 and 128 (2 heads, B = 1), fp32 and bf16 against one CPU run per shape, on a larger

@@ -12,6 +12,7 @@
 #include "model/activations.h"
 #include "model/backend.h"
 #include "model/documents.h"
+#include "model/muon.h"
 
 enum { SHOWN = 5 };   // candidates printed
 static const double GIB = 1073741824.0;
@@ -139,6 +140,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.muon = options_muon(o) ? o->muon_ns_steps : 0;
     q.muon_split = strcmp(o->optimizer, "dist_muon") == 0;
     q.muon_whole_qkv = o->muon_no_split_qkv;
+    q.muon_prec = muon_matmul_prec(o->muon_matmul_prec);
     q.chunks = (o->given & OPT_GIVEN_A2A_CHUNKS) ? o->a2a_chunks : COST_CHUNKS_AUTO;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);

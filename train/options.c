@@ -81,6 +81,7 @@ static const OptSpec specs[] = {
     {"muon-no-split-qkv", OPT_FLAG, F(muon_no_split_qkv), 0, 1, NULL, "--optimizer muon or dist_muon: orthogonalize each layer's qkv matrix whole (Megatron-LM's --muon-no-split-qkv); by default its Q, K and V rows apart, each scaled by its own shape (Megatron-LM's default --muon-split-qkv)"},
     {"muon-num-ns-steps", OPT_INT, F(muon_ns_steps), 1, 100, NULL, "--optimizer muon or dist_muon: Newton-Schulz iterations, each three GEMMs of the matrix's size (Megatron-LM's --muon-num-ns-steps)"},
     {"muon-scale-mode", OPT_STRING, F(muon_scale_mode), 0, 0, "spectral|shape_scaling|unit_rms_norm", "--optimizer muon or dist_muon: the orthogonalized update's scale for a rows x cols matrix (Megatron-LM's --muon-scale-mode): spectral sqrt(max(rows, cols)), shape_scaling sqrt(max(1, rows / cols)) (Keller Jordan's), unit_rms_norm sqrt(rows / cols)"},
+    {"muon-fp32-matmul-prec", OPT_STRING, F(muon_matmul_prec), 0, 0, "highest|high|medium", "--optimizer muon or dist_muon: the Newton-Schulz GEMMs' precision on their fp32 buffers (Megatron-LM's --muon-fp32-matmul-prec, PyTorch's float32 matmul precision): highest fp32 products, high the inputs rounded to TF32, medium to bf16 (Megatron-LM's default and the original Muon's), summed in fp32; on a GPU cuBLAS's fp32 cores, TF32 or bf16 tensor cores, on the CPU the same rounding before fp32 GEMMs (the GPU's numerics, not its speed)"},
     {"muon-extra-scale-factor", OPT_DOUBLE, F(muon_extra_scale), 1e-6, 1000, NULL, "--optimizer muon or dist_muon: multiplies --muon-scale-mode's factor (Megatron-LM's --muon-extra-scale-factor; Moonlight's 0.2 with spectral gives updates of AdamW's RMS, so AdamW's --lr and --weight-decay carry over)"},
     {"beta1", OPT_DOUBLE, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
     {"beta2", OPT_DOUBLE, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
@@ -166,6 +167,7 @@ static void set_defaults(TrainOptions* o) {
     o->muon_momentum = 0.95;
     o->muon_ns_steps = 5;
     o->muon_scale_mode = "spectral";
+    o->muon_matmul_prec = "medium";
     o->muon_extra_scale = 1.0;
     o->beta1 = 0.9;
     o->beta2 = 0.95;

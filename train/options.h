@@ -54,6 +54,7 @@ typedef struct {
     int muon_nesterov, muon_ns_steps;
     int muon_no_split_qkv;     // 1: the qkv matrix orthogonalized whole (muon_matrix_shape)
     const char* muon_scale_mode;   // spectral | shape_scaling | unit_rms_norm
+    const char* muon_matmul_prec;  // highest | high | medium (MuonMatmulPrec)
     // evaluation and sampling
     int eval_every, eval_batches;
     int eval_positions;        // the validation loss also per this many ranges of positions (0: no)

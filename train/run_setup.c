@@ -435,7 +435,8 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
         .zero = o->zero, .muon = options_muon(o),
         .muon_ranks = strcmp(o->optimizer, "dist_muon") == 0 ? t->mesh.world_size : 1,
-        .muon_whole_qkv = o->muon_no_split_qkv, .muon_rank = muon_rank, .cuda = !gpt_backend_host_memory(),
+        .muon_whole_qkv = o->muon_no_split_qkv, .muon_rank = muon_rank,
+        .muon_prec = muon_matmul_prec(o->muon_matmul_prec), .cuda = !gpt_backend_host_memory(),
         .nccl = strcmp(t->transport, "nccl") == 0, .sampler = sampler,
         .documents = t->doc_boundary >= 0, .reset_positions = o->reset_position_ids,
         .flash_kernels = !gpt_backend_host_memory() && real_bytes < sizeof(float),
@@ -528,7 +529,8 @@ static void setup_model_and_optimizer(Trainer* t) {
                                .ns_steps = t->opt.muon_ns_steps,
                                .scale_mode = (MuonScaleMode)muon_scale_mode(t->opt.muon_scale_mode),
                                .extra_scale = t->opt.muon_extra_scale,
-                               .split_qkv = !t->opt.muon_no_split_qkv};
+                               .split_qkv = !t->opt.muon_no_split_qkv,
+                               .matmul_prec = (MuonMatmulPrec)muon_matmul_prec(t->opt.muon_matmul_prec)};
     if (!strcmp(t->opt.optimizer, "dist_muon"))   // every rank holds the same parameters
         t->muon_cfg.share = (MuonShare){t->mesh.world_rank, world, muon_broadcast, t};
     t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count,

@@ -1,5 +1,6 @@
 // cuBLAS GEMMs of the host runtime (see host_cublas.h for what is supported).
 #include "tests/cuda_host/internal.h"
+#include "comm/bf16.h"
 #include "comm/fail.h"
 
 #include <stdlib.h>
@@ -103,10 +104,27 @@ static int compute_ok(cublasComputeType_t c) {
            c == CUBLAS_COMPUTE_32F_FAST_TF32 || c == CUBLAS_COMPUTE_32F_FAST_16F;
 }
 
+// The mantissa bits a compute type keeps of fp32 inputs: the tensor cores read them as TF32 (10)
+// or bf16 (7) under the FAST types; rounded here to nearest even (the hardware's conversion may
+// differ in the last bit, so a test compares such GEMMs within a tolerance). 23: all of them.
+static int fp32_input_bits(cublasComputeType_t c) {
+    return c == CUBLAS_COMPUTE_32F_FAST_16BF ? 7 : c == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10 : 23;
+}
+
+// A column-major fp32 operand (rows x cols, ld) rounded to `bits` mantissa bits, packed.
+static float* rounded_operand(const void* p, long rows, long cols, long ld, int bits) {
+    float* out = (float*)xmalloc((size_t)rows * cols * sizeof(float) + 1, "rounded GEMM input");
+    for (long j = 0; j < cols; j++)
+        for (long i = 0; i < rows; i++)
+            out[j * rows + i] = float_round_mantissa(((const float*)p)[j * ld + i], bits);
+    return out;
+}
+
 // The GEMM itself, when the scheduler runs it (arguments checked by gemm()).
 static void run_gemm(int ta, int tb, int m, int n, int k, float al, const void* A, cudaDataType_t at,
                      long lda, long long sa, const void* B, cudaDataType_t bt, long ldb, long long sb,
-                     float be, void* C, cudaDataType_t ct, long ldc, long long sc, int batch) {
+                     float be, void* C, cudaDataType_t ct, long ldc, long long sc, int batch,
+                     cublasComputeType_t compute) {
     long ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     size_t as = cuda_host_type_size(at), cs = cuda_host_type_size(ct);
     for (int b = 0; b < batch; b++) {
@@ -119,6 +137,9 @@ static void run_gemm(int ta, int tb, int m, int n, int k, float al, const void* 
         if (at == CUDA_R_16BF && k > 0) {
             a = wa = cuda_host_widen(Ab, at, ar, ac, lda), la = ar;
             bm = wb = cuda_host_widen(Bb, bt, br, bc, ldb), lb = br;
+        } else if (fp32_input_bits(compute) < 23 && k > 0) {
+            a = wa = rounded_operand(Ab, ar, ac, lda, fp32_input_bits(compute)), la = ar;
+            bm = wb = rounded_operand(Bb, br, bc, ldb, fp32_input_bits(compute)), lb = br;
         }
         if (ct == CUDA_R_32F) {
             cuda_host_sgemm(ta, tb, m, n, k, al, a, la, bm, lb, be, (float*)Cb, ldc);
@@ -174,7 +195,7 @@ static cublasStatus_t gemm(const char* what, cublasHandle_t handle, cublasOperat
         return CUBLAS_STATUS_INVALID_VALUE;
     const CudaHostTicket t = cuda_host_enqueue_fn(handle->stream, what, [=] {
         const float a = device_scalars ? *(const float*)alpha : al, b = device_scalars ? *(const float*)beta : be;
-        run_gemm(ta, tb, m, n, k, a, A, at, lda, sa, B, bt, ldb, sb, b, C, ct, ldc, sc, batch);
+        run_gemm(ta, tb, m, n, k, a, A, at, lda, sa, B, bt, ldb, sb, b, C, ct, ldc, sc, batch, compute);
     });
     cuda_host_count_launch(t);
     return CUBLAS_STATUS_SUCCESS;

@@ -3,7 +3,9 @@
 // Supported: A and B both CUDA_R_32F or both CUDA_R_16BF; C/D CUDA_R_32F or CUDA_R_16BF (bf16
 // A/B with fp32 C/D allowed; fp32 A/B need fp32 C/D); compute CUBLAS_COMPUTE_32F and its
 // _PEDANTIC/_FAST_* variants, all computed in full fp32 (bf16 inputs are widened exactly, sgemm
-// runs in fp32, bf16 outputs are rounded once, to nearest even); scale type CUDA_R_32F; alpha and
+// runs in fp32, bf16 outputs are rounded once, to nearest even), except that cuBLAS's GEMMs
+// (not cuBLASLt's) under _FAST_16BF and _FAST_TF32 first round fp32 inputs to nearest even at
+// bf16's or TF32's mantissa, as tensor cores read them; scale type CUDA_R_32F; alpha and
 // beta read as float (host or device pointer mode, both are host memory here: read when the call
 // is made in host mode, when the GEMM runs in device mode). A call checks its arguments and
 // queues the GEMM on its stream (the handle's for cuBLAS), with the descriptors copied. Operands must lie

@@ -7,6 +7,8 @@
 //
 // `--die refuse-name` runs one cublasLtMatmul under the caller's CUDA_HOST_CUBLASLT_REFUSE, which
 // must name an unknown epilogue: the program must end with the knob's one-line error.
+// `--only fast-inputs` runs the known answers of fp32 inputs under the FAST compute types alone
+// (the GPU kit's check of what the hardware does with them).
 #include "model/cuda_common.cuh"
 #include "tests/cuda_host/test_check.h"
 
@@ -130,6 +132,55 @@ static void run_gemm(cublasHandle_t h, GemmCase g) {
     free(got);
 }
 
+// fp32 inputs under CUBLAS_COMPUTE_32F_FAST_16BF and _FAST_TF32 (Muon's Newton-Schulz at
+// --muon-fp32-matmul-prec medium and high): C = A B with B all ones and each column k of A one
+// value 1 + f u (u the ulp of 1 at bf16's 7 or TF32's 10 mantissa bits), some negated, so each
+// C element is the sum of the values as the tensor cores read them, exact in fp32. Rounded to
+// nearest even the answer is known (0.25 u and the tie 0.5 u round down, 0.75 u up, the ties
+// 1.5 u and 2.5 u to 2 u); truncating inputs, or fp32 inputs, give other sums, so a GPU run
+// reads here which of them the hardware does.
+static void test_fast_inputs(cublasHandle_t h) {
+    static const struct { cublasComputeType_t compute; int bits; const char* name; } types[] = {
+        {CUBLAS_COMPUTE_32F_FAST_16BF, 7, "FAST_16BF"}, {CUBLAS_COMPUTE_32F_FAST_TF32, 10, "FAST_TF32"}};
+    // value k % 8 of column k: sign s times 1 + f u, read as 1 + g u
+    static const double f[] = {0.25, 0.5, 0.75, 1.5, 2.5, 0.75, 1.5, 0.25};
+    static const double g[] = {0, 0, 1, 2, 2, 1, 2, 0};   // f rounded to nearest even
+    static const double s[] = {1, 1, 1, 1, -1, 1, 1, 1};
+    enum { M = 64, N = 64, K = 64 };
+    float *A = (float*)malloc(M * K * sizeof(float)), *B = (float*)malloc(K * N * sizeof(float));
+    for (int t = 0; t < 2; t++) {
+        const double u = ldexp(1.0, -types[t].bits);
+        double want = 0, truncated = 0, exact = 0;   // every row of A alike
+        for (int k = 0; k < K; k++) {
+            want += s[k % 8] * (1 + g[k % 8] * u);
+            truncated += s[k % 8] * (1 + floor(f[k % 8]) * u);
+            exact += s[k % 8] * (1 + f[k % 8] * u);
+            for (int i = 0; i < M; i++) A[k * M + i] = (float)(s[k % 8] * (1 + f[k % 8] * u));
+        }
+        check(want != truncated && want != exact, "%s: the known answer %.9g tells rounding from "
+              "truncation (%.9g) and from fp32 inputs (%.9g)", types[t].name, want, truncated, exact);
+        for (int i = 0; i < K * N; i++) B[i] = 1.0f;
+        float *dA = (float*)upload(A, M * K, CUDA_R_32F), *dB = (float*)upload(B, K * N, CUDA_R_32F), *dC;
+        CUDA_CHECK(cudaMalloc(&dC, M * N * sizeof(float)));
+        const float one = 1.0f, zero = 0.0f;
+        CUDA_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, dA, CUDA_R_32F, M, dB,
+                                CUDA_R_32F, K, &zero, dC, CUDA_R_32F, M, types[t].compute,
+                                CUBLAS_GEMM_DEFAULT));
+        float* C = download(dC, M * N, CUDA_R_32F);
+        int bad = 0;
+        for (int i = 0; i < M * N; i++) bad += C[i] != (float)want;
+        check(bad == 0, "%s on fp32 inputs: each input rounded to nearest even at %d mantissa bits "
+              "(sum %.9g; got %.9g, %d of %d elements differ; truncated inputs give %.9g, fp32 "
+              "inputs %.9g)", types[t].name, types[t].bits, want, C[0], bad, M * N, truncated, exact);
+        free(C);
+        CUDA_CHECK(cudaFree(dA));
+        CUDA_CHECK(cudaFree(dB));
+        CUDA_CHECK(cudaFree(dC));
+    }
+    free(A);
+    free(B);
+}
+
 static void test_cublas(void) {
     cublasHandle_t h;
     cudaStream_t s;
@@ -143,6 +194,7 @@ static void test_cublas(void) {
     run_gemm(h, GemmCase{0, 1, 24, 33, 40, 1, CUDA_R_16BF, CUDA_R_32F, 0.75f, 1.0f, 0});
     run_gemm(h, GemmCase{1, 1, 19, 21, 17, 3, CUDA_R_16BF, CUDA_R_16BF, 1.0f, 0.25f, 1});
     run_gemm(h, GemmCase{0, 0, 19, 21, 17, 3, CUDA_R_32F, CUDA_R_32F, 2.0f, 0.0f, 1});
+    test_fast_inputs(h);
 
     float one = 1.0f, zero = 0.0f;
     float* d;
@@ -612,8 +664,15 @@ int main(int argc, char** argv) {
         die_refuse_name();
         return 1;
     }
+    if (argc == 3 && !strcmp(argv[1], "--only") && !strcmp(argv[2], "fast-inputs")) {
+        cublasHandle_t h;
+        CUDA_CHECK(cublasCreate(&h));
+        test_fast_inputs(h);
+        CUDA_CHECK(cublasDestroy(h));
+        return test_finish("test_cublas --only fast-inputs");
+    }
     if (argc > 1) {
-        printf("usage: %s [--die refuse-name]\n", argv[0]);
+        printf("usage: %s [--die refuse-name | --only fast-inputs]\n", argv[0]);
         return 2;
     }
 #ifdef CUDA_HOST
