@@ -420,7 +420,8 @@ static GptRecompute recompute_of(const Trainer* t) {
     return r;
 }
 
-// The memory budget of this run under recompute mode r, with or without rank 0's sampler: the
+// The memory budget of this run under recompute mode r, with or without rank 0's sampler, and
+// under dist_muon with rank muon_rank's share of the matrices' momenta (-1: the largest share): the
 // element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
 // fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
 static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int muon_rank,
