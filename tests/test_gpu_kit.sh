@@ -256,6 +256,8 @@ v = [o for o in objs if o["type"] == "verdict"][0]
 assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
   check "the collectives benchmark on nccl over the visible GPUs, its records in the JSONL" \
     eval 'grep -qE "^\| collectives on nccl, [0-9]+ rank\(s\) .* \| ok \|" "$r" && grep -q "\"type\":\"fit\",\"op\":\"all_reduce\"" "$W/report/gpu_report.jsonl"'
+  check "Muon's optimizer step from bf16 and from TF32 inputs beside AdamW's, and their JSONL records" \
+    eval 'grep -qE "^\| adamw \(the run above\) \| \| [0-9.]+ \|" "$r" && grep -qE "^\| muon \| medium \(bf16\) \| [0-9.]+ \| [0-9.]+ \|" "$r" && grep -qE "^\| muon \| high \(TF32\) \| [0-9.]+ \| [0-9.]+ \|" "$r" && [ "$(grep -c "\"type\":\"muon_optimizer\"" "$W/report/gpu_report.jsonl")" = 2 ]'
   check "the cost model's validation run (tiny B=1 T=64) in the throughput table" \
     grep -q "^| tiny B=1 T=64, 3 steps | this trainer (bf16) |" "$r"
   check "the report calibrates a cost-model cluster and validates against its trainer runs" \

@@ -899,6 +899,33 @@ done
   check_result throughput "largest preset at T=$LARGE_T" FAIL "tried:$tried"
 [ -n "$tried" ] && section "" && section "Did not fit in device memory at T = $LARGE_T:$tried."
 
+# Muon's step at the small shape from bf16 and from TF32 inputs (--muon-fp32-matmul-prec medium,
+# the default, and high: cuBLAS's FAST_16BF and FAST_TF32), beside AdamW's run above: what the
+# precision buys on this GPU (the cost model prices medium at the bf16 GEMM rate, high at half).
+section ""
+section "### Muon's optimizer step, $small_label"
+section ""
+section "| --optimizer | Newton-Schulz GEMM inputs | optimizer ms/step | ms/step | tokens/s |"
+section "|---|---|---|---|---|"
+s=$(grep '"type":"summary"' "$LOGS/tp_small/log.jsonl" 2> /dev/null | tail -n 1)
+[ -n "$s" ] && section "| adamw (the run above) | | $(json_field optimizer_ms "$s") | $(json_field ms_per_step "$s") | $(json_field tokens_per_s "$s") |"
+for prec in medium:bf16 high:TF32; do
+  p=${prec%%:*}
+  run_logged "tp_muon_$p" 900 "$X/train_gpt_cuda" "${THROUGHPUT_SMALL[@]}" --steps "$THROUGHPUT_STEPS" "${FORT[@]}" \
+    --optimizer muon --muon-fp32-matmul-prec "$p" --out-dir "$LOGS/tp_muon_$p"
+  s=$(grep '"type":"summary"' "$LOGS/tp_muon_$p/log.jsonl" 2> /dev/null | tail -n 1)
+  if [ "$RC" -eq 0 ] && [ -n "$s" ]; then
+    section "| muon | $p (${prec#*:}) | $(json_field optimizer_ms "$s") | $(json_field ms_per_step "$s") | $(json_field tokens_per_s "$s") |"
+    printf '{"type":"muon_optimizer","run":"%s","precision":"%s","summary":%s}\n' "$small_label" "$p" \
+      "$(printf '%s' "$s" | sed 's/^{"type":"summary",/{/')" >> "$JSONL"
+    say "  muon, $p: optimizer $(json_field optimizer_ms "$s") ms a step"
+    check_result throughput "muon $p" ok
+  else
+    section "| muon | $p (${prec#*:}) | failed (exit $RC): logs/tp_muon_$p.log | | |"
+    check_result throughput "muon $p" FAIL "exit $RC"; tail_log "tp_muon_$p"
+  fi
+done
+
 # ====================================================================================================
 # The report
 # ====================================================================================================
