@@ -20,10 +20,10 @@
 #include "comm/fail.h"
 #include "comm/flag_values.h"
 #include "costmodel/costmodel.h"
-#include "model/muon.h"
 #include "costmodel/cpu_calibrate.h"
 #include "costmodel/gpu_calibrate.h"
 #include "costmodel/reports.h"
+#include "model/muon.h"
 #include "model/activations.h"
 #include "model/config.h"
 
@@ -50,6 +50,7 @@ typedef struct {
     int muon_split;  // --optimizer dist_muon: CostConfig.muon_split
     int muon_whole_qkv;   // --muon-no-split-qkv: CostConfig.muon_whole_qkv
     int muon_prec;        // --muon-fp32-matmul-prec: CostConfig.muon_prec
+    int muon_prec_given;
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -244,6 +245,7 @@ static Args parse_args(int argc, char** argv) {
             if ((a.muon_prec = muon_matmul_prec(optarg)) < 0)
                 fail_msg("--muon-fp32-matmul-prec: expected highest, high or medium, found '%s'",
                          optarg);
+            a.muon_prec_given = 1;
             break;
         case O_PAPER: a.mode = MODE_PAPER; break;
         case O_A100: a.a100 = optarg; break;
@@ -277,6 +279,10 @@ static Args parse_args(int argc, char** argv) {
         }
     }
     if (optind < argc) fail_msg("unexpected argument '%s' (see --help)", argv[optind]);
+    if ((a.muon_prec_given || a.muon_whole_qkv) && !a.muon)
+        fail_msg("%s: it sets Muon's Newton-Schulz, and --optimizer is adamw; add --optimizer muon "
+                 "(or dist_muon), or drop it", a.muon_prec_given ? "--muon-fp32-matmul-prec"
+                                                                 : "--muon-no-split-qkv");
     if (a.muon && a.zero)
         fail_msg("--optimizer %s with --zero 1: the trainer refuses it (Muon updates whole "
                  "matrices, which a ZeRO-1 shard cuts through); drop one",
