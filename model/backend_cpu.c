@@ -15,9 +15,9 @@
 struct Optimizer {
     size_t begin, count;
     real *m, *v;          // AdamW's moments; under Muon the compact ones (model/muon.h): m the
-                          // other tensors' and the owned matrices' momenta (m_count), v the
-                          // other tensors' (v_count)
-    size_t m_count, v_count;
+                          // other tensors' and the owned matrices' momenta (muon_m_elements),
+                          // v the other tensors' (v_count)
+    size_t v_count;
     GPTConfig cfg;
     int muon;             // 1: Muon for the hidden matrices (model/muon.h)
     MuonConfig muon_cfg;
@@ -145,8 +145,8 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->count = count;
     o->cfg = m->cfg;
     o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
-    o->m_count = muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count;
-    o->m = xcalloc(o->m_count, sizeof(real), "AdamW first moments");
+    o->m = xcalloc(muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count, sizeof(real),
+                   "AdamW first moments");
     o->v = xcalloc(o->v_count, sizeof(real), "AdamW second moments");
     if (muon) {
         CHECK(begin == 0 && count >= m->num_params, "caller bug",

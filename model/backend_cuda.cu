@@ -28,9 +28,9 @@ struct Optimizer {
     size_t begin, count;
     float *m, *v;              // (count) fp32 moments of [begin, begin + count), device memory;
                                // under Muon the compact ones (model/muon.h): m the other tensors'
-                               // and the owned matrices' momenta (m_count), v the other tensors'
-                               // (v_count)
-    size_t m_count, v_count;
+                               // and the owned matrices' momenta (muon_m_elements), v the other
+                               // tensors' (v_count)
+    size_t v_count;
     GPTConfig cfg;
     AdamWTensorTable table;    // which elements are weight-decayed
     // Muon (model/muon.h): fp32 scratch in device memory.
@@ -417,8 +417,8 @@ Optimizer* optimizer_create(GPT* m, size_t begin, size_t count, const MuonConfig
     o->count = count;
     o->cfg = m->cfg;
     o->v_count = muon ? muon_v_elements(&m->cfg, m->num_params) : count;
-    o->m_count = muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count;
-    o->m = alloc_f32(o->m_count, "AdamW first moments");
+    o->m = alloc_f32(muon ? muon_m_elements(&m->cfg, muon, m->num_params) : count,
+                     "AdamW first moments");
     o->v = alloc_f32(o->v_count, "AdamW second moments");
     // The master weights of the optimizer's range only: under ZeRO-1 the shard (the bf16
     // parameters of the others arrive by the all-gather after each step).

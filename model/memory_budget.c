@@ -210,9 +210,9 @@ static void optimizer_terms(const MemoryConfig* c, size_t* b) {
     if (c->muon) {
         const int split = !c->muon_whole_qkv, count = muon_matrix_count(&c->cfg, split);
         const int ranks = c->muon_ranks > 1 ? c->muon_ranks : 1;
-        size_t owned = 0;
-        for (int r = 0; r < ranks && r < count; r++) {
-            if (c->muon_rank >= 0 && r != c->muon_rank % ranks) continue;
+        size_t owned = c->muon_rank >= 0
+                           ? muon_owned_elements(&c->cfg, split, c->muon_rank % ranks, ranks) : 0;
+        for (int r = 0; c->muon_rank < 0 && r < ranks && r < count; r++) {
             const size_t e = muon_owned_elements(&c->cfg, split, r, ranks);
             owned = e > owned ? e : owned;
         }

@@ -1386,12 +1386,12 @@ print("step 1: z_loss %.6g, c ln(512)^2 = %.6g (rel %.1e)" % (z[0]["z_loss"], wa
 t_muon() {
   make_data
   local run=("${TINY[@]}" --steps 6 --total-batch-tokens 64 --warmup 2 --lr 1e-2)
-  local muon=(--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2
-              --muon-fp32-matmul-prec highest)
+  local muon_opts=(--optimizer muon --muon-use-nesterov --muon-extra-scale-factor 0.2)
+  local muon=("${muon_opts[@]}" --muon-fp32-matmul-prec highest)
   train adamw "${run[@]}" --out-dir "$W/adamw"
   train muon "${run[@]}" "${muon[@]}" --out-dir "$W/muon"
-  train medium "${run[@]}" "${muon[@]:0:5}" --no-save --out-dir "$W/medium"
-  train high "${run[@]}" "${muon[@]:0:5}" --muon-fp32-matmul-prec high --no-save --out-dir "$W/high"
+  train medium "${run[@]}" "${muon_opts[@]}" --no-save --out-dir "$W/medium"
+  train high "${run[@]}" "${muon_opts[@]}" --muon-fp32-matmul-prec high --no-save --out-dir "$W/high"
   expect_rc adamw 0
   expect_rc muon 0
   check "the configuration names --optimizer muon" has muon.out "^  optimizer +muon$"
