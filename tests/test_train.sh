@@ -76,8 +76,8 @@ expect_rc() {   # NAME RC
 }
 # "step loss" for every step object of a JSONL log, the loss as the log wrote it.
 losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
-# The eval and sample objects of a log (no timings in them).
-evals_samples() { grep -E '"type":"(eval|sample)"' "$1"; }
+# The eval and sample objects of a log, without the evaluation's time.
+evals_samples() { grep -E '"type":"(eval|sample)"' "$1" | sed -E 's/,"seconds":[0-9.]+//'; }
 same_text() { [ "$1" = "$2" ]; }
 # same_runs DIR_A DIR_B STEP: two runs' losses, evaluations and samples identical as logged text,
 # and their final weights (model_STEP.bin) byte-identical.
@@ -417,7 +417,7 @@ t_signal() {
       has "$sig.out" "^stopping early at step $last \(checkpoint written\)"
     check "SIG$sig: complete checkpoint at step $last, and it loads" \
       eval 'test -f "$d/DONE_$(printf %08d "$last")" && "$CKPT" verify "$d" 1 > "$W/verify_$sig.log"'
-    check "SIG$sig: the log records that checkpoint" grep -q "{\"type\":\"checkpoint\",\"step\":$last}" "$d/log.jsonl"
+    check "SIG$sig: the log records that checkpoint" grep -q "{\"type\":\"checkpoint\",\"step\":$last," "$d/log.jsonl"
     train "resume_$sig" "${TINY[@]}" --steps $((last + 2)) --out-dir "$d" --resume
     check "SIG$sig: a resumed run continues from step $last" has "resume_$sig.out" "^resume: continuing from step $last in "
   done
@@ -852,7 +852,7 @@ t_exit_minutes() {
   check "--exit-after-minutes 0.05: stopped early, at step $last (of 1000000)" \
     has timed.out "^stopping early at step $last \(checkpoint written\)$"
   check "--exit-after-minutes 0.05: the stop line names the limit, the time run and the step's" \
-    has timed.out "^stop: --exit-after-minutes 0.05: [0-9.]+ minutes since the start, and one more step of [0-9.]+ s would end past them$"
+    has timed.out "^stop: --exit-after-minutes 0.05: [0-9.]+ minutes since the start, and one more step of [0-9.]+ s with [0-9.]+ s of evaluation, sample and checkpoint around it would end past them$"
   check "the stop record: step $last, reason exit-after-minutes, its minutes plus the last step's time past 3 s" \
     "$PY" -c 'import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -874,6 +874,56 @@ sys.exit(0 if len(stop) == 1 and stop[0]["step"] == int(sys.argv[2]) == steps[-1
     eval '! grep -q "^stop" "$W/roomy.out" && test -f "$W/roomy/model_00000006.bin"'
   refused "--exit-after-minutes -1|^error: --exit-after-minutes: expected a number in \[0, 1e\+09\], found -1" \
           "--exit-after-minutes x|^error: --exit-after-minutes: expected a number"
+}
+
+# --exit-after-minutes keeps room for the evaluation due before the next step and the checkpoints
+# around it: with an evaluation of about a second before every step (every validation batch of a
+# larger set) and a checkpoint every 3 steps, the stop record reserves the longest evaluation and
+# checkpoint the log shows before it, and the last checkpoint is complete within the 6 s limit,
+# but for what the evaluation, checkpoints and step after the last decision to go on took beyond
+# the longest of their kind before it (50 ms more for the rest of the loop). The rule of stopping
+# when one more step alone would pass the limit ends up to an evaluation past it.
+t_exit_minutes_room() {
+  make_data
+  write_shard "$DATA/room_val_000000.bin" 300000 512 11
+  train room "${TINY[@]}" --steps 1000000 --val-data "$DATA/room_val_*.bin" --eval-every 1 \
+    --eval-batches 100000 --sample-length 0 --checkpoint-every 3 --exit-after-minutes 0.1 \
+    --out-dir "$W/room"
+  expect_rc room 0
+  check "--exit-after-minutes 0.1 with an evaluation before every step: stopped early" \
+    has room.out "^stopping early at step [0-9]+ \(checkpoint written\)$"
+  check "the stop reserves the longest evaluation and checkpoint, and the last checkpoint ends within the limit but for the excess of what ran after the last decision to go on" \
+    "$PY" -c 'import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+stop = [r for r in recs if r["type"] == "stop"]
+assert len(stop) == 1 and stop[0]["reason"] == "exit-after-minutes", stop
+stop = stop[0]
+k = stop["step"]
+ev = {r["step"]: r["seconds"] for r in recs if r["type"] == "eval"}
+ck = {r["step"]: r for r in recs if r["type"] == "checkpoint"}
+ms = {r["step"]: r["ms"] / 1e3 for r in recs if r["type"] == "step"}
+assert sorted(ev) == list(range(1, k)), sorted(ev)   # one before every step after the first
+assert sorted(ck) == [s for s in range(3, k, 3)] + [k], sorted(ck)
+longest = lambda d, below: max([v for s, v in d.items() if s < below] + [0.0])
+ck_s = {s: r["seconds"] for s, r in ck.items()}
+print("stop", stop, "evaluations", len(ev), "longest", longest(ev, k), "checkpoints",
+      sorted(ck_s.items()))
+# The record: the longest of each kind before the decision, and around = those due.
+assert abs(stop["longest_eval_s"] - longest(ev, k)) < 2e-4
+assert abs(stop["longest_checkpoint_s"] - longest(ck_s, k)) < 2e-4
+due = (k % 3 == 0) * stop["longest_checkpoint_s"]
+assert stop["longest_eval_s"] > 0.3 and stop["longest_sample_s"] == 0
+assert abs(stop["around_s"] - (due + stop["longest_eval_s"] + stop["longest_checkpoint_s"])) < 5e-4
+assert stop["minutes"] * 60 + ms[k] + stop["around_s"] > 6
+# After the decision at step k - 1 to go on: its checkpoint if due, the evaluation at k - 1,
+# step k and the last checkpoint, each beyond what that decision assumed.
+pos = lambda x: x if x > 0 else 0.0
+excess = (pos(ev[k - 1] - longest(ev, k - 1)) + pos(ms[k] - ms[k - 1]) +
+          pos(ck_s[k] - longest(ck_s, k - 1)))
+if k - 1 in ck_s: excess += pos(ck_s[k - 1] - longest(ck_s, k - 1))
+end = ck[k]["minutes"] * 60
+print("last checkpoint complete at %.3f s, limit 6 s, excess %.3f s" % (end, excess))
+sys.exit(0 if end <= 6 + excess + 0.05 else 1)' "$W/room/log.jsonl"
 }
 
 # --init-std 0.01: the seeded initialisation with every weight half of the default's (0.02), bit
@@ -2036,6 +2086,7 @@ case $test_name in
   kill9) t_kill9 ;;
   signal) t_signal ;;
   exit-minutes) t_exit_minutes ;;
+  exit-minutes-room) t_exit_minutes_room ;;
   init-std) t_init_std ;;
   train-tokens) t_train_tokens ;;
   flags) t_flags ;;

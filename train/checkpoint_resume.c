@@ -96,8 +96,10 @@ void save_checkpoint(Trainer* t) {
     checkpoint_agree(t, rc != 0, err, was_complete);
     if (t->rank == 0) {
         checkpoint_prune(dir, t->opt.keep_last, t->opt.keep_every);
-        printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, seconds_now() - t0);
-        run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d}", t->step);
+        const double now = seconds_now();
+        printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, now - t0);
+        run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d,\"seconds\":%.4f,"
+                     "\"minutes\":%.6f}", t->step, now - t0, (now - t->started_at) / 60);
     }
 }
 

@@ -94,8 +94,8 @@ static void report_positions(Trainer* t) {
 
 // Prints and logs a validation loss (the same on every rank). One that is not finite (weights
 // that diverged within the range of finite numbers) stops the run before it reaches the log or
-// a checkpoint.
-void report_eval(Trainer* t, double val) {
+// a checkpoint. seconds: the evaluation's.
+void report_eval(Trainer* t, double val, double seconds) {
     if (!isfinite(val))
         config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
                      "checkpoint", t->step, val);
@@ -116,8 +116,8 @@ void report_eval(Trainer* t, double val) {
         snprintf(sets + len, cap - len, "]");
     }
     printf("\n");
-    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f%s}", t->step,
-                 val, sets);
+    run_log_json(&t->log, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%.8f%s,\"seconds\":%.4f}",
+                 t->step, val, sets, seconds);
     free(sets);
     if (t->opt.eval_positions) report_positions(t);
 }
@@ -196,6 +196,10 @@ void report_mc_eval(Trainer* t, McEvalScore r) {
 
 // Every evaluation the run has: the validation loss, then the multiple-choice accuracy.
 void run_evals(Trainer* t) {
-    if (t->val.n) report_eval(t, evaluate(t));
+    if (t->val.n) {
+        const double t0 = seconds_now();
+        const double val = evaluate(t);
+        report_eval(t, val, seconds_now() - t0);
+    }
     if (t->mc.examples) report_mc_eval(t, mc_evaluate(t));
 }

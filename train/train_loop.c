@@ -30,10 +30,39 @@ void eval_only(Trainer* t) {
     run_evals(t);
 }
 
+// The longest evaluation, sample and checkpoint of this run so far (0 before the first of
+// each): what --exit-after-minutes keeps room for.
+typedef struct {
+    double eval, sample, checkpoint;
+} LongestWork;
+
+// Runs one of the loop's occasional tasks, noting its duration in *longest when it is the longest.
+static void timed(void (*task)(Trainer*), Trainer* t, double* longest) {
+    const double t0 = seconds_now();
+    task(t);
+    const double s = seconds_now() - t0;
+    if (s > *longest) *longest = s;
+}
+
+// Seconds the run would still need, besides one more step, if it did not stop after the step
+// just done (t->step steps): the periodic checkpoint now (ck_due), the evaluation and sample due
+// before the next step, the end's too when the next step is the last, and the checkpoint after
+// it; each as long as the longest so far.
+static double work_around_next_step(const Trainer* t, const LongestWork* w, int ck_due) {
+    const TrainOptions* o = &t->opt;
+    const int last = t->step + 1 >= o->steps;
+    const int evals = (o->eval_every > 0 && t->step % o->eval_every == 0) + last;
+    const int samples = (o->sample_every > 0 && t->step % o->sample_every == 0) + last;
+    return (ck_due ? w->checkpoint : 0) + evals * w->eval + samples * w->sample + w->checkpoint;
+}
+
 // Why this rank asks the run to stop after the step just done (steps_done of this run, the last
-// taking dt seconds): a signal, --exit-after's steps, or --exit-after-minutes when one more step as
-// long would end past them. Returns the reason's name for the log, its words in why; NULL: none.
-static const char* stop_reason(const Trainer* t, int steps_done, double dt, char* why, size_t len) {
+// taking dt seconds, `around` seconds of other work due before the next stop point: see
+// work_around_next_step): a signal, --exit-after's steps, or --exit-after-minutes when one more
+// step as long and that work would end past them. Returns the reason's name for the log, its
+// words in why; NULL: none.
+static const char* stop_reason(const Trainer* t, int steps_done, double dt, double around,
+                               char* why, size_t len) {
     const TrainOptions* o = &t->opt;
     if (stop_requested) {
         snprintf(why, len, "%s", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
@@ -44,9 +73,10 @@ static const char* stop_reason(const Trainer* t, int steps_done, double dt, char
         return "exit-after";
     }
     const double ran = seconds_now() - t->started_at;
-    if (o->exit_after_minutes > 0 && ran + dt > 60 * o->exit_after_minutes) {
+    if (o->exit_after_minutes > 0 && ran + dt + around > 60 * o->exit_after_minutes) {
         snprintf(why, len, "--exit-after-minutes %g: %.3f minutes since the start, and one more "
-                 "step of %.3f s would end past them", o->exit_after_minutes, ran / 60, dt);
+                 "step of %.3f s with %.3f s of evaluation, sample and checkpoint around it would "
+                 "end past them", o->exit_after_minutes, ran / 60, dt, around);
         return "exit-after-minutes";
     }
     return NULL;
@@ -60,13 +90,16 @@ void train_loop(Trainer* t) {
     int skips_in_a_row = 0;   // steps in a row not applied (not finite, or spikes)
     RunTotals totals;
     memset(&totals, 0, sizeof totals);
+    LongestWork longest = {0, 0, 0};
     CounterTotals counter_totals;
     memset(&counter_totals, 0, sizeof counter_totals);
     while (t->step < t->opt.steps && !stop) {
         // Evaluation and sampling at step k happen before step k+1 whether or not the run was
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
-        if (t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 && t->step > 0) run_evals(t);
-        if (t->opt.sample_every > 0 && t->step % t->opt.sample_every == 0 && t->step > 0) sample(t);
+        if (t->opt.eval_every > 0 && t->step % t->opt.eval_every == 0 && t->step > 0)
+            timed(run_evals, t, &longest.eval);
+        if (t->opt.sample_every > 0 && t->step % t->opt.sample_every == 0 && t->step > 0)
+            timed(sample, t, &longest.sample);
         const double t0 = seconds_now();
         const long long bytes0 = comm_count_bytes(t->comm);
         StepCounters sc;
@@ -121,8 +154,10 @@ void train_loop(Trainer* t) {
             report_step(t, &record);
         }
         // Every rank stops at the same step: agree on any rank's reason (its clock, its signal).
-        char why[160];
-        const char* reason = stop_reason(t, t->step - start, dt, why, sizeof why);
+        char why[224];
+        const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
+        const double around = work_around_next_step(t, &longest, ck_due);
+        const char* reason = stop_reason(t, t->step - start, dt, around, why, sizeof why);
         stop = all_reduce_scalar(t, reason != NULL) > 0;
         if (stop && !reason) {
             reason = "other-rank";
@@ -131,11 +166,13 @@ void train_loop(Trainer* t) {
         }
         if (stop && t->step < t->opt.steps) {   // (a stop after the last step is no early stop)
             if (t->rank == 0) printf("stop: %s\n", why);
-            run_log_json(&t->log, "{\"type\":\"stop\",\"step\":%d,\"reason\":\"%s\",\"minutes\":%.4f}",
-                         t->step, reason, (seconds_now() - t->started_at) / 60);
+            run_log_json(&t->log, "{\"type\":\"stop\",\"step\":%d,\"reason\":\"%s\",\"minutes\":%.6f,"
+                         "\"around_s\":%.4f,\"longest_eval_s\":%.4f,\"longest_sample_s\":%.4f,"
+                         "\"longest_checkpoint_s\":%.4f}", t->step, reason,
+                         (seconds_now() - t->started_at) / 60, around, longest.eval,
+                         longest.sample, longest.checkpoint);
         }
-        const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
-        if ((ck_due || stop) && t->step < t->opt.steps) save_checkpoint(t);
+        if ((ck_due || stop) && t->step < t->opt.steps) timed(save_checkpoint, t, &longest.checkpoint);
     }
     note_memory(&totals);
     print_summary(t, &totals, flops_per_token);

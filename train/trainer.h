@@ -257,7 +257,7 @@ void train_loop(Trainer* t);
 
 // --- evaluate.c ----------------------------------------------------------------------------------
 double evaluate(Trainer* t);   // also fills position_loss under --eval-positions
-void report_eval(Trainer* t, double val);
+void report_eval(Trainer* t, double val, double seconds);
 McEvalScore mc_evaluate(Trainer* t);
 void report_mc_eval(Trainer* t, McEvalScore r);
 void run_evals(Trainer* t);   // what the run evaluates: --val-data, then --mc-eval
