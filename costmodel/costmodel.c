@@ -974,24 +974,28 @@ typedef struct {
 
 // All-reduce of the gradients over every rank (bucketed during the last backward when
 // overlapping), or ZeRO-1's reduce-scatter and parameter all-gather (the latter in flight during
-// the next forward); plus the loss (and ZeRO: gradient norm) scalars in one fp64 all-reduce. The
-// trainer's options that add 8 bytes to it or one more (--z-loss; --log-params-norm under ZeRO-1)
-// are not modelled: the all-reduce is latency-bound either way.
+// the next forward); plus the loss (and ZeRO: gradient norm; --z-loss: the z-loss) scalars in one
+// fp64 all-reduce, and under ZeRO-1 with --log-params-norm the parameters' norm in another.
 static GradComm grad_comm(const Cluster* c, const Topology* t, const CostConfig* g, int overlapped,
                           double last_backward_s, double first_forward_s) {
     GradComm r = {0, 0, 0};
     const long long W = (long long)g->dp * g->pq * g->pkv;
     if (W == 1) return r;
     const double n = costmodel_num_params(&g->shape), e = c->param_bytes;
-    const long long scalars = 2 * (W - 1) * (g->zero ? 2 : 1) * 8 / W;
+    const long long scalars = 2 * (W - 1) * (1 + (g->zero != 0) + (g->z_loss != 0)) * 8 / W;
     const CommOp loss = {COMM_ALL_REDUCE, PATH_WORLD, DIST_STAGE_REDUCE, (double)scalars, 2 * (W - 1), 1};
     if (g->zero) {
+        // --log-params-norm: the shards' sums of squares after the update, never hidden
+        const CommOp norm = {COMM_ALL_REDUCE, PATH_WORLD, DIST_STAGE_REDUCE,
+                             (double)(2 * (W - 1) * 8 / W), 2 * (W - 1), 1};
+        const int norms = g->params_norm != 0;
         const double shard = ceil(n / W);
         const CommOp rs = {COMM_REDUCE_SCATTER, PATH_WORLD, DIST_STAGE_REDUCE, (W - 1) * shard * e, W - 1, 1};
         const CommOp ag = {COMM_ALL_GATHER, PATH_WORLD, DIST_STAGE_GATHER, (W - 1) * shard * e, W - 1, 1};
         const double ag_s = op_seconds(c, t, &ag);
-        r.bytes = rs.bytes + ag.bytes + loss.bytes;
-        r.seconds = op_seconds(c, t, &rs) + ag_s + op_seconds(c, t, &loss);
+        r.bytes = rs.bytes + ag.bytes + loss.bytes + norms * norm.bytes;
+        r.seconds = op_seconds(c, t, &rs) + ag_s + op_seconds(c, t, &loss) +
+                    norms * op_seconds(c, t, &norm);
         r.exposed = r.seconds - (overlapped ? fmin(ag_s, first_forward_s) : 0);
         return r;
     }

@@ -95,6 +95,8 @@ typedef struct {
                       // rounds, each matrix's result broadcast by its owner (model/muon.h)
     int muon_whole_qkv;   // trainer --muon-no-split-qkv: qkv orthogonalized whole, not as Q, K, V
     int muon_prec;    // trainer --muon-fp32-matmul-prec: a MuonMatmulPrec (0: highest)
+    int z_loss;       // trainer --z-loss > 0: its sum one more fp64 scalar in the step's all-reduce
+    int params_norm;  // trainer --log-params-norm: under ZeRO-1 one more all-reduce of 8 bytes
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -173,6 +175,7 @@ typedef struct {
     int muon_split;        // trainer --optimizer dist_muon: CostConfig.muon_split
     int muon_whole_qkv;    // trainer --muon-no-split-qkv: CostConfig.muon_whole_qkv
     int muon_prec;         // trainer --muon-fp32-matmul-prec: CostConfig.muon_prec
+    int z_loss, params_norm;   // trainer --z-loss > 0, --log-params-norm: CostConfig's
 } CostQuery;
 
 // CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,

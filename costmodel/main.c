@@ -51,6 +51,7 @@ typedef struct {
     int muon_whole_qkv;   // --muon-no-split-qkv: CostConfig.muon_whole_qkv
     int muon_prec;        // --muon-fp32-matmul-prec: CostConfig.muon_prec
     int muon_prec_given;
+    int z_loss, params_norm;   // --z-loss X > 0, --log-params-norm: CostConfig's
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -103,6 +104,9 @@ static void usage(void) {
         "  --muon-no-split-qkv  the trainer's: qkv orthogonalized whole (default: Q, K, V apart)\n"
         "  --muon-fp32-matmul-prec P  the trainer's: the Newton-Schulz GEMMs on a GPU from bf16\n"
         "                       (medium, the default), TF32 (high) or fp32 (highest) inputs\n"
+        "  --z-loss X           the trainer's: X > 0 adds the z-loss to the step's scalar\n"
+        "                       all-reduce (8 bytes)\n"
+        "  --log-params-norm    the trainer's: under --zero 1 one more all-reduce of 8 bytes\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -158,7 +162,7 @@ static Args parse_args(int argc, char** argv) {
            O_CALIBRATE, O_COLLECTIVES, O_OUT, O_CALIBRATE_GPU, O_BASE, O_ATTENTION_SOURCE,
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
-           O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC,
+           O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC, O_Z_LOSS, O_PARAMS_NORM,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -174,6 +178,7 @@ static Args parse_args(int argc, char** argv) {
         {"keep-kv", 0, 0, O_KEEP_KV},     {"paper", 0, 0, O_PAPER},
         {"optimizer", 1, 0, O_OPTIMIZER}, {"muon-no-split-qkv", 0, 0, O_MUON_WHOLE_QKV},
         {"muon-fp32-matmul-prec", 1, 0, O_MUON_PREC},
+        {"z-loss", 1, 0, O_Z_LOSS},       {"log-params-norm", 0, 0, O_PARAMS_NORM},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -241,6 +246,8 @@ static Args parse_args(int argc, char** argv) {
             a.muon_split = strcmp(optarg, "dist_muon") == 0;
             break;
         case O_MUON_WHOLE_QKV: a.muon_whole_qkv = 1; break;
+        case O_Z_LOSS: a.z_loss = flag_double(flag, optarg, 0, 1e9) > 0; break;
+        case O_PARAMS_NORM: a.params_norm = 1; break;
         case O_MUON_PREC:
             if ((a.muon_prec = muon_matmul_prec(optarg)) < 0)
                 fail_msg("--muon-fp32-matmul-prec: expected highest, high or medium, found '%s'",
@@ -414,7 +421,7 @@ static int mode_rank(const Args* a) {
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
                          a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split,
-                         a->muon_whole_qkv, a->muon_prec};
+                         a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -471,7 +478,7 @@ static int mode_predict(const Args* a) {
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
                     documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split,
-                    a->muon_whole_qkv, a->muon_prec};
+                    a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm};
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;

@@ -140,7 +140,7 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         const int P = q->world / dp;
         CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
                         0, GPT_RECOMPUTE_NONE, q->docs, 1, q->muon, q->muon_split,
-                        q->muon_whole_qkv, q->muon_prec};
+                        q->muon_whole_qkv, q->muon_prec, q->z_loss, q->params_norm};
         if (P == 1) {   // no sequence parallelism (unless chunks of heads ask for Ulysses or USP)
             if (q->chunks <= 1) consider(q, c, g, &list, &n, &cap);   // AUTO included
             continue;

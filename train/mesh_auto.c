@@ -141,6 +141,8 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     q.muon_split = strcmp(o->optimizer, "dist_muon") == 0;
     q.muon_whole_qkv = o->muon_no_split_qkv;
     q.muon_prec = muon_matmul_prec(o->muon_matmul_prec);
+    q.z_loss = o->z_loss > 0;
+    q.params_norm = o->log_params_norm;
     q.chunks = (o->given & OPT_GIVEN_A2A_CHUNKS) ? o->a2a_chunks : COST_CHUNKS_AUTO;
     if (o->given & OPT_GIVEN_ATTENTION) {
         const int a = cost_algorithm_parse(o->attention);
