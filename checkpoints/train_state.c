@@ -39,6 +39,7 @@ enum {
     TS_TRAIN_DATA_HASH = 61, TS_PHASE_STEP = 63,   // train_data_hash (u64), phase_step
     TS_QK_NORM = 64,                               // GPTConfig.qk_norm
     TS_OPTIMIZER = 65,                             // optimizer (0 in files written before it)
+    TS_LD_POSITIONS = 66,                          // npositions (version 3)
 };
 
 static void put64(int32_t* h, int at, uint64_t v) { memcpy(h + at, &v, 8); }
@@ -105,7 +106,10 @@ static size_t config_bytes(const TrainStateInfo* info) {
 static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t* h) {
     memset(h, 0, HEADER_BYTES);
     h[TS_MAGIC] = STATE_MAGIC;
-    h[TS_VERSION] = s->loader.phase ? STATE_VERSION_PHASES : STATE_VERSION;
+    h[TS_VERSION] = s->npositions ? STATE_VERSION_POSITIONS
+                    : s->loader.phase ? STATE_VERSION_PHASES
+                                      : STATE_VERSION;
+    h[TS_LD_POSITIONS] = s->npositions;
     h[TS_STEP] = s->step;
     h[TS_WORLD] = s->world_size;
     h[TS_RANK] = s->rank;
@@ -198,6 +202,7 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->loader.data = get64(h, TS_LD_DATA);
     s->train_data_hash = get64(h, TS_TRAIN_DATA_HASH);
     s->phase_step = h[TS_PHASE_STEP];
+    s->npositions = h[TS_LD_POSITIONS];
     s->num_params = get64(h, TS_NPARAMS);
     s->shard_begin = get64(h, TS_SHARD_BEGIN);
     s->shard_count = get64(h, TS_SHARD_COUNT);
@@ -214,10 +219,12 @@ int train_state_save(const char* path, const TrainStateInfo* info, const float* 
     }
     memcpy(cfg, info->config_json, strnlen(info->config_json, cb - 1));
     header_from_info(info, cb, h);
+    const size_t pb = (size_t)info->npositions * sizeof info->positions[0];
     Checksum ck;
     checksum_init(&ck);
     checksum_add(&ck, h, HEADER_BYTES);
     checksum_add(&ck, cfg, cb);
+    checksum_add(&ck, info->positions, pb);
     checksum_add(&ck, params, info->num_params * sizeof(float));
     checksum_add(&ck, m, info->shard_count * sizeof(float));
     checksum_add(&ck, v, info->shard_count * sizeof(float));
@@ -226,6 +233,7 @@ int train_state_save(const char* path, const TrainStateInfo* info, const float* 
     int rc = atomic_open(&af, path, err, errlen);
     if (rc == 0) rc = atomic_write(&af, h, HEADER_BYTES, err, errlen);
     if (rc == 0) rc = atomic_write(&af, cfg, cb, err, errlen);
+    if (rc == 0 && pb) rc = atomic_write(&af, info->positions, pb, err, errlen);
     if (rc == 0) rc = atomic_write(&af, params, info->num_params * sizeof(float), err, errlen);
     if (rc == 0) rc = atomic_write(&af, m, info->shard_count * sizeof(float), err, errlen);
     if (rc == 0) rc = atomic_write(&af, v, info->shard_count * sizeof(float), err, errlen);
@@ -290,18 +298,29 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
         snprintf(err, errlen, "%s: magic: expected %d, found %d", path, STATE_MAGIC, h[TS_MAGIC]);
         goto out;
     }
-    if (h[TS_VERSION] != STATE_VERSION && h[TS_VERSION] != STATE_VERSION_PHASES) {
-        snprintf(err, errlen, "%s: version: expected %d or %d, found %d", path, STATE_VERSION,
-                 STATE_VERSION_PHASES, h[TS_VERSION]);
+    const int version = h[TS_VERSION];
+    if (version != STATE_VERSION && version != STATE_VERSION_PHASES &&
+        version != STATE_VERSION_POSITIONS) {
+        snprintf(err, errlen, "%s: version: expected %d, %d or %d, found %d", path, STATE_VERSION,
+                 STATE_VERSION_PHASES, STATE_VERSION_POSITIONS, version);
         goto out;
     }
-    if ((h[TS_VERSION] == STATE_VERSION_PHASES) != (h[TS_LD_PHASE] != 0) ||
+    const int npositions = h[TS_LD_POSITIONS];
+    if (version == STATE_VERSION_POSITIONS ? npositions < 1 || npositions > LOADER_MAX_POSITIONS
+                                           : npositions != 0) {
+        snprintf(err, errlen, "%s: header: %d set positions in a version %d file: expected 1 to "
+                 "%d in version %d, none before", path, npositions, version, LOADER_MAX_POSITIONS,
+                 STATE_VERSION_POSITIONS);
+        goto out;
+    }
+    if ((version != STATE_VERSION_POSITIONS &&
+         (version == STATE_VERSION_PHASES) != (h[TS_LD_PHASE] != 0)) ||
         h[TS_PHASE_STEP] < 0 || h[TS_PHASE_STEP] > h[TS_STEP] ||
         (h[TS_LD_PHASE] == 0 && h[TS_PHASE_STEP] != 0)) {
         snprintf(err, errlen, "%s: header: data phase %d from step %d in a version %d file of "
-                 "step %d: expected version %d for a phase > 0, begun at a step up to the file's "
-                 "(phase 0 at step 0)", path, h[TS_LD_PHASE], h[TS_PHASE_STEP], h[TS_VERSION],
-                 h[TS_STEP], STATE_VERSION_PHASES);
+                 "step %d: expected version %d or %d for a phase > 0, begun at a step up to the "
+                 "file's (phase 0 at step 0)", path, h[TS_LD_PHASE], h[TS_PHASE_STEP], version,
+                 h[TS_STEP], STATE_VERSION_PHASES, STATE_VERSION_POSITIONS);
         goto out;
     }
     info_from_header(h, info);
@@ -326,7 +345,8 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
                  path, TRAIN_STATE_ADAMW, TRAIN_STATE_MUON, info->optimizer);
         goto out;
     }
-    const long long want = HEADER_BYTES + (long long)cb +
+    const size_t pb = (size_t)npositions * sizeof info->positions[0];
+    const long long want = HEADER_BYTES + (long long)cb + (long long)pb +
                            4LL * (long long)(info->num_params + 2 * info->shard_count);
     if (st.st_size != want) {
         snprintf(err, errlen, "%s: file size: expected %lld bytes for this header, found %lld "
@@ -339,6 +359,7 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
     checksum_init(&ck);
     checksum_add(&ck, h, HEADER_BYTES);
     if (read_section(f, info->config_json, cb, &ck) != 0 ||
+        read_section(f, info->positions, pb, &ck) != 0 ||
         read_section(f, params, info->num_params * 4, &ck) != 0 ||
         read_section(f, m, info->shard_count * 4, &ck) != 0 ||
         read_section(f, v, info->shard_count * 4, &ck) != 0) {

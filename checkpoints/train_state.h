@@ -2,7 +2,8 @@
 // versioned, self-describing, checksummed file (state_SSSSSSSS_RRRRR.bin).
 //
 // Layout (little-endian): a 1024-byte header of int32 fields (the TS_* indices below), then the
-// run configuration as JSON text (config_bytes, NUL-padded to a multiple of 8), then the fp32
+// run configuration as JSON text (config_bytes, NUL-padded to a multiple of 8), then (version 3)
+// the loader's set positions (npositions x {u64 id, u64 seed, i64 read}), then the fp32
 // master weights (num_params), then the AdamW moments m and v of this rank's optimizer shard
 // (shard_count each, starting at parameter shard_begin). The checksum covers every byte after
 // the header plus the header with its checksum field zeroed.
@@ -18,6 +19,9 @@
 // Written by a run in a data phase (loader.phase > 0), so that a program that does not know phases
 // refuses the file rather than reading the phase's data in the order of the first; read are both.
 #define STATE_VERSION_PHASES 2
+// Written with the loader's set positions (every state the trainer writes now), so that a later
+// data phase can continue the sets; read are all three (versions 1 and 2 as holding none).
+#define STATE_VERSION_POSITIONS 3
 
 enum { TRAIN_STATE_ADAMW = 0, TRAIN_STATE_MUON = 1 };
 
@@ -35,6 +39,9 @@ typedef struct {
     LoaderState loader;
     int32_t phase_step;        // the step where the loader's data phase began (0 in the first)
     uint64_t train_data_hash;  // hash of the --train-data value (0 in states written before it)
+    int32_t npositions;        // the loader's set positions (loader_positions; 0 in states
+                               // written before them)
+    LoaderSetPosition positions[LOADER_MAX_POSITIONS];
     uint64_t num_params;
     uint64_t shard_begin, shard_count;   // optimizer moments held by this rank
     char config_json[4096];    // effective run configuration (informational, NUL-terminated)

@@ -36,6 +36,9 @@ typedef struct {
     int64_t* nwin;        // windows per file
     int64_t total;        // windows per epoch
     uint64_t seed;        // seeds this component's permutations
+    uint64_t id;          // its files' names and windows (loader_set_id): the set across phases
+    int64_t offset;       // windows of its own sequence read before this phase (a set that
+                          // continues, loader_apply_positions), 0 in a fresh order
     int64_t order_epoch;  // epoch `order` and `cum` belong to, -1 when none
     int* order;           // order[i] = file at position i of the epoch
     int64_t* cum;         // cum[i] = windows before position i (nfiles + 1 entries)
@@ -54,6 +57,8 @@ struct DataLoader {
     int64_t n;            // micro-batches this rank has produced since epoch 0 began
     int32_t phase;        // data phases begun (loader_begin_phase); 0: the run's first data
     int64_t phase_start;  // global window where the phase began
+    LoaderSetPosition* others;   // (nothers,) sets of earlier phases that this one does not read
+    int nothers;
 };
 
 // ---- Deterministic permutations: splitmix64 streams keyed by (seed, tag, a, b). ----
@@ -175,21 +180,25 @@ static int open_set(ShardSet* S, const char* const* paths, int nfiles, int T, ch
         S->nwin[i] = (int64_t)((ntok - 1) / (size_t)T);
         S->total += S->nwin[i];
     }
+    S->id = loader_set_id((const char* const*)S->paths, S->nwin, nfiles);
     return 0;
 }
 
 // Component 0 draws its permutations from the run's seed, as a loader without a blend does;
 // every other component from a seed of its own. After a phase change every component draws
 // from a seed of (seed, phase, component).
+// Every set's sequence from its start (offset 0); no earlier sets remembered.
 static void seed_sets(DataLoader* L) {
     for (int c = 0; c < L->nsets; c++) {
         ShardSet* S = &L->sets[c];
         S->seed = L->phase ? stream_key(L->cfg.seed, STREAM_PHASE, (uint64_t)L->phase, (uint64_t)c)
                   : c == 0 ? L->cfg.seed
                            : stream_key(L->cfg.seed, STREAM_BLEND, (uint64_t)c, 0);
+        S->offset = 0;
         S->order_epoch = -1;
         for (int i = 0; i < NSLOTS; i++) S->slots[i].perm_epoch = -1;
     }
+    L->nothers = 0;
 }
 
 DataLoader* loader_open_blend(const LoaderComponent* comps, int n, const LoaderConfig* cfg,
@@ -366,6 +375,7 @@ void loader_close(DataLoader* L) {
     free(L->patterns);
     free(L->weights);
     blend_table_free(&L->blend);
+    free(L->others);
     free(L);
 }
 
@@ -437,6 +447,7 @@ static int fetch_window(DataLoader* L, int64_t p, int32_t* in, int32_t* tgt, cha
     int64_t k;
     blend_locate(&L->blend, p - L->phase_start, &c, &k);
     ShardSet* S = &L->sets[c];
+    k += S->offset;
     int64_t e = k / S->total, r = k % S->total;
     ensure_epoch_order(L, S, e);
     int lo = 0, hi = S->nfiles - 1;  // last position i with cum[i] <= r
@@ -653,6 +664,107 @@ int loader_begin_phase(DataLoader* L, const LoaderState* st, char* err, size_t e
     L->n = st->next_batch / L->cfg.dp_size;
     return 0;
 }
+
+// ---- Sets across phases ----
+
+uint64_t loader_set_id(const char* const* paths, const int64_t* windows, int nfiles) {
+    uint64_t h = mix64(0x53455453ull ^ (uint64_t)nfiles);   // "SETS"
+    for (int i = 0; i < nfiles; i++) {
+        const char* slash = strrchr(paths[i], '/');
+        for (const char* p = slash ? slash + 1 : paths[i]; *p; p++) h = mix64(h ^ (uint8_t)*p);
+        h = mix64(h ^ (uint64_t)windows[i]);
+    }
+    return h;
+}
+
+// The first component reading set `id`, or -1 (a blend that names one set twice continues and
+// records only its first).
+static int component_of(const DataLoader* L, uint64_t id) {
+    for (int c = 0; c < L->nsets; c++)
+        if (L->sets[c].id == id) return c;
+    return -1;
+}
+
+// reads[c]: windows of component c read in this phase at the loader's position.
+static int64_t* reads_in_phase(const DataLoader* L) {
+    int64_t* reads = calloc((size_t)L->nsets, sizeof *reads);
+    if (reads) loader_component_reads(L, loader_windows_read(L), reads);
+    return reads;
+}
+
+int loader_positions(const DataLoader* L, LoaderSetPosition* out, int max) {
+    int64_t* reads = reads_in_phase(L);
+    CHECK(reads != NULL, "free memory", "loader: out of memory for %d set positions", L->nsets);
+    int n = 0;
+    for (int c = 0; c < L->nsets && n < max; c++) {
+        const ShardSet* S = &L->sets[c];
+        if (component_of(L, S->id) == c)
+            out[n++] = (LoaderSetPosition){S->id, S->seed, S->offset + reads[c]};
+    }
+    for (int i = 0; i < L->nothers && n < max; i++) out[n++] = L->others[i];
+    free(reads);
+    return n;
+}
+
+int loader_apply_positions(DataLoader* L, const LoaderSetPosition* table, int n,
+                           LoaderPositionsUse use, char* err, size_t errlen) {
+    if (n < 0 || (n > 0 && !table))
+        return set_err(err, errlen, "loader state: set positions: expected a table, found %d "
+                       "entries", n);
+    int64_t* reads = reads_in_phase(L);
+    LoaderSetPosition* others = calloc((size_t)n + 1, sizeof *others);
+    if (!reads || !others) {
+        free(reads);
+        free(others);
+        return set_err(err, errlen, "loader: out of memory for %d set positions", n);
+    }
+    int nothers = 0, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const int c = component_of(L, table[i].id);
+        if (c < 0) {
+            others[nothers++] = table[i];
+            continue;
+        }
+        if (table[i].read < 0)
+            rc = set_err(err, errlen, "loader state: set positions: set %d read %lld windows: "
+                         "expected a count >= 0", c, (long long)table[i].read);
+        else if (use == LOADER_POSITIONS_CONTINUE) {
+            L->sets[c].seed = table[i].seed;
+            L->sets[c].offset = table[i].read;
+        } else if (use == LOADER_POSITIONS_RESUME) {
+            if (table[i].read < reads[c])
+                rc = set_err(err, errlen, "loader state: set positions: set %d had read %lld "
+                             "windows, fewer than the %lld of this phase before the position "
+                             "(written over other data?)", c, (long long)table[i].read,
+                             (long long)reads[c]);
+            L->sets[c].seed = table[i].seed;
+            L->sets[c].offset = table[i].read - reads[c];
+        }
+        L->sets[c].order_epoch = -1;
+        for (int s = 0; s < NSLOTS; s++) L->sets[c].slots[s].perm_epoch = -1;
+    }
+    // A state that records positions records every set this phase reads.
+    for (int c = 0; c < L->nsets && rc == 0 && use == LOADER_POSITIONS_RESUME && n > 0; c++) {
+        int found = 0;
+        for (int i = 0; i < n; i++) found |= table[i].id == L->sets[c].id;
+        if (!found)
+            rc = set_err(err, errlen, "loader state: set positions: expected one for set %d "
+                         "(%s), found none: its files are not the ones (by name and windows) "
+                         "the checkpoint was written over", c, L->sets[c].paths[0]);
+    }
+    free(reads);
+    if (rc != 0) {
+        free(others);
+        seed_sets(L);
+        return rc;
+    }
+    free(L->others);
+    L->others = others;
+    L->nothers = nothers;
+    return 0;
+}
+
+int64_t loader_set_offset(const DataLoader* L, int c) { return L->sets[c].offset; }
 
 // ---- Sequence parallelism ----
 

@@ -26,7 +26,9 @@
 // Phases. A run may go on under other data (loader_begin_phase): from the global window where
 // the phase begins, window p is window p - phase_start of this loader's blend, every component
 // ordered by permutations drawn from seeds derived from (seed, phase), so no set repeats the order
-// it had in an earlier phase.
+// it had in an earlier phase. Or a set read before (the same files by name and windows, wherever
+// they lie) continues: its order's seed, and its windows counted on from where it stood
+// (loader_apply_positions with a table of loader_positions saved with the state).
 //
 // Validation mode: always unshuffled, one pass over epoch 0 of loader_global_batches() micro-batches
 // (windows / B). Rank d gets the pass's global batches n*dp_size + d, as in training, up to its end
@@ -154,6 +156,38 @@ int loader_phase(const DataLoader* loader, int64_t* start);
 // Windows the data-parallel group has read in the whole run, every phase and resume included
 // (the saved position's next_batch x B): a training run's trained tokens over T.
 int64_t loader_windows_read(const DataLoader* loader);
+
+// Sets across phases. A set is known by its files' names (not directories) and windows; each
+// position is its order's seed and the windows of its own sequence read, in every phase so far.
+typedef struct {
+    uint64_t id;     // loader_set_id of its files
+    uint64_t seed;   // the seed its order is drawn from
+    int64_t read;    // windows of its own sequence read
+} LoaderSetPosition;
+
+// The most positions a state keeps (the sets of the current phase first, then those of earlier
+// phases, the most recent first).
+#define LOADER_MAX_POSITIONS 1024
+
+uint64_t loader_set_id(const char* const* paths, const int64_t* windows, int nfiles);
+// Writes the position of every set at the loader's position: this phase's (each set once), then
+// those of earlier phases it was given (loader_apply_positions); returns how many (at most max).
+int loader_positions(const DataLoader* loader, LoaderSetPosition* out, int max);
+
+typedef enum {
+    LOADER_POSITIONS_RESUME,     // after loader_set_state: this phase's sets where they stood
+    LOADER_POSITIONS_CONTINUE,   // after loader_begin_phase: sets read before go on from there
+    LOADER_POSITIONS_RECORD,     // after loader_begin_phase: every set fresh; earlier ones kept
+} LoaderPositionsUse;
+
+// Takes the positions a state saved (n = 0: a state written before positions, every set as
+// loader_set_state or loader_begin_phase left it), keeping those of sets this phase does not read
+// for loader_positions. Returns 0, or -1 with err set (a count below 0; on RESUME a set of this
+// phase missing from a table, or one that read fewer windows than this phase alone has).
+int loader_apply_positions(DataLoader* loader, const LoaderSetPosition* table, int n,
+                           LoaderPositionsUse use, char* err, size_t errlen);
+// Windows of component c's own sequence read before this phase (0: a fresh order).
+int64_t loader_set_offset(const DataLoader* loader, int c);
 
 // Sequence parallelism: copies Tl tokens of each row of full (B, T) into local (B, Tl), local
 // token i being full token pos[i] (its absolute position, for position embeddings and the causal

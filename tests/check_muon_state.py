@@ -15,9 +15,10 @@ path = sys.argv[1]
 b = open(path, "rb").read()
 h = struct.unpack_from("<256i", b)   # checkpoints/train_state.c's TS_* fields
 config_bytes, n, count = h[46], h[40] | h[41] << 32, h[44] | h[45] << 32
+body = 1024 + (config_bytes + 7) // 8 * 8 + 24 * h[66]   # after the config and set positions
 ctx, L, C, Vp, FC = h[10], h[12], h[14], h[15], h[29] or 4 * h[14]
 assert count == n, "a Muon state holds every parameter's moments: %d of %d" % (count, n)
-v = struct.unpack_from("<%df" % n, b, 1024 + (config_bytes + 7) // 8 * 8 + 8 * n)
+v = struct.unpack_from("<%df" % n, b, body + 8 * n)
 # GPT's tensors in order, with the four Muon matrices marked
 sizes = [(Vp * C, 0), (ctx * C, 0), (L * C, 0), (L * C, 0), (L * 3 * C * C, 1), (L * 3 * C, 0),
          (L * C * C, 1), (L * C, 0), (L * C, 0), (L * C, 0), (L * FC * C, 1), (L * FC, 0),
@@ -39,7 +40,7 @@ print("  ok    %s: v 0 at all %d matrix elements, nonzero at %d of the %d others
 def moments(p):
     b = open(p, "rb").read()
     h = struct.unpack_from("<256i", b)
-    n, at = h[40] | h[41] << 32, 1024 + (h[46] + 7) // 8 * 8
+    n, at = h[40] | h[41] << 32, 1024 + (h[46] + 7) // 8 * 8 + 24 * h[66]
     return b[at + 4 * n:at + 12 * n], n
 
 if len(sys.argv) > 2:

@@ -944,7 +944,8 @@ recompute)
       "$PY" - "$a" "$b" <<'EOF' || { fail "$name --recompute $mode: the optimizer state differs from none's"; continue; }
 import glob, os, struct, sys
 # A state file: 1024-byte header of int32 fields (the configuration's byte count at index 46),
-# the configuration's JSON text (which names --recompute), then weights and AdamW moments.
+# the configuration's JSON text (which names --recompute), then the data loader's set positions,
+# weights and AdamW moments.
 def parts(path):
     data = open(path, "rb").read()
     header = struct.unpack("<256i", data[:1024])

@@ -931,6 +931,116 @@ static void test_phase(void) {
     loader_close(LZ);
 }
 
+// The rows of component A (files 0-1) among n window ids, in order, into a; returns how many.
+static int a_rows(const int* ids, int n, int* a) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && blend_comp_of(ids[i]) == 0) a[k++] = ids[i];
+    return k;
+}
+
+// Sets that continue across phases (loader_positions, loader_apply_positions): files 0-1 (A) read
+// for 6 windows, then a phase over the blend A 1 : B 1 where A goes on: its rows are exactly A's
+// own sequence from window 6 on, across its epoch boundary (10 windows), while B starts fresh;
+// without continuing A's rows are another order. Restored within the phase (into a loader of
+// another seed) the same next batches; a third phase over A alone goes on after both phases' A
+// windows, and keeps B's position. Tables that do not fit are refused.
+static void test_continue(void) {
+    printf("sets that continue across phases\n");
+    enum { B = 2, NREF = 80, NBL = 20 };
+    char err[ERR_LEN] = "";
+    LoaderConfig c = config(B, 0, 1, 1, 77);
+    DataLoader* LX = open_files_or_die(0, 2, &c);
+    DataLoader* LA = open_files_or_die(0, 2, &c);
+    int skip[3 * B], ref[NREF];
+    int ok = read_ids(LX, B, 3, skip) == 0 && read_ids(LA, B, NREF / B, ref) == 0;
+    LoaderState st;
+    loader_get_state(LX, &st);
+    LoaderSetPosition pos[4];
+    const int npos = loader_positions(LX, pos, 4);
+    EXPECT(ok && npos == 1 && pos[0].read == 6 && pos[0].seed == 77,
+           "files 0-1 after 6 windows: one position, 6 windows read of the order of seed 77 "
+           "(%d positions, read %lld)", npos, npos ? (long long)pos[0].read : -1LL);
+    DataLoader* LB = open_blend_or_die(&c, 1, 1);
+    int ids[NBL + 10 * B], a[NBL + 10 * B];
+    ok = loader_begin_phase(LB, &st, err, sizeof err) == 0 &&
+         loader_apply_positions(LB, pos, npos, LOADER_POSITIONS_CONTINUE, err, sizeof err) == 0 &&
+         read_ids(LB, B, NBL / B, ids) == 0 && all_valid(ids, NBL);
+    int na = ok ? a_rows(ids, NBL, a) : 0;
+    EXPECT(ok && na > 5 && 6 + na > 10 && memcmp(a, ref + 6, sizeof(int) * na) == 0 &&
+           loader_set_offset(LB, 0) == 6 && loader_set_offset(LB, 1) == 0,
+           "a phase over A 1 : B 1 continuing: A's %d rows are A's windows 6..%d of its own "
+           "order, into its second epoch; B fresh %s", na, 5 + na, err);
+    DataLoader* LR = open_blend_or_die(&c, 1, 1);
+    int rids[NBL], ra[NBL];
+    ok = loader_begin_phase(LR, &st, err, sizeof err) == 0 &&
+         loader_apply_positions(LR, pos, npos, LOADER_POSITIONS_RECORD, err, sizeof err) == 0 &&
+         read_ids(LR, B, NBL / B, rids) == 0;
+    const int nra = ok ? a_rows(rids, NBL, ra) : 0;
+    LoaderSetPosition rpos[4];
+    const int nrpos = ok ? loader_positions(LR, rpos, 4) : 0;
+    EXPECT(ok && nra == na && memcmp(ra, ref + 6, sizeof(int) * nra) != 0 &&
+           loader_set_offset(LR, 0) == 0 && nrpos == 2 && rpos[0].read == nra &&
+           rpos[1].read == NBL - nra,
+           "the same phase not continuing: A in a fresh order, its position counting from 0 %s",
+           err);
+    // Saved within the phase, restored into a loader of another seed: the same next batches.
+    LoaderState stb;
+    loader_get_state(LB, &stb);
+    LoaderSetPosition bpos[4];
+    const int nbpos = loader_positions(LB, bpos, 4);
+    int want[5 * B], got[5 * B];
+    ok = nbpos == 2 && bpos[0].read == 6 + na && bpos[1].read == NBL - na &&
+         read_ids(LB, B, 5, want) == 0;
+    c.seed = 5;
+    DataLoader* LB2 = open_blend_or_die(&c, 1, 1);
+    ok = ok && loader_set_state(LB2, &stb, err, sizeof err) == 0 &&
+         loader_apply_positions(LB2, bpos, nbpos, LOADER_POSITIONS_RESUME, err, sizeof err) == 0 &&
+         read_ids(LB2, B, 5, got) == 0;
+    EXPECT(ok && memcmp(want, got, sizeof want) == 0 && loader_set_offset(LB2, 0) == 6,
+           "restored within the phase: positions A %lld, B %lld windows; the same next 5 "
+           "batches %s", (long long)bpos[0].read, (long long)bpos[1].read, err);
+    memcpy(ids + NBL, want, sizeof want);
+    na = a_rows(ids, NBL + 5 * B, a);
+    // Phase 3 over A alone, continuing: after every A window of phases 1 and 2.
+    loader_get_state(LB, &stb);
+    const int nb3 = loader_positions(LB, bpos, 4);
+    DataLoader* LZ = open_files_or_die(0, 2, &c);
+    int third[4 * B];
+    LoaderSetPosition zpos[4];
+    ok = nb3 == 2 && loader_begin_phase(LZ, &stb, err, sizeof err) == 0 &&
+         loader_apply_positions(LZ, bpos, nb3, LOADER_POSITIONS_CONTINUE, err, sizeof err) == 0 &&
+         read_ids(LZ, B, 4, third) == 0;
+    const int nz = ok ? loader_positions(LZ, zpos, 4) : 0;
+    EXPECT(ok && 6 + na + 4 * B <= NREF && memcmp(third, ref + 6 + na, sizeof third) == 0 &&
+           nz == 2 && zpos[0].read == 6 + na + 4 * B && zpos[1].id == bpos[1].id &&
+           zpos[1].read == bpos[1].read && zpos[1].seed == bpos[1].seed,
+           "phase 3 over A alone: A's windows %d.. of its order, B's position kept %s", 6 + na,
+           err);
+    // Tables that do not fit a restore.
+    LoaderSetPosition bad[2] = {bpos[0], bpos[1]};
+    bad[0].read = 1;
+    err[0] = 0;
+    EXPECT(loader_set_state(LB2, &stb, err, sizeof err) == 0 &&
+           loader_apply_positions(LB2, bad, 2, LOADER_POSITIONS_RESUME, err, sizeof err) == -1 &&
+           strstr(err, "fewer than the"), "a set that read fewer windows than the phase refused: "
+           "\"%s\"", err);
+    err[0] = 0;
+    EXPECT(loader_apply_positions(LB2, bpos + 1, 1, LOADER_POSITIONS_RESUME, err, sizeof err) ==
+               -1 && strstr(err, "expected one for set 0"),
+           "a table without one of the phase's sets refused: \"%s\"", err);
+    bad[0].read = -1;
+    err[0] = 0;
+    EXPECT(loader_apply_positions(LB2, bad, 1, LOADER_POSITIONS_CONTINUE, err, sizeof err) == -1 &&
+           strstr(err, "expected a count >= 0"), "a negative count refused: \"%s\"", err);
+    loader_close(LX);
+    loader_close(LA);
+    loader_close(LB);
+    loader_close(LR);
+    loader_close(LB2);
+    loader_close(LZ);
+}
+
 int main(int argc, char** argv) {
     const char* only = argc > 1 ? argv[1] : "";
     test_make_tmpdir(tmpdir, sizeof tmpdir, "test_loader");
@@ -942,14 +1052,16 @@ int main(int argc, char** argv) {
                   {"dp", test_dp},           {"resume", test_resume}, {"val", test_val},
                   {"errors", test_errors},   {"cyclic", test_cyclic},
                   {"blend-period", test_blend_table}, {"blend-values", test_blend_spec},
-                  {"blend", test_blend_loader}, {"phase", test_phase}};
+                  {"blend", test_blend_loader}, {"phase", test_phase},
+                  {"continue", test_continue}};
     int ran = 0;
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (!*only || !strcmp(only, groups[i].name)) groups[i].fn(), ran++;
     for (int f = 0; f < NF; f++) unlink(paths[f]);
     rmdir(tmpdir);
     if (!ran) {
-        fprintf(stderr, "usage: %s [windows|order|epochs|dp|resume|val|errors|cyclic|blend-period|blend-values|blend]\n",
+        fprintf(stderr, "usage: %s [windows|order|epochs|dp|resume|val|errors|cyclic|blend-period|blend-values|blend|"
+                "phase|continue]\n",
                 argv[0]);
         return 2;
     }

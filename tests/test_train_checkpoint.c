@@ -90,6 +90,9 @@ static TrainStateInfo sample_info(uint64_t num_params, uint64_t begin, uint64_t 
                                 .phase_start = 0x123456789aLL, .data = 0x0f1e2d3c4b5a6978ULL};
     info.phase_step = 5;
     info.train_data_hash = 0x8877665544332211ULL;
+    info.npositions = 2;   // the loader's sets: this phase's and an earlier one's
+    info.positions[0] = (LoaderSetPosition){0x1111222233334444ULL, 99, 12345};
+    info.positions[1] = (LoaderSetPosition){0x5555666677778888ULL, 0xabcdefULL, 0x10000000007LL};
     info.num_params = num_params;
     info.shard_begin = begin;
     info.shard_count = count;
@@ -124,7 +127,8 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
         got.loader.blend == info->loader.blend && got.loader.phase == info->loader.phase &&
         got.loader.phase_start == info->loader.phase_start &&
         got.loader.data == info->loader.data && got.phase_step == info->phase_step &&
-        got.train_data_hash == info->train_data_hash &&
+        got.train_data_hash == info->train_data_hash && got.npositions == info->npositions &&
+        !memcmp(got.positions, info->positions, sizeof got.positions[0] * (size_t)got.npositions) &&
         got.num_params == np && got.shard_begin == info->shard_begin && got.shard_count == nc &&
         !strcmp(got.config_json, info->config_json);
     EXPECT(same_info, "state %s: every header field and the config JSON read back", what);
@@ -163,21 +167,42 @@ static void test_state(void) {
     size_t n;
     unsigned char* good = read_all(path, &n);
     EXPECT(n == size, "state: file of %zu bytes", n);
-    // A state in a data phase is version 2 (a program without phases refuses it), else 1; a
-    // phase begun after the file's step is refused.
-    int32_t version;
+    // A state with set positions is version 3 (whatever its phase); without, one in a data phase
+    // is version 2 (a program without phases refuses it), else 1; a phase begun after the file's
+    // step is refused.
+    int32_t version, plain_version, phase_version;
     memcpy(&version, good + 4, 4);
     TrainStateInfo first = sample_info(37, 0, 37);
     first.loader.phase = 0;
     first.loader.phase_start = 0;
     first.phase_step = 0;
-    state_roundtrip(copy, &first, "phase 0");
+    first.npositions = 0;
+    state_roundtrip(copy, &first, "phase 0, no positions");
     unsigned char* plain = read_all(copy, &n);
-    int32_t plain_version;
     memcpy(&plain_version, plain + 4, 4);
     free(plain);
-    EXPECT(version == STATE_VERSION_PHASES && plain_version == STATE_VERSION,
-           "state: version %d in a data phase, %d in the first", version, plain_version);
+    TrainStateInfo phased = sample_info(37, 0, 37);
+    phased.npositions = 0;
+    state_roundtrip(copy, &phased, "phase 2, no positions");
+    plain = read_all(copy, &n);
+    memcpy(&phase_version, plain + 4, 4);
+    free(plain);
+    first.npositions = 1;
+    state_roundtrip(copy, &first, "phase 0, one position");
+    EXPECT(version == STATE_VERSION_POSITIONS && plain_version == STATE_VERSION &&
+           phase_version == STATE_VERSION_PHASES,
+           "state: version %d with positions, %d in the first phase and %d in a data phase "
+           "without", version, plain_version, phase_version);
+    // A version 3 header with no positions, or more than a state keeps, is refused.
+    for (int bad = 0; bad < 2; bad++) {
+        unsigned char* h = read_all(path, &n);
+        const int32_t count = bad ? LOADER_MAX_POSITIONS + 1 : 0;
+        memcpy(h + 4 * 66, &count, 4);
+        write_all(copy, h, n);
+        free(h);
+        EXPECT(state_rejected(copy, 37, 37, err, sizeof err) && strstr(err, "set positions"),
+               "state: %d set positions in a version 3 file refused: %s", count, err);
+    }
     TrainStateInfo later = sample_info(37, 0, 37);
     later.phase_step = later.step + 1;
     EXPECT(train_state_save(copy, &later, (float[37]){0}, (float[37]){0}, (float[37]){0}, err,

@@ -29,6 +29,7 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->accum_steps = t->accum;   // the last step's (a ramp-up changes it); for messages only
     info->sample_rng = t->sample_rng;
     loader_get_state(t->train_loader, &info->loader);
+    info->npositions = loader_positions(t->train_loader, info->positions, LOADER_MAX_POSITIONS);
     info->phase_step = t->phase_step;
     info->train_data_hash = t->opt.train_data ? config_text_hash(t->opt.train_data) : 0;
     // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
@@ -243,9 +244,14 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
         const int same = loader_state_same_data(t->train_loader, &info.loader) &&
                          !(t->opt.new_data_phase && other_train_data(&info, t->opt.train_data));
         t->new_phase = !same && t->opt.new_data_phase;
-        const int rc = t->new_phase
-                           ? loader_begin_phase(t->train_loader, &info.loader, err, errlen)
-                           : loader_set_state(t->train_loader, &info.loader, err, errlen);
+        const LoaderPositionsUse use = !t->new_phase          ? LOADER_POSITIONS_RESUME
+                                       : t->opt.continue_sets ? LOADER_POSITIONS_CONTINUE
+                                                              : LOADER_POSITIONS_RECORD;
+        int rc = t->new_phase ? loader_begin_phase(t->train_loader, &info.loader, err, errlen)
+                              : loader_set_state(t->train_loader, &info.loader, err, errlen);
+        if (rc == 0)
+            rc = loader_apply_positions(t->train_loader, info.positions, info.npositions, use, err,
+                                        errlen);
         if (rc != 0) {
             if (!same && !t->opt.new_data_phase) {
                 const size_t len = strlen(err);
@@ -264,6 +270,28 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     gpt_params_restore_rounding(&t->model, t->step);
     t->sample_rng = info.sample_rng;
     return 0;
+}
+
+// A data phase begun: its number and step, and under --continue-sets where each set goes on.
+static void report_new_phase(const Trainer* t) {
+    int64_t start;
+    const int phase = loader_phase(t->train_loader, &start);
+    if (!t->opt.continue_sets) {
+        printf("resume: --train-data is not the checkpoint's: data phase %d begins at step %d, "
+               "every set in a fresh order\n", phase, t->step);
+        return;
+    }
+    printf("resume: --train-data is not the checkpoint's: data phase %d begins at step %d, the "
+           "sets read before where they stood\n", phase, t->step);
+    for (int c = 0; c < loader_num_components(t->train_loader); c++) {
+        LoaderComponentInfo ci;
+        loader_component_info(t->train_loader, c, &ci);
+        const int64_t at = loader_set_offset(t->train_loader, c);
+        if (at) printf("resume: set %d (%s) continues after %lld of its windows\n", c,
+                       ci.pattern ? ci.pattern : "files", (long long)at);
+        else printf("resume: set %d (%s) begins a fresh order\n", c,
+                    ci.pattern ? ci.pattern : "files");
+    }
 }
 
 // Continues from the newest complete checkpoint that loads; a corrupt one is skipped with a
@@ -293,12 +321,7 @@ void resume(Trainer* t) {
                 params_ready(t);
             }
             if (t->rank == 0) printf("resume: continuing from step %d in %s\n", t->step, t->opt.out_dir);
-            if (t->rank == 0 && t->new_phase) {
-                int64_t start;
-                printf("resume: --train-data is not the checkpoint's: data phase %d begins at step "
-                       "%d, every set in a fresh order\n", loader_phase(t->train_loader, &start),
-                       t->step);
-            }
+            if (t->rank == 0 && t->new_phase) report_new_phase(t);
         } else {
             if (rc != 0) fprintf(stderr, "warning: rank %d: checkpoint step %d unusable: %s\n",
                                  t->rank, steps[i], err);

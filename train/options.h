@@ -68,6 +68,7 @@ typedef struct {
     int checkpoint_every, keep_last, keep_every;
     int resume;
     int new_data_phase;        // --resume over other --train-data: a new data phase
+    int continue_sets;         // ... in which the sets read before go on where they stood
     int exit_after;            // stop with a checkpoint after this many steps of this run
     double exit_after_minutes; // ... or before this many minutes since the start pass (0: never)
     const char* log_file;

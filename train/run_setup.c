@@ -192,6 +192,9 @@ static void setup_model_config(Trainer* t) {
     if (o->new_data_phase && !o->resume)
         config_error(t, "--new-data-phase: expected --resume (a new phase of the data begins where "
                      "a checkpoint left off), found none");
+    if (o->continue_sets && !o->new_data_phase)
+        config_error(t, "--continue-sets: expected --new-data-phase (sets continue in a new data "
+                     "phase), found none");
     if (o->eval_positions && !(o->val_data && o->val_data[0]))
         config_error(t, "--eval-positions %d: expected --val-data shards to evaluate on, found none",
                      o->eval_positions);

@@ -101,10 +101,15 @@ static void state_seeds(void) {
     float* p = some_params(info.num_params);
     check_written(train_state_save(seed_path("train_state", "zero1_rank1"), &info, p, p, p + 1,
                                    err, sizeof err), err);
+    // The trainer's files now: with the loader's set positions (version 3); the one above is an
+    // earlier build's (version 1).
     info.zero_stage = 0;
     info.rank = 0;
     info.shard_begin = 0;
     info.shard_count = info.num_params;
+    info.npositions = 2;
+    info.positions[0] = (LoaderSetPosition){0x0123456789abcdefULL, 1337, 6};
+    info.positions[1] = (LoaderSetPosition){0xfedcba9876543210ULL, 42, 100};
     check_written(train_state_save(seed_path("train_state", "zero0"), &info, p, p, p, err,
                                    sizeof err), err);
     struct stat st;
