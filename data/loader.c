@@ -186,8 +186,8 @@ static int open_set(ShardSet* S, const char* const* paths, int nfiles, int T, ch
 
 // Component 0 draws its permutations from the run's seed, as a loader without a blend does;
 // every other component from a seed of its own. After a phase change every component draws
-// from a seed of (seed, phase, component).
-// Every set's sequence from its start (offset 0); no earlier sets remembered.
+// from a seed of (seed, phase, component). Each reads its sequence from the start (offset 0), and
+// no earlier phase's sets are remembered (loader_apply_positions sets both).
 static void seed_sets(DataLoader* L) {
     for (int c = 0; c < L->nsets; c++) {
         ShardSet* S = &L->sets[c];

@@ -1453,6 +1453,12 @@ print(r["components"][0]["windows_read"])' "$W/p/log.jsonl")
   check "from a state without positions: every set fresh" \
     eval '[ "$(rc_of legacy)" = 0 ] && has legacy.out "^resume: set 0 .* begins a fresh order$" &&
           has legacy.out "^resume: set 1 .* begins a fresh order$"'
+  # Files of the checkpoint's shapes under other names, without the flag: other data, refused.
+  write_shard "$DATA/x_train_000001.bin" 12000 512 70
+  cp -r "$W/q" "$W/x"
+  train renamed "${run[@]}" --train-data "1 $DATA/x_train_000001.bin 1 $Z" --resume --out-dir "$W/x"
+  check "same-shaped files of other names without --new-data-phase: refused, naming the way ($(err_lines "$W/renamed.err" | head -n 1 | cut -c 1-100)...)" \
+    eval '[ "$(rc_of renamed)" = 2 ] && has renamed.err "set positions: expected one for set 0 .*; or add --new-data-phase to read this --train-data from step 20 on$"'
   train noflag "${run[@]}" --train-data "$Y" --resume --continue-sets --out-dir "$W/n"
   check "--continue-sets without --new-data-phase: refused ($(err_lines "$W/noflag.err" | head -n 1))" \
     eval '[ "$(rc_of noflag)" != 0 ] && has noflag.err "^error: --continue-sets: expected --new-data-phase"'

@@ -249,11 +249,12 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
                                                               : LOADER_POSITIONS_RECORD;
         int rc = t->new_phase ? loader_begin_phase(t->train_loader, &info.loader, err, errlen)
                               : loader_set_state(t->train_loader, &info.loader, err, errlen);
-        if (rc == 0)
-            rc = loader_apply_positions(t->train_loader, info.positions, info.npositions, use, err,
-                                        errlen);
-        if (rc != 0) {
-            if (!same && !t->opt.new_data_phase) {
+        // (under RESUME: files of the checkpoint's shapes but other names are other data too)
+        const int positions_misfit =
+            rc == 0 && loader_apply_positions(t->train_loader, info.positions, info.npositions,
+                                              use, err, errlen) != 0;
+        if (rc != 0 || positions_misfit) {
+            if ((!same || positions_misfit) && !t->opt.new_data_phase) {
                 const size_t len = strlen(err);
                 snprintf(err + len, errlen - len, "; or add --new-data-phase to read this "
                          "--train-data from step %d on", info.step);
