@@ -52,6 +52,7 @@ typedef struct {
     int muon_prec;        // --muon-fp32-matmul-prec: CostConfig.muon_prec
     int muon_prec_given;
     int z_loss, params_norm;   // --z-loss X > 0, --log-params-norm: CostConfig's
+    long train_tokens;         // --train-tokens: the run's length, for its predicted time
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -107,6 +108,9 @@ static void usage(void) {
         "  --z-loss X           the trainer's: X > 0 adds the z-loss to the step's scalar\n"
         "                       all-reduce (8 bytes)\n"
         "  --log-params-norm    the trainer's: under --zero 1 one more all-reduce of 8 bytes\n"
+        "  --train-tokens N     with one configuration: the run's steps (the fewest that train N\n"
+        "                       tokens, as the trainer's --train-tokens without a ramp-up), its\n"
+        "                       hours at the predicted step time and its GPU-hours\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -163,6 +167,7 @@ static Args parse_args(int argc, char** argv) {
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
            O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC, O_Z_LOSS, O_PARAMS_NORM,
+           O_TRAIN_TOKENS,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -179,6 +184,7 @@ static Args parse_args(int argc, char** argv) {
         {"optimizer", 1, 0, O_OPTIMIZER}, {"muon-no-split-qkv", 0, 0, O_MUON_WHOLE_QKV},
         {"muon-fp32-matmul-prec", 1, 0, O_MUON_PREC},
         {"z-loss", 1, 0, O_Z_LOSS},       {"log-params-norm", 0, 0, O_PARAMS_NORM},
+        {"train-tokens", 1, 0, O_TRAIN_TOKENS},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -248,6 +254,7 @@ static Args parse_args(int argc, char** argv) {
         case O_MUON_WHOLE_QKV: a.muon_whole_qkv = 1; break;
         case O_Z_LOSS: a.z_loss = flag_double(flag, optarg, 0, 1e9) > 0; break;
         case O_PARAMS_NORM: a.params_norm = 1; break;
+        case O_TRAIN_TOKENS: a.train_tokens = flag_long(flag, optarg, 1, 1000000000000000000L); break;
         case O_MUON_PREC:
             if ((a.muon_prec = muon_matmul_prec(optarg)) < 0)
                 fail_msg("--muon-fp32-matmul-prec: expected highest, high or medium, found '%s'",
@@ -295,6 +302,9 @@ static Args parse_args(int argc, char** argv) {
                  "matrices, which a ZeRO-1 shard cuts through); drop one",
                  a.muon_split ? "dist_muon" : "muon");
     if (a.mode == MODE_RANK && (a.dp || a.pq || a.pkv || a.attention)) a.mode = MODE_PREDICT;
+    if (a.train_tokens && a.mode != MODE_PREDICT)
+        fail_msg("--train-tokens: expected one configuration to time (--dp, --pq, --pkv, "
+                 "--attention), found none");
     return a;
 }
 
@@ -536,6 +546,15 @@ static int mode_predict(const Args* a) {
     if (g.docs)
         printf("documents       %.2f%% of the pairs without the document mask (%ld-token "
                "documents)\n", 100 * p.pair_share, a->document_length);
+    if (a->train_tokens) {   // the trainer's step count for --train-tokens (no ramp-up)
+        const long long per_step = (long long)g.B * g.T * g.dp * g.accum;
+        const long long steps = (a->train_tokens + per_step - 1) / per_step;
+        const int ranks = g.dp * g.pq * g.pkv;
+        const double hours = steps * p.step_s / 3600;
+        printf("run             %ld tokens in %lld steps of %lld tokens: %.2f hours on %d "
+               "device%s, %.1f device-hours\n", a->train_tokens, steps, per_step, hours, ranks,
+               ranks == 1 ? "" : "s", hours * ranks);
+    }
     free(doc_start);
     return 0;
 }
