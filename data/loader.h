@@ -169,6 +169,7 @@ typedef struct {
 // phases, the most recent first).
 #define LOADER_MAX_POSITIONS 1024
 
+// A set's identity: a hash of its files' base names and windows, in order.
 uint64_t loader_set_id(const char* const* paths, const int64_t* windows, int nfiles);
 // Writes the position of every set at the loader's position: this phase's (each set once), then
 // those of earlier phases it was given (loader_apply_positions); returns how many (at most max).
