@@ -70,7 +70,12 @@ CUDA_HOST_DEVICES=2 runs "file rendezvous, 2 ranks" "transport nccl \(launch: fi
   bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/file" \
   --rendezvous "file:$W/rdv" --rendezvous-id "$key"
 [ -f "$W/rdv" ] && ok "rank 0 wrote the rendezvous file" || fail "no rendezvous file at $W/rdv"
-port=$((20000 + RANDOM % 20000))
+# A port the kernel calls free now (as test_rendezvous.c's free_port): a random one could be held
+# by another program's connection, and rank 0 then rightly refuses it ("Address already in use").
+port=$("$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 CUDA_HOST_DEVICES=2 runs "tcp rendezvous, 2 ranks" "transport nccl \(launch: tcp:" \
   bash tests/mpirun.sh 2 "$CUDA" "${ARGS[@]}" --pkv 2 --out-dir "$W/tcp" \
   --rendezvous "tcp:127.0.0.1:$port" --rendezvous-id "$key"
