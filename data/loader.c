@@ -184,6 +184,12 @@ static int open_set(ShardSet* S, const char* const* paths, int nfiles, int T, ch
     return 0;
 }
 
+// Drops a set's drawn shard order and window permutations (its seed or position changed).
+static void forget_orders(ShardSet* S) {
+    S->order_epoch = -1;
+    for (int i = 0; i < NSLOTS; i++) S->slots[i].perm_epoch = -1;
+}
+
 // Component 0 draws its permutations from the run's seed, as a loader without a blend does;
 // every other component from a seed of its own. After a phase change every component draws
 // from a seed of (seed, phase, component). Each reads its sequence from the start (offset 0), and
@@ -195,8 +201,7 @@ static void seed_sets(DataLoader* L) {
                   : c == 0 ? L->cfg.seed
                            : stream_key(L->cfg.seed, STREAM_BLEND, (uint64_t)c, 0);
         S->offset = 0;
-        S->order_epoch = -1;
-        for (int i = 0; i < NSLOTS; i++) S->slots[i].perm_epoch = -1;
+        forget_orders(S);
     }
     L->nothers = 0;
 }
@@ -725,23 +730,18 @@ int loader_apply_positions(DataLoader* L, const LoaderSetPosition* table, int n,
             others[nothers++] = table[i];
             continue;
         }
-        if (table[i].read < 0)
-            rc = set_err(err, errlen, "loader state: set positions: set %d read %lld windows: "
-                         "expected a count >= 0", c, (long long)table[i].read);
-        else if (use == LOADER_POSITIONS_CONTINUE) {
+        // CONTINUE: on after every window read; RESUME: less this phase's; RECORD: fresh.
+        const int64_t before = use == LOADER_POSITIONS_RESUME ? reads[c] : 0;
+        if (table[i].read < before || table[i].read < 0)
+            rc = set_err(err, errlen, "loader state: set positions: set %d had read %lld "
+                         "windows: expected at least the %lld of this phase before the position "
+                         "(written over other data?)", c, (long long)table[i].read,
+                         (long long)before);
+        else if (use != LOADER_POSITIONS_RECORD) {
             L->sets[c].seed = table[i].seed;
-            L->sets[c].offset = table[i].read;
-        } else if (use == LOADER_POSITIONS_RESUME) {
-            if (table[i].read < reads[c])
-                rc = set_err(err, errlen, "loader state: set positions: set %d had read %lld "
-                             "windows, fewer than the %lld of this phase before the position "
-                             "(written over other data?)", c, (long long)table[i].read,
-                             (long long)reads[c]);
-            L->sets[c].seed = table[i].seed;
-            L->sets[c].offset = table[i].read - reads[c];
+            L->sets[c].offset = table[i].read - before;
+            forget_orders(&L->sets[c]);
         }
-        L->sets[c].order_epoch = -1;
-        for (int s = 0; s < NSLOTS; s++) L->sets[c].slots[s].perm_epoch = -1;
     }
     // A state that records positions records every set this phase reads.
     for (int c = 0; c < L->nsets && rc == 0 && use == LOADER_POSITIONS_RESUME && n > 0; c++) {
