@@ -12,12 +12,13 @@ COSTMODEL_OBJS = $(COSTMODEL_CORE_OBJS) $(BUILD)/attention/dist_cost.o $(BUILD)/
 	$(BUILD)/model/memory_budget.o $(BUILD)/model/documents.o $(BUILD)/attention/dist_scratch.o \
 	$(FAIL_OBJS)
 # The program adds the reports and the CPU calibration, which times the CPU kernels
-# (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c).
+# (MODEL_OBJS) against the measured FMA peak (train/peak_flops.c), and the trainer's batch
+# ramp-up (train/batch_rampup.c), whose steps --train-tokens counts and prices.
 COSTMODEL_PROG_OBJS = $(COSTMODEL_OBJ_DIR)/main.o $(COSTMODEL_OBJ_DIR)/reports.o \
 	$(COSTMODEL_OBJ_DIR)/sweep_csv.o \
 	$(COSTMODEL_OBJ_DIR)/cpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_report.o \
 	$(COSTMODEL_OBJ_DIR)/gpu_calibrate.o $(COSTMODEL_OBJ_DIR)/gpu_validation.o $(filter-out $(FAIL_OBJS) $(BUILD)/model/config.o $(BUILD)/model/activations.o $(BUILD)/model/memory_budget.o $(BUILD)/model/documents.o $(BUILD)/attention/dist_scratch.o,$(COSTMODEL_OBJS)) \
-	$(BUILD)/train/peak_flops.o $(MODEL_OBJS)
+	$(BUILD)/train/peak_flops.o $(BUILD)/train/batch_rampup.o $(MODEL_OBJS)
 
 $(COSTMODEL_OBJ_DIR)/%.o: costmodel/%.c
 	@mkdir -p $(dir $@)

@@ -26,6 +26,7 @@
 #include "model/muon.h"
 #include "model/activations.h"
 #include "model/config.h"
+#include "train/batch_rampup.h"
 
 typedef enum {
     MODE_RANK, MODE_PREDICT, MODE_PAPER, MODE_VALIDATE, MODE_CALIBRATE, MODE_CALIBRATE_GPU,
@@ -53,6 +54,7 @@ typedef struct {
     int muon_prec_given;
     int z_loss, params_norm;   // --z-loss X > 0, --log-params-norm: CostConfig's
     long train_tokens;         // --train-tokens: the run's length, for its predicted time
+    const char* rampup;        // --rampup-batch-tokens: the trainer's ramp, priced with it
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
@@ -109,8 +111,11 @@ static void usage(void) {
         "                       all-reduce (8 bytes)\n"
         "  --log-params-norm    the trainer's: under --zero 1 one more all-reduce of 8 bytes\n"
         "  --train-tokens N     with one configuration: the run's steps (the fewest that train N\n"
-        "                       tokens, as the trainer's --train-tokens without a ramp-up), its\n"
-        "                       hours at the predicted step time and its GPU-hours\n"
+        "                       tokens, as the trainer's --train-tokens), its hours at the\n"
+        "                       predicted step times and its device-hours\n"
+        "  --rampup-batch-tokens 'START INCREMENT TOKENS'   with --train-tokens: the trainer's\n"
+        "                       batch-size ramp-up, its smaller steps priced at their\n"
+        "                       micro-batches (the full step: batch x seq-len x dp x accum)\n"
         "  --algorithms LIST    comma-separated subset of 2d,2d-overlap,ring,striped,zigzag,\n"
         "                       ulysses,usp (ulysses: where P divides the key/value heads;\n"
         "                       usp: where pq does)\n"
@@ -167,7 +172,7 @@ static Args parse_args(int argc, char** argv) {
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
            O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC, O_Z_LOSS, O_PARAMS_NORM,
-           O_TRAIN_TOKENS,
+           O_TRAIN_TOKENS, O_RAMPUP,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -184,7 +189,7 @@ static Args parse_args(int argc, char** argv) {
         {"optimizer", 1, 0, O_OPTIMIZER}, {"muon-no-split-qkv", 0, 0, O_MUON_WHOLE_QKV},
         {"muon-fp32-matmul-prec", 1, 0, O_MUON_PREC},
         {"z-loss", 1, 0, O_Z_LOSS},       {"log-params-norm", 0, 0, O_PARAMS_NORM},
-        {"train-tokens", 1, 0, O_TRAIN_TOKENS},
+        {"train-tokens", 1, 0, O_TRAIN_TOKENS}, {"rampup-batch-tokens", 1, 0, O_RAMPUP},
         {"a100", 1, 0, O_A100},           {"h100", 1, 0, O_H100},
         {"validate", 1, 0, O_VALIDATE},   {"out-dir", 1, 0, O_OUT_DIR},
         {"calibrate", 0, 0, O_CALIBRATE}, {"collectives", 1, 0, O_COLLECTIVES},
@@ -255,6 +260,7 @@ static Args parse_args(int argc, char** argv) {
         case O_Z_LOSS: a.z_loss = flag_double(flag, optarg, 0, 1e9) > 0; break;
         case O_PARAMS_NORM: a.params_norm = 1; break;
         case O_TRAIN_TOKENS: a.train_tokens = flag_long(flag, optarg, 1, 1000000000000000000L); break;
+        case O_RAMPUP: a.rampup = optarg; break;
         case O_MUON_PREC:
             if ((a.muon_prec = muon_matmul_prec(optarg)) < 0)
                 fail_msg("--muon-fp32-matmul-prec: expected highest, high or medium, found '%s'",
@@ -305,6 +311,9 @@ static Args parse_args(int argc, char** argv) {
     if (a.train_tokens && a.mode != MODE_PREDICT)
         fail_msg("--train-tokens: expected one configuration to time (--dp, --pq, --pkv, "
                  "--attention), found none");
+    if (a.rampup && !a.train_tokens)
+        fail_msg("--rampup-batch-tokens: expected --train-tokens N, the run whose steps it prices, "
+                 "found none");
     return a;
 }
 
@@ -475,6 +484,54 @@ static int mode_rank(const Args* a) {
     return 0;
 }
 
+// --rampup-batch-tokens for configuration g (none when not given).
+static BatchRampup parse_rampup(const Args* a, const CostConfig* g) {
+    const int64_t micro = (int64_t)g->B * g->T * g->dp;
+    BatchRampup r;
+    char err[ERR_LEN];
+    if (batch_rampup_parse(a->rampup, micro, micro * g->accum, 1, &r, err, sizeof err) != 0)
+        fail_msg("%s; here a step is batch x seq-len x dp x accum = %lld tokens", err,
+                 (long long)(micro * g->accum));
+    return r;
+}
+
+// The run of --train-tokens on configuration g, whose full step p predicts: the trainer's steps
+// (the fewest that train the tokens, a --rampup-batch-tokens ramp's smaller steps counted as they
+// train), its hours and device-hours. A step's predicted time is affine in its micro-batches (they
+// run one after another; the optimizer, the gradients' exposed wait and the fixed cost come once
+// a step), so the run's time is its steps' fixed part plus its micro-batches at the slope between
+// the full step and one micro-batch more.
+static void print_run(const Args* a, const CostConfig* g, const Cluster* c, double limit,
+                      const BatchRampup* r, const CostPrediction* p) {
+    const int64_t micro = (int64_t)g->B * g->T * g->dp, total = micro * g->accum;
+    char err[ERR_LEN];
+    const int64_t steps = batch_rampup_steps_for_tokens(r, a->train_tokens);
+    const int64_t trained = batch_rampup_tokens_of_steps(r, 0, steps);
+    double run_s = steps * p->step_s;
+    if (batch_rampup_on(r)) {
+        CostConfig more = *g;
+        more.accum = g->accum + 1;
+        CostPrediction q;
+        if (costmodel_predict_chunks(&more, c, limit, a->recompute, a->chunks ? a->chunks : 1,
+                                     &q, err, sizeof err) < 0)
+            fail_msg("%s", err);
+        const double per_micro = q.step_s - p->step_s;
+        run_s += per_micro * (double)(trained / micro - steps * (int64_t)g->accum);
+        const int64_t ramp_steps = batch_rampup_steps(r);
+        const int64_t ramp_tokens = batch_rampup_tokens_of_steps(r, 0, ramp_steps);
+        printf("ramp-up         %lld steps of %lld to %lld tokens, %lld tokens in all (%lld "
+               "steps of %lld tokens)\n", (long long)ramp_steps, (long long)r->start,
+               (long long)(total - r->increment), (long long)ramp_tokens,
+               (long long)((ramp_tokens + total - 1) / total), (long long)total);
+    }
+    const int ranks = g->dp * g->pq * g->pkv;
+    const double hours = run_s / 3600;
+    printf("run             %ld tokens in %lld steps of %s%lld tokens: %.2f hours on %d "
+           "device%s, %.1f device-hours (%.0f tokens/s)\n", a->train_tokens, (long long)steps,
+           batch_rampup_on(r) ? "up to " : "", (long long)total, hours, ranks,
+           ranks == 1 ? "" : "s", hours * ranks, trained / run_s);
+}
+
 static int mode_predict(const Args* a) {
     const Cluster c = load_cluster(a->cluster);
     const int alg = cost_algorithm_parse(a->attention ? a->attention : "2d");
@@ -489,6 +546,7 @@ static int mode_predict(const Args* a) {
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
                     documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split,
                     a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm};
+    const BatchRampup ramp = parse_rampup(a, &g);   // refused before anything is printed
     CostPrediction p;
     char err[ERR_LEN];
     const double limit = a->memory_gb * 1073741824.0;
@@ -546,15 +604,7 @@ static int mode_predict(const Args* a) {
     if (g.docs)
         printf("documents       %.2f%% of the pairs without the document mask (%ld-token "
                "documents)\n", 100 * p.pair_share, a->document_length);
-    if (a->train_tokens) {   // the trainer's step count for --train-tokens (no ramp-up)
-        const long long per_step = (long long)g.B * g.T * g.dp * g.accum;
-        const long long steps = (a->train_tokens + per_step - 1) / per_step;
-        const int ranks = g.dp * g.pq * g.pkv;
-        const double hours = steps * p.step_s / 3600;
-        printf("run             %ld tokens in %lld steps of %lld tokens: %.2f hours on %d "
-               "device%s, %.1f device-hours\n", a->train_tokens, steps, per_step, hours, ranks,
-               ranks == 1 ? "" : "s", hours * ranks);
-    }
+    if (a->train_tokens) print_run(a, &g, &c, limit, &ramp, &p);
     free(doc_start);
     return 0;
 }
