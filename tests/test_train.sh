@@ -1067,12 +1067,69 @@ assert not [o for o in objs if o["type"] == "step"]' "$W/skip/log.jsonl"
     cmp "$W/huge.bin" "$W/skip/model_00000002.bin"
 }
 
+# --log-interval N: a progress line at the run's first step, every N-th, its last and a stop, each
+# with the mean loss of the steps applied since the previous line (as the log's step records have
+# them, printed to 6 decimals) and their mean time; the log keeps every step's record, and the run
+# is the one without it (the same losses). Skipped steps (the spike detector's, below) count
+# toward no mean, and a multiple of N that is skipped moves its line to the next applied step.
+t_log_interval() {
+  make_data
+  local loud=() a
+  for a in "${TINY[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
+  loud+=(--eval-every 0 --sample-length 0 --no-save)
+  train every "${loud[@]}" --steps 7 --out-dir "$W/every"
+  train three "${loud[@]}" --steps 7 --log-interval 3 --out-dir "$W/three"
+  train stop "${loud[@]}" --steps 20 --exit-after 5 --log-interval 3 --out-dir "$W/stop"
+  expect_rc every 0
+  expect_rc three 0
+  expect_rc stop 0
+  check "the same run with and without --log-interval 3 (losses as logged, 7 step records each)" \
+    eval 'same_text "$(losses "$W/every/log.jsonl")" "$(losses "$W/three/log.jsonl")" &&
+          [ "$(losses "$W/three/log.jsonl" | wc -l)" = 7 ]'
+  # progress_lines OUT LOG STEPS...: the progress lines of OUT are at STEPS, each with the mean
+  # loss and ms of LOG's step records since the line before, "(mean of k steps)" when k > 1.
+  progress_lines() {
+    "$PY" -c 'import json, re, sys
+out, log, want = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
+recs = {r["step"]: r for r in map(json.loads, open(log)) if r["type"] == "step"}
+lines = [l for l in open(out) if l.startswith("step ") and " | lr " in l]   # (not the skips)
+got = [int(re.match(r"step +(\d+)/", l).group(1)) for l in lines]
+assert got == want, (got, want)
+prev = 0
+for l, s in zip(lines, got):
+    steps = [recs[k] for k in range(prev + 1, s + 1) if k in recs]
+    loss = "%.6f" % (sum(r["loss"] for r in steps) / len(steps))
+    mean = " (mean of %d steps)" % len(steps) if len(steps) > 1 else ""
+    m = re.match(r"step +\d+/\d+ \| loss ([0-9.]+)( \(mean of \d+ steps\))? \|.* \| (\d+) ms \|", l)
+    assert m and m.group(1) == loss and (m.group(2) or "") == mean, (l, loss, mean)
+    ms = sum(r["ms"] for r in recs.values() if prev < r["step"] <= s) / (s - prev)
+    assert abs(int(m.group(3)) - ms) <= 1, (l, ms)
+    print("step %d: loss %s%s" % (s, loss, mean))
+    prev = s' "$@"
+  }
+  check "--log-interval 1 (the default): a line per step" progress_lines "$W/every.out" "$W/every/log.jsonl" 1 2 3 4 5 6 7
+  check "--log-interval 3: lines at steps 1, 3, 6 and 7, the means of the steps since the last" \
+    progress_lines "$W/three.out" "$W/three/log.jsonl" 1 3 6 7
+  check "--log-interval 3 with --exit-after 5: lines at steps 1, 3 and the stop's 5" \
+    progress_lines "$W/stop.out" "$W/stop/log.jsonl" 1 3 5
+  make_spike_data
+  local sp=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+            --seq-len 16 --train-data "$DATA/s_train_*.bin" --val-data "" --tokenizer ""
+            --peak-gflops 1 --eval-every 0 --sample-length 0 --lr 1e-2 --warmup 2 --steps 50
+            --seed 1 --no-save --spike-zscore 6 --spike-window 10 --log-interval 7)
+  train spikes "${sp[@]}" --out-dir "$W/spikes"
+  expect_rc spikes 0
+  check "--log-interval 7 with steps 41 and 42 skipped as spikes: step 42's line at step 43, the mean of the 6 steps applied since step 35" \
+    progress_lines "$W/spikes.out" "$W/spikes/log.jsonl" 1 7 14 21 28 35 43 49 50
+  refused "--log-interval 0|^error: --log-interval: expected an integer in 1\.\.1000000000, found 0"
+}
+
 # ---- 12. The loss-spike detector ----
 
 # Training shards of one 16-token pattern repeated (80 windows of T = 16) and of 4 windows of random
 # tokens: with --seed 1 the loader reads the pattern for 40 steps, then the random windows at steps
 # 41 and 42. The model has learnt the pattern by then (loss ~0.06), so those two steps are spikes.
-t_spike() {
+make_spike_data() {
   mkdir -p "$DATA"
   "$PY" - "$DATA" <<'EOF2'
 import random, struct, sys
@@ -1084,6 +1141,9 @@ shard(sys.argv[1] + "/s_train_000001.bin", [10 + i % 16 for i in range(80 * 16 +
 r = random.Random(5)
 shard(sys.argv[1] + "/s_train_000002.bin", [r.randrange(512) for _ in range(4 * 16 + 1)])
 EOF2
+}
+t_spike() {
+  make_spike_data
   local sp=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
             --seq-len 16 --train-data "$DATA/s_train_*.bin" --val-data "" --tokenizer ""
             --peak-gflops 1 --eval-every 0 --sample-length 0 --quiet --lr 1e-2 --warmup 2 --steps 50
@@ -2213,6 +2273,7 @@ case $test_name in
   resume-rope) t_resume --position-embedding rope --rope-theta 500000 --heads 4 --kv-heads 2 \
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
+  log-interval) t_log_interval ;;
   disk-full) t_disk_full ;;
   *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;

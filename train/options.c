@@ -134,6 +134,7 @@ static const OptSpec specs[] = {
     {"local-rank", OPT_INT, F(launch_local_rank), -1, 1 << 20, NULL, "rank on this node (picks the GPU; -1 = from MPI or the launcher's environment)"},
     {"peak-gflops", OPT_DOUBLE, F(peak_gflops), 0, 1e9, NULL, "peak GFLOP/s per rank for MFU (0: the CPU's measured FMA peak, or the GPU's datasheet entry)"},
     {"quiet", OPT_FLAG, F(quiet), 0, 1, NULL, "no per-step progress lines"},
+    {"log-interval", OPT_INT, F(log_interval), 1, 1e9, NULL, "a progress line every N steps (Megatron-LM's --log-interval) and at the run's first and last step: the mean loss of the steps applied since the previous line, their mean time, tokens/s and MFU, this step's lr and norms; the log keeps a step record per step (1 = a line per step)"},
     {"log-params-norm", OPT_FLAG, F(log_params_norm), 0, 1, NULL, "the L2 norm of the parameters after each step's update (the fp32 master weights where the backend keeps them), in the progress line and the step record (Megatron-LM's --log-params-norm): one more sum over the parameters a step, and under ZeRO-1 one all-reduce of 8 bytes"},
     {"on-nan", OPT_STRING, F(on_nan), 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite (checked on every rank) never updates the weights; stop: exit non-zero naming the step and the first tensor with a non-finite gradient, writing nothing; skip: drop the step, count it and go on"},
     {"max-skips", OPT_INT, F(max_skips), 1, 1e9, NULL, "stop (as --on-nan stop) after this many skipped steps in a row (non-finite ones under --on-nan skip, and spikes)"},
@@ -219,6 +220,7 @@ static void set_defaults(TrainOptions* o) {
     o->max_skips = 10;
     o->spike_zscore = 0;
     o->spike_window = 50;
+    o->log_interval = 1;
 }
 
 static int parse_args(TrainOptions* o, int argc, char** argv, int report, FILE* errs);

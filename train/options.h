@@ -98,6 +98,7 @@ typedef struct {
     int launch_rank, launch_world, launch_local_rank;   // -1: from the launcher's environment
     double peak_gflops;        // for MFU; 0: measure at start
     int quiet;
+    int log_interval;          // a progress line every N steps, their means
     int log_params_norm;       // the parameters' norm after each step, logged
     const char* on_nan;        // stop | skip: a step whose loss or gradient norm is not finite
     int max_skips;             // stop after this many skipped steps in a row

@@ -580,10 +580,15 @@ void report_step(Trainer* t, const StepRecord* r) {
         snprintf(params, sizeof params, " | params %.4f", s->params_norm);
         snprintf(params_json, sizeof params_json, ",\"params_norm\":%.9g", s->params_norm);
     }
-    if (!t->opt.quiet)
-        printf("step %5d/%d | loss %.6f%s | lr %.3e | norm %.4f%s%s | %.0f ms | %.0f tok/s | "
-               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, s->loss, z, r->lr, s->grad_norm,
-               params, batch, r->seconds * 1e3, r->tokens_per_s, r->mfu_text, r->eta_s);
+    const ProgressLine* l = &r->line;
+    if (l->print && !t->opt.quiet) {
+        char mean[40] = "";   // a line over several steps (--log-interval) says how many
+        if (l->applied > 1) snprintf(mean, sizeof mean, " (mean of %d steps)", l->applied);
+        printf("step %5d/%d | loss %.6f%s%s | lr %.3e | norm %.4f%s%s | %.0f ms | %.0f tok/s | "
+               "MFU %s | ETA %.0f s\n", t->step, t->opt.steps, l->loss, mean, z, r->lr,
+               s->grad_norm, params, batch, l->seconds * 1e3, l->tokens_per_s, l->mfu_text,
+               r->eta_s);
+    }
     char fractions[160] = "";
     if (t->timeline)
         snprintf(fractions, sizeof fractions, ",\"compute_frac\":%.5f,"

@@ -82,6 +82,16 @@ static const char* stop_reason(const Trainer* t, int steps_done, double dt, doub
     return NULL;
 }
 
+// The progress line that closes interval *iv (and empties it): the applied steps' mean loss,
+// every step's mean time, the tokens per second and MFU over them.
+static ProgressLine progress_line(const Trainer* t, ProgressInterval* iv, double flops_per_token) {
+    ProgressLine l = {1, iv->applied, iv->loss / iv->applied, iv->seconds / iv->steps,
+                      iv->tokens / iv->seconds, ""};
+    mfu_of(t, l.tokens_per_s, flops_per_token, l.mfu_text, sizeof l.mfu_text);
+    memset(iv, 0, sizeof *iv);
+    return l;
+}
+
 void train_loop(Trainer* t) {
     const double flops_per_token = gpt_flops_per_token(&t->cfg, t->model.num_params, t->T);
     const int start = t->step;
@@ -93,6 +103,8 @@ void train_loop(Trainer* t) {
     LongestWork longest = {0, 0, 0};
     CounterTotals counter_totals;
     memset(&counter_totals, 0, sizeof counter_totals);
+    ProgressInterval interval;   // the steps since the last progress line
+    memset(&interval, 0, sizeof interval);
     while (t->step < t->opt.steps && !stop) {
         // Evaluation and sampling at step k happen before step k+1 whether or not the run was
         // resumed at k, so a stopped and resumed run logs (and samples) what a straight one does.
@@ -141,18 +153,10 @@ void train_loop(Trainer* t) {
             totals.sum.backward += ph.backward;
             totals.sum.optimizer += ph.optimizer;
         }
-        const double tps = t->tokens_per_step / dt;
-        char mfu_text[32];
-        const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
-        if (applied) {
-            // The steps left at this run's pace per token (steps differ under a ramp-up).
-            const double tokens_left = (double)batch_rampup_tokens_of_steps(
-                &t->rampup, t->trained_after_step, t->opt.steps - t->step);
-            const StepRecord record = {result, lr, dt, tps, mfu,
-                                       elapsed / elapsed_tokens * tokens_left, mfu_text, ts, ph,
-                                       &sc};
-            report_step(t, &record);
-        }
+        interval.steps++;
+        interval.seconds += dt;
+        interval.tokens += t->tokens_per_step;
+        if (applied) interval.applied++, interval.loss += loss;
         // Every rank stops at the same step: agree on any rank's reason (its clock, its signal).
         char why[224];
         const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
@@ -163,6 +167,23 @@ void train_loop(Trainer* t) {
             reason = "other-rank";
             // (its signal, or its clock under --exit-after-minutes: each rank reads its own)
             snprintf(why, sizeof why, "another rank's (its signal or its clock)");
+        }
+        const double tps = t->tokens_per_step / dt;
+        char mfu_text[32];
+        const double mfu = mfu_of(t, tps, flops_per_token, mfu_text, sizeof mfu_text);
+        if (applied) {
+            // The steps left at this run's pace per token (steps differ under a ramp-up).
+            const double tokens_left = (double)batch_rampup_tokens_of_steps(
+                &t->rampup, t->trained_after_step, t->opt.steps - t->step);
+            // A line at the run's first step, its last, a stop, and once --log-interval's next
+            // multiple is reached (at the first applied step from it on).
+            const int n = t->opt.log_interval, line_due =
+                t->step - start == 1 || t->step == t->opt.steps || stop ||
+                t->step / n > (t->step - interval.steps) / n;
+            StepRecord record = {result, lr, dt, tps, mfu, elapsed / elapsed_tokens * tokens_left,
+                                 mfu_text, ts, ph, &sc, {0, 0, 0, 0, 0, ""}};
+            if (line_due) record.line = progress_line(t, &interval, flops_per_token);
+            report_step(t, &record);
         }
         if (stop && t->step < t->opt.steps) {   // (a stop after the last step is no early stop)
             if (t->rank == 0) printf("stop: %s\n", why);
