@@ -206,7 +206,7 @@ void costmodel_token_local_split(const Cluster* c, const CostShape* s, double N,
 // residual + LayerNorm instead of the plain one). The attention is never recomputed.
 static double recompute_layer_seconds(const Cluster* c, const CostShape* s, double N,
                                       GptRecompute r) {
-    if (!gpt_recompute_layers(r)) return 0;
+    if (r != GPT_RECOMPUTE_SELECTIVE && r != GPT_RECOMPUTE_FULL) return 0;
     const double C = s->C;
     const GPTConfig cfg = costmodel_gpt_config(s);
     const int lb = gpt_linear_bias(&cfg);
@@ -1081,6 +1081,7 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
     const MemoryConfig m = {
         .cfg = costmodel_gpt_config(s),
         .B = g->B, .T = (int)(g->T / P), .recompute = (GptRecompute)g->recompute,
+        .recompute_layers = g->recompute_layers,
         .dp = g->dp, .pq = g->pq, .pkv = g->pkv, .schedule = schedule, .keep_kv = g->keep_kv,
         .zero = g->zero, .muon = g->muon, .muon_ranks = g->muon_split ? g->dp * P : 1,
         .muon_whole_qkv = g->muon_whole_qkv, .muon_rank = -1, .muon_prec = g->muon_prec,
@@ -1130,6 +1131,9 @@ static int check_config(const CostConfig* g, char* err, size_t errlen) {
     if (g->recompute < GPT_RECOMPUTE_NONE || g->recompute > GPT_RECOMPUTE_FULL)
         return set_err(err, errlen, "config: recompute: expected 0 (none), 1 (selective) or 2 "
                        "(full), found %d", g->recompute);
+    if (g->recompute_layers < 0 || g->recompute_layers > g->shape.L)
+        return set_err(err, errlen, "config: recompute_layers: expected 0 (all) to the %d layers, "
+                       "found %d", g->shape.L, g->recompute_layers);
     const long P = (long)g->pq * g->pkv;
     const long step = g->alg == COST_ZIGZAG ? 2 * P : P;
     if (g->T % step)
@@ -1186,8 +1190,9 @@ int costmodel_predict(const CostConfig* g, const Cluster* c, CostPrediction* out
                                 : (LayerKind){.layers = 0}};
     PhaseSeconds local = token_local_seconds(c, &g->shape, N, Tl);
     // recomputation is token-local backward work: it pools, overlaps and shares cores as the rest
-    const double recompute = g->shape.L * recompute_layer_seconds(c, &g->shape, N,
-                                                                  (GptRecompute)g->recompute);
+    const double recompute =
+        gpt_recompute_count((GptRecompute)g->recompute, g->recompute_layers, g->shape.L) *
+        recompute_layer_seconds(c, &g->shape, N, (GptRecompute)g->recompute);
     local.backward += recompute;
     const double n = costmodel_num_params(&g->shape);
     const double shard = g->zero ? ceil(n / W) : n;

@@ -97,6 +97,8 @@ typedef struct {
     int muon_prec;    // trainer --muon-fp32-matmul-prec: a MuonMatmulPrec (0: highest)
     int z_loss;       // trainer --z-loss > 0: its sum one more fp64 scalar in the step's all-reduce
     int params_norm;  // trainer --log-params-norm: under ZeRO-1 one more all-reduce of 8 bytes
+    int recompute_layers;   // trainer --recompute-num-layers: recompute covers the first this many
+                            // layers, the others keep everything (0: all)
 } CostConfig;
 
 // The chunks of heads Ulysses and USP run in (CostConfig.chunks, 1 when unset).
@@ -176,10 +178,12 @@ typedef struct {
     int muon_whole_qkv;    // trainer --muon-no-split-qkv: CostConfig.muon_whole_qkv
     int muon_prec;         // trainer --muon-fp32-matmul-prec: CostConfig.muon_prec
     int z_loss, params_norm;   // trainer --z-loss > 0, --log-params-norm: CostConfig's
+    int recompute_layers;  // with a given recompute: the layers it covers (0: all)
 } CostQuery;
 
-// CostQuery.recompute: each candidate takes the cheapest mode that fits (none, else selective,
-// else full); a candidate that fits with none of them is left out.
+// CostQuery.recompute: each candidate takes the cheapest recomputation that fits (none, else the
+// faster of selective and full over the fewest layers that fit: costmodel_predict_fitting); a
+// candidate that fits with none of them is left out.
 enum { COST_RECOMPUTE_AUTO = -1 };
 // CostQuery.chunks (and costmodel_predict_chunks): the fastest chunk count of each Ulysses or USP
 // configuration, among those dividing its heads per rank up to ULYSSES_MAX_CHUNKS.
@@ -206,9 +210,11 @@ int costmodel_rank(const CostQuery* q, const Cluster* cluster, CostCandidate* ou
 int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* cluster,
                    double limit);
 
-// Predicts g (costmodel_predict) with `recompute` (a GptRecompute), or with COST_RECOMPUTE_AUTO
-// the cheapest mode that fits `limit`, and sets g->recompute to it. Returns 1 if it fits, 0 if
-// not (out: the prediction with the given mode, or with full), -1 with err if g is invalid.
+// Predicts g (costmodel_predict) with `recompute` (a GptRecompute, over g->recompute_layers), or
+// with COST_RECOMPUTE_AUTO the cheapest recomputation that fits `limit`: none, else the faster of
+// selective and full, each over the fewest layers with which it fits (recompute_layers 0 when
+// all); sets g->recompute and g->recompute_layers to it. Returns 1 if it fits, 0 if not (out:
+// the prediction with the given mode, or with full on every layer), -1 with err if g is invalid.
 int costmodel_predict_fitting(CostConfig* g, const Cluster* cluster, double limit, int recompute,
                               CostPrediction* out, char* err, size_t errlen);
 // costmodel_predict_fitting with `chunks` for Ulysses and USP: a count (> 1 on another schedule

@@ -43,7 +43,7 @@ static Checked check_run(const GpuReport* r, const GpuThroughputRow* t, const Cl
     const int context = cfg.max_T > t->T ? cfg.max_T : (int)t->T;
     // The kit's runs keep every activation (no --recompute).
     const CostConfig g = {{cfg.L, cfg.C, cfg.NH, cfg.V, context, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, t->T, t->B, 1, 1, 1, 1,
-                          COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                          COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     Checked k = {.run = t, .calibrated_shape = has_kernel_rows(r, t)};
     char err[ERR_LEN];
     if (costmodel_predict(&g, c, &k.pred, err, sizeof err) != 0) fail_msg("%s", err);

@@ -58,6 +58,7 @@ typedef struct {
     double memory_gb;
     const char *attention, *algorithms;
     int recompute;   // a GptRecompute, or COST_RECOMPUTE_AUTO
+    int recompute_layers;   // --recompute-num-layers: the layers a given recompute covers (0: all)
 } Args;
 
 static void usage(void) {
@@ -122,7 +123,10 @@ static void usage(void) {
         "  --recompute MODE     the trainer's --recompute: none, selective, full, or auto (default:\n"
         "                       each configuration the cheapest that fits the memory limit, as\n"
         "                       --mesh auto chooses; a single configuration that fits with none\n"
-        "                       of them is predicted with full)\n"
+        "                       of them is predicted with full); auto covers the fewest layers\n"
+        "                       with which selective or full fits, the faster of the two\n"
+        "  --recompute-num-layers N   with --recompute selective or full: the trainer's, the\n"
+        "                       first N layers recompute, the others keep everything (0: all)\n"
         "  --dp/--pq/--pkv N --attention A [--keep-kv]   predict this one configuration\n"
         "  --a2a-chunks N|auto  trainer --a2a-chunks: ulysses and usp run their heads in N\n"
         "                       chunks, all-to-alls pipelined with the chunks' computation\n"
@@ -172,7 +176,7 @@ static Args parse_args(int argc, char** argv) {
            O_VALIDATE_GPU, O_H100_FA2, O_RECOMPUTE, O_WINDOW, O_WINDOW_EVERY, O_DOCUMENT_LENGTH,
            O_CHUNKS, O_KV_HEADS, O_POSITIONS, O_NORM, O_MLP, O_FFN_HIDDEN, O_NO_BIAS, O_UNTIED,
            O_QKV_BIAS, O_QK_NORM, O_MUON_WHOLE_QKV, O_MUON_PREC, O_Z_LOSS, O_PARAMS_NORM,
-           O_TRAIN_TOKENS, O_RAMPUP,
+           O_TRAIN_TOKENS, O_RAMPUP, O_RECOMPUTE_LAYERS,
            O_HELP };
     static const struct option opts[] = {
         {"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
@@ -197,6 +201,7 @@ static Args parse_args(int argc, char** argv) {
         {"calibrate-gpu", 1, 0, O_CALIBRATE_GPU}, {"base", 1, 0, O_BASE},
         {"attention-source", 1, 0, O_ATTENTION_SOURCE}, {"validate-gpu", 1, 0, O_VALIDATE_GPU},
         {"h100-fa2", 1, 0, O_H100_FA2},   {"recompute", 1, 0, O_RECOMPUTE},
+        {"recompute-num-layers", 1, 0, O_RECOMPUTE_LAYERS},
         {"attention-window", 1, 0, O_WINDOW}, {"window-every", 1, 0, O_WINDOW_EVERY},
         {"document-length", 1, 0, O_DOCUMENT_LENGTH}, {"a2a-chunks", 1, 0, O_CHUNKS},
         {"kv-heads", 1, 0, O_KV_HEADS},   {"position-embedding", 1, 0, O_POSITIONS},
@@ -285,6 +290,7 @@ static Args parse_args(int argc, char** argv) {
         case O_VALIDATE_GPU: a.mode = MODE_VALIDATE_GPU, a.report = optarg; break;
         case O_H100_FA2: a.h100_fa2 = optarg; break;
         case O_RECOMPUTE: a.recompute = parse_recompute(optarg); break;
+        case O_RECOMPUTE_LAYERS: a.recompute_layers = (int)flag_long(flag, optarg, 0, 4096); break;
         case O_WINDOW: a.window = (int)flag_long(flag, optarg, 0, 1 << 30); break;
         case O_WINDOW_EVERY: a.window_every = (int)flag_long(flag, optarg, 1, 4096); break;
         case O_DOCUMENT_LENGTH: a.document_length = flag_long(flag, optarg, 1, 1L << 30); break;
@@ -311,6 +317,11 @@ static Args parse_args(int argc, char** argv) {
     if (a.train_tokens && a.mode != MODE_PREDICT)
         fail_msg("--train-tokens: expected one configuration to time (--dp, --pq, --pkv, "
                  "--attention), found none");
+    if (a.recompute_layers > 0 && a.recompute != GPT_RECOMPUTE_SELECTIVE &&
+        a.recompute != GPT_RECOMPUTE_FULL)
+        fail_msg("--recompute-num-layers %d: expected --recompute selective or full, whose layers "
+                 "it counts, found --recompute %s", a.recompute_layers,
+                 a.recompute == COST_RECOMPUTE_AUTO ? "auto" : "none");
     if (a.rampup && !a.train_tokens)
         fail_msg("--rampup-batch-tokens: expected --train-tokens N, the run whose steps it prices, "
                  "found none");
@@ -360,6 +371,9 @@ static CostShape shape_of(const Args* a) {
     char err[ERR_LEN];
     if (gpt_config_validate(&cfg_window, err, sizeof err) != 0)
         fail_msg("--attention-window/--window-every: %s", err);
+    if (a->recompute_layers > s.L)
+        fail_msg("--recompute-num-layers %d: expected at most the model's %d layers (0: every "
+                 "layer)", a->recompute_layers, s.L);
     return s;
 }
 
@@ -440,7 +454,8 @@ static int mode_rank(const Args* a) {
                              : parse_algorithms(a->algorithms),
                          a->recompute, documents_of(a, &docs, &doc_start),
                          a->chunks ? a->chunks : COST_CHUNKS_AUTO, a->muon, a->muon_split,
-                         a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm};
+                         a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm,
+                         a->recompute_layers};
     CostCandidate* out = xcalloc((size_t)a->top, sizeof *out, "ranked candidates");
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, &c, out, a->top, err, sizeof err);
@@ -512,8 +527,8 @@ static void print_run(const Args* a, const CostConfig* g, const Cluster* c, doub
         CostConfig more = *g;
         more.accum = g->accum + 1;
         CostPrediction q;
-        if (costmodel_predict_chunks(&more, c, limit, a->recompute, a->chunks ? a->chunks : 1,
-                                     &q, err, sizeof err) < 0)
+        if (costmodel_predict_chunks(&more, c, limit, g->recompute, cost_chunks(g), &q, err,
+                                     sizeof err) < 0)
             fail_msg("%s", err);
         const double per_micro = q.step_s - p->step_s;
         run_s += per_micro * (double)(trained / micro - steps * (int64_t)g->accum);
@@ -545,7 +560,8 @@ static int mode_predict(const Args* a) {
                     a->pq ? a->pq : 1, a->pkv ? a->pkv : 1, (CostAlgorithm)alg,
                     a->overlap, a->zero, a->keep_kv, GPT_RECOMPUTE_NONE,
                     documents_of(a, &docs, &doc_start), 0, a->muon, a->muon_split,
-                    a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm};
+                    a->muon_whole_qkv, a->muon_prec, a->z_loss, a->params_norm,
+                    a->recompute_layers};
     const BatchRampup ramp = parse_rampup(a, &g);   // refused before anything is printed
     CostPrediction p;
     char err[ERR_LEN];
@@ -562,9 +578,13 @@ static int mode_predict(const Args* a) {
 
     char chunks[48] = "";
     if (cost_chunks(&g) > 1) snprintf(chunks, sizeof chunks, " in %d chunks of heads", g.chunks);
-    printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s, %s%s%s on %s\n", a->preset,
-           g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), chunks, g.overlap,
-           gpt_recompute_name((GptRecompute)g.recompute), window, documents, kv, c.name);
+    char layers[48] = "";
+    if (g.recompute_layers > 0)
+        snprintf(layers, sizeof layers, " on the first %d of %d layers", g.recompute_layers,
+                 g.shape.L);
+    printf("%s dp %d x pq %d x pkv %d, %s%s, overlap %d, recompute %s%s, %s%s%s on %s\n",
+           a->preset, g.dp, g.pq, g.pkv, cost_algorithm_name(g.alg), chunks, g.overlap,
+           gpt_recompute_name((GptRecompute)g.recompute), layers, window, documents, kv, c.name);
     printf("step            %10.3f ms   (%.0f tokens/s, MFU %.1f%%)\n", 1e3 * p.step_s,
            p.tokens_per_s, 100 * p.mfu);
     printf("  forward %.3f ms, backward %.3f ms, optimizer %.3f ms, gradient wait %.3f ms\n",
@@ -581,8 +601,8 @@ static int mode_predict(const Args* a) {
            muon_comm);
     printf("bytes per rank  %10.0f      (attention %.0f, gradients and scalars %.0f%s)\n",
            p.bytes_per_rank, p.attention_bytes, p.grad_bytes, muon_bytes);
-    printf("  of which backward's recomputed forward kernels %.3f ms (recompute %s%s)\n",
-           1e3 * p.recompute_s, gpt_recompute_name((GptRecompute)g.recompute),
+    printf("  of which backward's recomputed forward kernels %.3f ms (recompute %s%s%s)\n",
+           1e3 * p.recompute_s, gpt_recompute_name((GptRecompute)g.recompute), layers,
            a->recompute == COST_RECOMPUTE_AUTO ? ", the cheapest that fits" : "");
     printf("memory          %10.3f GiB per device (%.0f bytes; limit %.4g GiB: %s)\n",
            p.memory_bytes / 1073741824.0, p.memory_bytes,

@@ -42,12 +42,13 @@ static void describe(CostCandidate* k, int chosen) {
         snprintf(where, sizeof where, "rows %s, columns %s",
                  g->pkv > 1 ? tier_name(p->row_tier) : "of one rank",
                  g->pq > 1 ? tier_name(p->col_tier) : "of one rank");
+    char layers[48] = "";
+    if (g->recompute_layers > 0)
+        snprintf(layers, sizeof layers, " of the first %d layers", g->recompute_layers);
     if (g->recompute != GPT_RECOMPUTE_NONE)
-        snprintf(recompute, sizeof recompute, "; recompute %s (%s; %.0f%% of the step)",
-                 gpt_recompute_name((GptRecompute)g->recompute),
-                 !chosen ? "given"
-                 : g->recompute == GPT_RECOMPUTE_FULL ? "selective does not fit"
-                                                      : "none does not fit",
+        snprintf(recompute, sizeof recompute, "; recompute %s%s (%s; %.0f%% of the step)",
+                 gpt_recompute_name((GptRecompute)g->recompute), layers,
+                 !chosen ? "given" : "none does not fit",
                  100 * p->recompute_s / p->step_s);
     snprintf(k->reason, sizeof k->reason, "%s (exposed comm %.0f%% of the step); %s; gradients %s%s",
              comm_frac > 0.5 ? "communication-bound" : "compute-bound", 100 * comm_frac, where,
@@ -65,17 +66,51 @@ int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* 
     return p->memory_bytes * (c->shared_cores > 0 ? on_node : 1) <= limit;
 }
 
+// g under recompute mode r over its first `layers` layers (0: all): 1 if it fits, 0 if not, -1
+// with err.
+static int predict_with(CostConfig* g, int r, int layers, const Cluster* c, double limit,
+                        CostPrediction* p, char* err, size_t errlen) {
+    g->recompute = r;
+    g->recompute_layers = layers;
+    if (costmodel_predict(g, c, p, err, errlen) != 0) return -1;
+    return costmodel_fits(g, p, c, limit);
+}
+
+// The fewest layers (1..L; L as 0, all) that recompute mode r must cover for g to fit, in *g
+// and *p: 1, or 0 when even all of them do not fit, -1 with err. The memory falls as layers
+// are added, so a bisection finds them.
+static int fewest_layers(CostConfig* g, int r, const Cluster* c, double limit, CostPrediction* p,
+                         char* err, size_t errlen) {
+    const int L = g->shape.L;
+    const int fits = predict_with(g, r, 0, c, limit, p, err, errlen);
+    if (fits <= 0 || L <= 1) return fits;
+    int lo = 1, hi = L;   // hi fits
+    CostPrediction q;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        const int f = predict_with(g, r, mid, c, limit, &q, err, errlen);
+        if (f < 0) return -1;
+        if (f) hi = mid;
+        else lo = mid + 1;
+    }
+    return predict_with(g, r, hi < L ? hi : 0, c, limit, p, err, errlen);   // g: the last tried
+}
+
 int costmodel_predict_fitting(CostConfig* g, const Cluster* c, double limit, int recompute,
                               CostPrediction* p, char* err, size_t errlen) {
-    const int auto_mode = recompute == COST_RECOMPUTE_AUTO;
-    const int first = auto_mode ? GPT_RECOMPUTE_NONE : recompute;
-    const int last = auto_mode ? GPT_RECOMPUTE_FULL : recompute;
-    for (int r = first; r <= last; r++) {
-        g->recompute = r;
-        if (costmodel_predict(g, c, p, err, errlen) != 0) return -1;
-        if (costmodel_fits(g, p, c, limit)) return 1;
-    }
-    return 0;
+    if (recompute != COST_RECOMPUTE_AUTO)   // given: with g's layers
+        return predict_with(g, recompute, g->recompute_layers, c, limit, p, err, errlen);
+    const int none = predict_with(g, GPT_RECOMPUTE_NONE, 0, c, limit, p, err, errlen);
+    if (none != 0) return none;
+    // Selective and full, each over the fewest layers with which it fits: the faster.
+    CostConfig full = *g;
+    CostPrediction pf;
+    const int s = fewest_layers(g, GPT_RECOMPUTE_SELECTIVE, c, limit, p, err, errlen);
+    if (s < 0) return -1;
+    const int f = fewest_layers(&full, GPT_RECOMPUTE_FULL, c, limit, &pf, err, errlen);
+    if (f < 0) return -1;
+    if (!s || (f && pf.step_s < p->step_s)) *g = full, *p = pf;   // neither fits: full's
+    return s || f;
 }
 
 int costmodel_predict_chunks(CostConfig* g, const Cluster* c, double limit, int recompute,
@@ -140,7 +175,8 @@ int costmodel_rank(const CostQuery* q, const Cluster* c, CostCandidate* out, int
         const int P = q->world / dp;
         CostConfig g = {q->shape, q->T, q->B, q->accum, dp, 1, P, COST_2D, q->overlap, q->zero,
                         0, GPT_RECOMPUTE_NONE, q->docs, 1, q->muon, q->muon_split,
-                        q->muon_whole_qkv, q->muon_prec, q->z_loss, q->params_norm};
+                        q->muon_whole_qkv, q->muon_prec, q->z_loss, q->params_norm,
+                        q->recompute == COST_RECOMPUTE_AUTO ? 0 : q->recompute_layers};
         if (P == 1) {   // no sequence parallelism (unless chunks of heads ask for Ulysses or USP)
             if (q->chunks <= 1) consider(q, c, g, &list, &n, &cap);   // AUTO included
             continue;

@@ -141,7 +141,8 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);
-    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0,
+                    0};
     CostPrediction ring_none, o_none;
     three_schedules(g, cell.side, pc->cluster, &ring_none, &cell.no, &o_none);
     cell.none_gib = largest_memory(&ring_none, &cell.no, &o_none) / 1073741824.0;

@@ -120,7 +120,7 @@ static int read_run(char** f, int n, const Header* h, const int* col, const Read
                              (int)(isnan(context) ? v[4] : context), W, W ? 1 : 0,
                              0, 0, 0, 0, 0, 0, 0, 0, 0};
     run->config = (CostConfig){shape, (long)v[4], (int)v[5], 1, (int)v[6], (int)v[7], (int)v[8],
-                               (CostAlgorithm)alg, (int)overlap, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                               (CostAlgorithm)alg, (int)overlap, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     run->ranks = (int)(v[6] * v[7] * v[8]);
     run->ms = ms;
     return 0;

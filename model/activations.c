@@ -18,10 +18,14 @@ int gpt_recompute_parse(const char* name, GptRecompute* out) {
     return -1;
 }
 
-int gpt_recompute_layers(GptRecompute r) { return r != GPT_RECOMPUTE_NONE; }
+int gpt_recompute_count(GptRecompute r, int layers, int L) {
+    if (r != GPT_RECOMPUTE_SELECTIVE && r != GPT_RECOMPUTE_FULL) return 0;
+    return layers > 0 && layers < L ? layers : L;
+}
 
-// The per-layer tensors, and under which modes every layer keeps its own copy (else one
-// layer's scratch, which backward refills). GPT_FORWARD_ONLY keeps none.
+// The per-layer tensors, and under which modes every layer keeps its own copy (else the layers
+// the mode covers share one layer's scratch, which backward refills, and the others keep their
+// own). GPT_FORWARD_ONLY keeps none: every layer in the scratch.
 enum { KEPT_NONE = 1, KEPT_SELECTIVE = 2, KEPT_FULL = 4 };
 static int kept(int modes, GptRecompute r) { return (modes >> r) & 1; }
 
@@ -77,14 +81,28 @@ static size_t stat_width(const GPTConfig* c, int i) {
     default: return 1;
     }
 }
+// Layers whose tensors a mode does not keep share slot 0 when they are among the first n it covers
+// (n: all L under GPT_FORWARD_ONLY); the others follow, one slot each.
+static size_t covered(GptRecompute r, int layers, int L) {
+    return r == GPT_FORWARD_ONLY ? (size_t)L : (size_t)gpt_recompute_count(r, layers, L);
+}
+static size_t slots(int modes, GptRecompute r, int layers, int L) {
+    return kept(modes, r) ? (size_t)L : 1 + (size_t)L - covered(r, layers, L);
+}
+static size_t slot_of(int modes, GptRecompute r, int layers, int L, int l) {
+    const size_t n = covered(r, layers, L);
+    if (kept(modes, r)) return (size_t)l;
+    return (size_t)l < n ? 0 : 1 + (size_t)l - n;
+}
 static real** real_slot(LayerActs* x, int i) { return (real**)((char*)x + real_fields[i].offset_of); }
 static real_stat** stat_slot(LayerActs* x, int i) {
     return (real_stat**)((char*)x + stat_fields[i].offset_of);
 }
 
-void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, real* base,
-                           real_stat* sbase, ActivationTensors* a, size_t* nreal, size_t* nstat) {
-    const size_t L = c->L, C = c->C, BT = (size_t)B * T;
+void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, int layers,
+                           real* base, real_stat* sbase, ActivationTensors* a, size_t* nreal,
+                           size_t* nstat) {
+    const size_t C = c->C, BT = (size_t)B * T;
     size_t total = 0, stotal = 0;
     LayerActs* x = &a->layers;
     // In the order of the forward: the embeddings, the per-layer tensors (L layers or one), the
@@ -93,13 +111,13 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
     total += BT * C;
     for (int i = 0; i < NREAL_FIELDS; i++) {
         if (base) *real_slot(x, i) = base + total;
-        total += (kept(real_fields[i].modes, r) ? L : 1) * BT * real_width(c, i);
+        total += slots(real_fields[i].modes, r, layers, c->L) * BT * real_width(c, i);
     }
     if (base) a->lnf = base + total, a->logits = base + total + BT * C;
     total += BT * C + BT * (size_t)c->Vp;
     for (int i = 0; i < NSTAT_FIELDS; i++) {
         if (sbase) *stat_slot(x, i) = sbase + stotal;
-        stotal += (kept(stat_fields[i].modes, r) ? L : 1) * BT * stat_width(c, i);
+        stotal += slots(stat_fields[i].modes, r, layers, c->L) * BT * stat_width(c, i);
     }
     if (sbase) a->lnf_mean = sbase + stotal, a->lnf_rstd = sbase + stotal + BT,
                a->losses = sbase + stotal + 2 * BT, a->z_losses = sbase + stotal + 3 * BT;
@@ -109,12 +127,12 @@ void gpt_activation_layout(const GPTConfig* c, int B, int T, GptRecompute r, rea
 }
 
 LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* c, int B, int T,
-                         GptRecompute r, int l) {
+                         GptRecompute r, int layers, int l) {
     const size_t BT = (size_t)B * T;
     LayerActs x = a->layers;
     for (int i = 0; i < NREAL_FIELDS; i++)
-        if (kept(real_fields[i].modes, r)) *real_slot(&x, i) += (size_t)l * BT * real_width(c, i);
+        *real_slot(&x, i) += slot_of(real_fields[i].modes, r, layers, c->L, l) * BT * real_width(c, i);
     for (int i = 0; i < NSTAT_FIELDS; i++)
-        if (kept(stat_fields[i].modes, r)) *stat_slot(&x, i) += (size_t)l * BT * stat_width(c, i);
+        *stat_slot(&x, i) += slot_of(stat_fields[i].modes, r, layers, c->L, l) * BT * stat_width(c, i);
     return x;
 }

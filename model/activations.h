@@ -13,6 +13,10 @@
 //   full       every layer keeps its attention output and LSE and its output (residual3, the
 //              next layer's input): 2 C per token; backward recomputes the whole local forward
 //              of the layer (never the attention, whose distributed schedule communicates)
+//
+// A mode may cover only the first `layers` layers (Megatron-LM's --recompute-method block
+// --recompute-num-layers): those share one layer's scratch for what the mode does not keep, the
+// others keep everything, as under none. layers 0 (or L and more): every layer.
 #pragma once
 #include <stddef.h>
 
@@ -65,16 +69,19 @@ typedef struct {
 } ActivationTensors;
 
 
-// Element counts of the two activation buffers (real, real_stat) for B x T local tokens; with
-// non-NULL bases, also points the tensors of *a into them.
-void gpt_activation_layout(const GPTConfig* cfg, int B, int T, GptRecompute r, real* base,
-                           real_stat* stat_base, ActivationTensors* a, size_t* nreal,
+// Element counts of the two activation buffers (real, real_stat) for B x T local tokens under
+// r over the first `layers` layers (0: all); with non-NULL bases, also points the tensors of *a
+// into them.
+void gpt_activation_layout(const GPTConfig* cfg, int B, int T, GptRecompute r, int layers,
+                           real* base, real_stat* stat_base, ActivationTensors* a, size_t* nreal,
                            size_t* nstat);
-// Layer l's view (B x T local tokens, as laid out by gpt_activation_layout with the same mode).
+// Layer l's view (B x T local tokens, as laid out by gpt_activation_layout with the same mode and
+// layers).
 LayerActs gpt_layer_acts(const ActivationTensors* a, const GPTConfig* cfg, int B, int T,
-                         GptRecompute r, int l);
-// 1 when backward recomputes layer activations under r (anything but none).
-int gpt_recompute_layers(GptRecompute r);
+                         GptRecompute r, int layers, int l);
+// The layers whose activations backward recomputes under r over the first `layers` (0: all) of L:
+// 0 under none.
+int gpt_recompute_count(GptRecompute r, int layers, int L);
 
 #ifdef __cplusplus
 }

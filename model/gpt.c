@@ -128,7 +128,7 @@ static void grads_ready(GPT* m, int group) {
 }
 
 static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
-                           AttentionLayer* attention, GptRecompute r) {
+                           AttentionLayer* attention, GptRecompute r, int layers) {
     char err[ERR_LEN];
     if (gpt_config_validate(cfg, err, sizeof err) != 0) fail_msg("%s", err);
     m->cfg = *cfg;
@@ -139,11 +139,13 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
     gpt_param_sizes(cfg, m->param_sizes);
     m->num_params = gpt_num_params(cfg);
     m->recompute = r;
+    m->recompute_layers = layers;
     size_t nreal, nstat;
-    gpt_activation_layout(cfg, B, T, r, NULL, NULL, &m->acts, &nreal, &nstat);
+    gpt_activation_layout(cfg, B, T, r, layers, NULL, NULL, &m->acts, &nreal, &nstat);
     m->acts_memory = tensor_alloc(nreal, "activations");
     m->stats_memory = stat_alloc(nstat, "activation statistics");
-    gpt_activation_layout(cfg, B, T, r, m->acts_memory, m->stats_memory, &m->acts, &nreal, &nstat);
+    gpt_activation_layout(cfg, B, T, r, layers, m->acts_memory, m->stats_memory, &m->acts, &nreal,
+                          &nstat);
     m->inputs = tokens_alloc((size_t)B * T, "input tokens");
     m->targets = tokens_alloc((size_t)B * T, "target tokens");
     m->scalars = scalars_alloc(GPT_NUM_SCALARS, "step scalars (loss, gradient norm)");
@@ -151,13 +153,13 @@ static void create_buffers(GPT* m, const GPTConfig* cfg, int B, int T,
 
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
                 int pad_multiple) {
-    gpt_create_recompute(m, cfg, B, T, attention, pad_multiple, GPT_RECOMPUTE_NONE);
+    gpt_create_recompute(m, cfg, B, T, attention, pad_multiple, GPT_RECOMPUTE_NONE, 0);
 }
 
 void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
-                          int pad_multiple, GptRecompute r) {
+                          int pad_multiple, GptRecompute r, int layers) {
     memset(m, 0, sizeof *m);
-    create_buffers(m, cfg, B, T, attention, r);
+    create_buffers(m, cfg, B, T, attention, r, layers);
     const size_t pad = pad_multiple > 1 ? (size_t)pad_multiple : 1;
     m->padded_params = (m->num_params + pad - 1) / pad * pad;
     m->owns_params = 1;
@@ -178,7 +180,7 @@ void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionL
 
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention) {
     memset(m, 0, sizeof *m);
-    create_buffers(m, &owner->cfg, B, T, attention, GPT_FORWARD_ONLY);   // never backward
+    create_buffers(m, &owner->cfg, B, T, attention, GPT_FORWARD_ONLY, 0);   // never backward
     m->padded_params = owner->padded_params;
     m->params_memory = owner->params_memory;
     m->params = owner->params;
@@ -376,6 +378,11 @@ void gpt_load_batch(GPT* m, const int* inputs, const int* targets) {
     }
 }
 
+// Layer l's activations for the pass of m->B x m->T tokens, as the recompute mode lays them out.
+static LayerActs layer_acts(const GPT* m, int l) {
+    return gpt_layer_acts(&m->acts, &m->cfg, m->B, m->T, m->recompute, m->recompute_layers, l);
+}
+
 void gpt_forward(GPT* m, const int* inputs, const int* targets) {
     gpt_load_batch(m, inputs, targets);
     gpt_forward_loaded(m);
@@ -398,7 +405,7 @@ void gpt_forward_loaded(GPT* m) {
     for (int l = 0; l < c->L; l++) {
         begin = mark(m);
         LayerParams w = layer_params(p, c, l);
-        LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
+        LayerActs x = layer_acts(m, l);
         // Only layer 0's ln1 stands alone: every other LayerNorm (ln2, the next layer's ln1, lnf)
         // is fused with the residual add before it, which still stores the residual stream.
         if (l == 0) norm_forward(m, x.ln1, x.ln1_mean, x.ln1_rstd, residual, w.ln1w, w.ln1b);
@@ -416,7 +423,7 @@ void gpt_forward_loaded(GPT* m) {
         // residual3 += residual2, normalised by the next layer's ln1, or by lnf after the last.
         if (l + 1 < c->L) {
             LayerParams wn = layer_params(p, c, l + 1);
-            LayerActs xn = gpt_layer_acts(a, c, B, T, m->recompute, l + 1);
+            LayerActs xn = layer_acts(m, l + 1);
             fused_residual_norm_forward(m, x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd,
                                         x.residual3, x.residual2, wn.ln1w, wn.ln1b);
         } else {
@@ -499,7 +506,7 @@ void gpt_backward(GPT* m, double dloss) {
                                   c->Vp, m->scalars + GPT_LOSS_SUM, z);
     matmul_backward_overwrite(m->dbuf_c, classifier_of(c, g), NULL, a->logits, a->lnf,
                               classifier_of(c, p), BT, C, c->Vp, mode);
-    const real* last = L > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, L - 1).residual3 : a->encoded;
+    const real* last = L > 0 ? layer_acts(m, L - 1).residual3 : a->encoded;
     tensor_zero(dres, btc);
     norm_backward(m, dres, g->lnfw, g->lnfb, m->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd,
                   mode);
@@ -510,10 +517,11 @@ void gpt_backward(GPT* m, double dloss) {
     for (int l = L - 1; l >= 0; l--) {
         begin = mark(m);
         LayerParams w = layer_params(p, c, l), dw = layer_params(g, c, l);
-        LayerActs x = gpt_layer_acts(a, c, B, T, m->recompute, l);
+        LayerActs x = layer_acts(m, l);
         const real* residual =
-            l > 0 ? gpt_layer_acts(a, c, B, T, m->recompute, l - 1).residual3 : a->encoded;
-        if (gpt_recompute_layers(m->recompute)) recompute_layer(m, w, x, residual);
+            l > 0 ? layer_acts(m, l - 1).residual3 : a->encoded;
+        if (l < gpt_recompute_count(m->recompute, m->recompute_layers, L))
+            recompute_layer(m, w, x, residual);
         // MLP branch: dres is the gradient of residual3 and (through the skip) of residual2. The
         // input gradients are written, not accumulated (no zeroing passes); the GELU backward
         // rides on fcproj's dinp GEMM (dfch = (dres @ fcprojw) * gelu'(fch)); SwiGLU's follows

@@ -96,6 +96,7 @@ typedef struct {
                                // may be lowered below max_T between passes (sampling)
     int max_T;                 // local tokens the activation buffers hold
     GptRecompute recompute;    // which layer activations backward recomputes (model/activations.h)
+    int recompute_layers;      // over the first this many layers (0: all)
     float z_loss;              // 0, or the z-loss coefficient c: gpt_backward's objective adds
                                // c lse^2 per token (model/layers.h ZLoss); the losses stay the
                                // cross-entropy's, the z-losses' sum goes to GPT_Z_LOSS_SUM
@@ -142,10 +143,11 @@ typedef struct {
 // of ranks sharing the optimizer state), so they split into equal shards.
 void gpt_create(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
                 int pad_multiple);
-// The same, saving only the activations that recompute mode r keeps: backward recomputes the
-// rest layer by layer (same results: bitwise on the CPU).
+// The same, saving only the activations that recompute mode r keeps in the first `layers` layers
+// (0: all; the others keep everything): backward recomputes the rest layer by layer (same
+// results: bitwise on the CPU).
 void gpt_create_recompute(GPT* m, const GPTConfig* cfg, int B, int T, AttentionLayer* attention,
-                          int pad_multiple, GptRecompute r);
+                          int pad_multiple, GptRecompute r, int layers);
 // A forward-only model (e.g. for sampling) that uses owner's parameters; no gradients, and one
 // layer's activation buffers for all layers (GPT_FORWARD_ONLY).
 void gpt_create_shared(GPT* m, const GPT* owner, int B, int T, AttentionLayer* attention);

@@ -177,10 +177,10 @@ static size_t attention_gqa(const MemoryConfig* c, int B, int T, int P) {
 }
 
 // Saved activations of B x T tokens, real and statistics, as model/activations.c lays them out.
-static size_t activation_bytes(const MemoryConfig* c, int B, int T, GptRecompute r) {
+static size_t activation_bytes(const MemoryConfig* c, int B, int T, GptRecompute r, int layers) {
     size_t nreal, nstat;
     ActivationTensors unused;
-    gpt_activation_layout(&c->cfg, B, T, r, NULL, NULL, &unused, &nreal, &nstat);
+    gpt_activation_layout(&c->cfg, B, T, r, layers, NULL, NULL, &unused, &nreal, &nstat);
     return nreal * c->real_bytes + nstat * c->stat_bytes;
 }
 
@@ -189,7 +189,7 @@ static size_t activation_bytes(const MemoryConfig* c, int B, int T, GptRecompute
 static size_t sampler_bytes(const MemoryConfig* c) {
     if (!c->sampler) return 0;
     const int T = c->cfg.max_T;
-    return activation_bytes(c, 1, T, GPT_FORWARD_ONLY) + 2 * (size_t)T * TOKEN_BYTES +
+    return activation_bytes(c, 1, T, GPT_FORWARD_ONLY, 0) + 2 * (size_t)T * TOKEN_BYTES +
            SCALARS * 8 + (size_t)c->cfg.NH * T * c->stat_bytes;
 }
 
@@ -235,7 +235,7 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     size_t* b = out->bytes;
     const size_t BT = (size_t)c->B * c->T, BTC = BT * c->cfg.C;
     optimizer_terms(c, b);
-    b[MEMORY_ACTIVATIONS] = activation_bytes(c, c->B, c->T, c->recompute);
+    b[MEMORY_ACTIVATIONS] = activation_bytes(c, c->B, c->T, c->recompute, c->recompute_layers);
     // dresidual, dbuf_c (C each), dbuf_wide_a, dbuf_wide_b (gpt_widest_row each)
     b[MEMORY_BACKWARD] = (2 * BTC + 2 * BT * gpt_widest_row(&c->cfg)) * c->real_bytes;
     b[MEMORY_LAYER_WORKSPACE] = layer_workspace(c);

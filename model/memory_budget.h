@@ -67,6 +67,7 @@ typedef struct {
     GPTConfig cfg;
     int B, T;                 // micro-batch and LOCAL tokens per sequence (seq-len / (pq pkv))
     GptRecompute recompute;
+    int recompute_layers;     // recompute covers the first this many layers (0: all)
     int dp, pq, pkv;
     MemorySchedule schedule;  // when pq * pkv > 1
     int keep_kv;              // 2d: gathered K/V of every layer kept for backward

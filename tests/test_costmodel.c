@@ -106,32 +106,32 @@ static double reference_grad_bytes(const CostConfig* g, double e) {
 
 static void test_bytes_equal_dist_cost(const Cluster* c) {
     const CostConfig cases[] = {
-        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 2, 0, 0, 0, 0, 0, 0},
-        {tiny_shape(512), 512, 1, 2, 1, 2, 2, COST_USP, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 2, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(256), 256, 1, 1, 4, 1, 1, COST_2D, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 2, 1, 2, 2, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 2, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_shape(512), 512, 1, 2, 1, 2, 2, COST_USP, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 2, 0, 0, 0, 0, 0, 0, 0},
         // --z-loss (one more scalar in the loss all-reduce), --log-params-norm (ZeRO-1: an
         // all-reduce of its own; without ZeRO-1 nothing)
-        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 1},
-        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 0},
-        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 1, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 1},
-        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 1},
+        {tiny_shape(256), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 1, 0},
+        {tiny_shape(256), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 0, 0},
+        {tiny_shape(384), 384, 1, 2, 2, 2, 3, COST_2D, 0, 1, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 1, 1, 0},
+        {tiny_shape(256), 256, 2, 1, 2, 1, 4, COST_STRIPED, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 1, 0},
         // grouped-query attention: K, V and their gradients move kv / 4 of the bytes
-        {tiny_gqa(256, 2), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_gqa(384, 1), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(256, 2), 256, 2, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(384, 1), 384, 1, 2, 2, 2, 3, COST_2D, 0, 0, 1, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
         {tiny_gqa(512, 2), 512, 1, 1, 1, 4, 2, COST_2D_OVERLAP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
-         1, 0, 0, 0, 0, 0, 0},
-        {tiny_gqa(256, 1), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_gqa(512, 2), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_gqa(512, 2), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
-        {tiny_gqa(512, 2), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0},
+         1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(256, 1), 256, 1, 3, 1, 1, 4, COST_RING, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(512, 2), 512, 1, 1, 1, 1, 8, COST_ZIGZAG, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(512, 2), 512, 2, 1, 2, 1, 2, COST_ULYSSES, 1, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
+        {tiny_gqa(512, 2), 512, 1, 2, 1, 2, 4, COST_USP, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig* g = &cases[k];
@@ -303,14 +303,14 @@ static void test_tile_pairs(const Cluster* a100) {
     Cluster pairs_only = *a100;
     pairs_only.attention_tile[0] = pairs_only.attention_tile[1] = (AttentionTile){1, 1};
     CostShape s = tiny_shape(4096);
-    const CostConfig one = {s, 4096, 1, 1, 1, 1, 1, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    const CostConfig one = {s, 4096, 1, 1, 1, 1, 1, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction a = predict(&one, a100), b = predict(&one, &pairs_only);
     EXPECT(a.step_s == b.step_s && a.max_priced == a.max_pairs,
            "one device, causal: step %.9f s with tiles, %.9f s without; priced %.0f of %.0f pairs",
            a.step_s, b.step_s, a.max_priced, a.max_pairs);
     s.window = 64, s.window_every = 1;
     const CostConfig striped = {s, 4096, 1, 1, 1, 1, 8, COST_STRIPED, 1, 0, 0, GPT_RECOMPUTE_NONE,
-                                NULL, 1, 0, 0, 0, 0, 0, 0};
+                                NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction c = predict(&striped, a100), d = predict(&striped, &pairs_only);
     // Each rank: every step's block of 512 x 512 (stride 8), 8 keys per query at most; the
     // forward's 128-row tiles span 16 + 8 keys of the block, widened to 64-key tiles.
@@ -402,7 +402,7 @@ static void test_ring_steps(const Cluster* c) {
         costmodel_fixed_documents(512, cases[k].doc_len ? cases[k].doc_len : 512, start);
         const CostDocuments docs = {start, 1, 512};
         const CostConfig g = {s, 512, 2, 3, 1, 1, 4, cases[k].a, 1, 0, 0, GPT_RECOMPUTE_NONE,
-                              cases[k].doc_len ? &docs : NULL, 1, 0, 0, 0, 0, 0, 0};
+                              cases[k].doc_len ? &docs : NULL, 1, 0, 0, 0, 0, 0, 0, 0};
         const CostPrediction p = predict(&g, c);
         // tiny_shape's 2 layers: layer 0 banded with every 1 or 2, layer 1 with every 1
         const double want = g.accum *
@@ -509,7 +509,7 @@ static void test_document_flops(const Cluster* c) {
         CostShape s = tiny_shape(T);
         s.window = cases[k].window, s.window_every = cases[k].window ? 1 : 0;
         const CostConfig g = {s, T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
-                              GPT_RECOMPUTE_NONE, &docs, 1, 0, 0, 0, 0, 0, 0};
+                              GPT_RECOMPUTE_NONE, &docs, 1, 0, 0, 0, 0, 0, 0, 0};
         const CostPrediction p = predict(&g, c);
         double most = 0;
         for (int i = 0; i < cases[k].pq * cases[k].pkv; i++) {
@@ -536,7 +536,7 @@ static void test_document_flops(const Cluster* c) {
     costmodel_fixed_documents(4096, 256, short_docs);
     const CostDocuments whole = {one, 1, 4096}, short_ones = {short_docs, 1, 4096};
     const CostConfig causal = {tiny_shape(4096), 4096, 1, 1, 1, 1, 4, COST_ZIGZAG, 1, 0, 0,
-                               GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                               GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     CostConfig g = causal;
     g.docs = &whole;
     const CostPrediction pc = predict(&causal, c), pw = predict(&g, c);
@@ -581,7 +581,7 @@ static void test_attention_flops(const Cluster* c) {
         CostShape s = tiny_shape(cases[k].T);
         s.window = cases[k].window, s.window_every = cases[k].every;
         const CostConfig g = {s, cases[k].T, 2, 3, 1, cases[k].pq, cases[k].pkv, cases[k].a, 1, 0, 0,
-                              GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                              GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
         const CostPrediction p = predict(&g, c);
         const double pairs = max_pairs_brute_force(cases[k].a, cases[k].pq, cases[k].pkv,
                                                       cases[k].T, 0);
@@ -603,7 +603,7 @@ static void test_attention_flops(const Cluster* c) {
     // Banded layers cost less, the MFU counts their FLOPs as the trainer does, and a window
     // longer than the context, or a bad window_every, is refused in one line.
     CostShape s = tiny_shape(4096);
-    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    const CostConfig dense = {s, 4096, 1, 1, 1, 2, 2, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     s.window = 256, s.window_every = 1;
     CostConfig banded = dense;
     banded.shape = s;
@@ -647,7 +647,7 @@ static void test_attention_flops(const Cluster* c) {
 // and the loss scalar (8 bytes): each 5 us + 1 us per message + bytes / 10 GB/s.
 static void test_alpha_beta_known_answer(const Cluster* c) {
     const CostShape s = tiny_shape(256);
-    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    const CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction p = predict(&g, c);
     const double S = 128.0 * 64, L = 128.0 * 4, bw = 10e9, call = 5e-6, hop = 1e-6;
     const double layer = (call + hop + S * 2 / bw) + (call + hop + (S + L) * 4 / bw) +
@@ -731,7 +731,7 @@ static void test_parser_errors(void) {
 
 // A small question: tiny model, T = 1024, 8 ranks on A100-like nodes of 4.
 static void test_ranked_table(const Cluster* a100) {
-    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    const CostQuery q = {tiny_shape(1024), 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     CostCandidate out[256];
     char err[ERR_LEN];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
@@ -805,7 +805,7 @@ static double recomputed_layer_s(GptRecompute r, double N, double C) {
 static void test_recompute_time_and_memory(void) {
     const Cluster flat = flat_cluster();
     const CostShape s = {4, 256, 4, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostConfig g = {s, 1024, 2, 3, 1, 1, 2, COST_2D, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     CostPrediction p[3];
     for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
         g.recompute = r;
@@ -842,7 +842,7 @@ static void test_merges_in_forward(void) {
         {COST_2D_OVERLAP, 4, 2, 6}, {COST_2D, 2, 2, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig g = {s, T, B, 1, 1, cases[k].pq, cases[k].pkv, cases[k].alg, 0, 0, 0,
-                              GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                              GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
         const double Tl = (double)T / (cases[k].pq * cases[k].pkv);
         const KernelCost merge = kernel_cost_attention_merge(B, s.NH, s.C / s.NH, Tl);
         const KernelCost in_forward = {0, merge.bytes / 3, 0};
@@ -1011,7 +1011,7 @@ static void test_rope(const Cluster* c) {
            "a rotation pass over 10 rows of 4 + 2 heads of 8: %.0f bytes (read and written in "
            "place), %.0f FLOPs", k.bytes, k.flops);
     CostConfig g = {{32, 2560, 32, 50257, 131072, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0}, 131072, 1, 1, 1, 1, 16, COST_ZIGZAG,
-                    1, 1, 0, GPT_RECOMPUTE_SELECTIVE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                    1, 1, 0, GPT_RECOMPUTE_SELECTIVE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction pl = predict(&g, c);
     g.shape.rope_theta = 10000;
     const CostPrediction pr = predict(&g, c);
@@ -1029,7 +1029,7 @@ static void test_gqa_comm(const Cluster* c) {
         {COST_RING, 1, 4}, {COST_ZIGZAG, 1, 4}, {COST_2D, 2, 2}, {COST_2D_OVERLAP, 2, 2}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const CostConfig mha = {tiny_shape(1024), 1024, 2, 2, 2, cases[k].pq, cases[k].pkv,
-                                cases[k].a, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                                cases[k].a, 0, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
         CostConfig gqa = mha;
         gqa.shape.kv_heads = 1;
         const CostPrediction pm = predict(&mha, c), pg = predict(&gqa, c);
@@ -1064,7 +1064,7 @@ static void test_gqa_attention_passes(void) {
     Cluster cpu = gpu;
     cpu.shared_cores = 1, cpu.memory_bw = 1e10;
     const CostConfig mha = {tiny_shape(1024), 1024, 2, 1, 1, 1, 1, COST_2D, 0, 0, 0,
-                            GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+                            GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     CostConfig gqa = mha;
     gqa.shape.kv_heads = 1;
     const double B = 2, T = 1024, N = B * T, C = 64, W = 64 + 2 * 16, NH = 4, HS = 16, L = 2;
@@ -1112,7 +1112,7 @@ static void test_gqa_attention_passes(void) {
 // chunk only; the ranking leaves those out (and, choosing chunks, keeps Ulysses on 2).
 static void test_gqa_ulysses(const Cluster* a100) {
     const CostShape s = tiny_gqa(1024, 2);
-    CostConfig g = {s, 1024, 1, 1, 1, 1, 4, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostConfig g = {s, 1024, 1, 1, 1, 1, 4, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     CostPrediction p;
     char err[ERR_LEN] = "";
     EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == -1 &&
@@ -1135,7 +1135,7 @@ static void test_gqa_ulysses(const Cluster* a100) {
     err[0] = 0;
     EXPECT(costmodel_predict(&g, a100, &p, err, sizeof err) == 0, "ulysses on 2 ranks%s", err);
     // test_ranked_table's 33 less Ulysses on 4 and USP 4x2
-    const CostQuery q = {s, 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, COST_CHUNKS_AUTO, 0, 0, 0, 0, 0, 0};
+    const CostQuery q = {s, 1024, 1, 1, 8, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, COST_CHUNKS_AUTO, 0, 0, 0, 0, 0, 0, 0};
     CostCandidate out[256];
     const int n = costmodel_rank(&q, a100, out, 256, err, sizeof err);
     int split = 1, ulysses2 = 0;
@@ -1174,7 +1174,7 @@ static int fits_with(const CostCandidate* k, const Cluster* c, double limit, int
 // selective: the ranking picks selective where it is enough, full only where it is not, and
 // shows the price; an explicit recompute is kept.
 static void test_rank_recompute(const Cluster* a100) {
-    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostQuery q = {tiny_shape(1024), 1024, 1, 1, 4, 0, 1, 0, 0, COST_RECOMPUTE_AUTO, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const double none = least_memory(q, a100, GPT_RECOMPUTE_NONE);
     const double selective = least_memory(q, a100, GPT_RECOMPUTE_SELECTIVE);
     q.memory_limit = 0.5 * (none + selective);
@@ -1226,8 +1226,8 @@ static void test_committed_clusters(void) {
 // inside a node and its rows across nodes, and moves fewer bytes than the ring.
 static void test_topology(const Cluster* a100) {
     const CostShape s = {24, 1536, 16, 50257, 8192, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
-    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    const CostConfig ring = {s, 8192, 1, 1, 1, 1, 16, COST_RING, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
+    const CostConfig twod = {s, 8192, 1, 1, 1, 4, 4, COST_2D, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction r = predict(&ring, a100), t = predict(&twod, a100);
     EXPECT(r.ring_tier == TIER_INTER && t.col_tier == TIER_INTRA && t.row_tier == TIER_INTER &&
            t.attention_bytes < r.attention_bytes && t.step_s < r.step_s,
@@ -1245,7 +1245,7 @@ static void test_topology(const Cluster* a100) {
 static void test_chunk_pipeline(void) {
     const Cluster free_c = parse_or_die("free-compute", FREE_COMPUTE), flat = flat_cluster();
     const CostShape s = tiny_shape(256);
-    CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostConfig g = {s, 256, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const double call = 5e-6, hop = 1e-6;
     // Ulysses 1x2 (2 heads per rank): 6 all-to-alls per layer; USP 2x2 (2 heads per column
     // rank): the same 6 over the column and the row ring's passes once per chunk (forward 1,
@@ -1287,7 +1287,7 @@ static void test_chunk_pipeline(void) {
     {
         const CostShape wide = {2, 256, 16, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         const CostQuery q = {wide, 16384, 1, 1, 4, 0, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL,
-                             COST_CHUNKS_AUTO, 0, 0, 0, 0, 0, 0};
+                             COST_CHUNKS_AUTO, 0, 0, 0, 0, 0, 0, 0};
         CostCandidate out[64];
         char e[ERR_LEN];
         const int n = costmodel_rank(&q, &flat, out, 64, e, sizeof e);
@@ -1309,7 +1309,7 @@ static void test_chunk_pipeline(void) {
                "fastest count dividing its heads per rank", n, a2a);
     }
     const CostShape big = {2, 256, 4, 512, 16384, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0};
+    CostConfig h = {big, 16384, 1, 1, 1, 1, 2, COST_ULYSSES, 1, 0, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0, 0};
     const CostPrediction one = predict(&h, &flat);
     h.chunks = 2;
     const CostPrediction two = predict(&h, &flat);

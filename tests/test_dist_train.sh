@@ -924,14 +924,23 @@ recompute)
         "zigzag-rope|--attention zigzag --position-embedding rope")
   # (rope: the recomputed qkv is rotated again at its positions)
   [ "$np" = 1 ] && runs=("one|" "one-zero|--zero 1" "one-rope|--position-embedding rope")
+  # The first run also on 3 layers with layer 0 alone recomputed (--recompute-num-layers 1: layers
+  # 1 and 2 keep everything, each its own; a mode/1 is compared with none/1, none on 3 layers).
   for r in "${runs[@]}"; do
     name=${r%%|*}
     read -r -a extra <<< "${r#*|}"
-    for mode in none selective full; do
-      train "$name-$mode" "$np" "${mesh_args[@]}" "${extra[@]}" --recompute "$mode" || continue
+    modes=(selective full)
+    [ "$r" = "${runs[0]}" ] && modes+=(selective/1 full/1)
+    for mode in none "${modes[@]}" $([ "$r" = "${runs[0]}" ] && echo none/1); do
+      layers=()
+      [ "$mode" != "${mode%/*}" ] && layers=(--layers 3 --recompute-num-layers "${mode#*/}")
+      [ "$mode" = none/1 ] && layers=(--layers 3)
+      train "$name-${mode/\//-}" "$np" "${mesh_args[@]}" "${extra[@]}" --recompute "${mode%/*}" \
+        "${layers[@]}" || continue
     done
-    for mode in selective full; do
-      a=$work/$name-none b=$work/$name-$mode
+    for mode in "${modes[@]}"; do
+      a=$work/$name-none b=$work/$name-${mode/\//-}
+      [ "$mode" != "${mode%/*}" ] && a=$work/$name-none-1
       [ -f "$a/log.jsonl" ] && [ -f "$b/log.jsonl" ] || continue
       if ! diff <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$a/log.jsonl") \
                 <(grep -o '"step":[0-9]*,"loss":[^,]*\|"grad_norm":[^,]*\|"val_loss":[^,]*' "$b/log.jsonl") > /dev/null; then

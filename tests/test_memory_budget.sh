@@ -42,6 +42,9 @@ case_of() {
     fp32-none)        echo "$FP32 1 ${one[*]} --recompute none" ;;
     fp32-selective)   echo "$FP32 1 ${one[*]} --recompute selective --sample-length 0" ;;
     fp32-full)        echo "$FP32 1 ${one[*]} --recompute full" ;;
+    # --recompute-num-layers: 4 layers, the first 3 (bf16) or 2 (fp32) recomputed
+    bf16-selective-layers) echo "$BF16 1 ${one[*]} --layers 4 --recompute selective --recompute-num-layers 3" ;;
+    fp32-full-layers) echo "$FP32 1 ${one[*]} --layers 4 --recompute full --recompute-num-layers 2 --sample-length 0" ;;
     bf16-2d-1x2-zero)   echo "$BF16 2 ${mesh[*]} --pq 1 --pkv 2 --attention 2d --zero 1 --comm nccl --recompute selective" ;;
     fp32-ring-2x1)      echo "$FP32 2 ${mesh[*]} --pq 2 --pkv 1 --attention ring --comm mpi-staged" ;;
     bf16-2d-keepkv-2x2) echo "$BF16 4 ${mesh[*]} --pq 2 --pkv 2 --attention 2d --keep-kv --zero 1 --comm nccl" ;;
@@ -95,7 +98,8 @@ case_of() {
     *) return 1 ;;
   esac
 }
-CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-2d-1x2-zero
+CASES="bf16-none bf16-selective bf16-full fp32-none fp32-selective fp32-full bf16-selective-layers
+fp32-full-layers bf16-2d-1x2-zero
 fp32-ring-2x1 bf16-2d-keepkv-2x2 bf16-overlap-2x2 fp32-2d-2x2-zero bf16-zigzag-1x4
 bf16-ring-dp2-buckets bf16-ulysses-1x2 fp32-ulysses-2x1 bf16-usp-2x2 bf16-documents-2x2
 bf16-gqa fp32-mqa bf16-gqa-ring-2x2 fp32-gqa-ulysses-1x2 bf16-rope fp32-rope-zigzag-1x2 bf16-llama
@@ -155,6 +159,10 @@ if [ "$part" = refuse ]; then
     --recompute none
   expect_refusal full-no-sampler 70144K "; --recompute full with --sample-length 0 (no sampler on rank 0) would fit" \
     --recompute none
+  # On 4 layers none needs 106.64 MiB, selective on the first 2 of them 103.38, on the first 3
+  # 100.12: at 102 MiB the fewest layers that fit are named.
+  expect_refusal selective-layers 102M "--recompute none; .*; --recompute selective --recompute-num-layers 3 would fit (100.12 MiB)" \
+    --recompute none --layers 4
   # None fits 40 MiB: the workspace and the optimizer alone are more.
   expect_refusal none-fits 40M "no --recompute mode fits.*a larger mesh is needed (more ranks: --pq/--pkv" \
     --recompute none

@@ -86,6 +86,24 @@ if [ "${1:-}" = recompute ]; then
   if run rauto 1 && grep -q '^mesh auto: --recompute none (nothing to recompute' "$W/rauto.out"; then
     ok "no limit: --recompute none"
   else bad "no limit: expected --recompute none"; tail -n 5 "$W/rauto.out"; fi
+  # On 4 layers, a limit between selective's memory on the first 2 and on the first 3: a mode over
+  # the fewest layers with which it fits (one layer fewer does not), and the trainer runs it.
+  four=(--layers 4)
+  s2=$(pred_bytes "${four[@]}" --recompute selective --recompute-num-layers 2)
+  s3=$(pred_bytes "${four[@]}" --recompute selective --recompute-num-layers 3)
+  gb=$("$PY" -c "print('%.9f' % (($s2 + $s3) / 2 / 2**30))")
+  if run rlayers 1 "${four[@]}" --memory-gb "$gb"; then
+    line=$(grep '^mesh auto: --recompute ' "$W/rlayers.out")
+    mode=$(sed -n 's/^mesh auto: --recompute \([a-z]*\) --recompute-num-layers \([0-9]*\) (the cheapest with which it fits: the fewest layers)$/\1/p' <<< "$line")
+    n=$(sed -n 's/^mesh auto: --recompute [a-z]* --recompute-num-layers \([0-9]*\) .*/\1/p' <<< "$line")
+    limit=$("$PY" -c "print(int($gb * 2**30))")
+    if [ -n "$mode" ] && [ "$n" -ge 2 ] && [ "$n" -lt 4 ] &&
+       [ "$(pred_bytes "${four[@]}" --recompute "$mode" --recompute-num-layers "$n")" -le "$limit" ] &&
+       [ "$(pred_bytes "${four[@]}" --recompute "$mode" --recompute-num-layers $((n - 1)))" -gt "$limit" ] &&
+       grep -q "^memory per device (predicted, rank 0; --recompute $mode on the first $n of 4 layers):" "$W/rlayers.out"; then
+      ok "4 layers, --memory-gb $gb (selective on 2 layers $s2 bytes, on 3 $s3): ran --recompute $mode on the first $n, the fewest that fit"
+    else bad "4 layers, --memory-gb $gb: expected the fewest layers that fit, found '$line'"; tail -n 5 "$W/rlayers.out"; fi
+  else bad "4 layers, --memory-gb $gb: the run failed"; tail -n 5 "$W/rlayers.out"; fi
   if [ "$fails" -eq 0 ]; then rm -rf "$W"; echo "test_mesh_auto recompute: passed"; exit 0; fi
   echo "test_mesh_auto recompute: $fails failure(s); files kept in $W"
   exit 1

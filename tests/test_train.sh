@@ -1124,6 +1124,15 @@ for l, s in zip(lines, got):
   refused "--log-interval 0|^error: --log-interval: expected an integer in 1\.\.1000000000, found 0"
 }
 
+# --recompute-num-layers is refused without --recompute selective or full and past the model's
+# layers (TINY has 1), in one line naming the flag.
+t_recompute_layers_flags() {
+  make_data
+  refused "--recompute-num-layers 1|^error: --recompute-num-layers 1: expected --recompute selective or full, whose layers it counts, found no --recompute$" \
+          "--recompute none --recompute-num-layers 1|^error: --recompute-num-layers 1: expected --recompute selective or full, whose layers it counts, found --recompute none$" \
+          "--recompute full --recompute-num-layers 2|^error: --recompute-num-layers 2: expected at most the model.s 1 layers \(0: every layer\)$"
+}
+
 # ---- 12. The loss-spike detector ----
 
 # Training shards of one 16-token pattern repeated (80 windows of T = 16) and of 4 windows of random
@@ -2274,6 +2283,7 @@ case $test_name in
     --rope-scaling yarn --rope-original-context 16 ;;
   spike) t_spike ;;
   log-interval) t_log_interval ;;
+  recompute-layers-flags) t_recompute_layers_flags ;;
   disk-full) t_disk_full ;;
   *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full"
      rm -rf "$W"; exit 2 ;;

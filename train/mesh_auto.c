@@ -157,6 +157,7 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
     }
     q.docs = doc_start ? &docs : NULL;
     q.recompute = query_recompute(o, err, errlen);
+    q.recompute_layers = o->recompute_num_layers;
     // Every candidate: the first call counts them.
     const int n = q.recompute == -2 ? -1 : costmodel_rank(&q, &cluster, NULL, 0, err, errlen);
     if (n < 0) {
@@ -186,10 +187,15 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
         for (int k = 0; k < kept && k < SHOWN; k++) print_candidate(k + 1, &all[k]);
         printf("mesh auto: running dp %d x pq %d x pkv %d with --attention %s\n", best.dp,
                best.pq, best.pkv, cost_algorithm_name(best.alg));
-        printf("mesh auto: --recompute %s (%s)\n", gpt_recompute_name((GptRecompute)best.recompute),
+        char layers[48] = "";
+        if (best.recompute_layers > 0)
+            snprintf(layers, sizeof layers, " --recompute-num-layers %d", best.recompute_layers);
+        printf("mesh auto: --recompute %s%s (%s)\n",
+               gpt_recompute_name((GptRecompute)best.recompute), layers,
                (o->given & OPT_GIVEN_RECOMPUTE) ? "given"
                : best.recompute == GPT_RECOMPUTE_NONE ? "nothing to recompute: it fits"
-                                                      : "the cheapest with which it fits");
+               : best.recompute_layers > 0 ? "the cheapest with which it fits: the fewest layers"
+                                           : "the cheapest with which it fits");
         const int a2a = best.alg == COST_ULYSSES || best.alg == COST_USP;
         const int gqa = cfg->kv_heads > 0 && cfg->kv_heads < cfg->NH;
         printf("mesh auto: --a2a-chunks %d (%s)\n", cost_chunks(&best),
@@ -204,8 +210,10 @@ int mesh_auto_choose(TrainOptions* o, const GPTConfig* cfg, int doc_boundary, in
                    "attention pairs without the mask\n", o->document_mask, docs.rows,
                    mean_document_length(&docs), 100 * all[0].pred.pair_share);
     }
-    if (!(o->given & OPT_GIVEN_RECOMPUTE))
+    if (!(o->given & OPT_GIVEN_RECOMPUTE)) {
         o->recompute = gpt_recompute_name((GptRecompute)best.recompute);
+        o->recompute_num_layers = best.recompute_layers;
+    }
     if (!(o->given & OPT_GIVEN_A2A_CHUNKS)) o->a2a_chunks = cost_chunks(&best);
     o->dp = best.dp;
     if (!(o->given & OPT_GIVEN_PQ) || !(o->given & OPT_GIVEN_PKV) ||

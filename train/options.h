@@ -90,6 +90,7 @@ typedef struct {
     int a2a_chunks;            // ulysses, usp: chunks of heads whose all-to-alls pipeline
     int cuda_graph;            // 1: each micro-batch's forward and backward as a CUDA graph
     const char* recompute;     // none | selective | full (model/activations.h)
+    int recompute_num_layers;  // --recompute covers the first N layers (0: all)
     const char* comm;          // auto | mpi | nccl | mpi-staged
     const char* rendezvous;    // mpi | file:PATH | tcp:HOST:PORT (how the NCCL id travels)
     const char* rendezvous_id; // run key of the file/tcp rendezvous ("" = from the launcher)

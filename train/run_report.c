@@ -16,10 +16,18 @@
 
 static void print_line(const char* line) { printf("%s\n", line); }
 
+void recompute_text(const Trainer* t, char* out, size_t len) {
+    const int n = t->opt.recompute_num_layers;
+    if (n > 0 && n < t->cfg.L && strcmp(t->opt.recompute, "none") != 0)
+        snprintf(out, len, "%s on the first %d of %d layers", t->opt.recompute, n, t->cfg.L);
+    else snprintf(out, len, "%s", t->opt.recompute);
+}
+
 // Rank 0's predicted memory per device, term by term (model/memory_budget.h).
 static void print_memory_budget(const Trainer* t) {
-    char text[32];
-    printf("memory per device (predicted, rank 0; --recompute %s):\n", t->opt.recompute);
+    char text[32], mode[64];
+    recompute_text(t, mode, sizeof mode);
+    printf("memory per device (predicted, rank 0; --recompute %s):\n", mode);
     for (int i = 0; i <= MEMORY_NTERMS; i++) {
         const size_t b = i < MEMORY_NTERMS ? t->memory.bytes[i] : t->memory.total;
         printf("  %-22s %14zu bytes  %s\n", i < MEMORY_NTERMS ? memory_term_name((MemoryTerm)i)

@@ -186,6 +186,15 @@ static void setup_model_config(Trainer* t) {
     if (o->seq_len > t->cfg.max_T)
         config_error(t, "--seq-len %d: expected at most the model's context %d (raise --context)",
                      o->seq_len, t->cfg.max_T);
+    if (o->recompute_num_layers > t->cfg.L)
+        config_error(t, "--recompute-num-layers %d: expected at most the model's %d layers (0: "
+                     "every layer)", o->recompute_num_layers, t->cfg.L);
+    // (--mesh auto without --recompute chooses both)
+    if (o->recompute_num_layers > 0 &&
+        (strcmp(o->recompute, "none") == 0 || !(o->given & OPT_GIVEN_RECOMPUTE)))
+        config_error(t, "--recompute-num-layers %d: expected --recompute selective or full, whose "
+                     "layers it counts, found %s", o->recompute_num_layers,
+                     o->given & OPT_GIVEN_RECOMPUTE ? "--recompute none" : "no --recompute");
     if (o->eval_positions > o->seq_len)
         config_error(t, "--eval-positions %d: expected at most --seq-len %d ranges of positions",
                      o->eval_positions, o->seq_len);
@@ -423,19 +432,21 @@ static GptRecompute recompute_of(const Trainer* t) {
     return r;
 }
 
-// The memory budget of this run under recompute mode r, with or without rank 0's sampler, and
+// The memory budget of this run under recompute mode r over the first `layers` layers (0: all),
+// with or without rank 0's sampler, and
 // under dist_muon with rank muon_rank's share of the matrices' momenta (-1: the largest share): the
 // element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
 // fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
-static void run_memory_budget(const Trainer* t, GptRecompute r, int sampler, int muon_rank,
-                              MemoryBudget* b) {
+static void run_memory_budget(const Trainer* t, GptRecompute r, int layers, int sampler,
+                              int muon_rank, MemoryBudget* b) {
     const TrainOptions* o = &t->opt;
     MemorySchedule schedule = MEMORY_ATTN_2D;
     if (t->mesh.P > 1 && memory_schedule_parse(o->attention, &schedule) != 0)
         config_error(t, "--attention %s: no memory budget for this schedule", o->attention);
     const size_t real_bytes = comm_type_size(dist_real_comm_type());
     const MemoryConfig c = {
-        .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .dp = t->mesh.dp,
+        .cfg = t->cfg, .B = t->B, .T = t->Tl, .recompute = r, .recompute_layers = layers,
+        .dp = t->mesh.dp,
         .pq = t->mesh.pq, .pkv = t->mesh.pkv, .schedule = schedule, .keep_kv = o->keep_kv,
         .zero = o->zero, .muon = options_muon(o),
         .muon_ranks = strcmp(o->optimizer, "dist_muon") == 0 ? t->mesh.world_size : 1,
@@ -463,23 +474,49 @@ static double smallest_device(Trainer* t, double mine) {
     return least;
 }
 
-// What would fit `limit` bytes instead: another --recompute mode (the least recomputation
-// first), the same without the sampler, or else a larger mesh. One clause into out.
-static void what_fits(const Trainer* t, GptRecompute now, int sampler, double limit, char* out,
-                      size_t len) {
-    char text[32];
+// The fewest layers (1..L, L as 0: all) recompute mode r must cover for the budget to fit `limit`
+// bytes, or -1 when all of them are not enough; *b: the budget with them. The memory falls as
+// layers are added.
+static int fewest_layers(const Trainer* t, GptRecompute r, int sampler, double limit,
+                         MemoryBudget* b) {
+    const int L = t->cfg.L;
+    run_memory_budget(t, r, 0, sampler, -1, b);
+    if (b->total > limit) return -1;
+    int lo = 1, hi = L;   // hi fits
+    MemoryBudget m;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        run_memory_budget(t, r, mid, sampler, -1, &m);
+        if (m.total <= limit) hi = mid;
+        else lo = mid + 1;
+    }
+    if (hi >= L) return 0;
+    run_memory_budget(t, r, hi, sampler, -1, b);
+    return hi;
+}
+
+// What would fit `limit` bytes instead: another --recompute mode over the fewest layers (the
+// least recomputation first), the same without the sampler, or else a larger mesh. One clause
+// into out.
+static void what_fits(const Trainer* t, GptRecompute now, int now_layers, int sampler,
+                      double limit, char* out, size_t len) {
+    char text[32], layers[48];
     MemoryBudget b;
     for (int drop = 0; drop <= sampler; drop++)
         for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
-            if (!drop && r == (int)now) continue;
-            run_memory_budget(t, (GptRecompute)r, sampler && !drop, -1, &b);
-            if (b.total > limit) continue;
-            snprintf(out, len, "--recompute %s%s would fit (%s)", gpt_recompute_name((GptRecompute)r),
+            const int n = fewest_layers(t, (GptRecompute)r, sampler && !drop, limit, &b);
+            if (n < 0 || (!drop && r == (int)now && (r == GPT_RECOMPUTE_NONE || n == now_layers)))
+                continue;
+            layers[0] = 0;
+            if (r != GPT_RECOMPUTE_NONE && n > 0)
+                snprintf(layers, sizeof layers, " --recompute-num-layers %d", n);
+            snprintf(out, len, "--recompute %s%s%s would fit (%s)",
+                     gpt_recompute_name((GptRecompute)r), layers,
                      drop ? " with --sample-length 0 (no sampler on rank 0)" : "",
                      memory_format_bytes(b.total, text, sizeof text));
             return;
         }
-    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, -1, &b);
+    run_memory_budget(t, GPT_RECOMPUTE_FULL, 0, 0, -1, &b);
     snprintf(out, len, "no --recompute mode fits (full, without the sampler: %s): a larger mesh is "
              "needed (more ranks: --pq/--pkv split the sequence, --zero 1 the optimizer state)",
              memory_format_bytes(b.total, text, sizeof text));
@@ -490,21 +527,23 @@ static void what_fits(const Trainer* t, GptRecompute now, int sampler, double li
 // 0's budget (the sampler's rank: the largest) against that device, the same on every rank.
 static void check_memory(Trainer* t) {
     const GptRecompute r = recompute_of(t);
+    const int layers = t->opt.recompute_num_layers;
     const int sampler = t->opt.sample_length > 0;
     BackendDevice d;
     gpt_backend_device(&d);
-    run_memory_budget(t, r, sampler && t->rank == 0, t->rank, &t->memory);
+    run_memory_budget(t, r, layers, sampler && t->rank == 0, t->rank, &t->memory);
     if (gpt_backend_host_memory()) return;   // the CPU: no device to refuse on
     const double limit = smallest_device(t, (double)d.memory_total);
     MemoryBudget worst;
-    run_memory_budget(t, r, sampler, -1, &worst);
+    run_memory_budget(t, r, layers, sampler, -1, &worst);
     if (worst.total <= limit) return;
     const MemoryTerm big = memory_largest_term(&worst);
-    char need[32], has[32], term[32], fits[ERR_LEN];
-    what_fits(t, r, sampler, limit, fits, sizeof fits);
+    char need[32], has[32], term[32], fits[ERR_LEN], mode[64];
+    what_fits(t, r, layers, sampler, limit, fits, sizeof fits);
+    recompute_text(t, mode, sizeof mode);
     config_error(t, "memory per device: this run needs %s (predicted, --recompute %s; largest "
                  "term: %s, %s) and the device has %s; %s",
-                 memory_format_bytes(worst.total, need, sizeof need), gpt_recompute_name(r),
+                 memory_format_bytes(worst.total, need, sizeof need), mode,
                  memory_term_name(big), memory_format_bytes(worst.bytes[big], term, sizeof term),
                  memory_format_bytes((size_t)limit, has, sizeof has), fits);
 }
@@ -522,7 +561,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     const int zero = t->opt.zero;
     const GptRecompute recompute = recompute_of(t);
     gpt_create_recompute(&t->model, &t->cfg, t->B, t->Tl, t->attention, zero ? world : 1,
-                         recompute);
+                         recompute, t->opt.recompute_num_layers);
     t->model.z_loss = (float)t->opt.z_loss;
     // Every backend buffer first (the optimizer's included): a model that does not fit the device
     // fails here, in seconds, not after the parameters have been initialised on the host.

@@ -278,6 +278,8 @@ void run_evals(Trainer* t);   // what the run evaluates: --val-data, then --mc-e
 
 // --- run_report.c --------------------------------------------------------------------------------
 void print_config(Trainer* t);
+// --recompute's mode and the layers it covers, e.g. "selective on the first 4 of 24 layers".
+void recompute_text(const Trainer* t, char* out, size_t len);
 void open_log(Trainer* t);
 int parse_prompt(const Trainer* t, int* prompt, int max, char* err, size_t errlen);
 void setup_sampler(Trainer* t);

@@ -69,7 +69,8 @@ args checkpoints --out-dir runs/x --checkpoint-every 2 --keep-last 3 --keep-ever
   --exit-after 4 --log runs/x/log.jsonl --save-bf16 --no-save --quiet --log-params-norm \
   --log-interval 10
 args mesh --dp 2 --pq 2 --pkv 2 --attention 2d-overlap --mesh auto --cluster c.cluster \
-  --memory-gb 80 --zero 1 --grad-bucket-mb 25 --overlap 0 --timeline 1 --trace t.json --keep-kv
+  --memory-gb 80 --zero 1 --grad-bucket-mb 25 --overlap 0 --timeline 1 --trace t.json --keep-kv \
+  --recompute selective --recompute-num-layers 2
 args comm --comm nccl --rendezvous file:/tmp/r --rendezvous-id 7.0 --rendezvous-timeout 30 \
   --rank 0 --world-size 4 --local-rank 0 --peak-gflops 1000
 args bad_value --steps 0
