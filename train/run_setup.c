@@ -433,10 +433,10 @@ static GptRecompute recompute_of(const Trainer* t) {
 }
 
 // The memory budget of this run under recompute mode r over the first `layers` layers (0: all),
-// with or without rank 0's sampler, and
-// under dist_muon with rank muon_rank's share of the matrices' momenta (-1: the largest share): the
-// element sizes are the backend's (what the distributed schedules move: bf16 or fp32 storage,
-// fp32 accumulators), the fp32 master copy where the storage is narrower (model/backend.h).
+// with or without rank 0's sampler, and under dist_muon with rank muon_rank's share of the
+// matrices' momenta (-1: the largest share): the element sizes are the backend's (what the
+// distributed schedules move: bf16 or fp32 storage, fp32 accumulators), the fp32 master copy where
+// the storage is narrower (model/backend.h).
 static void run_memory_budget(const Trainer* t, GptRecompute r, int layers, int sampler,
                               int muon_rank, MemoryBudget* b) {
     const TrainOptions* o = &t->opt;
@@ -482,6 +482,7 @@ static int fewest_layers(const Trainer* t, GptRecompute r, int sampler, double l
     const int L = t->cfg.L;
     run_memory_budget(t, r, 0, sampler, -1, b);
     if (b->total > limit) return -1;
+    if (r == GPT_RECOMPUTE_NONE || L <= 1) return 0;   // (none counts no layers)
     int lo = 1, hi = L;   // hi fits
     MemoryBudget m;
     while (lo < hi) {
