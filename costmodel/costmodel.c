@@ -1071,7 +1071,7 @@ static CommOp muon_broadcast_op(const CostConfig* g, int W) {
 // copy, which ZeRO-1 shards with them (as the CUDA trainer keeps it). The sampler (rank 0,
 // --sample-length) is not counted: the cost model predicts a training step, and the trainer's
 // refusal names the sampler when it is what does not fit.
-static double memory_bytes(const Cluster* c, const CostConfig* g) {
+static MemoryConfig memory_config(const Cluster* c, const CostConfig* g) {
     const CostShape* s = &g->shape;
     const int P = g->pq * g->pkv;
     MemorySchedule schedule;
@@ -1090,9 +1090,18 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
         .real_bytes = (size_t)c->param_bytes, .stat_bytes = (size_t)c->acc_bytes,
         .master_bytes = c->state_bytes > 8 ? (size_t)(c->state_bytes - 8) : 0,
         .param_chunk = PARAM_STAGING_CHUNK};
+    return m;
+}
+static double memory_bytes(const Cluster* c, const CostConfig* g) {
+    const MemoryConfig m = memory_config(c, g);
     MemoryBudget b;
     memory_budget(&m, &b);
     return (double)b.total;
+}
+
+int costmodel_fewest_recompute_layers(const CostConfig* g, const Cluster* c, double limit) {
+    const MemoryConfig m = memory_config(c, g);
+    return memory_fewest_recompute_layers(&m, limit / costmodel_memory_sharers(g, c));
 }
 
 // --- The prediction ----------------------------------------------------------------------------

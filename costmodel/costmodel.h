@@ -209,6 +209,13 @@ int costmodel_rank(const CostQuery* q, const Cluster* cluster, CostCandidate* ou
 // share cores share the node's memory too.
 int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* cluster,
                    double limit);
+// The ranks of g whose memory one device's limit holds: its ranks on a node where they share
+// cores (a CPU cluster), else 1.
+int costmodel_memory_sharers(const CostConfig* g, const Cluster* cluster);
+// The fewest layers g->recompute must cover for g (a valid configuration) to fit `limit` bytes
+// (> 0) as costmodel_fits counts them: memory_fewest_recompute_layers (0: every layer; -1: not
+// even every layer).
+int costmodel_fewest_recompute_layers(const CostConfig* g, const Cluster* cluster, double limit);
 
 // Predicts g (costmodel_predict) with `recompute` (a GptRecompute, over g->recompute_layers), or
 // with COST_RECOMPUTE_AUTO the cheapest recomputation that fits `limit`: none, else the faster of

@@ -59,11 +59,15 @@ static int wanted(const CostQuery* q, CostAlgorithm a) {
     return q->algorithms == 0 || (q->algorithms >> a & 1u);
 }
 
-int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* c, double limit) {
-    if (limit <= 0) limit = c->memory_bytes;
+int costmodel_memory_sharers(const CostConfig* g, const Cluster* c) {
     const int world = g->dp * g->pq * g->pkv;
     const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
-    return p->memory_bytes * (c->shared_cores > 0 ? on_node : 1) <= limit;
+    return c->shared_cores > 0 ? on_node : 1;
+}
+
+int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* c, double limit) {
+    if (limit <= 0) limit = c->memory_bytes;
+    return p->memory_bytes * costmodel_memory_sharers(g, c) <= limit;
 }
 
 // g under recompute mode r over its first `layers` layers (0: all): 1 if it fits, 0 if not, -1
@@ -76,24 +80,16 @@ static int predict_with(CostConfig* g, int r, int layers, const Cluster* c, doub
     return costmodel_fits(g, p, c, limit);
 }
 
-// The fewest layers (1..L; L as 0, all) that recompute mode r must cover for g to fit, in *g
-// and *p: 1, or 0 when even all of them do not fit, -1 with err. The memory falls as layers
-// are added, so a bisection finds them.
+// g predicted under recompute mode r over the fewest layers with which it fits (1..L; L as 0,
+// all), in *g and *p: 1, or 0 when even all of them do not fit (*p with all), -1 with err.
 static int fewest_layers(CostConfig* g, int r, const Cluster* c, double limit, CostPrediction* p,
                          char* err, size_t errlen) {
-    const int L = g->shape.L;
-    const int fits = predict_with(g, r, 0, c, limit, p, err, errlen);
-    if (fits <= 0 || L <= 1) return fits;
-    int lo = 1, hi = L;   // hi fits
-    CostPrediction q;
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        const int f = predict_with(g, r, mid, c, limit, &q, err, errlen);
-        if (f < 0) return -1;
-        if (f) hi = mid;
-        else lo = mid + 1;
-    }
-    return predict_with(g, r, hi < L ? hi : 0, c, limit, p, err, errlen);   // g: the last tried
+    const int fits = predict_with(g, r, 0, c, limit, p, err, errlen);   // (checks g)
+    if (fits <= 0) return fits;
+    const int n = costmodel_fewest_recompute_layers(g, c, limit > 0 ? limit : c->memory_bytes);
+    const int f = n > 0 ? predict_with(g, r, n, c, limit, p, err, errlen) : 1;
+    // (the bisection divides the limit by the ranks sharing it; costmodel_fits multiplies)
+    return f == 0 ? predict_with(g, r, 0, c, limit, p, err, errlen) : f;
 }
 
 int costmodel_predict_fitting(CostConfig* g, const Cluster* c, double limit, int recompute,

@@ -258,3 +258,24 @@ void memory_budget(const MemoryConfig* c, MemoryBudget* out) {
     b[MEMORY_HOST_PARAMS] = c->cuda ? 0 : num_params(&c->cfg) * sizeof(float);
     for (int i = 0; i < MEMORY_NTERMS; i++) out->total += b[i];
 }
+
+// The total with recompute covering the first `layers` layers of c (0: all).
+static double total_with_layers(MemoryConfig c, int layers) {
+    MemoryBudget b;
+    c.recompute_layers = layers;
+    memory_budget(&c, &b);
+    return (double)b.total;
+}
+
+int memory_fewest_recompute_layers(const MemoryConfig* c, double limit) {
+    const int L = c->cfg.L;
+    if (total_with_layers(*c, 0) > limit) return -1;
+    if (gpt_recompute_count(c->recompute, 0, L) <= 1) return 0;   // none, or a single layer
+    int lo = 1, hi = L;   // hi fits
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (total_with_layers(*c, mid) <= limit) hi = mid;
+        else lo = mid + 1;
+    }
+    return hi < L ? hi : 0;
+}

@@ -104,6 +104,10 @@ typedef struct {
 
 // Bytes per device of every term, and their sum.
 void memory_budget(const MemoryConfig* c, MemoryBudget* out);
+// The fewest layers (1..L) that c->recompute must cover for the total to be at most `limit`
+// bytes, c->recompute_layers aside: 0 when it takes every layer (or the mode is none and fits),
+// -1 when every layer is not enough. The memory falls as layers are added: a bisection.
+int memory_fewest_recompute_layers(const MemoryConfig* c, double limit);
 // "parameters", "AdamW m, v", ... for reports.
 const char* memory_term_name(MemoryTerm t);
 // The term with the most bytes.

@@ -437,8 +437,8 @@ static GptRecompute recompute_of(const Trainer* t) {
 // matrices' momenta (-1: the largest share): the element sizes are the backend's (what the
 // distributed schedules move: bf16 or fp32 storage, fp32 accumulators), the fp32 master copy where
 // the storage is narrower (model/backend.h).
-static void run_memory_budget(const Trainer* t, GptRecompute r, int layers, int sampler,
-                              int muon_rank, MemoryBudget* b) {
+static MemoryConfig run_memory_config(const Trainer* t, GptRecompute r, int layers, int sampler,
+                                      int muon_rank) {
     const TrainOptions* o = &t->opt;
     MemorySchedule schedule = MEMORY_ATTN_2D;
     if (t->mesh.P > 1 && memory_schedule_parse(o->attention, &schedule) != 0)
@@ -458,6 +458,11 @@ static void run_memory_budget(const Trainer* t, GptRecompute r, int layers, int 
         .real_bytes = real_bytes, .stat_bytes = comm_type_size(dist_acc_comm_type()),
         .master_bytes = real_bytes < sizeof(float) ? sizeof(float) : 0,
         .param_chunk = gpt_backend_param_chunk()};
+    return c;
+}
+static void run_memory_budget(const Trainer* t, GptRecompute r, int layers, int sampler,
+                              int muon_rank, MemoryBudget* b) {
+    const MemoryConfig c = run_memory_config(t, r, layers, sampler, muon_rank);
     memory_budget(&c, b);
 }
 
@@ -474,28 +479,6 @@ static double smallest_device(Trainer* t, double mine) {
     return least;
 }
 
-// The fewest layers (1..L, L as 0: all) recompute mode r must cover for the budget to fit `limit`
-// bytes, or -1 when all of them are not enough; *b: the budget with them. The memory falls as
-// layers are added.
-static int fewest_layers(const Trainer* t, GptRecompute r, int sampler, double limit,
-                         MemoryBudget* b) {
-    const int L = t->cfg.L;
-    run_memory_budget(t, r, 0, sampler, -1, b);
-    if (b->total > limit) return -1;
-    if (r == GPT_RECOMPUTE_NONE || L <= 1) return 0;   // (none counts no layers)
-    int lo = 1, hi = L;   // hi fits
-    MemoryBudget m;
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        run_memory_budget(t, r, mid, sampler, -1, &m);
-        if (m.total <= limit) hi = mid;
-        else lo = mid + 1;
-    }
-    if (hi >= L) return 0;
-    run_memory_budget(t, r, hi, sampler, -1, b);
-    return hi;
-}
-
 // What would fit `limit` bytes instead: another --recompute mode over the fewest layers (the
 // least recomputation first), the same without the sampler, or else a larger mesh. One clause
 // into out.
@@ -505,9 +488,12 @@ static void what_fits(const Trainer* t, GptRecompute now, int now_layers, int sa
     MemoryBudget b;
     for (int drop = 0; drop <= sampler; drop++)
         for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
-            const int n = fewest_layers(t, (GptRecompute)r, sampler && !drop, limit, &b);
+            MemoryConfig c = run_memory_config(t, (GptRecompute)r, 0, sampler && !drop, -1);
+            const int n = memory_fewest_recompute_layers(&c, limit);
             if (n < 0 || (!drop && r == (int)now && (r == GPT_RECOMPUTE_NONE || n == now_layers)))
                 continue;
+            c.recompute_layers = n;
+            memory_budget(&c, &b);
             layers[0] = 0;
             if (r != GPT_RECOMPUTE_NONE && n > 0)
                 snprintf(layers, sizeof layers, " --recompute-num-layers %d", n);
