@@ -82,6 +82,12 @@ static const char* stop_reason(const Trainer* t, int steps_done, double dt, doub
     return NULL;
 }
 
+// The steps since the last progress line (--log-interval), all of them and the applied ones.
+typedef struct {
+    int steps, applied;
+    double seconds, tokens, loss;   // the loss: summed over the applied steps
+} ProgressInterval;
+
 // The progress line that closes interval *iv (and empties it): the applied steps' mean loss,
 // every step's mean time, the tokens per second and MFU over them.
 static ProgressLine progress_line(const Trainer* t, ProgressInterval* iv, double flops_per_token) {

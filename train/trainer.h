@@ -203,12 +203,6 @@ typedef struct {
     int applied;          // whether AdamW applied the update (the device's clip factor no skip mark)
 } StepResult;
 
-// The steps since the last progress line (--log-interval), all of them and the applied ones.
-typedef struct {
-    int steps, applied;
-    double seconds, tokens, loss;   // the loss: summed over the applied steps
-} ProgressInterval;
-
 // The progress line of a step (print 0: none): the interval's mean loss and pace.
 typedef struct {
     int print, applied;   // applied: the steps whose losses the mean holds
