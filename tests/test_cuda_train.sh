@@ -46,6 +46,9 @@
 #                                         captures again): the same bits as the straight run
 #   tests/test_cuda_train.sh resume-graphs-2x2  the same on a 2x2 mesh (2d-overlap, nccl): the
 #                                         graphs hold the attention's NCCL operations
+#   tests/test_cuda_train.sh resume-async-bf16  the resume check with --async-save
+#                                         --checkpoint-every 2 (written in the background from the
+#                                         host copies of the device's state): the same bits
 #   tests/test_cuda_train.sh graphs-timeline  --cuda-graph 1 with --timeline 1 and --trace against
 #                                         the same run without graphs, on one process and on a 2x2
 #                                         mesh (2d-overlap, nccl): identical losses and norms; from
@@ -88,7 +91,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|muon-precisions|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|muon-precisions|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -618,6 +621,12 @@ EOF
   dist-muon-bf16) dist_muon "$CUDA_BF16" ;;
   muon-precisions) muon_precisions ;;
   dist-muon-fp32) dist_muon "$CUDA_FP32" ;;
+  # --async-save: checkpoints 2 and 4 (and the straight run's 6 and 8) written in the background
+  # from the host copies of the device's weights and moments, then the stop at 5 and the resume.
+  resume-async-bf16)
+    printf '#!/usr/bin/env bash\nexec %q "$@" --async-save --checkpoint-every 2\n' "$CUDA_BF16" > "$W/async.sh" &&
+      chmod +x "$W/async.sh" || exit 1
+    checks resume --test "$W/async.sh" ;;
   resume-graphs-bf16)
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
       chmod +x "$W/graphs.sh" || exit 1
@@ -632,5 +641,5 @@ EOF
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|ulysses-launches" >&2; exit 2 ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|ulysses-launches" >&2; exit 2 ;;
 esac

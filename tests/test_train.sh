@@ -381,7 +381,9 @@ t_kill9() {
     # 80 ms) for a random while, then kill it.
     local delay; delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r / 32768 * 0.5 }')
     local before; before=$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')
-    "$TRAIN" "${big[@]}" --out-dir "$d" --resume > "$W/kill$i.out" 2> "$W/kill$i.err" < /dev/null &
+    # (every other run writes its checkpoints in the background: --async-save)
+    local async=(); [ $((i % 2)) = 0 ] && async=(--async-save)
+    "$TRAIN" "${big[@]}" "${async[@]}" --out-dir "$d" --resume > "$W/kill$i.out" 2> "$W/kill$i.err" < /dev/null &
     local pid=$! n=0
     while [ "$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')" -le "$before" ] && [ $n -lt 300 ]; do
       sleep 0.1; n=$((n + 1))
@@ -1226,19 +1228,30 @@ t_disk_full() {
   local ck=(--steps 20 --checkpoint-every 5 --keep-last 1)
   train straight "${TINY[@]}" "${ck[@]}" --out-dir "$W/straight"
   expect_rc straight 0
-  train full "${TINY[@]}" "${ck[@]}" --out-dir "$mnt/run" --log "$W/full.jsonl"
-  check "full disk: exit status non-zero (got $(rc_of full))" eval '[ "$(rc_of full)" != 0 ]'
-  check "full disk: one error line naming the file of step 10 and 'No space left on device': $(err_lines "$W/full.err" | sed "s|$W/||g")" \
-    eval '[ "$(err_lines "$W/full.err" | wc -l)" = 1 ] &&
-          has full.err "^error: checkpoint step 10 not written: $mnt/run/(model|state)_00000010[_0-9]*\.bin: .*No space left on device"'
-  check "full disk: the directory holds checkpoint 5 alone, no temporary file ($(ls "$mnt/run" | tr '\n' ' '))" \
-    same_text "$(ls "$mnt/run" | tr '\n' ' ')" "DONE_00000005 model_00000005.bin state_00000005_00000.bin "
-  check "full disk: the log records checkpoint 5 only, steps up to 10" \
-    "$PY" -c 'import json, sys
+  # failed_at_10 NAME WHAT LAST: run NAME (its log NAME.jsonl) ended on checkpoint 10 as above,
+  # its last logged step within LAST (a Python condition on `last`).
+  failed_at_10() {
+    local name=$1 what=$2 last=$3
+    check "$what: exit status non-zero, one error line naming step 10's file and 'No space left on device': $(err_lines "$W/$name.err" | sed "s|$W/||g")" \
+      eval '[ "$(rc_of $name)" != 0 ] && [ "$(err_lines "$W/$name.err" | wc -l)" = 1 ] &&
+            has $name.err "^error: checkpoint step 10 not written: $mnt/run/(model|state)_00000010[_0-9]*\.bin: .*No space left on device"'
+    check "$what: the directory holds checkpoint 5 alone, no temporary file ($(ls "$mnt/run" | tr '\n' ' '))" \
+      same_text "$(ls "$mnt/run" | tr '\n' ' ')" "DONE_00000005 model_00000005.bin state_00000005_00000.bin "
+    check "$what: the log records checkpoint 5 only; its last step: $last" \
+      "$PY" -c 'import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1])]
 assert [o["step"] for o in objs if o["type"] == "checkpoint"] == [5], objs
-assert max(o["step"] for o in objs if o["type"] == "step") == 10' "$W/full.jsonl"
+last = max(o["step"] for o in objs if o["type"] == "step")
+assert eval(sys.argv[2]), last' "$W/$name.jsonl" "$last"
+  }
+  train full "${TINY[@]}" "${ck[@]}" --out-dir "$mnt/run" --log "$W/full.jsonl"
+  failed_at_10 full "full disk" "last == 10"
   cp -r "$mnt/run" "$W/copy"
+  # --async-save: checkpoint 10's files fail in the background; the run learns it at a later
+  # step's end (at 15 at the latest, where checkpoint 15 waits for it) and ends the same way.
+  rm -rf "$mnt/run"
+  train async "${TINY[@]}" "${ck[@]}" --async-save --out-dir "$mnt/run" --log "$W/async.jsonl"
+  failed_at_10 async "--async-save, full disk" "10 < last <= 15"
   umount "$mnt"
   trap - EXIT
   train resumed "${TINY[@]}" "${ck[@]}" --out-dir "$W/copy" --resume
@@ -1247,6 +1260,114 @@ assert max(o["step"] for o in objs if o["type"] == "step") == 10' "$W/full.jsonl
   check "resumed losses of steps 6..20 equal the uninterrupted run's (as text)" \
     same_text "$(losses "$W/copy/log.jsonl")" "$(losses "$W/straight/log.jsonl" | awk '$1 > 5')"
   check "final weights byte-identical" cmp "$W/straight/model_00000020.bin" "$W/copy/model_00000020.bin"
+}
+
+# ---- 14. --async-save: checkpoint files written while the steps go on ----
+
+# same_state A B: two state files alike but for their configuration text (the options differ):
+# the same header (its checksum and configuration length aside) and the same bytes after the
+# configuration (loader positions, weights, moments).
+same_state() {
+  "$PY" -c 'import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+ha, hb = (list(struct.unpack_from("<256i", x)) for x in (a, b))
+body = lambda x, h: x[1024 + h[46]:]
+assert body(a, ha) == body(b, hb) and len(body(a, ha)) > 0, "bodies differ"
+for h in (ha, hb): h[46] = h[50] = h[51] = 0
+assert ha == hb, [i for i in range(256) if ha[i] != hb[i]]' "$1" "$2"
+}
+
+# The files and the run are those of the synchronous writes, bit for bit, on one process and on
+# dp 2 with ZeRO-1; a checkpoint written in the background is complete (DONE, logged) only after a
+# later step, and on a slow disk (build/tests/train_gpt_slow_save, 0.1 s a write) the steps go on
+# while it is written; a stop, and a spike that ends the run, complete the one in flight first; a
+# resumed run continues bit for bit.
+t_async_save() {
+  make_data
+  local ck=(--steps 20 --checkpoint-every 5 --keep-last 10) k f
+  train sync "${TINY[@]}" "${ck[@]}" --out-dir "$W/sync"
+  train async "${TINY[@]}" "${ck[@]}" --async-save --out-dir "$W/async"
+  expect_rc sync 0
+  expect_rc async 0
+  check "the same losses, evaluations and samples; the same model files at steps 5, 10, 15, 20" \
+    eval 'same_text "$(losses "$W/sync/log.jsonl")" "$(losses "$W/async/log.jsonl")" &&
+          same_text "$(evals_samples "$W/sync/log.jsonl")" "$(evals_samples "$W/async/log.jsonl")" &&
+          for k in 05 10 15 20; do cmp "$W/sync/model_000000$k.bin" "$W/async/model_000000$k.bin" || exit 1; done'
+  check "the same state files (weights, moments, positions) at steps 5, 10, 15, 20" \
+    eval 'for k in 05 10 15 20; do same_state "$W/sync/state_000000${k}_00000.bin" "$W/async/state_000000${k}_00000.bin" || exit 1; done'
+  check "checkpoints 5, 10, 15 complete in the background after a later step, before the next one; 20 (the end's) at once" \
+    "$PY" -c 'import json, sys
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "checkpoint"]
+assert [r["step"] for r in recs] == [5, 10, 15, 20], recs
+for r in recs[:3]:
+    assert r["background"] and r["step"] < r["completed_at_step"] <= r["step"] + 5, r
+    assert 0 <= r["blocking_s"] <= r["seconds"], r
+assert "background" not in recs[3], recs[3]' "$W/async/log.jsonl"
+  check "the background checkpoints' lines on stdout" \
+    eval '[ "$(grep -cE "^checkpoint: step (5|10|15) written to .* \(.* s, in the background until step [0-9]+; the steps waited .* s of it\)$" "$W/async.out")" = 3 ]'
+
+  # A slow disk: the steps go on while checkpoint 3000's files are written.
+  local slow=${SLOW_TRAIN:-$BUILD/tests/train_gpt_slow_save}
+  local fast=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --train-data "$DATA/t_train_*.bin" --val-data "" --tokenizer ""
+              --peak-gflops 1 --eval-every 0 --sample-length 0 --quiet)
+  timeout 120 "$slow" "${fast[@]}" --steps 6000 --checkpoint-every 3000 --async-save \
+    --out-dir "$W/slow" > "$W/slow.out" 2> "$W/slow.err" < /dev/null
+  echo $? > "$W/slow.rc"
+  expect_rc slow 0
+  check "slow disk: checkpoint 3000 took >= 0.1 s, the steps waited under a quarter of it, and steps 3001.. ran meanwhile: $(grep '"step":3000,"seconds"' "$W/slow/log.jsonl")" \
+    "$PY" -c 'import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "checkpoint"][0]
+assert r["step"] == 3000 and r["background"] and r["seconds"] >= 0.1, r
+assert r["blocking_s"] < r["seconds"] / 4 and 3002 <= r["completed_at_step"] < 6000, r' "$W/slow/log.jsonl"
+
+  # A stop (--exit-after 7) while checkpoint 5 is being written (certain on the slow disk): both
+  # complete, and the run resumed from 7 ends as the straight one.
+  timeout 60 "$slow" "${TINY[@]}" "${ck[@]}" --async-save --exit-after 7 --out-dir "$W/stop" \
+    > "$W/stop.out" 2> "$W/stop.err" < /dev/null
+  echo $? > "$W/stop.rc"
+  expect_rc stop 0
+  check "stop at 7 with checkpoint 5 in flight: both complete, 5 logged as completed at step 7 before 7" \
+    eval 'test -f "$W/stop/DONE_00000005" && test -f "$W/stop/DONE_00000007" && "$PY" -c "import json, sys
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r[\"type\"] == \"checkpoint\"]
+assert [(r[\"step\"], r.get(\"completed_at_step\")) for r in recs] == [(5, 7), (7, None)], recs" "$W/stop/log.jsonl"'
+  train resumed "${TINY[@]}" "${ck[@]}" --async-save --resume --out-dir "$W/stop"
+  expect_rc resumed 0
+  check "resumed from 7: the losses of steps 8..20 and the final weights are the straight run's" \
+    eval 'has resumed.out "^resume: continuing from step 7 in " &&
+          same_text "$(losses "$W/stop/log.jsonl" | awk "\$1 > 7")" "$(losses "$W/sync/log.jsonl" | awk "\$1 > 7")" &&
+          cmp "$W/sync/model_00000020.bin" "$W/stop/model_00000020.bin"'
+
+  # A run ended by a spike (the second in a row, step 42) while checkpoint 41 is in flight: 41 is
+  # completed before the error.
+  make_spike_data
+  local sp=(--preset tiny --layers 1 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+            --seq-len 16 --train-data "$DATA/s_train_*.bin" --val-data "" --tokenizer ""
+            --peak-gflops 1 --eval-every 0 --sample-length 0 --quiet --lr 1e-2 --warmup 2 --steps 50
+            --seed 1 --spike-zscore 6 --spike-window 10 --max-skips 1 --checkpoint-every 41)
+  train spike "${sp[@]}" --async-save --out-dir "$W/spike"
+  check "a spike ends the run at step 42 (exit non-zero, one error line)" \
+    eval '[ "$(rc_of spike)" != 0 ] && [ "$(err_lines "$W/spike.err" | wc -l)" = 1 ] &&
+          has spike.err "^error: step 42: .*a spike"'
+  check "... with checkpoint 41, in flight at step 42, complete, logged and loadable" \
+    eval 'test -f "$W/spike/DONE_00000041" && grep -q "\"type\":\"checkpoint\",\"step\":41," "$W/spike/log.jsonl" &&
+          "$CKPT" verify "$W/spike" 1 > "$W/verify_spike.log"'
+
+  # dp 2 with ZeRO-1: every rank's state file and the model file as the synchronous run's.
+  local dp=(--dp 2 --zero 1 --steps 10 --checkpoint-every 5 --keep-last 10)
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" "${dp[@]}" --out-dir "$W/dp_sync" \
+    > "$W/dp_sync.out" 2> "$W/dp_sync.err" < /dev/null
+  echo $? > "$W/dp_sync.rc"
+  timeout 120 bash tests/mpirun.sh 2 "$TRAIN" "${TINY[@]}" "${dp[@]}" --async-save --out-dir "$W/dp_async" \
+    > "$W/dp_async.out" 2> "$W/dp_async.err" < /dev/null
+  echo $? > "$W/dp_async.rc"
+  expect_rc dp_sync 0
+  expect_rc dp_async 0
+  check "dp 2, ZeRO-1: checkpoint 5 in the background; the model files and both ranks' state files of steps 5 and 10 as the synchronous run's" \
+    eval 'grep -q "\"type\":\"checkpoint\",\"step\":5,.*\"background\":true" "$W/dp_async/log.jsonl" &&
+          for k in 05 10; do cmp "$W/dp_sync/model_000000$k.bin" "$W/dp_async/model_000000$k.bin" &&
+            same_state "$W/dp_sync/state_000000${k}_00000.bin" "$W/dp_async/state_000000${k}_00000.bin" &&
+            same_state "$W/dp_sync/state_000000${k}_00001.bin" "$W/dp_async/state_000000${k}_00001.bin" || exit 1; done'
 }
 
 # ---- 10. --eval-only ----
@@ -2285,7 +2406,8 @@ case $test_name in
   log-interval) t_log_interval ;;
   recompute-layers-flags) t_recompute_layers_flags ;;
   disk-full) t_disk_full ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full"
+  async-save) t_async_save ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full|async-save"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

@@ -1,6 +1,5 @@
-// Checkpoints of a run: every rank's state and rank 0's model file written atomically, agreed on
-// across ranks (a failed write anywhere removes the step and ends the run), and resume from the
-// newest complete checkpoint that loads, on any mesh.
+// Resume from the newest complete checkpoint that loads (checkpoint_save.c writes them), on any
+// mesh.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,97 +11,6 @@
 #include "checkpoints/train_state.h"
 #include "train/config_check.h"
 #include "train/trainer.h"
-
-static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
-    memset(info, 0, sizeof *info);
-    info->step = t->step;
-    info->world_size = t->mesh.world_size;
-    info->rank = t->mesh.world_rank;
-    info->dp = t->mesh.dp;
-    info->pq = t->mesh.pq;
-    info->pkv = t->mesh.pkv;
-    info->zero_stage = t->opt.zero;
-    info->optimizer = t->muon ? TRAIN_STATE_MUON : TRAIN_STATE_ADAMW;
-    info->model = t->cfg;
-    info->B = t->B;
-    info->T = t->T;
-    info->accum_steps = t->accum;   // the last step's (a ramp-up changes it); for messages only
-    info->sample_rng = t->sample_rng;
-    loader_get_state(t->train_loader, &info->loader);
-    info->npositions = loader_positions(t->train_loader, info->positions, LOADER_MAX_POSITIONS);
-    info->phase_step = t->phase_step;
-    info->train_data_hash = t->opt.train_data ? config_text_hash(t->opt.train_data) : 0;
-    // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
-    // real parameters only (the padding's stay zero), or it could not be read back.
-    const size_t n = t->model.num_params;
-    info->num_params = n;
-    info->shard_begin = t->shard_begin < n ? t->shard_begin : n;
-    info->shard_count = t->shard_begin + t->shard_count <= n ? t->shard_count
-                                                              : n - info->shard_begin;
-    snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
-}
-
-// After each stage of a checkpoint write every rank learns whether any rank's write failed (a
-// full disk, a quota). If one did, no rank goes on: each failed rank names its file and the
-// reason, rank 0 removes the step's files (a step that was complete before this write keeps
-// them: atomic writes left each file whole) so no half-written checkpoint stays in the directory
-// and the log never records it, and every rank exits non-zero. The previous complete checkpoint
-// is untouched.
-static void checkpoint_agree(Trainer* t, int failed, const char* err, int was_complete) {
-    if (all_reduce_scalar(t, failed ? 1 : 0) == 0) return;
-    char who[32] = "";
-    if (t->mesh.world_size > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
-    if (failed) fprintf(stderr, "error: %scheckpoint step %d not written: %s\n", who, t->step, err);
-    if (t->rank == 0 && !was_complete) checkpoint_remove_step(t->opt.out_dir, t->step);
-    end_launch();
-    exit(1);
-}
-
-// The backend's all-gather of master weight shards (model/backend.h): every rank's shard.
-static void gather_master(void* ctx, const float* send, float* recv, size_t count) {
-    Trainer* t = ctx;
-    comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-    comm_all_gather(t->comm, MESH_WORLD, send, recv, count, COMM_F32);
-}
-
-void save_checkpoint(Trainer* t) {
-    params_ready(t);
-    if (t->opt.no_save) return;
-    char err[ERR_LEN] = "", path[4096];
-    const char* dir = t->opt.out_dir;
-    const double t0 = seconds_now();
-    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
-    // backend gathers the others' in chunks, so that every rank's state file and the model file
-    // hold all of them.
-    gpt_params_to_host(&t->model, t->host_params, gather_master, t);
-    optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
-    // A step resumed and written again (its DONE already there) is complete before this write.
-    checkpoint_done_path(dir, t->step, path, sizeof path);
-    const int was_complete = access(path, F_OK) == 0;
-    int rc = 0;
-    if (t->rank == 0) {
-        checkpoint_model_path(dir, t->step, path, sizeof path);
-        rc = model_file_save(path, &t->cfg, t->host_params,
-                             t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32, err,
-                             sizeof err);
-    }
-    if (rc == 0) {
-        TrainStateInfo info;
-        fill_state_info(t, &info);
-        checkpoint_state_path(dir, t->step, t->rank, path, sizeof path);
-        rc = train_state_save(path, &info, t->host_params, t->host_m, t->host_v, err, sizeof err);
-    }
-    checkpoint_agree(t, rc != 0, err, was_complete);   // every rank's state is on disk before DONE
-    if (t->rank == 0) rc = checkpoint_mark_done(dir, t->step, err, sizeof err);
-    checkpoint_agree(t, rc != 0, err, was_complete);
-    if (t->rank == 0) {
-        checkpoint_prune(dir, t->opt.keep_last, t->opt.keep_every);
-        const double now = seconds_now();
-        printf("checkpoint: step %d written to %s (%.2f s)\n", t->step, dir, now - t0);
-        run_log_json(&t->log, "{\"type\":\"checkpoint\",\"step\":%d,\"seconds\":%.4f,"
-                     "\"minutes\":%.6f}", t->step, now - t0, (now - t->started_at) / 60);
-    }
-}
 
 // "PATH: the checkpoint's WHAT differ from this run's WHAT (resume with the same FLAGS)", WHAT in
 // the words of `text`; returns -2.

@@ -96,9 +96,11 @@ static void report_positions(Trainer* t) {
 // that diverged within the range of finite numbers) stops the run before it reaches the log or
 // a checkpoint. seconds: the evaluation's.
 void report_eval(Trainer* t, double val, double seconds) {
-    if (!isfinite(val))
+    if (!isfinite(val)) {
+        finish_checkpoint(t);   // an earlier step's, still being written (--async-save)
         config_error(t, "step %d: validation loss %g is not finite; stopping without writing a "
                      "checkpoint", t->step, val);
+    }
     if (t->rank != 0) return;
     printf("eval: step %d val loss %.4f", t->step, val);
     // Several sets: each one's loss too, in --val-data's order. Each is finite (their weighted

@@ -107,6 +107,7 @@ static const OptSpec specs[] = {
     {"continue-sets", OPT_FLAG, F(continue_sets), 0, 1, NULL, "with --new-data-phase: each set of the new --train-data that the run has read before (the same files, by name and windows, wherever they lie) goes on in its order from where it stood, so a phase does not read again what earlier ones read; sets new to the run start fresh (checkpoints written before set positions were saved know no earlier sets)"},
     {"log", OPT_STRING, F(log_file), 0, 0, NULL, "JSONL log (default OUT-DIR/log.jsonl)"},
     {"save-bf16", OPT_FLAG, F(save_bf16), 0, 1, NULL, "write model files as bf16 (llm.c version 5) instead of fp32"},
+    {"async-save", OPT_FLAG, F(async_save), 0, 1, NULL, "write the files of each --checkpoint-every checkpoint in a thread while the steps go on (Megatron-LM's --async-save): the step waits only for the copy of the weights and moments to host memory the files are written from; the checkpoint is complete (DONE) at the first step end at which every rank has written its files, a run stop (its end, a signal, --exit-after, a divergence) first completing the one in flight; a write failure still ends the run, some steps later; one write at a time"},
     {"no-save", OPT_FLAG, F(no_save), 0, 1, NULL, "write no checkpoint or model file, not even at the end (benchmarks)"},
     {"dp", OPT_INT, F(dp), 1, 1 << 20, NULL, "data-parallel groups"},
     {"pq", OPT_INT, F(pq), 1, 1 << 16, NULL, "ATTENTION2D mesh rows (query split)"},

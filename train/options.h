@@ -74,6 +74,7 @@ typedef struct {
     const char* log_file;
     int save_bf16;             // also model file version: 0 fp32 (3), 1 bf16 (5)
     int no_save;               // no checkpoints at all (benchmark runs)
+    int async_save;            // periodic checkpoints' files written while the steps go on
     // distribution
     int dp, pq, pkv;
     const char* attention;     // 2d | 2d-overlap | ring | striped | zigzag | ulysses | usp

@@ -706,6 +706,7 @@ void setup_run(Trainer* t, int world_rank, int world_size) {
 
 void shut_down(Trainer* t) {
     params_ready(t);
+    free_checkpoint_write(t);
     run_log_close(&t->log);
     loader_close(t->train_loader);
     for (int c = 0; c < t->val.n; c++) loader_close(t->val.loader[c]);

@@ -2,7 +2,7 @@
 # The trainer program (train/trainer.h says which file holds which part of a run), and what it
 # shares with other programs (build/generate links these, not the program's own files).
 TRAIN_PROGRAM_SRCS = train/train.c train/run_end.c train/run_setup.c train/train_step.c \
-	train/train_loop.c train/checkpoint_resume.c train/run_report.c \
+	train/train_loop.c train/checkpoint_save.c train/checkpoint_resume.c train/run_report.c \
 	train/evaluate.c
 TRAIN_PROGRAM_OBJS = $(TRAIN_PROGRAM_SRCS:%.c=$(BUILD)/%.o)
 TRAIN_SRCS = $(TRAIN_PROGRAM_SRCS) train/options.c train/config_check.c train/spike.c train/grad_buckets.c \

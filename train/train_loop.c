@@ -31,7 +31,8 @@ void eval_only(Trainer* t) {
 }
 
 // The longest evaluation, sample and checkpoint of this run so far (0 before the first of
-// each): what --exit-after-minutes keeps room for.
+// each; a checkpoint from its snapshot to its completion, also when written in the background):
+// what --exit-after-minutes keeps room for.
 typedef struct {
     double eval, sample, checkpoint;
 } LongestWork;
@@ -133,6 +134,9 @@ void train_loop(Trainer* t) {
         // spike. Applied steps feed the spike detector's window.
         const int finite = isfinite(loss) && isfinite(norm);
         skips_in_a_row = applied ? 0 : skips_in_a_row + 1;
+        // A step not applied may end the run: an earlier step's checkpoint still being written
+        // (--async-save) is completed first, so that the run does not lose it.
+        if (!applied) finish_checkpoint(t);
         if (!finite) nonfinite_step(t, t->step + 1, loss, norm, skips_in_a_row);
         else if (!applied) spike_step(t, t->step + 1, loss, norm, skips_in_a_row);
         else spike_accept(&t->spike, loss, norm);
@@ -166,9 +170,13 @@ void train_loop(Trainer* t) {
         // Every rank stops at the same step: agree on any rank's reason (its clock, its signal).
         char why[224];
         const int ck_due = t->opt.checkpoint_every > 0 && t->step % t->opt.checkpoint_every == 0;
+        longest.checkpoint = checkpoint_longest_seconds(t);
         const double around = work_around_next_step(t, &longest, ck_due);
         const char* reason = stop_reason(t, t->step - start, dt, around, why, sizeof why);
-        stop = all_reduce_scalar(t, reason != NULL) > 0;
+        // The same sum tells whether every rank has written its files of a checkpoint in flight.
+        double agree[2] = {reason != NULL, checkpoint_writing(t)};
+        all_reduce_sums(t, agree, 2);
+        stop = agree[0] > 0;
         if (stop && !reason) {
             reason = "other-rank";
             // (its signal, or its clock under --exit-after-minutes: each rank reads its own)
@@ -199,7 +207,10 @@ void train_loop(Trainer* t) {
                          (seconds_now() - t->started_at) / 60, around, longest.eval,
                          longest.sample, longest.checkpoint);
         }
-        if ((ck_due || stop) && t->step < t->opt.steps) timed(save_checkpoint, t, &longest.checkpoint);
+        if (agree[1] == 0) finish_checkpoint(t);   // (none in flight: nothing to do)
+        // A stop's checkpoint is written before the run ends, an --async-save one in the background.
+        if ((ck_due || stop) && t->step < t->opt.steps)
+            save_checkpoint(t, t->opt.async_save && !stop);
     }
     note_memory(&totals);
     print_summary(t, &totals, flops_per_token);
@@ -215,6 +226,6 @@ void train_loop(Trainer* t) {
     if (!early) {
         run_evals(t);
         sample(t);
-        save_checkpoint(t);
+        save_checkpoint(t, 0);
     }
 }

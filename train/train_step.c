@@ -45,9 +45,13 @@ static void count_document_pairs(Trainer* t) {
     }
 }
 
-double all_reduce_scalar(Trainer* t, double x) {
+void all_reduce_sums(Trainer* t, double* x, int n) {
     comm_set_scope(t->comm, COMM_NO_LAYER, COMM_OTHER);
-    comm_all_reduce_host(t->comm, MESH_WORLD, &x, 1, COMM_F64);
+    comm_all_reduce_host(t->comm, MESH_WORLD, x, n, COMM_F64);
+}
+
+double all_reduce_scalar(Trainer* t, double x) {
+    all_reduce_sums(t, &x, 1);
     return x;
 }
 

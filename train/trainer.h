@@ -2,7 +2,8 @@
 // outline): run_end.c (ending on an error all ranks agree on), run_setup.c (launch, configuration,
 // mesh, transport, data, model, optimizer; teardown),
 // train_step.c (one optimizer step and the policies for steps not applied), train_loop.c (the
-// loop over steps, evaluation-only runs), checkpoint_resume.c (checkpoints and resume),
+// loop over steps, evaluation-only runs), checkpoint_save.c (writing checkpoints),
+// checkpoint_resume.c (resume),
 // evaluate.c (validation loss, multiple-choice accuracy) and run_report.c (configuration, log,
 // samples, progress, summary, counters, timeline).
 // Internal to train/: nothing below train/ includes it.
@@ -122,6 +123,8 @@ typedef struct {
     int* phase_slot;           // (2 max_accum + 2) timeline slots of a step's phase boundaries
     double* phase_host;        // (2 max_accum + 2) their host-clock times (no timeline)
     double started_at;         // seconds_now() as the run began (--exit-after-minutes counts from it)
+    struct CheckpointWrite* checkpoint;   // the last checkpoint's write (checkpoint_save.c; NULL
+                                          // before the first)
 } Trainer;
 
 // Micro-batches per step at most (--total-batch-tokens / (batch x seq-len x dp)).
@@ -237,6 +240,7 @@ void shut_down(Trainer* t);
 // --- train_step.c --------------------------------------------------------------------------------
 void next_batch(Trainer* t, DataLoader* loader);
 double all_reduce_scalar(Trainer* t, double x);
+void all_reduce_sums(Trainer* t, double* x, int n);   // (n) summed over every rank, in place
 void params_ready(Trainer* t);
 void gather_params(Trainer* t);
 // Tokens trained so far in the whole run (resumed runs included): the training loader's position.
@@ -254,8 +258,24 @@ StepPhases step_phases(const Trainer* t);
 int nonfinite_step(Trainer* t, int step, double loss, double norm, int in_a_row);
 void spike_step(Trainer* t, int step, double loss, double norm, int in_a_row);
 
+// --- checkpoint_save.c ---------------------------------------------------------------------------
+typedef struct CheckpointWrite CheckpointWrite;
+// The checkpoint of the step just done, after completing the one in flight: written now
+// (background 0), or with --async-save by a thread while the steps go on (background 1; the
+// step loop completes it with finish_checkpoint once checkpoint_writing is 0 on every rank).
+// Every rank calls it at the same step.
+void save_checkpoint(Trainer* t, int background);
+// 1 while this rank's files of the checkpoint in flight are still being written.
+int checkpoint_writing(const Trainer* t);
+// Completes the checkpoint in flight, if any (waiting for this rank's files): agreed written on
+// every rank, marked DONE, older ones pruned, printed and logged. Every rank calls it at the same
+// point.
+void finish_checkpoint(Trainer* t);
+// The longest checkpoint of this run so far, snapshot to DONE, in seconds (0 before the first).
+double checkpoint_longest_seconds(const Trainer* t);
+void free_checkpoint_write(Trainer* t);   // completes the one in flight first
+
 // --- checkpoint_resume.c -------------------------------------------------------------------------
-void save_checkpoint(Trainer* t);
 void resume(Trainer* t);
 
 // --- train_loop.c --------------------------------------------------------------------------------

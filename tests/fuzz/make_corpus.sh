@@ -67,7 +67,7 @@ args sampling --eval-every 5 --eval-batches 2 --sample-every 5 --sample-length 1
 args evaluation --mc-eval hellaswag_val.bin --mc-eval-examples 500 --eval-only
 args checkpoints --out-dir runs/x --checkpoint-every 2 --keep-last 3 --keep-every 10 --resume \
   --exit-after 4 --log runs/x/log.jsonl --save-bf16 --no-save --quiet --log-params-norm \
-  --log-interval 10
+  --log-interval 10 --async-save
 args mesh --dp 2 --pq 2 --pkv 2 --attention 2d-overlap --mesh auto --cluster c.cluster \
   --memory-gb 80 --zero 1 --grad-bucket-mb 25 --overlap 0 --timeline 1 --trace t.json --keep-kv \
   --recompute selective --recompute-num-layers 2
