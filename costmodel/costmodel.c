@@ -1099,6 +1099,12 @@ static double memory_bytes(const Cluster* c, const CostConfig* g) {
     return (double)b.total;
 }
 
+int costmodel_memory_sharers(const CostConfig* g, const Cluster* c) {
+    const int world = g->dp * g->pq * g->pkv;
+    const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
+    return c->shared_cores > 0 ? on_node : 1;
+}
+
 int costmodel_fewest_recompute_layers(const CostConfig* g, const Cluster* c, double limit) {
     const MemoryConfig m = memory_config(c, g);
     return memory_fewest_recompute_layers(&m, limit / costmodel_memory_sharers(g, c));

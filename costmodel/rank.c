@@ -59,12 +59,6 @@ static int wanted(const CostQuery* q, CostAlgorithm a) {
     return q->algorithms == 0 || (q->algorithms >> a & 1u);
 }
 
-int costmodel_memory_sharers(const CostConfig* g, const Cluster* c) {
-    const int world = g->dp * g->pq * g->pkv;
-    const int on_node = world < c->gpus_per_node ? world : c->gpus_per_node;
-    return c->shared_cores > 0 ? on_node : 1;
-}
-
 int costmodel_fits(const CostConfig* g, const CostPrediction* p, const Cluster* c, double limit) {
     if (limit <= 0) limit = c->memory_bytes;
     return p->memory_bytes * costmodel_memory_sharers(g, c) <= limit;
