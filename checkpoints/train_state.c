@@ -106,7 +106,7 @@ static size_t config_bytes(const TrainStateInfo* info) {
 static void header_from_info(const TrainStateInfo* s, size_t cfg_bytes, int32_t* h) {
     memset(h, 0, HEADER_BYTES);
     h[TS_MAGIC] = STATE_MAGIC;
-    h[TS_VERSION] = s->npositions ? STATE_VERSION_POSITIONS
+    h[TS_VERSION] = s->npositions ? STATE_VERSION_SLICES
                     : s->loader.phase ? STATE_VERSION_PHASES
                                       : STATE_VERSION;
     h[TS_LD_POSITIONS] = s->npositions;
@@ -206,6 +206,15 @@ static void info_from_header(const int32_t* h, TrainStateInfo* s) {
     s->num_params = get64(h, TS_NPARAMS);
     s->shard_begin = get64(h, TS_SHARD_BEGIN);
     s->shard_count = get64(h, TS_SHARD_COUNT);
+    s->version = h[TS_VERSION];
+}
+
+// The weights a file of this header holds: its slice (version 4), or every one.
+static void weights_held(const int32_t* h, const TrainStateInfo* s, uint64_t* begin,
+                         uint64_t* count) {
+    const int sliced = h[TS_VERSION] >= STATE_VERSION_SLICES;
+    *begin = sliced ? s->shard_begin : 0;
+    *count = sliced ? s->shard_count : s->num_params;
 }
 
 int train_state_save(const char* path, const TrainStateInfo* info, const float* params,
@@ -219,13 +228,15 @@ int train_state_save(const char* path, const TrainStateInfo* info, const float* 
     }
     memcpy(cfg, info->config_json, strnlen(info->config_json, cb - 1));
     header_from_info(info, cb, h);
+    uint64_t wb, wn;
+    weights_held(h, info, &wb, &wn);
     const size_t pb = (size_t)info->npositions * sizeof info->positions[0];
     Checksum ck;
     checksum_init(&ck);
     checksum_add(&ck, h, HEADER_BYTES);
     checksum_add(&ck, cfg, cb);
     checksum_add(&ck, info->positions, pb);
-    checksum_add(&ck, params, info->num_params * sizeof(float));
+    checksum_add(&ck, params + wb, wn * sizeof(float));
     checksum_add(&ck, m, info->shard_count * sizeof(float));
     checksum_add(&ck, v, info->shard_count * sizeof(float));
     put64(h, TS_CHECKSUM, checksum_final(&ck));
@@ -234,7 +245,7 @@ int train_state_save(const char* path, const TrainStateInfo* info, const float* 
     if (rc == 0) rc = atomic_write(&af, h, HEADER_BYTES, err, errlen);
     if (rc == 0) rc = atomic_write(&af, cfg, cb, err, errlen);
     if (rc == 0 && pb) rc = atomic_write(&af, info->positions, pb, err, errlen);
-    if (rc == 0) rc = atomic_write(&af, params, info->num_params * sizeof(float), err, errlen);
+    if (rc == 0) rc = atomic_write(&af, params + wb, wn * sizeof(float), err, errlen);
     if (rc == 0) rc = atomic_write(&af, m, info->shard_count * sizeof(float), err, errlen);
     if (rc == 0) rc = atomic_write(&af, v, info->shard_count * sizeof(float), err, errlen);
     if (rc == 0) rc = atomic_commit(&af, err, errlen);
@@ -263,10 +274,10 @@ static int read_section(FILE* f, void* dst, size_t bytes, Checksum* ck) {
 // below), and a negative second moment (a mean of squares).
 #define STATE_MAX_MAGNITUDE 1e30
 
-// 1 (with err set) when one of the n floats of section `what` is not finite, is beyond
-// STATE_MAX_MAGNITUDE, or (nonnegative) is below 0.
-static int first_unusable(const char* path, const char* what, const float* x, uint64_t n,
-                          int nonnegative, char* err, size_t errlen) {
+// 1 (with err set) when one of the n floats of section `what` (those of parameters first..) is
+// not finite, is beyond STATE_MAX_MAGNITUDE, or (nonnegative) is below 0.
+static int first_unusable(const char* path, const char* what, const float* x, uint64_t first,
+                          uint64_t n, int nonnegative, char* err, size_t errlen) {
     for (uint64_t i = 0; i < n; i++) {
         const char* why = !isfinite(x[i])                       ? "expected finite values"
                           : fabsf(x[i]) > STATE_MAX_MAGNITUDE   ? "expected magnitudes up to 1e30"
@@ -274,7 +285,8 @@ static int first_unusable(const char* path, const char* what, const float* x, ui
                                                                 : NULL;
         if (!why) continue;
         snprintf(err, errlen, "%s: %s: element %llu is %g, %s (saved by a run that diverged, or "
-                 "written by something else?)", path, what, (unsigned long long)i, (double)x[i], why);
+                 "written by something else?)", path, what, (unsigned long long)(first + i),
+                 (double)x[i], why);
         return 1;
     }
     return 0;
@@ -299,28 +311,27 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
         goto out;
     }
     const int version = h[TS_VERSION];
-    if (version != STATE_VERSION && version != STATE_VERSION_PHASES &&
-        version != STATE_VERSION_POSITIONS) {
-        snprintf(err, errlen, "%s: version: expected %d, %d or %d, found %d", path, STATE_VERSION,
-                 STATE_VERSION_PHASES, STATE_VERSION_POSITIONS, version);
+    if (version < STATE_VERSION || version > STATE_VERSION_SLICES) {
+        snprintf(err, errlen, "%s: version: expected %d to %d, found %d", path, STATE_VERSION,
+                 STATE_VERSION_SLICES, version);
         goto out;
     }
     const int npositions = h[TS_LD_POSITIONS];
-    if (version == STATE_VERSION_POSITIONS ? npositions < 1 || npositions > LOADER_MAX_POSITIONS
-                                           : npositions != 0) {
+    const int has_positions = version >= STATE_VERSION_POSITIONS;
+    if (has_positions ? npositions < 1 || npositions > LOADER_MAX_POSITIONS : npositions != 0) {
         snprintf(err, errlen, "%s: header: %d set positions in a version %d file: expected 1 to "
-                 "%d in version %d, none before", path, npositions, version, LOADER_MAX_POSITIONS,
-                 STATE_VERSION_POSITIONS);
+                 "%d from version %d on, none before", path, npositions, version,
+                 LOADER_MAX_POSITIONS, STATE_VERSION_POSITIONS);
         goto out;
     }
-    if ((version != STATE_VERSION_POSITIONS &&
+    if ((!has_positions &&
          (version == STATE_VERSION_PHASES) != (h[TS_LD_PHASE] != 0)) ||
         h[TS_PHASE_STEP] < 0 || h[TS_PHASE_STEP] > h[TS_STEP] ||
         (h[TS_LD_PHASE] == 0 && h[TS_PHASE_STEP] != 0)) {
         snprintf(err, errlen, "%s: header: data phase %d from step %d in a version %d file of "
-                 "step %d: expected version %d or %d for a phase > 0, begun at a step up to the "
-                 "file's (phase 0 at step 0)", path, h[TS_LD_PHASE], h[TS_PHASE_STEP], version,
-                 h[TS_STEP], STATE_VERSION_PHASES, STATE_VERSION_POSITIONS);
+                 "step %d: expected version %d or later for a phase > 0, begun at a step up to "
+                 "the file's (phase 0 at step 0)", path, h[TS_LD_PHASE], h[TS_PHASE_STEP], version,
+                 h[TS_STEP], STATE_VERSION_PHASES);
         goto out;
     }
     info_from_header(h, info);
@@ -345,9 +356,11 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
                  path, TRAIN_STATE_ADAMW, TRAIN_STATE_MUON, info->optimizer);
         goto out;
     }
+    uint64_t wb, wn;
+    weights_held(h, info, &wb, &wn);
     const size_t pb = (size_t)npositions * sizeof info->positions[0];
     const long long want = HEADER_BYTES + (long long)cb + (long long)pb +
-                           4LL * (long long)(info->num_params + 2 * info->shard_count);
+                           4LL * (long long)(wn + 2 * info->shard_count);
     if (st.st_size != want) {
         snprintf(err, errlen, "%s: file size: expected %lld bytes for this header, found %lld "
                  "(truncated or appended?)", path, want, (long long)st.st_size);
@@ -360,7 +373,7 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
     checksum_add(&ck, h, HEADER_BYTES);
     if (read_section(f, info->config_json, cb, &ck) != 0 ||
         read_section(f, info->positions, pb, &ck) != 0 ||
-        read_section(f, params, info->num_params * 4, &ck) != 0 ||
+        read_section(f, params ? params + wb : NULL, wn * 4, &ck) != 0 ||
         read_section(f, m, info->shard_count * 4, &ck) != 0 ||
         read_section(f, v, info->shard_count * 4, &ck) != 0) {
         snprintf(err, errlen, "%s: body: read failed", path);
@@ -376,9 +389,10 @@ static int read_state(const char* path, TrainStateInfo* info, float* params, flo
     // A sound file may still hold a NaN or infinity written by a run that diverged, or values no
     // training produces: training on from it would only log non-finite losses (the model file
     // reader refuses non-finite values too). Unusable: resume falls back to an older checkpoint.
-    if (params && first_unusable(path, "params", params, info->num_params, 0, err, errlen)) goto out;
-    if (m && first_unusable(path, "adam m", m, info->shard_count, 0, err, errlen)) goto out;
-    if (v && first_unusable(path, "adam v", v, info->shard_count, 1, err, errlen)) goto out;
+    const uint64_t sb = info->shard_begin, sc = info->shard_count;
+    if (params && first_unusable(path, "params", params + wb, wb, wn, 0, err, errlen)) goto out;
+    if (m && first_unusable(path, "adam m", m, sb, sc, 0, err, errlen)) goto out;
+    if (v && first_unusable(path, "adam v", v, sb, sc, 1, err, errlen)) goto out;
     rc = 0;
 out:
     fclose(f);

@@ -2,11 +2,13 @@
 // versioned, self-describing, checksummed file (state_SSSSSSSS_RRRRR.bin).
 //
 // Layout (little-endian): a 1024-byte header of int32 fields (the TS_* indices below), then the
-// run configuration as JSON text (config_bytes, NUL-padded to a multiple of 8), then (version 3)
-// the loader's set positions (npositions x {u64 id, u64 seed, i64 read}), then the fp32
-// master weights (num_params), then the AdamW moments m and v of this rank's optimizer shard
-// (shard_count each, starting at parameter shard_begin). The checksum covers every byte after
-// the header plus the header with its checksum field zeroed.
+// run configuration as JSON text (config_bytes, NUL-padded to a multiple of 8), then (version 3
+// on) the loader's set positions (npositions x {u64 id, u64 seed, i64 read}), then the fp32
+// master weights of this file's slice of the parameters (shard_count of them, from parameter
+// shard_begin; every parameter, num_params, in versions 1 to 3), then the moments m and v of the
+// same slice (shard_count each). A checkpoint's files partition the parameters, so that it holds
+// each once whatever the number of ranks. The checksum covers every byte after the header plus
+// the header with its checksum field zeroed.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,9 @@
 // Written with the loader's set positions (every state the trainer writes now), so that a later
 // data phase can continue the sets; read are all three (versions 1 and 2 as holding none).
 #define STATE_VERSION_POSITIONS 3
+// Written with set positions and only the slice of the weights whose moments the file holds
+// (every state the trainer writes now; versions 1 to 3 hold every weight in every rank's file).
+#define STATE_VERSION_SLICES 4
 
 enum { TRAIN_STATE_ADAMW = 0, TRAIN_STATE_MUON = 1 };
 
@@ -43,11 +48,15 @@ typedef struct {
                                // written before them)
     LoaderSetPosition positions[LOADER_MAX_POSITIONS];
     uint64_t num_params;
-    uint64_t shard_begin, shard_count;   // optimizer moments held by this rank
+    uint64_t shard_begin, shard_count;   // the slice of the parameters whose moments (and in
+                                         // version 4 weights) the file holds
+    int32_t version;           // as read (train_state_save writes STATE_VERSION_SLICES, or
+                               // without positions an older version)
     char config_json[4096];    // effective run configuration (informational, NUL-terminated)
 } TrainStateInfo;
 
-// Writes atomically. params: num_params floats; m, v: shard_count floats each.
+// Writes atomically. params: num_params floats, of which the slice is written (every one without
+// set positions: the older versions); m, v: shard_count floats each.
 int train_state_save(const char* path, const TrainStateInfo* info, const float* params,
                      const float* m, const float* v, char* err, size_t errlen);
 
@@ -55,7 +64,8 @@ int train_state_save(const char* path, const TrainStateInfo* info, const float* 
 // into caller memory (the file is streamed once to verify). Returns 0, or -1 with err set.
 int train_state_read_info(const char* path, TrainStateInfo* info, char* err, size_t errlen);
 
-// Loads params (num_params floats), m and v (shard_count each) after verifying the checksum.
-// The caller checks *info against its own run (shape, mesh) first.
+// Loads into params (num_params floats) the weights the file holds (its slice, or in versions 1
+// to 3 all of them), m and v (shard_count each), after verifying the checksum. The caller checks
+// *info against its own run (shape, mesh) first.
 int train_state_load(const char* path, TrainStateInfo* info, float* params, float* m, float* v,
                      char* err, size_t errlen);

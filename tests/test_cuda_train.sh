@@ -210,8 +210,8 @@ sync_free() {
 # the 45-wide MLP makes fc and fc projection 45 x 32 and 32 x 45): the losses,
 # norms, evaluations and samples identical, and the final model files byte-identical; a state
 # file's second moment 0 at every matrix element (the device keeps none there), AdamW's elsewhere;
-# every rank's state file holds muon's moments (each rank keeps its own matrices' momenta, and
-# gathers the others' from their owners to write it); dist_muon continuing its checkpoint (each
+# every rank's state file holds muon's moments of its slice (each rank keeps its own matrices'
+# momenta, and gathers the others' from their owners to write it); dist_muon continuing its checkpoint (each
 # rank taking its own momenta back) to step 8 writes muon's model file.
 dist_muon() {
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2

@@ -217,23 +217,9 @@ b = bytearray(open(p, "rb").read()); b[o] ^= 0x10; open(p, "wb").write(b)' "$1" 
 }
 header_int() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }   # FILE INDEX
 # forge_state FILE OFFSET HEX: writes the bytes HEX at OFFSET of a training state file and
-# recomputes its checksum (header int 50, u64; the 64-bit word hash of checkpoints/train_state.c
-# over the file with that field zero), so the forged file passes the checksum and only its values
-# are wrong.
-forge_state() {
-  "$PY" -c 'import struct, sys
-p, o, x = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
-b = bytearray(open(p, "rb").read())
-b[o:o + len(x)] = x
-b[200:208] = bytes(8)
-h, mask = 0xcbf29ce484222325, (1 << 64) - 1
-padded = bytes(b) + bytes(-len(b) % 8)
-for (w,) in struct.iter_unpack("<Q", padded):
-    h = ((h ^ w) * 0x100000001b3) & mask
-    h ^= h >> 29
-b[200:208] = struct.pack("<Q", h)
-open(p, "wb").write(b)' "$1" "$2" "$3"
-}
+# recomputes its checksum (tests/state_file.py), so the forged file passes the checksum and only
+# its values are wrong.
+forge_state() { "$PY" tests/state_file.py forge "$1" "$2" "$3"; }
 # FILE: the state as written before set positions (version 3's section and count removed; the
 # caller sets the version the file's phase asks for).
 strip_positions() {
@@ -1370,6 +1356,96 @@ assert [(r[\"step\"], r.get(\"completed_at_step\")) for r in recs] == [(5, 7), (
             same_state "$W/dp_sync/state_000000${k}_00001.bin" "$W/dp_async/state_000000${k}_00001.bin" || exit 1; done'
 }
 
+# ---- 15. State files hold slices: a checkpoint holds each weight and moment once ----
+
+# mpi_train NAME NP ARGS...: the trainer on NP ranks (tests/mpirun.sh), as `train` runs one.
+mpi_train() {
+  local name=$1 np=$2; shift 2
+  timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "$@" > "$W/$name.out" 2> "$W/$name.err" < /dev/null
+  echo $? > "$W/$name.rc"
+}
+
+# On dp 2, with and without ZeRO-1, each rank's file holds the weights and moments of its slice of
+# the parameters (its ZeRO-1 shard, or half), the two slices making up one process's bytes; a stop
+# and resume on dp 2 is bit for bit the straight run; a checkpoint of dp 2 resumes on one process
+# and one of one process on dp 2 with ZeRO-1 (within 1e-5 of the run going on where it was
+# written); version 3 files (every weight in every file), as earlier builds wrote them, resume
+# bit for bit; files whose slices do not follow each other are not one run's checkpoint: unusable.
+t_state_slices() {
+  make_data
+  # (64 tokens a step everywhere: one process accumulates the two micro-batches dp 2 splits)
+  local ck=(--steps 20 --checkpoint-every 5 --keep-last 10 --total-batch-tokens 64) z
+  train one "${TINY[@]}" "${ck[@]}" --out-dir "$W/one"
+  expect_rc one 0
+  for z in 0 1; do
+    mpi_train "dp$z" 2 "${TINY[@]}" "${ck[@]}" --dp 2 --zero $z --out-dir "$W/dp$z"
+    mpi_train "stop$z" 2 "${TINY[@]}" "${ck[@]}" --dp 2 --zero $z --exit-after 10 --out-dir "$W/split$z"
+    mpi_train "resumed$z" 2 "${TINY[@]}" "${ck[@]}" --dp 2 --zero $z --resume --out-dir "$W/split$z"
+    expect_rc "dp$z" 0; expect_rc "stop$z" 0; expect_rc "resumed$z" 0
+    check "dp 2, --zero $z: the state files of step 10 hold halves of the parameters (version 4), together one process's weights and moments" \
+      "$PY" - "$W/dp$z/state_00000010_0000"{0,1}.bin "$W/one/state_00000010_00000.bin" <<'EOF2'
+import os, struct, sys
+def info(p):
+    h = struct.unpack_from("<256i", open(p, "rb").read(1024))
+    n, begin, count = (h[i] | h[i + 1] << 32 for i in (40, 42, 44))
+    return h[1], n, begin, count, os.path.getsize(p) - 1024 - h[46] - 24 * h[66]
+(v0, n, b0, c0, s0), (v1, _, b1, c1, s1), (vo, _, bo, co, so) = map(info, sys.argv[1:4])
+assert (v0, v1, vo) == (4, 4, 4) and (b0, b1, bo, co) == (0, c0, 0, n) and c0 + c1 == n, (b0, c0, b1, c1, n)
+assert abs(c0 - c1) <= 1 and (s0, s1, so) == (12 * c0, 12 * c1, 12 * n), (s0, s1, so)
+print("slices 0..%d and %d..%d of %d parameters, %d + %d bytes of weights and moments" % (c0, b1, n, n, s0, s1))
+EOF2
+    check "dp 2, --zero $z: stopped at 10 and resumed, the straight run's losses and final weights" \
+      eval 'has resumed$z.out "^resume: continuing from step 10 in " &&
+            same_text "$(losses "$W/dp$z/log.jsonl")" "$(losses "$W/split$z/log.jsonl")" &&
+            cmp "$W/dp$z/model_00000020.bin" "$W/split$z/model_00000020.bin"'
+  done
+  # Across meshes: dp 2's checkpoint 10 on one process, one process's on dp 2 with ZeRO-1.
+  cp -r "$W/dp0" "$W/to_one"; rm -f "$W/to_one"/*000000{15,20}*
+  train to_one "${TINY[@]}" "${ck[@]}" --resume --out-dir "$W/to_one"
+  cp -r "$W/one" "$W/to_zero"; rm -f "$W/to_zero"/*000000{15,20}*
+  mpi_train to_zero 2 "${TINY[@]}" "${ck[@]}" --dp 2 --zero 1 --resume --out-dir "$W/to_zero"
+  expect_rc to_one 0; expect_rc to_zero 0
+  near_after_10() {   # LOG REF: steps 11..20 of LOG within 1e-5 relative of REF's
+    "$PY" -c 'import json, sys
+def tail(p): return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if r["type"] == "step" and r["step"] > 10}
+a, b = tail(sys.argv[1]), tail(sys.argv[2])
+assert sorted(a) == sorted(b) == list(range(11, 21)), (a, b)
+worst = max(abs(a[k] - b[k]) / b[k] for k in a)
+assert worst <= 1e-5, worst
+print("worst relative difference %.2g" % worst)' "$1" "$2"
+  }
+  check "dp 2's checkpoint 10 resumed on one process: steps 11..20 within 1e-5 of dp 2's" \
+    eval 'has to_one.out "^resume: continuing from step 10 in " && near_after_10 "$W/to_one/log.jsonl" "$W/dp0/log.jsonl"'
+  check "one process's checkpoint 10 resumed on dp 2 with ZeRO-1: steps 11..20 within 1e-5 of one process's" \
+    eval 'has to_zero.out "^resume: continuing from step 10 in " && near_after_10 "$W/to_zero/log.jsonl" "$W/one/log.jsonl"'
+  # Version 3: every weight in each rank's file (the model file's), resumed bit for bit.
+  local f
+  for z in 0 1; do
+    cp -r "$W/split$z" "$W/v3_$z"; rm -f "$W/v3_$z"/*000000{15,20}*
+    for f in "$W/v3_$z"/state_00000010_*.bin; do
+      "$PY" tests/state_file.py version3 "$f" "$W/v3_$z/model_00000010.bin"
+    done
+    mpi_train "v3_$z" 2 "${TINY[@]}" "${ck[@]}" --dp 2 --zero $z --resume --out-dir "$W/v3_$z" \
+      --log "$W/v3_$z.jsonl"
+    expect_rc "v3_$z" 0
+    check "--zero $z: version 3 files of step 10 (every weight in each) resume the straight run bit for bit" \
+      eval '[ "$(header_int "$W/v3_$z/state_00000010_00001.bin" 1)" = 3 ] && no_err "$W/v3_$z.err" &&
+            has v3_$z.out "^resume: continuing from step 10 in " &&
+            same_text "$(losses "$W/dp$z/log.jsonl" | awk "\$1 > 10")" "$(losses "$W/v3_$z.jsonl")" &&
+            cmp "$W/dp$z/model_00000020.bin" "$W/v3_$z/model_00000020.bin"'
+  done
+  # Rank 1's slice without its first parameter (a sound file of its own): the files are not one
+  # run's.
+  cp -r "$W/dp0" "$W/gap"; rm -f "$W/gap"/*000000{15,20}*
+  local begin; begin=$(od -An -t u8 -j 168 -N 8 "$W/gap/state_00000010_00001.bin" | tr -d ' ')
+  "$PY" tests/state_file.py behead "$W/gap/state_00000010_00001.bin"
+  mpi_train gap 2 "${TINY[@]}" "${ck[@]}" --dp 2 --resume --out-dir "$W/gap"
+  expect_rc gap 0
+  check "a slice that does not follow the one before: checkpoint 10 unusable (not one run's), resumed from 5" \
+    eval 'has gap.err "checkpoint step 10 unusable: .*state_00000010_00001.bin: holds the parameters from $((begin + 1)) on .*expected the slice after the previous rank.s, from $begin .*not one run.s" &&
+          has gap.out "^resume: continuing from step 5 in "'
+}
+
 # ---- 10. --eval-only ----
 
 # The validation loss of a checkpoint (--resume) and of a model file (--init-from) equals the
@@ -1769,7 +1845,7 @@ t_dist_muon() {
     done
     check "$name: the configuration names --optimizer dist_muon" has "$name-dist_muon.out" "^  optimizer +dist_muon$"
     same_runs "$W/$name-muon" "$W/$name-dist_muon" 6
-    check "$name: rank 0's state: no second moment at the matrices, AdamW's elsewhere" \
+    check "$name: the state (every rank's slice): no second moment at the matrices, AdamW's elsewhere" \
       "$PY" tests/check_muon_state.py "$W/$name-dist_muon/state_00000006_00000.bin"
     check "$name: each rank receives muon's bytes plus the results of the others' matrices; rank 0 keeps its own matrices' momenta alone" "$PY" -c 'import json, sys
 def rec(p, t): return [r for r in map(json.loads, open(p)) if r["type"] == t][-1]
@@ -1790,7 +1866,7 @@ assert m - d == 4 * (total - own[0]), (m, d, total, own)
 print("rank 0 predicted %d bytes, muon %d: the momenta of %d of %d matrix elements fewer" % (d, m, total - own[0], total))' "$W/$name-muon/log.jsonl" "$W/$name-dist_muon/log.jsonl"
     local r
     for ((r = 0; r < np; r++)); do
-      check "$name: rank $r's state holds muon's moments (each momentum gathered from its owner)" \
+      check "$name: rank $r's state holds muon's moments of its slice (the momenta gathered from their owners)" \
         "$PY" tests/check_muon_state.py "$W/$name-dist_muon/state_00000006_$(printf %05d $r).bin" \
         "$W/$name-muon/state_00000006_$(printf %05d $r).bin"
     done
@@ -2407,7 +2483,8 @@ case $test_name in
   recompute-layers-flags) t_recompute_layers_flags ;;
   disk-full) t_disk_full ;;
   async-save) t_async_save ;;
-  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full|async-save"
+  state-slices) t_state_slices ;;
+  *) echo "usage: $0 resume|resume-accum|resume-zero|resume-many|corrupt|init-from|kill9|signal|flags|config|data|help|log|no-save|on-nan|eval-only|lr-schedules|resume-wsd|window|gqa|resume-gqa|rope|rope-scaling|llama|resume-llama|qwen2|resume-qwen2|eval-positions|val-sets|data-phase|batch-rampup|lr-tokens|z-loss|params-norm|muon|dist-muon|resume-muon|resume-rope|spike|disk-full|async-save|state-slices"
      rm -rf "$W"; exit 2 ;;
 esac
 finish

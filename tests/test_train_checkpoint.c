@@ -132,9 +132,20 @@ static size_t state_roundtrip(const char* path, const TrainStateInfo* info, cons
         got.num_params == np && got.shard_begin == info->shard_begin && got.shard_count == nc &&
         !strcmp(got.config_json, info->config_json);
     EXPECT(same_info, "state %s: every header field and the config JSON read back", what);
+    // The weights of the slice (version 4: a state with set positions) or all of them (older
+    // versions) come back; the others' places stay as they were.
+    for (size_t i = 0; i < np; i++) p2[i] = -7.0f;
     rc = train_state_load(path, &got, p2, m2, v2, err, sizeof err);
-    EXPECT(rc == 0 && !memcmp(p, p2, 4 * np) && !memcmp(m, m2, 4 * nc) && !memcmp(v, v2, 4 * nc),
-           "state %s: weights and moments read back bit for bit %s", what, err);
+    const size_t wb = info->npositions ? info->shard_begin : 0, wn = info->npositions ? nc : np;
+    int others_kept = 1;
+    for (size_t i = 0; i < np; i++) others_kept &= (i >= wb && i < wb + wn) || p2[i] == -7.0f;
+    EXPECT(rc == 0 && got.version == (info->npositions ? STATE_VERSION_SLICES
+                                      : info->loader.phase ? STATE_VERSION_PHASES
+                                                           : STATE_VERSION) &&
+           !memcmp(p + wb, p2 + wb, 4 * wn) && others_kept && !memcmp(m, m2, 4 * nc) &&
+           !memcmp(v, v2, 4 * nc),
+           "state %s: version %d; weights %zu..%zu and moments read back bit for bit, the other "
+           "weights untouched %s", what, got.version, wb, wb + wn, err);
     free(p), free(m), free(v), free(p2), free(m2), free(v2);
     struct stat st;
     stat(path, &st);
@@ -167,9 +178,9 @@ static void test_state(void) {
     size_t n;
     unsigned char* good = read_all(path, &n);
     EXPECT(n == size, "state: file of %zu bytes", n);
-    // A state with set positions is version 3 (whatever its phase); without, one in a data phase
-    // is version 2 (a program without phases refuses it), else 1; a phase begun after the file's
-    // step is refused.
+    // A state with set positions is version 4 (whatever its phase; its slice of the weights);
+    // without, one in a data phase is version 2 (a program without phases refuses it), else 1
+    // (every weight); a phase begun after the file's step is refused.
     int32_t version, plain_version, phase_version;
     memcpy(&version, good + 4, 4);
     TrainStateInfo first = sample_info(37, 0, 37);
@@ -189,11 +200,11 @@ static void test_state(void) {
     free(plain);
     first.npositions = 1;
     state_roundtrip(copy, &first, "phase 0, one position");
-    EXPECT(version == STATE_VERSION_POSITIONS && plain_version == STATE_VERSION &&
+    EXPECT(version == STATE_VERSION_SLICES && plain_version == STATE_VERSION &&
            phase_version == STATE_VERSION_PHASES,
            "state: version %d with positions, %d in the first phase and %d in a data phase "
            "without", version, plain_version, phase_version);
-    // A version 3 header with no positions, or more than a state keeps, is refused.
+    // A version 4 header with no positions, or more than a state keeps, is refused.
     for (int bad = 0; bad < 2; bad++) {
         unsigned char* h = read_all(path, &n);
         const int32_t count = bad ? LOADER_MAX_POSITIONS + 1 : 0;
@@ -201,7 +212,7 @@ static void test_state(void) {
         write_all(copy, h, n);
         free(h);
         EXPECT(state_rejected(copy, 37, 37, err, sizeof err) && strstr(err, "set positions"),
-               "state: %d set positions in a version 3 file refused: %s", count, err);
+               "state: %d set positions in a version 4 file refused: %s", count, err);
     }
     TrainStateInfo later = sample_info(37, 0, 37);
     later.phase_step = later.step + 1;
@@ -312,6 +323,18 @@ static void test_state(void) {
         EXPECT(rc != 0 && strstr(err, want) && strstr(err, forged[k].why) && strstr(err, copy),
                "state: %g in %s under a valid checksum is refused: %s", (double)forged[k].value,
                sections[sec], err);
+    }
+    // In a slice (parameters 25..36), the element named is the parameter's number.
+    {
+        TrainStateInfo info = sample_info(37, 25, 12);
+        float p[37] = {0}, m[12] = {0}, v[12] = {0}, p2[37], m2[12], v2[12];
+        p[27] = INFINITY;
+        path_in_tmp(copy, sizeof copy, "state_forged.bin");
+        EXPECT(train_state_save(copy, &info, p, m, v, err, sizeof err) == 0, "state: save %s", err);
+        TrainStateInfo got;
+        EXPECT(train_state_load(copy, &got, p2, m2, v2, err, sizeof err) != 0 &&
+               strstr(err, "params: element 27 is inf"),
+               "state: an infinity at parameter 27 of the slice 25..36 is named so: %s", err);
     }
     free(longer);
     free(good);
@@ -581,9 +604,13 @@ static int verify_dir(const char* dir, int min_complete) {
             EXPECT(0, "verify step %d: %s", steps[i], err);
             continue;
         }
+        // Version 4: the files' slices of the weights, in rank order, make up all of them;
+        // before, every file holds all of them, each the same.
         const size_t np = info.num_params;
+        const int sliced = info.version >= STATE_VERSION_SLICES;
         float* p = malloc(4 * np);
         float* q = malloc(4 * np);
+        size_t next = 0;
         for (int r = 0; ok && r < info.world_size; r++) {
             TrainStateInfo ri;
             checkpoint_state_path(dir, steps[i], r, path, sizeof path);
@@ -593,13 +620,25 @@ static int verify_dir(const char* dir, int min_complete) {
             }
             float* m = malloc(4 * (ri.shard_count + 1));
             float* v = malloc(4 * (ri.shard_count + 1));
-            ok = train_state_load(path, &ri, r ? q : p, m, v, err, sizeof err) == 0;
+            ok = train_state_load(path, &ri, r && !sliced ? q : p, m, v, err, sizeof err) == 0;
             if (ok && (ri.step != steps[i] || ri.rank != r || ri.num_params != np)) {
                 snprintf(err, sizeof err, "%.400s: holds step %d rank %d, expected step %d rank %d",
                          path, ri.step, ri.rank, steps[i], r);
                 ok = 0;
             }
-            if (ok && r && memcmp(p, q, 4 * np)) {
+            if (ok && sliced && (ri.version != info.version || ri.shard_begin != next)) {
+                snprintf(err, sizeof err, "%.400s: version %d, slice from %llu, expected version "
+                         "%d, from %zu", path, ri.version, (unsigned long long)ri.shard_begin,
+                         info.version, next);
+                ok = 0;
+            }
+            next = ri.shard_begin + ri.shard_count;
+            if (ok && sliced && r + 1 == info.world_size && next != np) {
+                snprintf(err, sizeof err, "%.400s: the slices end at %zu of %zu weights", path,
+                         next, np);
+                ok = 0;
+            }
+            if (ok && r && !sliced && memcmp(p, q, 4 * np)) {
                 snprintf(err, sizeof err, "%.400s: weights differ from rank 0's", path);
                 ok = 0;
             }

@@ -113,7 +113,12 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     const size_t want_lo = t->shard_begin, want_hi = t->shard_begin + t->shard_count;
     float *tm = NULL, *tv = NULL;
     int rc = 0;
-    // Every old rank file holds the full parameters and the moments of its shard.
+    // Every old rank's file holds the weights and moments of its slice of the parameters (in
+    // files before version 4 every weight, and the moments of its slice), the slices in rank
+    // order. This rank reads the files whose slices meet its shard: without ZeRO-1 the shard is
+    // every parameter, so all of them; under ZeRO-1 the other weights come from the other ranks'
+    // shards, gathered once every rank has loaded (resume).
+    size_t next = 0;   // (version 4) where the next file's slice must begin
     for (int r = 0; r < old_world && rc == 0; r++) {
         TrainStateInfo ri;
         checkpoint_state_path(t->opt.out_dir, step, r, path, sizeof path);
@@ -128,8 +133,17 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
             break;
         }
         const size_t lo = ri.shard_begin, hi = ri.shard_begin + ri.shard_count;
-        const int needed = r == 0 || (lo < want_hi && hi > want_lo);
-        if (!needed) continue;
+        const int sliced = ri.version >= STATE_VERSION_SLICES;
+        if (sliced != (info.version >= STATE_VERSION_SLICES) || (sliced && lo != next)) {
+            snprintf(err, errlen, "%.300s: holds the parameters from %zu on (a version %d file), "
+                     "expected the slice after the previous rank's, from %zu (version %d): the "
+                     "checkpoint's files are not one run's", path, lo, ri.version, next,
+                     info.version);
+            rc = -1;
+            break;
+        }
+        next = hi;
+        if (!(lo < want_hi && hi > want_lo)) continue;
         tm = realloc(tm, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
         tv = realloc(tv, sizeof(float) * (ri.shard_count ? ri.shard_count : 1));
         CHECK(tm && tv, "", "out of memory reading %s", path);
@@ -145,6 +159,12 @@ static int load_checkpoint(Trainer* t, int step, char* err, size_t errlen) {
     }
     free(tm);
     free(tv);
+    if (rc == 0 && info.version >= STATE_VERSION_SLICES && next != info.num_params) {
+        snprintf(err, errlen, "%.300s: the slices of the %d files end at parameter %zu, expected "
+                 "all %llu: the checkpoint's files are not one run's", path, old_world, next,
+                 (unsigned long long)info.num_params);
+        rc = -1;
+    }
     if (rc != 0) return -1;
     if (t->train_loader) {
         // Other data: a new phase where the run asks for one, else refused with the way out.

@@ -60,13 +60,20 @@ static void fill_state_info(const Trainer* t, TrainStateInfo* info) {
     info->npositions = loader_positions(t->train_loader, info->positions, LOADER_MAX_POSITIONS);
     info->phase_step = t->phase_step;
     info->train_data_hash = t->opt.train_data ? config_text_hash(t->opt.train_data) : 0;
-    // ZeRO-1 pads the parameters to a multiple of the world size: the file holds the moments of
-    // real parameters only (the padding's stay zero), or it could not be read back.
-    const size_t n = t->model.num_params;
+    // The slice of the parameters whose weights and moments this rank's file holds: the files
+    // of a checkpoint partition them, so that it holds each once whatever the number of ranks.
+    // Under ZeRO-1 the rank's optimizer shard, of real parameters only (ZeRO-1 pads them to a
+    // multiple of the world size; the padding's moments stay zero); else an even share.
+    const size_t n = t->model.num_params, r = (size_t)t->rank, world = t->mesh.world_size;
     info->num_params = n;
-    info->shard_begin = t->shard_begin < n ? t->shard_begin : n;
-    info->shard_count = t->shard_begin + t->shard_count <= n ? t->shard_count
-                                                              : n - info->shard_begin;
+    if (t->opt.zero) {
+        info->shard_begin = t->shard_begin < n ? t->shard_begin : n;
+        info->shard_count = t->shard_begin + t->shard_count <= n ? t->shard_count
+                                                                  : n - info->shard_begin;
+    } else {
+        info->shard_begin = n * r / world;
+        info->shard_count = n * (r + 1) / world - info->shard_begin;
+    }
     snprintf(info->config_json, sizeof info->config_json, "%s", t->config_json);
 }
 
@@ -194,10 +201,13 @@ void save_checkpoint(Trainer* t, int background) {
     // hold all of them.
     gpt_params_to_host(&t->model, t->host_params, gather_master, t);
     optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
-    w->params = t->host_params;
-    w->m = t->host_m;
-    w->v = t->host_v;
     fill_state_info(t, &w->info);
+    // The weights all (the file takes its slice, the model file all of them); the moments of
+    // the slice among the rank's (ZeRO-1's padding may put an empty slice past its shard).
+    const size_t at = w->info.shard_count ? w->info.shard_begin - t->shard_begin : 0;
+    w->params = t->host_params;
+    w->m = t->host_m + at;
+    w->v = t->host_v + at;
     // A step resumed and written again (its DONE already there) is complete before this write.
     char path[4096];
     checkpoint_done_path(w->dir, t->step, path, sizeof path);

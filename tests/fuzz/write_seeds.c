@@ -101,10 +101,13 @@ static void state_seeds(void) {
     float* p = some_params(info.num_params);
     check_written(train_state_save(seed_path("train_state", "zero1_rank1"), &info, p, p, p + 1,
                                    err, sizeof err), err);
-    // The trainer's files now: with the loader's set positions (version 3); the one above is an
-    // earlier build's (version 1).
+    // The trainer's files now: with the loader's set positions and the weights of the file's
+    // slice (version 4; one process's slice is every parameter); the one above is an earlier
+    // build's (version 1, every weight).
     info.zero_stage = 0;
+    info.world_size = 1;
     info.rank = 0;
+    info.dp = 1;
     info.shard_begin = 0;
     info.shard_count = info.num_params;
     info.npositions = 2;
@@ -112,6 +115,16 @@ static void state_seeds(void) {
     info.positions[1] = (LoaderSetPosition){0xfedcba9876543210ULL, 42, 100};
     check_written(train_state_save(seed_path("train_state", "zero0"), &info, p, p, p, err,
                                    sizeof err), err);
+    // Rank 1 of dp 2 without ZeRO-1: the second half of the weights and moments.
+    info.world_size = 2;
+    info.rank = 1;
+    info.dp = 2;
+    info.shard_begin = info.num_params / 2;
+    info.shard_count = info.num_params - info.shard_begin;
+    check_written(train_state_save(seed_path("train_state", "sliced_rank1"), &info, p, p, p + 1,
+                                   err, sizeof err), err);
+    info.world_size = 1, info.rank = 0, info.dp = 1, info.shard_begin = 0;
+    info.shard_count = info.num_params;
     struct stat st;
     CHECK(stat(seed_path("train_state", "zero0"), &st) == 0, "", "seed zero0 missing");
     variant("train_state", "zero0", "zero0_bad_checksum", (size_t)st.st_size, 50 * 4, 1);
