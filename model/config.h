@@ -1,4 +1,5 @@
-// Model shapes: the GPT-3 paper's presets, llm.c's GPT-2 depth presets and a tiny test shape.
+// Model shapes: the GPT-3 paper's presets, llm.c's GPT-2 depth presets and a tiny test shape;
+// what a shape implies (head and projection widths, the parameter tensors).
 #pragma once
 #include <stddef.h>
 
@@ -223,6 +224,16 @@ int gpt_rope_scaling_apply(GPTConfig* cfg, const GPTConfig* file, const char* sc
 int gpt_rope_scaling_validate(const GPTConfig* cfg, char* err, size_t errlen);
 // Checks a shape; returns 0, or -1 with a one-line reason in err.
 int gpt_config_validate(const GPTConfig* cfg, char* err, size_t errlen);
+
+// The parameter tensors of a configuration, in llm.c's file order, then the untied classifier and
+// the QK-norm weights (model/gpt.h points them into one buffer): element counts of the 21
+// tensors, their names ("wte", ...), and whether AdamW decays them (the 2-D matrices, the
+// embeddings and the classifier).
+enum { NUM_PARAM_TENSORS = 21 };
+void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
+const char* gpt_param_name(int tensor);
+int gpt_param_decays(int tensor);
+size_t gpt_num_params(const GPTConfig* cfg);
 
 #ifdef __cplusplus
 }

@@ -10,54 +10,6 @@
 #include "model/documents.h"
 #include "model/token_order.h"
 
-static const char* const param_names[NUM_PARAM_TENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "classifier",
-    "qnormw", "qnormb", "knormw", "knormb"};
-
-void gpt_param_sizes(const GPTConfig* c, size_t s[NUM_PARAM_TENSORS]) {
-    const size_t L = c->L, C = c->C, W = gpt_qkv_width(c);   // W = 3C without GQA
-    const size_t F = gpt_ffn_hidden(c), FC = gpt_fc_width(c);  // 4C, 4C in GPT; F, 2F: SwiGLU
-    const size_t NB = gpt_norm_bias(c);                       // C; 0 under RMSNorm
-    const size_t LB = gpt_linear_bias(c);                     // 1; 0 without linear biases
-    const size_t QB = gpt_qkv_bias(c);                        // LB, or 1 under qkv_bias
-    s[0] = (size_t)c->Vp * C;
-    s[1] = (size_t)gpt_position_rows(c) * C;   // 0 rows under rotary embeddings
-    s[2] = L * C;
-    s[3] = L * NB;
-    s[4] = L * W * C;
-    s[5] = L * W * QB;
-    s[6] = L * C * C;
-    s[7] = L * C * LB;
-    s[8] = L * C;
-    s[9] = L * NB;
-    s[10] = L * FC * C;
-    s[11] = L * FC * LB;
-    s[12] = L * C * F;
-    s[13] = L * C * LB;
-    s[14] = C;
-    s[15] = NB;
-    s[16] = c->untied_classifier ? (size_t)c->Vp * C : 0;
-    s[17] = L * gpt_qk_norm_weight(c);
-    s[18] = L * gpt_qk_norm_bias(c);
-    s[19] = L * gpt_qk_norm_weight(c);
-    s[20] = L * gpt_qk_norm_bias(c);
-}
-
-const char* gpt_param_name(int tensor) { return param_names[tensor]; }
-
-int gpt_param_decays(int tensor) {
-    return tensor == 0 || tensor == 1 || tensor == 4 || tensor == 6 || tensor == 10 ||
-           tensor == 12 || tensor == 16;
-}
-
-size_t gpt_num_params(const GPTConfig* cfg) {
-    size_t s[NUM_PARAM_TENSORS], n = 0;
-    gpt_param_sizes(cfg, s);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += s[i];
-    return n;
-}
-
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t) {
     size_t s[NUM_PARAM_TENSORS];
     gpt_param_sizes(cfg, s);

@@ -15,8 +15,6 @@
 extern "C" {
 #endif
 
-enum { NUM_PARAM_TENSORS = 21 };
-
 // Pointers into one flat buffer, in llm.c's file order, then the untied classifier (0 elements
 // when tied, so that a tied model's file is llm.c's) and QK-norm's four (0 elements without it).
 // Each per-layer tensor holds all L layers.
@@ -44,12 +42,6 @@ typedef struct {
     real* knormb;    // (L, HS), as qnormb
 } ParameterTensors;
 
-// Element counts of the 21 tensors, their names ("wte", ...), and whether AdamW decays them
-// (the 2-D matrices, the embeddings and the classifier).
-void gpt_param_sizes(const GPTConfig* cfg, size_t sizes[NUM_PARAM_TENSORS]);
-const char* gpt_param_name(int tensor);
-int gpt_param_decays(int tensor);
-size_t gpt_num_params(const GPTConfig* cfg);
 // Points the 21 tensors into a flat buffer of gpt_num_params elements.
 void gpt_point_params(const GPTConfig* cfg, real* flat, ParameterTensors* t);
 
