@@ -197,8 +197,8 @@ void save_checkpoint(Trainer* t, int background) {
     w->rank = t->rank;
     w->version = t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32;
     // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
-    // backend gathers the others' in chunks, so that every rank's state file and the model file
-    // hold all of them.
+    // backend gathers the others' in chunks (every rank takes part), for rank 0's model file,
+    // which holds all of them (each state file holds its slice).
     gpt_params_to_host(&t->model, t->host_params, gather_master, t);
     optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
     fill_state_info(t, &w->info);
