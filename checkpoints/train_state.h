@@ -21,8 +21,8 @@
 // Written by a run in a data phase (loader.phase > 0), so that a program that does not know phases
 // refuses the file rather than reading the phase's data in the order of the first; read are both.
 #define STATE_VERSION_PHASES 2
-// Written with the loader's set positions (every state the trainer writes now), so that a later
-// data phase can continue the sets; read are all three (versions 1 and 2 as holding none).
+// Written with the loader's set positions (as earlier builds wrote every state), so that a later
+// data phase can continue the sets; versions 1 and 2 are read as holding none.
 #define STATE_VERSION_POSITIONS 3
 // Written with set positions and only the slice of the weights whose moments the file holds
 // (every state the trainer writes now; versions 1 to 3 hold every weight in every rank's file).

@@ -3,11 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "checkpoints/checkpoint_dir.h"
 #include "checkpoints/json_read.h"
-#include "checkpoints/model_file.h"
 #include "checkpoints/train_state.h"
 #include "train/config_check.h"
 #include "train/trainer.h"
