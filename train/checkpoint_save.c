@@ -36,7 +36,7 @@ struct CheckpointWrite {
     double longest;            // the longest checkpoint of the run so far, snapshot to DONE
     // What the writer writes:
     const char* dir;
-    int rank, version;
+    int rank, model_version;   // (model/model_file.h: fp32 or bf16)
     const float *params, *m, *v;
     TrainStateInfo info;
 };
@@ -115,7 +115,7 @@ static void* write_files(void* arg) {
 #endif
     if (w->rank == 0) {
         checkpoint_model_path(w->dir, w->info.step, path, sizeof path);
-        w->rc = model_file_save(path, &w->info.model, w->params, w->version, w->err,
+        w->rc = model_file_save(path, &w->info.model, w->params, w->model_version, w->err,
                                 sizeof w->err);
     }
     if (w->rc == 0) {
@@ -195,7 +195,7 @@ void save_checkpoint(Trainer* t, int background) {
     w->started = seconds_now();
     w->dir = t->opt.out_dir;
     w->rank = t->rank;
-    w->version = t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32;
+    w->model_version = t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32;
     // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
     // backend gathers the others' in chunks (every rank takes part), for rank 0's model file,
     // which holds all of them (each state file holds its slice).
