@@ -101,9 +101,13 @@ void gpt_params_from_host(GPT* m, const float* host);
 // shard r on rank r): count floats of send from each rank into recv, rank after rank; both in
 // backend memory, complete in the backend's stream order on return.
 typedef void (*GptGatherMaster)(void* ctx, const float* send, float* recv, size_t count);
-// Where the master copy is a shard, to_host gathers the others' through `gather` in bounded
-// chunks (every rank must call it); gather may be NULL where it is not.
-void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx);
+// to_host fills host[begin, begin + count) only (host indexes every parameter; the rest is left
+// as it is): a checkpoint's rank 0 needs every weight for the model file, the other ranks only
+// the slice their state file holds. Where the master copy is a shard, to_host gathers the others'
+// through `gather` in bounded chunks (every rank must call it, whatever its range); gather may be
+// NULL where it is not.
+void gpt_params_to_host(const GPT* m, float* host, size_t begin, size_t count,
+                        GptGatherMaster gather, void* ctx);
 // After gpt_params_from_host has loaded the parameters of a checkpoint written after `step`
 // optimizer steps (step >= 1): makes the stored parameters exactly those of the run that was not
 // interrupted. The CUDA bf16 optimizer rounds the master weights STOCHASTICALLY into the bf16
@@ -154,8 +158,16 @@ void optimizer_free(Optimizer* o);
 // never learns the clip factor.
 void optimizer_step(Optimizer* o, GPT* m, int t, double lr, const AdamWConfig* cfg,
                     const double* grad_scale);
-// The fp32 moments of the range, for checkpoints.
-void optimizer_moments_to_host(const Optimizer* o, float* m, float* v);
+// The fp32 moments for checkpoints: m and v index the optimizer's range and get its elements
+// [begin, begin + count) (the slice a state file holds), the rest left as it is; under Muon, whose
+// momentum is gathered from the ranks that own its matrices (every rank must call), all of them.
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v, size_t begin, size_t count);
+// Host memory the backend's device copies into at full speed (CUDA: pinned), zeroed: the
+// checkpoint buffers under --async-save, whose copy the steps wait for. NULL where the backend has
+// none (CPU) or cannot lock that much (the caller then uses ordinary memory). Freed by
+// gpt_host_pinned_free (NULL is a no-op).
+void* gpt_host_pinned_alloc(size_t bytes);
+void gpt_host_pinned_free(void* p);
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v);
 
 #ifdef __cplusplus

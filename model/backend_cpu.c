@@ -37,6 +37,11 @@ int gpt_backend_head_size(int HS, char* err, size_t errlen) {
 }
 int gpt_backend_host_memory(void) { return 1; }
 size_t gpt_backend_param_chunk(void) { return 0; }
+void* gpt_host_pinned_alloc(size_t bytes) {   // host memory is all the CPU has
+    (void)bytes;
+    return NULL;
+}
+void gpt_host_pinned_free(void* p) { (void)p; }
 
 int gpt_backend_select_device(int local_rank, int local_size, int share, int* device, char* err) {
     (void)local_rank, (void)local_size, (void)share, (void)err;
@@ -100,10 +105,13 @@ void gpt_params_from_host(GPT* m, const float* host) {
     from_float(m->params_memory, host, m->num_params);
 }
 
-void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+void gpt_params_to_host(const GPT* m, float* host, size_t begin, size_t count,
+                        GptGatherMaster gather, void* ctx) {
     (void)gather;   // no master copy, so no shard of one
     (void)ctx;
-    to_float(host, m->params_memory, m->num_params);
+    CHECK(begin <= m->num_params && count <= m->num_params - begin, "caller bug",
+          "gpt_params_to_host: [%zu, +%zu) of %zu parameters", begin, count, m->num_params);
+    to_float(host + begin, m->params_memory + begin, count);
 }
 
 // The parameters are their own master copy: nothing was rounded.
@@ -301,10 +309,12 @@ static void cpu_from_host(void* ctx, void* dst, const float* src, size_t n) {
 
 static const MuonHostOps cpu_host_ops = {cpu_to_host, cpu_from_host};
 
-void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v, size_t begin, size_t count) {
+    CHECK(begin <= o->count && count <= o->count - begin, "caller bug",
+          "optimizer_moments_to_host: [%zu, +%zu) of %zu", begin, count, o->count);
     if (!o->muon) {
-        to_float(m, o->m, o->count);
-        to_float(v, o->v, o->count);
+        to_float(m + begin, o->m + begin, count);
+        to_float(v + begin, o->v + begin, count);
         return;
     }
     muon_m_to_host(&cpu_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m, o->count);

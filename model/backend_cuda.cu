@@ -273,9 +273,11 @@ static void floatx_to_host(float* host, const floatX* dev, size_t n) {
 }
 
 // The master shards of all ranks (shard r = [r S, (r + 1) S), S = master_count) to the host:
-// each round gathers the next `k` elements of every shard into bounded staging and copies each
-// rank's piece to its place (the padding past num_params is left out).
-static void gather_master_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+// each round gathers the next `k` elements of every shard into bounded staging and copies the
+// part of each rank's piece within [begin, end) to its place (the padding past num_params is
+// left out). Every round gathers, whatever the range: the other ranks' copies need this one's.
+static void gather_master_to_host(const GPT* m, float* host, size_t begin, size_t end,
+                                  GptGatherMaster gather, void* ctx) {
     CHECK(gather, "caller bug", "gpt_params_to_host: the master copy is a shard and no gather given");
     cudaStream_t s = cuda_backend_stream();
     const size_t S = m->master_count, world = m->padded_params / S, n = m->num_params;
@@ -287,28 +289,49 @@ static void gather_master_to_host(const GPT* m, float* host, GptGatherMaster gat
         const size_t kk = min_size(k, S - j);
         gather(ctx, m->master_params + j, staging, kk);
         for (size_t r = 0; r < world; r++) {
-            const size_t at = r * S + j, len = at >= n ? 0 : min_size(kk, n - at);
-            if (len) CUDA_CHECK(cudaMemcpyAsync(host + at, staging + r * kk, len * sizeof(float),
-                                                cudaMemcpyDeviceToHost, s));
+            const size_t at = r * S + j;
+            const size_t lo = at > begin ? at : begin, hi = min_size(min_size(at + kk, n), end);
+            if (lo < hi)
+                CUDA_CHECK(cudaMemcpyAsync(host + lo, staging + r * kk + (lo - at),
+                                           (hi - lo) * sizeof(float), cudaMemcpyDeviceToHost, s));
         }
         CUDA_CHECK(cudaStreamSynchronize(s));  // the staging is free for the next round
     }
 }
 
-void gpt_params_to_host(const GPT* m, float* host, GptGatherMaster gather, void* ctx) {
+void gpt_params_to_host(const GPT* m, float* host, size_t begin, size_t count,
+                        GptGatherMaster gather, void* ctx) {
     cudaStream_t s = cuda_backend_stream();
+    CHECK(begin <= m->num_params && count <= m->num_params - begin, "caller bug",
+          "gpt_params_to_host: [%zu, +%zu) of %zu parameters", begin, count, m->num_params);
     if (!m->master_params) {
-        floatx_to_host(host, m->params_memory, m->num_params);
+        floatx_to_host(host + begin, m->params_memory + begin, count);
     } else if (m->master_begin == 0 && m->master_count >= m->num_params) {
-        CUDA_CHECK(cudaMemcpyAsync(host, m->master_params, m->num_params * sizeof(float),
+        CUDA_CHECK(cudaMemcpyAsync(host + begin, m->master_params + begin, count * sizeof(float),
                                    cudaMemcpyDeviceToHost, s));
         CUDA_CHECK(cudaStreamSynchronize(s));
     } else {
         CHECK(m->padded_params % m->master_count == 0 && m->master_begin % m->master_count == 0,
               "caller bug", "gpt_params_to_host: master shard [%zu, +%zu) of %zu is not one of "
               "equal shards", m->master_begin, m->master_count, m->padded_params);
-        gather_master_to_host(m, host, gather, ctx);
+        gather_master_to_host(m, host, begin, begin + count, gather, ctx);
     }
+}
+
+void* gpt_host_pinned_alloc(size_t bytes) {
+    void* p = NULL;
+    const cudaError_t err = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {   // more than the system lets us lock
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    CUDA_CHECK(err);
+    memset(p, 0, bytes);
+    return p;
+}
+
+void gpt_host_pinned_free(void* p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
 }
 
 void gpt_params_restore_rounding(GPT* m, int step) {
@@ -557,20 +580,25 @@ static void cuda_from_host(void* ctx, void* dst, const float* src, size_t n) {
 
 static const MuonHostOps cuda_host_ops = {cuda_to_host, cuda_from_host};
 
-void optimizer_moments_to_host(const Optimizer* o, float* m, float* v) {
+void optimizer_moments_to_host(const Optimizer* o, float* m, float* v, size_t begin, size_t count) {
     cudaStream_t s = cuda_backend_stream();
-    if (o->muon)
-        muon_m_to_host(&cuda_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m, o->count);
-    else
-        CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->count * sizeof(float), cudaMemcpyDeviceToHost, s));
-    // Muon: the compact second moment, spread over its tensors' places (0 for the matrices).
-    float* compact = o->muon ? (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments") : v;
+    CHECK(begin <= o->count && count <= o->count - begin, "caller bug",
+          "optimizer_moments_to_host: [%zu, +%zu) of %zu", begin, count, o->count);
+    if (!o->muon) {
+        CUDA_CHECK(cudaMemcpyAsync(m + begin, o->m + begin, count * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaMemcpyAsync(v + begin, o->v + begin, count * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        return;
+    }
+    muon_m_to_host(&cuda_host_ops, NULL, &o->scratch, &o->cfg, &o->muon_cfg, o->m, m, o->count);
+    // The compact second moment, spread over its tensors' places (0 for the matrices).
+    float* compact = (float*)xmalloc(o->v_count * sizeof(float) + 1, "second moments");
     CUDA_CHECK(cudaMemcpyAsync(compact, o->v, o->v_count * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    if (o->muon) {
-        muon_v_expand(&o->cfg, compact, v, o->count);
-        free(compact);
-    }
+    muon_v_expand(&o->cfg, compact, v, o->count);
+    free(compact);
 }
 
 void optimizer_moments_from_host(Optimizer* o, const float* m, const float* v) {

@@ -15,6 +15,12 @@
 #                                         rank keeps the fp32 master weights of its shard only
 #                                         (42880 parameters padded to 3 x 14294), which the
 #                                         checkpoint gathers and the resume re-rounds shard by shard
+#   tests/test_cuda_train.sh resume-async-bf16-zero  the same with --async-save, each checkpoint
+#                                         checking that every rank copied to the host only what its
+#                                         files hold (build/tests/train_gpt_cuda_host_slow_save)
+#   tests/test_cuda_train.sh async-pinned-fallback  --async-save's pinned host copies; with less
+#                                         pinned memory than they need (CUDA_HOST_PINNED_MEMORY),
+#                                         one warning and the same losses and model files
 #   tests/test_cuda_train.sh sync-free-bf16  the bf16 (fp32) CUDA trainer's steps never make the host
 #   tests/test_cuda_train.sh sync-free-fp32  wait for the device: from the host runtime's counters
 #                                         in each step's log record, 0 host synchronisations while
@@ -91,7 +97,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|muon-precisions|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|ulysses-launches}
+part=${1:?usage: tests/test_cuda_train.sh fp32|bf16|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|rope-yarn-fp32|z-loss-fp32|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|muon-precisions|params-norm-bf16|params-norm-fp32|params-norm-bf16-zero|hopper-masked|resume-bf16|resume-bf16-zero|resume-async-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|async-pinned-fallback|ulysses-launches}
 CPU=${CPU:-$BUILD/train_gpt}
 CUDA_BF16=${CUDA_BF16:-$BUILD/train_gpt_cuda_host}
 CUDA_FP32=${CUDA_FP32:-$BUILD/train_gpt_cuda_host_fp32}
@@ -200,6 +206,40 @@ sync_free() {
     echo "  ok    4 micro-batches per step: losses against the CPU trainer, no host synchronisation inside the steps"
   else
     echo "  FAIL  4 micro-batches per step (logs in $W/accum)"; failures=$((failures + 1))
+  fi
+  [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
+  echo "files kept in $W"; exit 1
+}
+
+# pinned_fallback: --async-save pins the host copies the checkpoints are written from; where the
+# system will not pin that much (CUDA_HOST_PINNED_MEMORY=256K: the 171 KB of weights fit, the
+# moments no longer) the run says so in one warning and writes, from ordinary memory, the same
+# checkpoints and the same losses as the pinned run.
+pinned_fallback() {
+  local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
+              --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --sample-length 0 --eval-every 0 --quiet
+              --checkpoint-every 2 --keep-last 10 --async-save --train-data "$W/data/t_train_*.bin"
+              --val-data "" --tokenizer "") failures=0 k
+  timeout 600 "$CUDA_BF16" "${args[@]}" --out-dir "$W/pinned" > "$W/pinned.out" 2> "$W/pinned.err"
+  local rc_pinned=$?
+  CUDA_HOST_PINNED_MEMORY=256K timeout 600 "$CUDA_BF16" "${args[@]}" --out-dir "$W/ordinary" \
+    > "$W/ordinary.out" 2> "$W/ordinary.err"
+  local rc_ordinary=$? warn='^warning: rank 0: --async-save: 0\.515 MB of pinned host memory .* ordinary memory instead'
+  if [ $rc_pinned = 0 ] && [ $rc_ordinary = 0 ] && ! grep -q "warning" "$W/pinned.err" &&
+     [ "$(grep -c "$warn" "$W/ordinary.err")" = 1 ] && [ "$(grep -c . "$W/ordinary.err")" = 1 ]; then
+    echo "  ok    pinned: no warning; CUDA_HOST_PINNED_MEMORY=256K: one, $(cat "$W/ordinary.err")"
+  else
+    echo "  FAIL  exit statuses $rc_pinned, $rc_ordinary; pinned run's stderr, then the other's:"
+    sed 's/^/        | /' "$W/pinned.err" "$W/ordinary.err" | tail -n 8; failures=1
+  fi
+  if grep '"type":"step"' "$W/pinned/log.jsonl" | sed 's/,"ms".*//' > "$W/pinned.steps" &&
+     grep '"type":"step"' "$W/ordinary/log.jsonl" | sed 's/,"ms".*//' > "$W/ordinary.steps" &&
+     [ "$(grep -c . "$W/pinned.steps")" = 6 ] && cmp -s "$W/pinned.steps" "$W/ordinary.steps" &&
+     for k in 2 4 6; do cmp "$W/pinned/model_0000000$k.bin" "$W/ordinary/model_0000000$k.bin" || exit 1; done &&
+     [ "$(grep -c '"background":true' "$W/ordinary/log.jsonl")" = 2 ]; then
+    echo "  ok    the same 6 step losses, and model files of steps 2, 4 and 6 (2 and 4 written in the background)"
+  else
+    echo "  FAIL  the runs differ (logs and checkpoints in $W)"; failures=1
   fi
   [ "$failures" -eq 0 ] && { rm -rf "$W"; exit 0; }
   echo "files kept in $W"; exit 1
@@ -516,10 +556,14 @@ case "$part" in
   hopper-masked) hopper_masked ;;
   # Grouped-query attention (4 heads of 16 over 2 key/value heads; the kernels' widened K|V and the
   # summed dK, dV) against the CPU trainer, which tests/torch_gpt_ref.py checks.
+  # lr 3e-3 as rope's below: at 1e-2 this model's gradient norm spikes at steps 3 and 6 (4.2 and
+  # 3.9 against 1.6-2.3), where bf16's differences from fp32 grow from 0.3% (step 1) to 23% at step
+  # 6 on a Zen 4 build machine whose OpenBLAS kernels round the reference otherwise (under 10%
+  # on the earlier ones); at 3e-3 they stay under 0.7% (norms) and 0.03% (losses).
   gqa-bf16) checks vs-cpu --cpu "$CPU" --test "$CUDA_BF16" --backend cuda-bf16 --compare "$COMPARE" \
-              --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2" ;;
+              --loss-tol 2e-2 --norm-tol 1e-1 --model "--channels 64 --heads 4 --kv-heads 2 --lr 3e-3" ;;
   gqa-fp32) checks vs-cpu --cpu "$CPU" --test "$CUDA_FP32" --backend cuda-fp32 --compare "$COMPARE" \
-              --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2" ;;
+              --loss-tol 1e-4 --norm-tol 1e-4 --model "--channels 64 --heads 4 --kv-heads 2 --lr 3e-3" ;;
   # Rotary positions (no wpe; queries and keys turned by the rope kernel, the backward's transpose
   # on dqkv) with grouped-query attention against the CPU trainer, which tests/torch_gpt_ref.py checks.
   # At the other cases' lr 1e-2 this model spikes at step 3 (gradient norm 7.6), and bf16's
@@ -627,6 +671,7 @@ EOF
     printf '#!/usr/bin/env bash\nexec %q "$@" --async-save --checkpoint-every 2\n' "$CUDA_BF16" > "$W/async.sh" &&
       chmod +x "$W/async.sh" || exit 1
     checks resume --test "$W/async.sh" ;;
+  async-pinned-fallback) pinned_fallback ;;
   resume-graphs-bf16)
     printf '#!/usr/bin/env bash\nexec %q "$@" --cuda-graph 1 --timeline 0\n' "$CUDA_BF16" > "$W/graphs.sh" &&
       chmod +x "$W/graphs.sh" || exit 1
@@ -641,5 +686,12 @@ EOF
     printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl\n' \
       "$CUDA_BF16" > "$W/zero3.sh" && chmod +x "$W/zero3.sh" || exit 1
     checks resume --test "$W/zero3.sh" ;;
-  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|resume-bf16|resume-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|ulysses-launches" >&2; exit 2 ;;
+  resume-async-bf16-zero)
+    # The same with --async-save, on the build whose every checkpoint checks that each rank copied
+    # to the host only what its files hold (rank 0 every weight, gathered from the three fp32
+    # master shards; ranks 1 and 2 their slice).
+    printf '#!/usr/bin/env bash\nCUDA_HOST_DEVICES=16 exec bash tests/mpirun.sh 3 %q "$@" --dp 3 --zero 1 --comm nccl --async-save --checkpoint-every 2\n' \
+      "${SLOW_SAVE:-$BUILD/tests/train_gpt_cuda_host_slow_save}" > "$W/zero3async.sh" && chmod +x "$W/zero3async.sh" || exit 1
+    checks resume --test "$W/zero3async.sh" ;;
+  *) echo "usage: $0 fp32|bf16|gqa-bf16|gqa-fp32|rope-bf16|rope-fp32|llama-bf16|llama-fp32|qwen2-fp32|qwen3-fp32|qk-norm-bf16|muon-fp32|muon-bf16|resume-muon-bf16|dist-muon-bf16|dist-muon-fp32|resume-bf16|resume-bf16-zero|resume-async-bf16-zero|resume-fp32|sync-free-bf16|sync-free-fp32|graphs-bf16|graphs-fp32|graphs-sp-bf16|graphs-timeline|resume-graphs-bf16|resume-graphs-2x2|resume-async-bf16|async-pinned-fallback|ulysses-launches" >&2; exit 2 ;;
 esac

@@ -1251,9 +1251,9 @@ assert eval(sys.argv[2]), last' "$W/$name.jsonl" "$last"
 # ---- 14. --async-save: checkpoint files written while the steps go on ----
 
 # mpi_train NAME NP ARGS...: the trainer on NP ranks (tests/mpirun.sh), as `train` runs one.
-mpi_train() {
+mpi_train() {   # (MPI_TRAIN: another trainer build)
   local name=$1 np=$2; shift 2
-  timeout 120 bash tests/mpirun.sh "$np" "$TRAIN" "$@" > "$W/$name.out" 2> "$W/$name.err" < /dev/null
+  timeout 120 bash tests/mpirun.sh "$np" "${MPI_TRAIN:-$TRAIN}" "$@" > "$W/$name.out" 2> "$W/$name.err" < /dev/null
   echo $? > "$W/$name.rc"
 }
 
@@ -1271,10 +1271,11 @@ assert ha == hb, [i for i in range(256) if ha[i] != hb[i]]' "$1" "$2"
 }
 
 # The files and the run are those of the synchronous writes, bit for bit, on one process and on
-# dp 2 with ZeRO-1; a checkpoint written in the background is complete (DONE, logged) only after a
-# later step, and on a slow disk (build/tests/train_gpt_slow_save, 0.1 s a write) the steps go on
-# while it is written; a stop, and a spike that ends the run, complete the one in flight first; a
-# resumed run continues bit for bit.
+# dp 2 with and without ZeRO-1; a checkpoint written in the background is complete (DONE, logged)
+# only after a later step, and on a slow disk (build/tests/train_gpt_slow_save, 0.1 s a write) the
+# steps go on while it is written; a stop, and a spike that ends the run, complete the one in
+# flight first; a resumed run continues bit for bit; each rank copies to the host only what its
+# files hold.
 t_async_save() {
   make_data
   local ck=(--steps 20 --checkpoint-every 5 --keep-last 10) k f
@@ -1346,17 +1347,23 @@ assert [(r[\"step\"], r.get(\"completed_at_step\")) for r in recs] == [(5, 7), (
     eval 'test -f "$W/spike/DONE_00000041" && grep -q "\"type\":\"checkpoint\",\"step\":41," "$W/spike/log.jsonl" &&
           "$CKPT" verify "$W/spike" 1 > "$W/verify_spike.log"'
 
-  # dp 2 with ZeRO-1: every rank's state file and the model file as the synchronous run's.
-  local dp=(--dp 2 --zero 1 --steps 10 --checkpoint-every 5 --keep-last 10)
-  mpi_train dp_sync 2 "${TINY[@]}" "${dp[@]}" --out-dir "$W/dp_sync"
-  mpi_train dp_async 2 "${TINY[@]}" "${dp[@]}" --async-save --out-dir "$W/dp_async"
-  expect_rc dp_sync 0
-  expect_rc dp_async 0
-  check "dp 2, ZeRO-1: checkpoint 5 in the background; the model files and both ranks' state files of steps 5 and 10 as the synchronous run's" \
-    eval 'grep -q "\"type\":\"checkpoint\",\"step\":5,.*\"background\":true" "$W/dp_async/log.jsonl" &&
-          for k in 05 10; do cmp "$W/dp_sync/model_000000$k.bin" "$W/dp_async/model_000000$k.bin" &&
-            same_state "$W/dp_sync/state_000000${k}_00000.bin" "$W/dp_async/state_000000${k}_00000.bin" &&
-            same_state "$W/dp_sync/state_000000${k}_00001.bin" "$W/dp_async/state_000000${k}_00001.bin" || exit 1; done'
+  # dp 2 with and without ZeRO-1: every rank's state file and the model file as the synchronous
+  # run's. The background runs on the slow disk's build, whose every checkpoint checks that each
+  # rank copied to the host what its files hold and nothing else (rank 0 every weight, for the
+  # model file; rank 1 the weights and moments of its slice).
+  local dp=(--dp 2 --steps 10 --checkpoint-every 5 --keep-last 10) z
+  for z in 0 1; do
+    mpi_train "dp_sync$z" 2 "${TINY[@]}" "${dp[@]}" --zero $z --out-dir "$W/dp_sync$z"
+    MPI_TRAIN=$slow mpi_train "dp_async$z" 2 "${TINY[@]}" "${dp[@]}" --zero $z --async-save \
+      --out-dir "$W/dp_async$z"
+    expect_rc "dp_sync$z" 0
+    expect_rc "dp_async$z" 0
+    check "dp 2, --zero $z: checkpoint 5 in the background; each rank copied to the host only what its files hold; the model files and both ranks' state files of steps 5 and 10 as the synchronous run's" \
+      eval 'grep -q "\"type\":\"checkpoint\",\"step\":5,.*\"background\":true" "$W/dp_async$z/log.jsonl" &&
+            for k in 05 10; do cmp "$W/dp_sync$z/model_000000$k.bin" "$W/dp_async$z/model_000000$k.bin" &&
+              same_state "$W/dp_sync$z/state_000000${k}_00000.bin" "$W/dp_async$z/state_000000${k}_00000.bin" &&
+              same_state "$W/dp_sync$z/state_000000${k}_00001.bin" "$W/dp_async$z/state_000000${k}_00001.bin" || exit 1; done'
+  done
 }
 
 # ---- 15. State files hold slices: a checkpoint holds each weight and moment once ----

@@ -101,6 +101,30 @@ static void gather_master(void* ctx, const float* send, float* recv, size_t coun
     comm_all_gather(t->comm, MESH_WORLD, send, recv, count, COMM_F32);
 }
 
+#ifdef CHECKPOINT_TEST_COPY_CHECK
+// Tests only (build/tests/train_gpt_slow_save): the host copies are poisoned (all bits set: a
+// NaN no weight or moment holds) before each snapshot, and the snapshot must have copied exactly
+// what the rank's files hold, no more (the steps wait for the copy) and no less: rank 0 every
+// weight, the others their state file's slice; the moments of that slice.
+static void poison_host_copies(Trainer* t) {
+    memset(t->host_params, 0xff, sizeof(float) * t->model.num_params);
+    memset(t->host_m, 0xff, sizeof(float) * t->shard_count);
+    memset(t->host_v, 0xff, sizeof(float) * t->shard_count);
+}
+
+static void check_copied(const Trainer* t, const char* what, const float* x, size_t n, size_t lo,
+                         size_t count) {
+    static const uint32_t poison = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        const int copied = memcmp(&x[i], &poison, sizeof poison) != 0;
+        if (copied != (i >= lo && i < lo + count))
+            fail_msg("test: %s element %zu of %zu %s copied to the host for checkpoint "
+                     "%d, whose files hold [%zu, +%zu) of them", what, i, n,
+                     copied ? "was" : "was not", t->step, lo, count);
+    }
+}
+#endif
+
 // This rank's files of the checkpoint: rank 0's model file, then its state file. Runs on the
 // calling thread or as the writer thread (it touches nothing but *w and the files).
 static void* write_files(void* arg) {
@@ -196,15 +220,30 @@ void save_checkpoint(Trainer* t, int background) {
     w->dir = t->opt.out_dir;
     w->rank = t->rank;
     w->model_version = t->opt.save_bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32;
-    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
-    // backend gathers the others' in chunks (every rank takes part), for rank 0's model file,
-    // which holds all of them (each state file holds its slice).
-    gpt_params_to_host(&t->model, t->host_params, gather_master, t);
-    optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v);
     fill_state_info(t, &w->info);
-    // The weights all (the file takes its slice, the model file all of them); the moments of
-    // the slice among the rank's (ZeRO-1's padding may put an empty slice past its shard).
+    // Only what this rank's files hold is copied to the host (the steps wait for the copy): rank
+    // 0 every weight, for the model file; the others the weights of their state file's slice.
+    // ZeRO-1 with fp32 master weights (CUDA bf16): each rank holds only its shard of them; the
+    // backend gathers the others' in chunks (every rank takes part) for rank 0.
+    const size_t n = t->model.num_params;
+    const size_t lo = t->rank == 0 ? 0 : w->info.shard_begin;
+    const size_t count = t->rank == 0 ? n : w->info.shard_count;
+    // The moments of the slice among the rank's (ZeRO-1's padding may put an empty slice past
+    // its shard).
     const size_t at = w->info.shard_count ? w->info.shard_begin - t->shard_begin : 0;
+#ifdef CHECKPOINT_TEST_COPY_CHECK
+    poison_host_copies(t);
+#endif
+    gpt_params_to_host(&t->model, t->host_params, lo, count, gather_master, t);
+    optimizer_moments_to_host(t->optimizer, t->host_m, t->host_v, at, w->info.shard_count);
+#ifdef CHECKPOINT_TEST_COPY_CHECK
+    if (t->rank == 0) check_copied(t, "weight", t->host_params, n, 0, n);
+    else check_copied(t, "weight", t->host_params, n, w->info.shard_begin, w->info.shard_count);
+    if (!t->muon) {   // Muon's momentum comes whole (gathered from its owners)
+        check_copied(t, "first moment", t->host_m, t->shard_count, at, w->info.shard_count);
+        check_copied(t, "second moment", t->host_v, t->shard_count, at, w->info.shard_count);
+    }
+#endif
     w->params = t->host_params;
     w->m = t->host_m + at;
     w->v = t->host_v + at;

@@ -543,6 +543,44 @@ static void muon_broadcast(void* ctx, void* buf, size_t bytes, int root) {
     comm_broadcast(t->comm, MESH_WORLD, buf, bytes, COMM_U8, root);
 }
 
+// The host copies of the weights (num_params) and of the rank's moments (shard_count), zeroed:
+// the model files' and checkpoints' source and destination. Under --async-save the steps wait for
+// the copy into them, so they are pinned where the backend can (CUDA: a copy from the device at
+// full speed); all three alike, so that one flag says how to free them.
+static void alloc_host_copies(Trainer* t) {
+    const size_t pb = sizeof(float) * t->model.num_params, mb = sizeof(float) * t->shard_count;
+    if (t->opt.async_save && !t->opt.no_save) {
+        t->host_params = gpt_host_pinned_alloc(pb);
+        t->host_m = t->host_params ? gpt_host_pinned_alloc(mb) : NULL;
+        t->host_v = t->host_m ? gpt_host_pinned_alloc(mb) : NULL;
+        t->host_pinned = t->host_v != NULL;
+        if (t->host_pinned) return;
+        gpt_host_pinned_free(t->host_m);
+        gpt_host_pinned_free(t->host_params);
+        if (!gpt_backend_host_memory())
+            fprintf(stderr, "warning: rank %d: --async-save: %.3g %s of pinned host memory for "
+                    "the checkpoint copies is more than the system would lock; ordinary memory "
+                    "instead (a slower copy)\n", t->rank, (pb + 2 * mb) / (pb + 2 * mb < 1e9 ? 1e6 : 1e9),
+                    pb + 2 * mb < 1e9 ? "MB" : "GB");
+    }
+    t->host_params = xcalloc(t->model.num_params, sizeof(float), "host parameters");
+    t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
+    t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
+}
+
+static void free_host_copies(Trainer* t) {
+    if (t->host_pinned) {
+        gpt_host_pinned_free(t->host_params);
+        gpt_host_pinned_free(t->host_m);
+        gpt_host_pinned_free(t->host_v);
+    } else {
+        free(t->host_params);
+        free(t->host_m);
+        free(t->host_v);
+    }
+    t->host_params = t->host_m = t->host_v = NULL;
+}
+
 static void setup_model_and_optimizer(Trainer* t) {
     const int world = t->mesh.world_size;
     const int zero = t->opt.zero;
@@ -566,7 +604,7 @@ static void setup_model_and_optimizer(Trainer* t) {
     t->optimizer = optimizer_create(&t->model, t->shard_begin, t->shard_count,
                                     t->muon ? &t->muon_cfg : NULL);
     char err[ERR_LEN];
-    t->host_params = xmalloc(sizeof(float) * t->model.num_params, "host parameters");
+    alloc_host_copies(t);
     if (t->opt.init_from && t->opt.init_from[0]) {
         if (model_source_load(t->opt.init_from, &t->init_cfg, t->host_params, err, sizeof err))
             fail_msg("--init-from %s", err);
@@ -574,8 +612,6 @@ static void setup_model_and_optimizer(Trainer* t) {
         gpt_init_params(&t->cfg, (uint64_t)t->opt.seed, t->opt.init_std, t->host_params);
     }
     gpt_params_from_host(&t->model, t->host_params);
-    t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");
-    t->host_v = xcalloc(t->shard_count, sizeof(float), "host AdamW second moments");
     if (zero) t->shard_scratch = tensor_alloc(t->shard_count, "ZeRO-1 shard");
     // Buckets inside a CUDA graph need a transport whose operations can be captured.
     if (!zero && world > 1 && t->opt.grad_bucket_mb > 0 && t->opt.overlap &&
@@ -727,7 +763,7 @@ void shut_down(Trainer* t) {
     tensor_free(t->shard_scratch);
     grad_buckets_free(t->buckets);
     free_graphs(t);
-    free(t->host_params); free(t->host_m); free(t->host_v);
+    free_host_copies(t);
     free(t->full_inputs); free(t->full_targets); free(t->inputs); free(t->targets); free(t->positions);
     free(t->phase_slot); free(t->phase_host);
     mc_eval_free(&t->mc);

@@ -73,6 +73,15 @@ $(BUILD)/train_gpt_cuda_host_fp32: $(CUDA_TRAIN_C_OBJS) $(CUDA_TRAIN_HOST_OBJS_F
 .PHONY: train-cuda-host
 train-cuda-host: $(CUDA_TRAIN_HOST_PROGS)
 
+# The bf16 one with build/tests/train_gpt_slow_save's checkpoint writing (train/train_tests.mk):
+# every checkpoint checks that each rank copied to the host exactly what its files hold, here the
+# ZeRO-1 master weights gathered in pieces (tests/test_cuda_train.sh resume-async-bf16-zero).
+TEST_PROGS += $(BUILD)/tests/train_gpt_cuda_host_slow_save
+$(BUILD)/tests/train_gpt_cuda_host_slow_save: \
+		$(filter-out $(BUILD)/train/checkpoint_save.o,$(CUDA_TRAIN_C_OBJS)) \
+		$(BUILD)/tests/checkpoint_save_slow.o $(CUDA_TRAIN_HOST_OBJS) $(CUDA_HOST_OBJS)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS) -lstdc++
+
 # The collectives benchmark (tools/bench_collectives.c) on the CUDA backend: device buffers, the
 # device transports (--comm nccl, mpi-staged). The trainer's C objects but its program.
 BENCH_COLLECTIVES_CUDA_C_OBJS = $(BUILD)/tools/bench_collectives.o \

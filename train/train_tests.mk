@@ -13,11 +13,12 @@ $(BUILD)/tests/test_train_checkpoint: $(BUILD)/tests/test_train_checkpoint.o \
 
 # The trainer on a slow disk: each checkpoint's files are written 0.1 s late
 # (CHECKPOINT_TEST_WRITE_DELAY_MS), so that the steps which go on during an --async-save write are
-# certain (tests/test_train.sh async-save).
+# certain, and each checkpoint checks that it copied to the host exactly what the rank's files
+# hold (CHECKPOINT_TEST_COPY_CHECK) (tests/test_train.sh async-save).
 TEST_PROGS += $(BUILD)/tests/train_gpt_slow_save
 $(BUILD)/tests/checkpoint_save_slow.o: train/checkpoint_save.c train/train_tests.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DCHECKPOINT_TEST_WRITE_DELAY_MS=100 -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -DCHECKPOINT_TEST_WRITE_DELAY_MS=100 -DCHECKPOINT_TEST_COPY_CHECK -MMD -MP -c $< -o $@
 $(BUILD)/tests/train_gpt_slow_save: $(filter-out $(BUILD)/train/checkpoint_save.o,$(TRAIN_OBJS)) \
 		$(BUILD)/tests/checkpoint_save_slow.o
 	$(MPICC) $(CFLAGS) $^ -o $@ $(TOKENIZER_LIBS) $(LDLIBS)

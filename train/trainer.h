@@ -85,6 +85,7 @@ typedef struct {
     long long step_comm_bytes; // bytes the comm counted inside steps (what the trace shows)
     float* host_params;        // (num_params) host copy for init, model files and checkpoints
     float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
+    int host_pinned;           // the three are the backend's pinned memory (--async-save)
     size_t shard_begin, shard_count;
     DataLoader* train_loader;
     int new_phase;             // the resume began a data phase (--new-data-phase over other data)

@@ -25,6 +25,7 @@ CudaHostMemKind cuda_host_mem_kind(const void* ptr, size_t bytes);
 size_t cuda_host_device_bytes(void);
 // The device's memory: 80 GiB, or CUDA_HOST_DEVICE_MEMORY (runtime_api.cpp).
 size_t cuda_host_total_memory(void);
+size_t cuda_host_pinned_limit(void);   // CUDA_HOST_PINNED_MEMORY (SIZE_MAX: none)
 
 // Dynamic shared memory a launch of kernel may use: 48 KiB unless cudaFuncSetAttribute raised it.
 size_t cuda_host_dynamic_smem_limit(const void* kernel);

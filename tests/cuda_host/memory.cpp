@@ -19,6 +19,7 @@ typedef struct {
 static std::mutex lock;
 static std::map<uintptr_t, Block> blocks;
 static size_t device_bytes;
+static size_t pinned_bytes;   // cudaMallocHost's, against cuda_host_pinned_limit
 
 static const char* kind_name(CudaHostMemKind k) {
     switch (k) {
@@ -57,22 +58,23 @@ static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* wh
     if (!ptr) return cuda_host_fail(cudaErrorInvalidValue, "%s: NULL pointer argument", what);
     *ptr = NULL;
     if (bytes == 0) return cudaSuccess;
-    const size_t total = cuda_host_total_memory();
+    const size_t total = pinned ? cuda_host_pinned_limit() : cuda_host_total_memory();
     size_t in_use;
-    {   // device memory is taken from the device's total before the block exists
+    {   // the memory is taken from its total before the block exists
         std::lock_guard<std::mutex> guard(lock);
-        in_use = device_bytes;
-        if (!pinned && bytes <= total - in_use) device_bytes += bytes;
+        size_t& used = pinned ? pinned_bytes : device_bytes;
+        in_use = used;
+        if (bytes <= total - in_use) used += bytes;
     }
-    if (!pinned && bytes > total - in_use)
-        return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes: out of device memory "
-                              "(%zu of %zu bytes in use; CUDA_HOST_DEVICE_MEMORY)", what, bytes,
-                              in_use, total);
+    if (bytes > total - in_use)
+        return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes: out of %s memory (%zu "
+                              "of %zu bytes in use; %s)", what, bytes, pinned ? "pinned" : "device",
+                              in_use, total, pinned ? "CUDA_HOST_PINNED_MEMORY" : "CUDA_HOST_DEVICE_MEMORY");
     size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
     void* p = aligned_alloc(rounded >= HUGE_PAGE ? HUGE_PAGE : 256, rounded);
     if (!p) {
         std::lock_guard<std::mutex> guard(lock);
-        if (!pinned) device_bytes -= bytes;
+        (pinned ? pinned_bytes : device_bytes) -= bytes;
         return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes failed", what, bytes);
     }
     advise_huge_pages(p, rounded);
@@ -88,7 +90,7 @@ static int unregister(void* ptr, int pinned) {
     std::lock_guard<std::mutex> guard(lock);
     auto it = blocks.find((uintptr_t)ptr);
     if (it == blocks.end() || it->second.pinned != pinned) return 0;
-    if (!pinned) device_bytes -= it->second.bytes;
+    (pinned ? pinned_bytes : device_bytes) -= it->second.bytes;
     blocks.erase(it);
     return 1;
 }

@@ -4,6 +4,7 @@
 #include "comm/fail.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <map>
 #include <mutex>
 #include <stdarg.h>
@@ -96,25 +97,36 @@ const char* cudaGetErrorName(cudaError_t err) {
 
 static const size_t h100_mem = (size_t)80 << 30;
 
-// CUDA_HOST_DEVICE_MEMORY=BYTES (a K, M or G suffix multiplies by 2^10, 2^20, 2^30) makes the
-// device hold that much instead of 80 GiB, as a MIG slice or a GPU shared with other processes
-// would: cudaMemGetInfo reports it and cudaMalloc refuses what goes past it, so that a test can
-// see a program refuse a configuration that does not fit. The properties still describe an H100.
+// Environment variable `name` as BYTES (a K, M or G suffix multiplies by 2^10, 2^20, 2^30);
+// `unset` where it is not set.
+static size_t env_bytes(const char* name, size_t unset) {
+    const char* s = getenv(name);
+    if (!s || !*s) return unset;
+    char* end = NULL;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    const int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (errno || end == s || v == 0 || (shift && end[1]) || (!shift && *end) || v > (~0ULL >> shift))
+        fail_msg("%s=%s: expected a positive number of bytes, optionally with a K, M or G suffix",
+                 name, s);
+    return (size_t)(v << shift);
+}
+
+// CUDA_HOST_DEVICE_MEMORY=BYTES makes the device hold that much instead of 80 GiB, as a MIG slice
+// or a GPU shared with other processes would: cudaMemGetInfo reports it and cudaMalloc refuses
+// what goes past it, so that a test can see a program refuse a configuration that does not fit.
+// The properties still describe an H100.
 size_t cuda_host_total_memory(void) {
-    static const size_t total = [] {
-        const char* s = getenv("CUDA_HOST_DEVICE_MEMORY");
-        if (!s || !*s) return h100_mem;
-        char* end = NULL;
-        errno = 0;
-        const unsigned long long v = strtoull(s, &end, 10);
-        const int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-        if (errno || end == s || v == 0 || (shift && end[1]) || (!shift && *end) ||
-            v > (~0ULL >> shift))
-            fail_msg("CUDA_HOST_DEVICE_MEMORY=%s: expected a positive number of bytes, optionally "
-                     "with a K, M or G suffix", s);
-        return (size_t)(v << shift);
-    }();
+    static const size_t total = env_bytes("CUDA_HOST_DEVICE_MEMORY", h100_mem);
     return total;
+}
+
+// CUDA_HOST_PINNED_MEMORY=BYTES: the most host memory the process may pin (no limit by default),
+// as a system's locked-memory limit or a small host makes it: cudaMallocHost past it fails with
+// cudaErrorMemoryAllocation, so that a test can see a program fall back to ordinary memory.
+size_t cuda_host_pinned_limit(void) {
+    static const size_t limit = env_bytes("CUDA_HOST_PINNED_MEMORY", SIZE_MAX);
+    return limit;
 }
 
 // CUDA_HOST_DEVICES=N makes the process see N identical devices (1 by default), so that a test
