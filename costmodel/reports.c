@@ -92,6 +92,8 @@ typedef struct {
     CostPrediction fa2_ring, fa2_no, fa2_o;   // on the case's fa2 cluster (when it has one)
     int side;
     int recompute;        // the cheapest --recompute with which Ring, NO and O all fit
+    int recompute_layers; // --recompute-num-layers: the layers it covers (0: every layer)
+    int L;                // the model's layers
     int fits;             // 0: not even with full (then full)
     double none_gib;      // the largest of the three's memory per GPU without recompute
 } PaperCell;
@@ -102,16 +104,22 @@ static int square_side(int P) {
     return s;
 }
 
-// Ring, NO and O of one cell on a cluster.
+// Ring, NO and O of one cell: Ring over all the GPUs, NO and O on the square mesh.
+static void three_configs(CostConfig g, int side, CostConfig out[3]) {
+    out[0] = out[1] = out[2] = g;
+    out[0].alg = COST_RING, out[0].pq = 1, out[0].pkv = side * side, out[0].overlap = 0;
+    out[1].alg = COST_2D, out[1].pq = out[1].pkv = side, out[1].overlap = 0;
+    out[2].alg = COST_2D_OVERLAP, out[2].pq = out[2].pkv = side, out[2].overlap = 1;
+}
+
+// ... their predictions on a cluster.
 static void three_schedules(CostConfig g, int side, const Cluster* c, CostPrediction* ring,
                             CostPrediction* no, CostPrediction* o) {
-    g.alg = COST_RING, g.pq = 1, g.pkv = side * side, g.overlap = 0;
-    *ring = predict_or_die(&g, c);
-    g.pq = g.pkv = side;
-    g.alg = COST_2D;
-    *no = predict_or_die(&g, c);
-    g.alg = COST_2D_OVERLAP, g.overlap = 1;
-    *o = predict_or_die(&g, c);
+    CostConfig each[3];
+    three_configs(g, side, each);
+    *ring = predict_or_die(&each[0], c);
+    *no = predict_or_die(&each[1], c);
+    *o = predict_or_die(&each[2], c);
 }
 
 static double largest_memory(const CostPrediction* a, const CostPrediction* b,
@@ -119,18 +127,50 @@ static double largest_memory(const CostPrediction* a, const CostPrediction* b,
     return fmax(a->memory_bytes, fmax(b->memory_bytes, c->memory_bytes));
 }
 
-// The cheapest recompute mode with which the cell's three schedules fit the cluster's memory per
-// GPU (all three run with it, so the speed-ups compare like with like); *fits = 0 and full if
-// none does. A cell's memory does not depend on the cluster's speeds: the FA2 cluster agrees.
-static int cell_recompute(CostConfig g, int side, const Cluster* c, int* fits) {
-    CostPrediction ring, no, o;
-    for (int r = GPT_RECOMPUTE_NONE; r <= GPT_RECOMPUTE_FULL; r++) {
-        g.recompute = r;
-        three_schedules(g, side, c, &ring, &no, &o);
-        *fits = largest_memory(&ring, &no, &o) <= c->memory_bytes;
-        if (*fits) return r;
+// The fewest layers recompute mode r must cover for all three schedules to fit the cluster's
+// memory per GPU (the most any of them needs; 0: every layer), -1 if one does not fit even so.
+static int three_fewest_layers(CostConfig g, int side, const Cluster* c, int r) {
+    CostConfig each[3];
+    g.recompute = r, g.recompute_layers = 0;
+    three_configs(g, side, each);
+    int most = 0;
+    for (int k = 0; k < 3; k++) {
+        const int n = costmodel_fewest_recompute_layers(&each[k], c, c->memory_bytes);
+        if (n < 0) return -1;
+        most = n == 0 ? g.shape.L : n > most ? n : most;
+        if (most == g.shape.L) break;
     }
-    return GPT_RECOMPUTE_FULL;
+    return most == g.shape.L ? 0 : most;
+}
+
+// The cheapest recomputation with which the cell's three schedules fit the cluster's memory per
+// GPU, as --mesh auto chooses one (costmodel_predict_fitting), but one setting for all three so
+// that the speed-ups compare like with like: none, else selective or full, each over the fewest
+// layers with which all three fit, whichever gives the three the smaller sum of step times;
+// *fits = 0 and full on every layer if neither fits. A cell's memory does not depend on the
+// cluster's speeds: the FA2 cluster agrees.
+static void cell_recompute(CostConfig g, int side, const Cluster* c, int* mode, int* layers,
+                           int* fits) {
+    CostPrediction ring, no, o;
+    g.recompute = GPT_RECOMPUTE_NONE, g.recompute_layers = 0;
+    three_schedules(g, side, c, &ring, &no, &o);
+    *mode = GPT_RECOMPUTE_NONE, *layers = 0;
+    *fits = largest_memory(&ring, &no, &o) <= c->memory_bytes;
+    if (*fits) return;
+    *mode = GPT_RECOMPUTE_FULL;
+    double best = INFINITY;
+    for (int r = GPT_RECOMPUTE_SELECTIVE; r <= GPT_RECOMPUTE_FULL; r++) {
+        const int n = three_fewest_layers(g, side, c, r);
+        if (n < 0) continue;
+        g.recompute = r, g.recompute_layers = n;
+        three_schedules(g, side, c, &ring, &no, &o);
+        CHECK(largest_memory(&ring, &no, &o) <= c->memory_bytes, "caller bug",
+              "%s over %d layers: %.0f bytes per GPU, over the %.0f the bisection fitted",
+              gpt_recompute_name((GptRecompute)r), n, largest_memory(&ring, &no, &o),
+              c->memory_bytes);
+        const double sum = ring.step_s + no.step_s + o.step_s;
+        if (sum < best) best = sum, *mode = r, *layers = n, *fits = 1;
+    }
 }
 
 static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
@@ -141,12 +181,14 @@ static PaperCell paper_cell(const PaperCase* pc, int model, int len) {
     PaperCell cell;
     memset(&cell, 0, sizeof cell);
     cell.side = square_side(pc->gpus);
+    cell.L = cfg.L;
     CostConfig g = {s, T, 1, 1, 1, 1, pc->gpus, COST_RING, 0, 1, 0, GPT_RECOMPUTE_NONE, NULL, 1, 0, 0, 0, 0, 0, 0,
                     0};
     CostPrediction ring_none, o_none;
     three_schedules(g, cell.side, pc->cluster, &ring_none, &cell.no, &o_none);
     cell.none_gib = largest_memory(&ring_none, &cell.no, &o_none) / 1073741824.0;
-    g.recompute = cell.recompute = cell_recompute(g, cell.side, pc->cluster, &cell.fits);
+    cell_recompute(g, cell.side, pc->cluster, &cell.recompute, &cell.recompute_layers, &cell.fits);
+    g.recompute = cell.recompute, g.recompute_layers = cell.recompute_layers;
     if (pc->fa2) three_schedules(g, cell.side, pc->fa2, &cell.fa2_ring, &cell.fa2_no, &cell.fa2_o);
     cell.ring = predict_or_die(&g, pc->cluster);
     g.overlap = 1;
@@ -191,7 +233,7 @@ static void write_csv_header(FILE* f) {
                "o_serial_ms,pred_speedup_o_serial,ring_compute_ms,ring_exposed_comm_ms,"
                "no_compute_ms,no_exposed_comm_ms,fixed_ms,ring_attention_bytes_per_rank,"
                "no_attention_bytes_per_rank,no_memory_gib,fa2_ring_ms,fa2_no_ms,fa2_o_ms,"
-               "fa2_speedup_no,fa2_speedup_o,recompute,fits_memory,max_memory_gib,"
+               "fa2_speedup_no,fa2_speedup_o,recompute,recompute_layers,fits_memory,max_memory_gib,"
                "max_memory_none_gib\n");
 }
 
@@ -203,14 +245,22 @@ static void fmt_optional(char* buf, size_t n, const char* fmt, double v, int pre
 
 static const char* miss(double err) { return fabs(err) > CELL_GOAL_PCT ? " **miss**" : ""; }
 
-// The markdown's recompute and memory cells: "selective | 52 (none: 115)"; a cell that does not
-// fit even with full says so.
+// The layers the cell's recomputation covers (0 under none).
+static int layers_recomputed(const PaperCell* c) {
+    if (c->recompute == GPT_RECOMPUTE_NONE) return 0;
+    return c->recompute_layers ? c->recompute_layers : c->L;
+}
+
+// The markdown's recompute and memory cells: "selective, 12 of 40 layers | 78 (none: 90)" ("full
+// | 79 (none: 121)" over every layer); a cell that does not fit even with full says so.
 static void memory_cells(char* buf, size_t n, const PaperCell* c) {
     const double gib = largest_memory(&c->ring, &c->no, &c->o) / 1073741824.0;
     const char* name = gpt_recompute_name((GptRecompute)c->recompute);
+    char layers[48] = "";
+    if (c->recompute_layers) snprintf(layers, sizeof layers, ", %d of %d layers", c->recompute_layers, c->L);
     if (c->recompute == GPT_RECOMPUTE_NONE) snprintf(buf, n, "%s | %.0f", name, gib);
-    else snprintf(buf, n, "%s%s | %.0f (none: %.0f)", name, c->fits ? "" : ", **does not fit**",
-                  gib, c->none_gib);
+    else snprintf(buf, n, "%s%s%s | %.0f (none: %.0f)", name, layers,
+                  c->fits ? "" : ", **does not fit**", gib, c->none_gib);
 }
 
 // One CSV row and one markdown row (with the published figures and the errors when there are).
@@ -234,16 +284,16 @@ static void paper_row(FILE* csv, FILE* md, const PaperCase* pc, int model, int l
         snprintf(fa2, sizeof fa2, "%.3f,%.3f,%.3f,%.3f,%.3f", 1e3 * c->fa2_ring.step_s,
                  1e3 * c->fa2_no.step_s, 1e3 * c->fa2_o.step_s, fa2_no, fa2_o);
     fprintf(csv, "%s,%d,%d,%s,%ld,%dx%d,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%s,%.3f,%s,%s,%.3f,%.3f,%.3f,%.3f,"
-                 "%.3f,%.3f,%.3f,%.0f,%.0f,%.2f,%s,%s,%d,%.2f,%.2f\n",
+                 "%.3f,%.3f,%.3f,%.0f,%.0f,%.2f,%s,%s,%d,%d,%.2f,%.2f\n",
             pc->gpu, pc->gpus, pc->cluster->gpus_per_node, MODEL_LABEL[model], 1L << (13 + len),
             c->side, c->side, 1e3 * c->ring.step_s, 1e3 * c->ring_pipelined.step_s,
             1e3 * c->no.step_s, 1e3 * c->o.step_s, no, pno, eno, o, po, eo, 1e3 * c->o_serial.step_s,
             o_serial, 1e3 * c->ring.compute_s, 1e3 * c->ring.exposed_comm_s, 1e3 * c->no.compute_s,
             1e3 * c->no.exposed_comm_s, 1e3 * fixed, c->ring.attention_bytes,
             c->no.attention_bytes, c->no.memory_bytes / 1073741824.0, fa2,
-            gpt_recompute_name((GptRecompute)c->recompute), c->fits,
+            gpt_recompute_name((GptRecompute)c->recompute), layers_recomputed(c), c->fits,
             largest_memory(&c->ring, &c->no, &c->o) / 1073741824.0, c->none_gib);
-    char mem[96];
+    char mem[128];
     memory_cells(mem, sizeof mem, c);
     if (pc->fa2) {
         t->fa2_no_max = fmax(t->fa2_no_max, fa2_no);
@@ -420,14 +470,17 @@ static void paper_intro(FILE* md, const char* a100_path, const char* h100_path,
             "step time / ATTENTION2D step time. Goal: every cell within %.0f%%. Columns: step "
             "times (ms) of Ring, NO and O; speed-ups model / paper and the error; the O schedule "
             "without overlap; the per-step cost no schedule changes (AdamW, gradient wait); "
-            "the recompute setting the cell needs: the cheapest `--recompute` (none, selective, "
-            "full) with which Ring, NO and O all fit the GPU's memory (80 GiB), applied to all "
-            "three, so every step time above includes its recomputed forward kernels; and the "
-            "memory per GPU of the largest of the three with it (in brackets without "
-            "recomputation, where that does not fit). Memory is the trainer's own budget "
+            "the recompute setting the cell needs, chosen as `--mesh auto` chooses one for a "
+            "schedule: none where Ring, NO and O all fit the GPU's memory (80 GiB), else "
+            "`--recompute` selective or full over the fewest layers with which all three fit "
+            "(`--recompute-num-layers`), whichever gives the three the smaller sum of step "
+            "times, applied to all three, so every step time above includes its recomputed "
+            "forward kernels; and the memory per GPU of the largest of the three with it (in "
+            "brackets without recomputation). Memory is the trainer's own budget "
             "(model/memory_budget.c: what it prints at start and refuses on). A cell that does "
-            "not fit even with full would say so; none does. The tightest, 13B at 2^17 on 16 "
-            "GPUs, needs full (78.5 GiB): it holds its bf16 parameters and gradients whole (25 "
+            "not fit even with full on every layer would say so; none does. The tightest, 13B "
+            "at 2^17 on 16 GPUs, needs full on 39 of its 40 layers (79.7 GiB; 121 GiB without): "
+            "it holds its bf16 parameters and gradients whole (25 "
             "GiB each: ZeRO-1 shards the AdamW state and the fp32 master weights only) and 8 GiB "
             "of ATTENTION2D scratch; the attention backward adds dQ into the schedule's own fp32 "
             "buffer, in an order kept by 80 KiB of semaphores.\n\n",
