@@ -102,7 +102,7 @@ static void gather_master(void* ctx, const float* send, float* recv, size_t coun
 }
 
 #ifdef CHECKPOINT_TEST_COPY_CHECK
-// Tests only (build/tests/train_gpt_slow_save): the host copies are poisoned (all bits set: a
+// Tests only (build/tests/train_gpt_slow_save, train_gpt_cuda_host_slow_save): the host copies are poisoned (all bits set: a
 // NaN no weight or moment holds) before each snapshot, and the snapshot must have copied exactly
 // what the rank's files hold, no more (the steps wait for the copy) and no less: rank 0 every
 // weight, the others their state file's slice; the moments of that slice.

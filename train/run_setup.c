@@ -557,11 +557,12 @@ static void alloc_host_copies(Trainer* t) {
         if (t->host_pinned) return;
         gpt_host_pinned_free(t->host_m);
         gpt_host_pinned_free(t->host_params);
+        const double bytes = (double)pb + 2.0 * mb;
         if (!gpt_backend_host_memory())
             fprintf(stderr, "warning: rank %d: --async-save: %.3g %s of pinned host memory for "
                     "the checkpoint copies is more than the system would lock; ordinary memory "
-                    "instead (a slower copy)\n", t->rank, (pb + 2 * mb) / (pb + 2 * mb < 1e9 ? 1e6 : 1e9),
-                    pb + 2 * mb < 1e9 ? "MB" : "GB");
+                    "instead (a slower copy)\n", t->rank, bytes / (bytes < 1e9 ? 1e6 : 1e9),
+                    bytes < 1e9 ? "MB" : "GB");
     }
     t->host_params = xcalloc(t->model.num_params, sizeof(float), "host parameters");
     t->host_m = xcalloc(t->shard_count, sizeof(float), "host AdamW first moments");

@@ -84,6 +84,7 @@ typedef struct {
     TimelineHostClock* host_clock;   // its clock on the CPU
     long long step_comm_bytes; // bytes the comm counted inside steps (what the trace shows)
     float* host_params;        // (num_params) host copy for init, model files and checkpoints
+                               // (a checkpoint refreshes rank 0's whole, the others' slice only)
     float *host_m, *host_v;    // (shard_count) host copies of the moments for checkpoints
     int host_pinned;           // the three are the backend's pinned memory (--async-save)
     size_t shard_begin, shard_count;
