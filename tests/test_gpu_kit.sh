@@ -247,11 +247,21 @@ EOF
     eval 'grep -qE "^\| tokens, cache against recomputation \| ok \| 4 continuations, at least ([2-9]|[1-9][0-9]) distinct" "$r" && grep -qE "^\| logits, max difference / largest logit \(bound 1/64\) \| ok \|" "$r" && grep -qE "^\| decode rate with the cache \| \| [0-9.]+ tokens/s \|$" "$r"'
   check "the kernel times table, our throughput rows, PyTorch eager beside them, torch.compile said skipped, llm.c's row" \
     eval 'grep -q "^| kernel |" "$r" && [ "$(grep -c "^| small B=2 T=32, 3 steps | this trainer (bf16) |" "$r")" = 1 ] && grep -q "^| small B=1 T=64, 2 steps | this trainer (bf16) |" "$r" && grep -qE "^\| small B=2 T=32 \| PyTorch 1\.13[^|]* eager \(written out, default AdamW\) \| [0-9]+ \|" "$r" && grep -qE "^\| small B=2 T=32 \| PyTorch compile \| not run: torch.compile needs torch >= 2.0" "$r" && grep -qE "^\| small B=2 T=32 \| llm.c train_gpt2cu \(d12\) \| 2510 \| .* \| 25.500 \|" "$r"'
+  check "recomputation at the largest run: none, selective and full rows, each with its ratio to none (none's 1.000)" \
+    eval 'grep -qE "^### Recomputation, small B=1 T=64, 2 steps$" "$r" && grep -qE "^\| none \| [0-9.]+ \| 1\.000 \| [0-9.]+ \| [0-9.]+ GiB \| [0-9]+ \|$" "$r" &&
+          grep -qE "^\| selective \| [0-9.]+ \| [0-9.]+ \| " "$r" && grep -qE "^\| full \| [0-9.]+ \| [0-9.]+ \| " "$r"'
+  check "checkpoints at the small run, synchronous and --async-save: 3 each, their seconds and what the steps waited, the files removed after" \
+    eval 'grep -qE "^\| synchronous \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" "$r" &&
+          grep -qE "^\| async-save \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" "$r" &&
+          ! ls "$W"/report/logs/ck_*/state_* > /dev/null 2>&1 && ls "$W"/report/logs/ck_async-save/log.jsonl > /dev/null'
   check "gpu_report.jsonl: every line is JSON, with device, check, bound, kernel, throughput, torch_throughput, llmc_throughput and verdict records" \
     "$PY" -c 'import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1])]
 types = {o["type"] for o in objs}
-assert {"device", "check", "bound", "kernel", "throughput", "torch_throughput", "llmc_throughput", "verdict"} <= types, types
+assert {"device", "check", "bound", "kernel", "throughput", "torch_throughput", "llmc_throughput", "recompute", "checkpoint_timing", "verdict"} <= types, types
+ck = {o["writing"]: o for o in objs if o["type"] == "checkpoint_timing"}
+assert set(ck) == {"synchronous", "async-save"} and all(o["checkpoints"] == 3 for o in ck.values()), ck
+assert ck["synchronous"]["blocking_mean"] == ck["synchronous"]["seconds_mean"], ck
 v = [o for o in objs if o["type"] == "verdict"][0]
 assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
   check "the collectives benchmark on nccl over the visible GPUs, its records in the JSONL" \

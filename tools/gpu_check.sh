@@ -31,7 +31,9 @@
 # timed against its floor, attention against PyTorch's flash SDPA; 8. trainer throughput and MFU
 # (gpt3-125m, and the largest GPT-3 preset that fits at T = 8192), with the forward / backward /
 # optimizer split and device memory, beside the same shapes in PyTorch (eager with flash SDPA and
-# fused AdamW, and torch.compile) and, with --llmc, llm.c.
+# fused AdamW, and torch.compile) and, with --llmc, llm.c; the largest run again with
+# `--recompute selective` and `full` (their step time against none's), and checkpoints at the
+# small run's shape written synchronously and with `--async-save` (what the steps wait).
 # Exit status 0 when every check passed. Works as root or not; needs bash, coreutils, grep, sed,
 # awk, od; Python with PyTorch only for the SDPA and PyTorch comparisons (python3 on PATH, or
 # $PYTHON).
@@ -898,6 +900,75 @@ done
 [ "$large_ok" -eq 1 ] && check_result throughput "largest preset at T=$LARGE_T" ok ||
   check_result throughput "largest preset at T=$LARGE_T" FAIL "tried:$tried"
 [ -n "$tried" ] && section "" && section "Did not fit in device memory at T = $LARGE_T:$tried."
+
+# Recomputation at the largest run that fit: --recompute selective and full beside none (the run
+# above), the same steps. The goal (the long-sequence issue): selective within 1.1x of none's step
+# time at gpt3-2.7b T = 8192 on an H100.
+if [ "$large_ok" -eq 1 ]; then
+  large_label="$preset B=1 T=$LARGE_T"
+  section ""
+  section "### Recomputation, $large_label, $LARGE_STEPS steps"
+  section ""
+  section "| --recompute | ms/step | x none | backward ms | device memory | tokens/s |"
+  section "|---|---|---|---|---|---|"
+  none_ms=""
+  for r in none selective full; do
+    dir=$LOGS/tp_$preset RC=0   # none: the run above
+    if [ "$r" != none ]; then
+      dir=$LOGS/tp_recompute_$r
+      run_logged "tp_recompute_$r" 900 "$X/train_gpt_cuda" --preset "$preset" --context "$LARGE_T" --batch 1 \
+        --seq-len "$LARGE_T" --steps "$LARGE_STEPS" "${FORT[@]}" --recompute "$r" --out-dir "$dir"
+    fi
+    s=$(grep '"type":"summary"' "$dir/log.jsonl" 2> /dev/null | tail -n 1)
+    if [ "$RC" -ne 0 ] || [ -z "$s" ]; then
+      section "| $r | failed (exit $RC): logs/tp_recompute_$r.log | | | | |"
+      check_result throughput "--recompute $r, $large_label" FAIL "exit $RC"; tail_log "tp_recompute_$r"
+      continue
+    fi
+    ms=$(json_field ms_per_step "$s"); [ "$r" = none ] && none_ms=$ms
+    x=$(awk -v a="$ms" -v b="$none_ms" 'BEGIN { if (b > 0) printf "%.3f", a / b; else printf "n/a" }')
+    section "$(awk -v r="$r" -v ms="$ms" -v x="$x" -v b="$(json_field backward_ms "$s")" \
+      -v mu="$(json_field memory_used_bytes "$s")" -v t="$(json_field tokens_per_s "$s")" \
+      'BEGIN { printf "| %s | %.1f | %s | %.1f | %.1f GiB | %.0f |", r, ms, x, b, mu / 2^30, t }')"
+    printf '{"type":"recompute","run":"%s","recompute":"%s","x_none":"%s","summary":%s}\n' "$large_label" "$r" "$x" \
+      "$(printf '%s' "$s" | sed 's/^{"type":"summary",/{/')" >> "$JSONL"
+    [ "$r" = none ] || { say "  --recompute $r: $x x none's step time"; check_result throughput "--recompute $r, $large_label" ok; }
+  done
+fi
+
+# Checkpoints at the small run's shape, written synchronously and with --async-save: each
+# checkpoint's time from its copy to DONE, and what the steps waited of it (blocking_s; all of it
+# when synchronous). --keep-last 1 keeps one on disk.
+ck_every=$(( THROUGHPUT_STEPS / 3 > 0 ? THROUGHPUT_STEPS / 3 : 1 ))
+FORT_SAVE=(); for a in "${FORT[@]}"; do [ "$a" = --no-save ] || FORT_SAVE+=("$a"); done
+section ""
+section "### Checkpoints, $small_label: every $ck_every steps of $THROUGHPUT_STEPS"
+section ""
+section "| writing | checkpoints | seconds each (mean) | the steps waited (mean) | ms/step | run wall s |"
+section "|---|---|---|---|---|---|"
+for w in synchronous async-save; do
+  extra=(); [ "$w" = async-save ] && extra=(--async-save)
+  run_logged "ck_$w" 900 "$X/train_gpt_cuda" "${THROUGHPUT_SMALL[@]}" --steps "$THROUGHPUT_STEPS" "${FORT_SAVE[@]}" \
+    --checkpoint-every "$ck_every" --keep-last 1 "${extra[@]}" --out-dir "$LOGS/ck_$w"
+  s=$(grep '"type":"summary"' "$LOGS/ck_$w/log.jsonl" 2> /dev/null | tail -n 1)
+  # every checkpoint record: seconds, and blocking_s where written in the background
+  cks=$(grep '"type":"checkpoint"' "$LOGS/ck_$w/log.jsonl" 2> /dev/null |
+        sed -n 's/.*"seconds":\([0-9.e+-]*\),.*/\1 &/p' |
+        awk '{ b = $1; if (match($0, /"blocking_s":[0-9.e+-]+/)) b = substr($0, RSTART + 13, RLENGTH - 13);
+               n++; s += $1; w += b } END { if (n) printf "%d %.3f %.3f", n, s / n, w / n }')
+  if [ "$RC" -ne 0 ] || [ -z "$s" ] || [ -z "$cks" ]; then
+    section "| $w | failed (exit $RC): logs/ck_$w.log | | | | |"
+    check_result throughput "checkpoints, $w" FAIL "exit $RC"; tail_log "ck_$w"
+    continue
+  fi
+  read -r n secs waited <<< "$cks"
+  section "| $w | $n | $secs | $waited | $(json_field ms_per_step "$s") | $SECONDS_TAKEN |"
+  printf '{"type":"checkpoint_timing","run":"%s","writing":"%s","checkpoints":%d,"seconds_mean":%s,"blocking_mean":%s,"wall_s":%s}\n' \
+    "$small_label" "$w" "$n" "$secs" "$waited" "$SECONDS_TAKEN" >> "$JSONL"
+  say "  checkpoints, $w: $n of $secs s each, the steps waited $waited s"
+  check_result throughput "checkpoints, $w" ok
+  rm -rf "$LOGS/ck_$w"/model_* "$LOGS/ck_$w"/state_*   # (the report keeps the logs, not gigabytes)
+done
 
 # Muon's step at the small shape from bf16 and from TF32 inputs (--muon-fp32-matmul-prec medium,
 # the default, and high: cuBLAS's FAST_16BF and FAST_TF32), beside AdamW's run above: what the
