@@ -1096,8 +1096,11 @@ for l, s in zip(lines, got):
     mean = " (mean of %d steps)" % len(steps) if len(steps) > 1 else ""
     m = re.match(r"step +\d+/\d+ \| loss ([0-9.]+)( \(mean of \d+ steps\))? \|.* \| (\d+) ms \|", l)
     assert m and m.group(1) == loss and (m.group(2) or "") == mean, (l, loss, mean)
-    ms = sum(r["ms"] for r in recs.values() if prev < r["step"] <= s) / (s - prev)
-    assert abs(int(m.group(3)) - ms) <= 1, (l, ms)
+    # The mean step time: where every step since the last line has its record (a skipped step
+    # has none, and no time in the log: then the printed mean holds a time the log lacks)
+    if len(steps) == s - prev:
+        ms = sum(r["ms"] for r in steps) / len(steps)
+        assert abs(int(m.group(3)) - ms) <= 1, (l, ms)
     print("step %d: loss %s%s" % (s, loss, mean))
     prev = s' "$@"
   }
@@ -1734,7 +1737,8 @@ print(r["components"][0]["windows_read"])' "$W/p/log.jsonl")
 # --z-loss (PaLM's): the objective adds c lse^2 per token; the logged loss stays the cross-entropy.
 # --z-loss 0 is off (the default run's losses, evaluations, samples and weights, no z_loss logged);
 # under 1e-3 step 1's loss (before any update) is the
-# default run's to the bit and the later ones differ (the gradient changed); every step logs
+# default run's to the bit, every gradient norm differs (the gradient changed) and the losses from
+# step 3 on; every step logs
 # z_loss, at step 1 within 1% of c ln(512)^2 (initial logits are near 0, so lse ~ ln V); the batch
 # and progress lines say it; dp 2 with ZeRO-1 (the loss, z-loss and gradient sums in one
 # all-reduce) and a 2x2 ATTENTION2D mesh (each rank's tokens' sums) within 1e-5 of one process,
@@ -1749,12 +1753,17 @@ t_z_loss() {
   echo "  --z-loss 0 against the default:"
   same_runs "$W/base" "$W/zero" 6
   check "--z-loss 0 logs no z_loss" eval "! grep -q z_loss '$W/zero/log.jsonl'"
-  check "--z-loss 1e-3: step 1's loss the default's bit for bit, steps 2-6 differ; z_loss every step, step 1's c ln(512)^2 within 1%" "$PY" -c 'import json, math, sys
+  check "--z-loss 1e-3: step 1's loss the default's bit for bit, every gradient norm and the losses of steps 3-6 differ; z_loss every step, step 1's c ln(512)^2 within 1%" "$PY" -c 'import json, math, sys
 def steps(p): return [r for r in map(json.loads, open(p)) if r["type"] == "step"]
 base, z = steps(sys.argv[1]), steps(sys.argv[2])
 assert len(base) == len(z) == 6 and all("z_loss" not in r for r in base), (base, z)
 assert z[0]["loss"] == base[0]["loss"], (z[0], base[0])
-assert all(a["loss"] != b["loss"] for a, b in zip(z[1:], base[1:])), (z, base)
+# The z-loss term is in the gradient from step 1 on; AdamW first update is close to the sign of
+# the gradient, which so small a term seldom flips, so step 2 may agree to the 8 printed decimals
+# (a sanitized build on a Zen 4 machine did): every gradient norm differs, and the losses from
+# step 3 on.
+assert all(a["grad_norm"] != b["grad_norm"] for a, b in zip(z, base)), (z, base)
+assert all(a["loss"] != b["loss"] for a, b in zip(z[2:], base[2:])), (z, base)
 want = 1e-3 * math.log(512) ** 2
 rel = abs(z[0]["z_loss"] - want) / want
 assert rel < 0.01 and all(0 < r["z_loss"] < 2 * want for r in z), (rel, z)
