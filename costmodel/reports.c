@@ -257,7 +257,8 @@ static void memory_cells(char* buf, size_t n, const PaperCell* c) {
     const double gib = largest_memory(&c->ring, &c->no, &c->o) / 1073741824.0;
     const char* name = gpt_recompute_name((GptRecompute)c->recompute);
     char layers[48] = "";
-    if (c->recompute_layers) snprintf(layers, sizeof layers, ", %d of %d layers", c->recompute_layers, c->L);
+    if (c->recompute_layers)
+        snprintf(layers, sizeof layers, ", %d of %d layers", c->recompute_layers, c->L);
     if (c->recompute == GPT_RECOMPUTE_NONE) snprintf(buf, n, "%s | %.0f", name, gib);
     else snprintf(buf, n, "%s%s%s | %.0f (none: %.0f)", name, layers,
                   c->fits ? "" : ", **does not fit**", gib, c->none_gib);

@@ -219,7 +219,7 @@ pinned_fallback() {
   local args=(--preset tiny --layers 2 --channels 32 --heads 2 --context 32 --vocab 512 --batch 2
               --seq-len 16 --steps 6 --lr 1e-2 --warmup 0 --sample-length 0 --eval-every 0 --quiet
               --checkpoint-every 2 --keep-last 10 --async-save --train-data "$W/data/t_train_*.bin"
-              --val-data "" --tokenizer "") failures=0 k
+              --val-data "" --tokenizer "") failures=0
   timeout 600 "$CUDA_BF16" "${args[@]}" --out-dir "$W/pinned" > "$W/pinned.out" 2> "$W/pinned.err"
   local rc_pinned=$?
   CUDA_HOST_PINNED_MEMORY=256K timeout 600 "$CUDA_BF16" "${args[@]}" --out-dir "$W/ordinary" \
@@ -235,7 +235,7 @@ pinned_fallback() {
   if grep '"type":"step"' "$W/pinned/log.jsonl" | sed 's/,"ms".*//' > "$W/pinned.steps" &&
      grep '"type":"step"' "$W/ordinary/log.jsonl" | sed 's/,"ms".*//' > "$W/ordinary.steps" &&
      [ "$(grep -c . "$W/pinned.steps")" = 6 ] && cmp -s "$W/pinned.steps" "$W/ordinary.steps" &&
-     for k in 2 4 6; do cmp "$W/pinned/model_0000000$k.bin" "$W/ordinary/model_0000000$k.bin" || exit 1; done &&
+     (for k in 2 4 6; do cmp "$W/pinned/model_0000000$k.bin" "$W/ordinary/model_0000000$k.bin" || exit 1; done) &&
      [ "$(grep -c '"background":true' "$W/ordinary/log.jsonl")" = 2 ]; then
     echo "  ok    the same 6 step losses, and model files of steps 2, 4 and 6 (2 and 4 written in the background)"
   else

@@ -913,16 +913,16 @@ if [ "$large_ok" -eq 1 ]; then
   section "|---|---|---|---|---|---|"
   none_ms=""
   for r in none selective full; do
-    dir=$LOGS/tp_$preset RC=0   # none: the run above
+    rlog=tp_$preset RC=0   # none: the run above
     if [ "$r" != none ]; then
-      dir=$LOGS/tp_recompute_$r
-      run_logged "tp_recompute_$r" 900 "$X/train_gpt_cuda" --preset "$preset" --context "$LARGE_T" --batch 1 \
-        --seq-len "$LARGE_T" --steps "$LARGE_STEPS" "${FORT[@]}" --recompute "$r" --out-dir "$dir"
+      rlog=tp_recompute_$r
+      run_logged "$rlog" 900 "$X/train_gpt_cuda" --preset "$preset" --context "$LARGE_T" --batch 1 \
+        --seq-len "$LARGE_T" --steps "$LARGE_STEPS" "${FORT[@]}" --recompute "$r" --out-dir "$LOGS/$rlog"
     fi
-    s=$(grep '"type":"summary"' "$dir/log.jsonl" 2> /dev/null | tail -n 1)
+    s=$(grep '"type":"summary"' "$LOGS/$rlog/log.jsonl" 2> /dev/null | tail -n 1)
     if [ "$RC" -ne 0 ] || [ -z "$s" ]; then
-      section "| $r | failed (exit $RC): logs/tp_recompute_$r.log | | | | |"
-      check_result throughput "--recompute $r, $large_label" FAIL "exit $RC"; tail_log "tp_recompute_$r"
+      section "| $r | failed (exit $RC): logs/$rlog.log | | | | |"
+      check_result throughput "--recompute $r, $large_label" FAIL "exit $RC"; tail_log "$rlog"
       continue
     fi
     ms=$(json_field ms_per_step "$s"); [ "$r" = none ] && none_ms=$ms
@@ -956,6 +956,7 @@ for w in synchronous async-save; do
         sed -n 's/.*"seconds":\([0-9.e+-]*\),.*/\1 &/p' |
         awk '{ b = $1; if (match($0, /"blocking_s":[0-9.e+-]+/)) b = substr($0, RSTART + 13, RLENGTH - 13);
                n++; s += $1; w += b } END { if (n) printf "%d %.3f %.3f", n, s / n, w / n }')
+  rm -rf "$LOGS/ck_$w"/model_* "$LOGS/ck_$w"/state_*   # (the report keeps the logs, not gigabytes)
   if [ "$RC" -ne 0 ] || [ -z "$s" ] || [ -z "$cks" ]; then
     section "| $w | failed (exit $RC): logs/ck_$w.log | | | | |"
     check_result throughput "checkpoints, $w" FAIL "exit $RC"; tail_log "ck_$w"
@@ -967,7 +968,6 @@ for w in synchronous async-save; do
     "$small_label" "$w" "$n" "$secs" "$waited" "$SECONDS_TAKEN" >> "$JSONL"
   say "  checkpoints, $w: $n of $secs s each, the steps waited $waited s"
   check_result throughput "checkpoints, $w" ok
-  rm -rf "$LOGS/ck_$w"/model_* "$LOGS/ck_$w"/state_*   # (the report keeps the logs, not gigabytes)
 done
 
 # Muon's step at the small shape from bf16 and from TF32 inputs (--muon-fp32-matmul-prec medium,

@@ -69,7 +69,8 @@ static cudaError_t allocate(void** ptr, size_t bytes, int pinned, const char* wh
     if (bytes > total - in_use)
         return cuda_host_fail(cudaErrorMemoryAllocation, "%s of %zu bytes: out of %s memory (%zu "
                               "of %zu bytes in use; %s)", what, bytes, pinned ? "pinned" : "device",
-                              in_use, total, pinned ? "CUDA_HOST_PINNED_MEMORY" : "CUDA_HOST_DEVICE_MEMORY");
+                              in_use, total,
+                              pinned ? "CUDA_HOST_PINNED_MEMORY" : "CUDA_HOST_DEVICE_MEMORY");
     size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
     void* p = aligned_alloc(rounded >= HUGE_PAGE ? HUGE_PAGE : 256, rounded);
     if (!p) {
