@@ -114,7 +114,8 @@ worst = max(abs(x[k] - y[k]) / y[k] for x, y in zip(a, b) for k in keys)
 assert worst <= 1e-5, (worst, a, b)
 print("worst relative difference %.2g" % worst)' "$@"
 }
-newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | sed 's/^0*//;s/^$/0/'; }
+# newest_done DIR: the step of DIR's newest complete checkpoint (its DONE marker), 0 if none.
+newest_done() { ls "$1" 2>/dev/null | sed -n 's/^DONE_\([0-9]\{8\}\)$/\1/p' | sort | tail -n 1 | awk '{ n = $1 + 0 } END { print n + 0 }'; }
 
 # refused "ARGS|^REGEX"...: the trainer on TINY plus each ARGS (split into words) exits non-zero,
 # its first line of stderr matching REGEX.
@@ -365,7 +366,8 @@ t_kill9() {
   for i in 1 2 3 4 5 6 7; do
     # Once this run has trained a step, let it go on (a step and a checkpoint write take about
     # 80 ms) for a random while, then kill it.
-    local delay; delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r / 32768 * 0.5 }')
+    # ($RANDOM drawn here: a command substitution's subshell reseeds it, and KILL_SEED would not repeat)
+    local r=$RANDOM delay; delay=$(awk -v r=$r 'BEGIN { printf "%.2f", r / 32768 * 0.5 }')
     local before; before=$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')
     # (every other run writes its checkpoints in the background: --async-save)
     local async=(); [ $((i % 2)) = 0 ] && async=(--async-save)
@@ -868,6 +870,7 @@ t_exit_minutes() {
     has timed.out "^stopping early at step $last \(checkpoint written\)$"
   check "--exit-after-minutes 0.05: the stop line names the limit, the time run and the step's" \
     has timed.out "^stop: --exit-after-minutes 0.05: [0-9.]+ minutes since the start, and one more step of [0-9.]+ s with [0-9.]+ s of evaluation, sample and checkpoint around it would end past them$"
+  # (past 3 s less the records' rounding: minutes to 1e-6, around_s to 1e-4 s, ms to 1e-3 ms)
   check "the stop record: step $last, reason exit-after-minutes, its minutes plus the last step's time and the work around the next past 3 s" \
     "$PY" -c 'import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -876,7 +879,7 @@ steps = [r for r in recs if r["type"] == "step"]
 print("stop record", stop, "last step ms", steps[-1]["ms"])
 sys.exit(0 if len(stop) == 1 and stop[0]["step"] == int(sys.argv[2]) == steps[-1]["step"] and
          stop[0]["reason"] == "exit-after-minutes" and
-         stop[0]["minutes"] * 60 + steps[-1]["ms"] / 1e3 + stop[0]["around_s"] > 3 else 1)' "$W/timed/log.jsonl" "$last"
+         stop[0]["minutes"] * 60 + steps[-1]["ms"] / 1e3 + stop[0]["around_s"] > 3 - 8.1e-5 else 1)' "$W/timed/log.jsonl" "$last"
   check "a complete checkpoint at step $last" test -f "$W/timed/DONE_$(printf %08d "$last")"
   train timed2 "${TINY[@]}" "${long[@]}" --out-dir "$W/timed" --resume --exit-after 3
   expect_rc timed2 0
