@@ -4,7 +4,9 @@
 # A suite file has one test per line, "name: shell command" (run from the repository root);
 # blank lines and lines starting with # are ignored. Exit status is non-zero on any failure.
 # SUITE:PATTERN,... runs only the tests of SUITE whose name matches one of the shell patterns
-# (e.g. dist-model:mesh-*,train-curves); a pattern that matches no test is a failure.
+# (e.g. dist-model:mesh-*,train-curves); a pattern starting with ! leaves out the tests it matches
+# (train:!flags,!rope*: every test of train but those; with patterns of both kinds, those the
+# others select, less these). A pattern that matches no test is a failure.
 # TEST_JOBS suites run at a time (default 1; make test gives one per core). A suite's tests always
 # run one after another in the file's order, so a test may read what an earlier one of its suite
 # wrote; suites share nothing but the programs. Each test prints its line when it ends; the five
@@ -61,9 +63,16 @@ run_suite() {
     case "$line" in ''|'#'*) continue ;; esac
     name="${line%%:*}"; cmd="${line#*:}"
     if [ ${#patterns[@]} -gt 0 ]; then
-      selected=0
+      # Selected by any pattern without !, or by none when there is none; then left out by any !.
+      selected=1
+      for p in "${patterns[@]}"; do [ "${p#!}" = "$p" ] && selected=0 && break; done
       for p in "${patterns[@]}"; do
+        [ "${p#!}" = "$p" ] || continue
         case "$name" in $p) selected=1; matched+=("$p") ;; esac
+      done
+      for p in "${patterns[@]}"; do
+        [ "${p#!}" != "$p" ] || continue
+        case "$name" in ${p#!}) selected=0; matched+=("$p") ;; esac
       done
       [ $selected = 1 ] || continue
     fi

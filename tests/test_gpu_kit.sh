@@ -287,7 +287,7 @@ assert v["failed"] == 0 and v["passed"] > 40, v' "$W/report/gpu_report.jsonl"
 # ---- make gpu-bundle (nvcc) -----------------------------------------------------------------------------
 t_nvcc_bundle() {
   if ! command -v nvcc > /dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then echo "SKIPPED: nvcc not found"; finish; fi
-  make --no-print-directory BUILD="$BUILD" gpu-bundle > "$W/make.out" 2>&1
+  make --no-print-directory -j"$(nproc)" BUILD="$BUILD" gpu-bundle > "$W/make.out" 2>&1
   local rc=$?
   tail -n 14 "$W/make.out" | sed 's/^/        /'
   check "make gpu-bundle (nvcc programs built and linked, then --dry-run) exits 0" test $rc = 0

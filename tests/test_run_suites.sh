@@ -2,7 +2,8 @@
 # tests/run_suites.sh on suites of its own: two suites side by side (TEST_JOBS=2) keep each one's
 # order (a test reads what the one before it wrote), every outcome is counted once, a failure's
 # log tail and the five slowest tests come at the end, a failure sets the exit status, a missing
-# suite or unmatched pattern fails, and a bad TEST_JOBS is refused in one line.
+# suite or unmatched pattern fails, a ! pattern leaves tests out, and a bad TEST_JOBS is refused in
+# one line.
 set -u
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
@@ -47,6 +48,11 @@ out=$(TEST_JOBS=2 run 'sa:t*' nosuch 'sb:nope' 2>&1); rc=$?
 echo "$out" | grep -q '^2 passed, 2 failed$' && echo "$out" | grep -q '^failed: nosuch (missing) sb:nope (no such test)$' &&
   ! echo "$out" | grep -q 'the last 30 lines' && [ $rc != 0 ] && ok "patterns: sa:t* ran two; a missing suite and an unmatched pattern fail" \
   || bad "patterns: expected '2 passed, 2 failed', 'failed: nosuch (missing) sb:nope (no such test)', no log tail and a non-zero exit, found: $(echo "$out" | tail -n 2 | tr '\n' ' ')(exit $rc)"
+out=$(TEST_JOBS=1 run 'sa:!t*' 'sb:!broken' 'sa:t*,!three' 'sb:!nope' 2>&1); rc=$?
+ran=$(echo "$out" | awk '/^(PASS|FAIL) +[a-z]+ +[a-z]+ +[0-9.]+s$/ { printf "%s%s/%s", (n++ ? " " : ""), $2, $3 }')
+[ "$ran" = "sa/one sa/four sb/fine sa/two sb/broken sb/fine" ] && echo "$out" | grep -q '^failed: sb/broken sb:!nope (no such test)$' \
+  && ok "exclusions: sa:!t* ran one and four, sb:!broken fine, sa:t*,!three two alone; an unmatched one fails" \
+  || bad "exclusions: expected 'sa/one sa/four sb/fine sa/two sb/broken sb/fine' and 'failed: sb/broken sb:!nope (no such test)', found '$ran', $(echo "$out" | grep '^failed:')"
 out=$(TEST_JOBS=0 run sa 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "TEST_JOBS: expected a whole number of suites at a time above 0, found '0'" \
   && ok "TEST_JOBS=0 refused: $out" || bad "TEST_JOBS=0: exit $rc, $out"

@@ -47,22 +47,18 @@ CUDA_NVCC := $(firstword $(shell command -v $(NVCC) 2>/dev/null) $(wildcard /usr
 # a third of the default's size (the GPU bundle has a size budget).
 NVCC_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                    -gencode arch=compute_90,code=compute_90 --compress-mode=size
-# test_ptx also checks the Hopper wrappers (model/cuda_ptx_sm90.cuh), which are sm_90a-only
-# instructions: its sm_90 machine code is sm_90a (an H100 or H200 runs it; elsewhere its sm_90a
-# tests skip). The GPU kit's build of it (tools/gpu_bundle.mk) uses the same flags.
+# test_ptx (the Hopper wrappers of model/cuda_ptx_sm90.cuh) and the bf16 attention with its Hopper
+# kernels carry sm_90a-only instructions: their sm_90 machine code is sm_90a (an H100 or H200 runs
+# it). train/train_cuda.mk and tools/gpu_bundle.mk give them these flags.
 NVCC_ARCH_FLAGS_SM90A := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
                          -gencode arch=compute_90,code=compute_90 --compress-mode=size
-$(BUILD)/nvcc-check/tests/cuda_host/test_ptx.o: NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A)
-# So is the bf16 attention with its Hopper kernels (attention/hopper_forward.cu, hopper_backward.cu;
-# train/train_cuda.mk). Its kernels must not spill: ptxas's spill warning, an error here, names the kernel.
-$(CUDA_ATTENTION_SRCS:%.cu=$(BUILD)/nvcc-check/%.o): NVCC_ARCH_FLAGS = $(NVCC_ARCH_FLAGS_SM90A) -DATTENTION_SM90A \
-                                                   -Xptxas -warn-spills
-# `+=`: a module whose .cu files need more (e.g. MPI include paths) may add to it.
-NVCC_CHECK_FLAGS += -std=c++17 -O2 $(NVCC_ARCH_FLAGS) -Werror all-warnings \
-                    -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -I.
 CUDA_SOURCES := $(patsubst ./%,%,$(shell find . -path ./$(BUILD) -prune -o -path ./.git -prune -o \
                   -path ./tools/node -prune -o -name '*.cu' -print 2>/dev/null))
-NVCC_CHECK_OBJS := $(CUDA_SOURCES:%.cu=$(BUILD)/nvcc-check/%.o)
+# The objects of the nvcc builds themselves (train/train_cuda.mk's rule and flags: -Werror
+# all-warnings, ptxas's spill warning an error for the attention kernels), so that the trainers and
+# the GPU bundle built after the check compile nothing twice; the sources no nvcc program links
+# (the host runtime's own tests) are compiled by the same rule.
+NVCC_CHECK_OBJS := $(CUDA_SOURCES:%.cu=$(BUILD)/cuda/%.o)
 
 .PHONY: cuda-compile-check
 ifeq ($(CUDA_NVCC),)
@@ -72,7 +68,3 @@ else
 cuda-compile-check: $(NVCC_CHECK_OBJS)
 	@echo "cuda-compile-check: $(words $(NVCC_CHECK_OBJS)) .cu files compile with $(CUDA_NVCC) for sm_80, sm_90 and compute_90 PTX"
 endif
-
-$(BUILD)/nvcc-check/%.o: %.cu
-	@mkdir -p $(dir $@)
-	$(CUDA_NVCC) $(NVCC_CHECK_FLAGS) -MMD -MP -c $< -o $@

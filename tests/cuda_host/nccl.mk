@@ -18,7 +18,7 @@ $(BUILD)/tests/cuda_host/nccl.o: CUDA_HOST_CXXFLAGS += $(CUDA_HOST_NCCL_CXXFLAGS
 
 # The test calls MPI itself (the id's broadcast), under the host runtime and under nvcc.
 $(BUILD)/cuda-host/tests/cuda_host/test_nccl.o: CUDA_HOST_CXXFLAGS += $(CUDA_HOST_NCCL_CXXFLAGS)
-$(BUILD)/nvcc-check/tests/cuda_host/test_nccl.o: NVCC_CHECK_FLAGS += $(CUDA_HOST_NCCL_CXXFLAGS)
+$(BUILD)/cuda/tests/cuda_host/test_nccl.o: NVCC_TRAIN_FLAGS += $(CUDA_HOST_NCCL_CXXFLAGS)
 
 $(BUILD)/tests/cuda_host/test_nccl: $(BUILD)/cuda-host/tests/cuda_host/test_nccl.o $(CUDA_HOST_NCCL_OBJS) \
                                     $(CUDA_HOST_OBJS) $(FAIL_OBJS)

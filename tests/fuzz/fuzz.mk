@@ -9,7 +9,9 @@
 # through the same targets built with gcc's sanitizers and a plain main (replay_main.c).
 # Only the reader under test (and the harness) is instrumented; the rest is the usual objects.
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 25
+# CI's short run (a longer one: make fuzz FUZZ_SECONDS=600); make test's fuzz-replay suite runs
+# every seed and regression input besides.
+FUZZ_SECONDS ?= 10
 FUZZ_TARGETS = shard model_file train_state tokenizer_file bpe_vocab hf_tokenizer options \
 	hf_import mc_eval cluster gpu_report sweep_csv blend
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
