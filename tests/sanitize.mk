@@ -47,7 +47,8 @@ sanitize_comma := ,
 # by patterns of both kinds: the lines they select (its mesh lines but the 4x4 and mesh-auto, and
 # five of its training runs: the 2x2 schedules, resume, refusals, a killed rank, the mesh flags).
 sanitize_patterns = $(or $(SANITIZE_PATTERNS_$(1)),$(addprefix !,$(SANITIZE_LEFT_OUT_$(1))))
-sanitize_suite = $(1)$(if $(call sanitize_patterns,$(1)),:$(subst $(sanitize_space),$(sanitize_comma),$(strip $(call sanitize_patterns,$(1)))))
+sanitize_suite = $(1)$(if $(call sanitize_patterns,$(1)),:$(subst $(sanitize_space),$(sanitize_comma),$\
+	$(strip $(call sanitize_patterns,$(1)))))
 # The longest first (TEST_JOBS of them run at a time).
 SANITIZE_SUITES = $(foreach s,dist-model train mc-eval model shards tokenizer export timeline costmodel \
 	dist-comm dist-attention dist-launch,$(call sanitize_suite,$(s))) \

@@ -366,7 +366,8 @@ t_kill9() {
   for i in 1 2 3 4 5 6 7; do
     # Once this run has trained a step, let it go on (a step and a checkpoint write take about
     # 80 ms) for a random while, then kill it.
-    # ($RANDOM drawn here: a command substitution's subshell reseeds it, and KILL_SEED would not repeat)
+    # ($RANDOM drawn here: a command substitution's subshell reseeds it, and KILL_SEED would not
+    # repeat the kill times)
     local r=$RANDOM delay; delay=$(awk -v r=$r 'BEGIN { printf "%.2f", r / 32768 * 0.5 }')
     local before; before=$(cat "$d/log.jsonl" 2> /dev/null | grep -c '"type":"step"')
     # (every other run writes its checkpoints in the background: --async-save)
