@@ -24,8 +24,10 @@ SANITIZE_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,flo
 # build included, instead of 35 (CI has 90 in all). Left out are lines that run code the kept
 # lines run already, at other settings: the CLI's flag combinations (train:flags; the options
 # fuzzer parses flags under the same sanitizers), the schedules of learning rate, batch, tokens
-# and data phases (arithmetic over the same loop), the architecture variants of whole training
-# runs and exports (their kernels run in model's torch-* lines, their files in the lines kept),
+# and data phases, init-std, params-norm, val-sets and eval-positions (arithmetic and evaluations
+# over the same loop; eval-only stays), the timing checks exit-minutes-room and log-interval
+# (exit-minutes and log stay), the architecture variants of whole training runs and exports
+# (their kernels run in model's torch-* lines, their files in the lines kept),
 # mesh-auto (mesh-auto-recompute runs the chooser), mc-eval on a mesh, the 16-rank repeats of the
 # 4x4 mesh (mesh-4x4 of dist-attention stays), the JavaScript tokenizers' corpora (hf_llama3,
 # hf_qwen2 and the fuzzers keep the readers), and test_muon_share (the Muon split's bookkeeping
