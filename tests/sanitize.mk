@@ -33,24 +33,24 @@ SANITIZE_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,flo
 # hf_qwen2 and the fuzzers keep the readers), and test_muon_share (the Muon split's bookkeeping
 # over 40 rank counts, 40 times slower here; the dist-muon run stays). mc-eval:cuda is a
 # host-runtime program.
-SANITIZE_LEFT_OUT_train = flags batch-rampup data-phase lr-schedules lr-tokens train-tokens \
-	untied resume-untied muon rope rope-scaling resume-rope z-loss qk-norm resume-qk-norm qwen2 \
-	resume-qwen2 resume-gqa val-sets eval-positions init-std params-norm exit-minutes-room log-interval
+# Each suite's patterns for tests/run_suites.sh (SUITE:PATTERN,...): !NAME leaves a line out; the
+# dist-model patterns select its mesh lines but the 4x4 and mesh-auto, and five of its training
+# runs (the 2x2 schedules, resume, refusals, a killed rank, the mesh flags).
+SANITIZE_PATTERNS_train = !flags !batch-rampup !data-phase !lr-schedules !lr-tokens !train-tokens \
+	!untied !resume-untied !muon !rope !rope-scaling !resume-rope !z-loss !qk-norm !resume-qk-norm \
+	!qwen2 !resume-qwen2 !resume-gqa !val-sets !eval-positions !init-std !params-norm \
+	!exit-minutes-room !log-interval
 SANITIZE_PATTERNS_dist-model = mesh-* !mesh-4x4* !mesh-auto train-schedules-2x2 train-resume \
 	train-refuse train-kill train-mesh
-SANITIZE_LEFT_OUT_dist-attention = zigzag-steps ulysses-4x4 zigzag-4x4 usp-4x4
-SANITIZE_LEFT_OUT_export = qwen2 qwen3 untied init-from-hf
-SANITIZE_LEFT_OUT_tokenizer = hf_js_llama3 hf_js_qwen2
-SANITIZE_LEFT_OUT_model = muon-share
-SANITIZE_LEFT_OUT_mc-eval = cuda mesh
+SANITIZE_PATTERNS_dist-attention = !zigzag-steps !ulysses-4x4 !zigzag-4x4 !usp-4x4
+SANITIZE_PATTERNS_export = !qwen2 !qwen3 !untied !init-from-hf
+SANITIZE_PATTERNS_tokenizer = !hf_js_llama3 !hf_js_qwen2
+SANITIZE_PATTERNS_model = !muon-share
+SANITIZE_PATTERNS_mc-eval = !cuda !mesh
 sanitize_space := $() $()
 sanitize_comma := ,
-# SUITE:!a,!b,... (tests/run_suites.sh): the suite less its SANITIZE_LEFT_OUT_ lines; dist-model
-# by patterns of both kinds: the lines they select (its mesh lines but the 4x4 and mesh-auto, and
-# five of its training runs: the 2x2 schedules, resume, refusals, a killed rank, the mesh flags).
-sanitize_patterns = $(or $(SANITIZE_PATTERNS_$(1)),$(addprefix !,$(SANITIZE_LEFT_OUT_$(1))))
-sanitize_suite = $(1)$(if $(call sanitize_patterns,$(1)),:$(subst $(sanitize_space),$(sanitize_comma),$\
-	$(strip $(call sanitize_patterns,$(1)))))
+sanitize_suite = $(1)$(if $(SANITIZE_PATTERNS_$(1)),:$(subst $(sanitize_space),$(sanitize_comma),$\
+	$(strip $(SANITIZE_PATTERNS_$(1)))))
 # The longest first (TEST_JOBS of them run at a time).
 SANITIZE_SUITES = $(foreach s,dist-model train mc-eval model shards tokenizer export timeline costmodel \
 	dist-comm dist-attention dist-launch,$(call sanitize_suite,$(s))) \
